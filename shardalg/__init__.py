@@ -1,0 +1,68 @@
+"""shardalg: a symbolic algebra engine for the sharding rules of distributed matrix programs.
+
+    >>> import shardalg as sa
+    >>> p = sa.parse("A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]")
+
+The public names are loaded on first use, so ``import shardalg`` (and the CLI's start) stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # notation
+    "parse": "parse",
+    "parse_tensor": "parse",
+    "parse_statement": "parse",
+    "Mesh": "mesh",
+    "Axis": "mesh",
+    "DType": "syntax",
+    "Op": "syntax",
+    "Dim": "syntax",
+    "Tensor": "syntax",
+    "Product": "syntax",
+    "Collective": "syntax",
+    "Arrow": "syntax",
+    "Program": "syntax",
+    # legality and shapes
+    "check": "legality",
+    "shape": "shape",
+    # printers
+    "text": "printing",
+    "unicode": "printing",
+    "latex": "printing",
+    "to_json": "printing",
+    # errors
+    "ShardalgError": "errors",
+    "ParseError": "errors",
+    "IllegalSharding": "errors",
+    "UsageError": "errors",
+    # plans
+    "Plan": "plan",
+    "Step": "plan",
+    "plan": "planner",
+    "plans": "planner",
+    "redistribute": "redistribute",
+    "simulate": "execute",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'shardalg' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
