@@ -1,0 +1,101 @@
+"""``shardalg parse | check | shape``: read the notation, judge it, measure it.
+
+    shardalg parse "A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]" --format latex
+    shardalg check "A[I_X, J] · B[J, K_X]" --mesh X=4,Y=2
+    shardalg shape "A: fp32[I_XY, J] where I=1024, J=4096" --mesh X=8,Y=2 --json
+
+EXPR may be ``-`` to read it from standard input. ``--sizes`` is strictly ``NAME=INT,NAME=INT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import EXIT_ILLEGAL, EXIT_OK
+
+FORMATS = ("text", "unicode", "latex", "json")
+
+
+def _source(args: argparse.Namespace) -> str:
+    return sys.stdin.read() if args.expr == "-" else args.expr
+
+
+def _mesh(args: argparse.Namespace):
+    from ..mesh import Mesh
+
+    return Mesh.parse(args.mesh) if args.mesh else None
+
+
+def _dump(obj: object) -> str:
+    return obj if isinstance(obj, str) else json.dumps(obj, indent=2, ensure_ascii=False)
+
+
+def _parse(args: argparse.Namespace) -> int:
+    from .. import printing
+    from ..parse import parse
+
+    program = parse(_source(args))
+    out = printing.to_json(program) if args.format == "json" else getattr(printing, args.format)(program)
+    print(_dump(out))
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    from ..legality import check
+    from ..parse import parse
+    from ..printing import text
+
+    program = parse(_source(args))
+    found = check(program, _mesh(args), args.sizes)
+    if args.json:
+        print(_dump({"legal": not found, "violations": [v.to_error().to_json() for v in found]}))
+    if found:
+        print("\n".join(str(v) for v in found), file=sys.stderr)
+        return EXIT_ILLEGAL
+    if not args.json:
+        print(f"legal: {text(program)}")
+    return EXIT_OK
+
+
+def _shape(args: argparse.Namespace) -> int:
+    from ..parse import parse
+    from ..shape import shape
+
+    info = shape(parse(_source(args)), _mesh(args), args.sizes)
+    print(_dump(info.to_json()) if args.json else str(info))
+    return EXIT_OK
+
+
+def _common(p: argparse.ArgumentParser, mesh_help: str) -> None:
+    p.add_argument("expr", metavar="EXPR", help="the notation (quote it), or - to read standard input")
+    p.add_argument("--mesh", metavar="X=4,Y=2", help=mesh_help)
+    p.add_argument("--sizes", metavar="I=1024,J=4096", help="dim sizes, NAME=INT separated by commas")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "parse", help="parse the notation and print it back", description="Parse EXPR and print its AST in a format."
+    )
+    p.add_argument("expr", metavar="EXPR", help="the notation (quote it), or - to read standard input")
+    p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    p.set_defaults(handler=_parse)
+
+    p = subparsers.add_parser(
+        "check",
+        help="check the legality rules",
+        description="Check EXPR against the legality rules; exit 1 and list the violations when it is illegal.",
+    )
+    _common(p, "the mesh; enables the unknown-axis and divisibility rules")
+    p.add_argument("--json", action="store_true", help='print {"legal": ..., "violations": [...]} as JSON')
+    p.set_defaults(handler=_check)
+
+    p = subparsers.add_parser(
+        "shape",
+        help="global and local shape, bytes, replication of a tensor",
+        description="Measure one sharded tensor on a mesh. A tensor without a dtype is taken as bf16.",
+    )
+    _common(p, "the mesh (required unless EXPR declares one: 'mesh X=4, Y=2; A[I_X, J]')")
+    p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
+    p.set_defaults(handler=_shape)
