@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "plans": "planner",
     "redistribute": "redistribute",
     "simulate": "execute",
+    "run_plan": "execute",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

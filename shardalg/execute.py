@@ -1,0 +1,721 @@
+"""The numeric executor: a virtual mesh of numpy buffers on which every plan step is real data movement.
+
+Devices are the coordinates of the mesh in axis order (``itertools.product`` over the sizes, the last
+axis fastest); a dim sharded over ``(X, Y)`` puts block ``c_X·|Y| + c_Y`` on device ``c``. Each collective
+is written from first principles as point-to-point receives between device buffers (an AllGather really
+concatenates the blocks of its group, a ReduceScatter really sums and keeps the owned block); nothing
+ever reassembles the global array and re-cuts it. ``run_plan`` then checks the reassembled output of a
+plan against the dense einsum of the dense inputs, and counts the bytes each device received::
+
+    >>> from shardalg.syntax import Dim, Op, Tensor
+    >>> A = Tensor("A", (Dim("I"), Dim("J", ("X",))))
+    >>> step = Step(Op.ALL_GATHER, (A,), Tensor("A", (Dim("I"), Dim("J"))), axes=("X",))
+    >>> run_plan(Plan((A,), (step,), step.output), {"X": 4}).ok
+    True
+
+Invariant marks (``{I_X}``) place data like replication; the executor ignores them. Buffers may carry
+extra trailing axes after the tensor's dims (every collective passes them through): ``operators`` uses
+one trailing axis to push all basis vectors through an op at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from math import prod
+
+import numpy as np
+
+from .errors import IllegalSharding, IndivisibleDim, ShapeMismatch, ShardalgError, UsageError
+from .mesh import Mesh, as_mesh
+from .plan import Plan, Step
+from .syntax import Op, Tensor
+
+__all__ = [
+    "VirtualMesh",
+    "ExecutionError",
+    "ExecResult",
+    "shard",
+    "unshard",
+    "apply_step",
+    "run_plan",
+    "simulate",
+    "default_sizes",
+    "local_shape",
+]
+
+Coord = tuple[int, ...]
+Buffers = dict[Coord, np.ndarray]
+
+
+class ExecutionError(ShardalgError):
+    """Buffers contradict their layout: replicas that disagree, a missing device, a step with no input."""
+
+    rule = "execution"
+
+
+class VirtualMesh:
+    """The devices of a numeric mesh and the groups a collective over some axes acts on."""
+
+    def __init__(self, mesh: Mesh | Mapping[str, int] | str) -> None:
+        m = as_mesh(mesh)
+        if m is None or not m.is_numeric:
+            raise UsageError("the executor needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
+        self.mesh: Mesh = m
+        self.names: tuple[str, ...] = m.names
+        self.shape: tuple[int, ...] = m.shape
+        self._pos = {n: i for i, n in enumerate(self.names)}
+        self.coords: tuple[Coord, ...] = tuple(itertools.product(*(range(s) for s in self.shape)))
+
+    def _index(self, axis: str) -> int:
+        if axis not in self._pos:
+            self.mesh[axis]  # raises UnknownAxis with the mesh's axes
+        return self._pos[axis]
+
+    def size(self, axes: Sequence[str]) -> int:
+        return prod(self.shape[self._index(a)] for a in axes)
+
+    def rank(self, c: Coord, axes: Sequence[str]) -> int:
+        """Mixed-radix index of device ``c`` over ``axes``, the first axis major."""
+        r = 0
+        for a in axes:
+            i = self._index(a)
+            r = r * self.shape[i] + c[i]
+        return r
+
+    def group(self, c: Coord, axes: Sequence[str]) -> list[Coord]:
+        """The devices that differ from ``c`` only in the coordinates of ``axes``, in rank order over them."""
+        idx = [self._index(a) for a in axes]
+        members = []
+        for vals in itertools.product(*(range(self.shape[i]) for i in idx)):
+            g = list(c)
+            for i, v in zip(idx, vals, strict=True):
+                g[i] = v
+            members.append(tuple(g))
+        return members
+
+    def __repr__(self) -> str:
+        return f"VirtualMesh({self.mesh!r}, devices={len(self.coords)})"
+
+
+def _vm(mesh: VirtualMesh | Mesh | Mapping[str, int] | str) -> VirtualMesh:
+    return mesh if isinstance(mesh, VirtualMesh) else VirtualMesh(mesh)
+
+
+def _show(t: Tensor) -> str:
+    try:
+        from .printing import text
+    except ImportError:  # the printers are not there yet: a plain rendering
+        dims = ", ".join(d.label + ("_" + "".join(d.axes) if d.axes else "") for d in t.dims)
+        u = "{" + ", ".join(f"U_{a}" for a in t.unreduced) + "}" if t.unreduced else ""
+        return f"{t.name or ''}[{dims}]{u}"
+    return text(t)
+
+
+# ---------------------------------------------------------------- sizes and blocks
+
+
+def dim_extent(dim_label: str, literal: int | None, sizes: Mapping[str, int]) -> int:
+    if literal is not None:
+        return literal
+    if dim_label not in sizes:
+        raise UsageError(f"no size for dim {dim_label}: pass sizes={{'{dim_label}': ...}}")
+    return int(sizes[dim_label])
+
+
+def local_shape(t: Tensor, mesh: VirtualMesh | Mesh, sizes: Mapping[str, int]) -> tuple[int, ...]:
+    """Each device's block shape; an IndivisibleDim error when a dim does not split evenly."""
+    vm = _vm(mesh)
+    out = []
+    for d in t.dims:
+        n, g = dim_extent(d.label, d.size, sizes), vm.size(d.axes)
+        if n % g:
+            raise IndivisibleDim(f"dim {d.label} = {n} of {_show(t)} does not split into {g} blocks")
+        out.append(n // g)
+    return tuple(out)
+
+
+def default_sizes(tensors: Sequence[Tensor], mesh: VirtualMesh | Mesh) -> dict[str, int]:
+    """A small size per named dim, divisible by every axis that shards it anywhere in ``tensors``: the
+    product of those axes' sizes, times 3 for a dim never sharded, 2 below 8 blocks, 1 from 8 up."""
+    vm = _vm(mesh)
+    axes: dict[str, set[str]] = {}
+    for t in tensors:
+        for d in t.dims:
+            if d.name is not None:
+                axes.setdefault(d.name, set()).update(d.axes)
+    out = {}
+    for name, used in axes.items():
+        g = vm.size(sorted(used))
+        out[name] = g * (3 if g == 1 else 2 if g < 8 else 1)
+    return out
+
+
+def _block_key(t: Tensor, vm: VirtualMesh, c: Coord) -> tuple[int, ...]:
+    return tuple(vm.rank(c, d.axes) for d in t.dims)
+
+
+def _global_slices(key: Sequence[int], loc: Sequence[int]) -> tuple[slice, ...]:
+    return tuple(slice(b * s, (b + 1) * s) for b, s in zip(key, loc, strict=True))
+
+
+def _piece(rank: int, pos: int, j: int, parts: int, extent: int) -> tuple[slice, ...]:
+    """Index of piece ``j`` of ``parts`` along local dim ``pos`` (of ``extent``) in a rank-``rank`` buffer."""
+    if extent % parts:
+        raise IndivisibleDim(f"a local block of {extent} does not split into {parts} pieces")
+    s = extent // parts
+    return tuple(slice(j * s, (j + 1) * s) if i == pos else slice(None) for i in range(rank))
+
+
+# ---------------------------------------------------------------- shard / unshard
+
+
+def shard(
+    global_array: np.ndarray, tensor: Tensor, mesh: VirtualMesh | Mesh, rng: np.random.Generator | None = None
+) -> Buffers:
+    """Cut a dense array into per-device buffers by ``tensor``'s sharding. Replicated and invariant axes get
+    copies; along the unreduced axes each block is split into |group| random parts that add up to it."""
+    vm, arr = _vm(mesh), np.asarray(global_array)
+    if arr.ndim != len(tensor.dims):
+        raise ShapeMismatch(f"{_show(tensor)} has {len(tensor.dims)} dims, the array {arr.ndim}")
+    for d, n in zip(tensor.dims, arr.shape, strict=True):
+        if d.size is not None and d.size != n:
+            raise ShapeMismatch(f"dim {d.label} of {_show(tensor)} has size {d.size}, the array {n}")
+    loc = local_shape(tensor, vm, {d.label: n for d, n in zip(tensor.dims, arr.shape, strict=True)})
+    rng = rng if rng is not None else np.random.default_rng(0)
+    parts_of: dict[tuple[int, ...], list[np.ndarray]] = {}
+    n_parts = vm.size(tensor.unreduced)
+    out: Buffers = {}
+    for c in vm.coords:
+        key = _block_key(tensor, vm, c)
+        block = arr[_global_slices(key, loc)]
+        if n_parts == 1:
+            out[c] = block.copy()
+            continue
+        if key not in parts_of:
+            noise = rng.standard_normal((n_parts - 1, *block.shape))
+            parts_of[key] = [*noise, block - noise.sum(axis=0)]
+        out[c] = parts_of[key][vm.rank(c, tensor.unreduced)].copy()
+    return out
+
+
+def unshard(buffers: Mapping[Coord, np.ndarray], tensor: Tensor, mesh: VirtualMesh | Mesh) -> np.ndarray:
+    """Reassemble the dense value: one copy of each block (replicas must agree), summed over the
+    unreduced axes. Disagreeing replicas raise ExecutionError: that is how a wrong collective shows."""
+    vm = _vm(mesh)
+    if set(buffers) != set(vm.coords):
+        raise ExecutionError(f"the buffers of {_show(tensor)} do not cover the {len(vm.coords)} devices")
+    rank = len(tensor.dims)
+    first = buffers[vm.coords[0]]
+    loc = first.shape[:rank]
+    if len(loc) != rank or any(b.shape != first.shape for b in buffers.values()):
+        raise ExecutionError(f"the devices of {_show(tensor)} hold blocks of different shapes")
+    scale = max(1.0, max(float(np.max(np.abs(b), initial=0.0)) for b in buffers.values()))
+    reps: dict[tuple[tuple[int, ...], int], Coord] = {}
+    for c in vm.coords:
+        k = (_block_key(tensor, vm, c), vm.rank(c, tensor.unreduced))
+        if k not in reps:
+            reps[k] = c
+        elif not np.allclose(buffers[c], buffers[reps[k]], rtol=1e-9, atol=1e-12 * scale):
+            raise ExecutionError(
+                f"devices {reps[k]} and {c} should hold the same block of {_show(tensor)} but do not"
+            )
+    shape = tuple(s * vm.size(d.axes) for s, d in zip(loc, tensor.dims, strict=True)) + first.shape[rank:]
+    total = np.zeros(shape, dtype=first.dtype)
+    for (key, _), c in reps.items():
+        total[_global_slices(key, loc)] += buffers[c]
+    return total
+
+
+# ---------------------------------------------------------------- the ops, as data movement
+
+
+class _Net:
+    """Point-to-point receives; counts the elements a device gets from another device."""
+
+    def __init__(self) -> None:
+        self.elements = 0
+
+    def recv(self, dst: Coord, src: Coord, data: np.ndarray, lead: int) -> np.ndarray:
+        if dst != src:
+            self.elements += prod(data.shape[:lead])
+        return data
+
+
+Layout = tuple[tuple[tuple[str, ...], ...], frozenset[str]]  # axes per dim, unreduced axes
+
+
+def _fail(step: Step, why: str, rule: str = "collective-precondition") -> IllegalSharding:
+    head = step.op.value + ("_{" + ",".join(step.axes) + "}" if step.axes else "")
+    return IllegalSharding(f"{head}({', '.join(_show(t) for t in step.inputs)}): {why}", rule=rule)
+
+
+def _dim_pos(step: Step, t: Tensor, name: str | None) -> int:
+    if name is None:
+        raise _fail(step, f"{step.op.value} needs a target dim")
+    for i, d in enumerate(t.dims):
+        if d.label == name:
+            return i
+    raise _fail(step, f"{_show(t)} has no dim {name}", rule="shape-mismatch")
+
+
+def _minor_suffix(step: Step, t: Tensor, axes: Sequence[str]) -> dict[int, tuple[str, ...]]:
+    """For each dim holding some of ``axes``: those axes, which must be its minor-most ones."""
+    found: dict[int, tuple[str, ...]] = {}
+    for i, d in enumerate(t.dims):
+        mine = tuple(a for a in d.axes if a in axes)
+        if mine and d.axes[len(d.axes) - len(mine) :] != mine:
+            raise _fail(
+                step,
+                f"{', '.join(mine)} must be the minor-most axes of dim {d.label} "
+                f"(it is sharded over {''.join(d.axes)}); move them with a Permute first",
+            )
+        if mine:
+            found[i] = mine
+    missing = [a for a in axes if not any(a in m for m in found.values())]
+    if missing:
+        raise _fail(step, f"{', '.join(missing)} does not shard {_show(t)}")
+    return found
+
+
+def _all_gather(vm: VirtualMesh, net: _Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    (t,) = step.inputs
+    found = _minor_suffix(step, t, step.axes)
+    rank, out = len(t.dims), {}
+    for c in vm.coords:
+        src = bufs[c]
+        shape = list(src.shape)
+        for i, mine in found.items():
+            shape[i] *= vm.size(mine)
+        o = np.empty(shape, dtype=src.dtype)
+        for g in vm.group(c, step.axes):
+            at = tuple(
+                slice(vm.rank(g, found[i]) * s, (vm.rank(g, found[i]) + 1) * s) if i in found else slice(None)
+                for i, s in enumerate(src.shape[:rank])
+            )
+            o[at] = net.recv(c, g, bufs[g], rank)
+        out[c] = o
+    dims = tuple(d.axes[: len(d.axes) - len(found.get(i, ()))] for i, d in enumerate(t.dims))
+    return out, (dims, frozenset(t.unreduced))
+
+
+def _need_unreduced(step: Step, t: Tensor) -> None:
+    bad = [a for a in step.axes if a not in t.unreduced]
+    if bad:
+        raise _fail(step, f"{', '.join(bad)} is not unreduced in {_show(t)}; only a {{U_..}} value is summed")
+
+
+def _reduce_scatter(vm: VirtualMesh, net: _Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    (t,) = step.inputs
+    _need_unreduced(step, t)
+    if step.dim is not None:
+        added = {_dim_pos(step, t, step.dim): tuple(step.axes)}
+    else:  # a multi-dim ReduceScatter (the transpose of AllGather_XY([B_X, D_Y])): placement from the output
+        added = {}
+        for i, (d, e) in enumerate(zip(t.dims, step.output.dims, strict=False)):
+            tail = e.axes[len(d.axes) :]
+            if e.axes[: len(d.axes)] == d.axes and tail and set(tail) <= set(step.axes):
+                added[i] = tail
+        if sorted(a for tail in added.values() for a in tail) != sorted(step.axes):
+            raise _fail(step, "without a target dim the output must append each axis to one dim")
+    rank, out = len(t.dims), {}
+    for c in vm.coords:
+        src = bufs[c]
+        at = tuple(
+            _piece(rank, i, vm.rank(c, added[i]), vm.size(added[i]), src.shape[i])[i]
+            if i in added
+            else slice(None)
+            for i in range(rank)
+        )
+        total = None
+        for g in vm.group(c, step.axes):
+            part = net.recv(c, g, bufs[g][at], rank)
+            total = part.copy() if total is None else total + part
+        out[c] = total
+    dims = tuple(d.axes + added.get(i, ()) for i, d in enumerate(t.dims))
+    return out, (dims, frozenset(t.unreduced) - set(step.axes))
+
+
+def _all_reduce(vm: VirtualMesh, net: _Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """Ring-style: each member reduces one chunk of the flattened buffer, then every member gathers
+    the reduced chunks (ReduceScatter + AllGather, 2·(G-1)/G of the buffer per device)."""
+    (t,) = step.inputs
+    _need_unreduced(step, t)
+    rank, out = len(t.dims), {}
+    for c in vm.coords:
+        if vm.rank(c, step.axes) != 0:
+            continue
+        members = vm.group(c, step.axes)
+        flat = {g: bufs[g].reshape((-1, *bufs[g].shape[rank:])) for g in members}
+        n, parts = flat[c].shape[0], len(members)
+        edges = [n * k // parts for k in range(parts + 1)]
+        reduced = []
+        for k, owner in enumerate(members):
+            chunk = None
+            for g in members:
+                part = net.recv(owner, g, flat[g][edges[k] : edges[k + 1]], 1)
+                chunk = part.copy() if chunk is None else chunk + part
+            reduced.append(chunk)
+        for g in members:
+            got = [net.recv(g, owner, reduced[k], 1) for k, owner in enumerate(members)]
+            out[g] = np.concatenate(got).reshape(bufs[g].shape)
+    return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced) - set(step.axes))
+
+
+def _all_to_all(vm: VirtualMesh, net: _Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    (t,) = step.inputs
+    to = _dim_pos(step, t, step.dim)
+    found = _minor_suffix(step, t, step.axes)
+    if len(found) != 1 or to in found:
+        raise _fail(step, f"the axes must all shard one dim other than {step.dim}")
+    ((frm, held),) = found.items()  # held: the axes in d' order; they land on d in the step's order
+    moved = tuple(step.axes)
+    rank, parts, out = len(t.dims), vm.size(moved), {}
+    for c in vm.coords:
+        src = bufs[c]
+        shape = list(src.shape)
+        shape[frm] *= parts
+        shape[to] //= parts
+        o = np.empty(shape, dtype=src.dtype)
+        mine = _piece(rank, to, vm.rank(c, moved), parts, src.shape[to])
+        for g in vm.group(c, moved):
+            o[_piece(rank, frm, vm.rank(g, held), parts, shape[frm])] = net.recv(c, g, bufs[g][mine], rank)
+        out[c] = o
+    dims = list(d.axes for d in t.dims)
+    dims[frm] = dims[frm][: len(dims[frm]) - len(held)]
+    dims[to] = dims[to] + moved
+    return out, (tuple(dims), frozenset(t.unreduced))
+
+
+def is_zero_pad(step: Step) -> bool:
+    """A Slice step read backwards (the transpose of Slice, S -> U): its axes leave a dim and become
+    unreduced; each device writes its block in place and zeros elsewhere."""
+    op = step.op.value
+    return op == "ZeroPad" or (
+        op == "Slice"
+        and bool(step.axes)
+        and set(step.axes) <= set(step.output.unreduced)
+        and not set(step.axes) & set(step.inputs[0].unreduced)
+    )
+
+
+def _slice(vm: VirtualMesh, net: _Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    if is_zero_pad(step):
+        return _zero_pad(vm, step, bufs)
+    (t,) = step.inputs
+    busy = [a for a in step.axes if a in t.sharded_axes or a in t.unreduced]
+    if busy:
+        raise _fail(
+            step, f"{', '.join(busy)} is already used by {_show(t)}; only a replicated axis is sliced"
+        )
+    at, rank, parts = _dim_pos(step, t, step.dim), len(t.dims), vm.size(step.axes)
+    out = {c: b[_piece(rank, at, vm.rank(c, step.axes), parts, b.shape[at])].copy() for c, b in bufs.items()}
+    dims = tuple(d.axes + tuple(step.axes) if i == at else d.axes for i, d in enumerate(t.dims))
+    return out, (dims, frozenset(t.unreduced))
+
+
+def _zero_pad(vm: VirtualMesh, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    (t,) = step.inputs
+    found = _minor_suffix(step, t, step.axes)
+    if len(found) != 1:
+        raise _fail(step, "a zero-pad takes its axes off one dim")
+    ((at, moved),) = found.items()
+    rank, parts, out = len(t.dims), vm.size(moved), {}
+    for c, b in bufs.items():
+        shape = list(b.shape)
+        shape[at] *= parts
+        o = np.zeros(shape, dtype=b.dtype)
+        o[_piece(rank, at, vm.rank(c, moved), parts, shape[at])] = b
+        out[c] = o
+    dims = tuple(d.axes[: len(d.axes) - len(moved)] if i == at else d.axes for i, d in enumerate(t.dims))
+    return out, (dims, frozenset(t.unreduced) | set(moved))
+
+
+def _permute(vm: VirtualMesh, net: _Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """Swap the roles of two axes. Devices that hold the same block (and the same partial) under the old
+    layout are matched, in device order, with the devices that need it under the new one: a bijection,
+    so every device receives at most one shard."""
+    (t,) = step.inputs
+    if len(step.axes) != 2 or step.axes[0] == step.axes[1]:
+        raise _fail(step, "Permute_{X,Y} swaps two distinct axes")
+    x, y = step.axes
+    swap = {x: y, y: x}
+    dims = tuple(tuple(swap.get(a, a) for a in d.axes) for d in t.dims)
+    unred = tuple(swap.get(a, a) for a in t.unreduced)
+    if [vm.size(d.axes) for d in t.dims] != [vm.size(e) for e in dims] or vm.size(t.unreduced) != vm.size(
+        unred
+    ):
+        raise _fail(step, f"|{x}| = {vm.size([x])} and |{y}| = {vm.size([y])}: the local shape would change")
+    old: dict[tuple, list[Coord]] = {}
+    new: dict[tuple, list[Coord]] = {}
+    for c in vm.coords:
+        old.setdefault((_block_key(t, vm, c), vm.rank(c, t.unreduced)), []).append(c)
+        new.setdefault((tuple(vm.rank(c, e) for e in dims), vm.rank(c, unred)), []).append(c)
+    rank, out = len(t.dims), {}
+    for key, dsts in new.items():
+        for src, dst in zip(old[key], dsts, strict=True):
+            out[dst] = net.recv(dst, src, bufs[src], rank).copy()
+    return out, (dims, frozenset(unred))
+
+
+_OPS = {
+    Op.ALL_GATHER: _all_gather,
+    Op.REDUCE_SCATTER: _reduce_scatter,
+    Op.ALL_REDUCE: _all_reduce,
+    Op.ALL_TO_ALL: _all_to_all,
+    Op.SLICE: _slice,
+    Op.PERMUTE: _permute,
+}
+if hasattr(Op, "ZERO_PAD"):
+    _OPS[Op.ZERO_PAD] = _slice  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- local einsum
+
+
+def _einsum_rule(step: Step) -> tuple[str, Layout]:
+    """The einsum subscripts and the output layout the case rules give, or the error that forbids it."""
+    left, right = step.inputs
+    letters: dict[str, str] = {}
+
+    def sub(t: Tensor) -> str:
+        if len(set(t.dim_names)) != len(t.dim_names):
+            raise ShapeMismatch(f"{_show(t)} names a dim twice")
+        return "".join(letters.setdefault(n, chr(ord("a") + len(letters))) for n in t.dim_names)
+
+    spec = f"{sub(left)},{sub(right)}->"
+    out_names = step.output.dim_names
+    if any(n not in letters for n in out_names) or len(set(out_names)) != len(out_names):
+        raise ShapeMismatch(
+            f"the result {_show(step.output)} has a dim that is not an operand's, or one twice"
+        )
+    spec += "".join(letters[n] for n in out_names)
+    both = set(left.unreduced) & set(right.unreduced)
+    if both:
+        raise _fail(
+            step,
+            f"both operands are unreduced over {', '.join(sorted(both))}: reduce one first",
+            rule="unreduced-product",
+        )
+    for t, other in ((left, right), (right, left)):
+        clash = set(t.unreduced) & set(other.sharded_axes)
+        if clash:
+            raise _fail(
+                step,
+                f"{_show(t)} is unreduced over {', '.join(sorted(clash))}, which shards "
+                f"{_show(other)}: reduce it first",
+                rule="unreduced-product",
+            )
+    axes_l = {d.label: d.axes for d in left.dims}
+    axes_r = {d.label: d.axes for d in right.dims}
+    unred = set(left.unreduced) | set(right.unreduced)
+    for name in letters:
+        keep = name in out_names
+        if name in axes_l and name in axes_r and axes_l[name] != axes_r[name]:
+            if keep:
+                raise _fail(
+                    step, f"batch dim {name} is sharded differently in the operands", "batch-dim-mismatch"
+                )
+            raise _fail(
+                step,
+                f"contracted dim {name} is sharded over {''.join(axes_l[name]) or 'nothing'} on "
+                f"the left and {''.join(axes_r[name]) or 'nothing'} on the right: not a local product; "
+                "gather or slice one side first",
+                rule="einsum-not-local",
+            )
+        if not keep:  # summed on each device: a sharded sum leaves partial sums
+            unred |= set(axes_l.get(name, ()) or axes_r.get(name, ()))
+    dims = tuple(axes_l[n] if n in axes_l else axes_r[n] for n in out_names)
+    flat = [a for d in dims for a in d]
+    if len(set(flat)) != len(flat):
+        raise _fail(
+            step,
+            "two result dims would be sharded over one axis (case 4): gather one operand first",
+            rule="case-4",
+        )
+    if set(flat) & unred:
+        raise _fail(
+            step,
+            f"axis {', '.join(sorted(set(flat) & unred))} would both shard and be unreduced",
+            rule="axis-used-twice",
+        )
+    return spec, (dims, frozenset(unred))
+
+
+def _einsum(vm: VirtualMesh, step: Step, inputs: Sequence[Buffers]) -> tuple[Buffers, Layout]:
+    spec, layout = _einsum_rule(step)
+    lb, rb = inputs
+    return {c: np.einsum(spec, lb[c], rb[c]) for c in vm.coords}, layout
+
+
+# ---------------------------------------------------------------- one step, a whole plan
+
+
+def _step_text(step: Step) -> str:
+    try:
+        from .printing import text
+    except ImportError:
+        return step.op.value + ("_{" + ",".join(step.axes) + "}" if step.axes else "")
+    return text(step.statement())
+
+
+def apply_step(
+    step: Step,
+    inputs: Sequence[Mapping[Coord, np.ndarray]],
+    mesh: VirtualMesh | Mesh,
+    sizes: Mapping[str, int],
+) -> tuple[Buffers, int]:
+    """Run one step on its inputs' buffers. Returns the output buffers and the number of elements the
+    devices received from other devices. The op's effect is derived from the input layout and the op,
+    then checked against ``step.output``: a step that claims another layout is an error."""
+    vm = _vm(mesh)
+    arity = 2 if step.op is Op.EINSUM else 1
+    if len(step.inputs) != arity or len(inputs) != arity:
+        raise UsageError(f"{step.op.value} takes {arity} input(s)")
+    for t in (*step.inputs, step.output):
+        vm.size(t.used_axes)
+    vm.size(step.axes)
+    bufs = [dict(b) for b in inputs]
+    for t, b in zip(step.inputs, bufs, strict=True):
+        loc = local_shape(t, vm, sizes)
+        if set(b) != set(vm.coords) or any(x.shape[: len(loc)] != loc for x in b.values()):
+            raise ExecutionError(f"the buffers given for {_show(t)} are not its {loc} blocks on every device")
+    net = _Net()
+    if step.op is Op.EINSUM:
+        out, layout = _einsum(vm, step, bufs)
+    else:
+        (t,) = step.inputs
+        if t.dim_names != step.output.dim_names:
+            raise _fail(
+                step, f"a collective keeps the dims; {_show(step.output)} has others", "shape-mismatch"
+            )
+        if step.op not in _OPS:
+            raise UsageError(f"the executor has no rule for {step.op.value}")
+        out, layout = _OPS[step.op](vm, net, step, bufs[0])
+    want = (tuple(d.axes for d in step.output.dims), frozenset(step.output.unreduced))
+    if layout != want:
+        got = Tensor(
+            step.output.name,
+            tuple(d.with_axes(a) for d, a in zip(step.output.dims, layout[0], strict=True)),
+            unreduced=tuple(layout[1]),
+        )
+        raise _fail(step, f"it produces {_show(got)}, not {_show(step.output)}", rule="shape-mismatch")
+    loc = local_shape(step.output, vm, sizes)
+    if any(b.shape[: len(loc)] != loc for b in out.values()):  # a guard on the executor itself
+        raise ExecutionError(f"{_step_text(step)} produced blocks that are not {loc}")
+    return out, net.elements
+
+
+def _dense(step: Step, values: Sequence[np.ndarray]) -> np.ndarray:
+    """The global meaning of a step: collectives are the identity, an einsum is the dense einsum."""
+    if step.op is not Op.EINSUM:
+        return values[0]
+    spec, _ = _einsum_rule(step)
+    return np.einsum(spec, *values)
+
+
+def _bytes(elements: int, t: Tensor) -> int | float:
+    b = elements * (t.dtype.bytes if t.dtype is not None else 2)
+    return int(b) if b == int(b) else float(b)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of running a plan: the reassembled output against the dense one, and the bytes the
+    devices received from each other per step (summed over devices)."""
+
+    plan: Plan
+    ok: bool
+    max_error: float
+    output: np.ndarray | None = field(repr=False)
+    expected: np.ndarray = field(repr=False)
+    bytes_sent: tuple[int | float, ...] = ()
+    devices: int = 1
+    problem: str | None = None
+
+    @property
+    def total_bytes(self) -> int | float:
+        return sum(self.bytes_sent)
+
+    def __str__(self) -> str:
+        head = "ok" if self.ok else "WRONG"
+        lines = [
+            f"{head}: max relative error {self.max_error:.1e} on {self.devices} devices; "
+            f"{self.total_bytes} bytes received in all"
+        ]
+        for n, (step, b) in enumerate(zip(self.plan.steps, self.bytes_sent, strict=True), 1):
+            lines.append(f"  {n}. {_step_text(step)}  [{b} bytes]")
+        if self.problem:
+            lines.append(f"  problem: {self.problem}")
+        return "\n".join(lines)
+
+
+def run_plan(
+    plan: Plan,
+    mesh: VirtualMesh | Mesh | Mapping[str, int] | str,
+    sizes: Mapping[str, int] | None = None,
+    rng: np.random.Generator | None = None,
+    inputs: Mapping[Tensor | str, np.ndarray] | None = None,
+) -> ExecResult:
+    """Run ``plan`` on random (or given) dense inputs, cut by their shardings, and compare the output
+    with the dense computation. A step whose input no earlier step produced is an ExecutionError."""
+    vm = _vm(mesh)
+    rng = rng if rng is not None else np.random.default_rng(0)
+    every = [*plan.inputs, *(t for s in plan.steps for t in (*s.inputs, s.output)), plan.output]
+    dims = default_sizes(every, vm)
+    dims.update(sizes or {})
+    given = dict(inputs or {})
+    dense: dict[Tensor, np.ndarray] = {}
+    bufs: dict[Tensor, Buffers] = {}
+    for t in plan.inputs:
+        arr = given.get(t, given.get(t.name or ""))
+        if arr is None:
+            arr = rng.standard_normal(tuple(dim_extent(d.label, d.size, dims) for d in t.dims))
+        dense[t] = np.asarray(arr, dtype=float)
+        bufs[t] = shard(dense[t], t, vm, rng)
+    sent = []
+    for n, step in enumerate(plan.steps, 1):
+        missing = [t for t in step.inputs if t not in bufs]
+        if missing:
+            raise ExecutionError(
+                f"step {n} ({_step_text(step)}) uses {_show(missing[0])}, which is neither "
+                "a plan input nor the output of an earlier step"
+            )
+        bufs[step.output], elements = apply_step(step, [bufs[t] for t in step.inputs], vm, dims)
+        dense[step.output] = _dense(step, [dense[t] for t in step.inputs])
+        sent.append(_bytes(elements, step.inputs[0]))
+    if plan.output not in bufs:
+        raise ExecutionError(f"no step produces the plan's output {_show(plan.output)}")
+    expected = dense[plan.output]
+    output, problem = None, None
+    try:
+        output = unshard(bufs[plan.output], plan.output, vm)
+    except ExecutionError as err:
+        problem = err.message
+    err_ = float("inf")
+    if output is not None and output.shape == expected.shape:
+        err_ = float(np.max(np.abs(output - expected), initial=0.0)) / max(
+            1.0, float(np.max(np.abs(expected)))
+        )
+    return ExecResult(
+        plan, problem is None and err_ <= 1e-9, err_, output, expected, tuple(sent), len(vm.coords), problem
+    )
+
+
+def simulate(
+    expr_or_plan: object,
+    mesh: VirtualMesh | Mesh | Mapping[str, int] | str,
+    sizes: Mapping[str, int] | None = None,
+    seed: int = 0,
+) -> list[ExecResult]:
+    """Run a plan, a list of plans, or every plan the planner finds for an expression (text or AST)."""
+    if isinstance(expr_or_plan, Plan):
+        todo = [expr_or_plan]
+    elif isinstance(expr_or_plan, Sequence) and not isinstance(expr_or_plan, str):
+        todo = list(expr_or_plan)
+    else:
+        from .planner import plans  # the planner is imported only when asked for
+
+        todo = list(plans(expr_or_plan, mesh=mesh))
+    return [run_plan(p, mesh, sizes, np.random.default_rng(seed)) for p in todo]
