@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "unicode": "printing",
     "latex": "printing",
     "to_json": "printing",
+    "from_json": "printing",
     # errors
     "ShardalgError": "errors",
     "ParseError": "errors",

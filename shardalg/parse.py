@@ -24,7 +24,19 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from .errors import ParseError, ShardalgError, Span, UsageError
-from .syntax import Arrow, Collective, Dim, DType, MeshDecl, Op, Product, Program, Statement, Tensor, dtype_named
+from .syntax import (
+    Arrow,
+    Collective,
+    Dim,
+    DType,
+    MeshDecl,
+    Op,
+    Product,
+    Program,
+    Statement,
+    Tensor,
+    dtype_named,
+)
 
 __all__ = ["parse", "parse_tensor", "parse_statement", "grammar_text", "grammar_path", "split_axes", "LOCAL"]
 
