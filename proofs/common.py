@@ -96,3 +96,28 @@ def ring_mesh(n: int | None, name: str = "X") -> Mesh:
     from shardalg.mesh import Axis
 
     return Mesh([Axis(name, n, wraps=True)])
+
+
+def one_step_plan(op, tensor, result, axes: tuple[str, ...], dim: str | None = None):  # -> Plan
+    """A plan of one collective, for pricing it with the engine's cost model."""
+    from shardalg.plan import Plan, Step
+
+    step = Step(op, (tensor,), result, axes=axes, dim=dim, reason="the collective under study")
+    return Plan((tensor,), (step,), result)
+
+
+def comms_time(plan, mesh: Mesh, model=None, sizes=None) -> sympy.Expr:  # plan: Plan
+    """The engine's communication time of ``plan`` (symbolic seconds over W_ici, T_min, ...)."""
+    from shardalg.cost import plan_cost
+
+    return sympy.sympify(plan_cost(plan, mesh, sizes=sizes, model=model).comms)
+
+
+def global_bytes(tensor) -> sympy.Expr:  # tensor: Tensor with named dims and a dtype
+    """V: the bytes of the whole (global) array, from its dims' size symbols and its dtype."""
+    from shardalg.symbols import dim_size
+
+    total = sympy.Rational(tensor.dtype.bytes.numerator, tensor.dtype.bytes.denominator)
+    for d in tensor.dims:
+        total *= dim_size(d.name) if d.name is not None else d.size
+    return total

@@ -120,11 +120,14 @@ def _pyplot(backend: str) -> Any:
     return plt
 
 
-def _check_pgf() -> None:
+def _pgf_texsystem() -> str:
+    """The TeX engine matplotlib's PGF backend should measure text with."""
     import shutil
 
-    if shutil.which("pdflatex") is None and shutil.which("lualatex") is None and shutil.which("xelatex") is None:
-        raise UsageError("PGF output needs a LaTeX system (pdflatex) for text metrics; write .pdf or .png instead")
+    for name in ("pdflatex", "lualatex", "xelatex"):
+        if shutil.which(name) is not None:
+            return name
+    raise UsageError("PGF output needs a LaTeX system (pdflatex) for text metrics; write .pdf or .png instead")
 
 
 def crossover_plot(
@@ -148,10 +151,16 @@ def crossover_plot(
         raise UsageError(f"unknown picture format {path.suffix!r}; use one of {', '.join(FORMATS)}")
     if len(labels) != 2:
         raise UsageError("give exactly two labels, one per plan")
-    if backend == "pgf":
-        _check_pgf()
+    rc = {"pgf.texsystem": _pgf_texsystem()} if backend == "pgf" else {}
     curves = cost_curves(cost_a, cost_b, over=over, lo=lo, hi=hi, values=values)
     plt = _pyplot(backend)
+    with plt.rc_context(rc):
+        _draw(plt, curves, path, labels, unit, title)
+    return curves
+
+
+def _draw(plt: Any, curves: CostCurves, path: Path, labels: Sequence[str], unit: str, title: str | None) -> None:
+    over = curves.over
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     try:
         colors = ("tab:blue", "tab:orange")
@@ -180,4 +189,3 @@ def crossover_plot(
         fig.savefig(path)
     finally:
         plt.close(fig)
-    return curves
