@@ -11,7 +11,7 @@ from functools import cache
 
 import sympy
 
-__all__ = ["dim_size", "axis_size", "quantity", "latex_names"]
+__all__ = ["dim_size", "axis_size", "links", "quantity", "latex_names", "device_count"]
 
 # LaTeX spelling of each named quantity (the book's): the name -> its LaTeX.
 _QUANTITY_LATEX: dict[str, str] = {
@@ -59,6 +59,11 @@ def quantity(name: str) -> sympy.Symbol:
     s = sympy.Symbol(name, positive=True)
     _latex[s] = _QUANTITY_LATEX.get(name, name)
     return s
+
+
+def device_count() -> sympy.Symbol:
+    """N, the number of devices a derivation splits (``X·Y = N``): a positive real symbol like the rates."""
+    return quantity("N")
 
 
 def latex_names() -> dict[sympy.Symbol, str]:
