@@ -51,6 +51,19 @@ _EXPORTS: dict[str, str] = {
     "redistribute": "redistribute",
     "simulate": "execute",
     "run_plan": "execute",
+    # costs and derivations
+    "cost": "cost",
+    "plan_cost": "cost",
+    "PlanCost": "cost",
+    "hardware": "hardware",
+    "Chip": "hardware",
+    "compare": "derive",
+    "optimum": "derive",
+    "compute_bound": "derive",
+    "critical": "derive",
+    "Derivation": "derive",
+    "lambdify": "sweep",
+    "sweep": "sweep",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
