@@ -36,7 +36,7 @@ from .mesh import Mesh, as_mesh
 from .syntax import Arrow, Collective, Dim, Node, Op, Product, Program, Tensor
 
 __all__ = [
-    "Violation", "Rule", "RULES", "Context", "EFFECTS", "check", "check_or_raise", "context_for", "as_sizes",
+    "Violation", "Rule", "RULES", "Context", "check", "check_or_raise", "context_for", "as_sizes",
     "value_of", "product_dims",
 ]  # fmt: skip
 
@@ -191,48 +191,23 @@ def _product_value(p: Product, ctx: Context, result: Tensor | None) -> Tensor:
                   tuple(invariant), left.dtype or right.dtype)  # fmt: skip
 
 
-# Each collective's effect on a layout (DESIGN.md section 3): op -> (value, axes, dim) -> value.
-def _gather(t: Tensor, axes: tuple[str, ...], dim: str | None) -> Tensor:
-    return replace(t, dims=tuple(d.with_axes(tuple(a for a in d.axes if a not in axes)) for d in t.dims))
+# A collective's effect and precondition are the rules of shardalg.rules (one registry, DESIGN.md section 3).
 
 
-def _append(t: Tensor, axes: tuple[str, ...], dim: str | None) -> Tensor:
-    t = _gather(t, axes, dim)
-    if dim is None or dim not in t.dim_names:
-        return t
-    return t.with_axes(dim, t.axes_of(dim) + tuple(axes))
+def _target_index(c: Collective, t: Tensor, result: Tensor | None) -> int | None:
+    """The target dim of ReduceScatter / AllToAll / Slice: written (``_{X,K}``) or, as the book writes
+    ``ReduceScatter_X(A[I]{U_X}) -> A[I_X]``, the dim on which the rule's output matches the result."""
+    from .rules import RULES as COLLECTIVES
+    from .rules import Layout
 
-
-def _reduce_scatter(t: Tensor, axes: tuple[str, ...], dim: str | None) -> Tensor:
-    return _append(replace(t, unreduced=tuple(a for a in t.unreduced if a not in axes)), axes, dim)
-
-
-def _all_reduce(t: Tensor, axes: tuple[str, ...], dim: str | None) -> Tensor:
-    return replace(t, unreduced=tuple(a for a in t.unreduced if a not in axes))
-
-
-def _slice(t: Tensor, axes: tuple[str, ...], dim: str | None) -> Tensor:
-    return _append(replace(t, invariant=tuple(a for a in t.invariant if a not in axes)), axes, dim)
-
-
-def _permute(t: Tensor, axes: tuple[str, ...], dim: str | None) -> Tensor:
-    swap = dict(zip(axes, reversed(axes), strict=True)) if len(axes) == 2 else {}
-
-    def s(names: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(swap.get(a, a) for a in names)
-
-    return replace(t, dims=tuple(d.with_axes(s(d.axes)) for d in t.dims), unreduced=s(t.unreduced),
-                   invariant=s(t.invariant))  # fmt: skip
-
-
-EFFECTS: dict[Op, Callable[[Tensor, tuple[str, ...], str | None], Tensor]] = {
-    Op.ALL_GATHER: _gather,
-    Op.REDUCE_SCATTER: _reduce_scatter,
-    Op.ALL_REDUCE: _all_reduce,
-    Op.ALL_TO_ALL: _append,
-    Op.SLICE: _slice,
-    Op.PERMUTE: _permute,
-}
+    if not c.op.takes_dim:
+        return None
+    if c.dim is not None:
+        return t.dim_names.index(c.dim) if c.dim in t.dim_names else None
+    if result is None:
+        return None
+    effect, lay, want = COLLECTIVES[c.op].effect, Layout.of(t), Layout.of(result)
+    return next((i for i in range(len(t.dims)) if effect(lay, c.axes, i)[:2] == want[:2]), None)
 
 
 def value_of(expr: Node, ctx: Context, result: Tensor | None = None) -> Tensor:
@@ -242,7 +217,14 @@ def value_of(expr: Node, ctx: Context, result: Tensor | None = None) -> Tensor:
     if isinstance(expr, Product):
         return _product_value(expr, ctx, result)
     if isinstance(expr, Collective):
-        return EFFECTS[expr.op](value_of(expr.arg, ctx), expr.axes, expr.dim)
+        from .rules import RULES as COLLECTIVES
+        from .rules import Layout, tensor_with
+
+        t = value_of(expr.arg, ctx)
+        index = _target_index(expr, t, result)
+        if expr.op.takes_dim and index is None:
+            return t
+        return tensor_with(t, COLLECTIVES[expr.op].effect(Layout.of(t), expr.axes, index))
     raise UsageError(f"not an expression: {type(expr).__name__}")
 
 
@@ -383,90 +365,36 @@ def collective_unknown_axis(c: Collective, ctx: Context) -> Iterator[Found]:
                    _head_span(c, ctx.source), f"use an axis of the mesh ({names}), or add {axis} to it")  # fmt: skip
 
 
-def _holder(t: Tensor, axis: str) -> Dim | None:
-    return next((d for d in t.dims if axis in d.axes), None)
-
-
-def _minor_most(t: Tensor, axes: tuple[str, ...], op: str) -> Iterator[str]:
-    for d in dict.fromkeys(_holder(t, a) for a in axes):
-        if d is None:
-            continue
-        mine = tuple(a for a in d.axes if a in axes)
-        if d.axes[len(d.axes) - len(mine):] != mine:
-            yield (f"{op} takes {', '.join(mine)} off {_text(d)}, but they are not its minor-most axes; "
-                   f"permute first (Permute) or take the minor axes too")  # fmt: skip
-
-
-def _needs_dim(t: Tensor, axes: tuple[str, ...], dim: str | None, op: str) -> Iterator[str]:
-    if dim is None or dim not in t.dim_names:
-        yield f"{op} needs a target dim of {_text(t)}, not {dim}"
-
-
-def _pre_gather(t: Tensor, axes: tuple[str, ...], dim: str | None, mesh: Mesh | None) -> Iterator[str]:
-    for a in axes:
-        if _holder(t, a) is None:
-            yield f"AllGather_{a} needs a dim sharded over {a}, and {_text(t)} has none"
-    yield from _minor_most(t, axes, "AllGather")
-
-
-def _pre_reduce(t: Tensor, axes: tuple[str, ...], dim: str | None, mesh: Mesh | None) -> Iterator[str]:
-    for a in axes:
-        if a not in t.unreduced:
-            yield f"reducing over {a} needs a value unreduced over {a} ({{U_{a}}}), and {_text(t)} is not"
-
-
-def _pre_reduce_scatter(t: Tensor, axes: tuple[str, ...], dim: str | None, mesh: Mesh | None) -> Iterator[str]:
-    yield from _pre_reduce(t, axes, dim, mesh)
-    yield from _needs_dim(t, axes, dim, "ReduceScatter")
-
-
-def _pre_all_to_all(t: Tensor, axes: tuple[str, ...], dim: str | None, mesh: Mesh | None) -> Iterator[str]:
-    yield from _needs_dim(t, axes, dim, "AllToAll")
-    for a in axes:
-        held = _holder(t, a)
-        if held is None or held.label == dim:
-            yield f"AllToAll_{a} moves {a} from another dim to {dim}, and {_text(t)} shards no other dim over {a}"
-    yield from _minor_most(t, axes, "AllToAll")
-
-
-def _pre_slice(t: Tensor, axes: tuple[str, ...], dim: str | None, mesh: Mesh | None) -> Iterator[str]:
-    yield from _needs_dim(t, axes, dim, "Slice")
-    for a in axes:
-        if a in t.sharded_axes or a in t.unreduced:
-            yield f"Slice_{a} needs a value replicated over {a}, and {_text(t)} is not"
-
-
-def _pre_permute(t: Tensor, axes: tuple[str, ...], dim: str | None, mesh: Mesh | None) -> Iterator[str]:
-    if len(axes) != 2 or axes[0] == axes[1]:
-        yield f"Permute swaps two mesh axes, not {', '.join(axes) or 'none'}"
-        return
-    if mesh is None or any(a not in mesh or mesh[a].size is None for a in t.sharded_axes + axes):
-        return
-    after = _permute(t, axes, dim)
-    for d0, d1 in zip(t.dims, after.dims, strict=True):
-        if mesh.group_size(d0.axes) != mesh.group_size(d1.axes):
-            yield (f"Permute_{{{axes[0]},{axes[1]}}} would change the local size of {d0.label} "
-                   f"({_text(d0)} -> {_text(d1)}); it only moves whole shards")  # fmt: skip
-
-
-PRECONDITIONS: dict[Op, Callable[[Tensor, tuple[str, ...], str | None, Mesh | None], Iterator[str]]] = {
-    Op.ALL_GATHER: _pre_gather,
-    Op.REDUCE_SCATTER: _pre_reduce_scatter,
-    Op.ALL_REDUCE: _pre_reduce,
-    Op.ALL_TO_ALL: _pre_all_to_all,
-    Op.SLICE: _pre_slice,
-    Op.PERMUTE: _pre_permute,
-}
+def _symbolic_mesh(t: Tensor, c: Collective) -> Mesh:
+    return Mesh({a: None for a in dict.fromkeys(t.used_axes + c.axes)})
 
 
 def collective_precondition(c: Collective, ctx: Context) -> Iterator[Found]:
+    """The rule's own precondition (shardalg.rules); problems of the argument tensor itself (an axis used
+    twice, not in the mesh) are reported by the tensor rules, once. Without a mesh, sizes are unknown, so
+    a Permute (legal only between axes that keep the local shape) is not judged."""
+    from .rules import RULES as COLLECTIVES
+
+    if ctx.mesh is None and c.op is Op.PERMUTE:
+        return
     t = value_of(c.arg, ctx)
-    for message in PRECONDITIONS[c.op](t, c.axes, c.dim, ctx.mesh):
-        yield message, _head_span(c, ctx.source), None
+    mesh = ctx.mesh or _symbolic_mesh(t, c)
+    index = _target_index(c, t, ctx.result)
+    dim = t.dims[index].label if index is not None else c.dim
+    try:
+        COLLECTIVES[c.op].check(t, c.axes, dim, mesh)
+    except (AxisUsedTwice, UnknownAxis):
+        return
+    except IllegalCollective as err:
+        yield err.message, _head_span(c, ctx.source), err.fix
 
 
 # Per statement with a written result: a collective's result is what it computes; a product keeps only
 # dims of its inputs; a resharding keeps the dims in order.
+
+
+def _has_product(expr: Node) -> bool:
+    return isinstance(expr, Product) or (isinstance(expr, Collective) and _has_product(expr.arg))
 
 
 def result_matches(s: Arrow, ctx: Context) -> Iterator[Found]:
@@ -477,10 +405,20 @@ def result_matches(s: Arrow, ctx: Context) -> Iterator[Found]:
             if d.label not in inputs:
                 yield f"result dim {d.label} is in neither input", d.span or r.span, None
         return
-    value = value_of(s.expr, ctx)
+    value = value_of(s.expr, ctx, r)
     if value.dim_names != r.dim_names:
         yield (f"the result has dims {', '.join(r.dim_names)} but the input has {', '.join(value.dim_names)}",
                r.span, None)  # fmt: skip
+    elif isinstance(s.expr, Collective) and not _has_product(s.expr):
+        from .errors import ShardalgError
+        from .rules import apply_statement
+
+        try:
+            apply_statement(s, ctx.mesh or _symbolic_mesh(value_of(s.expr.arg, ctx), s.expr))
+        except ShapeMismatch as err:
+            yield err.message, r.span, err.fix
+        except ShardalgError:
+            return  # a precondition or tensor rule, reported by its own rule
     elif isinstance(s.expr, Collective) and value.layout() != r.layout():
         expected = _text(replace(value, name=r.name, dtype=r.dtype or value.dtype))
         yield f"{s.expr.op.value} gives {expected}, not {_text(r)}", r.span, f"write the result as {expected}"

@@ -1,0 +1,305 @@
+"""Legality: every rule of DESIGN.md section 2 with its full error text pinned, legal seed expressions,
+and the illegal ones shown illegal on numbers (the local products really do not add up)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shardalg.errors import (
+    AxisUsedTwice,
+    BatchDimMismatch,
+    IllegalCollective,
+    IllegalSharding,
+    IndivisibleDim,
+    ParseError,
+    SameAxisResultDims,
+    ShapeMismatch,
+    UnknownAxis,
+    UnreducedProduct,
+)
+from shardalg.legality import RULES, check, check_or_raise
+from shardalg.mesh import Mesh
+from shardalg.syntax import Dim, Product, Tensor
+
+# (source, mesh, sizes, error class, the full str() of the error: message, source line, caret, fix)
+PINNED = [
+    (
+        "A[I_X, J_X]", None, None, AxisUsedTwice,
+        "AxisUsedTwice [axis-used-twice]: mesh axis X shards both I and J\n"
+        "  A[I_X, J_X]\n"
+        "         ^^^\n"
+        "  fix: shard J over another axis, or replicate it: A[I_X, J]",
+    ),
+    (
+        "A[I_X]{U_X}", None, None, AxisUsedTwice,
+        "AxisUsedTwice [axis-used-twice]: mesh axis X shards I and is unreduced ({U_X})\n"
+        "  A[I_X]{U_X}\n"
+        "        ^^^^^\n"
+        "  fix: use X in one place: A[I_X] or A[I]{U_X}",
+    ),
+    (
+        "A[I_XX, J]", None, None, AxisUsedTwice,
+        "AxisUsedTwice [axis-used-twice]: mesh axis X shards I twice\n"
+        "  A[I_XX, J]\n"
+        "    ^^^^\n"
+        "  fix: name each axis once: A[I_X, J]",
+    ),
+    (
+        "A[I_Z, J]", "X=4,Y=2", None, UnknownAxis,
+        "UnknownAxis [unknown-axis]: mesh axis Z is not in the mesh (X, Y)\n"
+        "  A[I_Z, J]\n"
+        "    ^^^\n"
+        "  fix: use an axis of the mesh (X, Y), or add Z to it",
+    ),
+    (
+        "A[I_XY, J] where I=12", "X=4,Y=2", None, IndivisibleDim,
+        "IndivisibleDim [indivisible-dim]: dim I has size 12, not divisible by |X| · |Y| = 8\n"
+        "  A[I_XY, J] where I=12\n"
+        "    ^^^^\n"
+        "  fix: shard I over fewer axes: A[I_X, J], or make its size a multiple of 8",
+    ),
+    (
+        "fp32[1000_X, 4096]", "X=16", None, IndivisibleDim,
+        "IndivisibleDim [indivisible-dim]: dim 1000 has size 1000, not divisible by |X| = 16\n"
+        "  fp32[1000_X, 4096]\n"
+        "       ^^^^^^\n"
+        "  fix: replicate 1000: fp32[1000, 4096], or make its size a multiple of 16",
+    ),
+    (
+        "A[I, J]{U_X} · B[J, K]{U_X}", None, None, UnreducedProduct,
+        "UnreducedProduct [unreduced-product]: both operands are unreduced over X: a product of partial sums "
+        "is not a partial sum of the product\n"
+        "  A[I, J]{U_X} · B[J, K]{U_X}\n"
+        "                        ^^^^^\n"
+        "  fix: reduce one operand first: AllReduce_X(A[I, J]{U_X}) or AllReduce_X(B[J, K]{U_X})",
+    ),
+    (
+        "P[B_X, D] · Q[B_Y, D, F] -> R[B, F]", None, None, BatchDimMismatch,
+        "BatchDimMismatch [batch-dim-mismatch]: batch dim B is sharded differently in the two inputs: B_X and B_Y\n"
+        "  P[B_X, D] · Q[B_Y, D, F] -> R[B, F]\n"
+        "                ^^^\n"
+        "  fix: reshard one input so B matches: P[B_Y, D] or Q[B_X, D, F]",
+    ),
+    (
+        "A[I_X, J] · B[J, K_X]", None, None, SameAxisResultDims,
+        "SameAxisResultDims [case-4]: case 4: the result dims I and K are both sharded over X\n"
+        "  A[I_X, J] · B[J, K_X]\n"
+        "                   ^^^\n"
+        "  fix: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])",
+    ),
+    (
+        "A[I_X, J] · B[J, K_X] -> C[I, K]", None, None, SameAxisResultDims,
+        "SameAxisResultDims [case-4]: case 4: the result dims I and K are both sharded over X\n"
+        "  A[I_X, J] · B[J, K_X] -> C[I, K]\n"
+        "                   ^^^\n"
+        "  fix: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])",
+    ),
+    (
+        "A[I_XY, J] · B[J, K_Y]", None, None, SameAxisResultDims,
+        "SameAxisResultDims [case-4]: case 4: the result dims I and K are both sharded over Y\n"
+        "  A[I_XY, J] · B[J, K_Y]\n"
+        "                    ^^^\n"
+        "  fix: gather one operand first: AllGather_Y(A[I_XY, J]) or AllGather_Y(B[J, K_Y])",
+    ),
+    (
+        "AllGather_X: A[I_X, J] -> A[I, J_X]", None, None, ShapeMismatch,
+        "ShapeMismatch [shape-mismatch]: AllGather_X of A[I_X, J] gives A[I, J], not A[I, J_X]\n"
+        "  AllGather_X: A[I_X, J] -> A[I, J_X]\n"
+        "                            ^^^^^^^^^\n"
+        "  fix: write the result as A[I, J]",
+    ),
+    (
+        "AllGather_X(A[I_XY, J])", None, None, IllegalCollective,
+        "IllegalCollective [collective-precondition]: AllGather_X would take X off I_XY in A[I_XY, J], but X is "
+        "not its minor-most axis (Y is); a collective only removes the minor-most axes\n"
+        "  AllGather_X(A[I_XY, J])\n"
+        "  ^^^^^^^^^^^\n"
+        "  fix: Permute_{X,Y} first (A[I_YX, J]), then AllGather_X; or AllGather_XY",
+    ),
+    (
+        "AllGather_Q(A[I_X, J])", "X=4,Y=2", None, UnknownAxis,
+        "UnknownAxis [unknown-axis]: AllGather names mesh axis Q, which is not in the mesh (X, Y)\n"
+        "  AllGather_Q(A[I_X, J])\n"
+        "  ^^^^^^^^^^^\n"
+        "  fix: use an axis of the mesh (X, Y), or add Q to it",
+    ),
+    (
+        "A[I, J] · B[J, K] -> C[I, Q]", None, None, ShapeMismatch,
+        "ShapeMismatch [shape-mismatch]: result dim Q is in neither input\n"
+        "  A[I, J] · B[J, K] -> C[I, Q]\n"
+        "                            ^",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "mesh", "sizes", "error", "text"), PINNED, ids=[p[0] for p in PINNED])
+def test_full_error_text(source, mesh, sizes, error, text):
+    found = check(source, mesh, sizes)
+    assert found, "expected a violation"
+    assert found[0].error is error
+    assert str(found[0]) == text
+    with pytest.raises(error) as info:
+        check_or_raise(source, mesh, sizes)
+    assert str(info.value) == text
+    assert isinstance(info.value, IllegalSharding)
+    assert info.value.rule == found[0].rule
+
+
+def test_every_rule_has_a_pinned_text():
+    pinned = {p[3] for p in PINNED}
+    for rule in RULES:
+        assert rule.error.rule == rule.name
+        assert rule.error in pinned, rule.name
+
+
+def test_caret_points_into_the_right_line_of_a_program():
+    source = "mesh X=4, Y=2\nA[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]\nD[I_X, J_X]"
+    (v,) = check(source)
+    assert v.error is AxisUsedTwice
+    assert str(v).splitlines()[1:3] == ["  D[I_X, J_X]", "         ^^^"]
+
+
+# Quoted from seeds/000_*.txt (LaTeX as written there): legal as expressions on X=4, Y=2, Z=2.
+LEGAL = [
+    r"A[I_X, J_Y]",
+    r"A[I_{XY}, J]",
+    r"A[I_X, J] \cdot B[J, K_Y] \to C[I_X, K_Y]",
+    r"A[I_X, J] \cdot B[J, K_Y] \to C[I, K]",
+    r"A[I_X, J_Y] \cdot_J B[J_Y, K] \to C[I_X, K]",
+    r"X[B, D_X] \cdot_D Y[D_X, F] \to Z[B, F] \{U_X\}",
+    r"X[B, D] \cdot_D Y[D_X, F] \to Z[B, F]",
+    r"In[B, D] \cdot W_\text{in}[D, F] \cdot W_\text{out}[F, D]",
+    r"\text{AllGather}_{XY}([B_X, D_Y])",
+    r"\text{AllGather}_{X}(A'[I_X]) \to A'[I]",
+    r"\text{ReduceScatter}_X(A[I] \{U_X\}) \to A[I_X]",
+    r"\text{AllReduce}_Z([B_X, D_Y] \{U_Z \})",
+    r"[B_X, D_Y] \to [B_{XZ}, D_Y]",
+    r"A[I_{XY}, J] \rightarrow A[I_Y, J]",
+    r"X[F]\{U_Y\} \to X[F_Y]",
+    "P[B_X, D] · Q[B_X, D, F] -> R[B_X, F]",
+    "AllReduce_X(A[I, J]{U_X}) · B[J, K]{U_X}",
+    "A[I, J_X] · B[J_X, K] · C[K, L]{U_Y}",
+]
+
+
+@pytest.mark.parametrize("source", LEGAL)
+def test_seed_expressions_are_legal(source):
+    assert check(source, "X=4,Y=2,Z=2", {"I": 1024, "J": 4096, "K": 2048, "B": 256, "D": 1024, "F": 4096}) == []
+
+
+def test_mesh_and_sizes_come_from_the_program():
+    assert [v.rule for v in check("mesh X=4\nA[I_Y, J]")] == ["unknown-axis"]
+    assert [v.rule for v in check("A[I_X, J] where I=6", mesh=Mesh(X=4))] == ["indivisible-dim"]
+    # the sizes argument wins over the where clause
+    assert check("A[I_X, J] where I=6", mesh=Mesh(X=4), sizes={"I": 8}) == []
+    # unknown sizes and a symbolic mesh axis cannot be judged divisible or not
+    assert check("A[I_X, J]", mesh=Mesh(X=None)) == []
+    assert check("A[I_X, J]", mesh="X=3") == []
+
+
+COLLECTIVES_ILLEGAL = [
+    ("Slice_{X,J}(A[I_X, J])", "X=4,Y=2"),
+    ("Permute_{X,Y}(A[I_X, J])", "X=4,Y=2"),
+    ("AllReduce_X(A[I, J])", None),
+    ("ReduceScatter_{X,K}(A[I, J]{U_X})", None),
+    ("ReduceScatter_X(A[I]{U_X})", None),
+    ("AllToAll_{X,I}(A[I_X, J])", None),
+]
+
+
+@pytest.mark.parametrize(("source", "mesh"), COLLECTIVES_ILLEGAL)
+def test_collective_preconditions(source, mesh):
+    found = check(source, mesh)
+    assert [v.rule for v in found] == ["collective-precondition"]
+    assert found[0].span.start == 0 and "^" in str(found[0])
+
+
+def test_collective_results_follow_the_rules():
+    # the book's ReduceScatter without a target dim: the dim comes from the written result
+    assert check(r"\text{ReduceScatter}_X(A[I] \{U_X\}) \to A[I_X]") == []
+    # AllGather may mark its result invariant on its axes (DESIGN.md section 4)
+    assert check("AllGather_X: A[I_X, J] -> A[I, J]{I_X}", "X=4") == []
+    assert check("Permute_{X,Y}(A[I_X, J])", "X=4,Y=4") == []
+    # a product inside the collective: the result is compared with the natural product
+    assert check("AllReduce_X(A[I, J_X] · B[J_X, K]) -> C[I, K]") == []
+    assert [v.rule for v in check("AllReduce_X(A[I, J_X] · B[J_X, K]) -> C[I, K_X]")] == ["shape-mismatch"]
+
+
+def test_without_a_mesh_only_mesh_free_rules_run():
+    assert check("A[I_Q, J]") == []
+    assert [v.rule for v in check("A[I_Q, J_Q]")] == ["axis-used-twice"]
+
+
+def test_every_violation_is_reported_in_reading_order():
+    found = check("A[I_X, J_X] · B[J, K_X]{U_Z}", mesh="X=2,Y=2")
+    assert [v.rule for v in found] == ["axis-used-twice", "unknown-axis", "case-4"]
+
+
+def test_ast_without_source_has_no_caret():
+    t = Tensor("A", (Dim("I", ("X",)), Dim("J", ("X",))))
+    (v,) = check(t)
+    assert str(v).splitlines()[0] == "AxisUsedTwice [axis-used-twice]: mesh axis X shards both I and J"
+    assert "^" not in str(v)
+    assert check_or_raise(Tensor("A", (Dim("I", ("X",)),))) == Tensor("A", (Dim("I", ("X",)),))
+
+
+def test_bad_text_is_a_parse_error():
+    with pytest.raises(ParseError):
+        check("A[I_X, J")
+    with pytest.raises(ParseError):
+        check("__import__('os').system('true')")
+
+
+# ---- the illegal ones, on numbers -------------------------------------------------------------------
+
+rng = np.random.default_rng(0)
+
+
+def test_case_4_local_products_cover_only_the_diagonal_blocks():
+    # A[I_X, J] · B[J, K_X] on |X| = 4: device c holds row block c of A and column block c of B, so the
+    # local products give the blocks (c, c) of C and nothing else: C cannot be assembled.
+    n, size = 4, 8
+    a, b = rng.standard_normal((size, 6)), rng.standard_normal((6, size))
+    rows, cols = np.split(a, n, axis=0), np.split(b, n, axis=1)
+    c = a @ b
+    got = np.zeros_like(c)
+    covered = np.zeros(c.shape, bool)
+    blk = size // n
+    for dev in range(n):
+        got[dev * blk : (dev + 1) * blk, dev * blk : (dev + 1) * blk] = rows[dev] @ cols[dev]
+        covered[dev * blk : (dev + 1) * blk, dev * blk : (dev + 1) * blk] = True
+    assert covered.sum() == c.size // n  # a quarter of C
+    assert not np.allclose(got, c)
+    assert [v.rule for v in check("A[I_X, J] · B[J, K_X]")] == ["case-4"]
+    # case 1 with distinct axes covers every block: legal
+    assert check("A[I_X, J] · B[J, K_Y]") == []
+
+
+def test_product_of_two_unreduced_values_is_not_the_sum_of_local_products():
+    n = 3
+    a_parts = [rng.standard_normal((4, 5)) for _ in range(n)]
+    b_parts = [rng.standard_normal((5, 2)) for _ in range(n)]
+    true = sum(a_parts) @ sum(b_parts)
+    local_sum = sum(a @ b for a, b in zip(a_parts, b_parts, strict=True))
+    assert not np.allclose(true, local_sum)
+    # one side reduced first: the sum of local products is right, and the checker agrees
+    assert np.allclose(sum(a @ sum(b_parts) for a in a_parts), true)
+    assert [v.rule for v in check("A[I, J]{U_X} · B[J, K]{U_X}")] == ["unreduced-product"]
+    assert check("A[I, J]{U_X} · AllReduce_X(B[J, K]{U_X})") == []
+
+
+def test_batch_dim_sharded_differently_multiplies_different_batch_elements():
+    # P[B_X, D] · Q[B_Y, D] -> R[B] on X=2, Y=2: device (x, y) holds batch block x of P and block y of Q.
+    p, q = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    true = np.einsum("bd,bd->b", p, q)
+    ps, qs = np.split(p, 2), np.split(q, 2)
+    x, y = 0, 1
+    assert not np.allclose(np.einsum("bd,bd->b", ps[x], qs[y]), true[:2])
+    assert [v.rule for v in check("P[B_X, D] · Q[B_Y, D] -> R[B]")] == ["batch-dim-mismatch"]
+
+
+def test_products_of_ast_values():
+    a = Tensor("A", (Dim("I"), Dim("J")), unreduced=("X",))
+    b = Tensor("B", (Dim("J"), Dim("K")), unreduced=("X",))
+    assert [v.rule for v in check(Product(a, b))] == ["unreduced-product"]
