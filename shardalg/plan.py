@@ -70,3 +70,18 @@ class Plan:
     def signature(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """The ops and their axes in order, e.g. ``(("AllGather", ("X",)), ("Einsum", ()))``."""
         return tuple((s.op.value, s.axes) for s in self.steps)
+
+    def __str__(self) -> str:
+        """The plan as a program in the notation, one step a line, each with its reason as a comment."""
+        from .printing import text
+
+        return text(self)
+
+    def latex(self) -> str:
+        """The plan as an aligned LaTeX block."""
+        from .printing import latex
+
+        return latex(self)
+
+    def _repr_latex_(self) -> str:
+        return f"$${self.latex()}$$"

@@ -1,0 +1,521 @@
+"""The planner: every legal plan for a sharded einsum, a collective, or a resharding (DESIGN.md section 3).
+
+For ``left · right -> out`` a plan is: reshard each operand into a *compute layout*, take the local einsum
+of the shards (:mod:`shardalg.einsum`), then finish: reduce (AllReduce, ReduceScatter onto a result dim,
+or leave unreduced) and reshard to the requested result. Compute layouts are enumerated per mesh axis: an
+axis that shards or leaves unreduced an operand may be kept, gathered (reduced), or moved; a replicated one
+may be sliced onto a dim that the other operand or the requested result shards over it. That covers the
+book's strategies and XLA's: gather either operand or both (case 2, 4, mismatched), slice the replicated
+operand and reduce afterwards (case 2's alternative), AllReduce vs ReduceScatter vs leaving C unreduced
+(case 3), permute an operand into place (redistribute finds the Permute when it is cheapest), reshard the
+inputs or the output. Each plan also comes in a variant that first slices onto the spare replicated axes
+before a gather (the book's question 2: ``[B_X, D_Y] -> [B_XZ, D_Y]`` is free, then AllGather_XZ uses more
+links). Plans are deduplicated and sorted by ``key`` (default: bytes communicated, then steps, then the steps
+themselves); ``plan`` returns the first.
+
+Without a requested result, each natural output is planned, and only the minimal compute layouts are kept
+(no plan that does strictly more resharding than another legal one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from itertools import product
+from typing import Any
+
+from .einsum import Spec, case_lines, default_name, local_output
+from .errors import IllegalSharding, NoPlan, UsageError
+from .mesh import Mesh, as_mesh
+from .plan import Plan, Step
+from .redistribute import best_sequences, default_key, redistribute
+from .rules import Layout, apply_statement, tensor_with, validate
+from .syntax import Arrow, Collective, Op, Product, Program, Statement, Tensor
+from .traffic import Sizes
+
+__all__ = ["plans", "plan", "Problem", "prepare"]
+
+Key = Callable[[Plan], Any]
+# an axis's placement in an operand: ("S", dim label) / ("U", "") / ("R", "")
+Place = tuple[str, str]
+R: Place = ("R", "")
+U: Place = ("U", "")
+
+
+def _fmt(axes: tuple[str, ...] | list[str]) -> str:
+    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What to plan: one statement on a mesh, with dim sizes and the requested result (if any)."""
+
+    statement: Statement
+    mesh: Mesh
+    sizes: Sizes
+    target: Tensor | None
+
+
+def prepare(
+    expr: object,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    target: Tensor | str | None = None,
+) -> Problem:
+    """Normalize the API's arguments: text or AST, a one-statement program, the mesh and sizes it declares."""
+    from .parse import parse, parse_tensor
+
+    prog_sizes: dict[str, int] = {}
+    prog_mesh: Mesh | None = None
+    if isinstance(expr, str):
+        expr = parse(expr)
+    if isinstance(expr, Program):
+        if len(expr.statements) != 1:
+            raise UsageError(
+                f"plan takes one statement, not {len(expr.statements)}; check a program with check_program"
+            )
+        prog_sizes = dict(expr.sizes)
+        if expr.mesh is not None:
+            prog_mesh = Mesh(dict(expr.mesh.axes))
+        expr = expr.statements[0]
+    if not isinstance(expr, Arrow | Product | Collective | Tensor):
+        raise UsageError(f"plan takes a statement (text or AST), not {type(expr).__name__}")
+    m = as_mesh(mesh) if mesh is not None else prog_mesh
+    if m is None:
+        raise UsageError(
+            "planning needs a mesh: mesh=Mesh(X=4, Y=2), --mesh X=4,Y=2, or 'mesh X=4' in the text"
+        )
+    if isinstance(target, str):
+        target = parse_tensor(target)
+    known = {**prog_sizes, **(dict(sizes) if sizes else {})}
+    return Problem(expr, m, Sizes(known), target)
+
+
+def plans(
+    expr: object,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    target: Tensor | str | None = None,
+    *,
+    key: Key | None = None,
+) -> list[Plan]:
+    """Every legal plan for a statement, cheapest first: an einsum ``A[..] · B[..] -> C[..]`` (the arrow's
+    result, or ``target``, is the requested output; without one, every natural output), a collective
+    statement (its one plan), or a resharding ``A[I_X, J] -> A[I, J_X]`` (redistribute's sequences)."""
+    p = prepare(expr, mesh, sizes, target)
+    rank = key or default_key(p.mesh, p.sizes)
+    stmt = p.statement
+    result = p.target if p.target is not None else (stmt.result if isinstance(stmt, Arrow) else None)
+    body = stmt.expr if isinstance(stmt, Arrow) else stmt
+    if isinstance(body, Tensor):
+        if result is None:
+            return [Plan((body,), (), body, note="nothing to do")]
+        return redistribute(body, result, p.mesh, p.sizes.known, key=rank)
+    if isinstance(body, Collective):
+        return [_collective_plan(body, result, p)]
+    if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
+        raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
+    found = _EinsumPlanner(body, result, p).plans()
+    if not found:
+        raise NoPlan(f"no plan computes {stmt}", span=getattr(stmt, "span", None))
+    found.sort(key=rank)
+    return found
+
+
+def plan(
+    expr: object,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    target: Tensor | str | None = None,
+    *,
+    key: Key | None = None,
+) -> Plan:
+    """The default (first) of :func:`plans`."""
+    return plans(expr, mesh, sizes, target, key=key)[0]
+
+
+def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:
+    """A collective statement's one plan: its steps, innermost first, checked by the rules."""
+    chain: list[Collective] = []
+    node: object = c
+    while isinstance(node, Collective):
+        chain.append(node)
+        node = node.arg
+    if not isinstance(node, Tensor):
+        raise UsageError("plan takes a collective of a tensor; write products as separate statements")
+    src = cur = node
+    steps: list[Step] = []
+    for i, col in enumerate(reversed(chain)):
+        last = i == len(chain) - 1
+        stmt: Collective | Arrow = Collective(col.op, col.axes, cur, col.dim, span=col.span)
+        if last and result is not None:
+            stmt = Arrow(stmt, result)
+        out = apply_statement(stmt, p.mesh, p.sizes.known)
+        dim = col.dim
+        if dim is None and col.op.takes_dim:
+            dim = next(d.label for d, e in zip(cur.dims, out.dims, strict=True) if d.axes != e.axes)
+        steps.append(
+            Step(col.op, (cur,), out, col.axes, dim, reason=f"as written: {col.op.value}_{_fmt(col.axes)}")
+        )
+        cur = out
+    return Plan((src,), tuple(steps), cur, note="the collective as written")
+
+
+# ---- einsum planning --------------------------------------------------------------------------------
+
+
+def _place(t: Tensor, axis: str) -> Place:
+    for d in t.dims:
+        if axis in d.axes:
+            return ("S", d.label)
+    return U if axis in t.unreduced else R
+
+
+@dataclass(frozen=True)
+class _Option:
+    """One operand's new placement of one axis, and why."""
+
+    place: Place
+    reason: str
+
+
+class _EinsumPlanner:
+    def __init__(self, body: Product, result: Tensor | None, p: Problem):
+        self.left, self.right = body.left, body.right
+        assert isinstance(self.left, Tensor) and isinstance(self.right, Tensor)
+        self.local = body.local
+        self.contract = body.contract
+        self.target = result
+        self.mesh, self.sizes = p.mesh, p.sizes
+        for t in (self.left, self.right) + ((result,) if result is not None else ()):
+            validate(t, self.mesh)
+            self.sizes.require_divisible(t, self.mesh)
+        self.spec = Spec.of(self.left, self.right, body.contract, result)
+        self.name = (result.name if result is not None else None) or default_name(
+            self.left.name, self.right.name
+        )
+        self.cases = case_lines(self.left, self.right, self.spec)
+
+    # -- the per-axis options ----------------------------------------------------------------------
+
+    def _dims_for(self, t: Tensor, other: Tensor, axis: str) -> list[tuple[str, str]]:
+        """Dims of ``t`` the axis may be moved onto, with the reason: where the other operand has it on a
+        shared dim (to match), or where the requested result has it on a dim t keeps."""
+        out = []
+        for d in t.dim_names:
+            if d in other.dim_names and axis in other.axes_of(d):
+                out.append((d, f"{other.name} shards {d} over {axis}; match it"))
+            elif (
+                self.target is not None
+                and d not in self.spec.contracted
+                and d in self.target.dim_names
+                and axis in self.target.axes_of(d)
+            ):
+                out.append((d, f"the result {self.target} shards {d} over {axis}"))
+        return out
+
+    def _options(self, t: Tensor, other: Tensor, axis: str) -> list[_Option]:
+        cur = _place(t, axis)
+        opts = [_Option(cur, "")]
+        if self.local:
+            return opts
+        other_place = _place(other, axis)
+        name = t.name or "the operand"
+        if cur[0] == "S":
+            d = cur[1]
+            why = self._gather_reason(t, other, axis, d, other_place)
+            if why:
+                opts.append(_Option(R, why))
+        elif cur == U:
+            if other_place != R:
+                opts.append(
+                    _Option(R, f"{name} is unreduced over {axis} and {other.name} uses {axis}; sum it first")
+                )
+            elif self.target is not None and axis not in self.target.unreduced:
+                opts.append(
+                    _Option(R, f"the result is not unreduced over {axis}; sum {name}'s partials first")
+                )
+        for d, why in self._dims_for(t, other, axis):
+            if ("S", d) != cur:
+                verb = {"S": "move", "U": "reduce-scatter", "R": "slice"}[cur[0]]
+                opts.append(_Option(("S", d), f"{verb} {name}'s {d} over {axis}: {why}"))
+        return opts
+
+    def _gather_reason(self, t: Tensor, other: Tensor, axis: str, d: str, other_place: Place) -> str:
+        spec, name = self.spec, t.name or "the operand"
+        if d in spec.contracted:
+            if other_place == ("S", d):
+                return f"case 3 alternative: gather {d} over {axis} in both operands instead of reducing the product"
+            if axis in other.axes_of(d) or not other.axes_of(d):
+                return f"case 2: {d} is contracted and sharded over {axis} in {name} only; gather it"
+            return f"mismatched: {d} is contracted and sharded over {_fmt(t.axes_of(d))} in {name} but {_fmt(other.axes_of(d))} in {other.name}; gather {name}'s"
+        if other_place not in (R, ("S", d)):
+            if other_place[0] == "S" and spec.role(other_place[1]).name in ("LEFT", "RIGHT"):
+                return f"case 4: {d} of {name} and {other_place[1]} of {other.name} are both sharded over {axis}; gather {name}'s"
+            return f"{other.name} uses {axis} ({'unreduced' if other_place == U else 'on ' + other_place[1]}); gather {name}'s {d}"
+        if d in spec.batch and other_place != ("S", d):
+            return f"batch dim {d} must be sharded alike in both operands; gather {name}'s"
+        if self.target is not None and axis not in self.target.axes_of(d):
+            return f"the result {self.target} does not shard {d} over {axis}; gather {name}'s {d} before the product"
+        return ""
+
+    # -- compute layouts ---------------------------------------------------------------------------
+
+    def _layout(self, t: Tensor, places: dict[str, Place], ref: Tensor) -> Tensor:
+        """``t`` with the axes placed as ``places`` says; axes new to a dim go minor-most, in the order
+        the other operand (or the result) has them."""
+        dims = []
+        for d in t.dims:
+            kept = tuple(a for a in d.axes if places[a] == ("S", d.label))
+            new = [a for a, pl in places.items() if pl == ("S", d.label) and a not in kept]
+            order = ref.axes_of(d.label) if d.label in ref.dim_names else ()
+            if self.target is not None and d.label in self.target.dim_names and not order:
+                order = self.target.axes_of(d.label)
+            new.sort(key=lambda a: (order.index(a) if a in order else len(order), self.mesh.names.index(a)))
+            dims.append(kept + tuple(new))
+        unreduced = tuple(sorted(a for a, pl in places.items() if pl == U))
+        invariant = tuple(a for a in t.invariant if places[a] == R)
+        return tensor_with(t, Layout(tuple(dims), unreduced, invariant))
+
+    def _candidates(self) -> Iterator[tuple[Tensor, Tensor, frozenset[Any], dict[tuple[int, str], str]]]:
+        axes = self.mesh.names
+        per_axis = []
+        for a in axes:
+            lo = self._options(self.left, self.right, a)
+            ro = self._options(self.right, self.left, a)
+            per_axis.append([(x, y) for x in lo for y in ro])
+        for pick in product(*per_axis):
+            lp = {a: x.place for a, (x, _) in zip(axes, pick, strict=True)}
+            rp = {a: y.place for a, (_, y) in zip(axes, pick, strict=True)}
+            changes = frozenset(
+                [(0, a, x.place) for a, (x, _) in zip(axes, pick, strict=True) if x.reason]
+                + [(1, a, y.place) for a, (_, y) in zip(axes, pick, strict=True) if y.reason]
+            )
+            reasons = {(0, a): x.reason for a, (x, _) in zip(axes, pick, strict=True) if x.reason}
+            reasons.update({(1, a): y.reason for a, (_, y) in zip(axes, pick, strict=True) if y.reason})
+            left = self._layout(self.left, lp, self.right)
+            right = self._layout(self.right, rp, self.left)
+            yield left, right, changes, reasons
+            # shared dims holding the same axes in another order: either side may adopt the other's order
+            for d in self.spec.contracted + self.spec.batch:
+                la, ra = left.axes_of(d), right.axes_of(d)
+                if la != ra and sorted(la) == sorted(ra):
+                    for side, lt, rt in (
+                        (0, left, right.with_axes(d, la)),
+                        (1, left.with_axes(d, ra), right),
+                    ):
+                        who = (self.right if side == 0 else self.left).name
+                        extra = {
+                            (
+                                1 - side,
+                                f"order:{d}",
+                            ): f"reorder {d} to match {who}'s {_fmt(la if side == 0 else ra)}"
+                        }
+                        yield lt, rt, changes | {(1 - side, d, "order")}, {**reasons, **extra}
+
+    def plans(self) -> list[Plan]:
+        legal: list[tuple[Tensor, Tensor, Tensor, frozenset[Any], dict[tuple[int, str], str]]] = []
+        for left, right, changes, reasons in self._candidates():
+            try:
+                out = local_output(left, right, self.spec, self.mesh, self.name)
+            except IllegalSharding:
+                continue
+            if not (
+                self.sizes.check_divisible(left, self.mesh, tuple(d.axes for d in left.dims))
+                and self.sizes.check_divisible(right, self.mesh, tuple(d.axes for d in right.dims))
+            ):
+                continue
+            legal.append((left, right, out, changes, reasons))
+        if self.target is None:
+            legal = [c for c in legal if not any(o[3] < c[3] for o in legal)]
+        seen: set[tuple[Step, ...]] = set()
+        found: list[Plan] = []
+        for left, right, out, _changes, reasons in legal:
+            for p in self._assemble(left, right, out, reasons):
+                for variant in (p, _with_spare_axes(p, self.mesh, self.sizes)):
+                    if variant is not None and variant.steps not in seen:
+                        seen.add(variant.steps)
+                        found.append(variant)
+        return found
+
+    # -- assembling plans --------------------------------------------------------------------------
+
+    def _prep(
+        self, side: int, src: Tensor, dst: Tensor, reasons: dict[tuple[int, str], str]
+    ) -> list[tuple[Step, ...]]:
+        if Layout.of(src) == Layout.of(dst):
+            return [()]
+        seqs = best_sequences(src, dst, self.mesh, self.sizes)
+        out = []
+        for _, steps in seqs:
+            out.append(tuple(_reasoned(s, [reasons.get((side, a), "") for a in s.axes]) for s in steps))
+        return out
+
+    def _assemble(
+        self, left: Tensor, right: Tensor, out: Tensor, reasons: dict[tuple[int, str], str]
+    ) -> Iterator[Plan]:
+        preps_l = self._prep(0, self.left, left, reasons)
+        preps_r = self._prep(1, self.right, right, reasons)
+        if not preps_l or not preps_r:
+            return
+        contract = self.spec.contracted if self.contract is not None else ()
+        local = bool(set(out.unreduced) - set(left.unreduced) - set(right.unreduced))
+        mul = Step(
+            Op.EINSUM,
+            (left, right),
+            out,
+            contract=contract,
+            local=local,
+            reason=self._einsum_reason(left, right, out),
+        )
+        for finish, note in self._finishes(out):
+            for pl, pr in product(preps_l, preps_r):
+                steps = pl + pr + (mul,) + finish
+                yield Plan(
+                    (self.left, self.right), steps, steps[-1].output, self.cases, note=_note(steps, note)
+                )
+
+    def _einsum_reason(self, left: Tensor, right: Tensor, out: Tensor) -> str:
+        summed = [(d, left.axes_of(d)) for d in self.spec.contracted if left.axes_of(d)]
+        if summed:
+            dims = ", ".join(d for d, _ in summed)
+            axes = tuple(a for _, ax in summed for a in ax)
+            return (f"case 3: both operands shard {dims} over {_fmt(axes)}, so the local product is "
+                    f"{out.name}{{{', '.join('U_' + a for a in axes)}}}")  # fmt: skip
+        passed = [a for a in out.unreduced]
+        tail = f"; partial sums over {_fmt(passed)} pass through" if passed else ""
+        if self.spec.contracted:
+            return f"case 1: no contracted dim is sharded, so the local product needs no communication{tail}"
+        return f"no contracted dim: a local product of the shards{tail}"
+
+    def _finishes(self, out: Tensor) -> list[tuple[tuple[Step, ...], str]]:
+        if self.target is not None:
+            if Layout.of(out) == Layout.of(self.target):
+                return [((), "")]
+            seqs = best_sequences(out, self.target, self.mesh, self.sizes)
+            return [(tuple(self._finish_reason(s, out) for s in steps), "") for _, steps in seqs]
+        if self.local or not out.unreduced:
+            return [((), "")]
+        return list(self._natural_finishes(out))
+
+    def _finish_reason(self, step: Step, out: Tensor) -> Step:
+        """A finishing step's reason: a case-3 reduction names the partial products, anything else the
+        requested result."""
+        ax = _fmt(step.axes)
+        brought = set(self.left.unreduced) | set(self.right.unreduced)
+        if step.op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER) and set(step.axes) <= brought:
+            why = f"{step.op.value}: sum the partial sums over {ax} that the operands brought in"
+            if step.dim is not None:
+                why += f", leaving {step.dim} sharded over {ax}"
+        elif step.op is Op.ALL_REDUCE:
+            why = f"case 3 finish: AllReduce_{ax} sums the partial products of {out.name} over {ax}"
+        elif step.op is Op.REDUCE_SCATTER:
+            why = f"case 3 finish: ReduceScatter_{{{','.join(step.axes)},{step.dim}}} sums the partials and leaves {step.dim} sharded over {ax}"
+        else:
+            why = f"{step.reason}, to reach the requested {self.target}"
+        return _with_reason(step, why)
+
+    def _natural_finishes(self, out: Tensor) -> Iterator[tuple[tuple[Step, ...], str]]:
+        """Each unreduced axis: left unreduced, AllReduce, or ReduceScatter onto each result dim."""
+        choices = [[None, "AR"] + list(out.dim_names) for _ in out.unreduced]
+        for pick in product(*choices):
+            cur, steps = out, []
+            ar = tuple(a for a, c in zip(out.unreduced, pick, strict=True) if c == "AR")
+            if ar:
+                nxt = tensor_with(
+                    cur,
+                    Layout(
+                        Layout.of(cur).dims, tuple(a for a in cur.unreduced if a not in ar), cur.invariant
+                    ),
+                )
+                why = f"case 3 finish: AllReduce_{_fmt(ar)} sums the partial products; {out.name} is replicated over {_fmt(ar)}"
+                steps.append(Step(Op.ALL_REDUCE, (cur,), nxt, ar, reason=why))
+                cur = nxt
+            for d in out.dim_names:
+                rs = tuple(a for a, c in zip(out.unreduced, pick, strict=True) if c == d)
+                if not rs:
+                    continue
+                nxt = cur.with_axes(d, cur.axes_of(d) + rs)
+                nxt = tensor_with(
+                    nxt,
+                    Layout(
+                        Layout.of(nxt).dims, tuple(a for a in cur.unreduced if a not in rs), cur.invariant
+                    ),
+                )
+                if not self.sizes.check_divisible(nxt, self.mesh, tuple(x.axes for x in nxt.dims)):
+                    break
+                why = f"case 3 finish: ReduceScatter_{{{','.join(rs)},{d}}} sums the partials and leaves {d} sharded over {_fmt(rs)}"
+                steps.append(Step(Op.REDUCE_SCATTER, (cur,), nxt, rs, d, reason=why))
+                cur = nxt
+            else:
+                left_u = [a for a, c in zip(out.unreduced, pick, strict=True) if c is None]
+                note = f"result left unreduced over {_fmt(left_u)}" if left_u else ""
+                yield tuple(steps), note
+
+
+def _with_reason(step: Step, why: str) -> Step:
+    return Step(step.op, step.inputs, step.output, step.axes, step.dim, step.contract, step.local, why)
+
+
+def _reasoned(step: Step, reasons: list[str]) -> Step:
+    """A preparing step's reason: why the axes it moves had to move (a Permute: which dims it re-lays)."""
+    if step.op is Op.PERMUTE:
+        before, after = step.inputs[0], step.output
+        moved = [
+            f"{d.label}_{_fmt(d.axes)} -> {e.label}_{_fmt(e.axes)}"
+            for d, e in zip(before.dims, after.dims, strict=True)
+            if d.axes != e.axes
+        ]
+        x, y = step.axes
+        return _with_reason(
+            step,
+            f"Permute into place: {', '.join(moved)} of {before.name} by moving whole shards point to point "
+            f"(swapping {x} and {y} keeps every device's local shape), instead of gathering and slicing",
+        )
+    why = "; ".join(dict.fromkeys(r for r in reasons if r))
+    return _with_reason(step, f"{step.op.value}: {why}") if why else step
+
+
+def _note(steps: tuple[Step, ...], extra: str) -> str:
+    parts = [f"{s.op.value}_{_fmt(s.axes)}({s.inputs[0].name})" for s in steps if s.op is not Op.EINSUM]
+    text = ", ".join(parts) if parts else "no communication"
+    return f"{text}; {extra}" if extra else text
+
+
+def _with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
+    """The plan with each single-dim AllGather preceded by a free slice onto the spare replicated axes,
+    so the gather runs over more axes (more links, same bytes); None when no gather has a spare axis."""
+    steps: list[Step] = []
+    changed = False
+    for s in p.steps:
+        if s.op is Op.ALL_GATHER:
+            t = s.inputs[0]
+            holders = [d for d in t.dims if any(a in d.axes for a in s.axes)]
+            spare = Layout.of(t).free(mesh)
+            if len(holders) == 1 and spare:
+                d = holders[0]
+                sliced = t.with_axes(d.label, d.axes + spare)
+                sliced = tensor_with(
+                    sliced,
+                    Layout(
+                        Layout.of(sliced).dims, t.unreduced, tuple(a for a in t.invariant if a not in spare)
+                    ),
+                )
+                if sizes.check_divisible(sliced, mesh, tuple(x.axes for x in sliced.dims)):
+                    why = f"Slice: shard {d.label} over the spare {_fmt(spare)} first (free), so the gather uses more links"
+                    steps.append(Step(Op.SLICE, (t,), sliced, spare, d.label, reason=why))
+                    steps.append(
+                        Step(
+                            Op.ALL_GATHER,
+                            (sliced,),
+                            s.output,
+                            s.axes + spare,
+                            reason=s.reason + f" (over {_fmt(s.axes + spare)})",
+                        )
+                    )
+                    changed = True
+                    continue
+        steps.append(s)
+    if not changed:
+        return None
+    return Plan(p.inputs, tuple(steps), p.output, p.cases, note=p.note + "; spare axes sliced first")
