@@ -1,0 +1,228 @@
+"""``shardalg cost | compare | optimum | bound | hw``: prices, conditions and presets.
+
+    shardalg cost "AllGather_Y(bf16[E_Y, F])" --mesh X=8,Y=4 --sizes E=2048,F=8192 --hw tpu-v5e --json
+    shardalg compare "$LOCAL_THEN_ALLREDUCE" "$GATHER_WEIGHTS" --mesh X=4 --solve-for D --json
+    shardalg optimum "$FSDP_TP" --mesh X,Y --over X --subject-to X*Y=N --symbolic-links
+    shardalg bound "$DP_BACKWARD" --mesh X --solve-for B --symbolic-links
+    shardalg hw list ; shardalg hw show tpu-v5p
+
+A mesh axis written without a size (``--mesh X,Y``) stays a symbol. ``--solve-for`` and ``--over`` name a dim
+or an axis (an identifier); ``--subject-to`` is ``NAME*NAME=NAME`` (a product of names equal to a name or an
+integer). No user text reaches a sympy parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+import sympy
+
+from ..errors import UsageError
+from . import EXIT_OK
+
+_AXIS = re.compile(r"([A-Za-z][A-Za-z0-9]*)(?:[=:](\d+)(?:\*(\d+))?)?")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_CONSTRAINT = re.compile(r"\s*([A-Za-z][A-Za-z0-9]*(?:\s*\*\s*[A-Za-z][A-Za-z0-9]*)*)\s*=\s*([A-Za-z][A-Za-z0-9]*|\d+)\s*")
+
+
+def _source(text: str) -> str:
+    return sys.stdin.read() if text == "-" else text
+
+
+def _mesh(text: str | None):
+    """``X=4,Y=2``, ``X=16*2`` (M = 2 links), or ``X`` alone (symbolic size)."""
+    from ..mesh import Axis, Mesh
+
+    if text is None:
+        return None
+    axes = []
+    for part in (p for p in re.split(r"[,\s]+", text.strip()) if p):
+        m = _AXIS.fullmatch(part)
+        if m is None:
+            raise UsageError(f"bad mesh axis {part!r}: write NAME, NAME=SIZE or NAME=SIZE*LINKS, e.g. X=4,Y")
+        axes.append(Axis(m[1], int(m[2]) if m[2] else None, int(m[3]) if m[3] else 1))
+    if not axes:
+        raise UsageError("the mesh has no axes: write NAME=SIZE, e.g. X=4,Y=2")
+    return Mesh(axes)
+
+
+def _name(text: str | None, what: str) -> str | None:
+    if text is None:
+        return None
+    if not _NAME.fullmatch(text):
+        raise UsageError(f"{what} takes a dim or axis name (an identifier such as D), not {text!r}")
+    return text
+
+
+def _symbol(name: str) -> sympy.Symbol:
+    from ..derive import _symbol as resolve
+
+    return resolve(name)
+
+
+def _constraint(text: str) -> sympy.Eq:
+    """``X*Y=N``: a product of names equal to a name or an integer, built from symbols, never parsed by sympy."""
+    from ..symbols import device_count
+
+    m = _CONSTRAINT.fullmatch(text)
+    if m is None:
+        raise UsageError(f"--subject-to takes NAME*NAME=NAME or NAME*NAME=INT, not {text!r}")
+    lhs = sympy.Mul(*(_symbol(n.strip()) for n in m[1].split("*")))
+    rhs = sympy.Integer(m[2]) if m[2].isdigit() else device_count() if m[2] == "N" else _symbol(m[2])
+    return sympy.Eq(lhs, rhs)
+
+
+def _options(args: argparse.Namespace) -> dict:
+    out: dict = {"mesh": _mesh(args.mesh), "sizes": args.sizes, "hw": args.hw, "model": args.model,
+                 "symbolic_links": args.symbolic_links}  # fmt: skip
+    if args.dcn:
+        out["dcn_axes"] = tuple(a for a in args.dcn.split(",") if a)
+    if getattr(args, "hbm", None):
+        out["hbm"] = tuple(a for a in args.hbm.split(",") if a)
+    return out
+
+
+def _parse(text: str):
+    from ..parse import parse
+
+    return parse(_source(text))
+
+
+def _print_derivation(d, as_json: bool, key: str) -> None:
+    if as_json:
+        data = d.to_json()
+        data[key] = data["result"]
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    else:
+        print(d)
+
+
+def _cost(args: argparse.Namespace) -> int:
+    from ..cost import cost
+
+    pc = cost(_parse(args.expr), overlap=not args.serial, latency=not args.no_latency, **_options(args))
+    if args.json:
+        print(json.dumps(pc.to_json(), indent=2, ensure_ascii=False))
+        return EXIT_OK
+    from ..printing import text
+
+    for s in pc.steps:
+        print(f"{text(s.step.statement())}\n    comms {s.comms}   compute {s.compute}")
+    print(f"total: {pc.total}")
+    if pc.seconds is not None:
+        print(f"seconds: {pc.seconds:.6g}")
+    return EXIT_OK
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from ..derive import compare
+
+    d = compare(_parse(args.program_a), _parse(args.program_b), _name(args.solve_for, "--solve-for"), args.regime,
+                latency=args.latency, **_options(args))  # fmt: skip
+    _print_derivation(d, args.json, "condition")
+    return EXIT_OK
+
+
+def _optimum(args: argparse.Namespace) -> int:
+    from ..cost import cost
+    from ..derive import optimum
+
+    pc = cost(_parse(args.program), latency=args.latency, **_options(args))
+    over = _name(args.over, "--over")
+    d = optimum(pc, over, _constraint(args.subject_to) if args.subject_to else None, term=args.term,
+                values=pc.values)  # fmt: skip
+    _print_derivation(d, args.json, "optimum")
+    return EXIT_OK
+
+
+def _bound(args: argparse.Namespace) -> int:
+    from ..derive import compute_bound
+
+    d = compute_bound(_parse(args.program), _name(args.solve_for, "--solve-for"), bound=args.bound,
+                      latency=args.latency, **_options(args))  # fmt: skip
+    _print_derivation(d, args.json, "condition")
+    return EXIT_OK
+
+
+def _hw_list(args: argparse.Namespace) -> int:
+    from .. import hardware
+
+    chips = [hardware.get(n) for n in hardware.names()]
+    if args.json:
+        print(json.dumps([c.to_json() for c in chips], indent=2))
+    else:
+        for c in chips:
+            print(f"{c.name:<8} {c.model:<11} {c.description}")
+    return EXIT_OK
+
+
+def _hw_show(args: argparse.Namespace) -> int:
+    from .. import hardware
+
+    chip = hardware.get(args.name)
+    print(json.dumps(chip.to_json(), indent=2) if args.json else str(chip))
+    return EXIT_OK
+
+
+def _costing(p: argparse.ArgumentParser, latency_flag: str) -> None:
+    p.add_argument("--mesh", metavar="X=4,Y", help="mesh axes; an axis without a size stays symbolic")
+    p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
+    p.add_argument("--hw", metavar="CHIP", help="a preset (shardalg hw list) for seconds and wraparound")
+    p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's, else ici")
+    p.add_argument("--symbolic-links", action="store_true", help="write link counts as M_X instead of numbers")
+    p.add_argument("--dcn", metavar="AXES", help="mesh axes that run over the data-center network, e.g. P")
+    if latency_flag == "--latency":
+        p.add_argument("--latency", action="store_true", help="keep the T_min / alpha latency terms")
+    else:
+        p.add_argument("--no-latency", action="store_true", help="drop the latency terms (bandwidth only)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("cost", help="symbolic and numeric cost of a collective, einsum or program",
+                              description="Cost each step of EXPR and the total (max(compute, comms)).")  # fmt: skip
+    p.add_argument("expr", metavar="EXPR_OR_PROGRAM", help="the notation, or - for standard input")
+    p.add_argument("--serial", action="store_true", help="compute and collectives do not overlap: add them")
+    _costing(p, "--no-latency")
+    p.set_defaults(handler=_cost)
+
+    p = subparsers.add_parser("compare", help="the condition under which program A is faster than B",
+                              description="Derive when PROGRAM_A is faster than PROGRAM_B, solved for a symbol.")  # fmt: skip
+    p.add_argument("program_a", metavar="PROGRAM_A")
+    p.add_argument("program_b", metavar="PROGRAM_B")
+    p.add_argument("--solve-for", metavar="NAME", help="the dim or axis to isolate, e.g. D")
+    p.add_argument("--regime", choices=("comms", "compute", "overlap", "serial"), default="comms")
+    _costing(p, "--latency")
+    p.set_defaults(handler=_compare)
+
+    p = subparsers.add_parser("optimum", help="minimize a program's communication over an axis size",
+                              description="Minimize the program's comms (or --term) over --over.")  # fmt: skip
+    p.add_argument("program", metavar="PROGRAM")
+    p.add_argument("--over", metavar="NAME", required=True)
+    p.add_argument("--subject-to", metavar="X*Y=N", help="a product constraint that eliminates another symbol")
+    p.add_argument("--term", choices=("comms", "compute", "memory", "total"), default="comms")
+    _costing(p, "--latency")
+    p.set_defaults(handler=_optimum)
+
+    p = subparsers.add_parser("bound", help="the condition for compute (or HBM time) to dominate comms",
+                              description="Derive when PROGRAM is compute-bound (or memory-bound).")  # fmt: skip
+    p.add_argument("program", metavar="PROGRAM")
+    p.add_argument("--solve-for", metavar="NAME")
+    p.add_argument("--bound", choices=("compute", "memory"), default="compute")
+    p.add_argument("--hbm", metavar="TENSORS", help="count HBM traffic of these tensors only, e.g. W_in,W_out")
+    _costing(p, "--latency")
+    p.set_defaults(handler=_bound)
+
+    p = subparsers.add_parser("hw", help="hardware presets", description="List or show the hardware presets.")
+    sub = p.add_subparsers(dest="hw_command", metavar="{list,show}", parser_class=type(p))
+    sub.required = True
+    q = sub.add_parser("list", help="every preset")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(handler=_hw_list)
+    q = sub.add_parser("show", help="one preset's numbers and their sources")
+    q.add_argument("name", metavar="NAME")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(handler=_hw_show)
