@@ -52,7 +52,7 @@ def prove(model=None) -> Lemma:
         simulated = ring_time(sched, V / n, W, T_min)
         engine = comms_time(plan, ring_mesh(n), model)
         proof.equal(engine, simulated, f"engine cost = simulated ring time for |X| = {n}",
-                    name=rf"T_{{\text{{engine}}}}({n})")
+                    name=rf"T_{{\text{{engine}}}}({n})", numeric=True)
     proof.fact(r"\text{every hop: the busiest directed link carries one shard of } V/|X|", one_shard_per_hop,
                "simulated schedules, |X| = 2..16")
     hop = (V / X) / (W / 2)

@@ -121,3 +121,52 @@ def global_bytes(tensor) -> sympy.Expr:  # tensor: Tensor with named dims and a 
     for d in tensor.dims:
         total *= dim_size(d.name) if d.name is not None else d.size
     return total
+
+
+def strategy_cost(program: str, mesh: Mesh, model=None, **options):  # -> PlanCost
+    """The engine's cost of a program in the notation: parsed, checked, made a plan, priced (bandwidth-bound,
+    link counts as the symbols M_X)."""
+    from shardalg.cost import cost
+
+    return cost(program, mesh=mesh, model=model, latency=False, symbolic_links=True, **options)
+
+
+def agrees_on_samples(condition: sympy.Basic, lhs: sympy.Expr, rhs: sympy.Expr, samples: int = 300,
+                      seed: int = 1) -> bool:
+    """Whether ``condition`` is true exactly where ``lhs > rhs``, at random positive points (log-uniform over
+    eight decades, seeded): the solved condition checked against the two costs it was solved from."""
+    from random import Random
+
+    free = sorted(condition.free_symbols | lhs.free_symbols | rhs.free_symbols, key=str)
+    f_cond = sympy.lambdify(free, condition, "math")
+    f_lhs, f_rhs = sympy.lambdify(free, lhs, "math"), sympy.lambdify(free, rhs, "math")
+    rng = Random(seed)
+    for _ in range(samples):
+        point = [10 ** rng.uniform(-4, 4) for _ in free]
+        a, b = float(f_lhs(*point)), float(f_rhs(*point))
+        if abs(a - b) <= 1e-9 * max(abs(a), abs(b)):
+            continue  # too close to the boundary to call
+        if bool(f_cond(*point)) != (a > b):
+            return False
+    return True
+
+
+
+def program_latex(program: str) -> str:
+    """A program in the notation, parsed and printed by the engine's LaTeX printer."""
+    from shardalg.parse import parse
+    from shardalg.printing import latex
+
+    return latex(parse(program))
+
+
+def bound_steps(proof, derivation, lhs: sympy.Expr, rhs: sympy.Expr, expected: sympy.Basic, source: str) -> bool:
+    """The common ending of a derived condition: the engine's result, checked on numbers against the costs
+    it came from (``lhs > rhs`` where it holds), and shown equivalent to what the book states."""
+    from shardalg.proofs import sym_latex
+
+    result = derivation.result
+    proof.record(sym_latex(result), "derived by the engine (shardalg.derive)")
+    proof.fact(r"\text{the derived condition holds exactly where } " + sym_latex(sympy.Gt(lhs, rhs, evaluate=False)),
+               agrees_on_samples(result, lhs, rhs), "checked at 300 random positive points")
+    return proof.equivalent(result, expected, f"the book's condition ({source})")

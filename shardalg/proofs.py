@@ -158,6 +158,18 @@ def _relation_gap(rel: sympy.Basic) -> sympy.Expr:
     raise UsageError(f"not an inequality: {rel}")
 
 
+def _agree_on_samples(a: sympy.Expr, b: sympy.Expr, samples: int = 200, seed: int = 0) -> bool:
+    free = sorted(a.free_symbols | b.free_symbols, key=str)
+    fa, fb = sympy.lambdify(free, a, "math"), sympy.lambdify(free, b, "math")
+    rng = Random(seed)
+    for _ in range(samples):
+        point = [10 ** rng.uniform(-6, 6) for _ in free]
+        va, vb = float(fa(*point)), float(fb(*point))
+        if abs(va - vb) > 1e-12 * max(abs(va), abs(vb), 1e-300):
+            return False
+    return True
+
+
 class Proof:
     """Collects the steps of one lemma. Each check returns whether it held, and records it either way."""
 
@@ -174,10 +186,17 @@ class Proof:
         self._add(f"{name} = {sym_latex(expr)}", True, note)
         return expr
 
-    def equal(self, a: Any, b: Any, note: str, *, name: str | None = None) -> bool:
-        """``a == b`` as sympy expressions: ``simplify(a - b) == 0``."""
-        diff = sympy.simplify(sympy.sympify(a) - sympy.sympify(b))
-        ok = diff == 0
+    def equal(self, a: Any, b: Any, note: str, *, name: str | None = None, numeric: bool = False) -> bool:
+        """``a == b`` as sympy expressions: ``simplify(a - b) == 0``.
+
+        With ``numeric=True``, expressions sympy cannot reduce (sums of ``Max``, say) are also accepted when
+        they agree to 1e-12 at 200 seeded random positive points; the note then says so.
+        """
+        a, b = sympy.sympify(a), sympy.sympify(b)
+        ok = sympy.simplify(a - b) == 0
+        if not ok and numeric:
+            ok = _agree_on_samples(a, b)
+            note += " (checked at 200 random points)" if ok else ""
         left = sym_latex(a)
         right = sym_latex(b)
         claim = left if left == right else f"{left} = {right}"
@@ -229,6 +248,10 @@ class Proof:
                     break
         claim = f"{sym_latex(a)} \\iff {sym_latex(b)}" if ok else f"{sym_latex(a)} \\not\\iff {sym_latex(b)}"
         return self._add(claim, ok, note)
+
+    def record(self, latex: str, note: str) -> None:
+        """Show an object the proof is about (a plan in the notation, say); nothing is checked."""
+        self._add(latex, True, note)
 
     def fact(self, claim: str, holds: bool, note: str) -> bool:
         """A fact computed outside sympy (a simulation, an enumeration); ``claim`` is its LaTeX."""
