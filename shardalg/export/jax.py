@@ -1,0 +1,413 @@
+"""A plan as a JAX module: a ``jax.shard_map`` whose body runs the plan's steps with ``jax.lax`` collectives.
+
+    >>> print(export_jax(plan, Mesh(X=4, Y=2)))
+
+Each op of the plan has one emitter in ``_EMIT`` (rules as data); the table below is the whole mapping.
+Axis tuples are passed in the order the sharding names them (``('X', 'Y')``: X major), which is how JAX
+linearizes a tuple of axis names for ``all_gather``, ``psum_scatter``, ``all_to_all`` and ``axis_index``.
+
+| shardalg | jax.lax (inside shard_map) |
+|---|---|
+| AllGather_A on dim d | ``all_gather(x, A, axis=d, tiled=True, to=...)`` once per dim that loses axes |
+| ReduceScatter_{A,d} | ``psum_scatter(x, A, scatter_dimension=d, tiled=True)`` |
+| AllReduce_A | ``psum(x, A)`` |
+| AllToAll_{A,d} from d' | ``all_to_all(x, A, split_axis=d, concat_axis=d', tiled=True)`` |
+| Slice_{A,d} | ``dynamic_slice_in_dim(x, axis_index(A) * k, k, axis=d)`` |
+| Slice read backwards (S -> U) | zeros, then ``dynamic_update_slice_in_dim`` |
+| Permute_{X,Y} | ``ppermute(x, (X, Y), perm)`` with the device matching of the executor |
+| local einsum | ``jnp.einsum`` |
+
+The body is type-checked by shard_map (``check_vma=True``): a value is *varying* over the axes it is
+sharded or unreduced on. An AllGather whose result meets only invariant operands gathers ``to='invarying'``
+(shardalg's S -> I: its transpose is a local slice); one that meets a varying operand stays varying
+(S -> R: its transpose is a ReduceScatter). When the outputs' types cannot be proven that way the module
+falls back to ``check_vma=False`` and says so in a comment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import UsageError
+from ..mesh import Mesh, as_mesh
+from ..plan import Step
+from ..syntax import Op, Tensor
+from . import (
+    CheckResult,
+    Flow,
+    appended_suffixes,
+    as_flow,
+    as_jobs,
+    check_sizes,
+    compare,
+    dense_outputs,
+    einsum_subscripts,
+    is_zero_pad,
+    node_text,
+    permute_pairs,
+    random_inputs,
+    removed_suffixes,
+    step_text,
+    unreduced_in_mesh_order,
+)
+from .specs import partition_spec_source
+
+__all__ = ["export_jax", "check_jax", "jax_backward_collectives"]
+
+
+def _axes_src(axes: Sequence[str]) -> str:
+    return repr(axes[0]) if len(axes) == 1 else repr(tuple(axes))
+
+
+class _Body:
+    """The emitter state: the flow, the mesh, and each value's varying axes (shard_map's vma type)."""
+
+    def __init__(self, flow: Flow, mesh: Mesh) -> None:
+        self.flow, self.mesh = flow, mesh
+        self.vary: dict[Tensor, frozenset[str]] = {
+            t: frozenset(t.sharded_axes) | frozenset(t.unreduced) for t in flow.inputs
+        }
+        self.lines: list[str] = []
+
+    def var(self, t: Tensor) -> str:
+        return self.flow.name(t)
+
+    def gather_to(self, step: Step, axes: frozenset[str]) -> str:
+        """'varying' when a consumer multiplies the result with a value varying over the gathered axes."""
+        for s in self.flow.consumers(step.output):
+            if s.op is Op.EINSUM and any(self.vary.get(o, frozenset()) & axes for o in s.inputs if o != step.output):
+                return "varying"
+        return "invarying"
+
+
+def _all_gather(b: _Body, s: Step) -> frozenset[str]:
+    (t,) = s.inputs
+    x, y = b.var(t), b.var(s.output)
+    gone = removed_suffixes(t, s.output)
+    axes = frozenset(a for v in gone.values() for a in v)
+    to = b.gather_to(s, axes)
+    cur = x
+    for d, removed in gone.items():
+        b.lines.append(f"{y} = jax.lax.all_gather({cur}, {_axes_src(removed)}, axis={d}, tiled=True, to={to!r})")
+        cur = y
+    return b.vary[t] - axes if to == "invarying" else b.vary[t]
+
+
+def _reduce_scatter(b: _Body, s: Step) -> frozenset[str]:
+    (t,) = s.inputs
+    ((d, added),) = appended_suffixes(t, s.output).items()
+    b.lines.append(
+        f"{b.var(s.output)} = jax.lax.psum_scatter({b.var(t)}, {_axes_src(added)}, scatter_dimension={d}, tiled=True)"
+    )
+    return b.vary[t] | frozenset(added)
+
+
+def _all_reduce(b: _Body, s: Step) -> frozenset[str]:
+    (t,) = s.inputs
+    axes = tuple(a for a in b.mesh.names if a in s.axes)
+    b.lines.append(f"{b.var(s.output)} = jax.lax.psum({b.var(t)}, {_axes_src(axes)})")
+    return b.vary[t] - frozenset(axes)
+
+
+def _all_to_all(b: _Body, s: Step) -> frozenset[str]:
+    (t,) = s.inputs
+    gone = {i: d0.axes[len(d0.axes) - len(s.axes):] for i, d0 in enumerate(t.dims) if set(s.axes) <= set(d0.axes)}
+    if len(gone) != 1:
+        raise UsageError(f"{step_text(s)}: the axes {', '.join(s.axes)} are not the minor end of one dim")
+    ((src, moved),) = gone.items()
+    dst = s.output.dim_names.index(s.dim) if s.dim else None
+    if dst is None:
+        raise UsageError(f"{step_text(s)} names no target dim")
+    b.lines.append(
+        f"{b.var(s.output)} = jax.lax.all_to_all({b.var(t)}, {_axes_src(moved)}, {dst}, {src}, tiled=True)"
+        f"  # split {s.output.dims[dst].label}, concat {t.dims[src].label}"
+    )
+    return b.vary[t]
+
+
+def _slice(b: _Body, s: Step) -> frozenset[str]:
+    (t,) = s.inputs
+    x, y = b.var(t), b.var(s.output)
+    if is_zero_pad(s):
+        ((d, moved),) = removed_suffixes(t, s.output).items()
+        n = b.mesh.group_size(moved)
+        b.lines += [
+            f"_shape = {x}.shape[:{d}] + ({x}.shape[{d}] * {n},) + {x}.shape[{d + 1}:]",
+            f"{y} = jax.lax.dynamic_update_slice_in_dim(jnp.zeros(_shape, {x}.dtype), {x}, "
+            f"jax.lax.axis_index({_axes_src(moved)}) * {x}.shape[{d}], axis={d})",
+        ]
+        return b.vary[t] | frozenset(moved)
+    ((d, added),) = appended_suffixes(t, s.output).items()
+    n = b.mesh.group_size(added)
+    b.lines.append(
+        f"{y} = jax.lax.dynamic_slice_in_dim({x}, jax.lax.axis_index({_axes_src(added)}) * ({x}.shape[{d}] // {n}), "
+        f"{x}.shape[{d}] // {n}, axis={d})"
+    )
+    return b.vary[t] | frozenset(added)
+
+
+def _permute(b: _Body, s: Step) -> frozenset[str]:
+    (t,) = s.inputs
+    axes, pairs = permute_pairs(t, s.output, b.mesh)
+    moved = [(i, j) for i, j in pairs if i != j]
+    b.lines.append(f"{b.var(s.output)} = jax.lax.ppermute({b.var(t)}, {_axes_src(axes)}, perm={pairs!r})")
+    if not moved:
+        b.lines[-1] = f"{b.var(s.output)} = {b.var(t)}  # every device already holds its block"
+    return b.vary[t] | frozenset(axes)
+
+
+def _einsum(b: _Body, s: Step) -> frozenset[str]:
+    left, right = s.inputs
+    spec = einsum_subscripts(left, right, s.output)
+    b.lines.append(f"{b.var(s.output)} = jnp.einsum({spec!r}, {b.var(left)}, {b.var(right)})")
+    return b.vary[left] | b.vary[right]
+
+
+_EMIT: dict[Op, Callable[[_Body, Step], frozenset[str]]] = {
+    Op.ALL_GATHER: _all_gather,
+    Op.REDUCE_SCATTER: _reduce_scatter,
+    Op.ALL_REDUCE: _all_reduce,
+    Op.ALL_TO_ALL: _all_to_all,
+    Op.SLICE: _slice,
+    Op.PERMUTE: _permute,
+    Op.EINSUM: _einsum,
+}
+
+
+def _tuple_src(items: Sequence[str]) -> str:
+    return "(" + items[0] + ",)" if len(items) == 1 else "(" + ", ".join(items) + ")"
+
+
+def _stacked_spec(t: Tensor, mesh: Mesh) -> str:
+    """The spec of a value as it crosses the boundary: unreduced ones get a leading dim of partials."""
+    if not t.unreduced:
+        return partition_spec_source(t)
+    lead = unreduced_in_mesh_order(t, mesh)
+    plain = partition_spec_source(Tensor(t.name, t.dims, (), t.invariant, t.dtype))
+    return f"P({_axes_src(lead)}, {plain[2:]}" if t.dims else f"P({_axes_src(lead)})"
+
+
+def export_jax(
+    plan_or_program: object,
+    mesh: Mesh | str,
+    *,
+    sizes: Mapping[str, int] | None = None,
+    name: str = "forward",
+) -> str:
+    """Python source of a module whose ``name(*inputs, mesh=None)`` runs the plan with ``jax.shard_map``."""
+    m = as_mesh(mesh)
+    assert m is not None
+    flow = as_flow(plan_or_program, m, sizes)
+    body = _Body(flow, m)
+    for t in flow.inputs:
+        if t.unreduced:
+            body.lines.append(f"{body.var(t)} = {body.var(t)}[0]  # this device's partial sum")
+    for s in flow.steps:
+        if s.op not in _EMIT:
+            raise UsageError(f"no JAX form for {s.op.value} ({step_text(s)})")
+        body.lines.append(f"# {step_text(s)}" + (f"  ({s.reason})" if s.reason else ""))
+        body.vary[s.output] = _EMIT[s.op](body, s)
+    results = []
+    vma_ok = True
+    for t in flow.outputs:
+        shown = frozenset(t.sharded_axes) | frozenset(t.unreduced)
+        vma_ok &= body.vary[t] <= shown
+        results.append(f"{body.var(t)}[None]" if t.unreduced else body.var(t))
+    body.lines.append("return " + ", ".join(results))
+    args = ", ".join(body.var(t) for t in flow.inputs)
+    in_specs = _tuple_src([_stacked_spec(t, m) for t in flow.inputs])
+    out_specs = ", ".join(_stacked_spec(t, m) for t in flow.outputs)
+    out_specs = out_specs if len(flow.outputs) == 1 else f"({out_specs})"
+    check = "True" if vma_ok else "False"
+    if not vma_ok:
+        body.lines.insert(0, "# check_vma=False: that the outputs are replicated where their specs say so is not provable")
+        body.lines.insert(1, "# from shard_map's varying types (a collective leaves a copy varying); `shardalg export --check` runs it.")
+    header = "\n".join(f"    {line}" for line in flow.title)
+    stacked = [node_text(t) for t in (*flow.inputs, *flow.outputs) if t.unreduced]
+    note = (
+        "\nUnreduced values are passed stacked: a leading dim of partial sums (one per device group along the\n"
+        f"unreduced axes, mesh order) whose sum is the value: {', '.join(dict.fromkeys(stacked))}.\n"
+        if stacked
+        else ""
+    )
+    names, shape = tuple(m.names), tuple(m.shape)
+    return f'''"""Generated by shardalg from the plan
+{header}
+on the mesh {", ".join(f"{a}={s}" for a, s in zip(names, shape, strict=True))}.
+{note}"""
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+MESH_AXES = {names!r}
+MESH_SHAPE = {shape!r}
+IN_SPECS = {in_specs}
+OUT_SPECS = {out_specs}
+
+
+def make_mesh():
+    """The mesh on the first {m.devices} devices, row-major (the last axis fastest)."""
+    auto = (jax.sharding.AxisType.Auto,) * len(MESH_AXES)
+    return jax.make_mesh(MESH_SHAPE, MESH_AXES, axis_types=auto, devices=jax.devices()[:{m.devices}])
+
+
+def {name}_local({args}):
+    """What each device runs, on its own blocks."""
+{textwrap.indent(chr(10).join(body.lines), "    ")}
+
+
+def {name}({args}{", " if args else ""}mesh=None):
+    """The plan on global arrays: shard them by IN_SPECS, run {name}_local on every device."""
+    mesh = make_mesh() if mesh is None else mesh
+    placed = [jax.device_put(x, NamedSharding(mesh, s)) for x, s in zip({_tuple_src([body.var(t) for t in flow.inputs])}, IN_SPECS)]
+    run = jax.shard_map({name}_local, mesh=mesh, in_specs=IN_SPECS, out_specs=OUT_SPECS, check_vma={check})
+    return run(*placed)
+'''
+
+
+# ------------------------------------------------------------------------------------ running it
+_DRIVER = r'''
+import importlib.util, json, sys, traceback
+import numpy as np
+import jax
+
+def load(path):
+    spec = importlib.util.spec_from_file_location(path.replace("/", "_").replace(".", "_"), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+def collectives(jaxpr, found):
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name in WATCH:
+            axes = eqn.params.get("axis_name", eqn.params.get("axes"))
+            axes = tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
+            found.append([WATCH[name], sorted(str(a) for a in axes)])
+        for v in eqn.params.values():
+            for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+                inner = getattr(sub, "jaxpr", None)
+                if inner is not None and hasattr(inner, "eqns"):
+                    collectives(inner, found)
+                elif hasattr(sub, "eqns"):
+                    collectives(sub, found)
+
+WATCH = {"all_gather": "AllGather", "all_gather_invariant": "AllGather", "psum": "AllReduce",
+         "psum_invariant": "AllReduce", "reduce_scatter": "ReduceScatter", "psum_scatter": "ReduceScatter",
+         "all_to_all": "AllToAll", "ppermute": "Permute"}
+
+out = []
+for job in json.load(open(sys.argv[1])):
+    try:
+        mod = load(job["module"])
+        fn = getattr(mod, job["function"])
+        data = np.load(job["inputs"])
+        args = [data[f"arg{i}"] for i in range(job["n_inputs"])]
+        res = fn(*args)
+        res = res if isinstance(res, tuple) else (res,)
+        np.savez(job["outputs"], **{f"out{i}": np.asarray(r) for i, r in enumerate(res)})
+        entry = {"ok": True}
+        if job.get("vjp"):
+            _, pull = jax.vjp(fn, *args)
+            cts = tuple(np.ones_like(np.asarray(r)) for r in res)
+            jaxpr = jax.make_jaxpr(lambda *c: pull(c if len(c) > 1 else c[0]))(*cts)
+            found = []
+            collectives(jaxpr.jaxpr, found)
+            entry["backward"] = found
+        out.append(entry)
+    except Exception:
+        out.append({"ok": False, "error": traceback.format_exc(limit=4)})
+print("SHARDALG-RESULT " + json.dumps(out))
+'''
+
+
+def _run_jobs(jobs: list[dict[str, object]], devices: int, workdir: Path, timeout: float) -> list[dict[str, object]]:
+    (workdir / "jobs.json").write_text(json.dumps(jobs))
+    (workdir / "driver.py").write_text(_DRIVER)
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run(
+        [sys.executable, str(workdir / "driver.py"), str(workdir / "jobs.json")],
+        capture_output=True, text=True, env=env, timeout=timeout, cwd=workdir,
+    )  # fmt: skip
+    for line in proc.stdout.splitlines():
+        if line.startswith("SHARDALG-RESULT "):
+            return json.loads(line[len("SHARDALG-RESULT "):])
+    raise UsageError(f"the JAX check did not run (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+
+
+def _prepare(objs: Sequence[object], mesh: Mesh, sizes: Mapping[str, int] | None, seed: int, vjp: bool, workdir: Path):
+    flows, expected, jobs = [], [], []
+    for k, obj in enumerate(objs):
+        flow = as_flow(obj, mesh, sizes)
+        numbers = check_sizes(flow, mesh, sizes)
+        arrays = random_inputs(flow, mesh, numbers, seed + k)
+        src = export_jax(flow, mesh)
+        (workdir / f"plan{k}.py").write_text(src)
+        np.savez(workdir / f"in{k}.npz", **{f"arg{i}": a for i, a in enumerate(arrays)})
+        jobs.append({
+            "module": str(workdir / f"plan{k}.py"), "function": "forward", "inputs": str(workdir / f"in{k}.npz"),
+            "outputs": str(workdir / f"out{k}.npz"), "n_inputs": len(arrays), "vjp": vjp,
+        })  # fmt: skip
+        flows.append(flow)
+        expected.append(dense_outputs(flow, arrays))
+    return flows, expected, jobs
+
+
+def check_jax(
+    plans: object | Sequence[object],
+    mesh: Mesh | str,
+    *,
+    sizes: Mapping[str, int] | None = None,
+    seed: int = 0,
+    timeout: float = 600.0,
+) -> list[CheckResult]:
+    """Run the generated JAX code of each plan on ``mesh.devices`` fake CPU devices (one subprocess for
+    all of them) and compare with the dense einsum of the same random inputs."""
+    m = as_mesh(mesh)
+    assert m is not None
+    objs = as_jobs(plans)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="shardalg-jax-") as tmp:
+        workdir = Path(tmp)
+        flows, expected, jobs = _prepare(objs, m, sizes, seed, False, workdir)
+        runs = _run_jobs(jobs, m.devices, workdir, timeout)
+        seconds = time.perf_counter() - start
+        results = []
+        for k, (flow, exp, run) in enumerate(zip(flows, expected, runs, strict=True)):
+            if not run["ok"]:
+                results.append(CheckResult(False, float("inf"), str(run["error"]), seconds))
+                continue
+            data = np.load(workdir / f"out{k}.npz")
+            got = [data[f"out{i}"] for i in range(len(flow.outputs))]
+            results.append(compare(flow, exp, got, seconds))
+    return results
+
+
+def jax_backward_collectives(
+    plan: object, mesh: Mesh | str, *, sizes: Mapping[str, int] | None = None, seed: int = 0
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The collectives in the jaxpr of ``jax.vjp`` of the generated forward, as (op, sorted axes) in
+    program order: what JAX's transposes make of the plan. Runs in a subprocess."""
+    m = as_mesh(mesh)
+    assert m is not None
+    with tempfile.TemporaryDirectory(prefix="shardalg-jax-") as tmp:
+        workdir = Path(tmp)
+        _, _, jobs = _prepare([plan], m, sizes, seed, True, workdir)
+        (run,) = _run_jobs(jobs, m.devices, workdir, 600.0)
+    if not run["ok"]:
+        raise UsageError(f"the JAX vjp did not run:\n{run['error']}")
+    return [(op, tuple(axes)) for op, axes in run["backward"]]
