@@ -302,8 +302,8 @@ def kron_forms(p: int, n: int) -> KronForms:
     full = Tensor("A", (Dim("I"),))
     partial = Tensor("A", (Dim("I"),), unreduced=("X",))
     u = sympy.ones(p, 1)
-    broadcast = sympy.kronecker_product(u, sympy.eye(n))
-    reduce = sympy.kronecker_product(u.T, sympy.eye(n))
+    broadcast = sympy.Matrix(sympy.kronecker_product(u, sympy.eye(n)))
+    reduce = sympy.Matrix(sympy.kronecker_product(u.T, sympy.eye(n)))
 
     def op(step: Step) -> sympy.Matrix:
         return operator_matrix(step, mesh, sizes, exact=True)  # type: ignore[return-value]
@@ -314,8 +314,8 @@ def kron_forms(p: int, n: int) -> KronForms:
         u,
         broadcast,
         reduce,
-        sympy.kronecker_product(broadcast, sympy.eye(p)),
-        sympy.kronecker_product(reduce, sympy.eye(p)),
+        sympy.Matrix(sympy.kronecker_product(broadcast, sympy.eye(p))),
+        sympy.Matrix(sympy.kronecker_product(reduce, sympy.eye(p))),
         op(Step(Op.ALL_GATHER, (sharded,), full, ("X",))),
         op(Step(Op.REDUCE_SCATTER, (partial,), sharded, ("X",), "I")),
         op(Step(Op.ALL_REDUCE, (partial,), full, ("X",))),
