@@ -436,15 +436,19 @@ def _annotate(p: Plan, reason: str) -> Plan:
 
 def _reuse(p: Plan, made: set[Step]) -> Plan:
     """Drop collectives an earlier gradient einsum already ran (the same op on the same value: a gathered
-    ``dOut`` serves both gradients of a product); their outputs become inputs of the plan. Cotangents are
-    complete before any step reads them, so equal tensors here are equal values."""
+    ``dOut`` serves both gradients of a product); their outputs become inputs of the plan. Only steps before
+    a plan's einsum are shared: they read primals and complete cotangents, so equal tensors are equal values
+    (a finishing step reads one contribution of a gradient that may be summed with others)."""
     kept, reused = [], []
+    prep = True  # only steps before the einsum: they read inputs; those after it finish this contribution
     for s in p.steps:
-        if s.op is not Op.EINSUM and s in made:
+        prep = prep and s.op is not Op.EINSUM
+        if prep and s in made:
             reused.append(s.output)
             continue
         kept.append(s)
-        made.add(s)
+        if prep:
+            made.add(s)
     if not reused:
         return p
     return replace(p, inputs=tuple(dict.fromkeys((*p.inputs, *reused))), steps=tuple(kept))
