@@ -124,3 +124,96 @@ def test_lemma_holds(name):
 def test_run_all_runs_every_discovered_lemma():
     lemmas = run_all()
     assert [lemma.name for lemma in lemmas] == discover()
+
+
+# ---- breaking a rule on purpose breaks the matching proof ------------------------------------------------
+
+
+def _scaled(formula, factor):
+    from shardalg.cost import CommCost
+
+    def perturbed(v, group):
+        c = formula(v, group)
+        return CommCost(tuple((lat, bw * factor) for lat, bw in c.parts), c.overlapped)
+
+    return perturbed
+
+
+def _fails(name: str) -> None:
+    lemma = prove(name)
+    assert not lemma.holds, f"{name} still holds after the perturbation:\n{lemma.text()}"
+
+
+def test_allgather_proof_fails_when_the_ring_hop_count_is_wrong(monkeypatch):
+    import shardalg.cost as cost
+
+    monkeypatch.setattr(cost, "RING_HOPS", sympy.Integer(1))  # |X| hops on a ring instead of |X|/2
+    _fails("allgather_time_independent_of_axis")
+
+
+def test_allgather_proof_fails_when_the_gather_bandwidth_is_wrong(monkeypatch):
+    import shardalg.cost as cost
+    from shardalg.syntax import Op
+
+    monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_GATHER, _scaled(cost._ici_gather, sympy.Rational(3, 2)))
+    _fails("allgather_time_independent_of_axis")
+
+
+def test_alltoall_proof_fails_with_another_share(monkeypatch):
+    import shardalg.cost as cost
+
+    monkeypatch.setattr(cost, "ALL_TO_ALL_SHARE", sympy.Rational(1, 2))
+    _fails("alltoall_quarter")
+
+
+def test_allreduce_proof_fails_when_allreduce_is_not_rs_plus_ag(monkeypatch):
+    import shardalg.cost as cost
+    from shardalg.syntax import Op
+
+    monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_REDUCE, (Op.REDUCE_SCATTER, Op.ALL_GATHER, Op.ALL_GATHER))
+    _fails("allreduce_is_rs_plus_ag")
+
+
+def test_transpose_proof_fails_when_allgather_transposes_to_allreduce(monkeypatch):
+    import shardalg.operators as operators
+    from shardalg.plan import Step
+    from shardalg.syntax import Op
+
+    def wrong(step):
+        (t,) = step.inputs
+        partial = step.output.replace(unreduced=step.axes)
+        return Step(Op.ALL_REDUCE, (partial,), step.output, step.axes)
+
+    monkeypatch.setitem(operators.TRANSPOSE_OF, Op.ALL_GATHER, wrong)
+    _fails("allgather_reducescatter_transpose")
+
+
+def test_d_greater_2b_fails_when_allreduce_costs_one_phase(monkeypatch):
+    import shardalg.cost as cost
+    from shardalg.syntax import Op
+
+    monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_REDUCE, (Op.REDUCE_SCATTER,))  # would give D > B
+    _fails("d_greater_2b")
+
+
+@pytest.mark.parametrize("name", ["compute_bound_dp_fsdp", "compute_bound_tp", "compute_bound_fsdp_tp"])
+def test_compute_bound_proofs_fail_when_a_mac_is_one_flop(monkeypatch, name):
+    import shardalg.cost as cost
+
+    monkeypatch.setattr(cost, "FLOPS_PER_MAC", 1)
+    _fails(name)
+
+
+def test_x_opt_fails_when_allgather_costs_double(monkeypatch):
+    import shardalg.cost as cost
+    from shardalg.syntax import Op
+
+    monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_GATHER, _scaled(cost._ici_gather, 2))
+    _fails("x_opt")
+
+
+def test_y_max_fails_when_hbm_is_twice_as_fast(monkeypatch):
+    import shardalg.cost as cost
+
+    monkeypatch.setattr(cost, "W_HBM", 2 * cost.W_HBM)
+    _fails("y_max")
