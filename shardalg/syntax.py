@@ -20,7 +20,6 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
-from typing import Union
 
 from .errors import Span, UsageError
 
@@ -284,5 +283,5 @@ class Program(Node):
     source: str | None = field(default=None, compare=False, hash=False, repr=False, kw_only=True)
 
 
-Expr = Union[Tensor, Product, Collective]
-Statement = Union[Arrow, Tensor, Product, Collective]
+Expr = Tensor | Product | Collective
+Statement = Arrow | Tensor | Product | Collective
