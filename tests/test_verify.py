@@ -1,0 +1,140 @@
+"""verify: a hand-written backward against the forward, each finding pinned to its statement."""
+
+from __future__ import annotations
+
+import pytest
+
+from shardalg.errors import UsageError
+from shardalg.verify import verify
+
+SIZES = {"B": 1 << 16, "D": 1024, "F": 4096}
+DP = "In[B_X, D] * W[D, F] -> Out[B_X, F]"
+FSDP = "In[B_X, D] * W[D_X, F] -> Out[B_X, F]"
+MEGATRON = "X[B, D] * W1[D, F_Y] -> H[B, F_Y]; H[B, F_Y] * W2[F_Y, D] -> Out[B, D]"
+
+DP_RIGHT = (
+    "dOut[B_X, F] * W[D, F] -> dIn[B_X, D]\n"
+    "In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}\n"
+    "AllReduce_X: dW[D, F]{U_X} -> dW[D, F]"
+)
+FSDP_HEAD = (
+    "AllGather_X: W[D_X, F] -> W[D, F]\n"
+    "dOut[B_X, F] * W[D, F] -> dIn[B_X, D]\n"
+    "In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}\n"
+)
+MEGATRON_RIGHT = (
+    "dOut[B, D] * W2[F_Y, D] -> dH[B, F_Y]\n"
+    "H[B, F_Y] * dOut[B, D] -> dW2[F_Y, D]\n"
+    "dH[B, F_Y] * W1[D, F_Y] -> dX[B, D]{U_Y}\n"
+    "AllReduce_Y: dX[B, D]{U_Y} -> dX[B, D]\n"
+    "X[B, D] * dH[B, F_Y] -> dW1[D, F_Y]"
+)
+
+
+def rules(report):
+    return [(f.severity, f.rule, f.statement) for f in report.findings]
+
+
+@pytest.mark.parametrize(
+    "forward, written, mesh",
+    [
+        (DP, DP_RIGHT, "X=4"),
+        (FSDP, FSDP_HEAD + "ReduceScatter_{X,D}: dW[D, F]{U_X} -> dW[D_X, F]", "X=4"),
+        (MEGATRON, MEGATRON_RIGHT, "Y=4"),
+    ],
+)
+def test_a_right_backward_has_no_findings(forward, written, mesh):
+    report = verify(forward, written, mesh=mesh, sizes=SIZES)
+    assert report.ok and report.findings == ()
+    assert str(report).startswith("ok:")
+
+
+def test_allreduce_where_the_forward_gathered_a_sharded_parameter_is_waste():
+    written = FSDP_HEAD + "AllReduce_X: dW[D, F]{U_X} -> dW[D, F]\nSlice_{X,D}: dW[D, F] -> dW[D_X, F]"
+    report = verify(FSDP, written, mesh="X=4", sizes=SIZES)
+    assert report.ok  # correct, only wasteful
+    assert rules(report) == [("warning", "wasteful-allreduce", 4)]
+    (w,) = report.findings
+    # AllReduce moves 2V, ReduceScatter V: V = D·F·2 bytes (bf16) = 8 MiB saved
+    assert "ReduceScatter_{X,D}" in w.message and f"saves {1024 * 4096 * 2} bytes" in w.message
+    assert w.fix == "ReduceScatter_{X,D}(dW[D, F]{U_X}) -> dW[D_X, F]"
+
+
+def test_allreduce_leaving_the_gradient_replicated_is_an_error_with_the_cheaper_fix():
+    report = verify(FSDP, FSDP_HEAD + "AllReduce_X: dW[D, F]{U_X} -> dW[D, F]", mesh="X=4", sizes=SIZES)
+    assert not report.ok
+    assert rules(report) == [("error", "gradient-sharding", 4), ("warning", "wasteful-allreduce", 4)]
+    assert report.findings[0].fix == "ReduceScatter_{X,D}(dW[D, F]{U_X}) -> dW[D_X, F]"
+
+
+def test_missing_reduction_for_a_replicated_parameter():
+    written = "dOut[B_X, F] * W[D, F] -> dIn[B_X, D]\nIn[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}"
+    report = verify(DP, written, mesh="X=4", sizes=SIZES)
+    assert rules(report) == [("error", "missing-reduction", 2)]
+    f = report.findings[0]
+    assert f.fix == "reduce it: AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]"
+    assert str(report) == (
+        "WRONG\n"
+        "error [missing-reduction] (statement 2): dW[D, F]{U_X} is still partial over X: every device holds a "
+        "different partial sum of the gradient of W\n"
+        "  In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}\n"
+        "  " + "^" * 42 + "\n"
+        "  fix: reduce it: AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]"
+    )
+
+
+def test_deferred_reductions_accept_the_unreduced_gradient_of_a_replicated_parameter():
+    written = "dOut[B_X, F] * W[D, F] -> dIn[B_X, D]\nIn[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}"
+    assert verify(DP, written, mesh="X=4", sizes=SIZES, defer_reductions=True).ok
+    # but not for an invariant parameter: its gradient must arrive reduced
+    inv = "In[B_X, D] * W[D, F]{I_X} -> Out[B_X, F]"
+    written_inv = "dOut[B_X, F] * W[D, F]{I_X} -> dIn[B_X, D]\nIn[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}"
+    report = verify(inv, written_inv, mesh="X=4", sizes=SIZES, defer_reductions=True)
+    assert [f.rule for f in report.errors] == ["missing-reduction"]
+
+
+def test_collective_on_the_wrong_axis():
+    written = MEGATRON_RIGHT.replace("AllReduce_Y: dX[B, D]{U_Y}", "AllReduce_Z: dX[B, D]{U_Z}")
+    report = verify(MEGATRON, written, mesh="Y=4,Z=2", sizes=SIZES)
+    assert rules(report)[0] == ("error", "wrong-axis", 4)
+    assert report.findings[0].fix == "AllReduce_Y"
+    assert "AllReduce_Z sums over Z, but dX[B, D]{U_Y} is partial over Y" in report.findings[0].message
+
+
+def test_partial_value_consumed_as_replicated():
+    written = MEGATRON_RIGHT.replace("-> dX[B, D]{U_Y}\nAllReduce_Y: dX[B, D]{U_Y} -> dX[B, D]", "-> dX[B, D]")
+    report = verify(MEGATRON, written, mesh="Y=4", sizes=SIZES)
+    assert rules(report) == [("error", "partial-as-replicated", 3)]
+    f = report.findings[0]
+    assert "each device holds a partial sum over Y" in f.message
+    assert f.span is not None and report.source is not None
+    assert report.source[f.span.start : f.span.end] == "dX[B, D]"
+
+
+def test_replicated_value_summed_again_scales_the_gradient_by_the_axis_size():
+    # the classic Megatron bug: transposing the forward's AllReduce into an AllReduce of dOut, which is
+    # already whole on every device
+    written = "AllReduce_Y: dOut[B, D]{U_Y} -> dOut[B, D]\n" + MEGATRON_RIGHT
+    report = verify(MEGATRON, written, mesh="Y=4", sizes=SIZES)
+    assert rules(report) == [("error", "scaled-gradient", 1)]
+    assert "|Y| = 4 times too large" in report.findings[0].message
+
+
+def test_missing_and_doubled_contributions_and_non_gradients():
+    missing = verify(DP, "In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}\nAllReduce_X: dW[D, F]{U_X} -> dW[D, F]",
+                     mesh="X=4", sizes=SIZES)  # fmt: skip
+    assert ("error", "missing-gradient", 2) in rules(missing)
+    assert any(f.rule == "missing-contribution" for f in missing.findings)
+    doubled = verify(DP, DP_RIGHT + "\nIn[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}", mesh="X=4", sizes=SIZES)
+    assert ("error", "duplicate-contribution", 4) in rules(doubled)
+    wrong = verify(DP, "In[B_X, D] * W[D, F] -> dW[B_X, F]", mesh="X=4", sizes=SIZES)
+    assert ("error", "not-a-gradient", 1) in rules(wrong)
+
+
+def test_report_json_and_usage_errors():
+    report = verify(DP, DP_RIGHT, mesh="X=4", sizes=SIZES)
+    j = report.to_json()
+    assert j["ok"] is True and j["findings"] == []
+    assert j["derived"]["collectives"] == [{"op": "AllReduce", "axes": ["X"]}]
+    with pytest.raises(UsageError):
+        verify(DP, DP_RIGHT)  # no mesh
