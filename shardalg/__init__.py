@@ -50,6 +50,9 @@ _EXPORTS: dict[str, str] = {
     "plans": "planner",
     "redistribute": "redistribute",
     "simulate": "execute",
+    "backward": "backward",
+    "verify": "verify",
+    "transpose": "transpose",
     "run_plan": "execute",
     # costs and derivations
     "cost": "cost",

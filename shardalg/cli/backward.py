@@ -1,0 +1,104 @@
+"""``shardalg backward | verify``: derive the backward of a program; check one written by hand.
+
+    shardalg backward "In[B_X, D] · W[D_X, F] -> Out[B_X, F]" --mesh X=4 --sizes B=65536,D=1024,F=4096
+    shardalg verify "In[B_X, D] · W[D, F] -> Out[B_X, F]" "In[B_X, D] · dOut[B_X, F] -> dW[D, F]{U_X}" --mesh X=4
+
+``verify`` also takes ``--forward F --backward B``. It exits 0 when the backward is right (warnings allowed),
+1 with the differences otherwise. PROGRAM may be ``-`` to read standard input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import EXIT_ILLEGAL, EXIT_OK, EXIT_USAGE
+
+FORMATS = ("text", "unicode", "latex", "json")
+
+
+def _text(arg: str) -> str:
+    return sys.stdin.read() if arg == "-" else arg
+
+
+def _mesh(args: argparse.Namespace):
+    from ..mesh import Mesh
+
+    return Mesh.parse(args.mesh) if args.mesh else None
+
+
+def _dump(obj: object) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False)
+
+
+def _backward(args: argparse.Namespace) -> int:
+    from ..backward import backward
+
+    bw = backward(_text(args.program), _mesh(args), args.sizes, defer_reductions=args.defer_reductions)
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        print(_dump(bw.to_json()))
+    elif fmt == "text":
+        print(str(bw))
+    else:
+        print(getattr(bw, fmt)())
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from ..verify import verify
+
+    forward = args.forward_opt or args.forward
+    written = args.backward_opt or args.backward
+    if not forward or not written:
+        print("shardalg verify: give the forward and the backward (FORWARD BACKWARD, or --forward/--backward)",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    report = verify(_text(forward), _text(written), _mesh(args), args.sizes, defer_reductions=args.defer_reductions)
+    if args.json:
+        print(_dump(report.to_json()))
+    elif report.ok:
+        print(str(report))
+    if not report.ok:
+        if not args.json:
+            print(str(report), file=sys.stderr)
+        return EXIT_ILLEGAL
+    return EXIT_OK
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mesh", metavar="X=4,Y=2", help="the mesh (required unless the program declares one)")
+    p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
+    p.add_argument(
+        "--defer-reductions",
+        action="store_true",
+        help="let gradients stay unreduced where their primal is replicated (not invariant)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "backward",
+        help="derive the backward program",
+        description="Derive the backward of PROGRAM: each product's two gradient einsums, in reverse order, "
+        "planned from the cotangent's sharding to the gradient's (the primal's own).",
+    )
+    p.add_argument("program", metavar="PROGRAM", help="the forward program (quote it), or - for standard input")
+    p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    _common(p)
+    p.set_defaults(handler=_backward)
+
+    p = subparsers.add_parser(
+        "verify",
+        help="check a hand-written backward",
+        description="Check BACKWARD (per-device statements; gradients named dW, dIn, ...) against FORWARD. "
+        "Exit 0 when it is right, 1 with the differences.",
+    )
+    p.add_argument("forward", metavar="FORWARD", nargs="?", help="the forward program")
+    p.add_argument("backward", metavar="BACKWARD", nargs="?", help="the hand-written backward program")
+    p.add_argument("--forward", dest="forward_opt", metavar="F", help="the forward program")
+    p.add_argument("--backward", dest="backward_opt", metavar="B", help="the hand-written backward program")
+    _common(p)
+    p.set_defaults(handler=_verify)

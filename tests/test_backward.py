@@ -1,0 +1,113 @@
+"""backward(): the API, its errors, its printing, and the ``backward`` / ``verify`` commands."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import shardalg as sa
+from shardalg.backward import analyze, backward, grad_name
+from shardalg.cli import main
+from shardalg.errors import ShapeMismatch, UsageError
+from shardalg.mesh import Mesh
+from shardalg.parse import parse
+
+TRAIN = {"B": 1 << 16, "D": 1024, "F": 4096}
+DP = "In[B_X, D] * W[D, F] -> Out[B_X, F]"
+FSDP = "In[B_X, D] * W[D_X, F] -> Out[B_X, F]"
+
+
+def test_public_names():
+    # through the lazy exports (once a submodule is imported, ``shardalg.<name>`` is that module: see report)
+    assert sa.__getattr__("backward") is backward
+    assert sa.__getattr__("verify").__module__ == "shardalg.verify"
+    assert sa.__getattr__("transpose").__module__ == "shardalg.transpose"
+    assert grad_name("W_in") == "dW_in"
+
+
+def test_gradient_einsums_and_reasons():
+    bw = backward(FSDP, Mesh(X=4), TRAIN)
+    assert [(g.of, g.einsum, g.side, g.accumulate) for g in bw.grads] == [("In", 0, "left", False), ("W", 0, "right", False)]
+    assert str(bw.grads[0].statement) == "dOut[B_X, F] * W[D_X, F] -> dIn[B_X, D]"
+    assert str(bw.grads[1].statement) == "In[B_X, D] * dOut[B_X, F] -> dW[D_X, F]"
+    assert bw.grads[0].reason == "gradient of statement 1 (In·W -> Out): dIn = dOut·Wᵀ"
+    assert [str(t) for t in bw.seeds] == ["dOut[B_X, F]"]
+    assert str(bw).splitlines() == [str(line) for line in str(bw).splitlines()]
+    text = str(bw)
+    assert text.splitlines()[0].startswith("AllGather_X(W[D_X, F]) -> W[D, F]")
+    assert "# " in text  # reasons are comments
+    assert bw.latex().startswith("\\begin{aligned}")
+    assert "·" in bw.unicode() or "→" in bw.unicode()
+
+
+def test_program_of_statements_round_trips_through_the_parser():
+    bw = backward(FSDP, Mesh(X=4), TRAIN)
+    prog = bw.program()
+    assert parse(str(prog)).statements == prog.statements
+
+
+def test_a_value_used_twice_gets_its_gradients_summed():
+    bw = backward("A[I, J] * W[J, K] -> H[I, K]; H[I, K] * W[J, K] -> Out[I, J]", Mesh(X=2), {"I": 8, "J": 8, "K": 8})
+    assert [(g.of, g.accumulate) for g in bw.grads] == [("H", False), ("W", False), ("A", False), ("W", True)]
+    assert "added to dW" in bw.grads[-1].reason
+
+
+def test_reading_a_value_in_a_sharding_the_program_did_not_give_it_is_an_error():
+    with pytest.raises(ShapeMismatch, match="it was last W\\[D_X, F\\]"):
+        analyze(parse("W[D_X, F] * V[F, K] -> H[D_X, K]; In[B, D] * W[D, F] -> Out[B, F]"), Mesh(X=4), {})
+
+
+@pytest.mark.parametrize(
+    "program, message",
+    [
+        ("A[I, J] * B[J, K]", "result written"),
+        ("A[I, J] * B[J, K] * C[K, L] -> D[I, L]", "one product per statement"),
+        ("A[I_X, J]", "no product"),
+        ("A[I, J] * B[J, K] -> C[I, K]; A[I, J] * B[J, K] -> C[I, K]", "assigned twice"),
+    ],
+)
+def test_programs_backward_cannot_read(program, message):
+    with pytest.raises(UsageError, match=message):
+        backward(program, Mesh(X=2))
+
+
+def test_mesh_is_required_or_declared():
+    with pytest.raises(UsageError, match="needs a mesh"):
+        backward(DP)
+    assert backward("mesh X=4; " + DP, sizes=TRAIN).collectives == (("AllReduce", ("X",)),)
+
+
+# ---- the commands -------------------------------------------------------------------------------------
+
+
+def test_cli_backward_text_and_json(capsys):
+    assert main(["backward", FSDP, "--mesh", "X=4", "--sizes", "B=65536,D=1024,F=4096"]) == 0
+    out = capsys.readouterr().out
+    assert "ReduceScatter_{X,D}" in out
+    assert main(["backward", FSDP, "--mesh", "X=4", "--sizes", "B=65536,D=1024,F=4096", "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert [c["op"] for c in j["collectives"]] == ["AllGather", "ReduceScatter"]
+    assert j["gradients"] == {"In": "dIn[B_X, D]", "W": "dW[D_X, F]", "Out": "dOut[B_X, F]"}
+
+
+def test_cli_backward_defer_and_latex(capsys):
+    assert main(["backward", DP, "--mesh", "X=4", "--sizes", "B=65536,D=1024,F=4096", "--defer-reductions",
+                 "--json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["gradients"]["W"] == "dW[D, F]{U_X}"
+    assert main(["backward", DP, "--mesh", "X=4", "--format", "latex"]) == 0
+    assert "\\cdot" in capsys.readouterr().out
+
+
+def test_cli_verify_exit_codes(capsys):
+    right = "dOut[B_X, F] * W[D, F] -> dIn[B_X, D]; In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}; AllReduce_X: dW[D, F]{U_X} -> dW[D, F]"
+    assert main(["verify", DP, right, "--mesh", "X=4"]) == 0
+    assert capsys.readouterr().out.startswith("ok")
+    wrong = right.split("; AllReduce")[0]
+    assert main(["verify", "--forward", DP, "--backward", wrong, "--mesh", "X=4"]) == 1
+    assert "missing-reduction" in capsys.readouterr().err
+    assert main(["verify", DP, wrong, "--mesh", "X=4", "--json"]) == 1
+    j = json.loads(capsys.readouterr().out)
+    assert j["ok"] is False and j["findings"][0]["rule"] == "missing-reduction"
+    assert main(["verify", DP, "--mesh", "X=4"]) == 2
+    assert main(["verify", DP, "dW[D, F", "--mesh", "X=4"]) == 2  # a parse error
