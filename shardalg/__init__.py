@@ -9,6 +9,8 @@ The public names are loaded on first use, so ``import shardalg`` (and the CLI's 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 __version__ = "0.1.0"
@@ -84,3 +86,25 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return __all__
+
+
+class _Package(types.ModuleType):
+    """The package module, guarding public functions that share a submodule's name.
+
+    Importing ``shardalg.backward`` makes Python set the package attribute ``backward`` to the submodule,
+    which would hide the function ``shardalg.backward``. Public names win: the submodule stays in
+    ``sys.modules`` (``from shardalg.backward import ...`` and ``importlib.import_module`` reach it).
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if (
+            isinstance(value, types.ModuleType)
+            and value.__name__ == f"{__name__}.{name}"
+            and name in _EXPORTS
+            and getattr(value, name, value) is not value
+        ):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
