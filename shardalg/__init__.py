@@ -101,7 +101,7 @@ class _Package(types.ModuleType):
             isinstance(value, types.ModuleType)
             and value.__name__ == f"{__name__}.{name}"
             and name in _EXPORTS
-            and getattr(value, name, value) is not value
+            and getattr(value, name, None) is not value
         ):
             return
         super().__setattr__(name, value)
