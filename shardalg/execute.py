@@ -717,5 +717,5 @@ def simulate(
     else:
         from .planner import plans  # the planner is imported only when asked for
 
-        todo = list(plans(expr_or_plan, mesh=mesh))
+        todo = list(plans(expr_or_plan, mesh=_vm(mesh).mesh, sizes=sizes))
     return [run_plan(p, mesh, sizes, np.random.default_rng(seed)) for p in todo]

@@ -474,3 +474,32 @@ def test_shard_then_unshard_is_the_identity(case: tuple, seed: int) -> None:
     bufs = shard(a, t, mesh, rng)
     assert len(bufs) == mesh.devices
     np.testing.assert_allclose(unshard(bufs, t, mesh), a, atol=1e-12)
+
+
+# ---------------------------------------------------------------- every plan the planner returns
+
+SEED_MATMULS = [
+    ("A[I_X, J] · B[J, K] -> C[I_X, K]", "X=8"),
+    ("A[I, J_X] · B[J, K] -> C[I, K]", "X=8"),
+    ("A[I, J_X] · B[J_X, K] -> C[I, K]", "X=8"),
+    ("A[I, J_X] · B[J_X, K] -> C[I, K_X]", "X=8"),
+    ("A[I_X, J] · B[J, K_X] -> C[I_X, K]", "X=8"),
+    ("A[I, J_X] · B[J_Y, K] -> C[I, K]", "X=2,Y=2"),
+    ("A[I, J_X] · B[J_X, K]", "X=4"),
+    ("In[B_X, D] · W[D, F] -> Out[B_X, F]", "X=4,Y=2"),
+    ("In[B_X, D] · W[D_X, F] -> Out[B_X, F]", "X=4"),
+    ("In[B_X, D_Y] · W[D_Y, F] -> Out[B_X, F]", "X=2,Y=2"),
+    ("In[B, D_Y] · W[D, F_Y] -> Out[B, F_Y]", "X=2,Y=2"),
+    ("Q[B_X, S, D_Y] · K[B_X, T, D_Y] -> A[B_X, S, T]", "X=2,Y=2"),
+    ("A[I_X, J] -> A[I, J_X]", "X=4"),
+    ("A[I_XY, J] -> A[I_YX, J]", "X=2,Y=4"),
+    ("C[I, K]{U_X} -> C[I, K_X]", "X=4"),
+]
+
+
+@pytest.mark.parametrize(("expr", "mesh"), SEED_MATMULS)
+def test_every_plan_of_the_planner_passes_the_executor(expr: str, mesh: str) -> None:
+    results = simulate(expr, mesh, seed=1)
+    assert results
+    for r in results:
+        assert r.ok, str(r)
