@@ -317,6 +317,7 @@ class CheckResult:
     max_error: float
     message: str = ""
     seconds: float = 0.0
+    backward: tuple[tuple[str, tuple[str, ...]], ...] | None = None  # JAX: the vjp's collectives, when asked
 
     def __bool__(self) -> bool:
         return self.ok

@@ -34,6 +34,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -255,6 +256,7 @@ MESH_AXES = {names!r}
 MESH_SHAPE = {shape!r}
 IN_SPECS = {in_specs}
 OUT_SPECS = {out_specs}
+CHECK_VMA = {check}
 
 
 def make_mesh():
@@ -272,7 +274,7 @@ def {name}({args}{", " if args else ""}mesh=None):
     """The plan on global arrays: shard them by IN_SPECS, run {name}_local on every device."""
     mesh = make_mesh() if mesh is None else mesh
     placed = [jax.device_put(x, NamedSharding(mesh, s)) for x, s in zip({_tuple_src([body.var(t) for t in flow.inputs])}, IN_SPECS)]
-    run = jax.shard_map({name}_local, mesh=mesh, in_specs=IN_SPECS, out_specs=OUT_SPECS, check_vma={check})
+    run = jax.shard_map({name}_local, mesh=mesh, in_specs=IN_SPECS, out_specs=OUT_SPECS, check_vma=CHECK_VMA)
     return run(*placed)
 '''
 
@@ -320,6 +322,11 @@ for job in json.load(open(sys.argv[1])):
         np.savez(job["outputs"], **{f"out{i}": np.asarray(r) for i, r in enumerate(res)})
         entry = {"ok": True}
         if job.get("vjp"):
+            # remat as shardalg's backward assumes: keep every value but the copies AllGather makes
+            keep = lambda prim, *_, **__: prim.name not in ("all_gather", "all_gather_invariant")
+            local = jax.checkpoint(mod.forward_local, policy=keep)
+            mesh = mod.make_mesh()
+            fn = jax.shard_map(local, mesh=mesh, in_specs=mod.IN_SPECS, out_specs=mod.OUT_SPECS, check_vma=mod.CHECK_VMA)
             _, pull = jax.vjp(fn, *args)
             cts = tuple(np.ones_like(np.asarray(r)) for r in res)
             jaxpr = jax.make_jaxpr(lambda *c: pull(c if len(c) > 1 else c[0]))(*cts)
@@ -373,17 +380,18 @@ def check_jax(
     *,
     sizes: Mapping[str, int] | None = None,
     seed: int = 0,
+    vjp: bool = False,
     timeout: float = 600.0,
 ) -> list[CheckResult]:
     """Run the generated JAX code of each plan on ``mesh.devices`` fake CPU devices (one subprocess for
-    all of them) and compare with the dense einsum of the same random inputs."""
+    all of them) and compare with the dense einsum of the same random inputs. With ``vjp``, each result
+    also lists the collectives of ``jax.vjp`` of the forward (see :func:`jax_backward_collectives`)."""
     m = as_mesh(mesh)
     assert m is not None
-    objs = as_jobs(plans)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="shardalg-jax-") as tmp:
         workdir = Path(tmp)
-        flows, expected, jobs = _prepare(objs, m, sizes, seed, False, workdir)
+        flows, expected, jobs = _prepare(as_jobs(plans), m, sizes, seed, vjp, workdir)
         runs = _run_jobs(jobs, m.devices, workdir, timeout)
         seconds = time.perf_counter() - start
         results = []
@@ -393,21 +401,22 @@ def check_jax(
                 continue
             data = np.load(workdir / f"out{k}.npz")
             got = [data[f"out{i}"] for i in range(len(flow.outputs))]
-            results.append(compare(flow, exp, got, seconds))
+            r = compare(flow, exp, got, seconds)
+            if vjp:
+                r = replace(r, backward=tuple((op, tuple(axes)) for op, axes in run["backward"]))
+            results.append(r)
     return results
 
 
 def jax_backward_collectives(
-    plan: object, mesh: Mesh | str, *, sizes: Mapping[str, int] | None = None, seed: int = 0
-) -> list[tuple[str, tuple[str, ...]]]:
-    """The collectives in the jaxpr of ``jax.vjp`` of the generated forward, as (op, sorted axes) in
-    program order: what JAX's transposes make of the plan. Runs in a subprocess."""
-    m = as_mesh(mesh)
-    assert m is not None
-    with tempfile.TemporaryDirectory(prefix="shardalg-jax-") as tmp:
-        workdir = Path(tmp)
-        _, _, jobs = _prepare([plan], m, sizes, seed, True, workdir)
-        (run,) = _run_jobs(jobs, m.devices, workdir, 600.0)
-    if not run["ok"]:
-        raise UsageError(f"the JAX vjp did not run:\n{run['error']}")
-    return [(op, tuple(axes)) for op, axes in run["backward"]]
+    plans: object | Sequence[object], mesh: Mesh | str, *, sizes: Mapping[str, int] | None = None, seed: int = 0
+) -> list[list[tuple[str, tuple[str, ...]]]]:
+    """For each plan (one subprocess for all): the collectives in the jaxpr of ``jax.vjp`` of the generated
+    forward, as (op, sorted axes) in program order. The forward is rematerialized as shardalg's backward
+    assumes (every value is kept except the copies an AllGather makes, which are gathered again)."""
+    out = []
+    for r in check_jax(plans, mesh, sizes=sizes, seed=seed, vjp=True):
+        if r.backward is None:
+            raise UsageError(f"the JAX vjp did not run:\n{r.message}")
+        out.append(list(r.backward))
+    return out

@@ -140,7 +140,8 @@ def _spec_entries(spec: Any) -> tuple[tuple[SpecEntry, ...], frozenset[str]]:
     unreduced = frozenset(getattr(spec, "unreduced", ()) or ())
     if isinstance(spec, str) or not isinstance(spec, Iterable):
         raise UsageError(f"a partition spec is a tuple of None, axis names or tuples of them, not {spec!r}")
-    return tuple(spec), unreduced
+    partitions = getattr(spec, "partitions", None)  # jax's PartitionSpec refuses *spec when unreduced
+    return tuple(spec if partitions is None else partitions), unreduced
 
 
 def _entry_axes(entry: object, position: int) -> tuple[str, ...]:

@@ -1,0 +1,130 @@
+"""Plans exported as jax.shard_map modules, run on 8 fake CPU devices against the dense einsum.
+
+Every check runs in one subprocess per batch (``XLA_FLAGS=--xla_force_host_platform_device_count=8`` is set
+there, not here), so this process's jax, if any, is untouched.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from shardalg.mesh import Mesh
+from shardalg.parse import parse_tensor as T
+from shardalg.plan import Plan, Step
+from shardalg.syntax import Op
+
+pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]'); CI installs it")
+
+from test_export_specs import HAND_PLANS, MESH, chain, col  # noqa: E402
+
+from shardalg.export.jax import check_jax, export_jax, jax_backward_collectives  # noqa: E402
+
+# The forward programs in the notation (planned by the planner), on the mesh X=4, Y=2.
+PROGRAMS = {
+    "case1": "A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]",
+    "case2": "A[I, J_X] * B[J, K] -> C[I, K]",
+    "case3": "A[I, J_X] * B[J_X, K] -> C[I, K]",
+    "case4": "AllGather_X(B[J, K_X]) -> B[J, K]; A[I_X, J] * B[J, K] -> C[I_X, K]",
+    "dp": "In[B_X, D] * W[D, F] -> Out[B_X, F]",
+    "fsdp": "In[B_X, D] * W[D_X, F] -> Out[B_X, F]",
+    "tp": "In[B, D] * Win[D, F_Y] -> H[B, F_Y]; H[B, F_Y] * Wout[F_Y, D] -> Out[B, D]",
+    "fsdp_tp": "AllGather_X(Win[D_X, F_Y]) -> Win[D, F_Y]; In[B_X, D] * Win[D, F_Y] -> H[B_X, F_Y]; "
+    "AllGather_X(Wout[F_Y, D_X]) -> Wout[F_Y, D]; H[B_X, F_Y] * Wout[F_Y, D] -> Out[B_X, D]",
+}
+
+# A plan that lies: it all-reduces a replicated value, which multiplies it by |X|. The check must say no.
+WRONG = Plan((T("A[I, J]"),), (Step(Op.ALL_REDUCE, (T("A[I, J]"),), T("A[I, J]"), axes=("X",)),), T("A[I, J]"))
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, object]:
+    """Every plan and program of this module in one subprocess (about 30 s on 2 cores), vjp included."""
+    hand, progs = sorted(HAND_PLANS), sorted(PROGRAMS)
+    jobs = [HAND_PLANS[n] for n in hand] + [WRONG] + [PROGRAMS[n] for n in progs]
+    got = check_jax(jobs, MESH, vjp=True)
+    names = [f"hand:{n}" for n in hand] + ["wrong"] + [f"program:{n}" for n in progs]
+    return dict(zip(names, got, strict=True))
+
+
+@pytest.mark.parametrize("name", sorted(HAND_PLANS))
+def test_hand_plan_runs_and_equals_dense(results: dict, name: str) -> None:
+    r = results[f"hand:{name}"]
+    assert r.ok, r.message
+    assert r.max_error < 1e-5
+
+
+def test_a_wrong_plan_fails_the_check(results: dict) -> None:
+    r = results["wrong"]
+    assert not r.ok
+    assert r.max_error > 0.5
+    assert "differs from the dense result" in r.message
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_planned_program_runs_and_equals_dense(results: dict, name: str) -> None:
+    r = results[f"program:{name}"]
+    assert r.ok, r.message
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_vjp_uses_the_collectives_shardalg_backward_derives(results: dict, name: str) -> None:
+    """jax.vjp of the generated forward (gathered copies rematerialized, as shardalg's backward assumes)
+    has exactly the backward collectives that shardalg.backward plans, for the four cases, DP, FSDP, TP
+    and FSDP+TP."""
+    from shardalg.backward import backward
+
+    ours = sorted((op, tuple(sorted(axes))) for op, axes in backward(PROGRAMS[name], MESH).collectives)
+    assert sorted(results[f"program:{name}"].backward) == ours
+
+
+def test_vjp_collectives_by_name(results: dict) -> None:
+    expected = {
+        "dp": [("AllReduce", ("X",))],
+        "fsdp": [("AllGather", ("X",)), ("ReduceScatter", ("X",))],
+        "case3": [],
+        "tp": [("AllReduce", ("Y",))],
+    }
+    for name, want in expected.items():
+        assert sorted(results[f"program:{name}"].backward) == want, name
+
+
+def test_backward_collectives_helper() -> None:
+    (found,) = jax_backward_collectives(PROGRAMS["case1"], MESH)
+    assert sorted(found) == [("AllReduce", ("X",)), ("AllReduce", ("Y",))]
+
+
+def test_permute_on_three_axes() -> None:
+    """A[I_X, J] -> A[I_Z, J] is one ppermute over (X, Z): each device swaps its X and Z coordinates."""
+    plan = chain(col("Permute", "XZ", "A[I_X, J]", "A[I_Z, J]"))
+    mesh = Mesh(X=2, Y=2, Z=2)
+    src = export_jax(plan, mesh)
+    assert "jax.lax.ppermute(A, ('X', 'Z'), perm=[(0, 0), (1, 2), (2, 1), (3, 3)])" in src
+    (r,) = check_jax(plan, mesh)
+    assert r.ok, r.message
+
+
+def test_generated_fsdp_module_reads_like_the_plan() -> None:
+    src = export_jax(HAND_PLANS["fsdp"], MESH)
+    assert "IN_SPECS = (P('X', None), P('X', None))" in src
+    assert "W_1 = jax.lax.all_gather(W, 'X', axis=0, tiled=True, to='varying')" in src
+    assert "Out = jnp.einsum('ab,bc->ac', In, W_1)" in src
+    assert "CHECK_VMA = True" in src
+    compile(src, "fsdp.py", "exec")
+
+
+def test_generated_unreduced_boundary_is_stacked() -> None:
+    src = export_jax(chain(col("ReduceScatter", "Y", "C[I_X, K]{U_Y}", "C[I_XY, K]", "I")), MESH)
+    assert "IN_SPECS = (P('Y', 'X', None),)" in src
+    assert "C = C[0]  # this device's partial sum" in src
+    assert "jax.lax.psum_scatter(C, 'Y', scatter_dimension=0, tiled=True)" in src
+
+
+def test_exporting_does_not_import_jax() -> None:
+    code = (
+        "import sys; from shardalg.export.jax import export_jax; from shardalg.parse import parse; "
+        "export_jax(parse('A[I, J_X] * B[J, K] -> C[I, K]'), 'X=4'); print('jax' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
