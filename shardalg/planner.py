@@ -416,41 +416,16 @@ class _EinsumPlanner:
         return _with_reason(step, why)
 
     def _natural_finishes(self, out: Tensor) -> Iterator[tuple[tuple[Step, ...], str]]:
-        """Each unreduced axis: left unreduced, AllReduce, or ReduceScatter onto each result dim."""
-        choices = [[None, "AR"] + list(out.dim_names) for _ in out.unreduced]
-        for pick in product(*choices):
-            cur, steps = out, []
-            ar = tuple(a for a, c in zip(out.unreduced, pick, strict=True) if c == "AR")
-            if ar:
-                nxt = tensor_with(
-                    cur,
-                    Layout(
-                        Layout.of(cur).dims, tuple(a for a in cur.unreduced if a not in ar), cur.invariant
-                    ),
-                )
-                why = f"case 3 finish: AllReduce_{_fmt(ar)} sums the partial products; {out.name} is replicated over {_fmt(ar)}"
-                steps.append(Step(Op.ALL_REDUCE, (cur,), nxt, ar, reason=why))
-                cur = nxt
-            for d in out.dim_names:
-                rs = tuple(a for a, c in zip(out.unreduced, pick, strict=True) if c == d)
-                if not rs:
-                    continue
-                nxt = cur.with_axes(d, cur.axes_of(d) + rs)
-                nxt = tensor_with(
-                    nxt,
-                    Layout(
-                        Layout.of(nxt).dims, tuple(a for a in cur.unreduced if a not in rs), cur.invariant
-                    ),
-                )
-                if not self.sizes.check_divisible(nxt, self.mesh, tuple(x.axes for x in nxt.dims)):
-                    break
-                why = f"case 3 finish: ReduceScatter_{{{','.join(rs)},{d}}} sums the partials and leaves {d} sharded over {_fmt(rs)}"
-                steps.append(Step(Op.REDUCE_SCATTER, (cur,), nxt, rs, d, reason=why))
-                cur = nxt
-            else:
-                left_u = [a for a, c in zip(out.unreduced, pick, strict=True) if c is None]
-                note = f"result left unreduced over {_fmt(left_u)}" if left_u else ""
-                yield tuple(steps), note
+        """The natural outputs of an unreduced product: leave it unreduced, AllReduce it, or ReduceScatter
+        it onto each result dim (all its unreduced axes at once, in mesh order)."""
+        u = out.unreduced
+        yield (), f"result left unreduced over {_fmt(u)}"
+        done = tensor_with(out, Layout(Layout.of(out).dims, (), out.invariant))
+        yield (self._finish_reason(Step(Op.ALL_REDUCE, (out,), done, u), out),), ""
+        for d in out.dim_names:
+            nxt = done.with_axes(d, out.axes_of(d) + u)
+            if self.sizes.check_divisible(nxt, self.mesh, tuple(x.axes for x in nxt.dims)):
+                yield (self._finish_reason(Step(Op.REDUCE_SCATTER, (out,), nxt, u, d), out),), ""
 
 
 def _with_reason(step: Step, why: str) -> Step:

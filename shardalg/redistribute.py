@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Mapping
-from fractions import Fraction
 from functools import lru_cache
 from math import prod
 from typing import Any
@@ -25,7 +24,7 @@ from .mesh import Mesh, as_mesh
 from .plan import Plan, Step
 from .rules import RULES, Layout, tensor_with, validate
 from .syntax import Op, Tensor
-from .traffic import Bytes, Sizes, move_bytes
+from .traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, TRAFFIC, Bytes, Sizes, Volume, move_bytes
 
 __all__ = ["redistribute", "best_sequences", "search", "plan_bytes", "default_key", "step_reason"]
 
@@ -49,20 +48,31 @@ def _divisible(proto: Tensor, dims: tuple[tuple[str, ...], ...], mesh: Mesh, siz
 
 class _Space:
     """The layouts of one tensor (its dims, sizes and dtype) on one mesh, with each layout's moves and
-    their byte costs computed once (planner and redistribute revisit the same layouts constantly)."""
+    their ranks computed once (planner and redistribute revisit the same layouts constantly).
+
+    A rank is :meth:`Bytes.rank` scaled to an exact integer: unknown dims count 4096 and unknown axes 4
+    (as in ``Bytes.rank``), and multiplying by 8 x the product of all axis sizes clears every denominator
+    (a group size divides that product; 8 x bytes per element x the op's factor is whole)."""
 
     def __init__(self, proto: Tensor, mesh: Mesh, sizes: Sizes):
         self.proto, self.mesh, self.sizes = proto, mesh, sizes
-        self._next: dict[State, tuple[tuple[Move, State, Bytes, int | Fraction], ...]] = {}
-        # ranks are scaled to integers (exact, and much faster to add and compare than Fractions)
-        symbolic = sum(1 for a in mesh if a.size is None)
-        self.scale = 8 * (mesh.devices if not symbolic else prod(a.size or 1 for a in mesh)) * 4**symbolic
+        self._next: dict[State, tuple[tuple[Move, State, int], ...]] = {}
+        self.axis = {a.name: a.size or RANK_AXIS for a in mesh}
+        self.devices = prod(self.axis.values())
+        self.dims = prod(sizes.of(d.label, d.size) or RANK_DIM for d in proto.dims)
+        dtype = (proto.dtype or DEFAULT_DTYPE).bytes
+        self.unit = {op: int(8 * dtype * factor) for op, (_, factor) in TRAFFIC.items()}
 
-    def rank(self, cost: Bytes) -> int | Fraction:
-        r = cost.rank() * self.scale
-        return r.numerator if r.denominator == 1 else r
+    def _rank(self, op: Op, axes: tuple[str, ...], before: Layout, after: Layout) -> int:
+        volume = TRAFFIC[op][0]
+        if volume is Volume.NONE:
+            return 0
+        dims = after.dims if volume is Volume.OUTPUT_GROUP else before.dims
+        skip = axes if volume is Volume.INPUT_GROUP else ()
+        group = prod(self.axis[a] for d in dims for a in d if a not in skip)
+        return self.devices // group * self.dims * self.unit[op]
 
-    def neighbors(self, state: State) -> tuple[tuple[Move, State, Bytes, int | Fraction], ...]:
+    def neighbors(self, state: State) -> tuple[tuple[Move, State, int], ...]:
         got = self._next.get(state)
         if got is not None:
             return got
@@ -73,10 +83,18 @@ class _Space:
                 nxt = r.effect(lay, axes, dim)
                 if not self.sizes.check_divisible(self.proto, self.mesh, nxt.dims):
                     continue
-                cost = move_bytes(op, axes, self.proto, lay.dims, nxt.dims, self.mesh, self.sizes)
-                out.append(((op, axes, dim), _state(nxt), cost, self.rank(cost)))
+                out.append(((op, axes, dim), _state(nxt), self._rank(op, axes, lay, nxt)))
         got = self._next[state] = tuple(out)
         return got
+
+    def cost(self, start: State, moves: tuple[Move, ...]) -> Bytes:
+        """The exact bytes of a move sequence from ``start``."""
+        total, lay = Bytes(), Layout(start[0], start[1], ())
+        for op, axes, dim in moves:
+            nxt = RULES[op].effect(lay, axes, dim)
+            total = total + move_bytes(op, axes, self.proto, lay.dims, nxt.dims, self.mesh, self.sizes)
+            lay = nxt
+        return total
 
 
 @lru_cache(maxsize=512)
@@ -104,13 +122,14 @@ def search(
         max_steps = len(mesh) + 3
     space = _space(_proto(src), mesh, sizes)
     start_state = _state(Layout.of(src))
-    # heap entries: (rank, steps, moves key, state, moves, states on the path)
-    heap: list[tuple[int | Fraction, int, tuple[Any, ...], State, tuple[Move, ...], frozenset[State]]] = [
-        (0, 0, (), start_state, (), frozenset((start_state,)))
+    # heap entries: (rank, steps, push order, state, moves, states on the path)
+    heap: list[tuple[int, int, int, State, tuple[Move, ...], frozenset[State]]] = [
+        (0, 0, 0, start_state, (), frozenset((start_state,)))
     ]
+    pushed = 0
     settled: dict[State, int] = {}
     found: list[tuple[Move, ...]] = []
-    best: tuple[int | Fraction, int] | None = None
+    best: tuple[int, int] | None = None
     pops = 0
     while heap and len(found) < limit and pops < MAX_POPS:
         rank, nsteps, _, state, moves, path = heapq.heappop(heap)
@@ -126,22 +145,12 @@ def search(
             continue
         if nsteps >= max_steps:
             continue
-        for move, ns, _, step_rank in space.neighbors(state):
+        for move, ns, step_rank in space.neighbors(state):
             if ns in path or (move[0] is Op.SLICE and not _toward(move, goal)):
                 continue
-            mv = moves + (move,)
-            heapq.heappush(heap, (rank + step_rank, nsteps + 1, _moves_key(mv), ns, mv, path | {ns}))
-    return [(_cost(space, start_state, moves), moves) for moves in found]
-
-
-def _cost(space: _Space, start: State, moves: tuple[Move, ...]) -> Bytes:
-    total, state = Bytes(), start
-    for move in moves:
-        for m, ns, cost, _ in space.neighbors(state):
-            if m == move:
-                total, state = total + cost, ns
-                break
-    return total
+            pushed += 1
+            heapq.heappush(heap, (rank + step_rank, nsteps + 1, pushed, ns, moves + (move,), path | {ns}))
+    return [(space.cost(start_state, moves), moves) for moves in found]
 
 
 def _toward(move: Move, goal: State) -> bool:
@@ -150,10 +159,6 @@ def _toward(move: Move, goal: State) -> bool:
     _, axes, dim = move
     assert dim is not None
     return all(a in goal[0][dim] for a in axes)
-
-
-def _moves_key(moves: tuple[Move, ...]) -> tuple[Any, ...]:
-    return tuple((op.value, axes, -1 if dim is None else dim) for op, axes, dim in moves)
 
 
 def step_reason(op: Op, axes: tuple[str, ...], before: Tensor, after: Tensor, dim: str | None) -> str:
@@ -220,6 +225,19 @@ def _check_pair(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes) -> None:
         )
 
 
+def _changed(src: Tensor, dst: Tensor) -> int:
+    """How many axes sit elsewhere in ``dst`` than in ``src`` (another dim, position, or unreduced):
+    a bound on the steps a sensible resharding takes (one more allows a permute or a detour)."""
+
+    def where(t: Tensor) -> dict[str, tuple[int, int]]:
+        out = {a: (i, k) for i, d in enumerate(t.dims) for k, a in enumerate(d.axes)}
+        out.update({a: (-1, 0) for a in t.unreduced})
+        return out
+
+    ws, wd = where(src), where(dst)
+    return sum(1 for a in set(ws) | set(wd) if ws.get(a) != wd.get(a))
+
+
 @lru_cache(maxsize=4096)
 def best_sequences(
     src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limit: int = 4
@@ -227,7 +245,7 @@ def best_sequences(
     """The cheapest sequences (least bytes, then fewest steps; every tie, at most ``limit``) from ``src``
     to ``dst``; empty when unreachable. Memoized: the planner asks for the same pairs again and again."""
     goal = _state(Layout.of(dst))
-    found = search(src, goal, mesh, sizes, limit, ties_only=True)
+    found = search(src, goal, mesh, sizes, limit, max_steps=_changed(src, dst) + 1, ties_only=True)
     return tuple((cost, build_steps(src, dst, moves)) for cost, moves in found)
 
 
