@@ -28,7 +28,7 @@ from .einsum import Spec, case_lines, default_name, local_output
 from .errors import IllegalSharding, NoPlan, UsageError
 from .mesh import Mesh, as_mesh
 from .plan import Plan, Step
-from .redistribute import best_sequences, default_key, redistribute
+from .redistribute import best_sequences, default_key, redistribute, with_spare_axes
 from .rules import Layout, apply_statement, tensor_with, validate
 from .syntax import Arrow, Collective, Op, Product, Program, Statement, Tensor
 from .traffic import Sizes
@@ -332,7 +332,7 @@ class _EinsumPlanner:
         found: list[Plan] = []
         for left, right, out, _changes, reasons in legal:
             for p in self._assemble(left, right, out, reasons):
-                for variant in (p, _with_spare_axes(p, self.mesh, self.sizes)):
+                for variant in (p, with_spare_axes(p, self.mesh, self.sizes)):
                     if variant is not None and variant.steps not in seen:
                         seen.add(variant.steps)
                         found.append(variant)
@@ -455,42 +455,3 @@ def _note(steps: tuple[Step, ...], extra: str) -> str:
     parts = [f"{s.op.value}_{_fmt(s.axes)}({s.inputs[0].name})" for s in steps if s.op is not Op.EINSUM]
     text = ", ".join(parts) if parts else "no communication"
     return f"{text}; {extra}" if extra else text
-
-
-def _with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
-    """The plan with each single-dim AllGather preceded by a free slice onto the spare replicated axes,
-    so the gather runs over more axes (more links, same bytes); None when no gather has a spare axis."""
-    steps: list[Step] = []
-    changed = False
-    for s in p.steps:
-        if s.op is Op.ALL_GATHER:
-            t = s.inputs[0]
-            holders = [d for d in t.dims if any(a in d.axes for a in s.axes)]
-            spare = Layout.of(t).free(mesh)
-            if len(holders) == 1 and spare:
-                d = holders[0]
-                sliced = t.with_axes(d.label, d.axes + spare)
-                sliced = tensor_with(
-                    sliced,
-                    Layout(
-                        Layout.of(sliced).dims, t.unreduced, tuple(a for a in t.invariant if a not in spare)
-                    ),
-                )
-                if sizes.check_divisible(sliced, mesh, tuple(x.axes for x in sliced.dims)):
-                    why = f"Slice: shard {d.label} over the spare {_fmt(spare)} first (free), so the gather uses more links"
-                    steps.append(Step(Op.SLICE, (t,), sliced, spare, d.label, reason=why))
-                    steps.append(
-                        Step(
-                            Op.ALL_GATHER,
-                            (sliced,),
-                            s.output,
-                            s.axes + spare,
-                            reason=s.reason + f" (over {_fmt(s.axes + spare)})",
-                        )
-                    )
-                    changed = True
-                    continue
-        steps.append(s)
-    if not changed:
-        return None
-    return Plan(p.inputs, tuple(steps), p.output, p.cases, note=p.note + "; spare axes sliced first")

@@ -26,7 +26,9 @@ from .rules import RULES, Layout, tensor_with, validate
 from .syntax import Op, Tensor
 from .traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, TRAFFIC, Bytes, Sizes, Volume, move_bytes
 
-__all__ = ["redistribute", "best_sequences", "search", "plan_bytes", "default_key", "step_reason"]
+__all__ = [
+    "redistribute", "best_sequences", "search", "plan_bytes", "default_key", "step_reason", "with_spare_axes",
+]  # fmt: skip
 
 Move = tuple[Op, tuple[str, ...], int | None]
 State = tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]  # (axes per dim, unreduced)
@@ -301,7 +303,46 @@ def redistribute(
         dst = dst.replace(name=src.name)  # type: ignore[assignment]
     found = search(src, _state(Layout.of(dst)), m, sz, limit)
     if not found:
-        raise NoPlan(f"no sequence of at most {2 * len(m) + 2} rules moves {src} to {dst}", span=dst.span)
-    plans = [Plan((src,), build_steps(src, dst, moves), dst, note="redistribute") for _, moves in found]
+        raise NoPlan(f"no sequence of at most {len(m) + 3} rules moves {src} to {dst}", span=dst.span)
+    # detours (more than one step beyond the shortest of the cheapest) are not worth listing
+    shortest = min(len(moves) for _, moves in found)
+    plans = [Plan((src,), build_steps(src, dst, moves), dst, note="redistribute") for _, moves in found
+             if len(moves) <= shortest + 1]  # fmt: skip
+    seen = {p.steps for p in plans}
+    for p in list(plans):
+        variant = with_spare_axes(p, m, sz)
+        if variant is not None and variant.steps not in seen:
+            seen.add(variant.steps)
+            plans.append(variant)
     plans.sort(key=key or default_key(m, sz))
     return plans
+
+
+def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
+    """The plan with each single-dim AllGather preceded by a free slice onto the spare replicated axes,
+    so the gather runs over more axes (more links, same bytes: the book's question 2); None when no
+    gather has a spare axis."""
+    steps: list[Step] = []
+    changed = False
+    for s in p.steps:
+        if s.op is Op.ALL_GATHER:
+            t = s.inputs[0]
+            holders = [d for d in t.dims if any(a in d.axes for a in s.axes)]
+            spare = Layout.of(t).free(mesh)
+            if len(holders) == 1 and spare:
+                d = holders[0]
+                lay = Layout.of(t.with_axes(d.label, d.axes + spare))
+                sliced = tensor_with(
+                    t, Layout(lay.dims, t.unreduced, tuple(a for a in t.invariant if a not in spare))
+                )
+                if sizes.check_divisible(sliced, mesh, lay.dims):
+                    why = f"Slice: shard {d.label} over the spare {_fmt(spare)} first (free), so the gather uses more links"
+                    steps.append(Step(Op.SLICE, (t,), sliced, spare, d.label, reason=why))
+                    gather_why = (s.reason or "AllGather") + f" (over {_fmt(s.axes + spare)})"
+                    steps.append(Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why))
+                    changed = True
+                    continue
+        steps.append(s)
+    if not changed:
+        return None
+    return Plan(p.inputs, tuple(steps), p.output, p.cases, note=p.note + "; spare axes sliced first")
