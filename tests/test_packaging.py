@@ -16,10 +16,12 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
+    # without build isolation: the test extras bring setuptools and wheel (pyproject.toml)
+    done = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
-        check=True, capture_output=True, cwd=out,
+        capture_output=True, text=True, cwd=out, check=False,
     )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
     (built,) = out.glob("shardalg-*.whl")
     return built
 
