@@ -1,0 +1,75 @@
+"""Programs checked statement by statement: each use must match the sharding the program left a tensor in;
+a mismatch points at the use and names the collective that fixes it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shardalg.errors import IllegalCollective, ShapeMismatch, UsageError
+from shardalg.execute import run_plan
+from shardalg.mesh import Mesh
+from shardalg.parse import parse, parse_tensor
+from shardalg.programs import check_program
+from shardalg.syntax import Op
+
+T = parse_tensor
+
+MLP = """mesh X=2, Y=2
+In[B_X, D] · W_in[D, F_Y] -> H[B_X, F_Y]
+H[B_X, F_Y] · W_out[F_Y, D] -> Out[B_X, D]
+where B=8, D=4, F=8"""
+
+
+def test_megatron_mlp_forward() -> None:
+    first, second = check_program(MLP)
+    assert [s.op for s in first.steps] == [Op.EINSUM]  # column partition: no communication
+    assert [s.op for s in second.steps] == [Op.EINSUM, Op.ALL_REDUCE]  # row partition: sum over Y
+    assert second.steps[1].axes == ("Y",)
+    assert second.output == T("Out[B_X, D]")
+    for p in (first, second):
+        assert run_plan(p, "X=2,Y=2", {"B": 8, "D": 4, "F": 8}, np.random.default_rng(0)).ok
+
+
+def test_a_use_in_another_sharding_is_a_mismatch_with_the_fix() -> None:
+    text = MLP.replace("H[B_X, F_Y] · W_out", "H[B_X, F] · W_out")
+    with pytest.raises(ShapeMismatch) as info:
+        check_program(text)
+    err = info.value
+    assert err.message == "statement 2 uses H[B_X, F], but statement 1 made it as H[B_X, F_Y]"
+    assert err.fix == "insert AllGather_Y(H[B_X, F_Y]) -> H[B_X, F]"
+    assert text[err.span.start : err.span.end] == "H[B_X, F]"
+    assert str(err).splitlines()[1:3] == ["  H[B_X, F] · W_out[F_Y, D] -> Out[B_X, D]", "  ^^^^^^^^^"]
+
+
+def test_inputs_are_tracked_too() -> None:
+    text = "A[I, J_X] · B[J_X, K] -> C[I, K]\nA[I_X, J] · D[J, L] -> E[I_X, L]"
+    with pytest.raises(ShapeMismatch) as info:
+        check_program(text, Mesh(X=2))
+    assert info.value.message == "statement 2 uses A[I_X, J], but statement 1 used it as A[I, J_X]"
+    assert info.value.fix == "insert AllToAll_{X,I}(A[I, J_X]) -> A[I_X, J]"
+
+
+def test_collective_statements_re_lay_their_tensor() -> None:
+    text = "A[I, J_X] ·_LOCAL B[J_X, K] -> C[I, K]{U_X}\nAllReduce_X C[I, K]{U_X} -> C[I, K]\nC[I, K] · E[K, L] -> F[I, L]"
+    plans = check_program(text, Mesh(X=2))
+    assert [[s.op for s in p.steps] for p in plans] == [[Op.EINSUM], [Op.ALL_REDUCE], [Op.EINSUM]]
+    with pytest.raises(ShapeMismatch) as info:
+        check_program(text.replace("C[I, K] · E", "C[I, K]{U_X} · E"), Mesh(X=2))
+    assert info.value.fix == "no collective turns C[I, K] into C[I, K]{U_X}: " + (
+        "no rule makes C[I, K] unreduced over X: the global value of C[I, K]{U_X} is the sum of the partials "
+        "over X, so all but one replica would have to be zeroed, and no collective does that"
+    )
+
+
+def test_an_illegal_statement_is_located() -> None:
+    text = "A[I, J_X] ·_LOCAL B[J_X, K] -> C[I, K]{U_X}\nAllGather_X C[I, K]{U_X} -> C[I, K]"
+    with pytest.raises(IllegalCollective) as info:
+        check_program(text, Mesh(X=2))
+    assert info.value.source == parse(text).source
+    assert info.value.span is not None and info.value.span.start >= text.index("\n")
+
+
+def test_needs_a_mesh() -> None:
+    with pytest.raises(UsageError):
+        check_program("A[I, J] · B[J, K] -> C[I, K]")
