@@ -246,3 +246,15 @@ def test_unknown_regime_and_bad_symbol_are_usage_errors():
         compare(a, b, solve_for="D", regime="fast", mesh=Mesh(X=4))
     with pytest.raises(UsageError):
         compare(a, b, solve_for="D+1", mesh=Mesh(X=4))
+
+
+def test_q4_from_the_planners_two_strategies():
+    # the planner finds both of the book's strategies for X[B, D] · Y[D_X, F]: gather the weights, or slice
+    # X for free, multiply locally and AllReduce; comparing the two plans it made gives D > 2B again.
+    from shardalg.planner import plans
+
+    found = {tuple(s.op for s in p.steps): p for p in plans("X[B, D] · Y[D_X, F] -> Z[B, F]", "X=4")}
+    gather = found[(Op.ALL_GATHER, Op.EINSUM)]
+    local = found[(Op.SLICE, Op.EINSUM, Op.ALL_REDUCE)]
+    assert same(compare(local, gather, solve_for="D", mesh=Mesh(X=4)).result, D > 2 * B)
+    assert same(compare(local, gather, solve_for="D", regime="compute", mesh=Mesh(X=4)).result, D > 2 * C / W)
