@@ -117,7 +117,7 @@ def plans(
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
     found = _EinsumPlanner(body, result, p).plans()
     if not found:
-        raise NoPlan(f"no plan computes {stmt}", span=getattr(stmt, "span", None))
+        raise _no_plan(stmt, body, result)
     found.sort(key=rank)
     return found
 
@@ -132,6 +132,26 @@ def plan(
 ) -> Plan:
     """The default (first) of :func:`plans`."""
     return plans(expr, mesh, sizes, target, key=key)[0]
+
+
+def _no_plan(stmt: Statement, body: Product, result: Tensor | None) -> NoPlan:
+    """Why nothing computes the statement: a local product as written that is not local, or a result
+    requested unreduced over an axis on which no product of the operands leaves partial sums."""
+    span = getattr(stmt, "span", None)
+    if body.local:
+        return NoPlan(
+            f"{stmt} asks for the local product as written, and the shards as written cannot simply be multiplied",
+            span=span,
+            fix="drop _LOCAL to let the planner gather or slice first",
+        )
+    u = result.unreduced if result is not None else ()
+    return NoPlan(
+        f"no plan computes {stmt}: the result is requested unreduced over {', '.join(u) or 'nothing'}, and no "
+        "legal product of the operands leaves partial sums there (only a contracted dim sharded over those axes "
+        "on both sides, case 3, or an unreduced operand does)",
+        span=span,
+        fix="request the result reduced (drop {U_...}), or shard the contracted dim over those axes",
+    )
 
 
 def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:

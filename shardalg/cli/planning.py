@@ -1,0 +1,144 @@
+"""``shardalg plan | simulate``: every way to compute a sharded einsum (or resharding), and proof on numbers.
+
+    shardalg plan "A[I, J_X] · B[J, K] -> C[I, K]" --mesh X=4 --all
+    shardalg plan "X[B, D] ·_D Y[D_X, F] -> Z[B, F]" --mesh X=4 --sizes B=128,D=8192,F=32768 --json
+    shardalg plan "A[I_X, J] -> A[I, J_X]" --mesh X=4
+    shardalg simulate "A[I_X, J] · B[J, K_Y] -> C[I, K]" --mesh X=4,Y=2
+
+``plan`` prints the default (cheapest) plan, or every plan with ``--all``, each step with its reason.
+Its JSON (``--json`` or ``--format json``) is ``{"case": [...], "plans": [{"steps": [{"op", "axes", "tensor",
+"before", "after", "reason"}], "output", "bytes_communicated"}]}``, the default plan first (all plans with
+``--all``, else the default alone); ``before``/``after`` are in the text notation; ``bytes_communicated`` is a
+number when the sizes are known, else the sympy expression as text. ``simulate`` runs every plan on a numpy
+virtual mesh and compares it with the dense result; it exits 1 when any plan is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from . import EXIT_ILLEGAL, EXIT_OK
+
+FORMATS = ("text", "unicode", "latex", "json")
+
+
+def _source(args: argparse.Namespace) -> str:
+    return sys.stdin.read() if args.expr == "-" else args.expr
+
+
+def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    from ..legality import as_sizes
+    from ..mesh import Mesh
+    from ..planner import plans, prepare
+
+    problem = prepare(_source(args), Mesh.parse(args.mesh) if args.mesh else None, as_sizes(args.sizes))
+    found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known)
+    return problem, found, problem.sizes
+
+
+def plan_json(found: list, mesh: Any, sizes: Any) -> dict[str, Any]:
+    """The documented JSON of a list of plans (the default first)."""
+    from ..printing import text
+    from ..redistribute import plan_bytes
+    from ..syntax import Op, Product
+
+    def step(s: Any) -> dict[str, Any]:
+        if s.op is Op.EINSUM:
+            left, right = s.inputs
+            before = text(Product(left, right, s.contract or None, s.local))
+            tensor = s.output.name
+        else:
+            before, tensor = text(s.inputs[0]), s.inputs[0].name
+        return {"op": s.op.value, "axes": list(s.axes), "tensor": tensor, "before": before,
+                "after": text(s.output), "reason": s.reason}  # fmt: skip
+
+    return {
+        "case": list(found[0].cases) if found else [],
+        "plans": [
+            {
+                "steps": [step(s) for s in p.steps],
+                "output": text(p.output),
+                "bytes_communicated": plan_bytes(p, mesh, sizes).json(),
+            }
+            for p in found
+        ],
+    }
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from ..printing import render
+    from ..redistribute import plan_bytes
+
+    problem, found, sizes = _problem(args)
+    shown = found if args.all else found[:1]
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        print(json.dumps(plan_json(shown, problem.mesh, sizes), indent=2, ensure_ascii=False))
+        return EXIT_OK
+    comment = "%" if fmt == "latex" else "#"
+    for line in found[0].cases:
+        print(f"{comment} {line}")
+    for n, p in enumerate(shown, 1):
+        head = (
+            f"plan {n} of {len(found)}" if args.all else f"default plan (1 of {len(found)}; --all lists them)"
+        )
+        print(f"{comment} {head}: {plan_bytes(p, problem.mesh, sizes)} bytes communicated; {p.note}")
+        print(render(p, fmt) if p.steps else f"{comment} nothing to do")
+    return EXIT_OK
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ..execute import run_plan
+
+    problem, found, sizes = _problem(args)
+    results = [
+        run_plan(p, problem.mesh, sizes.known or None, np.random.default_rng(args.seed)) for p in found
+    ]
+    if args.json:
+        print(json.dumps({"plans": [{"ok": r.ok, "max_error": r.max_error, "note": p.note}
+                                    for p, r in zip(found, results, strict=True)]}, indent=2))  # fmt: skip
+    else:
+        for n, (p, r) in enumerate(zip(found, results, strict=True), 1):
+            print(
+                f"plan {n} of {len(found)}: {'ok' if r.ok else 'WRONG'} (max relative error {r.max_error:.1e}); {p.note}"
+            )
+    return EXIT_OK if all(r.ok for r in results) else EXIT_ILLEGAL
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "expr", metavar="EXPR", help="an einsum, a collective or a resharding (quote it), or - for stdin"
+    )
+    p.add_argument("--mesh", metavar="X=4,Y=2", help="the mesh (required unless EXPR declares one)")
+    p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "plan",
+        help="every legal plan for a sharded einsum or resharding",
+        description="Plan EXPR: which case applies, and the collectives of the default plan (or of every plan with "
+        "--all), each step with its reason. Plans are ranked by bytes communicated, then steps.",
+    )
+    _common(p)
+    p.add_argument("--all", action="store_true", help="list every plan, not just the default")
+    p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    p.add_argument(
+        "--json", action="store_true", help="the JSON documented in the module help (= --format json)"
+    )
+    p.set_defaults(handler=_plan)
+
+    p = subparsers.add_parser(
+        "simulate",
+        help="run every plan on a numpy virtual mesh and compare with the dense result",
+        description="Run each plan of EXPR on random data cut into per-device buffers; exit 1 if any plan is wrong.",
+    )
+    _common(p)
+    p.add_argument("--seed", type=int, default=0, help="random seed for the data (default 0)")
+    p.add_argument("--json", action="store_true", help='print {"plans": [{"ok", "max_error", "note"}]}')
+    p.set_defaults(handler=_simulate)

@@ -1,0 +1,113 @@
+"""``shardalg plan | simulate``: the text and JSON of plans, exit codes, and the executor from the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import shardalg
+from shardalg.cli import main
+from shardalg.parse import parse_statement, parse_tensor
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_text_default_and_all(capsys) -> None:
+    code, out, err = run(capsys, "plan", "A[I, J_X] · B[J, K] -> C[I, K]", "--mesh", "X=4")
+    assert code == 0 and err == ""
+    assert out == (
+        "# case 2: J is contracted and sharded over X in A only\n"
+        "# free: I of A\n"
+        "# free: K of B\n"
+        "# default plan (1 of 2; --all lists them): 2*I*J bytes communicated; AllGather_X(A)\n"
+        "AllGather_X(A[I, J_X]) -> A[I, J]  # AllGather: case 2: J is contracted and sharded over X in A only; gather it\n"
+        "A[I, J] * B[J, K] -> C[I, K]  # case 1: no contracted dim is sharded, so the local product needs no communication\n"
+    )
+    code, out, _ = run(capsys, "plan", "A[I, J_X] · B[J, K] -> C[I, K]", "--mesh", "X=4", "--all")
+    assert code == 0
+    assert "# plan 2 of 2: 4*I*K bytes communicated; Slice_X(B), AllReduce_X(C)\n" in out
+    assert "Slice_{X,J}(B[J, K]) -> B[J_X, K]" in out
+
+
+def test_plan_json_contract(capsys) -> None:
+    argv = ["plan", "X[B, D] ·_D Y[D_X, F] -> Z[B, F]", "--mesh", "X=4", "--sizes", "B=128,D=8192,F=32768"]
+    code, out, _ = run(capsys, *argv, "--json", "--all")
+    data = json.loads(out)
+    assert code == 0 and set(data) == {"case", "plans"}
+    assert data["case"][0] == "case 2: D is contracted and sharded over X in Y only"
+    first, second = data["plans"]
+    assert set(first) == {"steps", "output", "bytes_communicated"}
+    assert [s["op"] for s in first["steps"]] == [
+        "Slice",
+        "Einsum",
+        "AllReduce",
+    ]  # D > 2B: reduce the partials
+    assert first["bytes_communicated"] == 2 * 2 * 128 * 32768
+    assert [s["op"] for s in second["steps"]] == ["AllGather", "Einsum"]
+    assert second["bytes_communicated"] == 2 * 8192 * 32768
+    ag = second["steps"][0]
+    assert set(ag) == {"op", "axes", "tensor", "before", "after", "reason"}
+    assert (ag["axes"], ag["tensor"], ag["before"], ag["after"]) == (["X"], "Y", "Y[D_X, F]", "Y[D, F]")
+    assert first["output"] == "Z[B, F]"
+    # --format json is the same, and without --all only the default plan is listed
+    code, out2, _ = run(capsys, *argv, "--format", "json")
+    assert json.loads(out2)["plans"] == [first]
+
+
+def test_plan_json_symbolic_bytes_are_text(capsys) -> None:
+    code, out, _ = run(capsys, "plan", "A[I_X, J] · B[J, K_Y] -> C[I, K]", "--mesh", "X=4,Y=2", "--json")
+    data = json.loads(out)
+    assert data["plans"][0]["bytes_communicated"] == "2*I*K"
+    assert [s["op"] for s in data["plans"][0]["steps"]] == ["Einsum", "AllGather"]
+
+
+def test_plan_accepts_a_resharding_and_latex(capsys) -> None:
+    code, out, _ = run(capsys, "plan", "A[I_X, J] -> A[I, J_X]", "--mesh", "X=4", "--format", "latex")
+    assert code == 0
+    assert r"\textbf{AllToAll}_{X,J}(A[I_X, J]) \rightarrow A[I, J_X]" in out
+    assert out.startswith("% default plan")
+
+
+def test_plan_errors_and_exit_codes(capsys) -> None:
+    code, _, err = run(capsys, "plan", "A[I, J] · B[J, K] -> C[I, K]{U_X}", "--mesh", "X=2")
+    assert code == 1 and err.startswith("NoPlan [no-plan]: no plan computes")
+    code, _, err = run(capsys, "plan", "A[I, J", "--mesh", "X=2")
+    assert code == 2 and "ParseError" in err
+    code, _, err = run(capsys, "plan", "A[I, J] · B[J, K]")
+    assert code == 2 and "needs a mesh" in err
+    code, _, err = run(capsys, "plan", "A[I_W, J] · B[J, K]", "--mesh", "X=2")
+    assert code == 1 and "UnknownAxis" in err
+
+
+def test_simulate(capsys) -> None:
+    code, out, _ = run(capsys, "simulate", "A[I_X, J] · B[J, K_Y] -> C[I, K]", "--mesh", "X=4,Y=2")
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines) == 7 and all(": ok (max relative error" in line for line in lines)
+    code, out, _ = run(capsys, "simulate", "A[I, J_X] · B[J_X, K]", "--mesh", "X=2", "--json")
+    data = json.loads(out)
+    assert code == 0 and len(data["plans"]) == 4 and all(p["ok"] for p in data["plans"])
+
+
+def test_python_api(capsys) -> None:
+    p = shardalg.plan("A[I, J_X] · B[J_X, K] -> C[I, K]", mesh=shardalg.Mesh(X=4))
+    assert p.output == parse_tensor("C[I, K]")
+    assert len(p.steps) == 2
+    assert str(p).splitlines()[1] == (
+        "AllReduce_X(C[I, K]{U_X}) -> C[I, K]  # case 3 finish: AllReduce_X sums the partial products of C over X"
+    )
+    assert p.latex().startswith(r"\begin{aligned}") and p._repr_latex_().startswith("$$")
+    assert shardalg.plans(parse_statement("A[I_X, J] · B[J, K_X]"), mesh="X=2")
+    assert shardalg.redistribute(parse_tensor("A[I_X, J]"), parse_tensor("A[I, J_X]"), "X=2")
+    assert len(shardalg.check_program("A[I, J_X] · B[J_X, K] -> C[I, K]", "X=2")) == 1
+
+
+@pytest.mark.parametrize("fmt", ["text", "unicode", "latex"])
+def test_every_format_prints(capsys, fmt: str) -> None:
+    code, out, _ = run(capsys, "plan", "A[I_X, J] · B[J, K_X]", "--mesh", "X=2", "--all", "--format", fmt)
+    assert code == 0 and out.count("plan ") == 2
