@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "plan": "planner",
     "plans": "planner",
     "redistribute": "redistribute",
+    "check_program": "programs",
     "simulate": "execute",
     "backward": "backward",
     "verify": "verify",
