@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -273,19 +273,37 @@ _DESCRIBE: dict[str, str | None] = {
     "$END": "the end of the input",
 }
 
-# Common mistakes, labelled by lark's match_examples: the parser state at the error is compared with
-# the state these inputs fail in.
+# Common mistakes: an error whose parser state and offending token kind match those of one of these
+# inputs gets the label (lark's match_examples, keyed exactly on the token kind).
 _MISTAKES: dict[str, list[str]] = {
     "write a product with '·', '*' or '@', or put the two expressions on separate lines": [
-        "A[I] B[I]", "A[I] (B[I])", "A[I] -> B[I] C[I]",
+        "A[I] B[I]", "A[I] (B[I])", "A[I] -> B[I] C[I]", "A[I] [J]", "A[I] -> B[I] (C[I])", "A[I] AllGather_X(B[I])",
     ],
     "a collective needs its mesh axes as a subscript, e.g. AllGather_X(A[I_X, J])": [
-        "AllGather(A[I])", "AllGather A[I]", "AllGather[I]",
+        "AllGather(A[I])", "AllGather A[I]", "AllGather[I]", "AllGather: A[I]",
     ],
     "unreduced and invariant axes are written {U_X} or {I_X}": ["A[I]{X}", "A[I]{X, Y}"],
     "a tensor needs at least one dim inside [...]": ["A[]", "[]"],
-    "dims are separated by ','": ["A[I J]", "A[I_X J]", "A[I_{X} J]"],
+    "dims are separated by ','": ["A[I J]", "A[I_X J]", "A[I_{X} J]", "A[I 1]", "A[I_X 1]"],
 }  # fmt: skip
+
+
+@cache
+def _mistake_index(start: str) -> dict[tuple[int, str], str]:
+    """(parser state, token kind) -> label, from the failures of the _MISTAKES examples."""
+    index: dict[tuple[int, str], str] = {}
+    for label, examples in _MISTAKES.items():
+        for example in examples:
+            try:
+                _parser().parse(example, start=start)
+            except UnexpectedToken as err:
+                index.setdefault((_state_key(err.state), err.token.type), label)
+    return index
+
+
+def _state_key(state: Any) -> int:
+    """The LALR state number, whether lark reports the number or a parser state object."""
+    return state if isinstance(state, int) else int(getattr(state, "position", -1))
 
 
 def _describe(names: Iterable[str]) -> str:
@@ -327,12 +345,7 @@ def _token_text(tok: Token) -> str:
 def _from_lark(err: UnexpectedInput, text: str, start: str) -> ParseError:
     label: str | None = None
     if isinstance(err, UnexpectedToken):
-        try:
-            label = err.match_examples(
-                lambda s: _parser().parse(s, start=start), _MISTAKES, use_accepts=True
-            )
-        except Exception:  # noqa: BLE001 - labelling is best effort; the generic message stands
-            label = None
+        label = _mistake_index(start).get((_state_key(err.state), err.token.type))
     if isinstance(err, UnexpectedCharacters):
         pos = err.pos_in_stream
         cmd = re.match(r"\\[A-Za-z]+", text[pos:])
