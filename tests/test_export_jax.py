@@ -12,31 +12,13 @@ import sys
 import pytest
 
 from shardalg.mesh import Mesh
-from shardalg.parse import parse_tensor as T
-from shardalg.plan import Plan, Step
-from shardalg.syntax import Op
 
 pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]'); CI installs it")
 
-from test_export_specs import HAND_PLANS, MESH, chain, col  # noqa: E402
+from test_export_specs import HAND_PLANS, MESH, PROGRAMS, WRONG, chain, col  # noqa: E402
 
 from shardalg.export.jax import check_jax, export_jax, jax_backward_collectives  # noqa: E402
 
-# The forward programs in the notation (planned by the planner), on the mesh X=4, Y=2.
-PROGRAMS = {
-    "case1": "A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]",
-    "case2": "A[I, J_X] * B[J, K] -> C[I, K]",
-    "case3": "A[I, J_X] * B[J_X, K] -> C[I, K]",
-    "case4": "AllGather_X(B[J, K_X]) -> B[J, K]; A[I_X, J] * B[J, K] -> C[I_X, K]",
-    "dp": "In[B_X, D] * W[D, F] -> Out[B_X, F]",
-    "fsdp": "In[B_X, D] * W[D_X, F] -> Out[B_X, F]",
-    "tp": "In[B, D] * Win[D, F_Y] -> H[B, F_Y]; H[B, F_Y] * Wout[F_Y, D] -> Out[B, D]",
-    "fsdp_tp": "AllGather_X(Win[D_X, F_Y]) -> Win[D, F_Y]; In[B_X, D] * Win[D, F_Y] -> H[B_X, F_Y]; "
-    "AllGather_X(Wout[F_Y, D_X]) -> Wout[F_Y, D]; H[B_X, F_Y] * Wout[F_Y, D] -> Out[B_X, D]",
-}
-
-# A plan that lies: it all-reduces a replicated value, which multiplies it by |X|. The check must say no.
-WRONG = Plan((T("A[I, J]"),), (Step(Op.ALL_REDUCE, (T("A[I, J]"),), T("A[I, J]"), axes=("X",)),), T("A[I, J]"))
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, object]:

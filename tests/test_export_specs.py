@@ -83,12 +83,37 @@ HAND_PLANS: dict[str, Plan] = {
     "gather_yx": chain(col("AllGather", "YX", "A[I_YX, J]", "A[I, J]")),
 }
 
+# The forward programs in the notation (planned by the planner), on the mesh X=4, Y=2.
+PROGRAMS = {
+    "case1": "A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]",
+    "case2": "A[I, J_X] * B[J, K] -> C[I, K]",
+    "case3": "A[I, J_X] * B[J_X, K] -> C[I, K]",
+    "case4": "AllGather_X(B[J, K_X]) -> B[J, K]; A[I_X, J] * B[J, K] -> C[I_X, K]",
+    "dp": "In[B_X, D] * W[D, F] -> Out[B_X, F]",
+    "fsdp": "In[B_X, D] * W[D_X, F] -> Out[B_X, F]",
+    "tp": "In[B, D] * Win[D, F_Y] -> H[B, F_Y]; H[B, F_Y] * Wout[F_Y, D] -> Out[B, D]",
+    "fsdp_tp": "AllGather_X(Win[D_X, F_Y]) -> Win[D, F_Y]; In[B_X, D] * Win[D, F_Y] -> H[B_X, F_Y]; "
+    "AllGather_X(Wout[F_Y, D_X]) -> Wout[F_Y, D]; H[B_X, F_Y] * Wout[F_Y, D] -> Out[B_X, D]",
+}
+
+# A plan that lies: it all-reduces a replicated value, which multiplies it by |X|. The check must say no.
+WRONG = Plan((T("A[I, J]"),), (Step(Op.ALL_REDUCE, (T("A[I, J]"),), T("A[I, J]"), axes=("X",)),), T("A[I, J]"))
+
 
 @pytest.mark.parametrize("name", sorted(HAND_PLANS))
 def test_hand_plans_are_right(name: str) -> None:
     from shardalg.execute import run_plan
 
     assert run_plan(HAND_PLANS[name], MESH).ok
+
+
+def test_the_wrong_plan_is_wrong() -> None:
+    """The executor rejects it outright (AllReduce of a value that is not unreduced)."""
+    from shardalg.errors import IllegalSharding
+    from shardalg.execute import run_plan
+
+    with pytest.raises(IllegalSharding):
+        run_plan(WRONG, MESH)
 
 
 # ------------------------------------------------------------------------------------ PartitionSpec

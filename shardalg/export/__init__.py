@@ -221,21 +221,30 @@ def is_zero_pad(step: Step) -> bool:
     )
 
 
-def removed_suffixes(before: Tensor, after: Tensor) -> dict[int, tuple[str, ...]]:
-    """Per dim index, the minor-most axes that ``before`` has and ``after`` dropped."""
-    out: dict[int, tuple[str, ...]] = {}
+def _suffix_changes(before: Tensor, after: Tensor) -> tuple[dict[int, tuple[str, ...]], dict[int, tuple[str, ...]]]:
+    """Per dim index: the minor-most axes ``after`` dropped, and the ones it appended."""
+    removed: dict[int, tuple[str, ...]] = {}
+    added: dict[int, tuple[str, ...]] = {}
     for i, (d0, d1) in enumerate(zip(before.dims, after.dims, strict=True)):
         if d0.axes == d1.axes:
             continue
-        if d0.axes[: len(d1.axes)] != d1.axes:
-            raise UsageError(f"{node_text(before)} -> {node_text(after)}: dim {d0.label} is not cut from its minor end")
-        out[i] = d0.axes[len(d1.axes) :]
-    return out
+        if len(d1.axes) < len(d0.axes) and d0.axes[: len(d1.axes)] == d1.axes:
+            removed[i] = d0.axes[len(d1.axes) :]
+        elif len(d1.axes) > len(d0.axes) and d1.axes[: len(d0.axes)] == d0.axes:
+            added[i] = d1.axes[len(d0.axes) :]
+        else:
+            raise UsageError(f"{node_text(before)} -> {node_text(after)}: dim {d0.label} changes other than at its minor end")
+    return removed, added
+
+
+def removed_suffixes(before: Tensor, after: Tensor) -> dict[int, tuple[str, ...]]:
+    """Per dim index, the minor-most axes that ``before`` has and ``after`` dropped."""
+    return _suffix_changes(before, after)[0]
 
 
 def appended_suffixes(before: Tensor, after: Tensor) -> dict[int, tuple[str, ...]]:
     """Per dim index, the minor-most axes that ``after`` added to ``before``."""
-    return removed_suffixes(after, before)
+    return _suffix_changes(before, after)[1]
 
 
 def einsum_subscripts(left: Tensor, right: Tensor, out: Tensor) -> str:
