@@ -21,7 +21,7 @@ from .symbology import ASCII, GLYPHS, PRECEDENCE, precedence
 
 __all__ = ["TextPrinter", "text"]
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
+_BARE = re.compile(r"[A-Z]+|[A-Za-z0-9]\Z")  # subscripts written without braces: _X, _XY, _LOCAL, _D
 _CAPITALS = re.compile(r"[A-Z]{2,}\Z")
 
 
@@ -57,8 +57,8 @@ class TextPrinter(Printer):
         return name
 
     def _sub(self, items: list[str]) -> str:
-        """``_X`` for one plain word, else ``_{a,b}``."""
-        if len(items) == 1 and _WORD.fullmatch(items[0]):
+        """``_X``, ``_XY``, ``_LOCAL`` bare; any other word or list in braces: ``_{data}``, ``_{X,K}``."""
+        if len(items) == 1 and _BARE.fullmatch(items[0]):
             return "_" + items[0]
         return self.g("sub_open") + self.g("item_sep").join(items) + self.g("sub_close")
 
