@@ -70,6 +70,17 @@ _EXPORTS: dict[str, str] = {
     "Derivation": "derive",
     "lambdify": "sweep",
     "sweep": "sweep",
+    # pictures and the bridge to JAX / PyTorch
+    "show": "show",
+    "show_tikz": "show",
+    "show_collective": "show",
+    "export_jax": "export.jax",
+    "export_torch": "export.torch_export",
+    "to_partition_spec": "export.specs",
+    "from_partition_spec": "export.specs",
+    "to_named_sharding": "export.specs",
+    "to_placements": "export.specs",
+    "from_placements": "export.specs",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -136,6 +136,8 @@ def _plans_of(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None) -> list[
         return [Plan(obj.inputs, (obj,), obj.output)]
     if isinstance(obj, list | tuple) and all(isinstance(p, Plan) for p in obj):
         return list(obj)
+    if hasattr(obj, "grads") and hasattr(obj, "seeds"):  # a shardalg.backward.BackwardProgram
+        return [g.plan for g in obj.grads]
     if isinstance(obj, str):
         from ..parse import parse
 
