@@ -24,7 +24,7 @@ from .mesh import Mesh, as_mesh
 from .plan import Plan, Step
 from .rules import RULES, Layout, tensor_with, validate
 from .syntax import Op, Tensor
-from .traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, TRAFFIC, Bytes, Sizes, Volume, move_bytes
+from .traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, TRAFFIC, Bytes, Sizes, Volume, move_bytes, step_rank
 
 __all__ = [
     "redistribute", "best_sequences", "search", "plan_bytes", "default_key", "step_reason", "with_spare_axes",
@@ -147,11 +147,11 @@ def search(
             continue
         if nsteps >= max_steps:
             continue
-        for move, ns, step_rank in space.neighbors(state):
+        for move, ns, move_rank in space.neighbors(state):
             if ns in path or (move[0] is Op.SLICE and not _toward(move, goal)):
                 continue
             pushed += 1
-            heapq.heappush(heap, (rank + step_rank, nsteps + 1, pushed, ns, moves + (move,), path | {ns}))
+            heapq.heappush(heap, (rank + move_rank, nsteps + 1, pushed, ns, moves + (move,), path | {ns}))
     return [(space.cost(start_state, moves), moves) for moves in found]
 
 
@@ -267,7 +267,8 @@ def default_key(mesh: Mesh, sizes: Sizes) -> Callable[[Plan], Any]:
     """Rank plans by bytes communicated, then number of steps, then their steps (a deterministic order)."""
 
     def key(plan: Plan) -> Any:
-        return (plan_bytes(plan, mesh, sizes).rank(), len(plan.steps), _plan_text_key(plan))
+        ranked = sum(step_rank(s.op, s.axes, s.inputs[0], s.output, mesh, sizes) for s in plan.steps)
+        return (ranked, len(plan.steps), _plan_text_key(plan))
 
     return key
 
