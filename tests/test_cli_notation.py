@@ -179,3 +179,19 @@ def test_stdin_and_a_real_process():
     done = subprocess.run(cli + ["check", "A[I_X, J_X]"], capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("AxisUsedTwice [axis-used-twice]: mesh axis X shards both I and J\n")
+
+
+def test_parse_and_check_start_without_sympy():
+    # cold start (target under 0.6 s): `shardalg parse` / `check` must not import sympy (about 1 s by itself);
+    # command modules import it inside their handlers, not at module level.
+    code = (
+        "import sys\n"
+        "from shardalg.cli import main\n"
+        "assert main(['parse', 'A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]']) == 0\n"
+        "assert main(['check', 'A[I_X, J] · B[J, K_Y]', '--mesh', 'X=4,Y=2']) == 0\n"
+        "assert main(['shape', 'A: fp32[I_XY, J] where I=1024, J=4096', '--mesh', 'X=8,Y=2']) == 0\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('sympy', 'numpy'))\n"
+        "assert not loaded, f'imported at start: {loaded[:3]}'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
