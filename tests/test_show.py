@@ -1,0 +1,145 @@
+"""Pictures of shardings: the block arithmetic against the executor, the text grids pinned, TikZ compiled."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shardalg.errors import IllegalSharding, UsageError
+from shardalg.mesh import Mesh
+from shardalg.parse import parse_tensor as T
+from shardalg.show import device_blocks, show, show_collective, show_tikz
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> tuple[Mesh, str]:
+    names = ["X", "Y", "Z"][: draw(st.integers(1, 3))]
+    mesh = Mesh({n: draw(st.sampled_from([1, 2, 3])) for n in names})
+    order = draw(st.permutations(names))
+    where = {a: draw(st.sampled_from(["I", "J", "U", "R"])) for a in order}
+    dims = [d + ("_" + "".join(a for a in order if where[a] == d) if any(where[a] == d for a in order) else "")
+            for d in ("I", "J")]  # fmt: skip
+    u = [f"U_{a}" for a in names if where[a] == "U"]
+    return mesh, f"A[{', '.join(dims)}]" + ("{" + ", ".join(u) + "}" if u else "")
+
+
+@given(layouts())
+def test_blocks_are_the_executors(case: tuple[Mesh, str]) -> None:
+    """Cut a dense array with the executor and read each device's block off device_blocks: equal."""
+    from shardalg.execute import shard
+
+    mesh, text = case
+    t = T(text)
+    n = {"I": 2 * mesh.devices, "J": mesh.devices}
+    dense = np.arange(n["I"] * n["J"], dtype=float).reshape(n["I"], n["J"])
+    bufs = shard(dense, t, mesh)
+    sums: dict[tuple, np.ndarray] = {}
+    for c, b in device_blocks(t, mesh).items():
+        (i, pi), (j, pj) = b.dims
+        block = dense[i * n["I"] // pi : (i + 1) * n["I"] // pi, j * n["J"] // pj : (j + 1) * n["J"] // pj]
+        if b.partials == 1:
+            assert np.array_equal(bufs[c], block)
+        else:  # the partials of one copy add up to the block
+            copy = tuple(v for a, v in zip(mesh.names, c, strict=True) if a not in t.unreduced)
+            sums[copy + (i, j)] = sums.get(copy + (i, j), 0) + bufs[c]
+            assert 0 <= b.partial < b.partials
+    for key, total in sums.items():
+        i, j = key[-2:]
+        some = next(b for b in device_blocks(t, mesh).values() if (b.dims[0][0], b.dims[1][0]) == (i, j))
+        (_, pi), (_, pj) = some.dims
+        assert np.allclose(total, dense[i * n["I"] // pi : (i + 1) * n["I"] // pi, j * n["J"] // pj : (j + 1) * n["J"] // pj])
+
+
+def test_unreduced_grid_is_pinned() -> None:
+    assert show("A[I_X, J]{U_Y}", Mesh(X=2, Y=2)) == "\n".join([
+        "A[I_X, J]{U_Y} on the mesh X=2, Y=2: local shape [I/2, J]",
+        "  Ik = block k of 2 (over X, X major)",
+        "  +k = partial sum k of 2: the value is their sum over Y",
+        "",
+        "devices (what each holds):",
+        "        Y=0       Y=1   ",
+        "    +---------+---------+",
+        "X=0 | I0 J +0 | I0 J +1 |",
+        "X=1 | I1 J +0 | I1 J +1 |",
+        "    +---------+---------+",
+        "",
+        "blocks (who holds each; device numbers: row-major over X, Y):",
+        "     J0  ",
+        "   +-----+",
+        "I0 | 0+1 |",
+        "I1 | 2+3 |",
+        "   +-----+",
+    ])  # fmt: skip
+
+
+def test_three_axes_and_x_major_blocks() -> None:
+    out = show(T("A[I_XY, J]{U_Z}"), Mesh(X=2, Y=2, Z=2))
+    assert "X=0 | I0 J +0 | I0 J +1 | I1 J +0 | I1 J +1 |" in out
+    assert "X=1 | I2 J +0 | I2 J +1 | I3 J +0 | I3 J +1 |" in out
+    assert "I3 | 6+7 |" in out
+    yx = show(T("A[I_YX, J]"), Mesh(X=2, Y=2))
+    assert "X=0 | I0 J | I2 J |" in yx  # Y major: block c_Y * 2 + c_X
+
+
+def test_replicas_and_partials_in_one_block() -> None:
+    out = show("C[I, K]{U_X}", Mesh(X=2, Y=2))
+    assert "I0 | 0+2, 1+3 |" in out  # two copies (Y), each the sum of two partials (X)
+    assert "replicated over Y" in out
+
+
+def test_sizes_give_index_ranges_and_rank_three_has_no_block_grid() -> None:
+    out = show("A[I_X, J]", Mesh(X=4), sizes={"I": 1024, "J": 8})
+    assert "| I[0:256] J[0:8] | I[256:512] J[0:8] |" in out
+    assert "blocks" not in show("A[B_X, S, D_Y]", Mesh(X=2, Y=2))
+
+
+def test_collective_pair() -> None:
+    out = show_collective("AllGather_X(A[I_X, J])", Mesh(X=2, Y=2))
+    before, after = out.split("    | AllGather_X\n    v")
+    assert "X=1 | I1 J | I1 J |" in before
+    assert "I0 | 0, 1, 2, 3 |" in after
+    rs = show_collective("ReduceScatter_{X,K}(C[I, K]{U_X})", Mesh(X=2))
+    assert "| ReduceScatter_{X,K}" in rs and "| I K0 | I K1 |" in rs
+
+
+def test_bad_input() -> None:
+    with pytest.raises(IllegalSharding):
+        show("A[I_X, J_X]", Mesh(X=2))
+    with pytest.raises(IllegalSharding):
+        show("A[I_Q, J]", Mesh(X=2))
+    with pytest.raises(UsageError):
+        show("A[I_X, J]", Mesh(X=None))
+    with pytest.raises(UsageError):
+        show_collective("A[I_X, J] * B[J, K] -> C[I_X, K]", Mesh(X=2))
+
+
+def test_tikz_shapes() -> None:
+    tex = show_tikz("A[I_X, J]{U_Y}", Mesh(X=2, Y=2))
+    assert tex.startswith(r"\begin{tikzpicture}") and tex.endswith(r"\end{tikzpicture}")
+    assert tex.count(r"\draw[thick, fill=orange!15]") == 4
+    assert r"\node at (1, -1) {$I_{1}\,J\;{+}1$};" in tex
+    pair = show_collective("ReduceScatter_{X,K}(C[I, K]{U_X})", Mesh(X=2), format="tikz")
+    assert r"\quad$\xrightarrow{\textbf{ReduceScatter}_{X,K}}$\quad" in pair
+
+
+def test_tikz_compiles(tmp_path: Path) -> None:
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed")
+    body = "\n\n".join([
+        show_tikz("A[I_XY, J]{U_Z}", Mesh(X=2, Y=2, Z=2)),
+        show_collective("AllToAll_{X,J}: A[I_X, J] -> A[I, J_X]", Mesh(X=4), format="tikz"),
+    ])  # fmt: skip
+    doc = "\\documentclass{article}\n\\usepackage{amsmath}\n\\usepackage{tikz}\n\\begin{document}\n" + body + "\n\\end{document}\n"
+    (tmp_path / "pic.tex").write_text(doc)
+    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "pic.tex"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    if "tikz.sty' not found" in run.stdout:
+        pytest.skip("the TeX installation has no tikz")
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert (tmp_path / "pic.pdf").stat().st_size > 1000
