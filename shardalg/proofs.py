@@ -98,8 +98,17 @@ class Lemma:
 
     def derivation_latex(self) -> str:
         """The steps as one ``align*`` block (display math)."""
-        rows = r" \\" + "\n".join(["", *[s.latex_row() for s in self.steps]])
-        return "\\begin{align*}" + rows.removeprefix(r" \\") + "\n\\end{align*}"
+        rows = " \\\\\n".join(s.latex_row() for s in self.steps)
+        return "\\begin{align*}\n" + rows + "\n\\end{align*}"
+
+    def steps_latex(self) -> str:
+        """The steps as a list for a document (text mode): each step's note, then its claim as math."""
+        items = []
+        for s in self.steps:
+            mark = r"$\checkmark$" if s.holds else r"\textbf{FAILS}"
+            note = tex_text(s.note) + ": " if s.note else ""
+            items.append(rf"\item[{mark}] {note}${s.claim}$")
+        return "\\begin{itemize}\\small\n" + "\n".join(items) + "\n\\end{itemize}"
 
     def latex(self) -> str:
         """The lemma as a block of a LaTeX document: title, statement, derivation, verdict."""
@@ -110,8 +119,8 @@ class Lemma:
         ]
         if self.prose:
             parts.append(tex_text(self.prose))
-        parts.append(r"\emph{Proof, as computed by shardalg.}")
-        parts.append(self.derivation_latex())
+        parts.append(r"\emph{Proof, as computed by shardalg:}")
+        parts.append(self.steps_latex())
         parts.append(rf"\emph{{Checked: the lemma {verdict} ({len(self.steps)} steps).}}")
         if self.failure:
             parts.append(r"\emph{Failure:} " + tex_text(self.failure))

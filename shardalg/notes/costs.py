@@ -1,0 +1,64 @@
+"""Costs the notes and ``shardalg plot`` draw: programs in the notation priced by the cost model, and the
+question-4 crossover picture (drawn only when matplotlib, the optional [plot] extra, is installed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import sympy
+
+from ..errors import UsageError
+from ..mesh import Mesh
+
+__all__ = ["FSDP_TP", "fsdp_tp_cost", "program_costs", "draw_question_4"]
+
+# The FSDP+TP plan of the MLP block (seed 002): weights gathered over X, activations over Y.
+FSDP_TP = """AllGather_X(Win[D_X, F_Y]) -> Win[D, F_Y]
+AllGather_X(Wout[F_Y, D_X]) -> Wout[F_Y, D]
+AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]
+In[B_X, D] * Win[D, F_Y] -> Tmp[B_X, F_Y]
+Tmp[B_X, F_Y] *_LOCAL Wout[F_Y, D] -> Out[B_X, D]{U_Y}
+ReduceScatter_{Y,D}(Out[B_X, D]{U_Y}) -> Out[B_X, D_Y]"""
+
+REGIMES = ("comms", "total")
+
+
+def fsdp_tp_cost():  # -> PlanCost
+    from ..cost import cost
+
+    return cost(FSDP_TP, mesh=Mesh(X=None, Y=None), latency=False, symbolic_links=True)
+
+
+def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[str, int] | None = None,
+                  hw: str | None = None, regime: str = "total") -> list[sympy.Expr]:
+    """Each program's time (``comms`` or ``total``) with the chip's numbers and the given sizes substituted:
+    what is left free is the swept dim."""
+    from ..cost import cost
+
+    if regime not in REGIMES:
+        raise UsageError(f"regime is one of {', '.join(REGIMES)}, not {regime!r}")
+    out = []
+    for text in programs:
+        pc = cost(text, mesh=mesh, sizes=sizes, hw=hw)
+        out.append(sympy.sympify(pc.term(regime)).subs(pc.values))
+    return out
+
+
+def draw_question_4(path: Path) -> Path | None:
+    """The two strategies of seed 000's question 4 against D on TPU v5p numbers, B = 1024, F = 16384,
+    mesh X = 8; None when matplotlib is not installed."""
+    try:
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:
+        return None
+    from ..plot import crossover_plot
+    from ..symbols import dim_size
+    from .worked import QUESTION_4
+
+    gather, reduce = program_costs(QUESTION_4, mesh=Mesh(X=8), sizes={"B": 1024, "F": 16384}, hw="tpu-v5p",
+                                   regime="comms")
+    crossover_plot(gather, reduce, over=dim_size("D"), lo=256, hi=65536, out=path,
+                   labels=("AllGather the weights", "local matmul + AllReduce"),
+                   title="Seed 000 question 4 on TPU v5p: communication time, B = 1024")
+    return path

@@ -1,0 +1,177 @@
+"""The sections of the lecture notes that explain the algebra: notation, the four cases, the collectives,
+the transposes. Every formula, plan and table row comes out of the engine (parser, printers, planner, cost
+model, rule table); this module only chooses the examples and arranges them.
+"""
+
+from __future__ import annotations
+
+from ..mesh import Mesh
+from ..proofs import sym_latex
+from ..syntax import Op
+from .document import Display, Math, Prose, Section, Table
+
+__all__ = ["notation", "four_cases", "collectives", "transposes"]
+
+# (what it shows, the expression as one would type it)
+NOTATION_EXAMPLES: tuple[tuple[str, str], ...] = (
+    ("replicated", "A[I, J]"),
+    ("I sharded over X", "A[I_X, J]"),
+    ("both dims sharded", "A[I_X, J_Y]"),
+    ("I over X then Y (X major)", "A[I_XY, J]"),
+    ("unreduced over X", "C[I, K]{U_X}"),
+    ("dtype and sizes", "bf16[B_X, D_Y]"),
+    ("matmul, case 1", "A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]"),
+    ("local product", "A[I, J_X] *_LOCAL B[J_X, K] -> C[I, K]{U_X}"),
+    ("collective", "AllGather_X(A[I_X, J]) -> A[I, J]"),
+    ("collective with a dim", "ReduceScatter_{X,K}(C[I, K]{U_X}) -> C[I, K_X]"),
+)
+
+SHAPE_MESH = Mesh(X=4, Y=2)
+SHAPE_SIZES = {"I": 1024, "J": 4096}
+SHAPE_EXAMPLES = ("fp32[I, J]", "fp32[I_X, J]", "fp32[I_X, J_Y]", "fp32[I_XY, J]")
+
+# (case title, statement, what the book says about it)
+CASES: tuple[tuple[str, str, str], ...] = (
+    ("Case 1: no contracted dim is sharded", "A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]",
+     "Each device multiplies its own blocks; the result follows the inputs' sharding."),
+    ("Case 2: one input shards the contracted dim", "A[I, J_X] * B[J, K] -> C[I, K]",
+     "Gather the sharded input, or slice the other and reduce the partial products afterwards."),
+    ("Case 3: both inputs shard the contracted dim alike", "A[I, J_X] * B[J_X, K] -> C[I, K_X]",
+     "The local products are partial sums {U_X}; a ReduceScatter (or AllReduce) finishes them."),
+    ("Case 4: two result dims on one axis", "A[I_X, J] * B[J, K_X] -> C[I, K_X]",
+     "The result cannot hold X twice: gather one input first."),
+)  # fmt: skip
+CASE_MESH = Mesh(X=4, Y=2)
+PLANS_SHOWN = 3
+
+# (op, the example statement whose input is priced)
+COLLECTIVE_EXAMPLES: tuple[tuple[Op, str], ...] = (
+    (Op.ALL_GATHER, "AllGather_X(A[I_X, J]) -> A[I, J]"),
+    (Op.REDUCE_SCATTER, "ReduceScatter_{X,J}(A[I, J]{U_X}) -> A[I, J_X]"),
+    (Op.ALL_REDUCE, "AllReduce_X(A[I, J]{U_X}) -> A[I, J]"),
+    (Op.ALL_TO_ALL, "AllToAll_{X,J}(A[I_X, J]) -> A[I, J_X]"),
+    (Op.SLICE, "Slice_{X,J}(A[I, J]) -> A[I, J_X]"),
+)
+
+
+def _statement(text: str):  # -> Statement
+    from ..parse import parse_statement
+
+    return parse_statement(text)
+
+
+def _latex(node: object, **settings: object) -> str:
+    from ..printing import latex
+
+    return latex(node, **settings)
+
+
+def notation() -> Section:
+    from ..printing import text
+    from ..shape import shape
+
+    rows = []
+    for what, source in NOTATION_EXAMPLES:
+        node = _statement(source)
+        rows.append((what, text(node), Math(_latex(node))))
+    shapes = []
+    for source in SHAPE_EXAMPLES:
+        info = shape(source, mesh=SHAPE_MESH, sizes=SHAPE_SIZES)
+        local = ", ".join(str(v) for v in info.local_shape)
+        shapes.append((Math(_latex(info.tensor)), f"[{local}]", f"{info.bytes_per_device:,}", str(info.replication)))
+    return Section("Notation", (
+        Prose.of("A tensor's sharding says, for every mesh axis, whether the axis shards one of its dims "
+                 "(a subscript), holds partial sums (", Math(r"\{U_X\}"), "), or replicates it (the axis "
+                 "appears nowhere). The forms below are parsed and printed back by shardalg."),
+        Table(("meaning", "typed as", "printed"), tuple(rows), caption="Parsed, then printed in LaTeX.",
+              size="footnotesize"),
+        Prose.of("On the mesh ", Math(r"X = 4,\ Y = 2"), " with ", Math(r"I = 1024,\ J = 4096"),
+                 " in fp32, the local shape, bytes per device and replication factor of each sharding:"),
+        Table(("tensor", "local shape", "bytes per device", "replication"), tuple(shapes),
+              caption="From shardalg.shape."),
+    ))  # fmt: skip
+
+
+def four_cases() -> Section:
+    from ..cost import plan_cost
+    from ..planner import plans
+
+    subs = []
+    for title, source, gist in CASES:
+        stmt = _statement(source)
+        found = plans(stmt, mesh=CASE_MESH)
+        blocks: list = [Prose.of(gist), Display(_latex(stmt), "The matmul:")]
+        if found and found[0].cases:
+            blocks.append(Prose.of("Classification: " + "; ".join(found[0].cases) + "."))
+        shown = found[:PLANS_SHOWN]
+        blocks.append(Prose.of(f"The planner finds {len(found)} plan(s); the cheapest {len(shown)}, with their "
+                               "bandwidth-bound communication time on a ring:"))
+        for i, p in enumerate(shown, 1):
+            comms = plan_cost(p, CASE_MESH, latency=False).comms
+            blocks.append(Display(_latex(p, reasons=False),
+                                  f"Plan {i} ({p.note or 'no communication'}):"))
+            blocks.append(Prose.of("Communication: ", Math("T = " + sym_latex(comms)), ". Why each step: "
+                                   + " ".join(f"({k}) {s.reason}." for k, s in enumerate(p.steps, 1))))
+        subs.append(Section(title, tuple(blocks)))
+    return Section("The four cases of a sharded matmul", (
+        Prose.of("Each case below is planned by shardalg on the mesh ", Math(r"X = 4,\ Y = 2"),
+                 " and priced by its cost model (bf16, sizes symbolic, ", Math(r"W_{\text{ici}}"),
+                 " the bidirectional link bandwidth)."),
+    ), tuple(subs))  # fmt: skip
+
+
+def collectives() -> Section:
+    from ..cost import collective_cost
+    from ..rules import RULES
+
+    mesh = Mesh(X=None)
+    rows, free = [], []
+    for op, source in COLLECTIVE_EXAMPLES:
+        stmt = _statement(source)
+        arg = stmt.expr.arg
+        ici = collective_cost(op, arg, stmt.expr.axes, mesh, model="ici")
+        ab = collective_cost(op, arg, stmt.expr.axes, mesh, model="alpha-beta")
+        rows.append((
+            Math(_latex(stmt)),
+            Math(sym_latex(ici.total(latency=False))),
+            Math(sym_latex(ici.total())),
+            Math(sym_latex(ab.total())),
+        ))  # fmt: skip
+        if not RULES[op].communicates:
+            free.append(op.value)
+    return Section("The collectives and what they cost", (
+        Prose.of("Times from the cost model for a bf16 array ", Math("A[I, J]"), " on one axis of size ",
+                 Math("X"), ": the bandwidth-bound ICI time, the ICI time with the hop latency ",
+                 Math(r"T_{\min}"), " (a ring: ", Math("X/2"), " hops), and the alpha-beta ring of a GPU "
+                 "switch. AllReduce is a ReduceScatter followed by an AllGather; AllToAll moves a quarter; "
+                 f"{', '.join(free) or 'nothing'} communicates nothing."),
+        Table(("collective", "ICI, bandwidth", "ICI with latency", "alpha-beta"), tuple(rows),
+              caption="From shardalg.cost.collective_cost.", size="footnotesize"),
+    ))  # fmt: skip
+
+
+def transposes() -> Section:
+    from ..operators import transpose_step
+    from ..plan import Step
+    from ..printing import latex
+    from ..rules import RULES
+
+    rows = []
+    for op, rule in RULES.items():
+        t = rule.transpose
+        back = t.op.value if t.op is not None else "(no collective)"
+        rows.append((op.value, back, t.placement, t.note))
+    examples = []
+    for _, source in COLLECTIVE_EXAMPLES:
+        stmt = _statement(source)
+        step = Step(stmt.expr.op, (stmt.expr.arg,), stmt.result, stmt.expr.axes, stmt.expr.dim)
+        back = transpose_step(step)
+        examples.append(rf"{latex(step.statement())} &\quad\Longrightarrow\quad {latex(back.statement())}")
+    return Section("Backward: the transposes", (
+        Prose.of("In a per-device program each collective is a linear map of the stacked buffers, and its "
+                 "backward is its transpose. On placements the transpose swaps R and U and keeps S(d):"),
+        Table(("forward", "backward", "placement", "why"), tuple(rows), caption="From the rule table, shardalg.rules.",
+              size="footnotesize"),
+        Display("\\begin{aligned}\n" + " \\\\\n".join(examples) + "\n\\end{aligned}",
+                "Each example collective and the step shardalg.operators.transpose_step derives for it:"),
+    ))  # fmt: skip

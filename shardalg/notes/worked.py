@@ -1,0 +1,182 @@
+"""The sections of the notes that compute: derivations step by step, the proofs, and a worked example per
+seed question (seed 000's quick questions and questions 1-4), each answered by the engine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sympy
+
+from ..mesh import Axis, Mesh
+from ..proofs import sym_latex
+from .document import Display, Math, Prose, Raw, Section
+
+__all__ = ["derivations", "proofs", "seed_questions", "QUESTION_4", "question_4_costs"]
+
+# Seed 000, question 4: the two strategies for X[B, D] ._D Y[D_X, F] -> Z[B, F].
+QUESTION_4 = (
+    "AllGather_X(Y[D_X, F]) -> Y[D, F]\nX[B, D] * Y[D, F] -> Z[B, F]",
+    "X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}\nAllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
+)
+FIGURE = "question4-crossover.pdf"
+
+
+def _latex(node: object, **settings: object) -> str:
+    from ..printing import latex
+
+    return latex(node, **settings)
+
+
+def _us(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1e6:.3g} microseconds"
+
+
+def question_4_costs():  # -> tuple[PlanCost, PlanCost]
+    from ..cost import cost
+
+    mesh = Mesh(X=None)
+    return tuple(cost(p, mesh=mesh, latency=False) for p in QUESTION_4)
+
+
+def derivations() -> Section:
+    from ..derive import compare, compute_bound, critical, optimum
+    from ..parse import parse
+    from ..symbols import axis_size, device_count
+    from .costs import fsdp_tp_cost
+
+    gather, reduce = QUESTION_4
+    small = compare(reduce, gather, solve_for="D", regime="comms", mesh=Mesh(X=None))
+    large = compare(reduce, gather, solve_for="D", regime="compute", mesh=Mesh(X=None))
+    X, Y, N = axis_size("X"), axis_size("Y"), device_count()
+    best = optimum(fsdp_tp_cost(), over=X, subject_to=sympy.Eq(X * Y, N))
+    dp = compute_bound(parse("In[B_X, D] *_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}\nAllReduce_X(dW[D, F]{U_X}) -> dW[D, F]"),
+                       solve_for="B", mesh=Mesh(X=None), symbolic_links=True)
+    crit = critical(hw="tpu-v5e")
+    blocks = []
+    for title, d in (
+        ("Question 4, both plans communication-bound (plan a: local matmul then AllReduce; plan b: AllGather "
+         "the weights):", small),
+        ("Question 4 at large batch (plan b compute-bound):", large),
+        ("The FSDP+TP split that communicates least:", best),
+        ("When the weight-gradient AllReduce of data parallelism hides under the backward matmul:", dp),
+        ("The buffer size below which an AllGather on TPU v5e is latency-bound:", crit),
+    ):
+        blocks.append(Display(d.latex(), title))
+        blocks.append(Prose.of("Result: ", Math(sym_latex(d.result)),
+                               "" if d.value is None else f" (= {d.value:.4g} with the chip's numbers)", "."))
+    return Section("Derivations", (
+        Prose.of("Each derivation below is computed by shardalg.derive from plans and the cost model; the rows "
+                 "are its recorded steps."),
+        *blocks,
+    ))  # fmt: skip
+
+
+def proofs() -> Section:
+    from ..proofs import run_all
+
+    lemmas = run_all()
+    held = sum(lemma.holds for lemma in lemmas)
+    blocks: list = [Prose.of(f"Each lemma is a module of proofs/ that builds its objects with the engine and checks "
+                             f"them with sympy against an independent route. {held} of {len(lemmas)} hold.")]
+    for lemma in lemmas:
+        blocks.append(Raw(lemma.latex(), lemma.markdown(), tuple(lemma.fragments())))
+    return Section("Proofs", tuple(blocks))
+
+
+def _quick_memory() -> Section:
+    from .. import hardware
+    from ..shape import shape
+
+    a = shape("fp32[I_XY, J]", mesh=Mesh(X=8, Y=2), sizes={"I": 1024, "J": 4096})
+    h100 = hardware.get("h100")
+    load = a.bytes_per_device / h100.hbm_bandwidth.value
+    b = shape("int8[I_XY, J]", mesh=Mesh(X=2, Y=8, Z=2), sizes={"I": 128, "J": 2048})
+    return Section("Quick questions: memory", (
+        Prose.of("fp32[1024, 4096] as ", Math(_latex(a.tensor)), " on X = 8, Y = 2: local shape ",
+                 f"[{', '.join(map(str, a.local_shape))}], {a.bytes_per_device:,} bytes per device; loading it at "
+                 f"the H100's {h100.hbm_bandwidth.value:.3g} B/s of HBM takes {load * 1e9:.0f} ns."),
+        Prose.of("int8[128, 2048] as ", Math(_latex(b.tensor)), " on X = 2, Y = 8, Z = 2: "
+                 f"{b.bytes_per_device:,} bytes per device, {b.total_bytes:,} bytes on all "
+                 f"{b.devices} devices (replication {b.replication})."),
+    ))  # fmt: skip
+
+
+def _quick_allgather() -> Section:
+    from ..cost import cost
+    from ..parse import parse_statement
+
+    source = "AllGather_Y(bf16[E_Y, F]) -> bf16[E, F]"
+    stmt_latex = _latex(parse_statement(source))
+    big = {"E": 2048, "F": 8192}
+    line = cost(source, mesh=Mesh(X=8, Y=4), sizes=big, hw="tpu-v5e")
+    ring = cost(source, mesh=Mesh([Axis("X", 8), Axis("Y", 4, wraps=True)]), sizes=big, hw="tpu-v5e")
+    small = cost(source, mesh=Mesh(X=8, Y=4), sizes={"E": 256, "F": 256}, hw="tpu-v5e")
+    return Section("Quick question: how long does an AllGather take?", (
+        Display(stmt_latex, "On TPU v5e with mesh X = 8, Y = 4:"),
+        Prose.of("With E = 2048, F = 8192 the cost model gives ", Math("T = " + sym_latex(line.total)),
+                 f", {_us(line.seconds)}: v5e has no wraparound on an axis of 4, so the axis is a line. "
+                 f"Had it a full ring: {_us(ring.seconds)}. With E = F = 256: {_us(small.seconds)}, "
+                 "latency-bound (three hops)."),
+    ))  # fmt: skip
+
+
+def _question_1() -> Section:
+    from ..shape import shape
+
+    a = shape("A[I_X, J, K]", mesh=Mesh(X=4, Y=8, Z=2))
+    return Section("Question 1: replicated sharding", (
+        Prose.of(Math(_latex(a.tensor)), f" on X = 4, Y = 8, Z = 2 is replicated over Y and Z: all chips together "
+                 f"hold {a.replication} copies' worth of the array (the replication factor)."),
+    ))  # fmt: skip
+
+
+def _question_2_3() -> Section:
+    from ..cost import cost
+    from ..parse import parse_statement
+
+    mesh, sizes = Mesh(X=4, Y=4, Z=4), {"B": 1024, "D": 4096}
+    rows = []
+    for source in (
+        "AllGather_X(bf16[B_X, D_Y]) -> bf16[B, D_Y]",
+        "AllGather_XY(bf16[B_X, D_Y]) -> bf16[B, D]",
+        "AllReduce_Z(bf16[B_X, D_Y]{U_Z}) -> bf16[B_X, D_Y]",
+    ):
+        c = cost(source, mesh=mesh, sizes=sizes, hw="tpu-v4p")
+        rows.append(Prose.of(Math(_latex(parse_statement(source))), f": {_us(c.seconds)}."))
+    tiny = cost("AllGather_X(bf16[B_X]) -> bf16[B]", mesh=mesh, sizes={"B": 128}, hw="tpu-v4p")
+    return Section("Questions 2 and 3: AllGather latency on TPU v4p 4x4x4", (
+        Prose.of("B = 1024, D = 4096 in bf16 on the mesh X = Y = Z = 4 (a full cube: every axis wraps):"),
+        *rows,
+        Prose.of("With B = 128 the AllGather of ", Math(r"[B_X]"), f" takes {_us(tiny.seconds)}: ",
+                 Math("T = " + sym_latex(tiny.total)), ", latency-bound."),
+    ))  # fmt: skip
+
+
+def _question_4(out_dir: Path | None) -> Section:
+    from ..parse import parse
+
+    one, two = question_4_costs()
+    blocks: list = [
+        Display(_latex(parse(QUESTION_4[0]), reasons=False), "Strategy 1: gather the weights (case 2)."),
+        Prose.of("Its time: ", Math(r"\max\left(" + sym_latex(one.compute) + ", " + sym_latex(one.comms) + r"\right)"), "."),
+        Display(_latex(parse(QUESTION_4[1]), reasons=False), "Strategy 2: multiply locally, then AllReduce (case 3)."),
+        Prose.of("Its time: ", Math(r"\max\left(" + sym_latex(two.compute) + ", " + sym_latex(two.comms) + r"\right)"),
+                 ". The derivations section solves when strategy 2 wins: D > 2B when both are communication-bound."),
+    ]  # fmt: skip
+    if out_dir is not None:
+        from .costs import draw_question_4
+
+        figure = draw_question_4(out_dir / FIGURE)
+        if figure is not None:
+            blocks.append(Raw(
+                "\\begin{center}\n\\includegraphics[width=0.8\\textwidth]{" + FIGURE + "}\n\\end{center}\n",
+                f"![question 4 crossover]({FIGURE})\n",
+            ))  # fmt: skip
+    return Section("Question 4: AllGather the weights, or AllReduce the partial sums?", tuple(blocks))
+
+
+def seed_questions(out_dir: Path | None = None) -> Section:
+    return Section("Worked examples (seed 000)", (
+        Prose.of("The questions of chapter 3, answered by shardalg from the notation and the chip presets."),
+    ), (_quick_memory(), _quick_allgather(), _question_1(), _question_2_3(), _question_4(out_dir)))  # fmt: skip

@@ -1,0 +1,26 @@
+"""The generated notes compile with pdflatex (where it is installed; the test says so when it is skipped)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.notes_corpus import notes_dir
+
+
+def test_notes_compile_with_pdflatex():
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed (apt-get install texlive-latex-base texlive-latex-recommended)")
+    out = notes_dir()
+    for _ in range(2):  # twice: the table of contents
+        proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "shardalg-notes.tex"],
+                              cwd=out, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+    pdf = out / "shardalg-notes.pdf"
+    assert pdf.read_bytes().startswith(b"%PDF")
+    log = (out / "shardalg-notes.log").read_text(errors="replace")
+    assert "LaTeX Warning: Reference" not in log
+    assert "Undefined control sequence" not in log
+    assert "Missing character" not in log
