@@ -1,0 +1,135 @@
+"""Fuzzing the parser: strings made from the grammar itself (hypothesis.extra.lark), random text and
+bytes, and random edits of valid inputs. Each input either parses or raises ParseError, never anything
+else; and whatever parses prints back to the same AST in every format."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.lark import from_lark
+
+from shardalg.errors import ParseError
+from shardalg.parse import _parser, parse, parse_statement, parse_tensor
+from shardalg.printing import latex, text, unicode
+from shardalg.syntax import DTYPE_ALIASES, Op, Program
+
+# Terminals whose regexes carry lookaheads get explicit strategies; keywords get a blank after them so
+# that they do not run into the next name.
+EXPLICIT = {
+    "OP_WORD": st.sampled_from([op.value for op in Op if op is not Op.EINSUM]),
+    "DTYPE_WORD": st.sampled_from(sorted(DTYPE_ALIASES)),
+    "_MESH": st.just("mesh "),
+    "_WHERE": st.just(" where "),
+    "_FONT": st.sampled_from([r"\text", r"\mathbf", r"\textbf", r"\mathrm", r"\operatorname"]),
+    "_ARROW": st.sampled_from(["->", "→", "⟶", r"\rightarrow ", r"\to ", r"\longrightarrow "]),
+    "_DOT": st.sampled_from(["·", "*", "@", "•", "⋅", r"\cdot "]),
+    "_STACKREL": st.just(r"\stackrel"),
+    "_SEP": st.sampled_from(["\n", ";", r"\\", "$", "$$", r"\[", r"\]", r"\begin{aligned}", r"\end{aligned}"]),
+}
+
+SEEDS = [
+    r"\mathbf{A}[I_X, J] \cdot \mathbf{B}[J, K_Y] \rightarrow \mathbf{C}[I_X, K_Y]",
+    r"$$\textbf{AllGather}_{XY}(A[I_{XY}, J]) \rightarrow A[I, J]$$",
+    r"\textbf{ReduceScatter}_{Y,J} : A[I_X,J] \{U_Y\} \rightarrow A[I_X, J_Y]",
+    r"A[I, J_X] \cdot_\text{LOCAL} B[J_X, K] \rightarrow C[I, K] \{\ U_X \}",
+    "mesh X=4, Y=2\nA: bf16[I_XY, J]{U_Z} · W_in[J, K_{data,model}] -> C[I, K]\nwhere I=1024, J=4096",
+    "AllGather_X [B_X, D_Y]; Slice_{Z,B}([B_X, D_Y]) -> [B_XZ, D_Y]; Permute_{X,Y}(A[I_X, J])",
+]
+NOTATION_CHARS = "AIJKUXYZ_[]{}(),;:·*@→-> \n\\$&'#=0123456789"
+
+
+def _grammar(start: str):
+    """Strings from the grammar rooted at ``start``, with explicit strategies for its terminals."""
+    rules: dict[str, list] = {}
+    for rule in _parser().rules:
+        rules.setdefault(rule.origin.name, []).append(rule.expansion)
+    seen, todo, terminals = set(), [start], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for expansion in rules.get(name, []):
+            for sym in expansion:
+                (terminals.add(sym.name) if sym.is_term else todo.append(sym.name))
+    explicit = {name: strategy for name, strategy in EXPLICIT.items() if name in terminals}
+    return from_lark(_parser(), start=start, explicit=explicit)
+
+
+def _check(source: str, parse_fn=parse) -> None:
+    """Parse or ParseError; a parsed program survives printing in every format."""
+    try:
+        node = parse_fn(source)
+    except ParseError as err:
+        assert err.span is not None and err.source == source
+        assert 0 <= err.span.start <= err.span.end <= len(source)
+        str(err)  # renders
+        return
+    for printer in (text, unicode, latex):
+        assert parse_fn(printer(node)) == node, (source, printer(node))
+    if isinstance(node, Program):
+        assert node.source == source
+
+
+@given(_grammar("start"))
+def test_grammar_generated_programs(source: str) -> None:
+    _check(source)
+
+
+@given(_grammar("statement_start"))
+def test_grammar_generated_statements(source: str) -> None:
+    _check(source, parse_statement)
+
+
+@given(_grammar("tensor_start"))
+def test_grammar_generated_tensors(source: str) -> None:
+    _check(source, parse_tensor)
+
+
+@given(st.text())
+def test_random_text(source: str) -> None:
+    _check(source)
+
+
+@given(st.text(alphabet=NOTATION_CHARS, max_size=60))
+def test_random_notation_soup(source: str) -> None:
+    _check(source)
+    _check(source, parse_tensor)
+
+
+@given(st.binary(max_size=80), st.sampled_from(["utf-8", "latin-1"]))
+def test_random_bytes(data: bytes, encoding: str) -> None:
+    _check(data.decode(encoding, errors="replace"))
+
+
+@st.composite
+def mutations(draw: st.DrawFn) -> str:
+    """A seed input with a few characters deleted, inserted, replaced or swapped."""
+    s = list(draw(st.sampled_from(SEEDS)))
+    for _ in range(draw(st.integers(1, 4))):
+        if not s:
+            break
+        i = draw(st.integers(0, len(s) - 1))
+        kind = draw(st.sampled_from(["delete", "insert", "replace", "swap"]))
+        ch = draw(st.sampled_from(NOTATION_CHARS) | st.characters())
+        if kind == "delete":
+            del s[i]
+        elif kind == "insert":
+            s.insert(i, ch)
+        elif kind == "replace":
+            s[i] = ch
+        else:
+            j = draw(st.integers(0, len(s) - 1))
+            s[i], s[j] = s[j], s[i]
+    return "".join(s)
+
+
+@given(mutations())
+def test_mutated_inputs(source: str) -> None:
+    _check(source)
+    _check(source, parse_statement)
+
+
+def test_seeds_parse() -> None:
+    for source in SEEDS:
+        assert parse(source).statements

@@ -1,0 +1,48 @@
+"""Printing is the inverse of parsing: for random ASTs x and every format f, parse(f(x)) == x; and the
+JSON form reads back to the same node."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from strategies import programs, statements, tensors
+
+from shardalg.parse import parse, parse_statement, parse_tensor
+from shardalg.printing import from_json, latex, text, to_json, unicode
+
+PRINTERS = (text, unicode, latex)
+
+
+@given(tensors(legal=False))
+def test_tensor_round_trip(t) -> None:
+    for printer in PRINTERS:
+        assert parse_tensor(printer(t)) == t, printer(t)
+
+
+@given(statements())
+def test_statement_round_trip(s) -> None:
+    for printer in PRINTERS:
+        assert parse_statement(printer(s)) == s, printer(s)
+
+
+@given(programs())
+def test_program_round_trip(p) -> None:
+    for printer in PRINTERS:
+        assert parse(printer(p)) == p, printer(p)
+    assert parse(latex(p, mode="display")) == p
+
+
+@given(programs(axes=("X", "Y", "Z"), dims=("I", "J", "K"), names=("A", "B", "W_in", "A'")))
+def test_book_style_program_round_trip(p) -> None:
+    for printer in PRINTERS:
+        out = printer(p)
+        assert parse(out) == p, out
+        assert printer(parse(out)) == out  # printing is a fixed point after one round
+
+
+@given(programs())
+def test_json_round_trip(p) -> None:
+    j = to_json(p)
+    assert from_json(json.loads(json.dumps(j))) == p
+    assert to_json(from_json(j), spans=False) == to_json(p, spans=False)
