@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import sympy
 from sympy import Expr, Integer, Max, Rational
@@ -342,7 +343,7 @@ class PlanCost:
     values: Mapping[sympy.Symbol, float]
     model: str
 
-    @property
+    @cached_property
     def comms(self) -> Expr:
         if not self.overlap:
             return sympy.Add(*(s.comms for s in self.steps))
@@ -352,23 +353,23 @@ class PlanCost:
                 per_axis[a] = per_axis.get(a, Integer(0)) + s.comms
         return Max(*per_axis.values()) if per_axis else Integer(0)
 
-    @property
+    @cached_property
     def comms_serial(self) -> Expr:
         return sympy.Add(*(s.comms for s in self.steps))
 
-    @property
+    @cached_property
     def flops(self) -> Expr:
         return sympy.Add(*(s.flops for s in self.steps))
 
-    @property
+    @cached_property
     def compute(self) -> Expr:
         return sympy.Add(*(s.compute for s in self.steps))
 
-    @property
+    @cached_property
     def memory(self) -> Expr:
         return sympy.Add(*(s.memory for s in self.steps))
 
-    @property
+    @cached_property
     def total(self) -> Expr:
         return Max(self.compute, self.comms) if self.overlap else self.compute + self.comms
 

@@ -241,6 +241,14 @@ def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "
 
 # ---- optimum -------------------------------------------------------------------------------------
 def _positive_root(eq: sympy.Eq, x: sympy.Symbol) -> Expr:
+    """The positive solution of ``eq`` for ``x``: by isolation when lhs/rhs is a monomial g·x^k (then
+    x = g^(-1/k)), else by sympy's solve over a positive real stand-in."""
+    if eq.rhs != 0:
+        ratio = _simplify(eq.lhs / eq.rhs)
+        g, h = ratio.as_independent(x, as_Add=False)
+        base, k = h.as_base_exp()
+        if base == x and k.is_number and k != 0:
+            return _simplify(sympy.powsimp((1 / g) ** (1 / k), force=True))
     real = sympy.Dummy(x.name, positive=True)
     roots = [r for r in sympy.solve(eq.subs(x, real), real) if r.is_positive is not False]
     if len(roots) != 1:
