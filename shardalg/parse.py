@@ -63,16 +63,37 @@ def grammar_text() -> str:
     return grammar_path().read_text(encoding="utf-8")
 
 
+def _cache_file(grammar: str) -> str | bool:
+    """A per-user cache file for the built parser, named by the grammar's and lark's versions, or False
+    when no private cache directory can be made (then the parser is built each process, ~0.1 s)."""
+    import hashlib
+    import os
+
+    import lark
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shardalg"
+    try:
+        base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not os.access(base, os.W_OK):
+            return False
+    except OSError:
+        return False
+    digest = hashlib.sha256(f"{lark.__version__}\n{grammar}".encode()).hexdigest()[:16]
+    return str(base / f"grammar-{digest}.lark-cache")
+
+
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
-    """The one LALR parser of the process, built on first use."""
+    """The one LALR parser of the process, built on first use (and cached on disk per user)."""
+    grammar = grammar_text()
     return Lark(
-        grammar_text(),
+        grammar,
         parser="lalr",
         lexer="contextual",
         start=list(_START.values()),
         propagate_positions=True,
         maybe_placeholders=True,
+        cache=_cache_file(grammar),
     )
 
 
