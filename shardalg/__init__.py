@@ -57,8 +57,8 @@ _EXPORTS: dict[str, str] = {
     "verify": "verify",
     "transpose": "transpose",
     "run_plan": "execute",
-    # costs and derivations
-    "cost": "cost",
+    # costs and derivations (shardalg.cost and shardalg.sweep are modules: their functions of the same
+    # name would shadow them, so use shardalg.cost.cost / shardalg.plan_cost and shardalg.sweep.sweep)
     "plan_cost": "cost",
     "PlanCost": "cost",
     "hardware": "hardware",
@@ -69,7 +69,6 @@ _EXPORTS: dict[str, str] = {
     "critical": "derive",
     "Derivation": "derive",
     "lambdify": "sweep",
-    "sweep": "sweep",
     # pictures and the bridge to JAX / PyTorch
     "show": "show",
     "show_tikz": "show",
