@@ -21,13 +21,14 @@ one trailing axis to push all basis vectors through an op at once.
 from __future__ import annotations
 
 import itertools
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 
 import numpy as np
 
-from .errors import IllegalSharding, IndivisibleDim, ShapeMismatch, ShardalgError, UsageError
+from .errors import AxisUsedTwice, IllegalSharding, IndivisibleDim, ShapeMismatch, ShardalgError, UsageError
 from .mesh import Mesh, as_mesh
 from .plan import Plan, Step
 from .syntax import Op, Tensor
@@ -104,13 +105,19 @@ def _vm(mesh: VirtualMesh | Mesh | Mapping[str, int] | str) -> VirtualMesh:
 
 
 def _show(t: Tensor) -> str:
-    try:
-        from .printing import text
-    except ImportError:  # the printers are not there yet: a plain rendering
-        dims = ", ".join(d.label + ("_" + "".join(d.axes) if d.axes else "") for d in t.dims)
-        u = "{" + ", ".join(f"U_{a}" for a in t.unreduced) + "}" if t.unreduced else ""
-        return f"{t.name or ''}[{dims}]{u}"
+    from .printing import text
+
     return text(t)
+
+
+def _check_tensor(t: Tensor, vm: VirtualMesh) -> None:
+    """Known axes, each used once (a tensor on ``A[I_X, J_X]`` has no consistent blocks)."""
+    seen: set[str] = set()
+    for a in t.used_axes:
+        vm.size([a])  # UnknownAxis
+        if a in seen:
+            raise AxisUsedTwice(f"mesh axis {a} is used twice in {_show(t)}", span=t.span)
+        seen.add(a)
 
 
 # ---------------------------------------------------------------- sizes and blocks
@@ -119,9 +126,12 @@ def _show(t: Tensor) -> str:
 def dim_extent(dim_label: str, literal: int | None, sizes: Mapping[str, int]) -> int:
     if literal is not None:
         return literal
-    if dim_label not in sizes:
+    n = sizes.get(dim_label)
+    if n is None:
         raise UsageError(f"no size for dim {dim_label}: pass sizes={{'{dim_label}': ...}}")
-    return int(sizes[dim_label])
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise UsageError(f"dim {dim_label} needs a positive integer size, not {n!r}")
+    return int(n)
 
 
 def local_shape(t: Tensor, mesh: VirtualMesh | Mesh, sizes: Mapping[str, int]) -> tuple[int, ...]:
@@ -177,6 +187,7 @@ def shard(
     """Cut a dense array into per-device buffers by ``tensor``'s sharding. Replicated and invariant axes get
     copies; along the unreduced axes each block is split into |group| random parts that add up to it."""
     vm, arr = _vm(mesh), np.asarray(global_array)
+    _check_tensor(tensor, vm)
     if arr.ndim != len(tensor.dims):
         raise ShapeMismatch(f"{_show(tensor)} has {len(tensor.dims)} dims, the array {arr.ndim}")
     for d, n in zip(tensor.dims, arr.shape, strict=True):
@@ -204,6 +215,7 @@ def unshard(buffers: Mapping[Coord, np.ndarray], tensor: Tensor, mesh: VirtualMe
     """Reassemble the dense value: one copy of each block (replicas must agree), summed over the
     unreduced axes. Disagreeing replicas raise ExecutionError: that is how a wrong collective shows."""
     vm = _vm(mesh)
+    _check_tensor(tensor, vm)
     if set(buffers) != set(vm.coords):
         raise ExecutionError(f"the buffers of {_show(tensor)} do not cover the {len(vm.coords)} devices")
     rank = len(tensor.dims)
@@ -482,7 +494,9 @@ def _einsum_rule(step: Step) -> tuple[str, Layout]:
     def sub(t: Tensor) -> str:
         if len(set(t.dim_names)) != len(t.dim_names):
             raise ShapeMismatch(f"{_show(t)} names a dim twice")
-        return "".join(letters.setdefault(n, chr(ord("a") + len(letters))) for n in t.dim_names)
+        if len(letters | dict.fromkeys(t.dim_names)) > len(string.ascii_letters):
+            raise UsageError(f"an einsum of more than {len(string.ascii_letters)} distinct dims")
+        return "".join(letters.setdefault(n, string.ascii_letters[len(letters)]) for n in t.dim_names)
 
     spec = f"{sub(left)},{sub(right)}->"
     out_names = step.output.dim_names
@@ -553,10 +567,8 @@ def _einsum(vm: VirtualMesh, step: Step, inputs: Sequence[Buffers]) -> tuple[Buf
 
 
 def _step_text(step: Step) -> str:
-    try:
-        from .printing import text
-    except ImportError:
-        return step.op.value + ("_{" + ",".join(step.axes) + "}" if step.axes else "")
+    from .printing import text
+
     return text(step.statement())
 
 
@@ -573,9 +585,12 @@ def apply_step(
     arity = 2 if step.op is Op.EINSUM else 1
     if len(step.inputs) != arity or len(inputs) != arity:
         raise UsageError(f"{step.op.value} takes {arity} input(s)")
-    for t in (*step.inputs, step.output):
-        vm.size(t.used_axes)
+    for t in step.inputs:
+        _check_tensor(t, vm)
+    vm.size(step.output.used_axes)  # the output's legality follows from matching the derived layout
     vm.size(step.axes)
+    if step.op is not Op.EINSUM and (not step.axes or len(set(step.axes)) != len(step.axes)):
+        raise _fail(step, "a collective names each of its mesh axes once, and at least one")
     bufs = [dict(b) for b in inputs]
     for t, b in zip(step.inputs, bufs, strict=True):
         loc = local_shape(t, vm, sizes)
@@ -672,7 +687,10 @@ def run_plan(
         arr = given.get(t, given.get(t.name or ""))
         if arr is None:
             arr = rng.standard_normal(tuple(dim_extent(d.label, d.size, dims) for d in t.dims))
-        dense[t] = np.asarray(arr, dtype=float)
+        try:
+            dense[t] = np.asarray(arr, dtype=float)
+        except (TypeError, ValueError):
+            raise UsageError(f"the input for {_show(t)} is not an array of numbers") from None
         bufs[t] = shard(dense[t], t, vm, rng)
     sent = []
     for n, step in enumerate(plan.steps, 1):

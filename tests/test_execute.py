@@ -139,6 +139,14 @@ def test_seed_004_column_and_row_partition() -> None:
     assert row.ok and row.total_bytes > 0
 
 
+def test_given_inputs_by_name_give_the_exact_product() -> None:
+    """Seed 004's column partition with its own numbers: x[W1|W2] = [xW1|xW2]."""
+    x = np.array([[1.0, 2.0]])
+    w = np.array([[1.0, 0.0, 2.0, 1.0], [0.0, 1.0, 1.0, 3.0]])
+    r = run_plan(P("x[B, D] · W[D, F_X] -> y[B, F_X]"), Mesh(X=2), inputs={"x": x, "W": w})
+    assert np.array_equal(r.output, [[1.0, 2.0, 4.0, 7.0]]) and r.ok
+
+
 def test_batched_einsum_with_batch_dim_sharded() -> None:
     m = Mesh(X=2, Y=2)
     plan = P(
@@ -503,3 +511,37 @@ def test_every_plan_of_the_planner_passes_the_executor(expr: str, mesh: str) -> 
     assert results
     for r in results:
         assert r.ok, str(r)
+
+
+# ---------------------------------------------------------------- bad input: our error, never another
+
+
+@st.composite
+def any_tensor(draw: st.DrawFn, name: str, names: tuple[str, ...]) -> Tensor:
+    """Any tensor over axes X, Y, Z, W (W is never in the mesh): axes may repeat, dims may be missing."""
+    axes = st.lists(st.sampled_from("XYZXYZXYZW"), max_size=2, unique=True).map(tuple)
+    dims = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3))
+    return Tensor(name, tuple(Dim(d, draw(axes)) for d in dims), draw(axes), draw(axes))
+
+
+@given(
+    st.lists(st.integers(1, 3), min_size=3, max_size=3),
+    st.sampled_from(list(Op)),
+    st.lists(st.sampled_from("XYZXYZW"), max_size=3).map(tuple),
+    st.one_of(st.none(), st.sampled_from("IJKL")),
+    st.data(),
+)
+def test_random_illegal_steps_raise_our_error(
+    sizes: list, op: Op, axes: tuple, dim: str | None, data
+) -> None:
+    mesh = Mesh(dict(zip("XYZ", sizes, strict=False)))
+    left = data.draw(any_tensor("A", ("I", "J", "K")))
+    right = data.draw(any_tensor("B", ("J", "K", "L")))
+    out = data.draw(any_tensor("C" if op is Op.EINSUM else "A", ("I", "J", "K", "L")))
+    inputs = (left, right) if op is Op.EINSUM else (left,)
+    step = Step(op, inputs, out, axes, dim)
+    try:
+        r = run_plan(Plan(inputs, (step,), out), mesh)
+    except ShardalgError:
+        return
+    assert r.ok, str(r)
