@@ -678,19 +678,25 @@ def run_plan(
     vm = _vm(mesh)
     rng = rng if rng is not None else np.random.default_rng(0)
     every = [*plan.inputs, *(t for s in plan.steps for t in (*s.inputs, s.output)), plan.output]
+    given: dict[Tensor, np.ndarray] = {}
+    for t in plan.inputs:
+        arr = (inputs or {}).get(t, (inputs or {}).get(t.name or ""))
+        if arr is not None:
+            try:
+                given[t] = np.asarray(arr, dtype=float)
+            except (TypeError, ValueError):
+                raise UsageError(f"the input for {_show(t)} is not an array of numbers") from None
     dims = default_sizes(every, vm)
+    for t, arr in given.items():  # sizes: explicit, else the given arrays', else small defaults
+        dims.update((d.label, n) for d, n in zip(t.dims, arr.shape, strict=False) if d.name is not None)
     dims.update(sizes or {})
-    given = dict(inputs or {})
     dense: dict[Tensor, np.ndarray] = {}
     bufs: dict[Tensor, Buffers] = {}
     for t in plan.inputs:
-        arr = given.get(t, given.get(t.name or ""))
-        if arr is None:
-            arr = rng.standard_normal(tuple(dim_extent(d.label, d.size, dims) for d in t.dims))
-        try:
-            dense[t] = np.asarray(arr, dtype=float)
-        except (TypeError, ValueError):
-            raise UsageError(f"the input for {_show(t)} is not an array of numbers") from None
+        shape = tuple(dim_extent(d.label, d.size, dims) for d in t.dims)
+        dense[t] = given[t] if t in given else rng.standard_normal(shape)
+        if dense[t].shape != shape:
+            raise ShapeMismatch(f"the input for {_show(t)} has shape {dense[t].shape}, not {shape}")
         bufs[t] = shard(dense[t], t, vm, rng)
     sent = []
     for n, step in enumerate(plan.steps, 1):
