@@ -139,3 +139,28 @@ def test_cli_plot_rejects_bad_arguments(tmp_path, bad):
     args = ["plot", "AllGather_X(A[I_X, D]) -> A[I, D]", "AllGather_X(A[I_X, D]) -> A[I, D]",
             "--mesh", "X=4", "--out", str(tmp_path / "x.png"), *bad]
     assert main(args) == 2
+
+
+def test_fragments_of_engine_objects():
+    from shardalg.derive import compare
+    from shardalg.mesh import Mesh
+    from shardalg.notes.fragments import to_latex, to_markdown
+    from shardalg.parse import parse_statement
+    from shardalg.planner import plan
+    from shardalg.proofs import prove
+    from shardalg.symbols import dim_size
+
+    stmt = parse_statement("A[I, J_X] * B[J_X, K] -> C[I, K]")
+    assert to_markdown(stmt) == f"${stmt.latex()}$"
+    p = plan(stmt, mesh=Mesh(X=4))
+    assert to_latex(p) == p.latex() and to_markdown(p).startswith("$$\n\\begin{aligned}")
+    d = compare("X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}\nAllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
+                "AllGather_X(Y[D_X, F]) -> Y[D, F]\nX[B, D] * Y[D, F] -> Z[B, F]", solve_for="D", mesh=Mesh(X=None))
+    assert to_markdown(d) == f"$$\n{d.latex()}\n$$"
+    assert to_markdown(2 * dim_size("B")) == "$2 B$"
+    lemma = prove("alltoall_quarter")
+    assert to_latex(lemma) == lemma.latex() and to_markdown(lemma) == lemma.markdown()
+    table = Table(("a",), (("x",),))
+    assert to_markdown(table).startswith("| a |")
+    with pytest.raises(Exception, match="no LaTeX form"):
+        to_latex(object())
