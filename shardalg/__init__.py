@@ -80,6 +80,14 @@ _EXPORTS: dict[str, str] = {
     "to_named_sharding": "export.specs",
     "to_placements": "export.specs",
     "from_placements": "export.specs",
+    # teaching: proofs, notes, fragments, plots
+    "Lemma": "proofs",
+    "run_all": "proofs",
+    "build_notes": "notes",
+    "write_notes": "notes",
+    "to_latex": "notes.fragments",
+    "to_markdown": "notes.fragments",
+    "crossover_plot": "plot",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
