@@ -17,11 +17,13 @@ import argparse
 import json
 import re
 import sys
-
-import sympy
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from . import EXIT_OK
+
+if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
+    import sympy
 
 _AXIS = re.compile(r"([A-Za-z][A-Za-z0-9]*)(?:[=:](\d+)(?:\*(\d+))?)?")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -65,6 +67,8 @@ def _symbol(name: str) -> sympy.Symbol:
 
 def _constraint(text: str) -> sympy.Eq:
     """``X*Y=N``: a product of names equal to a name or an integer, built from symbols, never parsed by sympy."""
+    import sympy
+
     from ..symbols import device_count
 
     m = _CONSTRAINT.fullmatch(text)
