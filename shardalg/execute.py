@@ -44,6 +44,8 @@ __all__ = [
     "simulate",
     "default_sizes",
     "local_shape",
+    "dim_extent",
+    "is_zero_pad",
 ]
 
 Coord = tuple[int, ...]
