@@ -214,7 +214,16 @@ class _EinsumPlanner:
         self.name = (result.name if result is not None else None) or default_name(
             self.left.name, self.right.name
         )
+        dtype = self.left.dtype or self.right.dtype
+        if result is not None and (result.name is None or (result.dtype is None and dtype is not None)):
+            self.target = result.replace(name=self.name, dtype=result.dtype or dtype)  # type: ignore[assignment]
         self.cases = case_lines(self.left, self.right, self.spec)
+
+    def _nm(self, t: Tensor) -> str:
+        """How reasons call an operand: its name, else which side it is."""
+        if t.name is not None:
+            return t.name
+        return "the left operand" if t.dim_names == self.left.dim_names else "the right operand"
 
     # -- the per-axis options ----------------------------------------------------------------------
 
@@ -224,7 +233,7 @@ class _EinsumPlanner:
         out = []
         for d in t.dim_names:
             if d in other.dim_names and axis in other.axes_of(d):
-                out.append((d, f"{other.name} shards {d} over {axis}; match it"))
+                out.append((d, f"{self._nm(other)} shards {d} over {axis}; match it"))
             elif (
                 self.target is not None
                 and d not in self.spec.contracted
@@ -240,7 +249,7 @@ class _EinsumPlanner:
         if self.local:
             return opts
         other_place = _place(other, axis)
-        name = t.name or "the operand"
+        name = self._nm(t)
         if cur[0] == "S":
             d = cur[1]
             why = self._gather_reason(t, other, axis, d, other_place)
@@ -249,7 +258,9 @@ class _EinsumPlanner:
         elif cur == U:
             if other_place != R:
                 opts.append(
-                    _Option(R, f"{name} is unreduced over {axis} and {other.name} uses {axis}; sum it first")
+                    _Option(
+                        R, f"{name} is unreduced over {axis} and {self._nm(other)} uses {axis}; sum it first"
+                    )
                 )
             elif self.target is not None and axis not in self.target.unreduced:
                 opts.append(
@@ -262,17 +273,17 @@ class _EinsumPlanner:
         return opts
 
     def _gather_reason(self, t: Tensor, other: Tensor, axis: str, d: str, other_place: Place) -> str:
-        spec, name = self.spec, t.name or "the operand"
+        spec, name = self.spec, self._nm(t)
         if d in spec.contracted:
             if other_place == ("S", d):
                 return f"case 3 alternative: gather {d} over {axis} in both operands instead of reducing the product"
             if axis in other.axes_of(d) or not other.axes_of(d):
                 return f"case 2: {d} is contracted and sharded over {axis} in {name} only; gather it"
-            return f"mismatched: {d} is contracted and sharded over {_fmt(t.axes_of(d))} in {name} but {_fmt(other.axes_of(d))} in {other.name}; gather {name}'s"
+            return f"mismatched: {d} is contracted and sharded over {_fmt(t.axes_of(d))} in {name} but {_fmt(other.axes_of(d))} in {self._nm(other)}; gather {name}'s"
         if other_place not in (R, ("S", d)):
             if other_place[0] == "S" and spec.role(other_place[1]).name in ("LEFT", "RIGHT"):
-                return f"case 4: {d} of {name} and {other_place[1]} of {other.name} are both sharded over {axis}; gather {name}'s"
-            return f"{other.name} uses {axis} ({'unreduced' if other_place == U else 'on ' + other_place[1]}); gather {name}'s {d}"
+                return f"case 4: {d} of {name} and {other_place[1]} of {self._nm(other)} are both sharded over {axis}; gather {name}'s"
+            return f"{self._nm(other)} uses {axis} ({'unreduced' if other_place == U else 'on ' + other_place[1]}); gather {name}'s {d}"
         if d in spec.batch and other_place != ("S", d):
             return f"batch dim {d} must be sharded alike in both operands; gather {name}'s"
         if self.target is not None and axis not in self.target.axes_of(d):
