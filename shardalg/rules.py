@@ -17,9 +17,9 @@ import enum
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import combinations, permutations, product
-from typing import NamedTuple
 
-from .errors import AxisUsedTwice, IllegalCollective, ShapeMismatch, UsageError
+from .errors import IllegalCollective, UsageError
+from .layout import Axes, Layout, tensor_with, validate
 from .mesh import Mesh
 from .syntax import Arrow, Collective, Op, Tensor
 from .traffic import Sizes
@@ -34,45 +34,8 @@ __all__ = [
     "apply_statement",
     "validate",
     "tensor_with",
+    "axes_label",
 ]
-
-Axes = tuple[str, ...]
-
-
-class Layout(NamedTuple):
-    """A tensor's sharding alone: the axes of each dim (major first), the unreduced and invariant axes."""
-
-    dims: tuple[Axes, ...]
-    unreduced: Axes
-    invariant: Axes
-
-    @classmethod
-    def of(cls, t: Tensor) -> Layout:
-        return cls(tuple(d.axes for d in t.dims), t.unreduced, t.invariant)
-
-    @property
-    def sharding(self) -> frozenset[str]:
-        return frozenset(a for axes in self.dims for a in axes)
-
-    def holder(self, axis: str) -> int | None:
-        """The index of the dim sharded over ``axis``, or None."""
-        for i, axes in enumerate(self.dims):
-            if axis in axes:
-                return i
-        return None
-
-    def free(self, mesh: Mesh) -> Axes:
-        """Mesh axes that neither shard a dim nor are unreduced (R or I), in mesh order."""
-        used = self.sharding | set(self.unreduced)
-        return tuple(a for a in mesh.names if a not in used)
-
-
-def tensor_with(t: Tensor, layout: Layout) -> Tensor:
-    """``t`` with its sharding replaced by ``layout`` (name, dim names and sizes, dtype kept)."""
-    dims = tuple(
-        d if d.axes == axes else d.with_axes(axes) for d, axes in zip(t.dims, layout.dims, strict=True)
-    )
-    return Tensor(t.name, dims, layout.unreduced, layout.invariant, t.dtype)
 
 
 class DimMap(enum.Enum):
@@ -168,18 +131,13 @@ def _show(t: Tensor) -> str:
     return str(t)
 
 
+def axes_label(t: Tensor, axes: Axes) -> str:
+    """Axes as a subscript: ``XY``, or ``{data,model}`` for multi-letter names."""
+    return _label(t, axes)
+
+
 def _label(t: Tensor, axes: Axes) -> str:
     return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
-
-
-def validate(t: Tensor, mesh: Mesh) -> None:
-    """The per-tensor rules a rule's input must obey: known axes, each used once."""
-    seen: set[str] = set()
-    for a in t.used_axes:
-        mesh[a]  # UnknownAxis
-        if a in seen:
-            raise AxisUsedTwice(f"mesh axis {a} is used twice in {_show(t)}", span=t.span)
-        seen.add(a)
 
 
 def _where(t: Tensor, axis: str) -> str:
@@ -539,68 +497,8 @@ def rule(op: Op) -> Rule:
         ) from None
 
 
-# ---- statements ---------------------------------------------------------------------------------
-
-# Ops whose result may be marked invariant on their axes (S -> I, U -> I: DESIGN.md section 4).
-_MAY_BE_INVARIANT = (Op.ALL_GATHER, Op.ALL_REDUCE)
-
-
-def _same_value(a: Tensor, b: Tensor) -> bool:
-    return a.dim_names == b.dim_names and (a.dtype is None or b.dtype is None or a.dtype == b.dtype)
-
-
 def apply_statement(stmt: Collective | Arrow, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> Tensor:
-    """The tensor a collective statement produces: ``AllGather_X(A[I_X, J])`` or
-    ``AllGather_X: A[I_X, J] -> A[I, J]`` (whose written result must be the rule's output)."""
-    result = stmt.result if isinstance(stmt, Arrow) else None
-    expr = stmt.expr if isinstance(stmt, Arrow) else stmt
-    if not isinstance(expr, Collective):
-        raise UsageError(f"not a collective statement: {type(expr).__name__}")
-    arg = expr.arg
-    if isinstance(arg, Collective):
-        arg = apply_statement(arg, mesh, sizes)
-    elif not isinstance(arg, Tensor):
-        raise UsageError("a collective applies to a tensor or another collective; plan products first")
-    r = rule(expr.op)
-    dim = expr.dim
-    if dim is None and expr.op.takes_dim and result is not None:
-        dim = _dim_from_result(r, arg, expr.axes, result, mesh)
-    try:
-        out = r.apply(arg, expr.axes, dim, mesh, sizes)
-    except IllegalCollective as err:
-        if err.span is None:
-            err.span = expr.span
-        raise
-    if result is None:
-        return out
-    if not _same_value(out, result) or not _layout_matches(out, result, expr):
-        raise ShapeMismatch(
-            f"{expr.op.value}_{_label(arg, expr.axes)} of {_show(arg)} gives {_show(out)}, not {_show(result)}",
-            span=result.span,
-            fix=f"write the result as {_show(out.replace(name=result.name) if result.name != out.name else out)}",
-        )
-    return result if result.name is not None else tensor_with(out, Layout.of(result))
+    """The tensor a collective statement produces (see :mod:`shardalg.statements`)."""
+    from .statements import apply_statement as apply
 
-
-def _layout_matches(out: Tensor, result: Tensor, expr: Collective) -> bool:
-    lo, lr = Layout.of(out), Layout.of(result)
-    if lo == lr:
-        return True
-    if expr.op in _MAY_BE_INVARIANT and lo.dims == lr.dims and lo.unreduced == lr.unreduced:
-        extra = set(lr.invariant) - set(lo.invariant)
-        return set(lo.invariant) <= set(lr.invariant) and extra <= set(expr.axes)
-    return False
-
-
-def _dim_from_result(r: Rule, arg: Tensor, axes: Axes, result: Tensor, mesh: Mesh) -> str | None:
-    """The target dim of a ReduceScatter (AllToAll, Slice) written without one: the dim of ``arg`` on which
-    the rule's output matches the written result."""
-    lay, want = Layout.of(arg), Layout.of(result)
-    for i, d in enumerate(arg.dims):
-        if r.effect(lay, tuple(axes), i)[:2] == want[:2]:
-            return d.label
-    raise ShapeMismatch(
-        f"{r.op.value}_{_label(arg, tuple(axes))}: no dim of {_show(arg)} gives {_show(result)}",
-        span=result.span,
-        fix=f"name the target dim: {r.op.value}_{{{','.join(axes)},d}}",
-    )
+    return apply(stmt, mesh, sizes)
