@@ -83,6 +83,16 @@ _TEXT_ESCAPES: dict[str, str] = {
     "^": r"\textasciicircum ",
     "~": r"\textasciitilde ",
     "\n": " ",
+    # Unicode math glyphs that reasons use: set as math, since neither KaTeX's nor pdflatex's text mode has them.
+    "·": r"$\cdot$",
+    "→": r"$\rightarrow$",
+    "ᵀ": r"$^{T}$",
+    "×": r"$\times$",
+    "≤": r"$\le$",
+    "≥": r"$\ge$",
+    "≠": r"$\ne$",
+    "−": "-",
+    "⊗": r"$\otimes$",
 }
 
 
