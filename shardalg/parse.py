@@ -82,19 +82,24 @@ def _cache_file(grammar: str) -> str | bool:
     return str(base / f"grammar-{digest}.lark-cache")
 
 
-@lru_cache(maxsize=1)
-def _parser() -> Lark:
-    """The one LALR parser of the process, built on first use (and cached on disk per user)."""
-    grammar = grammar_text()
+def build_parser(*, cache: str | bool = False) -> Lark:
+    """A new LALR parser for the grammar. Uncached it keeps lark's grammar objects (what
+    ``hypothesis.extra.lark.from_lark`` reads); a parser loaded from the disk cache does not."""
     return Lark(
-        grammar,
+        grammar_text(),
         parser="lalr",
         lexer="contextual",
         start=list(_START.values()),
         propagate_positions=True,
         maybe_placeholders=True,
-        cache=_cache_file(grammar),
+        cache=cache,
     )
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    """The one LALR parser of the process, built on first use (and cached on disk per user)."""
+    return build_parser(cache=_cache_file(grammar_text()))
 
 
 # ------------------------------------------------------------------------------------------------ subscripts

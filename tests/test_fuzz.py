@@ -4,12 +4,14 @@ else; and whatever parses prints back to the same AST in every format."""
 
 from __future__ import annotations
 
+from functools import cache
+
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 
 from shardalg.errors import ParseError
-from shardalg.parse import _parser, parse, parse_statement, parse_tensor
+from shardalg.parse import build_parser, parse, parse_statement, parse_tensor
 from shardalg.printing import latex, text, unicode
 from shardalg.syntax import DTYPE_ALIASES, Op, Program
 
@@ -38,10 +40,16 @@ SEEDS = [
 NOTATION_CHARS = "AIJKUXYZ_[]{}(),;:·*@→-> \n\\$&'#=0123456789"
 
 
+@cache
+def _fresh_parser():
+    """An uncached parser: from_lark needs lark's grammar objects, which a disk-cached parser drops."""
+    return build_parser()
+
+
 def _grammar(start: str):
     """Strings from the grammar rooted at ``start``, with explicit strategies for its terminals."""
     rules: dict[str, list] = {}
-    for rule in _parser().rules:
+    for rule in _fresh_parser().rules:
         rules.setdefault(rule.origin.name, []).append(rule.expansion)
     seen, todo, terminals = set(), [start], set()
     while todo:
@@ -53,7 +61,7 @@ def _grammar(start: str):
             for sym in expansion:
                 (terminals.add(sym.name) if sym.is_term else todo.append(sym.name))
     explicit = {name: strategy for name, strategy in EXPLICIT.items() if name in terminals}
-    return from_lark(_parser(), start=start, explicit=explicit)
+    return from_lark(_fresh_parser(), start=start, explicit=explicit)
 
 
 def _check(source: str, parse_fn=parse) -> None:
