@@ -477,3 +477,24 @@ def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overl
     if ctx.mesh is None:
         raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' or write 'mesh X=4, Y=2'")
     return plan_cost(plan_of(x, ctx.mesh, ctx.sizes), ctx.mesh, ctx.sizes, hw, model, overlap, **options)
+
+
+def step_seconds(mesh, sizes=None, hw=None, model=None, *, latency: bool = True) -> Callable[[Step], float]:
+    """A function giving one communication step's seconds on ``hw``: the edge weight of a cost-ranked
+    redistribute search (steps add up: serial time). Memoized per step; a symbol left unbound is an error."""
+    opts = Options.make(mesh, sizes, hw, model, latency=latency)
+    if opts.chip is None:
+        raise UsageError("ranking by seconds needs a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
+    values = opts.chip.values()
+    memo: dict[Step, float] = {}
+
+    def seconds(step: Step) -> float:
+        got = memo.get(step)
+        if got is None:
+            value = numeric(step_cost(step, opts).comms, values)
+            if value is None:
+                raise UsageError(f"ranking by seconds needs every size bound: {step.statement()} is symbolic")
+            got = memo[step] = value
+        return got
+
+    return seconds

@@ -117,21 +117,37 @@ def search(
     limit: int,
     max_steps: int | None = None,
     ties_only: bool = False,
+    weigh: Callable[[Step], float] | None = None,
 ) -> list[tuple[Bytes, tuple[Move, ...]]]:
     """The ``limit`` best move sequences from ``src``'s layout to ``goal``, best first; with ``ties_only``,
-    only those as good as the best (same bytes, same number of steps)."""
+    only those as good as the best (same bytes, same number of steps). Edges weigh their bytes (as integer
+    ranks), or ``weigh(step)`` when given (e.g. the step's seconds on a chip: :func:`cost.step_seconds`)."""
     if max_steps is None:
         max_steps = len(mesh) + 3
     space = _space(_proto(src), mesh, sizes)
     start_state = _state(Layout.of(src))
     # heap entries: (rank, steps, push order, state, moves, states on the path)
-    heap: list[tuple[int, int, int, State, tuple[Move, ...], frozenset[State]]] = [
+    proto = _proto(src)
+    edge_weight: dict[tuple[State, Move], float] = {}
+
+    def weight(state: State, move: Move, ns: State, rank: int) -> float:
+        if weigh is None:
+            return rank
+        got = edge_weight.get((state, move))
+        if got is None:
+            op, axes, _ = move
+            before = tensor_with(proto, Layout(state[0], state[1], ()))
+            after = tensor_with(proto, Layout(ns[0], ns[1], ()))
+            got = edge_weight[(state, move)] = weigh(Step(op, (before,), after, axes))  # type: ignore[arg-type]
+        return got
+
+    heap: list[tuple[float, int, int, State, tuple[Move, ...], frozenset[State]]] = [
         (0, 0, 0, start_state, (), frozenset((start_state,)))
     ]
     pushed = 0
     settled: dict[State, int] = {}
     found: list[tuple[Move, ...]] = []
-    best: tuple[int, int] | None = None
+    best: tuple[float, int] | None = None
     pops = 0
     while heap and len(found) < limit and pops < MAX_POPS:
         rank, nsteps, _, state, moves, path = heapq.heappop(heap)
@@ -148,16 +164,19 @@ def search(
         if nsteps >= max_steps:
             continue
         for move, ns, move_rank in space.neighbors(state):
-            if ns in path or (move[0] is Op.SLICE and not _toward(move, goal)):
+            if ns in path or (move[0] is Op.SLICE and weigh is None and not _toward(move, goal)):
                 continue
             pushed += 1
-            heapq.heappush(heap, (rank + move_rank, nsteps + 1, pushed, ns, moves + (move,), path | {ns}))
+            step_weight = weight(state, move, ns, move_rank)
+            heapq.heappush(heap, (rank + step_weight, nsteps + 1, pushed, ns, moves + (move,), path | {ns}))
     return [(space.cost(start_state, moves), moves) for moves in found]
 
 
 def _toward(move: Move, goal: State) -> bool:
     """A free slice is only worth taking onto a dim the goal shards over those axes (slices cost nothing,
-    so without this the search would wander through every sliced layout)."""
+    so without this the search would wander through every sliced layout). Ranked by bytes this loses
+    nothing; ranked by seconds it would (slicing onto a spare axis first can make a later AllToAll or
+    gather faster), so the seconds-weighted search takes every slice."""
     _, axes, dim = move
     assert dim is not None
     return all(a in goal[0][dim] for a in axes)
@@ -290,9 +309,16 @@ def redistribute(
     *,
     limit: int = 6,
     key: Callable[[Plan], Any] | None = None,
+    hw: Any = None,
+    model: str | None = None,
 ) -> list[Plan]:
     """The ``limit`` best sequences of rules from ``src`` to ``dst`` (same tensor, two shardings), each a
-    Plan; cheapest (bytes, then steps) first, or ordered by ``key``. NoPlan when the target is unreachable."""
+    Plan; cheapest (bytes, then steps) first, or ordered by ``key``. NoPlan when the target is unreachable.
+
+    With ``hw`` (a chip or preset name; every size bound) the search itself weighs each step by its seconds
+    on that chip (serial time, ``model`` as in :mod:`shardalg.cost`) and the plans come fastest first: a
+    multi-axis gather beats a single-axis one that moves the same bytes, so the cheapest sequence never
+    costs more than a path through any other sharding."""
     m = as_mesh(mesh)
     if m is None:
         raise UsageError("redistribute needs a mesh, e.g. X=4,Y=2")
@@ -302,11 +328,19 @@ def redistribute(
     _check_pair(src, dst, m, sz)
     if dst.name is None and src.name is not None:
         dst = dst.replace(name=src.name)  # type: ignore[assignment]
-    found = search(src, _state(Layout.of(dst)), m, sz, limit)
+    weigh = None
+    if hw is not None:
+        from .cost import step_seconds
+
+        weigh = step_seconds(m, sz.known, hw, model)
+        if key is None:
+            key = _seconds_key(weigh)
+    found = search(src, _state(Layout.of(dst)), m, sz, limit, weigh=weigh)
     if not found:
         raise NoPlan(f"no sequence of at most {len(m) + 3} rules moves {src} to {dst}", span=dst.span)
     # detours (more than one step beyond the shortest of the cheapest) are not worth listing
-    shortest = min(len(moves) for _, moves in found)
+    # (ranked by seconds, the fastest path sets the bar: it may be longer than the fewest-bytes one)
+    shortest = len(found[0][1]) if weigh is not None else min(len(moves) for _, moves in found)
     plans = [Plan((src,), build_steps(src, dst, moves), dst, note="redistribute") for _, moves in found
              if len(moves) <= shortest + 1]  # fmt: skip
     seen = {p.steps for p in plans}
@@ -317,6 +351,13 @@ def redistribute(
             plans.append(variant)
     plans.sort(key=key or default_key(m, sz))
     return plans
+
+
+def _seconds_key(weigh: Callable[[Step], float]) -> Callable[[Plan], Any]:
+    def key(plan: Plan) -> Any:
+        return (sum(weigh(s) for s in plan.steps if s.op is not Op.EINSUM), len(plan.steps), _plan_text_key(plan))
+
+    return key
 
 
 def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
