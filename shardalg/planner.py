@@ -93,19 +93,26 @@ def plans(
     target: Tensor | str | None = None,
     *,
     key: Key | None = None,
+    hw: Any = None,
+    model: str | None = None,
 ) -> list[Plan]:
     """Every legal plan for a statement, cheapest first: an einsum ``A[..] · B[..] -> C[..]`` (the arrow's
     result, or ``target``, is the requested output; without one, every natural output), a collective
-    statement (its one plan), or a resharding ``A[I_X, J] -> A[I, J_X]`` (redistribute's sequences)."""
+    statement (its one plan), or a resharding ``A[I_X, J] -> A[I, J_X]`` (redistribute's sequences).
+
+    Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip
+    (:func:`shardalg.cost.plan_cost`, compute and communication overlapped), where every size is bound;
+    else by bytes communicated, then steps."""
     p = prepare(expr, mesh, sizes, target)
-    rank = key or default_key(p.mesh, p.sizes)
+    rank = key or (seconds_key(p.mesh, p.sizes, hw, model) if hw is not None else default_key(p.mesh, p.sizes))
     stmt = p.statement
     result = p.target if p.target is not None else (stmt.result if isinstance(stmt, Arrow) else None)
     body = stmt.expr if isinstance(stmt, Arrow) else stmt
     if isinstance(body, Tensor):
         if result is None:
             return [Plan((body,), (), body, note="nothing to do")]
-        return redistribute(body, result, p.mesh, p.sizes.known, key=rank)
+        return redistribute(body, result, p.mesh, p.sizes.known, key=rank, hw=hw if key is None else None,
+                            model=model)
     if isinstance(body, Collective):
         return [_collective_plan(body, result, p)]
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
@@ -124,9 +131,25 @@ def plan(
     target: Tensor | str | None = None,
     *,
     key: Key | None = None,
+    hw: Any = None,
+    model: str | None = None,
 ) -> Plan:
     """The default (first) of :func:`plans`."""
-    return plans(expr, mesh, sizes, target, key=key)[0]
+    return plans(expr, mesh, sizes, target, key=key, hw=hw, model=model)[0]
+
+
+def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None) -> Key:
+    """Rank plans by their seconds on ``hw``; plans whose cost stays symbolic (unbound sizes) rank after
+    the numeric ones, by bytes."""
+    from .cost import plan_cost
+
+    by_bytes = default_key(mesh, sizes)
+
+    def key(plan: Plan) -> Any:
+        seconds = plan_cost(plan, mesh, sizes.known, hw=hw, model=model).seconds
+        return (seconds is None, seconds or 0.0, by_bytes(plan))
+
+    return key
 
 
 def _no_plan(stmt: Statement, body: Product, result: Tensor | None) -> NoPlan:

@@ -9,7 +9,8 @@
 Its JSON (``--json`` or ``--format json``) is ``{"case": [...], "plans": [{"steps": [{"op", "axes", "tensor",
 "before", "after", "reason"}], "output", "bytes_communicated"}]}``, the default plan first (all plans with
 ``--all``, else the default alone); ``before``/``after`` are in the text notation; ``bytes_communicated`` is a
-number when the sizes are known, else the sympy expression as text. ``simulate`` runs every plan on a numpy
+number when the sizes are known, else the sympy expression as text. With ``--hw CHIP`` plans are ranked by
+their seconds on that chip and each plan in the JSON also has ``"seconds"``. ``simulate`` runs every plan on a numpy
 virtual mesh and compares it with the dense result; it exits 1 when any plan is wrong.
 """
 
@@ -35,12 +36,23 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from ..planner import plans, prepare
 
     problem = prepare(_source(args), Mesh.parse(args.mesh) if args.mesh else None, as_sizes(args.sizes))
-    found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known)
+    hw, model = getattr(args, "hw", None), getattr(args, "model", None)
+    found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model)
     return problem, found, problem.sizes
 
 
-def plan_json(found: list, mesh: Any, sizes: Any) -> dict[str, Any]:
-    """The documented JSON of a list of plans (the default first)."""
+def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
+    """The plan's seconds on --hw (None without --hw, or while a size is unbound)."""
+    if getattr(args, "hw", None) is None:
+        return None
+    from ..cost import plan_cost
+
+    return plan_cost(p, problem.mesh, problem.sizes.known, hw=args.hw, model=args.model).seconds
+
+
+def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None) -> dict[str, Any]:
+    """The documented JSON of a list of plans (the default first); with ``seconds`` (from --hw), each
+    plan also has ``"seconds"``."""
     from ..printing import text
     from ..redistribute import plan_bytes
     from ..syntax import Op, Product
@@ -62,8 +74,9 @@ def plan_json(found: list, mesh: Any, sizes: Any) -> dict[str, Any]:
                 "steps": [step(s) for s in p.steps],
                 "output": text(p.output),
                 "bytes_communicated": plan_bytes(p, mesh, sizes).json(),
+                **({} if seconds is None else {"seconds": seconds[n]}),
             }
-            for p in found
+            for n, p in enumerate(found)
         ],
     }
 
@@ -75,8 +88,9 @@ def _plan(args: argparse.Namespace) -> int:
     problem, found, sizes = _problem(args)
     shown = found if args.all else found[:1]
     fmt = "json" if args.json else args.format
+    seconds = [_seconds(p, problem, args) for p in shown] if args.hw else None
     if fmt == "json":
-        print(json.dumps(plan_json(shown, problem.mesh, sizes), indent=2, ensure_ascii=False))
+        print(json.dumps(plan_json(shown, problem.mesh, sizes, seconds), indent=2, ensure_ascii=False))
         return EXIT_OK
     comment = "%" if fmt == "latex" else "#"
     for line in found[0].cases:
@@ -85,7 +99,11 @@ def _plan(args: argparse.Namespace) -> int:
         head = (
             f"plan {n} of {len(found)}" if args.all else f"default plan (1 of {len(found)}; --all lists them)"
         )
-        print(f"{comment} {head}: {plan_bytes(p, problem.mesh, sizes)} bytes communicated; {p.note}")
+        timing = ""
+        if seconds is not None:
+            t = seconds[n - 1]
+            timing = f", {t * 1e6:.3g} us on {args.hw}" if t is not None else f", symbolic on {args.hw}"
+        print(f"{comment} {head}: {plan_bytes(p, problem.mesh, sizes)} bytes communicated{timing}; {p.note}")
         print(render(p, fmt) if p.steps else f"{comment} nothing to do")
     return EXIT_OK
 
@@ -127,6 +145,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _common(p)
     p.add_argument("--all", action="store_true", help="list every plan, not just the default")
+    p.add_argument("--hw", metavar="CHIP", help="rank by seconds on a preset (shardalg hw list); needs every size")
+    p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     p.add_argument(
         "--json", action="store_true", help="the JSON documented in the module help (= --format json)"
