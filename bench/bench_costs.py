@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import sympy  # noqa: E402
 
-from shardalg.cost import cost  # noqa: E402
+from shardalg.costmodel import cost  # noqa: E402
 from shardalg.derive import compare, compute_bound, critical, optimum  # noqa: E402
 from shardalg.mesh import Mesh  # noqa: E402
 from shardalg.parse import parse  # noqa: E402

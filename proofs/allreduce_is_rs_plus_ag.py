@@ -42,7 +42,7 @@ def _steps(tensor: str, axes: tuple[str, ...], dim: str):
 
 
 def prove(model=None) -> Lemma:
-    from shardalg.cost import cost
+    from shardalg.costmodel import cost
     from shardalg.mesh import Axis, Mesh
     from shardalg.operators import operator_matrix
 

@@ -108,7 +108,7 @@ def one_step_plan(op, tensor, result, axes: tuple[str, ...], dim: str | None = N
 
 def comms_time(plan, mesh: Mesh, model=None, sizes=None) -> sympy.Expr:  # plan: Plan
     """The engine's communication time of ``plan`` (symbolic seconds over W_ici, T_min, ...)."""
-    from shardalg.cost import plan_cost
+    from shardalg.costmodel import plan_cost
 
     return sympy.sympify(plan_cost(plan, mesh, sizes=sizes, model=model).comms)
 
@@ -126,7 +126,7 @@ def global_bytes(tensor) -> sympy.Expr:  # tensor: Tensor with named dims and a 
 def strategy_cost(program: str, mesh: Mesh, model=None, **options):  # -> PlanCost
     """The engine's cost of a program in the notation: parsed, checked, made a plan, priced (bandwidth-bound,
     link counts as the symbols M_X)."""
-    from shardalg.cost import cost
+    from shardalg.costmodel import cost
 
     return cost(program, mesh=mesh, model=model, latency=False, symbolic_links=True, **options)
 

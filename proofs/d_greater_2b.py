@@ -29,7 +29,7 @@ AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]"""
 
 
 def prove(model=None) -> Lemma:
-    from shardalg.cost import cost
+    from shardalg.costmodel import cost
     from shardalg.execute import run_plan
     from shardalg.parse import parse
 
@@ -70,7 +70,7 @@ def prove(model=None) -> Lemma:
         proof.fact(r"\text{one condition on } D", False, "the large-batch result has no single condition on D")
     sizes = {"B": 4, "D": 8, "F": 6}
     for text, label in ((GATHER_WEIGHTS, "strategy 1"), (REDUCE_PARTIALS, "strategy 2")):
-        from shardalg.cost import plan_of
+        from shardalg.costmodel import plan_of
 
         plan = plan_of(parse(text), Mesh(X=4), sizes)
         ok = run_plan(plan, Mesh(X=4), sizes).ok

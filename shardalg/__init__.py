@@ -57,10 +57,10 @@ _EXPORTS: dict[str, str] = {
     "verify": "verify",
     "transpose": "transpose",
     "run_plan": "execute",
-    # costs and derivations (shardalg.cost and shardalg.sweep are modules: their functions of the same
-    # name would shadow them, so use shardalg.cost.cost / shardalg.plan_cost and shardalg.sweep.sweep)
-    "plan_cost": "cost",
-    "PlanCost": "cost",
+    # costs and derivations
+    "cost": "costmodel",
+    "plan_cost": "costmodel",
+    "PlanCost": "costmodel",
     "hardware": "hardware",
     "Chip": "hardware",
     "compare": "derive",
@@ -69,6 +69,7 @@ _EXPORTS: dict[str, str] = {
     "critical": "derive",
     "Derivation": "derive",
     "lambdify": "sweep",
+    "sweep": "sweep",
     # pictures and the bridge to JAX / PyTorch
     "show": "show",
     "show_tikz": "show",

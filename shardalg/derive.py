@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import sympy
 from sympy import Expr, Max
 
-from .cost import Options, PlanCost, _formula, cost
+from .costmodel import Options, PlanCost, _formula, cost
 from .errors import UsageError
 from .plan import Plan
 from .symbols import dim_size, latex_names, quantity
@@ -198,7 +198,7 @@ def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_
     Regimes: ``comms`` (both communication-bound: compare comms), ``compute`` (b compute-bound, a at
     max(compute, comms): the book's large-batch case), ``overlap`` (both at max(compute, comms)),
     ``serial`` (compute + comms). ``latency=False`` (default) drops the T_min / alpha terms: the
-    bandwidth-bound regime of the book. Other options go to :func:`shardalg.cost.plan_cost`.
+    bandwidth-bound regime of the book. Other options go to :func:`shardalg.costmodel.plan_cost`.
     """
     if regime not in REGIMES:
         raise UsageError(f"unknown regime {regime!r}; known: {', '.join(REGIMES)}")

@@ -5,7 +5,7 @@
     >>> chip.ici_bandwidth.value, chip.ici_bandwidth.source
     (90000000000.0, 'seed 000 (How To Scale Your Model ch. 3): one-way ICI 4.5e10 B/s per axis, so 9e10 bidirectional')
 
-Numbers are data here and nowhere else: the cost model (:mod:`shardalg.cost`) builds formulas over the
+Numbers are data here and nowhere else: the cost model (:mod:`shardalg.costmodel`) builds formulas over the
 positive symbols of :mod:`shardalg.symbols` (``W_ici``, ``T_min``, ``C``, ``W_hbm``, ``alpha``, ``beta``,
 ``W_dcn``) and :meth:`Chip.values` maps those symbols to a chip's numbers.
 

@@ -101,7 +101,7 @@ def plans(
     statement (its one plan), or a resharding ``A[I_X, J] -> A[I, J_X]`` (redistribute's sequences).
 
     Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip
-    (:func:`shardalg.cost.plan_cost`, compute and communication overlapped), where every size is bound;
+    (:func:`shardalg.costmodel.plan_cost`, compute and communication overlapped), where every size is bound;
     else by bytes communicated, then steps."""
     p = prepare(expr, mesh, sizes, target)
     rank = key or (seconds_key(p.mesh, p.sizes, hw, model) if hw is not None else default_key(p.mesh, p.sizes))
@@ -141,7 +141,7 @@ def plan(
 def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None) -> Key:
     """Rank plans by their seconds on ``hw``; plans whose cost stays symbolic (unbound sizes) rank after
     the numeric ones, by bytes."""
-    from .cost import plan_cost
+    from .costmodel import plan_cost
 
     by_bytes = default_key(mesh, sizes)
 

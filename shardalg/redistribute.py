@@ -316,7 +316,7 @@ def redistribute(
     Plan; cheapest (bytes, then steps) first, or ordered by ``key``. NoPlan when the target is unreachable.
 
     With ``hw`` (a chip or preset name; every size bound) the search itself weighs each step by its seconds
-    on that chip (serial time, ``model`` as in :mod:`shardalg.cost`) and the plans come fastest first: a
+    on that chip (serial time, ``model`` as in :mod:`shardalg.costmodel`) and the plans come fastest first: a
     multi-axis gather beats a single-axis one that moves the same bytes, so the cheapest sequence never
     costs more than a path through any other sharding."""
     m = as_mesh(mesh)
@@ -330,7 +330,7 @@ def redistribute(
         dst = dst.replace(name=src.name)  # type: ignore[assignment]
     weigh = None
     if hw is not None:
-        from .cost import step_seconds
+        from .costmodel import step_seconds
 
         weigh = step_seconds(m, sz.known, hw, model)
         if key is None:

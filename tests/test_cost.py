@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from shardalg.cost import FORMULAS, cost, plan_cost, plan_of
+from shardalg.costmodel import FORMULAS, cost, plan_cost, plan_of
 from shardalg.errors import UnknownAxis, UsageError
 from shardalg.mesh import Axis, Mesh
 from shardalg.parse import parse

@@ -17,7 +17,7 @@ import sympy
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from shardalg.cost import cost, plan_cost
+from shardalg.costmodel import cost, plan_cost
 from shardalg.errors import NoPlan
 from shardalg.mesh import Mesh
 from shardalg.planner import plans

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from shardalg.cost import cost
+from shardalg.costmodel import cost
 from shardalg.mesh import Axis, Mesh
 
 US = 1e-6

@@ -12,7 +12,7 @@ import json
 import pytest
 import sympy
 
-from shardalg.cost import cost
+from shardalg.costmodel import cost
 from shardalg.derive import Derivation, compare, compute_bound, critical, optimum, solve_less
 from shardalg.errors import UsageError
 from shardalg.mesh import Axis, Mesh

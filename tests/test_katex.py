@@ -53,7 +53,7 @@ def test_tensor_printer_output_renders(tensors):
 
 def test_plans_costs_and_backward_render():
     from shardalg.backward import backward
-    from shardalg.cost import plan_cost
+    from shardalg.costmodel import plan_cost
     from shardalg.mesh import Mesh
     from shardalg.planner import plans
     from shardalg.proofs import sym_latex

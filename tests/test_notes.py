@@ -98,7 +98,7 @@ def test_cli_proofs(capsys):
 
 
 def test_cli_proofs_exit_1_when_a_lemma_fails(monkeypatch, capsys):
-    cost = importlib.import_module("shardalg.cost")  # not `import shardalg.cost`: shardalg.cost is also a function
+    cost = importlib.import_module("shardalg.costmodel")
     import sympy
 
     monkeypatch.setattr(cost, "ALL_TO_ALL_SHARE", sympy.Rational(1, 3))

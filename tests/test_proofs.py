@@ -134,7 +134,7 @@ def test_run_all_runs_every_discovered_lemma():
 
 
 def _scaled(formula, factor):
-    from shardalg.cost import CommCost
+    from shardalg.costmodel import CommCost
 
     def perturbed(v, group):
         c = formula(v, group)
@@ -149,14 +149,14 @@ def _fails(name: str) -> None:
 
 
 def test_allgather_proof_fails_when_the_ring_hop_count_is_wrong(monkeypatch):
-    cost = importlib.import_module("shardalg.cost")  # not `import shardalg.cost`: shardalg.cost is also a function
+    cost = importlib.import_module("shardalg.costmodel")
 
     monkeypatch.setattr(cost, "RING_HOPS", sympy.Integer(1))  # |X| hops on a ring instead of |X|/2
     _fails("allgather_time_independent_of_axis")
 
 
 def test_allgather_proof_fails_when_the_gather_bandwidth_is_wrong(monkeypatch):
-    cost = importlib.import_module("shardalg.cost")  # not `import shardalg.cost`: shardalg.cost is also a function
+    cost = importlib.import_module("shardalg.costmodel")
     from shardalg.syntax import Op
 
     monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_GATHER, _scaled(cost._ici_gather, sympy.Rational(3, 2)))
@@ -164,14 +164,14 @@ def test_allgather_proof_fails_when_the_gather_bandwidth_is_wrong(monkeypatch):
 
 
 def test_alltoall_proof_fails_with_another_share(monkeypatch):
-    cost = importlib.import_module("shardalg.cost")  # not `import shardalg.cost`: shardalg.cost is also a function
+    cost = importlib.import_module("shardalg.costmodel")
 
     monkeypatch.setattr(cost, "ALL_TO_ALL_SHARE", sympy.Rational(1, 2))
     _fails("alltoall_quarter")
 
 
 def test_allreduce_proof_fails_when_allreduce_is_not_rs_plus_ag(monkeypatch):
-    cost = importlib.import_module("shardalg.cost")  # not `import shardalg.cost`: shardalg.cost is also a function
+    cost = importlib.import_module("shardalg.costmodel")
     from shardalg.syntax import Op
 
     monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_REDUCE, (Op.REDUCE_SCATTER, Op.ALL_GATHER, Op.ALL_GATHER))
@@ -193,7 +193,7 @@ def test_transpose_proof_fails_when_allgather_transposes_to_allreduce(monkeypatc
 
 
 def test_d_greater_2b_fails_when_allreduce_costs_one_phase(monkeypatch):
-    cost = importlib.import_module("shardalg.cost")  # not `import shardalg.cost`: shardalg.cost is also a function
+    cost = importlib.import_module("shardalg.costmodel")
     from shardalg.syntax import Op
 
     monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_REDUCE, (Op.REDUCE_SCATTER,))  # would give D > B
@@ -202,14 +202,14 @@ def test_d_greater_2b_fails_when_allreduce_costs_one_phase(monkeypatch):
 
 @pytest.mark.parametrize("name", ["compute_bound_dp_fsdp", "compute_bound_tp", "compute_bound_fsdp_tp"])
 def test_compute_bound_proofs_fail_when_a_mac_is_one_flop(monkeypatch, name):
-    cost = importlib.import_module("shardalg.cost")  # not `import shardalg.cost`: shardalg.cost is also a function
+    cost = importlib.import_module("shardalg.costmodel")
 
     monkeypatch.setattr(cost, "FLOPS_PER_MAC", 1)
     _fails(name)
 
 
 def test_x_opt_fails_when_allgather_costs_double(monkeypatch):
-    cost = importlib.import_module("shardalg.cost")  # not `import shardalg.cost`: shardalg.cost is also a function
+    cost = importlib.import_module("shardalg.costmodel")
     from shardalg.syntax import Op
 
     monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_GATHER, _scaled(cost._ici_gather, 2))
@@ -217,7 +217,7 @@ def test_x_opt_fails_when_allgather_costs_double(monkeypatch):
 
 
 def test_y_max_fails_when_hbm_is_twice_as_fast(monkeypatch):
-    cost = importlib.import_module("shardalg.cost")  # not `import shardalg.cost`: shardalg.cost is also a function
+    cost = importlib.import_module("shardalg.costmodel")
 
     monkeypatch.setattr(cost, "W_HBM", 2 * cost.W_HBM)
     _fails("y_max")

@@ -6,7 +6,7 @@ import pytest
 
 from shardalg import Mesh, parse_tensor, plans, redistribute
 from shardalg.cli import main
-from shardalg.cost import plan_cost
+from shardalg.costmodel import plan_cost
 from shardalg.syntax import Op
 
 Q4 = "X[B, D] · Y[D_X, F] -> Z[B, F]"

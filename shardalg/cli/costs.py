@@ -105,19 +105,13 @@ def _print_derivation(d, as_json: bool, key: str) -> None:
 
 
 def _cost(args: argparse.Namespace) -> int:
-    from ..cost import cost
+    from ..costmodel import cost
 
     pc = cost(_parse(args.expr), overlap=not args.serial, latency=not args.no_latency, **_options(args))
     if args.json:
         print(json.dumps(pc.to_json(), indent=2, ensure_ascii=False))
         return EXIT_OK
-    from ..printing import text
-
-    for s in pc.steps:
-        print(f"{text(s.step.statement())}\n    comms {s.comms}   compute {s.compute}")
-    print(f"total: {pc.total}")
-    if pc.seconds is not None:
-        print(f"seconds: {pc.seconds:.6g}")
+    print(pc)
     return EXIT_OK
 
 
@@ -131,7 +125,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _optimum(args: argparse.Namespace) -> int:
-    from ..cost import cost
+    from ..costmodel import cost
     from ..derive import optimum
 
     pc = cost(_parse(args.program), latency=args.latency, **_options(args))

@@ -45,7 +45,7 @@ def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
     """The plan's seconds on --hw (None without --hw, or while a size is unbound)."""
     if getattr(args, "hw", None) is None:
         return None
-    from ..cost import plan_cost
+    from ..costmodel import plan_cost
 
     return plan_cost(p, problem.mesh, problem.sizes.known, hw=args.hw, model=args.model).seconds
 

@@ -25,7 +25,7 @@ REGIMES = ("comms", "total")
 
 
 def fsdp_tp_cost():  # -> PlanCost
-    from ..cost import cost
+    from ..costmodel import cost
 
     return cost(FSDP_TP, mesh=Mesh(X=None, Y=None), latency=False, symbolic_links=True)
 
@@ -34,7 +34,7 @@ def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[s
                   hw: str | None = None, regime: str = "total") -> list[sympy.Expr]:
     """Each program's time (``comms`` or ``total``) with the chip's numbers and the given sizes substituted:
     what is left free is the swept dim."""
-    from ..cost import cost
+    from ..costmodel import cost
 
     if regime not in REGIMES:
         raise UsageError(f"regime is one of {', '.join(REGIMES)}, not {regime!r}")

@@ -93,7 +93,7 @@ def notation() -> Section:
 
 
 def four_cases() -> Section:
-    from ..cost import plan_cost
+    from ..costmodel import plan_cost
     from ..planner import plans
 
     subs = []
@@ -121,7 +121,7 @@ def four_cases() -> Section:
 
 
 def collectives() -> Section:
-    from ..cost import collective_cost
+    from ..costmodel import collective_cost
     from ..rules import RULES
 
     mesh = Mesh(X=None)
@@ -146,7 +146,7 @@ def collectives() -> Section:
                  "switch. AllReduce is a ReduceScatter followed by an AllGather; AllToAll moves a quarter; "
                  f"{', '.join(free) or 'nothing'} communicates nothing."),
         Table(("collective", "ICI, bandwidth", "ICI with latency", "alpha-beta"), tuple(rows),
-              caption="From shardalg.cost.collective_cost.", size="footnotesize"),
+              caption="From shardalg.costmodel.collective_cost.", size="footnotesize"),
     ))  # fmt: skip
 
 

@@ -33,7 +33,7 @@ def _us(seconds: float | None) -> str:
 
 
 def question_4_costs():  # -> tuple[PlanCost, PlanCost]
-    from ..cost import cost
+    from ..costmodel import cost
 
     mesh = Mesh(X=None)
     return tuple(cost(p, mesh=mesh, latency=False) for p in QUESTION_4)
@@ -103,7 +103,7 @@ def _quick_memory() -> Section:
 
 
 def _quick_allgather() -> Section:
-    from ..cost import cost
+    from ..costmodel import cost
     from ..parse import parse_statement
 
     source = "AllGather_Y(bf16[E_Y, F]) -> bf16[E, F]"
@@ -132,7 +132,7 @@ def _question_1() -> Section:
 
 
 def _question_2_3() -> Section:
-    from ..cost import cost
+    from ..costmodel import cost
     from ..parse import parse_statement
 
     mesh, sizes = Mesh(X=4, Y=4, Z=4), {"B": 1024, "D": 4096}

@@ -1,7 +1,7 @@
 """Costs as closed-form sympy expressions: communication models, compute, HBM traffic, and plan totals.
 
     >>> from shardalg import Mesh, Op, Tensor, Dim
-    >>> from shardalg.cost import collective_cost
+    >>> from shardalg.costmodel import collective_cost
     >>> a = Tensor("A", (Dim("E", ("Y",)), Dim("F")))
     >>> collective_cost(Op.ALL_GATHER, a, ("Y",), Mesh(X=8, Y=None)).total()
     Max(2*E*F/W_ici, T_min*Y/2)
@@ -390,6 +390,22 @@ class PlanCost:
         from .symbols import latex_names
 
         return sympy.latex(self.total, symbol_names=latex_names())
+
+    def _repr_latex_(self) -> str:
+        return f"${self.latex()}$"
+
+    def __repr__(self) -> str:
+        return f"PlanCost(total={self.total}, seconds={self.seconds!r}, model={self.model!r})"
+
+    def __str__(self) -> str:
+        """Each step with its comms and compute terms, then the total and (on a chip) the seconds."""
+        from .printing import text
+
+        lines = [f"{text(s.step.statement())}\n    comms {s.comms}   compute {s.compute}" for s in self.steps]
+        lines.append(f"total: {self.total}")
+        if self.seconds is not None:
+            lines.append(f"seconds: {self.seconds:.6g}")
+        return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"model": self.model, "overlap": self.overlap, "formula": str(self.total),
