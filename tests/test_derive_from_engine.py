@@ -1,0 +1,64 @@
+"""The book's conditions derived from programs the ENGINE wrote: the forward plans come from the planner,
+the backward program from ``backward``; only the MLP block itself is typed, in the notation (seed 002 §4).
+
+These complement tests/test_derive.py (which derives from plans spelled out in the notation): here nothing
+but the layer's shardings is given, so a planner or backward change that alters the communication shows up
+as a changed condition."""
+
+import sympy
+
+import shardalg as sa
+from shardalg.derive import compute_bound, optimum
+from shardalg.symbols import axis_size, device_count, dim_size, links, quantity
+from shardalg.syntax import Program
+
+B, F = dim_size("B"), dim_size("F")
+X, Y = axis_size("X"), axis_size("Y")
+M_X, M_Y = links("X"), links("Y")
+C, W = quantity("C"), quantity("W_ici")
+N = device_count()
+
+
+def same(a, b) -> bool:
+    """Two relations with the same sides, up to simplification."""
+    return type(a) is type(b) and sympy.simplify(a.lhs - b.lhs) == 0 and sympy.simplify(a.rhs - b.rhs) == 0
+
+
+def forward_plans(text: str, mesh: sa.Mesh) -> Program:
+    """Each statement replaced by the statements of its default plan."""
+    steps = [s.statement() for st in sa.parse(text).statements for s in sa.plan(st, mesh).steps]
+    return Program(tuple(steps))
+
+
+def test_dp_bound_from_the_derived_backward():
+    mesh = sa.Mesh(X=None)
+    bw = sa.backward(sa.parse("In[B_X, D] · W[D, F] -> Out[B_X, F]"), mesh)
+    assert list(bw.collectives) == [("AllReduce", ("X",))]
+    d = compute_bound(bw.program(), "B", mesh=mesh, symbolic_links=True)
+    assert same(d.result, B > C * X / (W * M_X))  # seed 002: B/X > C/(W_ici·M_X)
+
+
+def test_fsdp_bound_from_planned_forward_and_derived_backward():
+    mesh = sa.Mesh(X=None)
+    text = "In[B_X, D] · W[D_X, F] -> Out[B_X, F]"
+    program = Program(forward_plans(text, mesh).statements + sa.backward(sa.parse(text), mesh).program().statements)
+    d = compute_bound(program, "B", mesh=mesh, symbolic_links=True)
+    assert same(d.result, B > C * X / (W * M_X))  # the same as DP (seed 002)
+
+
+def test_tp_bound_from_planned_forward():
+    mesh = sa.Mesh(Y=None)
+    program = forward_plans("In[B, D_Y] · W_in[D, F_Y] -> Tmp[B, F_Y]; Tmp[B, F_Y] · W_out[F_Y, D] -> Out[B, D_Y]", mesh)
+    assert [s.op for s in sa.costmodel.plan_of(program, mesh).collectives] == [sa.Op.ALL_GATHER, sa.Op.REDUCE_SCATTER]
+    d = compute_bound(program, "Y", mesh=mesh, symbolic_links=True)
+    assert same(d.result, Y < F * M_Y * W / C)  # seed 002: Y < F·M_Y/(C/W_ici)
+
+
+def test_fsdp_tp_optimum_from_planned_forward():
+    mesh = sa.Mesh(X=None, Y=None)
+    program = forward_plans(
+        "In[B_X, D_Y] · W_in[D_X, F_Y] -> Tmp[B_X, F_Y]; Tmp[B_X, F_Y] · W_out[F_Y, D_X] -> Out[B_X, D_Y]", mesh
+    )
+    pc = sa.cost(program, mesh, latency=False, symbolic_links=True)
+    opt = optimum(pc, over="X", subject_to=sympy.Eq(X * Y, N))
+    assert sympy.simplify(opt.result - sympy.sqrt(B * M_X * N / (F * M_Y))) == 0  # seed 002 §4.3
