@@ -1,5 +1,20 @@
-"""``python -m bench``: see bench/run.py."""
+"""``python -m bench``: every benchmark, one after the other.
 
-from bench.run import main
+    python -m bench                 notation (bench/run.py), plans (bench/bench_plan.py), costs (bench/bench_costs.py)
+    python -m bench notation|plans|costs [ARGS...]   one of them, with its own options (--help)
+"""
 
-raise SystemExit(main())
+import sys
+
+from bench import bench_costs, bench_plan, run
+
+SUITES = {"notation": run.main, "plans": bench_plan.main, "costs": bench_costs.main}
+
+if len(sys.argv) > 1 and sys.argv[1] in SUITES:
+    raise SystemExit(SUITES[sys.argv[1]](sys.argv[2:]))
+status = 0
+for name, main in SUITES.items():
+    print(f"== {name} ==", flush=True)
+    status |= main([])
+    print()
+raise SystemExit(status)

@@ -53,7 +53,7 @@ class Derivation:
 
     def latex(self) -> str:
         names = latex_names()
-        rows = [rf"\text{{{_latex_text(label)}}} &\quad {sympy.latex(e, symbol_names=names)}"
+        rows = [rf"{_latex_label(label)} &\quad {sympy.latex(e, symbol_names=names)}"
                 for label, e in self.steps]  # fmt: skip
         return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
 
@@ -85,6 +85,14 @@ def _latex_text(label: str) -> str:
     from .printing.symbology import latex_escape_text
 
     return latex_escape_text(label)
+
+
+def _latex_label(label: str) -> str:
+    """A step label in LaTeX: a time such as ``T_a`` as math, anything else as text."""
+    head, _, sub = label.partition("_")
+    if head == "T" and sub.isalnum():
+        return f"T_{{{sub}}}"
+    return rf"\text{{{_latex_text(label)}}}"
 
 
 # ---- solving T_a < T_b for one symbol ----------------------------------------------------------------
