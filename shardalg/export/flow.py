@@ -1,0 +1,163 @@
+"""Flows: a plan, or several chained, as straight-line code with a Python name for every value.
+
+:func:`as_flow` turns what the user gives (a Plan, a Step, a list of plans, a Program, a statement, text,
+a backward program) into a :class:`Flow`; :func:`node_text` and :func:`step_text` are how generated code
+and error messages show a node.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from ..mesh import Mesh, as_mesh
+from ..plan import Plan, Step
+from ..syntax import Arrow, Collective, Product, Program, Tensor
+
+__all__ = ["Flow", "as_flow", "as_jobs", "node_text", "step_text"]
+
+
+# ------------------------------------------------------------------------------------ text of nodes
+def node_text(node: object) -> str:
+    """The node in the notation (the printers when they are there, else a plain rendering)."""
+    try:
+        from ..printing import text
+
+        return text(node)
+    except ImportError:
+        return _plain(node)
+
+
+def _plain(node: object) -> str:
+    if isinstance(node, Tensor):
+        dims = ", ".join(d.label + ("_" + "".join(d.axes) if d.axes else "") for d in node.dims)
+        extra = ", ".join([f"U_{a}" for a in node.unreduced] + [f"I_{a}" for a in node.invariant])
+        return f"{node.name or ''}[{dims}]" + (f"{{{extra}}}" if extra else "")
+    if isinstance(node, Arrow):
+        return f"{_plain(node.expr)} -> {_plain(node.result)}"
+    if isinstance(node, Product):
+        dot = "·_LOCAL" if node.local else "·" + (f"_{','.join(node.contract)}" if node.contract else "")
+        return f"{_plain(node.left)} {dot} {_plain(node.right)}"
+    if isinstance(node, Collective):
+        sub = ",".join(node.axes) + (f",{node.dim}" if node.dim else "")
+        sub = sub if len(sub) == 1 else "{" + sub + "}"
+        return f"{node.op.value}_{sub}({_plain(node.arg)})"
+    return str(node)
+
+
+def step_text(step: Step) -> str:
+    return node_text(step.statement())
+
+
+# ------------------------------------------------------------------------------------ flows
+@dataclass(frozen=True)
+class Flow:
+    """Straight-line code: the inputs, the steps, the outputs, and a Python name for every value."""
+
+    inputs: tuple[Tensor, ...]
+    steps: tuple[Step, ...]
+    outputs: tuple[Tensor, ...]
+    names: Mapping[Tensor, str] = field(default_factory=dict)
+    title: tuple[str, ...] = ()
+
+    def name(self, t: Tensor) -> str:
+        return self.names[t]
+
+    def consumers(self, t: Tensor) -> list[Step]:
+        return [s for s in self.steps if t in s.inputs]
+
+
+_RESERVED = {"jax", "jnp", "P", "np", "torch", "dist", "mesh", "groups", "forward", "backward", "NamedSharding"}
+
+
+def _identifier(t: Tensor) -> str:
+    base = re.sub(r"\W", "_", t.name or "t") or "t"
+    if base[0].isdigit():
+        base = "t_" + base
+    if keyword.iskeyword(base) or base in _RESERVED or base.startswith("_"):
+        base = f"{base.lstrip('_') or 't'}_v"
+    return base
+
+
+def _plans_of(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None) -> list[Plan]:
+    """Plans for a Plan, a Step, a list of plans, a Program, a statement, or text."""
+    if isinstance(obj, Plan):
+        return [obj]
+    if isinstance(obj, Step):
+        return [Plan(obj.inputs, (obj,), obj.output)]
+    if isinstance(obj, list | tuple) and all(isinstance(p, Plan) for p in obj):
+        return list(obj)
+    if hasattr(obj, "grads") and hasattr(obj, "seeds"):  # a shardalg.backward.BackwardProgram
+        return [g.plan for g in obj.grads]
+    if isinstance(obj, str):
+        from ..parse import parse
+
+        obj = parse(obj)
+    from ..planner import plan as plan_one
+
+    statements = obj.statements if isinstance(obj, Program) else (obj,)
+    if isinstance(obj, Program) and sizes is None and obj.sizes:
+        sizes = dict(obj.sizes)
+    out = [plan_one(s, mesh, sizes) for s in statements if not isinstance(s, Tensor)]
+    if not out:
+        raise UsageError("nothing to export: the program has no product, collective or resharding")
+    return out
+
+
+def as_flow(obj: object, mesh: Mesh | str, sizes: Mapping[str, int] | None = None) -> Flow:
+    """Chain the plans of ``obj`` into one flow. Inputs are the values no earlier step produced; outputs
+    are the plan results no later step reads (at least the last)."""
+    if isinstance(obj, Flow):
+        return obj
+    m = as_mesh(mesh)
+    if m is None or not m.is_numeric:
+        raise UsageError("export needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
+    plans = _plans_of(obj, m, sizes)
+    produced: set[Tensor] = set()
+    inputs: list[Tensor] = []
+    steps: list[Step] = []
+    for p in plans:
+        for t in p.inputs:
+            if t not in produced and t not in inputs:
+                inputs.append(t)
+        for s in p.steps:
+            for t in s.inputs:
+                if t not in produced and t not in inputs:
+                    raise UsageError(f"step {step_text(s)} reads {node_text(t)}, which no earlier step produced")
+            steps.append(s)
+            produced.add(s.output)
+    read = {t for s in steps for t in s.inputs}
+    outputs = [p.output for p in plans if p.output not in read]
+    if not outputs or plans[-1].output not in outputs:
+        outputs.append(plans[-1].output)
+    outputs = list(dict.fromkeys(outputs))
+    for t in inputs:
+        for a in t.used_axes:
+            m[a]  # UnknownAxis when the mesh lacks it
+    names: dict[Tensor, str] = {}
+    taken: set[str] = set()
+    for t in [*inputs, *(s.output for s in steps)]:
+        if t in names:
+            continue
+        base, k = _identifier(t), 0
+        candidate = base
+        while candidate in taken:
+            k += 1
+            candidate = f"{base}_{k}"
+        taken.add(candidate)
+        names[t] = candidate
+    title = tuple(step_text(s) for s in steps)
+    return Flow(tuple(inputs), tuple(steps), tuple(outputs), names, title)
+
+
+def as_jobs(objs: object) -> list[object]:
+    """What a check runs: one thing (a Plan, Program, statement, text or Flow) or a list of them. A list
+    of Plans inside the list chains into one flow (a backward pass)."""
+    if isinstance(objs, Plan | Step | Program | Flow | str | Arrow | Collective | Product | Tensor):
+        return [objs]
+    if isinstance(objs, list | tuple):
+        return list(objs)
+    raise UsageError(f"cannot check {type(objs).__name__}: give a plan, a program, or a list of them")
