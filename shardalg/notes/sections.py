@@ -104,8 +104,10 @@ def four_cases() -> Section:
         if found and found[0].cases:
             blocks.append(Prose.of("Classification: " + "; ".join(found[0].cases) + "."))
         shown = found[:PLANS_SHOWN]
-        blocks.append(Prose.of(f"The planner finds {len(found)} plan(s); the cheapest {len(shown)}, with their "
-                               "bandwidth-bound communication time on a ring:"))
+        blocks.append(Prose.of(f"The planner finds {len(found)} plan(s). The first {len(shown)} by bytes "
+                               "communicated, with their bandwidth-bound communication time on a ring (a plan "
+                               "that slices onto a spare axis first moves the same bytes over more links, so "
+                               "it can be faster than one listed before it):"))
         for i, p in enumerate(shown, 1):
             comms = plan_cost(p, CASE_MESH, latency=False).comms
             blocks.append(Display(_latex(p, reasons=False),
