@@ -58,9 +58,9 @@ _EXPORTS: dict[str, str] = {
     "transpose": "transpose",
     "run_plan": "execute",
     # costs and derivations
-    "cost": "costmodel",
-    "plan_cost": "costmodel",
-    "PlanCost": "costmodel",
+    "cost": "plancost",
+    "plan_cost": "plancost",
+    "PlanCost": "plancost",
     "hardware": "hardware",
     "Chip": "hardware",
     "compare": "derive",
