@@ -75,6 +75,7 @@ class EinsumPlanner:
         if result is not None and (result.name is None or (result.dtype is None and dtype is not None)):
             self.target = result.replace(name=self.name, dtype=result.dtype or dtype)  # type: ignore[assignment]
         self.cases = case_lines(self.left, self.right, self.spec)
+        self._layouts: dict[tuple[bool, bool, tuple[tuple[str, Place], ...]], Tensor] = {}
 
     def _nm(self, t: Tensor) -> str:
         """How reasons call an operand: its name, else which side it is."""
@@ -151,7 +152,15 @@ class EinsumPlanner:
 
     def _layout(self, t: Tensor, places: dict[str, Place], ref: Tensor) -> Tensor:
         """``t`` with the axes placed as ``places`` says; axes new to a dim go minor-most, in the order
-        the other operand (or the result) has them."""
+        the other operand (or the result) has them. Memoized per planner: the per-axis product repeats
+        each operand's placement once for every option of the other operand."""
+        memo_key = (t is self.left, ref is self.left, tuple(places.items()))
+        found = self._layouts.get(memo_key)
+        if found is None:
+            found = self._layouts[memo_key] = self._new_layout(t, places, ref)
+        return found
+
+    def _new_layout(self, t: Tensor, places: dict[str, Place], ref: Tensor) -> Tensor:
         dims = []
         for d in t.dims:
             kept = tuple(a for a in d.axes if places[a] == ("S", d.label))
