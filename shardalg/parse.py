@@ -316,10 +316,8 @@ class _Fast:
         if not isinstance(lexer, ContextualLexer) or lark.options.postlex is not None:
             raise _GiveUp("unsupported lexer")
         table = frontend.parser.parser.parse_table
-        self.states = table.states
         self.start_states = table.start_states
         self.end_states = table.end_states
-        self.shift = Shift
         # per parser state: (compiled alternations, ignored types, newline types, token callbacks)
         self.lexers: dict[int, tuple[list[Any], frozenset[str], frozenset[str], dict[str, Any]]] = {}
         for state, basic in lexer.lexers.items():
@@ -344,12 +342,15 @@ class _Fast:
             else:
                 build = builders.get(name) or _no_builder  # a `?rule` of one child never needs one
             self.reducers[rule] = (len(rule.expansion), rule.origin.name, include, trailing, expand1, build)
+        # the action table with each reduce's Rule replaced by its reducer (no Rule hashing per reduction)
+        self.actions = {
+            state: {t: (a is Shift, arg if a is Shift else self.reducers[arg]) for t, (a, arg) in row.items()}
+            for state, row in table.states.items()
+        }
 
     def parse(self, text: str, start: str) -> Any:
-        states = self.states
+        states = self.actions
         lexers = self.lexers
-        reducers = self.reducers
-        shift = self.shift
         end_state = self.end_states[start]
         state_stack = [self.start_states[start]]
         # each entry: (value, container start, container end, is_token); start None when empty
@@ -395,16 +396,16 @@ class _Fast:
             type_ = token.type
             # ---- feed it: reduce as often as needed, then shift (or accept)
             while True:
-                action, arg = states[state_stack[-1]].get(type_, (None, None))
-                if action is None:
+                is_shift, arg = states[state_stack[-1]].get(type_, (None, None))
+                if is_shift is None:
                     raise _GiveUp("syntax error")
-                if action is shift:
+                if is_shift:
                     if is_end:
                         raise _GiveUp("shift at the end")
                     state_stack.append(arg)
                     value_stack.append((token, token.start_pos, token.end_pos, True))
                     break
-                size, origin, include, trailing, expand1, build = reducers[arg]
+                size, origin, include, trailing, expand1, build = arg
                 if size:
                     raw = value_stack[-size:]
                     del state_stack[-size:]
@@ -431,7 +432,9 @@ class _Fast:
                 if trailing:
                     children += [None] * trailing
                 if expand1 and len(children) == 1:
-                    kept = next(e for i, _, _ in include for e in (raw[i],))
+                    if len(include) != 1 or include[0][1] or include[0][2] or trailing:
+                        raise _GiveUp("a `?rule` whose one child is spliced or a placeholder")
+                    kept = raw[include[0][0]]
                     if kept[3]:  # a token stays where it is
                         entry = kept
                     elif kept[0] is None:
@@ -451,7 +454,7 @@ class _Fast:
                     except Exception as exc:  # lark reports these after the whole parse: let it
                         raise _GiveUp("builder raised") from exc
                     entry = (node, first, last_end, False)
-                action, new_state = states[state_stack[-1]][origin]
+                new_state = states[state_stack[-1]][origin][1]
                 state_stack.append(new_state)
                 value_stack.append(entry)
                 if is_end and new_state == end_state:
