@@ -318,11 +318,10 @@ class _Fast:
         table = frontend.parser.parser.parse_table
         self.start_states = table.start_states
         self.end_states = table.end_states
-        # per parser state: (compiled alternations, ignored types, newline types, token callbacks)
+        # per parser state, built on first use as lark does (compiling all of them costs ~50 ms at start-up):
+        # (compiled alternations, ignored types, newline types, token callbacks)
+        self.basic = lexer.lexers
         self.lexers: dict[int, tuple[list[Any], frozenset[str], frozenset[str], dict[str, Any]]] = {}
-        for state, basic in lexer.lexers.items():
-            scanner = basic.scanner
-            self.lexers[state] = ([m for m in scanner._mres], basic.ignore_types, basic.newline_types, basic.callback)
         builders = {name: getattr(vars(_ToAST)[name], "base_func", None) for name in vars(_ToAST)}
         self.reducers: dict[Any, tuple[Any, ...]] = {}
         for rule in frontend.parser.parser.callbacks:
@@ -348,6 +347,12 @@ class _Fast:
             for state, row in table.states.items()
         }
 
+    def lexer(self, state: int) -> tuple[list[Any], frozenset[str], frozenset[str], dict[str, Any]]:
+        basic = self.basic[state]
+        scanner = basic.scanner
+        made = self.lexers[state] = (list(scanner._mres), basic.ignore_types, basic.newline_types, basic.callback)
+        return made
+
     def parse(self, text: str, start: str) -> Any:
         states = self.actions
         lexers = self.lexers
@@ -361,7 +366,8 @@ class _Fast:
         while True:
             # ---- the next token, lexed in the current parser state's context
             token: Token | None = None
-            mres, ignore, newlines, callbacks = lexers[state_stack[-1]]
+            context = lexers.get(state_stack[-1]) or self.lexer(state_stack[-1])
+            mres, ignore, newlines, callbacks = context
             while pos < n:
                 for mre in mres:
                     m = mre.match(text, pos)
