@@ -38,24 +38,11 @@ __all__ = ["ProofStep", "Lemma", "Proof", "discover", "load", "prove", "run_all"
 # Modules of proofs/ that are not lemmas.
 _NOT_LEMMAS = frozenset({"run", "common"})
 
-# Characters that mean something to TeX inside \text{...}, and what to write instead.
-_TEXT_ESCAPES: dict[str, str] = {
-    "\\": r"\textbackslash{}",
-    "{": r"\{",
-    "}": r"\}",
-    "$": r"\$",
-    "&": r"\&",
-    "#": r"\#",
-    "%": r"\%",
-    "_": r"\_",
-    "^": r"\^{}",
-    "~": r"\~{}",
-}
-
-
 def tex_text(text: str) -> str:
-    """Plain text made safe for TeX's text mode (inside ``\\text{}`` or a paragraph)."""
-    return "".join(_TEXT_ESCAPES.get(ch, ch) for ch in text)
+    """Plain text made safe for TeX's text mode (inside ``\\text{}`` or a paragraph): the printers' escapes."""
+    from .printing.symbology import latex_escape_text
+
+    return latex_escape_text(text)
 
 
 def sym_latex(expr: Any) -> str:
