@@ -17,6 +17,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from math import prod
 
 from .errors import IndivisibleDim
@@ -235,14 +236,20 @@ def move_bytes(
     return elems.scale(factor * dtype.bytes)
 
 
+@lru_cache(maxsize=64)
+def _rank_table(mesh: Mesh) -> tuple[dict[str, int], int]:
+    """Per mesh, for :func:`step_rank`: each axis's ranking size (unknown at 4) and their product."""
+    axis = {a.name: a.size or RANK_AXIS for a in mesh}
+    return axis, prod(axis.values())
+
+
 def step_rank(op: Op, axes: tuple[str, ...], before: Tensor, after: Tensor, mesh: Mesh, sizes: Sizes) -> int:
     """``step_bytes(...).rank()`` scaled to an exact integer (x 8 x the product of all axis sizes, unknown
     dims at 4096 and unknown axes at 4): the fast ranking measure, equal across steps on one mesh."""
     volume, factor = TRAFFIC[op]
     if volume is Volume.NONE:
         return 0
-    axis = {a.name: a.size or RANK_AXIS for a in mesh}
-    devices = prod(axis.values())
+    axis, devices = _rank_table(mesh)
     t = after if volume is Volume.OUTPUT_GROUP else before
     skip = axes if volume is Volume.INPUT_GROUP else ()
     group = prod(axis[a] for d in t.dims for a in d.axes if a not in skip)
