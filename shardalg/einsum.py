@@ -15,6 +15,7 @@ and used by the other, and no axis unreduced in both (a product of sums is not t
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import (
@@ -37,6 +38,7 @@ __all__ = [
     "classify",
     "case_lines",
     "local_output",
+    "local_output_or_none",
     "LOCAL_EINSUM",
     "EinsumRule",
     "default_name",
@@ -234,52 +236,51 @@ def case_lines(left: Tensor, right: Tensor, spec: Spec) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _unreduced_problem(left: Tensor, right: Tensor) -> None:
+def _unreduced_problem(left: Tensor, right: Tensor) -> Callable[[], IllegalSharding] | None:
     for a in left.unreduced:
         if a in right.unreduced:
-            raise UnreducedProduct(
+            return lambda: UnreducedProduct(
                 f"both {left} and {right} are unreduced over {a}: a product of sums is not the sum of products",
                 fix=f"reduce one first: AllReduce_{a}({left})",
             )
     for u, other in ((left, right), (right, left)):
         for a in u.unreduced:
             if a in other.sharded_axes:
-                raise UnreducedProduct(
+                return lambda: UnreducedProduct(
                     f"{u} is unreduced over {a} and {other} is sharded over {a}: "
                     "each device would multiply a partial sum by a different block",
                     fix=f"AllReduce_{a}({u}) first, or AllGather_{a}({other})",
                 )
+    return None
 
 
-def local_output(left: Tensor, right: Tensor, spec: Spec, mesh: Mesh, name: str | None = None) -> Tensor:
-    """The tensor a local product of the shards gives (``A ·_LOCAL B``), or the error that says why the
-    shards cannot simply be multiplied."""
-    validate(left, mesh)
-    validate(right, mesh)
-    _unreduced_problem(left, right)
+def _local_problem(left: Tensor, right: Tensor, spec: Spec) -> Callable[[], IllegalSharding] | None:
+    """Why the shards cannot simply be multiplied, as a function that builds the error (the planner tries
+    many layouts and drops the illegal ones: it never needs the message), or None when they can."""
+    problem = _unreduced_problem(left, right)
+    if problem is not None:
+        return problem
     for n in spec.batch:
         la, ra = left.axes_of(n), right.axes_of(n)
         if la != ra:
-            raise BatchDimMismatch(
+            return lambda: BatchDimMismatch(
                 f"batch dim {n} is sharded over {_fmt(la) or 'nothing'} in {left} but {_fmt(ra) or 'nothing'} in {right}",
                 span=right.dim(n).span,
                 fix=f"shard {n} alike in both operands",
             )
-    summed: list[str] = []
     for n in spec.contracted:
         la, ra = left.axes_of(n), right.axes_of(n)
         if la == ra:
-            summed.extend(la)
             continue
         if not la or not ra:
             held, other, axes = (left, right, la) if la else (right, left, ra)
-            raise NotLocal(
+            return lambda: NotLocal(
                 f"case 2: {n} is contracted and sharded over {_fmt(axes)} in {held} only, "
                 f"so a local product would sum only a block of {n}",
                 fix=f"gather it: AllGather_{_fmt(axes)}({held}); or slice {other.name or 'the other'} onto "
                 f"{_fmt(axes)} (Slice_{{{','.join(axes)},{n}}}) and reduce the product",
             )
-        raise NotLocal(
+        return lambda: NotLocal(
             f"{n} is contracted and sharded over {_fmt(la)} in {left} but {_fmt(ra)} in {right}: "
             "the shards on a device hold different blocks of it",
             fix=f"gather one side (AllGather_{_fmt(ra)}({right})), or permute it into place",
@@ -287,11 +288,39 @@ def local_output(left: Tensor, right: Tensor, spec: Spec, mesh: Mesh, name: str 
     hits = _collisions(left, right, spec)
     if hits:
         a, ld, rd = hits[0]
-        raise SameAxisResultDims(
+        return lambda: SameAxisResultDims(
             f"case 4: {ld} of {left} and {rd} of {right} are both sharded over {a}; "
             "each device would hold only a diagonal block of the result",
             fix=f"gather one operand first: AllGather_{a}({left}) or AllGather_{a}({right})",
         )
+    return None
+
+
+def local_output(left: Tensor, right: Tensor, spec: Spec, mesh: Mesh, name: str | None = None) -> Tensor:
+    """The tensor a local product of the shards gives (``A ·_LOCAL B``), or the error that says why the
+    shards cannot simply be multiplied."""
+    validate(left, mesh)
+    validate(right, mesh)
+    problem = _local_problem(left, right, spec)
+    if problem is not None:
+        raise problem()
+    return _product_of_shards(left, right, spec, name)
+
+
+def local_output_or_none(
+    left: Tensor, right: Tensor, spec: Spec, mesh: Mesh, name: str | None = None
+) -> Tensor | None:
+    """:func:`local_output`, or None (and no error message built) when the shards cannot simply be multiplied."""
+    validate(left, mesh)
+    validate(right, mesh)
+    if _local_problem(left, right, spec) is not None:
+        return None
+    return _product_of_shards(left, right, spec, name)
+
+
+def _product_of_shards(left: Tensor, right: Tensor, spec: Spec, name: str | None) -> Tensor:
+    """The local product's tensor, for shards that :func:`_local_problem` passed."""
+    summed = [a for n in spec.contracted for a in left.axes_of(n)]
     dims: list[Dim] = []
     for n in spec.out:
         src = left if n in spec.left else right

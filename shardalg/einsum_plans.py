@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
-from .einsum import Spec, case_lines, default_name, local_output
-from .errors import IllegalSharding
+from .einsum import Spec, case_lines, default_name, local_output_or_none
 from .layout import Layout, tensor_with, validate
 from .mesh import Mesh
 from .plan import Plan, Step
@@ -213,9 +212,8 @@ class EinsumPlanner:
     def plans(self) -> list[Plan]:
         legal: list[tuple[Tensor, Tensor, Tensor, frozenset[Any], dict[tuple[int, str], str]]] = []
         for left, right, changes, reasons in self._candidates():
-            try:
-                out = local_output(left, right, self.spec, self.mesh, self.name)
-            except IllegalSharding:
+            out = local_output_or_none(left, right, self.spec, self.mesh, self.name)
+            if out is None:
                 continue
             if not (
                 self.sizes.check_divisible(left, self.mesh, tuple(d.axes for d in left.dims))
