@@ -24,7 +24,18 @@ from .mesh import Mesh, as_mesh
 from .plan import Plan, Step
 from .rules import RULES, Layout, tensor_with, validate
 from .syntax import Op, Tensor
-from .traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, TRAFFIC, Bytes, Sizes, Volume, move_bytes, step_rank
+from .traffic import (
+    DEFAULT_DTYPE,
+    RANK_AXIS,
+    RANK_DIM,
+    TRAFFIC,
+    Bytes,
+    Sizes,
+    Volume,
+    move_bytes,
+    rank_table,
+    step_rank,
+)
 
 __all__ = [
     "redistribute", "best_sequences", "search", "plan_bytes", "default_key", "step_reason", "with_spare_axes",
@@ -285,8 +296,10 @@ def plan_bytes(plan: Plan, mesh: Mesh, sizes: Sizes) -> Bytes:
 def default_key(mesh: Mesh, sizes: Sizes) -> Callable[[Plan], Any]:
     """Rank plans by bytes communicated, then number of steps, then their steps (a deterministic order)."""
 
+    table = rank_table(mesh)
+
     def key(plan: Plan) -> Any:
-        ranked = sum(step_rank(s.op, s.axes, s.inputs[0], s.output, mesh, sizes) for s in plan.steps)
+        ranked = sum(step_rank(s.op, s.axes, s.inputs[0], s.output, mesh, sizes, table) for s in plan.steps)
         return (ranked, len(plan.steps), _plan_text_key(plan))
 
     return key

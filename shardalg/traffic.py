@@ -236,22 +236,43 @@ def move_bytes(
     return elems.scale(factor * dtype.bytes)
 
 
+RankTable = tuple[dict[str, int], int]
+
+
 @lru_cache(maxsize=64)
-def _rank_table(mesh: Mesh) -> tuple[dict[str, int], int]:
-    """Per mesh, for :func:`step_rank`: each axis's ranking size (unknown at 4) and their product."""
+def rank_table(mesh: Mesh) -> RankTable:
+    """Per mesh, for :func:`step_rank`: each axis's ranking size (unknown at 4) and their product. A caller
+    that ranks many steps on one mesh passes it to ``step_rank(..., table=)``."""
     axis = {a.name: a.size or RANK_AXIS for a in mesh}
     return axis, prod(axis.values())
 
 
-def step_rank(op: Op, axes: tuple[str, ...], before: Tensor, after: Tensor, mesh: Mesh, sizes: Sizes) -> int:
+# (op, dtype) -> 8 x bytes per element x the op's traffic factor, an exact integer
+_RANK_SCALE: dict[tuple[Op, DType], int] = {}
+
+
+def step_rank(
+    op: Op,
+    axes: tuple[str, ...],
+    before: Tensor,
+    after: Tensor,
+    mesh: Mesh,
+    sizes: Sizes,
+    table: RankTable | None = None,
+) -> int:
     """``step_bytes(...).rank()`` scaled to an exact integer (x 8 x the product of all axis sizes, unknown
-    dims at 4096 and unknown axes at 4): the fast ranking measure, equal across steps on one mesh."""
+    dims at 4096 and unknown axes at 4): the fast ranking measure, equal across steps on one mesh.
+    ``table`` is ``rank_table(mesh)``, when the caller holds it."""
     volume, factor = TRAFFIC[op]
     if volume is Volume.NONE:
         return 0
-    axis, devices = _rank_table(mesh)
+    axis, devices = table if table is not None else rank_table(mesh)
     t = after if volume is Volume.OUTPUT_GROUP else before
     skip = axes if volume is Volume.INPUT_GROUP else ()
     group = prod(axis[a] for d in t.dims for a in d.axes if a not in skip)
     dims = prod(sizes.of(d.label, d.size) or RANK_DIM for d in t.dims)
-    return devices // group * dims * int(8 * (before.dtype or DEFAULT_DTYPE).bytes * factor)
+    dtype = before.dtype or DEFAULT_DTYPE
+    scale = _RANK_SCALE.get((op, dtype))
+    if scale is None:
+        scale = _RANK_SCALE[(op, dtype)] = int(8 * dtype.bytes * factor)
+    return devices // group * dims * scale
