@@ -100,6 +100,18 @@ def _simplify(e: Expr) -> Expr:
     return sympy.factor(sympy.powsimp(sympy.cancel(sympy.sympify(e))))
 
 
+def _substitute(e: Expr, mapping: Mapping) -> Expr:
+    """``e.subs(mapping)``. When every key is a symbol that no value mentions, the substitutions are
+    independent and one ``xreplace`` pass gives the same tree: ``subs`` would apply them one after the other,
+    re-evaluating (a Max compares its arguments) the half-substituted expression after each."""
+    keys = set(mapping)
+    if all(isinstance(k, sympy.Symbol) for k in keys) and all(
+        isinstance(v, sympy.Basic) and not (v.free_symbols & keys) for v in mapping.values()
+    ):
+        return e.xreplace(dict(mapping))
+    return e.subs(mapping)
+
+
 def _split(lhs: Expr, rhs: Expr) -> sympy.Basic:
     """``lhs < rhs`` with maxima on either side split into a combination of max-free relations."""
     if isinstance(rhs, Max):
@@ -216,7 +228,7 @@ def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_
     d = Derivation(f"when is plan a faster than plan b? ({assumption})", values=ca.values)
     ta, tb = time_a(ca), time_b(cb)
     if substitute:
-        ta, tb = ta.subs(substitute), tb.subs(substitute)
+        ta, tb = _substitute(ta, substitute), _substitute(tb, substitute)
     d.add("T_a", ta)
     d.add("T_b", tb)
     d.add("a faster", sympy.StrictLessThan(ta, tb, evaluate=False))
@@ -238,7 +250,7 @@ def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "
     comms, work = pc.comms, pc.term(bound)
     if substitute:
         d.add("substitute", sympy.Tuple(*(sympy.Eq(k, v) for k, v in substitute.items())))
-        comms, work = comms.subs(substitute), work.subs(substitute)
+        comms, work = _substitute(comms, substitute), _substitute(work, substitute)
     d.add("T_comms", comms)
     d.add(f"T_{bound}", work)
     d.add(f"{bound}-bound", sympy.StrictGreaterThan(work, comms, evaluate=False))
@@ -283,12 +295,14 @@ def optimum(cost_expr: Expr | PlanCost, over, subject_to: sympy.Eq | None = None
         y = others[0]
         y_of_x = _positive_root(subject_to, y)
         d.add(f"eliminate {y}", sympy.Eq(y, y_of_x))
-        expr = _simplify_max(expr.subs(y, y_of_x))
+        expr = _simplify_max(expr, {y: y_of_x})
         d.add("cost", expr)
     if isinstance(expr, Max) and len(expr.args) == 2:
         f, g = expr.args
-        d.add("the terms cross", sympy.Eq(f, g))
-        best = _positive_root(sympy.Eq(f, g), x)
+        # unevaluated: Eq would compare f and g (sympy's is_eq) only to return the same Eq when undecided,
+        # and _positive_root needs an equation (a decided one, True or False, has no sides)
+        cross = d.add("the terms cross", sympy.Eq(f, g, evaluate=False))
+        best = _positive_root(cross, x)
     else:
         slope = sympy.diff(expr, x)
         d.add("stationary point", sympy.Eq(slope, 0))
@@ -298,8 +312,14 @@ def optimum(cost_expr: Expr | PlanCost, over, subject_to: sympy.Eq | None = None
     return d
 
 
-def _simplify_max(e: Expr) -> Expr:
-    return Max(*(_simplify(a) for a in e.args)) if isinstance(e, Max) else _simplify(e)
+def _simplify_max(e: Expr, substitute: Mapping | None = None) -> Expr:
+    """``e`` (after ``substitute``) simplified, a maximum argument by argument. The substitution goes into
+    each argument: substituting into the whole maximum would compare its arguments once more (each Max
+    compares them, and these comparisons are most of the cost) before they are simplified."""
+    if isinstance(e, Max):
+        args = (_substitute(a, substitute) for a in e.args) if substitute else e.args
+        return Max(*(_simplify(a) for a in args))
+    return _simplify(_substitute(e, substitute) if substitute else e)
 
 
 # ---- critical sizes ------------------------------------------------------------------------------
