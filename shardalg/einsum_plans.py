@@ -88,13 +88,15 @@ class EinsumPlanner:
         """Dims of ``t`` the axis may be moved onto, with the reason: where the other operand has it on a
         shared dim (to match), or where the requested result has it on a dim t keeps."""
         out = []
+        other_names = other.dim_names
+        target_names = self.target.dim_names if self.target is not None else ()
         for d in t.dim_names:
-            if d in other.dim_names and axis in other.axes_of(d):
+            if d in other_names and axis in other.axes_of(d):
                 out.append((d, f"{self._nm(other)} shards {d} over {axis}; match it"))
             elif (
                 self.target is not None
                 and d not in self.spec.contracted
-                and d in self.target.dim_names
+                and d in target_names
                 and axis in self.target.axes_of(d)
             ):
                 out.append((d, f"the result {self.target} shards {d} over {axis}"))
@@ -160,14 +162,21 @@ class EinsumPlanner:
         return found
 
     def _new_layout(self, t: Tensor, places: dict[str, Place], ref: Tensor) -> Tensor:
+        ref_names = ref.dim_names
+        target = self.target
+        target_names = target.dim_names if target is not None else ()
+        mesh_names = self.mesh.names
         dims = []
         for d in t.dims:
-            kept = tuple(a for a in d.axes if places[a] == ("S", d.label))
-            new = [a for a, pl in places.items() if pl == ("S", d.label) and a not in kept]
-            order = ref.axes_of(d.label) if d.label in ref.dim_names else ()
-            if self.target is not None and d.label in self.target.dim_names and not order:
-                order = self.target.axes_of(d.label)
-            new.sort(key=lambda a: (order.index(a) if a in order else len(order), self.mesh.names.index(a)))
+            label = d.label
+            here = ("S", label)
+            kept = tuple(a for a in d.axes if places[a] == here)
+            new = [a for a, pl in places.items() if pl == here and a not in kept]
+            if new:
+                order = ref.axes_of(label) if label in ref_names else ()
+                if target is not None and label in target_names and not order:
+                    order = target.axes_of(label)
+                new.sort(key=lambda a: (order.index(a) if a in order else len(order), mesh_names.index(a)))
             dims.append(kept + tuple(new))
         unreduced = tuple(sorted(a for a, pl in places.items() if pl == U))
         invariant = tuple(a for a in t.invariant if places[a] == R)
