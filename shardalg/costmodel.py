@@ -42,7 +42,7 @@ from .errors import UsageError
 from .hardware import MODELS, Chip, as_chip
 from .mesh import Mesh, as_mesh
 from .plan import Step
-from .symbols import dim_size, links, quantity
+from .symbols import as_expr, dim_size, links, quantity
 from .syntax import DType, Op, Tensor
 
 __all__ = [
@@ -237,7 +237,7 @@ class Options:
         if wraps is None:
             wraps = self.chip.wraps(ax.size, ax.links) if self.chip is not None and ax.size is not None else True
         m = links(name) if self.symbolic_links else Integer(ax.links)
-        return Link(name, sympy.sympify(self.mesh.size_expr(name)), m, wraps, name in self.dcn_axes)
+        return Link(name, as_expr(self.mesh.size_expr(name)), m, wraps, name in self.dcn_axes)
 
     def dim(self, d) -> Expr:
         if d.size is not None:
@@ -250,7 +250,7 @@ class Options:
 def _bytes(t: Tensor, opts: Options, full: Iterable[str] = ()) -> Expr:
     full = set(full)
     elements = sympy.Mul(*(
-        opts.dim(d) / sympy.Mul(*(sympy.sympify(opts.mesh.size_expr(a)) for a in d.axes if a not in full))
+        opts.dim(d) / sympy.Mul(*(as_expr(opts.mesh.size_expr(a)) for a in d.axes if a not in full))
         for d in t.dims
     ))  # fmt: skip
     width = (t.dtype or DEFAULT_DTYPE).bytes
@@ -291,7 +291,7 @@ def einsum_flops(left: Tensor, right: Tensor, opts: Options) -> Expr:
     for t in (left, right):
         for d in t.dims:
             if d.label not in local:
-                shards = sympy.Mul(*(sympy.sympify(opts.mesh.size_expr(a)) for a in d.axes))
+                shards = sympy.Mul(*(as_expr(opts.mesh.size_expr(a)) for a in d.axes))
                 local[d.label] = opts.dim(d) / shards
     return FLOPS_PER_MAC * sympy.Mul(*local.values())
 
@@ -337,5 +337,5 @@ def step_cost(step: Step, opts: Options) -> StepCost:
 
 def numeric(expr: Expr, values: Mapping[sympy.Symbol, float]) -> float | None:
     """``expr`` as a float after substituting ``values``; None while any symbol is left."""
-    value = sympy.sympify(expr).subs(values)
+    value = as_expr(expr).subs(values)
     return float(value) if not value.free_symbols else None

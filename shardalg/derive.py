@@ -24,7 +24,7 @@ from sympy import Expr, Max
 from .costmodel import Options, PlanCost, _formula, cost
 from .errors import UsageError
 from .plan import Plan
-from .symbols import dim_size, latex_names, quantity
+from .symbols import as_expr, dim_size, latex_names, quantity
 from .syntax import Op, Tensor
 
 __all__ = ["Derivation", "compare", "compute_bound", "optimum", "critical", "solve_less", "REGIMES"]
@@ -48,7 +48,7 @@ class Derivation:
         """The result as a number with the chip's values, when it is an expression that becomes one."""
         if self.result is None or isinstance(self.result, sympy.logic.boolalg.Boolean):
             return None
-        v = sympy.sympify(self.result).subs(self.values)
+        v = as_expr(self.result).subs(self.values)
         return float(v) if not v.free_symbols else None
 
     def latex(self) -> str:
@@ -97,7 +97,7 @@ def _latex_label(label: str) -> str:
 
 # ---- solving T_a < T_b for one symbol ----------------------------------------------------------------
 def _simplify(e: Expr) -> Expr:
-    return sympy.factor(sympy.powsimp(sympy.cancel(sympy.sympify(e))))
+    return sympy.factor(sympy.powsimp(sympy.cancel(as_expr(e))))
 
 
 def _substitute(e: Expr, mapping: Mapping) -> Expr:
@@ -133,7 +133,7 @@ def _isolate(ratio: Expr, x: sympy.Symbol) -> sympy.Basic | None:
 
 def solve_less(lhs: Expr, rhs: Expr, x: sympy.Symbol | None, d: Derivation) -> sympy.Basic:
     """The condition ``lhs < rhs`` (positive costs) solved for ``x``, recording the steps in ``d``."""
-    split = _split(sympy.sympify(lhs), sympy.sympify(rhs))
+    split = _split(as_expr(lhs), as_expr(rhs))
     if not isinstance(split, sympy.StrictLessThan):
         d.add("split the maxima", split)
     return _solve_tree(split, x, d)
@@ -284,7 +284,7 @@ def optimum(cost_expr: Expr | PlanCost, over, subject_to: sympy.Eq | None = None
     x = _symbol(over)
     if x is None:
         raise UsageError("optimum needs the symbol to optimize over")
-    expr = cost_expr.term(term) if isinstance(cost_expr, PlanCost) else sympy.sympify(cost_expr)
+    expr = cost_expr.term(term) if isinstance(cost_expr, PlanCost) else as_expr(cost_expr)
     d = Derivation(f"minimize over {x}", values=dict(values or {}))
     d.add("cost", expr)
     if subject_to is not None:
@@ -346,7 +346,7 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
     v_star = _positive_root(sympy.Eq(lat, bw), v)
     d.add("array bytes", sympy.Eq(v, v_star))
     if per == "shard":
-        n = sympy.Mul(*(sympy.sympify(m.size_expr(a)) for a in axes))
+        n = sympy.Mul(*(as_expr(m.size_expr(a)) for a in axes))
         shard = _simplify(v_star / n)
         d.add("bytes per shard", sympy.Eq(sympy.Symbol("V_shard", positive=True), shard))
         d.result = shard

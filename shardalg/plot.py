@@ -20,6 +20,7 @@ from typing import Any
 import sympy
 
 from .errors import UsageError
+from .symbols import as_expr
 
 __all__ = ["Crossover", "CostCurves", "cost_curves", "crossover_plot", "FORMATS"]
 
@@ -56,7 +57,7 @@ class CostCurves:
 
 
 def _numeric(expr: Any, over: sympy.Symbol, values: Mapping[sympy.Symbol, float]) -> sympy.Expr:
-    e = sympy.sympify(expr).subs(dict(values))
+    e = as_expr(expr).subs(dict(values))
     extra = e.free_symbols - {over}
     if extra:
         names = ", ".join(sorted(str(s) for s in extra))

@@ -32,6 +32,7 @@ from typing import Any
 import sympy
 
 from .errors import UsageError
+from .symbols import as_expr
 
 __all__ = ["ProofStep", "Lemma", "Proof", "discover", "load", "prove", "run_all", "sym_latex", "tex_text"]
 
@@ -188,7 +189,7 @@ class Proof:
         With ``numeric=True``, expressions sympy cannot reduce (sums of ``Max``, say) are also accepted when
         they agree to 1e-12 at 200 seeded random positive points; the note then says so.
         """
-        a, b = sympy.sympify(a), sympy.sympify(b)
+        a, b = as_expr(a), as_expr(b)
         ok = sympy.simplify(a - b) == 0
         if not ok and numeric:
             ok = _agree_on_samples(a, b)

@@ -142,7 +142,9 @@ def _normalize(v: Size) -> Size:
 def _sympy_value(v: Size) -> Any:
     import sympy
 
-    return sympy.Rational(v.numerator, v.denominator) if isinstance(v, Fraction) else sympy.sympify(v)
+    from .symbols import as_expr
+
+    return sympy.Rational(v.numerator, v.denominator) if isinstance(v, Fraction) else as_expr(v)
 
 
 def _the_tensor(node: Node) -> Tensor:

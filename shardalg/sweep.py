@@ -18,6 +18,7 @@ import numpy as np
 import sympy
 
 from .errors import UsageError
+from .symbols import as_expr
 
 __all__ = ["Compiled", "lambdify", "sweep"]
 
@@ -62,7 +63,7 @@ def _stand_ins(expr: sympy.Basic) -> sympy.Basic:
 
 def lambdify(expr: sympy.Basic, values: Mapping[sympy.Symbol, float] | None = None) -> Compiled:
     """Compile ``expr`` (a cost, a relation, a derivation's result) after substituting ``values``."""
-    expr = sympy.sympify(expr)
+    expr = as_expr(expr)
     if values:
         expr = expr.subs(values)
     symbols = sorted(expr.free_symbols, key=lambda s: s.name)

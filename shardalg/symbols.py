@@ -69,3 +69,15 @@ def device_count() -> sympy.Symbol:
 def latex_names() -> dict[sympy.Symbol, str]:
     """``symbol_names`` for ``sympy.latex``: every symbol made here with its book spelling."""
     return dict(_latex)
+
+
+def as_expr(x: object) -> sympy.Expr:
+    """A number or sympy value as a sympy value. Used instead of ``sympify``, which would also evaluate
+    text: a string here is a UsageError (user text reaches sympy only through the grammar)."""
+    from .errors import UsageError
+
+    if isinstance(x, sympy.Basic):
+        return x  # type: ignore[return-value]
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise UsageError(f"expected a number or a sympy expression, not {type(x).__name__} {x!r}")
+    return sympy.Integer(x) if isinstance(x, int) else sympy.Float(x)

@@ -10,6 +10,7 @@ import sympy
 
 from ..errors import UsageError
 from ..mesh import Mesh
+from ..symbols import as_expr
 
 __all__ = ["FSDP_TP", "fsdp_tp_cost", "program_costs", "draw_question_4"]
 
@@ -41,7 +42,7 @@ def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[s
     out = []
     for text in programs:
         pc = cost(text, mesh=mesh, sizes=sizes, hw=hw)
-        out.append(sympy.sympify(pc.term(regime)).subs(pc.values))
+        out.append(as_expr(pc.term(regime)).subs(pc.values))
     return out
 
 
