@@ -51,7 +51,13 @@ SYM = {"symbolic_links": True}
 X, Y, N = axis_size("X"), axis_size("Y"), device_count()
 
 
+def _fsdp_tp_x_opt(p) -> sympy.Basic:
+    pc = cost(p, Mesh(X=None, Y=None), latency=False, **SYM)
+    return optimum(pc, over="X", subject_to=sympy.Eq(X * Y, N)).result
+
+
 def _fsdp_tp(p) -> sympy.Basic:
+    """Both derivations in a row: the bound at X_opt needs X_opt first."""
     pc = cost(p, Mesh(X=None, Y=None), latency=False, **SYM)
     x_opt = optimum(pc, over="X", subject_to=sympy.Eq(X * Y, N)).result
     return compute_bound(pc, "B", substitute={X: x_opt, Y: N / x_opt}).result
@@ -66,7 +72,8 @@ def conditions() -> dict[str, tuple[object, ...]]:
         "DP: B/X > C/(W M_X)": (lambda: compute_bound(dp, "B", mesh=Mesh(X=None), **SYM).result,),
         "FSDP: B/X > C/(W M_X)": (lambda: compute_bound(fsdp, "B", mesh=Mesh(X=None), **SYM).result,),
         "TP: Y < F M_Y W/C": (lambda: compute_bound(tp, "Y", mesh=Mesh(Y=None), **SYM).result,),
-        "FSDP+TP: X_opt, B/N bound": (lambda: _fsdp_tp(ft),),
+        "FSDP+TP: X_opt": (lambda: _fsdp_tp_x_opt(ft),),
+        "FSDP+TP: X_opt, then B/N bound": (lambda: _fsdp_tp(ft),),
         "decode: Y_max = F/(B beta)": (lambda: compute_bound(tp, "Y", bound="memory", hbm=("W_in", "W_out"),
                                                               mesh=Mesh(Y=None), **SYM).result,),  # fmt: skip
         "latency-bound buffer (v5e)": (lambda: critical(Op.ALL_GATHER, ("X",), hw="tpu-v5e").result,),
