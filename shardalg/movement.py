@@ -385,5 +385,3 @@ MOVES: dict[Op, Move] = {
     # the local product: the dense einsum of each device's blocks
     Op.EINSUM: _einsum,
 }
-if hasattr(Op, "ZERO_PAD"):
-    MOVES[Op.ZERO_PAD] = _slice  # type: ignore[attr-defined]
