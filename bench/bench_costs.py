@@ -6,7 +6,7 @@
    D > 2B and D > 2C/W (seed 000 question 4), DP, FSDP, TP, FSDP+TP (with X_opt), decode Y_max, the
    latency-bound buffer size. Plans are parsed once, outside the timing; costing them is inside.
 2. One expression (the FSDP+TP plan's total time on v5p, in B, F and N) evaluated over ``--points`` random
-   points with :func:`shardalg.sweep.lambdify`, and over ``--slow-points`` points with ``subs`` then ``evalf``
+   points with :func:`shardalg.costs.sweep.lambdify`, and over ``--slow-points`` points with ``subs`` then ``evalf``
    in a Python loop; the slow loop runs on fewer points and its time is extrapolated per point (printed so).
 """
 
@@ -26,13 +26,13 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import sympy  # noqa: E402
 
-from shardalg.costmodel import cost  # noqa: E402
-from shardalg.derive import compare, compute_bound, critical, optimum  # noqa: E402
-from shardalg.mesh import Mesh  # noqa: E402
-from shardalg.parse import parse  # noqa: E402
-from shardalg.sweep import lambdify  # noqa: E402
-from shardalg.symbols import axis_size, device_count, dim_size  # noqa: E402
-from shardalg.syntax import Op  # noqa: E402
+from shardalg.algebra.mesh import Mesh  # noqa: E402
+from shardalg.algebra.symbols import axis_size, device_count, dim_size  # noqa: E402
+from shardalg.costs.derive import compare, compute_bound, critical, optimum  # noqa: E402
+from shardalg.costs.plancost import cost  # noqa: E402
+from shardalg.costs.sweep import lambdify  # noqa: E402
+from shardalg.notation.parse import parse  # noqa: E402
+from shardalg.notation.syntax import Op  # noqa: E402
 
 GATHER = "AllGather_X(Y[D_X, F]) -> Y[D, F]; X[B, D] · Y[D, F] -> Z[B, F]"
 LOCAL = "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]"

@@ -21,12 +21,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from shardalg.mesh import Mesh  # noqa: E402
-from shardalg.parse import parse  # noqa: E402
-from shardalg.planner import plans  # noqa: E402
+from shardalg.algebra.mesh import Mesh  # noqa: E402
+from shardalg.notation.parse import parse  # noqa: E402
+from shardalg.planning.planner import plans  # noqa: E402
 
 # the module (the package's lazy attribute of that name is the function)
-rd = importlib.import_module("shardalg.redistribute")
+rd = importlib.import_module("shardalg.planning.redistribute")
 
 # (expression, mesh): seed 000's matmuls and questions 4 and 6, seed 004's column and row partitions
 SEED_MATMULS: tuple[tuple[str, str], ...] = (

@@ -58,10 +58,10 @@ def _median_us(fn, repeat: int) -> float:
 
 
 def warm(repeat: int) -> list[tuple[str, float, float, float, str]]:
-    from shardalg.legality import check
-    from shardalg.parse import parse
-    from shardalg.shape import shape
-    from shardalg.syntax import Tensor
+    from shardalg.algebra.legality import check
+    from shardalg.algebra.shape import shape
+    from shardalg.notation.parse import parse
+    from shardalg.notation.syntax import Tensor
 
     parse("A[I_X, J]")  # load the grammar once
     rows = []

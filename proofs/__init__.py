@@ -1,4 +1,4 @@
-"""Executable proofs: one lemma per module, each ``prove(model=None) -> shardalg.proofs.Lemma``.
+"""Executable proofs: one lemma per module, each ``prove(model=None) -> shardalg.numeric.proofs.Lemma``.
 
 Every lemma takes its objects from the engine (cost model, planner, derivations, collective operators) and
 checks them with sympy against an independent route (a hop count, a simulated ring schedule, a Kronecker

@@ -4,7 +4,7 @@ With u = (1, ..., 1) in R^p: broadcast = u ⊗ I_n, reduce = uᵀ ⊗ I_n = broa
 ReduceScatter = reduce ⊗ I_p, hence AllGatherᵀ = ReduceScatter and ReduceScatterᵀ = AllGather.
 Engine side: the executor's AllGather_X(A[I_X]) and ReduceScatter_{X,I}(A[I]{U_X}) as exact matrices on the
 stacked per-device buffers (device-major; |X| = p devices, shards of n elements), from
-:func:`shardalg.operators.kron_forms`, and the rule engine's local transpose (``transpose_step``).
+:func:`shardalg.numeric.operators.kron_forms`, and the rule engine's local transpose (``transpose_step``).
 Independent side: the Kronecker products built here with sympy, for every p <= 4 and n <= 3.
 """
 
@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import sympy
 
-from shardalg.proofs import Lemma, Proof, sym_latex
-from shardalg.syntax import Op
+from shardalg.notation.syntax import Op
+from shardalg.numeric.proofs import Lemma, Proof, sym_latex
 
 NAME = "allgather_reducescatter_transpose"
 PS, NS = range(1, 5), range(1, 4)
 
 
 def prove(model=None) -> Lemma:
-    from shardalg.operators import kron_forms, operator_matrix, transpose_step
-    from shardalg.plan import Step
+    from shardalg.notation.plan import Step
+    from shardalg.numeric.operators import kron_forms, operator_matrix, transpose_step
 
     proof = Proof(
         NAME,
@@ -53,8 +53,8 @@ def prove(model=None) -> Lemma:
             checks["rs"][1].append(k.reduce_scatter_op == rs)
             checks["ag_t"][1].append(k.all_gather_op.T == k.reduce_scatter_op)
             checks["rs_t"][1].append(k.reduce_scatter_op.T == k.all_gather_op)
-            from shardalg.mesh import Mesh
-            from shardalg.syntax import Dim, Tensor
+            from shardalg.algebra.mesh import Mesh
+            from shardalg.notation.syntax import Dim, Tensor
 
             sharded, full = Tensor("A", (Dim("I", ("X",)),)), Tensor("A", (Dim("I"),))
             partial = Tensor("A", (Dim("I"),), unreduced=("X",))

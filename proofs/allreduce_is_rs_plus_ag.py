@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shardalg.proofs import Lemma, Proof
+from shardalg.numeric.proofs import Lemma, Proof
 
 NAME = "allreduce_is_rs_plus_ag"
 
@@ -27,9 +27,9 @@ OPERATOR_CASES = (
 
 
 def _steps(tensor: str, axes: tuple[str, ...], dim: str):
-    from shardalg.parse import parse_tensor
-    from shardalg.plan import Step
-    from shardalg.syntax import Op
+    from shardalg.notation.parse import parse_tensor
+    from shardalg.notation.plan import Step
+    from shardalg.notation.syntax import Op
 
     partial = parse_tensor(tensor)
     reduced = partial.replace(unreduced=())
@@ -42,9 +42,9 @@ def _steps(tensor: str, axes: tuple[str, ...], dim: str):
 
 
 def prove(model=None) -> Lemma:
-    from shardalg.costmodel import cost
-    from shardalg.mesh import Axis, Mesh
-    from shardalg.operators import operator_matrix
+    from shardalg.algebra.mesh import Axis, Mesh
+    from shardalg.costs.plancost import cost
+    from shardalg.numeric.operators import operator_matrix
 
     proof = Proof(
         NAME,

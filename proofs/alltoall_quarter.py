@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import sympy
 
-from shardalg.proofs import Lemma, Proof
-from shardalg.symbols import axis_size, quantity
-from shardalg.syntax import Dim, DType, Op, Tensor
+from shardalg.algebra.symbols import axis_size, quantity
+from shardalg.notation.syntax import Dim, DType, Op, Tensor
+from shardalg.numeric.proofs import Lemma, Proof
 
 from .common import alltoall_link_loads, comms_time, global_bytes, one_step_plan, ring_mesh, sent_per_device
 

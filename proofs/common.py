@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from shardalg.mesh import Mesh
+from shardalg.algebra.mesh import Mesh
 
 Link = tuple[int, int]  # (from device, to device), neighbours on the ring
 
@@ -93,14 +93,14 @@ def sent_per_device(load: Counter[Link], n: int) -> list[int]:
 
 def ring_mesh(n: int | None, name: str = "X") -> Mesh:
     """A one-axis mesh (a ring with wraparound), symbolic when ``n`` is None."""
-    from shardalg.mesh import Axis
+    from shardalg.algebra.mesh import Axis
 
     return Mesh([Axis(name, n, wraps=True)])
 
 
 def one_step_plan(op, tensor, result, axes: tuple[str, ...], dim: str | None = None):  # -> Plan
     """A plan of one collective, for pricing it with the engine's cost model."""
-    from shardalg.plan import Plan, Step
+    from shardalg.notation.plan import Plan, Step
 
     step = Step(op, (tensor,), result, axes=axes, dim=dim, reason="the collective under study")
     return Plan((tensor,), (step,), result)
@@ -108,14 +108,14 @@ def one_step_plan(op, tensor, result, axes: tuple[str, ...], dim: str | None = N
 
 def comms_time(plan, mesh: Mesh, model=None, sizes=None) -> sympy.Expr:  # plan: Plan
     """The engine's communication time of ``plan`` (symbolic seconds over W_ici, T_min, ...)."""
-    from shardalg.costmodel import plan_cost
+    from shardalg.costs.plancost import plan_cost
 
     return sympy.sympify(plan_cost(plan, mesh, sizes=sizes, model=model).comms)
 
 
 def global_bytes(tensor) -> sympy.Expr:  # tensor: Tensor with named dims and a dtype
     """V: the bytes of the whole (global) array, from its dims' size symbols and its dtype."""
-    from shardalg.symbols import dim_size
+    from shardalg.algebra.symbols import dim_size
 
     total = sympy.Rational(tensor.dtype.bytes.numerator, tensor.dtype.bytes.denominator)
     for d in tensor.dims:
@@ -126,7 +126,7 @@ def global_bytes(tensor) -> sympy.Expr:  # tensor: Tensor with named dims and a 
 def strategy_cost(program: str, mesh: Mesh, model=None, **options):  # -> PlanCost
     """The engine's cost of a program in the notation: parsed, checked, made a plan, priced (bandwidth-bound,
     link counts as the symbols M_X)."""
-    from shardalg.costmodel import cost
+    from shardalg.costs.plancost import cost
 
     return cost(program, mesh=mesh, model=model, latency=False, symbolic_links=True, **options)
 
@@ -154,8 +154,8 @@ def agrees_on_samples(condition: sympy.Basic, lhs: sympy.Expr, rhs: sympy.Expr, 
 
 def program_latex(program: str) -> str:
     """A program in the notation, parsed and printed by the engine's LaTeX printer."""
-    from shardalg.parse import parse
-    from shardalg.printing import latex
+    from shardalg.notation.parse import parse
+    from shardalg.notation.printing import latex
 
     return latex(parse(program))
 
@@ -163,10 +163,10 @@ def program_latex(program: str) -> str:
 def bound_steps(proof, derivation, lhs: sympy.Expr, rhs: sympy.Expr, expected: sympy.Basic, source: str) -> bool:
     """The common ending of a derived condition: the engine's result, checked on numbers against the costs
     it came from (``lhs > rhs`` where it holds), and shown equivalent to what the book states."""
-    from shardalg.proofs import sym_latex
+    from shardalg.numeric.proofs import sym_latex
 
     result = derivation.result
-    proof.record(sym_latex(result), "derived by the engine (shardalg.derive)")
+    proof.record(sym_latex(result), "derived by the engine (shardalg.costs.derive)")
     proof.fact(r"\text{the derived condition holds exactly where } " + sym_latex(sympy.Gt(lhs, rhs, evaluate=False)),
                agrees_on_samples(result, lhs, rhs), "checked at 300 random positive points")
     return proof.equivalent(result, expected, f"the book's condition ({source})")

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import sympy
 
-from shardalg.derive import compute_bound
-from shardalg.mesh import Mesh
-from shardalg.proofs import Lemma, Proof, sym_latex
-from shardalg.symbols import axis_size, dim_size, links, quantity
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
+from shardalg.costs.derive import compute_bound
+from shardalg.numeric.proofs import Lemma, Proof, sym_latex
 
 from .common import bound_steps, program_latex, strategy_cost
 

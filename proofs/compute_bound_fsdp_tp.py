@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sympy
 
-from shardalg.derive import compute_bound, optimum
-from shardalg.proofs import Lemma, Proof
-from shardalg.symbols import axis_size, device_count, dim_size, links, quantity
+from shardalg.algebra.symbols import axis_size, device_count, dim_size, links, quantity
+from shardalg.costs.derive import compute_bound, optimum
+from shardalg.numeric.proofs import Lemma, Proof
 
 from .common import bound_steps, program_latex
 from .x_opt import FSDP_TP, fsdp_tp_cost

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import sympy
 
-from shardalg.derive import compare
-from shardalg.mesh import Mesh
-from shardalg.proofs import Lemma, Proof
-from shardalg.symbols import axis_size, dim_size, quantity
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.symbols import axis_size, dim_size, quantity
+from shardalg.costs.derive import compare
+from shardalg.numeric.proofs import Lemma, Proof
 
 from .common import agrees_on_samples, bound_steps, program_latex
 
@@ -29,9 +29,9 @@ AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]"""
 
 
 def prove(model=None) -> Lemma:
-    from shardalg.costmodel import cost
-    from shardalg.execute import run_plan
-    from shardalg.parse import parse
+    from shardalg.costs.plancost import cost
+    from shardalg.notation.parse import parse
+    from shardalg.numeric.execute import run_plan
 
     B, D, F, X = dim_size("B"), dim_size("D"), dim_size("F"), axis_size("X")
     C, W = quantity("C"), quantity("W_ici")
@@ -70,7 +70,7 @@ def prove(model=None) -> Lemma:
         proof.fact(r"\text{one condition on } D", False, "the large-batch result has no single condition on D")
     sizes = {"B": 4, "D": 8, "F": 6}
     for text, label in ((GATHER_WEIGHTS, "strategy 1"), (REDUCE_PARTIALS, "strategy 2")):
-        from shardalg.costmodel import plan_of
+        from shardalg.costs.plancost import plan_of
 
         plan = plan_of(parse(text), Mesh(X=4), sizes)
         ok = run_plan(plan, Mesh(X=4), sizes).ok

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from shardalg.proofs import run_all
+from shardalg.numeric.proofs import run_all
 
 
 def main(argv: list[str]) -> int:

@@ -13,10 +13,10 @@ from random import Random
 
 import sympy
 
-from shardalg.derive import optimum
-from shardalg.mesh import Mesh
-from shardalg.proofs import Lemma, Proof, sym_latex
-from shardalg.symbols import axis_size, device_count, dim_size, links
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.symbols import axis_size, device_count, dim_size, links
+from shardalg.costs.derive import optimum
+from shardalg.numeric.proofs import Lemma, Proof, sym_latex
 
 from .common import program_latex, strategy_cost
 
@@ -50,7 +50,7 @@ def prove(model=None) -> Lemma:
     comms = proof.given(r"T_{\text{comms}}", pc.comms, "the cost model (X and Y links run concurrently)")
     d = optimum(pc, over=X, subject_to=sympy.Eq(X * Y, N))
     x_opt = d.result
-    proof.record(rf"|X|_{{\text{{opt}}}} = {sym_latex(x_opt)}", "derived by the engine (shardalg.derive.optimum)")
+    proof.record(rf"|X|_{{\text{{opt}}}} = {sym_latex(x_opt)}", "derived by the engine (shardalg.costs.derive.optimum)")
     proof.equal(x_opt, expected, "the book's optimum (seed 002, section 4.3)", name=r"|X|_{\text{opt}}")
     along = sympy.simplify(comms.subs(Y, N / X))
     f = sympy.lambdify(sorted(along.free_symbols, key=str), along, "math")

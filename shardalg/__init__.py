@@ -9,8 +9,6 @@ The public names are loaded on first use, so ``import shardalg`` (and the CLI's 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import Any
 
 __version__ = "0.1.0"
@@ -18,62 +16,61 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
     # notation
-    "parse": "parse",
-    "parse_tensor": "parse",
-    "parse_statement": "parse",
-    "Mesh": "mesh",
-    "Axis": "mesh",
-    "DType": "syntax",
-    "Op": "syntax",
-    "Dim": "syntax",
-    "Tensor": "syntax",
-    "Product": "syntax",
-    "Collective": "syntax",
-    "Arrow": "syntax",
-    "Program": "syntax",
+    "parse": "notation.parse",
+    "parse_tensor": "notation.parse",
+    "parse_statement": "notation.parse",
+    "Mesh": "algebra.mesh",
+    "Axis": "algebra.mesh",
+    "DType": "notation.syntax",
+    "Op": "notation.syntax",
+    "Dim": "notation.syntax",
+    "Tensor": "notation.syntax",
+    "Product": "notation.syntax",
+    "Collective": "notation.syntax",
+    "Arrow": "notation.syntax",
+    "Program": "notation.syntax",
     # legality and shapes
-    "check": "legality",
-    "shape": "shape",
+    "check": "algebra.legality",
+    "shape": "algebra.shape",
     # printers
-    "text": "printing",
-    "unicode": "printing",
-    "latex": "printing",
-    "to_json": "printing",
-    "from_json": "printing",
+    "text": "notation.printing",
+    "unicode": "notation.printing",
+    "latex": "notation.printing",
+    "to_json": "notation.printing",
+    "from_json": "notation.jsonread",
     # errors
     "ShardalgError": "errors",
     "ParseError": "errors",
     "IllegalSharding": "errors",
     "UsageError": "errors",
     # plans
-    "Plan": "plan",
-    "Step": "plan",
-    "plan": "planner",
-    "plans": "planner",
-    "redistribute": "redistribute",
-    "check_program": "programs",
-    "simulate": "execute",
-    "backward": "backward",
-    "verify": "verify",
-    "transpose": "transpose",
-    "run_plan": "execute",
+    "Plan": "notation.plan",
+    "Step": "notation.plan",
+    "plan": "costs.ranking",
+    "plans": "costs.ranking",
+    "redistribute": "costs.ranking",
+    "check_program": "planning.programs",
+    "simulate": "numeric.execute",
+    "backward": "planning.backward",
+    "verify": "planning.verify",
+    "transpose": "algebra.transpose",
+    "run_plan": "numeric.execute",
     # costs and derivations
-    "cost": "plancost",
-    "plan_cost": "plancost",
-    "PlanCost": "plancost",
-    "hardware": "hardware",
-    "Chip": "hardware",
-    "compare": "derive",
-    "optimum": "derive",
-    "compute_bound": "derive",
-    "critical": "derive",
-    "Derivation": "derive",
-    "lambdify": "sweep",
-    "sweep": "sweep",
+    "cost": "costs.plancost",
+    "plan_cost": "costs.plancost",
+    "PlanCost": "costs.plancost",
+    "Chip": "costs.hardware",
+    "compare": "costs.derive",
+    "optimum": "costs.derive",
+    "compute_bound": "costs.derive",
+    "critical": "costs.derive",
+    "Derivation": "costs.derive",
+    "lambdify": "costs.sweep",
+    "sweep": "costs.sweep",
     # pictures and the bridge to JAX / PyTorch
-    "show": "show",
-    "show_tikz": "show",
-    "show_collective": "show",
+    "show": "pictures.show",
+    "show_tikz": "pictures.show",
+    "show_collective": "pictures.show",
     "export_jax": "export.jax",
     "export_torch": "export.torch_export",
     "to_partition_spec": "export.specs",
@@ -82,24 +79,28 @@ _EXPORTS: dict[str, str] = {
     "to_placements": "export.specs",
     "from_placements": "export.specs",
     # teaching: proofs, notes, fragments, plots
-    "Lemma": "proofs",
-    "run_all": "proofs",
+    "Lemma": "numeric.proofs",
+    "run_all": "numeric.proofs",
     "build_notes": "notes",
     "write_notes": "notes",
     "to_latex": "notes.fragments",
     "to_markdown": "notes.fragments",
-    "crossover_plot": "plot",
+    "crossover_plot": "pictures.plot",
 }
 
-__all__ = sorted(_EXPORTS) + ["__version__"]
+# public name -> a module that is itself the public object
+_MODULES: dict[str, str] = {"hardware": "costs.hardware"}
+
+__all__ = sorted([*_EXPORTS, *_MODULES]) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    try:
-        module = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'shardalg' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    if name in _MODULES:
+        value = importlib.import_module(f".{_MODULES[name]}", __name__)
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    else:
+        raise AttributeError(f"module 'shardalg' has no attribute {name!r}")
     globals()[name] = value
     return value
 
@@ -107,24 +108,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return __all__
 
-
-class _Package(types.ModuleType):
-    """The package module, guarding public functions that share a submodule's name.
-
-    Importing ``shardalg.backward`` makes Python set the package attribute ``backward`` to the submodule,
-    which would hide the function ``shardalg.backward``. Public names win: the submodule stays in
-    ``sys.modules`` (``from shardalg.backward import ...`` and ``importlib.import_module`` reach it).
-    """
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if (
-            isinstance(value, types.ModuleType)
-            and value.__name__ == f"{__name__}.{name}"
-            and name in _EXPORTS
-            and getattr(value, name, None) is not value
-        ):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

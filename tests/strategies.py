@@ -20,7 +20,7 @@ from functools import cache
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from shardalg.syntax import (
+from shardalg.notation.syntax import (
     DTYPE_ALIASES,
     Arrow,
     Collective,

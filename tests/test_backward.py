@@ -7,11 +7,11 @@ import json
 import pytest
 
 import shardalg as sa
-from shardalg.backward import analyze, backward, grad_name
+from shardalg.algebra.mesh import Mesh
 from shardalg.cli import main
 from shardalg.errors import ShapeMismatch, UsageError
-from shardalg.mesh import Mesh
-from shardalg.parse import parse
+from shardalg.notation.parse import parse
+from shardalg.planning.backward import analyze, backward, grad_name
 
 TRAIN = {"B": 1 << 16, "D": 1024, "F": 4096}
 DP = "In[B_X, D] * W[D, F] -> Out[B_X, F]"
@@ -21,8 +21,8 @@ FSDP = "In[B_X, D] * W[D_X, F] -> Out[B_X, F]"
 def test_public_names():
     # through the lazy exports (once a submodule is imported, ``shardalg.<name>`` is that module: see report)
     assert sa.__getattr__("backward") is backward
-    assert sa.__getattr__("verify").__module__ == "shardalg.verify"
-    assert sa.__getattr__("transpose").__module__ == "shardalg.transpose"
+    assert sa.__getattr__("verify").__module__ == "shardalg.planning.verify"
+    assert sa.__getattr__("transpose").__module__ == "shardalg.algebra.transpose"
     assert grad_name("W_in") == "dW_in"
 
 

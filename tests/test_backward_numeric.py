@@ -15,13 +15,13 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from shardalg.backward import analyze, backward, grad_name
+from shardalg.algebra.legality import check_or_raise
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import NoPlan, ShardalgError
-from shardalg.execute import run_plan
-from shardalg.legality import check_or_raise
-from shardalg.mesh import Mesh
-from shardalg.parse import parse
-from shardalg.syntax import Arrow, Dim, Product, Program, Tensor
+from shardalg.notation.parse import parse
+from shardalg.notation.syntax import Arrow, Dim, Product, Program, Tensor
+from shardalg.numeric.execute import run_plan
+from shardalg.planning.backward import analyze, backward, grad_name
 
 
 def dense_forward(fw, values):

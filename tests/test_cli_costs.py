@@ -7,8 +7,8 @@ import json
 import pytest
 import sympy
 
+from shardalg.algebra.symbols import dim_size
 from shardalg.cli import main
-from shardalg.symbols import dim_size
 
 LOCAL = "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]"
 GATHER = "AllGather_X(Y[D_X, F]) -> Y[D, F]; X[B, D] · Y[D, F] -> Z[B, F]"

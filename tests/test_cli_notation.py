@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from shardalg.cli import main
-from shardalg.parse import parse
+from shardalg.notation.parse import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 

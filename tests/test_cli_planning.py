@@ -8,7 +8,7 @@ import pytest
 
 import shardalg
 from shardalg.cli import main
-from shardalg.parse import parse_statement, parse_tensor
+from shardalg.notation.parse import parse_statement, parse_tensor
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

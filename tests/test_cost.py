@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from shardalg.costmodel import FORMULAS, cost, plan_cost, plan_of
+from shardalg.algebra.mesh import Axis, Mesh
+from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
+from shardalg.costs.plancost import cost, plan_cost, plan_of
+from shardalg.costs.stepcost import FORMULAS
 from shardalg.errors import UnknownAxis, UsageError
-from shardalg.mesh import Axis, Mesh
-from shardalg.parse import parse
-from shardalg.plan import Plan, Step
-from shardalg.symbols import axis_size, dim_size, links, quantity
-from shardalg.syntax import Dim, Op, Tensor
+from shardalg.notation.parse import parse
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Dim, Op, Tensor
 
 B, D, F, E = (dim_size(n) for n in "BDFE")
 X, Y, Z = (axis_size(n) for n in "XYZ")

@@ -17,12 +17,12 @@ import sympy
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from shardalg.costmodel import cost, plan_cost
+from shardalg.algebra.mesh import Mesh
+from shardalg.costs.plancost import cost, plan_cost
+from shardalg.costs.ranking import redistribute
 from shardalg.errors import NoPlan
-from shardalg.mesh import Mesh
-from shardalg.planner import plans
-from shardalg.redistribute import redistribute
-from shardalg.syntax import Dim, Op, Tensor
+from shardalg.notation.syntax import Dim, Op, Tensor
+from shardalg.planning.planner import plans
 
 MODELS = ("ici", "alpha-beta", "alpha-beta-rd")
 HW = {"ici": "tpu-v5e", "alpha-beta": "h100", "alpha-beta-rd": "h100"}

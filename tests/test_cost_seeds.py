@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from shardalg.costmodel import cost
-from shardalg.mesh import Axis, Mesh
+from shardalg.algebra.mesh import Axis, Mesh
+from shardalg.costs.plancost import cost
 
 US = 1e-6
 

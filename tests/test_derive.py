@@ -12,13 +12,13 @@ import json
 import pytest
 import sympy
 
-from shardalg.costmodel import cost
-from shardalg.derive import Derivation, compare, compute_bound, critical, optimum, solve_less
+from shardalg.algebra.mesh import Axis, Mesh
+from shardalg.algebra.symbols import axis_size, device_count, dim_size, links, quantity
+from shardalg.costs.derive import Derivation, compare, compute_bound, critical, optimum, solve_less
+from shardalg.costs.plancost import cost
 from shardalg.errors import UsageError
-from shardalg.mesh import Axis, Mesh
-from shardalg.parse import parse
-from shardalg.symbols import axis_size, device_count, dim_size, links, quantity
-from shardalg.syntax import Op
+from shardalg.notation.parse import parse
+from shardalg.notation.syntax import Op
 
 B, D, F = dim_size("B"), dim_size("D"), dim_size("F")
 X, Y = axis_size("X"), axis_size("Y")
@@ -251,7 +251,7 @@ def test_unknown_regime_and_bad_symbol_are_usage_errors():
 def test_q4_from_the_planners_two_strategies():
     # the planner finds both of the book's strategies for X[B, D] · Y[D_X, F]: gather the weights, or slice
     # X for free, multiply locally and AllReduce; comparing the two plans it made gives D > 2B again.
-    from shardalg.planner import plans
+    from shardalg.planning.planner import plans
 
     found = {tuple(s.op for s in p.steps): p for p in plans("X[B, D] · Y[D_X, F] -> Z[B, F]", "X=4")}
     gather = found[(Op.ALL_GATHER, Op.EINSUM)]

@@ -8,9 +8,10 @@ as a changed condition."""
 import sympy
 
 import shardalg as sa
-from shardalg.derive import compute_bound, optimum
-from shardalg.symbols import axis_size, device_count, dim_size, links, quantity
-from shardalg.syntax import Program
+from shardalg.algebra.symbols import axis_size, device_count, dim_size, links, quantity
+from shardalg.costs.derive import compute_bound, optimum
+from shardalg.costs.plancost import plan_of
+from shardalg.notation.syntax import Program
 
 B, F = dim_size("B"), dim_size("F")
 X, Y = axis_size("X"), axis_size("Y")
@@ -49,7 +50,7 @@ def test_fsdp_bound_from_planned_forward_and_derived_backward():
 def test_tp_bound_from_planned_forward():
     mesh = sa.Mesh(Y=None)
     program = forward_plans("In[B, D_Y] · W_in[D, F_Y] -> Tmp[B, F_Y]; Tmp[B, F_Y] · W_out[F_Y, D] -> Out[B, D_Y]", mesh)
-    assert [s.op for s in sa.costmodel.plan_of(program, mesh).collectives] == [sa.Op.ALL_GATHER, sa.Op.REDUCE_SCATTER]
+    assert [s.op for s in plan_of(program, mesh).collectives] == [sa.Op.ALL_GATHER, sa.Op.REDUCE_SCATTER]
     d = compute_bound(program, "Y", mesh=mesh, symbolic_links=True)
     assert same(d.result, Y < F * M_Y * W / C)  # seed 002: Y < F·M_Y/(C/W_ici)
 

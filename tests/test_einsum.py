@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from shardalg.einsum import LOCAL_EINSUM, Case, NotLocal, Role, Spec, case_lines, classify, local_output
+from shardalg.algebra.einsum import (
+    LOCAL_EINSUM,
+    Case,
+    NotLocal,
+    Role,
+    Spec,
+    case_lines,
+    classify,
+    local_output,
+)
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import BatchDimMismatch, SameAxisResultDims, ShapeMismatch, UnreducedProduct
-from shardalg.execute import run_plan
-from shardalg.mesh import Mesh
-from shardalg.parse import parse_tensor
-from shardalg.plan import Plan, Step
-from shardalg.syntax import Op
+from shardalg.notation.parse import parse_tensor
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Op
+from shardalg.numeric.execute import run_plan
 
 T = parse_tensor
 M = Mesh(X=2, Y=2, Z=2)

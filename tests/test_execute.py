@@ -13,8 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import IllegalSharding, ShardalgError, UsageError
-from shardalg.execute import (
+from shardalg.notation.parse import parse_statement, parse_tensor
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Arrow, Collective, Dim, Op, Product, Tensor
+from shardalg.numeric.execute import (
     ExecutionError,
     VirtualMesh,
     apply_step,
@@ -25,10 +29,6 @@ from shardalg.execute import (
     simulate,
     unshard,
 )
-from shardalg.mesh import Mesh
-from shardalg.parse import parse_statement, parse_tensor
-from shardalg.plan import Plan, Step
-from shardalg.syntax import Arrow, Collective, Dim, Op, Product, Tensor
 
 T = parse_tensor
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from shardalg.mesh import Mesh
+from shardalg.algebra.mesh import Mesh
 
 pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]'); CI installs it")
 
@@ -53,9 +53,9 @@ def test_planned_program_runs_and_equals_dense(results: dict, name: str) -> None
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_vjp_uses_the_collectives_shardalg_backward_derives(results: dict, name: str) -> None:
     """jax.vjp of the generated forward (gathered copies rematerialized, as shardalg's backward assumes)
-    has exactly the backward collectives that shardalg.backward plans, for the four cases, DP, FSDP, TP
+    has exactly the backward collectives that shardalg.planning.backward plans, for the four cases, DP, FSDP, TP
     and FSDP+TP."""
-    from shardalg.backward import backward
+    from shardalg.planning.backward import backward
 
     ours = sorted((op, tuple(sorted(axes))) for op, axes in backward(PROGRAMS[name], MESH).collectives)
     assert sorted(results[f"program:{name}"].backward) == ours
@@ -105,7 +105,7 @@ def test_generated_unreduced_boundary_is_stacked() -> None:
 
 def test_exporting_does_not_import_jax() -> None:
     code = (
-        "import sys; from shardalg.export.jax import export_jax; from shardalg.parse import parse; "
+        "import sys; from shardalg.export.jax import export_jax; from shardalg.notation.parse import parse; "
         "export_jax(parse('A[I, J_X] * B[J, K] -> C[I, K]'), 'X=4'); print('jax' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

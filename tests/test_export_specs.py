@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import AxisUsedTwice, UnknownAxis, UsageError
-from shardalg.mesh import Mesh
-from shardalg.parse import parse_tensor as T
-from shardalg.plan import Plan, Step
-from shardalg.syntax import Dim, Op, Tensor
+from shardalg.notation.parse import parse_tensor as T
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Dim, Op, Tensor
 
 from shardalg.export.specs import (  # isort: skip
     Partial,
@@ -102,7 +102,7 @@ WRONG = Plan((T("A[I, J]"),), (Step(Op.ALL_REDUCE, (T("A[I, J]"),), T("A[I, J]")
 
 @pytest.mark.parametrize("name", sorted(HAND_PLANS))
 def test_hand_plans_are_right(name: str) -> None:
-    from shardalg.execute import run_plan
+    from shardalg.numeric.execute import run_plan
 
     assert run_plan(HAND_PLANS[name], MESH).ok
 
@@ -110,7 +110,7 @@ def test_hand_plans_are_right(name: str) -> None:
 def test_the_wrong_plan_is_wrong() -> None:
     """The executor rejects it outright (AllReduce of a value that is not unreduced)."""
     from shardalg.errors import IllegalSharding
-    from shardalg.execute import run_plan
+    from shardalg.numeric.execute import run_plan
 
     with pytest.raises(IllegalSharding):
         run_plan(WRONG, MESH)

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from shardalg.mesh import Mesh
-from shardalg.parse import parse_tensor as T
+from shardalg.algebra.mesh import Mesh
+from shardalg.notation.parse import parse_tensor as T
 
 pytest.importorskip("torch", reason="torch is not installed (pip install 'shardalg[torch]'); CI installs it")
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 
 from shardalg.errors import ParseError
-from shardalg.parse import build_parser, parse, parse_statement, parse_tensor
-from shardalg.printing import latex, text, unicode
-from shardalg.syntax import DTYPE_ALIASES, Op, Program
+from shardalg.notation.parse import build_parser, parse, parse_statement, parse_tensor
+from shardalg.notation.printing import latex, text, unicode
+from shardalg.notation.syntax import DTYPE_ALIASES, Op, Program
 
 # Terminals whose regexes carry lookaheads get explicit strategies; keywords get a blank after them so
 # that they do not run into the next name.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import shardalg
-from shardalg import hardware
+from shardalg.algebra.symbols import quantity
+from shardalg.costs import hardware
+from shardalg.costs.hardware import Chip, Sourced, WrapRule
 from shardalg.errors import UsageError
-from shardalg.hardware import Chip, Sourced, WrapRule
-from shardalg.symbols import quantity
 
 EXPECTED = ("tpu-v4p", "tpu-v5e", "tpu-v5p", "tpu-v6e", "h100", "h200", "b200")
 

@@ -9,10 +9,10 @@ import importlib
 import pytest
 import sympy
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import ParseError, ShardalgError, UsageError
-from shardalg.mesh import Mesh
-from shardalg.parse import parse, parse_statement, parse_tensor
-from shardalg.syntax import dtype_named
+from shardalg.notation.parse import parse, parse_statement, parse_tensor
+from shardalg.notation.syntax import dtype_named
 
 HOSTILE = [
     "__import__('os').system('true')",
@@ -79,7 +79,7 @@ def test_the_sources_never_name_the_evaluators() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    for path in [root / "shardalg" / "parse.py", *sorted((root / "shardalg" / "printing").glob("*.py"))]:
+    for path in [root / "shardalg" / "notation" / "parse.py", *sorted((root / "shardalg" / "notation" / "printing").glob("*.py"))]:
         code = path.read_text(encoding="utf-8")
         for word in ("eval(", "exec(", "sympify(", "parse_expr"):
             assert word not in code, f"{path.name} mentions {word}"

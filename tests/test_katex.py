@@ -35,7 +35,7 @@ def test_the_harness_reports_errors():
 
 @given(st.lists(ast.statements(), min_size=1, max_size=8), st.lists(ast.programs(), min_size=1, max_size=3))
 def test_printer_output_renders(statements, programs):
-    from shardalg.printing import latex
+    from shardalg.notation.printing import latex
 
     fragments = [(latex(s), False, f"statement {i}") for i, s in enumerate(statements)]
     fragments += [(latex(p), True, f"program {i}") for i, p in enumerate(programs)]
@@ -45,18 +45,18 @@ def test_printer_output_renders(statements, programs):
 
 @given(st.lists(ast.tensors(), min_size=1, max_size=10))
 def test_tensor_printer_output_renders(tensors):
-    from shardalg.printing import latex
+    from shardalg.notation.printing import latex
 
     _assert_renders([(latex(t), False, "tensor") for t in tensors] + [(t._repr_latex_().strip("$"), False, "repr")
                                                                        for t in tensors])
 
 
 def test_plans_costs_and_backward_render():
-    from shardalg.backward import backward
-    from shardalg.costmodel import plan_cost
-    from shardalg.mesh import Mesh
-    from shardalg.planner import plans
-    from shardalg.proofs import sym_latex
+    from shardalg.algebra.mesh import Mesh
+    from shardalg.costs.plancost import plan_cost
+    from shardalg.numeric.proofs import sym_latex
+    from shardalg.planning.backward import backward
+    from shardalg.planning.planner import plans
 
     mesh = Mesh(X=4, Y=2)
     fragments = []
@@ -73,8 +73,8 @@ def test_plans_costs_and_backward_render():
 
 
 def test_derivations_render():
-    from shardalg.derive import compare, compute_bound, critical
-    from shardalg.mesh import Mesh
+    from shardalg.algebra.mesh import Mesh
+    from shardalg.costs.derive import compare, compute_bound, critical
 
     gather = "AllGather_X(Y[D_X, F]) -> Y[D, F]\nX[B, D] * Y[D, F] -> Z[B, F]"
     reduce = "X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}\nAllReduce_X(Z[B, F]{U_X}) -> Z[B, F]"
@@ -85,7 +85,7 @@ def test_derivations_render():
 
 
 def test_proofs_render():
-    from shardalg.proofs import run_all
+    from shardalg.numeric.proofs import run_all
 
     fragments = [(f, True, lemma.name) for lemma in run_all() for f in lemma.fragments()]
     _assert_renders(fragments)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shardalg.algebra.legality import RULES, check, check_or_raise
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import (
     AxisUsedTwice,
     BatchDimMismatch,
@@ -18,9 +20,7 @@ from shardalg.errors import (
     UnknownAxis,
     UnreducedProduct,
 )
-from shardalg.legality import RULES, check, check_or_raise
-from shardalg.mesh import Mesh
-from shardalg.syntax import Dim, Product, Tensor
+from shardalg.notation.syntax import Dim, Product, Tensor
 
 # (source, mesh, sizes, error class, the full str() of the error: message, source line, caret, fix)
 PINNED = [

@@ -6,10 +6,10 @@ import builtins
 import pytest
 import sympy
 
-from shardalg.derive import optimum
+from shardalg.algebra.symbols import as_expr, axis_size
+from shardalg.costs.derive import optimum
+from shardalg.costs.sweep import lambdify, sweep
 from shardalg.errors import UsageError
-from shardalg.sweep import lambdify, sweep
-from shardalg.symbols import as_expr, axis_size
 
 HOSTILE = ["__import__('os').system('true')", "X*Y", "1"]
 

@@ -98,7 +98,7 @@ def test_cli_proofs(capsys):
 
 
 def test_cli_proofs_exit_1_when_a_lemma_fails(monkeypatch, capsys):
-    cost = importlib.import_module("shardalg.costmodel")
+    cost = importlib.import_module("shardalg.costs.stepcost")
     import sympy
 
     monkeypatch.setattr(cost, "ALL_TO_ALL_SHARE", sympy.Rational(1, 3))
@@ -142,13 +142,13 @@ def test_cli_plot_rejects_bad_arguments(tmp_path, bad):
 
 
 def test_fragments_of_engine_objects():
-    from shardalg.derive import compare
-    from shardalg.mesh import Mesh
+    from shardalg.algebra.mesh import Mesh
+    from shardalg.algebra.symbols import dim_size
+    from shardalg.costs.derive import compare
+    from shardalg.notation.parse import parse_statement
     from shardalg.notes.fragments import to_latex, to_markdown
-    from shardalg.parse import parse_statement
-    from shardalg.planner import plan
-    from shardalg.proofs import prove
-    from shardalg.symbols import dim_size
+    from shardalg.numeric.proofs import prove
+    from shardalg.planning.planner import plan
 
     stmt = parse_statement("A[I, J_X] * B[J_X, K] -> C[I, K]")
     assert to_markdown(stmt) == f"${stmt.latex()}$"

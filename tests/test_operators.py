@@ -12,10 +12,12 @@ import sympy
 from hypothesis import given
 from test_execute import S, random_steps
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import UsageError
-from shardalg.execute import is_zero_pad
-from shardalg.mesh import Mesh
-from shardalg.operators import (
+from shardalg.notation.plan import Step
+from shardalg.notation.syntax import Op
+from shardalg.numeric.execute import is_zero_pad
+from shardalg.numeric.operators import (
     dot_test,
     kron_forms,
     operator_matrix,
@@ -23,8 +25,6 @@ from shardalg.operators import (
     transpose_matches,
     transpose_step,
 )
-from shardalg.plan import Step
-from shardalg.syntax import Op
 
 # ---------------------------------------------------------------- the seed's exact statement
 
@@ -145,7 +145,7 @@ def test_dot_product_and_exact_transpose_on_random_steps(case: tuple) -> None:
 
 def _their_steps(step: Step, mesh: Mesh) -> list[Step]:
     """transpose.py's local transpose of ``step`` as executor Steps (its pad cast is our zero-pad)."""
-    from shardalg.transpose import Cast, LocalStep, transpose
+    from shardalg.algebra.transpose import Cast, LocalStep, transpose
 
     fwd = LocalStep(
         Cast.PAD if is_zero_pad(step) else step.op, step.inputs[0], step.output, step.axes, step.dim
@@ -176,7 +176,7 @@ def test_transpose_py_agrees_on_numbers(case: tuple) -> None:
 
 @pytest.mark.parametrize(("fwd", "back"), TRANSPOSES)
 def test_rules_py_names_the_same_transpose(fwd: str, back: str) -> None:
-    from shardalg.rules import RULES
+    from shardalg.algebra.rules import RULES
 
     s = S(fwd)
     mine = transpose_step(s)

@@ -31,7 +31,7 @@ def test_wheel_holds_the_grammar_and_the_console_script(wheel):
         names = set(z.namelist())
         assert "shardalg/grammar/shardalg.lark" in names
         assert z.read("shardalg/grammar/shardalg.lark") == (ROOT / "grammar" / "shardalg.lark").read_bytes()
-        assert {"shardalg/__init__.py", "shardalg/parse.py", "shardalg/cli/notation.py"} <= names
+        assert {"shardalg/__init__.py", "shardalg/notation/parse.py", "shardalg/cli/notation.py"} <= names
         (entry,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         assert "shardalg = shardalg.cli:run" in z.read(entry).decode()
         (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
@@ -47,7 +47,7 @@ def test_installed_package_finds_its_own_grammar(wheel, tmp_path):
         z.extractall(site)  # a pure-Python wheel installs by unpacking
     code = (
         "import shardalg\n"
-        "from shardalg.parse import grammar_path\n"
+        "from shardalg.notation.parse import grammar_path\n"
         f"assert shardalg.__file__.startswith({str(site)!r}), shardalg.__file__\n"
         f"assert str(grammar_path()).startswith({str(site)!r}), grammar_path()\n"
         "from shardalg.cli import main\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from shardalg.errors import ParseError, Span, UsageError
-from shardalg.parse import grammar_path, parse, parse_statement, parse_tensor, split_axes
-from shardalg.syntax import Arrow, Collective, Dim, DType, MeshDecl, Op, Product, Program, Tensor
+from shardalg.notation.parse import grammar_path, parse, parse_statement, parse_tensor, split_axes
+from shardalg.notation.syntax import Arrow, Collective, Dim, DType, MeshDecl, Op, Product, Program, Tensor
 
 
 def T(name: str | None, *dims: str | Dim, u: tuple[str, ...] = (), i: tuple[str, ...] = (),

@@ -1,4 +1,4 @@
-"""The parser's fast path (lark's LALR tables driven directly, shardalg.parse._Fast) against lark's own route
+"""The parser's fast path (lark's LALR tables driven directly, shardalg.notation.parse._Fast) against lark's own route
 (parse to a tree, then transform): on every input the fast path either gives up or returns exactly what
 lark's route returns, spans included (compared through the JSON printer, which carries spans)."""
 
@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardalg.errors import ShardalgError
-from shardalg.parse import _START, _TRANSFORMER, _fast, _GiveUp, _parser
-from shardalg.printing import to_json
+from shardalg.notation.parse import _START, _TRANSFORMER, _fast, _GiveUp, _parser
+from shardalg.notation.printing import to_json
 from tests.test_fuzz import SEEDS, _grammar, mutations
 from tests.test_seed_notation import SEED
 

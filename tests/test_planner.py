@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.traffic import Sizes
 from shardalg.errors import NoPlan, ShardalgError, UsageError
-from shardalg.execute import run_plan
-from shardalg.mesh import Mesh
-from shardalg.parse import parse_tensor
-from shardalg.plan import Plan
-from shardalg.planner import plan, plans
-from shardalg.redistribute import plan_bytes
-from shardalg.syntax import Dim, Op, Tensor
-from shardalg.traffic import Sizes
+from shardalg.notation.parse import parse_tensor
+from shardalg.notation.plan import Plan
+from shardalg.notation.syntax import Dim, Op, Tensor
+from shardalg.numeric.execute import run_plan
+from shardalg.planning.planner import plan, plans
+from shardalg.planning.redistribute import plan_bytes
 
 T = parse_tensor
 
@@ -279,7 +279,7 @@ def einsums(draw: st.DrawFn) -> tuple[Mesh, Tensor, Tensor, Tensor | None]:
 @given(einsums())
 def test_every_plan_equals_the_dense_result(case: tuple[Mesh, Tensor, Tensor, Tensor | None]) -> None:
     mesh, A, B, C = case
-    from shardalg.syntax import Arrow, Product
+    from shardalg.notation.syntax import Arrow, Product
 
     stmt = Arrow(Product(A, B), C) if C is not None else Product(A, B)
     try:

@@ -9,7 +9,7 @@ import pytest
 import sympy
 
 from shardalg.errors import UsageError
-from shardalg.plot import cost_curves, crossover_plot
+from shardalg.pictures.plot import cost_curves, crossover_plot
 
 pytest.importorskip("matplotlib", reason="matplotlib is the optional [plot] extra")
 

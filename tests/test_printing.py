@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from shardalg.errors import UsageError
-from shardalg.parse import parse, parse_statement, parse_tensor
-from shardalg.plan import Plan, Step
-from shardalg.printing import from_json, latex, render, text, to_json, unicode
-from shardalg.printing.symbology import GLYPHS, latex_escape_text
-from shardalg.syntax import Collective, Dim, DType, Op, Product, Tensor
+from shardalg.notation.jsonread import from_json
+from shardalg.notation.parse import parse, parse_statement, parse_tensor
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.printing import latex, render, text, to_json, unicode
+from shardalg.notation.printing.symbology import GLYPHS, latex_escape_text
+from shardalg.notation.syntax import Collective, Dim, DType, Op, Product, Tensor
 
 ROOT = Path(__file__).resolve().parent.parent
 

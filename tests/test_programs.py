@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import IllegalCollective, ShapeMismatch, UsageError
-from shardalg.execute import run_plan
-from shardalg.mesh import Mesh
-from shardalg.parse import parse, parse_tensor
-from shardalg.programs import check_program
-from shardalg.syntax import Op
+from shardalg.notation.parse import parse, parse_tensor
+from shardalg.notation.syntax import Op
+from shardalg.numeric.execute import run_plan
+from shardalg.planning.programs import check_program
 
 T = parse_tensor
 

@@ -9,7 +9,7 @@ import pytest
 import sympy
 
 from proofs.common import alltoall_link_loads, ring_allgather, ring_time, sent_per_device
-from shardalg.proofs import Proof, discover, prove, run_all
+from shardalg.numeric.proofs import Proof, discover, prove, run_all
 
 B, D, C, W = (sympy.Symbol(n, positive=True) for n in "B D C W".split())
 
@@ -134,7 +134,7 @@ def test_run_all_runs_every_discovered_lemma():
 
 
 def _scaled(formula, factor):
-    from shardalg.costmodel import CommCost
+    from shardalg.costs.stepcost import CommCost
 
     def perturbed(v, group):
         c = formula(v, group)
@@ -149,39 +149,39 @@ def _fails(name: str) -> None:
 
 
 def test_allgather_proof_fails_when_the_ring_hop_count_is_wrong(monkeypatch):
-    cost = importlib.import_module("shardalg.costmodel")
+    cost = importlib.import_module("shardalg.costs.stepcost")
 
     monkeypatch.setattr(cost, "RING_HOPS", sympy.Integer(1))  # |X| hops on a ring instead of |X|/2
     _fails("allgather_time_independent_of_axis")
 
 
 def test_allgather_proof_fails_when_the_gather_bandwidth_is_wrong(monkeypatch):
-    cost = importlib.import_module("shardalg.costmodel")
-    from shardalg.syntax import Op
+    cost = importlib.import_module("shardalg.costs.stepcost")
+    from shardalg.notation.syntax import Op
 
     monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_GATHER, _scaled(cost._ici_gather, sympy.Rational(3, 2)))
     _fails("allgather_time_independent_of_axis")
 
 
 def test_alltoall_proof_fails_with_another_share(monkeypatch):
-    cost = importlib.import_module("shardalg.costmodel")
+    cost = importlib.import_module("shardalg.costs.stepcost")
 
     monkeypatch.setattr(cost, "ALL_TO_ALL_SHARE", sympy.Rational(1, 2))
     _fails("alltoall_quarter")
 
 
 def test_allreduce_proof_fails_when_allreduce_is_not_rs_plus_ag(monkeypatch):
-    cost = importlib.import_module("shardalg.costmodel")
-    from shardalg.syntax import Op
+    cost = importlib.import_module("shardalg.costs.stepcost")
+    from shardalg.notation.syntax import Op
 
     monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_REDUCE, (Op.REDUCE_SCATTER, Op.ALL_GATHER, Op.ALL_GATHER))
     _fails("allreduce_is_rs_plus_ag")
 
 
 def test_transpose_proof_fails_when_allgather_transposes_to_allreduce(monkeypatch):
-    import shardalg.operators as operators
-    from shardalg.plan import Step
-    from shardalg.syntax import Op
+    import shardalg.numeric.operators as operators
+    from shardalg.notation.plan import Step
+    from shardalg.notation.syntax import Op
 
     def wrong(step):
         (t,) = step.inputs
@@ -193,8 +193,8 @@ def test_transpose_proof_fails_when_allgather_transposes_to_allreduce(monkeypatc
 
 
 def test_d_greater_2b_fails_when_allreduce_costs_one_phase(monkeypatch):
-    cost = importlib.import_module("shardalg.costmodel")
-    from shardalg.syntax import Op
+    cost = importlib.import_module("shardalg.costs.stepcost")
+    from shardalg.notation.syntax import Op
 
     monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_REDUCE, (Op.REDUCE_SCATTER,))  # would give D > B
     _fails("d_greater_2b")
@@ -202,22 +202,22 @@ def test_d_greater_2b_fails_when_allreduce_costs_one_phase(monkeypatch):
 
 @pytest.mark.parametrize("name", ["compute_bound_dp_fsdp", "compute_bound_tp", "compute_bound_fsdp_tp"])
 def test_compute_bound_proofs_fail_when_a_mac_is_one_flop(monkeypatch, name):
-    cost = importlib.import_module("shardalg.costmodel")
+    cost = importlib.import_module("shardalg.costs.stepcost")
 
     monkeypatch.setattr(cost, "FLOPS_PER_MAC", 1)
     _fails(name)
 
 
 def test_x_opt_fails_when_allgather_costs_double(monkeypatch):
-    cost = importlib.import_module("shardalg.costmodel")
-    from shardalg.syntax import Op
+    cost = importlib.import_module("shardalg.costs.stepcost")
+    from shardalg.notation.syntax import Op
 
     monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_GATHER, _scaled(cost._ici_gather, 2))
     _fails("x_opt")
 
 
 def test_y_max_fails_when_hbm_is_twice_as_fast(monkeypatch):
-    cost = importlib.import_module("shardalg.costmodel")
+    cost = importlib.import_module("shardalg.costs.stepcost")
 
     monkeypatch.setattr(cost, "W_HBM", 2 * cost.W_HBM)
     _fails("y_max")

@@ -6,8 +6,8 @@ import pytest
 
 from shardalg import Mesh, parse_tensor, plans, redistribute
 from shardalg.cli import main
-from shardalg.costmodel import plan_cost
-from shardalg.syntax import Op
+from shardalg.costs.plancost import plan_cost
+from shardalg.notation.syntax import Op
 
 Q4 = "X[B, D] · Y[D_X, F] -> Z[B, F]"
 

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.traffic import Sizes
 from shardalg.errors import NoPlan, ShapeMismatch
-from shardalg.execute import run_plan
-from shardalg.mesh import Mesh
-from shardalg.parse import parse_tensor
-from shardalg.plan import Plan
-from shardalg.planner import plans
-from shardalg.redistribute import plan_bytes, redistribute
-from shardalg.syntax import Dim, Tensor
-from shardalg.traffic import Sizes
+from shardalg.notation.parse import parse_tensor
+from shardalg.notation.plan import Plan
+from shardalg.notation.syntax import Dim, Tensor
+from shardalg.numeric.execute import run_plan
+from shardalg.planning.planner import plans
+from shardalg.planning.redistribute import plan_bytes, redistribute
 
 T = parse_tensor
 

@@ -8,8 +8,9 @@ import json
 from hypothesis import given
 from strategies import programs, statements, tensors
 
-from shardalg.parse import parse, parse_statement, parse_tensor
-from shardalg.printing import from_json, latex, text, to_json, unicode
+from shardalg.notation.jsonread import from_json
+from shardalg.notation.parse import parse, parse_statement, parse_tensor
+from shardalg.notation.printing import latex, text, to_json, unicode
 
 PRINTERS = (text, unicode, latex)
 

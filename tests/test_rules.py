@@ -9,13 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.rules import RULES, DimMap, Layout, rule, tensor_with
+from shardalg.algebra.statements import apply_statement
 from shardalg.errors import IllegalCollective, IllegalSharding, ShapeMismatch, ShardalgError, UnknownAxis
-from shardalg.execute import run_plan
-from shardalg.mesh import Mesh
-from shardalg.parse import parse_statement, parse_tensor
-from shardalg.plan import Plan, Step
-from shardalg.rules import RULES, DimMap, Layout, apply_statement, rule, tensor_with
-from shardalg.syntax import Dim, Op, Tensor
+from shardalg.notation.parse import parse_statement, parse_tensor
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Dim, Op, Tensor
+from shardalg.numeric.execute import run_plan
 
 T = parse_tensor
 M = Mesh(X=4, Y=2, Z=2)

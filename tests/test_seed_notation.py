@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from shardalg.errors import ParseError
-from shardalg.parse import parse
-from shardalg.printing import latex, text, unicode
-from shardalg.syntax import Arrow, Collective, Dim, DType, Op, Product, Tensor
+from shardalg.notation.parse import parse
+from shardalg.notation.printing import latex, text, unicode
+from shardalg.notation.syntax import Arrow, Collective, Dim, DType, Op, Product, Tensor
 
 
 def T(name: str | None, *dims: str, u: str = "", i: str = "", dtype: DType | None = None) -> Tensor:

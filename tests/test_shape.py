@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.shape import format_bytes, shape
+from shardalg.algebra.symbols import axis_size, dim_size
 from shardalg.errors import AxisUsedTwice, IndivisibleDim, UnknownAxis, UsageError
-from shardalg.mesh import Mesh
-from shardalg.shape import format_bytes, shape
-from shardalg.symbols import axis_size, dim_size
-from shardalg.syntax import Dim, DType, Tensor
+from shardalg.notation.syntax import Dim, DType, Tensor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -169,7 +169,7 @@ def test_bad_sizes_text_is_a_usage_error():
 def test_numeric_path_does_not_import_sympy():
     code = (
         "import sys\n"
-        "from shardalg.shape import shape\n"
+        "from shardalg.algebra.shape import shape\n"
         "info = shape('A: fp32[I_XY, J] where I=1024, J=4096', 'X=8,Y=2')\n"
         "assert info.bytes_per_device == 2**20\n"
         "assert 'sympy' not in sys.modules, 'sympy was imported'\n"

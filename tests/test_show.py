@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import IllegalSharding, UsageError
-from shardalg.mesh import Mesh
-from shardalg.parse import parse_tensor as T
-from shardalg.show import device_blocks, show, show_collective, show_tikz
+from shardalg.notation.parse import parse_tensor as T
+from shardalg.pictures.show import device_blocks, show, show_collective, show_tikz
 
 
 @st.composite
@@ -32,7 +32,7 @@ def layouts(draw: st.DrawFn) -> tuple[Mesh, str]:
 @given(layouts())
 def test_blocks_are_the_executors(case: tuple[Mesh, str]) -> None:
     """Cut a dense array with the executor and read each device's block off device_blocks: equal."""
-    from shardalg.execute import shard
+    from shardalg.numeric.execute import shard
 
     mesh, text = case
     t = T(text)

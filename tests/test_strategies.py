@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from shardalg.backward import backward
-from shardalg.mesh import Mesh
-from shardalg.parse import parse
-from shardalg.syntax import Op
-from shardalg.transpose import Cast, transpose
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.transpose import Cast, transpose
+from shardalg.notation.parse import parse
+from shardalg.notation.syntax import Op
+from shardalg.planning.backward import backward
 
 AG, RS, AR = "AllGather", "ReduceScatter", "AllReduce"
 TRAIN = {"B": 1 << 16, "D": 1024, "F": 4096}  # data parallel regime: B >> D, F
@@ -141,8 +141,8 @@ def test_fsdp_local_transpose_is_what_global_planning_gives():
 def test_dp_local_transpose_is_what_global_planning_gives():
     mesh = Mesh(X=4)
     # local view: the invariant weight is used as replicated (pvary); its transpose is AllReduce U -> I
-    from shardalg.syntax import Dim, Tensor
-    from shardalg.transpose import LocalStep
+    from shardalg.algebra.transpose import LocalStep
+    from shardalg.notation.syntax import Dim, Tensor
 
     w_inv = Tensor("W", (Dim("D"), Dim("F")), invariant=("X",))
     (local,) = transpose(LocalStep(Cast.PVARY, w_inv, Tensor("W", (Dim("D"), Dim("F"))), ("X",)), mesh)

@@ -9,12 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardalg.errors import IllegalCollective, UsageError
-from shardalg.execute import VirtualMesh, apply_step, shard
-from shardalg.mesh import Mesh
-from shardalg.plan import Step
-from shardalg.syntax import Arrow, Collective, Dim, Op, Tensor
-from shardalg.transpose import (
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.transpose import (
     COTANGENT,
     TRANSPOSES,
     Cast,
@@ -25,6 +21,10 @@ from shardalg.transpose import (
     placement,
     transpose,
 )
+from shardalg.errors import IllegalCollective, UsageError
+from shardalg.notation.plan import Step
+from shardalg.notation.syntax import Arrow, Collective, Dim, Op, Tensor
+from shardalg.numeric.execute import VirtualMesh, apply_step, shard
 
 MESH = Mesh(X=4, Y=2)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shardalg.errors import UsageError
-from shardalg.verify import verify
+from shardalg.planning.verify import verify
 
 SIZES = {"B": 1 << 16, "D": 1024, "F": 4096}
 DP = "In[B_X, D] * W[D, F] -> Out[B_X, F]"

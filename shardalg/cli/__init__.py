@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from ..errors import IllegalSharding, NoPlan, ShardalgError
+from shardalg.errors import IllegalSharding, NoPlan, ShardalgError
 
 # One module per group of subcommands, in the order they appear in --help.
 COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export")

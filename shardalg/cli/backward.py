@@ -23,7 +23,7 @@ def _text(arg: str) -> str:
 
 
 def _mesh(args: argparse.Namespace):
-    from ..mesh import Mesh
+    from shardalg.algebra.mesh import Mesh
 
     return Mesh.parse(args.mesh) if args.mesh else None
 
@@ -33,7 +33,7 @@ def _dump(obj: object) -> str:
 
 
 def _backward(args: argparse.Namespace) -> int:
-    from ..backward import backward
+    from shardalg.planning.backward import backward
 
     bw = backward(_text(args.program), _mesh(args), args.sizes, defer_reductions=args.defer_reductions)
     fmt = "json" if args.json else args.format
@@ -47,7 +47,7 @@ def _backward(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from ..verify import verify
+    from shardalg.planning.verify import verify
 
     forward = args.forward_opt or args.forward
     written = args.backward_opt or args.backward

@@ -19,7 +19,8 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from shardalg.errors import UsageError
+
 from . import EXIT_OK
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
@@ -36,7 +37,7 @@ def _source(text: str) -> str:
 
 def _mesh(text: str | None):
     """``X=4,Y=2``, ``X=16*2`` (M = 2 links), or ``X`` alone (symbolic size)."""
-    from ..mesh import Axis, Mesh
+    from shardalg.algebra.mesh import Axis, Mesh
 
     if text is None:
         return None
@@ -60,7 +61,7 @@ def _name(text: str | None, what: str) -> str | None:
 
 
 def _symbol(name: str) -> sympy.Symbol:
-    from ..derive import _symbol as resolve
+    from shardalg.costs.derive import _symbol as resolve
 
     return resolve(name)
 
@@ -69,7 +70,7 @@ def _constraint(text: str) -> sympy.Eq:
     """``X*Y=N``: a product of names equal to a name or an integer, built from symbols, never parsed by sympy."""
     import sympy
 
-    from ..symbols import device_count
+    from shardalg.algebra.symbols import device_count
 
     m = _CONSTRAINT.fullmatch(text)
     if m is None:
@@ -90,7 +91,7 @@ def _options(args: argparse.Namespace) -> dict:
 
 
 def _parse(text: str):
-    from ..parse import parse
+    from shardalg.notation.parse import parse
 
     return parse(_source(text))
 
@@ -105,7 +106,7 @@ def _print_derivation(d, as_json: bool, key: str) -> None:
 
 
 def _cost(args: argparse.Namespace) -> int:
-    from ..costmodel import cost
+    from shardalg.costs.plancost import cost
 
     pc = cost(_parse(args.expr), overlap=not args.serial, latency=not args.no_latency, **_options(args))
     if args.json:
@@ -116,7 +117,7 @@ def _cost(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from ..derive import compare
+    from shardalg.costs.derive import compare
 
     d = compare(_parse(args.program_a), _parse(args.program_b), _name(args.solve_for, "--solve-for"), args.regime,
                 latency=args.latency, **_options(args))  # fmt: skip
@@ -125,8 +126,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _optimum(args: argparse.Namespace) -> int:
-    from ..costmodel import cost
-    from ..derive import optimum
+    from shardalg.costs.derive import optimum
+    from shardalg.costs.plancost import cost
 
     pc = cost(_parse(args.program), latency=args.latency, **_options(args))
     over = _name(args.over, "--over")
@@ -137,7 +138,7 @@ def _optimum(args: argparse.Namespace) -> int:
 
 
 def _bound(args: argparse.Namespace) -> int:
-    from ..derive import compute_bound
+    from shardalg.costs.derive import compute_bound
 
     d = compute_bound(_parse(args.program), _name(args.solve_for, "--solve-for"), bound=args.bound,
                       latency=args.latency, **_options(args))  # fmt: skip
@@ -146,7 +147,7 @@ def _bound(args: argparse.Namespace) -> int:
 
 
 def _hw_list(args: argparse.Namespace) -> int:
-    from .. import hardware
+    from shardalg.costs import hardware
 
     chips = [hardware.get(n) for n in hardware.names()]
     if args.json:
@@ -158,7 +159,7 @@ def _hw_list(args: argparse.Namespace) -> int:
 
 
 def _hw_show(args: argparse.Namespace) -> int:
-    from .. import hardware
+    from shardalg.costs import hardware
 
     chip = hardware.get(args.name)
     print(json.dumps(chip.to_json(), indent=2) if args.json else str(chip))

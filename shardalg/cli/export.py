@@ -24,8 +24,8 @@ def _source(args: argparse.Namespace) -> str:
 
 
 def _mesh(args: argparse.Namespace, program: object):
-    from ..errors import UsageError
-    from ..mesh import Mesh
+    from shardalg.algebra.mesh import Mesh
+    from shardalg.errors import UsageError
 
     if args.mesh:
         return Mesh.parse(args.mesh)
@@ -36,8 +36,8 @@ def _mesh(args: argparse.Namespace, program: object):
 
 
 def _export(args: argparse.Namespace) -> int:
-    from ..legality import as_sizes
-    from ..parse import parse
+    from shardalg.algebra.legality import as_sizes
+    from shardalg.notation.parse import parse
 
     program = parse(_source(args))
     mesh = _mesh(args, program)
@@ -46,19 +46,19 @@ def _export(args: argparse.Namespace) -> int:
     obj: object = program
     name = "forward"
     if args.backward:
-        from ..backward import backward
+        from shardalg.planning.backward import backward
 
         obj, name = backward(program, mesh, sizes), "backward"
     if args.backend == "jax":
-        from ..export.jax import check_jax as check
-        from ..export.jax import export_jax as export
+        from shardalg.export.jax import check_jax as check
+        from shardalg.export.jax import export_jax as export
     else:
-        from ..export.torch_export import check_torch as check
-        from ..export.torch_export import export_torch as export
+        from shardalg.export.torch_export import check_torch as check
+        from shardalg.export.torch_export import export_torch as export
     print(export(obj, mesh, sizes=sizes or None, name=name), end="")
     if not args.check:
         return EXIT_OK
-    from ..export import as_flow
+    from shardalg.export import as_flow
 
     (result,) = check(as_flow(obj, mesh, sizes or None), mesh, sizes=sizes or None)
     where = f"{mesh.devices} CPU devices" if args.backend == "jax" else f"{mesh.devices} gloo processes"
@@ -70,11 +70,11 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from ..errors import ParseError
-    from ..legality import as_sizes
-    from ..mesh import Mesh
-    from ..parse import parse_statement, parse_tensor
-    from ..show import show, show_collective, show_tikz
+    from shardalg.algebra.legality import as_sizes
+    from shardalg.algebra.mesh import Mesh
+    from shardalg.errors import ParseError
+    from shardalg.notation.parse import parse_statement, parse_tensor
+    from shardalg.pictures.show import show, show_collective, show_tikz
 
     text = _source(args).strip()
     mesh = Mesh.parse(args.mesh)

@@ -23,7 +23,7 @@ def _source(args: argparse.Namespace) -> str:
 
 
 def _mesh(args: argparse.Namespace):
-    from ..mesh import Mesh
+    from shardalg.algebra.mesh import Mesh
 
     return Mesh.parse(args.mesh) if args.mesh else None
 
@@ -33,8 +33,8 @@ def _dump(obj: object) -> str:
 
 
 def _parse(args: argparse.Namespace) -> int:
-    from .. import printing
-    from ..parse import parse
+    from shardalg.notation import printing
+    from shardalg.notation.parse import parse
 
     program = parse(_source(args))
     out = printing.to_json(program) if args.format == "json" else getattr(printing, args.format)(program)
@@ -43,9 +43,9 @@ def _parse(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from ..legality import check
-    from ..parse import parse
-    from ..printing import text
+    from shardalg.algebra.legality import check
+    from shardalg.notation.parse import parse
+    from shardalg.notation.printing import text
 
     program = parse(_source(args))
     found = check(program, _mesh(args), args.sizes)
@@ -60,8 +60,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _shape(args: argparse.Namespace) -> int:
-    from ..parse import parse
-    from ..shape import shape
+    from shardalg.algebra.shape import shape
+    from shardalg.notation.parse import parse
 
     info = shape(parse(_source(args)), _mesh(args), args.sizes)
     print(_dump(info.to_json()) if args.json else str(info))

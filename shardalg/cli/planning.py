@@ -31,9 +31,10 @@ def _source(args: argparse.Namespace) -> str:
 
 
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    from ..legality import as_sizes
-    from ..mesh import Mesh
-    from ..planner import plans, prepare
+    from shardalg.algebra.legality import as_sizes
+    from shardalg.algebra.mesh import Mesh
+    from shardalg.costs.ranking import plans
+    from shardalg.planning.planner import prepare
 
     problem = prepare(_source(args), Mesh.parse(args.mesh) if args.mesh else None, as_sizes(args.sizes))
     hw, model = getattr(args, "hw", None), getattr(args, "model", None)
@@ -45,7 +46,7 @@ def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
     """The plan's seconds on --hw (None without --hw, or while a size is unbound)."""
     if getattr(args, "hw", None) is None:
         return None
-    from ..costmodel import plan_cost
+    from shardalg.costs.plancost import plan_cost
 
     return plan_cost(p, problem.mesh, problem.sizes.known, hw=args.hw, model=args.model).seconds
 
@@ -53,9 +54,9 @@ def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
 def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None) -> dict[str, Any]:
     """The documented JSON of a list of plans (the default first); with ``seconds`` (from --hw), each
     plan also has ``"seconds"``."""
-    from ..printing import text
-    from ..redistribute import plan_bytes
-    from ..syntax import Op, Product
+    from shardalg.notation.printing import text
+    from shardalg.notation.syntax import Op, Product
+    from shardalg.planning.redistribute import plan_bytes
 
     def step(s: Any) -> dict[str, Any]:
         if s.op is Op.EINSUM:
@@ -82,8 +83,8 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from ..printing import render
-    from ..redistribute import plan_bytes
+    from shardalg.notation.printing import render
+    from shardalg.planning.redistribute import plan_bytes
 
     problem, found, sizes = _problem(args)
     shown = found if args.all else found[:1]
@@ -111,7 +112,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _simulate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..execute import run_plan
+    from shardalg.numeric.execute import run_plan
 
     problem, found, sizes = _problem(args)
     results = [

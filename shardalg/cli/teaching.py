@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
+from shardalg.errors import UsageError
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -78,7 +78,7 @@ def parse_range(text: str) -> tuple[float, float]:
 
 
 def _proofs(args: argparse.Namespace) -> int:
-    from ..proofs import run_all
+    from shardalg.numeric.proofs import run_all
 
     lemmas = run_all(args.names or None)
     if args.format == "json":
@@ -96,7 +96,7 @@ def _proofs(args: argparse.Namespace) -> int:
 
 
 def _notes(args: argparse.Namespace) -> int:
-    from ..notes import write_notes
+    from shardalg.notes import write_notes
 
     written, problems = write_notes(Path(args.out))
     for path in written:
@@ -107,9 +107,9 @@ def _notes(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from ..notes.costs import program_costs
-    from ..plot import crossover_plot
-    from ..symbols import dim_size
+    from shardalg.algebra.symbols import dim_size
+    from shardalg.notes.costs import program_costs
+    from shardalg.pictures.plot import crossover_plot
 
     if not _IDENT.match(args.over):
         raise UsageError(f"--over names a dim, like D; not {args.over!r}")
@@ -134,19 +134,19 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _latex(args: argparse.Namespace) -> int:
-    from ..parse import parse
+    from shardalg.notation.parse import parse
 
     program = parse(args.expr)
     if args.plan:
         if args.mesh is None:
             raise UsageError("--plan needs --mesh, e.g. --mesh X=4,Y=2")
-        from ..planner import plan
+        from shardalg.planning.planner import plan
 
         if len(program.statements) != 1:
             raise UsageError("--plan takes one statement (an einsum or a resharding)")
         out = plan(program.statements[0], mesh=args.mesh, sizes=parse_sizes(args.sizes) or None).latex()
     else:
-        from ..printing import latex
+        from shardalg.notation.printing import latex
 
         node = program.statements[0] if len(program.statements) == 1 else program
         out = latex(node)

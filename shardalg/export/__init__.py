@@ -35,7 +35,9 @@ from .harness import compare as compare
 from .harness import dense_value as dense_value
 from .harness import global_shape as global_shape
 from .harness import unreduced_in_mesh_order as unreduced_in_mesh_order
+from .jax import check_jax, export_jax
 from .permute import permute_pairs, permute_sources
+from .torch_export import check_torch, export_torch
 
 __all__ = [
     "Flow",
@@ -54,18 +56,3 @@ __all__ = [
     "check_jax",
     "check_torch",
 ]
-
-_LAZY = {
-    "export_jax": "jax",
-    "check_jax": "jax",
-    "export_torch": "torch_export",
-    "check_torch": "torch_export",
-}
-
-
-def __getattr__(name: str):  # the backends load on first use
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module 'shardalg.export' has no attribute {name!r}")

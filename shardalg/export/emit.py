@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import UsageError
-from ..execute import is_zero_pad
-from ..mesh import Mesh, as_mesh
-from ..plan import Step
-from ..syntax import Op, Tensor
+from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.errors import UsageError
+from shardalg.notation.plan import Step
+from shardalg.notation.syntax import Op, Tensor
+from shardalg.numeric.execute import is_zero_pad
+
 from .flow import Flow, as_flow, node_text, step_text
 
 __all__ = [

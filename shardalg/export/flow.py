@@ -12,10 +12,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
-from ..mesh import Mesh, as_mesh
-from ..plan import Plan, Step
-from ..syntax import Arrow, Collective, Product, Program, Tensor
+from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.errors import UsageError
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
 
 __all__ = ["Flow", "as_flow", "as_jobs", "node_text", "step_text"]
 
@@ -24,7 +24,7 @@ __all__ = ["Flow", "as_flow", "as_jobs", "node_text", "step_text"]
 def node_text(node: object) -> str:
     """The node in the notation (the printers when they are there, else a plain rendering)."""
     try:
-        from ..printing import text
+        from shardalg.notation.printing import text
 
         return text(node)
     except ImportError:
@@ -90,13 +90,13 @@ def _plans_of(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None) -> list[
         return [Plan(obj.inputs, (obj,), obj.output)]
     if isinstance(obj, list | tuple) and all(isinstance(p, Plan) for p in obj):
         return list(obj)
-    if hasattr(obj, "grads") and hasattr(obj, "seeds"):  # a shardalg.backward.BackwardProgram
+    if hasattr(obj, "grads") and hasattr(obj, "seeds"):  # a shardalg.planning.backward.BackwardProgram
         return [g.plan for g in obj.grads]
     if isinstance(obj, str):
-        from ..parse import parse
+        from shardalg.notation.parse import parse
 
         obj = parse(obj)
-    from ..planner import plan as plan_one
+    from shardalg.planning.planner import plan as plan_one
 
     statements = obj.statements if isinstance(obj, Program) else (obj,)
     if isinstance(obj, Program) and sizes is None and obj.sizes:

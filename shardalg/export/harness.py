@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..mesh import Mesh
-from ..syntax import Op, Tensor
+from shardalg.algebra.mesh import Mesh
+from shardalg.notation.syntax import Op, Tensor
+
 from .emit import einsum_subscripts
 from .flow import Flow, as_flow, as_jobs, node_text
 
@@ -38,7 +39,7 @@ __all__ = [
 
 def check_sizes(flow: Flow, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> dict[str, int]:
     """Sizes for every named dim: the given ones, and small divisible defaults for the rest."""
-    from ..execute import default_sizes
+    from shardalg.numeric.execute import default_sizes
 
     tensors = [*flow.inputs, *(s.output for s in flow.steps)]
     out = default_sizes(tensors, mesh)
@@ -47,7 +48,7 @@ def check_sizes(flow: Flow, mesh: Mesh, sizes: Mapping[str, int] | None = None) 
 
 
 def global_shape(t: Tensor, sizes: Mapping[str, int]) -> tuple[int, ...]:
-    from ..execute import dim_extent
+    from shardalg.numeric.execute import dim_extent
 
     return tuple(dim_extent(d.label, d.size, sizes) for d in t.dims)
 

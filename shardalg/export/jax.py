@@ -37,10 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UsageError
-from ..mesh import Mesh, as_mesh
-from ..plan import Step
-from ..syntax import Op, Tensor
+from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.errors import UsageError
+from shardalg.notation.plan import Step
+from shardalg.notation.syntax import Op, Tensor
+
 from .emit import (
     Body,
     appended_suffixes,

@@ -1,17 +1,18 @@
 """Permute steps on devices: which device sends each device its shard.
 
 A Permute swaps the roles of two mesh axes. Devices that hold the same block (and the same partial) before
-are matched with the devices that need it after, as the executor (:mod:`shardalg.execute`) matches them;
+are matched with the devices that need it after, as the executor (:mod:`shardalg.numeric.execute`) matches them;
 the JAX backend writes the matching as one ``ppermute``, the torch backend as a table of source ranks.
-Device coordinates and ranks over axes come from the executor's :class:`~shardalg.execute.VirtualMesh`.
+Device coordinates and ranks over axes come from the executor's :class:`~shardalg.numeric.execute.VirtualMesh`.
 """
 
 from __future__ import annotations
 
-from ..errors import UsageError
-from ..execute import VirtualMesh
-from ..mesh import Mesh
-from ..syntax import Tensor
+from shardalg.algebra.mesh import Mesh
+from shardalg.errors import UsageError
+from shardalg.notation.syntax import Tensor
+from shardalg.numeric.execute import VirtualMesh
+
 from .flow import node_text
 
 __all__ = ["permute_sources", "permute_pairs"]

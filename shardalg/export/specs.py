@@ -27,9 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import AxisUsedTwice, UnknownAxis, UsageError
-from ..mesh import Mesh, as_mesh
-from ..syntax import Dim, DType, Tensor
+from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.errors import AxisUsedTwice, UnknownAxis, UsageError
+from shardalg.notation.syntax import Dim, DType, Tensor
 
 __all__ = [
     "Shard",

@@ -32,10 +32,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ShardalgError, UsageError
-from ..mesh import Mesh, as_mesh
-from ..plan import Step
-from ..syntax import Op, Tensor
+from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.errors import ShardalgError, UsageError
+from shardalg.notation.plan import Step
+from shardalg.notation.syntax import Op, Tensor
+
 from .emit import (
     Body,
     appended_suffixes,
@@ -374,7 +375,7 @@ def check_torch(
 ) -> list[CheckResult]:
     """Run the generated torch code of each plan on ``mesh.devices`` gloo processes (forked from one
     subprocess that imports torch once) and compare the reassembled outputs with the dense einsum."""
-    from ..execute import ExecutionError, shard, unshard
+    from shardalg.numeric.execute import ExecutionError, shard, unshard
 
     m = as_mesh(mesh)
     assert m is not None

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import ShardalgError
+from shardalg.errors import ShardalgError
+
 from .document import Display, Document, Math, Prose, Raw, Section, Table
 
 __all__ = ["build_notes", "write_notes", "Document", "Section", "Prose", "Math", "Display", "Table", "Raw",

@@ -8,11 +8,17 @@ from pathlib import Path
 
 import sympy
 
-from ..errors import UsageError
-from ..mesh import Mesh
-from ..symbols import as_expr
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.symbols import as_expr
+from shardalg.errors import UsageError
 
-__all__ = ["FSDP_TP", "fsdp_tp_cost", "program_costs", "draw_question_4"]
+__all__ = ["FSDP_TP", "QUESTION_4", "fsdp_tp_cost", "program_costs", "draw_question_4"]
+
+# Seed 000, question 4: the two strategies for X[B, D] ._D Y[D_X, F] -> Z[B, F].
+QUESTION_4 = (
+    "AllGather_X(Y[D_X, F]) -> Y[D, F]\nX[B, D] * Y[D, F] -> Z[B, F]",
+    "X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}\nAllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
+)
 
 # The FSDP+TP plan of the MLP block (seed 002): weights gathered over X, activations over Y.
 FSDP_TP = """AllGather_X(Win[D_X, F_Y]) -> Win[D, F_Y]
@@ -26,7 +32,7 @@ REGIMES = ("comms", "total")
 
 
 def fsdp_tp_cost():  # -> PlanCost
-    from ..costmodel import cost
+    from shardalg.costs.plancost import cost
 
     return cost(FSDP_TP, mesh=Mesh(X=None, Y=None), latency=False, symbolic_links=True)
 
@@ -35,7 +41,7 @@ def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[s
                   hw: str | None = None, regime: str = "total") -> list[sympy.Expr]:
     """Each program's time (``comms`` or ``total``) with the chip's numbers and the given sizes substituted:
     what is left free is the swept dim."""
-    from ..costmodel import cost
+    from shardalg.costs.plancost import cost
 
     if regime not in REGIMES:
         raise UsageError(f"regime is one of {', '.join(REGIMES)}, not {regime!r}")
@@ -53,9 +59,9 @@ def draw_question_4(path: Path) -> Path | None:
         import matplotlib  # noqa: F401
     except ModuleNotFoundError:
         return None
-    from ..plot import crossover_plot
-    from ..symbols import dim_size
-    from .worked import QUESTION_4
+    from shardalg.algebra.symbols import dim_size
+    from shardalg.pictures.plot import crossover_plot
+
 
     gather, reduce = program_costs(QUESTION_4, mesh=Mesh(X=8), sizes={"B": 1024, "F": 16384}, hw="tpu-v5p",
                                    regime="comms")

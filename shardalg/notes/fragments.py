@@ -14,8 +14,9 @@ from typing import Any
 
 import sympy
 
-from ..errors import UsageError
-from ..proofs import Lemma, sym_latex
+from shardalg.errors import UsageError
+from shardalg.numeric.proofs import Lemma, sym_latex
+
 from .document import Block, Display, Prose, Raw, Section, Table, block_latex, block_markdown
 
 __all__ = ["to_latex", "to_markdown"]
@@ -23,8 +24,8 @@ __all__ = ["to_latex", "to_markdown"]
 
 def _math(obj: Any) -> tuple[str, bool] | None:
     """(LaTeX math, display?) for objects that are math; None otherwise."""
-    from ..plan import Plan
-    from ..syntax import Node, Program
+    from shardalg.notation.plan import Plan
+    from shardalg.notation.syntax import Node, Program
 
     if isinstance(obj, Program):
         return obj.latex(), True

@@ -5,9 +5,10 @@ model, rule table); this module only chooses the examples and arranges them.
 
 from __future__ import annotations
 
-from ..mesh import Mesh
-from ..proofs import sym_latex
-from ..syntax import Op
+from shardalg.algebra.mesh import Mesh
+from shardalg.notation.syntax import Op
+from shardalg.numeric.proofs import sym_latex
+
 from .document import Display, Math, Prose, Section, Table
 
 __all__ = ["notation", "four_cases", "collectives", "transposes"]
@@ -55,20 +56,20 @@ COLLECTIVE_EXAMPLES: tuple[tuple[Op, str], ...] = (
 
 
 def _statement(text: str):  # -> Statement
-    from ..parse import parse_statement
+    from shardalg.notation.parse import parse_statement
 
     return parse_statement(text)
 
 
 def _latex(node: object, **settings: object) -> str:
-    from ..printing import latex
+    from shardalg.notation.printing import latex
 
     return latex(node, **settings)
 
 
 def notation() -> Section:
-    from ..printing import text
-    from ..shape import shape
+    from shardalg.algebra.shape import shape
+    from shardalg.notation.printing import text
 
     rows = []
     for what, source in NOTATION_EXAMPLES:
@@ -88,13 +89,13 @@ def notation() -> Section:
         Prose.of("On the mesh ", Math(r"X = 4,\ Y = 2"), " with ", Math(r"I = 1024,\ J = 4096"),
                  " in fp32, the local shape, bytes per device and replication factor of each sharding:"),
         Table(("tensor", "local shape", "bytes per device", "replication"), tuple(shapes),
-              caption="From shardalg.shape."),
+              caption="From shardalg.algebra.shape."),
     ))  # fmt: skip
 
 
 def four_cases() -> Section:
-    from ..costmodel import plan_cost
-    from ..planner import plans
+    from shardalg.costs.plancost import plan_cost
+    from shardalg.planning.planner import plans
 
     subs = []
     for title, source, gist in CASES:
@@ -123,8 +124,8 @@ def four_cases() -> Section:
 
 
 def collectives() -> Section:
-    from ..costmodel import collective_cost
-    from ..rules import RULES
+    from shardalg.algebra.rules import RULES
+    from shardalg.costs.stepcost import collective_cost
 
     mesh = Mesh(X=None)
     rows, free = [], []
@@ -148,15 +149,15 @@ def collectives() -> Section:
                  "switch. AllReduce is a ReduceScatter followed by an AllGather; AllToAll moves a quarter; "
                  f"{', '.join(free) or 'nothing'} communicates nothing."),
         Table(("collective", "ICI, bandwidth", "ICI with latency", "alpha-beta"), tuple(rows),
-              caption="From shardalg.costmodel.collective_cost.", size="footnotesize"),
+              caption="From shardalg.costs.stepcost.collective_cost.", size="footnotesize"),
     ))  # fmt: skip
 
 
 def transposes() -> Section:
-    from ..operators import transpose_step
-    from ..plan import Step
-    from ..printing import latex
-    from ..rules import RULES
+    from shardalg.algebra.rules import RULES
+    from shardalg.notation.plan import Step
+    from shardalg.notation.printing import latex
+    from shardalg.numeric.operators import transpose_step
 
     rows = []
     for op, rule in RULES.items():
@@ -172,8 +173,8 @@ def transposes() -> Section:
     return Section("Backward: the transposes", (
         Prose.of("In a per-device program each collective is a linear map of the stacked buffers, and its "
                  "backward is its transpose. On placements the transpose swaps R and U and keeps S(d):"),
-        Table(("forward", "backward", "placement", "why"), tuple(rows), caption="From the rule table, shardalg.rules.",
+        Table(("forward", "backward", "placement", "why"), tuple(rows), caption="From the rule table, shardalg.algebra.rules.",
               size="footnotesize"),
         Display("\\begin{aligned}\n" + " \\\\\n".join(examples) + "\n\\end{aligned}",
-                "Each example collective and the step shardalg.operators.transpose_step derives for it:"),
+                "Each example collective and the step shardalg.numeric.operators.transpose_step derives for it:"),
     ))  # fmt: skip

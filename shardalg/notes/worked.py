@@ -8,22 +8,19 @@ from pathlib import Path
 
 import sympy
 
-from ..mesh import Axis, Mesh
-from ..proofs import sym_latex
+from shardalg.algebra.mesh import Axis, Mesh
+from shardalg.numeric.proofs import sym_latex
+
+from .costs import QUESTION_4, draw_question_4, fsdp_tp_cost
 from .document import Display, Math, Prose, Raw, Section
 
-__all__ = ["derivations", "proofs", "seed_questions", "QUESTION_4", "question_4_costs"]
+__all__ = ["derivations", "proofs", "seed_questions", "question_4_costs"]
 
-# Seed 000, question 4: the two strategies for X[B, D] ._D Y[D_X, F] -> Z[B, F].
-QUESTION_4 = (
-    "AllGather_X(Y[D_X, F]) -> Y[D, F]\nX[B, D] * Y[D, F] -> Z[B, F]",
-    "X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}\nAllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
-)
 FIGURE = "question4-crossover.pdf"
 
 
 def _latex(node: object, **settings: object) -> str:
-    from ..printing import latex
+    from shardalg.notation.printing import latex
 
     return latex(node, **settings)
 
@@ -33,17 +30,17 @@ def _us(seconds: float | None) -> str:
 
 
 def question_4_costs():  # -> tuple[PlanCost, PlanCost]
-    from ..costmodel import cost
+    from shardalg.costs.plancost import cost
 
     mesh = Mesh(X=None)
     return tuple(cost(p, mesh=mesh, latency=False) for p in QUESTION_4)
 
 
 def derivations() -> Section:
-    from ..derive import compare, compute_bound, critical, optimum
-    from ..parse import parse
-    from ..symbols import axis_size, device_count
-    from .costs import fsdp_tp_cost
+    from shardalg.algebra.symbols import axis_size, device_count
+    from shardalg.costs.derive import compare, compute_bound, critical, optimum
+    from shardalg.notation.parse import parse
+
 
     gather, reduce = QUESTION_4
     small = compare(reduce, gather, solve_for="D", regime="comms", mesh=Mesh(X=None))
@@ -66,14 +63,14 @@ def derivations() -> Section:
         blocks.append(Prose.of("Result: ", Math(sym_latex(d.result)),
                                "" if d.value is None else f" (= {d.value:.4g} with the chip's numbers)", "."))
     return Section("Derivations", (
-        Prose.of("Each derivation below is computed by shardalg.derive from plans and the cost model; the rows "
+        Prose.of("Each derivation below is computed by shardalg.costs.derive from plans and the cost model; the rows "
                  "are its recorded steps."),
         *blocks,
     ))  # fmt: skip
 
 
 def proofs() -> Section:
-    from ..proofs import run_all
+    from shardalg.numeric.proofs import run_all
 
     lemmas = run_all()
     held = sum(lemma.holds for lemma in lemmas)
@@ -85,8 +82,8 @@ def proofs() -> Section:
 
 
 def _quick_memory() -> Section:
-    from .. import hardware
-    from ..shape import shape
+    from shardalg.algebra.shape import shape
+    from shardalg.costs import hardware
 
     a = shape("fp32[I_XY, J]", mesh=Mesh(X=8, Y=2), sizes={"I": 1024, "J": 4096})
     h100 = hardware.get("h100")
@@ -103,8 +100,8 @@ def _quick_memory() -> Section:
 
 
 def _quick_allgather() -> Section:
-    from ..costmodel import cost
-    from ..parse import parse_statement
+    from shardalg.costs.plancost import cost
+    from shardalg.notation.parse import parse_statement
 
     source = "AllGather_Y(bf16[E_Y, F]) -> bf16[E, F]"
     stmt_latex = _latex(parse_statement(source))
@@ -122,7 +119,7 @@ def _quick_allgather() -> Section:
 
 
 def _question_1() -> Section:
-    from ..shape import shape
+    from shardalg.algebra.shape import shape
 
     a = shape("A[I_X, J, K]", mesh=Mesh(X=4, Y=8, Z=2))
     return Section("Question 1: replicated sharding", (
@@ -132,8 +129,8 @@ def _question_1() -> Section:
 
 
 def _question_2_3() -> Section:
-    from ..costmodel import cost
-    from ..parse import parse_statement
+    from shardalg.costs.plancost import cost
+    from shardalg.notation.parse import parse_statement
 
     mesh, sizes = Mesh(X=4, Y=4, Z=4), {"B": 1024, "D": 4096}
     rows = []
@@ -154,7 +151,7 @@ def _question_2_3() -> Section:
 
 
 def _question_4(out_dir: Path | None) -> Section:
-    from ..parse import parse
+    from shardalg.notation.parse import parse
 
     one, two = question_4_costs()
     blocks: list = [
@@ -165,7 +162,6 @@ def _question_4(out_dir: Path | None) -> Section:
                  ". The derivations section solves when strategy 2 wins: D > 2B when both are communication-bound."),
     ]  # fmt: skip
     if out_dir is not None:
-        from .costs import draw_question_4
 
         figure = draw_question_4(out_dir / FIGURE)
         if figure is not None:

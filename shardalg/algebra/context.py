@@ -1,0 +1,147 @@
+"""What an expression means where it stands: the mesh and dim sizes bound to it, and the layout it produces.
+
+    >>> from shardalg import parse
+    >>> ctx = context_for(parse("A[I_X, J] -> A[I, J]"), mesh="X=4", sizes="I=1024")
+    >>> ctx.mesh.names, dict(ctx.sizes)
+    (('X',), {'I': 1024})
+
+``context_for`` resolves the mesh (argument, else the program's ``mesh`` line) and the sizes (the ``where``
+clause, then the argument); ``value_of`` gives the tensor a product or a collective produces, by the rules
+of :mod:`shardalg.algebra.rules`; ``product_dims`` splits the shared dims of a product into contracted and batch.
+The legality rules (:mod:`shardalg.algebra.legality`), the cost model and the shape report all read them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shardalg.errors import UsageError
+from shardalg.notation.syntax import Collective, Dim, Node, Product, Program, Tensor
+
+from .layout import Layout, tensor_with
+from .mesh import Mesh, as_mesh
+from .rules import RULES as COLLECTIVES
+
+__all__ = ["Context", "context_for", "as_sizes", "value_of", "product_dims"]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a check may know beyond the expression: the mesh, the bound dim sizes, the source text,
+    and the written result of the product being checked (``A · B -> C``: C decides what is contracted)."""
+
+    mesh: Mesh | None
+    sizes: Mapping[str, int]
+    source: str | None
+    result: Tensor | None = None
+
+
+# ---- sizes and the context of a node ---------------------------------------------------------------
+
+_SIZE_ITEM = re.compile(r"([A-Za-z][A-Za-z0-9]*)=([1-9][0-9]*)")
+
+
+def as_sizes(sizes: Mapping[str, int] | str | None) -> dict[str, int]:
+    """Dim sizes from a mapping or from text ``"I=1024,J=4096"`` (strictly NAME=INT, comma separated)."""
+    if sizes is None:
+        return {}
+    if isinstance(sizes, str):
+        out: dict[str, int] = {}
+        for part in (p.strip() for p in sizes.split(",")):
+            m = _SIZE_ITEM.fullmatch(part)
+            if m is None:
+                raise UsageError(f"bad size {part!r}: write NAME=INT, e.g. I=1024,J=4096")
+            if m[1] in out:
+                raise UsageError(f"size of {m[1]} given twice")
+            out[m[1]] = int(m[2])
+        return out
+    if isinstance(sizes, Mapping):
+        for k, v in sizes.items():
+            if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise UsageError(f"a size is a dim name and a positive integer, not {k!r}={v!r}")
+        return dict(sizes)
+    raise UsageError(f"sizes are a mapping or text like 'I=1024,J=4096', not {sizes!r}")
+
+
+def context_for(node: Node, mesh=None, sizes=None, source: str | None = None) -> Context:
+    """The mesh (argument, else the program's ``mesh`` line) and sizes (the program's ``where``, then the
+    ``sizes`` argument, which wins) that apply to ``node``."""
+    m = as_mesh(mesh)
+    bound: dict[str, int] = {}
+    if isinstance(node, Program):
+        if m is None and node.mesh is not None:
+            m = Mesh(dict(node.mesh.axes))
+        bound.update(node.sizes)
+        source = source if source is not None else node.source
+    bound.update(as_sizes(sizes))
+    return Context(m, bound, source)
+
+
+# ---- the value of an expression --------------------------------------------------------------------
+
+
+def product_dims(left: Tensor, right: Tensor, contract: tuple[str, ...] | None, result: Tensor | None):
+    """(contracted, batch) dim labels of ``left · right``: explicit ``·_D`` first, else the shared dims
+    that the written result does not keep, else (no result) every shared dim."""
+    shared = [d for d in left.dim_names if d in right.dim_names]
+    if contract is not None:
+        contracted = tuple(d for d in contract if d in left.dim_names or d in right.dim_names)
+    elif result is not None:
+        contracted = tuple(d for d in shared if d not in result.dim_names)
+    else:
+        contracted = tuple(shared)
+    return contracted, tuple(d for d in shared if d not in contracted)
+
+
+def _product_value(p: Product, ctx: Context, result: Tensor | None) -> Tensor:
+    """The natural result of a local einsum: kept dims with their input axes; contracted dims sharded on
+    the same axes in both inputs make the result unreduced on them (case 3)."""
+    left, right = value_of(p.left, ctx), value_of(p.right, ctx)
+    contracted, _ = product_dims(left, right, p.contract, result)
+    dims = [d for d in left.dims if d.label not in contracted]
+    dims += [d for d in right.dims if d.label not in contracted and d.label not in left.dim_names]
+    summed = {
+        a
+        for c in contracted
+        if c in left.dim_names and c in right.dim_names and left.axes_of(c) == right.axes_of(c)
+        for a in left.axes_of(c)
+    }
+    used = {a for d in dims for a in d.axes}
+    unreduced = (set(left.unreduced) | set(right.unreduced) | summed) - used
+    invariant = (set(left.invariant) & set(right.invariant)) - used - unreduced
+    name = result.name if result is not None else None
+    return Tensor(name, tuple(Dim(d.name, d.axes, d.size) for d in dims), tuple(unreduced),
+                  tuple(invariant), left.dtype or right.dtype)  # fmt: skip
+
+
+# A collective's effect and precondition are the rules of shardalg.algebra.rules (one registry, DESIGN.md section 3).
+
+
+def target_index(c: Collective, t: Tensor, result: Tensor | None) -> int | None:
+    """The target dim of ReduceScatter / AllToAll / Slice: written (``_{X,K}``) or, as the book writes
+    ``ReduceScatter_X(A[I]{U_X}) -> A[I_X]``, the dim on which the rule's output matches the result."""
+    if not c.op.takes_dim:
+        return None
+    if c.dim is not None:
+        return t.dim_names.index(c.dim) if c.dim in t.dim_names else None
+    if result is None:
+        return None
+    effect, lay, want = COLLECTIVES[c.op].effect, Layout.of(t), Layout.of(result)
+    return next((i for i in range(len(t.dims)) if effect(lay, c.axes, i)[:2] == want[:2]), None)
+
+
+def value_of(expr: Node, ctx: Context, result: Tensor | None = None) -> Tensor:
+    """The layout an expression produces (best effort on illegal input: the checks report those)."""
+    if isinstance(expr, Tensor):
+        return expr
+    if isinstance(expr, Product):
+        return _product_value(expr, ctx, result)
+    if isinstance(expr, Collective):
+        t = value_of(expr.arg, ctx)
+        index = target_index(expr, t, result)
+        if expr.op.takes_dim and index is None:
+            return t
+        return tensor_with(t, COLLECTIVES[expr.op].effect(Layout.of(t), expr.axes, index))
+    raise UsageError(f"not an expression: {type(expr).__name__}")

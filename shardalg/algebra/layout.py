@@ -1,0 +1,64 @@
+"""A tensor's sharding as a value: the axes of each dim (major first), the unreduced and invariant axes.
+
+The rules (:mod:`shardalg.algebra.rules`), redistribute and the planner work on :class:`Layout` values; a Tensor is
+rebuilt from one with :func:`tensor_with`. :func:`validate` holds the per-tensor rules every rule's input obeys.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from shardalg.errors import AxisUsedTwice
+from shardalg.notation.syntax import Tensor
+
+from .mesh import Mesh
+
+__all__ = ["Axes", "Layout", "tensor_with", "validate"]
+
+Axes = tuple[str, ...]
+
+
+class Layout(NamedTuple):
+    """A tensor's sharding alone: the axes of each dim (major first), the unreduced and invariant axes."""
+
+    dims: tuple[Axes, ...]
+    unreduced: Axes
+    invariant: Axes
+
+    @classmethod
+    def of(cls, t: Tensor) -> Layout:
+        return cls(tuple(d.axes for d in t.dims), t.unreduced, t.invariant)
+
+    @property
+    def sharding(self) -> frozenset[str]:
+        return frozenset(a for axes in self.dims for a in axes)
+
+    def holder(self, axis: str) -> int | None:
+        """The index of the dim sharded over ``axis``, or None."""
+        for i, axes in enumerate(self.dims):
+            if axis in axes:
+                return i
+        return None
+
+    def free(self, mesh: Mesh) -> Axes:
+        """Mesh axes that neither shard a dim nor are unreduced (R or I), in mesh order."""
+        used = self.sharding | set(self.unreduced)
+        return tuple(a for a in mesh.names if a not in used)
+
+
+def tensor_with(t: Tensor, layout: Layout) -> Tensor:
+    """``t`` with its sharding replaced by ``layout`` (name, dim names and sizes, dtype kept)."""
+    dims = tuple(
+        d if d.axes == axes else d.with_axes(axes) for d, axes in zip(t.dims, layout.dims, strict=True)
+    )
+    return Tensor(t.name, dims, layout.unreduced, layout.invariant, t.dtype)
+
+
+def validate(t: Tensor, mesh: Mesh) -> None:
+    """The per-tensor rules a rule's input must obey: known axes, each used once."""
+    seen: set[str] = set()
+    for a in t.used_axes:
+        mesh[a]  # UnknownAxis
+        if a in seen:
+            raise AxisUsedTwice(f"mesh axis {a} is used twice in {t}", span=t.span)
+        seen.add(a)

@@ -1,0 +1,215 @@
+"""Shapes and memory of a sharded tensor on a mesh: global and local shape, bytes, replication.
+
+    >>> info = shape("A: fp32[I_XY, J] where I=1024, J=4096", "X=8,Y=2")
+    >>> info.local_shape, info.bytes_per_device
+    ((64, 4096), 1048576)
+
+A dim sharded over axes (X, Y) has local size |dim| / (|X|·|Y|). Bytes per device is the local element count
+times the dtype's bytes (int4 is half a byte); total bytes is that times the number of devices, so a tensor
+replicated over an axis is counted once per copy. The replication factor is the product of the sizes of the
+mesh axes that shard no dim: replicated, unreduced (partial sums take the same memory) and invariant alike.
+
+A tensor written without a dtype is taken as **bf16**, the book's default; ``dtype_default`` says so.
+
+Sizes come from literal dims (``fp32[1024, 4096]``), the program's ``where`` clause and the ``sizes``
+argument (which wins). Unbound sizes, and mesh axes without a size, stay positive sympy symbols and the
+answers are expressions; when everything is bound the answers are plain Python ints (sympy is not imported).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from math import prod
+from typing import Any
+
+from shardalg.errors import UsageError
+from shardalg.notation.syntax import DType, Node, Program, Tensor
+
+from .legality import check_or_raise, context_for
+from .mesh import Mesh
+
+__all__ = ["ShapeInfo", "shape", "format_bytes", "DEFAULT_DTYPE"]
+
+DEFAULT_DTYPE = DType.BF16
+
+# A size is an int, a Fraction (int4 bytes of an odd count) or a sympy expression.
+Size = Any
+
+
+@dataclass(frozen=True)
+class ShapeInfo:
+    """What one sharded tensor costs in memory on a mesh. Sizes are ints or sympy expressions."""
+
+    tensor: Tensor
+    mesh: Mesh
+    dtype: DType
+    dtype_default: bool
+    global_shape: tuple[Size, ...]
+    local_shape: tuple[Size, ...]
+    bytes_per_device: Size
+    total_bytes: Size
+    replication: Size
+    devices: Size
+
+    @property
+    def is_numeric(self) -> bool:
+        return all(isinstance(v, int | Fraction) for v in (self.bytes_per_device, self.total_bytes))
+
+    def to_json(self) -> dict[str, object]:
+        """The stable JSON form (README, "shape JSON"): ints where numeric, strings where symbolic."""
+        from shardalg.notation.printing import text
+
+        return {
+            "tensor": text(self.tensor),
+            "mesh": {a.name: a.size for a in self.mesh.axes},
+            "dtype": self.dtype.value,
+            "dtype_default": self.dtype_default,
+            "bits_per_element": int(self.dtype.bytes * 8),
+            "global_shape": [_json_number(v) for v in self.global_shape],
+            "local_shape": [_json_number(v) for v in self.local_shape],
+            "bytes_per_device": _json_number(self.bytes_per_device),
+            "total_bytes": _json_number(self.total_bytes),
+            "replication": _json_number(self.replication),
+            "devices": _json_number(self.devices),
+        }
+
+    def __str__(self) -> str:
+        from shardalg.notation.printing import text
+
+        dtype = self.dtype.value + (" (default)" if self.dtype_default else "")
+        mesh = ", ".join(f"{a.name}={a.size if a.size is not None else a.name}" for a in self.mesh.axes)
+        rows = [
+            ("tensor", text(self.tensor)),
+            ("mesh", f"{mesh} ({_str(self.devices)} devices)"),
+            ("dtype", dtype),
+            ("global shape", _shape_text(self.dtype, self.global_shape)),
+            ("local shape", _shape_text(self.dtype, self.local_shape)),
+            ("bytes per device", format_bytes(self.bytes_per_device)),
+            ("total bytes", format_bytes(self.total_bytes)),
+            ("replication", _str(self.replication)),
+        ]
+        return "\n".join(f"{k:<17} {v}" for k, v in rows)
+
+
+def _str(v: Size) -> str:
+    if isinstance(v, Fraction):
+        return str(v.numerator) if v.denominator == 1 else f"{v.numerator}/{v.denominator}"
+    return str(v)
+
+
+def _json_number(v: Size) -> int | str:
+    if isinstance(v, int):
+        return v
+    if isinstance(v, Fraction):
+        return v.numerator if v.denominator == 1 else _str(v)
+    if getattr(v, "is_Integer", False):
+        return int(v)
+    return str(v)
+
+
+def _shape_text(dtype: DType, dims: tuple[Size, ...]) -> str:
+    return f"{dtype.value}[{', '.join(_str(d) for d in dims)}]"
+
+
+_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def format_bytes(n: Size) -> str:
+    """``1,048,576 bytes (1 MiB)``; symbolic sizes print as their expression with ``bytes``."""
+    if isinstance(n, Fraction) and n.denominator != 1:
+        return f"{_str(n)} bytes"
+    if not isinstance(n, int | Fraction):
+        return f"{n} bytes"
+    n = int(n)
+    unit, scaled = "", float(n)
+    for u in _UNITS:
+        if scaled < 1024:
+            break
+        unit, scaled = u, scaled / 1024
+    if not unit:
+        return f"{n:,} bytes"
+    amount = f"{scaled:.0f}" if scaled == int(scaled) else f"{scaled:.3g}"
+    return f"{n:,} bytes ({amount} {unit})"
+
+
+def _normalize(v: Size) -> Size:
+    if isinstance(v, Fraction) and v.denominator == 1:
+        return v.numerator
+    return v
+
+
+def _sympy_value(v: Size) -> Any:
+    import sympy
+
+    from .symbols import as_expr
+
+    return sympy.Rational(v.numerator, v.denominator) if isinstance(v, Fraction) else as_expr(v)
+
+
+def _the_tensor(node: Node) -> Tensor:
+    if isinstance(node, Tensor):
+        return node
+    if isinstance(node, Program) and len(node.statements) == 1 and isinstance(node.statements[0], Tensor):
+        return node.statements[0]
+    raise UsageError("shape takes one tensor, e.g. 'A: fp32[I_XY, J] where I=1024, J=4096'")
+
+
+def shape(tensor_or_text: Tensor | Program | str, mesh: Mesh | Mapping[str, int | None] | str | None = None,
+          sizes: Mapping[str, int] | str | None = None) -> ShapeInfo:  # fmt: skip
+    """The global and local shape, bytes per device, total bytes and replication of a tensor on ``mesh``.
+
+    ``tensor_or_text`` is a Tensor, a one-tensor Program, or text (``"A: int8[I_XY, J] where I=128"``).
+    ``mesh`` may be omitted when the text declares one (``mesh X=4, Y=2``). Raises the tensor's first
+    legality violation (an axis used twice, not in the mesh, an indivisible dim) before measuring.
+    """
+    if isinstance(tensor_or_text, str):
+        from shardalg.notation.parse import parse
+
+        node: Node = parse(tensor_or_text)
+    else:
+        node = tensor_or_text
+    tensor = _the_tensor(node)
+    ctx = context_for(node, mesh, sizes)
+    if ctx.mesh is None:
+        raise UsageError("shape needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2) or write 'mesh X=4, Y=2'")
+    check_or_raise(node, ctx.mesh, ctx.sizes)
+    m = ctx.mesh
+
+    def axis(a: str) -> Size:
+        return m.size_expr(a) if m[a].size is None else m[a].size
+
+    def dim(d) -> Size:
+        if d.size is not None:
+            return d.size
+        if d.label in ctx.sizes:
+            return ctx.sizes[d.label]
+        from .symbols import dim_size
+
+        return dim_size(d.label)
+
+    global_shape = tuple(dim(d) for d in tensor.dims)
+    groups = tuple(prod((axis(a) for a in d.axes), start=1) for d in tensor.dims)
+    symbolic = not all(isinstance(v, int) for v in global_shape + groups) or not m.is_numeric
+    if symbolic:
+        local = tuple(_sympy_value(g) / n for g, n in zip(global_shape, groups, strict=True))
+    else:
+        local = tuple(g // n for g, n in zip(global_shape, groups, strict=True))
+    dtype = tensor.dtype or DEFAULT_DTYPE
+    width = _sympy_value(dtype.bytes) if symbolic else dtype.bytes
+    per_device = _normalize(prod(local, start=1) * width)
+    devices = prod((axis(a.name) for a in m.axes), start=1)
+    replication = prod((axis(a.name) for a in m.axes if a.name not in tensor.sharded_axes), start=1)
+    return ShapeInfo(
+        tensor=tensor,
+        mesh=m,
+        dtype=dtype,
+        dtype_default=tensor.dtype is None,
+        global_shape=global_shape,
+        local_shape=local,
+        bytes_per_device=per_device,
+        total_bytes=_normalize(per_device * devices),
+        replication=replication,
+        devices=devices,
+    )

@@ -1,0 +1,279 @@
+"""Bytes a plan communicates: the ranking measure of the planner until the cost model replaces it.
+
+A step's traffic is ``factor(op) x V``, V the bytes of the array as one gather group sees it (dims sharded
+on other axes count at their local size), the factor the book's (DESIGN.md section 5): AllGather and
+ReduceScatter 1, AllReduce 2 (= ReduceScatter + AllGather), AllToAll 1/4; a Permute sends one local shard;
+Slice and a local einsum send nothing. A tensor with no dtype counts as bf16 (2 bytes), the book's default.
+
+Sizes are exact: a known dim is an integer, an unknown one a positive symbol (:func:`shardalg.algebra.symbols.dim_size`),
+so traffic is a small polynomial (:class:`Bytes`) kept without sympy for speed, converted on demand.
+Ranking with unknown sizes uses :meth:`Bytes.rank`: every unknown dim is taken as 4096 and every unknown
+axis as 4, a deterministic order that agrees with the symbolic one whenever a single term dominates.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from math import prod
+
+from shardalg.errors import IndivisibleDim
+from shardalg.notation.syntax import DType, Op, Tensor
+
+from .mesh import Mesh
+
+__all__ = [
+    "Bytes", "Sizes", "Volume", "TRAFFIC", "DEFAULT_DTYPE", "step_bytes", "move_bytes", "local_elements",
+    "layout_elements", "step_rank",
+]  # fmt: skip
+
+DEFAULT_DTYPE = DType.BF16
+RANK_DIM = 4096
+RANK_AXIS = 4
+
+# A factor of a monomial: ("dim", name) or ("axis", name), with an integer exponent.
+Factor = tuple[str, str]
+Monomial = tuple[tuple[Factor, int], ...]
+
+
+@dataclass(frozen=True)
+class Bytes:
+    """A polynomial in unknown dim (and axis) sizes with Fraction coefficients: ``terms`` maps a monomial
+    (sorted (factor, exponent) pairs) to its coefficient. ``Bytes.of(6)`` is the number 6."""
+
+    terms: tuple[tuple[Monomial, Fraction], ...] = ()
+
+    @classmethod
+    def of(cls, value: int | Fraction) -> Bytes:
+        return cls((((), Fraction(value)),)) if value else cls()
+
+    @classmethod
+    def _from(cls, acc: dict[Monomial, Fraction]) -> Bytes:
+        return cls(tuple(sorted((m, c) for m, c in acc.items() if c)))
+
+    def __add__(self, other: Bytes) -> Bytes:
+        acc = dict(self.terms)
+        for m, c in other.terms:
+            acc[m] = acc.get(m, Fraction(0)) + c
+        return Bytes._from(acc)
+
+    def scale(self, k: Fraction | int) -> Bytes:
+        return Bytes._from({m: c * k for m, c in self.terms})
+
+    @property
+    def is_number(self) -> bool:
+        return all(not m for m, _ in self.terms)
+
+    @property
+    def number(self) -> Fraction:
+        """The value when numeric (a ValueError otherwise)."""
+        if not self.is_number:
+            raise ValueError("symbolic traffic has no number")
+        return sum((c for _, c in self.terms), Fraction(0))
+
+    def rank(self) -> Fraction:
+        """A deterministic total order: unknown dims at 4096, unknown axes at 4."""
+        total = Fraction(0)
+        for m, c in self.terms:
+            total += c * prod(Fraction(RANK_DIM if kind == "dim" else RANK_AXIS) ** e for (kind, _), e in m)
+        return total
+
+    def sympy(self):  # -> sympy.Expr
+        import sympy
+
+        from .symbols import axis_size, dim_size
+
+        out = sympy.Integer(0)
+        for m, c in self.terms:
+            term = sympy.Rational(c.numerator, c.denominator)
+            for (kind, name), e in m:
+                term *= (dim_size(name) if kind == "dim" else axis_size(name)) ** e
+            out += term
+        return out
+
+    def json(self) -> int | float | str:
+        """A number when numeric (an int when whole), else the sympy expression as text."""
+        if self.is_number:
+            n = self.number
+            return int(n) if n.denominator == 1 else float(n)
+        return str(self.sympy())
+
+    def __str__(self) -> str:
+        return str(self.json())
+
+
+class Sizes:
+    """Dim sizes: literal sizes in the dims, then ``sizes`` (the API's, or a program's ``where``);
+    anything else is unknown (symbolic)."""
+
+    __slots__ = ("known",)
+
+    def __init__(self, sizes: Mapping[str, int] | None = None):
+        self.known: dict[str, int] = dict(sizes or {})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sizes) and self.known == other.known
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.known.items())))
+
+    def of(self, label: str, literal: int | None = None) -> int | None:
+        return literal if literal is not None else self.known.get(label)
+
+    def check_divisible(self, t: Tensor, mesh: Mesh, axes_per_dim: tuple[tuple[str, ...], ...]) -> bool:
+        """Whether every known dim of ``t`` divides by its axes' sizes under ``axes_per_dim``."""
+        for d, axes in zip(t.dims, axes_per_dim, strict=True):
+            n = self.of(d.label, d.size)
+            if n is None or not axes:
+                continue
+            g = _group(mesh, axes)
+            if g is not None and n % g:
+                return False
+        return True
+
+    def require_divisible(self, t: Tensor, mesh: Mesh) -> None:
+        for d in t.dims:
+            n = self.of(d.label, d.size)
+            g = _group(mesh, d.axes) if d.axes else None
+            if n is not None and g is not None and n % g:
+                raise IndivisibleDim(
+                    f"dim {d.label} of size {n} does not divide by {'·'.join(d.axes)} = {g}",
+                    span=d.span,
+                    fix=f"shard {d.label} over axes whose sizes divide {n}, or replicate it",
+                )
+
+
+def _group(mesh: Mesh, axes: tuple[str, ...]) -> int | None:
+    sizes = [mesh[a].size for a in axes]
+    return None if any(s is None for s in sizes) else prod(s for s in sizes if s is not None)
+
+
+def local_elements(t: Tensor, mesh: Mesh, sizes: Sizes, gathered: tuple[str, ...] = ()) -> Bytes:
+    """Elements of ``t`` per device, with the axes ``gathered`` counted as not sharding (the group's view)."""
+    return layout_elements(t, tuple(d.axes for d in t.dims), mesh, sizes, gathered)
+
+
+def layout_elements(
+    t: Tensor,
+    axes_per_dim: tuple[tuple[str, ...], ...],
+    mesh: Mesh,
+    sizes: Sizes,
+    gathered: tuple[str, ...] = (),
+) -> Bytes:
+    """Elements per device of ``t``'s dims sharded as ``axes_per_dim`` (``gathered`` axes not counted)."""
+    coeff = Fraction(1)
+    acc: dict[Factor, int] = {}
+    for d, axes in zip(t.dims, axes_per_dim, strict=True):
+        n = sizes.of(d.label, d.size)
+        if n is None:
+            acc[("dim", d.label)] = acc.get(("dim", d.label), 0) + 1
+        else:
+            coeff *= n
+        for a in axes:
+            if a in gathered:
+                continue
+            s = mesh[a].size
+            if s is None:
+                acc[("axis", a)] = acc.get(("axis", a), 0) - 1
+            else:
+                coeff /= s
+    mono: Monomial = tuple(sorted((f, e) for f, e in acc.items() if e))
+    return Bytes._from({mono: coeff})
+
+
+class Volume(enum.Enum):
+    """Which array a step's V is: the output or input as the group sees it, one local shard, or nothing."""
+
+    OUTPUT_GROUP = "output as the gather group sees it"
+    INPUT_GROUP = "input as the group sees it"
+    INPUT_LOCAL = "one local shard of the input"
+    NONE = "nothing moves"
+
+
+# op -> (which V, factor): the book's traffic per collective (DESIGN.md section 5).
+TRAFFIC: dict[Op, tuple[Volume, Fraction]] = {
+    Op.ALL_GATHER: (Volume.OUTPUT_GROUP, Fraction(1)),
+    Op.REDUCE_SCATTER: (Volume.INPUT_GROUP, Fraction(1)),
+    Op.ALL_REDUCE: (Volume.INPUT_GROUP, Fraction(2)),
+    Op.ALL_TO_ALL: (Volume.INPUT_GROUP, Fraction(1, 4)),
+    Op.PERMUTE: (Volume.INPUT_LOCAL, Fraction(1)),
+    Op.SLICE: (Volume.NONE, Fraction(0)),
+    Op.EINSUM: (Volume.NONE, Fraction(0)),
+}
+
+
+def step_bytes(
+    op: Op, axes: tuple[str, ...], before: Tensor, after: Tensor, mesh: Mesh, sizes: Sizes
+) -> Bytes:
+    """Bytes communicated by one step (``before`` its input, ``after`` its output)."""
+    return move_bytes(
+        op, axes, before, tuple(d.axes for d in before.dims), tuple(d.axes for d in after.dims), mesh, sizes
+    )
+
+
+def move_bytes(
+    op: Op,
+    axes: tuple[str, ...],
+    proto: Tensor,
+    before: tuple[tuple[str, ...], ...],
+    after: tuple[tuple[str, ...], ...],
+    mesh: Mesh,
+    sizes: Sizes,
+) -> Bytes:
+    """``step_bytes`` on layouts: ``proto`` gives the dims' names, sizes and the dtype."""
+    volume, factor = TRAFFIC[op]
+    if volume is Volume.NONE:
+        return Bytes()
+    dtype = proto.dtype or DEFAULT_DTYPE
+    if volume is Volume.OUTPUT_GROUP:
+        elems = layout_elements(proto, after, mesh, sizes)
+    elif volume is Volume.INPUT_GROUP:
+        elems = layout_elements(proto, before, mesh, sizes, gathered=axes)
+    else:
+        elems = layout_elements(proto, before, mesh, sizes)
+    return elems.scale(factor * dtype.bytes)
+
+
+RankTable = tuple[dict[str, int], int]
+
+
+@lru_cache(maxsize=64)
+def rank_table(mesh: Mesh) -> RankTable:
+    """Per mesh, for :func:`step_rank`: each axis's ranking size (unknown at 4) and their product. A caller
+    that ranks many steps on one mesh passes it to ``step_rank(..., table=)``."""
+    axis = {a.name: a.size or RANK_AXIS for a in mesh}
+    return axis, prod(axis.values())
+
+
+# (op, dtype) -> 8 x bytes per element x the op's traffic factor, an exact integer
+_RANK_SCALE: dict[tuple[Op, DType], int] = {}
+
+
+def step_rank(
+    op: Op,
+    axes: tuple[str, ...],
+    before: Tensor,
+    after: Tensor,
+    mesh: Mesh,
+    sizes: Sizes,
+    table: RankTable | None = None,
+) -> int:
+    """``step_bytes(...).rank()`` scaled to an exact integer (x 8 x the product of all axis sizes, unknown
+    dims at 4096 and unknown axes at 4): the fast ranking measure, equal across steps on one mesh.
+    ``table`` is ``rank_table(mesh)``, when the caller holds it."""
+    volume, factor = TRAFFIC[op]
+    if volume is Volume.NONE:
+        return 0
+    axis, devices = table if table is not None else rank_table(mesh)
+    t = after if volume is Volume.OUTPUT_GROUP else before
+    skip = axes if volume is Volume.INPUT_GROUP else ()
+    group = prod(axis[a] for d in t.dims for a in d.axes if a not in skip)
+    dims = prod(sizes.of(d.label, d.size) or RANK_DIM for d in t.dims)
+    dtype = before.dtype or DEFAULT_DTYPE
+    scale = _RANK_SCALE.get((op, dtype))
+    if scale is None:
+        scale = _RANK_SCALE[(op, dtype)] = int(8 * dtype.bytes * factor)
+    return devices // group * dims * scale

@@ -1,0 +1,95 @@
+"""Plans ranked by seconds on a chip: the planner's search (:mod:`shardalg.planning`) with the cost model's
+ranking handed to it.
+
+    >>> plans("X[B, D] · Y[D_X, F] -> Z[B, F]", "X=4", {"B": 512, "D": 8192, "F": 16384}, hw="tpu-v5p")
+
+The planner knows bytes only; it takes its ranking as two functions (``key`` for finished plans, ``weigh``
+for one step of a resharding search). This module builds them from a chip, so the planner never imports
+the costs layer. Without ``hw`` every function here is the planner's own, ranked by bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.traffic import Sizes
+from shardalg.notation.plan import Plan
+from shardalg.notation.syntax import Tensor
+from shardalg.planning import planner
+from shardalg.planning import redistribute as resharding
+from shardalg.planning.planner import Key
+
+from .plancost import plan_cost, step_seconds
+
+__all__ = ["plans", "plan", "redistribute", "seconds_key"]
+
+
+def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None) -> Key:
+    """Rank plans by their seconds on ``hw``; plans whose cost stays symbolic (unbound sizes) rank after
+    the numeric ones, by bytes."""
+    by_bytes = resharding.default_key(mesh, sizes)
+
+    def key(p: Plan) -> Any:
+        seconds = plan_cost(p, mesh, sizes.known, hw=hw, model=model).seconds
+        return (seconds is None, seconds or 0.0, by_bytes(p))
+
+    return key
+
+
+def plans(
+    expr: object,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    target: Tensor | str | None = None,
+    *,
+    key: Key | None = None,
+    hw: Any = None,
+    model: str | None = None,
+) -> list[Plan]:
+    """Every legal plan for a statement (:func:`shardalg.planning.planner.plans`), cheapest first.
+
+    Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip
+    (:func:`shardalg.costs.plancost.plan_cost`, compute and communication overlapped), where every size is
+    bound; else by bytes communicated, then steps."""
+    if hw is None:
+        return planner.plans(expr, mesh, sizes, target, key=key)
+    p = planner.prepare(expr, mesh, sizes, target)
+    weigh = step_seconds(p.mesh, p.sizes.known, hw, model) if key is None else None  # for a resharding's search
+    return planner.plans(p.statement, p.mesh, p.sizes.known, p.target,
+                         key=key or seconds_key(p.mesh, p.sizes, hw, model), weigh=weigh)  # fmt: skip
+
+
+def plan(
+    expr: object,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    target: Tensor | str | None = None,
+    *,
+    key: Key | None = None,
+    hw: Any = None,
+    model: str | None = None,
+) -> Plan:
+    """The default (first) of :func:`plans`."""
+    return plans(expr, mesh, sizes, target, key=key, hw=hw, model=model)[0]
+
+
+def redistribute(
+    src: Tensor,
+    dst: Tensor,
+    mesh: Mesh | Mapping[str, int] | str,
+    sizes: Mapping[str, int] | None = None,
+    *,
+    limit: int = 6,
+    key: Key | None = None,
+    hw: Any = None,
+    model: str | None = None,
+) -> list[Plan]:
+    """The best sequences of rules from ``src`` to ``dst`` (:func:`shardalg.planning.redistribute.
+    redistribute`). With ``hw`` (a chip or preset name; every size bound) the search weighs each step by its
+    seconds on that chip (serial time, ``model`` as in :mod:`shardalg.costs.stepcost`) and the plans come
+    fastest first."""
+    weigh = step_seconds(as_mesh(mesh), sizes, hw, model) if hw is not None else None
+    return resharding.redistribute(src, dst, mesh, sizes, limit=limit, key=key, weigh=weigh)
+

@@ -1,0 +1,107 @@
+"""Reading the JSON dict form back: :func:`from_json` is the inverse of :func:`shardalg.notation.printing.to_json`
+(the forms are listed in :mod:`shardalg.notation.printing.json`); anything malformed is a UsageError."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from shardalg.errors import UsageError
+
+from .plan import Plan, Step
+from .syntax import Arrow, Collective, Dim, MeshDecl, Op, Product, Program, Tensor, dtype_named
+
+__all__ = ["from_json"]
+
+Json = dict[str, Any]
+
+
+def _strs(value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{what} must be a list of strings, not {value!r}")
+    return tuple(value)
+
+
+def _pairs(value: Any, what: str) -> tuple[tuple[str, int], ...]:
+    if not isinstance(value, list):
+        raise UsageError(f"{what} must be a list of {{name, size}} objects")
+    return tuple((_field(v, "name", str), _field(v, "size", int)) for v in value)
+
+
+def _field(obj: Any, key: str, kind: type | tuple[type, ...], optional: bool = False) -> Any:
+    if not isinstance(obj, dict) or key not in obj:
+        raise UsageError(f"missing {key!r} in {obj!r}")
+    value = obj[key]
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise UsageError(f"{key!r} has the wrong type in {obj!r}")
+    return value
+
+
+def _dim(j: Json) -> Dim:
+    try:
+        return Dim(_field(j, "name", str, True), _strs(j.get("axes", []), "axes"), _field(j, "size", int, True))
+    except ValueError as err:
+        raise UsageError(f"bad dim {j!r}: {err}") from None
+
+
+def _tensor(j: Json) -> Tensor:
+    dtype = _field(j, "dtype", str, True)
+    return Tensor(
+        _field(j, "name", str, True),
+        tuple(from_json(d) for d in _field(j, "dims", list)),
+        _strs(j.get("unreduced", []), "unreduced"),
+        _strs(j.get("invariant", []), "invariant"),
+        dtype_named(dtype) if dtype is not None else None,
+    )
+
+
+def _op(j: Json) -> Op:
+    try:
+        return Op(_field(j, "op", str))
+    except ValueError:
+        raise UsageError(f"unknown op {j.get('op')!r}") from None
+
+
+def _contract(j: Json) -> tuple[str, ...] | None:
+    value = j.get("contract")
+    return None if value is None else _strs(value, "contract")
+
+
+_READERS: dict[str, Callable[[Json], Any]] = {
+    "dim": _dim,
+    "tensor": _tensor,
+    "product": lambda j: Product(from_json(j["left"]), from_json(j["right"]), _contract(j), bool(j.get("local"))),
+    "collective": lambda j: Collective(_op(j), _strs(j["axes"], "axes"), from_json(j["arg"]), _field(j, "dim", str, True)),
+    "arrow": lambda j: Arrow(from_json(j["expr"]), from_json(j["result"])),
+    "mesh": lambda j: MeshDecl(_pairs(j["axes"], "mesh axes")),
+    "program": lambda j: Program(
+        tuple(from_json(s) for s in _field(j, "statements", list)),
+        from_json(j["mesh"]) if j.get("mesh") is not None else None,
+        _pairs(j.get("sizes", []), "sizes"),
+    ),
+    "step": lambda j: Step(
+        _op(j), tuple(from_json(t) for t in _field(j, "inputs", list)), from_json(j["output"]),
+        _strs(j.get("axes", []), "axes"), _field(j, "dim", str, True), _contract(j) or (), bool(j.get("local")),
+        str(j.get("reason", "")),
+    ),
+    "plan": lambda j: Plan(
+        tuple(from_json(t) for t in _field(j, "inputs", list)), tuple(from_json(s) for s in _field(j, "steps", list)),
+        from_json(j["output"]), tuple(_strs(j.get("cases", []), "cases")), str(j.get("note", "")),
+    ),
+}  # fmt: skip
+
+
+def from_json(j: Any) -> Any:
+    """The node a :func:`to_json` dict describes; a UsageError for anything malformed."""
+    kind = _field(j, "kind", str)
+    reader = _READERS.get(kind)
+    if reader is None:
+        raise UsageError(f"unknown kind {kind!r}; known: {', '.join(sorted(_READERS))}")
+    try:
+        return reader(j)
+    except KeyError as err:
+        raise UsageError(f"missing {err.args[0]!r} in a {kind} object") from None
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"bad {kind} object: {err}") from None

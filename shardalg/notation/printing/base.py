@@ -1,0 +1,37 @@
+"""The printer base class (sympy's ``Printer``): dispatch on the node's class hierarchy to the first
+``_print_<ClassName>`` method; children go through ``self._print``; settings are declared per printer and
+an unknown one is an error."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from shardalg.errors import UsageError
+
+__all__ = ["Printer"]
+
+
+class Printer:
+    """Subclasses define ``_print_<ClassName>`` methods and ``_default_settings``."""
+
+    _default_settings: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, **settings: Any) -> None:
+        unknown = sorted(set(settings) - set(self._default_settings))
+        if unknown:
+            known = ", ".join(sorted(self._default_settings)) or "none"
+            raise UsageError(f"unknown setting {', '.join(unknown)} for {type(self).__name__} (known: {known})")
+        self._settings: dict[str, Any] = {**self._default_settings, **settings}
+
+    def doprint(self, node: object) -> Any:
+        return self._print(node)
+
+    def _print(self, node: object) -> Any:
+        for cls in type(node).__mro__:
+            method = getattr(self, f"_print_{cls.__name__}", None)
+            if method is not None:
+                return method(node)
+        return self.emptyPrinter(node)
+
+    def emptyPrinter(self, node: object) -> Any:  # noqa: N802 - sympy's name
+        raise UsageError(f"{type(self).__name__} cannot print a {type(node).__name__}")

@@ -1,0 +1,99 @@
+"""Every glyph the printers emit, as (ascii, unicode, latex) triples in one table, and the one
+precedence table that decides brackets (sympy's ``pretty_symbology`` and ``precedence``).
+
+The three spellings of each entry parse back to the same thing (``grammar/shardalg.lark``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["Glyph", "GLYPHS", "ASCII", "UNICODE", "LATEX", "PRECEDENCE", "precedence", "latex_escape_text"]
+
+ASCII, UNICODE, LATEX = 0, 1, 2
+
+
+class Glyph(NamedTuple):
+    ascii: str
+    unicode: str
+    latex: str
+
+
+GLYPHS: dict[str, Glyph] = {
+    # operators
+    "product": Glyph(" * ", " · ", r" \cdot "),
+    "product_tight": Glyph("*", "·", r"\cdot"),  # before a subscript: A *_D B
+    "arrow": Glyph(" -> ", " → ", r" \rightarrow "),
+    "aligned_arrow": Glyph(" -> ", " → ", r" &\rightarrow "),
+    "colon": Glyph(": ", ": ", ": "),
+    # brackets
+    "dims_open": Glyph("[", "[", "["),
+    "dims_close": Glyph("]", "]", "]"),
+    "marks_open": Glyph("{", "{", r" \{"),
+    "marks_close": Glyph("}", "}", r"\}"),
+    "paren_open": Glyph("(", "(", "("),
+    "paren_close": Glyph(")", ")", ")"),
+    "sub_open": Glyph("_{", "_{", "_{"),
+    "sub_close": Glyph("}", "}", "}"),
+    "sep": Glyph(", ", ", ", ", "),
+    "item_sep": Glyph(",", ",", ","),
+    "piece_sep": Glyph(" ", " ", r"\,"),
+    # marks inside {...}
+    "unreduced": Glyph("U", "U", "U"),
+    "invariant": Glyph("I", "I", "I"),
+    "local": Glyph("LOCAL", "LOCAL", r"\text{LOCAL}"),
+    # keywords
+    "mesh": Glyph("mesh ", "mesh ", r"\text{mesh}\; "),
+    "where": Glyph("where ", "where ", r"\text{where}\; "),
+    "bind": Glyph("=", "=", "="),
+    # program layout
+    "line_sep": Glyph("\n", "\n", " \\\\\n"),
+    "comment": Glyph("  # ", "  # ", r" \quad\text{("),
+    "comment_end": Glyph("", "", ")}"),
+}
+
+# Binding strength, by node class name: a child printed inside a parent of higher precedence gets parentheses.
+PRECEDENCE: dict[str, int] = {
+    "Arrow": 10,
+    "Product": 20,
+    "Collective": 30,  # always printed with its argument in parentheses: an atom
+    "Tensor": 40,
+}
+
+
+def precedence(node: object) -> int:
+    for cls in type(node).__mro__:
+        if cls.__name__ in PRECEDENCE:
+            return PRECEDENCE[cls.__name__]
+    return max(PRECEDENCE.values())
+
+
+# Characters that must be escaped inside \text{...}; each replacement renders in KaTeX and LaTeX.
+_TEXT_ESCAPES: dict[str, str] = {
+    "\\": r"\textbackslash ",
+    "{": r"\{",
+    "}": r"\}",
+    "$": r"\$",
+    "&": r"\&",
+    "#": r"\#",
+    "%": r"\%",
+    "_": r"\_",
+    "^": r"\textasciicircum ",
+    "~": r"\textasciitilde ",
+    "\n": " ",
+    # Unicode math glyphs that reasons use: set as math, since neither KaTeX's nor pdflatex's text mode has them.
+    "·": r"$\cdot$",
+    "→": r"$\rightarrow$",
+    "ᵀ": r"$^{T}$",
+    "×": r"$\times$",
+    "≤": r"$\le$",
+    "≥": r"$\ge$",
+    "≠": r"$\ne$",
+    "−": "-",
+    "⊗": r"$\otimes$",
+}
+
+
+def latex_escape_text(text: str) -> str:
+    """``text`` made safe for ``\\text{...}``."""
+    return "".join(_TEXT_ESCAPES.get(ch, ch) for ch in text)

@@ -1,0 +1,287 @@
+"""The AST: frozen, hashable nodes of the notation of "How To Scale Your Model".
+
+Nodes know nothing of parsing, printing or costs. Source spans ride along on every node but take no part
+in equality or hashing, so ``parse("A[I_X, J]") == parse("A[ I_X ,J ]")``.
+
+The shapes of the tree::
+
+    Program(statements, mesh, sizes)
+      statement := Arrow(expr, result) | expr
+      expr      := Tensor | Product(left, right, contract, local) | Collective(op, axes, dim, arg)
+      Tensor(name, dims, unreduced, invariant, dtype);  Dim(name | size, axes)
+
+Axis and dim names are plain identifiers (``"X"``, ``"data"``, ``"I"``); everything else is a value:
+a dim's sharding is the tuple of its axes (major first), the unreduced and invariant sets are sorted tuples,
+dtypes and ops are enums.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, fields, replace
+from fractions import Fraction
+
+from shardalg.errors import Span, UsageError
+
+__all__ = [
+    "DType",
+    "Op",
+    "Node",
+    "Dim",
+    "Tensor",
+    "Product",
+    "Collective",
+    "Arrow",
+    "MeshDecl",
+    "Program",
+    "Expr",
+    "Statement",
+    "dtype_named",
+]
+
+
+class DType(enum.Enum):
+    """Element types, with their canonical spelling as the value."""
+
+    FP64 = "fp64"
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT32 = "int32"
+    INT8 = "int8"
+    INT4 = "int4"
+
+    @property
+    def bytes(self) -> Fraction:
+        """Bytes per element (int4 is half a byte)."""
+        return _DTYPE_BYTES[self]
+
+    def __repr__(self) -> str:
+        return f"DType.{self.name}"
+
+
+_DTYPE_BYTES: dict[DType, Fraction] = {
+    DType.FP64: Fraction(8),
+    DType.FP32: Fraction(4),
+    DType.BF16: Fraction(2),
+    DType.FP16: Fraction(2),
+    DType.FP8: Fraction(1),
+    DType.INT32: Fraction(4),
+    DType.INT8: Fraction(1),
+    DType.INT4: Fraction(1, 2),
+}
+
+# Every spelling the grammar and the API accept, to its dtype.
+DTYPE_ALIASES: dict[str, DType] = {
+    "fp64": DType.FP64, "f64": DType.FP64, "float64": DType.FP64,
+    "fp32": DType.FP32, "f32": DType.FP32, "float32": DType.FP32,
+    "bf16": DType.BF16, "bfloat16": DType.BF16,
+    "fp16": DType.FP16, "f16": DType.FP16, "float16": DType.FP16,
+    "fp8": DType.FP8, "f8": DType.FP8, "float8": DType.FP8,
+    "int32": DType.INT32, "i32": DType.INT32,
+    "int8": DType.INT8, "i8": DType.INT8,
+    "int4": DType.INT4, "i4": DType.INT4,
+}  # fmt: skip
+
+
+def dtype_named(name: str) -> DType:
+    """The dtype spelled ``name`` (``"bf16"``, ``"float32"``, ...); a UsageError names the known ones."""
+    try:
+        return DTYPE_ALIASES[name.lower()]
+    except KeyError:
+        known = ", ".join(sorted({d.value for d in DType}))
+        raise UsageError(f"unknown dtype {name!r}; known: {known}") from None
+
+
+class Op(enum.Enum):
+    """The operations a statement or a plan step can perform. The value is the book's name."""
+
+    ALL_GATHER = "AllGather"
+    REDUCE_SCATTER = "ReduceScatter"
+    ALL_REDUCE = "AllReduce"
+    ALL_TO_ALL = "AllToAll"
+    SLICE = "Slice"
+    PERMUTE = "Permute"
+    EINSUM = "Einsum"
+
+    @property
+    def takes_dim(self) -> bool:
+        """Whether the op's subscript names a target dim (``ReduceScatter_{X,K}``)."""
+        return self in (Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.SLICE)
+
+    def __repr__(self) -> str:
+        return f"Op.{self.name}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """Base of all AST nodes. ``span`` locates the node in its source and is ignored by ``==``."""
+
+    span: Span | None = field(default=None, compare=False, hash=False, repr=False, kw_only=True)
+
+    @property
+    def args(self) -> tuple[object, ...]:
+        """The node's children and attributes, in field order, without the span (sympy's ``args``)."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name != "span")
+
+    def replace(self, **changes: object) -> Node:
+        return replace(self, **changes)
+
+    def __str__(self) -> str:
+        from .printing import text
+
+        return text(self)
+
+    def latex(self) -> str:
+        from .printing import latex
+
+        return latex(self)
+
+    def unicode(self) -> str:
+        from .printing import unicode
+
+        return unicode(self)
+
+    def _repr_latex_(self) -> str:
+        return f"${self.latex()}$"
+
+
+@dataclass(frozen=True)
+class Dim(Node):
+    """One dimension of a tensor: a name (``I``) or a literal size (``1024``), and the mesh axes that
+    shard it, major first (``I_XY`` is ``Dim("I", ("X", "Y"))``)."""
+
+    name: str | None
+    axes: tuple[str, ...] = ()
+    size: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.name is None) == (self.size is None):
+            raise ValueError("a Dim has a name or a literal size, not both and not neither")
+        object.__setattr__(self, "axes", tuple(self.axes))
+
+    @property
+    def label(self) -> str:
+        """The name, or the literal size as text."""
+        return self.name if self.name is not None else str(self.size)
+
+    def with_axes(self, axes: tuple[str, ...]) -> Dim:
+        return replace(self, axes=tuple(axes))
+
+
+@dataclass(frozen=True)
+class Tensor(Node):
+    """A sharded tensor: ``C[I, K_X]{U_Y}``, ``bf16[B_X, D]`` (no name), ``W_in[D, F_Y]``.
+
+    ``unreduced`` holds the axes along which devices hold partial sums (``{U_X}``); ``invariant`` the axes
+    along which a replicated value must get an already-reduced gradient (``{I_X}``). Both are kept sorted,
+    so ``{U_Y, U_X}`` and ``{U_X, U_Y}`` are the same tensor.
+    """
+
+    name: str | None
+    dims: tuple[Dim, ...]
+    unreduced: tuple[str, ...] = ()
+    invariant: tuple[str, ...] = ()
+    dtype: DType | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", tuple(self.dims))
+        object.__setattr__(self, "unreduced", tuple(sorted(self.unreduced)))
+        object.__setattr__(self, "invariant", tuple(sorted(self.invariant)))
+
+    @property
+    def dim_names(self) -> tuple[str, ...]:
+        return tuple(d.label for d in self.dims)
+
+    def dim(self, name: str) -> Dim:
+        for d in self.dims:
+            if d.label == name:
+                return d
+        raise KeyError(name)
+
+    def axes_of(self, name: str) -> tuple[str, ...]:
+        """The axes that shard dim ``name`` (empty when replicated)."""
+        return self.dim(name).axes
+
+    @property
+    def sharded_axes(self) -> tuple[str, ...]:
+        """Every axis that shards some dim, in dim order, major first."""
+        return tuple(a for d in self.dims for a in d.axes)
+
+    @property
+    def used_axes(self) -> tuple[str, ...]:
+        """Every axis the tensor mentions: sharding, unreduced, invariant (with repeats, if illegal)."""
+        return self.sharded_axes + self.unreduced + self.invariant
+
+    def with_axes(self, name: str, axes: tuple[str, ...]) -> Tensor:
+        """The same tensor with dim ``name`` sharded over ``axes``."""
+        dims = tuple(d.with_axes(axes) if d.label == name else d for d in self.dims)
+        return replace(self, dims=dims)
+
+    def layout(self) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...], tuple[str, ...]]:
+        """The sharding alone: (axes per dim, unreduced, invariant); equal layouts place data alike."""
+        return tuple(d.axes for d in self.dims), self.unreduced, self.invariant
+
+
+@dataclass(frozen=True)
+class Product(Node):
+    """A matmul or einsum of two operands: ``A[I, J] · B[J, K]``.
+
+    ``contract`` lists dims written under the dot (``·_D``), else None (contract the shared dims not in the
+    result); ``local`` is ``·_LOCAL``: multiply the local shards and leave the sum unreduced.
+    """
+
+    left: Expr
+    right: Expr
+    contract: tuple[str, ...] | None = None
+    local: bool = False
+
+
+@dataclass(frozen=True)
+class Collective(Node):
+    """A collective (or a free slice or permute) applied to an expression: ``AllGather_X(A[I_X, J])``,
+    ``ReduceScatter_{X,K} C[I, K]{U_X}``. ``dim`` is the target dim of ReduceScatter, AllToAll and Slice."""
+
+    op: Op
+    axes: tuple[str, ...]
+    arg: Expr
+    dim: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "axes", tuple(self.axes))
+        if self.op is Op.EINSUM:
+            raise ValueError("Einsum is not a collective")
+
+
+@dataclass(frozen=True)
+class Arrow(Node):
+    """``expr -> result``: a statement that names (and states the sharding of) what ``expr`` produces.
+    With a bare tensor on the left it is a resharding request: ``A[I_X, J] -> A[I, J_X]``."""
+
+    expr: Expr
+    result: Tensor
+
+
+@dataclass(frozen=True)
+class MeshDecl(Node):
+    """``mesh X=4, Y=2``."""
+
+    axes: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Program(Node):
+    """Statements in order, with the mesh declaration and the ``where`` size bindings they came with.
+
+    ``source`` is the text it was parsed from (for carets in later errors); like spans it is not compared.
+    """
+
+    statements: tuple[Statement, ...]
+    mesh: MeshDecl | None = None
+    sizes: tuple[tuple[str, int], ...] = ()
+    source: str | None = field(default=None, compare=False, hash=False, repr=False, kw_only=True)
+
+
+Expr = Tensor | Product | Collective
+Statement = Arrow | Tensor | Product | Collective

@@ -1,0 +1,244 @@
+"""The numeric executor: a virtual mesh of numpy buffers on which every plan step is real data movement.
+
+Devices are the coordinates of the mesh in axis order (``itertools.product`` over the sizes, the last
+axis fastest); a dim sharded over ``(X, Y)`` puts block ``c_X·|Y| + c_Y`` on device ``c``. This module
+holds the mesh, ``shard`` / ``unshard`` and the runner; the data movement of each op lives in
+:mod:`shardalg.numeric.movement` (the table ``MOVES``), written from first principles as point-to-point receives
+between device buffers (an AllGather really concatenates the blocks of its group, a ReduceScatter really
+sums and keeps the owned block); nothing ever reassembles the global array and re-cuts it. ``run_plan``
+then checks the reassembled output of a plan against the dense einsum of the dense inputs, and counts the
+bytes each device received::
+
+    >>> from shardalg.notation.syntax import Dim, Op, Tensor
+    >>> A = Tensor("A", (Dim("I"), Dim("J", ("X",))))
+    >>> step = Step(Op.ALL_GATHER, (A,), Tensor("A", (Dim("I"), Dim("J"))), axes=("X",))
+    >>> run_plan(Plan((A,), (step,), step.output), {"X": 4}).ok
+    True
+
+Invariant marks (``{I_X}``) place data like replication; the executor ignores them. Buffers may carry
+extra trailing axes after the tensor's dims (every collective passes them through): ``operators`` uses
+one trailing axis to push all basis vectors through an op at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.errors import ShapeMismatch, UsageError
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.printing import text
+from shardalg.notation.syntax import Op, Tensor
+
+from .devices import (
+    Buffers,
+    Coord,
+    ExecutionError,
+    VirtualMesh,
+    as_virtual,
+    check_tensor,
+    default_sizes,
+    dim_extent,
+    local_shape,
+    shard,
+    unshard,
+)
+from .movement import MOVES, Net, einsum_rule, is_zero_pad, step_error
+
+__all__ = [
+    "VirtualMesh",
+    "ExecutionError",
+    "ExecResult",
+    "shard",
+    "unshard",
+    "apply_step",
+    "run_plan",
+    "simulate",
+    "default_sizes",
+    "local_shape",
+    "dim_extent",
+    "is_zero_pad",
+]
+
+
+# ---------------------------------------------------------------- one step, a whole plan
+
+
+def _step_text(step: Step) -> str:
+    from shardalg.notation.printing import text
+
+    return text(step.statement())
+
+
+def apply_step(
+    step: Step,
+    inputs: Sequence[Mapping[Coord, np.ndarray]],
+    mesh: VirtualMesh | Mesh,
+    sizes: Mapping[str, int],
+) -> tuple[Buffers, int]:
+    """Run one step on its inputs' buffers. Returns the output buffers and the number of elements the
+    devices received from other devices. The op's effect is derived from the input layout and the op,
+    then checked against ``step.output``: a step that claims another layout is an error."""
+    vm = as_virtual(mesh)
+    arity = 2 if step.op is Op.EINSUM else 1
+    if len(step.inputs) != arity or len(inputs) != arity:
+        raise UsageError(f"{step.op.value} takes {arity} input(s)")
+    for t in step.inputs:
+        check_tensor(t, vm)
+    vm.size(step.output.used_axes)  # the output's legality follows from matching the derived layout
+    vm.size(step.axes)
+    if step.op is not Op.EINSUM and (not step.axes or len(set(step.axes)) != len(step.axes)):
+        raise step_error(step, "a collective names each of its mesh axes once, and at least one")
+    bufs = [dict(b) for b in inputs]
+    for t, b in zip(step.inputs, bufs, strict=True):
+        loc = local_shape(t, vm, sizes)
+        if set(b) != set(vm.coords) or any(x.shape[: len(loc)] != loc for x in b.values()):
+            raise ExecutionError(f"the buffers given for {text(t)} are not its {loc} blocks on every device")
+    if step.op is not Op.EINSUM:
+        (t,) = step.inputs
+        if t.dim_names != step.output.dim_names:
+            raise step_error(
+                step, f"a collective keeps the dims; {text(step.output)} has others", "shape-mismatch"
+            )
+    if step.op not in MOVES:
+        raise UsageError(f"the executor has no rule for {step.op.value}")
+    net = Net()
+    out, layout = MOVES[step.op](vm, net, step, *bufs)
+    want = (tuple(d.axes for d in step.output.dims), frozenset(step.output.unreduced))
+    if layout != want:
+        got = Tensor(
+            step.output.name,
+            tuple(d.with_axes(a) for d, a in zip(step.output.dims, layout[0], strict=True)),
+            unreduced=tuple(layout[1]),
+        )
+        raise step_error(step, f"it produces {text(got)}, not {text(step.output)}", rule="shape-mismatch")
+    loc = local_shape(step.output, vm, sizes)
+    if any(b.shape[: len(loc)] != loc for b in out.values()):  # a guard on the executor itself
+        raise ExecutionError(f"{_step_text(step)} produced blocks that are not {loc}")
+    return out, net.elements
+
+
+def _dense(step: Step, values: Sequence[np.ndarray]) -> np.ndarray:
+    """The global meaning of a step: collectives are the identity, an einsum is the dense einsum."""
+    if step.op is not Op.EINSUM:
+        return values[0]
+    spec, _ = einsum_rule(step)
+    return np.einsum(spec, *values)
+
+
+def _bytes(elements: int, t: Tensor) -> int | float:
+    b = elements * (t.dtype.bytes if t.dtype is not None else 2)
+    return int(b) if b == int(b) else float(b)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The outcome of running a plan: the reassembled output against the dense one, and the bytes the
+    devices received from each other per step (summed over devices)."""
+
+    plan: Plan
+    ok: bool
+    max_error: float
+    output: np.ndarray | None = field(repr=False)
+    expected: np.ndarray = field(repr=False)
+    bytes_sent: tuple[int | float, ...] = ()
+    devices: int = 1
+    problem: str | None = None
+
+    @property
+    def total_bytes(self) -> int | float:
+        return sum(self.bytes_sent)
+
+    def __str__(self) -> str:
+        head = "ok" if self.ok else "WRONG"
+        lines = [
+            f"{head}: max relative error {self.max_error:.1e} on {self.devices} devices; "
+            f"{self.total_bytes} bytes received in all"
+        ]
+        for n, (step, b) in enumerate(zip(self.plan.steps, self.bytes_sent, strict=True), 1):
+            lines.append(f"  {n}. {_step_text(step)}  [{b} bytes]")
+        if self.problem:
+            lines.append(f"  problem: {self.problem}")
+        return "\n".join(lines)
+
+
+def run_plan(
+    plan: Plan,
+    mesh: VirtualMesh | Mesh | Mapping[str, int] | str,
+    sizes: Mapping[str, int] | None = None,
+    rng: np.random.Generator | None = None,
+    inputs: Mapping[Tensor | str, np.ndarray] | None = None,
+) -> ExecResult:
+    """Run ``plan`` on random (or given) dense inputs, cut by their shardings, and compare the output
+    with the dense computation. A step whose input no earlier step produced is an ExecutionError."""
+    vm = as_virtual(mesh)
+    rng = rng if rng is not None else np.random.default_rng(0)
+    every = [*plan.inputs, *(t for s in plan.steps for t in (*s.inputs, s.output)), plan.output]
+    given: dict[Tensor, np.ndarray] = {}
+    for t in plan.inputs:
+        arr = (inputs or {}).get(t, (inputs or {}).get(t.name or ""))
+        if arr is not None:
+            try:
+                given[t] = np.asarray(arr, dtype=float)
+            except (TypeError, ValueError):
+                raise UsageError(f"the input for {text(t)} is not an array of numbers") from None
+    dims = default_sizes(every, vm)
+    for t, arr in given.items():  # sizes: explicit, else the given arrays', else small defaults
+        dims.update((d.label, n) for d, n in zip(t.dims, arr.shape, strict=False) if d.name is not None)
+    dims.update(sizes or {})
+    dense: dict[Tensor, np.ndarray] = {}
+    bufs: dict[Tensor, Buffers] = {}
+    for t in plan.inputs:
+        shape = tuple(dim_extent(d.label, d.size, dims) for d in t.dims)
+        dense[t] = given[t] if t in given else rng.standard_normal(shape)
+        if dense[t].shape != shape:
+            raise ShapeMismatch(f"the input for {text(t)} has shape {dense[t].shape}, not {shape}")
+        bufs[t] = shard(dense[t], t, vm, rng)
+    sent = []
+    for n, step in enumerate(plan.steps, 1):
+        missing = [t for t in step.inputs if t not in bufs]
+        if missing:
+            raise ExecutionError(
+                f"step {n} ({_step_text(step)}) uses {text(missing[0])}, which is neither "
+                "a plan input nor the output of an earlier step"
+            )
+        bufs[step.output], elements = apply_step(step, [bufs[t] for t in step.inputs], vm, dims)
+        dense[step.output] = _dense(step, [dense[t] for t in step.inputs])
+        sent.append(_bytes(elements, step.inputs[0]))
+    if plan.output not in bufs:
+        raise ExecutionError(f"no step produces the plan's output {text(plan.output)}")
+    expected = dense[plan.output]
+    output, problem = None, None
+    try:
+        output = unshard(bufs[plan.output], plan.output, vm)
+    except ExecutionError as err:
+        problem = err.message
+    err_ = float("inf")
+    if output is not None and output.shape == expected.shape:
+        err_ = float(np.max(np.abs(output - expected), initial=0.0)) / max(
+            1.0, float(np.max(np.abs(expected)))
+        )
+    return ExecResult(
+        plan, problem is None and err_ <= 1e-9, err_, output, expected, tuple(sent), len(vm.coords), problem
+    )
+
+
+def simulate(
+    expr_or_plan: object,
+    mesh: VirtualMesh | Mesh | Mapping[str, int] | str,
+    sizes: Mapping[str, int] | None = None,
+    seed: int = 0,
+) -> list[ExecResult]:
+    """Run a plan, a list of plans, or every plan the planner finds for an expression (text or AST)."""
+    if isinstance(expr_or_plan, Plan):
+        todo = [expr_or_plan]
+    elif isinstance(expr_or_plan, Sequence) and not isinstance(expr_or_plan, str):
+        todo = list(expr_or_plan)
+    else:
+        from shardalg.planning.planner import plans  # the planner is imported only when asked for
+
+        todo = list(plans(expr_or_plan, mesh=as_virtual(mesh).mesh, sizes=sizes))
+    return [run_plan(p, mesh, sizes, np.random.default_rng(seed)) for p in todo]

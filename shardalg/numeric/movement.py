@@ -1,0 +1,383 @@
+"""Every op of a plan as data movement between device buffers: one function an op, looked up in ``MOVES``.
+
+Each function takes the virtual mesh, the network that counts received elements, the step and the input
+buffers (one per operand, keyed by device coordinate), and returns the output buffers together with the
+layout the op *derives* from its input, ``(axes per dim, unreduced axes)``. The runner in
+:mod:`shardalg.numeric.execute` checks that layout against the step's claimed output. Collectives are written from
+first principles as point-to-point receives (``Net.recv``); nothing reassembles the global array. Buffers
+may carry extra trailing axes after the tensor's dims; every op passes them through.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Sequence
+from math import prod
+
+import numpy as np
+
+from shardalg.errors import IllegalSharding, IndivisibleDim, ShapeMismatch, UsageError
+from shardalg.notation.plan import Step
+from shardalg.notation.syntax import Op, Tensor
+
+from .devices import Buffers, Coord, VirtualMesh
+
+__all__ = ["MOVES", "Buffers", "Coord", "Layout", "Move", "Net", "einsum_rule", "is_zero_pad", "step_error"]
+
+Layout = tuple[tuple[tuple[str, ...], ...], frozenset[str]]  # axes per dim, unreduced axes
+
+
+def _show(t: Tensor) -> str:
+    from shardalg.notation.printing import text
+
+    return text(t)
+
+
+# ---------------------------------------------------------------- blocks, receives, errors
+
+
+def _piece(rank: int, pos: int, j: int, parts: int, extent: int) -> tuple[slice, ...]:
+    """Index of piece ``j`` of ``parts`` along local dim ``pos`` (of ``extent``) in a rank-``rank`` buffer."""
+    if extent % parts:
+        raise IndivisibleDim(f"a local block of {extent} does not split into {parts} pieces")
+    s = extent // parts
+    return tuple(slice(j * s, (j + 1) * s) if i == pos else slice(None) for i in range(rank))
+
+
+class Net:
+    """Point-to-point receives; counts the elements a device gets from another device."""
+
+    def __init__(self) -> None:
+        self.elements = 0
+
+    def recv(self, dst: Coord, src: Coord, data: np.ndarray, lead: int) -> np.ndarray:
+        if dst != src:
+            self.elements += prod(data.shape[:lead])
+        return data
+
+
+def step_error(step: Step, why: str, rule: str = "collective-precondition") -> IllegalSharding:
+    head = step.op.value + ("_{" + ",".join(step.axes) + "}" if step.axes else "")
+    return IllegalSharding(f"{head}({', '.join(_show(t) for t in step.inputs)}): {why}", rule=rule)
+
+
+def _dim_pos(step: Step, t: Tensor, name: str | None) -> int:
+    if name is None:
+        raise step_error(step, f"{step.op.value} needs a target dim")
+    for i, d in enumerate(t.dims):
+        if d.label == name:
+            return i
+    raise step_error(step, f"{_show(t)} has no dim {name}", rule="shape-mismatch")
+
+
+def _minor_suffix(step: Step, t: Tensor, axes: Sequence[str]) -> dict[int, tuple[str, ...]]:
+    """For each dim holding some of ``axes``: those axes, which must be its minor-most ones."""
+    found: dict[int, tuple[str, ...]] = {}
+    for i, d in enumerate(t.dims):
+        mine = tuple(a for a in d.axes if a in axes)
+        if mine and d.axes[len(d.axes) - len(mine) :] != mine:
+            raise step_error(
+                step,
+                f"{', '.join(mine)} must be the minor-most axes of dim {d.label} "
+                f"(it is sharded over {''.join(d.axes)}); move them with a Permute first",
+            )
+        if mine:
+            found[i] = mine
+    missing = [a for a in axes if not any(a in m for m in found.values())]
+    if missing:
+        raise step_error(step, f"{', '.join(missing)} does not shard {_show(t)}")
+    return found
+
+
+# ---------------------------------------------------------------- the collectives
+
+
+def _all_gather(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """``AllGather_X: [I_X] -> [I]``: each device concatenates the blocks of its group along the dims the
+    axes leave."""
+    (t,) = step.inputs
+    found = _minor_suffix(step, t, step.axes)
+    rank, out = len(t.dims), {}
+    for c in vm.coords:
+        src = bufs[c]
+        shape = list(src.shape)
+        for i, mine in found.items():
+            shape[i] *= vm.size(mine)
+        o = np.empty(shape, dtype=src.dtype)
+        for g in vm.group(c, step.axes):
+            at = tuple(
+                slice(vm.rank(g, found[i]) * s, (vm.rank(g, found[i]) + 1) * s) if i in found else slice(None)
+                for i, s in enumerate(src.shape[:rank])
+            )
+            o[at] = net.recv(c, g, bufs[g], rank)
+        out[c] = o
+    dims = tuple(d.axes[: len(d.axes) - len(found.get(i, ()))] for i, d in enumerate(t.dims))
+    return out, (dims, frozenset(t.unreduced))
+
+
+def _need_unreduced(step: Step, t: Tensor) -> None:
+    bad = [a for a in step.axes if a not in t.unreduced]
+    if bad:
+        raise step_error(
+            step, f"{', '.join(bad)} is not unreduced in {_show(t)}; only a {{U_..}} value is summed"
+        )
+
+
+def _reduce_scatter(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """``ReduceScatter_{X,I}: [I]{U_X} -> [I_X]``: each device sums its group's partials of the block it
+    comes to own."""
+    (t,) = step.inputs
+    _need_unreduced(step, t)
+    if step.dim is not None:
+        added = {_dim_pos(step, t, step.dim): tuple(step.axes)}
+    else:  # a multi-dim ReduceScatter (the transpose of AllGather_XY([B_X, D_Y])): placement from the output
+        added = {}
+        for i, (d, e) in enumerate(zip(t.dims, step.output.dims, strict=False)):
+            tail = e.axes[len(d.axes) :]
+            if e.axes[: len(d.axes)] == d.axes and tail and set(tail) <= set(step.axes):
+                added[i] = tail
+        if sorted(a for tail in added.values() for a in tail) != sorted(step.axes):
+            raise step_error(step, "without a target dim the output must append each axis to one dim")
+    rank, out = len(t.dims), {}
+    for c in vm.coords:
+        src = bufs[c]
+        at = tuple(
+            _piece(rank, i, vm.rank(c, added[i]), vm.size(added[i]), src.shape[i])[i]
+            if i in added
+            else slice(None)
+            for i in range(rank)
+        )
+        total = None
+        for g in vm.group(c, step.axes):
+            part = net.recv(c, g, bufs[g][at], rank)
+            total = part.copy() if total is None else total + part
+        out[c] = total
+    dims = tuple(d.axes + added.get(i, ()) for i, d in enumerate(t.dims))
+    return out, (dims, frozenset(t.unreduced) - set(step.axes))
+
+
+def _all_reduce(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """``AllReduce_X: [I]{U_X} -> [I]``. Ring-style: each member reduces one chunk of the flattened buffer, then every member gathers
+    the reduced chunks (ReduceScatter + AllGather, 2·(G-1)/G of the buffer per device)."""
+    (t,) = step.inputs
+    _need_unreduced(step, t)
+    rank, out = len(t.dims), {}
+    for c in vm.coords:
+        if vm.rank(c, step.axes) != 0:
+            continue
+        members = vm.group(c, step.axes)
+        flat = {g: bufs[g].reshape((-1, *bufs[g].shape[rank:])) for g in members}
+        n, parts = flat[c].shape[0], len(members)
+        edges = [n * k // parts for k in range(parts + 1)]
+        reduced = []
+        for k, owner in enumerate(members):
+            chunk = None
+            for g in members:
+                part = net.recv(owner, g, flat[g][edges[k] : edges[k + 1]], 1)
+                chunk = part.copy() if chunk is None else chunk + part
+            reduced.append(chunk)
+        for g in members:
+            got = [net.recv(g, owner, reduced[k], 1) for k, owner in enumerate(members)]
+            out[g] = np.concatenate(got).reshape(bufs[g].shape)
+    return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced) - set(step.axes))
+
+
+def _all_to_all(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """``AllToAll_{X,J}: [I_X, J] -> [I, J_X]``: the axes move from one dim to another; each device sends
+    every group member the piece of its block that member will own."""
+    (t,) = step.inputs
+    to = _dim_pos(step, t, step.dim)
+    found = _minor_suffix(step, t, step.axes)
+    if len(found) != 1 or to in found:
+        raise step_error(step, f"the axes must all shard one dim other than {step.dim}")
+    ((frm, held),) = found.items()  # held: the axes in d' order; they land on d in the step's order
+    moved = tuple(step.axes)
+    rank, parts, out = len(t.dims), vm.size(moved), {}
+    for c in vm.coords:
+        src = bufs[c]
+        shape = list(src.shape)
+        shape[frm] *= parts
+        shape[to] //= parts
+        o = np.empty(shape, dtype=src.dtype)
+        mine = _piece(rank, to, vm.rank(c, moved), parts, src.shape[to])
+        for g in vm.group(c, moved):
+            o[_piece(rank, frm, vm.rank(g, held), parts, shape[frm])] = net.recv(c, g, bufs[g][mine], rank)
+        out[c] = o
+    dims = list(d.axes for d in t.dims)
+    dims[frm] = dims[frm][: len(dims[frm]) - len(held)]
+    dims[to] = dims[to] + moved
+    return out, (tuple(dims), frozenset(t.unreduced))
+
+
+def is_zero_pad(step: Step) -> bool:
+    """A Slice step read backwards (the transpose of Slice, S -> U): its axes leave a dim and become
+    unreduced; each device writes its block in place and zeros elsewhere."""
+    op = step.op.value
+    return op == "ZeroPad" or (
+        op == "Slice"
+        and bool(step.axes)
+        and set(step.axes) <= set(step.output.unreduced)
+        and not set(step.axes) & set(step.inputs[0].unreduced)
+    )
+
+
+def _slice(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """``Slice_{X,I}: [I] -> [I_X]``: each device keeps its piece of the dim (the axes must be replicated);
+    nothing is received.
+    A zero-pad (see :func:`is_zero_pad`) is the same op read backwards."""
+    if is_zero_pad(step):
+        return _zero_pad(vm, step, bufs)
+    (t,) = step.inputs
+    busy = [a for a in step.axes if a in t.sharded_axes or a in t.unreduced]
+    if busy:
+        raise step_error(
+            step, f"{', '.join(busy)} is already used by {_show(t)}; only a replicated axis is sliced"
+        )
+    at, rank, parts = _dim_pos(step, t, step.dim), len(t.dims), vm.size(step.axes)
+    out = {c: b[_piece(rank, at, vm.rank(c, step.axes), parts, b.shape[at])].copy() for c, b in bufs.items()}
+    dims = tuple(d.axes + tuple(step.axes) if i == at else d.axes for i, d in enumerate(t.dims))
+    return out, (dims, frozenset(t.unreduced))
+
+
+def _zero_pad(vm: VirtualMesh, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """``[I_X] -> [I]{U_X}``: each device writes its block in place in a zero buffer of the whole dim."""
+    (t,) = step.inputs
+    found = _minor_suffix(step, t, step.axes)
+    if len(found) != 1:
+        raise step_error(step, "a zero-pad takes its axes off one dim")
+    ((at, moved),) = found.items()
+    rank, parts, out = len(t.dims), vm.size(moved), {}
+    for c, b in bufs.items():
+        shape = list(b.shape)
+        shape[at] *= parts
+        o = np.zeros(shape, dtype=b.dtype)
+        o[_piece(rank, at, vm.rank(c, moved), parts, shape[at])] = b
+        out[c] = o
+    dims = tuple(d.axes[: len(d.axes) - len(moved)] if i == at else d.axes for i, d in enumerate(t.dims))
+    return out, (dims, frozenset(t.unreduced) | set(moved))
+
+
+def _permute(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """``Permute_{X,Y}: [I_X, J_Y] -> [I_Y, J_X]``. Swap the roles of two axes. Devices that hold the same block (and the same partial) under the old
+    layout are matched, in device order, with the devices that need it under the new one: a bijection,
+    so every device receives at most one shard."""
+    (t,) = step.inputs
+    if len(step.axes) != 2 or step.axes[0] == step.axes[1]:
+        raise step_error(step, "Permute_{X,Y} swaps two distinct axes")
+    x, y = step.axes
+    swap = {x: y, y: x}
+    dims = tuple(tuple(swap.get(a, a) for a in d.axes) for d in t.dims)
+    unred = tuple(swap.get(a, a) for a in t.unreduced)
+    if [vm.size(d.axes) for d in t.dims] != [vm.size(e) for e in dims] or vm.size(t.unreduced) != vm.size(
+        unred
+    ):
+        raise step_error(
+            step, f"|{x}| = {vm.size([x])} and |{y}| = {vm.size([y])}: the local shape would change"
+        )
+    old: dict[tuple, list[Coord]] = {}
+    new: dict[tuple, list[Coord]] = {}
+    for c in vm.coords:
+        old.setdefault((tuple(vm.rank(c, d.axes) for d in t.dims), vm.rank(c, t.unreduced)), []).append(c)
+        new.setdefault((tuple(vm.rank(c, e) for e in dims), vm.rank(c, unred)), []).append(c)
+    rank, out = len(t.dims), {}
+    for key, dsts in new.items():
+        for src, dst in zip(old[key], dsts, strict=True):
+            out[dst] = net.recv(dst, src, bufs[src], rank).copy()
+    return out, (dims, frozenset(unred))
+
+
+# ---------------------------------------------------------------- local einsum
+
+
+def einsum_rule(step: Step) -> tuple[str, Layout]:
+    """The einsum subscripts and the output layout the case rules give, or the error that forbids it."""
+    left, right = step.inputs
+    letters: dict[str, str] = {}
+
+    def sub(t: Tensor) -> str:
+        if len(set(t.dim_names)) != len(t.dim_names):
+            raise ShapeMismatch(f"{_show(t)} names a dim twice")
+        if len(letters | dict.fromkeys(t.dim_names)) > len(string.ascii_letters):
+            raise UsageError(f"an einsum of more than {len(string.ascii_letters)} distinct dims")
+        return "".join(letters.setdefault(n, string.ascii_letters[len(letters)]) for n in t.dim_names)
+
+    spec = f"{sub(left)},{sub(right)}->"
+    out_names = step.output.dim_names
+    if any(n not in letters for n in out_names) or len(set(out_names)) != len(out_names):
+        raise ShapeMismatch(
+            f"the result {_show(step.output)} has a dim that is not an operand's, or one twice"
+        )
+    spec += "".join(letters[n] for n in out_names)
+    both = set(left.unreduced) & set(right.unreduced)
+    if both:
+        raise step_error(
+            step,
+            f"both operands are unreduced over {', '.join(sorted(both))}: reduce one first",
+            rule="unreduced-product",
+        )
+    for t, other in ((left, right), (right, left)):
+        clash = set(t.unreduced) & set(other.sharded_axes)
+        if clash:
+            raise step_error(
+                step,
+                f"{_show(t)} is unreduced over {', '.join(sorted(clash))}, which shards "
+                f"{_show(other)}: reduce it first",
+                rule="unreduced-product",
+            )
+    axes_l = {d.label: d.axes for d in left.dims}
+    axes_r = {d.label: d.axes for d in right.dims}
+    unred = set(left.unreduced) | set(right.unreduced)
+    for name in letters:
+        keep = name in out_names
+        if name in axes_l and name in axes_r and axes_l[name] != axes_r[name]:
+            if keep:
+                raise step_error(
+                    step, f"batch dim {name} is sharded differently in the operands", "batch-dim-mismatch"
+                )
+            raise step_error(
+                step,
+                f"contracted dim {name} is sharded over {''.join(axes_l[name]) or 'nothing'} on "
+                f"the left and {''.join(axes_r[name]) or 'nothing'} on the right: not a local product; "
+                "gather or slice one side first",
+                rule="einsum-not-local",
+            )
+        if not keep:  # summed on each device: a sharded sum leaves partial sums
+            unred |= set(axes_l.get(name, ()) or axes_r.get(name, ()))
+    dims = tuple(axes_l[n] if n in axes_l else axes_r[n] for n in out_names)
+    flat = [a for d in dims for a in d]
+    if len(set(flat)) != len(flat):
+        raise step_error(
+            step,
+            "two result dims would be sharded over one axis (case 4): gather one operand first",
+            rule="case-4",
+        )
+    if set(flat) & unred:
+        raise step_error(
+            step,
+            f"axis {', '.join(sorted(set(flat) & unred))} would both shard and be unreduced",
+            rule="axis-used-twice",
+        )
+    return spec, (dims, frozenset(unred))
+
+
+def _einsum(vm: VirtualMesh, net: Net, step: Step, lb: Buffers, rb: Buffers) -> tuple[Buffers, Layout]:
+    """``A[..] · B[..] -> C[..]``: each device multiplies its own blocks; nothing is received."""
+    spec, layout = einsum_rule(step)
+    return {c: np.einsum(spec, lb[c], rb[c]) for c in vm.coords}, layout
+
+
+# ---------------------------------------------------------------- the table: op -> its data movement
+
+Move = Callable[..., tuple[Buffers, Layout]]  # (vm, net, step, *input buffers) -> (buffers, derived layout)
+
+MOVES: dict[Op, Move] = {
+    # collectives are the identity on global values; each changes only the layout
+    Op.ALL_GATHER: _all_gather,  # [I_X] -> [I]
+    Op.REDUCE_SCATTER: _reduce_scatter,  # [I]{U_X} -> [I_X]
+    Op.ALL_REDUCE: _all_reduce,  # [I]{U_X} -> [I]
+    Op.ALL_TO_ALL: _all_to_all,  # [I_X, J] -> [I, J_X]
+    Op.SLICE: _slice,  # [I] -> [I_X]; read backwards ([I_X] -> [I]{U_X}) a zero-pad
+    Op.PERMUTE: _permute,  # [I_X, J_Y] -> [I_Y, J_X]
+    # the local product: the dense einsum of each device's blocks
+    Op.EINSUM: _einsum,
+}

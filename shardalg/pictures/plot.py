@@ -1,0 +1,192 @@
+"""Pictures for the notes: two plans' costs against one parameter, the crossover marked, the regions labelled.
+
+matplotlib is an optional extra (``pip install shardalg[plot]``) and is imported only when a picture is
+drawn. The numbers come from sympy: each cost is substituted with the given values, lambdified in the swept
+parameter, and evaluated on a log-spaced grid; crossovers are the sign changes of the difference, refined by
+bisection on the exact expressions, and also solved symbolically where sympy can.
+
+    >>> from shardalg.pictures.plot import crossover_plot
+    >>> fig = crossover_plot(cost_a, cost_b, over=D, lo=128, hi=65536, values={B: 1024}, out="d.png")
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sympy
+
+from shardalg.algebra.symbols import as_expr
+from shardalg.errors import UsageError
+
+__all__ = ["Crossover", "CostCurves", "cost_curves", "crossover_plot", "FORMATS"]
+
+# Output formats by file suffix, and the matplotlib backend that writes each.
+FORMATS: dict[str, str] = {".png": "agg", ".pdf": "pdf", ".pgf": "pgf", ".svg": "svg"}
+
+_GRID_POINTS = 400
+_BISECTION_STEPS = 80
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """A value of the swept parameter where the two costs are equal, and which plan is cheaper above it."""
+
+    at: float
+    cost: float
+    cheaper_above: int  # 0: the first plan, 1: the second
+
+
+@dataclass(frozen=True)
+class CostCurves:
+    """Both costs sampled over the sweep, with the crossovers found."""
+
+    over: sympy.Symbol
+    xs: tuple[float, ...]
+    ys: tuple[tuple[float, ...], tuple[float, ...]]
+    crossovers: tuple[Crossover, ...]
+    exact: tuple[sympy.Expr, ...]  # crossovers sympy solved in closed form (may be empty)
+
+    def cheaper(self, x: float) -> int:
+        """Which plan is cheaper at ``x`` (0 or 1), by the sampled curves' interpolation."""
+        i = min(range(len(self.xs)), key=lambda k: abs(math.log(self.xs[k]) - math.log(x)))
+        return 0 if self.ys[0][i] <= self.ys[1][i] else 1
+
+
+def _numeric(expr: Any, over: sympy.Symbol, values: Mapping[sympy.Symbol, float]) -> sympy.Expr:
+    e = as_expr(expr).subs(dict(values))
+    extra = e.free_symbols - {over}
+    if extra:
+        names = ", ".join(sorted(str(s) for s in extra))
+        raise UsageError(f"the cost still has free symbols besides {over}: {names}; give them values")
+    return e
+
+
+def cost_curves(
+    cost_a: Any,
+    cost_b: Any,
+    *,
+    over: sympy.Symbol,
+    lo: float,
+    hi: float,
+    values: Mapping[sympy.Symbol, float] | None = None,
+    points: int = _GRID_POINTS,
+) -> CostCurves:
+    """Sample both costs over ``[lo, hi]`` (log-spaced) and find where they cross."""
+    if not (0 < lo < hi):
+        raise UsageError(f"the sweep needs 0 < lo < hi, not lo={lo}, hi={hi}")
+    values = values or {}
+    ea, eb = _numeric(cost_a, over, values), _numeric(cost_b, over, values)
+    fa, fb = sympy.lambdify(over, ea, "math"), sympy.lambdify(over, eb, "math")
+    step = (math.log(hi) - math.log(lo)) / (points - 1)
+    xs = tuple(math.exp(math.log(lo) + i * step) for i in range(points))
+    ya = tuple(float(fa(x)) for x in xs)
+    yb = tuple(float(fb(x)) for x in xs)
+    crossovers: list[Crossover] = []
+    for i in range(points - 1):
+        d0, d1 = ya[i] - yb[i], ya[i + 1] - yb[i + 1]
+        if d0 == 0 or (d0 > 0) == (d1 > 0):
+            continue
+        left, right = xs[i], xs[i + 1]
+        for _ in range(_BISECTION_STEPS):
+            mid = math.sqrt(left * right)
+            if (float(fa(mid)) - float(fb(mid)) > 0) == (d0 > 0):
+                left = mid
+            else:
+                right = mid
+        at = math.sqrt(left * right)
+        crossovers.append(Crossover(at, float(fa(at)), 0 if d1 < 0 else 1))
+    exact: tuple[sympy.Expr, ...] = ()
+    try:
+        sols = sympy.solve(sympy.Eq(ea, eb), over)
+        exact = tuple(s for s in sols if s.is_real and s.is_positive)
+    except (NotImplementedError, TypeError, ValueError):
+        exact = ()
+    return CostCurves(over, xs, (ya, yb), tuple(crossovers), exact)
+
+
+def _pyplot(backend: str) -> Any:
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        raise UsageError(
+            "drawing needs matplotlib, an optional extra: pip install 'shardalg[plot]'"
+        ) from None
+    matplotlib.use(backend, force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _pgf_texsystem() -> str:
+    """The TeX engine matplotlib's PGF backend should measure text with."""
+    import shutil
+
+    for name in ("pdflatex", "lualatex", "xelatex"):
+        if shutil.which(name) is not None:
+            return name
+    raise UsageError("PGF output needs a LaTeX system (pdflatex) for text metrics; write .pdf or .png instead")
+
+
+def crossover_plot(
+    cost_a: Any,
+    cost_b: Any,
+    *,
+    over: sympy.Symbol,
+    lo: float,
+    hi: float,
+    out: str | Path,
+    values: Mapping[sympy.Symbol, float] | None = None,
+    labels: Sequence[str] = ("plan A", "plan B"),
+    unit: str = "s",
+    title: str | None = None,
+) -> CostCurves:
+    """Draw both costs against ``over`` on log axes; mark each crossover and label the regions by the
+    plan that is cheaper there. The format follows the suffix of ``out`` (.png, .pdf, .pgf, .svg)."""
+    path = Path(out)
+    backend = FORMATS.get(path.suffix.lower())
+    if backend is None:
+        raise UsageError(f"unknown picture format {path.suffix!r}; use one of {', '.join(FORMATS)}")
+    if len(labels) != 2:
+        raise UsageError("give exactly two labels, one per plan")
+    rc = {"pgf.texsystem": _pgf_texsystem()} if backend == "pgf" else {}
+    curves = cost_curves(cost_a, cost_b, over=over, lo=lo, hi=hi, values=values)
+    plt = _pyplot(backend)
+    with plt.rc_context(rc):
+        _draw(plt, curves, path, labels, unit, title)
+    return curves
+
+
+def _draw(plt: Any, curves: CostCurves, path: Path, labels: Sequence[str], unit: str, title: str | None) -> None:
+    over = curves.over
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    try:
+        colors = ("tab:blue", "tab:orange")
+        for k in (0, 1):
+            ax.plot(curves.xs, curves.ys[k], color=colors[k], label=labels[k], linewidth=2)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(str(over))
+        ax.set_ylabel(f"time ({unit})")
+        bounds = [curves.xs[0], *(c.at for c in curves.crossovers), curves.xs[-1]]
+        for lo_x, hi_x in zip(bounds, bounds[1:], strict=False):
+            mid = math.sqrt(lo_x * hi_x)
+            who = curves.cheaper(mid)
+            ax.axvspan(lo_x, hi_x, color=colors[who], alpha=0.08)
+            ax.text(mid, 0.95, f"{labels[who]} cheaper", transform=ax.get_xaxis_transform(),
+                    ha="center", va="top", fontsize=9, color=colors[who])
+        for c in curves.crossovers:
+            ax.axvline(c.at, color="black", linestyle="--", linewidth=1)
+            ax.plot([c.at], [c.cost], "ko")
+            ax.annotate(f"crossover {over} = {c.at:.4g}", (c.at, c.cost), textcoords="offset points",
+                        xytext=(6, -14), fontsize=9)
+        if title:
+            ax.set_title(title)
+        ax.legend(loc="lower right")
+        fig.tight_layout()
+        fig.savefig(path)
+    finally:
+        plt.close(fig)

@@ -1,0 +1,283 @@
+"""Pictures of a sharding: which block of a tensor lives on which device.
+
+    >>> print(show(parse_tensor("A[I_X, J]{U_Y}"), Mesh(X=2, Y=2)))
+
+draws the mesh as a grid (rows: the first half of the mesh axes, columns: the rest, each mixed-radix with
+the first axis major), one cell per device, saying which block of every dim the device holds (``I1`` is block
+1 of I's blocks, ``J`` the whole dim) and, for an unreduced tensor, which partial sum it holds (``+1``). A
+second grid, for tensors of one or two dims, is the tensor's own block grid (as
+``jax.debug.visualize_array_sharding`` draws it): each block lists the devices that hold it, replicas
+separated by commas and the partial sums that add up to it joined by ``+``.
+
+:func:`show_tikz` draws the device grid for LaTeX notes, and :func:`show_collective` a collective as a
+before/after pair. The block arithmetic is :func:`device_blocks`, the same as the executor's.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.errors import UsageError
+from shardalg.notation.syntax import Arrow, Collective, Tensor
+
+__all__ = ["Block", "device_blocks", "show", "show_tikz", "show_collective"]
+
+Coord = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Block:
+    """What one device holds: per dim (block index, number of blocks), and the partial-sum index among
+    ``partials`` (1 when the tensor is not unreduced)."""
+
+    dims: tuple[tuple[int, int], ...]
+    partial: int
+    partials: int
+
+
+def _rank(mesh: Mesh, c: Coord, axes: Sequence[str]) -> int:
+    r = 0
+    for a in axes:
+        i = mesh.names.index(a)
+        r = r * mesh.shape[i] + c[i]
+    return r
+
+
+def _checked(tensor: Tensor, mesh: Mesh | str | Mapping[str, int]) -> Mesh:
+    m = as_mesh(mesh)
+    if m is None or not m.is_numeric:
+        raise UsageError("show needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
+    from shardalg.algebra.rules import validate
+
+    validate(tensor, m)
+    return m
+
+
+def device_blocks(tensor: Tensor, mesh: Mesh | str | Mapping[str, int]) -> dict[Coord, Block]:
+    """For each device (mesh coordinates, row-major), the block of ``tensor`` it holds."""
+    m = _checked(tensor, mesh)
+    unreduced = tuple(a for a in m.names if a in tensor.unreduced)
+    out = {}
+    for c in itertools.product(*(range(n) for n in m.shape)):
+        dims = tuple((_rank(m, c, d.axes), m.group_size(d.axes)) for d in tensor.dims)
+        out[c] = Block(dims, _rank(m, c, unreduced), m.group_size(unreduced))
+    return out
+
+
+# ------------------------------------------------------------------------------------ text
+def _dim_part(label: str, index: int, parts: int, size: int | None) -> str:
+    if size is not None:
+        k = size // parts
+        return f"{label}[{index * k}:{(index + 1) * k}]"
+    return label if parts == 1 else f"{label}{index}"
+
+
+def _cell(tensor: Tensor, b: Block, sizes: Mapping[str, int]) -> str:
+    parts = [
+        _dim_part(d.label, i, n, d.size if d.size is not None else sizes.get(d.label))
+        for d, (i, n) in zip(tensor.dims, b.dims, strict=True)
+    ]
+    if b.partials > 1:
+        parts.append(f"+{b.partial}")
+    return " ".join(parts)
+
+
+def _coord_label(mesh: Mesh, axes: Sequence[str], values: Sequence[int]) -> str:
+    return ",".join(f"{a}={v}" for a, v in zip(axes, values, strict=True))
+
+
+def _grid(rows: list[str], cols: list[str], cells: list[list[str]]) -> list[str]:
+    """An ASCII table: row labels on the left, column labels on top."""
+    lw = max((len(r) for r in rows), default=0)
+    widths = [max(len(cols[j]), *(len(cells[i][j]) for i in range(len(rows)))) for j in range(len(cols))]
+    rule = " " * lw + " +" + "+".join("-" * (w + 2) for w in widths) + "+"
+    head = " " * lw + "  " + " ".join(f" {c:^{w}} " for c, w in zip(cols, widths, strict=True))
+    lines = [head, rule]
+    for label, row in zip(rows, cells, strict=True):
+        lines.append(f"{label:>{lw}} |" + "|".join(f" {v:<{w}} " for v, w in zip(row, widths, strict=True)) + "|")
+    lines.append(rule)
+    return lines
+
+
+def _split(mesh: Mesh) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    half = len(mesh) // 2
+    return mesh.names[:half], mesh.names[half:]
+
+
+def _values(mesh: Mesh, axes: Sequence[str]) -> list[tuple[int, ...]]:
+    return list(itertools.product(*(range(mesh.size(a)) for a in axes)))
+
+
+def _device_grid(tensor: Tensor, m: Mesh, sizes: Mapping[str, int]) -> list[str]:
+    blocks = device_blocks(tensor, m)
+    row_axes, col_axes = _split(m)
+    rows, cols = _values(m, row_axes), _values(m, col_axes)
+    cells = []
+    for r in rows:
+        line = []
+        for c in cols:
+            at = dict(zip(row_axes + col_axes, r + c, strict=True))
+            line.append(_cell(tensor, blocks[tuple(at[a] for a in m.names)], sizes))
+        cells.append(line)
+    row_labels = [_coord_label(m, row_axes, r) for r in rows] if row_axes else [""]
+    return _grid(row_labels, [_coord_label(m, col_axes, c) for c in cols], cells)
+
+
+def _block_grid(tensor: Tensor, m: Mesh) -> list[str]:
+    """The tensor's blocks (rows: dim 0, columns: dim 1) with the devices holding each."""
+    blocks = device_blocks(tensor, m)
+    coords = list(blocks)
+    holders: dict[tuple[int, ...], dict[int, list[int]]] = {}
+    for rank, c in enumerate(coords):
+        b = blocks[c]
+        key = tuple(i for i, _ in b.dims)
+        # devices summing to one copy: same block, same coordinates off the unreduced axes
+        copy = _rank(m, c, [a for a in m.names if a not in tensor.unreduced])
+        holders.setdefault(key, {}).setdefault(copy, []).append(rank)
+
+    def cell(key: tuple[int, ...]) -> str:
+        return ", ".join("+".join(map(str, devs)) for devs in holders[key].values())
+
+    d0 = tensor.dims[0]
+    n0 = m.group_size(d0.axes)
+    if len(tensor.dims) == 1:
+        return _grid([""], [f"{d0.label}{i}" for i in range(n0)], [[cell((i,)) for i in range(n0)]])
+    d1 = tensor.dims[1]
+    n1 = m.group_size(d1.axes)
+    return _grid(
+        [f"{d0.label}{i}" for i in range(n0)],
+        [f"{d1.label}{j}" for j in range(n1)],
+        [[cell((i, j)) for j in range(n1)] for i in range(n0)],
+    )
+
+
+def _text(t: Tensor) -> str:
+    from shardalg.notation.printing import text
+
+    return text(t)
+
+
+def _summary(tensor: Tensor, m: Mesh) -> list[str]:
+    local = ", ".join(
+        d.label if not d.axes else f"{d.label}/{m.group_size(d.axes)}" for d in tensor.dims
+    )
+    lines = [f"{_text(tensor)} on the mesh {', '.join(f'{a.name}={a.size}' for a in m)}: local shape [{local}]"]
+    what = []
+    for d in tensor.dims:
+        if d.axes:
+            what.append(f"{d.label}k = block k of {m.group_size(d.axes)} (over {''.join(d.axes)}, {d.axes[0]} major)")
+    if tensor.unreduced:
+        what.append(f"+k = partial sum k of {m.group_size(tensor.unreduced)}: the value is their sum over "
+                    f"{', '.join(tensor.unreduced)}")
+    free = [a for a in m.names if a not in tensor.used_axes]
+    if free or tensor.invariant:
+        what.append("replicated over " + ", ".join(free + [f"{a} (invariant)" for a in tensor.invariant]))
+    return lines + [f"  {w}" for w in what]
+
+
+def show(
+    tensor: Tensor | str, mesh: Mesh | str | Mapping[str, int], sizes: Mapping[str, int] | None = None
+) -> str:
+    """A text picture of ``tensor`` on ``mesh``: the device grid, and the block grid for one or two dims."""
+    t = _as_tensor(tensor)
+    m = _checked(t, mesh)
+    lines = _summary(t, m) + ["", "devices (what each holds):"] + _device_grid(t, m, sizes or {})
+    if 1 <= len(t.dims) <= 2:
+        ranks = "device numbers: row-major over " + ", ".join(m.names)
+        lines += ["", f"blocks (who holds each; {ranks}):"] + _block_grid(t, m)
+    return "\n".join(lines)
+
+
+def _as_tensor(tensor: Tensor | str) -> Tensor:
+    if isinstance(tensor, Tensor):
+        return tensor
+    from shardalg.notation.parse import parse_tensor
+
+    return parse_tensor(tensor)
+
+
+# ------------------------------------------------------------------------------------ TikZ
+def _tex_cell(tensor: Tensor, b: Block) -> str:
+    parts = [d.label if n == 1 else f"{d.label}_{{{i}}}" for d, (i, n) in zip(tensor.dims, b.dims, strict=True)]
+    body = r"\,".join(parts)
+    if b.partials > 1:
+        body += rf"\;{{+}}{b.partial}"
+    return f"${body}$"
+
+
+def show_tikz(tensor: Tensor | str, mesh: Mesh | str | Mapping[str, int], *, caption: bool = True) -> str:
+    """A ``tikzpicture`` of the device grid: one box per device with the blocks it holds (unreduced
+    cells shaded). Needs ``\\usepackage{tikz}``."""
+    t = _as_tensor(tensor)
+    m = _checked(t, mesh)
+    blocks = device_blocks(t, m)
+    row_axes, col_axes = _split(m)
+    rows, cols = _values(m, row_axes), _values(m, col_axes)
+    fill = ", fill=orange!15" if t.unreduced else ""
+    out = [r"\begin{tikzpicture}[x=2.2cm, y=0.9cm, every node/.style={font=\small}]"]
+    for j, c in enumerate(cols):
+        out.append(rf"  \node at ({j}, 0.75) {{${_tex_coord(col_axes, c)}$}};")
+    for i, r in enumerate(rows):
+        if row_axes:
+            out.append(rf"  \node[anchor=east] at (-0.55, {-i}) {{${_tex_coord(row_axes, r)}$}};")
+        for j, c in enumerate(cols):
+            at = dict(zip(row_axes + col_axes, r + c, strict=True))
+            b = blocks[tuple(at[a] for a in m.names)]
+            out.append(rf"  \draw[thick{fill}] ({j - 0.48}, {-i - 0.4}) rectangle ({j + 0.48}, {-i + 0.4});")
+            out.append(rf"  \node at ({j}, {-i}) {{{_tex_cell(t, b)}}};")
+    if caption:
+        out.append(rf"  \node[anchor=north west] at (-0.5, {-len(rows) + 0.4}) {{${t.latex()}$}};")
+    out.append(r"\end{tikzpicture}")
+    return "\n".join(out)
+
+
+def _tex_coord(axes: Sequence[str], values: Sequence[int]) -> str:
+    return ",".join(f"{a}={v}" for a, v in zip(axes, values, strict=True))
+
+
+# ------------------------------------------------------------------------------------ collectives
+def _sub(axes: Sequence[str], dim: str | None) -> str:
+    items = ["".join(axes) if all(len(a) == 1 for a in axes) else ",".join(axes)] + ([dim] if dim else [])
+    sub = ",".join(items)
+    return sub if len(sub) == 1 else "{" + sub + "}"
+
+
+def _before_after(stmt: object, m: Mesh, sizes: Mapping[str, int] | None) -> tuple[Tensor, Tensor, str, str]:
+    """(before, after, op name, subscript)."""
+    from shardalg.notation.plan import Step
+
+    if isinstance(stmt, Step):
+        if len(stmt.inputs) != 1:
+            raise UsageError("show_collective takes a collective step, not an einsum")
+        (before,) = stmt.inputs
+        return before, stmt.output, stmt.op.value, _sub(stmt.axes, stmt.dim)
+    if isinstance(stmt, str):
+        from shardalg.notation.parse import parse_statement
+
+        stmt = parse_statement(stmt)
+    expr = stmt.expr if isinstance(stmt, Arrow) else stmt
+    if not isinstance(expr, Collective) or not isinstance(expr.arg, Tensor):
+        raise UsageError("show_collective takes one collective of a tensor, e.g. AllGather_X(A[I_X, J])")
+    from shardalg.algebra.statements import apply_statement
+
+    after = apply_statement(stmt, m, dict(sizes or {}))
+    return expr.arg, after, expr.op.value, _sub(expr.axes, expr.dim)
+
+
+def show_collective(
+    stmt: object, mesh: Mesh | str | Mapping[str, int], *, format: str = "text", sizes: Mapping[str, int] | None = None
+) -> str:
+    """A collective as a before/after pair of pictures (``format``: "text" or "tikz")."""
+    m = as_mesh(mesh)
+    if m is None:
+        raise UsageError("show needs a mesh, e.g. X=4,Y=2")
+    before, after, op, sub = _before_after(stmt, m, sizes)
+    if format == "tikz":
+        arrow = rf"\quad$\xrightarrow{{\textbf{{{op}}}_{sub}}}$\quad"
+        return "\n".join([show_tikz(before, m), arrow, show_tikz(after, m)])
+    if format != "text":
+        raise UsageError(f"unknown format {format!r}: text or tikz")
+    return "\n".join(["before:", show(before, m, sizes), "", f"    | {op}_{sub}", "    v", "", "after:", show(after, m, sizes)])

@@ -1,0 +1,184 @@
+"""The planner: every legal plan for a sharded einsum, a collective, or a resharding (DESIGN.md section 3).
+
+For ``left · right -> out`` a plan is: reshard each operand into a *compute layout*, take the local einsum
+of the shards (:mod:`shardalg.algebra.einsum`), then finish: reduce (AllReduce, ReduceScatter onto a result dim,
+or leave unreduced) and reshard to the requested result. Compute layouts are enumerated per mesh axis: an
+axis that shards or leaves unreduced an operand may be kept, gathered (reduced), or moved; a replicated one
+may be sliced onto a dim that the other operand or the requested result shards over it. That covers the
+book's strategies and XLA's: gather either operand or both (case 2, 4, mismatched), slice the replicated
+operand and reduce afterwards (case 2's alternative), AllReduce vs ReduceScatter vs leaving C unreduced
+(case 3), permute an operand into place (redistribute finds the Permute when it is cheapest), reshard the
+inputs or the output. Each plan also comes in a variant that first slices onto the spare replicated axes
+before a gather (the book's question 2: ``[B_X, D_Y] -> [B_XZ, D_Y]`` is free, then AllGather_XZ uses more
+links). Plans are deduplicated and sorted by ``key`` (default: bytes communicated, then steps, then the steps
+themselves); ``plan`` returns the first.
+
+Without a requested result, each natural output is planned, and only the minimal compute layouts are kept
+(no plan that does strictly more resharding than another legal one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.statements import apply_statement
+from shardalg.algebra.traffic import Sizes
+from shardalg.errors import NoPlan, UsageError
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Arrow, Collective, Product, Program, Statement, Tensor
+
+from .einsum_plans import EinsumPlanner
+from .redistribute import default_key, redistribute
+
+__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh"]
+
+Key = Callable[[Plan], Any]  # sorts finished plans, cheapest first
+Weigh = Callable[[Step], float]  # one step's additive weight in a search
+
+
+def _fmt(axes: tuple[str, ...] | list[str]) -> str:
+    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What to plan: one statement on a mesh, with dim sizes and the requested result (if any)."""
+
+    statement: Statement
+    mesh: Mesh
+    sizes: Sizes
+    target: Tensor | None
+
+
+def prepare(
+    expr: object,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    target: Tensor | str | None = None,
+) -> Problem:
+    """Normalize the API's arguments: text or AST, a one-statement program, the mesh and sizes it declares."""
+    from shardalg.notation.parse import parse, parse_tensor
+
+    prog_sizes: dict[str, int] = {}
+    prog_mesh: Mesh | None = None
+    if isinstance(expr, str):
+        expr = parse(expr)
+    if isinstance(expr, Program):
+        if len(expr.statements) != 1:
+            raise UsageError(
+                f"plan takes one statement, not {len(expr.statements)}; check a program with check_program"
+            )
+        prog_sizes = dict(expr.sizes)
+        if expr.mesh is not None:
+            prog_mesh = Mesh(dict(expr.mesh.axes))
+        expr = expr.statements[0]
+    if not isinstance(expr, Arrow | Product | Collective | Tensor):
+        raise UsageError(f"plan takes a statement (text or AST), not {type(expr).__name__}")
+    m = as_mesh(mesh) if mesh is not None else prog_mesh
+    if m is None:
+        raise UsageError(
+            "planning needs a mesh: mesh=Mesh(X=4, Y=2), --mesh X=4,Y=2, or 'mesh X=4' in the text"
+        )
+    if isinstance(target, str):
+        target = parse_tensor(target)
+    known = {**prog_sizes, **(dict(sizes) if sizes else {})}
+    return Problem(expr, m, Sizes(known), target)
+
+
+def plans(
+    expr: object,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    target: Tensor | str | None = None,
+    *,
+    key: Key | None = None,
+    weigh: Weigh | None = None,
+) -> list[Plan]:
+    """Every legal plan for a statement, cheapest first: an einsum ``A[..] · B[..] -> C[..]`` (the arrow's
+    result, or ``target``, is the requested output; without one, every natural output), a collective
+    statement (its one plan), or a resharding ``A[I_X, J] -> A[I, J_X]`` (redistribute's sequences).
+
+    Ranking: by ``key`` when given, else by bytes communicated, then steps; ``weigh`` (a step's additive
+    weight) guides a resharding's search. Ranking by seconds on a chip is :func:`shardalg.costs.ranking.plans`
+    (``shardalg.plans(..., hw=...)``), which passes both."""
+    p = prepare(expr, mesh, sizes, target)
+    rank = key or default_key(p.mesh, p.sizes)
+    stmt = p.statement
+    result = p.target if p.target is not None else (stmt.result if isinstance(stmt, Arrow) else None)
+    body = stmt.expr if isinstance(stmt, Arrow) else stmt
+    if isinstance(body, Tensor):
+        if result is None:
+            return [Plan((body,), (), body, note="nothing to do")]
+        return redistribute(body, result, p.mesh, p.sizes.known, key=rank, weigh=weigh)
+    if isinstance(body, Collective):
+        return [_collective_plan(body, result, p)]
+    if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
+        raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
+    found = EinsumPlanner(body, result, p.mesh, p.sizes).plans()
+    if not found:
+        raise _no_plan(stmt, body, result)
+    found.sort(key=rank)
+    return found
+
+
+def plan(
+    expr: object,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    sizes: Mapping[str, int] | None = None,
+    target: Tensor | str | None = None,
+    *,
+    key: Key | None = None,
+    weigh: Weigh | None = None,
+) -> Plan:
+    """The default (first) of :func:`plans`."""
+    return plans(expr, mesh, sizes, target, key=key, weigh=weigh)[0]
+
+
+def _no_plan(stmt: Statement, body: Product, result: Tensor | None) -> NoPlan:
+    """Why nothing computes the statement: a local product as written that is not local, or a result
+    requested unreduced over an axis on which no product of the operands leaves partial sums."""
+    span = getattr(stmt, "span", None)
+    if body.local:
+        return NoPlan(
+            f"{stmt} asks for the local product as written, and the shards as written cannot simply be multiplied",
+            span=span,
+            fix="drop _LOCAL to let the planner gather or slice first",
+        )
+    u = result.unreduced if result is not None else ()
+    return NoPlan(
+        f"no plan computes {stmt}: the result is requested unreduced over {', '.join(u) or 'nothing'}, and no "
+        "legal product of the operands leaves partial sums there (only a contracted dim sharded over those axes "
+        "on both sides, case 3, or an unreduced operand does)",
+        span=span,
+        fix="request the result reduced (drop {U_...}), or shard the contracted dim over those axes",
+    )
+
+
+def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:
+    """A collective statement's one plan: its steps, innermost first, checked by the rules."""
+    chain: list[Collective] = []
+    node: object = c
+    while isinstance(node, Collective):
+        chain.append(node)
+        node = node.arg
+    if not isinstance(node, Tensor):
+        raise UsageError("plan takes a collective of a tensor; write products as separate statements")
+    src = cur = node
+    steps: list[Step] = []
+    for i, col in enumerate(reversed(chain)):
+        last = i == len(chain) - 1
+        stmt: Collective | Arrow = Collective(col.op, col.axes, cur, col.dim, span=col.span)
+        if last and result is not None:
+            stmt = Arrow(stmt, result)
+        out = apply_statement(stmt, p.mesh, p.sizes.known)
+        dim = col.dim
+        if dim is None and col.op.takes_dim:
+            dim = next(d.label for d, e in zip(cur.dims, out.dims, strict=True) if d.axes != e.axes)
+        steps.append(
+            Step(col.op, (cur,), out, col.axes, dim, reason=f"as written: {col.op.value}_{_fmt(col.axes)}")
+        )
+        cur = out
+    return Plan((src,), tuple(steps), cur, note="the collective as written")

@@ -1,0 +1,429 @@
+"""Check a hand-written backward program against the forward it differentiates.
+
+The hand-written backward is read as a per-device program (the local view): each product is a local einsum
+of the shards (its result is what the case rules give: a contraction sharded alike on both sides is
+unreduced), each collective does exactly what its rule does. Gradients are named ``d`` + the value
+(``dW``, ``dIn``); the cotangent of each forward output (``dOut``) is given, in the output's sharding.
+A second product into the same gradient name adds to it (a value used twice).
+
+Each finding names the statement it concerns (with a caret when there is source text). Exact semantic errors
+are errors: a gradient that would be wrong (a missing reduction, a partial value used as the full value, a
+replicated value summed again so the gradient is scaled by the axis size, a collective on the wrong axis, a
+missing or doubled contribution, a gradient left in a sharding other than its parameter's). Correct but
+wasteful choices are warnings, with the bytes they cost (an AllReduce then a Slice where one ReduceScatter
+does it).
+
+    >>> report = verify("In[B_X, D] * W[D, F] -> Out[B_X, F]",
+    ...                 "In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}; dOut[B_X, F] * W[D, F] -> dIn[B_X, D]",
+    ...                 mesh="X=4")
+    >>> report.ok, [f.rule for f in report.findings]
+    (False, ['missing-reduction'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.errors import ShardalgError, Span, UsageError, render_caret
+from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Tensor
+
+from .backward import BackwardProgram, Forward, analyze, backward, grad_name
+
+__all__ = ["verify", "Finding", "VerifyReport"]
+
+ERROR, WARNING = "error", "warning"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One difference between a hand-written backward and a right one."""
+
+    severity: str  # "error" or "warning"
+    rule: str
+    message: str
+    statement: int | None = None  # 1-based index into the backward program
+    span: Span | None = None
+    fix: str | None = None
+
+    def render(self, source: str | None = None) -> str:
+        where = f" (statement {self.statement})" if self.statement else ""
+        lines = [f"{self.severity} [{self.rule}]{where}: {self.message}"]
+        if source is not None and self.span is not None:
+            lines.append(render_caret(source, self.span))
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"severity": self.severity, "rule": self.rule, "message": self.message}
+        if self.statement is not None:
+            out["statement"] = self.statement
+        if self.span is not None:
+            out["span"] = [self.span.start, self.span.end]
+        if self.fix:
+            out["fix"] = self.fix
+        return out
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The findings; ``ok`` is False when any is an error. ``derived`` is the backward shardalg derives."""
+
+    findings: tuple[Finding, ...]
+    derived: BackwardProgram
+    source: str | None = field(default=None, repr=False)
+    bytes_written: object = None
+    bytes_derived: object = None
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == ERROR for f in self.findings)
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == ERROR)
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == WARNING)
+
+    def __str__(self) -> str:
+        if not self.findings:
+            return "ok: the backward computes every gradient exactly, in its parameter's sharding"
+        head = "ok (with warnings)" if self.ok else "WRONG"
+        return "\n".join([head, *(f.render(self.source) for f in self.findings)])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "findings": [f.to_json() for f in self.findings],
+            "bytes_written": str(self.bytes_written),
+            "bytes_derived": str(self.bytes_derived),
+            "derived": self.derived.to_json(),
+        }
+
+
+def _show(t: Tensor) -> str:
+    from shardalg.notation.printing import text
+
+    return text(t)
+
+
+def _sub(axes: tuple[str, ...]) -> str:
+    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
+
+
+class _Checker:
+    """Walks the hand-written backward, tracking what each name really holds (its actual layout)."""
+
+    def __init__(self, fw: Forward, derived: BackwardProgram, program: Program, mesh: Mesh, sizes: dict[str, int]):
+        from shardalg.algebra.traffic import Bytes, Sizes
+
+        self.fw, self.derived, self.program, self.mesh = fw, derived, program, mesh
+        self.sizes = Sizes(sizes)
+        self.findings: list[Finding] = []
+        self.env: dict[str, Tensor] = {grad_name(r): derived.gradient(r) for r in fw.outputs}
+        self.written: dict[str, int] = {}
+        self.tainted: set[str] = set()  # names already reported: later checks stay quiet about them
+        self.history: dict[str, list[tuple[int, Op, tuple[str, ...], str | None, Tensor, Tensor]]] = {}
+        self.contributions: dict[tuple[int, str], int] = {}
+        self.bytes = Bytes()
+        self.primal_layouts: dict[str, set] = {}
+        for e in fw.einsums:
+            for t, r in zip((e.left, e.right, e.out), e.roots, strict=True):
+                self.primal_layouts.setdefault(r, set()).add(t.layout())
+        for r in fw.origin:
+            self.primal_layouts.setdefault(r, set()).update({fw.origin[r].layout(), fw.latest[r].layout()})
+        for made, src in fw.gathered.items():
+            r = fw.root.get(src.name or "", src.name or "")
+            self.primal_layouts.setdefault(r, set()).update({made.layout(), src.layout()})
+        self.grad_roots = {grad_name(r): r for r in fw.origin}
+
+    # ---- findings ------------------------------------------------------------------------------------
+
+    def add(self, severity: str, rule: str, message: str, i: int | None, span: Span | None, fix: str | None = None):
+        if span is None and i is not None and 0 < i <= len(self.program.statements):
+            span = self.program.statements[i - 1].span
+        self.findings.append(Finding(severity, rule, message, i, span, fix))
+
+    # ---- reading a value -----------------------------------------------------------------------------
+
+    def read(self, t: Tensor, i: int, span: Span | None, op: Op | None = None, axes: tuple[str, ...] = ()) -> Tensor:
+        """The actual value a statement reads as ``t``; reports a declared sharding that is not the truth."""
+        name = t.name or ""
+        if name in self.env:
+            actual = self.env[name]
+        elif name in self.fw.root:
+            r = self.fw.root[name]
+            if t.layout() not in self.primal_layouts.get(r, set()):
+                have = _show(replace(self.fw.origin[r], name=name))
+                self.add(ERROR, "layout", f"{_show(t)} is not a sharding the forward gave {name}; it holds {have}",
+                         i, t.span or span, f"read {have} and let a collective make {_show(t)}")  # fmt: skip
+            return t
+        else:
+            self.add(ERROR, "undefined", f"{_show(t)} is read before any statement computes it", i, t.span or span)
+            self.env[name] = t
+            self.tainted.add(name)
+            return t
+        if actual.layout() == t.layout() or name in self.tainted:
+            return actual
+        self.mismatch(t, actual, i, span, op, axes)
+        self.tainted.add(name)
+        return t
+
+    def mismatch(self, t: Tensor, actual: Tensor, i: int, span: Span | None, op: Op | None, axes: tuple[str, ...]):
+        said_u, real_u = set(t.unreduced), set(actual.unreduced)
+        real_r = {a for a in self.mesh.names if a not in actual.used_axes}
+        reducing = op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER)
+        if reducing and set(axes) <= said_u and not set(axes) & real_u and real_u:
+            want = tuple(a for a in self.mesh.names if a in real_u)
+            self.add(ERROR, "wrong-axis",
+                     f"{op.value}_{_sub(axes)} sums over {', '.join(axes)}, but {_show(actual)} is partial over "
+                     f"{', '.join(want)}: the partial sums over {', '.join(want)} are never added",
+                     i, span, f"{op.value}_{_sub(want)}")  # fmt: skip
+            return
+        scaled = (said_u - real_u) & real_r
+        if scaled:
+            n = " · ".join(f"|{a}|" for a in sorted(scaled))
+            size = self.mesh.group_size(sorted(scaled)) if self.mesh.is_numeric else None
+            times = f" = {size}" if size is not None else ""
+            self.add(ERROR, "scaled-gradient",
+                     f"{_show(t)} reads {_show(actual)}, a replicated value, as partial sums over "
+                     f"{', '.join(sorted(scaled))}: every device holds the whole value, so summing the copies "
+                     f"makes the gradient {n}{times} times too large",
+                     i, t.span or span, f"drop the reduction over {', '.join(sorted(scaled))}: the value is already whole")  # fmt: skip
+            return
+        partial = real_u - said_u
+        if partial and not (partial & set(t.sharded_axes)):
+            self.add(ERROR, "partial-as-replicated",
+                     f"{_show(t)} reads {_show(actual)}, which holds partial sums over {', '.join(sorted(partial))}, "
+                     f"as the whole value: each device would use only its own partial sum",
+                     i, t.span or span, f"reduce it first: AllReduce_{_sub(tuple(sorted(partial)))}({_show(actual)})")  # fmt: skip
+            return
+        self.add(ERROR, "layout", f"{_show(t)} is read, but the program made {_show(actual)}", i, t.span or span,
+                 f"write {_show(actual)}, or add the collective that makes {_show(t)}")  # fmt: skip
+
+    # ---- statements ----------------------------------------------------------------------------------
+
+    def product(self, s: Arrow, i: int) -> None:
+        from shardalg.algebra.einsum import Spec, local_output
+
+        p: Product = s.expr  # type: ignore[assignment]
+        result = s.result
+        if not isinstance(p.left, Tensor) or not isinstance(p.right, Tensor) or not result.name:
+            raise UsageError("verify reads one product of two named tensors per statement", span=s.span)
+        left, right = self.read(p.left, i, s.span), self.read(p.right, i, s.span)
+        self.role(p.left, p.right, result, i, s.span)
+        try:
+            out = local_output(left, right, Spec.of(left, right, p.contract, result), self.mesh, result.name)
+        except ShardalgError as err:
+            self.add(ERROR, "not-local", f"{_show(left)} · {_show(right)} is not a local product: {err.message}",
+                     i, s.span, err.fix)  # fmt: skip
+            self.assign(result, result, i, s.span)
+            self.tainted.add(result.name)
+            return
+        if out.layout() != result.layout():
+            partial = set(out.unreduced) - set(result.unreduced)
+            if partial and out.layout()[0] == result.layout()[0]:
+                axes = _sub(tuple(sorted(partial)))
+                self.add(ERROR, "partial-as-replicated",
+                         f"the local product is {_show(out)}: each device holds a partial sum over "
+                         f"{', '.join(sorted(partial))}; written as {_show(result)} it is used as the whole value",
+                         i, result.span or s.span, f"write {_show(out)} and reduce it: AllReduce_{axes} or ReduceScatter_{axes}")  # fmt: skip
+            else:
+                self.add(ERROR, "layout", f"the local product is {_show(out)}, not {_show(result)}", i,
+                         result.span or s.span, f"write the result as {_show(out)}")  # fmt: skip
+            self.tainted.add(result.name)
+        self.assign(result, out, i, s.span)
+
+    def assign(self, written: Tensor, actual: Tensor, i: int, span: Span | None) -> None:
+        name = written.name or ""
+        if name in self.env and name in self.grad_roots and self.env[name].layout() != actual.layout():
+            self.add(ERROR, "layout", f"{name} is added to in two shardings: {_show(self.env[name])} and "
+                     f"{_show(actual)}", i, span)  # fmt: skip
+        self.env[name] = actual
+        self.written[name] = i
+
+    def role(self, a: Tensor, b: Tensor, out: Tensor, i: int, span: Span | None) -> None:
+        """Which gradient einsum of the forward this product is; an error when it is none, or a repeat."""
+        for e in self.fw.einsums:
+            dc = grad_name(e.roots[2])
+            for side, (x, other) in (("left", (e.roots[0], e.roots[1])), ("right", (e.roots[1], e.roots[0]))):
+                names = {a.name, b.name}
+                if out.name == grad_name(x) and names == {dc, other} | ({dc} if dc == other else set()):
+                    key = (e.index, side)
+                    if key in self.contributions:
+                        self.add(ERROR, "duplicate-contribution",
+                                 f"{out.name} gets the contribution of statement {e.index + 1} of the forward twice "
+                                 f"(first in statement {self.contributions[key]}): the gradient is doubled",
+                                 i, span, "compute each contribution once")  # fmt: skip
+                    self.contributions[key] = i
+                    return
+        self.add(ERROR, "not-a-gradient",
+                 f"{a.name} · {b.name} -> {out.name} is not a gradient einsum of the forward "
+                 f"(dA = dC·Bᵀ or dB = Aᵀ·dC of one of its products)", i, span)  # fmt: skip
+
+    def collective(self, s: Arrow | Collective, i: int) -> None:
+        from shardalg.algebra.rules import RULES
+        from shardalg.algebra.traffic import step_bytes
+
+        c = s.expr if isinstance(s, Arrow) else s
+        result = s.result if isinstance(s, Arrow) else None
+        assert isinstance(c, Collective)
+        if not isinstance(c.arg, Tensor):
+            raise UsageError("verify reads one collective of a named tensor per statement", span=s.span)
+        actual = self.read(c.arg, i, s.span, c.op, c.axes)
+        try:
+            out = RULES[c.op].apply(actual, c.axes, c.dim, self.mesh)
+        except ShardalgError as err:
+            if c.arg.name not in self.tainted:
+                self.add(ERROR, "collective", err.message, i, s.span, err.fix)
+            out = result if result is not None else actual
+            self.tainted.add(c.arg.name or "")
+        else:
+            if result is not None and result.invariant:
+                out = replace(out, invariant=tuple(sorted(set(out.invariant) | (set(result.invariant) & set(c.axes)))))
+            self.bytes = self.bytes + step_bytes(c.op, c.axes, actual, out, self.mesh, self.sizes)
+            self.history.setdefault(c.arg.name or "", []).append((i, c.op, c.axes, c.dim, actual, out))
+        if result is not None and result.layout()[:2] != out.layout()[:2] and c.arg.name not in self.tainted:
+            self.add(ERROR, "layout", f"{c.op.value}_{_sub(c.axes)} gives {_show(out)}, not {_show(result)}", i,
+                     result.span or s.span, f"write the result as {_show(out)}")  # fmt: skip
+        name = (result.name if result is not None else None) or c.arg.name or ""
+        if result is not None and result.name != c.arg.name:
+            self.grad_roots.setdefault(name, self.grad_roots.get(c.arg.name or "", name))
+        self.env[name] = out
+        self.written[name] = i
+
+    # ---- the end -------------------------------------------------------------------------------------
+
+    def finish(self, defer: bool) -> None:
+        last = len(self.program.statements) or None
+        for g in self.derived.grads:
+            if (g.einsum, g.side) not in self.contributions and grad_name(g.of) not in self.tainted:
+                self.add(ERROR, "missing-contribution",
+                         f"no statement computes {g.statement.result.name}'s contribution from statement "
+                         f"{g.einsum + 1} of the forward: {g.reason.split(': ', 1)[-1]}", last, None,
+                         f"add {_show(g.statement.expr.left)} · {_show(g.statement.expr.right)} -> ...")  # fmt: skip
+        for r in self.fw.inputs:
+            want = self.derived.gradient(r)
+            name = grad_name(r)
+            if name not in self.env:
+                if name not in self.tainted:
+                    self.add(ERROR, "missing-gradient", f"the backward never computes {name}", last, None,
+                             f"end with {_show(want)}")  # fmt: skip
+                continue
+            got = self.env[name]
+            self.wasteful_allreduce(name, got, want)
+            if name in self.tainted or got.layout()[:2] == want.layout()[:2]:
+                continue
+            free = {a for a in self.mesh.names if a not in self.fw.origin[r].used_axes}
+            extra_u = set(got.unreduced) - set(want.unreduced)
+            if defer and extra_u <= free and got.layout()[0] == want.layout()[0]:
+                continue
+            i = self._last_write(name)
+            if extra_u and got.layout()[0] == want.layout()[0]:
+                self.add(ERROR, "missing-reduction",
+                         f"{_show(got)} is still partial over {', '.join(sorted(extra_u))}: every device holds "
+                         f"a different partial sum of the gradient of {r}", i, None,
+                         f"reduce it: {self._derived_fix(r)}")  # fmt: skip
+            else:
+                self.add(ERROR, "gradient-sharding",
+                         f"{name} ends as {_show(got)}, but {r} is {_show(self.fw.origin[r])}: the optimizer "
+                         f"needs the gradient in its parameter's sharding, {_show(want)}", i, None,
+                         self._derived_fix(r))  # fmt: skip
+
+    def _last_write(self, name: str) -> int | None:
+        return self.written.get(name)
+
+    def _derived_fix(self, r: str) -> str:
+        from shardalg.notation.printing import text
+
+        steps = [s for g in self.derived.grads if g.of == r for s in g.plan.steps if s.communicates]
+        return "; ".join(text(s.statement()) for s in steps[-1:]) or f"end with {_show(self.derived.gradient(r))}"
+
+    def wasteful_allreduce(self, name: str, got: Tensor, want: Tensor) -> None:
+        """AllReduce_A of a gradient whose parameter is sharded over A: a ReduceScatter does it in half."""
+        from shardalg.algebra.rules import RULES
+        from shardalg.algebra.traffic import step_bytes
+
+        for i, op, axes, _dim, before, after in self.history.get(name, []):
+            if op is not Op.ALL_REDUCE:
+                continue
+            target = [(a, d.label) for a in axes for d in want.dims if a in d.axes]
+            if not target:
+                continue
+            dim = target[0][1]
+            rs_axes = tuple(a for a, d in target if d == dim)
+            try:
+                rs_out = RULES[Op.REDUCE_SCATTER].apply(before, rs_axes, dim, self.mesh)
+            except ShardalgError:
+                continue
+            ar = step_bytes(Op.ALL_REDUCE, axes, before, after, self.mesh, self.sizes)
+            rs = step_bytes(Op.REDUCE_SCATTER, rs_axes, before, rs_out, self.mesh, self.sizes)
+            saved = ar + rs.scale(-1)
+            rs_text = f"ReduceScatter_{{{','.join(rs_axes)},{dim}}}"
+            if got.layout()[:2] == want.layout()[:2]:
+                self.add(WARNING, "wasteful-allreduce",
+                         f"AllReduce_{_sub(axes)} of {_show(before)} then a slice to {_show(want)}: the parameter is "
+                         f"sharded over {', '.join(rs_axes)} (the forward gathered it), so {rs_text} does both "
+                         f"and saves {saved} bytes", i, None, f"{rs_text}({_show(before)}) -> {_show(rs_out)}")  # fmt: skip
+            else:
+                self.findings.append(Finding(WARNING, "wasteful-allreduce",
+                                             f"{rs_text} instead of AllReduce_{_sub(axes)} would leave {name} in its "
+                                             f"parameter's sharding and save {saved} bytes", i, None,
+                                             f"{rs_text}({_show(before)}) -> {_show(rs_out)}"))  # fmt: skip
+
+
+def verify(
+    forward: Program | str,
+    written: Program | str,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    sizes: Mapping[str, int] | str | None = None,
+    defer_reductions: bool = False,
+) -> VerifyReport:
+    """Compare a hand-written backward with the forward it differentiates; see the module docstring."""
+    from shardalg.algebra.legality import as_sizes
+    from shardalg.notation.parse import parse
+
+    fwd = parse(forward) if isinstance(forward, str) else forward
+    bwd = parse(written) if isinstance(written, str) else written
+    if not isinstance(fwd, Program) or not isinstance(bwd, Program):
+        raise UsageError("verify takes two programs (or their text): the forward and the backward")
+    m = as_mesh(mesh)
+    if m is None:
+        decl = fwd.mesh or bwd.mesh
+        m = Mesh(dict(decl.axes)) if decl is not None else None
+    if m is None:
+        raise UsageError("verify needs a mesh, e.g. mesh='X=4'")
+    bound = dict(fwd.sizes) | dict(bwd.sizes) | as_sizes(sizes)
+    derived = backward(fwd, m, bound, defer_reductions=defer_reductions)
+    fw = analyze(fwd, m, bound)
+    checker = _Checker(fw, derived, bwd, m, bound)
+    for n, s in enumerate(bwd.statements, 1):
+        expr = s.expr if isinstance(s, Arrow) else s
+        if isinstance(expr, Product) and isinstance(s, Arrow):
+            checker.product(s, n)
+        elif isinstance(expr, Collective):
+            checker.collective(s, n)  # type: ignore[arg-type]
+        elif isinstance(expr, Tensor):
+            checker.read(expr, n, s.span)
+        else:
+            raise UsageError(f"verify cannot read the statement {s}", span=s.span, source=bwd.source)
+    checker.finish(defer_reductions)
+    from shardalg.algebra.traffic import Bytes, Sizes
+
+    from .redistribute import plan_bytes
+
+    derived_bytes = Bytes()
+    for g in derived.grads:
+        derived_bytes = derived_bytes + plan_bytes(g.plan, m, Sizes(bound))
+    quiet = any(f.severity == ERROR or f.rule == "wasteful-allreduce" for f in checker.findings)
+    if checker.bytes.rank() > derived_bytes.rank() and not quiet:
+        checker.add(WARNING, "extra-communication",
+                    f"the backward communicates {checker.bytes} bytes; the derived one {derived_bytes}", None, None,
+                    "compare with `shardalg backward`")  # fmt: skip
+    findings = tuple(sorted(checker.findings, key=lambda f: (f.statement or 0, f.severity != ERROR)))
+    return VerifyReport(findings, derived, bwd.source, checker.bytes, derived_bytes)
