@@ -15,9 +15,8 @@ from shardalg.algebra.mesh import Mesh
 
 pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]'); CI installs it")
 
-from test_export_specs import HAND_PLANS, MESH, PROGRAMS, WRONG, chain, col  # noqa: E402
-
 from shardalg.export.jax import check_jax, export_jax, jax_backward_collectives  # noqa: E402
+from tests.shared.plans import HAND_PLANS, MESH, PROGRAMS, WRONG, chain, col  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from shardalg.errors import ShardalgError
 from shardalg.notation.parse import _START, _TRANSFORMER, _fast, _GiveUp, _parser
 from shardalg.notation.printing import to_json
-from tests.test_fuzz import SEEDS, _grammar, mutations
-from tests.test_seed_notation import SEED
+from tests.shared.fuzzing import SEEDS, grammar_strings, mutations
+from tests.shared.seed_expressions import SEED
 
 FAST = _fast()
 
@@ -39,7 +39,7 @@ def test_seed_expressions(text: str) -> None:
     agree(text)
 
 
-@given(_grammar("start"))
+@given(grammar_strings("start"))
 def test_grammar_generated(text: str) -> None:
     agree(text)
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests import strategies as ast
-from tests.notes_corpus import katex_errors, notes_document
+from tests.shared import strategies as ast
+from tests.shared.notes_corpus import katex_errors, notes_document
 
 SEED_MATMULS = (
     "A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]",

@@ -10,7 +10,7 @@ import pytest
 
 from shardalg.cli import main
 from shardalg.notes import Display, Document, Math, Prose, Raw, Section, Table
-from tests.notes_corpus import notes_dir, notes_document
+from tests.shared.notes_corpus import notes_dir, notes_document
 
 SECTIONS = ["Notation", "The four cases of a sharded matmul", "The collectives and what they cost",
             "Backward: the transposes", "Derivations", "Proofs", "Worked examples (seed 000)"]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 from hypothesis import given
-from strategies import programs, statements, tensors
 
 from shardalg.notation.jsonread import from_json
 from shardalg.notation.parse import parse, parse_statement, parse_tensor
 from shardalg.notation.printing import latex, text, to_json, unicode
+from tests.shared.strategies import programs, statements, tensors
 
 PRINTERS = (text, unicode, latex)
 

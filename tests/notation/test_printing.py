@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,7 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import latex, render, text, to_json, unicode
 from shardalg.notation.printing.symbology import GLYPHS, latex_escape_text
 from shardalg.notation.syntax import Collective, Dim, DType, Op, Product, Tensor
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.shared import ROOT
 
 # source -> (text, unicode, latex)
 PINNED: list[tuple[str, tuple[str, str, str]]] = [
@@ -189,7 +187,7 @@ def test_from_json_rejects_malformed(bad: object) -> None:
 
 def _katex_available() -> bool:
     return shutil.which("node") is not None and (ROOT / "node_modules" / "katex").is_dir() and (
-        ROOT / "tests" / "katex_check.js"
+        ROOT / "tests" / "shared" / "katex_check.js"
     ).is_file()
 
 
@@ -200,6 +198,6 @@ def test_latex_renders_in_katex() -> None:
               Product(Tensor("W_in'", (Dim(None, ("data", "model"), size=8),), dtype=DType.INT4),
                       Collective(Op.SLICE, ("Z",), Tensor(None, (Dim("B"),)), "B"), ("B",), True)]
     fragments = [{"latex": latex(n), "display": True, "where": text(n)} for n in nodes]
-    run = subprocess.run(["node", str(ROOT / "tests" / "katex_check.js")], input=json.dumps(fragments),
+    run = subprocess.run(["node", str(ROOT / "tests" / "shared" / "katex_check.js")], input=json.dumps(fragments),
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.notes_corpus import notes_dir
+from tests.shared.notes_corpus import notes_dir
 
 
 def test_notes_compile_with_pdflatex():

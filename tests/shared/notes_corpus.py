@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-KATEX_CHECK = ROOT / "tests" / "katex_check.js"
+ROOT = Path(__file__).resolve().parents[2]
+KATEX_CHECK = ROOT / "tests" / "shared" / "katex_check.js"
 
 
 @cache

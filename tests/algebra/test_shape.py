@@ -9,7 +9,6 @@ import subprocess
 import sys
 from fractions import Fraction
 from math import prod
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,9 +20,7 @@ from shardalg.algebra.shape import format_bytes, shape
 from shardalg.algebra.symbols import axis_size, dim_size
 from shardalg.errors import AxisUsedTwice, IndivisibleDim, UnknownAxis, UsageError
 from shardalg.notation.syntax import Dim, DType, Tensor
-
-ROOT = Path(__file__).resolve().parent.parent
-
+from tests.shared import ROOT
 
 # ---- seed 000, the quick questions -----------------------------------------------------------------
 

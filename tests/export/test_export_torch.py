@@ -15,9 +15,8 @@ from shardalg.notation.parse import parse_tensor as T
 
 pytest.importorskip("torch", reason="torch is not installed (pip install 'shardalg[torch]'); CI installs it")
 
-from test_export_specs import HAND_PLANS, MESH, PROGRAMS, WRONG, chain, col  # noqa: E402
-
 from shardalg.export.torch_export import check_torch, export_torch  # noqa: E402
+from tests.shared.plans import HAND_PLANS, MESH, PROGRAMS, WRONG, chain, col  # noqa: E402
 
 
 @pytest.fixture(scope="module")

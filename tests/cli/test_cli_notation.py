@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from shardalg.cli import main
 from shardalg.notation.parse import parse
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.shared import ROOT
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -1,19 +1,16 @@
-"""Fuzzing the parser: strings made from the grammar itself (hypothesis.extra.lark), random text and
-bytes, and random edits of valid inputs. Each input either parses or raises ParseError, never anything
-else; and whatever parses prints back to the same AST in every format."""
+"""Inputs for fuzzing the parser and the stages after it: strings drawn from the grammar itself
+(``grammar_strings``, hypothesis.extra.lark with explicit strategies for terminals with lookaheads), seed
+inputs, and random edits of them (``mutations``)."""
 
 from __future__ import annotations
 
 from functools import cache
 
-from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
 
-from shardalg.errors import ParseError
-from shardalg.notation.parse import build_parser, parse, parse_statement, parse_tensor
-from shardalg.notation.printing import latex, text, unicode
-from shardalg.notation.syntax import DTYPE_ALIASES, Op, Program
+from shardalg.notation.parse import build_parser
+from shardalg.notation.syntax import DTYPE_ALIASES, Op
 
 # Terminals whose regexes carry lookaheads get explicit strategies; keywords get a blank after them so
 # that they do not run into the next name.
@@ -46,7 +43,7 @@ def _fresh_parser():
     return build_parser()
 
 
-def _grammar(start: str):
+def grammar_strings(start: str):
     """Strings from the grammar rooted at ``start``, with explicit strategies for its terminals."""
     rules: dict[str, list] = {}
     for rule in _fresh_parser().rules:
@@ -62,52 +59,6 @@ def _grammar(start: str):
                 (terminals.add(sym.name) if sym.is_term else todo.append(sym.name))
     explicit = {name: strategy for name, strategy in EXPLICIT.items() if name in terminals}
     return from_lark(_fresh_parser(), start=start, explicit=explicit)
-
-
-def _check(source: str, parse_fn=parse) -> None:
-    """Parse or ParseError; a parsed program survives printing in every format."""
-    try:
-        node = parse_fn(source)
-    except ParseError as err:
-        assert err.span is not None and err.source == source
-        assert 0 <= err.span.start <= err.span.end <= len(source)
-        str(err)  # renders
-        return
-    for printer in (text, unicode, latex):
-        assert parse_fn(printer(node)) == node, (source, printer(node))
-    if isinstance(node, Program):
-        assert node.source == source
-
-
-@given(_grammar("start"))
-def test_grammar_generated_programs(source: str) -> None:
-    _check(source)
-
-
-@given(_grammar("statement_start"))
-def test_grammar_generated_statements(source: str) -> None:
-    _check(source, parse_statement)
-
-
-@given(_grammar("tensor_start"))
-def test_grammar_generated_tensors(source: str) -> None:
-    _check(source, parse_tensor)
-
-
-@given(st.text())
-def test_random_text(source: str) -> None:
-    _check(source)
-
-
-@given(st.text(alphabet=NOTATION_CHARS, max_size=60))
-def test_random_notation_soup(source: str) -> None:
-    _check(source)
-    _check(source, parse_tensor)
-
-
-@given(st.binary(max_size=80), st.sampled_from(["utf-8", "latin-1"]))
-def test_random_bytes(data: bytes, encoding: str) -> None:
-    _check(data.decode(encoding, errors="replace"))
 
 
 @st.composite
@@ -130,14 +81,3 @@ def mutations(draw: st.DrawFn) -> str:
             j = draw(st.integers(0, len(s) - 1))
             s[i], s[j] = s[j], s[i]
     return "".join(s)
-
-
-@given(mutations())
-def test_mutated_inputs(source: str) -> None:
-    _check(source)
-    _check(source, parse_statement)
-
-
-def test_seeds_parse() -> None:
-    for source in SEEDS:
-        assert parse(source).statements

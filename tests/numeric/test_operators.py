@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import sympy
 from hypothesis import given
-from test_execute import S, random_steps
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.errors import UsageError
@@ -25,6 +24,8 @@ from shardalg.numeric.operators import (
     transpose_matches,
     transpose_step,
 )
+from tests.shared.layouts import random_steps
+from tests.shared.plans import S
 
 # ---------------------------------------------------------------- the seed's exact statement
 
