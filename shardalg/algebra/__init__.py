@@ -1,1 +1,13 @@
-"""algebra"""
+"""One value on a mesh: what a sharding means, what is legal, and what each rule does to it.
+
+- :mod:`.mesh` (axes, sizes, link counts, wraparound), :mod:`.symbols` (the one maker of sympy symbols);
+- :mod:`.layout` (a tensor's placements per axis), :mod:`.context` (the values a program defines),
+  :mod:`.legality` (the legality rules as a table), :mod:`.shape` (local shapes, bytes, replication);
+- :mod:`.rules` (every collective as a rule record: precondition, effect, moves, transpose) and
+  :mod:`.statements` (applying one to a tensor), :mod:`.einsum` (the four matmul cases, generalized);
+- :mod:`.traffic` (bytes a step moves: what the planner ranks by), :mod:`.transpose` (the local view's
+  transposes, AllGather ⇄ ReduceScatter).
+
+Imports: :mod:`shardalg.notation` and :mod:`shardalg.errors`. A new collective is a record in
+``rules.RULES``; a new legality check is a row of ``legality.RULES``.
+"""

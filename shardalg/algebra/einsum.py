@@ -27,8 +27,9 @@ from shardalg.errors import (
 )
 from shardalg.notation.syntax import Dim, Op, Tensor
 
+from .layout import validate
 from .mesh import Mesh
-from .rules import DimMap, Transpose, validate
+from .rules import DimMap, Transpose
 
 __all__ = [
     "Role",

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from shardalg.errors import IllegalCollective, ShapeMismatch, UsageError
 from shardalg.notation.syntax import Arrow, Collective, Op, Tensor
 
+from .collectives import axes_label
 from .layout import Axes, Layout, tensor_with
 from .mesh import Mesh
-from .rules import Rule, axes_label, rule
+from .rules import Rule, rule
 
 __all__ = ["apply_statement"]
 

@@ -3,6 +3,8 @@
 Each module of this package named in ``COMMAND_MODULES`` defines ``register(subparsers)``, which adds its
 subcommands; a subcommand's handler takes the parsed arguments and returns the exit code. Exit codes:
 0 success, 1 an illegal expression (or a check that failed), 2 a parse or usage error; messages go to stderr.
+
+Imports: any layer; nothing imports this package but ``shardalg.__main__`` and the ``shardalg`` script.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ Conventions of the generated code (both backends):
   over that dim. Inside, each device sees its own partial.
 - A Slice step whose axes become unreduced (the transpose of Slice, S -> U) is a zero-pad: each device
   writes its block in place and zeros elsewhere.
+
+Imports: :mod:`shardalg.numeric` (the virtual mesh for permutes and the dense reference) and the layers
+below it; never :mod:`shardalg.pictures` (its sibling) or the outputs above.
 """
 
 from __future__ import annotations

@@ -1,1 +1,15 @@
-"""notation"""
+"""The notation of "How To Scale Your Model" as values: text in, AST out, text out.
+
+- :mod:`.syntax`: the AST, frozen and hashable (``Tensor``, ``Dim``, ``Product``, ``Collective``, ``Arrow``,
+  ``Program``; the ``Op`` and ``DType`` enums);
+- :mod:`.plan`: ``Step`` and ``Plan``, a program of rule applications with reasons (the data every layer
+  above passes around);
+- :mod:`.parse`: the lark parser of ``grammar/shardalg.lark`` (ASCII, Unicode, the book's LaTeX) with its
+  fast path (:mod:`.fastparse`); :mod:`.jsonread` reads the JSON form back;
+- :mod:`.printing`: text, Unicode, LaTeX and JSON printers, dispatching on the node's class name (sympy's
+  ``_print_<Class>``), one glyph table and one precedence table.
+
+Imports: :mod:`shardalg.errors` only. Inside, ``printing`` knows nodes by class name and never imports
+them; nodes reach the printers only through the thin ``__str__``/``latex()`` methods. A new spelling goes in
+the grammar and the glyph table; a new output format is a new printer class.
+"""

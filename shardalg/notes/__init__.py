@@ -8,6 +8,9 @@ article with amsmath, amssymb, booktabs and graphicx only) and DIR/shardalg-note
 
 A section that cannot be generated (an engine error) is listed in ``Document.problems`` and at the end of
 the document, never silently dropped; the CLI then exits 1.
+
+Imports: every layer below (:mod:`shardalg.pictures` for the figure, :mod:`shardalg.numeric` for the proofs,
+:mod:`shardalg.costs`, :mod:`shardalg.planning`, ...); only :mod:`shardalg.cli` imports this package.
 """
 
 from __future__ import annotations

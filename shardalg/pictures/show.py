@@ -50,7 +50,7 @@ def _checked(tensor: Tensor, mesh: Mesh | str | Mapping[str, int]) -> Mesh:
     m = as_mesh(mesh)
     if m is None or not m.is_numeric:
         raise UsageError("show needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
-    from shardalg.algebra.rules import validate
+    from shardalg.algebra.layout import validate
 
     validate(tensor, m)
     return m

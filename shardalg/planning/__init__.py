@@ -1,1 +1,12 @@
-"""planning"""
+"""Plans: every legal way to compute a statement, resharding, whole programs, and the backward pass.
+
+- :mod:`.planner` (the entry point, ``plans``/``plan``) and :mod:`.einsum_plans` (the enumeration of compute
+  layouts and finishes for an einsum);
+- :mod:`.redistribute` (the cheapest sequences of rules between two shardings of one tensor);
+- :mod:`.programs` (checking a program statement by statement), :mod:`.backward` (the derived backward
+  program, each gradient einsum planned), :mod:`.verify` (checking a hand-written backward).
+
+Imports: :mod:`shardalg.algebra`, :mod:`shardalg.notation`, :mod:`shardalg.errors`. The planner ranks by bytes;
+it takes any other ranking as functions (``key`` for plans, ``weigh`` for one step), which is how
+:mod:`shardalg.costs.ranking` ranks by seconds without planning importing the costs layer.
+"""

@@ -28,159 +28,18 @@ AllReduces in the backward.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
-from shardalg.errors import ShapeMismatch, ShardalgError, UsageError
+from shardalg.errors import ShardalgError, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Statement, Tensor
 
-__all__ = ["backward", "BackwardProgram", "GradStep", "Forward", "Einsum", "grad_name", "analyze"]
+from .forward import Einsum, analyze, grad_name
 
-
-def grad_name(name: str) -> str:
-    """The name of the gradient of ``name``: ``W`` -> ``dW``, ``W_in`` -> ``dW_in``."""
-    return f"d{name}"
-
-
-# ---- the forward program, read as versions of global values ----------------------------------------
-
-
-@dataclass(frozen=True)
-class Einsum:
-    """One forward einsum ``left · right -> out`` as the program wrote it (the shardings at use)."""
-
-    index: int
-    left: Tensor
-    right: Tensor
-    out: Tensor
-    contract: tuple[str, ...] | None
-    roots: tuple[str, str, str]  # the global values of left, right, out
-    statement: Statement
-
-
-@dataclass
-class Forward:
-    """What backward needs to know about a forward program.
-
-    ``origin[r]``: the tensor as global value ``r`` was made (a program input, an einsum's output);
-    ``latest[r]``: its last version; ``gathered[t]``: for a tensor made by an AllGather statement, the
-    tensor it was gathered from; ``root[name]``: the global value a name denotes (a collective may rename).
-    """
-
-    program: Program
-    mesh: Mesh
-    sizes: dict[str, int]
-    einsums: list[Einsum] = field(default_factory=list)
-    origin: dict[str, Tensor] = field(default_factory=dict)
-    latest: dict[str, Tensor] = field(default_factory=dict)
-    gathered: dict[Tensor, Tensor] = field(default_factory=dict)
-    root: dict[str, str] = field(default_factory=dict)
-    produced: set[str] = field(default_factory=set)
-
-    def stored(self, t: Tensor) -> Tensor:
-        """The version of ``t`` the forward keeps for the backward: undo AllGathers (their copies are freed)."""
-        while t in self.gathered:
-            t = self.gathered[t]
-        return t
-
-    @property
-    def inputs(self) -> list[str]:
-        """Global values the program reads but does not make, in order of first use."""
-        return [r for r in self.origin if r not in self.produced]
-
-    @property
-    def outputs(self) -> list[str]:
-        """Global values made by an einsum and read by no later einsum, in order."""
-        read = {r for e in self.einsums for r in e.roots[:2]}
-        return [e.roots[2] for e in self.einsums if e.roots[2] not in read]
-
-
-def _named(t: Tensor, what: str) -> str:
-    if not t.name:
-        raise UsageError(f"backward needs named tensors: {what} {t} has no name", fix="name it, e.g. A[I, J]")
-    return t.name
-
-
-def _same_layout(a: Tensor, b: Tensor) -> bool:
-    return a.dim_names == b.dim_names and a.layout() == b.layout()
-
-
-def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
-    """Read a forward program statement by statement; a ShapeMismatch when a statement reads a value in a
-    sharding that is not the one the program last gave it."""
-    from shardalg.algebra.statements import apply_statement
-
-    fw = Forward(program, mesh, sizes)
-
-    def see(t: Tensor, what: str) -> str:
-        name = _named(t, what)
-        r = fw.root.setdefault(name, name)
-        if r not in fw.latest:
-            fw.origin[r] = fw.latest[r] = t
-        elif not _same_layout(fw.latest[r], t):
-            raise ShapeMismatch(
-                f"{t} is read in a sharding the program did not give it: it was last {fw.latest[r]}",
-                span=t.span,
-                source=program.source,
-                fix=f"write the collective that makes it, e.g. {fw.latest[r]} -> {t}",
-            )
-        return r
-
-    def make(t: Tensor, r: str) -> None:
-        fw.root[_named(t, "the result")] = r
-        fw.latest[r] = t
-        fw.origin.setdefault(r, t)
-
-    for i, s in enumerate(program.statements):
-        expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
-        if isinstance(expr, Product):
-            left, right = expr.left, expr.right
-            if not isinstance(left, Tensor) or not isinstance(right, Tensor):
-                raise UsageError(
-                    "backward takes one product per statement: name the intermediate (A · B -> T; T · C -> D)",
-                    span=s.span,
-                    source=program.source,
-                )
-            if result is None:
-                raise UsageError(
-                    "backward needs each product's result written: A · B -> C[...]", span=s.span, source=program.source
-                )
-            roots = (see(left, "operand"), see(right, "operand"))
-            out_name = _named(result, "the result")
-            if out_name in fw.root:
-                raise UsageError(f"{out_name} is assigned twice; give each product a new name", span=result.span,
-                                 source=program.source)  # fmt: skip
-            fw.root[out_name] = out_name
-            fw.produced.add(out_name)
-            make(result, out_name)
-            fw.einsums.append(Einsum(i, left, right, result, expr.contract, (*roots, out_name), s))
-        elif isinstance(expr, Collective) or (isinstance(expr, Tensor) and result is not None):
-            arg = expr.arg if isinstance(expr, Collective) else expr
-            while isinstance(arg, Collective):
-                arg = arg.arg
-            if not isinstance(arg, Tensor):
-                raise UsageError("a collective in a program applies to a tensor", span=s.span, source=program.source)
-            r = see(arg, "operand")
-            if isinstance(expr, Collective):
-                out = apply_statement(s if isinstance(s, Arrow) else expr, mesh, sizes)
-                if out.name is None:
-                    out = replace(out, name=arg.name)
-                if expr.op is Op.ALL_GATHER and isinstance(expr.arg, Tensor):
-                    fw.gathered[out] = arg
-            else:
-                assert result is not None
-                out = result if result.name else replace(result, name=arg.name)
-            make(out, r)
-        elif isinstance(expr, Tensor):
-            see(expr, "declared")
-        else:
-            raise UsageError(f"backward cannot read the statement {s}", span=s.span, source=program.source)
-    if not fw.einsums:
-        raise UsageError("the program has no product: there is nothing to differentiate")
-    return fw
+__all__ = ["backward", "BackwardProgram", "GradStep"]
 
 
 # ---- the backward program -----------------------------------------------------------------------------

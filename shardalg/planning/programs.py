@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from shardalg.algebra.layout import Layout
 from shardalg.algebra.mesh import Mesh, as_mesh
-from shardalg.algebra.rules import Layout
 from shardalg.errors import NoPlan, ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Arrow, Collective, Node, Product, Program, Statement, Tensor

@@ -19,8 +19,9 @@ from functools import lru_cache
 from math import prod
 from typing import Any
 
+from shardalg.algebra.layout import Layout, tensor_with, validate
 from shardalg.algebra.mesh import Mesh, as_mesh
-from shardalg.algebra.rules import RULES, Layout, tensor_with, validate
+from shardalg.algebra.rules import RULES
 from shardalg.algebra.traffic import (
     DEFAULT_DTYPE,
     RANK_AXIS,

@@ -30,7 +30,8 @@ from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import ShardalgError, Span, UsageError, render_caret
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Tensor
 
-from .backward import BackwardProgram, Forward, analyze, backward, grad_name
+from .backward import BackwardProgram, backward
+from .forward import Forward, analyze, grad_name
 
 __all__ = ["verify", "Finding", "VerifyReport"]
 

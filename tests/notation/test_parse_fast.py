@@ -1,4 +1,4 @@
-"""The parser's fast path (lark's LALR tables driven directly, shardalg.notation.parse._Fast) against lark's own route
+"""The parser's fast path (lark's LALR tables driven directly, shardalg.notation.fastparse.FastParser) against lark's own route
 (parse to a tree, then transform): on every input the fast path either gives up or returns exactly what
 lark's route returns, spans included (compared through the JSON printer, which carries spans)."""
 
@@ -9,23 +9,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardalg.errors import ShardalgError
-from shardalg.notation.parse import _START, _TRANSFORMER, _fast, _GiveUp, _parser
+from shardalg.notation.build import TRANSFORMER
+from shardalg.notation.fastparse import GiveUp, fast_parser
+from shardalg.notation.grammar import START as _START
+from shardalg.notation.grammar import lalr_parser
 from shardalg.notation.printing import to_json
 from tests.shared.fuzzing import SEEDS, grammar_strings, mutations
 from tests.shared.seed_expressions import SEED
 
-FAST = _fast()
+FAST = fast_parser()
 
 
 def lark_route(text: str, start: str):
-    return _TRANSFORMER.transform(_parser().parse(text, start=start))
+    return TRANSFORMER.transform(lalr_parser().parse(text, start=start))
 
 
 def agree(text: str, kind: str = "program") -> None:
     start = _START[kind]
     try:
         fast = FAST.parse(text, start)
-    except (_GiveUp, ShardalgError):
+    except (GiveUp, ShardalgError):
         return  # lark's route runs instead (and reports any error)
     assert to_json(fast) == to_json(lark_route(text, start)), text
 

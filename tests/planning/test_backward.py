@@ -11,7 +11,8 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.cli import main
 from shardalg.errors import ShapeMismatch, UsageError
 from shardalg.notation.parse import parse
-from shardalg.planning.backward import analyze, backward, grad_name
+from shardalg.planning.backward import backward
+from shardalg.planning.forward import analyze, grad_name
 
 TRAIN = {"B": 1 << 16, "D": 1024, "F": 4096}
 DP = "In[B_X, D] * W[D, F] -> Out[B_X, F]"

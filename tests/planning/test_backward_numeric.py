@@ -21,7 +21,8 @@ from shardalg.errors import NoPlan, ShardalgError
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Arrow, Dim, Product, Program, Tensor
 from shardalg.numeric.execute import run_plan
-from shardalg.planning.backward import analyze, backward, grad_name
+from shardalg.planning.backward import backward
+from shardalg.planning.forward import analyze, grad_name
 
 
 def dense_forward(fw, values):

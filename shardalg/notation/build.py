@@ -1,0 +1,216 @@
+"""From lark's parse tree to the AST: the transformer (one small method per grammar alias) and the reading
+of subscripts.
+
+How subscripts read (the one rule for every ``_`` that holds mesh axes): a bare word of capital letters
+is one axis per letter (``I_XY``, ``I_{XY}``: X then Y); any other word is one axis (``I_{data}``,
+``I_X1``); ``\\text{DP}`` is always one axis; commas separate items (``I_{data,model}``). For
+ReduceScatter, AllToAll and Slice the last comma item, when there are two or more, is the target dim.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from lark import Token, Transformer, v_args
+
+from shardalg.errors import ParseError, Span
+
+from .syntax import (
+    Arrow,
+    Collective,
+    Dim,
+    DType,
+    MeshDecl,
+    Op,
+    Product,
+    Program,
+    Statement,
+    Tensor,
+    dtype_named,
+)
+
+LOCAL = "LOCAL"  # the contraction subscript that marks a local (unreduced) product: A ·_LOCAL B
+_LETTER_AXES = re.compile(r"[A-Z]{2,}")
+
+# ------------------------------------------------------------------------------------------------ subscripts
+# A piece of a subscript is (text, quoted); quoted pieces came from \text{...} and are never split.
+Piece = tuple[str, bool]
+Item = tuple[Piece, ...]
+
+
+def split_axes(text: str, quoted: bool = False) -> tuple[str, ...]:
+    """The axes one subscript word names: ``"XY"`` is X, Y; ``"data"`` and quoted words are one axis."""
+    if not quoted and _LETTER_AXES.fullmatch(text):
+        return tuple(text)
+    return (text,)
+
+
+def _axes_of(items: Iterable[Item]) -> tuple[str, ...]:
+    return tuple(a for item in items for text, quoted in item for a in split_axes(text, quoted))
+
+
+def _span(meta: Any) -> Span | None:
+    """A node's span: from lark's meta (the tree path), or the Span the fast path passes directly."""
+    if meta is None or type(meta) is Span:
+        return meta
+    if getattr(meta, "empty", True):
+        return None
+    return Span(meta.start_pos, meta.end_pos)
+
+
+def _tok_span(tok: Token) -> Span:
+    return Span(tok.start_pos or 0, tok.end_pos or (tok.start_pos or 0) + len(tok))
+
+
+def _positive(tok: Token, what: str) -> int:
+    value = int(tok)
+    if value < 1:
+        raise ParseError(f"{what} must be a positive integer, not {tok}", span=_tok_span(tok))
+    return value
+
+
+# ------------------------------------------------------------------------------------------------ transformer
+@v_args(inline=True, meta=True)
+class ToAST(Transformer):
+    """Tree to AST nodes; one method per rule or alias, each a line or two."""
+
+    # subscripts -> tuples of items
+    def bare(self, meta: Any, tok: Token) -> Piece:
+        return (str(tok), False)
+
+    def quoted(self, meta: Any, tok: Token) -> Piece:
+        return (str(tok), True)
+
+    def item(self, meta: Any, *pieces: Piece) -> Item:
+        return pieces
+
+    def sub(self, meta: Any, *parts: Piece | Item) -> tuple[Item, ...]:
+        if len(parts) == 1 and isinstance(parts[0][0], str):  # a bare piece, no braces
+            return ((parts[0],),)  # type: ignore[return-value]
+        return parts  # type: ignore[return-value]
+
+    # tensors
+    def dim(self, meta: Any, word: Token, sub: tuple[Item, ...] | None) -> Dim:
+        axes = _axes_of(sub or ())
+        if word.type == "INT":
+            return Dim(None, axes, size=_positive(word, "a dim's size"), span=_span(meta))
+        return Dim(str(word), axes, span=_span(meta))
+
+    def dims(self, meta: Any, *dims: Dim) -> tuple[Dim, ...]:
+        return dims
+
+    def tname(self, meta: Any, word: Token, sub: Token | None, *primes: Token) -> str:
+        return str(word) + (f"_{sub}" if sub is not None else "") + "'" * len(primes)
+
+    def head(self, meta: Any, *parts: Any) -> tuple[str | None, DType | None]:
+        name = next((p for p in parts if isinstance(p, str) and not isinstance(p, Token)), None)
+        dtype = next((dtype_named(str(p)) for p in parts if isinstance(p, Token) and p.type == "DTYPE_WORD"), None)
+        return name, dtype
+
+    def mark(self, meta: Any, kind: Token, sub: tuple[Item, ...]) -> tuple[str, tuple[str, ...]]:
+        if str(kind) not in ("U", "I"):
+            raise ParseError(
+                f"inside {{...}} after a tensor write U_<axes> (unreduced) or I_<axes> (invariant), not {kind}_",
+                span=_tok_span(kind),
+            )
+        return str(kind), _axes_of(sub)
+
+    def reduction(self, meta: Any, *marks: tuple[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {"U": (), "I": ()}
+        for kind, axes in marks:
+            out[kind] += axes
+        return out
+
+    def tensor(self, meta: Any, head: tuple[str | None, DType | None], dims: tuple[Dim, ...], red: Any) -> Tensor:
+        name, dtype = head
+        red = red or {"U": (), "I": ()}
+        return Tensor(name, dims, red["U"], red["I"], dtype, span=_span(meta))
+
+    # products
+    def product_op(self, meta: Any, sub: tuple[Item, ...] | None) -> tuple[tuple[str, ...] | None, bool]:
+        names = [text for item in sub or () for text, _ in item]
+        local = LOCAL in names
+        contract = tuple(n for n in names if n != LOCAL)
+        return (contract or None), local
+
+    def product(self, meta: Any, left: Any, op: tuple[tuple[str, ...] | None, bool], right: Any) -> Product:
+        return Product(left, right, op[0], op[1], span=_span(meta))
+
+    # collectives
+    def coll_head(self, meta: Any, word: Token, sub: tuple[Item, ...]) -> tuple[Op, tuple[str, ...], str | None]:
+        op = Op(str(word))
+        if op.takes_dim and len(sub) >= 2:
+            target = sub[-1]
+            if len(target) != 1:
+                raise ParseError(f"the target dim of {op.value} is one name", span=_span(meta))
+            return op, _axes_of(sub[:-1]), target[0][0]
+        return op, _axes_of(sub), None
+
+    def collective(self, meta: Any, head: tuple[Op, tuple[str, ...], str | None], arg: Any) -> Collective:
+        op, axes, dim = head
+        return Collective(op, axes, arg, dim, span=_span(meta))
+
+    def colon_arrow(self, meta: Any, head: Any, arg: Any, result: Tensor) -> Arrow:
+        return Arrow(self.collective(meta, head, arg), result, span=_span(meta))
+
+    def stackrel(self, meta: Any, arg: Any, head: Any, result: Tensor) -> Arrow:
+        return Arrow(self.collective(meta, head, arg), result, span=_span(meta))
+
+    def arrow(self, meta: Any, expr: Any, result: Tensor) -> Arrow:
+        return Arrow(expr, result, span=_span(meta))
+
+    # program
+    def binding(self, meta: Any, name: Token, value: Token) -> tuple[str, int, Span | None]:
+        return str(name), _positive(value, f"the size of {name}"), _span(meta)
+
+    def mesh_decl(self, meta: Any, *bindings: tuple[str, int, Span | None]) -> MeshDecl:
+        seen: set[str] = set()
+        for name, _, span in bindings:
+            if name in seen:
+                raise ParseError(f"mesh axis {name} is declared twice", span=span)
+            seen.add(name)
+        return MeshDecl(tuple((n, v) for n, v, _ in bindings), span=_span(meta))
+
+    def where_clause(self, meta: Any, *bindings: tuple[str, int, Span | None]) -> list[tuple[str, int, Span | None]]:
+        return list(bindings)
+
+    def stmt_where(self, meta: Any, statement: Statement, where: list[Any]) -> tuple[Statement, list[Any]]:
+        return statement, where
+
+    def start(self, meta: Any, *lines: Any) -> Program:
+        statements: list[Statement] = []
+        mesh: MeshDecl | None = None
+        sizes: dict[str, int] = {}
+        for line in lines:
+            if line is None:
+                continue
+            if isinstance(line, tuple) and len(line) == 2 and isinstance(line[1], list):
+                statement, where = line
+                statements.append(statement)
+                _bind(sizes, where)
+            elif isinstance(line, list):
+                _bind(sizes, line)
+            elif isinstance(line, MeshDecl):
+                if mesh is not None:
+                    raise ParseError("a program declares its mesh at most once", span=line.span)
+                mesh = line
+            else:
+                statements.append(line)
+        return Program(tuple(statements), mesh, tuple(sizes.items()), span=_span(meta))
+
+    def tensor_start(self, meta: Any, tensor: Tensor) -> Tensor:
+        return tensor
+
+    def statement_start(self, meta: Any, statement: Statement) -> Statement:
+        return statement
+
+
+def _bind(sizes: dict[str, int], bindings: list[tuple[str, int, Span | None]]) -> None:
+    for name, value, span in bindings:
+        if sizes.setdefault(name, value) != value:
+            raise ParseError(f"{name} is bound twice, to {sizes[name]} and to {value}", span=span)
+
+
+TRANSFORMER = ToAST()

@@ -1,0 +1,68 @@
+"""The grammar file (``grammar/shardalg.lark``, shipped in the wheel as ``shardalg/grammar``) and the LALR
+parser built from it once per process, with lark's cache on disk where a private cache directory exists.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark
+
+START = {"program": "start", "tensor": "tensor_start", "statement": "statement_start"}  # kind -> start rule
+
+
+def grammar_path() -> Path:
+    """Where the grammar file is: inside the installed package, else in the source checkout."""
+    try:
+        from importlib.resources import files
+
+        found = files("shardalg.grammar").joinpath("shardalg.lark")
+        if found.is_file():
+            return Path(str(found))
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError):
+        pass
+    return Path(__file__).resolve().parents[2] / "grammar" / "shardalg.lark"  # a source checkout
+
+
+def grammar_text() -> str:
+    return grammar_path().read_text(encoding="utf-8")
+
+
+def _cache_file(grammar: str) -> str | bool:
+    """A per-user cache file for the built parser, named by the grammar's and lark's versions, or False
+    when no private cache directory can be made (then the parser is built each process, ~0.1 s)."""
+    import hashlib
+    import os
+
+    import lark
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shardalg"
+    try:
+        base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not os.access(base, os.W_OK):
+            return False
+    except OSError:
+        return False
+    digest = hashlib.sha256(f"{lark.__version__}\n{grammar}".encode()).hexdigest()[:16]
+    return str(base / f"grammar-{digest}.lark-cache")
+
+
+def build_parser(*, cache: str | bool = False) -> Lark:
+    """A new LALR parser for the grammar. Uncached it keeps lark's grammar objects (what
+    ``hypothesis.extra.lark.from_lark`` reads); a parser loaded from the disk cache does not."""
+    return Lark(
+        grammar_text(),
+        parser="lalr",
+        lexer="contextual",
+        start=list(START.values()),
+        propagate_positions=True,
+        maybe_placeholders=True,
+        cache=cache,
+    )
+
+
+@lru_cache(maxsize=1)
+def lalr_parser() -> Lark:
+    """The one LALR parser of the process, built on first use (and cached on disk per user)."""
+    return build_parser(cache=_cache_file(grammar_text()))

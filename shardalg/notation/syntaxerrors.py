@@ -1,0 +1,133 @@
+"""lark's errors as :class:`~shardalg.errors.ParseError`: a span with a caret, what was expected in words,
+and a label for common mistakes (lark's ``match_examples``, keyed on the parser state and token kind).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+from lark import Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from shardalg.errors import ParseError, Span
+
+from .grammar import lalr_parser
+
+# How expected terminals read in a message; None hides one (its plain spelling is listed already).
+_DESCRIBE: dict[str, str | None] = {
+    "NAME": "a name",
+    "INT": "a number",
+    "PRIME": "a prime (')",
+    "OP_WORD": "a collective (AllGather, ReduceScatter, ...)",
+    "DTYPE_WORD": "a dtype (bf16, fp32, ...)",
+    "_MESH": "'mesh'",
+    "_WHERE": "'where'",
+    "_FONT": None,
+    "_ARROW": "'->'",
+    "_DOT": "'·'",
+    "_STACKREL": None,
+    "_SEP": "a new line or ';'",
+    "$END": "the end of the input",
+}
+
+# Common mistakes: an error whose parser state and offending token kind match those of one of these
+# inputs gets the label (lark's match_examples, keyed exactly on the token kind).
+_MISTAKES: dict[str, list[str]] = {
+    "write a product with '·', '*' or '@', or put the two expressions on separate lines": [
+        "A[I] B[I]", "A[I] (B[I])", "A[I] -> B[I] C[I]", "A[I] [J]", "A[I] -> B[I] (C[I])", "A[I] AllGather_X(B[I])",
+    ],
+    "a collective needs its mesh axes as a subscript, e.g. AllGather_X(A[I_X, J])": [
+        "AllGather(A[I])", "AllGather A[I]", "AllGather[I]", "AllGather: A[I]",
+    ],
+    "unreduced and invariant axes are written {U_X} or {I_X}": ["A[I]{X}", "A[I]{X, Y}"],
+    "a tensor needs at least one dim inside [...]": ["A[]", "[]"],
+    "dims are separated by ','": ["A[I J]", "A[I_X J]", "A[I_{X} J]", "A[I 1]", "A[I_X 1]"],
+}  # fmt: skip
+
+
+@cache
+def _mistake_index(start: str) -> dict[tuple[int, str], str]:
+    """(parser state, token kind) -> label, from the failures of the _MISTAKES examples."""
+    index: dict[tuple[int, str], str] = {}
+    for label, examples in _MISTAKES.items():
+        for example in examples:
+            try:
+                lalr_parser().parse(example, start=start)
+            except UnexpectedToken as err:
+                index.setdefault((_state_key(err.state), err.token.type), label)
+    return index
+
+
+def _state_key(state: Any) -> int:
+    """The LALR state number, whether lark reports the number or a parser state object."""
+    return state if isinstance(state, int) else int(getattr(state, "position", -1))
+
+
+def _describe(names: Iterable[str]) -> str:
+    parser = lalr_parser()
+    words: list[str] = []
+    for name in sorted(names, key=lambda n: (n == "$END", n)):
+        if name in _DESCRIBE:
+            word = _DESCRIBE[name]
+        else:
+            try:
+                value = parser.get_terminal(name).pattern.value
+            except KeyError:
+                value = name
+            word = None if value.startswith("\\") and len(value) > 1 else f"'{value}'"
+        if word is not None and word not in words:
+            words.append(word)
+    if not words:
+        return "something else"
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _previous_word(text: str, pos: int) -> str | None:
+    """The word or symbol just before ``pos`` (skipping blanks), for 'after ...' in messages."""
+    before = text[:pos].rstrip(" \t")
+    if not before:
+        return None
+    m = re.search(r"(\\?[A-Za-z0-9]+|->|\S)\Z", before)
+    return m.group(0) if m else None
+
+
+def _token_text(tok: Token) -> str:
+    if tok.type == "$END":
+        return "the end of the input"
+    if tok.type == "_SEP":
+        return "the end of the line" if str(tok) == "\n" else f"'{tok}'"
+    return f"'{tok}'"
+
+
+def parse_error(err: UnexpectedInput, text: str, start: str) -> ParseError:
+    label: str | None = None
+    if isinstance(err, UnexpectedToken):
+        label = _mistake_index(start).get((_state_key(err.state), err.token.type))
+    if isinstance(err, UnexpectedCharacters):
+        pos = err.pos_in_stream
+        cmd = re.match(r"\\[A-Za-z]+", text[pos:])
+        if cmd:
+            message = f"unknown LaTeX command {cmd.group(0)}"
+            span = Span(pos, pos + cmd.end())
+        else:
+            message = f"unexpected character {text[pos]!r}; expected {_describe(err.allowed or ())}"
+            span = Span(pos, pos + 1)
+    elif isinstance(err, UnexpectedToken):
+        tok = err.token
+        pos = tok.start_pos if tok.type != "$END" else len(text)
+        pos = pos if pos is not None else len(text)
+        after = _previous_word(text, pos)
+        where = f" after '{after}'" if after else ""
+        message = f"expected {_describe(err.accepts or err.expected)}{where}, found {_token_text(tok)}"
+        span = Span(pos, max(pos, tok.end_pos or pos) if tok.type != "$END" else pos)
+    elif isinstance(err, UnexpectedEOF):
+        message = f"unexpected end of the input; expected {_describe(err.expected)}"
+        span = Span(len(text), len(text))
+    else:  # pragma: no cover - lark has no other UnexpectedInput kinds
+        message, span = str(err).splitlines()[0], Span(0, 0)
+    if label:
+        message = f"{message} ({label})"
+    return ParseError(message, span=span, source=text)
