@@ -28,6 +28,7 @@ __all__ = [
     "IllegalCollective",
     "NoPlan",
     "UsageError",
+    "LimitExceeded",
 ]
 
 
@@ -117,6 +118,13 @@ class UsageError(ShardalgError):
     """An API or CLI argument is malformed (a bad --mesh, an unknown dtype, ...)."""
 
     rule = "usage"
+
+
+class LimitExceeded(UsageError):
+    """An input too large to take on: over one of the limits of :mod:`shardalg.limits`, refused up front.
+    The message names the limit and its value; the fix says how to lift it."""
+
+    rule = "limit"
 
 
 class IllegalSharding(ShardalgError):

@@ -280,7 +280,9 @@ def permute_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
 
 
 def permute_effect(lay: Layout, axes: Axes, dim: int | None) -> Layout:
-    return _swap(lay, axes)
+    """The swap of two axes; anything else (its precondition's to refuse) leaves the layout as it is, so the
+    value of an illegal Permute can still be read while its error is reported."""
+    return _swap(lay, axes) if len(axes) == 2 else lay
 
 
 def permute_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:

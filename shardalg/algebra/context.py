@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from shardalg import limits
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Collective, Dim, Node, Product, Program, Tensor
 
@@ -55,12 +56,13 @@ def as_sizes(sizes: Mapping[str, int] | str | None) -> dict[str, int]:
                 raise UsageError(f"bad size {part!r}: write NAME=INT, e.g. I=1024,J=4096")
             if m[1] in out:
                 raise UsageError(f"size of {m[1]} given twice")
-            out[m[1]] = int(m[2])
+            out[m[1]] = limits.require_digits(m[2], f"the size of {m[1]}")
         return out
     if isinstance(sizes, Mapping):
         for k, v in sizes.items():
             if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise UsageError(f"a size is a dim name and a positive integer, not {k!r}={v!r}")
+            limits.require_size(v, f"the size of {k}")
         return dict(sizes)
     raise UsageError(f"sizes are a mapping or text like 'I=1024,J=4096', not {sizes!r}")
 

@@ -1,26 +1,34 @@
-"""Legality: the rules of DESIGN.md section 2 that a single expression must obey, run as a table.
+"""Legality: the rules of DESIGN.md section 2 that an expression must obey, run as a table. This is the one
+legality of shardalg: ``check`` says it, and ``plan``, ``simulate``, ``shape``, ``backward`` and ``cost`` run it
+(``check_or_raise``) before they start, so they agree on what is legal and every refusal has a span and a fix.
 
     >>> [v.rule for v in check("A[I_X, J_X]")]
     ['axis-used-twice']
 
-Each rule is a record (name, error class, node type, check function); ``check`` walks the tree children
-first, left to right, and runs every rule whose node type matches. A check yields violations: the message,
-the span of the offending part (the dim ``J_X``, the ``{U_X}`` suffix, a collective's subscript) and a fix
-written in the notation. ``check_or_raise`` raises the first one as its error class.
+Each rule is a record (name, error class, node types, check function, what it is on a planned product);
+``check`` walks the tree children first, left to right, and runs every rule whose node type matches. A check
+yields findings (:mod:`shardalg.algebra.findings`): the message, the span of the offending part and a fix
+written in the notation. ``check_or_raise`` raises the first violation as its error class.
 
-What is *not* illegal here: a contraction whose dim is sharded on one side only or on different axes (the
-planner gathers or slices first), and a written result whose sharding differs from the natural one (that is
-a request: the planner adds the collectives).
+What is *not* illegal here: a statement's product whose shards cannot simply be multiplied (a contraction
+sharded on one side only or on different axes, the book's case 4, two unreduced operands, batch dims
+sharded differently): that is a request, and the planner gathers, slices or reduces first. ``notes`` lists
+what such a plan must fix. Written as a local product (``·_LOCAL``, or nested inside a statement) the same
+findings are errors. Nor is a written result whose sharding differs from the natural one (the planner adds
+the collectives).
 
+Before any rule, ``check`` enforces the limits of :mod:`shardalg.limits` on mesh axes and dims per tensor.
 The mesh and sizes a check sees, and the layout an expression produces, come from :mod:`shardalg.algebra.context`
 (``Context``, ``context_for``, ``as_sizes``, ``value_of``, ``product_dims`` are re-exported here).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
+from shardalg import limits
 from shardalg.errors import (
     AxisUsedTwice,
     BatchDimMismatch,
@@ -34,16 +42,27 @@ from shardalg.errors import (
     UnknownAxis,
     UnreducedProduct,
     UsageError,
+    render_caret,
 )
-from shardalg.notation.syntax import Arrow, Collective, Dim, Node, Op, Product, Program, Tensor
+from shardalg.notation.syntax import Arrow, Collective, Node, Op, Product, Program, Tensor
 
 from .context import Context, as_sizes, context_for, product_dims, target_index, value_of
+from .einsum import NotLocal
+from .findings import CheckFn, Found, head_span, suffix_span, text_of
 from .mesh import Mesh
+from .product_rules import (
+    batch_dim_mismatch,
+    case_4,
+    dims_named_once,
+    einsum_typing,
+    not_local,
+    unreduced_product,
+)
 from .rules import RULES as COLLECTIVES
 from .statements import apply_statement
 
 __all__ = [
-    "Violation", "Rule", "RULES", "Context", "check", "check_or_raise", "context_for", "as_sizes",
+    "Violation", "Rule", "RULES", "Context", "check", "check_or_raise", "notes", "context_for", "as_sizes",
     "value_of", "product_dims",
 ]  # fmt: skip
 
@@ -65,65 +84,28 @@ class Violation:
     def __str__(self) -> str:
         return str(self.to_error())
 
-
-# a check yields (message, span, fix)
-Found = tuple[str, Span | None, str | None]
-CheckFn = Callable[[Node, Context], Iterator[Found]]
+    def note(self) -> str:
+        """The finding as a note on a statement the planner plans: what every plan must fix first."""
+        lines = [f"note [{self.rule}]: {self.message}; the shards cannot simply be multiplied, so a plan "
+                 "communicates first"]  # fmt: skip
+        if self.source is not None and self.span is not None:
+            lines.append(render_caret(self.source, self.span))
+        if self.fix:
+            lines.append(f"  plans: {self.fix}")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)
 class Rule:
+    """A row of the table: ``check`` runs on every node of type ``node``. On a product the planner will plan
+    (a statement's own, not ``·_LOCAL``), ``planned`` says what a finding is: an ``error`` still, a ``note``
+    (the plan must fix it), or nothing to ``skip``."""
+
     name: str
     error: type[IllegalSharding]
-    node: type[Node]
+    node: type[Node] | tuple[type[Node], ...]
     check: CheckFn
-
-
-def _text(node: Node) -> str:
-    from shardalg.notation.printing import text
-
-    return text(node)
-
-
-# ---- spans of the parts of a node ------------------------------------------------------------------
-
-
-def _slice_span(node: Node, source: str | None, start_at: int, end_at: int) -> Span | None:
-    """The span of ``source[start_at:end_at]`` without its surrounding blanks."""
-    if source is None:
-        return node.span
-    part = source[start_at:end_at]
-    lead = len(part) - len(part.lstrip())
-    trail = len(part) - len(part.rstrip())
-    if lead + trail >= len(part):
-        return node.span
-    return Span(start_at + lead, end_at - trail)
-
-
-def _suffix_span(t: Tensor, source: str | None) -> Span | None:
-    """The ``{U_X}`` / ``\\{ U_X \\}`` suffix of a tensor: what follows its closing bracket."""
-    if t.span is None or source is None:
-        return t.span
-    close = source.rfind("]", t.span.start, t.span.end)
-    if close < 0:
-        return t.span
-    return _slice_span(t, source, close + 1, t.span.end)
-
-
-def _head_span(c: Collective, source: str | None) -> Span | None:
-    """A collective's name and subscript, ``AllGather_X``, without its argument."""
-    if c.span is None or source is None or c.arg.span is None:
-        return c.span
-    head = source[c.span.start : c.arg.span.start].rstrip()
-    head = head[:-1] if head.endswith(("(", ":")) else head
-    return _slice_span(c, source, c.span.start, c.span.start + len(head))
-
-
-def _dim_span(t: Tensor, label: str) -> Span | None:
-    for d in t.dims:
-        if d.label == label:
-            return d.span or t.span
-    return t.span
+    planned: Literal["error", "note", "skip"] = "error"
 
 
 # ---- the rules ------------------------------------------------------------------------------------
@@ -131,44 +113,46 @@ def _dim_span(t: Tensor, label: str) -> Span | None:
 # and a dim's size is divisible by the sizes of the axes that shard it.
 
 
-def _places(t: Tensor, source: str | None) -> Iterator[tuple[str, str, str, Span | None]]:
-    """(axis, kind, dim label, span) for every use of an axis in ``t``, in reading order."""
-    for d in t.dims:
+def _places(t: Tensor, source: str | None) -> Iterator[tuple[str, str, int, Span | None]]:
+    """(axis, kind, dim index or -1, span) for every use of an axis in ``t``, in reading order."""
+    for i, d in enumerate(t.dims):
         for a in d.axes:
-            yield a, "dim", d.label, d.span or t.span
-    suffix = _suffix_span(t, source)
+            yield a, "dim", i, d.span or t.span
+    suffix = suffix_span(t, source)
     for kind, axes in (("unreduced", t.unreduced), ("invariant", t.invariant)):
         for a in axes:
-            yield a, kind, "", suffix
+            yield a, kind, -1, suffix
 
 
 _USE = {"dim": "shards {label}", "unreduced": "is unreduced ({{U_{axis}}})", "invariant": "is invariant ({{I_{axis}}})"}
 
 
-def _drop(t: Tensor, axis: str, kind: str, label: str) -> Tensor:
-    """``t`` without one use of ``axis`` (the last one in ``label``'s subscript)."""
+def _drop(t: Tensor, axis: str, kind: str, index: int) -> Tensor:
+    """``t`` without one use of ``axis`` (the last one in the subscript of dim ``index``)."""
     if kind == "dim":
-        axes = list(t.axes_of(label))
+        d = t.dims[index]
+        axes = list(d.axes)
         del axes[len(axes) - 1 - axes[::-1].index(axis)]
-        return t.with_axes(label, tuple(axes))
+        return replace(t, dims=tuple(d.with_axes(tuple(axes)) if i == index else e for i, e in enumerate(t.dims)))
     return replace(t, **{kind: tuple(a for a in getattr(t, kind) if a != axis)})
 
 
 def axis_used_twice(t: Tensor, ctx: Context) -> Iterator[Found]:
-    first: dict[str, tuple[str, str]] = {}
-    for axis, kind, label, span in _places(t, ctx.source):
+    first: dict[str, tuple[str, int]] = {}
+    for axis, kind, index, span in _places(t, ctx.source):
         if axis not in first:
-            first[axis] = (kind, label)
+            first[axis] = (kind, index)
             continue
-        k1, l1 = first[axis]
-        if (k1, kind) == ("dim", "dim") and l1 == label:
-            yield f"mesh axis {axis} shards {label} twice", span, f"name each axis once: {_text(_drop(t, axis, kind, label))}"
+        k1, i1 = first[axis]
+        label, l1 = (t.dims[index].label if index >= 0 else ""), (t.dims[i1].label if i1 >= 0 else "")
+        if (k1, kind) == ("dim", "dim") and i1 == index:
+            yield f"mesh axis {axis} shards {label} twice", span, f"name each axis once: {text_of(_drop(t, axis, kind, index))}"
         elif (k1, kind) == ("dim", "dim"):
-            fix = f"shard {label} over another axis, or replicate it: {_text(_drop(t, axis, kind, label))}"
+            fix = f"shard {label} over another axis, or replicate it: {text_of(_drop(t, axis, kind, index))}"
             yield f"mesh axis {axis} shards both {l1} and {label}", span, fix
         else:
             uses = [_USE[k].format(label=lb, axis=axis) for k, lb in ((k1, l1), (kind, label))]
-            fix = f"use {axis} in one place: {_text(_drop(t, axis, kind, label))} or {_text(_drop(t, axis, k1, l1))}"
+            fix = f"use {axis} in one place: {text_of(_drop(t, axis, kind, index))} or {text_of(_drop(t, axis, k1, i1))}"
             yield f"mesh axis {axis} {uses[0]} and {uses[1]}", span, fix
 
 
@@ -177,17 +161,18 @@ def unknown_axis(t: Tensor, ctx: Context) -> Iterator[Found]:
         return
     names = ", ".join(ctx.mesh.names)
     seen: set[str] = set()
-    for axis, _kind, _label, span in _places(t, ctx.source):
+    for axis, _kind, _index, span in _places(t, ctx.source):
         if axis not in ctx.mesh and axis not in seen:
             seen.add(axis)
             yield (f"mesh axis {axis} is not in the mesh ({names})", span,
                    f"use an axis of the mesh ({names}), or add {axis} to it")  # fmt: skip
 
 
-def indivisible_dim(t: Tensor, ctx: Context) -> Iterator[Found]:
+def _indivisible(t: Tensor, ctx: Context) -> Iterator[tuple[str, int, str]]:
+    """(message, dim index, fix) for each dim of ``t`` whose known size its axes do not divide."""
     if ctx.mesh is None:
         return
-    for d in t.dims:
+    for i, d in enumerate(t.dims):
         size = d.size if d.size is not None else ctx.sizes.get(d.label)
         if size is None or not d.axes or any(a not in ctx.mesh or ctx.mesh[a].size is None for a in d.axes):
             continue
@@ -197,57 +182,13 @@ def indivisible_dim(t: Tensor, ctx: Context) -> Iterator[Found]:
         keep = max(k for k in range(len(d.axes) + 1) if size % ctx.mesh.group_size(d.axes[:k]) == 0)
         how = f"shard {d.label} over fewer axes" if keep else f"replicate {d.label}"
         factors = " · ".join(f"|{a}|" for a in d.axes)
-        yield (f"dim {d.label} has size {size}, not divisible by {factors} = {n}", d.span or t.span,
-               f"{how}: {_text(t.with_axes(d.label, d.axes[:keep]))}, or make its size a multiple of {n}")  # fmt: skip
+        yield (f"dim {d.label} has size {size}, not divisible by {factors} = {n}", i,
+               f"{how}: {text_of(t.with_axes(d.label, d.axes[:keep]))}, or make its size a multiple of {n}")  # fmt: skip
 
 
-# Per product (a local einsum): no axis unreduced in both operands, batch dims sharded alike in both,
-# and no mesh axis sharding a kept dim of each operand (the book's case 4).
-
-
-def _operand_dim_span(expr: Node, label: str) -> Span | None:
-    return _dim_span(expr, label) if isinstance(expr, Tensor) else expr.span
-
-
-def unreduced_product(p: Product, ctx: Context) -> Iterator[Found]:
-    left, right = value_of(p.left, ctx), value_of(p.right, ctx)
-    both = tuple(sorted(set(left.unreduced) & set(right.unreduced)))
-    if not both:
-        return
-    span = _suffix_span(p.right, ctx.source) if isinstance(p.right, Tensor) else p.right.span
-    reduce = [_text(Collective(Op.ALL_REDUCE, both, side)) for side in (p.left, p.right)]
-    yield (f"both operands are unreduced over {', '.join(both)}: a product of partial sums is not a partial "
-           f"sum of the product", span, f"reduce one operand first: {reduce[0]} or {reduce[1]}")  # fmt: skip
-
-
-def batch_dim_mismatch(p: Product, ctx: Context) -> Iterator[Found]:
-    left, right = value_of(p.left, ctx), value_of(p.right, ctx)
-    _, batch = product_dims(left, right, p.contract, ctx.result)
-    for d in batch:
-        la, ra = left.axes_of(d), right.axes_of(d)
-        if la != ra:
-            shown = [_text(Dim(d, axes)) for axes in (la, ra)]
-            fix = f"reshard one input so {d} matches: {_text(left.with_axes(d, ra))} or {_text(right.with_axes(d, la))}"
-            yield (f"batch dim {d} is sharded differently in the two inputs: {shown[0]} and {shown[1]}",
-                   _operand_dim_span(p.right, d), fix)  # fmt: skip
-
-
-def case_4(p: Product, ctx: Context) -> Iterator[Found]:
-    left, right = value_of(p.left, ctx), value_of(p.right, ctx)
-    contracted, batch = product_dims(left, right, p.contract, ctx.result)
-    skip = set(contracted) | set(batch)
-    kept_left = {a: d for d in left.dims if d.label not in skip for a in d.axes}
-    for d in right.dims:
-        if d.label in skip:
-            continue
-        for a in d.axes:
-            if a not in kept_left:
-                continue
-            ld = kept_left[a]
-            gathers = [_text(Collective(Op.ALL_GATHER, dim.axes[dim.axes.index(a):], side))
-                       for dim, side in ((ld, p.left), (d, p.right))]  # fmt: skip
-            yield (f"case 4: the result dims {ld.label} and {d.label} are both sharded over {a}",
-                   _operand_dim_span(p.right, d.label), f"gather one operand first: {gathers[0]} or {gathers[1]}")  # fmt: skip
+def indivisible_dim(t: Tensor, ctx: Context) -> Iterator[Found]:
+    for message, i, fix in _indivisible(t, ctx):
+        yield message, t.dims[i].span or t.span, fix
 
 
 # Per collective: its axes are in the mesh, and its input meets its precondition (DESIGN.md section 3).
@@ -260,7 +201,7 @@ def collective_unknown_axis(c: Collective, ctx: Context) -> Iterator[Found]:
     for axis in dict.fromkeys(c.axes):
         if axis not in ctx.mesh:
             yield (f"{c.op.value} names mesh axis {axis}, which is not in the mesh ({names})",
-                   _head_span(c, ctx.source), f"use an axis of the mesh ({names}), or add {axis} to it")  # fmt: skip
+                   head_span(c, ctx.source), f"use an axis of the mesh ({names}), or add {axis} to it")  # fmt: skip
 
 
 def _symbolic_mesh(t: Tensor, c: Collective) -> Mesh:
@@ -282,7 +223,24 @@ def collective_precondition(c: Collective, ctx: Context) -> Iterator[Found]:
     except (AxisUsedTwice, UnknownAxis):
         return
     except IllegalCollective as err:
-        yield err.message, _head_span(c, ctx.source), err.fix
+        yield err.message, head_span(c, ctx.source), err.fix
+
+
+def collective_output_divisible(c: Collective, ctx: Context) -> Iterator[Found]:
+    """What a legal collective produces divides too: ``AllToAll_{Y,I}(A[J_Y, K, I])`` moves Y onto I, so
+    |Y| must divide I (its argument's own dims are the tensor rules' to judge)."""
+    t = value_of(c.arg, ctx)
+    index = target_index(c, t, ctx.result)
+    if c.op.takes_dim and index is None:
+        return
+    try:
+        COLLECTIVES[c.op].check(t, c.axes, t.dims[index].label if index is not None else None,
+                                ctx.mesh or _symbolic_mesh(t, c))  # fmt: skip
+    except IllegalSharding:
+        return  # the precondition rule reports it
+    out = value_of(c, ctx, ctx.result)
+    for message, _i, fix in _indivisible(out, ctx):
+        yield f"{c.op.value} gives {text_of(out)}, but its {message}", head_span(c, ctx.source), fix
 
 
 # Per statement with a written result: a collective's result is what it computes; a product keeps only
@@ -313,27 +271,34 @@ def result_matches(s: Arrow, ctx: Context) -> Iterator[Found]:
         except ShardalgError:
             return  # a precondition or tensor rule, reported by its own rule
     elif isinstance(s.expr, Collective) and value.layout() != r.layout():
-        expected = _text(replace(value, name=r.name, dtype=r.dtype or value.dtype))
-        yield f"{s.expr.op.value} gives {expected}, not {_text(r)}", r.span, f"write the result as {expected}"
+        expected = text_of(replace(value, name=r.name, dtype=r.dtype or value.dtype))
+        yield f"{s.expr.op.value} gives {expected}, not {text_of(r)}", r.span, f"write the result as {expected}"
 
+
+_OPERATIONS = (Product, Collective, Arrow)
 
 RULES: tuple[Rule, ...] = (
     Rule("axis-used-twice", AxisUsedTwice, Tensor, axis_used_twice),
     Rule("unknown-axis", UnknownAxis, Tensor, unknown_axis),
     Rule("indivisible-dim", IndivisibleDim, Tensor, indivisible_dim),
-    Rule("unreduced-product", UnreducedProduct, Product, unreduced_product),
-    Rule("batch-dim-mismatch", BatchDimMismatch, Product, batch_dim_mismatch),
-    Rule("case-4", SameAxisResultDims, Product, case_4),
+    Rule("shape-mismatch", ShapeMismatch, _OPERATIONS, dims_named_once),
+    Rule("shape-mismatch", ShapeMismatch, Product, einsum_typing),
+    Rule("unreduced-product", UnreducedProduct, Product, unreduced_product, planned="note"),
+    Rule("batch-dim-mismatch", BatchDimMismatch, Product, batch_dim_mismatch, planned="note"),
+    Rule("not-local", NotLocal, Product, not_local, planned="skip"),
+    Rule("case-4", SameAxisResultDims, Product, case_4, planned="note"),
     Rule("unknown-axis", UnknownAxis, Collective, collective_unknown_axis),
     Rule("collective-precondition", IllegalCollective, Collective, collective_precondition),
+    Rule("indivisible-dim", IndivisibleDim, Collective, collective_output_divisible),
     Rule("shape-mismatch", ShapeMismatch, Arrow, result_matches),
 )
 
 # ---- running the table ----------------------------------------------------------------------------
 
 
-def _sites(node: Node, result: Tensor | None = None) -> Iterator[tuple[Node, Tensor | None]]:
-    """Every node under ``node``, children first, left to right, with the written result of a product."""
+def _sites(node: Node, result: Tensor | None = None, nested: bool = False) -> Iterator[tuple[Node, Tensor | None, bool]]:
+    """Every node under ``node``, children first, left to right, with the written result of a product and
+    whether the node's value feeds another operation of its statement (then a product is taken as written)."""
     if isinstance(node, Program):
         for s in node.statements:
             yield from _sites(s)
@@ -341,14 +306,14 @@ def _sites(node: Node, result: Tensor | None = None) -> Iterator[tuple[Node, Ten
     if isinstance(node, Arrow):
         yield from _sites(node.expr, node.result)
         yield from _sites(node.result)
-        yield node, None
+        yield node, None, False
         return
     if isinstance(node, Product):
-        yield from _sites(node.left)
-        yield from _sites(node.right)
+        yield from _sites(node.left, nested=True)
+        yield from _sites(node.right, nested=True)
     elif isinstance(node, Collective):
-        yield from _sites(node.arg)
-    yield node, result
+        yield from _sites(node.arg, nested=True)
+    yield node, result, nested
 
 
 def _parsed(node_or_text: Node | str) -> Node:
@@ -361,22 +326,46 @@ def _parsed(node_or_text: Node | str) -> Node:
     return node_or_text
 
 
+def _bounded(node: Node, ctx: Context) -> None:
+    """The limits a check enforces up front: mesh axes, and dims per tensor."""
+    if ctx.mesh is not None:
+        limits.require("axes", len(ctx.mesh), f"the mesh {', '.join(ctx.mesh.names)}")
+
+
+def _findings(node_or_text: Node | str, mesh, sizes) -> Iterator[tuple[Violation, str]]:
+    """Every finding with what it is here: ``"error"`` or ``"note"``."""
+    node = _parsed(node_or_text)
+    ctx = context_for(node, mesh, sizes)
+    _bounded(node, ctx)
+    for site, result, nested in _sites(node):
+        if isinstance(site, Tensor):
+            limits.require("dims", len(site.dims), f"the tensor {text_of(site)[:60]}", span=site.span)
+        planned = isinstance(site, Product) and not site.local and not nested
+        local = replace(ctx, result=result)
+        for rule in RULES:
+            if not isinstance(site, rule.node):
+                continue
+            kind = rule.planned if planned else "error"
+            if kind == "skip":
+                continue
+            for message, span, fix in rule.check(site, local):
+                yield Violation(rule.name, rule.error, message, span, fix, ctx.source), kind
+
+
 def check(node_or_text: Node | str, mesh=None, sizes=None) -> list[Violation]:
     """Every violation of the legality rules in an expression, statement or program (empty when legal).
 
     ``mesh`` (a Mesh, a mapping or ``"X=4,Y=2"``) enables the unknown-axis and divisibility rules;
     ``sizes`` (a mapping or ``"I=1024"``) binds dim sizes beyond the literal ones and the ``where`` clause.
+    Over a limit of :mod:`shardalg.limits` (mesh axes, dims per tensor) it refuses up front.
     """
-    node = _parsed(node_or_text)
-    ctx = context_for(node, mesh, sizes)
-    out: list[Violation] = []
-    for site, result in _sites(node):
-        local = replace(ctx, result=result)
-        for rule in RULES:
-            if isinstance(site, rule.node):
-                for message, span, fix in rule.check(site, local):
-                    out.append(Violation(rule.name, rule.error, message, span, fix, ctx.source))
-    return out
+    return [v for v, kind in _findings(node_or_text, mesh, sizes) if kind == "error"]
+
+
+def notes(node_or_text: Node | str, mesh=None, sizes=None) -> list[Violation]:
+    """What the plans of a legal statement must fix: the findings of the local-product rules on products
+    the planner plans (case 4, unreduced operands, batch dims sharded differently)."""
+    return [v for v, kind in _findings(node_or_text, mesh, sizes) if kind == "note"]
 
 
 def check_or_raise(node_or_text: Node | str, mesh=None, sizes=None) -> Node:
@@ -386,4 +375,3 @@ def check_or_raise(node_or_text: Node | str, mesh=None, sizes=None) -> Node:
     if found:
         raise found[0].to_error()
     return node
-

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from math import prod
 
+from shardalg import limits
 from shardalg.errors import UnknownAxis, UsageError
 
 __all__ = ["Axis", "Mesh", "as_mesh"]
@@ -38,6 +39,8 @@ class Axis:
             raise UsageError(f"bad mesh axis name {self.name!r}: letters and digits, starting with a letter")
         if self.size is not None and (isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1):
             raise UsageError(f"mesh axis {self.name} needs a positive integer size, not {self.size!r}")
+        if self.size is not None:
+            limits.require_size(self.size, f"the size of mesh axis {self.name}")
         if isinstance(self.links, bool) or not isinstance(self.links, int) or self.links < 1:
             raise UsageError(f"mesh axis {self.name} needs a positive integer link count, not {self.links!r}")
 
@@ -79,7 +82,9 @@ class Mesh:
             m = re.fullmatch(r"([A-Za-z][A-Za-z0-9]*)[=:](\d+)(?:\*(\d+))?", part)
             if m is None:
                 raise UsageError(f"bad mesh axis {part!r}: write NAME=SIZE, e.g. X=4,Y=2")
-            axes.append(Axis(m[1], int(m[2]), int(m[3]) if m[3] else 1))
+            size = limits.require_digits(m[2], f"the size of mesh axis {m[1]}")
+            links = limits.require_digits(m[3], f"the link count of mesh axis {m[1]}") if m[3] else 1
+            axes.append(Axis(m[1], size, links))
         if not axes:
             raise UsageError("the mesh has no axes: write NAME=SIZE, e.g. X=4,Y=2")
         return cls(axes)

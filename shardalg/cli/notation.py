@@ -43,19 +43,21 @@ def _parse(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from shardalg.algebra.legality import check
+    from shardalg.algebra.legality import check, notes
     from shardalg.notation.parse import parse
     from shardalg.notation.printing import text
 
     program = parse(_source(args))
     found = check(program, _mesh(args), args.sizes)
+    noted = [] if found else notes(program, _mesh(args), args.sizes)
     if args.json:
-        print(_dump({"legal": not found, "violations": [v.to_error().to_json() for v in found]}))
+        print(_dump({"legal": not found, "violations": [v.to_error().to_json() for v in found],
+                     "notes": [v.to_error().to_json() for v in noted]}))  # fmt: skip
     if found:
         print("\n".join(str(v) for v in found), file=sys.stderr)
         return EXIT_ILLEGAL
     if not args.json:
-        print(f"legal: {text(program)}")
+        print("\n".join([f"legal: {text(program)}", *(v.note() for v in noted)]))
     return EXIT_OK
 
 

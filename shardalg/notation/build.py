@@ -15,6 +15,7 @@ from typing import Any
 
 from lark import Token, Transformer, v_args
 
+from shardalg import limits
 from shardalg.errors import ParseError, Span
 
 from .syntax import (
@@ -65,7 +66,7 @@ def _tok_span(tok: Token) -> Span:
 
 
 def _positive(tok: Token, what: str) -> int:
-    value = int(tok)
+    value = limits.require_digits(str(tok), what, span=_tok_span(tok))
     if value < 1:
         raise ParseError(f"{what} must be a positive integer, not {tok}", span=_tok_span(tok))
     return value

@@ -15,22 +15,55 @@ from typing import Any
 
 from lark.exceptions import UnexpectedInput, VisitError
 
+from shardalg import limits
 from shardalg.errors import ParseError, ShardalgError, Span, UsageError
 
 from .build import LOCAL, TRANSFORMER, split_axes
 from .fastparse import fast_parser
 from .grammar import START, build_parser, grammar_path, grammar_text, lalr_parser
-from .syntax import Program, Statement, Tensor
+from .syntax import Arrow, Collective, Node, Product, Program, Statement, Tensor
 from .syntaxerrors import parse_error
 
 __all__ = [
     "parse", "parse_tensor", "parse_statement", "grammar_text", "grammar_path", "build_parser", "split_axes", "LOCAL",
 ]  # fmt: skip
 
+def _depth(statement: Node) -> int:
+    """How many products and collectives nest in a statement (walked without recursion)."""
+    deepest, todo = 0, [(statement, 0)]
+    while todo:
+        node, level = todo.pop()
+        if isinstance(node, Arrow):
+            todo.append((node.expr, level))
+        elif isinstance(node, Product):
+            todo += [(node.left, level + 1), (node.right, level + 1)]
+        elif isinstance(node, Collective):
+            todo.append((node.arg, level + 1))
+        deepest = max(deepest, level)
+    return deepest
+
+
+def _bounded(node: Any, text: str) -> Any:
+    """Refuse a parsed program or statement over the statements or depth limits (up front: the printers and
+    checks recurse once a level)."""
+    statements = node.statements if isinstance(node, Program) else (node,)
+    limits.require("statements", len(statements), "the program")
+    for s in statements:
+        depth = _depth(s)
+        if depth > limits.value("depth"):
+            raise limits.refuse("depth", f"a statement nests {depth} levels", span=s.span).with_source(text)
+    return node
+
+
 def _run(text: object, kind: str) -> Any:
     if not isinstance(text, str):
         raise UsageError(f"parse takes text (a str), not {type(text).__name__}")
+    limits.require("text", len(text), "the input")
     start = START[kind]
+    return _bounded(_parse(text, start), text)
+
+
+def _parse(text: str, start: str) -> Any:
     fast = fast_parser()
     if fast is not None:
         try:
@@ -48,7 +81,9 @@ def _run(text: object, kind: str) -> Any:
             raise inner.with_source(text) from None
         raise ParseError(f"not in the notation: {inner}", span=Span(0, len(text)), source=text) from None
     except RecursionError:
-        raise ParseError("the expression is nested too deeply", span=Span(0, len(text)), source=text) from None
+        raise limits.refuse("depth", "the input nests products and collectives too deeply to read").with_source(
+            text
+        ) from None
 
 
 def parse(text: str) -> Program:

@@ -87,11 +87,19 @@ def _describe(names: Iterable[str]) -> str:
 
 def _previous_word(text: str, pos: int) -> str | None:
     """The word or symbol just before ``pos`` (skipping blanks), for 'after ...' in messages."""
-    before = text[:pos].rstrip(" \t")
-    if not before:
+    end = pos
+    while end > 0 and text[end - 1] in " \t":
+        end -= 1
+    if end == 0:
         return None
-    m = re.search(r"(\\?[A-Za-z0-9]+|->|\S)\Z", before)
-    return m.group(0) if m else None
+    start = end  # scanned backwards, so the error path stays linear in the text
+    while start > 0 and text[start - 1].isascii() and text[start - 1].isalnum():
+        start -= 1
+    if start < end:
+        return text[start - 1 : end] if start > 0 and text[start - 1] == "\\" else text[start:end]
+    if text[end - 2 : end] == "->":
+        return "->"
+    return None if text[end - 1].isspace() else text[end - 1]
 
 
 def _token_text(tok: Token) -> str:

@@ -60,12 +60,14 @@ def prepare(
     target: Tensor | str | None = None,
 ) -> Problem:
     """Normalize the API's arguments: text or AST, a one-statement program, the mesh and sizes it declares."""
+    from shardalg.algebra.legality import check_or_raise
     from shardalg.notation.parse import parse, parse_tensor
 
     prog_sizes: dict[str, int] = {}
     prog_mesh: Mesh | None = None
     if isinstance(expr, str):
         expr = parse(expr)
+    written = expr
     if isinstance(expr, Program):
         if len(expr.statements) != 1:
             raise UsageError(
@@ -85,6 +87,10 @@ def prepare(
     if isinstance(target, str):
         target = parse_tensor(target)
     known = {**prog_sizes, **(dict(sizes) if sizes else {})}
+    # the one legality (shardalg.algebra.legality): plan refuses what check refuses, with its span and fix
+    check_or_raise(written, m, known)
+    if target is not None:
+        check_or_raise(target, m, known)
     return Problem(expr, m, Sizes(known), target)
 
 

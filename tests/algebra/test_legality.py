@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shardalg.algebra.einsum import NotLocal
 from shardalg.algebra.legality import RULES, check, check_or_raise
 from shardalg.algebra.mesh import Mesh
 from shardalg.errors import (
@@ -67,40 +68,79 @@ PINNED = [
         "  fix: replicate 1000: fp32[1000, 4096], or make its size a multiple of 16",
     ),
     (
-        "A[I, J]{U_X} · B[J, K]{U_X}", None, None, UnreducedProduct,
+        "A[I, J]{U_X} ·_LOCAL B[J, K]{U_X}", None, None, UnreducedProduct,
         "UnreducedProduct [unreduced-product]: both operands are unreduced over X: a product of partial sums "
         "is not a partial sum of the product\n"
-        "  A[I, J]{U_X} · B[J, K]{U_X}\n"
-        "                        ^^^^^\n"
+        "  A[I, J]{U_X} ·_LOCAL B[J, K]{U_X}\n"
+        "                              ^^^^^\n"
         "  fix: reduce one operand first: AllReduce_X(A[I, J]{U_X}) or AllReduce_X(B[J, K]{U_X})",
     ),
     (
-        "P[B_X, D] · Q[B_Y, D, F] -> R[B, F]", None, None, BatchDimMismatch,
+        "P[B_X, D] ·_LOCAL Q[B_Y, D, F] -> R[B, F]", None, None, BatchDimMismatch,
         "BatchDimMismatch [batch-dim-mismatch]: batch dim B is sharded differently in the two inputs: B_X and B_Y\n"
-        "  P[B_X, D] · Q[B_Y, D, F] -> R[B, F]\n"
-        "                ^^^\n"
+        "  P[B_X, D] ·_LOCAL Q[B_Y, D, F] -> R[B, F]\n"
+        "                      ^^^\n"
         "  fix: reshard one input so B matches: P[B_Y, D] or Q[B_X, D, F]",
     ),
     (
-        "A[I_X, J] · B[J, K_X]", None, None, SameAxisResultDims,
+        "A[I_X, J] ·_LOCAL B[J, K_X]", None, None, SameAxisResultDims,
         "SameAxisResultDims [case-4]: case 4: the result dims I and K are both sharded over X\n"
-        "  A[I_X, J] · B[J, K_X]\n"
-        "                   ^^^\n"
+        "  A[I_X, J] ·_LOCAL B[J, K_X]\n"
+        "                         ^^^\n"
         "  fix: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])",
     ),
     (
-        "A[I_X, J] · B[J, K_X] -> C[I, K]", None, None, SameAxisResultDims,
+        "A[I_X, J] ·_LOCAL B[J, K_X] -> C[I, K]", None, None, SameAxisResultDims,
         "SameAxisResultDims [case-4]: case 4: the result dims I and K are both sharded over X\n"
-        "  A[I_X, J] · B[J, K_X] -> C[I, K]\n"
-        "                   ^^^\n"
+        "  A[I_X, J] ·_LOCAL B[J, K_X] -> C[I, K]\n"
+        "                         ^^^\n"
         "  fix: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])",
     ),
     (
-        "A[I_XY, J] · B[J, K_Y]", None, None, SameAxisResultDims,
+        "A[I, J] · (A[I_XY, J] · B[J, K_Y])", None, None, SameAxisResultDims,
         "SameAxisResultDims [case-4]: case 4: the result dims I and K are both sharded over Y\n"
-        "  A[I_XY, J] · B[J, K_Y]\n"
-        "                    ^^^\n"
+        "  A[I, J] · (A[I_XY, J] · B[J, K_Y])\n"
+        "                               ^^^\n"
         "  fix: gather one operand first: AllGather_Y(A[I_XY, J]) or AllGather_Y(B[J, K_Y])",
+    ),
+    (
+        "A[I, J_X] ·_LOCAL B[J, K]", None, None, NotLocal,
+        "NotLocal [not-local]: case 2: J is contracted and sharded over X in A[I, J_X] only, so a local product "
+        "would sum only a block of J\n"
+        "  A[I, J_X] ·_LOCAL B[J, K]\n"
+        "       ^^^\n"
+        "  fix: gather it first: AllGather_X(A[I, J_X]), or drop _LOCAL and let the planner choose",
+    ),
+    (
+        "A[I, J]{U_X} ·_LOCAL B[J, K_X]", None, None, NotLocal,
+        "NotLocal [not-local]: A[I, J]{U_X} is unreduced over X and B[J, K_X] is sharded over X: each device "
+        "would multiply a partial sum by a different block\n"
+        "  A[I, J]{U_X} ·_LOCAL B[J, K_X]\n"
+        "                       ^^^^^^^^^\n"
+        "  fix: AllReduce_X(A[I, J]{U_X}) first, or AllGather_X(B[J, K_X])",
+    ),
+    (
+        "A[I, J] · B[J, K] -> C[I]", None, None, ShapeMismatch,
+        "ShapeMismatch [shape-mismatch]: dim K is in only one operand and not in the result C[I]; a product sums "
+        "only dims of both operands\n"
+        "  A[I, J] · B[J, K] -> C[I]\n"
+        "                       ^^^^\n"
+        "  fix: keep K in the result",
+    ),
+    (
+        "A[4, 4] · B[4, K]", None, None, ShapeMismatch,
+        "ShapeMismatch [shape-mismatch]: dim 4 appears twice in A[4, 4], and an operation tells dims apart by name\n"
+        "  A[4, 4] · B[4, K]\n"
+        "       ^\n"
+        "  fix: name each dim once: A[D0, D1] where D0=4, D1=4",
+    ),
+    (
+        "AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", "I=1,J=2,K=1", IndivisibleDim,
+        "IndivisibleDim [indivisible-dim]: AllToAll gives A[J, K, I_Y], but its dim I has size 1, not divisible "
+        "by |Y| = 2\n"
+        "  AllToAll_{Y,I}(A[J_Y, K, I])\n"
+        "  ^^^^^^^^^^^^^^\n"
+        "  fix: replicate I: A[J, K, I], or make its size a multiple of 2",
     ),
     (
         "AllGather_X: A[I_X, J] -> A[I, J_X]", None, None, ShapeMismatch,
@@ -232,8 +272,8 @@ def test_without_a_mesh_only_mesh_free_rules_run():
 
 
 def test_every_violation_is_reported_in_reading_order():
-    found = check("A[I_X, J_X] · B[J, K_X]{U_Z}", mesh="X=2,Y=2")
-    assert [v.rule for v in found] == ["axis-used-twice", "unknown-axis", "case-4"]
+    found = check("A[I_X, J_X] ·_LOCAL B[J, K_X]{U_Z}", mesh="X=2,Y=2")
+    assert [v.rule for v in found] == ["axis-used-twice", "unknown-axis", "not-local", "case-4"]
 
 
 def test_ast_without_source_has_no_caret():
@@ -271,9 +311,9 @@ def test_case_4_local_products_cover_only_the_diagonal_blocks():
         covered[dev * blk : (dev + 1) * blk, dev * blk : (dev + 1) * blk] = True
     assert covered.sum() == c.size // n  # a quarter of C
     assert not np.allclose(got, c)
-    assert [v.rule for v in check("A[I_X, J] · B[J, K_X]")] == ["case-4"]
+    assert [v.rule for v in check("A[I_X, J] ·_LOCAL B[J, K_X]")] == ["case-4"]
     # case 1 with distinct axes covers every block: legal
-    assert check("A[I_X, J] · B[J, K_Y]") == []
+    assert check("A[I_X, J] ·_LOCAL B[J, K_Y]") == []
 
 
 def test_product_of_two_unreduced_values_is_not_the_sum_of_local_products():
@@ -285,8 +325,8 @@ def test_product_of_two_unreduced_values_is_not_the_sum_of_local_products():
     assert not np.allclose(true, local_sum)
     # one side reduced first: the sum of local products is right, and the checker agrees
     assert np.allclose(sum(a @ sum(b_parts) for a in a_parts), true)
-    assert [v.rule for v in check("A[I, J]{U_X} · B[J, K]{U_X}")] == ["unreduced-product"]
-    assert check("A[I, J]{U_X} · AllReduce_X(B[J, K]{U_X})") == []
+    assert [v.rule for v in check("A[I, J]{U_X} ·_LOCAL B[J, K]{U_X}")] == ["unreduced-product"]
+    assert check("A[I, J]{U_X} ·_LOCAL AllReduce_X(B[J, K]{U_X})") == []
 
 
 def test_batch_dim_sharded_differently_multiplies_different_batch_elements():
@@ -296,10 +336,10 @@ def test_batch_dim_sharded_differently_multiplies_different_batch_elements():
     ps, qs = np.split(p, 2), np.split(q, 2)
     x, y = 0, 1
     assert not np.allclose(np.einsum("bd,bd->b", ps[x], qs[y]), true[:2])
-    assert [v.rule for v in check("P[B_X, D] · Q[B_Y, D] -> R[B]")] == ["batch-dim-mismatch"]
+    assert [v.rule for v in check("P[B_X, D] ·_LOCAL Q[B_Y, D] -> R[B]")] == ["batch-dim-mismatch"]
 
 
 def test_products_of_ast_values():
     a = Tensor("A", (Dim("I"), Dim("J")), unreduced=("X",))
     b = Tensor("B", (Dim("J"), Dim("K")), unreduced=("X",))
-    assert [v.rule for v in check(Product(a, b))] == ["unreduced-product"]
+    assert [v.rule for v in check(Product(a, b, local=True))] == ["unreduced-product"]

@@ -92,5 +92,5 @@ def test_bad_input_exits_2(capsys, argv):
 
 
 def test_illegal_program_exits_1(capsys):
-    code, _, err = run(capsys, "cost", "A[I_X, J] · B[J, K_X] -> C[I_X, K_X]", "--mesh", "X=4")
+    code, _, err = run(capsys, "cost", "A[I_X, J] ·_LOCAL B[J, K_X] -> C[I_X, K_X]", "--mesh", "X=4")
     assert code == 1 and "case-4" in err

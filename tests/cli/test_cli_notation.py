@@ -73,13 +73,27 @@ def test_check_legal(capsys):
 
 
 def test_check_illegal_exits_1_with_the_full_error_on_stderr(capsys):
-    code, out, err = run(capsys, "check", "A[I_X, J] · B[J, K_X]", "--mesh", "X=4,Y=2")
+    code, out, err = run(capsys, "check", "A[I_X, J] ·_LOCAL B[J, K_X]", "--mesh", "X=4,Y=2")
     assert (code, out) == (1, "")
     assert err == (
         "SameAxisResultDims [case-4]: case 4: the result dims I and K are both sharded over X\n"
+        "  A[I_X, J] ·_LOCAL B[J, K_X]\n"
+        "                         ^^^\n"
+        "  fix: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])\n"
+    )
+
+
+def test_check_notes_what_the_plans_of_a_legal_statement_must_fix(capsys):
+    # without _LOCAL, case 4 is a request: legal (plan gathers one operand), with a note on what to fix
+    code, out, err = run(capsys, "check", "A[I_X, J] · B[J, K_X]", "--mesh", "X=4,Y=2")
+    assert (code, err) == (0, "")
+    assert out == (
+        "legal: A[I_X, J] * B[J, K_X]\n"
+        "note [case-4]: case 4: the result dims I and K are both sharded over X; the shards cannot simply be "
+        "multiplied, so a plan communicates first\n"
         "  A[I_X, J] · B[J, K_X]\n"
         "                   ^^^\n"
-        "  fix: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])\n"
+        "  plans: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])\n"
     )
 
 
@@ -98,7 +112,9 @@ def test_check_json(capsys):
     assert data["violations"][0]["rule"] == "axis-used-twice"
     assert data["violations"][0]["span"] == [6, 11]
     code, out, _ = run(capsys, "check", "A[I_X]", "--json")
-    assert (code, json.loads(out)) == (0, {"legal": True, "violations": []})
+    assert (code, json.loads(out)) == (0, {"legal": True, "violations": [], "notes": []})
+    code, out, _ = run(capsys, "check", "A[I_X, J] · B[J, K_X]", "--json")
+    assert (code, [n["rule"] for n in json.loads(out)["notes"]]) == (0, ["case-4"])
 
 
 def test_check_indivisible_with_sizes(capsys):

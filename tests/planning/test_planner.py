@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardalg.algebra.einsum import NotLocal
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.errors import NoPlan, ShardalgError, UsageError
@@ -201,7 +202,7 @@ def test_unreduced_inputs() -> None:
 def test_local_product_as_written() -> None:
     ps = plans("A[I, J_X] ·_LOCAL B[J_X, K]", mesh="X=2")
     assert [sig(p) for p in ps] == [["Einsum"]] and ps[0].output == T("C[I, K]{U_X}")
-    with pytest.raises(NoPlan):
+    with pytest.raises(NotLocal):  # the legality says so before the planner starts (check agrees)
         plans("A[I, J_X] ·_LOCAL B[J, K]", mesh="X=2")
 
 

@@ -1,0 +1,72 @@
+"""What a legality check reports, and where: a finding is (message, span, fix), and the span points at the
+offending part of a node (a dim ``J_X``, the ``{U_X}`` suffix, a collective's name and subscript).
+
+The rules of :mod:`shardalg.algebra.legality` and :mod:`shardalg.algebra.product_rules` yield findings; the
+table there turns them into violations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from shardalg.errors import Span
+from shardalg.notation.syntax import Collective, Node, Tensor
+
+from .context import Context
+
+__all__ = ["Found", "CheckFn", "text_of", "slice_span", "suffix_span", "head_span", "dim_span", "operand_dim_span"]
+
+# a check yields (message, span, fix)
+Found = tuple[str, Span | None, str | None]
+CheckFn = Callable[[Node, Context], Iterator[Found]]
+
+
+def text_of(node: Node) -> str:
+    """A node in the text notation, as messages and fixes show it."""
+    from shardalg.notation.printing import text
+
+    return text(node)
+
+
+def slice_span(node: Node, source: str | None, start_at: int, end_at: int) -> Span | None:
+    """The span of ``source[start_at:end_at]`` without its surrounding blanks."""
+    if source is None:
+        return node.span
+    part = source[start_at:end_at]
+    lead = len(part) - len(part.lstrip())
+    trail = len(part) - len(part.rstrip())
+    if lead + trail >= len(part):
+        return node.span
+    return Span(start_at + lead, end_at - trail)
+
+
+def suffix_span(t: Tensor, source: str | None) -> Span | None:
+    """The ``{U_X}`` / ``\\{ U_X \\}`` suffix of a tensor: what follows its closing bracket."""
+    if t.span is None or source is None:
+        return t.span
+    close = source.rfind("]", t.span.start, t.span.end)
+    if close < 0:
+        return t.span
+    return slice_span(t, source, close + 1, t.span.end)
+
+
+def head_span(c: Collective, source: str | None) -> Span | None:
+    """A collective's name and subscript, ``AllGather_X``, without its argument."""
+    if c.span is None or source is None or c.arg.span is None:
+        return c.span
+    head = source[c.span.start : c.arg.span.start].rstrip()
+    head = head[:-1] if head.endswith(("(", ":")) else head
+    return slice_span(c, source, c.span.start, c.span.start + len(head))
+
+
+def dim_span(t: Tensor, label: str) -> Span | None:
+    """The first dim of ``t`` called ``label``, else the whole tensor."""
+    for d in t.dims:
+        if d.label == label:
+            return d.span or t.span
+    return t.span
+
+
+def operand_dim_span(expr: Node, label: str) -> Span | None:
+    """A dim of a product's operand when the operand is written as a tensor, else the whole operand."""
+    return dim_span(expr, label) if isinstance(expr, Tensor) else expr.span

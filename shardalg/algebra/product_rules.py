@@ -1,0 +1,174 @@
+"""The legality rules of a product ``left · right -> result`` (rows of :data:`shardalg.algebra.legality.RULES`).
+
+Two kinds. The einsum typing (each dim named once, shared dims of one size, a contraction of shared dims, a
+result that keeps every dim only one operand has) holds for every product: nothing computes it otherwise.
+The rules of a *local* product (no axis unreduced in both operands or unreduced in one and sharding the
+other, batch dims sharded alike, contracted dims sharded alike, not the book's case 4) hold where the shards
+are multiplied as written: ``A ·_LOCAL B``, and a product nested inside a statement (its value feeds another
+operation, as written). A statement's own product is a request: the planner gathers, slices or reduces
+first, so there these rules are notes (what the plan must fix), not errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shardalg.errors import ShapeMismatch
+from shardalg.notation.syntax import Arrow, Collective, Dim, Node, Op, Product, Tensor
+
+from .context import Context, product_dims, value_of
+from .einsum import Spec
+from .findings import Found, operand_dim_span, suffix_span, text_of
+
+__all__ = [
+    "dims_named_once", "einsum_typing", "unreduced_product", "batch_dim_mismatch", "not_local", "case_4",
+]  # fmt: skip
+
+
+def _fmt(axes: tuple[str, ...]) -> str:
+    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
+
+
+# ---- every operation: its tensors name each dim once ------------------------------------------------
+
+
+def _written_tensors(node: Node) -> tuple[Tensor, ...]:
+    """The tensors written directly under an operation (each belongs to exactly one operation)."""
+    if isinstance(node, Product):
+        kids: tuple[object, ...] = (node.left, node.right)
+    elif isinstance(node, Collective):
+        kids = (node.arg,)
+    elif isinstance(node, Arrow):
+        kids = (node.expr, node.result)
+    else:
+        kids = ()
+    return tuple(k for k in kids if isinstance(k, Tensor))
+
+
+def _repeated(t: Tensor) -> Dim | None:
+    seen: set[str] = set()
+    for d in t.dims:
+        if d.label in seen:
+            return d
+        seen.add(d.label)
+    return None
+
+
+def _renamed(t: Tensor) -> str:
+    """``t`` with each dim named once: a repeated name gets a digit, sizes become names bound in ``where``."""
+    if all(d.name is not None for d in t.dims):
+        taken, dims = set(t.dim_names), []
+        for d in t.dims:
+            name, k = d.label, 2
+            while name in [e.label for e in dims]:
+                name, k = f"{d.label}{k}", k + 1
+                name = name if name not in taken else f"{name}x"
+            dims.append(Dim(name, d.axes))
+        return text_of(t.replace(dims=tuple(dims)))
+    dims = [Dim(d.name or f"D{i}", d.axes) for i, d in enumerate(t.dims)]
+    where = ", ".join(f"D{i}={d.size}" for i, d in enumerate(t.dims) if d.name is None)
+    return f"{text_of(t.replace(dims=tuple(dims)))} where {where}"
+
+
+def dims_named_once(node: Node, ctx: Context) -> Iterator[Found]:
+    """An operation tells dims apart by name (a size stands for the name of an unnamed dim), so a tensor it
+    reads or writes names each dim once; a tensor standing alone (``A[4, 4]``) may repeat one."""
+    for t in _written_tensors(node):
+        d = _repeated(t)
+        if d is not None:
+            yield (f"dim {d.label} appears twice in {text_of(t)}, and an operation tells dims apart by name",
+                   d.span or t.span, f"name each dim once: {_renamed(t)}")  # fmt: skip
+
+
+def _has_repeats(*tensors: Tensor | None) -> bool:
+    return any(t is not None and _repeated(t) is not None for t in tensors)
+
+
+def einsum_typing(p: Product, ctx: Context) -> Iterator[Found]:
+    """The dims of ``left · right -> result`` form an einsum (:meth:`shardalg.algebra.einsum.Spec.of`)."""
+    left, right, result = value_of(p.left, ctx), value_of(p.right, ctx), ctx.result
+    if _has_repeats(left, right, result):
+        return  # dims_named_once says so
+    if result is not None and any(d not in left.dim_names + right.dim_names for d in result.dim_names):
+        return  # the statement's rule says which result dim is in neither input
+    try:
+        Spec.of(left, right, p.contract, result)
+    except ShapeMismatch as err:
+        yield err.message, err.span or p.span, err.fix
+
+
+# ---- a local product: the shards can simply be multiplied ------------------------------------------
+
+
+def unreduced_product(p: Product, ctx: Context) -> Iterator[Found]:
+    left, right = value_of(p.left, ctx), value_of(p.right, ctx)
+    both = tuple(sorted(set(left.unreduced) & set(right.unreduced)))
+    if not both:
+        return
+    span = suffix_span(p.right, ctx.source) if isinstance(p.right, Tensor) else p.right.span
+    reduce = [text_of(Collective(Op.ALL_REDUCE, both, side)) for side in (p.left, p.right)]
+    yield (f"both operands are unreduced over {', '.join(both)}: a product of partial sums is not a partial "
+           f"sum of the product", span, f"reduce one operand first: {reduce[0]} or {reduce[1]}")  # fmt: skip
+
+
+def batch_dim_mismatch(p: Product, ctx: Context) -> Iterator[Found]:
+    left, right = value_of(p.left, ctx), value_of(p.right, ctx)
+    _, batch = product_dims(left, right, p.contract, ctx.result)
+    for d in batch:
+        la, ra = left.axes_of(d), right.axes_of(d)
+        if la != ra:
+            shown = [text_of(Dim(d, axes)) for axes in (la, ra)]
+            fix = f"reshard one input so {d} matches: {text_of(left.with_axes(d, ra))} or {text_of(right.with_axes(d, la))}"
+            yield (f"batch dim {d} is sharded differently in the two inputs: {shown[0]} and {shown[1]}",
+                   operand_dim_span(p.right, d), fix)  # fmt: skip
+
+
+def not_local(p: Product, ctx: Context) -> Iterator[Found]:
+    """A local product sums the shards a device holds: a contracted dim must be sharded alike on both sides,
+    and an axis unreduced in one operand cannot shard the other (each device would multiply a partial sum
+    by a different block)."""
+    left, right = value_of(p.left, ctx), value_of(p.right, ctx)
+    for u, other, side in ((left, right, p.right), (right, left, p.left)):
+        for a in u.unreduced:
+            if a in other.sharded_axes and a not in other.unreduced:
+                yield (f"{text_of(u)} is unreduced over {a} and {text_of(other)} is sharded over {a}: each device "
+                       "would multiply a partial sum by a different block", side.span,
+                       f"AllReduce_{a}({text_of(u)}) first, or AllGather_{a}({text_of(other)})")  # fmt: skip
+                return
+    contracted, _ = product_dims(left, right, p.contract, ctx.result)
+    for d in contracted:
+        if d not in left.dim_names or d not in right.dim_names:
+            continue
+        la, ra = left.axes_of(d), right.axes_of(d)
+        if la == ra:
+            continue
+        if not la or not ra:
+            held, axes = (left, la) if la else (right, ra)
+            yield (f"case 2: {d} is contracted and sharded over {_fmt(axes)} in {text_of(held)} only, so a local "
+                   f"product would sum only a block of {d}", operand_dim_span(p.right if ra else p.left, d),
+                   f"gather it first: AllGather_{_fmt(axes)}({text_of(held)}), or drop _LOCAL and let the "
+                   "planner choose")  # fmt: skip
+        else:
+            yield (f"{d} is contracted and sharded over {_fmt(la)} in {text_of(left)} but {_fmt(ra)} in "
+                   f"{text_of(right)}: the shards on a device hold different blocks of it",
+                   operand_dim_span(p.right, d),
+                   f"gather one side first (AllGather_{_fmt(ra)}({text_of(right)})), or drop _LOCAL and let the "
+                   "planner choose")  # fmt: skip
+
+
+def case_4(p: Product, ctx: Context) -> Iterator[Found]:
+    left, right = value_of(p.left, ctx), value_of(p.right, ctx)
+    contracted, batch = product_dims(left, right, p.contract, ctx.result)
+    skip = set(contracted) | set(batch)
+    kept_left = {a: d for d in left.dims if d.label not in skip for a in d.axes}
+    for d in right.dims:
+        if d.label in skip:
+            continue
+        for a in d.axes:
+            if a not in kept_left:
+                continue
+            ld = kept_left[a]
+            gathers = [text_of(Collective(Op.ALL_GATHER, dim.axes[dim.axes.index(a):], side))
+                       for dim, side in ((ld, p.left), (d, p.right))]  # fmt: skip
+            yield (f"case 4: the result dims {ld.label} and {d.label} are both sharded over {a}",
+                   operand_dim_span(p.right, d.label), f"gather one operand first: {gathers[0]} or {gathers[1]}")  # fmt: skip
