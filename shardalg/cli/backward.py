@@ -13,13 +13,13 @@ import argparse
 import json
 import sys
 
-from . import EXIT_ILLEGAL, EXIT_OK, EXIT_USAGE
+from . import EXIT_ILLEGAL, EXIT_OK, EXIT_USAGE, read_source
 
 FORMATS = ("text", "unicode", "latex", "json")
 
 
 def _text(arg: str) -> str:
-    return sys.stdin.read() if arg == "-" else arg
+    return read_source(arg)
 
 
 def _mesh(args: argparse.Namespace):

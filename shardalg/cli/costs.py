@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from typing import TYPE_CHECKING
 
 from shardalg.errors import UsageError
 
-from . import EXIT_OK
+from . import EXIT_OK, read_source
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
     import sympy
@@ -32,7 +31,7 @@ _CONSTRAINT = re.compile(r"\s*([A-Za-z][A-Za-z0-9]*(?:\s*\*\s*[A-Za-z][A-Za-z0-9
 
 
 def _source(text: str) -> str:
-    return sys.stdin.read() if text == "-" else text
+    return read_source(text)
 
 
 def _mesh(text: str | None):

@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import EXIT_ILLEGAL, EXIT_OK
+from . import EXIT_ILLEGAL, EXIT_OK, read_source
 
 BACKENDS = ("jax", "torch")
 
 
 def _source(args: argparse.Namespace) -> str:
-    return sys.stdin.read() if args.expr == "-" else args.expr
+    return read_source(args.expr)
 
 
 def _mesh(args: argparse.Namespace, program: object):

@@ -13,13 +13,13 @@ import argparse
 import json
 import sys
 
-from . import EXIT_ILLEGAL, EXIT_OK
+from . import EXIT_ILLEGAL, EXIT_OK, read_source
 
 FORMATS = ("text", "unicode", "latex", "json")
 
 
 def _source(args: argparse.Namespace) -> str:
-    return sys.stdin.read() if args.expr == "-" else args.expr
+    return read_source(args.expr)
 
 
 def _mesh(args: argparse.Namespace):

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from . import EXIT_ILLEGAL, EXIT_OK
+from . import EXIT_ILLEGAL, EXIT_OK, read_source
 
 FORMATS = ("text", "unicode", "latex", "json")
 
 
 def _source(args: argparse.Namespace) -> str:
-    return sys.stdin.read() if args.expr == "-" else args.expr
+    return read_source(args.expr)
 
 
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
@@ -129,6 +128,13 @@ def _simulate(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.ok for r in results) else EXIT_ILLEGAL
 
 
+def _seed(text: str) -> int:
+    """``--seed``: a non-negative integer (numpy's generators take no negative seed)."""
+    if not text.isdigit() or len(text) > 19:
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0 to 2**63, not {text!r}")
+    return int(text)
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "expr", metavar="EXPR", help="an einsum, a collective or a resharding (quote it), or - for stdin"
@@ -160,6 +166,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run each plan of EXPR on random data cut into per-device buffers; exit 1 if any plan is wrong.",
     )
     _common(p)
-    p.add_argument("--seed", type=int, default=0, help="random seed for the data (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed for the data, 0 or more (default 0)")
     p.add_argument("--json", action="store_true", help='print {"plans": [{"ok", "max_error", "note"}]}')
     p.set_defaults(handler=_simulate)

@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+from shardalg import limits
 from shardalg.errors import UsageError
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -61,9 +62,9 @@ def parse_sizes(text: str) -> dict[str, int]:
         if not part:
             continue
         m = re.fullmatch(r"([A-Za-z][A-Za-z0-9]*)=(\d+)", part)
-        if m is None or int(m[2]) < 1:
+        if m is None or limits.require_digits(m[2], f"the size of {m[1]}") < 1:
             raise UsageError(f"bad size {part!r}: write NAME=POSITIVE_INTEGER, e.g. B=1024")
-        out[m[1]] = int(m[2])
+        out[m[1]] = limits.require_digits(m[2], f"the size of {m[1]}")
     return out
 
 

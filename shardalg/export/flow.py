@@ -7,6 +7,7 @@ and error messages show a node.
 
 from __future__ import annotations
 
+import builtins
 import keyword
 import re
 from collections.abc import Mapping
@@ -70,14 +71,23 @@ class Flow:
         return [s for s in self.steps if t in s.inputs]
 
 
-_RESERVED = {"jax", "jnp", "P", "np", "torch", "dist", "mesh", "groups", "forward", "backward", "NamedSharding"}
+# Names the generated modules (export/jax.py, export/torch_export.py) define or use themselves, besides
+# Python's builtins and keywords: a tensor called one of them gets another variable name, so any tensor name
+# works (a tensor called zip, IN_SPECS or make_mesh would otherwise shadow the module's own).
+_GENERATED = {
+    "jax", "jnp", "P", "NamedSharding", "np", "torch", "dist", "itertools",
+    "MESH_AXES", "MESH_SHAPE", "IN_SPECS", "OUT_SPECS", "CHECK_VMA", "WORLD", "GROUPS",
+    "make_mesh", "make_groups", "mesh_coords", "axis_index", "mesh", "groups", "placed", "run", "x", "s",
+    "forward", "backward",
+}  # fmt: skip
+_RESERVED = frozenset(_GENERATED) | frozenset(dir(builtins))
 
 
 def _identifier(t: Tensor) -> str:
     base = re.sub(r"\W", "_", t.name or "t") or "t"
     if base[0].isdigit():
         base = "t_" + base
-    if keyword.iskeyword(base) or base in _RESERVED or base.startswith("_"):
+    if keyword.iskeyword(base) or base in _RESERVED or base.startswith("_") or base.endswith("_local"):
         base = f"{base.lstrip('_') or 't'}_v"
     return base
 

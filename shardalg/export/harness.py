@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shardalg import limits
 from shardalg.algebra.mesh import Mesh
 from shardalg.notation.syntax import Op, Tensor
 
@@ -122,6 +123,7 @@ def check_inputs(
 ) -> Iterator[tuple[int, Flow, list[np.ndarray]]]:
     """For each job of a check (:func:`~shardalg.export.flow.as_jobs`), one at a time: its index ``k``, its
     flow, and its random inputs (seed ``seed + k``)."""
+    limits.require("devices", mesh.devices, f"the mesh {', '.join(f'{a.name}={a.size}' for a in mesh)}")
     for k, obj in enumerate(as_jobs(plans)):
         flow = as_flow(obj, mesh, sizes)
         yield k, flow, random_inputs(flow, mesh, check_sizes(flow, mesh, sizes), seed + k)

@@ -81,9 +81,8 @@ def _parse(text: str, start: str) -> Any:
             raise inner.with_source(text) from None
         raise ParseError(f"not in the notation: {inner}", span=Span(0, len(text)), source=text) from None
     except RecursionError:
-        raise limits.refuse("depth", "the input nests products and collectives too deeply to read").with_source(
-            text
-        ) from None
+        raise limits.refuse("depth", "the input nests too deeply to read (parentheses, products or collectives)",
+                            span=Span(0, len(text))).with_source(text) from None
 
 
 def parse(text: str) -> Program:

@@ -15,10 +15,12 @@ Imports: every layer below (:mod:`shardalg.pictures` for the figure, :mod:`shard
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable
 from pathlib import Path
 
-from shardalg.errors import ShardalgError
+from shardalg.errors import ShardalgError, UsageError
 
 from .document import Display, Document, Math, Prose, Raw, Section, Table
 
@@ -55,11 +57,21 @@ def build_notes(out_dir: Path | None = None) -> Document:
 
 
 def write_notes(out_dir: Path) -> tuple[list[Path], list[str]]:
-    """Write the .tex and .md into ``out_dir`` (created); return the files written and any problems."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write the .tex and .md into ``out_dir`` (created); return the files written and any problems. A
+    directory that cannot be made or written is a UsageError, said before the notes are built."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        if not os.access(out_dir, os.W_OK):
+            raise PermissionError(errno.EACCES, "permission denied")
+    except OSError as err:
+        raise UsageError(f"cannot write the notes into {out_dir}: {err.strerror or err}",
+                         fix="give --out a directory (it is made if missing)") from None  # fmt: skip
     doc = build_notes(out_dir)
     tex, md = out_dir / TEX_NAME, out_dir / MD_NAME
-    tex.write_text(doc.latex(), encoding="utf-8")
-    md.write_text(doc.markdown(), encoding="utf-8")
+    try:
+        tex.write_text(doc.latex(), encoding="utf-8")
+        md.write_text(doc.markdown(), encoding="utf-8")
+    except OSError as err:
+        raise UsageError(f"cannot write the notes into {out_dir}: {err.strerror or err}") from None
     written = [tex, md, *sorted(p for p in out_dir.iterdir() if p.suffix in (".pdf", ".png") and p.stem != tex.stem)]
     return written, list(doc.problems)

@@ -14,6 +14,7 @@ from math import prod
 
 import numpy as np
 
+from shardalg import limits
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import AxisUsedTwice, IndivisibleDim, ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.syntax import Tensor
@@ -40,6 +41,7 @@ class VirtualMesh:
         m = as_mesh(mesh)
         if m is None or not m.is_numeric:
             raise UsageError("the executor needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
+        limits.require("devices", m.devices, f"the mesh {', '.join(f'{a.name}={a.size}' for a in m)}")
         self.mesh: Mesh = m
         self.names: tuple[str, ...] = m.names
         self.shape: tuple[int, ...] = m.shape

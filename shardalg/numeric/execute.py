@@ -24,9 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from math import prod
 
 import numpy as np
 
+from shardalg import limits
 from shardalg.algebra.mesh import Mesh
 from shardalg.errors import ShapeMismatch, UsageError
 from shardalg.notation.plan import Plan, Step
@@ -165,6 +167,22 @@ class ExecResult:
         return "\n".join(lines)
 
 
+def _require_room(tensors: Sequence[Tensor], vm: VirtualMesh, dims: Mapping[str, int]) -> None:
+    """Refuse up front (the elements limit) a plan one of whose values would take too many elements on all
+    the devices together: its global elements times the copies the mesh keeps (replicas and partial sums)."""
+    for t in dict.fromkeys(tensors):
+        extents = [dim_extent(d.label, d.size, dims) for d in t.dims]
+        sharding = vm.size([a for d in t.dims for a in d.axes])
+        held = prod(extents) * len(vm.coords) // max(1, sharding)
+        limits.require("elements", held, f"{text(t)} on {len(vm.coords)} devices")
+
+
+def _seeded(seed: object) -> np.random.Generator:
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UsageError(f"a seed is a non-negative integer, not {seed!r}")
+    return np.random.default_rng(seed)
+
+
 def run_plan(
     plan: Plan,
     mesh: VirtualMesh | Mesh | Mapping[str, int] | str,
@@ -189,6 +207,7 @@ def run_plan(
     for t, arr in given.items():  # sizes: explicit, else the given arrays', else small defaults
         dims.update((d.label, n) for d, n in zip(t.dims, arr.shape, strict=False) if d.name is not None)
     dims.update(sizes or {})
+    _require_room(every, vm, dims)
     dense: dict[Tensor, np.ndarray] = {}
     bufs: dict[Tensor, Buffers] = {}
     for t in plan.inputs:
@@ -241,4 +260,5 @@ def simulate(
         from shardalg.planning.planner import plans  # the planner is imported only when asked for
 
         todo = list(plans(expr_or_plan, mesh=as_virtual(mesh).mesh, sizes=sizes))
-    return [run_plan(p, mesh, sizes, np.random.default_rng(seed)) for p in todo]
+    rngs = [_seeded(seed) for _ in todo]
+    return [run_plan(p, mesh, sizes, rng) for p, rng in zip(todo, rngs, strict=True)]

@@ -76,15 +76,21 @@ def cost_curves(
     points: int = _GRID_POINTS,
 ) -> CostCurves:
     """Sample both costs over ``[lo, hi]`` (log-spaced) and find where they cross."""
-    if not (0 < lo < hi):
-        raise UsageError(f"the sweep needs 0 < lo < hi, not lo={lo}, hi={hi}")
+    if not (0 < lo < hi < math.inf):
+        raise UsageError(f"the sweep needs finite 0 < lo < hi, not lo={lo}, hi={hi}")
     values = values or {}
     ea, eb = _numeric(cost_a, over, values), _numeric(cost_b, over, values)
     fa, fb = sympy.lambdify(over, ea, "math"), sympy.lambdify(over, eb, "math")
     step = (math.log(hi) - math.log(lo)) / (points - 1)
     xs = tuple(math.exp(math.log(lo) + i * step) for i in range(points))
-    ya = tuple(float(fa(x)) for x in xs)
-    yb = tuple(float(fb(x)) for x in xs)
+    try:
+        ya = tuple(float(fa(x)) for x in xs)
+        yb = tuple(float(fb(x)) for x in xs)
+    except (OverflowError, ZeroDivisionError, ValueError) as err:
+        raise UsageError(f"the costs cannot be evaluated over {lo:g}..{hi:g}: {err}", fix="sweep a smaller range") from None
+    if not all(math.isfinite(y) and y > 0 for y in ya + yb):
+        raise UsageError(f"the costs are not finite and positive over {lo:g}..{hi:g}, so they have no log plot",
+                         fix="sweep a smaller range, or give the sizes the costs need")  # fmt: skip
     crossovers: list[Crossover] = []
     for i in range(points - 1):
         d0, d1 = ya[i] - yb[i], ya[i + 1] - yb[i + 1]
@@ -155,9 +161,31 @@ def crossover_plot(
     rc = {"pgf.texsystem": _pgf_texsystem()} if backend == "pgf" else {}
     curves = cost_curves(cost_a, cost_b, over=over, lo=lo, hi=hi, values=values)
     plt = _pyplot(backend)
+    for what, s in (*(("label", label) for label in labels), ("title", title or ""), ("unit", unit)):
+        _drawable(s, what)
     with plt.rc_context(rc):
-        _draw(plt, curves, path, labels, unit, title)
+        try:
+            _draw(plt, curves, path, labels, unit, title)
+        except OSError as err:
+            raise UsageError(f"cannot write {path}: {err.strerror or err}", fix="write into a directory that exists") from None
     return curves
+
+
+def _drawable(s: str, what: str) -> None:
+    """Text matplotlib will draw: between an even number of ``$`` it must be mathtext (checked with
+    matplotlib's own parser, so a bad label is refused before drawing, not in the middle of it)."""
+    from matplotlib import cbook, mathtext
+
+    if not cbook.is_math_text(s):
+        return
+    try:
+        mathtext.MathTextParser("path").parse(s)
+    except ValueError as err:
+        said = [line for line in str(err).splitlines() if line.strip()]
+        raise UsageError(
+            f"the {what} {s!r} is not mathtext matplotlib can draw: {said[-1] if said else 'a parse error'}",
+            fix="escape a literal dollar as \\$, or write valid mathtext between the dollars",
+        ) from None
 
 
 def _draw(plt: Any, curves: CostCurves, path: Path, labels: Sequence[str], unit: str, title: str | None) -> None:

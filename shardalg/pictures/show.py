@@ -19,6 +19,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from shardalg import limits
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Arrow, Collective, Tensor
@@ -50,6 +51,7 @@ def _checked(tensor: Tensor, mesh: Mesh | str | Mapping[str, int]) -> Mesh:
     m = as_mesh(mesh)
     if m is None or not m.is_numeric:
         raise UsageError("show needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
+    limits.require("devices", m.devices, f"the mesh {', '.join(f'{a.name}={a.size}' for a in m)}")
     from shardalg.algebra.layout import validate
 
     validate(tensor, m)
