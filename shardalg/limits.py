@@ -46,20 +46,20 @@ LIMITS: dict[str, Limit] = {
     limit.name: limit
     for limit in (
         Limit("text", 50_000, "characters", "one input of notation",
-              "parsing is linear but slow: measured 1.2 s for 38,000 characters of statements"),
+              "parsing is linear but slow: measured 1.2 s for 38,000 characters of statements (2 busy cores)"),
         Limit("statements", 1_000, "statements", "one program",
               "check, backward and export plan every statement"),
         Limit("depth", 64, "levels", "products and collectives nested in one statement",
               "the printers and checks recurse once a level, on Python's stack", liftable=False),
         Limit("dims", 32, "dims", "one tensor",
               "einsum subscripts and the executor's buffers have one axis a dim"),
-        Limit("axes", 6, "axes", "a mesh that is checked, planned, run or drawn",
+        Limit("axes", 6, "axes", "a mesh that is checked or planned",
               "the planner enumerates placements per mesh axis: measured 0.4 s at 6 axes, 2 s at 7, 14 s at 8"),
         Limit("devices", 256, "devices", "the executor, show and export --check, which make each device",
               "a collective's data movement costs devices x group size block copies: 5 s at 1,024 devices"),
         Limit("elements", 4_194_304, "elements", "one value on all devices of the executor",
               "the executor holds every value as real numpy buffers, 8 bytes an element"),
-        Limit("size", 2**63 - 1, "digits", "a mesh axis size or a dim size",
+        Limit("size", 2**63 - 1, "", "a mesh axis size or a dim size",
               "sizes are 64-bit integers in numpy and in generated code", liftable=False),
     )
 }  # fmt: skip

@@ -1,0 +1,162 @@
+"""Issue 13's tracebacks, each as a test: the command gives a clear error (or the right answer), exits 0, 1 or
+2, and no traceback reaches the user; anything else that escapes is one line and exit 3."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+from shardalg.cli import main
+from tests.shared import ROOT
+
+BIG = "9" * 5000
+CHAIN_300 = " · ".join(f"A{i}[I, J]" for i in range(300))
+CHAIN_1000 = " · ".join(f"A{i}[I, J]" for i in range(1000))
+needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib")
+needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+# (argv, exit code, what stderr says)
+REPRODUCERS = [
+    (["check", "Permute_X(A[I]) -> A[I]"], 1,
+     "IllegalCollective [collective-precondition]: Permute swaps two mesh axes, not 1 (X)"),
+    (["check", "Permute_{X,Y,Z}(A[I_X]) -> A[I_Y]", "--mesh", "X=2,Y=2,Z=2"], 1,
+     "Permute swaps two mesh axes, not 3 (X, Y, Z)"),
+    (["plan", "Permute_{X,Y,Z}(A[I_X]) -> A[I_Y]", "--mesh", "X=2,Y=2,Z=2"], 1,
+     "Permute swaps two mesh axes, not 3 (X, Y, Z)"),
+    (["check", "A[I, J_X, I_X]"], 1,
+     "AxisUsedTwice [axis-used-twice]: mesh axis X shards both J and I\n  A[I, J_X, I_X]\n            ^^^\n"
+     "  fix: shard I over another axis, or replicate it: A[I, J_X, I]"),
+    (["check", "A[I_X]", "--mesh", f"X={BIG}"], 2,
+     "LimitExceeded [limit-size]: the size of mesh axis X is a number of 5,000 digits, over the size limit of "
+     "9,223,372,036,854,775,807"),
+    (["check", "A[I_X]", "--mesh", "X=2", "--sizes", f"I={BIG}"], 2, "the size of I is a number of 5,000 digits"),
+    (["shape", f"A[{BIG}_X]", "--mesh", "X=2"], 2, "a dim's size is a number of 5,000 digits"),
+    (["check", CHAIN_300], 2, "LimitExceeded [limit-depth]: a statement nests 299 levels, over the depth limit of 64"),
+    (["check", CHAIN_1000], 2, "LimitExceeded [limit-depth]"),
+    (["simulate", "A[I_X, J] · B[J, K] -> C[I_X, K]", "--mesh", "X=2", "--sizes", "I=100000,J=100000,K=100000"], 2,
+     "LimitExceeded [limit-elements]: A[I_X, J] on 2 devices has 10,000,000,000 elements, over the elements "
+     "limit of 4,194,304"),
+    (["show", "A[I_X]", "--mesh", "X=1000000000000"], 2,
+     "LimitExceeded [limit-devices]: the mesh X=1000000000000 has 1,000,000,000,000 devices, over the devices "
+     "limit of 256"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "code", "said"), REPRODUCERS, ids=[" ".join(r[0])[:60] for r in REPRODUCERS])
+def test_reproducer_gets_a_clear_error(capsys, argv, code, said):
+    got, _, err = run(capsys, *argv)
+    assert (got, said in err) == (code, True), err
+
+
+def test_a_negative_seed_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["simulate", "A[I_X, J] · B[J, K] -> C[I_X, K]", "--mesh", "X=2", "--seed", "-1"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "Traceback" not in err
+    assert "argument --seed: a seed is an integer from 0 to 2**63, not '-1'" in err
+
+
+def test_the_limits_can_be_lifted_from_the_command_line(capsys):
+    code, out, _ = run(capsys, "simulate", "A[I_X, J] · B[J, K] -> C[I_X, K]", "--mesh", "X=2",
+                       "--sizes", "I=4096,J=2048,K=8", "--max-elements", "8388608")  # fmt: skip
+    assert code == 0 and out.startswith("plan 1 of ")
+    code, _, err = run(capsys, "simulate", "A[I_X, J] · B[J, K] -> C[I_X, K]", "--mesh", "X=2",
+                       "--sizes", "I=4096,J=2048,K=8")  # fmt: skip
+    assert code == 2 and "fix: lift it with --max-elements 8388608" in err
+
+
+def test_any_other_exception_is_one_line_and_exit_3(capsys, monkeypatch):
+    import shardalg.algebra.legality as legality
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(legality, "check", broken)
+    code, out, err = run(capsys, "check", "A[I_X]")
+    assert (code, out, err) == (3, "", "internal error: KeyError: 'a bug' (please report)\n")
+
+
+def test_invalid_utf8_on_stdin_is_a_usage_error():
+    done = subprocess.run(
+        [sys.executable, "-m", "shardalg", "parse", "-"], input=b"A[I\xff]", capture_output=True, cwd=ROOT,
+        env={"PYTHONIOENCODING": "utf-8", "PATH": "/usr/bin:/bin"}, check=False,
+    )  # fmt: skip
+    err = done.stderr.decode()
+    assert done.returncode == 2 and "Traceback" not in err
+    assert err.startswith("UsageError [usage]: standard input is not utf-8 text: byte 0xff at offset 3")
+
+
+def test_notes_into_a_file_that_is_not_a_directory(capsys, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for out in ("/dev/null", str(afile)):
+        code, _, err = run(capsys, "notes", "--out", out)
+        assert code == 2 and err.startswith(f"UsageError [usage]: cannot write the notes into {out}")
+
+
+PLOT = ["plot", "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
+        "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]", "--over", "D", "--range", "128:65536", "--mesh", "X=8",
+        "--sizes", "B=1024,F=8192"]  # fmt: skip
+
+
+@needs_matplotlib
+def test_plot_into_a_missing_directory(capsys, tmp_path):
+    code, _, err = run(capsys, *PLOT, "--out", str(tmp_path / "missing" / "dir" / "x.png"))
+    assert code == 2 and "cannot write" in err and "No such file or directory" in err
+
+
+@needs_matplotlib
+def test_plot_labels_that_matplotlib_cannot_parse(capsys, tmp_path):
+    code, _, err = run(capsys, *PLOT, "--out", str(tmp_path / "x.png"), "--labels", r"$\frac{$,x")
+    assert code == 2 and err.startswith(r"UsageError [usage]: the label '$\\frac{$' is not mathtext")
+    assert not (tmp_path / "x.png").exists()
+    code, out, _ = run(capsys, *PLOT, "--out", str(tmp_path / "y.png"), "--labels", r"$\frac{a}{b}$,cost $5")
+    assert code == 0 and (tmp_path / "y.png").exists()
+
+
+# ---- generated code: any tensor name works ----------------------------------------------------------
+
+NAMED = "zip[I, J_X] · IN_SPECS[J_X, K] -> make_mesh[I, K_X]; make_mesh[I, K_X] · forward_local[K_X, L] -> len[I, L]"
+
+
+def _clashes(source: str) -> list[str]:
+    """Names a generated function binds (parameters, assignments) that the module or Python also defines."""
+    tree = ast.parse(source)
+    module = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    module |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    module |= {a.asname or a.name.split(".")[0] for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)
+               for a in n.names}  # fmt: skip
+    taken = module | set(dir(builtins))
+    bound = []
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+        bound += [a.arg for a in fn.args.args]
+        bound += [t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
+    return sorted({b for b in bound if b in taken and b not in ("mesh", "groups")})
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_generated_code_renames_tensors_that_clash_with_its_own_names(capsys, backend):
+    code, out, _ = run(capsys, "export", backend, NAMED, "--mesh", "X=4")
+    assert code == 0
+    compile(out, "generated.py", "exec")
+    assert _clashes(out) == []
+    assert "def forward_local(zip_v, IN_SPECS_v, forward_local_v)" in out or backend == "torch"
+
+
+@needs_jax
+def test_generated_jax_code_runs_with_any_tensor_names(capsys):
+    code, _, err = run(capsys, "export", "jax", NAMED, "--mesh", "X=4", "--check")
+    assert code == 0 and err.startswith("check: ok on 4 CPU devices")

@@ -1,0 +1,136 @@
+"""What the stage fuzzer feeds shardalg: strings from the grammar on every start rule (hypothesis.extra.lark),
+random edits of a corpus (the README's expressions, every expression quoted from the seeds, the fuzz seeds),
+the corpus itself, printed random ASTs, and random text; and, for each parsed program, a mesh and sizes.
+
+    (kind, source) = data.draw(sources())       # kind: the start rule, "program" for the other inputs
+    mesh, sizes = data.draw(settings(program))
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from hypothesis import strategies as st
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.notation.printing import latex, text, unicode
+from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
+from tests.shared import ROOT
+from tests.shared.fuzzing import NOTATION_CHARS, SEEDS, grammar_strings
+from tests.shared.seed_expressions import SEED
+from tests.shared.strategies import programs
+
+_AXES = ("X", "Y", "Z")
+_DIMS = ("I", "J", "K", "B", "D", "F")
+
+
+@cache
+def corpus() -> tuple[str, ...]:
+    """The README's notation (quoted arguments of its ``shardalg`` commands and of ``parse`` in its Python),
+    the seeds' expressions as written, and the fuzz seeds."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found: list[str] = []
+    for line in readme.splitlines():
+        if line.startswith("$ ") and "shardalg " in line:
+            found += re.findall(r'"([^"]*\[[^"]*)"', line)
+    found += re.findall(r'sa\.parse\("([^"]+)"\)', readme)
+    found += [source for _, source, _ in SEED]
+    found += SEEDS
+    return tuple(dict.fromkeys(found))
+
+
+@st.composite
+def edits(draw: st.DrawFn) -> str:
+    """A corpus string with a few characters deleted, inserted, replaced or swapped, or two spliced."""
+    pool = corpus()
+    s = list(draw(st.sampled_from(pool)))
+    if draw(st.integers(0, 9)) == 0:  # splice: the head of one, the tail of another
+        other = draw(st.sampled_from(pool))
+        cut_a, cut_b = draw(st.integers(0, len(s))), draw(st.integers(0, len(other)))
+        s = s[:cut_a] + list(other[cut_b:])
+    for _ in range(draw(st.integers(1, 4))):
+        if not s:
+            break
+        i = draw(st.integers(0, len(s) - 1))
+        edit = draw(st.sampled_from(["delete", "insert", "replace", "swap"]))
+        ch = draw(st.sampled_from(NOTATION_CHARS) | st.characters())
+        if edit == "delete":
+            del s[i]
+        elif edit == "insert":
+            s.insert(i, ch)
+        elif edit == "replace":
+            s[i] = ch
+        else:
+            j = draw(st.integers(0, len(s) - 1))
+            s[i], s[j] = s[j], s[i]
+    return "".join(s)
+
+
+def _printed_programs(legal: bool) -> st.SearchStrategy[str]:
+    """Random programs on a few axes and dims, printed in a random format (``legal``: each tensor uses an
+    axis and a dim name once, so more of them reach the planner and the executor)."""
+    printer = st.sampled_from([text, unicode, latex])
+    made = programs(axes=_AXES, dims=_DIMS, names=("A", "B", "C", "W"), max_statements=2, max_leaves=3, legal=legal)
+    return st.tuples(printer, made).map(lambda pm: pm[0](pm[1]))
+
+
+@cache
+def sources() -> st.SearchStrategy[tuple[str, str]]:
+    """(start rule or "program", text), one strategy per process (from_lark compiles the grammar). Grammar
+    strings are 3 draws in 16 (they are slow to make); edits of the corpus, the corpus, printed random ASTs
+    and random text the rest."""
+    grammar = [
+        grammar_strings("start").map(lambda s: ("program", s)),
+        grammar_strings("statement_start").map(lambda s: ("statement", s)),
+        grammar_strings("tensor_start").map(lambda s: ("tensor", s)),
+    ]
+    others = [
+        *[edits().map(lambda s: ("program", s))] * 3,
+        *[st.sampled_from(corpus()).map(lambda s: ("program", s))] * 2,
+        *[_printed_programs(legal=True).map(lambda s: ("program", s))] * 3,
+        _printed_programs(legal=False).map(lambda s: ("program", s)),
+        st.text(alphabet=NOTATION_CHARS, max_size=60).map(lambda s: ("program", s)),
+    ]
+    return st.sampled_from(grammar + others).flatmap(lambda strategy: strategy)
+
+
+def _axes_and_dims(program: Program) -> tuple[list[str], list[str]]:
+    axes: dict[str, None] = {}
+    dims: dict[str, None] = {}
+    todo: list[object] = list(program.statements)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, Arrow):
+            todo += [node.expr, node.result]
+        elif isinstance(node, Product):
+            todo += [node.left, node.right]
+        elif isinstance(node, Collective):
+            axes.update(dict.fromkeys(node.axes))
+            todo.append(node.arg)
+        elif isinstance(node, Tensor):
+            axes.update(dict.fromkeys(node.used_axes))
+            dims.update(dict.fromkeys(d.name for d in node.dims if d.name is not None))
+    return sorted(axes), sorted(dims)
+
+
+@st.composite
+def settings(draw: st.DrawFn, program: Program) -> tuple[Mesh | None, dict[str, int]]:
+    """A mesh for the program (its own, one on the axes it uses with or without a spare axis, a fixed one,
+    or none) and sizes for some of its dims."""
+    axes, dims = _axes_and_dims(program)
+    how = draw(st.sampled_from(["used", "used", "used+spare", "fixed", "declared", "none"]))
+    mesh: Mesh | None
+    if how == "declared" and program.mesh is not None:
+        mesh = Mesh(dict(program.mesh.axes))
+    elif how == "none":
+        mesh = None
+    elif how == "fixed" or not axes:
+        mesh = Mesh(X=4, Y=2)
+    else:
+        names = axes[:6] if draw(st.integers(0, 3)) else axes[: draw(st.integers(1, 6))]
+        if how == "used+spare":
+            names.append(next(f"S{k}" for k in range(10) if f"S{k}" not in axes))
+        mesh = Mesh({a: draw(st.sampled_from([1, 2, 2, 3, 4])) for a in names})
+    sizes = {d: draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16])) for d in dims if draw(st.booleans())}
+    return mesh, sizes

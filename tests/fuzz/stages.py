@@ -1,0 +1,207 @@
+"""Every stage of shardalg on one fuzz input, in process, each timed: parse, print (and read back), check,
+shape, plans, run_plan, cost, backward. A stage may refuse its input with a shardalg error (counted by class);
+anything else is a failure: another exception (a traceback a user would see), a stage over the time limit
+(unbounded work), ``check`` and the planner disagreeing on legality, a plan the executor finds wrong, a print
+that does not read back, or a legality error without a span.
+
+Time is measured per stage as CPU time of this process (``time.process_time``), the work the stage did, and
+as wall time; the limit applies to CPU time so that a loaded machine does not fail the run.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardalg.algebra.legality import check, notes
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.shape import shape
+from shardalg.costs.plancost import cost, plan_cost
+from shardalg.errors import IllegalSharding, NoPlan, ShardalgError
+from shardalg.notation.jsonread import from_json
+from shardalg.notation.parse import parse, parse_statement, parse_tensor
+from shardalg.notation.printing import latex, text, to_json, unicode
+from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
+from shardalg.numeric.execute import run_plan
+from shardalg.planning.backward import backward
+from shardalg.planning.planner import plans
+
+STAGES = ("parse", "print", "check", "shape", "plans", "run_plan", "cost", "backward")
+STAGE_SECONDS = 2.0  # a stage over this much CPU time is unbounded work (a fuzz finding, not a speed test)
+PLANS_RUN = 3  # the plans of a statement that run_plan and cost take (cheapest first)
+STATEMENTS_PLANNED = 3
+
+Setting = tuple[Mesh | None, dict[str, int]]
+
+
+@dataclass
+class Failure:
+    kind: str  # exception, slow, disagree, wrong, roundtrip, no-span
+    stage: str
+    source: str
+    mesh: str
+    sizes: dict[str, int]
+    detail: str
+
+    def __str__(self) -> str:
+        return (f"[{self.kind}] stage {self.stage}: {self.detail}\n  input: {self.source!r}\n"
+                f"  mesh: {self.mesh}  sizes: {self.sizes}")  # fmt: skip
+
+
+@dataclass
+class Tally:
+    """What a fuzz run saw: inputs, stage runs and times, shardalg errors by class, failures by kind."""
+
+    inputs: Counter[str] = field(default_factory=Counter)  # by input kind
+    parsed: int = 0
+    runs: Counter[str] = field(default_factory=Counter)
+    cpu: dict[str, float] = field(default_factory=dict)  # slowest CPU time per stage
+    wall: dict[str, float] = field(default_factory=dict)  # slowest wall time per stage
+    slowest: dict[str, str] = field(default_factory=dict)  # the input of the slowest run per stage
+    errors: Counter[str] = field(default_factory=Counter)  # shardalg error classes (refusals)
+    failures: list[Failure] = field(default_factory=list)
+    failure_kinds: Counter[str] = field(default_factory=Counter)
+    noplan_after_legal: int = 0
+    noplan_examples: list[str] = field(default_factory=list)
+    keep: int = 50  # failures kept in full (all are counted)
+
+    def fail(self, f: Failure) -> None:
+        self.failure_kinds[f.kind] += 1
+        if len(self.failures) < self.keep:
+            self.failures.append(f)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "inputs": sum(self.inputs.values()),
+            "inputs_by_kind": dict(sorted(self.inputs.items())),
+            "parsed": self.parsed,
+            "stage_runs": {s: self.runs[s] for s in STAGES},
+            "slowest_cpu_seconds": {s: round(self.cpu.get(s, 0.0), 4) for s in STAGES},
+            "slowest_wall_seconds": {s: round(self.wall.get(s, 0.0), 4) for s in STAGES},
+            "slowest_input": {s: self.slowest.get(s, "") for s in STAGES},
+            "shardalg_errors": dict(self.errors.most_common()),
+            "failures": dict(self.failure_kinds.most_common()),
+            "noplan_after_legal": self.noplan_after_legal,
+            "noplan_examples": self.noplan_examples[:10],
+            "failure_examples": [str(f) for f in self.failures],
+        }
+
+
+class _Run:
+    """One input through the stages."""
+
+    def __init__(self, source: str, tally: Tally, limit: float) -> None:
+        self.source, self.tally, self.limit = source, tally, limit
+        self.mesh: Mesh | None = None
+        self.sizes: dict[str, int] = {}
+
+    def fail(self, kind: str, stage: str, detail: str) -> None:
+        self.tally.fail(Failure(kind, stage, self.source, repr(self.mesh), dict(self.sizes), detail))
+
+    def stage(self, name: str, fn: Callable[[], Any]) -> tuple[Any, ShardalgError | None, bool]:
+        """(value, the shardalg error it raised, whether it finished without a failure)."""
+        t = self.tally
+        t.runs[name] += 1
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        value, err, ok = None, None, True
+        try:
+            value = fn()
+        except ShardalgError as e:
+            err = e
+            t.errors[type(e).__name__] += 1
+        except Exception as e:  # noqa: BLE001 - a non-shardalg exception is what the fuzzer looks for
+            ok = False
+            self.fail("exception", name, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-6)}")
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        if cpu > t.cpu.get(name, -1.0):
+            t.cpu[name], t.slowest[name] = cpu, f"{self.source!r} mesh={self.mesh!r} sizes={self.sizes}"
+        t.wall[name] = max(t.wall.get(name, 0.0), wall)
+        if cpu > self.limit:
+            self.fail("slow", name, f"{cpu:.2f} s of CPU ({wall:.2f} s wall)")
+        return value, err, ok
+
+
+def _parse_as(kind: str) -> Callable[[str], Any]:
+    return {"statement": parse_statement, "tensor": parse_tensor}.get(kind, parse)
+
+
+def _has_product(node: object) -> bool:
+    if isinstance(node, Product):
+        return True
+    if isinstance(node, Arrow):
+        return _has_product(node.expr)
+    return isinstance(node, Collective) and _has_product(node.arg)
+
+
+def _printed(program: Program) -> list[str]:
+    """Printers whose output does not read back as the same program."""
+    bad = []
+    for name, printer in (("text", text), ("unicode", unicode), ("latex", latex)):
+        if parse(printer(program)) != program:
+            bad.append(name)
+    if from_json(to_json(program)) != program:
+        bad.append("json")
+    return bad
+
+
+def _spanless(err: ShardalgError | None) -> bool:
+    return isinstance(err, IllegalSharding) and err.span is None
+
+
+def run_stages(source: str, kind: str, setting: Callable[[Program], Setting], tally: Tally,
+               limit: float = STAGE_SECONDS) -> None:  # fmt: skip
+    """Run every stage on ``source`` (drawn from the start rule ``kind``); ``setting`` picks the mesh and the
+    sizes for the parsed program. Everything is recorded in ``tally``."""
+    tally.inputs[kind] += 1
+    run = _Run(source, tally, limit)
+
+    def parse_all() -> Program:
+        if kind != "program":
+            _parse_as(kind)(source)
+        return parse(source)
+
+    program, _, _ = run.stage("parse", parse_all)
+    if program is None:
+        return
+    tally.parsed += 1
+    run.mesh, run.sizes = setting(program)
+    mesh, sizes = run.mesh, run.sizes
+    bad, _, _ = run.stage("print", lambda: _printed(program))
+    if bad:
+        run.fail("roundtrip", "print", f"{', '.join(bad)} printing does not read back")
+    found, err, _ = run.stage("check", lambda: (check(program, mesh, sizes), notes(program, mesh, sizes)))
+    if err is not None:
+        return  # over a limit: every later stage refuses the same way
+    if len(program.statements) == 1 and isinstance(program.statements[0], Tensor):
+        run.stage("shape", lambda: str(shape(program, mesh, sizes)))
+    numeric = mesh is not None and mesh.is_numeric
+    for stmt in program.statements[:STATEMENTS_PLANNED]:
+        if isinstance(stmt, Tensor):
+            continue
+        one = Program((stmt,), program.mesh, program.sizes, source=program.source)
+        legal = not check(one, mesh, sizes)
+        found_plans, err, ok = run.stage("plans", lambda one=one: plans(one, mesh, sizes))
+        if isinstance(err, IllegalSharding) and legal:
+            run.fail("disagree", "plans", f"check says legal, plan says {err.rule}: {err.message}")
+        if found_plans is not None and not legal:
+            run.fail("disagree", "plans", "check says illegal, yet plan planned it")
+        if isinstance(err, NoPlan) and legal:
+            tally.noplan_after_legal += 1
+            if len(tally.noplan_examples) < 10:
+                tally.noplan_examples.append(f"{text(stmt)} on {mesh!r}")
+        if _spanless(err):
+            run.fail("no-span", "plans", f"{err.rule}: {err.message}")
+        for p in (found_plans or [])[:PLANS_RUN]:
+            if numeric:
+                result, _, _ = run.stage("run_plan", lambda p=p: run_plan(p, mesh, sizes))
+                if result is not None and not result.ok:
+                    run.fail("wrong", "run_plan", f"{p.note}: {result.problem or result.max_error}")
+            run.stage("cost", lambda p=p: (plan_cost(p, mesh, sizes, hw="tpu-v5p").seconds, plan_cost(p, mesh, sizes).total))
+    if mesh is not None:
+        run.stage("cost", lambda: cost(program, mesh, sizes).total)
+        if any(_has_product(s) for s in program.statements):
+            run.stage("backward", lambda: str(backward(program, mesh, sizes)))

@@ -1,0 +1,41 @@
+"""Every stage on fuzz inputs: no exception but shardalg's own, check and plan agree, plans are right on
+numbers. The bounded profile runs a few dozen inputs in process; under ``HYPOTHESIS_PROFILE=fuzz`` the long
+run (``python -m tests.fuzz``) goes in a subprocess with a memory cap and also holds every stage under 2 s."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.fuzz.inputs import settings as mesh_and_sizes
+from tests.fuzz.inputs import sources
+from tests.fuzz.stages import Tally, run_stages
+from tests.shared import ROOT
+
+LONG = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"
+
+
+@pytest.mark.skipif(LONG, reason="the fuzz profile runs the long command instead")
+@given(st.data())
+def test_every_stage_refuses_with_its_own_errors_only(data: st.DataObject) -> None:
+    tally = Tally()
+    kind, source = data.draw(sources())
+    # no time limit here: a loaded CI machine is not unbounded work (the long run asserts it)
+    run_stages(source, kind, lambda program: data.draw(mesh_and_sizes(program)), tally, limit=float("inf"))
+    assert not tally.failures, "\n".join(str(f) for f in tally.failures)
+
+
+@pytest.mark.skipif(not LONG, reason="the long stage fuzz runs under HYPOTHESIS_PROFILE=fuzz")
+def test_the_long_fuzz_run() -> None:
+    n = settings.default.max_examples
+    done = subprocess.run([sys.executable, "-m", "tests.fuzz", "--inputs", str(n), "--progress", "0"],
+                          cwd=ROOT, capture_output=True, text=True, check=False)  # fmt: skip
+    figures = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+    assert done.returncode == 0, (figures.get("failure_examples"), done.stderr[-3000:])
+    assert figures["inputs"] == n

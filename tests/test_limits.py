@@ -1,0 +1,103 @@
+"""Bounded work: every limit of ``shardalg.limits`` is enforced up front with a LimitExceeded that names it and
+says how to lift it, lifting it (``lifted`` or ``--max-<name>``) lets the input through, and the README's
+table is the module's."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from shardalg import limits
+from shardalg.algebra.legality import check
+from shardalg.algebra.mesh import Mesh
+from shardalg.cli import build_parser
+from shardalg.errors import LimitExceeded, UsageError
+from shardalg.notation.parse import parse
+from shardalg.numeric.devices import VirtualMesh
+from shardalg.numeric.execute import run_plan
+from shardalg.pictures.show import show
+from shardalg.planning.planner import plan, plans
+from tests.shared import ROOT
+
+SEVEN_AXES = ",".join(f"A{i}=2" for i in range(7))
+DIMS_33 = "A[" + ", ".join(f"D{i}" for i in range(33)) + "]"
+
+
+def _refused(name: str, fn, *args, **kwargs) -> LimitExceeded:
+    with pytest.raises(LimitExceeded) as info:
+        fn(*args, **kwargs)
+    err = info.value
+    assert isinstance(err, UsageError) and err.rule == f"limit-{name}"
+    assert f"over the {name} limit of {limits.value(name):,}" in err.message
+    if limits.LIMITS[name].liftable:
+        assert err.fix is not None and err.fix.startswith(f"lift it with --max-{name} ")
+        assert f"shardalg.limits.lifted({name}=" in err.fix
+    return err
+
+
+# (limit, a call over it, the same call lifted)
+CASES = [
+    ("text", lambda: parse("A[I]  # " + "x" * 50_000)),
+    ("statements", lambda: parse("A[I]\n" * 1001)),
+    ("dims", lambda: check(DIMS_33)),
+    ("axes", lambda: check("A[I_A0]", SEVEN_AXES)),
+    ("devices", lambda: VirtualMesh("X=16,Y=32")),
+    ("devices", lambda: show("A[I_X, J]", "X=16,Y=32")),
+    ("elements", lambda: run_plan(plan("A[I_X, J] -> A[I, J]", "X=2"), "X=2", {"I": 2048, "J": 2048})),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "call"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_over_a_limit_is_refused_up_front_and_lifting_it_lets_it_through(name, call):
+    _refused(name, call)
+    with limits.lifted(**{name: limits.value(name) * 4096}):
+        call()
+
+
+def test_the_planner_refuses_too_many_axes_before_it_starts():
+    err = _refused("axes", plans, "X[B_A0, D] · W[D_A1, F] -> Z[B, F_A2]", SEVEN_AXES)
+    assert err.message.startswith("the mesh A0, A1, A2, A3, A4, A5, A6 has 7 axes, over the axes limit of 6")
+
+
+def test_sizes_over_64_bits_are_refused_without_being_converted():
+    _refused("size", Mesh, X=10**5000)
+    _refused("size", Mesh.parse, "X=" + "9" * 5000)
+    _refused("size", parse, "A[" + "9" * 30 + "]")
+    _refused("size", check, "A[I_X]", "X=2", {"I": 2**63})
+    assert Mesh(X=2**63 - 1).devices == 2**63 - 1
+
+
+def test_depth_and_size_cannot_be_lifted_and_unknown_limits_are_named():
+    for name in ("depth", "size"):
+        with pytest.raises(LimitExceeded, match="cannot be changed"), limits.lifted(**{name: 10}):
+            pass
+    with pytest.raises(LimitExceeded, match="no limit is called 'axis'"), limits.lifted(axis=8):
+        pass
+
+
+def test_lifting_is_scoped_to_the_with_block():
+    with limits.lifted(axes=7):
+        with limits.lifted(devices=512):
+            assert (limits.value("axes"), limits.value("devices")) == (7, 512)
+        assert limits.value("devices") == limits.LIMITS["devices"].value
+    assert limits.value("axes") == limits.LIMITS["axes"].value
+
+
+def test_every_liftable_limit_is_an_option_of_the_commands_that_read_notation():
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for command in ("parse", "check", "shape", "plan", "simulate", "backward", "cost", "export", "show"):
+        options = {o for a in sub.choices[command]._actions for o in a.option_strings}
+        for limit in limits.LIMITS.values():
+            assert (f"--max-{limit.name}" in options) is limit.liftable, (command, limit.name)
+
+
+def test_the_readme_lists_every_limit_with_its_value():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Limits", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| ([\d,]+) ?(\w*) \| (.+?) \| (.+?) \| (.+?) \|$", section, flags=re.M)
+    assert [r[0] for r in rows] == list(limits.LIMITS)
+    for name, value, unit, bounds, why, lift in rows:
+        limit = limits.LIMITS[name]
+        assert (int(value.replace(",", "")), unit, bounds, why) == (limit.value, limit.unit, limit.bounds, limit.why)
+        assert lift == (f"`--max-{name} N`" if limit.liftable else "fixed")
