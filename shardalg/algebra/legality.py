@@ -263,6 +263,9 @@ def result_matches(s: Arrow, ctx: Context) -> Iterator[Found]:
     if value.dim_names != r.dim_names:
         yield (f"the result has dims {', '.join(r.dim_names)} but the input has {', '.join(value.dim_names)}",
                r.span, None)  # fmt: skip
+    elif isinstance(s.expr, Tensor) and None not in (value.name, r.name) and value.name != r.name:
+        yield (f"a resharding keeps the tensor: {text_of(value)} -> {text_of(r)} renames {value.name} to {r.name}",
+               r.span, f"name the target {value.name}")  # fmt: skip
     elif isinstance(s.expr, Collective) and not _has_product(s.expr):
         try:
             apply_statement(s, ctx.mesh or _symbolic_mesh(value_of(s.expr.arg, ctx), s.expr))

@@ -23,6 +23,7 @@ ILLEGAL = [
     ("A[4, 4] · B[4, K]", "X=2", None, ShapeMismatch),
     ("A[I_X, I] -> A[I, I_X]", "X=2", None, ShapeMismatch),
     ("A[I_Q, J] · B[J, K] -> C[I, K]", "X=4", None, UnknownAxis),
+    ("C[I, D] -> B[I, D]", "X=4,Y=2", None, ShapeMismatch),
     ("A[I, J]{U_X} ·_LOCAL B[J, K]{U_X} -> C[I, K]", "X=2", None, IllegalSharding),
     ("A[I, J_X] ·_LOCAL B[J, K] -> C[I, K]", "X=2", None, IllegalSharding),
 ]  # fmt: skip
