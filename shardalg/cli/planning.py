@@ -35,9 +35,15 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.costs.ranking import plans
     from shardalg.planning.planner import prepare
 
-    problem = prepare(_source(args), Mesh.parse(args.mesh) if args.mesh else None, as_sizes(args.sizes))
-    hw, model = getattr(args, "hw", None), getattr(args, "model", None)
-    found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model)
+    from shardalg.errors import ShardalgError
+
+    source = _source(args)
+    try:
+        problem = prepare(source, Mesh.parse(args.mesh) if args.mesh else None, as_sizes(args.sizes))
+        hw, model = getattr(args, "hw", None), getattr(args, "model", None)
+        found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model)
+    except ShardalgError as err:
+        raise err.with_source(source) from None  # the planner's spans point into the text: show the caret
     return problem, found, problem.sizes
 
 

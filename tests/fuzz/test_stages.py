@@ -39,3 +39,28 @@ def test_the_long_fuzz_run() -> None:
     figures = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
     assert done.returncode == 0, (figures.get("failure_examples"), done.stderr[-3000:])
     assert figures["inputs"] == n
+
+
+def test_the_harness_finds_what_it_looks_for(monkeypatch) -> None:
+    import tests.fuzz.stages as stages
+    from shardalg.algebra.mesh import Mesh
+
+    def setting(program):
+        return Mesh(X=2), {}
+
+    tally = Tally()
+    run_stages("A[I_X, J] · B[J, K] -> C[I_X, K]", "program", setting, tally)
+    assert not tally.failure_kinds and tally.runs["run_plan"] >= 1 and tally.runs["backward"] == 1
+
+    tally = Tally()
+    run_stages("A[I_X]", "program", setting, tally, limit=-1.0)  # every stage is "slow" against a negative limit
+    assert tally.failure_kinds["slow"] == tally.runs.total()
+
+    def broken(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(stages, "plans", broken)
+    tally = Tally()
+    run_stages("A[I_X] -> A[I]", "program", setting, tally)
+    assert tally.failure_kinds == {"exception": 1}
+    assert tally.failures[0].stage == "plans" and "KeyError: 'a bug'" in tally.failures[0].detail
