@@ -33,9 +33,8 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.algebra.legality import as_sizes
     from shardalg.algebra.mesh import Mesh
     from shardalg.costs.ranking import plans
-    from shardalg.planning.planner import prepare
-
     from shardalg.errors import ShardalgError
+    from shardalg.planning.planner import prepare
 
     source = _source(args)
     try:
