@@ -9,7 +9,7 @@
 - :mod:`.printing`: text, Unicode, LaTeX and JSON printers, dispatching on the node's class name (sympy's
   ``_print_<Class>``), one glyph table and one precedence table.
 
-Imports: :mod:`shardalg.errors` only. Inside, ``printing`` knows nodes by class name and never imports
-them; nodes reach the printers only through the thin ``__str__``/``latex()`` methods. A new spelling goes in
+Imports: :mod:`shardalg.errors` and :mod:`shardalg.limits` only. Inside, ``printing`` knows nodes by class
+name and never imports them; nodes reach the printers only through the thin ``__str__``/``latex()`` methods. A new spelling goes in
 the grammar and the glyph table; a new output format is a new printer class.
 """
