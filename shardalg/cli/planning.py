@@ -10,7 +10,8 @@ Its JSON (``--json`` or ``--format json``) is ``{"case": [...], "plans": [{"step
 "before", "after", "reason"}], "output", "bytes_communicated"}]}``, the default plan first (all plans with
 ``--all``, else the default alone); ``before``/``after`` are in the text notation; ``bytes_communicated`` is a
 number when the sizes are known, else the sympy expression as text. With ``--hw CHIP`` plans are ranked by
-their seconds on that chip and each plan in the JSON also has ``"seconds"``. ``simulate`` runs every plan on a numpy
+their seconds on that chip (under ``--overlap``, default ``schedule``: a step waits for its inputs) and each
+plan in the JSON also has ``"seconds"``. ``simulate`` runs every plan on a numpy
 virtual mesh and compares it with the dense result; it exits 1 when any plan is wrong.
 """
 
@@ -37,8 +38,9 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.planning.planner import prepare
 
     problem = prepare(_source(args), Mesh.parse(args.mesh) if args.mesh else None, as_sizes(args.sizes))
-    hw, model = getattr(args, "hw", None), getattr(args, "model", None)
-    found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model)
+    hw, model, overlap = getattr(args, "hw", None), getattr(args, "model", None), getattr(args, "overlap", None)
+    found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model,
+                  overlap=overlap)  # fmt: skip
     return problem, found, problem.sizes
 
 
@@ -48,7 +50,7 @@ def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
         return None
     from shardalg.costs.plancost import plan_cost
 
-    return plan_cost(p, problem.mesh, problem.sizes.known, hw=args.hw, model=args.model).seconds
+    return plan_cost(p, problem.mesh, problem.sizes.known, hw=args.hw, model=args.model, overlap=args.overlap).seconds
 
 
 def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None) -> dict[str, Any]:
@@ -103,7 +105,9 @@ def _plan(args: argparse.Namespace) -> int:
         timing = ""
         if seconds is not None:
             t = seconds[n - 1]
-            timing = f", {t * 1e6:.3g} us on {args.hw}" if t is not None else f", symbolic on {args.hw}"
+            policy = args.overlap or "schedule"
+            timing = (f", {t * 1e6:.3g} us on {args.hw} (overlap {policy})" if t is not None
+                      else f", symbolic on {args.hw}")  # fmt: skip
         print(f"{comment} {head}: {plan_bytes(p, problem.mesh, sizes)} bytes communicated{timing}; {p.note}")
         print(render(p, fmt) if p.steps else f"{comment} nothing to do")
     return EXIT_OK
@@ -148,6 +152,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--all", action="store_true", help="list every plan, not just the default")
     p.add_argument("--hw", metavar="CHIP", help="rank by seconds on a preset (shardalg hw list); needs every size")
     p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's")
+    p.add_argument("--overlap", choices=("schedule", "steady", "serial"),
+                   help="with --hw: what runs at once (default schedule: a step waits for its inputs)")  # fmt: skip
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     p.add_argument(
         "--json", action="store_true", help="the JSON documented in the module help (= --format json)"
