@@ -105,16 +105,21 @@ def _iroot(n: int, k: int) -> int | None:
 
 
 def cmul(x: Number, y: Number) -> Number:
-    if type(x) is int and type(y) is int:
+    """The product of two coefficients, a Fraction only when it is not whole."""
+    tx, ty = type(x), type(y)
+    if tx is int and ty is int:
         return x * y
-    if isinstance(x, float) or isinstance(y, float):
+    if tx is float or ty is float:
         return float(x) * float(y)
-    return num(Fraction(x) * y)
+    r = x * y if tx is Fraction else y * x  # a Fraction times an int or a Fraction
+    return r.numerator if r.denominator == 1 else r
 
 
 def product_of_powers(ca: Number, pa: Powers, cb: Number, pb: Powers) -> tuple[Number, Powers]:
     """The coefficient and powers of the product of two monomials (whole powers of an integer atom go
     into the coefficient: sqrt(2)*sqrt(2) is 2)."""
+    if not pa or not pb:
+        return cmul(ca, cb), pa or pb
     powers = dict(pa)
     for atom, k in pb:
         e = powers.get(atom, 0) + k

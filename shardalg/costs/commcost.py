@@ -35,21 +35,29 @@ W_DCN, ALPHA, BETA = quantity("W_dcn"), quantity("alpha"), quantity("beta")
 @dataclass(frozen=True)
 class CommCost:
     """A collective's time as parts (latency, bandwidth); ``overlapped`` parts cost max(l, b), else l + b.
-    A composed collective (AllReduce = ReduceScatter + AllGather) has one part per phase. ``axis_bytes``:
-    the bytes each device moves over each axis's links in the bandwidth term (the per-axis split that
-    ``jax.experimental.roofline`` reports), where the model knows it."""
+    A composed collective (AllReduce = ReduceScatter + AllGather) has one part per phase. ``per_axis``: the
+    bytes each device moves over each axis's links in the bandwidth term, per byte of V (the per-axis split
+    that ``jax.experimental.roofline`` reports), where the model knows it; ``scale`` is V."""
 
     parts: tuple[tuple[Term, Term], ...]
     overlapped: bool
-    axis_bytes: tuple[tuple[str, Term], ...] = ()
+    per_axis: tuple[tuple[str, Term], ...] = ()
+    scale: Term = tm.ONE
+
+    @property
+    def axis_bytes(self) -> tuple[tuple[str, Term], ...]:
+        return tuple((a, b * self.scale) for a, b in self.per_axis)
 
     def term(self, latency: bool = True) -> Term:
         """The time as a light term."""
+        parts = self.parts
+        if not all(type(lat) is tm.Mono and type(b) is tm.Mono for lat, b in parts):
+            parts = tuple((tm._coerce(lat), tm._coerce(b)) for lat, b in parts)
         if not latency:
-            return add(*(tm._coerce(b) for _, b in self.parts))
+            return add(*(b for _, b in parts))
         if self.overlapped:
-            return add(*(maximum(tm._coerce(lat), tm._coerce(b)) for lat, b in self.parts))
-        return add(*(tm._coerce(x) for part in self.parts for x in part))
+            return add(*(maximum(lat, b) for lat, b in parts))
+        return add(*(x for part in parts for x in part))
 
     def total(self, latency: bool = True) -> Expr:
         """The time as a sympy expression."""
@@ -62,6 +70,12 @@ class CommCost:
     @property
     def bandwidth(self) -> Expr:
         return add(*(tm._coerce(b) for _, b in self.parts)).sympy()
+
+    def scaled(self, v: Term) -> CommCost:
+        """The cost with every bandwidth term times ``v``: a formula worked out for V = 1 applied to V bytes
+        (every formula is linear in V)."""
+        return CommCost(tuple((lat, b * v) for lat, b in self.parts), self.overlapped, self.per_axis,
+                        self.scale * v)  # fmt: skip
 
     def __add__(self, other: CommCost) -> CommCost:
         moved = dict(self.axis_bytes)

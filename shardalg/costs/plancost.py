@@ -28,7 +28,8 @@ from shardalg.notation.syntax import Node, Op
 
 from . import schedule as sched
 from .programplan import plan_of, program_plan
-from .stepcost import Options, StepCost, numeric, step_cost
+from .stepcost import Options
+from .steps import StepCost, numeric, seconds_of, step_cost
 from .terms import ZERO, Term, add, maximum, point
 
 __all__ = ["PlanCost", "plan_cost", "plan_of", "cost", "step_seconds", "fast_seconds"]
@@ -101,14 +102,14 @@ class PlanCost:
             if self.overlap == "serial":
                 got = add(*(s.comms for s in self.steps))
             else:
-                got = self.schedule_of(compute=False).total
+                got = sched.total([s.comms for s in self.steps], *self._shape, self.overlap)
         elif name == "total":
             if self.overlap == "steady":
                 got = maximum(self.light("compute"), self.light("comms"))
             elif self.overlap == "serial":
                 got = add(self.light("compute"), self.light("comms"))
             else:
-                got = self.schedule.total
+                got = sched.total([s.duration for s in self.steps], *self._shape, self.overlap)
         else:
             raise UsageError(f"a plan cost has {', '.join(TERMS)}, not {name!r}")
         self._light[name] = got
@@ -208,7 +209,7 @@ def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bo
 
 def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
     steps = tuple(step_cost(s, opts) for s in plan.steps)
-    values = opts.chip.values() if opts.chip is not None else {}
+    values = opts.values
     return PlanCost(steps, policy, values, opts.model, notes, opts.exact, opts.ring)
 
 
@@ -234,22 +235,20 @@ def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object
 def fast_seconds(opts: Options, policy: str) -> Callable[[Plan], float | None]:
     """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
     the ranking's key. Each step's time is memoized; None while a size is unbound."""
-    at = point(opts.chip.values()) if opts.chip is not None else point({})
+    at = opts.point
     memo: dict[Step, float | None] = {}
 
-    def duration(step: Step) -> float | None:
-        if step in memo:
-            return memo[step]
-        got = step_cost(step, opts).duration.evaluate(at)
-        memo[step] = got = None if got is None else float(got)
-        return got
-
     def seconds(plan: Plan) -> float | None:
-        durations = [duration(s) for s in plan.steps]
-        if any(d is None for d in durations):
-            return None
+        durations = []
+        for s in plan.steps:
+            got = memo.get(s, memo)
+            if got is memo:
+                got = memo[s] = seconds_of(s, opts, at)
+            if got is None:
+                return None
+            durations.append(got)
         lanes = [sched.lanes_of(s) for s in plan.steps]
-        return sched.seconds(durations, lanes, sched.dependencies(plan.steps), policy)  # type: ignore[arg-type]
+        return sched.seconds(durations, lanes, sched.dependencies(plan.steps), policy)
 
     return seconds
 
@@ -301,16 +300,16 @@ def step_seconds(mesh, sizes=None, hw=None, model=None, *, latency: bool = True,
     opts = Options.make(mesh, sizes, hw, model, latency=latency, exact=exact, ring=ring)
     if opts.chip is None:
         raise UsageError("ranking by seconds needs a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
-    at = point(opts.chip.values())
+    at = opts.point
     memo: dict[Step, float] = {}
 
     def seconds(step: Step) -> float:
         got = memo.get(step)
         if got is None:
-            value = step_cost(step, opts).comms.evaluate(at)
+            value = seconds_of(step, opts, at) if step.communicates else 0.0
             if value is None:
                 raise UsageError(f"ranking by seconds needs every size bound: {step.statement()} is symbolic")
-            got = memo[step] = float(value)
+            got = memo[step] = value
         return got
 
     return seconds

@@ -33,7 +33,7 @@ from shardalg.notation.syntax import Op
 
 from .terms import ZERO, Term, add, maximum, point
 
-__all__ = ["POLICIES", "COMPUTE", "as_policy", "lanes_of", "dependencies", "Slot", "Schedule", "build",
+__all__ = ["POLICIES", "COMPUTE", "as_policy", "lanes_of", "dependencies", "Slot", "Schedule", "build", "total",
            "seconds", "DEFAULT"]  # fmt: skip
 
 POLICIES: tuple[str, ...] = ("schedule", "steady", "serial")
@@ -65,11 +65,25 @@ def lanes_of(step: Step) -> tuple[str, ...]:
 
 def dependencies(steps: Sequence[Step]) -> tuple[tuple[int, ...], ...]:
     """For each step, the earlier steps that produced its inputs (the latest producer of each value)."""
-    made: dict[object, int] = {}
+    outputs: list[object] = []
     out = []
-    for i, s in enumerate(steps):
-        out.append(tuple(sorted({made[t] for t in s.inputs if t in made})))
-        made[s.output] = i
+    for s in steps:
+        found: list[int] = []
+        for t in s.inputs:
+            hit = -1
+            for j in range(len(outputs) - 1, -1, -1):  # the same object: the planner passes values on
+                if outputs[j] is t:
+                    hit = j
+                    break
+            else:
+                for j in range(len(outputs) - 1, -1, -1):  # an equal value, as a program writes it again
+                    if outputs[j] == t:
+                        hit = j
+                        break
+            if hit >= 0 and hit not in found:
+                found.append(hit)
+        out.append(tuple(sorted(found)))
+        outputs.append(s.output)
     return tuple(out)
 
 
@@ -80,18 +94,23 @@ def _waits(lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]]) ->
     before: list[int] = []  # bit set of the steps that happen before step i
     out: list[tuple[int, ...]] = []
     for i, own in enumerate(lanes):
-        preds = set(deps[i])
+        preds = list(deps[i])
         for lane in own:
-            if lane in last:
-                preds.add(last[lane])
+            p = last.get(lane)
+            if p is not None and p not in preds:
+                preds.append(p)
             last[lane] = i
-        implied = 0
-        for p in preds:
-            implied |= before[p]
-        direct = tuple(sorted(p for p in preds if not implied >> p & 1))
-        mask = implied
-        for p in direct:
-            mask |= 1 << p
+        if len(preds) <= 1:
+            direct = tuple(preds)
+            mask = before[preds[0]] | 1 << preds[0] if preds else 0
+        else:
+            implied = 0
+            for p in preds:
+                implied |= before[p]
+            direct = tuple(sorted(p for p in preds if not implied >> p & 1))
+            mask = implied
+            for p in direct:
+                mask |= 1 << p
         before.append(mask)
         out.append(direct)
     return out
@@ -135,35 +154,56 @@ class Schedule:
 def build(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
           policy: str) -> Schedule:  # fmt: skip
     """The schedule of steps with these durations, lanes and producers under ``policy``."""
+    slots: list[Slot] = []
+    total = _walk(durations, lanes, deps, policy, slots)
+    return Schedule(policy, tuple(slots), total)
+
+
+def total(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
+          policy: str) -> Term:  # fmt: skip
+    """The time of :func:`build`'s schedule, without its slots."""
+    return _walk(durations, lanes, deps, policy, None)
+
+
+def _walk(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
+          policy: str, slots: list[Slot] | None) -> Term:  # fmt: skip
     if policy == "serial":
-        slots, clock = [], ZERO
+        clock: Term = ZERO
         for i, d in enumerate(durations):
             end = add(clock, d)
-            slots.append(Slot(i, lanes[i], clock, end))
+            if slots is not None:
+                slots.append(Slot(i, lanes[i], clock, end))
             clock = end
-        return Schedule(policy, tuple(slots), clock)
+        return clock
     if policy == "steady":
-        slots, clocks = [], {}
+        clocks: dict[str, Term] = {}
         for i, d in enumerate(durations):
-            for lane in lanes[i] or ((),):
-                start = clocks.get(lane, ZERO) if lane != () else ZERO
-                end = add(start, d)
-                if lane != ():
-                    clocks[lane] = end
-                slots.append(Slot(i, (lane,) if lane != () else (), start, end))
-        return Schedule(policy, tuple(slots), maximum(*clocks.values()))
+            if not lanes[i] and slots is not None:
+                slots.append(Slot(i, (), ZERO, d))
+            for lane in lanes[i]:
+                start = clocks.get(lane, ZERO)
+                clocks[lane] = end = add(start, d)
+                if slots is not None:
+                    slots.append(Slot(i, (lane,), start, end))
+        return maximum(*clocks.values())
     if policy != "schedule":
         raise UsageError(f"overlap is one of {', '.join(POLICIES)}, not {policy!r}")
     ends: list[Term] = []
-    slots = []
-    waited: set[int] = set()
+    waited = 0
     for i, direct in enumerate(_waits(lanes, deps)):
-        start = maximum(*(ends[p] for p in direct)) if direct else ZERO
-        waited.update(direct)
-        ends.append(add(start, durations[i]))
-        slots.append(Slot(i, lanes[i], start, ends[-1]))
-    total = maximum(*(e for i, e in enumerate(ends) if i not in waited))
-    return Schedule(policy, tuple(slots), total)
+        if not direct:
+            start: Term = ZERO
+        elif len(direct) == 1:
+            start = ends[direct[0]]
+        else:
+            start = maximum(*(ends[p] for p in direct))
+        for p in direct:
+            waited |= 1 << p
+        end = add(start, durations[i])
+        ends.append(end)
+        if slots is not None:
+            slots.append(Slot(i, lanes[i], start, end))
+    return maximum(*(e for i, e in enumerate(ends) if not waited >> i & 1))
 
 
 def seconds(durations: Sequence[float], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],

@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
 import sympy
 from sympy import Expr, Integer, Rational
@@ -50,7 +51,6 @@ from shardalg.algebra.context import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
 from shardalg.errors import UsageError
-from shardalg.notation.plan import Step
 from shardalg.notation.syntax import DType, Op, Tensor
 
 from . import terms as tm
@@ -67,10 +67,8 @@ from .commcost import (
 from .hardware import MODELS, Chip, as_chip
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
-__all__ = [
-    "Link", "CommCost", "StepCost", "FORMULAS", "RINGS", "group_bytes", "collective_cost", "einsum_flops",
-    "step_cost", "Options", "numeric",
-]  # fmt: skip
+__all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "collective_cost", "Options", "unit_cost",
+           "local_bytes"]  # fmt: skip
 
 
 DEFAULT_DTYPE = DType.BF16
@@ -229,11 +227,20 @@ class Options:
     hbm: tuple[str, ...] | None = None
     exact: bool = False
     ring: str = "bi"
-    _links: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    _memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # links, unit costs, values
 
     @classmethod
     def make(cls, mesh, sizes=None, hw=None, model=None, **kw) -> Options:
-        m = as_mesh(mesh)
+        """The options of a call, shared between calls with the same arguments (a few hundred are kept)."""
+        m, sz = as_mesh(mesh), as_sizes(sizes)
+        key = (m, tuple(sorted(sz.items())), hw, model, tuple(sorted(kw.items())))
+        try:
+            return _made(key)
+        except TypeError:  # an unhashable argument (a user's chip with mutable parts): not shared
+            return cls._make(m, sz, hw, model, **kw)
+
+    @classmethod
+    def _make(cls, m, sizes, hw, model, **kw) -> Options:
         if m is None:
             raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2)")
         chip = as_chip(hw)
@@ -247,10 +254,26 @@ class Options:
             raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
         for a in kw.get("dcn_axes", ()):
             m[a]  # noqa: B018 -- raises UnknownAxis for an axis the mesh lacks
-        return cls(m, as_sizes(sizes), chip, model, **kw)
+        return cls(m, sizes, chip, model, **kw)
+
+    @property
+    def values(self) -> dict[sympy.Symbol, float]:
+        """The chip's numbers (empty without a chip)."""
+        got = self._memo.get("values")
+        if got is None:
+            got = self._memo["values"] = self.chip.values() if self.chip is not None else {}
+        return got
+
+    @property
+    def point(self) -> tm.Point:
+        """The chip's numbers keyed for evaluating terms."""
+        got = self._memo.get("point")
+        if got is None:
+            got = self._memo["point"] = tm.point(self.values)
+        return got
 
     def link(self, name: str) -> Link:
-        got = self._links.get(name)
+        got = self._memo.get(("link", name))
         if got is None:
             ax = self.mesh[name]
             wraps = ax.wraps
@@ -258,7 +281,7 @@ class Options:
                 wraps = self.chip.wraps(ax.size, ax.links) if self.chip is not None and ax.size is not None else True
             m = tm.mono(links(name)) if self.symbolic_links else const(ax.links)
             size = tm.mono(axis_size(name)) if ax.size is None else const(ax.size)
-            got = self._links[name] = Link(name, size, m, wraps, name in self.dcn_axes, self.ring == "uni",
+            got = self._memo[("link", name)] = Link(name, size, m, wraps, name in self.dcn_axes, self.ring == "uni",
                                            self.exact, ax.size)  # fmt: skip
         return got
 
@@ -270,7 +293,13 @@ class Options:
         return dim_size(d.label)
 
 
-def _bytes(t: Tensor, opts: Options, full: Iterable[str] = ()) -> Term:
+@lru_cache(maxsize=256)
+def _made(key: tuple) -> Options:
+    m, sizes, hw, model, kw = key
+    return Options._make(m, dict(sizes), hw, model, **dict(kw))
+
+
+def local_bytes(t: Tensor, opts: Options, full: Iterable[str] = ()) -> Term:
     """The local bytes of ``t`` (axes in ``full`` counted at full size), built as one monomial."""
     width = (t.dtype or DEFAULT_DTYPE).bytes
     num, den = width.numerator, width.denominator
@@ -299,7 +328,7 @@ def _bytes(t: Tensor, opts: Options, full: Iterable[str] = ()) -> Term:
 
 def group_bytes(op: Op, tensor: Tensor, axes: Iterable[str], opts: Options) -> Term:
     """V: the bytes of ``tensor`` as the group of ``op`` over ``axes`` sees it."""
-    return _bytes(tensor, opts, axes if GROUP_VIEW.get(op, False) else ())
+    return local_bytes(tensor, opts, axes if GROUP_VIEW.get(op, False) else ())
 
 
 def _formula(model: str, op: Op, v: Term, group: tuple[Link, ...]) -> CommCost:
@@ -316,99 +345,27 @@ def collective_cost(op: Op, tensor: Tensor, axes: Iterable[str], mesh, sizes=Non
     return _collective(op, tensor, tuple(axes), opts)
 
 
-def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options) -> CommCost:
+def _fingerprint(model: str, op: Op) -> tuple:
+    """What a collective's formula reads besides the group: its entry in FORMULAS and the model's constants
+    (so that a memoized formula is recomputed if any of them is replaced)."""
+    f = FORMULAS[model][op]
+    parts = tuple(FORMULAS[model][o] for o in f) if isinstance(f, tuple) else (f,)
+    return (parts, RING_HOPS, ONE_WAY, ALL_TO_ALL_SHARE, UNI_ALL_TO_ALL_SHARE, W_ICI, T_MIN)
+
+
+def unit_cost(op: Op, axes: tuple[str, ...], opts: Options) -> CommCost | None:
+    """The cost of ``op`` over ``axes`` for V = 1 byte (None when it communicates nothing): every formula
+    is linear in V, so it is worked out once per (op, axes) and scaled."""
     if op in (Op.SLICE, Op.EINSUM):
-        return NOTHING
-    group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
-    if not group:
-        return NOTHING
-    return _formula(opts.model, op, group_bytes(op, tensor, axes, opts), group)
+        return None
+    fp = _fingerprint(opts.model, op)
+    unit = opts._memo.get(("unit", op, axes))
+    if unit is None or unit[0] != fp:
+        group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
+        unit = opts._memo[("unit", op, axes)] = (fp, _formula(opts.model, op, tm.ONE, group) if group else None)
+    return unit[1]
 
 
-def einsum_flops(left: Tensor, right: Tensor, opts: Options) -> Term:
-    """2 × the product of the local sizes of every dim of the einsum (each dim counted once)."""
-    seen: set[str] = set()
-    num, den = 1, 1
-    powers: dict[int, int] = {}
-    sizes, mesh = opts.sizes, opts.mesh
-    for t in (left, right):
-        for d in t.dims:
-            if d.label in seen:
-                continue
-            seen.add(d.label)
-            if d.size is not None:
-                num *= d.size
-            elif d.label in sizes:
-                num *= sizes[d.label]
-            else:
-                i = atom_id(dim_size(d.label))
-                powers[i] = powers.get(i, 0) + 1
-            for a in d.axes:
-                n = mesh[a].size
-                if n is not None:
-                    den *= n
-                else:
-                    i = atom_id(axis_size(a))
-                    powers[i] = powers.get(i, 0) - 1
-    coeff = num // den if num % den == 0 else Fraction(num, den)
-    return _t(FLOPS_PER_MAC) * Mono(coeff, tuple(sorted((i, k) for i, k in powers.items() if k != 0)))
-
-
-@dataclass(frozen=True)
-class StepCost:
-    """One step's share as light terms (:mod:`shardalg.costs.terms`; ``str`` and ``.sympy()`` give the
-    formula): bytes V its collective moves, its CommCost, FLOPs and HBM bytes, and times."""
-
-    step: Step
-    bytes: Term
-    comm: CommCost
-    flops: Term
-    hbm_bytes: Term
-    comms: Term
-    compute: Term
-    memory: Term
-
-    @property
-    def duration(self) -> Term:
-        """Its time on its resource: the collective's, or the local einsum's compute."""
-        return self.compute if self.step.op is Op.EINSUM else self.comms
-
-    def to_json(self, values: Mapping[sympy.Symbol, float]) -> dict[str, object]:
-        from shardalg.notation.printing import text
-
-        out: dict[str, object] = {"step": text(self.step.statement()), "op": self.step.op.value,
-                                  "axes": list(self.step.axes)}  # fmt: skip
-        for key in ("bytes", "flops", "comms", "compute", "memory"):
-            expr = getattr(self, key)
-            out[key] = str(expr)
-            out[key + "_value"] = numeric(expr, values)
-        if self.comm.axis_bytes:
-            out["axis_bytes"] = {a: {"formula": str(b), "value": numeric(b, values)} for a, b in self.comm.axis_bytes}
-        return out
-
-
-def step_cost(step: Step, opts: Options) -> StepCost:
-    if step.op is Op.EINSUM:
-        left, right = step.inputs
-        flops = einsum_flops(left, right, opts)
-        moved = (left, right, step.output)
-        hbm = add(*(_bytes(t, opts) for t in moved if opts.hbm is None or t.name in opts.hbm))
-        return StepCost(step, ZERO, NOTHING, flops, hbm, ZERO, flops / _t(FLOPS), hbm / _t(W_HBM))
-    (arg,) = step.inputs
-    comm = _collective(step.op, arg, step.axes, opts)
-    v = group_bytes(step.op, arg, step.axes, opts) if step.communicates else ZERO
-    return StepCost(step, v, comm, ZERO, ZERO, comm.term(opts.latency), ZERO, ZERO)
-
-
-def numeric(expr: object, values: Mapping[sympy.Symbol, float]) -> float | None:
-    """``expr`` (a term or a sympy expression) as a float at ``values``; None while any symbol is left."""
-    if isinstance(expr, Term):
-        got = expr.evaluate(values)
-        return None if got is None else float(got)
-    value = tm._coerce(expr).evaluate(values) if isinstance(expr, sympy.Basic) else None
-    if value is not None:
-        return float(value)
-    value = sympy.sympify(expr).xreplace(dict(values)) if isinstance(expr, sympy.Basic) else None
-    if value is None:
-        raise UsageError(f"not a cost: {expr!r}")
-    return float(value) if not value.free_symbols else None
+def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options) -> CommCost:
+    unit = unit_cost(op, axes, opts)
+    return NOTHING if unit is None else unit.scaled(group_bytes(op, tensor, axes, opts))

@@ -88,7 +88,7 @@ class Term:
     __radd__ = __add__
 
     def __mul__(self, other: object) -> Term:
-        return _mul(self, _coerce(other))
+        return _mul(self, other if isinstance(other, Term) else _coerce(other))
 
     __rmul__ = __mul__
 
@@ -327,6 +327,10 @@ def add(*terms: Term) -> Term:
             return b
         if b.is_zero:
             return a
+        if type(a) is Mono and type(b) is Mono and a.powers != b.powers:
+            return Sum((a, b))
+    elif len(terms) == 1:
+        return terms[0]
     monos: dict[tuple, Number] = {}
     others: list[Term] = []
     for t in terms:
@@ -346,6 +350,15 @@ def add(*terms: Term) -> Term:
 def maximum(*terms: Term) -> Term:
     """The maximum: nested maxima flattened, zeros dropped (every term is >= 0), duplicates and arguments
     structurally below another (``a <= a + b``, ``2*x <= 3*x``) removed."""
+    if len(terms) == 1 and type(terms[0]) is not Max:
+        return terms[0]
+    if len(terms) == 2 and type(terms[0]) is Mono and type(terms[1]) is Mono:
+        a, b = terms
+        if a.is_zero or b.is_zero:
+            return b if a.is_zero else a
+        if a.powers == b.powers:
+            return a if a.coeff >= b.coeff else b
+        return Max((a, b))
     flat: list[Term] = []
     for t in terms:
         for u in (t.args if type(t) is Max else (t,)):
