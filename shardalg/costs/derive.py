@@ -13,9 +13,10 @@ what is not a monomial goes to sympy's ``solve_univariate_inequality`` over a po
 (:mod:`shardalg.costs.solve`). Monomials are solved on light terms; sympy expressions are made when the
 derivation is printed.
 
-The book's derivations are layer-level: costs are taken under the overlap policy ``steady`` (each mesh
-axis's communication and the compute overlap across layers) unless ``overlap=`` says otherwise, and the
-title names the policy.
+The book's derivations are layer-level: costs a derivation makes are taken under the overlap policy
+``steady`` (each mesh axis's communication and the compute overlap across layers) unless ``overlap=`` says
+otherwise; a PlanCost passed in keeps its own policy unless ``overlap=`` is given. The title (and the JSON's
+``overlap``) names the policy.
 """
 
 from __future__ import annotations
@@ -161,22 +162,20 @@ REGIMES: dict[str, Regime] = {
 }  # fmt: skip
 
 
-def _costs(x, opts: dict, policy: str) -> PlanCost:
+def _costs(x, opts: dict, overlap: object, forced: str | None = None) -> PlanCost:
+    """The plan's cost under the policy asked for: ``overlap`` (or the regime's), else a PlanCost's own,
+    else the book's ``steady``."""
+    if forced is not None:
+        if overlap is not None and as_policy(overlap) != forced:
+            raise UsageError(f"this regime compares under overlap {forced}, not {as_policy(overlap)}")
+        overlap = forced
     if isinstance(x, PlanCost):
-        return x.under(policy)
-    return cost(x, overlap=policy, **opts)
+        return x if overlap is None else x.under(overlap)
+    return cost(x, overlap=as_policy(overlap, DERIVATION_OVERLAP), **opts)
 
 
 def _cost_options(mesh, sizes, hw, model, latency, **kw) -> dict:
     return {"mesh": mesh, "sizes": sizes, "hw": hw, "model": model, "latency": latency, **kw}
-
-
-def _policy(overlap: object, forced: str | None = None) -> str:
-    if forced is not None:
-        if overlap is not None and as_policy(overlap) != forced:
-            raise UsageError(f"this regime compares under overlap {forced}, not {as_policy(overlap)}")
-        return forced
-    return as_policy(overlap, DERIVATION_OVERLAP)
 
 
 def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_for=None, regime: str = "comms",
@@ -187,7 +186,7 @@ def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_
     Regimes: ``comms`` (both communication-bound: compare comms), ``compute`` (b compute-bound, a at its
     total time: the book's large-batch case), ``total`` (both at their total time); ``overlap`` and
     ``serial`` are ``total`` under those policies. ``overlap`` is the policy the costs are taken under
-    (default ``steady``, the book's layer-level view). ``latency=False`` (default) drops the T_min / alpha
+    (default: a PlanCost's own, else ``steady``, the book's layer-level view). ``latency=False`` (default) drops the T_min / alpha
     terms: the bandwidth-bound regime of the book. ``substitute`` replaces symbols (to a fixed point) before
     solving. Other options go to :func:`shardalg.costs.plancost.plan_cost`. Equal costs give ``False``
     (neither plan is faster) with a step that says so.
@@ -195,9 +194,10 @@ def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_
     if regime not in REGIMES:
         raise UsageError(f"unknown regime {regime!r}; known: {', '.join(REGIMES)}")
     time_a, time_b, assumption, forced = REGIMES[regime]
-    policy = _policy(overlap, forced)
     opts = _cost_options(mesh, sizes, hw, model, latency, **options)
-    ca, cb = _costs(plan_a, opts, policy), _costs(plan_b, opts, policy)
+    ca = _costs(plan_a, opts, overlap, forced)
+    cb = _costs(plan_b, opts, ca.overlap)
+    policy = ca.overlap
     d = Derivation(f"when is plan a faster than plan b? ({assumption}; overlap {policy})", values=ca.values,
                    overlap=policy)  # fmt: skip
     mapping = _as_substitution(substitute)
@@ -226,11 +226,11 @@ def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "
                   substitute: Mapping | None = None, **options) -> Derivation:  # fmt: skip
     """The condition for ``bound`` (``compute``, or ``memory`` for HBM time) to dominate the plan's
     communication: ``comms < bound``, solved for ``solve_for`` (default: the first dim of the plan's
-    inputs that the condition involves); comms under ``overlap`` (default ``steady``)."""
+    inputs that the condition involves); comms under ``overlap`` (default: a PlanCost's own, else ``steady``)."""
     if bound not in ("compute", "memory"):
         raise UsageError(f"bound is 'compute' or 'memory', not {bound!r}")
-    policy = _policy(overlap)
-    pc = _costs(plan, _cost_options(mesh, sizes, hw, model, latency, **options), policy)
+    pc = _costs(plan, _cost_options(mesh, sizes, hw, model, latency, **options), overlap)
+    policy = pc.overlap
     d = Derivation(f"when does {bound} dominate communication? (overlap {policy})", values=pc.values,
                    overlap=policy)  # fmt: skip
     comms, work = pc.light("comms"), pc.light(bound)
@@ -254,14 +254,15 @@ def optimum(cost_expr: Expr | PlanCost, over, subject_to: sympy.Eq | None = None
             values: Mapping | None = None, overlap: object = None) -> Derivation:  # fmt: skip
     """The minimizer of ``cost_expr`` over ``over``, after eliminating another symbol with ``subject_to``
     (``Eq(X*Y, N)``). A PlanCost contributes its ``term`` (default comms) under ``overlap`` (default
-    ``steady``). The minimum of a max of an increasing and a decreasing term is where they cross; otherwise
+    its own policy). The minimum of a max of an increasing and a decreasing term is where they cross; otherwise
     where the derivative vanishes."""
     x = _symbol(over)
     if x is None:
         raise UsageError("optimum needs the symbol to optimize over")
     if isinstance(cost_expr, PlanCost):
-        policy = _policy(overlap)
-        expr: Term | Expr = cost_expr.under(policy).light(term)
+        pc = _costs(cost_expr, {}, overlap)
+        policy = pc.overlap
+        expr: Term | Expr = pc.light(term)
         title = f"minimize over {x} (overlap {policy})"
     else:
         policy, expr, title = None, from_sympy(as_expr(cost_expr)), f"minimize over {x}"

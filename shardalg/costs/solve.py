@@ -234,7 +234,12 @@ def positive_root(lhs: object, rhs: object, x: sympy.Symbol) -> Term | Expr:
             return (ONE / rest) ** (1 / _fraction(k))
     eq = sympy.Eq(realize(lhs), realize(rhs), evaluate=False)
     real = sympy.Dummy(x.name, positive=True)
-    roots = [r for r in sympy.solve(eq.lhs.subs(x, real) - eq.rhs.subs(x, real), real) if r.is_positive is not False]
+    try:
+        found = sympy.solve(eq.lhs.subs(x, real) - eq.rhs.subs(x, real), real)
+    except (NotImplementedError, ValueError, TypeError) as err:
+        raise UsageError(f"no closed form for {x} in {eq}: sympy cannot solve it ({type(err).__name__}); a cost "
+                         "with a maximum inside a sum has none here (take it under overlap steady or serial)") from None
+    roots = [r for r in found if r.is_positive is not False]
     if len(roots) != 1:
         raise UsageError(f"expected one positive solution for {x}, found {len(roots)}: {roots}")
     return simplify(roots[0].subs(real, x))

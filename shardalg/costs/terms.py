@@ -17,10 +17,9 @@ demand, once per node, when a user asks for a formula or a derivation.
 The API: :class:`Mono` (``coeff``, ``powers``), :class:`Sum` and :class:`Max` (``args``); build them with
 :func:`mono`, :func:`const`, :func:`add`, :func:`maximum`, ``*``, ``/``, ``**`` and ``+``; read them with
 :meth:`Term.evaluate` (floats or numpy arrays; None while a symbol is unbound), :meth:`Term.sympy`,
-:meth:`Term.monomials` (a posynomial's terms), :meth:`Term.symbols`, :meth:`Term.subs`;
-:func:`shardalg.costs.fromsympy.from_sympy` reads a sympy expression back. A sympy value mixed into the
-arithmetic is a number, a symbol, or an atom kept whole. An *atom* is a positive sympy Symbol, or (rarely: a line's ``X - 1``, a
-recursive doubling's ``log2(n)``, ``sqrt(2)``) any positive sympy expression kept whole.
+:meth:`Term.monomials` (a posynomial's terms), :meth:`Term.symbols`, :meth:`Term.subs`. An atom
+(:mod:`shardalg.costs.atoms`) is a positive symbol or a positive expression kept whole;
+:func:`shardalg.costs.fromsympy.from_sympy` reads a sympy expression back.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from .atoms import Atom, Number, Point, atom, atom_id, point
 
 __all__ = ["Term", "Mono", "Sum", "Max", "mono", "const", "add", "maximum", "point", "Point", "atom_id", "atom",
            "ZERO", "ONE", "Number"]  # fmt: skip
+
 
 class Term:
     """A node of a cost tree. Immutable; equal trees are equal and hash alike."""
@@ -192,8 +192,8 @@ class Mono(Term):
         return out
 
 
-class Sum(Term):
-    """A sum of two or more terms (monomials with equal powers combined)."""
+class _Nary(Term):
+    """A node with two or more arguments."""
 
     __slots__ = ("args",)
 
@@ -203,13 +203,22 @@ class Sum(Term):
         self._sympy = None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sum) and self.args == other.args
+        return self is other or (type(other) is type(self) and self.args == other.args)  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
         h = self._hash
         if h is None:
-            h = self._hash = hash((Sum, self.args))
+            h = self._hash = hash((type(self).__name__, self.args))
         return h
+
+    def symbols(self) -> frozenset[sympy.Symbol]:
+        return frozenset().union(*(a.symbols() for a in self.args))
+
+
+class Sum(_Nary):
+    """A sum of two or more terms (monomials with equal powers combined)."""
+
+    __slots__ = ()
 
     def _eval(self, values: Mapping, memo: dict) -> object:
         got = memo.get(id(self))
@@ -219,9 +228,6 @@ class Sum(Term):
 
     def _to_sympy(self, evaluate: bool) -> sympy.Expr:
         return sympy.Add(*(a.sympy() if evaluate else a.sympy(False) for a in self.args))
-
-    def symbols(self) -> frozenset[sympy.Symbol]:
-        return frozenset().union(*(a.symbols() for a in self.args))
 
     def monomials(self) -> tuple[Mono, ...] | None:
         out: list[Mono] = []
@@ -236,24 +242,10 @@ class Sum(Term):
         return add(*(a.subs(mapping) for a in self.args))
 
 
-class Max(Term):
+class Max(_Nary):
     """The maximum of two or more terms (none structurally below another)."""
 
-    __slots__ = ("args",)
-
-    def __init__(self, args: tuple[Term, ...]):
-        self.args = args
-        self._hash = None
-        self._sympy = None
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Max) and self.args == other.args
-
-    def __hash__(self) -> int:
-        h = self._hash
-        if h is None:
-            h = self._hash = hash((Max, self.args))
-        return h
+    __slots__ = ()
 
     def _eval(self, values: Mapping, memo: dict) -> object:
         got = memo.get(id(self))
@@ -272,9 +264,6 @@ class Max(Term):
         if evaluate:
             return sympy.Max(*(a.sympy() for a in self.args))
         return sympy.Max(*(a.sympy(False) for a in self.args), evaluate=False)
-
-    def symbols(self) -> frozenset[sympy.Symbol]:
-        return frozenset().union(*(a.symbols() for a in self.args))
 
     def subs(self, mapping: Mapping[sympy.Symbol, Term]) -> Term:
         return maximum(*(a.subs(mapping) for a in self.args))
