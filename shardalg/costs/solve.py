@@ -62,6 +62,12 @@ class Steps(list):
         return value
 
 
+def _term(x: object) -> Term:
+    """A step's value as a light term (a term as is: converting it to sympy and back would evaluate its
+    maxima)."""
+    return x if isinstance(x, Term) else from_sympy(realize(x))
+
+
 def simplify(e: object) -> Expr:
     """sympy's simplification of a non-monomial cost: ``factor(powsimp(cancel(e)))``."""
     return sympy.factor(sympy.powsimp(sympy.cancel(as_expr(realize(e)))))
@@ -148,7 +154,7 @@ def _split(lhs: Term, rhs: Term) -> Rel:
 # ---- solving -------------------------------------------------------------------------------------
 def solve_less(lhs: object, rhs: object, x: sympy.Symbol | None, steps: Steps) -> sympy.Basic:
     """The condition ``lhs < rhs`` (positive costs) solved for ``x``, recording the steps."""
-    a, b = _spread(from_sympy(realize(lhs))), _spread(from_sympy(realize(rhs)))
+    a, b = _spread(_term(lhs)), _spread(_term(rhs))
     split = _split(a, b)
     if split.kind != "<":
         steps.add("split the maxima", Lazy(split.sympy))
@@ -189,9 +195,23 @@ def _solve_monomial(ratio: Mono, x: sympy.Symbol | None, steps: Steps) -> sympy.
     k = ratio.exponent(target)
     rest = ratio / Mono(1, ((atom_id(target), k),))
     bound = (ONE / rest) ** (1 / _fraction(k))
-    solved = sympy.StrictLessThan(target, bound.sympy()) if k > 0 else sympy.StrictGreaterThan(target, bound.sympy())
+    solved = _bound(target, bound, above=k < 0)
     steps.add(f"solve for {target}", solved)
     return solved
+
+
+def _bound(x: sympy.Symbol, bound: Term, above: bool) -> sympy.Basic:
+    """``x > bound`` (``above``) or ``x < bound`` for a positive symbol x and a positive bound free of x:
+    decided here when the bound is a number (a positive integer is > 1/2 and never < 1), else left as a
+    relation (sympy's evaluation would only ask its assumptions the same, slowly)."""
+    b = bound.sympy()
+    if not b.free_symbols:
+        floor = 1 if x.is_integer else 0
+        if above and float(b) < floor:
+            return sympy.true
+        if not above and float(b) <= floor:
+            return sympy.false
+    return sympy.StrictGreaterThan(x, b, evaluate=False) if above else sympy.StrictLessThan(x, b, evaluate=False)
 
 
 def _fraction(k: object):
@@ -225,7 +245,7 @@ def _solve_sympy(lhs: Expr, rhs: Expr, x: sympy.Symbol | None, steps: Steps, div
 def positive_root(lhs: object, rhs: object, x: sympy.Symbol) -> Term | Expr:
     """The positive solution of ``lhs = rhs`` for ``x``: exactly when lhs/rhs is a monomial g·x^k (then
     x = g^(-1/k)), else by sympy's solve over a positive real stand-in."""
-    a, b = from_sympy(realize(lhs)), from_sympy(realize(rhs))
+    a, b = _term(lhs), _term(rhs)
     if type(a) is Mono and type(b) is Mono and not b.is_zero:
         ratio = a / b
         k = ratio.exponent(x) if type(ratio) is Mono else 0
