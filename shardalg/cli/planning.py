@@ -53,9 +53,10 @@ def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
     return plan_cost(p, problem.mesh, problem.sizes.known, hw=args.hw, model=args.model, overlap=args.overlap).seconds
 
 
-def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None) -> dict[str, Any]:
+def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None,
+              overlap: str | None = None) -> dict[str, Any]:  # fmt: skip
     """The documented JSON of a list of plans (the default first); with ``seconds`` (from --hw), each
-    plan also has ``"seconds"``."""
+    plan also has ``"seconds"``, and ``"overlap"`` names the policy they are taken under."""
     from shardalg.notation.printing import text
     from shardalg.notation.syntax import Op, Product
     from shardalg.planning.redistribute import plan_bytes
@@ -71,6 +72,7 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
                 "after": text(s.output), "reason": s.reason}  # fmt: skip
 
     return {
+        **({} if seconds is None else {"overlap": overlap or "schedule"}),
         "case": list(found[0].cases) if found else [],
         "plans": [
             {
@@ -93,7 +95,8 @@ def _plan(args: argparse.Namespace) -> int:
     fmt = "json" if args.json else args.format
     seconds = [_seconds(p, problem, args) for p in shown] if args.hw else None
     if fmt == "json":
-        print(json.dumps(plan_json(shown, problem.mesh, sizes, seconds), indent=2, ensure_ascii=False))
+        print(json.dumps(plan_json(shown, problem.mesh, sizes, seconds, getattr(args, "overlap", None)), indent=2,
+                         ensure_ascii=False))  # fmt: skip
         return EXIT_OK
     comment = "%" if fmt == "latex" else "#"
     for line in found[0].cases:

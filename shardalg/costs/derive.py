@@ -74,9 +74,11 @@ class Derivation:
         return None if got is None else float(got)
 
     def latex(self) -> str:
+        """The steps as an aligned LaTeX block; the first row names the overlap policy, if any."""
         names = latex_names()
-        rows = [rf"{_latex_label(label)} &\quad {sympy.latex(e, symbol_names=names)}"
-                for label, e in self.steps]  # fmt: skip
+        rows = [rf"\text{{overlap}} &\quad \text{{{self.overlap}}}"] if self.overlap else []
+        rows += [rf"{_latex_label(label)} &\quad {sympy.latex(e, symbol_names=names)}"
+                 for label, e in self.steps]  # fmt: skip
         return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
 
     def _repr_latex_(self) -> str:
