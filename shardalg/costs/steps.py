@@ -108,7 +108,17 @@ class StepCost:
     @property
     def comms(self) -> Term:
         if self._comms is None:
-            self._comms = ZERO if self.step.op is Op.EINSUM else self.comm.term(self.opts.latency)
+            s = self.step
+            unit = None if s.op is Op.EINSUM else unit_cost(s.op, s.axes, self.opts)
+            if unit is None:
+                self._comms = ZERO
+            elif self._comm is None and all(type(b) is Mono for _, b in unit.parts):
+                # the common case, without building the step's CommCost: each phase's bandwidth times V
+                v = group_bytes(s.op, s.inputs[0], s.axes, self.opts)
+                parts = tuple((lat, b * v) for lat, b in unit.parts)
+                self._comms = CommCost(parts, unit.overlapped).term(self.opts.latency)
+            else:
+                self._comms = self.comm.term(self.opts.latency)
         return self._comms
 
     @property
