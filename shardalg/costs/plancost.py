@@ -209,8 +209,7 @@ def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bo
 
 def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
     steps = tuple(step_cost(s, opts) for s in plan.steps)
-    values = opts.values
-    return PlanCost(steps, policy, values, opts.model, notes, opts.exact, opts.ring)
+    return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring)
 
 
 def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object = None, *,

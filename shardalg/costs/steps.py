@@ -22,7 +22,7 @@ from shardalg.notation.syntax import Op, Tensor
 from . import stepcost as sc
 from .commcost import NOTHING, CommCost
 from .stepcost import GROUP_VIEW, Options, _collective, _t, group_bytes, local_bytes, unit_cost
-from .terms import ZERO, Mono, Point, Term, add, atom_id
+from .terms import ZERO, Mono, Point, Term, add, atom_id, maximum
 
 __all__ = ["StepCost", "step_cost", "einsum_flops", "numeric", "seconds_of"]
 
@@ -112,11 +112,14 @@ class StepCost:
             unit = None if s.op is Op.EINSUM else unit_cost(s.op, s.axes, self.opts)
             if unit is None:
                 self._comms = ZERO
-            elif self._comm is None and all(type(b) is Mono for _, b in unit.parts):
+            elif self._comm is None and unit.overlapped and all(isinstance(lat, Term) and type(b) is Mono
+                                                                for lat, b in unit.parts):
                 # the common case, without building the step's CommCost: each phase's bandwidth times V
                 v = group_bytes(s.op, s.inputs[0], s.axes, self.opts)
-                parts = tuple((lat, b * v) for lat, b in unit.parts)
-                self._comms = CommCost(parts, unit.overlapped).term(self.opts.latency)
+                if self.opts.latency:
+                    self._comms = add(*(maximum(lat, b * v) for lat, b in unit.parts))
+                else:
+                    self._comms = add(*(b * v for _, b in unit.parts))
             else:
                 self._comms = self.comm.term(self.opts.latency)
         return self._comms
