@@ -68,7 +68,7 @@ from .hardware import MODELS, Chip, as_chip
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
 __all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "collective_cost", "Options", "unit_cost",
-           "local_bytes"]  # fmt: skip
+           "local_bytes", "moved_share"]  # fmt: skip
 
 
 DEFAULT_DTYPE = DType.BF16
@@ -152,6 +152,15 @@ def _exact_share(group: tuple[Link, ...]) -> Term:
         return const(Fraction(n - 1, n))
     n_sym = sympy.Mul(*(axis_size(g.name) if g.number is None else g.number for g in group))
     return tm.mono((n_sym - 1) / n_sym)
+
+
+def moved_share(op: Op, axes: tuple[str, ...], opts: Options) -> Term:
+    """The share of V a step's ring moves: (N − 1)/N for a gather, a scatter or their sum (an AllReduce)
+    when ``exact`` counts it on the ici model, else 1 (the book's V)."""
+    if not opts.exact or opts.model != "ici" or op not in (Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE):
+        return tm.ONE
+    group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
+    return _exact_share(group) if group else tm.ONE
 
 
 def _split(moved: Term, rates: list[Term], group: tuple[Link, ...]) -> tuple[tuple[str, Term], ...]:

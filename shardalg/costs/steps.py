@@ -21,7 +21,7 @@ from shardalg.notation.syntax import Op, Tensor
 
 from . import stepcost as sc
 from .commcost import NOTHING, CommCost
-from .stepcost import GROUP_VIEW, Options, _collective, _t, group_bytes, local_bytes, unit_cost
+from .stepcost import GROUP_VIEW, Options, _collective, _t, group_bytes, local_bytes, moved_share, unit_cost
 from .terms import ZERO, Mono, Point, Term, add, atom_id, maximum
 
 __all__ = ["StepCost", "step_cost", "einsum_flops", "numeric", "seconds_of"]
@@ -102,8 +102,11 @@ class StepCost:
 
     @property
     def bytes(self) -> Term:
+        """V, the array's bytes as the group sees it; with ``exact``, the (N − 1)/N of it a ring moves."""
         s = self.step
-        return group_bytes(s.op, s.inputs[0], s.axes, self.opts) if s.communicates else ZERO
+        if not s.communicates:
+            return ZERO
+        return group_bytes(s.op, s.inputs[0], s.axes, self.opts) * moved_share(s.op, s.axes, self.opts)
 
     @property
     def comms(self) -> Term:

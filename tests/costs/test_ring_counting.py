@@ -34,8 +34,10 @@ def test_exact_allgather_bytes_are_n_minus_one_over_n_of_the_default(n):
     text = "AllGather_X(bf16[B_X, D])"
     book, exact = bandwidth(text, ring(n)), bandwidth(text, ring(n), exact=True)
     assert sympy.simplify(exact / book) == sympy.Rational(n - 1, n)
-    step = cost(text, ring(n), {"B": 1024, "D": 512}, exact=True).steps[0]
-    assert step.bytes.sympy() == 1024 * 512 * 2  # V itself is the array's bytes; the ring moves (N-1)/N of it
+    sizes = {"B": 1024, "D": 512}
+    step, book_step = (cost(text, ring(n), sizes, exact=e).steps[0] for e in (True, False))
+    assert book_step.bytes.sympy() == 1024 * 512 * 2  # the book's V: the array's bytes
+    assert step.bytes.sympy() == sympy.Rational(n - 1, n) * 1024 * 512 * 2  # what the ring moves
     (axis, moved), = step.comm.axis_bytes
     assert axis == "X" and moved.sympy() == sympy.Rational(n - 1, n) * 1024 * 512 * 2
 
