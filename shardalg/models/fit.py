@@ -61,7 +61,8 @@ def shard_group(report: MemoryReport, dim: str) -> int:
 def _numeric(expr: Expr, what: str) -> Expr:
     if expr.free_symbols:
         names = ", ".join(sorted(str(s) for s in expr.free_symbols))
-        raise UsageError(f"{what} still depends on {names}", fix=f"bind them: --sizes {names.split(', ')[0]}=...")
+        raise UsageError(f"{what} still depend{'' if what.endswith('s') else 's'} on {names}",
+                         fix=f"bind them: --sizes {names.split(', ')[0]}=...")  # fmt: skip
     return expr
 
 
