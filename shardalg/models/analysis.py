@@ -60,8 +60,8 @@ class Remat:
     def describe(self) -> str:
         if self.policy == "names":
             return "keep " + ", ".join(self.names)
-        return {"none": "none (keep every activation the backward reads)",
-                "block": "block (keep the layer's input; recompute the rest)"}[self.policy]  # fmt: skip
+        return {"none": "none: keep every activation the backward reads",
+                "block": "block: keep the layer's input, recompute the rest"}[self.policy]  # fmt: skip
 
 
 def remat_named(spec: str | Iterable[str] | Remat | None, model: ModelProgram) -> Remat:

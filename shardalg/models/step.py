@@ -1,6 +1,6 @@
 """Step time, tokens per second and days to train; inference steps (prefill, decode) as a roofline.
 
-    >>> s = step("params W\\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]", mesh="X=4", hw="tpu-v5p")
+    >>> s = step_time("params W\\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]", mesh="X=4", hw="tpu-v5p")
     >>> s.total                                                     # doctest: +SKIP
 
 Training: one repeated layer runs its forward plans, the forward the remat policy recomputes, and the derived
@@ -34,7 +34,7 @@ from .analysis import Analysis, Flops, Remat, analyze
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text
 
-__all__ = ["StepReport", "step", "model_step", "POLICIES", "DEFAULT_POLICY", "overlap_argument", "SECONDS_PER_DAY"]
+__all__ = ["StepReport", "step_time", "model_step", "POLICIES", "DEFAULT_POLICY", "overlap_argument", "SECONDS_PER_DAY"]
 
 POLICIES: tuple[str, ...] = ("steady", "serial")
 DEFAULT_POLICY = "steady"  # a whole step: the book's layer-level view (DESIGN.md section 5)
@@ -216,7 +216,7 @@ def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | N
 
 def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: str | None = None,
                mfu: float | str | None = None, train_tokens: float | None = None) -> StepReport:  # fmt: skip
-    """The step report of an analysed model (see :func:`step`)."""
+    """The step report of an analysed model (see :func:`step_time`)."""
     a, m = analysis, analysis.model
     notes = list(a.notes)
     if policy is None:
@@ -250,7 +250,7 @@ def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: str |
     return StepReport(a, hw, policy, fraction, parts, a.flops(), train_tokens, notes)
 
 
-def step(program: Any, mesh: Any = None, sizes: Mapping[str, int] | str | None = None, hw: Chip | str | None = None,
+def step_time(program: Any, mesh: Any = None, sizes: Mapping[str, int] | str | None = None, hw: Chip | str | None = None,
          overlap: str | None = None, mfu: float | str | None = None, tokens: float | None = None,
          remat: str | Iterable[str] | Remat | None = None, mode: str | None = None) -> StepReport:  # fmt: skip
     """The time of one step of ``program`` on ``mesh`` (training, or an inference step when the program

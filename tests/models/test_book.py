@@ -11,7 +11,7 @@ from shardalg.models.expand import expand, shard
 from shardalg.models.fit import largest, largest_params
 from shardalg.models.memory import memory
 from shardalg.models.presets import Cited, ModelConfig
-from shardalg.models.step import step
+from shardalg.models.step import step_time
 
 DP_MLP = """params W_in, W_out
 In[B_X, D] * W_in[D, F] -> Tmp[B_X, F]
@@ -102,7 +102,7 @@ def test_days_to_train_llama_3_70b_on_a_full_v5p_pod():
     # 8960 chips at 40% MFU "T = 6.3e24 / (8960 * 4.59e14 * 0.4) = 3.8e6 seconds. This is about 44 days!"
     # The step: data parallel over the 8960 chips, one sequence of 4096 tokens each, compute-bound.
     program = shard(expand("llama-3-70b"), None, "B=X")
-    s = step(program, mesh="X=8960", sizes="B=8960,T=4096", hw="tpu-v5p", mfu=0.4, tokens=15e12)
+    s = step_time(program, mesh="X=8960", sizes="B=8960,T=4096", hw="tpu-v5p", mfu=0.4, tokens=15e12)
     assert all(p.bound(s.values) == "compute" for p in s.parts)
     assert float(s.flops.total) / float(s.tokens) == pytest.approx(4.2e11, rel=1e-2)  # 6 x 69.5e9 matmul params
     assert float(s.flops.backward) == 2 * float(s.flops.forward)  # the 2x of the backward, from its einsums
