@@ -16,6 +16,7 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 from typing import Any
 
 from shardalg.errors import UsageError
@@ -164,8 +165,8 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
 
 
 def _parser(sub: argparse._SubParsersAction, name: str, help: str, description: str, example: str):
-    return sub.add_parser(name, help=help, description=description, epilog=f"example:\n  {example}",
-                          formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    return sub.add_parser(name, help=help, description=textwrap.fill(description, 100),
+                          epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -188,7 +188,8 @@ def fewest_devices(report: MemoryReport) -> Derivation:
     hbm = _hbm(report)
     parts = global_bytes(report)
     total = _numeric(sympy.Add(*parts.values()), "the model's bytes")
-    d = Derivation(f"the fewest {report.chip.name} devices whose HBM holds the model")
+    d = Derivation(f"the fewest {report.chip.name} devices whose HBM holds the model (each tensor once: no replicas, "
+                   "no transients)")  # fmt: skip
     for k, v in parts.items():
         if v != 0:
             d.add(f"{k.replace('_', ' ')} (each tensor once)", v)
@@ -210,7 +211,7 @@ def smallest_slice(report: MemoryReport, shapes: tuple[Slice, ...] | None = None
         raise UsageError(f"the model needs {need} devices; the largest slice ({biggest.text}) has {biggest.devices}",
                          fix="give larger shapes with --slices, or a smaller model")  # fmt: skip
     pick = min(fitting, key=lambda s: (s.devices, s.shape))
-    d.title = f"the smallest {report.chip.name} slice whose HBM holds the model"
+    d.title = f"the smallest {report.chip.name} slice whose HBM holds the model (each tensor once)"
     d.steps.pop()  # fewest_devices' result step; this derivation ends with the slice
     d.add(f"smallest allowed shape with at least {need} devices: {pick.text}", Integer(pick.devices))
     d.result = Integer(pick.devices)
@@ -224,7 +225,8 @@ def largest_params(report: MemoryReport) -> Derivation:
     hbm = _hbm(report)
     held = report.parts["params"] + report.parts["grads"] + report.parts["optimizer"]
     per_param = sympy.simplify(held / report.params)
-    d = Derivation(f"the largest parameter count whose state fits in HBM ({report.chip.name})")
+    d = Derivation(f"the largest parameter count whose parameters, gradients and optimizer state fit in HBM "
+                   f"({report.chip.name}; activations, KV cache and transients left out)")  # fmt: skip
     d.add("parameters", report.params)
     d.add("bytes per device for them", held)
     d.add("bytes per parameter on a device", per_param)
