@@ -1,6 +1,7 @@
 """What a model program runs: each statement's forward plan, the derived backward, what the backward reads,
 what a rematerialisation policy keeps and recomputes, the transient gathered weights, and the FLOPs.
 
+    >>> from shardalg.models.program import model_program
     >>> a = analyze(model_program("params W\\nIn[B_X, D] * W[D, F] -> Out[B_X, F]", mesh="X=4"))
     >>> a.flops().total          # forward 2BDF + backward 4BDF: the book's 6 per parameter per token
     6*B*D*F

@@ -6,9 +6,11 @@
 - :func:`largest_params` — the largest parameter count the bytes per parameter allow (pure DP: all of them
   on every device).
 
+    >>> from shardalg.models.memory import memory
     >>> d = largest(memory("params W\\nIn[B, D] * W[D, F] -> Out[B, F] where D=1024, F=1024", mesh="X=1",
-    ...                    hw="tpu-v5e"), "B")
-    >>> d.result                                                     # doctest: +SKIP
+    ...                    hw="base=tpu-v5e,hbm=1e9"), "B")
+    >>> d.result                  # (1e9 - 12 bytes a parameter) / (the backward keeps In: 2*1024 bytes a row)
+    482137
 
 Each answer comes out of the memory report of :mod:`.memory` (itself from the program's shardings); nothing is
 typed in. A dim sharded over mesh axes must stay a multiple of their sizes, so the largest value is the
