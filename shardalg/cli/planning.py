@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from . import EXIT_ILLEGAL, EXIT_OK
+from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
 
@@ -32,12 +33,11 @@ def _source(args: argparse.Namespace) -> str:
 
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.algebra.legality import as_sizes
-    from shardalg.algebra.mesh import Mesh
     from shardalg.costs.ranking import plans
     from shardalg.planning.planner import prepare
 
-    problem = prepare(_source(args), Mesh.parse(args.mesh) if args.mesh else None, as_sizes(args.sizes))
-    hw, model = getattr(args, "hw", None), getattr(args, "model", None)
+    problem = prepare(_source(args), mesh(args.mesh), as_sizes(args.sizes))
+    hw, model = chip(getattr(args, "hw", None)), getattr(args, "model", None)
     found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model)
     return problem, found, problem.sizes
 
@@ -48,7 +48,7 @@ def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
         return None
     from shardalg.costs.plancost import plan_cost
 
-    return plan_cost(p, problem.mesh, problem.sizes.known, hw=args.hw, model=args.model).seconds
+    return plan_cost(p, problem.mesh, problem.sizes.known, hw=chip(args.hw), model=args.model).seconds
 
 
 def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None) -> dict[str, Any]:
@@ -103,7 +103,8 @@ def _plan(args: argparse.Namespace) -> int:
         timing = ""
         if seconds is not None:
             t = seconds[n - 1]
-            timing = f", {t * 1e6:.3g} us on {args.hw}" if t is not None else f", symbolic on {args.hw}"
+            name = chip(args.hw).name
+            timing = f", {t * 1e6:.3g} us on {name}" if t is not None else f", symbolic on {name}"
         print(f"{comment} {head}: {plan_bytes(p, problem.mesh, sizes)} bytes communicated{timing}; {p.note}")
         print(render(p, fmt) if p.steps else f"{comment} nothing to do")
     return EXIT_OK
@@ -146,7 +147,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _common(p)
     p.add_argument("--all", action="store_true", help="list every plan, not just the default")
-    p.add_argument("--hw", metavar="CHIP", help="rank by seconds on a preset (shardalg hw list); needs every size")
+    add_hw(p, help=HW_HELP + "; ranks plans by seconds on it (needs every size)")
     p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     p.add_argument(

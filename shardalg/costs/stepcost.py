@@ -71,6 +71,7 @@ class Link:
     links: Expr
     wraps: bool
     dcn: bool = False
+    node: int | None = None  # GPU devices per node along the axis (X=64:node8); priced by .hierarchy
 
     @property
     def hops(self) -> Expr:
@@ -225,7 +226,7 @@ class Options:
         if wraps is None:
             wraps = self.chip.wraps(ax.size, ax.links) if self.chip is not None and ax.size is not None else True
         m = links(name) if self.symbolic_links else Integer(ax.links)
-        return Link(name, as_expr(self.mesh.size_expr(name)), m, wraps, name in self.dcn_axes)
+        return Link(name, as_expr(self.mesh.size_expr(name)), m, wraps, name in self.dcn_axes, ax.node)
 
     def dim(self, d) -> Expr:
         if d.size is not None:
@@ -270,6 +271,11 @@ def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options) ->
     group = tuple(link for link in (opts.link(a) for a in axes) if link.size != 1)
     if not group:
         return ZERO
+    if any(g.node is not None for g in group):  # a GPU axis across nodes: NVLink inside, scale-out across
+        from .hierarchy import hierarchical_parts
+
+        v = group_bytes(op, tensor, axes, opts)
+        return CommCost(hierarchical_parts(opts.model, op, v, [(g.size, g.node) for g in group]), False)
     return _formula(opts.model, op, group_bytes(op, tensor, axes, opts), group)
 
 
