@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
     import sympy
 
-_AXIS = re.compile(r"([A-Za-z][A-Za-z0-9]*)(?:[=:](\d+)(?:\*(\d+))?)?")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _CONSTRAINT = re.compile(r"\s*([A-Za-z][A-Za-z0-9]*(?:\s*\*\s*[A-Za-z][A-Za-z0-9]*)*)\s*=\s*([A-Za-z][A-Za-z0-9]*|\d+)\s*")
 
@@ -41,20 +41,9 @@ def _source(text: str) -> str:
 
 
 def _mesh(text: str | None):
-    """``X=4,Y=2``, ``X=16*2`` (M = 2 links), or ``X`` alone (symbolic size)."""
-    from shardalg.algebra.mesh import Axis, Mesh
-
-    if text is None:
-        return None
-    axes = []
-    for part in (p for p in re.split(r"[,\s]+", text.strip()) if p):
-        m = _AXIS.fullmatch(part)
-        if m is None:
-            raise UsageError(f"bad mesh axis {part!r}: write NAME, NAME=SIZE or NAME=SIZE*LINKS, e.g. X=4,Y")
-        axes.append(Axis(m[1], int(m[2]) if m[2] else None, int(m[3]) if m[3] else 1))
-    if not axes:
-        raise UsageError("the mesh has no axes: write NAME=SIZE, e.g. X=4,Y=2")
-    return Mesh(axes)
+    """The mesh text of every command (:meth:`shardalg.algebra.mesh.Mesh.parse`): ``X=4,Y=2``, ``X=16*2``,
+    ``X=4:ring``, ``Y=4:line``, or ``X`` alone (a symbolic size)."""
+    return mesh(text)
 
 
 def _name(text: str | None, what: str) -> str | None:
@@ -86,7 +75,7 @@ def _constraint(text: str) -> sympy.Eq:
 
 
 def _options(args: argparse.Namespace) -> dict:
-    out: dict = {"mesh": _mesh(args.mesh), "sizes": args.sizes, "hw": args.hw, "model": args.model,
+    out: dict = {"mesh": _mesh(args.mesh), "sizes": args.sizes, "hw": chip(args.hw), "model": args.model,
                  "symbolic_links": args.symbolic_links, "exact": args.exact, "ring": args.ring}  # fmt: skip
     if args.dcn:
         out["dcn_axes"] = tuple(a for a in args.dcn.split(",") if a)
@@ -184,9 +173,9 @@ def _hw_show(args: argparse.Namespace) -> int:
 
 
 def _costing(p: argparse.ArgumentParser, latency_flag: str, overlap_default: str = "steady") -> None:
-    p.add_argument("--mesh", metavar="X=4,Y", help="mesh axes; an axis without a size stays symbolic")
+    p.add_argument("--mesh", metavar="X=4,Y", help=MESH_HELP)
     p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
-    p.add_argument("--hw", metavar="CHIP", help="a preset (shardalg hw list) for seconds and wraparound")
+    add_hw(p, help=HW_HELP + "; its numbers give seconds, its rule the wraparound")
     p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's, else ici")
     p.add_argument("--symbolic-links", action="store_true", help="write link counts as M_X instead of numbers")
     p.add_argument("--dcn", metavar="AXES", help="mesh axes that run over the data-center network, e.g. P")

@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from . import EXIT_ILLEGAL, EXIT_OK
+from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
 
@@ -33,12 +34,11 @@ def _source(args: argparse.Namespace) -> str:
 
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.algebra.legality import as_sizes
-    from shardalg.algebra.mesh import Mesh
     from shardalg.costs.ranking import plans
     from shardalg.planning.planner import prepare
 
-    problem = prepare(_source(args), Mesh.parse(args.mesh) if args.mesh else None, as_sizes(args.sizes))
-    hw, model, overlap = getattr(args, "hw", None), getattr(args, "model", None), getattr(args, "overlap", None)
+    problem = prepare(_source(args), mesh(args.mesh), as_sizes(args.sizes))
+    hw, model, overlap = chip(getattr(args, "hw", None)), getattr(args, "model", None), getattr(args, "overlap", None)
     found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model,
                   overlap=overlap)  # fmt: skip
     return problem, found, problem.sizes
@@ -50,7 +50,8 @@ def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
         return None
     from shardalg.costs.plancost import plan_cost
 
-    return plan_cost(p, problem.mesh, problem.sizes.known, hw=args.hw, model=args.model, overlap=args.overlap).seconds
+    return plan_cost(p, problem.mesh, problem.sizes.known, hw=chip(args.hw), model=args.model,
+                     overlap=args.overlap).seconds  # fmt: skip
 
 
 def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None,
@@ -108,9 +109,9 @@ def _plan(args: argparse.Namespace) -> int:
         timing = ""
         if seconds is not None:
             t = seconds[n - 1]
-            policy = args.overlap or "schedule"
-            timing = (f", {t * 1e6:.3g} us on {args.hw} (overlap {policy})" if t is not None
-                      else f", symbolic on {args.hw}")  # fmt: skip
+            name, policy = chip(args.hw).name, args.overlap or "schedule"
+            timing = (f", {t * 1e6:.3g} us on {name} (overlap {policy})" if t is not None
+                      else f", symbolic on {name}")  # fmt: skip
         print(f"{comment} {head}: {plan_bytes(p, problem.mesh, sizes)} bytes communicated{timing}; {p.note}")
         print(render(p, fmt) if p.steps else f"{comment} nothing to do")
     return EXIT_OK
@@ -153,7 +154,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _common(p)
     p.add_argument("--all", action="store_true", help="list every plan, not just the default")
-    p.add_argument("--hw", metavar="CHIP", help="rank by seconds on a preset (shardalg hw list); needs every size")
+    add_hw(p, help=HW_HELP + "; ranks plans by seconds on it (needs every size)")
     p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's")
     p.add_argument("--overlap", choices=("schedule", "steady", "serial"),
                    help="with --hw: what runs at once (default schedule: a step waits for its inputs)")  # fmt: skip

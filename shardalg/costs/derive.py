@@ -52,18 +52,13 @@ class Derivation:
     """The record of a derivation: titled steps (label, sympy expression or relation) and the result."""
 
     title: str
-    raw_steps: Steps = field(default_factory=Steps)
+    steps: Steps = field(default_factory=Steps)
     result: sympy.Basic | None = None
     values: Mapping[sympy.Symbol, float] = field(default_factory=dict)
     overlap: str | None = None
 
     def add(self, label: str, expr: object) -> object:
-        return self.raw_steps.add(label, expr)
-
-    @property
-    def steps(self) -> list[tuple[str, sympy.Basic]]:
-        """(label, sympy expression or relation) of each step."""
-        return [(label, realize(e)) for label, e in self.raw_steps]
+        return self.steps.add(label, expr)
 
     @property
     def value(self) -> float | None:
@@ -85,7 +80,7 @@ class Derivation:
         return f"$${self.latex()}$$"
 
     def __str__(self) -> str:
-        steps = self.steps
+        steps = list(self.steps)
         width = max((len(label) for label, _ in steps), default=0)
         lines = [self.title] + [f"  {label:<{width}}  {sympy.sstr(e)}" for label, e in steps]
         return "\n".join(lines)
@@ -211,7 +206,7 @@ def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_
         d.result = d.add("neither is faster: equal costs", sympy.false)
         return d
     x = _symbol(solve_for) or _first_dim(_symbols(ta) | _symbols(tb), (ca, cb))
-    d.result = d.add("result", solve_less(ta, tb, x, d.raw_steps))
+    d.result = d.add("result", solve_less(ta, tb, x, d.steps))
     return d
 
 
@@ -247,7 +242,7 @@ def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "
         d.result = d.add("no communication: always", sympy.true)
         return d
     x = _symbol(solve_for) or _first_dim(_symbols(comms) | _symbols(work), (pc,))
-    d.result = d.add("result", solve_less(comms, work, x, d.raw_steps))
+    d.result = d.add("result", solve_less(comms, work, x, d.steps))
     return d
 
 

@@ -55,11 +55,28 @@ def realize(x: object) -> sympy.Basic:
 
 
 class Steps(list):
-    """(label, value) pairs; values may be lazy (see :func:`realize`)."""
+    """(label, value) pairs of a derivation. A value may be stored lazily (a term, a :class:`Lazy`); reading
+    the list (iterating, indexing) gives it as sympy, made once."""
 
     def add(self, label: str, value: object) -> object:
         self.append((label, value))
         return value
+
+    def _real(self, i: int) -> tuple[str, sympy.Basic]:
+        label, value = list.__getitem__(self, i)
+        if isinstance(value, Lazy | Term):
+            value = realize(value)
+            list.__setitem__(self, i, (label, value))
+        return label, value
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._real(k) for k in range(*i.indices(len(self)))]
+        return self._real(i if i >= 0 else len(self) + i)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self._real(i)
 
 
 def _term(x: object) -> Term:

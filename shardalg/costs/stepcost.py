@@ -102,6 +102,7 @@ class Link:
     uni: bool = False
     exact: bool = False
     number: int | None = None  # the size when it is a number
+    node: int | None = None  # GPU devices per node along the axis (X=64:node8); priced by .hierarchy
 
     @property
     def one_way(self) -> bool:
@@ -291,7 +292,7 @@ class Options:
             m = tm.mono(links(name)) if self.symbolic_links else const(ax.links)
             size = tm.mono(axis_size(name)) if ax.size is None else const(ax.size)
             got = self._memo[("link", name)] = Link(name, size, m, wraps, name in self.dcn_axes, self.ring == "uni",
-                                           self.exact, ax.size)  # fmt: skip
+                                                    self.exact, ax.size, ax.node)  # fmt: skip
         return got
 
     def dim(self, d) -> Expr:
@@ -371,8 +372,18 @@ def unit_cost(op: Op, axes: tuple[str, ...], opts: Options) -> CommCost | None:
     unit = opts._memo.get(("unit", op, axes))
     if unit is None or unit[0] != fp:
         group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
-        unit = opts._memo[("unit", op, axes)] = (fp, _formula(opts.model, op, tm.ONE, group) if group else None)
+        unit = opts._memo[("unit", op, axes)] = (fp, _unit(opts.model, op, group) if group else None)
     return unit[1]
+
+
+def _unit(model: str, op: Op, group: tuple[Link, ...]) -> CommCost:
+    if any(g.node is not None for g in group):  # a GPU axis across nodes: NVLink inside, scale-out across
+        from .fromsympy import from_sympy
+        from .hierarchy import hierarchical_parts
+
+        parts = hierarchical_parts(model, op, sympy.Integer(1), [(g.size.sympy(), g.node) for g in group])
+        return CommCost(tuple((from_sympy(lat), from_sympy(b)) for lat, b in parts), False)
+    return _formula(model, op, tm.ONE, group)
 
 
 def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options) -> CommCost:
