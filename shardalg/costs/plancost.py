@@ -5,8 +5,8 @@ per-step seconds that rank plans on a chip.
     >>> cost("AllGather_X(A[I_X, J])", Mesh(X=4), sizes="I=1024,J=512").total
     Max(2*T_min, 1048576/W_ici)
 
-Each step's cost comes from :mod:`shardalg.costs.stepcost` (the communication models, an einsum's compute and
-HBM traffic); :mod:`shardalg.costs.schedule` puts them on the mesh axes and the compute under an overlap
+Each step's cost comes from :mod:`shardalg.costs.steps` (the communication models of :mod:`.stepcost`, an
+einsum's compute and HBM traffic); :mod:`shardalg.costs.schedule` puts them on the mesh axes and the compute under an overlap
 policy (``overlap="schedule"``, the default: dependencies respected; ``"steady"``: the book's layer-level
 max(compute, max over axes); ``"serial"``: the sum). Costs are light terms (:mod:`shardalg.costs.terms`)
 until a formula is asked for: ``seconds`` evaluates without sympy, ``total`` and the other formulas are
