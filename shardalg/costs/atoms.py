@@ -120,6 +120,11 @@ def product_of_powers(ca: Number, pa: Powers, cb: Number, pb: Powers) -> tuple[N
     into the coefficient: sqrt(2)*sqrt(2) is 2)."""
     if not pa or not pb:
         return cmul(ca, cb), pa or pb
+    if not INTEGERS or not any(a in INTEGERS for a, _ in pa + pb):  # disjoint atoms: the powers interleave
+        if pa[-1][0] < pb[0][0]:
+            return cmul(ca, cb), pa + pb
+        if pb[-1][0] < pa[0][0]:
+            return cmul(ca, cb), pb + pa
     powers = dict(pa)
     for atom, k in pb:
         e = powers.get(atom, 0) + k

@@ -28,7 +28,7 @@ from shardalg.notation.syntax import Node, Op
 
 from . import schedule as sched
 from .programplan import plan_of, program_plan
-from .stepcost import Options, unit_cost
+from .stepcost import Options
 from .steps import StepCost, numeric, seconds_of, step_cost
 from .terms import ZERO, Term, add, maximum, point
 
@@ -208,8 +208,6 @@ def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bo
 
 
 def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
-    for s in plan.steps:  # the step costs are worked out when asked for; a model's refusal is raised now
-        unit_cost(s.op, s.axes, opts)
     steps = tuple(step_cost(s, opts) for s in plan.steps)
     return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring)
 

@@ -83,10 +83,12 @@ class StepCost:
     formula): bytes V its collective moves, its CommCost, FLOPs and HBM bytes, and times. Each is worked out
     when first asked for (a ranking needs only the times)."""
 
-    __slots__ = ("step", "opts", "_comm", "_comms", "_flops", "_compute", "_hbm")
+    __slots__ = ("step", "opts", "_unit", "_comm", "_comms", "_flops", "_compute", "_hbm")
 
     def __init__(self, step: Step, opts: Options):
         self.step, self.opts = step, opts
+        # the collective's cost for one byte (or None): working it out now raises a model's refusal now
+        self._unit = None if step.op is Op.EINSUM else unit_cost(step.op, step.axes, opts)
         self._comm: CommCost | None = None
         self._comms: Term | None = None
         self._flops: Term | None = None
@@ -112,7 +114,7 @@ class StepCost:
     def comms(self) -> Term:
         if self._comms is None:
             s = self.step
-            unit = None if s.op is Op.EINSUM else unit_cost(s.op, s.axes, self.opts)
+            unit = self._unit
             if unit is None:
                 self._comms = ZERO
             elif self._comm is None and unit.overlapped and all(isinstance(lat, Term) and type(b) is Mono
