@@ -38,7 +38,8 @@ import sympy
 from sympy import Expr, Integer
 
 from shardalg.costs.plancost import plan_of
-from shardalg.costs.stepcost import Options, einsum_flops
+from shardalg.costs.stepcost import Options
+from shardalg.costs.steps import einsum_flops
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Op, Product, Program, Tensor
@@ -244,8 +245,8 @@ class Analysis:
         for s in p.steps:
             if s.op is Op.EINSUM:
                 left, right = s.inputs
-                local += einsum_flops(left, right, self._opts)
-                total += einsum_flops(_strip(left), _strip(right), self._opts)
+                local += einsum_flops(left, right, self._opts).sympy()
+                total += einsum_flops(_strip(left), _strip(right), self._opts).sympy()
         return total, local
 
     def flops(self) -> Flops:
