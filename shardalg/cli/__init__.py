@@ -21,7 +21,7 @@ from shardalg import limits
 from shardalg.errors import IllegalSharding, NoPlan, ShardalgError, UsageError
 
 # One module per group of subcommands, in the order they appear in --help.
-COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export")
+COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models")
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
