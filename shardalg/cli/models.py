@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import textwrap
 from typing import Any
 
 from shardalg.errors import UsageError
 
-from . import EXIT_OK
+from . import EXIT_OK, read_source
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
@@ -38,7 +37,7 @@ def _number(text: str | None, what: str) -> float | None:
 def _program(args: argparse.Namespace) -> Any:
     from shardalg.notation.parse import parse
 
-    return parse(sys.stdin.read() if args.program == "-" else args.program)
+    return parse(read_source(args.program))
 
 
 def _model(args: argparse.Namespace) -> Any:

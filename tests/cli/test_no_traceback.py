@@ -17,6 +17,13 @@ from tests.shared import ROOT
 BIG = "9" * 5000
 CHAIN_300 = " · ".join(f"A{i}[I, J]" for i in range(300))
 CHAIN_1000 = " · ".join(f"A{i}[I, J]" for i in range(1000))
+EIGHT_AXES = ",".join(f"A{i}=2" for i in range(8))
+TEN_AXES = "X=2,Y=2,Z=2,W=2,V=2,U=2,T=2,S=2,R=2,Q=2"
+DIMS_200 = "A[" + ", ".join(f"D{i}" for i in range(200)) + "] · B[D0, K] -> C[K]"
+DIMS_500 = "A[" + ", ".join(f"D{i}" for i in range(500)) + "]"
+STATEMENTS = "A[I, J] · B[J, K] -> C[I, K]; "
+TEXT_10K = (STATEMENTS * 334)[:9_997] + " @("  # the parser's error path was quadratic: 1.2 s at 10 KB, 16 s at 50 KB
+TEXT_50K = (STATEMENTS * 1707)[:51_197] + " @("
 needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib")
 needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="needs jax")
 
@@ -52,6 +59,28 @@ REPRODUCERS = [
     (["show", "A[I_X]", "--mesh", "X=1000000000000"], 2,
      "LimitExceeded [limit-devices]: the mesh X=1000000000000 has 1,000,000,000,000 devices, over the devices "
      "limit of 256"),
+    # unbounded work: refused up front, naming the limit and how to lift it
+    (["plan", "--all", "X[B_A0, D] · W[D_A1, F] -> Z[B, F_A2]", "--mesh", EIGHT_AXES], 2,
+     "LimitExceeded [limit-axes]: the mesh A0, A1, A2, A3, A4, A5, A6, A7 has 8 axes, over the axes limit of 5"),
+    (["simulate", "A[I_X, J] · B[J, K] -> C[I_X, K]", "--mesh", TEN_AXES], 2,
+     "has 10 axes, over the axes limit of 5"),
+    (["plan", DIMS_200, "--mesh", "X=2"], 2, "has 200 dims, over the dims limit of 32"),
+    (["check", DIMS_500], 2, "fix: lift it with --max-dims 500"),
+    (["show", "A[I_X, J]", "--mesh", "X=1024,Y=1024"], 2,
+     "LimitExceeded [limit-devices]: the mesh X=1024, Y=1024 has 1,048,576 devices, over the devices limit of 256"),
+    (["simulate", "A[20000_X, 20000]", "--mesh", "X=2"], 2,
+     "LimitExceeded [limit-elements]: A[20000_X, 20000] on 2 devices has 400,000,000 elements"),
+    (["check", TEXT_10K], 2, "ParseError [syntax]: expected "),
+    (["check", TEXT_50K], 2, "LimitExceeded [limit-text]: the input has 51,200 characters, over the text limit of 50,000"),
+    # one legality: check, plan and simulate refuse alike (issue 13: check said legal, the others refused)
+    *[([command, "A[I, J] · B[J, K] -> C[I]", "--mesh", "X=2"], 1,
+       "ShapeMismatch [shape-mismatch]: dim K is in only one operand and not in the result C[I]")
+      for command in ("check", "plan", "simulate")],
+    *[([command, "AllToAll_{Y,I}(A[J_Y, K, I])", "--mesh", "X=2,Y=2", "--sizes", "I=1,J=2,K=1"], 1,
+       "IndivisibleDim [indivisible-dim]: AllToAll gives A[J, K, I_Y], but its dim I has size 1")
+      for command in ("check", "plan", "simulate")],
+    (["check", "A[4, 4]"], 0, ""),
+    (["simulate", "A[4, 4]", "--mesh", "X=2"], 0, ""),
 ]  # fmt: skip
 
 
@@ -89,9 +118,10 @@ def test_any_other_exception_is_one_line_and_exit_3(capsys, monkeypatch):
     assert (code, out, err) == (3, "", "internal error: KeyError: 'a bug' (please report)\n")
 
 
-def test_invalid_utf8_on_stdin_is_a_usage_error():
+@pytest.mark.parametrize("argv", [["parse", "-"], ["memory", "-", "--mesh", "X=2"]])
+def test_invalid_utf8_on_stdin_is_a_usage_error(argv):
     done = subprocess.run(
-        [sys.executable, "-m", "shardalg", "parse", "-"], input=b"A[I\xff]", capture_output=True, cwd=ROOT,
+        [sys.executable, "-m", "shardalg", *argv], input=b"A[I\xff]", capture_output=True, cwd=ROOT,
         env={"PYTHONIOENCODING": "utf-8", "PATH": "/usr/bin:/bin"}, check=False,
     )  # fmt: skip
     err = done.stderr.decode()

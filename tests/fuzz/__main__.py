@@ -1,4 +1,10 @@
-"""``python -m tests.fuzz --inputs N``: the long stage fuzz, with a memory cap, printing its figures."""
+"""``python -m tests.fuzz --inputs N``: the long stage fuzz, with a memory cap, printing its figures.
+
+The inputs run as consecutive hypothesis runs of ``--chunk`` examples (each with its own seed, derived from
+``--seed``), so hypothesis's record of the examples it has tried stays bounded under the memory cap however long
+the run; after each chunk the figures so far are written to ``--json`` (``"complete": false`` until the end),
+so a run stopped early still says how far it got.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +14,16 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__)
     ap.add_argument("--inputs", type=int, default=5000, help="how many inputs (hypothesis examples)")
     ap.add_argument("--memory-mb", type=int, default=3072, help="the address-space cap (RLIMIT_AS), in MiB")
-    ap.add_argument("--seed", type=int, default=0, help="hypothesis's random seed")
-    ap.add_argument("--json", type=Path, help="write the figures here as JSON")
+    ap.add_argument("--seed", type=int, default=0, help="hypothesis's random seed (chunk i runs seed*100003+i)")
+    ap.add_argument("--chunk", type=int, default=5000, help="examples per hypothesis run")
+    ap.add_argument("--json", type=Path, help="write the figures here as JSON (after each chunk, and at the end)")
     ap.add_argument("--progress", type=int, default=1000, help="print a line every this many inputs")
     args = ap.parse_args(argv)
     cap = args.memory_mb * 2**20
@@ -31,25 +39,46 @@ def main(argv: list[str] | None = None) -> int:
     tally = Tally()
     start = time.perf_counter()
 
-    @seed(args.seed)
-    @settings(max_examples=args.inputs, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))  # fmt: skip
-    @given(st.data())
-    def one(data: st.DataObject) -> None:
-        kind, source = data.draw(sources())
-        run_stages(source, kind, lambda program: data.draw(mesh_and_sizes(program)), tally)
-        n = sum(tally.inputs.values())
-        if args.progress and n % args.progress == 0:
-            print(f"{n} inputs, {time.perf_counter() - start:.0f} s, failures {dict(tally.failure_kinds)}",
-                  file=sys.stderr, flush=True)  # fmt: skip
+    def done() -> int:
+        return sum(tally.inputs.values())
 
-    one()
-    figures = {**tally.summary(), "seconds": round(time.perf_counter() - start, 1), "memory_mb": args.memory_mb}
-    out = json.dumps(figures, indent=2, ensure_ascii=False)
-    if args.json:
-        args.json.write_text(out + "\n", encoding="utf-8")
+    def figures(complete: bool) -> dict[str, Any]:
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return {**tally.summary(), "complete": complete, "seconds": round(time.perf_counter() - start, 1),
+                "memory_mb": args.memory_mb, "peak_rss_mb": round(peak_mb), "seed": args.seed,
+                "chunk": args.chunk}  # fmt: skip
+
+    def write(complete: bool) -> str:
+        out = json.dumps(figures(complete), indent=2, ensure_ascii=False)
+        if args.json:
+            args.json.write_text(out + "\n", encoding="utf-8")
+        return out
+
+    chunk = 0
+    while done() < args.inputs:
+        quota = min(args.chunk, args.inputs - done())  # hypothesis may run a few more: all are counted
+
+        @seed(args.seed * 100_003 + chunk)
+        @settings(max_examples=quota, database=None, deadline=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))  # fmt: skip
+        @given(st.data())
+        def one(data: st.DataObject) -> None:
+            kind, source = data.draw(sources())
+            run_stages(source, kind, lambda program: data.draw(mesh_and_sizes(program)), tally)
+            n = done()
+            if args.progress and n % args.progress == 0:
+                print(f"{n} inputs, {time.perf_counter() - start:.0f} s, failures {dict(tally.failure_kinds)}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+
+        before = done()
+        one()
+        chunk += 1
+        write(complete=False)
+        if done() == before:
+            break  # hypothesis found nothing new to try: stop rather than loop
+    out = write(complete=done() >= args.inputs)
     print(out)
-    return 1 if tally.failure_kinds else 0
+    return 1 if tally.failure_kinds or done() < args.inputs else 0
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def test_the_long_fuzz_run() -> None:
                           cwd=ROOT, capture_output=True, text=True, check=False)  # fmt: skip
     figures = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
     assert done.returncode == 0, (figures.get("failure_examples"), done.stderr[-3000:])
-    assert figures["inputs"] == n
+    assert figures["inputs"] >= n and figures["complete"]
 
 
 def test_the_harness_finds_what_it_looks_for(monkeypatch) -> None:

@@ -185,14 +185,14 @@ def roles(draw: st.DrawFn, *, names: Names | None = None, dims: Names | None = N
     return made if not made.empty else Roles(layers=1)
 
 
-@st.composite
-def programs(draw: st.DrawFn, *, axes: Names | None = None, dims: Names | None = None, names: Names | None = None,
-             max_statements: int = 4, max_leaves: int = 3, **tensor_options: bool) -> Program:
-    """Statements with an optional ``mesh`` declaration and ``where`` size bindings."""
-    body = draw(st.lists(statements(axes=axes, dims=dims, names=names, max_leaves=max_leaves, **tensor_options),
-                         max_size=max_statements))
-    mesh = draw(st.one_of(st.none(), mesh_decls(axes)))
+def programs(*, axes: Names | None = None, dims: Names | None = None, names: Names | None = None,
+             max_statements: int = 4, max_leaves: int = 3, **tensor_options: bool) -> SearchStrategy[Program]:
+    """Statements with an optional ``mesh`` declaration and ``where`` size bindings. The parts are built once
+    per call, not once per draw (a strategy built in a draw is validated again each time)."""
+    body = st.lists(statements(axes=axes, dims=dims, names=names, max_leaves=max_leaves, **tensor_options),
+                    max_size=max_statements).map(tuple)  # fmt: skip
+    mesh = st.one_of(st.none(), mesh_decls(axes))
     dim_pool = _pool(dims, dim_names())
-    sizes = draw(st.lists(st.tuples(dim_pool, st.integers(1, 1 << 16)), max_size=3, unique_by=lambda p: p[0]))
-    declared = draw(st.one_of(st.none(), roles(names=names, dims=dims)))
-    return Program(tuple(body), mesh, tuple(sizes), declared)
+    sizes = st.lists(st.tuples(dim_pool, st.integers(1, 1 << 16)), max_size=3, unique_by=lambda p: p[0]).map(tuple)
+    declared = st.one_of(st.none(), roles(names=names, dims=dims))
+    return st.builds(Program, body, mesh, sizes, declared)
