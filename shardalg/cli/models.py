@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import textwrap
 from typing import Any
@@ -29,9 +30,12 @@ _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 def _number(text: str | None, what: str) -> float | None:
     if text is None:
         return None
+    example = {"--mfu": "0.4"}.get(what, "15e12")
     if not _NUMBER.fullmatch(text.strip()):
-        raise UsageError(f"{what} takes a number, not {text!r}", fix=f"e.g. {what} 15e12")
-    return float(text)
+        raise UsageError(f"{what} takes a positive number, not {text!r}", fix=f"e.g. {what} {example}")
+    if not math.isfinite(value := float(text)):
+        raise UsageError(f"{what} takes a finite number, not {text!r} (over 1.8e308)", fix=f"e.g. {what} {example}")
+    return value
 
 
 def _program(args: argparse.Namespace) -> Any:

@@ -19,6 +19,7 @@ UsageError that names the key, the file and what would fix it.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -75,8 +76,8 @@ def _number(key: str, value: Any, where: str) -> float:
             raise UsageError(f"chip key {key} {where} needs a positive number, not {value!r}",
                              fix=f"write a plain number, e.g. {key}=4.6e14")  # fmt: skip
         value = float(text)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise UsageError(f"chip key {key} {where} needs a positive number, not {value!r}",
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise UsageError(f"chip key {key} {where} needs a positive finite number, not {value!r}",
                          fix=f"write a plain number, e.g. {key}=4.6e14")  # fmt: skip
     return float(value)
 

@@ -190,3 +190,18 @@ def test_generated_code_renames_tensors_that_clash_with_its_own_names(capsys, ba
 def test_generated_jax_code_runs_with_any_tensor_names(capsys):
     code, _, err = run(capsys, "export", "jax", NAMED, "--mesh", "X=4", "--check")
     assert code == 0 and err.startswith("check: ok on 4 CPU devices")
+
+
+# ---- whole models: numbers too large for a float are refused, not inf (exit 3 or "days": Infinity) ----------
+
+
+@pytest.mark.parametrize(("option", "said"), [
+    (["memory", "--hw", "base=tpu-v5p,hbm=1e999"], "chip key hbm on the command line needs a positive finite number"),
+    (["step", "--hw", "tpu-v5p", "--tokens", "1e400"], "--tokens takes a finite number, not '1e400'"),
+    (["step", "--hw", "tpu-v5p", "--mfu", "1e400"], "--mfu takes a finite number, not '1e400'"),
+])  # fmt: skip
+def test_model_numbers_over_a_float_are_usage_errors(capsys, option, said):
+    code, program, _ = run(capsys, "model", "show", "llama-3-8b", "--activations", "B=X")
+    assert code == 0
+    code, out, err = run(capsys, option[0], program, "--mesh", "X=8", "--sizes", "B=8,T=4096", *option[1:])
+    assert (code, out) == (2, "") and err.startswith("UsageError [usage]: ") and said in err
