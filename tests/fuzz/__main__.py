@@ -2,8 +2,9 @@
 
 The inputs run as consecutive hypothesis runs of ``--chunk`` examples (each with its own seed, derived from
 ``--seed``), so hypothesis's record of the examples it has tried stays bounded under the memory cap however long
-the run; after each chunk the figures so far are written to ``--json`` (``"complete": false`` until the end),
-so a run stopped early still says how far it got.
+the run; after each chunk and each progress line the figures so far are written to ``--json`` (``"complete":
+false`` until the end), and SIGINT or SIGTERM stops the run with its figures written, so a run stopped early
+still says how far it got.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import signal
 import sys
 import time
 from pathlib import Path
@@ -54,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(out + "\n", encoding="utf-8")
         return out
 
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill PID stops the run like Ctrl-C
     chunk = 0
     while done() < args.inputs:
         quota = min(args.chunk, args.inputs - done())  # hypothesis may run a few more: all are counted
@@ -67,11 +70,16 @@ def main(argv: list[str] | None = None) -> int:
             run_stages(source, kind, lambda program: data.draw(mesh_and_sizes(program)), tally)
             n = done()
             if args.progress and n % args.progress == 0:
+                write(complete=False)
                 print(f"{n} inputs, {time.perf_counter() - start:.0f} s, failures {dict(tally.failure_kinds)}",
                       file=sys.stderr, flush=True)  # fmt: skip
 
         before = done()
-        one()
+        try:
+            one()
+        except KeyboardInterrupt:  # stopped (SIGINT or SIGTERM): the figures so far, marked incomplete
+            print(f"stopped after {done()} inputs", file=sys.stderr, flush=True)
+            break
         chunk += 1
         write(complete=False)
         if done() == before:
