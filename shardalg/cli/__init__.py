@@ -4,7 +4,8 @@ Each module of this package named in ``COMMAND_MODULES`` defines ``register(subp
 subcommands; a subcommand's handler takes the parsed arguments and returns the exit code. Exit codes:
 0 success, 1 an illegal expression (or a check that failed), 2 a parse or usage error (a limit of
 :mod:`shardalg.limits` included), 3 an internal error (a bug: any exception that is not shardalg's own, reported
-in one line, never as a traceback); messages go to stderr. Every subcommand that reads notation also takes
+in one line, never as a traceback), 141 the reader of the output went away (``| head``: the shell's SIGPIPE
+code, said by nothing); messages go to stderr. Every subcommand that reads notation also takes
 ``--max-<limit> N`` for each limit a user may lift.
 
 Imports: any layer; nothing imports this package but ``shardalg.__main__`` and the ``shardalg`` script.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -24,6 +26,7 @@ from shardalg.errors import IllegalSharding, NoPlan, ShardalgError, UsageError
 COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models")
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_PIPE = 141  # 128 + SIGPIPE, as the shell reports a command whose reader closed the pipe
 
 # Subcommands that read no notation and so take no --max-<limit> options.
 _NO_LIMITS = frozenset({"hw", "proofs", "notes"})
@@ -103,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ShardalgError as err:
         print(str(err), file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # the reader went away (| head): not a bug, nothing more to say
+        _quiet_stdout()
+        return EXIT_PIPE
     except Exception as err:  # noqa: BLE001 - the last guard: a bug gets one line and exit 3, never a traceback
         said = str(err)
         said = said if len(said) <= 300 else said[:300] + "..."
@@ -110,5 +116,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not fail on the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 def run() -> None:
-    raise SystemExit(main())
+    code = main()
+    try:
+        sys.stdout.flush()  # buffered output meets the closed pipe here, after main
+    except BrokenPipeError:
+        _quiet_stdout()
+        code = EXIT_PIPE
+    raise SystemExit(code)

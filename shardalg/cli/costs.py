@@ -126,6 +126,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     d = compare(_parse(args.program_a), _parse(args.program_b), _name(args.solve_for, "--solve-for"), args.regime,
                 latency=args.latency, overlap=args.overlap, **_options(args))  # fmt: skip
+    _notes(d.notes)
     _print_derivation(d, args.json, "condition")
     return EXIT_OK
 
@@ -148,6 +149,7 @@ def _bound(args: argparse.Namespace) -> int:
 
     d = compute_bound(_parse(args.program), _name(args.solve_for, "--solve-for"), bound=args.bound,
                       latency=args.latency, overlap=args.overlap, **_options(args))  # fmt: skip
+    _notes(d.notes)
     _print_derivation(d, args.json, "condition")
     return EXIT_OK
 

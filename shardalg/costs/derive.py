@@ -56,6 +56,7 @@ class Derivation:
     result: sympy.Basic | None = None
     values: Mapping[sympy.Symbol, float] = field(default_factory=dict)
     overlap: str | None = None
+    notes: tuple[str, ...] = ()  # what was done that the input did not spell out (a plan chosen for a statement)
 
     def add(self, label: str, expr: object) -> object:
         return self.steps.add(label, expr)
@@ -94,6 +95,7 @@ class Derivation:
             "srepr": sympy.srepr(self.result),
             "latex": sympy.latex(self.result, symbol_names=names),
             "value": self.value,
+            "notes": list(self.notes),
             "steps": [{"label": label, "expr": sympy.sstr(e), "latex": sympy.latex(e, symbol_names=names)}
                       for label, e in self.steps],  # fmt: skip
         }
@@ -195,8 +197,9 @@ def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_
     ca = _costs(plan_a, opts, overlap, forced)
     cb = _costs(plan_b, opts, ca.overlap)
     policy = ca.overlap
+    notes = (*(f"plan a: {n}" for n in ca.notes), *(f"plan b: {n}" for n in cb.notes))
     d = Derivation(f"when is plan a faster than plan b? ({assumption}; overlap {policy})", values=ca.values,
-                   overlap=policy)  # fmt: skip
+                   overlap=policy, notes=notes)  # fmt: skip
     mapping = _as_substitution(substitute)
     ta, tb = substitute_terms(time_a(ca), mapping), substitute_terms(time_b(cb), mapping)
     d.add("T_a", ta)
@@ -229,7 +232,7 @@ def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "
     pc = _costs(plan, _cost_options(mesh, sizes, hw, model, latency, **options), overlap)
     policy = pc.overlap
     d = Derivation(f"when does {bound} dominate communication? (overlap {policy})", values=pc.values,
-                   overlap=policy)  # fmt: skip
+                   overlap=policy, notes=tuple(pc.notes))  # fmt: skip
     comms, work = pc.light("comms"), pc.light(bound)
     mapping = _as_substitution(substitute)
     if mapping:
@@ -256,14 +259,15 @@ def optimum(cost_expr: Expr | PlanCost, over, subject_to: sympy.Eq | None = None
     x = _symbol(over)
     if x is None:
         raise UsageError("optimum needs the symbol to optimize over")
+    notes: tuple[str, ...] = ()
     if isinstance(cost_expr, PlanCost):
         pc = _costs(cost_expr, {}, overlap)
-        policy = pc.overlap
+        policy, notes = pc.overlap, tuple(pc.notes)
         expr: Term | Expr = pc.light(term)
         title = f"minimize over {x} (overlap {policy})"
     else:
         policy, expr, title = None, from_sympy(as_expr(cost_expr)), f"minimize over {x}"
-    d = Derivation(title, values=dict(values or {}), overlap=policy)
+    d = Derivation(title, values=dict(values or {}), overlap=policy, notes=notes)
     d.add("cost", expr)
     if subject_to is not None:
         if not isinstance(subject_to, sympy.Eq):
