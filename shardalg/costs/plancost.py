@@ -156,8 +156,8 @@ def plan_of(node: Node, mesh=None, sizes=None) -> Plan:
             return expr
         if isinstance(expr, Collective):
             arg = emit(expr.arg, None)
-            out = result or value_of(Collective(expr.op, expr.axes, arg, expr.dim), ctx)
-            steps.append(Step(expr.op, (arg,), out, expr.axes, expr.dim))
+            out = result or value_of(Collective(expr.op, expr.axes, arg, expr.dim, expr.offset), ctx)
+            steps.append(Step(expr.op, (arg,), out, expr.axes, expr.dim, offset=expr.offset))
         elif isinstance(expr, Product):
             left, right = emit(expr.left, None), emit(expr.right, None)
             out = result or value_of(Product(left, right, expr.contract, expr.local), ctx, result)

@@ -160,6 +160,16 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
                 arg = arg.arg
             if not isinstance(arg, Tensor):
                 raise UsageError("a collective in a program applies to a tensor", span=s.span, source=program.source)
+            if _shifts(expr):
+                raise UsageError(
+                    "backward reads a program as dense einsums on global values, where every collective is the "
+                    "identity; a Shift moves blocks between devices (it rolls the value along the dim its axis "
+                    "shards), so it has no place there",
+                    span=s.span,
+                    source=program.source,
+                    fix="differentiate per-device code in the local view: shardalg.transpose (the transpose of "
+                    "Shift_{X,+k} is Shift_{X,-k})",
+                )
             r = see(arg, "operand")
             fw.plans.append(_planned(s, program, mesh, sizes))
             if isinstance(expr, Collective):
@@ -218,3 +228,12 @@ def _operands(p: Plan, fw: Forward) -> tuple[tuple[Tensor, Tensor], tuple[Tensor
         gathered = gathered or cur in fw.gathered
         kept.append(t if gathered else None)
     return read, (kept[0], kept[1])
+
+
+def _shifts(expr: object) -> bool:
+    """Whether a collective statement applies a Shift anywhere in its chain."""
+    while isinstance(expr, Collective):
+        if expr.op is Op.SHIFT:
+            return True
+        expr = expr.arg
+    return False

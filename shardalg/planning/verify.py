@@ -267,6 +267,23 @@ class _Checker:
                  f"{a.name} · {b.name} -> {out.name} is not a gradient einsum of the forward "
                  f"(dA = dC·Bᵀ or dB = Aᵀ·dC of one of its products)", i, span)  # fmt: skip
 
+    def shift(self, c: Collective, actual: Tensor, i: int, span: Span | None) -> None:
+        """A Shift in a backward: where its axis shards a dim it rolls the gradient's blocks (a wrong
+        gradient: the forward has no shift, every value's gradient sits where the value did); elsewhere it
+        moves copies or partials that are already in place (communication for nothing)."""
+        sharded = [d.label for d in actual.dims if set(c.axes) & set(d.axes)]
+        head = f"Shift_{{{','.join(c.axes)},{c.offset:+d}}}"
+        if sharded:
+            self.add(ERROR, "shifted-gradient",
+                     f"{head} rolls the blocks of {_show(actual)} along {sharded[0]}: every device then holds "
+                     "another device's block of the gradient", i, span, "drop the shift")  # fmt: skip
+            self.tainted.add(actual.name or "")
+        else:
+            self.add(WARNING, "wasteful-shift",
+                     f"{head} of {_show(actual)} moves copies (or partial sums) that every device along "
+                     f"{', '.join(c.axes)} already holds in kind: the value is unchanged", i, span,
+                     "drop the shift")  # fmt: skip
+
     def collective(self, s: Arrow | Collective, i: int) -> None:
         from shardalg.algebra.rules import RULES
         from shardalg.algebra.traffic import step_bytes
@@ -277,6 +294,8 @@ class _Checker:
         if not isinstance(c.arg, Tensor):
             raise UsageError("verify reads one collective of a named tensor per statement", span=s.span)
         actual = self.read(c.arg, i, s.span, c.op, c.axes)
+        if c.op is Op.SHIFT and c.offset is not None:
+            self.shift(c, actual, i, s.span)
         try:
             out = RULES[c.op].apply(actual, c.axes, c.dim, self.mesh)
         except ShardalgError as err:

@@ -19,7 +19,7 @@ def S(text: str) -> Step:
     if isinstance(e, Product):
         return Step(Op.EINSUM, (e.left, e.right), st_.result, contract=e.contract or (), local=e.local)
     assert isinstance(e, Collective)
-    return Step(e.op, (e.arg,), st_.result, e.axes, e.dim)
+    return Step(e.op, (e.arg,), st_.result, e.axes, e.dim, offset=e.offset)
 
 
 def P(*texts: str) -> Plan:
