@@ -17,9 +17,13 @@ are the two of DESIGN.md section 5:
     ``W_ici·M·(1/2)·|X|/(|X| − 1)`` (one-way links, ``(|X|−1)·(V/|X|)/W_one_way``). AllReduce is
     ReduceScatter + AllGather. AllToAll: ``V·max_i(|X_i|/rate_i)/(4·N)`` (``V/(4·W_ici)`` on one ring).
     Permute: one shard S per device, hop by hop over the longest path: ``Σ hops_i·S/(rate_i/2)``.
+    Shift by k along one axis of n (k' = k mod n; each shard goes whole, the short way round): on a ring
+    ``max(T_min·h, h·S/(rate/2))`` with ``h = min(k', n − k')``, the hops of a shard and the shards the
+    busiest link carries; on a line the shards that wrap go back across it, so the path is
+    ``max(k', n − k')`` hops while the busiest link still carries ``min(k', n − k')`` shards.
 ``alpha-beta`` (seed 003, a GPU switch)
     ring AllGather / ReduceScatter ``(n−1)·α + (n−1)/n·V/β``; AllReduce = ReduceScatter + AllGather;
-    AllToAll (pairwise exchange) ``(n−1)·α + (n−1)/n²·V/β``; Permute ``α + S/β``.
+    AllToAll (pairwise exchange) ``(n−1)·α + (n−1)/n²·V/β``; Permute and Shift ``α + S/β``.
 ``alpha-beta-rd``
     as ``alpha-beta`` but AllReduce by recursive doubling, ``log2(n)·(α + V/β)`` (not RS + AG).
 
@@ -35,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import sympy
-from sympy import Expr, Integer, Max, Rational
+from sympy import Expr, Integer, Max, Min, Rational
 
 from shardalg.algebra.context import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
@@ -167,6 +171,38 @@ def _ab_permute(shard: Expr, group: tuple[Link, ...]) -> CommCost:
     return CommCost(((ALPHA, shard / _beta(group)),), False)
 
 
+# ---- the ring shift: a shard per device, k hops round a ring or across a line -------------------------------
+def _shift_hops(link: Link, offset: int) -> tuple[Expr, Expr]:
+    """(the longest path in hops, the shards the busiest link carries) of a shift by ``offset``; with a
+    symbolic axis size the offset is taken as smaller than the axis (k' = k, or n + k for k < 0)."""
+    n = link.size
+    k = Integer(offset % int(n)) if n.is_number else (Integer(offset) if offset > 0 else n + offset)
+    near, far = Min(k, n - k), Max(k, n - k)
+    if k == 0:
+        return Integer(0), Integer(0)
+    return (near if link.wraps else far), near
+
+
+def _ici_shift(shard: Expr, group: tuple[Link, ...], offset: int) -> CommCost:
+    (link,) = group
+    path, load = _shift_hops(link, offset)
+    if link.dcn:  # one message a device over the data-center network
+        return CommCost(((Integer(0), shard / W_DCN if load != 0 else Integer(0)),), True)
+    return CommCost(((T_MIN * path, load * shard / (link.rate * ONE_WAY)),), True)
+
+
+def _ab_shift(shard: Expr, group: tuple[Link, ...], offset: int) -> CommCost:
+    (link,) = group
+    if _shift_hops(link, offset)[1] == 0:
+        return ZERO
+    return CommCost(((ALPHA, shard / _beta(group)),), False)
+
+
+SHIFT_FORMULAS: dict[str, Callable[[Expr, tuple[Link, ...], int], CommCost]] = {
+    "ici": _ici_shift, "alpha-beta": _ab_shift, "alpha-beta-rd": _ab_shift,
+}  # fmt: skip
+
+
 # model -> op -> a formula, or a tuple of ops whose costs add up (AllReduce = ReduceScatter + AllGather)
 _RS_AG = (Op.REDUCE_SCATTER, Op.ALL_GATHER)
 FORMULAS: dict[str, dict[Op, Formula | tuple[Op, ...]]] = {
@@ -189,7 +225,7 @@ assert set(FORMULAS) == set(MODELS)
 # local buffer each device holds (ReduceScatter and AllReduce start from full-size partial sums).
 GROUP_VIEW: dict[Op, bool] = {
     Op.ALL_GATHER: True, Op.ALL_TO_ALL: True, Op.REDUCE_SCATTER: False, Op.ALL_REDUCE: False,
-    Op.PERMUTE: False, Op.SLICE: False,
+    Op.PERMUTE: False, Op.SHIFT: False, Op.SLICE: False,
 }  # fmt: skip
 
 
@@ -258,18 +294,22 @@ def _formula(model: str, op: Op, v: Expr, group: tuple[Link, ...]) -> CommCost:
 
 
 def collective_cost(op: Op, tensor: Tensor, axes: Iterable[str], mesh, sizes=None, hw=None, model=None,
-                    **options) -> CommCost:  # fmt: skip
-    """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``."""
+                    offset: int | None = None, **options) -> CommCost:  # fmt: skip
+    """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``."""
     opts = Options.make(mesh, sizes, hw, model, **options)
-    return _collective(op, tensor, tuple(axes), opts)
+    return _collective(op, tensor, tuple(axes), opts, offset)
 
 
-def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options) -> CommCost:
+def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options, offset: int | None = None) -> CommCost:
     if op in (Op.SLICE, Op.EINSUM):
         return ZERO
     group = tuple(link for link in (opts.link(a) for a in axes) if link.size != 1)
     if not group:
         return ZERO
+    if op is Op.SHIFT:
+        if offset is None or len(group) != 1:
+            raise UsageError("a Shift moves blocks along one axis by an offset: Shift_{X,+1}")
+        return SHIFT_FORMULAS[opts.model](group_bytes(op, tensor, axes, opts), group, offset)
     return _formula(opts.model, op, group_bytes(op, tensor, axes, opts), group)
 
 
@@ -318,7 +358,7 @@ def step_cost(step: Step, opts: Options) -> StepCost:
         hbm = sympy.Add(*(_bytes(t, opts) for t in moved if opts.hbm is None or t.name in opts.hbm))
         return StepCost(step, zero, ZERO, flops, hbm, zero, flops / FLOPS, hbm / W_HBM)
     (arg,) = step.inputs
-    comm = _collective(step.op, arg, step.axes, opts)
+    comm = _collective(step.op, arg, step.axes, opts, step.offset)
     v = group_bytes(step.op, arg, step.axes, opts) if step.communicates else zero
     return StepCost(step, v, comm, zero, zero, comm.total(opts.latency), zero, zero)
 
