@@ -177,9 +177,9 @@ def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:
         dim = col.dim
         if dim is None and col.op.takes_dim:
             dim = next(d.label for d, e in zip(cur.dims, out.dims, strict=True) if d.axes != e.axes)
+        sub = _fmt(col.axes) if col.offset is None else f"{{{','.join(col.axes)},{col.offset:+d}}}"
         steps.append(
-            Step(col.op, (cur,), out, col.axes, dim, reason=f"as written: {col.op.value}_{_fmt(col.axes)}",
-                 offset=col.offset)  # fmt: skip
+            Step(col.op, (cur,), out, col.axes, dim, reason=f"as written: {col.op.value}_{sub}", offset=col.offset)
         )
         cur = out
     return Plan((src,), tuple(steps), cur, note="the collective as written")
