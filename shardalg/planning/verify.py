@@ -280,9 +280,8 @@ class _Checker:
             self.tainted.add(actual.name or "")
         else:
             self.add(WARNING, "wasteful-shift",
-                     f"{head} of {_show(actual)} moves copies (or partial sums) that every device along "
-                     f"{', '.join(c.axes)} already holds in kind: the value is unchanged", i, span,
-                     "drop the shift")  # fmt: skip
+                     f"{_show(actual)} is not sharded over {', '.join(c.axes)} (copies or partial sums of one "
+                     f"value), so {head} moves bytes and changes nothing", i, span, "drop the shift")  # fmt: skip
 
     def collective(self, s: Arrow | Collective, i: int) -> None:
         from shardalg.algebra.rules import RULES
@@ -440,7 +439,7 @@ def verify(
     derived_bytes = Bytes()
     for g in derived.grads:
         derived_bytes = derived_bytes + plan_bytes(g.plan, m, Sizes(bound))
-    quiet = any(f.severity == ERROR or f.rule == "wasteful-allreduce" for f in checker.findings)
+    quiet = any(f.severity == ERROR or f.rule in ("wasteful-allreduce", "wasteful-shift") for f in checker.findings)
     if checker.bytes.rank() > derived_bytes.rank() and not quiet:
         checker.add(WARNING, "extra-communication",
                     f"the backward communicates {checker.bytes} bytes; the derived one {derived_bytes}", None, None,

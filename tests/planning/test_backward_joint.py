@@ -160,3 +160,29 @@ def test_forward_collectives_include_statements():
     assert bw.forward_collectives == ((AG, ("X",)),)
     resharded = backward("A[I_X, J] -> A[I, J_X]; A[I, J_X] * B[J_X, K] -> C[I, K]", Mesh(X=4))
     assert resharded.forward_collectives == (("AllToAll", ("X",)), (AR, ("X",)))
+
+
+# ---- the ring shift has no place in the global view ---------------------------------------------------------
+
+
+def test_backward_refuses_a_shift_in_the_forward():
+    import pytest
+
+    from shardalg.errors import UsageError
+
+    with pytest.raises(UsageError, match="a Shift moves blocks between devices") as info:
+        backward("Shift_{X,+1}(A[I_X, J]) -> A[I_X, J]; A[I_X, J] * B[J, K] -> C[I_X, K]", Mesh(X=4))
+    assert "Shift_{X,-k}" in (info.value.fix or "")
+
+
+def test_verify_flags_a_shift_in_a_backward():
+    from shardalg.planning.verify import verify
+
+    fwd = "In[B_X, D] * W[D, F] -> Out[B_X, F]"
+    right = ("dOut[B_X, F] * W[D, F] -> dIn[B_X, D]; In[B_X, D] *_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}; "
+             "AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]")  # fmt: skip
+    assert verify(fwd, right, "X=4").ok
+    rolled = verify(fwd, "Shift_{X,+1}(dOut[B_X, F]) -> dOut[B_X, F]; " + right, "X=4")
+    assert not rolled.ok and rolled.findings[0].rule == "shifted-gradient"
+    idle = verify(fwd, right + "; Shift_{X,-1}(dW[D, F]) -> dW[D, F]", "X=4")
+    assert idle.ok and [f.rule for f in idle.findings] == ["wasteful-shift"]
