@@ -147,3 +147,13 @@ def test_exporting_does_not_import_jax() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_cli_export_jax_backward_check_on_a_bare_case_4(capsys: pytest.CaptureFixture[str]) -> None:
+    """`export jax --backward --check` on the case-4 product the backward used to refuse (issue 13)."""
+    from shardalg.cli import main
+
+    argv = ["export", "jax", "A[I_X, J] · B[J, K_X] -> C[I_X, K]", "--mesh", "X=8", "--backward", "--check"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "jax.lax.psum_scatter" in out and "check: ok on 8 CPU devices" in err
