@@ -31,9 +31,12 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Statement, Tensor
 
 from .einsum_plans import EinsumPlanner
-from .redistribute import default_key, redistribute
+from .noplan import no_plan
+from .order import default_key, sort_plans
+from .planset import DEFAULT_LIMITS, Limits, Plans
+from .redistribute import clear_caches, redistribute
 
-__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh"]
+__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Plans", "Limits", "clear_caches"]
 
 Key = Callable[[Plan], Any]  # sorts finished plans, cheapest first
 Weigh = Callable[[Step], float]  # one step's additive weight in a search
@@ -96,14 +99,18 @@ def plans(
     *,
     key: Key | None = None,
     weigh: Weigh | None = None,
-) -> list[Plan]:
+    limits: Limits = DEFAULT_LIMITS,
+) -> Plans:
     """Every legal plan for a statement, cheapest first: an einsum ``A[..] · B[..] -> C[..]`` (the arrow's
     result, or ``target``, is the requested output; without one, every natural output), a collective
     statement (its one plan), or a resharding ``A[I_X, J] -> A[I, J_X]`` (redistribute's sequences).
 
     Ranking: by ``key`` when given, else by bytes communicated, then steps; ``weigh`` (a step's additive
     weight) guides a resharding's search. Ranking by seconds on a chip is :func:`shardalg.costs.ranking.plans`
-    (``shardalg.plans(..., hw=...)``), which passes both."""
+    (``shardalg.plans(..., hw=...)``), which passes both.
+
+    The result is a :class:`Plans` list: ``complete`` is False (and ``note`` says which limit, and how to
+    lift it) when a budget of the search cut the answer; ``limits`` raises the budgets."""
     p = prepare(expr, mesh, sizes, target)
     rank = key or default_key(p.mesh, p.sizes)
     stmt = p.statement
@@ -111,17 +118,20 @@ def plans(
     body = stmt.expr if isinstance(stmt, Arrow) else stmt
     if isinstance(body, Tensor):
         if result is None:
-            return [Plan((body,), (), body, note="nothing to do")]
-        return redistribute(body, result, p.mesh, p.sizes.known, key=rank, weigh=weigh)
+            return Plans([Plan((body,), (), body, note="nothing to do")])
+        return redistribute(body, result, p.mesh, p.sizes.known, key=rank, weigh=weigh, limits=limits)
     if isinstance(body, Collective):
-        return [_collective_plan(body, result, p)]
+        return Plans([_collective_plan(body, result, p)])
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    found = EinsumPlanner(body, result, p.mesh, p.sizes).plans()
+    planner = EinsumPlanner(body, result, p.mesh, p.sizes, limits)
+    found = planner.plans()
     if not found:
-        raise _no_plan(stmt, body, result)
-    found.sort(key=rank)
-    return found
+        if planner.cuts:
+            return Plans.of((), planner.cuts)
+        raise no_plan(stmt, planner)
+    sort_plans(found, rank)
+    return Plans.of(found, planner.cuts)
 
 
 def plan(
@@ -132,29 +142,13 @@ def plan(
     *,
     key: Key | None = None,
     weigh: Weigh | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Plan:
     """The default (first) of :func:`plans`."""
-    return plans(expr, mesh, sizes, target, key=key, weigh=weigh)[0]
-
-
-def _no_plan(stmt: Statement, body: Product, result: Tensor | None) -> NoPlan:
-    """Why nothing computes the statement: a local product as written that is not local, or a result
-    requested unreduced over an axis on which no product of the operands leaves partial sums."""
-    span = getattr(stmt, "span", None)
-    if body.local:
-        return NoPlan(
-            f"{stmt} asks for the local product as written, and the shards as written cannot simply be multiplied",
-            span=span,
-            fix="drop _LOCAL to let the planner gather or slice first",
-        )
-    u = result.unreduced if result is not None else ()
-    return NoPlan(
-        f"no plan computes {stmt}: the result is requested unreduced over {', '.join(u) or 'nothing'}, and no "
-        "legal product of the operands leaves partial sums there (only a contracted dim sharded over those axes "
-        "on both sides, case 3, or an unreduced operand does)",
-        span=span,
-        fix="request the result reduced (drop {U_...}), or shard the contracted dim over those axes",
-    )
+    found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits)
+    if not found:
+        raise NoPlan(f"the search found no plan before a limit cut it: {found.note}")
+    return found[0]
 
 
 def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:

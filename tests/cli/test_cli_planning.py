@@ -74,7 +74,7 @@ def test_plan_accepts_a_resharding_and_latex(capsys) -> None:
 
 
 def test_plan_errors_and_exit_codes(capsys) -> None:
-    code, _, err = run(capsys, "plan", "A[I, J] · B[J, K] -> C[I, K]{U_X}", "--mesh", "X=2")
+    code, _, err = run(capsys, "plan", "A[I] · B[K] -> C[I, K]{U_X}", "--mesh", "X=2")
     assert code == 1 and err.startswith("NoPlan [no-plan]: no plan computes")
     code, _, err = run(capsys, "plan", "A[I, J", "--mesh", "X=2")
     assert code == 2 and "ParseError" in err
