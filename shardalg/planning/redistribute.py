@@ -73,29 +73,36 @@ def _shared_search(src: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits) -> Sea
 
 @lru_cache(maxsize=8192)
 def best_sequences(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits = DEFAULT_LIMITS) -> Sequences:
-    """Every cheapest sequence (least bytes, then fewest steps; at most ``limits.max_ties``) from ``src``
-    to ``dst``, and, when each of those slices an axis onto a dim where ``dst`` does not have it (a detour:
-    slicing first can shrink a later collective), also the cheapest *direct* ones (slicing only onto
-    ``dst``'s own placements), so the book's sequence stays listed beside the detour that beats it. None
-    when unreachable. Memoized, and the search behind the cheapest is shared by every target of ``src``'s
+    """The cheapest *direct* sequences from ``src`` to ``dst`` (least bytes, then fewest steps; every tie, at
+    most ``limits.max_ties``): those that slice only onto ``dst``'s own placements, as the book's do. When a
+    detour is strictly cheaper (slicing an axis onto a dim where ``dst`` does not have it can shrink a later
+    collective: ``Slice_{Y,I}`` then ``ReduceScatter_X`` and ``AllGather_{XY}`` beat ``AllReduce_X``), the
+    cheapest detour comes first, one of its ties (they differ only in where the spare axes are sliced).
+    None when unreachable. Memoized; the search behind the cheapest is shared by every target of ``src``'s
     layout (and every tensor of its shape)."""
     if not _unreduced_reachable(src, dst, mesh):
         return Sequences(())
-    goal = state_of(dst)
-    found = [routes(_shared_search(src, mesh, sizes, limits), goal, max_ties=limits.max_ties, what=str(src))]
-    if found[0].paths and all(_detour(p, goal) for p in found[0].paths):
-        direct = Search(space_of(src, mesh, sizes), state_of(src), toward=goal, max_labels=limits.max_labels)
-        found.append(routes(direct, goal, max_ties=limits.max_ties, what=str(src)))
-    proto, start = _proto(src), state_of(src)
-    paths = list(dict.fromkeys(p for r in found for p in r.paths))
+    goal, start = state_of(dst), state_of(src)
+    shared = _shared_search(src, mesh, sizes, limits)
+    found = routes(shared, goal, max_ties=limits.max_ties, keep=lambda m: _direct(m, goal), what=str(src))
+    cuts = [found.why]
+    paths = list(found.paths)
+    if not paths and found.weight is not None:  # every cheapest sequence is a detour
+        best = shared.settle(goal)
+        assert best is not None  # found.weight is its weight
+        paths = shared.paths(best, 0)[:1]
+        direct = Search(space_of(src, mesh, sizes), start, toward=goal, max_labels=limits.max_labels)
+        found = routes(direct, goal, max_ties=limits.max_ties, what=str(src))
+        paths += found.paths
+        cuts.append(found.why)
+    proto = _proto(src)
     seqs = tuple((_bytes(proto, start, moves, mesh, sizes), build_steps(src, dst, moves)) for moves in paths)
-    cut = next((r.why for r in found if not r.complete), "")
+    cut = "; ".join(c for c in cuts if c)
     return Sequences(seqs, not cut, cut)
 
 
-def _detour(moves: tuple[Move, ...], goal: State) -> bool:
-    """Whether a sequence slices an axis onto a dim where the goal does not have it."""
-    return any(m[0] is Op.SLICE and not toward(m, goal) for m in moves)
+def _direct(move: Move, goal: State) -> bool:
+    return move[0] is not Op.SLICE or toward(move, goal)
 
 
 def _unreduced_reachable(src: Tensor, dst: Tensor, mesh: Mesh) -> bool:

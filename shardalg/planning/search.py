@@ -145,21 +145,27 @@ class Search:
             self._pushed += 1
             heapq.heappush(heap, (w, steps, self._pushed, nxt, state, lab, move))
 
-    def paths(self, goal: _Label, cap: int) -> list[tuple[Move, ...]]:
-        """Up to ``cap + 1`` move sequences that reach ``goal`` (a settled label), in a fixed order."""
-        out: list[tuple[Move, ...]] = []
+    def paths(self, goal: _Label, cap: int, keep: Callable[[Move], bool] | None = None) -> list[tuple[Move, ...]]:
+        """The sequences that reach ``goal`` (a settled label), one per sequence of ops (ties that apply the
+        same ops in the same order differ only in which axes they name: another decomposition of one
+        permutation into swaps, or where a spare axis is sliced), in a fixed order, at most ``cap + 1``.
+        With ``keep``, only sequences whose every move it keeps."""
+        memo: dict[int, dict[tuple[Op, ...], tuple[Move, ...]]] = {}
 
-        def walk(lab: _Label, suffix: tuple[Move, ...]) -> None:
-            if not lab.preds:
-                out.append(suffix)
-                return
+        def reps(lab: _Label) -> dict[tuple[Op, ...], tuple[Move, ...]]:
+            got = memo.get(id(lab))
+            if got is not None:
+                return got
+            got = {} if lab.preds else {(): ()}
             for _, pred, move in lab.preds:
-                if len(out) > cap:
-                    return
-                walk(pred, (move,) + suffix)
+                if keep is not None and not keep(move):
+                    continue
+                for ops, moves in reps(pred).items():
+                    got.setdefault(ops + (move[0],), moves + (move,))
+            memo[id(lab)] = got
+            return got
 
-        walk(goal, ())
-        return out
+        return list(reps(goal).values())[: cap + 1]
 
 
 def toward(move: Move, goal: State) -> bool:
@@ -183,17 +189,25 @@ def _cut(search: Search, what: str) -> str:
 
 
 def routes(
-    search: Search, goal: State, *, max_steps: int | None = None, max_ties: int = MAX_TIES, what: str = "it"
+    search: Search,
+    goal: State,
+    *,
+    max_steps: int | None = None,
+    max_ties: int = MAX_TIES,
+    keep: Callable[[Move], bool] | None = None,
+    what: str = "it",
 ) -> Routes:
-    """The cheapest sequences from the search's start to ``goal``: every tie, at most ``max_ties``."""
+    """The cheapest sequences from the search's start to ``goal``: every tie, at most ``max_ties``; with
+    ``keep``, only the cheapest ones whose every move it keeps (none, with the weight set, when each of the
+    cheapest takes another move)."""
     lab = search.settle(goal, max_steps)
     if lab is None:
         if search.stopped:
             return Routes((), None, False, _cut(search, what))
         return Routes(())
-    paths = search.paths(lab, max_ties)
+    paths = search.paths(lab, max_ties, keep)
     if len(paths) > max_ties:
-        why = (f"more than {max_ties} equally cheap sequences reach {what}'s target (the planning limit "
+        why = (f"more than {max_ties} equally cheap sequences of different ops reach {what}'s target (the planning limit "
                "max_ties); pass limits=Limits(max_ties=...) to list more")  # fmt: skip
         return Routes(tuple(paths[:max_ties]), lab.weight, False, why)
     return Routes(tuple(paths), lab.weight)
