@@ -28,7 +28,7 @@ from shardalg.notation.syntax import Op, Product, Tensor
 
 from .einsum_options import AxisChoices, Option, Place, U, pair_is_local
 from .planset import DEFAULT_LIMITS, Limits
-from .redistribute import best_sequences
+from .redistribute import best_sequences, close, finishing_sequences
 from .steps import fmt, with_spare_axes
 
 __all__ = ["EinsumPlanner"]
@@ -62,6 +62,7 @@ class EinsumPlanner:
         self.cuts: list[str] = []  # notes of the limits that cut the answer
         self.layouts_tried = 0
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
+        self._sig_memo: dict[int, tuple[Tensor, Any]] = {}
 
     # -- compute layouts ---------------------------------------------------------------------------
 
@@ -164,20 +165,37 @@ class EinsumPlanner:
     def plans(self) -> list[Plan]:
         found: list[Plan] = []
         seen: set[tuple[Any, ...]] = set()
-        for left, right, out, _changes, reasons in self._legal():
+        legal = self._legal()
+        if legal and self.target is not None:  # one backward search serves every product's finish
+            close(legal[0][2], [c[2] for c in legal], self.mesh, self.sizes)
+        for left, right, out, _changes, reasons in legal:
             for p in self._assemble(left, right, out, reasons):
                 for variant in (p, with_spare_axes(p, self.mesh, self.sizes)):
                     if variant is not None:
-                        sig = _signature(variant)
+                        sig = self._signature(variant)
                         if sig not in seen:
                             seen.add(sig)
                             found.append(variant)
         return found
 
+    def _signature(self, p: Plan) -> tuple[Any, ...]:
+        """A plan's steps as plain values (cheap to hash): equal signatures are equal plans (the names, dims
+        and dtypes of the tensors are fixed by their place in this einsum)."""
+        memo = self._sig_memo
+
+        def lay(t: Tensor) -> Any:
+            got = memo.get(id(t))
+            if got is None or got[0] is not t:
+                got = memo[id(t)] = (t, t.layout())
+            return got[1]
+
+        return tuple((s.op, s.axes, s.dim, tuple(lay(t) for t in s.inputs), lay(s.output)) for s in p.steps)
+
     # -- assembling plans --------------------------------------------------------------------------
 
-    def _sequences(self, src: Tensor, dst: Tensor) -> tuple[tuple[Step, ...], ...]:
-        seqs = best_sequences(src, dst, self.mesh, self.sizes, self.limits)
+    def _sequences(self, src: Tensor, dst: Tensor, finish: bool = False) -> tuple[tuple[Step, ...], ...]:
+        search = finishing_sequences if finish else best_sequences
+        seqs = search(src, dst, self.mesh, self.sizes, self.limits)
         if not seqs.complete:
             self.cuts.append(seqs.why)
         return tuple(steps for _, steps in seqs.found)
@@ -221,7 +239,8 @@ class EinsumPlanner:
         if self.target is not None:
             if Layout.of(out) == Layout.of(self.target):
                 return [((), "")]
-            return [(tuple(self._finish_reason(s, out) for s in steps), "") for steps in self._sequences(out, self.target)]
+            finishes = self._sequences(out, self.target, finish=True)
+            return [(tuple(self._finish_reason(s, out) for s in steps), "") for steps in finishes]
         if self.local or not out.unreduced:
             return [((), "")]
         return list(self._natural_finishes(out))
@@ -255,11 +274,6 @@ class EinsumPlanner:
             nxt = done.with_axes(d, out.axes_of(d) + u)
             if self.sizes.check_divisible(nxt, self.mesh, tuple(x.axes for x in nxt.dims)):
                 yield (self._finish_reason(Step(Op.REDUCE_SCATTER, (out,), nxt, u, d), out),), ""
-
-
-def _signature(p: Plan) -> tuple[Any, ...]:
-    """A plan's steps as plain values (cheap to hash): equal signatures are equal plans."""
-    return tuple((s.op, s.axes, s.dim, tuple(t.layout() for t in s.inputs), s.output.layout()) for s in p.steps)
 
 
 def _with_reason(step: Step, why: str) -> Step:

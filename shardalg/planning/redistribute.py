@@ -30,13 +30,13 @@ from shardalg.notation.syntax import Op, Tensor
 
 from .order import default_key, plan_bytes, sort_plans, weighed_key
 from .planset import DEFAULT_LIMITS, Limits, Plans
-from .search import Search, k_best, routes, search_from, toward
+from .search import Search, k_best, routes, search_from, search_to, toward
 from .space import Move, State, space_of, state_of
 from .steps import build_steps, step_reason, with_spare_axes
 
 __all__ = [
     "redistribute", "best_sequences", "Sequences", "plan_bytes", "default_key", "step_reason", "with_spare_axes",
-    "build_steps", "clear_caches",
+    "build_steps", "clear_caches", "finishing_sequences", "close",
 ]  # fmt: skip
 
 
@@ -66,33 +66,76 @@ def _bytes(proto: Tensor, start: State, moves: tuple[Move, ...], mesh: Mesh, siz
 
 
 def _shared_search(src: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits) -> Search:
-    search = search_from(space_of(src, mesh, sizes), state_of(src))
-    search.max_labels = max(search.max_labels, limits.max_labels)
-    return search
+    return _raised(search_from(space_of(src, mesh, sizes), state_of(src)), limits)
 
 
 @lru_cache(maxsize=8192)
 def best_sequences(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits = DEFAULT_LIMITS) -> Sequences:
-    """The cheapest *direct* sequences from ``src`` to ``dst`` (least bytes, then fewest steps; every tie, at
-    most ``limits.max_ties``): those that slice only onto ``dst``'s own placements, as the book's do. When a
-    detour is strictly cheaper (slicing an axis onto a dim where ``dst`` does not have it can shrink a later
-    collective: ``Slice_{Y,I}`` then ``ReduceScatter_X`` and ``AllGather_{XY}`` beat ``AllReduce_X``), the
-    cheapest detour comes first, one of its ties (they differ only in where the spare axes are sliced).
-    None when unreachable. Memoized; the search behind the cheapest is shared by every target of ``src``'s
-    layout (and every tensor of its shape)."""
+    """The cheapest *direct* sequences from ``src`` to ``dst`` (least bytes, then fewest steps; one per
+    sequence of ops, at most ``limits.max_ties``): those that slice only onto ``dst``'s own placements, as the
+    book's do. When a detour is strictly cheaper (slicing an axis onto a dim where ``dst`` does not have it
+    can shrink a later collective: ``Slice_{Y,I}`` then ``ReduceScatter_X`` and ``AllGather_{XY}`` beat
+    ``AllReduce_X``), the cheapest detour comes first. None when unreachable. Memoized; the search behind it
+    runs forward from ``src`` and is shared by every target of ``src``'s layout (and every tensor of its
+    shape): the planner's way to prepare an operand for each compute layout."""
     if not _unreduced_reachable(src, dst, mesh):
         return Sequences(())
     goal, start = state_of(dst), state_of(src)
-    shared = _shared_search(src, mesh, sizes, limits)
-    found = routes(shared, goal, max_ties=limits.max_ties, keep=lambda m: _direct(m, goal), what=str(src))
+    space = space_of(src, mesh, sizes)
+    exact = _raised(search_from(space, start), limits)
+    return _sequences(src, dst, mesh, sizes, limits, exact, start, goal,
+                      lambda: Search(space, start, toward=goal, max_labels=limits.max_labels))  # fmt: skip
+
+
+@lru_cache(maxsize=8192)
+def finishing_sequences(
+    src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits = DEFAULT_LIMITS
+) -> Sequences:
+    """:func:`best_sequences`, searched backward from ``dst``: one search serves every source, so the
+    planner's finishes (every product to the one requested result) share it. Close the sources first
+    (:func:`close`) when there are several, or the search is made anew as the closed set grows."""
+    if not _unreduced_reachable(src, dst, mesh):
+        return Sequences(())
+    goal, start = state_of(dst), state_of(src)
+    space = space_of(src, mesh, sizes)
+    exact = _raised(search_to(space, goal, [start]), limits)
+    return _sequences(src, dst, mesh, sizes, limits, exact, start, goal,
+                      lambda: _raised(search_to(space, goal, [start], direct=True), limits))  # fmt: skip
+
+
+def close(proto: Tensor, sources: list[Tensor], mesh: Mesh, sizes: Sizes) -> None:
+    """Close the layout space of ``proto``'s shape over ``sources`` (see :meth:`Space.close`)."""
+    space_of(proto, mesh, sizes).close([state_of(t) for t in sources])
+
+
+def _raised(search: Search, limits: Limits) -> Search:
+    search.max_labels = max(search.max_labels, limits.max_labels)
+    return search
+
+
+def _sequences(
+    src: Tensor,
+    dst: Tensor,
+    mesh: Mesh,
+    sizes: Sizes,
+    limits: Limits,
+    exact: Search,
+    start: State,
+    goal: State,
+    direct_search: Callable[[], Search],
+) -> Sequences:
+    """The direct cheapest sequences (and the cheapest detour when it beats them) from a search that
+    links ``start`` and ``goal`` exactly; ``direct_search`` makes the search that slices only toward
+    ``goal``, needed only when every cheapest sequence is a detour."""
+    far = start if exact.backward else goal
+    found = routes(exact, far, max_ties=limits.max_ties, keep=lambda m: _direct(m, goal), what=str(src))
     cuts = [found.why]
     paths = list(found.paths)
     if not paths and found.weight is not None:  # every cheapest sequence is a detour
-        best = shared.settle(goal)
+        best = exact.settle(far)
         assert best is not None  # found.weight is its weight
-        paths = shared.paths(best, 0)[:1]
-        direct = Search(space_of(src, mesh, sizes), start, toward=goal, max_labels=limits.max_labels)
-        found = routes(direct, goal, max_ties=limits.max_ties, what=str(src))
+        paths = exact.paths(best, 0)[:1]
+        found = routes(direct_search(), far, max_ties=limits.max_ties, what=str(src))
         paths += found.paths
         cuts.append(found.why)
     proto = _proto(src)
@@ -239,5 +282,6 @@ def clear_caches() -> None:
     from .space import clear_spaces
 
     best_sequences.cache_clear()
+    finishing_sequences.cache_clear()
     clear_spaces()
 

@@ -1,20 +1,23 @@
-"""Shortest move sequences in a layout space: one resumable search per start state, and the k best.
+"""Shortest move sequences in a layout space: one resumable search per origin state, and the k best.
 
 **The search** (:class:`Search`) is Dijkstra on (weight, steps), compared in that order, where a move's
 weight is its rank (bytes) or a given ``weight`` (e.g. its seconds on a chip). Every move takes one step,
 so costs strictly grow along a path and the cheapest sequences are simple. A state keeps *labels*: a label
-is a (weight, steps) pair reached from the start, with every predecessor label that reaches it exactly
-(ties). A state's labels are kept only while they are not dominated: a label reached at no lower weight
-and no fewer steps than one before it is dropped (it cannot start a sequence that an earlier one does not
-match or beat), so a state holds at most one label per step count, and nothing copies paths: a sequence is
-read back through the predecessors. Without a step bound the search is exact: the first label of the goal
-is the cheapest (weight, then steps) of all sequences, of any length; with a bound ``max_steps`` it is the
-first label within the bound, because the labels of a state come in increasing weight and decreasing steps.
+is a (weight, steps) pair linking it to the origin, with every neighbouring label that links it so (ties).
+A state's labels are kept only while they are not dominated: a label reached at no lower weight and no
+fewer steps than one before it is dropped (it cannot start a sequence that an earlier one does not match
+or beat), and so is a pending entry that another pending entry dominates; so a state holds at most one label
+per step count, and nothing copies paths: a sequence is read back through the labels. Without a step bound
+the search is exact: the first label of a state is the cheapest (weight, then steps) of all sequences, of any
+length; with a bound ``max_steps`` it is the first label within the bound (a state's labels come in
+increasing weight and decreasing steps). Entries that tie on (weight, steps) are settled in the order of
+their states and moves, so the labels, and the sequences read from them, do not depend on when a query ran.
 
-The search does not depend on the goal: it is kept per start state (in the layout space), and each query
-resumes it until the goal is settled, so the resharding searches of one einsum (every compute layout of an
-operand, from its one start) share a search, and so do later queries from the same start. ``max_labels``
-bounds the labels one search may settle; a query that hits it says so (``complete`` False, with ``why``).
+A search runs *forward* from a start (the labels are costs from it; the resharding searches of one operand,
+to every compute layout, share it) or *backward* to a target (the labels are costs to it; the finishing
+searches of one einsum, from every product, share it). A backward search needs the predecessors of each
+state, which the layout space knows within its closed states (:meth:`Space.close`). ``max_labels`` bounds the
+labels one search may settle; a query that hits it says so (``complete`` False, with ``why``).
 
 **The k best** (:func:`k_best`) are Yen's k shortest simple paths: each next path deviates from an earlier
 one at some state (its *spur*), found by a search that avoids the earlier paths' next moves there and the
@@ -29,32 +32,34 @@ from dataclasses import dataclass
 
 from shardalg.notation.syntax import Op
 
-from .space import Move, Space, State
+from .space import Edge, Move, Space, State
 
-__all__ = ["Routes", "Search", "search_from", "routes", "k_best", "toward", "MAX_LABELS", "MAX_TIES"]
+__all__ = ["Routes", "Search", "search_from", "search_to", "routes", "k_best", "toward", "MAX_LABELS", "MAX_TIES"]
 
 MAX_LABELS = 2_000_000  # labels one search may settle before it stops (and says so)
-MAX_TIES = 64  # equally cheap sequences listed for one resharding before the list says it is cut
+MAX_TIES = 64  # sequences of different ops listed for one resharding before the list says it is cut
 
 # (state before, move, state after) -> the move's weight in a weighted search
 Weight = Callable[[State, Move, State], float]
+Entry = tuple[float, int, State, State, tuple[object, ...], int, "_Label | None", "Move | None"]
 
 
 class _Label:
-    """One way of reaching a state: its weight and steps, and each predecessor label that reaches it so."""
+    """One way of linking a state to the origin: weight, steps, and each neighbouring label that links it
+    so, with the move between them (the previous label forward, the next one backward)."""
 
-    __slots__ = ("weight", "steps", "preds")
+    __slots__ = ("weight", "steps", "links")
 
-    def __init__(self, weight: float, steps: int, preds: list[tuple[State, _Label, Move]]):
-        self.weight, self.steps, self.preds = weight, steps, preds
+    def __init__(self, weight: float, steps: int, links: list[tuple[_Label, Move]]):
+        self.weight, self.steps, self.links = weight, steps, links
 
 
 @dataclass(frozen=True)
 class Routes:
-    """The cheapest move sequences to a goal (every tie, up to a cap), or none.
+    """The cheapest move sequences to a goal (one per sequence of ops, up to a cap), or none.
 
     ``complete`` is False when a budget cut the answer: the search stopped at ``max_labels`` before it
-    settled the goal, or there were more ties than the cap; ``why`` names the limit and how to lift it."""
+    settled the goal, or there were more sequences than the cap; ``why`` names the limit and how to lift it."""
 
     paths: tuple[tuple[Move, ...], ...]
     weight: float | None = None
@@ -63,48 +68,49 @@ class Routes:
 
 
 class Search:
-    """A Dijkstra search on (weight, steps) from one state, resumed by each query (module docstring)."""
+    """A Dijkstra search on (weight, steps) from or to one state, resumed by each query (module docstring)."""
 
     def __init__(
         self,
         space: Space,
-        start: State,
+        origin: State,
         weight: Weight | None = None,
         *,
+        backward: bool = False,
         banned_states: frozenset[State] = frozenset(),
         banned_moves: frozenset[tuple[State, Move]] = frozenset(),
         toward: State | None = None,
         max_labels: int = MAX_LABELS,
     ):
-        self.space, self.start, self.weight, self.toward = space, start, weight, toward
-        self.banned_states, self.banned_moves = banned_states, banned_moves
+        self.space, self.origin, self.weight, self.backward = space, origin, weight, backward
+        self.banned_states, self.banned_moves, self.toward = banned_states, banned_moves, toward
         self.max_labels = max_labels
         self.labels: dict[State, list[_Label]] = {}
         self.settled = 0
         self._pushed = 0
-        self._heap: list[tuple[float, int, int, State, State | None, _Label | None, Move | None]] = [
-            (0, 0, 0, start, None, None, None)
-        ]
+        self._pending: dict[State, list[tuple[float, int]]] = {}  # keys pushed per state, undominated
+        self._heap: list[Entry] = [(0, 0, origin, (), (), 0, None, None)]
+        self._plain = weight is None and toward is None and not banned_states and not banned_moves
 
     @property
     def stopped(self) -> bool:
         """Whether the budget ran out (the search may have missed sequences)."""
         return self.settled >= self.max_labels and bool(self._heap)
 
-    def settle(self, goal: State, max_steps: int | None = None) -> _Label | None:
-        """The goal's cheapest label within ``max_steps`` (None when unreachable, or when the budget ran
-        out first: see :attr:`stopped`). Every tie of that label is recorded when it returns."""
-        while True:
-            found = self._best(goal, max_steps)
-            if found is not None:
-                self._drain(found.weight, found.steps)
-                return found
+    def settle(self, state: State, max_steps: int | None = None) -> _Label | None:
+        """The state's cheapest label within ``max_steps`` (None when it is not linked to the origin, or
+        when the budget ran out first: see :attr:`stopped`). Every tie of that label is recorded."""
+        found = self._best(state, max_steps)
+        while found is None:
             if not self._heap or self.settled >= self.max_labels:
                 return None
-            self._pop()
+            if self._pop() == state:
+                found = self._best(state, max_steps)
+        self._drain(found.weight, found.steps)
+        return found
 
-    def _best(self, goal: State, max_steps: int | None) -> _Label | None:
-        for lab in self.labels.get(goal, ()):
+    def _best(self, state: State, max_steps: int | None) -> _Label | None:
+        for lab in self.labels.get(state, ()):
             if max_steps is None or lab.steps <= max_steps:
                 return lab
         return None
@@ -114,58 +120,88 @@ class Search:
         while self._heap and (self._heap[0][0], self._heap[0][1]) <= (weight, steps):
             self._pop()
 
-    def _pop(self) -> None:
-        weight, steps, _, state, pred_state, pred, move = heapq.heappop(self._heap)
+    def _pop(self) -> State | None:
+        """Settle the next entry; the state it gave a new label, if any."""
+        weight, steps, state, _, _, _, link, move = heapq.heappop(self._heap)
         labs = self.labels.get(state)
         if labs is not None:
             last = labs[-1]  # the fewest steps so far, and no more weight than this entry
             if last.steps <= steps:
-                if last.steps == steps and last.weight == weight and pred is not None:
-                    last.preds.append((pred_state, pred, move))  # type: ignore[arg-type]
-                return
+                if last.steps == steps and last.weight == weight and link is not None:
+                    last.links.append((link, move))  # type: ignore[arg-type]
+                return None
         else:
             labs = self.labels[state] = []
-        lab = _Label(weight, steps, [] if pred is None else [(pred_state, pred, move)])  # type: ignore[list-item]
+        lab = _Label(weight, steps, [] if link is None else [(link, move)])  # type: ignore[list-item]
         labs.append(lab)
         self.settled += 1
         self._expand(state, lab)
+        return state
 
     def _expand(self, state: State, lab: _Label) -> None:
-        steps = lab.steps + 1
-        labels, heap = self.labels, self._heap
-        for move, nxt, rank in self.space.neighbors(state):
-            if nxt in self.banned_states or (self.banned_moves and (state, move) in self.banned_moves):
+        """Push every move from (forward) or into (backward) ``state`` that nothing dominates."""
+        steps, base = lab.steps + 1, lab.weight
+        labels, pending, heap = self.labels, self._pending, self._heap
+        edges: tuple[Edge, ...] | list[Edge]
+        edges = self.space.predecessors(state) if self.backward else self.space.neighbors(state)
+        for move, other, rank, key in edges:
+            if not self._plain and not self._allowed(state, move, other):
                 continue
-            if self.toward is not None and move[0] is Op.SLICE and not toward(move, self.toward):
-                continue
-            got = labels.get(nxt)
+            got = labels.get(other)
             if got is not None and got[-1].steps <= steps:
                 continue  # an earlier label is no heavier and takes no more steps
-            w = lab.weight + (rank if self.weight is None else self.weight(state, move, nxt))
+            if self.weight is not None:
+                rank = self.weight(other, move, state) if self.backward else self.weight(state, move, other)  # type: ignore[assignment]
+            w = base + rank
+            keys = pending.get(other)
+            if keys is None:
+                pending[other] = [(w, steps)]
+            elif _dominated(keys, w, steps):
+                continue  # an entry no heavier and no longer is already waiting
             self._pushed += 1
-            heapq.heappush(heap, (w, steps, self._pushed, nxt, state, lab, move))
+            heapq.heappush(heap, (w, steps, other, state, key, self._pushed, lab, move))
 
-    def paths(self, goal: _Label, cap: int, keep: Callable[[Move], bool] | None = None) -> list[tuple[Move, ...]]:
-        """The sequences that reach ``goal`` (a settled label), one per sequence of ops (ties that apply the
-        same ops in the same order differ only in which axes they name: another decomposition of one
-        permutation into swaps, or where a spare axis is sliced), in a fixed order, at most ``cap + 1``.
-        With ``keep``, only sequences whose every move it keeps."""
+    def _allowed(self, state: State, move: Move, other: State) -> bool:
+        """Whether the search may take ``move`` between ``state`` and the newly reached ``other``."""
+        if other in self.banned_states or (self.banned_moves and ((other if self.backward else state), move) in self.banned_moves):
+            return False
+        return self.toward is None or move[0] is not Op.SLICE or toward(move, self.toward)
+
+    def paths(self, label: _Label, cap: int, keep: Callable[[Move], bool] | None = None) -> list[tuple[Move, ...]]:
+        """The move sequences between the origin and a settled label (in the order they are applied), one per
+        sequence of ops (ties that apply the same ops in the same order differ only in which axes they name:
+        another decomposition of one permutation into swaps, or where a spare axis is sliced), in a fixed
+        order, at most ``cap + 1``. With ``keep``, only sequences whose every move it keeps."""
         memo: dict[int, dict[tuple[Op, ...], tuple[Move, ...]]] = {}
+        backward = self.backward
 
         def reps(lab: _Label) -> dict[tuple[Op, ...], tuple[Move, ...]]:
             got = memo.get(id(lab))
             if got is not None:
                 return got
-            got = {} if lab.preds else {(): ()}
-            for _, pred, move in lab.preds:
+            got = {} if lab.links else {(): ()}
+            for link, move in lab.links:
                 if keep is not None and not keep(move):
                     continue
-                for ops, moves in reps(pred).items():
-                    got.setdefault(ops + (move[0],), moves + (move,))
+                for ops, moves in reps(link).items():
+                    if backward:
+                        got.setdefault((move[0],) + ops, (move,) + moves)
+                    else:
+                        got.setdefault(ops + (move[0],), moves + (move,))
             memo[id(lab)] = got
             return got
 
-        return list(reps(goal).values())[: cap + 1]
+        return list(reps(label).values())[: cap + 1]
+
+
+def _dominated(keys: list[tuple[float, int]], w: float, steps: int) -> bool:
+    """Whether a pushed key dominates (w, steps) (no heavier, no longer, not equal); if not, (w, steps)
+    joins the keys and drops those it dominates."""
+    for kw, ks in keys:
+        if kw <= w and ks <= steps and (kw != w or ks != steps):
+            return True
+    keys[:] = [(kw, ks) for kw, ks in keys if not (w <= kw and steps <= ks)] + [(w, steps)]
+    return False
 
 
 def toward(move: Move, goal: State) -> bool:
@@ -175,10 +211,24 @@ def toward(move: Move, goal: State) -> bool:
 
 
 def search_from(space: Space, start: State) -> Search:
-    """The shared bytes-ranked search from ``start`` in ``space`` (made on first use)."""
-    found = space.searches.get(start)
+    """The shared bytes-ranked forward search from ``start`` in ``space`` (made on first use)."""
+    found = space.searches.get(("from", start))
     if found is None:
-        found = space.searches[start] = Search(space, start)
+        found = space.searches[("from", start)] = Search(space, start)
+    assert isinstance(found, Search)
+    return found
+
+
+def search_to(space: Space, target: State, sources: list[State], direct: bool = False) -> Search:
+    """The shared bytes-ranked backward search to ``target`` (``direct``: slicing only onto the target's
+    own placements), after closing ``sources``; a search made before the closed set grew is made anew."""
+    if space.close(sources):
+        for key in [k for k in space.searches if isinstance(k, tuple) and k[0] == "to"]:
+            del space.searches[key]
+    key = ("to", target, direct)
+    found = space.searches.get(key)
+    if found is None:
+        found = space.searches[key] = Search(space, target, backward=True, toward=target if direct else None)
     assert isinstance(found, Search)
     return found
 
@@ -190,25 +240,25 @@ def _cut(search: Search, what: str) -> str:
 
 def routes(
     search: Search,
-    goal: State,
+    state: State,
     *,
     max_steps: int | None = None,
     max_ties: int = MAX_TIES,
     keep: Callable[[Move], bool] | None = None,
     what: str = "it",
 ) -> Routes:
-    """The cheapest sequences from the search's start to ``goal``: every tie, at most ``max_ties``; with
-    ``keep``, only the cheapest ones whose every move it keeps (none, with the weight set, when each of the
-    cheapest takes another move)."""
-    lab = search.settle(goal, max_steps)
+    """The cheapest sequences between the search's origin and ``state`` (one per sequence of ops, at most
+    ``max_ties``); with ``keep``, only the cheapest ones whose every move it keeps (none, with the weight
+    set, when each of the cheapest takes another move)."""
+    lab = search.settle(state, max_steps)
     if lab is None:
         if search.stopped:
             return Routes((), None, False, _cut(search, what))
         return Routes(())
     paths = search.paths(lab, max_ties, keep)
     if len(paths) > max_ties:
-        why = (f"more than {max_ties} equally cheap sequences of different ops reach {what}'s target (the planning limit "
-               "max_ties); pass limits=Limits(max_ties=...) to list more")  # fmt: skip
+        why = (f"more than {max_ties} equally cheap sequences of different ops link {what} and its target (the "
+               "planning limit max_ties); pass limits=Limits(max_ties=...) to list more")  # fmt: skip
         return Routes(tuple(paths[:max_ties]), lab.weight, False, why)
     return Routes(tuple(paths), lab.weight)
 
@@ -248,8 +298,7 @@ def k_best(
             if path in seen:
                 continue
             seen.add(path)
-            cost = _cost(space, start, path, weight)
-            heapq.heappush(candidates, (cost, len(path), len(seen), path))
+            heapq.heappush(candidates, (_cost(space, start, path, weight), len(path), len(seen), path))
         if not candidates:
             break
         cost, steps, _, path = heapq.heappop(candidates)

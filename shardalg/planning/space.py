@@ -30,7 +30,7 @@ __all__ = ["Move", "State", "Space", "space_of", "state_of", "clear_spaces"]
 
 Move = tuple[Op, tuple[str, ...], int | None]  # (op, axes, target dim index or None)
 State = tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]  # (axes per dim, unreduced)
-Edge = tuple[Move, State, int]  # (move, the state it leads to, its rank)
+Edge = tuple[Move, State, int, tuple[int, tuple[str, ...], int]]  # (move, other state, rank, sort key)
 
 # the spaces made so far, by (known dim sizes, dtype, mesh); cleared by clear_spaces (a fresh benchmark)
 _SPACES: dict[tuple[tuple[int | None, ...], DType, Mesh], Space] = {}
@@ -70,9 +70,11 @@ class Space:
         self.devices = prod(self.axis.values())
         self.elements = prod(n or RANK_DIM for n in sizes)
         self.unit = {op: int(8 * dtype.bytes * factor) for op, (_, factor) in TRAFFIC.items()}
-        self.searches: dict[State, object] = {}
+        self.searches: dict[object, object] = {}
         self._next: dict[State, tuple[Edge, ...]] = {}
         self._group = {a.name: a.size for a in mesh}
+        self.closed: set[State] = set()  # states whose every successor is known (see close)
+        self._prev: dict[State, list[Edge]] = {}
 
     def rank(self, op: Op, axes: tuple[str, ...], before: State, after: State) -> int:
         """The move's bytes as an exact integer (see the class docstring)."""
@@ -95,7 +97,8 @@ class Space:
         return True
 
     def neighbors(self, state: State) -> tuple[Edge, ...]:
-        """Every move the rules allow from ``state``, in the rule table's order, with its result and rank."""
+        """Every move the rules allow from ``state``, in the rule table's order, with its result, its rank and
+        a sort key (the rule's place in the table, the axes, the dim index)."""
         got = self._next.get(state)
         if got is None:
             got = self._next[state] = tuple(self._moves(state))
@@ -103,12 +106,33 @@ class Space:
 
     def _moves(self, state: State) -> Iterator[Edge]:
         lay = Layout(state[0], state[1], ())
-        for op, r in RULES.items():
+        for i, (op, r) in enumerate(RULES.items()):
             for axes, dim in r.moves(lay, self.mesh):
                 nxt = r.effect(lay, axes, dim)
                 if self.divisible(nxt.dims):
                     after = (nxt.dims, nxt.unreduced)
-                    yield (op, axes, dim), after, self.rank(op, axes, state, after)
+                    key = (i, axes, -1 if dim is None else dim)
+                    yield (op, axes, dim), after, self.rank(op, axes, state, after), key
+
+    def close(self, starts: list[State]) -> bool:
+        """Make ``starts`` and everything they reach *closed*: each state's moves computed and recorded as
+        the predecessors of where they lead, so :meth:`predecessors` is complete within that set (a search
+        backward from a target needs it). Whether the closed set grew."""
+        todo = [s for s in starts if s not in self.closed]
+        grew = bool(todo)
+        self.closed.update(todo)
+        while todo:
+            state = todo.pop()
+            for move, nxt, rank, key in self.neighbors(state):
+                self._prev.setdefault(nxt, []).append((move, state, rank, key))
+                if nxt not in self.closed:
+                    self.closed.add(nxt)
+                    todo.append(nxt)
+        return grew
+
+    def predecessors(self, state: State) -> list[Edge]:
+        """The moves into ``state`` from closed states, each as (move, the state it starts from, rank, key)."""
+        return self._prev.get(state, [])
 
     def walk(self, start: State, moves: tuple[Move, ...]) -> list[State]:
         """The states a move sequence passes through, ``start`` first."""

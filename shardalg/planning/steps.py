@@ -68,24 +68,34 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
     steps: list[Step] = []
     changed = False
     for s in p.steps:
-        if s.op is Op.ALL_GATHER:
-            t = s.inputs[0]
-            holders = [d for d in t.dims if any(a in d.axes for a in s.axes)]
-            spare = Layout.of(t).free(mesh)
-            if len(holders) == 1 and spare:
-                d = holders[0]
-                lay = Layout.of(t.with_axes(d.label, d.axes + spare))
-                sliced = tensor_with(
-                    t, Layout(lay.dims, t.unreduced, tuple(a for a in t.invariant if a not in spare))
-                )
-                if sizes.check_divisible(sliced, mesh, lay.dims):
-                    why = f"Slice: shard {d.label} over the spare {fmt(spare)} first (free), so the gather uses more links"
-                    steps.append(Step(Op.SLICE, (t,), sliced, spare, d.label, reason=why))
-                    gather_why = (s.reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
-                    steps.append(Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why))
-                    changed = True
-                    continue
-        steps.append(s)
+        spared = _spared(s, mesh, sizes) if s.op is Op.ALL_GATHER else None
+        if spared is None:
+            steps.append(s)
+        else:
+            steps.extend(spared)
+            changed = True
     if not changed:
         return None
     return Plan(p.inputs, tuple(steps), p.output, p.cases, note=p.note + "; spare axes sliced first")
+
+
+def _spared(s: Step, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
+    """A gather off one dim as a free slice onto the spare axes, then the gather over more axes (or None)."""
+    t = s.inputs[0]
+    used = set(t.unreduced).union(*(d.axes for d in t.dims))
+    spare = tuple(a for a in mesh.names if a not in used)
+    if not spare:
+        return None
+    holders = [i for i, d in enumerate(t.dims) if any(a in d.axes for a in s.axes)]
+    if len(holders) != 1:
+        return None
+    i = holders[0]
+    d = t.dims[i]
+    dims = tuple(e.axes + spare if k == i else e.axes for k, e in enumerate(t.dims))
+    sliced = tensor_with(t, Layout(dims, t.unreduced, tuple(a for a in t.invariant if a not in spare)))
+    if not sizes.check_divisible(sliced, mesh, dims):
+        return None
+    why = f"Slice: shard {d.label} over the spare {fmt(spare)} first (free), so the gather uses more links"
+    gather_why = (s.reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
+    return (Step(Op.SLICE, (t,), sliced, spare, d.label, reason=why),
+            Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why))  # fmt: skip
