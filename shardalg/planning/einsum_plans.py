@@ -15,7 +15,7 @@ than ``limits.max_layouts``, makes :attr:`EinsumPlanner.cuts` non-empty (each a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import product
 from typing import Any
 
@@ -27,6 +27,8 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Product, Tensor
 
 from .einsum_options import AxisChoices, Option, Place, U, pair_is_local
+from .optimum import cheapest_plan
+from .order import BytesKey
 from .planset import DEFAULT_LIMITS, Limits
 from .redistribute import best_sequences, close, finishing_sequences
 from .steps import fmt, with_spare_axes
@@ -41,14 +43,20 @@ class EinsumPlanner:
     """Every plan of ``left · right -> result`` on a mesh (see the module docstring)."""
 
     def __init__(
-        self, body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits = DEFAULT_LIMITS
+        self,
+        body: Product,
+        result: Tensor | None,
+        mesh: Mesh,
+        sizes: Sizes,
+        limits: Limits = DEFAULT_LIMITS,
+        weigh: Callable[[Step], float] | None = None,
     ):
         self.left, self.right = body.left, body.right
         assert isinstance(self.left, Tensor) and isinstance(self.right, Tensor)
         self.local = body.local
         self.contract = body.contract
         self.target = result
-        self.mesh, self.sizes, self.limits = mesh, sizes, limits
+        self.mesh, self.sizes, self.limits, self.weigh = mesh, sizes, limits, weigh
         for t in (self.left, self.right) + ((result,) if result is not None else ()):
             validate(t, self.mesh)
             self.sizes.require_divisible(t, self.mesh)
@@ -170,13 +178,28 @@ class EinsumPlanner:
             close(legal[0][2], [c[2] for c in legal], self.mesh, self.sizes)
         for left, right, out, _changes, reasons in legal:
             for p in self._assemble(left, right, out, reasons):
-                for variant in (p, with_spare_axes(p, self.mesh, self.sizes)):
-                    if variant is not None:
-                        sig = self._signature(variant)
-                        if sig not in seen:
-                            seen.add(sig)
-                            found.append(variant)
+                self._add(p, found, seen)
+        if self.target is not None and not self.local:
+            key = BytesKey(self.mesh, self.sizes)
+            bound = min((key.head(p)[0] for p in found), default=float("inf"))
+            optima = [cheapest_plan(self, bound)]
+            if self.weigh is not None:
+                weigh = self.weigh
+                bound = min((sum(weigh(s) for s in p.steps) for p in found), default=float("inf"))
+                optima.append(cheapest_plan(self, bound, weigh))
+            for best in optima:
+                if best is not None:
+                    self._add(best, found, seen)
         return found
+
+    def _add(self, p: Plan, found: list[Plan], seen: set[tuple[Any, ...]]) -> None:
+        """Add a plan and its spare-axes variant, unless an equal plan is there already."""
+        for variant in (p, with_spare_axes(p, self.mesh, self.sizes)):
+            if variant is not None:
+                sig = self._signature(variant)
+                if sig not in seen:
+                    seen.add(sig)
+                    found.append(variant)
 
     def _signature(self, p: Plan) -> tuple[Any, ...]:
         """A plan's steps as plain values (cheap to hash): equal signatures are equal plans (the names, dims
@@ -215,14 +238,15 @@ class EinsumPlanner:
             return
         contract = self.spec.contracted if self.contract is not None else ()
         local = bool(set(out.unreduced) - set(left.unreduced) - set(right.unreduced))
-        why = self._einsum_reason(left, right, out)
+        why = self.einsum_reason(left, right, out)
         mul = Step(Op.EINSUM, (left, right), out, contract=contract, local=local, reason=why)
         for finish, note in self._finishes(out):
             for pl, pr in product(preps_l, preps_r):
                 steps = pl + pr + (mul,) + finish
                 yield Plan((self.left, self.right), steps, steps[-1].output, self.cases, note=_note(steps, note))
 
-    def _einsum_reason(self, left: Tensor, right: Tensor, out: Tensor) -> str:
+    def einsum_reason(self, left: Tensor, right: Tensor, out: Tensor) -> str:
+        """The local product's reason: its case, and the partial sums it leaves or passes through."""
         summed = [(d, left.axes_of(d)) for d in self.spec.contracted if left.axes_of(d)]
         if summed:
             dims = ", ".join(d for d, _ in summed)
@@ -240,12 +264,12 @@ class EinsumPlanner:
             if Layout.of(out) == Layout.of(self.target):
                 return [((), "")]
             finishes = self._sequences(out, self.target, finish=True)
-            return [(tuple(self._finish_reason(s, out) for s in steps), "") for steps in finishes]
+            return [(tuple(self.finish_reason(s, out) for s in steps), "") for steps in finishes]
         if self.local or not out.unreduced:
             return [((), "")]
         return list(self._natural_finishes(out))
 
-    def _finish_reason(self, step: Step, out: Tensor) -> Step:
+    def finish_reason(self, step: Step, out: Tensor) -> Step:
         """A finishing step's reason: a case-3 reduction names the partial products, anything else the
         requested result."""
         ax = fmt(step.axes)
@@ -269,11 +293,11 @@ class EinsumPlanner:
         u = out.unreduced
         yield (), f"result left unreduced over {fmt(u)}"
         done = tensor_with(out, Layout(Layout.of(out).dims, (), out.invariant))
-        yield (self._finish_reason(Step(Op.ALL_REDUCE, (out,), done, u), out),), ""
+        yield (self.finish_reason(Step(Op.ALL_REDUCE, (out,), done, u), out),), ""
         for d in out.dim_names:
             nxt = done.with_axes(d, out.axes_of(d) + u)
             if self.sizes.check_divisible(nxt, self.mesh, tuple(x.axes for x in nxt.dims)):
-                yield (self._finish_reason(Step(Op.REDUCE_SCATTER, (out,), nxt, u, d), out),), ""
+                yield (self.finish_reason(Step(Op.REDUCE_SCATTER, (out,), nxt, u, d), out),), ""
 
 
 def _with_reason(step: Step, why: str) -> Step:

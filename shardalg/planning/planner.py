@@ -106,7 +106,8 @@ def plans(
     statement (its one plan), or a resharding ``A[I_X, J] -> A[I, J_X]`` (redistribute's sequences).
 
     Ranking: by ``key`` when given, else by bytes communicated, then steps; ``weigh`` (a step's additive
-    weight) guides a resharding's search. Ranking by seconds on a chip is :func:`shardalg.costs.ranking.plans`
+    weight, such as its seconds on a chip) guides a resharding's search, and for an einsum adds the plan that
+    is cheapest by it over every compute layout. Ranking by seconds on a chip is :func:`shardalg.costs.ranking.plans`
     (``shardalg.plans(..., hw=...)``), which passes both.
 
     The result is a :class:`Plans` list: ``complete`` is False (and ``note`` says which limit, and how to
@@ -124,7 +125,7 @@ def plans(
         return Plans([_collective_plan(body, result, p)])
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    planner = EinsumPlanner(body, result, p.mesh, p.sizes, limits)
+    planner = EinsumPlanner(body, result, p.mesh, p.sizes, limits, weigh)
     found = planner.plans()
     if not found:
         if planner.cuts:

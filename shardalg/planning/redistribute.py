@@ -36,7 +36,7 @@ from .steps import build_steps, step_reason, with_spare_axes
 
 __all__ = [
     "redistribute", "best_sequences", "Sequences", "plan_bytes", "default_key", "step_reason", "with_spare_axes",
-    "build_steps", "clear_caches", "finishing_sequences", "close",
+    "build_steps", "clear_caches", "finishing_sequences", "close", "unreduced_reachable", "edge_weight",
 ]  # fmt: skip
 
 
@@ -78,7 +78,7 @@ def best_sequences(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: L
     ``AllReduce_X``), the cheapest detour comes first. None when unreachable. Memoized; the search behind it
     runs forward from ``src`` and is shared by every target of ``src``'s layout (and every tensor of its
     shape): the planner's way to prepare an operand for each compute layout."""
-    if not _unreduced_reachable(src, dst, mesh):
+    if not unreduced_reachable(src, dst, mesh):
         return Sequences(())
     goal, start = state_of(dst), state_of(src)
     space = space_of(src, mesh, sizes)
@@ -94,7 +94,7 @@ def finishing_sequences(
     """:func:`best_sequences`, searched backward from ``dst``: one search serves every source, so the
     planner's finishes (every product to the one requested result) share it. Close the sources first
     (:func:`close`) when there are several, or the search is made anew as the closed set grows."""
-    if not _unreduced_reachable(src, dst, mesh):
+    if not unreduced_reachable(src, dst, mesh):
         return Sequences(())
     goal, start = state_of(dst), state_of(src)
     space = space_of(src, mesh, sizes)
@@ -148,7 +148,7 @@ def _direct(move: Move, goal: State) -> bool:
     return move[0] is not Op.SLICE or toward(move, goal)
 
 
-def _unreduced_reachable(src: Tensor, dst: Tensor, mesh: Mesh) -> bool:
+def unreduced_reachable(src: Tensor, dst: Tensor, mesh: Mesh) -> bool:
     """Whether ``dst``'s unreduced axes can come from ``src``'s: reductions only remove unreduced axes and
     a Permute renames one into another of the same known size, so each size may only lose axes."""
     extra = [a for a in dst.unreduced if a not in src.unreduced]
@@ -202,7 +202,7 @@ def _check_pair(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes) -> None:
         )
     sizes.require_divisible(src, mesh)
     sizes.require_divisible(dst, mesh)
-    if not _unreduced_reachable(src, dst, mesh):
+    if not unreduced_reachable(src, dst, mesh):
         raise _unreduced_problem(src, dst, mesh)
 
 
@@ -242,7 +242,7 @@ def redistribute(
         raise NoPlan(f"no sequence of rules moves {src} to {dst}", span=dst.span)
     max_steps = max(len(m) + 3, len(best.paths[0]) + 1)
     found = k_best(space_of(src, m, sz), state_of(src), state_of(dst), limit, max_steps,
-                   _edge_weight(src, weigh), limits.max_labels)  # fmt: skip
+                   edge_weight(src, weigh) if weigh is not None else None, limits.max_labels)  # fmt: skip
     # detours (more than one step beyond the shortest of the cheapest) are not worth listing
     # (ranked by seconds, the fastest path sets the bar: it may be longer than the fewest-bytes one)
     shortest = len(found.paths[0]) if weigh is not None else min(len(p) for p in found.paths)
@@ -258,10 +258,8 @@ def redistribute(
     return Plans.of(plans, [found.why])
 
 
-def _edge_weight(src: Tensor, weigh: Callable[[Step], float] | None) -> Callable[[State, Move, State], float] | None:
-    """``weigh`` (a Step's weight) as a search's edge weight, memoized per edge."""
-    if weigh is None:
-        return None
+def edge_weight(src: Tensor, weigh: Callable[[Step], float]) -> Callable[[State, Move, State], float]:
+    """``weigh`` (a Step's weight) as the edge weight of a search in ``src``'s space, memoized per edge."""
     proto = _proto(src)
     memo: dict[tuple[State, Move], float] = {}
 
@@ -279,8 +277,10 @@ def _edge_weight(src: Tensor, weigh: Callable[[Step], float] | None) -> Callable
 
 def clear_caches() -> None:
     """Forget every memoized search and sequence (a fresh start, as a benchmark of cold planning needs)."""
+    from .optimum import clear_optima
     from .space import clear_spaces
 
+    clear_optima()
     best_sequences.cache_clear()
     finishing_sequences.cache_clear()
     clear_spaces()

@@ -97,17 +97,28 @@ class Search:
         """Whether the budget ran out (the search may have missed sequences)."""
         return self.settled >= self.max_labels and bool(self._heap)
 
-    def settle(self, state: State, max_steps: int | None = None) -> _Label | None:
-        """The state's cheapest label within ``max_steps`` (None when it is not linked to the origin, or
-        when the budget ran out first: see :attr:`stopped`). Every tie of that label is recorded."""
+    def settle(self, state: State, max_steps: int | None = None, below: float | None = None) -> _Label | None:
+        """The state's cheapest label within ``max_steps`` (None when it is not linked to the origin, when
+        it weighs ``below`` or more, or when the budget ran out first: see :attr:`stopped`). Every tie of
+        that label is recorded."""
         found = self._best(state, max_steps)
         while found is None:
             if not self._heap or self.settled >= self.max_labels:
                 return None
+            if below is not None and self._heap[0][0] >= below:
+                return None
             if self._pop() == state:
                 found = self._best(state, max_steps)
+        if below is not None and found.weight >= below:
+            return None
         self._drain(found.weight, found.steps)
         return found
+
+    def settle_below(self, bound: float) -> dict[State, _Label]:
+        """Settle every label lighter than ``bound``; each such state's cheapest label."""
+        while self._heap and self._heap[0][0] < bound and self.settled < self.max_labels:
+            self._pop()
+        return {state: labs[0] for state, labs in self.labels.items() if labs[0].weight < bound}
 
     def _best(self, state: State, max_steps: int | None) -> _Label | None:
         for lab in self.labels.get(state, ()):
