@@ -16,6 +16,7 @@ from dataclasses import dataclass
 __all__ = [
     "Span",
     "ShardalgError",
+    "IncompleteWarning",
     "ParseError",
     "IllegalSharding",
     "AxisUsedTwice",
@@ -165,3 +166,8 @@ class NoPlan(ShardalgError):
     """No sequence of rules reaches the requested sharding."""
 
     rule = "no-plan"
+
+
+class IncompleteWarning(UserWarning):
+    """A search hit a budget: the answer it gives may be a subset (its ``complete`` is False and its note
+    names the limit and how to lift it)."""

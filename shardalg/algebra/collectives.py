@@ -243,6 +243,8 @@ def _swap(lay: Layout, axes: Axes) -> Layout:
     sw = {x: y, y: x}
 
     def s(names: Axes) -> Axes:
+        if x not in names and y not in names:
+            return names
         return tuple(sw.get(a, a) for a in names)
 
     return Layout(

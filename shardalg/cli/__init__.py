@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
-from shardalg.errors import IllegalSharding, NoPlan, ShardalgError
+from shardalg.errors import IllegalSharding, IncompleteWarning, NoPlan, ShardalgError
 
 # One module per group of subcommands, in the order they appear in --help.
 COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models")
@@ -40,9 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warn(message: Any, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning as one line on stderr (an incomplete answer is never silent)."""
+    print(f"shardalg: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", IncompleteWarning)
+        warnings.showwarning = _warn
+        return _handle(args)
+
+
+def _handle(args: argparse.Namespace) -> int:
     try:
         return int(args.handler(args))
     except IllegalSharding as err:

@@ -6,12 +6,13 @@
     shardalg simulate "A[I_X, J] · B[J, K_Y] -> C[I, K]" --mesh X=4,Y=2
 
 ``plan`` prints the default (cheapest) plan, or every plan with ``--all``, each step with its reason.
-Its JSON (``--json`` or ``--format json``) is ``{"case": [...], "plans": [{"steps": [{"op", "axes", "tensor",
+Its JSON (``--json`` or ``--format json``) is ``{"complete", "case": [...], "plans": [{"steps": [{"op", "axes", "tensor",
 "before", "after", "reason"}], "output", "bytes_communicated"}]}``, the default plan first (all plans with
 ``--all``, else the default alone); ``before``/``after`` are in the text notation; ``bytes_communicated`` is a
 number when the sizes are known, else the sympy expression as text. With ``--hw CHIP`` plans are ranked by
 their seconds on that chip (under ``--overlap``, default ``schedule``: a step waits for its inputs) and each
-plan in the JSON also has ``"seconds"``. ``simulate`` runs every plan on a numpy
+plan in the JSON also has ``"seconds"``. ``"complete"`` is false (with a ``"note"`` naming the limit, and a
+warning on stderr) when a search budget (``--max-labels``) cut the list. ``simulate`` runs every plan on a numpy
 virtual mesh and compares it with the dense result; it exits 1 when any plan is wrong.
 """
 
@@ -21,6 +22,8 @@ import argparse
 import json
 import sys
 from typing import Any
+
+from shardalg.planning.search import MAX_LABELS
 
 from . import EXIT_ILLEGAL, EXIT_OK
 from .hwmesh import HW_HELP, add_hw, chip, mesh
@@ -36,11 +39,13 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.algebra.legality import as_sizes
     from shardalg.costs.ranking import plans
     from shardalg.planning.planner import prepare
+    from shardalg.planning.planset import Limits
 
     problem = prepare(_source(args), mesh(args.mesh), as_sizes(args.sizes))
     hw, model, overlap = chip(getattr(args, "hw", None)), getattr(args, "model", None), getattr(args, "overlap", None)
+    limits = Limits(max_labels=args.max_labels) if args.max_labels is not None else Limits()
     found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model,
-                  overlap=overlap)  # fmt: skip
+                  overlap=overlap, limits=limits)  # fmt: skip
     return problem, found, problem.sizes
 
 
@@ -72,8 +77,11 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
         return {"op": s.op.value, "axes": list(s.axes), "tensor": tensor, "before": before,
                 "after": text(s.output), "reason": s.reason}  # fmt: skip
 
+    complete = getattr(found, "complete", True)
     return {
         **({} if seconds is None else {"overlap": overlap or "schedule"}),
+        "complete": complete,
+        **({} if complete else {"note": found.note}),  # type: ignore[attr-defined]
         "case": list(found[0].cases) if found else [],
         "plans": [
             {
@@ -89,10 +97,11 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
 
 def _plan(args: argparse.Namespace) -> int:
     from shardalg.notation.printing import render
+    from shardalg.planning.planset import Plans
     from shardalg.planning.redistribute import plan_bytes
 
     problem, found, sizes = _problem(args)
-    shown = found if args.all else found[:1]
+    shown = Plans(found if args.all else found[:1], found.complete, found.note)
     fmt = "json" if args.json else args.format
     seconds = [_seconds(p, problem, args) for p in shown] if args.hw else None
     if fmt == "json":
@@ -100,6 +109,10 @@ def _plan(args: argparse.Namespace) -> int:
                          ensure_ascii=False))  # fmt: skip
         return EXIT_OK
     comment = "%" if fmt == "latex" else "#"
+    if not found.complete:
+        print(f"{comment} incomplete: {found.note}")
+    if not found:
+        return EXIT_OK
     for line in found[0].cases:
         print(f"{comment} {line}")
     for n, p in enumerate(shown, 1):
@@ -143,6 +156,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--mesh", metavar="X=4,Y=2", help="the mesh (required unless EXPR declares one)")
     p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
+    p.add_argument("--max-labels", type=int, metavar="N", help="the planning limit: labels one layout search may "
+                   f"settle (default {MAX_LABELS:,}); a plan list cut by it says so (complete: false)")  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -23,6 +23,7 @@ from shardalg.notation.syntax import Tensor
 from shardalg.planning import planner
 from shardalg.planning import redistribute as resharding
 from shardalg.planning.planner import Key
+from shardalg.planning.planset import DEFAULT_LIMITS, Limits
 
 from .plancost import _options, fast_seconds, step_seconds
 from .schedule import as_policy
@@ -56,18 +57,20 @@ def plans(
     overlap: object = None,
     exact: bool = False,
     ring: str = "bi",
+    limits: Limits = DEFAULT_LIMITS,
 ) -> list[Plan]:
     """Every legal plan for a statement (:func:`shardalg.planning.planner.plans`), cheapest first.
 
     Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip under
     ``overlap`` (``schedule``, ``steady`` or ``serial``), where every size is bound; else by bytes
-    communicated, then steps."""
+    communicated, then steps. The answer is the planner's :class:`~shardalg.planning.planset.Plans`
+    (``complete`` and ``note``); ``limits`` are its budgets."""
     if hw is None:
-        return planner.plans(expr, mesh, sizes, target, key=key)
+        return planner.plans(expr, mesh, sizes, target, key=key, limits=limits)
     p = planner.prepare(expr, mesh, sizes, target)
     weigh = step_seconds(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring) if key is None else None
     rank = key or seconds_key(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
-    return planner.plans(p.statement, p.mesh, p.sizes.known, p.target, key=rank, weigh=weigh)
+    return planner.plans(p.statement, p.mesh, p.sizes.known, p.target, key=rank, weigh=weigh, limits=limits)
 
 
 def plan(

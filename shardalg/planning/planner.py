@@ -19,6 +19,7 @@ Without a requested result, each natural output is planned, and only the minimal
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,15 +27,17 @@ from typing import Any
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
 from shardalg.algebra.traffic import Sizes
-from shardalg.errors import NoPlan, UsageError
+from shardalg.errors import IncompleteWarning, NoPlan, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Statement, Tensor
 
 from .einsum_plans import EinsumPlanner
 from .noplan import no_plan
+from .optimum import clear_optima
 from .order import default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Plans
-from .redistribute import clear_caches, redistribute
+from .redistribute import clear_caches as clear_searches
+from .redistribute import redistribute
 
 __all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Plans", "Limits", "clear_caches"]
 
@@ -111,8 +114,17 @@ def plans(
     (``shardalg.plans(..., hw=...)``), which passes both.
 
     The result is a :class:`Plans` list: ``complete`` is False (and ``note`` says which limit, and how to
-    lift it) when a budget of the search cut the answer; ``limits`` raises the budgets."""
-    p = prepare(expr, mesh, sizes, target)
+    lift it) when a budget of the search cut the answer, and an :class:`~shardalg.errors.IncompleteWarning`
+    says so (on stderr unless filtered); ``limits`` raises the budgets."""
+    found = _plans(expr, mesh, sizes, target, key, weigh, limits)
+    if not found.complete:
+        warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
+    return found
+
+
+def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: Tensor | str | None,
+           key: Key | None, weigh: Weigh | None, limits: Limits) -> Plans:  # fmt: skip
+    p = prepare(expr, mesh, sizes, target)  # type: ignore[arg-type]
     rank = key or default_key(p.mesh, p.sizes)
     stmt = p.statement
     result = p.target if p.target is not None else (stmt.result if isinstance(stmt, Arrow) else None)
@@ -133,6 +145,13 @@ def plans(
         raise no_plan(stmt, planner)
     sort_plans(found, rank)
     return Plans.of(found, planner.cuts)
+
+
+def clear_caches() -> None:
+    """Forget every memoized search, sequence and optimum (a fresh start, as a benchmark of cold planning
+    needs)."""
+    clear_searches()
+    clear_optima()
 
 
 def plan(

@@ -36,7 +36,8 @@ from .steps import build_steps, step_reason, with_spare_axes
 
 __all__ = [
     "redistribute", "best_sequences", "Sequences", "plan_bytes", "default_key", "step_reason", "with_spare_axes",
-    "build_steps", "clear_caches", "finishing_sequences", "close", "unreduced_reachable", "edge_weight",
+    "build_steps", "clear_caches", "finishing_sequences", "close", "unreduced_reachable", "axes_reachable",
+    "edge_weight",
 ]  # fmt: skip
 
 
@@ -66,7 +67,7 @@ def _bytes(proto: Tensor, start: State, moves: tuple[Move, ...], mesh: Mesh, siz
 
 
 def _shared_search(src: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits) -> Search:
-    return _raised(search_from(space_of(src, mesh, sizes), state_of(src)), limits)
+    return search_from(space_of(src, mesh, sizes), state_of(src), limits.max_labels)
 
 
 @lru_cache(maxsize=8192)
@@ -82,7 +83,7 @@ def best_sequences(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: L
         return Sequences(())
     goal, start = state_of(dst), state_of(src)
     space = space_of(src, mesh, sizes)
-    exact = _raised(search_from(space, start), limits)
+    exact = search_from(space, start, limits.max_labels)
     return _sequences(src, dst, mesh, sizes, limits, exact, start, goal,
                       lambda: Search(space, start, toward=goal, max_labels=limits.max_labels))  # fmt: skip
 
@@ -98,19 +99,14 @@ def finishing_sequences(
         return Sequences(())
     goal, start = state_of(dst), state_of(src)
     space = space_of(src, mesh, sizes)
-    exact = _raised(search_to(space, goal, [start]), limits)
+    exact = search_to(space, goal, [start], max_labels=limits.max_labels)
     return _sequences(src, dst, mesh, sizes, limits, exact, start, goal,
-                      lambda: _raised(search_to(space, goal, [start], direct=True), limits))  # fmt: skip
+                      lambda: search_to(space, goal, [start], direct=True, max_labels=limits.max_labels))  # fmt: skip
 
 
 def close(proto: Tensor, sources: list[Tensor], mesh: Mesh, sizes: Sizes) -> None:
     """Close the layout space of ``proto``'s shape over ``sources`` (see :meth:`Space.close`)."""
     space_of(proto, mesh, sizes).close([state_of(t) for t in sources])
-
-
-def _raised(search: Search, limits: Limits) -> Search:
-    search.max_labels = max(search.max_labels, limits.max_labels)
-    return search
 
 
 def _sequences(
@@ -151,13 +147,17 @@ def _direct(move: Move, goal: State) -> bool:
 def unreduced_reachable(src: Tensor, dst: Tensor, mesh: Mesh) -> bool:
     """Whether ``dst``'s unreduced axes can come from ``src``'s: reductions only remove unreduced axes and
     a Permute renames one into another of the same known size, so each size may only lose axes."""
-    extra = [a for a in dst.unreduced if a not in src.unreduced]
-    if not extra:
+    return axes_reachable(src.unreduced, dst.unreduced, mesh)
+
+
+def axes_reachable(src: tuple[str, ...], dst: tuple[str, ...], mesh: Mesh) -> bool:
+    """:func:`unreduced_reachable` on the unreduced axes alone."""
+    if all(a in src for a in dst):
         return True
-    if any(mesh[a].size is None and a not in src.unreduced for a in dst.unreduced):
+    if any(mesh[a].size is None and a not in src for a in dst):
         return False
-    have = Counter(mesh[a].size for a in src.unreduced if mesh[a].size is not None)
-    want = Counter(mesh[a].size for a in dst.unreduced if mesh[a].size is not None)
+    have = Counter(mesh[a].size for a in src if mesh[a].size is not None)
+    want = Counter(mesh[a].size for a in dst if mesh[a].size is not None)
     return all(have[s] >= n for s, n in want.items())
 
 
@@ -277,10 +277,8 @@ def edge_weight(src: Tensor, weigh: Callable[[Step], float]) -> Callable[[State,
 
 def clear_caches() -> None:
     """Forget every memoized search and sequence (a fresh start, as a benchmark of cold planning needs)."""
-    from .optimum import clear_optima
     from .space import clear_spaces
 
-    clear_optima()
     best_sequences.cache_clear()
     finishing_sequences.cache_clear()
     clear_spaces()

@@ -221,32 +221,36 @@ def toward(move: Move, goal: State) -> bool:
     return dim is not None and all(a in goal[0][dim] for a in axes)
 
 
-def search_from(space: Space, start: State) -> Search:
-    """The shared bytes-ranked forward search from ``start`` in ``space`` (made on first use)."""
-    found = space.searches.get(("from", start))
+def search_from(space: Space, start: State, max_labels: int = MAX_LABELS) -> Search:
+    """The shared bytes-ranked forward search from ``start`` in ``space`` (made on first use; one per
+    budget, so an answer never depends on the queries before it)."""
+    found = space.searches.get(("from", start, max_labels))
     if found is None:
-        found = space.searches[("from", start)] = Search(space, start)
+        found = space.searches[("from", start, max_labels)] = Search(space, start, max_labels=max_labels)
     assert isinstance(found, Search)
     return found
 
 
-def search_to(space: Space, target: State, sources: list[State], direct: bool = False) -> Search:
+def search_to(
+    space: Space, target: State, sources: list[State], direct: bool = False, max_labels: int = MAX_LABELS
+) -> Search:
     """The shared bytes-ranked backward search to ``target`` (``direct``: slicing only onto the target's
     own placements), after closing ``sources``; a search made before the closed set grew is made anew."""
     if space.close(sources):
         for key in [k for k in space.searches if isinstance(k, tuple) and k[0] == "to"]:
             del space.searches[key]
-    key = ("to", target, direct)
+    key = ("to", target, direct, max_labels)
     found = space.searches.get(key)
     if found is None:
-        found = space.searches[key] = Search(space, target, backward=True, toward=target if direct else None)
+        found = space.searches[key] = Search(space, target, backward=True, toward=target if direct else None,
+                                             max_labels=max_labels)  # fmt: skip
     assert isinstance(found, Search)
     return found
 
 
 def _cut(search: Search, what: str) -> str:
     return (f"the layout search from {what} stopped after {search.max_labels:,} labels (the planning limit "
-            "max_labels); pass limits=Limits(max_labels=...) to search further")  # fmt: skip
+            "max_labels); pass limits=Limits(max_labels=...), or --max-labels, to search further")  # fmt: skip
 
 
 def routes(

@@ -75,6 +75,7 @@ class Space:
         self._group = {a.name: a.size for a in mesh}
         self.closed: set[State] = set()  # states whose every successor is known (see close)
         self._prev: dict[State, list[Edge]] = {}
+        self._divisible: dict[tuple[tuple[str, ...], ...], bool] = {}
 
     def rank(self, op: Op, axes: tuple[str, ...], before: State, after: State) -> int:
         """The move's bytes as an exact integer (see the class docstring)."""
@@ -87,7 +88,13 @@ class Space:
         return self.devices // group * self.elements * self.unit[op]
 
     def divisible(self, dims: tuple[tuple[str, ...], ...]) -> bool:
-        """Whether every known dim divides by the sizes of the axes that shard it."""
+        """Whether every known dim divides by the sizes of the axes that shard it (memoized per layout)."""
+        got = self._divisible.get(dims)
+        if got is None:
+            got = self._divisible[dims] = self._divides(dims)
+        return got
+
+    def _divides(self, dims: tuple[tuple[str, ...], ...]) -> bool:
         for n, axes in zip(self.sizes, dims, strict=True):
             if n is None or not axes:
                 continue

@@ -38,7 +38,7 @@ def test_plan_json_contract(capsys) -> None:
     argv = ["plan", "X[B, D] ·_D Y[D_X, F] -> Z[B, F]", "--mesh", "X=4", "--sizes", "B=128,D=8192,F=32768"]
     code, out, _ = run(capsys, *argv, "--json", "--all")
     data = json.loads(out)
-    assert code == 0 and set(data) == {"case", "plans"}
+    assert code == 0 and set(data) == {"complete", "case", "plans"} and data["complete"] is True
     assert data["case"][0] == "case 2: D is contracted and sharded over X in Y only"
     first, second = data["plans"]
     assert set(first) == {"steps", "output", "bytes_communicated"}
