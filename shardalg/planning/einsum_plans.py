@@ -221,7 +221,7 @@ class EinsumPlanner:
         seqs = search(src, dst, self.mesh, self.sizes, self.limits)
         if not seqs.complete:
             self.cuts.append(seqs.why)
-        return tuple(steps for _, steps in seqs.found)
+        return seqs.found
 
     def _prep(self, side: int, src: Tensor, dst: Tensor, reasons: Reasons) -> list[tuple[Step, ...]]:
         if Layout.of(src) == Layout.of(dst):

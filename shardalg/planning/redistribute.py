@@ -23,7 +23,7 @@ from typing import Any
 
 from shardalg.algebra.layout import Layout, tensor_with, validate
 from shardalg.algebra.mesh import Mesh, as_mesh
-from shardalg.algebra.traffic import Bytes, Sizes, move_bytes
+from shardalg.algebra.traffic import Sizes
 from shardalg.errors import NoPlan, ShapeMismatch, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
@@ -43,10 +43,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Sequences:
-    """The cheapest sequences between two shardings: (bytes, steps) each, every tie; ``complete`` False
-    (with ``why``) when a limit cut them."""
+    """The cheapest sequences between two shardings (each its steps), every tie; ``complete`` False (with
+    ``why``) when a limit cut them. Their bytes are :func:`plan_bytes` of a plan of them, when wanted."""
 
-    found: tuple[tuple[Bytes, tuple[Step, ...]], ...]
+    found: tuple[tuple[Step, ...], ...]
     complete: bool = True
     why: str = ""
 
@@ -54,16 +54,6 @@ class Sequences:
 def _proto(t: Tensor) -> Tensor:
     """The tensor's dims and dtype without sharding or name (its exact bytes need the dims' names)."""
     return tensor_with(t, Layout(tuple(() for _ in t.dims), (), ())).replace(name=None)  # type: ignore[return-value]
-
-
-def _bytes(proto: Tensor, start: State, moves: tuple[Move, ...], mesh: Mesh, sizes: Sizes) -> Bytes:
-    """The exact bytes of a move sequence from ``start``."""
-    space = space_of(proto, mesh, sizes)
-    total = Bytes()
-    states = space.walk(start, moves)
-    for (op, axes, _), before, after in zip(moves, states, states[1:], strict=False):
-        total = total + move_bytes(op, axes, proto, before[0], after[0], mesh, sizes)
-    return total
 
 
 def _shared_search(src: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits) -> Search:
@@ -134,8 +124,7 @@ def _sequences(
         found = routes(direct_search(), far, max_ties=limits.max_ties, what=str(src))
         paths += found.paths
         cuts.append(found.why)
-    proto = _proto(src)
-    seqs = tuple((_bytes(proto, start, moves, mesh, sizes), build_steps(src, dst, moves)) for moves in paths)
+    seqs = tuple(build_steps(src, dst, moves) for moves in paths)
     cut = "; ".join(c for c in cuts if c)
     return Sequences(seqs, not cut, cut)
 

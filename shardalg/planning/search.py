@@ -211,6 +211,13 @@ def _dominated(keys: list[tuple[float, int]], w: float, steps: int) -> bool:
     for kw, ks in keys:
         if kw <= w and ks <= steps and (kw != w or ks != steps):
             return True
+    if len(keys) == 1:
+        kw, ks = keys[0]
+        if w <= kw and steps <= ks:
+            keys[0] = (w, steps)
+        else:
+            keys.append((w, steps))
+        return False
     keys[:] = [(kw, ks) for kw, ks in keys if not (w <= kw and steps <= ks)] + [(w, steps)]
     return False
 

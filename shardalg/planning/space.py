@@ -76,9 +76,17 @@ class Space:
         self.closed: set[State] = set()  # states whose every successor is known (see close)
         self._prev: dict[State, list[Edge]] = {}
         self._divisible: dict[tuple[tuple[str, ...], ...], bool] = {}
+        self._ranks: dict[tuple[object, ...], int] = {}
 
     def rank(self, op: Op, axes: tuple[str, ...], before: State, after: State) -> int:
         """The move's bytes as an exact integer (see the class docstring)."""
+        memo = (op, axes, before[0], after[0])
+        got = self._ranks.get(memo)
+        if got is None:
+            got = self._ranks[memo] = self._rank(op, axes, before, after)
+        return got
+
+    def _rank(self, op: Op, axes: tuple[str, ...], before: State, after: State) -> int:
         volume = TRAFFIC[op][0]
         if volume is Volume.NONE:
             return 0
