@@ -25,6 +25,7 @@ __all__ = [
     "UnreducedProduct",
     "BatchDimMismatch",
     "SameAxisResultDims",
+    "UnreachableUnreduced",
     "ShapeMismatch",
     "IllegalCollective",
     "NoPlan",
@@ -148,6 +149,12 @@ class BatchDimMismatch(IllegalSharding):
 
 class SameAxisResultDims(IllegalSharding):
     rule = "case-4"
+
+
+class UnreachableUnreduced(IllegalSharding):
+    """A product's result asks for partial sums over axes no plan can leave them on."""
+
+    rule = "unreduced-result"
 
 
 class ShapeMismatch(IllegalSharding):

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shardalg.algebra.layout import validate
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
 from shardalg.algebra.traffic import Sizes
@@ -180,6 +181,8 @@ def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:
         node = node.arg
     if not isinstance(node, Tensor):
         raise UsageError("plan takes a collective of a tensor; write products as separate statements")
+    validate(node, p.mesh)
+    p.sizes.require_divisible(node, p.mesh)  # as check's tensor rules: the input itself must divide
     src = cur = node
     steps: list[Step] = []
     for i, col in enumerate(reversed(chain)):

@@ -243,9 +243,7 @@ def search_to(
 ) -> Search:
     """The shared bytes-ranked backward search to ``target`` (``direct``: slicing only onto the target's
     own placements), after closing ``sources``; a search made before the closed set grew is made anew."""
-    if space.close(sources):
-        for key in [k for k in space.searches if isinstance(k, tuple) and k[0] == "to"]:
-            del space.searches[key]
+    space.close(sources)  # drops the backward searches made before, when the closed set grows
     key = ("to", target, direct, max_labels)
     found = space.searches.get(key)
     if found is None:

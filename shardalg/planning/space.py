@@ -135,6 +135,9 @@ class Space:
         backward from a target needs it). Whether the closed set grew."""
         todo = [s for s in starts if s not in self.closed]
         grew = bool(todo)
+        if grew:  # a backward search made before knew fewer predecessors: it is made anew when asked for
+            for key in [k for k in self.searches if isinstance(k, tuple) and k[0] == "to"]:
+                del self.searches[key]
         self.closed.update(todo)
         while todo:
             state = todo.pop()

@@ -18,6 +18,7 @@ from shardalg.errors import (
     SameAxisResultDims,
     ShapeMismatch,
     UnknownAxis,
+    UnreachableUnreduced,
     UnreducedProduct,
 )
 from shardalg.notation.syntax import Dim, Product, Tensor
@@ -123,6 +124,23 @@ PINNED = [
         "  AllGather_Q(A[I_X, J])\n"
         "  ^^^^^^^^^^^\n"
         "  fix: use an axis of the mesh (X, Y), or add Q to it",
+    ),
+    (
+        "A[I] · B[K] -> C[I, K]{U_X}", "X=2", None, UnreachableUnreduced,
+        "UnreachableUnreduced [unreduced-result]: the result is unreduced over X, but no plan leaves partial sums "
+        "there: a product has them only where an operand does, or where both shard a contracted dim (case 3), and "
+        "a Permute renames them only between axes of one size; this product contracts no dim\n"
+        "  A[I] · B[K] -> C[I, K]{U_X}\n"
+        "                 ^^^^^^^^^^^^\n"
+        "  fix: request the result reduced (drop its {U_..}), or shard a contracted dim over those axes in both "
+        "operands",
+    ),
+    (
+        "AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", "I=1,J=2,K=1", IndivisibleDim,
+        "IndivisibleDim [indivisible-dim]: AllToAll would shard I (size 1) over |Y| = 2, which does not divide it\n"
+        "  AllToAll_{Y,I}(A[J_Y, K, I])\n"
+        "  ^^^^^^^^^^^^^^\n"
+        "  fix: move axes whose sizes divide 1 onto I, or make its size a multiple of 2",
     ),
     (
         "A[I, J] · B[J, K] -> C[I, Q]", None, None, ShapeMismatch,

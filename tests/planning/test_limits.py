@@ -74,3 +74,25 @@ def test_cli_text_says_incomplete(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["plan", RS3, "--mesh", MESH3, "--json"])
     out, err = capsys.readouterr()
     assert code == 0 and json.loads(out)["complete"] is True and err == ""
+
+
+SAME_SPACES = [
+    ("A[I, J_X]{U_Y} · B[J_X, K] -> C[I, K]", "X=2,Y=2"),
+    ("x[B, D_X] · W[D_X, F] -> y[B, F]", "X=2"),
+    ("A[I_X, J] · B[J, K_X] -> C[I_X, K]", "X=2"),
+    ("A[I, J]{U_X} · B[J, K] -> C[I, K]{U_Y}", "X=2,Y=2"),
+    ("A[I_Y, J_X] · B[J_X, K] -> C[I, K_Y]", "X=2,Y=2"),
+    ("A[I, J_X] · B[J, K] -> C[I, K]", "X=2"),
+    ("A[I, J_{XY}] · B[J_{XY}, K] -> C[I_X, K_Y]", "X=2,Y=2"),
+]
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_answers_never_depend_on_earlier_queries(order: int) -> None:
+    fresh = {}
+    for expr, mesh in SAME_SPACES:
+        clear_caches()
+        fresh[expr] = _shown(plans(expr, mesh))
+    clear_caches()
+    for expr, mesh in SAME_SPACES[::order]:  # one shared set of spaces and searches, in either order
+        assert _shown(plans(expr, mesh)) == fresh[expr], expr
