@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import sympy
 from sympy import Expr, Rational
@@ -105,7 +106,7 @@ class Atom:
             return not self.strict
         return not _at_least(self.coef, 1)
 
-    @property
+    @cached_property
     def log_coef(self) -> float:
         return float(sympy.log(self.coef).evalf(30))
 

@@ -219,7 +219,13 @@ def normal_form(expr: Expr, parts: Sequence[tuple[str, Expr]] = ()) -> Cost:
     pc.compute)``): a monomial is labelled by the first part that has a monomial with the same powers."""
     if not isinstance(expr, sympy.Basic):
         raise UsageError(f"a cost is a sympy expression, not {type(expr).__name__}")
-    pieces = [p for p in _nf(expr) if p] or None
+    try:
+        pieces = [p for p in _nf(expr) if p] or None
+    except UsageError as e:
+        whole = sympy.sstr(expr)
+        if f" {whole} has" in e.message:
+            raise
+        raise UsageError(f"{e.message} (in {whole})", rule=e.rule, fix=e.fix) from None
     if pieces is None:
         raise UsageError(f"the cost {sympy.sstr(expr)} is zero: nothing to compare", rule="no-monomial-form")
     return label_terms(tuple(tuple(Term(m) for m in p) for p in pieces), parts)

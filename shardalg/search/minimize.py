@@ -9,14 +9,15 @@ x that reaches it.
 
 For a sum ``Q + u·x^p + v·x^-q`` (one rising and one falling term) the minimum is where the derivative
 vanishes, ``x* = (q·v/(p·u))^(1/(p+q))``, with value ``Q + (1 + p/q)·u(x*)``, valid while ``lo <= x* <= hi``;
-outside, x sits at a bound. The result is then three options (x*, lo, hi) whose minimum is exact. Any other
+outside, x sits at the bound it passed (the sum is convex in log x). The result is three options (x*, lo,
+hi), each valid where it is the minimum, so together they are exact. Any other
 sum has no closed form: it is bracketed by the minimum of its largest term (``max <= sum <= k·max``) and
 says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import sympy
@@ -27,6 +28,7 @@ from shardalg.costs.derive import Derivation
 from shardalg.errors import UsageError
 
 from .logspace import Cost, Mono, Term, mono_of, normal_form, to_expr
+from .logspace import substitute as subs_nf
 
 __all__ = ["Minimize", "Option", "Minimum", "minimize", "minimize_cost"]
 
@@ -156,11 +158,13 @@ def _sum(piece: Sequence[Term], m: Minimize, d: Derivation) -> tuple[tuple[Optio
     d.add(f"{u.name} + {v.name} at the optimum", value.expr())
     valid = tuple(pair for pair in ((lo, star), (star, hi)) if pair[0] is not None and pair[1] is not None)
     options = [Option((flat + (value,),), _setting(x, star), valid, f"{x} = {x}_opt")]
-    for b, where in ((lo, "lower"), (hi, "upper")):
+    # the sum is convex in log x: below lo the least is at lo, above hi at hi, so the options partition the
+    # parameter space (each valid where it is the minimum) and never need comparing with each other
+    for b, where, side in ((lo, "lower", (star, lo)), (hi, "upper", (hi, star))):
         if b is not None:
             at = tuple(Term(t.mono.subs({x: b}), t.label, t.setting) for t in piece)
-            options.append(Option((at,), _setting(x, b), (), f"{x} = {sympy.sstr(b.expr())}"))
-            d.add(f"at the {where} bound", sympy.Add(*(t.expr() for t in at)))
+            options.append(Option((at,), _setting(x, b), (side,), f"{x} = {sympy.sstr(b.expr())}"))
+            d.add(f"at the {where} bound (where {x}_opt is beyond it)", sympy.Add(*(t.expr() for t in at)))
     return tuple(options), ((value.label, star.expr()),)
 
 
@@ -197,13 +201,18 @@ def minimize_cost(cost: Cost, m: Minimize) -> Minimum:
     return Minimum(x, "bracket", (option,), optima, k, d, m.lower, m.upper)
 
 
-def minimize(cost: Expr, over: sympy.Symbol, lower: Expr | None = ONE, upper: Expr | None = None,
-             parts: Sequence[tuple[str, Expr]] = ()) -> Minimum:  # fmt: skip
+def minimize(cost: Expr, over: sympy.Symbol, lower: Expr | None = ONE, upper: Expr | None = None, *,
+             parts: Sequence[tuple[str, Expr]] | Mapping[str, Expr] = (),
+             substitute: Mapping[sympy.Symbol, Expr] | None = None) -> Minimum:  # fmt: skip
     """``min over`` of ``cost`` for ``lower <= over <= upper``, in closed form (see the module docstring).
+    ``parts`` name the terms (``{"compute": pc.compute}``); ``substitute`` (``{Y: N/X}``) is applied to the
+    normal form, term by term (substituting into a sympy Max first would make sympy compare its arguments
+    again, slowly, and not always rightly).
 
         >>> minimize(Max(F*X/N, B/X), X, 1, N).optimum      # doctest: +SKIP
         sqrt(B*N/F)
     """
     if not isinstance(over, sympy.Symbol):
         raise UsageError(f"minimize over a symbol, not {over!r}", rule="parameters")
-    return minimize_cost(normal_form(cost, parts), Minimize(over, lower, upper))
+    named = tuple(parts.items()) if isinstance(parts, Mapping) else tuple(parts)
+    return minimize_cost(subs_nf(normal_form(cost, named), dict(substitute or {})), Minimize(over, lower, upper))

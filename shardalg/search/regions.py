@@ -259,7 +259,7 @@ def strategy_map(candidates: Sequence[Candidate], over: Sequence[Expr], *, subst
     regions = [r for i, e in enumerate(entries) for r in _regions(i, entries, cells[e.name], space)]
     notes += _notes(entries, regions, common)
     return StrategyMap(tuple(over), tuple(domain), tuple(entries), tuple(c for e in entries for c in cells[e.name]),
-                       tuple(regions), tuple(notes), coords)  # fmt: skip
+                       tuple(regions), tuple(notes), coords, space.domain)  # fmt: skip
 
 
 def _notes(entries: Sequence[Priced], regions: Sequence[Region], common: Mapping) -> list[str]:

@@ -57,10 +57,11 @@ def torus_splits(shape: Sequence[int], x: sympy.Symbol, y: sympy.Symbol, x_links
 
 @dataclass(frozen=True)
 class Split:
-    """One integer split and its cost in seconds (or the cost's unit) with the given numbers."""
+    """One integer split, its cost with the given numbers, and the tie-breaking value (``then``) if any."""
 
     values: tuple[tuple[sympy.Symbol, int], ...]
     cost: float
+    then: float | None = None
 
     def text(self) -> str:
         return ", ".join(f"{s}={v}" for s, v in self.values)
@@ -89,7 +90,8 @@ class AxisSplits:
             near = " and ".join(str(v) for v in (self.below, self.above) if v is not None)
             lines.append(f"divisors of {self.n} next to it: {near}")
         lines.append(f"splits by cost (best first, {len(self.ranked)}):")
-        lines += [f"  {s.text():<32} {s.cost:.6g}" for s in self.ranked]
+        lines += [f"  {s.text():<32} {s.cost:.6g}" + (f"   then {s.then:.6g}" if s.then is not None else "")
+                  for s in self.ranked]  # fmt: skip
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
@@ -97,7 +99,8 @@ class AxisSplits:
             "x": str(self.x), "n": self.n,
             "optimum": None if self.optimum is None else sympy.sstr(self.optimum),
             "continuous": self.continuous, "below": self.below, "above": self.above,
-            "ranked": [{"values": {str(s): v for s, v in sp.values}, "cost": sp.cost} for sp in self.ranked],
+            "ranked": [{"values": {str(s): v for s, v in sp.values}, "cost": sp.cost, "then": sp.then}
+                       for sp in self.ranked],
         }  # fmt: skip
 
 
@@ -110,14 +113,15 @@ def _number(expr: Expr, values: Mapping[sympy.Symbol, float], what: str) -> floa
 
 
 def axis_splits(cost: Expr, x: sympy.Symbol, n: int, values: Mapping[sympy.Symbol, float], *,
-                optimum: Minimum | Expr | None = None,
-                splits: Sequence[Mapping[sympy.Symbol, int]] | None = None) -> AxisSplits:  # fmt: skip
+                optimum: Minimum | Expr | None = None, splits: Sequence[Mapping[sympy.Symbol, int]] | None = None,
+                then: Expr | None = None) -> AxisSplits:  # fmt: skip
     """Every split priced with ``cost`` (in ``x``, and in whatever ``splits`` set), ranked; next to the
     continuous ``optimum`` (a :class:`.Minimum` or its X_opt) evaluated with ``values``.
 
     ``splits`` default to ``{x: d}`` for each divisor d of ``n`` (``cost`` must then have Y eliminated);
-    :func:`torus_splits` gives the splits of a torus, each with its link counts. Ties rank by the order of
-    ``splits``, so the result is deterministic."""
+    :func:`torus_splits` gives the splits of a torus, each with its link counts. Splits of equal cost (all
+    compute-bound, say) rank by ``then`` when given (the communication time: the least exposed), then by the
+    order of ``splits``, so the result is deterministic."""
     if splits is None:
         splits = [{x: d} for d in divisors(n)]
     if not splits:
@@ -128,8 +132,10 @@ def axis_splits(cost: Expr, x: sympy.Symbol, n: int, values: Mapping[sympy.Symbo
         point = dict(vals)
         point.update({k: as_expr(v) for k, v in sp.items()})
         items = tuple((k, int(v)) for k, v in sp.items())
-        priced.append(Split(items, _number(cost, point, f"the cost at {dict(sp)}")))
-    ranked = tuple(sorted(priced, key=lambda s: s.cost))  # stable: ties keep the order of the splits
+        second = _number(then, point, f"the tie-break at {dict(sp)}") if then is not None else None
+        priced.append(Split(items, _number(cost, point, f"the cost at {dict(sp)}"), second))
+    # relative rounding must not split a tie: costs equal to 1e-12 rank as equal, then by ``then``
+    ranked = tuple(sorted(priced, key=lambda s: (float(f"{s.cost:.12g}"), s.then or 0.0)))
     star_expr = optimum.optimum if isinstance(optimum, Minimum) else optimum
     star = _number(star_expr, vals, f"{x}_opt") if star_expr is not None else None
     ds = divisors(n)

@@ -116,6 +116,7 @@ class StrategyMap:
     regions: tuple[Region, ...]
     notes: tuple[str, ...]
     coords: Coordinates = field(compare=False, repr=False)
+    domain_atoms: tuple[Atom, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def exact(self) -> bool:
@@ -134,6 +135,14 @@ class StrategyMap:
         y = self.coords.logs(dict(values))
         best = max(self.regions, key=lambda r: r.margin(y), default=None)
         return best if best is not None and best.margin(y) > -1e-9 else None
+
+    def example(self, region: Region) -> tuple[float, ...]:
+        """A point (log of each parameter) deep inside the region's first polyhedron and the domain."""
+        from . import polyhedra
+
+        y = polyhedra.interior_point(region.polyhedra[0] + self.domain_atoms, len(self.parameters))
+        assert y is not None, "a region is kept only when its LP finds an interior"
+        return tuple(y)
 
     def winner(self, values: Mapping[sympy.Symbol, float]) -> str | None:
         r = self.locate(values)
