@@ -126,7 +126,9 @@ def _relation(r: sympy.Basic, subs: Mapping) -> Constraint:
     else:
         raise UsageError(f"a constraint is an inequality such as memory <= cap, not {r!r}", rule="parameters")
     strict = isinstance(r, sympy.StrictLessThan | sympy.StrictGreaterThan)
-    return Constraint(substitute(normal_form(lhs), subs), substitute(normal_form(rhs), subs), sympy.sstr(r), strict)
+    left, right = substitute(normal_form(lhs), subs), substitute(normal_form(rhs), subs)
+    text = f"{sympy.sstr(to_expr(left))} {'<' if strict else '<='} {sympy.sstr(to_expr(right))}"
+    return Constraint(left, right, text, strict)
 
 
 def price(c: Candidate, common: Mapping[sympy.Symbol, Expr] | None = None) -> tuple[tuple[Priced, ...], list[str]]:

@@ -52,6 +52,14 @@ class Region:
         """The region as one sympy formula: a union (Or) of conjunctions (And) of solved inequalities."""
         return sympy.Or(*(sympy.And(*c, evaluate=False) for c in self.conditions), evaluate=False)
 
+    def factored(self) -> tuple[tuple[sympy.Basic, ...], tuple[tuple[sympy.Basic, ...], ...]]:
+        """(the inequalities every polyhedron shares, each polyhedron's others): how the printers show a
+        union, ``common ∧ (rest_1 ∨ rest_2 ...)``. The same region, only written shorter."""
+        if len(self.conditions) == 1:
+            return self.conditions[0], ()
+        common = tuple(c for c in self.conditions[0] if all(c in conj for conj in self.conditions[1:]))
+        return common, tuple(tuple(c for c in conj if c not in common) for conj in self.conditions)
+
     def margin(self, y: tuple[float, ...]) -> float:
         """How deep the point y (log-coordinates) lies inside (positive: inside, in log units)."""
         return max(min((a.margin(y) for a in conj), default=float("inf")) for conj in self.polyhedra)
@@ -80,12 +88,13 @@ class Region:
 
 
 def _text_conditions(r: Region, indent: str) -> list[str]:
-    lines: list[str] = []
-    for i, conj in enumerate(r.conditions):
-        if i:
-            lines.append(f"{indent}or")
-        lines += [f"{indent}  {sympy.sstr(c)}" for c in conj] or [f"{indent}  everywhere in the domain"]
-    return lines
+    common, rest = r.factored()
+    lines = [f"{indent}  {sympy.sstr(c)}" for c in common]
+    if rest:
+        lines.append(f"{indent}  and one of:" if common else f"{indent}  one of:")
+        for i, conj in enumerate(rest):
+            lines += ([f"{indent}  or"] if i else []) + [f"{indent}    {sympy.sstr(c)}" for c in conj]
+    return lines or [f"{indent}  everywhere in the domain"]
 
 
 def _latex_text(text: str) -> str:
@@ -96,11 +105,16 @@ def _latex_text(text: str) -> str:
 
 def _latex_condition(r: Region) -> str:
     names = latex_names()
-    conjs = [r" \land ".join(sympy.latex(c, symbol_names=names) for c in conj) or r"\text{always}"
-             for conj in r.conditions]  # fmt: skip
-    if len(conjs) == 1:
-        return conjs[0]
-    return r" \lor ".join(rf"\left({c}\right)" for c in conjs)
+
+    def conj(cs) -> str:
+        return r" \land ".join(sympy.latex(c, symbol_names=names) for c in cs)
+
+    common, rest = r.factored()
+    parts = [conj(common)] if common else []
+    if rest:
+        alts = r" \lor ".join(rf"\left({conj(c)}\right)" if len(c) > 1 else conj(c) for c in rest)
+        parts.append(rf"\left({alts}\right)" if common else alts)
+    return r" \land ".join(parts) or r"\text{always}"
 
 
 @dataclass(frozen=True)
