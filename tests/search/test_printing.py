@@ -12,7 +12,6 @@ import pytest
 
 from shardalg.errors import UsageError
 from shardalg.search import strategy_map
-
 from tests.shared import ROOT
 
 from .mlp import DOMAIN, OVER, candidate
