@@ -25,7 +25,7 @@ from shardalg.errors import UsageError
 
 from .logspace import Cost, Mono, Term, _at_least, _positive_number, mono_of
 
-__all__ = ["Coordinates", "Atom", "DNF", "TRUE", "FALSE", "less", "cost_less", "negate", "both", "either"]
+__all__ = ["Coordinates", "Atom", "DNF", "TRUE", "FALSE", "atom", "less", "cost_less", "negate", "both", "either"]
 
 
 class Coordinates:
@@ -79,7 +79,17 @@ class Coordinates:
 
     def logs(self, values: dict[sympy.Symbol, float]) -> tuple[float, ...]:
         """The coordinates (log of each parameter) of a point given by its symbols' values."""
-        return tuple(math.log(float(p.subs(values))) for p in self.params)
+        missing = sorted({s.name for s in self.symbols if s not in values})
+        if missing:
+            raise UsageError(f"a point of the map needs values for {', '.join(missing)}", rule="parameters")
+        out = []
+        for p, m in zip(self.params, self.monos, strict=True):
+            v = float(m.coef) * math.prod(float(values[s]) ** float(e) for s, e in m.exps)
+            if not v > 0:
+                raise UsageError(f"the parameter {sympy.sstr(p)} is {v} at that point; the map lives where every "
+                                 "parameter is positive", rule="parameters")  # fmt: skip
+            out.append(math.log(v))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -219,12 +229,3 @@ def less(p: Sequence[Term], q: Sequence[Term], coords: Coordinates, *, strict: b
 def cost_less(a: Cost, b: Cost, coords: Coordinates, *, strict: bool = True, why: str = "") -> DNF:
     """``max_i A_i < max_j B_j`` = some B_j exceeds every A_i (each A, B a sum)."""
     return either(*(both(*(less(pa, pb, coords, strict=strict, why=why) for pa in a)) for pb in b))
-
-
-def bracketed(f: DNF) -> int:
-    """The largest bracket factor among the atoms of a formula (1: exact)."""
-    return max((x.bracket for conj in f for x in conj), default=1)
-
-
-def with_why(f: DNF, why: str) -> DNF:
-    return tuple(tuple(replace(x, why=why) for x in conj) for conj in f)

@@ -61,10 +61,26 @@ def interior_point(atoms: Sequence[Atom], dims: int) -> list[float] | None:
     return y if s > TOL else None
 
 
+def _parallel(atoms: Sequence[Atom], target: Atom) -> bool:
+    """A cheap sufficient test: some atom is ``target`` divided by k > 0 with a constant at least as tight
+    (``λ·y < -b`` gives ``kλ·y < -k·b <= -b_t``). Exponents are rationals, so the scale is exact."""
+    for a in atoms:
+        if any((s == 0) != (t == 0) for s, t in zip(a.lam, target.lam, strict=True)):
+            continue
+        scales = {t / s for s, t in zip(a.lam, target.lam, strict=True) if s != 0}
+        if len(scales) == 1:
+            (k,) = scales
+            if k > 0 and float(k) * a.log_coef >= target.log_coef - TOL:
+                return True
+    return False
+
+
 def implies(atoms: Sequence[Atom], target: Atom, dims: int) -> bool:
     """Whether every point of the polyhedron (its closure) satisfies ``target``."""
     if not atoms:
         return False
+    if _parallel(atoms, target):
+        return True
     rows, rhs = _matrix(atoms)
     c = [-float(k) for k in target.lam]
     res = _linprog(c, rows, rhs, [(None, None)] * dims)

@@ -45,6 +45,7 @@ from .strategymap import Region, StrategyMap
 __all__ = ["strategy_map"]
 
 Poly = tuple[Atom, ...]
+MAX_TERMS = 200  # terms over all candidates: each term is a cell, each cell an LP per competitor's clause
 
 
 class _Space:
@@ -52,21 +53,37 @@ class _Space:
 
     def __init__(self, coords: Coordinates, domain: Poly, order: tuple[int, ...]) -> None:
         self.coords, self.domain, self.order, self.dims = coords, domain, order, len(coords.params)
-        self._nonempty: dict[Poly, bool] = {}
+        self._points: dict[Poly, tuple[float, ...] | None] = {}
         self._implies: dict[tuple[Poly, Atom], bool] = {}
+        self._solved: dict[Atom, sympy.Basic] = {}
 
-    def nonempty(self, poly: Poly) -> bool:
-        if poly not in self._nonempty:
-            self._nonempty[poly] = lp.nonempty(self.domain + poly, self.dims)
-        return self._nonempty[poly]
+    def nonempty(self, poly: Poly, hint: Poly | None = None) -> bool:
+        """Whether the polyhedron (within the domain) has an interior. A point found inside ``hint`` (a
+        polyhedron that contains this one's other facets) that also clears the new facets settles it
+        without an LP; otherwise the LP's own point is kept for the next question."""
+        if poly not in self._points:
+            seed = self._points.get(hint) if hint is not None else None
+            if seed is not None and all(a.margin(seed) > lp.TOL for a in poly):
+                self._points[poly] = seed
+            else:
+                y = lp.interior_point(self.domain + poly, self.dims)
+                self._points[poly] = tuple(y) if y is not None else None
+        return self._points[poly] is not None
 
     def implied(self, poly: Poly, conj: Poly) -> bool:
         """Whether the polyhedron (within the domain) lies inside every atom of ``conj`` (memoized: the
-        same question recurs across cells and competitors)."""
+        same question recurs across cells and competitors). A known inside point that breaks an atom
+        answers no without an LP."""
+        point = self._points.get(poly)
         for a in conj:
             key = (poly, a)
             if key not in self._implies:
-                self._implies[key] = a in poly or lp.implies(self.domain + poly, a, self.dims)
+                if a in poly:
+                    self._implies[key] = True
+                elif point is not None and a.margin(point) < -lp.TOL:
+                    self._implies[key] = False
+                else:
+                    self._implies[key] = lp.implies(self.domain + poly, a, self.dims)
             if not self._implies[key]:
                 return False
         return True
@@ -92,15 +109,20 @@ class _Space:
             if any(self.implied(p, d) for d in clause):
                 pieces = [p]
             else:
-                pieces = [q for d in clause if self.nonempty(q := p + tuple(a for a in d if a not in p))]
+                pieces = [q for d in clause if self.nonempty(q := p + tuple(a for a in d if a not in p), p)]
             out += [q for q in pieces if q not in out]
             if len(out) > MAX_CONJUNCTIONS:
                 raise UsageError(f"a region splits into more than {MAX_CONJUNCTIONS} polyhedra",
                                  rule="search-limit", fix="map fewer candidates or parameters at once")  # fmt: skip
         return out
 
+    def solve(self, a: Atom) -> sympy.Basic:
+        if a not in self._solved:
+            self._solved[a] = a.solved(self.coords, self.order)
+        return self._solved[a]
+
     def solved(self, polys: Sequence[Poly]) -> tuple[tuple[sympy.Basic, ...], ...]:
-        return tuple(tuple(a.solved(self.coords, self.order) for a in p) for p in polys)
+        return tuple(tuple(self.solve(a) for a in p) for p in polys)
 
 
 def _piece_of(e: Priced, t: Term) -> tuple[Term, ...]:
@@ -125,8 +147,7 @@ def _derivation(title: str, e: Priced, polys: Sequence[Poly], space: _Space) -> 
             d.add(a.why or "condition", a.relation())
             k = next((i for i in space.order if a.lam[i] != 0), None)
             param = space.coords.params[k] if k is not None else None
-            d.add(f"solve for {sympy.sstr(param)}" if param is not None else "in the parameters",
-                  a.solved(space.coords, space.order))  # fmt: skip
+            d.add(f"solve for {sympy.sstr(param)}" if param is not None else "in the parameters", space.solve(a))
     return d
 
 
@@ -246,6 +267,10 @@ def strategy_map(candidates: Sequence[Candidate], over: Sequence[Expr], *, subst
         priced, n = price(c, common)
         entries += priced
         notes += n
+    terms = sum(len(e.terms()) for e in entries)
+    if terms > MAX_TERMS:
+        raise UsageError(f"the candidates' costs have {terms} terms in all; a map takes at most {MAX_TERMS}",
+                         rule="search-limit", fix="map fewer candidates at once, or simplify their costs")  # fmt: skip
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
         raise UsageError(f"candidate names must differ: {', '.join(names)}")

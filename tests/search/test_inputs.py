@@ -122,3 +122,19 @@ def test_bad_candidates_say_why():
         Candidate("", A)
     with pytest.raises(UsageError, match="expected a number or a sympy expression"):
         Candidate("a", "A + B")  # text never reaches sympify
+
+
+def test_scipy_loads_only_when_a_map_needs_an_lp():
+    """The CLI's start and ``import shardalg.search`` do not pay for scipy; the first LP imports it."""
+    import subprocess
+    import sys
+
+    from tests.shared import ROOT
+
+    script = ("import sys, sympy; import shardalg.search as s; print('scipy' in sys.modules); "
+              "from shardalg.algebra.symbols import dim_size as d; A, B = d('A'), d('B'); "
+              "s.strategy_map([s.Candidate('a', A), s.Candidate('b', B)], over=[A, B]); "
+              "print('scipy' in sys.modules)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]

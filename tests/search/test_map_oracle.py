@@ -170,3 +170,31 @@ def test_the_oracle_has_teeth():
         except AssertionError:
             failures += 1
     assert failures > 0
+
+
+def test_sums_that_do_not_cancel_are_bracketed_and_the_bracket_holds():
+    """a = P + Q against b = 3·R: the boundary ``P + Q < 3R`` has no monomial form; the map compares
+    max(P, Q) with 3R, says so (bracket 2, a note, ``exact`` false), and its winner is never more than that
+    factor slower than the true one."""
+    from shardalg.algebra.symbols import dim_size
+    from shardalg.search import Candidate
+
+    p, q, r = dim_size("P"), dim_size("Q"), dim_size("R")
+    m = strategy_map([Candidate("a", p + q), Candidate("b", 3 * r)], over=[p, q, r])
+    assert not m.exact and any("bracketed" in n for n in m.notes)
+    assert {x.bracket for x in m.regions_of("a")} == {2}
+    rng = np.random.default_rng(1)
+    worst = 1.0
+    for vp, vq, vr in np.exp(rng.uniform(-3, 3, size=(300, 3))):
+        costs = {"a": vp + vq, "b": 3 * vr}
+        got = m.locate({p: vp, q: vq, r: vr})
+        worst = max(worst, costs[got.winner] / min(costs.values()))
+        assert costs[got.winner] <= got.bracket * min(costs.values()) * (1 + 1e-12)
+    assert worst > 1.0  # the bracket is not empty talk: somewhere the max-comparison picks the slower one
+
+
+def test_a_point_needs_every_symbol():
+    from shardalg.errors import UsageError
+
+    with pytest.raises(UsageError, match="a point of the map needs values for B, C, F"):
+        strategy("steady", False).locate({N: 4.0})
