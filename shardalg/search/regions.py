@@ -139,15 +139,33 @@ def _feasible(e: Priced, space: _Space) -> DNF:
     return both(*(one(k) for k in e.constraints))
 
 
+def _infeasible(e: Priced, space: _Space) -> DNF:
+    """Where ``e`` breaks one of its constraints (``lhs <= rhs`` broken is ``rhs < lhs``)."""
+
+    def one(k: Constraint) -> DNF:
+        why = f"{e.name} breaks {k.text}"
+        if k.strict:
+            return negate(cost_less(k.lhs, k.rhs, space.coords, why=why))
+        return cost_less(k.rhs, k.lhs, space.coords, why=why)
+
+    return either(*(one(k) for k in e.constraints)) if e.constraints else FALSE
+
+
 def _derivation(title: str, e: Priced, polys: Sequence[Poly], space: _Space) -> Derivation:
+    """The steps: the cost, then each facet as first written and solved; the facets every polyhedron shares
+    first, then each polyhedron's own, numbered, when the region is a union."""
     d = Derivation(title)
     d.add(f"cost of {e.name}", e.expr)
-    for p in polys:
-        for a in p:
-            d.add(a.why or "condition", a.relation())
+    common = [a for a in polys[0] if all(a in p for p in polys[1:])] if polys else []
+    groups = [("", common)] + [(f"({k}) " if len(polys) > 1 else "", [a for a in p if a not in common])
+                               for k, p in enumerate(polys, 1)]  # fmt: skip
+    for prefix, atoms in groups:
+        for a in atoms:
+            d.add(prefix + (a.why or "condition"), a.relation())
             k = next((i for i in space.order if a.lam[i] != 0), None)
             param = space.coords.params[k] if k is not None else None
-            d.add(f"solve for {sympy.sstr(param)}" if param is not None else "in the parameters", space.solve(a))
+            d.add(prefix + (f"solve for {sympy.sstr(param)}" if param is not None else "in the parameters"),
+                  space.solve(a))  # fmt: skip
     return d
 
 
@@ -199,7 +217,7 @@ def _regions(i: int, entries: Sequence[Priced], cells: Sequence[Region], space: 
         why = f"{e.name} faster than {f.name}"
         beats = (cost_less(e.cost, f.cost, space.coords, why=why) if j < i
                  else negate(cost_less(f.cost, e.cost, space.coords, why=why)))  # fmt: skip
-        clauses.append(either(beats, negate(_feasible(f, space)) if f.constraints else FALSE))
+        clauses.append(either(beats, _infeasible(f, space)))
     out = []
     for cell in cells:
         polys = list(cell.polyhedra)

@@ -117,6 +117,16 @@ def _latex_condition(r: Region) -> str:
     return r" \land ".join(parts) or r"\text{always}"
 
 
+def _minimum_json(e: Priced) -> dict[str, object] | None:
+    m = e.minimum
+    if m is None:
+        return None
+    return {"over": str(m.x), "kind": m.kind, "bracket": m.bracket,
+            "lower": None if m.lower is None else sympy.sstr(m.lower),
+            "upper": None if m.upper is None else sympy.sstr(m.upper),
+            "optima": [{"where": where, "value": sympy.sstr(v)} for where, v in m.optima]}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class StrategyMap:
     """Which candidate is fastest where. ``regions``: (candidate, binding term) pieces of the winner map;
@@ -206,7 +216,8 @@ class StrategyMap:
             "domain": [sympy.sstr(d) for d in self.domain],
             "candidates": [{"name": e.name, "parent": e.parent, "cost": sympy.sstr(e.expr),
                             "setting": {str(s): sympy.sstr(v) for s, v in e.setting},
-                            "constraints": [k.text for k in e.constraints]} for e in self.entries],
+                            "constraints": [k.text for k in e.constraints],
+                            "minimum": _minimum_json(e)} for e in self.entries],
             "regions": [r.to_json() for r in self.regions],
             "cells": [c.to_json() for c in self.cells],
             "exact": self.exact,

@@ -56,6 +56,11 @@ def test_json_is_the_map():
     j = json.loads(json.dumps(m.to_json()))
     assert [c["name"] for c in j["candidates"]] == ["DP", "FSDP", "TP", "FSDP+TP"]
     assert j["candidates"][1]["constraints"] == ["4*D*F/N <= H"]  # after X -> N
+    assert j["candidates"][0]["minimum"] is None
+    assert j["candidates"][3]["minimum"] == {
+        "over": "X", "kind": "max", "bracket": 1, "lower": "1", "upper": "N",
+        "optima": [{"where": "comms X = comms Y", "value": "sqrt(30)*sqrt(B)*sqrt(M_X)*sqrt(N)/(6*sqrt(F)*sqrt(M_Y))"}],
+    }  # fmt: skip
     assert j["exact"] is True and len(j["regions"]) == len(m.regions) and len(j["cells"]) == len(m.cells)
     first = j["regions"][0]
     assert set(first) == {"candidate", "parent", "term", "binding", "cost", "setting", "conditions", "bracket",
