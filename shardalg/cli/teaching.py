@@ -16,6 +16,8 @@ from pathlib import Path
 
 from shardalg.errors import UsageError
 
+from .hwmesh import HW_HELP, add_hw, chip, mesh
+
 EXIT_OK, EXIT_FAILED = 0, 1
 
 _IDENT = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
@@ -38,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--range", required=True, metavar="LO:HI", help="sweep bounds, e.g. 128:65536")
     p.add_argument("--mesh", required=True, help="mesh, e.g. X=8 or X=4,Y=2")
     p.add_argument("--sizes", default="", help="the other dim sizes, e.g. B=1024,F=8192")
-    p.add_argument("--hw", default="tpu-v5e", help="chip preset for the numbers (default tpu-v5e)")
+    add_hw(p, default="tpu-v5e", help=HW_HELP + " (default tpu-v5e)")
     p.add_argument("--regime", choices=("comms", "total"), default="total",
                    help="plot communication time only, or the plan's total time (default)")
     p.add_argument("--labels", default="", help="two labels, comma separated")
@@ -122,7 +124,7 @@ def _plot(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.over} is swept; do not also give it in --sizes")
     over = dim_size(args.over)
     cost_a, cost_b = program_costs(
-        (args.program_a, args.program_b), mesh=args.mesh, sizes=sizes, hw=args.hw, regime=args.regime
+        (args.program_a, args.program_b), mesh=mesh(args.mesh), sizes=sizes, hw=chip(args.hw), regime=args.regime
     )
     curves = crossover_plot(cost_a, cost_b, over=over, lo=lo, hi=hi, out=args.out, labels=labels)
     for c in curves.crossovers:
@@ -144,7 +146,7 @@ def _latex(args: argparse.Namespace) -> int:
 
         if len(program.statements) != 1:
             raise UsageError("--plan takes one statement (an einsum or a resharding)")
-        out = plan(program.statements[0], mesh=args.mesh, sizes=parse_sizes(args.sizes) or None).latex()
+        out = plan(program.statements[0], mesh=mesh(args.mesh), sizes=parse_sizes(args.sizes) or None).latex()
     else:
         from shardalg.notation.printing import latex
 

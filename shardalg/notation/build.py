@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from lark import Token, Transformer, v_args
@@ -26,6 +27,8 @@ from .syntax import (
     Op,
     Product,
     Program,
+    Role,
+    Roles,
     Statement,
     Tensor,
     dtype_named,
@@ -69,6 +72,17 @@ def _positive(tok: Token, what: str) -> int:
     if value < 1:
         raise ParseError(f"{what} must be a positive integer, not {tok}", span=_tok_span(tok))
     return value
+
+
+@dataclass(frozen=True)
+class RoleLine:
+    """One role declaration as parsed: ``params W_in, W_out`` (role and names), ``tokens B, T`` or
+    ``layers L``; ``start`` gathers them into the program's :class:`Roles`."""
+
+    kind: str  # "role", "tokens" or "layers"
+    role: Role | None
+    values: tuple[str | int, ...]
+    span: Span | None
 
 
 # ------------------------------------------------------------------------------------------------ transformer
@@ -173,6 +187,23 @@ class ToAST(Transformer):
             seen.add(name)
         return MeshDecl(tuple((n, v) for n, v, _ in bindings), span=_span(meta))
 
+    # role declarations
+    def role_word(self, meta: Any, word: Token) -> Role:
+        return Role(str(word))
+
+    def role_names(self, meta: Any, role: Role, *names: str) -> RoleLine:
+        return RoleLine("role", role, names, _span(meta))
+
+    def token_dims(self, meta: Any, *dims: Token) -> RoleLine:
+        for d in dims:
+            if d.type == "INT":
+                raise ParseError(f"tokens takes dim names (tokens B, T), not the number {d}", span=_tok_span(d))
+        return RoleLine("tokens", None, tuple(str(d) for d in dims), _span(meta))
+
+    def layer_count(self, meta: Any, word: Token) -> RoleLine:
+        value: str | int = _positive(word, "the layer count") if word.type == "INT" else str(word)
+        return RoleLine("layers", None, (value,), _span(meta))
+
     def where_clause(self, meta: Any, *bindings: tuple[str, int, Span | None]) -> list[tuple[str, int, Span | None]]:
         return list(bindings)
 
@@ -183,8 +214,12 @@ class ToAST(Transformer):
         statements: list[Statement] = []
         mesh: MeshDecl | None = None
         sizes: dict[str, int] = {}
+        roles: list[RoleLine] = []
         for line in lines:
             if line is None:
+                continue
+            if isinstance(line, RoleLine):
+                roles.append(line)
                 continue
             if isinstance(line, tuple) and len(line) == 2 and isinstance(line[1], list):
                 statement, where = line
@@ -198,7 +233,7 @@ class ToAST(Transformer):
                 mesh = line
             else:
                 statements.append(line)
-        return Program(tuple(statements), mesh, tuple(sizes.items()), span=_span(meta))
+        return Program(tuple(statements), mesh, tuple(sizes.items()), _roles(roles), span=_span(meta))
 
     def tensor_start(self, meta: Any, tensor: Tensor) -> Tensor:
         return tensor
@@ -211,6 +246,36 @@ def _bind(sizes: dict[str, int], bindings: list[tuple[str, int, Span | None]]) -
     for name, value, span in bindings:
         if sizes.setdefault(name, value) != value:
             raise ParseError(f"{name} is bound twice, to {sizes[name]} and to {value}", span=span)
+
+
+def _roles(lines: list[RoleLine]) -> Roles | None:
+    """The program's Roles from its role lines; a ParseError for a name declared twice (a tensor has one
+    role), a dim listed twice in ``tokens``, or a second ``layers``."""
+    if not lines:
+        return None
+    named: dict[Role, list[str]] = {role: [] for role in Role}
+    seen: dict[str, Role] = {}
+    tokens: list[str] = []
+    layers: str | int | None = None
+    for line in lines:
+        if line.kind == "layers":
+            if layers is not None:
+                raise ParseError(f"layers is declared twice ({layers} and {line.values[0]})", span=line.span)
+            layers = line.values[0]
+        elif line.kind == "tokens":
+            for d in line.values:
+                if d in tokens:
+                    raise ParseError(f"the token dim {d} is listed twice", span=line.span)
+                tokens.append(str(d))
+        else:
+            assert line.role is not None
+            for name in line.values:
+                if name in seen:
+                    again = "twice" if seen[name] is line.role else f"as {seen[name].value} and as {line.role.value}"
+                    raise ParseError(f"{name} is declared {again}: a tensor has one role", span=line.span)
+                seen[str(name)] = line.role
+                named[line.role].append(str(name))
+    return Roles(*(tuple(named[role]) for role in Role), tuple(tokens), layers)
 
 
 TRANSFORMER = ToAST()

@@ -9,7 +9,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from .plan import Plan, Step
-from .syntax import Arrow, Collective, Dim, MeshDecl, Op, Product, Program, Tensor, dtype_named
+from .syntax import Arrow, Collective, Dim, MeshDecl, Op, Product, Program, Roles, Tensor, dtype_named
 
 __all__ = ["from_json"]
 
@@ -69,6 +69,12 @@ def _contract(j: Json) -> tuple[str, ...] | None:
     return None if value is None else _strs(value, "contract")
 
 
+def _layers(value: Any) -> str | int | None:
+    if value is None or (isinstance(value, str) and value) or (type(value) is int and value > 0):
+        return value
+    raise UsageError(f"layers is a dim name, a positive integer or null, not {value!r}")
+
+
 _READERS: dict[str, Callable[[Json], Any]] = {
     "dim": _dim,
     "tensor": _tensor,
@@ -80,6 +86,12 @@ _READERS: dict[str, Callable[[Json], Any]] = {
         tuple(from_json(s) for s in _field(j, "statements", list)),
         from_json(j["mesh"]) if j.get("mesh") is not None else None,
         _pairs(j.get("sizes", []), "sizes"),
+        from_json(j["roles"]) if j.get("roles") is not None else None,
+    ),
+    "roles": lambda j: Roles(
+        _strs(j.get("params", []), "params"), _strs(j.get("embeddings", []), "embeddings"),
+        _strs(j.get("saved", []), "saved"), _strs(j.get("kvcache", []), "kvcache"),
+        _strs(j.get("tokens", []), "tokens"), _layers(j.get("layers")),
     ),
     "step": lambda j: Step(
         _op(j), tuple(from_json(t) for t in _field(j, "inputs", list)), from_json(j["output"]),

@@ -10,7 +10,9 @@ The forms (keys always present, lists for tuples, ``null`` for absent values)::
     arrow      {"kind": "arrow", "expr": expr, "result": tensor}
     mesh       {"kind": "mesh", "axes": [{"name": "X", "size": 4}, ...]}
     program    {"kind": "program", "mesh": mesh | null, "statements": [statement, ...],
-                "sizes": [{"name": "I", "size": 1024}, ...]}
+                "sizes": [{"name": "I", "size": 1024}, ...], "roles": roles | null}
+    roles      {"kind": "roles", "params": ["W_in"], "embeddings": [], "saved": [], "kvcache": [],
+                "tokens": ["B", "T"], "layers": "L" | 80 | null}
     step       {"kind": "step", "op": "AllGather", "inputs": [tensor], "output": tensor, "axes": [...],
                 "dim": null, "contract": [], "local": false, "reason": "...", "statement": statement}
     plan       {"kind": "plan", "inputs": [tensor], "steps": [step], "output": tensor, "cases": [...], "note": ""}
@@ -26,7 +28,7 @@ from .base import Printer
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
-    from ..syntax import Arrow, Collective, Dim, MeshDecl, Node, Product, Program, Tensor
+    from ..syntax import Arrow, Collective, Dim, MeshDecl, Node, Product, Program, Roles, Tensor
 
 __all__ = ["JsonPrinter", "to_json"]
 
@@ -74,6 +76,13 @@ class JsonPrinter(Printer):
             "kind": "program", "mesh": self._print(p.mesh) if p.mesh is not None else None,
             "statements": [self._print(s) for s in p.statements],
             "sizes": [{"name": n, "size": s} for n, s in p.sizes],
+            "roles": self._print(p.roles) if p.roles is not None else None,
+        })  # fmt: skip
+
+    def _print_Roles(self, r: Roles) -> Json:
+        return self._with_span(r, {
+            "kind": "roles", "params": list(r.params), "embeddings": list(r.embeddings), "saved": list(r.saved),
+            "kvcache": list(r.kvcache), "tokens": list(r.tokens), "layers": r.layers,
         })  # fmt: skip
 
     def _print_Step(self, s: Step) -> Json:
