@@ -108,6 +108,8 @@ def substitute(e: Term | Expr, mapping: Mapping) -> Term | Expr:
             if not (e.symbols() & keys):
                 return e
             e = e.subs({k: from_sympy(v) for k, v in mapping.items()})
+            if e.symbols() & keys:  # a key inside an atom that is not a symbol, e.g. a line's (Y - 1)
+                e = from_sympy(e.sympy().xreplace(dict(mapping)))
         else:
             if not (e.free_symbols & keys):
                 return e

@@ -119,6 +119,9 @@ def eliminate(tie: sympy.Eq, symbol: sympy.Symbol) -> dict[sympy.Symbol, Expr]:
 
 
 def _relation(r: sympy.Basic, subs: Mapping) -> Constraint:
+    if r is sympy.true or r is sympy.false:
+        raise UsageError(f"a constraint evaluated to {r} before it reached the map", rule="parameters",
+                         fix="write it unevaluated: sympy.Le(memory, cap, evaluate=False)")  # fmt: skip
     if isinstance(r, sympy.LessThan | sympy.StrictLessThan):
         lhs, rhs = r.lhs, r.rhs
     elif isinstance(r, sympy.GreaterThan | sympy.StrictGreaterThan):

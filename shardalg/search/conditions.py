@@ -3,7 +3,7 @@
 The map's coordinates are the parameters the user maps over (``B/N``, ``C/W_ici``, ``F``, ``M_X``): each a
 monomial, its logarithm a coordinate. A comparison ``p < q`` of monomials is ``c·Π P_k^λ_k < 1`` (``P_k`` the
 parameters): an :class:`Atom`. A comparison that involves the maximum or sum of several monomials becomes a
-formula over atoms, kept in disjunctive normal form (:data:`DNF`: a union of conjunctions).
+formula over atoms (:data:`Formula`: a tree of conjunctions and disjunctions, never expanded up front).
 
 Sums are compared exactly when they can be: like terms on both sides cancel first (``c + 8a < c + 12a`` is
 true everywhere, ``c + 8a < c + b`` is ``8a < b``). When more than one term is left on a side the comparison
@@ -14,7 +14,7 @@ has no monomial form; it is then replaced by the comparison of the largest terms
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -25,7 +25,8 @@ from shardalg.errors import UsageError
 
 from .logspace import Cost, Mono, Term, _at_least, _positive_number, mono_of
 
-__all__ = ["Coordinates", "Atom", "DNF", "TRUE", "FALSE", "atom", "less", "cost_less", "negate", "both", "either"]
+__all__ = ["Coordinates", "Atom", "All", "AnyOf", "Formula", "atom", "less", "cost_less", "negate", "both", "either",
+           "conjunction", "brackets"]
 
 
 class Coordinates:
@@ -149,51 +150,88 @@ class Atom:
         return (sympy.StrictLessThan if self.strict else sympy.LessThan)(self.lhs, self.rhs, evaluate=False)
 
 
-# A formula in disjunctive normal form: a union (outer) of conjunctions (inner) of atoms.
-DNF = tuple[tuple[Atom, ...], ...]
-TRUE: DNF = ((),)
-FALSE: DNF = ()
-MAX_CONJUNCTIONS = 20000
+# A formula: an atom, a constant, or a conjunction / disjunction of formulas, kept as a tree. It is never
+# distributed into a union of polyhedra up front (a comparison of two maxima of k sums each would expand to
+# k^k pieces): the engine intersects polyhedra with it part by part, dropping the empty ones as it goes.
+@dataclass(frozen=True)
+class All:
+    parts: tuple[Formula, ...]
 
 
-def atom(p: Mono, q: Mono, coords: Coordinates, *, strict: bool = True, bracket: int = 1, why: str = "") -> DNF:
+@dataclass(frozen=True)
+class AnyOf:
+    parts: tuple[Formula, ...]
+
+
+Formula = Atom | All | AnyOf | bool
+
+
+def atom(p: Mono, q: Mono, coords: Coordinates, *, strict: bool = True, bracket: int = 1, why: str = "") -> Formula:
     """``p < q`` (or ``<=``) as a formula: a constant one decided exactly, else one atom."""
     lam, coef = coords.split(p / q)
     a = Atom(lam, coef, p.expr(), q.expr(), strict, bracket, why)
     if a.constant:
-        return TRUE if a.truth() else FALSE
-    return ((replace(a, strict=True),),)
+        return a.truth()
+    return replace(a, strict=True)
 
 
-def both(*formulas: DNF) -> DNF:
-    """The conjunction of formulas, distributed (bounded: refuses past MAX_CONJUNCTIONS)."""
-    out: DNF = TRUE
+def both(*formulas: Formula) -> Formula:
+    """The conjunction (flattened; True parts dropped; False if any part is)."""
+    parts: list[Formula] = []
     for f in formulas:
-        if len(out) * len(f) > MAX_CONJUNCTIONS:
-            raise UsageError(f"a condition expands to more than {MAX_CONJUNCTIONS} polyhedra", rule="search-limit",
-                             fix="map fewer candidates at once, or simplify their costs")  # fmt: skip
-        out = tuple(_dedupe(a + b) for a in out for b in f)
-    return out
+        if f is False:
+            return False
+        if f is True:
+            continue
+        for g in f.parts if isinstance(f, All) else (f,):
+            if g not in parts:
+                parts.append(g)
+    return True if not parts else parts[0] if len(parts) == 1 else All(tuple(parts))
 
 
-def either(*formulas: DNF) -> DNF:
-    out: list[tuple[Atom, ...]] = []
+def either(*formulas: Formula) -> Formula:
+    """The disjunction (flattened; False parts dropped; True if any part is)."""
+    parts: list[Formula] = []
     for f in formulas:
-        out += [c for c in f if c not in out]
-    return tuple(out)
+        if f is True:
+            return True
+        if f is False:
+            continue
+        for g in f.parts if isinstance(f, AnyOf) else (f,):
+            if g not in parts:
+                parts.append(g)
+    return False if not parts else parts[0] if len(parts) == 1 else AnyOf(tuple(parts))
 
 
-def negate(f: DNF) -> DNF:
-    """¬(∨ ∧ a) = ∧ ∨ ¬a, distributed back into a union."""
-    return both(*(tuple((a.negated(),) for a in conj) for conj in f))
+def negate(f: Formula) -> Formula:
+    """De Morgan down the tree: no expansion."""
+    if isinstance(f, bool):
+        return not f
+    if isinstance(f, Atom):
+        return f.negated()
+    if isinstance(f, All):
+        return either(*(negate(g) for g in f.parts))
+    return both(*(negate(g) for g in f.parts))
 
 
-def _dedupe(atoms: Iterable[Atom]) -> tuple[Atom, ...]:
-    out: list[Atom] = []
-    for a in atoms:
-        if a not in out:
-            out.append(a)
-    return tuple(out)
+def conjunction(f: Formula) -> tuple[Atom, ...] | None:
+    """The atoms of a formula that is a plain conjunction (True: none), or None when it is not one."""
+    if f is True:
+        return ()
+    if isinstance(f, Atom):
+        return (f,)
+    if isinstance(f, All) and all(isinstance(g, Atom) for g in f.parts):
+        return tuple(f.parts)  # type: ignore[arg-type]
+    return None
+
+
+def brackets(f: Formula) -> int:
+    """The largest bracket factor among a formula's atoms (1: every comparison exact)."""
+    if isinstance(f, bool):
+        return 1
+    if isinstance(f, Atom):
+        return f.bracket
+    return max(brackets(g) for g in f.parts)
 
 
 def _cancel(p: Sequence[Term], q: Sequence[Term]) -> tuple[list[Mono], list[Mono]]:
@@ -212,20 +250,20 @@ def _cancel(p: Sequence[Term], q: Sequence[Term]) -> tuple[list[Mono], list[Mono
     return left, right
 
 
-def less(p: Sequence[Term], q: Sequence[Term], coords: Coordinates, *, strict: bool = True, why: str = "") -> DNF:
+def less(p: Sequence[Term], q: Sequence[Term], coords: Coordinates, *, strict: bool = True, why: str = "") -> Formula:
     """``sum(p) < sum(q)`` (``<=`` when not strict): exact when, after cancelling like terms, at most one
     monomial is left on each side; otherwise the largest terms are compared, bracketed by the term count."""
     left, right = _cancel(p, q)
     if not left:
-        return TRUE if right or not strict else FALSE
+        return bool(right) or not strict
     if not right:
-        return FALSE
+        return False
     if len(left) == 1 and len(right) == 1:
         return atom(left[0], right[0], coords, strict=strict, why=why)
     k = max(len(left), len(right))
     return either(*(both(*(atom(a, b, coords, strict=strict, bracket=k, why=why) for a in left)) for b in right))
 
 
-def cost_less(a: Cost, b: Cost, coords: Coordinates, *, strict: bool = True, why: str = "") -> DNF:
+def cost_less(a: Cost, b: Cost, coords: Coordinates, *, strict: bool = True, why: str = "") -> Formula:
     """``max_i A_i < max_j B_j`` = some B_j exceeds every A_i (each A, B a sum)."""
     return either(*(both(*(less(pa, pb, coords, strict=strict, why=why) for pa in a)) for pb in b))

@@ -18,6 +18,9 @@ from .conditions import Atom
 __all__ = ["TOL", "slack", "nonempty", "implies", "simplify", "interior_point", "contained"]
 
 TOL = 1e-7  # a region thinner than this in log space (a factor 1 + 1e-7) counts as empty
+# Every LP works in the box |log p| <= BOX: parameters a float can hold (e^700 ~ 1e304). The box keeps
+# every LP bounded, so HiGHS answers optimal or infeasible, never unbounded or unknown.
+BOX = 700.0
 
 
 def _matrix(atoms: Sequence[Atom]) -> tuple[list[list[float]], list[float]]:
@@ -32,14 +35,14 @@ def _linprog(c, a_ub, b_ub, bounds):
     return linprog(c, A_ub=a_ub or None, b_ub=b_ub or None, bounds=bounds, method="highs")
 
 
-def _solve_slack(atoms: Sequence[Atom], dims: int) -> tuple[float, list[float] | None]:
-    """(largest slack, a point attaining it): maximize s subject to λ·y + s <= -log c, s <= 1."""
+def _solve_slack(atoms: Sequence[Atom], dims: int, box: float = BOX) -> tuple[float, list[float] | None]:
+    """(largest slack, a point attaining it): maximize s subject to λ·y + s <= -log c, s <= 1, |y| <= box."""
     if not atoms:
         return 1.0, [0.0] * dims
     rows, rhs = _matrix(atoms)
     a_ub = [r + [1.0] for r in rows]
-    res = _linprog([0.0] * dims + [-1.0], a_ub, rhs, [(None, None)] * dims + [(None, 1.0)])
-    if res.status == 2:  # infeasible: cannot happen with a free slack, kept for safety
+    res = _linprog([0.0] * dims + [-1.0], a_ub, rhs, [(-box, box)] * dims + [(None, 1.0)])
+    if res.status == 2:  # infeasible: only when the box itself cuts every point off
         return float("-inf"), None
     if res.status != 0:
         raise RuntimeError(f"HiGHS failed on a region's feasibility LP: {res.message}")
@@ -55,10 +58,14 @@ def nonempty(atoms: Sequence[Atom], dims: int) -> bool:
     return slack(atoms, dims) > TOL
 
 
-def interior_point(atoms: Sequence[Atom], dims: int) -> list[float] | None:
-    """A point of the polyhedron (log-coordinates) as deep inside as the LP finds, or None when empty."""
-    s, y = _solve_slack(atoms, dims)
-    return y if s > TOL else None
+def interior_point(atoms: Sequence[Atom], dims: int, boxes: Sequence[float] = (BOX,)) -> list[float] | None:
+    """A point of the polyhedron (log-coordinates) with slack above TOL, or None when empty. With several
+    ``boxes`` the smallest box that holds one is used (moderate numbers for examples and pictures)."""
+    for box in boxes:
+        s, y = _solve_slack(atoms, dims, box)
+        if s > TOL:
+            return y
+    return None
 
 
 def _parallel(atoms: Sequence[Atom], target: Atom) -> bool:
@@ -83,9 +90,7 @@ def implies(atoms: Sequence[Atom], target: Atom, dims: int) -> bool:
         return True
     rows, rhs = _matrix(atoms)
     c = [-float(k) for k in target.lam]
-    res = _linprog(c, rows, rhs, [(None, None)] * dims)
-    if res.status == 3:  # unbounded: the target's side grows without limit
-        return False
+    res = _linprog(c, rows, rhs, [(-BOX, BOX)] * dims)
     if res.status == 2:  # empty: implies anything
         return True
     if res.status != 0:

@@ -28,13 +28,13 @@ from shardalg.errors import UsageError
 from . import polyhedra as lp
 from .candidates import Candidate, Constraint, Priced, price
 from .conditions import (
-    DNF,
-    FALSE,
-    MAX_CONJUNCTIONS,
-    TRUE,
+    All,
     Atom,
     Coordinates,
+    Formula,
     both,
+    brackets,
+    conjunction,
     cost_less,
     either,
     negate,
@@ -45,6 +45,8 @@ from .strategymap import Region, StrategyMap
 __all__ = ["strategy_map"]
 
 Poly = tuple[Atom, ...]
+Piece = tuple[Poly, int]  # a polyhedron and the bracket factor of the comparisons that made it
+MAX_POLYHEDRA = 20000  # polyhedra one region may split into while it is refined (bounded work)
 MAX_TERMS = 200  # terms over all candidates: each term is a cell, each cell an LP per competitor's clause
 
 
@@ -88,31 +90,65 @@ class _Space:
                 return False
         return True
 
-    def tidy(self, polys: Sequence[Poly]) -> tuple[Poly, ...]:
-        """Each polyhedron without redundant facets; polyhedra inside another dropped."""
-        simple = [lp.simplify(p, self.dims, keep=self.domain) for p in polys]
-        out: list[Poly] = []
-        for i, p in enumerate(simple):
+    def tidy(self, pieces: Sequence[Piece]) -> tuple[tuple[Poly, ...], int]:
+        """The polyhedra without redundant facets, those inside another dropped; and the largest bracket
+        factor among the pieces kept (a dropped piece's points are claimed by the one that holds it)."""
+        simple = [(lp.simplify(p, self.dims, keep=self.domain), b) for p, b in pieces]
+        out: list[Piece] = []
+        for i, (p, b) in enumerate(simple):
             inside = any(
                 self.implied(p, q) and (j < i or not self.implied(q, p))
-                for j, q in enumerate(simple) if j != i and q != p
+                for j, (q, _) in enumerate(simple) if j != i and q != p
             )
-            if not inside and p not in out:
-                out.append(p)
-        return tuple(out)
+            if not inside and p not in [x for x, _ in out]:
+                out.append((p, b))
+        return tuple(p for p, _ in out), max((b for _, b in out), default=1)
 
-    def refine(self, polys: list[Poly], clause: DNF) -> list[Poly]:
-        """Each polyhedron intersected with a union: unchanged where one member of the union holds
-        throughout, else split into its non-empty intersections with each member."""
-        out: list[Poly] = []
-        for p in polys:
-            if any(self.implied(p, d) for d in clause):
-                pieces = [p]
+    def holds(self, poly: Poly, f: Formula) -> bool:
+        """Whether ``f`` holds throughout the polyhedron (sufficient test: a disjunction holds when one of
+        its parts does)."""
+        if isinstance(f, bool):
+            return f
+        if isinstance(f, Atom):
+            return self.implied(poly, (f,))
+        if isinstance(f, All):
+            return all(self.holds(poly, g) for g in f.parts)
+        return any(self.holds(poly, g) for g in f.parts)
+
+    def refine(self, polys: list[Piece], f: Formula) -> list[Piece]:
+        """Each polyhedron intersected with the formula, part by part: an atom is a new facet (kept when the
+        polyhedron stays non-empty), a conjunction refines in turn, a disjunction leaves a polyhedron
+        unchanged where one of its parts holds throughout and otherwise splits it into the non-empty
+        intersections with each part. Empty pieces are dropped at every step, so nothing is expanded
+        that the LP has not found room for. Each piece carries the largest bracket factor of the
+        comparisons it relied on (1: all exact)."""
+        if f is True or not polys:
+            return polys
+        if f is False:
+            return []
+        if isinstance(f, Atom):
+            return [(q, max(b, f.bracket)) for p, b in polys if self.nonempty(q := p if f in p else p + (f,), p)]
+        if isinstance(f, All):
+            for g in f.parts:
+                polys = self.refine(polys, g)
+            return polys
+        out: list[Piece] = []
+        exact = [g for g in f.parts if brackets(g) == 1]
+        outside = negate(either(*exact)) if exact else True  # where no exact part holds
+        for p, b in polys:
+            holding = [brackets(g) for g in f.parts if self.holds(p, g)]
+            if holding:
+                pieces = [(p, max(b, min(holding)))]
             else:
-                pieces = [q for d in clause if self.nonempty(q := p + tuple(a for a in d if a not in p), p)]
-            out += [q for q in pieces if q not in out]
-            if len(out) > MAX_CONJUNCTIONS:
-                raise UsageError(f"a region splits into more than {MAX_CONJUNCTIONS} polyhedra",
+                pieces = []
+                for g in f.parts:
+                    got = self.refine([(p, b)], g)
+                    if brackets(g) > 1:  # an approximate part matters only where no exact part holds
+                        got = [(q, qb if self.refine([(q, 1)], outside) else b) for q, qb in got]
+                    pieces += got
+            out += [x for x in pieces if x not in out]
+            if len(out) > MAX_POLYHEDRA:
+                raise UsageError(f"a region splits into more than {MAX_POLYHEDRA} polyhedra",
                                  rule="search-limit", fix="map fewer candidates or parameters at once")  # fmt: skip
         return out
 
@@ -129,8 +165,8 @@ def _piece_of(e: Priced, t: Term) -> tuple[Term, ...]:
     return next(piece for piece in e.cost if any(x.mono == t.mono for x in piece))
 
 
-def _feasible(e: Priced, space: _Space) -> DNF:
-    def one(k: Constraint) -> DNF:
+def _feasible(e: Priced, space: _Space) -> Formula:
+    def one(k: Constraint) -> Formula:
         why = f"{e.name} within {k.text}"
         if k.strict:
             return cost_less(k.lhs, k.rhs, space.coords, why=why)
@@ -139,16 +175,16 @@ def _feasible(e: Priced, space: _Space) -> DNF:
     return both(*(one(k) for k in e.constraints))
 
 
-def _infeasible(e: Priced, space: _Space) -> DNF:
+def _infeasible(e: Priced, space: _Space) -> Formula:
     """Where ``e`` breaks one of its constraints (``lhs <= rhs`` broken is ``rhs < lhs``)."""
 
-    def one(k: Constraint) -> DNF:
+    def one(k: Constraint) -> Formula:
         why = f"{e.name} breaks {k.text}"
         if k.strict:
             return negate(cost_less(k.lhs, k.rhs, space.coords, why=why))
         return cost_less(k.rhs, k.lhs, space.coords, why=why)
 
-    return either(*(one(k) for k in e.constraints)) if e.constraints else FALSE
+    return either(*(one(k) for k in e.constraints)) if e.constraints else False
 
 
 def _derivation(title: str, e: Priced, polys: Sequence[Poly], space: _Space) -> Derivation:
@@ -175,10 +211,10 @@ def _cells(e: Priced, space: _Space) -> list[Region]:
     for t in terms:
         f = both(*(cost_less(((o,),), ((t,),), space.coords, why=f"{t.name} above {o.name}")
                    for o in terms if o is not t))  # fmt: skip
-        polys = [p for p in f if space.nonempty(p)]
-        if not polys:
+        pieces = space.refine([((), 1)], f)  # monomials against monomials: one polyhedron (or none)
+        if not pieces:
             continue
-        polys_t = space.tidy(polys)
+        polys_t, _ = space.tidy(pieces)
         d = _derivation(f"where {t.name} binds the cost of {e.name}", e, polys_t, space)
         d.result = sympy.Or(*(sympy.And(*c) for c in space.solved(polys_t)))
         piece = _piece_of(e, t)
@@ -199,11 +235,11 @@ def _ties(i: int, t: Term, polys: Sequence[Poly], entries: Sequence[Priced], spa
         if e.bracket > 1 or f.bracket > 1 or not same:
             continue
         below = both(*(cost_less(((o,),), ((t,),), space.coords) for o in f.terms() if o.mono != t.mono))
-        if below == FALSE:
+        if below is False:
             continue
-        if all(any(space.implied(p, c) for c in below) for p in polys):
+        if all(space.holds(p, below) for p in polys):
             out.append(f.name)
-        elif any(space.nonempty(p + c) for p in polys for c in below):
+        elif space.refine([(p, 1) for p in polys], below):
             out.append(f"{f.name} where its {same[0].name} binds too")
     return tuple(out)
 
@@ -220,19 +256,14 @@ def _regions(i: int, entries: Sequence[Priced], cells: Sequence[Region], space: 
         clauses.append(either(beats, _infeasible(f, space)))
     out = []
     for cell in cells:
-        polys = list(cell.polyhedra)
+        pieces = [(p, 1) for p in cell.polyhedra]
         for clause in clauses:
-            if clause == TRUE:
-                continue
-            polys = space.refine(polys, clause)
-            if not polys:
-                break
-        if not polys:
+            pieces = space.refine(pieces, clause)
+        if not pieces:
             continue
-        polys_t = space.tidy(polys)
+        polys_t, bracket = space.tidy(pieces)
         d = _derivation(f"where {e.name} is fastest and {cell.term.name} binds", e, polys_t, space)
         d.result = sympy.Or(*(sympy.And(*c) for c in space.solved(polys_t)))
-        bracket = max((a.bracket for p in polys_t for a in p), default=1)
         ties = _ties(i, cell.term, polys_t, entries, space)
         out.append(Region(e.name, e.parent, cell.term, cell.cost, polys_t, space.solved(polys_t), bracket,
                           cell.cost_bracket, ties, d))  # fmt: skip
@@ -254,12 +285,13 @@ def _domain(domain: Sequence[sympy.Basic], common: Mapping, coords: Coordinates)
             raise UsageError(f"a domain condition is an inequality such as N >= 1, not {r!r}", rule="parameters")
         f = cost_less(substitute(normal_form(lhs), common), substitute(normal_form(rhs), common), coords,
                       why=f"domain: {sympy.sstr(r)}")  # fmt: skip
-        if f == FALSE:
+        if f is False:
             raise UsageError(f"the domain condition {sympy.sstr(r)} never holds", rule="parameters")
-        if len(f) != 1:
+        conj = conjunction(f)
+        if conj is None:
             raise UsageError(f"the domain condition {sympy.sstr(r)} is a union of regions; give comparisons of "
                              "monomials", rule="parameters")  # fmt: skip
-        atoms += [a for a in f[0] if a not in atoms]
+        atoms += [a for a in conj if a not in atoms]
     if atoms and not lp.nonempty(atoms, len(coords.params)):
         raise UsageError("the domain is empty: its conditions contradict each other", rule="parameters")
     return tuple(atoms)

@@ -17,7 +17,7 @@ import sympy
 from sympy import Expr
 
 from shardalg.algebra.symbols import as_expr
-from shardalg.costs.stepcost import numeric
+from shardalg.costs.steps import numeric
 from shardalg.errors import UsageError
 
 from .minimize import Minimum

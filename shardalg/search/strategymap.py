@@ -161,10 +161,12 @@ class StrategyMap:
         return best if best is not None and best.margin(y) > -1e-9 else None
 
     def example(self, region: Region) -> tuple[float, ...]:
-        """A point (log of each parameter) deep inside the region's first polyhedron and the domain."""
+        """A point (log of each parameter) inside the region's first polyhedron and the domain, with every
+        coordinate within 20 (then 100, then the LPs' box) where the region reaches that far."""
         from . import polyhedra
 
-        y = polyhedra.interior_point(region.polyhedra[0] + self.domain_atoms, len(self.parameters))
+        atoms, dims = region.polyhedra[0] + self.domain_atoms, len(self.parameters)
+        y = polyhedra.interior_point(atoms, dims, (20.0, 100.0, polyhedra.BOX))
         assert y is not None, "a region is kept only when its LP finds an interior"
         return tuple(y)
 

@@ -9,7 +9,7 @@ import sympy
 from shardalg.algebra.symbols import axis_size, dim_size, quantity
 from shardalg.errors import ShardalgError, UsageError
 from shardalg.search import Candidate, eliminate, strategy_map
-from shardalg.search.conditions import Coordinates, less
+from shardalg.search.conditions import All, AnyOf, Atom, Coordinates, brackets, less, negate
 from shardalg.search.logspace import Mono, Term, normal_form, substitute, to_expr
 
 A, B, K = dim_size("A"), dim_size("B"), dim_size("K")
@@ -86,12 +86,14 @@ def test_comparisons_cancel_like_terms_before_bracketing():
         return less([Term(m) for m in p], [Term(m) for m in q], coords)
 
     a, b, k = (Mono.make(1, {s: 1}) for s in (A, B, K))
-    assert cmp([k, Mono(8) * a], [k, Mono(12) * a]) == ((),)  # c + 8a < c + 12a: always
-    assert cmp([k, Mono(12) * a], [k, Mono(8) * a]) == ()  # never
-    ((atom,),) = cmp([k, a], [k, b])  # c + a < c + b is a < b: exact
-    assert atom.bracket == 1 and atom.solved(coords, (0, 1)) == sympy.StrictLessThan(A, B)
+    assert cmp([k, Mono(8) * a], [k, Mono(12) * a]) is True  # c + 8a < c + 12a: always
+    assert cmp([k, Mono(12) * a], [k, Mono(8) * a]) is False  # never
+    atom = cmp([k, a], [k, b])  # c + a < c + b is a < b: exact
+    assert isinstance(atom, Atom) and atom.bracket == 1
+    assert atom.solved(coords, (0, 1)) == sympy.StrictLessThan(A, B)
     two = cmp([a, b], [Mono.make(1, {A: 1, B: 1})])  # a + b < ab: no monomial form, bracketed
-    assert all(x.bracket == 2 for conj in two for x in conj)
+    assert isinstance(two, All) and brackets(two) == 2
+    assert isinstance(negate(two), AnyOf)  # De Morgan down the tree, nothing expanded
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
