@@ -29,12 +29,14 @@ from shardalg.costs.hardware import Chip
 from shardalg.costs.plancost import PlanCost, plan_cost
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
+from shardalg.notation.syntax import Op
 
 from .analysis import Analysis, Flops, Remat, analyze
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text
 
-__all__ = ["StepReport", "step_time", "model_step", "POLICIES", "DEFAULT_POLICY", "overlap_argument", "SECONDS_PER_DAY"]
+__all__ = ["StepReport", "step_time", "model_step", "POLICIES", "DEFAULT_POLICY", "overlap_argument", "SECONDS_PER_DAY",
+           "step_seconds", "PartSeconds"]
 
 POLICIES: tuple[str, ...] = ("steady", "serial")
 DEFAULT_POLICY = "steady"  # a whole step: the book's layer-level view (DESIGN.md section 5)
@@ -196,14 +198,22 @@ def _time(s: float) -> str:
     return f"{s * 1e9:.4g} ns"
 
 
-def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | None, policy: str,
-          mfu: Fraction, hbm_names: tuple[str, ...] | None) -> Part | None:  # fmt: skip
+def _part_cost(name: str, plans: list[Plan], a: Analysis, chip: Chip | None, policy: str,
+               hbm_names: tuple[str, ...] | None) -> PlanCost | None:  # fmt: skip
+    """The plans of one part as one plan, priced under the policy (None when it has no step)."""
     steps = tuple(s for p in plans for s in p.steps)
     if not steps:
         return None
     m = a.model
     plan = Plan((), steps, steps[-1].output, note=name)
-    cost = plan_cost(plan, m.mesh, m.sizes, hw=chip, overlap=overlap_argument(policy), hbm=hbm_names)
+    return plan_cost(plan, m.mesh, m.sizes, hw=chip, overlap=overlap_argument(policy), hbm=hbm_names)
+
+
+def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | None, policy: str,
+          mfu: Fraction, hbm_names: tuple[str, ...] | None) -> Part | None:  # fmt: skip
+    cost = _part_cost(name, plans, a, chip, policy, hbm_names)
+    if cost is None:
+        return None
     scale = {C: sympy.Rational(mfu.numerator, mfu.denominator) * C} if mfu != 1 else {}
     compute = cost.compute.subs(scale)
     if a.mode == "train":
@@ -212,6 +222,71 @@ def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | N
         terms = (compute, cost.memory, cost.comms)
         total = sympy.Max(*terms) if overlap_argument(policy) else sympy.Add(*terms)
     return Part(name, count, cost, compute, cost.comms, cost.memory, total)
+
+
+def _hbm_names(a: Analysis) -> tuple[str, ...] | None:
+    """The tensors whose HBM reads an inference step counts (its parameters and KV cache); None in training
+    (every einsum operand and result)."""
+    if a.mode != "infer":
+        return None
+    m = a.model
+    keep = {v.name for v in (*m.params, *m.kv_cache)}
+    return tuple(n for n, root in m.aliases.items() if root in keep)
+
+
+def _part_plans(a: Analysis, once: bool) -> list[Plan]:
+    """The plans one part of a step runs: forward, recomputed forward, gradients."""
+    by_index = {s.index: s for s in a.model.statements}
+    plans = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
+    plans += [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
+    plans += [p for info, p in a.grad_plans if info.once == once]
+    return plans
+
+
+@dataclass(frozen=True)
+class PartSeconds:
+    """One part of a step in seconds on a chip (count: times per step), with each mesh axis's communication
+    (under ``steady`` the part's comms is their maximum, under ``serial`` the sum of every collective)."""
+
+    name: str
+    count: float
+    compute: float
+    comms: float
+    hbm: float
+    total: float
+    axes: tuple[tuple[str, float], ...]
+
+
+def step_seconds(analysis: Analysis, chip: Chip | str, policy: str = DEFAULT_POLICY) -> list[PartSeconds]:
+    """The parts of a step (as :func:`model_step` prices them, at peak FLOP/s) straight in seconds, without
+    building a formula: the fast path of a search over many shardings. Every size must be bound."""
+    from shardalg.costs.schedule import lanes_of
+
+    overlap_argument(policy)
+    a, m = analysis, analysis.model
+    hw = as_chip_text(chip)
+    if hw is None:
+        raise UsageError("seconds need a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
+    out: list[PartSeconds] = []
+    for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
+        cost = _part_cost(name, _part_plans(a, once), a, hw, policy, _hbm_names(a))
+        if cost is None:
+            continue
+        got = {k: cost.evaluate(cost.light(k)) for k in ("compute", "comms", "memory", "total")}
+        axes: dict[str, float] = {}
+        for sc in cost.steps:
+            for lane in lanes_of(sc.step) if sc.step.op is not Op.EINSUM else ():
+                axes[lane] = axes.get(lane, 0.0) + (cost.evaluate(sc.comms) or 0.0)
+        if any(v is None for v in got.values()) or count.free_symbols:
+            raise UsageError(f"seconds need every size bound; the {name} is symbolic",
+                             fix="bind every dim with --sizes (API: sizes={...})")  # fmt: skip
+        total = got["total"]
+        if a.mode == "infer":
+            terms = (got["compute"], got["memory"], got["comms"])
+            total = max(terms) if overlap_argument(policy) else sum(terms)
+        out.append(PartSeconds(name, float(count), got["compute"], got["comms"], got["memory"], total,
+                               tuple(axes.items())))  # fmt: skip
+    return out
 
 
 def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: str | None = None,
@@ -228,17 +303,9 @@ def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: str |
         notes.append(("mfu", "1 (default: peak FLOP/s)"))
     fraction = _mfu(mfu)
     hw = as_chip_text(chip)
-    by_index = {s.index: s for s in m.statements}
-    hbm_names: tuple[str, ...] | None = None
-    if a.mode == "infer":
-        keep = {v.name for v in (*m.params, *m.kv_cache)}
-        hbm_names = tuple(n for n, root in m.aliases.items() if root in keep)
     parts: list[Part] = []
     for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        plans = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
-        plans += [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
-        plans += [p for info, p in a.grad_plans if info.once == once]
-        part = _part(name, count, plans, a, hw, policy, fraction, hbm_names)
+        part = _part(name, count, _part_plans(a, once), a, hw, policy, fraction, _hbm_names(a))
         if part is not None:
             parts.append(part)
     if not parts:

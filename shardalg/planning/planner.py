@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
@@ -117,11 +118,18 @@ def plans(
         return [_collective_plan(body, result, p)]
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    found = EinsumPlanner(body, result, p.mesh, p.sizes).plans()
+    found = list(_einsum_plans(body, result, p.mesh, p.sizes))
     if not found:
         raise _no_plan(stmt, body, result)
     found.sort(key=rank)
     return found
+
+
+@lru_cache(maxsize=4096)
+def _einsum_plans(body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes) -> tuple[Plan, ...]:
+    """The plans of one product, unsorted: memoized, since a strategy search plans the same sharded
+    statement for many candidates (plans are immutable; spans take no part in the key)."""
+    return tuple(EinsumPlanner(body, result, mesh, sizes).plans())
 
 
 def plan(
