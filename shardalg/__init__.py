@@ -78,6 +78,8 @@ _EXPORTS: dict[str, str] = {
     "expand": "models.expand",
     "shard": "models.expand",
     "chip_from_text": "costs.chipspec",
+    # strategy search
+    "search": "search.numeric",
     # pictures and the bridge to JAX / PyTorch
     "show": "pictures.show",
     "show_tikz": "pictures.show",

@@ -10,10 +10,17 @@
 The engine takes sympy expressions: it does not know how a cost was made, so any overlap policy, memory
 model or cost form that ends in products of powers, ``+`` and ``Max`` maps alike.
 
+The numeric search: :mod:`.space` (axis assignments for parameters and activations, the named strategies),
+:mod:`.price` (each priced by its plans, derived backward, step seconds and memory), :mod:`.numeric` (the
+fastest that fits, the best of each strategy, the ranked table); ``shardalg.search(...)`` calls it.
+
 Imports: :mod:`shardalg.costs` (the Derivation record), :mod:`shardalg.numeric` and everything below them; never
 the outputs above (export, pictures, notes, cli). scipy is imported lazily, inside the functions that solve
 linear programs, so ``import shardalg`` and the CLI's start do not pay for it.
 """
+
+import sys as _sys
+import types as _types
 
 from .candidates import Candidate, eliminate
 from .minimize import Minimize, Minimum, minimize
@@ -25,3 +32,16 @@ __all__ = [
     "Candidate", "eliminate", "Minimize", "Minimum", "minimize", "strategy_map", "Region", "StrategyMap",
     "AxisSplits", "axis_splits", "divisors", "torus_splits",
 ]  # fmt: skip
+
+
+class _CallableModule(_types.ModuleType):
+    """``sa.search(...)`` must call the numeric search even once ``import shardalg.search`` has bound the
+    name ``search`` of the package ``shardalg`` to this subpackage: the subpackage, called, is the search."""
+
+    def __call__(self, *args, **kwargs):
+        from .numeric import search
+
+        return search(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

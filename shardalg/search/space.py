@@ -32,11 +32,11 @@ from math import prod
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.errors import UsageError
-from shardalg.notation.syntax import Arrow, Collective, Product, Program, Role, Tensor
+from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
 
 __all__ = ["Assignment", "Space", "space_of", "enumerate_space", "Pruned", "STRATEGIES", "MAX_CANDIDATES"]
 
-MAX_CANDIDATES = 50_000  # assignments in the space before pruning: above this the search refuses up front
+MAX_CANDIDATES = 20_000  # assignments in the space before pruning: above this the search refuses up front
 
 STRATEGIES = ("DP", "FSDP", "TP", "DP+TP", "FSDP+TP", "SP", "EP")  # the named ones, in the order printed
 
