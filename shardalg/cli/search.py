@@ -43,11 +43,12 @@ class _Bar:
             if now - self.start < DELAY:
                 return
             try:
+                from rich.console import Console
                 from rich.progress import Progress
             except ImportError:
                 self.plain = True
             else:
-                self.bar = Progress(transient=True)
+                self.bar = Progress(console=Console(stderr=True), transient=True)
                 self.bar.start()
                 self.task = self.bar.add_task("search", total=total)
         if self.bar is not None:
