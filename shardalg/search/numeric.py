@@ -95,7 +95,14 @@ class SearchResult:
         if w is None or e is w:
             return e.binding_reason()
         ratio = e.seconds / w.seconds  # type: ignore[operator]
-        than = "as fast as the winner, more communication" if ratio <= 1 + 1e-9 else f"{ratio:.3g}x the winner's time"
+        if ratio > 1 + 1e-9:
+            than = f"{ratio:.3g}x the winner's time"
+        elif e.comms > w.comms:
+            than = "as fast as the winner, more communication"
+        elif e.bytes > w.bytes:
+            than = "as fast as the winner, more memory"
+        else:
+            than = "tied with the winner (listed after it in the space's order)"
         return f"{than}; {e.binding_reason()}"
 
     @property
