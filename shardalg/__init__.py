@@ -78,6 +78,11 @@ _EXPORTS: dict[str, str] = {
     "expand": "models.expand",
     "shard": "models.expand",
     "chip_from_text": "costs.chipspec",
+    # strategy search
+    "strategy_map": "search.programresult",
+    "StrategyMap": "search.strategymap",
+    "ProgramMap": "search.programresult",
+    "region_map": "pictures.regionmap",
     # pictures and the bridge to JAX / PyTorch
     "show": "pictures.show",
     "show_tikz": "pictures.show",
