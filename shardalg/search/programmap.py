@@ -38,7 +38,7 @@ from shardalg.models.expand import shard
 from shardalg.models.program import model_program
 from shardalg.models.step import POLICIES, overlap_argument
 from shardalg.notation.plan import Plan
-from shardalg.notation.syntax import Arrow, Product, Program, Role, Tensor
+from shardalg.notation.syntax import Arrow, Product, Program, Tensor
 
 from .candidates import Candidate, price
 from .minimize import Minimize

@@ -19,6 +19,7 @@ from shardalg.algebra.symbols import latex_names
 from shardalg.errors import UsageError
 
 from . import polyhedra
+from .candidates import Candidate
 from .programmap import (
     M_X,
     M_Y,
@@ -36,7 +37,6 @@ from .programmap import (
     parameters,
     strategies_of,
 )
-from .candidates import Candidate
 from .regions import strategy_map as engine_map
 from .splits import AxisSplits, axis_splits, divisors, torus_splits
 from .strategymap import Region, StrategyMap
