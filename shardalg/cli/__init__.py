@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from shardalg.errors import IllegalSharding, NoPlan, ShardalgError
 
 # One module per group of subcommands, in the order they appear in --help.
-COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models")
+COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models",
+                                  "strategymap")
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_USAGE = 0, 1, 2
 

@@ -189,8 +189,9 @@ def _exponents(candidates: Sequence[Candidate]) -> tuple[list[sympy.Symbol], lis
 
 
 def coordinates_for(candidates: Sequence[Candidate], over: Sequence[Expr]) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
-    """(the map's parameters, the ones added to ``over``): EXTRAS are added, in order, while some ratio of two
-    terms is not a product of powers of the parameters (the engine needs every comparison covered)."""
+    """(the map's parameters, the ones added to ``over``): EXTRAS, then single symbols, are added in order while
+    some ratio of two terms is not a product of powers of the parameters (the engine needs every comparison
+    covered)."""
     syms, vecs = _exponents(candidates)
     diffs = sympy.Matrix([[a - b for a, b in zip(v, vecs[0], strict=True)] for v in vecs[1:]]) if len(vecs) > 1 \
         else sympy.zeros(0, len(syms))  # fmt: skip
@@ -209,7 +210,7 @@ def coordinates_for(candidates: Sequence[Candidate], over: Sequence[Expr]) -> tu
 
     params = list(over)
     added = []
-    for extra in EXTRAS:
+    for extra in (*EXTRAS, *syms):  # the book's parameters first, then single symbols (F, B, ...)
         if covered(params):
             break
         base = sympy.Matrix([row(p) for p in params]) if params else sympy.zeros(0, len(syms))
