@@ -22,7 +22,7 @@ from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 EXAMPLE = ('shardalg strategy-map "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; '
            'Tmp[B, F] * W_out[F, D] -> Out[B, D]" --mesh X=4,Y=4,Z=4 --hw tpu-v5p --sizes B=48000,D=8192,F=32768 '
-           '--plot map.png')  # fmt: skip
+           '--memory hbm --plot map.png')  # fmt: skip
 
 
 def _program_text(arg: str) -> str:
@@ -43,7 +43,7 @@ def _run(args: argparse.Namespace) -> int:
 
     result = program_map(_program_text(args.program), mesh(args.mesh), chip(args.hw), parameters_text(args.over),
                          overlap=args.overlap, passes=args.passes, sizes=as_sizes(args.sizes),
-                         remat=args.remat)  # fmt: skip
+                         remat=args.remat, memory=args.memory, optimizer=args.optimizer)  # fmt: skip
     picture: Any = None
     if args.plot:
         from shardalg.pictures.regionmap import region_map
@@ -92,6 +92,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--passes", choices=("step", "forward", "backward"), default="step",
                    help="the whole training step (default), or the forward or backward pass alone")
     p.add_argument("--remat", metavar="POLICY", help="what the backward keeps (see shardalg step); default none")
+    p.add_argument("--memory", metavar="BYTES|hbm", help="cap the parameters, gradients and optimizer state per "
+                   "device (bytes, e.g. 95e9, or hbm: the chip's); the map gains D*F/H. Default: no cap")  # fmt: skip
+    p.add_argument("--optimizer", metavar="NAME", help="the optimizer state the cap counts (see shardalg memory; "
+                   "default adam)")  # fmt: skip
     p.add_argument("--plot", metavar="OUT.png", help="draw the map over the first two --over parameters "
                    "(.png, .pdf, .svg; needs the plot extra), the current point marked")  # fmt: skip
     p.add_argument("--decades", type=float, default=2.0, help="the picture's reach each side of the point "

@@ -1,6 +1,7 @@
 """The strategy map as a picture, like the book's figures: a log-log plane over two of the map's parameters,
 each point coloured by the strategy the symbolic map says is fastest there, each region labelled, and the
-current point marked. The other parameters are held at the current point's values.
+current point marked. Moving along an axis moves one symbol of that parameter (B for B/N), every other
+symbol held at the current point: a map over B/N and F with a memory cap moves D*F/H with F.
 
     >>> from shardalg.pictures.regionmap import region_map
     >>> pic = region_map(sa.strategy_map(MLP, mesh="X=4,Y=4,Z=4", hw="tpu-v5p", sizes=...), "map.png")
@@ -67,6 +68,16 @@ def _index(m: Any, p: Expr | str | None, default: int) -> int:
                      rule="parameters")  # fmt: skip
 
 
+def _driver_column(coords: Any, i: int) -> np.ndarray:
+    """How every parameter's log moves when parameter i's log moves by 1, its other parameters' symbols held:
+    one symbol of parameter i (the one fewest parameters share: B in B/N) drives the move. So a picture over
+    B/N and F keeps D, N and the cap H fixed and moves D*F/H with F, as the numbers would."""
+    mono = coords.monos[i]
+    uses = {s: sum(1 for m in coords.monos if m.powers.get(s, 0)) for s, _ in mono.exps}
+    driver, k = min(mono.exps, key=lambda se: uses[se[0]])
+    return np.array([float(m.powers.get(driver, 0)) / float(k) for m in coords.monos])
+
+
 def _margins(regions: Sequence[Any], grid: np.ndarray) -> np.ndarray:
     """For each region, how deep each grid point (rows of log coordinates) lies inside it."""
     out = np.empty((len(regions), grid.shape[0]))
@@ -116,7 +127,8 @@ def region_map(result: Any, out: str | Path, x: Expr | str | None = None, y: Exp
     gx, gy = (np.linspace(lo, hi, grid) for lo, hi in lims)
     mx, my = np.meshgrid(gx, gy)
     pts = np.tile(np.array(center, dtype=float), (mx.size, 1))
-    pts[:, ix], pts[:, iy] = mx.ravel(), my.ravel()
+    for i, moved in ((ix, mx.ravel() - center[ix]), (iy, my.ravel() - center[iy])):
+        pts += np.outer(moved, _driver_column(m.coords, i))
     regions = list(m.regions)
     margins = _margins(regions, pts)
     inside = margins.max(axis=0) > -1e-9

@@ -35,6 +35,7 @@ from shardalg.costs.plancost import PlanCost, plan_cost
 from shardalg.errors import UsageError
 from shardalg.models.analysis import analyze
 from shardalg.models.expand import shard
+from shardalg.models.memory import model_memory
 from shardalg.models.program import model_program
 from shardalg.models.step import POLICIES, overlap_argument
 from shardalg.notation.plan import Plan
@@ -44,11 +45,14 @@ from .candidates import Candidate, price
 from .minimize import Minimize
 from .monotext import parameter
 
-__all__ = ["Strategy", "STRATEGY_NAMES", "PASSES", "strategies_of", "candidates_of", "coordinates_for"]
+__all__ = ["Strategy", "STRATEGY_NAMES", "PASSES", "strategies_of", "candidates_of", "coordinates_for", "H",
+           "state_parameter"]
 
 X, Y, N = axis_size("X"), axis_size("Y"), device_count()
 M_X, M_Y = links("X"), links("Y")
 C, W = quantity("C"), quantity("W_ici")
+H = quantity("H")  # the memory cap per device, bytes
+STATE = ("params", "grads", "optimizer")  # the parts of memory the cap bounds
 STRATEGY_NAMES = ("DP", "FSDP", "TP", "FSDP+TP")
 PASSES = ("step", "forward", "backward")
 # Parameters added to the map, in this order, while its costs depend on more than ``over`` covers.
@@ -68,10 +72,12 @@ class Strategy:
     substitute: dict[sympy.Symbol, Expr]
     minimize: Minimize | None = None
     notes: tuple[tuple[str, str], ...] = field(default=())
+    state: Expr = sympy.Integer(0)  # bytes per device of the parts in STATE, from the models layer
 
-    def candidate(self) -> Candidate:
+    def candidate(self, capped: bool = False) -> Candidate:
+        constraints = (sympy.LessThan(self.state, H, evaluate=False),) if capped else ()
         return Candidate(self.name, self.cost.total, parts=self.parts, substitute=self.substitute,
-                         minimize=self.minimize)  # fmt: skip
+                         minimize=self.minimize, constraints=constraints)  # fmt: skip
 
 
 def _program(program: Any) -> Program:
@@ -122,12 +128,16 @@ def _dims(prog: Program) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     return batch[0], model, hidden
 
 
-def _plans(prog: Program, axes: tuple[str, ...], passes: str, remat: Any) -> tuple[list[Plan], list[tuple[str, str]]]:
+def _plans(prog: Program, axes: tuple[str, ...], passes: str, remat: Any,
+           optimizer: Any) -> tuple[list[Plan], list[tuple[str, str]], Expr]:  # fmt: skip
+    """The plans of the chosen passes, the models layer's notes, and the bytes per device of STATE."""
     a = analyze(model_program(prog, Mesh({ax: None for ax in axes}), {}), "train", remat)
     fwd = list(a.forward_plans.values()) + [a.forward_plans[i] for i in a.recomputed]
     grads = [p for _, p in a.grad_plans]
     chosen = {"step": fwd + grads, "forward": list(a.forward_plans.values()), "backward": grads}[passes]
-    return chosen, [(k, v) for k, v in a.notes if k not in ("layers", "mode")]
+    report = model_memory(a, None, optimizer)
+    state = sympy.Add(*(report.parts[p] for p in STATE))
+    return chosen, [(k, v) for k, v in report.notes if k not in ("layers", "mode")], state
 
 
 def _cost(plans: list[Plan], axes: tuple[str, ...], overlap: str) -> tuple[PlanCost, dict[str, Expr]]:
@@ -144,7 +154,7 @@ def _cost(plans: list[Plan], axes: tuple[str, ...], overlap: str) -> tuple[PlanC
 
 
 def strategies_of(program: Any, overlap: str = "steady", passes: str = "step", remat: Any = None,
-                  names: Sequence[str] = STRATEGY_NAMES) -> tuple[Strategy, ...]:  # fmt: skip
+                  names: Sequence[str] = STRATEGY_NAMES, optimizer: Any = None) -> tuple[Strategy, ...]:  # fmt: skip
     """The named strategies of ``program``, each sharded, planned and costed by the engine."""
     if overlap not in POLICIES:
         overlap_argument(overlap)  # raises the one message for a bad policy
@@ -168,33 +178,40 @@ def strategies_of(program: Any, overlap: str = "steady", passes: str = "step", r
     for name in names:
         params, acts, axes, subs, mini = table[name]
         sharded = shard(prog, params=params, activations=acts)
-        plans, notes = _plans(sharded, axes, passes, remat)
+        plans, notes, state = _plans(sharded, axes, passes, remat, optimizer)
         pc, parts = _cost(plans, axes, overlap)
-        out.append(Strategy(name, sharded, axes, pc, parts, subs, mini, tuple(notes)))
+        out.append(Strategy(name, sharded, axes, pc, parts, subs, mini, tuple(notes), state))
     return tuple(out)
 
 
-def candidates_of(strategies: Sequence[Strategy]) -> list[Candidate]:
-    return [s.candidate() for s in strategies]
+def candidates_of(strategies: Sequence[Strategy], capped: bool = False) -> list[Candidate]:
+    return [s.candidate(capped) for s in strategies]
 
 
 def _exponents(candidates: Sequence[Candidate]) -> tuple[list[sympy.Symbol], list[list[sympy.Rational]]]:
-    """Every term's exponent vector (over the symbols its costs use), after substitution and minimization."""
-    monos = []
+    """The exponent vectors whose ratios the map compares: every term of every cost against the first, and
+    each constraint's terms against its bound (after substitution and minimization)."""
+    pairs = []
+    first = None
     for c in candidates:
         for e in price(c, {})[0]:
-            monos += [t.mono for t in e.terms()]
-    syms = sorted({s for m in monos for s in m.powers}, key=lambda s: s.name)
-    return syms, [[m.powers.get(s, 0) for s in syms] for m in monos]
+            for t in e.terms():
+                first = first or t.mono
+                pairs.append((t.mono, first))
+            for k in e.constraints:
+                bound = [t.mono for piece in k.rhs for t in piece]
+                pairs += [(t.mono, b) for piece in k.lhs for t in piece for b in bound]
+    syms = sorted({s for a, b in pairs for s in (*a.powers, *b.powers)}, key=lambda s: s.name)
+    return syms, [[a.powers.get(s, 0) - b.powers.get(s, 0) for s in syms] for a, b in pairs]
 
 
-def coordinates_for(candidates: Sequence[Candidate], over: Sequence[Expr]) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
+def coordinates_for(candidates: Sequence[Candidate], over: Sequence[Expr],
+                    extras: Sequence[Expr] = EXTRAS) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:  # fmt: skip
     """(the map's parameters, the ones added to ``over``): EXTRAS, then single symbols, are added in order while
     some ratio of two terms is not a product of powers of the parameters (the engine needs every comparison
     covered)."""
     syms, vecs = _exponents(candidates)
-    diffs = sympy.Matrix([[a - b for a, b in zip(v, vecs[0], strict=True)] for v in vecs[1:]]) if len(vecs) > 1 \
-        else sympy.zeros(0, len(syms))  # fmt: skip
+    diffs = sympy.Matrix(vecs) if vecs else sympy.zeros(0, len(syms))
 
     def row(p: Expr) -> list:
         from .logspace import mono_of
@@ -210,7 +227,7 @@ def coordinates_for(candidates: Sequence[Candidate], over: Sequence[Expr]) -> tu
 
     params = list(over)
     added = []
-    for extra in (*EXTRAS, *syms):  # the book's parameters first, then single symbols (F, B, ...)
+    for extra in (*extras, *syms):  # the book's parameters first, then single symbols (F, B, ...)
         if covered(params):
             break
         base = sympy.Matrix([row(p) for p in params]) if params else sympy.zeros(0, len(syms))
@@ -233,7 +250,7 @@ def parameters(over: Sequence[Expr | str], known: Mapping[str, sympy.Symbol]) ->
 
 def known_symbols(strategies: Sequence[Strategy]) -> dict[str, sympy.Symbol]:
     """Names a user may write in ``over``: every symbol of the costs, plus N, and W for W_ici."""
-    out: dict[str, sympy.Symbol] = {"N": N, "W": W, "W_ici": W, "C": C, "M_X": M_X, "M_Y": M_Y}
+    out: dict[str, sympy.Symbol] = {"N": N, "W": W, "W_ici": W, "C": C, "M_X": M_X, "M_Y": M_Y, "H": H}
     for s in strategies:
         for sym in sympy.sympify(s.cost.total).free_symbols:
             if sym not in (X, Y):
@@ -259,3 +276,15 @@ def mesh_devices(mesh: Any) -> tuple[Mesh | None, int | None]:
 def chip_values(hw: Any) -> tuple[Any, dict[sympy.Symbol, float]]:
     chip = as_chip_text(hw)
     return chip, (chip.values() if chip is not None else {})
+
+
+def state_parameter(strategies: Sequence[Strategy]) -> Expr:
+    """The map parameter a memory cap adds: the state's monomial over H (``D*F/H`` for the MLP block)."""
+    from .logspace import mono_of
+
+    for s in strategies:
+        for term in sympy.Add.make_args(sympy.expand(s.state)):
+            m = mono_of(term)
+            if m is not None and m.exps:
+                return sympy.Mul(*(x**k for x, k in m.exps if x not in (X, Y, N))) / H
+    raise UsageError("the program's parameters hold no bytes to cap", rule="parameters")

@@ -21,9 +21,11 @@ from shardalg.errors import UsageError
 from . import polyhedra
 from .candidates import Candidate
 from .programmap import (
+    EXTRAS,
     M_X,
     M_Y,
     STRATEGY_NAMES,
+    H,
     N,
     Strategy,
     X,
@@ -35,6 +37,7 @@ from .programmap import (
     known_symbols,
     mesh_devices,
     parameters,
+    state_parameter,
     strategies_of,
 )
 from .regions import strategy_map as engine_map
@@ -150,6 +153,27 @@ class ProgramMap:
         return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
 
 
+def _cap(memory: float | str | None, chip: Any) -> float | bool | None:
+    """The cap in bytes (True: symbolic, no value), or None for no cap."""
+    if memory is None:
+        return None
+    if memory == "hbm":
+        if chip is None:
+            raise UsageError("memory='hbm' needs a chip", rule="parameters", fix="give hw='tpu-v5p' (--hw)")
+        return float(chip.hbm_capacity.value)
+    if memory == "symbolic":
+        return True
+    if isinstance(memory, str):
+        try:
+            memory = float(memory)
+        except ValueError:
+            raise UsageError(f"the memory cap is bytes (e.g. 95e9), 'hbm' or 'symbolic', not {memory!r}",
+                             rule="parameters") from None  # fmt: skip
+    if isinstance(memory, bool) or not isinstance(memory, int | float) or not 0 < memory < float("inf"):
+        raise UsageError(f"the memory cap is a positive number of bytes, not {memory!r}", rule="parameters")
+    return float(memory)
+
+
 def _covered(s: sympy.Symbol, params: Sequence[Expr]) -> bool:
     """Whether the parameters express ``s`` (so a domain condition on it can be placed on the map)."""
     from .conditions import Coordinates
@@ -199,21 +223,32 @@ def _splits(s: Strategy, m: StrategyMap, values: dict, splits: list[dict], n: in
 
 def program_map(program: Any, mesh: Any = None, hw: Any = None, over: Sequence[Expr | str] = ("B/N", "F"), *,
                 overlap: str = "steady", passes: str = "step", sizes: Mapping[str, int] | None = None,
-                remat: Any = None, names: Sequence[str] = STRATEGY_NAMES,
-                domain: Sequence[sympy.Basic] = ()) -> ProgramMap:  # fmt: skip
+                remat: Any = None, names: Sequence[str] = STRATEGY_NAMES, domain: Sequence[sympy.Basic] = (),
+                memory: float | str | None = None, optimizer: Any = None) -> ProgramMap:  # fmt: skip
     """The strategy map of ``program`` (an MLP-like block with ``params`` declared) over ``over``.
 
     ``mesh`` (its device count N, its axes' links), ``hw`` (C, W_ici) and ``sizes`` (B, D, F) place the
     current point; ``passes``: the whole training ``step`` (default), or the ``forward`` or ``backward``
     pass alone (the book reads each strategy's condition off the pass it names); ``domain`` adds conditions
-    to N >= 1, M_X >= 1, M_Y >= 1."""
+    to N >= 1, M_X >= 1, M_Y >= 1. ``memory``: a cap per device on the parameters, their gradients and the
+    optimizer state (the models layer's parts; activations and gathered weights are not counted), in bytes
+    or ``"hbm"`` (the chip's); its symbol is H and the map gains the parameter D*F/H."""
     before = polyhedra.LP_CALLS[0]
     notes: list[str] = []
-    strategies = strategies_of(program, overlap, passes, remat, names)
+    strategies = strategies_of(program, overlap, passes, remat, names, optimizer)
     for k, v in strategies[0].notes:
         notes.append(f"{k}: {v}")
-    cands = candidates_of(strategies)
-    params, added = coordinates_for(cands, parameters(over, known_symbols(strategies)))
+    chip, numbers = chip_values(hw)
+    cap = _cap(memory, chip)
+    extras = EXTRAS
+    if cap is None:
+        notes.append("no memory cap: FSDP only saves memory, so it never beats DP here (give memory=... / --memory)")
+    else:
+        extras = (state_parameter(strategies), *EXTRAS)
+        notes.append("memory cap H on the parameters, gradients and optimizer state per device (activations and "
+                     "gathered weights not counted)")  # fmt: skip
+    cands = candidates_of(strategies, capped=cap is not None)
+    params, added = coordinates_for(cands, parameters(over, known_symbols(strategies)), extras)
     if added:
         notes.append("also mapped over " + ", ".join(map(sympy.sstr, added)) + " (the costs depend on them)")
     dom = tuple(_ge(s, 1) for s in (N, M_X, M_Y) if _covered(s, params)) + tuple(domain)
@@ -227,7 +262,8 @@ def program_map(program: Any, mesh: Any = None, hw: Any = None, over: Sequence[E
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UsageError(f"the size of {k} is a positive integer, not {v!r}", rule="parameters")
         values[dims[k]] = v
-    chip, numbers = chip_values(hw)
+    if cap is not None and cap is not True:
+        values[H] = cap
     values.update({k: v for k, v in numbers.items() if k in sympy.sympify(sum(s.cost.total for s in strategies)).free_symbols})
     mesh_, n = mesh_devices(mesh)
     splits = None

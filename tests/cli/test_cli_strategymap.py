@@ -38,6 +38,17 @@ def test_json_and_latex(capsys, tmp_path):
     assert code == 0 and out.startswith("\\begin{cases}") and "X_{\\mathrm{opt}}" in out
 
 
+def test_memory_cap_and_its_picture(capsys, tmp_path):
+    code, out, err = run(capsys, "strategy-map", MLP, *POINT, "--memory", "hbm", "--plot", str(tmp_path / "m.png"),
+                         "--decades", "3", "--format", "json")  # fmt: skip
+    data = json.loads(out)
+    assert code == 0 and "D*F/H" in data["map"]["parameters"]
+    assert {r["candidate"] for r in data["map"]["regions"]} >= {"DP", "FSDP", "TP"}
+    assert set(data["plot"]["labels"]) == {"DP", "FSDP", "TP", "FSDP+TP"}
+    code, _, err = run(capsys, "strategy-map", MLP, "--memory", "lots")
+    assert code == 2 and "the memory cap is bytes" in err
+
+
 def test_program_from_a_file_and_stdin(capsys, tmp_path, monkeypatch):
     import io
 

@@ -166,3 +166,32 @@ def test_candidates_still_go_to_the_engine():
 
     m = sa.strategy_map([Candidate("a", B * F), Candidate("b", B**2)], over=[B, F])
     assert isinstance(m, StrategyMap) and {r.winner for r in m.regions} == {"a", "b"}
+
+
+def test_a_memory_cap_gives_fsdp_its_region():
+    """With a cap H on the parameters, gradients and Adam state per device (24·D·F bytes for DP: bf16 weights
+    and gradients, fp32 moments; the models layer's numbers), DP lives only where 24·D·F < H, and FSDP wins
+    where DP does not fit and the batch per device is large."""
+    m = sa.strategy_map(MLP, mesh="X=4,Y=4,Z=4", hw="tpu-v5p", sizes=V5P, memory="hbm")
+    cap = m.values[next(s for s in m.values if s.name == "H")]
+    from shardalg.costs.chipspec import as_chip_text
+
+    assert cap == as_chip_text("tpu-v5p").hbm_capacity.value
+    (ratio,) = [p for p in m.parameters if p.free_symbols == {D, F, next(s for s in m.values if s.name == "H")}]
+    for r in m.map.regions_of("DP"):
+        assert all(any(same(c, ratio < sympy.Rational(1, 24)) for c in conj) for conj in r.conditions)
+    assert any(m.map.regions_of("FSDP"))
+    dp = sa.memory(sa.shard(MLP, activations="B=X"), mesh="X=64", sizes=V5P)
+    assert sum(dp.parts[p] for p in ("params", "grads", "optimizer")) == 24 * 8192 * 32768  # the 24·D·F
+    # where the weights do not fit one device and the batch per device is large, FSDP is fastest
+    values = {**m.values, B: 1e5 * 64, F: 1e6}
+    assert 24 * 8192 * 1e6 > cap and m.map.winner(values) == "FSDP"
+    assert any("memory cap H" in n for n in m.notes)
+
+
+def test_memory_cap_refusals():
+    with pytest.raises(UsageError, match="needs a chip"):
+        sa.strategy_map(MLP, memory="hbm")
+    for bad in ("lots", -1, float("inf"), True):
+        with pytest.raises(UsageError, match="memory cap"):
+            sa.strategy_map(MLP, memory=bad)
