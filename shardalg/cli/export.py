@@ -48,7 +48,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.backward:
         from shardalg.planning.backward import backward
 
-        obj, name = backward(program, mesh, sizes), "backward"
+        obj, name = backward(program, mesh, sizes, keep_gathered=args.keep_gathered), "backward"
     if args.backend == "jax":
         from shardalg.export.jax import check_jax as check
         from shardalg.export.jax import export_jax as export
@@ -100,6 +100,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mesh", metavar="X=4,Y=2", help="the mesh (numeric sizes)")
     p.add_argument("--sizes", metavar="B=64,D=32", help="dim sizes, NAME=INT separated by commas")
     p.add_argument("--backward", action="store_true", help="export the derived backward program instead")
+    p.add_argument(
+        "--keep-gathered", action="store_true", help="with --backward: read the forward's gathered copies"
+    )
     p.add_argument("--check", action="store_true", help="run the code against the dense einsum; exit 1 on a mismatch")
     p.set_defaults(handler=_export)
 

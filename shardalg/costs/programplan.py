@@ -64,8 +64,8 @@ def program_plan(node: Node, mesh=None, sizes=None, choose: Chooser | None = Non
             return expr
         if isinstance(expr, Collective):
             arg = emit(expr.arg, None)
-            out = result or value_of(Collective(expr.op, expr.axes, arg, expr.dim), ctx)
-            steps.append(Step(expr.op, (arg,), out, expr.axes, expr.dim))
+            out = result or value_of(Collective(expr.op, expr.axes, arg, expr.dim, expr.offset), ctx)
+            steps.append(Step(expr.op, (arg,), out, expr.axes, expr.dim, offset=expr.offset))
         elif isinstance(expr, Product):
             left, right = emit(expr.left, None), emit(expr.right, None)
             spec = Spec.of(left, right, expr.contract, result)

@@ -19,6 +19,7 @@ of DESIGN.md section 5:
     ``W_ici·M·(1/2)·|X|/(|X| − 1)`` (one-way links, ``(|X|−1)·(V/|X|)/W_one_way``). AllReduce is
     ReduceScatter + AllGather. AllToAll: ``V·max_i(|X_i|/rate_i)/(4·N)`` (``V/(4·W_ici)`` on one ring).
     Permute: one shard S per device, hop by hop over the longest path: ``Σ hops_i·S/(rate_i/2)``.
+    Shift by k along one axis: :mod:`shardalg.costs.shift`.
 ``alpha-beta`` (seed 003, a GPU switch)
     ring AllGather / ReduceScatter ``(n−1)·α + (n−1)/n·V/β``; AllReduce = ReduceScatter + AllGather;
     AllToAll (pairwise exchange) ``(n−1)·α + (n−1)/n²·V/β``; Permute ``α + S/β``.
@@ -65,6 +66,7 @@ from .commcost import (
     group_size,
 )
 from .hardware import MODELS, Chip, as_chip
+from .shift import shift_unit
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
 __all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "collective_cost", "Options", "unit_cost",
@@ -349,10 +351,10 @@ def _formula(model: str, op: Op, v: Term, group: tuple[Link, ...]) -> CommCost:
 
 
 def collective_cost(op: Op, tensor: Tensor, axes: Iterable[str], mesh, sizes=None, hw=None, model=None,
-                    **options) -> CommCost:  # fmt: skip
-    """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``."""
+                    offset: int | None = None, **options) -> CommCost:  # fmt: skip
+    """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``."""
     opts = Options.make(mesh, sizes, hw, model, **options)
-    return _collective(op, tensor, tuple(axes), opts)
+    return _collective(op, tensor, tuple(axes), opts, offset)
 
 
 def _fingerprint(model: str, op: Op) -> tuple:
@@ -363,16 +365,30 @@ def _fingerprint(model: str, op: Op) -> tuple:
     return (parts, RING_HOPS, ONE_WAY, ALL_TO_ALL_SHARE, UNI_ALL_TO_ALL_SHARE, W_ICI, T_MIN)
 
 
-def unit_cost(op: Op, axes: tuple[str, ...], opts: Options) -> CommCost | None:
+def unit_cost(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None = None) -> CommCost | None:
     """The cost of ``op`` over ``axes`` for V = 1 byte (None when it communicates nothing): every formula
-    is linear in V, so it is worked out once per (op, axes) and scaled."""
+    is linear in V, so it is worked out once per (op, axes, a Shift's offset) and scaled."""
     if op in (Op.SLICE, Op.EINSUM):
         return None
+    if op is Op.SHIFT:
+        return _shift(axes, opts, offset)
     fp = _fingerprint(opts.model, op)
     unit = opts._memo.get(("unit", op, axes))
     if unit is None or unit[0] != fp:
         group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
         unit = opts._memo[("unit", op, axes)] = (fp, _unit(opts.model, op, group) if group else None)
+    return unit[1]
+
+
+def _shift(axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:
+    if offset is None or len(axes) != 1:
+        raise UsageError("a Shift moves blocks along one axis by an offset: Shift_{X,+1}")
+    fp = (opts.model, T_MIN, ONE_WAY, W_ICI)
+    unit = opts._memo.get(("shift", axes, offset))
+    if unit is None or unit[0] != fp:
+        link = opts.link(axes[0])
+        got = None if link.number == 1 else shift_unit(opts.model, link, offset, _t(T_MIN), _t(ONE_WAY))
+        unit = opts._memo[("shift", axes, offset)] = (fp, got)
     return unit[1]
 
 
@@ -386,6 +402,6 @@ def _unit(model: str, op: Op, group: tuple[Link, ...]) -> CommCost:
     return _formula(model, op, tm.ONE, group)
 
 
-def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options) -> CommCost:
-    unit = unit_cost(op, axes, opts)
+def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options, offset: int | None = None) -> CommCost:
+    unit = unit_cost(op, axes, opts, offset)
     return NOTHING if unit is None else unit.scaled(group_bytes(op, tensor, axes, opts))

@@ -88,7 +88,7 @@ class StepCost:
     def __init__(self, step: Step, opts: Options):
         self.step, self.opts = step, opts
         # the collective's cost for one byte (or None): working it out now raises a model's refusal now
-        self._unit = None if step.op is Op.EINSUM else unit_cost(step.op, step.axes, opts)
+        self._unit = None if step.op is Op.EINSUM else unit_cost(step.op, step.axes, opts, step.offset)
         self._comm: CommCost | None = None
         self._comms: Term | None = None
         self._flops: Term | None = None
@@ -99,7 +99,7 @@ class StepCost:
     def comm(self) -> CommCost:
         if self._comm is None:
             s = self.step
-            self._comm = NOTHING if s.op is Op.EINSUM else _collective(s.op, s.inputs[0], s.axes, self.opts)
+            self._comm = NOTHING if s.op is Op.EINSUM else _collective(s.op, s.inputs[0], s.axes, self.opts, s.offset)
         return self._comm
 
     @property
@@ -208,11 +208,11 @@ def _bytes_number(t: Tensor, opts: Options, full: tuple[str, ...]) -> float | No
     return n / d
 
 
-def _unit_numbers(op: Op, axes: tuple[str, ...], opts: Options, at: Point) -> tuple | None:
-    """(latency, seconds per byte) of each phase of ``op`` over ``axes`` at ``at``, whether they overlap;
-    memoized per point."""
-    unit = unit_cost(op, axes, opts)
-    key = ("unitnum", op, axes, id(at))
+def _unit_numbers(op: Op, axes: tuple[str, ...], opts: Options, at: Point, offset: int | None = None) -> tuple | None:
+    """(latency, seconds per byte) of each phase of ``op`` over ``axes`` (a Shift's ``offset``) at ``at``,
+    whether they overlap; memoized per point."""
+    unit = unit_cost(op, axes, opts, offset)
+    key = ("unitnum", op, axes, offset, id(at))
     got = opts._memo.get(key)
     if got is None or got[0] is not unit or got[1] is not at:
         parts = None
@@ -245,7 +245,7 @@ def seconds_of(step: Step, opts: Options, at: Point) -> float | None:
                     flops /= k
         c = _t(sc.FLOPS).evaluate(at)
         return None if c is None else float(_t(sc.FLOPS_PER_MAC).evaluate(at) or 0) * flops / c
-    parts, overlapped = _unit_numbers(op, step.axes, opts, at)
+    parts, overlapped = _unit_numbers(op, step.axes, opts, at, step.offset)
     if parts is None:
         return 0.0
     v = _bytes_number(step.inputs[0], opts, step.axes if GROUP_VIEW.get(op, False) else ())

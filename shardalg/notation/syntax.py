@@ -8,7 +8,7 @@ The shapes of the tree::
     Program(statements, mesh, sizes, roles)
       roles     := Roles(params, embeddings, saved, kvcache, tokens, layers) | None
       statement := Arrow(expr, result) | expr
-      expr      := Tensor | Product(left, right, contract, local) | Collective(op, axes, dim, arg)
+      expr      := Tensor | Product(left, right, contract, local) | Collective(op, axes, arg, dim, offset)
       Tensor(name, dims, unreduced, invariant, dtype);  Dim(name | size, axes)
 
 Axis and dim names are plain identifiers (``"X"``, ``"data"``, ``"I"``); everything else is a value:
@@ -106,12 +106,18 @@ class Op(enum.Enum):
     ALL_TO_ALL = "AllToAll"
     SLICE = "Slice"
     PERMUTE = "Permute"
+    SHIFT = "Shift"
     EINSUM = "Einsum"
 
     @property
     def takes_dim(self) -> bool:
         """Whether the op's subscript names a target dim (``ReduceScatter_{X,K}``)."""
         return self in (Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.SLICE)
+
+    @property
+    def takes_offset(self) -> bool:
+        """Whether the op's subscript ends in a signed offset (``Shift_{X,+1}``)."""
+        return self is Op.SHIFT
 
     def __repr__(self) -> str:
         return f"Op.{self.name}"
@@ -243,18 +249,22 @@ class Product(Node):
 
 @dataclass(frozen=True)
 class Collective(Node):
-    """A collective (or a free slice or permute) applied to an expression: ``AllGather_X(A[I_X, J])``,
-    ``ReduceScatter_{X,K} C[I, K]{U_X}``. ``dim`` is the target dim of ReduceScatter, AllToAll and Slice."""
+    """A collective (or a free slice, a permute, a ring shift) applied to an expression: ``AllGather_X(A[I_X,
+    J])``, ``ReduceScatter_{X,K} C[I, K]{U_X}``, ``Shift_{X,+1}(A[I_X, J])``. ``dim`` is the target dim of
+    ReduceScatter, AllToAll and Slice; ``offset`` the signed step of a Shift (device x sends to x + offset)."""
 
     op: Op
     axes: tuple[str, ...]
     arg: Expr
     dim: str | None = None
+    offset: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", tuple(self.axes))
         if self.op is Op.EINSUM:
             raise ValueError("Einsum is not a collective")
+        if (self.offset is not None) != self.op.takes_offset:
+            raise ValueError("a Shift has an offset and no other collective has one")
 
 
 @dataclass(frozen=True)

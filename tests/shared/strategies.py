@@ -146,11 +146,14 @@ def expressions(*, axes: Names | None = None, dims: Names | None = None, names: 
         contract = st.one_of(st.none(), st.lists(dim_pool, min_size=1, max_size=2).map(tuple))
         product = st.builds(Product, children, children, contract, st.booleans())
         collective = st.builds(
-            lambda op, ax, arg, dim: Collective(op, ax, arg, dim if op.takes_dim else None),
+            lambda op, ax, arg, dim, k: Collective(
+                op, ax, arg, dim if op.takes_dim else None, k if op.takes_offset else None
+            ),
             st.sampled_from(COLLECTIVE_OPS),
             st.lists(axis_pool, min_size=1, max_size=3).map(tuple),
             children,
             st.one_of(st.none(), dim_pool),
+            st.integers(-9, 9).filter(bool),  # a Shift's offset: nonzero
         )
         return st.one_of(product, collective)
 

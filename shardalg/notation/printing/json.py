@@ -7,6 +7,7 @@ The forms (keys always present, lists for tuples, ``null`` for absent values)::
                 "unreduced": ["X"], "invariant": []}
     product    {"kind": "product", "left": expr, "right": expr, "contract": ["J"] | null, "local": false}
     collective {"kind": "collective", "op": "ReduceScatter", "axes": ["X"], "dim": "K" | null, "arg": expr}
+               (a Shift also has "offset": +1, its signed step; no other collective has the key)
     arrow      {"kind": "arrow", "expr": expr, "result": tensor}
     mesh       {"kind": "mesh", "axes": [{"name": "X", "size": 4}, ...]}
     program    {"kind": "program", "mesh": mesh | null, "statements": [statement, ...],
@@ -61,9 +62,12 @@ class JsonPrinter(Printer):
         })  # fmt: skip
 
     def _print_Collective(self, c: Collective) -> Json:
-        return self._with_span(c, {
+        out: Json = {
             "kind": "collective", "op": c.op.value, "axes": list(c.axes), "dim": c.dim, "arg": self._print(c.arg),
-        })  # fmt: skip
+        }  # fmt: skip
+        if c.offset is not None:  # a Shift only: other collectives keep the keys they always had
+            out["offset"] = c.offset
+        return self._with_span(c, out)
 
     def _print_Arrow(self, a: Arrow) -> Json:
         return self._with_span(a, {"kind": "arrow", "expr": self._print(a.expr), "result": self._print(a.result)})
@@ -86,11 +90,14 @@ class JsonPrinter(Printer):
         })  # fmt: skip
 
     def _print_Step(self, s: Step) -> Json:
-        return {
+        out: Json = {
             "kind": "step", "op": s.op.value, "inputs": [self._print(t) for t in s.inputs],
             "output": self._print(s.output), "axes": list(s.axes), "dim": s.dim, "contract": list(s.contract),
             "local": s.local, "reason": s.reason, "statement": self._print(s.statement()),
         }  # fmt: skip
+        if s.offset is not None:
+            out["offset"] = s.offset
+        return out
 
     def _print_Plan(self, p: Plan) -> Json:
         return {

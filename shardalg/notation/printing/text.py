@@ -1,5 +1,5 @@
 """The canonical ASCII notation: ``A[I_XY, J]{U_Z}``, ``A[I, J_X] *_LOCAL B[J_X, K] -> C[I, K]{U_X}``,
-``ReduceScatter_{X,K}(C[I, K]{U_X}) -> C[I, K_X]``.
+``ReduceScatter_{X,K}(C[I, K]{U_X}) -> C[I, K_X]``, ``Shift_{X,+1}(A[I_X, J])``.
 
 Choices (each parses back to the same AST, see ``grammar/shardalg.lark``):
 products are `` * `` (``*_D``, ``*_{D,E}``, ``*_LOCAL`` with a subscript), arrows `` -> ``, a collective's
@@ -108,6 +108,8 @@ class TextPrinter(Printer):
     def _print_Collective(self, c: Collective) -> str:
         if c.dim is not None:
             items = self._axes_items(c.axes) + [self._dim_word(c.dim)]
+        elif c.offset is not None:  # a Shift: the axes, then the signed offset (Shift_{X,+1})
+            items = self._axes_items(c.axes) + [f"{c.offset:+d}"]
         else:
             items = self._axes_items(c.axes, one_item=c.op.takes_dim)
         arg = self.g("paren_open") + self._print(c.arg) + self.g("paren_close")
