@@ -41,7 +41,7 @@ def test_mesh_from_the_program(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["export", "jax", FSDP], 2, "give the mesh"),
         (["export", "jax", "A[I_X, J_X] * B[J, K] -> C[I, K]", "--mesh", "X=4"], 1, "axis-used-twice"),
-        (["export", "torch", "A[I_X, J", "--mesh", "X=4"], 2, "ParseError"),
+        (["export", "torch", "A[I_X, J", "--mesh", "X=4"], 2, "[syntax]"),
         (["show", "A[I_X, J_X]", "--mesh", "X=2"], 1, "axis-used-twice"),
         (["show", "A[I_Q, J]", "--mesh", "X=2"], 1, "unknown-axis"),
     ],

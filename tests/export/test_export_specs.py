@@ -70,7 +70,7 @@ def test_unreduced_has_no_plain_spec() -> None:
     with pytest.raises(UsageError) as err:
         to_partition_spec(T("C[I, K_Y]{U_X}"))
     assert str(err.value).startswith(
-        "UsageError [usage]: C[I, K_Y]{U_X} is unreduced over X: a PartitionSpec's positional entries only say "
+        "error: C[I, K_Y]{U_X} is unreduced over X: a PartitionSpec's positional entries only say "
         "which dims are sharded"
     )
     assert "to_jax_partition_spec" in str(err.value)
