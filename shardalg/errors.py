@@ -28,6 +28,7 @@ __all__ = [
     "IllegalCollective",
     "NoPlan",
     "UsageError",
+    "FileError",
 ]
 
 
@@ -117,6 +118,12 @@ class UsageError(ShardalgError):
     """An API or CLI argument is malformed (a bad --mesh, an unknown dtype, ...)."""
 
     rule = "usage"
+
+
+class FileError(UsageError):
+    """A file or directory named on the command line cannot be read or written."""
+
+    rule = "file"
 
 
 class IllegalSharding(ShardalgError):

@@ -12,7 +12,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.symbols import as_expr
 from shardalg.errors import UsageError
 
-__all__ = ["FSDP_TP", "QUESTION_4", "fsdp_tp_cost", "program_costs", "draw_question_4"]
+__all__ = ["FSDP_TP", "QUESTION_4", "fsdp_tp_cost", "program_costs", "program_label", "draw_question_4"]
 
 # Seed 000, question 4: the two strategies for X[B, D] ._D Y[D_X, F] -> Z[B, F].
 QUESTION_4 = (
@@ -50,6 +50,30 @@ def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[s
         pc = cost(text, mesh=mesh, sizes=sizes, hw=hw)
         out.append(as_expr(pc.term(regime)).subs(pc.values))
     return out
+
+
+def program_label(program: str) -> str:
+    """A program named by its collectives in the notation, in order: ``AllGather_X(Y), AllReduce_X(Z)``
+    (``local product`` when it has none)."""
+    from shardalg.notation.parse import parse
+    from shardalg.notation.syntax import Arrow, Collective, Product
+
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, Arrow):
+            walk(node.expr)
+        elif isinstance(node, Product):
+            walk(node.left)
+            walk(node.right)
+        elif isinstance(node, Collective):
+            walk(node.arg)
+            inner = getattr(node.arg, "name", None) or "..."
+            found.append(f"{node.op.value}_{''.join(node.axes)}({inner})")
+
+    for statement in parse(program).statements:
+        walk(statement)
+    return ", ".join(found) or "local product"
 
 
 def draw_question_4(path: Path) -> Path | None:
