@@ -41,6 +41,7 @@ def _mesh(args: argparse.Namespace, program: object):
 
 def _export(args: argparse.Namespace) -> int:
     from shardalg.algebra.legality import as_sizes
+    from shardalg.errors import UsageError
     from shardalg.notation.parse import parse
 
     program = parse(_source(args))
@@ -53,19 +54,27 @@ def _export(args: argparse.Namespace) -> int:
         from shardalg.planning.backward import backward
 
         obj, name = backward(program, mesh, sizes), "backward"
+    if args.dtensor and args.backend != "torch":
+        raise UsageError("--dtensor is a form of the torch export: shardalg export torch ... --dtensor")
     if args.backend == "jax":
         from shardalg.export.jax import check_jax as check
         from shardalg.export.jax import export_jax as export
+
+        print(export(obj, mesh, sizes=sizes or None, name=name), end="")
     else:
-        from shardalg.export.torch_export import check_torch as check
-        from shardalg.export.torch_export import export_torch as export
-    print(export(obj, mesh, sizes=sizes or None, name=name), end="")
+        from shardalg.export.torch_check import check_torch as check
+        from shardalg.export.torch_export import export_torch
+
+        print(export_torch(obj, mesh, sizes=sizes or None, name=name, dtensor=args.dtensor), end="")
     if not args.check:
         return EXIT_OK
     from shardalg.export import as_flow
+    from shardalg.progress import task
 
-    (result,) = check(as_flow(obj, mesh, sizes or None), mesh, sizes=sizes or None)
     where = f"{mesh.devices} CPU devices" if args.backend == "jax" else f"{mesh.devices} gloo processes"
+    extra = {"dtensor": True} if args.dtensor else {}
+    with task(f"checking on {where}"):
+        (result,) = check(as_flow(obj, mesh, sizes or None), mesh, sizes=sizes or None, **extra)
     if result.ok:
         print(f"check: ok on {where}, max relative error {result.max_error:.2g} ({result.seconds:.1f} s)", file=sys.stderr)
         return EXIT_OK
@@ -126,6 +135,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mesh", metavar="X=4,Y=2", help="the mesh (numeric sizes)")
     p.add_argument("--sizes", metavar="B=64,D=32", help="dim sizes, NAME=INT separated by commas")
     p.add_argument("--backward", action="store_true", help="export the derived backward program instead")
+    p.add_argument("--dtensor", action="store_true",
+                   help="torch only: DTensors with the plan's Shard/Replicate/Partial placements, each collective a "
+                   "redistribute")  # fmt: skip
     p.add_argument("--check", action="store_true", help="run the code against the dense einsum; exit 1 on a mismatch")
     p.set_defaults(handler=_export)
 
