@@ -132,6 +132,20 @@ class Chip:
         rows.append(f"  wraparound: {_wrap_text(self.wrap)}")
         return "\n".join(rows)
 
+    def __repr__(self) -> str:
+        from shardalg.notation.printing.display import short
+
+        return short("Chip", f"{self.name}: {self.description}, {self.flops.value:.3g} FLOP/s, "
+                     f"W_ici {self.ici_bandwidth.value:.3g} B/s, model {self.model}")  # fmt: skip
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
+    def _repr_html_(self) -> str:
+        return table([self])
+
 
 def _wrap_text(rule: WrapRule) -> str:
     if rule.always:
@@ -143,9 +157,9 @@ def _wrap_text(rule: WrapRule) -> str:
     return f"{text}; {rule.source}" if rule.source else text
 
 
-_SEED000 = "seed 000 (How To Scale Your Model ch. 3)"
-_SEED002 = "seed 002 (How To Scale Your Model, condensed reference)"
-_SEED003 = "seed 003 (CS349E lecture 4, alpha-beta model)"
+_SEED000 = "How To Scale Your Model, ch. 3"
+_SEED002 = "How To Scale Your Model (its reference numbers)"
+_SEED003 = "CS349E lecture 4 (the alpha-beta model)"
 _T_MIN = Sourced(1e-6, f"{_SEED000}: per-hop ICI overhead 'about 1 us'")
 _V5E_WRAP = WrapRule(lengths=(16,), source=f"{_SEED000}: v5e has wraparound only when the axis has size 16")
 _CUBE_WRAP = WrapRule(multiple=4, source=f"{_SEED000}: a full 4x4x4 v4p cube has wraparound on every axis")
@@ -236,6 +250,28 @@ PRESETS: dict[str, Chip] = {
         ),
     )
 }  # fmt: skip
+
+
+class ChipTable(tuple):
+    """Chips, shown as a table in a notebook (``hardware.table()``)."""
+
+    def _repr_html_(self) -> str:
+        from shardalg.notation.printing.display import html_table
+
+        keys = ("C", "W_hbm", "W_ici", "T_min", "alpha", "beta", "W_dcn")
+        rows = []
+        for c in self:
+            nums = c.numbers()
+            rows.append([c.name, c.description, c.model, *(f"{nums[k].value:.3g}" if k in nums else "" for k in keys),
+                         f"{c.hbm_capacity.value:.3g}"])  # fmt: skip
+        headers = ["chip", "description", "model", "C (FLOP/s)", "W_hbm (B/s)", "W_ici (B/s)", "T_min (s)",
+                   "alpha (s)", "beta (B/s)", "W_dcn (B/s)", "HBM (bytes)"]  # fmt: skip
+        return html_table(headers, rows, "hardware presets (shardalg hw show NAME gives each number's source)")
+
+
+def table(chips: tuple[Chip, ...] | list[Chip] | None = None) -> str:
+    """The chips (default: every preset) as an HTML table."""
+    return ChipTable(chips if chips is not None else [get(n) for n in names()])._repr_html_()
 
 
 def names() -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.traffic import Sizes
-from shardalg.notation.plan import Plan
+from shardalg.notation.plan import Plan, Plans
 from shardalg.notation.syntax import Tensor
 from shardalg.planning import planner
 from shardalg.planning import redistribute as resharding
@@ -47,18 +47,33 @@ def plans(
     key: Key | None = None,
     hw: Any = None,
     model: str | None = None,
-) -> list[Plan]:
-    """Every legal plan for a statement (:func:`shardalg.planning.planner.plans`), cheapest first.
+) -> Plans:
+    """Every legal plan for a statement (:func:`shardalg.planning.planner.plans`), cheapest first, as a
+    :class:`~shardalg.notation.plan.Plans` list (a table in a notebook: bytes, and seconds with ``hw``).
 
     Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip
     (:func:`shardalg.costs.plancost.plan_cost`, compute and communication overlapped), where every size is
     bound; else by bytes communicated, then steps."""
-    if hw is None:
-        return planner.plans(expr, mesh, sizes, target, key=key)
     p = planner.prepare(expr, mesh, sizes, target)
-    weigh = step_seconds(p.mesh, p.sizes.known, hw, model) if key is None else None  # for a resharding's search
-    return planner.plans(p.statement, p.mesh, p.sizes.known, p.target,
-                         key=key or seconds_key(p.mesh, p.sizes, hw, model), weigh=weigh)  # fmt: skip
+    if hw is None:
+        found = planner.plans(expr, mesh, sizes, target, key=key)
+    else:
+        weigh = step_seconds(p.mesh, p.sizes.known, hw, model) if key is None else None  # a resharding's search
+        found = planner.plans(p.statement, p.mesh, p.sizes.known, p.target,
+                              key=key or seconds_key(p.mesh, p.sizes, hw, model), weigh=weigh)  # fmt: skip
+    return Plans(found, _columns(p.mesh, p.sizes, hw, model))
+
+
+def _columns(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None) -> dict[str, Any]:
+    """The columns of the ranked table: bytes communicated, and seconds on ``hw``."""
+    columns: dict[str, Any] = {"bytes communicated": lambda q: str(resharding.plan_bytes(q, mesh, sizes))}
+    if hw is not None:
+        def seconds(q: Plan) -> str:
+            t = plan_cost(q, mesh, sizes.known, hw=hw, model=model).seconds
+            return "symbolic" if t is None else f"{t * 1e6:.3g} us"
+
+        columns[f"time on {getattr(hw, 'name', hw)}"] = seconds
+    return columns
 
 
 def plan(

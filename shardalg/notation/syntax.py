@@ -114,7 +114,7 @@ class Op(enum.Enum):
         return f"Op.{self.name}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Node:
     """Base of all AST nodes. ``span`` locates the node in its source and is ignored by ``==``."""
 
@@ -146,8 +146,20 @@ class Node:
     def _repr_latex_(self) -> str:
         return f"${self.latex()}$"
 
+    def __repr__(self) -> str:
+        """``<Tensor A[I_X, J]>``: the node in the notation (Unicode), on one line."""
+        from .printing import unicode
+        from .printing.display import short
 
-@dataclass(frozen=True)
+        return short(type(self).__name__, unicode(self).replace("\n", "; "))
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from .printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
+
+@dataclass(frozen=True, repr=False)
 class Dim(Node):
     """One dimension of a tensor: a name (``I``) or a literal size (``1024``), and the mesh axes that
     shard it, major first (``I_XY`` is ``Dim("I", ("X", "Y"))``)."""
@@ -170,7 +182,7 @@ class Dim(Node):
         return replace(self, axes=tuple(axes))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Tensor(Node):
     """A sharded tensor: ``C[I, K_X]{U_Y}``, ``bf16[B_X, D]`` (no name), ``W_in[D, F_Y]``.
 
@@ -224,7 +236,7 @@ class Tensor(Node):
         return tuple(d.axes for d in self.dims), self.unreduced, self.invariant
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Product(Node):
     """A matmul or einsum of two operands: ``A[I, J] · B[J, K]``.
 
@@ -238,7 +250,7 @@ class Product(Node):
     local: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Collective(Node):
     """A collective (or a free slice or permute) applied to an expression: ``AllGather_X(A[I_X, J])``,
     ``ReduceScatter_{X,K} C[I, K]{U_X}``. ``dim`` is the target dim of ReduceScatter, AllToAll and Slice."""
@@ -254,7 +266,7 @@ class Collective(Node):
             raise ValueError("Einsum is not a collective")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Arrow(Node):
     """``expr -> result``: a statement that names (and states the sharding of) what ``expr`` produces.
     With a bare tensor on the left it is a resharding request: ``A[I_X, J] -> A[I, J_X]``."""
@@ -263,14 +275,14 @@ class Arrow(Node):
     result: Tensor
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class MeshDecl(Node):
     """``mesh X=4, Y=2``."""
 
     axes: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Program(Node):
     """Statements in order, with the mesh declaration and the ``where`` size bindings they came with.
 

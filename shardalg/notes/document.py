@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from shardalg.numeric.proofs import tex_text
+from shardalg.numeric.proofs import tex_prose as tex_text
 
 __all__ = ["Math", "Prose", "Display", "Table", "Raw", "Section", "Document", "PREAMBLE"]
 

@@ -45,7 +45,7 @@ __all__ = ["backward", "BackwardProgram", "GradStep"]
 # ---- the backward program -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GradStep:
     """One gradient einsum of the backward: ``dC · B -> dA`` (``of`` = A), with the plan chosen for it."""
 
@@ -56,6 +56,12 @@ class GradStep:
     plan: Plan
     accumulate: bool
     reason: str
+
+    def __repr__(self) -> str:
+        from shardalg.notation.printing import unicode
+        from shardalg.notation.printing.display import short
+
+        return short("GradStep", f"d{self.of}: {unicode(self.statement)}")
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,19 @@ class BackwardProgram:
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
+
+    def __repr__(self) -> str:
+        from shardalg.notation.printing import unicode
+        from shardalg.notation.printing.display import short
+
+        moves = ", ".join(f"{op}_{''.join(axes)}" for op, axes in self.collectives) or "no collectives"
+        forward = "; ".join(unicode(s) for s in self.forward.statements)
+        return short("BackwardProgram", f"{len(self.steps)} steps, {moves}; of {forward}")
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
 
     def to_json(self) -> dict[str, Any]:
         from shardalg.notation.printing import text, to_json

@@ -58,6 +58,12 @@ class Finding:
             lines.append(f"  fix: {self.fix}")
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        from shardalg.notation.printing.display import short
+
+        where = f" (statement {self.statement})" if self.statement else ""
+        return short("Finding", f"{self.severity} [{self.rule}]{where}: {self.message}")
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"severity": self.severity, "rule": self.rule, "message": self.message}
         if self.statement is not None:
@@ -96,6 +102,14 @@ class VerifyReport:
             return "ok: the backward computes every gradient exactly, in its parameter's sharding"
         head = "ok (with warnings)" if self.ok else "WRONG"
         return "\n".join([head, *(f.render(self.source) for f in self.findings)])
+
+    def __repr__(self) -> str:
+        from shardalg.notation.printing.display import short
+
+        head = "ok" if not self.findings else "ok (with warnings)" if self.ok else "WRONG"
+        rules = ", ".join(f.rule for f in self.findings)
+        return short("VerifyReport", f"{head}: {len(self.errors)} errors, {len(self.warnings)} warnings"
+                     + (f" ({rules})" if rules else ""))  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         return {
