@@ -68,5 +68,5 @@ def write_notes(out_dir: Path) -> tuple[list[Path], list[str]]:
     tex, md = out_dir / TEX_NAME, out_dir / MD_NAME
     tex.write_text(doc.latex(), encoding="utf-8")
     md.write_text(doc.markdown(), encoding="utf-8")
-    written = [tex, md, *sorted(p for p in out_dir.iterdir() if p.suffix in (".pdf", ".png") and p.stem != tex.stem)]
+    written = [tex, md, *sorted(p for p in out_dir.iterdir() if p.suffix in (".pdf", ".png", ".svg") and p.stem != tex.stem)]
     return written, list(doc.problems)

@@ -14,13 +14,13 @@ from shardalg.errors import UsageError
 
 __all__ = ["FSDP_TP", "QUESTION_4", "fsdp_tp_cost", "program_costs", "program_label", "draw_question_4"]
 
-# Seed 000, question 4: the two strategies for X[B, D] ._D Y[D_X, F] -> Z[B, F].
+# The book's chapter 3, question 4: the two strategies for X[B, D] ._D Y[D_X, F] -> Z[B, F].
 QUESTION_4 = (
     "AllGather_X(Y[D_X, F]) -> Y[D, F]\nX[B, D] * Y[D, F] -> Z[B, F]",
     "X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}\nAllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
 )
 
-# The FSDP+TP plan of the MLP block (seed 002): weights gathered over X, activations over Y.
+# The FSDP+TP plan of the MLP block: weights gathered over X, activations over Y.
 FSDP_TP = """AllGather_X(Win[D_X, F_Y]) -> Win[D, F_Y]
 AllGather_X(Wout[F_Y, D_X]) -> Wout[F_Y, D]
 AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]
@@ -77,7 +77,7 @@ def program_label(program: str) -> str:
 
 
 def draw_question_4(path: Path) -> Path | None:
-    """The two strategies of seed 000's question 4 against D on TPU v5p numbers, B = 1024, F = 16384,
+    """The two strategies of the chapter's question 4 against D on TPU v5p numbers, B = 1024, F = 16384,
     mesh X = 8; None when matplotlib is not installed."""
     try:
         import matplotlib  # noqa: F401
@@ -90,6 +90,7 @@ def draw_question_4(path: Path) -> Path | None:
     gather, reduce = program_costs(QUESTION_4, mesh=Mesh(X=8), sizes={"B": 1024, "F": 16384}, hw="tpu-v5p",
                                    regime="comms")
     crossover_plot(gather, reduce, over=dim_size("D"), lo=256, hi=65536, out=path,
-                   labels=("AllGather the weights", "local matmul + AllReduce"),
-                   title="Seed 000 question 4 on TPU v5p: communication time, B = 1024")
+                   labels=("AllGather_X(Y): gather the weights", "AllReduce_X(Z): local matmul, then reduce"),
+                   title="Question 4: gather the weights, or reduce the product?",
+                   caption="communication time on tpu-v5p; mesh X=8; B = 1024, F = 16384")
     return path
