@@ -62,6 +62,17 @@ class Derivation:
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
 
+    def __repr__(self) -> str:
+        """``<Derivation when is plan a faster than plan b? ...: D > 2*B (6 steps)>``."""
+        from shardalg.notation.printing.display import short
+
+        return short("Derivation", f"{self.title}: {sympy.sstr(self.result)} ({len(self.steps)} steps)")
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
     def __str__(self) -> str:
         width = max((len(label) for label, _ in self.steps), default=0)
         lines = [self.title] + [f"  {label:<{width}}  {sympy.sstr(e)}" for label, e in self.steps]

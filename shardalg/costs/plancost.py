@@ -98,7 +98,33 @@ class PlanCost:
         return f"${self.latex()}$"
 
     def __repr__(self) -> str:
-        return f"PlanCost(total={self.total}, seconds={self.seconds!r}, model={self.model!r})"
+        """``<PlanCost Max(...) = 46.6 us; 2 steps, model ici>``: the total, its seconds on a chip, one line."""
+        from shardalg.notation.printing.display import short
+
+        at = f" = {self.seconds * 1e6:.3g} us" if self.seconds is not None else ""
+        return short("PlanCost", f"{self.total}{at}; {len(self.steps)} steps, model {self.model}")
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
+    def _repr_html_(self) -> str:
+        """The cost breakdown as a table: each step's bytes, communication and compute time, then the totals
+        (with seconds on a chip when every size is bound)."""
+        from shardalg.notation.printing import unicode
+        from shardalg.notation.printing.display import html_table
+
+        def num(expr: Expr) -> str:
+            v = self.evaluate(expr)
+            return str(expr) if v is None else f"{expr}  ({v:.3g})" if expr.free_symbols else f"{v:.3g}"
+
+        rows = [[unicode(s.step.statement()), str(s.bytes), num(s.comms), num(s.compute)] for s in self.steps]
+        rows.append(["total" + (" (overlapped)" if self.overlap else " (serial)"), "", num(self.comms),
+                     num(self.compute)])  # fmt: skip
+        at = f"{self.seconds * 1e6:.3g} us" if self.seconds is not None else "symbolic"
+        caption = f"cost by step, model {self.model}: {self.total} = {at}"
+        return html_table(["step", "bytes", "communication (s)", "compute (s)"], rows, caption, code=(0,))
 
     def __str__(self) -> str:
         """Each step with its comms and compute terms, then the total and (on a chip) the seconds."""

@@ -114,3 +114,18 @@ def test_text_in_latex_has_no_backslash_escapes_that_mathjax_shows_literally() -
     found = sa.plans("A[I, J_X] · B[J_X, K] -> C[I, K_X]", MESH)
     for match in re.finditer(r"\\text\{\((.*?)\)\}", found[0].latex()):
         assert "\\" not in re.sub(r"\$[^$]*\$", "", match[1]), match[1]
+
+
+def test_cost_breakdown_and_derivation_show_themselves() -> None:
+    found = sa.plans("A[I, J_X] · B[J_X, K] -> C[I, K_X]", MESH)
+    c = sa.cost(found[0], MESH, sizes={"I": 1024, "J": 8192, "K": 4096}, hw="tpu-v5p")
+    assert repr(c) == "<PlanCost Max(17179869184/C, 2*T_min, 8388608/W_ici) = 46.6 us; 2 steps, model ici>"
+    html = c._repr_html_()
+    assert "<th>step</th><th>bytes</th><th>communication (s)</th><th>compute (s)</th>" in html
+    assert "<td><code>ReduceScatter_{X,K}(C[I, K]{U_X}) → C[I, K_X]</code></td><td>8388608</td>" in html
+    assert html.count("<tr>") == 1 + len(c.steps) + 1  # header, a row a step, the totals
+    a = sa.parse("X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]")
+    b = sa.parse("X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]")
+    d = sa.compare(a, b, "D", mesh=sa.Mesh(X=None))
+    assert repr(d).endswith(": D > 2*B (6 steps)>") and "\n" not in repr(d)
+    assert pretty(d) == repr(d) and pretty(c) == repr(c)
