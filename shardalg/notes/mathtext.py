@@ -37,13 +37,15 @@ _UPRIGHT_SUBSCRIPTS = {"min": r"\min", "max": r"\max"}
 # a word with notation in it: a subscript, a power, brackets, braces, bars, an arrow, a division between terms
 _NOTATION = re.compile(r"[A-Za-z0-9)|\]]_[A-Za-z0-9{]|\^|\[|\{[UI]_|\||->|<-|[A-Za-z0-9)|]/[A-Za-z0-9(|]")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?\Z")
+# 2DF, 4BD: a number times dims (3D alone is a word; 16GB, 8TB, 2FLOPS are amounts in units, not products)
+_PRODUCT = re.compile(r"\d+(?![KMGTPE]i?B\Z|T?FLOPS?\Z)[A-Z]{2,}")
 _PROSE_SLASH = re.compile(r"[a-z]{2,}/[a-z]{2,}\Z")  # and/or, compute/comms: words, not a division
 
 
 def _is_math_word(word: str) -> bool:
     if _PROSE_SLASH.match(word) or word.startswith(("http", "proofs/")):
         return False
-    return bool(_NOTATION.search(word))
+    return bool(_NOTATION.search(word)) or bool(_PRODUCT.fullmatch(word))
 
 
 def _is_joiner(word: str) -> bool:
@@ -237,4 +239,4 @@ def formula_latex(text: str) -> str:
 # ASCII math a reader must not see in running text: a subscript or power typed out, a division between
 # terms, an arrow, a set of unreduced axes; checked on the text of the generated .tex outside math.
 ASCII_MATH = re.compile(r"\w\\_\w|\\textasciicircum|\^|->|<-|\\\{U|(?<!\w)(?![a-z]{2,}/[a-z]{2,}\b)\w+/\w|\w/\(|\)/\w"
-                        r"|\|\w+\|")
+                        r"|\|\w+\||\b\d+(?![KMGTPE]i?B\b|T?FLOPS?\b)[A-Z]{2,}\b")

@@ -30,9 +30,10 @@ def test_the_ascii_math_check_has_teeth() -> None:
     """The check finds what the notes used to show: subscripts, powers, divisions, sets, arrows typed out."""
     for bad in (r"the local product is C\{U\_X\}", r"(C/W\_ici)\textasciicircum{}2/(M\_X M\_Y F)",
                 r"N\textasciicircum{}2/4 chunks of V/N\textasciicircum{}2", r"Plan 1 (AllGather\_X(A))",
-                "S(d) <- U", "each hop moves V/|X| bytes"):  # fmt: skip
+                "S(d) <- U", "each hop moves V/|X| bytes", "moves 2DF bytes"):  # fmt: skip
         assert ASCII_MATH.search(running_text(r"\begin{document}" + bad)), bad
     assert not ASCII_MATH.search(running_text(r"\begin{document}and/or $C\{U_X\}$ \texttt{A[I\_X, J]}"))
+    assert not ASCII_MATH.search(running_text(r"\begin{document}a 3D mesh, 16GB of HBM, 2TFLOPS, $2D F$ bytes"))
 
 
 def test_engine_sentences_become_math() -> None:
@@ -46,7 +47,10 @@ def test_engine_sentences_become_math() -> None:
     assert tex("the result C[I, K_X] shards K") == ["the result ", "$C[I, K_X]$", " shards K"]
     assert tex("the crossover D = 2B.") == ["the crossover ", "$D = 2B$", "."]
     assert tex("moves (AllGather in, 4BD bytes over W_ici M_Y)") == [
-        "moves (AllGather in, 4BD bytes over ", r"$W_{\text{ici}} M_Y$", ")"]  # fmt: skip
+        "moves (AllGather in, ", "$4B D$", " bytes over ", r"$W_{\text{ici}} M_Y$", ")"]  # fmt: skip
+    # a number times dims is a product, set as math; a 3D mesh, 16GB and 2TFLOPS stay words
+    assert tex("the gradient moves 2DF bytes") == ["the gradient moves ", "$2D F$", " bytes"]
+    assert tex("a 3D mesh with 16GB of HBM and 2TFLOPS") == ["a 3D mesh with 16GB of HBM and 2TFLOPS"]
     assert tex("compute/comms and/or nothing") == ["compute/comms and/or nothing"]
 
 
