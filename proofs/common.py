@@ -125,10 +125,11 @@ def global_bytes(tensor) -> sympy.Expr:  # tensor: Tensor with named dims and a 
 
 def strategy_cost(program: str, mesh: Mesh, model=None, **options):  # -> PlanCost
     """The engine's cost of a program in the notation: parsed, checked, made a plan, priced (bandwidth-bound,
-    link counts as the symbols M_X)."""
+    link counts as the symbols M_X) under the book's layer-level overlap policy, ``steady``."""
     from shardalg.costs.plancost import cost
 
-    return cost(program, mesh=mesh, model=model, latency=False, symbolic_links=True, **options)
+    return cost(program, mesh=mesh, model=model, latency=False, symbolic_links=True,
+                **{"overlap": "steady", **options})
 
 
 def agrees_on_samples(condition: sympy.Basic, lhs: sympy.Expr, rhs: sympy.Expr, samples: int = 300,

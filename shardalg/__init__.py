@@ -67,6 +67,17 @@ _EXPORTS: dict[str, str] = {
     "Derivation": "costs.derive",
     "lambdify": "costs.sweep",
     "sweep": "costs.sweep",
+    # whole models
+    "model_program": "models.program",
+    "memory": "models.memory",
+    "step_time": "models.step",
+    "largest": "models.fit",
+    "fewest_devices": "models.fit",
+    "smallest_slice": "models.fit",
+    "largest_params": "models.fit",
+    "expand": "models.expand",
+    "shard": "models.expand",
+    "chip_from_text": "costs.chipspec",
     # pictures and the bridge to JAX / PyTorch
     "show": "pictures.show",
     "show_tikz": "pictures.show",
@@ -91,7 +102,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 # public name -> a module that is itself the public object
-_MODULES: dict[str, str] = {"hardware": "costs.hardware"}
+_MODULES: dict[str, str] = {"hardware": "costs.hardware", "model_presets": "models.presets"}
 
 __all__ = sorted([*_EXPORTS, *_MODULES]) + ["__version__"]
 

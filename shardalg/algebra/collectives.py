@@ -287,3 +287,23 @@ def permute_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
     for x, y in combinations(mesh.names, 2):
         if permute_problem(lay, (x, y), mesh) is None and _swap(lay, (x, y))[:2] != lay[:2]:
             yield (x, y), None
+
+
+# ---- Shift: a cyclic permutation of the devices along one axis (JAX's ppermute with i -> i + k) ------------
+
+
+def shift_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
+    if len(axes) != 1:
+        raise IllegalCollective(
+            f"Shift moves blocks around one ring, not {len(axes)} axes ({', '.join(axes)})",
+            fix=f"shift along one axis: Shift_{{{axes[0]},+1}}; a shift along several is one Shift per axis",
+        )
+
+
+def shift_effect(lay: Layout, axes: Axes, dim: int | None) -> Layout:
+    return lay  # the layout is the same; which device holds which block is what moves
+
+
+def shift_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
+    # never a planner's move: where the axis shards a dim, a shift changes the global value (it rolls the blocks)
+    return iter(())

@@ -1,12 +1,16 @@
-"""The device mesh: named axes, each with a size, a link multiplicity M and a wraparound flag.
+"""The device mesh: named axes, each with a size, a link multiplicity M, a wraparound flag and (for a GPU
+axis that spans nodes) the devices per node along it.
 
     >>> Mesh(X=4, Y=2)
     Mesh(X=4, Y=2)
     >>> Mesh({"X": 4, "Y": 2}).devices
     8
+    >>> Mesh.parse("X=16*2:ring,Y=4:line,Z")
+    Mesh(X=16(links=2, wraps=True), Y=4(wraps=False), Z=None)
 
 An axis size may be left symbolic (``Mesh(X=None)``) for derivations; ``size_expr`` then gives the positive
-integer symbol ``X`` from :mod:`shardalg.algebra.symbols`.
+integer symbol ``X`` from :mod:`shardalg.algebra.symbols`. :meth:`Mesh.parse` is the one reader of mesh text
+(every command's ``--mesh``); its grammar is in :data:`MESH_TEXT`.
 """
 
 from __future__ import annotations
@@ -18,20 +22,32 @@ from math import prod
 
 from shardalg.errors import UnknownAxis, UsageError
 
-__all__ = ["Axis", "Mesh", "as_mesh"]
+__all__ = ["Axis", "Mesh", "as_mesh", "MESH_TEXT"]
 
 _AXIS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
+
+MESH_TEXT = (
+    "NAME[=SIZE][*LINKS][:ring|:line][:nodeN], comma separated: X=4,Y=2 (sizes); X (a symbolic size); "
+    "X=16*2 (M = 2 links back the axis); X=4:ring or Y=4:line (wraparound or not, instead of the chip's rule); "
+    "X*2:ring (symbolic size, numeric links); X=64:node8 (a GPU axis whose 64 devices sit 8 to a node)"
+)
+# One axis of mesh text: name, size (legacy X:4 too), links, then :options.
+_AXIS_TEXT = re.compile(r"([A-Za-z][A-Za-z0-9]*)(?:[=:]([0-9]+))?(?:\*([0-9]+))?((?::[A-Za-z0-9]+)*)")
+_NODE_OPTION = re.compile(r"node([0-9]+)")
 
 
 @dataclass(frozen=True)
 class Axis:
     """One mesh axis. ``links`` is the book's M (physical ICI axes backing it, bandwidth x M);
-    ``wraps`` is True for a ring with wraparound, False for a line, None when the chip decides."""
+    ``wraps`` is True for a ring with wraparound, False for a line, None when the chip decides.
+    ``node`` is set for a GPU axis that spans nodes: the devices per node along the axis (NVLink inside a
+    node, the scale-out network across); None when the whole axis sits in one NVLink domain."""
 
     name: str
     size: int | None
     links: int = 1
     wraps: bool | None = None
+    node: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _AXIS_NAME.match(self.name):
@@ -40,6 +56,14 @@ class Axis:
             raise UsageError(f"mesh axis {self.name} needs a positive integer size, not {self.size!r}")
         if isinstance(self.links, bool) or not isinstance(self.links, int) or self.links < 1:
             raise UsageError(f"mesh axis {self.name} needs a positive integer link count, not {self.links!r}")
+        if self.node is not None:
+            if isinstance(self.node, bool) or not isinstance(self.node, int) or self.node < 1:
+                raise UsageError(f"mesh axis {self.name} needs a positive integer of devices per node, not {self.node!r}")
+            if self.size is not None and self.size % self.node:
+                raise UsageError(
+                    f"mesh axis {self.name} has {self.size} devices, not a multiple of {self.node} per node",
+                    fix=f"make the size a multiple of the node: {self.name}={self.node * max(1, self.size // self.node)}:node{self.node}",
+                )
 
 
 class Mesh:
@@ -71,17 +95,15 @@ class Mesh:
 
     @classmethod
     def parse(cls, text: str) -> Mesh:
-        """``"X=4,Y=2"`` (also ``"X=4 Y=2"``, ``"X:4"``); optional ``*M`` link multiplicity: ``"X=16*2"``."""
+        """Mesh text (the CLI's ``--mesh``), as :data:`MESH_TEXT` describes: ``"X=4,Y=2"`` (also
+        ``"X=4 Y=2"``, ``"X:4"``), a symbolic size ``"X"``, links ``"X=16*2"``, wraparound ``"X=4:ring"`` /
+        ``"Y=4:line"``, devices per node ``"X=64:node8"``. Nothing here evaluates the text."""
         axes: list[Axis] = []
-        for part in re.split(r"[,\s]+", text.strip()):
-            if not part:
-                continue
-            m = re.fullmatch(r"([A-Za-z][A-Za-z0-9]*)[=:](\d+)(?:\*(\d+))?", part)
-            if m is None:
-                raise UsageError(f"bad mesh axis {part!r}: write NAME=SIZE, e.g. X=4,Y=2")
-            axes.append(Axis(m[1], int(m[2]), int(m[3]) if m[3] else 1))
+        for part in re.split(r"[,\s]+", text.strip()) if isinstance(text, str) else [repr(text)]:
+            if part:
+                axes.append(_axis_from_text(part))
         if not axes:
-            raise UsageError("the mesh has no axes: write NAME=SIZE, e.g. X=4,Y=2")
+            raise UsageError(f"the mesh has no axes: write {MESH_TEXT}")
         return cls(axes)
 
     @property
@@ -157,6 +179,8 @@ class Mesh:
                 extra.append(f"links={a.links}")
             if a.wraps is not None:
                 extra.append(f"wraps={a.wraps}")
+            if a.node is not None:
+                extra.append(f"node={a.node}")
             return f"{a.name}={a.size}" + (f"({', '.join(extra)})" if extra else "")
 
         return f"Mesh({', '.join(one(a) for a in self._axes)})"
@@ -164,6 +188,32 @@ class Mesh:
     def text(self) -> str:
         """The notation's form, ``mesh X=4, Y=2``."""
         return "mesh " + ", ".join(f"{a.name}={a.size}" for a in self._axes)
+
+
+def _axis_from_text(part: str) -> Axis:
+    """One axis of mesh text; a UsageError that names the part and shows the forms when it is malformed."""
+    m = _AXIS_TEXT.fullmatch(part)
+    if m is None:
+        raise UsageError(f"bad mesh axis {part!r}: write {MESH_TEXT}")
+    name, size, links, options = m[1], m[2], m[3], [o for o in m[4].split(":") if o]
+    wraps: bool | None = None
+    node: int | None = None
+    for option in options:
+        found = _NODE_OPTION.fullmatch(option)
+        if option in ("ring", "line"):
+            if wraps is not None:
+                raise UsageError(f"mesh axis {part!r} says ring or line twice", fix=f"keep one: {name}=...:{option}")
+            wraps = option == "ring"
+        elif found is not None:
+            if node is not None:
+                raise UsageError(f"mesh axis {part!r} gives its devices per node twice")
+            node = int(found[1])
+        else:
+            raise UsageError(f"unknown option :{option} of mesh axis {name}: the options are :ring, :line and "
+                             f":nodeN (devices per node), e.g. {name}=4:ring")  # fmt: skip
+    if size is not None and int(size) < 1:
+        raise UsageError(f"mesh axis {name} needs a positive size, not {size}", fix=f"write e.g. {name}=4")
+    return Axis(name, int(size) if size is not None else None, int(links) if links else 1, wraps, node)
 
 
 def as_mesh(mesh: Mesh | Mapping[str, int | None] | str | None) -> Mesh | None:

@@ -8,7 +8,7 @@ the Tensor-level API (``check``, ``apply``, :func:`apply_statement`) wraps them.
 
     >>> RULES[Op.ALL_GATHER].apply(parse_tensor("A[I_X, J]"), ("X",), None, Mesh(X=4))   # A[I, J]
 
-The local einsum is the seventh rule; it takes two operands and lives in :mod:`shardalg.algebra.einsum`.
+The local einsum is the eighth rule; it takes two operands and lives in :mod:`shardalg.algebra.einsum`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ from .collectives import (
     rs_effect,
     rs_moves,
     rs_pre,
+    shift_effect,
+    shift_moves,
+    shift_pre,
     slice_effect,
     slice_moves,
     slice_pre,
@@ -218,6 +221,22 @@ RULES: dict[Op, Rule] = {
             permute_pre,
             permute_effect,
             permute_moves,
+        ),
+        Rule(
+            Op.SHIFT,
+            """Shift_{A,k}: [..] -> [..]   layout unchanged; device a sends its block to a + k (mod |A|) along A
+    A[I_X] on X=4, k=+1:  x=0: a0  x=1: a1  x=2: a2  x=3: a3
+                      ->  x=0: a3  x=1: a0  x=2: a1  x=3: a2      the book's send around a ring (JAX's ppermute)
+    one axis; k moves |k| hops (mod |A|) on a ring, more on a line; where A shards a dim the global value is
+    rolled by k blocks along it (the one op that is not the identity on global values, so no plan uses it);
+    where A replicates, or leaves partial sums, the value is unchanged. backward: Shift_{A,-k}""",
+            True,
+            Transpose(
+                Op.SHIFT, DimMap.NONE, "the inverse shift", "Shift_{A,-k}: a cyclic permutation's transpose is its inverse"
+            ),
+            shift_pre,
+            shift_effect,
+            shift_moves,
         ),
     )
 }

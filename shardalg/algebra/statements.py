@@ -53,8 +53,11 @@ def apply_statement(stmt: Collective | Arrow, mesh: Mesh, sizes: Mapping[str, in
     if result is None:
         return out
     if not _same_value(out, result) or not _layout_matches(out, result, expr):
+        sub = axes_label(arg, expr.axes)
+        if expr.offset is not None:
+            sub = f"{{{','.join(expr.axes)},{expr.offset:+d}}}"
         raise ShapeMismatch(
-            f"{expr.op.value}_{axes_label(arg, expr.axes)} of {arg} gives {out}, not {result}",
+            f"{expr.op.value}_{sub} of {arg} gives {out}, not {result}",
             span=result.span,
             fix=f"write the result as {str(out.replace(name=result.name) if result.name != out.name else out)}",
         )

@@ -2,7 +2,7 @@
 
 A step's traffic is ``factor(op) x V``, V the bytes of the array as one gather group sees it (dims sharded
 on other axes count at their local size), the factor the book's (DESIGN.md section 5): AllGather and
-ReduceScatter 1, AllReduce 2 (= ReduceScatter + AllGather), AllToAll 1/4; a Permute sends one local shard;
+ReduceScatter 1, AllReduce 2 (= ReduceScatter + AllGather), AllToAll 1/4; a Permute or a Shift sends one local shard;
 Slice and a local einsum send nothing. A tensor with no dtype counts as bf16 (2 bytes), the book's default.
 
 Sizes are exact: a known dim is an integer, an unknown one a positive symbol (:func:`shardalg.algebra.symbols.dim_size`),
@@ -200,6 +200,7 @@ TRAFFIC: dict[Op, tuple[Volume, Fraction]] = {
     Op.ALL_REDUCE: (Volume.INPUT_GROUP, Fraction(2)),
     Op.ALL_TO_ALL: (Volume.INPUT_GROUP, Fraction(1, 4)),
     Op.PERMUTE: (Volume.INPUT_LOCAL, Fraction(1)),
+    Op.SHIFT: (Volume.INPUT_LOCAL, Fraction(1)),  # each device receives one shard, however many hops it came
     Op.SLICE: (Volume.NONE, Fraction(0)),
     Op.EINSUM: (Volume.NONE, Fraction(0)),
 }

@@ -111,7 +111,9 @@ _INVARIANT_LINES: dict[tuple[AnyOp, Kind, Kind], AnyOp] = {
 
 TRANSPOSES: dict[tuple[AnyOp, Kind, Kind], AnyOp] = {**_rule_lines(), **_INVARIANT_LINES}
 # Permute_{X,Y} (swap the names X and Y) is a permutation of whole shards; its transpose is its inverse,
-# which is Permute_{X,Y} again from the cotangent of the output. It is handled whole, not per axis.
+# which is Permute_{X,Y} again from the cotangent of the output. Shift_{X,k} (device x sends to x + k) is a
+# cyclic permutation of the devices along X; its transpose is the inverse shift, Shift_{X,-k} (JAX's
+# ppermute transposes to the inverse permutation). Both are handled whole, not per axis.
 
 # Ops whose subscript names a target dim, and which dim that is for a backward op: the dim the forward
 # input held the axes in (ReduceScatter, Slice, AllToAll), or the dim the forward output put them in (pad).
@@ -153,6 +155,7 @@ class LocalStep:
     axes: tuple[str, ...]
     dim: str | None = None
     reason: str = field(default="", compare=False)
+    offset: int | None = None  # a Shift's signed step
 
     @property
     def communicates(self) -> bool:
@@ -164,7 +167,7 @@ class LocalStep:
         if self.op is Cast.PVARY:
             raise UsageError("pvary is a free cast with no op in the notation: the buffers are unchanged")
         op = Op.SLICE if self.op is Cast.PAD else self.op
-        return Step(op, (self.input,), self.output, self.axes, self.dim, reason=self.reason)  # type: ignore[arg-type]
+        return Step(op, (self.input,), self.output, self.axes, self.dim, reason=self.reason, offset=self.offset)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         from shardalg.notation.printing.display import short
@@ -198,10 +201,10 @@ def local_steps(x: Step | LocalStep | Arrow | Sequence[Step | LocalStep | Arrow]
         elif isinstance(s, Step):
             if s.op is Op.EINSUM:
                 raise UsageError("a local einsum has two transposes (one per operand): use shardalg.planning.backward")
-            out.append(LocalStep(s.op, s.inputs[0], s.output, s.axes, s.dim, s.reason))
+            out.append(LocalStep(s.op, s.inputs[0], s.output, s.axes, s.dim, s.reason, s.offset))
         elif isinstance(s, Arrow) and isinstance(s.expr, Collective) and isinstance(s.expr.arg, Tensor):
             c = s.expr
-            out.append(LocalStep(c.op, c.arg, s.result, c.axes, c.dim))
+            out.append(LocalStep(c.op, c.arg, s.result, c.axes, c.dim, offset=c.offset))
         else:
             raise UsageError(f"not an explicit collective with its result: {s!r}")
     return tuple(out)
@@ -236,13 +239,15 @@ def _set(t: Tensor, axes: tuple[str, ...], kind: Kind, dim: str | None) -> Tenso
 
 def _reason(op: AnyOp, fwd: LocalStep) -> str:
     name = fwd.op.value
-    return f"transpose of {name}_{''.join(fwd.axes)}: " + {
+    sub = "".join(fwd.axes) if fwd.offset is None else f"{{{','.join(fwd.axes)},{fwd.offset:+d}}}"
+    return f"transpose of {name}_{sub}: " + {
         Op.REDUCE_SCATTER: "the gradient arrives unreduced and is scattered back to the gathered shards",
         Op.ALL_GATHER: "the sharded gradient is gathered (AllGather and ReduceScatter are each other's transpose)",
         Op.ALL_REDUCE: "the gradient arrives unreduced (partial sums on every device) and is all-reduced",
         Op.SLICE: "each device keeps its block of the invariant gradient (no communication)",
         Op.ALL_TO_ALL: "the shards move back to the dim they came from",
         Op.PERMUTE: "the shards move back (the inverse permutation)",
+        Op.SHIFT: "the blocks move back around the ring (the inverse shift)",
         Cast.PVARY: "the invariant gradient is used as replicated (no communication)",
         Cast.PAD: "each device zero-pads its block into an unreduced gradient (no communication)",
     }[op]  # type: ignore[index]
@@ -252,6 +257,9 @@ def _transpose_one(s: LocalStep, mesh: Mesh) -> list[LocalStep]:
     start, end = cotangent(s.output, mesh), cotangent(s.input, mesh)
     if s.op is Op.PERMUTE:
         return [LocalStep(Op.PERMUTE, start, end, s.axes, None, _reason(Op.PERMUTE, s))]
+    if s.op is Op.SHIFT:
+        assert s.offset is not None
+        return [LocalStep(Op.SHIFT, start, end, s.axes, None, _reason(Op.SHIFT, s), -s.offset)]
     out: list[LocalStep] = []
     cur = start
     groups = _groups(s)

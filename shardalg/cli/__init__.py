@@ -25,7 +25,7 @@ from .common import HelpFormatter, examples, file_error, reset_stdin
 from .progressline import for_stderr
 
 # One module per group of subcommands, in the order they appear in --help.
-COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export")
+COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models")
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_USAGE = 0, 1, 2
 SHELLS = ("bash", "zsh")

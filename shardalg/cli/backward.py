@@ -36,7 +36,10 @@ def _dump(obj: object) -> str:
 def _backward(args: argparse.Namespace) -> int:
     from shardalg.planning.backward import backward
 
-    bw = backward(_text(args.program), _mesh(args), args.sizes, defer_reductions=args.defer_reductions)
+    bw = backward(
+        _text(args.program), _mesh(args), args.sizes, defer_reductions=args.defer_reductions,
+        keep_gathered=args.keep_gathered,
+    )  # fmt: skip
     fmt = "json" if args.json else args.format
     if fmt == "json":
         print(_dump(bw.to_json()))
@@ -90,6 +93,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("program", metavar="PROGRAM", help="the forward program (quote it), or - for standard input")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    p.add_argument(
+        "--keep-gathered",
+        action="store_true",
+        help="read the forward's gathered copies instead of gathering again (costs their memory, "
+        "shown in bytes per device)",
+    )
     _common(p)
     p.set_defaults(handler=_backward)
 

@@ -1,12 +1,17 @@
 """``shardalg cost | compare | optimum | bound | hw``: prices, conditions and presets.
 
     shardalg cost "AllGather_Y(bf16[E_Y, F])" --mesh X=8,Y=4 --sizes E=2048,F=8192 --hw tpu-v5e --json
+    shardalg cost "$PROGRAM" --mesh X=2,Y=4 --sizes I=256,J=512,K=256 --hw tpu-v5e --schedule
     shardalg compare "$LOCAL_THEN_ALLREDUCE" "$GATHER_WEIGHTS" --mesh X=4 --solve-for D --json
     shardalg optimum "$FSDP_TP" --mesh X,Y --over X --subject-to X*Y=N --symbolic-links
     shardalg bound "$DP_BACKWARD" --mesh X --solve-for B --symbolic-links
     shardalg hw list ; shardalg hw show tpu-v5p
 
-A mesh axis written without a size (``--mesh X,Y``) stays a symbol. ``--solve-for`` and ``--over`` name a dim
+A mesh axis written without a size (``--mesh X,Y``) stays a symbol. ``--overlap schedule|steady|serial`` is
+the overlap policy (:mod:`shardalg.costs.schedule`): ``cost`` defaults to ``schedule`` (a step waits for its
+inputs), the derivations to ``steady`` (the book's layer-level view); ``--exact`` keeps the ring's (N − 1)/N
+of a gather's bytes; ``--ring uni`` uses each ring one way. A statement priced by its cheapest plan (its
+operands do not meet) is said so on stderr as well as in the output. ``--solve-for`` and ``--over`` name a dim
 or an axis (an identifier); ``--subject-to`` is ``NAME*NAME=NAME`` (a product of names equal to a name or an
 integer). No user text reaches a sympy parser.
 """
@@ -16,17 +21,18 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from typing import TYPE_CHECKING
 
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
 from .common import examples, read_source
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
     import sympy
 
-_AXIS = re.compile(r"([A-Za-z][A-Za-z0-9]*)(?:[=:](\d+)(?:\*(\d+))?)?")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _CONSTRAINT = re.compile(r"\s*([A-Za-z][A-Za-z0-9]*(?:\s*\*\s*[A-Za-z][A-Za-z0-9]*)*)\s*=\s*([A-Za-z][A-Za-z0-9]*|\d+)\s*")
 
@@ -36,20 +42,9 @@ def _source(text: str) -> str:
 
 
 def _mesh(text: str | None):
-    """``X=4,Y=2``, ``X=16*2`` (M = 2 links), or ``X`` alone (symbolic size)."""
-    from shardalg.algebra.mesh import Axis, Mesh
-
-    if text is None:
-        return None
-    axes = []
-    for part in (p for p in re.split(r"[,\s]+", text.strip()) if p):
-        m = _AXIS.fullmatch(part)
-        if m is None:
-            raise UsageError(f"bad mesh axis {part!r}: write NAME, NAME=SIZE or NAME=SIZE*LINKS, e.g. X=4,Y")
-        axes.append(Axis(m[1], int(m[2]) if m[2] else None, int(m[3]) if m[3] else 1))
-    if not axes:
-        raise UsageError("the mesh has no axes: write NAME=SIZE, e.g. X=4,Y=2")
-    return Mesh(axes)
+    """The mesh text of every command (:meth:`shardalg.algebra.mesh.Mesh.parse`): ``X=4,Y=2``, ``X=16*2``,
+    ``X=4:ring``, ``Y=4:line``, or ``X`` alone (a symbolic size)."""
+    return mesh(text)
 
 
 def _name(text: str | None, what: str) -> str | None:
@@ -81,8 +76,8 @@ def _constraint(text: str) -> sympy.Eq:
 
 
 def _options(args: argparse.Namespace) -> dict:
-    out: dict = {"mesh": _mesh(args.mesh), "sizes": args.sizes, "hw": args.hw, "model": args.model,
-                 "symbolic_links": args.symbolic_links}  # fmt: skip
+    out: dict = {"mesh": _mesh(args.mesh), "sizes": args.sizes, "hw": chip(args.hw), "model": args.model,
+                 "symbolic_links": args.symbolic_links, "exact": args.exact, "ring": args.ring}  # fmt: skip
     if args.dcn:
         out["dcn_axes"] = tuple(a for a in args.dcn.split(",") if a)
     if getattr(args, "hbm", None):
@@ -105,14 +100,25 @@ def _print_derivation(d, as_json: bool, key: str) -> None:
         print(d)
 
 
+def _notes(notes) -> None:
+    for n in notes:
+        print(f"shardalg: note: {n}", file=sys.stderr)
+
+
 def _cost(args: argparse.Namespace) -> int:
     from shardalg.costs.plancost import cost
 
-    pc = cost(_parse(args.expr), overlap=not args.serial, latency=not args.no_latency, **_options(args))
+    if args.serial and args.overlap not in (None, "serial"):
+        raise UsageError(f"--serial is --overlap serial; it contradicts --overlap {args.overlap}")
+    overlap = "serial" if args.serial else args.overlap
+    pc = cost(_parse(args.expr), overlap=overlap, latency=not args.no_latency, **_options(args))
+    _notes(pc.notes)
     if args.json:
         print(json.dumps(pc.to_json(), indent=2, ensure_ascii=False))
         return EXIT_OK
     print(pc)
+    if args.schedule:
+        print(pc.gantt())
     return EXIT_OK
 
 
@@ -120,7 +126,7 @@ def _compare(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import compare
 
     d = compare(_parse(args.program_a), _parse(args.program_b), _name(args.solve_for, "--solve-for"), args.regime,
-                latency=args.latency, **_options(args))  # fmt: skip
+                latency=args.latency, overlap=args.overlap, **_options(args))  # fmt: skip
     _print_derivation(d, args.json, "condition")
     return EXIT_OK
 
@@ -129,10 +135,11 @@ def _optimum(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import optimum
     from shardalg.costs.plancost import cost
 
-    pc = cost(_parse(args.program), latency=args.latency, **_options(args))
+    pc = cost(_parse(args.program), latency=args.latency, overlap=args.overlap or "steady", **_options(args))
+    _notes(pc.notes)
     over = _name(args.over, "--over")
     d = optimum(pc, over, _constraint(args.subject_to) if args.subject_to else None, term=args.term,
-                values=pc.values)  # fmt: skip
+                values=pc.values, overlap=args.overlap)  # fmt: skip
     _print_derivation(d, args.json, "optimum")
     return EXIT_OK
 
@@ -141,7 +148,7 @@ def _bound(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import compute_bound
 
     d = compute_bound(_parse(args.program), _name(args.solve_for, "--solve-for"), bound=args.bound,
-                      latency=args.latency, **_options(args))  # fmt: skip
+                      latency=args.latency, overlap=args.overlap, **_options(args))  # fmt: skip
     _print_derivation(d, args.json, "condition")
     return EXIT_OK
 
@@ -166,13 +173,20 @@ def _hw_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _costing(p: argparse.ArgumentParser, latency_flag: str) -> None:
-    p.add_argument("--mesh", metavar="X=4,Y", help="mesh axes; an axis without a size stays symbolic")
+def _costing(p: argparse.ArgumentParser, latency_flag: str, overlap_default: str = "steady") -> None:
+    p.add_argument("--mesh", metavar="X=4,Y", help=MESH_HELP)
     p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
-    p.add_argument("--hw", metavar="CHIP", help="a preset (shardalg hw list) for seconds and wraparound")
+    add_hw(p, help=HW_HELP + "; its numbers give seconds, its rule the wraparound")
     p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's, else ici")
     p.add_argument("--symbolic-links", action="store_true", help="write link counts as M_X instead of numbers")
     p.add_argument("--dcn", metavar="AXES", help="mesh axes that run over the data-center network, e.g. P")
+    p.add_argument("--overlap", choices=("schedule", "steady", "serial"),
+                   help=f"what runs at once: schedule (a step waits for its inputs), steady (the book's layer-level "
+                        f"max(compute, max over axes)) or serial (the sum); default {overlap_default}")  # fmt: skip
+    p.add_argument("--exact", action="store_true", help="keep the ring's (N-1)/N of a gather's bytes (as "
+                   "jax.experimental.roofline counts); default the book's V/W")  # fmt: skip
+    p.add_argument("--ring", choices=("bi", "uni"), default="bi",
+                   help="rings carry data both ways (the book's W_ici, default) or one way")  # fmt: skip
     if latency_flag == "--latency":
         p.add_argument("--latency", action="store_true", help="keep the T_min / alpha latency terms")
     else:
@@ -182,12 +196,13 @@ def _costing(p: argparse.ArgumentParser, latency_flag: str) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("cost", help="symbolic and numeric cost of a collective, einsum or program",
-                              description="Cost each step of EXPR and the total (max(compute, comms)).",
+                              description="Cost each step of EXPR and the total under the overlap policy.",
                               epilog=examples('shardalg cost "AllGather_Y(bf16[E_Y, F])" --mesh X=8,Y=4 '
                                               "--sizes E=2048,F=8192 --hw tpu-v5e"))  # fmt: skip
     p.add_argument("expr", metavar="EXPR_OR_PROGRAM", help="the notation, or - for standard input")
-    p.add_argument("--serial", action="store_true", help="compute and collectives do not overlap: add them")
-    _costing(p, "--no-latency")
+    p.add_argument("--serial", action="store_true", help="the same as --overlap serial")
+    p.add_argument("--schedule", action="store_true", help="also print the schedule: when each step runs")
+    _costing(p, "--no-latency", "schedule")
     p.set_defaults(handler=_cost)
 
     p = subparsers.add_parser("compare", help="the condition under which program A is faster than B",
@@ -198,8 +213,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("program_a", metavar="PROGRAM_A", help="the first program (quote it), or - for standard input")
     p.add_argument("program_b", metavar="PROGRAM_B", help="the second program (quote it), or - for standard input")
     p.add_argument("--solve-for", metavar="NAME", help="the dim or axis to isolate, e.g. D")
-    p.add_argument("--regime", choices=("comms", "compute", "overlap", "serial"), default="comms",
-                   help="which time is compared: communication (default), compute, their max, or their sum")  # fmt: skip
+    p.add_argument("--regime", choices=("comms", "compute", "total", "overlap", "serial"), default="comms",
+                   help="what each plan's time is: comms, a's total against b's compute, both totals; overlap "
+                        "and serial are total under those policies")  # fmt: skip
     _costing(p, "--latency")
     p.set_defaults(handler=_compare)
 

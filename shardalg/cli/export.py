@@ -53,7 +53,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.backward:
         from shardalg.planning.backward import backward
 
-        obj, name = backward(program, mesh, sizes), "backward"
+        obj, name = backward(program, mesh, sizes, keep_gathered=args.keep_gathered), "backward"
     if args.dtensor and args.backend != "torch":
         raise UsageError("--dtensor is a form of the torch export: shardalg export torch ... --dtensor")
     if args.backend == "jax":
@@ -138,6 +138,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtensor", action="store_true",
                    help="torch only: DTensors with the plan's Shard/Replicate/Partial placements, each collective a "
                    "redistribute")  # fmt: skip
+    p.add_argument(
+        "--keep-gathered", action="store_true", help="with --backward: read the forward's gathered copies"
+    )
     p.add_argument("--check", action="store_true", help="run the code against the dense einsum; exit 1 on a mismatch")
     p.set_defaults(handler=_export)
 

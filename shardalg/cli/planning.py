@@ -10,7 +10,8 @@ Its JSON (``--json`` or ``--format json``) is ``{"case": [...], "plans": [{"step
 "before", "after", "reason"}], "output", "bytes_communicated"}]}``, the default plan first (all plans with
 ``--all``, else the default alone); ``before``/``after`` are in the text notation; ``bytes_communicated`` is a
 number when the sizes are known, else the sympy expression as text. With ``--hw CHIP`` plans are ranked by
-their seconds on that chip and each plan in the JSON also has ``"seconds"``. ``simulate`` runs every plan on a numpy
+their seconds on that chip (under ``--overlap``, default ``schedule``: a step waits for its inputs) and each
+plan in the JSON also has ``"seconds"``. ``simulate`` runs every plan on a numpy
 virtual mesh and compares it with the dense result; it exits 1 when any plan is wrong.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 
 from . import EXIT_ILLEGAL, EXIT_OK
 from .common import examples, read_source
+from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
 
@@ -32,13 +34,13 @@ def _source(args: argparse.Namespace) -> str:
 
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.algebra.legality import as_sizes
-    from shardalg.algebra.mesh import Mesh
     from shardalg.costs.ranking import plans
     from shardalg.planning.planner import prepare
 
-    problem = prepare(_source(args), Mesh.parse(args.mesh) if args.mesh else None, as_sizes(args.sizes))
-    hw, model = getattr(args, "hw", None), getattr(args, "model", None)
-    found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model)
+    problem = prepare(_source(args), mesh(args.mesh), as_sizes(args.sizes))
+    hw, model, overlap = chip(getattr(args, "hw", None)), getattr(args, "model", None), getattr(args, "overlap", None)
+    found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model,
+                  overlap=overlap)  # fmt: skip
     return problem, found, problem.sizes
 
 
@@ -48,12 +50,14 @@ def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
         return None
     from shardalg.costs.plancost import plan_cost
 
-    return plan_cost(p, problem.mesh, problem.sizes.known, hw=args.hw, model=args.model).seconds
+    return plan_cost(p, problem.mesh, problem.sizes.known, hw=chip(args.hw), model=args.model,
+                     overlap=args.overlap).seconds  # fmt: skip
 
 
-def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None) -> dict[str, Any]:
+def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None,
+              overlap: str | None = None) -> dict[str, Any]:  # fmt: skip
     """The documented JSON of a list of plans (the default first); with ``seconds`` (from --hw), each
-    plan also has ``"seconds"``."""
+    plan also has ``"seconds"``, and ``"overlap"`` names the policy they are taken under."""
     from shardalg.notation.printing import text
     from shardalg.notation.syntax import Op, Product
     from shardalg.planning.redistribute import plan_bytes
@@ -69,6 +73,7 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
                 "after": text(s.output), "reason": s.reason}  # fmt: skip
 
     return {
+        **({} if seconds is None else {"overlap": overlap or "schedule"}),
         "case": list(found[0].cases) if found else [],
         "plans": [
             {
@@ -91,7 +96,8 @@ def _plan(args: argparse.Namespace) -> int:
     fmt = "json" if args.json else args.format
     seconds = [_seconds(p, problem, args) for p in shown] if args.hw else None
     if fmt == "json":
-        print(json.dumps(plan_json(shown, problem.mesh, sizes, seconds), indent=2, ensure_ascii=False))
+        print(json.dumps(plan_json(shown, problem.mesh, sizes, seconds, getattr(args, "overlap", None)), indent=2,
+                         ensure_ascii=False))  # fmt: skip
         return EXIT_OK
     comment = "%" if fmt == "latex" else "#"
     for line in found[0].cases:
@@ -103,7 +109,9 @@ def _plan(args: argparse.Namespace) -> int:
         timing = ""
         if seconds is not None:
             t = seconds[n - 1]
-            timing = f", {t * 1e6:.3g} us on {args.hw}" if t is not None else f", symbolic on {args.hw}"
+            name, policy = chip(args.hw).name, args.overlap or "schedule"
+            timing = (f", {t * 1e6:.3g} us on {name} (overlap {policy})" if t is not None
+                      else f", symbolic on {name}")  # fmt: skip
         print(f"{comment} {head}: {plan_bytes(p, problem.mesh, sizes)} bytes communicated{timing}; {p.note}")
         print(render(p, fmt) if p.steps else f"{comment} nothing to do")
     return EXIT_OK
@@ -154,9 +162,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _common(p)
     p.add_argument("--all", action="store_true", help="list every plan, not just the default")
-    p.add_argument("--hw", metavar="CHIP", help="rank by seconds on a preset (shardalg hw list); needs every size")
+    add_hw(p, help=HW_HELP + "; ranks plans by seconds on it (needs every size)")
     p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"),
                    help="the communication model for --hw (default: the chip's)")  # fmt: skip
+    p.add_argument("--overlap", choices=("schedule", "steady", "serial"),
+                   help="with --hw: what runs at once (default schedule: a step waits for its inputs)")  # fmt: skip
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     p.add_argument(
         "--json", action="store_true", help="the JSON documented in the module help (= --format json)"

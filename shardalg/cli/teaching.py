@@ -17,6 +17,7 @@ from pathlib import Path
 from shardalg.errors import UsageError
 
 from .common import DIR_COMPLETION, FILE_COMPLETION, examples, file_error, read_source
+from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -67,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--range", required=True, metavar="LO:HI", help="sweep bounds, e.g. 128:65536")
     p.add_argument("--mesh", required=True, metavar="X=8", help="the mesh, e.g. X=8 or X=4,Y=2")
     p.add_argument("--sizes", default="", metavar="B=1024,F=8192", help="the other dim sizes, NAME=INT by commas")
-    p.add_argument("--hw", default="tpu-v5e", metavar="CHIP", help="chip preset for the numbers (default tpu-v5e)")
+    add_hw(p, default="tpu-v5e", help=HW_HELP + " (default tpu-v5e)")
     p.add_argument("--regime", choices=("comms", "total"), default="total",
                    help="plot communication time only, or the plan's total time (default)")  # fmt: skip
     p.add_argument("--labels", default="", metavar="A,B",
@@ -150,7 +151,6 @@ def _notes(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from shardalg.algebra.mesh import Mesh
     from shardalg.algebra.symbols import dim_size
     from shardalg.notes.costs import program_costs, program_label
     from shardalg.pictures.plot import crossover_plot
@@ -167,12 +167,14 @@ def _plot(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.sizes)
     if args.over in sizes:
         raise UsageError(f"{args.over} is swept; do not also give it in --sizes")
-    mesh = Mesh.parse(args.mesh)
+    the_mesh = mesh(args.mesh)
     over = dim_size(args.over)
-    cost_a, cost_b = program_costs(programs, mesh=mesh, sizes=sizes, hw=args.hw, regime=args.regime)
+    hw = chip(args.hw)
+    cost_a, cost_b = program_costs(programs, mesh=the_mesh, sizes=sizes, hw=hw, regime=args.regime)
     what = "communication time" if args.regime == "comms" else "total time"
     given = ", ".join(f"{k} = {v}" for k, v in sizes.items())
-    caption = f"{what} on {args.hw}; mesh {mesh.text().removeprefix('mesh ')}" + (f"; {given}" if given else "")
+    hw_name = getattr(hw, "name", args.hw)
+    caption = f"{what} on {hw_name}; mesh {the_mesh.text().removeprefix('mesh ')}" + (f"; {given}" if given else "")
     title = args.title if args.title is not None else f"{what} against {args.over}"
     try:
         curves = crossover_plot(cost_a, cost_b, over=over, lo=lo, hi=hi, out=args.out, labels=labels,
@@ -181,7 +183,7 @@ def _plot(args: argparse.Namespace) -> int:
         raise file_error(err, "write the picture") from None
     if args.json:
         data = {
-            "over": args.over, "range": [lo, hi], "labels": labels, "hw": args.hw, "mesh": str(mesh),
+            "over": args.over, "range": [lo, hi], "labels": labels, "hw": hw_name, "mesh": str(the_mesh),
             "sizes": sizes, "regime": args.regime, "title": title, "caption": caption, "out": args.out,
             "crossovers": [{"at": c.at, "time": c.cost, "cheaper_above": labels[c.cheaper_above]}
                            for c in curves.crossovers],
@@ -209,7 +211,7 @@ def _latex(args: argparse.Namespace) -> int:
 
         if len(program.statements) != 1:
             raise UsageError("--plan takes one statement (an einsum or a resharding)")
-        out = plan(program.statements[0], mesh=args.mesh, sizes=parse_sizes(args.sizes) or None).latex()
+        out = plan(program.statements[0], mesh=mesh(args.mesh), sizes=parse_sizes(args.sizes) or None).latex()
     else:
         from shardalg.notation.printing import latex
 

@@ -1,9 +1,15 @@
 """Costs as closed-form sympy expressions, the chips that give them numbers, and what is derived from them.
 
-- :mod:`.hardware` (chip presets, each number with its source), :mod:`.stepcost` (the per-step models:
-  ICI torus, alpha-beta, compute, HBM), :mod:`.plancost` (a plan's cost and a program priced as a plan);
-- :mod:`.ranking` (the planner ranked by seconds on a chip), :mod:`.derive` (crossovers, optima, bounds,
-  each with its steps), :mod:`.sweep` (compiled numeric sweeps).
+- :mod:`.atoms`, :mod:`.terms`, :mod:`.fromsympy` (light cost terms: monomials of positive symbols, their
+  sums and maxima; evaluated without sympy, made sympy on demand);
+- :mod:`.hardware` (chip presets, each number with its source), :mod:`.commcost` and :mod:`.stepcost` (the
+  communication models: ICI torus, alpha-beta; exact ring bytes, one-way rings), :mod:`.steps` (one step's
+  cost: collective, compute, HBM; and its seconds as numbers);
+- :mod:`.schedule` (a plan's steps on the mesh axes and the compute under an overlap policy: ``schedule``,
+  ``steady``, ``serial``), :mod:`.programplan` (a program as a plan), :mod:`.plancost` (a plan's cost),
+  :mod:`.gantt` (the schedule as text and JSON);
+- :mod:`.ranking` (the planner ranked by seconds on a chip), :mod:`.solve` and :mod:`.derive` (crossovers,
+  optima, bounds, each with its steps), :mod:`.sweep` (numeric sweeps).
 
 Imports: :mod:`shardalg.planning` and everything below it; never :mod:`shardalg.numeric` (its sibling).
 A new communication model is a column of ``stepcost.FORMULAS``; a new derivation is a function in ``derive``.

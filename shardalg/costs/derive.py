@@ -6,10 +6,17 @@
 
 Each function returns a :class:`Derivation`: the steps it took (the costs, the inequality, each
 simplification, the isolated symbol), the result, and printers (aligned LaTeX, text, JSON). Nothing here
-knows any particular answer: a relation ``T_a < T_b`` between positive costs is solved by dividing through
-(``T_a/T_b < 1``), splitting maxima (``x < max(p, q)`` is ``x < p ∨ x < q``), and isolating the chosen symbol
+knows any particular answer: a relation ``T_a < T_b`` between positive costs is solved by splitting maxima
+(``x < max(p, q)`` is ``x < p ∨ x < q``), dividing through (``T_a/T_b < 1``) and isolating the chosen symbol
 in the monomial that remains (``g·x^k < 1`` gives ``x < g^(-1/k)`` for k > 0, ``x > g^(-1/k)`` for k < 0);
-what is not a monomial goes to sympy's ``solve_univariate_inequality`` over a positive real stand-in.
+what is not a monomial goes to sympy's ``solve_univariate_inequality`` over a positive real stand-in
+(:mod:`shardalg.costs.solve`). Monomials are solved on light terms; sympy expressions are made when the
+derivation is printed.
+
+The book's derivations are layer-level: costs a derivation makes are taken under the overlap policy
+``steady`` (each mesh axis's communication and the compute overlap across layers) unless ``overlap=`` says
+otherwise; a PlanCost passed in keeps its own policy unless ``overlap=`` is given. The title (and the JSON's
+``overlap``) names the policy.
 """
 
 from __future__ import annotations
@@ -19,17 +26,25 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import sympy
-from sympy import Expr, Max
+from sympy import Expr
 
 from shardalg.algebra.symbols import as_expr, dim_size, latex_names, quantity
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Op, Tensor
 
+from .fromsympy import from_sympy
 from .plancost import PlanCost, cost
+from .schedule import as_policy
+from .solve import Lazy, Steps, positive_root, realize, simplify, solve_less, stationary
+from .solve import substitute as substituted
 from .stepcost import Options, _formula
+from .terms import Max, Term, mono
 
-__all__ = ["Derivation", "compare", "compute_bound", "optimum", "critical", "solve_less", "REGIMES"]
+__all__ = ["Derivation", "compare", "compute_bound", "optimum", "critical", "solve_less", "REGIMES",
+           "DERIVATION_OVERLAP"]  # fmt: skip
+
+DERIVATION_OVERLAP = "steady"  # the book's derivations are layer-level
 
 
 @dataclass
@@ -37,26 +52,28 @@ class Derivation:
     """The record of a derivation: titled steps (label, sympy expression or relation) and the result."""
 
     title: str
-    steps: list[tuple[str, sympy.Basic]] = field(default_factory=list)
+    steps: Steps = field(default_factory=Steps)
     result: sympy.Basic | None = None
     values: Mapping[sympy.Symbol, float] = field(default_factory=dict)
+    overlap: str | None = None
 
-    def add(self, label: str, expr: sympy.Basic) -> sympy.Basic:
-        self.steps.append((label, expr))
-        return expr
+    def add(self, label: str, expr: object) -> object:
+        return self.steps.add(label, expr)
 
     @property
     def value(self) -> float | None:
         """The result as a number with the chip's values, when it is an expression that becomes one."""
         if self.result is None or isinstance(self.result, sympy.logic.boolalg.Boolean):
             return None
-        v = as_expr(self.result).subs(self.values)
-        return float(v) if not v.free_symbols else None
+        got = from_sympy(self.result).evaluate(self.values)
+        return None if got is None else float(got)
 
     def latex(self) -> str:
+        """The steps as an aligned LaTeX block; the first row names the overlap policy, if any."""
         names = latex_names()
-        rows = [rf"{_latex_label(label)} &\quad {sympy.latex(e, symbol_names=names)}"
-                for label, e in self.steps]  # fmt: skip
+        rows = [rf"\text{{overlap}} &\quad \text{{{self.overlap}}}"] if self.overlap else []
+        rows += [rf"{_latex_label(label)} &\quad {sympy.latex(e, symbol_names=names)}"
+                 for label, e in self.steps]  # fmt: skip
         return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
 
     def _repr_latex_(self) -> str:
@@ -74,14 +91,16 @@ class Derivation:
         pretty_text(self, p, cycle)
 
     def __str__(self) -> str:
-        width = max((len(label) for label, _ in self.steps), default=0)
-        lines = [self.title] + [f"  {label:<{width}}  {sympy.sstr(e)}" for label, e in self.steps]
+        steps = list(self.steps)
+        width = max((len(label) for label, _ in steps), default=0)
+        lines = [self.title] + [f"  {label:<{width}}  {sympy.sstr(e)}" for label, e in steps]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
         names = latex_names()
         return {
             "title": self.title,
+            "overlap": self.overlap,
             "result": sympy.sstr(self.result),
             "srepr": sympy.srepr(self.result),
             "latex": sympy.latex(self.result, symbol_names=names),
@@ -108,75 +127,6 @@ def _latex_label(label: str) -> str:
     return rf"\text{{{_latex_text(label)}}}"
 
 
-# ---- solving T_a < T_b for one symbol ----------------------------------------------------------------
-def _simplify(e: Expr) -> Expr:
-    return sympy.factor(sympy.powsimp(sympy.cancel(as_expr(e))))
-
-
-def _substitute(e: Expr, mapping: Mapping) -> Expr:
-    """``e.subs(mapping)``. When every key is a symbol that no value mentions, the substitutions are
-    independent and one ``xreplace`` pass gives the same tree: ``subs`` would apply them one after the other,
-    re-evaluating (a Max compares its arguments) the half-substituted expression after each."""
-    keys = set(mapping)
-    if all(isinstance(k, sympy.Symbol) for k in keys) and all(
-        isinstance(v, sympy.Basic) and not (v.free_symbols & keys) for v in mapping.values()
-    ):
-        return e.xreplace(dict(mapping))
-    return e.subs(mapping)
-
-
-def _split(lhs: Expr, rhs: Expr) -> sympy.Basic:
-    """``lhs < rhs`` with maxima on either side split into a combination of max-free relations."""
-    if isinstance(rhs, Max):
-        return sympy.Or(*(_split(lhs, a) for a in rhs.args), evaluate=False)
-    if isinstance(lhs, Max):
-        return sympy.And(*(_split(a, rhs) for a in lhs.args), evaluate=False)
-    return sympy.StrictLessThan(lhs, rhs, evaluate=False)
-
-
-def _isolate(ratio: Expr, x: sympy.Symbol) -> sympy.Basic | None:
-    """``ratio < 1`` solved for ``x`` when ratio = g·x^k; None when it is not such a monomial."""
-    g, h = ratio.as_independent(x, as_Add=False)
-    base, k = h.as_base_exp()
-    if base != x or not k.is_number or k == 0:
-        return None
-    bound = _simplify(sympy.powsimp((1 / g) ** (1 / k), force=True))
-    return sympy.StrictLessThan(x, bound) if k > 0 else sympy.StrictGreaterThan(x, bound)
-
-
-def solve_less(lhs: Expr, rhs: Expr, x: sympy.Symbol | None, d: Derivation) -> sympy.Basic:
-    """The condition ``lhs < rhs`` (positive costs) solved for ``x``, recording the steps in ``d``."""
-    split = _split(as_expr(lhs), as_expr(rhs))
-    if not isinstance(split, sympy.StrictLessThan):
-        d.add("split the maxima", split)
-    return _solve_tree(split, x, d)
-
-
-def _solve_tree(node: sympy.Basic, x: sympy.Symbol | None, d: Derivation) -> sympy.Basic:
-    if isinstance(node, sympy.And | sympy.Or):
-        return node.func(*(_solve_tree(a, x, d) for a in node.args))
-    ratio = _simplify(node.lhs / node.rhs)
-    d.add("divide by the right side", sympy.StrictLessThan(ratio, 1, evaluate=False))
-    if not ratio.free_symbols:
-        return sympy.true if bool(ratio < 1) else sympy.false
-    target = x if x is not None and x in ratio.free_symbols else None
-    if target is None and len(ratio.free_symbols) == 1:
-        (target,) = ratio.free_symbols
-    if target is None:
-        return sympy.StrictLessThan(ratio, 1)
-    solved = _isolate(ratio, target)
-    if solved is None:
-        real = sympy.Dummy(target.name, positive=True)
-        try:
-            found = sympy.solve_univariate_inequality(ratio.subs(target, real) < 1, real, relational=True)
-        except (NotImplementedError, ValueError, TypeError):
-            d.add(f"no closed form in {target}", sympy.StrictLessThan(ratio, 1))
-            return sympy.StrictLessThan(ratio, 1)
-        solved = sympy.simplify(found.subs(real, target))
-    d.add(f"solve for {target}", solved)
-    return solved
-
-
 def _symbol(x: sympy.Symbol | str | None) -> sympy.Symbol | None:
     if x is None or isinstance(x, sympy.Symbol):
         return x
@@ -188,8 +138,7 @@ def _symbol(x: sympy.Symbol | str | None) -> sympy.Symbol | None:
 _QUANTITIES = ("W_ici", "W_dcn", "W_hbm", "T_min", "C", "alpha", "beta", "N", "V")
 
 
-def _first_dim(expr: sympy.Basic, plans: Iterable[PlanCost]) -> sympy.Symbol | None:
-    free = expr.free_symbols
+def _first_dim(free: frozenset, plans: Iterable[PlanCost]) -> sympy.Symbol | None:
     for pc in plans:
         for s in pc.steps:
             for t in s.step.inputs:
@@ -199,24 +148,38 @@ def _first_dim(expr: sympy.Basic, plans: Iterable[PlanCost]) -> sympy.Symbol | N
     return None
 
 
+def _as_substitution(mapping: Mapping | None) -> dict:
+    return {k: realize(v) for k, v in mapping.items()} if mapping else {}
+
+
+def _eq(a: object, b: object) -> Lazy:
+    return Lazy(lambda: sympy.Eq(realize(a), realize(b), evaluate=False))
+
+
 # ---- compare -------------------------------------------------------------------------------------
-def _overlapped(c: PlanCost) -> Expr:
-    return Max(c.compute, c.comms)
+# regime -> (time of plan a, time of plan b, what the regime assumes, the policy it forces or None)
+Regime = tuple[Callable[[PlanCost], Term], Callable[[PlanCost], Term], str, str | None]
+REGIMES: dict[str, Regime] = {
+    "comms": (lambda c: c.light("comms"), lambda c: c.light("comms"), "both plans communication-bound", None),
+    "compute": (lambda c: c.light("total"), lambda c: c.light("compute"),
+                "plan b compute-bound (its time is its compute)", None),
+    "total": (lambda c: c.light("total"), lambda c: c.light("total"), "each plan at its total time", None),
+    "overlap": (lambda c: c.light("total"), lambda c: c.light("total"), "each plan takes max(compute, comms)",
+                "steady"),
+    "serial": (lambda c: c.light("total"), lambda c: c.light("total"), "compute and comms add up", "serial"),
+}  # fmt: skip
 
 
-# regime -> (time of plan a, time of plan b, what the regime assumes)
-REGIMES: dict[str, tuple[Callable[[PlanCost], Expr], Callable[[PlanCost], Expr], str]] = {
-    "comms": (lambda c: c.comms, lambda c: c.comms, "both plans communication-bound"),
-    "compute": (_overlapped, lambda c: c.compute, "plan b compute-bound (its time is its compute)"),
-    "overlap": (_overlapped, _overlapped, "each plan takes max(compute, comms)"),
-    "serial": (lambda c: c.compute + c.comms, lambda c: c.compute + c.comms, "compute and comms add up"),
-}
-
-
-def _costs(x, opts: dict) -> PlanCost:
+def _costs(x, opts: dict, overlap: object, forced: str | None = None) -> PlanCost:
+    """The plan's cost under the policy asked for: ``overlap`` (or the regime's), else a PlanCost's own,
+    else the book's ``steady``."""
+    if forced is not None:
+        if overlap is not None and as_policy(overlap) != forced:
+            raise UsageError(f"this regime compares under overlap {forced}, not {as_policy(overlap)}")
+        overlap = forced
     if isinstance(x, PlanCost):
-        return x
-    return cost(x, **opts)
+        return x if overlap is None else x.under(overlap)
+    return cost(x, overlap=as_policy(overlap, DERIVATION_OVERLAP), **opts)
 
 
 def _cost_options(mesh, sizes, hw, model, latency, **kw) -> dict:
@@ -224,115 +187,135 @@ def _cost_options(mesh, sizes, hw, model, latency, **kw) -> dict:
 
 
 def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_for=None, regime: str = "comms",
-            *, mesh=None, sizes=None, hw=None, model=None, latency: bool = False,
+            *, mesh=None, sizes=None, hw=None, model=None, latency: bool = False, overlap: object = None,
             substitute: Mapping | None = None, **options) -> Derivation:  # fmt: skip
     """The condition under which plan a is faster than plan b in ``regime``, solved for ``solve_for``.
 
-    Regimes: ``comms`` (both communication-bound: compare comms), ``compute`` (b compute-bound, a at
-    max(compute, comms): the book's large-batch case), ``overlap`` (both at max(compute, comms)),
-    ``serial`` (compute + comms). ``latency=False`` (default) drops the T_min / alpha terms: the
-    bandwidth-bound regime of the book. Other options go to :func:`shardalg.costs.stepcost.plan_cost`.
+    Regimes: ``comms`` (both communication-bound: compare comms), ``compute`` (b compute-bound, a at its
+    total time: the book's large-batch case), ``total`` (both at their total time); ``overlap`` and
+    ``serial`` are ``total`` under those policies. ``overlap`` is the policy the costs are taken under
+    (default: a PlanCost's own, else ``steady``, the book's layer-level view). ``latency=False`` (default) drops the T_min / alpha
+    terms: the bandwidth-bound regime of the book. ``substitute`` replaces symbols (to a fixed point) before
+    solving. Other options go to :func:`shardalg.costs.plancost.plan_cost`. Equal costs give ``False``
+    (neither plan is faster) with a step that says so.
     """
     if regime not in REGIMES:
         raise UsageError(f"unknown regime {regime!r}; known: {', '.join(REGIMES)}")
+    time_a, time_b, assumption, forced = REGIMES[regime]
     opts = _cost_options(mesh, sizes, hw, model, latency, **options)
-    ca, cb = _costs(plan_a, opts), _costs(plan_b, opts)
-    time_a, time_b, assumption = REGIMES[regime]
-    d = Derivation(f"when is plan a faster than plan b? ({assumption})", values=ca.values)
-    ta, tb = time_a(ca), time_b(cb)
-    if substitute:
-        ta, tb = _substitute(ta, substitute), _substitute(tb, substitute)
+    ca = _costs(plan_a, opts, overlap, forced)
+    cb = _costs(plan_b, opts, ca.overlap)
+    policy = ca.overlap
+    d = Derivation(f"when is plan a faster than plan b? ({assumption}; overlap {policy})", values=ca.values,
+                   overlap=policy)  # fmt: skip
+    mapping = _as_substitution(substitute)
+    ta, tb = substitute_terms(time_a(ca), mapping), substitute_terms(time_b(cb), mapping)
     d.add("T_a", ta)
     d.add("T_b", tb)
-    d.add("a faster", sympy.StrictLessThan(ta, tb, evaluate=False))
-    x = _symbol(solve_for) or _first_dim(sympy.Tuple(ta, tb), (ca, cb))
-    d.result = d.add("result", solve_less(ta, tb, x, d))
+    d.add("a faster", Lazy(lambda: sympy.StrictLessThan(realize(ta), realize(tb), evaluate=False)))
+    if ta == tb:
+        d.result = d.add("neither is faster: equal costs", sympy.false)
+        return d
+    x = _symbol(solve_for) or _first_dim(_symbols(ta) | _symbols(tb), (ca, cb))
+    d.result = d.add("result", solve_less(ta, tb, x, d.steps))
     return d
 
 
+def substitute_terms(t: Term | Expr, mapping: Mapping) -> Term | Expr:
+    return substituted(t, mapping) if mapping else t
+
+
+def _symbols(t: Term | Expr) -> frozenset:
+    return t.symbols() if isinstance(t, Term) else frozenset(t.free_symbols)
+
+
 def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "compute", mesh=None, sizes=None,
-                  hw=None, model=None, latency: bool = False, substitute: Mapping | None = None,
-                  **options) -> Derivation:  # fmt: skip
+                  hw=None, model=None, latency: bool = False, overlap: object = None,
+                  substitute: Mapping | None = None, **options) -> Derivation:  # fmt: skip
     """The condition for ``bound`` (``compute``, or ``memory`` for HBM time) to dominate the plan's
     communication: ``comms < bound``, solved for ``solve_for`` (default: the first dim of the plan's
-    inputs that the condition involves)."""
+    inputs that the condition involves); comms under ``overlap`` (default: a PlanCost's own, else ``steady``)."""
     if bound not in ("compute", "memory"):
         raise UsageError(f"bound is 'compute' or 'memory', not {bound!r}")
-    pc = _costs(plan, _cost_options(mesh, sizes, hw, model, latency, **options))
-    d = Derivation(f"when does {bound} dominate communication?", values=pc.values)
-    comms, work = pc.comms, pc.term(bound)
-    if substitute:
-        d.add("substitute", sympy.Tuple(*(sympy.Eq(k, v) for k, v in substitute.items())))
-        comms, work = _substitute(comms, substitute), _substitute(work, substitute)
+    pc = _costs(plan, _cost_options(mesh, sizes, hw, model, latency, **options), overlap)
+    policy = pc.overlap
+    d = Derivation(f"when does {bound} dominate communication? (overlap {policy})", values=pc.values,
+                   overlap=policy)  # fmt: skip
+    comms, work = pc.light("comms"), pc.light(bound)
+    mapping = _as_substitution(substitute)
+    if mapping:
+        d.add("substitute", Lazy(lambda: sympy.Tuple(*(sympy.Eq(k, v, evaluate=False) for k, v in mapping.items()))))
+        comms, work = substituted(comms, mapping), substituted(work, mapping)
     d.add("T_comms", comms)
     d.add(f"T_{bound}", work)
-    d.add(f"{bound}-bound", sympy.StrictGreaterThan(work, comms, evaluate=False))
-    x = _symbol(solve_for) or _first_dim(sympy.Tuple(comms, work), (pc,))
-    d.result = d.add("result", solve_less(comms, work, x, d))
+    d.add(f"{bound}-bound", Lazy(lambda: sympy.StrictGreaterThan(realize(work), realize(comms), evaluate=False)))
+    if isinstance(comms, Term) and comms.is_zero:
+        d.result = d.add("no communication: always", sympy.true)
+        return d
+    x = _symbol(solve_for) or _first_dim(_symbols(comms) | _symbols(work), (pc,))
+    d.result = d.add("result", solve_less(comms, work, x, d.steps))
     return d
 
 
 # ---- optimum -------------------------------------------------------------------------------------
-def _positive_root(eq: sympy.Eq, x: sympy.Symbol) -> Expr:
-    """The positive solution of ``eq`` for ``x``: by isolation when lhs/rhs is a monomial g·x^k (then
-    x = g^(-1/k)), else by sympy's solve over a positive real stand-in."""
-    if eq.rhs != 0:
-        ratio = _simplify(eq.lhs / eq.rhs)
-        g, h = ratio.as_independent(x, as_Add=False)
-        base, k = h.as_base_exp()
-        if base == x and k.is_number and k != 0:
-            return _simplify(sympy.powsimp((1 / g) ** (1 / k), force=True))
-    real = sympy.Dummy(x.name, positive=True)
-    roots = [r for r in sympy.solve(eq.subs(x, real), real) if r.is_positive is not False]
-    if len(roots) != 1:
-        raise UsageError(f"expected one positive solution for {x}, found {len(roots)}: {roots}")
-    return _simplify(roots[0].subs(real, x))
-
-
 def optimum(cost_expr: Expr | PlanCost, over, subject_to: sympy.Eq | None = None, *, term: str = "comms",
-            values: Mapping | None = None) -> Derivation:  # fmt: skip
+            values: Mapping | None = None, overlap: object = None) -> Derivation:  # fmt: skip
     """The minimizer of ``cost_expr`` over ``over``, after eliminating another symbol with ``subject_to``
-    (``Eq(X*Y, N)``). A PlanCost contributes its ``term`` (default comms). The minimum of a max of an
-    increasing and a decreasing term is where they cross; otherwise where the derivative vanishes."""
+    (``Eq(X*Y, N)``). A PlanCost contributes its ``term`` (default comms) under ``overlap`` (default
+    its own policy). The minimum of a max of an increasing and a decreasing term is where they cross; otherwise
+    where the derivative vanishes."""
     x = _symbol(over)
     if x is None:
         raise UsageError("optimum needs the symbol to optimize over")
-    expr = cost_expr.term(term) if isinstance(cost_expr, PlanCost) else as_expr(cost_expr)
-    d = Derivation(f"minimize over {x}", values=dict(values or {}))
+    if isinstance(cost_expr, PlanCost):
+        pc = _costs(cost_expr, {}, overlap)
+        policy = pc.overlap
+        expr: Term | Expr = pc.light(term)
+        title = f"minimize over {x} (overlap {policy})"
+    else:
+        policy, expr, title = None, from_sympy(as_expr(cost_expr)), f"minimize over {x}"
+    d = Derivation(title, values=dict(values or {}), overlap=policy)
     d.add("cost", expr)
     if subject_to is not None:
+        if not isinstance(subject_to, sympy.Eq):
+            raise UsageError(f"subject_to is an equation such as Eq(X*Y, N), not {subject_to!r}")
         d.add("subject to", subject_to)
-        others = [s for s in sorted(subject_to.free_symbols - {x}, key=str) if s in expr.free_symbols]
+        others = [s for s in sorted(subject_to.free_symbols - {x}, key=str) if s in _symbols(expr)]
         if not others:
             raise UsageError(f"the constraint {subject_to} names no symbol of the cost besides {x}")
         y = others[0]
-        y_of_x = _positive_root(subject_to, y)
-        d.add(f"eliminate {y}", sympy.Eq(y, y_of_x))
-        expr = _simplify_max(expr, {y: y_of_x})
+        y_of_x = positive_root(subject_to.lhs, subject_to.rhs, y)
+        d.add(f"eliminate {y}", _eq(y, y_of_x))
+        expr = substituted(expr, {y: realize(y_of_x)})
         d.add("cost", expr)
-    if isinstance(expr, Max) and len(expr.args) == 2:
-        f, g = expr.args
-        # unevaluated: Eq would compare f and g (sympy's is_eq) only to return the same Eq when undecided,
-        # and _positive_root needs an equation (a decided one, True or False, has no sides)
-        cross = d.add("the terms cross", sympy.Eq(f, g, evaluate=False))
-        best = _positive_root(cross, x)
-    else:
-        slope = sympy.diff(expr, x)
-        d.add("stationary point", sympy.Eq(slope, 0))
-        best = _positive_root(sympy.Eq(slope, 0), x)
-    d.add(f"{x} optimal", sympy.Eq(sympy.Symbol(f"{x.name}_opt", positive=True), best))
-    d.result = best
+    if x not in _symbols(expr):
+        raise UsageError(f"the {term if isinstance(cost_expr, PlanCost) else 'cost'} does not depend on {x}: "
+                         f"nothing to optimize ({realize(expr)})")  # fmt: skip
+    best = _minimizer(expr, x, d)
+    d.add(f"{x} optimal", _eq(sympy.Symbol(f"{x.name}_opt", positive=True), best))
+    d.result = realize(best)
     return d
 
 
-def _simplify_max(e: Expr, substitute: Mapping | None = None) -> Expr:
-    """``e`` (after ``substitute``) simplified, a maximum argument by argument. The substitution goes into
-    each argument: substituting into the whole maximum would compare its arguments once more (each Max
-    compares them, and these comparisons are most of the cost) before they are simplified."""
-    if isinstance(e, Max):
-        args = (_substitute(a, substitute) for a in e.args) if substitute else e.args
-        return Max(*(_simplify(a) for a in args))
-    return _simplify(_substitute(e, substitute) if substitute else e)
+def _minimizer(expr: Term | Expr, x: sympy.Symbol, d: Derivation) -> Term | Expr:
+    if isinstance(expr, Max) and len(expr.args) == 2:
+        f, g = expr.args
+        d.add("the terms cross", _eq(f, g))
+        return positive_root(f, g, x)
+    if isinstance(expr, Term):
+        parts = stationary(expr, x)
+        if parts is not None:
+            up, down = parts
+            d.add("stationary point", Lazy(lambda: sympy.Eq(sympy.diff(realize(expr), x), 0)))
+            return positive_root(up, down, x)
+    e = realize(expr)
+    if isinstance(e, sympy.Max) and len(e.args) == 2:
+        f, g = e.args
+        d.add("the terms cross", sympy.Eq(f, g, evaluate=False))
+        return positive_root(f, g, x)
+    slope = sympy.diff(e, x)
+    d.add("stationary point", sympy.Eq(slope, 0, evaluate=False))
+    return positive_root(slope, sympy.Integer(0), x)
 
 
 # ---- critical sizes ------------------------------------------------------------------------------
@@ -344,10 +327,12 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
     from shardalg.algebra.mesh import Mesh, as_mesh
 
     axes = tuple(axes)
+    if per not in ("shard", "array"):
+        raise UsageError(f"per is 'shard' or 'array', not {per!r}")
     m = as_mesh(mesh) or Mesh({a: None for a in axes})
     opts = Options.make(m, None, hw, model)
     v = quantity("V")
-    parts = _collective_parts(op, axes, opts, v)
+    parts = _collective_parts(op, axes, opts, mono(v))
     if len(parts) != 1:
         raise UsageError(f"{op.value} in the {opts.model} model has {len(parts)} phases; ask for one of them")
     ((lat, bw),) = parts
@@ -355,23 +340,22 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
                    values=opts.chip.values() if opts.chip else {})  # fmt: skip
     d.add("latency term", lat)
     d.add("bandwidth term", bw)
-    d.add("crossover", sympy.Eq(lat, bw))
-    v_star = _positive_root(sympy.Eq(lat, bw), v)
-    d.add("array bytes", sympy.Eq(v, v_star))
+    d.add("crossover", _eq(lat, bw))
+    v_star = positive_root(lat, bw, v)
+    d.add("array bytes", _eq(v, v_star))
     if per == "shard":
-        n = sympy.Mul(*(as_expr(m.size_expr(a)) for a in axes))
-        shard = _simplify(v_star / n)
-        d.add("bytes per shard", sympy.Eq(sympy.Symbol("V_shard", positive=True), shard))
-        d.result = shard
-    elif per == "array":
-        d.result = v_star
+        n = from_sympy(sympy.Mul(*(m.size_expr(a) for a in axes)))
+        shard = v_star / n if isinstance(v_star, Term) else simplify(v_star / n.sympy())
+        d.add("bytes per shard", _eq(sympy.Symbol("V_shard", positive=True), shard))
+        d.result = realize(shard)
     else:
-        raise UsageError(f"per is 'shard' or 'array', not {per!r}")
+        d.result = realize(v_star)
     if d.value is not None:
         d.add("with the chip's numbers", sympy.Float(d.value, 6))
     return d
 
 
-def _collective_parts(op: Op, axes: tuple[str, ...], opts: Options, v: Expr):
-    group = tuple(link for link in (opts.link(a) for a in axes) if link.size != 1)
+def _collective_parts(op: Op, axes: tuple[str, ...], opts: Options, v: Term):
+    group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
     return _formula(opts.model, op, v, group).parts
+

@@ -2,15 +2,18 @@
 
     >>> from shardalg import hardware
     >>> chip = hardware.get("tpu-v5e")
-    >>> chip.ici_bandwidth.value, chip.ici_bandwidth.source
-    (90000000000.0, 'seed 000 (How To Scale Your Model ch. 3): one-way ICI 4.5e10 B/s per axis, so 9e10 bidirectional')
+    >>> chip.ici_bandwidth.value
+    90000000000.0
+    >>> "scaling-book/tpus" in chip.ici_bandwidth.source  # the book's TPU table, quoted
+    True
 
 Numbers are data here and nowhere else: the cost model (:mod:`shardalg.costs.stepcost`) builds formulas over the
 positive symbols of :mod:`shardalg.algebra.symbols` (``W_ici``, ``T_min``, ``C``, ``W_hbm``, ``alpha``, ``beta``,
 ``W_dcn``) and :meth:`Chip.values` maps those symbols to a chip's numbers.
 
 A TPU preset knows its wraparound rule (when a mesh axis of a given length is a ring rather than a line):
-v5e and v6e get wraparound links only on an axis of length 16; v4p and v5p on axes made of full cubes of 4.
+v5e and v6e get wraparound links only on an axis of length 16; v4p and v5p on an axis whose every physical
+side is a multiple of 4 (full cubes), so a whole v5p pod (16x20x28) wraps however it is written.
 GPUs sit on an NVLink switch, so every group is all-to-all connected and the alpha-beta model is the default.
 A user can define a chip with :class:`Chip` (and :class:`Sourced` numbers) and pass it wherever ``hw=`` is taken.
 """
@@ -57,15 +60,22 @@ class WrapRule:
     source: str = ""
 
     def wraps(self, size: int, links: int = 1) -> bool:
+        """Whether an axis of ``size`` chips standing on ``links`` physical axes is a ring: its chips form a
+        ``a_1 x ... x a_links`` block whose every side wraps (each side in ``lengths``, or a multiple of
+        ``multiple``). Sides need not be equal: a v5p pod written as one axis of 8960 = 16·20·28 chips on 3
+        links wraps, as its 3D torus does; so does ``multiple ** links`` dividing ``size``."""
         if self.always:
             return True
-        if size in self.lengths:
+        if self.lengths and _product_of(size, links, self.lengths):
             return True
-        if self.multiple is not None:
-            # an axis standing on `links` physical axes spans size ** (1 / links) chips on each
-            per_axis = round(size ** (1 / links))
-            return per_axis ** links == size and per_axis % self.multiple == 0
-        return False
+        return self.multiple is not None and size % self.multiple**links == 0
+
+
+def _product_of(size: int, k: int, sides: tuple[int, ...]) -> bool:
+    """Whether ``size`` is a product of ``k`` numbers from ``sides`` (repeats allowed)."""
+    if k == 1:
+        return size in sides
+    return any(size % s == 0 and _product_of(size // s, k - 1, sides) for s in sides if s > 1)
 
 
 @dataclass(frozen=True)
@@ -151,101 +161,160 @@ def _wrap_text(rule: WrapRule) -> str:
     if rule.always:
         text = "every axis (switch or full ring)"
     elif rule.lengths:
-        text = "an axis wraps only at length " + " or ".join(map(str, rule.lengths))
+        text = "an axis wraps only when each physical axis under it has length " + " or ".join(map(str, rule.lengths))
     else:
-        text = f"an axis wraps when it spans full cubes of {rule.multiple}"
+        text = f"an axis wraps when each physical axis under it is a multiple of {rule.multiple} (full cubes)"
     return f"{text}; {rule.source}" if rule.source else text
 
 
 _SEED000 = "How To Scale Your Model, ch. 3"
 _SEED002 = "How To Scale Your Model (its reference numbers)"
 _SEED003 = "CS349E lecture 4 (the alpha-beta model)"
-_T_MIN = Sourced(1e-6, f"{_SEED000}: per-hop ICI overhead 'about 1 us'")
-_V5E_WRAP = WrapRule(lengths=(16,), source=f"{_SEED000}: v5e has wraparound only when the axis has size 16")
-_CUBE_WRAP = WrapRule(multiple=4, source=f"{_SEED000}: a full 4x4x4 v4p cube has wraparound on every axis")
-_SWITCH = WrapRule(always=True, source="NVLink switch: every GPU pair is one hop apart")
-_CX7 = Sourced(5e10, "vendor spec sheet: one ConnectX-7 400 Gb/s NIC per GPU (DGX), 5e10 B/s")
+# Where the numbers come from. TPU presets use the book's chapter 2 table (the book's worked problems and the
+# seeds use these numbers); GPU presets use NVIDIA's datasheets. Where the other source says otherwise, the
+# source text quotes it too, and marks which one the preset uses: "[used]".
+_BOOK_TPU = "How To Scale Your Model ch. 2 'How to Think About TPUs', TPU specs table (https://jax-ml.github.io/scaling-book/tpus/)"
+_BOOK_GPU = "How To Scale Your Model ch. 12 'How to Think About GPUs', GPU specs table (https://jax-ml.github.io/scaling-book/gpus/)"
+_GC = "Google Cloud TPU {v} docs (https://cloud.google.com/tpu/docs/{v})"
+_NV = "NVIDIA {what} datasheet ({url})"
+_H100_URL = "https://www.nvidia.com/en-us/data-center/h100/"
+_H200_URL = "https://www.nvidia.com/en-us/data-center/h200/"
+_B200_URL = "https://www.nvidia.com/en-us/data-center/dgx-b200/"
+_BOOK_USED = "not used: the preset follows the book, whose worked numbers use it"
+_VENDOR_USED = "not used: the preset follows the datasheet"
 
-# The presets, as data. Seed numbers where the seeds give them; vendor spec sheets otherwise.
+
+def _book(quote: str, vendor: str = "", vendor_quote: str = "", note: str = "") -> str:
+    """A TPU number from the book's table, with Google's figure when it differs (or agrees)."""
+    text = f"{_BOOK_TPU}: '{quote}' [used]"
+    if vendor_quote:
+        text += f"; {vendor}: '{vendor_quote}'" + (f" [{note}]" if note else " (the same number)")
+    return text
+
+
+def _nvidia(what: str, url: str, quote: str, derived: str = "", book: str = "") -> str:
+    """A GPU number from NVIDIA's datasheet, with how it is derived and the book's figure where it differs."""
+    text = f"{_NV.format(what=what, url=url)}: '{quote}' [used]" + (f" {derived}" if derived else "")
+    return text + (f"; {_BOOK_GPU}: '{book}' [{_VENDOR_USED}]" if book else "")
+
+
+_T_MIN = Sourced(1e-6, f"{_BOOK_TPU} and {_SEED000}: per-hop ICI latency 'about 1 us' [used]")
+_V5E_WRAP = WrapRule(
+    lengths=(16,),
+    source=f"{_BOOK_TPU}: 'TPU v5e and Trillium pods consist of a single 16x16 2D torus with wraparounds along any "
+    f"axis of size 16'; {_SEED000}: v5e has wraparound only when the axis has size 16",
+)
+_CUBE_WRAP = WrapRule(
+    multiple=4,
+    source=f"{_BOOK_TPU}: 'Any multiple of a full cube (e.g. 4x4x4 or 4x4x8) will have wraparounds', a wraparound "
+    "on training chips (v*p) 'when we have an axis which is a multiple of 4'; the v4p superpod is 16x16x16, the "
+    "v5p pod 16x20x28 (8960 chips), a 3D torus that wraps at its full size",
+)
+_SWITCH = WrapRule(always=True, source="NVLink switch: every GPU pair is one hop apart")
+_CX7 = "one single-port ConnectX-7 per GPU, '400Gb/s' = 5e10 bytes/s"
+
+# The presets, as data: a test per number checks value, quote and source (tests/costs/test_presets.py).
 PRESETS: dict[str, Chip] = {
     c.name: c
     for c in (
         Chip(
             "tpu-v4p", "Google TPU v4 (4x4x4 cubes, 3D torus)",
-            flops=Sourced(2.75e14, "vendor spec sheet: 275 TFLOP/s bf16 per chip"),
-            hbm_bandwidth=Sourced(1.2e12, "vendor spec sheet: 1200 GB/s HBM2 per chip"),
-            hbm_capacity=Sourced(32 * 2**30, "vendor spec sheet: 32 GiB HBM per chip"),
-            ici_bandwidth=Sourced(9e10, f"{_SEED000}, problem 2: v4p bidirectional ICI 9e10 B/s"),
+            flops=Sourced(2.75e14, _book("2.75e14", _GC.format(v="v4"), "275 teraflops (bf16 or int8)")),
+            hbm_bandwidth=Sourced(1.2e12, _book("1.2e12", _GC.format(v="v4"), "32 GiB, 1200 GBps")),
+            hbm_capacity=Sourced(32e9, _book("32GB", _GC.format(v="v4"), "32 GiB, 1200 GBps", _BOOK_USED)),
+            ici_bandwidth=Sourced(9e10, _book("9e10") + f" bidirectional per link; {_SEED000}, problem 2: 9e10"),
             hop_latency=_T_MIN,
             wrap=_CUBE_WRAP,
         ),
         Chip(
             "tpu-v5e", "Google TPU v5e (16x16 pod, 2D torus)",
-            flops=Sourced(1.97e14, "vendor spec sheet: 197 TFLOP/s bf16 per chip"),
-            hbm_bandwidth=Sourced(8.1e11, "vendor spec sheet: 819 GB/s HBM2 per chip"),
-            hbm_capacity=Sourced(16e9, "vendor spec sheet: 16 GB HBM2 per chip"),
-            ici_bandwidth=Sourced(9e10, f"{_SEED000}: one-way ICI 4.5e10 B/s per axis, so 9e10 bidirectional"),
+            flops=Sourced(1.97e14, _book("1.97e14", _GC.format(v="v5e"), "197 TFLOPs")),
+            hbm_bandwidth=Sourced(8.1e11, _book("8.1e11", _GC.format(v="v5e"), "819 GBps", _BOOK_USED)),
+            hbm_capacity=Sourced(16e9, _book("16GB", _GC.format(v="v5e"), "16 GiB", _BOOK_USED)),
+            ici_bandwidth=Sourced(9e10, _book("9e10", _GC.format(v="v5e"), "400 GBps", "per chip over 4 ports, "
+                                              "1e11 a port: " + _BOOK_USED)
+                                  + f"; {_SEED000}: one-way ICI '4.5e10' per axis, so 9e10 bidirectional"),
             hop_latency=_T_MIN,
-            dcn_bandwidth=Sourced(3.125e9, "vendor spec sheet: 6.4 Tb/s DCN per 256-chip pod = 25 Gb/s per chip"),
+            dcn_bandwidth=Sourced(3.125e9, _book("3.125e9", _GC.format(v="v5e"), "6.4 Tbps",
+                                                 "per 256-chip pod = 25 Gb/s = 3.125e9 bytes/s a chip: the same")),
             wrap=_V5E_WRAP,
         ),
         Chip(
-            "tpu-v5p", "Google TPU v5p (4x4x4 cubes, 3D torus)",
-            flops=Sourced(4.59e14, "vendor spec sheet: 459 TFLOP/s bf16 per chip"),
-            hbm_bandwidth=Sourced(2.765e12, "vendor spec sheet: 2765 GB/s HBM per chip"),
-            hbm_capacity=Sourced(95 * 2**30, "vendor spec sheet: 95 GiB HBM per chip"),
-            ici_bandwidth=Sourced(1.8e11, f"{_SEED000} and {_SEED002}: C/W_ici = 2550 with C = 4.59e14"),
+            "tpu-v5p", "Google TPU v5p (4x4x4 cubes, 3D torus; pod 16x20x28)",
+            flops=Sourced(4.59e14, _book("4.59e14", _GC.format(v="v5p"), "459")),
+            hbm_bandwidth=Sourced(2.8e12, _book("2.8e12", _GC.format(v="v5p"), "2765 GBps", _BOOK_USED)),
+            hbm_capacity=Sourced(96e9, _book("96GB", _GC.format(v="v5p"), "95 GiB", _BOOK_USED)),
+            ici_bandwidth=Sourced(1.8e11, _book("1.8e11", _GC.format(v="v5p"), "1200 GBps", "per chip over 6 ports: "
+                                                + _BOOK_USED) + f"; {_SEED002}: C/W_ici = 2550 with C = 4.59e14"),
             hop_latency=_T_MIN,
-            dcn_bandwidth=Sourced(6.25e9, f"vendor spec sheet: 50 Gb/s DCN per chip; {_SEED002}: C/W_dcn = 73,440"),
-            wrap=WrapRule(multiple=4, source="like v4p: full 4x4x4 cubes have wraparound"),
+            dcn_bandwidth=Sourced(6.25e9, _book("6.25e9", _GC.format(v="v5p"), "50 Gbps",
+                                                "per chip = 6.25e9 bytes/s: the same")
+                                  + f"; {_SEED002}: C/W_dcn = 73,440"),
+            wrap=_CUBE_WRAP,
         ),
         Chip(
             "tpu-v6e", "Google TPU v6e Trillium (16x16 pod, 2D torus)",
-            flops=Sourced(9.18e14, "vendor spec sheet: 918 TFLOP/s bf16 per chip"),
-            hbm_bandwidth=Sourced(1.64e12, "vendor spec sheet: 1640 GB/s HBM per chip"),
-            hbm_capacity=Sourced(32e9, "vendor spec sheet: 32 GB HBM per chip"),
-            ici_bandwidth=Sourced(1.8e11, "vendor spec sheet: 3584 Gb/s ICI per chip over 4 ports; the book's 1.8e11 per link"),
+            flops=Sourced(9.2e14, _book("9.20e14", _GC.format(v="v6e"), "918 TFLOPs", _BOOK_USED)),
+            hbm_bandwidth=Sourced(1.6e12, _book("1.6e12", _GC.format(v="v6e"), "1638 GBps", _BOOK_USED)),
+            hbm_capacity=Sourced(32e9, _book("32GB", _GC.format(v="v6e"), "32 GB")),
+            ici_bandwidth=Sourced(1.8e11, _book("1.8e11", _GC.format(v="v6e"), "800 GBps", "per chip over 4 ports, "
+                                                "2e11 a port: " + _BOOK_USED)),
             hop_latency=_T_MIN,
-            dcn_bandwidth=Sourced(1.25e10, "vendor spec sheet: 25.6 Tb/s DCN per 256-chip pod = 100 Gb/s per chip"),
-            wrap=WrapRule(lengths=(16,), source="like v5e: wraparound only on an axis of size 16"),
+            dcn_bandwidth=Sourced(1.25e10, _book("12.5e9") + " DCN per TPU"),
+            wrap=_V5E_WRAP,
         ),
         Chip(
             "h100", "NVIDIA H100 SXM (8 GPUs on NVLink 4 / NVSwitch)",
-            flops=Sourced(9.89e14, "vendor spec sheet: 989 TFLOP/s dense bf16 (1979 with sparsity)"),
-            hbm_bandwidth=Sourced(3.35e12, "vendor spec sheet: 3.35 TB/s HBM3"),
-            hbm_capacity=Sourced(80e9, "vendor spec sheet: 80 GB HBM3"),
-            ici_bandwidth=Sourced(9e11, f"{_SEED003}: NVLink 450 GB/s per GPU one way, 900 GB/s bidirectional"),
+            flops=Sourced(9.895e14, _nvidia("H100", _H100_URL, "BFLOAT16 Tensor Core 1,979 teraFLOPS",
+                                            "with sparsity, half of it dense: 989.5e12", "9.9e14")),
+            hbm_bandwidth=Sourced(3.35e12, _nvidia("H100", _H100_URL, "GPU Memory Bandwidth 3.35TB/s", "",
+                                                   "3.4e12") + f"; {_SEED000} also uses 3.4e12"),
+            hbm_capacity=Sourced(80e9, _nvidia("H100", _H100_URL, "GPU Memory 80GB") + f"; {_BOOK_GPU}: '80GB'"),
+            ici_bandwidth=Sourced(9e11, _nvidia("H100", _H100_URL, "NVIDIA NVLink: 900GB/s", "bidirectional per GPU")
+                                  + f"; {_SEED003}: NVLink 450 GB/s per GPU one way"),
             hop_latency=Sourced(2e-6, f"{_SEED003}: alpha = 2 us per message (an order-of-magnitude assumption)"),
             model="alpha-beta",
             alpha=Sourced(2e-6, f"{_SEED003}: alpha = 2 us per message (an order-of-magnitude assumption)"),
-            link_bandwidth=Sourced(4.5e11, f"{_SEED003}: NVLink 4, 450 GB/s per GPU one way"),
-            dcn_bandwidth=_CX7,
+            link_bandwidth=Sourced(4.5e11, f"{_SEED003}: NVLink 4, '450 GB/s' per GPU one way (half of the "
+                                   "datasheet's 900GB/s)"),
+            dcn_bandwidth=Sourced(5e10, _nvidia("DGX H100", "https://www.nvidia.com/en-us/data-center/dgx-h100/",
+                                                "400Gb/s", _CX7)),
             wrap=_SWITCH,
         ),
         Chip(
             "h200", "NVIDIA H200 SXM (8 GPUs on NVLink 4 / NVSwitch)",
-            flops=Sourced(9.89e14, "vendor spec sheet: 989 TFLOP/s dense bf16 (same compute as H100)"),
-            hbm_bandwidth=Sourced(4.8e12, "vendor spec sheet: 4.8 TB/s HBM3e"),
-            hbm_capacity=Sourced(141e9, "vendor spec sheet: 141 GB HBM3e"),
-            ici_bandwidth=Sourced(9e11, "vendor spec sheet: NVLink 4, 900 GB/s bidirectional per GPU"),
+            flops=Sourced(9.895e14, _nvidia("H200", _H200_URL, "BFLOAT16 Tensor Core 1,979 TFLOPS",
+                                            "with sparsity, half of it dense: 989.5e12", "9.9e14")),
+            hbm_bandwidth=Sourced(4.8e12, _nvidia("H200", _H200_URL, "GPU Memory Bandwidth 4.8TB/s")
+                                  + f"; {_BOOK_GPU}: '4.8e12'"),
+            hbm_capacity=Sourced(141e9, _nvidia("H200", _H200_URL, "GPU Memory 141GB") + f"; {_BOOK_GPU}: '141GB'"),
+            ici_bandwidth=Sourced(9e11, _nvidia("H200", _H200_URL, "NVIDIA NVLink: 900GB/s", "bidirectional per GPU")),
             hop_latency=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); same NVLink 4 fabric"),
             model="alpha-beta",
             alpha=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); same NVLink 4 fabric"),
-            link_bandwidth=Sourced(4.5e11, "vendor spec sheet: NVLink 4, 450 GB/s per GPU one way"),
-            dcn_bandwidth=_CX7,
+            link_bandwidth=Sourced(4.5e11, _nvidia("H200", _H200_URL, "NVIDIA NVLink: 900GB/s",
+                                                   "bidirectional, 450e9 one way")),
+            dcn_bandwidth=Sourced(5e10, _nvidia("DGX H200", "https://www.nvidia.com/en-us/data-center/dgx-h200/",
+                                                "400Gb/s", _CX7)),
             wrap=_SWITCH,
         ),
         Chip(
             "b200", "NVIDIA B200 HGX (8 GPUs on NVLink 5 / NVSwitch)",
-            flops=Sourced(2.25e15, "vendor spec sheet (HGX B200): 2.25 PFLOP/s dense bf16 (4.5 with sparsity)"),
-            hbm_bandwidth=Sourced(8e12, "vendor spec sheet: 8 TB/s HBM3e"),
-            hbm_capacity=Sourced(180e9, "vendor spec sheet: 180 GB HBM3e (HGX B200)"),
-            ici_bandwidth=Sourced(1.8e12, "vendor spec sheet: NVLink 5, 1.8 TB/s bidirectional per GPU"),
-            hop_latency=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); no seed number for NVLink 5"),
+            flops=Sourced(2.25e15, _nvidia("HGX B200", "https://www.nvidia.com/en-us/data-center/hgx/",
+                                           "FP16/BF16 Tensor Core 36 PFLOPS", "for 8 GPUs with sparsity: "
+                                           "2.25e15 dense a GPU", "2.3e15")),
+            hbm_bandwidth=Sourced(8e12, _nvidia("DGX B200", _B200_URL, "64TB/s HBM3e bandwidth",
+                                                "for 8 GPUs: 8e12 a GPU") + f"; {_BOOK_GPU}: '8.0e12'"),
+            hbm_capacity=Sourced(180e9, _nvidia("DGX B200", _B200_URL, "1,440GB total GPU memory",
+                                                "for 8 GPUs: 180e9 a GPU", "192GB")),
+            ici_bandwidth=Sourced(1.8e12, _nvidia("DGX B200", _B200_URL, "14.4TB/s aggregate bandwidth",
+                                                  "of NVLink 5 for 8 GPUs: 1.8e12 bidirectional a GPU")),
+            hop_latency=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); no number in the lecture for NVLink 5"),
             model="alpha-beta",
-            alpha=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); no seed number for NVLink 5"),
-            link_bandwidth=Sourced(9e11, "vendor spec sheet: NVLink 5, 900 GB/s per GPU one way"),
-            dcn_bandwidth=_CX7,
+            alpha=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); no number in the lecture for NVLink 5"),
+            link_bandwidth=Sourced(9e11, _nvidia("DGX B200", _B200_URL, "14.4TB/s aggregate bandwidth",
+                                                 "of NVLink 5 for 8 GPUs: 1.8e12 a GPU, 9e11 one way")),
+            dcn_bandwidth=Sourced(5e10, _nvidia("DGX B200", _B200_URL, "400Gb/s", _CX7)),
             wrap=_SWITCH,
         ),
     )

@@ -1,93 +1,160 @@
-"""Whole plans: a plan's cost as totals over its steps, a program in the notation as a plan, and the
+"""Whole plans: a plan's cost as a schedule of its steps, a program in the notation as a plan, and the
 per-step seconds that rank plans on a chip.
 
     >>> from shardalg import Mesh
     >>> cost("AllGather_X(A[I_X, J])", Mesh(X=4), sizes="I=1024,J=512").total
     Max(2*T_min, 1048576/W_ici)
 
-Each step's cost comes from :mod:`shardalg.costs.stepcost` (the communication models, an einsum's compute and
-HBM traffic); here they add up. ``comms`` runs collectives on disjoint mesh axes concurrently (with
-``overlap``), ``total`` is max(compute, comms) or their sum, and a chip's numbers turn it into seconds.
-Every name here is also importable from :mod:`shardalg.costs.stepcost`.
+Each step's cost comes from :mod:`shardalg.costs.steps` (the communication models of :mod:`.stepcost`, an
+einsum's compute and HBM traffic); :mod:`shardalg.costs.schedule` puts them on the mesh axes and the compute under an overlap
+policy (``overlap="schedule"``, the default: dependencies respected; ``"steady"``: the book's layer-level
+max(compute, max over axes); ``"serial"``: the sum). Costs are light terms (:mod:`shardalg.costs.terms`)
+until a formula is asked for: ``seconds`` evaluates without sympy, ``total`` and the other formulas are
+sympy expressions made on first use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from functools import cached_property
 
 import sympy
-from sympy import Expr, Integer, Max
+from sympy import Expr
 
-from shardalg.algebra.context import context_for, product_dims, value_of
-from shardalg.algebra.legality import check_or_raise
+from shardalg.algebra.context import context_for
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
-from shardalg.notation.syntax import Arrow, Collective, Node, Op, Product, Program, Tensor
+from shardalg.notation.syntax import Node, Op
 
-from .stepcost import Options, StepCost, numeric, step_cost
+from . import schedule as sched
+from .programplan import plan_of, program_plan
+from .stepcost import Options
+from .steps import StepCost, numeric, seconds_of, step_cost
+from .terms import ZERO, Term, add, maximum, point
 
-__all__ = ["PlanCost", "plan_cost", "plan_of", "cost", "step_seconds"]
+__all__ = ["PlanCost", "plan_cost", "plan_of", "cost", "step_seconds", "fast_seconds"]
+
+TERMS = ("comms", "compute", "memory", "total", "flops")
 
 
-@dataclass(frozen=True)
 class PlanCost:
-    """A plan's cost: per-step breakdown and totals (symbolic seconds).
+    """A plan's cost: per-step breakdown and totals under an overlap policy.
 
-    ``comms``: with ``overlap``, collectives on disjoint mesh axes use disjoint links and run concurrently,
-    so it is the max over mesh axes of the time of the collectives using that axis; without, the sum.
-    ``total`` is max(compute, comms) with ``overlap`` and compute + comms without. ``memory`` (HBM time)
-    is reported separately. ``values`` maps symbols to the chip's numbers; ``seconds`` is ``total`` then.
+    ``overlap`` is the policy (``schedule``, ``steady`` or ``serial``, see :mod:`shardalg.costs.schedule`):
+    ``total`` is the plan's time under it and ``comms`` the same with compute taken as free (under
+    ``steady``: the max over mesh axes of each axis's collectives; ``serial``: their sum). ``compute`` adds
+    up the einsums, ``memory`` (HBM time) is reported separately. Each is a sympy expression made on first
+    use; :meth:`light` gives the light term. ``values`` maps symbols to the chip's numbers; ``seconds`` is
+    ``total`` then. ``notes`` say what was done that the input did not spell out (a statement priced by its
+    cheapest plan).
     """
 
-    steps: tuple[StepCost, ...]
-    overlap: bool
-    values: Mapping[sympy.Symbol, float]
-    model: str
+    def __init__(self, steps: tuple[StepCost, ...], overlap: str, values: Mapping[sympy.Symbol, float],
+                 model: str, notes: tuple[str, ...] = (), exact: bool = False, ring: str = "bi"):  # fmt: skip
+        self.steps = steps
+        self.overlap = sched.as_policy(overlap)
+        self.values = values
+        self.model = model
+        self.notes = notes
+        self.exact = exact
+        self.ring = ring
+        self._light: dict[str, Term] = {}
+
+    def under(self, overlap: object) -> PlanCost:
+        """The same steps under another overlap policy."""
+        policy = sched.as_policy(overlap, self.overlap)
+        if policy == self.overlap:
+            return self
+        return PlanCost(self.steps, policy, self.values, self.model, self.notes, self.exact, self.ring)
 
     @cached_property
+    def _point(self):
+        return point(self.values)
+
+    @cached_property
+    def _shape(self) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[int, ...], ...]]:
+        steps = [s.step for s in self.steps]
+        return tuple(sched.lanes_of(s) for s in steps), sched.dependencies(steps)
+
+    def schedule_of(self, overlap: object = None, *, compute: bool = True) -> sched.Schedule:
+        """The steps on their resources under ``overlap`` (default: this cost's policy); with
+        ``compute=False`` the einsums take no time (the schedule of communication alone)."""
+        lanes, deps = self._shape
+        durations = [s.duration if compute or s.step.op is not Op.EINSUM else ZERO for s in self.steps]
+        return sched.build(durations, lanes, deps, sched.as_policy(overlap, self.overlap))
+
+    @cached_property
+    def schedule(self) -> sched.Schedule:
+        return self.schedule_of()
+
+    def light(self, name: str) -> Term:
+        """``comms``, ``compute``, ``memory``, ``total`` or ``flops`` as a light term."""
+        got = self._light.get(name)
+        if got is not None:
+            return got
+        if name == "compute":
+            got = add(*(s.compute for s in self.steps))
+        elif name == "memory":
+            got = add(*(s.memory for s in self.steps))
+        elif name == "flops":
+            got = add(*(s.flops for s in self.steps))
+        elif name == "comms":
+            if self.overlap == "serial":
+                got = add(*(s.comms for s in self.steps))
+            else:
+                got = sched.total([s.comms for s in self.steps], *self._shape, self.overlap)
+        elif name == "total":
+            if self.overlap == "steady":
+                got = maximum(self.light("compute"), self.light("comms"))
+            elif self.overlap == "serial":
+                got = add(self.light("compute"), self.light("comms"))
+            else:
+                got = sched.total([s.duration for s in self.steps], *self._shape, self.overlap)
+        else:
+            raise UsageError(f"a plan cost has {', '.join(TERMS)}, not {name!r}")
+        self._light[name] = got
+        return got
+
+    @property
     def comms(self) -> Expr:
-        if not self.overlap:
-            return sympy.Add(*(s.comms for s in self.steps))
-        per_axis: dict[str, Expr] = {}
-        for s in self.steps:
-            for a in s.step.axes if s.step.communicates else ():
-                per_axis[a] = per_axis.get(a, Integer(0)) + s.comms
-        return Max(*per_axis.values()) if per_axis else Integer(0)
+        return self.light("comms").sympy()
 
-    @cached_property
+    @property
     def comms_serial(self) -> Expr:
-        return sympy.Add(*(s.comms for s in self.steps))
+        return add(*(s.comms for s in self.steps)).sympy()
 
-    @cached_property
+    @property
     def flops(self) -> Expr:
-        return sympy.Add(*(s.flops for s in self.steps))
+        return self.light("flops").sympy()
 
-    @cached_property
+    @property
     def compute(self) -> Expr:
-        return sympy.Add(*(s.compute for s in self.steps))
+        return self.light("compute").sympy()
 
-    @cached_property
+    @property
     def memory(self) -> Expr:
-        return sympy.Add(*(s.memory for s in self.steps))
+        return self.light("memory").sympy()
 
-    @cached_property
+    @property
     def total(self) -> Expr:
-        return Max(self.compute, self.comms) if self.overlap else self.compute + self.comms
+        return self.light("total").sympy()
 
     def term(self, name: str) -> Expr:
         """One of ``comms``, ``compute``, ``memory``, ``total`` by name (the derivations' regimes)."""
         if name not in ("comms", "compute", "memory", "total"):
             raise UsageError(f"a plan cost has comms, compute, memory and total, not {name!r}")
-        return getattr(self, name)
+        return self.light(name).sympy()
 
-    def evaluate(self, expr: Expr) -> float | None:
+    def evaluate(self, expr: object) -> float | None:
+        """A term or sympy expression at the chip's numbers; None while a symbol is unbound."""
+        if isinstance(expr, Term):
+            got = expr.evaluate(self._point)
+            return None if got is None else float(got)
         return numeric(expr, self.values)
 
     @property
     def seconds(self) -> float | None:
-        return self.evaluate(self.total)
+        return self.evaluate(self.light("total"))
 
     def latex(self) -> str:
         from shardalg.algebra.symbols import latex_names
@@ -98,11 +165,12 @@ class PlanCost:
         return f"${self.latex()}$"
 
     def __repr__(self) -> str:
-        """``<PlanCost Max(...) = 46.6 us; 2 steps, model ici>``: the total, its seconds on a chip, one line."""
-        from shardalg.notation.printing.display import short
+        """``<PlanCost Max(...) = 46.6 µs; 2 steps, schedule, model ici>``: the total, its seconds on a chip,
+        the overlap policy, one line."""
+        from shardalg.notation.printing.display import seconds_text, short
 
-        at = f" = {self.seconds * 1e6:.3g} us" if self.seconds is not None else ""
-        return short("PlanCost", f"{self.total}{at}; {len(self.steps)} steps, model {self.model}")
+        at = f" = {seconds_text(self.seconds)}" if self.seconds is not None else ""
+        return short("PlanCost", f"{self.total}{at}; {len(self.steps)} steps, {self.overlap}, model {self.model}")
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
         from shardalg.notation.printing.display import pretty_text
@@ -113,16 +181,15 @@ class PlanCost:
         """The cost breakdown as a table: each step's bytes, communication and compute time, then the totals
         (with seconds on a chip when every size is bound)."""
         from shardalg.notation.printing import unicode
-        from shardalg.notation.printing.display import html_table
+        from shardalg.notation.printing.display import html_table, seconds_text
 
-        def num(expr: Expr) -> str:
-            v = self.evaluate(expr)
-            return str(expr) if v is None else f"{expr}  ({v:.3g})" if expr.free_symbols else f"{v:.3g}"
+        def num(term: Term) -> str:
+            v = self.evaluate(term)
+            return str(term) if v is None else f"{term}  ({v:.3g})" if term.symbols() else f"{v:.3g}"
 
         rows = [[unicode(s.step.statement()), str(s.bytes), num(s.comms), num(s.compute)] for s in self.steps]
-        rows.append(["total" + (" (overlapped)" if self.overlap else " (serial)"), "", num(self.comms),
-                     num(self.compute)])  # fmt: skip
-        at = f"{self.seconds * 1e6:.3g} us" if self.seconds is not None else "symbolic"
+        rows.append([f"total ({self.overlap})", "", num(self.light("comms")), num(self.light("compute"))])
+        at = seconds_text(self.seconds) if self.seconds is not None else "symbolic"
         caption = f"cost by step, model {self.model}: {self.total} = {at}"
         return html_table(["step", "bytes", "communication (s)", "compute (s)"], rows, caption, code=(0,))
 
@@ -130,86 +197,93 @@ class PlanCost:
         """Each step with its comms and compute terms, then the total and (on a chip) the seconds."""
         from shardalg.notation.printing import text
 
-        lines = [f"{text(s.step.statement())}\n    comms {s.comms}   compute {s.compute}" for s in self.steps]
+        lines = [f"note: {n}" for n in self.notes]
+        lines += [f"{text(s.step.statement())}\n    comms {s.comms}   compute {s.compute}" for s in self.steps]
+        lines.append(f"overlap: {self.overlap}" + (", exact ring bytes" if self.exact else "")
+                     + (", one-way rings" if self.ring == "uni" else ""))
         lines.append(f"total: {self.total}")
         if self.seconds is not None:
             lines.append(f"seconds: {self.seconds:.6g}")
         return "\n".join(lines)
 
+    def gantt(self, width: int = 32) -> str:
+        """The schedule as text: a row per step (a row per axis under ``steady``), with its start and end
+        and, when the numbers are known, a bar."""
+        from .gantt import gantt
+
+        return gantt(self, width)
+
     def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"model": self.model, "overlap": self.overlap, "formula": str(self.total),
-                                  "latex": self.latex(), "seconds": self.seconds}  # fmt: skip
+        from .gantt import schedule_json
+
+        out: dict[str, object] = {"model": self.model, "overlap": self.overlap, "exact": self.exact,
+                                  "ring": self.ring, "formula": str(self.total), "latex": self.latex(),
+                                  "seconds": self.seconds, "notes": list(self.notes)}  # fmt: skip
         for key in ("comms", "compute", "memory"):
-            out[key] = {"formula": str(getattr(self, key)), "seconds": self.evaluate(getattr(self, key))}
+            out[key] = {"formula": str(getattr(self, key)), "seconds": self.evaluate(self.light(key))}
         out["steps"] = [s.to_json(self.values) for s in self.steps]
+        out["schedule"] = schedule_json(self)
         return out
 
 
-def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: bool = True, *,
+def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bool = False,
+             dcn_axes: Iterable[str] = (), hbm: Iterable[str] | None = None, exact: bool = False,
+             ring: str = "bi") -> Options:  # fmt: skip
+    return Options.make(mesh, sizes, hw, model, symbolic_links=symbolic_links, dcn_axes=tuple(dcn_axes),
+                        latency=latency, hbm=None if hbm is None else tuple(hbm), exact=exact, ring=ring)  # fmt: skip
+
+
+def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
+    steps = tuple(step_cost(s, opts) for s in plan.steps)
+    return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring)
+
+
+def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object = None, *,
               latency: bool = True, symbolic_links: bool = False, dcn_axes: Iterable[str] = (),
-              hbm: Iterable[str] | None = None) -> PlanCost:  # fmt: skip
-    """The symbolic cost of every step of ``plan`` and its totals.
+              hbm: Iterable[str] | None = None, exact: bool = False, ring: str = "bi") -> PlanCost:  # fmt: skip
+    """The cost of every step of ``plan`` and its totals.
 
     ``hw``: a Chip or preset name, whose numbers give ``seconds`` and whose wraparound rule and default model
-    apply; ``model``: ``"ici"``, ``"alpha-beta"`` or ``"alpha-beta-rd"``; ``latency=False`` keeps only
-    bandwidth terms (the bandwidth-bound regime of the book's derivations); ``symbolic_links`` writes each
-    axis's link count as the symbol M_X; ``dcn_axes`` run over DCN; ``hbm`` restricts HBM traffic to the
-    named tensors (e.g. the weights, in the book's decode accounting), default every einsum operand and result.
+    apply; ``model``: ``"ici"``, ``"alpha-beta"`` or ``"alpha-beta-rd"``; ``overlap``: ``"schedule"``
+    (default), ``"steady"`` or ``"serial"`` (True and False are the old spellings of the last two);
+    ``latency=False`` keeps only bandwidth terms (the bandwidth-bound regime of the book's derivations);
+    ``symbolic_links`` writes each axis's link count as the symbol M_X; ``dcn_axes`` run over DCN; ``hbm``
+    restricts HBM traffic to the named tensors (e.g. the weights, in the book's decode accounting), default
+    every einsum operand and result; ``exact`` keeps the ring's (N − 1)/N; ``ring="uni"`` uses each ring one
+    way (see :mod:`shardalg.costs.stepcost`).
     """
-    opts = Options.make(mesh, sizes, hw, model, symbolic_links=symbolic_links, dcn_axes=tuple(dcn_axes),
-                        latency=latency, hbm=None if hbm is None else tuple(hbm))  # fmt: skip
-    steps = tuple(step_cost(s, opts) for s in plan.steps)
-    values = opts.chip.values() if opts.chip is not None else {}
-    return PlanCost(steps, overlap, values, opts.model)
+    opts = _options(mesh, sizes, hw, model, latency=latency, symbolic_links=symbolic_links, dcn_axes=dcn_axes,
+                    hbm=hbm, exact=exact, ring=ring)  # fmt: skip
+    return _priced(plan, opts, sched.as_policy(overlap))
 
 
-# ---- programs in the notation as plans --------------------------------------------------------------
-def plan_of(node: Node, mesh=None, sizes=None) -> Plan:
-    """The explicit plan a program (or one statement) spells out: one step per collective and product,
-    inner expressions first. Checks legality first; a bare resharding request (``A[I_X] -> A[I_Y]``)
-    has no steps of its own and is a UsageError (plan it with the planner)."""
-    check_or_raise(node, mesh, sizes)
-    ctx = context_for(node, mesh, sizes)
-    statements = node.statements if isinstance(node, Program) else (node,)
-    steps: list[Step] = []
-    produced: set[Tensor] = set()
-    leaves: list[Tensor] = []
+def fast_seconds(opts: Options, policy: str) -> Callable[[Plan], float | None]:
+    """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
+    the ranking's key. Each step's time is memoized; None while a size is unbound."""
+    at = opts.point
+    memo: dict[Step, float | None] = {}
 
-    def emit(expr: Node, result: Tensor | None) -> Tensor:
-        if isinstance(expr, Tensor):
-            if expr not in produced and expr not in leaves:
-                leaves.append(expr)
-            return expr
-        if isinstance(expr, Collective):
-            arg = emit(expr.arg, None)
-            out = result or value_of(Collective(expr.op, expr.axes, arg, expr.dim), ctx)
-            steps.append(Step(expr.op, (arg,), out, expr.axes, expr.dim))
-        elif isinstance(expr, Product):
-            left, right = emit(expr.left, None), emit(expr.right, None)
-            out = result or value_of(Product(left, right, expr.contract, expr.local), ctx, result)
-            contracted, _ = product_dims(left, right, expr.contract, result)
-            steps.append(Step(Op.EINSUM, (left, right), out, contract=contracted, local=expr.local))
-        else:
-            raise UsageError(f"cannot cost a {type(expr).__name__}")
-        produced.add(out)
-        return out
+    def seconds(plan: Plan) -> float | None:
+        durations = []
+        for s in plan.steps:
+            got = memo.get(s, memo)
+            if got is memo:
+                got = memo[s] = seconds_of(s, opts, at)
+            if got is None:
+                return None
+            durations.append(got)
+        lanes = [sched.lanes_of(s) for s in plan.steps]
+        return sched.seconds(durations, lanes, sched.dependencies(plan.steps), policy)
 
-    for s in statements:
-        if isinstance(s, Arrow) and isinstance(s.expr, Tensor):
-            raise UsageError("a resharding request has no steps to cost: plan it first (shardalg plan)")
-        if isinstance(s, Tensor):
-            continue
-        expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
-        emit(expr, result)
-    if not steps:
-        raise UsageError("nothing to cost: write a collective or a product, e.g. AllGather_X(A[I_X, J])")
-    return Plan(tuple(leaves), tuple(steps), steps[-1].output)
+    return seconds
 
 
-def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overlap: bool = True,
+def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overlap: object = None,
          **options) -> PlanCost:  # fmt: skip
     """The cost of a plan, a program, a statement or notation text (``"AllGather_X(bf16[B_X, D_Y])"``).
-    The mesh and sizes may come from the program's ``mesh`` line and ``where`` clause."""
+    The mesh and sizes may come from the program's ``mesh`` line and ``where`` clause. A product whose
+    operands do not meet (or whose local product is not the result written) is priced by its cheapest plan
+    from the planner, and ``notes`` says so."""
     if isinstance(x, str):
         from shardalg.notation.parse import parse
 
@@ -221,22 +295,43 @@ def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overl
     ctx = context_for(x, mesh, sizes)
     if ctx.mesh is None:
         raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' or write 'mesh X=4, Y=2'")
-    return plan_cost(plan_of(x, ctx.mesh, ctx.sizes), ctx.mesh, ctx.sizes, hw, model, overlap, **options)
+    policy = sched.as_policy(overlap)
+    opts = _options(ctx.mesh, ctx.sizes, hw, model, **options)
+    plan, notes = program_plan(x, ctx.mesh, ctx.sizes, _chooser(opts, policy))
+    return _priced(plan, opts, policy, notes)
 
 
-def step_seconds(mesh, sizes=None, hw=None, model=None, *, latency: bool = True) -> Callable[[Step], float]:
+def _chooser(opts: Options, policy: str):
+    """The cheapest of a statement's plans: by seconds on the chip when every size is bound, else the
+    planner's first (by bytes communicated)."""
+    seconds = fast_seconds(opts, policy) if opts.chip is not None else None
+
+    def choose(found: list[Plan]) -> tuple[Plan, str]:
+        if seconds is not None:
+            timed = [(seconds(p), n) for n, p in enumerate(found)]
+            if all(t is not None for t, _ in timed):
+                _, best = min(timed)  # type: ignore[type-var]
+                return found[best], f"by seconds on {opts.chip.name} under overlap {policy}"  # type: ignore[union-attr]
+        return found[0], "by bytes communicated"
+
+    return choose
+
+
+def step_seconds(mesh, sizes=None, hw=None, model=None, *, latency: bool = True, exact: bool = False,
+                 ring: str = "bi") -> Callable[[Step], float]:  # fmt: skip
     """A function giving one communication step's seconds on ``hw``: the edge weight of a cost-ranked
-    redistribute search (steps add up: serial time). Memoized per step; a symbol left unbound is an error."""
-    opts = Options.make(mesh, sizes, hw, model, latency=latency)
+    redistribute search (a resharding is a chain: its steps add up under every policy). Memoized per step;
+    a symbol left unbound is an error."""
+    opts = Options.make(mesh, sizes, hw, model, latency=latency, exact=exact, ring=ring)
     if opts.chip is None:
         raise UsageError("ranking by seconds needs a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
-    values = opts.chip.values()
+    at = opts.point
     memo: dict[Step, float] = {}
 
     def seconds(step: Step) -> float:
         got = memo.get(step)
         if got is None:
-            value = numeric(step_cost(step, opts).comms, values)
+            value = seconds_of(step, opts, at) if step.communicates else 0.0
             if value is None:
                 raise UsageError(f"ranking by seconds needs every size bound: {step.statement()} is symbolic")
             got = memo[step] = value

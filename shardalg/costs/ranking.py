@@ -5,7 +5,10 @@ ranking handed to it.
 
 The planner knows bytes only; it takes its ranking as two functions (``key`` for finished plans, ``weigh``
 for one step of a resharding search). This module builds them from a chip, so the planner never imports
-the costs layer. Without ``hw`` every function here is the planner's own, ranked by bytes.
+the costs layer. Without ``hw`` every function here is the planner's own, ranked by bytes. A plan's seconds
+are its time under the overlap policy (``overlap="schedule"`` by default: a step waits for its inputs and
+its resources; see :mod:`shardalg.costs.schedule`), computed from numbers without building a formula
+(:func:`shardalg.costs.plancost.fast_seconds`).
 """
 
 from __future__ import annotations
@@ -16,24 +19,28 @@ from typing import Any
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.notation.plan import Plan, Plans
+from shardalg.notation.printing.display import bytes_text, seconds_text
 from shardalg.notation.syntax import Tensor
 from shardalg.planning import planner
 from shardalg.planning import redistribute as resharding
 from shardalg.planning.planner import Key
 
-from .plancost import plan_cost, step_seconds
+from .plancost import _options, fast_seconds, step_seconds
+from .schedule import as_policy
 
 __all__ = ["plans", "plan", "redistribute", "seconds_key"]
 
 
-def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None) -> Key:
-    """Rank plans by their seconds on ``hw``; plans whose cost stays symbolic (unbound sizes) rank after
-    the numeric ones, by bytes."""
+def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None, overlap: object = None, *,
+                exact: bool = False, ring: str = "bi") -> Key:  # fmt: skip
+    """Rank plans by their seconds on ``hw`` under ``overlap``; plans whose cost stays symbolic (unbound
+    sizes) rank after the numeric ones, by bytes."""
     by_bytes = resharding.default_key(mesh, sizes)
+    seconds = fast_seconds(_options(mesh, sizes.known, hw, model, exact=exact, ring=ring), as_policy(overlap))
 
     def key(p: Plan) -> Any:
-        seconds = plan_cost(p, mesh, sizes.known, hw=hw, model=model).seconds
-        return (seconds is None, seconds or 0.0, by_bytes(p))
+        t = seconds(p)
+        return (t is None, t or 0.0, by_bytes(p))
 
     return key
 
@@ -47,32 +54,39 @@ def plans(
     key: Key | None = None,
     hw: Any = None,
     model: str | None = None,
+    overlap: object = None,
+    exact: bool = False,
+    ring: str = "bi",
 ) -> Plans:
     """Every legal plan for a statement (:func:`shardalg.planning.planner.plans`), cheapest first, as a
     :class:`~shardalg.notation.plan.Plans` list (a table in a notebook: bytes, and seconds with ``hw``).
 
-    Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip
-    (:func:`shardalg.costs.plancost.plan_cost`, compute and communication overlapped), where every size is
-    bound; else by bytes communicated, then steps."""
+    Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip under
+    ``overlap`` (``schedule``, ``steady`` or ``serial``), where every size is bound; else by bytes
+    communicated, then steps."""
     p = planner.prepare(expr, mesh, sizes, target)
     if hw is None:
         found = planner.plans(expr, mesh, sizes, target, key=key)
     else:
-        weigh = step_seconds(p.mesh, p.sizes.known, hw, model) if key is None else None  # a resharding's search
-        found = planner.plans(p.statement, p.mesh, p.sizes.known, p.target,
-                              key=key or seconds_key(p.mesh, p.sizes, hw, model), weigh=weigh)  # fmt: skip
-    return Plans(found, _columns(p.mesh, p.sizes, hw, model))
+        weigh = step_seconds(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring) if key is None else None
+        rank = key or seconds_key(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
+        found = planner.plans(p.statement, p.mesh, p.sizes.known, p.target, key=rank, weigh=weigh)
+    return Plans(found, _columns(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring))
 
 
-def _columns(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None) -> dict[str, Any]:
-    """The columns of the ranked table: bytes communicated, and seconds on ``hw``."""
-    columns: dict[str, Any] = {"bytes communicated": lambda q: str(resharding.plan_bytes(q, mesh, sizes))}
+def _columns(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None, overlap: object, *, exact: bool,
+             ring: str) -> dict[str, Any]:  # fmt: skip
+    """The columns of the ranked table: bytes communicated, and seconds on ``hw`` (the ranking's own)."""
+    columns: dict[str, Any] = {"bytes communicated": lambda q: bytes_text(str(resharding.plan_bytes(q, mesh, sizes)))}
     if hw is not None:
-        def seconds(q: Plan) -> str:
-            t = plan_cost(q, mesh, sizes.known, hw=hw, model=model).seconds
-            return "symbolic" if t is None else f"{t * 1e6:.3g} us"
+        policy = as_policy(overlap)
+        fast = fast_seconds(_options(mesh, sizes.known, hw, model, exact=exact, ring=ring), policy)
 
-        columns[f"time on {getattr(hw, 'name', hw)}"] = seconds
+        def seconds(q: Plan) -> str:
+            t = fast(q)
+            return "symbolic" if t is None else seconds_text(t)
+
+        columns[f"time on {getattr(hw, 'name', hw)} ({policy})"] = seconds
     return columns
 
 
@@ -85,9 +99,12 @@ def plan(
     key: Key | None = None,
     hw: Any = None,
     model: str | None = None,
+    overlap: object = None,
+    exact: bool = False,
+    ring: str = "bi",
 ) -> Plan:
     """The default (first) of :func:`plans`."""
-    return plans(expr, mesh, sizes, target, key=key, hw=hw, model=model)[0]
+    return plans(expr, mesh, sizes, target, key=key, hw=hw, model=model, overlap=overlap, exact=exact, ring=ring)[0]
 
 
 def redistribute(

@@ -1,4 +1,4 @@
-"""Costs of single steps as closed-form sympy expressions: communication models, compute, HBM traffic.
+"""Costs of single steps as closed-form expressions: communication models, compute, HBM traffic.
 
     >>> from shardalg import Mesh, Op, Tensor, Dim
     >>> from shardalg.costs.stepcost import collective_cost
@@ -7,9 +7,11 @@
     Max(T_min*Y/2, 2*E*F/W_ici)
 
 Every formula is built over the positive symbols of :mod:`shardalg.algebra.symbols` (``W_ici``, ``T_min``, ``C``,
-``W_hbm``, ``alpha``, ``beta``, ``W_dcn``, axis sizes, link counts M, dim sizes); a chip's numbers come in
-only by substitution (:meth:`shardalg.costs.plancost.PlanCost.seconds`, where a plan's steps add up). The models
-are the two of DESIGN.md section 5:
+``W_hbm``, ``alpha``, ``beta``, ``W_dcn``, axis sizes, link counts M, dim sizes), as light terms
+(:mod:`shardalg.costs.terms`: monomials, sums, maxima) that evaluate at a chip's numbers without sympy and
+become sympy expressions on demand; a chip's numbers come in only at evaluation
+(:meth:`shardalg.costs.plancost.PlanCost.seconds`, where a plan's steps are scheduled). The models are the two
+of DESIGN.md section 5:
 
 ``ici`` (the book's torus)
     AllGather / ReduceScatter of V bytes over the axes A_i: ``max(T_min·Σ hops_i, V / Σ rate_i)``; a ring
@@ -17,11 +19,18 @@ are the two of DESIGN.md section 5:
     ``W_ici·M·(1/2)·|X|/(|X| − 1)`` (one-way links, ``(|X|−1)·(V/|X|)/W_one_way``). AllReduce is
     ReduceScatter + AllGather. AllToAll: ``V·max_i(|X_i|/rate_i)/(4·N)`` (``V/(4·W_ici)`` on one ring).
     Permute: one shard S per device, hop by hop over the longest path: ``Σ hops_i·S/(rate_i/2)``.
+    Shift by k along one axis: :mod:`shardalg.costs.shift`.
 ``alpha-beta`` (seed 003, a GPU switch)
     ring AllGather / ReduceScatter ``(n−1)·α + (n−1)/n·V/β``; AllReduce = ReduceScatter + AllGather;
     AllToAll (pairwise exchange) ``(n−1)·α + (n−1)/n²·V/β``; Permute ``α + S/β``.
 ``alpha-beta-rd``
     as ``alpha-beta`` but AllReduce by recursive doubling, ``log2(n)·(α + V/β)`` (not RS + AG).
+
+Two options change the ici counting. ``exact=True`` keeps the ring's (N − 1)/N of a gather's bytes (N the
+group's size: what ``jax.experimental.roofline`` counts; the book's V/W drops it; a line already counts it);
+``ring="uni"`` makes every ring carry data one way only (W_ici/2 per device, |X| − 1 hops): AllGather costs
+2·V/W_ici and AllToAll half of that, V/W_ici, against V/W_ici and V/(4·W_ici) on a bidirectional ring (the
+book's chapter 3 counting exercise; seed 000, footnote 5).
 
 V is the bytes of the array as one gather group sees it: dims sharded on other axes count at their local size.
 Slice and a local einsum communicate nothing; an einsum costs 2·Π(local dim sizes) FLOPs at C FLOP/s and
@@ -31,140 +40,163 @@ data-center network at ``W_dcn`` per chip (no hop latency term).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
 
 import sympy
-from sympy import Expr, Integer, Max, Rational
+from sympy import Expr, Integer, Rational
 
 from shardalg.algebra.context import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
-from shardalg.algebra.symbols import as_expr, dim_size, links, quantity
+from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
 from shardalg.errors import UsageError
-from shardalg.notation.plan import Step
 from shardalg.notation.syntax import DType, Op, Tensor
 
+from . import terms as tm
+from .commcost import (
+    NOTHING,
+    CommCost,
+    Formula,
+    ab_all_to_all,
+    ab_permute,
+    ab_recursive_doubling,
+    ab_ring,
+    group_size,
+)
 from .hardware import MODELS, Chip, as_chip
+from .shift import shift_unit
+from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
-__all__ = [
-    "Link", "CommCost", "StepCost", "FORMULAS", "group_bytes", "collective_cost", "einsum_flops", "step_cost",
-]  # fmt: skip
+__all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "collective_cost", "Options", "unit_cost",
+           "local_bytes", "moved_share"]  # fmt: skip
 
 
 DEFAULT_DTYPE = DType.BF16
+RINGS = ("bi", "uni")  # a ring carries data both ways (the book's W_ici) or one way only
 # The model's structural constants (not hardware numbers; those live in shardalg.costs.hardware).
 ONE_WAY = Rational(1, 2)  # one direction of a bidirectional link carries half of W_ici
 RING_HOPS = Rational(1, 2)  # a bidirectional ring reaches every device in |X|/2 hops
 ALL_TO_ALL_SHARE = Rational(1, 4)  # AllToAll moves a quarter of AllGather's bytes (seed 000, note 5)
+UNI_ALL_TO_ALL_SHARE = Rational(1, 2)  # one way round a ring: each link carries N(N-1)/2 chunks of V/N^2
 FLOPS_PER_MAC = 2  # one multiply and one add
 
 W_ICI, W_DCN, W_HBM = quantity("W_ici"), quantity("W_dcn"), quantity("W_hbm")
 T_MIN, ALPHA, BETA, FLOPS = quantity("T_min"), quantity("alpha"), quantity("beta"), quantity("C")
 
 
+def _t(x: object) -> Term:
+    """A module constant (a sympy number or symbol, which tests may replace) as a term."""
+    return tm._coerce(x)
+
+
 @dataclass(frozen=True)
 class Link:
-    """One mesh axis as a collective sees it: size, link multiplicity M, ring or line, ICI or DCN."""
+    """One mesh axis as a collective sees it: size, link multiplicity M, ring or line, ICI or DCN, and
+    the counting options (``uni``: a ring used one way only; ``exact``: keep the ring's (N − 1)/N)."""
 
     name: str
-    size: Expr
-    links: Expr
+    size: Term
+    links: Term
     wraps: bool
     dcn: bool = False
+    uni: bool = False
+    exact: bool = False
+    number: int | None = None  # the size when it is a number
+    node: int | None = None  # GPU devices per node along the axis (X=64:node8); priced by .hierarchy
 
     @property
-    def hops(self) -> Expr:
+    def one_way(self) -> bool:
+        """Data moves one way along this axis: a line, or a ring used one way."""
+        return not self.dcn and (not self.wraps or self.uni)
+
+    @property
+    def hops(self) -> Term:
         if self.dcn:
-            return Integer(0)
-        return self.size * RING_HOPS if self.wraps else self.size - 1
+            return ZERO
+        if self.wraps and not self.uni:
+            return self.size * _t(RING_HOPS)
+        return self._less_one()
+
+    def _less_one(self) -> Term:
+        """|X| − 1: a number, or the expression kept whole for a symbolic size."""
+        if self.number is not None:
+            return const(self.number - 1)
+        return tm.mono(axis_size(self.name) - 1)
 
     @property
-    def rate(self) -> Expr:
+    def rate(self) -> Term:
         """Bidirectional bandwidth out of one device along this axis."""
-        return W_DCN if self.dcn else W_ICI * self.links
+        return _t(W_DCN) if self.dcn else _t(W_ICI) * self.links
 
     @property
-    def gather_rate(self) -> Expr:
-        """Effective bandwidth of a gather along this axis: the ring's, or the line's one-way share."""
-        if self.wraps or self.dcn:
+    def gather_rate(self) -> Term:
+        """Effective bandwidth of a gather along this axis: the ring's, or the one-way share of a line or a
+        one-way ring (a line's (|X| − 1)/|X| is kept here unless ``exact`` counts it for the whole group)."""
+        if not self.one_way:
             return self.rate
-        return self.rate * ONE_WAY * self.size / (self.size - 1)
-
-
-@dataclass(frozen=True)
-class CommCost:
-    """A collective's time as parts (latency, bandwidth); ``overlapped`` parts cost max(l, b), else l + b.
-    A composed collective (AllReduce = ReduceScatter + AllGather) has one part per phase."""
-
-    parts: tuple[tuple[Expr, Expr], ...]
-    overlapped: bool
-
-    def total(self, latency: bool = True) -> Expr:
-        if not latency:
-            return sympy.Add(*(b for _, b in self.parts))
-        join = Max if self.overlapped else sympy.Add
-        return sympy.Add(*(join(lat, b) for lat, b in self.parts))
+        if self.exact or self.wraps:
+            return self.rate * _t(ONE_WAY)
+        return self.rate * _t(ONE_WAY) * self.size / self._less_one()
 
     @property
-    def latency(self) -> Expr:
-        return sympy.Add(*(lat for lat, _ in self.parts))
-
-    @property
-    def bandwidth(self) -> Expr:
-        return sympy.Add(*(b for _, b in self.parts))
-
-    def __add__(self, other: CommCost) -> CommCost:
-        return CommCost(self.parts + other.parts, self.overlapped and other.overlapped)
+    def spread_rate(self) -> Term:
+        """Bandwidth of an AllToAll along this axis: both ways on a ring, one way on a line or one-way ring."""
+        return self.rate * _t(ONE_WAY) if self.one_way else self.rate
 
 
-ZERO = CommCost(((Integer(0), Integer(0)),), True)
-Formula = Callable[[Expr, tuple[Link, ...]], CommCost]
+def _exact_share(group: tuple[Link, ...]) -> Term:
+    """(N − 1)/N of the group's N devices: a number, or the expression kept whole."""
+    if all(g.number is not None for g in group):
+        n = 1
+        for g in group:
+            n *= g.number  # type: ignore[operator]
+        return const(Fraction(n - 1, n))
+    n_sym = sympy.Mul(*(axis_size(g.name) if g.number is None else g.number for g in group))
+    return tm.mono((n_sym - 1) / n_sym)
 
 
-def _size(group: tuple[Link, ...]) -> Expr:
-    return sympy.Mul(*(g.size for g in group))
+def moved_share(op: Op, axes: tuple[str, ...], opts: Options) -> Term:
+    """The share of V a step's ring moves: (N − 1)/N for a gather, a scatter or their sum (an AllReduce)
+    when ``exact`` counts it on the ici model, else 1 (the book's V)."""
+    if not opts.exact or opts.model != "ici" or op not in (Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE):
+        return tm.ONE
+    group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
+    return _exact_share(group) if group else tm.ONE
+
+
+def _split(moved: Term, rates: list[Term], group: tuple[Link, ...]) -> tuple[tuple[str, Term], ...]:
+    """Each axis's share of ``moved`` bytes, in proportion to its rate."""
+    total = add(*rates)
+    return tuple((g.name, moved * r / total) for g, r in zip(group, rates, strict=True))
 
 
 # ---- ici: the book's torus -------------------------------------------------------------------------
-def _ici_gather(v: Expr, group: tuple[Link, ...]) -> CommCost:
-    hops = sympy.Add(*(g.hops for g in group))
-    return CommCost(((T_MIN * hops, v / sympy.Add(*(g.gather_rate for g in group))),), True)
+def _ici_gather(v: Term, group: tuple[Link, ...]) -> CommCost:
+    hops = add(*(g.hops for g in group))
+    if group and group[0].exact:
+        v = v * _exact_share(group)
+    rates = [g.gather_rate for g in group]
+    return CommCost(((_t(T_MIN) * hops, v / add(*rates)),), True, _split(v, rates, group))
 
 
-def _ici_all_to_all(v: Expr, group: tuple[Link, ...]) -> CommCost:
-    worst = Max(*(g.size / (g.rate if g.wraps else g.rate * ONE_WAY) for g in group))
-    hops = sympy.Add(*(g.hops for g in group))
-    return CommCost(((T_MIN * hops, v * ALL_TO_ALL_SHARE * worst / _size(group)),), True)
+def _ici_all_to_all(v: Term, group: tuple[Link, ...]) -> CommCost:
+    worst = maximum(*(g.size / g.spread_rate for g in group))
+    hops = add(*(g.hops for g in group))
+    uni = any(g.uni and g.wraps for g in group)
+    share = _t(UNI_ALL_TO_ALL_SHARE if uni else ALL_TO_ALL_SHARE)
+    if uni and group[0].exact:
+        share = share * _exact_share(group)
+    moved = v * share * worst / group_size(group)
+    rates = [g.spread_rate for g in group]
+    return CommCost(((_t(T_MIN) * hops, moved),), True, _split(moved * add(*rates), rates, group))
 
 
-def _ici_permute(shard: Expr, group: tuple[Link, ...]) -> CommCost:
-    hops = sympy.Add(*(g.hops for g in group))
-    moving = sympy.Add(*(g.hops * shard / (g.rate * ONE_WAY) for g in group))
-    return CommCost(((T_MIN * hops, moving),), True)
-
-
-# ---- alpha-beta: seed 003's switch -----------------------------------------------------------------
-def _beta(group: tuple[Link, ...]) -> Expr:
-    return W_DCN if any(g.dcn for g in group) else BETA
-
-
-def _ab_ring(v: Expr, group: tuple[Link, ...]) -> CommCost:
-    n = _size(group)
-    return CommCost((((n - 1) * ALPHA, (n - 1) / n * v / _beta(group)),), False)
-
-
-def _ab_recursive_doubling(v: Expr, group: tuple[Link, ...]) -> CommCost:
-    steps = sympy.log(_size(group), 2)
-    return CommCost(((steps * ALPHA, steps * v / _beta(group)),), False)
-
-
-def _ab_all_to_all(v: Expr, group: tuple[Link, ...]) -> CommCost:
-    n = _size(group)
-    return CommCost((((n - 1) * ALPHA, (n - 1) / n**2 * v / _beta(group)),), False)
-
-
-def _ab_permute(shard: Expr, group: tuple[Link, ...]) -> CommCost:
-    return CommCost(((ALPHA, shard / _beta(group)),), False)
+def _ici_permute(shard: Term, group: tuple[Link, ...]) -> CommCost:
+    hops = add(*(g.hops for g in group))
+    moving = add(*(g.hops * shard / (g.rate * _t(ONE_WAY)) for g in group))
+    return CommCost(((_t(T_MIN) * hops, moving),), True, tuple((g.name, g.hops * shard) for g in group))
 
 
 # model -> op -> a formula, or a tuple of ops whose costs add up (AllReduce = ReduceScatter + AllGather)
@@ -175,12 +207,12 @@ FORMULAS: dict[str, dict[Op, Formula | tuple[Op, ...]]] = {
         Op.ALL_TO_ALL: _ici_all_to_all, Op.PERMUTE: _ici_permute,
     },
     "alpha-beta": {
-        Op.ALL_GATHER: _ab_ring, Op.REDUCE_SCATTER: _ab_ring, Op.ALL_REDUCE: _RS_AG,
-        Op.ALL_TO_ALL: _ab_all_to_all, Op.PERMUTE: _ab_permute,
+        Op.ALL_GATHER: ab_ring, Op.REDUCE_SCATTER: ab_ring, Op.ALL_REDUCE: _RS_AG,
+        Op.ALL_TO_ALL: ab_all_to_all, Op.PERMUTE: ab_permute,
     },
     "alpha-beta-rd": {
-        Op.ALL_GATHER: _ab_ring, Op.REDUCE_SCATTER: _ab_ring, Op.ALL_REDUCE: _ab_recursive_doubling,
-        Op.ALL_TO_ALL: _ab_all_to_all, Op.PERMUTE: _ab_permute,
+        Op.ALL_GATHER: ab_ring, Op.REDUCE_SCATTER: ab_ring, Op.ALL_REDUCE: ab_recursive_doubling,
+        Op.ALL_TO_ALL: ab_all_to_all, Op.PERMUTE: ab_permute,
     },
 }  # fmt: skip
 assert set(FORMULAS) == set(MODELS)
@@ -205,27 +237,65 @@ class Options:
     dcn_axes: tuple[str, ...] = ()
     latency: bool = True
     hbm: tuple[str, ...] | None = None
+    exact: bool = False
+    ring: str = "bi"
+    _memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # links, unit costs, values
 
     @classmethod
     def make(cls, mesh, sizes=None, hw=None, model=None, **kw) -> Options:
-        m = as_mesh(mesh)
+        """The options of a call, shared between calls with the same arguments (a few hundred are kept)."""
+        m, sz = as_mesh(mesh), as_sizes(sizes)
+        key = (m, tuple(sorted(sz.items())), hw, model, tuple(sorted(kw.items())))
+        try:
+            return _made(key)
+        except TypeError:  # an unhashable argument (a user's chip with mutable parts): not shared
+            return cls._make(m, sz, hw, model, **kw)
+
+    @classmethod
+    def _make(cls, m, sizes, hw, model, **kw) -> Options:
         if m is None:
             raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2)")
         chip = as_chip(hw)
         model = model or (chip.model if chip is not None else "ici")
         if model not in FORMULAS:
             raise UsageError(f"unknown communication model {model!r}; known: {', '.join(FORMULAS)}")
+        ring = kw.get("ring", "bi")
+        if ring not in RINGS:
+            raise UsageError(f"ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not {ring!r}")
+        if ring == "uni" and model != "ici":
+            raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
         for a in kw.get("dcn_axes", ()):
             m[a]  # noqa: B018 -- raises UnknownAxis for an axis the mesh lacks
-        return cls(m, as_sizes(sizes), chip, model, **kw)
+        return cls(m, sizes, chip, model, **kw)
+
+    @property
+    def values(self) -> dict[sympy.Symbol, float]:
+        """The chip's numbers (empty without a chip)."""
+        got = self._memo.get("values")
+        if got is None:
+            got = self._memo["values"] = self.chip.values() if self.chip is not None else {}
+        return got
+
+    @property
+    def point(self) -> tm.Point:
+        """The chip's numbers keyed for evaluating terms."""
+        got = self._memo.get("point")
+        if got is None:
+            got = self._memo["point"] = tm.point(self.values)
+        return got
 
     def link(self, name: str) -> Link:
-        ax = self.mesh[name]
-        wraps = ax.wraps
-        if wraps is None:
-            wraps = self.chip.wraps(ax.size, ax.links) if self.chip is not None and ax.size is not None else True
-        m = links(name) if self.symbolic_links else Integer(ax.links)
-        return Link(name, as_expr(self.mesh.size_expr(name)), m, wraps, name in self.dcn_axes)
+        got = self._memo.get(("link", name))
+        if got is None:
+            ax = self.mesh[name]
+            wraps = ax.wraps
+            if wraps is None:
+                wraps = self.chip.wraps(ax.size, ax.links) if self.chip is not None and ax.size is not None else True
+            m = tm.mono(links(name)) if self.symbolic_links else const(ax.links)
+            size = tm.mono(axis_size(name)) if ax.size is None else const(ax.size)
+            got = self._memo[("link", name)] = Link(name, size, m, wraps, name in self.dcn_axes, self.ring == "uni",
+                                                    self.exact, ax.size, ax.node)  # fmt: skip
+        return got
 
     def dim(self, d) -> Expr:
         if d.size is not None:
@@ -235,22 +305,45 @@ class Options:
         return dim_size(d.label)
 
 
-def _bytes(t: Tensor, opts: Options, full: Iterable[str] = ()) -> Expr:
-    full = set(full)
-    elements = sympy.Mul(*(
-        opts.dim(d) / sympy.Mul(*(as_expr(opts.mesh.size_expr(a)) for a in d.axes if a not in full))
-        for d in t.dims
-    ))  # fmt: skip
+@lru_cache(maxsize=256)
+def _made(key: tuple) -> Options:
+    m, sizes, hw, model, kw = key
+    return Options._make(m, dict(sizes), hw, model, **dict(kw))
+
+
+def local_bytes(t: Tensor, opts: Options, full: Iterable[str] = ()) -> Term:
+    """The local bytes of ``t`` (axes in ``full`` counted at full size), built as one monomial."""
     width = (t.dtype or DEFAULT_DTYPE).bytes
-    return elements * Rational(width.numerator, width.denominator)
+    num, den = width.numerator, width.denominator
+    powers: dict[int, int] = {}
+    sizes, mesh = opts.sizes, opts.mesh
+    for d in t.dims:
+        if d.size is not None:
+            num *= d.size
+        elif d.label in sizes:
+            num *= sizes[d.label]
+        else:
+            i = atom_id(dim_size(d.label))
+            powers[i] = powers.get(i, 0) + 1
+        for a in d.axes:
+            if a in full:
+                continue
+            n = mesh[a].size
+            if n is not None:
+                den *= n
+            else:
+                i = atom_id(axis_size(a))
+                powers[i] = powers.get(i, 0) - 1
+    coeff = num // den if num % den == 0 else Fraction(num, den)
+    return Mono(coeff, tuple(sorted((i, k) for i, k in powers.items() if k != 0)))
 
 
-def group_bytes(op: Op, tensor: Tensor, axes: Iterable[str], opts: Options) -> Expr:
+def group_bytes(op: Op, tensor: Tensor, axes: Iterable[str], opts: Options) -> Term:
     """V: the bytes of ``tensor`` as the group of ``op`` over ``axes`` sees it."""
-    return _bytes(tensor, opts, axes if GROUP_VIEW.get(op, False) else ())
+    return local_bytes(tensor, opts, axes if GROUP_VIEW.get(op, False) else ())
 
 
-def _formula(model: str, op: Op, v: Expr, group: tuple[Link, ...]) -> CommCost:
+def _formula(model: str, op: Op, v: Term, group: tuple[Link, ...]) -> CommCost:
     f = FORMULAS[model][op]
     if isinstance(f, tuple):
         return sum((_formula(model, o, v, group) for o in f[1:]), _formula(model, f[0], v, group))
@@ -258,72 +351,57 @@ def _formula(model: str, op: Op, v: Expr, group: tuple[Link, ...]) -> CommCost:
 
 
 def collective_cost(op: Op, tensor: Tensor, axes: Iterable[str], mesh, sizes=None, hw=None, model=None,
-                    **options) -> CommCost:  # fmt: skip
-    """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``."""
+                    offset: int | None = None, **options) -> CommCost:  # fmt: skip
+    """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``."""
     opts = Options.make(mesh, sizes, hw, model, **options)
-    return _collective(op, tensor, tuple(axes), opts)
+    return _collective(op, tensor, tuple(axes), opts, offset)
 
 
-def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options) -> CommCost:
+def _fingerprint(model: str, op: Op) -> tuple:
+    """What a collective's formula reads besides the group: its entry in FORMULAS and the model's constants
+    (so that a memoized formula is recomputed if any of them is replaced)."""
+    f = FORMULAS[model][op]
+    parts = tuple(FORMULAS[model][o] for o in f) if isinstance(f, tuple) else (f,)
+    return (parts, RING_HOPS, ONE_WAY, ALL_TO_ALL_SHARE, UNI_ALL_TO_ALL_SHARE, W_ICI, T_MIN)
+
+
+def unit_cost(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None = None) -> CommCost | None:
+    """The cost of ``op`` over ``axes`` for V = 1 byte (None when it communicates nothing): every formula
+    is linear in V, so it is worked out once per (op, axes, a Shift's offset) and scaled."""
     if op in (Op.SLICE, Op.EINSUM):
-        return ZERO
-    group = tuple(link for link in (opts.link(a) for a in axes) if link.size != 1)
-    if not group:
-        return ZERO
-    return _formula(opts.model, op, group_bytes(op, tensor, axes, opts), group)
+        return None
+    if op is Op.SHIFT:
+        return _shift(axes, opts, offset)
+    fp = _fingerprint(opts.model, op)
+    unit = opts._memo.get(("unit", op, axes))
+    if unit is None or unit[0] != fp:
+        group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
+        unit = opts._memo[("unit", op, axes)] = (fp, _unit(opts.model, op, group) if group else None)
+    return unit[1]
 
 
-def einsum_flops(left: Tensor, right: Tensor, opts: Options) -> Expr:
-    """2 × the product of the local sizes of every dim of the einsum (each dim counted once)."""
-    local: dict[str, Expr] = {}
-    for t in (left, right):
-        for d in t.dims:
-            if d.label not in local:
-                shards = sympy.Mul(*(as_expr(opts.mesh.size_expr(a)) for a in d.axes))
-                local[d.label] = opts.dim(d) / shards
-    return FLOPS_PER_MAC * sympy.Mul(*local.values())
+def _shift(axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:
+    if offset is None or len(axes) != 1:
+        raise UsageError("a Shift moves blocks along one axis by an offset: Shift_{X,+1}")
+    fp = (opts.model, T_MIN, ONE_WAY, W_ICI)
+    unit = opts._memo.get(("shift", axes, offset))
+    if unit is None or unit[0] != fp:
+        link = opts.link(axes[0])
+        got = None if link.number == 1 else shift_unit(opts.model, link, offset, _t(T_MIN), _t(ONE_WAY))
+        unit = opts._memo[("shift", axes, offset)] = (fp, got)
+    return unit[1]
 
 
-@dataclass(frozen=True)
-class StepCost:
-    """One step's share: bytes V its collective moves, its CommCost, FLOPs and HBM bytes, and times."""
+def _unit(model: str, op: Op, group: tuple[Link, ...]) -> CommCost:
+    if any(g.node is not None for g in group):  # a GPU axis across nodes: NVLink inside, scale-out across
+        from .fromsympy import from_sympy
+        from .hierarchy import hierarchical_parts
 
-    step: Step
-    bytes: Expr
-    comm: CommCost
-    flops: Expr
-    hbm_bytes: Expr
-    comms: Expr
-    compute: Expr
-    memory: Expr
-
-    def to_json(self, values: Mapping[sympy.Symbol, float]) -> dict[str, object]:
-        from shardalg.notation.printing import text
-
-        out: dict[str, object] = {"step": text(self.step.statement()), "op": self.step.op.value,
-                                  "axes": list(self.step.axes)}  # fmt: skip
-        for key in ("bytes", "flops", "comms", "compute", "memory"):
-            expr = getattr(self, key)
-            out[key] = str(expr)
-            out[key + "_value"] = numeric(expr, values)
-        return out
+        parts = hierarchical_parts(model, op, sympy.Integer(1), [(g.size.sympy(), g.node) for g in group])
+        return CommCost(tuple((from_sympy(lat), from_sympy(b)) for lat, b in parts), False)
+    return _formula(model, op, tm.ONE, group)
 
 
-def step_cost(step: Step, opts: Options) -> StepCost:
-    zero = Integer(0)
-    if step.op is Op.EINSUM:
-        left, right = step.inputs
-        flops = einsum_flops(left, right, opts)
-        moved = (left, right, step.output)
-        hbm = sympy.Add(*(_bytes(t, opts) for t in moved if opts.hbm is None or t.name in opts.hbm))
-        return StepCost(step, zero, ZERO, flops, hbm, zero, flops / FLOPS, hbm / W_HBM)
-    (arg,) = step.inputs
-    comm = _collective(step.op, arg, step.axes, opts)
-    v = group_bytes(step.op, arg, step.axes, opts) if step.communicates else zero
-    return StepCost(step, v, comm, zero, zero, comm.total(opts.latency), zero, zero)
-
-
-def numeric(expr: Expr, values: Mapping[sympy.Symbol, float]) -> float | None:
-    """``expr`` as a float after substituting ``values``; None while any symbol is left."""
-    value = as_expr(expr).subs(values)
-    return float(value) if not value.free_symbols else None
+def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options, offset: int | None = None) -> CommCost:
+    unit = unit_cost(op, axes, opts, offset)
+    return NOTHING if unit is None else unit.scaled(group_bytes(op, tensor, axes, opts))

@@ -5,7 +5,9 @@
 
 Inputs are passed by symbol name and broadcast against each other; a chip's numbers (or any substitution)
 are applied before compiling. Max/Min and And/Or become element-wise numpy reductions, so scalars and
-arrays mix freely. Relations and their combinations evaluate to boolean arrays.
+arrays mix freely. Relations and their combinations evaluate to boolean arrays. A light cost term
+(:mod:`shardalg.costs.terms`, e.g. ``PlanCost.light("total")``) is evaluated on the arrays directly: no
+sympy expression is built or compiled.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sympy
 
 from shardalg.algebra.symbols import as_expr
 from shardalg.errors import UsageError
+
+from .terms import Term, const
 
 __all__ = ["Compiled", "lambdify", "sweep"]
 
@@ -61,8 +65,26 @@ def _stand_ins(expr: sympy.Basic) -> sympy.Basic:
     return expr
 
 
-def lambdify(expr: sympy.Basic, values: Mapping[sympy.Symbol, float] | None = None) -> Compiled:
-    """Compile ``expr`` (a cost, a relation, a derivation's result) after substituting ``values``."""
+def _of_term(term: Term, values: Mapping[sympy.Symbol, float] | None) -> Compiled:
+    if values:
+        term = term.subs({k: const(float(v)) for k, v in values.items()})
+    symbols = sorted(term.symbols(), key=lambda s: s.name)
+    names = tuple(s.name for s in symbols)
+    if len(set(names)) != len(names):
+        raise UsageError(f"two different symbols share a name in {term}; substitute one of them first")
+
+    def function(*arrays: np.ndarray) -> np.ndarray:
+        got = term.evaluate(dict(zip(symbols, arrays, strict=True)))
+        return np.asarray(got, dtype=float)
+
+    return Compiled(term, names, function)  # type: ignore[arg-type]
+
+
+def lambdify(expr: sympy.Basic | Term, values: Mapping[sympy.Symbol, float] | None = None) -> Compiled:
+    """Compile ``expr`` (a cost, a relation, a derivation's result) after substituting ``values``; a light
+    term is evaluated directly instead."""
+    if isinstance(expr, Term):
+        return _of_term(expr, values)
     expr = as_expr(expr)
     if values:
         expr = expr.subs(values)
@@ -75,6 +97,6 @@ def lambdify(expr: sympy.Basic, values: Mapping[sympy.Symbol, float] | None = No
     return Compiled(expr, names, function)
 
 
-def sweep(expr: sympy.Basic, values: Mapping[sympy.Symbol, float] | None = None, **grids: object) -> np.ndarray:
+def sweep(expr: sympy.Basic | Term, values: Mapping[sympy.Symbol, float] | None = None, **grids: object) -> np.ndarray:
     """Evaluate ``expr`` on the broadcast grid of ``grids`` (symbol name -> scalar or array)."""
     return lambdify(expr, values)(**grids)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from shardalg.algebra.mesh import Mesh
+from shardalg.errors import UsageError
 from shardalg.notation.syntax import Op, Tensor
 
 from .emit import einsum_subscripts
@@ -74,8 +75,9 @@ def dense_value(t: Tensor, arr: np.ndarray) -> np.ndarray:
     return arr.sum(axis=0) if t.unreduced else arr
 
 
-def dense_outputs(flow: Flow, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The dense computation: collectives are the identity on global values, einsums are einsums."""
+def dense_outputs(flow: Flow, arrays: Sequence[np.ndarray], mesh: Mesh | None = None) -> list[np.ndarray]:
+    """The dense computation: collectives are the identity on global values, einsums are einsums, a Shift
+    rolls the blocks along the dim its axis shards (``mesh`` is needed only for a Shift)."""
     env: dict[Tensor, np.ndarray] = {
         t: dense_value(t, np.asarray(a, dtype=np.float64)) for t, a in zip(flow.inputs, arrays, strict=True)
     }
@@ -83,6 +85,12 @@ def dense_outputs(flow: Flow, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         if s.op is Op.EINSUM:
             left, right = s.inputs
             env[s.output] = np.einsum(einsum_subscripts(left, right, s.output), env[left], env[right])
+        elif s.op is Op.SHIFT:
+            from shardalg.numeric.execute import VirtualMesh, shift_dense
+
+            if mesh is None or s.offset is None:
+                raise UsageError("the dense value of a Shift needs the mesh")
+            env[s.output] = shift_dense(env[s.inputs[0]], s.inputs[0], s.axes[0], s.offset, VirtualMesh(mesh))
         else:
             env[s.output] = env[s.inputs[0]]
     return [env[t] for t in flow.outputs]

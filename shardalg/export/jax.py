@@ -15,6 +15,7 @@ linearizes a tuple of axis names for ``all_gather``, ``psum_scatter``, ``all_to_
 | Slice_{A,d} | ``dynamic_slice_in_dim(x, axis_index(A) * k, k, axis=d)`` |
 | Slice read backwards (S -> U) | zeros, then ``dynamic_update_slice_in_dim`` |
 | Permute_{X,Y} | ``ppermute(x, (X, Y), perm)`` with the device matching of the executor |
+| Shift_{X,k} | ``ppermute(x, X, perm=[(i, (i + k) % n) ...])``, a cyclic permutation along X |
 | local einsum | ``jnp.einsum`` |
 
 The body is type-checked by shard_map (``check_vma=True``): a value is *varying* over the axes it is
@@ -160,6 +161,18 @@ def _permute(b: _Body, s: Step) -> frozenset[str]:
     return b.vary[t] | frozenset(axes)
 
 
+def _shift(b: _Body, s: Step) -> frozenset[str]:
+    (t,) = s.inputs
+    (axis,) = s.axes
+    n = b.mesh.group_size((axis,))
+    assert s.offset is not None and n is not None
+    perm = [(i, (i + s.offset) % n) for i in range(n)]
+    b.lines.append(
+        f"{b.var(s.output)} = jax.lax.ppermute({b.var(t)}, {axis!r}, perm={perm!r})  # Shift_{{{axis},{s.offset:+d}}}"
+    )
+    return b.vary[t] | frozenset(s.axes)
+
+
 def _einsum(b: _Body, s: Step) -> frozenset[str]:
     left, right = s.inputs
     spec = einsum_subscripts(left, right, s.output)
@@ -174,6 +187,7 @@ _EMIT: dict[Op, Callable[[_Body, Step], frozenset[str]]] = {
     Op.ALL_TO_ALL: _all_to_all,
     Op.SLICE: _slice,
     Op.PERMUTE: _permute,
+    Op.SHIFT: _shift,
     Op.EINSUM: _einsum,
 }
 
@@ -346,7 +360,7 @@ def _prepare(plans: object, mesh: Mesh, sizes: Mapping[str, int] | None, seed: i
             "outputs": str(workdir / f"out{k}.npz"), "n_inputs": len(arrays), "vjp": vjp,
         })  # fmt: skip
         flows.append(flow)
-        expected.append(dense_outputs(flow, arrays))
+        expected.append(dense_outputs(flow, arrays, mesh))
     return flows, expected, jobs
 
 

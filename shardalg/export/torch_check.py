@@ -107,7 +107,7 @@ def check_torch(
                 "outputs": str(work / f"out{k}_{{rank}}.npz"), "n_inputs": len(arrays), "dtensor": dtensor,
             })  # fmt: skip
             flows.append(flow)
-            expected.append(dense_outputs(flow, arrays))
+            expected.append(dense_outputs(flow, arrays, m))
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
         proc = run_driver(work, _DRIVER, jobs, str(m.devices), str(work / "store"), env=env, timeout=timeout)
         if "SHARDALG-EXIT" not in proc.stdout:

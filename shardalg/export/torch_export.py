@@ -141,6 +141,19 @@ def _permute(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = {b.call('_permute', f'{b.var(t)}, {table!r}')}")
 
 
+def _shift(b: _Body, s: Step) -> None:
+    """``Shift_{X,k}``: rank c receives from the rank whose X coordinate is c_X - k (the _permute helper)."""
+    (t,) = s.inputs
+    (axis,) = s.axes
+    at, n = b.mesh.names.index(axis), b.mesh.shape[b.mesh.names.index(axis)]
+    assert s.offset is not None and n is not None
+    coords = list(itertools.product(*(range(m) for m in b.mesh.shape)))
+    rank = {c: r for r, c in enumerate(coords)}
+    table = [rank[c[:at] + ((c[at] - s.offset) % n,) + c[at + 1 :]] for c in coords]
+    call = b.call("_permute", f"{b.var(t)}, {table!r}")
+    b.lines.append(f"{b.var(s.output)} = {call}  # Shift_{{{axis},{s.offset:+d}}}")
+
+
 def _einsum(b: _Body, s: Step) -> None:
     left, right = s.inputs
     spec = einsum_subscripts(left, right, s.output)
@@ -154,6 +167,7 @@ _EMIT: dict[Op, Callable[[_Body, Step], None]] = {
     Op.ALL_TO_ALL: _all_to_all,
     Op.SLICE: _slice,
     Op.PERMUTE: _permute,
+    Op.SHIFT: _shift,
     Op.EINSUM: _einsum,
 }
 

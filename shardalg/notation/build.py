@@ -4,13 +4,15 @@ of subscripts.
 How subscripts read (the one rule for every ``_`` that holds mesh axes): a bare word of capital letters
 is one axis per letter (``I_XY``, ``I_{XY}``: X then Y); any other word is one axis (``I_{data}``,
 ``I_X1``); ``\\text{DP}`` is always one axis; commas separate items (``I_{data,model}``). For
-ReduceScatter, AllToAll and Slice the last comma item, when there are two or more, is the target dim.
+ReduceScatter, AllToAll and Slice the last comma item, when there are two or more, is the target dim; a
+Shift's last item is its signed offset (``Shift_{X,+1}``), and a signed number is an offset nowhere else.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from lark import Token, Transformer, v_args
@@ -26,11 +28,14 @@ from .syntax import (
     Op,
     Product,
     Program,
+    Role,
+    Roles,
     Statement,
     Tensor,
     dtype_named,
 )
 
+_OFFSET_DIGITS = 18  # longer offsets are refused before int() sees them
 LOCAL = "LOCAL"  # the contraction subscript that marks a local (unreduced) product: A ·_LOCAL B
 _LETTER_AXES = re.compile(r"[A-Z]{2,}")
 
@@ -40,6 +45,17 @@ Piece = tuple[str, bool]
 Item = tuple[Piece, ...]
 
 
+class Offset(int):
+    """A signed integer subscript item (a Shift's offset), with where it was written."""
+
+    span: Span
+
+    def __new__(cls, value: int, span: Span) -> Offset:
+        out = super().__new__(cls, value)
+        out.span = span
+        return out
+
+
 def split_axes(text: str, quoted: bool = False) -> tuple[str, ...]:
     """The axes one subscript word names: ``"XY"`` is X, Y; ``"data"`` and quoted words are one axis."""
     if not quoted and _LETTER_AXES.fullmatch(text):
@@ -47,8 +63,11 @@ def split_axes(text: str, quoted: bool = False) -> tuple[str, ...]:
     return (text,)
 
 
-def _axes_of(items: Iterable[Item]) -> tuple[str, ...]:
-    return tuple(a for item in items for text, quoted in item for a in split_axes(text, quoted))
+def _axes_of(items: Iterable[Item | Offset]) -> tuple[str, ...]:
+    for item in items:
+        if isinstance(item, Offset):
+            raise ParseError("a signed number in a subscript is a Shift's offset, not a mesh axis", span=item.span)
+    return tuple(a for item in items for text, quoted in item for a in split_axes(text, quoted))  # type: ignore[union-attr]
 
 
 def _span(meta: Any) -> Span | None:
@@ -71,6 +90,20 @@ def _positive(tok: Token, what: str) -> int:
     return value
 
 
+@dataclass(frozen=True)
+class RoleLine:
+    """One role declaration as parsed: ``params W_in, W_out`` (role and names), ``tokens B, T`` or
+    ``layers L``; ``start`` gathers them into the program's :class:`Roles`."""
+
+    kind: str  # "role", "tokens" or "layers"
+    role: Role | None
+    values: tuple[str | int, ...]
+    span: Span | None
+
+
+Head = tuple[Op, tuple[str, ...], str | None, int | None]  # a collective's op, axes, target dim, offset
+
+
 # ------------------------------------------------------------------------------------------------ transformer
 @v_args(inline=True, meta=True)
 class ToAST(Transformer):
@@ -85,6 +118,13 @@ class ToAST(Transformer):
 
     def item(self, meta: Any, *pieces: Piece) -> Item:
         return pieces
+
+    def offset(self, meta: Any, tok: Token) -> Offset:
+        digits = str(tok).lstrip("+-")
+        if len(digits) > _OFFSET_DIGITS:
+            raise ParseError(f"an offset of {len(digits)} digits; a shift moves by at most {_OFFSET_DIGITS} digits' "
+                             "worth (only its remainder modulo the axis size matters)", span=_tok_span(tok))  # fmt: skip
+        return Offset(int(str(tok)), _tok_span(tok))
 
     def sub(self, meta: Any, *parts: Piece | Item) -> tuple[Item, ...]:
         if len(parts) == 1 and isinstance(parts[0][0], str):  # a bare piece, no braces
@@ -129,8 +169,12 @@ class ToAST(Transformer):
         return Tensor(name, dims, red["U"], red["I"], dtype, span=_span(meta))
 
     # products
-    def product_op(self, meta: Any, sub: tuple[Item, ...] | None) -> tuple[tuple[str, ...] | None, bool]:
-        names = [text for item in sub or () for text, _ in item]
+    def product_op(self, meta: Any, sub: tuple[Item | Offset, ...] | None) -> tuple[tuple[str, ...] | None, bool]:
+        for item in sub or ():
+            if isinstance(item, Offset):
+                raise ParseError("a signed number in a subscript is a Shift's offset; a product's subscript "
+                                 "names contracted dims or LOCAL", span=item.span)  # fmt: skip
+        names = [text for item in sub or () for text, _ in item]  # type: ignore[union-attr]
         local = LOCAL in names
         contract = tuple(n for n in names if n != LOCAL)
         return (contract or None), local
@@ -139,18 +183,36 @@ class ToAST(Transformer):
         return Product(left, right, op[0], op[1], span=_span(meta))
 
     # collectives
-    def coll_head(self, meta: Any, word: Token, sub: tuple[Item, ...]) -> tuple[Op, tuple[str, ...], str | None]:
+    def coll_head(self, meta: Any, word: Token, sub: tuple[Item | Offset, ...]) -> Head:
         op = Op(str(word))
-        if op.takes_dim and len(sub) >= 2:
-            target = sub[-1]
+        offsets = [i for i in sub if isinstance(i, Offset)]
+        if op.takes_offset:
+            if not offsets or not isinstance(sub[-1], Offset) or len(offsets) > 1 or len(sub) < 2:
+                raise ParseError(
+                    f"{op.value} names one mesh axis and then a signed offset, e.g. {op.value}_{{X,+1}}",
+                    span=offsets[-1].span if offsets else _span(meta),
+                )
+            if sub[-1] == 0:
+                raise ParseError(f"{op.value} by 0 moves nothing: write a nonzero offset, e.g. {op.value}_{{X,+1}}",
+                                 span=sub[-1].span)  # fmt: skip
+            return op, _axes_of(sub[:-1]), None, int(sub[-1])  # type: ignore[arg-type]
+        if offsets:
+            raise ParseError(
+                f"a signed number in a subscript is a Shift's offset; {op.value} takes mesh axes"
+                + (" and a target dim" if op.takes_dim else ""),
+                span=offsets[0].span,
+            )
+        items: tuple[Item, ...] = sub  # type: ignore[assignment]
+        if op.takes_dim and len(items) >= 2:
+            target = items[-1]
             if len(target) != 1:
                 raise ParseError(f"the target dim of {op.value} is one name", span=_span(meta))
-            return op, _axes_of(sub[:-1]), target[0][0]
-        return op, _axes_of(sub), None
+            return op, _axes_of(items[:-1]), target[0][0], None
+        return op, _axes_of(items), None, None
 
-    def collective(self, meta: Any, head: tuple[Op, tuple[str, ...], str | None], arg: Any) -> Collective:
-        op, axes, dim = head
-        return Collective(op, axes, arg, dim, span=_span(meta))
+    def collective(self, meta: Any, head: Head, arg: Any) -> Collective:
+        op, axes, dim, offset = head
+        return Collective(op, axes, arg, dim, offset, span=_span(meta))
 
     def colon_arrow(self, meta: Any, head: Any, arg: Any, result: Tensor) -> Arrow:
         return Arrow(self.collective(meta, head, arg), result, span=_span(meta))
@@ -173,6 +235,23 @@ class ToAST(Transformer):
             seen.add(name)
         return MeshDecl(tuple((n, v) for n, v, _ in bindings), span=_span(meta))
 
+    # role declarations
+    def role_word(self, meta: Any, word: Token) -> Role:
+        return Role(str(word))
+
+    def role_names(self, meta: Any, role: Role, *names: str) -> RoleLine:
+        return RoleLine("role", role, names, _span(meta))
+
+    def token_dims(self, meta: Any, *dims: Token) -> RoleLine:
+        for d in dims:
+            if d.type == "INT":
+                raise ParseError(f"tokens takes dim names (tokens B, T), not the number {d}", span=_tok_span(d))
+        return RoleLine("tokens", None, tuple(str(d) for d in dims), _span(meta))
+
+    def layer_count(self, meta: Any, word: Token) -> RoleLine:
+        value: str | int = _positive(word, "the layer count") if word.type == "INT" else str(word)
+        return RoleLine("layers", None, (value,), _span(meta))
+
     def where_clause(self, meta: Any, *bindings: tuple[str, int, Span | None]) -> list[tuple[str, int, Span | None]]:
         return list(bindings)
 
@@ -183,8 +262,12 @@ class ToAST(Transformer):
         statements: list[Statement] = []
         mesh: MeshDecl | None = None
         sizes: dict[str, int] = {}
+        roles: list[RoleLine] = []
         for line in lines:
             if line is None:
+                continue
+            if isinstance(line, RoleLine):
+                roles.append(line)
                 continue
             if isinstance(line, tuple) and len(line) == 2 and isinstance(line[1], list):
                 statement, where = line
@@ -198,7 +281,7 @@ class ToAST(Transformer):
                 mesh = line
             else:
                 statements.append(line)
-        return Program(tuple(statements), mesh, tuple(sizes.items()), span=_span(meta))
+        return Program(tuple(statements), mesh, tuple(sizes.items()), _roles(roles), span=_span(meta))
 
     def tensor_start(self, meta: Any, tensor: Tensor) -> Tensor:
         return tensor
@@ -211,6 +294,36 @@ def _bind(sizes: dict[str, int], bindings: list[tuple[str, int, Span | None]]) -
     for name, value, span in bindings:
         if sizes.setdefault(name, value) != value:
             raise ParseError(f"{name} is bound twice, to {sizes[name]} and to {value}", span=span)
+
+
+def _roles(lines: list[RoleLine]) -> Roles | None:
+    """The program's Roles from its role lines; a ParseError for a name declared twice (a tensor has one
+    role), a dim listed twice in ``tokens``, or a second ``layers``."""
+    if not lines:
+        return None
+    named: dict[Role, list[str]] = {role: [] for role in Role}
+    seen: dict[str, Role] = {}
+    tokens: list[str] = []
+    layers: str | int | None = None
+    for line in lines:
+        if line.kind == "layers":
+            if layers is not None:
+                raise ParseError(f"layers is declared twice ({layers} and {line.values[0]})", span=line.span)
+            layers = line.values[0]
+        elif line.kind == "tokens":
+            for d in line.values:
+                if d in tokens:
+                    raise ParseError(f"the token dim {d} is listed twice", span=line.span)
+                tokens.append(str(d))
+        else:
+            assert line.role is not None
+            for name in line.values:
+                if name in seen:
+                    again = "twice" if seen[name] is line.role else f"as {seen[name].value} and as {line.role.value}"
+                    raise ParseError(f"{name} is declared {again}: a tensor has one role", span=line.span)
+                seen[str(name)] = line.role
+                named[line.role].append(str(name))
+    return Roles(*(tuple(named[role]) for role in Role), tuple(tokens), layers)
 
 
 TRANSFORMER = ToAST()

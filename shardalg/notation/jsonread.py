@@ -9,7 +9,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from .plan import Plan, Step
-from .syntax import Arrow, Collective, Dim, MeshDecl, Op, Product, Program, Tensor, dtype_named
+from .syntax import Arrow, Collective, Dim, MeshDecl, Op, Product, Program, Roles, Tensor, dtype_named
 
 __all__ = ["from_json"]
 
@@ -64,27 +64,46 @@ def _op(j: Json) -> Op:
         raise UsageError(f"unknown op {j.get('op')!r}") from None
 
 
+def _offset(j: Json) -> int | None:
+    """A Shift's offset (the key is absent for other ops)."""
+    return _field(j, "offset", int, True) if "offset" in j else None
+
+
 def _contract(j: Json) -> tuple[str, ...] | None:
     value = j.get("contract")
     return None if value is None else _strs(value, "contract")
+
+
+def _layers(value: Any) -> str | int | None:
+    if value is None or (isinstance(value, str) and value) or (type(value) is int and value > 0):
+        return value
+    raise UsageError(f"layers is a dim name, a positive integer or null, not {value!r}")
 
 
 _READERS: dict[str, Callable[[Json], Any]] = {
     "dim": _dim,
     "tensor": _tensor,
     "product": lambda j: Product(from_json(j["left"]), from_json(j["right"]), _contract(j), bool(j.get("local"))),
-    "collective": lambda j: Collective(_op(j), _strs(j["axes"], "axes"), from_json(j["arg"]), _field(j, "dim", str, True)),
+    "collective": lambda j: Collective(
+        _op(j), _strs(j["axes"], "axes"), from_json(j["arg"]), _field(j, "dim", str, True), _offset(j)
+    ),
     "arrow": lambda j: Arrow(from_json(j["expr"]), from_json(j["result"])),
     "mesh": lambda j: MeshDecl(_pairs(j["axes"], "mesh axes")),
     "program": lambda j: Program(
         tuple(from_json(s) for s in _field(j, "statements", list)),
         from_json(j["mesh"]) if j.get("mesh") is not None else None,
         _pairs(j.get("sizes", []), "sizes"),
+        from_json(j["roles"]) if j.get("roles") is not None else None,
+    ),
+    "roles": lambda j: Roles(
+        _strs(j.get("params", []), "params"), _strs(j.get("embeddings", []), "embeddings"),
+        _strs(j.get("saved", []), "saved"), _strs(j.get("kvcache", []), "kvcache"),
+        _strs(j.get("tokens", []), "tokens"), _layers(j.get("layers")),
     ),
     "step": lambda j: Step(
         _op(j), tuple(from_json(t) for t in _field(j, "inputs", list)), from_json(j["output"]),
         _strs(j.get("axes", []), "axes"), _field(j, "dim", str, True), _contract(j) or (), bool(j.get("local")),
-        str(j.get("reason", "")),
+        str(j.get("reason", "")), _offset(j),
     ),
     "plan": lambda j: Plan(
         tuple(from_json(t) for t in _field(j, "inputs", list)), tuple(from_json(s) for s in _field(j, "steps", list)),

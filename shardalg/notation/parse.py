@@ -55,7 +55,7 @@ def parse(text: str) -> Program:
     """Parse a program: statements separated by newlines or ``;``, an optional ``mesh`` line and
     ``where`` bindings. Always returns a :class:`Program` with ``source`` set to ``text``."""
     program: Program = _run(text, "program")
-    return Program(program.statements, program.mesh, program.sizes, span=program.span, source=text)
+    return Program(program.statements, program.mesh, program.sizes, program.roles, span=program.span, source=text)
 
 
 def parse_tensor(text: str) -> Tensor:

@@ -23,7 +23,7 @@ class Step:
     """One rule application. ``inputs`` has one tensor for a collective and two for an einsum.
 
     For an einsum, ``contract`` lists the contracted dims and ``local`` is True when the product is taken
-    on local shards with the sum left unreduced (``·_LOCAL``). ``reason`` is one line that names the rule
+    on local shards with the sum left unreduced (``·_LOCAL``); a Shift's ``offset`` is its signed step. ``reason`` is one line that names the rule
     or the case ("case 3: both operands shard J over X, so the local product is C{U_X}").
     """
 
@@ -35,6 +35,11 @@ class Step:
     contract: tuple[str, ...] = ()
     local: bool = False
     reason: str = field(default="", compare=False)
+    offset: int | None = None  # a Shift's signed step (device x sends to x + offset); None for other ops
+
+    def __post_init__(self) -> None:
+        if (self.offset is not None) != self.op.takes_offset:
+            raise ValueError("a Shift step has an offset and no other step has one")
 
     @property
     def communicates(self) -> bool:
@@ -46,7 +51,7 @@ class Step:
             left, right = self.inputs
             return Arrow(Product(left, right, self.contract or None, self.local), self.output)
         (arg,) = self.inputs
-        return Arrow(Collective(self.op, self.axes, arg, self.dim), self.output)
+        return Arrow(Collective(self.op, self.axes, arg, self.dim, self.offset), self.output)
 
     def __repr__(self) -> str:
         """``<Step AllGather_X(A[I_X, J]) → A[I, J]>``."""

@@ -5,9 +5,10 @@ in equality or hashing, so ``parse("A[I_X, J]") == parse("A[ I_X ,J ]")``.
 
 The shapes of the tree::
 
-    Program(statements, mesh, sizes)
+    Program(statements, mesh, sizes, roles)
+      roles     := Roles(params, embeddings, saved, kvcache, tokens, layers) | None
       statement := Arrow(expr, result) | expr
-      expr      := Tensor | Product(left, right, contract, local) | Collective(op, axes, dim, arg)
+      expr      := Tensor | Product(left, right, contract, local) | Collective(op, axes, arg, dim, offset)
       Tensor(name, dims, unreduced, invariant, dtype);  Dim(name | size, axes)
 
 Axis and dim names are plain identifiers (``"X"``, ``"data"``, ``"I"``); everything else is a value:
@@ -33,6 +34,8 @@ __all__ = [
     "Collective",
     "Arrow",
     "MeshDecl",
+    "Role",
+    "Roles",
     "Program",
     "Expr",
     "Statement",
@@ -103,12 +106,18 @@ class Op(enum.Enum):
     ALL_TO_ALL = "AllToAll"
     SLICE = "Slice"
     PERMUTE = "Permute"
+    SHIFT = "Shift"
     EINSUM = "Einsum"
 
     @property
     def takes_dim(self) -> bool:
         """Whether the op's subscript names a target dim (``ReduceScatter_{X,K}``)."""
         return self in (Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.SLICE)
+
+    @property
+    def takes_offset(self) -> bool:
+        """Whether the op's subscript ends in a signed offset (``Shift_{X,+1}``)."""
+        return self is Op.SHIFT
 
     def __repr__(self) -> str:
         return f"Op.{self.name}"
@@ -252,18 +261,22 @@ class Product(Node):
 
 @dataclass(frozen=True, repr=False)
 class Collective(Node):
-    """A collective (or a free slice or permute) applied to an expression: ``AllGather_X(A[I_X, J])``,
-    ``ReduceScatter_{X,K} C[I, K]{U_X}``. ``dim`` is the target dim of ReduceScatter, AllToAll and Slice."""
+    """A collective (or a free slice, a permute, a ring shift) applied to an expression: ``AllGather_X(A[I_X,
+    J])``, ``ReduceScatter_{X,K} C[I, K]{U_X}``, ``Shift_{X,+1}(A[I_X, J])``. ``dim`` is the target dim of
+    ReduceScatter, AllToAll and Slice; ``offset`` the signed step of a Shift (device x sends to x + offset)."""
 
     op: Op
     axes: tuple[str, ...]
     arg: Expr
     dim: str | None = None
+    offset: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "axes", tuple(self.axes))
         if self.op is Op.EINSUM:
             raise ValueError("Einsum is not a collective")
+        if (self.offset is not None) != self.op.takes_offset:
+            raise ValueError("a Shift has an offset and no other collective has one")
 
 
 @dataclass(frozen=True, repr=False)
@@ -282,9 +295,53 @@ class MeshDecl(Node):
     axes: tuple[tuple[str, int], ...]
 
 
+class Role(enum.Enum):
+    """What a tensor is to a whole model; the value is the keyword that declares it (``params W_in``)."""
+
+    PARAMS = "params"  # parameters of the repeated layer (counted L times)
+    EMBEDDINGS = "embeddings"  # parameters outside the repeated layer (embeddings, a final norm: counted once)
+    SAVED = "saved"  # activations kept for the backward (a rematerialisation policy's named list)
+    KV_CACHE = "kvcache"  # the KV cache of inference
+
+    def __repr__(self) -> str:
+        return f"Role.{self.name}"
+
+
+@dataclass(frozen=True, repr=False)
+class Roles(Node):
+    """The role declarations of a program: ``params W_in, W_out``, ``embeddings W_emb``, ``saved Tmp``,
+    ``kvcache Kc, Vc``, ``tokens B, T`` (the dims whose product counts the tokens of a step) and
+    ``layers L`` (how many times the program repeats: a dim name bound like any size, or an integer).
+    Names keep their declared order; a tensor has at most one role."""
+
+    params: tuple[str, ...] = ()
+    embeddings: tuple[str, ...] = ()
+    saved: tuple[str, ...] = ()
+    kvcache: tuple[str, ...] = ()
+    tokens: tuple[str, ...] = ()
+    layers: str | int | None = None
+
+    def __post_init__(self) -> None:
+        for name in (*(role.value for role in Role), "tokens"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    def names(self, role: Role) -> tuple[str, ...]:
+        """The tensors declared with ``role`` (the field is named by the keyword)."""
+        return getattr(self, role.value)
+
+    def role_of(self, name: str) -> Role | None:
+        """The role of tensor ``name``, or None."""
+        return next((role for role in Role if name in self.names(role)), None)
+
+    @property
+    def empty(self) -> bool:
+        return not any(self.names(r) for r in Role) and not self.tokens and self.layers is None
+
+
 @dataclass(frozen=True, repr=False)
 class Program(Node):
-    """Statements in order, with the mesh declaration and the ``where`` size bindings they came with.
+    """Statements in order, with the mesh declaration, the ``where`` size bindings and the role
+    declarations they came with (``roles`` is None when there are none: an empty Roles becomes None).
 
     ``source`` is the text it was parsed from (for carets in later errors); like spans it is not compared.
     """
@@ -292,7 +349,12 @@ class Program(Node):
     statements: tuple[Statement, ...]
     mesh: MeshDecl | None = None
     sizes: tuple[tuple[str, int], ...] = ()
+    roles: Roles | None = None
     source: str | None = field(default=None, compare=False, hash=False, repr=False, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.roles is not None and self.roles.empty:
+            object.__setattr__(self, "roles", None)
 
 
 Expr = Tensor | Product | Collective

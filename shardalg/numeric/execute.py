@@ -46,7 +46,7 @@ from .devices import (
     shard,
     unshard,
 )
-from .movement import MOVES, Net, einsum_rule, is_zero_pad, step_error
+from .movement import MOVES, Net, einsum_rule, is_zero_pad, shift_dense, step_error
 
 __all__ = [
     "VirtualMesh",
@@ -61,6 +61,7 @@ __all__ = [
     "local_shape",
     "dim_extent",
     "is_zero_pad",
+    "shift_dense",
 ]
 
 
@@ -121,8 +122,12 @@ def apply_step(
     return out, net.elements
 
 
-def _dense(step: Step, values: Sequence[np.ndarray]) -> np.ndarray:
-    """The global meaning of a step: collectives are the identity, an einsum is the dense einsum."""
+def _dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
+    """The global meaning of a step: collectives are the identity, an einsum is the dense einsum, a Shift
+    rolls the blocks along the dim its axis shards."""
+    if step.op is Op.SHIFT:
+        assert step.offset is not None
+        return shift_dense(values[0], step.inputs[0], step.axes[0], step.offset, vm)
     if step.op is not Op.EINSUM:
         return values[0]
     spec, _ = einsum_rule(step)
@@ -218,7 +223,7 @@ def run_plan(
                 "a plan input nor the output of an earlier step"
             )
         bufs[step.output], elements = apply_step(step, [bufs[t] for t in step.inputs], vm, dims)
-        dense[step.output] = _dense(step, [dense[t] for t in step.inputs])
+        dense[step.output] = _dense(step, [dense[t] for t in step.inputs], vm)
         sent.append(_bytes(elements, step.inputs[0]))
     if plan.output not in bufs:
         raise ExecutionError(f"no step produces the plan's output {text(plan.output)}")

@@ -22,7 +22,9 @@ from shardalg.notation.syntax import Op, Tensor
 
 from .devices import Buffers, Coord, VirtualMesh
 
-__all__ = ["MOVES", "Buffers", "Coord", "Layout", "Move", "Net", "einsum_rule", "is_zero_pad", "step_error"]
+__all__ = [
+    "MOVES", "Buffers", "Coord", "Layout", "Move", "Net", "einsum_rule", "is_zero_pad", "step_error", "shift_dense",
+]  # fmt: skip
 
 Layout = tuple[tuple[tuple[str, ...], ...], frozenset[str]]  # axes per dim, unreduced axes
 
@@ -286,6 +288,37 @@ def _permute(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buff
     return out, (dims, frozenset(unred))
 
 
+def _shift(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """``Shift_{X,k}: [I_X] -> [I_X]``: device x sends its whole buffer to device x + k (mod |X|) along X, the
+    other coordinates unchanged (JAX's ``ppermute`` with a cyclic permutation); the layout is the same."""
+    (t,) = step.inputs
+    if len(step.axes) != 1 or step.offset is None:
+        raise step_error(step, "a Shift moves blocks around one axis by an offset: Shift_{X,+1}")
+    (axis,) = step.axes
+    at, n, rank, out = vm.names.index(axis), vm.size(step.axes), len(t.dims), {}
+    for c in vm.coords:
+        dst = c[:at] + ((c[at] + step.offset) % n,) + c[at + 1 :]
+        out[dst] = net.recv(dst, c, bufs[c], rank).copy()
+    return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced))
+
+
+def shift_dense(arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualMesh) -> np.ndarray:
+    """The global value after ``Shift_{axis,offset}`` of ``t`` (dense ``arr``): where the axis shards a dim,
+    its blocks along that dim are rolled by ``offset`` in the axis's digit of the block index (major axes
+    first, as :mod:`.devices` numbers blocks); where it replicates or leaves partial sums, the value is the
+    same (the copies, or the partials of one sum, only change devices)."""
+    for i, d in enumerate(t.dims):
+        if axis in d.axes:
+            sizes = [vm.size([a]) for a in d.axes]
+            extent = arr.shape[i]
+            if extent % vm.size(d.axes):
+                raise IndivisibleDim(f"dim {d.label} of {extent} does not split over {''.join(d.axes)}")
+            split = arr.reshape(arr.shape[:i] + tuple(sizes) + (extent // vm.size(d.axes),) + arr.shape[i + 1 :])
+            rolled = np.roll(split, offset, axis=i + d.axes.index(axis))
+            return rolled.reshape(arr.shape)
+    return arr
+
+
 # ---------------------------------------------------------------- local einsum
 
 
@@ -371,13 +404,15 @@ def _einsum(vm: VirtualMesh, net: Net, step: Step, lb: Buffers, rb: Buffers) -> 
 Move = Callable[..., tuple[Buffers, Layout]]  # (vm, net, step, *input buffers) -> (buffers, derived layout)
 
 MOVES: dict[Op, Move] = {
-    # collectives are the identity on global values; each changes only the layout
+    # collectives are the identity on global values; each changes only the layout (a Shift excepted)
     Op.ALL_GATHER: _all_gather,  # [I_X] -> [I]
     Op.REDUCE_SCATTER: _reduce_scatter,  # [I]{U_X} -> [I_X]
     Op.ALL_REDUCE: _all_reduce,  # [I]{U_X} -> [I]
     Op.ALL_TO_ALL: _all_to_all,  # [I_X, J] -> [I, J_X]
     Op.SLICE: _slice,  # [I] -> [I_X]; read backwards ([I_X] -> [I]{U_X}) a zero-pad
     Op.PERMUTE: _permute,  # [I_X, J_Y] -> [I_Y, J_X]
+    # the one op that is not the identity on global values: it rolls the blocks along the dim its axis shards
+    Op.SHIFT: _shift,  # [I_X] -> [I_X], device x's block now on x + k
     # the local product: the dense einsum of each device's blocks
     Op.EINSUM: _einsum,
 }

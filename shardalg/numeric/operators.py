@@ -16,6 +16,7 @@ replicated, so the transposes here are the ``R``/``U`` lines of the table::
     AllReduce_A (U -> R)         <->  AllReduce_A (U -> R)
     AllToAll_{A, d' -> d}        <->  AllToAll_{A, d -> d'}
     Permute_{X,Y}                <->  Permute_{X,Y} (the inverse permutation of devices)
+    Shift_{X,k}                  <->  Shift_{X,-k} (the inverse cyclic permutation along X)
     Slice_{A,d} (R -> S)         <->  zero-pad (S -> U): a Slice step whose axes leave d into {U_A}
 
 Only the axes the op names change kind (R and U swap on them); the other axes keep their marks, which
@@ -189,6 +190,24 @@ def _t_permute(s: Step) -> Step:
     )
 
 
+def _t_shift(s: Step) -> Step:
+    (t,) = s.inputs
+    assert s.offset is not None
+    (axis,) = s.axes
+    # the cotangent's kind on the axis: S stays; R and U swap (the layout is the same on both sides)
+    swap = axis not in t.sharded_axes
+    back_in = _marked(s.output, s.axes, axis not in s.output.unreduced) if swap else s.output
+    back_out = _marked(t, s.axes, axis not in t.unreduced) if swap else t
+    return Step(
+        Op.SHIFT,
+        (back_in,),
+        back_out,
+        s.axes,
+        reason=f"transpose of Shift_{{{axis},{s.offset:+d}}}: the inverse shift",
+        offset=-s.offset,
+    )
+
+
 def _t_slice(s: Step) -> Step:
     (t,) = s.inputs
     if is_zero_pad(s):  # the transpose of a zero-pad is the Slice it came from
@@ -217,6 +236,7 @@ TRANSPOSE_OF = {
     Op.ALL_REDUCE: _t_all_reduce,
     Op.ALL_TO_ALL: _t_all_to_all,
     Op.PERMUTE: _t_permute,
+    Op.SHIFT: _t_shift,
     Op.SLICE: _t_slice,
 }
 

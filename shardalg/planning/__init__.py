@@ -3,8 +3,10 @@
 - :mod:`.planner` (the entry point, ``plans``/``plan``) and :mod:`.einsum_plans` (the enumeration of compute
   layouts and finishes for an einsum);
 - :mod:`.redistribute` (the cheapest sequences of rules between two shardings of one tensor);
-- :mod:`.programs` (checking a program statement by statement), :mod:`.backward` (the derived backward
-  program, each gradient einsum planned), :mod:`.verify` (checking a hand-written backward).
+- :mod:`.programs` (checking a program statement by statement), :mod:`.forward` (the forward as the
+  backward reads it: versions of values, each statement's plan, gathered copies), :mod:`.gradients` (the two
+  gradients of a product planned together), :mod:`.backward` (the derived backward program), :mod:`.verify`
+  (checking a hand-written backward).
 
 Imports: :mod:`shardalg.algebra`, :mod:`shardalg.notation`, :mod:`shardalg.errors`. The planner ranks by bytes;
 it takes any other ranking as functions (``key`` for plans, ``weigh`` for one step), which is how

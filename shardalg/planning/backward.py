@@ -17,8 +17,15 @@ may stay unreduced where its primal is replicated (not invariant), so a reductio
 fused later.
 
 Operands. The cotangent operand is the gradient accumulated so far; the primal operand is the value as the
-forward keeps it: the version the einsum read, except that a copy made by an AllGather is not kept (FSDP
-frees gathered weights), so the planner gathers it again.
+forward keeps it. A product whose operands do not meet as written (case 4: ``A[I_X, J] · B[J, K_X]``) is
+planned as ``plan`` plans it (``AllGather_X(B)`` first), so its einsum reads a gathered copy. A copy made
+by an AllGather (a statement, or a step of the forward's plan) is not kept by default (FSDP frees gathered
+weights), so the planner gathers it again from the version the program wrote; with ``keep_gathered`` the
+backward reads the forward's copy instead (the book's TP row: 4BD of traffic instead of 6BD), and the
+memory that costs, the bytes per device of each kept copy, is part of the result.
+
+Joint choice. The two gradients of a product share the cotangent: they are planned together
+(:mod:`.gradients`), so a version of ``dC`` one plan gathers (``AllGather_XY(dC)``) can serve the other.
 
 This is not "transpose each forward collective" (that is :func:`shardalg.algebra.transpose.transpose`, the local
 view): case 3's forward AllReduce has no backward communication, and case 1's free forward needs
@@ -33,13 +40,15 @@ from itertools import combinations
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
-from shardalg.errors import ShardalgError, UsageError
+from shardalg.algebra.traffic import DEFAULT_DTYPE, Bytes, Sizes, local_elements
+from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Statement, Tensor
 
-from .forward import Einsum, analyze, grad_name
+from .forward import Einsum, Forward, analyze, grad_name
+from .gradients import Chosen, Gradient, candidates, choose
 
-__all__ = ["backward", "BackwardProgram", "GradStep"]
+__all__ = ["backward", "BackwardProgram", "GradStep", "GatheredCopy"]
 
 
 # ---- the backward program -----------------------------------------------------------------------------
@@ -65,6 +74,17 @@ class GradStep:
 
 
 @dataclass(frozen=True)
+class GatheredCopy:
+    """A copy an AllGather made in the forward and a gradient einsum reads: ``kept`` when the backward
+    reads it (``keep_gathered``), else the backward starts from ``source`` and the copy is freed."""
+
+    tensor: Tensor
+    source: Tensor
+    bytes_per_device: Bytes
+    kept: bool
+
+
+@dataclass(frozen=True)
 class BackwardProgram:
     """The derived backward of a forward program: the planned gradient einsums in order.
 
@@ -80,6 +100,8 @@ class BackwardProgram:
     gradients: tuple[tuple[str, Tensor], ...]
     forward_plans: tuple[Plan, ...]
     defer_reductions: bool = False
+    keep_gathered: bool = False
+    gathered: tuple[GatheredCopy, ...] = ()
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -92,8 +114,38 @@ class BackwardProgram:
 
     @property
     def forward_collectives(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
-        """The same for the forward, each einsum planned by the planner as written."""
+        """The same for the forward: every statement planned by the planner as written (collective
+        statements, reshardings and the collectives a product's plan runs), in program order."""
         return tuple((s.op.value, s.axes) for p in self.forward_plans for s in p.steps if s.communicates)
+
+    @property
+    def kept_bytes(self) -> Bytes:
+        """Bytes per device of the forward's gathered copies the backward keeps (0 unless keep_gathered)."""
+        total = Bytes()
+        for c in self.gathered:
+            if c.kept:
+                total = total + c.bytes_per_device
+        return total
+
+    def memory_lines(self) -> list[str]:
+        """What keeping or freeing the forward's gathered copies means, one line a copy (no comment mark)."""
+        from shardalg.notation.printing import text
+
+        lines = []
+        for c in self.gathered:
+            if c.kept:
+                lines.append(f"kept from the forward: {text(c.tensor)}, {c.bytes_per_device} bytes per device")
+            else:
+                lines.append(
+                    f"not kept: the forward's gathered copy {text(c.tensor)} is freed and the backward reads "
+                    f"{text(c.source)} (keep_gathered keeps it: {c.bytes_per_device} bytes per device)"
+                )
+        if any(c.kept for c in self.gathered):
+            lines.append(f"kept copies in all: {self.kept_bytes} bytes per device")
+        return lines
+
+    def _with_memory(self, body: str, mark: str) -> str:
+        return "\n".join([body, *(f"{mark} {line}" for line in self.memory_lines())])
 
     def gradient(self, name: str) -> Tensor:
         for n, t in self.gradients:
@@ -120,17 +172,17 @@ class BackwardProgram:
     def __str__(self) -> str:
         from shardalg.notation.printing import text
 
-        return text(self.plan())
+        return self._with_memory(text(self.plan()), "#")
 
     def unicode(self) -> str:
         from shardalg.notation.printing import unicode
 
-        return unicode(self.plan())
+        return self._with_memory(unicode(self.plan()), "#")
 
     def latex(self) -> str:
         from shardalg.notation.printing import latex
 
-        return latex(self.plan())
+        return self._with_memory(latex(self.plan()), "%")
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
@@ -154,6 +206,13 @@ class BackwardProgram:
         return {
             "kind": "backward",
             "defer_reductions": self.defer_reductions,
+            "keep_gathered": self.keep_gathered,
+            "gathered_copies": [
+                {"tensor": text(c.tensor), "source": text(c.source), "kept": c.kept,
+                 "bytes_per_device": c.bytes_per_device.json()}
+                for c in self.gathered
+            ],
+            "kept_bytes_per_device": self.kept_bytes.json(),
             "seeds": [text(t) for t in self.seeds],
             "gradients": {n: text(t) for n, t in self.gradients},
             "collectives": [{"op": op, "axes": list(axes)} for op, axes in self.collectives],
@@ -187,29 +246,6 @@ def _strip_invariant(t: Tensor) -> Tensor:
     return replace(t, invariant=()) if t.invariant else t
 
 
-def _choose(stmt: Arrow, targets: list[Tensor], mesh: Mesh, sizes: dict[str, int]) -> Plan:
-    """The cheapest plan of ``stmt`` to any of ``targets`` (bytes, then steps, then a fixed order)."""
-    from shardalg.algebra.traffic import Sizes
-
-    from .planner import plan, plans
-    from .redistribute import default_key
-
-    if len(targets) == 1:
-        return plan(replace(stmt, result=targets[0]), mesh, sizes)
-    found: list[Plan] = []
-    last_error: ShardalgError | None = None
-    for t in targets:
-        try:
-            found.extend(plans(replace(stmt, result=t), mesh, sizes))
-        except ShardalgError as err:  # an unreachable target is one candidate fewer
-            last_error = err
-    if not found:
-        assert last_error is not None
-        raise last_error
-    key = default_key(mesh, Sizes(sizes))
-    return min(found, key=key)
-
-
 def _with_invariant(p: Plan, invariant: tuple[str, ...]) -> Plan:
     """Mark the plan's final output invariant on ``invariant`` (the planner places I like R)."""
     if not invariant or not p.steps:
@@ -227,17 +263,96 @@ def _reason(e: Einsum, side: str, of: str, accumulate: bool) -> str:
     return text + (f", added to d{of} (the value is used twice)" if accumulate else "")
 
 
+class _Backward:
+    """The state of a derivation: the gradient of each global value so far, the steps already run."""
+
+    def __init__(self, fw: Forward, mesh: Mesh, sizes: dict[str, int], defer: bool, keep: bool):
+        self.fw, self.mesh, self.sizes, self.defer, self.keep = fw, mesh, sizes, defer, keep
+        self.grad: dict[str, Tensor] = {}
+        self.steps: list[GradStep] = []
+        self.made: set[Step] = set()
+        self.copies: dict[Tensor, GatheredCopy] = {}
+
+    def primal(self, e: Einsum, i: int) -> Tensor:
+        """Operand ``i`` of ``e`` as the backward reads it: the forward's gathered copy when kept, else the
+        version the program wrote before any AllGather."""
+        written = (e.left, e.right)[i]
+        source = self.fw.stored(written)
+        copy = e.kept[i]
+        if copy is None or copy == source:
+            return source
+        if copy not in self.copies:
+            width = (copy.dtype or DEFAULT_DTYPE).bytes
+            size = local_elements(copy, self.mesh, Sizes(self.sizes)).scale(width)
+            self.copies[copy] = GatheredCopy(copy, source, size, self.keep)
+        return copy if self.keep else source
+
+    def gradient(self, e: Einsum, side: str) -> tuple[str, Gradient, tuple[str, ...]]:
+        """What to plan for the gradient of one operand: its global value, the problem, invariant axes."""
+        rx = e.roots[0] if side == "left" else e.roots[1]
+        primal = self.primal(e, 1 if side == "left" else 0)
+        if rx in self.grad:
+            return rx, Gradient(side, primal, (_strip_invariant(self.grad[rx]),)), self.grad[rx].invariant
+        base = _target(self.fw.origin[rx], grad_name(rx), self.mesh)
+        invariant = base.invariant
+        base = _strip_invariant(base)
+        free = _deferrable(self.fw.origin[rx], self.mesh) if self.defer else ()
+        targets = tuple(
+            replace(base, unreduced=sub) for k in range(len(free), -1, -1) for sub in combinations(free, k)
+        )
+        return rx, Gradient(side, primal, targets), invariant
+
+    def record(self, e: Einsum, rx: str, chosen: Chosen, invariant: tuple[str, ...], dc: Tensor) -> None:
+        g = chosen.gradient
+        p = _with_invariant(chosen.plan, invariant)
+        accumulate = rx in self.grad
+        cot = chosen.shared if chosen.shared is not None else dc
+        stmt = Arrow(g.product(cot), p.output)
+        self.grad[rx] = p.output
+        reason = _reason(e, g.side, rx, accumulate)
+        if chosen.shared is not None:
+            reason += f"; reads {chosen.shared}, made for the other gradient of this product"
+        self.steps.append(
+            GradStep(rx, e.index, g.side, stmt, _reuse(_annotate(p, reason), self.made), accumulate, reason)
+        )
+
+    def product(self, e: Einsum) -> None:
+        """The two gradients of one forward einsum, planned together (one after the other when both
+        operands are the same value: the second adds to the first)."""
+        dc = self.grad[e.roots[2]]
+        if e.roots[0] == e.roots[1]:
+            for side in ("left", "right"):
+                rx, g, inv = self.gradient(e, side)
+                plan = candidates(g, dc, self.mesh, self.sizes)[0]
+                self.record(e, rx, Chosen(g, plan), inv, dc)
+            return
+        (rl, gl, il), (rr, gr, ir) = self.gradient(e, "left"), self.gradient(e, "right")
+        for chosen in choose(gl, gr, dc, self.mesh, self.sizes, self.made):
+            rx, inv = (rl, il) if chosen.gradient is gl else (rr, ir)
+            self.record(e, rx, chosen, inv, dc)
+
+
+def _legal(program: Program, mesh: Mesh, sizes: dict[str, int]) -> None:
+    """The legality rules, except case 4: a product whose result dims share an axis is planned as ``plan``
+    plans it (an operand gathered first), and its forward plan's collectives are part of the forward."""
+    from shardalg.algebra.legality import check
+
+    found = [v for v in check(program, mesh, sizes) if v.rule != "case-4"]
+    if found:
+        raise found[0].to_error()
+
+
 def backward(
     program: Program | Statement | str,
     mesh: Mesh | Mapping[str, int] | str | None = None,
     sizes: Mapping[str, int] | str | None = None,
     defer_reductions: bool = False,
+    keep_gathered: bool = False,
 ) -> BackwardProgram:
     """The backward program of ``program`` (text, a statement or a Program): each einsum's two gradient
-    einsums, in reverse order, planned from the cotangent's sharding to the gradient's target sharding."""
-    from shardalg.algebra.legality import as_sizes, check_or_raise
-
-    from .planner import plan as plan_one
+    einsums, in reverse order, planned together from the cotangent's sharding to the gradients' target
+    shardings. ``keep_gathered`` reads the forward's gathered copies instead of gathering again."""
+    from shardalg.algebra.legality import as_sizes
 
     if isinstance(program, str):
         from shardalg.notation.parse import parse
@@ -254,54 +369,24 @@ def backward(
         raise UsageError("backward needs a mesh, e.g. mesh=Mesh(X=4) or --mesh X=4")
     bound = dict(program.sizes)
     bound.update(as_sizes(sizes))
-    check_or_raise(program, m, bound)
+    _legal(program, m, bound)
     fw = analyze(program, m, bound)
 
-    # cotangents so far: global value -> its gradient tensor
-    grad: dict[str, Tensor] = {}
+    state = _Backward(fw, m, bound, defer_reductions, keep_gathered)
     seeds = []
     for r in fw.outputs:
         seed = _target(fw.latest[r], grad_name(r), m)
-        grad[r] = seed
+        state.grad[r] = seed
         seeds.append(seed)
-
-    steps: list[GradStep] = []
-    made: set[Step] = set()
     for e in reversed(fw.einsums):
-        rc = e.roots[2]
-        if rc not in grad:
-            continue  # the value feeds nothing that has a gradient
-        dc = grad[rc]
-        for side in ("left", "right"):
-            x, other = (e.left, e.right) if side == "left" else (e.right, e.left)
-            rx = e.roots[0] if side == "left" else e.roots[1]
-            o = fw.stored(other)
-            product = Product(dc, o) if side == "left" else Product(o, dc)
-            accumulate = rx in grad
-            if accumulate:
-                targets = [_strip_invariant(grad[rx])]
-                invariant = grad[rx].invariant
-            else:
-                base = _target(fw.origin[rx], grad_name(rx), m)
-                invariant = base.invariant
-                base = _strip_invariant(base)
-                free = _deferrable(fw.origin[rx], m) if defer_reductions else ()
-                targets = [
-                    replace(base, unreduced=sub) for k in range(len(free), -1, -1) for sub in combinations(free, k)
-                ]
-            stmt = Arrow(product, targets[0])
-            p = _with_invariant(_choose(stmt, targets, m, bound), invariant)
-            stmt = Arrow(product, p.output)
-            grad[rx] = p.output
-            reason = _reason(e, side, rx, accumulate)
-            steps.append(GradStep(rx, e.index, side, stmt, _reuse(_annotate(p, reason), made), accumulate, reason))
+        if e.roots[2] in state.grad:  # else the value feeds nothing that has a gradient
+            state.product(e)
 
-    forward_plans = tuple(plan_one(e.statement, m, bound) for e in fw.einsums)
     order = [*fw.inputs, *(e.roots[2] for e in fw.einsums)]
-    gradients = tuple((r, grad[r]) for r in order if r in grad)
+    gradients = tuple((r, state.grad[r]) for r in order if r in state.grad)
     return BackwardProgram(
-        program, m, tuple(sorted(bound.items())), tuple(seeds), tuple(steps), gradients, forward_plans,
-        defer_reductions,
+        program, m, tuple(sorted(bound.items())), tuple(seeds), tuple(state.steps), gradients, tuple(fw.plans),
+        defer_reductions, keep_gathered, tuple(state.copies.values()),
     )  # fmt: skip
 
 

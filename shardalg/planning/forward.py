@@ -2,7 +2,15 @@
 reads and writes (a value resharded by a collective is a new version of the same global value), which
 version the forward keeps for the backward, and the program's inputs and outputs.
 
-    >>> analyze(parse("In[B_X, D] * W[D_X, F] -> Out[B_X, F]"), Mesh(X=4), {}).einsums
+Every statement is also planned as written (the planner's default plan): a product whose operands do not
+meet as written (case 4, a contraction sharded differently on the two sides) gets the collectives its plan
+runs first, and the local einsum then reads the versions those make. Those versions, when an AllGather
+made them, are the forward's *gathered copies*: the backward either gathers again from the version the
+program wrote (the copy is freed, as FSDP does) or reads the copy the forward kept (``keep_gathered``).
+
+    >>> fw = analyze(parse("In[B_X, D] * W[D_X, F] -> Out[B_X, F]"), Mesh(X=4), {})
+    >>> fw.einsums[0].read[1], fw.einsums[0].kept[1]          # the plan gathers W; the copy is W[D, F]
+    (W[D, F], W[D, F])
 """
 
 from __future__ import annotations
@@ -10,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from shardalg.algebra.mesh import Mesh
-from shardalg.errors import ShapeMismatch, UsageError
+from shardalg.errors import ShapeMismatch, ShardalgError, UsageError
+from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Statement, Tensor
 
 __all__ = ["Forward", "Einsum", "grad_name", "analyze"]
@@ -26,7 +35,11 @@ def grad_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class Einsum:
-    """One forward einsum ``left · right -> out`` as the program wrote it (the shardings at use)."""
+    """One forward einsum ``left · right -> out`` as the program wrote it (the shardings at use).
+
+    ``plan`` is the statement's default plan; ``read`` the two operands its local einsum multiplies (the
+    written ones unless the plan reshards them first); ``kept[i]`` is ``read[i]`` when an AllGather (a
+    statement or a step of the plan) made it, else None: the gathered copy the forward may keep."""
 
     index: int
     left: Tensor
@@ -35,6 +48,9 @@ class Einsum:
     contract: tuple[str, ...] | None
     roots: tuple[str, str, str]  # the global values of left, right, out
     statement: Statement
+    plan: Plan | None = None
+    read: tuple[Tensor, Tensor] | None = None
+    kept: tuple[Tensor | None, Tensor | None] = (None, None)
 
 
 @dataclass
@@ -43,7 +59,8 @@ class Forward:
 
     ``origin[r]``: the tensor as global value ``r`` was made (a program input, an einsum's output);
     ``latest[r]``: its last version; ``gathered[t]``: for a tensor made by an AllGather statement, the
-    tensor it was gathered from; ``root[name]``: the global value a name denotes (a collective may rename).
+    tensor it was gathered from; ``root[name]``: the global value a name denotes (a collective may rename);
+    ``plans``: the default plan of each statement that runs something, in program order.
     """
 
     program: Program
@@ -55,6 +72,7 @@ class Forward:
     gathered: dict[Tensor, Tensor] = field(default_factory=dict)
     root: dict[str, str] = field(default_factory=dict)
     produced: set[str] = field(default_factory=set)
+    plans: list[Plan] = field(default_factory=list)
 
     def stored(self, t: Tensor) -> Tensor:
         """The version of ``t`` the forward keeps for the backward: undo AllGathers (their copies are freed)."""
@@ -129,17 +147,31 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
             if out_name in fw.root:
                 raise UsageError(f"{out_name} is assigned twice; give each product a new name", span=result.span,
                                  source=program.source)  # fmt: skip
+            p = _planned(s, program, mesh, sizes)
+            fw.plans.append(p)
+            read, kept = _operands(p, fw)
             fw.root[out_name] = out_name
             fw.produced.add(out_name)
             make(result, out_name)
-            fw.einsums.append(Einsum(i, left, right, result, expr.contract, (*roots, out_name), s))
+            fw.einsums.append(Einsum(i, left, right, result, expr.contract, (*roots, out_name), s, p, read, kept))
         elif isinstance(expr, Collective) or (isinstance(expr, Tensor) and result is not None):
             arg = expr.arg if isinstance(expr, Collective) else expr
             while isinstance(arg, Collective):
                 arg = arg.arg
             if not isinstance(arg, Tensor):
                 raise UsageError("a collective in a program applies to a tensor", span=s.span, source=program.source)
+            if _shifts(expr):
+                raise UsageError(
+                    "backward reads a program as dense einsums on global values, where every collective is the "
+                    "identity; a Shift moves blocks between devices (it rolls the value along the dim its axis "
+                    "shards), so it has no place there",
+                    span=s.span,
+                    source=program.source,
+                    fix="differentiate per-device code in the local view: shardalg.transpose (the transpose of "
+                    "Shift_{X,+k} is Shift_{X,-k})",
+                )
             r = see(arg, "operand")
+            fw.plans.append(_planned(s, program, mesh, sizes))
             if isinstance(expr, Collective):
                 out = apply_statement(s if isinstance(s, Arrow) else expr, mesh, sizes)
                 if out.name is None:
@@ -157,3 +189,51 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
     if not fw.einsums:
         raise UsageError("the program has no product: there is nothing to differentiate")
     return fw
+
+
+def _planned(s: Statement, program: Program, mesh: Mesh, sizes: dict[str, int]) -> Plan:
+    """The statement's default plan; a planner error is located in the program's source."""
+    from .planner import plan
+
+    try:
+        return plan(s, mesh, sizes)
+    except ShardalgError as err:
+        if err.span is None:
+            err.span = getattr(s, "span", None)
+        if program.source is not None:
+            err.with_source(program.source)
+        raise
+
+
+def _operands(p: Plan, fw: Forward) -> tuple[tuple[Tensor, Tensor], tuple[Tensor | None, Tensor | None]]:
+    """The operands the plan's local einsum reads, and for each the gathered copy it is (or None): a
+    version whose making (the plan's steps before the einsum, then the program's AllGather statements)
+    includes an AllGather. Plan steps that gather are recorded in ``fw.gathered`` like statements."""
+    einsum = next(st for st in p.steps if st.op is Op.EINSUM)
+    made: dict[Tensor, Step] = {}
+    for st in p.steps:
+        if st is einsum:
+            break
+        made[st.output] = st
+    read = (einsum.inputs[0], einsum.inputs[1])
+    kept: list[Tensor | None] = []
+    for t in read:
+        gathered, cur = False, t
+        while cur in made:
+            st = made[cur]
+            if st.op is Op.ALL_GATHER:
+                gathered = True
+                fw.gathered.setdefault(st.output, st.inputs[0])
+            cur = st.inputs[0]
+        gathered = gathered or cur in fw.gathered
+        kept.append(t if gathered else None)
+    return read, (kept[0], kept[1])
+
+
+def _shifts(expr: object) -> bool:
+    """Whether a collective statement applies a Shift anywhere in its chain."""
+    while isinstance(expr, Collective):
+        if expr.op is Op.SHIFT:
+            return True
+        expr = expr.arg
+    return False

@@ -170,15 +170,16 @@ def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:
     steps: list[Step] = []
     for i, col in enumerate(reversed(chain)):
         last = i == len(chain) - 1
-        stmt: Collective | Arrow = Collective(col.op, col.axes, cur, col.dim, span=col.span)
+        stmt: Collective | Arrow = Collective(col.op, col.axes, cur, col.dim, col.offset, span=col.span)
         if last and result is not None:
             stmt = Arrow(stmt, result)
         out = apply_statement(stmt, p.mesh, p.sizes.known)
         dim = col.dim
         if dim is None and col.op.takes_dim:
             dim = next(d.label for d, e in zip(cur.dims, out.dims, strict=True) if d.axes != e.axes)
+        sub = _fmt(col.axes) if col.offset is None else f"{{{','.join(col.axes)},{col.offset:+d}}}"
         steps.append(
-            Step(col.op, (cur,), out, col.axes, dim, reason=f"as written: {col.op.value}_{_fmt(col.axes)}")
+            Step(col.op, (cur,), out, col.axes, dim, reason=f"as written: {col.op.value}_{sub}", offset=col.offset)
         )
         cur = out
     return Plan((src,), tuple(steps), cur, note="the collective as written")

@@ -281,6 +281,22 @@ class _Checker:
                  f"{a.name} · {b.name} -> {out.name} is not a gradient einsum of the forward "
                  f"(dA = dC·Bᵀ or dB = Aᵀ·dC of one of its products)", i, span)  # fmt: skip
 
+    def shift(self, c: Collective, actual: Tensor, i: int, span: Span | None) -> None:
+        """A Shift in a backward: where its axis shards a dim it rolls the gradient's blocks (a wrong
+        gradient: the forward has no shift, every value's gradient sits where the value did); elsewhere it
+        moves copies or partials that are already in place (communication for nothing)."""
+        sharded = [d.label for d in actual.dims if set(c.axes) & set(d.axes)]
+        head = f"Shift_{{{','.join(c.axes)},{c.offset:+d}}}"
+        if sharded:
+            self.add(ERROR, "shifted-gradient",
+                     f"{head} rolls the blocks of {_show(actual)} along {sharded[0]}: every device then holds "
+                     "another device's block of the gradient", i, span, "drop the shift")  # fmt: skip
+            self.tainted.add(actual.name or "")
+        else:
+            self.add(WARNING, "wasteful-shift",
+                     f"{_show(actual)} is not sharded over {', '.join(c.axes)} (copies or partial sums of one "
+                     f"value), so {head} moves bytes and changes nothing", i, span, "drop the shift")  # fmt: skip
+
     def collective(self, s: Arrow | Collective, i: int) -> None:
         from shardalg.algebra.rules import RULES
         from shardalg.algebra.traffic import step_bytes
@@ -291,6 +307,8 @@ class _Checker:
         if not isinstance(c.arg, Tensor):
             raise UsageError("verify reads one collective of a named tensor per statement", span=s.span)
         actual = self.read(c.arg, i, s.span, c.op, c.axes)
+        if c.op is Op.SHIFT and c.offset is not None:
+            self.shift(c, actual, i, s.span)
         try:
             out = RULES[c.op].apply(actual, c.axes, c.dim, self.mesh)
         except ShardalgError as err:
@@ -435,7 +453,7 @@ def verify(
     derived_bytes = Bytes()
     for g in derived.grads:
         derived_bytes = derived_bytes + plan_bytes(g.plan, m, Sizes(bound))
-    quiet = any(f.severity == ERROR or f.rule == "wasteful-allreduce" for f in checker.findings)
+    quiet = any(f.severity == ERROR or f.rule in ("wasteful-allreduce", "wasteful-shift") for f in checker.findings)
     if checker.bytes.rank() > derived_bytes.rank() and not quiet:
         checker.add(WARNING, "extra-communication",
                     f"the backward communicates {checker.bytes} bytes; the derived one {derived_bytes}", None, None,

@@ -99,6 +99,9 @@ REFUSED = [
      "AllGather then Slice, or AllToAll, to move the sharding between X and Y"),
     (Op.PERMUTE, "X", None, "A[I_X, J]", IllegalCollective,
      "Permute swaps two mesh axes, not 1 (X)", "write Permute_{X,Y}"),
+    (Op.SHIFT, "XY", None, "A[I_XY, J]", IllegalCollective,
+     "Shift moves blocks around one ring, not 2 axes (X, Y)",
+     "shift along one axis: Shift_{X,+1}; a shift along several is one Shift per axis"),
 ]  # fmt: skip
 
 
@@ -139,6 +142,7 @@ def test_transposes_are_data() -> None:
         Op.ALL_REDUCE: Op.ALL_REDUCE,
         Op.ALL_TO_ALL: Op.ALL_TO_ALL,
         Op.PERMUTE: Op.PERMUTE,
+        Op.SHIFT: Op.SHIFT,  # by the opposite offset: the inverse cyclic permutation
         Op.SLICE: None,  # zero-pad to unreduced, no communication
     }
     assert RULES[Op.ALL_TO_ALL].transpose.dim is DimMap.SWAP
@@ -169,6 +173,8 @@ STATEMENTS = [
     ("Slice_{Z,B}: A[B_X, D_Y] -> A[B_XZ, D_Y]", "A[B_XZ, D_Y]"),
     ("Permute_{Y,Z}: A[I_Y, J] -> A[I_Z, J]", "A[I_Z, J]"),
     ("AllGather_Y(AllGather_X(A[I_X, J_Y]))", "A[I, J]"),
+    ("Shift_{X,+1}(A[I_X, J]) -> A[I_X, J]", "A[I_X, J]"),  # the layout stays; the blocks move
+    ("Shift_{Y,-1}(A[I, J]{U_Y})", "A[I, J]{U_Y}"),
 ]
 
 
@@ -236,3 +242,37 @@ def test_every_move_checks_and_is_the_identity_on_numbers(
     assert out == tensor_with(t, RULES[op].effect(lay, axes, dim))
     res = run_plan(Plan((t,), (Step(op, (t,), out, axes, label),), out), mesh, rng=np.random.default_rng(0))
     assert res.ok, str(res)
+
+
+# ---- the ring shift: the layout stays, the blocks move (the one op that is not the identity) ------------
+
+
+@pytest.mark.parametrize("offset", [1, -1, 3, 6])
+def test_a_shift_rolls_the_blocks_of_the_dim_its_axis_shards(offset: int) -> None:
+    """Device x's block goes to x + k: the reassembled value is the dense value rolled by k blocks (numpy's
+    own roll, independent of the executor), and the bytes are one shard a device."""
+    a = T("A[I_X, J]")
+    step = Step(Op.SHIFT, (a,), a, ("X",), offset=offset)
+    dense = np.arange(8 * 3, dtype=float).reshape(8, 3)
+    res = run_plan(Plan((a,), (step,), a), Mesh(X=4), {"I": 8, "J": 3}, inputs={"A": dense})
+    assert res.ok, str(res)
+    assert np.array_equal(res.output, np.roll(dense, 2 * offset, axis=0))  # 2 rows a block
+    assert res.total_bytes == 4 * 2 * 3 * 2  # each of 4 devices receives its 2x3 bf16 block
+
+
+def test_a_shift_of_a_replicated_or_unreduced_value_keeps_the_value() -> None:
+    rng = np.random.default_rng(3)
+    for t in ("A[I, J]", "A[I, J]{U_X}", "A[I_Y, J]"):
+        dense = rng.standard_normal((4, 3))
+        step = Step(Op.SHIFT, (T(t),), T(t), ("X",), offset=1)
+        res = run_plan(Plan((T(t),), (step,), T(t)), Mesh(X=4, Y=2), {"I": 4, "J": 3}, inputs={"A": dense})
+        assert res.ok and np.allclose(res.output, dense), t  # copies, or partials of one sum, change devices
+
+
+def test_a_shift_of_a_minor_axis_rolls_that_digit_of_the_block_index() -> None:
+    """A[I_XY] on X=2, Y=2: block x·2 + y; Shift_Y by +1 swaps the y digit within each x."""
+    a = T("A[I_XY]")
+    dense = np.arange(4.0)
+    res = run_plan(Plan((a,), (Step(Op.SHIFT, (a,), a, ("Y",), offset=1),), a), Mesh(X=2, Y=2), {"I": 4},
+                   inputs={"A": dense})  # fmt: skip
+    assert res.ok and list(res.output) == [1.0, 0.0, 3.0, 2.0]

@@ -117,6 +117,14 @@ def test_permute_transposes_to_the_inverse_permutation():
     assert (s.op, s.input, s.output) == (Op.PERMUTE, T("I_YX J"), T("I_XY J"))
 
 
+def test_shift_transposes_to_the_inverse_shift():
+    mesh = Mesh(X=4, Y=2)
+    s = one(LocalStep(Op.SHIFT, T("I_X J"), T("I_X J"), ("X",), offset=3), mesh)
+    # the cotangent is unreduced over the replicated Y; the shift moves it back along X
+    assert (s.op, s.input, s.output, s.offset) == (Op.SHIFT, T("I_X J", "Y"), T("I_X J", "Y"), -3)
+    assert str(s) == "Shift_{X,-3}(A[I_X, J]{U_Y}) -> A[I_X, J]{U_Y}"
+
+
 def test_multi_dim_allgather_transposes_to_one_reduce_scatter_per_dim():
     fwd = Step(Op.ALL_GATHER, (T("B_X D_Y"),), T("B D"), ("X", "Y"))
     back = transpose(fwd, MESH)
@@ -195,12 +203,16 @@ def local_steps(draw, max_axis: int = 4) -> tuple[LocalStep, Mesh]:
         options.append((Op.SLICE, free[:1], labels[0], [(free[:1], Kind.S, labels[0])]))
     if t.invariant:
         options.append((Cast.PVARY, t.invariant, None, [(t.invariant, Kind.R, None)]))
-    if len(names) >= 2:
+    if len(names) >= 2 and mesh[names[0]].size == mesh[names[1]].size:  # a swap that keeps local shapes
         a, b = names[0], names[1]
         swap = {a: b, b: a}
         sw = Tensor("A", tuple(d.with_axes(tuple(swap.get(x, x) for x in d.axes)) for d in t.dims),
                     tuple(swap.get(x, x) for x in t.unreduced), tuple(swap.get(x, x) for x in t.invariant))  # fmt: skip
         options.append((Op.PERMUTE, (a, b), None, sw))
+    offset = None
+    if names:  # a ring shift: the layout stays
+        options.append((Op.SHIFT, names[:1], None, t))
+        offset = draw(st.sampled_from([1, -1, 2]))
     op, axes, dim, effect = draw(st.sampled_from(options))
     if isinstance(effect, Tensor):
         out = effect
@@ -208,7 +220,8 @@ def local_steps(draw, max_axis: int = 4) -> tuple[LocalStep, Mesh]:
         out = t
         for ax, kind, d in effect:
             out = _set(out, ax, kind, d)
-    return LocalStep(op, t, out, axes, dim if op in (Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.SLICE, Cast.PAD) else None), mesh
+    return LocalStep(op, t, out, axes, dim if op in (Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.SLICE, Cast.PAD) else None,
+                     offset=offset if op is Op.SHIFT else None), mesh  # fmt: skip
 
 
 @given(local_steps())

@@ -126,13 +126,32 @@ def test_tp_compute_bound():
 
 
 def test_fsdp_tp_optimum_and_compute_bound():
-    pc = cost(parse(FSDP_TP_FORWARD), Mesh(X=None, Y=None), latency=False, **SYMBOLIC)
+    pc = cost(parse(FSDP_TP_FORWARD), Mesh(X=None, Y=None), latency=False, overlap="steady", **SYMBOLIC)
     opt = optimum(pc, over="X", subject_to=sympy.Eq(X * Y, N))
     assert sympy.simplify(opt.result - sympy.sqrt(B * M_X * N / (F * M_Y))) == 0
     d = compute_bound(pc, "B", substitute={X: opt.result, Y: N / opt.result})
     assert same(d.result, B / N > (C / W) ** 2 / (M_X * M_Y * F)) or same(
         d.result, B > N * (C / W) ** 2 / (M_X * M_Y * F)
     )
+
+
+@pytest.mark.parametrize("overlap, factor", [("steady", 1), ("serial", 4)])
+def test_fsdp_tp_threshold_under_each_policy(overlap, factor):
+    # the book: with the X and Y communication overlapped the FSDP+TP batch threshold is 4x lower than when
+    # they add up; X_opt is the same either way (max(aX, b/X) and aX + b/X are least at the same X)
+    pc = cost(parse(FSDP_TP_FORWARD), Mesh(X=None, Y=None), latency=False, overlap=overlap, **SYMBOLIC)
+    opt = optimum(pc, over="X", subject_to=sympy.Eq(X * Y, N))
+    assert sympy.simplify(opt.result - sympy.sqrt(B * M_X * N / (F * M_Y))) == 0
+    assert opt.title.endswith(f"(overlap {overlap})")
+    d = compute_bound(pc, "B", substitute={X: opt.result, Y: N / opt.result})
+    assert same(d.result, B > factor * N * (C / W) ** 2 / (M_X * M_Y * F))
+
+
+def test_fsdp_tp_optimum_under_the_schedule_has_no_closed_form_here():
+    # under the schedule the forward's communication is max(a, b) + c: a clear refusal, not a sympy error
+    pc = cost(parse(FSDP_TP_FORWARD), Mesh(X=None, Y=None), latency=False, overlap="schedule", **SYMBOLIC)
+    with pytest.raises(UsageError, match="no closed form for X"):
+        optimum(pc, over="X", subject_to=sympy.Eq(X * Y, N), overlap="schedule")
 
 
 def test_decode_y_max():
@@ -154,7 +173,7 @@ def test_seed_002_table_numbers_on_v5p():
     tp = compute_bound(parse(TP_FORWARD), "Y", mesh=Mesh(Y=None), hw="tpu-v5p")
     assert float((F / tp.result.rhs).subs(tp.values)) == pytest.approx(2550)
     mesh = Mesh([Axis("X", None, links=2), Axis("Y", None, links=1)])
-    pc = cost(parse(FSDP_TP_FORWARD), mesh, sizes={"F": 30_000}, hw="tpu-v5p", latency=False)
+    pc = cost(parse(FSDP_TP_FORWARD), mesh, sizes={"F": 30_000}, hw="tpu-v5p", latency=False, overlap="steady")
     opt = optimum(pc, over="X", subject_to=sympy.Eq(X * Y, N))
     fsdp_tp = compute_bound(pc, "B", substitute={X: opt.result, Y: N / opt.result})
     per_chip = float((fsdp_tp.result.rhs / N).subs(fsdp_tp.values))

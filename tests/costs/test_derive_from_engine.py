@@ -60,6 +60,6 @@ def test_fsdp_tp_optimum_from_planned_forward():
     program = forward_plans(
         "In[B_X, D_Y] · W_in[D_X, F_Y] -> Tmp[B_X, F_Y]; Tmp[B_X, F_Y] · W_out[F_Y, D_X] -> Out[B_X, D_Y]", mesh
     )
-    pc = sa.cost(program, mesh, latency=False, symbolic_links=True)
+    pc = sa.cost(program, mesh, latency=False, symbolic_links=True, overlap="steady")
     opt = optimum(pc, over="X", subject_to=sympy.Eq(X * Y, N))
     assert sympy.simplify(opt.result - sympy.sqrt(B * M_X * N / (F * M_Y))) == 0  # seed 002 §4.3

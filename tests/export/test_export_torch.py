@@ -54,6 +54,12 @@ def test_four_ranks_and_a_permute_on_three_axes() -> None:
     assert r.ok, r.message
 
 
+def test_shift_exports_as_send_and_receive() -> None:
+    src = export_torch(HAND_PLANS["shift"], MESH)
+    # rank (x, y) receives from ((x - 1) mod 4, y): ranks are row-major, y fastest
+    assert "A2 = _permute(A, [6, 7, 0, 1, 2, 3, 4, 5])  # Shift_{X,+1}" in src
+
+
 def test_generated_module_reads_like_the_plan() -> None:
     src = export_torch(HAND_PLANS["fsdp_tp"], MESH)
     assert "    return init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_AXES)\n" in src

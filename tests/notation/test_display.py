@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import shardalg as sa
-from shardalg.notation.printing.display import html_table, short
+from shardalg.notation.printing.display import html_table, seconds_text, short
 from shardalg.notation.printing.symbology import latex_escape_text
 
 MESH = sa.Mesh(X=4)
@@ -80,10 +80,14 @@ def test_ranked_plans_as_an_html_table() -> None:
     found = sa.plans("X[B, D] · Y[D_X, F] -> Z[B, F]", MESH, {"B": 512, "D": 8192, "F": 16384}, hw="tpu-v5p")
     html = found._repr_html_()
     assert html.startswith("<table><caption>2 plans for X[B, D] · Y[D_X, F] → Z[B, F], cheapest first</caption>")
-    assert "<th>#</th><th>collectives</th><th>bytes communicated</th><th>time on tpu-v5p</th><th>steps</th>" in html
-    rows = re.findall(r"<tr><td>(\d)</td><td><code>([^<]*)</code></td><td>(\d+)</td><td>([^<]*)</td>", html)
-    assert rows == [("1", "Slice_X(X), AllReduce_X(Z)", "33554432", "186 us"),
-                    ("2", "AllGather_X(Y)", "268435456", "1.49e+03 us")]  # fmt: skip
+    assert "<th>#</th><th>collectives</th><th>bytes communicated</th><th>time on tpu-v5p (schedule)</th><th>steps</th>" in html
+    rows = re.findall(r"<tr><td>(\d)</td><td><code>([^<]*)</code></td><td>([\d,]+)</td><td>([^<]*)</td>", html)
+    assert rows[0] == ("1", "Slice_X(X), AllReduce_X(Z)", "33,554,432", "261 µs")
+    assert rows[-1][1:3] == ("AllGather_X(Y)", "268,435,456")
+    # the column is the ranking's own time: each plan's cost on the chip under the same policy
+    sizes = {"B": 512, "D": 8192, "F": 16384}
+    times = [sa.cost(p, MESH, sizes=sizes, hw="tpu-v5p").seconds for p in found]
+    assert [r[3] for r in rows] == [seconds_text(t) for t in times] and times == sorted(times)
     symbolic = sa.plans("A[I_X, J] · B[J, K_X] -> C[I_X, K]", MESH)._repr_html_()
     assert "<td>2*J*K</td>" in symbolic and "time on" not in symbolic
 
@@ -119,7 +123,9 @@ def test_text_in_latex_has_no_backslash_escapes_that_mathjax_shows_literally() -
 def test_cost_breakdown_and_derivation_show_themselves() -> None:
     found = sa.plans("A[I, J_X] · B[J_X, K] -> C[I, K_X]", MESH)
     c = sa.cost(found[0], MESH, sizes={"I": 1024, "J": 8192, "K": 4096}, hw="tpu-v5p")
-    assert repr(c) == "<PlanCost Max(17179869184/C, 2*T_min, 8388608/W_ici) = 46.6 us; 2 steps, model ici>"
+    assert repr(c) == "<PlanCost Max(2*T_min, 8388608/W_ici) + 17179869184/C = 84 µs; 2 steps, schedule, model ici>"
+    steady = sa.cost(found[0], MESH, sizes={"I": 1024, "J": 8192, "K": 4096}, hw="tpu-v5p", overlap="steady")
+    assert repr(steady) == "<PlanCost Max(17179869184/C, 2*T_min, 8388608/W_ici) = 46.6 µs; 2 steps, steady, model ici>"
     html = c._repr_html_()
     assert "<th>step</th><th>bytes</th><th>communication (s)</th><th>compute (s)</th>" in html
     assert "<td><code>ReduceScatter_{X,K}(C[I, K]{U_X}) → C[I, K_X]</code></td><td>8388608</td>" in html
@@ -129,3 +135,11 @@ def test_cost_breakdown_and_derivation_show_themselves() -> None:
     d = sa.compare(a, b, "D", mesh=sa.Mesh(X=None))
     assert repr(d).endswith(": D > 2*B (6 steps)>") and "\n" not in repr(d)
     assert pretty(d) == repr(d) and pretty(c) == repr(c)
+
+
+def test_seconds_and_bytes_read_as_a_person_writes_them() -> None:
+    assert [seconds_text(t) for t in (45.0, 1.26e-3, 2.8e-4, 999.9e-6, 5e-10, 0.0, 3600 * 30)] == [
+        "45 s", "1.26 ms", "280 µs", "1 ms", "0.5 ns", "0 s", "108,000 s"]  # fmt: skip
+    from shardalg.notation.printing.display import bytes_text
+
+    assert bytes_text("16777216") == "16,777,216" and bytes_text("2*J*K") == "2*J*K"

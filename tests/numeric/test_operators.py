@@ -67,6 +67,8 @@ TRANSPOSES = [  # forward, its transpose as the executor runs it
     ("AllToAll_{YX,J}(A[I_XY, J]) -> A[I, J_YX]", "AllToAll_{XY,I}(A[I, J_YX]) -> A[I_XY, J]"),
     ("Permute_{X,Z}(A[I_XY, J_Z]) -> A[I_ZY, J_X]", "Permute_{X,Z}(A[I_ZY, J_X]) -> A[I_XY, J_Z]"),
     ("Slice_{Z,B}(A[B_X, D]) -> A[B_XZ, D]", "Slice_{Z,B}(A[B_XZ, D]) -> A[B_X, D]{U_Z}"),
+    ("Shift_{Y,+1}(A[I_XY, J]) -> A[I_XY, J]", "Shift_{Y,-1}(A[I_XY, J]) -> A[I_XY, J]"),
+    ("Shift_{Y,+2}(A[I_X, J]) -> A[I_X, J]", "Shift_{Y,-2}(A[I_X, J]{U_Y}) -> A[I_X, J]{U_Y}"),
 ]
 
 
@@ -74,7 +76,7 @@ TRANSPOSES = [  # forward, its transpose as the executor runs it
 def test_transpose_step_by_hand(fwd: str, back: str) -> None:
     s, b = S(fwd), S(back)
     t = transpose_step(s)
-    assert (t.op, t.inputs, t.output, t.axes) == (b.op, b.inputs, b.output, b.axes)
+    assert (t.op, t.inputs, t.output, t.axes, t.offset) == (b.op, b.inputs, b.output, b.axes, b.offset)
     assert transpose_matches(s, MESH)
     assert transpose_step(t) == s
     assert dot_test(s, MESH) < 1e-13
@@ -89,7 +91,8 @@ def test_zero_pad_is_free_and_keeps_the_value() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["AllToAll_{YX,J}(A[I_XY, J]) -> A[I, J_YX]", "Permute_{X,Z}(A[I_XY, J_Z]) -> A[I_ZY, J_X]"],
+    ["AllToAll_{YX,J}(A[I_XY, J]) -> A[I, J_YX]", "Permute_{X,Z}(A[I_XY, J_Z]) -> A[I_ZY, J_X]",
+     "Shift_{Y,+1}(A[I_XY, J]) -> A[I_XY, J]"],
 )
 def test_all_to_all_and_permute_are_permutations(text: str) -> None:
     m = operator_matrix(S(text), MESH)
@@ -149,13 +152,14 @@ def _their_steps(step: Step, mesh: Mesh) -> list[Step]:
     from shardalg.algebra.transpose import Cast, LocalStep, transpose
 
     fwd = LocalStep(
-        Cast.PAD if is_zero_pad(step) else step.op, step.inputs[0], step.output, step.axes, step.dim
+        Cast.PAD if is_zero_pad(step) else step.op, step.inputs[0], step.output, step.axes, step.dim,
+        offset=step.offset,
     )
     out = []
     for ls in transpose(fwd, mesh):
         op = Op.SLICE if ls.op is Cast.PAD else ls.op
         assert isinstance(op, Op), ls
-        out.append(Step(op, (ls.input,), ls.output, ls.axes, ls.dim))
+        out.append(Step(op, (ls.input,), ls.output, ls.axes, ls.dim, offset=ls.offset))
     return out
 
 
@@ -183,3 +187,27 @@ def test_rules_py_names_the_same_transpose(fwd: str, back: str) -> None:
     mine = transpose_step(s)
     named = RULES[s.op].transpose.op
     assert named == (None if is_zero_pad(mine) else mine.op)
+
+
+# ---------------------------------------------------------------- the ring shift and its inverse
+
+
+@pytest.mark.parametrize("k", [1, -1, 2, 3, -5])
+@pytest.mark.parametrize("t", ["A[I_Y, J]", "A[I_XY, J]", "A[I, J]", "A[I, J]{U_Y}", "A[I_X, J_Y]"])
+def test_the_transpose_of_a_shift_by_k_is_a_shift_by_minus_k(t: str, k: int) -> None:
+    """JAX's ppermute pair: <Shift_{Y,k} x, y> = <x, Shift_{Y,-k} y> on random stacked buffers, and the
+    matrices are exact transposes (the shift's is a permutation matrix, so its transpose is its inverse)."""
+    step = S(f"Shift_{{Y,{k:+d}}}({t}) -> {t}")
+    back = transpose_step(step)
+    assert back.op is Op.SHIFT and back.offset == -k and back.axes == ("Y",)
+    assert dot_test(step, MESH, rng=np.random.default_rng(k % 7)) < 1e-13
+    assert transpose_matches(step, MESH)
+    m = operator_matrix(step, MESH)
+    assert np.array_equal(m @ operator_matrix(back, MESH), np.eye(m.shape[0], dtype=m.dtype))
+
+
+def test_a_wrong_transpose_fails_the_dot_product_test() -> None:
+    """Not vacuous: a shift by +k is not its own transpose when it moves blocks (|Y| = 3)."""
+    step = S("Shift_{Y,+1}(A[I_Y, J]) -> A[I_Y, J]")
+    wrong = Step(Op.SHIFT, step.inputs, step.output, step.axes, offset=1)
+    assert not np.array_equal(operator_matrix(wrong, MESH), operator_matrix(step, MESH).T)

@@ -114,8 +114,9 @@ def test_fsdp_tp_together():
     assert str(bw.gradient("W_in")) == "dW_in[D_X, F_Y]"
     assert str(bw.gradient("W_out")) == "dW_out[F_Y, D_X]"
     assert str(bw.gradient("In")) == "dIn[B_X, D_Y]"
-    # forward: gather In over Y (TP) and W_in over X (FSDP); W_out over X (written); reduce-scatter Out over Y
-    assert bw.forward_collectives == ((AG, ("Y",)), (AG, ("X",)), (RS, ("Y",)))
+    # forward: gather In over Y (TP) and W_in over X (FSDP); W_out over X (the statement written as such);
+    # reduce-scatter Out over Y
+    assert bw.forward_collectives == ((AG, ("Y",)), (AG, ("X",)), (AG, ("X",)), (RS, ("Y",)))
     # backward, per layer in reverse: the book's eleven steps (dOut gathered once, serving dH and dW_out)
     assert grads_by_value(bw) == [
         ("H", ((AG, ("Y",)), (AG, ("X",)))),  # dOut over Y, W_out over X again

@@ -90,6 +90,9 @@ def candidate_steps(mesh: Mesh, t: Tensor) -> list[Step]:
             sizes_ok = [mesh.group_size(d) for d in dims] == [mesh.group_size(d) for d in new]
             if sizes_ok and mesh.group_size(u) == mesh.group_size(nu):
                 out.append(Step(Op.PERMUTE, (t,), _with(t, new, nu), (a, b)))
+    for a in names:  # a ring shift along any axis, by +1 or -2: the layout stays
+        for k in (1, -2):
+            out.append(Step(Op.SHIFT, (t,), t, (a,), offset=k))
     return out
 
 

@@ -19,7 +19,7 @@ def S(text: str) -> Step:
     if isinstance(e, Product):
         return Step(Op.EINSUM, (e.left, e.right), st_.result, contract=e.contract or (), local=e.local)
     assert isinstance(e, Collective)
-    return Step(e.op, (e.arg,), st_.result, e.axes, e.dim)
+    return Step(e.op, (e.arg,), st_.result, e.axes, e.dim, offset=e.offset)
 
 
 def P(*texts: str) -> Plan:
@@ -85,6 +85,10 @@ HAND_PLANS: dict[str, Plan] = {
     "gather_two_dims": chain(col("AllGather", "XY", "A[I_X, J_Y]", "A[I, J]")),
     "reduce_scatter_in": chain(col("ReduceScatter", "Y", "C[I_X, K]{U_Y}", "C[I_XY, K]", "I")),
     "gather_yx": chain(col("AllGather", "YX", "A[I_YX, J]", "A[I, J]")),
+    # the ring shift: the blocks roll along the dim the axis shards; replicated or partial values keep theirs
+    "shift": chain(S("Shift_{X,+1}(A[I_X, J]) -> A2[I_X, J]")),
+    "shift_minor_back": chain(S("Shift_{Y,-1}(A[I_XY, J]) -> A2[I_XY, J]")),
+    "shift_partials": chain(S("Shift_{X,+3}(C[I, K]{U_X}) -> C2[I, K]{U_X}")),
 }
 
 # The forward programs in the notation (planned by the planner), on the mesh X=4, Y=2.
@@ -93,6 +97,7 @@ PROGRAMS = {
     "case2": "A[I, J_X] * B[J, K] -> C[I, K]",
     "case3": "A[I, J_X] * B[J_X, K] -> C[I, K]",
     "case4": "AllGather_X(B[J, K_X]) -> B[J, K]; A[I_X, J] * B[J, K] -> C[I_X, K]",
+    "case4_bare": "A[I_X, J] * B[J, K_X] -> C[I_X, K]",  # the forward's plan gathers B (issue 13)
     "dp": "In[B_X, D] * W[D, F] -> Out[B_X, F]",
     "fsdp": "In[B_X, D] * W[D_X, F] -> Out[B_X, F]",
     "tp": "In[B, D] * Win[D, F_Y] -> H[B, F_Y]; H[B, F_Y] * Wout[F_Y, D] -> Out[B, D]",

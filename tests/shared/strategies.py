@@ -30,17 +30,19 @@ from shardalg.notation.syntax import (
     Op,
     Product,
     Program,
+    Roles,
     Tensor,
 )
 
 __all__ = [
     "RESERVED", "identifiers", "axis_names", "dim_names", "tensor_names",
-    "dim_tuples", "tensors", "expressions", "statements", "programs", "mesh_decls",
+    "dim_tuples", "tensors", "expressions", "statements", "programs", "mesh_decls", "roles",
 ]  # fmt: skip
 
 # Words the grammar reads as keywords where a name could also stand.
 RESERVED: frozenset[str] = frozenset(
     {op.value for op in Op} | set(DTYPE_ALIASES) | {"mesh", "where", "LOCAL"}
+    | {"params", "embeddings", "saved", "kvcache", "tokens", "layers"}
 )
 
 Names = Sequence[str] | SearchStrategy[str]
@@ -144,11 +146,14 @@ def expressions(*, axes: Names | None = None, dims: Names | None = None, names: 
         contract = st.one_of(st.none(), st.lists(dim_pool, min_size=1, max_size=2).map(tuple))
         product = st.builds(Product, children, children, contract, st.booleans())
         collective = st.builds(
-            lambda op, ax, arg, dim: Collective(op, ax, arg, dim if op.takes_dim else None),
+            lambda op, ax, arg, dim, k: Collective(
+                op, ax, arg, dim if op.takes_dim else None, k if op.takes_offset else None
+            ),
             st.sampled_from(COLLECTIVE_OPS),
             st.lists(axis_pool, min_size=1, max_size=3).map(tuple),
             children,
             st.one_of(st.none(), dim_pool),
+            st.integers(-9, 9).filter(bool),  # a Shift's offset: nonzero
         )
         return st.one_of(product, collective)
 
@@ -170,6 +175,20 @@ def mesh_decls(axes: Names | None = None) -> SearchStrategy[MeshDecl]:
 
 
 @st.composite
+def roles(draw: st.DrawFn, *, names: Names | None = None, dims: Names | None = None) -> Roles:
+    """Role declarations: disjoint lists of tensor names per role, token dims, a layer count (a dim name or
+    an integer) or none; never empty (an empty Roles is no roles at all)."""
+    pool = draw(st.lists(_pool(names, tensor_names()), unique=True, max_size=6))
+    slots = draw(st.lists(st.integers(0, 4), min_size=len(pool), max_size=len(pool)))
+    groups = [tuple(n for n, s in zip(pool, slots, strict=True) if s == i) for i in range(4)]
+    dim_pool = _pool(dims, dim_names())
+    tokens = tuple(draw(st.lists(dim_pool, unique=True, max_size=2)))
+    layers = draw(st.one_of(st.none(), dim_pool, st.integers(1, 200)))
+    made = Roles(*groups, tokens, layers)
+    return made if not made.empty else Roles(layers=1)
+
+
+@st.composite
 def programs(draw: st.DrawFn, *, axes: Names | None = None, dims: Names | None = None, names: Names | None = None,
              max_statements: int = 4, max_leaves: int = 3, **tensor_options: bool) -> Program:
     """Statements with an optional ``mesh`` declaration and ``where`` size bindings."""
@@ -178,4 +197,5 @@ def programs(draw: st.DrawFn, *, axes: Names | None = None, dims: Names | None =
     mesh = draw(st.one_of(st.none(), mesh_decls(axes)))
     dim_pool = _pool(dims, dim_names())
     sizes = draw(st.lists(st.tuples(dim_pool, st.integers(1, 1 << 16)), max_size=3, unique_by=lambda p: p[0]))
-    return Program(tuple(body), mesh, tuple(sizes))
+    declared = draw(st.one_of(st.none(), roles(names=names, dims=dims)))
+    return Program(tuple(body), mesh, tuple(sizes), declared)

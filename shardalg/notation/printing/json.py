@@ -7,10 +7,13 @@ The forms (keys always present, lists for tuples, ``null`` for absent values)::
                 "unreduced": ["X"], "invariant": []}
     product    {"kind": "product", "left": expr, "right": expr, "contract": ["J"] | null, "local": false}
     collective {"kind": "collective", "op": "ReduceScatter", "axes": ["X"], "dim": "K" | null, "arg": expr}
+               (a Shift also has "offset": +1, its signed step; no other collective has the key)
     arrow      {"kind": "arrow", "expr": expr, "result": tensor}
     mesh       {"kind": "mesh", "axes": [{"name": "X", "size": 4}, ...]}
     program    {"kind": "program", "mesh": mesh | null, "statements": [statement, ...],
-                "sizes": [{"name": "I", "size": 1024}, ...]}
+                "sizes": [{"name": "I", "size": 1024}, ...], "roles": roles | null}
+    roles      {"kind": "roles", "params": ["W_in"], "embeddings": [], "saved": [], "kvcache": [],
+                "tokens": ["B", "T"], "layers": "L" | 80 | null}
     step       {"kind": "step", "op": "AllGather", "inputs": [tensor], "output": tensor, "axes": [...],
                 "dim": null, "contract": [], "local": false, "reason": "...", "statement": statement}
     plan       {"kind": "plan", "inputs": [tensor], "steps": [step], "output": tensor, "cases": [...], "note": ""}
@@ -26,7 +29,7 @@ from .base import Printer
 
 if TYPE_CHECKING:
     from ..plan import Plan, Step
-    from ..syntax import Arrow, Collective, Dim, MeshDecl, Node, Product, Program, Tensor
+    from ..syntax import Arrow, Collective, Dim, MeshDecl, Node, Product, Program, Roles, Tensor
 
 __all__ = ["JsonPrinter", "to_json"]
 
@@ -59,9 +62,12 @@ class JsonPrinter(Printer):
         })  # fmt: skip
 
     def _print_Collective(self, c: Collective) -> Json:
-        return self._with_span(c, {
+        out: Json = {
             "kind": "collective", "op": c.op.value, "axes": list(c.axes), "dim": c.dim, "arg": self._print(c.arg),
-        })  # fmt: skip
+        }  # fmt: skip
+        if c.offset is not None:  # a Shift only: other collectives keep the keys they always had
+            out["offset"] = c.offset
+        return self._with_span(c, out)
 
     def _print_Arrow(self, a: Arrow) -> Json:
         return self._with_span(a, {"kind": "arrow", "expr": self._print(a.expr), "result": self._print(a.result)})
@@ -74,14 +80,24 @@ class JsonPrinter(Printer):
             "kind": "program", "mesh": self._print(p.mesh) if p.mesh is not None else None,
             "statements": [self._print(s) for s in p.statements],
             "sizes": [{"name": n, "size": s} for n, s in p.sizes],
+            "roles": self._print(p.roles) if p.roles is not None else None,
+        })  # fmt: skip
+
+    def _print_Roles(self, r: Roles) -> Json:
+        return self._with_span(r, {
+            "kind": "roles", "params": list(r.params), "embeddings": list(r.embeddings), "saved": list(r.saved),
+            "kvcache": list(r.kvcache), "tokens": list(r.tokens), "layers": r.layers,
         })  # fmt: skip
 
     def _print_Step(self, s: Step) -> Json:
-        return {
+        out: Json = {
             "kind": "step", "op": s.op.value, "inputs": [self._print(t) for t in s.inputs],
             "output": self._print(s.output), "axes": list(s.axes), "dim": s.dim, "contract": list(s.contract),
             "local": s.local, "reason": s.reason, "statement": self._print(s.statement()),
         }  # fmt: skip
+        if s.offset is not None:
+            out["offset"] = s.offset
+        return out
 
     def _print_Plan(self, p: Plan) -> Json:
         return {

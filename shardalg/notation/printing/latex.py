@@ -79,7 +79,8 @@ class LatexPrinter(TextPrinter):
         return "\\begin{aligned}\n" + self.g("line_sep").join(rows) + "\n\\end{aligned}"
 
     def _print_Program(self, prog: Program) -> str:
-        self._aligned = len(prog.statements) + (prog.mesh is not None) + bool(prog.sizes) > 1
+        roles = len(self._role_lines(prog.roles)) if prog.roles is not None else 0
+        self._aligned = len(prog.statements) + (prog.mesh is not None) + bool(prog.sizes) + roles > 1
         try:
             return self._block(self._program_lines(prog))
         finally:

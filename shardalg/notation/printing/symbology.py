@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Glyph", "GLYPHS", "ASCII", "UNICODE", "LATEX", "PRECEDENCE", "precedence", "latex_escape_text",
-           "latex_escape_prose"]
+__all__ = ["Glyph", "GLYPHS", "ROLE_KEYWORDS", "ASCII", "UNICODE", "LATEX", "PRECEDENCE", "precedence",
+           "latex_escape_text", "latex_escape_prose"]
 
 ASCII, UNICODE, LATEX = 0, 1, 2
 
@@ -47,11 +47,21 @@ GLYPHS: dict[str, Glyph] = {
     "mesh": Glyph("mesh ", "mesh ", r"\text{mesh}\; "),
     "where": Glyph("where ", "where ", r"\text{where}\; "),
     "bind": Glyph("=", "=", "="),
+    # role declarations (whole models), in the order a program prints them
+    "params": Glyph("params ", "params ", r"\text{params}\; "),
+    "embeddings": Glyph("embeddings ", "embeddings ", r"\text{embeddings}\; "),
+    "saved": Glyph("saved ", "saved ", r"\text{saved}\; "),
+    "kvcache": Glyph("kvcache ", "kvcache ", r"\text{kvcache}\; "),
+    "tokens": Glyph("tokens ", "tokens ", r"\text{tokens}\; "),
+    "layers": Glyph("layers ", "layers ", r"\text{layers}\; "),
     # program layout
     "line_sep": Glyph("\n", "\n", " \\\\\n"),
     "comment": Glyph("  # ", "  # ", r" \quad\text{("),
     "comment_end": Glyph("", "", ")}"),
 }
+
+# The role declarations that list tensors, in printing order (each is a field of Roles and a glyph above).
+ROLE_KEYWORDS: tuple[str, ...] = ("params", "embeddings", "saved", "kvcache")
 
 # Binding strength, by node class name: a child printed inside a parent of higher precedence gets parentheses.
 PRECEDENCE: dict[str, int] = {

@@ -1,5 +1,5 @@
 """The canonical ASCII notation: ``A[I_XY, J]{U_Z}``, ``A[I, J_X] *_LOCAL B[J_X, K] -> C[I, K]{U_X}``,
-``ReduceScatter_{X,K}(C[I, K]{U_X}) -> C[I, K_X]``.
+``ReduceScatter_{X,K}(C[I, K]{U_X}) -> C[I, K_X]``, ``Shift_{X,+1}(A[I_X, J])``.
 
 Choices (each parses back to the same AST, see ``grammar/shardalg.lark``):
 products are `` * `` (``*_D``, ``*_{D,E}``, ``*_LOCAL`` with a subscript), arrows `` -> ``, a collective's
@@ -15,11 +15,11 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .base import Printer
-from .symbology import ASCII, GLYPHS, PRECEDENCE, precedence
+from .symbology import ASCII, GLYPHS, PRECEDENCE, ROLE_KEYWORDS, precedence
 
 if TYPE_CHECKING:  # printers dispatch on the class name; the node classes are for annotations only
     from ..plan import Plan, Step
-    from ..syntax import Arrow, Collective, Dim, DType, MeshDecl, Node, Product, Program, Tensor
+    from ..syntax import Arrow, Collective, Dim, DType, MeshDecl, Node, Product, Program, Roles, Tensor
 
 __all__ = ["TextPrinter", "text"]
 
@@ -108,6 +108,8 @@ class TextPrinter(Printer):
     def _print_Collective(self, c: Collective) -> str:
         if c.dim is not None:
             items = self._axes_items(c.axes) + [self._dim_word(c.dim)]
+        elif c.offset is not None:  # a Shift: the axes, then the signed offset (Shift_{X,+1})
+            items = self._axes_items(c.axes) + [f"{c.offset:+d}"]
         else:
             items = self._axes_items(c.axes, one_item=c.op.takes_dim)
         arg = self.g("paren_open") + self._print(c.arg) + self.g("paren_close")
@@ -125,8 +127,24 @@ class TextPrinter(Printer):
     def _print_MeshDecl(self, m: MeshDecl) -> str:
         return self.g("mesh") + self._bindings(m.axes)
 
+    def _role_lines(self, roles: Roles) -> list[str]:
+        """``params W_in, W_out`` ... ``layers L``: one line per declared role, in a fixed order."""
+        sep = self.g("sep")
+        lines = [self.g(k) + sep.join(self._tensor_name(n) for n in getattr(roles, k))
+                 for k in ROLE_KEYWORDS if getattr(roles, k)]  # fmt: skip
+        if roles.tokens:
+            lines.append(self.g("tokens") + sep.join(self._dim_word(d) for d in roles.tokens))
+        if roles.layers is not None:
+            count = roles.layers
+            lines.append(self.g("layers") + (self._dim_word(count) if isinstance(count, str) else str(count)))
+        return lines
+
+    def _print_Roles(self, roles: Roles) -> str:
+        return self.g("line_sep").join(self._role_lines(roles))
+
     def _program_lines(self, prog: Program) -> list[str]:
         lines = [self._print(prog.mesh)] if prog.mesh is not None else []
+        lines += self._role_lines(prog.roles) if prog.roles is not None else []
         lines += [self._print(s) for s in prog.statements]
         if prog.sizes:
             lines.append(self.g("where") + self._bindings(prog.sizes))

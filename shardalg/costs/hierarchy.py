@@ -1,0 +1,70 @@
+"""Collectives over a GPU mesh axis that spans nodes, priced level by level (How To Scale Your Model, the GPU
+chapter, "Cross-node collectives"): NVLink inside a node, the scale-out network across nodes, the slower level
+binds.
+
+A group of ``n`` devices holds ``d`` in each node (an axis ``X=64:node8`` has ``d = 8``; an axis without a node
+size lies in one node, ``d = n``) and spans ``m = n / d`` nodes. Each GPU has its own NIC, so a node egresses
+``d * W_dcn`` to the scale-out network. With V the bytes the group sees (as in :mod:`.stepcost`):
+
+``AllGather``, ``ReduceScatter``
+    ``((d-1) + (m-1))·α`` latency and ``max((d-1)/d · V/β, (m-1)/m · V/(d·W_dcn))`` bandwidth: a ring
+    reduction at each level, the levels overlapped, so the slower one binds;
+``AllReduce``
+    a ReduceScatter then an AllGather (twice the above);
+``AllToAll``
+    ``(n-1)·α`` and ``max((d-1)/d² · V/(m·β), (m-1)/m² · V/(d·W_dcn))``: spanning nodes it cannot use the
+    node's bisection (the chapter's ``B·(M-1)/(M²·W_node)``);
+``Permute``
+    ``α`` and one shard over the slower of NVLink and the NIC.
+
+Only the alpha-beta models (GPUs) describe nodes; the function returns the parts (latency, bandwidth) of
+:class:`shardalg.costs.stepcost.CommCost`, which wraps them (that module calls this one, never the reverse).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+from sympy import Expr, Max
+
+from shardalg.algebra.symbols import quantity
+from shardalg.errors import UsageError
+from shardalg.notation.syntax import Op
+
+__all__ = ["hierarchical_parts", "NODE_MODELS"]
+
+ALPHA, BETA, W_DCN = quantity("alpha"), quantity("beta"), quantity("W_dcn")
+NODE_MODELS = ("alpha-beta", "alpha-beta-rd")
+Parts = tuple[tuple[Expr, Expr], ...]
+
+
+def _levels(group: Sequence[tuple[Expr, int | None]]) -> tuple[Expr, Expr]:
+    """(devices of the group in one node, nodes it spans) for (size, devices per node) of each axis."""
+    inside = sympy.Mul(*(size if node is None else sympy.Min(size, node) for size, node in group))
+    total = sympy.Mul(*(size for size, _ in group))
+    return inside, total / inside
+
+
+def _gather(v: Expr, d: Expr, m: Expr) -> tuple[Expr, Expr]:
+    return ALPHA * ((d - 1) + (m - 1)), Max((d - 1) / d * v / BETA, (m - 1) / m * v / (d * W_DCN))
+
+
+def hierarchical_parts(model: str, op: Op, v: Expr, group: Sequence[tuple[Expr, int | None]]) -> Parts:
+    """The (latency, bandwidth) parts of ``op`` on V bytes over a group of axes given as (size, devices per
+    node or None); latency and bandwidth add within a part (the alpha-beta convention)."""
+    if model not in NODE_MODELS:
+        raise UsageError(f"devices per node (:nodeN) describe a GPU node; the {model} model has none",
+                         fix="use an alpha-beta model (a GPU chip, or --model alpha-beta), or --dcn for a TPU axis "
+                         "over the data-center network")  # fmt: skip
+    d, m = _levels(group)
+    n = d * m
+    if op in (Op.ALL_GATHER, Op.REDUCE_SCATTER):
+        return (_gather(v, d, m),)
+    if op is Op.ALL_REDUCE:
+        return (_gather(v, d, m), _gather(v, d, m))
+    if op is Op.ALL_TO_ALL:
+        return ((n - 1) * ALPHA, Max((d - 1) / d**2 * v / (m * BETA), (m - 1) / m**2 * v / (d * W_DCN))),
+    if op is Op.PERMUTE:
+        return ((ALPHA, Max(v / BETA, v / W_DCN) if m != 1 else v / BETA),)
+    raise UsageError(f"{op.value} has no cost over a mesh axis")

@@ -1,0 +1,53 @@
+"""The ring shift's cost (``Shift_{X,k}``, JAX's ``ppermute i -> i + k``): one shard per device, one axis.
+
+Shift by k along an axis of n devices (k' = k mod n; each shard goes whole, the short way round):
+
+- ``ici``, on a ring: ``max(T_min·h, h·S/(rate/2))`` with ``h = min(k', n − k')``, the hops of a shard and
+  the shards the busiest link carries; on a line the shards that wrap go back across it, so the path is
+  ``max(k', n − k')`` hops while the busiest link still carries ``min(k', n − k')`` shards; over DCN one
+  message a device, ``S / W_dcn``;
+- ``alpha-beta`` and ``alpha-beta-rd``: one message, ``α + S/β``.
+
+A whole turn (k' = 0) moves nothing. With a symbolic axis size the offset is taken as smaller than the axis
+(k' = k, or n + k for k < 0) and ``min``/``max`` stay in the formula, so substituting a size gives the
+numeric case exactly. The formula is worked out for one byte and kept whole where it has a ``min``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import sympy
+from sympy import Expr, Integer
+
+from . import terms as tm
+from .commcost import CommCost, ab_permute
+from .fromsympy import from_sympy
+
+if TYPE_CHECKING:
+    from .stepcost import Link
+
+__all__ = ["shift_hops", "shift_unit"]
+
+
+def shift_hops(link: Link, offset: int) -> tuple[Expr, Expr]:
+    """(the longest path in hops, the shards the busiest link carries) of a shift by ``offset``."""
+    n = link.size.sympy()
+    k = Integer(offset % int(n)) if n.is_number else (Integer(offset) if offset > 0 else n + offset)
+    if k == 0:
+        return Integer(0), Integer(0)
+    near, far = sympy.Min(k, n - k), sympy.Max(k, n - k)
+    return (near if link.wraps else far), near
+
+
+def shift_unit(model: str, link: Link, offset: int, t_min: tm.Term, one_way: tm.Term) -> CommCost | None:
+    """The cost of shifting one byte per device by ``offset`` along ``link`` (None when nothing moves)."""
+    path, load = shift_hops(link, offset)
+    if load == 0:
+        return None
+    if model != "ici":
+        return ab_permute(tm.ONE, (link,))
+    if link.dcn:
+        return CommCost(((tm.ZERO, tm.ONE / link.rate),), True)
+    moved = from_sympy(load)
+    return CommCost(((t_min * from_sympy(path), moved / (link.rate * one_way)),), True, ((link.name, moved),))

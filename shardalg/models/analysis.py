@@ -1,0 +1,326 @@
+"""What a model program runs: each statement's forward plan, the derived backward, what the backward reads,
+what a rematerialisation policy keeps and recomputes, the transient gathered weights, and the FLOPs.
+
+    >>> from shardalg.models.program import model_program
+    >>> a = analyze(model_program("params W\\nIn[B_X, D] * W[D, F] -> Out[B_X, F]", mesh="X=4"))
+    >>> a.flops().total          # forward 2BDF + backward 4BDF: the book's 6 per parameter per token
+    6*B*D*F
+
+Forward: every product statement is planned by the planner (fewest bytes, as the derived backward plans its
+gradients); a collective written in the program is its own step. Backward (training): the backward program of
+:func:`shardalg.planning.backward.backward`, each gradient einsum planned. FLOPs come from the local products of
+these plans: per device from the local shapes, in all from the same einsums unsharded; nothing is typed in, so
+the backward's 2x the forward comes out of its two gradient einsums per product.
+
+Rematerialisation policies (:class:`Remat`):
+
+``none``
+    keep every activation the backward reads: the operands of each product (read by its gradient einsums)
+    and the inputs of the steps the notation does not show (:mod:`.program`);
+``block``
+    keep one checkpoint per layer, the layer's input; the backward recomputes what it reads from it;
+names (``G,U,Out``, or the program's ``saved`` list)
+    keep exactly those per layer; the layer's input is the previous layer's output (list that output to
+    count it), and what the backward reads besides is recomputed from what is kept.
+
+Recomputing a value reruns the product that makes it (its FLOPs are counted again) and whatever that product
+reads and is not kept; a value made by a step the notation does not show costs the values it is made from.
+The part outside the repeated layer (``embeddings``) is never rematerialised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+import sympy
+from sympy import Expr, Integer
+
+from shardalg.costs.plancost import plan_of
+from shardalg.costs.stepcost import Options
+from shardalg.costs.steps import einsum_flops
+from shardalg.errors import UsageError
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Arrow, Op, Product, Program, Tensor
+
+from .program import ModelProgram, StatementInfo
+
+__all__ = ["Remat", "remat_named", "Analysis", "analyze", "Flops", "MODES"]
+
+MODES = ("train", "infer")
+
+
+@dataclass(frozen=True)
+class Remat:
+    """A rematerialisation policy: ``none``, ``block``, or ``names`` with the tensors it keeps."""
+
+    policy: str
+    names: tuple[str, ...] = ()
+    chosen: bool = True  # False when it is the default (stated in every output)
+
+    def describe(self) -> str:
+        if self.policy == "names":
+            return "keep " + ", ".join(self.names)
+        return {"none": "none: keep every activation the backward reads",
+                "block": "block: keep the layer's input, recompute the rest"}[self.policy]  # fmt: skip
+
+
+def remat_named(spec: str | Iterable[str] | Remat | None, model: ModelProgram) -> Remat:
+    """``none``, ``block``, ``saved`` (the program's ``saved`` list), or tensor names (``"G,U,Out"``).
+    Without a choice: the program's ``saved`` list when it declares one, else ``none``."""
+    if isinstance(spec, Remat):
+        return spec
+    if spec is None:
+        if model.roles.saved:
+            return Remat("names", model.roles.saved, chosen=False)
+        return Remat("none", chosen=False)
+    names = [n.strip() for n in spec.split(",")] if isinstance(spec, str) else list(spec)
+    if names in (["none"], ["block"]):
+        return Remat(names[0])
+    if names == ["saved"]:
+        if not model.roles.saved:
+            raise UsageError("--remat saved uses the program's 'saved' declaration, and the program has none",
+                             fix="declare the kept activations, e.g. 'saved G, U, Out', or list them: --remat G,U,Out")  # fmt: skip
+        return Remat("names", model.roles.saved)
+    for n in names:
+        v = model.values.get(n)
+        if v is None or not v.is_activation:
+            acts = ", ".join(a.name for a in model.activations)
+            raise UsageError(f"--remat takes none, block, saved or activations of the program, not {n!r}",
+                             fix=f"its activations: {acts}")  # fmt: skip
+    return Remat("names", tuple(dict.fromkeys(names)))
+
+
+def _strip(t: Tensor) -> Tensor:
+    """The same tensor unsharded (its global shape)."""
+    return replace(t, dims=tuple(d.with_axes(()) for d in t.dims), unreduced=(), invariant=(), span=None)
+
+
+@dataclass(frozen=True)
+class Flops:
+    """FLOPs of one step of the model, each part in all (``*_total``) and per device (local products)."""
+
+    forward: Expr
+    backward: Expr
+    recompute: Expr
+    forward_per_device: Expr
+    backward_per_device: Expr
+    recompute_per_device: Expr
+
+    @property
+    def total(self) -> Expr:
+        return self.forward + self.backward + self.recompute
+
+    @property
+    def total_per_device(self) -> Expr:
+        return self.forward_per_device + self.backward_per_device + self.recompute_per_device
+
+
+@dataclass
+class Analysis:
+    """A model program's plans and what follows from them under a mode and a remat policy."""
+
+    model: ModelProgram
+    mode: str
+    remat: Remat
+    mode_chosen: bool = True
+    own_notes: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def notes(self) -> list[tuple[str, str]]:
+        """Every default the user did not choose, as (key, what was assumed): stated in each output."""
+        return [*self.model.notes, *self.own_notes]
+
+    # ---- plans
+    @cached_property
+    def forward_plans(self) -> dict[int, Plan]:
+        """Statement index -> its forward plan (products planned, collectives as written)."""
+        from shardalg.planning.planner import plan
+
+        m = self.model
+        out: dict[int, Plan] = {}
+        for info in m.statements:
+            s = info.statement
+            expr = s.expr if isinstance(s, Arrow) else s
+            if info.kind == "declaration":
+                continue
+            plain = isinstance(expr, Product) and isinstance(expr.left, Tensor) and isinstance(expr.right, Tensor)
+            resharding = isinstance(s, Arrow) and isinstance(expr, Tensor)
+            if plain or resharding:
+                out[info.index] = plan(s, m.mesh, m.sizes)
+            else:
+                out[info.index] = plan_of(Program((s,)), m.mesh, m.sizes)
+        return out
+
+    @cached_property
+    def backward(self):  # -> BackwardProgram | None
+        """The derived backward program (training only; None when the program has no product)."""
+        from shardalg.planning.backward import backward
+
+        if self.mode != "train" or not self.model.product_statements():
+            return None
+        m = self.model
+        return backward(Program(m.program.statements, source=m.program.source), m.mesh, m.sizes)
+
+    @cached_property
+    def grad_plans(self) -> list[tuple[StatementInfo, Plan]]:
+        """Each gradient einsum's plan, with the forward statement it differentiates."""
+        bw = self.backward
+        if bw is None:
+            return []
+        by_index = {s.index: s for s in self.model.statements}
+        return [(by_index[g.einsum], g.plan) for g in bw.grads]
+
+    # ---- what the backward keeps
+    @cached_property
+    def backward_reads(self) -> tuple[str, ...]:
+        """Activations the gradient einsums read (each product's other operand), in program order."""
+        bw = self.backward
+        if bw is None:
+            return ()
+        read: set[str] = set()
+        for g in bw.grads:
+            product = g.statement.expr
+            other = product.right if g.side == "left" else product.left
+            v = self.model.value_named(other.name)
+            if v is not None and v.is_activation:
+                read.add(v.name)
+        return tuple(n for n in self.model.values if n in read)
+
+    @cached_property
+    def needed(self) -> tuple[str, ...]:
+        """Everything the backward needs kept or recomputed: what its einsums read and what the steps the
+        notation does not show read (policy ``none`` keeps all of it)."""
+        if self.mode != "train":
+            return ()
+        makers = {n for made in self.model.hidden_makers.values() for n in made}
+        keep = set(self.backward_reads) | makers
+        return tuple(n for n, v in self.model.values.items() if n in keep and v.is_activation)
+
+    @cached_property
+    def saved(self) -> tuple[str, ...]:
+        """The activations kept for the backward under the policy (names of values)."""
+        if self.mode != "train":
+            return ()
+        m = self.model
+        once = tuple(n for n in self.needed if m.values[n].once)
+        if self.remat.policy == "none":
+            return self.needed
+        if self.remat.policy == "block":
+            return tuple(dict.fromkeys((*m.layer_inputs, *once)))
+        return tuple(dict.fromkeys((*self.remat.names, *once)))
+
+    @cached_property
+    def recomputed(self) -> tuple[int, ...]:
+        """Indices of the product statements the backward reruns under the policy."""
+        if self.mode != "train" or self.remat.policy == "none":
+            return ()
+        m = self.model
+        available = set(self.saved) | set(m.layer_inputs) | {n for n, v in m.values.items() if v.once}
+        todo = [n for n in self.needed if n not in available]
+        done: set[str] = set()
+        rerun: set[int] = set()
+        while todo:
+            n = todo.pop()
+            if n in available or n in done:
+                continue
+            done.add(n)
+            v = m.values[n]
+            if v.made_by is not None:
+                rerun.add(v.made_by)
+                todo.extend(r for r in m.statements[v.made_by].reads if m.values[r].is_activation)
+            else:
+                todo.extend(m.hidden_makers.get(n, ()))
+        return tuple(sorted(rerun))
+
+    # ---- FLOPs
+    @cached_property
+    def _opts(self) -> Options:
+        return Options.make(self.model.mesh, self.model.sizes)
+
+    def _plan_flops(self, p: Plan) -> tuple[Expr, Expr]:
+        """(in all, per device) FLOPs of a plan's local products."""
+        total, local = Integer(0), Integer(0)
+        for s in p.steps:
+            if s.op is Op.EINSUM:
+                left, right = s.inputs
+                local += einsum_flops(left, right, self._opts).sympy()
+                total += einsum_flops(_strip(left), _strip(right), self._opts).sympy()
+        return total, local
+
+    def flops(self) -> Flops:
+        """FLOPs of one step: forward, backward (training), recomputed forward (remat), in all and per device."""
+        m = self.model
+        by_index = {s.index: s for s in m.statements}
+        fwd = [Integer(0), Integer(0)]
+        for i, p in self.forward_plans.items():
+            t, d = self._plan_flops(p)
+            fwd[0] += t * m.factor(by_index[i].once)
+            fwd[1] += d * m.factor(by_index[i].once)
+        bwd = [Integer(0), Integer(0)]
+        for info, p in self.grad_plans:
+            t, d = self._plan_flops(p)
+            bwd[0] += t * m.factor(info.once)
+            bwd[1] += d * m.factor(info.once)
+        rec = [Integer(0), Integer(0)]
+        for i in self.recomputed:
+            t, d = self._plan_flops(self.forward_plans[i])
+            rec[0] += t * m.factor(by_index[i].once)
+            rec[1] += d * m.factor(by_index[i].once)
+        return Flops(*(sympy.expand(x) for x in (fwd[0], bwd[0], rec[0], fwd[1], bwd[1], rec[1])))
+
+    # ---- transient gathered weights
+    def gathered(self) -> list[tuple[str, Step, bool]]:
+        """Every AllGather of a parameter in the forward and backward plans: (value name, step, once)."""
+        m = self.model
+        plans = [(i, p, "forward") for i, p in self.forward_plans.items()]
+        plans += [(info.index, p, "backward") for info, p in self.grad_plans]
+        plans += [(i, self.forward_plans[i], "recompute") for i in self.recomputed]
+        by_index = {s.index: s for s in m.statements}
+        out: list[tuple[str, Step, bool]] = []
+        for i, p, _ in plans:
+            for s in p.steps:
+                if s.op is Op.ALL_GATHER:
+                    v = m.value_named(s.inputs[0].name)
+                    if v is not None and v.is_param:
+                        out.append((v.name, s, by_index[i].once))
+        return out
+
+    def transient(self) -> tuple[Expr, list[tuple[str, Expr]]]:
+        """Bytes per device of the weights one layer gathers at once (the larger of the repeated layer and the
+        part outside it), and those tensors: an FSDP layer holds its gathered weights while it runs."""
+        m = self.model
+        parts: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
+        for name, step, once in self.gathered():
+            size = m.bytes_of(step.output)
+            held = parts[once].get(name)
+            parts[once][name] = size if held is None else sympy.Max(held, size)
+        sums = {once: sympy.Add(*d.values()) if d else Integer(0) for once, d in parts.items()}
+        if sums[False] == 0 and sums[True] == 0:
+            return Integer(0), []
+        pick = False if sums[True] == 0 else True if sums[False] == 0 else None
+        if pick is None:
+            total = sympy.Max(sums[False], sums[True])
+            items = list(parts[False].items()) + list(parts[True].items())
+        else:
+            total, items = sums[pick], list(parts[pick].items())
+        return total, items
+
+
+def analyze(model: ModelProgram, mode: str | None = None, remat: str | Iterable[str] | Remat | None = None) -> Analysis:
+    """The analysis of ``model`` in ``mode`` (``train``, or ``infer``; default: ``infer`` when the program
+    declares a KV cache, else ``train``) under a remat policy (training only; see :func:`remat_named`)."""
+    chosen = mode is not None
+    notes: list[tuple[str, str]] = []
+    if mode is None:
+        mode = "infer" if model.kv_cache else "train"
+        why = "the program declares a KV cache" if model.kv_cache else "the program declares no KV cache"
+        notes.append(("mode", f"{mode} ({why})"))
+    if mode not in MODES:
+        raise UsageError(f"the mode is train or infer, not {mode!r}")
+    policy = remat_named(remat, model) if mode == "train" else Remat("none", chosen=remat is not None)
+    if mode == "train" and not policy.chosen:
+        notes.append(("remat", policy.describe() + (" (the program's saved list)" if model.roles.saved
+                                                      else " (default)")))  # fmt: skip
+    return Analysis(model, mode, policy, chosen, notes)

@@ -1,0 +1,183 @@
+"""A model configuration as a program in the notation, and a program sharded by dim.
+
+    >>> print(expand("dense").statements[4])                              # doctest: +SKIP
+    In[B, T, D] * W_q[D, K, G, H] -> Q[B, T, K, G, H]
+
+Dims: ``B`` sequences, ``T`` tokens per sequence, ``S`` the context a decode step attends to, ``D`` the model
+width, ``F`` the MLP width, ``K`` KV heads, ``G`` query heads per KV head (``N = K*G``), ``H`` the head dim,
+``V`` the vocabulary, ``L`` layers, ``E`` experts and ``C`` tokens per expert. The training program is one
+layer's products (the Q, K, V and output projections, the gated MLP) and, outside the repeated layer, the
+unembedding. What the notation does not show enters as an input: the attention core's output ``A``
+(softmax(Q·Kᵀ)·V, whose 4·B·T²·N·H FLOPs are not counted), the normalised residual ``Hn``, the MLP's gated
+activation ``M``. The decode program reads a KV cache (``Kc``, ``Vc`` over ``S`` tokens) for one new token
+per sequence, and includes the attention core's two products.
+
+:func:`shard` applies a dim-to-axes map to the parameters and another to the activations (and KV cache); where
+an axis shards a parameter and, on another dim, the batch its product keeps (FSDP: ``In[B_X, D] · W_in[D_X, F]``),
+the parameter is gathered first, as the book's FSDP algorithm does: ``AllGather_X(W_in[D_X, F]) -> W_in[D, F]``.
+Any other mismatch (Megatron's ``Hn[B, D_Y] · W_in[D, F_Y]``) is left to the planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from shardalg.algebra.legality import check_or_raise
+from shardalg.errors import UsageError
+from shardalg.notation.build import split_axes
+from shardalg.notation.parse import parse
+from shardalg.notation.syntax import Arrow, Collective, DType, Op, Product, Program, Role, Tensor, dtype_named
+
+from .presets import ModelConfig, get
+
+__all__ = ["expand", "shard", "parse_dim_map", "PHASES"]
+
+PHASES = ("train", "decode")
+
+
+def _t(name: str, dims: str, dtype: DType | None) -> str:
+    return f"{name}: {dtype.value}[{dims}]" if dtype is not None else f"{name}[{dims}]"
+
+
+def expand(config: ModelConfig | str, phase: str = "train", dtype: DType | str | None = None,
+           kv_dtype: DType | str | None = None) -> Program:  # fmt: skip
+    """The program of ``config`` for ``phase`` (``train``: one layer's forward and the unembedding;
+    ``decode``: one new token per sequence over a KV cache). ``dtype`` is the parameters' (default bf16),
+    ``kv_dtype`` the KV cache's (default ``dtype``)."""
+    c = get(config) if isinstance(config, str) else config
+    if phase not in PHASES:
+        raise UsageError(f"the phase is one of {', '.join(PHASES)}, not {phase!r}")
+    p = dtype_named(dtype) if isinstance(dtype, str) else dtype
+    kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
+    decode = phase == "decode"
+    tok = "B" if decode else "B, T"  # the dims of one token stream
+
+    layer_params = ["W_q", "W_k", "W_v", "W_o"] + (["W_r"] if c.moe else []) + ["W_gate", "W_in", "W_out"]
+    layer_params += ["g_attn", "g_mlp"] if c.norms else []
+    outside = ["W_emb"] + ([] if c.tied else ["W_unemb"]) + (["g_final"] if c.norms else [])
+    lines = [f"params {', '.join(layer_params)}", f"embeddings {', '.join(outside)}"]
+    if decode:
+        lines.append("kvcache Kc, Vc")
+    lines += [f"tokens {tok}", "layers L", _t("W_emb", "V, D", p)]
+    if c.norms:
+        lines += [_t("g_final", "D", p), _t("g_attn", "D", p), _t("g_mlp", "D", p)]
+    q = "B, K, G, H" if decode else "B, T, K, G, H"
+    lines += [
+        f"In[{tok}, D] * {_t('W_q', 'D, K, G, H', p)} -> Q[{q}]",
+        f"In[{tok}, D] * {_t('W_k', 'D, K, H', p)} -> {'Kn' if decode else 'Kp'}[{tok}, K, H]",
+        f"In[{tok}, D] * {_t('W_v', 'D, K, H', p)} -> {'Vn' if decode else 'Vp'}[{tok}, K, H]",
+    ]
+    if decode:
+        lines += [
+            f"Q[{q}] * {_t('Kc', 'B, S, K, H', kv)} -> Sc[B, K, G, S]",
+            f"P[B, K, G, S] * {_t('Vc', 'B, S, K, H', kv)} -> A[{q}]",
+        ]
+    lines.append(f"A[{q}] * {_t('W_o', 'K, G, H, D', p)} -> Att[{tok}, D]")
+    if c.moe:
+        lines += [
+            f"Hn[{tok}, D] * {_t('W_r', 'D, E', p)} -> R[{tok}, E]",
+            f"X[E, C, D] * {_t('W_gate', 'E, D, F', p)} -> Gt[E, C, F]",
+            f"X[E, C, D] * {_t('W_in', 'E, D, F', p)} -> U[E, C, F]",
+            f"M[E, C, F] * {_t('W_out', 'E, F, D', p)} -> Out[E, C, D]",
+        ]
+    else:
+        lines += [
+            f"Hn[{tok}, D] * {_t('W_gate', 'D, F', p)} -> Gt[{tok}, F]",
+            f"Hn[{tok}, D] * {_t('W_in', 'D, F', p)} -> U[{tok}, F]",
+            f"M[{tok}, F] * {_t('W_out', 'F, D', p)} -> Out[{tok}, D]",
+        ]
+    unembed = _t("W_emb", "V, D", p) if c.tied else _t("W_unemb", "D, V", p)
+    lines.append(f"Xf[{tok}, D] * {unembed} -> Logits[{tok}, V]")
+    if c.sizes:
+        lines.append("where " + ", ".join(f"{k}={v}" for k, v in c.sizes.items()))
+    return parse("\n".join(lines))
+
+
+# ---- sharding a program by dim -------------------------------------------------------------------------
+
+
+def parse_dim_map(text: str | None) -> dict[str, tuple[str, ...]]:
+    """``"D=X,F=Y,S=XY"`` (``S=data+model`` for multi-letter axes) to {dim: axes}, without evaluating it."""
+    out: dict[str, tuple[str, ...]] = {}
+    if not text:
+        return out
+    for part in (p.strip() for p in text.split(",")):
+        dim, eq, axes = part.partition("=")
+        if not eq or not dim.isidentifier() or "_" in dim or not axes:
+            raise UsageError(f"bad dim map item {part!r}: write DIM=AXES, e.g. D=X,F=Y (S=XY for two axes)")
+        words = [w for w in axes.split("+")]
+        if not all(w.isalnum() and w[0].isalpha() for w in words):
+            raise UsageError(f"bad axes {axes!r} for {dim}: axis names, e.g. X, XY or data+model")
+        if dim in out:
+            raise UsageError(f"{dim} is mapped twice in {text!r}")
+        out[dim] = tuple(a for w in words for a in (split_axes(w) if len(words) == 1 else (w,)))
+    return out
+
+
+def _apply(t: Tensor, mapping: Mapping[str, tuple[str, ...]]) -> Tensor:
+    """``t`` with its mapped dims sharded over their axes, in the map's order, skipping a dim already sharded
+    and axes the tensor already uses (``F=XY,D=XY`` shards W_in[D, F] as W_in[D, F_XY])."""
+    dims = {d.label: d for d in t.dims}
+    used = set(t.used_axes)
+    for label, axes in mapping.items():
+        d = dims.get(label)
+        if d is None or d.axes or not axes or used & set(axes):
+            continue
+        used |= set(axes)
+        dims[label] = d.with_axes(axes)
+    return replace(t, dims=tuple(dims[d.label] for d in t.dims))
+
+
+def shard(program: Program | str, params: Mapping[str, tuple[str, ...]] | str | None = None,
+          activations: Mapping[str, tuple[str, ...]] | str | None = None, mesh=None) -> Program:  # fmt: skip
+    """``program`` with every parameter sharded by ``params`` ({dim: axes}) and every other tensor by
+    ``activations``; a parameter sharded over an axis that shards, in its product's other operand, a dim the
+    product keeps is gathered over that axis before the product (FSDP). Checks legality on ``mesh`` if given."""
+    prog = parse(program) if isinstance(program, str) else program
+    pmap = parse_dim_map(params) if isinstance(params, str) or params is None else dict(params)
+    amap = parse_dim_map(activations) if isinstance(activations, str) or activations is None else dict(activations)
+    roles = prog.roles
+
+    def sharded(t: Tensor) -> Tensor:
+        role = roles.role_of(t.name) if roles is not None and t.name else None
+        return _apply(t, pmap if role in (Role.PARAMS, Role.EMBEDDINGS) else amap)
+
+    def is_param(t: Tensor) -> bool:
+        return roles is not None and t.name is not None and roles.role_of(t.name) in (Role.PARAMS, Role.EMBEDDINGS)
+
+    out: list = []
+    gathered: dict[str, Tensor] = {}
+    for s in prog.statements:
+        expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
+        if not isinstance(expr, Product) or not isinstance(expr.left, Tensor) or not isinstance(expr.right, Tensor):
+            out.append(sharded(s) if isinstance(s, Tensor) else s)
+            continue
+        left, right = sharded(expr.left), sharded(expr.right)
+        res = sharded(result) if result is not None else None
+        operands = [left, right]
+        for k, t in enumerate(operands):
+            if not is_param(t):
+                continue
+            if t.name in gathered:
+                operands[k] = gathered[t.name]
+                continue
+            # FSDP: an axis of the parameter that shards a dim the product keeps (its batch) in the other operand
+            other = operands[1 - k]
+            kept = set(res.dim_names) if res is not None else set(other.dim_names) - set(t.dim_names)
+            where = {a: d.label for d in t.dims for a in d.axes}
+            clash = [a for a in t.sharded_axes
+                     if any(a in other.axes_of(lbl) for lbl in other.dim_names if lbl != where[a] and lbl in kept)]
+            version = t
+            for a in clash:
+                after = replace(version, dims=tuple(d.with_axes(tuple(x for x in d.axes if x != a)) for d in version.dims))
+                out.append(Arrow(Collective(Op.ALL_GATHER, (a,), version), after))
+                version = after
+            if clash:
+                gathered[t.name] = operands[k] = version
+        product = Product(operands[0], operands[1], expr.contract, expr.local)
+        out.append(Arrow(product, res) if res is not None else product)
+    made = Program(tuple(out), prog.mesh, prog.sizes, prog.roles, source=None)
+    if mesh is not None:
+        check_or_raise(made, mesh)
+    return made

@@ -1,0 +1,243 @@
+"""Fit and size questions as derivations, each step recorded (as :func:`shardalg.costs.derive.compare` does):
+
+- :func:`largest` — the largest value of a dim (a batch) whose memory per device fits in HBM;
+- :func:`fewest_devices` — the fewest devices whose HBM together holds the model, each tensor once;
+- :func:`smallest_slice` — the smallest of a chip's allowed slice shapes with that many devices;
+- :func:`largest_params` — the largest parameter count the bytes per parameter allow (pure DP: all of them
+  on every device).
+
+    >>> from shardalg.models.memory import memory
+    >>> d = largest(memory("params W\\nIn[B, D] * W[D, F] -> Out[B, F] where D=1024, F=1024", mesh="X=1",
+    ...                    hw="base=tpu-v5e,hbm=1e9"), "B")
+    >>> d.result                  # (1e9 - 12 bytes a parameter) / (the backward keeps In: 2*1024 bytes a row)
+    482137
+
+Each answer comes out of the memory report of :mod:`.memory` (itself from the program's shardings); nothing is
+typed in. A dim sharded over mesh axes must stay a multiple of their sizes, so the largest value is the
+largest such multiple.
+"""
+
+from __future__ import annotations
+
+from math import lcm
+
+import sympy
+from sympy import Expr, Integer
+
+from shardalg.algebra.symbols import dim_size
+from shardalg.costs.derive import Derivation
+from shardalg.errors import UsageError
+
+from .analysis import analyze
+from .memory import MemoryReport, global_bytes, model_memory
+from .program import model_program
+from .slices import Slice, slice_shapes
+
+__all__ = ["largest", "fewest_devices", "smallest_slice", "largest_params", "shard_group"]
+
+_SEARCH_LIMIT = 1 << 62  # a batch beyond this is not a question about HBM
+
+
+def _hbm(report: MemoryReport) -> Expr:
+    if report.chip is None:
+        raise UsageError("a fit needs a chip for its HBM: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
+    value = report.chip.hbm_capacity.value
+    return Integer(int(value)) if float(value).is_integer() else sympy.Float(value)
+
+
+def shard_group(report: MemoryReport, dim: str) -> int:
+    """The number ``dim`` must be a multiple of: the lcm over the program's tensors of the product of the
+    sizes of the axes that shard it (1 when no tensor shards it)."""
+    m = report.model
+    group = 1
+    for v in m.values.values():
+        for d in v.tensor.dims:
+            if d.label == dim and d.axes:
+                sizes = [m.mesh[a].size for a in d.axes]
+                if any(s is None for s in sizes):
+                    raise UsageError(f"{dim} is sharded over a symbolic axis; give the mesh sizes")
+                group = lcm(group, int(sympy.Mul(*sizes)))
+    return group
+
+
+def _numeric(expr: Expr, what: str) -> Expr:
+    if expr.free_symbols:
+        names = ", ".join(sorted(str(s) for s in expr.free_symbols))
+        raise UsageError(f"{what} still depend{'' if what.endswith('s') else 's'} on {names}",
+                         fix=f"bind them: --sizes {names.split(', ')[0]}=...")  # fmt: skip
+    return expr
+
+
+def largest(report: MemoryReport, dim: str) -> Derivation:
+    """The largest value of ``dim`` for which the memory per device fits in HBM (every other size bound).
+    ``report`` may have ``dim`` bound or not: it is rebuilt with ``dim`` free."""
+    m = report.model
+    sizes = {k: v for k, v in m.sizes.items() if k != dim}
+    free = model_program(m.program, m.mesh, sizes)
+    a = report.analysis
+    again = model_memory(analyze(free, a.mode if a.mode_chosen else None, a.remat), report.chip,
+                         report.optimizer, report.grads)  # fmt: skip
+    x = dim_size(dim)
+    total = sympy.expand(again.total)
+    hbm = _hbm(again)
+    d = Derivation(f"the largest {dim} whose memory per device fits in HBM ({again.chip.name})")
+    d.add("bytes per device", total)
+    if x not in total.free_symbols:
+        raise UsageError(f"the memory per device does not depend on {dim}",
+                         fix="solve for a dim of the activations or the KV cache, e.g. B")  # fmt: skip
+    _numeric(total.subs(x, 1), f"the memory per device besides {dim}")
+    d.add("fits in HBM", sympy.LessThan(total, hbm, evaluate=False))
+    group = shard_group(again, dim)
+    slope = sympy.diff(total, x)
+    base = total.subs(x, 0)
+    if not slope.free_symbols and sympy.expand(total - base - slope * x) == 0:
+        bound = (hbm - base) / slope
+        d.add(f"solve for {dim}", sympy.LessThan(x, bound, evaluate=False))
+        d.add("that is", sympy.LessThan(x, sympy.Float(bound, 6), evaluate=False))
+        best = int(sympy.floor(bound / group)) * group if bound >= 0 else 0
+    else:
+        best = _search(lambda n: bool(total.subs(x, n) <= hbm), group)
+    if group > 1:
+        d.add(f"{dim} is sharded over {group} devices: a multiple of {group}", Integer(group))
+    best = _check(again, dim, best, group, hbm, d)
+    d.result = Integer(best)
+    d.add("result", d.result)
+    return d
+
+
+def _concrete_total(report: MemoryReport, dim: str, value: int) -> Expr:
+    """The memory per device with ``dim`` bound to ``value``, the model planned again at that size (a plan the
+    planner picks, and so a transient, may depend on the size)."""
+    m = report.model
+    bound = model_program(m.program, m.mesh, {**m.sizes, dim: value})
+    a = report.analysis
+    return model_memory(analyze(bound, a.mode if a.mode_chosen else None, a.remat), report.chip,
+                        report.optimizer, report.grads).total  # fmt: skip
+
+
+def _check(report: MemoryReport, dim: str, best: int, group: int, hbm: Expr, d: Derivation) -> int:
+    """Confirm ``best`` on the model planned at that size: it fits and ``best + group`` does not. Where the
+    plans (and so the transients) change with the size and the formula is off, search on planned totals:
+    gallop from ``best`` to a fitting and a non-fitting multiple of ``group``, then bisect between them."""
+    totals: dict[int, Expr] = {}
+
+    def fits(n: int) -> bool:
+        if n not in totals:
+            if len(totals) >= 48:
+                raise UsageError(f"no largest {dim} found in 48 plannings: the plans change with {dim}",
+                                 fix=f"check values one by one with shardalg memory --sizes {dim}=...")  # fmt: skip
+            totals[n] = _concrete_total(report, dim, n)
+        return bool(totals[n] <= hbm)
+
+    best = max(best, group)
+    lo, hi = (best, None) if fits(best) else (None, best)
+    step = group
+    while lo is None:
+        n = max(group, hi - step)
+        if fits(n):
+            lo = n
+        elif n == group:
+            d.add(f"not even {dim} = {group} fits", sympy.StrictGreaterThan(totals[group], hbm, evaluate=False))
+            return 0
+        else:
+            hi, step = n, step * 2
+    while hi is None:
+        n = lo + step
+        if n > _SEARCH_LIMIT:
+            raise UsageError(f"the memory per device does not grow with {dim}: every value fits")
+        if fits(n):
+            lo, step = n, step * 2
+        else:
+            hi = n
+    while hi - lo > group:
+        mid = (lo + hi) // 2 // group * group
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    if len(totals) > 2:
+        d.add(f"planned at each size ({len(totals)} sizes tried: the plans change with {dim})", Integer(len(totals)))
+    d.add(f"at {dim} = {lo}", sympy.LessThan(totals[lo], hbm, evaluate=False))
+    d.add(f"at {dim} = {hi}", sympy.StrictGreaterThan(totals[hi], hbm, evaluate=False))
+    return lo
+
+
+def _search(fits, step: int) -> int:
+    """The largest multiple of ``step`` for which the non-increasing predicate ``fits`` holds (0 if none)."""
+    if not fits(step):
+        return 0
+    hi = step
+    while fits(hi * 2):
+        hi *= 2
+        if hi > _SEARCH_LIMIT:
+            raise UsageError("the memory per device does not grow with this dim: every value fits")
+    lo = hi  # fits(lo), not fits(2*hi)
+    top = hi * 2
+    while top - lo > step:
+        mid = (lo + top) // 2 // step * step
+        if mid <= lo:
+            break
+        if fits(mid):
+            lo = mid
+        else:
+            top = mid
+    return lo
+
+
+def fewest_devices(report: MemoryReport) -> Derivation:
+    """The fewest devices whose HBM holds the model, each tensor once (parameters, gradients, optimizer state,
+    saved activations, KV cache; no replicas and no transients): ``ceil(bytes / HBM)``."""
+    hbm = _hbm(report)
+    parts = global_bytes(report)
+    total = _numeric(sympy.Add(*parts.values()), "the model's bytes")
+    d = Derivation(f"the fewest {report.chip.name} devices whose HBM holds the model (each tensor once: no replicas, "
+                   "no transients)")  # fmt: skip
+    for k, v in parts.items():
+        if v != 0:
+            d.add(f"{k.replace('_', ' ')} (each tensor once)", v)
+    d.add("model bytes", total)
+    d.add("devices", sympy.GreaterThan(sympy.Symbol("N"), sympy.Float(total / hbm, 6), evaluate=False))
+    d.result = Integer(int(sympy.ceiling(total / hbm)))
+    d.add("result", d.result)
+    return d
+
+
+def smallest_slice(report: MemoryReport, shapes: tuple[Slice, ...] | None = None) -> tuple[Derivation, Slice]:
+    """The smallest allowed slice (``shapes``, default the chip's table) with at least the fewest devices."""
+    d = fewest_devices(report)
+    need = int(d.result)
+    options = shapes if shapes is not None else slice_shapes(report.chip.name)
+    fitting = [s for s in options if s.devices >= need]
+    if not fitting:
+        biggest = max(options, key=lambda s: s.devices)
+        raise UsageError(f"the model needs {need} devices; the largest slice ({biggest.text}) has {biggest.devices}",
+                         fix="give larger shapes with --slices, or a smaller model")  # fmt: skip
+    pick = min(fitting, key=lambda s: (s.devices, s.shape))
+    d.title = f"the smallest {report.chip.name} slice whose HBM holds the model (each tensor once)"
+    d.steps.pop()  # fewest_devices' result step; this derivation ends with the slice
+    d.add(f"smallest allowed shape with at least {need} devices: {pick.text}", Integer(pick.devices))
+    d.result = Integer(pick.devices)
+    return d, pick
+
+
+def largest_params(report: MemoryReport) -> Derivation:
+    """The largest parameter count that fits when a device holds the bytes per parameter the report counts
+    (parameters, gradients, optimizer state) for every parameter it keeps; activations, KV cache and transients
+    are left out. Under pure DP every device keeps all of them: ``P = HBM / bytes per parameter``."""
+    hbm = _hbm(report)
+    held = report.parts["params"] + report.parts["grads"] + report.parts["optimizer"]
+    per_param = sympy.simplify(held / report.params)
+    d = Derivation(f"the largest parameter count whose parameters, gradients and optimizer state fit in HBM "
+                   f"({report.chip.name}; activations, KV cache and transients left out)")  # fmt: skip
+    d.add("parameters", report.params)
+    d.add("bytes per device for them", held)
+    d.add("bytes per parameter on a device", per_param)
+    if per_param.free_symbols:
+        raise UsageError(f"the bytes per parameter depend on {', '.join(sorted(map(str, per_param.free_symbols)))}: "
+                         "the parameters are sharded unevenly", fix="bind the sizes, or replicate the parameters (pure DP)")  # fmt: skip
+    p = sympy.Symbol("P", positive=True)
+    d.add("fits in HBM", sympy.LessThan(per_param * p, hbm, evaluate=False))
+    d.add("solve for P", sympy.LessThan(p, sympy.Float(hbm / per_param, 6), evaluate=False))
+    d.result = Integer(int(sympy.floor(hbm / per_param)))
+    d.add("result", d.result)
+    return d

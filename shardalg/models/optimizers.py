@@ -1,0 +1,78 @@
+"""Optimizers as data: the bytes of state each keeps per parameter, with the source of each number.
+
+    >>> optimizer_named("adam").state_bytes
+    8
+
+The parameters themselves are counted in their own dtype (bf16 when a tensor has none); the state here is
+what the optimizer adds, sharded like the parameter it belongs to (FSDP / ZeRO-3). With bf16 parameters Adam's
+fp32 moments make the book's ``2 + 8 = 10`` bytes per parameter. A number (``"12"``) is an optimizer of that
+many bytes of state per parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+from shardalg.errors import UsageError
+
+__all__ = ["Optimizer", "OPTIMIZERS", "optimizer_named", "DEFAULT_OPTIMIZER"]
+
+_BOOK_CH5 = "How To Scale Your Model, ch. 5 (training), data parallelism"
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """An optimizer: name, bytes of state per parameter, what that state is, and the source."""
+
+    name: str
+    state_bytes: Fraction | int
+    description: str
+    source: str
+
+    def to_json(self) -> dict[str, object]:
+        b = Fraction(self.state_bytes)
+        return {"name": self.name, "state_bytes_per_param": b.numerator if b.denominator == 1 else float(b),
+                "description": self.description, "source": self.source}  # fmt: skip
+
+
+OPTIMIZERS: dict[str, Optimizer] = {
+    o.name: o
+    for o in (
+        Optimizer("adam", 8, "Adam: first and second moments in fp32",
+                  f"{_BOOK_CH5}, footnote: 'the params are in bfloat16 and optimizer state is in float32, this "
+                  "gives us 2 + 8 = 10 bytes per parameters'"),
+        Optimizer("adam-fp32", 12, "Adam with an fp32 master copy of the parameters and fp32 moments",
+                  "Rajbhandari et al. 2019 (ZeRO), section 3.1: mixed-precision Adam keeps fp32 parameters, "
+                  "momentum and variance, K = 12 bytes per parameter"),
+        Optimizer("momentum", 4, "SGD with momentum: one fp32 buffer per parameter",
+                  "PyTorch torch.optim.SGD: a momentum_buffer per parameter when momentum != 0 (fp32 here)"),
+        Optimizer("sgd", 0, "plain SGD: no state", "PyTorch torch.optim.SGD: no buffer when momentum = 0"),
+        Optimizer("none", 0, "no optimizer state (inference, or gradients only)", "by definition"),
+    )
+}  # fmt: skip
+
+DEFAULT_OPTIMIZER = "adam"
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def optimizer_named(spec: str | int | float | Optimizer | None) -> Optimizer:
+    """A named optimizer, or a number of state bytes per parameter (``"12"``, ``12``)."""
+    if isinstance(spec, Optimizer):
+        return spec
+    if spec is None:
+        return OPTIMIZERS[DEFAULT_OPTIMIZER]
+    if isinstance(spec, bool):
+        raise UsageError(f"an optimizer is a name or bytes per parameter, not {spec!r}")
+    if isinstance(spec, int | float):
+        if spec < 0:
+            raise UsageError(f"an optimizer keeps a non-negative number of bytes per parameter, not {spec}")
+        return Optimizer(f"{spec:g} bytes", Fraction(spec).limit_denominator(1000), "as given", "given by the user")
+    text = spec.strip().lower() if isinstance(spec, str) else ""
+    if text in OPTIMIZERS:
+        return OPTIMIZERS[text]
+    if _NUMBER.fullmatch(text):
+        return optimizer_named(float(text) if "." in text else int(text))
+    raise UsageError(f"unknown optimizer {spec!r}; known: {', '.join(OPTIMIZERS)}, or a number of bytes of state "
+                     "per parameter", fix="e.g. --optimizer adam or --optimizer 12")  # fmt: skip

@@ -1,0 +1,295 @@
+"""A program read as a whole model: its values, their roles, the repeated layer and the part outside it.
+
+    >>> m = model_program("params W; layers L\\nIn[B_X, D] * W[D, F] -> Out[B_X, F]", mesh="X=4")
+    >>> [v.name for v in m.params], m.layers
+    (['W'], L)
+
+The declarations (``params``, ``embeddings``, ``saved``, ``kvcache``, ``tokens``, ``layers``; see
+:class:`shardalg.notation.syntax.Roles`) say what each tensor is. Every statement that reads an
+``embeddings`` tensor, or a value made by such a statement, is *once*: outside the repeated layer (the
+unembedding); every other statement is repeated ``layers`` times.
+
+A value is one global tensor of the program, named by the name it first has (a collective that writes
+``-> W_g[...]`` makes a new version of the same value). Its ``tensor`` is the tensor as first written: the
+sharding it lives in (a parameter's, an activation's).
+
+The notation has no elementwise steps (activations, softmax, norms, residual adds). Their traces are read as
+such: a product's result that no later statement reads, other than the layer's output (the result of the
+repeated layer's last product), feeds a step the notation does not show; an input first read after the layer's
+first product is made by such a step from the dangling results made since the previous such input. These
+steps cost no FLOPs here, and their backward reads their inputs (:mod:`.analysis` keeps them for the backward).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import sympy
+from sympy import Expr, Integer
+
+from shardalg.algebra.context import context_for
+from shardalg.algebra.legality import check_or_raise
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.symbols import dim_size
+from shardalg.errors import UsageError
+from shardalg.notation.syntax import Arrow, Collective, Product, Program, Role, Roles, Statement, Tensor
+
+from .quantities import dim_value, elements, tensor_bytes
+
+__all__ = ["Value", "StatementInfo", "ModelProgram", "model_program"]
+
+
+@dataclass(frozen=True)
+class Value:
+    """One global value: its name, the tensor as first written, its role, and where it is made."""
+
+    name: str
+    tensor: Tensor
+    role: Role | None
+    made_by: int | None  # index of the product statement that makes it; None for an input of the program
+    once: bool  # outside the repeated layer
+
+    @property
+    def is_param(self) -> bool:
+        return self.role in (Role.PARAMS, Role.EMBEDDINGS)
+
+    @property
+    def is_activation(self) -> bool:
+        return self.role in (None, Role.SAVED)
+
+
+@dataclass(frozen=True)
+class StatementInfo:
+    """One statement: what kind it is, the values it reads, the value it makes, and whether it is once."""
+
+    index: int
+    statement: Statement
+    kind: str  # "product", "collective", "declaration"
+    reads: tuple[str, ...]
+    result: str | None
+    once: bool
+
+
+@dataclass
+class ModelProgram:
+    """A program with roles, on a mesh, with sizes. Build it with :func:`model_program`."""
+
+    program: Program
+    mesh: Mesh
+    sizes: dict[str, int]
+    roles: Roles
+    values: dict[str, Value]
+    statements: tuple[StatementInfo, ...]
+    layers: Expr
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (key, what was assumed): stated defaults
+    aliases: dict[str, str] = field(default_factory=dict)  # every name the program writes -> its value's name
+    hidden_makers: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    layer_inputs: tuple[str, ...] = ()
+    layer_output: str | None = None
+
+    # ---- values by role
+    def with_role(self, *roles: Role | None) -> list[Value]:
+        return [v for v in self.values.values() if v.role in roles]
+
+    @property
+    def params(self) -> list[Value]:
+        """Parameters of the repeated layer, then those outside it (``embeddings``)."""
+        return self.with_role(Role.PARAMS) + self.with_role(Role.EMBEDDINGS)
+
+    @property
+    def activations(self) -> list[Value]:
+        return [v for v in self.values.values() if v.is_activation]
+
+    @property
+    def kv_cache(self) -> list[Value]:
+        return self.with_role(Role.KV_CACHE)
+
+    def factor(self, value_or_once: Value | bool) -> Expr:
+        """How many times a value (or a statement, by its ``once``) occurs in the model: 1 or ``layers``."""
+        once = value_or_once.once if isinstance(value_or_once, Value) else value_or_once
+        return Integer(1) if once else self.layers
+
+    def product_statements(self, once: bool | None = None) -> list[StatementInfo]:
+        return [s for s in self.statements if s.kind == "product" and (once is None or s.once == once)]
+
+    # ---- sizes
+    def bytes_of(self, t: Tensor, *, per_device: bool = True) -> Expr:
+        """Bytes of ``t`` on one device (its sharding), or in all (``per_device=False``: once, unsharded)."""
+        return tensor_bytes(t, self.mesh if per_device else None, self.sizes)
+
+    def elements_of(self, t: Tensor) -> Expr:
+        return elements(t, self.sizes)
+
+    @property
+    def devices(self) -> Expr:
+        return sympy.Mul(*(self.mesh.size_expr(a.name) for a in self.mesh.axes))
+
+    @property
+    def tokens(self) -> Expr | None:
+        """Tokens per step: the product of the ``tokens`` dims' sizes, or None without a declaration."""
+        if not self.roles.tokens:
+            return None
+        found: dict[str, Expr] = {}
+        for v in self.values.values():
+            for d in v.tensor.dims:
+                if d.label in self.roles.tokens:
+                    found.setdefault(d.label, dim_value(d, self.sizes))
+        missing = [d for d in self.roles.tokens if d not in found]
+        if missing:
+            raise UsageError(f"tokens names {', '.join(missing)}, which no tensor of the program has",
+                             fix="list the dims that count tokens, e.g. tokens B, T")  # fmt: skip
+        return sympy.Mul(*(found[d] for d in self.roles.tokens))
+
+    def value_named(self, name: str | None) -> Value | None:
+        """The value a name the program writes (or a plan step's tensor name) belongs to."""
+        return self.values.get(self.aliases.get(name, name)) if name else None
+
+    def with_sizes(self, **sizes: int) -> ModelProgram:
+        """The same program with more sizes bound."""
+        return model_program(self.program, self.mesh, {**self.sizes, **sizes})
+
+
+# ---- reading a program ---------------------------------------------------------------------------------
+
+
+def _leaves(expr: object) -> list[Tensor]:
+    if isinstance(expr, Tensor):
+        return [expr]
+    if isinstance(expr, Product):
+        return _leaves(expr.left) + _leaves(expr.right)
+    if isinstance(expr, Collective):
+        return _leaves(expr.arg)
+    return []
+
+
+def _named(t: Tensor, program: Program) -> str:
+    if not t.name:
+        raise UsageError(f"a whole model needs named tensors: {t} has no name", span=t.span,
+                         source=program.source, fix="name it, e.g. In[B, D]")  # fmt: skip
+    return t.name
+
+
+def _layer_count(roles: Roles, sizes: Mapping[str, int], notes: list[tuple[str, str]]) -> Expr:
+    if roles.layers is None:
+        notes.append(("layers", "1 (no 'layers' declaration: the program is the whole model)"))
+        return Integer(1)
+    if isinstance(roles.layers, int):
+        return Integer(roles.layers)
+    if roles.layers in sizes:
+        return Integer(sizes[roles.layers])
+    return dim_size(roles.layers)
+
+
+def model_program(program: Program | str, mesh: Mesh | Mapping[str, int] | str | None = None,
+                  sizes: Mapping[str, int] | str | None = None) -> ModelProgram:  # fmt: skip
+    """Read ``program`` (text or a Program) as a model on ``mesh`` with ``sizes`` (the program's ``mesh`` line
+    and ``where`` clause apply too). Checks legality, and that every role names a tensor of the program."""
+    if isinstance(program, str):
+        from shardalg.notation.parse import parse
+
+        program = parse(program)
+    if not isinstance(program, Program):
+        raise UsageError(f"a model is a program in the notation, not {type(program).__name__}")
+    ctx = context_for(program, mesh, sizes)
+    if ctx.mesh is None:
+        raise UsageError("a model needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2) or write 'mesh X=4'")
+    check_or_raise(program, ctx.mesh, ctx.sizes)
+    roles = program.roles or Roles()
+    notes: list[tuple[str, str]] = []
+    layers = _layer_count(roles, ctx.sizes, notes)
+
+    root: dict[str, str] = {}
+    first: dict[str, Tensor] = {}
+    made_by: dict[str, int] = {}
+    infos: list[StatementInfo] = []
+    once_values: set[str] = set()
+    embeddings = set(roles.embeddings)
+    for i, s in enumerate(program.statements):
+        expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
+        reads: list[str] = []
+        for t in _leaves(expr):
+            name = _named(t, program)
+            r = root.setdefault(name, name)
+            first.setdefault(r, t)
+            if r not in reads:
+                reads.append(r)
+        out: str | None = None
+        if isinstance(expr, Product):
+            kind = "product"
+            if result is not None:
+                out = _named(result, program)
+                if out in root:
+                    raise UsageError(f"{out} is made twice; give each product's result a new name",
+                                     span=result.span, source=program.source)  # fmt: skip
+                root[out] = out
+                first[out] = result
+                made_by[out] = i
+        elif isinstance(expr, Collective) or result is not None:
+            kind = "collective"
+            if result is not None and reads:
+                name = _named(result, program)
+                root.setdefault(name, reads[0])  # a new version of the value it reads
+        else:
+            kind = "declaration"
+        once = any(r in embeddings or r in once_values for r in reads)
+        if once and out is not None:
+            once_values.add(out)
+        infos.append(StatementInfo(i, s, kind, tuple(reads), out, once))
+
+    declared = [n for role in Role for n in roles.names(role)]
+    unknown = [n for n in declared if n not in first]
+    if unknown:
+        raise UsageError(
+            f"{', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} declared but not a tensor of the program "
+            f"(its tensors: {', '.join(first) or 'none'})",
+            fix="declare a tensor the program writes, or add a line that writes it, e.g. W_emb[V, D]",
+        )
+    touched_by: dict[str, set[bool]] = {}
+    for info in infos:
+        for r in (*info.reads, *((info.result,) if info.result else ())):
+            touched_by.setdefault(r, set()).add(info.once)
+    values = {
+        name: Value(name, t, roles.role_of(name), made_by.get(name), touched_by.get(name, {False}) == {True})
+        for name, t in first.items()
+    }
+    for name in roles.embeddings:
+        values[name] = replace(values[name], once=True)
+    model = ModelProgram(program, ctx.mesh, dict(ctx.sizes), roles, values, tuple(infos), layers, notes, root)
+    _hidden_steps(model)
+    return model
+
+
+def _hidden_steps(m: ModelProgram) -> None:
+    """Find the layer's inputs and output and the inputs made by steps the notation does not show (their
+    makers: the dangling results since the previous such input); see the module docstring."""
+    for once in (False, True):
+        products = m.product_statements(once)
+        if not products:
+            continue
+        read_later: set[str] = set()
+        dangling: list[str] = []
+        for info in reversed([s for s in m.statements if s.once == once]):
+            if info.kind == "product" and info.result is not None and info.result not in read_later:
+                dangling.insert(0, info.result)
+            read_later.update(info.reads)
+        last = products[-1].result
+        if not once:
+            m.layer_output = last
+            m.layer_inputs = tuple(r for r in products[0].reads if m.values[r].is_activation
+                                   and m.values[r].made_by is None)  # fmt: skip
+        pending: list[str] = []
+        seen: set[str] = set()
+        for info in products:
+            for r in info.reads:
+                v = m.values[r]
+                if r in seen or not v.is_activation or v.made_by is not None:
+                    continue
+                seen.add(r)
+                if info is not products[0]:
+                    m.hidden_makers[r] = tuple(pending)
+                    pending = []
+            if info.result is not None and info.result in dangling and (once or info.result != last):
+                pending.append(info.result)
+        if pending:  # dangling results no input reads: a step the notation does not show reads them
+            m.hidden_makers[f"(after {last})"] = tuple(pending)

@@ -1,0 +1,259 @@
+"""Step time, tokens per second and days to train; inference steps (prefill, decode) as a roofline.
+
+    >>> s = step_time("params W\\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]", mesh="X=4", hw="tpu-v5p")
+    >>> s.total                                                     # doctest: +SKIP
+
+Training: one repeated layer runs its forward plans, the forward the remat policy recomputes, and the derived
+backward's plans, priced together by :func:`shardalg.costs.plancost.plan_cost` under the overlap policy
+(``steady``: compute and each mesh axis's collectives overlap across layers, the book's view; ``serial``: they
+add up); the step is ``layers`` times that plus the part outside the repeated layer. An MFU factor scales the
+chip's FLOP/s (``C`` becomes ``MFU*C``). Inference: the forward only, as a roofline of compute, HBM reads
+(the parameters and the KV cache each device holds) and communication, the max of the three under ``steady``
+and their sum under ``serial``. A decode step is the forward of a program that reads a KV cache; a prefill
+step is the forward of the training program (``mode="infer"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import sympy
+from sympy import Expr, Integer
+
+from shardalg.algebra.symbols import quantity
+from shardalg.costs.chipspec import as_chip_text
+from shardalg.costs.hardware import Chip
+from shardalg.costs.plancost import PlanCost, plan_cost
+from shardalg.errors import UsageError
+from shardalg.notation.plan import Plan
+
+from .analysis import Analysis, Flops, Remat, analyze
+from .program import ModelProgram, model_program
+from .quantities import as_json, as_text
+
+__all__ = ["StepReport", "step_time", "model_step", "POLICIES", "DEFAULT_POLICY", "overlap_argument", "SECONDS_PER_DAY"]
+
+POLICIES: tuple[str, ...] = ("steady", "serial")
+DEFAULT_POLICY = "steady"  # a whole step: the book's layer-level view (DESIGN.md section 5)
+SECONDS_PER_DAY = 86_400
+C = quantity("C")
+
+
+def overlap_argument(policy: str) -> bool:
+    """The one place an overlap policy meets :func:`~shardalg.costs.plancost.plan_cost`'s ``overlap``
+    argument (today a bool: steady is True, serial False)."""
+    mapping = {"steady": True, "serial": False}
+    if policy not in mapping:
+        raise UsageError(f"the overlap policy is one of {', '.join(POLICIES)}, not {policy!r}",
+                         fix="--overlap steady (compute and communication overlap) or --overlap serial (they add)")  # fmt: skip
+    return mapping[policy]
+
+
+def _mfu(mfu: float | str | None) -> Fraction:
+    if mfu is None:
+        return Fraction(1)
+    try:
+        value = Fraction(str(mfu)) if isinstance(mfu, str) else Fraction(mfu).limit_denominator(10**6)
+    except (ValueError, ZeroDivisionError):
+        raise UsageError(f"the MFU is a number between 0 and 1, not {mfu!r}", fix="e.g. --mfu 0.4") from None
+    if not 0 < value <= 1:
+        raise UsageError(f"the MFU is a fraction of peak FLOP/s in (0, 1], not {mfu}", fix="e.g. --mfu 0.4")
+    return value
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a step (the repeated layer, or the part outside it): its terms in seconds (formulas)."""
+
+    name: str
+    count: Expr
+    cost: PlanCost
+    compute: Expr
+    comms: Expr
+    memory: Expr
+    total: Expr
+
+    def bound(self, values: Mapping[sympy.Symbol, float]) -> str | None:
+        """Which term is the largest with the chip's numbers, or None while symbolic."""
+        terms = {"compute": self.compute, "comms": self.comms, "hbm": self.memory}
+        numbers = {k: sympy.sympify(v).subs(values) for k, v in terms.items()}
+        if any(getattr(v, "free_symbols", None) for v in numbers.values()):
+            return None
+        return max(numbers, key=lambda k: float(numbers[k]))
+
+
+@dataclass
+class StepReport:
+    """A step's time (a formula, and seconds on a chip), its parts, FLOPs and throughput."""
+
+    analysis: Analysis
+    chip: Chip | None
+    policy: str
+    mfu: Fraction
+    parts: list[Part]
+    flops: Flops
+    train_tokens: float | None = None
+    notes: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def model(self) -> ModelProgram:
+        return self.analysis.model
+
+    @property
+    def values(self) -> dict[sympy.Symbol, float]:
+        return self.chip.values() if self.chip is not None else {}
+
+    @property
+    def total(self) -> Expr:
+        return sympy.Add(*(p.count * p.total for p in self.parts))
+
+    def seconds_of(self, expr: Expr) -> float | None:
+        v = sympy.sympify(expr).subs(self.values)
+        return None if v.free_symbols else float(v)
+
+    @property
+    def seconds(self) -> float | None:
+        return self.seconds_of(self.total)
+
+    @property
+    def tokens(self) -> Expr | None:
+        return self.model.tokens
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        t, s = self.tokens, self.seconds
+        if t is None or s is None or t.free_symbols:
+            return None
+        return float(t) / s
+
+    @property
+    def days(self) -> float | None:
+        """Days to train on ``train_tokens`` at this step's tokens per second."""
+        rate = self.tokens_per_second
+        if self.train_tokens is None or rate is None:
+            return None
+        return self.train_tokens / rate / SECONDS_PER_DAY
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON (README, "JSON of shardalg step")."""
+
+        def term(e: Expr) -> dict[str, Any]:
+            return {"formula": sympy.sstr(e), "seconds": self.seconds_of(e)}
+
+        return {
+            "mode": self.analysis.mode,
+            "overlap": self.policy,
+            "mfu": float(self.mfu),
+            "chip": self.chip.name if self.chip is not None else None,
+            "layers": as_json(self.model.layers),
+            "parts": [{"part": p.name, "count": as_json(p.count), "compute": term(p.compute), "comms": term(p.comms),
+                       "hbm": term(p.memory), "total": term(p.total), "bound": p.bound(self.values)}
+                      for p in self.parts],  # fmt: skip
+            "step": term(self.total),
+            "flops": {"forward": as_json(self.flops.forward), "backward": as_json(self.flops.backward),
+                      "recompute": as_json(self.flops.recompute), "total": as_json(self.flops.total),
+                      "per_device": as_json(self.flops.total_per_device)},  # fmt: skip
+            "tokens_per_step": as_json(self.tokens),
+            "tokens_per_second": self.tokens_per_second,
+            "train_tokens": self.train_tokens,
+            "days": self.days,
+            "defaults": [{"key": k, "value": v} for k, v in self.notes],
+        }
+
+    def __str__(self) -> str:
+        def t(e: Expr) -> str:
+            s = self.seconds_of(e)
+            return _time(s) if s is not None else sympy.sstr(e)
+
+        what = "training (forward + backward)" if self.analysis.mode == "train" else "inference (forward roofline)"
+        lines = [f"{'step':<12} {what}; overlap {self.policy}; MFU {float(self.mfu):g}"
+                 + (f"; chip {self.chip.name}" if self.chip is not None else "")]  # fmt: skip
+        for p in self.parts:
+            bound = p.bound(self.values)
+            lines.append(f"{p.name:<12} x{as_text(p.count)}: compute {t(p.compute)}, comms {t(p.comms)}, "
+                         f"HBM {t(p.memory)} -> {t(p.total)}" + (f" ({bound}-bound)" if bound else ""))  # fmt: skip
+        lines.append(f"{'step time':<12} {t(self.total)}")
+        lines.append(f"{'FLOPs':<12} {as_text(self.flops.total)} in all, {as_text(self.flops.total_per_device)} "
+                     "per device")  # fmt: skip
+        if self.tokens is not None:
+            rate = self.tokens_per_second
+            lines.append(f"{'tokens':<12} {as_text(self.tokens)} per step"
+                         + (f", {rate:.4g} per second" if rate is not None else ""))  # fmt: skip
+        if self.days is not None:
+            lines.append(f"{'training':<12} {self.train_tokens:.4g} tokens in {self.days:.4g} days")
+        for k, v in self.notes:
+            lines.append(f"note: {k}: {v}")
+        return "\n".join(lines)
+
+
+def _time(s: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.4g} {unit}"
+    return f"{s * 1e9:.4g} ns"
+
+
+def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | None, policy: str,
+          mfu: Fraction, hbm_names: tuple[str, ...] | None) -> Part | None:  # fmt: skip
+    steps = tuple(s for p in plans for s in p.steps)
+    if not steps:
+        return None
+    m = a.model
+    plan = Plan((), steps, steps[-1].output, note=name)
+    cost = plan_cost(plan, m.mesh, m.sizes, hw=chip, overlap=overlap_argument(policy), hbm=hbm_names)
+    scale = {C: sympy.Rational(mfu.numerator, mfu.denominator) * C} if mfu != 1 else {}
+    compute = cost.compute.subs(scale)
+    if a.mode == "train":
+        total = cost.total.subs(scale)
+    else:
+        terms = (compute, cost.memory, cost.comms)
+        total = sympy.Max(*terms) if overlap_argument(policy) else sympy.Add(*terms)
+    return Part(name, count, cost, compute, cost.comms, cost.memory, total)
+
+
+def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: str | None = None,
+               mfu: float | str | None = None, train_tokens: float | None = None) -> StepReport:  # fmt: skip
+    """The step report of an analysed model (see :func:`step_time`)."""
+    a, m = analysis, analysis.model
+    notes = list(a.notes)
+    if policy is None:
+        policy = DEFAULT_POLICY
+        notes.append(("overlap", f"{policy} (default for a whole step: compute and each axis's collectives "
+                                 "overlap across layers)"))  # fmt: skip
+    overlap_argument(policy)
+    if mfu is None:
+        notes.append(("mfu", "1 (default: peak FLOP/s)"))
+    fraction = _mfu(mfu)
+    hw = as_chip_text(chip)
+    by_index = {s.index: s for s in m.statements}
+    hbm_names: tuple[str, ...] | None = None
+    if a.mode == "infer":
+        keep = {v.name for v in (*m.params, *m.kv_cache)}
+        hbm_names = tuple(n for n, root in m.aliases.items() if root in keep)
+    parts: list[Part] = []
+    for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
+        plans = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
+        plans += [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
+        plans += [p for info, p in a.grad_plans if info.once == once]
+        part = _part(name, count, plans, a, hw, policy, fraction, hbm_names)
+        if part is not None:
+            parts.append(part)
+    if not parts:
+        raise UsageError("nothing to time: the program has no product or collective")
+    if m.tokens is None:
+        notes.append(("tokens", "no 'tokens' declaration: tokens per second and days are not computed"))
+    if train_tokens is not None and (isinstance(train_tokens, bool) or not train_tokens > 0):
+        raise UsageError(f"the training tokens are a positive number, not {train_tokens!r}", fix="e.g. --tokens 15e12")
+    return StepReport(a, hw, policy, fraction, parts, a.flops(), train_tokens, notes)
+
+
+def step_time(program: Any, mesh: Any = None, sizes: Mapping[str, int] | str | None = None, hw: Chip | str | None = None,
+         overlap: str | None = None, mfu: float | str | None = None, tokens: float | None = None,
+         remat: str | Iterable[str] | Remat | None = None, mode: str | None = None) -> StepReport:  # fmt: skip
+    """The time of one step of ``program`` on ``mesh`` (training, or an inference step when the program
+    declares a KV cache or ``mode="infer"``); ``tokens``: train on that many tokens (days to train)."""
+    model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
+    return model_step(analyze(model, mode, remat), hw, overlap, mfu, tokens)

@@ -1,0 +1,147 @@
+"""The two gradient einsums of one product, planned together (DESIGN.md section 4).
+
+``dA = dC·Bᵀ`` and ``dB = Aᵀ·dC`` both read the cotangent ``dC``. Planned one at a time, each reshards
+``dC`` for itself; planned together, a version of ``dC`` that one gradient's plan makes (``AllGather_XY(dC)
+-> dC[I, K]``) can serve the other, which then slices it for free. Shared collectives are found before
+choosing:
+
+* the baseline: the cheapest plan of each gradient alone, their common steps run once;
+* for each order (dA first, dB first) and each version ``v`` of ``dC`` that some plan of the first
+  gradient makes before its einsum: the cheapest plan of the first that makes ``v``, then the cheapest
+  plan of the second planned from ``v``.
+
+Pairs are ranked by the bytes both plans communicate (the planner's measure, each collective counted once,
+a step an earlier gradient already ran counted as free). The baseline is kept unless a pair moves fewer
+bytes for every size: with numeric sizes, strictly fewer; with symbolic ones, when the baseline's bytes minus
+the pair's is a polynomial with no negative coefficient (``2·D·F`` against ``B·F`` decides nothing, so FSDP
+keeps its plans until the sizes are known). A product with nothing to share keeps the plans it had.
+
+    >>> first, second = choose(left, right, dC, Mesh(X=2, Y=4), sizes, made=set())
+    >>> second.shared        # the version of dC the first plan made and the second reads
+    dC[I, K]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.traffic import Bytes, Sizes, step_bytes
+from shardalg.errors import ShardalgError
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Arrow, Op, Product, Tensor
+
+from .planner import plans
+from .redistribute import default_key
+
+__all__ = ["Gradient", "Chosen", "choose", "candidates", "fewer"]
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """One gradient einsum to plan: ``dC · B -> dA`` (``side`` "left") or ``A · dC -> dB`` ("right"),
+    with ``primal`` the other operand as the backward reads it and the targets it may end in."""
+
+    side: str
+    primal: Tensor
+    targets: tuple[Tensor, ...]
+
+    def product(self, cotangent: Tensor) -> Product:
+        return Product(cotangent, self.primal) if self.side == "left" else Product(self.primal, cotangent)
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """A gradient's chosen plan; ``shared`` is the version of the cotangent it reads that the other
+    gradient's plan made (None when it starts from the cotangent itself)."""
+
+    gradient: Gradient
+    plan: Plan
+    shared: Tensor | None = None
+
+
+def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, int]) -> list[Plan]:
+    """Every plan of ``g`` from ``cotangent`` to any of its targets, cheapest first (the planner's order)."""
+    found: list[Plan] = []
+    last: ShardalgError | None = None
+    for t in g.targets:
+        try:
+            found.extend(plans(Arrow(g.product(cotangent), t), mesh, sizes))
+        except ShardalgError as err:  # an unreachable target is one candidate fewer
+            last = err
+    if not found:
+        assert last is not None
+        raise last
+    return sorted(found, key=default_key(mesh, Sizes(sizes)))
+
+
+class _Cost:
+    """Bytes a set of steps communicates (each distinct step once), free steps excluded."""
+
+    def __init__(self, mesh: Mesh, sizes: Mapping[str, int], made: set[Step]):
+        self.mesh, self.sizes, self.made = mesh, Sizes(sizes), made
+
+    def __call__(self, steps: tuple[Step, ...], also_free: frozenset[Step] = frozenset()) -> Bytes:
+        total = Bytes()
+        for s in dict.fromkeys(steps):
+            if s.communicates and s not in self.made and s not in also_free:
+                total = total + step_bytes(s.op, s.axes, s.inputs[0], s.output, self.mesh, self.sizes)
+        return total
+
+
+def fewer(a: Bytes, b: Bytes) -> bool:
+    """Whether ``a`` is fewer bytes than ``b`` for every size: ``b - a`` has terms, none negative."""
+    diff = b + a.scale(-1)
+    return bool(diff.terms) and all(c > 0 for _, c in diff.terms)
+
+
+def _prep(p: Plan) -> tuple[Step, ...]:
+    """The steps before the plan's einsum (they read the operands; those after finish the gradient)."""
+    out = []
+    for s in p.steps:
+        if s.op is Op.EINSUM:
+            break
+        out.append(s)
+    return tuple(out)
+
+
+def _versions(p: Plan, cotangent: Tensor) -> list[Tensor]:
+    """The versions of ``cotangent`` the plan makes before its einsum, in order."""
+    have, out = {cotangent}, []
+    for s in _prep(p):
+        if s.inputs[0] in have:
+            have.add(s.output)
+            out.append(s.output)
+    return out
+
+
+def choose(
+    left: Gradient, right: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, int], made: set[Step]
+) -> tuple[Chosen, Chosen]:
+    """The two gradients' plans, chosen together, in the order they run (see the module docstring)."""
+    cost = _Cost(mesh, sizes, made)
+    first_l = candidates(left, cotangent, mesh, sizes)
+    first_r = candidates(right, cotangent, mesh, sizes)
+    pl, pr = first_l[0], first_r[0]
+    baseline = cost(pl.steps + pr.steps)
+    best = (baseline, (Chosen(left, pl), Chosen(right, pr)))
+    for one, other, listed in ((left, right, first_l), (right, left, first_r)):
+        maker: dict[Tensor, tuple[Bytes, Plan]] = {}
+        for p in listed:
+            c = cost(p.steps)
+            for v in _versions(p, cotangent):
+                if v not in maker or c.rank() < maker[v][0].rank():
+                    maker[v] = (c, p)
+        for v, (c1, p1) in maker.items():
+            try:
+                seconds = candidates(other, v, mesh, sizes)
+            except ShardalgError:
+                continue
+            shared = frozenset(p1.steps)
+            priced = [(cost(q.steps, shared), i) for i, q in enumerate(seconds)]
+            c2, i2 = min(priced, key=lambda ci: (ci[0].rank(), ci[1]))
+            total = c1 + c2
+            if fewer(total, baseline) and total.rank() < best[0].rank():
+                best = (total, (Chosen(one, p1), Chosen(other, seconds[i2], v)))
+    return best[1]

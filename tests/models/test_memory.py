@@ -1,0 +1,121 @@
+"""Memory per device by part, the remat policies, FLOPs from the plans, transients, inference, defaults stated,
+and the errors a user meets."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+
+from shardalg.algebra.symbols import dim_size
+from shardalg.errors import UsageError
+from shardalg.models.analysis import analyze
+from shardalg.models.memory import memory
+from shardalg.models.program import model_program
+
+B, D, F, L, S = (dim_size(n) for n in "BDFLS")
+
+GATED = """params W_gate, W_in, W_out
+layers L
+tokens B
+In[B_X, D] * W_gate[D_X, F] -> G[B_X, F]
+In[B_X, D] * W_in[D_X, F] -> U[B_X, F]
+H[B_X, F] * W_out[F_X, D] -> Out[B_X, D]"""
+DP = "params W\nIn[B_X, D] * W[D, F] -> Out[B_X, F]"
+FSDP = "params W\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]"
+
+
+def test_dp_replicates_parameters_and_fsdp_shards_them():
+    dp, fsdp = memory(DP, mesh="X=4"), memory(FSDP, mesh="X=4")
+    assert dp.parts["params"] == 2 * D * F and fsdp.parts["params"] == D * F / 2
+    assert dp.parts["optimizer"] == 8 * D * F and fsdp.parts["optimizer"] == 2 * D * F  # adam: 8 bytes a param
+    assert dp.parts["grads"] == dp.parts["params"]  # the gradient ends in the parameter's sharding
+    assert dp.params == fsdp.params == D * F
+    assert dp.parts["transient"] == 0 and fsdp.parts["transient"] == 2 * D * F  # FSDP holds the gathered W
+
+
+@pytest.mark.parametrize(("remat", "saved", "recomputed"), [
+    ("none", ("In", "G", "U", "H"), ()),  # In and H by the gradient einsums; G and U by the hidden gate
+    ("block", ("In",), ("G", "U")),
+    ("G,U,Out", ("G", "U", "Out"), ()),
+    ("Out", ("Out",), ("G", "U")),
+])  # fmt: skip
+def test_remat_policies_keep_and_recompute(remat, saved, recomputed):
+    a = analyze(model_program(GATED, mesh="X=4"), remat=remat)
+    assert a.saved == saved
+    assert tuple(a.model.statements[i].result for i in a.recomputed) == recomputed
+    f = a.flops()
+    assert f.forward == 6 * B * D * F * L and f.backward == 2 * f.forward  # 2 gradient einsums a product
+    assert f.recompute == 2 * B * D * F * L * len(recomputed)
+    assert f.total_per_device == f.total / 4  # every product split over X
+
+
+def test_activations_follow_their_sharding_and_the_layer_count():
+    r = memory(GATED, mesh="X=4", remat="none")
+    assert sympy.expand(r.parts["activations"] - L * (B * D / 4 * 2 + 3 * B * F / 4 * 2)) == 0  # In; G, U, H
+
+
+def test_the_program_saved_list_is_the_default_policy_and_is_stated():
+    r = memory(GATED + "\nsaved G, U, Out", mesh="X=4")
+    assert r.analysis.remat.names == ("G", "U", "Out") and not r.analysis.remat.chosen
+    assert ("remat", "keep G, U, Out (the program's saved list)") in r.notes
+
+
+def test_every_default_is_stated():
+    r = memory("params W\nIn[B, D] * W[D, F] -> Out[B, F]", mesh="X=1")
+    keys = [k for k, _ in r.notes]
+    assert keys == ["layers", "mode", "remat", "optimizer"]
+    data = r.to_json()
+    assert [d["key"] for d in data["defaults"]] == keys
+    assert "note: optimizer: adam (default" in str(r)
+
+
+def test_inference_counts_parameters_and_kv_cache_only():
+    program = """params W_q
+kvcache Kc
+layers 2
+Q[B, D] * W_q[D, H] -> Qh[B, H]
+Qh[B, H] * Kc[B, S_X, H] -> Sc[B, S_X]"""
+    r = memory(program, mesh="X=4")
+    assert r.analysis.mode == "infer" and ("mode", "infer (the program declares a KV cache)") in r.notes
+    assert r.parts["grads"] == r.parts["optimizer"] == r.parts["activations"] == 0
+    assert sympy.expand(r.parts["kv_cache"] - 2 * (B * S * dim_size("H") / 4 * 2)) == 0
+    assert sympy.expand(r.parts["params"] - 2 * (D * dim_size("H") * 2)) == 0
+
+
+def test_json_numbers_when_bound_formulas_otherwise():
+    bound = memory(FSDP, mesh="X=4", sizes="B=64,D=1024,F=4096", hw="tpu-v5e").to_json()
+    assert set(bound) >= {"params", "bytes_per_device", "hbm_bytes", "fits", "headroom", "defaults", "tensors"}
+    assert set(bound["bytes_per_device"]) == {"params", "grads", "optimizer", "activations", "kv_cache",
+                                              "transient", "total"}  # fmt: skip
+    assert bound["params"] == 1024 * 4096 and bound["fits"] is True
+    assert bound["bytes_per_device"]["params"] == 1024 * 4096 // 2 and bound["hbm_bytes"] == 16_000_000_000
+    free = memory(FSDP, mesh="X=4").to_json()
+    assert free["params"] == "D*F" and free["fits"] is None and free["hbm_bytes"] is None
+
+
+def test_fits_and_headroom_on_a_chip():
+    r = memory(DP, mesh="X=4", sizes="B=64,D=8192,F=262144", hw="tpu-v5e")
+    assert r.fits is False and float(r.headroom) < 0
+    assert "fits         NO" in str(r)
+
+
+@pytest.mark.parametrize(("program", "kw", "message"), [
+    ("params W, Q\nIn[B, D] * W[D, F] -> Out[B, F]", {}, "Q is declared but not a tensor of the program"),
+    (DP, {"remat": "Wrong"}, "--remat takes none, block, saved or activations of the program, not 'Wrong'"),
+    (DP, {"remat": "W"}, "not 'W'"),
+    (DP, {"remat": "saved"}, "the program has none"),
+    (DP, {"optimizer": "adagrad"}, "unknown optimizer 'adagrad'"),
+    (DP, {"grads": "fp8"}, "grads is one of param, none"),
+    (DP, {"mode": "serve"}, "the mode is train or infer"),
+    ("params W\n[B, D] * W[D, F] -> Out[B, F]", {}, "needs named tensors"),
+])  # fmt: skip
+def test_errors_name_the_problem(program, kw, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        memory(program, mesh="X=4", **kw)
+
+
+def test_a_model_needs_a_mesh_and_a_number_for_the_optimizer_works():
+    with pytest.raises(UsageError, match="a model needs a mesh"):
+        memory(DP)
+    assert memory(DP, mesh="X=1", optimizer="12").parts["optimizer"] == 12 * D * F
+    assert sympy.simplify(memory(DP, mesh="X=1", optimizer=2.5).parts["optimizer"] - sympy.Rational(5, 2) * D * F) == 0

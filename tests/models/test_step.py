@@ -1,0 +1,76 @@
+"""Step time: the overlap policies, the MFU factor, the inference roofline (compute, HBM reads of weights and KV
+cache, communication), tokens and days, and the policy mapping."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+
+from shardalg.algebra.symbols import dim_size, quantity
+from shardalg.errors import UsageError
+from shardalg.models.step import overlap_argument, step_time
+
+B, D, F, S, H = (dim_size(n) for n in "BDFSH")
+C, W_ICI, W_HBM, T_MIN = (quantity(n) for n in ("C", "W_ici", "W_hbm", "T_min"))
+FSDP = "params W\ntokens B\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]"
+
+
+def test_steady_is_the_max_and_serial_the_sum():
+    steady = step_time(FSDP, mesh="X=4", overlap="steady")
+    serial = step_time(FSDP, mesh="X=4", overlap="serial")
+    (p,), (q,) = steady.parts, serial.parts
+    assert p.compute == q.compute == 6 * B * D * F / (4 * C)  # forward 2BDF + backward 4BDF, over 4 devices
+    # forward AllGather of W, backward AllGather again and ReduceScatter of dW: three collectives of 2DF bytes
+    assert p.comms == 3 * sympy.Max(2 * T_MIN, 2 * D * F / W_ICI)
+    assert p.total == sympy.Max(p.compute, p.comms) and q.total == q.compute + q.comms
+
+
+def test_mfu_scales_compute_only():
+    full = step_time(FSDP, mesh="X=4", sizes="B=65536,D=4096,F=16384", hw="tpu-v5p")
+    forty = step_time(FSDP, mesh="X=4", sizes="B=65536,D=4096,F=16384", hw="tpu-v5p", mfu=0.4)
+    assert forty.seconds_of(forty.parts[0].compute) == pytest.approx(full.seconds_of(full.parts[0].compute) / 0.4)
+    assert forty.seconds_of(forty.parts[0].comms) == full.seconds_of(full.parts[0].comms)
+    assert ("mfu", "1 (default: peak FLOP/s)") in full.notes and not any(k == "mfu" for k, _ in forty.notes)
+    for bad in (0, 1.5, "x"):
+        with pytest.raises(UsageError, match="MFU"):
+            step_time(FSDP, mesh="X=4", mfu=bad)
+
+
+def test_tokens_per_second_and_days():
+    s = step_time(FSDP, mesh="X=4", sizes="B=65536,D=4096,F=16384", hw="tpu-v5p", tokens=1e12)
+    assert s.tokens == 65536
+    assert s.tokens_per_second == pytest.approx(65536 / s.seconds)
+    assert s.days == pytest.approx(1e12 / s.tokens_per_second / 86400)
+    untokened = step_time("params W\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]", mesh="X=4")
+    assert untokened.tokens is None and any(k == "tokens" for k, _ in untokened.notes)
+
+
+def test_decode_is_a_roofline_of_compute_hbm_and_comms():
+    program = """params W
+kvcache Kc
+tokens B
+Q[B, H] * Kc[B, S_X, H] -> Sc[B, S_X]
+P[B, S_X] * W[S, D] -> O[B, D]"""
+    s = step_time(program, mesh="X=4")
+    (p,) = s.parts
+    assert s.analysis.mode == "infer"
+    assert p.total == sympy.Max(p.compute, p.memory, p.comms)
+    # HBM reads: the KV cache's local bytes (sharded over X) and the weight's (gathered P, whole W), not the
+    # activations; compute: both local products
+    assert sympy.expand(p.memory - (2 * B * S * H / 4 + 2 * S * D) / W_HBM) == 0
+    assert sympy.expand(p.compute - (2 * B * S * H / 4 + 2 * B * S * D) / C) == 0
+    assert step_time(program, mesh="X=4", overlap="serial").parts[0].total == p.compute + p.memory + p.comms
+
+
+def test_the_overlap_policies_meet_plan_cost_in_one_place():
+    assert overlap_argument("steady") is True and overlap_argument("serial") is False
+    with pytest.raises(UsageError, match="steady, serial"):
+        step_time(FSDP, mesh="X=4", overlap="schedule")
+
+
+def test_json_shape():
+    data = step_time(FSDP, mesh="X=4", sizes="B=4096,D=1024,F=4096", hw="tpu-v5e", tokens=1e9).to_json()
+    assert set(data) == {"mode", "overlap", "mfu", "chip", "layers", "parts", "step", "flops", "tokens_per_step",
+                         "tokens_per_second", "train_tokens", "days", "defaults"}  # fmt: skip
+    assert data["parts"][0]["bound"] in ("compute", "comms", "hbm")
+    assert isinstance(data["step"]["seconds"], float) and data["flops"]["total"] == 6 * 4096 * 1024 * 4096
