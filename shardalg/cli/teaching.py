@@ -183,7 +183,7 @@ def _plot(args: argparse.Namespace) -> int:
         raise file_error(err, "write the picture") from None
     if args.json:
         data = {
-            "over": args.over, "range": [lo, hi], "labels": labels, "hw": hw_name, "mesh": str(the_mesh),
+            "over": args.over, "range": [lo, hi], "labels": labels, "hw": hw_name, "mesh": the_mesh.text().removeprefix("mesh "),
             "sizes": sizes, "regime": args.regime, "title": title, "caption": caption, "out": args.out,
             "crossovers": [{"at": c.at, "time": c.cost, "cheaper_above": labels[c.cheaper_above]}
                            for c in curves.crossovers],

@@ -70,7 +70,7 @@ class Derivation:
 
     def latex(self) -> str:
         """The steps as an aligned LaTeX block; the first row names the overlap policy, if any."""
-        names = latex_names()
+        names = latex_names(*(e for _, e in self.steps))
         rows = [rf"\text{{overlap}} &\quad \text{{{self.overlap}}}"] if self.overlap else []
         rows += [rf"{_latex_label(label)} &\quad {sympy.latex(e, symbol_names=names)}"
                  for label, e in self.steps]  # fmt: skip
@@ -97,7 +97,7 @@ class Derivation:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
-        names = latex_names()
+        names = latex_names(self.result, *(e for _, e in self.steps))
         return {
             "title": self.title,
             "overlap": self.overlap,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["MathPart", "split_math", "formula_latex", "ASCII_MATH"]
+__all__ = ["MathPart", "split_math", "formula_latex", "number_latex", "ASCII_MATH"]
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,11 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?\Z")
 # 2DF, 4BD: a number times dims (3D alone is a word; 16GB, 8TB, 2FLOPS are amounts in units, not products)
 _PRODUCT = re.compile(r"\d+(?![KMGTPE]i?B\Z|T?FLOPS?\Z)[A-Z]{2,}")
 _PROSE_SLASH = re.compile(r"[a-z]{2,}/[a-z]{2,}\Z")  # and/or, compute/comms: words, not a division
+_UNIT_SLASH = re.compile(r"(?:[KMGTP]?i?B|bytes|FLOPs?)/s\Z")  # TB/s, bytes/s: a unit, not a division
 
 
 def _is_math_word(word: str) -> bool:
-    if _PROSE_SLASH.match(word) or word.startswith(("http", "proofs/")):
+    if _PROSE_SLASH.match(word) or _UNIT_SLASH.match(word) or word.startswith(("http", "proofs/")):
         return False
     return bool(_NOTATION.search(word)) or bool(_PRODUCT.fullmatch(word))
 
@@ -153,6 +154,19 @@ def split_math(text: str) -> list[str | MathPart]:
     return merged
 
 
+def number_latex(value: float) -> str:
+    """A number as a reader writes it: ``45{,}000``, ``0.125``, ``3.35 \\times 10^{12}`` (three significant
+    digits past a million or below a thousandth), never ``4.5e+04`` or ``45000.0``."""
+    if value == 0:
+        return "0"
+    if 1e-3 <= abs(value) < 1e6:
+        if float(value).is_integer():
+            return f"{int(value):,}".replace(",", "{,}")
+        return f"{value:.4g}"
+    mantissa, exponent = f"{value:.3g}".split("e") if "e" in f"{value:.3g}" else (f"{value:.3g}", "0")
+    return rf"{mantissa} \times 10^{{{int(exponent)}}}"
+
+
 # ---------------------------------------------------------------------------------------------- formulas
 _TOKEN = re.compile(
     r"(?P<notation>[A-Za-z][A-Za-z0-9]*(?::\s*[a-z0-9]+)?\[[^\[\]]*\](?:\{[^{}]*\})?)"
@@ -238,5 +252,6 @@ def formula_latex(text: str) -> str:
 
 # ASCII math a reader must not see in running text: a subscript or power typed out, a division between
 # terms, an arrow, a set of unreduced axes; checked on the text of the generated .tex outside math.
-ASCII_MATH = re.compile(r"\w\\_\w|\\textasciicircum|\^|->|<-|\\\{U|(?<!\w)(?![a-z]{2,}/[a-z]{2,}\b)\w+/\w|\w/\(|\)/\w"
+ASCII_MATH = re.compile(r"\w\\_\w|\\textasciicircum|\^|->|<-|\\\{U"
+                        r"|(?<!\w)(?![a-z]{2,}/[a-z]{2,}\b|(?:[KMGTP]?i?B|bytes|FLOPs?)/s\b)\w+/\w|\w/\(|\)/\w"
                         r"|\|\w+\||\b\d+(?![KMGTPE]i?B\b|T?FLOPS?\b)[A-Z]{2,}\b")

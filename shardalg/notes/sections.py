@@ -93,6 +93,20 @@ def notation() -> Section:
     ))  # fmt: skip
 
 
+def _plans_found(n: int, shown: list) -> str:
+    """How many plans the planner found and which are shown, in words a reader expects."""
+    time = "bandwidth-bound communication time on a ring"
+    if n == 1:
+        return f"The planner finds one plan, with its {time}:"
+    which = "here they are by bytes communicated" if len(shown) == n else \
+        f"the {len(shown)} that communicate fewest bytes"
+    text = f"The planner finds {n} plans; {which}, with their {time}"
+    if any("spare axes" in (p.note or "") for p in shown):
+        text += (" (a plan that slices onto a spare axis first moves the same bytes over more links, so it can be "
+                 "faster than one listed before it)")
+    return text + ":"
+
+
 def four_cases() -> Section:
     from shardalg.costs.plancost import plan_cost
     from shardalg.planning.planner import plans
@@ -105,10 +119,7 @@ def four_cases() -> Section:
         if found and found[0].cases:
             blocks.append(Prose.of("Classification: " + "; ".join(found[0].cases) + "."))
         shown = found[:PLANS_SHOWN]
-        blocks.append(Prose.of(f"The planner finds {len(found)} plan(s). The first {len(shown)} by bytes "
-                               "communicated, with their bandwidth-bound communication time on a ring (a plan "
-                               "that slices onto a spare axis first moves the same bytes over more links, so "
-                               "it can be faster than one listed before it):"))
+        blocks.append(Prose.of(_plans_found(len(found), shown)))
         for i, p in enumerate(shown, 1):
             comms = plan_cost(p, CASE_MESH, latency=False).comms
             blocks.append(Display(_latex(p, reasons=False),

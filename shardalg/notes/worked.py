@@ -14,6 +14,7 @@ from shardalg.numeric.proofs import sym_latex
 
 from .costs import QUESTION_4, draw_question_4, fsdp_tp_cost
 from .document import Display, Math, Prose, Raw, Section, md_text, tex_text, text_math
+from .mathtext import number_latex
 
 __all__ = ["derivations", "proofs", "seed_questions", "question_4_costs", "aligned_derivation", "lemma_block"]
 
@@ -62,8 +63,8 @@ def derivations() -> Section:
         ("The buffer size below which an AllGather on TPU v5e is latency-bound:", crit),
     ):
         blocks.append(Display(aligned_derivation(d), title))
-        blocks.append(Prose.of("Result: ", Math(sym_latex(d.result)),
-                               "" if d.value is None else f" (= {d.value:.4g} with the chip's numbers)", "."))
+        value = () if d.value is None else (" (", Math("= " + number_latex(d.value)), " with the chip's numbers)")
+        blocks.append(Prose.of("Result: ", Math(sym_latex(d.result)), *value, "."))
     return Section("Derivations", (
         Prose.of("Each derivation below is computed by shardalg from plans and the cost model; each row is one "
                  "recorded step, aligned on its relation, the step named on the right."),
@@ -89,9 +90,15 @@ def aligned_derivation(d: object) -> str:
     from shardalg.notation.printing.symbology import latex_escape_text
 
     rows = []
+    before = None
     for label, expr in d.steps:  # type: ignore[attr-defined]
+        if label == "result" and expr == before:
+            continue  # the last step already shows it
+        before = expr
         name = latex_escape_text(label)
-        if isinstance(expr, sympy.core.relational.Relational):
+        if isinstance(expr, sympy.Float):  # a value on the chip's numbers
+            body = rf"&\phantom{{=}} {number_latex(float(expr))}"
+        elif isinstance(expr, sympy.core.relational.Relational):
             sign = sym_latex(type(expr)(sympy.Symbol("a"), sympy.Symbol("b"), evaluate=False)).split(" ")[1]
             body = f"{sym_latex(expr.lhs)} &{sign} {sym_latex(expr.rhs)}"
         elif isinstance(expr, sympy.logic.boolalg.Boolean):
@@ -146,7 +153,7 @@ def _quick_memory() -> Section:
     return Section("Quick questions: memory", (
         Prose.of("fp32[1024, 4096] as ", Math(_latex(a.tensor)), " on X = 8, Y = 2: local shape ",
                  f"[{', '.join(map(str, a.local_shape))}], {a.bytes_per_device:,} bytes per device; loading it at "
-                 f"the H100's {h100.hbm_bandwidth.value:.3g} B/s of HBM takes {load * 1e9:.0f} ns."),
+                 f"the H100's {h100.hbm_bandwidth.value / 1e12:.3g} TB/s of HBM takes {load * 1e9:.0f} ns."),
         Prose.of("int8[128, 2048] as ", Math(_latex(b.tensor)), " on X = 2, Y = 8, Z = 2: "
                  f"{b.bytes_per_device:,} bytes per device, {b.total_bytes:,} bytes on all "
                  f"{b.devices} devices (replication {b.replication})."),
@@ -195,11 +202,12 @@ def _question_2_3() -> Section:
     ):
         c = cost(source, mesh=mesh, sizes=sizes, hw="tpu-v4p")
         rows.append(Prose.of(Math(_latex(parse_statement(source))), f": {_us(c.seconds)}."))
-    tiny = cost("AllGather_X(bf16[B_X]) -> bf16[B]", mesh=mesh, sizes={"B": 128}, hw="tpu-v4p")
+    small = "AllGather_X(bf16[B_X]) -> bf16[B]"
+    tiny = cost(small, mesh=mesh, sizes={"B": 128}, hw="tpu-v4p")
     return Section("Questions 2 and 3: AllGather latency on TPU v4p 4x4x4", (
         Prose.of("B = 1024, D = 4096 in bf16 on the mesh X = Y = Z = 4 (a full cube: every axis wraps):"),
         *rows,
-        Prose.of("With B = 128 the AllGather of ", Math(r"[B_X]"), f" takes {_us(tiny.seconds)}: ",
+        Prose.of("With B = 128, ", Math(_latex(parse_statement(small))), f" takes {_us(tiny.seconds)}: ",
                  Math("T = " + sym_latex(tiny.total)), ", latency-bound."),
     ))  # fmt: skip
 

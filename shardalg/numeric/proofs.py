@@ -58,7 +58,7 @@ def sym_latex(expr: Any) -> str:
     """A sympy expression (or relation, or matrix) in LaTeX, with the book's symbol names."""
     from shardalg.algebra.symbols import latex_names
 
-    return sympy.latex(expr, symbol_names=latex_names())
+    return sympy.latex(expr, symbol_names=latex_names(expr))
 
 
 @dataclass(frozen=True)

@@ -191,12 +191,21 @@ def _draw(ax: Any, curves: CostCurves, labels: Sequence[str], unit: str, title: 
     ax.set_xlabel(str(over))
     ax.set_ylabel(f"time ({unit})")
     bounds = [curves.xs[0], *(c.at for c in curves.crossovers), curves.xs[-1]]
-    for lo_x, hi_x in zip(bounds, bounds[1:], strict=False):
+    regions = list(zip(bounds, bounds[1:], strict=False))
+    for k, (lo_x, hi_x) in enumerate(regions):
         mid = math.sqrt(lo_x * hi_x)
         who = curves.cheaper(mid)
         ax.axvspan(lo_x, hi_x, color=colors[who], alpha=0.08)
-        ax.text(mid, 0.95, f"{labels[who]} cheaper", transform=ax.get_xaxis_transform(),
-                ha="center", va="top", fontsize=9, color=colors[who])  # fmt: skip
+        # the region's label: the plan's name (the legend has its description), kept inside its region - the
+        # first against its left edge, the last against its right edge - so neighbours never overlap
+        name = labels[who].split(":")[0].strip() or labels[who]
+        x, dx, ha = mid, 0, "center"
+        if len(regions) > 1 and k == 0:
+            x, dx, ha = lo_x, 4, "left"
+        elif len(regions) > 1 and k == len(regions) - 1:
+            x, dx, ha = hi_x, -4, "right"
+        ax.annotate(f"{name} cheaper", (x, 0.97), xycoords=ax.get_xaxis_transform(), xytext=(dx, 0),
+                    textcoords="offset points", ha=ha, va="top", fontsize=9, color=colors[who])  # fmt: skip
     for c in curves.crossovers:
         ax.axvline(c.at, color="black", linestyle="--", linewidth=1)
         ax.plot([c.at], [c.cost], "ko")

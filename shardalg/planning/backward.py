@@ -182,7 +182,8 @@ class BackwardProgram:
     def latex(self) -> str:
         from shardalg.notation.printing import latex
 
-        return self._with_memory(latex(self.plan()), "%")
+        out = self._with_memory(latex(self.plan()), "%")
+        return out + "\n" if self.memory_lines() else out  # a comment ends its line, or it hides what follows ($$)
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"

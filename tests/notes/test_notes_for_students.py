@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from shardalg.notes.mathtext import ASCII_MATH, split_math
+from shardalg.notes.mathtext import ASCII_MATH, MathPart, split_math
 from tests.shared.notes_corpus import notes_dir
 
 
@@ -59,7 +59,8 @@ def test_no_internal_names_where_a_reader_looks() -> None:
     for name in ("shardalg-notes.tex", "shardalg-notes.md"):
         text = (out / name).read_text()
         for internal in ("seed 00", "Seed 00", "seeds/", "000_f7b4", "002_45aa", ".txt", "proofs/", "x_opt)",
-                         "d_greater_2b", "alltoall_quarter", "transpose_step", "collective_cost"):  # fmt: skip
+                         "d_greater_2b", "alltoall_quarter", "transpose_step", "collective_cost", "shardalg.costs",
+                         "shardalg.numeric", "plan(s)", "e+0", "e+1"):  # fmt: skip
             assert internal not in text, (name, internal)
     from shardalg.cli import main
 
@@ -79,6 +80,28 @@ def test_typed_notation_is_monospace_and_derivations_align_on_the_relation() -> 
     assert r"\frac{2 B}{D} &< 1 && \text{(divide by the right side)}" in tex
     assert r"D &> 2 B && \text{(solve for D)}" in tex
     assert r"T_a &= \frac{4 B F}{W_{\text{ici}}}" in tex
+
+
+def test_derivations_read_as_a_student_writes_them() -> None:
+    """Word subscripts upright (X_opt is X with 'opt', not o·p·t), a value on the chip's numbers as a number
+    (45,000, not 45000.0 or 4.5e+04), and no row repeated as the result."""
+    tex = (notes_dir() / "shardalg-notes.tex").read_text()
+    assert r"X_{\text{opt}} &=" in tex and r"V_{\text{shard}} &=" in tex
+    assert "X_{opt}" not in tex and "V_{shard}" not in tex and "45000.0" not in tex
+    assert r"(= $= 45{,}000$ with the chip's numbers)" not in tex and r"($= 45{,}000$ with the chip's numbers)" in tex
+    for block in re.findall(r"\\begin\{aligned\}(.*?)\\end\{aligned\}", tex, flags=re.S):
+        relations = [row.split("&&")[0].strip() for row in block.split("\\\\")]
+        assert all(a != b for a, b in zip(relations, relations[1:], strict=False)), block
+
+
+def test_numbers_and_units_in_running_text() -> None:
+    from shardalg.notes.mathtext import number_latex
+
+    assert [number_latex(v) for v in (45000.0, 0.125, 3.35e12, 1.5e-6, 0.0)] == [
+        "45{,}000", "0.125", r"3.35 \times 10^{12}", r"1.5 \times 10^{-6}", "0"]  # fmt: skip
+    assert split_math("loading at 3.35 TB/s or 4 bytes/s over V/N") == [
+        "loading at 3.35 TB/s or 4 bytes/s over ", MathPart("V/N")]  # fmt: skip
+    assert not ASCII_MATH.search("at 3.35 TB/s, 2 GiB/s and 5 FLOPs/s") and ASCII_MATH.search("V/N bytes")
 
 
 def test_markdown_figure_is_for_a_browser() -> None:
