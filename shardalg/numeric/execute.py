@@ -157,6 +157,18 @@ class ExecResult:
     def total_bytes(self) -> int | float:
         return sum(self.bytes_sent)
 
+    def __repr__(self) -> str:
+        from shardalg.notation.printing.display import short
+
+        head = "ok" if self.ok else "WRONG"
+        what = self.plan.note or self.plan.problem()
+        return short("ExecResult", f"{head}: max relative error {self.max_error:.1e} on {self.devices} devices; {what}")
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
     def __str__(self) -> str:
         head = "ok" if self.ok else "WRONG"
         lines = [
