@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from shardalg.notes.mathtext import ASCII_MATH, MathPart, split_math
 from tests.shared.notes_corpus import notes_dir
 
@@ -105,6 +107,7 @@ def test_numbers_and_units_in_running_text() -> None:
 
 
 def test_markdown_figure_is_for_a_browser() -> None:
+    pytest.importorskip("matplotlib")  # the figure is drawn with the plot extra
     out = notes_dir()
     md = (out / "shardalg-notes.md").read_text()
     figures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
