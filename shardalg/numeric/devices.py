@@ -18,6 +18,8 @@ from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import AxisUsedTwice, IndivisibleDim, ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.syntax import Tensor
 
+from .kernels import allocate, freeze
+
 __all__ = [
     "Coord", "Buffers", "VirtualMesh", "ExecutionError", "shard", "unshard", "default_sizes", "local_shape",
     "dim_extent", "as_virtual", "check_tensor",
@@ -153,8 +155,9 @@ def _global_slices(key: Sequence[int], loc: Sequence[int]) -> tuple[slice, ...]:
 def shard(
     global_array: np.ndarray, tensor: Tensor, mesh: VirtualMesh | Mesh, rng: np.random.Generator | None = None
 ) -> Buffers:
-    """Cut a dense array into per-device buffers by ``tensor``'s sharding. Replicated and invariant axes get
-    copies; along the unreduced axes each block is split into |group| random parts that add up to it."""
+    """Cut a dense array into per-device buffers by ``tensor``'s sharding. Along the unreduced axes each
+    block is split into |group| random parts that add up to it. Each distinct block (or part) is copied
+    once; the devices that replicate it (replicated and invariant axes) share that read-only copy."""
     vm, arr = as_virtual(mesh), np.asarray(global_array)
     check_tensor(tensor, vm)
     if arr.ndim != len(tensor.dims):
@@ -169,15 +172,22 @@ def shard(
     out: Buffers = {}
     for c in vm.coords:
         key = _block_key(tensor, vm, c)
-        block = arr[_global_slices(key, loc)]
-        if n_parts == 1:
-            out[c] = block.copy()
-            continue
         if key not in parts_of:
-            noise = rng.standard_normal((n_parts - 1, *block.shape))
-            parts_of[key] = [*noise, block - noise.sum(axis=0)]
-        out[c] = parts_of[key][vm.rank(c, tensor.unreduced)].copy()
+            block = arr[_global_slices(key, loc)]
+            if n_parts == 1:
+                parts = [block]
+            else:
+                noise = rng.standard_normal((n_parts - 1, *block.shape))
+                parts = [*noise, block - noise.sum(axis=0)]
+            parts_of[key] = [freeze(_copy(p)) for p in parts]
+        out[c] = parts_of[key][vm.rank(c, tensor.unreduced) if n_parts > 1 else 0]
     return out
+
+
+def _copy(a: np.ndarray) -> np.ndarray:
+    o = allocate(a.shape, a.dtype)
+    np.copyto(o, a)
+    return o
 
 
 def unshard(buffers: Mapping[Coord, np.ndarray], tensor: Tensor, mesh: VirtualMesh | Mesh) -> np.ndarray:
@@ -198,12 +208,14 @@ def unshard(buffers: Mapping[Coord, np.ndarray], tensor: Tensor, mesh: VirtualMe
         k = (_block_key(tensor, vm, c), vm.rank(c, tensor.unreduced))
         if k not in reps:
             reps[k] = c
-        elif not np.allclose(buffers[c], buffers[reps[k]], rtol=1e-9, atol=1e-12 * scale):
+        elif buffers[c] is not buffers[reps[k]] and not np.allclose(
+            buffers[c], buffers[reps[k]], rtol=1e-9, atol=1e-12 * scale
+        ):
             raise ExecutionError(
                 f"devices {reps[k]} and {c} should hold the same block of {_show(tensor)} but do not"
             )
     shape = tuple(s * vm.size(d.axes) for s, d in zip(loc, tensor.dims, strict=True)) + first.shape[rank:]
-    total = np.zeros(shape, dtype=first.dtype)
+    total = allocate(shape, first.dtype, zero=True)
     for (key, _), c in reps.items():
         total[_global_slices(key, loc)] += buffers[c]
     return total
