@@ -1,0 +1,181 @@
+"""The README's ``shardalg plan`` and ``shardalg compare`` as whole processes, cold, against
+``python -c "import sympy"`` (sympy's import is the floor: compare needs sympy) in the same run.
+
+    python -m bench cold [--runs N] [--against DIR] [--phases]
+
+The commands are read from README.md's console blocks (every ``shardalg plan`` and ``shardalg compare``), so
+the bench times what the README shows. Runs are interleaved (floor, each command, floor, ...) after one
+untimed round; the median of each is compared with the floor's. Every process gets the same environment:
+bytecode is written once to a private prefix (``PYTHONPYCACHEPREFIX``, as an installed package has its
+``.pyc``; sympy's are rebuilt there too) and nothing is written into the checkouts. ``--against DIR`` also
+times the same commands on another checkout (e.g. ``/work/main``) in the same rounds, both trees through
+``python -m shardalg``: before and after. ``--phases`` adds where the time goes (``python -X importtime``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.common import ROOT, median_ms, ratio, table, verdict
+
+TARGET = 1.2
+FLOOR = "python -c 'import sympy'"
+
+
+def readme_commands(readme: Path = ROOT / "README.md") -> list[list[str]]:
+    """Every ``shardalg plan ...`` and ``shardalg compare ...`` of the README's console blocks, as argv
+    (without the leading ``shardalg``); a set-up line's ``... && shardalg compare ...`` counts too."""
+    out: list[list[str]] = []
+    in_console = False
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            in_console = line.strip() == "```console"
+            continue
+        if not in_console or not line.startswith("$ "):
+            continue
+        for part in line[2:].split(" && "):
+            argv = shlex.split(part)
+            if argv and argv[-1] == "2>&1":
+                argv = argv[:-1]
+            if len(argv) > 1 and argv[0] == "shardalg" and argv[1] in ("plan", "compare"):
+                out.append(argv[1:])
+    return out
+
+
+def _env(prefix: str, tree: Path | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    env["PYTHONPYCACHEPREFIX"] = prefix
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    return env
+
+
+def _launcher(module: bool) -> list[str]:
+    exe = Path(sys.executable).with_name("shardalg")
+    if not module and exe.exists():
+        return [str(exe)]
+    if not module and shutil.which("shardalg"):
+        return [str(shutil.which("shardalg"))]
+    return [sys.executable, "-m", "shardalg"]
+
+
+def _wall(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, env=env, cwd=cwd, check=False)
+    elapsed = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr.decode()[-2000:]}")
+    return elapsed
+
+
+def _short(argv: list[str]) -> str:
+    text = "shardalg " + " ".join(shlex.quote(a) for a in argv)
+    return text if len(text) <= 70 else text[:67] + "..."
+
+
+def phases(argv: list[str], env: dict[str, str], cwd: Path, runs: int) -> dict[str, float]:
+    """Median self time (ms) of the imports a command adds beyond ``import sympy``, by package."""
+
+    def load(code: str, args: list[str]) -> dict[str, int]:
+        done = subprocess.run([sys.executable, "-X", "importtime", "-c", code, *args], capture_output=True,
+                              text=True, env=env, cwd=cwd, check=False)  # fmt: skip
+        got: dict[str, int] = {}
+        for line in done.stderr.splitlines():
+            m = re.match(r"import time:\s+(\d+) \|\s+\d+ \| \s*(\S+)", line)
+            if m:
+                got[m.group(2)] = int(m.group(1))
+        return got
+
+    floor = load("import sympy", [])
+    groups: dict[str, list[float]] = {}
+    for _ in range(runs):
+        got = load("import sys; from shardalg.cli import main; main(sys.argv[1:])", argv)
+        sums: dict[str, float] = {}
+        for mod, us in got.items():
+            if mod in floor:
+                continue
+            top = mod.split(".")[0]
+            key = "sympy (imported lazily by its first use)" if top in ("sympy", "mpmath") else \
+                "shardalg" if top == "shardalg" else "lark" if top == "lark" else "other (stdlib)"  # fmt: skip
+            sums[key] = sums.get(key, 0.0) + us / 1e3
+        for k, v in sums.items():
+            groups.setdefault(k, []).append(v)
+    return {k: statistics.median(v) for k, v in sorted(groups.items())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench cold", description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15, help="interleaved rounds (median)")
+    ap.add_argument("--against", type=Path, help="another checkout to time in the same rounds (before/after)")
+    ap.add_argument("--phases", action="store_true", help="also break each command's imports down")
+    args = ap.parse_args(argv)
+
+    commands = readme_commands()
+    if not commands:
+        raise SystemExit("README.md has no `shardalg plan` or `shardalg compare` in a console block")
+    prefix = tempfile.mkdtemp(prefix="shardalg-bench-pyc-")
+    try:
+        here_env = _env(prefix, None)
+        jobs: list[tuple[str, list[str], dict[str, str], Path]] = [(FLOOR, [sys.executable, "-c", "import sympy"],
+                                                                    here_env, ROOT)]  # fmt: skip
+        module = args.against is not None
+        for c in commands:
+            jobs.append(
+                (_short(c) + ("  [this tree]" if module else ""), _launcher(module) + c, here_env, ROOT)
+            )
+            if args.against is not None:
+                tree = args.against.resolve()
+                jobs.append(
+                    (
+                        _short(c) + f"  [{tree}]",
+                        [sys.executable, "-m", "shardalg", *c],
+                        _env(prefix, tree),
+                        tree,
+                    )
+                )
+        for _, cmd, env, cwd in jobs:  # untimed: bytecode, the grammar's cache, the OS file cache
+            _wall(cmd, env, cwd)
+        times: dict[str, list[float]] = {name: [] for name, *_ in jobs}
+        for _ in range(args.runs):
+            for name, cmd, env, cwd in jobs:
+                times[name].append(_wall(cmd, env, cwd))
+        floor = median_ms(times[FLOOR])
+        rows = []
+        for name, *_ in jobs:
+            ms = median_ms(times[name])
+            ok = None if name == FLOOR else ms / floor <= TARGET
+            rows.append([name, f"{ms:.0f}", f"{min(times[name]) * 1e3:.0f}", ratio(ms, floor),
+                         "" if name == FLOOR else f"<= {TARGET}x: {verdict(ok)}"])  # fmt: skip
+        launcher = " ".join(Path(x).name if i == 0 else x for i, x in enumerate(_launcher(module)))
+        print(f"cold start: new processes, median of {args.runs} interleaved rounds (ms); launcher `{launcher}`;"
+              f" bytecode in a private PYTHONPYCACHEPREFIX")  # fmt: skip
+        print(table(["command", "median", "min", "vs floor", "target"], rows, right=(1, 2, 3)))
+        if args.phases:
+            print(
+                "\nimports beyond `import sympy`'s, self time by package (median of 5, ms; importtime inflates)"
+            )
+            prow = []
+            for c in commands:
+                got = phases(c, here_env, ROOT, 5)
+                prow.append([_short(c), *(f"{got.get(k, 0.0):.1f}" for k in _PHASES)])
+            print(table(["command", *_PHASES], prow, right=range(1, len(_PHASES) + 1)))
+    finally:
+        shutil.rmtree(prefix, ignore_errors=True)
+    return 0
+
+
+_PHASES = ("shardalg", "lark", "other (stdlib)", "sympy (imported lazily by its first use)")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
