@@ -28,7 +28,8 @@ def test_caches_are_found_and_classified(tmp_path, monkeypatch) -> None:
     pkg = tmp_path / "fakepkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "mod.py").write_text(textwrap.dedent("""
+    (pkg / "mod.py").write_text(
+        textwrap.dedent("""
         import functools
 
         @functools.lru_cache
@@ -47,7 +48,8 @@ def test_caches_are_found_and_classified(tmp_path, monkeypatch) -> None:
 
         def clear_caches():
             helper.cache_clear()
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     found = find_caches(["fakepkg"])
     assert found.whole_query == ["fakepkg.mod.plans"]  # a cache around an entry point answers whole queries
