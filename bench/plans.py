@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     for s in summary:
         complete = "-" if s["complete"] is None and s["plans"] is None else \
             {True: "yes", False: "NO", None: "n/a"}[s["complete"]]  # fmt: skip
-        row = [f"{s['label']}: {s['expr']}", s["mesh"], str(s["plans"] or "-"), complete, str(s["runs"]),
+        row = [f"{s['label']}: {s['expr']}", s["mesh"], str(s["plans"] or "-"), complete,
+               str(s["runs"]) + (", stopped" if s["stopped"] else ""),
                _fmt_ms(s["warm_ms"]), _fmt_ms(s["warm_nosympy_ms"]),
                _fmt_ms(s["fresh_ms"], s["stopped"], args.budget)]  # fmt: skip
         if xla:

@@ -22,7 +22,7 @@ from .kernels import allocate, freeze
 
 __all__ = [
     "Coord", "Buffers", "VirtualMesh", "ExecutionError", "shard", "unshard", "default_sizes", "local_shape",
-    "dim_extent", "as_virtual", "check_tensor",
+    "dim_extent", "as_virtual", "check_tensor", "random_normal",
 ]  # fmt: skip
 
 Coord = tuple[int, ...]
@@ -175,19 +175,29 @@ def shard(
         if key not in parts_of:
             block = arr[_global_slices(key, loc)]
             if n_parts == 1:
-                parts = [block]
-            else:
-                noise = rng.standard_normal((n_parts - 1, *block.shape))
-                parts = [*noise, block - noise.sum(axis=0)]
-            parts_of[key] = [freeze(_copy(p)) for p in parts]
+                parts = [freeze(_copy(block))]
+            else:  # n-1 random parts, and the block minus their sum
+                parts = [freeze(random_normal(block.shape, rng)) for _ in range(n_parts - 1)]
+                last = _copy(block, np.result_type(block, np.float64))
+                for p in parts:
+                    np.subtract(last, p, out=last)
+                parts.append(freeze(last))
+            parts_of[key] = parts
         out[c] = parts_of[key][vm.rank(c, tensor.unreduced) if n_parts > 1 else 0]
     return out
 
 
-def _copy(a: np.ndarray) -> np.ndarray:
-    o = allocate(a.shape, a.dtype)
+def _copy(a: np.ndarray, dtype: np.dtype | None = None) -> np.ndarray:
+    o = allocate(a.shape, a.dtype if dtype is None else dtype)
     np.copyto(o, a)
     return o
+
+
+def random_normal(shape: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+    """Standard normal numbers in a buffer from ``allocate``."""
+    out = allocate(shape, np.float64)
+    rng.standard_normal(out=out)
+    return out
 
 
 def unshard(buffers: Mapping[Coord, np.ndarray], tensor: Tensor, mesh: VirtualMesh | Mesh) -> np.ndarray:

@@ -46,6 +46,7 @@ from .devices import (
     default_sizes,
     dim_extent,
     local_shape,
+    random_normal,
     shard,
     unshard,
 )
@@ -219,7 +220,7 @@ def place_inputs(
     bufs: dict[Tensor, Buffers] = {}
     for t in plan.inputs:
         shape = tuple(dim_extent(d.label, d.size, dims) for d in t.dims)
-        dense[t] = given[t] if t in given else rng.standard_normal(shape)
+        dense[t] = given[t] if t in given else random_normal(shape, rng)
         if dense[t].shape != shape:
             raise ShapeMismatch(f"the input for {text(t)} has shape {dense[t].shape}, not {shape}")
         bufs[t] = shard(dense[t], t, vm, rng)

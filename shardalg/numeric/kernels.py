@@ -1,7 +1,8 @@
 """The executor's arithmetic: every buffer it allocates, and the local product through BLAS.
 
-``allocate`` is the one place the executor (``shard``, each op's data movement, the local product, the dense
-reference, ``unshard``) asks for new memory: a cap on how many elements a run may hold goes here. Buffers
+``allocate`` is the one place the executor (the random inputs, ``shard``, each op's data movement, the local
+product and the copies it needs, the dense reference, ``unshard``) asks for new memory: a cap on how many
+elements a run may hold goes here. Buffers
 the executor makes are read-only once filled (``freeze``), so devices that hold the same block may share
 one array: nothing ever writes into a buffer after it is made.
 
@@ -17,7 +18,7 @@ from math import prod
 
 import numpy as np
 
-__all__ = ["allocate", "freeze", "contract", "readonly_view"]
+__all__ = ["allocate", "freeze", "contract", "readonly_view", "contiguous"]
 
 
 def allocate(shape: Sequence[int], dtype: np.dtype | type, *, zero: bool = False) -> np.ndarray:
@@ -38,6 +39,15 @@ def readonly_view(a: np.ndarray) -> np.ndarray:
     v = a.view()
     v.flags.writeable = False
     return v
+
+
+def contiguous(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when C-contiguous (reshapes are then views), else a copy made through ``allocate``."""
+    if a.flags.c_contiguous:
+        return a
+    out = allocate(a.shape, a.dtype)
+    np.copyto(out, a)
+    return out
 
 
 def _sum_alone(a: np.ndarray, letters: str, keep: set[str]) -> tuple[np.ndarray, str]:
@@ -64,8 +74,8 @@ def contract(spec: str, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     free_b = [x for x in lb if x not in la]
     ext = {**dict(zip(la, a.shape, strict=True)), **dict(zip(lb, b.shape, strict=True))}
     nb, m, n, k = (prod(ext[x] for x in group) for group in (batch, free_a, free_b, contr))
-    a3 = a.transpose([la.index(x) for x in (*batch, *free_a, *contr)]).reshape(nb, m, k)
-    b3 = b.transpose([lb.index(x) for x in (*batch, *contr, *free_b)]).reshape(nb, k, n)
+    a3 = contiguous(a.transpose([la.index(x) for x in (*batch, *free_a, *contr)])).reshape(nb, m, k)
+    b3 = contiguous(b.transpose([lb.index(x) for x in (*batch, *contr, *free_b)])).reshape(nb, k, n)
     res = allocate((nb, m, n), np.result_type(a, b))
     np.matmul(a3, b3, out=res)
     order = [*batch, *free_a, *free_b]

@@ -21,7 +21,7 @@ from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
 
 from .devices import Buffers, Coord, VirtualMesh
-from .kernels import allocate, contract, freeze, readonly_view
+from .kernels import allocate, contiguous, contract, freeze, readonly_view
 
 __all__ = ["MOVES", "Buffers", "Coord", "Layout", "Move", "Net", "einsum_rule", "is_zero_pad", "step_error"]
 
@@ -186,7 +186,7 @@ def _all_reduce(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[B
             continue
         members = vm.group(c, step.axes)
         shape = bufs[c].shape
-        flat = {g: bufs[g].reshape((-1, *bufs[g].shape[rank:])) for g in members}
+        flat = {g: contiguous(bufs[g]).reshape((-1, *bufs[g].shape[rank:])) for g in members}
         o = allocate(shape, np.result_type(*flat.values()))
         reduced = o.reshape((-1, *shape[rank:]))
         n, parts = reduced.shape[0], len(members)
