@@ -9,14 +9,13 @@ untimed round; the median of each is compared with the floor's. Every process ge
 bytecode is written once to a private prefix (``PYTHONPYCACHEPREFIX``, as an installed package has its
 ``.pyc``; sympy's are rebuilt there too) and nothing is written into the checkouts. ``--against DIR`` also
 times the same commands on another checkout (e.g. ``/work/main``) in the same rounds, both trees through
-``python -m shardalg``: before and after. ``--phases`` adds where the time goes (``python -X importtime``).
+``python -m shardalg``: before and after. ``--phases`` adds where each command's time goes.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import shlex
 import shutil
 import statistics
@@ -83,34 +82,61 @@ def _short(argv: list[str]) -> str:
     return text if len(text) <= 70 else text[:67] + "..."
 
 
-def phases(argv: list[str], env: dict[str, str], cwd: Path, runs: int) -> dict[str, float]:
-    """Median self time (ms) of the imports a command adds beyond ``import sympy``, by package."""
+_PROBE = """
+import io, json, sys, contextlib
+before = set(sys.modules)
+from shardalg.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    main(sys.argv[1:])
+new = [m for m in sys.modules if m not in before]
+print(json.dumps({"modules": [m for m in new if not m.startswith(("sympy", "mpmath"))],
+                  "sympy": "sympy" in sys.modules, "lazy_sympy": "sympy.tensor.tensor" in sys.modules}))
+"""
 
-    def load(code: str, args: list[str]) -> dict[str, int]:
-        done = subprocess.run([sys.executable, "-X", "importtime", "-c", code, *args], capture_output=True,
-                              text=True, env=env, cwd=cwd, check=False)  # fmt: skip
-        got: dict[str, int] = {}
-        for line in done.stderr.splitlines():
-            m = re.match(r"import time:\s+(\d+) \|\s+\d+ \| \s*(\S+)", line)
-            if m:
-                got[m.group(2)] = int(m.group(1))
-        return got
+_PHASES_RUN = """
+import importlib, io, json, sys, time, contextlib
+t = [time.perf_counter()]
+probe = json.loads(sys.argv.pop(1))
+if probe["sympy"]:
+    import sympy
+t.append(time.perf_counter())
+for m in probe["modules"]:
+    try:
+        importlib.import_module(m)
+    except Exception:
+        pass
+t.append(time.perf_counter())
+from shardalg.notation.parse import parse
+parse("A[I_X, J]")
+t.append(time.perf_counter())
+if probe["lazy_sympy"]:
+    sympy.Symbol("x") + sympy.Symbol("y")
+t.append(time.perf_counter())
+from shardalg.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main(sys.argv[1:])
+t.append(time.perf_counter())
+print(json.dumps([b - a for a, b in zip(t, t[1:])]))
+"""
 
-    floor = load("import sympy", [])
-    groups: dict[str, list[float]] = {}
-    for _ in range(runs):
-        got = load("import sys; from shardalg.cli import main; main(sys.argv[1:])", argv)
-        sums: dict[str, float] = {}
-        for mod, us in got.items():
-            if mod in floor:
-                continue
-            top = mod.split(".")[0]
-            key = "sympy (imported lazily by its first use)" if top in ("sympy", "mpmath") else \
-                "shardalg" if top == "shardalg" else "lark" if top == "lark" else "other (stdlib)"  # fmt: skip
-            sums[key] = sums.get(key, 0.0) + us / 1e3
-        for k, v in sums.items():
-            groups.setdefault(k, []).append(v)
-    return {k: statistics.median(v) for k, v in sorted(groups.items())}
+_PHASES = ("import sympy", "the command's other imports", "the parser's first use",
+           "sympy's first sum (imports sympy.tensor)", "the command's work")  # fmt: skip
+
+
+def phases(argv: list[str], env: dict[str, str], cwd: Path, runs: int) -> list[float]:
+    """Median ms of each phase of one command, in one process: sympy's import, the modules the command
+    imports (found by a probe run), the parser's first use, sympy's first evaluated sum (which imports
+    sympy.tensor and sympy.combinatorics), and the command itself."""
+    import json
+
+    def run(code: str, args: list[str]) -> str:
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                              cwd=cwd, check=True)  # fmt: skip
+        return done.stdout.strip().splitlines()[-1]
+
+    probe = run(_PROBE, argv)
+    got = [json.loads(run(_PHASES_RUN, [probe, *argv])) for _ in range(runs)]
+    return [statistics.median(g[i] for g in got) * 1e3 for i in range(len(_PHASES))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,20 +187,17 @@ def main(argv: list[str] | None = None) -> int:
               f" bytecode in a private PYTHONPYCACHEPREFIX")  # fmt: skip
         print(table(["command", "median", "min", "vs floor", "target"], rows, right=(1, 2, 3)))
         if args.phases:
-            print(
-                "\nimports beyond `import sympy`'s, self time by package (median of 5, ms; importtime inflates)"
-            )
+            print(f"\nwhere a command's time goes, in one process (median of {args.runs}, ms; interpreter start-up not"
+                  " included)")  # fmt: skip
             prow = []
             for c in commands:
-                got = phases(c, here_env, ROOT, 5)
-                prow.append([_short(c), *(f"{got.get(k, 0.0):.1f}" for k in _PHASES)])
-            print(table(["command", *_PHASES], prow, right=range(1, len(_PHASES) + 1)))
+                got = phases(c, here_env, ROOT, args.runs)
+                prow.append([_short(c), *(f"{x:.1f}" for x in got), f"{sum(got[1:]):.1f}"])
+            heads = [*_PHASES, "all but sympy's import"]
+            print(table(["command", *heads], prow, right=range(1, len(heads) + 1)))
     finally:
         shutil.rmtree(prefix, ignore_errors=True)
     return 0
-
-
-_PHASES = ("shardalg", "lark", "other (stdlib)", "sympy (imported lazily by its first use)")
 
 
 if __name__ == "__main__":
