@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import subprocess
 import sys
 import time
@@ -69,8 +70,13 @@ class Query:
 
     def run(self) -> float:
         seconds, (found, _) = timed(self)
-        if self.last is not None and found and (found is self.last or found[0] is self.last[0]):
-            self.whole_query_hit = True  # the same objects again: a cache of the whole query answered
+        last = self.last
+        if last is not None and (
+            found is last or (len(found) == len(last) and all(map(operator.is_, found, last)))
+        ):
+            self.whole_query_hit = (
+                True  # every plan the same object again: a cache of the whole query answered
+            )
         self.last = found
         return seconds
 
@@ -225,8 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         out_rows.append(row)
     print(table(head, out_rows, right=range(2, len(head))))
     if any(s["whole_query_hit"] for s in summary):
-        print("WARNING: a warm run returned the same plan objects as the run before it: a cache of the whole "
-              "query answered. Classify that cache in bench/common.py (WHOLE_QUERY).")  # fmt: skip
+        print("WARNING: a warm run returned the very plan objects of the run before it: a cache of the "
+              "whole query answered. Classify that cache in bench/common.py (WHOLE_QUERY).")  # fmt: skip
     print()
     print("targets (issue 10):")
     book = [s for s in summary if s["mesh"] == BOOK_MESH]
