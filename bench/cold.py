@@ -5,7 +5,8 @@
 
 The commands are read from README.md's console blocks (every ``shardalg plan`` and ``shardalg compare``), so
 the bench times what the README shows. Runs are interleaved (floor, each command, floor, ...) after one
-untimed round; the median of each is compared with the floor's. Every process gets the same environment:
+untimed round; the median of each is compared with the floor's (wall time, the target; CPU time, user +
+system, is printed beside it: a loaded machine disturbs it less). Every process gets the same environment:
 bytecode is written once to a private prefix (``PYTHONPYCACHEPREFIX``, as an installed package has its
 ``.pyc``; sympy's are rebuilt there too) and nothing is written into the checkouts. An informational row
 times sympy's import plus its first evaluated sum, which imports sympy.tensor and sympy.combinatorics (any
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shlex
 import shutil
 import statistics
@@ -71,13 +73,17 @@ def _launcher(module: bool) -> list[str]:
     return [sys.executable, "-m", "shardalg"]
 
 
-def _wall(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+def _wall(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """Wall seconds of one process, and its CPU seconds (user + system), which a loaded machine disturbs less."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, env=env, cwd=cwd, check=False)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr.decode()[-2000:]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def _short(argv: list[str]) -> str:
@@ -177,20 +183,24 @@ def main(argv: list[str] | None = None) -> int:
         for _, cmd, env, cwd in jobs:  # untimed: bytecode, the grammar's cache, the OS file cache
             _wall(cmd, env, cwd)
         times: dict[str, list[float]] = {name: [] for name, *_ in jobs}
+        cpu: dict[str, list[float]] = {name: [] for name, *_ in jobs}
         for _ in range(args.runs):
             for name, cmd, env, cwd in jobs:
-                times[name].append(_wall(cmd, env, cwd))
-        floor = median_ms(times[FLOOR])
+                wall, used = _wall(cmd, env, cwd)
+                times[name].append(wall)
+                cpu[name].append(used)
+        floor, floor_cpu = median_ms(times[FLOOR]), median_ms(cpu[FLOOR])
         rows = []
         for name, *_ in jobs:
-            ms = median_ms(times[name])
+            ms, cpu_ms = median_ms(times[name]), median_ms(cpu[name])
             ok = None if name in (FLOOR, FIRST_SUM) else ms / floor <= TARGET
-            rows.append([name, f"{ms:.0f}", f"{min(times[name]) * 1e3:.0f}", ratio(ms, floor),
-                         "" if ok is None else f"<= {TARGET}x: {verdict(ok)}"])  # fmt: skip
+            rows.append([name, f"{ms:.0f}", f"{min(times[name]) * 1e3:.0f}", ratio(ms, floor), f"{cpu_ms:.0f}",
+                         ratio(cpu_ms, floor_cpu), "" if ok is None else f"<= {TARGET}x: {verdict(ok)}"])  # fmt: skip
         launcher = " ".join(Path(x).name if i == 0 else x for i, x in enumerate(_launcher(module)))
         print(f"cold start: new processes, median of {args.runs} interleaved rounds (ms); launcher `{launcher}`;"
               f" bytecode in a private PYTHONPYCACHEPREFIX")  # fmt: skip
-        print(table(["command", "median", "min", "vs floor", "target"], rows, right=(1, 2, 3)))
+        print(table(["command", "wall", "min", "vs floor", "CPU", "CPU vs floor", "target (wall)"], rows,
+                    right=(1, 2, 3, 4, 5)))  # fmt: skip
         if args.phases:
             print(f"\nwhere a command's time goes, in one process (median of {args.runs}, ms; interpreter start-up not"
                   " included)")  # fmt: skip
