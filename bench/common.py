@@ -98,6 +98,7 @@ class Caches:
     whole_query: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     clear_functions: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
     _clear: dict[str, Callable[[], None]] = field(default_factory=dict, repr=False)
 
     def clear_fresh(self) -> None:
@@ -119,6 +120,8 @@ class Caches:
             + "; and sympy's cache",
             "warm runs clear (whole queries): " + (", ".join(self.whole_query) or "none found"),
         ]  # fmt: skip
+        if self.skipped:
+            lines.append("modules not searched (they did not import): " + ", ".join(self.skipped))
         if self.unknown:
             lines.append("unknown caches, cleared in warm runs too until classified in bench/common.py: "
                          + ", ".join(self.unknown))  # fmt: skip
@@ -150,7 +153,7 @@ def find_caches(packages: Iterable[str] = CACHED_PACKAGES) -> Caches:
     ``clear_caches``/``clear_cache`` functions (a package's own way to forget everything)."""
     found = Caches()
     for pkg in packages:
-        for mod in _modules_of(pkg):
+        for mod in _modules_of(pkg, found.skipped):
             for qual, obj in _cached_callables(mod):
                 found._clear[qual] = obj.cache_clear
                 wrapped = getattr(obj, "__wrapped__", None)
@@ -169,13 +172,19 @@ def find_caches(packages: Iterable[str] = CACHED_PACKAGES) -> Caches:
     return found
 
 
-def _modules_of(package: str) -> list[Any]:
+def _modules_of(package: str, skipped: list[str] | None = None) -> list[Any]:
+    """The package and its modules; one that cannot be imported (an optional dependency missing) is left
+    out and named in ``skipped``."""
     import pkgutil
 
     pkg = importlib.import_module(package)
     mods = [pkg]
     for info in pkgutil.iter_modules(pkg.__path__, prefix=package + "."):
-        mods.append(importlib.import_module(info.name))
+        try:
+            mods.append(importlib.import_module(info.name))
+        except ImportError as err:
+            if skipped is not None:
+                skipped.append(f"{info.name} ({err})")
     return mods
 
 
