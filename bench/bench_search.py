@@ -2,7 +2,7 @@
 and the program path end to end (``shardalg strategy-map`` on the MLP block, a fresh process each run,
 against ``python -c pass`` in the same run).
 
-    python bench/bench_search.py [--repeat N] [--json]      (or: python -m bench search)
+    python bench/bench_search.py [--repeat N] [--json]      (or: python -m bench map)
 
 The four programs are planned, differentiated and costed once, outside the timing; that costing is also timed
 (median of N, the baseline of the same run), and the map is timed on top of it: normal forms, the minimum over
