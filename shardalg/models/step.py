@@ -6,10 +6,10 @@
 Training: one repeated layer runs its forward plans, the forward the remat policy recomputes, and the derived
 backward's plans, priced together by :func:`shardalg.costs.plancost.plan_cost` under the overlap policy
 (``steady``: compute and each mesh axis's collectives overlap across layers, the book's view; ``serial``: they
-add up); the step is ``layers`` times that plus the part outside the repeated layer. An MFU factor scales the
+add up; ``schedule``: the steps of one layer as their dependencies allow); the step is ``layers`` times that plus the part outside the repeated layer. An MFU factor scales the
 chip's FLOP/s (``C`` becomes ``MFU*C``). Inference: the forward only, as a roofline of compute, HBM reads
-(the parameters and the KV cache each device holds) and communication, the max of the three under ``steady``
-and their sum under ``serial``. A decode step is the forward of a program that reads a KV cache; a prefill
+(the parameters and the KV cache each device holds) and communication, the max of the three under ``steady``,
+their sum under ``serial``, and under ``schedule`` the plan's schedule beside the HBM reads. A decode step is the forward of a program that reads a KV cache; a prefill
 step is the forward of the training program (``mode="infer"``).
 """
 
@@ -24,6 +24,7 @@ import sympy
 from sympy import Expr, Integer
 
 from shardalg.algebra.symbols import quantity
+from shardalg.costs import schedule as sched
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.hardware import Chip
 from shardalg.costs.plancost import PlanCost, plan_cost
@@ -38,20 +39,20 @@ from .quantities import as_json, as_text
 __all__ = ["StepReport", "step_time", "model_step", "POLICIES", "DEFAULT_POLICY", "overlap_argument", "SECONDS_PER_DAY",
            "step_seconds", "PartSeconds"]
 
-POLICIES: tuple[str, ...] = ("steady", "serial")
+POLICIES: tuple[str, ...] = sched.POLICIES  # schedule | steady | serial (shardalg.costs.schedule)
 DEFAULT_POLICY = "steady"  # a whole step: the book's layer-level view (DESIGN.md section 5)
 SECONDS_PER_DAY = 86_400
 C = quantity("C")
 
 
-def overlap_argument(policy: str) -> bool:
-    """The one place an overlap policy meets :func:`~shardalg.costs.plancost.plan_cost`'s ``overlap``
-    argument (today a bool: steady is True, serial False)."""
-    mapping = {"steady": True, "serial": False}
-    if policy not in mapping:
+def overlap_argument(policy: str) -> str:
+    """``policy`` checked against :data:`POLICIES`: the ``overlap`` argument of
+    :func:`~shardalg.costs.plancost.plan_cost`."""
+    if policy not in POLICIES:
         raise UsageError(f"the overlap policy is one of {', '.join(POLICIES)}, not {policy!r}",
-                         fix="--overlap steady (compute and communication overlap) or --overlap serial (they add)")  # fmt: skip
-    return mapping[policy]
+                         fix="--overlap steady (compute and each axis overlap across layers), serial (they add) "
+                             "or schedule (the step's dependencies)")  # fmt: skip
+    return policy
 
 
 def _mfu(mfu: float | str | None) -> Fraction:
@@ -220,7 +221,12 @@ def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | N
         total = cost.total.subs(scale)
     else:
         terms = (compute, cost.memory, cost.comms)
-        total = sympy.Max(*terms) if overlap_argument(policy) else sympy.Add(*terms)
+        if policy == "serial":
+            total = sympy.Add(*terms)
+        elif policy == "steady":
+            total = sympy.Max(*terms)
+        else:  # schedule: compute and collectives as their dependencies allow; HBM reads beside the compute
+            total = sympy.Max(cost.total.subs(scale), cost.memory)
     return Part(name, count, cost, compute, cost.comms, cost.memory, total)
 
 

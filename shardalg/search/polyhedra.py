@@ -29,9 +29,13 @@ def _matrix(atoms: Sequence[Atom]) -> tuple[list[list[float]], list[float]]:
     return rows, rhs
 
 
+LP_CALLS = [0]  # linear programs solved since import (read before and after a map to count its LPs)
+
+
 def _linprog(c, a_ub, b_ub, bounds):
     from scipy.optimize import linprog  # lazy: scipy's import costs ~0.3 s
 
+    LP_CALLS[0] += 1
     return linprog(c, A_ub=a_ub or None, b_ub=b_ub or None, bounds=bounds, method="highs")
 
 
