@@ -1,9 +1,9 @@
 """One exception family for everything shardalg rejects.
 
 Every error can carry the source text and the span of the offending part; ``str(err)`` then shows the
-rule's name, the message, the source line and a caret under the span, and the fix when one is known::
+message and the rule's name, the source line and a caret under the span, and the fix when one is known::
 
-    IllegalSharding [axis-used-twice]: mesh axis X shards both I and J
+    error: mesh axis X shards both I and J [axis-used-twice]
       A[I_X, J_X]
              ^^^
       fix: shard J over another axis, or replicate it: A[I_X, J]
@@ -30,6 +30,7 @@ __all__ = [
     "IllegalCollective",
     "NoPlan",
     "UsageError",
+    "FileError",
 ]
 
 
@@ -92,7 +93,7 @@ class ShardalgError(Exception):
         return self
 
     def __str__(self) -> str:
-        head = f"{type(self).__name__} [{self.rule}]: {self.message}"
+        head = f"error: {self.message} [{self.rule}]"
         parts = [head]
         if self.source is not None and self.span is not None:
             parts.append(render_caret(self.source, self.span))
@@ -119,6 +120,12 @@ class UsageError(ShardalgError):
     """An API or CLI argument is malformed (a bad --mesh, an unknown dtype, ...)."""
 
     rule = "usage"
+
+
+class FileError(UsageError):
+    """A file or directory named on the command line cannot be read or written."""
+
+    rule = "file"
 
 
 class IllegalSharding(ShardalgError):

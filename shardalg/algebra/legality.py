@@ -66,6 +66,26 @@ class Violation:
     def __str__(self) -> str:
         return str(self.to_error())
 
+    def __repr__(self) -> str:
+        from shardalg.notation.printing.display import short
+
+        return short("Violation", f"[{self.rule}] {self.message}")
+
+
+class Violations(list):
+    """What :func:`check` found: a list of :class:`Violation` (empty when legal), a table in a notebook."""
+
+    def _repr_html_(self) -> str:
+        from shardalg.errors import render_caret
+        from shardalg.notation.printing.display import html_table
+
+        rows = []
+        for v in self:
+            where = render_caret(v.source, v.span) if v.source is not None and v.span is not None else ""
+            rows.append([v.rule, v.message, where, v.fix or ""])
+        caption = "legal: no rule is broken" if not self else f"{len(self)} broken rule(s)"
+        return html_table(["rule", "what is wrong", "where", "fix"], rows, caption, code=(2,))
+
 
 # a check yields (message, span, fix)
 Found = tuple[str, Span | None, str | None]
@@ -455,7 +475,7 @@ def _parsed(node_or_text: Node | str) -> Node:
     return node_or_text
 
 
-def check(node_or_text: Node | str, mesh=None, sizes=None) -> list[Violation]:
+def check(node_or_text: Node | str, mesh=None, sizes=None) -> Violations:
     """Every violation of the legality rules in an expression, statement or program (empty when legal).
 
     ``mesh`` (a Mesh, a mapping or ``"X=4,Y=2"``) enables the unknown-axis and divisibility rules;
@@ -463,7 +483,7 @@ def check(node_or_text: Node | str, mesh=None, sizes=None) -> list[Violation]:
     """
     node = _parsed(node_or_text)
     ctx = context_for(node, mesh, sizes)
-    out: list[Violation] = []
+    out = Violations()
     for site, result in _sites(node):
         local = replace(ctx, result=result)
         for rule in RULES:

@@ -1,8 +1,9 @@
-"""The ``shardalg`` command: a thin layer over the public API.
+"""The shardalg command: a thin layer over the public API.
 
 Each module of this package named in ``COMMAND_MODULES`` defines ``register(subparsers)``, which adds its
 subcommands; a subcommand's handler takes the parsed arguments and returns the exit code. Exit codes:
-0 success, 1 an illegal expression (or a check that failed), 2 a parse or usage error; messages go to stderr.
+0 success, 1 an illegal expression (or a check that failed), 2 a parse, usage or file error; messages go to
+stderr as ``error: <message> [rule]``, with the caret and the fix below when they are known.
 
 Imports: any layer; nothing imports this package but ``shardalg.__main__`` and the ``shardalg`` script.
 """
@@ -11,34 +12,94 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from typing import Any
 
+from shardalg import __version__
 from shardalg.errors import IllegalSharding, IncompleteWarning, NoPlan, ShardalgError
+from shardalg.progress import listening
+
+from .common import HelpFormatter, examples, file_error, reset_stdin
+from .progressline import for_stderr
 
 # One module per group of subcommands, in the order they appear in --help.
-COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models")
+COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models",
+                                  "search", "strategymap")
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_USAGE = 0, 1, 2
+SHELLS = ("bash", "zsh")
+
+DESCRIPTION = """\
+Parse, check, plan, prove, price and draw sharded matrix programs written in the notation of "How To Scale
+Your Model", for example:
+
+  A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]
+  AllGather_X(A[I_X, J]) -> A[I, J]
+  C[I, K]{U_X}
+
+EXPR may be - to read standard input. Exit codes: 0 success, 1 an illegal expression or a failed check,
+2 a parse, usage or file error. Every command has --help with an example."""
+
+EPILOG = examples(
+    'shardalg check "A[I_X, J] · B[J, K_X] -> C[I, K]" --mesh X=4,Y=2',
+    'shardalg plan "A[I, J_X] · B[J_X, K] -> C[I, K]" --mesh X=4 --all',
+    'shardalg show "ReduceScatter_{X,K}(C[I, K]{U_X})" --mesh X=4',
+    "shardalg --print-completion bash > ~/.local/share/bash-completion/completions/shardalg",
+)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors exit 2 through our own message format."""
+    """argparse, but usage errors exit 2 in our own message format, and help keeps examples as written."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        print(f"shardalg: error: {message}", file=sys.stderr)
+        print(f"error: {message} [usage]", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 
+class _PrintCompletion(argparse.Action):
+    """``--print-completion bash|zsh``: the completion script, generated from this parser by shtab."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[no-untyped-def]
+        try:
+            import shtab
+        except ImportError:
+            print("error: shell completion needs shtab: pip install 'shardalg[completion]' [usage]", file=sys.stderr)
+            raise SystemExit(EXIT_USAGE) from None
+        print(shtab.complete(parser, shell=values), end="")
+        raise SystemExit(EXIT_OK)
+
+
+def leaf_parsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every runnable subcommand, as (its words, e.g. ``hw show``; its parser), in --help order."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                inner = list(leaf_parsers(sub))
+                yield from ((f"{name} {words}".strip(), p) for words, p in inner) if inner else [(name, sub)]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="shardalg", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(prog="shardalg", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"shardalg {__version__}",
+                        help="print the version and exit")  # fmt: skip
+    parser.add_argument("--print-completion", choices=SHELLS, action=_PrintCompletion,
+                        help="print a completion script for bash or zsh and exit (needs shardalg[completion])")  # fmt: skip
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(f".{name}", __name__).register(sub)
+    for _, leaf in leaf_parsers(parser):
+        leaf.add_argument("-q", "--quiet", action="store_true",
+                          help="no progress line on stderr (there is none anyway when stderr is not a terminal)")  # fmt: skip
     return parser
 
 
@@ -57,18 +118,41 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _handle(args: argparse.Namespace) -> int:
+    reset_stdin()
     try:
-        return int(args.handler(args))
-    except IllegalSharding as err:
-        print(str(err), file=sys.stderr)
-        return EXIT_ILLEGAL
-    except NoPlan as err:
+        line = for_stderr(args.quiet)
+        # --quiet silences; a terminal gets the progress line; otherwise a listener installed by the caller
+        # (a test, a notebook) keeps listening
+        with listening(None) if args.quiet else listening(line) if line is not None else nullcontext():
+            return int(args.handler(args))
+    except (IllegalSharding, NoPlan) as err:
         print(str(err), file=sys.stderr)
         return EXIT_ILLEGAL
     except ShardalgError as err:
         print(str(err), file=sys.stderr)
         return EXIT_USAGE
+    except OSError as err:
+        if isinstance(err, BrokenPipeError):
+            raise
+        print(str(file_error(err)), file=sys.stderr)
+        return EXIT_USAGE
 
 
 def run() -> None:
-    raise SystemExit(main())
+    """The ``shardalg`` script: as ``main``, and quiet when the reader of stdout goes away (``| head``)."""
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        print("error: interrupted [interrupt]", file=sys.stderr)
+        code = 130
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
+    raise SystemExit(code)
+
+
+__all__ = ["main", "run", "build_parser", "leaf_parsers"]

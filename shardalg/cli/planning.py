@@ -20,19 +20,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from shardalg.planning.search import MAX_LABELS
 
 from . import EXIT_ILLEGAL, EXIT_OK
+from .common import examples, read_source
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
 
 
 def _source(args: argparse.Namespace) -> str:
-    return sys.stdin.read() if args.expr == "-" else args.expr
+    return read_source(args.expr)
 
 
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
@@ -134,11 +134,14 @@ def _simulate(args: argparse.Namespace) -> int:
     import numpy as np
 
     from shardalg.numeric.execute import run_plan
+    from shardalg.progress import task
 
     problem, found, sizes = _problem(args)
-    results = [
-        run_plan(p, problem.mesh, sizes.known or None, np.random.default_rng(args.seed)) for p in found
-    ]
+    results = []
+    with task("running the plans on numbers", total=len(found)) as tick:
+        for p in found:
+            results.append(run_plan(p, problem.mesh, sizes.known or None, np.random.default_rng(args.seed)))
+            tick(p.note)
     if args.json:
         print(json.dumps({"plans": [{"ok": r.ok, "max_error": r.max_error, "note": p.note}
                                     for p, r in zip(found, results, strict=True)]}, indent=2))  # fmt: skip
@@ -165,12 +168,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plan",
         help="every legal plan for a sharded einsum or resharding",
         description="Plan EXPR: which case applies, and the collectives of the default plan (or of every plan with "
-        "--all), each step with its reason. Plans are ranked by bytes communicated, then steps.",
+        "--all), each step with its reason. Plans are ranked by bytes communicated, then steps (by seconds "
+        "on a chip with --hw).",
+        epilog=examples('shardalg plan "A[I, J_X] · B[J, K] -> C[I, K]" --mesh X=4 --all',
+                        'shardalg plan "X[B, D] · Y[D_X, F] -> Z[B, F]" --mesh X=4 --sizes B=512,D=8192,F=16384 '
+                        "--hw tpu-v5p --json",
+                        'shardalg plan "A[I_X, J] -> A[I, J_X]" --mesh X=4'),
     )
     _common(p)
     p.add_argument("--all", action="store_true", help="list every plan, not just the default")
     add_hw(p, help=HW_HELP + "; ranks plans by seconds on it (needs every size)")
-    p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's")
+    p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"),
+                   help="the communication model for --hw (default: the chip's)")  # fmt: skip
     p.add_argument("--overlap", choices=("schedule", "steady", "serial"),
                    help="with --hw: what runs at once (default schedule: a step waits for its inputs)")  # fmt: skip
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
@@ -183,6 +192,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "simulate",
         help="run every plan on a numpy virtual mesh and compare with the dense result",
         description="Run each plan of EXPR on random data cut into per-device buffers; exit 1 if any plan is wrong.",
+        epilog=examples('shardalg simulate "A[I_X, J] · B[J, K_X] -> C[I_X, K]" --mesh X=4'),
     )
     _common(p)
     p.add_argument("--seed", type=int, default=0, help="random seed for the data (default 0)")

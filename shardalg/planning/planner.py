@@ -22,6 +22,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from shardalg.algebra.layout import validate
@@ -138,14 +139,16 @@ def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: 
         return Plans([_collective_plan(body, result, p)])
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    planner = EinsumPlanner(body, result, p.mesh, p.sizes, limits, weigh)
-    found = planner.plans()
+    found, cuts = _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh)
+    found = list(found)
     if not found:
-        if planner.cuts:
-            return Plans.of((), planner.cuts)
+        if cuts:
+            return Plans.of((), cuts)
+        planner = EinsumPlanner(body, result, p.mesh, p.sizes, limits, weigh)
+        planner.plans()  # again, for the facts the message states
         raise no_plan(stmt, planner)
     sort_plans(found, rank)
-    return Plans.of(found, planner.cuts)
+    return Plans.of(found, cuts)
 
 
 def clear_caches() -> None:
@@ -153,6 +156,19 @@ def clear_caches() -> None:
     needs)."""
     clear_searches()
     clear_optima()
+    _einsum_plans.cache_clear()
+
+
+@lru_cache(maxsize=4096)
+def _einsum_plans(
+    body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits, weigh: Any
+) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
+    """The plans of one product, unsorted, and the notes of the limits that cut them: memoized, since a
+    strategy search plans the same sharded statement for many candidates (plans are immutable; spans take no
+    part in the key)."""
+    planner = EinsumPlanner(body, result, mesh, sizes, limits, weigh)
+    found = tuple(planner.plans())
+    return found, tuple(planner.cuts)
 
 
 def plan(

@@ -11,10 +11,12 @@ full within them), and a query that needs more takes ``limits=Limits(...)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from html import escape
 
 from shardalg.notation.plan import Plan
+from shardalg.notation.plan import Plans as PlanTable
 
 from .search import MAX_LABELS, MAX_TIES
 
@@ -35,15 +37,22 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
-class Plans(list[Plan]):
+class Plans(PlanTable):
     """A list of plans, cheapest first, that says whether it holds every plan (``complete``) and, when it
-    does not, which limit cut it and how to lift it (``note``)."""
+    does not, which limit cut it and how to lift it (``note``). In a notebook, a table (``columns``: bytes,
+    seconds on a chip, as the ranking gave them)."""
 
     complete: bool
     note: str
 
-    def __init__(self, plans: Iterable[Plan] = (), complete: bool = True, note: str = ""):
-        super().__init__(plans)
+    def __init__(
+        self,
+        plans: Iterable[Plan] = (),
+        complete: bool = True,
+        note: str = "",
+        columns: Mapping[str, Callable[[Plan], object]] | None = None,
+    ):
+        super().__init__(plans, columns)
         self.complete = complete
         self.note = note
 
@@ -54,5 +63,10 @@ class Plans(list[Plan]):
         return cls(plans, not notes, "; ".join(notes))
 
     def __repr__(self) -> str:
-        tail = "" if self.complete else f", complete=False, note={self.note!r}"
-        return f"Plans({list.__repr__(self)}{tail})"
+        if self.complete:
+            return super().__repr__()
+        return f"{super().__repr__()}  # incomplete: {self.note}"
+
+    def _repr_html_(self) -> str:
+        html = super()._repr_html_()
+        return html if self.complete else html + f"<p><b>incomplete:</b> {escape(self.note)}</p>"
