@@ -56,7 +56,7 @@ def prove(model=None) -> Lemma:
     proof.fact(r"\text{every hop: the busiest directed link carries one shard of } V/|X|", one_shard_per_hop,
                "simulated schedules, |X| = 2..16")
     hop = (V / X) / (W / 2)
-    proof.equal(hop, 2 * V / (X * W), "one shard at the one-way bandwidth W_ici/2 (seed 000)",
+    proof.equal(hop, 2 * V / (X * W), "one shard at the one-way bandwidth W_ici/2 (the book's chapter 3)",
                 name=r"T_{\text{hop}}")
     proof.equal((X / 2) * hop, bandwidth, "|X|/2 hops of T_hop = the engine's bandwidth term",
                 name=r"\frac{|X|}{2} T_{\text{hop}}")

@@ -34,7 +34,7 @@ def prove(model=None) -> Lemma:
         NAME,
         "the AllToAll factor 1/4 from the hop count of a bidirectional ring",
         r"T_{\textbf{AllToAll}_{X,J}} = \frac{V}{4 W_{\text{ici}}} = \frac{1}{4}\, T_{\textbf{AllGather}_X}",
-        "Seed 000, footnote 5: every device sends N^2/4 chunks of V/N^2 bytes over its links.",
+        "The book's chapter 3, footnote 5: every device sends N^2/4 chunks of V/N^2 bytes over its links.",
     )
     right = sympy.summation(k, (k, 1, m))
     left = sympy.summation(k, (k, 1, m - 1))

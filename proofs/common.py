@@ -167,7 +167,7 @@ def bound_steps(proof, derivation, lhs: sympy.Expr, rhs: sympy.Expr, expected: s
     from shardalg.numeric.proofs import sym_latex
 
     result = derivation.result
-    proof.record(sym_latex(result), "derived by the engine (shardalg.costs.derive)")
+    proof.record(sym_latex(result), "derived by the engine from the plans' costs")
     proof.fact(r"\text{the derived condition holds exactly where } " + sym_latex(sympy.Gt(lhs, rhs, evaluate=False)),
                agrees_on_samples(result, lhs, rhs), "checked at 300 random positive points")
     return proof.equivalent(result, expected, f"the book's condition ({source})")

@@ -49,6 +49,6 @@ def prove(model=None) -> Lemma:
         comms = proof.given(rf"T^{{\text{{{name}}}}}_{{\text{{comms}}}}", pc.comms, "the cost model")
         work = proof.given(rf"T^{{\text{{{name}}}}}_{{\text{{compute}}}}", pc.compute, "the cost model")
         d = compute_bound(pc, solve_for=B)
-        bound_steps(proof, d, work, comms, expected, "seed 002, section 4.2")
+        bound_steps(proof, d, work, comms, expected, "its training chapter")
     proof.record(sym_latex(expected), "so both strategies share the book's condition")
     return proof.lemma()

@@ -41,5 +41,5 @@ def prove(model=None) -> Lemma:
     comms = proof.given(r"T_{\text{comms}}", pc.comms, "the cost model")
     work = proof.given(r"T_{\text{compute}}", pc.compute, "the cost model")
     d = compute_bound(pc, solve_for=Y)
-    bound_steps(proof, d, work, comms, expected, "seed 002, section 4.2")
+    bound_steps(proof, d, work, comms, expected, "its training chapter")
     return proof.lemma()

@@ -52,7 +52,7 @@ def prove(model=None) -> Lemma:
                 name=r"|X|\, T^{(2)}_{\text{compute}}")
     small = compare(REDUCE_PARTIALS, GATHER_WEIGHTS, solve_for=D, regime="comms", mesh=mesh, model=model)
     bound_steps(proof, small, one.comms, two.comms, sympy.StrictGreaterThan(D, 2 * B),
-                "seed 000, question 4, both communication-bound")
+                "the book's chapter 3, question 4, both communication-bound")
     large = compare(REDUCE_PARTIALS, GATHER_WEIGHTS, solve_for=D, regime="compute", mesh=mesh, model=model)
     result = large.result
     parts = result.args if isinstance(result, sympy.And) else (result,)

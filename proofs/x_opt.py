@@ -50,8 +50,8 @@ def prove(model=None) -> Lemma:
     comms = proof.given(r"T_{\text{comms}}", pc.comms, "the cost model (X and Y links run concurrently)")
     d = optimum(pc, over=X, subject_to=sympy.Eq(X * Y, N))
     x_opt = d.result
-    proof.record(rf"|X|_{{\text{{opt}}}} = {sym_latex(x_opt)}", "derived by the engine (shardalg.costs.derive.optimum)")
-    proof.equal(x_opt, expected, "the book's optimum (seed 002, section 4.3)", name=r"|X|_{\text{opt}}")
+    proof.record(rf"|X|_{{\text{{opt}}}} = {sym_latex(x_opt)}", "derived by the engine (where the two terms of the cost cross)")
+    proof.equal(x_opt, expected, "the book's optimum (its training chapter)", name=r"|X|_{\text{opt}}")
     along = sympy.simplify(comms.subs(Y, N / X))
     f = sympy.lambdify(sorted(along.free_symbols, key=str), along, "math")
     g = sympy.lambdify(sorted(x_opt.free_symbols, key=str), x_opt, "math")

@@ -43,7 +43,7 @@ def prove(model=None) -> Lemma:
     memory = proof.given(r"T_{\text{hbm}}", pc.memory, "the cost model: the weights' local bytes at W_hbm")
     d = compute_bound(pc, solve_for=Y, bound="memory")
     expected = sympy.StrictLessThan(Y, (F * M / (B * beta)).subs(beta, W_hbm / W))
-    bound_steps(proof, d, memory, comms, expected, "seed 002, section 6.3")
+    bound_steps(proof, d, memory, comms, expected, "its inference chapter")
     result = d.result
     if isinstance(result, sympy.StrictLessThan) and result.lhs == Y:
         y_max = result.rhs

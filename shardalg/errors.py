@@ -1,9 +1,9 @@
 """One exception family for everything shardalg rejects.
 
 Every error can carry the source text and the span of the offending part; ``str(err)`` then shows the
-rule's name, the message, the source line and a caret under the span, and the fix when one is known::
+message and the rule's name, the source line and a caret under the span, and the fix when one is known::
 
-    IllegalSharding [axis-used-twice]: mesh axis X shards both I and J
+    error: mesh axis X shards both I and J [axis-used-twice]
       A[I_X, J_X]
              ^^^
       fix: shard J over another axis, or replicate it: A[I_X, J]
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 __all__ = [
     "Span",
     "ShardalgError",
+    "IncompleteWarning",
     "ParseError",
     "IllegalSharding",
     "AxisUsedTwice",
@@ -24,11 +25,13 @@ __all__ = [
     "UnreducedProduct",
     "BatchDimMismatch",
     "SameAxisResultDims",
+    "UnreachableUnreduced",
     "ShapeMismatch",
     "IllegalCollective",
     "NoPlan",
     "UsageError",
     "LimitExceeded",
+    "FileError",
 ]
 
 
@@ -91,7 +94,7 @@ class ShardalgError(Exception):
         return self
 
     def __str__(self) -> str:
-        head = f"{type(self).__name__} [{self.rule}]: {self.message}"
+        head = f"error: {self.message} [{self.rule}]"
         parts = [head]
         if self.source is not None and self.span is not None:
             parts.append(render_caret(self.source, self.span))
@@ -125,6 +128,10 @@ class LimitExceeded(UsageError):
     The message names the limit and its value; the fix says how to lift it."""
 
     rule = "limit"
+class FileError(UsageError):
+    """A file or directory named on the command line cannot be read or written."""
+
+    rule = "file"
 
 
 class IllegalSharding(ShardalgError):
@@ -157,6 +164,12 @@ class SameAxisResultDims(IllegalSharding):
     rule = "case-4"
 
 
+class UnreachableUnreduced(IllegalSharding):
+    """A product's result asks for partial sums over axes no plan can leave them on."""
+
+    rule = "unreduced-result"
+
+
 class ShapeMismatch(IllegalSharding):
     """Two statements or operands disagree about a tensor (its dims, its sharding, its result)."""
 
@@ -173,3 +186,8 @@ class NoPlan(ShardalgError):
     """No sequence of rules reaches the requested sharding."""
 
     rule = "no-plan"
+
+
+class IncompleteWarning(UserWarning):
+    """A search hit a budget: the answer it gives may be a subset (its ``complete`` is False and its note
+    names the limit and how to lift it)."""

@@ -243,6 +243,8 @@ def _swap(lay: Layout, axes: Axes) -> Layout:
     sw = {x: y, y: x}
 
     def s(names: Axes) -> Axes:
+        if x not in names and y not in names:
+            return names
         return tuple(sw.get(a, a) for a in names)
 
     return Layout(
@@ -286,8 +288,12 @@ def permute_effect(lay: Layout, axes: Axes, dim: int | None) -> Layout:
 
 
 def permute_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
+    # a swap moves data when either axis shards a dim, or exactly one of them holds partial sums
+    sharding, unreduced = {a for d in lay.dims for a in d}, set(lay.unreduced)
     for x, y in combinations(mesh.names, 2):
-        if permute_problem(lay, (x, y), mesh) is None and _swap(lay, (x, y))[:2] != lay[:2]:
+        if x not in sharding and y not in sharding and (x in unreduced) == (y in unreduced):
+            continue
+        if permute_problem(lay, (x, y), mesh) is None:
             yield (x, y), None
 
 

@@ -40,6 +40,7 @@ from shardalg.errors import (
     ShardalgError,
     Span,
     UnknownAxis,
+    UnreachableUnreduced,
     UnreducedProduct,
     UsageError,
     render_caret,
@@ -57,6 +58,7 @@ from .product_rules import (
     einsum_typing,
     not_local,
     unreduced_product,
+    unreduced_result,
 )
 from .rules import RULES as COLLECTIVES
 from .statements import apply_statement
@@ -86,13 +88,33 @@ class Violation:
 
     def note(self) -> str:
         """The finding as a note on a statement the planner plans: what every plan must fix first."""
-        lines = [f"note [{self.rule}]: {self.message}; the shards cannot simply be multiplied, so a plan "
-                 "communicates first"]  # fmt: skip
+        lines = [f"note: {self.message}; the shards cannot simply be multiplied, so a plan communicates first "
+                 f"[{self.rule}]"]  # fmt: skip
         if self.source is not None and self.span is not None:
             lines.append(render_caret(self.source, self.span))
         if self.fix:
             lines.append(f"  plans: {self.fix}")
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        from shardalg.notation.printing.display import short
+
+        return short("Violation", f"[{self.rule}] {self.message}")
+
+
+class Violations(list):
+    """What :func:`check` found: a list of :class:`Violation` (empty when legal), a table in a notebook."""
+
+    def _repr_html_(self) -> str:
+        from shardalg.errors import render_caret
+        from shardalg.notation.printing.display import html_table
+
+        rows = []
+        for v in self:
+            where = render_caret(v.source, v.span) if v.source is not None and v.span is not None else ""
+            rows.append([v.rule, v.message, where, v.fix or ""])
+        caption = "legal: no rule is broken" if not self else f"{len(self)} broken rule(s)"
+        return html_table(["rule", "what is wrong", "where", "fix"], rows, caption, code=(2,))
 
 
 @dataclass(frozen=True)
@@ -294,6 +316,7 @@ RULES: tuple[Rule, ...] = (
     Rule("collective-precondition", IllegalCollective, Collective, collective_precondition),
     Rule("indivisible-dim", IndivisibleDim, Collective, collective_output_divisible),
     Rule("shape-mismatch", ShapeMismatch, Arrow, result_matches),
+    Rule("unreduced-result", UnreachableUnreduced, Arrow, unreduced_result),
 )
 
 # ---- running the table ----------------------------------------------------------------------------
@@ -355,14 +378,14 @@ def _findings(node_or_text: Node | str, mesh, sizes) -> Iterator[tuple[Violation
                 yield Violation(rule.name, rule.error, message, span, fix, ctx.source), kind
 
 
-def check(node_or_text: Node | str, mesh=None, sizes=None) -> list[Violation]:
+def check(node_or_text: Node | str, mesh=None, sizes=None) -> Violations:
     """Every violation of the legality rules in an expression, statement or program (empty when legal).
 
     ``mesh`` (a Mesh, a mapping or ``"X=4,Y=2"``) enables the unknown-axis and divisibility rules;
     ``sizes`` (a mapping or ``"I=1024"``) binds dim sizes beyond the literal ones and the ``where`` clause.
     Over a limit of :mod:`shardalg.limits` (mesh axes, dims per tensor) it refuses up front.
     """
-    return [v for v, kind in _findings(node_or_text, mesh, sizes) if kind == "error"]
+    return Violations(v for v, kind in _findings(node_or_text, mesh, sizes) if kind == "error")
 
 
 def notes(node_or_text: Node | str, mesh=None, sizes=None) -> list[Violation]:

@@ -19,9 +19,11 @@ from shardalg.notation.syntax import Arrow, Collective, Dim, Node, Op, Product, 
 from .context import Context, product_dims, value_of
 from .einsum import Spec
 from .findings import Found, operand_dim_span, suffix_span, text_of
+from .mesh import Mesh
 
 __all__ = [
     "dims_named_once", "einsum_typing", "unreduced_product", "batch_dim_mismatch", "not_local", "case_4",
+    "unreduced_result", "partial_sums_reach",
 ]  # fmt: skip
 
 
@@ -172,3 +174,74 @@ def case_4(p: Product, ctx: Context) -> Iterator[Found]:
                        for dim, side in ((ld, p.left), (d, p.right))]  # fmt: skip
             yield (f"case 4: the result dims {ld.label} and {d.label} are both sharded over {a}",
                    operand_dim_span(p.right, d.label), f"gather one operand first: {gathers[0]} or {gathers[1]}")  # fmt: skip
+
+
+# ---- a statement: the partial sums its result asks for are reachable ----------------------------------
+
+
+def unreduced_result(s: Arrow, ctx: Context) -> Iterator[Found]:
+    """A product's written result may ask for partial sums only over axes some plan can leave them on:
+    an operand's partial sums, or axes sliced onto a contracted dim in both operands (case 3), renamed by
+    Permutes between axes of one size."""
+    if not isinstance(s.expr, Product) or not s.result.unreduced or ctx.mesh is None:
+        return
+    left, right = value_of(s.expr.left, ctx), value_of(s.expr.right, ctx)
+    if any(a not in ctx.mesh for a in s.result.unreduced + left.unreduced + right.unreduced):
+        return  # the unknown-axis rule reports it
+    contracted, _ = product_dims(left, right, s.expr.contract, ctx.result or s.result)
+    sizes = [left.dim(d).size if left.dim(d).size is not None else ctx.sizes.get(d) for d in contracted]
+    have = set(left.unreduced) | set(right.unreduced)
+    if any(partial_sums_reach(have | set(sliced), s.result.unreduced, ctx.mesh)
+           for sliced in _sliceable(ctx.mesh, sizes)):  # fmt: skip
+        return
+    why = (f"contracts {', '.join(contracted)}, which the axes it lacks cannot all shard" if contracted
+           else "contracts no dim")  # fmt: skip
+    yield (f"the result is unreduced over {', '.join(s.result.unreduced)}, but no plan leaves partial sums there: "
+           f"a product has them only where an operand does, or where both shard a contracted dim (case 3), and "
+           f"a Permute renames them only between axes of one size; this product {why}", s.result.span,
+           "request the result reduced (drop its {U_..}), or shard a contracted dim over those axes in both "
+           "operands")  # fmt: skip
+
+
+def _sliceable(mesh: Mesh, sizes: list[int | None]) -> Iterator[tuple[str, ...]]:
+    """Every set of mesh axes the contracted dims (of ``sizes``, None unknown) can be sharded over at once."""
+    from itertools import product
+
+    names = [a.name for a in mesh]
+    if not sizes:
+        yield ()
+        return
+    for places in product(range(len(sizes) + 1), repeat=len(names)):
+        ok = True
+        for i, n in enumerate(sizes):
+            group = [mesh[a].size for a, p in zip(names, places, strict=True) if p == i + 1]
+            if n is not None and None not in group and n % _prod(group):
+                ok = False
+        if ok:
+            yield tuple(a for a, p in zip(names, places, strict=True) if p)
+
+
+def _prod(values: list[int | None]) -> int:
+    out = 1
+    for v in values:
+        out *= v or 1
+    return out
+
+
+def partial_sums_reach(have: set[str] | tuple[str, ...], want: tuple[str, ...], mesh: Mesh) -> bool:
+    """Whether partial sums over ``have`` can become partial sums over ``want``: reductions drop axes, and a
+    Permute renames one into another of the same known size, so each size may only lose axes."""
+    if all(a in have for a in want):
+        return True
+    if any(mesh[a].size is None and a not in have for a in want):
+        return False
+    counts: dict[int, int] = {}
+    for a in have:
+        size = mesh[a].size
+        if size is not None:
+            counts[size] = counts.get(size, 0) + 1
+    for a in want:
+        size = mesh[a].size
+        if size is not None:
+            counts[size] = counts.get(size, 0) - 1
+    return all(n >= 0 for n in counts.values())

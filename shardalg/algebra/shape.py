@@ -75,6 +75,20 @@ class ShapeInfo:
             "devices": _json_number(self.devices),
         }
 
+    def __repr__(self) -> str:
+        from shardalg.notation.printing import unicode
+        from shardalg.notation.printing.display import short
+
+        local = ", ".join(str(v) for v in self.local_shape)
+        mesh = ", ".join(f"{a.name}={a.size}" for a in self.mesh.axes)
+        return short("ShapeInfo", f"{unicode(self.tensor)} on {mesh}: local {self.dtype.value}[{local}], "
+                     f"{self.bytes_per_device} bytes per device")  # fmt: skip
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
     def __str__(self) -> str:
         from shardalg.notation.printing import text
 

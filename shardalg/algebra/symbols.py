@@ -7,6 +7,7 @@ times are positive reals. Each symbol carries the LaTeX name the book uses.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import sympy
@@ -66,9 +67,20 @@ def device_count() -> sympy.Symbol:
     return quantity("N")
 
 
-def latex_names() -> dict[sympy.Symbol, str]:
-    """``symbol_names`` for ``sympy.latex``: every symbol made here with its book spelling."""
-    return dict(_latex)
+def latex_names(*exprs: object) -> dict[sympy.Symbol, str]:
+    """``symbol_names`` for ``sympy.latex``: every symbol made here with its book spelling; and for the other
+    symbols of ``exprs`` whose subscript is a word (``X_opt``, ``V_shard``), the word upright
+    (``X_{\\text{opt}}``), as the book sets it."""
+    names = dict(_latex)
+    for e in exprs:
+        for s in getattr(e, "free_symbols", ()):
+            m = _WORD_SUBSCRIPT.fullmatch(getattr(s, "name", ""))
+            if s not in names and m:
+                names[s] = rf"{m[1]}_{{\text{{{m[2]}}}}}"
+    return names
+
+
+_WORD_SUBSCRIPT = re.compile(r"([A-Za-z])_([a-z]{2,})")
 
 
 def as_expr(x: object) -> sympy.Expr:

@@ -169,6 +169,11 @@ class LocalStep:
         op = Op.SLICE if self.op is Cast.PAD else self.op
         return Step(op, (self.input,), self.output, self.axes, self.dim, reason=self.reason, offset=self.offset)  # type: ignore[arg-type]
 
+    def __repr__(self) -> str:
+        from shardalg.notation.printing.display import short
+
+        return short("LocalStep", str(self))
+
     def __str__(self) -> str:
         from shardalg.notation.printing import text
 

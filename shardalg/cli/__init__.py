@@ -1,12 +1,13 @@
-"""The ``shardalg`` command: a thin layer over the public API.
+"""The shardalg command: a thin layer over the public API.
 
 Each module of this package named in ``COMMAND_MODULES`` defines ``register(subparsers)``, which adds its
 subcommands; a subcommand's handler takes the parsed arguments and returns the exit code. Exit codes:
-0 success, 1 an illegal expression (or a check that failed), 2 a parse or usage error (a limit of
+0 success, 1 an illegal expression (or a check that failed), 2 a parse, usage or file error (a limit of
 :mod:`shardalg.limits` included), 3 an internal error (a bug: any exception that is not shardalg's own, reported
 in one line, never as a traceback), 141 the reader of the output went away (``| head``: the shell's SIGPIPE
-code, said by nothing); messages go to stderr. Every subcommand that reads notation also takes
-``--max-<limit> N`` for each limit a user may lift.
+code, said by nothing). Messages go to stderr as ``error: <message> [rule]``, with the caret and the fix below
+when they are known. Every subcommand that reads notation also takes ``--max-<limit> N`` for each limit a user
+may lift.
 
 Imports: any layer; nothing imports this package but ``shardalg.__main__`` and the ``shardalg`` script.
 """
@@ -16,41 +17,107 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
+from typing import Any
 
-from shardalg import limits
-from shardalg.errors import IllegalSharding, NoPlan, ShardalgError, UsageError
+from shardalg import __version__, limits
+from shardalg.errors import IllegalSharding, IncompleteWarning, NoPlan, ShardalgError
+from shardalg.progress import listening
+
+from .common import HelpFormatter, examples, file_error, reset_stdin
+from .progressline import for_stderr
 
 # One module per group of subcommands, in the order they appear in --help.
-COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models")
+COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models",
+                                  "search", "strategymap")
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 EXIT_PIPE = 141  # 128 + SIGPIPE, as the shell reports a command whose reader closed the pipe
 
 # Subcommands that read no notation and so take no --max-<limit> options.
 _NO_LIMITS = frozenset({"hw", "proofs", "notes"})
+SHELLS = ("bash", "zsh")
+
+DESCRIPTION = """\
+Parse, check, plan, prove, price and draw sharded matrix programs written in the notation of "How To Scale
+Your Model", for example:
+
+  A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]
+  AllGather_X(A[I_X, J]) -> A[I, J]
+  C[I, K]{U_X}
+
+EXPR may be - to read standard input. Exit codes: 0 success, 1 an illegal expression or a failed check,
+2 a parse, usage or file error (a limit included), 3 an internal error (please report it). Every command has --help with an example."""
+
+EPILOG = examples(
+    'shardalg check "A[I_X, J] · B[J, K_X] -> C[I, K]" --mesh X=4,Y=2',
+    'shardalg plan "A[I, J_X] · B[J_X, K] -> C[I, K]" --mesh X=4 --all',
+    'shardalg show "ReduceScatter_{X,K}(C[I, K]{U_X})" --mesh X=4',
+    "shardalg --print-completion bash > ~/.local/share/bash-completion/completions/shardalg",
+)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors exit 2 through our own message format."""
+    """argparse, but usage errors exit 2 in our own message format, and help keeps examples as written."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        print(f"shardalg: error: {message}", file=sys.stderr)
+        print(f"error: {message} [usage]", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 
+class _PrintCompletion(argparse.Action):
+    """``--print-completion bash|zsh``: the completion script, generated from this parser by shtab."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # type: ignore[no-untyped-def]
+        try:
+            import shtab
+        except ImportError:
+            print("error: shell completion needs shtab: pip install 'shardalg[completion]' [usage]", file=sys.stderr)
+            raise SystemExit(EXIT_USAGE) from None
+        print(shtab.complete(parser, shell=values), end="")
+        raise SystemExit(EXIT_OK)
+
+
+def leaf_parsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every runnable subcommand, as (its words, e.g. ``hw show``; its parser), in --help order."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                inner = list(leaf_parsers(sub))
+                yield from ((f"{name} {words}".strip(), p) for words, p in inner) if inner else [(name, sub)]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="shardalg", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(prog="shardalg", description=DESCRIPTION, epilog=EPILOG)
+    parser.add_argument("--version", action="version", version=f"shardalg {__version__}",
+                        help="print the version and exit")  # fmt: skip
+    parser.add_argument("--print-completion", choices=SHELLS, action=_PrintCompletion,
+                        help="print a completion script for bash or zsh and exit (needs shardalg[completion])")  # fmt: skip
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(f".{name}", __name__).register(sub)
+    for _, leaf in leaf_parsers(parser):
+        leaf.add_argument("-q", "--quiet", action="store_true",
+                          help="no progress line on stderr (there is none anyway when stderr is not a terminal)")  # fmt: skip
     for name, command in sub.choices.items():
         if name not in _NO_LIMITS:
             _limit_options(command)
     return parser
+
+
+def _warn(message: Any, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning as one line on stderr (an incomplete answer is never silent)."""
+    print(f"shardalg: warning: {message}", file=sys.stderr)
 
 
 def _positive(text: str) -> int:
@@ -71,36 +138,25 @@ def _lifted(args: argparse.Namespace) -> dict[str, int]:
     return {name: v for name in limits.LIMITS if (v := getattr(args, f"max_{name}", None)) is not None}
 
 
-def read_source(arg: str) -> str:
-    """EXPR as given, or standard input when it is ``-``, decoded strictly in the input's encoding: bytes
-    that are not text are a UsageError naming the first bad byte."""
-    if arg != "-":
-        return arg
-    buffer = getattr(sys.stdin, "buffer", None)
-    if buffer is None:
-        return sys.stdin.read()
-    data = buffer.read()
-    encoding = getattr(sys.stdin, "encoding", None) or "utf-8"
-    try:
-        return data.decode(encoding)
-    except UnicodeDecodeError as err:
-        raise UsageError(
-            f"standard input is not {encoding} text: byte 0x{data[err.start]:02x} at offset {err.start} "
-            f"({err.reason})",
-            fix=f"write the notation in {encoding}",
-        ) from None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", IncompleteWarning)
+        warnings.showwarning = _warn
+        return _handle(args)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    reset_stdin()
     try:
+        line = for_stderr(args.quiet)
+        # --quiet silences; a terminal gets the progress line; otherwise a listener installed by the caller
+        # (a test, a notebook) keeps listening
         with limits.lifted(**_lifted(args)):
-            return int(args.handler(args))
-    except IllegalSharding as err:
-        print(str(err), file=sys.stderr)
-        return EXIT_ILLEGAL
-    except NoPlan as err:
+            with listening(None) if args.quiet else listening(line) if line is not None else nullcontext():
+                return int(args.handler(args))
+    except (IllegalSharding, NoPlan) as err:
         print(str(err), file=sys.stderr)
         return EXIT_ILLEGAL
     except ShardalgError as err:
@@ -109,6 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (| head): not a bug, nothing more to say
         _quiet_stdout()
         return EXIT_PIPE
+    except OSError as err:
+        print(str(file_error(err)), file=sys.stderr)
+        return EXIT_USAGE
     except Exception as err:  # noqa: BLE001 - the last guard: a bug gets one line and exit 3, never a traceback
         said = str(err)
         said = said if len(said) <= 300 else said[:300] + "..."
@@ -123,10 +182,20 @@ def _quiet_stdout() -> None:
 
 
 def run() -> None:
-    code = main()
+    """The ``shardalg`` script: as ``main``, and quiet when the reader of stdout goes away (``| head``: killed
+    by SIGPIPE where there is one, else exit 141 with nothing said)."""
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
+        code = main()
         sys.stdout.flush()  # buffered output meets the closed pipe here, after main
+    except KeyboardInterrupt:
+        print("error: interrupted [interrupt]", file=sys.stderr)
+        code = 130
     except BrokenPipeError:
         _quiet_stdout()
         code = EXIT_PIPE
     raise SystemExit(code)
+
+
+__all__ = ["main", "run", "build_parser", "leaf_parsers"]

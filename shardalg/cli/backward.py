@@ -13,7 +13,8 @@ import argparse
 import json
 import sys
 
-from . import EXIT_ILLEGAL, EXIT_OK, EXIT_USAGE, read_source
+from . import EXIT_ILLEGAL, EXIT_OK, EXIT_USAGE
+from .common import examples, read_source
 
 FORMATS = ("text", "unicode", "latex", "json")
 
@@ -87,6 +88,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="derive the backward program",
         description="Derive the backward of PROGRAM: each product's two gradient einsums, in reverse order, "
         "planned from the cotangent's sharding to the gradient's (the primal's own).",
+        epilog=examples('shardalg backward "X[B, D] · W1[D, F_Y] -> H[B, F_Y]; H[B, F_Y] · W2[F_Y, D] -> Out[B, D]" '
+                        "--mesh Y=4"),
     )
     p.add_argument("program", metavar="PROGRAM", help="the forward program (quote it), or - for standard input")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
@@ -104,9 +107,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="check a hand-written backward",
         description="Check BACKWARD (per-device statements; gradients named dW, dIn, ...) against FORWARD. "
         "Exit 0 when it is right, 1 with the differences.",
+        epilog=examples('shardalg verify "In[B_X, D] · W[D, F] -> Out[B_X, F]" "dOut[B_X, F] · W[D, F] -> '
+                        'dIn[B_X, D]; In[B_X, D] ·_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}" --mesh X=4'),
     )
-    p.add_argument("forward", metavar="FORWARD", nargs="?", help="the forward program")
-    p.add_argument("backward", metavar="BACKWARD", nargs="?", help="the hand-written backward program")
+    p.add_argument("forward", metavar="FORWARD", nargs="?", help="the forward program, or - for standard input")
+    p.add_argument("backward", metavar="BACKWARD", nargs="?",
+                   help="the hand-written backward program, or - for standard input")  # fmt: skip
     p.add_argument("--forward", dest="forward_opt", metavar="F", help="the forward program")
     p.add_argument("--backward", dest="backward_opt", metavar="B", help="the hand-written backward program")
     _common(p)

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 
 from shardalg.errors import UsageError
 
-from . import EXIT_OK, read_source
+from . import EXIT_OK
+from .common import examples, read_source
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
@@ -197,7 +198,9 @@ def _costing(p: argparse.ArgumentParser, latency_flag: str, overlap_default: str
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("cost", help="symbolic and numeric cost of a collective, einsum or program",
-                              description="Cost each step of EXPR and the total under the overlap policy.")  # fmt: skip
+                              description="Cost each step of EXPR and the total under the overlap policy.",
+                              epilog=examples('shardalg cost "AllGather_Y(bf16[E_Y, F])" --mesh X=8,Y=4 '
+                                              "--sizes E=2048,F=8192 --hw tpu-v5e"))  # fmt: skip
     p.add_argument("expr", metavar="EXPR_OR_PROGRAM", help="the notation, or - for standard input")
     p.add_argument("--serial", action="store_true", help="the same as --overlap serial")
     p.add_argument("--schedule", action="store_true", help="also print the schedule: when each step runs")
@@ -205,9 +208,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_cost)
 
     p = subparsers.add_parser("compare", help="the condition under which program A is faster than B",
-                              description="Derive when PROGRAM_A is faster than PROGRAM_B, solved for a symbol.")  # fmt: skip
-    p.add_argument("program_a", metavar="PROGRAM_A")
-    p.add_argument("program_b", metavar="PROGRAM_B")
+                              description="Derive when PROGRAM_A is faster than PROGRAM_B, solved for a symbol.",
+                              epilog=examples('shardalg compare "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; '
+                                              'AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]" '
+                                              '"X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]" --mesh X --solve-for D'))  # fmt: skip
+    p.add_argument("program_a", metavar="PROGRAM_A", help="the first program (quote it), or - for standard input")
+    p.add_argument("program_b", metavar="PROGRAM_B", help="the second program (quote it), or - for standard input")
     p.add_argument("--solve-for", metavar="NAME", help="the dim or axis to isolate, e.g. D")
     p.add_argument("--regime", choices=("comms", "compute", "total", "overlap", "serial"), default="comms",
                    help="what each plan's time is: comms, a's total against b's compute, both totals; overlap "
@@ -216,30 +222,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_compare)
 
     p = subparsers.add_parser("optimum", help="minimize a program's communication over an axis size",
-                              description="Minimize the program's comms (or --term) over --over.")  # fmt: skip
-    p.add_argument("program", metavar="PROGRAM")
-    p.add_argument("--over", metavar="NAME", required=True)
+                              description="Minimize the program's comms (or --term) over --over.",
+                              epilog=examples('shardalg optimum "AllGather_X(Win[D_X, F_Y]) -> Win[D, F_Y]; '
+                                              'AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]" --mesh X,Y --over X '
+                                              "--subject-to X*Y=N --symbolic-links"))  # fmt: skip
+    p.add_argument("program", metavar="PROGRAM", help="the program (quote it), or - for standard input")
+    p.add_argument("--over", metavar="NAME", required=True, help="the axis or dim size to optimize, e.g. X")
     p.add_argument("--subject-to", metavar="X*Y=N", help="a product constraint that eliminates another symbol")
-    p.add_argument("--term", choices=("comms", "compute", "memory", "total"), default="comms")
+    p.add_argument("--term", choices=("comms", "compute", "memory", "total"), default="comms",
+                   help="which time to minimize (default: comms)")  # fmt: skip
     _costing(p, "--latency")
     p.set_defaults(handler=_optimum)
 
     p = subparsers.add_parser("bound", help="the condition for compute (or HBM time) to dominate comms",
-                              description="Derive when PROGRAM is compute-bound (or memory-bound).")  # fmt: skip
-    p.add_argument("program", metavar="PROGRAM")
-    p.add_argument("--solve-for", metavar="NAME")
-    p.add_argument("--bound", choices=("compute", "memory"), default="compute")
+                              description="Derive when PROGRAM is compute-bound (or memory-bound).",
+                              epilog=examples('shardalg bound "In[B_X, D] ·_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}; '
+                                              'AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]" --mesh X --solve-for B '
+                                              "--symbolic-links"))  # fmt: skip
+    p.add_argument("program", metavar="PROGRAM", help="the program (quote it), or - for standard input")
+    p.add_argument("--solve-for", metavar="NAME", help="the dim or axis to isolate, e.g. B")
+    p.add_argument("--bound", choices=("compute", "memory"), default="compute",
+                   help="compute time (default) or HBM time must dominate the communication")  # fmt: skip
     p.add_argument("--hbm", metavar="TENSORS", help="count HBM traffic of these tensors only, e.g. W_in,W_out")
     _costing(p, "--latency")
     p.set_defaults(handler=_bound)
 
-    p = subparsers.add_parser("hw", help="hardware presets", description="List or show the hardware presets.")
+    p = subparsers.add_parser("hw", help="hardware presets", description="List or show the hardware presets.",
+                              epilog=examples("shardalg hw list", "shardalg hw show tpu-v5p"))  # fmt: skip
     sub = p.add_subparsers(dest="hw_command", metavar="{list,show}", parser_class=type(p))
     sub.required = True
-    q = sub.add_parser("list", help="every preset")
-    q.add_argument("--json", action="store_true")
+    q = sub.add_parser("list", help="every preset", description="List every hardware preset: name, model, chip.",
+                       epilog=examples("shardalg hw list --json"))  # fmt: skip
+    q.add_argument("--json", action="store_true", help="print the presets' numbers as JSON")
     q.set_defaults(handler=_hw_list)
-    q = sub.add_parser("show", help="one preset's numbers and their sources")
-    q.add_argument("name", metavar="NAME")
-    q.add_argument("--json", action="store_true")
+    q = sub.add_parser("show", help="one preset's numbers and their sources",
+                       description="Show one preset: its bandwidths, FLOP/s, link counts and where each came from.",
+                       epilog=examples("shardalg hw show tpu-v5p"))  # fmt: skip
+    q.add_argument("name", metavar="NAME", help="the preset's name (shardalg hw list)")
+    q.add_argument("--json", action="store_true", help="print the preset as JSON")
     q.set_defaults(handler=_hw_show)

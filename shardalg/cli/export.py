@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from . import EXIT_ILLEGAL, EXIT_OK, read_source
+from . import EXIT_ILLEGAL, EXIT_OK
+from .common import FILE_COMPLETION, examples, file_error, read_source
+
+PICTURES = ("png", "svg")
 
 BACKENDS = ("jax", "torch")
 
@@ -37,6 +41,7 @@ def _mesh(args: argparse.Namespace, program: object):
 
 def _export(args: argparse.Namespace) -> int:
     from shardalg.algebra.legality import as_sizes
+    from shardalg.errors import UsageError
     from shardalg.notation.parse import parse
 
     program = parse(_source(args))
@@ -49,19 +54,27 @@ def _export(args: argparse.Namespace) -> int:
         from shardalg.planning.backward import backward
 
         obj, name = backward(program, mesh, sizes, keep_gathered=args.keep_gathered), "backward"
+    if args.dtensor and args.backend != "torch":
+        raise UsageError("--dtensor is a form of the torch export: shardalg export torch ... --dtensor")
     if args.backend == "jax":
         from shardalg.export.jax import check_jax as check
         from shardalg.export.jax import export_jax as export
+
+        print(export(obj, mesh, sizes=sizes or None, name=name), end="")
     else:
-        from shardalg.export.torch_export import check_torch as check
-        from shardalg.export.torch_export import export_torch as export
-    print(export(obj, mesh, sizes=sizes or None, name=name), end="")
+        from shardalg.export.torch_check import check_torch as check
+        from shardalg.export.torch_export import export_torch
+
+        print(export_torch(obj, mesh, sizes=sizes or None, name=name, dtensor=args.dtensor), end="")
     if not args.check:
         return EXIT_OK
     from shardalg.export import as_flow
+    from shardalg.progress import task
 
-    (result,) = check(as_flow(obj, mesh, sizes or None), mesh, sizes=sizes or None)
     where = f"{mesh.devices} CPU devices" if args.backend == "jax" else f"{mesh.devices} gloo processes"
+    extra = {"dtensor": True} if args.dtensor else {}
+    with task(f"checking on {where}"):
+        (result,) = check(as_flow(obj, mesh, sizes or None), mesh, sizes=sizes or None, **extra)
     if result.ok:
         print(f"check: ok on {where}, max relative error {result.max_error:.2g} ({result.seconds:.1f} s)", file=sys.stderr)
         return EXIT_OK
@@ -72,20 +85,37 @@ def _export(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from shardalg.algebra.legality import as_sizes
     from shardalg.algebra.mesh import Mesh
-    from shardalg.errors import ParseError
+    from shardalg.errors import ParseError, UsageError
     from shardalg.notation.parse import parse_statement, parse_tensor
     from shardalg.pictures.show import show, show_collective, show_tikz
 
     text = _source(args).strip()
     mesh = Mesh.parse(args.mesh)
     sizes = as_sizes(args.sizes)
+    fmt = args.format or (Path(args.out).suffix.lstrip(".").lower() if args.out else "text")
+    if fmt in PICTURES:
+        if not args.out:
+            raise UsageError(f"--format {fmt} writes a picture: give the file with --out, e.g. --out grid.{fmt}")
+        if Path(args.out).suffix.lower() != f".{fmt}":
+            raise UsageError(f"--out {args.out} does not end in .{fmt}")
+        from shardalg.pictures.grids import draw_show
+
+        try:
+            print(draw_show(text, mesh, args.out, sizes=sizes))
+        except OSError as err:
+            raise file_error(err, "write the picture") from None
+        return EXIT_OK
+    if fmt not in ("text", "tikz"):
+        raise UsageError(f"--out {args.out}: a picture is .png or .svg (text and tikz go to standard output)")
+    if args.out:
+        raise UsageError(f"--format {fmt} prints to standard output; --out is for png and svg")
     try:
         tensor = parse_tensor(text)
     except ParseError:
         statement = parse_statement(text)
-        print(show_collective(statement, mesh, format=args.format, sizes=sizes))
+        print(show_collective(statement, mesh, format=fmt, sizes=sizes))
         return EXIT_OK
-    print(show_tikz(tensor, mesh) if args.format == "tikz" else show(tensor, mesh, sizes))
+    print(show_tikz(tensor, mesh) if fmt == "tikz" else show(tensor, mesh, sizes))
     return EXIT_OK
 
 
@@ -93,13 +123,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "export",
         help="print a plan as JAX shard_map or torch.distributed code",
-        description="Plan EXPR (a statement or program) and print it as a runnable Python module.",
+        description="Plan EXPR (a statement or program) and print it as a runnable Python module: JAX shard_map "
+        "with jax.lax collectives, or torch.distributed on a DeviceMesh (DTensor with --dtensor). --check runs the "
+        "code (8 fake CPU devices for JAX, one gloo process per device for torch) against the dense einsum; exit "
+        "0 when they agree, 1 when they do not, 2 when it cannot run.",
+        epilog=examples('shardalg export jax "A[I, J_X] · B[J_X, K] -> C[I, K_X]" --mesh X=4',
+                        'shardalg export torch "In[B_X, D] · W[D_X, F] -> Out[B_X, F]" --mesh X=4 --backward --check'),
     )
     p.add_argument("backend", choices=BACKENDS, help="jax (shard_map + jax.lax) or torch (torch.distributed)")
     p.add_argument("expr", metavar="EXPR_OR_PROGRAM", help="the notation (quote it), or - to read standard input")
     p.add_argument("--mesh", metavar="X=4,Y=2", help="the mesh (numeric sizes)")
     p.add_argument("--sizes", metavar="B=64,D=32", help="dim sizes, NAME=INT separated by commas")
     p.add_argument("--backward", action="store_true", help="export the derived backward program instead")
+    p.add_argument("--dtensor", action="store_true",
+                   help="torch only: DTensors with the plan's Shard/Replicate/Partial placements, each collective a "
+                   "redistribute")  # fmt: skip
     p.add_argument(
         "--keep-gathered", action="store_true", help="with --backward: read the forward's gathered copies"
     )
@@ -109,10 +147,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = subparsers.add_parser(
         "show",
         help="draw which block of a tensor lives on which device",
-        description="Draw EXPR (a tensor, or one collective: before and after) on the mesh.",
+        description="Draw EXPR (a tensor, or one collective: before and after) on the mesh: which block of "
+        "each dim every device holds, partial sums marked; as text, TikZ, or a PNG/SVG picture.",
+        epilog=examples('shardalg show "A[I_X, J]{U_Y}" --mesh X=2,Y=2',
+                        'shardalg show "ReduceScatter_{X,K}(C[I, K]{U_X})" --mesh X=4,Y=2 --format png --out rs.png',
+                        'shardalg show "AllGather_X(A[I_X, J])" --mesh X=4 --format tikz'),
     )
     s.add_argument("expr", metavar="EXPR", help="a tensor like 'A[I_X, J]{U_Y}' or a collective, or -")
     s.add_argument("--mesh", metavar="X=4,Y=2", required=True, help="the mesh (numeric sizes)")
     s.add_argument("--sizes", metavar="I=1024,J=4096", help="dim sizes: cells show index ranges")
-    s.add_argument("--format", choices=("text", "tikz"), default="text")
+    s.add_argument("--format", choices=("text", "tikz", *PICTURES),
+                   help="text grids (default), TikZ for LaTeX (needs only \\usepackage{tikz}), or a png/svg picture "
+                   "drawn with matplotlib (with --out)")  # fmt: skip
+    out = s.add_argument("--out", metavar="FILE", help="the picture file for --format png|svg (the suffix may imply it)")
+    out.complete = FILE_COMPLETION  # type: ignore[attr-defined]
     s.set_defaults(handler=_show)

@@ -16,12 +16,12 @@ import argparse
 import json
 import math
 import re
-import textwrap
 from typing import Any
 
 from shardalg.errors import UsageError
 
-from . import EXIT_OK, read_source
+from . import EXIT_OK
+from .common import HelpFormatter, examples, read_source
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
@@ -167,9 +167,9 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
                    "applied as they are made, as the book's 10 bytes per parameter counts)")  # fmt: skip
 
 
-def _parser(sub: argparse._SubParsersAction, name: str, help: str, description: str, example: str):
-    return sub.add_parser(name, help=help, description=textwrap.fill(description, 100),
-                          epilog=f"example:\n  {example}", formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+def _parser(sub: argparse._SubParsersAction, name: str, help: str, description: str, *example: str):
+    return sub.add_parser(name, help=help, description=description, epilog=examples(*example),
+                          formatter_class=HelpFormatter)  # fmt: skip
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -177,6 +177,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                 "Count the memory of each device for a model in the notation: parameters, gradients, optimizer "
                 "state, activations kept for the backward, KV cache and transient gathered weights, from each "
                 "tensor's sharding; with --hw, whether it fits in HBM.",
+                'shardalg memory "$(shardalg model show llama-3-8b --params D=X --activations B=X)" --mesh X=64 '
+                "--sizes B=64,T=4096 --hw tpu-v5p",
                 "shardalg model show llama-3-8b --params D=X --activations B=X | "
                 "shardalg memory - --mesh X=64 --sizes B=64,T=4096 --hw tpu-v5p")  # fmt: skip
     _common(p)
@@ -202,9 +204,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                 "the overlap policy) or one inference step (compute, HBM reads and communication) on a chip.",
                 "shardalg step PROGRAM --mesh X=256 --sizes B=256,T=4096 --hw tpu-v5p --mfu 0.4 --tokens 15e12")  # fmt: skip
     _common(p)
-    p.add_argument("--overlap", choices=("steady", "serial"),
+    p.add_argument("--overlap", choices=("steady", "serial", "schedule"),
                    help="steady: compute and each axis's collectives overlap across layers (the default); "
-                   "serial: they add up")  # fmt: skip
+                   "serial: they add up; schedule: one layer's steps as their dependencies allow")  # fmt: skip
     p.add_argument("--mfu", metavar="FRACTION", help="model FLOPs utilisation: C becomes MFU*C (default 1)")
     p.add_argument("--tokens", metavar="COUNT", help="train on this many tokens: days to train (needs 'tokens')")
     p.set_defaults(handler=_step)

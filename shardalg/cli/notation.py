@@ -13,7 +13,8 @@ import argparse
 import json
 import sys
 
-from . import EXIT_ILLEGAL, EXIT_OK, read_source
+from . import EXIT_ILLEGAL, EXIT_OK
+from .common import examples, read_source
 
 FORMATS = ("text", "unicode", "latex", "json")
 
@@ -78,7 +79,12 @@ def _common(p: argparse.ArgumentParser, mesh_help: str) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "parse", help="parse the notation and print it back", description="Parse EXPR and print its AST in a format."
+        "parse",
+        help="parse the notation and print it back",
+        description="Parse EXPR (ASCII, Unicode or the book's LaTeX) and print it back in one format; printing is "
+        "the inverse of parsing.",
+        epilog=examples(r"shardalg parse 'A[I_{XY}, J] \cdot B[J, K] \to C[I_{XY}, K]{U_Z}' --format latex",
+                        "echo 'A[I_X, J]' | shardalg parse - --format json"),
     )
     p.add_argument("expr", metavar="EXPR", help="the notation (quote it), or - to read standard input")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
@@ -88,6 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "check",
         help="check the legality rules",
         description="Check EXPR against the legality rules; exit 1 and list the violations when it is illegal.",
+        epilog=examples('shardalg check "A[I_X, J] · B[J, K_X] -> C[I, K]" --mesh X=4,Y=2'),
     )
     _common(p, "the mesh; enables the unknown-axis and divisibility rules")
     p.add_argument("--json", action="store_true", help='print {"legal": ..., "violations": [...]} as JSON')
@@ -97,6 +104,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "shape",
         help="global and local shape, bytes, replication of a tensor",
         description="Measure one sharded tensor on a mesh. A tensor without a dtype is taken as bf16.",
+        epilog=examples('shardalg shape "A: int8[I_XY, J]" --mesh X=2,Y=8,Z=2 --sizes I=128,J=2048 --json'),
     )
     _common(p, "the mesh (required unless EXPR declares one: 'mesh X=4, Y=2; A[I_X, J]')")
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")

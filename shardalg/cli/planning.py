@@ -6,12 +6,13 @@
     shardalg simulate "A[I_X, J] · B[J, K_Y] -> C[I, K]" --mesh X=4,Y=2
 
 ``plan`` prints the default (cheapest) plan, or every plan with ``--all``, each step with its reason.
-Its JSON (``--json`` or ``--format json``) is ``{"case": [...], "plans": [{"steps": [{"op", "axes", "tensor",
+Its JSON (``--json`` or ``--format json``) is ``{"complete", "case": [...], "plans": [{"steps": [{"op", "axes", "tensor",
 "before", "after", "reason"}], "output", "bytes_communicated"}]}``, the default plan first (all plans with
 ``--all``, else the default alone); ``before``/``after`` are in the text notation; ``bytes_communicated`` is a
 number when the sizes are known, else the sympy expression as text. With ``--hw CHIP`` plans are ranked by
 their seconds on that chip (under ``--overlap``, default ``schedule``: a step waits for its inputs) and each
-plan in the JSON also has ``"seconds"``. ``simulate`` runs every plan on a numpy
+plan in the JSON also has ``"seconds"``. ``"complete"`` is false (with a ``"note"`` naming the limit, and a
+warning on stderr) when a search budget (``--max-labels``) cut the list. ``simulate`` runs every plan on a numpy
 virtual mesh and compares it with the dense result; it exits 1 when any plan is wrong.
 """
 
@@ -21,7 +22,10 @@ import argparse
 import json
 from typing import Any
 
-from . import EXIT_ILLEGAL, EXIT_OK, read_source
+from shardalg.planning.search import MAX_LABELS
+
+from . import EXIT_ILLEGAL, EXIT_OK
+from .common import examples, read_source
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
@@ -36,13 +40,15 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.costs.ranking import plans
     from shardalg.errors import ShardalgError
     from shardalg.planning.planner import prepare
+    from shardalg.planning.planset import Limits
 
     source = _source(args)
+    limits = Limits(max_labels=args.max_labels) if args.max_labels is not None else Limits()
     try:
         problem = prepare(source, mesh(args.mesh), as_sizes(args.sizes))
         hw, model, overlap = chip(getattr(args, "hw", None)), getattr(args, "model", None), getattr(args, "overlap", None)
         found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model,
-                      overlap=overlap)  # fmt: skip
+                      overlap=overlap, limits=limits)  # fmt: skip
     except ShardalgError as err:
         raise err.with_source(source) from None  # the planner's spans point into the text: show the caret
     return problem, found, problem.sizes
@@ -76,8 +82,11 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
         return {"op": s.op.value, "axes": list(s.axes), "tensor": tensor, "before": before,
                 "after": text(s.output), "reason": s.reason}  # fmt: skip
 
+    complete = getattr(found, "complete", True)
     return {
         **({} if seconds is None else {"overlap": overlap or "schedule"}),
+        "complete": complete,
+        **({} if complete else {"note": found.note}),  # type: ignore[attr-defined]
         "case": list(found[0].cases) if found else [],
         "plans": [
             {
@@ -93,10 +102,11 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
 
 def _plan(args: argparse.Namespace) -> int:
     from shardalg.notation.printing import render
+    from shardalg.planning.planset import Plans
     from shardalg.planning.redistribute import plan_bytes
 
     problem, found, sizes = _problem(args)
-    shown = found if args.all else found[:1]
+    shown = Plans(found if args.all else found[:1], found.complete, found.note)
     fmt = "json" if args.json else args.format
     seconds = [_seconds(p, problem, args) for p in shown] if args.hw else None
     if fmt == "json":
@@ -104,6 +114,10 @@ def _plan(args: argparse.Namespace) -> int:
                          ensure_ascii=False))  # fmt: skip
         return EXIT_OK
     comment = "%" if fmt == "latex" else "#"
+    if not found.complete:
+        print(f"{comment} incomplete: {found.note}")
+    if not found:
+        return EXIT_OK
     for line in found[0].cases:
         print(f"{comment} {line}")
     for n, p in enumerate(shown, 1):
@@ -125,11 +139,14 @@ def _simulate(args: argparse.Namespace) -> int:
     import numpy as np
 
     from shardalg.numeric.execute import run_plan
+    from shardalg.progress import task
 
     problem, found, sizes = _problem(args)
-    results = [
-        run_plan(p, problem.mesh, sizes.known or None, np.random.default_rng(args.seed)) for p in found
-    ]
+    results = []
+    with task("running the plans on numbers", total=len(found)) as tick:
+        for p in found:
+            results.append(run_plan(p, problem.mesh, sizes.known or None, np.random.default_rng(args.seed)))
+            tick(p.note)
     if args.json:
         print(json.dumps({"plans": [{"ok": r.ok, "max_error": r.max_error, "note": p.note}
                                     for p, r in zip(found, results, strict=True)]}, indent=2))  # fmt: skip
@@ -154,6 +171,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--mesh", metavar="X=4,Y=2", help="the mesh (required unless EXPR declares one)")
     p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
+    p.add_argument("--max-labels", type=int, metavar="N", help="the planning limit: labels one layout search may "
+                   f"settle (default {MAX_LABELS:,}); a plan list cut by it says so (complete: false)")  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -161,12 +180,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plan",
         help="every legal plan for a sharded einsum or resharding",
         description="Plan EXPR: which case applies, and the collectives of the default plan (or of every plan with "
-        "--all), each step with its reason. Plans are ranked by bytes communicated, then steps.",
+        "--all), each step with its reason. Plans are ranked by bytes communicated, then steps (by seconds "
+        "on a chip with --hw).",
+        epilog=examples('shardalg plan "A[I, J_X] · B[J, K] -> C[I, K]" --mesh X=4 --all',
+                        'shardalg plan "X[B, D] · Y[D_X, F] -> Z[B, F]" --mesh X=4 --sizes B=512,D=8192,F=16384 '
+                        "--hw tpu-v5p --json",
+                        'shardalg plan "A[I_X, J] -> A[I, J_X]" --mesh X=4'),
     )
     _common(p)
     p.add_argument("--all", action="store_true", help="list every plan, not just the default")
     add_hw(p, help=HW_HELP + "; ranks plans by seconds on it (needs every size)")
-    p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's")
+    p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"),
+                   help="the communication model for --hw (default: the chip's)")  # fmt: skip
     p.add_argument("--overlap", choices=("schedule", "steady", "serial"),
                    help="with --hw: what runs at once (default schedule: a step waits for its inputs)")  # fmt: skip
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
@@ -179,6 +204,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "simulate",
         help="run every plan on a numpy virtual mesh and compare with the dense result",
         description="Run each plan of EXPR on random data cut into per-device buffers; exit 1 if any plan is wrong.",
+        epilog=examples('shardalg simulate "A[I_X, J] · B[J, K_X] -> C[I_X, K]" --mesh X=4'),
     )
     _common(p)
     p.add_argument("--seed", type=_seed, default=0, help="random seed for the data, 0 or more (default 0)")

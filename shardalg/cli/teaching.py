@@ -17,6 +17,7 @@ from pathlib import Path
 from shardalg import limits
 from shardalg.errors import UsageError
 
+from .common import DIR_COMPLETION, FILE_COMPLETION, examples, file_error, read_source
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -25,33 +26,71 @@ _IDENT = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("proofs", help="run the executable proofs and say which lemmas hold")
+    p = sub.add_parser(
+        "proofs",
+        help="run the executable proofs and say which lemmas hold",
+        description="Run the executable proofs (one lemma a file in proofs/), each built with the engine and "
+        "checked with sympy and on numbers; exit 1 when a lemma fails.",
+        epilog=examples("shardalg proofs alltoall_quarter", "shardalg proofs --format markdown > proofs.md"),
+    )
     p.add_argument("names", nargs="*", metavar="NAME", help="lemmas to run (default: all)")
-    p.add_argument("--format", choices=("text", "latex", "markdown", "json"), default="text")
+    p.add_argument("--format", choices=("text", "latex", "markdown", "json"), default="text",
+                   help="output format (default: text)")  # fmt: skip
     p.set_defaults(handler=_proofs)
 
-    p = sub.add_parser("notes", help="write the lecture notes (LaTeX and Markdown) generated from the engine")
-    p.add_argument("--out", default="notes", metavar="DIR", help="output directory (default: ./notes)")
+    p = sub.add_parser(
+        "notes",
+        help="write the lecture notes (LaTeX and Markdown) generated from the engine",
+        description="Write lecture notes built from the engine: the notation, the four cases, the collectives, "
+        "the transposes, derivations, the proofs and the book's questions, as a LaTeX article (shardalg-notes.tex, "
+        "for pdflatex) and Markdown with $...$ math (shardalg-notes.md), with a crossover figure when matplotlib "
+        "is installed. DIR is created if its parent exists.",
+        epilog=examples("shardalg notes --out notes && (cd notes && pdflatex shardalg-notes.tex)"),
+    )
+    out = p.add_argument("--out", default="notes", metavar="DIR", help="output directory (default: ./notes)")
+    out.complete = DIR_COMPLETION  # type: ignore[attr-defined]
     p.set_defaults(handler=_notes)
 
-    p = sub.add_parser("plot", help="draw two plans' costs against one parameter, crossover marked")
-    p.add_argument("program_a", metavar="PROGRAM_A")
-    p.add_argument("program_b", metavar="PROGRAM_B")
-    p.add_argument("--over", required=True, metavar="DIM", help="the dim size swept along the x axis")
+    p = sub.add_parser(
+        "plot",
+        help="draw two plans' costs against one parameter, crossover marked",
+        description="Price PROGRAM_A and PROGRAM_B on a chip, sweep one dim size along the x axis and draw both "
+        "times, the crossover marked; the title, labels and a caption (chip, mesh, sizes) are in the picture. "
+        "Prints the crossover (or says there is none in the range) and the file written.",
+        epilog=examples(
+            'shardalg plot "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]" '
+            '"X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]" --over D --range 128:65536 --mesh X=8 '
+            '--sizes B=1024,F=8192 --title "Question 4" --out q4.png'
+        ),
+    )
+    p.add_argument("program_a", metavar="PROGRAM_A", help="the first program (quote it), or - for standard input")
+    p.add_argument("program_b", metavar="PROGRAM_B", help="the second program (quote it), or - for standard input")
+    p.add_argument("--over", required=True, metavar="DIM", help="the dim whose size is swept along the x axis")
     p.add_argument("--range", required=True, metavar="LO:HI", help="sweep bounds, e.g. 128:65536")
-    p.add_argument("--mesh", required=True, help="mesh, e.g. X=8 or X=4,Y=2")
-    p.add_argument("--sizes", default="", help="the other dim sizes, e.g. B=1024,F=8192")
+    p.add_argument("--mesh", required=True, metavar="X=8", help="the mesh, e.g. X=8 or X=4,Y=2")
+    p.add_argument("--sizes", default="", metavar="B=1024,F=8192", help="the other dim sizes, NAME=INT by commas")
     add_hw(p, default="tpu-v5e", help=HW_HELP + " (default tpu-v5e)")
     p.add_argument("--regime", choices=("comms", "total"), default="total",
-                   help="plot communication time only, or the plan's total time (default)")
-    p.add_argument("--labels", default="", help="two labels, comma separated")
-    p.add_argument("--out", required=True, help="picture file: .png, .pdf, .pgf or .svg")
+                   help="plot communication time only, or the plan's total time (default)")  # fmt: skip
+    p.add_argument("--labels", default="", metavar="A,B",
+                   help="two labels, comma separated (default: each plan's collectives in the notation)")  # fmt: skip
+    p.add_argument("--title", default=None, help="the figure's title (default: which plan is cheaper, and when)")
+    p.add_argument("--json", action="store_true", help="print the crossovers and the picture's file as JSON")
+    out = p.add_argument("--out", required=True, metavar="FILE", help="picture file: .png, .pdf, .pgf or .svg")
+    out.complete = FILE_COMPLETION  # type: ignore[attr-defined]
     p.set_defaults(handler=_plot)
 
-    p = sub.add_parser("latex", help="print an expression (or its plan) as LaTeX")
-    p.add_argument("expr", metavar="EXPR")
-    p.add_argument("--mesh", default=None, help="mesh, needed with --plan")
-    p.add_argument("--sizes", default="", help="dim sizes, e.g. B=1024")
+    p = sub.add_parser(
+        "latex",
+        help="print an expression (or its plan) as LaTeX",
+        description="Print EXPR as a LaTeX fragment (amsmath), or with --plan its default plan as an aligned "
+        "display; --markdown wraps it in $$...$$ for Markdown, KaTeX and MathJax.",
+        epilog=examples('shardalg latex "A[I_X, J] · B[J, K] -> C[I_X, K]"',
+                        'shardalg latex "A[I, J_X] · B[J_X, K] -> C[I, K_X]" --mesh X=4 --plan --markdown'),
+    )
+    p.add_argument("expr", metavar="EXPR", help="the notation (quote it), or - to read standard input")
+    p.add_argument("--mesh", default=None, metavar="X=4,Y=2", help="the mesh, needed with --plan")
+    p.add_argument("--sizes", default="", metavar="B=1024", help="dim sizes, NAME=INT separated by commas")
     p.add_argument("--plan", action="store_true", help="print the default plan instead of the expression")
     p.add_argument("--markdown", action="store_true", help="wrap as Markdown display math ($$...$$)")
     p.set_defaults(handler=_latex)
@@ -101,33 +140,59 @@ def _proofs(args: argparse.Namespace) -> int:
 def _notes(args: argparse.Namespace) -> int:
     from shardalg.notes import write_notes
 
-    written, problems = write_notes(Path(args.out))
+    try:
+        written, problems = write_notes(Path(args.out))
+    except OSError as err:
+        raise file_error(err, "write the notes to") from None
     for path in written:
         print(path)
     for problem in problems:
-        print(f"shardalg notes: {problem}", file=sys.stderr)
+        print(f"error: {problem} [notes]", file=sys.stderr)
     return EXIT_OK if not problems else EXIT_FAILED
 
 
 def _plot(args: argparse.Namespace) -> int:
     from shardalg.algebra.symbols import dim_size
-    from shardalg.notes.costs import program_costs
+    from shardalg.notes.costs import program_costs, program_label
     from shardalg.pictures.plot import crossover_plot
 
     if not _IDENT.match(args.over):
         raise UsageError(f"--over names a dim, like D; not {args.over!r}")
     lo, hi = parse_range(args.range)
-    labels = [s.strip() for s in args.labels.split(",")] if args.labels else ["plan A", "plan B"]
+    programs = (read_source(args.program_a), read_source(args.program_b))
+    labels = [s.strip() for s in args.labels.split(",")] if args.labels else [program_label(p) for p in programs]
     if len(labels) != 2 or not all(labels):
         raise UsageError("--labels takes two labels separated by a comma")
+    if labels[0] == labels[1]:
+        labels = [f"A: {labels[0]}", f"B: {labels[1]}"]
     sizes = parse_sizes(args.sizes)
     if args.over in sizes:
         raise UsageError(f"{args.over} is swept; do not also give it in --sizes")
+    the_mesh = mesh(args.mesh)
     over = dim_size(args.over)
-    cost_a, cost_b = program_costs(
-        (args.program_a, args.program_b), mesh=mesh(args.mesh), sizes=sizes, hw=chip(args.hw), regime=args.regime
-    )
-    curves = crossover_plot(cost_a, cost_b, over=over, lo=lo, hi=hi, out=args.out, labels=labels)
+    hw = chip(args.hw)
+    cost_a, cost_b = program_costs(programs, mesh=the_mesh, sizes=sizes, hw=hw, regime=args.regime)
+    what = "communication time" if args.regime == "comms" else "total time"
+    given = ", ".join(f"{k} = {v}" for k, v in sizes.items())
+    hw_name = getattr(hw, "name", args.hw)
+    caption = f"{what} on {hw_name}; mesh {the_mesh.text().removeprefix('mesh ')}" + (f"; {given}" if given else "")
+    title = args.title if args.title is not None else f"{what} against {args.over}"
+    try:
+        curves = crossover_plot(cost_a, cost_b, over=over, lo=lo, hi=hi, out=args.out, labels=labels,
+                                title=title, caption=caption)  # fmt: skip
+    except OSError as err:
+        raise file_error(err, "write the picture") from None
+    if args.json:
+        data = {
+            "over": args.over, "range": [lo, hi], "labels": labels, "hw": hw_name, "mesh": the_mesh.text().removeprefix("mesh "),
+            "sizes": sizes, "regime": args.regime, "title": title, "caption": caption, "out": args.out,
+            "crossovers": [{"at": c.at, "time": c.cost, "cheaper_above": labels[c.cheaper_above]}
+                           for c in curves.crossovers],
+            "exact": [str(e) for e in curves.exact],
+            "cheaper_throughout": None if curves.crossovers else labels[curves.cheaper(lo)],
+        }  # fmt: skip
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return EXIT_OK
     for c in curves.crossovers:
         print(f"crossover: {args.over} = {c.at:.6g} ({labels[c.cheaper_above]} cheaper above)")
     if not curves.crossovers:
@@ -139,7 +204,7 @@ def _plot(args: argparse.Namespace) -> int:
 def _latex(args: argparse.Namespace) -> int:
     from shardalg.notation.parse import parse
 
-    program = parse(args.expr)
+    program = parse(read_source(args.expr))
     if args.plan:
         if args.mesh is None:
             raise UsageError("--plan needs --mesh, e.g. --mesh X=4,Y=2")

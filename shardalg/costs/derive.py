@@ -71,7 +71,7 @@ class Derivation:
 
     def latex(self) -> str:
         """The steps as an aligned LaTeX block; the first row names the overlap policy, if any."""
-        names = latex_names()
+        names = latex_names(*(e for _, e in self.steps))
         rows = [rf"\text{{overlap}} &\quad \text{{{self.overlap}}}"] if self.overlap else []
         rows += [rf"{_latex_label(label)} &\quad {sympy.latex(e, symbol_names=names)}"
                  for label, e in self.steps]  # fmt: skip
@@ -80,6 +80,17 @@ class Derivation:
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
 
+    def __repr__(self) -> str:
+        """``<Derivation when is plan a faster than plan b? ...: D > 2*B (6 steps)>``."""
+        from shardalg.notation.printing.display import short
+
+        return short("Derivation", f"{self.title}: {sympy.sstr(self.result)} ({len(self.steps)} steps)")
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
     def __str__(self) -> str:
         steps = list(self.steps)
         width = max((len(label) for label, _ in steps), default=0)
@@ -87,7 +98,7 @@ class Derivation:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
-        names = latex_names()
+        names = latex_names(self.result, *(e for _, e in self.steps))
         return {
             "title": self.title,
             "overlap": self.overlap,

@@ -2,8 +2,10 @@
 
     >>> from shardalg import hardware
     >>> chip = hardware.get("tpu-v5e")
-    >>> chip.ici_bandwidth.value, chip.ici_bandwidth.source
-    (90000000000.0, 'seed 000 (How To Scale Your Model ch. 3): one-way ICI 4.5e10 B/s per axis, so 9e10 bidirectional')
+    >>> chip.ici_bandwidth.value
+    90000000000.0
+    >>> "scaling-book/tpus" in chip.ici_bandwidth.source  # the book's TPU table, quoted
+    True
 
 Numbers are data here and nowhere else: the cost model (:mod:`shardalg.costs.stepcost`) builds formulas over the
 positive symbols of :mod:`shardalg.algebra.symbols` (``W_ici``, ``T_min``, ``C``, ``W_hbm``, ``alpha``, ``beta``,
@@ -140,6 +142,20 @@ class Chip:
         rows.append(f"  wraparound: {_wrap_text(self.wrap)}")
         return "\n".join(rows)
 
+    def __repr__(self) -> str:
+        from shardalg.notation.printing.display import short
+
+        return short("Chip", f"{self.name}: {self.description}, {self.flops.value:.3g} FLOP/s, "
+                     f"W_ici {self.ici_bandwidth.value:.3g} B/s, model {self.model}")  # fmt: skip
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
+    def _repr_html_(self) -> str:
+        return table([self])
+
 
 def _wrap_text(rule: WrapRule) -> str:
     if rule.always:
@@ -151,9 +167,9 @@ def _wrap_text(rule: WrapRule) -> str:
     return f"{text}; {rule.source}" if rule.source else text
 
 
-_SEED000 = "seed 000 (How To Scale Your Model ch. 3)"
-_SEED002 = "seed 002 (How To Scale Your Model, condensed reference)"
-_SEED003 = "seed 003 (CS349E lecture 4, alpha-beta model)"
+_SEED000 = "How To Scale Your Model, ch. 3"
+_SEED002 = "How To Scale Your Model (its reference numbers)"
+_SEED003 = "CS349E lecture 4 (the alpha-beta model)"
 # Where the numbers come from. TPU presets use the book's chapter 2 table (the book's worked problems and the
 # seeds use these numbers); GPU presets use NVIDIA's datasheets. Where the other source says otherwise, the
 # source text quotes it too, and marks which one the preset uses: "[used]".
@@ -293,9 +309,9 @@ PRESETS: dict[str, Chip] = {
                                                 "for 8 GPUs: 180e9 a GPU", "192GB")),
             ici_bandwidth=Sourced(1.8e12, _nvidia("DGX B200", _B200_URL, "14.4TB/s aggregate bandwidth",
                                                   "of NVLink 5 for 8 GPUs: 1.8e12 bidirectional a GPU")),
-            hop_latency=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); no seed number for NVLink 5"),
+            hop_latency=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); no number in the lecture for NVLink 5"),
             model="alpha-beta",
-            alpha=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); no seed number for NVLink 5"),
+            alpha=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); no number in the lecture for NVLink 5"),
             link_bandwidth=Sourced(9e11, _nvidia("DGX B200", _B200_URL, "14.4TB/s aggregate bandwidth",
                                                  "of NVLink 5 for 8 GPUs: 1.8e12 a GPU, 9e11 one way")),
             dcn_bandwidth=Sourced(5e10, _nvidia("DGX B200", _B200_URL, "400Gb/s", _CX7)),
@@ -303,6 +319,28 @@ PRESETS: dict[str, Chip] = {
         ),
     )
 }  # fmt: skip
+
+
+class ChipTable(tuple):
+    """Chips, shown as a table in a notebook (``hardware.table()``)."""
+
+    def _repr_html_(self) -> str:
+        from shardalg.notation.printing.display import html_table
+
+        keys = ("C", "W_hbm", "W_ici", "T_min", "alpha", "beta", "W_dcn")
+        rows = []
+        for c in self:
+            nums = c.numbers()
+            rows.append([c.name, c.description, c.model, *(f"{nums[k].value:.3g}" if k in nums else "" for k in keys),
+                         f"{c.hbm_capacity.value:.3g}"])  # fmt: skip
+        headers = ["chip", "description", "model", "C (FLOP/s)", "W_hbm (B/s)", "W_ici (B/s)", "T_min (s)",
+                   "alpha (s)", "beta (B/s)", "W_dcn (B/s)", "HBM (bytes)"]  # fmt: skip
+        return html_table(headers, rows, "hardware presets (shardalg hw show NAME gives each number's source)")
+
+
+def table(chips: tuple[Chip, ...] | list[Chip] | None = None) -> str:
+    """The chips (default: every preset) as an HTML table."""
+    return ChipTable(chips if chips is not None else [get(n) for n in names()])._repr_html_()
 
 
 def names() -> tuple[str, ...]:

@@ -165,7 +165,33 @@ class PlanCost:
         return f"${self.latex()}$"
 
     def __repr__(self) -> str:
-        return f"PlanCost(total={self.total}, seconds={self.seconds!r}, overlap={self.overlap!r}, model={self.model!r})"
+        """``<PlanCost Max(...) = 46.6 µs; 2 steps, schedule, model ici>``: the total, its seconds on a chip,
+        the overlap policy, one line."""
+        from shardalg.notation.printing.display import seconds_text, short
+
+        at = f" = {seconds_text(self.seconds)}" if self.seconds is not None else ""
+        return short("PlanCost", f"{self.total}{at}; {len(self.steps)} steps, {self.overlap}, model {self.model}")
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
+    def _repr_html_(self) -> str:
+        """The cost breakdown as a table: each step's bytes, communication and compute time, then the totals
+        (with seconds on a chip when every size is bound)."""
+        from shardalg.notation.printing import unicode
+        from shardalg.notation.printing.display import html_table, seconds_text
+
+        def num(term: Term) -> str:
+            v = self.evaluate(term)
+            return str(term) if v is None else f"{term}  ({v:.3g})" if term.symbols() else f"{v:.3g}"
+
+        rows = [[unicode(s.step.statement()), str(s.bytes), num(s.comms), num(s.compute)] for s in self.steps]
+        rows.append([f"total ({self.overlap})", "", num(self.light("comms")), num(self.light("compute"))])
+        at = seconds_text(self.seconds) if self.seconds is not None else "symbolic"
+        caption = f"cost by step, model {self.model}: {self.total} = {at}"
+        return html_table(["step", "bytes", "communication (s)", "compute (s)"], rows, caption, code=(0,))
 
     def __str__(self) -> str:
         """Each step with its comms and compute terms, then the total and (on a chip) the seconds."""

@@ -19,10 +19,12 @@ from typing import Any
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.notation.plan import Plan
+from shardalg.notation.printing.display import bytes_text, seconds_text
 from shardalg.notation.syntax import Tensor
 from shardalg.planning import planner
 from shardalg.planning import redistribute as resharding
 from shardalg.planning.planner import Key
+from shardalg.planning.planset import DEFAULT_LIMITS, Limits, Plans
 
 from .plancost import _options, fast_seconds, step_seconds
 from .schedule import as_policy
@@ -56,18 +58,40 @@ def plans(
     overlap: object = None,
     exact: bool = False,
     ring: str = "bi",
-) -> list[Plan]:
-    """Every legal plan for a statement (:func:`shardalg.planning.planner.plans`), cheapest first.
+    limits: Limits = DEFAULT_LIMITS,
+) -> Plans:
+    """Every legal plan for a statement (:func:`shardalg.planning.planner.plans`), cheapest first, as the
+    planner's :class:`~shardalg.planning.planset.Plans` (``complete`` and ``note``; a table in a notebook:
+    bytes, and seconds with ``hw``); ``limits`` are its budgets.
 
     Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip under
     ``overlap`` (``schedule``, ``steady`` or ``serial``), where every size is bound; else by bytes
     communicated, then steps."""
-    if hw is None:
-        return planner.plans(expr, mesh, sizes, target, key=key)
     p = planner.prepare(expr, mesh, sizes, target)
-    weigh = step_seconds(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring) if key is None else None
-    rank = key or seconds_key(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
-    return planner.plans(p.statement, p.mesh, p.sizes.known, p.target, key=rank, weigh=weigh)
+    if hw is None:
+        found = planner.plans(expr, mesh, sizes, target, key=key, limits=limits)
+    else:
+        weigh = step_seconds(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring) if key is None else None
+        rank = key or seconds_key(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
+        found = planner.plans(p.statement, p.mesh, p.sizes.known, p.target, key=rank, weigh=weigh, limits=limits)
+    columns = _columns(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
+    return Plans(found, found.complete, found.note, columns)
+
+
+def _columns(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None, overlap: object, *, exact: bool,
+             ring: str) -> dict[str, Any]:  # fmt: skip
+    """The columns of the ranked table: bytes communicated, and seconds on ``hw`` (the ranking's own)."""
+    columns: dict[str, Any] = {"bytes communicated": lambda q: bytes_text(str(resharding.plan_bytes(q, mesh, sizes)))}
+    if hw is not None:
+        policy = as_policy(overlap)
+        fast = fast_seconds(_options(mesh, sizes.known, hw, model, exact=exact, ring=ring), policy)
+
+        def seconds(q: Plan) -> str:
+            t = fast(q)
+            return "symbolic" if t is None else seconds_text(t)
+
+        columns[f"time on {getattr(hw, 'name', hw)} ({policy})"] = seconds
+    return columns
 
 
 def plan(

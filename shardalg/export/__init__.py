@@ -40,7 +40,8 @@ from .harness import global_shape as global_shape
 from .harness import unreduced_in_mesh_order as unreduced_in_mesh_order
 from .jax import check_jax, export_jax
 from .permute import permute_pairs, permute_sources
-from .torch_export import check_torch, export_torch
+from .torch_check import check_torch
+from .torch_export import export_torch
 
 __all__ = [
     "Flow",

@@ -120,8 +120,8 @@ def to_partition_spec(tensor: Tensor) -> tuple[SpecEntry, ...]:
         raise UsageError(
             f"{_brief(tensor)} is unreduced over {', '.join(tensor.unreduced)}: a PartitionSpec's positional "
             "entries only say which dims are sharded",
-            fix="use to_jax_partition_spec(t), which passes unreduced={...} to jax.sharding.PartitionSpec, or "
-            "reduce the tensor first (AllReduce / ReduceScatter)",
+            fix="with jax installed, shardalg.to_partition_spec(t) returns a jax PartitionSpec with unreduced={...}; "
+            "or reduce the tensor first (AllReduce / ReduceScatter)",
         )
     return tuple(_entry(d.axes) for d in tensor.dims)
 

@@ -169,9 +169,14 @@ def shard(program: Program | str, params: Mapping[str, tuple[str, ...]] | str | 
             clash = [a for a in t.sharded_axes
                      if any(a in other.axes_of(lbl) for lbl in other.dim_names if lbl != where[a] and lbl in kept)]
             version = t
-            for a in clash:
-                after = replace(version, dims=tuple(d.with_axes(tuple(x for x in d.axes if x != a)) for d in version.dims))
-                out.append(Arrow(Collective(Op.ALL_GATHER, (a,), version), after))
+            for d in t.dims:  # per dim, one AllGather of the minor-most axes from the first clashing one on
+                hit = [k for k, a in enumerate(d.axes) if a in clash]
+                if not hit:
+                    continue
+                gone = d.axes[hit[0]:]
+                after = replace(version, dims=tuple(e.with_axes(e.axes[: hit[0]]) if e.label == d.label else e
+                                                    for e in version.dims))  # fmt: skip
+                out.append(Arrow(Collective(Op.ALL_GATHER, gone, version), after))
                 version = after
             if clash:
                 gathered[t.name] = operands[k] = version

@@ -38,7 +38,7 @@ from .optimizers import Optimizer, optimizer_named
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text, bytes_text, local_elements
 
-__all__ = ["MemoryReport", "memory", "model_memory", "PARTS", "GRADS"]
+__all__ = ["MemoryReport", "memory", "model_memory", "param_bytes", "PARTS", "GRADS"]
 
 PARTS: tuple[str, ...] = ("params", "grads", "optimizer", "activations", "kv_cache", "transient")
 GRADS: tuple[str, ...] = ("param", "none")
@@ -198,6 +198,14 @@ def memory(program: Any, mesh: Any = None, sizes: Mapping[str, int] | str | None
     ``none``; ``mode``: ``train`` or ``infer`` (default: infer when the program declares a KV cache)."""
     model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
     return model_memory(analyze(model, mode, remat), hw, optimizer, grads)
+
+
+def param_bytes(model: ModelProgram, mode: str, optimizer: str | Optimizer | None = None,
+                grads: str = "param") -> Expr:  # fmt: skip
+    """Bytes per device of the parameters, their gradients and optimizer state (training; the parameters
+    alone in inference): the part of :func:`model_memory`'s total that needs no plan, a lower bound of it."""
+    rows = _param_rows(model, True, grads, optimizer_named(optimizer), mode == "train")
+    return sympy.Add(*(b * n for _, _, b, n in rows))
 
 
 def global_bytes(report: MemoryReport) -> dict[str, Expr]:

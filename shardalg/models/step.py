@@ -6,10 +6,10 @@
 Training: one repeated layer runs its forward plans, the forward the remat policy recomputes, and the derived
 backward's plans, priced together by :func:`shardalg.costs.plancost.plan_cost` under the overlap policy
 (``steady``: compute and each mesh axis's collectives overlap across layers, the book's view; ``serial``: they
-add up); the step is ``layers`` times that plus the part outside the repeated layer. An MFU factor scales the
+add up; ``schedule``: the steps of one layer as their dependencies allow); the step is ``layers`` times that plus the part outside the repeated layer. An MFU factor scales the
 chip's FLOP/s (``C`` becomes ``MFU*C``). Inference: the forward only, as a roofline of compute, HBM reads
-(the parameters and the KV cache each device holds) and communication, the max of the three under ``steady``
-and their sum under ``serial``. A decode step is the forward of a program that reads a KV cache; a prefill
+(the parameters and the KV cache each device holds) and communication, the max of the three under ``steady``,
+their sum under ``serial``, and under ``schedule`` the plan's schedule beside the HBM reads. A decode step is the forward of a program that reads a KV cache; a prefill
 step is the forward of the training program (``mode="infer"``).
 """
 
@@ -24,32 +24,35 @@ import sympy
 from sympy import Expr, Integer
 
 from shardalg.algebra.symbols import quantity
+from shardalg.costs import schedule as sched
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.hardware import Chip
 from shardalg.costs.plancost import PlanCost, plan_cost
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
+from shardalg.notation.syntax import Op
 
 from .analysis import Analysis, Flops, Remat, analyze
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text
 
-__all__ = ["StepReport", "step_time", "model_step", "POLICIES", "DEFAULT_POLICY", "overlap_argument", "SECONDS_PER_DAY"]
+__all__ = ["StepReport", "step_time", "model_step", "POLICIES", "DEFAULT_POLICY", "overlap_argument", "SECONDS_PER_DAY",
+           "step_seconds", "PartSeconds"]
 
-POLICIES: tuple[str, ...] = ("steady", "serial")
+POLICIES: tuple[str, ...] = sched.POLICIES  # schedule | steady | serial (shardalg.costs.schedule)
 DEFAULT_POLICY = "steady"  # a whole step: the book's layer-level view (DESIGN.md section 5)
 SECONDS_PER_DAY = 86_400
 C = quantity("C")
 
 
-def overlap_argument(policy: str) -> bool:
-    """The one place an overlap policy meets :func:`~shardalg.costs.plancost.plan_cost`'s ``overlap``
-    argument (today a bool: steady is True, serial False)."""
-    mapping = {"steady": True, "serial": False}
-    if policy not in mapping:
+def overlap_argument(policy: str) -> str:
+    """``policy`` checked against :data:`POLICIES`: the ``overlap`` argument of
+    :func:`~shardalg.costs.plancost.plan_cost`."""
+    if policy not in POLICIES:
         raise UsageError(f"the overlap policy is one of {', '.join(POLICIES)}, not {policy!r}",
-                         fix="--overlap steady (compute and communication overlap) or --overlap serial (they add)")  # fmt: skip
-    return mapping[policy]
+                         fix="--overlap steady (compute and each axis overlap across layers), serial (they add) "
+                             "or schedule (the step's dependencies)")  # fmt: skip
+    return policy
 
 
 def _mfu(mfu: float | str | None) -> Fraction:
@@ -196,22 +199,100 @@ def _time(s: float) -> str:
     return f"{s * 1e9:.4g} ns"
 
 
-def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | None, policy: str,
-          mfu: Fraction, hbm_names: tuple[str, ...] | None) -> Part | None:  # fmt: skip
+def _part_cost(name: str, plans: list[Plan], a: Analysis, chip: Chip | None, policy: str,
+               hbm_names: tuple[str, ...] | None) -> PlanCost | None:  # fmt: skip
+    """The plans of one part as one plan, priced under the policy (None when it has no step)."""
     steps = tuple(s for p in plans for s in p.steps)
     if not steps:
         return None
     m = a.model
     plan = Plan((), steps, steps[-1].output, note=name)
-    cost = plan_cost(plan, m.mesh, m.sizes, hw=chip, overlap=overlap_argument(policy), hbm=hbm_names)
+    return plan_cost(plan, m.mesh, m.sizes, hw=chip, overlap=overlap_argument(policy), hbm=hbm_names)
+
+
+def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | None, policy: str,
+          mfu: Fraction, hbm_names: tuple[str, ...] | None) -> Part | None:  # fmt: skip
+    cost = _part_cost(name, plans, a, chip, policy, hbm_names)
+    if cost is None:
+        return None
     scale = {C: sympy.Rational(mfu.numerator, mfu.denominator) * C} if mfu != 1 else {}
     compute = cost.compute.subs(scale)
     if a.mode == "train":
         total = cost.total.subs(scale)
     else:
         terms = (compute, cost.memory, cost.comms)
-        total = sympy.Max(*terms) if overlap_argument(policy) else sympy.Add(*terms)
+        if policy == "serial":
+            total = sympy.Add(*terms)
+        elif policy == "steady":
+            total = sympy.Max(*terms)
+        else:  # schedule: compute and collectives as their dependencies allow; HBM reads beside the compute
+            total = sympy.Max(cost.total.subs(scale), cost.memory)
     return Part(name, count, cost, compute, cost.comms, cost.memory, total)
+
+
+def _hbm_names(a: Analysis) -> tuple[str, ...] | None:
+    """The tensors whose HBM reads an inference step counts (its parameters and KV cache); None in training
+    (every einsum operand and result)."""
+    if a.mode != "infer":
+        return None
+    m = a.model
+    keep = {v.name for v in (*m.params, *m.kv_cache)}
+    return tuple(n for n, root in m.aliases.items() if root in keep)
+
+
+def _part_plans(a: Analysis, once: bool) -> list[Plan]:
+    """The plans one part of a step runs: forward, recomputed forward, gradients."""
+    by_index = {s.index: s for s in a.model.statements}
+    plans = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
+    plans += [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
+    plans += [p for info, p in a.grad_plans if info.once == once]
+    return plans
+
+
+@dataclass(frozen=True)
+class PartSeconds:
+    """One part of a step in seconds on a chip (count: times per step), with each mesh axis's communication
+    (under ``steady`` the part's comms is their maximum, under ``serial`` the sum of every collective)."""
+
+    name: str
+    count: float
+    compute: float
+    comms: float
+    hbm: float
+    total: float
+    axes: tuple[tuple[str, float], ...]
+
+
+def step_seconds(analysis: Analysis, chip: Chip | str, policy: str = DEFAULT_POLICY) -> list[PartSeconds]:
+    """The parts of a step (as :func:`model_step` prices them, at peak FLOP/s) straight in seconds, without
+    building a formula: the fast path of a search over many shardings. Every size must be bound."""
+    from shardalg.costs.schedule import lanes_of
+
+    overlap_argument(policy)
+    a, m = analysis, analysis.model
+    hw = as_chip_text(chip)
+    if hw is None:
+        raise UsageError("seconds need a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
+    out: list[PartSeconds] = []
+    for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
+        cost = _part_cost(name, _part_plans(a, once), a, hw, policy, _hbm_names(a))
+        if cost is None:
+            continue
+        got = {k: cost.evaluate(cost.light(k)) for k in ("compute", "comms", "memory", "total")}
+        axes: dict[str, float] = {}
+        for sc in cost.steps:
+            for lane in lanes_of(sc.step) if sc.step.op is not Op.EINSUM else ():
+                axes[lane] = axes.get(lane, 0.0) + (cost.evaluate(sc.comms) or 0.0)
+        if any(v is None for v in got.values()) or count.free_symbols:
+            raise UsageError(f"seconds need every size bound; the {name} is symbolic",
+                             fix="bind every dim with --sizes (API: sizes={...})")  # fmt: skip
+        total = got["total"]
+        if a.mode == "infer":
+            terms = (got["compute"], got["memory"], got["comms"])
+            total = max(terms) if overlap_argument(policy) else sum(terms)
+        out.append(PartSeconds(name, float(count), got["compute"], got["comms"], got["memory"], total,
+                               tuple(axes.items())))  # fmt: skip
+    return out
 
 
 def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: str | None = None,
@@ -228,17 +309,9 @@ def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: str |
         notes.append(("mfu", "1 (default: peak FLOP/s)"))
     fraction = _mfu(mfu)
     hw = as_chip_text(chip)
-    by_index = {s.index: s for s in m.statements}
-    hbm_names: tuple[str, ...] | None = None
-    if a.mode == "infer":
-        keep = {v.name for v in (*m.params, *m.kv_cache)}
-        hbm_names = tuple(n for n, root in m.aliases.items() if root in keep)
     parts: list[Part] = []
     for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        plans = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
-        plans += [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
-        plans += [p for info, p in a.grad_plans if info.once == once]
-        part = _part(name, count, plans, a, hw, policy, fraction, hbm_names)
+        part = _part(name, count, _part_plans(a, once), a, hw, policy, fraction, _hbm_names(a))
         if part is not None:
             parts.append(part)
     if not parts:

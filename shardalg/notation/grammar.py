@@ -13,7 +13,12 @@ START = {"program": "start", "tensor": "tensor_start", "statement": "statement_s
 
 
 def grammar_path() -> Path:
-    """Where the grammar file is: inside the installed package, else in the source checkout."""
+    """Where the grammar file is: inside the installed package, else in the source checkout, else where
+    ``importlib.resources`` finds it (imported only then: it costs a cold start several ms)."""
+    here = Path(__file__).resolve().parents
+    for candidate in (here[1] / "grammar" / "shardalg.lark", here[2] / "grammar" / "shardalg.lark"):
+        if candidate.is_file():  # an installed wheel, then a source checkout
+            return candidate
     try:
         from importlib.resources import files
 
@@ -22,7 +27,7 @@ def grammar_path() -> Path:
             return Path(str(found))
     except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError, TypeError):
         pass
-    return Path(__file__).resolve().parents[2] / "grammar" / "shardalg.lark"  # a source checkout
+    return here[2] / "grammar" / "shardalg.lark"
 
 
 def grammar_text() -> str:

@@ -10,14 +10,15 @@ prices them; the printers print them (a plan prints as a program in the notation
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .syntax import Arrow, Collective, Op, Product, Statement, Tensor
 
-__all__ = ["Step", "Plan"]
+__all__ = ["Step", "Plan", "Plans"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Step:
     """One rule application. ``inputs`` has one tensor for a collective and two for an einsum.
 
@@ -52,8 +53,20 @@ class Step:
         (arg,) = self.inputs
         return Arrow(Collective(self.op, self.axes, arg, self.dim, self.offset), self.output)
 
+    def __repr__(self) -> str:
+        """``<Step AllGather_X(A[I_X, J]) → A[I, J]>``."""
+        from .printing import unicode
+        from .printing.display import short
 
-@dataclass(frozen=True)
+        return short("Step", unicode(self.statement()))
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from .printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
+
+@dataclass(frozen=True, repr=False)
 class Plan:
     """A way to compute ``output`` from ``inputs``: the steps in order.
 
@@ -90,3 +103,62 @@ class Plan:
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
+
+    def problem(self) -> str:
+        """What the plan computes, in the notation: ``A[I_X, J] · B[J, K] → C[I_X, K]`` (or ``A → A'``)."""
+        from .printing import unicode
+
+        source = " · ".join(unicode(t) for t in self.inputs)
+        return f"{source} → {unicode(self.output)}"
+
+    def __repr__(self) -> str:
+        """``<Plan AllGather_X(B); A[I_X, J] · B[J, K] → C[I_X, K]>``: what distinguishes it, and what it computes."""
+        from .printing.display import short
+
+        what = self.note or ("no communication" if not self.collectives else "")
+        return short("Plan", f"{what}; {self.problem()}" if what else self.problem())
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        """IPython: the one-line repr, then the steps, one a line."""
+        if cycle:
+            p.text("<Plan ...>")
+            return
+        from .printing import unicode
+
+        p.text(repr(self))
+        for s in self.steps:
+            p.break_()
+            p.text("    " + unicode(s.statement()))
+
+
+class Plans(list):
+    """A ranked list of plans (cheapest first): a list, that shows itself as a table in a notebook.
+
+    ``columns`` maps a column title to a function of a plan (bytes communicated, seconds on a chip), given
+    by whoever ranked the plans and evaluated only when the table is drawn.
+    """
+
+    def __init__(self, plans: Iterable[Plan] = (), columns: Mapping[str, Callable[[Plan], object]] | None = None):
+        super().__init__(plans)
+        self.columns: dict[str, Callable[[Plan], object]] = dict(columns or {})
+
+    def __repr__(self) -> str:
+        if not self:
+            return "[]"
+        return "[" + ",\n ".join(repr(p) for p in self) + "]"
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        p.text(repr(self) if not cycle else "[...]")
+
+    def _repr_html_(self) -> str:
+        from .printing import unicode
+        from .printing.display import html_table
+
+        headers = ["#", "collectives", *self.columns, "steps"]
+        rows = []
+        for n, plan in enumerate(self, 1):
+            what = plan.note or ("no communication" if not plan.collectives else "")
+            steps = "; ".join(unicode(s.statement()) for s in plan.steps)
+            rows.append([n, what, *(f(plan) for f in self.columns.values()), steps])
+        caption = f"{len(self)} plans for {self[0].problem()}, cheapest first" if self else "no plans"
+        return html_table(headers, rows, caption, code=(1, len(headers) - 1))

@@ -123,7 +123,7 @@ class Op(enum.Enum):
         return f"Op.{self.name}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Node:
     """Base of all AST nodes. ``span`` locates the node in its source and is ignored by ``==``."""
 
@@ -155,8 +155,20 @@ class Node:
     def _repr_latex_(self) -> str:
         return f"${self.latex()}$"
 
+    def __repr__(self) -> str:
+        """``<Tensor A[I_X, J]>``: the node in the notation (Unicode), on one line."""
+        from .printing import unicode
+        from .printing.display import short
 
-@dataclass(frozen=True)
+        return short(type(self).__name__, unicode(self).replace("\n", "; "))
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from .printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
+
+@dataclass(frozen=True, repr=False)
 class Dim(Node):
     """One dimension of a tensor: a name (``I``) or a literal size (``1024``), and the mesh axes that
     shard it, major first (``I_XY`` is ``Dim("I", ("X", "Y"))``)."""
@@ -179,7 +191,7 @@ class Dim(Node):
         return replace(self, axes=tuple(axes))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Tensor(Node):
     """A sharded tensor: ``C[I, K_X]{U_Y}``, ``bf16[B_X, D]`` (no name), ``W_in[D, F_Y]``.
 
@@ -233,7 +245,7 @@ class Tensor(Node):
         return tuple(d.axes for d in self.dims), self.unreduced, self.invariant
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Product(Node):
     """A matmul or einsum of two operands: ``A[I, J] · B[J, K]``.
 
@@ -247,7 +259,7 @@ class Product(Node):
     local: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Collective(Node):
     """A collective (or a free slice, a permute, a ring shift) applied to an expression: ``AllGather_X(A[I_X,
     J])``, ``ReduceScatter_{X,K} C[I, K]{U_X}``, ``Shift_{X,+1}(A[I_X, J])``. ``dim`` is the target dim of
@@ -267,7 +279,7 @@ class Collective(Node):
             raise ValueError("a Shift has an offset and no other collective has one")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Arrow(Node):
     """``expr -> result``: a statement that names (and states the sharding of) what ``expr`` produces.
     With a bare tensor on the left it is a resharding request: ``A[I_X, J] -> A[I, J_X]``."""
@@ -276,7 +288,7 @@ class Arrow(Node):
     result: Tensor
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class MeshDecl(Node):
     """``mesh X=4, Y=2``."""
 
@@ -295,7 +307,7 @@ class Role(enum.Enum):
         return f"Role.{self.name}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Roles(Node):
     """The role declarations of a program: ``params W_in, W_out``, ``embeddings W_emb``, ``saved Tmp``,
     ``kvcache Kc, Vc``, ``tokens B, T`` (the dims whose product counts the tokens of a step) and
@@ -326,7 +338,7 @@ class Roles(Node):
         return not any(self.names(r) for r in Role) and not self.tokens and self.layers is None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Program(Node):
     """Statements in order, with the mesh declaration, the ``where`` size bindings and the role
     declarations they came with (``roles`` is None when there are none: an empty Roles becomes None).

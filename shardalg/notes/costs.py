@@ -12,15 +12,15 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.symbols import as_expr
 from shardalg.errors import UsageError
 
-__all__ = ["FSDP_TP", "QUESTION_4", "fsdp_tp_cost", "program_costs", "draw_question_4"]
+__all__ = ["FSDP_TP", "QUESTION_4", "fsdp_tp_cost", "program_costs", "program_label", "draw_question_4"]
 
-# Seed 000, question 4: the two strategies for X[B, D] ._D Y[D_X, F] -> Z[B, F].
+# The book's chapter 3, question 4: the two strategies for X[B, D] ._D Y[D_X, F] -> Z[B, F].
 QUESTION_4 = (
     "AllGather_X(Y[D_X, F]) -> Y[D, F]\nX[B, D] * Y[D, F] -> Z[B, F]",
     "X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}\nAllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
 )
 
-# The FSDP+TP plan of the MLP block (seed 002): weights gathered over X, activations over Y.
+# The FSDP+TP plan of the MLP block: weights gathered over X, activations over Y.
 FSDP_TP = """AllGather_X(Win[D_X, F_Y]) -> Win[D, F_Y]
 AllGather_X(Wout[F_Y, D_X]) -> Wout[F_Y, D]
 AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]
@@ -52,8 +52,32 @@ def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[s
     return out
 
 
+def program_label(program: str) -> str:
+    """A program named by its collectives in the notation, in order: ``AllGather_X(Y), AllReduce_X(Z)``
+    (``local product`` when it has none)."""
+    from shardalg.notation.parse import parse
+    from shardalg.notation.syntax import Arrow, Collective, Product
+
+    found: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, Arrow):
+            walk(node.expr)
+        elif isinstance(node, Product):
+            walk(node.left)
+            walk(node.right)
+        elif isinstance(node, Collective):
+            walk(node.arg)
+            inner = getattr(node.arg, "name", None) or "..."
+            found.append(f"{node.op.value}_{''.join(node.axes)}({inner})")
+
+    for statement in parse(program).statements:
+        walk(statement)
+    return ", ".join(found) or "local product"
+
+
 def draw_question_4(path: Path) -> Path | None:
-    """The two strategies of seed 000's question 4 against D on TPU v5p numbers, B = 1024, F = 16384,
+    """The two strategies of the chapter's question 4 against D on TPU v5p numbers, B = 1024, F = 16384,
     mesh X = 8; None when matplotlib is not installed."""
     try:
         import matplotlib  # noqa: F401
@@ -66,6 +90,7 @@ def draw_question_4(path: Path) -> Path | None:
     gather, reduce = program_costs(QUESTION_4, mesh=Mesh(X=8), sizes={"B": 1024, "F": 16384}, hw="tpu-v5p",
                                    regime="comms")
     crossover_plot(gather, reduce, over=dim_size("D"), lo=256, hi=65536, out=path,
-                   labels=("AllGather the weights", "local matmul + AllReduce"),
-                   title="Seed 000 question 4 on TPU v5p: communication time, B = 1024")
+                   labels=("AllGather_X(Y): gather the weights", "AllReduce_X(Z): local matmul, then reduce"),
+                   title="Question 4: gather the weights, or reduce the product?",
+                   caption="communication time on tpu-v5p; mesh X=8; B = 1024, F = 16384")
     return path

@@ -1,11 +1,12 @@
 """The notes as data: sections of blocks (prose, math, tables, lemma blocks), rendered to LaTeX and Markdown.
 
 One model, two renderings, so the .tex and the .md say the same thing; every math string in the model can be
-listed (:meth:`Document.fragments`) and checked on its own (KaTeX). Prose is plain text: it is escaped for
-TeX here, never interpreted.
+listed (:meth:`Document.fragments`) and checked on its own (KaTeX). Prose is plain text: notation and
+formulas in it (``C{U_X}``, ``N^2/4``) are set as math by :mod:`.mathtext`, the rest escaped for TeX; a
+:class:`Code` cell is shown as typed, in monospace.
 
-The LaTeX uses the article class with amsmath, amssymb and booktabs only (all in any TeX distribution's base
-or recommended set).
+The LaTeX uses the article class with lmodern, amsmath, amssymb, booktabs and graphicx only (all in any TeX
+distribution's base or recommended set).
 """
 
 from __future__ import annotations
@@ -13,12 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from shardalg.numeric.proofs import tex_text
+from shardalg.numeric.proofs import tex_prose
 
-__all__ = ["Math", "Prose", "Display", "Table", "Raw", "Section", "Document", "PREAMBLE"]
+from .mathtext import MathPart, split_math
+
+__all__ = ["Math", "Code", "Prose", "Display", "Table", "Raw", "Section", "Document", "PREAMBLE", "tex_text",
+           "md_text"]  # fmt: skip
 
 PREAMBLE = r"""\documentclass[10pt]{article}
 \usepackage[T1]{fontenc}
+\usepackage{lmodern}
 \usepackage{amsmath}
 \usepackage{amssymb}
 \usepackage{booktabs}
@@ -45,6 +50,28 @@ class Math:
 
 
 @dataclass(frozen=True)
+class Code:
+    """Text shown exactly as typed, in monospace (what a user types: ``A[I_X, J] -> A[I, J]``)."""
+
+    text: str
+
+
+def tex_text(text: str) -> str:
+    """Running text as LaTeX: math runs in ``$...$`` (:func:`.mathtext.split_math`), the rest escaped."""
+    return "".join(f"${p.latex}$" if isinstance(p, MathPart) else tex_prose(p) for p in split_math(text))
+
+
+def md_text(text: str) -> str:
+    """Running text as Markdown: math runs in ``$...$``, the rest as written."""
+    return "".join(f"${p.latex}$" if isinstance(p, MathPart) else p for p in split_math(text))
+
+
+def text_math(text: str) -> list[str]:
+    """The math runs of running text, as LaTeX (for the KaTeX check)."""
+    return [p.latex for p in split_math(text) if isinstance(p, MathPart)]
+
+
+@dataclass(frozen=True)
 class Prose:
     """A paragraph: plain-text pieces and inline math."""
 
@@ -68,7 +95,7 @@ class Table:
     """A table whose cells are text or inline math."""
 
     header: tuple[str, ...]
-    rows: tuple[tuple[str | Math, ...], ...]
+    rows: tuple[tuple[str | Math | Code, ...], ...]
     caption: str = ""
     columns: str = ""  # LaTeX column spec; default all left-aligned
     size: str = "small"  # a LaTeX font size command for the table: small, footnotesize, scriptsize
@@ -108,10 +135,13 @@ class Document:
         for path, block in self._walk():
             if isinstance(block, Prose):
                 out += [(p.latex, False, path) for p in block.parts if isinstance(p, Math)]
+                out += [(m, False, path) for p in block.parts if isinstance(p, str) for m in text_math(p)]
             elif isinstance(block, Display):
                 out.append((block.latex, True, path))
+                out += [(m, False, path) for m in text_math(block.label)]
             elif isinstance(block, Table):
                 out += [(c.latex, False, path) for row in block.rows for c in row if isinstance(c, Math)]
+                out += [(m, False, path) for row in block.rows for c in row if isinstance(c, str) for m in text_math(c)]
             else:
                 out += [(f, True, path) for f in block.fragments]
         return out
@@ -171,18 +201,22 @@ def _section_latex(sec: Section, depth: int) -> str:
 
 
 def _section_markdown(sec: Section, level: int) -> str:
-    out = [f"{'#' * min(level, 6)} {sec.title}", ""]
+    out = [f"{'#' * min(level, 6)} {md_text(sec.title)}", ""]
     out += [block_markdown(b) for b in sec.blocks]
     out += [_section_markdown(s, level + 1) for s in sec.subsections]
     return "\n".join(out)
 
 
-def _cell_latex(cell: str | Math) -> str:
+def _cell_latex(cell: str | Math | Code) -> str:
+    if isinstance(cell, Code):
+        return r"\texttt{" + tex_prose(cell.text) + "}"
     return f"${cell.latex}$" if isinstance(cell, Math) else tex_text(cell)
 
 
-def _cell_markdown(cell: str | Math) -> str:
-    text = f"${cell.latex}$" if isinstance(cell, Math) else cell
+def _cell_markdown(cell: str | Math | Code) -> str:
+    if isinstance(cell, Code):
+        return "`" + cell.text.replace("|", r"\|") + "`"
+    text = f"${cell.latex}$" if isinstance(cell, Math) else md_text(cell)
     return text.replace("|", r"\|")
 
 
@@ -209,14 +243,14 @@ def block_latex(block: Block) -> str:
 def block_markdown(block: Block) -> str:
     """One block as Markdown with ``$...$`` math."""
     if isinstance(block, Prose):
-        return "".join(f"${p.latex}$" if isinstance(p, Math) else p for p in block.parts) + "\n"
+        return "".join(f"${p.latex}$" if isinstance(p, Math) else md_text(p) for p in block.parts) + "\n"
     if isinstance(block, Display):
-        label = block.label + "\n\n" if block.label else ""
+        label = md_text(block.label) + "\n\n" if block.label else ""
         return f"{label}$$\n{block.latex}\n$$\n"
     if isinstance(block, Table):
         head = "| " + " | ".join(block.header) + " |"
         sep = "|" + "|".join("---" for _ in block.header) + "|"
         rows = ["| " + " | ".join(_cell_markdown(c) for c in row) + " |" for row in block.rows]
-        caption = f"\n*{block.caption}*\n" if block.caption else ""
+        caption = f"\n*{md_text(block.caption)}*\n" if block.caption else ""
         return "\n".join([head, sep, *rows]) + "\n" + caption
     return block.markdown

@@ -9,7 +9,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.notation.syntax import Op
 from shardalg.numeric.proofs import sym_latex
 
-from .document import Display, Math, Prose, Section, Table
+from .document import Code, Display, Math, Prose, Section, Table
 
 __all__ = ["notation", "four_cases", "collectives", "transposes"]
 
@@ -74,7 +74,7 @@ def notation() -> Section:
     rows = []
     for what, source in NOTATION_EXAMPLES:
         node = _statement(source)
-        rows.append((what, text(node), Math(_latex(node))))
+        rows.append((what, Code(text(node)), Math(_latex(node))))
     shapes = []
     for source in SHAPE_EXAMPLES:
         info = shape(source, mesh=SHAPE_MESH, sizes=SHAPE_SIZES)
@@ -85,12 +85,26 @@ def notation() -> Section:
                  "(a subscript), holds partial sums (", Math(r"\{U_X\}"), "), or replicates it (the axis "
                  "appears nowhere). The forms below are parsed and printed back by shardalg."),
         Table(("meaning", "typed as", "printed"), tuple(rows), caption="Parsed, then printed in LaTeX.",
-              size="footnotesize"),
+              columns=r"p{0.17\linewidth}ll", size="scriptsize"),
         Prose.of("On the mesh ", Math(r"X = 4,\ Y = 2"), " with ", Math(r"I = 1024,\ J = 4096"),
                  " in fp32, the local shape, bytes per device and replication factor of each sharding:"),
         Table(("tensor", "local shape", "bytes per device", "replication"), tuple(shapes),
-              caption="From shardalg.algebra.shape."),
+              caption="Computed by shardalg's shape module."),
     ))  # fmt: skip
+
+
+def _plans_found(n: int, shown: list) -> str:
+    """How many plans the planner found and which are shown, in words a reader expects."""
+    time = "bandwidth-bound communication time on a ring"
+    if n == 1:
+        return f"The planner finds one plan, with its {time}:"
+    which = "here they are by bytes communicated" if len(shown) == n else \
+        f"the {len(shown)} that communicate fewest bytes"
+    text = f"The planner finds {n} plans; {which}, with their {time}"
+    if any("spare axes" in (p.note or "") for p in shown):
+        text += (" (a plan that slices onto a spare axis first moves the same bytes over more links, so it can be "
+                 "faster than one listed before it)")
+    return text + ":"
 
 
 def four_cases() -> Section:
@@ -105,10 +119,7 @@ def four_cases() -> Section:
         if found and found[0].cases:
             blocks.append(Prose.of("Classification: " + "; ".join(found[0].cases) + "."))
         shown = found[:PLANS_SHOWN]
-        blocks.append(Prose.of(f"The planner finds {len(found)} plan(s). The first {len(shown)} by bytes "
-                               "communicated, with their bandwidth-bound communication time on a ring (a plan "
-                               "that slices onto a spare axis first moves the same bytes over more links, so "
-                               "it can be faster than one listed before it):"))
+        blocks.append(Prose.of(_plans_found(len(found), shown)))
         for i, p in enumerate(shown, 1):
             comms = plan_cost(p, CASE_MESH, latency=False).comms
             blocks.append(Display(_latex(p, reasons=False),
@@ -149,7 +160,7 @@ def collectives() -> Section:
                  "switch. AllReduce is a ReduceScatter followed by an AllGather; AllToAll moves a quarter; "
                  f"{', '.join(free) or 'nothing'} communicates nothing."),
         Table(("collective", "ICI, bandwidth", "ICI with latency", "alpha-beta"), tuple(rows),
-              caption="From shardalg.costs.stepcost.collective_cost.", size="footnotesize"),
+              caption="From shardalg's cost model.", size="footnotesize"),
     ))  # fmt: skip
 
 
@@ -163,7 +174,8 @@ def transposes() -> Section:
     for op, rule in RULES.items():
         t = rule.transpose
         back = t.op.value if t.op is not None else "(no collective)"
-        rows.append((op.value, back, t.placement, t.note))
+        placement = Math(t.placement.replace("<-", r"\leftarrow")) if "<-" in t.placement else t.placement
+        rows.append((op.value, back, placement, t.note))
     examples = []
     for _, source in COLLECTIVE_EXAMPLES:
         stmt = _statement(source)
@@ -173,8 +185,8 @@ def transposes() -> Section:
     return Section("Backward: the transposes", (
         Prose.of("In a per-device program each collective is a linear map of the stacked buffers, and its "
                  "backward is its transpose. On placements the transpose swaps R and U and keeps S(d):"),
-        Table(("forward", "backward", "placement", "why"), tuple(rows), caption="From the rule table, shardalg.algebra.rules.",
+        Table(("forward", "backward", "placement", "why"), tuple(rows), caption="From shardalg's rule table.",
               size="footnotesize"),
         Display("\\begin{aligned}\n" + " \\\\\n".join(examples) + "\n\\end{aligned}",
-                "Each example collective and the step shardalg.numeric.operators.transpose_step derives for it:"),
+                "Each example collective and the transpose shardalg derives for it:"),
     ))  # fmt: skip

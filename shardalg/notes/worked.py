@@ -1,9 +1,10 @@
-"""The sections of the notes that compute: derivations step by step, the proofs, and a worked example per
-seed question (seed 000's quick questions and questions 1-4), each answered by the engine.
+"""The sections of the notes that compute: derivations step by step (aligned on the relation, each step named
+on the right), the proofs, and the worked questions of the book's chapter 3, each answered by the engine.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import sympy
@@ -12,11 +13,13 @@ from shardalg.algebra.mesh import Axis, Mesh
 from shardalg.numeric.proofs import sym_latex
 
 from .costs import QUESTION_4, draw_question_4, fsdp_tp_cost
-from .document import Display, Math, Prose, Raw, Section
+from .document import Display, Math, Prose, Raw, Section, md_text, tex_text, text_math
+from .mathtext import number_latex
 
-__all__ = ["derivations", "proofs", "seed_questions", "question_4_costs"]
+__all__ = ["derivations", "proofs", "seed_questions", "question_4_costs", "aligned_derivation", "lemma_block"]
 
-FIGURE = "question4-crossover.pdf"
+FIGURE = "question4-crossover.pdf"  # for the LaTeX notes
+WEB_FIGURE = "question4-crossover.svg"  # for the Markdown notes: a browser shows SVG inline
 
 
 def _latex(node: object, **settings: object) -> str:
@@ -59,12 +62,12 @@ def derivations() -> Section:
         ("When the weight-gradient AllReduce of data parallelism hides under the backward matmul:", dp),
         ("The buffer size below which an AllGather on TPU v5e is latency-bound:", crit),
     ):
-        blocks.append(Display(d.latex(), title))
-        blocks.append(Prose.of("Result: ", Math(sym_latex(d.result)),
-                               "" if d.value is None else f" (= {d.value:.4g} with the chip's numbers)", "."))
+        blocks.append(Display(aligned_derivation(d), title))
+        value = () if d.value is None else (" (", Math("= " + number_latex(d.value)), " with the chip's numbers)")
+        blocks.append(Prose.of("Result: ", Math(sym_latex(d.result)), *value, "."))
     return Section("Derivations", (
-        Prose.of("Each derivation below is computed by shardalg.costs.derive from plans and the cost model; the rows "
-                 "are its recorded steps."),
+        Prose.of("Each derivation below is computed by shardalg from plans and the cost model; each row is one "
+                 "recorded step, aligned on its relation, the step named on the right."),
         *blocks,
     ))  # fmt: skip
 
@@ -74,11 +77,69 @@ def proofs() -> Section:
 
     lemmas = run_all()
     held = sum(lemma.holds for lemma in lemmas)
-    blocks: list = [Prose.of(f"Each lemma is a module of proofs/ that builds its objects with the engine and checks "
-                             f"them with sympy against an independent route. {held} of {len(lemmas)} hold.")]
-    for lemma in lemmas:
-        blocks.append(Raw(lemma.latex(), lemma.markdown(), tuple(lemma.fragments())))
+    blocks: list = [Prose.of(f"Each lemma is built with the engine and checked with sympy against an independent "
+                             f"route. {held} of {len(lemmas)} hold.")]
+    for n, lemma in enumerate(lemmas, 1):
+        blocks.append(lemma_block(n, lemma))
     return Section("Proofs", tuple(blocks))
+
+
+def aligned_derivation(d: object) -> str:
+    """A derivation's steps as an ``aligned`` block: each relation aligned on its sign (``&<``, ``&=``), an
+    expression as ``name &= ...``, and the step named in a right-hand ``\\text{}``."""
+    from shardalg.notation.printing.symbology import latex_escape_text
+
+    rows = []
+    before = None
+    for label, expr in d.steps:  # type: ignore[attr-defined]
+        if label == "result" and expr == before:
+            continue  # the last step already shows it
+        before = expr
+        name = latex_escape_text(label)
+        if isinstance(expr, sympy.Float):  # a value on the chip's numbers
+            body = rf"&\phantom{{=}} {number_latex(float(expr))}"
+        elif isinstance(expr, sympy.core.relational.Relational):
+            sign = sym_latex(type(expr)(sympy.Symbol("a"), sympy.Symbol("b"), evaluate=False)).split(" ")[1]
+            body = f"{sym_latex(expr.lhs)} &{sign} {sym_latex(expr.rhs)}"
+        elif isinstance(expr, sympy.logic.boolalg.Boolean):
+            body = rf"&\phantom{{=}} {sym_latex(expr)}"
+        elif re.fullmatch(r"[A-Za-z](?:_[A-Za-z0-9]+)?", label):  # the step names its quantity: T_a = ...
+            rows.append(f"{text_math(label)[0] if '_' in label else label} &= {sym_latex(expr)}")
+            continue
+        else:
+            body = rf"&\phantom{{=}} {sym_latex(expr)}"
+        rows.append(f"{body} && \\text{{({name})}}")
+    return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
+
+
+def lemma_block(n: int, lemma: object) -> Raw:
+    """A lemma for the notes: numbered (its module name is ours, not the reader's), title and notes with their
+    math set as math, each step's claim inline or, when it is a block, displayed."""
+    title, prose = lemma.title, lemma.prose  # type: ignore[attr-defined]
+    tex = [rf"\paragraph{{Lemma {n}: {tex_text(title)}.}}", rf"\[ {lemma.statement} \]"]  # type: ignore[attr-defined]
+    md = [f"**Lemma {n}: {md_text(title)}.**", "", f"$${lemma.statement}$$", ""]  # type: ignore[attr-defined]
+    frags = [lemma.statement, *text_math(title), *text_math(prose)]  # type: ignore[attr-defined]
+    if prose:
+        tex.append(tex_text(prose))
+        md += [md_text(prose), ""]
+    tex.append(r"\emph{Proof, as computed by shardalg:}")
+    items = []
+    for s in lemma.steps:  # type: ignore[attr-defined]
+        mark = r"$\checkmark$" if s.holds else r"\textbf{FAILS}"
+        note = tex_text(s.note) + ": " if s.note else ""
+        long = "\\begin{" in s.claim or len(s.claim) > 110  # a block, or too long for the line: displayed
+        claim = rf"\[ {s.claim} \]" if long else f"${s.claim}$"
+        items.append(rf"\item[{mark}] {note}{claim}")
+        md.append(f"- {md_text(s.note) + ': ' if s.note else ''}${s.claim}$" + ("" if s.holds else " **(fails)**"))
+        frags += [s.claim, *text_math(s.note)]
+    tex.append("\\begin{itemize}\\small\n" + "\n".join(items) + "\n\\end{itemize}")
+    verdict = "holds" if lemma.holds else "does NOT hold"  # type: ignore[attr-defined]
+    tex.append(rf"\emph{{Checked: the lemma {verdict} ({len(lemma.steps)} steps).}}")  # type: ignore[attr-defined]
+    md += ["", f"*{'Holds' if lemma.holds else 'Does NOT hold'}* ({len(lemma.steps)} steps)."]  # type: ignore[attr-defined]
+    if lemma.failure:  # type: ignore[attr-defined]
+        tex.append(r"\emph{Failure:} " + tex_text(lemma.failure))  # type: ignore[attr-defined]
+        md.append(f"Failure: {md_text(lemma.failure)}")  # type: ignore[attr-defined]
+    return Raw("\n".join(tex) + "\n", "\n".join(md) + "\n", tuple(frags))
 
 
 def _quick_memory() -> Section:
@@ -92,7 +153,7 @@ def _quick_memory() -> Section:
     return Section("Quick questions: memory", (
         Prose.of("fp32[1024, 4096] as ", Math(_latex(a.tensor)), " on X = 8, Y = 2: local shape ",
                  f"[{', '.join(map(str, a.local_shape))}], {a.bytes_per_device:,} bytes per device; loading it at "
-                 f"the H100's {h100.hbm_bandwidth.value:.3g} B/s of HBM takes {load * 1e9:.0f} ns."),
+                 f"the H100's {h100.hbm_bandwidth.value / 1e12:.3g} TB/s of HBM takes {load * 1e9:.0f} ns."),
         Prose.of("int8[128, 2048] as ", Math(_latex(b.tensor)), " on X = 2, Y = 8, Z = 2: "
                  f"{b.bytes_per_device:,} bytes per device, {b.total_bytes:,} bytes on all "
                  f"{b.devices} devices (replication {b.replication})."),
@@ -141,11 +202,12 @@ def _question_2_3() -> Section:
     ):
         c = cost(source, mesh=mesh, sizes=sizes, hw="tpu-v4p")
         rows.append(Prose.of(Math(_latex(parse_statement(source))), f": {_us(c.seconds)}."))
-    tiny = cost("AllGather_X(bf16[B_X]) -> bf16[B]", mesh=mesh, sizes={"B": 128}, hw="tpu-v4p")
+    small = "AllGather_X(bf16[B_X]) -> bf16[B]"
+    tiny = cost(small, mesh=mesh, sizes={"B": 128}, hw="tpu-v4p")
     return Section("Questions 2 and 3: AllGather latency on TPU v4p 4x4x4", (
         Prose.of("B = 1024, D = 4096 in bf16 on the mesh X = Y = Z = 4 (a full cube: every axis wraps):"),
         *rows,
-        Prose.of("With B = 128 the AllGather of ", Math(r"[B_X]"), f" takes {_us(tiny.seconds)}: ",
+        Prose.of("With B = 128, ", Math(_latex(parse_statement(small))), f" takes {_us(tiny.seconds)}: ",
                  Math("T = " + sym_latex(tiny.total)), ", latency-bound."),
     ))  # fmt: skip
 
@@ -165,14 +227,15 @@ def _question_4(out_dir: Path | None) -> Section:
 
         figure = draw_question_4(out_dir / FIGURE)
         if figure is not None:
+            draw_question_4(out_dir / WEB_FIGURE)
             blocks.append(Raw(
                 "\\begin{center}\n\\includegraphics[width=0.8\\textwidth]{" + FIGURE + "}\n\\end{center}\n",
-                f"![question 4 crossover]({FIGURE})\n",
+                f"![Question 4: the crossover of the two strategies]({WEB_FIGURE})\n",
             ))  # fmt: skip
     return Section("Question 4: AllGather the weights, or AllReduce the partial sums?", tuple(blocks))
 
 
 def seed_questions(out_dir: Path | None = None) -> Section:
-    return Section("Worked examples (seed 000)", (
+    return Section("Worked examples: the questions of chapter 3", (
         Prose.of("The questions of chapter 3, answered by shardalg from the notation and the chip presets."),
     ), (_quick_memory(), _quick_allgather(), _question_1(), _question_2_3(), _question_4(out_dir)))  # fmt: skip

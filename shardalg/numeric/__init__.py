@@ -2,7 +2,9 @@
 and the machinery of the executable proofs.
 
 - :mod:`.devices` (the virtual mesh, ``shard``/``unshard``), :mod:`.movement` (each op's data movement, the
-  table ``MOVES``), :mod:`.execute` (running a plan and checking it against the dense einsum);
+  table ``MOVES``), :mod:`.kernels` (every buffer the executor allocates, and the local product through
+  BLAS), :mod:`.execute` (running a plan, ``execute_plan``, and checking it against the dense einsum,
+  ``run_plan``);
 - :mod:`.operators` (each op as the explicit linear operator on the stacked buffers, for the transposes'
   dot-product test), :mod:`.proofs` (``Lemma``, and running the lemmas of the top-level ``proofs/``).
 

@@ -19,9 +19,11 @@ from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import AxisUsedTwice, IndivisibleDim, ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.syntax import Tensor
 
+from .kernels import allocate, freeze
+
 __all__ = [
     "Coord", "Buffers", "VirtualMesh", "ExecutionError", "shard", "unshard", "default_sizes", "local_shape",
-    "dim_extent", "as_virtual", "check_tensor",
+    "dim_extent", "as_virtual", "check_tensor", "random_normal",
 ]  # fmt: skip
 
 Coord = tuple[int, ...]
@@ -155,8 +157,9 @@ def _global_slices(key: Sequence[int], loc: Sequence[int]) -> tuple[slice, ...]:
 def shard(
     global_array: np.ndarray, tensor: Tensor, mesh: VirtualMesh | Mesh, rng: np.random.Generator | None = None
 ) -> Buffers:
-    """Cut a dense array into per-device buffers by ``tensor``'s sharding. Replicated and invariant axes get
-    copies; along the unreduced axes each block is split into |group| random parts that add up to it."""
+    """Cut a dense array into per-device buffers by ``tensor``'s sharding. Along the unreduced axes each
+    block is split into |group| random parts that add up to it. Each distinct block (or part) is copied
+    once; the devices that replicate it (replicated and invariant axes) share that read-only copy."""
     vm, arr = as_virtual(mesh), np.asarray(global_array)
     check_tensor(tensor, vm)
     if arr.ndim != len(tensor.dims):
@@ -171,14 +174,31 @@ def shard(
     out: Buffers = {}
     for c in vm.coords:
         key = _block_key(tensor, vm, c)
-        block = arr[_global_slices(key, loc)]
-        if n_parts == 1:
-            out[c] = block.copy()
-            continue
         if key not in parts_of:
-            noise = rng.standard_normal((n_parts - 1, *block.shape))
-            parts_of[key] = [*noise, block - noise.sum(axis=0)]
-        out[c] = parts_of[key][vm.rank(c, tensor.unreduced)].copy()
+            block = arr[_global_slices(key, loc)]
+            if n_parts == 1:
+                parts = [freeze(_copy(block))]
+            else:  # n-1 random parts, and the block minus their sum
+                parts = [freeze(random_normal(block.shape, rng)) for _ in range(n_parts - 1)]
+                last = _copy(block, np.result_type(block, np.float64))
+                for p in parts:
+                    np.subtract(last, p, out=last)
+                parts.append(freeze(last))
+            parts_of[key] = parts
+        out[c] = parts_of[key][vm.rank(c, tensor.unreduced) if n_parts > 1 else 0]
+    return out
+
+
+def _copy(a: np.ndarray, dtype: np.dtype | None = None) -> np.ndarray:
+    o = allocate(a.shape, a.dtype if dtype is None else dtype)
+    np.copyto(o, a)
+    return o
+
+
+def random_normal(shape: Sequence[int], rng: np.random.Generator) -> np.ndarray:
+    """Standard normal numbers in a buffer from ``allocate``."""
+    out = allocate(shape, np.float64)
+    rng.standard_normal(out=out)
     return out
 
 
@@ -200,12 +220,14 @@ def unshard(buffers: Mapping[Coord, np.ndarray], tensor: Tensor, mesh: VirtualMe
         k = (_block_key(tensor, vm, c), vm.rank(c, tensor.unreduced))
         if k not in reps:
             reps[k] = c
-        elif not np.allclose(buffers[c], buffers[reps[k]], rtol=1e-9, atol=1e-12 * scale):
+        elif buffers[c] is not buffers[reps[k]] and not np.allclose(
+            buffers[c], buffers[reps[k]], rtol=1e-9, atol=1e-12 * scale
+        ):
             raise ExecutionError(
                 f"devices {reps[k]} and {c} should hold the same block of {_show(tensor)} but do not"
             )
     shape = tuple(s * vm.size(d.axes) for s, d in zip(loc, tensor.dims, strict=True)) + first.shape[rank:]
-    total = np.zeros(shape, dtype=first.dtype)
+    total = allocate(shape, first.dtype, zero=True)
     for (key, _), c in reps.items():
         total[_global_slices(key, loc)] += buffers[c]
     return total

@@ -5,9 +5,12 @@ axis fastest); a dim sharded over ``(X, Y)`` puts block ``c_X·|Y| + c_Y`` on de
 holds the mesh, ``shard`` / ``unshard`` and the runner; the data movement of each op lives in
 :mod:`shardalg.numeric.movement` (the table ``MOVES``), written from first principles as point-to-point receives
 between device buffers (an AllGather really concatenates the blocks of its group, a ReduceScatter really
-sums and keeps the owned block); nothing ever reassembles the global array and re-cuts it. ``run_plan``
-then checks the reassembled output of a plan against the dense einsum of the dense inputs, and counts the
-bytes each device received::
+sums and keeps the owned block); nothing ever reassembles the global array and re-cuts it.
+
+Three parts, so that the data movement can be timed alone: ``place_inputs`` makes (or takes) the dense
+inputs and cuts them into device buffers, ``execute_plan`` runs the steps on the buffers (only data
+movement and local products) and counts the bytes each device received, and ``run_plan`` does both and
+then checks the reassembled output against the dense einsum of the dense inputs::
 
     >>> from shardalg.notation.syntax import Dim, Op, Tensor
     >>> A = Tensor("A", (Dim("I"), Dim("J", ("X",))))
@@ -45,15 +48,21 @@ from .devices import (
     default_sizes,
     dim_extent,
     local_shape,
+    random_normal,
     shard,
     unshard,
 )
+from .kernels import contract
 from .movement import MOVES, Net, einsum_rule, is_zero_pad, shift_dense, step_error
 
 __all__ = [
     "VirtualMesh",
     "ExecutionError",
     "ExecResult",
+    "Placed",
+    "Execution",
+    "place_inputs",
+    "execute_plan",
     "shard",
     "unshard",
     "apply_step",
@@ -133,7 +142,7 @@ def _dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndar
     if step.op is not Op.EINSUM:
         return values[0]
     spec, _ = einsum_rule(step)
-    return np.einsum(spec, *values)
+    return contract(spec, *values)
 
 
 def _bytes(elements: int, t: Tensor) -> int | float:
@@ -159,6 +168,18 @@ class ExecResult:
     def total_bytes(self) -> int | float:
         return sum(self.bytes_sent)
 
+    def __repr__(self) -> str:
+        from shardalg.notation.printing.display import short
+
+        head = "ok" if self.ok else "WRONG"
+        what = self.plan.note or self.plan.problem()
+        return short("ExecResult", f"{head}: max relative error {self.max_error:.1e} on {self.devices} devices; {what}")
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
     def __str__(self) -> str:
         head = "ok" if self.ok else "WRONG"
         lines = [
@@ -170,6 +191,24 @@ class ExecResult:
         if self.problem:
             lines.append(f"  problem: {self.problem}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A plan's inputs: the sizes of every dim, the dense inputs and their device buffers."""
+
+    sizes: dict[str, int]
+    dense: dict[Tensor, np.ndarray]
+    buffers: dict[Tensor, Buffers]
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What ``execute_plan`` leaves: the buffers of every tensor the plan made (and its inputs'), and the
+    bytes the devices received from each other in each step (summed over devices)."""
+
+    buffers: dict[Tensor, Buffers]
+    bytes_sent: tuple[int | float, ...]
 
 
 def _require_room(tensors: Sequence[Tensor], vm: VirtualMesh, dims: Mapping[str, int]) -> None:
@@ -188,15 +227,15 @@ def _seeded(seed: object) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def run_plan(
+def place_inputs(
     plan: Plan,
     mesh: VirtualMesh | Mesh | Mapping[str, int] | str,
     sizes: Mapping[str, int] | None = None,
     rng: np.random.Generator | None = None,
     inputs: Mapping[Tensor | str, np.ndarray] | None = None,
-) -> ExecResult:
-    """Run ``plan`` on random (or given) dense inputs, cut by their shardings, and compare the output
-    with the dense computation. A step whose input no earlier step produced is an ExecutionError."""
+) -> Placed:
+    """Random (or given) dense inputs of ``plan`` and their buffers, cut by their shardings. Sizes:
+    ``sizes``, else the given arrays', else small defaults that every sharding of the plan divides."""
     vm = as_virtual(mesh)
     rng = rng if rng is not None else np.random.default_rng(0)
     every = [*plan.inputs, *(t for s in plan.steps for t in (*s.inputs, s.output)), plan.output]
@@ -209,7 +248,7 @@ def run_plan(
             except (TypeError, ValueError):
                 raise UsageError(f"the input for {text(t)} is not an array of numbers") from None
     dims = default_sizes(every, vm)
-    for t, arr in given.items():  # sizes: explicit, else the given arrays', else small defaults
+    for t, arr in given.items():
         dims.update((d.label, n) for d, n in zip(t.dims, arr.shape, strict=False) if d.name is not None)
     dims.update(sizes or {})
     _require_room(every, vm, dims)
@@ -217,10 +256,23 @@ def run_plan(
     bufs: dict[Tensor, Buffers] = {}
     for t in plan.inputs:
         shape = tuple(dim_extent(d.label, d.size, dims) for d in t.dims)
-        dense[t] = given[t] if t in given else rng.standard_normal(shape)
+        dense[t] = given[t] if t in given else random_normal(shape, rng)
         if dense[t].shape != shape:
             raise ShapeMismatch(f"the input for {text(t)} has shape {dense[t].shape}, not {shape}")
         bufs[t] = shard(dense[t], t, vm, rng)
+    return Placed(dims, dense, bufs)
+
+
+def execute_plan(
+    plan: Plan,
+    mesh: VirtualMesh | Mesh | Mapping[str, int] | str,
+    buffers: Mapping[Tensor, Buffers],
+    sizes: Mapping[str, int],
+) -> Execution:
+    """Run the steps of ``plan`` on the devices' buffers of its inputs: data movement and local products
+    only (no dense reference, no check). A step whose input no earlier step produced is an ExecutionError."""
+    vm = as_virtual(mesh)
+    bufs = dict(buffers)
     sent = []
     for n, step in enumerate(plan.steps, 1):
         missing = [t for t in step.inputs if t not in bufs]
@@ -229,15 +281,41 @@ def run_plan(
                 f"step {n} ({_step_text(step)}) uses {text(missing[0])}, which is neither "
                 "a plan input nor the output of an earlier step"
             )
-        bufs[step.output], elements = apply_step(step, [bufs[t] for t in step.inputs], vm, dims)
-        dense[step.output] = _dense(step, [dense[t] for t in step.inputs], vm)
+        bufs[step.output], elements = apply_step(step, [bufs[t] for t in step.inputs], vm, sizes)
         sent.append(_bytes(elements, step.inputs[0]))
     if plan.output not in bufs:
         raise ExecutionError(f"no step produces the plan's output {text(plan.output)}")
-    expected = dense[plan.output]
+    return Execution(bufs, tuple(sent))
+
+
+def dense_result(plan: Plan, dense_inputs: Mapping[Tensor, np.ndarray],
+                 mesh: VirtualMesh | Mesh | Mapping[str, int] | str) -> np.ndarray:  # fmt: skip
+    """The plan's output computed on whole arrays: collectives are the identity, a product the einsum, a
+    Shift rolls blocks (so it needs the mesh)."""
+    vm = as_virtual(mesh)
+    dense = dict(dense_inputs)
+    for step in plan.steps:
+        if all(t in dense for t in step.inputs):
+            dense[step.output] = _dense(step, [dense[t] for t in step.inputs], vm)
+    return dense[plan.output]
+
+
+def run_plan(
+    plan: Plan,
+    mesh: VirtualMesh | Mesh | Mapping[str, int] | str,
+    sizes: Mapping[str, int] | None = None,
+    rng: np.random.Generator | None = None,
+    inputs: Mapping[Tensor | str, np.ndarray] | None = None,
+) -> ExecResult:
+    """Run ``plan`` on random (or given) dense inputs, cut by their shardings (``place_inputs``, then
+    ``execute_plan``), and compare the output with the dense computation."""
+    vm = as_virtual(mesh)
+    placed = place_inputs(plan, vm, sizes, rng, inputs)
+    run = execute_plan(plan, vm, placed.buffers, placed.sizes)
+    expected = dense_result(plan, placed.dense, vm)
     output, problem = None, None
     try:
-        output = unshard(bufs[plan.output], plan.output, vm)
+        output = unshard(run.buffers[plan.output], plan.output, vm)
     except ExecutionError as err:
         problem = err.message
     err_ = float("inf")
@@ -245,9 +323,8 @@ def run_plan(
         err_ = float(np.max(np.abs(output - expected), initial=0.0)) / max(
             1.0, float(np.max(np.abs(expected)))
         )
-    return ExecResult(
-        plan, problem is None and err_ <= 1e-9, err_, output, expected, tuple(sent), len(vm.coords), problem
-    )
+    ok = problem is None and err_ <= 1e-9
+    return ExecResult(plan, ok, err_, output, expected, run.bytes_sent, len(vm.coords), problem)
 
 
 def simulate(

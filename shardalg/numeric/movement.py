@@ -10,30 +10,22 @@ may carry extra trailing axes after the tensor's dims; every op passes them thro
 
 from __future__ import annotations
 
-import string
 from collections.abc import Callable, Sequence
 from math import prod
 
 import numpy as np
 
-from shardalg.errors import IllegalSharding, IndivisibleDim, ShapeMismatch, UsageError
+from shardalg.errors import IndivisibleDim
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
 
 from .devices import Buffers, Coord, VirtualMesh
+from .kernels import allocate, contiguous, contract, freeze, readonly_view
+from .steprules import Layout, _show, einsum_rule, step_error
 
 __all__ = [
     "MOVES", "Buffers", "Coord", "Layout", "Move", "Net", "einsum_rule", "is_zero_pad", "step_error", "shift_dense",
 ]  # fmt: skip
-
-Layout = tuple[tuple[tuple[str, ...], ...], frozenset[str]]  # axes per dim, unreduced axes
-
-
-def _show(t: Tensor) -> str:
-    from shardalg.notation.printing import text
-
-    return text(t)
-
 
 # ---------------------------------------------------------------- blocks, receives, errors
 
@@ -47,7 +39,12 @@ def _piece(rank: int, pos: int, j: int, parts: int, extent: int) -> tuple[slice,
 
 
 class Net:
-    """Point-to-point receives; counts the elements a device gets from another device."""
+    """Point-to-point receives; counts the elements a device gets from another device.
+
+    A receive hands over the sender's (read-only) buffer or a view of it; the op writes what it keeps into
+    buffers it allocates. Devices whose results are built from the same received buffers in the same
+    places (the members of a gather group, the replicas of a product) share one result: each still
+    receives, and is counted, on its own."""
 
     def __init__(self) -> None:
         self.elements = 0
@@ -56,11 +53,6 @@ class Net:
         if dst != src:
             self.elements += prod(data.shape[:lead])
         return data
-
-
-def step_error(step: Step, why: str, rule: str = "collective-precondition") -> IllegalSharding:
-    head = step.op.value + ("_{" + ",".join(step.axes) + "}" if step.axes else "")
-    return IllegalSharding(f"{head}({', '.join(_show(t) for t in step.inputs)}): {why}", rule=rule)
 
 
 def _dim_pos(step: Step, t: Tensor, name: str | None) -> int:
@@ -96,25 +88,40 @@ def _minor_suffix(step: Step, t: Tensor, axes: Sequence[str]) -> dict[int, tuple
 
 def _all_gather(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
     """``AllGather_X: [I_X] -> [I]``: each device concatenates the blocks of its group along the dims the
-    axes leave."""
+    axes leave. The members of a group receive the same blocks into the same places: they share the
+    concatenation."""
     (t,) = step.inputs
     found = _minor_suffix(step, t, step.axes)
     rank, out = len(t.dims), {}
+    built: dict[tuple[int, ...], np.ndarray] = {}
     for c in vm.coords:
-        src = bufs[c]
-        shape = list(src.shape)
+        members = vm.group(c, step.axes)
+        got = [net.recv(c, g, bufs[g], rank) for g in members]
+        key = tuple(id(b) for b in got)
+        if key in built:
+            out[c] = built[key]
+            continue
+        shape = list(got[0].shape)
         for i, mine in found.items():
             shape[i] *= vm.size(mine)
-        o = np.empty(shape, dtype=src.dtype)
-        for g in vm.group(c, step.axes):
+        o = allocate(shape, np.result_type(*got))
+        for g, b in zip(members, got, strict=True):
             at = tuple(
                 slice(vm.rank(g, found[i]) * s, (vm.rank(g, found[i]) + 1) * s) if i in found else slice(None)
-                for i, s in enumerate(src.shape[:rank])
+                for i, s in enumerate(b.shape[:rank])
             )
-            o[at] = net.recv(c, g, bufs[g], rank)
-        out[c] = o
+            o[at] = b
+        out[c] = built[key] = freeze(o)
     dims = tuple(d.axes[: len(d.axes) - len(found.get(i, ()))] for i, d in enumerate(t.dims))
     return out, (dims, frozenset(t.unreduced))
+
+
+def _sum_into(o: np.ndarray, parts: Sequence[np.ndarray]) -> np.ndarray:
+    """``o = parts[0] + parts[1] + ...``, in that order, in place."""
+    np.copyto(o, parts[0])
+    for p in parts[1:]:
+        np.add(o, p, out=o)
+    return o
 
 
 def _need_unreduced(step: Step, t: Tensor) -> None:
@@ -149,18 +156,16 @@ def _reduce_scatter(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tup
             else slice(None)
             for i in range(rank)
         )
-        total = None
-        for g in vm.group(c, step.axes):
-            part = net.recv(c, g, bufs[g][at], rank)
-            total = part.copy() if total is None else total + part
-        out[c] = total
+        got = [net.recv(c, g, bufs[g][at], rank) for g in vm.group(c, step.axes)]
+        out[c] = freeze(_sum_into(allocate(got[0].shape, np.result_type(*got)), got))
     dims = tuple(d.axes + added.get(i, ()) for i, d in enumerate(t.dims))
     return out, (dims, frozenset(t.unreduced) - set(step.axes))
 
 
 def _all_reduce(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
-    """``AllReduce_X: [I]{U_X} -> [I]``. Ring-style: each member reduces one chunk of the flattened buffer, then every member gathers
-    the reduced chunks (ReduceScatter + AllGather, 2·(G-1)/G of the buffer per device)."""
+    """``AllReduce_X: [I]{U_X} -> [I]``. Ring-style: each member reduces one chunk of the flattened buffer,
+    then every member gathers the reduced chunks (ReduceScatter + AllGather, 2·(G-1)/G of the buffer per
+    device). The members gather the same chunks: they share the reduced buffer."""
     (t,) = step.inputs
     _need_unreduced(step, t)
     rank, out = len(t.dims), {}
@@ -168,19 +173,20 @@ def _all_reduce(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[B
         if vm.rank(c, step.axes) != 0:
             continue
         members = vm.group(c, step.axes)
-        flat = {g: bufs[g].reshape((-1, *bufs[g].shape[rank:])) for g in members}
-        n, parts = flat[c].shape[0], len(members)
+        shape = bufs[c].shape
+        flat = {g: contiguous(bufs[g]).reshape((-1, *bufs[g].shape[rank:])) for g in members}
+        o = allocate(shape, np.result_type(*flat.values()))
+        reduced = o.reshape((-1, *shape[rank:]))
+        n, parts = reduced.shape[0], len(members)
         edges = [n * k // parts for k in range(parts + 1)]
-        reduced = []
         for k, owner in enumerate(members):
-            chunk = None
-            for g in members:
-                part = net.recv(owner, g, flat[g][edges[k] : edges[k + 1]], 1)
-                chunk = part.copy() if chunk is None else chunk + part
-            reduced.append(chunk)
+            chunk = slice(edges[k], edges[k + 1])
+            _sum_into(reduced[chunk], [net.recv(owner, g, flat[g][chunk], 1) for g in members])
+        freeze(o)
         for g in members:
-            got = [net.recv(g, owner, reduced[k], 1) for k, owner in enumerate(members)]
-            out[g] = np.concatenate(got).reshape(bufs[g].shape)
+            for k, owner in enumerate(members):
+                net.recv(g, owner, reduced[edges[k] : edges[k + 1]], 1)
+            out[g] = o
     return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced) - set(step.axes))
 
 
@@ -200,11 +206,11 @@ def _all_to_all(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[B
         shape = list(src.shape)
         shape[frm] *= parts
         shape[to] //= parts
-        o = np.empty(shape, dtype=src.dtype)
+        o = allocate(shape, src.dtype)
         mine = _piece(rank, to, vm.rank(c, moved), parts, src.shape[to])
         for g in vm.group(c, moved):
             o[_piece(rank, frm, vm.rank(g, held), parts, shape[frm])] = net.recv(c, g, bufs[g][mine], rank)
-        out[c] = o
+        out[c] = freeze(o)
     dims = list(d.axes for d in t.dims)
     dims[frm] = dims[frm][: len(dims[frm]) - len(held)]
     dims[to] = dims[to] + moved
@@ -236,7 +242,13 @@ def _slice(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffer
             step, f"{', '.join(busy)} is already used by {_show(t)}; only a replicated axis is sliced"
         )
     at, rank, parts = _dim_pos(step, t, step.dim), len(t.dims), vm.size(step.axes)
-    out = {c: b[_piece(rank, at, vm.rank(c, step.axes), parts, b.shape[at])].copy() for c, b in bufs.items()}
+    views: dict[tuple[int, int], np.ndarray] = {}  # (buffer, piece) -> its view; replicas share it
+    out = {}
+    for c, b in bufs.items():
+        j = vm.rank(c, step.axes)
+        if (id(b), j) not in views:
+            views[id(b), j] = readonly_view(b[_piece(rank, at, j, parts, b.shape[at])])
+        out[c] = views[id(b), j]
     dims = tuple(d.axes + tuple(step.axes) if i == at else d.axes for i, d in enumerate(t.dims))
     return out, (dims, frozenset(t.unreduced))
 
@@ -252,9 +264,9 @@ def _zero_pad(vm: VirtualMesh, step: Step, bufs: Buffers) -> tuple[Buffers, Layo
     for c, b in bufs.items():
         shape = list(b.shape)
         shape[at] *= parts
-        o = np.zeros(shape, dtype=b.dtype)
+        o = allocate(shape, b.dtype, zero=True)
         o[_piece(rank, at, vm.rank(c, moved), parts, shape[at])] = b
-        out[c] = o
+        out[c] = freeze(o)
     dims = tuple(d.axes[: len(d.axes) - len(moved)] if i == at else d.axes for i, d in enumerate(t.dims))
     return out, (dims, frozenset(t.unreduced) | set(moved))
 
@@ -284,7 +296,7 @@ def _permute(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buff
     rank, out = len(t.dims), {}
     for key, dsts in new.items():
         for src, dst in zip(old[key], dsts, strict=True):
-            out[dst] = net.recv(dst, src, bufs[src], rank).copy()
+            out[dst] = readonly_view(net.recv(dst, src, bufs[src], rank))
     return out, (dims, frozenset(unred))
 
 
@@ -313,7 +325,9 @@ def shift_dense(arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualM
             extent = arr.shape[i]
             if extent % vm.size(d.axes):
                 raise IndivisibleDim(f"dim {d.label} of {extent} does not split over {''.join(d.axes)}")
-            split = arr.reshape(arr.shape[:i] + tuple(sizes) + (extent // vm.size(d.axes),) + arr.shape[i + 1 :])
+            split = arr.reshape(
+                arr.shape[:i] + tuple(sizes) + (extent // vm.size(d.axes),) + arr.shape[i + 1 :]
+            )
             rolled = np.roll(split, offset, axis=i + d.axes.index(axis))
             return rolled.reshape(arr.shape)
     return arr
@@ -322,81 +336,18 @@ def shift_dense(arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualM
 # ---------------------------------------------------------------- local einsum
 
 
-def einsum_rule(step: Step) -> tuple[str, Layout]:
-    """The einsum subscripts and the output layout the case rules give, or the error that forbids it."""
-    left, right = step.inputs
-    letters: dict[str, str] = {}
-
-    def sub(t: Tensor) -> str:
-        if len(set(t.dim_names)) != len(t.dim_names):
-            raise ShapeMismatch(f"{_show(t)} names a dim twice")
-        if len(letters | dict.fromkeys(t.dim_names)) > len(string.ascii_letters):
-            raise UsageError(f"an einsum of more than {len(string.ascii_letters)} distinct dims")
-        return "".join(letters.setdefault(n, string.ascii_letters[len(letters)]) for n in t.dim_names)
-
-    spec = f"{sub(left)},{sub(right)}->"
-    out_names = step.output.dim_names
-    if any(n not in letters for n in out_names) or len(set(out_names)) != len(out_names):
-        raise ShapeMismatch(
-            f"the result {_show(step.output)} has a dim that is not an operand's, or one twice"
-        )
-    spec += "".join(letters[n] for n in out_names)
-    both = set(left.unreduced) & set(right.unreduced)
-    if both:
-        raise step_error(
-            step,
-            f"both operands are unreduced over {', '.join(sorted(both))}: reduce one first",
-            rule="unreduced-product",
-        )
-    for t, other in ((left, right), (right, left)):
-        clash = set(t.unreduced) & set(other.sharded_axes)
-        if clash:
-            raise step_error(
-                step,
-                f"{_show(t)} is unreduced over {', '.join(sorted(clash))}, which shards "
-                f"{_show(other)}: reduce it first",
-                rule="unreduced-product",
-            )
-    axes_l = {d.label: d.axes for d in left.dims}
-    axes_r = {d.label: d.axes for d in right.dims}
-    unred = set(left.unreduced) | set(right.unreduced)
-    for name in letters:
-        keep = name in out_names
-        if name in axes_l and name in axes_r and axes_l[name] != axes_r[name]:
-            if keep:
-                raise step_error(
-                    step, f"batch dim {name} is sharded differently in the operands", "batch-dim-mismatch"
-                )
-            raise step_error(
-                step,
-                f"contracted dim {name} is sharded over {''.join(axes_l[name]) or 'nothing'} on "
-                f"the left and {''.join(axes_r[name]) or 'nothing'} on the right: not a local product; "
-                "gather or slice one side first",
-                rule="einsum-not-local",
-            )
-        if not keep:  # summed on each device: a sharded sum leaves partial sums
-            unred |= set(axes_l.get(name, ()) or axes_r.get(name, ()))
-    dims = tuple(axes_l[n] if n in axes_l else axes_r[n] for n in out_names)
-    flat = [a for d in dims for a in d]
-    if len(set(flat)) != len(flat):
-        raise step_error(
-            step,
-            "two result dims would be sharded over one axis (case 4): gather one operand first",
-            rule="case-4",
-        )
-    if set(flat) & unred:
-        raise step_error(
-            step,
-            f"axis {', '.join(sorted(set(flat) & unred))} would both shard and be unreduced",
-            rule="axis-used-twice",
-        )
-    return spec, (dims, frozenset(unred))
-
-
 def _einsum(vm: VirtualMesh, net: Net, step: Step, lb: Buffers, rb: Buffers) -> tuple[Buffers, Layout]:
-    """``A[..] · B[..] -> C[..]``: each device multiplies its own blocks; nothing is received."""
+    """``A[..] · B[..] -> C[..]``: each device multiplies its own blocks; nothing is received. Devices that
+    hold the same two buffers (replicas) share one product."""
     spec, layout = einsum_rule(step)
-    return {c: np.einsum(spec, lb[c], rb[c]) for c in vm.coords}, layout
+    made: dict[tuple[int, int], np.ndarray] = {}
+    out = {}
+    for c in vm.coords:
+        key = (id(lb[c]), id(rb[c]))
+        if key not in made:
+            made[key] = freeze(contract(spec, lb[c], rb[c]))
+        out[c] = made[key]
+    return out, layout
 
 
 # ---------------------------------------------------------------- the table: op -> its data movement

@@ -39,6 +39,14 @@ __all__ = ["ProofStep", "Lemma", "Proof", "discover", "load", "prove", "run_all"
 # Modules of proofs/ that are not lemmas.
 _NOT_LEMMAS = frozenset({"run", "common"})
 
+
+def tex_prose(text: str) -> str:
+    """Plain text made safe for a LaTeX document's running text (a paragraph, a heading)."""
+    from shardalg.notation.printing.symbology import latex_escape_prose
+
+    return latex_escape_prose(text)
+
+
 def tex_text(text: str) -> str:
     """Plain text made safe for TeX's text mode (inside ``\\text{}`` or a paragraph): the printers' escapes."""
     from shardalg.notation.printing.symbology import latex_escape_text
@@ -50,7 +58,7 @@ def sym_latex(expr: Any) -> str:
     """A sympy expression (or relation, or matrix) in LaTeX, with the book's symbol names."""
     from shardalg.algebra.symbols import latex_names
 
-    return sympy.latex(expr, symbol_names=latex_names())
+    return sympy.latex(expr, symbol_names=latex_names(expr))
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,18 @@ class Lemma:
     prose: str = ""
     failure: str | None = field(default=None, compare=False)
 
+    def __repr__(self) -> str:
+        from shardalg.notation.printing.display import short
+
+        held = sum(s.holds for s in self.steps)
+        return short("Lemma", f"{self.name} {'HOLDS' if self.holds else 'FAILS'} ({held} of {len(self.steps)} steps): "
+                     f"{self.title}")  # fmt: skip
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
+
     def fragments(self) -> list[str]:
         """Every LaTeX math string of the lemma, for checking one by one (KaTeX)."""
         return [self.statement, *(s.claim for s in self.steps), self.derivation_latex()]
@@ -94,7 +114,7 @@ class Lemma:
         items = []
         for s in self.steps:
             mark = r"$\checkmark$" if s.holds else r"\textbf{FAILS}"
-            note = tex_text(s.note) + ": " if s.note else ""
+            note = tex_prose(s.note) + ": " if s.note else ""
             items.append(rf"\item[{mark}] {note}${s.claim}$")
         return "\\begin{itemize}\\small\n" + "\n".join(items) + "\n\\end{itemize}"
 
@@ -102,16 +122,16 @@ class Lemma:
         """The lemma as a block of a LaTeX document: title, statement, derivation, verdict."""
         verdict = "holds" if self.holds else "does NOT hold"
         parts = [
-            rf"\paragraph{{Lemma ({tex_text(self.name)}): {tex_text(self.title)}.}}",
+            rf"\paragraph{{Lemma ({tex_prose(self.name)}): {tex_prose(self.title)}.}}",
             rf"\[ {self.statement} \]",
         ]
         if self.prose:
-            parts.append(tex_text(self.prose))
+            parts.append(tex_prose(self.prose))
         parts.append(r"\emph{Proof, as computed by shardalg:}")
         parts.append(self.steps_latex())
         parts.append(rf"\emph{{Checked: the lemma {verdict} ({len(self.steps)} steps).}}")
         if self.failure:
-            parts.append(r"\emph{Failure:} " + tex_text(self.failure))
+            parts.append(r"\emph{Failure:} " + tex_prose(self.failure))
         return "\n".join(parts) + "\n"
 
     def markdown(self) -> str:
@@ -270,7 +290,7 @@ def _proofs_package() -> ModuleType:
             return module
     except ModuleNotFoundError:
         pass
-    root = Path(__file__).resolve().parent.parent / "proofs"
+    root = Path(__file__).resolve().parents[2] / "proofs"  # shardalg/numeric/proofs.py -> the checkout
     init = root / "__init__.py"
     if not init.exists():
         raise UsageError(

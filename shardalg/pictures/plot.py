@@ -144,30 +144,48 @@ def crossover_plot(
     over: sympy.Symbol,
     lo: float,
     hi: float,
-    out: str | Path,
+    out: str | Path | None = None,
     values: Mapping[sympy.Symbol, float] | None = None,
     labels: Sequence[str] = ("plan A", "plan B"),
     unit: str = "s",
     title: str | None = None,
+    caption: str | None = None,
+    ax: Any = None,
 ) -> CostCurves:
     """Draw both costs against ``over`` on log axes; mark each crossover and label the regions by the
-    plan that is cheaper there. The format follows the suffix of ``out`` (.png, .pdf, .pgf, .svg)."""
-    path = Path(out)
-    backend = FORMATS.get(path.suffix.lower())
-    if backend is None:
-        raise UsageError(f"unknown picture format {path.suffix!r}; use one of {', '.join(FORMATS)}")
+    plan that is cheaper there; ``caption`` (e.g. the chip, mesh and sizes) goes in a line under the plot.
+
+    With ``out`` the picture is written, its format following the suffix (.png, .pdf, .pgf, .svg). With
+    ``ax`` (a matplotlib Axes) the curves are drawn into it, for a figure of the caller's; ``out`` then
+    saves that whole figure. One of the two is needed."""
+    if out is None and ax is None:
+        raise UsageError("crossover_plot needs out= (a picture file) or ax= (matplotlib axes to draw into)")
     if len(labels) != 2:
         raise UsageError("give exactly two labels, one per plan")
-    rc = {"pgf.texsystem": _pgf_texsystem()} if backend == "pgf" else {}
+    path = Path(out) if out is not None else None
+    backend = None
+    if path is not None:
+        backend = FORMATS.get(path.suffix.lower())
+        if backend is None:
+            raise UsageError(f"unknown picture format {path.suffix!r}; use one of {', '.join(FORMATS)}")
     curves = cost_curves(cost_a, cost_b, over=over, lo=lo, hi=hi, values=values)
-    plt = _pyplot(backend)
-    for what, s in (*(("label", label) for label in labels), ("title", title or ""), ("unit", unit)):
+    for what, s in (*(("label", label) for label in labels), ("title", title or ""), ("unit", unit),
+                    ("caption", caption or "")):  # fmt: skip
         _drawable(s, what)
+    if ax is not None:
+        _draw(ax, curves, labels, unit, title, caption, own_figure=False)
+        if path is not None:
+            ax.figure.savefig(path)
+        return curves
+    rc = {"pgf.texsystem": _pgf_texsystem()} if backend == "pgf" else {}
+    plt = _pyplot(backend or "agg")
     with plt.rc_context(rc):
+        fig, own = plt.subplots(figsize=(6.4, 4.3))
         try:
-            _draw(plt, curves, path, labels, unit, title)
-        except OSError as err:
-            raise UsageError(f"cannot write {path}: {err.strerror or err}", fix="write into a directory that exists") from None
+            _draw(own, curves, labels, unit, title, caption, own_figure=True)
+            fig.savefig(path)
+        finally:
+            plt.close(fig)
     return curves
 
 
@@ -188,33 +206,46 @@ def _drawable(s: str, what: str) -> None:
         ) from None
 
 
-def _draw(plt: Any, curves: CostCurves, path: Path, labels: Sequence[str], unit: str, title: str | None) -> None:
+def _draw(ax: Any, curves: CostCurves, labels: Sequence[str], unit: str, title: str | None,
+          caption: str | None, *, own_figure: bool) -> None:  # fmt: skip
     over = curves.over
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    try:
-        colors = ("tab:blue", "tab:orange")
-        for k in (0, 1):
-            ax.plot(curves.xs, curves.ys[k], color=colors[k], label=labels[k], linewidth=2)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel(str(over))
-        ax.set_ylabel(f"time ({unit})")
-        bounds = [curves.xs[0], *(c.at for c in curves.crossovers), curves.xs[-1]]
-        for lo_x, hi_x in zip(bounds, bounds[1:], strict=False):
-            mid = math.sqrt(lo_x * hi_x)
-            who = curves.cheaper(mid)
-            ax.axvspan(lo_x, hi_x, color=colors[who], alpha=0.08)
-            ax.text(mid, 0.95, f"{labels[who]} cheaper", transform=ax.get_xaxis_transform(),
-                    ha="center", va="top", fontsize=9, color=colors[who])
-        for c in curves.crossovers:
-            ax.axvline(c.at, color="black", linestyle="--", linewidth=1)
-            ax.plot([c.at], [c.cost], "ko")
-            ax.annotate(f"crossover {over} = {c.at:.4g}", (c.at, c.cost), textcoords="offset points",
-                        xytext=(6, -14), fontsize=9)
-        if title:
-            ax.set_title(title)
-        ax.legend(loc="lower right")
-        fig.tight_layout()
-        fig.savefig(path)
-    finally:
-        plt.close(fig)
+    colors = ("tab:blue", "tab:orange")
+    for k in (0, 1):
+        ax.plot(curves.xs, curves.ys[k], color=colors[k], label=labels[k], linewidth=2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(str(over))
+    ax.set_ylabel(f"time ({unit})")
+    bounds = [curves.xs[0], *(c.at for c in curves.crossovers), curves.xs[-1]]
+    regions = list(zip(bounds, bounds[1:], strict=False))
+    for k, (lo_x, hi_x) in enumerate(regions):
+        mid = math.sqrt(lo_x * hi_x)
+        who = curves.cheaper(mid)
+        ax.axvspan(lo_x, hi_x, color=colors[who], alpha=0.08)
+        # the region's label: the plan's name (the legend has its description), kept inside its region - the
+        # first against its left edge, the last against its right edge - so neighbours never overlap
+        name = labels[who].split(":")[0].strip() or labels[who]
+        x, dx, ha = mid, 0, "center"
+        if len(regions) > 1 and k == 0:
+            x, dx, ha = lo_x, 4, "left"
+        elif len(regions) > 1 and k == len(regions) - 1:
+            x, dx, ha = hi_x, -4, "right"
+        ax.annotate(f"{name} cheaper", (x, 0.97), xycoords=ax.get_xaxis_transform(), xytext=(dx, 0),
+                    textcoords="offset points", ha=ha, va="top", fontsize=9, color=colors[who])  # fmt: skip
+    for c in curves.crossovers:
+        ax.axvline(c.at, color="black", linestyle="--", linewidth=1)
+        ax.plot([c.at], [c.cost], "ko")
+        ax.annotate(f"crossover {over} = {c.at:.4g}", (c.at, c.cost), textcoords="offset points",
+                    xytext=(6, -14), fontsize=9)  # fmt: skip
+    if title:
+        ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=9)
+    if not caption:
+        if own_figure:
+            ax.figure.tight_layout()
+        return
+    if own_figure:
+        ax.figure.tight_layout(rect=(0, 0.06, 1, 1))
+        ax.figure.text(0.5, 0.015, caption, ha="center", va="bottom", fontsize=8, color="0.25")
+    else:
+        ax.text(0.01, 0.01, caption, transform=ax.transAxes, ha="left", va="bottom", fontsize=7, color="0.25")

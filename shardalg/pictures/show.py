@@ -210,30 +210,48 @@ def _tex_cell(tensor: Tensor, b: Block) -> str:
     return f"${body}$"
 
 
-def show_tikz(tensor: Tensor | str, mesh: Mesh | str | Mapping[str, int], *, caption: bool = True) -> str:
-    """A ``tikzpicture`` of the device grid: one box per device with the blocks it holds (unreduced
-    cells shaded). Needs ``\\usepackage{tikz}``."""
-    t = _as_tensor(tensor)
-    m = _checked(t, mesh)
+def _tikz_grid(t: Tensor, m: Mesh, *, dx: float = 0.0, caption: str | None = None) -> list[str]:
+    """The device grid's TikZ commands, shifted right by ``dx`` (in grid units)."""
     blocks = device_blocks(t, m)
     row_axes, col_axes = _split(m)
     rows, cols = _values(m, row_axes), _values(m, col_axes)
     fill = ", fill=orange!15" if t.unreduced else ""
-    out = [r"\begin{tikzpicture}[x=2.2cm, y=0.9cm, every node/.style={font=\small}]"]
+    out = []
     for j, c in enumerate(cols):
-        out.append(rf"  \node at ({j}, 0.75) {{${_tex_coord(col_axes, c)}$}};")
+        out.append(rf"  \node at ({_n(dx + j)}, 0.75) {{${_tex_coord(col_axes, c)}$}};")
     for i, r in enumerate(rows):
         if row_axes:
-            out.append(rf"  \node[anchor=east] at (-0.55, {-i}) {{${_tex_coord(row_axes, r)}$}};")
+            out.append(rf"  \node[anchor=east] at ({_n(dx - 0.55)}, {-i}) {{${_tex_coord(row_axes, r)}$}};")
         for j, c in enumerate(cols):
             at = dict(zip(row_axes + col_axes, r + c, strict=True))
             b = blocks[tuple(at[a] for a in m.names)]
-            out.append(rf"  \draw[thick{fill}] ({j - 0.48}, {-i - 0.4}) rectangle ({j + 0.48}, {-i + 0.4});")
-            out.append(rf"  \node at ({j}, {-i}) {{{_tex_cell(t, b)}}};")
-    if caption:
-        out.append(rf"  \node[anchor=north west] at (-0.5, {-len(rows) + 0.4}) {{${t.latex()}$}};")
-    out.append(r"\end{tikzpicture}")
-    return "\n".join(out)
+            out.append(rf"  \draw[thick{fill}] ({_n(dx + j - 0.48)}, {-i - 0.4}) rectangle ({_n(dx + j + 0.48)}, {-i + 0.4});")
+            out.append(rf"  \node at ({_n(dx + j)}, {-i}) {{{_tex_cell(t, b)}}};")
+    if caption is not None:
+        out.append(rf"  \node[anchor=north west] at ({_n(dx - 0.5)}, {-len(rows) + 0.4}) {{{caption}}};")
+    return out
+
+
+def _n(x: float) -> str:
+    """A coordinate without float noise: 3 for 3.0, 2.52 for 2.5200000000000005."""
+    return f"{x:.4g}"
+
+
+def _tex_tensor(t: Tensor) -> str:
+    """The tensor in LaTeX for a caption that needs no amsmath (dtype upright via \\mathrm, not \\text)."""
+    return "$" + t.latex().replace(r"\text{", r"\mathrm{") + "$"
+
+
+_TIKZ_OPEN = r"\begin{tikzpicture}[x=2.2cm, y=0.9cm, every node/.style={font=\small}]"
+
+
+def show_tikz(tensor: Tensor | str, mesh: Mesh | str | Mapping[str, int], *, caption: bool = True) -> str:
+    """A ``tikzpicture`` of the device grid: one box per device with the blocks it holds (unreduced
+    cells shaded). Self-contained: needs ``\\usepackage{tikz}`` and nothing else (no amsmath)."""
+    t = _as_tensor(tensor)
+    m = _checked(t, mesh)
+    body = _tikz_grid(t, m, caption=_tex_tensor(t) if caption else None)
+    return "\n".join([_TIKZ_OPEN, *body, r"\end{tikzpicture}"])
 
 
 def _tex_coord(axes: Sequence[str], values: Sequence[int]) -> str:
@@ -278,8 +296,35 @@ def show_collective(
         raise UsageError("show needs a mesh, e.g. X=4,Y=2")
     before, after, op, sub = _before_after(stmt, m, sizes)
     if format == "tikz":
-        arrow = rf"\quad$\xrightarrow{{\textbf{{{op}}}_{sub}}}$\quad"
-        return "\n".join([show_tikz(before, m), arrow, show_tikz(after, m)])
+        return _tikz_pair(before, after, m, op, sub)
     if format != "text":
         raise UsageError(f"unknown format {format!r}: text or tikz")
     return "\n".join(["before:", show(before, m, sizes), "", f"    | {op}_{sub}", "    v", "", "after:", show(after, m, sizes)])
+
+
+def _tikz_pair(before: Tensor, after: Tensor, m: Mesh, op: str, sub: str) -> str:
+    """Before and after in one ``tikzpicture``, the collective's arrow between the two grids: side by side
+    for a mesh of one or two columns, one above the other for a wider one (to stay within a page)."""
+    _checked(before, m)
+    _checked(after, m)
+    row_axes, col_axes = _split(m)
+    cols, rows = len(_values(m, col_axes)), len(_values(m, row_axes))
+    label = rf"$\mathbf{{{op}}}_{{{sub.strip('{}')}}}$"
+    if cols <= 2:
+        dx = cols - 0.5 + 2.3 + (0.8 if row_axes else 0.0)
+        mid = -(rows - 1) / 2
+        start, end = cols - 0.5 + 0.1, dx - 0.5 - (0.9 if row_axes else 0.1)
+        arrow = [rf"  \draw[-stealth, line width=1.5pt] ({_n(start)}, {_n(mid)}) -- ({_n(end)}, {_n(mid)})",
+                 rf"    node[midway, above] {{{label}}};"]  # fmt: skip
+        after_grid = _tikz_grid(after, m, dx=dx, caption="after: " + _tex_tensor(after))
+    else:
+        dy = rows + 2.2
+        centre = (cols - 1) / 2
+        top, bottom = -(rows - 1) - 1.15, -dy + 1.0
+        arrow = [rf"  \draw[-stealth, line width=1.5pt] ({_n(centre)}, {_n(top)}) -- ({_n(centre)}, {_n(bottom)})",
+                 rf"    node[midway, right] {{{label}}};"]  # fmt: skip
+        after_grid = _tikz_grid(after, m, caption="after: " + _tex_tensor(after))
+        after_grid = [r"  \begin{scope}[yshift=" + _n(-dy * 0.9) + "cm]", *after_grid, r"  \end{scope}"]
+    body = [*_tikz_grid(before, m, caption="before: " + _tex_tensor(before)), *arrow, *after_grid]
+    scale = "x=1.5cm" if cols <= 2 else "x=2.2cm"
+    return "\n".join([_TIKZ_OPEN.replace("x=2.2cm", scale), *body, r"\end{tikzpicture}"])

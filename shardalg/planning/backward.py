@@ -54,7 +54,7 @@ __all__ = ["backward", "BackwardProgram", "GradStep", "GatheredCopy"]
 # ---- the backward program -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GradStep:
     """One gradient einsum of the backward: ``dC · B -> dA`` (``of`` = A), with the plan chosen for it."""
 
@@ -65,6 +65,12 @@ class GradStep:
     plan: Plan
     accumulate: bool
     reason: str
+
+    def __repr__(self) -> str:
+        from shardalg.notation.printing import unicode
+        from shardalg.notation.printing.display import short
+
+        return short("GradStep", f"d{self.of}: {unicode(self.statement)}")
 
 
 @dataclass(frozen=True)
@@ -176,10 +182,24 @@ class BackwardProgram:
     def latex(self) -> str:
         from shardalg.notation.printing import latex
 
-        return self._with_memory(latex(self.plan()), "%")
+        out = self._with_memory(latex(self.plan()), "%")
+        return out + "\n" if self.memory_lines() else out  # a comment ends its line, or it hides what follows ($$)
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
+
+    def __repr__(self) -> str:
+        from shardalg.notation.printing import unicode
+        from shardalg.notation.printing.display import short
+
+        moves = ", ".join(f"{op}_{''.join(axes)}" for op, axes in self.collectives) or "no collectives"
+        forward = "; ".join(unicode(s) for s in self.forward.statements)
+        return short("BackwardProgram", f"{len(self.steps)} steps, {moves}; of {forward}")
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        from shardalg.notation.printing.display import pretty_text
+
+        pretty_text(self, p, cycle)
 
     def to_json(self) -> dict[str, Any]:
         from shardalg.notation.printing import text, to_json

@@ -2,19 +2,20 @@
 
 For ``left · right -> out`` a plan is: reshard each operand into a *compute layout*, take the local einsum
 of the shards (:mod:`shardalg.algebra.einsum`), then finish: reduce (AllReduce, ReduceScatter onto a result dim,
-or leave unreduced) and reshard to the requested result. Compute layouts are enumerated per mesh axis: an
-axis that shards or leaves unreduced an operand may be kept, gathered (reduced), or moved; a replicated one
-may be sliced onto a dim that the other operand or the requested result shards over it; shared dims holding
-the same axes in another order may adopt either side's order. Preparing and finishing are the cheapest
-sequences of :func:`shardalg.planning.redistribute.best_sequences` (a Permute when it is cheapest), and each plan also
-comes in a variant that slices onto spare replicated axes before a gather. Without a requested result only
-the minimal compute layouts are kept (no plan that reshards strictly more than another legal one).
+or leave unreduced) and reshard to the requested result. Compute layouts combine, axis by axis, the options
+of :mod:`.einsum_options` (only pairs that can be multiplied locally); shared dims holding the same axes in
+another order may adopt either side's order. Preparing and finishing are the cheapest sequences of
+:func:`shardalg.planning.redistribute.best_sequences` (a Permute when it is cheapest; every tie), and each
+plan also comes in a variant that slices onto spare replicated axes before a gather. Without a requested
+result only the minimal compute layouts are kept (no plan that reshards strictly more than another legal one).
+
+Whether the answer is complete is tracked: a resharding search cut by a limit, or more compute layouts
+than ``limits.max_layouts``, makes :attr:`EinsumPlanner.cuts` non-empty (each a note naming the limit).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from itertools import product
 from typing import Any
 
@@ -25,141 +26,63 @@ from shardalg.algebra.traffic import Sizes
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Product, Tensor
 
-from .redistribute import best_sequences, with_spare_axes
+from .einsum_options import AxisChoices, Option, Place, U, pair_is_local
+from .optimum import cheapest_plan
+from .order import BytesKey
+from .planset import DEFAULT_LIMITS, Limits
+from .redistribute import best_sequences, close, finishing_sequences
+from .steps import fmt, with_spare_axes
 
 __all__ = ["EinsumPlanner"]
 
-# an axis's placement in an operand: ("S", dim label) / ("U", "") / ("R", "")
-Place = tuple[str, str]
-R: Place = ("R", "")
-U: Place = ("U", "")
-
-
-def _fmt(axes: tuple[str, ...] | list[str]) -> str:
-    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
-
-
-def _place(t: Tensor, axis: str) -> Place:
-    for d in t.dims:
-        if axis in d.axes:
-            return ("S", d.label)
-    return U if axis in t.unreduced else R
-
-
-@dataclass(frozen=True)
-class _Option:
-    """One operand's new placement of one axis, and why."""
-
-    place: Place
-    reason: str
+Reasons = dict[tuple[int, str], str]
+Candidate = tuple[Tensor, Tensor, frozenset[Any], Reasons]
 
 
 class EinsumPlanner:
     """Every plan of ``left · right -> result`` on a mesh (see the module docstring)."""
 
-    def __init__(self, body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes):
+    def __init__(
+        self,
+        body: Product,
+        result: Tensor | None,
+        mesh: Mesh,
+        sizes: Sizes,
+        limits: Limits = DEFAULT_LIMITS,
+        weigh: Callable[[Step], float] | None = None,
+    ):
         self.left, self.right = body.left, body.right
         assert isinstance(self.left, Tensor) and isinstance(self.right, Tensor)
         self.local = body.local
         self.contract = body.contract
         self.target = result
-        self.mesh, self.sizes = mesh, sizes
+        self.mesh, self.sizes, self.limits, self.weigh = mesh, sizes, limits, weigh
         for t in (self.left, self.right) + ((result,) if result is not None else ()):
             validate(t, self.mesh)
             self.sizes.require_divisible(t, self.mesh)
         self.spec = Spec.of(self.left, self.right, body.contract, result)
-        self.name = (result.name if result is not None else None) or default_name(
-            self.left.name, self.right.name
-        )
+        self.name = (result.name if result is not None else None) or default_name(self.left.name, self.right.name)
         dtype = self.left.dtype or self.right.dtype
         if result is not None and (result.name is None or (result.dtype is None and dtype is not None)):
             self.target = result.replace(name=self.name, dtype=result.dtype or dtype)  # type: ignore[assignment]
         self.cases = case_lines(self.left, self.right, self.spec)
-        self._layouts: dict[tuple[bool, bool, tuple[tuple[str, Place], ...]], Tensor] = {}
-
-    def _nm(self, t: Tensor) -> str:
-        """How reasons call an operand: its name, else which side it is."""
-        if t.name is not None:
-            return t.name
-        return "the left operand" if t.dim_names == self.left.dim_names else "the right operand"
-
-    # -- the per-axis options ----------------------------------------------------------------------
-
-    def _dims_for(self, t: Tensor, other: Tensor, axis: str) -> list[tuple[str, str]]:
-        """Dims of ``t`` the axis may be moved onto, with the reason: where the other operand has it on a
-        shared dim (to match), or where the requested result has it on a dim t keeps."""
-        out = []
-        other_names = other.dim_names
-        target_names = self.target.dim_names if self.target is not None else ()
-        for d in t.dim_names:
-            if d in other_names and axis in other.axes_of(d):
-                out.append((d, f"{self._nm(other)} shards {d} over {axis}; match it"))
-            elif (
-                self.target is not None
-                and d not in self.spec.contracted
-                and d in target_names
-                and axis in self.target.axes_of(d)
-            ):
-                out.append((d, f"the result {self.target} shards {d} over {axis}"))
-        return out
-
-    def _options(self, t: Tensor, other: Tensor, axis: str) -> list[_Option]:
-        cur = _place(t, axis)
-        opts = [_Option(cur, "")]
-        if self.local:
-            return opts
-        other_place = _place(other, axis)
-        name = self._nm(t)
-        if cur[0] == "S":
-            d = cur[1]
-            why = self._gather_reason(t, other, axis, d, other_place)
-            if why:
-                opts.append(_Option(R, why))
-        elif cur == U:
-            if other_place != R:
-                opts.append(
-                    _Option(
-                        R, f"{name} is unreduced over {axis} and {self._nm(other)} uses {axis}; sum it first"
-                    )
-                )
-            elif self.target is not None and axis not in self.target.unreduced:
-                opts.append(
-                    _Option(R, f"the result is not unreduced over {axis}; sum {name}'s partials first")
-                )
-        for d, why in self._dims_for(t, other, axis):
-            if ("S", d) != cur:
-                verb = {"S": "move", "U": "reduce-scatter", "R": "slice"}[cur[0]]
-                opts.append(_Option(("S", d), f"{verb} {name}'s {d} over {axis}: {why}"))
-        return opts
-
-    def _gather_reason(self, t: Tensor, other: Tensor, axis: str, d: str, other_place: Place) -> str:
-        spec, name = self.spec, self._nm(t)
-        if d in spec.contracted:
-            if other_place == ("S", d):
-                return f"case 3 alternative: gather {d} over {axis} in both operands instead of reducing the product"
-            if axis in other.axes_of(d) or not other.axes_of(d):
-                return f"case 2: {d} is contracted and sharded over {axis} in {name} only; gather it"
-            return f"mismatched: {d} is contracted and sharded over {_fmt(t.axes_of(d))} in {name} but {_fmt(other.axes_of(d))} in {self._nm(other)}; gather {name}'s"
-        if other_place not in (R, ("S", d)):
-            if other_place[0] == "S" and spec.role(other_place[1]).name in ("LEFT", "RIGHT"):
-                return f"case 4: {d} of {name} and {other_place[1]} of {self._nm(other)} are both sharded over {axis}; gather {name}'s"
-            return f"{self._nm(other)} uses {axis} ({'unreduced' if other_place == U else 'on ' + other_place[1]}); gather {name}'s {d}"
-        if d in spec.batch and other_place != ("S", d):
-            return f"batch dim {d} must be sharded alike in both operands; gather {name}'s"
-        if self.target is not None and axis not in self.target.axes_of(d):
-            return f"the result {self.target} does not shard {d} over {axis}; gather {name}'s {d} before the product"
-        return ""
+        self.choices = AxisChoices(self.left, self.right, self.spec, self.target, self.local)
+        self.cuts: list[str] = []  # notes of the limits that cut the answer
+        self.layouts_tried = 0
+        self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
+        self._sig_memo: dict[int, tuple[Tensor, Any]] = {}
 
     # -- compute layouts ---------------------------------------------------------------------------
 
-    def _layout(self, t: Tensor, places: dict[str, Place], ref: Tensor) -> Tensor:
-        """``t`` with the axes placed as ``places`` says; axes new to a dim go minor-most, in the order
-        the other operand (or the result) has them. Memoized per planner: the per-axis product repeats
-        each operand's placement once for every option of the other operand."""
-        memo_key = (t is self.left, ref is self.left, tuple(places.items()))
-        found = self._layouts.get(memo_key)
+    def _layout(self, side: int, places: tuple[Place, ...]) -> Tensor:
+        """An operand with the axes placed as ``places`` says (in mesh order); axes new to a dim go
+        minor-most, in the order the other operand (or the result) has them. Memoized per planner: the
+        per-axis product repeats each operand's placement once for every option of the other operand."""
+        key = (side, places, ())
+        found = self._layouts.get(key)
         if found is None:
-            found = self._layouts[memo_key] = self._new_layout(t, places, ref)
+            t, ref = (self.left, self.right) if side == 0 else (self.right, self.left)
+            found = self._layouts[key] = self._new_layout(t, dict(zip(self.mesh.names, places, strict=True)), ref)
         return found
 
     def _new_layout(self, t: Tensor, places: dict[str, Place], ref: Tensor) -> Tensor:
@@ -180,47 +103,53 @@ class EinsumPlanner:
                 new.sort(key=lambda a: (order.index(a) if a in order else len(order), mesh_names.index(a)))
             dims.append(kept + tuple(new))
         unreduced = tuple(sorted(a for a, pl in places.items() if pl == U))
-        invariant = tuple(a for a in t.invariant if places[a] == R)
+        invariant = tuple(a for a in t.invariant if places[a] == ("R", ""))
         return tensor_with(t, Layout(tuple(dims), unreduced, invariant))
 
-    def _candidates(self) -> Iterator[tuple[Tensor, Tensor, frozenset[Any], dict[tuple[int, str], str]]]:
+    def _per_axis(self) -> list[list[tuple[Option, Option]]]:
+        """For each mesh axis, the pairs of options (left, right) that can be multiplied locally."""
+        out = []
+        for a in self.mesh.names:
+            lo = self.choices.options(self.left, self.right, a)
+            ro = self.choices.options(self.right, self.left, a)
+            out.append([(x, y) for x in lo for y in ro if pair_is_local(self.spec, x.place, y.place)])
+        return out
+
+    def _candidates(self) -> Iterator[Candidate]:
         axes = self.mesh.names
-        per_axis = []
-        for a in axes:
-            lo = self._options(self.left, self.right, a)
-            ro = self._options(self.right, self.left, a)
-            per_axis.append([(x, y) for x in lo for y in ro])
+        per_axis = self._per_axis()
         for pick in product(*per_axis):
-            lp = {a: x.place for a, (x, _) in zip(axes, pick, strict=True)}
-            rp = {a: y.place for a, (_, y) in zip(axes, pick, strict=True)}
+            self.layouts_tried += 1
+            if self.layouts_tried > self.limits.max_layouts:
+                self.cuts.append(
+                    f"the einsum has more than {self.limits.max_layouts:,} compute layouts (the planning limit "
+                    "max_layouts); pass limits=Limits(max_layouts=...) to try more"
+                )
+                return
             changes = frozenset(
                 [(0, a, x.place) for a, (x, _) in zip(axes, pick, strict=True) if x.reason]
                 + [(1, a, y.place) for a, (_, y) in zip(axes, pick, strict=True) if y.reason]
             )
             reasons = {(0, a): x.reason for a, (x, _) in zip(axes, pick, strict=True) if x.reason}
             reasons.update({(1, a): y.reason for a, (_, y) in zip(axes, pick, strict=True) if y.reason})
-            left = self._layout(self.left, lp, self.right)
-            right = self._layout(self.right, rp, self.left)
+            left = self._layout(0, tuple(x.place for x, _ in pick))
+            right = self._layout(1, tuple(y.place for _, y in pick))
             yield left, right, changes, reasons
-            # shared dims holding the same axes in another order: either side may adopt the other's order
-            for d in self.spec.contracted + self.spec.batch:
-                la, ra = left.axes_of(d), right.axes_of(d)
-                if la != ra and sorted(la) == sorted(ra):
-                    for side, lt, rt in (
-                        (0, left, right.with_axes(d, la)),
-                        (1, left.with_axes(d, ra), right),
-                    ):
-                        who = (self.right if side == 0 else self.left).name
-                        extra = {
-                            (
-                                1 - side,
-                                f"order:{d}",
-                            ): f"reorder {d} to match {who}'s {_fmt(la if side == 0 else ra)}"
-                        }
-                        yield lt, rt, changes | {(1 - side, d, "order")}, {**reasons, **extra}
+            yield from self._reordered(left, right, changes, reasons)
 
-    def plans(self) -> list[Plan]:
-        legal: list[tuple[Tensor, Tensor, Tensor, frozenset[Any], dict[tuple[int, str], str]]] = []
+    def _reordered(self, left: Tensor, right: Tensor, changes: frozenset[Any], reasons: Reasons) -> Iterator[Candidate]:
+        """Shared dims holding the same axes in another order: either side may adopt the other's order."""
+        for d in self.spec.contracted + self.spec.batch:
+            la, ra = left.axes_of(d), right.axes_of(d)
+            if la != ra and sorted(la) == sorted(ra):
+                for side, lt, rt in ((0, left, right.with_axes(d, la)), (1, left.with_axes(d, ra), right)):
+                    who = (self.right if side == 0 else self.left).name
+                    extra = {(1 - side, f"order:{d}"): f"reorder {d} to match {who}'s {fmt(la if side == 0 else ra)}"}
+                    yield lt, rt, changes | {(1 - side, d, "order")}, {**reasons, **extra}
+
+    def _legal(self) -> list[tuple[Tensor, Tensor, Tensor, frozenset[Any], Reasons]]:
+        legal = []
+        seen: set[tuple[Any, ...]] = set()
         for left, right, changes, reasons in self._candidates():
             out = local_output_or_none(left, right, self.spec, self.mesh, self.name)
             if out is None:
@@ -233,62 +162,99 @@ class EinsumPlanner:
             legal.append((left, right, out, changes, reasons))
         if self.target is None:
             legal = [c for c in legal if not any(o[3] < c[3] for o in legal)]
-        seen: set[tuple[Step, ...]] = set()
+        unique = []
+        for c in legal:  # the same compute layouts (from another order) give the same plans: keep the first
+            key = (c[0].layout(), c[1].layout())
+            if key not in seen:
+                seen.add(key)
+                unique.append(c)
+        return unique
+
+    def plans(self) -> list[Plan]:
         found: list[Plan] = []
+        seen: set[tuple[Any, ...]] = set()
+        legal = self._legal()
+        if legal and self.target is not None:  # one backward search serves every product's finish
+            close(legal[0][2], [c[2] for c in legal], self.mesh, self.sizes)
         for left, right, out, _changes, reasons in legal:
             for p in self._assemble(left, right, out, reasons):
-                for variant in (p, with_spare_axes(p, self.mesh, self.sizes)):
-                    if variant is not None and variant.steps not in seen:
-                        seen.add(variant.steps)
-                        found.append(variant)
+                self._add(p, found, seen)
+        if self.target is not None and not self.local:
+            key = BytesKey(self.mesh, self.sizes)
+            bound = min((key.head(p)[0] for p in found), default=float("inf"))
+            optima = [cheapest_plan(self, bound)]
+            if self.weigh is not None:
+                weigh = self.weigh
+                bound = min((sum(weigh(s) for s in p.steps) for p in found), default=float("inf"))
+                optima.append(cheapest_plan(self, bound, weigh))
+            for best in optima:
+                if best is not None:
+                    self._add(best, found, seen)
         return found
+
+    def _add(self, p: Plan, found: list[Plan], seen: set[tuple[Any, ...]]) -> None:
+        """Add a plan and its spare-axes variant, unless an equal plan is there already."""
+        for variant in (p, with_spare_axes(p, self.mesh, self.sizes)):
+            if variant is not None:
+                sig = self._signature(variant)
+                if sig not in seen:
+                    seen.add(sig)
+                    found.append(variant)
+
+    def _signature(self, p: Plan) -> tuple[Any, ...]:
+        """A plan's steps as plain values (cheap to hash): equal signatures are equal plans (the names, dims
+        and dtypes of the tensors are fixed by their place in this einsum)."""
+        memo = self._sig_memo
+
+        def lay(t: Tensor) -> Any:
+            got = memo.get(id(t))
+            if got is None or got[0] is not t:
+                got = memo[id(t)] = (t, t.layout())
+            return got[1]
+
+        return tuple((s.op, s.axes, s.dim, tuple(lay(t) for t in s.inputs), lay(s.output)) for s in p.steps)
 
     # -- assembling plans --------------------------------------------------------------------------
 
-    def _prep(
-        self, side: int, src: Tensor, dst: Tensor, reasons: dict[tuple[int, str], str]
-    ) -> list[tuple[Step, ...]]:
+    def _sequences(self, src: Tensor, dst: Tensor, finish: bool = False) -> tuple[tuple[Step, ...], ...]:
+        search = finishing_sequences if finish else best_sequences
+        seqs = search(src, dst, self.mesh, self.sizes, self.limits)
+        if not seqs.complete:
+            self.cuts.append(seqs.why)
+        return seqs.found
+
+    def _prep(self, side: int, src: Tensor, dst: Tensor, reasons: Reasons) -> list[tuple[Step, ...]]:
         if Layout.of(src) == Layout.of(dst):
             return [()]
-        seqs = best_sequences(src, dst, self.mesh, self.sizes)
         out = []
-        for _, steps in seqs:
+        for steps in self._sequences(src, dst):
             out.append(tuple(_reasoned(s, [reasons.get((side, a), "") for a in s.axes]) for s in steps))
         return out
 
-    def _assemble(
-        self, left: Tensor, right: Tensor, out: Tensor, reasons: dict[tuple[int, str], str]
-    ) -> Iterator[Plan]:
+    def _assemble(self, left: Tensor, right: Tensor, out: Tensor, reasons: Reasons) -> Iterator[Plan]:
         preps_l = self._prep(0, self.left, left, reasons)
         preps_r = self._prep(1, self.right, right, reasons)
         if not preps_l or not preps_r:
             return
         contract = self.spec.contracted if self.contract is not None else ()
         local = bool(set(out.unreduced) - set(left.unreduced) - set(right.unreduced))
-        mul = Step(
-            Op.EINSUM,
-            (left, right),
-            out,
-            contract=contract,
-            local=local,
-            reason=self._einsum_reason(left, right, out),
-        )
+        why = self.einsum_reason(left, right, out)
+        mul = Step(Op.EINSUM, (left, right), out, contract=contract, local=local, reason=why)
         for finish, note in self._finishes(out):
             for pl, pr in product(preps_l, preps_r):
                 steps = pl + pr + (mul,) + finish
-                yield Plan(
-                    (self.left, self.right), steps, steps[-1].output, self.cases, note=_note(steps, note)
-                )
+                yield Plan((self.left, self.right), steps, steps[-1].output, self.cases, note=_note(steps, note))
 
-    def _einsum_reason(self, left: Tensor, right: Tensor, out: Tensor) -> str:
+    def einsum_reason(self, left: Tensor, right: Tensor, out: Tensor) -> str:
+        """The local product's reason: its case, and the partial sums it leaves or passes through."""
         summed = [(d, left.axes_of(d)) for d in self.spec.contracted if left.axes_of(d)]
         if summed:
             dims = ", ".join(d for d, _ in summed)
             axes = tuple(a for _, ax in summed for a in ax)
-            return (f"case 3: both operands shard {dims} over {_fmt(axes)}, so the local product is "
+            return (f"case 3: both operands shard {dims} over {fmt(axes)}, so the local product is "
                     f"{out.name}{{{', '.join('U_' + a for a in axes)}}}")  # fmt: skip
         passed = [a for a in out.unreduced]
-        tail = f"; partial sums over {_fmt(passed)} pass through" if passed else ""
+        tail = f"; partial sums over {fmt(passed)} pass through" if passed else ""
         if self.spec.contracted:
             return f"case 1: no contracted dim is sharded, so the local product needs no communication{tail}"
         return f"no contracted dim: a local product of the shards{tail}"
@@ -297,16 +263,16 @@ class EinsumPlanner:
         if self.target is not None:
             if Layout.of(out) == Layout.of(self.target):
                 return [((), "")]
-            seqs = best_sequences(out, self.target, self.mesh, self.sizes)
-            return [(tuple(self._finish_reason(s, out) for s in steps), "") for _, steps in seqs]
+            finishes = self._sequences(out, self.target, finish=True)
+            return [(tuple(self.finish_reason(s, out) for s in steps), "") for steps in finishes]
         if self.local or not out.unreduced:
             return [((), "")]
         return list(self._natural_finishes(out))
 
-    def _finish_reason(self, step: Step, out: Tensor) -> Step:
+    def finish_reason(self, step: Step, out: Tensor) -> Step:
         """A finishing step's reason: a case-3 reduction names the partial products, anything else the
         requested result."""
-        ax = _fmt(step.axes)
+        ax = fmt(step.axes)
         brought = set(self.left.unreduced) | set(self.right.unreduced)
         if step.op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER) and set(step.axes) <= brought:
             why = f"{step.op.value}: sum the partial sums over {ax} that the operands brought in"
@@ -315,7 +281,8 @@ class EinsumPlanner:
         elif step.op is Op.ALL_REDUCE:
             why = f"case 3 finish: AllReduce_{ax} sums the partial products of {out.name} over {ax}"
         elif step.op is Op.REDUCE_SCATTER:
-            why = f"case 3 finish: ReduceScatter_{{{','.join(step.axes)},{step.dim}}} sums the partials and leaves {step.dim} sharded over {ax}"
+            why = (f"case 3 finish: ReduceScatter_{{{','.join(step.axes)},{step.dim}}} sums the partials and leaves "
+                   f"{step.dim} sharded over {ax}")  # fmt: skip
         else:
             why = f"{step.reason}, to reach the requested {self.target}"
         return _with_reason(step, why)
@@ -324,13 +291,13 @@ class EinsumPlanner:
         """The natural outputs of an unreduced product: leave it unreduced, AllReduce it, or ReduceScatter
         it onto each result dim (all its unreduced axes at once, in mesh order)."""
         u = out.unreduced
-        yield (), f"result left unreduced over {_fmt(u)}"
+        yield (), f"result left unreduced over {fmt(u)}"
         done = tensor_with(out, Layout(Layout.of(out).dims, (), out.invariant))
-        yield (self._finish_reason(Step(Op.ALL_REDUCE, (out,), done, u), out),), ""
+        yield (self.finish_reason(Step(Op.ALL_REDUCE, (out,), done, u), out),), ""
         for d in out.dim_names:
             nxt = done.with_axes(d, out.axes_of(d) + u)
             if self.sizes.check_divisible(nxt, self.mesh, tuple(x.axes for x in nxt.dims)):
-                yield (self._finish_reason(Step(Op.REDUCE_SCATTER, (out,), nxt, u, d), out),), ""
+                yield (self.finish_reason(Step(Op.REDUCE_SCATTER, (out,), nxt, u, d), out),), ""
 
 
 def _with_reason(step: Step, why: str) -> Step:
@@ -341,11 +308,10 @@ def _reasoned(step: Step, reasons: list[str]) -> Step:
     """A preparing step's reason: why the axes it moves had to move (a Permute: which dims it re-lays)."""
     if step.op is Op.PERMUTE:
         before, after = step.inputs[0], step.output
-        moved = [
-            f"{d.label}_{_fmt(d.axes)} -> {e.label}_{_fmt(e.axes)}"
-            for d, e in zip(before.dims, after.dims, strict=True)
-            if d.axes != e.axes
-        ]
+        moved = [f"{d.label}_{fmt(d.axes)} -> {e.label}_{fmt(e.axes)}"
+                 for d, e in zip(before.dims, after.dims, strict=True) if d.axes != e.axes]  # fmt: skip
+        if not moved:
+            return step  # it renames unreduced axes only: its own reason says so
         x, y = step.axes
         return _with_reason(
             step,
@@ -357,6 +323,6 @@ def _reasoned(step: Step, reasons: list[str]) -> Step:
 
 
 def _note(steps: tuple[Step, ...], extra: str) -> str:
-    parts = [f"{s.op.value}_{_fmt(s.axes)}({s.inputs[0].name})" for s in steps if s.op is not Op.EINSUM]
+    parts = [f"{s.op.value}_{fmt(s.axes)}({s.inputs[0].name})" for s in steps if s.op is not Op.EINSUM]
     text = ", ".join(parts) if parts else "no communication"
     return f"{text}; {extra}" if extra else text

@@ -19,21 +19,29 @@ Without a requested result, each natural output is planned, and only the minimal
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+from shardalg.algebra.layout import validate
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
 from shardalg.algebra.traffic import Sizes
-from shardalg.errors import NoPlan, UsageError
+from shardalg.errors import IncompleteWarning, NoPlan, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Statement, Tensor
 
 from .einsum_plans import EinsumPlanner
-from .redistribute import default_key, redistribute
+from .noplan import no_plan
+from .optimum import clear_optima
+from .order import default_key, sort_plans
+from .planset import DEFAULT_LIMITS, Limits, Plans
+from .redistribute import clear_caches as clear_searches
+from .redistribute import redistribute
 
-__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh"]
+__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Plans", "Limits", "clear_caches"]
 
 Key = Callable[[Plan], Any]  # sorts finished plans, cheapest first
 Weigh = Callable[[Step], float]  # one step's additive weight in a search
@@ -102,32 +110,71 @@ def plans(
     *,
     key: Key | None = None,
     weigh: Weigh | None = None,
-) -> list[Plan]:
+    limits: Limits = DEFAULT_LIMITS,
+) -> Plans:
     """Every legal plan for a statement, cheapest first: an einsum ``A[..] · B[..] -> C[..]`` (the arrow's
     result, or ``target``, is the requested output; without one, every natural output), a collective
     statement (its one plan), or a resharding ``A[I_X, J] -> A[I, J_X]`` (redistribute's sequences).
 
     Ranking: by ``key`` when given, else by bytes communicated, then steps; ``weigh`` (a step's additive
-    weight) guides a resharding's search. Ranking by seconds on a chip is :func:`shardalg.costs.ranking.plans`
-    (``shardalg.plans(..., hw=...)``), which passes both."""
-    p = prepare(expr, mesh, sizes, target)
+    weight, such as its seconds on a chip) guides a resharding's search, and for an einsum adds the plan that
+    is cheapest by it over every compute layout. Ranking by seconds on a chip is :func:`shardalg.costs.ranking.plans`
+    (``shardalg.plans(..., hw=...)``), which passes both.
+
+    The result is a :class:`Plans` list: ``complete`` is False (and ``note`` says which limit, and how to
+    lift it) when a budget of the search cut the answer, and an :class:`~shardalg.errors.IncompleteWarning`
+    says so (on stderr unless filtered); ``limits`` raises the budgets."""
+    found = _plans(expr, mesh, sizes, target, key, weigh, limits)
+    if not found.complete:
+        warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
+    return found
+
+
+def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: Tensor | str | None,
+           key: Key | None, weigh: Weigh | None, limits: Limits) -> Plans:  # fmt: skip
+    p = prepare(expr, mesh, sizes, target)  # type: ignore[arg-type]
     rank = key or default_key(p.mesh, p.sizes)
     stmt = p.statement
     result = p.target if p.target is not None else (stmt.result if isinstance(stmt, Arrow) else None)
     body = stmt.expr if isinstance(stmt, Arrow) else stmt
     if isinstance(body, Tensor):
         if result is None:
-            return [Plan((body,), (), body, note="nothing to do")]
-        return redistribute(body, result, p.mesh, p.sizes.known, key=rank, weigh=weigh)
+            return Plans([Plan((body,), (), body, note="nothing to do")])
+        return redistribute(body, result, p.mesh, p.sizes.known, key=rank, weigh=weigh, limits=limits)
     if isinstance(body, Collective):
-        return [_collective_plan(body, result, p)]
+        return Plans([_collective_plan(body, result, p)])
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    found = EinsumPlanner(body, result, p.mesh, p.sizes).plans()
+    found, cuts = _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh)
+    found = list(found)
     if not found:
-        raise _no_plan(stmt, body, result)
-    found.sort(key=rank)
-    return found
+        if cuts:
+            return Plans.of((), cuts)
+        planner = EinsumPlanner(body, result, p.mesh, p.sizes, limits, weigh)
+        planner.plans()  # again, for the facts the message states
+        raise no_plan(stmt, planner)
+    sort_plans(found, rank)
+    return Plans.of(found, cuts)
+
+
+def clear_caches() -> None:
+    """Forget every memoized search, sequence and optimum (a fresh start, as a benchmark of cold planning
+    needs)."""
+    clear_searches()
+    clear_optima()
+    _einsum_plans.cache_clear()
+
+
+@lru_cache(maxsize=4096)
+def _einsum_plans(
+    body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits, weigh: Any
+) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
+    """The plans of one product, unsorted, and the notes of the limits that cut them: memoized, since a
+    strategy search plans the same sharded statement for many candidates (plans are immutable; spans take no
+    part in the key)."""
+    planner = EinsumPlanner(body, result, mesh, sizes, limits, weigh)
+    found = tuple(planner.plans())
+    return found, tuple(planner.cuts)
 
 
 def plan(
@@ -138,29 +185,13 @@ def plan(
     *,
     key: Key | None = None,
     weigh: Weigh | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Plan:
     """The default (first) of :func:`plans`."""
-    return plans(expr, mesh, sizes, target, key=key, weigh=weigh)[0]
-
-
-def _no_plan(stmt: Statement, body: Product, result: Tensor | None) -> NoPlan:
-    """Why nothing computes the statement: a local product as written that is not local, or a result
-    requested unreduced over an axis on which no product of the operands leaves partial sums."""
-    span = getattr(stmt, "span", None)
-    if body.local:
-        return NoPlan(
-            f"{stmt} asks for the local product as written, and the shards as written cannot simply be multiplied",
-            span=span,
-            fix="drop _LOCAL to let the planner gather or slice first",
-        )
-    u = result.unreduced if result is not None else ()
-    return NoPlan(
-        f"no plan computes {stmt}: the result is requested unreduced over {', '.join(u) or 'nothing'}, and no "
-        "legal product of the operands leaves partial sums there (only a contracted dim sharded over those axes "
-        "on both sides, case 3, or an unreduced operand does)",
-        span=span,
-        fix="request the result reduced (drop {U_...}), or shard the contracted dim over those axes",
-    )
+    found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits)
+    if not found:
+        raise NoPlan(f"the search found no plan before a limit cut it: {found.note}")
+    return found[0]
 
 
 def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:
@@ -172,6 +203,8 @@ def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:
         node = node.arg
     if not isinstance(node, Tensor):
         raise UsageError("plan takes a collective of a tensor; write products as separate statements")
+    validate(node, p.mesh)
+    p.sizes.require_divisible(node, p.mesh)  # as check's tensor rules: the input itself must divide
     src = cur = node
     steps: list[Step] = []
     for i, col in enumerate(reversed(chain)):

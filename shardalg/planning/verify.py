@@ -23,89 +23,17 @@ does it).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from shardalg.algebra.mesh import Mesh, as_mesh
-from shardalg.errors import ShardalgError, Span, UsageError, render_caret
+from shardalg.errors import ShardalgError, Span, UsageError
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Tensor
 
 from .backward import BackwardProgram, backward
+from .findings import ERROR, WARNING, Finding, VerifyReport
 from .forward import Forward, analyze, grad_name
 
 __all__ = ["verify", "Finding", "VerifyReport"]
-
-ERROR, WARNING = "error", "warning"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One difference between a hand-written backward and a right one."""
-
-    severity: str  # "error" or "warning"
-    rule: str
-    message: str
-    statement: int | None = None  # 1-based index into the backward program
-    span: Span | None = None
-    fix: str | None = None
-
-    def render(self, source: str | None = None) -> str:
-        where = f" (statement {self.statement})" if self.statement else ""
-        lines = [f"{self.severity} [{self.rule}]{where}: {self.message}"]
-        if source is not None and self.span is not None:
-            lines.append(render_caret(source, self.span))
-        if self.fix:
-            lines.append(f"  fix: {self.fix}")
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"severity": self.severity, "rule": self.rule, "message": self.message}
-        if self.statement is not None:
-            out["statement"] = self.statement
-        if self.span is not None:
-            out["span"] = [self.span.start, self.span.end]
-        if self.fix:
-            out["fix"] = self.fix
-        return out
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    """The findings; ``ok`` is False when any is an error. ``derived`` is the backward shardalg derives."""
-
-    findings: tuple[Finding, ...]
-    derived: BackwardProgram
-    source: str | None = field(default=None, repr=False)
-    bytes_written: object = None
-    bytes_derived: object = None
-
-    @property
-    def ok(self) -> bool:
-        return not any(f.severity == ERROR for f in self.findings)
-
-    @property
-    def errors(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.severity == ERROR)
-
-    @property
-    def warnings(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.severity == WARNING)
-
-    def __str__(self) -> str:
-        if not self.findings:
-            return "ok: the backward computes every gradient exactly, in its parameter's sharding"
-        head = "ok (with warnings)" if self.ok else "WRONG"
-        return "\n".join([head, *(f.render(self.source) for f in self.findings)])
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "findings": [f.to_json() for f in self.findings],
-            "bytes_written": str(self.bytes_written),
-            "bytes_derived": str(self.bytes_derived),
-            "derived": self.derived.to_json(),
-        }
-
 
 def _show(t: Tensor) -> str:
     from shardalg.notation.printing import text

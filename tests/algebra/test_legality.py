@@ -27,146 +27,140 @@ from shardalg.notation.syntax import Dim, Product, Tensor
 PINNED = [
     (
         "A[I_X, J_X]", None, None, AxisUsedTwice,
-        "AxisUsedTwice [axis-used-twice]: mesh axis X shards both I and J\n"
+        "error: mesh axis X shards both I and J [axis-used-twice]\n"
         "  A[I_X, J_X]\n"
         "         ^^^\n"
         "  fix: shard J over another axis, or replicate it: A[I_X, J]",
     ),
     (
         "A[I_X]{U_X}", None, None, AxisUsedTwice,
-        "AxisUsedTwice [axis-used-twice]: mesh axis X shards I and is unreduced ({U_X})\n"
+        "error: mesh axis X shards I and is unreduced ({U_X}) [axis-used-twice]\n"
         "  A[I_X]{U_X}\n"
         "        ^^^^^\n"
         "  fix: use X in one place: A[I_X] or A[I]{U_X}",
     ),
     (
         "A[I_XX, J]", None, None, AxisUsedTwice,
-        "AxisUsedTwice [axis-used-twice]: mesh axis X shards I twice\n"
+        "error: mesh axis X shards I twice [axis-used-twice]\n"
         "  A[I_XX, J]\n"
         "    ^^^^\n"
         "  fix: name each axis once: A[I_X, J]",
     ),
     (
         "A[I_Z, J]", "X=4,Y=2", None, UnknownAxis,
-        "UnknownAxis [unknown-axis]: mesh axis Z is not in the mesh (X, Y)\n"
+        "error: mesh axis Z is not in the mesh (X, Y) [unknown-axis]\n"
         "  A[I_Z, J]\n"
         "    ^^^\n"
         "  fix: use an axis of the mesh (X, Y), or add Z to it",
     ),
     (
         "A[I_XY, J] where I=12", "X=4,Y=2", None, IndivisibleDim,
-        "IndivisibleDim [indivisible-dim]: dim I has size 12, not divisible by |X| · |Y| = 8\n"
+        "error: dim I has size 12, not divisible by |X| · |Y| = 8 [indivisible-dim]\n"
         "  A[I_XY, J] where I=12\n"
         "    ^^^^\n"
         "  fix: shard I over fewer axes: A[I_X, J], or make its size a multiple of 8",
     ),
     (
         "fp32[1000_X, 4096]", "X=16", None, IndivisibleDim,
-        "IndivisibleDim [indivisible-dim]: dim 1000 has size 1000, not divisible by |X| = 16\n"
+        "error: dim 1000 has size 1000, not divisible by |X| = 16 [indivisible-dim]\n"
         "  fp32[1000_X, 4096]\n"
         "       ^^^^^^\n"
         "  fix: replicate 1000: fp32[1000, 4096], or make its size a multiple of 16",
     ),
     (
         "A[I, J]{U_X} ·_LOCAL B[J, K]{U_X}", None, None, UnreducedProduct,
-        "UnreducedProduct [unreduced-product]: both operands are unreduced over X: a product of partial sums "
-        "is not a partial sum of the product\n"
+        "error: both operands are unreduced over X: a product of partial sums is not a partial sum of the product [unreduced-product]\n"
         "  A[I, J]{U_X} ·_LOCAL B[J, K]{U_X}\n"
         "                              ^^^^^\n"
         "  fix: reduce one operand first: AllReduce_X(A[I, J]{U_X}) or AllReduce_X(B[J, K]{U_X})",
     ),
     (
         "P[B_X, D] ·_LOCAL Q[B_Y, D, F] -> R[B, F]", None, None, BatchDimMismatch,
-        "BatchDimMismatch [batch-dim-mismatch]: batch dim B is sharded differently in the two inputs: B_X and B_Y\n"
+        "error: batch dim B is sharded differently in the two inputs: B_X and B_Y [batch-dim-mismatch]\n"
         "  P[B_X, D] ·_LOCAL Q[B_Y, D, F] -> R[B, F]\n"
         "                      ^^^\n"
         "  fix: reshard one input so B matches: P[B_Y, D] or Q[B_X, D, F]",
     ),
     (
         "A[I_X, J] ·_LOCAL B[J, K_X]", None, None, SameAxisResultDims,
-        "SameAxisResultDims [case-4]: case 4: the result dims I and K are both sharded over X\n"
+        "error: case 4: the result dims I and K are both sharded over X [case-4]\n"
         "  A[I_X, J] ·_LOCAL B[J, K_X]\n"
         "                         ^^^\n"
         "  fix: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])",
     ),
     (
         "A[I_X, J] ·_LOCAL B[J, K_X] -> C[I, K]", None, None, SameAxisResultDims,
-        "SameAxisResultDims [case-4]: case 4: the result dims I and K are both sharded over X\n"
+        "error: case 4: the result dims I and K are both sharded over X [case-4]\n"
         "  A[I_X, J] ·_LOCAL B[J, K_X] -> C[I, K]\n"
         "                         ^^^\n"
         "  fix: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])",
     ),
     (
         "A[I, J] · (A[I_XY, J] · B[J, K_Y])", None, None, SameAxisResultDims,
-        "SameAxisResultDims [case-4]: case 4: the result dims I and K are both sharded over Y\n"
+        "error: case 4: the result dims I and K are both sharded over Y [case-4]\n"
         "  A[I, J] · (A[I_XY, J] · B[J, K_Y])\n"
         "                               ^^^\n"
         "  fix: gather one operand first: AllGather_Y(A[I_XY, J]) or AllGather_Y(B[J, K_Y])",
     ),
     (
         "A[I, J_X] ·_LOCAL B[J, K]", None, None, NotLocal,
-        "NotLocal [not-local]: case 2: J is contracted and sharded over X in A[I, J_X] only, so a local product "
-        "would sum only a block of J\n"
+        "error: case 2: J is contracted and sharded over X in A[I, J_X] only, so a local product would sum only a block of J [not-local]\n"
         "  A[I, J_X] ·_LOCAL B[J, K]\n"
         "       ^^^\n"
         "  fix: gather it first: AllGather_X(A[I, J_X]), or drop _LOCAL and let the planner choose",
     ),
     (
         "A[I, J]{U_X} ·_LOCAL B[J, K_X]", None, None, NotLocal,
-        "NotLocal [not-local]: A[I, J]{U_X} is unreduced over X and B[J, K_X] is sharded over X: each device "
-        "would multiply a partial sum by a different block\n"
+        "error: A[I, J]{U_X} is unreduced over X and B[J, K_X] is sharded over X: each device would multiply a partial sum by a different block [not-local]\n"
         "  A[I, J]{U_X} ·_LOCAL B[J, K_X]\n"
         "                       ^^^^^^^^^\n"
         "  fix: AllReduce_X(A[I, J]{U_X}) first, or AllGather_X(B[J, K_X])",
     ),
     (
         "A[I, J] · B[J, K] -> C[I]", None, None, ShapeMismatch,
-        "ShapeMismatch [shape-mismatch]: dim K is in only one operand and not in the result C[I]; a product sums "
-        "only dims of both operands\n"
+        "error: dim K is in only one operand and not in the result C[I]; a product sums only dims of both operands [shape-mismatch]\n"
         "  A[I, J] · B[J, K] -> C[I]\n"
         "                       ^^^^\n"
         "  fix: keep K in the result",
     ),
     (
         "A[4, 4] · B[4, K]", None, None, ShapeMismatch,
-        "ShapeMismatch [shape-mismatch]: dim 4 appears twice in A[4, 4], and an operation tells dims apart by name\n"
+        "error: dim 4 appears twice in A[4, 4], and an operation tells dims apart by name [shape-mismatch]\n"
         "  A[4, 4] · B[4, K]\n"
         "       ^\n"
         "  fix: name each dim once: A[D0, D1] where D0=4, D1=4",
     ),
     (
         "AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", "I=1,J=2,K=1", IndivisibleDim,
-        "IndivisibleDim [indivisible-dim]: AllToAll gives A[J, K, I_Y], but its dim I has size 1, not divisible "
-        "by |Y| = 2\n"
+        "error: AllToAll gives A[J, K, I_Y], but its dim I has size 1, not divisible by |Y| = 2 [indivisible-dim]\n"
         "  AllToAll_{Y,I}(A[J_Y, K, I])\n"
         "  ^^^^^^^^^^^^^^\n"
         "  fix: replicate I: A[J, K, I], or make its size a multiple of 2",
     ),
     (
         "AllGather_X: A[I_X, J] -> A[I, J_X]", None, None, ShapeMismatch,
-        "ShapeMismatch [shape-mismatch]: AllGather_X of A[I_X, J] gives A[I, J], not A[I, J_X]\n"
+        "error: AllGather_X of A[I_X, J] gives A[I, J], not A[I, J_X] [shape-mismatch]\n"
         "  AllGather_X: A[I_X, J] -> A[I, J_X]\n"
         "                            ^^^^^^^^^\n"
         "  fix: write the result as A[I, J]",
     ),
     (
         "AllGather_X(A[I_XY, J])", None, None, IllegalCollective,
-        "IllegalCollective [collective-precondition]: AllGather_X would take X off I_XY in A[I_XY, J], but X is "
-        "not its minor-most axis (Y is); a collective only removes the minor-most axes\n"
+        "error: AllGather_X would take X off I_XY in A[I_XY, J], but X is not its minor-most axis (Y is); a collective only removes the minor-most axes [collective-precondition]\n"
         "  AllGather_X(A[I_XY, J])\n"
         "  ^^^^^^^^^^^\n"
         "  fix: Permute_{X,Y} first (A[I_YX, J]), then AllGather_X; or AllGather_XY",
     ),
     (
         "AllGather_Q(A[I_X, J])", "X=4,Y=2", None, UnknownAxis,
-        "UnknownAxis [unknown-axis]: AllGather names mesh axis Q, which is not in the mesh (X, Y)\n"
+        "error: AllGather names mesh axis Q, which is not in the mesh (X, Y) [unknown-axis]\n"
         "  AllGather_Q(A[I_X, J])\n"
         "  ^^^^^^^^^^^\n"
         "  fix: use an axis of the mesh (X, Y), or add Q to it",
     ),
     (
         "A[I, J] · B[J, K] -> C[I, Q]", None, None, ShapeMismatch,
-        "ShapeMismatch [shape-mismatch]: result dim Q is in neither input\n"
+        "error: result dim Q is in neither input [shape-mismatch]\n"
         "  A[I, J] · B[J, K] -> C[I, Q]\n"
         "                            ^",
     ),
@@ -279,7 +273,7 @@ def test_every_violation_is_reported_in_reading_order():
 def test_ast_without_source_has_no_caret():
     t = Tensor("A", (Dim("I", ("X",)), Dim("J", ("X",))))
     (v,) = check(t)
-    assert str(v).splitlines()[0] == "AxisUsedTwice [axis-used-twice]: mesh axis X shards both I and J"
+    assert str(v).splitlines()[0] == "error: mesh axis X shards both I and J [axis-used-twice]"
     assert "^" not in str(v)
     assert check_or_raise(Tensor("A", (Dim("I", ("X",)),))) == Tensor("A", (Dim("I", ("X",)),))
 

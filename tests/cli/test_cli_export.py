@@ -26,8 +26,8 @@ def test_export_jax_prints_a_module(capsys: pytest.CaptureFixture[str]) -> None:
 def test_export_torch_backward_prints_the_gradients(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "export", "torch", FSDP, "--mesh", "X=4", "--backward")
     assert code == 0
-    assert "def backward(dOut, W, In, groups):" in out
-    assert "_reduce_scatter(dW, groups[('X',)], dim=0)" in out
+    assert "def backward(dOut, W, In, mesh):" in out
+    assert "_reduce_scatter(dW, mesh.get_group('X'), dim=0)" in out
     compile(out, "fsdp_backward.py", "exec")
 
 
@@ -41,7 +41,7 @@ def test_mesh_from_the_program(capsys: pytest.CaptureFixture[str]) -> None:
     [
         (["export", "jax", FSDP], 2, "give the mesh"),
         (["export", "jax", "A[I_X, J_X] * B[J, K] -> C[I, K]", "--mesh", "X=4"], 1, "axis-used-twice"),
-        (["export", "torch", "A[I_X, J", "--mesh", "X=4"], 2, "ParseError"),
+        (["export", "torch", "A[I_X, J", "--mesh", "X=4"], 2, "[syntax]"),
         (["show", "A[I_X, J_X]", "--mesh", "X=2"], 1, "axis-used-twice"),
         (["show", "A[I_Q, J]", "--mesh", "X=2"], 1, "unknown-axis"),
     ],
@@ -74,3 +74,17 @@ def test_check_torch_runs_the_code(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "export", "torch", "A[I, J_X] * B[J_X, K] -> C[I, K]", "--mesh", "X=4", "--check")
     assert code == 0, err
     assert "check: ok on 4 gloo processes" in err
+
+
+def test_check_torch_dtensor_runs_the_code(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'shardalg[torch]')")
+    code, out, err = run(capsys, "export", "torch", FSDP, "--mesh", "X=4", "--backward", "--dtensor", "--check")
+    assert code == 0, err
+    assert "check: ok on 4 gloo processes" in err
+    assert ".redistribute(mesh, [Shard(0)])" in out and "def distribute(" in out
+
+
+def test_dtensor_is_a_torch_form(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "export", "jax", FSDP, "--mesh", "X=4", "--dtensor")
+    assert (code, out) == (2, "")
+    assert err == "error: --dtensor is a form of the torch export: shardalg export torch ... --dtensor [usage]\n"

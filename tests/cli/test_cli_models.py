@@ -140,17 +140,18 @@ def test_mesh_options_on_every_mesh_command(capsys, mesh):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["memory", FSDP, "--mesh", "X=4", "--hw", "base=tpu-v5p,hbm=lots"], "chip key hbm on the command line needs "
-     "a positive number, not 'lots'\n  fix: write a plain number, e.g. hbm=4.6e14"),
+     "a positive number, not 'lots' [usage]\n  fix: write a plain number, e.g. hbm=4.6e14"),
     (["cost", "AllGather_X(A[I_X, J])", "--mesh", "X=4", "--chip", "nothere.toml"], "cannot read the chip file "
      "nothere.toml"),
     (["plan", EINSUM, "--mesh", "X=4:torus"], "unknown option :torus of mesh axis X"),
     (["step", FSDP, "--mesh", "X=4", "--mfu", "2"], "the MFU is a fraction of peak FLOP/s in (0, 1], not 2.0"),
-    (["fit", FSDP, "--mesh", "X=4", "--solve-for", "B"], "fit needs a chip for its HBM\n  fix: add --hw tpu-v5p"),
+    (["fit", FSDP, "--mesh", "X=4", "--solve-for", "B"], "fit needs a chip for its HBM [usage]\n  fix: add --hw tpu-v5p"),
     (["memory", FSDP, "--mesh", "X=4", "--remat", "Q"], "--remat takes none, block, saved or activations"),
 ])  # fmt: skip
 def test_bad_chips_and_options_are_clear_errors(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2 and message in err and "Traceback" not in err
+    assert err.startswith("error: ") and len(err.splitlines()) <= 3  # one line, its caret or fix below
 
 
 def test_a_bad_chip_file_names_the_fix(capsys, tmp_path):
@@ -172,7 +173,7 @@ def test_every_new_subcommand_has_help_a_description_and_an_example(path):
     parser = build_parser()
     for name in path:
         parser = _subparsers(parser)[name]
-    assert parser.description and parser.epilog and parser.epilog.startswith("example:")
+    assert parser.description and parser.epilog and parser.epilog.startswith("examples:")
     for action in parser._actions:
         if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
             assert action.help, (path, action.dest)

@@ -70,10 +70,13 @@ def test_unreduced_has_no_plain_spec() -> None:
     with pytest.raises(UsageError) as err:
         to_partition_spec(T("C[I, K_Y]{U_X}"))
     assert str(err.value).startswith(
-        "UsageError [usage]: C[I, K_Y]{U_X} is unreduced over X: a PartitionSpec's positional entries only say "
+        "error: C[I, K_Y]{U_X} is unreduced over X: a PartitionSpec's positional entries only say "
         "which dims are sharded"
     )
-    assert "to_jax_partition_spec" in str(err.value)
+    assert "shardalg.to_partition_spec(t)" in str(err.value)
+    import shardalg
+
+    assert "to_partition_spec" in shardalg.__all__  # the function the fix names is public
 
 
 def test_short_spec_replicates_the_rest_and_unreduced_comes_back() -> None:
@@ -202,3 +205,42 @@ def test_torch_placement_objects() -> None:
     with pytest.raises(UsageError):
         from_placements([TP("max"), TR()], MESH, ["I", "J"])
     assert placements_source(T("A[I, J_X]{U_Y}"), MESH) == "[Shard(1), Partial()]"
+
+
+def test_top_level_bridges_give_real_library_objects() -> None:
+    import importlib.util
+
+    import shardalg as sa
+
+    if importlib.util.find_spec("jax") is None:
+        assert sa.to_partition_spec("A[I_XY, J]") == (("X", "Y"), None)
+    else:
+        from jax.sharding import PartitionSpec
+
+        spec = sa.to_partition_spec("C[I, K_Y]{U_X}")
+        assert isinstance(spec, PartitionSpec) and spec == PartitionSpec(None, "Y", unreduced={"X"})
+    if importlib.util.find_spec("torch") is None:
+        with pytest.raises(UsageError, match="pip install 'shardalg\\[torch\\]'"):
+            sa.to_torch_placements("A[I_X, J]", "X=4,Y=2")
+        return
+    from torch.distributed.tensor import Partial as TP
+    from torch.distributed.tensor import Replicate as TR
+    from torch.distributed.tensor import Shard as TS
+
+    got = sa.to_torch_placements("A[I_X, J]{U_Y}", "X=4,Y=2")
+    assert got == [TS(0), TP()] and all(type(p).__module__.startswith("torch.") for p in got)
+    assert sa.to_torch_placements("A[I, J_Y]", "X=4,Y=2") == [TR(), TS(1)]
+    back = sa.from_torch_placements([TS(0), TP()], "X=4,Y=2", ["I", "J"], name="A")
+    assert back == T("A[I_X, J]{U_Y}")
+
+
+def test_to_torch_placements_without_torch_is_a_clear_error(monkeypatch) -> None:
+    import sys
+
+    import shardalg as sa
+
+    for name in ("torch", "torch.distributed", "torch.distributed.tensor"):
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(UsageError) as err:
+        sa.to_torch_placements("A[I_X, J]", "X=4")
+    assert str(err.value).startswith("error: DTensor placements need torch (torch.distributed.tensor) [usage]")

@@ -15,7 +15,8 @@ from shardalg.notation.parse import parse_tensor as T
 
 pytest.importorskip("torch", reason="torch is not installed (pip install 'shardalg[torch]'); CI installs it")
 
-from shardalg.export.torch_export import check_torch, export_torch  # noqa: E402
+from shardalg.export.torch_check import check_torch  # noqa: E402
+from shardalg.export.torch_export import export_torch  # noqa: E402
 from tests.shared.plans import HAND_PLANS, MESH, PROGRAMS, WRONG, chain, col  # noqa: E402
 
 
@@ -61,17 +62,34 @@ def test_shift_exports_as_send_and_receive() -> None:
 
 def test_generated_module_reads_like_the_plan() -> None:
     src = export_torch(HAND_PLANS["fsdp_tp"], MESH)
-    assert "GROUPS = [('Y',), ('X',)]" in src
-    assert "In_1 = _all_gather(In, groups[('Y',)], dim=1)" in src
-    assert "Out_1 = _reduce_scatter(Out, groups[('Y',)], dim=1)" in src
+    assert "    return init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_AXES)\n" in src
+    assert "MESH_AXES = ('X', 'Y')\nMESH_SHAPE = (4, 2)\n" in src
+    assert "In_1 = _all_gather(In, mesh.get_group('Y'), dim=1)" in src
+    assert "Out_1 = _reduce_scatter(Out, mesh.get_group('Y'), dim=1)" in src
     assert "Out_1: Out[B_X, D_Y], DTensor placements [Shard(0), Shard(1)]" in src
+    assert "def forward(In, Win, Wout, mesh):" in src
+    # only the helpers it calls: no all-to-all, permute, slice or reduce, no hand-made groups
+    defined = sorted(line[4:line.index("(")] for line in src.splitlines() if line.startswith("def "))
+    assert defined == ["_all_gather", "_by_rank", "_reduce_scatter", "forward", "make_mesh"]
+    assert "new_group" not in src and "mesh_coords" not in src
     compile(src, "fsdp_tp.py", "exec")
+
+
+def test_each_module_defines_only_what_it_calls() -> None:
+    """Every helper a generated module defines is called in it (by another helper or by forward)."""
+    for name, plan in sorted(HAND_PLANS.items()):
+        src = export_torch(plan, MESH)
+        helpers = [line[4:line.index("(")] for line in src.splitlines() if line.startswith("def _")]
+        for h in helpers:
+            assert src.count(f"{h}(") >= 2, (name, h)
+        assert "import itertools" not in src
 
 
 def test_axes_out_of_mesh_order_pass_the_block_order() -> None:
     src = export_torch(HAND_PLANS["gather_yx"], MESH)
     # position p = c_Y * 4 + c_X lives on group rank c_X * 2 + c_Y
-    assert "_all_gather(A, groups[('X', 'Y')], dim=0, order=[0, 2, 4, 6, 1, 3, 5, 7])" in src
+    assert "_all_gather(A, _group(mesh, ('X', 'Y')), dim=0, order=[0, 2, 4, 6, 1, 3, 5, 7])" in src
+    assert 'return mesh[axes]._flatten("_".join(axes)).get_group()' in src
     assert "no DTensor spelling" in src
 
 

@@ -163,86 +163,86 @@ def test_valid_program(source: str, expected: Program) -> None:
 
 INVALID: list[tuple[str, str]] = [
     ("A[I_X J]", """\
-ParseError [syntax]: expected ',' or ']' after 'X', found 'J' (dims are separated by ',')
+error: expected ',' or ']' after 'X', found 'J' (dims are separated by ',') [syntax]
   A[I_X J]
         ^"""),
     ("A[I_X, J", """\
-ParseError [syntax]: expected ',', ']' or '_' after 'J', found the end of the input
+error: expected ',', ']' or '_' after 'J', found the end of the input [syntax]
   A[I_X, J
           ^"""),
     ("A[I] B[J]", """\
-ParseError [syntax]: expected '{', '->', '·', a new line or ';', 'where' or the end of the input after ']', found 'B' (write a product with '·', '*' or '@', or put the two expressions on separate lines)
+error: expected '{', '->', '·', a new line or ';', 'where' or the end of the input after ']', found 'B' (write a product with '·', '*' or '@', or put the two expressions on separate lines) [syntax]
   A[I] B[J]
        ^"""),
-    (r"A[I] \top B[I]", r"""ParseError [syntax]: unknown LaTeX command \top
+    (r"A[I] \top B[I]", r"""error: unknown LaTeX command \top [syntax]
   A[I] \top B[I]
        ^^^^"""),
     ("A[I]{X}", """\
-ParseError [syntax]: expected '_' after 'X', found '}' (unreduced and invariant axes are written {U_X} or {I_X})
+error: expected '_' after 'X', found '}' (unreduced and invariant axes are written {U_X} or {I_X}) [syntax]
   A[I]{X}
         ^"""),
     ("A[I]{V_X}", """\
-ParseError [syntax]: inside {...} after a tensor write U_<axes> (unreduced) or I_<axes> (invariant), not V_
+error: inside {...} after a tensor write U_<axes> (unreduced) or I_<axes> (invariant), not V_ [syntax]
   A[I]{V_X}
        ^"""),
     ("AllGather(A[I])", """\
-ParseError [syntax]: expected '_' after 'AllGather', found '(' (a collective needs its mesh axes as a subscript, e.g. AllGather_X(A[I_X, J]))
+error: expected '_' after 'AllGather', found '(' (a collective needs its mesh axes as a subscript, e.g. AllGather_X(A[I_X, J])) [syntax]
   AllGather(A[I])
            ^"""),
     ("((A[I]", """\
-ParseError [syntax]: expected ')' or '·' after ']', found the end of the input
+error: expected ')' or '·' after ']', found the end of the input [syntax]
   ((A[I]
         ^"""),
     ("A[]", """\
-ParseError [syntax]: expected a number or a name after '[', found ']' (a tensor needs at least one dim inside [...])
+error: expected a number or a name after '[', found ']' (a tensor needs at least one dim inside [...]) [syntax]
   A[]
     ^"""),
     ("A[0]", """\
-ParseError [syntax]: a dim's size must be a positive integer, not 0
+error: a dim's size must be a positive integer, not 0 [syntax]
   A[0]
     ^"""),
     ("A[I__X]", """\
-ParseError [syntax]: expected '{' or a name after '_', found '_'
+error: expected '{' or a name after '_', found '_' [syntax]
   A[I__X]
       ^"""),
     ("A[I] ? B[J]", """\
-ParseError [syntax]: unexpected character '?'; expected '{', ')', '->', '·', a new line or ';' or 'where'
+error: unexpected character '?'; expected '{', ')', '->', '·', a new line or ';' or 'where' [syntax]
   A[I] ? B[J]
        ^"""),
     ("A[I]\nB[J] ->", """\
-ParseError [syntax]: expected a dtype (bf16, fp32, ...), '[' or a name after '->', found the end of the input
+error: expected a dtype (bf16, fp32, ...), '[' or a name after '->', found the end of the input [syntax]
   B[J] ->
          ^"""),
     ("A: [I]", """\
-ParseError [syntax]: expected a dtype (bf16, fp32, ...) after ':', found '['
+error: expected a dtype (bf16, fp32, ...) after ':', found '[' [syntax]
   A: [I]
      ^"""),
     ("bf16 A[I]", """\
-ParseError [syntax]: expected '[' after 'bf16', found 'A'
+error: expected '[' after 'bf16', found 'A' [syntax]
   bf16 A[I]
        ^"""),
     ("A[I] where I=3, I=4", """\
-ParseError [syntax]: I is bound twice, to 3 and to 4
+error: I is bound twice, to 3 and to 4 [syntax]
   A[I] where I=3, I=4
                   ^^^"""),
     ("A[I] where I=0", """\
-ParseError [syntax]: the size of I must be a positive integer, not 0
+error: the size of I must be a positive integer, not 0 [syntax]
   A[I] where I=0
                ^"""),
     ("mesh X=2\nmesh Y=3", """\
-ParseError [syntax]: a program declares its mesh at most once
+error: a program declares its mesh at most once [syntax]
   mesh Y=3
   ^^^^^^^^"""),
     ("mesh X=2, X=3", """\
-ParseError [syntax]: mesh axis X is declared twice
+error: mesh axis X is declared twice [syntax]
   mesh X=2, X=3
             ^^^"""),
     ("ReduceScatter_{X, K L}(A[I]{U_X})", """\
-ParseError [syntax]: the target dim of ReduceScatter is one name
+error: the target dim of ReduceScatter is one name [syntax]
   ReduceScatter_{X, K L}(A[I]{U_X})
   ^^^^^^^^^^^^^^^^^^^^^^"""),
     ("A[I] -> B[J] * C[J]", """\
-ParseError [syntax]: expected a new line or ';', 'where' or the end of the input after ']', found '*'
+error: expected a new line or ';', 'where' or the end of the input after ']', found '*' [syntax]
   A[I] -> B[J] * C[J]
                ^"""),
 ]

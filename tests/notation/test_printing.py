@@ -97,9 +97,9 @@ def test_plan_and_step_printing() -> None:
     assert latex(plan) == (
         "\\begin{aligned}\n"
         "A[I, J_X] \\cdot_{\\text{LOCAL},J} B[J_X, K] &\\rightarrow C[I, K] \\{U_X\\}"
-        " \\quad\\text{(case 3: the local product is C\\{U\\_X\\})} \\\\\n"
+        " \\quad\\text{(case 3: the local product is C$\\{$U$\\_$X$\\}$)} \\\\\n"
         "\\textbf{ReduceScatter}_{X,K}(C[I, K] \\{U_X\\}) &\\rightarrow C[I, K_X]"
-        " \\quad\\text{(50\\% \\& \\textasciitilde cheaper than AllReduce\\_X here)}\n"
+        " \\quad\\text{(50$\\%$ $\\&$ $\\sim$ cheaper than AllReduce$\\_$X here)}\n"
         "\\end{aligned}"
     )
     assert text(plan.steps[1]) == text(plan).splitlines()[1]
@@ -110,7 +110,7 @@ def test_plan_and_step_printing() -> None:
 
 def test_latex_escape_text() -> None:
     assert latex_escape_text(r"a_b {c} 50% $5 #1 & x^2 ~ \n") == (
-        r"a\_b \{c\} 50\% \$5 \#1 \& x\textasciicircum 2 \textasciitilde  \textbackslash n"
+        r"a$\_$b $\{$c$\}$ 50$\%$ $\$$5 $\#$1 $\&$ x$\hat{\ }$2 $\sim$ $\backslash$n"
     )
 
 

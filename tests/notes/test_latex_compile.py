@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -24,3 +25,7 @@ def test_notes_compile_with_pdflatex():
     assert "LaTeX Warning: Reference" not in log
     assert "Undefined control sequence" not in log
     assert "Missing character" not in log
+    # no box sticks into the margin by more than a point (a student reads the PDF)
+    over = [(float(m[1]), m[0]) for m in re.finditer(r"Overfull \\hbox \(([\d.]+)pt too wide\)[^\n]*", log)]
+    assert not [line for width, line in over if width > 1.0], over
+    assert "mktexpk" not in log  # vector fonts (lmodern), not bitmaps made on the fly

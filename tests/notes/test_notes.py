@@ -13,7 +13,7 @@ from shardalg.notes import Display, Document, Math, Prose, Raw, Section, Table
 from tests.shared.notes_corpus import notes_dir, notes_document
 
 SECTIONS = ["Notation", "The four cases of a sharded matmul", "The collectives and what they cost",
-            "Backward: the transposes", "Derivations", "Proofs", "Worked examples (seed 000)"]
+            "Backward: the transposes", "Derivations", "Proofs", "Worked examples: the questions of chapter 3"]
 
 
 def test_the_notes_have_every_section_and_no_problem():
@@ -27,7 +27,7 @@ def test_the_notes_carry_engine_results():
     assert tex.startswith("\\documentclass") and tex.rstrip().endswith("\\end{document}")
     for used in ("amsmath", "amssymb", "booktabs", "graphicx"):
         assert f"\\usepackage{{{used}}}" in tex
-    assert tex.count("\\usepackage") == 5  # fontenc and the four above: standard packages only
+    assert tex.count("\\usepackage") == 6  # fontenc and the five above: standard packages only
     assert "D > 2 B" in tex  # question 4, derived
     assert r"\textbf{ReduceScatter}" in tex and r"\{U_X\}" in tex
     assert "10 of 10 hold" in tex  # every proof ran and held
@@ -72,11 +72,12 @@ def test_blocks_render_to_latex_and_markdown():
         Raw("\\raw{}", "raw md", ("y",)),
     ))])  # fmt: skip
     tex = doc.latex()
-    assert r"50\% of $x_1$ costs \$5" in tex and r"\title{T \& t}" in tex and r"a\_b & $\frac{1}{2}$ \\" in tex
+    assert r"50\% of $x_1$ costs \$5" in tex and r"\title{T \& t}" in tex
+    assert r"$a_b$ & $\frac{1}{2}$ \\" in tex  # a subscript in running text is set as math
     md = doc.markdown()
     assert "50% of $x_1$ costs $5" in md and "| h|1 | h2 |" in md and "raw md" in md
     assert doc.fragments() == [("x_1", False, "S_1"), ("a = b", True, "S_1"), (r"\frac{1}{2}", False, "S_1"),
-                               ("y", True, "S_1")]
+                               ("a_b", False, "S_1"), ("y", True, "S_1")]
 
 
 # ---- the teaching CLI ----------------------------------------------------------------------------------

@@ -77,3 +77,60 @@ def test_bad_inputs_raise_usage_errors(tmp_path):
         cost_curves(GATHER, REDUCE, over=D, lo=64, hi=65536, values={B: 1})
     with pytest.raises(UsageError, match="lo < hi"):
         cost_curves(GATHER, REDUCE, over=D, lo=10, hi=1, values=VALUES)
+
+
+def test_draws_into_the_callers_axes(tmp_path):
+    import matplotlib
+
+    matplotlib.use("agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2)
+    try:
+        curves = crossover_plot(GATHER, REDUCE, over=D, lo=64, hi=65536, values=VALUES, ax=right,
+                                labels=("AllGather_X(Y)", "AllReduce_X(Z)"), title="q4", caption="mesh X=8")
+        assert not left.lines and len(right.lines) >= 2  # only the given axes are drawn on
+        assert right.get_title() == "q4"
+        assert [t.get_text() for t in right.get_legend().get_texts()] == ["AllGather_X(Y)", "AllReduce_X(Z)"]
+        assert "mesh X=8" in [t.get_text() for t in right.texts]
+        assert curves.crossovers[0].at == pytest.approx(2048, rel=1e-9)
+    finally:
+        plt.close(fig)
+    with pytest.raises(UsageError, match="needs out= .* or ax="):
+        crossover_plot(GATHER, REDUCE, over=D, lo=64, hi=65536, values=VALUES)
+
+
+Q4_A = "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]"
+Q4_B = "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]"
+
+
+def test_plot_command_title_labels_caption_and_json(tmp_path, capsys):
+    import json
+
+    from shardalg.cli import main
+
+    out = tmp_path / "q4.svg"
+    code = main(["plot", Q4_A, Q4_B, "--over", "D", "--range", "128:65536", "--mesh", "X=8",
+                 "--sizes", "B=1024,F=8192", "--hw", "tpu-v5p", "--regime", "comms", "--title", "Question 4",
+                 "--out", str(out), "--json"])  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert data["labels"] == ["AllReduce_X(Z)", "AllGather_X(Y)"]  # the plans' own notation
+    assert data["caption"] == "communication time on tpu-v5p; mesh X=8; B = 1024, F = 8192"
+    assert data["title"] == "Question 4"
+    (crossover,) = data["crossovers"]
+    assert crossover["at"] == pytest.approx(2048, rel=1e-6)  # D = 2B, the book's answer
+    assert crossover["cheaper_above"] == "AllReduce_X(Z)"
+    svg = out.read_text()
+    for text in ("Question 4", "AllReduce_X(Z)", "AllGather_X(Y)", "tpu-v5p"):
+        assert text in svg  # matplotlib keeps text as text in SVG (svg.fonttype none) or in comments
+
+
+def test_show_png_of_a_reducescatter_on_4x2(tmp_path, capsys):
+    from shardalg.cli import main
+
+    out = tmp_path / "rs.png"
+    assert main(["show", "ReduceScatter_{X,K}(C[I, K]{U_X})", "--mesh", "X=4,Y=2", "--format", "png",
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert capsys.readouterr().out == f"{out}\n"
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

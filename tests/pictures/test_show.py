@@ -124,18 +124,27 @@ def test_tikz_shapes() -> None:
     assert tex.startswith(r"\begin{tikzpicture}") and tex.endswith(r"\end{tikzpicture}")
     assert tex.count(r"\draw[thick, fill=orange!15]") == 4
     assert r"\node at (1, -1) {$I_{1}\,J\;{+}1$};" in tex
-    pair = show_collective("ReduceScatter_{X,K}(C[I, K]{U_X})", Mesh(X=2), format="tikz")
-    assert r"\quad$\xrightarrow{\textbf{ReduceScatter}_{X,K}}$\quad" in pair
+    pair = show_collective("ReduceScatter_{X,K}(C[I, K]{U_X})", Mesh(X=4, Y=2), format="tikz")
+    assert pair.count(r"\begin{tikzpicture}") == 1  # one picture: before, the arrow, after
+    lines = pair.splitlines()
+    arrow = next(n for n, line in enumerate(lines) if r"\draw[-stealth" in line)
+    before = [n for n, line in enumerate(lines) if r"{+}" in line]
+    after = [n for n, line in enumerate(lines) if "K_{" in line]
+    assert max(before) < arrow < min(after)  # drawn between the two grids
+    assert lines[arrow] == r"  \draw[-stealth, line width=1.5pt] (1.6, -1.5) -- (3.2, -1.5)"  # at mid height
+    assert lines[arrow + 1] == r"    node[midway, above] {$\mathbf{ReduceScatter}_{X,K}$};"
 
 
 def test_tikz_compiles(tmp_path: Path) -> None:
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex is not installed")
     body = "\n\n".join([
-        show_tikz("A[I_XY, J]{U_Z}", Mesh(X=2, Y=2, Z=2)),
+        show_tikz("A: fp32[I_XY, J]{U_Z}", Mesh(X=2, Y=2, Z=2)),
+        show_collective("ReduceScatter_{X,K}(C[I, K]{U_X})", Mesh(X=4, Y=2), format="tikz"),
         show_collective("AllToAll_{X,J}: A[I_X, J] -> A[I, J_X]", Mesh(X=4), format="tikz"),
     ])  # fmt: skip
-    doc = "\\documentclass{article}\n\\usepackage{amsmath}\n\\usepackage{tikz}\n\\begin{document}\n" + body + "\n\\end{document}\n"
+    # self-contained: tikz and nothing else (no amsmath, no TikZ library)
+    doc = "\\documentclass{article}\n\\usepackage{tikz}\n\\begin{document}\n" + body + "\n\\end{document}\n"
     (tmp_path / "pic.tex").write_text(doc)
     run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "pic.tex"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -1,4 +1,5 @@
-"""One legality: ``check``, ``plan``, ``simulate``, ``shape``, ``backward`` and ``cost`` agree on what is legal,
+"""One legality: ``check``, ``plan``, ``simulate``, ``shape``, ``backward`` and ``cost`` agree on what is legal
+(check legal iff plan finds a plan: random einsums, partial sums too, and collectives on up to three axes),
 and a refusal from any of them is the legality's own error, with its span, its caret and its fix (issue 13:
 check said legal where plan said ShapeMismatch or IndivisibleDim, or simulate "dim 4 appears twice"; plan
 lost the caret and the fix that check shows)."""
@@ -6,15 +7,22 @@ lost the caret and the fix that check shows)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shardalg.algebra.legality import check, notes
+from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.shape import shape
 from shardalg.cli import main
 from shardalg.costs.plancost import cost
-from shardalg.errors import IllegalSharding, IndivisibleDim, ShapeMismatch, UnknownAxis
+from shardalg.errors import IllegalSharding, IndivisibleDim, ShapeMismatch, ShardalgError, UnknownAxis
+from shardalg.notation.syntax import Arrow, Collective, Op, Product, Tensor
 from shardalg.numeric.execute import simulate
 from shardalg.planning.backward import backward
 from shardalg.planning.planner import plans
+
+from ..shared.layouts import sharded
+from .test_planner import einsums
 
 # (statement, mesh, sizes, the error class every stage raises)
 ILLEGAL = [
@@ -70,7 +78,7 @@ def test_a_lone_tensor_may_repeat_a_dim_and_every_stage_says_so():
 def test_case_4_is_a_note_on_a_request_and_an_error_as_a_local_product():
     (note,) = notes("A[I_X, J] · B[J, K_X] -> C[I_X, K]", "X=4")
     assert note.rule == "case-4"
-    assert note.note().startswith("note [case-4]: case 4: the result dims I and K are both sharded over X;")
+    assert note.note().startswith("note: case 4: the result dims I and K are both sharded over X;")
     assert [v.rule for v in check("A[I_X, J] ·_LOCAL B[J, K_X] -> C[I_X, K]", "X=4")] == ["case-4"]
     bw = backward("A[I_X, J] · B[J, K_X] -> C[I_X, K]", "X=8")
     assert ("AllGather", ("X",)) in bw.collectives
@@ -83,8 +91,52 @@ def test_plan_keeps_the_span_and_the_fix_that_check_shows(capsys):
     assert main(["plan", *argv]) == 1
     planned = capsys.readouterr().err
     assert planned == checked == (
-        "UnknownAxis [unknown-axis]: mesh axis Q is not in the mesh (X)\n"
+        "error: mesh axis Q is not in the mesh (X) [unknown-axis]\n"
         "  A[I_Q, J] · B[J, K] -> C[I, K]\n"
         "    ^^^\n"
         "  fix: use an axis of the mesh (X), or add Q to it\n"
     )
+
+
+OPS = [Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.SLICE, Op.PERMUTE]
+
+
+def _agree(stmt: object, mesh: Mesh, sizes: dict[str, int] | None = None) -> None:
+    found_rules = [v.rule for v in check(stmt, mesh, sizes)]  # type: ignore[arg-type]
+    try:
+        found = plans(stmt, mesh=mesh, sizes=sizes)
+    except ShardalgError as err:
+        assert found_rules, f"{stmt} on {mesh}: check says legal, plan says {type(err).__name__}: {err.message}"
+        return
+    assert found and found.complete
+    assert not found_rules, f"{stmt} on {mesh}: planned, yet check says {found_rules}"
+
+
+@given(einsums())
+def test_check_legal_iff_an_einsum_is_planned(case: tuple[Mesh, Tensor, Tensor, Tensor | None]) -> None:
+    mesh, a, b, c = case
+    _agree(Arrow(Product(a, b), c) if c is not None else Product(a, b), mesh)
+
+
+
+@st.composite
+def collectives(draw: st.DrawFn) -> tuple[Mesh, Collective, dict[str, int]]:
+    mesh, t = draw(sharded())
+    axes = tuple(draw(st.lists(st.sampled_from(list(mesh.names)), min_size=1, max_size=2, unique=True)))
+    dim = draw(st.sampled_from([None, *t.dim_names]))
+    sizes = {d: draw(st.integers(1, 8)) for d in t.dim_names if not d.isdigit()}
+    return mesh, Collective(draw(st.sampled_from(OPS)), axes, t, dim), sizes
+
+
+@given(collectives())
+def test_check_legal_iff_a_collective_is_planned(case: tuple[Mesh, Collective, dict[str, int]]) -> None:
+    mesh, c, sizes = case
+    _agree(c, mesh, sizes)
+
+
+def test_the_examiners_reproducers() -> None:
+    assert [v.rule for v in check("A[I] · B[K] -> C[I, K]{U_X}", "X=2")] == ["unreduced-result"]
+    assert [v.rule for v in check("A[I, J] · B[J, K] -> C[I, K]{U_X}", "X=4")] == []
+    assert [v.rule for v in check("AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", "I=1,J=2,K=1")] == ["indivisible-dim"]
+    assert [v.rule for v in check("A[L]{U_X} · B[K]{U_Y} -> C[L, K]{U_XZ}", "X=3,Y=2,Z=3")] == ["unreduced-result"]
+    assert [v.rule for v in check("A[L]{U_X} · B[K]{U_Y} -> C[L, K]{U_XZ}", "X=3,Y=2,Z=2")] == []

@@ -212,8 +212,15 @@ def test_collective_statement_is_its_own_plan() -> None:
 
 
 def test_requests_that_cannot_be_met() -> None:
-    with pytest.raises(NoPlan):
-        plans("A[I, J] · B[J, K] -> C[I, K]{U_X}", mesh="X=2")
+    with pytest.raises(NoPlan) as no_plan:
+        plans("A[I] · B[K] -> C[I, K]{U_X}", mesh="X=2")
+    assert no_plan.value.message == (
+        "no plan computes A[I] * B[K] -> C[I, K]{U_X}: no compute layout the planner tries gives a product that "
+        "a sequence of rules turns into C[I, K]{U_X}: the result is requested unreduced over X, and a product "
+        "leaves partial sums over X only where an operand is unreduced over it, or both operands shard a "
+        "contracted dim over it (case 3); neither operand is unreduced over X (nor over another axis of size 2, "
+        "which a Permute could rename into X); A[I] * B[K] contracts no dim"
+    )
     with pytest.raises(ShardalgError) as info:
         plans("A[I, J] · B[J, K] -> C[I, K]", mesh="X=4", sizes={"I": 6, "J": 4, "K": 4}, target="C[I_X, K]")
     assert info.value.rule == "indivisible-dim"

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Glyph", "GLYPHS", "ROLE_KEYWORDS", "ASCII", "UNICODE", "LATEX", "PRECEDENCE", "precedence", "latex_escape_text"]
+__all__ = ["Glyph", "GLYPHS", "ROLE_KEYWORDS", "ASCII", "UNICODE", "LATEX", "PRECEDENCE", "precedence",
+           "latex_escape_text", "latex_escape_prose"]
 
 ASCII, UNICODE, LATEX = 0, 1, 2
 
@@ -78,18 +79,20 @@ def precedence(node: object) -> int:
     return max(PRECEDENCE.values())
 
 
-# Characters that must be escaped inside \text{...}; each replacement renders in KaTeX and LaTeX.
+# Characters that must be escaped inside \text{...}. Each is set as a little math ($...$) so that it renders
+# alike in pdflatex, KaTeX and MathJax without its textmacros extension (which shows \_ or \% in \text{}
+# literally, but renders math inside \text{} in every configuration).
 _TEXT_ESCAPES: dict[str, str] = {
-    "\\": r"\textbackslash ",
-    "{": r"\{",
-    "}": r"\}",
-    "$": r"\$",
-    "&": r"\&",
-    "#": r"\#",
-    "%": r"\%",
-    "_": r"\_",
-    "^": r"\textasciicircum ",
-    "~": r"\textasciitilde ",
+    "\\": r"$\backslash$",
+    "{": r"$\{$",
+    "}": r"$\}$",
+    "$": r"$\$$",
+    "&": r"$\&$",
+    "#": r"$\#$",
+    "%": r"$\%$",
+    "_": r"$\_$",
+    "^": r"$\hat{\ }$",
+    "~": r"$\sim$",
     "\n": " ",
     # Unicode math glyphs that reasons use: set as math, since neither KaTeX's nor pdflatex's text mode has them.
     "·": r"$\cdot$",
@@ -104,6 +107,27 @@ _TEXT_ESCAPES: dict[str, str] = {
 }
 
 
+# The same characters in a document's running text (pdflatex's text mode, not inside math): text commands.
+_PROSE_ESCAPES: dict[str, str] = {
+    **_TEXT_ESCAPES,
+    "\\": r"\textbackslash{}",
+    "{": r"\{",
+    "}": r"\}",
+    "$": r"\$",
+    "&": r"\&",
+    "#": r"\#",
+    "%": r"\%",
+    "_": r"\_",
+    "^": r"\textasciicircum{}",
+    "~": r"\textasciitilde{}",
+}
+
+
+def latex_escape_prose(text: str) -> str:
+    """``text`` made safe for a LaTeX document's running text (a paragraph, a heading, a table cell)."""
+    return "".join(_PROSE_ESCAPES.get(ch, ch) for ch in text)
+
+
 def latex_escape_text(text: str) -> str:
-    """``text`` made safe for ``\\text{...}``."""
+    """``text`` made safe for ``\\text{...}`` in pdflatex, KaTeX and MathJax (with or without textmacros)."""
     return "".join(_TEXT_ESCAPES.get(ch, ch) for ch in text)

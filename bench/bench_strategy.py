@@ -1,0 +1,97 @@
+"""Benchmark of the numeric strategy search: the book's question 7 and one transformer layer.
+
+    python bench/bench_strategy.py [--repeat N] [--layer-repeat N] [--json]      (or: python -m bench strategy)
+
+In process: ``sa.search`` on question 7 (MLP, TPU v5e 2x2, 300 MB, forward) and on one transformer layer
+(attention + MLP, 2x2x2, forward, the chip's HBM), median of N runs each, with the planner's and sympy's
+caches cleared before each run, next to the baseline of the same run: planning the question's two statements
+once. Cold: ``shardalg search`` on question 7 in a new process, median of N, next to ``python -c pass``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import sympy  # noqa: E402
+
+from shardalg.planning import planner  # noqa: E402
+from shardalg.search.numeric import search  # noqa: E402
+from tests.search.programs import LAYER, MLP, Q7, TRANSFORMER  # noqa: E402
+
+
+def _clear() -> None:
+    sympy.core.cache.clear_cache()
+    planner._einsum_plans.cache_clear()
+
+
+def _median(fn, repeat: int) -> float:
+    runs = []
+    for _ in range(repeat):
+        _clear()
+        t0 = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
+
+
+def _cold(argv: list[str], repeat: int) -> float:
+    runs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=os.environ)
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--layer-repeat", type=int, default=1)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    def baseline() -> None:
+        from shardalg.notation.parse import parse
+
+        for s in parse(MLP).statements:
+            planner.plan(s, "X=2,Y=2", {"B": 128, "D": 8192, "F": 32768})
+
+    out: dict[str, float] = {"baseline_plan_q7_s": _median(baseline, args.repeat)}
+    out["q7_search_s"] = _median(lambda: search(MLP, **Q7), args.repeat)
+    layer = search(TRANSFORMER, **LAYER)
+    out["layer_search_s"] = _median(lambda: search(TRANSFORMER, **LAYER), args.layer_repeat)
+    out["layer_priced"] = layer.space.size - sum(layer.pruned.to_json().values())
+    exe = shutil.which("shardalg")
+    if exe is not None:
+        out["cold_python_s"] = _cold([sys.executable, "-c", "pass"], args.repeat)
+        out["cold_q7_cli_s"] = _cold([exe, "search", MLP, "--mesh", Q7["mesh"], "--sizes", Q7["sizes"], "--hw",
+                                      Q7["hw"], "--memory", Q7["memory"], "--mode", Q7["mode"], "--quiet"],
+                                     args.repeat)  # fmt: skip
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"question 7 search        {out['q7_search_s'] * 1e3:8.1f} ms  median of {args.repeat} "
+              f"(baseline: plan its two statements {out['baseline_plan_q7_s'] * 1e3:.1f} ms, "
+              f"ratio {out['q7_search_s'] / out['baseline_plan_q7_s']:.0f}x)")  # fmt: skip
+        print(f"transformer layer search {out['layer_search_s']:8.2f} s   median of {args.layer_repeat} "
+              f"({out['layer_priced']} priced)")  # fmt: skip
+        if "cold_q7_cli_s" in out:
+            print(f"shardalg search (q7)     {out['cold_q7_cli_s']:8.2f} s   new process, median of {args.repeat} "
+                  f"(python -c pass {out['cold_python_s']:.2f} s)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

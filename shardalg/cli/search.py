@@ -1,0 +1,121 @@
+"""``shardalg search``: the fastest sharding of a program that fits a memory cap, the best of each named
+strategy (DP, FSDP, TP, FSDP+TP, SP, EP) and why each other one lost, as a ranked table.
+
+    shardalg search PROGRAM --mesh X=2,Y=2 --sizes B=128,D=8192,F=32768 --hw tpu-v5e --memory 300MB --mode infer
+
+PROGRAM is the notation without shardings, with ``params`` declared (``tokens B, T`` names the batch dims),
+or - for standard input. A progress bar (``rich`` when installed: ``pip install 'shardalg[progress]'``, else
+a line on stderr) shows on a terminal when the search takes more than a second; ``--quiet`` turns it off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+import time
+from typing import Any
+
+from . import EXIT_OK
+from .common import HelpFormatter, examples
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, mesh
+
+DELAY = 1.0  # seconds before a progress bar shows
+
+
+class _Bar:
+    """A progress callback for :func:`shardalg.search.numeric.search`: after :data:`DELAY` seconds, a rich
+    bar on a terminal's stderr (a plain line when rich is not installed); nothing off a terminal."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.start = time.monotonic()
+        self.bar: Any = None
+        self.task: Any = None
+        self.plain = False
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if self.bar is None and not self.plain:
+            if now - self.start < DELAY:
+                return
+            try:
+                from rich.console import Console
+                from rich.progress import Progress
+            except ImportError:
+                self.plain = True
+            else:
+                self.bar = Progress(console=Console(stderr=True), transient=True)
+                self.bar.start()
+                self.task = self.bar.add_task("search", total=total)
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+        elif now - self.last > 0.2 or done == total:
+            self.last = now
+            print(f"\rsearch: {done:,}/{total:,} assignments", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+        elif self.plain:
+            print(file=sys.stderr)
+
+
+def _search(args: argparse.Namespace) -> int:
+    from shardalg.notation.parse import parse
+    from shardalg.search.numeric import search
+
+    program = parse(sys.stdin.read() if args.program == "-" else args.program)
+    bar = _Bar(not args.quiet)
+    try:
+        result = search(program, mesh(args.mesh), args.sizes, args.hw, args.memory, args.mode, args.optimizer,
+                        args.remat, args.overlap, args.top, progress=bar)  # fmt: skip
+    finally:
+        bar.close()
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        for k, v in result.notes:
+            print(f"note: {k}: {v}", file=sys.stderr)
+    elif args.format == "latex":
+        print(result.latex())
+    else:
+        print(result)
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "search", help="the fastest sharding that fits a memory cap, and why each strategy lost",
+        description=textwrap.fill(
+            "Search every assignment of mesh axes to the dims of the parameters and activations of PROGRAM "
+            "(DP, FSDP, TP, FSDP+TP, sequence and expert parallelism among them), price each by its plans, "
+            "derived backward, overlap policy and memory per device, and print the fastest that fits, the "
+            "best of each named strategy, and a ranked table with each one's binding reason in numbers.", 100),
+        epilog=examples("shardalg search \"params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; "
+                        "Tmp[B, F] * W_out[F, D] -> Out[B, D]\" --mesh X=2,Y=2 --sizes B=128,D=8192,F=32768 "
+                        "--hw tpu-v5e --memory 300MB --mode infer"),
+        formatter_class=HelpFormatter,
+    )  # fmt: skip
+    p.add_argument("program", metavar="PROGRAM", help="the program without shardings, with 'params' declared "
+                   "(and 'tokens B, T' for the batch dims), or - for standard input")  # fmt: skip
+    p.add_argument("--mesh", metavar="X=2,Y=2", help=MESH_HELP + " (every size given)")
+    p.add_argument("--sizes", metavar="B=128,D=8192", help="dim sizes, NAME=INT separated by commas (all of them)")
+    add_hw(p, help=HW_HELP + "; required")
+    p.add_argument("--memory", metavar="BYTES", help="the memory cap per device, e.g. 300MB or 16GiB "
+                   "(default: the chip's HBM)")  # fmt: skip
+    p.add_argument("--mode", choices=("train", "infer"), help="train (forward, derived backward, gradients and "
+                   "optimizer state; the default) or infer (forward; parameters, KV cache, gathered weights)")  # fmt: skip
+    p.add_argument("--optimizer", metavar="NAME", help="training: adam (the default), adam-fp32, momentum, sgd, "
+                   "none, or bytes per parameter")  # fmt: skip
+    p.add_argument("--remat", metavar="POLICY", help="training: none, block, saved or activation names "
+                   "(default: the program's saved list, else none)")  # fmt: skip
+    p.add_argument("--overlap", choices=("steady", "serial"), help="steady (compute and each axis's "
+                   "collectives overlap; the default) or serial (they add)")  # fmt: skip
+    p.add_argument("--top", type=int, default=10, metavar="K", help="rows of the ranked table (default 10)")
+    p.add_argument("--format", choices=("text", "latex"), default="text", help="the table as text or LaTeX")
+    p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
+    p.set_defaults(handler=_search)

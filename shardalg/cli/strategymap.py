@@ -1,0 +1,105 @@
+"""``shardalg strategy-map``: where DP, FSDP, TP and FSDP+TP are each fastest, as symbolic regions.
+
+    shardalg strategy-map "$(cat mlp.sa)" --mesh X=4,Y=4,Z=4 --hw tpu-v5p --sizes B=48000,D=8192,F=32768
+    shardalg strategy-map mlp.sa --over B/N,F --overlap serial --plot map.png --format latex
+
+PROGRAM is a block in the notation with its parameters declared (``params W_in, W_out``), a file holding
+one, or - for standard input. Every default not chosen is stated in the output (``note:``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from shardalg.errors import UsageError
+
+from . import EXIT_OK
+from .common import HelpFormatter, examples
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
+
+EXAMPLE = ('shardalg strategy-map "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; '
+           'Tmp[B, F] * W_out[F, D] -> Out[B, D]" --mesh X=4,Y=4,Z=4 --hw tpu-v5p --sizes B=48000,D=8192,F=32768 '
+           '--memory hbm --plot map.png')  # fmt: skip
+
+
+def _program_text(arg: str) -> str:
+    if arg == "-":
+        return sys.stdin.read()
+    if "\n" not in arg and ";" not in arg and "[" not in arg:
+        p = Path(arg)
+        if not p.is_file():
+            raise UsageError(f"PROGRAM is notation text, a file or -; no file {arg!r}")
+        return p.read_text()
+    return arg
+
+
+def _run(args: argparse.Namespace) -> int:
+    from shardalg.algebra.context import as_sizes
+    from shardalg.search.monotext import parameters_text
+    from shardalg.search.programresult import program_map
+
+    result = program_map(_program_text(args.program), mesh(args.mesh), chip(args.hw), parameters_text(args.over),
+                         overlap=args.overlap, passes=args.passes, sizes=as_sizes(args.sizes),
+                         remat=args.remat, memory=args.memory, optimizer=args.optimizer)  # fmt: skip
+    picture: Any = None
+    if args.plot:
+        from shardalg.pictures.regionmap import region_map
+
+        over = parameters_text(args.over)
+        if len(over) < 2:
+            raise UsageError("--plot draws two parameters: give --over with two, e.g. --over B/N,F")
+        picture = region_map(result, args.plot, over[0], over[1], decades=args.decades)
+    if args.format == "json":
+        data = result.to_json()
+        if picture is not None:
+            data["plot"] = {"path": str(picture.path), "labels": list(picture.labels), "shares": picture.shares}
+        import json
+
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+    elif args.format == "latex":
+        print(result.latex())
+    else:
+        print(result)
+    for n in result.notes:
+        print(f"note: {n}", file=sys.stderr)
+    if picture is not None:
+        print(f"wrote {picture.path}: {', '.join(picture.labels)}", file=sys.stderr)
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "strategy-map", help="where DP, FSDP, TP and FSDP+TP are each fastest, as symbolic regions",
+        description=textwrap.fill(
+            "Build the book's strategies (DP, FSDP, TP, FSDP+TP) as shardings of PROGRAM, cost each from its "
+            "plans and derived backward, and derive the regions of the parameters where each is fastest, as "
+            "solved inequalities with their derivations; FSDP+TP at its continuous X_opt, with the integer splits "
+            "of the mesh next to it. Sizes, mesh and chip place the current point.", 100),
+        epilog=examples(EXAMPLE), formatter_class=HelpFormatter)  # fmt: skip
+    p.add_argument("program", metavar="PROGRAM", help="the block in the notation with 'params' declared, a file "
+                   "holding it, or - for standard input")  # fmt: skip
+    p.add_argument("--mesh", metavar="X=4,Y=4,Z=4", help=MESH_HELP + "; its device count is N")
+    add_hw(p, help=HW_HELP + "; its C and W_ici place the current point")
+    p.add_argument("--sizes", metavar="B=48000,F=32768", help="dim sizes of the current point, NAME=INT")
+    p.add_argument("--over", default="B/N,F", metavar="B/N,F",
+                   help="the parameters to map over, products of powers of names (default B/N,F); the costs' "
+                   "other parameters (C/W_ici, M_X, M_Y, N) are added as needed, and said")  # fmt: skip
+    p.add_argument("--overlap", choices=("steady", "serial"), default="steady",
+                   help="steady: compute and each axis's collectives overlap (the default); serial: they add up")
+    p.add_argument("--passes", choices=("step", "forward", "backward"), default="step",
+                   help="the whole training step (default), or the forward or backward pass alone")
+    p.add_argument("--remat", metavar="POLICY", help="what the backward keeps (see shardalg step); default none")
+    p.add_argument("--memory", metavar="BYTES|hbm", help="cap the parameters, gradients and optimizer state per "
+                   "device (bytes, e.g. 95e9, or hbm: the chip's); the map gains D*F/H. Default: no cap")  # fmt: skip
+    p.add_argument("--optimizer", metavar="NAME", help="the optimizer state the cap counts (see shardalg memory; "
+                   "default adam)")  # fmt: skip
+    p.add_argument("--plot", metavar="OUT.png", help="draw the map over the first two --over parameters "
+                   "(.png, .pdf, .svg; needs the plot extra), the current point marked")  # fmt: skip
+    p.add_argument("--decades", type=float, default=2.0, help="the picture's reach each side of the point "
+                   "(powers of ten, default 2)")  # fmt: skip
+    p.add_argument("--format", choices=("text", "latex", "json"), default="text", help="output (default text)")
+    p.set_defaults(handler=_run)

@@ -1,0 +1,92 @@
+"""The order of plans: bytes communicated, then steps, then the steps themselves (a fixed order).
+
+``default_key(mesh, sizes)`` is the planner's ranking when no other is given. It is a :class:`BytesKey`: a
+callable (plan -> sortable key) like any ``key``, which :func:`sort_plans` also knows how to apply in two
+passes (bytes and steps first, the steps' text only among plans that tie), since building the text key of
+every plan costs more than the rest of the sort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.traffic import Bytes, Sizes, move_bytes, rank_table, step_rank
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Op, Tensor
+
+__all__ = ["plan_bytes", "default_key", "BytesKey", "weighed_key", "sort_plans", "plan_text_key"]
+
+
+def plan_bytes(plan: Plan, mesh: Mesh, sizes: Sizes) -> Bytes:
+    """Bytes communicated by a plan: the sum over its steps."""
+    total = Bytes()
+    for s in plan.steps:
+        if s.op is Op.EINSUM:
+            continue
+        before, after = s.inputs[0], s.output
+        dims_before, dims_after = tuple(d.axes for d in before.dims), tuple(d.axes for d in after.dims)
+        total = total + move_bytes(s.op, s.axes, before, dims_before, dims_after, mesh, sizes)
+    return total
+
+
+class BytesKey:
+    """Rank plans by bytes communicated (as exact integers), then number of steps, then their steps."""
+
+    def __init__(self, mesh: Mesh, sizes: Sizes):
+        self.mesh, self.sizes, self.table = mesh, sizes, rank_table(mesh)
+
+    def head(self, plan: Plan) -> tuple[int, int]:
+        mesh, sizes, table = self.mesh, self.sizes, self.table
+        ranked = sum(step_rank(s.op, s.axes, s.inputs[0], s.output, mesh, sizes, table) for s in plan.steps)
+        return ranked, len(plan.steps)
+
+    def __call__(self, plan: Plan) -> Any:
+        return (*self.head(plan), plan_text_key(plan))
+
+
+def default_key(mesh: Mesh, sizes: Sizes) -> BytesKey:
+    """Rank plans by bytes communicated, then number of steps, then their steps (a deterministic order)."""
+    return BytesKey(mesh, sizes)
+
+
+def weighed_key(weigh: Callable[[Step], float]) -> Callable[[Plan], Any]:
+    """Rank plans by the sum of ``weigh`` over their communicating steps, then steps, then their steps."""
+
+    def key(plan: Plan) -> Any:
+        return (sum(weigh(s) for s in plan.steps if s.op is not Op.EINSUM), len(plan.steps), plan_text_key(plan))
+
+    return key
+
+
+def plan_text_key(plan: Plan) -> tuple[Any, ...]:
+    """The steps as plain tuples: a total order among plans that tie on everything else."""
+    memo: dict[int, tuple[Any, ...]] = {}
+
+    def t(x: Tensor) -> tuple[Any, ...]:
+        got = memo.get(id(x))
+        if got is None:
+            got = memo[id(x)] = (x.name or "", tuple((d.label, d.axes) for d in x.dims), x.unreduced, x.invariant)
+        return got
+
+    return tuple(
+        (s.op.value, s.axes, s.dim or "", tuple(t(i) for i in s.inputs), t(s.output)) for s in plan.steps
+    ) + (t(plan.output),)
+
+
+def sort_plans(plans: list[Plan], key: Callable[[Plan], Any]) -> None:
+    """Sort in place by ``key``; a :class:`BytesKey` sorts by its head first and breaks ties by text."""
+    if not isinstance(key, BytesKey):
+        plans.sort(key=key)
+        return
+    heads = {id(p): key.head(p) for p in plans}
+    plans.sort(key=lambda p: heads[id(p)])
+    i = 0
+    while i < len(plans):
+        j = i + 1
+        while j < len(plans) and heads[id(plans[j])] == heads[id(plans[i])]:
+            j += 1
+        if j - i > 1:
+            plans[i:j] = sorted(plans[i:j], key=plan_text_key)
+        i = j

@@ -1,0 +1,72 @@
+"""What a planning query returns: the plans found, and whether they are all of them.
+
+:class:`Plans` is a list of plans with ``complete`` and ``note``: ``complete`` is False when a budget of
+the search was hit (the labels one layout search may settle, or the equally cheap sequences listed for one
+resharding), and ``note`` then names the limit and how to lift it. A truncated answer is never silent: the
+JSON of ``shardalg plan`` carries ``"complete"`` and the CLI warns on stderr.
+
+:class:`Limits` holds the budgets; the defaults are generous (every matmul on five mesh axes is planned in
+full within them), and a query that needs more takes ``limits=Limits(...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from html import escape
+
+from shardalg.notation.plan import Plan
+from shardalg.notation.plan import Plans as PlanTable
+
+from .search import MAX_LABELS, MAX_TIES
+
+__all__ = ["Plans", "Limits", "DEFAULT_LIMITS"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Budgets of a planning query. ``max_labels``: labels one layout search may settle; ``max_ties``:
+    equally cheap sequences listed for one resharding; ``max_layouts``: compute layouts one einsum may
+    enumerate."""
+
+    max_labels: int = MAX_LABELS
+    max_ties: int = MAX_TIES
+    max_layouts: int = 1_000_000
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class Plans(PlanTable):
+    """A list of plans, cheapest first, that says whether it holds every plan (``complete``) and, when it
+    does not, which limit cut it and how to lift it (``note``). In a notebook, a table (``columns``: bytes,
+    seconds on a chip, as the ranking gave them)."""
+
+    complete: bool
+    note: str
+
+    def __init__(
+        self,
+        plans: Iterable[Plan] = (),
+        complete: bool = True,
+        note: str = "",
+        columns: Mapping[str, Callable[[Plan], object]] | None = None,
+    ):
+        super().__init__(plans, columns)
+        self.complete = complete
+        self.note = note
+
+    @classmethod
+    def of(cls, plans: Iterable[Plan], cuts: Iterable[str]) -> Plans:
+        """The plans, incomplete when any cut (a limit's note) is given; notes are deduplicated in order."""
+        notes = list(dict.fromkeys(c for c in cuts if c))
+        return cls(plans, not notes, "; ".join(notes))
+
+    def __repr__(self) -> str:
+        if self.complete:
+            return super().__repr__()
+        return f"{super().__repr__()}  # incomplete: {self.note}"
+
+    def _repr_html_(self) -> str:
+        html = super()._repr_html_()
+        return html if self.complete else html + f"<p><b>incomplete:</b> {escape(self.note)}</p>"

@@ -1,0 +1,161 @@
+"""The layout space of one tensor shape on one mesh: every sharding as a canonical state, and its moves.
+
+A *state* is a sharding without names: the axes of each dim as an ordered tuple (major first) and the
+sorted unreduced axes (invariant marks do not change where data lives, so they are not part of it). A
+*move* is one rule application ``(op, axes, dim index)``; the moves a state allows, and where each leads,
+come from the rule table (:data:`shardalg.algebra.rules.RULES`, each rule's ``moves`` and ``effect``), so a
+new collective is searched as soon as it is a rule. Moves to a layout whose known dims do not divide by
+their axes are left out.
+
+A space depends only on what the search sees, so it is shared (:func:`space_of`) by every tensor of that
+shape: the dims' known sizes (literal or bound; None when symbolic), the dtype and the mesh. ``A[I, J]``
+and ``B[J, K]`` with unknown sizes search one space; each state's moves are computed once per process.
+
+Each move carries its *rank*: the bytes it communicates as an exact integer (:meth:`Space.rank`), the
+search's default edge weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from math import prod
+
+from shardalg.algebra.layout import Layout
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.rules import RULES
+from shardalg.algebra.traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, TRAFFIC, Sizes, Volume
+from shardalg.notation.syntax import DType, Op, Tensor
+
+__all__ = ["Move", "State", "Space", "space_of", "state_of", "clear_spaces"]
+
+Move = tuple[Op, tuple[str, ...], int | None]  # (op, axes, target dim index or None)
+State = tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]  # (axes per dim, unreduced)
+Edge = tuple[Move, State, int, tuple[int, tuple[str, ...], int]]  # (move, other state, rank, sort key)
+
+# the spaces made so far, by (known dim sizes, dtype, mesh); cleared by clear_spaces (a fresh benchmark)
+_SPACES: dict[tuple[tuple[int | None, ...], DType, Mesh], Space] = {}
+
+
+def state_of(t: Tensor) -> State:
+    """The canonical state of a tensor's sharding."""
+    return tuple(d.axes for d in t.dims), t.unreduced
+
+
+def space_of(t: Tensor, mesh: Mesh, sizes: Sizes) -> Space:
+    """The (shared) layout space of ``t``'s shape on ``mesh``."""
+    key = (tuple(sizes.of(d.label, d.size) for d in t.dims), t.dtype or DEFAULT_DTYPE, mesh)
+    found = _SPACES.get(key)
+    if found is None:
+        found = _SPACES[key] = Space(*key)
+    return found
+
+
+def clear_spaces() -> None:
+    """Forget every space (and the searches they hold): the next query searches anew."""
+    _SPACES.clear()
+
+
+class Space:
+    """The layouts of one shape on one mesh, with each layout's moves and their ranks computed once.
+
+    A rank is the move's bytes (:mod:`shardalg.algebra.traffic`) scaled to an exact integer: unknown dims
+    count 4096 and unknown axes 4 (as :meth:`Bytes.rank` does), and multiplying by 8 x the product of all
+    axis sizes clears every denominator (a group size divides that product; 8 x bytes per element x the
+    op's factor is whole). Searches from a state are kept here (``searches``), so every query from that
+    state, for any target, resumes one search."""
+
+    def __init__(self, sizes: tuple[int | None, ...], dtype: DType, mesh: Mesh):
+        self.sizes, self.dtype, self.mesh = sizes, dtype, mesh
+        self.axis = {a.name: a.size or RANK_AXIS for a in mesh}
+        self.devices = prod(self.axis.values())
+        self.elements = prod(n or RANK_DIM for n in sizes)
+        self.unit = {op: int(8 * dtype.bytes * factor) for op, (_, factor) in TRAFFIC.items()}
+        self.searches: dict[object, object] = {}
+        self._next: dict[State, tuple[Edge, ...]] = {}
+        self._group = {a.name: a.size for a in mesh}
+        self.closed: set[State] = set()  # states whose every successor is known (see close)
+        self._prev: dict[State, list[Edge]] = {}
+        self._divisible: dict[tuple[tuple[str, ...], ...], bool] = {}
+        self._ranks: dict[tuple[object, ...], int] = {}
+
+    def rank(self, op: Op, axes: tuple[str, ...], before: State, after: State) -> int:
+        """The move's bytes as an exact integer (see the class docstring)."""
+        memo = (op, axes, before[0], after[0])
+        got = self._ranks.get(memo)
+        if got is None:
+            got = self._ranks[memo] = self._rank(op, axes, before, after)
+        return got
+
+    def _rank(self, op: Op, axes: tuple[str, ...], before: State, after: State) -> int:
+        volume = TRAFFIC[op][0]
+        if volume is Volume.NONE:
+            return 0
+        dims = after[0] if volume is Volume.OUTPUT_GROUP else before[0]
+        skip = axes if volume is Volume.INPUT_GROUP else ()
+        group = prod(self.axis[a] for d in dims for a in d if a not in skip)
+        return self.devices // group * self.elements * self.unit[op]
+
+    def divisible(self, dims: tuple[tuple[str, ...], ...]) -> bool:
+        """Whether every known dim divides by the sizes of the axes that shard it (memoized per layout)."""
+        got = self._divisible.get(dims)
+        if got is None:
+            got = self._divisible[dims] = self._divides(dims)
+        return got
+
+    def _divides(self, dims: tuple[tuple[str, ...], ...]) -> bool:
+        for n, axes in zip(self.sizes, dims, strict=True):
+            if n is None or not axes:
+                continue
+            sizes = [self._group[a] for a in axes]
+            if None not in sizes and n % prod(s for s in sizes if s is not None):
+                return False
+        return True
+
+    def neighbors(self, state: State) -> tuple[Edge, ...]:
+        """Every move the rules allow from ``state``, in the rule table's order, with its result, its rank and
+        a sort key (the rule's place in the table, the axes, the dim index)."""
+        got = self._next.get(state)
+        if got is None:
+            got = self._next[state] = tuple(self._moves(state))
+        return got
+
+    def _moves(self, state: State) -> Iterator[Edge]:
+        lay = Layout(state[0], state[1], ())
+        for i, (op, r) in enumerate(RULES.items()):
+            for axes, dim in r.moves(lay, self.mesh):
+                nxt = r.effect(lay, axes, dim)
+                if self.divisible(nxt.dims):
+                    after = (nxt.dims, nxt.unreduced)
+                    key = (i, axes, -1 if dim is None else dim)
+                    yield (op, axes, dim), after, self.rank(op, axes, state, after), key
+
+    def close(self, starts: list[State]) -> bool:
+        """Make ``starts`` and everything they reach *closed*: each state's moves computed and recorded as
+        the predecessors of where they lead, so :meth:`predecessors` is complete within that set (a search
+        backward from a target needs it). Whether the closed set grew."""
+        todo = [s for s in starts if s not in self.closed]
+        grew = bool(todo)
+        if grew:  # a backward search made before knew fewer predecessors: it is made anew when asked for
+            for key in [k for k in self.searches if isinstance(k, tuple) and k[0] == "to"]:
+                del self.searches[key]
+        self.closed.update(todo)
+        while todo:
+            state = todo.pop()
+            for move, nxt, rank, key in self.neighbors(state):
+                self._prev.setdefault(nxt, []).append((move, state, rank, key))
+                if nxt not in self.closed:
+                    self.closed.add(nxt)
+                    todo.append(nxt)
+        return grew
+
+    def predecessors(self, state: State) -> list[Edge]:
+        """The moves into ``state`` from closed states, each as (move, the state it starts from, rank, key)."""
+        return self._prev.get(state, [])
+
+    def walk(self, start: State, moves: tuple[Move, ...]) -> list[State]:
+        """The states a move sequence passes through, ``start`` first."""
+        out = [start]
+        for op, axes, dim in moves:
+            lay = RULES[op].effect(Layout(out[-1][0], out[-1][1], ()), axes, dim)
+            out.append((lay.dims, lay.unreduced))
+        return out

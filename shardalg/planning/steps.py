@@ -1,0 +1,101 @@
+"""Turning move sequences into Steps: the tensors each step reads and writes, and a one-line reason.
+
+A search (:mod:`.search`) finds moves between canonical states; a plan needs Steps between named tensors,
+each with the reason a reader sees. :func:`build_steps` does that, :func:`step_reason` words a resharding
+step, and :func:`with_spare_axes` makes the variant of a plan that slices onto spare axes before a gather.
+"""
+
+from __future__ import annotations
+
+from shardalg.algebra.layout import Layout, tensor_with
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.rules import RULES
+from shardalg.algebra.traffic import Sizes
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Op, Tensor
+
+from .space import Move
+
+__all__ = ["fmt", "build_steps", "step_reason", "with_spare_axes"]
+
+
+def fmt(axes: tuple[str, ...] | list[str]) -> str:
+    """Axes as a subscript: ``XY``, or ``{data,model}`` when a name has more than one letter."""
+    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
+
+
+def step_reason(op: Op, axes: tuple[str, ...], before: Tensor, after: Tensor, dim: str | None) -> str:
+    """A one-line reason for a resharding step, in terms of the dims it touches."""
+    name = before.name or "the tensor"
+    if op is Op.ALL_GATHER:
+        dims = [d.label for d, e in zip(before.dims, after.dims, strict=True) if d.axes != e.axes]
+        return f"AllGather: {fmt(axes)} no longer shard{'s' if len(axes) == 1 else ''} {', '.join(dims)} of {name}"
+    if op is Op.REDUCE_SCATTER:
+        return f"ReduceScatter: sum {name}'s partials over {fmt(axes)} and keep {dim} sharded over them"
+    if op is Op.ALL_REDUCE:
+        return f"AllReduce: sum {name}'s partials over {fmt(axes)}"
+    if op is Op.ALL_TO_ALL:
+        src = next(d.label for d in before.dims if axes[0] in d.axes)
+        return f"AllToAll: move {fmt(axes)} of {name} from {src} to {dim}"
+    if op is Op.SLICE:
+        return f"Slice: keep this device's block of {dim} over {fmt(axes)} (free)"
+    if op is Op.PERMUTE:
+        what = "blocks of partial sums" if set(axes) & set(before.unreduced) else "shards"
+        return f"Permute: swap {axes[0]} and {axes[1]} in {name}; whole {what} move point to point"
+    return op.value
+
+
+def build_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step, ...]:
+    """The Steps of ``moves`` from ``src``; the last output is ``dst`` itself (invariant marks included)."""
+    steps: list[Step] = []
+    cur = src
+    lay = Layout.of(src)
+    for i, (op, axes, dim) in enumerate(moves):
+        nxt = RULES[op].effect(lay, axes, dim)
+        used = set(a for d in nxt.dims for a in d) | set(nxt.unreduced)
+        nxt = Layout(nxt.dims, nxt.unreduced, tuple(a for a in src.invariant if a not in used))
+        out = dst if i == len(moves) - 1 else tensor_with(cur, nxt)
+        label = cur.dims[dim].label if dim is not None else None
+        steps.append(Step(op, (cur,), out, axes, label, reason=step_reason(op, axes, cur, out, label)))
+        cur, lay = out, nxt
+    return tuple(steps)
+
+
+def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
+    """The plan with each single-dim AllGather preceded by a free slice onto the spare replicated axes,
+    so the gather runs over more axes (more links, same bytes: the book's question 2); None when no
+    gather has a spare axis."""
+    steps: list[Step] = []
+    changed = False
+    for s in p.steps:
+        spared = _spared(s, mesh, sizes) if s.op is Op.ALL_GATHER else None
+        if spared is None:
+            steps.append(s)
+        else:
+            steps.extend(spared)
+            changed = True
+    if not changed:
+        return None
+    return Plan(p.inputs, tuple(steps), p.output, p.cases, note=p.note + "; spare axes sliced first")
+
+
+def _spared(s: Step, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
+    """A gather off one dim as a free slice onto the spare axes, then the gather over more axes (or None)."""
+    t = s.inputs[0]
+    used = set(t.unreduced).union(*(d.axes for d in t.dims))
+    spare = tuple(a for a in mesh.names if a not in used)
+    if not spare:
+        return None
+    holders = [i for i, d in enumerate(t.dims) if any(a in d.axes for a in s.axes)]
+    if len(holders) != 1:
+        return None
+    i = holders[0]
+    d = t.dims[i]
+    dims = tuple(e.axes + spare if k == i else e.axes for k, e in enumerate(t.dims))
+    sliced = tensor_with(t, Layout(dims, t.unreduced, tuple(a for a in t.invariant if a not in spare)))
+    if not sizes.check_divisible(sliced, mesh, dims):
+        return None
+    why = f"Slice: shard {d.label} over the spare {fmt(spare)} first (free), so the gather uses more links"
+    gather_why = (s.reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
+    return (Step(Op.SLICE, (t,), sliced, spare, d.label, reason=why),
+            Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why))  # fmt: skip

@@ -1,0 +1,286 @@
+"""The numeric strategy search: every assignment of the space (:mod:`.space`) priced (:mod:`.price`), the
+fastest that fits the memory cap, the best of each named strategy, and why each other one lost.
+
+    >>> r = search("params W_in, W_out\\nIn[B, D] * W_in[D, F] -> Tmp[B, F]\\nTmp[B, F] * W_out[F, D] -> Out[B, D]",
+    ...            mesh="X=2,Y=2", sizes="B=128,D=8192,F=32768", hw="tpu-v5e", memory="300MB", mode="infer")
+    >>> r.winner.strategy, r.winner.assignment.params_text
+    ('TP', 'F=XY')
+
+Ranking: fitting candidates by seconds, then communication seconds, then bytes per device, then the order
+of the space (deterministic). Every assignment in the space is either priced or dropped for a reason that is
+counted (symmetric, illegal, equivalent, over the cap before pricing), so the winner is the optimum over
+the whole space: the tests check it against a brute force over all assignments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardalg.algebra.context import context_for
+from shardalg.costs.chipspec import as_chip_text
+from shardalg.errors import UsageError
+from shardalg.models.analysis import MODES
+from shardalg.models.step import DEFAULT_POLICY, overlap_argument
+from shardalg.notation.parse import parse
+from shardalg.notation.syntax import Program
+
+from .price import Entry, Pricer, Settings, size_text, time_text
+from .space import STRATEGIES, Pruned, Space, enumerate_space, space_of
+
+__all__ = ["SearchResult", "search", "parse_bytes", "Progress"]
+
+Progress = Callable[[int, int], None]  # (assignments done, assignments in the space)
+
+_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
+          "TIB": 2**40}  # fmt: skip
+
+
+def parse_bytes(text: str | float | int) -> float:
+    """``300MB``, ``16GiB``, ``3e8`` to bytes (decimal MB, binary MiB)."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        s = str(text).strip().upper().replace(" ", "")
+        head = s.rstrip("KMGTIB")
+        unit = s[len(head):]
+        try:
+            value = float(head) * _UNITS[unit]
+        except (ValueError, KeyError):
+            raise UsageError(f"a memory cap is a number of bytes with a unit (B, KB, MB, GB, MiB, GiB), not {text!r}",
+                             fix="e.g. --memory 300MB") from None  # fmt: skip
+    if not value > 0:
+        raise UsageError(f"the memory cap must be positive, not {text!r}")
+    return value
+
+
+def _key(e: Entry, order: int) -> tuple:
+    return (e.seconds, e.comms, e.bytes, order)
+
+
+@dataclass
+class SearchResult:
+    """The search's answer: ``ranked`` (fitting candidates, fastest first), ``rejected`` (over the cap),
+    ``best`` (the best of each named strategy: fitting, else the one closest to fitting), counts, notes."""
+
+    settings: Settings
+    space: Space
+    program: Program
+    ranked: list[Entry]
+    rejected: list[Entry]
+    pruned: Pruned
+    top: int = 10
+    notes: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def winner(self) -> Entry | None:
+        return self.ranked[0] if self.ranked else None
+
+    @property
+    def best(self) -> dict[str, Entry]:
+        out: dict[str, Entry] = {}
+        for e in self.ranked:
+            out.setdefault(e.strategy, e)
+        for e in sorted(self.rejected, key=lambda e: e.bytes):
+            out.setdefault(e.strategy, e)
+        named = [s for s in STRATEGIES if s in out] + sorted(s for s in out if s not in STRATEGIES)
+        return {s: out[s] for s in named}
+
+    def reason(self, e: Entry) -> str:
+        """Why ``e`` is not the winner, in numbers."""
+        if not e.fits:
+            return e.memory_reason()
+        w = self.winner
+        if w is None or e is w:
+            return e.binding_reason()
+        ratio = e.seconds / w.seconds  # type: ignore[operator]
+        if ratio > 1 + 1e-9:
+            than = f"{ratio:.3g}x the winner's time"
+        elif e.comms > w.comms:
+            than = "as fast as the winner, more communication"
+        elif e.bytes > w.bytes:
+            than = "as fast as the winner, more memory"
+        else:
+            than = "tied with the winner (listed after it in the space's order)"
+        return f"{than}; {e.binding_reason()}"
+
+    @property
+    def winner_program(self) -> str | None:
+        """The winner as a program in the notation (what ``plan``, ``backward`` and ``export`` take)."""
+        from shardalg.notation.printing import text
+
+        return text(self.winner.program) if self.winner is not None else None
+
+    # ---- printers
+    def _head(self) -> list[tuple[str, str]]:
+        st = self.settings
+        mode = st.mode + (f" (optimizer {st.optimizer or 'adam'}, remat {st.remat or 'none'})" if st.mode == "train"
+                          else "")  # fmt: skip
+        p = self.pruned
+        counted = (f"{self.space.size:,} assignments: {p.symmetric:,} symmetric, {p.illegal:,} illegal "
+                   f"(a dim not divisible), {p.equivalent:,} equivalent (same program), {p.over_cap:,} over the "
+                   f"cap before pricing, {len(self.ranked) + len(self.rejected) - p.over_cap:,} priced")  # fmt: skip
+        return [
+            ("mesh", f"{', '.join(f'{a.name}={a.size}' for a in st.mesh.axes)} ({st.mesh.devices} devices)"),
+            ("chip", st.chip.name),
+            ("mode", mode),
+            ("overlap", st.policy),
+            ("memory cap", f"{size_text(st.cap)} per device"),
+            ("dims", f"parameters {', '.join(self.space.param_dims)}; batch {', '.join(self.space.batch_dims)}"),
+            ("space", counted),
+        ]
+
+    def rows(self) -> list[tuple[str, Entry]]:
+        """The ranked table: the top fitting candidates, then the best rejected one of each strategy that
+        has no fitting one."""
+        out = [(str(i + 1), e) for i, e in enumerate(self.ranked[: self.top])]
+        out += [("-", e) for s, e in self.best.items() if not e.fits]
+        return out
+
+    def __str__(self) -> str:
+        lines = [f"{k:<11} {v}" for k, v in self._head()]
+        w = self.winner
+        lines.append("")
+        if w is None:
+            lines.append("winner      none fits: every candidate is over the memory cap")
+        else:
+            lines.append(f"winner      {w.strategy}: {w.assignment} -- {time_text(w.seconds)} per step, "  # type: ignore[arg-type]
+                         f"{size_text(w.bytes)} per device, MFU {w.mfu:.2f}")  # fmt: skip
+        lines.append("")
+        lines.append("strategy    best candidate and why it is not the winner")
+        for s, e in self.best.items():
+            verdict = "winner" if e is w else self.reason(e)
+            lines.append(f"{s:<11} {e.assignment}: {verdict}")
+        lines.append("")
+        head = f"{'#':>3}  {'strategy':<9} {'params':<10} {'activations':<12} {'time':>9} {'memory':>9} {'MFU':>5}  reason"
+        lines.append(head)
+        for rank, e in self.rows():
+            t = time_text(e.seconds) if e.seconds is not None else "-"
+            mfu = f"{e.mfu:.2f}" if e.mfu is not None else "-"
+            lines.append(f"{rank:>3}  {e.strategy:<9} {e.assignment.params_text:<10} "
+                         f"{e.assignment.activations_text:<12} {t:>9} {size_text(e.bytes):>9} {mfu:>5}  "
+                         f"{self.reason(e)}")  # fmt: skip
+        if w is not None:
+            lines.append("")
+            lines.append("the winner's program (shardalg backward | export jax take it):")
+            lines += ["  " + line for line in (self.winner_program or "").splitlines()]
+        lines += [f"note: {k}: {v}" for k, v in self.notes]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        st = self.settings
+        return {
+            "mesh": {a.name: a.size for a in st.mesh.axes},
+            "chip": st.chip.name,
+            "mode": st.mode,
+            "optimizer": st.optimizer if st.mode == "train" else None,
+            "remat": st.remat if st.mode == "train" else None,
+            "overlap": st.policy,
+            "memory_cap": st.cap,
+            "param_dims": list(self.space.param_dims),
+            "batch_dims": list(self.space.batch_dims),
+            "space": self.space.size,
+            "pruned": self.pruned.to_json(),
+            "priced": len(self.ranked) + len(self.rejected) - self.pruned.over_cap,
+            "winner": self.winner.to_json() if self.winner is not None else None,
+            "winner_program": self.winner_program,
+            "strategies": {s: {**e.to_json(), "reason": self.reason(e)} for s, e in self.best.items()},
+            "ranked": [{**e.to_json(), "rank": i + 1} for i, e in enumerate(self.ranked[: self.top])],
+            "fitting": len(self.ranked),
+            "rejected": len(self.rejected),
+            "defaults": [{"key": k, "value": v} for k, v in self.notes],
+        }
+
+    def latex(self) -> str:
+        """The ranked table as a LaTeX ``tabular``."""
+
+        def esc(s: str) -> str:
+            return s.replace("_", r"\_").replace("%", r"\%").replace(">", r"$>$").replace("&", r"\&")
+
+        lines = [r"\begin{tabular}{rlllrrrl}", r"\# & strategy & params & activations & time & memory & MFU & "
+                 r"reason \\ \hline"]  # fmt: skip
+        for rank, e in self.rows():
+            t = time_text(e.seconds) if e.seconds is not None else "--"
+            mfu = f"{e.mfu:.2f}" if e.mfu is not None else "--"
+            cells = [rank if rank != "-" else "--", e.strategy, e.assignment.params_text,
+                     e.assignment.activations_text, t, size_text(e.bytes), mfu, self.reason(e)]  # fmt: skip
+            lines.append(" & ".join(esc(c) for c in cells) + r" \\")
+        lines.append(r"\end{tabular}")
+        return "\n".join(lines)
+
+    def _repr_latex_(self) -> str:
+        return self.latex()
+
+
+def _mode(program: Program, mode: str | None, notes: list[tuple[str, str]]) -> str:
+    if mode is None:
+        mode = "infer" if program.roles is not None and program.roles.kvcache else "train"
+        notes.append(("mode", f"{mode} (default: {'the program declares a KV cache' if mode == 'infer' else 'training'})"))
+    if mode not in MODES:
+        raise UsageError(f"the mode is train or infer, not {mode!r}")
+    return mode
+
+
+def search(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
+           hw: Any = None, memory: str | float | None = None, mode: str | None = None,
+           optimizer: str | None = None, remat: str | None = None, overlap: str | None = None,
+           top: int = 10, progress: Progress | None = None) -> SearchResult:  # fmt: skip
+    """The fastest sharding of ``program`` (unsharded, with ``params`` declared) on ``mesh`` that fits
+    ``memory`` per device (default: the chip's HBM), and the best of each named strategy.
+
+    ``mode``: ``train`` (default; forward, derived backward, optimizer state) or ``infer``; ``overlap``:
+    ``steady`` (default) or ``serial``; ``progress(done, total)`` is called as assignments are handled."""
+    prog = parse(program) if isinstance(program, str) else program
+    if not isinstance(prog, Program):
+        raise UsageError("the search takes a program in the notation with its params declared")
+    ctx = context_for(prog, mesh, sizes)
+    if ctx.mesh is None:
+        raise UsageError("a search needs a mesh: --mesh X=2,Y=2 (API: mesh='X=2,Y=2')")
+    chip = as_chip_text(hw)
+    if chip is None:
+        raise UsageError("a search needs a chip for its seconds and HBM: --hw tpu-v5e (API: hw='tpu-v5e')")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UsageError(f"--top takes a positive number of rows, not {top!r}")
+    notes: list[tuple[str, str]] = []
+    chosen_mode = _mode(prog, mode, notes)
+    if memory is None:
+        cap = chip.hbm_capacity.value
+        notes.append(("memory", f"{size_text(cap)} per device (default: the HBM of {chip.name})"))
+    else:
+        cap = parse_bytes(memory)
+    if overlap is None:
+        overlap = DEFAULT_POLICY
+        notes.append(("overlap", f"{overlap} (default: compute and each axis's collectives overlap across layers)"))
+    overlap_argument(overlap)
+    if chosen_mode == "train":
+        if optimizer is None:
+            notes.append(("optimizer", "adam (default: fp32 moments, 8 bytes per parameter)"))
+        if remat is None:
+            notes.append(("remat", "the program's saved list, else none (default)"))
+    sizes_known = dict(ctx.sizes)
+    space = space_of(prog, ctx.mesh, sizes_known)
+    missing = [d for d in (*space.param_dims, *space.batch_dims) if d not in sizes_known]
+    if missing:
+        raise UsageError(f"a numeric search needs every size: {', '.join(missing)} unbound",
+                         fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing))  # fmt: skip
+    settings = Settings(ctx.mesh, sizes_known, chip, chosen_mode, optimizer, remat, overlap, cap)
+    pruned = Pruned()
+    pricer = Pricer(prog, space, settings, pruned)
+    fitting: list[tuple[Entry, int]] = []
+    rejected: list[Entry] = []
+    total = space.size
+    for order, a in enumerate(enumerate_space(space, pruned)):
+        e = pricer(a)
+        if e is not None:
+            (fitting.append((e, order)) if e.fits else rejected.append(e))
+        if progress is not None:
+            progress(pruned.visited, total)
+    if progress is not None:
+        progress(total, total)
+    ranked = [e for e, _ in sorted(fitting, key=lambda x: _key(*x))]
+    notes.append(("space", "an activation dim is split only over the axes that split it in the parameters, or "
+                  "when it is a batch dim; a dim split over several axes takes them in mesh order"))  # fmt: skip
+    if chosen_mode == "infer":
+        notes.append(("inference", "memory counts parameters, KV cache and gathered weights (no activations)"))
+    return SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes)

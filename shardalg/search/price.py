@@ -1,0 +1,173 @@
+"""Each assignment of the search space priced by what exists: the sharded program
+(:func:`shardalg.models.expand.shard`: FSDP's gathers written in), its forward plans and derived backward
+(:mod:`shardalg.models.analysis`), its step in seconds under the overlap policy
+(:func:`shardalg.models.step.step_seconds`: compute, each mesh axis's collectives, HBM) and its memory per
+device by part (:func:`shardalg.models.memory.model_memory`).
+
+Nothing is priced twice: an assignment whose sharded program is another's is *equivalent* and dropped, and one
+whose parameters (with gradients and optimizer state when training) exceed the cap is rejected before its
+plans are made (*over the cap before pricing*), its reason in numbers all the same.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.costs.hardware import Chip
+from shardalg.errors import IllegalSharding
+from shardalg.models.analysis import analyze
+from shardalg.models.expand import shard
+from shardalg.models.memory import PARTS, model_memory, param_bytes
+from shardalg.models.program import model_program
+from shardalg.models.step import step_seconds
+from shardalg.notation.syntax import Program
+
+from .space import Assignment, Pruned, Space
+
+__all__ = ["Settings", "Entry", "Pricer", "size_text", "time_text"]
+
+
+def size_text(b: float) -> str:
+    """Bytes for a table: ``1.07 GB`` (decimal units, as a memory cap is written)."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def time_text(s: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s * 1e9:.3g} ns"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every candidate is priced under: the mesh, sizes and chip, training or inference, the optimizer
+    and remat policy (training), the overlap policy, and the memory cap in bytes per device."""
+
+    mesh: Mesh
+    sizes: dict[str, int]
+    chip: Chip
+    mode: str
+    optimizer: str | None
+    remat: str | None
+    policy: str
+    cap: float
+
+
+@dataclass
+class Entry:
+    """One priced candidate. ``seconds`` is None when it was rejected before pricing (``fits`` False)."""
+
+    assignment: Assignment
+    strategy: str
+    program: Program
+    bytes: float  # per device: the total, or (rejected before pricing) the parameters' lower bound
+    parts: dict[str, float]
+    fits: bool
+    seconds: float | None = None
+    compute: float = 0.0
+    comms: float = 0.0
+    hbm: float = 0.0
+    axes: dict[str, float] = field(default_factory=dict)
+    flops: float = 0.0  # model FLOPs per device per step (forward + backward, no recompute)
+    mfu: float | None = None
+    cap: float = 0.0
+
+    @property
+    def bound(self) -> str | None:
+        """The term that binds the step: ``compute``, ``HBM`` or ``comms X`` (the busiest axis)."""
+        if self.seconds is None:
+            return None
+        terms = {"compute": self.compute, "HBM": self.hbm}
+        for a, s in self.axes.items():
+            terms[f"comms {a}"] = s
+        return max(terms, key=lambda k: (terms[k], k))
+
+    def memory_reason(self) -> str:
+        """``1.34 GB per device > 300 MB (transient 1.07 GB, params 268 MB)``: the largest parts first."""
+        parts = sorted(((v, k) for k, v in self.parts.items() if v > 0), reverse=True)
+        shown = ", ".join(f"{k.replace('_', ' ')} {size_text(v)}" for v, k in parts[:3])
+        before = "" if self.seconds is not None else " before any plan"
+        return f"{size_text(self.bytes)} per device > {size_text(self.cap)}{before} ({shown})"
+
+    def binding_reason(self) -> str:
+        """Why the step takes its time: ``HBM-bound: 331 us (compute 70 us, comms 0)``."""
+        bound = self.bound
+        rest = {"compute": self.compute, "HBM": self.hbm, "comms": self.comms}
+        name = bound.split()[0] if bound else "compute"
+        others = ", ".join(f"{k} {time_text(v) if v else '0'}" for k, v in rest.items() if k != name)
+        what = {"compute": self.compute, "HBM": self.hbm}.get(bound or "", self.axes.get((bound or " ").split()[-1], 0))
+        return f"{bound}-bound: {time_text(what)} ({others})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "params": self.assignment.params_text,
+            "activations": self.assignment.activations_text,
+            "fits": self.fits,
+            "bytes_per_device": self.bytes,
+            "memory": {k: v for k, v in self.parts.items()},
+            "seconds": self.seconds,
+            "compute": self.compute if self.seconds is not None else None,
+            "comms": self.comms if self.seconds is not None else None,
+            "hbm": self.hbm if self.seconds is not None else None,
+            "comms_by_axis": dict(self.axes),
+            "mfu": self.mfu,
+            "bound": self.bound,
+            "reason": self.binding_reason() if self.fits else self.memory_reason(),
+        }
+
+
+class Pricer:
+    """Prices assignments of one space under one set of settings; remembers the programs seen (equivalent
+    assignments are priced once) and counts what it drops in ``pruned``."""
+
+    def __init__(self, base: Program, space: Space, settings: Settings, pruned: Pruned):
+        self.base = base
+        self.space = space
+        self.settings = settings
+        self.pruned = pruned
+        self.seen: set[Program] = set()
+
+    def __call__(self, a: Assignment) -> Entry | None:
+        st = self.settings
+        try:
+            program = shard(self.base, a.param_map, a.activation_map)
+            if program in self.seen:
+                self.pruned.equivalent += 1
+                return None
+            self.seen.add(program)
+            model = model_program(program, st.mesh, st.sizes)
+        except IllegalSharding:
+            self.pruned.illegal += 1
+            return None
+        strategy = self.space.strategy(a)
+        lower = float(param_bytes(model, st.mode, st.optimizer))
+        if lower > st.cap:
+            self.pruned.over_cap += 1
+            parts = {"params, grads and optimizer" if st.mode == "train" else "params": lower}
+            return Entry(a, strategy, program, lower, parts, False, cap=st.cap)
+        analysis = analyze(model, st.mode, st.remat)
+        report = model_memory(analysis, st.chip, st.optimizer)
+        parts = {k: float(report.parts[k]) for k in PARTS}
+        total = sum(parts.values())
+        steps = step_seconds(analysis, st.chip, st.policy)
+        seconds = sum(p.count * p.total for p in steps)
+        axes: dict[str, float] = {}
+        for p in steps:
+            for ax, s in p.axes:
+                axes[ax] = axes.get(ax, 0.0) + p.count * s
+        flops = analysis.flops()
+        model_flops = float(flops.forward + flops.backward) / float(model.devices)
+        peak = st.chip.flops.value
+        return Entry(
+            a, strategy, program, total, parts, total <= st.cap, seconds,
+            compute=sum(p.count * p.compute for p in steps), comms=sum(p.count * p.comms for p in steps),
+            hbm=sum(p.count * p.hbm for p in steps), axes=axes, flops=model_flops,
+            mfu=model_flops / (seconds * peak) if seconds > 0 else None, cap=st.cap,
+        )  # fmt: skip

@@ -1,0 +1,223 @@
+"""The search space of the numeric strategy search: which mesh axes shard which dims, for the parameters and
+for the activations, and the names of the classic strategies in it.
+
+    >>> from shardalg.notation.parse import parse
+    >>> from shardalg.algebra.mesh import Mesh
+    >>> s = space_of(parse("params W\\nIn[B, D] * W[D, F] -> Out[B, F]"), Mesh(X=2, Y=2))
+    >>> s.param_dims, s.batch_dims, s.size
+    (('D', 'F'), ('B',), 64)
+
+An :class:`Assignment` gives each mesh axis (in mesh order) a dim of the parameters or none, and a dim of the
+activations or none. A dim sharded over several axes takes them in mesh order (another order holds the same
+blocks on other devices). Per tensor where needed: a parameter's axis may shard its ``D`` while the same axis
+shards the activations' batch ``B`` (FSDP: ``In[B_X, D] · W[D_X, F]``, the weight gathered before use). An
+activation's dim is sharded over an axis only when the parameters shard that dim over it too (tensor
+parallelism: the activations follow the weights) or when it is a batch dim (a dim no parameter has: data
+parallelism, FSDP, and sequence parallelism on a later ``tokens`` dim); the other placements of activations
+(a model dim split while the weights are whole) are not in the space. Every activation follows the one map,
+so an output is sharded like the input wherever they share dims.
+
+Before anything is priced, :func:`enumerate_space` drops an assignment that is the image of another under a
+permutation of interchangeable axes (same size, links and wraparound: *symmetric*) and one whose dims are not
+divisible by their axes (*illegal*); :mod:`.price` drops those whose sharded program is another's
+(*equivalent*) and those whose parameters alone exceed the memory cap (*over the cap before pricing*).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import permutations, product
+from math import prod
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.errors import UsageError
+from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
+
+__all__ = ["Assignment", "Space", "space_of", "enumerate_space", "Pruned", "STRATEGIES", "MAX_CANDIDATES"]
+
+MAX_CANDIDATES = 20_000  # assignments in the space before pruning: above this the search refuses up front
+
+STRATEGIES = ("DP", "FSDP", "TP", "DP+TP", "FSDP+TP", "SP", "EP")  # the named ones, in the order printed
+
+
+def _tensors(expr: object) -> list[Tensor]:
+    if isinstance(expr, Tensor):
+        return [expr]
+    if isinstance(expr, Product):
+        return _tensors(expr.left) + _tensors(expr.right)
+    if isinstance(expr, Collective):
+        return _tensors(expr.arg)
+    if isinstance(expr, Arrow):
+        return _tensors(expr.expr) + _tensors(expr.result)
+    return []
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Per mesh axis (in mesh order): the dim it shards in the parameters and in the activations (None: none)."""
+
+    axes: tuple[str, ...]
+    params: tuple[str | None, ...]
+    activations: tuple[str | None, ...]
+
+    @staticmethod
+    def _map(axes: tuple[str, ...], dims: tuple[str | None, ...]) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for a, d in zip(axes, dims, strict=True):
+            if d is not None:
+                out[d] = out.get(d, ()) + (a,)
+        return out
+
+    @property
+    def param_map(self) -> dict[str, tuple[str, ...]]:
+        """{dim: axes} of the parameters (the form :func:`shardalg.models.expand.shard` takes)."""
+        return self._map(self.axes, self.params)
+
+    @property
+    def activation_map(self) -> dict[str, tuple[str, ...]]:
+        return self._map(self.axes, self.activations)
+
+    @staticmethod
+    def _text(m: dict[str, tuple[str, ...]]) -> str:
+        one = all(len(a) == 1 for a in m)
+        return ",".join(f"{d}={('' if one else '+').join(axes)}" for d, axes in m.items()) or "-"
+
+    @property
+    def params_text(self) -> str:
+        """``D=X,F=Y`` (``-``: replicated): what ``shardalg model show --params`` and ``sa.shard`` take."""
+        return self._text(self.param_map)
+
+    @property
+    def activations_text(self) -> str:
+        return self._text(self.activation_map)
+
+    def __str__(self) -> str:
+        return f"params {self.params_text}; activations {self.activations_text}"
+
+
+@dataclass(frozen=True)
+class Space:
+    """The dims a search may place: the parameters', the batch dims (the first data, later ones sequence),
+    and the expert dims (a parameter dim its product keeps, as ``E`` in ``X[E, C, D] · W[E, D, F]``)."""
+
+    mesh: Mesh
+    sizes: dict[str, int]
+    param_dims: tuple[str, ...]
+    batch_dims: tuple[str, ...]
+    expert_dims: tuple[str, ...]
+
+    def activation_choices(self, param: str | None) -> tuple[str | None, ...]:
+        return (None, *((param,) if param is not None else ()), *self.batch_dims)
+
+    @property
+    def size(self) -> int:
+        """Assignments before pruning: per axis, (parameter dims + none) x (none, follow, batch dims)."""
+        per_axis = sum(len(self.activation_choices(p)) for p in (None, *self.param_dims))
+        return per_axis ** len(self.mesh.axes)
+
+    def strategy(self, a: Assignment) -> str:
+        """The classic strategy an assignment is: DP, FSDP, TP, their sums, SP, EP, or ``replicated``."""
+        kinds: set[str] = set()
+        for p, d in zip(a.params, a.activations, strict=True):
+            if d is not None and d in self.batch_dims:
+                kinds.add("SP" if self.batch_dims.index(d) > 0 else "FSDP" if p is not None else "DP")
+            elif p is not None:
+                kinds.add("EP" if p in self.expert_dims else "TP")
+        if "FSDP" in kinds:
+            kinds.discard("DP")
+        parts = [k for k in ("FSDP", "DP", "TP", "SP", "EP") if k in kinds]
+        return "+".join(parts) or "replicated"
+
+
+def space_of(program: Program, mesh: Mesh, sizes: dict[str, int] | None = None) -> Space:
+    """The space of ``program`` (unsharded, with a ``params`` declaration) on ``mesh``."""
+    roles = program.roles
+    params = set(roles.params) | set(roles.embeddings) if roles is not None else set()
+    if not params:
+        raise UsageError("the search places parameters and activations: the program declares no parameters",
+                         fix="add a line such as 'params W_in, W_out' naming the weights")  # fmt: skip
+    if any(a.size is None for a in mesh.axes):
+        raise UsageError(f"a numeric search needs every mesh axis's size, not {mesh.text()}",
+                         fix="give sizes, e.g. --mesh X=2,Y=2 (the symbolic map is shardalg strategy-map)")  # fmt: skip
+    param_dims: list[str] = []
+    act_dims: list[str] = []
+    expert: list[str] = []
+    for s in program.statements:
+        for t in _tensors(s):
+            if t.used_axes or t.unreduced:
+                raise UsageError(f"the search chooses the shardings, but {t} already has one", span=t.span,
+                                 source=program.source, fix="write the program without shardings")  # fmt: skip
+            into = param_dims if t.name in params else act_dims
+            into += [d.label for d in t.dims if d.label not in into]
+        expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
+        if isinstance(expr, Product) and result is not None:
+            both = set(_tensors(expr.left)[0].dim_names) & set(_tensors(expr.right)[0].dim_names)
+            expert += [d for d in result.dim_names if d in both and d not in expert]
+    declared = [d for d in (roles.tokens if roles is not None else ()) if d in act_dims]
+    batch = declared or [d for d in act_dims if d not in param_dims]
+    if not batch:
+        raise UsageError("no batch dim: every activation dim is also a parameter's",
+                         fix="declare the dims that count tokens, e.g. 'tokens B, T'")  # fmt: skip
+    return Space(mesh, dict(sizes or {}), tuple(param_dims), tuple(batch),
+                 tuple(d for d in expert if d in param_dims))  # fmt: skip
+
+
+@dataclass
+class Pruned:
+    """How many assignments were dropped before pricing, by reason."""
+
+    symmetric: int = 0
+    illegal: int = 0
+    equivalent: int = 0
+    over_cap: int = 0
+    visited: int = 0  # assignments looked at so far (the progress bar's count)
+
+    def to_json(self) -> dict[str, int]:
+        return {"symmetric": self.symmetric, "illegal": self.illegal, "equivalent": self.equivalent,
+                "over_cap_before_pricing": self.over_cap}  # fmt: skip
+
+
+def _classes(mesh: Mesh) -> list[tuple[int, ...]]:
+    """The permutations of axis indices that map each axis to an interchangeable one (same size, links,
+    wraparound, node), the identity first."""
+    axes = mesh.axes
+    key = [(a.size, a.links, a.wraps, a.node) for a in axes]
+    out = []
+    for perm in permutations(range(len(axes))):
+        if all(key[i] == key[perm[i]] for i in range(len(axes))):
+            out.append(perm)
+    return out
+
+
+def _divides(space: Space, m: dict[str, tuple[str, ...]]) -> bool:
+    for d, axes in m.items():
+        n = space.sizes.get(d)
+        if n is not None and n % prod(space.mesh.size(a) for a in axes):
+            return False
+    return True
+
+
+def enumerate_space(space: Space, pruned: Pruned, *, symmetry: bool = True) -> Iterator[Assignment]:
+    """Every assignment of the space, in a fixed order, without the symmetric (``symmetry``) and illegal ones
+    (counted in ``pruned``). Refuses up front above :data:`MAX_CANDIDATES`."""
+    if space.size > MAX_CANDIDATES:
+        raise UsageError(
+            f"the search space has {space.size:,} assignments, over the limit of {MAX_CANDIDATES:,} "
+            f"(MAX_CANDIDATES): {len(space.param_dims)} parameter dims and {len(space.batch_dims)} batch dims on "
+            f"{len(space.mesh.axes)} mesh axes", fix="use fewer mesh axes, or merge dims the search need not split")  # fmt: skip
+    names = space.mesh.names
+    perms = _classes(space.mesh)[1:] if symmetry else []
+    per_axis = [(p, d) for p in (None, *space.param_dims) for d in space.activation_choices(p)]
+    for combo in product(per_axis, repeat=len(names)):
+        pruned.visited += 1
+        if perms:
+            keys = [(p or "", d or "") for p, d in combo]
+            if any([keys[perm[i]] for i in range(len(keys))] < keys for perm in perms):
+                pruned.symmetric += 1
+                continue
+        a = Assignment(names, tuple(p for p, _ in combo), tuple(d for _, d in combo))
+        if not (_divides(space, a.param_map) and _divides(space, a.activation_map)):
+            pruned.illegal += 1
+            continue
+        yield a

@@ -1,0 +1,230 @@
+"""The strategy map: regions of the parameter space where each candidate is fastest, and the cells where
+each term of each candidate's cost binds, with printers (text, LaTeX ``cases``, JSON) and point location.
+
+A :class:`Region` is a union of open polyhedra in log space, each printed as solved inequalities
+(``B/N > C/(M_X*W_ici)``). Output is deterministic: candidates in the order given, terms in normal-form
+order, facets in the order they were derived, no set or dict order anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import sympy
+from sympy import Expr
+
+from shardalg.algebra.symbols import latex_names
+from shardalg.costs.derive import Derivation
+
+from .candidates import Priced
+from .conditions import Atom, Coordinates
+from .logspace import Term
+
+__all__ = ["Region", "StrategyMap"]
+
+
+@dataclass(frozen=True)
+class Region:
+    """Where ``winner`` is the fastest candidate and ``term`` binds its cost (a region of the map), or,
+    for a cell, where ``term`` is the largest term of ``winner``'s cost.
+
+    ``conditions`` has one tuple of solved inequalities per polyhedron (the region is their union);
+    ``bracket`` > 1 says some boundary compares sums and is only bracketed within that factor;
+    ``cost_bracket`` > 1 says the cost there is a sum: between ``term`` and that many times it.
+    ``ties`` names later candidates whose cost equals the winner's throughout (the first listed is shown).
+    """
+
+    winner: str
+    parent: str
+    term: Term
+    cost: Expr
+    polyhedra: tuple[tuple[Atom, ...], ...]
+    conditions: tuple[tuple[sympy.Basic, ...], ...]
+    bracket: int = 1
+    cost_bracket: int = 1
+    ties: tuple[str, ...] = ()
+    derivation: Derivation = field(default_factory=lambda: Derivation(""), compare=False)
+
+    @property
+    def condition(self) -> sympy.Basic:
+        """The region as one sympy formula: a union (Or) of conjunctions (And) of solved inequalities."""
+        return sympy.Or(*(sympy.And(*c, evaluate=False) for c in self.conditions), evaluate=False)
+
+    def factored(self) -> tuple[tuple[sympy.Basic, ...], tuple[tuple[sympy.Basic, ...], ...]]:
+        """(the inequalities every polyhedron shares, each polyhedron's others): how the printers show a
+        union, ``common ∧ (rest_1 ∨ rest_2 ...)``. The same region, only written shorter."""
+        if len(self.conditions) == 1:
+            return self.conditions[0], ()
+        common = tuple(c for c in self.conditions[0] if all(c in conj for conj in self.conditions[1:]))
+        return common, tuple(tuple(c for c in conj if c not in common) for conj in self.conditions)
+
+    def margin(self, y: tuple[float, ...]) -> float:
+        """How deep the point y (log-coordinates) lies inside (positive: inside, in log units)."""
+        return max(min((a.margin(y) for a in conj), default=float("inf")) for conj in self.polyhedra)
+
+    @property
+    def setting(self) -> tuple[tuple[sympy.Symbol, Expr], ...]:
+        return self.term.setting
+
+    def headline(self) -> str:
+        what = self.term.label or "its cost"
+        extra = "".join(f", {s} = {sympy.sstr(v)}" for s, v in self.setting)
+        bracket = f" (within a factor {self.cost_bracket})" if self.cost_bracket > 1 else ""
+        tie = f"; tied with {', '.join(self.ties)}" if self.ties else ""
+        return f"{self.winner}, {what} binds{extra}: cost {sympy.sstr(self.cost)}{bracket}{tie}"
+
+    def to_json(self) -> dict[str, object]:
+        names = latex_names()
+        return {
+            "candidate": self.winner, "parent": self.parent, "term": self.term.label,
+            "binding": sympy.sstr(self.term.expr()), "cost": sympy.sstr(self.cost),
+            "setting": {str(s): sympy.sstr(v) for s, v in self.setting},
+            "conditions": [[{"relation": sympy.sstr(r), "latex": sympy.latex(r, symbol_names=names)} for r in conj]
+                           for conj in self.conditions],
+            "bracket": self.bracket, "cost_bracket": self.cost_bracket, "ties": list(self.ties),
+        }  # fmt: skip
+
+
+def _text_conditions(r: Region, indent: str) -> list[str]:
+    common, rest = r.factored()
+    lines = [f"{indent}  {sympy.sstr(c)}" for c in common]
+    if rest:
+        lines.append(f"{indent}  and one of:" if common else f"{indent}  one of:")
+        for i, conj in enumerate(rest):
+            lines += ([f"{indent}  or"] if i else []) + [f"{indent}    {sympy.sstr(c)}" for c in conj]
+    return lines or [f"{indent}  everywhere in the domain"]
+
+
+def _latex_text(text: str) -> str:
+    from shardalg.notation.printing.symbology import latex_escape_text
+
+    return r"\text{" + latex_escape_text(text) + "}"
+
+
+def _latex_condition(r: Region) -> str:
+    names = latex_names()
+
+    def conj(cs) -> str:
+        return r" \land ".join(sympy.latex(c, symbol_names=names) for c in cs)
+
+    common, rest = r.factored()
+    parts = [conj(common)] if common else []
+    if rest:
+        alts = r" \lor ".join(rf"\left({conj(c)}\right)" if len(c) > 1 else conj(c) for c in rest)
+        parts.append(rf"\left({alts}\right)" if common else alts)
+    return r" \land ".join(parts) or r"\text{always}"
+
+
+def _minimum_json(e: Priced) -> dict[str, object] | None:
+    m = e.minimum
+    if m is None:
+        return None
+    return {"over": str(m.x), "kind": m.kind, "bracket": m.bracket,
+            "lower": None if m.lower is None else sympy.sstr(m.lower),
+            "upper": None if m.upper is None else sympy.sstr(m.upper),
+            "optima": [{"where": where, "value": sympy.sstr(v)} for where, v in m.optima]}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StrategyMap:
+    """Which candidate is fastest where. ``regions``: (candidate, binding term) pieces of the winner map;
+    ``cells``: for each candidate, where each term of its cost binds (its compute- or comms-bound
+    conditions); ``notes``: every approximation, tie rule and substitution made (nothing silent)."""
+
+    parameters: tuple[Expr, ...]
+    domain: tuple[sympy.Basic, ...]
+    entries: tuple[Priced, ...]
+    cells: tuple[Region, ...]
+    regions: tuple[Region, ...]
+    notes: tuple[str, ...]
+    coords: Coordinates = field(compare=False, repr=False)
+    domain_atoms: tuple[Atom, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def exact(self) -> bool:
+        """Whether every boundary between winners is exact (no bracketed comparison of sums)."""
+        return all(r.bracket == 1 for r in self.regions)
+
+    def cells_of(self, name: str) -> tuple[Region, ...]:
+        return tuple(c for c in self.cells if c.winner == name or c.parent == name)
+
+    def regions_of(self, name: str) -> tuple[Region, ...]:
+        return tuple(r for r in self.regions if r.winner == name or r.parent == name)
+
+    def locate(self, values: Mapping[sympy.Symbol, float]) -> Region | None:
+        """The region that holds the point (symbol values), or None outside the domain. On a boundary (within
+        1e-9 in log space) the region the point lies deepest in is returned."""
+        y = self.coords.logs(dict(values))
+        best = max(self.regions, key=lambda r: r.margin(y), default=None)
+        return best if best is not None and best.margin(y) > -1e-9 else None
+
+    def example(self, region: Region) -> tuple[float, ...]:
+        """A point (log of each parameter) inside the region's first polyhedron and the domain, with every
+        coordinate within 20 (then 100, then the LPs' box) where the region reaches that far."""
+        from . import polyhedra
+
+        atoms, dims = region.polyhedra[0] + self.domain_atoms, len(self.parameters)
+        y = polyhedra.interior_point(atoms, dims, (20.0, 100.0, polyhedra.BOX))
+        assert y is not None, "a region is kept only when its LP finds an interior"
+        return tuple(y)
+
+    def winner(self, values: Mapping[sympy.Symbol, float]) -> str | None:
+        r = self.locate(values)
+        return r.winner if r is not None else None
+
+    # ---- printers ---------------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        lines = [f"strategy map over {', '.join(sympy.sstr(p) for p in self.parameters)}"]
+        if self.domain:
+            lines.append(f"domain: {', '.join(sympy.sstr(d) for d in self.domain)}")
+        lines.append("candidates:")
+        lines += [f"  {e.name}: {sympy.sstr(e.expr)}" for e in self.entries]
+        lines.append("regions (the fastest candidate; where costs tie, the one listed first):")
+        for r in self.regions:
+            lines.append(f"  {r.headline()}")
+            lines += _text_conditions(r, "    ")
+        lines.append("cells (where each term of a candidate's cost binds):")
+        for c in self.cells:
+            lines.append(f"  {c.headline()}")
+            lines += _text_conditions(c, "    ")
+        if self.notes:
+            lines.append("notes:")
+            lines += [f"  - {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def latex(self, which: str = "regions") -> str:
+        """A ``cases`` block: the winner of each region (``which="regions"``) or each cell's binding term
+        (``which="cells"``), with its cost and the conditions. KaTeX renders it."""
+        if which not in ("regions", "cells"):
+            from shardalg.errors import UsageError
+
+            raise UsageError(f"latex(which=...) is 'regions' or 'cells', not {which!r}")
+        names = latex_names()
+        rows = []
+        for r in self.regions if which == "regions" else self.cells:
+            label = _latex_text(r.winner + (f" ({r.term.label})" if r.term.label else ""))
+            cost = sympy.latex(r.cost, symbol_names=names)
+            rows.append(rf"{label}\colon\ {cost} & \text{{if }} {_latex_condition(r)}")
+        return "\\begin{cases}\n" + " \\\\\n".join(rows) + "\n\\end{cases}"
+
+    def _repr_latex_(self) -> str:
+        return f"$${self.latex()}$$"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "parameters": [sympy.sstr(p) for p in self.parameters],
+            "domain": [sympy.sstr(d) for d in self.domain],
+            "candidates": [{"name": e.name, "parent": e.parent, "cost": sympy.sstr(e.expr),
+                            "setting": {str(s): sympy.sstr(v) for s, v in e.setting},
+                            "constraints": [k.text for k in e.constraints],
+                            "minimum": _minimum_json(e)} for e in self.entries],
+            "regions": [r.to_json() for r in self.regions],
+            "cells": [c.to_json() for c in self.cells],
+            "exact": self.exact,
+            "notes": list(self.notes),
+        }  # fmt: skip
+
+    def to_json_text(self) -> str:
+        return json.dumps(self.to_json(), indent=2)

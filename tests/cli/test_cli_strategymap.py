@@ -1,0 +1,93 @@
+"""``shardalg strategy-map``: exit codes, the three formats, the picture, help and example, clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shardalg.cli import build_parser, main
+
+MLP = "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; Tmp[B, F] * W_out[F, D] -> Out[B, D]"
+POINT = ("--mesh", "X=4,Y=4,Z=4", "--hw", "tpu-v5p", "--sizes", "B=48000,D=8192,F=32768")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_text_names_the_point_and_the_conditions(capsys):
+    code, out, err = run(capsys, "strategy-map", MLP, *POINT)
+    assert code == 0
+    assert "fastest there: FSDP+TP" in out and "continuous optimum: X_opt" in out
+    assert "B/N > C/(M_X*W_ici)" in out  # FSDP's cell, the book's condition
+    assert "linear programs solved" in out and "note: also mapped over" in err
+
+
+def test_json_and_latex(capsys):
+    code, out, err = run(capsys, "strategy-map", MLP, *POINT, "--format", "json", "--overlap", "serial")
+    data = json.loads(out)
+    assert code == 0 and data["overlap"] == "serial" and data["fastest"]["parent"] == "FSDP+TP"
+    assert data["splits"]["ranked"][0]["values"] == {"X": 16, "Y": 4, "M_X": 2, "M_Y": 1}
+    assert "plot" not in data
+    code, out, _ = run(capsys, "strategy-map", MLP, "--format", "latex", "--over", "B/N,C/W")
+    assert code == 0 and out.startswith("\\begin{cases}") and "X_{\\mathrm{opt}}" in out
+
+
+def test_the_picture_in_json(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    code, out, err = run(capsys, "strategy-map", MLP, *POINT, "--format", "json", "--overlap", "serial",
+                         "--plot", str(tmp_path / "m.png"))  # fmt: skip
+    data = json.loads(out)
+    assert code == 0 and set(data["plot"]["labels"]) >= {"DP", "FSDP+TP"} and (tmp_path / "m.png").exists()
+    assert "wrote " in err
+
+
+def test_memory_cap_and_its_picture(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    code, out, err = run(capsys, "strategy-map", MLP, *POINT, "--memory", "hbm", "--plot", str(tmp_path / "m.png"),
+                         "--decades", "3", "--format", "json")  # fmt: skip
+    data = json.loads(out)
+    assert code == 0 and "D*F/H" in data["map"]["parameters"]
+    assert {r["candidate"] for r in data["map"]["regions"]} >= {"DP", "FSDP", "TP"}
+    assert set(data["plot"]["labels"]) == {"DP", "FSDP", "TP", "FSDP+TP"}
+    code, _, err = run(capsys, "strategy-map", MLP, "--memory", "lots")
+    assert code == 2 and "the memory cap is bytes" in err
+
+
+def test_program_from_a_file_and_stdin(capsys, tmp_path, monkeypatch):
+    import io
+
+    f = tmp_path / "mlp.sa"
+    f.write_text(MLP.replace("; ", "\n"))
+    code, out, _ = run(capsys, "strategy-map", str(f), "--over", "B/N,C/W_ici,M_X")
+    assert code == 0 and "strategy map over B/N, C/W_ici, M_X, M_Y, N" in out
+    monkeypatch.setattr("sys.stdin", io.StringIO(MLP))
+    code, out, _ = run(capsys, "strategy-map", "-", "--format", "json")
+    assert code == 0 and json.loads(out)["over"] == ["B/N", "F"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    ((MLP, "--over", "B/Q"), "unknown name 'Q'"),
+    ((MLP, "--over", "B/N,,F"), "--over takes parameters separated by commas"),
+    ((MLP, "--mesh", "X=4,Y=4", "--sizes", "B=64,Q=2"), "not a dim of the program"),
+    ((MLP, "--plot", "m.png"), "no values for"),
+    ((MLP, *POINT, "--plot", "m.gif"), "unknown picture format"),
+    (("In[B, D] * W[D, F] -> Out[B, F]",), "declare them"),
+    (("nofile.sa",), "no file 'nofile.sa'"),
+    ((MLP, "--hw", "tpu-v99"), "tpu-v99"),
+])  # fmt: skip
+def test_errors_exit_2_with_the_message(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "strategy-map", *argv)
+    assert code == 2 and message in err and "Traceback" not in err and out == ""
+
+
+def test_help_has_the_example(capsys):
+    parser = build_parser()
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args(["strategy-map", "--help"])
+    out, _ = capsys.readouterr()
+    assert info.value.code == 0 and "examples:" in out and "--overlap {steady,serial}" in out and "--plot" in out

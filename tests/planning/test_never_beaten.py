@@ -1,0 +1,115 @@
+"""The planner is never beaten: no short sequence of rules computes an einsum more cheaply than its best plan.
+
+The competitor is :mod:`tests.planning.bruteforce`: every sequence of at most a few rule applications on each
+operand, their local product, and a few more on the product, written from the rule table and the einsum
+typing alone. Measured in bytes (:func:`shardalg.planning.order.plan_bytes` against the brute force's own
+count) on meshes of up to four axes, and in seconds on a chip (:func:`shardalg.costs.plancost.plan_cost`)
+under each overlap policy the cost model has, with the planner ranking by that same measure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.traffic import Sizes
+from shardalg.costs.plancost import plan_cost
+from shardalg.errors import NoPlan
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Arrow, Dim, Product, Tensor
+from shardalg.planning.order import plan_bytes
+from shardalg.planning.planner import plans
+
+from .bruteforce import best_bytes
+from .bruteforce import plans as every_plan
+
+AXES = "XYZW"
+SIZES = {d: 16 for d in "IJKL"}  # divisible by every group of axes below
+HW = "tpu-v5p"
+# the overlap policies of the cost model (shardalg.costs.schedule): a step waits for its inputs and its resources;
+# per-axis communication and compute overlap across layers; everything adds up
+POLICIES = ("schedule", "steady", "serial")
+
+
+def _sharded(draw: st.DrawFn, name: str, labels: list[str], mesh: Mesh, unreduced: bool) -> Tensor:
+    dims: dict[str, list[str]] = {d: [] for d in labels}
+    u = []
+    for a in mesh.names:
+        kind = draw(st.sampled_from(["R", "S", "S", "U"] if unreduced else ["R", "S", "S"]))
+        if kind == "U":
+            u.append(a)
+        elif kind == "S" and labels:
+            dims[draw(st.sampled_from(labels))].append(a)
+    for d in labels:
+        dims[d] = draw(st.permutations(dims[d]))
+    return Tensor(name, tuple(Dim(d, tuple(dims[d])) for d in labels), tuple(u))
+
+
+@st.composite
+def einsums(draw: st.DrawFn, max_axes: int) -> tuple[Mesh, Tensor, Tensor, Tensor]:
+    """``A · B -> C`` with random shardings (partial sums too) on a mesh of 1..max_axes axes."""
+    n = draw(st.integers(1, max_axes))
+    mesh = Mesh({a: draw(st.sampled_from([2, 4])) if n <= 2 else 2 for a in AXES[:n]})
+    left = draw(st.lists(st.sampled_from("IJK"), min_size=1, max_size=2, unique=True))
+    right = draw(st.lists(st.sampled_from("JKL"), min_size=1, max_size=2, unique=True))
+    contracted = [d for d in left if d in right]
+    out = [d for d in left if d not in contracted] + [d for d in right if d not in contracted and d not in left]
+    out = list(draw(st.permutations(out)))
+    a = _sharded(draw, "A", left, mesh, draw(st.booleans()))
+    b = _sharded(draw, "B", right, mesh, draw(st.booleans()))
+    c = _sharded(draw, "C", out, mesh, draw(st.booleans()))
+    return mesh, a, b, c
+
+
+def _step_seconds(mesh: Mesh) -> Callable[[Step], float]:
+    """One step's serial seconds (its communication and compute): the planner's additive weight."""
+    memo: dict[Step, float] = {}
+
+    def seconds(s: Step) -> float:
+        if s not in memo:
+            memo[s] = plan_cost(Plan(s.inputs, (s,), s.output), mesh, SIZES, hw=HW, overlap="serial").seconds
+        return memo[s]
+
+    return seconds
+
+
+def _statement(a: Tensor, b: Tensor, c: Tensor) -> Arrow:
+    return Arrow(Product(a, b), c)
+
+
+@given(einsums(max_axes=4))
+def test_no_short_sequence_moves_fewer_bytes(case: tuple[Mesh, Tensor, Tensor, Tensor]) -> None:
+    mesh, a, b, c = case
+    depth = (2, 3) if len(mesh) <= 3 else (1, 2)
+    brute = best_bytes(a, b, c, mesh, Sizes(SIZES), *depth)
+    try:
+        found = plans(_statement(a, b, c), mesh, SIZES)
+    except NoPlan as err:
+        assert brute is None, f"{_statement(a, b, c)}: NoPlan ({err.message}), yet\n{brute[1] if brute else ''}"
+        return
+    assert found.complete
+    best = plan_bytes(found[0], mesh, Sizes(SIZES)).number
+    if brute is not None:
+        assert best <= brute[0], f"{_statement(a, b, c)} on {mesh}: {best} bytes, but\n{brute[1]}\nmoves {brute[0]}"
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@settings(max_examples=12)
+@given(case=einsums(max_axes=2))
+def test_no_short_sequence_is_faster(policy: str, case: tuple[Mesh, Tensor, Tensor, Tensor]) -> None:
+    mesh, a, b, c = case
+
+    def seconds(p: Plan) -> float:
+        return plan_cost(p, mesh, SIZES, hw=HW, overlap=policy).seconds
+
+    try:
+        found = plans(_statement(a, b, c), mesh, SIZES, key=seconds, weigh=_step_seconds(mesh))
+    except NoPlan:
+        return  # the bytes property checks that nothing is reachable then
+    best = seconds(found[0])
+    for p in every_plan(a, b, c, mesh, Sizes(SIZES), 1, 2):
+        assert best <= seconds(p) * (1 + 1e-9), f"{_statement(a, b, c)} on {mesh} ({policy}): {best} s, but\n{p}"

@@ -1,0 +1,20 @@
+"""Programs the numeric strategy search is tested and benchmarked on (tests/search/test_numeric*.py,
+bench/bench_strategy.py)."""
+
+# Chapter 3, question 7: In[B, D] · W_in[D, F] · W_out[F, D] as two statements with the weights declared,
+# on a TPU v5e 2x2 with 300 MB free per chip, forward only
+MLP = "params W_in, W_out\nIn[B, D] * W_in[D, F] -> Tmp[B, F]\nTmp[B, F] * W_out[F, D] -> Out[B, D]"
+Q7 = {"mesh": "X=2,Y=2", "sizes": "B=128,D=8192,F=32768", "hw": "tpu-v5e", "memory": "300MB", "mode": "infer"}
+
+# One transformer layer: attention (the Q, K, V and output projections; N = heads x head dim, the attention
+# core's output A an input, as the notation does not show softmax) and the MLP (its activation's output M an
+# input); tokens B, T: B the data dim, T the sequence dim
+TRANSFORMER = """params W_q, W_k, W_v, W_o, W_in, W_out
+tokens B, T
+In[B, T, D] * W_q[D, N] -> Q[B, T, N]
+In[B, T, D] * W_k[D, N] -> Kp[B, T, N]
+In[B, T, D] * W_v[D, N] -> Vp[B, T, N]
+A[B, T, N] * W_o[N, D] -> Att[B, T, D]
+Hn[B, T, D] * W_in[D, F] -> U[B, T, F]
+M[B, T, F] * W_out[F, D] -> Out[B, T, D]"""
+LAYER = {"mesh": "X=2,Y=2,Z=2", "sizes": "B=8,T=2048,D=8192,N=8192,F=32768", "hw": "tpu-v5e", "mode": "infer"}

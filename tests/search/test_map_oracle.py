@@ -1,0 +1,246 @@
+"""The map against a numeric oracle (issue 12, item 5, at the level of the region engine): at sampled
+parameter points, every candidate's cost is evaluated from the engine's own expression (FSDP+TP minimized
+over its split numerically, not by the closed form), the fastest one that fits is found, and the map's
+region at that point must name it (or one whose cost equals it: a tie).
+
+A region whose boundaries compare sums that do not cancel (``bracket`` > 1) may name a candidate up to that
+factor slower; exact regions (bracket 1) must name the fastest, to rounding."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+import pytest
+import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize_scalar
+
+from shardalg.search import strategy_map
+
+from .mlp import DOMAIN, M_X, M_Y, OVER, B, C, D, F, H, N, W, X, Y, candidate, priced, weight_bytes
+
+NAMES = ("DP", "FSDP", "TP", "FSDP+TP")
+OVER_MEMORY = OVER + (D * F / H,)
+SYMBOLS = (B, N, F, C, W, M_X, M_Y, D, H, X, Y)
+
+
+def axes(name: str, n: float, x: float | None = None) -> tuple[float, float]:
+    """(X, Y) as each strategy uses the N devices: DP and FSDP X = N, TP Y = N, FSDP+TP X·Y = N."""
+    return {"DP": (n, 1.0), "FSDP": (n, 1.0), "TP": (1.0, n), "FSDP+TP": (x or 1.0, n / (x or 1.0))}[name]
+
+
+@cache
+def strategy(policy: str, memory: bool):
+    over = OVER_MEMORY if memory else OVER
+    cands = [candidate(n, "step", policy, memory=memory) for n in NAMES]
+    return strategy_map(cands, over=over, domain=DOMAIN)
+
+
+@cache
+def compiled(policy: str):
+    """name -> (cost, weight bytes per device) as functions of SYMBOLS, straight from the engine's expressions
+    in X and Y (numbers go in for the axes: no symbolic substitution, so no sympy Max is re-evaluated)."""
+    return {n: (sympy.lambdify(SYMBOLS, priced(n, "step", policy).total, "math"),
+                sympy.lambdify(SYMBOLS, weight_bytes(n), "math")) for n in NAMES}  # fmt: skip
+
+
+def oracle(values: dict, policy: str) -> dict[str, tuple[float, float]]:
+    """name -> (cost, weight bytes per device) at the point; FSDP+TP at its numerically best split."""
+    args = [values.get(s, 1.0) for s in SYMBOLS[:-2]]
+    n_dev = values[N]
+    out = {}
+    for n, (cost, mem) in compiled(policy).items():
+        if n == "FSDP+TP":
+
+            def at(logx: float, cost=cost, n=n) -> float:
+                return cost(*args, *axes(n, n_dev, math.exp(logx)))
+
+            ends = [at(0.0), at(math.log(n_dev))]
+            found = minimize_scalar(at, bounds=(0.0, math.log(n_dev)), method="bounded",
+                                    options={"xatol": 1e-12}) if n_dev > 1 else None  # fmt: skip
+            out[n] = (min(ends + ([found.fun] if found is not None else [])), mem(*args, *axes(n, n_dev)))
+        else:
+            out[n] = (cost(*args, *axes(n, n_dev)), mem(*args, *axes(n, n_dev)))
+    return out
+
+
+def point(logs: dict[str, float], memory: bool) -> dict:
+    """Symbol values from log-coordinates: B/N, N, F, C/W, M_X, M_Y (and D·F/H); W and D fixed."""
+    n, w, d = math.exp(logs["N"]), 1e11, 8192.0
+    values = {N: n, B: math.exp(logs["b"]) * n, F: math.exp(logs["F"]), W: w, C: math.exp(logs["cw"]) * w,
+              M_X: math.exp(logs["mx"]), M_Y: math.exp(logs["my"]), D: d}  # fmt: skip
+    values[H] = d * values[F] * math.exp(-logs["h"]) if memory else 1.0
+    return values
+
+
+def check(values: dict, policy: str, memory: bool, m=None) -> None:
+    m = m or strategy(policy, memory)
+    got = oracle(values, policy)
+    fits = {n: c for n, (c, mem) in got.items() if not memory or mem <= values[H]}
+    region = m.locate(values)
+    if not fits:
+        assert region is None, f"nothing fits, yet the map names {region.winner}"
+        return
+    best = min(fits.values())
+    assert region is not None, f"the map names no candidate at {values}; the oracle's best is {best}"
+    name = region.parent
+    assert name in fits, f"the map names {region.winner}, which does not fit ({got[name][1]} > {values[H]})"
+    assert fits[name] <= best * region.bracket * (1 + 1e-7), (
+        f"the map names {region.winner} at cost {fits[name]}, the oracle finds {best}: {got}"
+    )
+
+
+LOGS = st.fixed_dictionaries({
+    "b": st.floats(0, 12), "N": st.floats(0, 9), "F": st.floats(5, 12), "cw": st.floats(2, 9),
+    "mx": st.floats(0, 1.4), "my": st.floats(0, 1.4), "h": st.floats(-4, 6),
+})  # fmt: skip
+
+
+@pytest.mark.parametrize("policy", ["steady", "serial"])
+@pytest.mark.parametrize("memory", [False, True])
+@given(logs=LOGS)
+def test_the_numeric_winner_lies_in_its_region(policy, memory, logs):
+    check(point(logs, memory), policy, memory)
+
+
+def _inside(m, region, memory: bool) -> dict:
+    """A point deep inside one polyhedron of a region and the domain (its log-coordinates from the LP)."""
+    y = m.example(region) + (() if memory else (0.0,))
+    return point(dict(zip(("b", "N", "F", "cw", "mx", "my", "h"), y, strict=True)), memory)
+
+
+@pytest.mark.parametrize("policy", ["steady", "serial"])
+@pytest.mark.parametrize("memory", [False, True])
+def test_each_region_is_won_by_its_candidate_inside(policy, memory):
+    m = strategy(policy, memory)
+    assert m.regions
+    for r in m.regions:
+        values = _inside(m, r, memory)
+        assert m.locate(values) is r
+        check(values, policy, memory)
+
+
+def test_without_a_memory_cap_dp_is_never_slower_than_fsdp():
+    """DP all-reduces (2V per weight), FSDP gathers twice and reduce-scatters (3V): never faster. Over a
+    whole step every strategy does the same FLOPs on N devices, so where DP is compute-bound each of the others
+    ties with it where it is compute-bound too, and the map says so."""
+    m = strategy("steady", False)
+    assert m.regions_of("FSDP") == ()
+    (dp_compute,) = [r for r in m.regions_of("DP") if r.term.label == "compute"]
+    assert dp_compute.ties == tuple(f"{n} where its compute binds too" for n in ("FSDP", "TP", "FSDP+TP"))
+
+
+def test_with_a_memory_cap_fsdp_wins_where_dp_does_not_fit():
+    m = strategy("steady", True)
+    assert m.regions_of("FSDP")
+    for r in m.regions_of("FSDP"):
+        values = _inside(m, r, True)
+        _, dp_memory = oracle(values, "steady")["DP"]
+        assert dp_memory > values[H]
+
+
+def test_the_maps_are_exact_where_costs_cancel():
+    """Steady costs are maxima of monomials: every boundary is exact. In the serial view every strategy has
+    the same compute term, which cancels, so TP and FSDP+TP at X_opt are exact too; DP against FSDP+TP held
+    at X = 1 (valid where X_opt < 1) compares one term with two and is bracketed, and says so."""
+    assert strategy("steady", False).exact
+    serial = strategy("serial", False)
+    assert {r.winner: r.bracket for r in serial.regions} == {"DP": 2, "TP": 1, "FSDP+TP (X = X_opt)": 1}
+    assert not serial.exact and any("bracketed" in n for n in serial.notes)
+
+
+def test_the_oracle_has_teeth():
+    """A map built from a wrong cost (TP's communication a tenth of what the engine says) gives TP ground it
+    does not hold, and the oracle catches it at some of 150 fixed points."""
+    pc = priced("TP", "step", "steady")
+    wrong = candidate("TP", "step", "steady")
+    wrong = type(wrong)("TP", sympy.Max(pc.compute, pc.comms / 10), substitute={Y: N})
+    cands = [candidate(n, "step", "steady") if n != "TP" else wrong for n in NAMES]
+    m = strategy_map(cands, over=OVER, domain=DOMAIN)
+    rng = np.random.default_rng(0)
+    failures = 0
+    for _ in range(150):
+        low, high = [0, 0, 5, 2, 0, 0, 0], [12, 9, 12, 9, 1.4, 1.4, 0]
+        logs = dict(zip(("b", "N", "F", "cw", "mx", "my", "h"), rng.uniform(low, high), strict=True))
+        try:
+            check(point(logs, False), "steady", False, m)
+        except AssertionError:
+            failures += 1
+    assert failures > 0
+
+
+def test_sums_that_do_not_cancel_are_bracketed_and_the_bracket_holds():
+    """a = P + Q against b = 3·R: the boundary ``P + Q < 3R`` has no monomial form; the map compares
+    max(P, Q) with 3R, says so (bracket 2, a note, ``exact`` false), and its winner is never more than that
+    factor slower than the true one."""
+    from shardalg.algebra.symbols import dim_size
+    from shardalg.search import Candidate
+
+    p, q, r = dim_size("P"), dim_size("Q"), dim_size("R")
+    m = strategy_map([Candidate("a", p + q), Candidate("b", 3 * r)], over=[p, q, r])
+    assert not m.exact and any("bracketed" in n for n in m.notes)
+    assert {x.bracket for x in m.regions_of("a")} == {2}
+    rng = np.random.default_rng(1)
+    worst = 1.0
+    for vp, vq, vr in np.exp(rng.uniform(-3, 3, size=(300, 3))):
+        costs = {"a": vp + vq, "b": 3 * vr}
+        got = m.locate({p: vp, q: vq, r: vr})
+        worst = max(worst, costs[got.winner] / min(costs.values()))
+        assert costs[got.winner] <= got.bracket * min(costs.values()) * (1 + 1e-12)
+    assert worst > 1.0  # the bracket is not empty talk: somewhere the max-comparison picks the slower one
+
+
+def test_a_point_needs_every_symbol():
+    from shardalg.errors import UsageError
+
+    with pytest.raises(UsageError, match="a point of the map needs values for B, C, F"):
+        strategy("steady", False).locate({N: 4.0})
+
+
+# ---- any costs, not only the book's: random maxima and sums of monomials in two parameters -------------
+P2, Q2 = (sympy.Symbol(n, positive=True) for n in ("P", "Q"))
+EXPONENT = st.sampled_from([sympy.Rational(k, 2) for k in range(-4, 5)])
+
+
+@st.composite
+def random_candidates(draw):
+    """Two or three candidates; each a Max of monomials or a sum of two, some with a constraint <= 1.
+    Returned with plain-number copies of every term, so the oracle evaluates them without sympy."""
+    out = []
+    for i in range(draw(st.integers(2, 3))):
+        terms = [(draw(st.integers(1, 9)), draw(EXPONENT), draw(EXPONENT)) for _ in range(draw(st.integers(1, 3)))]
+        kind = draw(st.sampled_from(["max", "sum"])) if len(terms) > 1 else "max"
+        monos = [c * P2**a * Q2**b for c, a, b in terms]
+        cost = sympy.Max(*monos, evaluate=False) if kind == "max" else sympy.Add(*monos)
+        limit = (draw(st.integers(1, 9)), draw(EXPONENT), draw(EXPONENT)) if draw(st.booleans()) else None
+        constraints = [sympy.LessThan(limit[0] * P2 ** limit[1] * Q2 ** limit[2], 1)] if limit else []
+        out.append((f"c{i}", cost, constraints, terms, kind, limit))
+    return out
+
+
+def _value(terms, kind, p, q) -> float:
+    vals = [c * p ** float(a) * q ** float(b) for c, a, b in terms]
+    return max(vals) if kind == "max" else sum(vals)
+
+
+@settings(max_examples=max(12, settings.default.max_examples // 5))  # each example builds a map (~100 LPs)
+@given(random_candidates(), st.lists(st.tuples(st.floats(-5, 5), st.floats(-5, 5)), min_size=10, max_size=10))
+def test_any_map_agrees_with_the_oracle(cands, points):
+    from shardalg.search import Candidate
+
+    m = strategy_map([Candidate(n, cost, constraints=k) for n, cost, k, *_ in cands], over=[P2, Q2])
+    for lp_, lq in points:
+        p, q = math.exp(lp_), math.exp(lq)
+        fits = {n: _value(t, kind, p, q) for n, _, _, t, kind, lim in cands
+                if lim is None or _value([lim], "max", p, q) <= 1}  # fmt: skip
+        region = m.locate({P2: p, Q2: q})
+        if not fits:
+            assert region is None
+            continue
+        assert region is not None, f"no region holds ({p}, {q}), where {sorted(fits)} fit"
+        best = min(fits.values())
+        assert region.winner in fits
+        assert fits[region.winner] <= best * region.bracket * (1 + 1e-9)
