@@ -19,6 +19,7 @@ from shardalg.errors import (
     SameAxisResultDims,
     ShapeMismatch,
     UnknownAxis,
+    UnreachableUnreduced,
     UnreducedProduct,
 )
 from shardalg.notation.syntax import Dim, Product, Tensor
@@ -163,6 +164,16 @@ PINNED = [
         "error: result dim Q is in neither input [shape-mismatch]\n"
         "  A[I, J] · B[J, K] -> C[I, Q]\n"
         "                            ^",
+    ),
+    (
+        "A[I] · B[K] -> C[I, K]{U_X}", "X=2", None, UnreachableUnreduced,
+        "error: the result is unreduced over X, but no plan leaves partial sums "
+        "there: a product has them only where an operand does, or where both shard a contracted dim (case 3), and "
+        "a Permute renames them only between axes of one size; this product contracts no dim [unreduced-result]\n"
+        "  A[I] · B[K] -> C[I, K]{U_X}\n"
+        "                 ^^^^^^^^^^^^\n"
+        "  fix: request the result reduced (drop its {U_..}), or shard a contracted dim over those axes in both "
+        "operands",
     ),
 ]  # fmt: skip
 
