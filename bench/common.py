@@ -41,8 +41,9 @@ SUB_QUERY_PREFIXES = (
     "shardalg.costs.stepcost.",  # one step's cost
     "shardalg.costs.sweep.",  # one compiled expression
 )
-# Caches known to hold a whole query's answer (plans of a statement, the costs of a plan list): none today.
-WHOLE_QUERY: tuple[str, ...] = ()
+# Caches known to hold a whole query's answer (plans of a statement, the costs of a plan list): the plans of one
+# product (memoized for the strategy search, which plans the same sharded statement for many candidates).
+WHOLE_QUERY: tuple[str, ...] = ("shardalg.planning.planner._einsum_plans",)
 # Public entry points: a cache wrapped around one of these is a whole-query cache wherever it lives.
 ENTRY_POINTS = frozenset({"plans", "plan", "plan_cost", "cost", "einsum_plans", "compare", "optimum"})
 

@@ -38,7 +38,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 # (argv, exit code, what stderr says)
 REPRODUCERS = [
     (["check", "Permute_X(A[I]) -> A[I]"], 1,
-     "error: Permute swaps two mesh axes, not 1 (X) [collective-precondition]"),
+     "error: Permute swaps two mesh axes, not 1 (X)"),
     (["check", "Permute_{X,Y,Z}(A[I_X]) -> A[I_Y]", "--mesh", "X=2,Y=2,Z=2"], 1,
      "Permute swaps two mesh axes, not 3 (X, Y, Z)"),
     (["plan", "Permute_{X,Y,Z}(A[I_X]) -> A[I_Y]", "--mesh", "X=2,Y=2,Z=2"], 1,
@@ -49,34 +49,34 @@ REPRODUCERS = [
      "            ^^^\n"
      "  fix: shard I over another axis, or replicate it: A[I, J_X, I]"),
     (["check", "A[I_X]", "--mesh", f"X={BIG}"], 2,
-     "error: the size of mesh axis X is a number of 5,000 digits, over the size limit of 9,223,372,036,854,775,807 [limit-size]"),
+     "error: the size of mesh axis X is a number of 5,000 digits, over the size limit of 9,223,372,036,854,775,807"),
     (["check", "A[I_X]", "--mesh", "X=2", "--sizes", f"I={BIG}"], 2, "the size of I is a number of 5,000 digits"),
     (["shape", f"A[{BIG}_X]", "--mesh", "X=2"], 2, "a dim's size is a number of 5,000 digits"),
-    (["check", CHAIN_300], 2, "error: a statement nests 299 levels, over the depth limit of 64 [limit-depth]"),
+    (["check", CHAIN_300], 2, "error: a statement nests 299 levels, over the depth limit of 64"),
     (["check", CHAIN_1000], 2, "[limit-depth]"),
     (["simulate", "A[I_X, J] · B[J, K] -> C[I_X, K]", "--mesh", "X=2", "--sizes", "I=100000,J=100000,K=100000"], 2,
-     "error: A[I_X, J] on 2 devices has 10,000,000,000 elements, over the elements limit of 4,194,304 [limit-elements]"),
+     "error: A[I_X, J] on 2 devices has 10,000,000,000 elements, over the elements limit of 4,194,304"),
     (["show", "A[I_X]", "--mesh", "X=1000000000000"], 2,
-     "error: the mesh X=1000000000000 has 1,000,000,000,000 devices, over the devices limit of 256 [limit-devices]"),
+     "error: the mesh X=1000000000000 has 1,000,000,000,000 devices, over the devices limit of 256"),
     # unbounded work: refused up front, naming the limit and how to lift it
     (["plan", "--all", "X[B_A0, D] · W[D_A1, F] -> Z[B, F_A2]", "--mesh", EIGHT_AXES], 2,
-     "error: the mesh A0, A1, A2, A3, A4, A5, A6, A7 has 8 axes, over the axes limit of 5 [limit-axes]"),
+     "error: the mesh A0, A1, A2, A3, A4, A5, A6, A7 has 8 axes, over the axes limit of 5"),
     (["simulate", "A[I_X, J] · B[J, K] -> C[I_X, K]", "--mesh", TEN_AXES], 2,
      "has 10 axes, over the axes limit of 5"),
     (["plan", DIMS_200, "--mesh", "X=2"], 2, "has 200 dims, over the dims limit of 32"),
     (["check", DIMS_500], 2, "fix: lift it with --max-dims 500"),
     (["show", "A[I_X, J]", "--mesh", "X=1024,Y=1024"], 2,
-     "error: the mesh X=1024, Y=1024 has 1,048,576 devices, over the devices limit of 256 [limit-devices]"),
+     "error: the mesh X=1024, Y=1024 has 1,048,576 devices, over the devices limit of 256"),
     (["simulate", "A[20000_X, 20000]", "--mesh", "X=2"], 2,
-     "error: A[20000_X, 20000] on 2 devices has 400,000,000 elements [limit-elements]"),
-    (["check", TEXT_10K], 2, "error: expected  [syntax]"),
-    (["check", TEXT_50K], 2, "error: the input has 51,200 characters, over the text limit of 50,000 [limit-text]"),
+     "error: A[20000_X, 20000] on 2 devices has 400,000,000 elements"),
+    (["check", TEXT_10K], 2, "error: expected "),
+    (["check", TEXT_50K], 2, "error: the input has 51,200 characters, over the text limit of 50,000"),
     # one legality: check, plan and simulate refuse alike (issue 13: check said legal, the others refused)
     *[([command, "A[I, J] · B[J, K] -> C[I]", "--mesh", "X=2"], 1,
-       "error: dim K is in only one operand and not in the result C[I] [shape-mismatch]")
+       "error: dim K is in only one operand and not in the result C[I]")
       for command in ("check", "plan", "simulate")],
     *[([command, "AllToAll_{Y,I}(A[J_Y, K, I])", "--mesh", "X=2,Y=2", "--sizes", "I=1,J=2,K=1"], 1,
-       "error: AllToAll gives A[J, K, I_Y], but its dim I has size 1 [indivisible-dim]")
+       "error: AllToAll gives A[J, K, I_Y], but its dim I has size 1")
       for command in ("check", "plan", "simulate")],
     (["check", "A[4, 4]"], 0, ""),
     (["simulate", "A[4, 4]", "--mesh", "X=2"], 0, ""),
@@ -125,7 +125,7 @@ def test_invalid_utf8_on_stdin_is_a_usage_error(argv):
     )  # fmt: skip
     err = done.stderr.decode()
     assert done.returncode == 2 and "Traceback" not in err
-    assert err.startswith("error: standard input is not utf-8 text: byte 0xff at offset 3 [usage]")
+    assert err.startswith("error: standard input is not utf-8 text: byte 0xff at offset 3")
 
 
 def test_notes_into_a_file_that_is_not_a_directory(capsys, tmp_path):
@@ -133,7 +133,7 @@ def test_notes_into_a_file_that_is_not_a_directory(capsys, tmp_path):
     afile.write_text("")
     for out in ("/dev/null", str(afile)):
         code, _, err = run(capsys, "notes", "--out", out)
-        assert code == 2 and err.startswith(f"UsageError [usage]: cannot write the notes into {out}")
+        assert code == 2 and err.startswith(f"error: cannot write the notes to {out}: ")
 
 
 PLOT = ["plot", "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
@@ -203,4 +203,4 @@ def test_model_numbers_over_a_float_are_usage_errors(capsys, option, said):
     code, program, _ = run(capsys, "model", "show", "llama-3-8b", "--activations", "B=X")
     assert code == 0
     code, out, err = run(capsys, option[0], program, "--mesh", "X=8", "--sizes", "B=8,T=4096", *option[1:])
-    assert (code, out) == (2, "") and err.startswith("error:  [usage]") and said in err
+    assert (code, out) == (2, "") and err.startswith("error: ") and said in err

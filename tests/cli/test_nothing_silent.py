@@ -5,6 +5,7 @@ of an "internal error"."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -45,4 +46,6 @@ def test_a_closed_output_pipe_is_not_an_internal_error():
     assert child.stdout is not None
     child.stdout.close()  # the reader goes away before a byte is read (as `| head -0` would)
     _, err = child.communicate(timeout=120)
-    assert (child.returncode, err.decode()) == (EXIT_PIPE, "")
+    # killed by SIGPIPE, as a shell pipeline's writer is (the shell reports 128 + 13 = 141); where the signal is
+    # ignored, the BrokenPipeError path exits 141 itself
+    assert (child.returncode, err.decode()) in ((-signal.SIGPIPE, ""), (EXIT_PIPE, ""))

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from shardalg.algebra.mesh import Mesh
 from shardalg.costs.plancost import cost, plan_cost
 from shardalg.costs.ranking import redistribute
-from shardalg.errors import NoPlan
+from shardalg.errors import NoPlan, UnreachableUnreduced
 from shardalg.notation.syntax import Dim, Op, Tensor
 from shardalg.planning.planner import plans
 
@@ -115,7 +115,7 @@ def seconds(p) -> float:
 def cheapest(src: Tensor, dst: Tensor) -> float | None:
     try:
         found = redistribute(src, dst, MESH, SIZES, hw=HW_TRI)
-    except NoPlan:
+    except (NoPlan, UnreachableUnreduced):
         return None
     return seconds(found[0])
 

@@ -93,7 +93,7 @@ def test_ranked_plans_as_an_html_table() -> None:
 
 
 def test_legality_report_and_chips_as_html() -> None:
-    html = sa.check("A[I_X, J] · B[J, K_X] -> C[I, K]", sa.Mesh(X=4, Y=2))._repr_html_()
+    html = sa.check("A[I_X, J] ·_LOCAL B[J, K_X] -> C[I, K]", sa.Mesh(X=4, Y=2))._repr_html_()
     assert "<caption>1 broken rule(s)</caption>" in html and "<td>case-4</td>" in html
     assert "fix: " not in html and "gather one operand first" in html
     assert "<caption>legal: no rule is broken</caption>" in sa.check("A[I_X, J]", MESH)._repr_html_()

@@ -64,8 +64,9 @@ def test_other_illegal_products_are_still_refused():
 
     from shardalg.errors import UnreducedProduct
 
+    # as a request the planner reduces an operand first (one legality); multiplied as written it is illegal
     with pytest.raises(UnreducedProduct):
-        backward("A[I, J]{U_X} · B[J, K]{U_X} -> C[I, K]", Mesh(X=2))
+        backward("A[I, J]{U_X} ·_LOCAL B[J, K]{U_X} -> C[I, K]", Mesh(X=2))
 
 
 # ---- the two gradients, planned together ----------------------------------------------------------------
