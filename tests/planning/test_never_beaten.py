@@ -19,6 +19,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.costs.plancost import plan_cost
 from shardalg.errors import NoPlan, UnreachableUnreduced
+from shardalg.notation.parse import parse as sa_parse
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Dim, Product, Tensor
 from shardalg.planning.order import plan_bytes
@@ -97,11 +98,8 @@ def test_no_short_sequence_moves_fewer_bytes(case: tuple[Mesh, Tensor, Tensor, T
         assert best <= brute[0], f"{_statement(a, b, c)} on {mesh}: {best} bytes, but\n{brute[1]}\nmoves {brute[0]}"
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-@settings(max_examples=12)
-@given(case=einsums(max_axes=2))
-def test_no_short_sequence_is_faster(policy: str, case: tuple[Mesh, Tensor, Tensor, Tensor]) -> None:
-    mesh, a, b, c = case
+def _fastest(a: Tensor, b: Tensor, c: Tensor, mesh: Mesh, policy: str) -> tuple[float, float] | None:
+    """(the planner's best seconds under ``policy``, the best of every short sequence under it), or None."""
 
     def seconds(p: Plan) -> float:
         return plan_cost(p, mesh, SIZES, hw=HW, overlap=policy).seconds
@@ -109,7 +107,47 @@ def test_no_short_sequence_is_faster(policy: str, case: tuple[Mesh, Tensor, Tens
     try:
         found = plans(_statement(a, b, c), mesh, SIZES, key=seconds, weigh=_step_seconds(mesh))
     except (NoPlan, UnreachableUnreduced):
-        return  # the bytes property checks that nothing is reachable then
-    best = seconds(found[0])
-    for p in every_plan(a, b, c, mesh, Sizes(SIZES), 1, 2):
-        assert best <= seconds(p) * (1 + 1e-9), f"{_statement(a, b, c)} on {mesh} ({policy}): {best} s, but\n{p}"
+        return None  # the bytes property checks that nothing is reachable then
+    brute = min((seconds(p) for p in every_plan(a, b, c, mesh, Sizes(SIZES), 1, 2)), default=float("inf"))
+    return seconds(found[0]), brute
+
+
+@settings(max_examples=12)
+@given(case=einsums(max_axes=2))
+def test_no_short_sequence_is_faster_serially(case: tuple[Mesh, Tensor, Tensor, Tensor]) -> None:
+    """Under ``serial`` a plan's seconds are the sum of its steps': the planner's search is exact."""
+    mesh, a, b, c = case
+    got = _fastest(a, b, c, mesh, "serial")
+    if got is not None:
+        assert got[0] <= got[1] * (1 + 1e-9), f"{_statement(a, b, c)} on {mesh}: {got[0]} s, but {got[1]} s"
+
+
+@pytest.mark.parametrize("policy", [p for p in POLICIES if p != "serial"])
+@settings(max_examples=12)
+@given(case=einsums(max_axes=2))
+def test_under_overlap_the_planner_is_within_the_resources_factor(policy: str, case) -> None:
+    """Under ``schedule`` and ``steady`` the planner ranks by the policy the plans its additive (serial) search
+    finds; a plan whose steps overlap better can lie outside them (the known gap below). What holds: its best is
+    within a factor of the resources (mesh axes + the chip's compute) of every short sequence, since
+    max <= sum <= resources * max."""
+    mesh, a, b, c = case
+    got = _fastest(a, b, c, mesh, policy)
+    if got is not None:
+        factor = len(mesh) + 1
+        assert got[0] <= factor * got[1] * (1 + 1e-9), f"{_statement(a, b, c)} on {mesh} ({policy}): {got}"
+
+
+# The known gap (issue 10, "never beaten"): with every collective at the latency floor, gathering both operands on
+# different axes at once (1 us), then one more gather, takes 2 us under schedule; the planner's serial search
+# ties it with plans of three dependent collectives (3 us) and keeps those. Strict: when the planner learns to
+# search under the policy, this test fails and the gap is to be struck from the README and this note.
+GAP = ("A[I_Y, K] · B[L_X, J_Y] -> C[J_X, K, L, I]", "X=2,Y=2")
+
+
+@pytest.mark.xfail(strict=True, reason="the planner prunes by additive step weights; schedule overlaps steps")
+def test_known_gap_under_schedule() -> None:
+    (stmt,) = sa_parse(GAP[0]).statements
+    assert isinstance(stmt, Arrow) and isinstance(stmt.expr, Product)
+    got = _fastest(stmt.expr.left, stmt.expr.right, stmt.result, Mesh.parse(GAP[1]), "schedule")
+    assert got is not None
+    assert got[0] <= got[1] * (1 + 1e-9), got
