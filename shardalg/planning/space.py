@@ -18,6 +18,7 @@ search's default edge weight.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 from math import prod
 
 from shardalg.algebra.layout import Layout
@@ -31,6 +32,21 @@ __all__ = ["Move", "State", "Space", "space_of", "state_of", "clear_spaces"]
 Move = tuple[Op, tuple[str, ...], int | None]  # (op, axes, target dim index or None)
 State = tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]  # (axes per dim, unreduced)
 Edge = tuple[Move, State, int, tuple[int, tuple[str, ...], int]]  # (move, other state, rank, sort key)
+
+
+@lru_cache(maxsize=1 << 16)
+def layout_moves(state: State, mesh: Mesh) -> tuple[tuple[Move, State, tuple[int, tuple[str, ...], int]], ...]:
+    """Every move the rules allow from a layout on ``mesh``, with the layout it leads to and its sort key (the
+    rule's place in the table, the axes, the dim index), whatever the tensor's sizes: shared by the spaces
+    of every tensor of one rank (a query's operands and result), each of which then keeps the moves whose
+    result its sizes divide, and ranks them by its own bytes."""
+    lay = Layout(state[0], state[1], ())
+    out = []
+    for i, (op, r) in enumerate(RULES.items()):
+        for axes, dim in r.moves(lay, mesh):
+            nxt = r.effect(lay, axes, dim)
+            out.append(((op, axes, dim), (nxt.dims, nxt.unreduced), (i, axes, -1 if dim is None else dim)))
+    return tuple(out)
 
 # the spaces made so far, by (known dim sizes, dtype, mesh); cleared by clear_spaces (a fresh benchmark)
 _SPACES: dict[tuple[tuple[int | None, ...], DType, Mesh], Space] = {}
@@ -120,14 +136,9 @@ class Space:
         return got
 
     def _moves(self, state: State) -> Iterator[Edge]:
-        lay = Layout(state[0], state[1], ())
-        for i, (op, r) in enumerate(RULES.items()):
-            for axes, dim in r.moves(lay, self.mesh):
-                nxt = r.effect(lay, axes, dim)
-                if self.divisible(nxt.dims):
-                    after = (nxt.dims, nxt.unreduced)
-                    key = (i, axes, -1 if dim is None else dim)
-                    yield (op, axes, dim), after, self.rank(op, axes, state, after), key
+        for move, after, key in layout_moves(state, self.mesh):
+            if self.divisible(after[0]):
+                yield move, after, self.rank(move[0], move[1], state, after), key
 
     def close(self, starts: list[State]) -> bool:
         """Make ``starts`` and everything they reach *closed*: each state's moves computed and recorded as
