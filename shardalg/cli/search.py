@@ -70,6 +70,8 @@ def _search(args: argparse.Namespace) -> int:
     from shardalg.search.numeric import search
 
     program = parse(sys.stdin.read() if args.program == "-" else args.program)
+    if args.per_statement:
+        return _per_statement(program, args)
     bar = _Bar(not args.quiet)
     try:
         result = search(program, mesh(args.mesh), args.sizes, args.hw, args.memory, args.mode, args.optimizer,
@@ -82,6 +84,20 @@ def _search(args: argparse.Namespace) -> int:
             print(f"note: {k}: {v}", file=sys.stderr)
     elif args.format == "latex":
         print(result.latex())
+    else:
+        print(result)
+    return EXIT_OK
+
+
+def _per_statement(program, args: argparse.Namespace) -> int:
+    from shardalg.search.chainsolve import search_chain
+
+    result = search_chain(program, mesh(args.mesh), args.sizes, args.hw, args.memory, args.mode, args.optimizer,
+                          args.remat, args.overlap)  # fmt: skip
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        for k, v in result.problem.notes:
+            print(f"note: {k}: {v}", file=sys.stderr)
     else:
         print(result)
     return EXIT_OK
@@ -118,4 +134,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=10, metavar="K", help="rows of the ranked table (default 10)")
     p.add_argument("--format", choices=("text", "latex"), default="text", help="the table as text or LaTeX")
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
+    p.add_argument("--per-statement", action="store_true", help="a chain of layers (each statement fed by the "
+                   "one before): a sharding per statement, resharding between them, parameters within the cap "
+                   "(solved exactly by a DP, or an integer program when the cap binds)")  # fmt: skip
     p.set_defaults(handler=_search)
