@@ -159,7 +159,7 @@ def _find(program: Program, name: str | None, result: bool) -> Tensor:
 
 
 def _choices(sub: Program, act: Tensor, result: Tensor, batch: tuple[str, ...], settings: Settings,
-             pruned: Pruned) -> tuple[list[Choice], int]:  # fmt: skip
+             pruned: Pruned, dominance: bool = True) -> tuple[list[Choice], int]:  # fmt: skip
     space = space_of(sub, settings.mesh, settings.sizes)
     mine = set(act.dim_names) | set(result.dim_names)
     space = replace(space, batch_dims=tuple(d for d in batch if d in mine))
@@ -175,6 +175,8 @@ def _choices(sub: Program, act: Tensor, result: Tensor, batch: tuple[str, ...], 
             continue
         out.append(Choice(a, e, _find(e.program, act.name, False), _find(e.program, result.name, True),
                           float(e.seconds), pb))  # type: ignore[arg-type]  # fmt: skip
+    if not dominance:
+        return out, 0
     # dominated: another choice with the same layouts, no slower and no heavier (the first such kept)
     kept: list[Choice] = []
     for c in sorted(out, key=lambda c: (c.seconds, c.param_bytes)):
@@ -220,9 +222,9 @@ def _edges(left: list[Choice], right: list[Choice], settings: Settings) -> dict[
 def chain_problem(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
                   hw: Any = None, memory: str | float | None = None, mode: str | None = None,
                   optimizer: str | None = None, remat: str | None = None,
-                  overlap: str | None = None) -> ChainProblem:  # fmt: skip
+                  overlap: str | None = None, *, dominance: bool = True) -> ChainProblem:  # fmt: skip
     """Every statement's choices and the edges between them (see the module's doc); :func:`.chainsolve.
-    search_chain` solves it."""
+    search_chain` solves it. ``dominance=False`` keeps the dominated choices (the tests' oracle)."""
     prog = parse(program) if isinstance(program, str) else program
     if not isinstance(prog, Program):
         raise UsageError("the search takes a program in the notation with its params declared")
@@ -254,7 +256,7 @@ def chain_problem(program: Program | str, mesh: Any = None, sizes: Mapping[str, 
     for s, act, param in links:
         sub = _sub_program(prog, s, param)
         p = Pruned()
-        got, dropped = _choices(sub, act, s.result, whole.batch_dims, settings, p)
+        got, dropped = _choices(sub, act, s.result, whole.batch_dims, settings, p, dominance)
         if not got:
             raise UsageError(f"no choice of statement {len(subs) + 1} fits: its parameters alone exceed "
                              f"{size_text(cap)} on every assignment", span=getattr(s, "span", None), source=prog.source)  # fmt: skip

@@ -11,6 +11,8 @@ from dataclasses import replace
 from itertools import product
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
 
 import shardalg as sa
 from shardalg.errors import UsageError
@@ -61,6 +63,28 @@ def test_dp_and_milp_equal_a_brute_force(which, request):
     assert solve(p) == (dp, "dp")  # the cap (the chip's HBM) does not bind
     # the edges are not all free: the optimum is a real trade-off, not the sum of per-statement minima
     assert any(s > 0 for e in p.edges for s in e.values())
+
+
+def test_dropping_dominated_choices_keeps_the_optimum(infer):
+    full = chain_problem(CHAIN, dominance=False, **INFER)
+    assert [len(cs) for cs in full.choices] == [64 - p.equivalent - p.illegal for p in full.pruned]
+    assert sum(infer.dominated) > 0 and all(len(a) < len(b) for a, b in zip(infer.choices, full.choices, strict=True))
+    assert full.total(solve_dp(full)) == pytest.approx(infer.total(solve_dp(infer)), rel=1e-12)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(b=hs.sampled_from([16, 64, 512]), d=hs.sampled_from([128, 1024]), f=hs.sampled_from([256, 4096, 16384]),
+       g=hs.sampled_from([64, 512, 8192]), overlap=hs.sampled_from(["steady", "serial"]))
+def test_random_sizes_dp_milp_and_brute_force_agree(b, d, f, g, overlap):
+    p = chain_problem(CHAIN, mesh="X=2,Y=2", sizes={"B": b, "D": d, "F": f, "G": g}, hw="tpu-v5e", mode="infer",
+                      overlap=overlap)  # fmt: skip
+    want = _brute(p)
+    assert p.total(solve_dp(p)) == pytest.approx(want, rel=1e-12)
+    assert p.total(solve_milp(p)) == pytest.approx(want, rel=1e-9)
+    cap = sum(min(c.param_bytes for c in cs) for cs in p.choices) * 1.5
+    q = replace(p, settings=replace(p.settings, cap=cap))
+    picks = solve_milp(q)
+    assert q.param_bytes(picks) <= cap and q.total(picks) == pytest.approx(_brute(q, cap), rel=1e-9)
 
 
 @pytest.mark.parametrize("which", ["train", "infer"])
