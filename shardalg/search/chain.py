@@ -38,7 +38,7 @@ from shardalg.notation.syntax import Arrow, Product, Program, Roles, Tensor
 
 from .numeric import _mode, parse_bytes
 from .price import Entry, Pricer, Settings, size_text
-from .space import Assignment, Pruned, enumerate_space, space_of
+from .space import Assignment, Pruned, Space, enumerate_space, space_of
 
 __all__ = ["Choice", "ChainProblem", "chain_problem", "MAX_EDGE_PAIRS"]
 
@@ -158,14 +158,20 @@ def _find(program: Program, name: str | None, result: bool) -> Tensor:
     raise UsageError(f"internal: {name} not found in {program}")  # pragma: no cover
 
 
-def _choices(sub: Program, act: Tensor, result: Tensor, batch: tuple[str, ...], settings: Settings,
-             pruned: Pruned, dominance: bool = True) -> tuple[list[Choice], int]:  # fmt: skip
+def _space(sub: Program, act: Tensor, result: Tensor, batch: tuple[str, ...], settings: Settings) -> Space:
+    """A statement's space, with the whole program's batch dims (those the statement has)."""
     space = space_of(sub, settings.mesh, settings.sizes)
     mine = set(act.dim_names) | set(result.dim_names)
-    space = replace(space, batch_dims=tuple(d for d in batch if d in mine))
+    return replace(space, batch_dims=tuple(d for d in batch if d in mine))
+
+
+def _choices(sub: Program, space: Space, act: Tensor, result: Tensor, settings: Settings, pruned: Pruned,
+             dominance: bool = True, tick: Any = None) -> tuple[list[Choice], int]:  # fmt: skip
     pricer = Pricer(sub, space, replace(settings, cap=inf), pruned)
     out: list[Choice] = []
     for a in enumerate_space(space, pruned, symmetry=False):
+        if tick is not None:
+            tick()
         e = pricer(a)
         if e is None:
             continue
@@ -222,9 +228,11 @@ def _edges(left: list[Choice], right: list[Choice], settings: Settings) -> dict[
 def chain_problem(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
                   hw: Any = None, memory: str | float | None = None, mode: str | None = None,
                   optimizer: str | None = None, remat: str | None = None,
-                  overlap: str | None = None, *, dominance: bool = True) -> ChainProblem:  # fmt: skip
+                  overlap: str | None = None, *, dominance: bool = True,
+                  progress: Any = None) -> ChainProblem:  # fmt: skip
     """Every statement's choices and the edges between them (see the module's doc); :func:`.chainsolve.
-    search_chain` solves it. ``dominance=False`` keeps the dominated choices (the tests' oracle)."""
+    search_chain` solves it. ``dominance=False`` keeps the dominated choices (the tests' oracle);
+    ``progress(done, total)`` is called as assignments are priced (total: every statement's space)."""
     prog = parse(program) if isinstance(program, str) else program
     if not isinstance(prog, Program):
         raise UsageError("the search takes a program in the notation with its params declared")
@@ -253,10 +261,19 @@ def chain_problem(program: Program | str, mesh: Any = None, sizes: Mapping[str, 
     links = _links(prog)
     settings = Settings(ctx.mesh, dict(ctx.sizes), chip, chosen_mode, optimizer, remat, overlap, cap)
     subs, choices, pruned, dominated = [], [], [], []
-    for s, act, param in links:
+    spaces = [_space(_sub_program(prog, s, w), act, s.result, whole.batch_dims, settings) for s, act, w in links]
+    total = sum(sp.size for sp in spaces)
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+
+    for (s, act, param), space in zip(links, spaces, strict=True):
         sub = _sub_program(prog, s, param)
         p = Pruned()
-        got, dropped = _choices(sub, act, s.result, whole.batch_dims, settings, p, dominance)
+        got, dropped = _choices(sub, space, act, s.result, settings, p, dominance, tick)
         if not got:
             raise UsageError(f"no choice of statement {len(subs) + 1} fits: its parameters alone exceed "
                              f"{size_text(cap)} on every assignment", span=getattr(s, "span", None), source=prog.source)  # fmt: skip

@@ -203,8 +203,9 @@ class ChainResult:
 def search_chain(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
                  hw: Any = None, memory: str | float | None = None, mode: str | None = None,
                  optimizer: str | None = None, remat: str | None = None, overlap: str | None = None,
-                 method: str | None = None) -> ChainResult:  # fmt: skip
-    """The fastest per-statement sharding of a chain of layers within the memory cap (see the module)."""
-    p = chain_problem(program, mesh, sizes, hw, memory, mode, optimizer, remat, overlap)
+                 method: str | None = None, progress: Any = None) -> ChainResult:  # fmt: skip
+    """The fastest per-statement sharding of a chain of layers within the memory cap (see the module);
+    ``progress(done, total)`` is called as assignments are priced."""
+    p = chain_problem(program, mesh, sizes, hw, memory, mode, optimizer, remat, overlap, progress=progress)
     picks, how = solve(p, method)
     return ChainResult(p, picks, how)

@@ -163,3 +163,13 @@ def test_cli_per_statement():
                           env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "solved by   milp" in done.stdout and "  3. " in done.stdout
+    latex = subprocess.run([sys.executable, "-m", "shardalg", "search", CHAIN.replace("\n", "; "), "--mesh", "X=2,Y=2",
+                            "--sizes", INFER["sizes"], "--hw", "tpu-v5e", "--per-statement", "--format", "latex"],
+                           capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
+    assert latex.returncode == 2 and "do not apply" in latex.stderr and "Traceback" not in latex.stderr
+
+
+def test_progress_reaches_the_end():
+    seen: list[tuple[int, int]] = []
+    sa.search_chain(CHAIN, progress=lambda d, t: seen.append((d, t)), **INFER)
+    assert seen[-1] == (3 * 64, 3 * 64) and [d for d, _ in seen] == list(range(1, 3 * 64 + 1))
