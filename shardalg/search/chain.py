@@ -253,6 +253,11 @@ def chain_problem(program: Program | str, mesh: Any = None, sizes: Mapping[str, 
         overlap = DEFAULT_POLICY
         notes.append(("overlap", f"{overlap} (default), applied to each statement and each resharding on its own"))
     overlap_argument(overlap)
+    if chosen_mode == "train":
+        if optimizer is None:
+            notes.append(("optimizer", "adam (default: fp32 moments, 8 bytes per parameter)"))
+        if remat is None:
+            notes.append(("remat", "the program's saved list, else none (default)"))
     whole = space_of(prog, ctx.mesh, dict(ctx.sizes))
     missing = [d for d in (*whole.param_dims, *whole.batch_dims) if d not in ctx.sizes]
     if missing:

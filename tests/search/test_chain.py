@@ -142,6 +142,8 @@ def test_search_chain_api_text_and_json():
     json.dumps(data)
     assert data["truncated"] is False and data["method"] == "milp" and len(data["statements"]) == 3
     assert data["choices_per_statement"] == [len(cs) for cs in r.problem.choices]
+    keys = {d["key"] for d in sa.search_chain(CHAIN, **{**INFER, "mode": None}).to_json()["defaults"]}
+    assert {"mode", "optimizer", "remat", "memory", "objective", "memory cap"} <= keys
 
 
 def test_refusals():
@@ -163,6 +165,7 @@ def test_cli_per_statement():
                           env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "solved by   milp" in done.stdout and "  3. " in done.stdout
+    assert "note: memory cap: a knapsack on parameter bytes" in done.stdout
     latex = subprocess.run([sys.executable, "-m", "shardalg", "search", CHAIN.replace("\n", "; "), "--mesh", "X=2,Y=2",
                             "--sizes", INFER["sizes"], "--hw", "tpu-v5e", "--per-statement", "--format", "latex"],
                            capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
