@@ -80,6 +80,8 @@ _EXPORTS: dict[str, str] = {
     "chip_from_text": "costs.chipspec",
     # strategy search
     "search": "search.numeric",
+    "search_chain": "search.chainsolve",
+    "ChainResult": "search.chainsolve",
     "strategy_map": "search.programresult",
     "StrategyMap": "search.strategymap",
     "ProgramMap": "search.programresult",

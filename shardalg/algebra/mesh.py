@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
 
 from shardalg import limits
@@ -221,12 +222,20 @@ def _axis_from_text(part: str) -> Axis:
     return Axis(name, n, k, wraps, node)
 
 
+@lru_cache(maxsize=256)
+def _mesh_of_text(text: str) -> Mesh:
+    """``Mesh.parse``, memoized: a mesh is immutable and one text is asked for again by every cost of a plan
+    list. A refusal is never cached; a mesh already read is not checked again against a size limit lowered
+    later (the axes limit is the legality's, checked on every query)."""
+    return Mesh.parse(text)
+
+
 def as_mesh(mesh: Mesh | Mapping[str, int | None] | str | None) -> Mesh | None:
     """Normalize what the API accepts as a mesh."""
     if mesh is None or isinstance(mesh, Mesh):
         return mesh
     if isinstance(mesh, str):
-        return Mesh.parse(mesh)
+        return _mesh_of_text(mesh)
     if isinstance(mesh, Mapping):
         return Mesh(mesh)
     raise UsageError(f"a mesh is a Mesh, a mapping of axis sizes or text like 'X=4,Y=2', not {mesh!r}")

@@ -17,6 +17,8 @@ import textwrap
 import time
 from typing import Any
 
+from shardalg.errors import UsageError
+
 from . import EXIT_OK
 from .common import HelpFormatter, examples
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, mesh
@@ -70,10 +72,12 @@ def _search(args: argparse.Namespace) -> int:
     from shardalg.search.numeric import search
 
     program = parse(sys.stdin.read() if args.program == "-" else args.program)
+    if args.per_statement:
+        return _per_statement(program, args)
     bar = _Bar(not args.quiet)
     try:
         result = search(program, mesh(args.mesh), args.sizes, args.hw, args.memory, args.mode, args.optimizer,
-                        args.remat, args.overlap, args.top, progress=bar)  # fmt: skip
+                        args.remat, args.overlap, 10 if args.top is None else args.top, progress=bar)  # fmt: skip
     finally:
         bar.close()
     if args.json:
@@ -82,6 +86,26 @@ def _search(args: argparse.Namespace) -> int:
             print(f"note: {k}: {v}", file=sys.stderr)
     elif args.format == "latex":
         print(result.latex())
+    else:
+        print(result)
+    return EXIT_OK
+
+
+def _per_statement(program, args: argparse.Namespace) -> int:
+    from shardalg.search.chainsolve import search_chain
+
+    if args.format != "text" or args.top is not None:
+        raise UsageError("--per-statement prints one choice per statement: --format latex and --top do not apply")
+    bar = _Bar(not args.quiet)
+    try:
+        result = search_chain(program, mesh(args.mesh), args.sizes, args.hw, args.memory, args.mode, args.optimizer,
+                              args.remat, args.overlap, progress=bar)  # fmt: skip
+    finally:
+        bar.close()
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        for k, v in result.problem.notes:
+            print(f"note: {k}: {v}", file=sys.stderr)
     else:
         print(result)
     return EXIT_OK
@@ -115,7 +139,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: the program's saved list, else none)")  # fmt: skip
     p.add_argument("--overlap", choices=("steady", "serial"), help="steady (compute and each axis's "
                    "collectives overlap; the default) or serial (they add)")  # fmt: skip
-    p.add_argument("--top", type=int, default=10, metavar="K", help="rows of the ranked table (default 10)")
+    p.add_argument("--top", type=int, metavar="K", help="rows of the ranked table (default 10)")
     p.add_argument("--format", choices=("text", "latex"), default="text", help="the table as text or LaTeX")
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
+    p.add_argument("--per-statement", action="store_true", help="a chain of layers (each statement fed by the "
+                   "one before): a sharding per statement, resharding between them, parameters within the cap "
+                   "(solved exactly by a DP, or an integer program when the cap binds)")  # fmt: skip
     p.set_defaults(handler=_search)

@@ -69,11 +69,11 @@ def plans(
     communicated, then steps."""
     p = planner.prepare(expr, mesh, sizes, target)
     if hw is None:
-        found = planner.plans(expr, mesh, sizes, target, key=key, limits=limits)
+        found = planner.plans(p, key=key, limits=limits)
     else:
         weigh = step_seconds(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring) if key is None else None
         rank = key or seconds_key(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
-        found = planner.plans(p.statement, p.mesh, p.sizes.known, p.target, key=rank, weigh=weigh, limits=limits)
+        found = planner.plans(p, key=rank, weigh=weigh, limits=limits)
     columns = _columns(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
     return Plans(found, found.complete, found.note, columns)
 

@@ -32,6 +32,7 @@ import sympy
 
 from . import atoms as at
 from .atoms import Atom, Number, Point, atom, atom_id, point
+from .sympymax import unevaluated_max
 
 __all__ = ["Term", "Mono", "Sum", "Max", "mono", "const", "add", "maximum", "point", "Point", "atom_id", "atom",
            "ZERO", "ONE", "Number"]  # fmt: skip
@@ -261,9 +262,9 @@ class Max(_Nary):
         return got
 
     def _to_sympy(self, evaluate: bool) -> sympy.Expr:
-        if evaluate:
-            return sympy.Max(*(a.sympy() for a in self.args))
-        return sympy.Max(*(a.sympy(False) for a in self.args), evaluate=False)
+        if not evaluate:
+            return sympy.Max(*(a.sympy(False) for a in self.args), evaluate=False)
+        return unevaluated_max([a.sympy() for a in self.args])
 
     def subs(self, mapping: Mapping[sympy.Symbol, Term]) -> Term:
         return maximum(*(a.subs(mapping) for a in self.args))

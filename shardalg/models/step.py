@@ -287,9 +287,14 @@ def step_seconds(analysis: Analysis, chip: Chip | str, policy: str = DEFAULT_POL
             raise UsageError(f"seconds need every size bound; the {name} is symbolic",
                              fix="bind every dim with --sizes (API: sizes={...})")  # fmt: skip
         total = got["total"]
-        if a.mode == "infer":
+        if a.mode == "infer":  # as model_step's _part: HBM reads beside compute and communication
             terms = (got["compute"], got["memory"], got["comms"])
-            total = max(terms) if overlap_argument(policy) else sum(terms)
+            if policy == "serial":
+                total = sum(terms)
+            elif policy == "steady":
+                total = max(terms)
+            else:
+                total = max(got["total"], got["memory"])
         out.append(PartSeconds(name, float(count), got["compute"], got["comms"], got["memory"], total,
                                tuple(axes.items())))  # fmt: skip
     return out

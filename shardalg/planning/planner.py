@@ -132,7 +132,8 @@ def plans(
 
 def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: Tensor | str | None,
            key: Key | None, weigh: Weigh | None, limits: Limits) -> Plans:  # fmt: skip
-    p = prepare(expr, mesh, sizes, target)  # type: ignore[arg-type]
+    # a Problem is already prepared (parsed and checked once): shardalg.costs.ranking passes one
+    p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)  # type: ignore[arg-type]
     rank = key or default_key(p.mesh, p.sizes)
     stmt = p.statement
     result = p.target if p.target is not None else (stmt.result if isinstance(stmt, Arrow) else None)

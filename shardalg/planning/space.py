@@ -9,8 +9,8 @@ their axes are left out.
 
 A space depends only on what the search sees, so it is shared (:func:`space_of`) by every tensor of that
 shape: the dims' known sizes (literal or bound; None when symbolic), the dtype and the mesh. ``A[I, J]``
-and ``B[J, K]`` with unknown sizes search one space; each state's moves are computed once while the space is
-kept. The :data:`MAX_SPACES` most recently used spaces are kept: a long-running process plans many shapes,
+and ``B[J, K]`` with unknown sizes search one space; each state's moves are computed once per mesh (:func:`layout_moves`) and
+ranked once while the space is kept. The :data:`MAX_SPACES` most recently used spaces are kept: a long-running process plans many shapes,
 and keeping every space grew the heap without bound (a fuzz run's trivial print stage took 3.4 s of CPU,
 most likely a full garbage collection over it). A space dropped is made anew when asked for again, so
 answers do not depend on it.
@@ -22,6 +22,7 @@ search's default edge weight.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 from math import prod
 
 from shardalg.algebra.layout import Layout
@@ -35,6 +36,22 @@ __all__ = ["Move", "State", "Space", "space_of", "state_of", "clear_spaces", "MA
 Move = tuple[Op, tuple[str, ...], int | None]  # (op, axes, target dim index or None)
 State = tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]  # (axes per dim, unreduced)
 Edge = tuple[Move, State, int, tuple[int, tuple[str, ...], int]]  # (move, other state, rank, sort key)
+
+
+@lru_cache(maxsize=1 << 16)
+def layout_moves(state: State, mesh: Mesh) -> tuple[tuple[Move, State, tuple[int, tuple[str, ...], int]], ...]:
+    """Every move the rules allow from a layout on ``mesh``, with the layout it leads to and its sort key (the
+    rule's place in the table, the axes, the dim index), whatever the tensor's sizes: shared by the spaces
+    of every tensor of one rank (a query's operands and result), each of which then keeps the moves whose
+    result its sizes divide, and ranks them by its own bytes."""
+    lay = Layout(state[0], state[1], ())
+    out = []
+    for i, (op, r) in enumerate(RULES.items()):
+        for axes, dim in r.moves(lay, mesh):
+            nxt = r.effect(lay, axes, dim)
+            out.append(((op, axes, dim), (nxt.dims, nxt.unreduced), (i, axes, -1 if dim is None else dim)))
+    return tuple(out)
+
 
 MAX_SPACES = 64  # spaces kept (the most recently used): one query uses a few, one per shape it reshards
 # the spaces kept, by (known dim sizes, dtype, mesh), least recently used first; cleared by clear_spaces
@@ -128,14 +145,9 @@ class Space:
         return got
 
     def _moves(self, state: State) -> Iterator[Edge]:
-        lay = Layout(state[0], state[1], ())
-        for i, (op, r) in enumerate(RULES.items()):
-            for axes, dim in r.moves(lay, self.mesh):
-                nxt = r.effect(lay, axes, dim)
-                if self.divisible(nxt.dims):
-                    after = (nxt.dims, nxt.unreduced)
-                    key = (i, axes, -1 if dim is None else dim)
-                    yield (op, axes, dim), after, self.rank(op, axes, state, after), key
+        for move, after, key in layout_moves(state, self.mesh):
+            if self.divisible(after[0]):
+                yield move, after, self.rank(move[0], move[1], state, after), key
 
     def close(self, starts: list[State]) -> bool:
         """Make ``starts`` and everything they reach *closed*: each state's moves computed and recorded as

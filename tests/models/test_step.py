@@ -84,3 +84,20 @@ def test_json_shape():
                          "tokens_per_second", "train_tokens", "days", "defaults"}  # fmt: skip
     assert data["parts"][0]["bound"] in ("compute", "comms", "hbm")
     assert isinstance(data["step"]["seconds"], float) and data["flops"]["total"] == 6 * 4096 * 1024 * 4096
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+@pytest.mark.parametrize("policy", ["schedule", "steady", "serial"])
+def test_step_seconds_is_model_steps_total_in_numbers(mode, policy):
+    """The search's fast path (step_seconds, no formula) prices a part as model_step does, under every policy
+    (it once took the maximum for an inference step under serial, where model_step adds)."""
+    from shardalg.models.analysis import analyze
+    from shardalg.models.program import model_program
+    from shardalg.models.step import model_step, step_seconds
+
+    model = model_program(FSDP, "X=4", "B=4096,D=1024,F=4096")
+    a = analyze(model, mode, None)
+    report = model_step(a, "tpu-v5p", policy)
+    fast = {p.name: p.total for p in step_seconds(a, "tpu-v5p", policy)}
+    for part in report.parts:
+        assert fast[part.name] == pytest.approx(report.seconds_of(part.total), rel=1e-9), part.name

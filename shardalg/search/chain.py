@@ -1,0 +1,296 @@
+"""Per-statement choices for a chain of statements (each statement's output feeds the next): the choices of
+each statement, their seconds and parameter bytes, and the resharding edges between consecutive statements.
+
+    >>> p = chain_problem("params W1, W2\\nIn[B, D] * W1[D, F] -> H[B, F]\\nH[B, F] * W2[F, D] -> Out[B, D]",
+    ...                   mesh="X=2,Y=2", sizes="B=64,D=256,F=1024", hw="tpu-v5e", mode="infer")
+    >>> [len(c) for c in p.choices]                                        # doctest: +SKIP
+
+Each statement is a program of its own (its parameters declared, the whole program's batch dims kept) and
+its choices are the assignments of :mod:`.space` for that program, priced by :class:`.price.Pricer` (its
+plans, derived backward when training, step seconds under the overlap policy, memory by part). Unlike the
+whole-program search, interchangeable axes are *not* pruned as symmetric: a statement's image under an axis
+permutation meets its neighbours on other axes, so it may be the one that needs no resharding. Equivalent
+assignments (the same sharded statement) are priced once; a choice whose own parameter bytes exceed the cap
+is dropped (no chain can take it); a choice *dominated* by another of the same statement (same input and
+output layouts, no more seconds and no more parameter bytes) is dropped. All counted, none truncated.
+
+An edge prices moving statement i's output, as its choice writes it, to the layout statement i+1's choice
+reads: zero when equal, else the fastest sequence of collectives :func:`shardalg.costs.ranking.redistribute`
+finds on the chip, priced by :func:`shardalg.costs.plancost.plan_cost` under the overlap policy; when training,
+plus the gradient's way back (the same move reversed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from math import inf
+from typing import Any
+
+from shardalg.algebra.context import context_for
+from shardalg.costs.chipspec import as_chip_text
+from shardalg.costs.plancost import plan_cost
+from shardalg.costs.ranking import redistribute
+from shardalg.errors import NoPlan, UsageError
+from shardalg.models.step import DEFAULT_POLICY, overlap_argument
+from shardalg.notation.parse import parse
+from shardalg.notation.syntax import Arrow, Product, Program, Roles, Tensor
+
+from .numeric import _mode, parse_bytes
+from .price import Entry, Pricer, Settings, size_text
+from .space import Assignment, Pruned, Space, enumerate_space, space_of
+
+__all__ = ["Choice", "ChainProblem", "chain_problem", "MAX_EDGE_PAIRS"]
+
+MAX_EDGE_PAIRS = 200_000  # layout pairs between consecutive statements, over all edges: above, refuse up front
+
+PARAM_PARTS = ("params", "grads", "optimizer")  # the parts of model_memory that need no plan (param_bytes)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One priced choice of one statement: its assignment, the layouts it reads and writes the chain's
+    activations in, its seconds and its parameter bytes per device (with gradients and optimizer state when
+    training)."""
+
+    assignment: Assignment
+    entry: Entry
+    reads: Tensor
+    writes: Tensor
+    seconds: float
+    param_bytes: float
+
+    @property
+    def strategy(self) -> str:
+        return self.entry.strategy
+
+
+def layout_key(t: Tensor) -> tuple:
+    """A tensor's layout, without its name and span: its dims with their axes, and its unreduced axes."""
+    return (tuple((d.label, d.axes) for d in t.dims), tuple(t.unreduced))
+
+
+@dataclass
+class ChainProblem:
+    """The statements, each one's choices, and the edge seconds between layouts of consecutive statements
+    (``edges[i][(out of i, in of i+1)]``, the layouts as :func:`layout_key`; a pair absent costs nothing)."""
+
+    program: Program
+    statements: list[Program]
+    choices: list[list[Choice]]
+    edges: list[dict[tuple, float]]
+    settings: Settings
+    pruned: list[Pruned]
+    dominated: list[int]
+    notes: list[tuple[str, str]] = field(default_factory=list)
+
+    def edge(self, i: int, a: Choice, b: Choice) -> float:
+        """Seconds to move statement i's output as ``a`` writes it to the layout ``b`` (of i+1) reads."""
+        return self.edges[i].get((layout_key(a.writes), layout_key(b.reads)), 0.0)
+
+    def total(self, picks: list[int]) -> float:
+        """The chain's seconds for one choice index per statement: statements plus edges."""
+        cs = [self.choices[i][k] for i, k in enumerate(picks)]
+        return sum(c.seconds for c in cs) + sum(self.edge(i, cs[i], cs[i + 1]) for i in range(len(cs) - 1))
+
+    def param_bytes(self, picks: list[int]) -> float:
+        return sum(self.choices[i][k].param_bytes for i, k in enumerate(picks))
+
+
+def _operands(s: object) -> tuple[Tensor, Tensor, Tensor] | None:
+    if isinstance(s, Arrow) and isinstance(s.expr, Product) and isinstance(s.expr.left, Tensor) \
+            and isinstance(s.expr.right, Tensor) and isinstance(s.result, Tensor):  # fmt: skip
+        return s.expr.left, s.expr.right, s.result
+    return None
+
+
+def _links(prog: Program) -> list[tuple[Any, Tensor, str]]:
+    """Each statement with its activation operand and its parameter's name; refuses what is not a chain."""
+    roles = prog.roles
+    params = set(roles.params) | set(roles.embeddings) if roles is not None else set()
+    out: list[tuple[Any, Tensor, str]] = []
+    used: set[str] = set()
+    for i, s in enumerate(prog.statements):
+        ops = _operands(s)
+        where = {"span": getattr(s, "span", None), "source": prog.source}
+        if ops is None:
+            raise UsageError("a per-statement search takes a chain of products 'A * W -> R', one per line",
+                             fix="write each layer as one product of an activation and a parameter", **where)  # fmt: skip
+        left, right, result = ops
+        kinds = [t for t in (left, right) if t.name in params]
+        if len(kinds) != 1:
+            raise UsageError(f"statement {i + 1} of a chain multiplies one activation by one parameter, not "
+                             f"{len(kinds)} parameters", **where)  # fmt: skip
+        param, act = (left, right) if left.name in params else (right, left)
+        if param.name in used:
+            raise UsageError(f"the parameter {param.name} is used by two statements: a chain gives each statement "
+                             "its own parameter (its bytes are counted once per statement)", **where)  # fmt: skip
+        used.add(param.name)  # type: ignore[arg-type]
+        if out and act.name != _operands(prog.statements[i - 1])[2].name:  # type: ignore[index]
+            raise UsageError(f"statement {i + 1} does not read the previous statement's result: not a chain",
+                             fix="the per-statement search takes layers in a row, each fed by the one before",
+                             **where)  # fmt: skip
+        out.append((s, act, param.name))  # type: ignore[arg-type]
+    if len(out) < 2:
+        raise UsageError("a chain has at least two statements (one statement: shardalg search without --per-statement)")
+    return out
+
+
+def _sub_program(prog: Program, s: Any, param: str) -> Program:
+    roles = prog.roles or Roles()
+    names = {t.name for t in _operands(s)}  # type: ignore[union-attr]
+    keep = {k: tuple(n for n in getattr(roles, k) if n in names) for k in ("params", "embeddings", "saved", "kvcache")}
+    return Program((s,), prog.mesh, prog.sizes, Roles(**keep, tokens=roles.tokens, layers=roles.layers),
+                   source=prog.source)  # fmt: skip
+
+
+def _find(program: Program, name: str | None, result: bool) -> Tensor:
+    """The chain activation ``name`` in a sharded one-statement program: the result it writes, or the
+    operand its product reads."""
+    for s in program.statements:
+        ops = _operands(s)
+        if ops is None:
+            continue
+        if result and ops[2].name == name:
+            return ops[2]
+        if not result and name in (ops[0].name, ops[1].name):
+            return ops[0] if ops[0].name == name else ops[1]
+    raise UsageError(f"internal: {name} not found in {program}")  # pragma: no cover
+
+
+def _space(sub: Program, act: Tensor, result: Tensor, batch: tuple[str, ...], settings: Settings) -> Space:
+    """A statement's space, with the whole program's batch dims (those the statement has)."""
+    space = space_of(sub, settings.mesh, settings.sizes)
+    mine = set(act.dim_names) | set(result.dim_names)
+    return replace(space, batch_dims=tuple(d for d in batch if d in mine))
+
+
+def _choices(sub: Program, space: Space, act: Tensor, result: Tensor, settings: Settings, pruned: Pruned,
+             dominance: bool = True, tick: Any = None) -> tuple[list[Choice], int]:  # fmt: skip
+    pricer = Pricer(sub, space, replace(settings, cap=inf), pruned)
+    out: list[Choice] = []
+    for a in enumerate_space(space, pruned, symmetry=False):
+        if tick is not None:
+            tick()
+        e = pricer(a)
+        if e is None:
+            continue
+        pb = sum(e.parts.get(k, 0.0) for k in PARAM_PARTS)
+        if pb > settings.cap:
+            pruned.over_cap += 1
+            continue
+        out.append(Choice(a, e, _find(e.program, act.name, False), _find(e.program, result.name, True),
+                          float(e.seconds), pb))  # type: ignore[arg-type]  # fmt: skip
+    if not dominance:
+        return out, 0
+    # dominated: another choice with the same layouts, no slower and no heavier (the first such kept)
+    kept: list[Choice] = []
+    for c in sorted(out, key=lambda c: (c.seconds, c.param_bytes)):
+        key = (layout_key(c.reads), layout_key(c.writes))
+        if any((layout_key(k.reads), layout_key(k.writes)) == key and k.param_bytes <= c.param_bytes for k in kept):
+            continue
+        kept.append(c)
+    order = {id(c): n for n, c in enumerate(out)}
+    kept.sort(key=lambda c: order[id(c)])
+    return kept, len(out) - len(kept)
+
+
+def _move_seconds(src: Tensor, dst: Tensor, settings: Settings) -> float:
+    st = settings
+    try:
+        plans = redistribute(src, dst.replace(name=src.name), st.mesh, st.sizes, limit=1, hw=st.chip)
+    except NoPlan as e:  # pragma: no cover - every layout of the space is reachable from every other
+        raise UsageError(f"no redistribution moves {src} to {dst}: {e}") from None
+    if not plans:
+        raise UsageError(f"no redistribution found from {src} to {dst}")  # pragma: no cover
+    cost = plan_cost(plans[0], st.mesh, st.sizes, hw=st.chip, overlap=st.policy)
+    seconds = cost.evaluate(cost.light("total"))
+    if seconds is None:  # pragma: no cover - every size is bound
+        raise UsageError(f"the redistribution of {src} is symbolic: bind every size")
+    return float(seconds)
+
+
+def _edges(left: list[Choice], right: list[Choice], settings: Settings) -> dict[tuple, float]:
+    outs = {layout_key(c.writes): c.writes for c in left}
+    ins = {layout_key(c.reads): c.reads for c in right}
+    edges: dict[tuple, float] = {}
+    for ka, a in outs.items():
+        for kb, b in ins.items():
+            if ka == kb:
+                continue
+            s = _move_seconds(a, b, settings)
+            if settings.mode == "train":
+                s += _move_seconds(b, a, settings)  # the gradient's way back
+            edges[(ka, kb)] = s
+    return edges
+
+
+def chain_problem(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
+                  hw: Any = None, memory: str | float | None = None, mode: str | None = None,
+                  optimizer: str | None = None, remat: str | None = None,
+                  overlap: str | None = None, *, dominance: bool = True,
+                  progress: Any = None) -> ChainProblem:  # fmt: skip
+    """Every statement's choices and the edges between them (see the module's doc); :func:`.chainsolve.
+    search_chain` solves it. ``dominance=False`` keeps the dominated choices (the tests' oracle);
+    ``progress(done, total)`` is called as assignments are priced (total: every statement's space)."""
+    prog = parse(program) if isinstance(program, str) else program
+    if not isinstance(prog, Program):
+        raise UsageError("the search takes a program in the notation with its params declared")
+    ctx = context_for(prog, mesh, sizes)
+    if ctx.mesh is None:
+        raise UsageError("a search needs a mesh: --mesh X=2,Y=2 (API: mesh='X=2,Y=2')")
+    chip = as_chip_text(hw)
+    if chip is None:
+        raise UsageError("a search needs a chip for its seconds and HBM: --hw tpu-v5e (API: hw='tpu-v5e')")
+    notes: list[tuple[str, str]] = []
+    chosen_mode = _mode(prog, mode, notes)
+    if memory is None:
+        cap = chip.hbm_capacity.value
+        notes.append(("memory", f"{size_text(cap)} per device (default: the HBM of {chip.name})"))
+    else:
+        cap = parse_bytes(memory)
+    if overlap is None:
+        overlap = DEFAULT_POLICY
+        notes.append(("overlap", f"{overlap} (default), applied to each statement and each resharding on its own"))
+    overlap_argument(overlap)
+    if chosen_mode == "train":
+        if optimizer is None:
+            notes.append(("optimizer", "adam (default: fp32 moments, 8 bytes per parameter)"))
+        if remat is None:
+            notes.append(("remat", "the program's saved list, else none (default)"))
+    whole = space_of(prog, ctx.mesh, dict(ctx.sizes))
+    missing = [d for d in (*whole.param_dims, *whole.batch_dims) if d not in ctx.sizes]
+    if missing:
+        raise UsageError(f"a numeric search needs every size: {', '.join(missing)} unbound",
+                         fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing))  # fmt: skip
+    links = _links(prog)
+    settings = Settings(ctx.mesh, dict(ctx.sizes), chip, chosen_mode, optimizer, remat, overlap, cap)
+    subs, choices, pruned, dominated = [], [], [], []
+    spaces = [_space(_sub_program(prog, s, w), act, s.result, whole.batch_dims, settings) for s, act, w in links]
+    total = sum(sp.size for sp in spaces)
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+
+    for (s, act, param), space in zip(links, spaces, strict=True):
+        sub = _sub_program(prog, s, param)
+        p = Pruned()
+        got, dropped = _choices(sub, space, act, s.result, settings, p, dominance, tick)
+        if not got:
+            raise UsageError(f"no choice of statement {len(subs) + 1} fits: its parameters alone exceed "
+                             f"{size_text(cap)} on every assignment", span=getattr(s, "span", None), source=prog.source)  # fmt: skip
+        subs.append(sub), choices.append(got), pruned.append(p), dominated.append(dropped)
+    pairs = sum(len({layout_key(c.writes) for c in a}) * len({layout_key(c.reads) for c in b})
+                for a, b in zip(choices, choices[1:], strict=False))  # fmt: skip
+    if pairs > MAX_EDGE_PAIRS:
+        raise UsageError(f"the chain has {pairs:,} layout pairs between statements, over the limit of "
+                         f"{MAX_EDGE_PAIRS:,} (MAX_EDGE_PAIRS)", fix="use fewer mesh axes or fewer statements")  # fmt: skip
+    edges = [_edges(a, b, settings) for a, b in zip(choices, choices[1:], strict=False)]
+    notes.append(("objective", "the sum of each statement's step seconds (each priced alone under the overlap "
+                  "policy) and each resharding's; under steady this is not the whole layer's max over terms"))  # fmt: skip
+    notes.append(("memory cap", "a knapsack on parameter bytes per device" + (" with gradients and optimizer "
+                  "state" if chosen_mode == "train" else "") + "; activations and transients are not in it"))  # fmt: skip
+    return ChainProblem(prog, subs, choices, edges, settings, pruned, dominated, notes)
