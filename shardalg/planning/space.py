@@ -9,11 +9,11 @@ their axes are left out.
 
 A space depends only on what the search sees, so it is shared (:func:`space_of`) by every tensor of that
 shape: the dims' known sizes (literal or bound; None when symbolic), the dtype and the mesh. ``A[I, J]``
-and ``B[J, K]`` with unknown sizes search one space; each state's moves are computed once per mesh (:func:`layout_moves`) and
-ranked once while the space is kept. The :data:`MAX_SPACES` most recently used spaces are kept: a long-running process plans many shapes,
-and keeping every space grew the heap without bound (a fuzz run's trivial print stage took 3.4 s of CPU,
-most likely a full garbage collection over it). A space dropped is made anew when asked for again, so
-answers do not depend on it.
+and ``B[J, K]`` with unknown sizes search one space; each state's moves are computed once per mesh
+(:func:`layout_moves`) and ranked once while the space is kept. The :data:`MAX_SPACES` most recently used
+spaces are kept: a long-running process plans many shapes, and keeping every space grew the heap without
+bound (a fuzz run's trivial print stage took 3.4 s of CPU, most likely a full garbage collection over it).
+A space dropped is made anew when asked for again, so answers do not depend on it.
 
 Each move carries its *rank*: the bytes it communicates as an exact integer (:meth:`Space.rank`), the
 search's default edge weight.
