@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     layer = search(TRANSFORMER, **LAYER)
     out["layer_search_s"] = _median(lambda: search(TRANSFORMER, **LAYER), args.layer_repeat)
     out["layer_priced"] = layer.space.size - sum(layer.pruned.to_json().values())
-    exe = shutil.which("shardalg")
+    exe = shutil.which("shardalg", path=str(Path(sys.executable).parent)) or shutil.which("shardalg")
     if exe is not None:
         out["cold_python_s"] = _cold([sys.executable, "-c", "pass"], args.repeat)
         out["cold_q7_cli_s"] = _cold([exe, "search", MLP, "--mesh", Q7["mesh"], "--sizes", Q7["sizes"], "--hw",

@@ -84,3 +84,12 @@ def test_python_blocks():
     assert blocks
     for body in blocks:
         exec(compile(body, "README.md", "exec"), namespace)  # our own README, not user text
+
+
+def test_every_picture_the_readme_shows_is_in_the_checkout():
+    import re
+
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README)
+    assert pictures, "the README shows the strategy map"
+    for path in pictures:
+        assert (ROOT / path).is_file(), path
