@@ -189,7 +189,7 @@ def unreduced_result(s: Arrow, ctx: Context) -> Iterator[Found]:
     if any(a not in ctx.mesh for a in s.result.unreduced + left.unreduced + right.unreduced):
         return  # the unknown-axis rule reports it
     contracted, _ = product_dims(left, right, s.expr.contract, ctx.result or s.result)
-    sizes = [left.dim(d).size if left.dim(d).size is not None else ctx.sizes.get(d) for d in contracted]
+    sizes = [_known_size(d, left, right, ctx) for d in contracted]
     have = set(left.unreduced) | set(right.unreduced)
     if any(partial_sums_reach(have | set(sliced), s.result.unreduced, ctx.mesh)
            for sliced in _sliceable(ctx.mesh, sizes)):  # fmt: skip
@@ -201,6 +201,15 @@ def unreduced_result(s: Arrow, ctx: Context) -> Iterator[Found]:
            f"a Permute renames them only between axes of one size; this product {why}", s.result.span,
            "request the result reduced (drop its {U_..}), or shard a contracted dim over those axes in both "
            "operands")  # fmt: skip
+
+
+def _known_size(d: str, left: Tensor, right: Tensor, ctx: Context) -> int | None:
+    """A contracted dim's size: written in an operand that has it (an explicit ``·_D`` may name a dim of
+    one operand only), else bound, else None."""
+    for t in (left, right):
+        if d in t.dim_names and t.dim(d).size is not None:
+            return t.dim(d).size
+    return ctx.sizes.get(d)
 
 
 def _sliceable(mesh: Mesh, sizes: list[int | None]) -> Iterator[tuple[str, ...]]:

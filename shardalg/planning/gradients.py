@@ -81,13 +81,20 @@ class _Cost:
 
     def __init__(self, mesh: Mesh, sizes: Mapping[str, int], made: set[Step]):
         self.mesh, self.sizes, self.made = mesh, Sizes(sizes), made
+        self._bytes: dict[Step, Bytes] = {}  # each step priced once (the candidate plans share most steps)
 
     def __call__(self, steps: tuple[Step, ...], also_free: frozenset[Step] = frozenset()) -> Bytes:
         total = Bytes()
         for s in dict.fromkeys(steps):
             if s.communicates and s not in self.made and s not in also_free:
-                total = total + step_bytes(s.op, s.axes, s.inputs[0], s.output, self.mesh, self.sizes)
+                total = total + self._step(s)
         return total
+
+    def _step(self, s: Step) -> Bytes:
+        got = self._bytes.get(s)
+        if got is None:
+            got = self._bytes[s] = step_bytes(s.op, s.axes, s.inputs[0], s.output, self.mesh, self.sizes)
+        return got
 
 
 def fewer(a: Bytes, b: Bytes) -> bool:
@@ -134,6 +141,8 @@ def choose(
                 if v not in maker or c.rank() < maker[v][0].rank():
                     maker[v] = (c, p)
         for v, (c1, p1) in maker.items():
+            if c1.rank() >= best[0].rank():
+                continue  # a pair costs at least its first plan (bytes are never negative): it cannot win
             try:
                 seconds = candidates(other, v, mesh, sizes)
             except ShardalgError:

@@ -9,7 +9,11 @@ their axes are left out.
 
 A space depends only on what the search sees, so it is shared (:func:`space_of`) by every tensor of that
 shape: the dims' known sizes (literal or bound; None when symbolic), the dtype and the mesh. ``A[I, J]``
-and ``B[J, K]`` with unknown sizes search one space; each state's moves are computed once per process.
+and ``B[J, K]`` with unknown sizes search one space; each state's moves are computed once per mesh
+(:func:`layout_moves`) and ranked once while the space is kept. The :data:`MAX_SPACES` most recently used
+spaces are kept: a long-running process plans many shapes, and keeping every space grew the heap without
+bound (a fuzz run's trivial print stage took 3.4 s of CPU, most likely a full garbage collection over it).
+A space dropped is made anew when asked for again, so answers do not depend on it.
 
 Each move carries its *rank*: the bytes it communicates as an exact integer (:meth:`Space.rank`), the
 search's default edge weight.
@@ -27,7 +31,7 @@ from shardalg.algebra.rules import RULES
 from shardalg.algebra.traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, TRAFFIC, Sizes, Volume
 from shardalg.notation.syntax import DType, Op, Tensor
 
-__all__ = ["Move", "State", "Space", "space_of", "state_of", "clear_spaces"]
+__all__ = ["Move", "State", "Space", "space_of", "state_of", "clear_spaces", "MAX_SPACES"]
 
 Move = tuple[Op, tuple[str, ...], int | None]  # (op, axes, target dim index or None)
 State = tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]  # (axes per dim, unreduced)
@@ -48,7 +52,9 @@ def layout_moves(state: State, mesh: Mesh) -> tuple[tuple[Move, State, tuple[int
             out.append(((op, axes, dim), (nxt.dims, nxt.unreduced), (i, axes, -1 if dim is None else dim)))
     return tuple(out)
 
-# the spaces made so far, by (known dim sizes, dtype, mesh); cleared by clear_spaces (a fresh benchmark)
+
+MAX_SPACES = 64  # spaces kept (the most recently used): one query uses a few, one per shape it reshards
+# the spaces kept, by (known dim sizes, dtype, mesh), least recently used first; cleared by clear_spaces
 _SPACES: dict[tuple[tuple[int | None, ...], DType, Mesh], Space] = {}
 
 
@@ -60,9 +66,12 @@ def state_of(t: Tensor) -> State:
 def space_of(t: Tensor, mesh: Mesh, sizes: Sizes) -> Space:
     """The (shared) layout space of ``t``'s shape on ``mesh``."""
     key = (tuple(sizes.of(d.label, d.size) for d in t.dims), t.dtype or DEFAULT_DTYPE, mesh)
-    found = _SPACES.get(key)
+    found = _SPACES.pop(key, None)
     if found is None:
-        found = _SPACES[key] = Space(*key)
+        found = Space(*key)
+        while len(_SPACES) >= MAX_SPACES:
+            del _SPACES[next(iter(_SPACES))]
+    _SPACES[key] = found  # most recently used last
     return found
 
 

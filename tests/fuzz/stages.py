@@ -173,9 +173,9 @@ def run_stages(source: str, kind: str, setting: Callable[[Program], Setting], ta
     bad, _, _ = run.stage("print", lambda: _printed(program))
     if bad:
         run.fail("roundtrip", "print", f"{', '.join(bad)} printing does not read back")
-    found, err, _ = run.stage("check", lambda: (check(program, mesh, sizes), notes(program, mesh, sizes)))
-    if err is not None:
-        return  # over a limit: every later stage refuses the same way
+    found, err, ok = run.stage("check", lambda: (check(program, mesh, sizes), notes(program, mesh, sizes)))
+    if err is not None or not ok:
+        return  # over a limit (every later stage refuses the same way), or a failure already recorded
     if len(program.statements) == 1 and isinstance(program.statements[0], Tensor):
         run.stage("shape", lambda: str(shape(program, mesh, sizes)))
     numeric = mesh is not None and mesh.is_numeric
@@ -183,7 +183,10 @@ def run_stages(source: str, kind: str, setting: Callable[[Program], Setting], ta
         if isinstance(stmt, Tensor):
             continue
         one = Program((stmt,), program.mesh, program.sizes, source=program.source)
-        legal = not check(one, mesh, sizes)
+        verdict, err, ok = run.stage("check", lambda one=one: check(one, mesh, sizes))
+        if err is not None or not ok:
+            continue  # the whole program's check passed: a failure here is recorded as one
+        legal = not verdict
         found_plans, err, ok = run.stage("plans", lambda one=one: plans(one, mesh, sizes))
         if isinstance(err, IllegalSharding) and legal:
             run.fail("disagree", "plans", f"check says legal, plan says {err.rule}: {err.message}")

@@ -64,3 +64,10 @@ def test_the_harness_finds_what_it_looks_for(monkeypatch) -> None:
     run_stages("A[I_X] -> A[I]", "program", setting, tally)
     assert tally.failure_kinds == {"exception": 1}
     assert tally.failures[0].stage == "plans" and "KeyError: 'a bug'" in tally.failures[0].detail
+
+    # a non-shardalg exception in check is recorded, and the run goes on (fuzzing found one that stopped it:
+    # the per-statement check ran outside a stage)
+    monkeypatch.setattr(stages, "check", broken)
+    tally = Tally()
+    run_stages("A[I_X] -> A[I]", "program", setting, tally)
+    assert tally.failure_kinds == {"exception": 1} and tally.failures[0].stage == "check"

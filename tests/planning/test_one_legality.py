@@ -34,6 +34,10 @@ ILLEGAL = [
     ("C[I, D] -> B[I, D]", "X=4,Y=2", None, ShapeMismatch),
     ("A[I, J]{U_X} ·_LOCAL B[J, K]{U_X} -> C[I, K]", "X=2", None, IllegalSharding),
     ("A[I, J_X] ·_LOCAL B[J, K] -> C[I, K]", "X=2", None, IllegalSharding),
+    # fuzzing (issue 13): an explicit contraction of a dim only the right operand has, with an unreduced result,
+    # raised KeyError in the unreduced-result rule
+    ("A[D_Y] ·_F B[J, F] -> C[D, J]{U_X}", "X=4,Y=2", None, ShapeMismatch),
+    ("A[F_X, K] ·_{I,J} B[F, J_X]{U_Z} -> W[D]{U_Z}", "X=4,Z=2", None, ShapeMismatch),
 ]  # fmt: skip
 
 # statements the planner plans: check says legal (notes what the plans fix), and the plans run right
