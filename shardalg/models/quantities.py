@@ -53,7 +53,7 @@ def tensor_bytes(t: Tensor, mesh: Mesh | None, sizes: Mapping[str, int]) -> Expr
 
 
 def is_number(x: Expr) -> bool:
-    return not sympy.sympify(x).free_symbols if isinstance(x, sympy.Basic) else True
+    return not x.free_symbols if isinstance(x, sympy.Basic) else True
 
 
 def as_json(x: Expr | int | float | None) -> int | float | str | None:

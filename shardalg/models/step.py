@@ -82,7 +82,7 @@ class Part:
     def bound(self, values: Mapping[sympy.Symbol, float]) -> str | None:
         """Which term is the largest with the chip's numbers, or None while symbolic."""
         terms = {"compute": self.compute, "comms": self.comms, "hbm": self.memory}
-        numbers = {k: sympy.sympify(v).subs(values) for k, v in terms.items()}
+        numbers = {k: v.subs(values) if isinstance(v, sympy.Basic) else v for k, v in terms.items()}
         if any(getattr(v, "free_symbols", None) for v in numbers.values()):
             return None
         return max(numbers, key=lambda k: float(numbers[k]))
@@ -113,8 +113,14 @@ class StepReport:
     def total(self) -> Expr:
         return sympy.Add(*(p.count * p.total for p in self.parts))
 
-    def seconds_of(self, expr: Expr) -> float | None:
-        v = sympy.sympify(expr).subs(self.values)
+    def seconds_of(self, expr: Expr | float) -> float | None:
+        """An expression of this report (a part's total, compute, ...) in seconds with its chip's numbers; None
+        while a symbol is unbound. Text is refused: it would have to go through sympy's parser."""
+        if isinstance(expr, int | float):
+            return float(expr)
+        if not isinstance(expr, sympy.Basic):
+            raise UsageError(f"seconds_of takes an expression of the report, not {type(expr).__name__}")
+        v = expr.subs(self.values)
         return None if v.free_symbols else float(v)
 
     @property

@@ -242,7 +242,13 @@ def parameters(over: Sequence[Expr | str], known: Mapping[str, sympy.Symbol]) ->
     """``over`` as monomials: text (``"B/N"``, ``"C/W_ici"``) read against the symbols the costs use."""
     out = []
     for p in over:
-        out.append(parameter(p, known) if isinstance(p, str) else sympy.sympify(p))
+        if isinstance(p, str):
+            out.append(parameter(p, known))  # read by our own monomial reader, never by sympify
+        elif isinstance(p, sympy.Expr):
+            out.append(p)
+        else:
+            raise UsageError(f"over takes text like 'B/N' or sympy expressions, not {type(p).__name__}",
+                             rule="parameters")
         if out[-1] in out[:-1]:
             raise UsageError(f"{p} is named twice in over", rule="parameters")
     return tuple(out)
@@ -252,7 +258,7 @@ def known_symbols(strategies: Sequence[Strategy]) -> dict[str, sympy.Symbol]:
     """Names a user may write in ``over``: every symbol of the costs, plus N, and W for W_ici."""
     out: dict[str, sympy.Symbol] = {"N": N, "W": W, "W_ici": W, "C": C, "M_X": M_X, "M_Y": M_Y, "H": H}
     for s in strategies:
-        for sym in sympy.sympify(s.cost.total).free_symbols:
+        for sym in s.cost.total.free_symbols:
             if sym not in (X, Y):
                 out.setdefault(sym.name, sym)
     return out

@@ -205,7 +205,7 @@ def _links(mesh, values: dict, notes: list[str]) -> list[dict] | None:
 
 
 def _splits(s: Strategy, m: StrategyMap, values: dict, splits: list[dict], n: int, notes: list[str]) -> AxisSplits | None:
-    needed = sympy.sympify(s.cost.total).free_symbols - {X, Y, M_X, M_Y}
+    needed = s.cost.total.free_symbols - {X, Y, M_X, M_Y}
     missing = sorted(x.name for x in needed if x not in values)
     if missing:
         notes.append(f"FSDP+TP's integer splits need values for {', '.join(missing)}")
@@ -264,7 +264,8 @@ def program_map(program: Any, mesh: Any = None, hw: Any = None, over: Sequence[E
         values[dims[k]] = v
     if cap is not None and cap is not True:
         values[H] = cap
-    values.update({k: v for k, v in numbers.items() if k in sympy.sympify(sum(s.cost.total for s in strategies)).free_symbols})
+    used = set().union(*(s.cost.total.free_symbols for s in strategies))
+    values.update({k: v for k, v in numbers.items() if k in used})
     mesh_, n = mesh_devices(mesh)
     splits = None
     if n is not None:

@@ -101,3 +101,11 @@ def test_step_seconds_is_model_steps_total_in_numbers(mode, policy):
     fast = {p.name: p.total for p in step_seconds(a, "tpu-v5p", policy)}
     for part in report.parts:
         assert fast[part.name] == pytest.approx(report.seconds_of(part.total), rel=1e-9), part.name
+
+
+def test_seconds_of_refuses_text():
+    """User text never reaches sympy's parser: seconds_of takes the report's expressions (or numbers) only."""
+    s = step_time(FSDP, mesh="X=4", sizes="B=65536,D=4096,F=16384", hw="tpu-v5p")
+    assert s.seconds_of(2.5) == 2.5
+    with pytest.raises(UsageError, match="seconds_of takes an expression"):
+        s.seconds_of("__import__('os').getcwd()")
