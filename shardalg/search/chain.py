@@ -27,16 +27,12 @@ from dataclasses import dataclass, field, replace
 from math import inf
 from typing import Any
 
-from shardalg.algebra.context import context_for
-from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.plancost import plan_cost
 from shardalg.costs.ranking import redistribute
 from shardalg.errors import NoPlan, UsageError
-from shardalg.models.step import DEFAULT_POLICY, overlap_argument
-from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Arrow, Product, Program, Roles, Tensor
 
-from .numeric import _mode, parse_bytes
+from .numeric import prepare_search
 from .price import Entry, Pricer, Settings, size_text
 from .space import Assignment, Pruned, Space, enumerate_space, space_of
 
@@ -233,38 +229,11 @@ def chain_problem(program: Program | str, mesh: Any = None, sizes: Mapping[str, 
     """Every statement's choices and the edges between them (see the module's doc); :func:`.chainsolve.
     search_chain` solves it. ``dominance=False`` keeps the dominated choices (the tests' oracle);
     ``progress(done, total)`` is called as assignments are priced (total: every statement's space)."""
-    prog = parse(program) if isinstance(program, str) else program
-    if not isinstance(prog, Program):
-        raise UsageError("the search takes a program in the notation with its params declared")
-    ctx = context_for(prog, mesh, sizes)
-    if ctx.mesh is None:
-        raise UsageError("a search needs a mesh: --mesh X=2,Y=2 (API: mesh='X=2,Y=2')")
-    chip = as_chip_text(hw)
-    if chip is None:
-        raise UsageError("a search needs a chip for its seconds and HBM: --hw tpu-v5e (API: hw='tpu-v5e')")
-    notes: list[tuple[str, str]] = []
-    chosen_mode = _mode(prog, mode, notes)
-    if memory is None:
-        cap = chip.hbm_capacity.value
-        notes.append(("memory", f"{size_text(cap)} per device (default: the HBM of {chip.name})"))
-    else:
-        cap = parse_bytes(memory)
-    if overlap is None:
-        overlap = DEFAULT_POLICY
-        notes.append(("overlap", f"{overlap} (default), applied to each statement and each resharding on its own"))
-    overlap_argument(overlap)
-    if chosen_mode == "train":
-        if optimizer is None:
-            notes.append(("optimizer", "adam (default: fp32 moments, 8 bytes per parameter)"))
-        if remat is None:
-            notes.append(("remat", "the program's saved list, else none (default)"))
-    whole = space_of(prog, ctx.mesh, dict(ctx.sizes))
-    missing = [d for d in (*whole.param_dims, *whole.batch_dims) if d not in ctx.sizes]
-    if missing:
-        raise UsageError(f"a numeric search needs every size: {', '.join(missing)} unbound",
-                         fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing))  # fmt: skip
+    prog, whole, settings, notes = prepare_search(
+        program, mesh, sizes, hw, memory, mode, optimizer, remat, overlap,
+        "applied to each statement and each resharding on its own")  # fmt: skip
+    chosen_mode = settings.mode
     links = _links(prog)
-    settings = Settings(ctx.mesh, dict(ctx.sizes), chip, chosen_mode, optimizer, remat, overlap, cap)
     subs, choices, pruned, dominated = [], [], [], []
     spaces = [_space(_sub_program(prog, s, w), act, s.result, whole.batch_dims, settings) for s, act, w in links]
     total = sum(sp.size for sp in spaces)
@@ -281,7 +250,7 @@ def chain_problem(program: Program | str, mesh: Any = None, sizes: Mapping[str, 
         got, dropped = _choices(sub, space, act, s.result, settings, p, dominance, tick)
         if not got:
             raise UsageError(f"no choice of statement {len(subs) + 1} fits: its parameters alone exceed "
-                             f"{size_text(cap)} on every assignment", span=getattr(s, "span", None), source=prog.source)  # fmt: skip
+                             f"{size_text(settings.cap)} on every assignment", span=getattr(s, "span", None), source=prog.source)  # fmt: skip
         subs.append(sub), choices.append(got), pruned.append(p), dominated.append(dropped)
     pairs = sum(len({layout_key(c.writes) for c in a}) * len({layout_key(c.reads) for c in b})
                 for a, b in zip(choices, choices[1:], strict=False))  # fmt: skip

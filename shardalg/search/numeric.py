@@ -222,15 +222,12 @@ def _mode(program: Program, mode: str | None, notes: list[tuple[str, str]]) -> s
     return mode
 
 
-def search(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
-           hw: Any = None, memory: str | float | None = None, mode: str | None = None,
-           optimizer: str | None = None, remat: str | None = None, overlap: str | None = None,
-           top: int = 10, progress: Progress | None = None) -> SearchResult:  # fmt: skip
-    """The fastest sharding of ``program`` (unsharded, with ``params`` declared) on ``mesh`` that fits
-    ``memory`` per device (default: the chip's HBM), and the best of each named strategy.
-
-    ``mode``: ``train`` (default; forward, derived backward, optimizer state) or ``infer``; ``overlap``:
-    ``steady`` (default) or ``serial``; ``progress(done, total)`` is called as assignments are handled."""
+def prepare_search(program: Program | str, mesh: Any, sizes: Mapping[str, int] | str | None, hw: Any,
+                   memory: str | float | None, mode: str | None, optimizer: str | None, remat: str | None,
+                   overlap: str | None, overlap_default: str) -> tuple[Program, Space, Settings, list[tuple[str, str]]]:  # fmt: skip
+    """What every search checks and defaults first: the program, mesh, chip and sizes (all bound), the mode,
+    the memory cap, the overlap policy, the optimizer and remat; each default the user did not choose is a
+    note. Returns the program, its whole space, the settings and the notes."""
     prog = parse(program) if isinstance(program, str) else program
     if not isinstance(prog, Program):
         raise UsageError("the search takes a program in the notation with its params declared")
@@ -240,8 +237,6 @@ def search(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | 
     chip = as_chip_text(hw)
     if chip is None:
         raise UsageError("a search needs a chip for its seconds and HBM: --hw tpu-v5e (API: hw='tpu-v5e')")
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise UsageError(f"--top takes a positive number of rows, not {top!r}")
     notes: list[tuple[str, str]] = []
     chosen_mode = _mode(prog, mode, notes)
     if memory is None:
@@ -251,7 +246,7 @@ def search(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | 
         cap = parse_bytes(memory)
     if overlap is None:
         overlap = DEFAULT_POLICY
-        notes.append(("overlap", f"{overlap} (default: compute and each axis's collectives overlap across layers)"))
+        notes.append(("overlap", f"{overlap} (default: {overlap_default})"))
     overlap_argument(overlap)
     if chosen_mode == "train":
         if optimizer is None:
@@ -265,6 +260,24 @@ def search(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | 
         raise UsageError(f"a numeric search needs every size: {', '.join(missing)} unbound",
                          fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing))  # fmt: skip
     settings = Settings(ctx.mesh, sizes_known, chip, chosen_mode, optimizer, remat, overlap, cap)
+    return prog, space, settings, notes
+
+
+def search(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
+           hw: Any = None, memory: str | float | None = None, mode: str | None = None,
+           optimizer: str | None = None, remat: str | None = None, overlap: str | None = None,
+           top: int = 10, progress: Progress | None = None) -> SearchResult:  # fmt: skip
+    """The fastest sharding of ``program`` (unsharded, with ``params`` declared) on ``mesh`` that fits
+    ``memory`` per device (default: the chip's HBM), and the best of each named strategy.
+
+    ``mode``: ``train`` (default; forward, derived backward, optimizer state) or ``infer``; ``overlap``:
+    ``steady`` (default) or ``serial``; ``progress(done, total)`` is called as assignments are handled."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise UsageError(f"--top takes a positive number of rows, not {top!r}")
+    prog, space, settings, notes = prepare_search(
+        program, mesh, sizes, hw, memory, mode, optimizer, remat, overlap,
+        "compute and each axis's collectives overlap across layers")  # fmt: skip
+    chosen_mode = settings.mode
     pruned = Pruned()
     pricer = Pricer(prog, space, settings, pruned)
     fitting: list[tuple[Entry, int]] = []
