@@ -183,7 +183,12 @@ def unreduced_result(s: Arrow, ctx: Context) -> Iterator[Found]:
     """A product's written result may ask for partial sums only over axes some plan can leave them on:
     an operand's partial sums, or axes sliced onto a contracted dim in both operands (case 3), renamed by
     Permutes between axes of one size."""
-    if not isinstance(s.expr, Product) or not s.result.unreduced or ctx.mesh is None:
+    if not s.result.unreduced or ctx.mesh is None:
+        return
+    if isinstance(s.expr, Tensor):
+        yield from _resharded_unreduced(s, ctx)
+        return
+    if not isinstance(s.expr, Product):
         return
     left, right = value_of(s.expr.left, ctx), value_of(s.expr.right, ctx)
     if any(a not in ctx.mesh for a in s.result.unreduced + left.unreduced + right.unreduced):
@@ -210,6 +215,22 @@ def _known_size(d: str, left: Tensor, right: Tensor, ctx: Context) -> int | None
         if d in t.dim_names and t.dim(d).size is not None:
             return t.dim(d).size
     return ctx.sizes.get(d)
+
+
+def _resharded_unreduced(s: Arrow, ctx: Context) -> Iterator[Found]:
+    """A resharding keeps, reduces or (by Permutes between axes of one size) renames partial sums; no rule
+    makes them from a value that has none: the planner's NoPlan says the same."""
+    assert isinstance(s.expr, Tensor) and ctx.mesh is not None
+    src = s.expr
+    if any(a not in ctx.mesh for a in s.result.unreduced + src.unreduced):
+        return  # the unknown-axis rule reports it
+    if partial_sums_reach(set(src.unreduced), s.result.unreduced, ctx.mesh):
+        return
+    want = ", ".join(a for a in s.result.unreduced if a not in src.unreduced)
+    yield (f"no rule makes {text_of(src)} unreduced over {want}: the global value of {text_of(s.result)} is "
+           "the sum of the partials, so all but one replica would have to be zeroed, and no collective does that",
+           s.result.span, f"drop {{U_{want}}} from the target, or produce the value unreduced from a product "
+           "(case 3)")  # fmt: skip
 
 
 def _sliceable(mesh: Mesh, sizes: list[int | None]) -> Iterator[tuple[str, ...]]:

@@ -15,7 +15,14 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.shape import shape
 from shardalg.cli import main
 from shardalg.costs.plancost import cost
-from shardalg.errors import IllegalSharding, IndivisibleDim, ShapeMismatch, ShardalgError, UnknownAxis
+from shardalg.errors import (
+    IllegalSharding,
+    IndivisibleDim,
+    ShapeMismatch,
+    ShardalgError,
+    UnknownAxis,
+    UnreachableUnreduced,
+)
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Tensor
 from shardalg.numeric.execute import simulate
 from shardalg.planning.backward import backward
@@ -23,6 +30,7 @@ from shardalg.planning.planner import plans
 
 from ..shared.layouts import sharded
 from .test_planner import einsums
+from .test_unreduced import unreduced_reshardings
 
 # (statement, mesh, sizes, the error class every stage raises)
 ILLEGAL = [
@@ -31,6 +39,9 @@ ILLEGAL = [
     ("A[4, 4] · B[4, K]", "X=2", None, ShapeMismatch),
     ("A[I_X, I] -> A[I, I_X]", "X=2", None, ShapeMismatch),
     ("A[I_Q, J] · B[J, K] -> C[I, K]", "X=4", None, UnknownAxis),
+    # found by the long fuzz: check called these legal, plan said NoPlan (no rule makes partial sums)
+    ("A[J, B] -> A[J, B]{U_Z}", "Z=4", None, UnreachableUnreduced),
+    ("int32[F] -> A: int4[F]{U_Z}", "X=1,Y=1,Z=2", None, UnreachableUnreduced),
     ("C[I, D] -> B[I, D]", "X=4,Y=2", None, ShapeMismatch),
     ("A[I, J]{U_X} ·_LOCAL B[J, K]{U_X} -> C[I, K]", "X=2", None, IllegalSharding),
     ("A[I, J_X] ·_LOCAL B[J, K] -> C[I, K]", "X=2", None, IllegalSharding),
@@ -144,3 +155,11 @@ def test_the_examiners_reproducers() -> None:
     assert [v.rule for v in check("AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", "I=1,J=2,K=1")] == ["indivisible-dim"]
     assert [v.rule for v in check("A[L]{U_X} · B[K]{U_Y} -> C[L, K]{U_XZ}", "X=3,Y=2,Z=3")] == ["unreduced-result"]
     assert [v.rule for v in check("A[L]{U_X} · B[K]{U_Y} -> C[L, K]{U_XZ}", "X=3,Y=2,Z=2")] == []
+
+
+@given(unreduced_reshardings())
+def test_check_legal_iff_a_resharding_is_planned(case: tuple[Mesh, Tensor, Tensor]) -> None:
+    """Reshardings with partial sums on either side (the long fuzz found replicated -> unreduced, legal to
+    check and refused by plan)."""
+    mesh, a, b = case
+    _agree(Arrow(a, b), mesh, {d: 8 for d in a.dim_names})
