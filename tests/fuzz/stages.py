@@ -10,6 +10,7 @@ as wall time; the limit applies to CPU time so that a loaded machine does not fa
 
 from __future__ import annotations
 
+import gc
 import time
 import traceback
 from collections import Counter
@@ -61,6 +62,7 @@ class Tally:
     runs: Counter[str] = field(default_factory=Counter)
     cpu: dict[str, float] = field(default_factory=dict)  # slowest CPU time per stage
     wall: dict[str, float] = field(default_factory=dict)  # slowest wall time per stage
+    gc: dict[str, float] = field(default_factory=dict)  # most CPU time one run of a stage spent collecting garbage
     slowest: dict[str, str] = field(default_factory=dict)  # the input of the slowest run per stage
     errors: Counter[str] = field(default_factory=Counter)  # shardalg error classes (refusals)
     failures: list[Failure] = field(default_factory=list)
@@ -82,6 +84,7 @@ class Tally:
             "stage_runs": {s: self.runs[s] for s in STAGES},
             "slowest_cpu_seconds": {s: round(self.cpu.get(s, 0.0), 4) for s in STAGES},
             "slowest_wall_seconds": {s: round(self.wall.get(s, 0.0), 4) for s in STAGES},
+            "most_gc_cpu_seconds": {s: round(self.gc.get(s, 0.0), 4) for s in STAGES},
             "slowest_input": {s: self.slowest.get(s, "") for s in STAGES},
             "shardalg_errors": dict(self.errors.most_common()),
             "failures": dict(self.failure_kinds.most_common()),
@@ -106,6 +109,7 @@ class _Run:
         """(value, the shardalg error it raised, whether it finished without a failure)."""
         t = self.tally
         t.runs[name] += 1
+        gc0 = GC_CPU[0]
         wall0, cpu0 = time.perf_counter(), time.process_time()
         value, err, ok = None, None, True
         try:
@@ -117,12 +121,30 @@ class _Run:
             ok = False
             self.fail("exception", name, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=-6)}")
         cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        in_gc = GC_CPU[0] - gc0
+        t.gc[name] = max(t.gc.get(name, 0.0), in_gc)
         if cpu > t.cpu.get(name, -1.0):
             t.cpu[name], t.slowest[name] = cpu, f"{self.source!r} mesh={self.mesh!r} sizes={self.sizes}"
         t.wall[name] = max(t.wall.get(name, 0.0), wall)
         if cpu > self.limit:
-            self.fail("slow", name, f"{cpu:.2f} s of CPU ({wall:.2f} s wall)")
+            self.fail("slow", name, f"{cpu:.2f} s of CPU ({wall:.2f} s wall; {in_gc:.2f} s of it in the garbage collector)")
         return value, err, ok
+
+
+# CPU seconds spent in the garbage collector so far (gc.callbacks): a stage's CPU time includes any collection
+# that happens to run during it, so the figures say how much of it that was.
+GC_CPU = [0.0]
+_gc_start = [0.0]
+
+
+def _gc_timer(phase: str, info: dict) -> None:
+    if phase == "start":
+        _gc_start[0] = time.process_time()
+    else:
+        GC_CPU[0] += time.process_time() - _gc_start[0]
+
+
+gc.callbacks.append(_gc_timer)
 
 
 def _parse_as(kind: str) -> Callable[[str], Any]:
