@@ -2,7 +2,8 @@
 
 The inputs run as consecutive hypothesis runs of ``--chunk`` examples (each with its own seed, derived from
 ``--seed``), so hypothesis's record of the examples it has tried stays bounded under the memory cap however long
-the run; after each chunk and each progress line the figures so far are written to ``--json`` (``"complete":
+the run, and collected (``gc.collect``) between chunks, outside every stage's timing; after each chunk and each
+progress line the figures so far are written to ``--json`` (``"complete":
 false`` until the end), and SIGINT or SIGTERM stops the run with its figures written, so a run stopped early
 still says how far it got.
 """
@@ -10,6 +11,7 @@ still says how far it got.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import resource
 import signal
@@ -87,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stopped after {done()} inputs", file=sys.stderr, flush=True)
             break
         chunk += 1
+        # hypothesis's record of the chunk is garbage now: collect it here, outside every stage's timing (a run
+        # measured a 3.07 s collection of 1.2 million objects after a chunk; fired inside the next input's first
+        # stage, it is billed to it: most likely why a parse took 2.79 s CPU on an input it parses in 0.03 s)
+        gc.collect()
         write(complete=False)
         if done() == before:
             break  # hypothesis found nothing new to try: stop rather than loop
