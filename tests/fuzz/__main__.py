@@ -61,8 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill PID stops the run like Ctrl-C
     # The modules and tables imported so far live as long as the process: out of the collector's way, so a
     # full collection that lands inside a stage scans only what the run made (each stage's GC time is reported)
-    import gc
-
     gc.collect()
     gc.freeze()
     chunk = 0
