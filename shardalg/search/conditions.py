@@ -175,32 +175,29 @@ def atom(p: Mono, q: Mono, coords: Coordinates, *, strict: bool = True, bracket:
     return replace(a, strict=True)
 
 
-def both(*formulas: Formula) -> Formula:
-    """The conjunction (flattened; True parts dropped; False if any part is)."""
+def _join(kind: type, absorbing: bool, formulas: tuple[Formula, ...]) -> Formula:
+    """A conjunction (``All``, absorbed by False) or disjunction (``AnyOf``, absorbed by True): flattened,
+    repeats and neutral parts dropped, one part returned as itself."""
     parts: list[Formula] = []
     for f in formulas:
-        if f is False:
-            return False
-        if f is True:
+        if f is absorbing:
+            return absorbing
+        if f is (not absorbing):
             continue
-        for g in f.parts if isinstance(f, All) else (f,):
+        for g in f.parts if isinstance(f, kind) else (f,):
             if g not in parts:
                 parts.append(g)
-    return True if not parts else parts[0] if len(parts) == 1 else All(tuple(parts))
+    return (not absorbing) if not parts else parts[0] if len(parts) == 1 else kind(tuple(parts))
+
+
+def both(*formulas: Formula) -> Formula:
+    """The conjunction (flattened; True parts dropped; False if any part is)."""
+    return _join(All, False, formulas)
 
 
 def either(*formulas: Formula) -> Formula:
     """The disjunction (flattened; False parts dropped; True if any part is)."""
-    parts: list[Formula] = []
-    for f in formulas:
-        if f is True:
-            return True
-        if f is False:
-            continue
-        for g in f.parts if isinstance(f, AnyOf) else (f,):
-            if g not in parts:
-                parts.append(g)
-    return False if not parts else parts[0] if len(parts) == 1 else AnyOf(tuple(parts))
+    return _join(AnyOf, True, formulas)
 
 
 def negate(f: Formula) -> Formula:
