@@ -38,10 +38,23 @@ __all__ = ["Term", "Mono", "Sum", "Max", "mono", "const", "add", "maximum", "poi
            "ZERO", "ONE", "Number"]  # fmt: skip
 
 
+# Formulas made so far, by term: a plan's cost is rebuilt as a new light tree each time it is asked for, and
+# equal trees (the same steps priced again, by another query or another candidate of a search) give the same
+# sympy expression, so it is made once. Bounded: emptied when full. Trees with a float coefficient are left
+# out (1.0 and 1 are equal coefficients here, but not equal formulas).
+_FORMULAS: dict[Term, sympy.Expr] = {}
+FORMULAS_MAX = 4096
+
+
+def clear_caches() -> None:
+    """Forget the formulas made so far."""
+    _FORMULAS.clear()
+
+
 class Term:
     """A node of a cost tree. Immutable; equal trees are equal and hash alike."""
 
-    __slots__ = ("_hash", "_sympy")
+    __slots__ = ("_hash", "_sympy", "_floaty")
 
     def evaluate(self, values: Mapping[sympy.Symbol, object]) -> float | None:
         """The value at ``values`` (symbol -> float or numpy array, or a :func:`point`); None while a
@@ -60,7 +73,16 @@ class Term:
             return self._to_sympy(False)
         got = self._sympy
         if got is None:
-            got = self._sympy = self._to_sympy(True)
+            if self._floaty:
+                got = self._sympy = self._to_sympy(True)
+                return got
+            got = _FORMULAS.get(self)
+            if got is None:
+                got = self._to_sympy(True)
+                if len(_FORMULAS) >= FORMULAS_MAX:
+                    _FORMULAS.clear()
+                _FORMULAS[self] = got
+            self._sympy = got
         return got
 
     def _to_sympy(self, evaluate: bool) -> sympy.Expr:
@@ -124,6 +146,7 @@ class Mono(Term):
         self._hash = None
         self._sympy = None
         self._fpowers = None
+        self._floaty = type(coeff) is float or any(type(k) is float for _, k in powers)
 
     def __eq__(self, other: object) -> bool:
         return self is other or (type(other) is Mono and self.coeff == other.coeff and self.powers == other.powers)
@@ -202,6 +225,7 @@ class _Nary(Term):
         self.args = args
         self._hash = None
         self._sympy = None
+        self._floaty = any(a._floaty for a in args)
 
     def __eq__(self, other: object) -> bool:
         return self is other or (type(other) is type(self) and self.args == other.args)  # type: ignore[attr-defined]

@@ -96,3 +96,29 @@ def test_sweep_a_term_without_sympy():
     assert np.allclose(got, np.maximum(2 * grid / 1e11, 3e-6))
     assert lambdify(t, {W: 1e11, quantity("T_min"): 1e-6}).names == ("B",)
     assert np.allclose(lambdify(t.sympy(), {W: 1e11, quantity("T_min"): 1e-6})(B=grid), got)
+
+
+def test_equal_trees_share_one_formula_but_float_coefficients_do_not():
+    from shardalg.costs import terms as tm
+
+    tm.clear_caches()
+    b, w = mono(dim_size("B")), mono(quantity("W_ici"))
+    first = maximum(2 * b / w, 3 * mono(quantity("T_min")))
+    again = maximum(2 * b / w, 3 * mono(quantity("T_min")))  # a new tree, equal to the first
+    assert first is not again and first == again
+    assert again.sympy() is first.sympy()  # made once
+    exact, floaty = Fraction(5, 2) * b, 2.5 * b  # equal as light terms, not as formulas
+    assert exact == floaty
+    assert str(exact.sympy()) == "5*B/2" and str(floaty.sympy()) == "2.5*B"
+    assert str((Fraction(5, 2) * b).sympy()) == "5*B/2"  # the float tree was not stored under the exact key
+
+
+def test_formula_cache_is_bounded(monkeypatch):
+    from shardalg.costs import terms as tm
+
+    tm.clear_caches()
+    monkeypatch.setattr(tm, "FORMULAS_MAX", 8)
+    b = mono(dim_size("B"))
+    for k in range(1, 30):
+        (k * b).sympy()
+        assert len(tm._FORMULAS) <= 8
