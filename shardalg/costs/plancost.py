@@ -319,9 +319,11 @@ def _chooser(opts: Options, policy: str):
 
 def step_seconds(mesh, sizes=None, hw=None, model=None, *, latency: bool = True, exact: bool = False,
                  ring: str = "bi") -> Callable[[Step], float]:  # fmt: skip
-    """A function giving one communication step's seconds on ``hw``: the edge weight of a cost-ranked
-    redistribute search (a resharding is a chain: its steps add up under every policy). Memoized per step;
-    a symbol left unbound is an error."""
+    """A function giving one step's seconds on ``hw``: a collective's communication, a local einsum's compute
+    (a slice is free). The edge weight of a cost-ranked redistribute search (a resharding is a chain: its
+    steps add up under every policy), and the product's weight when the planner looks for the cheapest plan
+    over every compute layout (a compute layout that shards more computes less). Memoized per step; a
+    symbol left unbound is an error."""
     opts = Options.make(mesh, sizes, hw, model, latency=latency, exact=exact, ring=ring)
     if opts.chip is None:
         raise UsageError("ranking by seconds needs a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
@@ -331,7 +333,7 @@ def step_seconds(mesh, sizes=None, hw=None, model=None, *, latency: bool = True,
     def seconds(step: Step) -> float:
         got = memo.get(step)
         if got is None:
-            value = seconds_of(step, opts, at) if step.communicates else 0.0
+            value = seconds_of(step, opts, at) if step.communicates or step.op is Op.EINSUM else 0.0
             if value is None:
                 raise UsageError(f"ranking by seconds needs every size bound: {step.statement()} is symbolic")
             got = memo[step] = value

@@ -24,10 +24,10 @@ from shardalg.notation.syntax import Tensor
 from shardalg.planning import planner
 from shardalg.planning import redistribute as resharding
 from shardalg.planning.planner import Key
-from shardalg.planning.planset import DEFAULT_LIMITS, Limits, Plans
+from shardalg.planning.planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 
 from .plancost import _options, fast_seconds, step_seconds
-from .schedule import as_policy
+from .schedule import as_policy, lanes_of
 
 __all__ = ["plans", "plan", "redistribute", "seconds_key"]
 
@@ -73,7 +73,12 @@ def plans(
     else:
         weigh = step_seconds(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring) if key is None else None
         rank = key or seconds_key(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
-        found = planner.plans(p, key=rank, weigh=weigh, limits=limits)
+        # under schedule and steady a plan's time is not the sum of its steps': the optimum's search measures so
+        policy, timing = as_policy(overlap), None
+        if weigh is not None and policy != "serial":
+            time = fast_seconds(_options(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring), policy)
+            timing = Overlap(policy, time, lanes_of)
+        found = planner.plans(p, key=rank, weigh=weigh, limits=limits, overlap=timing)
     columns = _columns(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
     return Plans(found, found.complete, found.note, columns)
 

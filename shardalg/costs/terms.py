@@ -32,23 +32,10 @@ import sympy
 
 from . import atoms as at
 from .atoms import Atom, Number, Point, atom, atom_id, point
-from .sympymax import unevaluated_max
+from .sympymax import formula, unevaluated_max
 
 __all__ = ["Term", "Mono", "Sum", "Max", "mono", "const", "add", "maximum", "point", "Point", "atom_id", "atom",
            "ZERO", "ONE", "Number"]  # fmt: skip
-
-
-# Formulas made so far, by term: a plan's cost is rebuilt as a new light tree each time it is asked for, and
-# equal trees (the same steps priced again, by another query or another candidate of a search) give the same
-# sympy expression, so it is made once. Bounded: emptied when full. Trees with a float coefficient are left
-# out (1.0 and 1 are equal coefficients here, but not equal formulas).
-_FORMULAS: dict[Term, sympy.Expr] = {}
-FORMULAS_MAX = 4096
-
-
-def clear_caches() -> None:
-    """Forget the formulas made so far."""
-    _FORMULAS.clear()
 
 
 class Term:
@@ -72,17 +59,9 @@ class Term:
         if not evaluate:
             return self._to_sympy(False)
         got = self._sympy
-        if got is None:
-            if self._floaty:
-                got = self._sympy = self._to_sympy(True)
-                return got
-            got = _FORMULAS.get(self)
-            if got is None:
-                got = self._to_sympy(True)
-                if len(_FORMULAS) >= FORMULAS_MAX:
-                    _FORMULAS.clear()
-                _FORMULAS[self] = got
-            self._sympy = got
+        if got is None:  # equal trees share one formula (sympymax.formula); 1.0 and 1 are equal coefficients here
+            made = self._to_sympy
+            got = self._sympy = made(True) if self._floaty else formula(self, made)
         return got
 
     def _to_sympy(self, evaluate: bool) -> sympy.Expr:

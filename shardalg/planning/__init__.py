@@ -2,13 +2,15 @@
 
 - :mod:`.planner` (the entry point, ``plans``/``plan``) and :mod:`.einsum_plans` (the enumeration of compute
   layouts and finishes for an einsum);
-- :mod:`.redistribute` (the cheapest sequences of rules between two shardings of one tensor);
+- :mod:`.redistribute` (the cheapest sequences of rules between two shardings of one tensor), over the layout
+  spaces of :mod:`.space` searched by :mod:`.search` (one weight) and :mod:`.pareto` (seconds per resource);
+  :mod:`.optimum` (the cheapest plan over every compute layout);
 - :mod:`.programs` (checking a program statement by statement), :mod:`.forward` (the forward as the
   backward reads it: versions of values, each statement's plan, gathered copies), :mod:`.gradients` (the two
   gradients of a product planned together), :mod:`.backward` (the derived backward program), :mod:`.verify`
   (checking a hand-written backward).
 
 Imports: :mod:`shardalg.algebra`, :mod:`shardalg.notation`, :mod:`shardalg.errors`. The planner ranks by bytes;
-it takes any other ranking as functions (``key`` for plans, ``weigh`` for one step), which is how
-:mod:`shardalg.costs.ranking` ranks by seconds without planning importing the costs layer.
+it takes any other ranking as functions (``key`` for plans, ``weigh`` for one step, an ``Overlap`` for how steps
+overlap), which is how :mod:`shardalg.costs.ranking` ranks by seconds without planning importing the costs layer.
 """

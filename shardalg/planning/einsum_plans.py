@@ -29,7 +29,7 @@ from shardalg.notation.syntax import Op, Product, Tensor
 from .einsum_options import AxisChoices, Option, Place, U, pair_is_local
 from .optimum import cheapest_plan
 from .order import BytesKey
-from .planset import DEFAULT_LIMITS, Limits
+from .planset import DEFAULT_LIMITS, Limits, Overlap
 from .redistribute import best_sequences, close, finishing_sequences
 from .steps import fmt, with_spare_axes
 
@@ -50,6 +50,7 @@ class EinsumPlanner:
         sizes: Sizes,
         limits: Limits = DEFAULT_LIMITS,
         weigh: Callable[[Step], float] | None = None,
+        overlap: Overlap | None = None,
     ):
         self.left, self.right = body.left, body.right
         assert isinstance(self.left, Tensor) and isinstance(self.right, Tensor)
@@ -57,6 +58,7 @@ class EinsumPlanner:
         self.contract = body.contract
         self.target = result
         self.mesh, self.sizes, self.limits, self.weigh = mesh, sizes, limits, weigh
+        self.overlap = overlap if weigh is not None else None
         for t in (self.left, self.right) + ((result,) if result is not None else ()):
             validate(t, self.mesh)
             self.sizes.require_divisible(t, self.mesh)
@@ -183,10 +185,14 @@ class EinsumPlanner:
             key = BytesKey(self.mesh, self.sizes)
             bound = min((key.head(p)[0] for p in found), default=float("inf"))
             optima = [cheapest_plan(self, bound)]
-            if self.weigh is not None:
+            if self.weigh is not None and self.overlap is None:  # steps add up: the weights' optimum
                 weigh = self.weigh
                 bound = min((sum(weigh(s) for s in p.steps) for p in found), default=float("inf"))
                 optima.append(cheapest_plan(self, bound, weigh))
+            elif self.weigh is not None and self.overlap is not None:  # the optimum under the overlap policy
+                times = [self.overlap.time(p) for p in found]
+                bound = min((t for t in times if t is not None), default=float("inf"))
+                optima.append(cheapest_plan(self, bound, self.weigh, self.overlap))
             for best in optima:
                 if best is not None:
                     self._add(best, found, seen)

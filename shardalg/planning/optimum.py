@@ -15,6 +15,18 @@ lighter than the best plan listed so far are looked at (the searches settle just
 bound), and only those whose shared dims hold the same axes in the same order; the local product itself is
 typed by :func:`shardalg.algebra.einsum.local_output_or_none`. The optimum joins the plans when it is
 strictly cheaper than all of them.
+
+Under an ``overlap`` policy (:class:`~.planset.Overlap`) a plan's time is not the sum of its steps':
+
+- ``schedule``: the two operands are prepared at once (their chains share no input), so a pair of compute
+  layouts weighs ``max(cost(A -> L), cost(B -> R)) + the product's time``, a lower bound of every plan through
+  it (equal when the two chains use no mesh axis in common); each candidate, lightest bound first, is built
+  and timed by ``overlap.time`` until the next bound is no lighter than the best time found. Each chain is
+  exact (its steps depend one on the next, so they add up); not searched: a chain slower alone that waits
+  less on the other's axes.
+- ``steady``: a plan's time is the largest of its resources' sums, so the searches keep every undominated
+  vector of seconds per resource (:mod:`.pareto`), and every combination of an operand's, the other's, the
+  product's and a finish's vectors below the best time is weighed: exact.
 """
 
 from __future__ import annotations
@@ -28,6 +40,8 @@ from shardalg.algebra.layout import Layout, tensor_with
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
 
+from .pareto import Label, ParetoSearch, Vector, edge_vector
+from .planset import Overlap
 from .redistribute import axes_reachable, edge_weight
 from .search import Search, search_from, search_to
 from .space import Move, State, space_of, state_of
@@ -51,13 +65,15 @@ def clear_optima() -> None:
     _OPTIMA.clear()
 
 
-def cheapest_plan(planner: EinsumPlanner, bound: float, weigh: Weigh | None = None) -> Plan | None:
-    """The cheapest plan (by ``weigh``, else bytes; then steps) of the planner's einsum to its requested
-    result, when it costs less than ``bound`` (bytes as a rank, as :class:`~.order.BytesKey` counts)."""
+def cheapest_plan(planner: EinsumPlanner, bound: float, weigh: Weigh | None = None,
+                  overlap: Overlap | None = None) -> Plan | None:  # fmt: skip
+    """The cheapest plan (by ``weigh``, else bytes; then steps; by ``overlap``'s time when given, see the
+    module docstring) of the planner's einsum to its requested result, when it costs less than ``bound`` (bytes as
+    a rank, as :class:`~.order.BytesKey` counts)."""
     if planner.local or planner.target is None:
         return None
     if weigh is not None:
-        query = _Optimum(planner, weigh)
+        query = _Optimum(planner, weigh, overlap)
         found = query.plan(bound)
         planner.cuts.extend(query.cuts)
         return found
@@ -77,8 +93,9 @@ def cheapest_plan(planner: EinsumPlanner, bound: float, weigh: Weigh | None = No
 class _Optimum:
     """One optimum query: the searches under one measure, the pairs, and the plan through the best."""
 
-    def __init__(self, planner: EinsumPlanner, weigh: Weigh | None):
+    def __init__(self, planner: EinsumPlanner, weigh: Weigh | None, overlap: Overlap | None = None):
         self.p, self.weigh = planner, weigh
+        self.overlap = overlap if weigh is not None else None
         self.cuts: list[str] = []
         self.mesh, self.sizes = planner.mesh, planner.sizes
 
@@ -91,19 +108,22 @@ class _Optimum:
     def plan(self, bound: float) -> Plan | None:
         target = self.p.target
         assert target is not None
+        if self.overlap is not None and self.overlap.policy == "steady":
+            return self._steadiest(bound)
         left, right = self._forward(self.p.left), self._forward(self.p.right)
-        want = target.unreduced
-        pairs = [q for q in self._pairs(left, right, bound) if axes_reachable(q[4][1], want, self.mesh)]
+        pairs = self._pairs(_settled(left, bound), _settled(right, bound), bound)
         self._cut(left, right)
         if not pairs:
             return None
         back = self._backward([q[4] for q in pairs])
         try:
+            if self.overlap is not None:
+                return self._fastest(pairs, left, right, back, bound)
             return self._best(pairs, left, right, back, bound)
         finally:
             self._cut(back)
 
-    def _cut(self, *searches: Search) -> None:
+    def _cut(self, *searches: Search | ParetoSearch) -> None:
         """Say so (the planner's cuts) when a budget stopped a search this optimum relies on."""
         for search in searches:
             if search.stopped:
@@ -126,7 +146,79 @@ class _Optimum:
                 best = (weight + end.weight, steps + end.steps, pair, end)
         if best is None or best[0] >= bound:
             return None
-        return self._build(best[2], left, right, back, best[3])
+        return self._built(best[2], left, right, back, best[3])
+
+    def _fastest(self, pairs: list[Pair], left: Search, right: Search, back: Search, bound: float) -> Plan | None:
+        """The plan fastest by ``overlap.time`` (schedule): pairs lightest bound first, each built and timed,
+        until the next bound (its weight plus its cheapest finish) is no lighter than the best time found."""
+        assert self.overlap is not None
+        timed = self.overlap.time
+        best: tuple[float, int, Plan] | None = None
+        for pair in pairs:
+            weight, steps, *_ = pair
+            limit = bound if best is None else best[0]
+            if weight >= limit:
+                break  # the pairs come lightest first
+            end = back.settle(pair[4], below=limit - weight)
+            if end is None or weight + end.weight >= limit:
+                continue
+            plan = self._built(pair, left, right, back, end)
+            t = timed(plan)
+            if t is not None and (best is None or (t, len(plan.steps)) < best[:2]):
+                best = (t, len(plan.steps), plan)
+        return None if best is None or best[0] >= bound else best[2]
+
+    def _steadiest(self, bound: float) -> Plan | None:
+        """The plan fastest under ``steady`` (module docstring): undominated vectors per state, pairs by the
+        larger of their operands' least largest entries, every combination below the best time weighed."""
+        assert self.overlap is not None and self.weigh is not None and self.p.target is not None
+        names = self.mesh.names
+        size = len(names) + 1  # each mesh axis, then the compute
+        slot = {a: i for i, a in enumerate(names)}
+        limit = self.p.limits.max_labels
+
+        def searcher(t: Tensor, origin: State, backward: bool) -> ParetoSearch:
+            assert self.overlap is not None and self.weigh is not None
+            weight = edge_vector(t, self.weigh, self.overlap.lanes, slot, size)
+            space = space_of(t, self.mesh, self.sizes)
+            return ParetoSearch(space, origin, weight, size, backward=backward, bound=bound, max_labels=limit)
+
+        left, right = (searcher(t, state_of(t), False) for t in (self.p.left, self.p.right))
+        self._cut(left, right)
+        lists = [sorted((min(max(lab.vector) for lab in labs), min(lab.steps for lab in labs), state)
+                        for state, labs in search.labels.items() if labs) for search in (left, right)]  # fmt: skip
+        pairs = self._pairs(lists[0], lists[1], bound)
+        if not pairs:
+            return None
+        proto = self._proto()
+        space_of(proto, self.mesh, self.sizes).close([q[4] for q in pairs])
+        back = searcher(proto, state_of(self.p.target), True)
+        self._cut(back)
+        best: tuple[float, int, Pair, Label, Label, Label] | None = None
+        for pair in pairs:
+            cap = bound if best is None else best[0]
+            if pair[0] >= cap:
+                break  # the pairs come lightest first
+            ends = back.labels.get(pair[4])
+            if not ends:
+                continue
+            m = [0.0] * size
+            m[-1] = self._mul_time(pair[2], pair[3])
+            for a in left.labels[pair[2]]:
+                for b in right.labels[pair[3]]:
+                    ab = [x + y + z for x, y, z in zip(a.vector, b.vector, m, strict=True)]
+                    if max(ab) >= cap:
+                        continue
+                    for f in ends:
+                        t = max(_plus(ab, f.vector))
+                        n = a.steps + b.steps + f.steps + 1
+                        if t < cap or (best is not None and t == best[0] and n < best[1]):
+                            best = (t, n, pair, a, b, f)
+                            cap = t
+        if best is None or best[0] >= bound:
+            return None
+        _, _, pair, a, b, f = best
+        return self._build(pair[2], pair[3], a.moves(False), b.moves(False), f.moves(True))
 
     def _backward(self, outs: list[State]) -> Search:
         target = self.p.target
@@ -146,8 +238,10 @@ class _Optimum:
         assert out is not None
         return out
 
-    def _pairs(self, left: Search, right: Search, bound: float) -> list[Pair]:
-        """Every compute layout pair lighter than ``bound`` whose local product is legal, lightest first.
+    def _pairs(self, lefts: list[tuple[float, int, State]], rights: list[tuple[float, int, State]],
+               bound: float) -> list[Pair]:  # fmt: skip
+        """Every compute layout pair lighter than ``bound`` whose local product is legal and can reach the
+        result's partial sums, lightest first (``lefts`` and ``rights``: (weight, steps, state), lightest first).
 
         Shared dims must hold the same axes; beyond them, an axis either operand uses (a dim of its own or
         partial sums) must not be used by the other: that is :func:`local_output_or_none`'s legality on
@@ -161,17 +255,20 @@ class _Optimum:
         where = [(0, p.left.dim_names.index(n)) if n in spec.left else (1, p.right.dim_names.index(n))
                  for n in spec.out]  # fmt: skip
 
+        join = max if self.overlap is not None else _add
+        want = self.p.target.unreduced if self.p.target is not None else ()
+
         def own(state: State, idx: list[int]) -> frozenset[str]:
             return frozenset(a for i, d in enumerate(state[0]) if i not in idx for a in d) | frozenset(state[1])
 
         by_shared: dict[tuple[tuple[str, ...], ...], list[tuple[float, int, State, frozenset[str]]]] = {}
-        for rw, rs, r in _settled(right, bound):
+        for rw, rs, r in rights:
             by_shared.setdefault(tuple(r[0][i] for i in ri), []).append((rw, rs, r, own(r, ri)))
         out: list[Pair] = []
-        for lw, ls, lstate in _settled(left, bound):
+        for lw, ls, lstate in lefts:
             mine = None
             for rw, rs, rstate, theirs in by_shared.get(tuple(lstate[0][i] for i in li), ()):
-                if lw + rw >= bound:
+                if join(lw, rw) >= bound:
                     break
                 mine = own(lstate, li) if mine is None else mine
                 if mine & theirs:
@@ -180,10 +277,27 @@ class _Optimum:
                 used = {a for d in dims for a in d}
                 unreduced = set(lstate[1]) | set(rstate[1]) | {a for i in summed for a in lstate[0][i]}
                 product: State = (dims, tuple(sorted(unreduced - used)))
-                w = lw + rw + (self.weigh(self._mul(lstate, rstate)) if self.weigh is not None else 0)
+                if not axes_reachable(product[1], want, self.mesh):
+                    continue
+                w = join(lw, rw) + self._mul_weight(lstate, rstate)
                 out.append((w, ls + rs + 1, lstate, rstate, product))
         out.sort(key=lambda q: (q[0], q[1], q[2], q[3]))
         return out
+
+    def _mul_weight(self, lstate: State, rstate: State) -> float:
+        """The local product's weight in a pair's bound: its time alone under ``overlap`` (schedule: it adds
+        up after both chains; steady: 0, it overlaps them), else ``weigh``'s."""
+        if self.weigh is None:
+            return 0
+        if self.overlap is not None:
+            return self._mul_time(lstate, rstate) if self.overlap.policy == "schedule" else 0.0
+        return self.weigh(self._mul(lstate, rstate))
+
+    def _mul_time(self, lstate: State, rstate: State) -> float:
+        assert self.overlap is not None
+        mul = self._mul(lstate, rstate)
+        t = self.overlap.time(Plan(mul.inputs, (mul,), mul.output))
+        return t if t is not None else 0.0
 
     def _mul(self, lstate: State, rstate: State) -> Step:
         """The local product of two compute layouts, as the planner writes it."""
@@ -196,26 +310,39 @@ class _Optimum:
         why = p.einsum_reason(lt, rt, product)
         return Step(Op.EINSUM, (lt, rt), product, contract=contract, local=local, reason=why)
 
-    def _build(self, pair: Pair, left: Search, right: Search, back: Search, end: object) -> Plan:
+    def _built(self, pair: Pair, left: Search, right: Search, back: Search, end: object) -> Plan:
         """The plan through one compute layout pair, with the sequences the searches found."""
-        _, _, lstate, rstate, _ = pair
+        lmoves, rmoves = (_first(search, search.settle(state)) for search, state in ((left, pair[2]), (right, pair[3])))
+        return self._build(pair[2], pair[3], lmoves, rmoves, _first(back, end))
+
+    def _build(self, lstate: State, rstate: State, lmoves: tuple[Move, ...], rmoves: tuple[Move, ...],
+               fmoves: tuple[Move, ...]) -> Plan:  # fmt: skip
+        """The plan through one compute layout pair with these move sequences before and after the product."""
         mul = self._mul(lstate, rstate)
         lt, rt = mul.inputs
         target = self.p.target
         assert target is not None
         steps: list[Step] = []
-        for search, src, state, dst in ((left, self.p.left, lstate, lt), (right, self.p.right, rstate, rt)):
-            moves = _first(search, search.settle(state))
+        for src, moves, dst in ((self.p.left, lmoves, lt), (self.p.right, rmoves, rt)):
             if moves:
                 steps += build_steps(src, dst, moves)
         steps.append(mul)
-        moves = _first(back, end)
-        if moves:
-            steps += [self.p.finish_reason(s, mul.output) for s in build_steps(mul.output, target, moves)]
+        if fmoves:
+            steps += [self.p.finish_reason(s, mul.output) for s in build_steps(mul.output, target, fmoves)]
         parts = [f"{s.op.value}({s.inputs[0].name})" for s in steps if s.op is not Op.EINSUM]
         measure = "" if self.weigh is None else " by the given weights"
+        if self.overlap is not None:
+            measure = f" by time under {self.overlap.policy}"
         note = (", ".join(parts) or "no communication") + f"; the cheapest over every compute layout{measure}"
         return Plan((self.p.left, self.p.right), tuple(steps), steps[-1].output, self.p.cases, note=note)
+
+
+def _plus(a: list[float], b: Vector) -> list[float]:
+    return [x + y for x, y in zip(a, b, strict=True)]
+
+
+def _add(a: float, b: float) -> float:
+    return a + b
 
 
 def _first(search: Search, label: object) -> tuple[Move, ...]:

@@ -37,7 +37,7 @@ from .einsum_plans import EinsumPlanner
 from .noplan import no_plan
 from .optimum import clear_optima
 from .order import default_key, sort_plans
-from .planset import DEFAULT_LIMITS, Limits, Plans
+from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .redistribute import clear_caches as clear_searches
 from .redistribute import redistribute
 
@@ -111,6 +111,7 @@ def plans(
     key: Key | None = None,
     weigh: Weigh | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    overlap: Overlap | None = None,
 ) -> Plans:
     """Every legal plan for a statement, cheapest first: an einsum ``A[..] · B[..] -> C[..]`` (the arrow's
     result, or ``target``, is the requested output; without one, every natural output), a collective
@@ -119,19 +120,23 @@ def plans(
     Ranking: by ``key`` when given, else by bytes communicated, then steps; ``weigh`` (a step's additive
     weight, such as its seconds on a chip) guides a resharding's search, and for an einsum adds the plan that
     is cheapest by it over every compute layout. Ranking by seconds on a chip is :func:`shardalg.costs.ranking.plans`
-    (``shardalg.plans(..., hw=...)``), which passes both.
+    (``shardalg.plans(..., hw=...)``), which passes both. ``overlap`` (with ``weigh``) says how steps overlap
+    under the ranking's policy (:class:`~.planset.Overlap`): the search for the cheapest plan over every
+    compute layout then measures plans by it, not by the sum of their steps' weights (see
+    :mod:`.optimum`).
 
     The result is a :class:`Plans` list: ``complete`` is False (and ``note`` says which limit, and how to
     lift it) when a budget of the search cut the answer, and an :class:`~shardalg.errors.IncompleteWarning`
     says so (on stderr unless filtered); ``limits`` raises the budgets."""
-    found = _plans(expr, mesh, sizes, target, key, weigh, limits)
+    found = _plans(expr, mesh, sizes, target, key, weigh, limits, overlap)
     if not found.complete:
         warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
     return found
 
 
 def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: Tensor | str | None,
-           key: Key | None, weigh: Weigh | None, limits: Limits) -> Plans:  # fmt: skip
+           key: Key | None, weigh: Weigh | None, limits: Limits, overlap: Overlap | None = None,
+           ) -> Plans:  # fmt: skip
     # a Problem is already prepared (parsed and checked once): shardalg.costs.ranking passes one
     p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)  # type: ignore[arg-type]
     rank = key or default_key(p.mesh, p.sizes)
@@ -146,12 +151,12 @@ def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: 
         return Plans([_collective_plan(body, result, p)])
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    found, cuts = _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh)
+    found, cuts = _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh, overlap)
     found = list(found)
     if not found:
         if cuts:
             return Plans.of((), cuts)
-        planner = EinsumPlanner(body, result, p.mesh, p.sizes, limits, weigh)
+        planner = EinsumPlanner(body, result, p.mesh, p.sizes, limits, weigh, overlap)
         planner.plans()  # again, for the facts the message states
         raise no_plan(stmt, planner)
     sort_plans(found, rank)
@@ -168,12 +173,13 @@ def clear_caches() -> None:
 
 @lru_cache(maxsize=4096)
 def _einsum_plans(
-    body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits, weigh: Any
+    body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits, weigh: Any,
+    overlap: Any = None,
 ) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
     """The plans of one product, unsorted, and the notes of the limits that cut them: memoized, since a
     strategy search plans the same sharded statement for many candidates (plans are immutable; spans take no
     part in the key)."""
-    planner = EinsumPlanner(body, result, mesh, sizes, limits, weigh)
+    planner = EinsumPlanner(body, result, mesh, sizes, limits, weigh, overlap)
     found = tuple(planner.plans())
     return found, tuple(planner.cuts)
 
@@ -187,9 +193,10 @@ def plan(
     key: Key | None = None,
     weigh: Weigh | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    overlap: Overlap | None = None,
 ) -> Plan:
     """The default (first) of :func:`plans`."""
-    found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits)
+    found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits, overlap=overlap)
     if not found:
         raise NoPlan(f"the search found no plan before a limit cut it: {found.note}")
     return found[0]

@@ -20,7 +20,7 @@ from shardalg.notation.plan import Plans as PlanTable
 
 from .search import MAX_LABELS, MAX_TIES
 
-__all__ = ["Plans", "Limits", "DEFAULT_LIMITS"]
+__all__ = ["Plans", "Limits", "DEFAULT_LIMITS", "Overlap"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,21 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """How a plan's steps overlap, as the planner's cheapest-plan search needs it (the cost model's policy,
+    handed down by :mod:`shardalg.costs.ranking`, which builds it from a chip).
+
+    ``policy`` is ``"schedule"`` (the two operands are prepared at once; each preparation, and the finish,
+    is a chain whose steps add up) or ``"steady"`` (a plan's time is the largest of its resources' sums);
+    ``time`` is a plan's time under it, ``lanes`` the resources a step holds (its mesh axes, or the compute).
+    Under ``"serial"`` a plan's time is the sum of its steps' weights: no Overlap is needed."""
+
+    policy: str
+    time: Callable[[Plan], float | None]
+    lanes: Callable[[object], tuple[str, ...]]
 
 
 class Plans(PlanTable):

@@ -16,11 +16,15 @@ Q4 = "X[B, D] · Y[D_X, F] -> Z[B, F]"
 def test_question_4_choice_follows_the_chip(b, first):
     # D = 4096: comms-bound at B = 512 (D > 2B: reduce the product); compute-bound at B = 8192, where
     # D < 2C/W_ici on v5p makes gathering the weights the faster plan (seed 000, question 4)
+    # D < 2C/W_ici on v5p makes gathering the weights the faster of the book's two plans (seed 000, question 4).
+    # The planner also finds a third at B = 8192: the weights resharded onto F (AllToAll), a quarter of the
+    # compute, the product gathered; it ranks first there, so the book's two are compared among themselves.
     mesh, sizes = Mesh(X=4), {"B": b, "D": 4096, "F": 16384}
     found = plans(Q4, mesh, sizes, hw="tpu-v5p")
     times = [plan_cost(p, mesh, sizes, hw="tpu-v5p").seconds for p in found]
     assert times == sorted(times)
-    assert found[0].steps[0].op is first
+    books = [p.steps[0].op for p in found if p.steps[0].op in (Op.SLICE, Op.ALL_GATHER)]
+    assert books[0] is first and set(books) == {Op.SLICE, Op.ALL_GATHER}
 
 
 def test_spare_axis_gather_comes_first_only_when_ranked_by_seconds():
@@ -47,7 +51,8 @@ def test_cli_plan_hw_reports_sorted_seconds(capsys):
 def test_cli_plan_hw_text_header(capsys):
     main(["plan", Q4, "--mesh", "X=4", "--sizes", "B=8192,D=4096,F=16384", "--hw", "tpu-v5p"])
     out = capsys.readouterr().out
-    assert "us on tpu-v5p" in out and out.splitlines()[4].startswith("AllGather_X(Y[D_X, F])")
+    # compute-bound: the weights resharded onto F (a quarter of the compute) beat the book's gather of them
+    assert "us on tpu-v5p" in out and out.splitlines()[4].startswith("AllToAll_{X,F}(Y[D_X, F])")
 
 
 def test_steady_reproduces_the_layer_level_numbers_and_the_schedule_adds_the_chain():

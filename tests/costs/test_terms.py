@@ -99,7 +99,7 @@ def test_sweep_a_term_without_sympy():
 
 
 def test_equal_trees_share_one_formula_but_float_coefficients_do_not():
-    from shardalg.costs import terms as tm
+    from shardalg.costs import sympymax as tm
 
     tm.clear_caches()
     b, w = mono(dim_size("B")), mono(quantity("W_ici"))
@@ -114,7 +114,7 @@ def test_equal_trees_share_one_formula_but_float_coefficients_do_not():
 
 
 def test_formula_cache_is_bounded(monkeypatch):
-    from shardalg.costs import terms as tm
+    from shardalg.costs import sympymax as tm
 
     tm.clear_caches()
     monkeypatch.setattr(tm, "FORMULAS_MAX", 8)
