@@ -19,7 +19,7 @@ Imports: shardalg.errors only (this module sits below the notation, so the parse
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -97,12 +97,14 @@ def _how(limit: Limit, wanted: int) -> str:
     return f"lift it with --max-{limit.name} {wanted} (Python: with shardalg.limits.lifted({limit.name}={wanted}): ...)"
 
 
-def require(name: str, n: int, what: str, *, span: Span | None = None) -> None:
-    """Refuse (LimitExceeded) when ``n`` is over the limit ``name``; ``what`` says whose count it is."""
+def require(name: str, n: int, what: str | Callable[[], str], *, span: Span | None = None) -> None:
+    """Refuse (LimitExceeded) when ``n`` is over the limit ``name``; ``what`` says whose count it is (or makes
+    the text, only when it is needed)."""
     limit = LIMITS[name]
     cap = value(name)
     if n <= cap:
         return
+    what = what() if callable(what) else what
     raise LimitExceeded(
         f"{what} has {n:,} {limit.unit}, over the {name} limit of {cap:,} for {limit.bounds} ({limit.why})",
         span=span,

@@ -365,7 +365,7 @@ def _findings(node_or_text: Node | str, mesh, sizes) -> Iterator[tuple[Violation
     _bounded(node, ctx)
     for site, result, nested in _sites(node):
         if isinstance(site, Tensor):
-            limits.require("dims", len(site.dims), f"the tensor {text_of(site)[:60]}", span=site.span)
+            limits.require("dims", len(site.dims), lambda site=site: f"the tensor {text_of(site)[:60]}", span=site.span)
         planned = isinstance(site, Product) and not site.local and not nested
         local = replace(ctx, result=result)
         for rule in RULES:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
+from functools import cached_property
 
 from shardalg.errors import Span, UsageError
 
@@ -211,8 +212,9 @@ class Tensor(Node):
         object.__setattr__(self, "unreduced", tuple(sorted(self.unreduced)))
         object.__setattr__(self, "invariant", tuple(sorted(self.invariant)))
 
-    @property
+    @cached_property
     def dim_names(self) -> tuple[str, ...]:
+        """Each dim's label, in order (made once per tensor: planning asks for it often)."""
         return tuple(d.label for d in self.dims)
 
     def dim(self, name: str) -> Dim:
