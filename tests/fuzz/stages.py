@@ -1,5 +1,5 @@
 """Every stage of shardalg on one fuzz input, in process, each timed: parse, print (and read back), check,
-shape, plans, run_plan, cost, backward. A stage may refuse its input with a shardalg error (counted by class);
+shape, plans, ranked (the plans by seconds on a chip, under an overlap policy), run_plan, cost, backward. A stage may refuse its input with a shardalg error (counted by class);
 anything else is a failure: another exception (a traceback a user would see), a stage over the time limit
 (unbounded work), ``check`` and the planner disagreeing on legality, a plan the executor finds wrong, a print
 that does not read back, or a legality error without a span.
@@ -22,6 +22,7 @@ from shardalg.algebra.legality import check, notes
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.shape import shape
 from shardalg.costs.plancost import cost, plan_cost
+from shardalg.costs.ranking import plans as ranked_plans
 from shardalg.errors import IllegalSharding, NoPlan, ShardalgError
 from shardalg.notation.jsonread import from_json
 from shardalg.notation.parse import parse, parse_statement, parse_tensor
@@ -31,7 +32,8 @@ from shardalg.numeric.execute import run_plan
 from shardalg.planning.backward import backward
 from shardalg.planning.planner import plans
 
-STAGES = ("parse", "print", "check", "shape", "plans", "run_plan", "cost", "backward")
+STAGES = ("parse", "print", "check", "shape", "plans", "ranked", "run_plan", "cost", "backward")
+POLICIES = ("schedule", "steady", "serial")  # the ranked stage takes them in turn
 STAGE_SECONDS = 2.0  # a stage over this much CPU time is unbounded work (a fuzz finding, not a speed test)
 PLANS_RUN = 3  # the plans of a statement that run_plan and cost take (cheapest first)
 STATEMENTS_PLANNED = 3
@@ -151,6 +153,26 @@ def _parse_as(kind: str) -> Callable[[str], Any]:
     return {"statement": parse_statement, "tensor": parse_tensor}.get(kind, parse)
 
 
+def _bound_sizes(stmt: object, mesh: Mesh, sizes: dict[str, int]) -> dict[str, int]:
+    """``sizes`` with every named dim of the statement bound (a seconds ranking needs numbers): a dim left
+    unbound gets twice the number of devices, which every group of axes divides."""
+    out = dict(sizes)
+    todo = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, Tensor):
+            for d in node.dims:
+                if d.name is not None and d.name not in out:
+                    out[d.name] = 2 * mesh.devices
+        elif isinstance(node, Arrow):
+            todo += [node.expr, node.result]
+        elif isinstance(node, Product):
+            todo += [node.left, node.right]
+        elif isinstance(node, Collective):
+            todo.append(node.arg)
+    return out
+
+
 def _has_product(node: object) -> bool:
     if isinstance(node, Product):
         return True
@@ -220,6 +242,13 @@ def run_stages(source: str, kind: str, setting: Callable[[Program], Setting], ta
                 tally.noplan_examples.append(f"{text(stmt)} on {mesh!r}")
         if _spanless(err):
             run.fail("no-span", "plans", f"{err.rule}: {err.message}")
+        if found_plans and numeric:  # by seconds on a chip: the planner's search under each overlap policy
+            policy = POLICIES[tally.runs["ranked"] % len(POLICIES)]
+            bound = _bound_sizes(stmt, mesh, sizes)
+            ranked, _, _ = run.stage("ranked", lambda one=one, policy=policy, bound=bound: ranked_plans(
+                one, mesh, bound, hw="tpu-v5p", overlap=policy))  # fmt: skip
+            if ranked is not None and not ranked:
+                run.fail("disagree", "ranked", f"plans found {len(found_plans)} plans, by seconds ({policy}) none")
         for p in (found_plans or [])[:PLANS_RUN]:
             if numeric:
                 result, _, _ = run.stage("run_plan", lambda p=p: run_plan(p, mesh, sizes))
