@@ -21,9 +21,10 @@ Under an ``overlap`` policy (:class:`~.planset.Overlap`) a plan's time is not th
 - ``schedule``: the two operands are prepared at once (their chains share no input), so a pair of compute
   layouts weighs ``max(cost(A -> L), cost(B -> R)) + the product's time``, a lower bound of every plan through
   it (equal when the two chains use no mesh axis in common); each candidate, lightest bound first, is built
-  and timed by ``overlap.time`` until the next bound is no lighter than the best time found. Each chain is
-  exact (its steps depend one on the next, so they add up); not searched: a chain slower alone that waits
-  less on the other's axes.
+  and timed by ``overlap.time`` until the next bound is no lighter than the best time found; the two chains
+  are laid out in the order that finishes first (every interleaving of short chains: each axis runs its steps
+  in plan order). Each chain is exact (its steps depend one on the next, so they add up); not searched: a
+  chain slower alone that waits less on the other's axes.
 - ``steady``: a plan's time is the largest of its resources' sums, so the searches keep every undominated
   vector of seconds per resource (:mod:`.pareto`), and every combination of an operand's, the other's, the
   product's and a finish's vectors below the best time is weighed: exact.
@@ -32,7 +33,8 @@ Under an ``overlap`` policy (:class:`~.planset.Overlap`) a plan's time is not th
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import combinations
 from typing import TYPE_CHECKING
 
 from shardalg.algebra.einsum import local_output_or_none
@@ -317,24 +319,56 @@ class _Optimum:
 
     def _build(self, lstate: State, rstate: State, lmoves: tuple[Move, ...], rmoves: tuple[Move, ...],
                fmoves: tuple[Move, ...]) -> Plan:  # fmt: skip
-        """The plan through one compute layout pair with these move sequences before and after the product."""
+        """The plan through one compute layout pair with these move sequences before and after the product.
+        Under ``schedule`` the two preparations are laid out in the order that finishes first (each mesh axis
+        runs its steps in plan order, so the order decides who waits): every interleaving of the two chains
+        when they are short, else one chain, then the other."""
         mul = self._mul(lstate, rstate)
         lt, rt = mul.inputs
         target = self.p.target
         assert target is not None
-        steps: list[Step] = []
-        for src, moves, dst in ((self.p.left, lmoves, lt), (self.p.right, rmoves, rt)):
-            if moves:
-                steps += build_steps(src, dst, moves)
-        steps.append(mul)
+        chains = [build_steps(src, dst, moves) if moves else ()
+                  for src, moves, dst in ((self.p.left, lmoves, lt), (self.p.right, rmoves, rt))]  # fmt: skip
+        finish: list[Step] = []
         if fmoves:
-            steps += [self.p.finish_reason(s, mul.output) for s in build_steps(mul.output, target, fmoves)]
+            finish = [self.p.finish_reason(s, mul.output) for s in build_steps(mul.output, target, fmoves)]
+        orders = [[*chains[0], *chains[1]]]
+        if self.overlap is not None and self.overlap.policy == "schedule" and chains[0] and chains[1]:
+            orders = list(_interleavings(chains[0], chains[1]))
+        best: tuple[float, list[Step]] | None = None
+        for order in orders:
+            candidate = [*order, mul, *finish]
+            t = self.overlap.time(self._plan(candidate, "")) if len(orders) > 1 and self.overlap else 0.0
+            if best is None or (t is not None and t < best[0]):
+                best = (t if t is not None else 0.0, candidate)
+        assert best is not None
+        return self._plan(best[1], self._note(best[1]))
+
+    def _plan(self, steps: list[Step], note: str) -> Plan:
+        return Plan((self.p.left, self.p.right), tuple(steps), steps[-1].output, self.p.cases, note=note)
+
+    def _note(self, steps: list[Step]) -> str:
         parts = [f"{s.op.value}({s.inputs[0].name})" for s in steps if s.op is not Op.EINSUM]
         measure = "" if self.weigh is None else " by the given weights"
         if self.overlap is not None:
             measure = f" by time under {self.overlap.policy}"
-        note = (", ".join(parts) or "no communication") + f"; the cheapest over every compute layout{measure}"
-        return Plan((self.p.left, self.p.right), tuple(steps), steps[-1].output, self.p.cases, note=note)
+        return (", ".join(parts) or "no communication") + f"; the cheapest over every compute layout{measure}"
+
+
+MAX_INTERLEAVED = 8  # steps of two chains whose every interleaving is timed (at most 70 orders)
+
+
+def _interleavings(a: tuple[Step, ...], b: tuple[Step, ...]) -> Iterator[list[Step]]:
+    """Every merge of two chains keeping each chain's order (one chain, then the other, when they are long)."""
+    if len(a) + len(b) > MAX_INTERLEAVED:
+        yield [*a, *b]
+        yield [*b, *a]
+        return
+    for picks in combinations(range(len(a) + len(b)), len(a)):
+        chosen, ia, ib, out = set(picks), iter(a), iter(b), []
+        for i in range(len(a) + len(b)):
+            out.append(next(ia) if i in chosen else next(ib))
+        yield out
 
 
 def _plus(a: list[float], b: Vector) -> list[float]:

@@ -10,6 +10,7 @@ under each overlap policy the cost model has, with the planner ranking by that s
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import combinations
 
 import pytest
 from hypothesis import given, settings
@@ -21,8 +22,9 @@ from shardalg.costs.plancost import plan_cost, step_seconds
 from shardalg.costs.schedule import lanes_of
 from shardalg.errors import NoPlan, UnreachableUnreduced
 from shardalg.notation.parse import parse as sa_parse
+from shardalg.notation.parse import parse_tensor
 from shardalg.notation.plan import Plan, Step
-from shardalg.notation.syntax import Arrow, Dim, Product, Tensor
+from shardalg.notation.syntax import Arrow, Dim, Op, Product, Tensor
 from shardalg.planning.order import plan_bytes
 from shardalg.planning.planner import plans
 from shardalg.planning.planset import Overlap
@@ -165,3 +167,58 @@ def test_a_layout_that_computes_less_is_found(policy: str) -> None:
                   overlap=None if policy == "serial" else Overlap(policy, lambda p: plan_cost(
                       p, mesh, sizes, hw=HW, overlap=policy).seconds, lanes_of))  # fmt: skip
     assert [s.op.value for s in found[0].steps] == ["AllToAll", "Einsum", "AllGather"]
+
+
+def _chains(p: Plan) -> tuple[list[Step], list[Step], list[Step]] | None:
+    """A plan's two preparation chains (each step reading the one before it) and the rest from the product."""
+    mul = next((i for i, s in enumerate(p.steps) if s.op is Op.EINSUM), None)
+    if mul is None:
+        return None
+    chains: list[list[Step]] = [[], []]
+    heads = list(p.inputs)
+    for s in p.steps[:mul]:
+        side = next((k for k in (0, 1) if s.inputs[0] == heads[k]), None)
+        if side is None:
+            return None
+        chains[side].append(s)
+        heads[side] = s.output
+    return chains[0], chains[1], list(p.steps[mul:])
+
+
+@settings(max_examples=12)
+@given(case=einsums(max_axes=3), sizes=st.sampled_from([SIZES, BIG]))
+def test_no_order_of_the_two_preparations_is_faster_under_schedule(case, sizes) -> None:
+    """Each mesh axis runs its steps in plan order, so the order of the two operands' chains decides who waits:
+    the planner's fastest plan under ``schedule`` is not beaten by any interleaving of its own chains."""
+    mesh, a, b, c = case
+
+    def seconds(p: Plan) -> float:
+        return plan_cost(p, mesh, sizes, hw=HW, overlap="schedule").seconds
+
+    try:
+        found = plans(_statement(a, b, c), mesh, sizes, key=seconds, weigh=_step_seconds(mesh, sizes),
+                      overlap=Overlap("schedule", seconds, lanes_of))  # fmt: skip
+    except (NoPlan, UnreachableUnreduced):
+        return
+    split = _chains(found[0])
+    if split is None:
+        return
+    left, right, rest = split
+    for picks in combinations(range(len(left) + len(right)), len(left)):
+        il, ir = iter(left), iter(right)
+        order = [next(il) if i in picks else next(ir) for i in range(len(left) + len(right))]
+        other = Plan(found[0].inputs, (*order, *rest), found[0].output)
+        assert seconds(found[0]) <= seconds(other) * (1 + 1e-9), f"{_statement(a, b, c)} on {mesh}: {order}"
+
+
+# Found by hypothesis with the chains laid one after the other (left operand's first): interleaved, they wait
+# less. The second sums everything (a result with no dims, which the notation cannot write, built as an AST).
+ORDER_CASES = (("A[J_X]{U_Y}", "B[L_Y]", "C[J_YX, L]", "X=2,Y=4"), ("A[J_ZXY]", "B[J_ZY]{U_X}", None, "X=2,Y=2,Z=2"))
+
+
+@pytest.mark.parametrize("case", ORDER_CASES)
+def test_orders_once_missed(case: tuple[str, str, str | None, str]) -> None:
+    a, b = parse_tensor(case[0]), parse_tensor(case[1])
+    c = parse_tensor(case[2]) if case[2] else Tensor("C", ())
+    inner = test_no_order_of_the_two_preparations_is_faster_under_schedule.hypothesis.inner_test
+    inner((Mesh.parse(case[3]), a, b, c), BIG)
