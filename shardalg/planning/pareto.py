@@ -18,10 +18,10 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterator
 
-from shardalg.algebra.layout import Layout, tensor_with
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Tensor
 
+from .redistribute import edge_weight
 from .space import Move, Space, State
 
 __all__ = ["ParetoSearch", "Vector", "edge_vector", "dominated"]
@@ -107,19 +107,10 @@ def edge_vector(src: Tensor, weigh: Callable[[Step], float], lanes: Callable[[St
                 slot: dict[str, int], size: int) -> VectorWeight:  # fmt: skip
     """A move's seconds (``weigh``) on each resource it holds (``lanes``), as a vector of ``size`` entries: a
     mesh axis at its ``slot``, anything else (the compute) last; in ``src``'s space, memoized per edge."""
-    proto = tensor_with(src, Layout(tuple(() for _ in src.dims), (), ()))
-    memo: dict[tuple[State, Move], Vector] = {}
 
-    def weight(before: State, move: Move, after: State) -> Vector:
-        got = memo.get((before, move))
-        if got is None:
-            op, axes, _ = move
-            t0 = tensor_with(proto, Layout(before[0], before[1], ()))
-            t1 = tensor_with(proto, Layout(after[0], after[1], ()))
-            step = Step(op, (t0,), t1, axes)
-            seconds = weigh(step)
-            held = {slot.get(lane, size - 1) for lane in lanes(step)}
-            got = memo[(before, move)] = tuple(seconds if i in held else 0.0 for i in range(size))
-        return got
+    def vector(step: Step) -> Vector:
+        seconds = weigh(step)
+        held = {slot.get(lane, size - 1) for lane in lanes(step)}
+        return tuple(seconds if i in held else 0.0 for i in range(size))
 
-    return weight
+    return edge_weight(src, vector)

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from shardalg.algebra.layout import Layout, tensor_with, validate
 from shardalg.algebra.mesh import Mesh, as_mesh
@@ -247,12 +247,16 @@ def redistribute(
     return Plans.of(plans, [found.why])
 
 
-def edge_weight(src: Tensor, weigh: Callable[[Step], float]) -> Callable[[State, Move, State], float]:
-    """``weigh`` (a Step's weight) as the edge weight of a search in ``src``'s space, memoized per edge."""
-    proto = _proto(src)
-    memo: dict[tuple[State, Move], float] = {}
+W = TypeVar("W")
 
-    def weight(before: State, move: Move, after: State) -> float:
+
+def edge_weight(src: Tensor, weigh: Callable[[Step], W]) -> Callable[[State, Move, State], W]:
+    """``weigh`` (a Step's weight: seconds, or seconds per resource) as the edge weight of a search in
+    ``src``'s space, memoized per edge."""
+    proto = _proto(src)
+    memo: dict[tuple[State, Move], W] = {}
+
+    def weight(before: State, move: Move, after: State) -> W:
         got = memo.get((before, move))
         if got is None:
             op, axes, _ = move
