@@ -185,13 +185,13 @@ class EinsumPlanner:
             key = BytesKey(self.mesh, self.sizes)
             bound = min((key.head(p)[0] for p in found), default=float("inf"))
             optima = [cheapest_plan(self, bound)]
-            if self.weigh is not None and self.overlap is None:  # steps add up: the weights' optimum
-                weigh = self.weigh
-                bound = min((sum(weigh(s) for s in p.steps) for p in found), default=float("inf"))
-                optima.append(cheapest_plan(self, bound, weigh))
-            elif self.weigh is not None and self.overlap is not None:  # the optimum under the overlap policy
-                times = [self.overlap.time(p) for p in found]
-                bound = min((t for t in times if t is not None), default=float("inf"))
+            if self.weigh is not None:
+                if self.overlap is None:  # steps add up: the weights' optimum
+                    weigh = self.weigh
+                    bound = min((sum(weigh(s) for s in p.steps) for p in found), default=float("inf"))
+                else:  # the optimum under the overlap policy
+                    times = [self.overlap.time(p) for p in found]
+                    bound = min((t for t in times if t is not None), default=float("inf"))
                 optima.append(cheapest_plan(self, bound, self.weigh, self.overlap))
             for best in optima:
                 if best is not None:

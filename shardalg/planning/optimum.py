@@ -332,17 +332,16 @@ class _Optimum:
         finish: list[Step] = []
         if fmoves:
             finish = [self.p.finish_reason(s, mul.output) for s in build_steps(mul.output, target, fmoves)]
-        orders = [[*chains[0], *chains[1]]]
-        if self.overlap is not None and self.overlap.policy == "schedule" and chains[0] and chains[1]:
-            orders = list(_interleavings(chains[0], chains[1]))
-        best: tuple[float, list[Step]] | None = None
-        for order in orders:
-            candidate = [*order, mul, *finish]
-            t = self.overlap.time(self._plan(candidate, "")) if len(orders) > 1 and self.overlap else 0.0
-            if best is None or (t is not None and t < best[0]):
-                best = (t if t is not None else 0.0, candidate)
-        assert best is not None
-        return self._plan(best[1], self._note(best[1]))
+        steps = [*chains[0], *chains[1], mul, *finish]
+        overlap = self.overlap
+        if overlap is not None and overlap.policy == "schedule" and chains[0] and chains[1]:
+
+            def time(order: list[Step]) -> float:
+                t = overlap.time(self._plan([*order, mul, *finish], ""))
+                return float("inf") if t is None else t
+
+            steps = [*min(_interleavings(chains[0], chains[1]), key=time), mul, *finish]  # ties: left first
+        return self._plan(steps, self._note(steps))
 
     def _plan(self, steps: list[Step], note: str) -> Plan:
         return Plan((self.p.left, self.p.right), tuple(steps), steps[-1].output, self.p.cases, note=note)
