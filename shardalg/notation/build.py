@@ -1,5 +1,6 @@
-"""From lark's parse tree to the AST: the transformer (one small method per grammar alias) and the reading
-of subscripts.
+"""From the parse to the AST: the builders (one small method per grammar alias), driven by the fast path
+(:mod:`.fastparse`) or, as lark's transformer (:func:`transformer`), by lark's route; and the reading of
+subscripts. Nothing here imports lark until lark's route asks for its transformer.
 
 How subscripts read (the one rule for every ``_`` that holds mesh axes): a bare word of capital letters
 is one axis per letter (``I_XY``, ``I_{XY}``: X then Y); any other word is one axis (``I_{data}``,
@@ -13,9 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
-
-from lark import Token, Transformer, v_args
 
 from shardalg import limits
 from shardalg.errors import ParseError, Span
@@ -39,6 +39,9 @@ from .syntax import (
 _OFFSET_DIGITS = 18  # longer offsets are refused before int() sees them
 LOCAL = "LOCAL"  # the contraction subscript that marks a local (unreduced) product: A ·_LOCAL B
 _LETTER_AXES = re.compile(r"[A-Z]{2,}")
+# A terminal as the builders see it: lark's Token or the fast path's, a str with ``type``, ``start_pos`` and
+# ``end_pos``. Names the builders make are plain str.
+Token = Any
 
 # ------------------------------------------------------------------------------------------------ subscripts
 # A piece of a subscript is (text, quoted); quoted pieces came from \text{...} and are never split.
@@ -105,10 +108,14 @@ class RoleLine:
 Head = tuple[Op, tuple[str, ...], str | None, int | None]  # a collective's op, axes, target dim, offset
 
 
-# ------------------------------------------------------------------------------------------------ transformer
-@v_args(inline=True, meta=True)
-class ToAST(Transformer):
-    """Tree to AST nodes; one method per rule or alias, each a line or two."""
+def _is_token(x: object) -> bool:
+    return isinstance(x, str) and type(x) is not str
+
+
+# ------------------------------------------------------------------------------------------------ builders
+class Builders:
+    """Parse to AST nodes; one method per rule or alias, each a line or two. Each takes the node's span
+    (lark's meta on lark's route, a :class:`Span` or None on the fast path) and the rule's children."""
 
     # subscripts -> tuples of items
     def bare(self, meta: Any, tok: Token) -> Piece:
@@ -146,8 +153,8 @@ class ToAST(Transformer):
         return str(word) + (f"_{sub}" if sub is not None else "") + "'" * len(primes)
 
     def head(self, meta: Any, *parts: Any) -> tuple[str | None, DType | None]:
-        name = next((p for p in parts if isinstance(p, str) and not isinstance(p, Token)), None)
-        dtype = next((dtype_named(str(p)) for p in parts if isinstance(p, Token) and p.type == "DTYPE_WORD"), None)
+        name = next((p for p in parts if type(p) is str), None)
+        dtype = next((dtype_named(str(p)) for p in parts if _is_token(p) and p.type == "DTYPE_WORD"), None)
         return name, dtype
 
     def mark(self, meta: Any, kind: Token, sub: tuple[Item, ...]) -> tuple[str, tuple[str, ...]]:
@@ -327,4 +334,10 @@ def _roles(lines: list[RoleLine]) -> Roles | None:
     return Roles(*(tuple(named[role]) for role in Role), tuple(tokens), layers)
 
 
-TRANSFORMER = ToAST()
+@cache
+def transformer() -> Any:
+    """lark's Transformer over the same builders (lark's route: a parse tree to the AST), made on first use."""
+    from lark import Transformer, v_args
+
+    methods = {name: fn for name, fn in vars(Builders).items() if not name.startswith("_")}
+    return v_args(inline=True, meta=True)(type("ToAST", (Transformer,), methods))()

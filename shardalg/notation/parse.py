@@ -1,5 +1,6 @@
 """Text to AST: parse with the LALR parser of ``grammar/shardalg.lark`` (:mod:`.grammar`) through the fast
 path (:mod:`.fastparse`) or lark's route and the transformer (:mod:`.build`), into :mod:`shardalg.notation.syntax`.
+lark is imported only on its route (an error, or text the fast path does not vouch for).
 
     >>> parse_tensor("A[I_XY, J]{U_Z}")
     Tensor(name='A', dims=(Dim(name='I', axes=('X', 'Y'), size=None), Dim(name='J', axes=(), size=None)), unreduced=('Z',), invariant=(), dtype=None)
@@ -13,16 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from lark.exceptions import UnexpectedInput, VisitError
-
 from shardalg import limits
 from shardalg.errors import ParseError, ShardalgError, Span, UsageError
 
-from .build import LOCAL, TRANSFORMER, split_axes
+from .build import LOCAL, split_axes, transformer
 from .fastparse import fast_parser
 from .grammar import START, build_parser, grammar_path, grammar_text, lalr_parser
 from .syntax import Arrow, Collective, Node, Product, Program, Statement, Tensor
-from .syntaxerrors import parse_error
 
 __all__ = [
     "parse", "parse_tensor", "parse_statement", "grammar_text", "grammar_path", "build_parser", "split_axes", "LOCAL",
@@ -70,9 +68,13 @@ def _parse(text: str, start: str) -> Any:
             return fast.parse(text, start)
         except Exception:  # noqa: BLE001 - GiveUp, or anything else: lark's route below is the reference
             pass
+    from lark.exceptions import UnexpectedInput, VisitError
+
+    from .syntaxerrors import parse_error
+
     try:
         tree = lalr_parser().parse(text, start=start)
-        return TRANSFORMER.transform(tree)
+        return transformer().transform(tree)
     except UnexpectedInput as err:
         raise parse_error(err, text, start) from None
     except VisitError as err:
