@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shardalg.cli import build_parser, leaf_parsers, main
+from shardalg.cli import COMMAND_MODULES, COMMANDS, _Parser, build_parser, leaf_parsers, main
 from shardalg.cli.progressline import ProgressLine, for_stderr
 from shardalg.progress import listening, task
 from tests.shared import ROOT
@@ -25,6 +25,44 @@ CLI = [sys.executable, "-c", "from shardalg.cli import run; run()"]
 def shell(args: list[str], stdin: str | None = None, **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run(CLI + args, input=stdin, capture_output=True, text=True, cwd=ROOT, check=False,
                           timeout=120, **kw)  # fmt: skip
+
+
+# ---- one command's parsers --------------------------------------------------------------------------
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_the_command_map_is_what_the_modules_register() -> None:
+    found: dict[str, str] = {}
+    for module in COMMAND_MODULES:
+        parser = _Parser(prog="shardalg")
+        importlib.import_module(f"shardalg.cli.{module}").register(parser.add_subparsers(dest="command"))
+        found.update(dict.fromkeys(_commands(parser), module))
+    assert COMMANDS == found
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_one_commands_parser_is_the_whole_lines(command: str) -> None:
+    """A run builds only its command's module: each of its subcommands parses and helps exactly as in the
+    whole command line (options, -q and the --max-<limit> options included)."""
+    whole, alone = _commands(build_parser()), _commands(build_parser(command))
+    assert set(alone) == {c for c, m in COMMANDS.items() if m == COMMANDS[command]}
+    assert whole[command].format_help() == alone[command].format_help()
+    for (words, a), (words_b, b) in zip(leaf_parsers(whole[command]), leaf_parsers(alone[command]), strict=True):
+        assert words == words_b
+        assert a.format_help() == b.format_help()
+
+
+def test_unknown_words_and_options_build_the_whole_line(capsys) -> None:
+    assert set(_commands(build_parser("no-such-command"))) == set(COMMANDS)
+    assert set(_commands(build_parser("--version"))) == set(COMMANDS)
+    with pytest.raises(SystemExit) as info:
+        main(["no-such-command"])
+    assert info.value.code == 2
+    assert "invalid choice: 'no-such-command'" in capsys.readouterr().err
 
 
 # ---- --version and completion -------------------------------------------------------------------------
