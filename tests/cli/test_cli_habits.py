@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from shardalg.cli import COMMAND_MODULES, COMMANDS, _Parser, build_parser, leaf_parsers, main
+from shardalg.cli import (
+    COMMAND_MODULES,
+    COMMANDS,
+    RUN_OLDEST_THRESHOLD,
+    _Parser,
+    build_parser,
+    leaf_parsers,
+    main,
+)
 from shardalg.cli.progressline import ProgressLine, for_stderr
 from shardalg.progress import listening, task
 from tests.shared import ROOT
@@ -63,6 +71,25 @@ def test_unknown_words_and_options_build_the_whole_line(capsys) -> None:
         main(["no-such-command"])
     assert info.value.code == 2
     assert "invalid choice: 'no-such-command'" in capsys.readouterr().err
+
+
+# ---- the script's garbage-collector policy ----------------------------------------------------------
+
+
+def test_the_script_defers_full_collections_and_freezes_its_heap_the_library_does_not(capsys) -> None:
+    import gc
+
+    code = ("import gc, sys\n"
+            "from shardalg.cli import run\n"
+            "sys.argv = ['shardalg', 'check', 'A[I_X, J] * B[J, K] -> C[I_X, K]', '--mesh', 'X=2']\n"
+            "try:\n    run()\nexcept SystemExit as e:\n"
+            "    print(e.code, gc.isenabled(), gc.get_threshold()[2], gc.get_freeze_count() > 1000)\n")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.stdout.split()[-4:] == ["0", "True", str(RUN_OLDEST_THRESHOLD), "True"], done.stderr
+    before = gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()
+    assert main(["check", "A[I_X, J] * B[J, K] -> C[I_X, K]", "--mesh", "X=2"]) == 0
+    assert (gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()) == before
+    capsys.readouterr()
 
 
 # ---- --version and completion -------------------------------------------------------------------------
