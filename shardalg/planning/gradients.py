@@ -32,6 +32,7 @@ from shardalg.errors import ShardalgError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Op, Product, Tensor
 
+from .order import sort_plans
 from .planner import plans
 from .redistribute import default_key
 
@@ -73,7 +74,8 @@ def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, i
     if not found:
         assert last is not None
         raise last
-    return sorted(found, key=default_key(mesh, Sizes(sizes)))
+    sort_plans(found, default_key(mesh, Sizes(sizes)))  # bytes first; the steps' text only among ties
+    return found
 
 
 class _Cost:
