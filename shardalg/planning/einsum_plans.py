@@ -16,6 +16,7 @@ than ``limits.max_layouts``, makes :attr:`EinsumPlanner.cuts` non-empty (each a 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import cached_property
 from itertools import product
 from typing import Any
 
@@ -73,6 +74,7 @@ class EinsumPlanner:
         self.layouts_tried = 0
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
         self._sig_memo: dict[int, tuple[Tensor, Any]] = {}
+        self._spared: dict[int, Any] = {}  # with_spare_axes's answer per gather step (the plans share steps)
 
     # -- compute layouts ---------------------------------------------------------------------------
 
@@ -200,7 +202,7 @@ class EinsumPlanner:
 
     def _add(self, p: Plan, found: list[Plan], seen: set[tuple[Any, ...]]) -> None:
         """Add a plan and its spare-axes variant, unless an equal plan is there already."""
-        for variant in (p, with_spare_axes(p, self.mesh, self.sizes)):
+        for variant in (p, with_spare_axes(p, self.mesh, self.sizes, self._spared)):
             if variant is not None:
                 sig = self._signature(variant)
                 if sig not in seen:
@@ -221,6 +223,11 @@ class EinsumPlanner:
         return tuple((s.op, s.axes, s.dim, tuple(lay(t) for t in s.inputs), lay(s.output)) for s in p.steps)
 
     # -- assembling plans --------------------------------------------------------------------------
+
+    @cached_property
+    def target_text(self) -> str:
+        """The requested result in the notation, printed once (every finishing step's reason names it)."""
+        return str(self.target)
 
     def _sequences(self, src: Tensor, dst: Tensor, finish: bool = False) -> tuple[tuple[Step, ...], ...]:
         search = finishing_sequences if finish else best_sequences
@@ -290,7 +297,7 @@ class EinsumPlanner:
             why = (f"case 3 finish: ReduceScatter_{{{','.join(step.axes)},{step.dim}}} sums the partials and leaves "
                    f"{step.dim} sharded over {ax}")  # fmt: skip
         else:
-            why = f"{step.reason}, to reach the requested {self.target}"
+            why = f"{step.reason}, to reach the requested {self.target_text}"
         return _with_reason(step, why)
 
     def _natural_finishes(self, out: Tensor) -> Iterator[tuple[tuple[Step, ...], str]]:

@@ -36,10 +36,16 @@ class BytesKey:
 
     def __init__(self, mesh: Mesh, sizes: Sizes):
         self.mesh, self.sizes, self.table = mesh, sizes, rank_table(mesh)
+        self._ranks: dict[int, tuple[Step, int]] = {}  # per step object: the plans of one einsum share steps
 
     def head(self, plan: Plan) -> tuple[int, int]:
-        mesh, sizes, table = self.mesh, self.sizes, self.table
-        ranked = sum(step_rank(s.op, s.axes, s.inputs[0], s.output, mesh, sizes, table) for s in plan.steps)
+        mesh, sizes, table, ranks = self.mesh, self.sizes, self.table, self._ranks
+        ranked = 0
+        for s in plan.steps:
+            got = ranks.get(id(s))
+            if got is None or got[0] is not s:
+                got = ranks[id(s)] = (s, step_rank(s.op, s.axes, s.inputs[0], s.output, mesh, sizes, table))
+            ranked += got[1]
         return ranked, len(plan.steps)
 
     def __call__(self, plan: Plan) -> Any:

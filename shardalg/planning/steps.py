@@ -61,14 +61,24 @@ def build_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step
     return tuple(steps)
 
 
-def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
+def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes,
+                    memo: dict[int, tuple[Step, tuple[Step, Step] | None]] | None = None) -> Plan | None:  # fmt: skip
     """The plan with each single-dim AllGather preceded by a free slice onto the spare replicated axes,
     so the gather runs over more axes (more links, same bytes: the book's question 2); None when no
-    gather has a spare axis."""
+    gather has a spare axis. ``memo`` keeps each gather's answer by step object, for a caller whose plans
+    share steps (one einsum's planner)."""
     steps: list[Step] = []
     changed = False
     for s in p.steps:
-        spared = _spared(s, mesh, sizes) if s.op is Op.ALL_GATHER else None
+        if s.op is not Op.ALL_GATHER:
+            spared = None
+        elif memo is None:
+            spared = _spared(s, mesh, sizes)
+        else:
+            got = memo.get(id(s))
+            if got is None or got[0] is not s:
+                got = memo[id(s)] = (s, _spared(s, mesh, sizes))
+            spared = got[1]
         if spared is None:
             steps.append(s)
         else:
