@@ -8,7 +8,8 @@
 - :mod:`.programs` (checking a program statement by statement), :mod:`.forward` (the forward as the
   backward reads it: versions of values, each statement's plan, gathered copies), :mod:`.gradients` (the two
   gradients of a product planned together), :mod:`.backward` (the derived backward program), :mod:`.verify`
-  (checking a hand-written backward).
+  (checking a hand-written backward); :mod:`.memo` (memos by object identity, for helpers whose inputs
+  share objects).
 
 Imports: :mod:`shardalg.algebra`, :mod:`shardalg.notation`, :mod:`shardalg.errors`. The planner ranks by bytes;
 it takes any other ranking as functions (``key`` for plans, ``weigh`` for one step, an ``Overlap`` for how steps

@@ -28,6 +28,7 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Product, Tensor
 
 from .einsum_options import AxisChoices, Option, Place, U, pair_is_local
+from .memo import Memo, per_object
 from .optimum import cheapest_plan
 from .order import BytesKey
 from .planset import DEFAULT_LIMITS, Limits, Overlap
@@ -73,8 +74,8 @@ class EinsumPlanner:
         self.cuts: list[str] = []  # notes of the limits that cut the answer
         self.layouts_tried = 0
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
-        self._sig_memo: dict[int, tuple[Tensor, Any]] = {}
-        self._spared: dict[int, Any] = {}  # with_spare_axes's answer per gather step (the plans share steps)
+        self._sig_memo: Memo = {}  # each tensor's layout
+        self._spared: Memo = {}  # with_spare_axes's answer per gather step (the plans share steps)
 
     # -- compute layouts ---------------------------------------------------------------------------
 
@@ -215,10 +216,7 @@ class EinsumPlanner:
         memo = self._sig_memo
 
         def lay(t: Tensor) -> Any:
-            got = memo.get(id(t))
-            if got is None or got[0] is not t:
-                got = memo[id(t)] = (t, t.layout())
-            return got[1]
+            return per_object(memo, t, Tensor.layout)
 
         return tuple((s.op, s.axes, s.dim, tuple(lay(t) for t in s.inputs), lay(s.output)) for s in p.steps)
 

@@ -16,6 +16,8 @@ from shardalg.algebra.traffic import Bytes, Sizes, move_bytes, rank_table, step_
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
 
+from .memo import Memo, per_object
+
 __all__ = ["plan_bytes", "default_key", "BytesKey", "weighed_key", "sort_plans", "plan_text_key"]
 
 
@@ -36,17 +38,14 @@ class BytesKey:
 
     def __init__(self, mesh: Mesh, sizes: Sizes):
         self.mesh, self.sizes, self.table = mesh, sizes, rank_table(mesh)
-        self._ranks: dict[int, tuple[Step, int]] = {}  # per step object: the plans of one einsum share steps
+        self._ranks: Memo = {}  # per step object: the plans of one einsum share steps
 
     def head(self, plan: Plan) -> tuple[int, int]:
-        mesh, sizes, table, ranks = self.mesh, self.sizes, self.table, self._ranks
-        ranked = 0
-        for s in plan.steps:
-            got = ranks.get(id(s))
-            if got is None or got[0] is not s:
-                got = ranks[id(s)] = (s, step_rank(s.op, s.axes, s.inputs[0], s.output, mesh, sizes, table))
-            ranked += got[1]
+        ranked = sum(per_object(self._ranks, s, self._rank) for s in plan.steps)
         return ranked, len(plan.steps)
+
+    def _rank(self, s: Step) -> int:
+        return step_rank(s.op, s.axes, s.inputs[0], s.output, self.mesh, self.sizes, self.table)
 
     def __call__(self, plan: Plan) -> Any:
         return (*self.head(plan), plan_text_key(plan))

@@ -14,6 +14,7 @@ from shardalg.algebra.traffic import Sizes
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
 
+from .memo import Memo, per_object
 from .space import Move
 
 __all__ = ["fmt", "build_steps", "step_reason", "with_spare_axes"]
@@ -61,8 +62,7 @@ def build_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step
     return tuple(steps)
 
 
-def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes,
-                    memo: dict[int, tuple[Step, tuple[Step, Step] | None]] | None = None) -> Plan | None:  # fmt: skip
+def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None) -> Plan | None:
     """The plan with each single-dim AllGather preceded by a free slice onto the spare replicated axes,
     so the gather runs over more axes (more links, same bytes: the book's question 2); None when no
     gather has a spare axis. ``memo`` keeps each gather's answer by step object, for a caller whose plans
@@ -75,10 +75,7 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes,
         elif memo is None:
             spared = _spared(s, mesh, sizes)
         else:
-            got = memo.get(id(s))
-            if got is None or got[0] is not s:
-                got = memo[id(s)] = (s, _spared(s, mesh, sizes))
-            spared = got[1]
+            spared = per_object(memo, s, lambda g: _spared(g, mesh, sizes))
         if spared is None:
             steps.append(s)
         else:
