@@ -12,7 +12,7 @@ Shift's last item is its signed offset (``Shift_{X,+1}``), and a signed number i
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -334,10 +334,13 @@ def _roles(lines: list[RoleLine]) -> Roles | None:
     return Roles(*(tuple(named[role]) for role in Role), tuple(tokens), layers)
 
 
+# Each rule's or alias's builder by name: what the fast path calls and lark's transformer wraps.
+BUILDERS: dict[str, Callable[..., Any]] = {name: fn for name, fn in vars(Builders).items() if not name.startswith("_")}
+
+
 @cache
 def transformer() -> Any:
     """lark's Transformer over the same builders (lark's route: a parse tree to the AST), made on first use."""
     from lark import Transformer, v_args
 
-    methods = {name: fn for name, fn in vars(Builders).items() if not name.startswith("_")}
-    return v_args(inline=True, meta=True)(type("ToAST", (Transformer,), methods))()
+    return v_args(inline=True, meta=True)(type("ToAST", (Transformer,), dict(BUILDERS)))()

@@ -21,7 +21,7 @@ from typing import Any
 
 from shardalg.errors import Span
 
-from .build import Builders
+from .build import BUILDERS, Builders
 from .grammar import START, cache_dir, grammar_text
 
 # lark's own route is parse -> Tree (propagate_positions) -> transformer; most of its time goes to
@@ -181,8 +181,7 @@ class FastParser:
         self.start_states, self.end_states = tables["start"], tables["end"]
         self._lexer_data = tables["lexers"]
         self.lexers: dict[int, tuple[list[Any], frozenset[str], frozenset[str], dict[str, list[Any]]]] = {}
-        builders = {name: fn for name, fn in vars(Builders).items() if not name.startswith("_")}
-        reducers = [(size, origin, include, trailing, expand1, None if name is None else builders.get(name) or
+        reducers = [(size, origin, include, trailing, expand1, None if name is None else BUILDERS.get(name) or
                      _no_builder) for size, origin, include, trailing, expand1, name in tables["reducers"]]  # fmt: skip
         self.actions = {state: {t: (is_shift, arg if is_shift else reducers[arg]) for t, (is_shift, arg) in row.items()}
                         for state, row in tables["actions"].items()}  # fmt: skip
