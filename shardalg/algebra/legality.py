@@ -358,8 +358,20 @@ def _bounded(node: Node, ctx: Context) -> None:
         limits.require("axes", len(ctx.mesh), f"the mesh {', '.join(ctx.mesh.names)}")
 
 
-def _findings(node_or_text: Node | str, mesh, sizes) -> Iterator[tuple[Violation, str]]:
-    """Every finding with what it is here: ``"error"`` or ``"note"``."""
+_BY_TYPE: dict[type, tuple[Rule, ...]] = {}
+
+
+def _rules_for(kind: type) -> tuple[Rule, ...]:
+    """The rules that apply to nodes of one type, in table order (found once per type)."""
+    got = _BY_TYPE.get(kind)
+    if got is None:
+        got = _BY_TYPE[kind] = tuple(r for r in RULES if issubclass(kind, r.node))
+    return got
+
+
+def _findings(node_or_text: Node | str, mesh, sizes, want: str) -> Iterator[Violation]:
+    """Every finding of kind ``want`` here: ``"error"`` or ``"note"`` (a rule that can only give the other
+    kind at a site is not run there)."""
     node = _parsed(node_or_text)
     ctx = context_for(node, mesh, sizes)
     _bounded(node, ctx)
@@ -367,15 +379,13 @@ def _findings(node_or_text: Node | str, mesh, sizes) -> Iterator[tuple[Violation
         if isinstance(site, Tensor):
             limits.require("dims", len(site.dims), lambda site=site: f"the tensor {text_of(site)[:60]}", span=site.span)
         planned = isinstance(site, Product) and not site.local and not nested
-        local = replace(ctx, result=result)
-        for rule in RULES:
-            if not isinstance(site, rule.node):
-                continue
+        local = ctx if result is ctx.result else replace(ctx, result=result)
+        for rule in _rules_for(type(site)):
             kind = rule.planned if planned else "error"
-            if kind == "skip":
+            if kind != want:
                 continue
             for message, span, fix in rule.check(site, local):
-                yield Violation(rule.name, rule.error, message, span, fix, ctx.source), kind
+                yield Violation(rule.name, rule.error, message, span, fix, ctx.source)
 
 
 def check(node_or_text: Node | str, mesh=None, sizes=None) -> Violations:
@@ -385,13 +395,13 @@ def check(node_or_text: Node | str, mesh=None, sizes=None) -> Violations:
     ``sizes`` (a mapping or ``"I=1024"``) binds dim sizes beyond the literal ones and the ``where`` clause.
     Over a limit of :mod:`shardalg.limits` (mesh axes, dims per tensor) it refuses up front.
     """
-    return Violations(v for v, kind in _findings(node_or_text, mesh, sizes) if kind == "error")
+    return Violations(_findings(node_or_text, mesh, sizes, "error"))
 
 
 def notes(node_or_text: Node | str, mesh=None, sizes=None) -> list[Violation]:
     """What the plans of a legal statement must fix: the findings of the local-product rules on products
     the planner plans (case 4, unreduced operands, batch dims sharded differently)."""
-    return [v for v, kind in _findings(node_or_text, mesh, sizes) if kind == "note"]
+    return list(_findings(node_or_text, mesh, sizes, "note"))
 
 
 def check_or_raise(node_or_text: Node | str, mesh=None, sizes=None) -> Node:
