@@ -77,7 +77,7 @@ class Mesh:
     ``Mesh.parse("X=4,Y=2")`` (the CLI's ``--mesh`` form).
     """
 
-    __slots__ = ("_axes", "_index")
+    __slots__ = ("_axes", "_index", "_names", "_hash")
 
     def __init__(self, axes: Mapping[str, int | None] | Iterable[Axis] | None = None, /, **sizes: int | None):
         items: list[Axis] = []
@@ -96,6 +96,9 @@ class Mesh:
             index[a.name] = a
         self._axes = tuple(items)
         self._index = index
+        # a mesh is immutable: its names and hash are made once (every cache of the planner is keyed by a mesh)
+        self._names = tuple(a.name for a in self._axes)
+        self._hash = hash(self._axes)
 
     @classmethod
     def parse(cls, text: str) -> Mesh:
@@ -116,7 +119,7 @@ class Mesh:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self._axes)
+        return self._names
 
     def __getitem__(self, name: str) -> Axis:
         try:
@@ -174,7 +177,11 @@ class Mesh:
         return isinstance(other, Mesh) and self._axes == other._axes
 
     def __hash__(self) -> int:
-        return hash(self._axes)
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[Mesh], tuple[tuple[Axis, ...]]]:
+        """Pickled as its axes, so another process hashes it anew (string hashes differ per process)."""
+        return Mesh, (self._axes,)
 
     def __repr__(self) -> str:
         def one(a: Axis) -> str:

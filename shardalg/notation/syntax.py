@@ -47,6 +47,10 @@ __all__ = [
 class DType(enum.Enum):
     """Element types, with their canonical spelling as the value."""
 
+    # members compare by identity, so they hash by it too: in C, not Enum's Python __hash__ (planning and
+    # costing look ops and dtypes up in dicts hundreds of times a plan)
+    __hash__ = object.__hash__
+
     FP64 = "fp64"
     FP32 = "fp32"
     BF16 = "bf16"
@@ -101,6 +105,10 @@ def dtype_named(name: str) -> DType:
 class Op(enum.Enum):
     """The operations a statement or a plan step can perform. The value is the book's name."""
 
+    # members compare by identity, so they hash by it too: in C, not Enum's Python __hash__ (planning and
+    # costing look ops and dtypes up in dicts hundreds of times a plan)
+    __hash__ = object.__hash__
+
     ALL_GATHER = "AllGather"
     REDUCE_SCATTER = "ReduceScatter"
     ALL_REDUCE = "AllReduce"
@@ -139,9 +147,14 @@ class Node:
         return replace(self, **changes)
 
     def __str__(self) -> str:
-        from .printing import text
+        """The node in the canonical text notation, printed once (nodes are immutable; planners' reasons print
+        the same tensors again and again)."""
+        got = self.__dict__.get("_text")
+        if got is None:
+            from .printing import text
 
-        return text(self)
+            got = self.__dict__["_text"] = text(self)
+        return got
 
     def latex(self) -> str:
         from .printing import latex
@@ -181,7 +194,8 @@ class Dim(Node):
     def __post_init__(self) -> None:
         if (self.name is None) == (self.size is None):
             raise ValueError("a Dim has a name or a literal size, not both and not neither")
-        object.__setattr__(self, "axes", tuple(self.axes))
+        if type(self.axes) is not tuple:
+            object.__setattr__(self, "axes", tuple(self.axes))
 
     @property
     def label(self) -> str:
@@ -189,7 +203,7 @@ class Dim(Node):
         return self.name if self.name is not None else str(self.size)
 
     def with_axes(self, axes: tuple[str, ...]) -> Dim:
-        return replace(self, axes=tuple(axes))
+        return Dim(self.name, tuple(axes), self.size, span=self.span)  # as replace(), without its field walk
 
 
 @dataclass(frozen=True, repr=False)
@@ -208,20 +222,29 @@ class Tensor(Node):
     dtype: DType | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "dims", tuple(self.dims))
-        object.__setattr__(self, "unreduced", tuple(sorted(self.unreduced)))
-        object.__setattr__(self, "invariant", tuple(sorted(self.invariant)))
+        # normalized only when needed: the planner makes many tensors, most of them from tuples already sorted
+        if type(self.dims) is not tuple:
+            object.__setattr__(self, "dims", tuple(self.dims))
+        for name in ("unreduced", "invariant"):
+            axes = getattr(self, name)
+            if type(axes) is not tuple or len(axes) > 1:
+                object.__setattr__(self, name, tuple(sorted(axes)))
 
     @cached_property
     def dim_names(self) -> tuple[str, ...]:
         """Each dim's label, in order (made once per tensor: planning asks for it often)."""
         return tuple(d.label for d in self.dims)
 
-    def dim(self, name: str) -> Dim:
+    @cached_property
+    def _dims_by_label(self) -> dict[str, Dim]:
+        """Each dim by its label (the first, should a label repeat, as an illegal tensor may)."""
+        out: dict[str, Dim] = {}
         for d in self.dims:
-            if d.label == name:
-                return d
-        raise KeyError(name)
+            out.setdefault(d.label, d)
+        return out
+
+    def dim(self, name: str) -> Dim:
+        return self._dims_by_label[name]
 
     def axes_of(self, name: str) -> tuple[str, ...]:
         """The axes that shard dim ``name`` (empty when replicated)."""
@@ -240,7 +263,7 @@ class Tensor(Node):
     def with_axes(self, name: str, axes: tuple[str, ...]) -> Tensor:
         """The same tensor with dim ``name`` sharded over ``axes``."""
         dims = tuple(d.with_axes(axes) if d.label == name else d for d in self.dims)
-        return replace(self, dims=dims)
+        return Tensor(self.name, dims, self.unreduced, self.invariant, self.dtype, span=self.span)
 
     def layout(self) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...], tuple[str, ...]]:
         """The sharding alone: (axes per dim, unreduced, invariant); equal layouts place data alike."""
