@@ -30,7 +30,7 @@ from . import schedule as sched
 from .programplan import plan_of, program_plan
 from .stepcost import Options
 from .steps import StepCost, numeric, seconds_of, step_cost
-from .terms import ZERO, Term, add, maximum, point
+from .terms import ZERO, Point, Term, add, maximum, point
 
 __all__ = ["PlanCost", "plan_cost", "plan_of", "cost", "step_seconds", "fast_seconds"]
 
@@ -50,8 +50,12 @@ class PlanCost:
     """
 
     def __init__(self, steps: tuple[StepCost, ...], overlap: str, values: Mapping[sympy.Symbol, float],
-                 model: str, notes: tuple[str, ...] = (), exact: bool = False, ring: str = "bi"):  # fmt: skip
+                 model: str, notes: tuple[str, ...] = (), exact: bool = False, ring: str = "bi", *,
+                 inputs: tuple[object, ...] = (), at: Point | None = None):  # fmt: skip
         self.steps = steps
+        self.inputs = inputs  # the plan's inputs, there from the start (the schedule's dependencies)
+        if at is not None:  # ``values`` already keyed for evaluating terms (an Options' point)
+            self._point = at
         self.overlap = sched.as_policy(overlap)
         self.values = values
         self.model = model
@@ -65,7 +69,8 @@ class PlanCost:
         policy = sched.as_policy(overlap, self.overlap)
         if policy == self.overlap:
             return self
-        return PlanCost(self.steps, policy, self.values, self.model, self.notes, self.exact, self.ring)
+        return PlanCost(self.steps, policy, self.values, self.model, self.notes, self.exact, self.ring,
+                        inputs=self.inputs, at=self._point)
 
     @cached_property
     def _point(self):
@@ -74,7 +79,7 @@ class PlanCost:
     @cached_property
     def _shape(self) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[int, ...], ...]]:
         steps = [s.step for s in self.steps]
-        return tuple(sched.lanes_of(s) for s in steps), sched.dependencies(steps)
+        return tuple(sched.lanes_of(s) for s in steps), sched.dependencies(steps, self.inputs)
 
     def schedule_of(self, overlap: object = None, *, compute: bool = True) -> sched.Schedule:
         """The steps on their resources under ``overlap`` (default: this cost's policy); with
@@ -235,7 +240,8 @@ def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bo
 
 def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
     steps = tuple(step_cost(s, opts) for s in plan.steps)
-    return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring)
+    return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring, inputs=plan.inputs,
+                    at=opts.point)
 
 
 def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object = None, *,
@@ -261,19 +267,20 @@ def fast_seconds(opts: Options, policy: str) -> Callable[[Plan], float | None]:
     """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
     the ranking's key. Each step's time is memoized; None while a size is unbound."""
     at = opts.point
-    memo: dict[Step, float | None] = {}
+    memo: dict[int, tuple[Step, float | None]] = {}  # by step object (kept beside its time): plans share steps
 
     def seconds(plan: Plan) -> float | None:
         durations = []
         for s in plan.steps:
-            got = memo.get(s, memo)
-            if got is memo:
-                got = memo[s] = seconds_of(s, opts, at)
+            hit = memo.get(id(s))
+            if hit is None or hit[0] is not s:
+                hit = memo[id(s)] = (s, seconds_of(s, opts, at))
+            got = hit[1]
             if got is None:
                 return None
             durations.append(got)
         lanes = [sched.lanes_of(s) for s in plan.steps]
-        return sched.seconds(durations, lanes, sched.dependencies(plan.steps), policy)
+        return sched.seconds(durations, lanes, sched.dependencies(plan.steps, plan.inputs), policy)
 
     return seconds
 

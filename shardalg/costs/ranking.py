@@ -23,6 +23,7 @@ from shardalg.notation.printing.display import bytes_text, seconds_text
 from shardalg.notation.syntax import Tensor
 from shardalg.planning import planner
 from shardalg.planning import redistribute as resharding
+from shardalg.planning.order import HeadKey
 from shardalg.planning.planner import Key
 from shardalg.planning.planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 
@@ -39,11 +40,11 @@ def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None, ove
     by_bytes = resharding.default_key(mesh, sizes)
     seconds = fast_seconds(_options(mesh, sizes.known, hw, model, exact=exact, ring=ring), as_policy(overlap))
 
-    def key(p: Plan) -> Any:
+    def head(p: Plan) -> tuple[Any, ...]:
         t = seconds(p)
-        return (t is None, t or 0.0, by_bytes(p))
+        return (t is None, t or 0.0, *by_bytes.head(p))
 
-    return key
+    return HeadKey(head)  # the steps' text is built only for plans that tie on the rest
 
 
 def plans(

@@ -63,19 +63,20 @@ def lanes_of(step: Step) -> tuple[str, ...]:
     return step.axes if step.communicates else ()
 
 
-def dependencies(steps: Sequence[Step]) -> tuple[tuple[int, ...], ...]:
-    """For each step, the earlier steps that produced its inputs (the latest producer of each value)."""
+def dependencies(steps: Sequence[Step], given: Sequence[object] = ()) -> tuple[tuple[int, ...], ...]:
+    """For each step, the earlier steps that produced its inputs (the latest producer of each value). A
+    tensor of ``given`` (a plan's inputs: there from the start) that no step made, read as that very object,
+    waits for nothing; any other input not made by a step waits for the latest step that made an equal value
+    (a program writes a value again)."""
+    start = {id(t) for t in given}
     outputs: list[object] = []
+    latest: dict[int, int] = {}  # id of an output -> the last step that made that object (kept in outputs)
     out = []
     for s in steps:
         found: list[int] = []
         for t in s.inputs:
-            hit = -1
-            for j in range(len(outputs) - 1, -1, -1):  # the same object: the planner passes values on
-                if outputs[j] is t:
-                    hit = j
-                    break
-            else:
+            hit = latest.get(id(t), -1)  # the same object: the planner passes values on
+            if hit < 0 and id(t) not in start:
                 for j in range(len(outputs) - 1, -1, -1):  # an equal value, as a program writes it again
                     if outputs[j] == t:
                         hit = j
@@ -83,6 +84,7 @@ def dependencies(steps: Sequence[Step]) -> tuple[tuple[int, ...], ...]:
             if hit >= 0 and hit not in found:
                 found.append(hit)
         out.append(tuple(sorted(found)))
+        latest[id(s.output)] = len(outputs)
         outputs.append(s.output)
     return tuple(out)
 

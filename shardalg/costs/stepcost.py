@@ -243,13 +243,22 @@ class Options:
 
     @classmethod
     def make(cls, mesh, sizes=None, hw=None, model=None, **kw) -> Options:
-        """The options of a call, shared between calls with the same arguments (a few hundred are kept)."""
+        """The options of a call, shared between calls with the same arguments (a few hundred are kept).
+        A call with the same mesh object, equal sizes and the same chip name or model as the last one takes
+        the last one's options without checking the sizes again (a caller pricing many plans repeats them)."""
+        last = _LAST.get("call")
+        if (last is not None and last[0] is mesh and last[2] == hw and last[3] == model and last[4] == kw
+                and last[1] == sizes):  # fmt: skip
+            return last[5]
         m, sz = as_mesh(mesh), as_sizes(sizes)
         key = (m, tuple(sorted(sz.items())), hw, model, tuple(sorted(kw.items())))
         try:
-            return _made(key)
+            made = _made(key)
         except TypeError:  # an unhashable argument (a user's chip with mutable parts): not shared
             return cls._make(m, sz, hw, model, **kw)
+        if isinstance(hw, str | None) and isinstance(sizes, dict | str | None):  # values compared next time
+            _LAST["call"] = (mesh, dict(sizes) if isinstance(sizes, dict) else sizes, hw, model, dict(kw), made)
+        return made
 
     @classmethod
     def _make(cls, m, sizes, hw, model, **kw) -> Options:
@@ -303,6 +312,15 @@ class Options:
         if d.label in self.sizes:
             return Integer(self.sizes[d.label])
         return dim_size(d.label)
+
+
+_LAST: dict[str, tuple] = {}  # the last call of Options.make and its answer
+
+
+def clear_caches() -> None:
+    """Forget every Options made (a fresh start)."""
+    _made.cache_clear()
+    _LAST.clear()
 
 
 @lru_cache(maxsize=256)

@@ -78,6 +78,26 @@ def _einsum_time(left: Tensor, right: Tensor, opts: Options) -> Term:
     return _mono(per_mac * num, den, powers)
 
 
+TERMS_KEPT = 1 << 14  # step terms memoized per Options before the memo starts again
+
+
+def _terms(opts: Options) -> dict:
+    """The memo of step terms by value on ``opts`` (the plans of one einsum, and the einsums of one search,
+    share steps that are equal but not the same objects): a term depends on the op, its axes (and the unit
+    cost worked out for them, which the key holds so a replaced model constant is not missed), and the dims and
+    dtype of the tensors it reads; not on names or reasons. Bounded: it starts again past TERMS_KEPT."""
+    memo = opts._memo.get("terms")
+    if memo is None or len(memo) >= TERMS_KEPT:
+        memo = opts._memo["terms"] = {}
+    return memo
+
+
+def _shape_key(t: Tensor) -> tuple:
+    """What a step's terms read of a tensor, as plain tuples (cheap to hash): its dims' labels (a literal
+    size is its own label), their axes, its dtype."""
+    return t.dim_names, tuple([d.axes for d in t.dims]), t.dtype
+
+
 class StepCost:
     """One step's share as light terms (:mod:`shardalg.costs.terms`; ``str`` and ``.sympy()`` give the
     formula): bytes V its collective moves, its CommCost, FLOPs and HBM bytes, and times. Each is worked out
@@ -120,11 +140,18 @@ class StepCost:
             elif self._comm is None and unit.overlapped and all(isinstance(lat, Term) and type(b) is Mono
                                                                 for lat, b in unit.parts):
                 # the common case, without building the step's CommCost: each phase's bandwidth times V
-                v = group_bytes(s.op, s.inputs[0], s.axes, self.opts)
-                if self.opts.latency:
-                    self._comms = add(*(maximum(lat, b * v) for lat, b in unit.parts))
-                else:
-                    self._comms = add(*(b * v for _, b in unit.parts))
+                t = s.inputs[0]
+                key = ("comms", id(unit), s.op, s.axes, _shape_key(t))
+                terms = _terms(self.opts)
+                got = terms.get(key)
+                if got is None or got[0] is not unit:  # the unit is kept beside the term: its id is not reused
+                    v = group_bytes(s.op, t, s.axes, self.opts)
+                    if self.opts.latency:
+                        term = add(*(maximum(lat, b * v) for lat, b in unit.parts))
+                    else:
+                        term = add(*(b * v for _, b in unit.parts))
+                    got = terms[key] = (unit, term)
+                self._comms = got[1]
             else:
                 self._comms = self.comm.term(self.opts.latency)
         return self._comms
@@ -140,7 +167,16 @@ class StepCost:
     def compute(self) -> Term:
         if self._compute is None:
             s = self.step
-            self._compute = _einsum_time(s.inputs[0], s.inputs[1], self.opts) if s.op is Op.EINSUM else ZERO
+            if s.op is Op.EINSUM:
+                left, right = s.inputs
+                key = ("compute", _shape_key(left), _shape_key(right), sc.FLOPS_PER_MAC, sc.FLOPS)
+                terms = _terms(self.opts)
+                got = terms.get(key)
+                if got is None:
+                    got = terms[key] = _einsum_time(left, right, self.opts)
+                self._compute = got
+            else:
+                self._compute = ZERO
         return self._compute
 
     @property

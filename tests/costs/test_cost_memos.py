@@ -1,0 +1,123 @@
+"""The memos of the cost path give the same answers as working everything out: a step's terms shared by
+equal steps (and worked out again when a model constant changes), the last call's options (made again when
+the sizes change), the schedule's dependencies read by identity, and the two-pass ranking by seconds."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.traffic import Sizes
+from shardalg.costs import schedule as sched
+from shardalg.costs import stepcost as sc
+from shardalg.costs.plancost import plan_cost
+from shardalg.costs.ranking import plans as ranked
+from shardalg.costs.ranking import seconds_key
+from shardalg.costs.stepcost import Options
+from shardalg.notation.parse import parse_tensor
+from shardalg.notation.plan import Step
+from shardalg.notation.syntax import Op, Tensor
+from shardalg.planning.order import HeadKey, plan_text_key
+
+MESH = Mesh(X=2, Y=4)
+SIZES = {"I": 1024, "J": 8192, "K": 4096}
+CASES = (
+    "A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]",
+    "A[I_X, J_Y] · B[J, K] -> C[I_X, K]",
+    "A[I_X, J_Y] · B[J_Y, K] -> C[I_X, K]",
+    "A[I_X, J] · B[J, K_X] -> C[I_X, K]",
+)
+
+
+def _gather(name: str) -> Step:
+    before, after = parse_tensor(f"{name}[I_X, J]"), parse_tensor(f"{name}[I, J]")
+    return Step(Op.ALL_GATHER, (before,), after, ("X",))
+
+
+def test_equal_steps_of_other_names_share_their_terms_and_keep_their_own_step():
+    opts = Options.make(MESH, SIZES)
+    a, b = _gather("A"), _gather("B")
+    ca, cb = sc_step(a, opts), sc_step(b, opts)
+    assert ca.comms is cb.comms  # one term for both: the names take no part
+    assert ca.step is a and cb.step is b  # each cost still prints its own step
+
+
+def sc_step(step: Step, opts: Options):
+    from shardalg.costs.steps import step_cost
+
+    return step_cost(step, opts)
+
+
+def test_a_replaced_constant_is_not_read_from_the_memo(monkeypatch):
+    opts = Options.make(MESH, SIZES)
+    step = _gather("A")
+    before = sc_step(step, opts).comms.sympy()
+    monkeypatch.setattr(sc, "W_ICI", 2 * sc.W_ICI)
+    after = sc_step(step, opts).comms.sympy()
+    assert sympy.simplify(before / after) != 1  # the bandwidth doubled: the time is not the memo's
+
+
+def test_the_last_options_are_made_again_when_the_sizes_change():
+    sizes = dict(SIZES)
+    first = Options.make(MESH, sizes, "tpu-v5p")
+    assert Options.make(MESH, sizes, "tpu-v5p") is first
+    sizes["I"] = 2048  # the same dict, changed
+    second = Options.make(MESH, sizes, "tpu-v5p")
+    assert second is not first and second.sizes["I"] == 2048
+    assert Options.make(MESH, sizes, "tpu-v5e").chip.name != second.chip.name
+
+
+def test_a_plan_input_read_again_waits_for_nothing():
+    a = parse_tensor("A[I_X, J]")
+    gathered = parse_tensor("A[I, J]")
+    sliced = parse_tensor("A[I_X, J]")  # equal to the input, made by a step
+    steps = [
+        Step(Op.ALL_GATHER, (a,), gathered, ("X",)),
+        Step(Op.SLICE, (gathered,), sliced, ("X",), "I"),
+        Step(Op.ALL_GATHER, (a,), parse_tensor("A[I, J]"), ("X",)),  # reads the input object itself
+    ]
+    assert sched.dependencies(steps, (a,)) == ((), (0,), ())
+    # without being told it is an input, an equal value made by a step is waited for (a program's reading)
+    assert sched.dependencies(steps) == ((), (0,), (1,))
+
+
+def test_costs_are_the_same_in_a_fresh_process_order():
+    """Every book case's plan costs, priced twice in a different order, agree (the memos hold no order)."""
+    found = [(case, p) for case in CASES for p in ranked(case, MESH, SIZES, hw="tpu-v5p")]
+    first = [(str(plan_cost(p, MESH, SIZES, hw="tpu-v5p").total)) for _, p in found]
+    order = list(range(len(found)))
+    random.Random(3).shuffle(order)
+    sc.clear_caches()
+    again = {i: str(plan_cost(found[i][1], MESH, SIZES, hw="tpu-v5p").total) for i in order}
+    assert [again[i] for i in range(len(found))] == first
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(CASES), st.sampled_from(["schedule", "steady", "serial"]))
+def test_the_two_pass_sort_is_the_sort_by_the_whole_key(case, policy):
+    found = list(ranked(case, MESH, SIZES))  # by bytes: every plan, in another order
+    key = seconds_key(MESH, Sizes(SIZES), "tpu-v5p", overlap=policy)
+    assert isinstance(key, HeadKey)
+    from shardalg.planning.order import sort_plans
+
+    two_pass = list(found)
+    sort_plans(two_pass, key)
+    assert two_pass == sorted(found, key=lambda p: (*key.head(p), plan_text_key(p)))
+
+
+def test_a_mesh_pickles_as_its_axes():
+    again = pickle.loads(pickle.dumps(MESH))
+    assert again == MESH and hash(again) == hash(MESH) and again.names == ("X", "Y")
+    assert {MESH: 1}[again] == 1
+
+
+def test_a_tensor_prints_once_and_the_same():
+    t = parse_tensor("A[I_XY, J]{U_Z}")
+    assert str(t) is str(t) and str(t) == "A[I_XY, J]{U_Z}"
+    moved = t.with_axes("J", ("W",))
+    assert isinstance(moved, Tensor) and str(moved) == "A[I_XY, J_W]{U_Z}" and moved.with_axes("J", ()) == t
