@@ -74,8 +74,10 @@ class EinsumPlanner:
         self.cuts: list[str] = []  # notes of the limits that cut the answer
         self.layouts_tried = 0
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
-        self._sig_memo: Memo = {}  # each tensor's layout
+        self._sig_memo: Memo = {}  # each step's part of a plan's signature
         self._spared: Memo = {}  # with_spare_axes's answer per gather step (the plans share steps)
+        self._reasoned: dict[tuple[int, tuple[str, ...]], tuple[Step, Step]] = {}  # see _prep
+        self._slices: Memo = {}  # and its slice onto the spare axes per gathered tensor (the steps share them)
 
     # -- compute layouts ---------------------------------------------------------------------------
 
@@ -203,7 +205,7 @@ class EinsumPlanner:
 
     def _add(self, p: Plan, found: list[Plan], seen: set[tuple[Any, ...]]) -> None:
         """Add a plan and its spare-axes variant, unless an equal plan is there already."""
-        for variant in (p, with_spare_axes(p, self.mesh, self.sizes, self._spared)):
+        for variant in (p, with_spare_axes(p, self.mesh, self.sizes, self._spared, self._slices)):
             if variant is not None:
                 sig = self._signature(variant)
                 if sig not in seen:
@@ -213,12 +215,8 @@ class EinsumPlanner:
     def _signature(self, p: Plan) -> tuple[Any, ...]:
         """A plan's steps as plain values (cheap to hash): equal signatures are equal plans (the names, dims
         and dtypes of the tensors are fixed by their place in this einsum)."""
-        memo = self._sig_memo
-
-        def lay(t: Tensor) -> Any:
-            return per_object(memo, t, Tensor.layout)
-
-        return tuple((s.op, s.axes, s.dim, tuple(lay(t) for t in s.inputs), lay(s.output)) for s in p.steps)
+        memo = self._sig_memo  # each step's part made once per step object (the plans share steps)
+        return tuple([per_object(memo, s, _step_signature) for s in p.steps])
 
     # -- assembling plans --------------------------------------------------------------------------
 
@@ -238,8 +236,16 @@ class EinsumPlanner:
         if Layout.of(src) == Layout.of(dst):
             return [()]
         out = []
+        memo = self._reasoned
         for steps in self._sequences(src, dst):
-            out.append(tuple(_reasoned(s, [reasons.get((side, a), "") for a in s.axes]) for s in steps))
+            prepared = []
+            for s in steps:  # one reasoned step per (step, reasons): the candidates share preparations
+                why = tuple([reasons.get((side, a), "") for a in s.axes])
+                got = memo.get((id(s), why))
+                if got is None or got[0] is not s:
+                    got = memo[(id(s), why)] = (s, _reasoned(s, why))
+                prepared.append(got[1])
+            out.append(tuple(prepared))
         return out
 
     def _assemble(self, left: Tensor, right: Tensor, out: Tensor, reasons: Reasons) -> Iterator[Plan]:
@@ -311,11 +317,15 @@ class EinsumPlanner:
                 yield (self.finish_reason(Step(Op.REDUCE_SCATTER, (out,), nxt, u, d), out),), ""
 
 
+def _step_signature(s: Step) -> tuple[Any, ...]:
+    return s.op, s.axes, s.dim, tuple([t.layout() for t in s.inputs]), s.output.layout()
+
+
 def _with_reason(step: Step, why: str) -> Step:
     return Step(step.op, step.inputs, step.output, step.axes, step.dim, step.contract, step.local, why)
 
 
-def _reasoned(step: Step, reasons: list[str]) -> Step:
+def _reasoned(step: Step, reasons: tuple[str, ...]) -> Step:
     """A preparing step's reason: why the axes it moves had to move (a Permute: which dims it re-lays)."""
     if step.op is Op.PERMUTE:
         before, after = step.inputs[0], step.output

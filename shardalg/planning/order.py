@@ -18,7 +18,7 @@ from shardalg.notation.syntax import Op, Tensor
 
 from .memo import Memo, per_object
 
-__all__ = ["plan_bytes", "default_key", "BytesKey", "weighed_key", "sort_plans", "plan_text_key"]
+__all__ = ["plan_bytes", "default_key", "BytesKey", "HeadKey", "weighed_key", "sort_plans", "plan_text_key"]
 
 
 def plan_bytes(plan: Plan, mesh: Mesh, sizes: Sizes) -> Bytes:
@@ -80,9 +80,21 @@ def plan_text_key(plan: Plan) -> tuple[Any, ...]:
     ) + (t(plan.output),)
 
 
+class HeadKey:
+    """A ranking in two parts, so :func:`sort_plans` can sort in two passes: ``head(plan)`` (cheap) and the
+    plan's text key, which only breaks ties; calling it gives the whole key, ``(*head, text)``."""
+
+    def __init__(self, head: Callable[[Plan], tuple[Any, ...]]):
+        self.head = head
+
+    def __call__(self, plan: Plan) -> Any:
+        return (*self.head(plan), plan_text_key(plan))
+
+
 def sort_plans(plans: list[Plan], key: Callable[[Plan], Any]) -> None:
-    """Sort in place by ``key``; a :class:`BytesKey` sorts by its head first and breaks ties by text."""
-    if not isinstance(key, BytesKey):
+    """Sort in place by ``key``; a :class:`BytesKey` or a :class:`HeadKey` sorts by its head first and breaks
+    ties by text."""
+    if not isinstance(key, BytesKey | HeadKey):
         plans.sort(key=key)
         return
     heads = {id(p): key.head(p) for p in plans}

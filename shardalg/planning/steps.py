@@ -62,11 +62,12 @@ def build_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step
     return tuple(steps)
 
 
-def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None) -> Plan | None:
+def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None,
+                    slices: Memo | None = None) -> Plan | None:  # fmt: skip
     """The plan with each single-dim AllGather preceded by a free slice onto the spare replicated axes,
     so the gather runs over more axes (more links, same bytes: the book's question 2); None when no
-    gather has a spare axis. ``memo`` keeps each gather's answer by step object, for a caller whose plans
-    share steps (one einsum's planner)."""
+    gather has a spare axis. ``memo`` keeps each gather's answer by step object and ``slices`` each slice by
+    gathered tensor object, for a caller whose plans share steps and tensors (one einsum's planner)."""
     steps: list[Step] = []
     changed = False
     for s in p.steps:
@@ -75,7 +76,7 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None)
         elif memo is None:
             spared = _spared(s, mesh, sizes)
         else:
-            spared = per_object(memo, s, lambda g: _spared(g, mesh, sizes))
+            spared = per_object(memo, s, lambda g: _spared(g, mesh, sizes, slices))
         if spared is None:
             steps.append(s)
         else:
@@ -86,14 +87,34 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None)
     return Plan(p.inputs, tuple(steps), p.output, p.cases, note=p.note + "; spare axes sliced first")
 
 
-def _spared(s: Step, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
-    """A gather off one dim as a free slice onto the spare axes, then the gather over more axes (or None)."""
+def _spared(s: Step, mesh: Mesh, sizes: Sizes, memo: Memo | None = None) -> tuple[Step, Step] | None:
+    """A gather off one dim as a free slice onto the spare axes, then the gather over more axes (or None).
+    ``memo`` keeps the slice per gathered tensor object (the gathers of one einsum's plans read the same
+    operands)."""
     t = s.inputs[0]
+    if memo is None:
+        found = _spare_slice(t, s.axes, mesh, sizes)
+    else:
+        by_axes: dict = per_object(memo, t, lambda _: {})
+        if s.axes not in by_axes:
+            by_axes[s.axes] = _spare_slice(t, s.axes, mesh, sizes)
+        found = by_axes[s.axes]
+    if found is None:
+        return None
+    sliced, spare, label, why = found
+    gather_why = (s.reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
+    return (Step(Op.SLICE, (t,), sliced, spare, label, reason=why),
+            Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why))  # fmt: skip
+
+
+def _spare_slice(t: Tensor, axes: tuple[str, ...], mesh: Mesh, sizes: Sizes) -> tuple[Tensor, tuple[str, ...], str, str] | None:
+    """Before gathering ``axes`` of ``t`` off one dim: ``t`` sliced onto the spare axes, the spare axes, the
+    dim and the slice's reason (or None: no spare axis, not one dim, or the slice does not divide)."""
     used = set(t.unreduced).union(*(d.axes for d in t.dims))
     spare = tuple(a for a in mesh.names if a not in used)
     if not spare:
         return None
-    holders = [i for i, d in enumerate(t.dims) if any(a in d.axes for a in s.axes)]
+    holders = [i for i, d in enumerate(t.dims) if any(a in d.axes for a in axes)]
     if len(holders) != 1:
         return None
     i = holders[0]
@@ -103,6 +124,4 @@ def _spared(s: Step, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
     if not sizes.check_divisible(sliced, mesh, dims):
         return None
     why = f"Slice: shard {d.label} over the spare {fmt(spare)} first (free), so the gather uses more links"
-    gather_why = (s.reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
-    return (Step(Op.SLICE, (t,), sliced, spare, d.label, reason=why),
-            Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why))  # fmt: skip
+    return sliced, spare, d.label, why
