@@ -160,6 +160,9 @@ def _drop(t: Tensor, axis: str, kind: str, index: int) -> Tensor:
 
 
 def axis_used_twice(t: Tensor, ctx: Context) -> Iterator[Found]:
+    used = t.used_axes
+    if len(set(used)) == len(used):  # the common case, without walking the places and their spans
+        return
     first: dict[str, tuple[str, int]] = {}
     for axis, kind, index, span in _places(t, ctx.source):
         if axis not in first:
@@ -179,7 +182,8 @@ def axis_used_twice(t: Tensor, ctx: Context) -> Iterator[Found]:
 
 
 def unknown_axis(t: Tensor, ctx: Context) -> Iterator[Found]:
-    if ctx.mesh is None:
+    mesh = ctx.mesh
+    if mesh is None or all(a in mesh for a in t.used_axes):
         return
     names = ", ".join(ctx.mesh.names)
     seen: set[str] = set()

@@ -53,7 +53,10 @@ class EinsumPlanner:
         limits: Limits = DEFAULT_LIMITS,
         weigh: Callable[[Step], float] | None = None,
         overlap: Overlap | None = None,
+        *,
+        checked: bool = False,
     ):
+        """``checked``: the statement passed the legality rules already (its tensors are valid and divide)."""
         self.left, self.right = body.left, body.right
         assert isinstance(self.left, Tensor) and isinstance(self.right, Tensor)
         self.local = body.local
@@ -61,9 +64,10 @@ class EinsumPlanner:
         self.target = result
         self.mesh, self.sizes, self.limits, self.weigh = mesh, sizes, limits, weigh
         self.overlap = overlap if weigh is not None else None
-        for t in (self.left, self.right) + ((result,) if result is not None else ()):
-            validate(t, self.mesh)
-            self.sizes.require_divisible(t, self.mesh)
+        if not checked:
+            for t in (self.left, self.right) + ((result,) if result is not None else ()):
+                validate(t, self.mesh)
+                self.sizes.require_divisible(t, self.mesh)
         self.spec = Spec.of(self.left, self.right, body.contract, result)
         self.name = (result.name if result is not None else None) or default_name(self.left.name, self.right.name)
         dtype = self.left.dtype or self.right.dtype

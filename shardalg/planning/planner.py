@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -59,6 +59,7 @@ class Problem:
     mesh: Mesh
     sizes: Sizes
     target: Tensor | None
+    checked: bool = field(default=False, compare=False)  # by the legality rules (prepare): not checked again
 
 
 def prepare(
@@ -99,7 +100,7 @@ def prepare(
     check_or_raise(written, m, known)
     if target is not None:
         check_or_raise(target, m, known)
-    return Problem(expr, m, Sizes(known), target)
+    return Problem(expr, m, Sizes(known), target, checked=True)
 
 
 def plans(
@@ -151,7 +152,7 @@ def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: 
         return Plans([_collective_plan(body, result, p)])
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    found, cuts = _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh, overlap)
+    found, cuts = _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh, overlap, p.checked)
     found = list(found)
     if not found:
         if cuts:
@@ -174,12 +175,12 @@ def clear_caches() -> None:
 @lru_cache(maxsize=4096)
 def _einsum_plans(
     body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits, weigh: Any,
-    overlap: Any = None,
+    overlap: Any = None, checked: bool = False,
 ) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
     """The plans of one product, unsorted, and the notes of the limits that cut them: memoized, since a
     strategy search plans the same sharded statement for many candidates (plans are immutable; spans take no
     part in the key)."""
-    planner = EinsumPlanner(body, result, mesh, sizes, limits, weigh, overlap)
+    planner = EinsumPlanner(body, result, mesh, sizes, limits, weigh, overlap, checked=checked)
     found = tuple(planner.plans())
     return found, tuple(planner.cuts)
 
