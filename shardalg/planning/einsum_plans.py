@@ -80,7 +80,7 @@ class EinsumPlanner:
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
         self._sig_memo: Memo = {}  # each step's part of a plan's signature
         self._spared: Memo = {}  # with_spare_axes's answer per gather step (the plans share steps)
-        self._reasoned: dict[tuple[int, tuple[str, ...]], tuple[Step, Step]] = {}  # see _prep
+        self._prepared: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # each preparing sequence (see _prep)
         self._slices: Memo = {}  # and its slice onto the spare axes per gathered tensor (the steps share them)
 
     # -- compute layouts ---------------------------------------------------------------------------
@@ -240,16 +240,14 @@ class EinsumPlanner:
         if Layout.of(src) == Layout.of(dst):
             return [()]
         out = []
-        memo = self._reasoned
-        for steps in self._sequences(src, dst):
-            prepared = []
-            for s in steps:  # one reasoned step per (step, reasons): the candidates share preparations
-                why = tuple([reasons.get((side, a), "") for a in s.axes])
-                got = memo.get((id(s), why))
-                if got is None or got[0] is not s:
-                    got = memo[(id(s), why)] = (s, _reasoned(s, why))
-                prepared.append(got[1])
-            out.append(tuple(prepared))
+        memo = self._prepared
+        for steps in self._sequences(src, dst):  # made once per (sequence, reasons): the candidates share them
+            whys = tuple([tuple([reasons.get((side, a), "") for a in s.axes]) for s in steps])
+            key = (id(steps), whys, id(src), id(dst))
+            got = memo.get(key)
+            if got is None or got[0] is not steps:
+                got = memo[key] = (steps, _rewired(tuple(map(_reasoned, steps, whys)), src, dst))
+            out.append(got[1])
         return out
 
     def _assemble(self, left: Tensor, right: Tensor, out: Tensor, reasons: Reasons) -> Iterator[Plan]:
@@ -285,7 +283,8 @@ class EinsumPlanner:
             if Layout.of(out) == Layout.of(self.target):
                 return [((), "")]
             finishes = self._sequences(out, self.target, finish=True)
-            return [(tuple(self.finish_reason(s, out) for s in steps), "") for steps in finishes]
+            return [(_rewired(tuple(self.finish_reason(s, out) for s in steps), out, self.target), "")
+                    for steps in finishes]  # fmt: skip
         if self.local or not out.unreduced:
             return [((), "")]
         return list(self._natural_finishes(out))
@@ -326,7 +325,29 @@ def _step_signature(s: Step) -> tuple[Any, ...]:
 
 
 def _with_reason(step: Step, why: str) -> Step:
-    return Step(step.op, step.inputs, step.output, step.axes, step.dim, step.contract, step.local, why)
+    return Step(step.op, step.inputs, step.output, step.axes, step.dim, step.contract, step.local, why, step.offset)
+
+
+def _rewired(steps: tuple[Step, ...], src: Tensor, dst: Tensor) -> tuple[Step, ...]:
+    """The sequence reading ``src`` itself and writing ``dst`` itself. A resharding search's memoized steps
+    hold the equal tensors of the call that made them; rewired, a plan passes its values on by identity (the
+    schedule then finds each step's producer without comparing tensors)."""
+    if not steps or (steps[0].inputs[0] is src and steps[-1].output is dst):
+        return steps
+    out = list(steps)
+    first, last = out[0], out[-1]
+    if len(out) == 1:
+        out[0] = _io(first, (src,), dst)
+    else:
+        out[0] = _io(first, (src,), first.output)
+        out[-1] = _io(last, last.inputs, dst)
+    return tuple(out)
+
+
+def _io(step: Step, inputs: tuple[Tensor, ...], output: Tensor) -> Step:
+    """``step`` reading and writing these objects, equal to its own (the searches are memoized by equal
+    tensors; a test checks every plan's values chain)."""
+    return Step(step.op, inputs, output, step.axes, step.dim, step.contract, step.local, step.reason, step.offset)
 
 
 def _reasoned(step: Step, reasons: tuple[str, ...]) -> Step:

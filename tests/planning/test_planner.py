@@ -303,6 +303,28 @@ def test_every_plan_equals_the_dense_result(case: tuple[Mesh, Tensor, Tensor, Te
             assert p.output == C
 
 
+@given(einsums())
+def test_every_plan_passes_its_values_on_by_identity(case: tuple[Mesh, Tensor, Tensor, Tensor | None]) -> None:
+    """Each step reads a plan input or an earlier step's output, as that very object (the memoized searches
+    hold equal tensors of other calls; the planner rewires them), and the plan's output is its last step's."""
+    mesh, A, B, C = case
+    from shardalg.notation.syntax import Arrow, Product
+
+    stmt = Arrow(Product(A, B), C) if C is not None else Product(A, B)
+    try:
+        found = plans(stmt, mesh=mesh)
+    except (NoPlan, UnreachableUnreduced):
+        return
+    for p in found:
+        made = {id(t): t for t in p.inputs}
+        for step in p.steps:
+            for t in step.inputs:
+                assert made.get(id(t)) is t, f"{p}\n{step} reads {t} that nothing before it made"
+            made[id(step.output)] = step.output
+        if p.steps:
+            assert p.output is p.steps[-1].output
+
+
 @st.composite
 def junk(draw: st.DrawFn) -> str:
     """Products of possibly illegal tensors: repeated axes, axes not in the mesh, repeated dims."""
