@@ -16,13 +16,13 @@ sympy expressions made on first use.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from functools import cached_property
 
 import sympy
 from sympy import Expr
 
 from shardalg.algebra.context import context_for
 from shardalg.errors import UsageError
+from shardalg.lazy import cached
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Node, Op
 
@@ -72,11 +72,11 @@ class PlanCost:
         return PlanCost(self.steps, policy, self.values, self.model, self.notes, self.exact, self.ring,
                         inputs=self.inputs, at=self._point)
 
-    @cached_property
+    @cached
     def _point(self):
         return point(self.values)
 
-    @cached_property
+    @cached
     def _shape(self) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[int, ...], ...]]:
         steps = [s.step for s in self.steps]
         return tuple(sched.lanes_of(s) for s in steps), sched.dependencies(steps, self.inputs)
@@ -88,7 +88,7 @@ class PlanCost:
         durations = [s.duration if compute or s.step.op is not Op.EINSUM else ZERO for s in self.steps]
         return sched.build(durations, lanes, deps, sched.as_policy(overlap, self.overlap))
 
-    @cached_property
+    @cached
     def schedule(self) -> sched.Schedule:
         return self.schedule_of()
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
-from functools import cached_property
 
 from shardalg.errors import Span, UsageError
+from shardalg.lazy import cached
 
 __all__ = [
     "DType",
@@ -230,12 +230,12 @@ class Tensor(Node):
             if type(axes) is not tuple or len(axes) > 1:
                 object.__setattr__(self, name, tuple(sorted(axes)))
 
-    @cached_property
+    @cached
     def dim_names(self) -> tuple[str, ...]:
         """Each dim's label, in order (made once per tensor: planning asks for it often)."""
         return tuple(d.label for d in self.dims)
 
-    @cached_property
+    @cached
     def _dims_by_label(self) -> dict[str, Dim]:
         """Each dim by its label (the first, should a label repeat, as an illegal tensor may)."""
         out: dict[str, Dim] = {}

@@ -16,7 +16,6 @@ than ``limits.max_layouts``, makes :attr:`EinsumPlanner.cuts` non-empty (each a 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from functools import cached_property
 from itertools import product
 from typing import Any
 
@@ -24,6 +23,7 @@ from shardalg.algebra.einsum import Spec, case_lines, default_name, local_output
 from shardalg.algebra.layout import Layout, tensor_with, validate
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
+from shardalg.lazy import cached
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Product, Tensor
 
@@ -224,7 +224,7 @@ class EinsumPlanner:
 
     # -- assembling plans --------------------------------------------------------------------------
 
-    @cached_property
+    @cached
     def target_text(self) -> str:
         """The requested result in the notation, printed once (every finishing step's reason names it)."""
         return str(self.target)
