@@ -190,9 +190,12 @@ def _walk(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Seq
         return maximum(*clocks.values())
     if policy != "schedule":
         raise UsageError(f"overlap is one of {', '.join(POLICIES)}, not {policy!r}")
+    waits = _waits(lanes, deps)
+    if slots is None and all(direct == ((i - 1,) if i else ()) for i, direct in enumerate(waits)):
+        return add(*durations)  # a chain (each step waits for the one before): the sum, in one pass
     ends: list[Term] = []
     waited = 0
-    for i, direct in enumerate(_waits(lanes, deps)):
+    for i, direct in enumerate(waits):
         if not direct:
             start: Term = ZERO
         elif len(direct) == 1:
