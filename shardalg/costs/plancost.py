@@ -51,9 +51,11 @@ class PlanCost:
 
     def __init__(self, steps: tuple[StepCost, ...], overlap: str, values: Mapping[sympy.Symbol, float],
                  model: str, notes: tuple[str, ...] = (), exact: bool = False, ring: str = "bi", *,
-                 inputs: tuple[object, ...] = (), at: Point | None = None):  # fmt: skip
+                 inputs: tuple[object, ...] = (), at: Point | None = None,
+                 producers: tuple[tuple[int, ...], ...] | None = None):  # fmt: skip
         self.steps = steps
         self.inputs = inputs  # the plan's inputs, there from the start (the schedule's dependencies)
+        self._producers = producers  # the plan's, when it is a plan's cost
         if at is not None:  # ``values`` already keyed for evaluating terms (an Options' point)
             self._point = at
         self.overlap = sched.as_policy(overlap)
@@ -70,7 +72,7 @@ class PlanCost:
         if policy == self.overlap:
             return self
         return PlanCost(self.steps, policy, self.values, self.model, self.notes, self.exact, self.ring,
-                        inputs=self.inputs, at=self._point)
+                        inputs=self.inputs, at=self._point, producers=self._producers)
 
     @cached
     def _point(self):
@@ -79,7 +81,8 @@ class PlanCost:
     @cached
     def _shape(self) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[int, ...], ...]]:
         steps = [s.step for s in self.steps]
-        return tuple(sched.lanes_of(s) for s in steps), sched.dependencies(steps, self.inputs)
+        deps = self._producers if self._producers is not None else sched.dependencies(steps, self.inputs)
+        return tuple(sched.lanes_of(s) for s in steps), deps
 
     def schedule_of(self, overlap: object = None, *, compute: bool = True) -> sched.Schedule:
         """The steps on their resources under ``overlap`` (default: this cost's policy); with
@@ -241,7 +244,7 @@ def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bo
 def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
     steps = tuple(step_cost(s, opts) for s in plan.steps)
     return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring, inputs=plan.inputs,
-                    at=opts.point)
+                    at=opts.point, producers=plan.producers)
 
 
 def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object = None, *,
@@ -263,13 +266,26 @@ def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object
     return _priced(plan, opts, sched.as_policy(overlap))
 
 
+PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts again
+
+
 def fast_seconds(opts: Options, policy: str) -> Callable[[Plan], float | None]:
     """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
     the ranking's key. Each step's time is memoized; None while a size is unbound."""
     at = opts.point
     memo: dict[int, tuple[Step, float | None]] = {}  # by step object (kept beside its time): plans share steps
+    plans: dict[int, tuple[Plan, float | None]] = {}  # by plan object: a ranking asks again for the same plan
 
     def seconds(plan: Plan) -> float | None:
+        hit = plans.get(id(plan))
+        if hit is not None and hit[0] is plan:
+            return hit[1]
+        if len(plans) >= PLANS_TIMED:
+            plans.clear()
+        got = plans[id(plan)] = (plan, _seconds(plan))
+        return got[1]
+
+    def _seconds(plan: Plan) -> float | None:
         durations = []
         for s in plan.steps:
             hit = memo.get(id(s))
@@ -280,7 +296,7 @@ def fast_seconds(opts: Options, policy: str) -> Callable[[Plan], float | None]:
                 return None
             durations.append(got)
         lanes = [sched.lanes_of(s) for s in plan.steps]
-        return sched.seconds(durations, lanes, sched.dependencies(plan.steps, plan.inputs), policy)
+        return sched.seconds(durations, lanes, plan.producers, policy)
 
     return seconds
 

@@ -13,7 +13,7 @@ its resources; see :mod:`shardalg.costs.schedule`), computed from numbers withou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
@@ -34,11 +34,14 @@ __all__ = ["plans", "plan", "redistribute", "seconds_key"]
 
 
 def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None, overlap: object = None, *,
-                exact: bool = False, ring: str = "bi") -> Key:  # fmt: skip
+                exact: bool = False, ring: str = "bi", seconds: Callable[[Plan], float | None] | None = None,
+                ) -> Key:  # fmt: skip
     """Rank plans by their seconds on ``hw`` under ``overlap``; plans whose cost stays symbolic (unbound
-    sizes) rank after the numeric ones, by bytes."""
+    sizes) rank after the numeric ones, by bytes. ``seconds`` is the caller's :func:`fast_seconds` of the same
+    chip and policy, when it has one (its times are shared)."""
     by_bytes = resharding.default_key(mesh, sizes)
-    seconds = fast_seconds(_options(mesh, sizes.known, hw, model, exact=exact, ring=ring), as_policy(overlap))
+    if seconds is None:
+        seconds = fast_seconds(_options(mesh, sizes.known, hw, model, exact=exact, ring=ring), as_policy(overlap))
 
     def head(p: Plan) -> tuple[Any, ...]:
         t = seconds(p)
@@ -73,11 +76,11 @@ def plans(
         found = planner.plans(p, key=key, limits=limits)
     else:
         weigh = step_seconds(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring) if key is None else None
-        rank = key or seconds_key(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
-        # under schedule and steady a plan's time is not the sum of its steps': the optimum's search measures so
         policy, timing = as_policy(overlap), None
+        time = fast_seconds(_options(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring), policy)
+        rank = key or seconds_key(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring, seconds=time)
+        # under schedule and steady a plan's time is not the sum of its steps': the optimum's search measures so
         if weigh is not None and policy != "serial":
-            time = fast_seconds(_options(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring), policy)
             timing = Overlap(policy, time, lanes_of)
         found = planner.plans(p, key=rank, weigh=weigh, limits=limits, overlap=timing)
     columns = _columns(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)

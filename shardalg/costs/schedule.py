@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from shardalg.errors import UsageError
-from shardalg.notation.plan import Step
+from shardalg.notation.plan import Step, producers_of
 from shardalg.notation.syntax import Op
 
 from .terms import ZERO, Term, add, maximum, point
@@ -64,29 +64,9 @@ def lanes_of(step: Step) -> tuple[str, ...]:
 
 
 def dependencies(steps: Sequence[Step], given: Sequence[object] = ()) -> tuple[tuple[int, ...], ...]:
-    """For each step, the earlier steps that produced its inputs (the latest producer of each value). A
-    tensor of ``given`` (a plan's inputs: there from the start) that no step made, read as that very object,
-    waits for nothing; any other input not made by a step waits for the latest step that made an equal value
-    (a program writes a value again)."""
-    start = {id(t) for t in given}
-    outputs: list[object] = []
-    latest: dict[int, int] = {}  # id of an output -> the last step that made that object (kept in outputs)
-    out = []
-    for s in steps:
-        found: list[int] = []
-        for t in s.inputs:
-            hit = latest.get(id(t), -1)  # the same object: the planner passes values on
-            if hit < 0 and id(t) not in start:
-                for j in range(len(outputs) - 1, -1, -1):  # an equal value, as a program writes it again
-                    if outputs[j] == t:
-                        hit = j
-                        break
-            if hit >= 0 and hit not in found:
-                found.append(hit)
-        out.append(tuple(sorted(found)))
-        latest[id(s.output)] = len(outputs)
-        outputs.append(s.output)
-    return tuple(out)
+    """For each step, the earlier steps that produced its inputs (:func:`shardalg.notation.plan.producers_of`;
+    a plan's own are ``plan.producers``, made once per plan)."""
+    return producers_of(steps, given)
 
 
 def _waits(lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from shardalg.lazy import cached
+
 from .syntax import Arrow, Collective, Op, Product, Statement, Tensor
 
 __all__ = ["Step", "Plan", "Plans"]
@@ -84,6 +86,11 @@ class Plan:
     def collectives(self) -> tuple[Step, ...]:
         return tuple(s for s in self.steps if s.op is not Op.EINSUM)
 
+    @cached
+    def producers(self) -> tuple[tuple[int, ...], ...]:
+        """For each step, the earlier steps whose outputs it reads (see :func:`producers_of`); made once."""
+        return producers_of(self.steps, self.inputs)
+
     @property
     def signature(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
         """The ops and their axes in order, e.g. ``(("AllGather", ("X",)), ("Einsum", ()))``."""
@@ -129,6 +136,33 @@ class Plan:
         for s in self.steps:
             p.break_()
             p.text("    " + unicode(s.statement()))
+
+
+def producers_of(steps: Iterable[Step], given: Iterable[object] = ()) -> tuple[tuple[int, ...], ...]:
+    """For each step, the earlier steps that produced its inputs (the latest producer of each value), in
+    order. A value passed on as the same object is found by identity (the planner's plans pass values on so);
+    a tensor of ``given`` (a plan's inputs: there from the start) that no step made, read as that very object,
+    waits for nothing; any other input waits for the latest step that made an equal value (a program writes
+    a value again)."""
+    start = {id(t) for t in given}
+    outputs: list[object] = []
+    latest: dict[int, int] = {}  # id of an output -> the last step that made that object (kept in outputs)
+    out = []
+    for s in steps:
+        found: list[int] = []
+        for t in s.inputs:
+            hit = latest.get(id(t), -1)
+            if hit < 0 and id(t) not in start:
+                for j in range(len(outputs) - 1, -1, -1):
+                    if outputs[j] == t:
+                        hit = j
+                        break
+            if hit >= 0 and hit not in found:
+                found.append(hit)
+        out.append(tuple(sorted(found)))
+        latest[id(s.output)] = len(outputs)
+        outputs.append(s.output)
+    return tuple(out)
 
 
 class Plans(list):
