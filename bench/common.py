@@ -37,6 +37,7 @@ SUB_QUERY_PREFIXES = (
     "shardalg.planning.redistribute.",  # one resharding search (best_sequences), one layout space
     "shardalg.planning.space.",  # layout spaces (the planner branch)
     "shardalg.planning.search.",  # label-setting searches (the planner branch)
+    "shardalg.planning.order.",  # one step's byte rank, by step object
     "shardalg.algebra.",  # rank tables, symbols
     "shardalg.costs.stepcost.",  # one step's cost
     "shardalg.costs.sweep.",  # one compiled expression

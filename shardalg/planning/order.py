@@ -9,6 +9,7 @@ every plan costs more than the rest of the sort.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh
@@ -38,10 +39,14 @@ class BytesKey:
 
     def __init__(self, mesh: Mesh, sizes: Sizes):
         self.mesh, self.sizes, self.table = mesh, sizes, rank_table(mesh)
-        self._ranks: Memo = {}  # per step object: the plans of one einsum share steps
+        # per step object, shared by the keys of one mesh and sizes (the planner's and a ranking's)
+        self._ranks: Memo = step_ranks(mesh, sizes)
 
     def head(self, plan: Plan) -> tuple[int, int]:
-        ranked = sum(per_object(self._ranks, s, self._rank) for s in plan.steps)
+        ranks = self._ranks
+        if len(ranks) >= RANKS_KEPT:
+            ranks.clear()
+        ranked = sum([per_object(ranks, s, self._rank) for s in plan.steps])
         return ranked, len(plan.steps)
 
     def _rank(self, s: Step) -> int:
@@ -49,6 +54,15 @@ class BytesKey:
 
     def __call__(self, plan: Plan) -> Any:
         return (*self.head(plan), plan_text_key(plan))
+
+
+RANKS_KEPT = 1 << 14  # step ranks kept per mesh and sizes before the memo starts again
+
+
+@lru_cache(maxsize=16)
+def step_ranks(mesh: Mesh, sizes: Sizes) -> Memo:
+    """The memo of step ranks by step object for one mesh and sizes (see :class:`BytesKey`)."""
+    return {}
 
 
 def default_key(mesh: Mesh, sizes: Sizes) -> BytesKey:
