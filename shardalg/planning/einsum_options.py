@@ -17,7 +17,7 @@ test of the einsum rules that concern one axis), so the planner only combines pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from shardalg.algebra.einsum import Role, Spec
 from shardalg.notation.syntax import Tensor
@@ -39,8 +39,7 @@ def place_of(t: Tensor, axis: str) -> Place:
     return U if axis in t.unreduced else R
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One operand's new placement of one axis, and why ("" when the axis stays where it is)."""
 
     place: Place
