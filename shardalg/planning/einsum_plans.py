@@ -80,7 +80,7 @@ class EinsumPlanner:
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
         self._sig_memo: Memo = {}  # each step's part of a plan's signature
         self._spared: Memo = {}  # with_spare_axes's answer per gather step (the plans share steps)
-        self._prepared: dict[tuple[Any, ...], tuple[Any, Any]] = {}  # each preparing sequence (see _prep)
+        self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # each preparing sequence (see _prep)
         self._slices: Memo = {}  # and its slice onto the spare axes per gathered tensor (the steps share them)
 
     # -- compute layouts ---------------------------------------------------------------------------
@@ -245,9 +245,9 @@ class EinsumPlanner:
             whys = tuple([tuple([reasons.get((side, a), "") for a in s.axes]) for s in steps])
             key = (id(steps), whys, id(src), id(dst))
             got = memo.get(key)
-            if got is None or got[0] is not steps:
-                got = memo[key] = (steps, _rewired(tuple(map(_reasoned, steps, whys)), src, dst))
-            out.append(got[1])
+            if got is None or got[0] is not steps or got[1] is not src or got[2] is not dst:  # ids not reused
+                got = memo[key] = (steps, src, dst, _rewired(tuple(map(_reasoned, steps, whys)), src, dst))
+            out.append(got[3])
         return out
 
     def _assemble(self, left: Tensor, right: Tensor, out: Tensor, reasons: Reasons) -> Iterator[Plan]:
