@@ -25,6 +25,7 @@ from shardalg.errors import UsageError
 from shardalg.lazy import cached
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Node, Op
+from shardalg.planning.memo import per_object
 
 from . import schedule as sched
 from .programplan import plan_of, program_plan
@@ -277,21 +278,17 @@ def fast_seconds(opts: Options, policy: str) -> Callable[[Plan], float | None]:
     plans: dict[int, tuple[Plan, float | None]] = {}  # by plan object: a ranking asks again for the same plan
 
     def seconds(plan: Plan) -> float | None:
-        hit = plans.get(id(plan))
-        if hit is not None and hit[0] is plan:
-            return hit[1]
         if len(plans) >= PLANS_TIMED:
             plans.clear()
-        got = plans[id(plan)] = (plan, _seconds(plan))
-        return got[1]
+        return per_object(plans, plan, _seconds)
+
+    def step(s: Step) -> float | None:
+        return seconds_of(s, opts, at)
 
     def _seconds(plan: Plan) -> float | None:
         durations = []
         for s in plan.steps:
-            hit = memo.get(id(s))
-            if hit is None or hit[0] is not s:
-                hit = memo[id(s)] = (s, seconds_of(s, opts, at))
-            got = hit[1]
+            got = per_object(memo, s, step)
             if got is None:
                 return None
             durations.append(got)
