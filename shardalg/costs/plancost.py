@@ -52,11 +52,9 @@ class PlanCost:
 
     def __init__(self, steps: tuple[StepCost, ...], overlap: str, values: Mapping[sympy.Symbol, float],
                  model: str, notes: tuple[str, ...] = (), exact: bool = False, ring: str = "bi", *,
-                 inputs: tuple[object, ...] = (), at: Point | None = None,
-                 producers: tuple[tuple[int, ...], ...] | None = None):  # fmt: skip
+                 at: Point | None = None, producers: tuple[tuple[int, ...], ...] | None = None):  # fmt: skip
         self.steps = steps
-        self.inputs = inputs  # the plan's inputs, there from the start (the schedule's dependencies)
-        self._producers = producers  # the plan's, when it is a plan's cost
+        self._producers = producers  # the plan's (Plan.producers); else worked out from the steps
         if at is not None:  # ``values`` already keyed for evaluating terms (an Options' point)
             self._point = at
         self.overlap = sched.as_policy(overlap)
@@ -73,7 +71,7 @@ class PlanCost:
         if policy == self.overlap:
             return self
         return PlanCost(self.steps, policy, self.values, self.model, self.notes, self.exact, self.ring,
-                        inputs=self.inputs, at=self._point, producers=self._producers)
+                        at=self._point, producers=self._producers)
 
     @cached
     def _point(self):
@@ -82,7 +80,7 @@ class PlanCost:
     @cached
     def _shape(self) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[int, ...], ...]]:
         steps = [s.step for s in self.steps]
-        deps = self._producers if self._producers is not None else sched.dependencies(steps, self.inputs)
+        deps = self._producers if self._producers is not None else sched.dependencies(steps)
         return tuple(sched.lanes_of(s) for s in steps), deps
 
     def schedule_of(self, overlap: object = None, *, compute: bool = True) -> sched.Schedule:
@@ -244,8 +242,8 @@ def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bo
 
 def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
     steps = tuple(step_cost(s, opts) for s in plan.steps)
-    return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring, inputs=plan.inputs,
-                    at=opts.point, producers=plan.producers)
+    return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring, at=opts.point,
+                    producers=plan.producers)
 
 
 def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object = None, *,

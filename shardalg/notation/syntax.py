@@ -44,12 +44,15 @@ __all__ = [
 ]
 
 
-class DType(enum.Enum):
-    """Element types, with their canonical spelling as the value."""
+class _IdentityEnum(enum.Enum):
+    """An enum whose members hash by identity, as they compare: in C, not Enum's Python ``__hash__``
+    (planning and costing look ops and dtypes up in dicts hundreds of times a plan)."""
 
-    # members compare by identity, so they hash by it too: in C, not Enum's Python __hash__ (planning and
-    # costing look ops and dtypes up in dicts hundreds of times a plan)
     __hash__ = object.__hash__
+
+
+class DType(_IdentityEnum):
+    """Element types, with their canonical spelling as the value."""
 
     FP64 = "fp64"
     FP32 = "fp32"
@@ -102,12 +105,8 @@ def dtype_named(name: str) -> DType:
         raise UsageError(f"unknown dtype {name!r}; known: {known}") from None
 
 
-class Op(enum.Enum):
+class Op(_IdentityEnum):
     """The operations a statement or a plan step can perform. The value is the book's name."""
-
-    # members compare by identity, so they hash by it too: in C, not Enum's Python __hash__ (planning and
-    # costing look ops and dtypes up in dicts hundreds of times a plan)
-    __hash__ = object.__hash__
 
     ALL_GATHER = "AllGather"
     REDUCE_SCATTER = "ReduceScatter"

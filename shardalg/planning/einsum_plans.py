@@ -335,12 +335,8 @@ def _rewired(steps: tuple[Step, ...], src: Tensor, dst: Tensor) -> tuple[Step, .
     if not steps or (steps[0].inputs[0] is src and steps[-1].output is dst):
         return steps
     out = list(steps)
-    first, last = out[0], out[-1]
-    if len(out) == 1:
-        out[0] = _io(first, (src,), dst)
-    else:
-        out[0] = _io(first, (src,), first.output)
-        out[-1] = _io(last, last.inputs, dst)
+    out[0] = _io(out[0], (src,), out[0].output)
+    out[-1] = _io(out[-1], out[-1].inputs, dst)  # of a one-step sequence, the step just rewired
     return tuple(out)
 
 
