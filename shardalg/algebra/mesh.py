@@ -77,7 +77,7 @@ class Mesh:
     ``Mesh.parse("X=4,Y=2")`` (the CLI's ``--mesh`` form).
     """
 
-    __slots__ = ("_axes", "_index", "_names", "_hash")
+    __slots__ = ("_axes", "_index", "_names", "_hash", "_groups")
 
     def __init__(self, axes: Mapping[str, int | None] | Iterable[Axis] | None = None, /, **sizes: int | None):
         items: list[Axis] = []
@@ -99,6 +99,7 @@ class Mesh:
         # a mesh is immutable: its names and hash are made once (every cache of the planner is keyed by a mesh)
         self._names = tuple(a.name for a in self._axes)
         self._hash = hash(self._axes)
+        self._groups: dict[tuple[str, ...], int | None] = {}  # known_group's answers (few: one per axes tuple)
 
     @classmethod
     def parse(cls, text: str) -> Mesh:
@@ -151,6 +152,21 @@ class Mesh:
 
         s = self[name].size
         return axis_size(name) if s is None else s
+
+    def known_group(self, axes: tuple[str, ...]) -> int | None:
+        """The devices in the group of ``axes`` (the product of their sizes), or None when one is symbolic;
+        an UnknownAxis for an axis not in the mesh. Kept per axes tuple (the planner asks for the same few)."""
+        got = self._groups.get(axes, 0)
+        if got == 0:
+            n: int | None = 1
+            for a in axes:
+                size = self[a].size
+                if size is None:
+                    n = None
+                    break
+                n *= size
+            got = self._groups[axes] = n
+        return got
 
     def group_size(self, axes: Iterable[str]) -> int:
         return prod(self.size(a) for a in axes)

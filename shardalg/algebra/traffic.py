@@ -129,7 +129,7 @@ class Sizes:
             n = self.of(d.label, d.size)
             if n is None or not axes:
                 continue
-            g = _group(mesh, axes)
+            g = mesh.known_group(axes)
             if g is not None and n % g:
                 return False
         return True
@@ -137,18 +137,13 @@ class Sizes:
     def require_divisible(self, t: Tensor, mesh: Mesh) -> None:
         for d in t.dims:
             n = self.of(d.label, d.size)
-            g = _group(mesh, d.axes) if d.axes else None
+            g = mesh.known_group(d.axes) if d.axes else None
             if n is not None and g is not None and n % g:
                 raise IndivisibleDim(
                     f"dim {d.label} of size {n} does not divide by {'·'.join(d.axes)} = {g}",
                     span=d.span,
                     fix=f"shard {d.label} over axes whose sizes divide {n}, or replicate it",
                 )
-
-
-def _group(mesh: Mesh, axes: tuple[str, ...]) -> int | None:
-    sizes = [mesh[a].size for a in axes]
-    return None if any(s is None for s in sizes) else prod(s for s in sizes if s is not None)
 
 
 def local_elements(t: Tensor, mesh: Mesh, sizes: Sizes, gathered: tuple[str, ...] = ()) -> Bytes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from shardalg.lazy import cached
 
@@ -42,6 +43,12 @@ class Step:
     def __post_init__(self) -> None:
         if (self.offset is not None) != self.op.takes_offset:
             raise ValueError("a Shift step has an offset and no other step has one")
+
+    @cached
+    def signature(self) -> tuple[Any, ...]:
+        """The step as plain values, cheap to hash: op, axes, dim and the layouts it reads and writes (equal
+        within one einsum's plans only when the steps are equal: names, dims and dtypes are fixed there)."""
+        return self.op, self.axes, self.dim, tuple([t.layout() for t in self.inputs]), self.output.layout()
 
     @property
     def communicates(self) -> bool:

@@ -266,7 +266,11 @@ class Tensor(Node):
 
     def layout(self) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...], tuple[str, ...]]:
         """The sharding alone: (axes per dim, unreduced, invariant); equal layouts place data alike."""
-        return tuple(d.axes for d in self.dims), self.unreduced, self.invariant
+        return self._layout
+
+    @cached
+    def _layout(self) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...], tuple[str, ...]]:
+        return tuple([d.axes for d in self.dims]), self.unreduced, self.invariant
 
 
 @dataclass(frozen=True, repr=False)

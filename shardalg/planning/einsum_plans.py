@@ -28,7 +28,7 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Product, Tensor
 
 from .einsum_options import AxisChoices, Option, Place, U, pair_is_local
-from .memo import Memo, per_object
+from .memo import Memo
 from .optimum import cheapest_plan
 from .order import BytesKey
 from .planset import DEFAULT_LIMITS, Limits, Overlap
@@ -78,7 +78,6 @@ class EinsumPlanner:
         self.cuts: list[str] = []  # notes of the limits that cut the answer
         self.layouts_tried = 0
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
-        self._sig_memo: Memo = {}  # each step's part of a plan's signature
         self._spared: Memo = {}  # with_spare_axes's answer per gather step (the plans share steps)
         self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # each preparing sequence (see _prep)
         self._slices: Memo = {}  # and its slice onto the spare axes per gathered tensor (the steps share them)
@@ -105,7 +104,7 @@ class EinsumPlanner:
         for d in t.dims:
             label = d.label
             here = ("S", label)
-            kept = tuple(a for a in d.axes if places[a] == here)
+            kept = tuple([a for a in d.axes if places[a] == here])
             new = [a for a, pl in places.items() if pl == here and a not in kept]
             if new:
                 order = ref.axes_of(label) if label in ref_names else ()
@@ -113,8 +112,8 @@ class EinsumPlanner:
                     order = target.axes_of(label)
                 new.sort(key=lambda a: (order.index(a) if a in order else len(order), mesh_names.index(a)))
             dims.append(kept + tuple(new))
-        unreduced = tuple(sorted(a for a, pl in places.items() if pl == U))
-        invariant = tuple(a for a in t.invariant if places[a] == ("R", ""))
+        unreduced = tuple(sorted([a for a, pl in places.items() if pl == U]))
+        invariant = tuple([a for a in t.invariant if places[a] == ("R", "")])
         return tensor_with(t, Layout(tuple(dims), unreduced, invariant))
 
     def _per_axis(self) -> list[list[tuple[Option, Option]]]:
@@ -137,14 +136,19 @@ class EinsumPlanner:
                     "max_layouts); pass limits=Limits(max_layouts=...) to try more"
                 )
                 return
-            changes = frozenset(
-                [(0, a, x.place) for a, (x, _) in zip(axes, pick, strict=True) if x.reason]
-                + [(1, a, y.place) for a, (_, y) in zip(axes, pick, strict=True) if y.reason]
-            )
-            reasons = {(0, a): x.reason for a, (x, _) in zip(axes, pick, strict=True) if x.reason}
-            reasons.update({(1, a): y.reason for a, (_, y) in zip(axes, pick, strict=True) if y.reason})
-            left = self._layout(0, tuple(x.place for x, _ in pick))
-            right = self._layout(1, tuple(y.place for _, y in pick))
+            moved: list[tuple[int, str, Place]] = []
+            reasons: Reasons = {}
+            for a, (x, _) in zip(axes, pick, strict=True):
+                if x.reason:
+                    moved.append((0, a, x.place))
+                    reasons[(0, a)] = x.reason
+            for a, (_, y) in zip(axes, pick, strict=True):
+                if y.reason:
+                    moved.append((1, a, y.place))
+                    reasons[(1, a)] = y.reason
+            changes = frozenset(moved)
+            left = self._layout(0, tuple([x.place for x, _ in pick]))
+            right = self._layout(1, tuple([y.place for _, y in pick]))
             yield left, right, changes, reasons
             yield from self._reordered(left, right, changes, reasons)
 
@@ -166,8 +170,8 @@ class EinsumPlanner:
             if out is None:
                 continue
             if not (
-                self.sizes.check_divisible(left, self.mesh, tuple(d.axes for d in left.dims))
-                and self.sizes.check_divisible(right, self.mesh, tuple(d.axes for d in right.dims))
+                self.sizes.check_divisible(left, self.mesh, left.layout()[0])
+                and self.sizes.check_divisible(right, self.mesh, right.layout()[0])
             ):
                 continue
             legal.append((left, right, out, changes, reasons))
@@ -219,8 +223,7 @@ class EinsumPlanner:
     def _signature(self, p: Plan) -> tuple[Any, ...]:
         """A plan's steps as plain values (cheap to hash): equal signatures are equal plans (the names, dims
         and dtypes of the tensors are fixed by their place in this einsum)."""
-        memo = self._sig_memo  # each step's part made once per step object (the plans share steps)
-        return tuple([per_object(memo, s, _step_signature) for s in p.steps])
+        return tuple([s.signature for s in p.steps])  # each step's part made once (the plans share steps)
 
     # -- assembling plans --------------------------------------------------------------------------
 
@@ -237,7 +240,7 @@ class EinsumPlanner:
         return seqs.found
 
     def _prep(self, side: int, src: Tensor, dst: Tensor, reasons: Reasons) -> list[tuple[Step, ...]]:
-        if Layout.of(src) == Layout.of(dst):
+        if src.layout() == dst.layout():
             return [()]
         out = []
         memo = self._prepared
@@ -280,7 +283,7 @@ class EinsumPlanner:
 
     def _finishes(self, out: Tensor) -> list[tuple[tuple[Step, ...], str]]:
         if self.target is not None:
-            if Layout.of(out) == Layout.of(self.target):
+            if out.layout() == self.target.layout():
                 return [((), "")]
             finishes = self._sequences(out, self.target, finish=True)
             return [(_rewired(tuple(self.finish_reason(s, out) for s in steps), out, self.target), "")
@@ -316,12 +319,8 @@ class EinsumPlanner:
         yield (self.finish_reason(Step(Op.ALL_REDUCE, (out,), done, u), out),), ""
         for d in out.dim_names:
             nxt = done.with_axes(d, out.axes_of(d) + u)
-            if self.sizes.check_divisible(nxt, self.mesh, tuple(x.axes for x in nxt.dims)):
+            if self.sizes.check_divisible(nxt, self.mesh, nxt.layout()[0]):
                 yield (self.finish_reason(Step(Op.REDUCE_SCATTER, (out,), nxt, u, d), out),), ""
-
-
-def _step_signature(s: Step) -> tuple[Any, ...]:
-    return s.op, s.axes, s.dim, tuple([t.layout() for t in s.inputs]), s.output.layout()
 
 
 def _with_reason(step: Step, why: str) -> Step:

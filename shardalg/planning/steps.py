@@ -22,7 +22,8 @@ __all__ = ["fmt", "build_steps", "step_reason", "with_spare_axes"]
 
 def fmt(axes: tuple[str, ...] | list[str]) -> str:
     """Axes as a subscript: ``XY``, or ``{data,model}`` when a name has more than one letter."""
-    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
+    text = "".join(axes)  # one letter each (names are never empty) exactly when as long as the axes
+    return text if len(text) == len(axes) else "{" + ",".join(axes) + "}"
 
 
 def step_reason(op: Op, axes: tuple[str, ...], before: Tensor, after: Tensor, dim: str | None) -> str:
@@ -110,17 +111,18 @@ def _spared(s: Step, mesh: Mesh, sizes: Sizes, memo: Memo | None = None) -> tupl
 def _spare_slice(t: Tensor, axes: tuple[str, ...], mesh: Mesh, sizes: Sizes) -> tuple[Tensor, tuple[str, ...], str, str] | None:
     """Before gathering ``axes`` of ``t`` off one dim: ``t`` sliced onto the spare axes, the spare axes, the
     dim and the slice's reason (or None: no spare axis, not one dim, or the slice does not divide)."""
-    used = set(t.unreduced).union(*(d.axes for d in t.dims))
-    spare = tuple(a for a in mesh.names if a not in used)
+    used = set(t.unreduced).union(*[d.axes for d in t.dims])
+    spare = tuple([a for a in mesh.names if a not in used])
     if not spare:
         return None
-    holders = [i for i, d in enumerate(t.dims) if any(a in d.axes for a in axes)]
+    gathered = set(axes)
+    holders = [i for i, d in enumerate(t.dims) if not gathered.isdisjoint(d.axes)]
     if len(holders) != 1:
         return None
     i = holders[0]
     d = t.dims[i]
-    dims = tuple(e.axes + spare if k == i else e.axes for k, e in enumerate(t.dims))
-    sliced = tensor_with(t, Layout(dims, t.unreduced, tuple(a for a in t.invariant if a not in spare)))
+    dims = tuple([e.axes + spare if k == i else e.axes for k, e in enumerate(t.dims)])
+    sliced = tensor_with(t, Layout(dims, t.unreduced, tuple([a for a in t.invariant if a not in spare])))
     if not sizes.check_divisible(sliced, mesh, dims):
         return None
     why = f"Slice: shard {d.label} over the spare {fmt(spare)} first (free), so the gather uses more links"
