@@ -112,11 +112,11 @@ class Spec:
         """Classify by name; a ShapeMismatch when the dims cannot form an einsum."""
         for t in (left, right) + ((result,) if result is not None else ()):
             names = t.dim_names
-            dup = next((n for n in names if names.count(n) > 1), None)
+            dup = None if len(set(names)) == len(names) else next(n for n in names if names.count(n) > 1)
             if dup is not None:
                 raise ShapeMismatch(f"dim {dup} appears twice in {t}", span=t.span, fix="name each dim once")
         ln, rn = left.dim_names, right.dim_names
-        shared = tuple(n for n in ln if n in rn)
+        shared = tuple([n for n in ln if n in rn])
         for n in shared:
             a, b = left.dim(n).size, right.dim(n).size
             if a is not None and b is not None and a != b:
@@ -130,14 +130,12 @@ class Spec:
                     f"·_{','.join(contract)} contracts {missing[0]}, which is not a dim of both {left} and {right}",
                     fix=f"contract a shared dim: {', '.join(shared) or 'there is none'}",
                 )
-            contracted = tuple(n for n in shared if n in contract)
+            contracted = tuple([n for n in shared if n in contract])
         elif result is not None:
-            contracted = tuple(n for n in shared if n not in result.dim_names)
+            contracted = tuple([n for n in shared if n not in result.dim_names])
         else:
             contracted = shared
-        natural = tuple(n for n in ln if n not in contracted) + tuple(
-            n for n in rn if n not in contracted and n not in ln
-        )
+        natural = tuple([n for n in ln if n not in contracted]) + tuple([n for n in rn if n not in contracted and n not in ln])
         if result is not None:
             out = result.dim_names
             extra = [n for n in out if n not in natural]
@@ -157,7 +155,7 @@ class Spec:
                 )
         else:
             out = natural
-        batch = tuple(n for n in shared if n not in contracted)
+        batch = tuple([n for n in shared if n not in contracted])
         return cls(ln, rn, out, contracted, batch)
 
 

@@ -183,7 +183,7 @@ def axis_used_twice(t: Tensor, ctx: Context) -> Iterator[Found]:
 
 def unknown_axis(t: Tensor, ctx: Context) -> Iterator[Found]:
     mesh = ctx.mesh
-    if mesh is None or all(a in mesh for a in t.used_axes):
+    if mesh is None or mesh.has_all(t.used_axes):
         return
     names = ", ".join(ctx.mesh.names)
     seen: set[str] = set()
@@ -196,14 +196,17 @@ def unknown_axis(t: Tensor, ctx: Context) -> Iterator[Found]:
 
 def _indivisible(t: Tensor, ctx: Context) -> Iterator[tuple[str, int, str]]:
     """(message, dim index, fix) for each dim of ``t`` whose known size its axes do not divide."""
-    if ctx.mesh is None:
+    mesh = ctx.mesh
+    if mesh is None:
         return
     for i, d in enumerate(t.dims):
-        size = d.size if d.size is not None else ctx.sizes.get(d.label)
-        if size is None or not d.axes or any(a not in ctx.mesh or ctx.mesh[a].size is None for a in d.axes):
+        if not d.axes:
             continue
-        n = ctx.mesh.group_size(d.axes)
-        if size % n == 0:
+        size = d.size if d.size is not None else ctx.sizes.get(d.label)
+        if size is None or not mesh.has_all(d.axes):
+            continue
+        n = mesh.known_group(d.axes)
+        if n is None or size % n == 0:  # a symbolic axis: nothing to say
             continue
         keep = max(k for k in range(len(d.axes) + 1) if size % ctx.mesh.group_size(d.axes[:k]) == 0)
         how = f"shard {d.label} over fewer axes" if keep else f"replicate {d.label}"

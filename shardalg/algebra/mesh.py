@@ -153,6 +153,14 @@ class Mesh:
         s = self[name].size
         return axis_size(name) if s is None else s
 
+    def has_all(self, axes: Iterable[str]) -> bool:
+        """Whether every one of ``axes`` is an axis of the mesh."""
+        index = self._index
+        for a in axes:
+            if a not in index:
+                return False
+        return True
+
     def known_group(self, axes: tuple[str, ...]) -> int | None:
         """The devices in the group of ``axes`` (the product of their sizes), or None when one is symbolic;
         an UnknownAxis for an axis not in the mesh. Kept per axes tuple (the planner asks for the same few)."""

@@ -48,6 +48,9 @@ def _written_tensors(node: Node) -> tuple[Tensor, ...]:
 
 
 def _repeated(t: Tensor) -> Dim | None:
+    names = t.dim_names
+    if len(set(names)) == len(names):  # the common case
+        return None
     seen: set[str] = set()
     for d in t.dims:
         if d.label in seen:

@@ -109,16 +109,27 @@ class Sizes:
     """Dim sizes: literal sizes in the dims, then ``sizes`` (the API's, or a program's ``where``);
     anything else is unknown (symbolic)."""
 
-    __slots__ = ("known",)
+    __slots__ = ("known", "_hash")
 
     def __init__(self, sizes: Mapping[str, int] | None = None):
         self.known: dict[str, int] = dict(sizes or {})
+        self._hash: int | None = None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Sizes) and self.known == other.known
 
     def __hash__(self) -> int:
-        return hash(tuple(sorted(self.known.items())))
+        # made once: the planner's caches hash the sizes of every call (``known`` is never changed after)
+        h = self._hash
+        if h is None:
+            h = self._hash = hash(tuple(sorted(self.known.items())))
+        return h
+
+    def __getstate__(self) -> dict[str, int]:
+        return self.known  # not the hash: string hashes differ per process
+
+    def __setstate__(self, known: dict[str, int]) -> None:
+        self.known, self._hash = known, None
 
     def of(self, label: str, literal: int | None = None) -> int | None:
         return literal if literal is not None else self.known.get(label)

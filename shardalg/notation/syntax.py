@@ -249,12 +249,12 @@ class Tensor(Node):
         """The axes that shard dim ``name`` (empty when replicated)."""
         return self.dim(name).axes
 
-    @property
+    @cached
     def sharded_axes(self) -> tuple[str, ...]:
         """Every axis that shards some dim, in dim order, major first."""
-        return tuple(a for d in self.dims for a in d.axes)
+        return tuple([a for d in self.dims for a in d.axes])
 
-    @property
+    @cached
     def used_axes(self) -> tuple[str, ...]:
         """Every axis the tensor mentions: sharding, unreduced, invariant (with repeats, if illegal)."""
         return self.sharded_axes + self.unreduced + self.invariant
@@ -267,6 +267,19 @@ class Tensor(Node):
     def layout(self) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...], tuple[str, ...]]:
         """The sharding alone: (axes per dim, unreduced, invariant); equal layouts place data alike."""
         return self._layout
+
+    def __hash__(self) -> int:
+        """The fields ``==`` compares, hashed once (tensors key the planner's memos)."""
+        got = self.__dict__.get("_hash")
+        if got is None:
+            got = self.__dict__["_hash"] = hash((self.name, self.dims, self.unreduced, self.invariant, self.dtype))
+        return got
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without the hash: string hashes differ per process."""
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
 
     @cached
     def _layout(self) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...], tuple[str, ...]]:
