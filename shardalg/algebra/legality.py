@@ -386,7 +386,7 @@ def _findings(node_or_text: Node | str, mesh, sizes, want: str) -> Iterator[Viol
         if isinstance(site, Tensor):
             limits.require("dims", len(site.dims), lambda site=site: f"the tensor {text_of(site)[:60]}", span=site.span)
         planned = isinstance(site, Product) and not site.local and not nested
-        local = ctx if result is ctx.result else replace(ctx, result=result)
+        local = ctx if result is ctx.result else Context(ctx.mesh, ctx.sizes, ctx.source, result)
         for rule in _rules_for(type(site)):
             kind = rule.planned if planned else "error"
             if kind != want:
