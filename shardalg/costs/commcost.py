@@ -19,6 +19,7 @@ import sympy
 from sympy import Expr
 
 from shardalg.algebra.symbols import axis_size, quantity
+from shardalg.lazy import cached
 
 from . import terms as tm
 from .terms import ZERO, Term, add, const, maximum
@@ -43,6 +44,12 @@ class CommCost:
     overlapped: bool
     per_axis: tuple[tuple[str, Term], ...] = ()
     scale: Term = tm.ONE
+
+    @cached
+    def light_parts(self) -> bool:
+        """Whether every part is a light term and every bandwidth a monomial (a step scales it by V
+        without building its own CommCost)."""
+        return all(isinstance(lat, Term) and type(b) is tm.Mono for lat, b in self.parts)
 
     @property
     def axis_bytes(self) -> tuple[tuple[str, Term], ...]:

@@ -30,7 +30,7 @@ from shardalg.planning.memo import per_object
 from . import schedule as sched
 from .programplan import plan_of, program_plan
 from .stepcost import Options
-from .steps import StepCost, numeric, seconds_of, step_cost
+from .steps import StepCost, numeric, seconds_of
 from .terms import ZERO, Point, Term, add, maximum, point
 
 __all__ = ["PlanCost", "plan_cost", "plan_of", "cost", "step_seconds", "fast_seconds"]
@@ -81,7 +81,7 @@ class PlanCost:
     def _shape(self) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[int, ...], ...]]:
         steps = [s.step for s in self.steps]
         deps = self._producers if self._producers is not None else sched.dependencies(steps)
-        return tuple(sched.lanes_of(s) for s in steps), deps
+        return tuple([sched.lanes_of(s) for s in steps]), deps
 
     def schedule_of(self, overlap: object = None, *, compute: bool = True) -> sched.Schedule:
         """The steps on their resources under ``overlap`` (default: this cost's policy); with
@@ -241,7 +241,7 @@ def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bo
 
 
 def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
-    steps = tuple(step_cost(s, opts) for s in plan.steps)
+    steps = tuple([StepCost(s, opts) for s in plan.steps])
     return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring, at=opts.point,
                     producers=plan.producers)
 

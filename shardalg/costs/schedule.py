@@ -89,13 +89,23 @@ def _waits(lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]]) ->
             implied = 0
             for p in preds:
                 implied |= before[p]
-            direct = tuple(sorted(p for p in preds if not implied >> p & 1))
+            direct = tuple(sorted([p for p in preds if not implied >> p & 1]))
             mask = implied
             for p in direct:
                 mask |= 1 << p
         before.append(mask)
         out.append(direct)
     return out
+
+
+def _is_chain(waits: Sequence[tuple[int, ...]]) -> bool:
+    """Whether each step waits directly for the one before it and for nothing else."""
+    if waits and waits[0]:
+        return False
+    for i in range(1, len(waits)):
+        if waits[i] != (i - 1,):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -171,7 +181,7 @@ def _walk(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Seq
     if policy != "schedule":
         raise UsageError(f"overlap is one of {', '.join(POLICIES)}, not {policy!r}")
     waits = _waits(lanes, deps)
-    if slots is None and all(direct == ((i - 1,) if i else ()) for i, direct in enumerate(waits)):
+    if slots is None and _is_chain(waits):
         return add(*durations)  # a chain (each step waits for the one before): the sum, in one pass
     ends: list[Term] = []
     waited = 0

@@ -95,7 +95,7 @@ def _terms(opts: Options) -> dict:
 def _shape_key(t: Tensor) -> tuple:
     """What a step's terms read of a tensor, as plain tuples (cheap to hash): its dims' labels (a literal
     size is its own label), their axes, its dtype."""
-    return t.dim_names, tuple([d.axes for d in t.dims]), t.dtype
+    return t.dim_names, t.layout()[0], t.dtype
 
 
 class StepCost:
@@ -137,8 +137,7 @@ class StepCost:
             unit = self._unit
             if unit is None:
                 self._comms = ZERO
-            elif self._comm is None and unit.overlapped and all(isinstance(lat, Term) and type(b) is Mono
-                                                                for lat, b in unit.parts):
+            elif self._comm is None and unit.overlapped and unit.light_parts:
                 # the common case, without building the step's CommCost: each phase's bandwidth times V
                 t = s.inputs[0]
                 key = ("comms", id(unit), s.op, s.axes, _shape_key(t))

@@ -227,7 +227,7 @@ class Sum(_Nary):
     def _eval(self, values: Mapping, memo: dict) -> object:
         got = memo.get(id(self))
         if got is None:
-            got = memo[id(self)] = sum(a._eval(values, memo) for a in self.args)
+            got = memo[id(self)] = sum([a._eval(values, memo) for a in self.args])
         return got
 
     def _to_sympy(self, evaluate: bool) -> sympy.Expr:
