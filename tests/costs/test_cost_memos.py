@@ -121,3 +121,21 @@ def test_a_tensor_prints_once_and_the_same():
     assert str(t) is str(t) and str(t) == "A[I_XY, J]{U_Z}"
     moved = t.with_axes("J", ("W",))
     assert isinstance(moved, Tensor) and str(moved) == "A[I_XY, J_W]{U_Z}" and moved.with_axes("J", ()) == t
+
+
+def test_tensors_and_sizes_pickled_in_another_process_hash_here():
+    """A tensor and a Sizes keep their hash once made, but pickle without it: string hashes differ per process."""
+    import os
+    import subprocess
+    import sys
+
+    child = ("import pickle, sys; from shardalg.notation.parse import parse_tensor; "
+             "from shardalg.algebra.traffic import Sizes; t = parse_tensor('A[I_X, J]{U_Y}'); s = Sizes({'I': 8}); "
+             "hash(t); hash(s); sys.stdout.write(pickle.dumps((t, s)).hex())")  # fmt: skip
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, check=True).stdout
+    t, s = pickle.loads(bytes.fromhex(out))
+    here = parse_tensor("A[I_X, J]{U_Y}")
+    assert t == here and hash(t) == hash(here) and {here: 1}[t] == 1
+    assert s == Sizes({"I": 8}) and {Sizes({"I": 8}): 1}[s] == 1
+
