@@ -277,8 +277,14 @@ def step_rank(
     axis, devices = table if table is not None else rank_table(mesh)
     t = after if volume is Volume.OUTPUT_GROUP else before
     skip = axes if volume is Volume.INPUT_GROUP else ()
-    group = prod(axis[a] for d in t.dims for a in d.axes if a not in skip)
-    dims = prod(sizes.of(d.label, d.size) or RANK_DIM for d in t.dims)
+    group = dims = 1
+    known = sizes.known
+    for d in t.dims:
+        for a in d.axes:
+            if a not in skip:
+                group *= axis[a]
+        n = d.size if d.size is not None else known.get(d.name)  # a named dim's label is its name
+        dims *= n or RANK_DIM
     dtype = before.dtype or DEFAULT_DTYPE
     scale = _RANK_SCALE.get((op, dtype))
     if scale is None:
