@@ -6,8 +6,8 @@ Honesty rules the parts follow (README "Benchmarks"):
   with it where both are cheap, so a loaded machine slows both alike);
 - *warm* means modules imported, the grammar loaded and the caches of *pieces* of a query warm (one
   resharding search, one layout space, sympy's cache of sub-expressions); a cache of a whole query is
-  cleared before every warm run (``WHOLE_QUERY`` below, and any unknown cache: it is cleared, and named, until
-  someone says which kind it is);
+  cleared before every warm run (``WHOLE_QUERY`` and the ``answer`` kind of ``PLAIN_CACHES`` below, and any
+  unknown cache: it is cleared, and named, until someone says which kind it is);
 - *fresh* means every cache of the planner, the costs and the algebra below them, and sympy's, cleared
   before the run (the list is found by walking the loaded modules and printed: ``python -m bench caches``).
 """
@@ -45,6 +45,22 @@ SUB_QUERY_PREFIXES = (
 # Caches known to hold a whole query's answer (plans of a statement, the costs of a plan list): the plans of one
 # product (memoized for the strategy search, which plans the same sharded statement for many candidates).
 WHOLE_QUERY: tuple[str, ...] = ("shardalg.planning.planner._einsum_plans",)
+# Caches kept in plain module-level containers (no cache_clear to find them by), by kind: ``answer`` holds a
+# whole query's answer or part of it keyed by the whole query (cleared before warm runs, by the bench itself);
+# ``piece`` one piece of a query (cleared by its module's clear_caches, fresh runs only); ``table`` interns
+# atoms or rules for the process (never cleared: terms and rules refer to it). tests/test_bench.py runs queries
+# and fails on any module-level container that grew and is not named here, so a new one is never missed.
+PLAIN_CACHES: dict[str, str] = {
+    "shardalg.planning.optimum._OPTIMA": "answer",  # the cheapest plan of one whole einsum
+    "shardalg.planning.space._SPACES": "piece",  # one tensor shape's layout space on a mesh
+    "shardalg.costs.stepcost._LAST": "piece",  # the last pricing context (chip, sizes, model)
+    "shardalg.costs.sympymax._FORMULAS": "piece",  # one Max tree's sympy form
+    "shardalg.costs.atoms._ATOMS": "table",  # atoms interned for the process
+    "shardalg.costs.atoms._IDS": "table",
+    "shardalg.costs.terms._SYMPY_ATOMS": "table",  # numbers and symbols as terms
+    "shardalg.algebra.legality._BY_TYPE": "table",  # the legality rules by node type
+    "shardalg.algebra.traffic._RANK_SCALE": "table",  # each collective's byte scale per dtype
+}
 # Public entry points: a cache wrapped around one of these is a whole-query cache wherever it lives.
 ENTRY_POINTS = frozenset({"plans", "plan", "plan_cost", "cost", "einsum_plans", "compare", "optimum"})
 
@@ -100,6 +116,7 @@ class Caches:
     whole_query: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     clear_functions: list[str] = field(default_factory=list)
+    plain_answers: list[str] = field(default_factory=list)  # PLAIN_CACHES of kind "answer" that were found
     skipped: list[str] = field(default_factory=list)
     _clear: dict[str, Callable[[], None]] = field(default_factory=dict, repr=False)
 
@@ -113,14 +130,18 @@ class Caches:
         """Only the whole-query caches (and the unknown ones)."""
         for name in (*self.whole_query, *self.unknown):
             self._clear[name]()
+        for name in self.plain_answers:
+            self._clear[name]()
 
     def describe(self) -> str:
         lines = [
             "fresh runs clear: sympy's cache, "
-            + ", ".join([*self.clear_functions, *self.sub_query, *self.whole_query, *self.unknown]),
+            + ", ".join([*self.clear_functions, *self.sub_query, *self.whole_query, *self.plain_answers,
+                         *self.unknown]),
             "warm runs keep (pieces of a query): " + (", ".join(self.sub_query) or "nothing")
-            + "; and sympy's cache",
-            "warm runs clear (whole queries): " + (", ".join(self.whole_query) or "none found"),
+            + "; " + ", ".join([n for n, kind in PLAIN_CACHES.items() if kind == "piece"])
+            + " (plain, cleared by their module's clear_caches); and sympy's cache",
+            "warm runs clear (whole queries): " + (", ".join([*self.whole_query, *self.plain_answers]) or "none found"),
         ]  # fmt: skip
         if self.skipped:
             lines.append("modules not searched (they did not import): " + ", ".join(self.skipped))
@@ -165,6 +186,11 @@ def find_caches(packages: Iterable[str] = CACHED_PACKAGES) -> Caches:
                     found.sub_query.append(qual)
                 else:
                     found.unknown.append(qual)
+            for name, kind in PLAIN_CACHES.items():
+                owner, _, attr = name.rpartition(".")
+                if kind == "answer" and owner == mod.__name__ and attr in vars(mod):
+                    found._clear[name] = vars(mod)[attr].clear
+                    found.plain_answers.append(name)
             for fname in ("clear_caches", "clear_cache"):
                 fn = vars(mod).get(fname)
                 if callable(fn) and getattr(fn, "__module__", None) == mod.__name__:

@@ -78,6 +78,53 @@ def test_the_planners_searches_stay_warm_and_are_cleared_fresh() -> None:
     assert redistribute.best_sequences.cache_info().currsize == 0
 
 
+def _module_containers() -> dict[str, dict | list | set]:
+    from bench.common import CACHED_PACKAGES, _modules_of
+
+    out = {}
+    for pkg in CACHED_PACKAGES:
+        for mod in _modules_of(pkg):
+            for name, value in vars(mod).items():
+                if isinstance(value, dict | list | set) and not name.startswith("__"):
+                    out[f"{mod.__name__}.{name}"] = value
+    return out
+
+
+def test_every_plain_module_cache_is_classified_and_cleared_as_its_kind() -> None:
+    """A cache kept in a plain dict has no cache_clear to be found by: run the book's queries (plans, their
+    costs, a ranking by seconds) and every module-level container that grew must be named in PLAIN_CACHES;
+    an answer is gone after clear_warm, a piece after clear_fresh (and kept by clear_warm)."""
+    import shardalg as sa
+    from bench.common import PLAIN_CACHES
+    from bench.plans import BOOK_CASES, Query
+
+    found = find_caches()
+    found.clear_fresh()
+    containers = _module_containers()
+    base = {name: len(c) for name, c in containers.items()}
+
+    def run() -> None:
+        for _, expr in BOOK_CASES:
+            Query(expr, "X=2,Y=4")()
+        sa.plans("A[I, J_X] · B[J_X, K] -> C[I, K_X]", "X=4", {"I": 64, "J": 64, "K": 64}, hw="tpu-v5e")
+
+    run()
+    grown = {name for name, c in containers.items() if len(c) > base[name]}
+    assert "shardalg.planning.optimum._OPTIMA" in grown  # the scan sees a plain cache fill
+    assert grown <= set(PLAIN_CACHES), f"unclassified module-level caches: {sorted(grown - set(PLAIN_CACHES))}"
+    found.clear_warm()
+    for name, kind in PLAIN_CACHES.items():
+        if kind == "answer":
+            assert len(containers[name]) == base[name], name
+        elif kind == "piece" and name in grown:
+            assert len(containers[name]) > base[name], f"{name} is a piece: warm runs keep it"
+    run()
+    found.clear_fresh()
+    for name, kind in PLAIN_CACHES.items():
+        if kind != "table":
+            assert len(containers[name]) == base[name], f"{name} survives a fresh start"
+
+
 def test_a_whole_query_cache_hit_is_flagged(monkeypatch) -> None:
     from bench import plans as bench_plans
 
