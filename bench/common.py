@@ -38,6 +38,7 @@ SUB_QUERY_PREFIXES = (
     "shardalg.planning.space.",  # layout spaces (the planner branch)
     "shardalg.planning.search.",  # label-setting searches (the planner branch)
     "shardalg.planning.order.",  # one step's byte rank, by step object
+    "shardalg.planning.steps.",  # the steps of one move sequence between two tensors
     "shardalg.algebra.",  # rank tables, symbols
     "shardalg.costs.stepcost.",  # one step's cost
     "shardalg.costs.sweep.",  # one compiled expression

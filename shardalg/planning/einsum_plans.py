@@ -33,7 +33,7 @@ from .optimum import cheapest_plan
 from .order import BytesKey
 from .planset import DEFAULT_LIMITS, Limits, Overlap
 from .redistribute import best_sequences, close, finishing_sequences
-from .steps import fmt, with_spare_axes
+from .steps import fmt, rewired, with_spare_axes
 
 __all__ = ["EinsumPlanner"]
 
@@ -249,7 +249,7 @@ class EinsumPlanner:
             key = (id(steps), whys, id(src), id(dst))
             got = memo.get(key)
             if got is None or got[0] is not steps or got[1] is not src or got[2] is not dst:  # ids not reused
-                got = memo[key] = (steps, src, dst, _rewired(tuple(map(_reasoned, steps, whys)), src, dst))
+                got = memo[key] = (steps, src, dst, rewired(tuple(map(_reasoned, steps, whys)), src, dst))
             out.append(got[3])
         return out
 
@@ -286,7 +286,7 @@ class EinsumPlanner:
             if out.layout() == self.target.layout():
                 return [((), "")]
             finishes = self._sequences(out, self.target, finish=True)
-            return [(_rewired(tuple(self.finish_reason(s, out) for s in steps), out, self.target), "")
+            return [(rewired(tuple(self.finish_reason(s, out) for s in steps), out, self.target), "")
                     for steps in finishes]  # fmt: skip
         if self.local or not out.unreduced:
             return [((), "")]
@@ -325,24 +325,6 @@ class EinsumPlanner:
 
 def _with_reason(step: Step, why: str) -> Step:
     return Step(step.op, step.inputs, step.output, step.axes, step.dim, step.contract, step.local, why, step.offset)
-
-
-def _rewired(steps: tuple[Step, ...], src: Tensor, dst: Tensor) -> tuple[Step, ...]:
-    """The sequence reading ``src`` itself and writing ``dst`` itself. A resharding search's memoized steps
-    hold the equal tensors of the call that made them; rewired, a plan passes its values on by identity (the
-    schedule then finds each step's producer without comparing tensors)."""
-    if not steps or (steps[0].inputs[0] is src and steps[-1].output is dst):
-        return steps
-    out = list(steps)
-    out[0] = _io(out[0], (src,), out[0].output)
-    out[-1] = _io(out[-1], out[-1].inputs, dst)  # of a one-step sequence, the step just rewired
-    return tuple(out)
-
-
-def _io(step: Step, inputs: tuple[Tensor, ...], output: Tensor) -> Step:
-    """``step`` reading and writing these objects, equal to its own (the searches are memoized by equal
-    tensors; a test checks every plan's values chain)."""
-    return Step(step.op, inputs, output, step.axes, step.dim, step.contract, step.local, step.reason, step.offset)
 
 
 def _reasoned(step: Step, reasons: tuple[str, ...]) -> Step:

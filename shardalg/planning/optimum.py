@@ -47,7 +47,7 @@ from .planset import Overlap
 from .redistribute import axes_reachable, edge_weight
 from .search import Search, search_from, search_to
 from .space import Move, State, space_of, state_of
-from .steps import build_steps
+from .steps import chain_steps
 
 if TYPE_CHECKING:
     from .einsum_plans import EinsumPlanner
@@ -260,10 +260,14 @@ class _Optimum:
         join = max if self.overlap is not None else _add
         want = self.p.target.unreduced if self.p.target is not None else ()
 
-        def own(state: State, idx: list[int]) -> frozenset[str]:
-            return frozenset(a for i, d in enumerate(state[0]) if i not in idx for a in d) | frozenset(state[1])
+        def own(state: State, idx: list[int]) -> set[str]:
+            axes = set(state[1])
+            for i, d in enumerate(state[0]):
+                if d and i not in idx:
+                    axes.update(d)
+            return axes
 
-        by_shared: dict[tuple[tuple[str, ...], ...], list[tuple[float, int, State, frozenset[str]]]] = {}
+        by_shared: dict[tuple[tuple[str, ...], ...], list[tuple[float, int, State, set[str]]]] = {}
         for rw, rs, r in rights:
             by_shared.setdefault(tuple(r[0][i] for i in ri), []).append((rw, rs, r, own(r, ri)))
         out: list[Pair] = []
@@ -273,7 +277,7 @@ class _Optimum:
                 if join(lw, rw) >= bound:
                     break
                 mine = own(lstate, li) if mine is None else mine
-                if mine & theirs:
+                if not mine.isdisjoint(theirs):
                     continue
                 dims = tuple((lstate, rstate)[side][0][i] for side, i in where)
                 used = {a for d in dims for a in d}
@@ -327,11 +331,10 @@ class _Optimum:
         lt, rt = mul.inputs
         target = self.p.target
         assert target is not None
-        chains = [build_steps(src, dst, moves) if moves else ()
-                  for src, moves, dst in ((self.p.left, lmoves, lt), (self.p.right, rmoves, rt))]  # fmt: skip
+        chains = [chain_steps(src, dst, moves) for src, moves, dst in ((self.p.left, lmoves, lt), (self.p.right, rmoves, rt))]
         finish: list[Step] = []
         if fmoves:
-            finish = [self.p.finish_reason(s, mul.output) for s in build_steps(mul.output, target, fmoves)]
+            finish = [self.p.finish_reason(s, mul.output) for s in chain_steps(mul.output, target, fmoves)]
         steps = [*chains[0], *chains[1], mul, *finish]
         overlap = self.overlap
         if overlap is not None and overlap.policy == "schedule" and chains[0] and chains[1]:

@@ -271,8 +271,10 @@ def edge_weight(src: Tensor, weigh: Callable[[Step], W]) -> Callable[[State, Mov
 def clear_caches() -> None:
     """Forget every memoized search and sequence (a fresh start, as a benchmark of cold planning needs)."""
     from .space import clear_spaces
+    from .steps import clear_chains
 
     best_sequences.cache_clear()
+    clear_chains()
     finishing_sequences.cache_clear()
     clear_spaces()
 

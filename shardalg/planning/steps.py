@@ -7,6 +7,8 @@ step, and :func:`with_spare_axes` makes the variant of a plan that slices onto s
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from shardalg.algebra.layout import Layout, tensor_with
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.rules import RULES
@@ -17,7 +19,7 @@ from shardalg.notation.syntax import Op, Tensor
 from .memo import Memo, per_object
 from .space import Move
 
-__all__ = ["fmt", "build_steps", "step_reason", "with_spare_axes"]
+__all__ = ["fmt", "build_steps", "chain_steps", "rewired", "step_reason", "with_spare_axes"]
 
 
 def fmt(axes: tuple[str, ...] | list[str]) -> str:
@@ -61,6 +63,41 @@ def build_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step
         steps.append(Step(op, (cur,), out, axes, label, reason=step_reason(op, axes, cur, out, label)))
         cur, lay = out, nxt
     return tuple(steps)
+
+
+@lru_cache(maxsize=4096)
+def _chain(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step, ...]:
+    return build_steps(src, dst, moves)
+
+
+def chain_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step, ...]:
+    """:func:`build_steps`, memoized by equal tensors and moves (one operand's resharding, which queries on
+    the same operand share), reading ``src`` itself and writing ``dst`` itself."""
+    if not moves:
+        return ()
+    return rewired(_chain(src, dst, moves), src, dst)
+
+
+def clear_chains() -> None:
+    _chain.cache_clear()
+
+
+def rewired(steps: tuple[Step, ...], src: Tensor, dst: Tensor) -> tuple[Step, ...]:
+    """The sequence reading ``src`` itself and writing ``dst`` itself. A memoized sequence holds the equal
+    tensors of the call that made it; rewired, a plan passes its values on by identity (the schedule then
+    finds each step's producer without comparing tensors)."""
+    if not steps or (steps[0].inputs[0] is src and steps[-1].output is dst):
+        return steps
+    out = list(steps)
+    out[0] = _io(out[0], (src,), out[0].output)
+    out[-1] = _io(out[-1], out[-1].inputs, dst)  # of a one-step sequence, the step just rewired
+    return tuple(out)
+
+
+def _io(step: Step, inputs: tuple[Tensor, ...], output: Tensor) -> Step:
+    """``step`` reading and writing these objects, equal to its own (the searches are memoized by equal
+    tensors; a test checks every plan's values chain)."""
+    return Step(step.op, inputs, output, step.axes, step.dim, step.contract, step.local, step.reason, step.offset)
 
 
 def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None,
