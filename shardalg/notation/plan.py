@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from shardalg.lazy import cached
 
 from .syntax import Arrow, Collective, Op, Product, Statement, Tensor
 
-__all__ = ["Step", "Plan", "Plans"]
+__all__ = ["Step", "Plan", "Plans", "chained_plan", "producers_of"]
 
 
 @dataclass(frozen=True, repr=False)
@@ -143,6 +144,28 @@ class Plan:
         for s in self.steps:
             p.break_()
             p.text("    " + unicode(s.statement()))
+
+
+def chained_plan(inputs: tuple[Tensor, Tensor], left: tuple[Step, ...], right: tuple[Step, ...], product: Step,
+                 finish: tuple[Step, ...], cases: tuple[str, ...] = (), note: str = "") -> Plan:  # fmt: skip
+    """The plan ``left + right + (product,) + finish``: a chain of steps from each input (each step reading the
+    one before it, the first reading the input itself), the product of the two chains' ends, then a chain from
+    the product. Its producers follow from the three lengths (the planner's plans are all of this form), so
+    they are not worked out step by step; a test checks them against :func:`producers_of`."""
+    steps = left + right + (product,) + finish
+    plan = Plan(inputs, steps, steps[-1].output, cases, note=note)
+    plan.__dict__["producers"] = _chained(len(left), len(right), len(finish))  # as `cached` keeps it
+    return plan
+
+
+@lru_cache(maxsize=256)
+def _chained(left: int, right: int, finish: int) -> tuple[tuple[int, ...], ...]:
+    def chain(start: int, n: int) -> list[tuple[int, ...]]:
+        return [(start + i - 1,) if i else () for i in range(n)]
+
+    ends = tuple([end for n, end in ((left, left - 1), (right, left + right - 1)) if n])
+    after = left + right  # the product's index
+    return tuple([*chain(0, left), *chain(left, right), ends, *[(after + i,) for i in range(finish)]])
 
 
 def producers_of(steps: Iterable[Step], given: Iterable[object] = ()) -> tuple[tuple[int, ...], ...]:

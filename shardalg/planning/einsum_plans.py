@@ -24,7 +24,7 @@ from shardalg.algebra.layout import Layout, tensor_with, validate
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.lazy import cached
-from shardalg.notation.plan import Plan, Step
+from shardalg.notation.plan import Plan, Step, chained_plan
 from shardalg.notation.syntax import Op, Product, Tensor
 
 from .einsum_options import AxisChoices, Option, Place, U, pair_is_local
@@ -264,8 +264,8 @@ class EinsumPlanner:
         mul = Step(Op.EINSUM, (left, right), out, contract=contract, local=local, reason=why)
         for finish, note in self._finishes(out):
             for pl, pr in product(preps_l, preps_r):
-                steps = pl + pr + (mul,) + finish
-                yield Plan((self.left, self.right), steps, steps[-1].output, self.cases, note=_note(steps, note))
+                why = _note(pl + pr + (mul,) + finish, note)
+                yield chained_plan((self.left, self.right), pl, pr, mul, finish, self.cases, why)
 
     def einsum_reason(self, left: Tensor, right: Tensor, out: Tensor) -> str:
         """The local product's reason: its case, and the partial sums it leaves or passes through."""

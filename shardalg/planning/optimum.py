@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from shardalg.algebra.einsum import local_output_or_none
 from shardalg.algebra.layout import Layout, tensor_with
-from shardalg.notation.plan import Plan, Step
+from shardalg.notation.plan import Plan, Step, chained_plan
 from shardalg.notation.syntax import Op, Tensor
 
 from .pareto import Label, ParetoSearch, Vector, edge_vector
@@ -344,7 +344,9 @@ class _Optimum:
                 return float("inf") if t is None else t
 
             steps = [*min(_interleavings(chains[0], chains[1]), key=time), mul, *finish]  # ties: left first
-        return self._plan(steps, self._note(steps))
+            return self._plan(steps, self._note(steps))
+        return chained_plan((self.p.left, self.p.right), chains[0], chains[1], mul, tuple(finish), self.p.cases,
+                            self._note(steps))
 
     def _plan(self, steps: list[Step], note: str) -> Plan:
         return Plan((self.p.left, self.p.right), tuple(steps), steps[-1].output, self.p.cases, note=note)

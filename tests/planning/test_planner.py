@@ -13,7 +13,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.errors import NoPlan, ShardalgError, UnreachableUnreduced, UsageError
 from shardalg.notation.parse import parse_tensor
-from shardalg.notation.plan import Plan
+from shardalg.notation.plan import Plan, producers_of
 from shardalg.notation.syntax import Dim, Op, Tensor
 from shardalg.numeric.execute import run_plan
 from shardalg.planning.planner import plan, plans
@@ -323,6 +323,7 @@ def test_every_plan_passes_its_values_on_by_identity(case: tuple[Mesh, Tensor, T
             made[id(step.output)] = step.output
         if p.steps:
             assert p.output is p.steps[-1].output
+        assert p.producers == producers_of(p.steps, p.inputs)  # the producers a plan of chains states
 
 
 @st.composite
