@@ -3,9 +3,9 @@
     python bench/bench_strategy.py [--repeat N] [--layer-repeat N] [--json]      (or: python -m bench strategy)
 
 In process: ``sa.search`` on question 7 (MLP, TPU v5e 2x2, 300 MB, forward) and on one transformer layer
-(attention + MLP, 2x2x2, forward, the chip's HBM), median of N runs each, with the planner's and sympy's
-caches cleared before each run, next to the baseline of the same run: planning the question's two statements
-once. Cold: ``shardalg search`` on question 7 in a new process, median of N, next to ``python -c pass``.
+(attention + MLP, 2x2x2, forward, the chip's HBM), median of N runs each, with sympy's cache and the
+planner's whole-query caches (a statement's plans, an einsum's optimum: ``bench.common``'s warm clearing)
+cleared before each run, next to the baseline of the same run: planning the question's two statements once. Cold: ``shardalg search`` on question 7 in a new process, median of N, next to ``python -c pass``.
 """
 
 from __future__ import annotations
@@ -26,14 +26,17 @@ if str(ROOT) not in sys.path:
 
 import sympy  # noqa: E402
 
+from bench.common import find_caches  # noqa: E402
 from shardalg.planning import planner  # noqa: E402
 from shardalg.search.numeric import search  # noqa: E402
 from tests.search.programs import LAYER, MLP, Q7, TRANSFORMER  # noqa: E402
 
+_CACHES = find_caches()
+
 
 def _clear() -> None:
     sympy.core.cache.clear_cache()
-    planner._einsum_plans.cache_clear()
+    _CACHES.clear_warm()
 
 
 def _median(fn, repeat: int) -> float:
