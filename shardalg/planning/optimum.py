@@ -63,8 +63,15 @@ _OPTIMA: OrderedDict[tuple[object, ...], tuple[Plan | None, tuple[str, ...]]] = 
 _KEEP = 4096
 
 
+# the product's unsharded tensor by the operands' shapes (names, dims, literal sizes, dtypes), the einsum and
+# the product's name: a piece many shardings of one einsum share
+_PROTOS: dict[tuple[object, ...], Tensor] = {}
+
+
 def clear_optima() -> None:
+    """Forget the optima and the products' unsharded tensors."""
     _OPTIMA.clear()
+    _PROTOS.clear()
 
 
 def cheapest_plan(planner: EinsumPlanner, bound: float, weigh: Weigh | None = None,
@@ -235,9 +242,15 @@ class _Optimum:
     def _proto(self) -> Tensor:
         """The product's tensor without sharding (its shape and dtype: the space it is resharded in)."""
         p = self.p
-        bare = [tensor_with(t, Layout(tuple(() for _ in t.dims), (), ())) for t in (p.left, p.right)]
-        out = local_output_or_none(bare[0], bare[1], p.spec, self.mesh, p.name)
-        assert out is not None
+        key = (_shape(p.left), _shape(p.right), p.spec, p.name)
+        out = _PROTOS.get(key)
+        if out is None:
+            bare = [tensor_with(t, Layout(tuple([() for _ in t.dims]), (), ())) for t in (p.left, p.right)]
+            out = local_output_or_none(bare[0], bare[1], p.spec, self.mesh, p.name)
+            assert out is not None
+            if len(_PROTOS) >= _KEEP:
+                _PROTOS.clear()
+            _PROTOS[key] = out
         return out
 
     def _pairs(self, lefts: list[tuple[float, int, State]], rights: list[tuple[float, int, State]],
@@ -390,6 +403,10 @@ def _first(search: Search, label: object) -> tuple[Move, ...]:
 
 def _settled(search: Search, bound: float) -> list[tuple[float, int, State]]:
     return sorted((lab.weight, lab.steps, state) for state, lab in search.settle_below(bound).items())
+
+
+def _shape(t: Tensor) -> tuple[object, ...]:
+    return t.name, t.dim_names, tuple([d.size for d in t.dims]), t.dtype
 
 
 def _tensor(t: Tensor, state: State) -> Tensor:
