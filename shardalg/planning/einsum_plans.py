@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from itertools import product
 from typing import Any
 
-from shardalg.algebra.einsum import Spec, case_lines, default_name, local_output_or_none
+from shardalg.algebra.einsum import Spec, case_lines, default_name
 from shardalg.algebra.layout import Layout, tensor_with, validate
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
@@ -33,7 +33,7 @@ from .optimum import cheapest_plan
 from .order import BytesKey
 from .planset import DEFAULT_LIMITS, Limits, Overlap
 from .redistribute import best_sequences, close, finishing_sequences
-from .steps import fmt, rewired, with_spare_axes
+from .steps import fmt, local_product, rewired, with_spare_axes
 
 __all__ = ["EinsumPlanner"]
 
@@ -166,7 +166,7 @@ class EinsumPlanner:
         legal = []
         seen: set[tuple[Any, ...]] = set()
         for left, right, changes, reasons in self._candidates():
-            out = local_output_or_none(left, right, self.spec, self.mesh, self.name)
+            out = local_product(left, right, self.spec, self.mesh, self.name)
             if out is None:
                 continue
             if not (

@@ -47,7 +47,7 @@ from .planset import Overlap
 from .redistribute import axes_reachable, edge_weight
 from .search import Search, search_from, search_to
 from .space import Move, State, space_of, state_of
-from .steps import chain_steps
+from .steps import chain_steps, local_product
 
 if TYPE_CHECKING:
     from .einsum_plans import EinsumPlanner
@@ -322,7 +322,7 @@ class _Optimum:
         """The local product of two compute layouts, as the planner writes it."""
         p = self.p
         lt, rt = _tensor(p.left, lstate), _tensor(p.right, rstate)
-        product = local_output_or_none(lt, rt, p.spec, self.mesh, p.name)
+        product = local_product(lt, rt, p.spec, self.mesh, p.name)
         assert product is not None
         local = bool(set(product.unreduced) - set(lt.unreduced) - set(rt.unreduced))
         contract = p.spec.contracted if p.contract is not None else ()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from shardalg.algebra.einsum import Spec, local_output_or_none
 from shardalg.algebra.layout import Layout, tensor_with
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.rules import RULES
@@ -19,7 +20,7 @@ from shardalg.notation.syntax import Op, Tensor
 from .memo import Memo, per_object
 from .space import Move
 
-__all__ = ["fmt", "build_steps", "chain_steps", "rewired", "step_reason", "with_spare_axes"]
+__all__ = ["fmt", "build_steps", "chain_steps", "local_product", "rewired", "step_reason", "with_spare_axes"]
 
 
 def fmt(axes: tuple[str, ...] | list[str]) -> str:
@@ -78,8 +79,17 @@ def chain_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step
     return rewired(_chain(src, dst, moves), src, dst)
 
 
+@lru_cache(maxsize=4096)
+def local_product(left: Tensor, right: Tensor, spec: Spec, mesh: Mesh, name: str | None) -> Tensor | None:
+    """:func:`shardalg.algebra.einsum.local_output_or_none`, memoized by equal tensors: the local product of two
+    compute layouts (the plans of one einsum for other targets, and its optimum, multiply the same pairs)."""
+    return local_output_or_none(left, right, spec, mesh, name)
+
+
 def clear_chains() -> None:
+    """Forget the memoized chains and local products."""
     _chain.cache_clear()
+    local_product.cache_clear()
 
 
 def rewired(steps: tuple[Step, ...], src: Tensor, dst: Tensor) -> tuple[Step, ...]:
