@@ -32,6 +32,7 @@ Under an ``overlap`` policy (:class:`~.planset.Overlap`) a plan's time is not th
 
 from __future__ import annotations
 
+import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from itertools import combinations
@@ -270,7 +271,7 @@ class _Optimum:
         where = [(0, p.left.dim_names.index(n)) if n in spec.left else (1, p.right.dim_names.index(n))
                  for n in spec.out]  # fmt: skip
 
-        join = max if self.overlap is not None else _add
+        join = max if self.overlap is not None else operator.add
         want = self.p.target.unreduced if self.p.target is not None else ()
 
         def own(state: State, idx: list[int]) -> set[str]:
@@ -282,23 +283,27 @@ class _Optimum:
 
         by_shared: dict[tuple[tuple[str, ...], ...], list[tuple[float, int, State, set[str]]]] = {}
         for rw, rs, r in rights:
-            by_shared.setdefault(tuple(r[0][i] for i in ri), []).append((rw, rs, r, own(r, ri)))
+            by_shared.setdefault(tuple([r[0][i] for i in ri]), []).append((rw, rs, r, own(r, ri)))
+        mul_weight = self._mul_weight if self.weigh is not None else None
         out: list[Pair] = []
         for lw, ls, lstate in lefts:
             mine = None
-            for rw, rs, rstate, theirs in by_shared.get(tuple(lstate[0][i] for i in li), ()):
-                if join(lw, rw) >= bound:
+            ldims = lstate[0]
+            for rw, rs, rstate, theirs in by_shared.get(tuple([ldims[i] for i in li]), ()):
+                joined = join(lw, rw)
+                if joined >= bound:
                     break
                 mine = own(lstate, li) if mine is None else mine
                 if not mine.isdisjoint(theirs):
                     continue
-                dims = tuple((lstate, rstate)[side][0][i] for side, i in where)
-                used = {a for d in dims for a in d}
-                unreduced = set(lstate[1]) | set(rstate[1]) | {a for i in summed for a in lstate[0][i]}
+                sides = (ldims, rstate[0])
+                dims = tuple([sides[side][i] for side, i in where])
+                used = set().union(*dims)
+                unreduced = set(lstate[1]).union(rstate[1], *[ldims[i] for i in summed])
                 product: State = (dims, tuple(sorted(unreduced - used)))
-                if not axes_reachable(product[1], want, self.mesh):
+                if want and not axes_reachable(product[1], want, self.mesh):
                     continue
-                w = join(lw, rw) + self._mul_weight(lstate, rstate)
+                w = joined + mul_weight(lstate, rstate) if mul_weight is not None else joined
                 out.append((w, ls + rs + 1, lstate, rstate, product))
         out.sort(key=lambda q: (q[0], q[1], q[2], q[3]))
         return out
@@ -390,10 +395,6 @@ def _interleavings(a: tuple[Step, ...], b: tuple[Step, ...]) -> Iterator[list[St
 
 def _plus(a: list[float], b: Vector) -> list[float]:
     return [x + y for x, y in zip(a, b, strict=True)]
-
-
-def _add(a: float, b: float) -> float:
-    return a + b
 
 
 def _first(search: Search, label: object) -> tuple[Move, ...]:
