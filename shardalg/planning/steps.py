@@ -3,6 +3,8 @@
 A search (:mod:`.search`) finds moves between canonical states; a plan needs Steps between named tensors,
 each with the reason a reader sees. :func:`build_steps` does that, :func:`step_reason` words a resharding
 step, and :func:`with_spare_axes` makes the variant of a plan that slices onto spare axes before a gather.
+:func:`chain_steps` (a memoized :func:`build_steps`, passed on by identity with :func:`rewired`) and
+:func:`local_product` keep the pieces that the plans of one einsum, its optimum and its other targets share.
 """
 
 from __future__ import annotations
