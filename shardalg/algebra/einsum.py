@@ -109,7 +109,20 @@ class Spec:
         contract: tuple[str, ...] | None = None,
         result: Tensor | None = None,
     ) -> Spec:
-        """Classify by name; a ShapeMismatch when the dims cannot form an einsum."""
+        """Classify by name; a ShapeMismatch when the dims cannot form an einsum. Memoized by the dims'
+        names and literal sizes (legality and the planner both ask, for every query); errors are not kept,
+        so each is raised with its own tensors' spans."""
+        key = (_dims_key(left), _dims_key(right), contract, None if result is None else result.dim_names)
+        got = _SPECS.get(key)
+        if got is None:
+            got = cls._of(left, right, contract, result)
+            if len(_SPECS) >= SPECS_KEPT:
+                _SPECS.clear()
+            _SPECS[key] = got
+        return got
+
+    @classmethod
+    def _of(cls, left: Tensor, right: Tensor, contract: tuple[str, ...] | None, result: Tensor | None) -> Spec:
         for t in (left, right) + ((result,) if result is not None else ()):
             names = t.dim_names
             dup = None if len(set(names)) == len(names) else next(n for n in names if names.count(n) > 1)
@@ -157,6 +170,19 @@ class Spec:
             out = natural
         batch = tuple([n for n in shared if n not in contracted])
         return cls(ln, rn, out, contracted, batch)
+
+
+SPECS_KEPT = 4096  # einsum structures kept before the memo starts again
+_SPECS: dict[tuple[object, ...], Spec] = {}
+
+
+def _dims_key(t: Tensor) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
+    return t.dim_names, tuple([d.size for d in t.dims])
+
+
+def clear_caches() -> None:
+    """Forget the memoized einsum structures."""
+    _SPECS.clear()
 
 
 @dataclass(frozen=True)
