@@ -80,7 +80,6 @@ class EinsumPlanner:
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
         self._spared: Memo = {}  # with_spare_axes's answer per gather step (the plans share steps)
         self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # each preparing sequence (see _prep)
-        self._slices: Memo = {}  # and its slice onto the spare axes per gathered tensor (the steps share them)
 
     # -- compute layouts ---------------------------------------------------------------------------
 
@@ -213,7 +212,7 @@ class EinsumPlanner:
 
     def _add(self, p: Plan, found: list[Plan], seen: set[tuple[Any, ...]]) -> None:
         """Add a plan and its spare-axes variant, unless an equal plan is there already."""
-        for variant in (p, with_spare_axes(p, self.mesh, self.sizes, self._spared, self._slices)):
+        for variant in (p, with_spare_axes(p, self.mesh, self.sizes, self._spared)):
             if variant is not None:
                 sig = self._signature(variant)
                 if sig not in seen:

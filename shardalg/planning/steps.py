@@ -89,9 +89,10 @@ def local_product(left: Tensor, right: Tensor, spec: Spec, mesh: Mesh, name: str
 
 
 def clear_chains() -> None:
-    """Forget the memoized chains and local products."""
+    """Forget the memoized chains, local products and spare-axes slices."""
     _chain.cache_clear()
     local_product.cache_clear()
+    _spare_slice.cache_clear()
 
 
 def rewired(steps: tuple[Step, ...], src: Tensor, dst: Tensor) -> tuple[Step, ...]:
@@ -112,12 +113,11 @@ def _io(step: Step, inputs: tuple[Tensor, ...], output: Tensor) -> Step:
     return Step(step.op, inputs, output, step.axes, step.dim, step.contract, step.local, step.reason, step.offset)
 
 
-def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None,
-                    slices: Memo | None = None) -> Plan | None:  # fmt: skip
+def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None) -> Plan | None:
     """The plan with each single-dim AllGather preceded by a free slice onto the spare replicated axes,
     so the gather runs over more axes (more links, same bytes: the book's question 2); None when no
-    gather has a spare axis. ``memo`` keeps each gather's answer by step object and ``slices`` each slice by
-    gathered tensor object, for a caller whose plans share steps and tensors (one einsum's planner)."""
+    gather has a spare axis. ``memo`` keeps each gather's answer by step object, for a caller whose plans
+    share steps (one einsum's planner)."""
     steps: list[Step] = []
     changed = False
     for s in p.steps:
@@ -126,7 +126,7 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None,
         elif memo is None:
             spared = _spared(s, mesh, sizes)
         else:
-            spared = per_object(memo, s, lambda g: _spared(g, mesh, sizes, slices))
+            spared = per_object(memo, s, lambda g: _spared(g, mesh, sizes))
         if spared is None:
             steps.append(s)
         else:
@@ -137,18 +137,10 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None,
     return Plan(p.inputs, tuple(steps), p.output, p.cases, note=p.note + "; spare axes sliced first")
 
 
-def _spared(s: Step, mesh: Mesh, sizes: Sizes, memo: Memo | None = None) -> tuple[Step, Step] | None:
-    """A gather off one dim as a free slice onto the spare axes, then the gather over more axes (or None).
-    ``memo`` keeps the slice per gathered tensor object (the gathers of one einsum's plans read the same
-    operands)."""
+def _spared(s: Step, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
+    """A gather off one dim as a free slice onto the spare axes, then the gather over more axes (or None)."""
     t = s.inputs[0]
-    if memo is None:
-        found = _spare_slice(t, s.axes, mesh, sizes)
-    else:
-        by_axes: dict = per_object(memo, t, lambda _: {})
-        if s.axes not in by_axes:
-            by_axes[s.axes] = _spare_slice(t, s.axes, mesh, sizes)
-        found = by_axes[s.axes]
+    found = _spare_slice(t, s.axes, mesh, sizes)
     if found is None:
         return None
     sliced, spare, label, why = found
@@ -157,9 +149,11 @@ def _spared(s: Step, mesh: Mesh, sizes: Sizes, memo: Memo | None = None) -> tupl
             Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why))  # fmt: skip
 
 
+@lru_cache(maxsize=4096)
 def _spare_slice(t: Tensor, axes: tuple[str, ...], mesh: Mesh, sizes: Sizes) -> tuple[Tensor, tuple[str, ...], str, str] | None:
     """Before gathering ``axes`` of ``t`` off one dim: ``t`` sliced onto the spare axes, the spare axes, the
-    dim and the slice's reason (or None: no spare axis, not one dim, or the slice does not divide)."""
+    dim and the slice's reason (or None: no spare axis, not one dim, or the slice does not divide). Memoized
+    by equal tensors (the plans of one einsum, and its other targets, gather the same operands)."""
     used = set(t.unreduced).union(*[d.axes for d in t.dims])
     spare = tuple([a for a in mesh.names if a not in used])
     if not spare:
