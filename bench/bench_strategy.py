@@ -5,7 +5,8 @@
 In process: ``sa.search`` on question 7 (MLP, TPU v5e 2x2, 300 MB, forward) and on one transformer layer
 (attention + MLP, 2x2x2, forward, the chip's HBM), median of N runs each, with sympy's cache and the
 planner's whole-query caches (a statement's plans, an einsum's optimum: ``bench.common``'s warm clearing)
-cleared before each run, next to the baseline of the same run: planning the question's two statements once. Cold: ``shardalg search`` on question 7 in a new process, median of N, next to ``python -c pass``.
+cleared before each run, next to the baseline of the same run: planning the question's two statements once.
+Cold: ``shardalg search`` on question 7 in a new process, median of N, next to ``python -c pass``.
 """
 
 from __future__ import annotations

@@ -130,10 +130,8 @@ class Caches:
         _clear_sympy()
 
     def clear_warm(self) -> None:
-        """Only the whole-query caches (and the unknown ones)."""
-        for name in (*self.whole_query, *self.unknown):
-            self._clear[name]()
-        for name in self.plain_answers:
+        """Only the whole-query caches, plain answers included (and the unknown ones)."""
+        for name in (*self.whole_query, *self.plain_answers, *self.unknown):
             self._clear[name]()
 
     def describe(self) -> str:

@@ -138,4 +138,3 @@ def test_tensors_and_sizes_pickled_in_another_process_hash_here():
     here = parse_tensor("A[I_X, J]{U_Y}")
     assert t == here and hash(t) == hash(here) and {here: 1}[t] == 1
     assert s == Sizes({"I": 8}) and {Sizes({"I": 8}): 1}[s] == 1
-
