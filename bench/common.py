@@ -42,6 +42,8 @@ SUB_QUERY_PREFIXES = (
     "shardalg.algebra.",  # rank tables, symbols
     "shardalg.costs.stepcost.",  # one step's cost
     "shardalg.costs.sweep.",  # one compiled expression
+    "shardalg.costs.schedule.",  # one plan shape's waits (its steps' lanes and producers)
+    "shardalg.planning.optimum._side",  # one search state as a pair of compute layouts sees it
 )
 # Caches known to hold a whole query's answer (plans of a statement, the costs of a plan list): the plans of one
 # product (memoized for the strategy search, which plans the same sharded statement for many candidates).

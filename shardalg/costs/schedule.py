@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Step, producers_of
@@ -67,6 +68,14 @@ def dependencies(steps: Sequence[Step], given: Sequence[object] = ()) -> tuple[t
     """For each step, the earlier steps that produced its inputs (:func:`shardalg.notation.plan.producers_of`;
     a plan's own are ``plan.producers``, made once per plan)."""
     return producers_of(steps, given)
+
+
+@lru_cache(maxsize=4096)
+def _waits_of(lanes: tuple[tuple[str, ...], ...], deps: tuple[tuple[int, ...], ...]) -> tuple[tuple[tuple[int, ...], ...], bool]:
+    """:func:`_waits` and whether they form a chain, memoized by the plan's shape (its steps' lanes and
+    producers: many plans share one shape)."""
+    waits = _waits(lanes, deps)
+    return tuple(waits), _is_chain(waits)
 
 
 def _waits(lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
@@ -180,8 +189,8 @@ def _walk(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Seq
         return maximum(*clocks.values())
     if policy != "schedule":
         raise UsageError(f"overlap is one of {', '.join(POLICIES)}, not {policy!r}")
-    waits = _waits(lanes, deps)
-    if slots is None and _is_chain(waits):
+    waits, chain = _waits_of(tuple(lanes), tuple(deps))
+    if slots is None and chain:
         return add(*durations)  # a chain (each step waits for the one before): the sum, in one pass
     ends: list[Term] = []
     waited = 0

@@ -27,13 +27,13 @@ from shardalg.lazy import cached
 from shardalg.notation.plan import Plan, Step, chained_plan
 from shardalg.notation.syntax import Op, Product, Tensor
 
-from .einsum_options import AxisChoices, Option, Place, U, pair_is_local
+from .einsum_options import AxisChoices, Option, Place, pair_is_local
 from .memo import Memo
 from .optimum import cheapest_plan
 from .order import BytesKey
 from .planset import DEFAULT_LIMITS, Limits, Overlap
 from .redistribute import best_sequences, close, finishing_sequences
-from .steps import fmt, local_product, rewired, with_spare_axes
+from .steps import fmt, local_product, placed, rewired, with_spare_axes
 
 __all__ = ["EinsumPlanner"]
 
@@ -95,25 +95,20 @@ class EinsumPlanner:
         return found
 
     def _new_layout(self, t: Tensor, places: dict[str, Place], ref: Tensor) -> Tensor:
+        """``t`` placed as ``places`` says; the order of the axes new to a dim comes from ``ref`` (the other
+        operand), else the requested result. Made by :func:`.steps.placed`, memoized by equal tensors; ``t``
+        itself when nothing moves."""
         ref_names = ref.dim_names
         target = self.target
         target_names = target.dim_names if target is not None else ()
-        mesh_names = self.mesh.names
-        dims = []
-        for d in t.dims:
-            label = d.label
-            here = ("S", label)
-            kept = tuple([a for a in d.axes if places[a] == here])
-            new = [a for a, pl in places.items() if pl == here and a not in kept]
-            if new:
-                order = ref.axes_of(label) if label in ref_names else ()
-                if target is not None and label in target_names and not order:
-                    order = target.axes_of(label)
-                new.sort(key=lambda a: (order.index(a) if a in order else len(order), mesh_names.index(a)))
-            dims.append(kept + tuple(new))
-        unreduced = tuple(sorted([a for a, pl in places.items() if pl == U]))
-        invariant = tuple([a for a in t.invariant if places[a] == ("R", "")])
-        return tensor_with(t, Layout(tuple(dims), unreduced, invariant))
+        orders = []
+        for label in t.dim_names:
+            order = ref.axes_of(label) if label in ref_names else ()
+            if target is not None and label in target_names and not order:
+                order = target.axes_of(label)
+            orders.append(order)
+        got = placed(t, tuple(places.values()), tuple(orders), self.mesh.names)
+        return t if got.layout() == t.layout() else got
 
     def _per_axis(self) -> list[list[tuple[Option, Option]]]:
         """For each mesh axis, the pairs of options (left, right) that can be multiplied locally."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from itertools import combinations
 from typing import TYPE_CHECKING
 
@@ -48,7 +49,7 @@ from .planset import Overlap
 from .redistribute import axes_reachable, edge_weight
 from .search import Search, search_from, search_to
 from .space import Move, State, space_of, state_of
-from .steps import chain_steps, local_product
+from .steps import chain_steps, laid, local_product
 
 if TYPE_CHECKING:
     from .einsum_plans import EinsumPlanner
@@ -70,9 +71,10 @@ _PROTOS: dict[tuple[object, ...], Tensor] = {}
 
 
 def clear_optima() -> None:
-    """Forget the optima and the products' unsharded tensors."""
+    """Forget the optima, the products' unsharded tensors and the pairs' view of states."""
     _OPTIMA.clear()
     _PROTOS.clear()
+    _side.cache_clear()
 
 
 def cheapest_plan(planner: EinsumPlanner, bound: float, weigh: Weigh | None = None,
@@ -274,26 +276,20 @@ class _Optimum:
         join = max if self.overlap is not None else operator.add
         want = self.p.target.unreduced if self.p.target is not None else ()
 
-        def own(state: State, idx: list[int]) -> set[str]:
-            axes = set(state[1])
-            for i, d in enumerate(state[0]):
-                if d and i not in idx:
-                    axes.update(d)
-            return axes
-
-        by_shared: dict[tuple[tuple[str, ...], ...], list[tuple[float, int, State, set[str]]]] = {}
+        li_, ri_ = tuple(li), tuple(ri)
+        by_shared: dict[tuple[tuple[str, ...], ...], list[tuple[float, int, State, frozenset[str]]]] = {}
         for rw, rs, r in rights:
-            by_shared.setdefault(tuple([r[0][i] for i in ri]), []).append((rw, rs, r, own(r, ri)))
+            key, theirs = _side(r, ri_)
+            by_shared.setdefault(key, []).append((rw, rs, r, theirs))
         mul_weight = self._mul_weight if self.weigh is not None else None
         out: list[Pair] = []
         for lw, ls, lstate in lefts:
-            mine = None
             ldims = lstate[0]
-            for rw, rs, rstate, theirs in by_shared.get(tuple([ldims[i] for i in li]), ()):
+            key, mine = _side(lstate, li_)
+            for rw, rs, rstate, theirs in by_shared.get(key, ()):
                 joined = join(lw, rw)
                 if joined >= bound:
                     break
-                mine = own(lstate, li) if mine is None else mine
                 if not mine.isdisjoint(theirs):
                     continue
                 sides = (ldims, rstate[0])
@@ -393,6 +389,17 @@ def _interleavings(a: tuple[Step, ...], b: tuple[Step, ...]) -> Iterator[list[St
         yield out
 
 
+@lru_cache(maxsize=1 << 14)
+def _side(state: State, shared: tuple[int, ...]) -> tuple[tuple[tuple[str, ...], ...], frozenset[str]]:
+    """A compute layout as a pair sees it: the axes of its shared dims (at indices ``shared``), and every
+    other axis it uses (its other dims' and its partial sums'). Memoized: a table of states."""
+    axes = set(state[1])
+    for i, d in enumerate(state[0]):
+        if d and i not in shared:
+            axes.update(d)
+    return tuple([state[0][i] for i in shared]), frozenset(axes)
+
+
 def _plus(a: list[float], b: Vector) -> list[float]:
     return [x + y for x, y in zip(a, b, strict=True)]
 
@@ -411,5 +418,9 @@ def _shape(t: Tensor) -> tuple[object, ...]:
 
 
 def _tensor(t: Tensor, state: State) -> Tensor:
-    return tensor_with(t, Layout(state[0], state[1], ()))
+    """``t`` laid out as ``state`` (``t`` itself when that is its own layout: a plan reads its inputs by
+    identity)."""
+    if t.layout() == (state[0], state[1], ()):
+        return t
+    return laid(t, state[0], state[1])
 

@@ -22,7 +22,7 @@ from shardalg.notation.syntax import Op, Tensor
 from .memo import Memo, per_object
 from .space import Move
 
-__all__ = ["fmt", "build_steps", "chain_steps", "local_product", "rewired", "step_reason", "with_spare_axes"]
+__all__ = ["fmt", "build_steps", "chain_steps", "laid", "local_product", "placed", "rewired", "step_reason", "with_spare_axes"]
 
 
 def fmt(axes: tuple[str, ...] | list[str]) -> str:
@@ -88,9 +88,40 @@ def local_product(left: Tensor, right: Tensor, spec: Spec, mesh: Mesh, name: str
     return local_output_or_none(left, right, spec, mesh, name)
 
 
+@lru_cache(maxsize=4096)
+def placed(t: Tensor, places: tuple[tuple[str, str], ...], orders: tuple[tuple[str, ...], ...],
+           axes: tuple[str, ...]) -> Tensor:  # fmt: skip
+    """``t`` with each mesh axis of ``axes`` placed as ``places`` says: ``("S", dim)`` shards that dim,
+    ``("U", "")`` leaves partial sums, ``("R", "")`` replicates. A dim keeps the axes it had that stay on it;
+    axes new to a dim go minor-most, in the order of the dim's entry in ``orders`` (the other operand's or
+    the result's axes of that dim), then in mesh order. Memoized by equal tensors (one operand in one compute
+    layout: the candidates of an einsum, and of its other targets, place the same operands)."""
+    dims = []
+    for d, order in zip(t.dims, orders, strict=True):
+        here = ("S", d.label)
+        kept = tuple([a for a in d.axes if places[axes.index(a)] == here])
+        new = [a for a, pl in zip(axes, places, strict=True) if pl == here and a not in kept]
+        if new:
+            new.sort(key=lambda a: (order.index(a) if a in order else len(order), axes.index(a)))
+        dims.append(kept + tuple(new))
+    unreduced = tuple(sorted([a for a, pl in zip(axes, places, strict=True) if pl == ("U", "")]))
+    invariant = tuple([a for a in t.invariant if places[axes.index(a)] == ("R", "")])
+    return tensor_with(t, Layout(tuple(dims), unreduced, invariant))
+
+
+@lru_cache(maxsize=4096)
+def laid(t: Tensor, dims: tuple[tuple[str, ...], ...], unreduced: tuple[str, ...]) -> Tensor:
+    """``t`` sharded as ``dims`` and unreduced over ``unreduced``, with no invariant axes (a search state's
+    tensor); memoized by equal tensors (the optimum of an einsum, and of its other targets, lays out the
+    same states)."""
+    return tensor_with(t, Layout(dims, unreduced, ()))
+
+
 def clear_chains() -> None:
-    """Forget the memoized chains, local products and spare-axes slices."""
+    """Forget the memoized chains, local products, placements, laid-out states and spare-axes slices."""
     _chain.cache_clear()
+    placed.cache_clear()
+    laid.cache_clear()
     local_product.cache_clear()
     _spare_slice.cache_clear()
 
