@@ -57,6 +57,7 @@ PLAIN_CACHES: dict[str, str] = {
     "shardalg.planning.optimum._OPTIMA": "answer",  # the cheapest plan of one whole einsum
     "shardalg.planning.space._SPACES": "piece",  # one tensor shape's layout space on a mesh
     "shardalg.planning.optimum._PROTOS": "piece",  # a product's unsharded tensor, by its operands' shapes
+    "shardalg.planning.reasons._PIECES": "piece",  # a planned step sequence with its reasons, by what it reads
     "shardalg.algebra.einsum._SPECS": "piece",  # an einsum's structure, by its dims' names and sizes
     "shardalg.costs.stepcost._LAST": "piece",  # the last pricing context (chip, sizes, model)
     "shardalg.costs.sympymax._FORMULAS": "piece",  # one Max tree's sympy form

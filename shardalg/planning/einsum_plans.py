@@ -32,8 +32,9 @@ from .memo import Memo
 from .optimum import cheapest_plan
 from .order import BytesKey
 from .planset import DEFAULT_LIMITS, Limits, Overlap
+from .reasons import finish_reason, finished, note, prepared, product_step
 from .redistribute import best_sequences, close, finishing_sequences
-from .steps import fmt, local_product, placed, rewired, with_spare_axes
+from .steps import fmt, local_product, placed, with_spare_axes
 
 __all__ = ["EinsumPlanner"]
 
@@ -79,7 +80,6 @@ class EinsumPlanner:
         self.layouts_tried = 0
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
         self._spared: Memo = {}  # with_spare_axes's answer per gather step (the plans share steps)
-        self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # each preparing sequence (see _prep)
 
     # -- compute layouts ---------------------------------------------------------------------------
 
@@ -236,73 +236,42 @@ class EinsumPlanner:
     def _prep(self, side: int, src: Tensor, dst: Tensor, reasons: Reasons) -> list[tuple[Step, ...]]:
         if src.layout() == dst.layout():
             return [()]
-        out = []
-        memo = self._prepared
-        for steps in self._sequences(src, dst):  # made once per (sequence, reasons): the candidates share them
-            whys = tuple([tuple([reasons.get((side, a), "") for a in s.axes]) for s in steps])
-            key = (id(steps), whys, id(src), id(dst))
-            got = memo.get(key)
-            if got is None or got[0] is not steps or got[1] is not src or got[2] is not dst:  # ids not reused
-                got = memo[key] = (steps, src, dst, rewired(tuple(map(_reasoned, steps, whys)), src, dst))
-            out.append(got[3])
-        return out
+        return [prepared(steps, tuple([tuple([reasons.get((side, a), "") for a in s.axes]) for s in steps]), src, dst)
+                for steps in self._sequences(src, dst)]  # fmt: skip
 
     def _assemble(self, left: Tensor, right: Tensor, out: Tensor, reasons: Reasons) -> Iterator[Plan]:
         preps_l = self._prep(0, self.left, left, reasons)
         preps_r = self._prep(1, self.right, right, reasons)
         if not preps_l or not preps_r:
             return
-        contract = self.spec.contracted if self.contract is not None else ()
-        local = bool(set(out.unreduced) - set(left.unreduced) - set(right.unreduced))
-        why = self.einsum_reason(left, right, out)
-        mul = Step(Op.EINSUM, (left, right), out, contract=contract, local=local, reason=why)
-        for finish, note in self._finishes(out):
+        mul = self.product_step(left, right, out)
+        for finish, extra in self._finishes(out):
             for pl, pr in product(preps_l, preps_r):
-                why = _note(pl + pr + (mul,) + finish, note)
+                why = note(pl + pr + (mul,) + finish, extra)
                 yield chained_plan((self.left, self.right), pl, pr, mul, finish, self.cases, why)
 
-    def einsum_reason(self, left: Tensor, right: Tensor, out: Tensor) -> str:
-        """The local product's reason: its case, and the partial sums it leaves or passes through."""
-        summed = [(d, left.axes_of(d)) for d in self.spec.contracted if left.axes_of(d)]
-        if summed:
-            dims = ", ".join(d for d, _ in summed)
-            axes = tuple(a for _, ax in summed for a in ax)
-            return (f"case 3: both operands shard {dims} over {fmt(axes)}, so the local product is "
-                    f"{out.name}{{{', '.join('U_' + a for a in axes)}}}")  # fmt: skip
-        passed = [a for a in out.unreduced]
-        tail = f"; partial sums over {fmt(passed)} pass through" if passed else ""
-        if self.spec.contracted:
-            return f"case 1: no contracted dim is sharded, so the local product needs no communication{tail}"
-        return f"no contracted dim: a local product of the shards{tail}"
+    def product_step(self, left: Tensor, right: Tensor, out: Tensor) -> Step:
+        """The local product of two compute layouts, with its reason (:func:`.reasons.product_step`)."""
+        return product_step(self.spec, self.spec.contracted if self.contract is not None else (), left, right, out)
+
+    @cached
+    def brought(self) -> frozenset[str]:
+        """The axes the operands bring in unreduced."""
+        return frozenset(self.left.unreduced) | frozenset(self.right.unreduced)
 
     def _finishes(self, out: Tensor) -> list[tuple[tuple[Step, ...], str]]:
         if self.target is not None:
             if out.layout() == self.target.layout():
                 return [((), "")]
-            finishes = self._sequences(out, self.target, finish=True)
-            return [(rewired(tuple(self.finish_reason(s, out) for s in steps), out, self.target), "")
-                    for steps in finishes]  # fmt: skip
+            return [(finished(steps, out, self.target, self.brought), "")
+                    for steps in self._sequences(out, self.target, finish=True)]  # fmt: skip
         if self.local or not out.unreduced:
             return [((), "")]
         return list(self._natural_finishes(out))
 
     def finish_reason(self, step: Step, out: Tensor) -> Step:
-        """A finishing step's reason: a case-3 reduction names the partial products, anything else the
-        requested result."""
-        ax = fmt(step.axes)
-        brought = set(self.left.unreduced) | set(self.right.unreduced)
-        if step.op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER) and set(step.axes) <= brought:
-            why = f"{step.op.value}: sum the partial sums over {ax} that the operands brought in"
-            if step.dim is not None:
-                why += f", leaving {step.dim} sharded over {ax}"
-        elif step.op is Op.ALL_REDUCE:
-            why = f"case 3 finish: AllReduce_{ax} sums the partial products of {out.name} over {ax}"
-        elif step.op is Op.REDUCE_SCATTER:
-            why = (f"case 3 finish: ReduceScatter_{{{','.join(step.axes)},{step.dim}}} sums the partials and leaves "
-                   f"{step.dim} sharded over {ax}")  # fmt: skip
-        else:
-            why = f"{step.reason}, to reach the requested {self.target_text}"
-        return _with_reason(step, why)
+        """A finishing step with its reason (:func:`.reasons.finish_reason`)."""
+        return finish_reason(step, out, self.brought, self.target_text)
 
     def _natural_finishes(self, out: Tensor) -> Iterator[tuple[tuple[Step, ...], str]]:
         """The natural outputs of an unreduced product: leave it unreduced, AllReduce it, or ReduceScatter
@@ -316,30 +285,3 @@ class EinsumPlanner:
             if self.sizes.check_divisible(nxt, self.mesh, nxt.layout()[0]):
                 yield (self.finish_reason(Step(Op.REDUCE_SCATTER, (out,), nxt, u, d), out),), ""
 
-
-def _with_reason(step: Step, why: str) -> Step:
-    return Step(step.op, step.inputs, step.output, step.axes, step.dim, step.contract, step.local, why, step.offset)
-
-
-def _reasoned(step: Step, reasons: tuple[str, ...]) -> Step:
-    """A preparing step's reason: why the axes it moves had to move (a Permute: which dims it re-lays)."""
-    if step.op is Op.PERMUTE:
-        before, after = step.inputs[0], step.output
-        moved = [f"{d.label}_{fmt(d.axes)} -> {e.label}_{fmt(e.axes)}"
-                 for d, e in zip(before.dims, after.dims, strict=True) if d.axes != e.axes]  # fmt: skip
-        if not moved:
-            return step  # it renames unreduced axes only: its own reason says so
-        x, y = step.axes
-        return _with_reason(
-            step,
-            f"Permute into place: {', '.join(moved)} of {before.name} by moving whole shards point to point "
-            f"(swapping {x} and {y} keeps every device's local shape), instead of gathering and slicing",
-        )
-    why = "; ".join(dict.fromkeys(r for r in reasons if r))
-    return _with_reason(step, f"{step.op.value}: {why}") if why else step
-
-
-def _note(steps: tuple[Step, ...], extra: str) -> str:
-    parts = [f"{s.op.value}_{fmt(s.axes)}({s.inputs[0].name})" for s in steps if s.op is not Op.EINSUM]
-    text = ", ".join(parts) if parts else "no communication"
-    return f"{text}; {extra}" if extra else text

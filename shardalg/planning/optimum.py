@@ -46,6 +46,7 @@ from shardalg.notation.syntax import Op, Tensor
 
 from .pareto import Label, ParetoSearch, Vector, edge_vector
 from .planset import Overlap
+from .reasons import finished
 from .redistribute import axes_reachable, edge_weight
 from .search import Search, search_from, search_to
 from .space import Move, State, space_of, state_of
@@ -325,10 +326,7 @@ class _Optimum:
         lt, rt = _tensor(p.left, lstate), _tensor(p.right, rstate)
         product = local_product(lt, rt, p.spec, self.mesh, p.name)
         assert product is not None
-        local = bool(set(product.unreduced) - set(lt.unreduced) - set(rt.unreduced))
-        contract = p.spec.contracted if p.contract is not None else ()
-        why = p.einsum_reason(lt, rt, product)
-        return Step(Op.EINSUM, (lt, rt), product, contract=contract, local=local, reason=why)
+        return p.product_step(lt, rt, product)
 
     def _built(self, pair: Pair, left: Search, right: Search, back: Search, end: object) -> Plan:
         """The plan through one compute layout pair, with the sequences the searches found."""
@@ -348,7 +346,7 @@ class _Optimum:
         chains = [chain_steps(src, dst, moves) for src, moves, dst in ((self.p.left, lmoves, lt), (self.p.right, rmoves, rt))]
         finish: list[Step] = []
         if fmoves:
-            finish = [self.p.finish_reason(s, mul.output) for s in chain_steps(mul.output, target, fmoves)]
+            finish = list(finished(chain_steps(mul.output, target, fmoves), mul.output, target, self.p.brought))
         steps = [*chains[0], *chains[1], mul, *finish]
         overlap = self.overlap
         if overlap is not None and overlap.policy == "schedule" and chains[0] and chains[1]:

@@ -38,6 +38,7 @@ from .noplan import no_plan
 from .optimum import clear_optima
 from .order import default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
+from .reasons import clear_caches as clear_reasons
 from .redistribute import clear_caches as clear_searches
 from .redistribute import redistribute
 
@@ -165,9 +166,10 @@ def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: 
 
 
 def clear_caches() -> None:
-    """Forget every memoized search, sequence and optimum (a fresh start, as a benchmark of cold planning
+    """Forget every memoized search, sequence, step and optimum (a fresh start, as a benchmark of cold planning
     needs)."""
     clear_searches()
+    clear_reasons()
     clear_optima()
     _einsum_plans.cache_clear()
 
