@@ -383,16 +383,39 @@ def _findings(node_or_text: Node | str, mesh, sizes, want: str) -> Iterator[Viol
     ctx = context_for(node, mesh, sizes)
     _bounded(node, ctx)
     for site, result, nested in _sites(node):
+        clean = None
         if isinstance(site, Tensor):
             limits.require("dims", len(site.dims), lambda site=site: f"the tensor {text_of(site)[:60]}", span=site.span)
+            if want != "error":
+                continue  # a tensor's rules give errors only
+            clean = (site, ctx.mesh, tuple([ctx.sizes.get(d) for d in site.dim_names]))
+            if clean in _CLEAN:
+                continue
         planned = isinstance(site, Product) and not site.local and not nested
         local = ctx if result is ctx.result else Context(ctx.mesh, ctx.sizes, ctx.source, result)
+        found = False
         for rule in _rules_for(type(site)):
             kind = rule.planned if planned else "error"
             if kind != want:
                 continue
             for message, span, fix in rule.check(site, local):
+                found = True
                 yield Violation(rule.name, rule.error, message, span, fix, ctx.source)
+        if clean is not None and not found:
+            if len(_CLEAN) >= _KEEP:
+                _CLEAN.clear()
+            _CLEAN[clean] = True
+
+
+# Tensors that passed every tensor rule, by the tensor, the mesh and the bound sizes of its dims (all that
+# those rules read; a finding's span comes from the source, so only passes are kept)
+_CLEAN: dict[tuple[object, ...], bool] = {}
+_KEEP = 1 << 14
+
+
+def clear_caches() -> None:
+    """Forget the tensors that passed."""
+    _CLEAN.clear()
 
 
 def check(node_or_text: Node | str, mesh=None, sizes=None) -> Violations:

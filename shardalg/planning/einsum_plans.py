@@ -28,7 +28,6 @@ from shardalg.notation.plan import Plan, Step, chained_plan
 from shardalg.notation.syntax import Op, Product, Tensor
 
 from .einsum_options import AxisChoices, Option, Place, pair_is_local
-from .memo import Memo
 from .optimum import cheapest_plan
 from .order import BytesKey
 from .planset import DEFAULT_LIMITS, Limits, Overlap
@@ -79,7 +78,6 @@ class EinsumPlanner:
         self.cuts: list[str] = []  # notes of the limits that cut the answer
         self.layouts_tried = 0
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
-        self._spared: Memo = {}  # with_spare_axes's answer per gather step (the plans share steps)
 
     # -- compute layouts ---------------------------------------------------------------------------
 
@@ -207,7 +205,7 @@ class EinsumPlanner:
 
     def _add(self, p: Plan, found: list[Plan], seen: set[tuple[Any, ...]]) -> None:
         """Add a plan and its spare-axes variant, unless an equal plan is there already."""
-        for variant in (p, with_spare_axes(p, self.mesh, self.sizes, self._spared)):
+        for variant in (p, with_spare_axes(p, self.mesh, self.sizes)):
             if variant is not None:
                 sig = self._signature(variant)
                 if sig not in seen:

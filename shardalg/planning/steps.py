@@ -19,7 +19,6 @@ from shardalg.algebra.traffic import Sizes
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
 
-from .memo import Memo, per_object
 from .space import Move
 
 __all__ = ["fmt", "build_steps", "chain_steps", "laid", "local_product", "placed", "rewired", "step_reason", "with_spare_axes"]
@@ -122,6 +121,7 @@ def clear_chains() -> None:
     _chain.cache_clear()
     placed.cache_clear()
     laid.cache_clear()
+    _SPARED.clear()
     local_product.cache_clear()
     _spare_slice.cache_clear()
 
@@ -144,20 +144,24 @@ def _io(step: Step, inputs: tuple[Tensor, ...], output: Tensor) -> Step:
     return Step(step.op, inputs, output, step.axes, step.dim, step.contract, step.local, step.reason, step.offset)
 
 
-def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None) -> Plan | None:
+def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
     """The plan with each single-dim AllGather preceded by a free slice onto the spare replicated axes,
     so the gather runs over more axes (more links, same bytes: the book's question 2); None when no
-    gather has a spare axis. ``memo`` keeps each gather's answer by step object, for a caller whose plans
-    share steps (one einsum's planner)."""
+    gather has a spare axis. Each gather's answer is kept by the step object (with the step: plans share
+    steps, and so do the queries on one einsum, see :mod:`.reasons`)."""
     steps: list[Step] = []
     changed = False
     for s in p.steps:
         if s.op is not Op.ALL_GATHER:
             spared = None
-        elif memo is None:
-            spared = _spared(s, mesh, sizes)
         else:
-            spared = per_object(memo, s, lambda g: _spared(g, mesh, sizes))
+            key = (id(s), mesh, sizes)
+            got = _SPARED.get(key)
+            if got is None or got[0] is not s:
+                if len(_SPARED) >= _KEEP:
+                    _SPARED.clear()
+                got = _SPARED[key] = (s, _spared(s, mesh, sizes))
+            spared = got[1]
         if spared is None:
             steps.append(s)
         else:
@@ -166,6 +170,11 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes, memo: Memo | None = None)
     if not changed:
         return None
     return Plan(p.inputs, tuple(steps), p.output, p.cases, note=p.note + "; spare axes sliced first")
+
+
+# each gather's spare-axes variant (or None), by the gather step's identity, the mesh and the sizes
+_SPARED: dict[tuple[int, Mesh, Sizes], tuple[Step, tuple[Step, Step] | None]] = {}
+_KEEP = 1 << 14
 
 
 def _spared(s: Step, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
