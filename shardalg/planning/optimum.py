@@ -124,7 +124,7 @@ class _Optimum:
         if self.overlap is not None and self.overlap.policy == "steady":
             return self._steadiest(bound)
         left, right = self._forward(self.p.left), self._forward(self.p.right)
-        pairs = self._pairs(_settled(left, bound), _settled(right, bound), bound)
+        pairs = self._pairs(left.sorted_below(bound), right.sorted_below(bound), bound)
         self._cut(left, right)
         if not pairs:
             return None
@@ -302,7 +302,7 @@ class _Optimum:
                     continue
                 w = joined + mul_weight(lstate, rstate) if mul_weight is not None else joined
                 out.append((w, ls + rs + 1, lstate, rstate, product))
-        out.sort(key=lambda q: (q[0], q[1], q[2], q[3]))
+        out.sort()  # by weight, steps, then the states (a pair's product follows from its two states)
         return out
 
     def _mul_weight(self, lstate: State, rstate: State) -> float:
@@ -404,11 +404,7 @@ def _plus(a: list[float], b: Vector) -> list[float]:
 
 def _first(search: Search, label: object) -> tuple[Move, ...]:
     assert label is not None
-    return search.paths(label, 0)[0]  # type: ignore[arg-type]
-
-
-def _settled(search: Search, bound: float) -> list[tuple[float, int, State]]:
-    return sorted((lab.weight, lab.steps, state) for state, lab in search.settle_below(bound).items())
+    return search.first(label)  # type: ignore[arg-type]
 
 
 def _shape(t: Tensor) -> tuple[object, ...]:

@@ -91,6 +91,8 @@ class Search:
         self._pending: dict[State, list[tuple[float, int]]] = {}  # keys pushed per state, undominated
         self._heap: list[Entry] = [(0, 0, origin, (), (), 0, None, None)]
         self._plain = weight is None and toward is None and not banned_states and not banned_moves
+        self._below: dict[float, list[tuple[float, int, State]]] = {}  # sorted_below's answers, by bound
+        self._firsts: dict[int, tuple[_Label, tuple[Move, ...]]] = {}  # first's answers, by label
 
     @property
     def stopped(self) -> bool:
@@ -119,6 +121,22 @@ class Search:
         while self._heap and self._heap[0][0] < bound and self.settled < self.max_labels:
             self._pop()
         return {state: labs[0] for state, labs in self.labels.items() if labs[0].weight < bound}
+
+    def sorted_below(self, bound: float) -> list[tuple[float, int, State]]:
+        """(weight, steps, state) of every state lighter than ``bound`` (its cheapest label), lightest first;
+        kept per bound (the labels below a bound, once settled, never change: weights only grow)."""
+        got = self._below.get(bound)
+        if got is None:
+            got = self._below[bound] = sorted((lab.weight, lab.steps, state) for state, lab in self.settle_below(bound).items())
+        return got
+
+    def first(self, label: _Label) -> tuple[Move, ...]:
+        """The first of :meth:`paths` of a settled label, kept per label (a label's links are complete once
+        it is settled: ties are drained with it)."""
+        got = self._firsts.get(id(label))
+        if got is None or got[0] is not label:
+            got = self._firsts[id(label)] = (label, self.paths(label, 0)[0])
+        return got[1]
 
     def _best(self, state: State, max_steps: int | None) -> _Label | None:
         for lab in self.labels.get(state, ()):
