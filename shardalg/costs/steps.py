@@ -209,9 +209,25 @@ class StepCost:
         return out
 
 
+STEPS_KEPT = 1 << 14  # step costs kept per Options before the memo starts again
+
+
 def step_cost(step: Step, opts: Options) -> StepCost:
-    """The cost of one step (its terms worked out when asked for)."""
-    return StepCost(step, opts)
+    """The cost of one step (its terms worked out when asked for), kept on ``opts`` by the step object (the
+    plans of one einsum share steps, and so do the queries on it); made again when a model constant it reads
+    was replaced (its unit cost, the FLOP and HBM constants, the default dtype)."""
+    memo = opts._memo.get("steps")
+    if memo is None or len(memo) >= STEPS_KEPT:
+        memo = opts._memo["steps"] = {}
+    consts = (sc.FLOPS_PER_MAC, sc.FLOPS, sc.W_HBM, sc.DEFAULT_DTYPE)
+    got = memo.get(id(step))
+    if got is not None and got[0] is step and got[1] == consts:
+        cost: StepCost = got[2]
+        if step.op is Op.EINSUM or cost._unit is unit_cost(step.op, step.axes, opts, step.offset):
+            return cost
+    cost = StepCost(step, opts)
+    memo[id(step)] = (step, consts, cost)
+    return cost
 
 
 def numeric(expr: object, values: Mapping[sympy.Symbol, float]) -> float | None:

@@ -62,6 +62,18 @@ def test_a_replaced_constant_is_not_read_from_the_memo(monkeypatch):
     assert sympy.simplify(before / after) != 1  # the bandwidth doubled: the time is not the memo's
 
 
+def test_a_step_cost_is_kept_by_its_step_and_made_again_when_a_constant_changes(monkeypatch):
+    opts = Options.make(MESH, SIZES)
+    a, b = parse_tensor("A[I_X, J]"), parse_tensor("B[J, K]")
+    mul = Step(Op.EINSUM, (a, b), parse_tensor("C[I_X, K]"), contract=("J",))
+    first = sc_step(mul, opts)
+    assert sc_step(mul, opts) is first  # the same step object: its cost is kept
+    before = first.compute.sympy()
+    monkeypatch.setattr(sc, "FLOPS_PER_MAC", 4)
+    again = sc_step(mul, opts)
+    assert again is not first and sympy.simplify(again.compute.sympy() / before) == 2
+
+
 def test_the_last_options_are_made_again_when_the_sizes_change():
     sizes = dict(SIZES)
     first = Options.make(MESH, sizes, "tpu-v5p")
