@@ -30,7 +30,7 @@ from shardalg.planning.memo import per_object
 from . import schedule as sched
 from .programplan import plan_of, program_plan
 from .stepcost import Options
-from .steps import StepCost, numeric, seconds_of, step_cost
+from .steps import StepCost, model_constants, numeric, seconds_of, step_cost
 from .terms import ZERO, Point, Term, add, maximum, point
 
 __all__ = ["PlanCost", "plan_cost", "plan_of", "cost", "step_seconds", "fast_seconds"]
@@ -241,7 +241,8 @@ def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bo
 
 
 def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
-    steps = tuple([step_cost(s, opts) for s in plan.steps])
+    consts = model_constants(opts)
+    steps = tuple([step_cost(s, opts, consts) for s in plan.steps])
     return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring, at=opts.point,
                     producers=plan.producers)
 

@@ -212,22 +212,28 @@ class StepCost:
 STEPS_KEPT = 1 << 14  # step costs kept per Options before the memo starts again
 
 
-def step_cost(step: Step, opts: Options) -> StepCost:
+def step_cost(step: Step, opts: Options, constants: tuple | None = None) -> StepCost:
     """The cost of one step (its terms worked out when asked for), kept on ``opts`` by the step object (the
     plans of one einsum share steps, and so do the queries on it); made again when a model constant it reads
-    was replaced (its unit cost, the FLOP and HBM constants, the default dtype)."""
+    was replaced (``constants``: :func:`model_constants`, read once by a caller pricing many steps)."""
     memo = opts._memo.get("steps")
     if memo is None or len(memo) >= STEPS_KEPT:
         memo = opts._memo["steps"] = {}
-    consts = (sc.FLOPS_PER_MAC, sc.FLOPS, sc.W_HBM, sc.DEFAULT_DTYPE)
+    consts = model_constants(opts) if constants is None else constants
     got = memo.get(id(step))
     if got is not None and got[0] is step and got[1] == consts:
-        cost: StepCost = got[2]
-        if step.op is Op.EINSUM or cost._unit is unit_cost(step.op, step.axes, opts, step.offset):
-            return cost
+        return got[2]  # type: ignore[no-any-return]
     cost = StepCost(step, opts)
     memo[id(step)] = (step, consts, cost)
     return cost
+
+
+def model_constants(opts: Options) -> tuple:
+    """Every module constant and formula a step's cost reads (so a kept cost is made again when a test or a
+    user replaces one): the FLOP, HBM and dtype constants and the ring's, and the model's formulas."""
+    return (sc.FLOPS_PER_MAC, sc.FLOPS, sc.W_HBM, sc.DEFAULT_DTYPE, sc.RING_HOPS, sc.ONE_WAY, sc.ALL_TO_ALL_SHARE,
+            sc.UNI_ALL_TO_ALL_SHARE, sc.W_ICI, sc.W_DCN, sc.T_MIN, sc.ALPHA, sc.BETA,
+            tuple(sc.FORMULAS[opts.model].items()))  # fmt: skip
 
 
 def numeric(expr: object, values: Mapping[sympy.Symbol, float]) -> float | None:
