@@ -204,7 +204,7 @@ class _Nary(Term):
         self.args = args
         self._hash = None
         self._sympy = None
-        self._floaty = any(a._floaty for a in args)
+        self._floaty = True in [a._floaty for a in args]
 
     def __eq__(self, other: object) -> bool:
         return self is other or (type(other) is type(self) and self.args == other.args)  # type: ignore[attr-defined]
@@ -324,16 +324,29 @@ def add(*terms: Term) -> Term:
             return Sum((a, b))
     elif len(terms) == 1:
         return terms[0]
-    monos: dict[tuple, Number] = {}
+    monos: dict[tuple, list[Mono]] = {}  # by powers, in order of first appearance
     others: list[Term] = []
     for t in terms:
         for u in (t.args if type(t) is Sum else (t,)):
             if type(u) is Mono:
                 if u.coeff != 0:
-                    monos[u.powers] = monos.get(u.powers, 0) + u.coeff
+                    same = monos.get(u.powers)
+                    if same is None:
+                        monos[u.powers] = [u]
+                    else:
+                        same.append(u)
             else:
                 others.append(u)
-    args: list[Term] = [Mono(at.num(c), p) for p, c in monos.items() if c != 0]
+    args: list[Term] = []
+    for p, same in monos.items():
+        if len(same) == 1 and (type(same[0].coeff) is not Fraction or same[0].coeff.denominator != 1):
+            args.append(same[0])  # alone with its powers: the term itself
+            continue
+        c: Number = 0
+        for u in same:
+            c += u.coeff
+        if c != 0:
+            args.append(Mono(at.num(c), p))
     args.extend(others)
     if not args:
         return ZERO
