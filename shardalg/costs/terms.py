@@ -328,24 +328,15 @@ def add(*terms: Term) -> Term:
     others: list[Term] = []
     for t in terms:
         for u in (t.args if type(t) is Sum else (t,)):
-            if type(u) is Mono:
-                if u.coeff != 0:
-                    same = monos.get(u.powers)
-                    if same is None:
-                        monos[u.powers] = [u]
-                    else:
-                        same.append(u)
-            else:
+            if type(u) is not Mono:
                 others.append(u)
+            elif u.coeff != 0:
+                monos.setdefault(u.powers, []).append(u)
     args: list[Term] = []
     for p, same in monos.items():
-        if len(same) == 1 and (type(same[0].coeff) is not Fraction or same[0].coeff.denominator != 1):
+        if len(same) == 1 and at.num(same[0].coeff) is same[0].coeff:
             args.append(same[0])  # alone with its powers: the term itself
-            continue
-        c: Number = 0
-        for u in same:
-            c += u.coeff
-        if c != 0:
+        elif (c := sum([u.coeff for u in same])) != 0:
             args.append(Mono(at.num(c), p))
     args.extend(others)
     if not args:
@@ -422,7 +413,7 @@ def _mul(a: Term, b: Term) -> Term:
             return a if b.coeff == 1 else Mono(at.cmul(a.coeff, b.coeff), a.powers)
         if not a.powers:
             return b if a.coeff == 1 else Mono(at.cmul(a.coeff, b.coeff), b.powers)
-        return _mono_product(a, b)
+        return Mono(*at.product_of_powers(a.coeff, a.powers, b.coeff, b.powers))
     if a.is_zero or b.is_zero:
         return ZERO
     if type(a) is not Mono:
@@ -431,11 +422,6 @@ def _mul(a: Term, b: Term) -> Term:
     if type(b) is Sum:
         return add(*(_mul(a, c) for c in b.args))
     return maximum(*(_mul(a, c) for c in b.args))
-
-
-def _mono_product(a: Mono, b: Mono) -> Term:
-    coeff, powers = at.product_of_powers(a.coeff, a.powers, b.coeff, b.powers)
-    return Mono(coeff, powers)
 
 
 def _inverse(t: Term) -> Term:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, reject
 from hypothesis import strategies as st
 
 from shardalg.algebra.einsum import NotLocal
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
-from shardalg.errors import NoPlan, ShardalgError, UnreachableUnreduced, UsageError
+from shardalg.errors import LimitExceeded, NoPlan, ShardalgError, UnreachableUnreduced, UsageError
 from shardalg.notation.parse import parse_tensor
 from shardalg.notation.plan import Plan, producers_of
 from shardalg.notation.syntax import Dim, Op, Tensor
@@ -297,7 +297,11 @@ def test_every_plan_equals_the_dense_result(case: tuple[Mesh, Tensor, Tensor, Te
         return
     assert found
     for p in found:
-        res = run_plan(p, mesh, rng=np.random.default_rng(0))
+        try:
+            res = run_plan(p, mesh, rng=np.random.default_rng(0))
+        except LimitExceeded as err:  # a value too big for the executor's numpy buffers (long runs draw such)
+            assert err.rule == "limit-elements", err
+            reject()
         assert res.ok, f"{stmt}\n{p}\n{res}"
         if C is not None:
             assert p.output == C
