@@ -268,8 +268,8 @@ class _Optimum:
         p = self.p
         spec = p.spec
         shared = spec.contracted + spec.batch
-        li = [p.left.dim_names.index(d) for d in shared]
-        ri = [p.right.dim_names.index(d) for d in shared]
+        li = tuple([p.left.dim_names.index(d) for d in shared])
+        ri = tuple([p.right.dim_names.index(d) for d in shared])
         summed = [p.left.dim_names.index(d) for d in spec.contracted]
         where = [(0, p.left.dim_names.index(n)) if n in spec.left else (1, p.right.dim_names.index(n))
                  for n in spec.out]  # fmt: skip
@@ -277,16 +277,15 @@ class _Optimum:
         join = max if self.overlap is not None else operator.add
         want = self.p.target.unreduced if self.p.target is not None else ()
 
-        li_, ri_ = tuple(li), tuple(ri)
         by_shared: dict[tuple[tuple[str, ...], ...], list[tuple[float, int, State, frozenset[str]]]] = {}
         for rw, rs, r in rights:
-            key, theirs = _side(r, ri_)
+            key, theirs = _side(r, ri)
             by_shared.setdefault(key, []).append((rw, rs, r, theirs))
         mul_weight = self._mul_weight if self.weigh is not None else None
         out: list[Pair] = []
         for lw, ls, lstate in lefts:
             ldims = lstate[0]
-            key, mine = _side(lstate, li_)
+            key, mine = _side(lstate, li)
             for rw, rs, rstate, theirs in by_shared.get(key, ()):
                 joined = join(lw, rw)
                 if joined >= bound:

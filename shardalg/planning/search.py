@@ -37,6 +37,7 @@ from .space import Edge, Move, Space, State
 __all__ = ["Routes", "Search", "search_from", "search_to", "routes", "k_best", "toward", "MAX_LABELS", "MAX_TIES"]
 
 MAX_LABELS = 2_000_000  # labels one search may settle before it stops (and says so)
+_BOUNDS_KEPT = 64  # sorted_below's answers one search keeps (each a list of states) before it starts again
 MAX_TIES = 64  # sequences of different ops listed for one resharding before the list says it is cut
 
 # (state before, move, state after) -> the move's weight in a weighted search
@@ -127,6 +128,8 @@ class Search:
         kept per bound (the labels below a bound, once settled, never change: weights only grow)."""
         got = self._below.get(bound)
         if got is None:
+            if len(self._below) >= _BOUNDS_KEPT:
+                self._below.clear()
             got = self._below[bound] = sorted((lab.weight, lab.steps, state) for state, lab in self.settle_below(bound).items())
         return got
 
