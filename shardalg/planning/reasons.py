@@ -10,8 +10,8 @@ with their reasons are pieces that the queries on one einsum share, so each is k
 - a finishing sequence (:func:`finished`), by the sequence, the product, the requested result and the axes the
   operands brought in unreduced.
 
-Each is keyed by the identity of the objects it reads, with the objects kept beside the answer (so an id
-is never mistaken while it is kept). Those objects come from the memos of equal tensors (:mod:`.steps`,
+Each is keyed by the identity of the objects it reads, with the objects kept beside the answer (so no
+other object can take their ids while the answer is kept). Those objects come from the memos of equal tensors (:mod:`.steps`,
 :mod:`.redistribute`), so queries on the same einsum meet them again; and a plan passes its values on by
 identity, which a memo by equal tensors would break.
 """
@@ -43,8 +43,10 @@ def clear_caches() -> None:
 
 
 def _kept(key: tuple[Any, ...], objects: tuple[object, ...], make: Callable[[], T]) -> T:
+    """``make()``, kept under ``key`` (which holds the ids of ``objects``) with the objects themselves: while
+    they are kept no other object can have their ids, so a key found is a key of these very objects."""
     got = _PIECES.get(key)
-    if got is None or any(a is not b for a, b in zip(got[0], objects, strict=True)):
+    if got is None:
         if len(_PIECES) >= _KEEP:
             _PIECES.clear()
         got = _PIECES[key] = (objects, make())
