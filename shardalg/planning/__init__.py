@@ -1,7 +1,8 @@
 """Plans: every legal way to compute a statement, resharding, whole programs, and the backward pass.
 
 - :mod:`.planner` (the entry point, ``plans``/``plan``) and :mod:`.einsum_plans` (the enumeration of compute
-  layouts and finishes for an einsum);
+  layouts and finishes for an einsum), with :mod:`.steps` (move sequences as Steps, and the memoized pieces the
+  plans of an einsum share) and :mod:`.reasons` (each planned step's reason, and plan notes);
 - :mod:`.redistribute` (the cheapest sequences of rules between two shardings of one tensor), over the layout
   spaces of :mod:`.space` searched by :mod:`.search` (one weight) and :mod:`.pareto` (seconds per resource);
   :mod:`.optimum` (the cheapest plan over every compute layout);
