@@ -18,39 +18,25 @@ identity, which a memo by equal tensors would break.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from shardalg.algebra.einsum import Spec
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
 
+from .memo import kept
 from .steps import fmt, rewired
 
 __all__ = ["clear_caches", "einsum_reason", "finish_reason", "finished", "note", "prepared", "product_step",
            "reasoned", "with_reason"]  # fmt: skip
 
-T = TypeVar("T")
-
 # the steps with their reasons, by the identity of what they read: key -> (the objects read, the steps)
 _PIECES: dict[tuple[Any, ...], tuple[tuple[object, ...], Any]] = {}
-_KEEP = 1 << 14  # pieces kept before the memo starts again
 
 
 def clear_caches() -> None:
     """Forget the steps with their reasons."""
     _PIECES.clear()
-
-
-def _kept(key: tuple[Any, ...], objects: tuple[object, ...], make: Callable[[], T]) -> T:
-    """``make()``, kept under ``key`` (which holds the ids of ``objects``) with the objects themselves: while
-    they are kept no other object can have their ids, so a key found is a key of these very objects."""
-    got = _PIECES.get(key)
-    if got is None:
-        if len(_PIECES) >= _KEEP:
-            _PIECES.clear()
-        got = _PIECES[key] = (objects, make())
-    return got[1]  # type: ignore[no-any-return]
 
 
 def with_reason(step: Step, why: str) -> Step:
@@ -77,7 +63,7 @@ def reasoned(step: Step, reasons: tuple[str, ...]) -> Step:
 
 def prepared(steps: tuple[Step, ...], whys: tuple[tuple[str, ...], ...], src: Tensor, dst: Tensor) -> tuple[Step, ...]:
     """A preparing sequence from ``src`` to ``dst`` with ``whys`` (the reasons of each step's axes)."""
-    return _kept(("prep", id(steps), whys, id(src), id(dst)), (steps, src, dst),
+    return kept(_PIECES, ("prep", id(steps), whys, id(src), id(dst)), (steps, src, dst),
                  lambda: rewired(tuple(map(reasoned, steps, whys)), src, dst))  # fmt: skip
 
 
@@ -104,7 +90,7 @@ def product_step(spec: Spec, contract: tuple[str, ...], left: Tensor, right: Ten
         why = einsum_reason(spec, left, right, out)
         return Step(Op.EINSUM, (left, right), out, contract=contract, local=local, reason=why)
 
-    return _kept(("mul", id(spec), contract, id(left), id(right), id(out)), (spec, left, right, out), make)
+    return kept(_PIECES, ("mul", id(spec), contract, id(left), id(right), id(out)), (spec, left, right, out), make)
 
 
 def finish_reason(step: Step, out: Tensor, brought: frozenset[str], target: str) -> Step:
@@ -127,7 +113,7 @@ def finish_reason(step: Step, out: Tensor, brought: frozenset[str], target: str)
 
 def finished(steps: tuple[Step, ...], out: Tensor, target: Tensor, brought: frozenset[str]) -> tuple[Step, ...]:
     """A finishing sequence from the product ``out`` to the requested ``target``, each step with its reason."""
-    return _kept(("finish", id(steps), id(out), id(target), brought), (steps, out, target),
+    return kept(_PIECES, ("finish", id(steps), id(out), id(target), brought), (steps, out, target),
                  lambda: rewired(tuple([finish_reason(s, out, brought, str(target)) for s in steps]), out, target))
 
 

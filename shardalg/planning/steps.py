@@ -19,6 +19,7 @@ from shardalg.algebra.traffic import Sizes
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
 
+from .memo import kept
 from .space import Move
 
 __all__ = ["fmt", "build_steps", "chain_steps", "laid", "local_product", "placed", "rewired", "step_reason", "with_spare_axes"]
@@ -155,13 +156,7 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
         if s.op is not Op.ALL_GATHER:
             spared = None
         else:
-            key = (id(s), mesh, sizes)
-            got = _SPARED.get(key)
-            if got is None or got[0] is not s:
-                if len(_SPARED) >= _KEEP:
-                    _SPARED.clear()
-                got = _SPARED[key] = (s, _spared(s, mesh, sizes))
-            spared = got[1]
+            spared = kept(_SPARED, (id(s), mesh, sizes), (s,), lambda s=s: _spared(s, mesh, sizes))
         if spared is None:
             steps.append(s)
         else:
@@ -173,8 +168,7 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
 
 
 # each gather's spare-axes variant (or None), by the gather step's identity, the mesh and the sizes
-_SPARED: dict[tuple[int, Mesh, Sizes], tuple[Step, tuple[Step, Step] | None]] = {}
-_KEEP = 1 << 14
+_SPARED: dict[tuple[int, Mesh, Sizes], tuple[tuple[Step], tuple[Step, Step] | None]] = {}
 
 
 def _spared(s: Step, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
