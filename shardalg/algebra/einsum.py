@@ -174,6 +174,7 @@ class Spec:
 
 SPECS_KEPT = 4096  # einsum structures kept before the memo starts again
 _SPECS: dict[tuple[object, ...], Spec] = {}
+_CASES: dict[tuple[object, ...], tuple[str, ...]] = {}  # case_lines, by the two operands and the einsum
 
 
 def _dims_key(t: Tensor) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
@@ -181,8 +182,9 @@ def _dims_key(t: Tensor) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
 
 
 def clear_caches() -> None:
-    """Forget the memoized einsum structures."""
+    """Forget the memoized einsum structures and case lines."""
     _SPECS.clear()
+    _CASES.clear()
 
 
 @dataclass(frozen=True)
@@ -251,7 +253,19 @@ def _collisions(left: Tensor, right: Tensor, spec: Spec) -> list[tuple[str, str,
 
 
 def case_lines(left: Tensor, right: Tensor, spec: Spec) -> tuple[str, ...]:
-    """One line per dim (its role and case), then case 4 and unreduced-input lines."""
+    """One line per dim (its role and case), then case 4 and unreduced-input lines. Memoized by the two
+    operands and the einsum (every plan of a product carries them; the queries of one product share them)."""
+    key = (left, right, spec)
+    got = _CASES.get(key)
+    if got is None:
+        got = _case_lines(left, right, spec)
+        if len(_CASES) >= SPECS_KEPT:
+            _CASES.clear()
+        _CASES[key] = got
+    return got
+
+
+def _case_lines(left: Tensor, right: Tensor, spec: Spec) -> tuple[str, ...]:
     ln, rn = left.name or "the left operand", right.name or "the right operand"
     lines = [c.line(ln, rn) for c in classify(left, right, spec)]
     for a, ld, rd in _collisions(left, right, spec):

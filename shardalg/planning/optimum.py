@@ -82,9 +82,9 @@ def cheapest_plan(planner: EinsumPlanner, bound: float, weigh: Weigh | None = No
                   overlap: Overlap | None = None) -> Plan | None:  # fmt: skip
     """The cheapest plan (by ``weigh``, else bytes; then steps; by ``overlap``'s time when given, see the
     module docstring) of the planner's einsum to its requested result, when it costs less than ``bound`` (bytes as
-    a rank, as :class:`~.order.BytesKey` counts)."""
-    if planner.local or planner.target is None:
-        return None
+    a rank, as :class:`~.order.BytesKey` counts); none below a bound of 0 (no search is made)."""
+    if planner.local or planner.target is None or bound <= 0:
+        return None  # no plan is lighter than nothing: every weight (bytes, seconds) is at least 0
     if weigh is not None:
         query = _Optimum(planner, weigh, overlap)
         found = query.plan(bound)
