@@ -31,7 +31,7 @@ from shardalg.notation.syntax import Op, Tensor
 from .order import default_key, plan_bytes, sort_plans, weighed_key
 from .planset import DEFAULT_LIMITS, Limits, Plans
 from .search import Search, k_best, routes, search_from, search_to, toward
-from .space import Move, State, space_of, state_of
+from .space import SLICE, Move, State, space_of, state_of
 from .steps import build_steps, step_reason, with_spare_axes
 
 __all__ = [
@@ -130,7 +130,7 @@ def _sequences(
 
 
 def _direct(move: Move, goal: State) -> bool:
-    return move[0] is not Op.SLICE or toward(move, goal)
+    return move[0] != SLICE or toward(move, goal)
 
 
 def unreduced_reachable(src: Tensor, dst: Tensor, mesh: Mesh) -> bool:
@@ -262,7 +262,7 @@ def edge_weight(src: Tensor, weigh: Callable[[Step], W]) -> Callable[[State, Mov
             op, axes, _ = move
             t0 = tensor_with(proto, Layout(before[0], before[1], ()))
             t1 = tensor_with(proto, Layout(after[0], after[1], ()))
-            got = memo[(before, move)] = weigh(Step(op, (t0,), t1, axes))
+            got = memo[(before, move)] = weigh(Step(Op(op), (t0,), t1, axes))
         return got
 
     return weight

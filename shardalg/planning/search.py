@@ -30,9 +30,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shardalg.notation.syntax import Op
-
-from .space import Edge, Move, Space, State
+from .space import SLICE, Edge, Move, Space, State
 
 __all__ = ["Routes", "Search", "search_from", "search_to", "routes", "k_best", "toward", "MAX_LABELS", "MAX_TIES"]
 
@@ -197,33 +195,35 @@ class Search:
         """Whether the search may take ``move`` between ``state`` and the newly reached ``other``."""
         if other in self.banned_states or (self.banned_moves and ((other if self.backward else state), move) in self.banned_moves):
             return False
-        return self.toward is None or move[0] is not Op.SLICE or toward(move, self.toward)
+        return self.toward is None or move[0] != SLICE or toward(move, self.toward)
 
     def paths(self, label: _Label, cap: int, keep: Callable[[Move], bool] | None = None) -> list[tuple[Move, ...]]:
         """The move sequences between the origin and a settled label (in the order they are applied), one per
         sequence of ops (ties that apply the same ops in the same order differ only in which axes they name:
         another decomposition of one permutation into swaps, or where a spare axis is sliced), in a fixed
         order, at most ``cap + 1``. With ``keep``, only sequences whose every move it keeps."""
-        memo: dict[int, dict[tuple[Op, ...], tuple[Move, ...]]] = {}
-        backward = self.backward
+        return list(_reps(label, {}, keep, self.backward).values())[: cap + 1]
 
-        def reps(lab: _Label) -> dict[tuple[Op, ...], tuple[Move, ...]]:
-            got = memo.get(id(lab))
-            if got is not None:
-                return got
-            got = {} if lab.links else {(): ()}
-            for link, move in lab.links:
-                if keep is not None and not keep(move):
-                    continue
-                for ops, moves in reps(link).items():
-                    if backward:
-                        got.setdefault((move[0],) + ops, (move,) + moves)
-                    else:
-                        got.setdefault(ops + (move[0],), moves + (move,))
-            memo[id(lab)] = got
-            return got
 
-        return list(reps(label).values())[: cap + 1]
+def _reps(lab: _Label, memo: dict[int, dict[tuple[str, ...], tuple[Move, ...]]], keep: Callable[[Move], bool] | None,
+          backward: bool) -> dict[tuple[str, ...], tuple[Move, ...]]:  # fmt: skip
+    """The sequences through ``lab``'s links, one per sequence of ops (:meth:`Search.paths`). A module
+    function, not a closure that calls itself: such a closure is a reference cycle, left for the garbage
+    collector with everything it reaches."""
+    got = memo.get(id(lab))
+    if got is not None:
+        return got
+    got = {} if lab.links else {(): ()}
+    for link, move in lab.links:
+        if keep is not None and not keep(move):
+            continue
+        for ops, moves in _reps(link, memo, keep, backward).items():
+            if backward:
+                got.setdefault((move[0],) + ops, (move,) + moves)
+            else:
+                got.setdefault(ops + (move[0],), moves + (move,))
+    memo[id(lab)] = got
+    return got
 
 
 def _dominated(keys: list[tuple[float, int]], w: float, steps: int) -> bool:

@@ -31,9 +31,14 @@ from shardalg.algebra.rules import RULES
 from shardalg.algebra.traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, TRAFFIC, Sizes, Volume
 from shardalg.notation.syntax import DType, Op, Tensor
 
-__all__ = ["Move", "State", "Space", "space_of", "state_of", "clear_spaces", "MAX_SPACES"]
+__all__ = ["Move", "State", "Space", "space_of", "state_of", "clear_spaces", "MAX_SPACES", "SLICE"]
 
-Move = tuple[Op, tuple[str, ...], int | None]  # (op, axes, target dim index or None)
+# (the op's name, axes, target dim index or None). The op is named by its value (``"AllGather"``), not held as
+# the Op: an enum member is an object the garbage collector tracks, and so would be every tuple holding a
+# move (edges, predecessors, paths). With strings the collector stops tracking those tuples, and a large
+# search's full collections take a fraction of the time.
+Move = tuple[str, tuple[str, ...], int | None]
+SLICE: str = Op.SLICE.value  # the name a move gives Slice
 State = tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]  # (axes per dim, unreduced)
 Edge = tuple[Move, State, int, tuple[int, tuple[str, ...], int]]  # (move, other state, rank, sort key)
 
@@ -49,7 +54,7 @@ def layout_moves(state: State, mesh: Mesh) -> tuple[tuple[Move, State, tuple[int
     for i, (op, r) in enumerate(RULES.items()):
         for axes, dim in r.moves(lay, mesh):
             nxt = r.effect(lay, axes, dim)
-            out.append(((op, axes, dim), (nxt.dims, nxt.unreduced), (i, axes, -1 if dim is None else dim)))
+            out.append(((op.value, axes, dim), (nxt.dims, nxt.unreduced), (i, axes, -1 if dim is None else dim)))
     return tuple(out)
 
 
@@ -70,13 +75,18 @@ def space_of(t: Tensor, mesh: Mesh, sizes: Sizes) -> Space:
     if found is None:
         found = Space(*key)
         while len(_SPACES) >= MAX_SPACES:
-            del _SPACES[next(iter(_SPACES))]
+            _SPACES.pop(next(iter(_SPACES))).searches.clear()
     _SPACES[key] = found  # most recently used last
     return found
 
 
 def clear_spaces() -> None:
-    """Forget every space (and the searches they hold): the next query searches anew."""
+    """Forget every space (and the searches they hold): the next query searches anew. A search refers to
+    its space, so a forgotten space's searches are dropped first: the two would otherwise be a reference
+    cycle, freed only by the garbage collector (a full collection, after a fresh search: about half of its
+    time)."""
+    for space in _SPACES.values():
+        space.searches.clear()
     _SPACES.clear()
 
 
@@ -103,15 +113,16 @@ class Space:
         self._divisible: dict[tuple[tuple[str, ...], ...], bool] = {}
         self._ranks: dict[tuple[object, ...], int] = {}
 
-    def rank(self, op: Op, axes: tuple[str, ...], before: State, after: State) -> int:
-        """The move's bytes as an exact integer (see the class docstring)."""
+    def rank(self, op: str, axes: tuple[str, ...], before: State, after: State) -> int:
+        """The move's bytes as an exact integer (see the class docstring); ``op`` is the op's name."""
         memo = (op, axes, before[0], after[0])
         got = self._ranks.get(memo)
         if got is None:
             got = self._ranks[memo] = self._rank(op, axes, before, after)
         return got
 
-    def _rank(self, op: Op, axes: tuple[str, ...], before: State, after: State) -> int:
+    def _rank(self, name: str, axes: tuple[str, ...], before: State, after: State) -> int:
+        op = Op(name)
         volume = TRAFFIC[op][0]
         if volume is Volume.NONE:
             return 0
@@ -176,6 +187,6 @@ class Space:
         """The states a move sequence passes through, ``start`` first."""
         out = [start]
         for op, axes, dim in moves:
-            lay = RULES[op].effect(Layout(out[-1][0], out[-1][1], ()), axes, dim)
+            lay = RULES[Op(op)].effect(Layout(out[-1][0], out[-1][1], ()), axes, dim)
             out.append((lay.dims, lay.unreduced))
         return out

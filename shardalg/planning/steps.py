@@ -57,7 +57,8 @@ def build_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step
     steps: list[Step] = []
     cur = src
     lay = Layout.of(src)
-    for i, (op, axes, dim) in enumerate(moves):
+    for i, (name, axes, dim) in enumerate(moves):
+        op = Op(name)
         nxt = RULES[op].effect(lay, axes, dim)
         used = set(a for d in nxt.dims for a in d) | set(nxt.unreduced)
         nxt = Layout(nxt.dims, nxt.unreduced, tuple(a for a in src.invariant if a not in used))
