@@ -56,28 +56,27 @@ def _freed_without_the_collector(make) -> bool:
             gc.enable()
 
 
+def _searched(mesh: Mesh) -> list[weakref.ref]:
+    """A space with a search settled in it, kept by the spaces alone: weak references to the two."""
+    clear_caches()
+    s = space_of(T("A[I, J]"), mesh, Sizes())
+    found = search_from(s, state_of(T("A[I_X, J_Y]")))
+    found.settle(state_of(T("A[I_Y, J_X]")))
+    return [weakref.ref(s), weakref.ref(found)]
+
+
 def test_a_dropped_or_forgotten_space_frees_its_searches_at_once():
     """A search refers to its space and the space keeps its searches: without help the two are a cycle, and
     a fresh 4-axis query spent about half its time in the full collections that freed them."""
     mesh = Mesh(X=2, Y=2)
 
     def forgotten() -> list[weakref.ref]:
-        clear_caches()
-        s = space_of(T("A[I, J]"), mesh, Sizes())
-        found = search_from(s, state_of(T("A[I_X, J_Y]")))
-        found.settle(state_of(T("A[I_Y, J_X]")))
-        refs = [weakref.ref(s), weakref.ref(found)]
-        del s, found
+        refs = _searched(mesh)
         space.clear_spaces()
         return refs
 
     def evicted() -> list[weakref.ref]:
-        clear_caches()
-        s = space_of(T("A[I, J]"), mesh, Sizes())
-        found = search_from(s, state_of(T("A[I_X, J_Y]")))
-        found.settle(state_of(T("A[I_Y, J_X]")))
-        refs = [weakref.ref(s), weakref.ref(found)]
-        del s, found
+        refs = _searched(mesh)
         for n in range(1, MAX_SPACES + 1):
             space_of(T(f"A[{n}, J]"), mesh, Sizes())
         return refs
