@@ -1,11 +1,11 @@
 """The layout space of one tensor shape on one mesh: every sharding as a canonical state, and its moves.
 
-A *state* is a sharding without names: the axes of each dim as an ordered tuple (major first) and the
-sorted unreduced axes (invariant marks do not change where data lives, so they are not part of it). A
-*move* is one rule application ``(op, axes, dim index)``; the moves a state allows, and where each leads,
+A *state* is a sharding without names: the axes of each dim as an ordered tuple (major first) and the sorted
+unreduced axes (invariant marks do not change where data lives, so they are not part of it). A *move* is one
+rule application ``(op name, axes, dim index)`` (``Move``); the moves a state allows, and where each leads,
 come from the rule table (:data:`shardalg.algebra.rules.RULES`, each rule's ``moves`` and ``effect``), so a
-new collective is searched as soon as it is a rule. Moves to a layout whose known dims do not divide by
-their axes are left out.
+new collective is searched as soon as it is a rule. Moves to a layout whose known dims do not divide by their
+axes are left out.
 
 A space depends only on what the search sees, so it is shared (:func:`space_of`) by every tensor of that
 shape: the dims' known sizes (literal or bound; None when symbolic), the dtype and the mesh. ``A[I, J]``
