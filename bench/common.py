@@ -60,7 +60,6 @@ PLAIN_CACHES: dict[str, str] = {
     "shardalg.planning.reasons._PIECES": "piece",  # a planned step sequence with its reasons, by what it reads
     "shardalg.planning.steps._SPARED": "piece",  # a gather's spare-axes variant, by the gather step
     "shardalg.algebra.einsum._SPECS": "piece",  # an einsum's structure, by its dims' names and sizes
-    "shardalg.algebra.einsum._CASES": "piece",  # an einsum's case lines, by its two operands
     "shardalg.algebra.legality._CLEAN": "piece",  # a tensor that passed the tensor rules, by mesh and sizes
     "shardalg.costs.stepcost._LAST": "piece",  # the last pricing context (chip, sizes, model)
     "shardalg.costs.sympymax._FORMULAS": "piece",  # one Max tree's sympy form

@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from shardalg.errors import (
     BatchDimMismatch,
@@ -174,7 +175,6 @@ class Spec:
 
 SPECS_KEPT = 4096  # einsum structures kept before the memo starts again
 _SPECS: dict[tuple[object, ...], Spec] = {}
-_CASES: dict[tuple[object, ...], tuple[str, ...]] = {}  # case_lines, by the two operands and the einsum
 
 
 def _dims_key(t: Tensor) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
@@ -184,7 +184,7 @@ def _dims_key(t: Tensor) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
 def clear_caches() -> None:
     """Forget the memoized einsum structures and case lines."""
     _SPECS.clear()
-    _CASES.clear()
+    case_lines.cache_clear()
 
 
 @dataclass(frozen=True)
@@ -252,20 +252,10 @@ def _collisions(left: Tensor, right: Tensor, spec: Spec) -> list[tuple[str, str,
     return found
 
 
+@lru_cache(maxsize=SPECS_KEPT)
 def case_lines(left: Tensor, right: Tensor, spec: Spec) -> tuple[str, ...]:
     """One line per dim (its role and case), then case 4 and unreduced-input lines. Memoized by the two
     operands and the einsum (every plan of a product carries them; the queries of one product share them)."""
-    key = (left, right, spec)
-    got = _CASES.get(key)
-    if got is None:
-        got = _case_lines(left, right, spec)
-        if len(_CASES) >= SPECS_KEPT:
-            _CASES.clear()
-        _CASES[key] = got
-    return got
-
-
-def _case_lines(left: Tensor, right: Tensor, spec: Spec) -> tuple[str, ...]:
     ln, rn = left.name or "the left operand", right.name or "the right operand"
     lines = [c.line(ln, rn) for c in classify(left, right, spec)]
     for a, ld, rd in _collisions(left, right, spec):
