@@ -17,6 +17,8 @@ from typing import Any
 
 from shardalg.lazy import cached
 
+from . import printing
+from .printing import display
 from .syntax import Arrow, Collective, Op, Product, Statement, Tensor
 
 __all__ = ["Step", "Plan", "Plans", "chained_plan", "producers_of"]
@@ -65,15 +67,10 @@ class Step:
 
     def __repr__(self) -> str:
         """``<Step AllGather_X(A[I_X, J]) → A[I, J]>``."""
-        from .printing import unicode
-        from .printing.display import short
-
-        return short("Step", unicode(self.statement()))
+        return display.short("Step", printing.unicode(self.statement()))
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
-        from .printing.display import pretty_text
-
-        pretty_text(self, p, cycle)
+        display.pretty_text(self, p, cycle)
 
 
 @dataclass(frozen=True, repr=False)
@@ -106,44 +103,34 @@ class Plan:
 
     def __str__(self) -> str:
         """The plan as a program in the notation, one step a line, each with its reason as a comment."""
-        from shardalg.notation.printing import text
-
-        return text(self)
+        return printing.text(self)
 
     def latex(self) -> str:
         """The plan as an aligned LaTeX block."""
-        from shardalg.notation.printing import latex
-
-        return latex(self)
+        return printing.latex(self)
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
 
     def problem(self) -> str:
         """What the plan computes, in the notation: ``A[I_X, J] · B[J, K] → C[I_X, K]`` (or ``A → A'``)."""
-        from .printing import unicode
-
-        source = " · ".join(unicode(t) for t in self.inputs)
-        return f"{source} → {unicode(self.output)}"
+        source = " · ".join(printing.unicode(t) for t in self.inputs)
+        return f"{source} → {printing.unicode(self.output)}"
 
     def __repr__(self) -> str:
         """``<Plan AllGather_X(B); A[I_X, J] · B[J, K] → C[I_X, K]>``: what distinguishes it, and what it computes."""
-        from .printing.display import short
-
         what = self.note or ("no communication" if not self.collectives else "")
-        return short("Plan", f"{what}; {self.problem()}" if what else self.problem())
+        return display.short("Plan", f"{what}; {self.problem()}" if what else self.problem())
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
         """IPython: the one-line repr, then the steps, one a line."""
         if cycle:
             p.text("<Plan ...>")
             return
-        from .printing import unicode
-
         p.text(repr(self))
         for s in self.steps:
             p.break_()
-            p.text("    " + unicode(s.statement()))
+            p.text("    " + printing.unicode(s.statement()))
 
 
 def chained_plan(inputs: tuple[Tensor, Tensor], left: tuple[Step, ...], right: tuple[Step, ...], product: Step,
@@ -215,14 +202,11 @@ class Plans(list):
         p.text(repr(self) if not cycle else "[...]")
 
     def _repr_html_(self) -> str:
-        from .printing import unicode
-        from .printing.display import html_table
-
         headers = ["#", "collectives", *self.columns, "steps"]
         rows = []
         for n, plan in enumerate(self, 1):
             what = plan.note or ("no communication" if not plan.collectives else "")
-            steps = "; ".join(unicode(s.statement()) for s in plan.steps)
+            steps = "; ".join(printing.unicode(s.statement()) for s in plan.steps)
             rows.append([n, what, *(f(plan) for f in self.columns.values()), steps])
         caption = f"{len(self)} plans for {self[0].problem()}, cheapest first" if self else "no plans"
-        return html_table(headers, rows, caption, code=(1, len(headers) - 1))
+        return display.html_table(headers, rows, caption, code=(1, len(headers) - 1))

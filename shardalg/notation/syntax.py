@@ -25,6 +25,9 @@ from fractions import Fraction
 from shardalg.errors import Span, UsageError
 from shardalg.lazy import cached
 
+from . import printing
+from .printing import display
+
 __all__ = [
     "DType",
     "Op",
@@ -150,35 +153,24 @@ class Node:
         the same tensors again and again)."""
         got = self.__dict__.get("_text")
         if got is None:
-            from .printing import text
-
-            got = self.__dict__["_text"] = text(self)
+            got = self.__dict__["_text"] = printing.text(self)
         return got
 
     def latex(self) -> str:
-        from .printing import latex
-
-        return latex(self)
+        return printing.latex(self)
 
     def unicode(self) -> str:
-        from .printing import unicode
-
-        return unicode(self)
+        return printing.unicode(self)
 
     def _repr_latex_(self) -> str:
         return f"${self.latex()}$"
 
     def __repr__(self) -> str:
         """``<Tensor A[I_X, J]>``: the node in the notation (Unicode), on one line."""
-        from .printing import unicode
-        from .printing.display import short
-
-        return short(type(self).__name__, unicode(self).replace("\n", "; "))
+        return display.short(type(self).__name__, printing.unicode(self).replace("\n", "; "))
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
-        from .printing.display import pretty_text
-
-        pretty_text(self, p, cycle)
+        display.pretty_text(self, p, cycle)
 
 
 @dataclass(frozen=True, repr=False)

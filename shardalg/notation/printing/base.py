@@ -8,7 +8,11 @@ from typing import Any, ClassVar
 
 from shardalg.errors import UsageError
 
-__all__ = ["Printer"]
+__all__ = ["Node", "Printer"]
+
+# What a printer is handed: a notation node (or a plan or step). Printers know nodes by class name only (the
+# AST imports the printers, never the other way round), so the annotation names no class.
+Node = Any
 
 
 class Printer:

@@ -9,14 +9,13 @@ arrow; a plan's reasons follow each row as ``\\quad\\text{(reason)}``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from shardalg.errors import UsageError
+
+from .base import Node
 from .symbology import LATEX, latex_escape_text
 from .text import TextPrinter
-
-if TYPE_CHECKING:
-    from ..plan import Plan
-    from ..syntax import DType, Program
 
 __all__ = ["LatexPrinter", "latex"]
 
@@ -31,8 +30,6 @@ class LatexPrinter(TextPrinter):
         super().__init__(**settings)
         self._aligned = False
         if self._settings["mode"] not in _MODES:
-            from shardalg.errors import UsageError
-
             raise UsageError(f"mode is one of {', '.join(_MODES)}, not {self._settings['mode']!r}")
 
     def doprint(self, node: object) -> str:
@@ -59,7 +56,7 @@ class LatexPrinter(TextPrinter):
     def _axis_word(self, name: str) -> str:
         return self._upright(name)
 
-    def _dtype(self, dtype: DType) -> str:
+    def _dtype(self, dtype: Any) -> str:
         return rf"\text{{{dtype.value}}}"
 
     def _op(self, name: str) -> str:
@@ -78,7 +75,7 @@ class LatexPrinter(TextPrinter):
             return rows[0]
         return "\\begin{aligned}\n" + self.g("line_sep").join(rows) + "\n\\end{aligned}"
 
-    def _print_Program(self, prog: Program) -> str:
+    def _print_Program(self, prog: Node) -> str:
         roles = len(self._role_lines(prog.roles)) if prog.roles is not None else 0
         self._aligned = len(prog.statements) + (prog.mesh is not None) + bool(prog.sizes) + roles > 1
         try:
@@ -89,7 +86,7 @@ class LatexPrinter(TextPrinter):
     def _reason(self, reason: str) -> str:
         return super()._reason(latex_escape_text(reason))
 
-    def _print_Plan(self, plan: Plan) -> str:
+    def _print_Plan(self, plan: Node) -> str:
         self._aligned = len(plan.steps) > 1
         try:
             return self._block([self._print(s) for s in plan.steps])

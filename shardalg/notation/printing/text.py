@@ -12,14 +12,10 @@ as a ``  # comment``.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from .base import Printer
+from .base import Node, Printer
 from .symbology import ASCII, GLYPHS, PRECEDENCE, ROLE_KEYWORDS, precedence
-
-if TYPE_CHECKING:  # printers dispatch on the class name; the node classes are for annotations only
-    from ..plan import Plan, Step
-    from ..syntax import Arrow, Collective, Dim, DType, MeshDecl, Node, Product, Program, Roles, Tensor
 
 __all__ = ["TextPrinter", "text"]
 
@@ -52,7 +48,7 @@ class TextPrinter(Printer):
         """One axis as one comma item: a word of capitals would be read as one axis per letter."""
         return rf"\text{{{name}}}" if _CAPITALS.fullmatch(name) else name
 
-    def _dtype(self, dtype: DType) -> str:
+    def _dtype(self, dtype: Any) -> str:
         return dtype.value
 
     def _op(self, name: str) -> str:
@@ -76,11 +72,11 @@ class TextPrinter(Printer):
         return self._sub(self._axes_items(axes))
 
     # ------------------------------------------------------------------ nodes
-    def _print_Dim(self, dim: Dim) -> str:
+    def _print_Dim(self, dim: Node) -> str:
         word = self._dim_word(dim.name) if dim.name is not None else str(dim.size)
         return word + (self._axes_sub(dim.axes) if dim.axes else "")
 
-    def _print_Tensor(self, t: Tensor) -> str:
+    def _print_Tensor(self, t: Node) -> str:
         head = self._tensor_name(t.name) if t.name is not None else ""
         if t.dtype is not None:
             head = (head + self.g("colon") if head else "") + self._dtype(t.dtype)
@@ -99,13 +95,13 @@ class TextPrinter(Printer):
             return self.g("paren_open") + inner + self.g("paren_close")
         return inner
 
-    def _print_Product(self, p: Product) -> str:
+    def _print_Product(self, p: Node) -> str:
         items = ([self.g("local")] if p.local else []) + [self._dim_word(d) for d in p.contract or ()]
         op = self.g("product_tight") + self._sub(items) if items else None
         left, right = self._operand(p.left, strict=False), self._operand(p.right, strict=True)
         return f"{left} {op} {right}" if op else left + self.g("product") + right
 
-    def _print_Collective(self, c: Collective) -> str:
+    def _print_Collective(self, c: Node) -> str:
         if c.dim is not None:
             items = self._axes_items(c.axes) + [self._dim_word(c.dim)]
         elif c.offset is not None:  # a Shift: the axes, then the signed offset (Shift_{X,+1})
@@ -115,7 +111,7 @@ class TextPrinter(Printer):
         arg = self.g("paren_open") + self._print(c.arg) + self.g("paren_close")
         return self._op(c.op.value) + self._sub(items) + arg
 
-    def _print_Arrow(self, a: Arrow) -> str:
+    def _print_Arrow(self, a: Node) -> str:
         return self._print(a.expr) + self._arrow() + self._print(a.result)
 
     def _arrow(self) -> str:
@@ -124,10 +120,10 @@ class TextPrinter(Printer):
     def _bindings(self, pairs: tuple[tuple[str, int], ...]) -> str:
         return self.g("sep").join(f"{name}{self.g('bind')}{value}" for name, value in pairs)
 
-    def _print_MeshDecl(self, m: MeshDecl) -> str:
+    def _print_MeshDecl(self, m: Node) -> str:
         return self.g("mesh") + self._bindings(m.axes)
 
-    def _role_lines(self, roles: Roles) -> list[str]:
+    def _role_lines(self, roles: Node) -> list[str]:
         """``params W_in, W_out`` ... ``layers L``: one line per declared role, in a fixed order."""
         sep = self.g("sep")
         lines = [self.g(k) + sep.join(self._tensor_name(n) for n in getattr(roles, k))
@@ -139,10 +135,10 @@ class TextPrinter(Printer):
             lines.append(self.g("layers") + (self._dim_word(count) if isinstance(count, str) else str(count)))
         return lines
 
-    def _print_Roles(self, roles: Roles) -> str:
+    def _print_Roles(self, roles: Node) -> str:
         return self.g("line_sep").join(self._role_lines(roles))
 
-    def _program_lines(self, prog: Program) -> list[str]:
+    def _program_lines(self, prog: Node) -> list[str]:
         lines = [self._print(prog.mesh)] if prog.mesh is not None else []
         lines += self._role_lines(prog.roles) if prog.roles is not None else []
         lines += [self._print(s) for s in prog.statements]
@@ -150,7 +146,7 @@ class TextPrinter(Printer):
             lines.append(self.g("where") + self._bindings(prog.sizes))
         return lines
 
-    def _print_Program(self, prog: Program) -> str:
+    def _print_Program(self, prog: Node) -> str:
         return self.g("line_sep").join(self._program_lines(prog))
 
     def _reason(self, reason: str) -> str:
@@ -158,10 +154,10 @@ class TextPrinter(Printer):
             return ""
         return self.g("comment") + " ".join(reason.split()) + self.g("comment_end")
 
-    def _print_Step(self, step: Step) -> str:
+    def _print_Step(self, step: Node) -> str:
         return self._print(step.statement()) + self._reason(step.reason)
 
-    def _print_Plan(self, plan: Plan) -> str:
+    def _print_Plan(self, plan: Node) -> str:
         return self.g("line_sep").join(self._print(s) for s in plan.steps)
 
 
