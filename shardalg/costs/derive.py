@@ -137,6 +137,18 @@ def _symbol(x: sympy.Symbol | str | None) -> sympy.Symbol | None:
     raise UsageError(f"solve for a dim or axis name (an identifier, like D), not {x!r}")
 
 
+def _solved_for(name: sympy.Symbol | str | None, free: frozenset, plans: Iterable[PlanCost]) -> sympy.Symbol | None:
+    """The symbol a condition is solved for: the one named, which must occur in it, else the first dim of the
+    plans' inputs that does."""
+    x = _symbol(name)
+    if x is None:
+        return _first_dim(free, plans)
+    if x not in free:
+        have = ", ".join(sorted(str(s) for s in free)) or "none"
+        raise UsageError(f"cannot solve for {x}: it does not occur in the condition (its symbols: {have})")
+    return x
+
+
 _QUANTITIES = ("W_ici", "W_dcn", "W_hbm", "T_min", "C", "alpha", "beta", "N", "V")
 
 
@@ -219,7 +231,7 @@ def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_
     if ta == tb:
         d.result = d.add("neither is faster: equal costs", sympy.false)
         return d
-    x = _symbol(solve_for) or _first_dim(_symbols(ta) | _symbols(tb), (ca, cb))
+    x = _solved_for(solve_for, _symbols(ta) | _symbols(tb), (ca, cb))
     d.result = d.add("result", solve_less(ta, tb, x, d.steps))
     return d
 
@@ -255,7 +267,7 @@ def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "
     if isinstance(comms, Term) and comms.is_zero:
         d.result = d.add("no communication: always", sympy.true)
         return d
-    x = _symbol(solve_for) or _first_dim(_symbols(comms) | _symbols(work), (pc,))
+    x = _solved_for(solve_for, _symbols(comms) | _symbols(work), (pc,))
     d.result = d.add("result", solve_less(comms, work, x, d.steps))
     return d
 

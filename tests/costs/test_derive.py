@@ -49,6 +49,14 @@ def test_q4_both_comms_bound_gives_d_greater_than_2b():
     assert isinstance(d, Derivation) and [label for label, _ in d.steps][:3] == ["T_a", "T_b", "a faster"]
 
 
+def test_solving_for_a_name_the_condition_lacks_is_refused():
+    """Q occurs in neither cost: no condition can be solved for it (it used to print the unsolved one)."""
+    with pytest.raises(UsageError, match=r"cannot solve for Q: it does not occur in the condition \(its symbols: B, D, F, W_ici\)"):
+        compare(parse(LOCAL_THEN_ALLREDUCE), parse(GATHER_WEIGHTS), solve_for="Q", mesh=Mesh(X=4))
+    with pytest.raises(UsageError, match="cannot solve for Q"):
+        compute_bound(parse(LOCAL_THEN_ALLREDUCE), "Q", mesh=Mesh(X=4))
+
+
 def test_q4_large_batch_gives_d_greater_than_2c_over_w():
     d = compare(parse(LOCAL_THEN_ALLREDUCE), parse(GATHER_WEIGHTS), solve_for="D", regime="compute",
                 mesh=Mesh(X=4))  # fmt: skip
