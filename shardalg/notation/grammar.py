@@ -7,7 +7,6 @@ only); a test regenerates it and compares, so a grammar edit without regeneratio
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -64,6 +63,8 @@ def lalr_parser() -> Lark:
 def generate(out: Path = GENERATED) -> None:
     """Write the standalone parser of the grammar to ``out``, with lark's generator in a new process (lark's
     table construction orders states by set iteration, so two runs may number them differently)."""
+    import subprocess
+
     made = out.with_name(f"{out.name}.{os.getpid()}.tmp")
     env = {**os.environ, "PYTHONUTF8": "1"}
     try:
