@@ -145,8 +145,8 @@ _PHASES = ("import sympy", "import lark", "the other imports", "the parser's fir
 
 def phases(argv: list[str], env: dict[str, str], cwd: Path, runs: int) -> list[float]:
     """Median CPU ms of each phase of one command, in one process: sympy's import, lark's, the other modules
-    the command imports (found by a probe run), the parser's first use (lark's cached tables loaded, the
-    lexer's regular expressions compiled), sympy's first evaluated sum (it imports sympy.tensor and
+    the command imports (found by a probe run), the parser's first use (the generated parser's tables loaded,
+    the lexer's regular expressions compiled), sympy's first evaluated sum (it imports sympy.tensor and
     sympy.combinatorics), and the command itself (its argument parser built, then its work)."""
     import json
 
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                         tree,
                     )
                 )
-        for _, cmd, env, cwd in jobs:  # untimed: bytecode, the grammar's cache, the OS file cache
+        for _, cmd, env, cwd in jobs:  # untimed: bytecode, the OS file cache
             _wall(cmd, env, cwd)
         times: dict[str, list[float]] = {name: [] for name, *_ in jobs}
         cpu: dict[str, list[float]] = {name: [] for name, *_ in jobs}

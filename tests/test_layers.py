@@ -47,8 +47,9 @@ def test_every_package_says_what_it_holds_and_may_import() -> None:
 
 
 def test_no_module_is_over_450_lines() -> None:
+    """Written modules; a generated one (its first line says so: the parser's tables and runtime) is exempt."""
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "shardalg").rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 450}  # fmt: skip
+            if (n := len(p.read_text().splitlines())) > 450 and not p.read_text().startswith("# Generated file")}  # fmt: skip
     assert not long, long
 
 

@@ -4,8 +4,8 @@
   ``Program``; the ``Op`` and ``DType`` enums);
 - :mod:`.plan`: ``Step`` and ``Plan``, a program of rule applications with reasons (the data every layer
   above passes around);
-- :mod:`.parse`: the lark parser of ``grammar/shardalg.lark`` (ASCII, Unicode, the book's LaTeX) with its
-  fast path (:mod:`.fastparse`); :mod:`.jsonread` reads the JSON form back;
+- :mod:`.parse`: the parser of ``grammar/shardalg.lark`` (ASCII, Unicode, the book's LaTeX), lark's
+  standalone parser generated into :mod:`.lalr`; :mod:`.jsonread` reads the JSON form back;
 - :mod:`.printing`: text, Unicode, LaTeX and JSON printers, dispatching on the node's class name (sympy's
   ``_print_<Class>``), one glyph table and one precedence table.
 

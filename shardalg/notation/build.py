@@ -1,6 +1,5 @@
-"""From the parse to the AST: the builders (one small method per grammar alias), driven by the fast path
-(:mod:`.fastparse`) or, as lark's transformer (:func:`transformer`), by lark's route; and the reading of
-subscripts. Nothing here imports lark until lark's route asks for its transformer.
+"""From the parse tree to the AST: the builders (one small method per grammar alias), as a transformer
+(:func:`transformer`) over the generated parser's trees (:mod:`.lalr`); and the reading of subscripts.
 
 How subscripts read (the one rule for every ``_`` that holds mesh axes): a bare word of capital letters
 is one axis per letter (``I_XY``, ``I_{XY}``: X then Y); any other word is one axis (``I_{data}``,
@@ -20,6 +19,7 @@ from typing import Any
 from shardalg import limits
 from shardalg.errors import ParseError, Span
 
+from .lalr import Transformer, v_args
 from .syntax import (
     Arrow,
     Collective,
@@ -39,8 +39,8 @@ from .syntax import (
 _OFFSET_DIGITS = 18  # longer offsets are refused before int() sees them
 LOCAL = "LOCAL"  # the contraction subscript that marks a local (unreduced) product: A ·_LOCAL B
 _LETTER_AXES = re.compile(r"[A-Z]{2,}")
-# A terminal as the builders see it: lark's Token or the fast path's, a str with ``type``, ``start_pos`` and
-# ``end_pos``. Names the builders make are plain str.
+# A terminal as the builders see it: the parser's Token, a str with ``type``, ``start_pos`` and ``end_pos``.
+# Names the builders make are plain str.
 Token = Any
 
 # ------------------------------------------------------------------------------------------------ subscripts
@@ -75,9 +75,7 @@ def _axes_of(items: Iterable[Item | Offset]) -> tuple[str, ...]:
 
 
 def _span(meta: Any) -> Span | None:
-    """A node's span: from lark's meta (the tree path), or the Span the fast path passes directly."""
-    if meta is None or type(meta) is Span:
-        return meta
+    """A node's span, from the tree's meta (None for a node that covers no text)."""
     if getattr(meta, "empty", True):
         return None
     return Span(meta.start_pos, meta.end_pos)
@@ -114,8 +112,8 @@ def _is_token(x: object) -> bool:
 
 # ------------------------------------------------------------------------------------------------ builders
 class Builders:
-    """Parse to AST nodes; one method per rule or alias, each a line or two. Each takes the node's span
-    (lark's meta on lark's route, a :class:`Span` or None on the fast path) and the rule's children."""
+    """Parse to AST nodes; one method per rule or alias, each a line or two. Each takes the node's meta
+    (its span) and the rule's children."""
 
     # subscripts -> tuples of items
     def bare(self, meta: Any, tok: Token) -> Piece:
@@ -334,13 +332,11 @@ def _roles(lines: list[RoleLine]) -> Roles | None:
     return Roles(*(tuple(named[role]) for role in Role), tuple(tokens), layers)
 
 
-# Each rule's or alias's builder by name: what the fast path calls and lark's transformer wraps.
+# Each rule's or alias's builder by name: what the transformer wraps.
 BUILDERS: dict[str, Callable[..., Any]] = {name: fn for name, fn in vars(Builders).items() if not name.startswith("_")}
 
 
 @cache
 def transformer() -> Any:
-    """lark's Transformer over the same builders (lark's route: a parse tree to the AST), made on first use."""
-    from lark import Transformer, v_args
-
+    """The parser's Transformer over the builders (a parse tree to the AST), made on first use."""
     return v_args(inline=True, meta=True)(type("ToAST", (Transformer,), dict(BUILDERS)))()

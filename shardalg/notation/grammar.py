@@ -1,19 +1,32 @@
-"""The grammar file (``grammar/shardalg.lark``, shipped in the wheel as ``shardalg/grammar``) and the LALR
-parser built from it once per process, with lark's cache on disk where a private cache directory exists.
-lark is imported only when its parser is asked for (the fast path reads its own tables: :mod:`.fastparse`).
+"""The grammar file (``grammar/shardalg.lark``, shipped in the wheel as ``shardalg/grammar``) and its LALR
+parser: :mod:`.lalr`, generated from the grammar by lark's standalone generator and committed, so parsing
+imports no lark and keeps no cache. ``python -m shardalg.notation.grammar`` regenerates it (lark needed then
+only); a test regenerates it and compares, so a grammar edit without regeneration fails.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lark import Lark
+    from .lalr import Lark
 
 START = {"program": "start", "tensor": "tensor_start", "statement": "statement_start"}  # kind -> start rule
+GENERATED = Path(__file__).with_name("lalr.py")
+# lark's standalone generator and its options: every start rule, spans on the tree (propagate_positions),
+# None for an absent optional part (maybe_placeholders); the lexer is lark's contextual one (its default).
+GENERATOR = ("-m", "lark.tools.standalone", "--propagate_positions", "--maybe_placeholders",
+             *(a for s in START.values() for a in ("-s", s)))  # fmt: skip
+HEADER = '''\
+# Generated file: do not edit. `python -m shardalg.notation.grammar` remakes it from grammar/shardalg.lark
+# (python {command} grammar/shardalg.lark).
+"""The LALR parser of ``grammar/shardalg.lark``: lark's standalone parser, generated (see the lines above)."""
+
+'''
 
 
 def grammar_path() -> Path:
@@ -39,49 +52,30 @@ def grammar_text() -> str:
 
 
 @lru_cache(maxsize=1)
-def cache_dir() -> Path | None:
-    """The per-user cache directory (made private), or None when none can be made."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shardalg"
-    try:
-        base.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not os.access(base, os.W_OK):
-            return None
-    except (OSError, RuntimeError):  # RuntimeError: no home directory to expand
-        return None
-    return base
-
-
-def _cache_file(grammar: str) -> str | bool:
-    """A per-user cache file for the built parser, named by the grammar's and lark's versions, or False
-    when no private cache directory can be made (then the parser is built each process, ~0.1 s)."""
-    import hashlib
-
-    import lark
-
-    base = cache_dir()
-    if base is None:
-        return False
-    digest = hashlib.sha256(f"{lark.__version__}\n{grammar}".encode()).hexdigest()[:16]
-    return str(base / f"grammar-{digest}.lark-cache")
-
-
-def build_parser(*, cache: str | bool = False) -> Lark:
-    """A new LALR parser for the grammar. Uncached it keeps lark's grammar objects (what
-    ``hypothesis.extra.lark.from_lark`` reads); a parser loaded from the disk cache does not."""
-    from lark import Lark
-
-    return Lark(
-        grammar_text(),
-        parser="lalr",
-        lexer="contextual",
-        start=list(START.values()),
-        propagate_positions=True,
-        maybe_placeholders=True,
-        cache=cache,
-    )
-
-
-@lru_cache(maxsize=1)
 def lalr_parser() -> Lark:
-    """The one LALR parser of the process, built on first use (and cached on disk per user)."""
-    return build_parser(cache=_cache_file(grammar_text()))
+    """The one LALR parser of the process (the generated module's tables, loaded on first use)."""
+    from .lalr import Lark_StandAlone
+
+    parser: Lark = Lark_StandAlone()
+    return parser
+
+
+def generate(out: Path = GENERATED) -> None:
+    """Write the standalone parser of the grammar to ``out``, with lark's generator in a new process (lark's
+    table construction orders states by set iteration, so two runs may number them differently)."""
+    import subprocess
+
+    made = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+    env = {**os.environ, "PYTHONUTF8": "1"}
+    try:
+        subprocess.run(
+            [sys.executable, *GENERATOR, str(grammar_path()), "-o", str(made)], env=env, check=True
+        )
+        out.write_text(HEADER.format(command=" ".join(GENERATOR)) + made.read_text(encoding="utf-8"),
+                       encoding="utf-8")  # fmt: skip
+    finally:
+        made.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    generate()

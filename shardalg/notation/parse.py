@@ -1,6 +1,5 @@
-"""Text to AST: parse with the LALR parser of ``grammar/shardalg.lark`` (:mod:`.grammar`) through the fast
-path (:mod:`.fastparse`) or lark's route and the transformer (:mod:`.build`), into :mod:`shardalg.notation.syntax`.
-lark is imported only on its route (an error, or text the fast path does not vouch for).
+"""Text to AST: parse with the LALR parser of ``grammar/shardalg.lark`` (:mod:`.grammar`; generated, no lark
+imported) and the transformer (:mod:`.build`), into :mod:`shardalg.notation.syntax`.
 
     >>> parse_tensor("A[I_XY, J]{U_Z}")
     Tensor(name='A', dims=(Dim(name='I', axes=('X', 'Y'), size=None), Dim(name='J', axes=(), size=None)), unreduced=('Z',), invariant=(), dtype=None)
@@ -18,13 +17,12 @@ from shardalg import limits
 from shardalg.errors import ParseError, ShardalgError, Span, UsageError
 
 from .build import LOCAL, split_axes, transformer
-from .fastparse import fast_parser
-from .grammar import START, build_parser, grammar_path, grammar_text, lalr_parser
+from .grammar import START, grammar_path, grammar_text, lalr_parser
+from .lalr import UnexpectedInput, VisitError
 from .syntax import Arrow, Collective, Node, Product, Program, Statement, Tensor
+from .syntaxerrors import parse_error
 
-__all__ = [
-    "parse", "parse_tensor", "parse_statement", "grammar_text", "grammar_path", "build_parser", "split_axes", "LOCAL",
-]  # fmt: skip
+__all__ = ["parse", "parse_tensor", "parse_statement", "grammar_text", "grammar_path", "split_axes", "LOCAL"]
 
 def _depth(statement: Node) -> int:
     """How many products and collectives nest in a statement (walked without recursion)."""
@@ -62,16 +60,6 @@ def _run(text: object, kind: str) -> Any:
 
 
 def _parse(text: str, start: str) -> Any:
-    fast = fast_parser()
-    if fast is not None:
-        try:
-            return fast.parse(text, start)
-        except Exception:  # noqa: BLE001 - GiveUp, or anything else: lark's route below is the reference
-            pass
-    from lark.exceptions import UnexpectedInput, VisitError
-
-    from .syntaxerrors import parse_error
-
     try:
         tree = lalr_parser().parse(text, start=start)
         return transformer().transform(tree)

@@ -1,5 +1,6 @@
-"""lark's errors as :class:`~shardalg.errors.ParseError`: a span with a caret, what was expected in words,
-and a label for common mistakes (lark's ``match_examples``, keyed on the parser state and token kind).
+"""The parser's errors (lark's, from the generated :mod:`.lalr`) as :class:`~shardalg.errors.ParseError`: a
+span with a caret, what was expected in words, and a label for common mistakes (keyed on the parser state and
+token kind, as lark's ``match_examples``).
 """
 
 from __future__ import annotations
@@ -9,12 +10,10 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
-from lark import Token
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-
 from shardalg.errors import ParseError, Span
 
 from .grammar import lalr_parser
+from .lalr import Token, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 # How expected terminals read in a message; None hides one (its plain spelling is listed already).
 _DESCRIBE: dict[str, str | None] = {

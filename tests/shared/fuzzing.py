@@ -8,8 +8,9 @@ from functools import cache
 
 from hypothesis import strategies as st
 from hypothesis.extra.lark import from_lark
+from lark import Lark
 
-from shardalg.notation.parse import build_parser
+from shardalg.notation.grammar import START, grammar_text
 from shardalg.notation.syntax import DTYPE_ALIASES, Op
 
 # Terminals whose regexes carry lookaheads get explicit strategies; keywords get a blank after them so
@@ -37,9 +38,15 @@ SEEDS = [
 NOTATION_CHARS = "AIJKUXYZ_[]{}(),;:·*@→-> \n\\$&'#=0123456789"
 
 
+def build_parser() -> Lark:
+    """lark's own parser of the grammar, with the generated parser's options (shardalg.notation.grammar): the
+    reference the generated one is checked against, and the grammar objects from_lark reads."""
+    return Lark(grammar_text(), parser="lalr", start=list(START.values()), propagate_positions=True,
+                maybe_placeholders=True)  # fmt: skip
+
+
 @cache
-def _fresh_parser():
-    """An uncached parser: from_lark needs lark's grammar objects, which a disk-cached parser drops."""
+def _fresh_parser() -> Lark:
     return build_parser()
 
 
