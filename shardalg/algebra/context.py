@@ -7,7 +7,7 @@
 
 ``context_for`` resolves the mesh (argument, else the program's ``mesh`` line) and the sizes (the ``where``
 clause, then the argument); ``value_of`` gives the tensor a product or a collective produces, by the rules
-of :mod:`shardalg.algebra.rules`; ``product_dims`` splits the shared dims of a product into contracted and batch.
+of :mod:`shardalg.algebra.ops`; ``product_dims`` splits the shared dims of a product into contracted and batch.
 The legality rules (:mod:`shardalg.algebra.legality`), the cost model and the shape report all read them.
 """
 
@@ -23,7 +23,7 @@ from shardalg.notation.syntax import Collective, Dim, Node, Product, Program, Te
 
 from .layout import Layout, tensor_with
 from .mesh import Mesh, as_mesh
-from .rules import RULES as COLLECTIVES
+from .ops import RULES as COLLECTIVES
 
 __all__ = ["Context", "context_for", "as_sizes", "value_of", "product_dims"]
 

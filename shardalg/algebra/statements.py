@@ -1,6 +1,6 @@
 """Collective statements: what ``AllGather_X(A[I_X, J])`` or ``AllGather_X: A[I_X, J] -> A[I, J]`` produces.
 
-The rule of the op (:data:`shardalg.algebra.rules.RULES`) is checked and applied; a written result must be the rule's
+The rule of the op (:data:`shardalg.algebra.ops.RULES`) is checked and applied; a written result must be the rule's
 output (or that output marked invariant on the gathered / reduced axes, DESIGN.md section 4); a ReduceScatter,
 AllToAll or Slice written without its target dim takes it from the written result.
 """
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from shardalg.errors import IllegalCollective, ShapeMismatch, UsageError
 from shardalg.notation.syntax import Arrow, Collective, Op, Tensor
 
-from .collectives import axes_label
 from .layout import Axes, Layout, tensor_with
 from .mesh import Mesh
-from .rules import Rule, rule
+from .ops import CollectiveRecord, rule
+from .ops.shared import axes_label
 
 __all__ = ["apply_statement"]
 
@@ -74,7 +74,7 @@ def _layout_matches(out: Tensor, result: Tensor, expr: Collective) -> bool:
     return False
 
 
-def _dim_from_result(r: Rule, arg: Tensor, axes: Axes, result: Tensor, mesh: Mesh) -> str | None:
+def _dim_from_result(r: CollectiveRecord, arg: Tensor, axes: Axes, result: Tensor, mesh: Mesh) -> str | None:
     """The target dim of a ReduceScatter (AllToAll, Slice) written without one: the dim of ``arg`` on which
     the rule's output matches the written result."""
     lay, want = Layout.of(arg), Layout.of(result)

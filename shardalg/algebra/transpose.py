@@ -73,7 +73,7 @@ AnyOp = Op | Cast
 
 # ---- the table: per axis, (forward op, in, out) -> backward op -------------------------------------
 # The backward op runs from cot(out) to cot(in) on the same axes. The lines of the rules themselves come
-# from their Transpose records in :data:`shardalg.algebra.rules.RULES` (a Transpose with no op is the zero-pad);
+# from their Transpose records in :data:`shardalg.algebra.ops.RULES` (a Transpose with no op is the zero-pad);
 # the lines for invariant values and for the two casts are added here, as data (DESIGN.md section 4).
 
 # What each rule does on the axes it names (DESIGN.md section 3): op -> (input, output) placement.
@@ -87,7 +87,7 @@ _RULE_KINDS: dict[Op, tuple[Kind, Kind]] = {
 
 
 def _rule_lines() -> dict[tuple[AnyOp, Kind, Kind], AnyOp]:
-    from .rules import RULES
+    from .ops import RULES
 
     lines: dict[tuple[AnyOp, Kind, Kind], AnyOp] = {}
     for op, (k_in, k_out) in _RULE_KINDS.items():

@@ -135,7 +135,7 @@ def four_cases() -> Section:
 
 
 def collectives() -> Section:
-    from shardalg.algebra.rules import RULES
+    from shardalg.algebra.ops import RULES
     from shardalg.costs.stepcost import collective_cost
 
     mesh = Mesh(X=None)
@@ -165,7 +165,7 @@ def collectives() -> Section:
 
 
 def transposes() -> Section:
-    from shardalg.algebra.rules import RULES
+    from shardalg.algebra.ops import RULES
     from shardalg.notation.plan import Step
     from shardalg.notation.printing import latex
     from shardalg.numeric.operators import transpose_step

@@ -3,7 +3,7 @@
 Devices are the coordinates of the mesh in axis order (``itertools.product`` over the sizes, the last
 axis fastest); a dim sharded over ``(X, Y)`` puts block ``c_X·|Y| + c_Y`` on device ``c``. This module
 holds the mesh, ``shard`` / ``unshard`` and the runner; the data movement of each op lives in
-:mod:`shardalg.numeric.movement` (the table ``MOVES``), written from first principles as point-to-point receives
+:mod:`shardalg.numeric.movement` (each op's method registered on ``MOVES``), written from first principles as point-to-point receives
 between device buffers (an AllGather really concatenates the blocks of its group, a ReduceScatter really
 sums and keeps the owned block); nothing ever reassembles the global array and re-cuts it.
 
@@ -94,6 +94,7 @@ def apply_step(
     """Run one step on its inputs' buffers. Returns the output buffers and the number of elements the
     devices received from other devices. The op's effect is derived from the input layout and the op,
     then checked against ``step.output``: a step that claims another layout is an error."""
+    move = MOVES.lookup(step.op)  # an op the executor has no data movement for is refused first, by name
     vm = as_virtual(mesh)
     arity = 2 if step.op is Op.EINSUM else 1
     if len(step.inputs) != arity or len(inputs) != arity:
@@ -115,10 +116,8 @@ def apply_step(
             raise step_error(
                 step, f"a collective keeps the dims; {text(step.output)} has others", "shape-mismatch"
             )
-    if step.op not in MOVES:
-        raise UsageError(f"the executor has no rule for {step.op.value}")
     net = Net()
-    out, layout = MOVES[step.op](vm, net, step, *bufs)
+    out, layout = move(vm, net, step, *bufs)
     want = (tuple(d.axes for d in step.output.dims), frozenset(step.output.unreduced))
     if layout != want:
         got = Tensor(

@@ -14,7 +14,7 @@ from functools import lru_cache
 from shardalg.algebra.einsum import Spec, local_output_or_none
 from shardalg.algebra.layout import Layout, tensor_with
 from shardalg.algebra.mesh import Mesh
-from shardalg.algebra.rules import RULES
+from shardalg.algebra.ops import RULES
 from shardalg.algebra.traffic import Sizes
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor

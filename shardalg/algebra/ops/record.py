@@ -1,0 +1,128 @@
+"""The record of an operation: what it is, in one value (the registry of records is :mod:`shardalg.algebra.registry`).
+
+An operation's record holds what it *is* (DESIGN.md section 8): a docstring that opens with its type signature
+and draws what each device holds, whether it communicates, its transpose (the op of the backward, DESIGN.md
+section 4), its bytes per device (which array V is and the book's factor, DESIGN.md section 5) and whether a
+cost model sees V as the group does. A collective's record (:class:`CollectiveRecord`) adds its rule: a
+precondition that explains itself when it fails, the layout it produces, and the applications it allows from
+a layout (the planner's and redistribute's moves). The local einsum's record takes two operands
+(:mod:`shardalg.algebra.ops.einsum`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import ClassVar
+
+from shardalg.errors import IllegalCollective
+from shardalg.notation.syntax import Op, Tensor
+
+from ..layout import Axes, Layout, tensor_with, validate
+from ..mesh import Mesh
+from ..traffic import Sizes, Volume
+
+__all__ = ["DimMap", "Transpose", "OpRecord", "CollectiveRecord", "Precondition", "Effect", "Moves"]
+
+
+class DimMap(enum.Enum):
+    """How the backward's target dim relates to the forward's."""
+
+    NONE = "no dim"
+    SAME = "the dim the forward's axes sharded"
+    SWAP = "source and target dims exchanged"
+
+
+@dataclass(frozen=True)
+class Transpose:
+    """The backward of a rule (local view, DESIGN.md section 4): ``op`` None when it is not a collective."""
+
+    op: Op | None
+    dim: DimMap
+    placement: str
+    note: str
+
+
+# (layout, axes, dim index) -> None or raise; the Tensor is passed for messages.
+Precondition = Callable[[Tensor, Axes, int | None, Mesh], None]
+Effect = Callable[[Layout, Axes, int | None], Layout]
+Moves = Callable[[Layout, Mesh], Iterator[tuple[Axes, int | None]]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpRecord:
+    """What an operation is. ``doc`` opens with the type signature; a step's bytes are ``factor`` x V, V the
+    array ``volume`` names; ``group_view`` is whether a cost model's V counts the op's own axes at full size
+    (the array as the gather group sees it) or is the local buffer each device holds."""
+
+    op: Op
+    doc: str
+    communicates: bool
+    transpose: Transpose
+    volume: Volume
+    factor: Fraction
+    group_view: bool
+    operands: ClassVar[int] = 1  # a collective takes one; the local einsum two
+
+    @property
+    def signature(self) -> str:
+        return self.doc.splitlines()[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveRecord(OpRecord):
+    """One collective (or free slice, or permute, or shift): its record and its rule on one operand."""
+
+    precondition: Precondition
+    effect: Effect
+    moves: Moves
+
+    def check(
+        self, tensor: Tensor, axes: Axes, dim: str | None, mesh: Mesh, sizes: Mapping[str, int] | None = None
+    ) -> None:
+        """Raise IllegalCollective (with the reason and the fix) unless the rule applies."""
+        self._checked(tensor, tuple(axes), dim, mesh, sizes)
+
+    def apply(
+        self, tensor: Tensor, axes: Axes, dim: str | None, mesh: Mesh, sizes: Mapping[str, int] | None = None
+    ) -> Tensor:
+        """The output tensor of the rule applied to ``tensor`` (checked first)."""
+        axes = tuple(axes)
+        index = self._checked(tensor, axes, dim, mesh, sizes)
+        out = tensor_with(tensor, self.effect(Layout.of(tensor), axes, index))
+        if sizes is not None or any(d.size is not None for d in tensor.dims):
+            Sizes(sizes).require_divisible(out, mesh)
+        return out
+
+    def _checked(
+        self, tensor: Tensor, axes: Axes, dim: str | None, mesh: Mesh, sizes: Mapping[str, int] | None
+    ) -> int | None:
+        name = self.op.value
+        validate(tensor, mesh)
+        if not axes:
+            raise IllegalCollective(f"{name} needs at least one mesh axis", fix=f"write {name}_X(...)")
+        if len(set(axes)) != len(axes):
+            raise IllegalCollective(f"{name}_{''.join(axes)} names an axis twice")
+        for a in axes:
+            mesh[a]  # UnknownAxis
+        index: int | None = None
+        if self.op.takes_dim:
+            if dim is None:
+                raise IllegalCollective(
+                    f"{name}_{''.join(axes)} needs a target dim of {tensor}",
+                    fix=f"write {name}_{{{','.join(axes)},d}} with d one of {', '.join(tensor.dim_names)}",
+                )
+            if dim not in tensor.dim_names:
+                raise IllegalCollective(
+                    f"{tensor} has no dim {dim} for {name}_{{{','.join(axes)},{dim}}}",
+                    fix=f"target one of its dims: {', '.join(tensor.dim_names)}",
+                )
+            index = tensor.dim_names.index(dim)
+        elif dim is not None:
+            raise IllegalCollective(
+                f"{name} takes no target dim (got {dim})", fix=f"write {name}_{''.join(axes)}(...)"
+            )
+        self.precondition(tensor, axes, index, mesh)
+        return index
