@@ -10,8 +10,8 @@ record is built from (:mod:`shardalg.algebra.traffic`) can read the registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import TYPE_CHECKING, TypeVar
 
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Op
@@ -74,9 +74,10 @@ F = TypeVar("F", bound=Callable[..., object])
 LAYERS: list[Layer] = []  # every layer made, so that forgetting an operation forgets its methods
 
 
-class Layer(Generic[F]):
+class Layer(MutableMapping[Op, F]):
     """The methods one layer (a cost model, the executor, an exporter) has per operation: ``register(op)``
-    decorates a method; ``lookup(op)`` finds it, or refuses the operation naming the layer."""
+    decorates a method; ``lookup(op)`` finds it, or refuses the operation naming the layer. A layer is a
+    mapping from operation to method (so a test can replace one method for its duration)."""
 
     def __init__(self, name: str, fix: str = ""):
         self.name, self.fix = name, fix
@@ -97,8 +98,20 @@ class Layer(Generic[F]):
             raise UsageError(f"{self.name} has no method for {op.value}", fix=self.fix or None)
         return got
 
-    def __contains__(self, op: Op) -> bool:
-        return op in self.methods
+    def __getitem__(self, op: Op) -> F:
+        return self.methods[op]
+
+    def __setitem__(self, op: Op, fn: F) -> None:
+        self.methods[op] = fn
+
+    def __delitem__(self, op: Op) -> None:
+        del self.methods[op]
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self.methods)
+
+    def __len__(self) -> int:
+        return len(self.methods)
 
     def __repr__(self) -> str:
         return f"Layer({self.name!r}: {', '.join(op.value for op in self.methods)})"

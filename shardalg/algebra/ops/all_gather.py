@@ -12,7 +12,7 @@ from shardalg.notation.syntax import Op, Tensor
 from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
-from .record import CollectiveRecord, DimMap, Transpose
+from .record import CollectiveRecord, DimMap, Kind, Transpose
 from .shared import label, minor_most, sharded_over
 
 
@@ -60,6 +60,9 @@ RECORD = CollectiveRecord(
     volume=Volume.OUTPUT_GROUP,
     factor=Fraction(1),
     group_view=True,
+    kinds=(Kind.S, Kind.R),
+    fuses=True,
+    as_transpose="the sharded gradient is gathered (AllGather and ReduceScatter are each other's transpose)",
     precondition=ag_pre,
     effect=ag_effect,
     moves=ag_moves,

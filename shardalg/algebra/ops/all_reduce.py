@@ -11,7 +11,7 @@ from shardalg.notation.syntax import Op, Tensor
 from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
-from .record import CollectiveRecord, DimMap, Transpose
+from .record import CollectiveRecord, DimMap, Kind, Transpose
 from .shared import not_unreduced
 
 
@@ -42,6 +42,9 @@ RECORD = CollectiveRecord(
     volume=Volume.INPUT_GROUP,
     factor=Fraction(2),
     group_view=False,
+    kinds=(Kind.U, Kind.R),
+    fuses=True,
+    as_transpose="the gradient arrives unreduced (partial sums on every device) and is all-reduced",
     precondition=ar_pre,
     effect=ar_effect,
     moves=ar_moves,

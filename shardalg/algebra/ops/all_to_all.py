@@ -11,7 +11,7 @@ from shardalg.notation.syntax import Op, Tensor
 from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
-from .record import CollectiveRecord, DimMap, Transpose
+from .record import CollectiveRecord, DimMap, Kind, Transpose
 from .shared import label, minor_most, sharded_over, show
 
 
@@ -67,6 +67,8 @@ RECORD = CollectiveRecord(
     volume=Volume.INPUT_GROUP,
     factor=Fraction(1, 4),
     group_view=True,
+    kinds=(Kind.S, Kind.S),
+    as_transpose="the shards move back to the dim they came from",
     precondition=a2a_pre,
     effect=a2a_effect,
     moves=a2a_moves,

@@ -72,6 +72,7 @@ RECORD = CollectiveRecord(
     volume=Volume.INPUT_LOCAL,
     factor=Fraction(1),
     group_view=False,
+    as_transpose="the shards move back (the inverse permutation)",
     precondition=permute_pre,
     effect=permute_effect,
     moves=permute_moves,

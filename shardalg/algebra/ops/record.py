@@ -24,7 +24,19 @@ from ..layout import Axes, Layout, tensor_with, validate
 from ..mesh import Mesh
 from ..traffic import Sizes, Volume
 
-__all__ = ["DimMap", "Transpose", "OpRecord", "CollectiveRecord", "Precondition", "Effect", "Moves"]
+__all__ = ["Kind", "DimMap", "Transpose", "OpRecord", "CollectiveRecord", "Precondition", "Effect", "Moves"]
+
+
+class Kind(enum.Enum):
+    """What a tensor is along one mesh axis."""
+
+    S = "S"  # shards a dim
+    R = "R"  # replicated (the axis appears nowhere)
+    U = "U"  # unreduced: partial sums
+    I = "I"  # noqa: E741  invariant: replicated, gradient must arrive reduced
+
+    def __repr__(self) -> str:
+        return self.value
 
 
 class DimMap(enum.Enum):
@@ -55,7 +67,13 @@ Moves = Callable[[Layout, Mesh], Iterator[tuple[Axes, int | None]]]
 class OpRecord:
     """What an operation is. ``doc`` opens with the type signature; a step's bytes are ``factor`` x V, V the
     array ``volume`` names; ``group_view`` is whether a cost model's V counts the op's own axes at full size
-    (the array as the gather group sees it) or is the local buffer each device holds."""
+    (the array as the gather group sees it) or is the local buffer each device holds.
+
+    Its transpose (DESIGN.md section 4): ``transpose`` names the backward op; ``kinds`` is what the op does on
+    each axis it names, (input, output) placement, from which the backward is found per axis (None: the op
+    is transposed whole, its backward on the same axes, a Shift's offset negated); ``fuses`` is whether
+    consecutive steps of it over several axes are one step (no target dim); ``as_transpose`` says why the op
+    appears in a backward."""
 
     op: Op
     doc: str
@@ -64,6 +82,9 @@ class OpRecord:
     volume: Volume
     factor: Fraction
     group_view: bool
+    kinds: tuple[Kind, Kind] | None = None
+    fuses: bool = False
+    as_transpose: str = ""
     operands: ClassVar[int] = 1  # a collective takes one; the local einsum two
 
     @property

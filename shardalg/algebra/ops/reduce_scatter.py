@@ -10,7 +10,7 @@ from shardalg.notation.syntax import Op, Tensor
 from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
-from .record import CollectiveRecord, DimMap, Transpose
+from .record import CollectiveRecord, DimMap, Kind, Transpose
 from .shared import not_unreduced, ordered_subsets
 
 
@@ -41,6 +41,8 @@ RECORD = CollectiveRecord(
     volume=Volume.INPUT_GROUP,
     factor=Fraction(1),
     group_view=False,
+    kinds=(Kind.U, Kind.S),
+    as_transpose="the gradient arrives unreduced and is scattered back to the gathered shards",
     precondition=rs_pre,
     effect=rs_effect,
     moves=rs_moves,

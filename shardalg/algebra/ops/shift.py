@@ -49,6 +49,7 @@ RECORD = CollectiveRecord(
     volume=Volume.INPUT_LOCAL,  # each device receives one shard, however many hops it came
     factor=Fraction(1),
     group_view=False,
+    as_transpose="the blocks move back around the ring (the inverse shift)",
     precondition=shift_pre,
     effect=shift_effect,
     moves=shift_moves,

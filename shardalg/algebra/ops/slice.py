@@ -11,7 +11,7 @@ from shardalg.notation.syntax import Op, Tensor
 from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
-from .record import CollectiveRecord, DimMap, Transpose
+from .record import CollectiveRecord, DimMap, Kind, Transpose
 from .shared import ordered_subsets, where
 
 
@@ -56,6 +56,8 @@ RECORD = CollectiveRecord(
     volume=Volume.NONE,
     factor=Fraction(0),
     group_view=False,
+    kinds=(Kind.R, Kind.S),
+    as_transpose="each device keeps its block of the invariant gradient (no communication)",
     precondition=slice_pre,
     effect=slice_effect,
     moves=slice_moves,
