@@ -28,6 +28,7 @@ from shardalg.errors import UsageError
 from shardalg.export.jax import export_jax
 from shardalg.export.torch_dtensor import export_dtensor
 from shardalg.export.torch_export import export_torch
+from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op
 from shardalg.numeric.execute import run_plan
 from shardalg.planning import planner, space
@@ -152,3 +153,15 @@ def test_an_operation_is_defined_once() -> None:
         Op.define("ALL_GATHER_AGAIN", "AllGather")
     with pytest.raises(UsageError, match="AllGather already has a record"):
         register_op(all_gather.RECORD)
+
+
+def test_whether_a_step_communicates_is_the_operations_own_fact() -> None:
+    op = Op.define("TOY_LOCAL", "ToyLocal", communicates=False)
+    try:
+        register_op(replace(all_gather.RECORD, op=op))
+        a = shardalg.parse_tensor("A[I_T, J]")
+        step = Step(op, (a,), a, ("T",))
+        assert (step.communicates, RECORDS[op].communicates) == (False, False)
+        assert Step(Op.ALL_GATHER, (a,), a, ("T",)).communicates
+    finally:
+        forget_op(op)

@@ -119,12 +119,13 @@ class _OpKind(type):
 
 class Op(metaclass=_OpKind):
     """An operation a statement or a plan step can perform: its identity and its subscript's shape. The value
-    is the book's name (``Op("AllGather") is Op.ALL_GATHER``).
+    is the book's name (``Op("AllGather") is Op.ALL_GATHER``). It holds what the notation needs of an op: its
+    names, its subscript's shape and whether it moves data.
 
     The set is open: :meth:`define` makes a new operation, whose record (rule, transpose, bytes) the algebra
     registers (:mod:`shardalg.algebra.ops`). Ops compare and hash by identity, as enum members do."""
 
-    __slots__ = ("name", "value", "takes_dim", "takes_offset")
+    __slots__ = ("name", "value", "takes_dim", "takes_offset", "communicates")
     _by_value: ClassVar[dict[str, Op]] = {}
 
     ALL_GATHER: ClassVar[Op]
@@ -140,6 +141,7 @@ class Op(metaclass=_OpKind):
     value: str  # the book's name (``AllGather``)
     takes_dim: bool  # whether the subscript names a target dim (``ReduceScatter_{X,K}``)
     takes_offset: bool  # whether the subscript ends in a signed offset (``Shift_{X,+1}``)
+    communicates: bool  # whether a step of it moves data between devices (a plan's ``Step.communicates``)
 
     def __new__(cls, value: str | Op) -> Op:
         """The op whose book name is ``value`` (a ValueError for an unknown name, as an enum's lookup)."""
@@ -151,12 +153,15 @@ class Op(metaclass=_OpKind):
             raise ValueError(f"{value!r} is not a valid Op") from None
 
     @classmethod
-    def define(cls, name: str, value: str, *, takes_dim: bool = False, takes_offset: bool = False) -> Op:
+    def define(
+        cls, name: str, value: str, *, takes_dim: bool = False, takes_offset: bool = False, communicates: bool = True
+    ) -> Op:
         """A new operation named ``value`` (the book's spelling) and ``name`` (the Python one)."""
         if value in cls._by_value:
             raise UsageError(f"an operation named {value} is already defined")
         op = object.__new__(cls)
-        for attr, v in (("name", name), ("value", value), ("takes_dim", takes_dim), ("takes_offset", takes_offset)):
+        attrs = {"name": name, "value": value, "takes_dim": takes_dim, "takes_offset": takes_offset}
+        for attr, v in {**attrs, "communicates": communicates}.items():
             object.__setattr__(op, attr, v)
         cls._by_value[value] = op
         return op
@@ -181,10 +186,10 @@ Op.ALL_GATHER = Op.define("ALL_GATHER", "AllGather")
 Op.REDUCE_SCATTER = Op.define("REDUCE_SCATTER", "ReduceScatter", takes_dim=True)
 Op.ALL_REDUCE = Op.define("ALL_REDUCE", "AllReduce")
 Op.ALL_TO_ALL = Op.define("ALL_TO_ALL", "AllToAll", takes_dim=True)
-Op.SLICE = Op.define("SLICE", "Slice", takes_dim=True)
+Op.SLICE = Op.define("SLICE", "Slice", takes_dim=True, communicates=False)
 Op.PERMUTE = Op.define("PERMUTE", "Permute")
 Op.SHIFT = Op.define("SHIFT", "Shift", takes_offset=True)
-Op.EINSUM = Op.define("EINSUM", "Einsum")
+Op.EINSUM = Op.define("EINSUM", "Einsum", communicates=False)
 
 
 @dataclass(frozen=True, repr=False)

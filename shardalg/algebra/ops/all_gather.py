@@ -53,7 +53,6 @@ RECORD = CollectiveRecord(
     A[I_X] on X=2:   x=0: [a0]      x=1: [a1]
                  ->  x=0: [a0 a1]   x=1: [a0 a1]      every device concatenates all blocks, in order
     backward: ReduceScatter_{A,d} of the cotangent (U -> S(d))""",
-    communicates=True,
     transpose=Transpose(
         Op.REDUCE_SCATTER, DimMap.SAME, "S(d) <- U", "the sum over devices, scattered back to d"
     ),

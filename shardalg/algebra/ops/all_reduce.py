@@ -35,7 +35,6 @@ RECORD = CollectiveRecord(
     C{U_X} on X=2:  x=0: [c0]      x=1: [c1]
                 ->  x=0: [c0+c1]   x=1: [c0+c1]         every device holds the sum
     backward: AllReduce_A (cotangent unreduced); nothing when the result is invariant (I -> R)""",
-    communicates=True,
     transpose=Transpose(
         Op.ALL_REDUCE, DimMap.NONE, "R <- U", "psum of a partial cotangent; none for an invariant one"
     ),

@@ -62,7 +62,6 @@ RECORD = CollectiveRecord(
     A[I_X, J] on X=2:  x=0: [a00 a01]          x=1: [a10 a11]      (a_ij: block i of I, j of J)
                    ->  x=0: [a00; a10]         x=1: [a01; a11]     each device sends block j to device j
     backward: AllToAll_{A,d'} (the move reversed)""",
-    communicates=True,
     transpose=Transpose(Op.ALL_TO_ALL, DimMap.SWAP, "S(d') <- S(d)", "the same exchange, dims reversed"),
     volume=Volume.INPUT_GROUP,
     factor=Fraction(1, 4),

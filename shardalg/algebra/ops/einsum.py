@@ -36,7 +36,6 @@ RECORD = LOCAL_EINSUM = EinsumRule(
     case 3 (J_X on both): device x: A[:, J_x] · B[J_x, :] is a partial sum; C{U_X} = sum over x
     free dims keep their axes; batch dims must match; case 4 and mismatched contractions are refused
     backward: two einsums, dA = dC·Bᵀ and dB = Aᵀ·dC, each planned (DESIGN.md section 4)""",
-    communicates=False,
     volume=Volume.NONE,
     factor=Fraction(0),
     group_view=False,

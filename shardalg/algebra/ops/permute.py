@@ -67,7 +67,6 @@ RECORD = CollectiveRecord(
     A[I_X] on X=2, Y=2:  (x,y)=(0,0): a0  (0,1): a0  (1,0): a1  (1,1): a1
                      ->  (x,y)=(0,0): a0  (0,1): a1  (1,0): a0  (1,1): a1   device (x,y) fetches from (y,x)
     legal when no device's local shape changes; backward: Permute_{X,Y} (the swap is its own inverse)""",
-    communicates=True,
     transpose=Transpose(Op.PERMUTE, DimMap.NONE, "the inverse permutation", "a swap is self-inverse"),
     volume=Volume.INPUT_LOCAL,
     factor=Fraction(1),

@@ -65,8 +65,9 @@ Moves = Callable[[Layout, Mesh], Iterator[tuple[Axes, int | None]]]
 
 @dataclass(frozen=True, kw_only=True)
 class OpRecord:
-    """What an operation is. ``doc`` opens with the type signature; a step's bytes are ``factor`` x V, V the
-    array ``volume`` names; ``group_view`` is whether a cost model's V counts the op's own axes at full size
+    """What an operation is, beyond what the notation needs of it (its names, its subscript's shape and
+    whether it communicates: the :class:`~shardalg.notation.syntax.Op`). ``doc`` opens with the type
+    signature; a step's bytes are ``factor`` x V, V the array ``volume`` names; ``group_view`` is whether a cost model's V counts the op's own axes at full size
     (the array as the gather group sees it) or is the local buffer each device holds.
 
     Its transpose (DESIGN.md section 4): ``transpose`` names the backward op; ``kinds`` is what the op does on
@@ -77,7 +78,6 @@ class OpRecord:
 
     op: Op
     doc: str
-    communicates: bool
     transpose: Transpose
     volume: Volume
     factor: Fraction
@@ -86,6 +86,11 @@ class OpRecord:
     fuses: bool = False
     as_transpose: str = ""
     operands: ClassVar[int] = 1  # a collective takes one; the local einsum two
+
+    @property
+    def communicates(self) -> bool:
+        """Whether a step of it moves data between devices (the op's own fact: ``Op.define(communicates=)``)."""
+        return self.op.communicates
 
     @property
     def signature(self) -> str:

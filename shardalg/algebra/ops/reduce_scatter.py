@@ -36,7 +36,6 @@ RECORD = CollectiveRecord(
     C[K]{U_X} on X=2:  x=0: [p0 p1]     x=1: [q0 q1]      (partials: C = p + q, two blocks each)
                    ->  x=0: [p0+q0]     x=1: [p1+q1]      each device sums and keeps its own block
     backward: AllGather_A of the cotangent (S(d) -> R)""",
-    communicates=True,
     transpose=Transpose(Op.ALL_GATHER, DimMap.NONE, "R <- S(d)", "the cotangent's blocks gathered"),
     volume=Volume.INPUT_GROUP,
     factor=Fraction(1),

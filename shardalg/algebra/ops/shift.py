@@ -39,7 +39,6 @@ RECORD = CollectiveRecord(
     one axis; k moves |k| hops (mod |A|) on a ring, more on a line; where A shards a dim the global value is
     rolled by k blocks along it (the one op that is not the identity on global values, so no plan uses it);
     where A replicates, or leaves partial sums, the value is unchanged. backward: Shift_{A,-k}""",
-    communicates=True,
     transpose=Transpose(
         Op.SHIFT,
         DimMap.NONE,

@@ -49,7 +49,6 @@ RECORD = CollectiveRecord(
     A[I] on X=2:   x=0: [a0 a1]   x=1: [a0 a1]
                ->  x=0: [a0]      x=1: [a1]           each device drops what it does not own
     backward: zero-pad to unreduced (S(d) -> U), no communication""",
-    communicates=False,
     transpose=Transpose(
         None, DimMap.SAME, "U <- S(d)", "zero-pad the block: a partial value, no communication"
     ),
