@@ -57,6 +57,10 @@ def toy() -> Iterator[Op]:
             op=op,
             doc="ToyGather_A: [.., d_{..A}, ..] -> [.., d, ..]   S(d) -> R on A, at half AllGather's bytes",
             factor=Fraction(1, 2),
+            example="",
+            explain=lambda axes, before, after, dim: (
+                f"ToyGather: half an AllGather of {before.name} over {axes[0]}"
+            ),
         )
     )
     _forget_caches()
@@ -80,7 +84,9 @@ def priced(toy: Op) -> Op:
 
 def test_the_toy_is_planned_and_printed_by_plans(priced: Op) -> None:
     found = shardalg.plans(QUERY, mesh=MESH, sizes=SIZES)
-    assert [str(p) for p in found][:1] == ["ToyGather_T(A[I_T, J]) -> A[I, J]  # ToyGather"]
+    assert [str(p) for p in found][:1] == [
+        "ToyGather_T(A[I_T, J]) -> A[I, J]  # ToyGather: half an AllGather of A over T"
+    ]
     assert found[0].steps[0].op is priced
     # AllGather is still a plan, ranked after the toy (twice its bytes)
     assert "AllGather_T(A[I_T, J]) -> A[I, J]  # AllGather: T no longer shards I of A" in [
@@ -100,7 +106,7 @@ def test_the_cli_plans_and_prints_the_toy(priced: Op, capsys: pytest.CaptureFixt
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == [
         "# plan 1 of 4: 524288 bytes communicated; redistribute",
-        "ToyGather_T(A[I_T, J]) -> A[I, J]  # ToyGather",
+        "ToyGather_T(A[I_T, J]) -> A[I, J]  # ToyGather: half an AllGather of A over T",
     ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shardalg.errors import IllegalCollective, ShapeMismatch, UsageError
-from shardalg.notation.syntax import Arrow, Collective, Op, Tensor
+from shardalg.notation.syntax import Arrow, Collective, Tensor
 
 from .layout import Axes, Layout, tensor_with
 from .mesh import Mesh
@@ -18,10 +18,6 @@ from .ops import CollectiveRecord, rule
 from .ops.shared import axes_label
 
 __all__ = ["apply_statement"]
-
-
-# Ops whose result may be marked invariant on their axes (S -> I, U -> I: DESIGN.md section 4).
-_MAY_BE_INVARIANT = (Op.ALL_GATHER, Op.ALL_REDUCE)
 
 
 def _same_value(a: Tensor, b: Tensor) -> bool:
@@ -68,7 +64,7 @@ def _layout_matches(out: Tensor, result: Tensor, expr: Collective) -> bool:
     lo, lr = Layout.of(out), Layout.of(result)
     if lo == lr:
         return True
-    if expr.op in _MAY_BE_INVARIANT and lo.dims == lr.dims and lo.unreduced == lr.unreduced:
+    if rule(expr.op).may_be_invariant and lo.dims == lr.dims and lo.unreduced == lr.unreduced:
         extra = set(lr.invariant) - set(lo.invariant)
         return set(lo.invariant) <= set(lr.invariant) and extra <= set(expr.axes)
     return False

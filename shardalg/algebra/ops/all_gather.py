@@ -13,7 +13,7 @@ from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
 from .record import CollectiveRecord, DimMap, Kind, Transpose
-from .shared import label, minor_most, sharded_over
+from .shared import label, minor_most, sharded_over, subscript
 
 
 def ag_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
@@ -47,6 +47,12 @@ def ag_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
             yield axes, None
 
 
+def ag_explain(axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
+    dims = [d.label for d, e in zip(before.dims, after.dims, strict=True) if d.axes != e.axes]
+    name = before.name or "the tensor"
+    return f"AllGather: {subscript(axes)} no longer shard{'s' if len(axes) == 1 else ''} {', '.join(dims)} of {name}"
+
+
 RECORD = CollectiveRecord(
     op=Op.ALL_GATHER,
     doc="""AllGather_A: [.., d_{..A}, ..] -> [.., d, ..]        S(d) -> R on A (A minor-most in d)
@@ -62,6 +68,9 @@ RECORD = CollectiveRecord(
     kinds=(Kind.S, Kind.R),
     fuses=True,
     as_transpose="the sharded gradient is gathered (AllGather and ReduceScatter are each other's transpose)",
+    may_be_invariant=True,
+    example="AllGather_X(A[I_X, J]) -> A[I, J]",
+    explain=ag_explain,
     precondition=ag_pre,
     effect=ag_effect,
     moves=ag_moves,

@@ -12,7 +12,7 @@ from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
 from .record import CollectiveRecord, DimMap, Kind, Transpose
-from .shared import not_unreduced
+from .shared import not_unreduced, subscript
 
 
 def ar_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
@@ -27,6 +27,10 @@ def ar_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
     for k in range(1, len(lay.unreduced) + 1):
         for axes in combinations(lay.unreduced, k):
             yield axes, None
+
+
+def ar_explain(axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
+    return f"AllReduce: sum {before.name or 'the tensor'}'s partials over {subscript(axes)}"
 
 
 RECORD = CollectiveRecord(
@@ -44,6 +48,9 @@ RECORD = CollectiveRecord(
     kinds=(Kind.U, Kind.R),
     fuses=True,
     as_transpose="the gradient arrives unreduced (partial sums on every device) and is all-reduced",
+    may_be_invariant=True,
+    example="AllReduce_X(A[I, J]{U_X}) -> A[I, J]",
+    explain=ar_explain,
     precondition=ar_pre,
     effect=ar_effect,
     moves=ar_moves,

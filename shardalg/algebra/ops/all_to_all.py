@@ -12,7 +12,7 @@ from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
 from .record import CollectiveRecord, DimMap, Kind, Transpose
-from .shared import label, minor_most, sharded_over, show
+from .shared import label, minor_most, sharded_over, show, subscript
 
 
 def a2a_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
@@ -56,6 +56,11 @@ def a2a_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
                     yield axes[k:], dst
 
 
+def a2a_explain(axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
+    src = next(d.label for d in before.dims if axes[0] in d.axes)
+    return f"AllToAll: move {subscript(axes)} of {before.name or 'the tensor'} from {src} to {dim}"
+
+
 RECORD = CollectiveRecord(
     op=Op.ALL_TO_ALL,
     doc="""AllToAll_{A,d}: [d'_{..A}, d] -> [d', d_A]       S(d') -> S(d) on A
@@ -68,6 +73,8 @@ RECORD = CollectiveRecord(
     group_view=True,
     kinds=(Kind.S, Kind.S),
     as_transpose="the shards move back to the dim they came from",
+    example="AllToAll_{X,J}(A[I_X, J]) -> A[I, J_X]",
+    explain=a2a_explain,
     precondition=a2a_pre,
     effect=a2a_effect,
     moves=a2a_moves,

@@ -61,6 +61,12 @@ def permute_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
             yield (x, y), None
 
 
+def permute_explain(axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
+    what = "blocks of partial sums" if set(axes) & set(before.unreduced) else "shards"
+    name = before.name or "the tensor"
+    return f"Permute: swap {axes[0]} and {axes[1]} in {name}; whole {what} move point to point"
+
+
 RECORD = CollectiveRecord(
     op=Op.PERMUTE,
     doc="""Permute_{X,Y}: A[I_X, J] -> A[I_Y, J], I_XY -> I_YX   swap the names X and Y; shards move point to point
@@ -72,6 +78,7 @@ RECORD = CollectiveRecord(
     factor=Fraction(1),
     group_view=False,
     as_transpose="the shards move back (the inverse permutation)",
+    explain=permute_explain,
     precondition=permute_pre,
     effect=permute_effect,
     moves=permute_moves,

@@ -24,7 +24,17 @@ from ..layout import Axes, Layout, tensor_with, validate
 from ..mesh import Mesh
 from ..traffic import Sizes, Volume
 
-__all__ = ["Kind", "DimMap", "Transpose", "OpRecord", "CollectiveRecord", "Precondition", "Effect", "Moves"]
+__all__ = [
+    "Kind",
+    "DimMap",
+    "Transpose",
+    "OpRecord",
+    "CollectiveRecord",
+    "Precondition",
+    "Effect",
+    "Moves",
+    "Explain",
+]
 
 
 class Kind(enum.Enum):
@@ -61,6 +71,8 @@ class Transpose:
 Precondition = Callable[[Tensor, Axes, int | None, Mesh], None]
 Effect = Callable[[Layout, Axes, int | None], Layout]
 Moves = Callable[[Layout, Mesh], Iterator[tuple[Axes, int | None]]]
+# (axes, the step's input, its output, its target dim) -> the planner's one-line reason for the step
+Explain = Callable[[Axes, Tensor, Tensor, "str | None"], str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +86,11 @@ class OpRecord:
     each axis it names, (input, output) placement, from which the backward is found per axis (None: the op
     is transposed whole, its backward on the same axes, a Shift's offset negated); ``fuses`` is whether
     consecutive steps of it over several axes are one step (no target dim); ``as_transpose`` says why the op
-    appears in a backward."""
+    appears in a backward; ``may_be_invariant`` is whether its result may be marked invariant on its axes
+    (S -> I, U -> I).
+
+    Its printed forms: ``doc``; ``example``, a statement of it the notes price (empty: none); ``explain``,
+    the planner's one-line reason for a step of it, in terms of the dims it touches (None: its name)."""
 
     op: Op
     doc: str
@@ -85,6 +101,9 @@ class OpRecord:
     kinds: tuple[Kind, Kind] | None = None
     fuses: bool = False
     as_transpose: str = ""
+    may_be_invariant: bool = False
+    example: str = ""
+    explain: Explain | None = None
     operands: ClassVar[int] = 1  # a collective takes one; the local einsum two
 
     @property
@@ -95,6 +114,10 @@ class OpRecord:
     @property
     def signature(self) -> str:
         return self.doc.splitlines()[0]
+
+    def reason(self, axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
+        """The planner's one-line reason for a step of this op."""
+        return self.op.value if self.explain is None else self.explain(axes, before, after, dim)
 
 
 @dataclass(frozen=True, kw_only=True)

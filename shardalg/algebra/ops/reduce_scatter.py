@@ -11,7 +11,7 @@ from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
 from .record import CollectiveRecord, DimMap, Kind, Transpose
-from .shared import not_unreduced, ordered_subsets
+from .shared import not_unreduced, ordered_subsets, subscript
 
 
 def rs_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
@@ -30,6 +30,11 @@ def rs_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
             yield axes, i
 
 
+def rs_explain(axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
+    name = before.name or "the tensor"
+    return f"ReduceScatter: sum {name}'s partials over {subscript(axes)} and keep {dim} sharded over them"
+
+
 RECORD = CollectiveRecord(
     op=Op.REDUCE_SCATTER,
     doc="""ReduceScatter_{A,d}: [.., d, ..]{U_A} -> [.., d_A, ..]   U -> S(d) on A (appended minor-most)
@@ -42,6 +47,8 @@ RECORD = CollectiveRecord(
     group_view=False,
     kinds=(Kind.U, Kind.S),
     as_transpose="the gradient arrives unreduced and is scattered back to the gathered shards",
+    example="ReduceScatter_{X,J}(A[I, J]{U_X}) -> A[I, J_X]",
+    explain=rs_explain,
     precondition=rs_pre,
     effect=rs_effect,
     moves=rs_moves,

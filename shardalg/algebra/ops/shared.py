@@ -13,12 +13,17 @@ from shardalg.notation.syntax import Tensor
 
 from ..layout import Axes, Layout, tensor_with
 
-__all__ = ["show", "axes_label", "label", "where", "sharded_over", "minor_most", "swap", "not_unreduced",
+__all__ = ["subscript", "show", "axes_label", "label", "where", "sharded_over", "minor_most", "swap", "not_unreduced",
            "ordered_subsets"]  # fmt: skip
 
 
 def show(t: Tensor) -> str:
     return str(t)
+
+
+def subscript(axes: Axes) -> str:
+    """Axes as a subscript: ``XY``, or ``{data,model}`` when a name has more than one letter."""
+    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
 
 
 def axes_label(t: Tensor, axes: Axes) -> str:

@@ -12,7 +12,7 @@ from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
 from .record import CollectiveRecord, DimMap, Kind, Transpose
-from .shared import ordered_subsets, where
+from .shared import ordered_subsets, subscript, where
 
 
 def slice_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
@@ -43,6 +43,10 @@ def slice_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
             yield axes, i
 
 
+def slice_explain(axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
+    return f"Slice: keep this device's block of {dim} over {subscript(axes)} (free)"
+
+
 RECORD = CollectiveRecord(
     op=Op.SLICE,
     doc="""Slice_{A,d}: [.., d, ..] -> [.., d_A, ..]        R (or I) -> S(d) on A, no communication
@@ -57,6 +61,8 @@ RECORD = CollectiveRecord(
     group_view=False,
     kinds=(Kind.R, Kind.S),
     as_transpose="each device keeps its block of the invariant gradient (no communication)",
+    example="Slice_{X,J}(A[I, J]) -> A[I, J_X]",
+    explain=slice_explain,
     precondition=slice_pre,
     effect=slice_effect,
     moves=slice_moves,
