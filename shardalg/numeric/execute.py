@@ -52,8 +52,7 @@ from .devices import (
     shard,
     unshard,
 )
-from .kernels import contract
-from .movement import MOVES, Net, einsum_rule, is_zero_pad, shift_dense, step_error
+from .movement import MOVES, Net, dense_step, is_zero_pad, shift_dense, step_error
 
 __all__ = [
     "VirtualMesh",
@@ -130,18 +129,6 @@ def apply_step(
     if any(b.shape[: len(loc)] != loc for b in out.values()):  # a guard on the executor itself
         raise ExecutionError(f"{_step_text(step)} produced blocks that are not {loc}")
     return out, net.elements
-
-
-def _dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
-    """The global meaning of a step: collectives are the identity, an einsum is the dense einsum, a Shift
-    rolls the blocks along the dim its axis shards."""
-    if step.op is Op.SHIFT:
-        assert step.offset is not None
-        return shift_dense(values[0], step.inputs[0], step.axes[0], step.offset, vm)
-    if step.op is not Op.EINSUM:
-        return values[0]
-    spec, _ = einsum_rule(step)
-    return contract(spec, *values)
 
 
 def _bytes(elements: int, t: Tensor) -> int | float:
@@ -295,7 +282,7 @@ def dense_result(plan: Plan, dense_inputs: Mapping[Tensor, np.ndarray],
     dense = dict(dense_inputs)
     for step in plan.steps:
         if all(t in dense for t in step.inputs):
-            dense[step.output] = _dense(step, [dense[t] for t in step.inputs], vm)
+            dense[step.output] = dense_step(step, [dense[t] for t in step.inputs], vm)
     return dense[plan.output]
 
 

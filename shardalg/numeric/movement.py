@@ -15,7 +15,7 @@ from math import prod
 
 import numpy as np
 
-from shardalg.algebra.registry import Layer
+from shardalg.algebra.registry import RECORDS, Layer
 from shardalg.errors import IndivisibleDim
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
@@ -36,6 +36,21 @@ Move = Callable[..., tuple[Buffers, Layout]]  # (vm, net, step, *input buffers) 
 MOVES: Layer[Move] = Layer(
     "the numpy executor (shardalg.numeric)", fix="register the op's data movement: @MOVES.register(op)"
 )
+
+Dense = Callable[[Step, Sequence[np.ndarray], VirtualMesh], np.ndarray]  # (step, input values, vm) -> value
+# op -> the global value a step of it makes, for an op that is not the identity on global values (its record's
+# ``identity_on_values``): the dense computation a plan's result is checked against
+DENSE: Layer[Dense] = Layer(
+    "the dense computation (shardalg.numeric)", fix="register the op's global meaning: @DENSE.register(op)"
+)
+
+
+def dense_step(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
+    """The global meaning of a step: a collective is the identity, a Shift rolls the blocks along the dim its
+    axis shards, an einsum is the dense einsum."""
+    if RECORDS[step.op].identity_on_values:
+        return values[0]
+    return DENSE.lookup(step.op)(step, values, vm)
 
 # ---------------------------------------------------------------- blocks, receives, errors
 
@@ -329,6 +344,19 @@ def _shift(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffer
         dst = c[:at] + ((c[at] + step.offset) % n,) + c[at + 1 :]
         out[dst] = net.recv(dst, c, bufs[c], rank).copy()
     return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced))
+
+
+@DENSE.register(Op.SHIFT)
+def _shift_dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
+    if step.offset is None or len(step.axes) != 1:
+        raise step_error(step, "a Shift moves blocks around one axis by an offset: Shift_{X,+1}")
+    return shift_dense(values[0], step.inputs[0], step.axes[0], step.offset, vm)
+
+
+@DENSE.register(Op.EINSUM)
+def _einsum_dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
+    spec, _ = einsum_rule(step)
+    return contract(spec, *values)
 
 
 def shift_dense(arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualMesh) -> np.ndarray:

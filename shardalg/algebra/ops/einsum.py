@@ -39,6 +39,7 @@ RECORD = LOCAL_EINSUM = EinsumRule(
     volume=Volume.NONE,
     factor=Fraction(0),
     group_view=False,
+    identity_on_values=False,
     transpose=Transpose(
         None, DimMap.NONE, "two einsums", "dA = dC·Bᵀ, dB = Aᵀ·dC, each planned by the planner"
     ),

@@ -87,7 +87,8 @@ class OpRecord:
     is transposed whole, its backward on the same axes, a Shift's offset negated); ``fuses`` is whether
     consecutive steps of it over several axes are one step (no target dim); ``as_transpose`` says why the op
     appears in a backward; ``may_be_invariant`` is whether its result may be marked invariant on its axes
-    (S -> I, U -> I).
+    (S -> I, U -> I); ``identity_on_values`` is whether a step of it leaves the global value as it is (a
+    collective changes only where the data lives; a Shift rolls the blocks, a local einsum multiplies).
 
     Its printed forms: ``doc``; ``example``, a statement of it the notes price (empty: none); ``explain``,
     the planner's one-line reason for a step of it, in terms of the dims it touches (None: its name)."""
@@ -102,6 +103,7 @@ class OpRecord:
     fuses: bool = False
     as_transpose: str = ""
     may_be_invariant: bool = False
+    identity_on_values: bool = True
     example: str = ""
     explain: Explain | None = None
     operands: ClassVar[int] = 1  # a collective takes one; the local einsum two

@@ -48,6 +48,7 @@ RECORD = CollectiveRecord(
     volume=Volume.INPUT_LOCAL,  # each device receives one shard, however many hops it came
     factor=Fraction(1),
     group_view=False,
+    identity_on_values=False,
     as_transpose="the blocks move back around the ring (the inverse shift)",
     precondition=shift_pre,
     effect=shift_effect,
