@@ -1,11 +1,11 @@
 """The registry of operations' records, and the registries the layers above keep per operation.
 
-:data:`RECORDS` maps each operation to its record (:mod:`shardalg.algebra.ops.record`), in the order registered; :data:`RULES`
-holds the one-operand records, the planner's moves, in that order. What a layer *does* with an operation (a
-cost formula, the executor's data movement, an exporter's emitter) is a method the layer registers on its
-:class:`Layer`, keyed by the operation; a layer asked for an operation it has no method for refuses it with a
-:class:`~shardalg.errors.UsageError` naming the layer. This module imports no record, so that the modules a
-record is built from (:mod:`shardalg.algebra.traffic`) can read the registry.
+:data:`RECORDS` maps each operation to its record (:mod:`shardalg.algebra.ops.record`), in the order
+registered; :data:`RULES` holds the one-operand records, the planner's moves, in that order. What a layer
+*does* with an operation (a cost formula, the executor's data movement, an exporter's emitter) is a method
+the layer registers on its :class:`Layer`, keyed by the operation; a layer asked for an operation it has no
+method for refuses it with a :class:`~shardalg.errors.UsageError` naming the layer. This module imports no
+record, so that the modules a record is built from (:mod:`shardalg.algebra.traffic`) can read the registry.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def record(op: Op) -> OpRecord:
 
 
 def rule(op: Op) -> CollectiveRecord:
-    """The rule of a collective op (the local einsum's is :data:`shardalg.algebra.ops.einsum.LOCAL_EINSUM`)."""
+    """The rule of a collective (the local einsum's is :data:`shardalg.algebra.ops.einsum.LOCAL_EINSUM`)."""
     try:
         return RULES[op]
     except KeyError:

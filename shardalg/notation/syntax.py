@@ -48,7 +48,7 @@ __all__ = [
 
 class _IdentityEnum(enum.Enum):
     """An enum whose members hash by identity, as they compare: in C, not Enum's Python ``__hash__``
-    (planning and costing look ops and dtypes up in dicts hundreds of times a plan)."""
+    (planning and costing look dtypes up in dicts hundreds of times a plan)."""
 
     __hash__ = object.__hash__
 

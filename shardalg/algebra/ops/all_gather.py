@@ -1,4 +1,6 @@
-"""AllGather: S(d) -> R on the named axes: its rule (precondition, effect, moves), transpose, bytes and printed form, in one record."""
+"""AllGather: S(d) -> R on the named axes: its rule (precondition, effect, moves), transpose, bytes and
+printed form, in one record.
+"""
 
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ def ag_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
 def ag_explain(axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
     dims = [d.label for d, e in zip(before.dims, after.dims, strict=True) if d.axes != e.axes]
     name = before.name or "the tensor"
-    return f"AllGather: {subscript(axes)} no longer shard{'s' if len(axes) == 1 else ''} {', '.join(dims)} of {name}"
+    verb = "shards" if len(axes) == 1 else "shard"
+    return f"AllGather: {subscript(axes)} no longer {verb} {', '.join(dims)} of {name}"
 
 
 RECORD = CollectiveRecord(

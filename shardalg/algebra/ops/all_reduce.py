@@ -1,4 +1,6 @@
-"""AllReduce: U -> R: its rule (precondition, effect, moves), transpose, bytes and printed form, in one record."""
+"""AllReduce: U -> R: its rule (precondition, effect, moves), transpose, bytes and printed form, in one
+record.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""AllToAll: S(d') -> S(d), the axes moved from d' to the minor end of d: its rule (precondition, effect, moves), transpose, bytes and printed form, in one record."""
+"""AllToAll: S(d') -> S(d), the axes moved from d' to the minor end of d: its rule (precondition, effect,
+moves), transpose, bytes and printed form, in one record.
+"""
 
 from __future__ import annotations
 

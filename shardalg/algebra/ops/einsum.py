@@ -1,4 +1,6 @@
-"""The local einsum (``A ·_LOCAL B``): its record, whose rule is the typing of :mod:`shardalg.algebra.einsum`."""
+"""The local einsum (``A ·_LOCAL B``): its record, whose rule is the typing of
+:mod:`shardalg.algebra.einsum`.
+"""
 
 from __future__ import annotations
 

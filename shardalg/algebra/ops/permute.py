@@ -1,4 +1,6 @@
-"""Permute: swap two axis names everywhere (whole shards move point to point): its rule (precondition, effect, moves), transpose, bytes and printed form, in one record."""
+"""Permute: swap two axis names everywhere (whole shards move point to point): its rule (precondition, effect,
+moves), transpose, bytes and printed form, in one record.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The record of an operation: what it is, in one value (the registry of records is :mod:`shardalg.algebra.registry`).
+"""The record of an operation: what it is, in one value (the registry of records is
+:mod:`shardalg.algebra.registry`).
 
 An operation's record holds what it *is* (DESIGN.md section 8): a docstring that opens with its type signature
 and draws what each device holds, whether it communicates, its transpose (the op of the backward, DESIGN.md
@@ -79,8 +80,9 @@ Explain = Callable[[Axes, Tensor, Tensor, "str | None"], str]
 class OpRecord:
     """What an operation is, beyond what the notation needs of it (its names, its subscript's shape and
     whether it communicates: the :class:`~shardalg.notation.syntax.Op`). ``doc`` opens with the type
-    signature; a step's bytes are ``factor`` x V, V the array ``volume`` names; ``group_view`` is whether a cost model's V counts the op's own axes at full size
-    (the array as the gather group sees it) or is the local buffer each device holds.
+    signature; a step's bytes are ``factor`` x V, V the array ``volume`` names; ``group_view`` is whether a
+    cost model's V counts the op's own axes at full size (the array as the gather group sees it) or is the
+    local buffer each device holds.
 
     Its transpose (DESIGN.md section 4): ``transpose`` names the backward op; ``kinds`` is what the op does on
     each axis it names, (input, output) placement, from which the backward is found per axis (None: the op
@@ -110,7 +112,7 @@ class OpRecord:
 
     @property
     def communicates(self) -> bool:
-        """Whether a step of it moves data between devices (the op's own fact: ``Op.define(communicates=)``)."""
+        """Whether a step of it moves data between devices (the op's own: ``Op.define(communicates=)``)."""
         return self.op.communicates
 
     @property

@@ -1,4 +1,6 @@
-"""ReduceScatter: U -> S(d), the axes appended minor-most to d: its rule (precondition, effect, moves), transpose, bytes and printed form, in one record."""
+"""ReduceScatter: U -> S(d), the axes appended minor-most to d: its rule (precondition, effect, moves),
+transpose, bytes and printed form, in one record.
+"""
 
 from __future__ import annotations
 

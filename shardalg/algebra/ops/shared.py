@@ -13,8 +13,18 @@ from shardalg.notation.syntax import Tensor
 
 from ..layout import Axes, Layout, tensor_with
 
-__all__ = ["subscript", "show", "axes_label", "label", "where", "sharded_over", "minor_most", "swap", "not_unreduced",
-           "ordered_subsets"]  # fmt: skip
+__all__ = [
+    "subscript",
+    "show",
+    "axes_label",
+    "label",
+    "where",
+    "sharded_over",
+    "minor_most",
+    "swap",
+    "not_unreduced",
+    "ordered_subsets",
+]
 
 
 def show(t: Tensor) -> str:

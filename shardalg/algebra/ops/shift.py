@@ -1,4 +1,6 @@
-"""Shift: a cyclic permutation of the devices along one axis (JAX's ppermute with i -> i + k): its rule (precondition, effect, moves), transpose, bytes and printed form, in one record."""
+"""Shift: a cyclic permutation of the devices along one axis (JAX's ppermute with i -> i + k): its rule
+(precondition, effect, moves), transpose, bytes and printed form, in one record.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def shift_effect(lay: Layout, axes: Axes, dim: int | None) -> Layout:
 
 
 def shift_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
-    # never a planner's move: where the axis shards a dim, a shift changes the global value (it rolls the blocks)
+    # never a planner's move: where the axis shards a dim, a shift changes the global value (rolls the blocks)
     return iter(())
 
 

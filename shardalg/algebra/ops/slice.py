@@ -1,4 +1,6 @@
-"""Slice: R (or I) -> S(d), free: its rule (precondition, effect, moves), transpose, bytes and printed form, in one record."""
+"""Slice: R (or I) -> S(d), free: its rule (precondition, effect, moves), transpose, bytes and printed form,
+in one record.
+"""
 
 from __future__ import annotations
 
