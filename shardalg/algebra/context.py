@@ -118,7 +118,7 @@ def _product_value(p: Product, ctx: Context, result: Tensor | None) -> Tensor:
                   tuple(invariant), left.dtype or right.dtype)  # fmt: skip
 
 
-# A collective's effect and precondition are the rules of shardalg.algebra.rules (one registry, DESIGN.md section 3).
+# A collective's effect and precondition are its record's (shardalg.algebra.ops: one registry, DESIGN.md section 3).
 
 
 def target_index(c: Collective, t: Tensor, result: Tensor | None) -> int | None:
