@@ -7,7 +7,7 @@
 
 ``context_for`` resolves the mesh (argument, else the program's ``mesh`` line) and the sizes (the ``where``
 clause, then the argument); ``value_of`` gives the tensor a product or a collective produces, by the rules
-of :mod:`shardalg.algebra.rules`; ``product_dims`` splits the shared dims of a product into contracted and batch.
+of :mod:`shardalg.algebra.ops`; ``product_dims`` splits the shared dims of a product into contracted and batch.
 The legality rules (:mod:`shardalg.algebra.legality`), the cost model and the shape report all read them.
 """
 
@@ -23,7 +23,7 @@ from shardalg.notation.syntax import Collective, Dim, Node, Product, Program, Te
 
 from .layout import Layout, tensor_with
 from .mesh import Mesh, as_mesh
-from .rules import RULES as COLLECTIVES
+from .ops import RULES as COLLECTIVES
 
 __all__ = ["Context", "context_for", "as_sizes", "value_of", "product_dims"]
 
@@ -118,7 +118,7 @@ def _product_value(p: Product, ctx: Context, result: Tensor | None) -> Tensor:
                   tuple(invariant), left.dtype or right.dtype)  # fmt: skip
 
 
-# A collective's effect and precondition are the rules of shardalg.algebra.rules (one registry, DESIGN.md section 3).
+# A collective's effect and precondition are its record's (shardalg.algebra.ops: one registry, DESIGN.md section 3).
 
 
 def target_index(c: Collective, t: Tensor, result: Tensor | None) -> int | None:

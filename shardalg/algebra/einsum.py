@@ -26,11 +26,10 @@ from shardalg.errors import (
     ShapeMismatch,
     UnreducedProduct,
 )
-from shardalg.notation.syntax import Dim, Op, Tensor
+from shardalg.notation.syntax import Dim, Tensor
 
 from .layout import validate
 from .mesh import Mesh
-from .rules import DimMap, Transpose
 
 __all__ = [
     "Role",
@@ -42,8 +41,6 @@ __all__ = [
     "case_lines",
     "local_output",
     "local_output_or_none",
-    "LOCAL_EINSUM",
-    "EinsumRule",
     "default_name",
 ]
 
@@ -362,31 +359,3 @@ def _product_of_shards(left: Tensor, right: Tensor, spec: Spec, name: str | None
     if name is None:
         name = default_name(left.name, right.name)
     return Tensor(name, tuple(dims), tuple(unreduced), tuple(invariant), left.dtype or right.dtype)
-
-
-@dataclass(frozen=True)
-class EinsumRule:
-    """The local einsum as a rule record, alongside the collectives of :data:`shardalg.algebra.rules.RULES`."""
-
-    op: Op
-    doc: str
-    communicates: bool
-    transpose: Transpose
-
-    def check(self, left: Tensor, right: Tensor, spec: Spec, mesh: Mesh) -> None:
-        local_output(left, right, spec, mesh)
-
-    def apply(self, left: Tensor, right: Tensor, spec: Spec, mesh: Mesh, name: str | None = None) -> Tensor:
-        return local_output(left, right, spec, mesh, name)
-
-
-LOCAL_EINSUM = EinsumRule(
-    Op.EINSUM,
-    """A[.., J_A, ..] ·_LOCAL B[.., J_A, ..] -> C[..]{U_A}     local product of the shards, no communication
-    case 1 (J unsharded): device x: A_x · B_x is its block of C
-    case 3 (J_X on both): device x: A[:, J_x] · B[J_x, :] is a partial sum; C{U_X} = sum over x
-    free dims keep their axes; batch dims must match; case 4 and mismatched contractions are refused
-    backward: two einsums, dA = dC·Bᵀ and dB = Aᵀ·dC, each planned (DESIGN.md section 4)""",
-    False,
-    Transpose(None, DimMap.NONE, "two einsums", "dA = dC·Bᵀ, dB = Aᵀ·dC, each planned by the planner"),
-)

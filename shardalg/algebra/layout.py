@@ -1,6 +1,6 @@
 """A tensor's sharding as a value: the axes of each dim (major first), the unreduced and invariant axes.
 
-The rules (:mod:`shardalg.algebra.rules`), redistribute and the planner work on :class:`Layout` values; a Tensor is
+The rules (:mod:`shardalg.algebra.ops`), redistribute and the planner work on :class:`Layout` values; a Tensor is
 rebuilt from one with :func:`tensor_with`. :func:`validate` holds the per-tensor rules every rule's input obeys.
 """
 

@@ -51,6 +51,7 @@ from .context import Context, as_sizes, context_for, product_dims, target_index,
 from .einsum import NotLocal
 from .findings import CheckFn, Found, head_span, suffix_span, text_of
 from .mesh import Mesh
+from .ops import RULES as COLLECTIVES
 from .product_rules import (
     batch_dim_mismatch,
     case_4,
@@ -60,7 +61,6 @@ from .product_rules import (
     unreduced_product,
     unreduced_result,
 )
-from .rules import RULES as COLLECTIVES
 from .statements import apply_statement
 
 __all__ = [
@@ -238,7 +238,7 @@ def _symbolic_mesh(t: Tensor, c: Collective) -> Mesh:
 
 
 def collective_precondition(c: Collective, ctx: Context) -> Iterator[Found]:
-    """The rule's own precondition (shardalg.algebra.rules); problems of the argument tensor itself (an axis used
+    """The rule's own precondition (shardalg.algebra.ops); problems of the argument tensor itself (an axis used
     twice, not in the mesh) are reported by the tensor rules, once. Without a mesh, sizes are unknown, so
     a Permute (legal only between axes that keep the local shape) is judged only on naming two axes."""
     if ctx.mesh is None and c.op is Op.PERMUTE and len(c.axes) == 2:

@@ -1,6 +1,6 @@
 """Collective statements: what ``AllGather_X(A[I_X, J])`` or ``AllGather_X: A[I_X, J] -> A[I, J]`` produces.
 
-The rule of the op (:data:`shardalg.algebra.rules.RULES`) is checked and applied; a written result must be the rule's
+The rule of the op (:data:`shardalg.algebra.ops.RULES`) is checked and applied; a written result must be the rule's
 output (or that output marked invariant on the gathered / reduced axes, DESIGN.md section 4); a ReduceScatter,
 AllToAll or Slice written without its target dim takes it from the written result.
 """
@@ -10,18 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shardalg.errors import IllegalCollective, ShapeMismatch, UsageError
-from shardalg.notation.syntax import Arrow, Collective, Op, Tensor
+from shardalg.notation.syntax import Arrow, Collective, Tensor
 
-from .collectives import axes_label
 from .layout import Axes, Layout, tensor_with
 from .mesh import Mesh
-from .rules import Rule, rule
+from .ops import CollectiveRecord, rule
+from .ops.shared import axes_label
 
 __all__ = ["apply_statement"]
-
-
-# Ops whose result may be marked invariant on their axes (S -> I, U -> I: DESIGN.md section 4).
-_MAY_BE_INVARIANT = (Op.ALL_GATHER, Op.ALL_REDUCE)
 
 
 def _same_value(a: Tensor, b: Tensor) -> bool:
@@ -68,13 +64,13 @@ def _layout_matches(out: Tensor, result: Tensor, expr: Collective) -> bool:
     lo, lr = Layout.of(out), Layout.of(result)
     if lo == lr:
         return True
-    if expr.op in _MAY_BE_INVARIANT and lo.dims == lr.dims and lo.unreduced == lr.unreduced:
+    if rule(expr.op).may_be_invariant and lo.dims == lr.dims and lo.unreduced == lr.unreduced:
         extra = set(lr.invariant) - set(lo.invariant)
         return set(lo.invariant) <= set(lr.invariant) and extra <= set(expr.axes)
     return False
 
 
-def _dim_from_result(r: Rule, arg: Tensor, axes: Axes, result: Tensor, mesh: Mesh) -> str | None:
+def _dim_from_result(r: CollectiveRecord, arg: Tensor, axes: Axes, result: Tensor, mesh: Mesh) -> str | None:
     """The target dim of a ReduceScatter (AllToAll, Slice) written without one: the dim of ``arg`` on which
     the rule's output matches the written result."""
     lay, want = Layout.of(arg), Layout.of(result)

@@ -1,6 +1,7 @@
 """Bytes a plan communicates: the ranking measure of the planner until the cost model replaces it.
 
-A step's traffic is ``factor(op) x V``, V the bytes of the array as one gather group sees it (dims sharded
+A step's traffic is ``factor(op) x V`` (each operation's record says which array V is and the factor:
+:mod:`shardalg.algebra.ops`), V the bytes of the array as one gather group sees it (dims sharded
 on other axes count at their local size), the factor the book's (DESIGN.md section 5): AllGather and
 ReduceScatter 1, AllReduce 2 (= ReduceScatter + AllGather), AllToAll 1/4; a Permute or a Shift sends one local shard;
 Slice and a local einsum send nothing. A tensor with no dtype counts as bf16 (2 bytes), the book's default.
@@ -24,9 +25,10 @@ from shardalg.errors import IndivisibleDim
 from shardalg.notation.syntax import DType, Op, Tensor
 
 from .mesh import Mesh
+from .registry import RECORDS
 
 __all__ = [
-    "Bytes", "Sizes", "Volume", "TRAFFIC", "DEFAULT_DTYPE", "step_bytes", "move_bytes", "local_elements",
+    "Bytes", "Sizes", "Volume", "DEFAULT_DTYPE", "step_bytes", "move_bytes", "local_elements",
     "layout_elements", "step_rank",
 ]  # fmt: skip
 
@@ -199,19 +201,6 @@ class Volume(enum.Enum):
     NONE = "nothing moves"
 
 
-# op -> (which V, factor): the book's traffic per collective (DESIGN.md section 5).
-TRAFFIC: dict[Op, tuple[Volume, Fraction]] = {
-    Op.ALL_GATHER: (Volume.OUTPUT_GROUP, Fraction(1)),
-    Op.REDUCE_SCATTER: (Volume.INPUT_GROUP, Fraction(1)),
-    Op.ALL_REDUCE: (Volume.INPUT_GROUP, Fraction(2)),
-    Op.ALL_TO_ALL: (Volume.INPUT_GROUP, Fraction(1, 4)),
-    Op.PERMUTE: (Volume.INPUT_LOCAL, Fraction(1)),
-    Op.SHIFT: (Volume.INPUT_LOCAL, Fraction(1)),  # each device receives one shard, however many hops it came
-    Op.SLICE: (Volume.NONE, Fraction(0)),
-    Op.EINSUM: (Volume.NONE, Fraction(0)),
-}
-
-
 def step_bytes(
     op: Op, axes: tuple[str, ...], before: Tensor, after: Tensor, mesh: Mesh, sizes: Sizes
 ) -> Bytes:
@@ -231,7 +220,8 @@ def move_bytes(
     sizes: Sizes,
 ) -> Bytes:
     """``step_bytes`` on layouts: ``proto`` gives the dims' names, sizes and the dtype."""
-    volume, factor = TRAFFIC[op]
+    rec = RECORDS[op]
+    volume, factor = rec.volume, rec.factor
     if volume is Volume.NONE:
         return Bytes()
     dtype = proto.dtype or DEFAULT_DTYPE
@@ -271,7 +261,8 @@ def step_rank(
     """``step_bytes(...).rank()`` scaled to an exact integer (x 8 x the product of all axis sizes, unknown
     dims at 4096 and unknown axes at 4): the fast ranking measure, equal across steps on one mesh.
     ``table`` is ``rank_table(mesh)``, when the caller holds it."""
-    volume, factor = TRAFFIC[op]
+    rec = RECORDS[op]
+    volume, factor = rec.volume, rec.factor
     if volume is Volume.NONE:
         return 0
     axis, devices = table if table is not None else rank_table(mesh)

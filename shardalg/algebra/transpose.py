@@ -29,6 +29,9 @@ from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Arrow, Collective, Op, Tensor
 
 from .mesh import Mesh, as_mesh
+from .ops import RULES
+from .ops.record import Kind
+from .registry import RECORDS
 
 __all__ = [
     "Kind",
@@ -41,18 +44,6 @@ __all__ = [
     "transpose",
     "local_steps",
 ]
-
-
-class Kind(enum.Enum):
-    """What a tensor is along one mesh axis."""
-
-    S = "S"  # shards a dim
-    R = "R"  # replicated (the axis appears nowhere)
-    U = "U"  # unreduced: partial sums
-    I = "I"  # noqa: E741  invariant: replicated, gradient must arrive reduced
-
-    def __repr__(self) -> str:
-        return self.value
 
 
 # The cotangent of each placement (DESIGN.md section 4): swap R and U, keep S(d) and I.
@@ -73,26 +64,17 @@ AnyOp = Op | Cast
 
 # ---- the table: per axis, (forward op, in, out) -> backward op -------------------------------------
 # The backward op runs from cot(out) to cot(in) on the same axes. The lines of the rules themselves come
-# from their Transpose records in :data:`shardalg.algebra.rules.RULES` (a Transpose with no op is the zero-pad);
+# from their records in :data:`shardalg.algebra.ops.RULES` (what each does per axis, ``kinds``, and its
+# Transpose; a Transpose with no op is the zero-pad);
 # the lines for invariant values and for the two casts are added here, as data (DESIGN.md section 4).
 
-# What each rule does on the axes it names (DESIGN.md section 3): op -> (input, output) placement.
-_RULE_KINDS: dict[Op, tuple[Kind, Kind]] = {
-    Op.ALL_GATHER: (Kind.S, Kind.R),
-    Op.REDUCE_SCATTER: (Kind.U, Kind.S),
-    Op.ALL_REDUCE: (Kind.U, Kind.R),
-    Op.ALL_TO_ALL: (Kind.S, Kind.S),
-    Op.SLICE: (Kind.R, Kind.S),
-}
-
-
 def _rule_lines() -> dict[tuple[AnyOp, Kind, Kind], AnyOp]:
-    from .rules import RULES
-
+    """A line per operation whose record gives what it does on each axis it names (``kinds``)."""
     lines: dict[tuple[AnyOp, Kind, Kind], AnyOp] = {}
-    for op, (k_in, k_out) in _RULE_KINDS.items():
-        back = RULES[op].transpose.op
-        lines[(op, k_in, k_out)] = Cast.PAD if back is None else back
+    for op, rec in RULES.items():
+        if rec.kinds is not None:
+            back = rec.transpose.op
+            lines[(op, *rec.kinds)] = Cast.PAD if back is None else back
     return lines
 
 
@@ -115,16 +97,20 @@ TRANSPOSES: dict[tuple[AnyOp, Kind, Kind], AnyOp] = {**_rule_lines(), **_INVARIA
 # cyclic permutation of the devices along X; its transpose is the inverse shift, Shift_{X,-k} (JAX's
 # ppermute transposes to the inverse permutation). Both are handled whole, not per axis.
 
-# Ops whose subscript names a target dim, and which dim that is for a backward op: the dim the forward
-# input held the axes in (ReduceScatter, Slice, AllToAll), or the dim the forward output put them in (pad).
-_TAKES_DIM: dict[AnyOp, str] = {
-    Op.REDUCE_SCATTER: "input",
-    Op.SLICE: "input",
-    Op.ALL_TO_ALL: "input",
-    Cast.PAD: "output",
-}
-# Ops that can be written as one step over several axes without a target dim (consecutive ones fuse).
-_FUSES: frozenset[AnyOp] = frozenset({Op.ALL_GATHER, Op.ALL_REDUCE, Cast.PVARY})
+# Which dim a backward op targets: an op whose subscript names a dim (ReduceScatter, Slice, AllToAll) the
+# dim the forward input held the axes in; the zero-pad the dim the forward output put them in.
+def _takes_dim(back: AnyOp) -> str:
+    if isinstance(back, Op):
+        return "input" if back.takes_dim else ""
+    return "output" if back is Cast.PAD else ""
+
+
+# Casts that can be written as one step over several axes (an op's record says whether it fuses).
+_FUSES: frozenset[Cast] = frozenset({Cast.PVARY})
+
+
+def _fuses(op: AnyOp) -> bool:
+    return RECORDS[op].fuses if isinstance(op, Op) else op in _FUSES
 
 
 def placement(t: Tensor, axis: str) -> tuple[Kind, str | None]:
@@ -159,7 +145,7 @@ class LocalStep:
 
     @property
     def communicates(self) -> bool:
-        return isinstance(self.op, Op) and self.op not in (Op.SLICE, Op.EINSUM)
+        return isinstance(self.op, Op) and RECORDS[self.op].communicates
 
     def step(self) -> Step:
         """The step as a plan :class:`Step`. A zero-pad is the executor's Slice read backwards (its axes
@@ -237,29 +223,26 @@ def _set(t: Tensor, axes: tuple[str, ...], kind: Kind, dim: str | None) -> Tenso
     return t
 
 
+_CAST_REASONS: dict[Cast, str] = {
+    Cast.PVARY: "the invariant gradient is used as replicated (no communication)",
+    Cast.PAD: "each device zero-pads its block into an unreduced gradient (no communication)",
+}
+
+
 def _reason(op: AnyOp, fwd: LocalStep) -> str:
     name = fwd.op.value
     sub = "".join(fwd.axes) if fwd.offset is None else f"{{{','.join(fwd.axes)},{fwd.offset:+d}}}"
-    return f"transpose of {name}_{sub}: " + {
-        Op.REDUCE_SCATTER: "the gradient arrives unreduced and is scattered back to the gathered shards",
-        Op.ALL_GATHER: "the sharded gradient is gathered (AllGather and ReduceScatter are each other's transpose)",
-        Op.ALL_REDUCE: "the gradient arrives unreduced (partial sums on every device) and is all-reduced",
-        Op.SLICE: "each device keeps its block of the invariant gradient (no communication)",
-        Op.ALL_TO_ALL: "the shards move back to the dim they came from",
-        Op.PERMUTE: "the shards move back (the inverse permutation)",
-        Op.SHIFT: "the blocks move back around the ring (the inverse shift)",
-        Cast.PVARY: "the invariant gradient is used as replicated (no communication)",
-        Cast.PAD: "each device zero-pads its block into an unreduced gradient (no communication)",
-    }[op]  # type: ignore[index]
+    why = RECORDS[op].as_transpose if isinstance(op, Op) else _CAST_REASONS[op]
+    return f"transpose of {name}_{sub}: {why}"
 
 
 def _transpose_one(s: LocalStep, mesh: Mesh) -> list[LocalStep]:
     start, end = cotangent(s.output, mesh), cotangent(s.input, mesh)
-    if s.op is Op.PERMUTE:
-        return [LocalStep(Op.PERMUTE, start, end, s.axes, None, _reason(Op.PERMUTE, s))]
-    if s.op is Op.SHIFT:
-        assert s.offset is not None
-        return [LocalStep(Op.SHIFT, start, end, s.axes, None, _reason(Op.SHIFT, s), -s.offset)]
+    rec = RULES.get(s.op) if isinstance(s.op, Op) else None
+    if rec is not None and rec.kinds is None and rec.transpose.op is not None:  # transposed whole
+        back = rec.transpose.op
+        offset = None if s.offset is None else -s.offset
+        return [LocalStep(back, start, end, s.axes, None, _reason(back, s), offset)]
     out: list[LocalStep] = []
     cur = start
     groups = _groups(s)
@@ -271,7 +254,7 @@ def _transpose_one(s: LocalStep, mesh: Mesh) -> list[LocalStep]:
                 f"{s.op.value}_{''.join(axes)} takes {s.input} to {s.output}: {k_in.value} -> {k_out.value} "
                 f"on {', '.join(axes)} is not what {s.op.value} does, so it has no transpose"
             ) from None
-        dim = {"input": d_in, "output": d_out}.get(_TAKES_DIM.get(back, ""))
+        dim = {"input": d_in, "output": d_out}.get(_takes_dim(back))
         nxt = end if i == len(groups) - 1 else _set(cur, axes, COTANGENT[k_in], d_in)
         out.append(LocalStep(back, cur, nxt, axes, dim, _reason(back, s)))
         cur = nxt
@@ -290,7 +273,7 @@ def _fuse(steps: list[LocalStep], mesh: Mesh) -> list[LocalStep]:
     out: list[LocalStep] = []
     for s in steps:
         prev = out[-1] if out else None
-        if prev is not None and prev.op is s.op and s.op in _FUSES and prev.output == s.input:
+        if prev is not None and prev.op is s.op and _fuses(s.op) and prev.output == s.input:
             order = _axis_order(prev.input, mesh)
             axes = tuple(sorted(prev.axes + s.axes, key=lambda a: order[a]))
             out[-1] = LocalStep(s.op, prev.input, s.output, axes, None, prev.reason)

@@ -23,16 +23,17 @@ Only the alpha-beta models (GPUs) describe nodes; the function returns the parts
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import sympy
 from sympy import Expr, Max
 
+from shardalg.algebra.registry import Layer
 from shardalg.algebra.symbols import quantity
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Op
 
-__all__ = ["hierarchical_parts", "NODE_MODELS"]
+__all__ = ["hierarchical_parts", "NODE_MODELS", "NODE_FORMULAS"]
 
 ALPHA, BETA, W_DCN = quantity("alpha"), quantity("beta"), quantity("W_dcn")
 NODE_MODELS = ("alpha-beta", "alpha-beta-rd")
@@ -58,13 +59,33 @@ def hierarchical_parts(model: str, op: Op, v: Expr, group: Sequence[tuple[Expr, 
                          fix="use an alpha-beta model (a GPU chip, or --model alpha-beta), or --dcn for a TPU axis "
                          "over the data-center network")  # fmt: skip
     d, m = _levels(group)
+    return NODE_FORMULAS.lookup(op)(v, d, m)
+
+
+NodeFormula = Callable[[Expr, Expr, Expr], Parts]  # (V, devices of the group in a node, nodes) -> parts
+# op -> its parts over a group that spans nodes
+NODE_FORMULAS: Layer[NodeFormula] = Layer(
+    "the cross-node cost model (shardalg.costs.hierarchy)",
+    fix="register the op's parts over nodes: @NODE_FORMULAS.register(op)",
+)
+
+
+@NODE_FORMULAS.register(Op.ALL_GATHER, Op.REDUCE_SCATTER)
+def _gather_parts(v: Expr, d: Expr, m: Expr) -> Parts:
+    return (_gather(v, d, m),)
+
+
+@NODE_FORMULAS.register(Op.ALL_REDUCE)
+def _all_reduce_parts(v: Expr, d: Expr, m: Expr) -> Parts:
+    return (_gather(v, d, m), _gather(v, d, m))
+
+
+@NODE_FORMULAS.register(Op.ALL_TO_ALL)
+def _all_to_all_parts(v: Expr, d: Expr, m: Expr) -> Parts:
     n = d * m
-    if op in (Op.ALL_GATHER, Op.REDUCE_SCATTER):
-        return (_gather(v, d, m),)
-    if op is Op.ALL_REDUCE:
-        return (_gather(v, d, m), _gather(v, d, m))
-    if op is Op.ALL_TO_ALL:
-        return ((n - 1) * ALPHA, Max((d - 1) / d**2 * v / (m * BETA), (m - 1) / m**2 * v / (d * W_DCN))),
-    if op is Op.PERMUTE:
-        return ((ALPHA, Max(v / BETA, v / W_DCN) if m != 1 else v / BETA),)
-    raise UsageError(f"{op.value} has no cost over a mesh axis")
+    return (((n - 1) * ALPHA, Max((d - 1) / d**2 * v / (m * BETA), (m - 1) / m**2 * v / (d * W_DCN))),)
+
+
+@NODE_FORMULAS.register(Op.PERMUTE)
+def _permute_parts(v: Expr, d: Expr, m: Expr) -> Parts:
+    return ((ALPHA, Max(v / BETA, v / W_DCN) if m != 1 else v / BETA),)

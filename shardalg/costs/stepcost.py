@@ -40,7 +40,7 @@ data-center network at ``W_dcn`` per chip (no hop latency term).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
@@ -50,6 +50,7 @@ from sympy import Expr, Integer, Rational
 
 from shardalg.algebra.context import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.registry import RECORDS, Layer
 from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import DType, Op, Tensor
@@ -70,7 +71,7 @@ from .shift import shift_unit
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
 __all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "collective_cost", "Options", "unit_cost",
-           "local_bytes", "moved_share"]  # fmt: skip
+           "UNIT_COSTS", "local_bytes", "moved_share"]  # fmt: skip
 
 
 DEFAULT_DTYPE = DType.BF16
@@ -217,14 +218,6 @@ FORMULAS: dict[str, dict[Op, Formula | tuple[Op, ...]]] = {
 }  # fmt: skip
 assert set(FORMULAS) == set(MODELS)
 
-# Whether V counts the op's own axes at full size (the array as the gather group sees it) or is the
-# local buffer each device holds (ReduceScatter and AllReduce start from full-size partial sums).
-GROUP_VIEW: dict[Op, bool] = {
-    Op.ALL_GATHER: True, Op.ALL_TO_ALL: True, Op.REDUCE_SCATTER: False, Op.ALL_REDUCE: False,
-    Op.PERMUTE: False, Op.SLICE: False,
-}  # fmt: skip
-
-
 @dataclass(frozen=True)
 class Options:
     """Everything a cost depends on besides the step: resolved once per call."""
@@ -358,7 +351,7 @@ def local_bytes(t: Tensor, opts: Options, full: Iterable[str] = ()) -> Term:
 
 def group_bytes(op: Op, tensor: Tensor, axes: Iterable[str], opts: Options) -> Term:
     """V: the bytes of ``tensor`` as the group of ``op`` over ``axes`` sees it."""
-    return local_bytes(tensor, opts, axes if GROUP_VIEW.get(op, False) else ())
+    return local_bytes(tensor, opts, axes if RECORDS[op].group_view else ())
 
 
 def _formula(model: str, op: Op, v: Term, group: tuple[Link, ...]) -> CommCost:
@@ -383,19 +376,39 @@ def _fingerprint(model: str, op: Op) -> tuple:
     return (parts, RING_HOPS, ONE_WAY, ALL_TO_ALL_SHARE, UNI_ALL_TO_ALL_SHARE, W_ICI, T_MIN)
 
 
+# (op, axes, options, a Shift's offset) -> the cost for V = 1 byte (None when the op communicates nothing)
+UnitCost = Callable[[Op, tuple[str, ...], "Options", int | None], "CommCost | None"]
+UNIT_COSTS: Layer[UnitCost] = Layer(
+    "the cost model (shardalg.costs)", fix="register the op's cost for V = 1 byte: @UNIT_COSTS.register(op)"
+)
+
+
 def unit_cost(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None = None) -> CommCost | None:
     """The cost of ``op`` over ``axes`` for V = 1 byte (None when it communicates nothing): every formula
-    is linear in V, so it is worked out once per (op, axes, a Shift's offset) and scaled."""
-    if op in (Op.SLICE, Op.EINSUM):
-        return None
-    if op is Op.SHIFT:
-        return _shift(axes, opts, offset)
+    is linear in V, so it is worked out once per (op, axes, a Shift's offset) and scaled. Each op's method
+    is registered on :data:`UNIT_COSTS`; an op without one is refused, naming the cost model."""
+    return UNIT_COSTS.lookup(op)(op, axes, opts, offset)
+
+
+@UNIT_COSTS.register(Op.SLICE, Op.EINSUM)
+def _free(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None) -> None:
+    return None
+
+
+@UNIT_COSTS.register(Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.PERMUTE)
+def _formula_unit(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:
+    """A collective priced by the model's column of :data:`FORMULAS`."""
     fp = _fingerprint(opts.model, op)
     unit = opts._memo.get(("unit", op, axes))
     if unit is None or unit[0] != fp:
         group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
         unit = opts._memo[("unit", op, axes)] = (fp, _unit(opts.model, op, group) if group else None)
     return unit[1]
+
+
+@UNIT_COSTS.register(Op.SHIFT)
+def _shift_unit(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:
+    return _shift(axes, opts, offset)
 
 
 def _shift(axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:

@@ -14,6 +14,7 @@ from fractions import Fraction
 
 import sympy
 
+from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.symbols import axis_size, dim_size
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Step
@@ -21,7 +22,7 @@ from shardalg.notation.syntax import Op, Tensor
 
 from . import stepcost as sc
 from .commcost import NOTHING, CommCost
-from .stepcost import GROUP_VIEW, Options, _collective, _t, group_bytes, local_bytes, moved_share, unit_cost
+from .stepcost import Options, _collective, _t, group_bytes, local_bytes, moved_share, unit_cost
 from .terms import ZERO, Mono, Point, Term, add, atom_id, maximum
 
 __all__ = ["StepCost", "step_cost", "einsum_flops", "numeric", "seconds_of"]
@@ -305,7 +306,7 @@ def seconds_of(step: Step, opts: Options, at: Point) -> float | None:
     parts, overlapped = _unit_numbers(op, step.axes, opts, at, step.offset)
     if parts is None:
         return 0.0
-    v = _bytes_number(step.inputs[0], opts, step.axes if GROUP_VIEW.get(op, False) else ())
+    v = _bytes_number(step.inputs[0], opts, step.axes if RECORDS[op].group_view else ())
     if v is None or any(lat is None or b is None for lat, b in parts):
         return None
     if not opts.latency:

@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.registry import Layer
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Step
-from shardalg.notation.syntax import Op, Tensor
+from shardalg.notation.syntax import Tensor
 from shardalg.numeric.execute import is_zero_pad
 
 from .flow import Flow, as_flow, node_text, step_text
@@ -92,14 +93,16 @@ class Body:
     def var(self, t: Tensor) -> str:
         return self.flow.name(t)
 
-    def emit_steps(self, emit: Mapping[Op, Callable[[Any, Step], Any]], backend: str) -> None:
+    def emit_steps(self, emitters: Layer[Callable[[Any, Step], Any]]) -> None:
         """Each step of the flow, under a comment naming it, by its op's emitter; a UsageError names the
-        step when ``backend`` has no form for its op."""
+        exporter and the step when the exporter has no emitter for its op."""
         for s in self.flow.steps:
-            if s.op not in emit:
-                raise UsageError(f"no {backend} form for {s.op.value} ({step_text(s)})")
+            try:
+                emit = emitters.lookup(s.op)
+            except UsageError as err:
+                raise UsageError(f"{err.message} ({step_text(s)})", fix=err.fix) from None
             self.lines.append(f"# {step_text(s)}" + (f"  ({s.reason})" if s.reason else ""))
-            self.emitted(s, emit[s.op](self, s))
+            self.emitted(s, emit(self, s))
 
     def emitted(self, step: Step, result: Any) -> None:
         """What a backend keeps of an emitter's result (nothing, unless it overrides this)."""

@@ -19,8 +19,11 @@ import numpy as np
 
 from shardalg import limits
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.registry import RECORDS
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Op, Tensor
+from shardalg.numeric.devices import VirtualMesh
+from shardalg.numeric.movement import dense_step
 
 from .emit import einsum_subscripts
 from .flow import Flow, as_flow, as_jobs, node_text
@@ -77,8 +80,9 @@ def dense_value(t: Tensor, arr: np.ndarray) -> np.ndarray:
 
 
 def dense_outputs(flow: Flow, arrays: Sequence[np.ndarray], mesh: Mesh | None = None) -> list[np.ndarray]:
-    """The dense computation: collectives are the identity on global values, einsums are einsums, a Shift
-    rolls the blocks along the dim its axis shards (``mesh`` is needed only for a Shift)."""
+    """The dense computation: collectives are the identity on global values, einsums are einsums, an op
+    that is not the identity (a Shift rolls the blocks along the dim its axis shards) its registered global
+    meaning (``mesh`` is needed only for such an op)."""
     env: dict[Tensor, np.ndarray] = {
         t: dense_value(t, np.asarray(a, dtype=np.float64)) for t, a in zip(flow.inputs, arrays, strict=True)
     }
@@ -86,12 +90,10 @@ def dense_outputs(flow: Flow, arrays: Sequence[np.ndarray], mesh: Mesh | None = 
         if s.op is Op.EINSUM:
             left, right = s.inputs
             env[s.output] = np.einsum(einsum_subscripts(left, right, s.output), env[left], env[right])
-        elif s.op is Op.SHIFT:
-            from shardalg.numeric.execute import VirtualMesh, shift_dense
-
-            if mesh is None or s.offset is None:
-                raise UsageError("the dense value of a Shift needs the mesh")
-            env[s.output] = shift_dense(env[s.inputs[0]], s.inputs[0], s.axes[0], s.offset, VirtualMesh(mesh))
+        elif not RECORDS[s.op].identity_on_values:
+            if mesh is None:
+                raise UsageError(f"the dense value of a {s.op.value} needs the mesh")
+            env[s.output] = dense_step(s, [env[t] for t in s.inputs], VirtualMesh(mesh))
         else:
             env[s.output] = env[s.inputs[0]]
     return [env[t] for t in flow.outputs]

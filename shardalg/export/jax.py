@@ -2,7 +2,8 @@
 
     >>> print(export_jax(plan, Mesh(X=4, Y=2)))
 
-Each op of the plan has one emitter in ``_EMIT`` (rules as data); the table below is the whole mapping.
+Each op of the plan has one emitter, registered on ``EMITTERS`` (an op without one is refused, naming this
+exporter); the table below is the whole mapping.
 Axis tuples are passed in the order the sharding names them (``('X', 'Y')``: X major), which is how JAX
 linearizes a tuple of axis names for ``all_gather``, ``psum_scatter``, ``all_to_all`` and ``axis_index``.
 
@@ -39,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.registry import Layer
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
@@ -85,6 +87,13 @@ class _Body(Body):
         return "invarying"
 
 
+# op -> its emitter: the lines of the generated function that run one step (one method per op)
+EMITTERS: Layer[Callable[[_Body, Step], frozenset[str]]] = Layer(
+    "the JAX exporter (shardalg.export.jax)", fix="register the op's emitter: @EMITTERS.register(op)"
+)
+
+
+@EMITTERS.register(Op.ALL_GATHER)
 def _all_gather(b: _Body, s: Step) -> frozenset[str]:
     (t,) = s.inputs
     x, y = b.var(t), b.var(s.output)
@@ -98,6 +107,7 @@ def _all_gather(b: _Body, s: Step) -> frozenset[str]:
     return b.vary[t] - axes if to == "invarying" else b.vary[t]
 
 
+@EMITTERS.register(Op.REDUCE_SCATTER)
 def _reduce_scatter(b: _Body, s: Step) -> frozenset[str]:
     (t,) = s.inputs
     ((d, added),) = appended_suffixes(t, s.output).items()
@@ -107,6 +117,7 @@ def _reduce_scatter(b: _Body, s: Step) -> frozenset[str]:
     return b.vary[t] | frozenset(added)
 
 
+@EMITTERS.register(Op.ALL_REDUCE)
 def _all_reduce(b: _Body, s: Step) -> frozenset[str]:
     (t,) = s.inputs
     axes = tuple(a for a in b.mesh.names if a in s.axes)
@@ -114,6 +125,7 @@ def _all_reduce(b: _Body, s: Step) -> frozenset[str]:
     return b.vary[t] - frozenset(axes)
 
 
+@EMITTERS.register(Op.ALL_TO_ALL)
 def _all_to_all(b: _Body, s: Step) -> frozenset[str]:
     (t,) = s.inputs
     gone = {i: d0.axes[len(d0.axes) - len(s.axes):] for i, d0 in enumerate(t.dims) if set(s.axes) <= set(d0.axes)}
@@ -130,6 +142,7 @@ def _all_to_all(b: _Body, s: Step) -> frozenset[str]:
     return b.vary[t]
 
 
+@EMITTERS.register(Op.SLICE)
 def _slice(b: _Body, s: Step) -> frozenset[str]:
     (t,) = s.inputs
     x, y = b.var(t), b.var(s.output)
@@ -151,6 +164,7 @@ def _slice(b: _Body, s: Step) -> frozenset[str]:
     return b.vary[t] | frozenset(added)
 
 
+@EMITTERS.register(Op.PERMUTE)
 def _permute(b: _Body, s: Step) -> frozenset[str]:
     (t,) = s.inputs
     axes, pairs = permute_pairs(t, s.output, b.mesh)
@@ -161,6 +175,7 @@ def _permute(b: _Body, s: Step) -> frozenset[str]:
     return b.vary[t] | frozenset(axes)
 
 
+@EMITTERS.register(Op.SHIFT)
 def _shift(b: _Body, s: Step) -> frozenset[str]:
     (t,) = s.inputs
     (axis,) = s.axes
@@ -173,6 +188,7 @@ def _shift(b: _Body, s: Step) -> frozenset[str]:
     return b.vary[t] | frozenset(s.axes)
 
 
+@EMITTERS.register(Op.EINSUM)
 def _einsum(b: _Body, s: Step) -> frozenset[str]:
     left, right = s.inputs
     spec = einsum_subscripts(left, right, s.output)
@@ -180,16 +196,6 @@ def _einsum(b: _Body, s: Step) -> frozenset[str]:
     return b.vary[left] | b.vary[right]
 
 
-_EMIT: dict[Op, Callable[[_Body, Step], frozenset[str]]] = {
-    Op.ALL_GATHER: _all_gather,
-    Op.REDUCE_SCATTER: _reduce_scatter,
-    Op.ALL_REDUCE: _all_reduce,
-    Op.ALL_TO_ALL: _all_to_all,
-    Op.SLICE: _slice,
-    Op.PERMUTE: _permute,
-    Op.SHIFT: _shift,
-    Op.EINSUM: _einsum,
-}
 
 
 def _tuple_src(items: Sequence[str]) -> str:
@@ -218,7 +224,7 @@ def export_jax(
     for t in flow.inputs:
         if t.unreduced:
             body.lines.append(f"{body.var(t)} = {body.var(t)}[0]  # this device's partial sum")
-    body.emit_steps(_EMIT, "JAX")
+    body.emit_steps(EMITTERS)
     results = []
     vma_ok = True
     for t in flow.outputs:

@@ -26,6 +26,7 @@ import textwrap
 from collections.abc import Callable, Mapping
 
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.registry import Layer
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
@@ -50,11 +51,19 @@ class _Body(Body):
             raise UsageError(f"no DTensor form for {node_text(t)}: {err.message}", fix=err.fix) from None
 
 
+# op -> its emitter: the lines of the generated function that run one step (one method per op)
+EMITTERS: Layer[Callable[[_Body, Step], None]] = Layer(
+    "the DTensor exporter (shardalg.export.torch_dtensor)", fix="register the op's emitter: @EMITTERS.register(op)"
+)
+
+
+@EMITTERS.register(Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.PERMUTE)
 def _redistribute(b: _Body, s: Step) -> None:
     (t,) = s.inputs
     b.lines.append(f"{b.var(s.output)} = {b.var(t)}.redistribute(mesh, {b.placements(s.output)})")
 
 
+@EMITTERS.register(Op.SLICE)
 def _slice(b: _Body, s: Step) -> None:
     if not is_zero_pad(s):
         _redistribute(b, s)
@@ -67,6 +76,7 @@ def _slice(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = DTensor.from_local({local}, mesh, {b.placements(s.output)}, run_check=False)")
 
 
+@EMITTERS.register(Op.EINSUM)
 def _einsum(b: _Body, s: Step) -> None:
     left, right = s.inputs
     spec = einsum_subscripts(left, right, s.output)
@@ -74,15 +84,6 @@ def _einsum(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = DTensor.from_local({local}, mesh, {b.placements(s.output)}, run_check=False)")
 
 
-_EMIT: dict[Op, Callable[[_Body, Step], None]] = {
-    Op.ALL_GATHER: _redistribute,
-    Op.REDUCE_SCATTER: _redistribute,
-    Op.ALL_REDUCE: _redistribute,
-    Op.ALL_TO_ALL: _redistribute,
-    Op.PERMUTE: _redistribute,
-    Op.SLICE: _slice,
-    Op.EINSUM: _einsum,
-}
 
 
 def export_dtensor(plan_or_program: object, mesh: Mesh | str, *, sizes: Mapping[str, int] | None = None,
@@ -90,7 +91,7 @@ def export_dtensor(plan_or_program: object, mesh: Mesh | str, *, sizes: Mapping[
     """Python source of a module whose ``name(*dtensors)`` runs the plan with DTensor redistributions."""
     m, flow = start(plan_or_program, mesh, sizes)
     body = _Body(flow, m)
-    body.emit_steps(_EMIT, "DTensor")
+    body.emit_steps(EMITTERS)
     body.lines.append("return " + ", ".join(body.var(t) for t in flow.outputs))
     args = ", ".join(body.var(t) for t in flow.inputs)
     ins = [body.placements(t) for t in flow.inputs]

@@ -32,6 +32,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.registry import Layer
 from shardalg.errors import ShardalgError, UsageError
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
@@ -85,6 +86,13 @@ class _Body(Body):
         return src, "" if order is None else f", order={order!r}"
 
 
+# op -> its emitter: the lines of the generated function that run one step (one method per op)
+EMITTERS: Layer[Callable[[_Body, Step], None]] = Layer(
+    "the torch.distributed exporter (shardalg.export.torch_export)", fix="register the op's emitter: @EMITTERS.register(op)"
+)
+
+
+@EMITTERS.register(Op.ALL_GATHER)
 def _all_gather(b: _Body, s: Step) -> None:
     (t,) = s.inputs
     cur, y = b.var(t), b.var(s.output)
@@ -94,6 +102,7 @@ def _all_gather(b: _Body, s: Step) -> None:
         cur = y
 
 
+@EMITTERS.register(Op.REDUCE_SCATTER)
 def _reduce_scatter(b: _Body, s: Step) -> None:
     (t,) = s.inputs
     ((d, added),) = appended_suffixes(t, s.output).items()
@@ -101,12 +110,14 @@ def _reduce_scatter(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = {b.call('_reduce_scatter', f'{b.var(t)}, {g}, dim={d}{order}')}")
 
 
+@EMITTERS.register(Op.ALL_REDUCE)
 def _all_reduce(b: _Body, s: Step) -> None:
     (t,) = s.inputs
     g, _ = b.group(tuple(a for a in b.mesh.names if a in s.axes))
     b.lines.append(f"{b.var(s.output)} = {b.call('_all_reduce', f'{b.var(t)}, {g}')}")
 
 
+@EMITTERS.register(Op.ALL_TO_ALL)
 def _all_to_all(b: _Body, s: Step) -> None:
     (t,) = s.inputs
     gone = removed_suffixes(t, s.output)
@@ -120,6 +131,7 @@ def _all_to_all(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = {b.call('_all_to_all', args)}")
 
 
+@EMITTERS.register(Op.SLICE)
 def _slice(b: _Body, s: Step) -> None:
     (t,) = s.inputs
     if is_zero_pad(s):
@@ -132,6 +144,7 @@ def _slice(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = {b.call('_slice', f'{b.var(t)}, mesh, {tuple(added)!r}, dim={d}, n={n}')}")
 
 
+@EMITTERS.register(Op.PERMUTE)
 def _permute(b: _Body, s: Step) -> None:
     (t,) = s.inputs
     coords = list(itertools.product(*(range(n) for n in b.mesh.shape)))
@@ -141,6 +154,7 @@ def _permute(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = {b.call('_permute', f'{b.var(t)}, {table!r}')}")
 
 
+@EMITTERS.register(Op.SHIFT)
 def _shift(b: _Body, s: Step) -> None:
     """``Shift_{X,k}``: rank c receives from the rank whose X coordinate is c_X - k (the _permute helper)."""
     (t,) = s.inputs
@@ -154,22 +168,13 @@ def _shift(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = {call}  # Shift_{{{axis},{s.offset:+d}}}")
 
 
+@EMITTERS.register(Op.EINSUM)
 def _einsum(b: _Body, s: Step) -> None:
     left, right = s.inputs
     spec = einsum_subscripts(left, right, s.output)
     b.lines.append(f"{b.var(s.output)} = torch.einsum({spec!r}, {b.var(left)}, {b.var(right)})")
 
 
-_EMIT: dict[Op, Callable[[_Body, Step], None]] = {
-    Op.ALL_GATHER: _all_gather,
-    Op.REDUCE_SCATTER: _reduce_scatter,
-    Op.ALL_REDUCE: _all_reduce,
-    Op.ALL_TO_ALL: _all_to_all,
-    Op.SLICE: _slice,
-    Op.PERMUTE: _permute,
-    Op.SHIFT: _shift,
-    Op.EINSUM: _einsum,
-}
 
 
 def _placements_note(t: Tensor, mesh: Mesh) -> str:
@@ -195,7 +200,7 @@ def export_torch(
         return export_dtensor(plan_or_program, mesh, sizes=sizes, name=name)
     m, flow = start(plan_or_program, mesh, sizes)
     body = _Body(flow, m)
-    body.emit_steps(_EMIT, "torch.distributed")
+    body.emit_steps(EMITTERS)
     body.lines.append("return " + ", ".join(body.var(t) for t in flow.outputs))
     args = ", ".join(body.var(t) for t in flow.inputs)
     shapes = "\n".join(

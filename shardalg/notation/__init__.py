@@ -1,7 +1,7 @@
 """The notation of "How To Scale Your Model" as values: text in, AST out, text out.
 
 - :mod:`.syntax`: the AST, frozen and hashable (``Tensor``, ``Dim``, ``Product``, ``Collective``, ``Arrow``,
-  ``Program``; the ``Op`` and ``DType`` enums);
+  ``Program``; the ``DType`` enum) and :mod:`.op` (``Op``, the open set of operations);
 - :mod:`.plan`: ``Step`` and ``Plan``, a program of rule applications with reasons (the data every layer
   above passes around);
 - :mod:`.parse`: the parser of ``grammar/shardalg.lark`` (ASCII, Unicode, the book's LaTeX), lark's

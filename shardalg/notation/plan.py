@@ -55,7 +55,7 @@ class Step:
 
     @property
     def communicates(self) -> bool:
-        return self.op not in (Op.EINSUM, Op.SLICE)
+        return self.op.communicates
 
     def statement(self) -> Statement:
         """The step in the notation: ``AllGather_X(A[I_X, J]) -> A[I, J]`` or ``A · B -> C``."""

@@ -13,7 +13,7 @@ The shapes of the tree::
 
 Axis and dim names are plain identifiers (``"X"``, ``"data"``, ``"I"``); everything else is a value:
 a dim's sharding is the tuple of its axes (major first), the unreduced and invariant sets are sorted tuples,
-dtypes and ops are enums.
+dtypes are an enum, ops the open set :class:`Op`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from shardalg.errors import Span, UsageError
 from shardalg.lazy import cached
 
 from . import printing
+from .op import Op
 from .printing import display
 
 __all__ = [
@@ -49,7 +50,7 @@ __all__ = [
 
 class _IdentityEnum(enum.Enum):
     """An enum whose members hash by identity, as they compare: in C, not Enum's Python ``__hash__``
-    (planning and costing look ops and dtypes up in dicts hundreds of times a plan)."""
+    (planning and costing look dtypes up in dicts hundreds of times a plan)."""
 
     __hash__ = object.__hash__
 
@@ -106,32 +107,6 @@ def dtype_named(name: str) -> DType:
     except KeyError:
         known = ", ".join(sorted({d.value for d in DType}))
         raise UsageError(f"unknown dtype {name!r}; known: {known}") from None
-
-
-class Op(_IdentityEnum):
-    """The operations a statement or a plan step can perform. The value is the book's name."""
-
-    ALL_GATHER = "AllGather"
-    REDUCE_SCATTER = "ReduceScatter"
-    ALL_REDUCE = "AllReduce"
-    ALL_TO_ALL = "AllToAll"
-    SLICE = "Slice"
-    PERMUTE = "Permute"
-    SHIFT = "Shift"
-    EINSUM = "Einsum"
-
-    @property
-    def takes_dim(self) -> bool:
-        """Whether the op's subscript names a target dim (``ReduceScatter_{X,K}``)."""
-        return self in (Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.SLICE)
-
-    @property
-    def takes_offset(self) -> bool:
-        """Whether the op's subscript ends in a signed offset (``Shift_{X,+1}``)."""
-        return self is Op.SHIFT
-
-    def __repr__(self) -> str:
-        return f"Op.{self.name}"
 
 
 @dataclass(frozen=True, repr=False)

@@ -6,6 +6,7 @@ model, rule table); this module only chooses the examples and arranges them.
 from __future__ import annotations
 
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.ops import RULES
 from shardalg.notation.syntax import Op
 from shardalg.numeric.proofs import sym_latex
 
@@ -45,14 +46,11 @@ CASES: tuple[tuple[str, str, str], ...] = (
 CASE_MESH = Mesh(X=4, Y=2)
 PLANS_SHOWN = 3
 
-# (op, the example statement whose input is priced)
-COLLECTIVE_EXAMPLES: tuple[tuple[Op, str], ...] = (
-    (Op.ALL_GATHER, "AllGather_X(A[I_X, J]) -> A[I, J]"),
-    (Op.REDUCE_SCATTER, "ReduceScatter_{X,J}(A[I, J]{U_X}) -> A[I, J_X]"),
-    (Op.ALL_REDUCE, "AllReduce_X(A[I, J]{U_X}) -> A[I, J]"),
-    (Op.ALL_TO_ALL, "AllToAll_{X,J}(A[I_X, J]) -> A[I, J_X]"),
-    (Op.SLICE, "Slice_{X,J}(A[I, J]) -> A[I, J_X]"),
-)
+
+
+def collective_examples() -> tuple[tuple[Op, str], ...]:
+    """(op, the example statement whose input is priced), from each record that has one, in the records' order."""
+    return tuple((op, r.example) for op, r in RULES.items() if r.example)
 
 
 def _statement(text: str):  # -> Statement
@@ -135,12 +133,11 @@ def four_cases() -> Section:
 
 
 def collectives() -> Section:
-    from shardalg.algebra.rules import RULES
     from shardalg.costs.stepcost import collective_cost
 
     mesh = Mesh(X=None)
     rows, free = [], []
-    for op, source in COLLECTIVE_EXAMPLES:
+    for op, source in collective_examples():
         stmt = _statement(source)
         arg = stmt.expr.arg
         ici = collective_cost(op, arg, stmt.expr.axes, mesh, model="ici")
@@ -165,7 +162,6 @@ def collectives() -> Section:
 
 
 def transposes() -> Section:
-    from shardalg.algebra.rules import RULES
     from shardalg.notation.plan import Step
     from shardalg.notation.printing import latex
     from shardalg.numeric.operators import transpose_step
@@ -177,7 +173,7 @@ def transposes() -> Section:
         placement = Math(t.placement.replace("<-", r"\leftarrow")) if "<-" in t.placement else t.placement
         rows.append((op.value, back, placement, t.note))
     examples = []
-    for _, source in COLLECTIVE_EXAMPLES:
+    for _, source in collective_examples():
         stmt = _statement(source)
         step = Step(stmt.expr.op, (stmt.expr.arg,), stmt.result, stmt.expr.axes, stmt.expr.dim)
         back = transpose_step(step)

@@ -3,7 +3,7 @@
 Devices are the coordinates of the mesh in axis order (``itertools.product`` over the sizes, the last
 axis fastest); a dim sharded over ``(X, Y)`` puts block ``c_X·|Y| + c_Y`` on device ``c``. This module
 holds the mesh, ``shard`` / ``unshard`` and the runner; the data movement of each op lives in
-:mod:`shardalg.numeric.movement` (the table ``MOVES``), written from first principles as point-to-point receives
+:mod:`shardalg.numeric.movement` (each op's method registered on ``MOVES``), written from first principles as point-to-point receives
 between device buffers (an AllGather really concatenates the blocks of its group, a ReduceScatter really
 sums and keeps the owned block); nothing ever reassembles the global array and re-cuts it.
 
@@ -52,8 +52,7 @@ from .devices import (
     shard,
     unshard,
 )
-from .kernels import contract
-from .movement import MOVES, Net, einsum_rule, is_zero_pad, shift_dense, step_error
+from .movement import MOVES, Net, dense_step, is_zero_pad, shift_dense, step_error
 
 __all__ = [
     "VirtualMesh",
@@ -94,6 +93,7 @@ def apply_step(
     """Run one step on its inputs' buffers. Returns the output buffers and the number of elements the
     devices received from other devices. The op's effect is derived from the input layout and the op,
     then checked against ``step.output``: a step that claims another layout is an error."""
+    move = MOVES.lookup(step.op)  # an op the executor has no data movement for is refused first, by name
     vm = as_virtual(mesh)
     arity = 2 if step.op is Op.EINSUM else 1
     if len(step.inputs) != arity or len(inputs) != arity:
@@ -115,10 +115,8 @@ def apply_step(
             raise step_error(
                 step, f"a collective keeps the dims; {text(step.output)} has others", "shape-mismatch"
             )
-    if step.op not in MOVES:
-        raise UsageError(f"the executor has no rule for {step.op.value}")
     net = Net()
-    out, layout = MOVES[step.op](vm, net, step, *bufs)
+    out, layout = move(vm, net, step, *bufs)
     want = (tuple(d.axes for d in step.output.dims), frozenset(step.output.unreduced))
     if layout != want:
         got = Tensor(
@@ -131,18 +129,6 @@ def apply_step(
     if any(b.shape[: len(loc)] != loc for b in out.values()):  # a guard on the executor itself
         raise ExecutionError(f"{_step_text(step)} produced blocks that are not {loc}")
     return out, net.elements
-
-
-def _dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
-    """The global meaning of a step: collectives are the identity, an einsum is the dense einsum, a Shift
-    rolls the blocks along the dim its axis shards."""
-    if step.op is Op.SHIFT:
-        assert step.offset is not None
-        return shift_dense(values[0], step.inputs[0], step.axes[0], step.offset, vm)
-    if step.op is not Op.EINSUM:
-        return values[0]
-    spec, _ = einsum_rule(step)
-    return contract(spec, *values)
 
 
 def _bytes(elements: int, t: Tensor) -> int | float:
@@ -296,7 +282,7 @@ def dense_result(plan: Plan, dense_inputs: Mapping[Tensor, np.ndarray],
     dense = dict(dense_inputs)
     for step in plan.steps:
         if all(t in dense for t in step.inputs):
-            dense[step.output] = _dense(step, [dense[t] for t in step.inputs], vm)
+            dense[step.output] = dense_step(step, [dense[t] for t in step.inputs], vm)
     return dense[plan.output]
 
 

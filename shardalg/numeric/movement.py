@@ -1,4 +1,4 @@
-"""Every op of a plan as data movement between device buffers: one function an op, looked up in ``MOVES``.
+"""Every op of a plan as data movement between device buffers: one function an op, registered on ``MOVES``.
 
 Each function takes the virtual mesh, the network that counts received elements, the step and the input
 buffers (one per operand, keyed by device coordinate), and returns the output buffers together with the
@@ -15,6 +15,7 @@ from math import prod
 
 import numpy as np
 
+from shardalg.algebra.registry import RECORDS, Layer
 from shardalg.errors import IndivisibleDim
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
@@ -26,6 +27,30 @@ from .steprules import Layout, _show, einsum_rule, step_error
 __all__ = [
     "MOVES", "Buffers", "Coord", "Layout", "Move", "Net", "einsum_rule", "is_zero_pad", "step_error", "shift_dense",
 ]  # fmt: skip
+
+Move = Callable[..., tuple[Buffers, Layout]]  # (vm, net, step, *input buffers) -> (buffers, derived layout)
+
+# op -> its data movement. Collectives are the identity on global values and change only the layout, but a
+# Shift, which rolls the blocks along the dim its axis shards; the local product is the dense einsum of each
+# device's blocks.
+MOVES: Layer[Move] = Layer(
+    "the numpy executor (shardalg.numeric)", fix="register the op's data movement: @MOVES.register(op)"
+)
+
+Dense = Callable[[Step, Sequence[np.ndarray], VirtualMesh], np.ndarray]  # (step, input values, vm) -> value
+# op -> the global value a step of it makes, for an op that is not the identity on global values (its record's
+# ``identity_on_values``): the dense computation a plan's result is checked against
+DENSE: Layer[Dense] = Layer(
+    "the dense computation (shardalg.numeric)", fix="register the op's global meaning: @DENSE.register(op)"
+)
+
+
+def dense_step(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
+    """The global meaning of a step: a collective is the identity, a Shift rolls the blocks along the dim its
+    axis shards, an einsum is the dense einsum."""
+    if RECORDS[step.op].identity_on_values:
+        return values[0]
+    return DENSE.lookup(step.op)(step, values, vm)
 
 # ---------------------------------------------------------------- blocks, receives, errors
 
@@ -86,6 +111,7 @@ def _minor_suffix(step: Step, t: Tensor, axes: Sequence[str]) -> dict[int, tuple
 # ---------------------------------------------------------------- the collectives
 
 
+@MOVES.register(Op.ALL_GATHER)  # [I_X] -> [I]
 def _all_gather(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
     """``AllGather_X: [I_X] -> [I]``: each device concatenates the blocks of its group along the dims the
     axes leave. The members of a group receive the same blocks into the same places: they share the
@@ -132,6 +158,7 @@ def _need_unreduced(step: Step, t: Tensor) -> None:
         )
 
 
+@MOVES.register(Op.REDUCE_SCATTER)  # [I]{U_X} -> [I_X]
 def _reduce_scatter(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
     """``ReduceScatter_{X,I}: [I]{U_X} -> [I_X]``: each device sums its group's partials of the block it
     comes to own."""
@@ -162,6 +189,7 @@ def _reduce_scatter(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tup
     return out, (dims, frozenset(t.unreduced) - set(step.axes))
 
 
+@MOVES.register(Op.ALL_REDUCE)  # [I]{U_X} -> [I]
 def _all_reduce(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
     """``AllReduce_X: [I]{U_X} -> [I]``. Ring-style: each member reduces one chunk of the flattened buffer,
     then every member gathers the reduced chunks (ReduceScatter + AllGather, 2·(G-1)/G of the buffer per
@@ -190,6 +218,7 @@ def _all_reduce(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[B
     return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced) - set(step.axes))
 
 
+@MOVES.register(Op.ALL_TO_ALL)  # [I_X, J] -> [I, J_X]
 def _all_to_all(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
     """``AllToAll_{X,J}: [I_X, J] -> [I, J_X]``: the axes move from one dim to another; each device sends
     every group member the piece of its block that member will own."""
@@ -229,6 +258,7 @@ def is_zero_pad(step: Step) -> bool:
     )
 
 
+@MOVES.register(Op.SLICE)  # [I] -> [I_X]; read backwards ([I_X] -> [I]{U_X}) a zero-pad
 def _slice(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
     """``Slice_{X,I}: [I] -> [I_X]``: each device keeps its piece of the dim (the axes must be replicated);
     nothing is received.
@@ -271,6 +301,7 @@ def _zero_pad(vm: VirtualMesh, step: Step, bufs: Buffers) -> tuple[Buffers, Layo
     return out, (dims, frozenset(t.unreduced) | set(moved))
 
 
+@MOVES.register(Op.PERMUTE)  # [I_X, J_Y] -> [I_Y, J_X]
 def _permute(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
     """``Permute_{X,Y}: [I_X, J_Y] -> [I_Y, J_X]``. Swap the roles of two axes. Devices that hold the same block (and the same partial) under the old
     layout are matched, in device order, with the devices that need it under the new one: a bijection,
@@ -300,6 +331,7 @@ def _permute(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buff
     return out, (dims, frozenset(unred))
 
 
+@MOVES.register(Op.SHIFT)  # [I_X] -> [I_X], device x's block now on x + k
 def _shift(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
     """``Shift_{X,k}: [I_X] -> [I_X]``: device x sends its whole buffer to device x + k (mod |X|) along X, the
     other coordinates unchanged (JAX's ``ppermute`` with a cyclic permutation); the layout is the same."""
@@ -312,6 +344,19 @@ def _shift(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffer
         dst = c[:at] + ((c[at] + step.offset) % n,) + c[at + 1 :]
         out[dst] = net.recv(dst, c, bufs[c], rank).copy()
     return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced))
+
+
+@DENSE.register(Op.SHIFT)
+def _shift_dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
+    if step.offset is None or len(step.axes) != 1:
+        raise step_error(step, "a Shift moves blocks around one axis by an offset: Shift_{X,+1}")
+    return shift_dense(values[0], step.inputs[0], step.axes[0], step.offset, vm)
+
+
+@DENSE.register(Op.EINSUM)
+def _einsum_dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
+    spec, _ = einsum_rule(step)
+    return contract(spec, *values)
 
 
 def shift_dense(arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualMesh) -> np.ndarray:
@@ -336,6 +381,7 @@ def shift_dense(arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualM
 # ---------------------------------------------------------------- local einsum
 
 
+@MOVES.register(Op.EINSUM)  # the dense einsum of each device's blocks
 def _einsum(vm: VirtualMesh, net: Net, step: Step, lb: Buffers, rb: Buffers) -> tuple[Buffers, Layout]:
     """``A[..] · B[..] -> C[..]``: each device multiplies its own blocks; nothing is received. Devices that
     hold the same two buffers (replicas) share one product."""
@@ -348,22 +394,3 @@ def _einsum(vm: VirtualMesh, net: Net, step: Step, lb: Buffers, rb: Buffers) -> 
             made[key] = freeze(contract(spec, lb[c], rb[c]))
         out[c] = made[key]
     return out, layout
-
-
-# ---------------------------------------------------------------- the table: op -> its data movement
-
-Move = Callable[..., tuple[Buffers, Layout]]  # (vm, net, step, *input buffers) -> (buffers, derived layout)
-
-MOVES: dict[Op, Move] = {
-    # collectives are the identity on global values; each changes only the layout (a Shift excepted)
-    Op.ALL_GATHER: _all_gather,  # [I_X] -> [I]
-    Op.REDUCE_SCATTER: _reduce_scatter,  # [I]{U_X} -> [I_X]
-    Op.ALL_REDUCE: _all_reduce,  # [I]{U_X} -> [I]
-    Op.ALL_TO_ALL: _all_to_all,  # [I_X, J] -> [I, J_X]
-    Op.SLICE: _slice,  # [I] -> [I_X]; read backwards ([I_X] -> [I]{U_X}) a zero-pad
-    Op.PERMUTE: _permute,  # [I_X, J_Y] -> [I_Y, J_X]
-    # the one op that is not the identity on global values: it rolls the blocks along the dim its axis shards
-    Op.SHIFT: _shift,  # [I_X] -> [I_X], device x's block now on x + k
-    # the local product: the dense einsum of each device's blocks
-    Op.EINSUM: _einsum,
-}

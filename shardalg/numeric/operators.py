@@ -29,13 +29,14 @@ each compared, as sympy matrices, with the operator the executor builds for ``A[
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 import sympy
 
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.registry import Layer
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Dim, Op, Tensor
@@ -127,6 +128,15 @@ def _holder(t: Tensor, axes: tuple[str, ...]) -> Dim | None:
     return None
 
 
+# op -> the step whose matrix on stacked buffers is the transpose of the op's (written apart from the
+# algebra's transposes, which the dot-product test checks against these)
+TRANSPOSE_OF: Layer[Callable[[Step], Step]] = Layer(
+    "the numeric transposes (shardalg.numeric.operators)",
+    fix="register the op's transpose on stacked buffers: @TRANSPOSE_OF.register(op)",
+)
+
+
+@TRANSPOSE_OF.register(Op.ALL_GATHER)
 def _t_all_gather(s: Step) -> Step:
     (t,) = s.inputs
     axes = tuple(a for a in t.sharded_axes if a in s.axes)  # as they shard the input: one ReduceScatter
@@ -142,6 +152,7 @@ def _t_all_gather(s: Step) -> Step:
     )
 
 
+@TRANSPOSE_OF.register(Op.REDUCE_SCATTER)
 def _t_reduce_scatter(s: Step) -> Step:
     (t,) = s.inputs
     return Step(
@@ -153,6 +164,7 @@ def _t_reduce_scatter(s: Step) -> Step:
     )
 
 
+@TRANSPOSE_OF.register(Op.ALL_REDUCE)
 def _t_all_reduce(s: Step) -> Step:
     (t,) = s.inputs
     return Step(
@@ -164,6 +176,7 @@ def _t_all_reduce(s: Step) -> Step:
     )
 
 
+@TRANSPOSE_OF.register(Op.ALL_TO_ALL)
 def _t_all_to_all(s: Step) -> Step:
     (t,) = s.inputs
     src = _holder(t, s.axes)
@@ -180,6 +193,7 @@ def _t_all_to_all(s: Step) -> Step:
     )
 
 
+@TRANSPOSE_OF.register(Op.PERMUTE)
 def _t_permute(s: Step) -> Step:
     return Step(
         Op.PERMUTE,
@@ -190,6 +204,7 @@ def _t_permute(s: Step) -> Step:
     )
 
 
+@TRANSPOSE_OF.register(Op.SHIFT)
 def _t_shift(s: Step) -> Step:
     (t,) = s.inputs
     assert s.offset is not None
@@ -208,6 +223,7 @@ def _t_shift(s: Step) -> Step:
     )
 
 
+@TRANSPOSE_OF.register(Op.SLICE)
 def _t_slice(s: Step) -> Step:
     (t,) = s.inputs
     if is_zero_pad(s):  # the transpose of a zero-pad is the Slice it came from
@@ -230,22 +246,13 @@ def _t_slice(s: Step) -> Step:
     )
 
 
-TRANSPOSE_OF = {
-    Op.ALL_GATHER: _t_all_gather,
-    Op.REDUCE_SCATTER: _t_reduce_scatter,
-    Op.ALL_REDUCE: _t_all_reduce,
-    Op.ALL_TO_ALL: _t_all_to_all,
-    Op.PERMUTE: _t_permute,
-    Op.SHIFT: _t_shift,
-    Op.SLICE: _t_slice,
-}
 
 
 def transpose_step(step: Step) -> Step:
     """The step whose matrix on stacked buffers is the transpose of ``step``'s: from the cotangent of the
     output (R and U swapped on the op's axes) to the cotangent of the input."""
     _collective(step)
-    return TRANSPOSE_OF[step.op](step)
+    return TRANSPOSE_OF.lookup(step.op)(step)
 
 
 def dot_test(

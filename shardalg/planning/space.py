@@ -3,7 +3,7 @@
 A *state* is a sharding without names: the axes of each dim as an ordered tuple (major first) and the sorted
 unreduced axes (invariant marks do not change where data lives, so they are not part of it). A *move* is one
 rule application ``(op name, axes, dim index)`` (``Move``); the moves a state allows, and where each leads,
-come from the rule table (:data:`shardalg.algebra.rules.RULES`, each rule's ``moves`` and ``effect``), so a
+come from the rule table (:data:`shardalg.algebra.ops.RULES`, each rule's ``moves`` and ``effect``), so a
 new collective is searched as soon as it is a rule. Moves to a layout whose known dims do not divide by their
 axes are left out.
 
@@ -27,8 +27,8 @@ from math import prod
 
 from shardalg.algebra.layout import Layout
 from shardalg.algebra.mesh import Mesh
-from shardalg.algebra.rules import RULES
-from shardalg.algebra.traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, TRAFFIC, Sizes, Volume
+from shardalg.algebra.ops import RECORDS, RULES
+from shardalg.algebra.traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, Sizes, Volume
 from shardalg.notation.syntax import DType, Op, Tensor
 
 __all__ = ["Move", "State", "Space", "space_of", "state_of", "clear_spaces", "MAX_SPACES", "SLICE"]
@@ -104,7 +104,7 @@ class Space:
         self.axis = {a.name: a.size or RANK_AXIS for a in mesh}
         self.devices = prod(self.axis.values())
         self.elements = prod(n or RANK_DIM for n in sizes)
-        self.unit = {op: int(8 * dtype.bytes * factor) for op, (_, factor) in TRAFFIC.items()}
+        self.unit = {op: int(8 * dtype.bytes * r.factor) for op, r in RECORDS.items()}
         self.searches: dict[object, object] = {}
         self._next: dict[State, tuple[Edge, ...]] = {}
         self._group = {a.name: a.size for a in mesh}
@@ -123,7 +123,7 @@ class Space:
 
     def _rank(self, name: str, axes: tuple[str, ...], before: State, after: State) -> int:
         op = Op(name)
-        volume = TRAFFIC[op][0]
+        volume = RECORDS[op].volume
         if volume is Volume.NONE:
             return 0
         dims = after[0] if volume is Volume.OUTPUT_GROUP else before[0]

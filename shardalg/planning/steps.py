@@ -14,7 +14,7 @@ from functools import lru_cache
 from shardalg.algebra.einsum import Spec, local_output_or_none
 from shardalg.algebra.layout import Layout, tensor_with
 from shardalg.algebra.mesh import Mesh
-from shardalg.algebra.rules import RULES
+from shardalg.algebra.ops import RECORDS, RULES
 from shardalg.algebra.traffic import Sizes
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
@@ -32,24 +32,8 @@ def fmt(axes: tuple[str, ...] | list[str]) -> str:
 
 
 def step_reason(op: Op, axes: tuple[str, ...], before: Tensor, after: Tensor, dim: str | None) -> str:
-    """A one-line reason for a resharding step, in terms of the dims it touches."""
-    name = before.name or "the tensor"
-    if op is Op.ALL_GATHER:
-        dims = [d.label for d, e in zip(before.dims, after.dims, strict=True) if d.axes != e.axes]
-        return f"AllGather: {fmt(axes)} no longer shard{'s' if len(axes) == 1 else ''} {', '.join(dims)} of {name}"
-    if op is Op.REDUCE_SCATTER:
-        return f"ReduceScatter: sum {name}'s partials over {fmt(axes)} and keep {dim} sharded over them"
-    if op is Op.ALL_REDUCE:
-        return f"AllReduce: sum {name}'s partials over {fmt(axes)}"
-    if op is Op.ALL_TO_ALL:
-        src = next(d.label for d in before.dims if axes[0] in d.axes)
-        return f"AllToAll: move {fmt(axes)} of {name} from {src} to {dim}"
-    if op is Op.SLICE:
-        return f"Slice: keep this device's block of {dim} over {fmt(axes)} (free)"
-    if op is Op.PERMUTE:
-        what = "blocks of partial sums" if set(axes) & set(before.unreduced) else "shards"
-        return f"Permute: swap {axes[0]} and {axes[1]} in {name}; whole {what} move point to point"
-    return op.value
+    """A one-line reason for a resharding step, in terms of the dims it touches (the op's record words it)."""
+    return RECORDS[op].reason(axes, before, after, dim)
 
 
 def build_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step, ...]:

@@ -212,7 +212,7 @@ class _Checker:
                      f"value), so {head} moves bytes and changes nothing", i, span, "drop the shift")  # fmt: skip
 
     def collective(self, s: Arrow | Collective, i: int) -> None:
-        from shardalg.algebra.rules import RULES
+        from shardalg.algebra.ops import RULES
         from shardalg.algebra.traffic import step_bytes
 
         c = s.expr if isinstance(s, Arrow) else s
@@ -293,7 +293,7 @@ class _Checker:
 
     def wasteful_allreduce(self, name: str, got: Tensor, want: Tensor) -> None:
         """AllReduce_A of a gradient whose parameter is sharded over A: a ReduceScatter does it in half."""
-        from shardalg.algebra.rules import RULES
+        from shardalg.algebra.ops import RULES
         from shardalg.algebra.traffic import step_bytes
 
         for i, op, axes, _dim, before, after in self.history.get(name, []):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from shardalg.algebra.einsum import (
-    LOCAL_EINSUM,
     Case,
     NotLocal,
     Role,
@@ -15,6 +14,7 @@ from shardalg.algebra.einsum import (
     local_output,
 )
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.ops.einsum import LOCAL_EINSUM
 from shardalg.errors import BatchDimMismatch, SameAxisResultDims, ShapeMismatch, UnreducedProduct
 from shardalg.notation.parse import parse_tensor
 from shardalg.notation.plan import Plan, Step

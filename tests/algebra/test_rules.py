@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from shardalg.algebra.layout import Layout, tensor_with
 from shardalg.algebra.mesh import Mesh
-from shardalg.algebra.rules import RULES, DimMap, rule
+from shardalg.algebra.ops import RULES, DimMap, rule
 from shardalg.algebra.statements import apply_statement
 from shardalg.errors import IllegalCollective, IllegalSharding, ShapeMismatch, ShardalgError, UnknownAxis
 from shardalg.notation.parse import parse_statement, parse_tensor

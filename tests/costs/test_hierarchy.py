@@ -7,8 +7,10 @@ import pytest
 import sympy
 
 from shardalg.algebra.symbols import quantity
+from shardalg.costs.hierarchy import hierarchical_parts
 from shardalg.costs.plancost import cost
 from shardalg.errors import UsageError
+from shardalg.notation.syntax import Op
 
 ALPHA, BETA, W_DCN = quantity("alpha"), quantity("beta"), quantity("W_dcn")
 V = 2 * 4096 * 65536  # bf16[D_X, F] with D = 4096, F = 65536 (the chapter's example array)
@@ -46,3 +48,9 @@ def test_allreduce_is_two_levels_twice_and_alltoall_loses_the_node_bisection():
 def test_nodes_belong_to_gpu_models():
     with pytest.raises(UsageError, match="devices per node"):
         gather("X=16:node8", hw="tpu-v5p")
+
+
+def test_an_op_without_parts_over_nodes_is_refused_naming_the_model() -> None:
+    with pytest.raises(UsageError) as err:
+        hierarchical_parts("alpha-beta", Op.SLICE, sympy.Integer(1), [(sympy.Integer(16), 8)])
+    assert err.value.message == "the cross-node cost model (shardalg.costs.hierarchy) has no method for Slice"

@@ -181,7 +181,7 @@ def test_transpose_py_agrees_on_numbers(case: tuple) -> None:
 
 @pytest.mark.parametrize(("fwd", "back"), TRANSPOSES)
 def test_rules_py_names_the_same_transpose(fwd: str, back: str) -> None:
-    from shardalg.algebra.rules import RULES
+    from shardalg.algebra.ops import RULES
 
     s = S(fwd)
     mine = transpose_step(s)

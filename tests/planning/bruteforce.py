@@ -1,7 +1,7 @@
 """A brute-force planner for the property tests: every short sequence of rules, slow and simple.
 
 It knows nothing of the planner (:mod:`shardalg.planning`): it applies the rule table
-(:data:`shardalg.algebra.rules.RULES`: each rule's moves and effect), the local einsum typing of
+(:data:`shardalg.algebra.ops.RULES`: each rule's moves and effect), the local einsum typing of
 :mod:`shardalg.algebra.einsum`, and counts bytes with :func:`shardalg.algebra.traffic.move_bytes`. A plan of
 ``A · B -> C`` is a sequence of moves on ``A``, one on ``B``, their local product, and a sequence on the
 product that ends in ``C``'s layout; each sequence is at most ``prep`` (operands) or ``finish`` (product)
@@ -17,7 +17,7 @@ from itertools import product
 from shardalg.algebra.einsum import Spec, local_output_or_none
 from shardalg.algebra.layout import Layout, tensor_with
 from shardalg.algebra.mesh import Mesh
-from shardalg.algebra.rules import RULES
+from shardalg.algebra.ops import RULES
 from shardalg.algebra.traffic import Sizes, move_bytes
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor

@@ -1,0 +1,106 @@
+"""The operations a statement or a plan step can perform: an open set of interned values.
+
+An :class:`Op` is what the notation needs of an operation: its names, its subscript's shape and whether a
+step of it moves data. What it *is* beyond that (its rule, transpose, bytes) is its record in
+:mod:`shardalg.algebra.ops`; a new operation is :meth:`Op.define` plus that record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import ClassVar
+
+from shardalg.errors import UsageError
+
+__all__ = ["Op"]
+
+
+class _OpKind(type):
+    """Iterating ``Op`` yields every operation defined, builtins first (as iterating an enum does)."""
+
+    def __iter__(cls) -> Iterator[Op]:
+        return iter(tuple(cls._by_value.values()))  # type: ignore[attr-defined]
+
+    def __len__(cls) -> int:
+        return len(cls._by_value)  # type: ignore[attr-defined]
+
+
+class Op(metaclass=_OpKind):
+    """An operation a statement or a plan step can perform: its identity and its subscript's shape. The value
+    is the book's name (``Op("AllGather") is Op.ALL_GATHER``). It holds what the notation needs of an op: its
+    names, its subscript's shape and whether it moves data.
+
+    The set is open: :meth:`define` makes a new operation, whose record (rule, transpose, bytes) the algebra
+    registers (:mod:`shardalg.algebra.ops`). Ops compare and hash by identity, as enum members do."""
+
+    __slots__ = ("name", "value", "takes_dim", "takes_offset", "communicates")
+    _by_value: ClassVar[dict[str, Op]] = {}
+
+    ALL_GATHER: ClassVar[Op]
+    REDUCE_SCATTER: ClassVar[Op]
+    ALL_REDUCE: ClassVar[Op]
+    ALL_TO_ALL: ClassVar[Op]
+    SLICE: ClassVar[Op]
+    PERMUTE: ClassVar[Op]
+    SHIFT: ClassVar[Op]
+    EINSUM: ClassVar[Op]
+
+    name: str  # the Python name (``ALL_GATHER``)
+    value: str  # the book's name (``AllGather``)
+    takes_dim: bool  # whether the subscript names a target dim (``ReduceScatter_{X,K}``)
+    takes_offset: bool  # whether the subscript ends in a signed offset (``Shift_{X,+1}``)
+    communicates: bool  # whether a step of it moves data between devices (a plan's ``Step.communicates``)
+
+    def __new__(cls, value: str | Op) -> Op:
+        """The op whose book name is ``value`` (a ValueError for an unknown name, as an enum's lookup)."""
+        if isinstance(value, Op):
+            return value
+        try:
+            return cls._by_value[value]
+        except (KeyError, TypeError):
+            raise ValueError(f"{value!r} is not a valid Op") from None
+
+    @classmethod
+    def define(
+        cls,
+        name: str,
+        value: str,
+        *,
+        takes_dim: bool = False,
+        takes_offset: bool = False,
+        communicates: bool = True,
+    ) -> Op:
+        """A new operation named ``value`` (the book's spelling) and ``name`` (the Python one)."""
+        if value in cls._by_value:
+            raise UsageError(f"an operation named {value} is already defined")
+        op = object.__new__(cls)
+        attrs = {"name": name, "value": value, "takes_dim": takes_dim, "takes_offset": takes_offset}
+        for attr, v in {**attrs, "communicates": communicates}.items():
+            object.__setattr__(op, attr, v)
+        cls._by_value[value] = op
+        return op
+
+    @classmethod
+    def forget(cls, op: Op) -> None:
+        """Remove an operation :meth:`define` made (a test's toy operation, when the test ends)."""
+        if cls._by_value.get(op.value) is op:
+            del cls._by_value[op.value]
+
+    def __setattr__(self, attr: str, value: object) -> None:
+        raise AttributeError("an Op is immutable")
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        return Op, (self.value,)
+
+    def __repr__(self) -> str:
+        return f"Op.{self.name}"
+
+
+Op.ALL_GATHER = Op.define("ALL_GATHER", "AllGather")
+Op.REDUCE_SCATTER = Op.define("REDUCE_SCATTER", "ReduceScatter", takes_dim=True)
+Op.ALL_REDUCE = Op.define("ALL_REDUCE", "AllReduce")
+Op.ALL_TO_ALL = Op.define("ALL_TO_ALL", "AllToAll", takes_dim=True)
+Op.SLICE = Op.define("SLICE", "Slice", takes_dim=True, communicates=False)
+Op.PERMUTE = Op.define("PERMUTE", "Permute")
+Op.SHIFT = Op.define("SHIFT", "Shift", takes_offset=True)
+Op.EINSUM = Op.define("EINSUM", "Einsum", communicates=False)

@@ -1,0 +1,51 @@
+"""Every builtin operation is one record, and each layer that runs operations has a method for each one it
+supports: the table below is what each layer refuses (the DTensor exporter has no form for a Shift)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shardalg.algebra.ops import RECORDS, RULES
+from shardalg.algebra.registry import Layer
+from shardalg.costs.hierarchy import NODE_FORMULAS
+from shardalg.costs.stepcost import UNIT_COSTS
+from shardalg.export import jax, torch_dtensor, torch_export
+from shardalg.notation.syntax import Op
+from shardalg.numeric.movement import DENSE, MOVES
+from shardalg.numeric.operators import TRANSPOSE_OF
+
+COLLECTIVES = [op for op in Op if op is not Op.EINSUM]
+MOVING = [Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.PERMUTE]
+
+# layer -> the builtin operations it has a method for
+COVERAGE: list[tuple[Layer, list[Op]]] = [
+    (MOVES, list(Op)),
+    (DENSE, [Op.SHIFT, Op.EINSUM]),
+    (TRANSPOSE_OF, COLLECTIVES),
+    (UNIT_COSTS, list(Op)),
+    (NODE_FORMULAS, MOVING),
+    (jax.EMITTERS, list(Op)),
+    (torch_export.EMITTERS, list(Op)),
+    (torch_dtensor.EMITTERS, [op for op in Op if op is not Op.SHIFT]),
+]
+
+
+def test_every_operation_is_one_record_in_the_order_defined() -> None:
+    assert list(RECORDS) == list(Op)
+    assert list(RULES) == COLLECTIVES  # the planner's moves: every one-operand record
+    assert all(r.op is op for op, r in RECORDS.items())
+
+
+@pytest.mark.parametrize("op", COLLECTIVES, ids=lambda op: op.value)
+def test_a_collectives_printed_signature_names_it(op: Op) -> None:
+    assert RULES[op].signature.startswith(f"{op.value}_")
+
+
+@pytest.mark.parametrize(("layer", "ops"), COVERAGE, ids=lambda x: x.name if isinstance(x, Layer) else "")
+def test_each_layer_has_a_method_for_exactly_the_ops_it_runs(layer: Layer, ops: list[Op]) -> None:
+    assert sorted(layer, key=list(Op).index) == ops
+
+
+def test_only_the_shift_and_the_einsum_change_global_values() -> None:
+    assert [op for op, r in RECORDS.items() if not r.identity_on_values] == [Op.SHIFT, Op.EINSUM]
+    assert [op for op, r in RECORDS.items() if not r.communicates] == [Op.SLICE, Op.EINSUM]
