@@ -5,36 +5,48 @@ registered; :data:`RULES` holds the one-operand records, the planner's moves, in
 *does* with an operation (a cost formula, the executor's data movement, an exporter's emitter) is a method
 the layer registers on its :class:`Layer`, keyed by the operation; a layer asked for an operation it has no
 method for refuses it with a :class:`~shardalg.errors.UsageError` naming the layer. This module imports no
-record, so that the modules a record is built from (:mod:`shardalg.algebra.traffic`) can read the registry.
+record, not even for annotations (it knows a record by :class:`Record`, what it reads of one), so that the
+modules a record is built from (:mod:`shardalg.algebra.traffic`) can read the registry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, MutableMapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Op
-
-if TYPE_CHECKING:
-    from .ops.record import CollectiveRecord, OpRecord
 
 __all__ = ["RECORDS", "RULES", "register_op", "forget_op", "record", "rule", "Layer", "LAYERS"]
 
 
 # ---- the registry of records -------------------------------------------------------------------
 
-RECORDS: dict[Op, OpRecord] = {}  # every operation's record, in the order registered
-RULES: dict[Op, CollectiveRecord] = {}  # the one-operand records: the planner's moves, in that order
 
 
-def register_op(rec: OpRecord) -> OpRecord:
+class Record(Protocol):
+    """What the registry reads of a record (:class:`shardalg.algebra.ops.record.OpRecord`); the layers
+    above read the rest."""
+
+    op: Op
+    operands: int
+
+
+R = TypeVar("R", bound=Record)
+
+# The records, typed ``Any``: each is an :class:`~shardalg.algebra.ops.record.OpRecord` (RULES' a
+# ``CollectiveRecord``), which this module does not import.
+RECORDS: dict[Op, Any] = {}  # every operation's record, in the order registered
+RULES: dict[Op, Any] = {}  # the one-operand records: the planner's moves, in that order
+
+
+def register_op(rec: R) -> R:
     """Add an operation's record (a new operation is one record: the layers above read it from here)."""
     if rec.op in RECORDS:
         raise UsageError(f"{rec.op.value} already has a record")
     RECORDS[rec.op] = rec
     if rec.operands == 1:
-        RULES[rec.op] = rec  # type: ignore[assignment]
+        RULES[rec.op] = rec
     return rec
 
 
@@ -47,7 +59,7 @@ def forget_op(op: Op) -> None:
     Op.forget(op)
 
 
-def record(op: Op) -> OpRecord:
+def record(op: Op) -> Any:
     """The record of ``op``; a UsageError for an operation no record was registered for."""
     try:
         return RECORDS[op]
@@ -57,7 +69,7 @@ def record(op: Op) -> OpRecord:
         ) from None
 
 
-def rule(op: Op) -> CollectiveRecord:
+def rule(op: Op) -> Any:
     """The rule of a collective (the local einsum's is :data:`shardalg.algebra.ops.einsum.LOCAL_EINSUM`)."""
     try:
         return RULES[op]
