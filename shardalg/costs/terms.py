@@ -30,6 +30,8 @@ from functools import reduce
 
 import sympy
 
+from shardalg.cache import Kind, memo
+
 from . import atoms as at
 from .atoms import Atom, Number, Point, atom, atom_id, point
 from .sympymax import formula, unevaluated_max
@@ -294,7 +296,7 @@ def mono(atom: Atom, exponent: Number = 1, coeff: Number = 1) -> Term:
     return Mono(coeff, ((atom_id(atom), exponent),)) if exponent != 0 else const(coeff)
 
 
-_SYMPY_ATOMS: dict[sympy.Expr, Term] = {}  # numbers and symbols as terms
+_SYMPY_ATOMS: dict[sympy.Expr, Term] = memo(f"{__name__}._SYMPY_ATOMS", Kind.TABLE, {})  # numbers and symbols as terms
 
 
 def _coerce(x: object) -> Term:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from shardalg import limits
+from shardalg.cache import Kind, memoized
 from shardalg.errors import ParseError, Span
 
 from .syntax import (
@@ -338,7 +338,7 @@ def _roles(lines: list[RoleLine]) -> Roles | None:
 BUILDERS: dict[str, Callable[..., Any]] = {name: fn for name, fn in vars(Builders).items() if not name.startswith("_")}
 
 
-@cache
+@memoized(Kind.TABLE)
 def transformer() -> Any:
     """lark's Transformer over the same builders (lark's route: a parse tree to the AST), made on first use."""
     from lark import Transformer, v_args

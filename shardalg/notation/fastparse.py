@@ -15,10 +15,10 @@ import marshal
 import os
 import re
 import zlib
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from shardalg.cache import Kind, memoized
 from shardalg.errors import Span
 
 from .build import BUILDERS, Builders
@@ -308,7 +308,7 @@ class FastParser:
                     return entry[0]
 
 
-@lru_cache(maxsize=1)
+@memoized(Kind.TABLE)
 def fast_parser() -> FastParser | None:
     try:
         tables = load_tables()

@@ -6,9 +6,10 @@ lark is imported only when its parser is asked for (the fast path reads its own 
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from shardalg.cache import Kind, memoized
 
 if TYPE_CHECKING:
     from lark import Lark
@@ -38,7 +39,7 @@ def grammar_text() -> str:
     return grammar_path().read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=1)
+@memoized(Kind.TABLE)
 def cache_dir() -> Path | None:
     """The per-user cache directory (made private), or None when none can be made."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shardalg"
@@ -81,7 +82,7 @@ def build_parser(*, cache: str | bool = False) -> Lark:
     )
 
 
-@lru_cache(maxsize=1)
+@memoized(Kind.TABLE)
 def lalr_parser() -> Lark:
     """The one LALR parser of the process, built on first use (and cached on disk per user)."""
     return build_parser(cache=_cache_file(grammar_text()))

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import cache
 from typing import Any
 
 from lark import Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from shardalg.cache import Kind, memoized
 from shardalg.errors import ParseError, Span
 
 from .grammar import lalr_parser
@@ -51,7 +51,7 @@ _MISTAKES: dict[str, list[str]] = {
 }  # fmt: skip
 
 
-@cache
+@memoized(Kind.TABLE)
 def _mistake_index(start: str) -> dict[tuple[int, str], str]:
     """(parser state, token kind) -> label, from the failures of the _MISTAKES examples."""
     index: dict[tuple[int, str], str] = {}
