@@ -10,9 +10,10 @@ with their reasons are pieces that the queries on one einsum share, so each is k
 - a finishing sequence (:func:`finished`), by the sequence, the product, the requested result and the axes the
   operands brought in unreduced.
 
-Each is keyed by the values it reads (a registered piece of the cache layer, :mod:`shardalg.cache`). A plan
-passes its values on by identity (the schedule finds each step's producer without comparing tensors), so an
-answer made for equal objects is handed out rewired to read and write the caller's own.
+Each is keyed by the values it reads, the steps' reasons among them (a step's ``==`` leaves its reason out),
+in a registered piece of the cache layer (:mod:`shardalg.cache`). A plan passes its values on by identity (the
+schedule finds each step's producer without comparing tensors), so an answer made for equal objects is
+handed out rewired to read and write the caller's own.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def reasoned(step: Step, reasons: tuple[str, ...]) -> Step:
 
 def prepared(steps: tuple[Step, ...], whys: tuple[tuple[str, ...], ...], src: Tensor, dst: Tensor) -> tuple[Step, ...]:
     """A preparing sequence from ``src`` to ``dst`` with ``whys`` (the reasons of each step's axes)."""
-    key = ("prep", steps, whys, src, dst)
+    key = ("prep", steps, tuple([s.reason for s in steps]), whys, src, dst)  # a step's reason is not in its ==
     got = _PIECES.get(key)
     if got is None:
         got = _PIECES.keep(key, rewired(tuple(map(reasoned, steps, whys)), src, dst))
@@ -114,7 +115,7 @@ def finish_reason(step: Step, out: Tensor, brought: frozenset[str], target: str)
 
 def finished(steps: tuple[Step, ...], out: Tensor, target: Tensor, brought: frozenset[str]) -> tuple[Step, ...]:
     """A finishing sequence from the product ``out`` to the requested ``target``, each step with its reason."""
-    key = ("finish", steps, out, target, brought)
+    key = ("finish", steps, tuple([s.reason for s in steps]), out, target, brought)
     got = _PIECES.get(key)
     if got is None:
         made = tuple([finish_reason(s, out, brought, str(target)) for s in steps])

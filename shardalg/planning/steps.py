@@ -145,7 +145,7 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
         if s.op is not Op.ALL_GATHER:
             spared = None
         else:
-            spared = _spared(s, mesh, sizes)
+            spared = _spared(s, s.reason, mesh, sizes)  # a step's == leaves its reason out
             if spared is not None:
                 spared = rewired(spared, s.inputs[0], s.output)  # type: ignore[assignment]
         if spared is None:
@@ -159,14 +159,14 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
 
 
 @memoized(Kind.PIECE)
-def _spared(s: Step, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
+def _spared(s: Step, reason: str, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
     """A gather off one dim as a free slice onto the spare axes, then the gather over more axes (or None)."""
     t = s.inputs[0]
     found = _spare_slice(t, s.axes, mesh, sizes)
     if found is None:
         return None
     sliced, spare, label, why = found
-    gather_why = (s.reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
+    gather_why = (reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
     return (Step(Op.SLICE, (t,), sliced, spare, label, reason=why),
             Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why))  # fmt: skip
 
