@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from shardalg.errors import UsageError
 
@@ -127,13 +127,19 @@ class Memo(dict[Any, Any]):
         return value
 
 
-def memo(name: str, kind: Kind, container: M | None = None, clear: Callable[[], None] | None = None) -> M:
+@overload
+def memo(name: str, kind: Kind, container: None = None, clear: Callable[[], None] | None = None) -> Memo: ...
+@overload
+def memo(name: str, kind: Kind, container: M, clear: Callable[[], None] | None = None) -> M: ...
+
+
+def memo(name: str, kind: Kind, container: Any = None, clear: Callable[[], None] | None = None) -> Any:
     """A registered container (a new :class:`Memo` unless ``container`` is given) named ``name``
     (``module.NAME``), cleared by ``clear`` (its own ``clear`` unless given) when :func:`clear_caches` clears
     its kind."""
     got: Any = Memo() if container is None else container
     register(name, kind, clear or got.clear, got.__len__, got)
-    return got  # type: ignore[no-any-return]
+    return got
 
 
 def registered(kind: Kind | None = None) -> Iterator[Cache]:
