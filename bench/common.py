@@ -6,10 +6,10 @@ Honesty rules the parts follow (README "Benchmarks"):
   with it where both are cheap, so a loaded machine slows both alike);
 - *warm* means modules imported, the grammar loaded and the caches of *pieces* of a query warm (one
   resharding search, one layout space, sympy's cache of sub-expressions); a cache of a whole query is
-  cleared before every warm run (``WHOLE_QUERY`` and the ``answer`` kind of ``PLAIN_CACHES`` below, and any
-  unknown cache: it is cleared, and named, until someone says which kind it is);
-- *fresh* means every cache of the planner, the costs and the algebra below them, and sympy's, cleared
-  before the run (the list is found by walking the loaded modules and printed: ``python -m bench caches``).
+  cleared before every warm run (the ``answer`` kind of :mod:`shardalg.cache`, and any cache made outside
+  that layer or a piece wrapped around a public entry point: cleared, and named, until it is classified);
+- *fresh* means every cache of the package but its tables (``shardalg.clear_caches()``), and sympy's,
+  cleared before the run (the registry, by kind, is printed by ``python -m bench caches``).
 """
 
 from __future__ import annotations
@@ -28,47 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-# The packages whose caches a fresh run clears (the planner, the costs, and the algebra they call).
+# The packages a fresh run's caches come from (the planner, the costs, and the algebra they call): imported
+# before the caches are listed, so that every one of their caches is registered. Every cache of the package is
+# made through shardalg.cache, which keeps its kind: a *piece* of a query (kept warm), an *answer* (a whole
+# query's answer or part of it keyed by the whole query: cleared before every warm run) or a *table* (made once
+# for the process, cleared by no run). A functools cache outside that layer is found by walking these modules,
+# named, and cleared before warm runs too (tests/test_bench.py fails on one), so a new cache never flatters.
 CACHED_PACKAGES = ("shardalg.planning", "shardalg.costs", "shardalg.algebra")
-
-# Caches of a piece of a query: kept warm in warm runs. Anything found that is in neither list is treated as
-# a whole-query cache (cleared before warm runs too) and named in the output, so a new cache never flatters.
-SUB_QUERY_PREFIXES = (
-    "shardalg.planning.redistribute.",  # one resharding search (best_sequences), one layout space
-    "shardalg.planning.space.",  # layout spaces (the planner branch)
-    "shardalg.planning.search.",  # label-setting searches (the planner branch)
-    "shardalg.planning.order.",  # one step's byte rank, by step object
-    "shardalg.planning.steps.",  # the steps of one move sequence between two tensors
-    "shardalg.algebra.",  # rank tables, symbols
-    "shardalg.costs.stepcost.",  # one step's cost
-    "shardalg.costs.sweep.",  # one compiled expression
-    "shardalg.costs.schedule.",  # one plan shape's waits (its steps' lanes and producers)
-    "shardalg.planning.optimum._side",  # one search state as a pair of compute layouts sees it
-)
-# Caches known to hold a whole query's answer (plans of a statement, the costs of a plan list): the plans of one
-# product (memoized for the strategy search, which plans the same sharded statement for many candidates).
-WHOLE_QUERY: tuple[str, ...] = ("shardalg.planning.planner._einsum_plans",)
-# Caches kept in plain module-level containers (no cache_clear to find them by), by kind: ``answer`` holds a
-# whole query's answer or part of it keyed by the whole query (cleared before warm runs, by the bench itself);
-# ``piece`` one piece of a query (cleared by its module's clear_caches, fresh runs only); ``table`` interns
-# atoms or rules for the process (never cleared: terms and rules refer to it). tests/test_bench.py runs queries
-# and fails on any module-level container that grew and is not named here, so a new one is never missed.
-PLAIN_CACHES: dict[str, str] = {
-    "shardalg.planning.optimum._OPTIMA": "answer",  # the cheapest plan of one whole einsum
-    "shardalg.planning.space._SPACES": "piece",  # one tensor shape's layout space on a mesh
-    "shardalg.planning.optimum._PROTOS": "piece",  # a product's unsharded tensor, by its operands' shapes
-    "shardalg.planning.reasons._PIECES": "piece",  # a planned step sequence with its reasons, by what it reads
-    "shardalg.planning.steps._SPARED": "piece",  # a gather's spare-axes variant, by the gather step
-    "shardalg.algebra.einsum._SPECS": "piece",  # an einsum's structure, by its dims' names and sizes
-    "shardalg.algebra.legality._CLEAN": "piece",  # a tensor that passed the tensor rules, by mesh and sizes
-    "shardalg.costs.stepcost._LAST": "piece",  # the last pricing context (chip, sizes, model)
-    "shardalg.costs.sympymax._FORMULAS": "piece",  # one Max tree's sympy form
-    "shardalg.costs.atoms._ATOMS": "table",  # atoms interned for the process
-    "shardalg.costs.atoms._IDS": "table",
-    "shardalg.costs.terms._SYMPY_ATOMS": "table",  # numbers and symbols as terms
-    "shardalg.algebra.legality._BY_TYPE": "table",  # the legality rules by node type
-    "shardalg.algebra.traffic._RANK_SCALE": "table",  # each collective's byte scale per dtype
-}
 # Public entry points: a cache wrapped around one of these is a whole-query cache wherever it lives.
 ENTRY_POINTS = frozenset({"plans", "plan", "plan_cost", "cost", "einsum_plans", "compare", "optimum"})
 
@@ -118,42 +84,52 @@ def table(headers: list[str], rows: list[list[str]], *, right: Iterable[int] = (
 
 @dataclass
 class Caches:
-    """The caches found in the loaded modules of ``CACHED_PACKAGES`` (and sympy's), by kind."""
+    """The registered caches (:mod:`shardalg.cache`) once ``CACHED_PACKAGES`` are imported, by kind, and any
+    functools cache made outside that layer (``unregistered``)."""
 
-    sub_query: list[str] = field(default_factory=list)
-    whole_query: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
-    clear_functions: list[str] = field(default_factory=list)
-    plain_answers: list[str] = field(default_factory=list)  # PLAIN_CACHES of kind "answer" that were found
+    pieces: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+    suspect: list[str] = field(default_factory=list)  # a piece wrapped around a public entry point
+    unregistered: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     _clear: dict[str, Callable[[], None]] = field(default_factory=dict, repr=False)
 
     def clear_fresh(self) -> None:
-        """Every cache: a fresh start."""
-        for fn in self._clear.values():
-            fn()
+        """Every cache but the tables, sympy's too: a fresh start."""
+        from shardalg.cache import clear_caches
+
+        clear_caches()
+        for name in self.unregistered:
+            self._clear[name]()
         _clear_sympy()
 
     def clear_warm(self) -> None:
-        """Only the whole-query caches, plain answers included (and the unknown ones)."""
-        for name in (*self.whole_query, *self.plain_answers, *self.unknown):
+        """Only the whole-query caches (answers; and suspect or unregistered ones, until classified)."""
+        from shardalg.cache import Kind, clear_caches
+
+        clear_caches(Kind.ANSWER)
+        for name in (*self.suspect, *self.unregistered):
             self._clear[name]()
 
     def describe(self) -> str:
         lines = [
-            "fresh runs clear: sympy's cache, "
-            + ", ".join([*self.clear_functions, *self.sub_query, *self.whole_query, *self.plain_answers,
-                         *self.unknown]),
-            "warm runs keep (pieces of a query): " + (", ".join(self.sub_query) or "nothing")
-            + "; " + ", ".join([n for n, kind in PLAIN_CACHES.items() if kind == "piece"])
-            + " (plain, cleared by their module's clear_caches); and sympy's cache",
-            "warm runs clear (whole queries): " + (", ".join([*self.whole_query, *self.plain_answers]) or "none found"),
-        ]  # fmt: skip
+            "fresh runs clear: sympy's cache and every registered cache but the tables (shardalg.clear_caches())",
+            "warm runs keep (pieces of a query): " + (", ".join(self.pieces) or "nothing") + "; and sympy's cache",
+            "warm runs clear (whole queries): " + (", ".join(self.answers) or "none found"),
+            "no run clears (tables made once for the process): " + (", ".join(self.tables) or "none"),
+        ]
         if self.skipped:
             lines.append("modules not searched (they did not import): " + ", ".join(self.skipped))
-        if self.unknown:
-            lines.append("unknown caches, cleared in warm runs too until classified in bench/common.py: "
-                         + ", ".join(self.unknown))  # fmt: skip
+        if self.suspect:
+            lines.append(
+                "pieces wrapped around a public entry point, cleared in warm runs too: " + ", ".join(self.suspect)
+            )
+        if self.unregistered:
+            lines.append(
+                "caches made outside shardalg.cache, cleared in warm runs too until they go through it: "
+                + ", ".join(self.unregistered)
+            )
         return "\n".join(lines)
 
 
@@ -163,7 +139,7 @@ def _clear_sympy() -> None:
     clear_cache()
 
 
-def _cached_callables(module: Any) -> Iterator[tuple[str, Any]]:
+def _functools_caches(module: Any) -> Iterator[tuple[str, Any]]:
     """(qualified name, object with cache_clear) for functools caches at module level and on classes."""
     for name, obj in sorted(vars(module).items()):
         if getattr(obj, "__module__", None) != module.__name__:
@@ -178,31 +154,29 @@ def _cached_callables(module: Any) -> Iterator[tuple[str, Any]]:
 
 
 def find_caches(packages: Iterable[str] = CACHED_PACKAGES) -> Caches:
-    """Import every module of ``packages`` and collect their caches: functools caches, and module-level
-    ``clear_caches``/``clear_cache`` functions (a package's own way to forget everything)."""
+    """Import every module of ``packages`` and list the registered caches of shardalg and of ``packages`` by
+    kind (and any functools cache those modules made outside the cache layer)."""
+    from shardalg.cache import Kind, registered
+
     found = Caches()
-    for pkg in packages:
-        for mod in _modules_of(pkg, found.skipped):
-            for qual, obj in _cached_callables(mod):
+    mods = [mod for pkg in packages for mod in _modules_of(pkg, found.skipped)]
+    held = set()
+    owners = ("shardalg.", *[f"{pkg}." for pkg in packages])
+    for entry in registered():
+        if not entry.name.startswith(owners):
+            continue  # another package's (a test's) caches
+        held.add(id(entry.holds))
+        wrapped = getattr(entry.holds, "__wrapped__", None)
+        if entry.kind is Kind.PIECE and getattr(wrapped, "__name__", "") in ENTRY_POINTS:
+            found.suspect.append(entry.name)
+            found._clear[entry.name] = entry.clear
+            continue
+        {Kind.PIECE: found.pieces, Kind.ANSWER: found.answers, Kind.TABLE: found.tables}[entry.kind].append(entry.name)
+    for mod in mods:
+        for qual, obj in _functools_caches(mod):
+            if id(obj) not in held:
+                found.unregistered.append(qual)
                 found._clear[qual] = obj.cache_clear
-                wrapped = getattr(obj, "__wrapped__", None)
-                if qual in WHOLE_QUERY or getattr(wrapped, "__name__", "") in ENTRY_POINTS:
-                    found.whole_query.append(qual)
-                elif qual.startswith(SUB_QUERY_PREFIXES):
-                    found.sub_query.append(qual)
-                else:
-                    found.unknown.append(qual)
-            for name, kind in PLAIN_CACHES.items():
-                owner, _, attr = name.rpartition(".")
-                if kind == "answer" and owner == mod.__name__ and attr in vars(mod):
-                    found._clear[name] = vars(mod)[attr].clear
-                    found.plain_answers.append(name)
-            for fname in ("clear_caches", "clear_cache"):
-                fn = vars(mod).get(fname)
-                if callable(fn) and getattr(fn, "__module__", None) == mod.__name__:
-                    qual = f"{mod.__name__}.{fname}()"
-                    found._clear[qual] = fn
-                    found.clear_functions.append(qual)
     return found
 
 

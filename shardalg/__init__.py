@@ -107,6 +107,8 @@ _EXPORTS: dict[str, str] = {
     "to_latex": "notes.fragments",
     "to_markdown": "notes.fragments",
     "crossover_plot": "pictures.plot",
+    # the one cache layer
+    "clear_caches": "cache",
 }
 
 # public name -> a module that is itself the public object

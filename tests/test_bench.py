@@ -24,7 +24,7 @@ def test_the_cold_start_times_the_readmes_plan_and_compare() -> None:
     assert compare[-2:] == ["--solve-for", "D"] and "--mesh" in compare
 
 
-def test_caches_are_found_and_classified(tmp_path, monkeypatch) -> None:
+def test_caches_are_found_by_the_registry_and_cleared_by_kind(tmp_path, monkeypatch) -> None:
     pkg = tmp_path / "fakepkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -32,44 +32,50 @@ def test_caches_are_found_and_classified(tmp_path, monkeypatch) -> None:
         textwrap.dedent("""
         import functools
 
-        @functools.lru_cache
-        def plans(x):
+        from shardalg.cache import Kind, memo, memoized
+
+        @memoized(Kind.ANSWER)
+        def answer(x):
             return [x]
 
-        @functools.cache
-        def helper(x):
+        @memoized(Kind.PIECE)
+        def piece(x):
             return x
 
-        class Thing:
-            @staticmethod
-            @functools.lru_cache
-            def table(x):
-                return x
+        @memoized(Kind.PIECE)
+        def plans(x):  # a piece around a public entry point: suspect
+            return x
 
-        def clear_caches():
-            helper.cache_clear()
+        TABLE = memo(__name__ + ".TABLE", Kind.TABLE)
+
+        @functools.lru_cache
+        def stray(x):  # made outside the layer
+            return x
     """)
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     found = find_caches(["fakepkg"])
-    assert found.whole_query == ["fakepkg.mod.plans"]  # a cache around an entry point answers whole queries
-    assert sorted(found.unknown) == ["fakepkg.mod.Thing.table", "fakepkg.mod.helper"]
-    assert found.clear_functions == ["fakepkg.mod.clear_caches()"]
+    assert {"fakepkg.mod.answer"} <= set(found.answers) and "fakepkg.mod.piece" in found.pieces
+    assert "fakepkg.mod.TABLE" in found.tables and found.suspect == ["fakepkg.mod.plans"]
+    assert found.unregistered == ["fakepkg.mod.stray"]
     mod = sys.modules["fakepkg.mod"]
-    mod.plans(1), mod.helper(1)
-    found.clear_warm()  # whole-query and unknown caches go before a warm run
-    assert mod.plans.cache_info().currsize == 0 and mod.helper.cache_info().currsize == 0
+    mod.answer(1), mod.piece(1), mod.plans(1), mod.stray(1), mod.TABLE.keep(1, 1)
+    found.clear_warm()  # answers, suspect and unregistered caches go before a warm run; pieces stay
+    assert mod.answer.cache_info().currsize == 0 and mod.plans.cache_info().currsize == 0
+    assert mod.stray.cache_info().currsize == 0 and mod.piece.cache_info().currsize == 1
+    found.clear_fresh()  # everything but the tables
+    assert mod.piece.cache_info().currsize == 0 and len(mod.TABLE) == 1
 
 
 def test_the_planners_searches_stay_warm_and_are_cleared_fresh() -> None:
     found = find_caches()
-    assert "shardalg.planning.redistribute.best_sequences" in found.sub_query
-    assert not found.unknown, found.unknown
-    from shardalg.planning import planner, redistribute
-
-    planner.clear_caches()  # the product-plan memo too, or the query below would not search at all
+    assert "shardalg.planning.redistribute.best_sequences" in found.pieces
+    assert "shardalg.planning.planner._einsum_plans" in found.answers
+    assert not found.unregistered and not found.suspect, (found.unregistered, found.suspect)
     import shardalg as sa
+    from shardalg.planning import redistribute
 
+    sa.clear_caches()  # the product-plan memo too, or the query below would not search at all
     sa.plans("A[I, J_X] · B[J_X, K] -> C[I, K_X]", "X=4")
     assert redistribute.best_sequences.cache_info().currsize > 0
     found.clear_warm()
@@ -90,17 +96,19 @@ def _module_containers() -> dict[str, dict | list | set]:
     return out
 
 
-def test_every_plain_module_cache_is_classified_and_cleared_as_its_kind() -> None:
-    """A cache kept in a plain dict has no cache_clear to be found by: run the book's queries (plans, their
-    costs, a ranking by seconds) and every module-level container that grew must be named in PLAIN_CACHES;
-    an answer is gone after clear_warm, a piece after clear_fresh (and kept by clear_warm)."""
+def test_every_module_level_cache_is_registered_and_cleared_as_its_kind() -> None:
+    """A cache kept in a module-level container must be made through shardalg.cache: run the book's queries
+    (plans, their costs, a ranking by seconds) and every module-level container that grew must be a
+    registered one; an answer is gone after clear_warm, a piece after clear_fresh (and kept by clear_warm), a
+    table never cleared."""
     import shardalg as sa
-    from bench.common import PLAIN_CACHES
     from bench.plans import BOOK_CASES, Query
+    from shardalg.cache import Kind, registered
 
     found = find_caches()
     found.clear_fresh()
     containers = _module_containers()
+    kinds = {id(entry.holds): entry.kind for entry in registered()}
     base = {name: len(c) for name, c in containers.items()}
 
     def run() -> None:
@@ -111,18 +119,23 @@ def test_every_plain_module_cache_is_classified_and_cleared_as_its_kind() -> Non
     run()
     grown = {name for name, c in containers.items() if len(c) > base[name]}
     assert "shardalg.planning.optimum._OPTIMA" in grown  # the scan sees a plain cache fill
-    assert grown <= set(PLAIN_CACHES), f"unclassified module-level caches: {sorted(grown - set(PLAIN_CACHES))}"
+    unregistered = sorted(name for name in grown if id(containers[name]) not in kinds)
+    assert not unregistered, f"module-level caches made outside shardalg.cache: {unregistered}"
+    kind = {name: kinds[id(containers[name])] for name in grown}
+    assert Kind.PIECE in kind.values()
     found.clear_warm()
-    for name, kind in PLAIN_CACHES.items():
-        if kind == "answer":
+    for name in grown:
+        if kind[name] is Kind.ANSWER:
             assert len(containers[name]) == base[name], name
-        elif kind == "piece" and name in grown:
-            assert len(containers[name]) > base[name], f"{name} is a piece: warm runs keep it"
+        else:
+            assert len(containers[name]) > base[name], f"{name} is a {kind[name].value}: warm runs keep it"
     run()
     found.clear_fresh()
-    for name, kind in PLAIN_CACHES.items():
-        if kind != "table":
+    for name in grown:
+        if kind[name] is not Kind.TABLE:
             assert len(containers[name]) == base[name], f"{name} survives a fresh start"
+        else:
+            assert len(containers[name]) > base[name], f"{name} is a table: no run clears it"
 
 
 def test_a_whole_query_cache_hit_is_flagged(monkeypatch) -> None:

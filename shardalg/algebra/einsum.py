@@ -17,8 +17,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
+from shardalg.cache import Kind, Memo, memo, memoized
 from shardalg.errors import (
     BatchDimMismatch,
     IllegalSharding,
@@ -113,10 +113,7 @@ class Spec:
         key = (_dims_key(left), _dims_key(right), contract, None if result is None else result.dim_names)
         got = _SPECS.get(key)
         if got is None:
-            got = cls._of(left, right, contract, result)
-            if len(_SPECS) >= SPECS_KEPT:
-                _SPECS.clear()
-            _SPECS[key] = got
+            got = _SPECS.keep(key, cls._of(left, right, contract, result))
         return got
 
     @classmethod
@@ -170,18 +167,11 @@ class Spec:
         return cls(ln, rn, out, contracted, batch)
 
 
-SPECS_KEPT = 4096  # einsum structures kept before the memo starts again
-_SPECS: dict[tuple[object, ...], Spec] = {}
+_SPECS: Memo = memo(f"{__name__}._SPECS", Kind.PIECE)  # einsum structures, by the dims' names and sizes
 
 
 def _dims_key(t: Tensor) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
     return t.dim_names, tuple([d.size for d in t.dims])
-
-
-def clear_caches() -> None:
-    """Forget the memoized einsum structures and case lines."""
-    _SPECS.clear()
-    case_lines.cache_clear()
 
 
 @dataclass(frozen=True)
@@ -249,7 +239,7 @@ def _collisions(left: Tensor, right: Tensor, spec: Spec) -> list[tuple[str, str,
     return found
 
 
-@lru_cache(maxsize=SPECS_KEPT)
+@memoized(Kind.PIECE)
 def case_lines(left: Tensor, right: Tensor, spec: Spec) -> tuple[str, ...]:
     """One line per dim (its role and case), then case 4 and unreduced-input lines. Memoized by the two
     operands and the einsum (every plan of a product carries them; the queries of one product share them)."""

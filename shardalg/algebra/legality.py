@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from shardalg import limits
+from shardalg.cache import Kind, Memo, memo
 from shardalg.errors import (
     AxisUsedTwice,
     BatchDimMismatch,
@@ -366,7 +367,7 @@ def _bounded(node: Node, ctx: Context) -> None:
         limits.require("axes", len(mesh), lambda: f"the mesh {', '.join(mesh.names)}")
 
 
-_BY_TYPE: dict[type, tuple[Rule, ...]] = {}
+_BY_TYPE: dict[type, tuple[Rule, ...]] = memo(f"{__name__}._BY_TYPE", Kind.TABLE, {})
 
 
 def _rules_for(kind: type) -> tuple[Rule, ...]:
@@ -405,20 +406,12 @@ def _findings(node_or_text: Node | str, mesh, sizes, want: str) -> Iterator[Viol
                 found = True
                 yield Violation(rule.name, rule.error, message, span, fix, ctx.source)
         if clean is not None and not found:
-            if len(_CLEAN) >= _KEEP:
-                _CLEAN.clear()
-            _CLEAN[clean] = True
+            _CLEAN.keep(clean, True)
 
 
 # Tensors that passed every tensor rule, by the tensor, the mesh and the bound sizes of its dims (all that
 # those rules read; a finding's span comes from the source, so only passes are kept)
-_CLEAN: dict[tuple[object, ...], bool] = {}
-_KEEP = 1 << 14
-
-
-def clear_caches() -> None:
-    """Forget the tensors that passed."""
-    _CLEAN.clear()
+_CLEAN: Memo = memo(f"{__name__}._CLEAN", Kind.PIECE)
 
 
 def check(node_or_text: Node | str, mesh=None, sizes=None) -> Violations:

@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from math import prod
 
 from shardalg import limits
+from shardalg.cache import Kind, memoized
 from shardalg.errors import UnknownAxis, UsageError
 
 __all__ = ["Axis", "Mesh", "as_mesh", "MESH_TEXT"]
@@ -253,7 +253,7 @@ def _axis_from_text(part: str) -> Axis:
     return Axis(name, n, k, wraps, node)
 
 
-@lru_cache(maxsize=256)
+@memoized(Kind.PIECE)
 def _mesh_of_text(text: str) -> Mesh:
     """``Mesh.parse``, memoized: a mesh is immutable and one text is asked for again by every cost of a plan
     list. A refusal is never cached; a mesh already read is not checked again against a size limit lowered

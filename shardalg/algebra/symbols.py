@@ -8,9 +8,10 @@ times are positive reals. Each symbol carries the LaTeX name the book uses.
 from __future__ import annotations
 
 import re
-from functools import cache
 
 import sympy
+
+from shardalg.cache import Kind, memo, memoized
 
 __all__ = ["dim_size", "axis_size", "links", "quantity", "latex_names", "device_count"]
 
@@ -27,10 +28,10 @@ _QUANTITY_LATEX: dict[str, str] = {
     "N": "N",
 }
 
-_latex: dict[sympy.Symbol, str] = {}
+_latex: dict[sympy.Symbol, str] = memo(f"{__name__}._latex", Kind.TABLE, {})  # each symbol's LaTeX name
 
 
-@cache
+@memoized(Kind.PIECE)
 def dim_size(name: str) -> sympy.Symbol:
     """The size of dim ``name`` (``B``, ``D``, ...): a positive integer symbol."""
     s = sympy.Symbol(name, positive=True, integer=True)
@@ -38,7 +39,7 @@ def dim_size(name: str) -> sympy.Symbol:
     return s
 
 
-@cache
+@memoized(Kind.PIECE)
 def axis_size(name: str) -> sympy.Symbol:
     """The size of mesh axis ``name``, written ``X`` in the book's formulas (``|X|`` in prose)."""
     s = sympy.Symbol(name, positive=True, integer=True)
@@ -46,7 +47,7 @@ def axis_size(name: str) -> sympy.Symbol:
     return s
 
 
-@cache
+@memoized(Kind.PIECE)
 def links(axis: str) -> sympy.Symbol:
     """The link multiplicity M of mesh axis ``axis`` (the book's ``M_X``)."""
     s = sympy.Symbol(f"M_{axis}", positive=True, integer=True)
@@ -54,7 +55,7 @@ def links(axis: str) -> sympy.Symbol:
     return s
 
 
-@cache
+@memoized(Kind.PIECE)
 def quantity(name: str) -> sympy.Symbol:
     """A hardware or cost quantity (``W_ici``, ``T_min``, ``C``, ``alpha``, ...): a positive real symbol."""
     s = sympy.Symbol(name, positive=True)

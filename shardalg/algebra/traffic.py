@@ -18,9 +18,9 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 from math import prod
 
+from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import IndivisibleDim
 from shardalg.notation.syntax import DType, Op, Tensor
 
@@ -237,7 +237,7 @@ def move_bytes(
 RankTable = tuple[dict[str, int], int]
 
 
-@lru_cache(maxsize=64)
+@memoized(Kind.PIECE)
 def rank_table(mesh: Mesh) -> RankTable:
     """Per mesh, for :func:`step_rank`: each axis's ranking size (unknown at 4) and their product. A caller
     that ranks many steps on one mesh passes it to ``step_rank(..., table=)``."""
@@ -246,7 +246,7 @@ def rank_table(mesh: Mesh) -> RankTable:
 
 
 # (op, dtype) -> 8 x bytes per element x the op's traffic factor, an exact integer
-_RANK_SCALE: dict[tuple[Op, DType], int] = {}
+_RANK_SCALE: dict[tuple[Op, DType], int] = memo(f"{__name__}._RANK_SCALE", Kind.TABLE, {})
 
 
 def step_rank(

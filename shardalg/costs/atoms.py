@@ -14,6 +14,8 @@ from math import isqrt
 
 import sympy
 
+from shardalg.cache import Kind, memo
+
 __all__ = ["Number", "Atom", "Powers", "Unbound", "atom_id", "atom", "Point", "point", "cmul", "root",
            "product_of_powers", "atom_value", "sym_number", "akey", "INTEGERS", "num", "inverse_of_powers",
            "power_of_powers"]  # fmt: skip
@@ -27,9 +29,10 @@ class Unbound(Exception):
     """Raised inside an evaluation when an atom has no value (the public API returns None)."""
 
 
-_ATOMS: list[Atom] = []
-_IDS: dict[Atom, int] = {}
-INTEGERS: dict[int, int] = {}  # atom id -> value, for integer atoms (sqrt(2) is atom 2 to the 1/2)
+_ATOMS: list[Atom] = memo(f"{__name__}._ATOMS", Kind.TABLE, [])
+_IDS: dict[Atom, int] = memo(f"{__name__}._IDS", Kind.TABLE, {})
+# atom id -> value, for integer atoms (sqrt(2) is atom 2 to the 1/2)
+INTEGERS: dict[int, int] = memo(f"{__name__}.INTEGERS", Kind.TABLE, {})
 
 
 def atom_id(a: Atom) -> int:

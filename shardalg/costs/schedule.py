@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
+from shardalg.cache import Kind, memoized
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Step, producers_of
 from shardalg.notation.syntax import Op
@@ -70,7 +70,7 @@ def dependencies(steps: Sequence[Step], given: Sequence[object] = ()) -> tuple[t
     return producers_of(steps, given)
 
 
-@lru_cache(maxsize=4096)
+@memoized(Kind.PIECE)
 def _waits_of(lanes: tuple[tuple[str, ...], ...], deps: tuple[tuple[int, ...], ...]) -> tuple[tuple[tuple[int, ...], ...], bool]:
     """:func:`_waits` and whether they form a chain, memoized by the plan's shape (its steps' lanes and
     producers: many plans share one shape)."""

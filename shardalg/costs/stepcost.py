@@ -43,7 +43,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
 
 import sympy
 from sympy import Expr, Integer, Rational
@@ -52,6 +51,7 @@ from shardalg.algebra.context import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.registry import RECORDS, Layer
 from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
+from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import DType, Op, Tensor
 
@@ -307,16 +307,10 @@ class Options:
         return dim_size(d.label)
 
 
-_LAST: dict[str, tuple] = {}  # the last call of Options.make and its answer
+_LAST: dict[str, tuple] = memo(f"{__name__}._LAST", Kind.PIECE, {})  # the last call of Options.make and its answer
 
 
-def clear_caches() -> None:
-    """Forget every Options made (a fresh start)."""
-    _made.cache_clear()
-    _LAST.clear()
-
-
-@lru_cache(maxsize=256)
+@memoized(Kind.PIECE)
 def _made(key: tuple) -> Options:
     m, sizes, hw, model, kw = key
     return Options._make(m, dict(sizes), hw, model, **dict(kw))

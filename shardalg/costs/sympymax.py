@@ -19,25 +19,18 @@ from collections.abc import Callable, Hashable
 
 import sympy
 
-__all__ = ["unevaluated_max", "formula", "clear_caches"]
+from shardalg.cache import Kind, Memo, memo
 
-_FORMULAS: dict[Hashable, sympy.Expr] = {}
-FORMULAS_MAX = 4096
+__all__ = ["unevaluated_max", "formula"]
 
-
-def clear_caches() -> None:
-    """Forget the formulas made so far."""
-    _FORMULAS.clear()
+_FORMULAS: Memo = memo(f"{__name__}._FORMULAS", Kind.PIECE)  # a term's formula, by the term
 
 
 def formula(term: Hashable, make: Callable[[bool], sympy.Expr]) -> sympy.Expr:
     """``make(True)``, the term's (evaluated) formula, made once per equal term."""
     got = _FORMULAS.get(term)
     if got is None:
-        got = make(True)
-        if len(_FORMULAS) >= FORMULAS_MAX:
-            _FORMULAS.clear()
-        _FORMULAS[term] = got
+        got = _FORMULAS.keep(term, make(True))
     return got
 
 

@@ -30,6 +30,8 @@ from functools import reduce
 
 import sympy
 
+from shardalg.cache import Kind, memoized
+
 from . import atoms as at
 from .atoms import Atom, Number, Point, atom, atom_id, point
 from .sympymax import formula, unevaluated_max
@@ -294,7 +296,9 @@ def mono(atom: Atom, exponent: Number = 1, coeff: Number = 1) -> Term:
     return Mono(coeff, ((atom_id(atom), exponent),)) if exponent != 0 else const(coeff)
 
 
-_SYMPY_ATOMS: dict[sympy.Expr, Term] = {}  # numbers and symbols as terms
+@memoized(Kind.TABLE)
+def _sympy_atom(x: sympy.Expr) -> Term:  # numbers and symbols as terms
+    return mono(x)
 
 
 def _coerce(x: object) -> Term:
@@ -303,12 +307,9 @@ def _coerce(x: object) -> Term:
     if isinstance(x, int | Fraction | float) and not isinstance(x, bool):
         return const(x)
     if isinstance(x, sympy.Basic):
-        got = _SYMPY_ATOMS.get(x)
-        if got is None:
-            got = mono(x) if x.is_Number or x.is_Symbol else Mono(1, ((atom_id(x), 1),))
-            if x.is_Number or x.is_Symbol:
-                _SYMPY_ATOMS[x] = got
-        return got
+        if x.is_Number or x.is_Symbol:
+            return _sympy_atom(x)
+        return Mono(1, ((atom_id(x), 1),))
     raise TypeError(f"not a cost term: {x!r}")
 
 

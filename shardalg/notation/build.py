@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from shardalg import limits
+from shardalg.cache import Kind, memoized
 from shardalg.errors import ParseError, Span
 
 from .lalr import Transformer, v_args
@@ -336,7 +336,7 @@ def _roles(lines: list[RoleLine]) -> Roles | None:
 BUILDERS: dict[str, Callable[..., Any]] = {name: fn for name, fn in vars(Builders).items() if not name.startswith("_")}
 
 
-@cache
+@memoized(Kind.TABLE)
 def transformer() -> Any:
     """The parser's Transformer over the builders (a parse tree to the AST), made on first use."""
     return v_args(inline=True, meta=True)(type("ToAST", (Transformer,), dict(BUILDERS)))()

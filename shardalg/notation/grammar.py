@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import sys
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from shardalg.cache import Kind, memoized
 
 if TYPE_CHECKING:
     from .lalr import Lark
@@ -51,7 +52,7 @@ def grammar_text() -> str:
     return grammar_path().read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=1)
+@memoized(Kind.TABLE)
 def lalr_parser() -> Lark:
     """The one LALR parser of the process (the generated module's tables, loaded on first use)."""
     from .lalr import Lark_StandAlone

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
+from shardalg.cache import Kind, memoized
 from shardalg.lazy import cached
 
 from . import printing
@@ -145,7 +145,7 @@ def chained_plan(inputs: tuple[Tensor, Tensor], left: tuple[Step, ...], right: t
     return plan
 
 
-@lru_cache(maxsize=256)
+@memoized(Kind.PIECE)
 def _chained(left: int, right: int, finish: int) -> tuple[tuple[int, ...], ...]:
     def chain(start: int, n: int) -> list[tuple[int, ...]]:
         return [(start + i - 1,) if i else () for i in range(n)]

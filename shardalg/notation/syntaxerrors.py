@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import cache
 from typing import Any
 
+from shardalg.cache import Kind, memoized
 from shardalg.errors import ParseError, Span
 
 from .grammar import lalr_parser
@@ -50,7 +50,7 @@ _MISTAKES: dict[str, list[str]] = {
 }  # fmt: skip
 
 
-@cache
+@memoized(Kind.TABLE)
 def _mistake_index(start: str) -> dict[tuple[int, str], str]:
     """(parser state, token kind) -> label, from the failures of the _MISTAKES examples."""
     index: dict[tuple[int, str], str] = {}

@@ -35,12 +35,13 @@ from __future__ import annotations
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from functools import lru_cache
 from itertools import combinations
 from typing import TYPE_CHECKING
 
+from shardalg import cache
 from shardalg.algebra.einsum import local_output_or_none
 from shardalg.algebra.layout import Layout, tensor_with
+from shardalg.cache import Kind, Memo, memo, memoized
 from shardalg.notation.plan import Plan, Step, chained_plan
 from shardalg.notation.syntax import Op, Tensor
 
@@ -55,27 +56,21 @@ from .steps import chain_steps, laid, local_product
 if TYPE_CHECKING:
     from .einsum_plans import EinsumPlanner
 
-__all__ = ["cheapest_plan", "clear_optima"]
+__all__ = ["cheapest_plan"]
 
 Weigh = Callable[[Step], float]
 # weight, steps, the two compute layouts and the product's layout
 Pair = tuple[float, int, State, State, State]
 
 # the optima by bytes found so far (and the cuts met), by einsum, mesh, sizes, limits and bound
-_OPTIMA: OrderedDict[tuple[object, ...], tuple[Plan | None, tuple[str, ...]]] = OrderedDict()
-_KEEP = 4096
+_OPTIMA: OrderedDict[tuple[object, ...], tuple[Plan | None, tuple[str, ...]]] = memo(
+    f"{__name__}._OPTIMA", Kind.ANSWER, OrderedDict()
+)
 
 
 # the product's unsharded tensor by the operands' shapes (names, dims, literal sizes, dtypes), the einsum and
 # the product's name: a piece many shardings of one einsum share
-_PROTOS: dict[tuple[object, ...], Tensor] = {}
-
-
-def clear_optima() -> None:
-    """Forget the optima, the products' unsharded tensors and the pairs' view of states."""
-    _OPTIMA.clear()
-    _PROTOS.clear()
-    _side.cache_clear()
+_PROTOS: Memo = memo(f"{__name__}._PROTOS", Kind.PIECE)
 
 
 def cheapest_plan(planner: EinsumPlanner, bound: float, weigh: Weigh | None = None,
@@ -95,7 +90,7 @@ def cheapest_plan(planner: EinsumPlanner, bound: float, weigh: Weigh | None = No
     if key not in _OPTIMA:
         query = _Optimum(planner, None)
         _OPTIMA[key] = (query.plan(bound), tuple(query.cuts))
-        if len(_OPTIMA) > _KEEP:
+        if len(_OPTIMA) > cache.SIZE:
             _OPTIMA.popitem(last=False)
     _OPTIMA.move_to_end(key)
     found, cuts = _OPTIMA[key]
@@ -252,9 +247,7 @@ class _Optimum:
             bare = [tensor_with(t, Layout(tuple([() for _ in t.dims]), (), ())) for t in (p.left, p.right)]
             out = local_output_or_none(bare[0], bare[1], p.spec, self.mesh, p.name)
             assert out is not None
-            if len(_PROTOS) >= _KEEP:
-                _PROTOS.clear()
-            _PROTOS[key] = out
+            _PROTOS.keep(key, out)
         return out
 
     def _pairs(self, lefts: list[tuple[float, int, State]], rights: list[tuple[float, int, State]],
@@ -386,7 +379,7 @@ def _interleavings(a: tuple[Step, ...], b: tuple[Step, ...]) -> Iterator[list[St
         yield out
 
 
-@lru_cache(maxsize=1 << 14)
+@memoized(Kind.PIECE)
 def _side(state: State, shared: tuple[int, ...]) -> tuple[tuple[tuple[str, ...], ...], frozenset[str]]:
     """A compute layout as a pair sees it: the axes of its shared dims (at indices ``shared``), and every
     other axis it uses (its other dims' and its partial sums'). Memoized: a table of states."""

@@ -9,11 +9,11 @@ every plan costs more than the rest of the sort.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Bytes, Sizes, move_bytes, rank_table, step_rank
+from shardalg.cache import Kind, memoized
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
 
@@ -59,7 +59,7 @@ class BytesKey:
 RANKS_KEPT = 1 << 14  # step ranks kept per mesh and sizes before the memo starts again
 
 
-@lru_cache(maxsize=16)
+@memoized(Kind.PIECE)
 def step_ranks(mesh: Mesh, sizes: Sizes) -> Memo:
     """The memo of step ranks by step object for one mesh and sizes (see :class:`BytesKey`)."""
     return {}

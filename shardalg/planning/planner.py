@@ -22,27 +22,24 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from shardalg.algebra.layout import validate
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
 from shardalg.algebra.traffic import Sizes
+from shardalg.cache import Kind, memoized
 from shardalg.errors import IncompleteWarning, NoPlan, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Statement, Tensor
 
 from .einsum_plans import EinsumPlanner
 from .noplan import no_plan
-from .optimum import clear_optima
 from .order import default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
-from .reasons import clear_caches as clear_reasons
-from .redistribute import clear_caches as clear_searches
 from .redistribute import redistribute
 
-__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Plans", "Limits", "clear_caches"]
+__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Plans", "Limits"]
 
 Key = Callable[[Plan], Any]  # sorts finished plans, cheapest first
 Weigh = Callable[[Step], float]  # one step's additive weight in a search
@@ -165,16 +162,7 @@ def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: 
     return Plans.of(found, cuts)
 
 
-def clear_caches() -> None:
-    """Forget every memoized search, sequence, step and optimum (a fresh start, as a benchmark of cold planning
-    needs)."""
-    clear_searches()
-    clear_reasons()
-    clear_optima()
-    _einsum_plans.cache_clear()
-
-
-@lru_cache(maxsize=4096)
+@memoized(Kind.ANSWER)
 def _einsum_plans(
     body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits, weigh: Any,
     overlap: Any = None, checked: bool = False,

@@ -10,33 +10,26 @@ with their reasons are pieces that the queries on one einsum share, so each is k
 - a finishing sequence (:func:`finished`), by the sequence, the product, the requested result and the axes the
   operands brought in unreduced.
 
-Each is keyed by the identity of the objects it reads, with the objects kept beside the answer (so no
-other object can take their ids while the answer is kept). Those objects come from the memos of equal tensors (:mod:`.steps`,
-:mod:`.redistribute`), so queries on the same einsum meet them again; and a plan passes its values on by
-identity, which a memo by equal tensors would break.
+Each is keyed by the values it reads, the steps' reasons among them (a step's ``==`` leaves its reason out),
+in a registered piece of the cache layer (:mod:`shardalg.cache`). A plan passes its values on by identity (the
+schedule finds each step's producer without comparing tensors), so an answer made for equal objects is
+handed out rewired to read and write the caller's own.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from shardalg.algebra.einsum import Spec
+from shardalg.cache import Kind, Memo, memo
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
 
-from .memo import kept
-from .steps import fmt, rewired
+from .steps import _io, fmt, rewired
 
-__all__ = ["clear_caches", "einsum_reason", "finish_reason", "finished", "note", "prepared", "product_step",
+__all__ = ["einsum_reason", "finish_reason", "finished", "note", "prepared", "product_step",
            "reasoned", "with_reason"]  # fmt: skip
 
-# the steps with their reasons, by the identity of what they read: key -> (the objects read, the steps)
-_PIECES: dict[tuple[Any, ...], tuple[tuple[object, ...], Any]] = {}
-
-
-def clear_caches() -> None:
-    """Forget the steps with their reasons."""
-    _PIECES.clear()
+# the steps with their reasons, by what they read
+_PIECES: Memo = memo(f"{__name__}._PIECES", Kind.PIECE)
 
 
 def with_reason(step: Step, why: str) -> Step:
@@ -63,8 +56,11 @@ def reasoned(step: Step, reasons: tuple[str, ...]) -> Step:
 
 def prepared(steps: tuple[Step, ...], whys: tuple[tuple[str, ...], ...], src: Tensor, dst: Tensor) -> tuple[Step, ...]:
     """A preparing sequence from ``src`` to ``dst`` with ``whys`` (the reasons of each step's axes)."""
-    return kept(_PIECES, ("prep", id(steps), whys, id(src), id(dst)), (steps, src, dst),
-                 lambda: rewired(tuple(map(reasoned, steps, whys)), src, dst))  # fmt: skip
+    key = ("prep", steps, tuple([s.reason for s in steps]), whys, src, dst)  # a step's reason is not in its ==
+    got = _PIECES.get(key)
+    if got is None:
+        got = _PIECES.keep(key, rewired(tuple(map(reasoned, steps, whys)), src, dst))
+    return rewired(got, src, dst)
 
 
 def einsum_reason(spec: Spec, left: Tensor, right: Tensor, out: Tensor) -> str:
@@ -90,7 +86,13 @@ def product_step(spec: Spec, contract: tuple[str, ...], left: Tensor, right: Ten
         why = einsum_reason(spec, left, right, out)
         return Step(Op.EINSUM, (left, right), out, contract=contract, local=local, reason=why)
 
-    return kept(_PIECES, ("mul", id(spec), contract, id(left), id(right), id(out)), (spec, left, right, out), make)
+    key = ("mul", spec, contract, left, right, out)
+    got = _PIECES.get(key)
+    if got is None:
+        got = _PIECES.keep(key, make())
+    if got.inputs[0] is left and got.inputs[1] is right and got.output is out:
+        return got  # type: ignore[no-any-return]
+    return _io(got, (left, right), out)
 
 
 def finish_reason(step: Step, out: Tensor, brought: frozenset[str], target: str) -> Step:
@@ -113,8 +115,12 @@ def finish_reason(step: Step, out: Tensor, brought: frozenset[str], target: str)
 
 def finished(steps: tuple[Step, ...], out: Tensor, target: Tensor, brought: frozenset[str]) -> tuple[Step, ...]:
     """A finishing sequence from the product ``out`` to the requested ``target``, each step with its reason."""
-    return kept(_PIECES, ("finish", id(steps), id(out), id(target), brought), (steps, out, target),
-                 lambda: rewired(tuple([finish_reason(s, out, brought, str(target)) for s in steps]), out, target))
+    key = ("finish", steps, tuple([s.reason for s in steps]), out, target, brought)
+    got = _PIECES.get(key)
+    if got is None:
+        made = tuple([finish_reason(s, out, brought, str(target)) for s in steps])
+        got = _PIECES.keep(key, rewired(made, out, target))
+    return rewired(got, out, target)
 
 
 def note(steps: tuple[Step, ...], extra: str) -> str:

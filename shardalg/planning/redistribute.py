@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, TypeVar
 
 from shardalg.algebra.layout import Layout, tensor_with, validate
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.traffic import Sizes
+from shardalg.cache import Kind, memoized
 from shardalg.errors import NoPlan, ShapeMismatch, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
@@ -36,7 +36,7 @@ from .steps import build_steps, step_reason, with_spare_axes
 
 __all__ = [
     "redistribute", "best_sequences", "Sequences", "plan_bytes", "default_key", "step_reason", "with_spare_axes",
-    "build_steps", "clear_caches", "finishing_sequences", "close", "unreduced_reachable", "axes_reachable",
+    "build_steps", "finishing_sequences", "close", "unreduced_reachable", "axes_reachable",
     "edge_weight",
 ]  # fmt: skip
 
@@ -60,7 +60,7 @@ def _shared_search(src: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits) -> Sea
     return search_from(space_of(src, mesh, sizes), state_of(src), limits.max_labels)
 
 
-@lru_cache(maxsize=8192)
+@memoized(Kind.PIECE)
 def best_sequences(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits = DEFAULT_LIMITS) -> Sequences:
     """The cheapest *direct* sequences from ``src`` to ``dst`` (least bytes, then fewest steps; one per
     sequence of ops, at most ``limits.max_ties``): those that slice only onto ``dst``'s own placements, as the
@@ -78,7 +78,7 @@ def best_sequences(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: L
                       lambda: Search(space, start, toward=goal, max_labels=limits.max_labels))  # fmt: skip
 
 
-@lru_cache(maxsize=8192)
+@memoized(Kind.PIECE)
 def finishing_sequences(
     src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits = DEFAULT_LIMITS
 ) -> Sequences:
@@ -266,15 +266,3 @@ def edge_weight(src: Tensor, weigh: Callable[[Step], W]) -> Callable[[State, Mov
         return got
 
     return weight
-
-
-def clear_caches() -> None:
-    """Forget every memoized search and sequence (a fresh start, as a benchmark of cold planning needs)."""
-    from .space import clear_spaces
-    from .steps import clear_chains
-
-    best_sequences.cache_clear()
-    clear_chains()
-    finishing_sequences.cache_clear()
-    clear_spaces()
-

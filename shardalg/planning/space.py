@@ -22,16 +22,16 @@ search's default edge weight.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import lru_cache
 from math import prod
 
 from shardalg.algebra.layout import Layout
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops import RECORDS, RULES
 from shardalg.algebra.traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, Sizes, Volume
+from shardalg.cache import Kind, memo, memoized
 from shardalg.notation.syntax import DType, Op, Tensor
 
-__all__ = ["Move", "State", "Space", "space_of", "state_of", "clear_spaces", "MAX_SPACES", "SLICE"]
+__all__ = ["Move", "State", "Space", "space_of", "state_of", "MAX_SPACES", "SLICE"]
 
 # (the op's name, axes, target dim index or None). The op is named by its value (``"AllGather"``), not held as
 # the Op: an enum member is an object the garbage collector tracks, and so would be every tuple holding a
@@ -43,7 +43,7 @@ State = tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]  # (axes per dim, un
 Edge = tuple[Move, State, int, tuple[int, tuple[str, ...], int]]  # (move, other state, rank, sort key)
 
 
-@lru_cache(maxsize=1 << 16)
+@memoized(Kind.PIECE)
 def layout_moves(state: State, mesh: Mesh) -> tuple[tuple[Move, State, tuple[int, tuple[str, ...], int]], ...]:
     """Every move the rules allow from a layout on ``mesh``, with the layout it leads to and its sort key (the
     rule's place in the table, the axes, the dim index), whatever the tensor's sizes: shared by the spaces
@@ -59,7 +59,7 @@ def layout_moves(state: State, mesh: Mesh) -> tuple[tuple[Move, State, tuple[int
 
 
 MAX_SPACES = 64  # spaces kept (the most recently used): one query uses a few, one per shape it reshards
-# the spaces kept, by (known dim sizes, dtype, mesh), least recently used first; cleared by clear_spaces
+# the spaces kept, by (known dim sizes, dtype, mesh), least recently used first; cleared by clear_caches
 _SPACES: dict[tuple[tuple[int | None, ...], DType, Mesh], Space] = {}
 
 
@@ -80,7 +80,7 @@ def space_of(t: Tensor, mesh: Mesh, sizes: Sizes) -> Space:
     return found
 
 
-def clear_spaces() -> None:
+def _forget_spaces() -> None:
     """Forget every space (and the searches they hold): the next query searches anew. A search refers to
     its space, so a forgotten space's searches are dropped first: the two would otherwise be a reference
     cycle, freed only by the garbage collector (a full collection, after a fresh search: about half of its
@@ -88,6 +88,9 @@ def clear_spaces() -> None:
     for space in _SPACES.values():
         space.searches.clear()
     _SPACES.clear()
+
+
+memo(f"{__name__}._SPACES", Kind.PIECE, _SPACES, _forget_spaces)
 
 
 class Space:

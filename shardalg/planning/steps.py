@@ -9,17 +9,15 @@ step, and :func:`with_spare_axes` makes the variant of a plan that slices onto s
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from shardalg.algebra.einsum import Spec, local_output_or_none
 from shardalg.algebra.layout import Layout, tensor_with
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops import RECORDS, RULES
 from shardalg.algebra.traffic import Sizes
+from shardalg.cache import Kind, memoized
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
 
-from .memo import kept
 from .space import Move
 
 __all__ = ["fmt", "build_steps", "chain_steps", "laid", "local_product", "placed", "rewired", "step_reason", "with_spare_axes"]
@@ -53,7 +51,7 @@ def build_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step
     return tuple(steps)
 
 
-@lru_cache(maxsize=4096)
+@memoized(Kind.PIECE)
 def _chain(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step, ...]:
     return build_steps(src, dst, moves)
 
@@ -66,14 +64,14 @@ def chain_steps(src: Tensor, dst: Tensor, moves: tuple[Move, ...]) -> tuple[Step
     return rewired(_chain(src, dst, moves), src, dst)
 
 
-@lru_cache(maxsize=4096)
+@memoized(Kind.PIECE)
 def local_product(left: Tensor, right: Tensor, spec: Spec, mesh: Mesh, name: str | None) -> Tensor | None:
     """:func:`shardalg.algebra.einsum.local_output_or_none`, memoized by equal tensors: the local product of two
     compute layouts (the plans of one einsum for other targets, and its optimum, multiply the same pairs)."""
     return local_output_or_none(left, right, spec, mesh, name)
 
 
-@lru_cache(maxsize=4096)
+@memoized(Kind.PIECE)
 def placed(t: Tensor, places: tuple[tuple[str, str], ...], orders: tuple[tuple[str, ...], ...],
            axes: tuple[str, ...]) -> Tensor:  # fmt: skip
     """``t`` with each mesh axis of ``axes`` placed as ``places`` says: ``("S", dim)`` shards that dim,
@@ -94,22 +92,12 @@ def placed(t: Tensor, places: tuple[tuple[str, str], ...], orders: tuple[tuple[s
     return tensor_with(t, Layout(tuple(dims), unreduced, invariant))
 
 
-@lru_cache(maxsize=4096)
+@memoized(Kind.PIECE)
 def laid(t: Tensor, dims: tuple[tuple[str, ...], ...], unreduced: tuple[str, ...]) -> Tensor:
     """``t`` sharded as ``dims`` and unreduced over ``unreduced``, with no invariant axes (a search state's
     tensor); memoized by equal tensors (the optimum of an einsum, and of its other targets, lays out the
     same states)."""
     return tensor_with(t, Layout(dims, unreduced, ()))
-
-
-def clear_chains() -> None:
-    """Forget the memoized chains, local products, placements, laid-out states and spare-axes slices."""
-    _chain.cache_clear()
-    placed.cache_clear()
-    laid.cache_clear()
-    _SPARED.clear()
-    local_product.cache_clear()
-    _spare_slice.cache_clear()
 
 
 def rewired(steps: tuple[Step, ...], src: Tensor, dst: Tensor) -> tuple[Step, ...]:
@@ -133,15 +121,17 @@ def _io(step: Step, inputs: tuple[Tensor, ...], output: Tensor) -> Step:
 def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
     """The plan with each single-dim AllGather preceded by a free slice onto the spare replicated axes,
     so the gather runs over more axes (more links, same bytes: the book's question 2); None when no
-    gather has a spare axis. Each gather's answer is kept by the step object (with the step: plans share
-    steps, and so do the queries on one einsum, see :mod:`.reasons`)."""
+    gather has a spare axis. Each gather's answer is memoized by the gather step's value (plans share
+    steps, and so do the queries on one einsum, see :mod:`.reasons`), rewired to read and write its own."""
     steps: list[Step] = []
     changed = False
     for s in p.steps:
         if s.op is not Op.ALL_GATHER:
             spared = None
         else:
-            spared = kept(_SPARED, (id(s), mesh, sizes), (s,), lambda s=s: _spared(s, mesh, sizes))
+            spared = _spared(s, s.reason, mesh, sizes)  # a step's == leaves its reason out
+            if spared is not None:
+                spared = rewired(spared, s.inputs[0], s.output)  # type: ignore[assignment]
         if spared is None:
             steps.append(s)
         else:
@@ -152,23 +142,20 @@ def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
     return Plan(p.inputs, tuple(steps), p.output, p.cases, note=p.note + "; spare axes sliced first")
 
 
-# each gather's spare-axes variant (or None), by the gather step's identity, the mesh and the sizes
-_SPARED: dict[tuple[int, Mesh, Sizes], tuple[tuple[Step], tuple[Step, Step] | None]] = {}
-
-
-def _spared(s: Step, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
+@memoized(Kind.PIECE)
+def _spared(s: Step, reason: str, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step] | None:
     """A gather off one dim as a free slice onto the spare axes, then the gather over more axes (or None)."""
     t = s.inputs[0]
     found = _spare_slice(t, s.axes, mesh, sizes)
     if found is None:
         return None
     sliced, spare, label, why = found
-    gather_why = (s.reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
+    gather_why = (reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
     return (Step(Op.SLICE, (t,), sliced, spare, label, reason=why),
             Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why))  # fmt: skip
 
 
-@lru_cache(maxsize=4096)
+@memoized(Kind.PIECE)
 def _spare_slice(t: Tensor, axes: tuple[str, ...], mesh: Mesh, sizes: Sizes) -> tuple[Tensor, tuple[str, ...], str, str] | None:
     """Before gathering ``axes`` of ``t`` off one dim: ``t`` sliced onto the spare axes, the spare axes, the
     dim and the slice's reason (or None: no spare axis, not one dim, or the slice does not divide). Memoized

@@ -99,9 +99,9 @@ def test_sweep_a_term_without_sympy():
 
 
 def test_equal_trees_share_one_formula_but_float_coefficients_do_not():
-    from shardalg.costs import sympymax as tm
+    from shardalg.cache import clear_caches
 
-    tm.clear_caches()
+    clear_caches()
     b, w = mono(dim_size("B")), mono(quantity("W_ici"))
     first = maximum(2 * b / w, 3 * mono(quantity("T_min")))
     again = maximum(2 * b / w, 3 * mono(quantity("T_min")))  # a new tree, equal to the first
@@ -114,10 +114,11 @@ def test_equal_trees_share_one_formula_but_float_coefficients_do_not():
 
 
 def test_formula_cache_is_bounded(monkeypatch):
+    from shardalg import cache
     from shardalg.costs import sympymax as tm
 
-    tm.clear_caches()
-    monkeypatch.setattr(tm, "FORMULAS_MAX", 8)
+    cache.clear_caches()
+    monkeypatch.setattr(cache, "SIZE", 8)  # the one size setting bounds a memo kept in a dict too
     b = mono(dim_size("B"))
     for k in range(1, 30):
         (k * b).sympy()

@@ -1,13 +1,14 @@
 """Fuzzing the parser: strings made from the grammar itself (hypothesis.extra.lark), random text and
-bytes, and random edits of valid inputs. Each input either parses or raises ParseError, never anything
-else; and whatever parses prints back to the same AST in every format."""
+bytes, and random edits of valid inputs. Each input either parses or raises ParseError (or LimitExceeded, for a
+number over the size limit, which the grammar can write), never anything else; and whatever parses prints back
+to the same AST in every format."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardalg.errors import ParseError
+from shardalg.errors import LimitExceeded, ParseError
 from shardalg.notation.parse import parse, parse_statement, parse_tensor
 from shardalg.notation.printing import latex, text, unicode
 from shardalg.notation.syntax import Program
@@ -15,10 +16,10 @@ from tests.shared.fuzzing import NOTATION_CHARS, SEEDS, grammar_strings, mutatio
 
 
 def _check(source: str, parse_fn=parse) -> None:
-    """Parse or ParseError; a parsed program survives printing in every format."""
+    """Parse, or ParseError or LimitExceeded with a span; a parsed program survives printing in every format."""
     try:
         node = parse_fn(source)
-    except ParseError as err:
+    except (ParseError, LimitExceeded) as err:
         assert err.span is not None and err.source == source
         assert 0 <= err.span.start <= err.span.end <= len(source)
         str(err)  # renders

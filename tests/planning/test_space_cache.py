@@ -8,9 +8,10 @@ import weakref
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
+from shardalg.cache import clear_caches
 from shardalg.notation.parse import parse_tensor as T
 from shardalg.planning import space
-from shardalg.planning.redistribute import clear_caches, redistribute
+from shardalg.planning.redistribute import redistribute
 from shardalg.planning.search import search_from
 from shardalg.planning.space import MAX_SPACES, space_of, state_of
 
@@ -72,7 +73,7 @@ def test_a_dropped_or_forgotten_space_frees_its_searches_at_once():
 
     def forgotten() -> list[weakref.ref]:
         refs = _searched(mesh)
-        space.clear_spaces()
+        clear_caches()  # the spaces with the rest
         return refs
 
     def evicted() -> list[weakref.ref]:
