@@ -71,14 +71,27 @@ def local_product(left: Tensor, right: Tensor, spec: Spec, mesh: Mesh, name: str
     return local_output_or_none(left, right, spec, mesh, name)
 
 
-@memoized(Kind.PIECE)
+def source_spans(t: Tensor) -> tuple[object, ...]:
+    """Where ``t`` and its dims were written: part of the key of a memo that hands back a tensor made from
+    ``t`` (spans take no part in ``==``, so without them an equal tensor of another text would come back,
+    carrying that text's positions)."""
+    return (t.span, *(d.span for d in t.dims))
+
+
 def placed(t: Tensor, places: tuple[tuple[str, str], ...], orders: tuple[tuple[str, ...], ...],
            axes: tuple[str, ...]) -> Tensor:  # fmt: skip
     """``t`` with each mesh axis of ``axes`` placed as ``places`` says: ``("S", dim)`` shards that dim,
     ``("U", "")`` leaves partial sums, ``("R", "")`` replicates. A dim keeps the axes it had that stay on it;
     axes new to a dim go minor-most, in the order of the dim's entry in ``orders`` (the other operand's or
-    the result's axes of that dim), then in mesh order. Memoized by equal tensors (one operand in one compute
-    layout: the candidates of an einsum, and of its other targets, place the same operands)."""
+    the result's axes of that dim), then in mesh order. Memoized by equal tensors written at the same places
+    (one operand in one compute layout: the candidates of an einsum, and of its other targets, place the same
+    operands)."""
+    return _placed(t, source_spans(t), places, orders, axes)
+
+
+@memoized(Kind.PIECE)
+def _placed(t: Tensor, spans: tuple[object, ...], places: tuple[tuple[str, str], ...],
+            orders: tuple[tuple[str, ...], ...], axes: tuple[str, ...]) -> Tensor:  # fmt: skip
     dims = []
     for d, order in zip(t.dims, orders, strict=True):
         here = ("S", d.label)
@@ -92,11 +105,16 @@ def placed(t: Tensor, places: tuple[tuple[str, str], ...], orders: tuple[tuple[s
     return tensor_with(t, Layout(tuple(dims), unreduced, invariant))
 
 
-@memoized(Kind.PIECE)
 def laid(t: Tensor, dims: tuple[tuple[str, ...], ...], unreduced: tuple[str, ...]) -> Tensor:
     """``t`` sharded as ``dims`` and unreduced over ``unreduced``, with no invariant axes (a search state's
-    tensor); memoized by equal tensors (the optimum of an einsum, and of its other targets, lays out the
-    same states)."""
+    tensor); memoized by equal tensors written at the same places (the optimum of an einsum, and of its other
+    targets, lays out the same states)."""
+    return _laid(t, source_spans(t), dims, unreduced)
+
+
+@memoized(Kind.PIECE)
+def _laid(t: Tensor, spans: tuple[object, ...], dims: tuple[tuple[str, ...], ...],
+          unreduced: tuple[str, ...]) -> Tensor:  # fmt: skip
     return tensor_with(t, Layout(dims, unreduced, ()))
 
 

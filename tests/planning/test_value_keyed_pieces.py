@@ -1,7 +1,9 @@
 """The planner's pieces kept by value (a step sequence with its reasons, a gather's spare-axes variant) give
-each query its own reasons and pass its own objects on, whatever ran before."""
+each query its own reasons, its own objects and its own source spans, whatever ran before."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import shardalg as sa
 
@@ -34,3 +36,33 @@ def test_a_plan_passes_its_own_values_on_by_identity() -> None:
                 assert all(id(t) in made for t in s.inputs), (expr, p)
                 made.add(id(s.output))
             assert id(p.output) in made
+
+
+def _spans(program: Any) -> list[tuple[int, int] | None]:
+    """Every source span in a program's JSON form, in order."""
+    found: list[tuple[int, int] | None] = []
+
+    def walk(x: object) -> None:
+        if isinstance(x, dict):
+            if "span" in x:
+                found.append(tuple(x["span"]) if x["span"] is not None else None)
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(program.to_json())
+    return found
+
+
+def test_a_tensor_written_elsewhere_keeps_its_own_source_spans() -> None:
+    """The same tensors written at other places of another text: the backward program points into its own
+    text (a piece kept by equal tensors used to hand back the first text's tensors, with their positions)."""
+    expr, sizes = "In[B_X, D] · W[D_X, F] -> Out[B_X, F]", {"B": 256, "D": 1024, "F": 4096}
+    sa.clear_caches()
+    alone = _spans(sa.backward(expr, MESH, sizes=sizes))
+    sa.clear_caches()
+    sa.backward("In[B_X, D] · W[D, F] -> Out[B_X, F]", MESH)  # Out's dims two characters earlier
+    assert _spans(sa.backward(expr, MESH, sizes=sizes)) == alone
+    assert any(span is not None for span in alone)
