@@ -35,7 +35,7 @@ from shardalg.notation.syntax import Op, Tensor
 
 from .fromsympy import from_sympy
 from .plancost import PlanCost, cost
-from .schedule import as_policy
+from .schedule import OverlapPolicy, as_policy
 from .solve import Lazy, Steps, positive_root, realize, simplify, solve_less, stationary
 from .solve import substitute as substituted
 from .stepcost import Options, _formula
@@ -44,7 +44,7 @@ from .terms import Max, Term, mono
 __all__ = ["Derivation", "compare", "compute_bound", "optimum", "critical", "solve_less", "REGIMES",
            "DERIVATION_OVERLAP"]  # fmt: skip
 
-DERIVATION_OVERLAP = "steady"  # the book's derivations are layer-level
+DERIVATION_OVERLAP = OverlapPolicy.STEADY  # the book's derivations are layer-level
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Derivation:
     steps: Steps = field(default_factory=Steps)
     result: sympy.Basic | None = None
     values: Mapping[sympy.Symbol, float] = field(default_factory=dict)
-    overlap: str | None = None
+    overlap: OverlapPolicy | None = None
     notes: tuple[str, ...] = ()  # what was done that the input did not spell out (a plan chosen for a statement)
 
     def add(self, label: str, expr: object) -> object:
@@ -101,7 +101,7 @@ class Derivation:
         names = latex_names(self.result, *(e for _, e in self.steps))
         return {
             "title": self.title,
-            "overlap": self.overlap,
+            "overlap": None if self.overlap is None else self.overlap.value,
             "result": sympy.sstr(self.result),
             "srepr": sympy.srepr(self.result),
             "latex": sympy.latex(self.result, symbol_names=names),
@@ -160,23 +160,24 @@ def _eq(a: object, b: object) -> Lazy:
 
 # ---- compare -------------------------------------------------------------------------------------
 # regime -> (time of plan a, time of plan b, what the regime assumes, the policy it forces or None)
-Regime = tuple[Callable[[PlanCost], Term], Callable[[PlanCost], Term], str, str | None]
+Regime = tuple[Callable[[PlanCost], Term], Callable[[PlanCost], Term], str, OverlapPolicy | None]
 REGIMES: dict[str, Regime] = {
     "comms": (lambda c: c.light("comms"), lambda c: c.light("comms"), "both plans communication-bound", None),
     "compute": (lambda c: c.light("total"), lambda c: c.light("compute"),
                 "plan b compute-bound (its time is its compute)", None),
     "total": (lambda c: c.light("total"), lambda c: c.light("total"), "each plan at its total time", None),
     "overlap": (lambda c: c.light("total"), lambda c: c.light("total"), "each plan takes max(compute, comms)",
-                "steady"),
-    "serial": (lambda c: c.light("total"), lambda c: c.light("total"), "compute and comms add up", "serial"),
+                OverlapPolicy.STEADY),
+    "serial": (lambda c: c.light("total"), lambda c: c.light("total"), "compute and comms add up",
+               OverlapPolicy.SERIAL),
 }  # fmt: skip
 
 
-def _costs(x, opts: dict, overlap: object, forced: str | None = None) -> PlanCost:
+def _costs(x, opts: dict, overlap: object, forced: OverlapPolicy | None = None) -> PlanCost:
     """The plan's cost under the policy asked for: ``overlap`` (or the regime's), else a PlanCost's own,
     else the book's ``steady``."""
     if forced is not None:
-        if overlap is not None and as_policy(overlap) != forced:
+        if overlap is not None and as_policy(overlap) is not forced:
             raise UsageError(f"this regime compares under overlap {forced}, not {as_policy(overlap)}")
         overlap = forced
     if isinstance(x, PlanCost):

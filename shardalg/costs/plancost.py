@@ -29,6 +29,7 @@ from shardalg.planning.memo import per_object
 
 from . import schedule as sched
 from .programplan import plan_of, program_plan
+from .schedule import OverlapPolicy
 from .stepcost import Options
 from .steps import StepCost, model_constants, numeric, seconds_of, step_cost
 from .terms import ZERO, Point, Term, add, maximum, point
@@ -50,7 +51,7 @@ class PlanCost:
     cheapest plan).
     """
 
-    def __init__(self, steps: tuple[StepCost, ...], overlap: str, values: Mapping[sympy.Symbol, float],
+    def __init__(self, steps: tuple[StepCost, ...], overlap: object, values: Mapping[sympy.Symbol, float],
                  model: str, notes: tuple[str, ...] = (), exact: bool = False, ring: str = "bi", *,
                  at: Point | None = None, producers: tuple[tuple[int, ...], ...] | None = None):  # fmt: skip
         self.steps = steps
@@ -106,14 +107,14 @@ class PlanCost:
         elif name == "flops":
             got = add(*(s.flops for s in self.steps))
         elif name == "comms":
-            if self.overlap == "serial":
+            if self.overlap is OverlapPolicy.SERIAL:
                 got = add(*(s.comms for s in self.steps))
             else:
                 got = sched.total([s.comms for s in self.steps], *self._shape, self.overlap)
         elif name == "total":
-            if self.overlap == "steady":
+            if self.overlap is OverlapPolicy.STEADY:
                 got = maximum(self.light("compute"), self.light("comms"))
-            elif self.overlap == "serial":
+            elif self.overlap is OverlapPolicy.SERIAL:
                 got = add(self.light("compute"), self.light("comms"))
             else:
                 got = sched.total([s.duration for s in self.steps], *self._shape, self.overlap)
@@ -223,7 +224,7 @@ class PlanCost:
     def to_json(self) -> dict[str, object]:
         from .gantt import schedule_json
 
-        out: dict[str, object] = {"model": self.model, "overlap": self.overlap, "exact": self.exact,
+        out: dict[str, object] = {"model": self.model, "overlap": self.overlap.value, "exact": self.exact,
                                   "ring": self.ring, "formula": str(self.total), "latex": self.latex(),
                                   "seconds": self.seconds, "notes": list(self.notes)}  # fmt: skip
         for key in ("comms", "compute", "memory"):
@@ -240,7 +241,7 @@ def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bo
                         latency=latency, hbm=None if hbm is None else tuple(hbm), exact=exact, ring=ring)  # fmt: skip
 
 
-def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
+def _priced(plan: Plan, opts: Options, policy: OverlapPolicy, notes: tuple[str, ...] = ()) -> PlanCost:
     consts = model_constants(opts)
     steps = tuple([step_cost(s, opts, consts) for s in plan.steps])
     return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring, at=opts.point,
@@ -269,7 +270,7 @@ def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object
 PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts again
 
 
-def fast_seconds(opts: Options, policy: str) -> Callable[[Plan], float | None]:
+def fast_seconds(opts: Options, policy: OverlapPolicy) -> Callable[[Plan], float | None]:
     """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
     the ranking's key. Each step's time is memoized; None while a size is unbound."""
     at = opts.point
@@ -320,7 +321,7 @@ def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overl
     return _priced(plan, opts, policy, notes)
 
 
-def _chooser(opts: Options, policy: str):
+def _chooser(opts: Options, policy: OverlapPolicy):
     """The cheapest of a statement's plans: by seconds on the chip when every size is bound, else the
     planner's first (by bytes communicated)."""
     seconds = fast_seconds(opts, policy) if opts.chip is not None else None

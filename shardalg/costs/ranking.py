@@ -28,7 +28,7 @@ from shardalg.planning.planner import Key
 from shardalg.planning.planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 
 from .plancost import _options, fast_seconds, step_seconds
-from .schedule import as_policy, lanes_of
+from .schedule import OverlapPolicy, as_policy, lanes_of
 
 __all__ = ["plans", "plan", "redistribute", "seconds_key"]
 
@@ -80,7 +80,7 @@ def plans(
         time = fast_seconds(_options(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring), policy)
         rank = key or seconds_key(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring, seconds=time)
         # under schedule and steady a plan's time is not the sum of its steps': the optimum's search measures so
-        if weigh is not None and policy != "serial":
+        if weigh is not None and policy is not OverlapPolicy.SERIAL:
             timing = Overlap(policy, time, lanes_of)
         found = planner.plans(p, key=rank, weigh=weigh, limits=limits, overlap=timing)
     columns = _columns(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
