@@ -51,8 +51,9 @@ from sympy import Expr, Integer, Rational
 from shardalg.algebra.context import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
+from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.errors import UsageError
-from shardalg.notation.syntax import DType, Op, Tensor
+from shardalg.notation.syntax import Op, Tensor
 
 from . import terms as tm
 from .commcost import (
@@ -73,7 +74,6 @@ __all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "collective_c
            "local_bytes", "moved_share"]  # fmt: skip
 
 
-DEFAULT_DTYPE = DType.BF16
 RINGS = ("bi", "uni")  # a ring carries data both ways (the book's W_ici) or one way only
 # The model's structural constants (not hardware numbers; those live in shardalg.costs.hardware).
 ONE_WAY = Rational(1, 2)  # one direction of a bidirectional link carries half of W_ici
