@@ -33,8 +33,9 @@ from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Op, Tensor
 
+from .costmodel import CostModel
 from .fromsympy import from_sympy
-from .plancost import PlanCost, cost
+from .plancost import PlanCost, costed
 from .schedule import OverlapPolicy, as_policy
 from .solve import Lazy, Steps, positive_root, realize, simplify, solve_less, stationary
 from .solve import substitute as substituted
@@ -173,7 +174,7 @@ REGIMES: dict[str, Regime] = {
 }  # fmt: skip
 
 
-def _costs(x, opts: dict, overlap: object, forced: OverlapPolicy | None = None) -> PlanCost:
+def _costs(x, mesh, sizes, costs: CostModel, overlap: object, forced: OverlapPolicy | None = None) -> PlanCost:
     """The plan's cost under the policy asked for: ``overlap`` (or the regime's), else a PlanCost's own,
     else the book's ``steady``."""
     if forced is not None:
@@ -182,11 +183,7 @@ def _costs(x, opts: dict, overlap: object, forced: OverlapPolicy | None = None) 
         overlap = forced
     if isinstance(x, PlanCost):
         return x if overlap is None else x.under(overlap)
-    return cost(x, overlap=as_policy(overlap, DERIVATION_OVERLAP), **opts)
-
-
-def _cost_options(mesh, sizes, hw, model, latency, **kw) -> dict:
-    return {"mesh": mesh, "sizes": sizes, "hw": hw, "model": model, "latency": latency, **kw}
+    return costed(x, mesh, sizes, costs.under(as_policy(overlap, DERIVATION_OVERLAP)))
 
 
 def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_for=None, regime: str = "comms",
@@ -205,9 +202,9 @@ def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_
     if regime not in REGIMES:
         raise UsageError(f"unknown regime {regime!r}; known: {', '.join(REGIMES)}")
     time_a, time_b, assumption, forced = REGIMES[regime]
-    opts = _cost_options(mesh, sizes, hw, model, latency, **options)
-    ca = _costs(plan_a, opts, overlap, forced)
-    cb = _costs(plan_b, opts, ca.overlap)
+    costs = CostModel.of(hw, model, latency=latency, **options)
+    ca = _costs(plan_a, mesh, sizes, costs, overlap, forced)
+    cb = _costs(plan_b, mesh, sizes, costs, ca.overlap)
     policy = ca.overlap
     notes = (*(f"plan a: {n}" for n in ca.notes), *(f"plan b: {n}" for n in cb.notes))
     d = Derivation(f"when is plan a faster than plan b? ({assumption}; overlap {policy})", values=ca.values,
@@ -241,7 +238,7 @@ def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "
     inputs that the condition involves); comms under ``overlap`` (default: a PlanCost's own, else ``steady``)."""
     if bound not in ("compute", "memory"):
         raise UsageError(f"bound is 'compute' or 'memory', not {bound!r}")
-    pc = _costs(plan, _cost_options(mesh, sizes, hw, model, latency, **options), overlap)
+    pc = _costs(plan, mesh, sizes, CostModel.of(hw, model, latency=latency, **options), overlap)
     policy = pc.overlap
     d = Derivation(f"when does {bound} dominate communication? (overlap {policy})", values=pc.values,
                    overlap=policy, notes=tuple(pc.notes))  # fmt: skip
@@ -273,7 +270,7 @@ def optimum(cost_expr: Expr | PlanCost, over, subject_to: sympy.Eq | None = None
         raise UsageError("optimum needs the symbol to optimize over")
     notes: tuple[str, ...] = ()
     if isinstance(cost_expr, PlanCost):
-        pc = _costs(cost_expr, {}, overlap)
+        pc = _costs(cost_expr, None, None, CostModel(), overlap)
         policy, notes = pc.overlap, tuple(pc.notes)
         expr: Term | Expr = pc.light(term)
         title = f"minimize over {x} (overlap {policy})"

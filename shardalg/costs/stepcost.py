@@ -71,7 +71,7 @@ from .shift import shift_unit
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
 __all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "collective_cost", "Options", "unit_cost",
-           "local_bytes", "moved_share"]  # fmt: skip
+           "local_bytes", "moved_share", "check_model"]  # fmt: skip
 
 
 RINGS = ("bi", "uni")  # a ring carries data both ways (the book's W_ici) or one way only
@@ -256,7 +256,7 @@ class Options:
             made = _made(key)
         except TypeError:  # an unhashable argument (a user's chip with mutable parts): not shared
             return cls._make(m, sz, hw, model, **kw)
-        if isinstance(hw, str | None) and isinstance(sizes, dict | str | None):  # values compared next time
+        if isinstance(hw, str | Chip | None) and isinstance(sizes, dict | str | None):  # compared next time
             _LAST["call"] = (mesh, dict(sizes) if isinstance(sizes, dict) else sizes, hw, model, dict(kw), made)
         return made
 
@@ -266,13 +266,7 @@ class Options:
             raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2)")
         chip = as_chip(hw)
         model = model or (chip.model if chip is not None else "ici")
-        if model not in FORMULAS:
-            raise UsageError(f"unknown communication model {model!r}; known: {', '.join(FORMULAS)}")
-        ring = kw.get("ring", "bi")
-        if ring not in RINGS:
-            raise UsageError(f"ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not {ring!r}")
-        if ring == "uni" and model != "ici":
-            raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
+        check_model(model, kw.get("ring", "bi"))
         for a in kw.get("dcn_axes", ()):
             m[a]  # noqa: B018 -- raises UnknownAxis for an axis the mesh lacks
         return cls(m, sizes, chip, model, **kw)
@@ -312,6 +306,16 @@ class Options:
         if d.label in self.sizes:
             return Integer(self.sizes[d.label])
         return dim_size(d.label)
+
+
+def check_model(model: str, ring: str) -> None:
+    """A UsageError unless ``model`` is a communication model and ``ring`` a ring direction it has."""
+    if model not in FORMULAS:
+        raise UsageError(f"unknown communication model {model!r}; known: {', '.join(FORMULAS)}")
+    if ring not in RINGS:
+        raise UsageError(f"ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not {ring!r}")
+    if ring == "uni" and model != "ici":
+        raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
 
 
 _LAST: dict[str, tuple] = {}  # the last call of Options.make and its answer
