@@ -49,31 +49,29 @@ class PlanCost:
     up the einsums, ``memory`` (HBM time) is reported separately. Each is a sympy expression made on first
     use; :meth:`light` gives the light term. ``values`` maps symbols to the chip's numbers; ``seconds`` is
     ``total`` then. ``notes`` say what was done that the input did not spell out (a statement priced by its
-    cheapest plan).
+    cheapest plan). ``costs`` is the :class:`~shardalg.costs.costmodel.CostModel` it was priced under;
+    ``overlap``, ``model``, ``exact`` and ``ring`` are its.
     """
 
-    def __init__(self, steps: tuple[StepCost, ...], overlap: object, values: Mapping[sympy.Symbol, float],
-                 model: str, notes: tuple[str, ...] = (), exact: bool = False, ring: str = "bi", *,
-                 at: Point | None = None, producers: tuple[tuple[int, ...], ...] | None = None):  # fmt: skip
+    def __init__(self, steps: tuple[StepCost, ...], costs: CostModel, values: Mapping[sympy.Symbol, float],
+                 notes: tuple[str, ...] = (), *, at: Point | None = None,
+                 producers: tuple[tuple[int, ...], ...] | None = None):  # fmt: skip
         self.steps = steps
         self._producers = producers  # the plan's (Plan.producers); else worked out from the steps
         if at is not None:  # ``values`` already keyed for evaluating terms (an Options' point)
             self._point = at
-        self.overlap = sched.as_policy(overlap)
+        self.costs = costs
+        self.overlap, self.model, self.exact, self.ring = costs.overlap, costs.model, costs.exact, costs.ring
         self.values = values
-        self.model = model
         self.notes = notes
-        self.exact = exact
-        self.ring = ring
         self._light: dict[str, Term] = {}
 
     def under(self, overlap: object) -> PlanCost:
         """The same steps under another overlap policy."""
-        policy = sched.as_policy(overlap, self.overlap)
-        if policy == self.overlap:
+        costs = self.costs.under(overlap)
+        if costs is self.costs:
             return self
-        return PlanCost(self.steps, policy, self.values, self.model, self.notes, self.exact, self.ring,
-                        at=self._point, producers=self._producers)
+        return PlanCost(self.steps, costs, self.values, self.notes, at=self._point, producers=self._producers)
 
     @cached
     def _point(self):
@@ -235,11 +233,10 @@ class PlanCost:
         return out
 
 
-def _priced(plan: Plan, opts: Options, policy: OverlapPolicy, notes: tuple[str, ...] = ()) -> PlanCost:
+def _priced(plan: Plan, opts: Options, costs: CostModel, notes: tuple[str, ...] = ()) -> PlanCost:
     consts = model_constants(opts)
     steps = tuple([step_cost(s, opts, consts) for s in plan.steps])
-    return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring, at=opts.point,
-                    producers=plan.producers)
+    return PlanCost(steps, costs, dict(opts.values), notes, at=opts.point, producers=plan.producers)
 
 
 def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object = None, **options) -> PlanCost:
@@ -257,7 +254,7 @@ def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object
 
 def priced(plan: Plan, mesh, sizes, costs: CostModel) -> PlanCost:
     """The cost of ``plan`` on ``mesh`` with ``sizes`` under the cost model ``costs``."""
-    return _priced(plan, costs.options(mesh, sizes), costs.overlap)
+    return _priced(plan, costs.options(mesh, sizes), costs)
 
 
 PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts again
@@ -315,7 +312,7 @@ def costed(x: Plan | Node | str, mesh, sizes, costs: CostModel) -> PlanCost:
         raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' or write 'mesh X=4, Y=2'")
     opts = costs.options(ctx.mesh, ctx.sizes)
     plan, notes = program_plan(x, ctx.mesh, ctx.sizes, _chooser(opts, costs.overlap))
-    return _priced(plan, opts, costs.overlap, notes)
+    return _priced(plan, opts, costs, notes)
 
 
 def _chooser(opts: Options, policy: OverlapPolicy):

@@ -93,3 +93,15 @@ def test_a_derivation_folds_its_options_once() -> None:
         compare(
             "AllGather_X(A[I_X, J]) -> A[I, J]", "AllGather_X(A[I_X, J]) -> A[I, J]", mesh="X=4", model="x"
         )
+
+
+def test_a_plan_cost_carries_its_cost_model() -> None:
+    pc = cost("AllGather_X(A[I_X, J]) -> A[I, J]", "X=4", {"I": 4096, "J": 8192}, "tpu-v5p", exact=True)
+    assert pc.costs == CostModel.of("tpu-v5p", exact=True) and (pc.model, pc.exact, pc.ring) == (
+        "ici",
+        True,
+        "bi",
+    )
+    serial = pc.under("serial")
+    assert serial.costs == pc.costs.under("serial") and serial.overlap is OverlapPolicy.SERIAL
+    assert pc.under(None) is pc and pc.under(pc.costs.overlap) is pc
