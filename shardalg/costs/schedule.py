@@ -34,11 +34,10 @@ from shardalg.planning.overlap import OverlapPolicy
 
 from .terms import ZERO, Term, add, maximum, point
 
-__all__ = ["OverlapPolicy", "POLICIES", "COMPUTE", "as_policy", "lanes_of", "dependencies", "Slot", "Schedule", "build", "total",
+__all__ = ["OverlapPolicy", "COMPUTE", "as_policy", "lanes_of", "dependencies", "Slot", "Schedule", "build", "total",
            "seconds", "DEFAULT"]  # fmt: skip
 
-POLICIES: tuple[str, ...] = OverlapPolicy.names()  # schedule, steady, serial: the names the edges accept
-DEFAULT = OverlapPolicy.SCHEDULE
+DEFAULT = OverlapPolicy.SCHEDULE  # a single plan's policy
 COMPUTE = "compute"  # the name of the compute lane (a mesh axis lane is the axis's name)
 _COMPUTE_KEY = ""  # internal key of the compute lane: no axis name is empty
 
