@@ -25,8 +25,9 @@ from sympy import Expr, Integer
 
 from shardalg.algebra.symbols import quantity
 from shardalg.costs.chipspec import as_chip_text
+from shardalg.costs.costmodel import CostModel
 from shardalg.costs.hardware import Chip
-from shardalg.costs.plancost import PlanCost, plan_cost
+from shardalg.costs.plancost import PlanCost, priced
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
@@ -194,20 +195,25 @@ def _time(s: float) -> str:
     return f"{s * 1e9:.4g} ns"
 
 
-def _part_cost(name: str, plans: list[Plan], a: Analysis, chip: Chip | None, policy: OverlapPolicy,
-               hbm_names: tuple[str, ...] | None) -> PlanCost | None:  # fmt: skip
-    """The plans of one part as one plan, priced under the policy (None when it has no step)."""
+def _cost_model(a: Analysis, chip: Chip | None, policy: OverlapPolicy) -> CostModel:
+    """The cost model a step is priced under: the chip, the policy, and in inference the HBM reads of its
+    parameters and KV cache alone."""
+    return CostModel.of(chip, overlap=policy, hbm=_hbm_names(a))
+
+
+def _part_cost(name: str, plans: list[Plan], a: Analysis, costs: CostModel) -> PlanCost | None:
+    """The plans of one part as one plan, priced under the cost model (None when it has no step)."""
     steps = tuple(s for p in plans for s in p.steps)
     if not steps:
         return None
     m = a.model
     plan = Plan((), steps, steps[-1].output, note=name)
-    return plan_cost(plan, m.mesh, m.sizes, hw=chip, overlap=policy, hbm=hbm_names)
+    return priced(plan, m.mesh, m.sizes, costs)
 
 
-def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | None, policy: OverlapPolicy,
-          mfu: Fraction, hbm_names: tuple[str, ...] | None) -> Part | None:  # fmt: skip
-    cost = _part_cost(name, plans, a, chip, policy, hbm_names)
+def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, costs: CostModel, mfu: Fraction) -> Part | None:
+    cost = _part_cost(name, plans, a, costs)
+    policy = costs.overlap
     if cost is None:
         return None
     scale = {C: sympy.Rational(mfu.numerator, mfu.denominator) * C} if mfu != 1 else {}
@@ -269,8 +275,9 @@ def step_seconds(analysis: Analysis, chip: Chip | str, policy: object = DEFAULT_
     if hw is None:
         raise UsageError("seconds need a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
     out: list[PartSeconds] = []
+    costs = _cost_model(a, hw, policy)
     for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        cost = _part_cost(name, _part_plans(a, once), a, hw, policy, _hbm_names(a))
+        cost = _part_cost(name, _part_plans(a, once), a, costs)
         if cost is None:
             continue
         got = {k: cost.evaluate(cost.light(k)) for k in ("compute", "comms", "memory", "total")}
@@ -310,8 +317,9 @@ def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: objec
     fraction = _mfu(mfu)
     hw = as_chip_text(chip)
     parts: list[Part] = []
+    costs = _cost_model(a, hw, policy)
     for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        part = _part(name, count, _part_plans(a, once), a, hw, policy, fraction, _hbm_names(a))
+        part = _part(name, count, _part_plans(a, once), a, costs, fraction)
         if part is not None:
             parts.append(part)
     if not parts:
