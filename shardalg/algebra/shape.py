@@ -29,10 +29,9 @@ from shardalg.notation.syntax import DType, Node, Program, Tensor
 
 from .legality import check_or_raise, context_for
 from .mesh import Mesh
+from .traffic import DEFAULT_DTYPE
 
-__all__ = ["ShapeInfo", "shape", "format_bytes", "DEFAULT_DTYPE"]
-
-DEFAULT_DTYPE = DType.BF16
+__all__ = ["ShapeInfo", "shape", "format_bytes"]
 
 # A size is an int, a Fraction (int4 bytes of an odd count) or a sympy expression.
 Size = Any

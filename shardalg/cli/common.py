@@ -1,6 +1,8 @@
-"""What every subcommand shares: help layout and examples, reading ``-`` from standard input, file errors.
+"""What every subcommand shares: help layout and examples, reading ``-`` from standard input, file errors,
+the ``--overlap`` option.
 
-Imports: the standard library and :mod:`shardalg.errors`; the command modules import it.
+Imports: the standard library, :mod:`shardalg.errors` and :mod:`shardalg.planning.overlap` (both light);
+the command modules import it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import sys
 import textwrap
 
 from shardalg.errors import FileError, UsageError
+from shardalg.planning.overlap import OverlapPolicy
 
 # shtab's marker for "complete a file name here" (shtab.FILE), written out so shtab stays optional
 FILE_COMPLETION = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
@@ -29,6 +32,12 @@ class HelpFormatter(argparse.HelpFormatter):
             else:
                 out.append(textwrap.fill(" ".join(lines), width, initial_indent=indent, subsequent_indent=indent))
         return "\n\n".join(out)
+
+
+def add_overlap(p: argparse.ArgumentParser, help: str, default: OverlapPolicy | None = None) -> None:
+    """``--overlap POLICY``: every policy of :class:`~shardalg.planning.overlap.OverlapPolicy`, by name (the
+    handler or the public function it calls turns the name into the policy)."""
+    p.add_argument("--overlap", choices=OverlapPolicy.names(), default=default, help=help)
 
 
 def examples(*commands: str) -> str:

@@ -25,9 +25,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from shardalg.errors import UsageError
+from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
-from .common import examples, read_source
+from .common import add_overlap, examples, read_source
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
@@ -108,9 +109,10 @@ def _notes(notes) -> None:
 def _cost(args: argparse.Namespace) -> int:
     from shardalg.costs.plancost import cost
 
-    if args.serial and args.overlap not in (None, "serial"):
-        raise UsageError(f"--serial is --overlap serial; it contradicts --overlap {args.overlap}")
-    overlap = "serial" if args.serial else args.overlap
+    overlap = None if args.overlap is None else OverlapPolicy.of(args.overlap)
+    if args.serial and overlap not in (None, OverlapPolicy.SERIAL):
+        raise UsageError(f"--serial is --overlap serial; it contradicts --overlap {overlap}")
+    overlap = OverlapPolicy.SERIAL if args.serial else overlap
     pc = cost(_parse(args.expr), overlap=overlap, latency=not args.no_latency, **_options(args))
     _notes(pc.notes)
     if args.json:
@@ -136,7 +138,8 @@ def _optimum(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import optimum
     from shardalg.costs.plancost import cost
 
-    pc = cost(_parse(args.program), latency=args.latency, overlap=args.overlap or "steady", **_options(args))
+    pc = cost(_parse(args.program), latency=args.latency, overlap=OverlapPolicy.of(args.overlap, OverlapPolicy.STEADY),
+              **_options(args))
     _notes(pc.notes)
     over = _name(args.over, "--over")
     d = optimum(pc, over, _constraint(args.subject_to) if args.subject_to else None, term=args.term,
@@ -175,15 +178,15 @@ def _hw_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _costing(p: argparse.ArgumentParser, latency_flag: str, overlap_default: str = "steady") -> None:
+def _costing(p: argparse.ArgumentParser, latency_flag: str, overlap_default: OverlapPolicy = OverlapPolicy.STEADY,
+             ) -> None:  # fmt: skip
     p.add_argument("--mesh", metavar="X=4,Y", help=MESH_HELP)
     p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
     add_hw(p, help=HW_HELP + "; its numbers give seconds, its rule the wraparound")
     p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's, else ici")
     p.add_argument("--symbolic-links", action="store_true", help="write link counts as M_X instead of numbers")
     p.add_argument("--dcn", metavar="AXES", help="mesh axes that run over the data-center network, e.g. P")
-    p.add_argument("--overlap", choices=("schedule", "steady", "serial"),
-                   help=f"what runs at once: schedule (a step waits for its inputs), steady (the book's layer-level "
+    add_overlap(p, help=f"what runs at once: schedule (a step waits for its inputs), steady (the book's layer-level "
                         f"max(compute, max over axes)) or serial (the sum); default {overlap_default}")  # fmt: skip
     p.add_argument("--exact", action="store_true", help="keep the ring's (N-1)/N of a gather's bytes (as "
                    "jax.experimental.roofline counts); default the book's V/W")  # fmt: skip
@@ -204,7 +207,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("expr", metavar="EXPR_OR_PROGRAM", help="the notation, or - for standard input")
     p.add_argument("--serial", action="store_true", help="the same as --overlap serial")
     p.add_argument("--schedule", action="store_true", help="also print the schedule: when each step runs")
-    _costing(p, "--no-latency", "schedule")
+    _costing(p, "--no-latency", OverlapPolicy.SCHEDULE)
     p.set_defaults(handler=_cost)
 
     p = subparsers.add_parser("compare", help="the condition under which program A is faster than B",

@@ -21,7 +21,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
-from .common import HelpFormatter, examples, read_source
+from .common import HelpFormatter, add_overlap, examples, read_source
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
@@ -204,8 +204,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                 "the overlap policy) or one inference step (compute, HBM reads and communication) on a chip.",
                 "shardalg step PROGRAM --mesh X=256 --sizes B=256,T=4096 --hw tpu-v5p --mfu 0.4 --tokens 15e12")  # fmt: skip
     _common(p)
-    p.add_argument("--overlap", choices=("steady", "serial", "schedule"),
-                   help="steady: compute and each axis's collectives overlap across layers (the default); "
+    add_overlap(p, help="steady: compute and each axis's collectives overlap across layers (the default); "
                    "serial: they add up; schedule: one layer's steps as their dependencies allow")  # fmt: skip
     p.add_argument("--mfu", metavar="FRACTION", help="model FLOPs utilisation: C becomes MFU*C (default 1)")
     p.add_argument("--tokens", metavar="COUNT", help="train on this many tokens: days to train (needs 'tokens')")

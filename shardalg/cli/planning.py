@@ -22,10 +22,11 @@ import argparse
 import json
 from typing import Any
 
+from shardalg.planning.overlap import OverlapPolicy
 from shardalg.planning.search import MAX_LABELS
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import examples, read_source
+from .common import add_overlap, examples, read_source
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
@@ -84,7 +85,7 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
 
     complete = getattr(found, "complete", True)
     return {
-        **({} if seconds is None else {"overlap": overlap or "schedule"}),
+        **({} if seconds is None else {"overlap": OverlapPolicy.of(overlap).value}),
         "complete": complete,
         **({} if complete else {"note": found.note}),  # type: ignore[attr-defined]
         "case": list(found[0].cases) if found else [],
@@ -127,7 +128,7 @@ def _plan(args: argparse.Namespace) -> int:
         timing = ""
         if seconds is not None:
             t = seconds[n - 1]
-            name, policy = chip(args.hw).name, args.overlap or "schedule"
+            name, policy = chip(args.hw).name, OverlapPolicy.of(args.overlap)
             timing = (f", {t * 1e6:.3g} us on {name} (overlap {policy})" if t is not None
                       else f", symbolic on {name}")  # fmt: skip
         print(f"{comment} {head}: {plan_bytes(p, problem.mesh, sizes)} bytes communicated{timing}; {p.note}")
@@ -192,8 +193,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_hw(p, help=HW_HELP + "; ranks plans by seconds on it (needs every size)")
     p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"),
                    help="the communication model for --hw (default: the chip's)")  # fmt: skip
-    p.add_argument("--overlap", choices=("schedule", "steady", "serial"),
-                   help="with --hw: what runs at once (default schedule: a step waits for its inputs)")  # fmt: skip
+    add_overlap(p, help="with --hw: what runs at once (default schedule: a step waits for its inputs)")  # fmt: skip
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     p.add_argument(
         "--json", action="store_true", help="the JSON documented in the module help (= --format json)"

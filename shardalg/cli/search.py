@@ -20,7 +20,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
-from .common import HelpFormatter, examples
+from .common import HelpFormatter, add_overlap, examples
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, mesh
 
 DELAY = 1.0  # seconds before a progress bar shows
@@ -137,8 +137,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "none, or bytes per parameter")  # fmt: skip
     p.add_argument("--remat", metavar="POLICY", help="training: none, block, saved or activation names "
                    "(default: the program's saved list, else none)")  # fmt: skip
-    p.add_argument("--overlap", choices=("steady", "serial"), help="steady (compute and each axis's "
-                   "collectives overlap; the default) or serial (they add)")  # fmt: skip
+    add_overlap(p, help="steady (compute and each axis's collectives overlap; the default), serial (they add) "
+                "or schedule (one layer's steps as their dependencies allow)")  # fmt: skip
     p.add_argument("--top", type=int, metavar="K", help="rows of the ranked table (default 10)")
     p.add_argument("--format", choices=("text", "latex"), default="text", help="the table as text or LaTeX")
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")

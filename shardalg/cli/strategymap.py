@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from shardalg.errors import UsageError
+from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
-from .common import HelpFormatter, examples
+from .common import HelpFormatter, add_overlap, examples
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 EXAMPLE = ('shardalg strategy-map "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; '
@@ -88,8 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--over", default="B/N,F", metavar="B/N,F",
                    help="the parameters to map over, products of powers of names (default B/N,F); the costs' "
                    "other parameters (C/W_ici, M_X, M_Y, N) are added as needed, and said")  # fmt: skip
-    p.add_argument("--overlap", choices=("steady", "serial"), default="steady",
-                   help="steady: compute and each axis's collectives overlap (the default); serial: they add up")
+    add_overlap(p, default=OverlapPolicy.STEADY, help="steady: compute and each axis's collectives overlap (the "
+                "default); serial: they add up; schedule: one layer's steps as their dependencies allow")  # fmt: skip
     p.add_argument("--passes", choices=("step", "forward", "backward"), default="step",
                    help="the whole training step (default), or the forward or backward pass alone")
     p.add_argument("--remat", metavar="POLICY", help="what the backward keeps (see shardalg step); default none")

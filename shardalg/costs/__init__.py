@@ -5,8 +5,10 @@
 - :mod:`.hardware` (chip presets, each number with its source), :mod:`.commcost` and :mod:`.stepcost` (the
   communication models: ICI torus, alpha-beta; exact ring bytes, one-way rings), :mod:`.steps` (one step's
   cost: collective, compute, HBM; and its seconds as numbers);
-- :mod:`.schedule` (a plan's steps on the mesh axes and the compute under an overlap policy: ``schedule``,
-  ``steady``, ``serial``), :mod:`.programplan` (a program as a plan), :mod:`.plancost` (a plan's cost),
+- :mod:`.costmodel` (the cost model as one frozen value: chip, communication model, overlap policy,
+  counting options; the public functions' keyword options fold into it once);
+- :mod:`.schedule` (a plan's steps on the mesh axes and the compute under an overlap policy, the enum
+  :class:`~shardalg.planning.overlap.OverlapPolicy`), :mod:`.programplan` (a program as a plan), :mod:`.plancost` (a plan's cost),
   :mod:`.gantt` (the schedule as text and JSON);
 - :mod:`.ranking` (the planner ranked by seconds on a chip), :mod:`.solve` and :mod:`.derive` (crossovers,
   optima, bounds, each with its steps), :mod:`.sweep` (numeric sweeps).

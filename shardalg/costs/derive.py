@@ -33,9 +33,10 @@ from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Op, Tensor
 
+from .costmodel import CostModel
 from .fromsympy import from_sympy
-from .plancost import PlanCost, cost
-from .schedule import as_policy
+from .plancost import PlanCost, costed
+from .schedule import OverlapPolicy, as_policy
 from .solve import Lazy, Steps, positive_root, realize, simplify, solve_less, stationary
 from .solve import substitute as substituted
 from .stepcost import Options, _formula
@@ -44,7 +45,7 @@ from .terms import Max, Term, mono
 __all__ = ["Derivation", "compare", "compute_bound", "optimum", "critical", "solve_less", "REGIMES",
            "DERIVATION_OVERLAP"]  # fmt: skip
 
-DERIVATION_OVERLAP = "steady"  # the book's derivations are layer-level
+DERIVATION_OVERLAP = OverlapPolicy.STEADY  # the book's derivations are layer-level
 
 
 @dataclass
@@ -55,7 +56,7 @@ class Derivation:
     steps: Steps = field(default_factory=Steps)
     result: sympy.Basic | None = None
     values: Mapping[sympy.Symbol, float] = field(default_factory=dict)
-    overlap: str | None = None
+    overlap: OverlapPolicy | None = None
     notes: tuple[str, ...] = ()  # what was done that the input did not spell out (a plan chosen for a statement)
 
     def add(self, label: str, expr: object) -> object:
@@ -101,7 +102,7 @@ class Derivation:
         names = latex_names(self.result, *(e for _, e in self.steps))
         return {
             "title": self.title,
-            "overlap": self.overlap,
+            "overlap": None if self.overlap is None else self.overlap.value,
             "result": sympy.sstr(self.result),
             "srepr": sympy.srepr(self.result),
             "latex": sympy.latex(self.result, symbol_names=names),
@@ -172,32 +173,29 @@ def _eq(a: object, b: object) -> Lazy:
 
 # ---- compare -------------------------------------------------------------------------------------
 # regime -> (time of plan a, time of plan b, what the regime assumes, the policy it forces or None)
-Regime = tuple[Callable[[PlanCost], Term], Callable[[PlanCost], Term], str, str | None]
+Regime = tuple[Callable[[PlanCost], Term], Callable[[PlanCost], Term], str, OverlapPolicy | None]
 REGIMES: dict[str, Regime] = {
     "comms": (lambda c: c.light("comms"), lambda c: c.light("comms"), "both plans communication-bound", None),
     "compute": (lambda c: c.light("total"), lambda c: c.light("compute"),
                 "plan b compute-bound (its time is its compute)", None),
     "total": (lambda c: c.light("total"), lambda c: c.light("total"), "each plan at its total time", None),
     "overlap": (lambda c: c.light("total"), lambda c: c.light("total"), "each plan takes max(compute, comms)",
-                "steady"),
-    "serial": (lambda c: c.light("total"), lambda c: c.light("total"), "compute and comms add up", "serial"),
+                OverlapPolicy.STEADY),
+    "serial": (lambda c: c.light("total"), lambda c: c.light("total"), "compute and comms add up",
+               OverlapPolicy.SERIAL),
 }  # fmt: skip
 
 
-def _costs(x, opts: dict, overlap: object, forced: str | None = None) -> PlanCost:
+def _costs(x, mesh, sizes, costs: CostModel, overlap: object, forced: OverlapPolicy | None = None) -> PlanCost:
     """The plan's cost under the policy asked for: ``overlap`` (or the regime's), else a PlanCost's own,
     else the book's ``steady``."""
     if forced is not None:
-        if overlap is not None and as_policy(overlap) != forced:
+        if overlap is not None and as_policy(overlap) is not forced:
             raise UsageError(f"this regime compares under overlap {forced}, not {as_policy(overlap)}")
         overlap = forced
     if isinstance(x, PlanCost):
         return x if overlap is None else x.under(overlap)
-    return cost(x, overlap=as_policy(overlap, DERIVATION_OVERLAP), **opts)
-
-
-def _cost_options(mesh, sizes, hw, model, latency, **kw) -> dict:
-    return {"mesh": mesh, "sizes": sizes, "hw": hw, "model": model, "latency": latency, **kw}
+    return costed(x, mesh, sizes, costs.under(as_policy(overlap, DERIVATION_OVERLAP)))
 
 
 def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_for=None, regime: str = "comms",
@@ -216,9 +214,9 @@ def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_
     if regime not in REGIMES:
         raise UsageError(f"unknown regime {regime!r}; known: {', '.join(REGIMES)}")
     time_a, time_b, assumption, forced = REGIMES[regime]
-    opts = _cost_options(mesh, sizes, hw, model, latency, **options)
-    ca = _costs(plan_a, opts, overlap, forced)
-    cb = _costs(plan_b, opts, ca.overlap)
+    costs = CostModel.of(hw, model, latency=latency, **options)
+    ca = _costs(plan_a, mesh, sizes, costs, overlap, forced)
+    cb = _costs(plan_b, mesh, sizes, costs, ca.overlap)
     policy = ca.overlap
     notes = (*(f"plan a: {n}" for n in ca.notes), *(f"plan b: {n}" for n in cb.notes))
     d = Derivation(f"when is plan a faster than plan b? ({assumption}; overlap {policy})", values=ca.values,
@@ -252,7 +250,7 @@ def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "
     inputs that the condition involves); comms under ``overlap`` (default: a PlanCost's own, else ``steady``)."""
     if bound not in ("compute", "memory"):
         raise UsageError(f"bound is 'compute' or 'memory', not {bound!r}")
-    pc = _costs(plan, _cost_options(mesh, sizes, hw, model, latency, **options), overlap)
+    pc = _costs(plan, mesh, sizes, CostModel.of(hw, model, latency=latency, **options), overlap)
     policy = pc.overlap
     d = Derivation(f"when does {bound} dominate communication? (overlap {policy})", values=pc.values,
                    overlap=policy, notes=tuple(pc.notes))  # fmt: skip
@@ -284,7 +282,7 @@ def optimum(cost_expr: Expr | PlanCost, over, subject_to: sympy.Eq | None = None
         raise UsageError("optimum needs the symbol to optimize over")
     notes: tuple[str, ...] = ()
     if isinstance(cost_expr, PlanCost):
-        pc = _costs(cost_expr, {}, overlap)
+        pc = _costs(cost_expr, None, None, CostModel(), overlap)
         policy, notes = pc.overlap, tuple(pc.notes)
         expr: Term | Expr = pc.light(term)
         title = f"minimize over {x} (overlap {policy})"

@@ -65,4 +65,4 @@ def schedule_json(pc: PlanCost) -> dict[str, object]:
         a, b = numbers[n] if numbers is not None else (None, None)
         slots.append({"step": slot.index, "statement": _statement(pc, slot.index), "lanes": list(slot.lane_names),
                       "start": str(slot.start), "end": str(slot.end), "start_seconds": a, "end_seconds": b})  # fmt: skip
-    return {"overlap": s.policy, "formula": str(s.total), "seconds": pc.seconds, "slots": slots}
+    return {"overlap": s.policy.value, "formula": str(s.total), "seconds": pc.seconds, "slots": slots}

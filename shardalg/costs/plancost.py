@@ -15,7 +15,7 @@ sympy expressions made on first use.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 import sympy
 from sympy import Expr
@@ -28,12 +28,14 @@ from shardalg.notation.syntax import Node, Op
 from shardalg.planning.memo import per_object
 
 from . import schedule as sched
+from .costmodel import CostModel
 from .programplan import plan_of, program_plan
+from .schedule import OverlapPolicy
 from .stepcost import Options
 from .steps import StepCost, model_constants, numeric, seconds_of, step_cost
 from .terms import ZERO, Point, Term, add, maximum, point
 
-__all__ = ["PlanCost", "plan_cost", "plan_of", "cost", "step_seconds", "fast_seconds"]
+__all__ = ["PlanCost", "plan_cost", "priced", "plan_of", "cost", "costed", "step_seconds", "step_weights", "fast_seconds"]
 
 TERMS = ("comms", "compute", "memory", "total", "flops")
 
@@ -47,31 +49,29 @@ class PlanCost:
     up the einsums, ``memory`` (HBM time) is reported separately. Each is a sympy expression made on first
     use; :meth:`light` gives the light term. ``values`` maps symbols to the chip's numbers; ``seconds`` is
     ``total`` then. ``notes`` say what was done that the input did not spell out (a statement priced by its
-    cheapest plan).
+    cheapest plan). ``costs`` is the :class:`~shardalg.costs.costmodel.CostModel` it was priced under;
+    ``overlap``, ``model``, ``exact`` and ``ring`` are its.
     """
 
-    def __init__(self, steps: tuple[StepCost, ...], overlap: str, values: Mapping[sympy.Symbol, float],
-                 model: str, notes: tuple[str, ...] = (), exact: bool = False, ring: str = "bi", *,
-                 at: Point | None = None, producers: tuple[tuple[int, ...], ...] | None = None):  # fmt: skip
+    def __init__(self, steps: tuple[StepCost, ...], costs: CostModel, values: Mapping[sympy.Symbol, float],
+                 notes: tuple[str, ...] = (), *, at: Point | None = None,
+                 producers: tuple[tuple[int, ...], ...] | None = None):  # fmt: skip
         self.steps = steps
         self._producers = producers  # the plan's (Plan.producers); else worked out from the steps
         if at is not None:  # ``values`` already keyed for evaluating terms (an Options' point)
             self._point = at
-        self.overlap = sched.as_policy(overlap)
+        self.costs = costs
+        self.overlap, self.model, self.exact, self.ring = costs.overlap, costs.model, costs.exact, costs.ring
         self.values = values
-        self.model = model
         self.notes = notes
-        self.exact = exact
-        self.ring = ring
         self._light: dict[str, Term] = {}
 
     def under(self, overlap: object) -> PlanCost:
         """The same steps under another overlap policy."""
-        policy = sched.as_policy(overlap, self.overlap)
-        if policy == self.overlap:
+        costs = self.costs.under(overlap)
+        if costs is self.costs:
             return self
-        return PlanCost(self.steps, policy, self.values, self.model, self.notes, self.exact, self.ring,
-                        at=self._point, producers=self._producers)
+        return PlanCost(self.steps, costs, self.values, self.notes, at=self._point, producers=self._producers)
 
     @cached
     def _point(self):
@@ -106,14 +106,14 @@ class PlanCost:
         elif name == "flops":
             got = add(*(s.flops for s in self.steps))
         elif name == "comms":
-            if self.overlap == "serial":
+            if self.overlap is OverlapPolicy.SERIAL:
                 got = add(*(s.comms for s in self.steps))
             else:
                 got = sched.total([s.comms for s in self.steps], *self._shape, self.overlap)
         elif name == "total":
-            if self.overlap == "steady":
+            if self.overlap is OverlapPolicy.STEADY:
                 got = maximum(self.light("compute"), self.light("comms"))
-            elif self.overlap == "serial":
+            elif self.overlap is OverlapPolicy.SERIAL:
                 got = add(self.light("compute"), self.light("comms"))
             else:
                 got = sched.total([s.duration for s in self.steps], *self._shape, self.overlap)
@@ -223,7 +223,7 @@ class PlanCost:
     def to_json(self) -> dict[str, object]:
         from .gantt import schedule_json
 
-        out: dict[str, object] = {"model": self.model, "overlap": self.overlap, "exact": self.exact,
+        out: dict[str, object] = {"model": self.model, "overlap": self.overlap.value, "exact": self.exact,
                                   "ring": self.ring, "formula": str(self.total), "latex": self.latex(),
                                   "seconds": self.seconds, "notes": list(self.notes)}  # fmt: skip
         for key in ("comms", "compute", "memory"):
@@ -233,43 +233,34 @@ class PlanCost:
         return out
 
 
-def _options(mesh, sizes, hw, model, *, latency: bool = True, symbolic_links: bool = False,
-             dcn_axes: Iterable[str] = (), hbm: Iterable[str] | None = None, exact: bool = False,
-             ring: str = "bi") -> Options:  # fmt: skip
-    return Options.make(mesh, sizes, hw, model, symbolic_links=symbolic_links, dcn_axes=tuple(dcn_axes),
-                        latency=latency, hbm=None if hbm is None else tuple(hbm), exact=exact, ring=ring)  # fmt: skip
-
-
-def _priced(plan: Plan, opts: Options, policy: str, notes: tuple[str, ...] = ()) -> PlanCost:
+def _priced(plan: Plan, opts: Options, costs: CostModel, notes: tuple[str, ...] = ()) -> PlanCost:
     consts = model_constants(opts)
     steps = tuple([step_cost(s, opts, consts) for s in plan.steps])
-    return PlanCost(steps, policy, dict(opts.values), opts.model, notes, opts.exact, opts.ring, at=opts.point,
-                    producers=plan.producers)
+    return PlanCost(steps, costs, dict(opts.values), notes, at=opts.point, producers=plan.producers)
 
 
-def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object = None, *,
-              latency: bool = True, symbolic_links: bool = False, dcn_axes: Iterable[str] = (),
-              hbm: Iterable[str] | None = None, exact: bool = False, ring: str = "bi") -> PlanCost:  # fmt: skip
+def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object = None, **options) -> PlanCost:
     """The cost of every step of ``plan`` and its totals.
 
     ``hw``: a Chip or preset name, whose numbers give ``seconds`` and whose wraparound rule and default model
     apply; ``model``: ``"ici"``, ``"alpha-beta"`` or ``"alpha-beta-rd"``; ``overlap``: ``"schedule"``
     (default), ``"steady"`` or ``"serial"`` (True and False are the old spellings of the last two);
-    ``latency=False`` keeps only bandwidth terms (the bandwidth-bound regime of the book's derivations);
-    ``symbolic_links`` writes each axis's link count as the symbol M_X; ``dcn_axes`` run over DCN; ``hbm``
-    restricts HBM traffic to the named tensors (e.g. the weights, in the book's decode accounting), default
-    every einsum operand and result; ``exact`` keeps the ring's (N − 1)/N; ``ring="uni"`` uses each ring one
-    way (see :mod:`shardalg.costs.stepcost`).
+    ``options``: ``latency``, ``symbolic_links``, ``dcn_axes``, ``hbm``, ``exact`` and ``ring``, as
+    :class:`~shardalg.costs.costmodel.CostModel` has them (``hbm`` restricts HBM traffic to the named tensors,
+    e.g. the weights, in the book's decode accounting). They are folded into one CostModel here.
     """
-    opts = _options(mesh, sizes, hw, model, latency=latency, symbolic_links=symbolic_links, dcn_axes=dcn_axes,
-                    hbm=hbm, exact=exact, ring=ring)  # fmt: skip
-    return _priced(plan, opts, sched.as_policy(overlap))
+    return priced(plan, mesh, sizes, CostModel.of(hw, model, overlap, **options))
+
+
+def priced(plan: Plan, mesh, sizes, costs: CostModel) -> PlanCost:
+    """The cost of ``plan`` on ``mesh`` with ``sizes`` under the cost model ``costs``."""
+    return _priced(plan, costs.options(mesh, sizes), costs)
 
 
 PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts again
 
 
-def fast_seconds(opts: Options, policy: str) -> Callable[[Plan], float | None]:
+def fast_seconds(opts: Options, policy: OverlapPolicy) -> Callable[[Plan], float | None]:
     """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
     the ranking's key. Each step's time is memoized; None while a size is unbound."""
     at = opts.point
@@ -302,25 +293,29 @@ def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overl
     """The cost of a plan, a program, a statement or notation text (``"AllGather_X(bf16[B_X, D_Y])"``).
     The mesh and sizes may come from the program's ``mesh`` line and ``where`` clause. A product whose
     operands do not meet (or whose local product is not the result written) is priced by its cheapest plan
-    from the planner, and ``notes`` says so."""
+    from the planner, and ``notes`` says so. ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
+    return costed(x, mesh, sizes, CostModel.of(hw, model, overlap, **options))
+
+
+def costed(x: Plan | Node | str, mesh, sizes, costs: CostModel) -> PlanCost:
+    """:func:`cost` under the cost model ``costs``."""
     if isinstance(x, str):
         from shardalg.notation.parse import parse
 
         x = parse(x)
     if isinstance(x, Plan):
-        return plan_cost(x, mesh, sizes, hw, model, overlap, **options)
+        return priced(x, mesh, sizes, costs)
     if not isinstance(x, Node):
         raise UsageError(f"cost takes a plan, a program or notation text, not {type(x).__name__}")
     ctx = context_for(x, mesh, sizes)
     if ctx.mesh is None:
         raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' or write 'mesh X=4, Y=2'")
-    policy = sched.as_policy(overlap)
-    opts = _options(ctx.mesh, ctx.sizes, hw, model, **options)
-    plan, notes = program_plan(x, ctx.mesh, ctx.sizes, _chooser(opts, policy))
-    return _priced(plan, opts, policy, notes)
+    opts = costs.options(ctx.mesh, ctx.sizes)
+    plan, notes = program_plan(x, ctx.mesh, ctx.sizes, _chooser(opts, costs.overlap))
+    return _priced(plan, opts, costs, notes)
 
 
-def _chooser(opts: Options, policy: str):
+def _chooser(opts: Options, policy: OverlapPolicy):
     """The cheapest of a statement's plans: by seconds on the chip when every size is bound, else the
     planner's first (by bytes communicated)."""
     seconds = fast_seconds(opts, policy) if opts.chip is not None else None
@@ -336,14 +331,18 @@ def _chooser(opts: Options, policy: str):
     return choose
 
 
-def step_seconds(mesh, sizes=None, hw=None, model=None, *, latency: bool = True, exact: bool = False,
-                 ring: str = "bi") -> Callable[[Step], float]:  # fmt: skip
+def step_seconds(mesh, sizes=None, hw=None, model=None, **options) -> Callable[[Step], float]:
     """A function giving one step's seconds on ``hw``: a collective's communication, a local einsum's compute
     (a slice is free). The edge weight of a cost-ranked redistribute search (a resharding is a chain: its
     steps add up under every policy), and the product's weight when the planner looks for the cheapest plan
     over every compute layout (a compute layout that shards more computes less). Memoized per step; a
-    symbol left unbound is an error."""
-    opts = Options.make(mesh, sizes, hw, model, latency=latency, exact=exact, ring=ring)
+    symbol left unbound is an error. ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
+    return step_weights(mesh, sizes, CostModel.of(hw, model, **options))
+
+
+def step_weights(mesh, sizes, costs: CostModel) -> Callable[[Step], float]:
+    """:func:`step_seconds` under the cost model ``costs``."""
+    opts = costs.options(mesh, sizes)
     if opts.chip is None:
         raise UsageError("ranking by seconds needs a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
     at = opts.point

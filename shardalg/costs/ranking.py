@@ -27,21 +27,26 @@ from shardalg.planning.order import HeadKey
 from shardalg.planning.planner import Key
 from shardalg.planning.planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 
-from .plancost import _options, fast_seconds, step_seconds
-from .schedule import as_policy, lanes_of
+from .costmodel import CostModel
+from .plancost import fast_seconds, step_seconds, step_weights
+from .schedule import OverlapPolicy, lanes_of
 
-__all__ = ["plans", "plan", "redistribute", "seconds_key"]
+__all__ = ["plans", "plan", "ranked", "redistribute", "seconds_key"]
 
 
 def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None, overlap: object = None, *,
-                exact: bool = False, ring: str = "bi", seconds: Callable[[Plan], float | None] | None = None,
-                ) -> Key:  # fmt: skip
+                seconds: Callable[[Plan], float | None] | None = None, **options) -> Key:  # fmt: skip
     """Rank plans by their seconds on ``hw`` under ``overlap``; plans whose cost stays symbolic (unbound
     sizes) rank after the numeric ones, by bytes. ``seconds`` is the caller's :func:`fast_seconds` of the same
-    chip and policy, when it has one (its times are shared)."""
+    chip and policy, when it has one (its times are shared); ``options`` are
+    :class:`~shardalg.costs.costmodel.CostModel`'s."""
+    return _seconds_key(mesh, sizes, CostModel.of(hw, model, overlap, **options), seconds)
+
+
+def _seconds_key(mesh: Mesh, sizes: Sizes, costs: CostModel, seconds: Callable[[Plan], float | None] | None) -> Key:
     by_bytes = resharding.default_key(mesh, sizes)
     if seconds is None:
-        seconds = fast_seconds(_options(mesh, sizes.known, hw, model, exact=exact, ring=ring), as_policy(overlap))
+        seconds = fast_seconds(costs.options(mesh, sizes.known), costs.overlap)
 
     def head(p: Plan) -> tuple[Any, ...]:
         t = seconds(p)
@@ -60,9 +65,8 @@ def plans(
     hw: Any = None,
     model: str | None = None,
     overlap: object = None,
-    exact: bool = False,
-    ring: str = "bi",
     limits: Limits = DEFAULT_LIMITS,
+    **options: Any,
 ) -> Plans:
     """Every legal plan for a statement (:func:`shardalg.planning.planner.plans`), cheapest first, as the
     planner's :class:`~shardalg.planning.planset.Plans` (``complete`` and ``note``; a table in a notebook:
@@ -70,36 +74,43 @@ def plans(
 
     Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip under
     ``overlap`` (``schedule``, ``steady`` or ``serial``), where every size is bound; else by bytes
-    communicated, then steps."""
+    communicated, then steps. ``options`` (``exact``, ``ring``, ...) are
+    :class:`~shardalg.costs.costmodel.CostModel`'s, read with ``hw``."""
     p = planner.prepare(expr, mesh, sizes, target)
     if hw is None:
-        found = planner.plans(p, key=key, limits=limits)
-    else:
-        weigh = step_seconds(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring) if key is None else None
-        policy, timing = as_policy(overlap), None
-        time = fast_seconds(_options(p.mesh, p.sizes.known, hw, model, exact=exact, ring=ring), policy)
-        rank = key or seconds_key(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring, seconds=time)
-        # under schedule and steady a plan's time is not the sum of its steps': the optimum's search measures so
-        if weigh is not None and policy != "serial":
-            timing = Overlap(policy, time, lanes_of)
-        found = planner.plans(p, key=rank, weigh=weigh, limits=limits, overlap=timing)
-    columns = _columns(p.mesh, p.sizes, hw, model, overlap, exact=exact, ring=ring)
-    return Plans(found, found.complete, found.note, columns)
+        return Plans(*_found(planner.plans(p, key=key, limits=limits)), _columns(p.mesh, p.sizes, None))
+    costs = CostModel.of(hw, model, overlap, **options)
+    found = ranked(p, costs, key=key, limits=limits)
+    return Plans(*_found(found), _columns(p.mesh, p.sizes, costs))
 
 
-def _columns(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None, overlap: object, *, exact: bool,
-             ring: str) -> dict[str, Any]:  # fmt: skip
-    """The columns of the ranked table: bytes communicated, and seconds on ``hw`` (the ranking's own)."""
+def ranked(p: planner.Problem, costs: CostModel, *, key: Key | None = None, limits: Limits = DEFAULT_LIMITS) -> Plans:
+    """The plans of a prepared problem ranked by seconds under ``costs`` (``key`` when given)."""
+    weigh = step_weights(p.mesh, p.sizes.known, costs) if key is None else None
+    timing = None
+    time = fast_seconds(costs.options(p.mesh, p.sizes.known), costs.overlap)
+    rank = key or _seconds_key(p.mesh, p.sizes, costs, time)
+    # under schedule and steady a plan's time is not the sum of its steps': the optimum's search measures so
+    if weigh is not None and costs.overlap is not OverlapPolicy.SERIAL:
+        timing = Overlap(costs.overlap, time, lanes_of)
+    return planner.plans(p, key=rank, weigh=weigh, limits=limits, overlap=timing)
+
+
+def _found(found: Plans) -> tuple[Plans, bool, str]:
+    return found, found.complete, found.note
+
+
+def _columns(mesh: Mesh, sizes: Sizes, costs: CostModel | None) -> dict[str, Any]:
+    """The columns of the ranked table: bytes communicated, and seconds on the chip (the ranking's own)."""
     columns: dict[str, Any] = {"bytes communicated": lambda q: bytes_text(str(resharding.plan_bytes(q, mesh, sizes)))}
-    if hw is not None:
-        policy = as_policy(overlap)
-        fast = fast_seconds(_options(mesh, sizes.known, hw, model, exact=exact, ring=ring), policy)
+    if costs is not None:
+        fast = fast_seconds(costs.options(mesh, sizes.known), costs.overlap)
 
         def seconds(q: Plan) -> str:
             t = fast(q)
             return "symbolic" if t is None else seconds_text(t)
 
-        columns[f"time on {getattr(hw, 'name', hw)} ({policy})"] = seconds
+        columns[f"time on {getattr(costs.chip, 'name', costs.chip)} ({costs.overlap})"] = seconds
     return columns
 
 
@@ -113,11 +124,10 @@ def plan(
     hw: Any = None,
     model: str | None = None,
     overlap: object = None,
-    exact: bool = False,
-    ring: str = "bi",
+    **options: Any,
 ) -> Plan:
     """The default (first) of :func:`plans`."""
-    return plans(expr, mesh, sizes, target, key=key, hw=hw, model=model, overlap=overlap, exact=exact, ring=ring)[0]
+    return plans(expr, mesh, sizes, target, key=key, hw=hw, model=model, overlap=overlap, **options)[0]
 
 
 def redistribute(

@@ -14,7 +14,7 @@ a local einsum holds the compute, a slice holds nothing. The policy says what ma
 ``serial``
     everything adds up.
 
-    >>> s = build(durations, lanes, dependencies(steps), "schedule")     # doctest: +SKIP
+    >>> s = build(durations, lanes, dependencies(steps), OverlapPolicy.SCHEDULE)     # doctest: +SKIP
     >>> s.total                                                          # a Max/Add tree of step costs
 
 The symbolic start and end of each step are light terms (:mod:`shardalg.costs.terms`): ``start`` is the
@@ -28,33 +28,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from shardalg.cache import Kind, memoized
-from shardalg.errors import UsageError
 from shardalg.notation.plan import Step, producers_of
 from shardalg.notation.syntax import Op
+from shardalg.planning.overlap import OverlapPolicy
 
 from .terms import ZERO, Term, add, maximum, point
 
-__all__ = ["POLICIES", "COMPUTE", "as_policy", "lanes_of", "dependencies", "Slot", "Schedule", "build", "total",
+__all__ = ["OverlapPolicy", "COMPUTE", "as_policy", "lanes_of", "dependencies", "Slot", "Schedule", "build", "total",
            "seconds", "DEFAULT"]  # fmt: skip
 
-POLICIES: tuple[str, ...] = ("schedule", "steady", "serial")
-DEFAULT = "schedule"
+DEFAULT = OverlapPolicy.SCHEDULE  # a single plan's policy
 COMPUTE = "compute"  # the name of the compute lane (a mesh axis lane is the axis's name)
 _COMPUTE_KEY = ""  # internal key of the compute lane: no axis name is empty
 
 
-def as_policy(overlap: object, default: str = DEFAULT) -> str:
-    """The policy ``overlap`` names: one of :data:`POLICIES`; True and False are the old spellings of
-    ``steady`` and ``serial``; None is ``default``."""
-    if overlap is None:
-        return default
-    if overlap is True:
-        return "steady"
-    if overlap is False:
-        return "serial"
-    if isinstance(overlap, str) and overlap in POLICIES:
-        return overlap
-    raise UsageError(f"overlap is one of {', '.join(POLICIES)}, not {overlap!r}")
+def as_policy(overlap: object, default: OverlapPolicy = DEFAULT) -> OverlapPolicy:
+    """The policy ``overlap`` names (:meth:`OverlapPolicy.of`): a policy or its name; True and False are the
+    old spellings of ``steady`` and ``serial``; None is ``default``."""
+    return OverlapPolicy.of(overlap, default)
 
 
 def lanes_of(step: Step) -> tuple[str, ...]:
@@ -136,7 +127,7 @@ class Slot:
 class Schedule:
     """The slots of a plan's steps under ``policy`` and the time, ``total``."""
 
-    policy: str
+    policy: OverlapPolicy
     slots: tuple[Slot, ...]
     total: Term
 
@@ -153,22 +144,23 @@ class Schedule:
 
 
 def build(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
-          policy: str) -> Schedule:  # fmt: skip
+          policy: OverlapPolicy) -> Schedule:  # fmt: skip
     """The schedule of steps with these durations, lanes and producers under ``policy``."""
     slots: list[Slot] = []
+    policy = OverlapPolicy.of(policy)
     total = _walk(durations, lanes, deps, policy, slots)
     return Schedule(policy, tuple(slots), total)
 
 
 def total(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
-          policy: str) -> Term:  # fmt: skip
+          policy: OverlapPolicy) -> Term:  # fmt: skip
     """The time of :func:`build`'s schedule, without its slots."""
-    return _walk(durations, lanes, deps, policy, None)
+    return _walk(durations, lanes, deps, OverlapPolicy.of(policy), None)
 
 
 def _walk(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
-          policy: str, slots: list[Slot] | None) -> Term:  # fmt: skip
-    if policy == "serial":
+          policy: OverlapPolicy, slots: list[Slot] | None) -> Term:  # fmt: skip
+    if policy is OverlapPolicy.SERIAL:
         clock: Term = ZERO
         for i, d in enumerate(durations):
             end = add(clock, d)
@@ -176,7 +168,7 @@ def _walk(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Seq
                 slots.append(Slot(i, lanes[i], clock, end))
             clock = end
         return clock
-    if policy == "steady":
+    if policy is OverlapPolicy.STEADY:
         clocks: dict[str, Term] = {}
         for i, d in enumerate(durations):
             if not lanes[i] and slots is not None:
@@ -187,8 +179,6 @@ def _walk(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Seq
                 if slots is not None:
                     slots.append(Slot(i, (lane,), start, end))
         return maximum(*clocks.values())
-    if policy != "schedule":
-        raise UsageError(f"overlap is one of {', '.join(POLICIES)}, not {policy!r}")
     waits, chain = _waits_of(tuple(lanes), tuple(deps))
     if slots is None and chain:
         return add(*durations)  # a chain (each step waits for the one before): the sum, in one pass
@@ -211,11 +201,12 @@ def _walk(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Seq
 
 
 def seconds(durations: Sequence[float], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
-            policy: str) -> float:  # fmt: skip
+            policy: OverlapPolicy) -> float:  # fmt: skip
     """The time of :func:`build`'s schedule on numbers: the fast path a ranking takes."""
-    if policy == "serial":
+    policy = OverlapPolicy.of(policy)
+    if policy is OverlapPolicy.SERIAL:
         return float(sum(durations))
-    if policy == "steady":
+    if policy is OverlapPolicy.STEADY:
         clocks: dict[str, float] = {}
         for i, d in enumerate(durations):
             for lane in lanes[i]:

@@ -51,9 +51,10 @@ from shardalg.algebra.context import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.registry import RECORDS, Layer
 from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
+from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import UsageError
-from shardalg.notation.syntax import DType, Op, Tensor
+from shardalg.notation.syntax import Op, Tensor
 
 from . import terms as tm
 from .commcost import (
@@ -71,10 +72,9 @@ from .shift import shift_unit
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
 __all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "collective_cost", "Options", "unit_cost",
-           "UNIT_COSTS", "local_bytes", "moved_share"]  # fmt: skip
+           "UNIT_COSTS", "local_bytes", "moved_share", "check_model"]  # fmt: skip
 
 
-DEFAULT_DTYPE = DType.BF16
 RINGS = ("bi", "uni")  # a ring carries data both ways (the book's W_ici) or one way only
 # The model's structural constants (not hardware numbers; those live in shardalg.costs.hardware).
 ONE_WAY = Rational(1, 2)  # one direction of a bidirectional link carries half of W_ici
@@ -249,7 +249,7 @@ class Options:
             made = _made(key)
         except TypeError:  # an unhashable argument (a user's chip with mutable parts): not shared
             return cls._make(m, sz, hw, model, **kw)
-        if isinstance(hw, str | None) and isinstance(sizes, dict | str | None):  # values compared next time
+        if isinstance(hw, str | Chip | None) and isinstance(sizes, dict | str | None):  # compared next time
             _LAST["call"] = (mesh, dict(sizes) if isinstance(sizes, dict) else sizes, hw, model, dict(kw), made)
         return made
 
@@ -259,13 +259,7 @@ class Options:
             raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2)")
         chip = as_chip(hw)
         model = model or (chip.model if chip is not None else "ici")
-        if model not in FORMULAS:
-            raise UsageError(f"unknown communication model {model!r}; known: {', '.join(FORMULAS)}")
-        ring = kw.get("ring", "bi")
-        if ring not in RINGS:
-            raise UsageError(f"ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not {ring!r}")
-        if ring == "uni" and model != "ici":
-            raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
+        check_model(model, kw.get("ring", "bi"))
         for a in kw.get("dcn_axes", ()):
             m[a]  # noqa: B018 -- raises UnknownAxis for an axis the mesh lacks
         return cls(m, sizes, chip, model, **kw)
@@ -305,6 +299,16 @@ class Options:
         if d.label in self.sizes:
             return Integer(self.sizes[d.label])
         return dim_size(d.label)
+
+
+def check_model(model: str, ring: str) -> None:
+    """A UsageError unless ``model`` is a communication model and ``ring`` a ring direction it has."""
+    if model not in FORMULAS:
+        raise UsageError(f"unknown communication model {model!r}; known: {', '.join(FORMULAS)}")
+    if ring not in RINGS:
+        raise UsageError(f"ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not {ring!r}")
+    if ring == "uni" and model != "ici":
+        raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
 
 
 _LAST: dict[str, tuple] = memo(f"{__name__}._LAST", Kind.PIECE, {})  # the last call of Options.make and its answer

@@ -13,8 +13,9 @@ import sympy
 from sympy import Expr, Integer, Rational
 
 from shardalg.algebra.mesh import Mesh
-from shardalg.algebra.shape import DEFAULT_DTYPE, format_bytes
+from shardalg.algebra.shape import format_bytes
 from shardalg.algebra.symbols import dim_size
+from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.notation.syntax import Dim, Tensor
 
 __all__ = ["dim_value", "elements", "local_elements", "tensor_bytes", "dtype_bytes", "as_json", "as_text",

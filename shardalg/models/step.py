@@ -24,10 +24,11 @@ import sympy
 from sympy import Expr, Integer
 
 from shardalg.algebra.symbols import quantity
-from shardalg.costs import schedule as sched
 from shardalg.costs.chipspec import as_chip_text
+from shardalg.costs.costmodel import CostModel
 from shardalg.costs.hardware import Chip
-from shardalg.costs.plancost import PlanCost, plan_cost
+from shardalg.costs.plancost import PlanCost, priced
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Op
@@ -36,23 +37,12 @@ from .analysis import Analysis, Flops, Remat, analyze
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text
 
-__all__ = ["StepReport", "step_time", "model_step", "POLICIES", "DEFAULT_POLICY", "overlap_argument", "SECONDS_PER_DAY",
+__all__ = ["StepReport", "step_time", "model_step", "DEFAULT_POLICY", "SECONDS_PER_DAY",
            "step_seconds", "PartSeconds"]
 
-POLICIES: tuple[str, ...] = sched.POLICIES  # schedule | steady | serial (shardalg.costs.schedule)
-DEFAULT_POLICY = "steady"  # a whole step: the book's layer-level view (DESIGN.md section 5)
+DEFAULT_POLICY = OverlapPolicy.STEADY  # a whole step: the book's layer-level view (DESIGN.md section 5)
 SECONDS_PER_DAY = 86_400
 C = quantity("C")
-
-
-def overlap_argument(policy: str) -> str:
-    """``policy`` checked against :data:`POLICIES`: the ``overlap`` argument of
-    :func:`~shardalg.costs.plancost.plan_cost`."""
-    if policy not in POLICIES:
-        raise UsageError(f"the overlap policy is one of {', '.join(POLICIES)}, not {policy!r}",
-                         fix="--overlap steady (compute and each axis overlap across layers), serial (they add) "
-                             "or schedule (the step's dependencies)")  # fmt: skip
-    return policy
 
 
 def _mfu(mfu: float | str | None) -> Fraction:
@@ -94,7 +84,7 @@ class StepReport:
 
     analysis: Analysis
     chip: Chip | None
-    policy: str
+    policy: OverlapPolicy
     mfu: Fraction
     parts: list[Part]
     flops: Flops
@@ -154,7 +144,7 @@ class StepReport:
 
         return {
             "mode": self.analysis.mode,
-            "overlap": self.policy,
+            "overlap": self.policy.value,
             "mfu": float(self.mfu),
             "chip": self.chip.name if self.chip is not None else None,
             "layers": as_json(self.model.layers),
@@ -205,20 +195,25 @@ def _time(s: float) -> str:
     return f"{s * 1e9:.4g} ns"
 
 
-def _part_cost(name: str, plans: list[Plan], a: Analysis, chip: Chip | None, policy: str,
-               hbm_names: tuple[str, ...] | None) -> PlanCost | None:  # fmt: skip
-    """The plans of one part as one plan, priced under the policy (None when it has no step)."""
+def _cost_model(a: Analysis, chip: Chip | None, policy: OverlapPolicy) -> CostModel:
+    """The cost model a step is priced under: the chip, the policy, and in inference the HBM reads of its
+    parameters and KV cache alone."""
+    return CostModel.of(chip, overlap=policy, hbm=_hbm_names(a))
+
+
+def _part_cost(name: str, plans: list[Plan], a: Analysis, costs: CostModel) -> PlanCost | None:
+    """The plans of one part as one plan, priced under the cost model (None when it has no step)."""
     steps = tuple(s for p in plans for s in p.steps)
     if not steps:
         return None
     m = a.model
     plan = Plan((), steps, steps[-1].output, note=name)
-    return plan_cost(plan, m.mesh, m.sizes, hw=chip, overlap=overlap_argument(policy), hbm=hbm_names)
+    return priced(plan, m.mesh, m.sizes, costs)
 
 
-def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | None, policy: str,
-          mfu: Fraction, hbm_names: tuple[str, ...] | None) -> Part | None:  # fmt: skip
-    cost = _part_cost(name, plans, a, chip, policy, hbm_names)
+def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, costs: CostModel, mfu: Fraction) -> Part | None:
+    cost = _part_cost(name, plans, a, costs)
+    policy = costs.overlap
     if cost is None:
         return None
     scale = {C: sympy.Rational(mfu.numerator, mfu.denominator) * C} if mfu != 1 else {}
@@ -227,9 +222,9 @@ def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, chip: Chip | N
         total = cost.total.subs(scale)
     else:
         terms = (compute, cost.memory, cost.comms)
-        if policy == "serial":
+        if policy is OverlapPolicy.SERIAL:
             total = sympy.Add(*terms)
-        elif policy == "steady":
+        elif policy is OverlapPolicy.STEADY:
             total = sympy.Max(*terms)
         else:  # schedule: compute and collectives as their dependencies allow; HBM reads beside the compute
             total = sympy.Max(cost.total.subs(scale), cost.memory)
@@ -269,19 +264,20 @@ class PartSeconds:
     axes: tuple[tuple[str, float], ...]
 
 
-def step_seconds(analysis: Analysis, chip: Chip | str, policy: str = DEFAULT_POLICY) -> list[PartSeconds]:
+def step_seconds(analysis: Analysis, chip: Chip | str, policy: object = DEFAULT_POLICY) -> list[PartSeconds]:
     """The parts of a step (as :func:`model_step` prices them, at peak FLOP/s) straight in seconds, without
     building a formula: the fast path of a search over many shardings. Every size must be bound."""
     from shardalg.costs.schedule import lanes_of
 
-    overlap_argument(policy)
+    policy = OverlapPolicy.of(policy)
     a, m = analysis, analysis.model
     hw = as_chip_text(chip)
     if hw is None:
         raise UsageError("seconds need a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
     out: list[PartSeconds] = []
+    costs = _cost_model(a, hw, policy)
     for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        cost = _part_cost(name, _part_plans(a, once), a, hw, policy, _hbm_names(a))
+        cost = _part_cost(name, _part_plans(a, once), a, costs)
         if cost is None:
             continue
         got = {k: cost.evaluate(cost.light(k)) for k in ("compute", "comms", "memory", "total")}
@@ -295,9 +291,9 @@ def step_seconds(analysis: Analysis, chip: Chip | str, policy: str = DEFAULT_POL
         total = got["total"]
         if a.mode == "infer":  # as model_step's _part: HBM reads beside compute and communication
             terms = (got["compute"], got["memory"], got["comms"])
-            if policy == "serial":
+            if policy is OverlapPolicy.SERIAL:
                 total = sum(terms)
-            elif policy == "steady":
+            elif policy is OverlapPolicy.STEADY:
                 total = max(terms)
             else:
                 total = max(got["total"], got["memory"])
@@ -306,7 +302,7 @@ def step_seconds(analysis: Analysis, chip: Chip | str, policy: str = DEFAULT_POL
     return out
 
 
-def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: str | None = None,
+def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: object = None,
                mfu: float | str | None = None, train_tokens: float | None = None) -> StepReport:  # fmt: skip
     """The step report of an analysed model (see :func:`step_time`)."""
     a, m = analysis, analysis.model
@@ -315,14 +311,15 @@ def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: str |
         policy = DEFAULT_POLICY
         notes.append(("overlap", f"{policy} (default for a whole step: compute and each axis's collectives "
                                  "overlap across layers)"))  # fmt: skip
-    overlap_argument(policy)
+    policy = OverlapPolicy.of(policy)
     if mfu is None:
         notes.append(("mfu", "1 (default: peak FLOP/s)"))
     fraction = _mfu(mfu)
     hw = as_chip_text(chip)
     parts: list[Part] = []
+    costs = _cost_model(a, hw, policy)
     for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        part = _part(name, count, _part_plans(a, once), a, hw, policy, fraction, _hbm_names(a))
+        part = _part(name, count, _part_plans(a, once), a, costs, fraction)
         if part is not None:
             parts.append(part)
     if not parts:
@@ -335,7 +332,7 @@ def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: str |
 
 
 def step_time(program: Any, mesh: Any = None, sizes: Mapping[str, int] | str | None = None, hw: Chip | str | None = None,
-         overlap: str | None = None, mfu: float | str | None = None, tokens: float | None = None,
+         overlap: object = None, mfu: float | str | None = None, tokens: float | None = None,
          remat: str | Iterable[str] | Remat | None = None, mode: str | None = None) -> StepReport:  # fmt: skip
     """The time of one step of ``program`` on ``mesh`` (training, or an inference step when the program
     declares a KV cache or ``mode="infer"``); ``tokens``: train on that many tokens (days to train)."""

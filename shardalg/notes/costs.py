@@ -10,6 +10,7 @@ import sympy
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.symbols import as_expr
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 
 __all__ = ["FSDP_TP", "QUESTION_4", "fsdp_tp_cost", "program_costs", "program_label", "draw_question_4"]
@@ -34,7 +35,7 @@ REGIMES = ("comms", "total")
 def fsdp_tp_cost():  # -> PlanCost
     from shardalg.costs.plancost import cost
 
-    return cost(FSDP_TP, mesh=Mesh(X=None, Y=None), latency=False, symbolic_links=True, overlap="steady")
+    return cost(FSDP_TP, mesh=Mesh(X=None, Y=None), latency=False, symbolic_links=True, overlap=OverlapPolicy.STEADY)
 
 
 def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[str, int] | None = None,
@@ -47,7 +48,7 @@ def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[s
         raise UsageError(f"regime is one of {', '.join(REGIMES)}, not {regime!r}")
     out = []
     for text in programs:
-        pc = cost(text, mesh=mesh, sizes=sizes, hw=hw, overlap="steady")  # the book's layer-level view
+        pc = cost(text, mesh=mesh, sizes=sizes, hw=hw, overlap=OverlapPolicy.STEADY)  # the book's layer-level view
         out.append(as_expr(pc.term(regime)).subs(pc.values))
     return out
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import sympy
 
 from shardalg.algebra.mesh import Axis, Mesh
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.numeric.proofs import sym_latex
 
 from .costs import QUESTION_4, draw_question_4, fsdp_tp_cost
@@ -36,7 +37,7 @@ def question_4_costs():  # -> tuple[PlanCost, PlanCost]
     from shardalg.costs.plancost import cost
 
     mesh = Mesh(X=None)
-    return tuple(cost(p, mesh=mesh, latency=False, overlap="steady") for p in QUESTION_4)
+    return tuple(cost(p, mesh=mesh, latency=False, overlap=OverlapPolicy.STEADY) for p in QUESTION_4)
 
 
 def derivations() -> Section:

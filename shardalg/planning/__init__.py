@@ -10,7 +10,8 @@
   backward reads it: versions of values, each statement's plan, gathered copies), :mod:`.gradients` (the two
   gradients of a product planned together), :mod:`.backward` (the derived backward program), :mod:`.verify`
   (checking a hand-written backward); :mod:`.memo` (memos by object identity, for helpers whose inputs
-  share objects).
+  share objects); :mod:`.overlap` (the overlap policies, an enum the costs layer's schedules and the
+  cheapest-plan search both read).
 
 Imports: :mod:`shardalg.algebra`, :mod:`shardalg.notation`, :mod:`shardalg.errors`. The planner ranks by bytes;
 it takes any other ranking as functions (``key`` for plans, ``weigh`` for one step, an ``Overlap`` for how steps

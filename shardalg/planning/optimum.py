@@ -45,6 +45,7 @@ from shardalg.cache import Kind, Memo, memo, memoized
 from shardalg.notation.plan import Plan, Step, chained_plan
 from shardalg.notation.syntax import Op, Tensor
 
+from .overlap import OverlapPolicy
 from .pareto import Label, ParetoSearch, Vector, edge_vector
 from .planset import Overlap
 from .reasons import finished
@@ -116,7 +117,7 @@ class _Optimum:
     def plan(self, bound: float) -> Plan | None:
         target = self.p.target
         assert target is not None
-        if self.overlap is not None and self.overlap.policy == "steady":
+        if self.overlap is not None and self.overlap.policy is OverlapPolicy.STEADY:
             return self._steadiest(bound)
         left, right = self._forward(self.p.left), self._forward(self.p.right)
         pairs = self._pairs(left.sorted_below(bound), right.sorted_below(bound), bound)
@@ -303,7 +304,7 @@ class _Optimum:
         if self.weigh is None:
             return 0
         if self.overlap is not None:
-            return self._mul_time(lstate, rstate) if self.overlap.policy == "schedule" else 0.0
+            return self._mul_time(lstate, rstate) if self.overlap.policy is OverlapPolicy.SCHEDULE else 0.0
         return self.weigh(self._mul(lstate, rstate))
 
     def _mul_time(self, lstate: State, rstate: State) -> float:
@@ -341,7 +342,7 @@ class _Optimum:
             finish = list(finished(chain_steps(mul.output, target, fmoves), mul.output, target, self.p.brought))
         steps = [*chains[0], *chains[1], mul, *finish]
         overlap = self.overlap
-        if overlap is not None and overlap.policy == "schedule" and chains[0] and chains[1]:
+        if overlap is not None and overlap.policy is OverlapPolicy.SCHEDULE and chains[0] and chains[1]:
 
             def time(order: list[Step]) -> float:
                 t = overlap.time(self._plan([*order, mul, *finish], ""))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from shardalg.notation.plan import Plan
 from shardalg.notation.plan import Plans as PlanTable
 
+from .overlap import OverlapPolicy
 from .search import MAX_LABELS, MAX_TIES
 
 __all__ = ["Plans", "Limits", "DEFAULT_LIMITS", "Overlap"]
@@ -41,14 +42,17 @@ class Overlap:
     """How a plan's steps overlap, as the planner's cheapest-plan search needs it (the cost model's policy,
     handed down by :mod:`shardalg.costs.ranking`, which builds it from a chip).
 
-    ``policy`` is ``"schedule"`` (the two operands are prepared at once; each preparation, and the finish,
-    is a chain whose steps add up) or ``"steady"`` (a plan's time is the largest of its resources' sums);
+    ``policy`` is ``SCHEDULE`` (the two operands are prepared at once; each preparation, and the finish,
+    is a chain whose steps add up) or ``STEADY`` (a plan's time is the largest of its resources' sums);
     ``time`` is a plan's time under it, ``lanes`` the resources a step holds (its mesh axes, or the compute).
-    Under ``"serial"`` a plan's time is the sum of its steps' weights: no Overlap is needed."""
+    Under ``SERIAL`` a plan's time is the sum of its steps' weights: no Overlap is needed."""
 
-    policy: str
+    policy: OverlapPolicy
     time: Callable[[Plan], float | None]
     lanes: Callable[[object], tuple[str, ...]]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", OverlapPolicy.of(self.policy))  # a policy's name is read once, here
 
 
 class Plans(PlanTable):

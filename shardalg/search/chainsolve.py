@@ -186,7 +186,7 @@ class ChainResult:
         p, st = self.problem, self.problem.settings
         cs = self.choices
         return {
-            "method": self.method, "mode": st.mode, "overlap": st.policy, "memory_cap": st.cap,
+            "method": self.method, "mode": st.mode, "overlap": st.policy.value, "memory_cap": st.cap,
             "seconds": self.seconds, "param_bytes_per_device": self.bytes,
             "choices_per_statement": [len(c) for c in p.choices],
             "pruned": [{**x.to_json(), "dominated": d} for x, d in zip(p.pruned, p.dominated, strict=True)],

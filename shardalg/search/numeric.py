@@ -20,9 +20,10 @@ from typing import Any
 
 from shardalg.algebra.context import context_for
 from shardalg.costs.chipspec import as_chip_text
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.models.analysis import MODES
-from shardalg.models.step import DEFAULT_POLICY, overlap_argument
+from shardalg.models.step import DEFAULT_POLICY
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Program
 
@@ -176,7 +177,7 @@ class SearchResult:
             "mode": st.mode,
             "optimizer": st.optimizer if st.mode == "train" else None,
             "remat": st.remat if st.mode == "train" else None,
-            "overlap": st.policy,
+            "overlap": st.policy.value,
             "memory_cap": st.cap,
             "param_dims": list(self.space.param_dims),
             "batch_dims": list(self.space.batch_dims),
@@ -247,7 +248,7 @@ def prepare_search(program: Program | str, mesh: Any, sizes: Mapping[str, int] |
     if overlap is None:
         overlap = DEFAULT_POLICY
         notes.append(("overlap", f"{overlap} (default: {overlap_default})"))
-    overlap_argument(overlap)
+    overlap = OverlapPolicy.of(overlap)
     if chosen_mode == "train":
         if optimizer is None:
             notes.append(("optimizer", "adam (default: fp32 moments, 8 bytes per parameter)"))
@@ -265,13 +266,13 @@ def prepare_search(program: Program | str, mesh: Any, sizes: Mapping[str, int] |
 
 def search(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
            hw: Any = None, memory: str | float | None = None, mode: str | None = None,
-           optimizer: str | None = None, remat: str | None = None, overlap: str | None = None,
+           optimizer: str | None = None, remat: str | None = None, overlap: object = None,
            top: int = 10, progress: Progress | None = None) -> SearchResult:  # fmt: skip
     """The fastest sharding of ``program`` (unsharded, with ``params`` declared) on ``mesh`` that fits
     ``memory`` per device (default: the chip's HBM), and the best of each named strategy.
 
     ``mode``: ``train`` (default; forward, derived backward, optimizer state) or ``infer``; ``overlap``:
-    ``steady`` (default) or ``serial``; ``progress(done, total)`` is called as assignments are handled."""
+    ``steady`` (default), ``serial`` or ``schedule``; ``progress(done, total)`` is called as assignments are handled."""
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UsageError(f"--top takes a positive number of rows, not {top!r}")
     prog, space, settings, notes = prepare_search(

@@ -16,6 +16,7 @@ from typing import Any
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.costs.hardware import Chip
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import IllegalSharding
 from shardalg.models.analysis import analyze
 from shardalg.models.expand import shard
@@ -55,7 +56,7 @@ class Settings:
     mode: str
     optimizer: str | None
     remat: str | None
-    policy: str
+    policy: OverlapPolicy
     cap: float
 
 

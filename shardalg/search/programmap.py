@@ -31,13 +31,14 @@ from sympy import Expr
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.symbols import axis_size, device_count, dim_size, links, quantity
 from shardalg.costs.chipspec import as_chip_text
-from shardalg.costs.plancost import PlanCost, plan_cost
+from shardalg.costs.costmodel import CostModel
+from shardalg.costs.plancost import PlanCost, priced
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.models.analysis import analyze
 from shardalg.models.expand import shard
 from shardalg.models.memory import model_memory
 from shardalg.models.program import model_program
-from shardalg.models.step import POLICIES, overlap_argument
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Arrow, Product, Program, Tensor
 
@@ -140,11 +141,10 @@ def _plans(prog: Program, axes: tuple[str, ...], passes: str, remat: Any,
     return chosen, [(k, v) for k, v in report.notes if k not in ("layers", "mode")], state
 
 
-def _cost(plans: list[Plan], axes: tuple[str, ...], overlap: str) -> tuple[PlanCost, dict[str, Expr]]:
+def _cost(plans: list[Plan], axes: tuple[str, ...], costs: CostModel) -> tuple[PlanCost, dict[str, Expr]]:
     steps = tuple(s for p in plans for s in p.steps)
     plan = Plan((), steps, steps[-1].output)
-    pc = plan_cost(plan, Mesh({ax: None for ax in axes}), {}, overlap=overlap_argument(overlap), latency=False,
-                   symbolic_links=True)  # fmt: skip
+    pc = priced(plan, Mesh({ax: None for ax in axes}), {}, costs)
     parts: dict[str, Expr] = {"compute": pc.compute}
     for s in pc.steps:
         if s.step.communicates:
@@ -153,11 +153,10 @@ def _cost(plans: list[Plan], axes: tuple[str, ...], overlap: str) -> tuple[PlanC
     return pc, parts
 
 
-def strategies_of(program: Any, overlap: str = "steady", passes: str = "step", remat: Any = None,
+def strategies_of(program: Any, overlap: object = OverlapPolicy.STEADY, passes: str = "step", remat: Any = None,
                   names: Sequence[str] = STRATEGY_NAMES, optimizer: Any = None) -> tuple[Strategy, ...]:  # fmt: skip
     """The named strategies of ``program``, each sharded, planned and costed by the engine."""
-    if overlap not in POLICIES:
-        overlap_argument(overlap)  # raises the one message for a bad policy
+    costs = CostModel(overlap=OverlapPolicy.of(overlap), latency=False, symbolic_links=True)  # the book's symbols
     if passes not in PASSES:
         raise UsageError(f"passes is one of {', '.join(PASSES)}, not {passes!r}", rule="parameters")
     unknown = [n for n in names if n not in STRATEGY_NAMES]
@@ -179,7 +178,7 @@ def strategies_of(program: Any, overlap: str = "steady", passes: str = "step", r
         params, acts, axes, subs, mini = table[name]
         sharded = shard(prog, params=params, activations=acts)
         plans, notes, state = _plans(sharded, axes, passes, remat, optimizer)
-        pc, parts = _cost(plans, axes, overlap)
+        pc, parts = _cost(plans, axes, costs)
         out.append(Strategy(name, sharded, axes, pc, parts, subs, mini, tuple(notes), state))
     return tuple(out)
 

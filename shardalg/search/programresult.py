@@ -16,6 +16,7 @@ import sympy
 from sympy import Expr
 
 from shardalg.algebra.symbols import latex_names
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 
 from . import polyhedra
@@ -61,7 +62,7 @@ class ProgramMap:
     strategies: tuple[Strategy, ...]
     over: tuple[Expr, ...]
     added: tuple[Expr, ...]
-    overlap: str
+    overlap: OverlapPolicy
     passes: str
     values: dict[sympy.Symbol, float]
     here: Region | None
@@ -89,8 +90,21 @@ class ProgramMap:
 
     @property
     def x_opt(self) -> Expr | None:
-        e = next((e for e in self.map.entries if e.parent == "FSDP+TP" and e.minimum is not None), None)
-        return e.minimum.optimum if e is not None else None
+        """FSDP+TP's continuous optimum X_opt: None without FSDP+TP, or when its cost has no single stationary
+        point (:attr:`x_opt_note` then says how many)."""
+        e = self._fsdp_tp()
+        return e.minimum.optimum if e is not None and len(e.minimum.optima) == 1 else None
+
+    @property
+    def x_opt_note(self) -> str | None:
+        """Why FSDP+TP has no X_opt when its cost has several stationary points (as under ``schedule``)."""
+        e = self._fsdp_tp()
+        if e is None or len(e.minimum.optima) == 1:
+            return None
+        return f"FSDP+TP has no single X_opt: its cost has {len(e.minimum.optima)} stationary points in {e.minimum.x}"
+
+    def _fsdp_tp(self) -> Any:
+        return next((e for e in self.map.entries if e.parent == "FSDP+TP" and e.minimum is not None), None)
 
     # ---- printers ---------------------------------------------------------------------------------------
     def _point_text(self) -> list[str]:
@@ -114,6 +128,8 @@ class ProgramMap:
         lines.append(str(self.map))
         if self.x_opt is not None:
             lines.append(f"FSDP+TP X_opt = {sympy.sstr(self.x_opt)}")
+        elif self.x_opt_note is not None:
+            lines.append(self.x_opt_note)
         lines += self._point_text()
         if self.splits is not None:
             lines.append(str(self.splits))
@@ -133,7 +149,7 @@ class ProgramMap:
     def to_json(self) -> dict[str, Any]:
         y = self.point()
         return {
-            "passes": self.passes, "overlap": self.overlap,
+            "passes": self.passes, "overlap": self.overlap.value,
             "over": [sympy.sstr(p) for p in self.over], "added": [sympy.sstr(p) for p in self.added],
             "strategies": [{"name": s.name, "program": "\n".join(str(st) for st in s.program.statements),
                             "cost": sympy.sstr(s.cost.total),
@@ -222,7 +238,7 @@ def _splits(s: Strategy, m: StrategyMap, values: dict, splits: list[dict], n: in
 
 
 def program_map(program: Any, mesh: Any = None, hw: Any = None, over: Sequence[Expr | str] = ("B/N", "F"), *,
-                overlap: str = "steady", passes: str = "step", sizes: Mapping[str, int] | None = None,
+                overlap: object = OverlapPolicy.STEADY, passes: str = "step", sizes: Mapping[str, int] | None = None,
                 remat: Any = None, names: Sequence[str] = STRATEGY_NAMES, domain: Sequence[sympy.Basic] = (),
                 memory: float | str | None = None, optimizer: Any = None) -> ProgramMap:  # fmt: skip
     """The strategy map of ``program`` (an MLP-like block with ``params`` declared) over ``over``.
@@ -235,6 +251,7 @@ def program_map(program: Any, mesh: Any = None, hw: Any = None, over: Sequence[E
     or ``"hbm"`` (the chip's); its symbol is H and the map gains the parameter D*F/H."""
     before = polyhedra.LP_CALLS[0]
     notes: list[str] = []
+    overlap = OverlapPolicy.of(overlap)
     strategies = strategies_of(program, overlap, passes, remat, names, optimizer)
     for k, v in strategies[0].notes:
         notes.append(f"{k}: {v}")

@@ -136,7 +136,10 @@ def axis_splits(cost: Expr, x: sympy.Symbol, n: int, values: Mapping[sympy.Symbo
         priced.append(Split(items, _number(cost, point, f"the cost at {dict(sp)}"), second))
     # relative rounding must not split a tie: costs equal to 1e-12 rank as equal, then by ``then``
     ranked = tuple(sorted(priced, key=lambda s: (float(f"{s.cost:.12g}"), s.then or 0.0)))
-    star_expr = optimum.optimum if isinstance(optimum, Minimum) else optimum
+    if isinstance(optimum, Minimum):  # no continuous optimum to bracket unless there is one stationary point
+        star_expr = optimum.optimum if len(optimum.optima) == 1 else None
+    else:
+        star_expr = optimum
     star = _number(star_expr, vals, f"{x}_opt") if star_expr is not None else None
     ds = divisors(n)
     below = max((d for d in ds if star is not None and d <= star), default=None)

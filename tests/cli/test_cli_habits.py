@@ -24,6 +24,7 @@ from shardalg.cli import (
     main,
 )
 from shardalg.cli.progressline import ProgressLine, for_stderr
+from shardalg.planning.overlap import OverlapPolicy
 from shardalg.progress import listening, task
 from tests.shared import ROOT
 
@@ -142,6 +143,17 @@ def test_every_argument_of_every_subcommand_has_help() -> None:
             if not (action.help or "").strip() or action.help == argparse.SUPPRESS:
                 missing.append(f"shardalg {words}: {action.option_strings or action.dest}")
     assert not missing, "arguments without help text:\n" + "\n".join(missing)
+
+
+def test_every_command_that_takes_a_policy_offers_every_policy() -> None:
+    """--overlap's choices are the enum's names, in every command (search and strategy-map offered two)."""
+    offered = {}
+    for words, parser in leaf_parsers(build_parser()):
+        for action in parser._actions:
+            if "--overlap" in action.option_strings:
+                offered[words] = tuple(action.choices or ())
+    assert {"cost", "compare", "plan", "step", "search", "strategy-map"} <= set(offered)
+    assert set(offered.values()) == {OverlapPolicy.names()} == {("schedule", "steady", "serial")}
 
 
 def test_every_subcommand_has_a_description_and_a_runnable_looking_example() -> None:

@@ -90,4 +90,12 @@ def test_help_has_the_example(capsys):
     with pytest.raises(SystemExit) as info:
         parser.parse_args(["strategy-map", "--help"])
     out, _ = capsys.readouterr()
-    assert info.value.code == 0 and "examples:" in out and "--overlap {steady,serial}" in out and "--plot" in out
+    assert info.value.code == 0 and "examples:" in out and "--overlap {schedule,steady,serial}" in out and "--plot" in out
+
+
+def test_a_map_under_schedule_says_it_has_no_single_optimum(capsys):
+    """Under schedule FSDP+TP's cost has several stationary points: the map is drawn and the splits ranked,
+    and X_opt is said to be missing (it was an error that stopped the command)."""
+    code, out, err = run(capsys, "strategy-map", MLP, "--overlap", "schedule", "--passes", "forward")
+    assert code == 0 and out.startswith("strategy map of the program (forward, overlap schedule)")
+    assert "FSDP+TP has no single X_opt: its cost has 6 stationary points in X" in out and "X_opt =" not in out

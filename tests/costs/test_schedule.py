@@ -15,6 +15,7 @@ from shardalg.cli import main
 from shardalg.costs import schedule as sched
 from shardalg.costs.plancost import cost, fast_seconds, plan_cost
 from shardalg.costs.ranking import plans as ranked
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.costs.stepcost import Options
 from shardalg.errors import NoPlan, UnreachableUnreduced, UsageError
 from shardalg.notation.parse import parse
@@ -121,10 +122,14 @@ def test_the_backward_program_is_scheduled_too():
 
 # ---- the policy is one parameter ---------------------------------------------------------------------------
 def test_policies_and_their_old_spellings():
-    assert sched.as_policy(None) == "schedule"
-    assert sched.as_policy(True) == "steady" and sched.as_policy(False) == "serial"
-    with pytest.raises(UsageError, match="overlap is one of schedule, steady, serial"):
+    assert sched.as_policy(None) is OverlapPolicy.SCHEDULE
+    assert sched.as_policy(True) is OverlapPolicy.STEADY and sched.as_policy(False) is OverlapPolicy.SERIAL
+    assert sched.as_policy("steady") is OverlapPolicy.STEADY
+    assert sched.as_policy(None, OverlapPolicy.SERIAL) is OverlapPolicy.SERIAL
+    with pytest.raises(UsageError, match="the overlap policy is one of schedule, steady, serial, not 'sometimes'"):
         sched.as_policy("sometimes")
+    with pytest.raises(UsageError, match="not 1"):  # a number is no policy, though 1 == True
+        sched.as_policy(1)
     with pytest.raises(UsageError):
         cost(TWO_GATHERS, MESH, overlap="parallel")
     old = cost(TWO_GATHERS, MESH, overlap=True)

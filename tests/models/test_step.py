@@ -8,7 +8,8 @@ import sympy
 
 from shardalg.algebra.symbols import dim_size, quantity
 from shardalg.errors import UsageError
-from shardalg.models.step import overlap_argument, step_time
+from shardalg.models.step import step_time
+from shardalg.planning.overlap import OverlapPolicy
 
 B, D, F, S, H = (dim_size(n) for n in "BDFSH")
 C, W_ICI, W_HBM, T_MIN = (quantity(n) for n in ("C", "W_ici", "W_hbm", "T_min"))
@@ -63,7 +64,9 @@ P[B, S_X] * W[S, D] -> O[B, D]"""
 
 
 def test_the_overlap_policies_meet_plan_cost_in_one_place():
-    assert [overlap_argument(p) for p in ("schedule", "steady", "serial")] == ["schedule", "steady", "serial"]
+    assert [OverlapPolicy.of(p) for p in ("schedule", "steady", "serial")] == list(OverlapPolicy)
+    assert step_time(FSDP, mesh="X=4", overlap=OverlapPolicy.SERIAL).policy is OverlapPolicy.SERIAL
+    assert step_time(FSDP, mesh="X=4", overlap="serial").to_json()["overlap"] == "serial"
     with pytest.raises(UsageError, match="schedule, steady, serial"):
         step_time(FSDP, mesh="X=4", overlap="overlapped")
 

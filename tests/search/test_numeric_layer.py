@@ -79,6 +79,14 @@ def test_cli_search_json_is_quiet_off_a_terminal():
     assert "note: mode: train" in done.stderr  # defaults said on stderr with --json
 
 
+def test_cli_search_takes_every_policy():
+    """--overlap schedule (a layer's steps as their dependencies allow) is offered as the API takes it."""
+    done = _cli("search", "params W\nIn[B, D] * W[D, F] -> O[B, F]", "--mesh", "X=2", "--sizes", "B=8,D=8,F=8",
+                "--hw", "tpu-v5e", "--json", "--overlap", "schedule")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["overlap"] == "schedule"
+
+
 def test_cli_search_errors_without_traceback():
     done = _cli("search", "In[B, D] * W[D, F] -> O[B, F]", "--mesh", "X=2", "--sizes", "B=8,D=8,F=8",
                 "--hw", "tpu-v5e")  # fmt: skip

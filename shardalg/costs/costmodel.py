@@ -1,0 +1,96 @@
+"""The cost model as one value: what a price depends on besides the plan, its mesh and its sizes.
+
+    >>> from shardalg.costs.costmodel import CostModel
+    >>> CostModel.of("tpu-v5e", overlap="steady", latency=False)          # doctest: +SKIP
+    CostModel(chip=Chip(name='tpu-v5e', ...), model='ici', overlap=<OverlapPolicy.STEADY: 'steady'>, ...)
+
+A :class:`CostModel` is frozen and hashable: the chip, the communication model, the overlap policy and the
+counting options of :mod:`shardalg.costs.stepcost`. The public functions (``cost``, ``plan_cost``,
+``step_seconds``, ``plans``, ...) keep their keyword options and fold them into one CostModel at the edge
+(:meth:`CostModel.of`, where names become values and bad ones become a UsageError); the layers below take the
+value. :meth:`CostModel.options` is its step-level form for one mesh and sizes (:class:`.stepcost.Options`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from shardalg.planning.overlap import OverlapPolicy
+
+from .hardware import Chip, as_chip
+from .stepcost import Options, check_model
+
+__all__ = ["CostModel"]
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """``chip``: its numbers give seconds, its rule the wraparound (None: symbolic); ``model``: ``ici``,
+    ``alpha-beta`` or ``alpha-beta-rd``; ``overlap``: the policy a plan's steps are scheduled under;
+    ``latency=False`` keeps only bandwidth terms (the bandwidth-bound regime of the book's derivations);
+    ``symbolic_links`` writes each axis's link count as the symbol M_X; ``dcn_axes`` run over DCN; ``hbm``
+    restricts HBM traffic to the named tensors (None: every einsum operand and result); ``exact`` keeps the
+    ring's (N − 1)/N; ``ring="uni"`` uses each ring one way (see :mod:`shardalg.costs.stepcost`)."""
+
+    chip: Chip | None = None
+    model: str = "ici"
+    overlap: OverlapPolicy = OverlapPolicy.SCHEDULE
+    latency: bool = True
+    symbolic_links: bool = False
+    dcn_axes: tuple[str, ...] = ()
+    hbm: tuple[str, ...] | None = None
+    exact: bool = False
+    ring: str = "bi"
+
+    def __post_init__(self) -> None:
+        check_model(self.model, self.ring)
+
+    @classmethod
+    def of(
+        cls,
+        hw: Chip | str | None = None,
+        model: str | None = None,
+        overlap: object = None,
+        *,
+        latency: bool = True,
+        symbolic_links: bool = False,
+        dcn_axes: Iterable[str] = (),
+        hbm: Iterable[str] | None = None,
+        exact: bool = False,
+        ring: str = "bi",
+    ) -> CostModel:
+        """The cost model the public functions' arguments name: ``hw`` a Chip or preset name, ``model``
+        default the chip's (else ``ici``), ``overlap`` a policy or its name (default ``schedule``)."""
+        chip = as_chip(hw)
+        return cls(
+            chip,
+            model or (chip.model if chip is not None else "ici"),
+            OverlapPolicy.of(overlap),
+            latency,
+            symbolic_links,
+            tuple(dcn_axes),
+            None if hbm is None else tuple(hbm),
+            exact,
+            ring,
+        )
+
+    def under(self, overlap: object) -> CostModel:
+        """The same model under another overlap policy (a policy or its name)."""
+        policy = OverlapPolicy.of(overlap, self.overlap)
+        return self if policy is self.overlap else replace(self, overlap=policy)
+
+    def options(self, mesh: object, sizes: object = None) -> Options:
+        """The step-level options of this model on ``mesh`` with ``sizes`` (shared between equal calls)."""
+        return Options.make(
+            mesh,
+            sizes,
+            self.chip,
+            self.model,
+            latency=self.latency,
+            symbolic_links=self.symbolic_links,
+            dcn_axes=self.dcn_axes,
+            hbm=self.hbm,
+            exact=self.exact,
+            ring=self.ring,
+        )
