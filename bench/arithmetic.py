@@ -406,6 +406,52 @@ def ranking(cases: list[Case], rounds: int) -> list[list[str]]:
              f"{statistics.median(times[(c.label, r, 'fresh')]) * 1e3:.3f}"] for c in cases for r in RANKERS]  # fmt: skip
 
 
+def light_seconds_of(step: Any, opts: Any, at: Any) -> float | None:
+    """A step's seconds from its light duration term: what :func:`shardalg.costs.steps.seconds_of` would be
+    without its float arithmetic (bytes and unit costs as numbers)."""
+    from shardalg.costs.steps import step_cost
+
+    got = step_cost(step, opts).duration.evaluate(at)
+    return None if got is None else float(got)
+
+
+def ranked(cases: list[Case], rounds: int) -> list[list[str]]:
+    """``shardalg.plans(..., hw=HW)`` (plans ranked by seconds on the chip: the resharding search weighs each
+    step by :func:`~shardalg.costs.plancost.step_seconds`, plans by :func:`~shardalg.costs.plancost.fast_seconds`)
+    with the float path as it is, and with each step's seconds from its light term instead (``seconds_of``
+    replaced in :mod:`shardalg.costs.plancost` for the run); interleaved, CPU ms, medians. Fewer rounds (3) for
+    a case over 100 ms."""
+    import shardalg as sa
+    from shardalg.costs import plancost
+
+    caches = find_caches()
+    floats = plancost.seconds_of
+    paths = {"float": floats, "light": light_seconds_of}
+    rows = []
+    for c in cases:
+        times: dict[tuple[str, str], list[float]] = {}
+        n = 0
+        for i in range(rounds):
+            for name, fn in paths.items():
+                plancost.seconds_of = fn  # type: ignore[assignment]
+                try:
+                    for kind in ("fresh", "warm"):
+                        (caches.clear_fresh if kind == "fresh" else caches.clear_warm)()
+                        t0 = time.process_time()
+                        n = len(sa.plans(c.statement, c.mesh, SIZES, hw=HW))
+                        times.setdefault((name, kind), []).append(time.process_time() - t0)
+                finally:
+                    plancost.seconds_of = floats  # type: ignore[assignment]
+            if i >= 2 and statistics.median(times[("light", "fresh")]) > 0.1:
+                break
+        med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+        rows.append([c.label, str(n), str(len(times[("float", "fresh")])), f"{med[('float', 'warm')]:.3f}",
+                     f"{med[('light', 'warm')]:.3f}", f"{med[('light', 'warm')] / med[('float', 'warm')]:.2f}x",
+                     f"{med[('float', 'fresh')]:.2f}", f"{med[('light', 'fresh')]:.2f}",
+                     f"{med[('light', 'fresh')] / med[('float', 'fresh')]:.2f}x"])  # fmt: skip
+    return rows
+
+
 # ---------------------------------------------------------------- imports
 
 
@@ -556,6 +602,21 @@ def main(argv: list[str] | None = None) -> int:
         "seconds only (a ranking's need: no symbolic total), CPU ms, median; the plans found outside the timing:"
     )
     print(table(["case", "plans", "route", "warm", "fresh"], ranking(cases, args.rounds), right=(1, 3, 4)))
+    print()
+    print(f"plans ranked by seconds on {HW} (shardalg.plans with hw), CPU ms, median: the float path, and the "
+          "light terms evaluated in its place:")  # fmt: skip
+    head = [
+        "case",
+        "plans",
+        "runs",
+        "warm: float",
+        "light",
+        "light/float",
+        "fresh: float",
+        "light",
+        "light/float",
+    ]
+    print(table(head, ranked(cases, args.rounds), right=range(1, len(head))))
     print()
     print("import time, a process each (interleaved; CPU is the child's user + system):")
     print(
