@@ -66,3 +66,20 @@ def test_a_tensor_written_elsewhere_keeps_its_own_source_spans() -> None:
     sa.backward("In[B_X, D] · W[D, F] -> Out[B_X, F]", MESH)  # Out's dims two characters earlier
     assert _spans(sa.backward(expr, MESH, sizes=sizes)) == alone
     assert any(span is not None for span in alone)
+
+
+def test_a_plan_does_not_depend_on_what_an_earlier_query_closed() -> None:
+    """A backward program closes more of a shape's layout space (dW[D, F] has C[I, K]'s sizes here); the
+    finishing searches of a later einsum on that space read its predecessors in one order all the same, so
+    equal-cost ties (Slice_{Y,K} or Slice_{Y,I} first) go the same way as in a fresh process."""
+    sizes = {"I": 1024, "J": 2048, "K": 4096, "B": 256, "D": 1024, "F": 4096}
+
+    def texts() -> list[str]:
+        return [str(p) for p in sa.plans("A[I, J_X] · B[J_X, K] -> C[I, K]", MESH, sizes=sizes, hw="h100", overlap="steady")]
+
+    sa.clear_caches()
+    alone = texts()
+    sa.clear_caches()
+    sa.backward("In[B_X, D] · W[D_X, F] -> Out[B_X, F]", MESH, sizes=sizes)
+    assert texts() == alone
+    assert any("Slice_{Y,K}" in t for t in alone)
