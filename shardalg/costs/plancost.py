@@ -29,6 +29,7 @@ from shardalg.planning.memo import per_object
 
 from . import schedule as sched
 from .costmodel import CostModel
+from .gantt import gantt, schedule_json
 from .programplan import plan_of, program_plan
 from .schedule import OverlapPolicy
 from .stepcost import Options
@@ -216,13 +217,9 @@ class PlanCost:
     def gantt(self, width: int = 32) -> str:
         """The schedule as text: a row per step (a row per axis under ``steady``), with its start and end
         and, when the numbers are known, a bar."""
-        from .gantt import gantt
-
         return gantt(self, width)
 
     def to_json(self) -> dict[str, object]:
-        from .gantt import schedule_json
-
         out: dict[str, object] = {"model": self.model, "overlap": self.overlap.value, "exact": self.exact,
                                   "ring": self.ring, "formula": str(self.total), "latex": self.latex(),
                                   "seconds": self.seconds, "notes": list(self.notes)}  # fmt: skip
