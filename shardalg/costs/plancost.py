@@ -21,9 +21,13 @@ import sympy
 from sympy import Expr
 
 from shardalg.algebra.context import context_for
+from shardalg.algebra.symbols import latex_names
 from shardalg.errors import UsageError
 from shardalg.lazy import cached
+from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan, Step
+from shardalg.notation.printing import text, unicode
+from shardalg.notation.printing.display import html_table, pretty_text, seconds_text, short
 from shardalg.notation.syntax import Node, Op
 from shardalg.planning.memo import per_object
 
@@ -165,8 +169,6 @@ class PlanCost:
         return self.evaluate(self.light("total"))
 
     def latex(self) -> str:
-        from shardalg.algebra.symbols import latex_names
-
         return sympy.latex(self.total, symbol_names=latex_names())
 
     def _repr_latex_(self) -> str:
@@ -175,22 +177,15 @@ class PlanCost:
     def __repr__(self) -> str:
         """``<PlanCost Max(...) = 46.6 µs; 2 steps, schedule, model ici>``: the total, its seconds on a chip,
         the overlap policy, one line."""
-        from shardalg.notation.printing.display import seconds_text, short
-
         at = f" = {seconds_text(self.seconds)}" if self.seconds is not None else ""
         return short("PlanCost", f"{self.total}{at}; {len(self.steps)} steps, {self.overlap}, model {self.model}")
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
-        from shardalg.notation.printing.display import pretty_text
-
         pretty_text(self, p, cycle)
 
     def _repr_html_(self) -> str:
         """The cost breakdown as a table: each step's bytes, communication and compute time, then the totals
         (with seconds on a chip when every size is bound)."""
-        from shardalg.notation.printing import unicode
-        from shardalg.notation.printing.display import html_table, seconds_text
-
         def num(term: Term) -> str:
             v = self.evaluate(term)
             return str(term) if v is None else f"{term}  ({v:.3g})" if term.symbols() else f"{v:.3g}"
@@ -203,8 +198,6 @@ class PlanCost:
 
     def __str__(self) -> str:
         """Each step with its comms and compute terms, then the total and (on a chip) the seconds."""
-        from shardalg.notation.printing import text
-
         lines = [f"note: {n}" for n in self.notes]
         lines += [f"{text(s.step.statement())}\n    comms {s.comms}   compute {s.compute}" for s in self.steps]
         lines.append(f"overlap: {self.overlap}" + (", exact ring bytes" if self.exact else "")
@@ -297,8 +290,6 @@ def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overl
 def costed(x: Plan | Node | str, mesh, sizes, costs: CostModel) -> PlanCost:
     """:func:`cost` under the cost model ``costs``."""
     if isinstance(x, str):
-        from shardalg.notation.parse import parse
-
         x = parse(x)
     if isinstance(x, Plan):
         return priced(x, mesh, sizes, costs)

@@ -23,7 +23,7 @@ from shardalg.algebra.symbols import as_expr
 from shardalg.errors import UsageError
 
 from .fromsympy import from_sympy
-from .terms import ONE, Max, Mono, Sum, Term, add, atom_id, maximum
+from .terms import ONE, Max, Mono, Sum, Term, add, atom, atom_id, maximum
 
 __all__ = ["Lazy", "Steps", "solve_less", "positive_root", "substitute", "simplify", "MAX_BRANCHES"]
 
@@ -193,8 +193,6 @@ def _solve_tree(node: Rel, x: sympy.Symbol | None, steps: Steps) -> sympy.Basic:
 def _inside(m: Mono, x: sympy.Symbol) -> bool:
     """Whether ``x`` hides inside an atom of ``m`` kept whole (then the monomial route cannot isolate it)."""
     i = atom_id(x)
-    from .terms import atom
-
     return any(a != i and x in atom(a).free_symbols for a, _ in m.powers)
 
 
