@@ -14,6 +14,7 @@ derivation is printed, not while it is solved.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from itertools import product
 
 import sympy
@@ -232,8 +233,6 @@ def _bound(x: sympy.Symbol, bound: Term, above: bool) -> sympy.Basic:
 
 
 def _fraction(k: object):
-    from fractions import Fraction
-
     return Fraction(k) if not isinstance(k, float) else k
 
 
