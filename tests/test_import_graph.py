@@ -97,5 +97,7 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path: Path) -> Non
     (package / "__init__.py").write_text("")
     (package / "a.py").write_text("from .b import f\n")
     (package / "b.py").write_text("def f():\n    from pkg.a import g\n")
-    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n")
+    (package / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n"
+    )
     assert cycles(import_graph(package)) == [["pkg.a", "pkg.b"]]
