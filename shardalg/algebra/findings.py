@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from shardalg.errors import Span
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Collective, Node, Tensor
 
 from .context import Context
@@ -23,8 +24,6 @@ CheckFn = Callable[[Node, Context], Iterator[Found]]
 
 def text_of(node: Node) -> str:
     """A node in the text notation, as messages and fixes show it."""
-    from shardalg.notation.printing import text
-
     return text(node)
 
 

@@ -46,6 +46,8 @@ from shardalg.errors import (
     UsageError,
     render_caret,
 )
+from shardalg.notation.parse import parse
+from shardalg.notation.printing.display import html_table, short
 from shardalg.notation.syntax import Arrow, Collective, Node, Op, Product, Program, Tensor
 
 from .context import Context, as_sizes, context_for, product_dims, target_index, value_of
@@ -98,8 +100,6 @@ class Violation:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        from shardalg.notation.printing.display import short
-
         return short("Violation", f"[{self.rule}] {self.message}")
 
 
@@ -107,9 +107,6 @@ class Violations(list):
     """What :func:`check` found: a list of :class:`Violation` (empty when legal), a table in a notebook."""
 
     def _repr_html_(self) -> str:
-        from shardalg.errors import render_caret
-        from shardalg.notation.printing.display import html_table
-
         rows = []
         for v in self:
             where = render_caret(v.source, v.span) if v.source is not None and v.span is not None else ""
@@ -352,8 +349,6 @@ def _sites(node: Node, result: Tensor | None = None, nested: bool = False) -> It
 
 def _parsed(node_or_text: Node | str) -> Node:
     if isinstance(node_or_text, str):
-        from shardalg.notation.parse import parse
-
         return parse(node_or_text)
     if not isinstance(node_or_text, Node):
         raise UsageError(f"check takes notation text or an AST node, not {type(node_or_text).__name__}")

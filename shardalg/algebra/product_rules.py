@@ -12,6 +12,7 @@ first, so there these rules are notes (what the plan must fix), not errors.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import product
 
 from shardalg.errors import ShapeMismatch
 from shardalg.notation.syntax import Arrow, Collective, Dim, Node, Op, Product, Tensor
@@ -238,8 +239,6 @@ def _resharded_unreduced(s: Arrow, ctx: Context) -> Iterator[Found]:
 
 def _sliceable(mesh: Mesh, sizes: list[int | None]) -> Iterator[tuple[str, ...]]:
     """Every set of mesh axes the contracted dims (of ``sizes``, None unknown) can be sharded over at once."""
-    from itertools import product
-
     names = [a.name for a in mesh]
     if not sizes:
         yield ()

@@ -25,6 +25,9 @@ from math import prod
 from typing import Any
 
 from shardalg.errors import UsageError
+from shardalg.notation.parse import parse
+from shardalg.notation.printing import text, unicode
+from shardalg.notation.printing.display import pretty_text, short
 from shardalg.notation.syntax import DType, Node, Program, Tensor
 
 from .legality import check_or_raise, context_for
@@ -58,8 +61,6 @@ class ShapeInfo:
 
     def to_json(self) -> dict[str, object]:
         """The stable JSON form (README, "shape JSON"): ints where numeric, strings where symbolic."""
-        from shardalg.notation.printing import text
-
         return {
             "tensor": text(self.tensor),
             "mesh": {a.name: a.size for a in self.mesh.axes},
@@ -75,22 +76,15 @@ class ShapeInfo:
         }
 
     def __repr__(self) -> str:
-        from shardalg.notation.printing import unicode
-        from shardalg.notation.printing.display import short
-
         local = ", ".join(str(v) for v in self.local_shape)
         mesh = ", ".join(f"{a.name}={a.size}" for a in self.mesh.axes)
         return short("ShapeInfo", f"{unicode(self.tensor)} on {mesh}: local {self.dtype.value}[{local}], "
                      f"{self.bytes_per_device} bytes per device")  # fmt: skip
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
-        from shardalg.notation.printing.display import pretty_text
-
         pretty_text(self, p, cycle)
 
     def __str__(self) -> str:
-        from shardalg.notation.printing import text
-
         dtype = self.dtype.value + (" (default)" if self.dtype_default else "")
         mesh = ", ".join(f"{a.name}={a.size if a.size is not None else a.name}" for a in self.mesh.axes)
         rows = [
@@ -178,8 +172,6 @@ def shape(tensor_or_text: Tensor | Program | str, mesh: Mesh | Mapping[str, int 
     legality violation (an axis used twice, not in the mesh, an indivisible dim) before measuring.
     """
     if isinstance(tensor_or_text, str):
-        from shardalg.notation.parse import parse
-
         node: Node = parse(tensor_or_text)
     else:
         node = tensor_or_text

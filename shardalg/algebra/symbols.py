@@ -12,6 +12,7 @@ import re
 import sympy
 
 from shardalg.cache import Kind, memo, memoized
+from shardalg.errors import UsageError
 
 __all__ = ["dim_size", "axis_size", "links", "quantity", "latex_names", "device_count"]
 
@@ -87,8 +88,6 @@ _WORD_SUBSCRIPT = re.compile(r"([A-Za-z])_([a-z]{2,})")
 def as_expr(x: object) -> sympy.Expr:
     """A number or sympy value as a sympy value. Used instead of ``sympify``, which would also evaluate
     text: a string here is a UsageError (user text reaches sympy only through the grammar)."""
-    from shardalg.errors import UsageError
-
     if isinstance(x, sympy.Basic):
         return x  # type: ignore[return-value]
     if isinstance(x, bool) or not isinstance(x, (int, float)):

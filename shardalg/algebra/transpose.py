@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 
 from shardalg.errors import IllegalCollective, UsageError
 from shardalg.notation.plan import Step
+from shardalg.notation.printing import text
+from shardalg.notation.printing.display import short
 from shardalg.notation.syntax import Arrow, Collective, Op, Tensor
 
 from .mesh import Mesh, as_mesh
@@ -156,13 +158,9 @@ class LocalStep:
         return Step(op, (self.input,), self.output, self.axes, self.dim, reason=self.reason, offset=self.offset)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
-        from shardalg.notation.printing.display import short
-
         return short("LocalStep", str(self))
 
     def __str__(self) -> str:
-        from shardalg.notation.printing import text
-
         if isinstance(self.op, Op):
             return text(self.step().statement())
         if self.op is Cast.PAD:

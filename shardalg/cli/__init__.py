@@ -9,7 +9,10 @@ code, said by nothing). Messages go to stderr as ``error: <message> [rule]``, wi
 when they are known. Every subcommand that reads notation also takes ``--max-<limit> N`` for each limit a user
 may lift.
 
-Imports: any layer; nothing imports this package but ``shardalg.__main__`` and the ``shardalg`` script.
+Imports: any layer; nothing imports this package but ``shardalg.__main__`` and the ``shardalg`` script. A
+handler imports the layers it drives inside itself (the one package allowed to:
+:data:`shardalg.deferred.DEFERRING_PACKAGES`), so that ``--help``, which builds every module's parsers, and
+each command's start load only what runs.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from shardalg.errors import ParseError, UsageError
+from shardalg.progress import task
+
 from . import EXIT_ILLEGAL, EXIT_OK
 from .common import FILE_COMPLETION, examples, file_error, read_source
 
@@ -29,8 +32,6 @@ def _source(args: argparse.Namespace) -> str:
 
 def _mesh(args: argparse.Namespace, program: object):
     from shardalg.algebra.mesh import Mesh
-    from shardalg.errors import UsageError
-
     if args.mesh:
         return Mesh.parse(args.mesh)
     decl = getattr(program, "mesh", None)
@@ -41,7 +42,6 @@ def _mesh(args: argparse.Namespace, program: object):
 
 def _export(args: argparse.Namespace) -> int:
     from shardalg.algebra.legality import as_sizes
-    from shardalg.errors import UsageError
     from shardalg.notation.parse import parse
 
     program = parse(_source(args))
@@ -69,8 +69,6 @@ def _export(args: argparse.Namespace) -> int:
     if not args.check:
         return EXIT_OK
     from shardalg.export import as_flow
-    from shardalg.progress import task
-
     where = f"{mesh.devices} CPU devices" if args.backend == "jax" else f"{mesh.devices} gloo processes"
     extra = {"dtensor": True} if args.dtensor else {}
     with task(f"checking on {where}"):
@@ -85,7 +83,6 @@ def _export(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from shardalg.algebra.legality import as_sizes
     from shardalg.algebra.mesh import Mesh
-    from shardalg.errors import ParseError, UsageError
     from shardalg.notation.parse import parse_statement, parse_tensor
     from shardalg.pictures.show import show, show_collective, show_tikz
 

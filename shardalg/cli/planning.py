@@ -22,8 +22,12 @@ import argparse
 import json
 from typing import Any
 
+from shardalg.errors import ShardalgError
+from shardalg.notation.printing import render, text
+from shardalg.notation.syntax import Op, Product
 from shardalg.planning.overlap import OverlapPolicy
 from shardalg.planning.search import MAX_LABELS
+from shardalg.progress import task
 
 from . import EXIT_ILLEGAL, EXIT_OK
 from .common import add_overlap, examples, read_source
@@ -39,7 +43,6 @@ def _source(args: argparse.Namespace) -> str:
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.algebra.legality import as_sizes
     from shardalg.costs.ranking import plans
-    from shardalg.errors import ShardalgError
     from shardalg.planning.planner import prepare
     from shardalg.planning.planset import Limits
 
@@ -69,8 +72,6 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
               overlap: str | None = None) -> dict[str, Any]:  # fmt: skip
     """The documented JSON of a list of plans (the default first); with ``seconds`` (from --hw), each
     plan also has ``"seconds"``, and ``"overlap"`` names the policy they are taken under."""
-    from shardalg.notation.printing import text
-    from shardalg.notation.syntax import Op, Product
     from shardalg.planning.redistribute import plan_bytes
 
     def step(s: Any) -> dict[str, Any]:
@@ -102,7 +103,6 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from shardalg.notation.printing import render
     from shardalg.planning.planset import Plans
     from shardalg.planning.redistribute import plan_bytes
 
@@ -140,8 +140,6 @@ def _simulate(args: argparse.Namespace) -> int:
     import numpy as np
 
     from shardalg.numeric.execute import run_plan
-    from shardalg.progress import task
-
     problem, found, sizes = _problem(args)
     results = []
     with task("running the plans on numbers", total=len(found)) as tick:

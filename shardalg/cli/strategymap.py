@@ -10,6 +10,7 @@ one, or - for standard input. Every default not chosen is stated in the output (
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -58,8 +59,6 @@ def _run(args: argparse.Namespace) -> int:
         data = result.to_json()
         if picture is not None:
             data["plot"] = {"path": str(picture.path), "labels": list(picture.labels), "shares": picture.shares}
-        import json
-
         print(json.dumps(data, indent=2, ensure_ascii=False))
     elif args.format == "latex":
         print(result.latex())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import sympy
 from sympy import Expr
@@ -24,13 +24,28 @@ from shardalg.lazy import cached
 from . import terms as tm
 from .terms import ZERO, Term, add, const, maximum
 
-if TYPE_CHECKING:
-    from .stepcost import Link
-
-__all__ = ["CommCost", "NOTHING", "Formula", "group_size", "less_one", "ab_ring", "ab_recursive_doubling",
+__all__ = ["AxisLink", "CommCost", "NOTHING", "Formula", "group_size", "less_one", "ab_ring", "ab_recursive_doubling",
            "ab_all_to_all", "ab_permute"]  # fmt: skip
 
 W_DCN, ALPHA, BETA = quantity("W_dcn"), quantity("alpha"), quantity("beta")
+
+
+class AxisLink(Protocol):
+    """What a formula reads of one mesh axis of a collective's group (:class:`shardalg.costs.stepcost.Link`
+    is one): its name, size (and the number when it is one), whether it wraps, runs over DCN, and its rate."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def size(self) -> Term: ...
+    @property
+    def number(self) -> int | None: ...
+    @property
+    def wraps(self) -> bool: ...
+    @property
+    def dcn(self) -> bool: ...
+    @property
+    def rate(self) -> Term: ...
 
 
 @dataclass(frozen=True)
@@ -92,21 +107,21 @@ class CommCost:
 
 
 NOTHING = CommCost(((ZERO, ZERO),), True)
-Formula = Callable[[Term, "tuple[Link, ...]"], CommCost]
+Formula = Callable[[Term, tuple[AxisLink, ...]], CommCost]
 
 
-def group_size(group: tuple[Link, ...]) -> Term:
+def group_size(group: tuple[AxisLink, ...]) -> Term:
     out: Term = tm.ONE
     for g in group:
         out = out * g.size
     return out
 
 
-def beta_of(group: tuple[Link, ...]) -> Term:
+def beta_of(group: tuple[AxisLink, ...]) -> Term:
     return tm.mono(W_DCN) if any(g.dcn for g in group) else tm.mono(BETA)
 
 
-def less_one(group: tuple[Link, ...]) -> Term:
+def less_one(group: tuple[AxisLink, ...]) -> Term:
     """n − 1 for the group's n devices: a number, or the expression kept whole."""
     if all(g.number is not None for g in group):
         n = 1
@@ -116,21 +131,21 @@ def less_one(group: tuple[Link, ...]) -> Term:
     return tm.mono(sympy.Mul(*(axis_size(g.name) if g.number is None else g.number for g in group)) - 1)
 
 
-def ab_ring(v: Term, group: tuple[Link, ...]) -> CommCost:
+def ab_ring(v: Term, group: tuple[AxisLink, ...]) -> CommCost:
     n, less = group_size(group), less_one(group)
     return CommCost(((less * tm.mono(ALPHA), less / n * v / beta_of(group)),), False)
 
 
-def ab_recursive_doubling(v: Term, group: tuple[Link, ...]) -> CommCost:
+def ab_recursive_doubling(v: Term, group: tuple[AxisLink, ...]) -> CommCost:
     n = sympy.Mul(*(axis_size(g.name) if g.number is None else g.number for g in group))
     steps = tm.mono(sympy.log(n, 2))
     return CommCost(((steps * tm.mono(ALPHA), steps * v / beta_of(group)),), False)
 
 
-def ab_all_to_all(v: Term, group: tuple[Link, ...]) -> CommCost:
+def ab_all_to_all(v: Term, group: tuple[AxisLink, ...]) -> CommCost:
     n, less = group_size(group), less_one(group)
     return CommCost(((less * tm.mono(ALPHA), less / n**2 * v / beta_of(group)),), False)
 
 
-def ab_permute(shard: Term, group: tuple[Link, ...]) -> CommCost:
+def ab_permute(shard: Term, group: tuple[AxisLink, ...]) -> CommCost:
     return CommCost(((tm.mono(ALPHA), shard / beta_of(group)),), False)

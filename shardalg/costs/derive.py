@@ -28,9 +28,12 @@ from dataclasses import dataclass, field
 import sympy
 from sympy import Expr
 
+from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.symbols import as_expr, dim_size, latex_names, quantity
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
+from shardalg.notation.printing.display import pretty_text, short
+from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Op, Tensor
 
 from .costmodel import CostModel
@@ -83,13 +86,9 @@ class Derivation:
 
     def __repr__(self) -> str:
         """``<Derivation when is plan a faster than plan b? ...: D > 2*B (6 steps)>``."""
-        from shardalg.notation.printing.display import short
-
         return short("Derivation", f"{self.title}: {sympy.sstr(self.result)} ({len(self.steps)} steps)")
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
-        from shardalg.notation.printing.display import pretty_text
-
         pretty_text(self, p, cycle)
 
     def __str__(self) -> str:
@@ -117,8 +116,6 @@ class Derivation:
 
 
 def _latex_text(label: str) -> str:
-    from shardalg.notation.printing.symbology import latex_escape_text
-
     return latex_escape_text(label)
 
 
@@ -338,8 +335,6 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
     """The buffer size at which ``op`` over ``axes`` turns from latency-bound to bandwidth-bound: solve
     latency term = bandwidth term for V (the array's bytes); ``per="shard"`` divides by the group size
     (the buffer each device sends per hop). Symbolic axis sizes by default (``Mesh(X=None)``)."""
-    from shardalg.algebra.mesh import Mesh, as_mesh
-
     axes = tuple(axes)
     if per not in ("shard", "array"):
         raise UsageError(f"per is 'shard' or 'array', not {per!r}")

@@ -11,27 +11,44 @@ Without the numbers (a size or the chip left out) each row gives its start and e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .plancost import PlanCost
+import sympy
 
-__all__ = ["gantt", "schedule_json"]
+from shardalg.notation.printing import text
+
+from .schedule import Schedule, Slot
+from .steps import StepCost
+
+__all__ = ["Scheduled", "gantt", "schedule_json"]
 
 US = 1e6
 
 
-def _statement(pc: PlanCost, index: int) -> str:
-    from shardalg.notation.printing import text
+class Scheduled(Protocol):
+    """What the chart reads of a plan's cost (:class:`shardalg.costs.plancost.PlanCost` is one): its steps, its
+    schedule, the chip's numbers and the total seconds (None without the numbers)."""
 
+    @property
+    def steps(self) -> Sequence[StepCost]: ...
+    @property
+    def schedule(self) -> Schedule: ...
+    @property
+    def values(self) -> Mapping[sympy.Symbol, float]: ...
+    @property
+    def seconds(self) -> float | None: ...
+
+
+def _statement(pc: Scheduled, index: int) -> str:
     return text(pc.steps[index].step.statement())
 
 
-def _lane(slot) -> str:
+def _lane(slot: Slot) -> str:
     return ",".join(slot.lane_names) or "-"
 
 
-def gantt(pc: PlanCost, width: int = 32) -> str:
+def gantt(pc: Scheduled, width: int = 32) -> str:
     """One row per slot: lane, start, end and a bar of ``width`` characters, then the step."""
     s = pc.schedule
     numbers = s.numbers(pc.values)
@@ -55,7 +72,7 @@ def gantt(pc: PlanCost, width: int = 32) -> str:
     return "\n".join(lines)
 
 
-def schedule_json(pc: PlanCost) -> dict[str, object]:
+def schedule_json(pc: Scheduled) -> dict[str, object]:
     """``{"overlap", "seconds", "slots": [{"step", "statement", "lanes", "start", "end", "start_seconds",
     "end_seconds"}]}``: the indices are positions in ``steps``."""
     s = pc.schedule

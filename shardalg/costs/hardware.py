@@ -26,6 +26,7 @@ import sympy
 
 from shardalg.algebra.symbols import quantity
 from shardalg.errors import UsageError
+from shardalg.notation.printing.display import html_table, pretty_text, short
 
 __all__ = ["Sourced", "WrapRule", "Chip", "PRESETS", "get", "names", "as_chip"]
 
@@ -143,14 +144,10 @@ class Chip:
         return "\n".join(rows)
 
     def __repr__(self) -> str:
-        from shardalg.notation.printing.display import short
-
         return short("Chip", f"{self.name}: {self.description}, {self.flops.value:.3g} FLOP/s, "
                      f"W_ici {self.ici_bandwidth.value:.3g} B/s, model {self.model}")  # fmt: skip
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
-        from shardalg.notation.printing.display import pretty_text
-
         pretty_text(self, p, cycle)
 
     def _repr_html_(self) -> str:
@@ -325,8 +322,6 @@ class ChipTable(tuple):
     """Chips, shown as a table in a notebook (``hardware.table()``)."""
 
     def _repr_html_(self) -> str:
-        from shardalg.notation.printing.display import html_table
-
         keys = ("C", "W_hbm", "W_ici", "T_min", "alpha", "beta", "W_dcn")
         rows = []
         for c in self:

@@ -21,14 +21,19 @@ import sympy
 from sympy import Expr
 
 from shardalg.algebra.context import context_for
+from shardalg.algebra.symbols import latex_names
 from shardalg.errors import UsageError
 from shardalg.lazy import cached
+from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan, Step
+from shardalg.notation.printing import text, unicode
+from shardalg.notation.printing.display import html_table, pretty_text, seconds_text, short
 from shardalg.notation.syntax import Node, Op
 from shardalg.planning.memo import per_object
 
 from . import schedule as sched
 from .costmodel import CostModel
+from .gantt import gantt, schedule_json
 from .programplan import plan_of, program_plan
 from .schedule import OverlapPolicy
 from .stepcost import Options
@@ -164,8 +169,6 @@ class PlanCost:
         return self.evaluate(self.light("total"))
 
     def latex(self) -> str:
-        from shardalg.algebra.symbols import latex_names
-
         return sympy.latex(self.total, symbol_names=latex_names())
 
     def _repr_latex_(self) -> str:
@@ -174,22 +177,15 @@ class PlanCost:
     def __repr__(self) -> str:
         """``<PlanCost Max(...) = 46.6 µs; 2 steps, schedule, model ici>``: the total, its seconds on a chip,
         the overlap policy, one line."""
-        from shardalg.notation.printing.display import seconds_text, short
-
         at = f" = {seconds_text(self.seconds)}" if self.seconds is not None else ""
         return short("PlanCost", f"{self.total}{at}; {len(self.steps)} steps, {self.overlap}, model {self.model}")
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
-        from shardalg.notation.printing.display import pretty_text
-
         pretty_text(self, p, cycle)
 
     def _repr_html_(self) -> str:
         """The cost breakdown as a table: each step's bytes, communication and compute time, then the totals
         (with seconds on a chip when every size is bound)."""
-        from shardalg.notation.printing import unicode
-        from shardalg.notation.printing.display import html_table, seconds_text
-
         def num(term: Term) -> str:
             v = self.evaluate(term)
             return str(term) if v is None else f"{term}  ({v:.3g})" if term.symbols() else f"{v:.3g}"
@@ -202,8 +198,6 @@ class PlanCost:
 
     def __str__(self) -> str:
         """Each step with its comms and compute terms, then the total and (on a chip) the seconds."""
-        from shardalg.notation.printing import text
-
         lines = [f"note: {n}" for n in self.notes]
         lines += [f"{text(s.step.statement())}\n    comms {s.comms}   compute {s.compute}" for s in self.steps]
         lines.append(f"overlap: {self.overlap}" + (", exact ring bytes" if self.exact else "")
@@ -216,13 +210,9 @@ class PlanCost:
     def gantt(self, width: int = 32) -> str:
         """The schedule as text: a row per step (a row per axis under ``steady``), with its start and end
         and, when the numbers are known, a bar."""
-        from .gantt import gantt
-
         return gantt(self, width)
 
     def to_json(self) -> dict[str, object]:
-        from .gantt import schedule_json
-
         out: dict[str, object] = {"model": self.model, "overlap": self.overlap.value, "exact": self.exact,
                                   "ring": self.ring, "formula": str(self.total), "latex": self.latex(),
                                   "seconds": self.seconds, "notes": list(self.notes)}  # fmt: skip
@@ -300,8 +290,6 @@ def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overl
 def costed(x: Plan | Node | str, mesh, sizes, costs: CostModel) -> PlanCost:
     """:func:`cost` under the cost model ``costs``."""
     if isinstance(x, str):
-        from shardalg.notation.parse import parse
-
         x = parse(x)
     if isinstance(x, Plan):
         return priced(x, mesh, sizes, costs)

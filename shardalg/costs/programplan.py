@@ -17,7 +17,9 @@ from shardalg.algebra.einsum import Spec, local_output_or_none
 from shardalg.algebra.legality import check_or_raise
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Arrow, Collective, Node, Op, Product, Program, Tensor
+from shardalg.planning.planner import plans
 
 __all__ = ["plan_of", "program_plan"]
 
@@ -43,9 +45,6 @@ def program_plan(node: Node, mesh=None, sizes=None, choose: Chooser | None = Non
     """The plan a program (or one statement) spells out, and a note for each statement that had to be
     planned (see the module's docstring). ``choose`` picks the cheapest of a statement's plans (default:
     the planner's first, by bytes communicated)."""
-    from shardalg.notation.printing import text
-    from shardalg.planning.planner import plans
-
     check_or_raise(node, mesh, sizes)
     ctx = context_for(node, mesh, sizes)
     statements = node.statements if isinstance(node, Program) else (node,)

@@ -15,22 +15,17 @@ numeric case exactly. The formula is worked out for one byte and kept whole wher
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import sympy
 from sympy import Expr, Integer
 
 from . import terms as tm
-from .commcost import CommCost, ab_permute
+from .commcost import AxisLink, CommCost, ab_permute
 from .fromsympy import from_sympy
-
-if TYPE_CHECKING:
-    from .stepcost import Link
 
 __all__ = ["shift_hops", "shift_unit"]
 
 
-def shift_hops(link: Link, offset: int) -> tuple[Expr, Expr]:
+def shift_hops(link: AxisLink, offset: int) -> tuple[Expr, Expr]:
     """(the longest path in hops, the shards the busiest link carries) of a shift by ``offset``."""
     n = link.size.sympy()
     k = Integer(offset % int(n)) if n.is_number else (Integer(offset) if offset > 0 else n + offset)
@@ -40,7 +35,7 @@ def shift_hops(link: Link, offset: int) -> tuple[Expr, Expr]:
     return (near if link.wraps else far), near
 
 
-def shift_unit(model: str, link: Link, offset: int, t_min: tm.Term, one_way: tm.Term) -> CommCost | None:
+def shift_unit(model: str, link: AxisLink, offset: int, t_min: tm.Term, one_way: tm.Term) -> CommCost | None:
     """The cost of shifting one byte per device by ``offset`` along ``link`` (None when nothing moves)."""
     path, load = shift_hops(link, offset)
     if load == 0:

@@ -14,6 +14,7 @@ derivation is printed, not while it is solved.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from itertools import product
 
 import sympy
@@ -23,7 +24,7 @@ from shardalg.algebra.symbols import as_expr
 from shardalg.errors import UsageError
 
 from .fromsympy import from_sympy
-from .terms import ONE, Max, Mono, Sum, Term, add, atom_id, maximum
+from .terms import ONE, Max, Mono, Sum, Term, add, atom, atom_id, maximum
 
 __all__ = ["Lazy", "Steps", "solve_less", "positive_root", "substitute", "simplify", "MAX_BRANCHES"]
 
@@ -193,8 +194,6 @@ def _solve_tree(node: Rel, x: sympy.Symbol | None, steps: Steps) -> sympy.Basic:
 def _inside(m: Mono, x: sympy.Symbol) -> bool:
     """Whether ``x`` hides inside an atom of ``m`` kept whole (then the monomial route cannot isolate it)."""
     i = atom_id(x)
-    from .terms import atom
-
     return any(a != i and x in atom(a).free_symbols for a, _ in m.powers)
 
 
@@ -234,8 +233,6 @@ def _bound(x: sympy.Symbol, bound: Term, above: bool) -> sympy.Basic:
 
 
 def _fraction(k: object):
-    from fractions import Fraction
-
     return Fraction(k) if not isinstance(k, float) else k
 
 

@@ -67,7 +67,9 @@ from .commcost import (
     ab_ring,
     group_size,
 )
+from .fromsympy import from_sympy
 from .hardware import MODELS, Chip, as_chip
+from .hierarchy import hierarchical_parts
 from .shift import shift_unit
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
@@ -423,9 +425,6 @@ def _shift(axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost
 
 def _unit(model: str, op: Op, group: tuple[Link, ...]) -> CommCost:
     if any(g.node is not None for g in group):  # a GPU axis across nodes: NVLink inside, scale-out across
-        from .fromsympy import from_sympy
-        from .hierarchy import hierarchical_parts
-
         parts = hierarchical_parts(model, op, sympy.Integer(1), [(g.size.sympy(), g.node) for g in group])
         return CommCost(tuple((from_sympy(lat), from_sympy(b)) for lat, b in parts), False)
     return _formula(model, op, tm.ONE, group)

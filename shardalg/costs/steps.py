@@ -18,10 +18,12 @@ from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.symbols import axis_size, dim_size
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Step
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Op, Tensor
 
 from . import stepcost as sc
 from .commcost import NOTHING, CommCost
+from .fromsympy import from_sympy
 from .stepcost import Options, _collective, _t, group_bytes, local_bytes, moved_share, unit_cost
 from .terms import ZERO, Mono, Point, Term, add, atom_id, maximum
 
@@ -197,8 +199,6 @@ class StepCost:
         return self.compute if self.step.op is Op.EINSUM else self.comms
 
     def to_json(self, values: Mapping[sympy.Symbol, float]) -> dict[str, object]:
-        from shardalg.notation.printing import text
-
         out: dict[str, object] = {"step": text(self.step.statement()), "op": self.step.op.value,
                                   "axes": list(self.step.axes)}  # fmt: skip
         for key in ("bytes", "flops", "comms", "compute", "memory"):
@@ -239,8 +239,6 @@ def model_constants(opts: Options) -> tuple:
 
 def numeric(expr: object, values: Mapping[sympy.Symbol, float]) -> float | None:
     """``expr`` (a term or a sympy expression) as a float at ``values``; None while any symbol is left."""
-    from .fromsympy import from_sympy
-
     if not isinstance(expr, Term | sympy.Basic):
         raise UsageError(f"not a cost: {expr!r}")
     got = from_sympy(expr).evaluate(values)

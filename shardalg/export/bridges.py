@@ -20,6 +20,7 @@ from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import UsageError
+from shardalg.notation.parse import parse_tensor
 from shardalg.notation.syntax import DType, Tensor
 
 from . import specs
@@ -30,8 +31,6 @@ __all__ = ["to_partition_spec", "to_torch_placements", "from_torch_placements"]
 def _tensor(tensor: Tensor | str) -> Tensor:
     if isinstance(tensor, Tensor):
         return tensor
-    from shardalg.notation.parse import parse_tensor
-
     return parse_tensor(tensor)
 
 

@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import UsageError
+from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan, Step
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
+from shardalg.planning.planner import plan as plan_one
 
 __all__ = ["Flow", "as_flow", "as_jobs", "node_text", "step_text"]
 
@@ -25,8 +28,6 @@ __all__ = ["Flow", "as_flow", "as_jobs", "node_text", "step_text"]
 def node_text(node: object) -> str:
     """The node in the notation (the printers when they are there, else a plain rendering)."""
     try:
-        from shardalg.notation.printing import text
-
         return text(node)
     except ImportError:
         return _plain(node)
@@ -103,11 +104,7 @@ def _plans_of(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None) -> list[
     if hasattr(obj, "grads") and hasattr(obj, "seeds"):  # a shardalg.planning.backward.BackwardProgram
         return [g.plan for g in obj.grads]
     if isinstance(obj, str):
-        from shardalg.notation.parse import parse
-
         obj = parse(obj)
-    from shardalg.planning.planner import plan as plan_one
-
     statements = obj.statements if isinstance(obj, Program) else (obj,)
     if isinstance(obj, Program) and sizes is None and obj.sizes:
         sizes = dict(obj.sizes)

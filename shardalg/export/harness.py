@@ -23,6 +23,7 @@ from shardalg.algebra.registry import RECORDS
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Op, Tensor
 from shardalg.numeric.devices import VirtualMesh
+from shardalg.numeric.execute import default_sizes, dim_extent
 from shardalg.numeric.movement import dense_step
 
 from .emit import einsum_subscripts
@@ -44,8 +45,6 @@ __all__ = [
 
 def check_sizes(flow: Flow, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> dict[str, int]:
     """Sizes for every named dim: the given ones, and small divisible defaults for the rest."""
-    from shardalg.numeric.execute import default_sizes
-
     tensors = [*flow.inputs, *(s.output for s in flow.steps)]
     out = default_sizes(tensors, mesh)
     out.update(sizes or {})
@@ -53,8 +52,6 @@ def check_sizes(flow: Flow, mesh: Mesh, sizes: Mapping[str, int] | None = None) 
 
 
 def global_shape(t: Tensor, sizes: Mapping[str, int]) -> tuple[int, ...]:
-    from shardalg.numeric.execute import dim_extent
-
     return tuple(dim_extent(d.label, d.size, sizes) for d in t.dims)
 
 

@@ -49,6 +49,7 @@ from .emit import (
 from .flow import Flow, node_text, step_text
 from .permute import permute_sources
 from .specs import placements_source
+from .torch_dtensor import export_dtensor
 from .torch_helpers import helpers_source, mesh_source
 
 __all__ = ["export_torch"]
@@ -195,8 +196,6 @@ def export_torch(
     """Python source of a module whose ``name(*blocks, mesh)`` runs the plan on this rank's blocks; with
     ``dtensor=True``, whose ``name(*dtensors)`` runs it on DTensors (see :mod:`.torch_dtensor`)."""
     if dtensor:
-        from .torch_dtensor import export_dtensor
-
         return export_dtensor(plan_or_program, mesh, sizes=sizes, name=name)
     m, flow = start(plan_or_program, mesh, sizes)
     body = _Body(flow, m)

@@ -43,6 +43,8 @@ from shardalg.costs.steps import einsum_flops
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Op, Product, Program, Tensor
+from shardalg.planning.backward import backward
+from shardalg.planning.planner import plan
 
 from .program import ModelProgram, StatementInfo
 
@@ -136,8 +138,6 @@ class Analysis:
     @cached_property
     def forward_plans(self) -> dict[int, Plan]:
         """Statement index -> its forward plan (products planned, collectives as written)."""
-        from shardalg.planning.planner import plan
-
         m = self.model
         out: dict[int, Plan] = {}
         for info in m.statements:
@@ -156,8 +156,6 @@ class Analysis:
     @cached_property
     def backward(self):  # -> BackwardProgram | None
         """The derived backward program (training only; None when the program has no product)."""
-        from shardalg.planning.backward import backward
-
         if self.mode != "train" or not self.model.product_statements():
             return None
         m = self.model

@@ -33,6 +33,7 @@ from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.symbols import dim_size
 from shardalg.errors import UsageError
+from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Role, Roles, Statement, Tensor
 
 from .quantities import dim_value, elements, tensor_bytes
@@ -186,8 +187,6 @@ def model_program(program: Program | str, mesh: Mesh | Mapping[str, int] | str |
     """Read ``program`` (text or a Program) as a model on ``mesh`` with ``sizes`` (the program's ``mesh`` line
     and ``where`` clause apply too). Checks legality, and that every role names a tensor of the program."""
     if isinstance(program, str):
-        from shardalg.notation.parse import parse
-
         program = parse(program)
     if not isinstance(program, Program):
         raise UsageError(f"a model is a program in the notation, not {type(program).__name__}")

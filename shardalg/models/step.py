@@ -28,7 +28,7 @@ from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.hardware import Chip
 from shardalg.costs.plancost import PlanCost, priced
-from shardalg.costs.schedule import OverlapPolicy
+from shardalg.costs.schedule import OverlapPolicy, lanes_of
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Op
@@ -267,8 +267,6 @@ class PartSeconds:
 def step_seconds(analysis: Analysis, chip: Chip | str, policy: object = DEFAULT_POLICY) -> list[PartSeconds]:
     """The parts of a step (as :func:`model_step` prices them, at peak FLOP/s) straight in seconds, without
     building a formula: the fast path of a search over many shardings. Every size must be bound."""
-    from shardalg.costs.schedule import lanes_of
-
     policy = OverlapPolicy.of(policy)
     a, m = analysis, analysis.model
     hw = as_chip_text(chip)

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 from shardalg.cache import Kind, memoized
 
+from .lalr import Lark_StandAlone
+
 if TYPE_CHECKING:
     from .lalr import Lark
 
@@ -55,8 +57,6 @@ def grammar_text() -> str:
 @memoized(Kind.TABLE)
 def lalr_parser() -> Lark:
     """The one LALR parser of the process (the generated module's tables, loaded on first use)."""
-    from .lalr import Lark_StandAlone
-
     parser: Lark = Lark_StandAlone()
     return parser
 

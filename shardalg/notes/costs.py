@@ -9,9 +9,13 @@ from pathlib import Path
 import sympy
 
 from shardalg.algebra.mesh import Mesh
-from shardalg.algebra.symbols import as_expr
+from shardalg.algebra.symbols import as_expr, dim_size
+from shardalg.costs.plancost import cost
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
+from shardalg.notation.parse import parse
+from shardalg.notation.syntax import Arrow, Collective, Product
+from shardalg.pictures.plot import crossover_plot
 
 __all__ = ["FSDP_TP", "QUESTION_4", "fsdp_tp_cost", "program_costs", "program_label", "draw_question_4"]
 
@@ -33,8 +37,6 @@ REGIMES = ("comms", "total")
 
 
 def fsdp_tp_cost():  # -> PlanCost
-    from shardalg.costs.plancost import cost
-
     return cost(FSDP_TP, mesh=Mesh(X=None, Y=None), latency=False, symbolic_links=True, overlap=OverlapPolicy.STEADY)
 
 
@@ -42,8 +44,6 @@ def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[s
                   hw: str | None = None, regime: str = "total") -> list[sympy.Expr]:
     """Each program's time (``comms`` or ``total``) with the chip's numbers and the given sizes substituted:
     what is left free is the swept dim."""
-    from shardalg.costs.plancost import cost
-
     if regime not in REGIMES:
         raise UsageError(f"regime is one of {', '.join(REGIMES)}, not {regime!r}")
     out = []
@@ -56,9 +56,6 @@ def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[s
 def program_label(program: str) -> str:
     """A program named by its collectives in the notation, in order: ``AllGather_X(Y), AllReduce_X(Z)``
     (``local product`` when it has none)."""
-    from shardalg.notation.parse import parse
-    from shardalg.notation.syntax import Arrow, Collective, Product
-
     found: list[str] = []
 
     def walk(node: object) -> None:
@@ -84,9 +81,6 @@ def draw_question_4(path: Path) -> Path | None:
         import matplotlib  # noqa: F401
     except ModuleNotFoundError:
         return None
-    from shardalg.algebra.symbols import dim_size
-    from shardalg.pictures.plot import crossover_plot
-
 
     gather, reduce = program_costs(QUESTION_4, mesh=Mesh(X=8), sizes={"B": 1024, "F": 16384}, hw="tpu-v5p",
                                    regime="comms")

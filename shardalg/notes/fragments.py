@@ -15,6 +15,8 @@ from typing import Any
 import sympy
 
 from shardalg.errors import UsageError
+from shardalg.notation.plan import Plan
+from shardalg.notation.syntax import Node, Program
 from shardalg.numeric.proofs import Lemma, sym_latex
 
 from .document import Block, Display, Prose, Raw, Section, Table, block_latex, block_markdown
@@ -24,9 +26,6 @@ __all__ = ["to_latex", "to_markdown"]
 
 def _math(obj: Any) -> tuple[str, bool] | None:
     """(LaTeX math, display?) for objects that are math; None otherwise."""
-    from shardalg.notation.plan import Plan
-    from shardalg.notation.syntax import Node, Program
-
     if isinstance(obj, Program):
         return obj.latex(), True
     if isinstance(obj, Node):

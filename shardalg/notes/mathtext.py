@@ -19,6 +19,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from shardalg.errors import ShardalgError
+from shardalg.notation.parse import parse
+from shardalg.notation.printing import latex
+
 __all__ = ["MathPart", "split_math", "formula_latex", "number_latex", "ASCII_MATH"]
 
 
@@ -197,10 +201,6 @@ def _ident(name: str) -> str:
 
 def _notation(text: str) -> str | None:
     """A tensor or statement in the notation, printed in LaTeX; None when it does not parse."""
-    from shardalg.errors import ShardalgError
-    from shardalg.notation.parse import parse
-    from shardalg.notation.printing import latex
-
     try:
         program = parse(text)
     except ShardalgError:

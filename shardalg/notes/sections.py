@@ -7,8 +7,16 @@ from __future__ import annotations
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops import RULES
+from shardalg.algebra.shape import shape
+from shardalg.costs.plancost import plan_cost
+from shardalg.costs.stepcost import collective_cost
+from shardalg.notation.parse import parse_statement
+from shardalg.notation.plan import Step
+from shardalg.notation.printing import latex, text
 from shardalg.notation.syntax import Op
+from shardalg.numeric.operators import transpose_step
 from shardalg.numeric.proofs import sym_latex
+from shardalg.planning.planner import plans
 
 from .document import Code, Display, Math, Prose, Section, Table
 
@@ -54,21 +62,14 @@ def collective_examples() -> tuple[tuple[Op, str], ...]:
 
 
 def _statement(text: str):  # -> Statement
-    from shardalg.notation.parse import parse_statement
-
     return parse_statement(text)
 
 
 def _latex(node: object, **settings: object) -> str:
-    from shardalg.notation.printing import latex
-
     return latex(node, **settings)
 
 
 def notation() -> Section:
-    from shardalg.algebra.shape import shape
-    from shardalg.notation.printing import text
-
     rows = []
     for what, source in NOTATION_EXAMPLES:
         node = _statement(source)
@@ -106,9 +107,6 @@ def _plans_found(n: int, shown: list) -> str:
 
 
 def four_cases() -> Section:
-    from shardalg.costs.plancost import plan_cost
-    from shardalg.planning.planner import plans
-
     subs = []
     for title, source, gist in CASES:
         stmt = _statement(source)
@@ -133,8 +131,6 @@ def four_cases() -> Section:
 
 
 def collectives() -> Section:
-    from shardalg.costs.stepcost import collective_cost
-
     mesh = Mesh(X=None)
     rows, free = [], []
     for op, source in collective_examples():
@@ -162,10 +158,6 @@ def collectives() -> Section:
 
 
 def transposes() -> Section:
-    from shardalg.notation.plan import Step
-    from shardalg.notation.printing import latex
-    from shardalg.numeric.operators import transpose_step
-
     rows = []
     for op, rule in RULES.items():
         t = rule.transpose

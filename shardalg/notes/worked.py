@@ -10,8 +10,16 @@ from pathlib import Path
 import sympy
 
 from shardalg.algebra.mesh import Axis, Mesh
+from shardalg.algebra.shape import shape
+from shardalg.algebra.symbols import axis_size, device_count
+from shardalg.costs import hardware
+from shardalg.costs.derive import compare, compute_bound, critical, optimum
+from shardalg.costs.plancost import cost
 from shardalg.costs.schedule import OverlapPolicy
-from shardalg.numeric.proofs import sym_latex
+from shardalg.notation.parse import parse, parse_statement
+from shardalg.notation.printing import latex
+from shardalg.notation.printing.symbology import latex_escape_text
+from shardalg.numeric.proofs import run_all, sym_latex
 
 from .costs import QUESTION_4, draw_question_4, fsdp_tp_cost
 from .document import Display, Math, Prose, Raw, Section, md_text, tex_text, text_math
@@ -24,8 +32,6 @@ WEB_FIGURE = "question4-crossover.svg"  # for the Markdown notes: a browser show
 
 
 def _latex(node: object, **settings: object) -> str:
-    from shardalg.notation.printing import latex
-
     return latex(node, **settings)
 
 
@@ -34,17 +40,11 @@ def _us(seconds: float | None) -> str:
 
 
 def question_4_costs():  # -> tuple[PlanCost, PlanCost]
-    from shardalg.costs.plancost import cost
-
     mesh = Mesh(X=None)
     return tuple(cost(p, mesh=mesh, latency=False, overlap=OverlapPolicy.STEADY) for p in QUESTION_4)
 
 
 def derivations() -> Section:
-    from shardalg.algebra.symbols import axis_size, device_count
-    from shardalg.costs.derive import compare, compute_bound, critical, optimum
-    from shardalg.notation.parse import parse
-
 
     gather, reduce = QUESTION_4
     small = compare(reduce, gather, solve_for="D", regime="comms", mesh=Mesh(X=None))
@@ -74,8 +74,6 @@ def derivations() -> Section:
 
 
 def proofs() -> Section:
-    from shardalg.numeric.proofs import run_all
-
     lemmas = run_all()
     held = sum(lemma.holds for lemma in lemmas)
     blocks: list = [Prose.of(f"Each lemma is built with the engine and checked with sympy against an independent "
@@ -88,8 +86,6 @@ def proofs() -> Section:
 def aligned_derivation(d: object) -> str:
     """A derivation's steps as an ``aligned`` block: each relation aligned on its sign (``&<``, ``&=``), an
     expression as ``name &= ...``, and the step named in a right-hand ``\\text{}``."""
-    from shardalg.notation.printing.symbology import latex_escape_text
-
     rows = []
     before = None
     for label, expr in d.steps:  # type: ignore[attr-defined]
@@ -144,9 +140,6 @@ def lemma_block(n: int, lemma: object) -> Raw:
 
 
 def _quick_memory() -> Section:
-    from shardalg.algebra.shape import shape
-    from shardalg.costs import hardware
-
     a = shape("fp32[I_XY, J]", mesh=Mesh(X=8, Y=2), sizes={"I": 1024, "J": 4096})
     h100 = hardware.get("h100")
     load = a.bytes_per_device / h100.hbm_bandwidth.value
@@ -162,9 +155,6 @@ def _quick_memory() -> Section:
 
 
 def _quick_allgather() -> Section:
-    from shardalg.costs.plancost import cost
-    from shardalg.notation.parse import parse_statement
-
     source = "AllGather_Y(bf16[E_Y, F]) -> bf16[E, F]"
     stmt_latex = _latex(parse_statement(source))
     big = {"E": 2048, "F": 8192}
@@ -181,8 +171,6 @@ def _quick_allgather() -> Section:
 
 
 def _question_1() -> Section:
-    from shardalg.algebra.shape import shape
-
     a = shape("A[I_X, J, K]", mesh=Mesh(X=4, Y=8, Z=2))
     return Section("Question 1: replicated sharding", (
         Prose.of(Math(_latex(a.tensor)), f" on X = 4, Y = 8, Z = 2 is replicated over Y and Z: all chips together "
@@ -191,9 +179,6 @@ def _question_1() -> Section:
 
 
 def _question_2_3() -> Section:
-    from shardalg.costs.plancost import cost
-    from shardalg.notation.parse import parse_statement
-
     mesh, sizes = Mesh(X=4, Y=4, Z=4), {"B": 1024, "D": 4096}
     rows = []
     for source in (
@@ -214,8 +199,6 @@ def _question_2_3() -> Section:
 
 
 def _question_4(out_dir: Path | None) -> Section:
-    from shardalg.notation.parse import parse
-
     one, two = question_4_costs()
     blocks: list = [
         Display(_latex(parse(QUESTION_4[0]), reasons=False), "Strategy 1: gather the weights (case 2)."),

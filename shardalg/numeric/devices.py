@@ -17,6 +17,7 @@ import numpy as np
 from shardalg import limits
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import AxisUsedTwice, IndivisibleDim, ShapeMismatch, ShardalgError, UsageError
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Tensor
 
 from .kernels import allocate, freeze
@@ -86,8 +87,6 @@ def as_virtual(mesh: VirtualMesh | Mesh | Mapping[str, int] | str) -> VirtualMes
 
 
 def _show(t: Tensor) -> str:
-    from shardalg.notation.printing import text
-
     return text(t)
 
 

@@ -36,7 +36,9 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.errors import ShapeMismatch, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
+from shardalg.notation.printing.display import pretty_text, short
 from shardalg.notation.syntax import Op, Tensor
+from shardalg.planning.planner import plans
 
 from .devices import (
     Buffers,
@@ -79,8 +81,6 @@ __all__ = [
 
 
 def _step_text(step: Step) -> str:
-    from shardalg.notation.printing import text
-
     return text(step.statement())
 
 
@@ -155,15 +155,11 @@ class ExecResult:
         return sum(self.bytes_sent)
 
     def __repr__(self) -> str:
-        from shardalg.notation.printing.display import short
-
         head = "ok" if self.ok else "WRONG"
         what = self.plan.note or self.plan.problem()
         return short("ExecResult", f"{head}: max relative error {self.max_error:.1e} on {self.devices} devices; {what}")
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
-        from shardalg.notation.printing.display import pretty_text
-
         pretty_text(self, p, cycle)
 
     def __str__(self) -> str:
@@ -325,8 +321,6 @@ def simulate(
     elif isinstance(expr_or_plan, Sequence) and not isinstance(expr_or_plan, str):
         todo = list(expr_or_plan)
     else:
-        from shardalg.planning.planner import plans  # the planner is imported only when asked for
-
         todo = list(plans(expr_or_plan, mesh=as_virtual(mesh).mesh, sizes=sizes))
     rngs = [_seeded(seed) for _ in todo]
     return [run_plan(p, mesh, sizes, rng) for p, rng in zip(todo, rngs, strict=True)]

@@ -31,8 +31,10 @@ from typing import Any
 
 import sympy
 
-from shardalg.algebra.symbols import as_expr
+from shardalg.algebra.symbols import as_expr, latex_names
 from shardalg.errors import UsageError
+from shardalg.notation.printing.display import pretty_text, short
+from shardalg.notation.printing.symbology import latex_escape_prose, latex_escape_text
 
 __all__ = ["ProofStep", "Lemma", "Proof", "discover", "load", "prove", "run_all", "sym_latex", "tex_text"]
 
@@ -42,22 +44,16 @@ _NOT_LEMMAS = frozenset({"run", "common"})
 
 def tex_prose(text: str) -> str:
     """Plain text made safe for a LaTeX document's running text (a paragraph, a heading)."""
-    from shardalg.notation.printing.symbology import latex_escape_prose
-
     return latex_escape_prose(text)
 
 
 def tex_text(text: str) -> str:
     """Plain text made safe for TeX's text mode (inside ``\\text{}`` or a paragraph): the printers' escapes."""
-    from shardalg.notation.printing.symbology import latex_escape_text
-
     return latex_escape_text(text)
 
 
 def sym_latex(expr: Any) -> str:
     """A sympy expression (or relation, or matrix) in LaTeX, with the book's symbol names."""
-    from shardalg.algebra.symbols import latex_names
-
     return sympy.latex(expr, symbol_names=latex_names(expr))
 
 
@@ -89,15 +85,11 @@ class Lemma:
     failure: str | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:
-        from shardalg.notation.printing.display import short
-
         held = sum(s.holds for s in self.steps)
         return short("Lemma", f"{self.name} {'HOLDS' if self.holds else 'FAILS'} ({held} of {len(self.steps)} steps): "
                      f"{self.title}")  # fmt: skip
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
-        from shardalg.notation.printing.display import pretty_text
-
         pretty_text(self, p, cycle)
 
     def fragments(self) -> list[str]:

@@ -7,6 +7,7 @@ import string
 
 from shardalg.errors import IllegalSharding, ShapeMismatch, UsageError
 from shardalg.notation.plan import Step
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Tensor
 
 __all__ = ["Layout", "einsum_rule", "step_error"]
@@ -15,8 +16,6 @@ Layout = tuple[tuple[tuple[str, ...], ...], frozenset[str]]  # axes per dim, unr
 
 
 def _show(t: Tensor) -> str:
-    from shardalg.notation.printing import text
-
     return text(t)
 
 

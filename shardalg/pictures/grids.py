@@ -24,8 +24,11 @@ from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import ParseError, UsageError
+from shardalg.notation.parse import parse_tensor
+from shardalg.notation.printing import unicode
 from shardalg.notation.syntax import Tensor
 
+from .plot import _pyplot
 from .show import Block, _as_tensor, _before_after, _checked, _split, _values, device_blocks
 
 __all__ = ["PICTURE_FORMATS", "draw_tensor", "draw_show"]
@@ -55,8 +58,6 @@ def _palette(regions: Sequence[Region]) -> dict[Region, Any]:
 
 
 def _text(node: object) -> str:
-    from shardalg.notation.printing import unicode
-
     return unicode(node)
 
 
@@ -121,14 +122,10 @@ def draw_show(expr: object, mesh: Mesh | str | Mapping[str, int], out: str | Pat
     m = as_mesh(mesh)
     if m is None:
         raise UsageError("show needs a mesh, e.g. X=4,Y=2")
-    from .plot import _pyplot
-
     tensor: Tensor | None = None
     if isinstance(expr, Tensor):
         tensor = expr
     elif isinstance(expr, str):
-        from shardalg.notation.parse import parse_tensor
-
         try:
             tensor = parse_tensor(expr.strip())
         except ParseError:

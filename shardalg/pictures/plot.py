@@ -12,6 +12,7 @@ bisection on the exact expressions, and also solved symbolically where sympy can
 from __future__ import annotations
 
 import math
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,8 +130,6 @@ def _pyplot(backend: str) -> Any:
 
 def _pgf_texsystem() -> str:
     """The TeX engine matplotlib's PGF backend should measure text with."""
-    import shutil
-
     for name in ("pdflatex", "lualatex", "xelatex"):
         if shutil.which(name) is not None:
             return name

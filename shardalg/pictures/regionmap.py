@@ -24,6 +24,7 @@ import sympy
 from sympy import Expr
 
 from shardalg.errors import UsageError
+from shardalg.search.monotext import parameter
 
 from .plot import FORMATS, _pyplot
 
@@ -56,8 +57,6 @@ def _index(m: Any, p: Expr | str | None, default: int) -> int:
             raise UsageError("a region picture needs two parameters; the map has one", rule="parameters")
         return default
     if isinstance(p, str):
-        from shardalg.search.monotext import parameter
-
         known = {s.name: s for q in params for s in q.free_symbols}
         known.setdefault("W", next((s for s in known.values() if s.name == "W_ici"), None))
         p = parameter(p, {k: v for k, v in known.items() if v is not None})

@@ -20,8 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from shardalg import limits
+from shardalg.algebra.layout import validate
 from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.statements import apply_statement
 from shardalg.errors import UsageError
+from shardalg.notation.parse import parse_statement, parse_tensor
+from shardalg.notation.plan import Step
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Arrow, Collective, Tensor
 
 __all__ = ["Block", "device_blocks", "show", "show_tikz", "show_collective"]
@@ -52,8 +57,6 @@ def _checked(tensor: Tensor, mesh: Mesh | str | Mapping[str, int]) -> Mesh:
     if m is None or not m.is_numeric:
         raise UsageError("show needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
     limits.require("devices", m.devices, f"the mesh {', '.join(f'{a.name}={a.size}' for a in m)}")
-    from shardalg.algebra.layout import validate
-
     validate(tensor, m)
     return m
 
@@ -157,8 +160,6 @@ def _block_grid(tensor: Tensor, m: Mesh) -> list[str]:
 
 
 def _text(t: Tensor) -> str:
-    from shardalg.notation.printing import text
-
     return text(t)
 
 
@@ -196,8 +197,6 @@ def show(
 def _as_tensor(tensor: Tensor | str) -> Tensor:
     if isinstance(tensor, Tensor):
         return tensor
-    from shardalg.notation.parse import parse_tensor
-
     return parse_tensor(tensor)
 
 
@@ -267,22 +266,16 @@ def _sub(axes: Sequence[str], dim: str | None) -> str:
 
 def _before_after(stmt: object, m: Mesh, sizes: Mapping[str, int] | None) -> tuple[Tensor, Tensor, str, str]:
     """(before, after, op name, subscript)."""
-    from shardalg.notation.plan import Step
-
     if isinstance(stmt, Step):
         if len(stmt.inputs) != 1:
             raise UsageError("show_collective takes a collective step, not an einsum")
         (before,) = stmt.inputs
         return before, stmt.output, stmt.op.value, _sub(stmt.axes, stmt.dim)
     if isinstance(stmt, str):
-        from shardalg.notation.parse import parse_statement
-
         stmt = parse_statement(stmt)
     expr = stmt.expr if isinstance(stmt, Arrow) else stmt
     if not isinstance(expr, Collective) or not isinstance(expr.arg, Tensor):
         raise UsageError("show_collective takes one collective of a tensor, e.g. AllGather_X(A[I_X, J])")
-    from shardalg.algebra.statements import apply_statement
-
     after = apply_statement(stmt, m, dict(sizes or {}))
     return expr.arg, after, expr.op.value, _sub(expr.axes, expr.dim)
 

@@ -39,10 +39,14 @@ from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Any
 
+from shardalg.algebra.legality import as_sizes, check
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.traffic import DEFAULT_DTYPE, Bytes, Sizes, local_elements
 from shardalg.errors import UsageError
+from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan, Step
+from shardalg.notation.printing import latex, text, to_json, unicode
+from shardalg.notation.printing.display import pretty_text, short
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Statement, Tensor
 
 from .forward import Einsum, Forward, analyze, grad_name
@@ -67,9 +71,6 @@ class GradStep:
     reason: str
 
     def __repr__(self) -> str:
-        from shardalg.notation.printing import unicode
-        from shardalg.notation.printing.display import short
-
         return short("GradStep", f"d{self.of}: {unicode(self.statement)}")
 
 
@@ -129,8 +130,6 @@ class BackwardProgram:
 
     def memory_lines(self) -> list[str]:
         """What keeping or freeing the forward's gathered copies means, one line a copy (no comment mark)."""
-        from shardalg.notation.printing import text
-
         lines = []
         for c in self.gathered:
             if c.kept:
@@ -170,18 +169,12 @@ class BackwardProgram:
         return Program(tuple(s.statement() for s in self.steps), self.forward.mesh, self.sizes)
 
     def __str__(self) -> str:
-        from shardalg.notation.printing import text
-
         return self._with_memory(text(self.plan()), "#")
 
     def unicode(self) -> str:
-        from shardalg.notation.printing import unicode
-
         return self._with_memory(unicode(self.plan()), "#")
 
     def latex(self) -> str:
-        from shardalg.notation.printing import latex
-
         out = self._with_memory(latex(self.plan()), "%")
         return out + "\n" if self.memory_lines() else out  # a comment ends its line, or it hides what follows ($$)
 
@@ -189,21 +182,14 @@ class BackwardProgram:
         return f"$${self.latex()}$$"
 
     def __repr__(self) -> str:
-        from shardalg.notation.printing import unicode
-        from shardalg.notation.printing.display import short
-
         moves = ", ".join(f"{op}_{''.join(axes)}" for op, axes in self.collectives) or "no collectives"
         forward = "; ".join(unicode(s) for s in self.forward.statements)
         return short("BackwardProgram", f"{len(self.steps)} steps, {moves}; of {forward}")
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
-        from shardalg.notation.printing.display import pretty_text
-
         pretty_text(self, p, cycle)
 
     def to_json(self) -> dict[str, Any]:
-        from shardalg.notation.printing import text, to_json
-
         return {
             "kind": "backward",
             "defer_reductions": self.defer_reductions,
@@ -336,8 +322,6 @@ class _Backward:
 def _legal(program: Program, mesh: Mesh, sizes: dict[str, int]) -> None:
     """The legality rules, except case 4: a product whose result dims share an axis is planned as ``plan``
     plans it (an operand gathered first), and its forward plan's collectives are part of the forward."""
-    from shardalg.algebra.legality import check
-
     found = [v for v in check(program, mesh, sizes) if v.rule != "case-4"]
     if found:
         raise found[0].to_error()
@@ -353,11 +337,7 @@ def backward(
     """The backward program of ``program`` (text, a statement or a Program): each einsum's two gradient
     einsums, in reverse order, planned together from the cotangent's sharding to the gradients' target
     shardings. ``keep_gathered`` reads the forward's gathered copies instead of gathering again."""
-    from shardalg.algebra.legality import as_sizes
-
     if isinstance(program, str):
-        from shardalg.notation.parse import parse
-
         program = parse(program)
     if not isinstance(program, Program):
         if not isinstance(program, (Arrow, Product, Collective, Tensor)):

@@ -28,10 +28,11 @@ from shardalg.notation.plan import Plan, Step, chained_plan
 from shardalg.notation.syntax import Op, Product, Tensor
 
 from .einsum_options import AxisChoices, Option, Place, pair_is_local
+from .einsum_query import EinsumQuery
 from .optimum import cheapest_plan
 from .order import BytesKey
 from .planset import DEFAULT_LIMITS, Limits, Overlap
-from .reasons import finish_reason, finished, note, prepared, product_step
+from .reasons import finish_reason, finished, note, prepared
 from .redistribute import best_sequences, close, finishing_sequences
 from .steps import fmt, local_product, placed, with_spare_axes
 
@@ -74,6 +75,8 @@ class EinsumPlanner:
         if result is not None and (result.name is None or (result.dtype is None and dtype is not None)):
             self.target = result.replace(name=self.name, dtype=result.dtype or dtype)  # type: ignore[assignment]
         self.cases = case_lines(self.left, self.right, self.spec)
+        self.query = EinsumQuery(self.left, self.right, self.target, self.contract, self.local, self.spec, self.name,
+                                 self.mesh, self.sizes, self.limits, self.cases)  # fmt: skip
         self.choices = AxisChoices(self.left, self.right, self.spec, self.target, self.local)
         self.cuts: list[str] = []  # notes of the limits that cut the answer
         self.layouts_tried = 0
@@ -189,7 +192,7 @@ class EinsumPlanner:
         if self.target is not None and not self.local:
             key = BytesKey(self.mesh, self.sizes)
             bound = min((key.head(p)[0] for p in found), default=float("inf"))
-            optima = [cheapest_plan(self, bound)]
+            optima = [cheapest_plan(self.query, bound)]
             if self.weigh is not None:
                 if self.overlap is None:  # steps add up: the weights' optimum
                     weigh = self.weigh
@@ -197,8 +200,9 @@ class EinsumPlanner:
                 else:  # the optimum under the overlap policy
                     times = [self.overlap.time(p) for p in found]
                     bound = min((t for t in times if t is not None), default=float("inf"))
-                optima.append(cheapest_plan(self, bound, self.weigh, self.overlap))
-            for best in optima:
+                optima.append(cheapest_plan(self.query, bound, self.weigh, self.overlap))
+            for best, cuts in optima:
+                self.cuts.extend(cuts)
                 if best is not None:
                     self._add(best, found, seen)
         return found
@@ -250,12 +254,12 @@ class EinsumPlanner:
 
     def product_step(self, left: Tensor, right: Tensor, out: Tensor) -> Step:
         """The local product of two compute layouts, with its reason (:func:`.reasons.product_step`)."""
-        return product_step(self.spec, self.spec.contracted if self.contract is not None else (), left, right, out)
+        return self.query.product_step(left, right, out)
 
-    @cached
+    @property
     def brought(self) -> frozenset[str]:
         """The axes the operands bring in unreduced."""
-        return frozenset(self.left.unreduced) | frozenset(self.right.unreduced)
+        return self.query.brought
 
     def _finishes(self, out: Tensor) -> list[tuple[tuple[Step, ...], str]]:
         if self.target is not None:

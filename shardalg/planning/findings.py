@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardalg.errors import Span, render_caret
+from shardalg.notation.printing.display import short
 
 from .backward import BackwardProgram
 
@@ -39,8 +40,6 @@ class Finding:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        from shardalg.notation.printing.display import short
-
         where = f" (statement {self.statement})" if self.statement else ""
         return short("Finding", f"{self.severity} [{self.rule}]{where}: {self.message}")
 
@@ -84,8 +83,6 @@ class VerifyReport:
         return "\n".join([head, *(f.render(self.source) for f in self.findings)])
 
     def __repr__(self) -> str:
-        from shardalg.notation.printing.display import short
-
         head = "ok" if not self.findings else "ok (with warnings)" if self.ok else "WRONG"
         rules = ", ".join(f.rule for f in self.findings)
         return short("VerifyReport", f"{head}: {len(self.errors)} errors, {len(self.warnings)} warnings"

@@ -18,9 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.statements import apply_statement
 from shardalg.errors import ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Statement, Tensor
+
+from .planner import plan
 
 __all__ = ["Forward", "Einsum", "grad_name", "analyze"]
 
@@ -105,8 +108,6 @@ def _same_layout(a: Tensor, b: Tensor) -> bool:
 def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
     """Read a forward program statement by statement; a ShapeMismatch when a statement reads a value in a
     sharding that is not the one the program last gave it."""
-    from shardalg.algebra.statements import apply_statement
-
     fw = Forward(program, mesh, sizes)
 
     def see(t: Tensor, what: str) -> str:
@@ -193,8 +194,6 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
 
 def _planned(s: Statement, program: Program, mesh: Mesh, sizes: dict[str, int]) -> Plan:
     """The statement's default plan; a planner error is located in the program's source."""
-    from .planner import plan
-
     try:
         return plan(s, mesh, sizes)
     except ShardalgError as err:

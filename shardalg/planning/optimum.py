@@ -36,7 +36,6 @@ import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from itertools import combinations
-from typing import TYPE_CHECKING
 
 from shardalg import cache
 from shardalg.algebra.einsum import local_output_or_none
@@ -45,6 +44,7 @@ from shardalg.cache import Kind, Memo, memo, memoized
 from shardalg.notation.plan import Plan, Step, chained_plan
 from shardalg.notation.syntax import Op, Tensor
 
+from .einsum_query import EinsumQuery
 from .overlap import OverlapPolicy
 from .pareto import Label, ParetoSearch, Vector, edge_vector
 from .planset import Overlap
@@ -53,9 +53,6 @@ from .redistribute import axes_reachable, edge_weight
 from .search import Search, search_from, search_to
 from .space import Move, State, space_of, state_of
 from .steps import chain_steps, laid, local_product
-
-if TYPE_CHECKING:
-    from .einsum_plans import EinsumPlanner
 
 __all__ = ["cheapest_plan"]
 
@@ -74,39 +71,35 @@ _OPTIMA: OrderedDict[tuple[object, ...], tuple[Plan | None, tuple[str, ...]]] = 
 _PROTOS: Memo = memo(f"{__name__}._PROTOS", Kind.PIECE)
 
 
-def cheapest_plan(planner: EinsumPlanner, bound: float, weigh: Weigh | None = None,
-                  overlap: Overlap | None = None) -> Plan | None:  # fmt: skip
+def cheapest_plan(query: EinsumQuery, bound: float, weigh: Weigh | None = None,
+                  overlap: Overlap | None = None) -> tuple[Plan | None, tuple[str, ...]]:  # fmt: skip
     """The cheapest plan (by ``weigh``, else bytes; then steps; by ``overlap``'s time when given, see the
-    module docstring) of the planner's einsum to its requested result, when it costs less than ``bound`` (bytes as
-    a rank, as :class:`~.order.BytesKey` counts); none below a bound of 0 (no search is made)."""
-    if planner.local or planner.target is None or bound <= 0:
-        return None  # no plan is lighter than nothing: every weight (bytes, seconds) is at least 0
+    module docstring) of the query's einsum to its requested result, when it costs less than ``bound`` (bytes as
+    a rank, as :class:`~.order.BytesKey` counts); none below a bound of 0 (no search is made). With it, the notes
+    of the limits that cut the searches (the planner's cuts)."""
+    if query.local or query.target is None or bound <= 0:
+        return None, ()  # no plan is lighter than nothing: every weight (bytes, seconds) is at least 0
     if weigh is not None:
-        query = _Optimum(planner, weigh, overlap)
-        found = query.plan(bound)
-        planner.cuts.extend(query.cuts)
-        return found
-    key = (planner.left, planner.right, planner.target, planner.contract, planner.mesh, planner.sizes,
-           planner.limits, bound)  # fmt: skip
+        optimum = _Optimum(query, weigh, overlap)
+        return optimum.plan(bound), tuple(optimum.cuts)
+    key = (query.left, query.right, query.target, query.contract, query.mesh, query.sizes, query.limits, bound)
     if key not in _OPTIMA:
-        query = _Optimum(planner, None)
-        _OPTIMA[key] = (query.plan(bound), tuple(query.cuts))
+        optimum = _Optimum(query, None)
+        _OPTIMA[key] = (optimum.plan(bound), tuple(optimum.cuts))
         if len(_OPTIMA) > cache.SIZE:
             _OPTIMA.popitem(last=False)
     _OPTIMA.move_to_end(key)
-    found, cuts = _OPTIMA[key]
-    planner.cuts.extend(cuts)
-    return found
+    return _OPTIMA[key]
 
 
 class _Optimum:
     """One optimum query: the searches under one measure, the pairs, and the plan through the best."""
 
-    def __init__(self, planner: EinsumPlanner, weigh: Weigh | None, overlap: Overlap | None = None):
-        self.p, self.weigh = planner, weigh
+    def __init__(self, query: EinsumQuery, weigh: Weigh | None, overlap: Overlap | None = None):
+        self.p, self.weigh = query, weigh
         self.overlap = overlap if weigh is not None else None
         self.cuts: list[str] = []
-        self.mesh, self.sizes = planner.mesh, planner.sizes
+        self.mesh, self.sizes = query.mesh, query.sizes
 
     def _forward(self, t: Tensor) -> Search:
         space, start = space_of(t, self.mesh, self.sizes), state_of(t)

@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardalg.algebra.layout import validate
+from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
 from shardalg.algebra.traffic import Sizes
 from shardalg.cache import Kind, memoized
 from shardalg.errors import IncompleteWarning, NoPlan, UsageError
+from shardalg.notation.parse import parse, parse_tensor
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Statement, Tensor
 
@@ -67,9 +69,6 @@ def prepare(
     target: Tensor | str | None = None,
 ) -> Problem:
     """Normalize the API's arguments: text or AST, a one-statement program, the mesh and sizes it declares."""
-    from shardalg.algebra.legality import check_or_raise
-    from shardalg.notation.parse import parse, parse_tensor
-
     prog_sizes: dict[str, int] = {}
     prog_mesh: Mesh | None = None
     if isinstance(expr, str):

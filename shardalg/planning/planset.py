@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from html import escape
 
 from shardalg.notation.plan import Plan
 from shardalg.notation.plan import Plans as PlanTable
@@ -86,7 +87,5 @@ class Plans(PlanTable):
         return f"{super().__repr__()}  # incomplete: {self.note}"
 
     def _repr_html_(self) -> str:
-        from html import escape  # a notebook's display only: not a command's start-up
-
         shown = super()._repr_html_()
         return shown if self.complete else shown + f"<p><b>incomplete:</b> {escape(self.note)}</p>"

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from shardalg.algebra.layout import Layout
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import NoPlan, ShapeMismatch, ShardalgError, UsageError
+from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Arrow, Collective, Node, Product, Program, Statement, Tensor
 
@@ -70,8 +71,6 @@ def check_program(
     another sharding than the program left it is a ShapeMismatch at that use, with the collective that
     would fix it; an illegal statement raises its own error, located in the source."""
     if isinstance(program, str):
-        from shardalg.notation.parse import parse
-
         program = parse(program)
     if not isinstance(program, Program):
         raise UsageError(f"check_program takes a program (text or Program), not {type(program).__name__}")

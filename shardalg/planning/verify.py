@@ -25,19 +25,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from shardalg.algebra.einsum import Spec, local_output
+from shardalg.algebra.legality import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.ops import RULES
+from shardalg.algebra.traffic import Bytes, Sizes, step_bytes
 from shardalg.errors import ShardalgError, Span, UsageError
+from shardalg.notation.parse import parse
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Tensor
 
 from .backward import BackwardProgram, backward
 from .findings import ERROR, WARNING, Finding, VerifyReport
 from .forward import Forward, analyze, grad_name
+from .redistribute import plan_bytes
 
 __all__ = ["verify", "Finding", "VerifyReport"]
 
 def _show(t: Tensor) -> str:
-    from shardalg.notation.printing import text
-
     return text(t)
 
 
@@ -49,8 +54,6 @@ class _Checker:
     """Walks the hand-written backward, tracking what each name really holds (its actual layout)."""
 
     def __init__(self, fw: Forward, derived: BackwardProgram, program: Program, mesh: Mesh, sizes: dict[str, int]):
-        from shardalg.algebra.traffic import Bytes, Sizes
-
         self.fw, self.derived, self.program, self.mesh = fw, derived, program, mesh
         self.sizes = Sizes(sizes)
         self.findings: list[Finding] = []
@@ -138,8 +141,6 @@ class _Checker:
     # ---- statements ----------------------------------------------------------------------------------
 
     def product(self, s: Arrow, i: int) -> None:
-        from shardalg.algebra.einsum import Spec, local_output
-
         p: Product = s.expr  # type: ignore[assignment]
         result = s.result
         if not isinstance(p.left, Tensor) or not isinstance(p.right, Tensor) or not result.name:
@@ -212,9 +213,6 @@ class _Checker:
                      f"value), so {head} moves bytes and changes nothing", i, span, "drop the shift")  # fmt: skip
 
     def collective(self, s: Arrow | Collective, i: int) -> None:
-        from shardalg.algebra.ops import RULES
-        from shardalg.algebra.traffic import step_bytes
-
         c = s.expr if isinstance(s, Arrow) else s
         result = s.result if isinstance(s, Arrow) else None
         assert isinstance(c, Collective)
@@ -286,16 +284,11 @@ class _Checker:
         return self.written.get(name)
 
     def _derived_fix(self, r: str) -> str:
-        from shardalg.notation.printing import text
-
         steps = [s for g in self.derived.grads if g.of == r for s in g.plan.steps if s.communicates]
         return "; ".join(text(s.statement()) for s in steps[-1:]) or f"end with {_show(self.derived.gradient(r))}"
 
     def wasteful_allreduce(self, name: str, got: Tensor, want: Tensor) -> None:
         """AllReduce_A of a gradient whose parameter is sharded over A: a ReduceScatter does it in half."""
-        from shardalg.algebra.ops import RULES
-        from shardalg.algebra.traffic import step_bytes
-
         for i, op, axes, _dim, before, after in self.history.get(name, []):
             if op is not Op.ALL_REDUCE:
                 continue
@@ -332,9 +325,6 @@ def verify(
     defer_reductions: bool = False,
 ) -> VerifyReport:
     """Compare a hand-written backward with the forward it differentiates; see the module docstring."""
-    from shardalg.algebra.legality import as_sizes
-    from shardalg.notation.parse import parse
-
     fwd = parse(forward) if isinstance(forward, str) else forward
     bwd = parse(written) if isinstance(written, str) else written
     if not isinstance(fwd, Program) or not isinstance(bwd, Program):
@@ -360,10 +350,6 @@ def verify(
         else:
             raise UsageError(f"verify cannot read the statement {s}", span=s.span, source=bwd.source)
     checker.finish(defer_reductions)
-    from shardalg.algebra.traffic import Bytes, Sizes
-
-    from .redistribute import plan_bytes
-
     derived_bytes = Bytes()
     for g in derived.grads:
         derived_bytes = derived_bytes + plan_bytes(g.plan, m, Sizes(bound))

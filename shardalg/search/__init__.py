@@ -27,6 +27,7 @@ import types as _types
 
 from .candidates import Candidate, eliminate
 from .minimize import Minimize, Minimum, minimize
+from .numeric import search
 from .programresult import ProgramMap, program_map, strategy_map
 from .splits import AxisSplits, axis_splits, divisors, torus_splits
 from .strategymap import Region, StrategyMap
@@ -43,8 +44,6 @@ class _CallableModule(_types.ModuleType):
     name ``search`` of the package ``shardalg`` to this subpackage: the subpackage, called, is the search."""
 
     def __call__(self, *args, **kwargs):
-        from .numeric import search
-
         return search(*args, **kwargs)
 
 

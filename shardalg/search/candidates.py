@@ -19,7 +19,7 @@ from sympy import Expr
 from shardalg.algebra.symbols import as_expr
 from shardalg.errors import UsageError
 
-from .logspace import Cost, Mono, Term, normal_form, substitute, symbols_of, to_expr
+from .logspace import Cost, Mono, Term, mono_of, normal_form, substitute, symbols_of, to_expr
 from .minimize import Minimize, Minimum, minimize_cost
 
 __all__ = ["Candidate", "Priced", "Constraint", "price", "eliminate"]
@@ -107,8 +107,6 @@ class Priced:
 
 def eliminate(tie: sympy.Eq, symbol: sympy.Symbol) -> dict[sympy.Symbol, Expr]:
     """A tie between monomials (``Eq(X*Y, N)``) solved for ``symbol``: ``{Y: N/X}``."""
-    from .logspace import mono_of
-
     if not isinstance(tie, sympy.Eq):
         raise UsageError(f"a tie is an equation like Eq(X*Y, N), not {tie!r}")
     ratio = mono_of(tie.lhs / tie.rhs)

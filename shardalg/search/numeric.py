@@ -25,6 +25,7 @@ from shardalg.errors import UsageError
 from shardalg.models.analysis import MODES
 from shardalg.models.step import DEFAULT_POLICY
 from shardalg.notation.parse import parse
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Program
 
 from .price import Entry, Pricer, Settings, size_text, time_text
@@ -109,8 +110,6 @@ class SearchResult:
     @property
     def winner_program(self) -> str | None:
         """The winner as a program in the notation (what ``plan``, ``backward`` and ``export`` take)."""
-        from shardalg.notation.printing import text
-
         return text(self.winner.program) if self.winner is not None else None
 
     # ---- printers

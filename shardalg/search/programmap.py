@@ -38,11 +38,13 @@ from shardalg.errors import UsageError
 from shardalg.models.analysis import analyze
 from shardalg.models.expand import shard
 from shardalg.models.memory import model_memory
-from shardalg.models.program import model_program
+from shardalg.models.program import ModelProgram, model_program
+from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Arrow, Product, Program, Tensor
 
 from .candidates import Candidate, price
+from .logspace import mono_of
 from .minimize import Minimize
 from .monotext import parameter
 
@@ -82,9 +84,6 @@ class Strategy:
 
 
 def _program(program: Any) -> Program:
-    from shardalg.models.program import ModelProgram
-    from shardalg.notation.parse import parse
-
     if isinstance(program, ModelProgram):
         return program.program
     if isinstance(program, str):
@@ -213,8 +212,6 @@ def coordinates_for(candidates: Sequence[Candidate], over: Sequence[Expr],
     diffs = sympy.Matrix(vecs) if vecs else sympy.zeros(0, len(syms))
 
     def row(p: Expr) -> list:
-        from .logspace import mono_of
-
         m = mono_of(p)
         return [m.powers.get(s, 0) if m is not None else 0 for s in syms]
 
@@ -285,8 +282,6 @@ def chip_values(hw: Any) -> tuple[Any, dict[sympy.Symbol, float]]:
 
 def state_parameter(strategies: Sequence[Strategy]) -> Expr:
     """The map parameter a memory cap adds: the state's monomial over H (``D*F/H`` for the MLP block)."""
-    from .logspace import mono_of
-
     for s in strategies:
         for term in sympy.Add.make_args(sympy.expand(s.state)):
             m = mono_of(term)

@@ -21,6 +21,8 @@ from shardalg.errors import UsageError
 
 from . import polyhedra
 from .candidates import Candidate
+from .conditions import Coordinates
+from .logspace import mono_of
 from .programmap import (
     EXTRAS,
     M_X,
@@ -192,9 +194,6 @@ def _cap(memory: float | str | None, chip: Any) -> float | bool | None:
 
 def _covered(s: sympy.Symbol, params: Sequence[Expr]) -> bool:
     """Whether the parameters express ``s`` (so a domain condition on it can be placed on the map)."""
-    from .conditions import Coordinates
-    from .logspace import mono_of
-
     try:
         Coordinates(params).split(mono_of(s))
     except UsageError:

@@ -17,7 +17,10 @@ from sympy import Expr
 
 from shardalg.algebra.symbols import latex_names
 from shardalg.costs.derive import Derivation
+from shardalg.errors import UsageError
+from shardalg.notation.printing.symbology import latex_escape_text
 
+from . import polyhedra
 from .candidates import Priced
 from .conditions import Atom, Coordinates
 from .logspace import Term
@@ -98,8 +101,6 @@ def _text_conditions(r: Region, indent: str) -> list[str]:
 
 
 def _latex_text(text: str) -> str:
-    from shardalg.notation.printing.symbology import latex_escape_text
-
     return r"\text{" + latex_escape_text(text) + "}"
 
 
@@ -163,8 +164,6 @@ class StrategyMap:
     def example(self, region: Region) -> tuple[float, ...]:
         """A point (log of each parameter) inside the region's first polyhedron and the domain, with every
         coordinate within 20 (then 100, then the LPs' box) where the region reaches that far."""
-        from . import polyhedra
-
         atoms, dims = region.polyhedra[0] + self.domain_atoms, len(self.parameters)
         y = polyhedra.interior_point(atoms, dims, (20.0, 100.0, polyhedra.BOX))
         assert y is not None, "a region is kept only when its LP finds an interior"
@@ -198,8 +197,6 @@ class StrategyMap:
         """A ``cases`` block: the winner of each region (``which="regions"``) or each cell's binding term
         (``which="cells"``), with its cost and the conditions. KaTeX renders it."""
         if which not in ("regions", "cells"):
-            from shardalg.errors import UsageError
-
             raise UsageError(f"latex(which=...) is 'regions' or 'cells', not {which!r}")
         names = latex_names()
         rows = []
