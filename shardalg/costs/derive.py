@@ -348,10 +348,10 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
     v = quantity("V")
     parts = _collective_parts(op, axes, opts, mono(v))
     if len(parts) != 1:
-        raise UsageError(f"{op.value} in the {opts.model} model has {len(parts)} phases; ask for one of them")
+        raise UsageError(f"{op.value} in the {opts.costs.model} model has {len(parts)} phases; ask for one of them")
     ((lat, bw),) = parts
     d = Derivation(f"latency/bandwidth crossover of {op.value}_{''.join(axes)}",
-                   values=opts.chip.values() if opts.chip else {})  # fmt: skip
+                   values=opts.costs.chip.values() if opts.costs.chip else {})  # fmt: skip
     d.add("latency term", lat)
     d.add("bandwidth term", bw)
     d.add("crossover", _eq(lat, bw))
@@ -371,5 +371,5 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
 
 def _collective_parts(op: Op, axes: tuple[str, ...], opts: Options, v: Term):
     group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
-    return _formula(opts.model, op, v, group).parts
+    return _formula(opts.costs.model, op, v, group).parts
 

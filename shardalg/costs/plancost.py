@@ -32,7 +32,7 @@ from .costmodel import CostModel
 from .programplan import plan_of, program_plan
 from .schedule import OverlapPolicy
 from .stepcost import Options
-from .steps import StepCost, model_constants, numeric, seconds_of, step_cost
+from .steps import StepCost, numeric, seconds_of, step_cost
 from .terms import ZERO, Point, Term, add, maximum, point
 
 __all__ = ["PlanCost", "plan_cost", "priced", "plan_of", "cost", "costed", "step_seconds", "step_weights", "fast_seconds"]
@@ -234,8 +234,7 @@ class PlanCost:
 
 
 def _priced(plan: Plan, opts: Options, costs: CostModel, notes: tuple[str, ...] = ()) -> PlanCost:
-    consts = model_constants(opts)
-    steps = tuple([step_cost(s, opts, consts) for s in plan.steps])
+    steps = tuple([step_cost(s, opts) for s in plan.steps])
     return PlanCost(steps, costs, dict(opts.values), notes, at=opts.point, producers=plan.producers)
 
 
@@ -254,7 +253,7 @@ def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object
 
 def priced(plan: Plan, mesh, sizes, costs: CostModel) -> PlanCost:
     """The cost of ``plan`` on ``mesh`` with ``sizes`` under the cost model ``costs``."""
-    return _priced(plan, costs.options(mesh, sizes), costs)
+    return _priced(plan, Options.of(costs, mesh, sizes), costs)
 
 
 PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts again
@@ -263,7 +262,6 @@ PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts a
 def fast_seconds(opts: Options, policy: OverlapPolicy) -> Callable[[Plan], float | None]:
     """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
     the ranking's key. Each step's time is memoized; None while a size is unbound."""
-    at = opts.point
     memo: dict[int, tuple[Step, float | None]] = {}  # by step object (kept beside its time): plans share steps
     plans: dict[int, tuple[Plan, float | None]] = {}  # by plan object: a ranking asks again for the same plan
 
@@ -273,7 +271,7 @@ def fast_seconds(opts: Options, policy: OverlapPolicy) -> Callable[[Plan], float
         return per_object(plans, plan, _seconds)
 
     def step(s: Step) -> float | None:
-        return seconds_of(s, opts, at)
+        return seconds_of(s, opts)
 
     def _seconds(plan: Plan) -> float | None:
         durations = []
@@ -310,7 +308,7 @@ def costed(x: Plan | Node | str, mesh, sizes, costs: CostModel) -> PlanCost:
     ctx = context_for(x, mesh, sizes)
     if ctx.mesh is None:
         raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' or write 'mesh X=4, Y=2'")
-    opts = costs.options(ctx.mesh, ctx.sizes)
+    opts = Options.of(costs, ctx.mesh, ctx.sizes)
     plan, notes = program_plan(x, ctx.mesh, ctx.sizes, _chooser(opts, costs.overlap))
     return _priced(plan, opts, costs, notes)
 
@@ -318,14 +316,14 @@ def costed(x: Plan | Node | str, mesh, sizes, costs: CostModel) -> PlanCost:
 def _chooser(opts: Options, policy: OverlapPolicy):
     """The cheapest of a statement's plans: by seconds on the chip when every size is bound, else the
     planner's first (by bytes communicated)."""
-    seconds = fast_seconds(opts, policy) if opts.chip is not None else None
+    seconds = fast_seconds(opts, policy) if opts.costs.chip is not None else None
 
     def choose(found: list[Plan]) -> tuple[Plan, str]:
         if seconds is not None:
             timed = [(seconds(p), n) for n, p in enumerate(found)]
             if all(t is not None for t, _ in timed):
                 _, best = min(timed)  # type: ignore[type-var]
-                return found[best], f"by seconds on {opts.chip.name} under overlap {policy}"  # type: ignore[union-attr]
+                return found[best], f"by seconds on {opts.costs.chip.name} under overlap {policy}"  # type: ignore[union-attr]
         return found[0], "by bytes communicated"
 
     return choose
@@ -342,16 +340,15 @@ def step_seconds(mesh, sizes=None, hw=None, model=None, **options) -> Callable[[
 
 def step_weights(mesh, sizes, costs: CostModel) -> Callable[[Step], float]:
     """:func:`step_seconds` under the cost model ``costs``."""
-    opts = costs.options(mesh, sizes)
-    if opts.chip is None:
+    opts = Options.of(costs, mesh, sizes)
+    if opts.costs.chip is None:
         raise UsageError("ranking by seconds needs a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
-    at = opts.point
     memo: dict[Step, float] = {}
 
     def seconds(step: Step) -> float:
         got = memo.get(step)
         if got is None:
-            value = seconds_of(step, opts, at) if step.communicates or step.op is Op.EINSUM else 0.0
+            value = seconds_of(step, opts) if step.communicates or step.op is Op.EINSUM else 0.0
             if value is None:
                 raise UsageError(f"ranking by seconds needs every size bound: {step.statement()} is symbolic")
             got = memo[step] = value

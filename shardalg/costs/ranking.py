@@ -30,6 +30,7 @@ from shardalg.planning.planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .costmodel import CostModel
 from .plancost import fast_seconds, step_seconds, step_weights
 from .schedule import OverlapPolicy, lanes_of
+from .stepcost import Options
 
 __all__ = ["plans", "plan", "ranked", "redistribute", "seconds_key"]
 
@@ -46,7 +47,7 @@ def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None, ove
 def _seconds_key(mesh: Mesh, sizes: Sizes, costs: CostModel, seconds: Callable[[Plan], float | None] | None) -> Key:
     by_bytes = resharding.default_key(mesh, sizes)
     if seconds is None:
-        seconds = fast_seconds(costs.options(mesh, sizes.known), costs.overlap)
+        seconds = fast_seconds(Options.of(costs, mesh, sizes.known), costs.overlap)
 
     def head(p: Plan) -> tuple[Any, ...]:
         t = seconds(p)
@@ -88,7 +89,7 @@ def ranked(p: planner.Problem, costs: CostModel, *, key: Key | None = None, limi
     """The plans of a prepared problem ranked by seconds under ``costs`` (``key`` when given)."""
     weigh = step_weights(p.mesh, p.sizes.known, costs) if key is None else None
     timing = None
-    time = fast_seconds(costs.options(p.mesh, p.sizes.known), costs.overlap)
+    time = fast_seconds(Options.of(costs, p.mesh, p.sizes.known), costs.overlap)
     rank = key or _seconds_key(p.mesh, p.sizes, costs, time)
     # under schedule and steady a plan's time is not the sum of its steps': the optimum's search measures so
     if weigh is not None and costs.overlap is not OverlapPolicy.SERIAL:
@@ -104,7 +105,7 @@ def _columns(mesh: Mesh, sizes: Sizes, costs: CostModel | None) -> dict[str, Any
     """The columns of the ranked table: bytes communicated, and seconds on the chip (the ranking's own)."""
     columns: dict[str, Any] = {"bytes communicated": lambda q: bytes_text(str(resharding.plan_bytes(q, mesh, sizes)))}
     if costs is not None:
-        fast = fast_seconds(costs.options(mesh, sizes.known), costs.overlap)
+        fast = fast_seconds(Options.of(costs, mesh, sizes.known), costs.overlap)
 
         def seconds(q: Plan) -> str:
             t = fast(q)

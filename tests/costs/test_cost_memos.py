@@ -1,6 +1,6 @@
 """The memos of the cost path give the same answers as working everything out: a step's terms shared by
-equal steps (and worked out again when a model constant changes), the last call's options (made again when
-the sizes change), the schedule's dependencies read by identity, and the two-pass ranking by seconds."""
+equal steps and kept by the values of the step and the options (another CostModel is another key), options
+shared between equal calls, the schedule's dependencies read by identity, and the two-pass ranking by seconds."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.cache import clear_caches
 from shardalg.costs import schedule as sched
-from shardalg.costs import stepcost as sc
+from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import plan_cost
 from shardalg.costs.ranking import plans as ranked
 from shardalg.costs.ranking import seconds_key
@@ -54,35 +54,39 @@ def sc_step(step: Step, opts: Options):
     return step_cost(step, opts)
 
 
-def test_a_replaced_constant_is_not_read_from_the_memo(monkeypatch):
-    opts = Options.make(MESH, SIZES)
+def test_another_cost_model_is_another_key():
+    """No fingerprints of module constants: what a step's cost depends on is in its key (the Options, which
+    holds the CostModel), so a cost model that differs in any field never reads another's memo."""
     step = _gather("A")
-    before = sc_step(step, opts).comms.sympy()
-    monkeypatch.setattr(sc, "W_ICI", 2 * sc.W_ICI)
-    after = sc_step(step, opts).comms.sympy()
-    assert sympy.simplify(before / after) != 1  # the bandwidth doubled: the time is not the memo's
+    both = sc_step(step, Options.make(MESH, SIZES)).comms.sympy()
+    one_way = sc_step(step, Options.make(MESH, SIZES, ring="uni")).comms.sympy()
+    assert sympy.simplify(one_way / both) != 1  # a ring used one way: not the bidirectional memo's time
+    exact = sc_step(step, Options.of(CostModel.of(exact=True), MESH, SIZES)).comms.sympy()
+    assert sympy.simplify(exact / both) != 1
 
 
-def test_a_step_cost_is_kept_by_its_step_and_made_again_when_a_constant_changes(monkeypatch):
-    opts = Options.make(MESH, SIZES)
+def test_a_step_cost_is_kept_by_the_values_of_its_step_and_options():
     a, b = parse_tensor("A[I_X, J]"), parse_tensor("B[J, K]")
     mul = Step(Op.EINSUM, (a, b), parse_tensor("C[I_X, K]"), contract=("J",))
-    first = sc_step(mul, opts)
-    assert sc_step(mul, opts) is first  # the same step object: its cost is kept
-    before = first.compute.sympy()
-    monkeypatch.setattr(sc, "FLOPS_PER_MAC", 4)
-    again = sc_step(mul, opts)
-    assert again is not first and sympy.simplify(again.compute.sympy() / before) == 2
+    first = sc_step(mul, Options.make(MESH, SIZES))
+    # an equal step made again, priced under options made again from equal arguments: the same cost
+    again = Step(Op.EINSUM, (parse_tensor("A[I_X, J]"), b), parse_tensor("C[I_X, K]"), contract=("J",))
+    assert again is not mul and sc_step(again, Options.of(CostModel(), Mesh(X=2, Y=4), dict(SIZES))) is first
+    # other sizes, or another chip, are other options: another cost
+    other = sc_step(mul, Options.make(MESH, {**SIZES, "I": 2048}))
+    assert other is not first and sympy.simplify(other.compute.sympy() / first.compute.sympy()) == 2
+    assert sc_step(mul, Options.make(MESH, SIZES, "tpu-v5p")) is not first
 
 
-def test_the_last_options_are_made_again_when_the_sizes_change():
+def test_options_are_a_value_shared_between_equal_calls():
     sizes = dict(SIZES)
     first = Options.make(MESH, sizes, "tpu-v5p")
-    assert Options.make(MESH, sizes, "tpu-v5p") is first
+    assert Options.make("X=2,Y=4", dict(SIZES), "tpu-v5p") is first  # equal arguments: the one value
     sizes["I"] = 2048  # the same dict, changed
     second = Options.make(MESH, sizes, "tpu-v5p")
-    assert second is not first and second.sizes["I"] == 2048
-    assert Options.make(MESH, sizes, "tpu-v5e").chip.name != second.chip.name
+    assert second != first and second.sizes["I"] == 2048 and first.sizes["I"] == 1024
+    assert Options.make(MESH, sizes, "tpu-v5e").costs.chip.name != second.costs.chip.name
+    assert first.costs == CostModel.of("tpu-v5p") and {first: 1}[Options.make(MESH, SIZES, "tpu-v5p")] == 1
 
 
 def test_a_plan_input_read_again_waits_for_nothing():
