@@ -18,24 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from shardalg.errors import UsageError
 from shardalg.planning.overlap import OverlapPolicy
 
-from .hardware import MODELS, Chip, as_chip
+from .hardware import Chip, as_chip
+from .stepcost import Options, check_model
 
-__all__ = ["CostModel", "RINGS", "check_model"]
-
-RINGS = ("bi", "uni")  # a ring carries data both ways (the book's W_ici) or one way only
-
-
-def check_model(model: str, ring: str) -> None:
-    """A UsageError unless ``model`` is a communication model and ``ring`` a ring direction it has."""
-    if model not in MODELS:
-        raise UsageError(f"unknown communication model {model!r}; known: {', '.join(MODELS)}")
-    if ring not in RINGS:
-        raise UsageError(f"ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not {ring!r}")
-    if ring == "uni" and model != "ici":
-        raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
+__all__ = ["CostModel"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +81,7 @@ class CostModel:
         """The same model under another overlap policy (a policy or its name)."""
         policy = OverlapPolicy.of(overlap, self.overlap)
         return self if policy is self.overlap else replace(self, overlap=policy)
+
+    def options(self, mesh: object, sizes: object = None) -> Options:
+        """The step-level options of this model on ``mesh`` with ``sizes`` (equal calls share one)."""
+        return Options.of(self, mesh, sizes)

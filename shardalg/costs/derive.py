@@ -344,7 +344,7 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
     if per not in ("shard", "array"):
         raise UsageError(f"per is 'shard' or 'array', not {per!r}")
     m = as_mesh(mesh) or Mesh({a: None for a in axes})
-    opts = Options.make(m, None, hw, model)
+    opts = CostModel.of(hw, model).options(m)
     v = quantity("V")
     parts = _collective_parts(op, axes, opts, mono(v))
     if len(parts) != 1:

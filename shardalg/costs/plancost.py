@@ -15,7 +15,7 @@ sympy expressions made on first use.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import sympy
 from sympy import Expr
@@ -24,18 +24,19 @@ from shardalg.algebra.context import context_for
 from shardalg.errors import UsageError
 from shardalg.lazy import cached
 from shardalg.notation.plan import Plan, Step
-from shardalg.notation.syntax import Node, Op
-from shardalg.planning.memo import per_object
+from shardalg.notation.syntax import Node, Op, Tensor
 
 from . import schedule as sched
+from .commcost import CommCost
 from .costmodel import CostModel
 from .programplan import plan_of, program_plan
 from .schedule import OverlapPolicy
-from .stepcost import Options
-from .steps import StepCost, numeric, seconds_of, step_cost
+from .stepcost import Options, _collective
+from .steps import StepCost, fast_seconds, numeric, step_cost, step_weights
 from .terms import ZERO, Point, Term, add, maximum, point
 
-__all__ = ["PlanCost", "plan_cost", "priced", "plan_of", "cost", "costed", "step_seconds", "step_weights", "fast_seconds"]
+__all__ = ["PlanCost", "plan_cost", "priced", "plan_of", "cost", "costed", "step_seconds", "step_weights", "fast_seconds",
+           "collective_cost"]  # fmt: skip
 
 TERMS = ("comms", "compute", "memory", "total", "flops")
 
@@ -256,36 +257,6 @@ def priced(plan: Plan, mesh, sizes, costs: CostModel) -> PlanCost:
     return _priced(plan, Options.of(costs, mesh, sizes), costs)
 
 
-PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts again
-
-
-def fast_seconds(opts: Options, policy: OverlapPolicy) -> Callable[[Plan], float | None]:
-    """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
-    the ranking's key. Each step's time is memoized; None while a size is unbound."""
-    memo: dict[int, tuple[Step, float | None]] = {}  # by step object (kept beside its time): plans share steps
-    plans: dict[int, tuple[Plan, float | None]] = {}  # by plan object: a ranking asks again for the same plan
-
-    def seconds(plan: Plan) -> float | None:
-        if len(plans) >= PLANS_TIMED:
-            plans.clear()
-        return per_object(plans, plan, _seconds)
-
-    def step(s: Step) -> float | None:
-        return seconds_of(s, opts)
-
-    def _seconds(plan: Plan) -> float | None:
-        durations = []
-        for s in plan.steps:
-            got = per_object(memo, s, step)
-            if got is None:
-                return None
-            durations.append(got)
-        lanes = [sched.lanes_of(s) for s in plan.steps]
-        return sched.seconds(durations, lanes, plan.producers, policy)
-
-    return seconds
-
-
 def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overlap: object = None,
          **options) -> PlanCost:  # fmt: skip
     """The cost of a plan, a program, a statement or notation text (``"AllGather_X(bf16[B_X, D_Y])"``).
@@ -338,20 +309,9 @@ def step_seconds(mesh, sizes=None, hw=None, model=None, **options) -> Callable[[
     return step_weights(mesh, sizes, CostModel.of(hw, model, **options))
 
 
-def step_weights(mesh, sizes, costs: CostModel) -> Callable[[Step], float]:
-    """:func:`step_seconds` under the cost model ``costs``."""
-    opts = Options.of(costs, mesh, sizes)
-    if opts.costs.chip is None:
-        raise UsageError("ranking by seconds needs a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
-    memo: dict[Step, float] = {}
-
-    def seconds(step: Step) -> float:
-        got = memo.get(step)
-        if got is None:
-            value = seconds_of(step, opts) if step.communicates or step.op is Op.EINSUM else 0.0
-            if value is None:
-                raise UsageError(f"ranking by seconds needs every size bound: {step.statement()} is symbolic")
-            got = memo[step] = value
-        return got
-
-    return seconds
+def collective_cost(op: Op, tensor: Tensor, axes: Iterable[str], mesh, sizes=None, hw=None, model=None,
+                    offset: int | None = None, **options) -> CommCost:  # fmt: skip
+    """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``.
+    ``hw``, ``model`` and ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
+    opts = CostModel.of(hw, model, **options).options(mesh, sizes)
+    return _collective(op, tensor, tuple(axes), opts, offset)

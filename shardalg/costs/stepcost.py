@@ -1,7 +1,7 @@
 """Costs of single steps as closed-form expressions: communication models, compute, HBM traffic.
 
     >>> from shardalg import Mesh, Op, Tensor, Dim
-    >>> from shardalg.costs.stepcost import collective_cost
+    >>> from shardalg.costs.plancost import collective_cost
     >>> a = Tensor("A", (Dim("E", ("Y",)), Dim("F")))
     >>> collective_cost(Op.ALL_GATHER, a, ("Y",), Mesh(X=8, Y=None)).total()
     Max(T_min*Y/2, 2*E*F/W_ici)
@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import sympy
 from sympy import Expr, Integer, Rational
@@ -67,15 +68,18 @@ from .commcost import (
     ab_ring,
     group_size,
 )
-from .costmodel import RINGS, CostModel, check_model
 from .hardware import MODELS
 from .shift import shift_unit
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
-__all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "collective_cost", "Options", "unit_cost",
+if TYPE_CHECKING:
+    from .costmodel import CostModel
+
+__all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "Options", "unit_cost",
            "UNIT_COSTS", "local_bytes", "moved_share", "check_model"]  # fmt: skip
 
 
+RINGS = ("bi", "uni")  # a ring carries data both ways (the book's W_ici) or one way only
 # The model's structural constants (not hardware numbers; those live in shardalg.costs.hardware). They are
 # the model's definition, not options: the memos of step costs are keyed by the CostModel and not by these, so
 # a test that replaces one (to see a proof fail) clears the caches after it (shardalg.clear_caches()).
@@ -264,12 +268,6 @@ class Options:
         except TypeError:  # an unhashable part (a user's chip with mutable parts): not shared
             return cls(m, dict(sz), costs)
 
-    @classmethod
-    def make(cls, mesh, sizes=None, hw=None, model=None, **kw) -> Options:
-        """The options of the keyword form (``hw``, ``model``, and :class:`CostModel`'s options), folded
-        into one CostModel here."""
-        return cls.of(CostModel.of(hw, model, **kw), mesh, sizes)
-
     def _link(self, name: str) -> Link:
         ax, costs = self.mesh[name], self.costs
         wraps = ax.wraps
@@ -289,6 +287,16 @@ class Options:
         if d.label in self.sizes:
             return Integer(self.sizes[d.label])
         return dim_size(d.label)
+
+
+def check_model(model: str, ring: str) -> None:
+    """A UsageError unless ``model`` is a communication model and ``ring`` a ring direction it has."""
+    if model not in FORMULAS:
+        raise UsageError(f"unknown communication model {model!r}; known: {', '.join(FORMULAS)}")
+    if ring not in RINGS:
+        raise UsageError(f"ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not {ring!r}")
+    if ring == "uni" and model != "ici":
+        raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
 
 
 @memoized(Kind.PIECE)
@@ -333,13 +341,6 @@ def _formula(model: str, op: Op, v: Term, group: tuple[Link, ...]) -> CommCost:
     if isinstance(f, tuple):
         return sum((_formula(model, o, v, group) for o in f[1:]), _formula(model, f[0], v, group))
     return f(v, group)
-
-
-def collective_cost(op: Op, tensor: Tensor, axes: Iterable[str], mesh, sizes=None, hw=None, model=None,
-                    offset: int | None = None, **options) -> CommCost:  # fmt: skip
-    """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``."""
-    opts = Options.make(mesh, sizes, hw, model, **options)
-    return _collective(op, tensor, tuple(axes), opts, offset)
 
 
 # (op, axes, options, a Shift's offset) -> the cost for V = 1 byte (None when the op communicates nothing)

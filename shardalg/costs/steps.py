@@ -1,5 +1,6 @@
 """One step's cost: its collective's time, an einsum's FLOPs and compute time, HBM traffic, as light terms
-worked out when asked for; and the same times straight as numbers, for ranking.
+worked out when asked for; and the same times straight as numbers, for ranking (a step's, :func:`seconds_of`;
+a plan's under an overlap policy, :func:`fast_seconds`; a step's weight in a search, :func:`step_weights`).
 
 The formulas are :mod:`shardalg.costs.stepcost`'s (its constants, such as ``FLOPS_PER_MAC`` and ``W_HBM``,
 are read from there). Every memo here goes through the cache layer, keyed by values: the step (or what its
@@ -10,8 +11,9 @@ integer; an einsum's FLOPs over ``C``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import sympy
 
@@ -19,15 +21,21 @@ from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.symbols import axis_size, dim_size
 from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import UsageError
-from shardalg.notation.plan import Step
+from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
+from shardalg.planning.memo import per_object
+from shardalg.planning.overlap import OverlapPolicy
 
+from . import schedule as sched
 from . import stepcost as sc
 from .commcost import NOTHING, CommCost
 from .stepcost import Options, _collective, _t, group_bytes, local_bytes, moved_share, unit_cost
 from .terms import ZERO, Mono, Term, add, atom_id, maximum
 
-__all__ = ["StepCost", "step_cost", "einsum_flops", "numeric", "seconds_of"]
+if TYPE_CHECKING:
+    from .costmodel import CostModel
+
+__all__ = ["StepCost", "step_cost", "einsum_flops", "numeric", "seconds_of", "fast_seconds", "step_weights"]
 
 
 def _local_sizes(left: Tensor, right: Tensor, opts: Options) -> tuple[int, int, dict[int, int]]:
@@ -294,3 +302,55 @@ def seconds_of(step: Step, opts: Options) -> float | None:
     if overlapped:
         return float(sum(max(lat, b * v) for lat, b in parts))
     return float(sum(lat + b * v for lat, b in parts))
+
+
+# ---- a plan's and a step's seconds, the rankings' measures ------------------------------------------------
+PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts again
+
+
+def fast_seconds(opts: Options, policy: OverlapPolicy) -> Callable[[Plan], float | None]:
+    """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
+    the ranking's key. Each step's time is memoized; None while a size is unbound."""
+    memo: dict[int, tuple[Step, float | None]] = {}  # by step object (kept beside its time): plans share steps
+    plans: dict[int, tuple[Plan, float | None]] = {}  # by plan object: a ranking asks again for the same plan
+
+    def seconds(plan: Plan) -> float | None:
+        if len(plans) >= PLANS_TIMED:
+            plans.clear()
+        return per_object(plans, plan, _seconds)
+
+    def step(s: Step) -> float | None:
+        return seconds_of(s, opts)
+
+    def _seconds(plan: Plan) -> float | None:
+        durations = []
+        for s in plan.steps:
+            got = per_object(memo, s, step)
+            if got is None:
+                return None
+            durations.append(got)
+        lanes = [sched.lanes_of(s) for s in plan.steps]
+        return sched.seconds(durations, lanes, plan.producers, policy)
+
+    return seconds
+
+
+def step_weights(mesh, sizes, costs: CostModel) -> Callable[[Step], float]:
+    """One step's seconds under the cost model ``costs`` (:func:`shardalg.costs.plancost.step_seconds` is its
+    keyword form): a collective's communication, a local einsum's compute, a slice's nothing. Memoized per
+    step; a symbol left unbound is an error."""
+    opts = Options.of(costs, mesh, sizes)
+    if opts.costs.chip is None:
+        raise UsageError("ranking by seconds needs a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
+    memo: dict[Step, float] = {}
+
+    def seconds(step: Step) -> float:
+        got = memo.get(step)
+        if got is None:
+            value = seconds_of(step, opts) if step.communicates or step.op is Op.EINSUM else 0.0
+            if value is None:
+                raise UsageError(f"ranking by seconds needs every size bound: {step.statement()} is symbolic")
+            got = memo[step] = value
+        return got
+
+    return seconds

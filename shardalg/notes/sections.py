@@ -133,7 +133,7 @@ def four_cases() -> Section:
 
 
 def collectives() -> Section:
-    from shardalg.costs.stepcost import collective_cost
+    from shardalg.costs.plancost import collective_cost
 
     mesh = Mesh(X=None)
     rows, free = [], []

@@ -41,11 +41,15 @@ def _gather(name: str) -> Step:
 
 
 def test_equal_steps_of_other_names_share_their_terms_and_keep_their_own_step():
-    opts = Options.make(MESH, SIZES)
+    opts = _options()
     a, b = _gather("A"), _gather("B")
     ca, cb = sc_step(a, opts), sc_step(b, opts)
     assert ca.comms is cb.comms  # one term for both: the names take no part
     assert ca.step is a and cb.step is b  # each cost still prints its own step
+
+
+def _options(hw=None, mesh=MESH, sizes=SIZES, **options) -> Options:
+    return CostModel.of(hw, **options).options(mesh, sizes)
 
 
 def sc_step(step: Step, opts: Options):
@@ -58,8 +62,8 @@ def test_another_cost_model_is_another_key():
     """No fingerprints of module constants: what a step's cost depends on is in its key (the Options, which
     holds the CostModel), so a cost model that differs in any field never reads another's memo."""
     step = _gather("A")
-    both = sc_step(step, Options.make(MESH, SIZES)).comms.sympy()
-    one_way = sc_step(step, Options.make(MESH, SIZES, ring="uni")).comms.sympy()
+    both = sc_step(step, _options()).comms.sympy()
+    one_way = sc_step(step, _options(ring="uni")).comms.sympy()
     assert sympy.simplify(one_way / both) != 1  # a ring used one way: not the bidirectional memo's time
     exact = sc_step(step, Options.of(CostModel.of(exact=True), MESH, SIZES)).comms.sympy()
     assert sympy.simplify(exact / both) != 1
@@ -68,25 +72,25 @@ def test_another_cost_model_is_another_key():
 def test_a_step_cost_is_kept_by_the_values_of_its_step_and_options():
     a, b = parse_tensor("A[I_X, J]"), parse_tensor("B[J, K]")
     mul = Step(Op.EINSUM, (a, b), parse_tensor("C[I_X, K]"), contract=("J",))
-    first = sc_step(mul, Options.make(MESH, SIZES))
+    first = sc_step(mul, _options())
     # an equal step made again, priced under options made again from equal arguments: the same cost
     again = Step(Op.EINSUM, (parse_tensor("A[I_X, J]"), b), parse_tensor("C[I_X, K]"), contract=("J",))
     assert again is not mul and sc_step(again, Options.of(CostModel(), Mesh(X=2, Y=4), dict(SIZES))) is first
     # other sizes, or another chip, are other options: another cost
-    other = sc_step(mul, Options.make(MESH, {**SIZES, "I": 2048}))
+    other = sc_step(mul, _options(sizes={**SIZES, "I": 2048}))
     assert other is not first and sympy.simplify(other.compute.sympy() / first.compute.sympy()) == 2
-    assert sc_step(mul, Options.make(MESH, SIZES, "tpu-v5p")) is not first
+    assert sc_step(mul, _options("tpu-v5p")) is not first
 
 
 def test_options_are_a_value_shared_between_equal_calls():
     sizes = dict(SIZES)
-    first = Options.make(MESH, sizes, "tpu-v5p")
-    assert Options.make("X=2,Y=4", dict(SIZES), "tpu-v5p") is first  # equal arguments: the one value
+    first = _options("tpu-v5p", sizes=sizes)
+    assert _options("tpu-v5p", "X=2,Y=4", dict(SIZES)) is first  # equal arguments: the one value
     sizes["I"] = 2048  # the same dict, changed
-    second = Options.make(MESH, sizes, "tpu-v5p")
+    second = _options("tpu-v5p", sizes=sizes)
     assert second != first and second.sizes["I"] == 2048 and first.sizes["I"] == 1024
-    assert Options.make(MESH, sizes, "tpu-v5e").costs.chip.name != second.costs.chip.name
-    assert first.costs == CostModel.of("tpu-v5p") and {first: 1}[Options.make(MESH, SIZES, "tpu-v5p")] == 1
+    assert _options("tpu-v5e", sizes=sizes).costs.chip.name != second.costs.chip.name
+    assert first.costs == CostModel.of("tpu-v5p") and {first: 1}[_options("tpu-v5p")] == 1
 
 
 def test_a_plan_input_read_again_waits_for_nothing():
