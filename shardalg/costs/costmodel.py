@@ -8,20 +8,31 @@ A :class:`CostModel` is frozen and hashable: the chip, the communication model, 
 counting options of :mod:`shardalg.costs.stepcost`. The public functions (``cost``, ``plan_cost``,
 ``step_seconds``, ``plans``, ...) keep their keyword options and fold them into one CostModel at the edge
 (:meth:`CostModel.of`, where names become values and bad ones become a UsageError); the layers below take the
-value. Its step-level form for one mesh and sizes is :class:`.stepcost.Options` (``Options.of(costs, mesh,
+value. A CostModel is the planner's ranking by seconds (it implements :class:`shardalg.planning.ranking.
+Ranking`: ``planning.planner.plans(stmt, mesh, sizes, rank=costs)``). Its step-level form for one mesh and sizes is :class:`.stepcost.Options` (``Options.of(costs, mesh,
 sizes)``), which holds it: every memo of a step's cost is keyed by that value, so two cost models that differ
 in any field never share an answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.traffic import Sizes
+from shardalg.notation.plan import Plan
+from shardalg.notation.printing.display import seconds_text
+from shardalg.planning.order import HeadKey, default_key
 from shardalg.planning.overlap import OverlapPolicy
+from shardalg.planning.planset import Overlap
+from shardalg.planning.ranking import Key, Ranked
 
 from .hardware import Chip, as_chip
+from .schedule import lanes_of
 from .stepcost import Options, check_model
+from .steps import fast_seconds, step_weights
 
 __all__ = ["CostModel"]
 
@@ -85,3 +96,35 @@ class CostModel:
     def options(self, mesh: object, sizes: object = None) -> Options:
         """The step-level options of this model on ``mesh`` with ``sizes`` (equal calls share one)."""
         return Options.of(self, mesh, sizes)
+
+    def seconds_key(
+        self, mesh: Mesh, sizes: Sizes, seconds: Callable[[Plan], float | None] | None = None
+    ) -> Key:
+        """Rank plans by their seconds under this model; plans whose cost stays symbolic (unbound sizes) rank
+        after the numeric ones, by bytes. ``seconds`` is the caller's :func:`~.steps.fast_seconds` of this
+        model, when it has one (its times are shared)."""
+        by_bytes = default_key(mesh, sizes)
+        if seconds is None:
+            seconds = fast_seconds(self.options(mesh, sizes.known), self.overlap)
+
+        def head(p: Plan) -> tuple[Any, ...]:
+            t = seconds(p)
+            return (t is None, t or 0.0, *by_bytes.head(p))
+
+        return HeadKey(head)  # the steps' text is built only for plans that tie on the rest
+
+    def ranking(self, mesh: Mesh, sizes: Sizes) -> Ranked:
+        """The planner's ranking by seconds on this model's chip under its overlap policy (every size bound):
+        the key of finished plans, each step's seconds as a search's weight, how steps overlap (none under
+        ``serial``, where a plan's time is the sum of its steps'), and the table's column of seconds."""
+        time = fast_seconds(self.options(mesh, sizes.known), self.overlap)
+        overlap = None if self.overlap is OverlapPolicy.SERIAL else Overlap(self.overlap, time, lanes_of)
+        fast = fast_seconds(self.options(mesh, sizes.known), self.overlap)
+
+        def seconds(q: Plan) -> str:
+            t = fast(q)
+            return "symbolic" if t is None else seconds_text(t)
+
+        column = f"time on {getattr(self.chip, 'name', self.chip)} ({self.overlap})"
+        weigh = step_weights(mesh, sizes.known, self)
+        return Ranked(self.seconds_key(mesh, sizes, time), weigh, overlap, {column: seconds})

@@ -31,18 +31,18 @@ from shardalg.algebra.traffic import Sizes
 from shardalg.cache import Kind, memoized
 from shardalg.errors import IncompleteWarning, NoPlan, UsageError
 from shardalg.notation.plan import Plan, Step
+from shardalg.notation.printing import display
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Statement, Tensor
 
 from .einsum_plans import EinsumPlanner
 from .noplan import no_plan
 from .order import default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
-from .redistribute import redistribute
+from .ranking import Key, Ranking, Weigh
+from .redistribute import plan_bytes, redistribute
 
-__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Plans", "Limits"]
+__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
 
-Key = Callable[[Plan], Any]  # sorts finished plans, cheapest first
-Weigh = Callable[[Step], float]  # one step's additive weight in a search
 
 
 def _fmt(axes: tuple[str, ...] | list[str]) -> str:
@@ -111,32 +111,46 @@ def plans(
     weigh: Weigh | None = None,
     limits: Limits = DEFAULT_LIMITS,
     overlap: Overlap | None = None,
+    rank: Ranking | None = None,
 ) -> Plans:
     """Every legal plan for a statement, cheapest first: an einsum ``A[..] · B[..] -> C[..]`` (the arrow's
     result, or ``target``, is the requested output; without one, every natural output), a collective
     statement (its one plan), or a resharding ``A[I_X, J] -> A[I, J_X]`` (redistribute's sequences).
 
-    Ranking: by ``key`` when given, else by bytes communicated, then steps; ``weigh`` (a step's additive
-    weight, such as its seconds on a chip) guides a resharding's search, and for an einsum adds the plan that
-    is cheapest by it over every compute layout. Ranking by seconds on a chip is :func:`shardalg.costs.ranking.plans`
-    (``shardalg.plans(..., hw=...)``), which passes both. ``overlap`` (with ``weigh``) says how steps overlap
-    under the ranking's policy (:class:`~.planset.Overlap`): the search for the cheapest plan over every
-    compute layout then measures plans by it, not by the sum of their steps' weights (see
-    :mod:`.optimum`).
+    Ranking: by ``key`` when given, else by ``rank`` (a :class:`~.ranking.Ranking`, such as a
+    :class:`~shardalg.costs.costmodel.CostModel`: seconds on its chip under its overlap policy, where every
+    size is bound; ``shardalg.plans(..., hw=...)`` builds one), else by bytes communicated, then steps.
+    ``weigh`` (a step's additive weight, such as its seconds on a chip) guides a resharding's search, and for
+    an einsum adds the plan that is cheapest by it over every compute layout; ``overlap`` (with ``weigh``)
+    says how steps overlap under the ranking's policy (:class:`~.planset.Overlap`): the search for the
+    cheapest plan over every compute layout then measures plans by it, not by the sum of their steps'
+    weights (see :mod:`.optimum`). A ``rank`` hands over all three (with ``key``, only its columns are read).
+    The plans' table (in a notebook) shows their bytes communicated and the ranking's columns.
 
     The result is a :class:`Plans` list: ``complete`` is False (and ``note`` says which limit, and how to
     lift it) when a budget of the search cut the answer, and an :class:`~shardalg.errors.IncompleteWarning`
     says so (on stderr unless filtered); ``limits`` raises the budgets."""
-    found = _plans(expr, mesh, sizes, target, key, weigh, limits, overlap)
+    p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)
+    columns: dict[str, Callable[[Plan], object]] = {
+        "bytes communicated": lambda q: display.bytes_text(str(plan_bytes(q, p.mesh, p.sizes)))
+    }
+    if rank is not None:
+        if not isinstance(rank, Ranking):
+            raise UsageError(f"rank is a ranking such as a CostModel (CostModel.of('tpu-v5p')), not {rank!r}")
+        ranked = rank.ranking(p.mesh, p.sizes)
+        if key is None:
+            key, weigh, overlap = ranked.key, weigh or ranked.weigh, overlap or ranked.overlap
+        columns.update(ranked.columns)
+    found = _plans(p, mesh, sizes, target, key, weigh, limits, overlap)
     if not found.complete:
         warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
-    return found
+    return Plans(found, found.complete, found.note, columns)
 
 
 def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: Tensor | str | None,
            key: Key | None, weigh: Weigh | None, limits: Limits, overlap: Overlap | None = None,
            ) -> Plans:  # fmt: skip
-    # a Problem is already prepared (parsed and checked once): shardalg.costs.ranking passes one
+    # a Problem is already prepared (parsed and checked once): plans passes one
     p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)  # type: ignore[arg-type]
     rank = key or default_key(p.mesh, p.sizes)
     stmt = p.statement
@@ -185,9 +199,10 @@ def plan(
     weigh: Weigh | None = None,
     limits: Limits = DEFAULT_LIMITS,
     overlap: Overlap | None = None,
+    rank: Ranking | None = None,
 ) -> Plan:
     """The default (first) of :func:`plans`."""
-    found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits, overlap=overlap)
+    found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits, overlap=overlap, rank=rank)
     if not found:
         raise NoPlan(f"the search found no plan before a limit cut it: {found.note}")
     return found[0]

@@ -11,13 +11,13 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardalg import plans as ranked
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.cache import clear_caches
 from shardalg.costs import schedule as sched
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import plan_cost
-from shardalg.costs.ranking import plans as ranked
 from shardalg.costs.ranking import seconds_key
 from shardalg.costs.stepcost import Options
 from shardalg.notation.parse import parse_tensor

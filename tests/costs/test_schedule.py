@@ -10,12 +10,12 @@ import sympy
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardalg import plans as ranked
 from shardalg.algebra.mesh import Mesh
 from shardalg.cli import main
 from shardalg.costs import schedule as sched
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import cost, fast_seconds, plan_cost
-from shardalg.costs.ranking import plans as ranked
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import NoPlan, UnreachableUnreduced, UsageError
 from shardalg.notation.parse import parse
