@@ -234,6 +234,7 @@ class Options:
     sizes: Mapping[str, int]
     costs: CostModel
     key: tuple = field(init=False, repr=False)  # (mesh, sizes as sorted items, costs): what equality reads
+    hashed: int = field(init=False, repr=False)  # hash(key), made once: every memo of a step's cost hashes it
     links: Mapping[str, Link] = field(init=False, repr=False)  # each mesh axis as a collective sees it
     values: Mapping[sympy.Symbol, float] = field(init=False, repr=False)  # the chip's numbers (empty without)
     point: tm.Point = field(init=False, repr=False)  # the chip's numbers keyed for evaluating terms
@@ -247,6 +248,7 @@ class Options:
         values = chip.values() if chip is not None else {}
         setattr_ = object.__setattr__
         setattr_(self, "key", (self.mesh, tuple(sorted(self.sizes.items())), self.costs))
+        setattr_(self, "hashed", hash(self.key))
         setattr_(self, "links", {name: self._link(name) for name in self.mesh.names})
         setattr_(self, "values", values)
         setattr_(self, "point", tm.point(values))
@@ -255,7 +257,7 @@ class Options:
         return self is other or (isinstance(other, Options) and self.key == other.key)
 
     def __hash__(self) -> int:
-        return hash(self.key)
+        return self.hashed
 
     @classmethod
     def of(cls, costs: CostModel, mesh: object, sizes: object = None) -> Options:
