@@ -23,7 +23,6 @@ from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
-from shardalg.planning.memo import per_object
 from shardalg.planning.overlap import OverlapPolicy
 
 from . import schedule as sched
@@ -311,21 +310,23 @@ PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts a
 def fast_seconds(opts: Options, policy: OverlapPolicy) -> Callable[[Plan], float | None]:
     """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
     the ranking's key. Each step's time is memoized; None while a size is unbound."""
-    memo: dict[int, tuple[Step, float | None]] = {}  # by step object (kept beside its time): plans share steps
-    plans: dict[int, tuple[Plan, float | None]] = {}  # by plan object: a ranking asks again for the same plan
+    memo: dict[Step, float | None] = {}  # by step value: plans share steps, and equal ones
+    plans: dict[Plan, float | None] = {}  # by plan value: a ranking asks again for the same plan
 
     def seconds(plan: Plan) -> float | None:
-        if len(plans) >= PLANS_TIMED:
-            plans.clear()
-        return per_object(plans, plan, _seconds)
-
-    def step(s: Step) -> float | None:
-        return seconds_of(s, opts)
+        got = plans.get(plan, plans)
+        if got is plans:
+            if len(plans) >= PLANS_TIMED:
+                plans.clear()
+            got = plans[plan] = _seconds(plan)
+        return got  # type: ignore[return-value]
 
     def _seconds(plan: Plan) -> float | None:
         durations = []
         for s in plan.steps:
-            got = per_object(memo, s, step)
+            got = memo.get(s, memo)
+            if got is memo:
+                got = memo[s] = seconds_of(s, opts)
             if got is None:
                 return None
             durations.append(got)

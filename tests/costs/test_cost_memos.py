@@ -19,6 +19,7 @@ from shardalg.costs import schedule as sched
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import plan_cost
 from shardalg.costs.ranking import seconds_key
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.costs.stepcost import Options
 from shardalg.notation.parse import parse_tensor
 from shardalg.notation.plan import Step
@@ -91,6 +92,28 @@ def test_options_are_a_value_shared_between_equal_calls():
     assert second != first and second.sizes["I"] == 2048 and first.sizes["I"] == 1024
     assert _options("tpu-v5e", sizes=sizes).costs.chip.name != second.costs.chip.name
     assert first.costs == CostModel.of("tpu-v5p") and {first: 1}[_options("tpu-v5p")] == 1
+
+
+def test_a_ranking_times_equal_steps_and_plans_once(monkeypatch):
+    """fast_seconds keeps its times by value: a step equal to one already timed (another object) is not
+    timed again, nor is a plan equal to one already timed."""
+    from shardalg.costs import steps
+    from shardalg.notation.plan import Plan
+
+    timed: list[Step] = []
+    real = steps.seconds_of
+    monkeypatch.setattr(steps, "seconds_of", lambda s, opts: timed.append(s) or real(s, opts))
+    seconds = steps.fast_seconds(_options("tpu-v5p"), OverlapPolicy.SCHEDULE)
+    a = parse_tensor("A[I_X, J]")
+
+    def plan() -> Plan:
+        return Plan((a,), (_gather("A"),), parse_tensor("A[I, J]"))
+
+    first, again = plan(), plan()
+    assert first is not again and first.steps[0] is not again.steps[0]
+    assert seconds(first) == seconds(again) and len(timed) == 1
+    other = Plan((a,), (_gather("A"), Step(Op.SLICE, (parse_tensor("A[I, J]"),), a, ("X",), "I")), a)
+    assert seconds(other) is not None and len(timed) == 2  # only the new step (the slice) is timed
 
 
 def test_a_plan_input_read_again_waits_for_nothing():
