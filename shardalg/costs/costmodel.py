@@ -93,7 +93,7 @@ class CostModel:
         policy = OverlapPolicy.of(overlap, self.overlap)
         return self if policy is self.overlap else replace(self, overlap=policy)
 
-    def options(self, mesh: object, sizes: object = None) -> Options:
+    def options(self, mesh: Mesh | None, sizes: object = None) -> Options:
         """The step-level options of this model on ``mesh`` with ``sizes`` (equal calls share one)."""
         return Options.of(self, mesh, sizes)
 

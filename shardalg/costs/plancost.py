@@ -21,6 +21,7 @@ import sympy
 from sympy import Expr
 
 from shardalg.algebra.context import context_for
+from shardalg.algebra.mesh import as_mesh
 from shardalg.errors import UsageError
 from shardalg.lazy import cached
 from shardalg.notation.plan import Plan, Step
@@ -254,7 +255,7 @@ def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object
 
 def priced(plan: Plan, mesh, sizes, costs: CostModel) -> PlanCost:
     """The cost of ``plan`` on ``mesh`` with ``sizes`` under the cost model ``costs``."""
-    return _priced(plan, Options.of(costs, mesh, sizes), costs)
+    return _priced(plan, Options.of(costs, as_mesh(mesh), sizes), costs)
 
 
 def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overlap: object = None,
@@ -306,12 +307,12 @@ def step_seconds(mesh, sizes=None, hw=None, model=None, **options) -> Callable[[
     steps add up under every policy), and the product's weight when the planner looks for the cheapest plan
     over every compute layout (a compute layout that shards more computes less). Memoized per step; a
     symbol left unbound is an error. ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
-    return step_weights(mesh, sizes, CostModel.of(hw, model, **options))
+    return step_weights(as_mesh(mesh), sizes, CostModel.of(hw, model, **options))
 
 
 def collective_cost(op: Op, tensor: Tensor, axes: Iterable[str], mesh, sizes=None, hw=None, model=None,
                     offset: int | None = None, **options) -> CommCost:  # fmt: skip
     """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``.
     ``hw``, ``model`` and ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
-    opts = CostModel.of(hw, model, **options).options(mesh, sizes)
+    opts = CostModel.of(hw, model, **options).options(as_mesh(mesh), sizes)
     return _collective(op, tensor, tuple(axes), opts, offset)

@@ -49,7 +49,7 @@ import sympy
 from sympy import Expr, Integer, Rational
 
 from shardalg.algebra.context import as_sizes
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS, Layer
 from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
 from shardalg.algebra.traffic import DEFAULT_DTYPE
@@ -260,15 +260,16 @@ class Options:
         return self.hashed
 
     @classmethod
-    def of(cls, costs: CostModel, mesh: object, sizes: object = None) -> Options:
-        """The options of ``costs`` on ``mesh`` (a Mesh or its text) with ``sizes``: equal calls share one."""
-        m, sz = as_mesh(mesh), as_sizes(sizes)
-        if m is None:
+    def of(cls, costs: CostModel, mesh: Mesh | None, sizes: object = None) -> Options:
+        """The options of ``costs`` on ``mesh`` (a Mesh: its text is read at the edges, by the public
+        functions) with ``sizes``: equal calls share one."""
+        if not isinstance(mesh, Mesh):
             raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2)")
+        sz = as_sizes(sizes)
         try:
-            return _made(costs, m, tuple(sorted(sz.items())))
+            return _made(costs, mesh, tuple(sorted(sz.items())))
         except TypeError:  # an unhashable part (a user's chip with mutable parts): not shared
-            return cls(m, dict(sz), costs)
+            return cls(mesh, dict(sz), costs)
 
     def _link(self, name: str) -> Link:
         ax, costs = self.mesh[name], self.costs

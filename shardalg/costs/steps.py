@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.symbols import axis_size, dim_size
 from shardalg.cache import Kind, memo, memoized
@@ -336,7 +337,7 @@ def fast_seconds(opts: Options, policy: OverlapPolicy) -> Callable[[Plan], float
     return seconds
 
 
-def step_weights(mesh, sizes, costs: CostModel) -> Callable[[Step], float]:
+def step_weights(mesh: Mesh, sizes, costs: CostModel) -> Callable[[Step], float]:
     """One step's seconds under the cost model ``costs`` (:func:`shardalg.costs.plancost.step_seconds` is its
     keyword form): a collective's communication, a local einsum's compute, a slice's nothing. Memoized per
     step; a symbol left unbound is an error."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pickle
 import random
 
+import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,8 +22,9 @@ from shardalg.costs.plancost import plan_cost
 from shardalg.costs.ranking import seconds_key
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.costs.stepcost import Options
+from shardalg.errors import UsageError
 from shardalg.notation.parse import parse_tensor
-from shardalg.notation.plan import Step
+from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
 from shardalg.planning.order import HeadKey, plan_text_key
 
@@ -86,7 +88,7 @@ def test_a_step_cost_is_kept_by_the_values_of_its_step_and_options():
 def test_options_are_a_value_shared_between_equal_calls():
     sizes = dict(SIZES)
     first = _options("tpu-v5p", sizes=sizes)
-    assert _options("tpu-v5p", "X=2,Y=4", dict(SIZES)) is first  # equal arguments: the one value
+    assert _options("tpu-v5p", Mesh(X=2, Y=4), dict(SIZES)) is first  # equal arguments: the one value
     sizes["I"] = 2048  # the same dict, changed
     second = _options("tpu-v5p", sizes=sizes)
     assert second != first and second.sizes["I"] == 2048 and first.sizes["I"] == 1024
@@ -94,11 +96,18 @@ def test_options_are_a_value_shared_between_equal_calls():
     assert first.costs == CostModel.of("tpu-v5p") and {first: 1}[_options("tpu-v5p")] == 1
 
 
+def test_a_mesh_is_read_from_text_at_the_edges_only():
+    step = _gather("A")
+    plan = Plan((step.inputs[0],), (step,), step.output)
+    assert str(plan_cost(plan, "X=2,Y=4", SIZES).total) == str(plan_cost(plan, MESH, SIZES).total)  # an edge
+    with pytest.raises(UsageError, match="a cost needs a mesh"):
+        CostModel().options("X=2,Y=4", SIZES)  # type: ignore[arg-type]  # below the edge: a Mesh only
+
+
 def test_a_ranking_times_equal_steps_and_plans_once(monkeypatch):
     """fast_seconds keeps its times by value: a step equal to one already timed (another object) is not
     timed again, nor is a plan equal to one already timed."""
     from shardalg.costs import steps
-    from shardalg.notation.plan import Plan
 
     timed: list[Step] = []
     real = steps.seconds_of
