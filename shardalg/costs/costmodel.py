@@ -8,10 +8,11 @@ A :class:`CostModel` is frozen and hashable: the chip, the communication model, 
 counting options of :mod:`shardalg.costs.stepcost`. The public functions (``cost``, ``plan_cost``,
 ``step_seconds``, ``plans``, ...) keep their keyword options and fold them into one CostModel at the edge
 (:meth:`CostModel.of`, where names become values and bad ones become a UsageError); the layers below take the
-value. A CostModel is the planner's ranking by seconds (it implements :class:`shardalg.planning.ranking.
-Ranking`: ``planning.planner.plans(stmt, mesh, sizes, rank=costs)``). Its step-level form for one mesh and sizes is :class:`.stepcost.Options` (``Options.of(costs, mesh,
-sizes)``), which holds it: every memo of a step's cost is keyed by that value, so two cost models that differ
-in any field never share an answer.
+value. A CostModel is the planner's ranking by seconds: it implements
+:class:`shardalg.planning.ranking.Ranking`, so ``planning.planner.plans(stmt, mesh, sizes, rank=costs)``
+ranks by it. Its step-level form for one mesh and sizes is :class:`.stepcost.Options` (:meth:`options`),
+which holds it: every memo of a step's cost is keyed by that value, so two cost models that differ in any
+field never share an answer.
 """
 
 from __future__ import annotations
