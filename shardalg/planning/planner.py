@@ -131,6 +131,7 @@ def plans(
     lift it) when a budget of the search cut the answer, and an :class:`~shardalg.errors.IncompleteWarning`
     says so (on stderr unless filtered); ``limits`` raises the budgets."""
     p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)
+    by = None  # the ranking, when its functions are the ones the search reads (keys the plans' memo)
     columns: dict[str, Callable[[Plan], object]] = {
         "bytes communicated": lambda q: display.bytes_text(str(plan_bytes(q, p.mesh, p.sizes)))
     }
@@ -138,10 +139,11 @@ def plans(
         if not isinstance(rank, Ranking):
             raise UsageError(f"rank is a ranking such as a CostModel (CostModel.of('tpu-v5p')), not {rank!r}")
         ranked = rank.ranking(p.mesh, p.sizes)
+        by = rank if key is None and weigh is None and overlap is None else None
         if key is None:
             key, weigh, overlap = ranked.key, weigh or ranked.weigh, overlap or ranked.overlap
         columns.update(ranked.columns)
-    found = _plans(p, mesh, sizes, target, key, weigh, limits, overlap)
+    found = _plans(p, mesh, sizes, target, key, weigh, limits, overlap, by)
     if not found.complete:
         warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
     return Plans(found, found.complete, found.note, columns)
@@ -149,7 +151,7 @@ def plans(
 
 def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: Tensor | str | None,
            key: Key | None, weigh: Weigh | None, limits: Limits, overlap: Overlap | None = None,
-           ) -> Plans:  # fmt: skip
+           by: Ranking | None = None) -> Plans:  # fmt: skip
     # a Problem is already prepared (parsed and checked once): plans passes one
     p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)  # type: ignore[arg-type]
     rank = key or default_key(p.mesh, p.sizes)
@@ -164,7 +166,7 @@ def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: 
         return Plans([_collective_plan(body, result, p)])
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    found, cuts = _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh, overlap, p.checked)
+    found, cuts = _ranked_einsum_plans(body, result, p, limits, weigh, overlap, by)
     found = list(found)
     if not found:
         if cuts:
@@ -174,6 +176,28 @@ def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: 
         raise no_plan(stmt, planner)
     sort_plans(found, rank)
     return Plans.of(found, cuts)
+
+
+def _ranked_einsum_plans(body: Product, result: Tensor | None, p: Problem, limits: Limits, weigh: Weigh | None,
+                         overlap: Overlap | None, rank: Ranking | None) -> tuple[tuple[Plan, ...], tuple[str, ...]]:  # fmt: skip
+    """:func:`_einsum_plans`, keyed by the ranking's value when ``weigh`` and ``overlap`` are the ranking's
+    own (so equal queries under an equal CostModel share the answer: the functions it hands out are new at
+    each call, and a function is equal only to itself)."""
+    if rank is not None:
+        try:
+            return _einsum_plans_by(body, result, p.mesh, p.sizes, limits, rank, p.checked)
+        except TypeError:  # an unhashable ranking (a chip with mutable parts): by its functions, as below
+            pass
+    return _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh, overlap, p.checked)
+
+
+@memoized(Kind.ANSWER)
+def _einsum_plans_by(
+    body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits, rank: Ranking, checked: bool
+) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
+    """The plans of one product under the ranking ``rank`` (its step weights and overlap), by its value."""
+    ranked = rank.ranking(mesh, sizes)
+    return _einsum_plans(body, result, mesh, sizes, limits, ranked.weigh, ranked.overlap, checked)
 
 
 @memoized(Kind.ANSWER)

@@ -100,6 +100,22 @@ def test_the_planner_ranks_by_any_value_of_the_ranking_protocol() -> None:
         planner.plans(STATEMENT, "X=4", SIZES, rank=CostModel())
 
 
+def test_plans_under_equal_cost_models_share_the_answer() -> None:
+    """The plans found under a ranking are memoized by the ranking's value (the CostModel), not by the
+    functions it hands the search (new at each call): an equal query under an equal model is answered again
+    from the memo, and another model is another key."""
+    from shardalg.cache import clear_caches
+
+    clear_caches()
+    first = plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="steady")
+    before = planner._einsum_plans_by.cache_info()
+    again = plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="steady")
+    assert list(again) == list(first)
+    assert planner._einsum_plans_by.cache_info().hits == before.hits + 1
+    plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="serial")
+    assert planner._einsum_plans_by.cache_info().misses == before.misses + 1
+
+
 def test_a_derivation_folds_its_options_once() -> None:
     d = compare("AllGather_X(A[I_X, J]) -> A[I, J]", "AllReduce_X(A[I, J]{U_X}) -> A[I, J]", "I", mesh="X=4",
                 overlap="serial")  # fmt: skip
