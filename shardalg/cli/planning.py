@@ -42,8 +42,9 @@ def _source(args: argparse.Namespace) -> str:
 
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.algebra.legality import as_sizes
-    from shardalg.costs.ranking import plans
-    from shardalg.planning.planner import prepare
+    from shardalg.costs.costmodel import CostModel
+    from shardalg.costs.ranking import BySeconds
+    from shardalg.planning.planner import plans, prepare
     from shardalg.planning.planset import Limits
 
     source = _source(args)
@@ -51,8 +52,8 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     try:
         problem = prepare(source, mesh(args.mesh), as_sizes(args.sizes))
         hw, model, overlap = chip(getattr(args, "hw", None)), getattr(args, "model", None), getattr(args, "overlap", None)
-        found = plans(problem.statement, mesh=problem.mesh, sizes=problem.sizes.known, hw=hw, model=model,
-                      overlap=overlap, limits=limits)  # fmt: skip
+        rank = BySeconds(CostModel.of(hw, model, overlap)) if hw is not None else None  # the one CostModel of the call
+        found = plans(problem, rank=rank, limits=limits)
     except ShardalgError as err:
         raise err.with_source(source) from None  # the planner's spans point into the text: show the caret
     return problem, found, problem.sizes

@@ -6,11 +6,13 @@
   communication models: ICI torus, alpha-beta; exact ring bytes, one-way rings), :mod:`.steps` (one step's
   cost: collective, compute, HBM; and its seconds as numbers);
 - :mod:`.costmodel` (the cost model as one frozen value: chip, communication model, overlap policy,
-  counting options; the public functions' keyword options fold into it once);
+  counting options; the public functions' keyword options fold into it once; the planner's ranking by
+  seconds, :class:`shardalg.planning.ranking.Ranking`);
 - :mod:`.schedule` (a plan's steps on the mesh axes and the compute under an overlap policy, the enum
   :class:`~shardalg.planning.overlap.OverlapPolicy`), :mod:`.programplan` (a program as a plan), :mod:`.plancost` (a plan's cost),
   :mod:`.gantt` (the schedule as text and JSON);
-- :mod:`.ranking` (the planner ranked by seconds on a chip), :mod:`.solve` and :mod:`.derive` (crossovers,
+- :mod:`.ranking` (reshardings ranked by seconds on a chip; the planner ranks plans by a CostModel itself),
+  :mod:`.solve` and :mod:`.derive` (crossovers,
   optima, bounds, each with its steps), :mod:`.sweep` (numeric sweeps).
 
 Imports: :mod:`shardalg.planning` and everything below it; never :mod:`shardalg.numeric` (its sibling).

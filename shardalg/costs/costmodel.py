@@ -8,7 +8,11 @@ A :class:`CostModel` is frozen and hashable: the chip, the communication model, 
 counting options of :mod:`shardalg.costs.stepcost`. The public functions (``cost``, ``plan_cost``,
 ``step_seconds``, ``plans``, ...) keep their keyword options and fold them into one CostModel at the edge
 (:meth:`CostModel.of`, where names become values and bad ones become a UsageError); the layers below take the
-value. :meth:`CostModel.options` is its step-level form for one mesh and sizes (:class:`.stepcost.Options`).
+value. It is a value and nothing more: the modules that price by it import it, never the other way round.
+The planner ranks by it through :class:`.ranking.BySeconds` (``planning.planner.plans(stmt, mesh, sizes,
+rank=BySeconds(costs))``). Its step-level form for one mesh and sizes is :class:`.stepcost.Options`
+(``Options.of(costs, mesh, sizes)``), which holds it: every memo of a step's cost is keyed by that value, so
+two cost models that differ in any field never share an answer.
 """
 
 from __future__ import annotations
@@ -16,12 +20,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from shardalg.errors import UsageError
 from shardalg.planning.overlap import OverlapPolicy
 
-from .hardware import Chip, as_chip
-from .stepcost import Options, check_model
+from .hardware import MODELS, Chip, as_chip
 
-__all__ = ["CostModel"]
+__all__ = ["CostModel", "RINGS", "check_model"]
+
+RINGS = ("bi", "uni")  # a ring carries data both ways (the book's W_ici) or one way only
+
+
+def check_model(model: str, ring: str) -> None:
+    """A UsageError unless ``model`` is a communication model and ``ring`` a ring direction it has."""
+    if model not in MODELS:
+        raise UsageError(f"unknown communication model {model!r}; known: {', '.join(MODELS)}")
+    if ring not in RINGS:
+        raise UsageError(f"ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not {ring!r}")
+    if ring == "uni" and model != "ici":
+        raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
 
 
 @dataclass(frozen=True)
@@ -79,18 +95,3 @@ class CostModel:
         """The same model under another overlap policy (a policy or its name)."""
         policy = OverlapPolicy.of(overlap, self.overlap)
         return self if policy is self.overlap else replace(self, overlap=policy)
-
-    def options(self, mesh: object, sizes: object = None) -> Options:
-        """The step-level options of this model on ``mesh`` with ``sizes`` (shared between equal calls)."""
-        return Options.make(
-            mesh,
-            sizes,
-            self.chip,
-            self.model,
-            latency=self.latency,
-            symbolic_links=self.symbolic_links,
-            dcn_axes=self.dcn_axes,
-            hbm=self.hbm,
-            exact=self.exact,
-            ring=self.ring,
-        )

@@ -339,14 +339,14 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
     if per not in ("shard", "array"):
         raise UsageError(f"per is 'shard' or 'array', not {per!r}")
     m = as_mesh(mesh) or Mesh({a: None for a in axes})
-    opts = Options.make(m, None, hw, model)
+    opts = Options.of(CostModel.of(hw, model), m)
     v = quantity("V")
     parts = _collective_parts(op, axes, opts, mono(v))
     if len(parts) != 1:
-        raise UsageError(f"{op.value} in the {opts.model} model has {len(parts)} phases; ask for one of them")
+        raise UsageError(f"{op.value} in the {opts.costs.model} model has {len(parts)} phases; ask for one of them")
     ((lat, bw),) = parts
     d = Derivation(f"latency/bandwidth crossover of {op.value}_{''.join(axes)}",
-                   values=opts.chip.values() if opts.chip else {})  # fmt: skip
+                   values=opts.costs.chip.values() if opts.costs.chip else {})  # fmt: skip
     d.add("latency term", lat)
     d.add("bandwidth term", bw)
     d.add("crossover", _eq(lat, bw))
@@ -366,5 +366,5 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
 
 def _collective_parts(op: Op, axes: tuple[str, ...], opts: Options, v: Term):
     group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
-    return _formula(opts.model, op, v, group).parts
+    return _formula(opts.costs.model, op, v, group).parts
 

@@ -15,12 +15,13 @@ sympy expressions made on first use.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import sympy
 from sympy import Expr
 
 from shardalg.algebra.context import context_for
+from shardalg.algebra.mesh import as_mesh
 from shardalg.algebra.symbols import latex_names
 from shardalg.errors import UsageError
 from shardalg.lazy import cached
@@ -28,19 +29,20 @@ from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text, unicode
 from shardalg.notation.printing.display import html_table, pretty_text, seconds_text, short
-from shardalg.notation.syntax import Node, Op
-from shardalg.planning.memo import per_object
+from shardalg.notation.syntax import Node, Op, Tensor
 
 from . import schedule as sched
+from .commcost import CommCost
 from .costmodel import CostModel
 from .gantt import gantt, schedule_json
 from .programplan import plan_of, program_plan
 from .schedule import OverlapPolicy
-from .stepcost import Options
-from .steps import StepCost, model_constants, numeric, seconds_of, step_cost
+from .stepcost import Options, _collective
+from .steps import StepCost, fast_seconds, numeric, step_cost, step_weights
 from .terms import ZERO, Point, Term, add, maximum, point
 
-__all__ = ["PlanCost", "plan_cost", "priced", "plan_of", "cost", "costed", "step_seconds", "step_weights", "fast_seconds"]
+__all__ = ["PlanCost", "plan_cost", "priced", "plan_of", "cost", "costed", "step_seconds", "step_weights", "fast_seconds",
+           "collective_cost"]  # fmt: skip
 
 TERMS = ("comms", "compute", "memory", "total", "flops")
 
@@ -224,8 +226,7 @@ class PlanCost:
 
 
 def _priced(plan: Plan, opts: Options, costs: CostModel, notes: tuple[str, ...] = ()) -> PlanCost:
-    consts = model_constants(opts)
-    steps = tuple([step_cost(s, opts, consts) for s in plan.steps])
+    steps = tuple([step_cost(s, opts) for s in plan.steps])
     return PlanCost(steps, costs, dict(opts.values), notes, at=opts.point, producers=plan.producers)
 
 
@@ -244,38 +245,7 @@ def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object
 
 def priced(plan: Plan, mesh, sizes, costs: CostModel) -> PlanCost:
     """The cost of ``plan`` on ``mesh`` with ``sizes`` under the cost model ``costs``."""
-    return _priced(plan, costs.options(mesh, sizes), costs)
-
-
-PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts again
-
-
-def fast_seconds(opts: Options, policy: OverlapPolicy) -> Callable[[Plan], float | None]:
-    """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
-    the ranking's key. Each step's time is memoized; None while a size is unbound."""
-    at = opts.point
-    memo: dict[int, tuple[Step, float | None]] = {}  # by step object (kept beside its time): plans share steps
-    plans: dict[int, tuple[Plan, float | None]] = {}  # by plan object: a ranking asks again for the same plan
-
-    def seconds(plan: Plan) -> float | None:
-        if len(plans) >= PLANS_TIMED:
-            plans.clear()
-        return per_object(plans, plan, _seconds)
-
-    def step(s: Step) -> float | None:
-        return seconds_of(s, opts, at)
-
-    def _seconds(plan: Plan) -> float | None:
-        durations = []
-        for s in plan.steps:
-            got = per_object(memo, s, step)
-            if got is None:
-                return None
-            durations.append(got)
-        lanes = [sched.lanes_of(s) for s in plan.steps]
-        return sched.seconds(durations, lanes, plan.producers, policy)
-
-    return seconds
+    return _priced(plan, Options.of(costs, as_mesh(mesh), sizes), costs)
 
 
 def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overlap: object = None,
@@ -298,7 +268,7 @@ def costed(x: Plan | Node | str, mesh, sizes, costs: CostModel) -> PlanCost:
     ctx = context_for(x, mesh, sizes)
     if ctx.mesh is None:
         raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' or write 'mesh X=4, Y=2'")
-    opts = costs.options(ctx.mesh, ctx.sizes)
+    opts = Options.of(costs, ctx.mesh, ctx.sizes)
     plan, notes = program_plan(x, ctx.mesh, ctx.sizes, _chooser(opts, costs.overlap))
     return _priced(plan, opts, costs, notes)
 
@@ -306,14 +276,14 @@ def costed(x: Plan | Node | str, mesh, sizes, costs: CostModel) -> PlanCost:
 def _chooser(opts: Options, policy: OverlapPolicy):
     """The cheapest of a statement's plans: by seconds on the chip when every size is bound, else the
     planner's first (by bytes communicated)."""
-    seconds = fast_seconds(opts, policy) if opts.chip is not None else None
+    seconds = fast_seconds(opts, policy) if opts.costs.chip is not None else None
 
     def choose(found: list[Plan]) -> tuple[Plan, str]:
         if seconds is not None:
             timed = [(seconds(p), n) for n, p in enumerate(found)]
             if all(t is not None for t, _ in timed):
                 _, best = min(timed)  # type: ignore[type-var]
-                return found[best], f"by seconds on {opts.chip.name} under overlap {policy}"  # type: ignore[union-attr]
+                return found[best], f"by seconds on {opts.costs.chip.name} under overlap {policy}"  # type: ignore[union-attr]
         return found[0], "by bytes communicated"
 
     return choose
@@ -325,24 +295,12 @@ def step_seconds(mesh, sizes=None, hw=None, model=None, **options) -> Callable[[
     steps add up under every policy), and the product's weight when the planner looks for the cheapest plan
     over every compute layout (a compute layout that shards more computes less). Memoized per step; a
     symbol left unbound is an error. ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
-    return step_weights(mesh, sizes, CostModel.of(hw, model, **options))
+    return step_weights(as_mesh(mesh), sizes, CostModel.of(hw, model, **options))
 
 
-def step_weights(mesh, sizes, costs: CostModel) -> Callable[[Step], float]:
-    """:func:`step_seconds` under the cost model ``costs``."""
-    opts = costs.options(mesh, sizes)
-    if opts.chip is None:
-        raise UsageError("ranking by seconds needs a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
-    at = opts.point
-    memo: dict[Step, float] = {}
-
-    def seconds(step: Step) -> float:
-        got = memo.get(step)
-        if got is None:
-            value = seconds_of(step, opts, at) if step.communicates or step.op is Op.EINSUM else 0.0
-            if value is None:
-                raise UsageError(f"ranking by seconds needs every size bound: {step.statement()} is symbolic")
-            got = memo[step] = value
-        return got
-
-    return seconds
+def collective_cost(op: Op, tensor: Tensor, axes: Iterable[str], mesh, sizes=None, hw=None, model=None,
+                    offset: int | None = None, **options) -> CommCost:  # fmt: skip
+    """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``.
+    ``hw``, ``model`` and ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
+    opts = Options.of(CostModel.of(hw, model, **options), as_mesh(mesh), sizes)
+    return _collective(op, tensor, tuple(axes), opts, offset)

@@ -1,133 +1,91 @@
-"""Plans ranked by seconds on a chip: the planner's search (:mod:`shardalg.planning`) with the cost model's
-ranking handed to it.
+"""Ranking by seconds: the planner's ranking under a cost model, the key of finished plans, and reshardings
+ranked by seconds on a chip.
 
-    >>> plans("X[B, D] · Y[D_X, F] -> Z[B, F]", "X=4", {"B": 512, "D": 8192, "F": 16384}, hw="tpu-v5p")
+    >>> redistribute(parse_tensor("A[I_X, J]"), parse_tensor("A[I, J_X]"), "X=4", {"I": 512, "J": 512},
+    ...              hw="tpu-v5p")                                                    # doctest: +SKIP
 
-The planner knows bytes only; it takes its ranking as two functions (``key`` for finished plans, ``weigh``
-for one step of a resharding search). This module builds them from a chip, so the planner never imports
-the costs layer. Without ``hw`` every function here is the planner's own, ranked by bytes. A plan's seconds
-are its time under the overlap policy (``overlap="schedule"`` by default: a step waits for its inputs and
-its resources; see :mod:`shardalg.costs.schedule`), computed from numbers without building a formula
-(:func:`shardalg.costs.plancost.fast_seconds`).
+The planner knows bytes only; it takes another ranking as a value implementing its
+:class:`~shardalg.planning.ranking.Ranking` protocol: :class:`BySeconds`, which ranks by a
+:class:`~shardalg.costs.costmodel.CostModel` (``shardalg.plans(..., hw=...)`` builds one from its keyword
+options and calls the planner's one ``plans`` with it). This module keeps the keyword forms of the pieces too:
+:func:`redistribute` weighs each step of a resharding's search by its seconds, and :func:`seconds_key` is
+:class:`BySeconds`' key of finished plans.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.notation.plan import Plan
-from shardalg.notation.printing.display import bytes_text, seconds_text
+from shardalg.notation.printing.display import seconds_text
 from shardalg.notation.syntax import Tensor
-from shardalg.planning import planner
 from shardalg.planning import redistribute as resharding
-from shardalg.planning.order import HeadKey
-from shardalg.planning.planner import Key
-from shardalg.planning.planset import DEFAULT_LIMITS, Limits, Overlap, Plans
+from shardalg.planning.order import HeadKey, default_key
+from shardalg.planning.overlap import OverlapPolicy
+from shardalg.planning.planset import Overlap
+from shardalg.planning.ranking import Key, Ranked
 
 from .costmodel import CostModel
-from .plancost import fast_seconds, step_seconds, step_weights
-from .schedule import OverlapPolicy, lanes_of
+from .plancost import step_seconds
+from .schedule import lanes_of
+from .stepcost import Options
+from .steps import fast_seconds, step_weights
 
-__all__ = ["plans", "plan", "ranked", "redistribute", "seconds_key"]
-
-
-def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None, overlap: object = None, *,
-                seconds: Callable[[Plan], float | None] | None = None, **options) -> Key:  # fmt: skip
-    """Rank plans by their seconds on ``hw`` under ``overlap``; plans whose cost stays symbolic (unbound
-    sizes) rank after the numeric ones, by bytes. ``seconds`` is the caller's :func:`fast_seconds` of the same
-    chip and policy, when it has one (its times are shared); ``options`` are
-    :class:`~shardalg.costs.costmodel.CostModel`'s."""
-    return _seconds_key(mesh, sizes, CostModel.of(hw, model, overlap, **options), seconds)
+__all__ = ["BySeconds", "redistribute", "seconds_key"]
 
 
-def _seconds_key(mesh: Mesh, sizes: Sizes, costs: CostModel, seconds: Callable[[Plan], float | None] | None) -> Key:
-    by_bytes = resharding.default_key(mesh, sizes)
-    if seconds is None:
-        seconds = fast_seconds(costs.options(mesh, sizes.known), costs.overlap)
+@dataclass(frozen=True)
+class BySeconds:
+    """The planner's ranking by seconds under ``costs`` (on its chip, under its overlap policy): a value
+    implementing :class:`~shardalg.planning.ranking.Ranking`, equal and hashed by its cost model."""
 
-    def head(p: Plan) -> tuple[Any, ...]:
-        t = seconds(p)
-        return (t is None, t or 0.0, *by_bytes.head(p))
+    costs: CostModel
 
-    return HeadKey(head)  # the steps' text is built only for plans that tie on the rest
+    def seconds_key(
+        self, mesh: Mesh, sizes: Sizes, seconds: Callable[[Plan], float | None] | None = None
+    ) -> Key:
+        """Rank plans by their seconds under the cost model; plans whose cost stays symbolic (unbound sizes)
+        rank after the numeric ones, by bytes. ``seconds`` is the caller's :func:`~.steps.fast_seconds` of
+        this model, when it has one (its times are shared)."""
+        by_bytes = default_key(mesh, sizes)
+        if seconds is None:
+            seconds = fast_seconds(Options.of(self.costs, mesh, sizes.known), self.costs.overlap)
 
+        def head(p: Plan) -> tuple[Any, ...]:
+            t = seconds(p)
+            return (t is None, t or 0.0, *by_bytes.head(p))
 
-def plans(
-    expr: object,
-    mesh: Mesh | Mapping[str, int] | str | None = None,
-    sizes: Mapping[str, int] | None = None,
-    target: Tensor | str | None = None,
-    *,
-    key: Key | None = None,
-    hw: Any = None,
-    model: str | None = None,
-    overlap: object = None,
-    limits: Limits = DEFAULT_LIMITS,
-    **options: Any,
-) -> Plans:
-    """Every legal plan for a statement (:func:`shardalg.planning.planner.plans`), cheapest first, as the
-    planner's :class:`~shardalg.planning.planset.Plans` (``complete`` and ``note``; a table in a notebook:
-    bytes, and seconds with ``hw``); ``limits`` are its budgets.
+        return HeadKey(head)  # the steps' text is built only for plans that tie on the rest
 
-    Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip under
-    ``overlap`` (``schedule``, ``steady`` or ``serial``), where every size is bound; else by bytes
-    communicated, then steps. ``options`` (``exact``, ``ring``, ...) are
-    :class:`~shardalg.costs.costmodel.CostModel`'s, read with ``hw``."""
-    p = planner.prepare(expr, mesh, sizes, target)
-    if hw is None:
-        return Plans(*_found(planner.plans(p, key=key, limits=limits)), _columns(p.mesh, p.sizes, None))
-    costs = CostModel.of(hw, model, overlap, **options)
-    found = ranked(p, costs, key=key, limits=limits)
-    return Plans(*_found(found), _columns(p.mesh, p.sizes, costs))
-
-
-def ranked(p: planner.Problem, costs: CostModel, *, key: Key | None = None, limits: Limits = DEFAULT_LIMITS) -> Plans:
-    """The plans of a prepared problem ranked by seconds under ``costs`` (``key`` when given)."""
-    weigh = step_weights(p.mesh, p.sizes.known, costs) if key is None else None
-    timing = None
-    time = fast_seconds(costs.options(p.mesh, p.sizes.known), costs.overlap)
-    rank = key or _seconds_key(p.mesh, p.sizes, costs, time)
-    # under schedule and steady a plan's time is not the sum of its steps': the optimum's search measures so
-    if weigh is not None and costs.overlap is not OverlapPolicy.SERIAL:
-        timing = Overlap(costs.overlap, time, lanes_of)
-    return planner.plans(p, key=rank, weigh=weigh, limits=limits, overlap=timing)
-
-
-def _found(found: Plans) -> tuple[Plans, bool, str]:
-    return found, found.complete, found.note
-
-
-def _columns(mesh: Mesh, sizes: Sizes, costs: CostModel | None) -> dict[str, Any]:
-    """The columns of the ranked table: bytes communicated, and seconds on the chip (the ranking's own)."""
-    columns: dict[str, Any] = {"bytes communicated": lambda q: bytes_text(str(resharding.plan_bytes(q, mesh, sizes)))}
-    if costs is not None:
-        fast = fast_seconds(costs.options(mesh, sizes.known), costs.overlap)
+    def ranking(self, mesh: Mesh, sizes: Sizes) -> Ranked:
+        """The planner's ranking by seconds on the model's chip under its overlap policy (every size bound):
+        the key of finished plans, each step's seconds as a search's weight, how steps overlap (none under
+        ``serial``, where a plan's time is the sum of its steps'), and the table's column of seconds."""
+        costs = self.costs
+        time = fast_seconds(Options.of(costs, mesh, sizes.known), costs.overlap)
+        overlap = None if costs.overlap is OverlapPolicy.SERIAL else Overlap(costs.overlap, time, lanes_of)
+        fast = fast_seconds(Options.of(costs, mesh, sizes.known), costs.overlap)
 
         def seconds(q: Plan) -> str:
             t = fast(q)
             return "symbolic" if t is None else seconds_text(t)
 
-        columns[f"time on {getattr(costs.chip, 'name', costs.chip)} ({costs.overlap})"] = seconds
-    return columns
+        column = f"time on {getattr(costs.chip, 'name', costs.chip)} ({costs.overlap})"
+        weigh = step_weights(mesh, sizes.known, costs)
+        return Ranked(self.seconds_key(mesh, sizes, time), weigh, overlap, {column: seconds})
 
 
-def plan(
-    expr: object,
-    mesh: Mesh | Mapping[str, int] | str | None = None,
-    sizes: Mapping[str, int] | None = None,
-    target: Tensor | str | None = None,
-    *,
-    key: Key | None = None,
-    hw: Any = None,
-    model: str | None = None,
-    overlap: object = None,
-    **options: Any,
-) -> Plan:
-    """The default (first) of :func:`plans`."""
-    return plans(expr, mesh, sizes, target, key=key, hw=hw, model=model, overlap=overlap, **options)[0]
+def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None, overlap: object = None, *,
+                seconds: Callable[[Plan], float | None] | None = None, **options) -> Key:  # fmt: skip
+    """Rank plans by their seconds on ``hw`` under ``overlap``; plans whose cost stays symbolic (unbound
+    sizes) rank after the numeric ones, by bytes (:meth:`BySeconds.seconds_key`). ``seconds`` is the
+    caller's :func:`~shardalg.costs.steps.fast_seconds` of the same chip and policy, when it has one (its
+    times are shared); ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
+    return BySeconds(CostModel.of(hw, model, overlap, **options)).seconds_key(mesh, sizes, seconds)
 
 
 def redistribute(
@@ -147,4 +105,3 @@ def redistribute(
     fastest first."""
     weigh = step_seconds(as_mesh(mesh), sizes, hw, model) if hw is not None else None
     return resharding.redistribute(src, dst, mesh, sizes, limit=limit, key=key, weigh=weigh)
-

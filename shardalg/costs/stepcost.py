@@ -1,7 +1,7 @@
 """Costs of single steps as closed-form expressions: communication models, compute, HBM traffic.
 
     >>> from shardalg import Mesh, Op, Tensor, Dim
-    >>> from shardalg.costs.stepcost import collective_cost
+    >>> from shardalg.costs.plancost import collective_cost
     >>> a = Tensor("A", (Dim("E", ("Y",)), Dim("F")))
     >>> collective_cost(Op.ALL_GATHER, a, ("Y",), Mesh(X=8, Y=None)).total()
     Max(T_min*Y/2, 2*E*F/W_ici)
@@ -48,11 +48,11 @@ import sympy
 from sympy import Expr, Integer, Rational
 
 from shardalg.algebra.context import as_sizes
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS, Layer
 from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
 from shardalg.algebra.traffic import DEFAULT_DTYPE
-from shardalg.cache import Kind, memo, memoized
+from shardalg.cache import Kind, memoized
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Op, Tensor
 
@@ -67,18 +67,20 @@ from .commcost import (
     ab_ring,
     group_size,
 )
+from .costmodel import CostModel
 from .fromsympy import from_sympy
-from .hardware import MODELS, Chip, as_chip
+from .hardware import MODELS
 from .hierarchy import hierarchical_parts
 from .shift import shift_unit
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
-__all__ = ["Link", "CommCost", "FORMULAS", "RINGS", "group_bytes", "collective_cost", "Options", "unit_cost",
-           "UNIT_COSTS", "local_bytes", "moved_share", "check_model"]  # fmt: skip
+__all__ = ["Link", "CommCost", "FORMULAS", "group_bytes", "Options", "unit_cost",
+           "UNIT_COSTS", "local_bytes", "moved_share"]  # fmt: skip
 
 
-RINGS = ("bi", "uni")  # a ring carries data both ways (the book's W_ici) or one way only
-# The model's structural constants (not hardware numbers; those live in shardalg.costs.hardware).
+# The model's structural constants (not hardware numbers; those live in shardalg.costs.hardware). They are
+# the model's definition, not options: the memos of step costs are keyed by the CostModel and not by these, so
+# a test that replaces one (to see a proof fail) clears the caches after it (shardalg.clear_caches()).
 ONE_WAY = Rational(1, 2)  # one direction of a bidirectional link carries half of W_ici
 RING_HOPS = Rational(1, 2)  # a bidirectional ring reaches every device in |X|/2 hops
 ALL_TO_ALL_SHARE = Rational(1, 4)  # AllToAll moves a quarter of AllGather's bytes (seed 000, note 5)
@@ -90,7 +92,7 @@ T_MIN, ALPHA, BETA, FLOPS = quantity("T_min"), quantity("alpha"), quantity("beta
 
 
 def _t(x: object) -> Term:
-    """A module constant (a sympy number or symbol, which tests may replace) as a term."""
+    """A module constant (a sympy number or symbol) as a term."""
     return tm._coerce(x)
 
 
@@ -163,7 +165,7 @@ def _exact_share(group: tuple[Link, ...]) -> Term:
 def moved_share(op: Op, axes: tuple[str, ...], opts: Options) -> Term:
     """The share of V a step's ring moves: (N − 1)/N for a gather, a scatter or their sum (an AllReduce)
     when ``exact`` counts it on the ici model, else 1 (the book's V)."""
-    if not opts.exact or opts.model != "ici" or op not in (Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE):
+    if not opts.costs.exact or opts.costs.model != "ici" or op not in (Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE):
         return tm.ONE
     group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
     return _exact_share(group) if group else tm.ONE
@@ -220,80 +222,65 @@ FORMULAS: dict[str, dict[Op, Formula | tuple[Op, ...]]] = {
 }  # fmt: skip
 assert set(FORMULAS) == set(MODELS)
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Options:
-    """Everything a cost depends on besides the step: resolved once per call."""
+    """Everything a cost depends on besides the step: the mesh, the dim sizes and the :class:`CostModel`
+    (chip, communication model, counting options), resolved once per call. A value: equal and hashed by
+    those three, so the memos of step costs are keyed by it (:func:`Options.of` shares equal ones)."""
 
     mesh: Mesh
-    sizes: Mapping[str, int] = field(default_factory=dict)
-    chip: Chip | None = None
-    model: str = "ici"
-    symbolic_links: bool = False
-    dcn_axes: tuple[str, ...] = ()
-    latency: bool = True
-    hbm: tuple[str, ...] | None = None
-    exact: bool = False
-    ring: str = "bi"
-    _memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)  # links, unit costs, values
+    sizes: Mapping[str, int]
+    costs: CostModel
+    key: tuple = field(init=False, repr=False)  # (mesh, sizes as sorted items, costs): what equality reads
+    hashed: int = field(init=False, repr=False)  # hash(key), made once: every memo of a step's cost hashes it
+    links: Mapping[str, Link] = field(init=False, repr=False)  # each mesh axis as a collective sees it
+    values: Mapping[sympy.Symbol, float] = field(init=False, repr=False)  # the chip's numbers (empty without)
+    point: tm.Point = field(init=False, repr=False)  # the chip's numbers keyed for evaluating terms
 
-    @classmethod
-    def make(cls, mesh, sizes=None, hw=None, model=None, **kw) -> Options:
-        """The options of a call, shared between calls with the same arguments (a few hundred are kept).
-        A call with the same mesh object, equal sizes and the same chip name or model as the last one takes
-        the last one's options without checking the sizes again (a caller pricing many plans repeats them)."""
-        last = _LAST.get("call")
-        if (last is not None and last[0] is mesh and last[2] == hw and last[3] == model and last[4] == kw
-                and last[1] == sizes):  # fmt: skip
-            return last[5]
-        m, sz = as_mesh(mesh), as_sizes(sizes)
-        key = (m, tuple(sorted(sz.items())), hw, model, tuple(sorted(kw.items())))
-        try:
-            made = _made(key)
-        except TypeError:  # an unhashable argument (a user's chip with mutable parts): not shared
-            return cls._make(m, sz, hw, model, **kw)
-        if isinstance(hw, str | Chip | None) and isinstance(sizes, dict | str | None):  # compared next time
-            _LAST["call"] = (mesh, dict(sizes) if isinstance(sizes, dict) else sizes, hw, model, dict(kw), made)
-        return made
-
-    @classmethod
-    def _make(cls, m, sizes, hw, model, **kw) -> Options:
-        if m is None:
+    def __post_init__(self) -> None:
+        if self.mesh is None:
             raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2)")
-        chip = as_chip(hw)
-        model = model or (chip.model if chip is not None else "ici")
-        check_model(model, kw.get("ring", "bi"))
-        for a in kw.get("dcn_axes", ()):
-            m[a]  # noqa: B018 -- raises UnknownAxis for an axis the mesh lacks
-        return cls(m, sizes, chip, model, **kw)
+        for a in self.costs.dcn_axes:
+            self.mesh[a]  # noqa: B018 -- raises UnknownAxis for an axis the mesh lacks
+        chip = self.costs.chip
+        values = chip.values() if chip is not None else {}
+        setattr_ = object.__setattr__
+        setattr_(self, "key", (self.mesh, tuple(sorted(self.sizes.items())), self.costs))
+        setattr_(self, "hashed", hash(self.key))
+        setattr_(self, "links", {name: self._link(name) for name in self.mesh.names})
+        setattr_(self, "values", values)
+        setattr_(self, "point", tm.point(values))
 
-    @property
-    def values(self) -> dict[sympy.Symbol, float]:
-        """The chip's numbers (empty without a chip)."""
-        got = self._memo.get("values")
-        if got is None:
-            got = self._memo["values"] = self.chip.values() if self.chip is not None else {}
-        return got
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Options) and self.key == other.key)
 
-    @property
-    def point(self) -> tm.Point:
-        """The chip's numbers keyed for evaluating terms."""
-        got = self._memo.get("point")
-        if got is None:
-            got = self._memo["point"] = tm.point(self.values)
-        return got
+    def __hash__(self) -> int:
+        return self.hashed
+
+    @classmethod
+    def of(cls, costs: CostModel, mesh: Mesh | None, sizes: object = None) -> Options:
+        """The options of ``costs`` on ``mesh`` (a Mesh: its text is read at the edges, by the public
+        functions) with ``sizes``: equal calls share one."""
+        if not isinstance(mesh, Mesh):
+            raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2)")
+        sz = as_sizes(sizes)
+        try:
+            return _made(costs, mesh, tuple(sorted(sz.items())))
+        except TypeError:  # an unhashable part (a user's chip with mutable parts): not shared
+            return cls(mesh, dict(sz), costs)
+
+    def _link(self, name: str) -> Link:
+        ax, costs = self.mesh[name], self.costs
+        wraps = ax.wraps
+        if wraps is None:
+            wraps = costs.chip.wraps(ax.size, ax.links) if costs.chip is not None and ax.size is not None else True
+        m = tm.mono(links(name)) if costs.symbolic_links else const(ax.links)
+        size = tm.mono(axis_size(name)) if ax.size is None else const(ax.size)
+        return Link(name, size, m, wraps, name in costs.dcn_axes, costs.ring == "uni", costs.exact, ax.size, ax.node)
 
     def link(self, name: str) -> Link:
-        got = self._memo.get(("link", name))
-        if got is None:
-            ax = self.mesh[name]
-            wraps = ax.wraps
-            if wraps is None:
-                wraps = self.chip.wraps(ax.size, ax.links) if self.chip is not None and ax.size is not None else True
-            m = tm.mono(links(name)) if self.symbolic_links else const(ax.links)
-            size = tm.mono(axis_size(name)) if ax.size is None else const(ax.size)
-            got = self._memo[("link", name)] = Link(name, size, m, wraps, name in self.dcn_axes, self.ring == "uni",
-                                                    self.exact, ax.size, ax.node)  # fmt: skip
-        return got
+        got = self.links.get(name)
+        return got if got is not None else self._link(name)  # an axis the mesh lacks: raises UnknownAxis
 
     def dim(self, d) -> Expr:
         if d.size is not None:
@@ -303,23 +290,9 @@ class Options:
         return dim_size(d.label)
 
 
-def check_model(model: str, ring: str) -> None:
-    """A UsageError unless ``model`` is a communication model and ``ring`` a ring direction it has."""
-    if model not in FORMULAS:
-        raise UsageError(f"unknown communication model {model!r}; known: {', '.join(FORMULAS)}")
-    if ring not in RINGS:
-        raise UsageError(f"ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not {ring!r}")
-    if ring == "uni" and model != "ici":
-        raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
-
-
-_LAST: dict[str, tuple] = memo(f"{__name__}._LAST", Kind.PIECE, {})  # the last call of Options.make and its answer
-
-
 @memoized(Kind.PIECE)
-def _made(key: tuple) -> Options:
-    m, sizes, hw, model, kw = key
-    return Options._make(m, dict(sizes), hw, model, **dict(kw))
+def _made(costs: CostModel, mesh: Mesh, sizes: tuple[tuple[str, int], ...]) -> Options:
+    return Options(mesh, dict(sizes), costs)
 
 
 def local_bytes(t: Tensor, opts: Options, full: Iterable[str] = ()) -> Term:
@@ -361,21 +334,6 @@ def _formula(model: str, op: Op, v: Term, group: tuple[Link, ...]) -> CommCost:
     return f(v, group)
 
 
-def collective_cost(op: Op, tensor: Tensor, axes: Iterable[str], mesh, sizes=None, hw=None, model=None,
-                    offset: int | None = None, **options) -> CommCost:  # fmt: skip
-    """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``."""
-    opts = Options.make(mesh, sizes, hw, model, **options)
-    return _collective(op, tensor, tuple(axes), opts, offset)
-
-
-def _fingerprint(model: str, op: Op) -> tuple:
-    """What a collective's formula reads besides the group: its entry in FORMULAS and the model's constants
-    (so that a memoized formula is recomputed if any of them is replaced)."""
-    f = FORMULAS[model][op]
-    parts = tuple(FORMULAS[model][o] for o in f) if isinstance(f, tuple) else (f,)
-    return (parts, RING_HOPS, ONE_WAY, ALL_TO_ALL_SHARE, UNI_ALL_TO_ALL_SHARE, W_ICI, T_MIN)
-
-
 # (op, axes, options, a Shift's offset) -> the cost for V = 1 byte (None when the op communicates nothing)
 UnitCost = Callable[[Op, tuple[str, ...], "Options", int | None], "CommCost | None"]
 UNIT_COSTS: Layer[UnitCost] = Layer(
@@ -398,29 +356,26 @@ def _free(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None) -> N
 @UNIT_COSTS.register(Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.PERMUTE)
 def _formula_unit(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:
     """A collective priced by the model's column of :data:`FORMULAS`."""
-    fp = _fingerprint(opts.model, op)
-    unit = opts._memo.get(("unit", op, axes))
-    if unit is None or unit[0] != fp:
-        group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
-        unit = opts._memo[("unit", op, axes)] = (fp, _unit(opts.model, op, group) if group else None)
-    return unit[1]
+    return _formula_unit_of(op, axes, opts)
+
+
+@memoized(Kind.PIECE)
+def _formula_unit_of(op: Op, axes: tuple[str, ...], opts: Options) -> CommCost | None:
+    group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
+    return _unit(opts.costs.model, op, group) if group else None
 
 
 @UNIT_COSTS.register(Op.SHIFT)
 def _shift_unit(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:
+    if offset is None or len(axes) != 1:
+        raise UsageError("a Shift moves blocks along one axis by an offset: Shift_{X,+1}")
     return _shift(axes, opts, offset)
 
 
-def _shift(axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:
-    if offset is None or len(axes) != 1:
-        raise UsageError("a Shift moves blocks along one axis by an offset: Shift_{X,+1}")
-    fp = (opts.model, T_MIN, ONE_WAY, W_ICI)
-    unit = opts._memo.get(("shift", axes, offset))
-    if unit is None or unit[0] != fp:
-        link = opts.link(axes[0])
-        got = None if link.number == 1 else shift_unit(opts.model, link, offset, _t(T_MIN), _t(ONE_WAY))
-        unit = opts._memo[("shift", axes, offset)] = (fp, got)
-    return unit[1]
+@memoized(Kind.PIECE)
+def _shift(axes: tuple[str, ...], opts: Options, offset: int) -> CommCost | None:
+    link = opts.link(axes[0])
+    return None if link.number == 1 else shift_unit(opts.costs.model, link, offset, _t(T_MIN), _t(ONE_WAY))
 
 
 def _unit(model: str, op: Op, group: tuple[Link, ...]) -> CommCost:

@@ -1,33 +1,40 @@
 """One step's cost: its collective's time, an einsum's FLOPs and compute time, HBM traffic, as light terms
-worked out when asked for; and the same times straight as numbers, for ranking.
+worked out when asked for; and the same times straight as numbers, for ranking (a step's, :func:`seconds_of`;
+a plan's under an overlap policy, :func:`fast_seconds`; a step's weight in a search, :func:`step_weights`).
 
 The formulas are :mod:`shardalg.costs.stepcost`'s (its constants, such as ``FLOPS_PER_MAC`` and ``W_HBM``,
-are read from there at each call). :func:`seconds_of` gives a step's time on a chip without building a
+are read from there). Every memo here goes through the cache layer, keyed by values: the step (or what its
+terms read of it) and the :class:`~shardalg.costs.stepcost.Options`, which holds the CostModel. :func:`seconds_of` gives a step's time on a chip without building a
 term: the collective's cost for one byte, evaluated once per (op, axes), times the step's bytes as an
 integer; an einsum's FLOPs over ``C``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 
 import sympy
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.symbols import axis_size, dim_size
+from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import UsageError
-from shardalg.notation.plan import Step
+from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Op, Tensor
+from shardalg.planning.overlap import OverlapPolicy
 
+from . import schedule as sched
 from . import stepcost as sc
 from .commcost import NOTHING, CommCost
+from .costmodel import CostModel
 from .fromsympy import from_sympy
 from .stepcost import Options, _collective, _t, group_bytes, local_bytes, moved_share, unit_cost
-from .terms import ZERO, Mono, Point, Term, add, atom_id, maximum
+from .terms import ZERO, Mono, Term, add, atom_id, maximum
 
-__all__ = ["StepCost", "step_cost", "einsum_flops", "numeric", "seconds_of"]
+__all__ = ["StepCost", "step_cost", "einsum_flops", "numeric", "seconds_of", "fast_seconds", "step_weights"]
 
 
 def _local_sizes(left: Tensor, right: Tensor, opts: Options) -> tuple[int, int, dict[int, int]]:
@@ -81,20 +88,6 @@ def _einsum_time(left: Tensor, right: Tensor, opts: Options) -> Term:
     return _mono(per_mac * num, den, powers)
 
 
-TERMS_KEPT = 1 << 14  # step terms memoized per Options before the memo starts again
-
-
-def _terms(opts: Options) -> dict:
-    """The memo of step terms by value on ``opts`` (the plans of one einsum, and the einsums of one search,
-    share steps that are equal but not the same objects): a term depends on the op, its axes (and the unit
-    cost worked out for them, which the key holds so a replaced model constant is not missed), and the dims and
-    dtype of the tensors it reads; not on names or reasons. Bounded: it starts again past TERMS_KEPT."""
-    memo = opts._memo.get("terms")
-    if memo is None or len(memo) >= TERMS_KEPT:
-        memo = opts._memo["terms"] = {}
-    return memo
-
-
 def _shape_key(t: Tensor) -> tuple:
     """What a step's terms read of a tensor, as plain tuples (cheap to hash): its dims' labels (a literal
     size is its own label), their axes, its dtype."""
@@ -142,20 +135,9 @@ class StepCost:
                 self._comms = ZERO
             elif self._comm is None and unit.overlapped and unit.light_parts:
                 # the common case, without building the step's CommCost: each phase's bandwidth times V
-                t = s.inputs[0]
-                key = ("comms", id(unit), s.op, s.axes, _shape_key(t))
-                terms = _terms(self.opts)
-                got = terms.get(key)
-                if got is None or got[0] is not unit:  # the unit is kept beside the term: its id is not reused
-                    v = group_bytes(s.op, t, s.axes, self.opts)
-                    if self.opts.latency:
-                        term = add(*(maximum(lat, b * v) for lat, b in unit.parts))
-                    else:
-                        term = add(*(b * v for _, b in unit.parts))
-                    got = terms[key] = (unit, term)
-                self._comms = got[1]
+                self._comms = _comms_term(s.op, s.axes, s.offset, _shape_key(s.inputs[0]), s.inputs[0], self.opts)
             else:
-                self._comms = self.comm.term(self.opts.latency)
+                self._comms = self.comm.term(self.opts.costs.latency)
         return self._comms
 
     @property
@@ -171,12 +153,7 @@ class StepCost:
             s = self.step
             if s.op is Op.EINSUM:
                 left, right = s.inputs
-                key = ("compute", _shape_key(left), _shape_key(right), sc.FLOPS_PER_MAC, sc.FLOPS)
-                terms = _terms(self.opts)
-                got = terms.get(key)
-                if got is None:
-                    got = terms[key] = _einsum_time(left, right, self.opts)
-                self._compute = got
+                self._compute = _compute_term(_shape_key(left), _shape_key(right), left, right, self.opts)
             else:
                 self._compute = ZERO
         return self._compute
@@ -184,7 +161,7 @@ class StepCost:
     @property
     def hbm_bytes(self) -> Term:
         if self._hbm is None:
-            s, hbm = self.step, self.opts.hbm
+            s, hbm = self.step, self.opts.costs.hbm
             moved = (*s.inputs, s.output) if s.op is Op.EINSUM else ()
             self._hbm = add(*(local_bytes(t, self.opts) for t in moved if hbm is None or t.name in hbm))
         return self._hbm
@@ -210,31 +187,41 @@ class StepCost:
         return out
 
 
-STEPS_KEPT = 1 << 14  # step costs kept per Options before the memo starts again
+@memoized(Kind.PIECE)
+def step_cost(step: Step, opts: Options) -> StepCost:
+    """The cost of one step (its terms worked out when asked for), memoized by the step's value and the
+    options (the plans of one einsum share steps, and so do the queries on it)."""
+    return StepCost(step, opts)
 
 
-def step_cost(step: Step, opts: Options, constants: tuple | None = None) -> StepCost:
-    """The cost of one step (its terms worked out when asked for), kept on ``opts`` by the step object (the
-    plans of one einsum share steps, and so do the queries on it); made again when a model constant it reads
-    was replaced (``constants``: :func:`model_constants`, read once by a caller pricing many steps)."""
-    memo = opts._memo.get("steps")
-    if memo is None or len(memo) >= STEPS_KEPT:
-        memo = opts._memo["steps"] = {}
-    consts = model_constants(opts) if constants is None else constants
-    got = memo.get(id(step))
-    if got is not None and got[0] is step and got[1] == consts:
-        return got[2]  # type: ignore[no-any-return]
-    cost = StepCost(step, opts)
-    memo[id(step)] = (step, consts, cost)
-    return cost
+# step terms by what they read (op, axes, offset, the tensors' shapes, the options), not by the tensors: the
+# plans of one einsum, and the einsums of one search, share terms of steps that are equal but for names
+_TERMS = memo(f"{__name__}._TERMS", Kind.PIECE)
 
 
-def model_constants(opts: Options) -> tuple:
-    """Every module constant and formula a step's cost reads (so a kept cost is made again when a test or a
-    user replaces one): the FLOP, HBM and dtype constants and the ring's, and the model's formulas."""
-    return (sc.FLOPS_PER_MAC, sc.FLOPS, sc.W_HBM, sc.DEFAULT_DTYPE, sc.RING_HOPS, sc.ONE_WAY, sc.ALL_TO_ALL_SHARE,
-            sc.UNI_ALL_TO_ALL_SHARE, sc.W_ICI, sc.W_DCN, sc.T_MIN, sc.ALPHA, sc.BETA,
-            tuple(sc.FORMULAS[opts.model].items()))  # fmt: skip
+def _comms_term(op: Op, axes: tuple[str, ...], offset: int | None, shape: tuple, t: Tensor, opts: Options) -> Term:
+    """A collective's time for a tensor of ``shape`` (its dims, layout and dtype; not its name): each
+    phase's bandwidth times V, with the latency floor unless ``latency=False``."""
+    key = ("comms", op, axes, offset, shape, opts)
+    got = _TERMS.get(key)
+    if got is None:
+        unit = unit_cost(op, axes, opts, offset)
+        v = group_bytes(op, t, axes, opts)
+        if opts.costs.latency:
+            got = add(*(maximum(lat, b * v) for lat, b in unit.parts))
+        else:
+            got = add(*(b * v for _, b in unit.parts))
+        _TERMS.keep(key, got)
+    return got
+
+
+def _compute_term(left_shape: tuple, right_shape: tuple, left: Tensor, right: Tensor, opts: Options) -> Term:
+    """An einsum's FLOPs over C for operands of these shapes."""
+    key = ("compute", left_shape, right_shape, opts)
+    got = _TERMS.get(key)
+    if got is None:
+        got = _TERMS.keep(key, _einsum_time(left, right, opts))
+    return got
 
 
 def numeric(expr: object, values: Mapping[sympy.Symbol, float]) -> float | None:
@@ -264,22 +251,19 @@ def _bytes_number(t: Tensor, opts: Options, full: tuple[str, ...]) -> float | No
     return n / d
 
 
-def _unit_numbers(op: Op, axes: tuple[str, ...], opts: Options, at: Point, offset: int | None = None) -> tuple | None:
-    """(latency, seconds per byte) of each phase of ``op`` over ``axes`` (a Shift's ``offset``) at ``at``,
-    whether they overlap; memoized per point."""
+@memoized(Kind.PIECE)
+def _unit_numbers(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None = None) -> tuple:
+    """(latency, seconds per byte) of each phase of ``op`` over ``axes`` (a Shift's ``offset``) at the
+    chip's numbers of ``opts`` (None when it communicates nothing), and whether they overlap."""
     unit = unit_cost(op, axes, opts, offset)
-    key = ("unitnum", op, axes, offset, id(at))
-    got = opts._memo.get(key)
-    if got is None or got[0] is not unit or got[1] is not at:
-        parts = None
-        if unit is not None:
-            parts = tuple((lat.evaluate(at), b.evaluate(at)) for lat, b in ((_t(x), _t(y)) for x, y in unit.parts))
-        got = opts._memo[key] = (unit, at, parts, unit.overlapped if unit is not None else True)
-    return got[2:]
+    if unit is None:
+        return None, True
+    at = opts.point
+    return tuple((lat.evaluate(at), b.evaluate(at)) for lat, b in ((_t(x), _t(y)) for x, y in unit.parts)), unit.overlapped
 
 
-def seconds_of(step: Step, opts: Options, at: Point) -> float | None:
-    """The step's time at ``at`` (a chip's numbers) as a float, without building its terms; None while a
+def seconds_of(step: Step, opts: Options) -> float | None:
+    """The step's time at the chip's numbers of ``opts`` as a float, without building its terms; None while a
     size or a number is unknown."""
     op = step.op
     if op is Op.EINSUM:
@@ -299,16 +283,71 @@ def seconds_of(step: Step, opts: Options, at: Point) -> float | None:
                     if k is None:
                         return None
                     flops /= k
+        at = opts.point
         c = _t(sc.FLOPS).evaluate(at)
         return None if c is None else float(_t(sc.FLOPS_PER_MAC).evaluate(at) or 0) * flops / c
-    parts, overlapped = _unit_numbers(op, step.axes, opts, at, step.offset)
+    parts, overlapped = _unit_numbers(op, step.axes, opts, step.offset)
     if parts is None:
         return 0.0
     v = _bytes_number(step.inputs[0], opts, step.axes if RECORDS[op].group_view else ())
     if v is None or any(lat is None or b is None for lat, b in parts):
         return None
-    if not opts.latency:
+    if not opts.costs.latency:
         return float(sum(b * v for _, b in parts))
     if overlapped:
         return float(sum(max(lat, b * v) for lat, b in parts))
     return float(sum(lat + b * v for lat, b in parts))
+
+
+# ---- a plan's and a step's seconds, the rankings' measures ------------------------------------------------
+PLANS_TIMED = 4096  # plans whose time one fast_seconds keeps before it starts again
+
+
+def fast_seconds(opts: Options, policy: OverlapPolicy) -> Callable[[Plan], float | None]:
+    """A plan's seconds under ``policy`` on ``opts``'s chip, straight from numbers (no formula is built):
+    the ranking's key. Each step's time is memoized; None while a size is unbound."""
+    memo: dict[Step, float | None] = {}  # by step value: plans share steps, and equal ones
+    plans: dict[Plan, float | None] = {}  # by plan value: a ranking asks again for the same plan
+
+    def seconds(plan: Plan) -> float | None:
+        got = plans.get(plan, plans)
+        if got is plans:
+            if len(plans) >= PLANS_TIMED:
+                plans.clear()
+            got = plans[plan] = _seconds(plan)
+        return got  # type: ignore[return-value]
+
+    def _seconds(plan: Plan) -> float | None:
+        durations = []
+        for s in plan.steps:
+            got = memo.get(s, memo)
+            if got is memo:
+                got = memo[s] = seconds_of(s, opts)
+            if got is None:
+                return None
+            durations.append(got)
+        lanes = [sched.lanes_of(s) for s in plan.steps]
+        return sched.seconds(durations, lanes, plan.producers, policy)
+
+    return seconds
+
+
+def step_weights(mesh: Mesh, sizes, costs: CostModel) -> Callable[[Step], float]:
+    """One step's seconds under the cost model ``costs`` (:func:`shardalg.costs.plancost.step_seconds` is its
+    keyword form): a collective's communication, a local einsum's compute, a slice's nothing. Memoized per
+    step; a symbol left unbound is an error."""
+    opts = Options.of(costs, mesh, sizes)
+    if opts.costs.chip is None:
+        raise UsageError("ranking by seconds needs a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
+    memo: dict[Step, float] = {}
+
+    def seconds(step: Step) -> float:
+        got = memo.get(step)
+        if got is None:
+            value = seconds_of(step, opts) if step.communicates or step.op is Op.EINSUM else 0.0
+            if value is None:
+                raise UsageError(f"ranking by seconds needs every size bound: {step.statement()} is symbolic")
+            got = memo[step] = value
+        return got
+
+    return seconds

@@ -37,6 +37,7 @@ from functools import cached_property
 import sympy
 from sympy import Expr, Integer
 
+from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import plan_of
 from shardalg.costs.stepcost import Options
 from shardalg.costs.steps import einsum_flops
@@ -235,7 +236,7 @@ class Analysis:
     # ---- FLOPs
     @cached_property
     def _opts(self) -> Options:
-        return Options.make(self.model.mesh, self.model.sizes)
+        return Options.of(CostModel(), self.model.mesh, self.model.sizes)
 
     def _plan_flops(self, p: Plan) -> tuple[Expr, Expr]:
         """(in all, per device) FLOPs of a plan's local products."""

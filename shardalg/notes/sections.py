@@ -8,8 +8,7 @@ from __future__ import annotations
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops import RULES
 from shardalg.algebra.shape import shape
-from shardalg.costs.plancost import plan_cost
-from shardalg.costs.stepcost import collective_cost
+from shardalg.costs.plancost import collective_cost, plan_cost
 from shardalg.notation.parse import parse_statement
 from shardalg.notation.plan import Step
 from shardalg.notation.printing import latex, text

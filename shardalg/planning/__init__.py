@@ -11,9 +11,11 @@
   gradients of a product planned together), :mod:`.backward` (the derived backward program), :mod:`.verify`
   (checking a hand-written backward); :mod:`.memo` (memos by object identity, for helpers whose inputs
   share objects); :mod:`.overlap` (the overlap policies, an enum the costs layer's schedules and the
-  cheapest-plan search both read).
+  cheapest-plan search both read); :mod:`.ranking` (the protocol of a ranking the planner is handed).
 
 Imports: :mod:`shardalg.algebra`, :mod:`shardalg.notation`, :mod:`shardalg.errors`. The planner ranks by bytes;
-it takes any other ranking as functions (``key`` for plans, ``weigh`` for one step, an ``Overlap`` for how steps
-overlap), which is how :mod:`shardalg.costs.ranking` ranks by seconds without planning importing the costs layer.
+it takes any other ranking as a value implementing :class:`.ranking.Ranking` (``rank=``:
+:class:`~shardalg.costs.ranking.BySeconds` ranks by a cost model's seconds on its chip), which hands it functions (``key``
+for plans, ``weigh`` for one step, an ``Overlap`` for how steps overlap), so planning never imports the costs
+layer.
 """

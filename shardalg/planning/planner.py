@@ -33,18 +33,18 @@ from shardalg.cache import Kind, memoized
 from shardalg.errors import IncompleteWarning, NoPlan, UsageError
 from shardalg.notation.parse import parse, parse_tensor
 from shardalg.notation.plan import Plan, Step
+from shardalg.notation.printing import display
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Statement, Tensor
 
 from .einsum_plans import EinsumPlanner
 from .noplan import no_plan
 from .order import default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
-from .redistribute import redistribute
+from .ranking import Key, Ranking, Weigh
+from .redistribute import plan_bytes, redistribute
 
-__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Plans", "Limits"]
+__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
 
-Key = Callable[[Plan], Any]  # sorts finished plans, cheapest first
-Weigh = Callable[[Step], float]  # one step's additive weight in a search
 
 
 def _fmt(axes: tuple[str, ...] | list[str]) -> str:
@@ -110,32 +110,48 @@ def plans(
     weigh: Weigh | None = None,
     limits: Limits = DEFAULT_LIMITS,
     overlap: Overlap | None = None,
+    rank: Ranking | None = None,
 ) -> Plans:
     """Every legal plan for a statement, cheapest first: an einsum ``A[..] · B[..] -> C[..]`` (the arrow's
     result, or ``target``, is the requested output; without one, every natural output), a collective
     statement (its one plan), or a resharding ``A[I_X, J] -> A[I, J_X]`` (redistribute's sequences).
 
-    Ranking: by ``key`` when given, else by bytes communicated, then steps; ``weigh`` (a step's additive
-    weight, such as its seconds on a chip) guides a resharding's search, and for an einsum adds the plan that
-    is cheapest by it over every compute layout. Ranking by seconds on a chip is :func:`shardalg.costs.ranking.plans`
-    (``shardalg.plans(..., hw=...)``), which passes both. ``overlap`` (with ``weigh``) says how steps overlap
-    under the ranking's policy (:class:`~.planset.Overlap`): the search for the cheapest plan over every
-    compute layout then measures plans by it, not by the sum of their steps' weights (see
-    :mod:`.optimum`).
+    Ranking: by ``key`` when given, else by ``rank`` (a :class:`~.ranking.Ranking`, such as
+    :class:`~shardalg.costs.ranking.BySeconds` of a cost model: seconds on its chip under its overlap policy,
+    where every size is bound; ``shardalg.plans(..., hw=...)`` builds one), else by bytes communicated, then steps.
+    ``weigh`` (a step's additive weight, such as its seconds on a chip) guides a resharding's search, and for
+    an einsum adds the plan that is cheapest by it over every compute layout; ``overlap`` (with ``weigh``)
+    says how steps overlap under the ranking's policy (:class:`~.planset.Overlap`): the search for the
+    cheapest plan over every compute layout then measures plans by it, not by the sum of their steps'
+    weights (see :mod:`.optimum`). A ``rank`` hands over all three (with ``key``, only its columns are read).
+    The plans' table (in a notebook) shows their bytes communicated and the ranking's columns.
 
     The result is a :class:`Plans` list: ``complete`` is False (and ``note`` says which limit, and how to
     lift it) when a budget of the search cut the answer, and an :class:`~shardalg.errors.IncompleteWarning`
     says so (on stderr unless filtered); ``limits`` raises the budgets."""
-    found = _plans(expr, mesh, sizes, target, key, weigh, limits, overlap)
+    p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)
+    by = None  # the ranking, when its functions are the ones the search reads (keys the plans' memo)
+    columns: dict[str, Callable[[Plan], object]] = {
+        "bytes communicated": lambda q: display.bytes_text(str(plan_bytes(q, p.mesh, p.sizes)))
+    }
+    if rank is not None:
+        if not isinstance(rank, Ranking):
+            raise UsageError(f"rank is a ranking such as BySeconds(CostModel.of('tpu-v5p')) (shardalg.costs.ranking), not {rank!r}")
+        ranked = rank.ranking(p.mesh, p.sizes)
+        by = rank if key is None and weigh is None and overlap is None else None
+        if key is None:
+            key, weigh, overlap = ranked.key, weigh or ranked.weigh, overlap or ranked.overlap
+        columns.update(ranked.columns)
+    found = _plans(p, mesh, sizes, target, key, weigh, limits, overlap, by)
     if not found.complete:
         warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
-    return found
+    return Plans(found, found.complete, found.note, columns)
 
 
 def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: Tensor | str | None,
            key: Key | None, weigh: Weigh | None, limits: Limits, overlap: Overlap | None = None,
-           ) -> Plans:  # fmt: skip
-    # a Problem is already prepared (parsed and checked once): shardalg.costs.ranking passes one
+           by: Ranking | None = None) -> Plans:  # fmt: skip
+    # a Problem is already prepared (parsed and checked once): plans passes one
     p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)  # type: ignore[arg-type]
     rank = key or default_key(p.mesh, p.sizes)
     stmt = p.statement
@@ -149,7 +165,7 @@ def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: 
         return Plans([_collective_plan(body, result, p)])
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    found, cuts = _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh, overlap, p.checked)
+    found, cuts = _ranked_einsum_plans(body, result, p, limits, weigh, overlap, by)
     found = list(found)
     if not found:
         if cuts:
@@ -159,6 +175,28 @@ def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: 
         raise no_plan(stmt, planner)
     sort_plans(found, rank)
     return Plans.of(found, cuts)
+
+
+def _ranked_einsum_plans(body: Product, result: Tensor | None, p: Problem, limits: Limits, weigh: Weigh | None,
+                         overlap: Overlap | None, rank: Ranking | None) -> tuple[tuple[Plan, ...], tuple[str, ...]]:  # fmt: skip
+    """:func:`_einsum_plans`, keyed by the ranking's value when ``weigh`` and ``overlap`` are the ranking's
+    own (so equal queries under an equal cost model share the answer: the functions it hands out are new at
+    each call, and a function is equal only to itself)."""
+    if rank is not None:
+        try:
+            return _einsum_plans_by(body, result, p.mesh, p.sizes, limits, rank, p.checked)
+        except TypeError:  # an unhashable ranking (a chip with mutable parts): by its functions, as below
+            pass
+    return _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh, overlap, p.checked)
+
+
+@memoized(Kind.ANSWER)
+def _einsum_plans_by(
+    body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits, rank: Ranking, checked: bool
+) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
+    """The plans of one product under the ranking ``rank`` (its step weights and overlap), by its value."""
+    ranked = rank.ranking(mesh, sizes)
+    return _einsum_plans(body, result, mesh, sizes, limits, ranked.weigh, ranked.overlap, checked)
 
 
 @memoized(Kind.ANSWER)
@@ -184,9 +222,10 @@ def plan(
     weigh: Weigh | None = None,
     limits: Limits = DEFAULT_LIMITS,
     overlap: Overlap | None = None,
+    rank: Ranking | None = None,
 ) -> Plan:
     """The default (first) of :func:`plans`."""
-    found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits, overlap=overlap)
+    found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits, overlap=overlap, rank=rank)
     if not found:
         raise NoPlan(f"the search found no plan before a limit cut it: {found.note}")
     return found[0]

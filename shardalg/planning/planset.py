@@ -41,7 +41,7 @@ DEFAULT_LIMITS = Limits()
 @dataclass(frozen=True)
 class Overlap:
     """How a plan's steps overlap, as the planner's cheapest-plan search needs it (the cost model's policy,
-    handed down by :mod:`shardalg.costs.ranking`, which builds it from a chip).
+    handed down by a :class:`~.ranking.Ranking`: BySeconds builds it from its cost model's chip and policy).
 
     ``policy`` is ``SCHEDULE`` (the two operands are prepared at once; each preparation, and the finish,
     is a chain whose steps add up) or ``STEADY`` (a plan's time is the largest of its resources' sums);

@@ -1,27 +1,30 @@
 """The memos of the cost path give the same answers as working everything out: a step's terms shared by
-equal steps (and worked out again when a model constant changes), the last call's options (made again when
-the sizes change), the schedule's dependencies read by identity, and the two-pass ranking by seconds."""
+equal steps and kept by the values of the step and the options (another CostModel is another key), options
+shared between equal calls, the schedule's dependencies read by identity, and the two-pass ranking by seconds."""
 
 from __future__ import annotations
 
 import pickle
 import random
 
+import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardalg import plans as ranked
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.cache import clear_caches
 from shardalg.costs import schedule as sched
-from shardalg.costs import stepcost as sc
+from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import plan_cost
-from shardalg.costs.ranking import plans as ranked
 from shardalg.costs.ranking import seconds_key
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.costs.stepcost import Options
+from shardalg.errors import UsageError
 from shardalg.notation.parse import parse_tensor
-from shardalg.notation.plan import Step
+from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
 from shardalg.planning.order import HeadKey, plan_text_key
 
@@ -41,11 +44,15 @@ def _gather(name: str) -> Step:
 
 
 def test_equal_steps_of_other_names_share_their_terms_and_keep_their_own_step():
-    opts = Options.make(MESH, SIZES)
+    opts = _options()
     a, b = _gather("A"), _gather("B")
     ca, cb = sc_step(a, opts), sc_step(b, opts)
     assert ca.comms is cb.comms  # one term for both: the names take no part
     assert ca.step is a and cb.step is b  # each cost still prints its own step
+
+
+def _options(hw=None, mesh=MESH, sizes=SIZES, **options) -> Options:
+    return Options.of(CostModel.of(hw, **options), mesh, sizes)
 
 
 def sc_step(step: Step, opts: Options):
@@ -54,35 +61,68 @@ def sc_step(step: Step, opts: Options):
     return step_cost(step, opts)
 
 
-def test_a_replaced_constant_is_not_read_from_the_memo(monkeypatch):
-    opts = Options.make(MESH, SIZES)
+def test_another_cost_model_is_another_key():
+    """No fingerprints of module constants: what a step's cost depends on is in its key (the Options, which
+    holds the CostModel), so a cost model that differs in any field never reads another's memo."""
     step = _gather("A")
-    before = sc_step(step, opts).comms.sympy()
-    monkeypatch.setattr(sc, "W_ICI", 2 * sc.W_ICI)
-    after = sc_step(step, opts).comms.sympy()
-    assert sympy.simplify(before / after) != 1  # the bandwidth doubled: the time is not the memo's
+    both = sc_step(step, _options()).comms.sympy()
+    one_way = sc_step(step, _options(ring="uni")).comms.sympy()
+    assert sympy.simplify(one_way / both) != 1  # a ring used one way: not the bidirectional memo's time
+    exact = sc_step(step, Options.of(CostModel.of(exact=True), MESH, SIZES)).comms.sympy()
+    assert sympy.simplify(exact / both) != 1
 
 
-def test_a_step_cost_is_kept_by_its_step_and_made_again_when_a_constant_changes(monkeypatch):
-    opts = Options.make(MESH, SIZES)
+def test_a_step_cost_is_kept_by_the_values_of_its_step_and_options():
     a, b = parse_tensor("A[I_X, J]"), parse_tensor("B[J, K]")
     mul = Step(Op.EINSUM, (a, b), parse_tensor("C[I_X, K]"), contract=("J",))
-    first = sc_step(mul, opts)
-    assert sc_step(mul, opts) is first  # the same step object: its cost is kept
-    before = first.compute.sympy()
-    monkeypatch.setattr(sc, "FLOPS_PER_MAC", 4)
-    again = sc_step(mul, opts)
-    assert again is not first and sympy.simplify(again.compute.sympy() / before) == 2
+    first = sc_step(mul, _options())
+    # an equal step made again, priced under options made again from equal arguments: the same cost
+    again = Step(Op.EINSUM, (parse_tensor("A[I_X, J]"), b), parse_tensor("C[I_X, K]"), contract=("J",))
+    assert again is not mul and sc_step(again, Options.of(CostModel(), Mesh(X=2, Y=4), dict(SIZES))) is first
+    # other sizes, or another chip, are other options: another cost
+    other = sc_step(mul, _options(sizes={**SIZES, "I": 2048}))
+    assert other is not first and sympy.simplify(other.compute.sympy() / first.compute.sympy()) == 2
+    assert sc_step(mul, _options("tpu-v5p")) is not first
 
 
-def test_the_last_options_are_made_again_when_the_sizes_change():
+def test_options_are_a_value_shared_between_equal_calls():
     sizes = dict(SIZES)
-    first = Options.make(MESH, sizes, "tpu-v5p")
-    assert Options.make(MESH, sizes, "tpu-v5p") is first
+    first = _options("tpu-v5p", sizes=sizes)
+    assert _options("tpu-v5p", Mesh(X=2, Y=4), dict(SIZES)) is first  # equal arguments: the one value
     sizes["I"] = 2048  # the same dict, changed
-    second = Options.make(MESH, sizes, "tpu-v5p")
-    assert second is not first and second.sizes["I"] == 2048
-    assert Options.make(MESH, sizes, "tpu-v5e").chip.name != second.chip.name
+    second = _options("tpu-v5p", sizes=sizes)
+    assert second != first and second.sizes["I"] == 2048 and first.sizes["I"] == 1024
+    assert _options("tpu-v5e", sizes=sizes).costs.chip.name != second.costs.chip.name
+    assert first.costs == CostModel.of("tpu-v5p") and {first: 1}[_options("tpu-v5p")] == 1
+
+
+def test_a_mesh_is_read_from_text_at_the_edges_only():
+    step = _gather("A")
+    plan = Plan((step.inputs[0],), (step,), step.output)
+    assert str(plan_cost(plan, "X=2,Y=4", SIZES).total) == str(plan_cost(plan, MESH, SIZES).total)  # an edge
+    with pytest.raises(UsageError, match="a cost needs a mesh"):
+        Options.of(CostModel(), "X=2,Y=4", SIZES)  # type: ignore[arg-type]  # below the edge: a Mesh only
+
+
+def test_a_ranking_times_equal_steps_and_plans_once(monkeypatch):
+    """fast_seconds keeps its times by value: a step equal to one already timed (another object) is not
+    timed again, nor is a plan equal to one already timed."""
+    from shardalg.costs import steps
+
+    timed: list[Step] = []
+    real = steps.seconds_of
+    monkeypatch.setattr(steps, "seconds_of", lambda s, opts: timed.append(s) or real(s, opts))
+    seconds = steps.fast_seconds(_options("tpu-v5p"), OverlapPolicy.SCHEDULE)
+    a = parse_tensor("A[I_X, J]")
+
+    def plan() -> Plan:
+        return Plan((a,), (_gather("A"),), parse_tensor("A[I, J]"))
+
+    first, again = plan(), plan()
+    assert first is not again and first.steps[0] is not again.steps[0]
+    assert seconds(first) == seconds(again) and len(timed) == 1
+    other = Plan((a,), (_gather("A"), Step(Op.SLICE, (parse_tensor("A[I, J]"),), a, ("X",), "I")), a)
+    assert seconds(other) is not None and len(timed) == 2  # only the new step (the slice) is timed
 
 
 def test_a_plan_input_read_again_waits_for_nothing():

@@ -7,15 +7,18 @@ import dataclasses
 
 import pytest
 
+from shardalg import plans
 from shardalg.algebra.mesh import Mesh
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.derive import compare
 from shardalg.costs.hardware import get
 from shardalg.costs.plancost import cost, costed, plan_cost, priced, step_seconds, step_weights
-from shardalg.costs.ranking import plans, ranked
+from shardalg.costs.ranking import BySeconds
 from shardalg.errors import UsageError
+from shardalg.planning import planner
 from shardalg.planning.overlap import OverlapPolicy
 from shardalg.planning.planner import prepare
+from shardalg.planning.ranking import Ranking
 
 MESH = Mesh(X=4, Y=2)
 SIZES = {"B": 4096, "D": 8192, "F": 16384}
@@ -80,9 +83,39 @@ def test_step_seconds_takes_every_option_of_the_model() -> None:
 def test_plans_rank_by_a_cost_model_given_as_a_value() -> None:
     costs = CostModel.of("tpu-v5p", overlap="serial", exact=True)
     p = prepare(STATEMENT, "X=4", SIZES)
-    assert list(ranked(p, costs)) == list(
+    assert list(planner.plans(p, rank=BySeconds(costs))) == list(
         plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="serial", exact=True)
     )
+
+
+def test_the_planner_ranks_by_any_value_of_the_ranking_protocol() -> None:
+    costs = BySeconds(CostModel.of("tpu-v5e"))
+    assert isinstance(costs, Ranking)  # the planner's protocol, which the ranking by a cost model implements
+    assert not isinstance(CostModel(), Ranking)  # the cost model itself is a value and nothing more
+    found = planner.plans(STATEMENT, "X=4", SIZES, rank=costs)
+    assert list(found) == list(plans(STATEMENT, "X=4", SIZES, hw="tpu-v5e"))
+    assert list(found.columns) == ["bytes communicated", "time on tpu-v5e (schedule)"]
+    assert list(planner.plans(STATEMENT, "X=4", SIZES).columns) == ["bytes communicated"]
+    with pytest.raises(UsageError, match=r"rank is a ranking such as BySeconds\(CostModel"):
+        planner.plans(STATEMENT, "X=4", SIZES, rank="tpu-v5e")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="ranking by seconds needs a chip"):
+        planner.plans(STATEMENT, "X=4", SIZES, rank=BySeconds(CostModel()))
+
+
+def test_plans_under_equal_cost_models_share_the_answer() -> None:
+    """The plans found under a ranking are memoized by the ranking's value (the CostModel), not by the
+    functions it hands the search (new at each call): an equal query under an equal model is answered again
+    from the memo, and another model is another key."""
+    from shardalg.cache import clear_caches
+
+    clear_caches()
+    first = plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="steady")
+    before = planner._einsum_plans_by.cache_info()
+    again = plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="steady")
+    assert list(again) == list(first)
+    assert planner._einsum_plans_by.cache_info().hits == before.hits + 1
+    plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="serial")
+    assert planner._einsum_plans_by.cache_info().misses == before.misses + 1
 
 
 def test_a_derivation_folds_its_options_once() -> None:

@@ -6,7 +6,7 @@ import sympy
 
 from shardalg.algebra.mesh import Axis, Mesh
 from shardalg.algebra.symbols import axis_size, dim_size, quantity
-from shardalg.costs.stepcost import collective_cost
+from shardalg.costs.plancost import collective_cost
 from shardalg.notation.parse import parse_tensor
 from shardalg.notation.syntax import Op
 

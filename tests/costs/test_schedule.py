@@ -10,11 +10,12 @@ import sympy
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardalg import plans as ranked
 from shardalg.algebra.mesh import Mesh
 from shardalg.cli import main
 from shardalg.costs import schedule as sched
+from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import cost, fast_seconds, plan_cost
-from shardalg.costs.ranking import plans as ranked
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.costs.stepcost import Options
 from shardalg.errors import NoPlan, UnreachableUnreduced, UsageError
@@ -229,7 +230,7 @@ def test_the_ranking_numbers_equal_the_formula(case, policy, hw):
     if p is None:
         return
     pc = plan_cost(p, mesh, sizes, hw=hw, overlap=policy)
-    fast = fast_seconds(Options.make(mesh, sizes, hw), policy)(p)
+    fast = fast_seconds(Options.of(CostModel.of(hw), mesh, sizes), policy)(p)
     assert fast == pytest.approx(pc.seconds, rel=1e-12, abs=1e-18)
     assert float(pc.total.subs(pc.values)) == pytest.approx(pc.seconds, rel=1e-9, abs=1e-18)
 

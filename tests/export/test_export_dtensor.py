@@ -12,7 +12,7 @@ from shardalg.notation.parse import parse
 
 pytest.importorskip("torch", reason="torch is not installed (pip install 'shardalg[torch]'); CI installs it")
 
-from shardalg.costs.ranking import plan  # noqa: E402
+from shardalg import plan  # noqa: E402
 from shardalg.export.torch_check import check_torch  # noqa: E402
 from shardalg.export.torch_export import export_torch  # noqa: E402
 from shardalg.planning.backward import backward  # noqa: E402

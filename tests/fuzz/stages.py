@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardalg import plans as ranked_plans
 from shardalg.algebra.legality import check, notes
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.shape import shape
 from shardalg.costs.plancost import cost, plan_cost
-from shardalg.costs.ranking import plans as ranked_plans
 from shardalg.errors import IllegalSharding, NoPlan, ShardalgError
 from shardalg.notation.jsonread import from_json
 from shardalg.notation.parse import parse, parse_statement, parse_tensor
