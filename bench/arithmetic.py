@@ -277,18 +277,17 @@ class Case:
 
     def __init__(self, label: str, expr: str, mesh: str) -> None:
         import shardalg as sa
-        from shardalg.costs import plancost
-
         self.label, self.expr, self.mesh_text = label, expr, mesh
         self.mesh = sa.Mesh.parse(mesh)
         self.statement = sa.parse(expr).statements[0]
-        self._plans, self._plan_cost, self._options = sa.plans, sa.plan_cost, plancost._options
+        self._plans, self._plan_cost = sa.plans, sa.plan_cost
 
     def run(
         self, route: str, ars: dict[str, Arithmetic], ev: Evaluators
     ) -> tuple[float, float, float, float, list]:
         from shardalg.costs import schedule as sched
-        from shardalg.costs.steps import model_constants, step_cost
+        from shardalg.costs.steps import step_cost
+        from shardalg.planning.overlap import OverlapPolicy
 
         clock = time.process_time
         t0 = clock()
@@ -304,12 +303,11 @@ class Case:
             texts = [str(e) for e in totals]
             return t1 - t0, t2 - t1, t3 - t2, clock() - t3, list(zip(texts, out, strict=True))
         ar = ars[route.split("+")[0]]
-        opts = self._options(self.mesh, SIZES, HW, None)
-        consts = model_constants(opts)
-        policy = sched.as_policy(None)
+        opts = _opts(self.mesh)
+        policy = OverlapPolicy.SCHEDULE
         totals = []
         for p in found:
-            steps = [step_cost(s, opts, consts) for s in p.steps]
+            steps = [step_cost(s, opts) for s in p.steps]
             lanes = [sched.lanes_of(s) for s in p.steps]
             totals.append(plan_total(steps, lanes, p.producers, policy, ar))
         t2 = clock()
@@ -322,11 +320,9 @@ class Case:
 
 def measure(cases: list[Case], rounds: int) -> dict[tuple[str, str], dict[str, Times]]:
     """Interleaved rounds: per round, per case, each route fresh then warm."""
-    from shardalg.costs.plancost import _options
-
     caches = find_caches()
     ars = {"sympy": sympy_arithmetic(), "symengine": symengine_arithmetic()}
-    values = dict(_options(cases[0].mesh, SIZES, HW, None).values)
+    values = dict(_opts(cases[0].mesh).values)
     evs = {r: Evaluators(values) for r in ROUTES}
     res: dict[tuple[str, str], dict[str, Times]] = {}
     for c in cases:  # imports, the parser's and the compilers' first use, not counted
@@ -368,27 +364,27 @@ def ranking(cases: list[Case], rounds: int) -> list[list[str]]:
     path (:func:`shardalg.costs.plancost.fast_seconds`), the light terms evaluated, symengine built and
     ``subs``; CPU ms, median of fresh (every cache cleared) and of warm runs, plans found outside the timing."""
     from shardalg.costs import schedule as sched
-    from shardalg.costs.plancost import _options, fast_seconds, plan_cost
-    from shardalg.costs.steps import model_constants, step_cost
+    from shardalg.costs.plancost import fast_seconds, plan_cost
+    from shardalg.costs.steps import step_cost
+    from shardalg.planning.overlap import OverlapPolicy
 
     caches = find_caches()
     ar = symengine_arithmetic()
-    values = dict(_options(cases[0].mesh, SIZES, HW, None).values)
+    values = dict(_opts(cases[0].mesh).values)
     ev = Evaluators(values)
-    policy = sched.as_policy(None)
+    policy = OverlapPolicy.SCHEDULE
 
     def run(route: str, c: Case, found: list) -> float:
         t0 = time.process_time()
         if route.startswith("float"):
-            secs = fast_seconds(_options(c.mesh, SIZES, HW, None), policy)
+            secs = fast_seconds(_opts(c.mesh), policy)
             [secs(p) for p in found]
         elif route.startswith("light"):
             [plan_cost(p, c.mesh, SIZES, hw=HW).seconds for p in found]
         else:
-            opts = _options(c.mesh, SIZES, HW, None)
-            consts = model_constants(opts)
+            opts = _opts(c.mesh)
             for p in found:
-                steps = [step_cost(s, opts, consts) for s in p.steps]
+                steps = [step_cost(s, opts) for s in p.steps]
                 lanes = [sched.lanes_of(s) for s in p.steps]
                 ev.symengine_subs(plan_total(steps, lanes, p.producers, policy, ar))
         return time.process_time() - t0
@@ -406,12 +402,21 @@ def ranking(cases: list[Case], rounds: int) -> list[list[str]]:
              f"{statistics.median(times[(c.label, r, 'fresh')]) * 1e3:.3f}"] for c in cases for r in RANKERS]  # fmt: skip
 
 
-def light_seconds_of(step: Any, opts: Any, at: Any) -> float | None:
+def _opts(mesh: Any) -> Any:
+    """The step-level options the routes price under: the bench's chip, its default model and policy."""
+    from shardalg.algebra.mesh import as_mesh
+    from shardalg.costs.costmodel import CostModel
+    from shardalg.costs.stepcost import Options
+
+    return Options.of(CostModel.of(HW), as_mesh(mesh), SIZES)
+
+
+def light_seconds_of(step: Any, opts: Any) -> float | None:
     """A step's seconds from its light duration term: what :func:`shardalg.costs.steps.seconds_of` would be
     without its float arithmetic (bytes and unit costs as numbers)."""
     from shardalg.costs.steps import step_cost
 
-    got = step_cost(step, opts).duration.evaluate(at)
+    got = step_cost(step, opts).duration.evaluate(opts.point)
     return None if got is None else float(got)
 
 
@@ -419,13 +424,13 @@ def ranked(cases: list[Case], rounds: int) -> list[list[str]]:
     """``shardalg.plans(..., hw=HW)`` (plans ranked by seconds on the chip: the resharding search weighs each
     step by :func:`~shardalg.costs.plancost.step_seconds`, plans by :func:`~shardalg.costs.plancost.fast_seconds`)
     with the float path as it is, and with each step's seconds from its light term instead (``seconds_of``
-    replaced in :mod:`shardalg.costs.plancost` for the run); interleaved, CPU ms, medians. Fewer rounds (3) for
+    replaced in :mod:`shardalg.costs.steps` for the run); interleaved, CPU ms, medians. Fewer rounds (3) for
     a case over 100 ms."""
     import shardalg as sa
-    from shardalg.costs import plancost
+    from shardalg.costs import steps as costed_steps
 
     caches = find_caches()
-    floats = plancost.seconds_of
+    floats = costed_steps.seconds_of
     paths = {"float": floats, "light": light_seconds_of}
     rows = []
     for c in cases:
@@ -433,7 +438,7 @@ def ranked(cases: list[Case], rounds: int) -> list[list[str]]:
         n = 0
         for i in range(rounds):
             for name, fn in paths.items():
-                plancost.seconds_of = fn  # type: ignore[assignment]
+                costed_steps.seconds_of = fn  # type: ignore[assignment]
                 try:
                     for kind in ("fresh", "warm"):
                         (caches.clear_fresh if kind == "fresh" else caches.clear_warm)()
@@ -441,7 +446,7 @@ def ranked(cases: list[Case], rounds: int) -> list[list[str]]:
                         n = len(sa.plans(c.statement, c.mesh, SIZES, hw=HW))
                         times.setdefault((name, kind), []).append(time.process_time() - t0)
                 finally:
-                    plancost.seconds_of = floats  # type: ignore[assignment]
+                    costed_steps.seconds_of = floats  # type: ignore[assignment]
             if i >= 2 and statistics.median(times[("light", "fresh")]) > 0.1:
                 break
         med = {k: statistics.median(v) * 1e3 for k, v in times.items()}

@@ -60,14 +60,13 @@ def test_the_symengine_route_gives_todays_seconds_and_text_through_sympy() -> No
 
 def test_a_steps_light_seconds_equal_the_float_paths() -> None:
     """The ranked table swaps the float path for the light terms: both give each step the same seconds."""
-    from bench.arithmetic import light_seconds_of
-    from shardalg.costs.plancost import _options
+    from bench.arithmetic import _opts, light_seconds_of
     from shardalg.costs.steps import seconds_of
 
-    opts = _options(BOOK_MESH, SIZES, HW, None)
+    opts = _opts(BOOK_MESH)
     steps = [s for _, expr in BOOK_CASES for p in sa.plans(expr, BOOK_MESH, SIZES) for s in p.steps]
     assert len(steps) > 10
     for s in steps:
-        assert light_seconds_of(s, opts, opts.point) == pytest.approx(
-            seconds_of(s, opts, opts.point), rel=1e-12
+        assert light_seconds_of(s, opts) == pytest.approx(
+            seconds_of(s, opts), rel=1e-12
         )
