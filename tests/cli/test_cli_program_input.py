@@ -152,3 +152,44 @@ def test_every_program_argument_is_read_the_same_way(capsys, files):
         code, out, err = run(capsys, *argv)
         assert (code, out) == (2, ""), (words, err)
         assert err.startswith("error: cannot read missing.sa: no such file [file]\n"), (words, err)
+
+
+CHIPS = "tpu-v4p, tpu-v5e, tpu-v5p, tpu-v6e, h100, h200, b200"
+
+
+def test_an_unknown_chip_lists_the_presets_with_a_guess(capsys):
+    code, out, err = run(capsys, "memory", MLP, "--mesh", "X=2", "--hw", "tpu-v5")
+    assert (code, out) == (2, "")
+    assert err.endswith(f"[usage]\n  fix: did you mean tpu-v5p? the presets are {CHIPS}\n")
+    assert err.startswith("error: unknown hardware 'tpu-v5': a chip is a preset (shardalg hw list)")
+    assert run(capsys, "hw", "show", "H100x") == (
+        2, "", f"error: unknown hardware 'H100x'; known: {CHIPS} [usage]\n  fix: did you mean h100?\n")  # fmt: skip
+    code, _, err = run(capsys, "memory", MLP, "--mesh", "X=2", "--hw", "qqq")
+    assert code == 2 and err.endswith(f"  fix: the presets are {CHIPS}\n")
+
+
+def test_an_unknown_model_gets_a_guess(capsys):
+    assert run(capsys, "model", "show", "llama3-70b") == (
+        2, "", f"error: unknown model 'llama3-70b'; known: {PRESETS} [usage]\n  fix: did you mean llama-3-70b?\n")  # fmt: skip
+
+
+def test_python_gets_the_same_guesses():
+    import shardalg as sa
+    from shardalg.errors import UsageError
+
+    with pytest.raises(UsageError) as err:
+        sa.chip_from_text("tpu-v6")
+    assert err.value.fix == f"did you mean tpu-v6e? the presets are {CHIPS}"
+    with pytest.raises(UsageError) as err:
+        sa.expand("mixtral")
+    assert err.value.fix == "did you mean mixtral-8x7b?"
+
+
+def test_mesh_takes_the_cli_text():
+    import shardalg as sa
+    from shardalg.errors import UsageError
+
+    assert sa.Mesh("X=4,Y=2") == sa.Mesh(X=4, Y=2) == sa.Mesh.parse("X=4 Y=2")
+    assert sa.Mesh("X=16*2:ring").axes == sa.Mesh.parse("X=16*2:ring").axes
+    with pytest.raises(UsageError, match="the mesh has no axes"):
+        sa.Mesh("")
