@@ -33,6 +33,7 @@ DEFERRED: tuple[str, ...] = (
     "tomllib",  # costs.chipspec: a chip read from a TOML file
     "importlib.resources",  # notation.grammar: the grammar found inside an installed wheel
     "subprocess",  # notation.grammar: regenerating the parser
+    "difflib",  # errors.closest: a "did you mean" for a word that is wrong
 )
 
 DEFERRING_PACKAGES: tuple[str, ...] = ("shardalg.cli",)

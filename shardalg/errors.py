@@ -11,6 +11,7 @@ message and the rule's name, the source line and a caret under the span, and the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "UsageError",
     "LimitExceeded",
     "FileError",
+    "closest",
 ]
 
 
@@ -45,6 +47,16 @@ class Span:
     def __post_init__(self) -> None:
         if self.start < 0 or self.end < self.start:
             raise ValueError(f"bad span {self.start}..{self.end}")
+
+
+def closest(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The choice ``word`` most likely misspells (compared in lower case), for "did you mean"; None when no
+    choice is close."""
+    from difflib import get_close_matches
+
+    by_lower = {c.lower(): c for c in choices}
+    found = get_close_matches(word.lower(), list(by_lower), n=1, cutoff=cutoff)
+    return by_lower[found[0]] if found else None
 
 
 def render_caret(source: str, span: Span) -> str:

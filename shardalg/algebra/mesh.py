@@ -73,15 +73,18 @@ class Axis:
 class Mesh:
     """An ordered set of named axes. Immutable and hashable.
 
-    Accepts ``Mesh(X=4, Y=2)``, ``Mesh({"X": 4, "Y": 2})``, ``Mesh([Axis("X", 4, links=2)])`` or
-    ``Mesh.parse("X=4,Y=2")`` (the CLI's ``--mesh`` form).
+    Accepts ``Mesh(X=4, Y=2)``, ``Mesh({"X": 4, "Y": 2})``, ``Mesh([Axis("X", 4, links=2)])``, or the CLI's
+    ``--mesh`` text: ``Mesh("X=4,Y=2")`` (as ``Mesh.parse("X=4,Y=2")``).
     """
 
     __slots__ = ("_axes", "_index", "_names", "_hash", "_groups")
 
-    def __init__(self, axes: Mapping[str, int | None] | Iterable[Axis] | None = None, /, **sizes: int | None):
+    def __init__(self, axes: Mapping[str, int | None] | Iterable[Axis] | str | None = None, /,
+                 **sizes: int | None):  # fmt: skip
         items: list[Axis] = []
-        if isinstance(axes, Mapping):
+        if isinstance(axes, str):
+            items.extend(Mesh.parse(axes).axes)
+        elif isinstance(axes, Mapping):
             items.extend(Axis(str(k), v) for k, v in axes.items())
         elif axes is not None:
             for a in axes:

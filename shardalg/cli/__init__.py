@@ -68,7 +68,7 @@ Your Model", for example:
   AllGather_X(A[I_X, J]) -> A[I, J]
   C[I, K]{U_X}
 
-EXPR may be - to read standard input. Exit codes: 0 success, 1 an illegal expression or a failed check,
+EXPR and PROGRAM may be notation, - to read standard input, a file or a model preset. Exit codes: 0 success, 1 an illegal expression or a failed check,
 2 a parse, usage or file error (a limit included), 3 an internal error (please report it). Every command has --help with an example."""
 
 EPILOG = examples(

@@ -14,13 +14,13 @@ import json
 import sys
 
 from . import EXIT_ILLEGAL, EXIT_OK, EXIT_USAGE
-from .common import examples, read_source
+from .common import examples, program_text
 
 FORMATS = ("text", "unicode", "latex", "json")
 
 
 def _text(arg: str) -> str:
-    return read_source(arg)
+    return program_text(arg)
 
 
 def _mesh(args: argparse.Namespace):

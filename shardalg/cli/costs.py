@@ -28,7 +28,7 @@ from shardalg.errors import UsageError
 from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
-from .common import add_overlap, examples, read_source
+from .common import add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
@@ -39,7 +39,7 @@ _CONSTRAINT = re.compile(r"\s*([A-Za-z][A-Za-z0-9]*(?:\s*\*\s*[A-Za-z][A-Za-z0-9
 
 
 def _source(text: str) -> str:
-    return read_source(text)
+    return program_text(text)
 
 
 def _mesh(text: str | None):

@@ -19,7 +19,7 @@ from shardalg.errors import ParseError, UsageError
 from shardalg.progress import task
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import FILE_COMPLETION, examples, file_error, read_source
+from .common import FILE_COMPLETION, examples, file_error, program_text
 
 PICTURES = ("png", "svg")
 
@@ -27,7 +27,7 @@ BACKENDS = ("jax", "torch")
 
 
 def _source(args: argparse.Namespace) -> str:
-    return read_source(args.expr)
+    return program_text(args.expr)
 
 
 def _mesh(args: argparse.Namespace, program: object):

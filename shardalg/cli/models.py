@@ -21,7 +21,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
-from .common import HelpFormatter, add_overlap, examples, read_source
+from .common import HelpFormatter, add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
@@ -41,7 +41,7 @@ def _number(text: str | None, what: str) -> float | None:
 def _program(args: argparse.Namespace) -> Any:
     from shardalg.notation.parse import parse
 
-    return parse(read_source(args.program))
+    return parse(program_text(args.program))
 
 
 def _model(args: argparse.Namespace) -> Any:

@@ -14,13 +14,13 @@ import json
 import sys
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import examples, read_source
+from .common import examples, program_text
 
 FORMATS = ("text", "unicode", "latex", "json")
 
 
 def _source(args: argparse.Namespace) -> str:
-    return read_source(args.expr)
+    return program_text(args.expr)
 
 
 def _mesh(args: argparse.Namespace):

@@ -30,14 +30,14 @@ from shardalg.planning.search import MAX_LABELS
 from shardalg.progress import task
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import add_overlap, examples, read_source
+from .common import add_overlap, examples, program_text
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
 
 
 def _source(args: argparse.Namespace) -> str:
-    return read_source(args.expr)
+    return program_text(args.expr)
 
 
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
-from .common import HelpFormatter, add_overlap, examples
+from .common import HelpFormatter, add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, mesh
 
 DELAY = 1.0  # seconds before a progress bar shows
@@ -71,7 +71,7 @@ def _search(args: argparse.Namespace) -> int:
     from shardalg.notation.parse import parse
     from shardalg.search.numeric import search
 
-    program = parse(sys.stdin.read() if args.program == "-" else args.program)
+    program = parse(program_text(args.program))
     if args.per_statement:
         return _per_statement(program, args)
     bar = _Bar(not args.quiet)

@@ -13,14 +13,13 @@ import argparse
 import json
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 from shardalg.errors import UsageError
 from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
-from .common import HelpFormatter, add_overlap, examples
+from .common import HelpFormatter, add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 EXAMPLE = ('shardalg strategy-map "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; '
@@ -28,23 +27,12 @@ EXAMPLE = ('shardalg strategy-map "params W_in, W_out; In[B, D] * W_in[D, F] -> 
            '--memory hbm --plot map.png')  # fmt: skip
 
 
-def _program_text(arg: str) -> str:
-    if arg == "-":
-        return sys.stdin.read()
-    if "\n" not in arg and ";" not in arg and "[" not in arg:
-        p = Path(arg)
-        if not p.is_file():
-            raise UsageError(f"PROGRAM is notation text, a file or -; no file {arg!r}")
-        return p.read_text()
-    return arg
-
-
 def _run(args: argparse.Namespace) -> int:
     from shardalg.algebra.context import as_sizes
     from shardalg.search.monotext import parameters_text
     from shardalg.search.programresult import program_map
 
-    result = program_map(_program_text(args.program), mesh(args.mesh), chip(args.hw), parameters_text(args.over),
+    result = program_map(program_text(args.program), mesh(args.mesh), chip(args.hw), parameters_text(args.over),
                          overlap=args.overlap, passes=args.passes, sizes=as_sizes(args.sizes),
                          remat=args.remat, memory=args.memory, optimizer=args.optimizer)  # fmt: skip
     picture: Any = None

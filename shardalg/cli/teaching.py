@@ -17,7 +17,7 @@ from pathlib import Path
 from shardalg import limits
 from shardalg.errors import UsageError
 
-from .common import DIR_COMPLETION, FILE_COMPLETION, examples, file_error, read_source
+from .common import DIR_COMPLETION, FILE_COMPLETION, examples, file_error, program_text
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -159,7 +159,7 @@ def _plot(args: argparse.Namespace) -> int:
     if not _IDENT.match(args.over):
         raise UsageError(f"--over names a dim, like D; not {args.over!r}")
     lo, hi = parse_range(args.range)
-    programs = (read_source(args.program_a), read_source(args.program_b))
+    programs = (program_text(args.program_a), program_text(args.program_b))
     labels = [s.strip() for s in args.labels.split(",")] if args.labels else [program_label(p) for p in programs]
     if len(labels) != 2 or not all(labels):
         raise UsageError("--labels takes two labels separated by a comma")
@@ -204,7 +204,7 @@ def _plot(args: argparse.Namespace) -> int:
 def _latex(args: argparse.Namespace) -> int:
     from shardalg.notation.parse import parse
 
-    program = parse(read_source(args.expr))
+    program = parse(program_text(args.expr))
     if args.plan:
         if args.mesh is None:
             raise UsageError("--plan needs --mesh, e.g. --mesh X=4,Y=2")

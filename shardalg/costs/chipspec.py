@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from shardalg.errors import UsageError
+from shardalg.errors import UsageError, closest
 
 from .hardware import MODELS, Chip, Sourced, WrapRule, as_chip, names
 
@@ -217,7 +217,9 @@ def chip_from_text(text: str) -> Chip:
         return chip_from_pairs(text)
     if text.endswith(".toml") or Path(text).is_file():
         return chip_from_toml(text)
-    raise UsageError(f"unknown hardware {text!r}: a chip is {CHIP_TEXT}")
+    near = closest(text, names())
+    raise UsageError(f"unknown hardware {text!r}: a chip is {CHIP_TEXT}",
+                     fix=f"{f'did you mean {near}? ' if near else ''}the presets are {', '.join(names())}")  # fmt: skip
 
 
 def as_chip_text(hw: Chip | str | None) -> Chip | None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from shardalg.algebra.symbols import quantity
-from shardalg.errors import UsageError
+from shardalg.errors import UsageError, closest
 from shardalg.notation.printing.display import html_table, pretty_text, short
 
 __all__ = ["Sourced", "WrapRule", "Chip", "PRESETS", "get", "names", "as_chip"]
@@ -348,7 +348,9 @@ def get(name: str) -> Chip:
     try:
         return PRESETS[name.lower()]
     except (KeyError, AttributeError):
-        raise UsageError(f"unknown hardware {name!r}; known: {', '.join(names())}") from None
+        near = closest(name, names()) if isinstance(name, str) else None
+        raise UsageError(f"unknown hardware {name!r}; known: {', '.join(names())}",
+                         fix=f"did you mean {near}?" if near else None) from None  # fmt: skip
 
 
 def as_chip(hw: Chip | str | None) -> Chip | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from shardalg.errors import UsageError
+from shardalg.errors import UsageError, closest
 
 __all__ = ["Cited", "ModelConfig", "PRESETS", "get", "names"]
 
@@ -137,4 +137,6 @@ def get(name: str) -> ModelConfig:
     try:
         return PRESETS[name.lower()]
     except (KeyError, AttributeError):
-        raise UsageError(f"unknown model {name!r}; known: {', '.join(names())}") from None
+        near = closest(name, names()) if isinstance(name, str) else None
+        raise UsageError(f"unknown model {name!r}; known: {', '.join(names())}",
+                         fix=f"did you mean {near}?" if near else None) from None  # fmt: skip

@@ -1,6 +1,7 @@
 """The parser's errors (lark's, from the generated :mod:`.lalr`) as :class:`~shardalg.errors.ParseError`: a
-span with a caret, what was expected in words, and a label for common mistakes (keyed on the parser state and
-token kind, as lark's ``match_examples``).
+span with a caret, what was expected in words, a label for common mistakes (keyed on the parser state and
+token kind, as lark's ``match_examples``), and a "did you mean" for an operation written in another case or
+spelling, or in JAX's or PyTorch's words (``psum_X(...)``, ``all_gather``, ``Shard(0)``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from shardalg.cache import Kind, memoized
-from shardalg.errors import ParseError, Span
+from shardalg.errors import ParseError, Span, closest
 
 from .grammar import lalr_parser
 from .lalr import Token, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -48,6 +49,67 @@ _MISTAKES: dict[str, list[str]] = {
     "a tensor needs at least one dim inside [...]": ["A[]", "[]"],
     "dims are separated by ','": ["A[I J]", "A[I_X J]", "A[I_{X} J]", "A[I 1]", "A[I_X 1]"],
 }  # fmt: skip
+
+
+# The notation's operations, as the grammar's OP_WORD spells them.
+OPERATIONS = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Slice", "Permute", "Shift")
+
+# Other libraries' words for them (in lower case): (the operation, whose word it is).
+FOREIGN_OPERATIONS: dict[str, tuple[str, str]] = {
+    "psum": ("AllReduce", "JAX's lax.psum"),
+    "pmean": ("AllReduce", "JAX's lax.pmean (an AllReduce, then a division)"),
+    "psum_scatter": ("ReduceScatter", "JAX's lax.psum_scatter"),
+    "all_gather": ("AllGather", "JAX's lax.all_gather and PyTorch's all_gather"),
+    "all_gather_into_tensor": ("AllGather", "PyTorch's all_gather_into_tensor"),
+    "all_reduce": ("AllReduce", "PyTorch's all_reduce"),
+    "reduce_scatter": ("ReduceScatter", "PyTorch's reduce_scatter"),
+    "reduce_scatter_tensor": ("ReduceScatter", "PyTorch's reduce_scatter_tensor"),
+    "all_to_all": ("AllToAll", "JAX's lax.all_to_all and PyTorch's all_to_all"),
+    "all_to_all_single": ("AllToAll", "PyTorch's all_to_all_single"),
+    "ppermute": ("Shift or Permute", "JAX's lax.ppermute; Shift_{X,+1}(A[I_X, J]) moves each block one step "
+                 "along X, Permute moves blocks between the axes of a mesh"),
+    "dynamic_slice": ("Slice", "JAX's lax.dynamic_slice"),
+}  # fmt: skip
+
+# PyTorch DTensor placements, which the notation writes on the tensor itself.
+PLACEMENTS: dict[str, str] = {
+    "shard": "Shard(d) is PyTorch's DTensor placement; the notation writes the mesh axis on the dim it shards: "
+             "A[I_X, J] shards I (dim 0) over X",
+    "replicate": "Replicate() is PyTorch's DTensor placement; the notation leaves a replicated dim bare: A[I, J] "
+                 "is whole on every device",
+    "partial": "Partial() is PyTorch's DTensor placement; the notation writes partial sums as unreduced axes: "
+               "C[I, K]{U_X} still needs a sum over X",
+}  # fmt: skip
+
+# A word used as a function: NAME, an optional subscript (_X or _{X,K}), then '('.
+_CALL = re.compile(r"(?<![A-Za-z0-9_\\])([A-Za-z][A-Za-z0-9_]*?)(_(?:\{[^{}\n]*\}|[A-Za-z0-9]+))?[ \t]*\(")
+
+
+def _operation_hint(text: str, pos: int) -> str | None:
+    """What the word called as a function around ``pos`` (the error's place) should be, if it names an
+    operation in another case, spelling or library, or is a PyTorch placement; None otherwise."""
+    for call in _CALL.finditer(text):
+        if call.start() > pos:
+            return None
+        if pos >= call.end():
+            continue
+        head, sub = call.group(1), call.group(2) or ""
+        # the subscript read as part of the word too: all_reduce( is a head 'all' and a subscript '_reduce'
+        readings = [(head + sub, ""), (head, sub)] if sub else [(head, "")]
+        for word, rest in readings:
+            if word.lower() in PLACEMENTS:
+                return PLACEMENTS[word.lower()]
+            if word.lower() in FOREIGN_OPERATIONS:
+                op, whose = FOREIGN_OPERATIONS[word.lower()]
+                write = "" if " " in op else f"; write {op}{rest or '_X'}(...)"
+                return f"did you mean {op}? {word} is {whose}{write}"
+        for word, rest in reversed(readings):
+            op = closest(word.replace("_", ""), OPERATIONS, cutoff=0.75)
+            if op is not None and op != word:
+                return (f"did you mean {op}? write {op}{rest or '_X'}(...); the operations are "
+                        f"{', '.join(OPERATIONS)}, spelled so")  # fmt: skip
+        return None
+    return None
 
 
 @memoized(Kind.TABLE)
@@ -140,4 +202,4 @@ def parse_error(err: UnexpectedInput, text: str, start: str) -> ParseError:
         message, span = str(err).splitlines()[0], Span(0, 0)
     if label:
         message = f"{message} ({label})"
-    return ParseError(message, span=span, source=text)
+    return ParseError(message, span=span, source=text, fix=_operation_hint(text, span.start))

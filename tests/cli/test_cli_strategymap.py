@@ -76,7 +76,7 @@ def test_program_from_a_file_and_stdin(capsys, tmp_path, monkeypatch):
     ((MLP, "--plot", "m.png"), "no values for"),
     ((MLP, *POINT, "--plot", "m.gif"), "unknown picture format"),
     (("In[B, D] * W[D, F] -> Out[B, F]",), "declare them"),
-    (("nofile.sa",), "no file 'nofile.sa'"),
+    (("nofile.sa",), "cannot read nofile.sa: no such file"),
     ((MLP, "--hw", "tpu-v99"), "tpu-v99"),
 ])  # fmt: skip
 def test_errors_exit_2_with_the_message(capsys, tmp_path, monkeypatch, argv, message):
