@@ -53,6 +53,8 @@ _EXPORTS: dict[str, str] = {
     "verify": "planning.verify",
     "transpose": "algebra.transpose",
     "run_plan": "numeric.execute",
+    "plans": "api",
+    "plan": "api",
     # costs and derivations
     "cost": "costs.plancost",
     "plan_cost": "costs.plancost",
@@ -112,54 +114,7 @@ _EXPORTS: dict[str, str] = {
 # public name -> a module that is itself the public object
 _MODULES: dict[str, str] = {"hardware": "costs.hardware", "model_presets": "models.presets"}
 
-__all__ = sorted([*_EXPORTS, *_MODULES, "plan", "plans"]) + ["__version__"]
-
-
-def plans(
-    expr: Any,
-    mesh: Any = None,
-    sizes: Any = None,
-    target: Any = None,
-    *,
-    key: Any = None,
-    hw: Any = None,
-    model: str | None = None,
-    overlap: object = None,
-    limits: Any = None,
-    **options: Any,
-) -> Any:
-    """Every legal plan for a statement, cheapest first: the planner's
-    :func:`~shardalg.planning.planner.plans`, as a :class:`~shardalg.planning.planset.Plans` list
-    (``complete`` and ``note``; a table in a notebook: bytes, and seconds with ``hw``); ``limits`` are its
-    budgets.
-
-    Ranking: ``key`` when given; else with ``hw`` (a chip or preset name) by seconds on that chip under
-    ``overlap`` (``schedule``, ``steady`` or ``serial``), where every size is bound; else by bytes
-    communicated, then steps. ``hw``, ``model``, ``overlap`` and ``options`` (``exact``, ``ring``, ...) are
-    folded here, once, into the :class:`~shardalg.costs.costmodel.CostModel` the planner ranks by."""
-    from .costs.costmodel import CostModel
-    from .costs.ranking import BySeconds
-    from .planning import planner
-    from .planning.planset import DEFAULT_LIMITS
-
-    rank = None if hw is None else BySeconds(CostModel.of(hw, model, overlap, **options))
-    return planner.plans(expr, mesh, sizes, target, key=key, rank=rank, limits=limits or DEFAULT_LIMITS)
-
-
-def plan(
-    expr: Any,
-    mesh: Any = None,
-    sizes: Any = None,
-    target: Any = None,
-    *,
-    key: Any = None,
-    hw: Any = None,
-    model: str | None = None,
-    overlap: object = None,
-    **options: Any,
-) -> Any:
-    """The default (first) of :func:`plans`."""
-    return plans(expr, mesh, sizes, target, key=key, hw=hw, model=model, overlap=overlap, **options)[0]
+__all__ = sorted([*_EXPORTS, *_MODULES]) + ["__version__"]
 
 
 def __getattr__(name: str) -> Any:
