@@ -257,6 +257,9 @@ def prepare_search(program: Program | str, mesh: Any, sizes: Mapping[str, int] |
     sizes_known = dict(ctx.sizes)
     space = space_of(prog, ctx.mesh, sizes_known)
     missing = [d for d in (*space.param_dims, *space.batch_dims) if d not in sizes_known]
+    layers = prog.roles.layers if prog.roles is not None else None
+    if isinstance(layers, str) and layers not in sizes_known and layers not in missing:
+        missing.append(layers)  # the layer count multiplies every figure: a symbol cannot be ranked or fit
     if missing:
         raise UsageError(f"a numeric search needs every size: {', '.join(missing)} unbound",
                          fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing))  # fmt: skip
