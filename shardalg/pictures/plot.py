@@ -114,13 +114,19 @@ def cost_curves(
     return CostCurves(over, xs, (ya, yb), tuple(crossovers), exact)
 
 
-def _pyplot(backend: str) -> Any:
+def _matplotlib() -> Any:
+    """The matplotlib module, or a UsageError that says it is an optional extra."""
     try:
         import matplotlib
-    except ModuleNotFoundError:
+    except ImportError:
         raise UsageError(
             "drawing needs matplotlib, an optional extra: pip install 'shardalg[plot]'"
         ) from None
+    return matplotlib
+
+
+def _pyplot(backend: str) -> Any:
+    matplotlib = _matplotlib()
     matplotlib.use(backend, force=True)
     import matplotlib.pyplot as plt
 
@@ -168,6 +174,7 @@ def crossover_plot(
         backend = FORMATS.get(path.suffix.lower())
         if backend is None:
             raise UsageError(f"unknown picture format {path.suffix!r}; use one of {', '.join(FORMATS)}")
+    _matplotlib()  # before the sweep: without the extra there is nothing to draw into
     curves = cost_curves(cost_a, cost_b, over=over, lo=lo, hi=hi, values=values)
     for what, s in (*(("label", label) for label in labels), ("title", title or ""), ("unit", unit),
                     ("caption", caption or "")):  # fmt: skip
