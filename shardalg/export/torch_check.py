@@ -19,7 +19,7 @@ import numpy as np
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import UsageError
 
-from .harness import CheckResult, check_inputs, compare, dense_outputs, dense_value, run_driver
+from .harness import CheckResult, check_inputs, compare, dense_outputs, dense_value, require_extra, run_driver
 from .torch_export import export_torch
 
 __all__ = ["check_torch"]
@@ -84,6 +84,7 @@ def check_torch(
     inputs, ``distribute`` places them, and the outputs come back through ``full_tensor()``."""
     from shardalg.numeric.execute import ExecutionError, shard, unshard
 
+    require_extra("torch", "torch", "the torch check")
     m = as_mesh(mesh)
     assert m is not None
     coords = list(itertools.product(*(range(n) for n in m.shape)))
