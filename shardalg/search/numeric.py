@@ -41,7 +41,10 @@ _UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**
 def parse_bytes(text: str | float | int) -> float:
     """``300MB``, ``16GiB``, ``3e8`` to bytes (decimal MB, binary MiB)."""
     if isinstance(text, int | float) and not isinstance(text, bool):
-        value = float(text)
+        try:
+            value = float(text)
+        except OverflowError:  # an int past the largest float: refused below as not finite
+            value = float("inf")
     else:
         s = str(text).strip().upper().replace(" ", "")
         head = s.rstrip("KMGTIB")
@@ -53,6 +56,9 @@ def parse_bytes(text: str | float | int) -> float:
                              fix="e.g. --memory 300MB") from None  # fmt: skip
     if not value > 0:
         raise UsageError(f"the memory cap must be positive, not {text!r}")
+    if value == float("inf"):
+        raise UsageError(f"the memory cap must be a finite number of bytes, not {text!r} (over 1.8e308 bytes)",
+                         fix="leave --memory out for the chip's HBM, or give a size, e.g. --memory 96GB")  # fmt: skip
     return value
 
 
