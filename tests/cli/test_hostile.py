@@ -111,3 +111,38 @@ def test_a_memory_cap_of_a_huge_int_is_refused_in_process():
     with pytest.raises(UsageError, match="finite number of bytes"):
         parse_bytes(10**400)
     assert parse_bytes(2**1023) == float(2**1023)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message", "fix"),
+    [
+        ("--params", "Q=X", "--params names Q: no such dim in the parameters (dims there: V, D, K, G, H, F)", None),
+        ("--params", "D=X,Dd=Y", "--params names Dd: no such dim in the parameters", "did you mean D?"),
+        ("--activations", "B=X,Tt=Y", "--activations names Tt: no such dim in the activations (dims there: B, T,",
+         "did you mean T?"),
+    ],
+)  # fmt: skip
+def test_model_show_refuses_a_dim_the_model_lacks(capsys, flag, value, message, fix):
+    code, out, err = run(capsys, "model", "show", "llama-3-8b", flag, value)
+    assert code == 2 and out == "" and message in err
+    assert (f"fix: {fix}" in err) if fix else "fix:" not in err
+
+
+PROGRAM = "layers L\nparams W, V\nIn[B, D] * W[D, F] -> H[B, F]\nH[B, F] * V[F, D] -> Out[B, D]"
+
+
+@pytest.mark.parametrize("command", [["memory"], ["step"], ["fit", "--solve-for", "B"], ["search"],
+                                     ["search", "--per-statement"]])  # fmt: skip
+def test_sizes_for_a_dim_the_program_lacks_are_refused(capsys, command):
+    sizes = "D=64,F=128,Dd=4,L=2" if command[0] == "fit" else "B=8,D=64,F=128,Dd=4,L=2"
+    code, out, err = run(capsys, command[0], PROGRAM, *command[1:], "--mesh", "X=4", "--sizes", sizes,
+                         "--hw", "tpu-v5e")  # fmt: skip
+    assert code == 2 and out == ""
+    assert (
+        "--sizes names Dd: no such dim in the program (dims there: B, D, F, L)" in err
+        and "did you mean D?" in err
+    )
+    # the layer count's symbol is a size the program has: without Dd the command answers
+    code, out, _ = run(capsys, command[0], PROGRAM, *command[1:], "--mesh", "X=4", "--sizes",
+                       sizes.replace("Dd=4,", ""), "--hw", "tpu-v5e")  # fmt: skip
+    assert code == 0 and out
