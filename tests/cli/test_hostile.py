@@ -146,3 +146,25 @@ def test_sizes_for_a_dim_the_program_lacks_are_refused(capsys, command):
     code, out, _ = run(capsys, command[0], PROGRAM, *command[1:], "--mesh", "X=4", "--sizes",
                        sizes.replace("Dd=4,", ""), "--hw", "tpu-v5e")  # fmt: skip
     assert code == 0 and out
+
+
+def test_hw_show_takes_a_chip_file_as_hw_does(tmp_path, capsys):
+    f = tmp_path / "mine.toml"
+    f.write_text('base = "tpu-v5p"\nhbm = 96e9\n')
+    code, out, _ = run(capsys, "plan", "A[I_X, J]", "--mesh", "X=4", "--hw", str(f))
+    assert code == 0
+    code, out, _ = run(capsys, "hw", "show", str(f))
+    assert (
+        code == 0
+        and out.startswith("tpu-v5p*: Google TPU v5p")
+        and "HBM    = 9.6e+10    bytes; user chip file mine.toml" in out
+    )
+    code, out, _ = run(capsys, "hw", "show", str(f), "--json")
+    assert code == 0 and '"name": "tpu-v5p*"' in out
+    code, out, _ = run(capsys, "hw", "show", "base=tpu-v5e,C=2e14")
+    assert code == 0 and "C      = 2e+14      given on the command line" in out
+    code, _, err = run(capsys, "hw", "show", "nope")  # a name is still a preset, refused with their names
+    assert code == 2 and "unknown hardware 'nope'; known: tpu-v4p" in err
+    _deep(f)
+    code, _, err = run(capsys, "hw", "show", str(f))
+    assert code == 2 and "nests arrays or tables too deeply" in err
