@@ -121,7 +121,7 @@ def draw_show(expr: object, mesh: Mesh | str | Mapping[str, int], out: str | Pat
     m = as_mesh(mesh)
     if m is None:
         raise UsageError("show needs a mesh, e.g. X=4,Y=2")
-    from .plot import _pyplot
+    from .plot import _pyplot, save_figure
 
     tensor: Tensor | None = None
     if isinstance(expr, Tensor):
@@ -140,7 +140,7 @@ def draw_show(expr: object, mesh: Mesh | str | Mapping[str, int], out: str | Pat
         try:
             draw_tensor(ax, tensor, m)
             fig.tight_layout()
-            fig.savefig(path, bbox_inches="tight", pad_inches=0.15)  # the titles and the note outside the axes too
+            save_figure(fig, path, bbox_inches="tight", pad_inches=0.15)  # the titles and the note outside the axes too
         finally:
             plt.close(fig)
         return path
@@ -159,7 +159,7 @@ def draw_show(expr: object, mesh: Mesh | str | Mapping[str, int], out: str | Pat
         middle.text(0.5, 0.58, op, ha="center", va="bottom", fontsize=11, fontweight="bold")
         middle.text(0.5, 0.42, f"{op}_{sub}", ha="center", va="top", fontsize=8, family="monospace")
         fig.tight_layout()
-        fig.savefig(path, bbox_inches="tight", pad_inches=0.15)  # the titles and the note outside the axes too
+        save_figure(fig, path, bbox_inches="tight", pad_inches=0.15)  # the titles and the note outside the axes too
     finally:
         plt.close(fig)
     return path

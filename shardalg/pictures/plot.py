@@ -133,6 +133,19 @@ def _pyplot(backend: str) -> Any:
     return plt
 
 
+# What makes two drawings of the same picture differ: the date in SVG and PDF metadata, and SVG's ids (clip
+# paths, glyphs), hashed with a salt that is random unless set. Fixed, the same input writes the same file.
+_NO_DATE: dict[str, dict[str, None]] = {".svg": {"Date": None}, ".pdf": {"CreationDate": None, "ModDate": None}}
+_SALT = {"svg.hashsalt": "shardalg"}
+
+
+def save_figure(fig: Any, path: Path, **kw: Any) -> None:
+    """``fig.savefig(path)`` with no date in the metadata and a fixed SVG id salt: the same bytes every run."""
+    matplotlib = _matplotlib()
+    with matplotlib.rc_context(_SALT):
+        fig.savefig(path, metadata=_NO_DATE.get(path.suffix.lower()), **kw)
+
+
 def _pgf_texsystem() -> str:
     """The TeX engine matplotlib's PGF backend should measure text with."""
     import shutil
@@ -182,7 +195,7 @@ def crossover_plot(
     if ax is not None:
         _draw(ax, curves, labels, unit, title, caption, own_figure=False)
         if path is not None:
-            ax.figure.savefig(path)
+            save_figure(ax.figure, path)
         return curves
     rc = {"pgf.texsystem": _pgf_texsystem()} if backend == "pgf" else {}
     plt = _pyplot(backend or "agg")
@@ -190,7 +203,7 @@ def crossover_plot(
         fig, own = plt.subplots(figsize=(6.4, 4.3))
         try:
             _draw(own, curves, labels, unit, title, caption, own_figure=True)
-            fig.savefig(path)
+            save_figure(fig, path)
         finally:
             plt.close(fig)
     return curves

@@ -4,6 +4,7 @@ right answer), never exit 3 and never a traceback."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -168,3 +169,41 @@ def test_hw_show_takes_a_chip_file_as_hw_does(tmp_path, capsys):
     _deep(f)
     code, _, err = run(capsys, "hw", "show", str(f))
     assert code == 2 and "nests arrays or tables too deeply" in err
+
+
+needs_matplotlib = pytest.mark.skipif(
+    importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib"
+)
+
+
+@needs_matplotlib
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "A[I_X, J_Y]", "--mesh", "X=2,Y=2", "--format", "svg"],
+        ["show", "AllGather_X(A[I_X, J_Y])", "--mesh", "X=2,Y=2", "--format", "svg"],
+        ["show", "AllGather_X(A[I_X, J_Y])", "--mesh", "X=2,Y=2", "--format", "png"],
+        PLOT,
+    ],
+    ids=["show-tensor-svg", "show-collective-svg", "show-png", "plot-svg"],
+)
+def test_a_picture_is_the_same_file_every_run(tmp_path, capsys, argv):
+    suffix = ".png" if "png" in argv else ".svg"
+    files = [tmp_path / f"run{k}{suffix}" for k in (1, 2)]
+    for f in files:
+        code, _, _ = run(capsys, *argv, "--out", str(f))
+        assert code == 0 and f.stat().st_size > 1000
+    assert files[0].read_bytes() == files[1].read_bytes()
+    if suffix == ".svg":
+        assert b"<dc:date>" not in files[0].read_bytes()
+
+
+@needs_matplotlib
+def test_a_pdf_grid_has_no_date(tmp_path):
+    from shardalg.pictures.grids import draw_show
+
+    one, two = (
+        draw_show("A[I_X, J_Y]", "X=2,Y=2", tmp_path / "1.pdf"),
+        draw_show("A[I_X, J_Y]", "X=2,Y=2", tmp_path / "2.pdf"),
+    )
+    assert one.read_bytes() == two.read_bytes() and b"/CreationDate" not in one.read_bytes()
