@@ -149,8 +149,8 @@ def require_extra(module: str, extra: str, what: str) -> None:
     except (ImportError, ValueError):  # a module set to None in sys.modules, or a broken package
         found = False
     if not found:
-        raise UsageError(f"{what} needs {module}, which this Python ({sys.executable}) lacks",
-                         fix=f"pip install 'shardalg[{extra}]', or run without --check")  # fmt: skip
+        raise UsageError(f"{what} needs {module}, an optional extra this Python ({sys.executable}) lacks: "
+                         f"pip install 'shardalg[{extra}]'")  # fmt: skip
 
 
 def run_driver(
