@@ -38,6 +38,7 @@ from .noplan import no_plan
 from .order import default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .redistribute import redistribute
+from .space import searching
 
 __all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Plans", "Limits"]
 
@@ -101,6 +102,7 @@ def prepare(
     return Problem(expr, m, Sizes(known), target, checked=True)
 
 
+@searching
 def plans(
     expr: object,
     mesh: Mesh | Mapping[str, int] | str | None = None,
