@@ -10,6 +10,7 @@
     python -m bench map                  the strategy map of the MLP block (engine, and the CLI as a process)
     python -m bench strategy             the numeric search: question 7 and a transformer layer, and the CLI
     python -m bench arithmetic           a plan's cost built as light terms, sympy or symengine, and evaluated
+    python -m bench wide                 plans of a product with 4, 8, 16 and 24 untouched dims (CPU seconds)
     python -m bench caches               the caches a fresh run clears, and what warm runs keep
 
 Run from the checkout (the directory holding ``bench/``). Each part prints medians and ratios against a
@@ -18,7 +19,18 @@ baseline measured in the same run, and its targets (issue 10) with "meets" or "M
 
 import sys
 
-from bench import arithmetic, bench_search, bench_strategy, cold, derive, executor, notation, plans, sweep
+from bench import (
+    arithmetic,
+    bench_search,
+    bench_strategy,
+    cold,
+    derive,
+    executor,
+    notation,
+    plans,
+    sweep,
+    wide,
+)
 from bench.common import find_caches
 
 
@@ -37,6 +49,7 @@ PARTS = {
     "map": bench_search.main,
     "strategy": bench_strategy.main,
     "arithmetic": arithmetic.main,
+    "wide": wide.main,
     "caches": _caches,
 }
 

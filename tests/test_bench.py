@@ -5,6 +5,7 @@ executor's cases run and equal the dense product."""
 from __future__ import annotations
 
 import functools
+import json
 import sys
 import textwrap
 
@@ -182,3 +183,13 @@ def test_the_executor_cases_run_and_equal_the_dense_product(n: int) -> None:
     assert len(rows) == 9 and all(r["ok"] for r in rows)
     case2 = next(r for r in rows if r["mesh"] == "X=8" and r["case"] == "case 2")
     assert case2["products"] == "1/8"  # the gathered, replicated product is computed once for 8 devices
+
+
+def test_the_wide_bench_plans_each_size_in_a_child_of_its_own(capsys) -> None:
+    from bench import wide
+
+    assert wide.expression(2) == "A[D0, D1, I_X, J] · B[J, K_X]"
+    assert wide.main(["--dims", "0,2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["dims"] for r in out["rows"]] == [0, 2] and all(r["plans"] == 4 and not r["stopped"] for r in out["rows"])
+    assert out["meets"] in (True, False) and out["target_ratio"] == 2.0

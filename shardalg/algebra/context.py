@@ -13,19 +13,20 @@ The legality rules (:mod:`shardalg.algebra.legality`), the cost model and the sh
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from shardalg import limits
 from shardalg.errors import UsageError
-from shardalg.notation.syntax import Collective, Dim, Node, Product, Program, Tensor
+from shardalg.notation.syntax import Arrow, Collective, Dim, Node, Product, Program, Tensor
 
 from .layout import Layout, tensor_with
 from .mesh import Mesh, as_mesh
 from .ops import RULES as COLLECTIVES
 
-__all__ = ["Context", "context_for", "as_sizes", "value_of", "product_dims"]
+__all__ = ["Context", "context_for", "as_sizes", "value_of", "product_dims", "tensors_of", "refuse_unknown_dims"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,41 @@ def context_for(node: Node, mesh=None, sizes=None, source: str | None = None) ->
         source = source if source is not None else node.source
     bound.update(as_sizes(sizes))
     return Context(m, bound, source)
+
+
+def tensors_of(node: object) -> list[Tensor]:
+    """Every tensor written in ``node`` (a program, statement or expression), results included, in order."""
+    if isinstance(node, Tensor):
+        return [node]
+    if isinstance(node, Program):
+        return [t for s in node.statements for t in tensors_of(s)]
+    if isinstance(node, Arrow):
+        return tensors_of(node.expr) + tensors_of(node.result)
+    if isinstance(node, Product):
+        return tensors_of(node.left) + tensors_of(node.right)
+    if isinstance(node, Collective):
+        return tensors_of(node.arg)
+    return []
+
+
+def refuse_unknown_dims(given: Iterable[str], known: Iterable[str], what: str, where: str) -> None:
+    """A UsageError when ``what`` (e.g. "--sizes") names dims outside ``known`` (the dims of ``where``, e.g.
+    "the program"): the message lists the dims there, the fix the closest names (did you mean)."""
+    have = list(dict.fromkeys(known))
+    unknown = [d for d in dict.fromkeys(given) if d not in have]
+    if not unknown:
+        return
+    close = {d: c[0] for d in unknown if (c := difflib.get_close_matches(d, have, n=1, cutoff=0.5))}
+    if len(unknown) == 1 and close:
+        fix = f"did you mean {close[unknown[0]]}?"
+    elif close:
+        fix = "did you mean " + ", ".join(f"{c} for {d}" for d, c in close.items()) + "?"
+    else:
+        fix = None
+    raise UsageError(
+        f"{what} names {', '.join(unknown)}: no such dim in {where} (dims there: {', '.join(have) or 'none'})",
+        fix=fix,
+    )
 
 
 # ---- the value of an expression --------------------------------------------------------------------

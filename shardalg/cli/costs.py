@@ -22,6 +22,7 @@ import argparse
 import json
 import re
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shardalg.errors import UsageError
@@ -172,8 +173,11 @@ def _hw_list(args: argparse.Namespace) -> int:
 
 def _hw_show(args: argparse.Namespace) -> int:
     from shardalg.costs import hardware
+    from shardalg.costs.chipspec import chip_from_text
 
-    chip = hardware.get(args.name)
+    name = args.name.strip()
+    # what --hw accepts (a TOML file, NAME=VALUE pairs); anything else is a preset, refused with their names
+    chip = chip_from_text(name) if "=" in name or name.endswith(".toml") or Path(name).is_file() else hardware.get(name)
     print(json.dumps(chip.to_json(), indent=2) if args.json else str(chip))
     return EXIT_OK
 
@@ -258,9 +262,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        epilog=examples("shardalg hw list --json"))  # fmt: skip
     q.add_argument("--json", action="store_true", help="print the presets' numbers as JSON")
     q.set_defaults(handler=_hw_list)
-    q = sub.add_parser("show", help="one preset's numbers and their sources",
-                       description="Show one preset: its bandwidths, FLOP/s, link counts and where each came from.",
-                       epilog=examples("shardalg hw show tpu-v5p"))  # fmt: skip
-    q.add_argument("name", metavar="NAME", help="the preset's name (shardalg hw list)")
+    q = sub.add_parser("show", help="one chip's numbers and their sources",
+                       description="Show one chip (a preset, a TOML file or NAME=VALUE pairs, as --hw takes): its "
+                       "bandwidths, FLOP/s, link counts and where each came from.",
+                       epilog=examples("shardalg hw show tpu-v5p", "shardalg hw show my-chip.toml"))  # fmt: skip
+    q.add_argument("name", metavar="CHIP", help="a preset's name (shardalg hw list), a TOML file or NAME=VALUE pairs")
     q.add_argument("--json", action="store_true", help="print the preset as JSON")
     q.set_defaults(handler=_hw_show)

@@ -56,6 +56,10 @@ def _export(args: argparse.Namespace) -> int:
         obj, name = backward(program, mesh, sizes, keep_gathered=args.keep_gathered), "backward"
     if args.dtensor and args.backend != "torch":
         raise UsageError("--dtensor is a form of the torch export: shardalg export torch ... --dtensor")
+    if args.check:  # before the code is printed: without the extra, one line and exit 2
+        from shardalg.export.harness import require_extra
+
+        require_extra(args.backend, args.backend, f"export {args.backend} --check")
     if args.backend == "jax":
         from shardalg.export.jax import check_jax as check
         from shardalg.export.jax import export_jax as export

@@ -45,9 +45,11 @@ def _program(args: argparse.Namespace) -> Any:
 
 
 def _model(args: argparse.Namespace) -> Any:
-    from shardalg.models.program import model_program
+    from shardalg.models.program import model_program, refuse_sizes_it_lacks
 
-    return model_program(_program(args), mesh(args.mesh), args.sizes)
+    program = _program(args)
+    refuse_sizes_it_lacks(program, args.sizes)
+    return model_program(program, mesh(args.mesh), args.sizes)
 
 
 def _memory_report(args: argparse.Namespace) -> Any:

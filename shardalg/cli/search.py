@@ -68,10 +68,14 @@ class _Bar:
 
 
 def _search(args: argparse.Namespace) -> int:
+    from shardalg.models.program import refuse_sizes_it_lacks
     from shardalg.notation.parse import parse
+    from shardalg.notation.syntax import Program
     from shardalg.search.numeric import search
 
     program = parse(program_text(args.program))
+    if isinstance(program, Program):  # a size for a dim the program lacks would be ignored without a word
+        refuse_sizes_it_lacks(program, args.sizes)
     if args.per_statement:
         return _per_statement(program, args)
     bar = _Bar(not args.quiet)

@@ -8,6 +8,7 @@ hashing monomials compares small integers, never sympy objects. A :class:`Point`
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from fractions import Fraction
 from math import isqrt
@@ -31,6 +32,7 @@ class Unbound(Exception):
 
 _ATOMS: list[Atom] = memo(f"{__name__}._ATOMS", Kind.TABLE, [])
 _IDS: dict[Atom, int] = memo(f"{__name__}._IDS", Kind.TABLE, {})
+_INTERNING = threading.Lock()  # one thread adds an atom at a time
 # atom id -> value, for integer atoms (sqrt(2) is atom 2 to the 1/2)
 INTEGERS: dict[int, int] = memo(f"{__name__}.INTEGERS", Kind.TABLE, {})
 
@@ -39,10 +41,13 @@ def atom_id(a: Atom) -> int:
     """The interned id of an atom."""
     got = _IDS.get(a)
     if got is None:
-        got = _IDS[a] = len(_ATOMS)
-        _ATOMS.append(a)
-        if isinstance(a, sympy.Integer):
-            INTEGERS[got] = int(a)
+        with _INTERNING:  # two threads interning at once took the same id for two atoms
+            got = _IDS.get(a)
+            if got is None:
+                _ATOMS.append(a)
+                got = _IDS[a] = len(_ATOMS) - 1
+                if isinstance(a, sympy.Integer):
+                    INTEGERS[got] = int(a)
     return got
 
 

@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from shardalg.errors import UsageError, closest
+from shardalg.errors import FileError, UsageError, closest
 
 from .hardware import MODELS, Chip, Sourced, WrapRule, as_chip, names
 
@@ -76,6 +76,12 @@ def _number(key: str, value: Any, where: str) -> float:
             raise UsageError(f"chip key {key} {where} needs a positive number, not {value!r}",
                              fix=f"write a plain number, e.g. {key}=4.6e14")  # fmt: skip
         value = float(text)
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:  # only a TOML integer gets here: text went through float() above
+            raise FileError(f"chip key {key} {where} is too large for a number ({len(str(value))} digits)",
+                            fix=f"write a plain number, e.g. {key}=4.6e14") from None  # fmt: skip
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise UsageError(f"chip key {key} {where} needs a positive finite number, not {value!r}",
                          fix=f"write a plain number, e.g. {key}=4.6e14")  # fmt: skip
@@ -179,11 +185,20 @@ def chip_from_toml(path: str | Path) -> Chip:
     except OSError as err:
         raise UsageError(f"cannot read the chip file {file}: {err.strerror or err}",
                          fix="give the path of a TOML file, or a preset name (shardalg hw list)") from None  # fmt: skip
+    except UnicodeDecodeError as err:
+        raise FileError(f"the chip file {file} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})",
+                        fix="a chip file is a TOML text file saved as UTF-8") from None  # fmt: skip
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise UsageError(f"the chip file {file} is not valid TOML: {err}",
                          fix='write KEY = VALUE lines, e.g. C = 4.6e14 and name = "my-chip"') from None  # fmt: skip
+    except RecursionError:
+        raise FileError(f"the chip file {file} nests arrays or tables too deeply to read",
+                        fix="a chip file's keys hold numbers, text or one table: C = 4.6e14") from None  # fmt: skip
+    except ValueError:  # an integer over Python's digit limit for int(str)
+        raise FileError(f"the chip file {file} holds an integer too long to read (over Python's 4,300 digits)",
+                        fix="write numbers in floating point, e.g. hbm = 9.6e10") from None  # fmt: skip
     entries: dict[str, Any] = {}
     for raw, value in data.items():
         key = _key(raw, where)

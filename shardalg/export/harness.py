@@ -136,6 +136,20 @@ def check_inputs(
         yield k, flow, random_inputs(flow, mesh, check_sizes(flow, mesh, sizes), seed + k)
 
 
+def require_extra(module: str, extra: str, what: str) -> None:
+    """Refuse, in one line, a check whose driver would import ``module`` (an optional extra) that this Python
+    lacks: the driver runs with this Python, so its import would fail the same way, with a traceback."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a module set to None in sys.modules, or a broken package
+        found = False
+    if not found:
+        raise UsageError(f"{what} needs {module}, an optional extra this Python ({sys.executable}) lacks: "
+                         f"pip install 'shardalg[{extra}]'")  # fmt: skip
+
+
 def run_driver(
     workdir: Path, driver: str, jobs: list[dict[str, object]], *args: str, env: Mapping[str, str], timeout: float
 ) -> subprocess.CompletedProcess[str]:

@@ -55,7 +55,15 @@ from .emit import (
     start,
 )
 from .flow import Flow, node_text, step_text
-from .harness import CheckResult, check_inputs, compare, dense_outputs, run_driver, unreduced_in_mesh_order
+from .harness import (
+    CheckResult,
+    check_inputs,
+    compare,
+    dense_outputs,
+    require_extra,
+    run_driver,
+    unreduced_in_mesh_order,
+)
 from .permute import permute_pairs
 from .specs import partition_spec_source
 
@@ -382,6 +390,7 @@ def check_jax(
     """Run the generated JAX code of each plan on ``mesh.devices`` fake CPU devices (one subprocess for
     all of them) and compare with the dense einsum of the same random inputs. With ``vjp``, each result
     also lists the collectives of ``jax.vjp`` of the forward (see :func:`jax_backward_collectives`)."""
+    require_extra("jax", "jax", "the JAX check")
     m = as_mesh(mesh)
     assert m is not None
     start = time.perf_counter()

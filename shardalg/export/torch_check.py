@@ -20,7 +20,7 @@ from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import UsageError
 from shardalg.numeric.execute import ExecutionError, shard, unshard
 
-from .harness import CheckResult, check_inputs, compare, dense_outputs, dense_value, run_driver
+from .harness import CheckResult, check_inputs, compare, dense_outputs, dense_value, require_extra, run_driver
 from .torch_export import export_torch
 
 __all__ = ["check_torch"]
@@ -83,6 +83,7 @@ def check_torch(
     """Run the generated torch code of each plan on ``mesh.devices`` gloo processes and compare the
     reassembled outputs with the dense einsum. With ``dtensor``, the DTensor form: every rank gets the global
     inputs, ``distribute`` places them, and the outputs come back through ``full_tensor()``."""
+    require_extra("torch", "torch", "the torch check")
     m = as_mesh(mesh)
     assert m is not None
     coords = list(itertools.product(*(range(n) for n in m.shape)))

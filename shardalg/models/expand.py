@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from shardalg.algebra.context import refuse_unknown_dims, tensors_of
 from shardalg.algebra.legality import check_or_raise
 from shardalg.errors import UsageError
 from shardalg.notation.build import split_axes
@@ -138,6 +139,14 @@ def shard(program: Program | str, params: Mapping[str, tuple[str, ...]] | str | 
     pmap = parse_dim_map(params) if isinstance(params, str) or params is None else dict(params)
     amap = parse_dim_map(activations) if isinstance(activations, str) or activations is None else dict(activations)
     roles = prog.roles
+    for text, role_dims, what, where in (
+        (params, lambda r: r in (Role.PARAMS, Role.EMBEDDINGS), "--params", "the parameters"),
+        (activations, lambda r: r not in (Role.PARAMS, Role.EMBEDDINGS), "--activations", "the activations"),
+    ):
+        if isinstance(text, str):  # user text: a dim no tensor of the kind has would shard nothing, silently
+            kind = [t for t in tensors_of(prog) if role_dims(roles.role_of(t.name) if roles and t.name else None)]
+            given = pmap if what == "--params" else amap
+            refuse_unknown_dims(given, (d for t in kind for d in t.dim_names), what, where)
 
     def sharded(t: Tensor) -> Tensor:
         role = roles.role_of(t.name) if roles is not None and t.name else None

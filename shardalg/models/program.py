@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import sympy
 from sympy import Expr, Integer
 
-from shardalg.algebra.context import context_for
+from shardalg.algebra.context import as_sizes, context_for, refuse_unknown_dims, tensors_of
 from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.symbols import dim_size
@@ -180,6 +180,15 @@ def _layer_count(roles: Roles, sizes: Mapping[str, int], notes: list[tuple[str, 
     if roles.layers in sizes:
         return Integer(sizes[roles.layers])
     return dim_size(roles.layers)
+
+
+def refuse_sizes_it_lacks(program: Program, sizes: Mapping[str, int] | str | None) -> None:
+    """A UsageError when ``sizes`` binds a dim ``program`` lacks (a size would be ignored without a word);
+    the layer count's symbol (``layers L``) and the program's own ``where`` sizes count as its dims."""
+    given = [d for d in as_sizes(sizes) if d not in program.sizes]
+    layers = program.roles.layers if program.roles is not None else None
+    known = [d for t in tensors_of(program) for d in t.dim_names] + ([layers] if isinstance(layers, str) else [])
+    refuse_unknown_dims(given, known, "--sizes", "the program")
 
 
 def model_program(program: Program | str, mesh: Mesh | Mapping[str, int] | str | None = None,

@@ -63,7 +63,8 @@ def lalr_parser() -> Lark:
 
 def generate(out: Path = GENERATED) -> None:
     """Write the standalone parser of the grammar to ``out``, with lark's generator in a new process (lark's
-    table construction orders states by set iteration, so two runs may number them differently)."""
+    table construction orders states by set iteration, so two runs may number them differently); written
+    under a temporary name in the same folder, then renamed over ``out``."""
     import subprocess
 
     made = out.with_name(f"{out.name}.{os.getpid()}.tmp")
@@ -72,8 +73,9 @@ def generate(out: Path = GENERATED) -> None:
         subprocess.run(
             [sys.executable, *GENERATOR, str(grammar_path()), "-o", str(made)], env=env, check=True
         )
-        out.write_text(HEADER.format(command=" ".join(GENERATOR)) + made.read_text(encoding="utf-8"),
-                       encoding="utf-8")  # fmt: skip
+        made.write_text(HEADER.format(command=" ".join(GENERATOR)) + made.read_text(encoding="utf-8"),
+                        encoding="utf-8")  # fmt: skip
+        os.replace(made, out)  # a process importing the parser meanwhile reads the old module or the new, whole
     finally:
         made.unlink(missing_ok=True)
 

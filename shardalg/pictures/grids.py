@@ -28,7 +28,7 @@ from shardalg.notation.parse import parse_tensor
 from shardalg.notation.printing import unicode
 from shardalg.notation.syntax import Tensor
 
-from .plot import _pyplot
+from .plot import _pyplot, save_figure
 from .show import Block, _as_tensor, _before_after, _checked, _split, _values, device_blocks
 
 __all__ = ["PICTURE_FORMATS", "draw_tensor", "draw_show"]
@@ -137,7 +137,7 @@ def draw_show(expr: object, mesh: Mesh | str | Mapping[str, int], out: str | Pat
         try:
             draw_tensor(ax, tensor, m)
             fig.tight_layout()
-            fig.savefig(path, bbox_inches="tight", pad_inches=0.15)  # the titles and the note outside the axes too
+            save_figure(fig, path, bbox_inches="tight", pad_inches=0.15)  # the titles and the note outside the axes too
         finally:
             plt.close(fig)
         return path
@@ -156,7 +156,7 @@ def draw_show(expr: object, mesh: Mesh | str | Mapping[str, int], out: str | Pat
         middle.text(0.5, 0.58, op, ha="center", va="bottom", fontsize=11, fontweight="bold")
         middle.text(0.5, 0.42, f"{op}_{sub}", ha="center", va="top", fontsize=8, family="monospace")
         fig.tight_layout()
-        fig.savefig(path, bbox_inches="tight", pad_inches=0.15)  # the titles and the note outside the axes too
+        save_figure(fig, path, bbox_inches="tight", pad_inches=0.15)  # the titles and the note outside the axes too
     finally:
         plt.close(fig)
     return path

@@ -115,17 +115,36 @@ def cost_curves(
     return CostCurves(over, xs, (ya, yb), tuple(crossovers), exact)
 
 
-def _pyplot(backend: str) -> Any:
+def _matplotlib() -> Any:
+    """The matplotlib module, or a UsageError that says it is an optional extra."""
     try:
         import matplotlib
-    except ModuleNotFoundError:
+    except ImportError:
         raise UsageError(
             "drawing needs matplotlib, an optional extra: pip install 'shardalg[plot]'"
         ) from None
+    return matplotlib
+
+
+def _pyplot(backend: str) -> Any:
+    matplotlib = _matplotlib()
     matplotlib.use(backend, force=True)
     import matplotlib.pyplot as plt
 
     return plt
+
+
+# What makes two drawings of the same picture differ: the date in SVG and PDF metadata, and SVG's ids (clip
+# paths, glyphs), hashed with a salt that is random unless set. Fixed, the same input writes the same file.
+_NO_DATE: dict[str, dict[str, None]] = {".svg": {"Date": None}, ".pdf": {"CreationDate": None, "ModDate": None}}
+_SALT = {"svg.hashsalt": "shardalg"}
+
+
+def save_figure(fig: Any, path: Path, **kw: Any) -> None:
+    """``fig.savefig(path)`` with no date in the metadata and a fixed SVG id salt: the same bytes every run."""
+    matplotlib = _matplotlib()
+    with matplotlib.rc_context(_SALT):
+        fig.savefig(path, metadata=_NO_DATE.get(path.suffix.lower()), **kw)
 
 
 def _pgf_texsystem() -> str:
@@ -167,6 +186,7 @@ def crossover_plot(
         backend = FORMATS.get(path.suffix.lower())
         if backend is None:
             raise UsageError(f"unknown picture format {path.suffix!r}; use one of {', '.join(FORMATS)}")
+    _matplotlib()  # before the sweep: without the extra there is nothing to draw into
     curves = cost_curves(cost_a, cost_b, over=over, lo=lo, hi=hi, values=values)
     for what, s in (*(("label", label) for label in labels), ("title", title or ""), ("unit", unit),
                     ("caption", caption or "")):  # fmt: skip
@@ -174,7 +194,7 @@ def crossover_plot(
     if ax is not None:
         _draw(ax, curves, labels, unit, title, caption, own_figure=False)
         if path is not None:
-            ax.figure.savefig(path)
+            save_figure(ax.figure, path)
         return curves
     rc = {"pgf.texsystem": _pgf_texsystem()} if backend == "pgf" else {}
     plt = _pyplot(backend or "agg")
@@ -182,7 +202,7 @@ def crossover_plot(
         fig, own = plt.subplots(figsize=(6.4, 4.3))
         try:
             _draw(own, curves, labels, unit, title, caption, own_figure=True)
-            fig.savefig(path)
+            save_figure(fig, path)
         finally:
             plt.close(fig)
     return curves

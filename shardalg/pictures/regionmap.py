@@ -26,7 +26,7 @@ from sympy import Expr
 from shardalg.errors import UsageError
 from shardalg.search.monotext import parameter
 
-from .plot import FORMATS, _pyplot
+from .plot import FORMATS, _pyplot, save_figure
 
 __all__ = ["RegionPicture", "region_map", "MAX_GRID"]
 
@@ -178,7 +178,7 @@ def _draw(backend: str, path: Path, xs: np.ndarray, ys: np.ndarray, cat: np.ndar
         ax.set_ylabel(names[1])
         ax.set_title(title or f"fastest strategy over {names[0]} and {names[1]}")
         fig.tight_layout()
-        fig.savefig(path)
+        save_figure(fig, path)
     finally:
         plt.close(fig)
     return tuple(labels)

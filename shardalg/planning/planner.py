@@ -42,6 +42,7 @@ from .order import default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .ranking import Key, Ranking, Weigh
 from .redistribute import plan_bytes, redistribute
+from .space import searching
 
 __all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
 
@@ -100,6 +101,7 @@ def prepare(
     return Problem(expr, m, Sizes(known), target, checked=True)
 
 
+@searching
 def plans(
     expr: object,
     mesh: Mesh | Mapping[str, int] | str | None = None,

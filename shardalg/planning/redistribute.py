@@ -31,7 +31,7 @@ from shardalg.notation.syntax import Op, Tensor
 from .order import default_key, plan_bytes, sort_plans, weighed_key
 from .planset import DEFAULT_LIMITS, Limits, Plans
 from .search import Search, k_best, routes, search_from, search_to, toward
-from .space import SLICE, Move, State, space_of, state_of
+from .space import SLICE, Move, State, searching, space_of, state_of
 from .steps import build_steps, step_reason, with_spare_axes
 
 __all__ = [
@@ -195,6 +195,7 @@ def _check_pair(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes) -> None:
         raise _unreduced_problem(src, dst, mesh)
 
 
+@searching
 def redistribute(
     src: Tensor,
     dst: Tensor,

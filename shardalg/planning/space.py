@@ -21,8 +21,11 @@ search's default edge weight.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import threading
+from collections.abc import Callable, Iterator
 from math import prod
+from typing import Any, TypeVar
 
 from shardalg.algebra.layout import Layout
 from shardalg.algebra.mesh import Mesh
@@ -31,7 +34,26 @@ from shardalg.algebra.traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, Sizes, 
 from shardalg.cache import Kind, memo, memoized
 from shardalg.notation.syntax import DType, Op, Tensor
 
-__all__ = ["Move", "State", "Space", "space_of", "state_of", "MAX_SPACES", "SLICE"]
+__all__ = ["Move", "State", "Space", "space_of", "state_of", "MAX_SPACES", "SLICE", "SEARCH_LOCK", "searching"]
+
+# The spaces and the searches they keep are shared by every query of the process, and a query grows them (it
+# closes states, resumes a search): two threads doing so at once corrupted each other's searches (8 threads
+# planning the same statements found other plans than a serial run). One query searches at a time: the
+# planner's entry points (``searching``) hold this lock, re-entrant, so a query that plans inside another
+# (a backward pass, a program) holds it once more.
+SEARCH_LOCK = threading.RLock()
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def searching(fn: _F) -> _F:
+    """``fn`` run holding :data:`SEARCH_LOCK` (an entry point of the planner)."""
+
+    @functools.wraps(fn)
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with SEARCH_LOCK:
+            return fn(*args, **kwargs)
+
+    return locked  # type: ignore[return-value]
 
 # (the op's name, axes, target dim index or None). The op is named by its value (``"AllGather"``), not held as
 # the Op: an enum member is an object the garbage collector tracks, and so would be every tuple holding a

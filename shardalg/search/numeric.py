@@ -42,7 +42,10 @@ _UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**
 def parse_bytes(text: str | float | int) -> float:
     """``300MB``, ``16GiB``, ``3e8`` to bytes (decimal MB, binary MiB)."""
     if isinstance(text, int | float) and not isinstance(text, bool):
-        value = float(text)
+        try:
+            value = float(text)
+        except OverflowError:  # an int past the largest float: refused below as not finite
+            value = float("inf")
     else:
         s = str(text).strip().upper().replace(" ", "")
         head = s.rstrip("KMGTIB")
@@ -54,6 +57,9 @@ def parse_bytes(text: str | float | int) -> float:
                              fix="e.g. --memory 300MB") from None  # fmt: skip
     if not value > 0:
         raise UsageError(f"the memory cap must be positive, not {text!r}")
+    if value == float("inf"):
+        raise UsageError(f"the memory cap must be a finite number of bytes, not {text!r} (over 1.8e308 bytes)",
+                         fix="leave --memory out for the chip's HBM, or give a size, e.g. --memory 96GB")  # fmt: skip
     return value
 
 
@@ -256,6 +262,9 @@ def prepare_search(program: Program | str, mesh: Any, sizes: Mapping[str, int] |
     sizes_known = dict(ctx.sizes)
     space = space_of(prog, ctx.mesh, sizes_known)
     missing = [d for d in (*space.param_dims, *space.batch_dims) if d not in sizes_known]
+    layers = prog.roles.layers if prog.roles is not None else None
+    if isinstance(layers, str) and layers not in sizes_known and layers not in missing:
+        missing.append(layers)  # the layer count multiplies every figure: a symbol cannot be ranked or fit
     if missing:
         raise UsageError(f"a numeric search needs every size: {', '.join(missing)} unbound",
                          fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing))  # fmt: skip

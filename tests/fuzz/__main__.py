@@ -39,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     from hypothesis import HealthCheck, Phase, given, seed, settings
     from hypothesis import strategies as st
 
+    from tests.fuzz.inputs import chip_files, sources
     from tests.fuzz.inputs import settings as mesh_and_sizes
-    from tests.fuzz.inputs import sources
     from tests.fuzz.stages import Tally, run_stages
 
     tally = Tally()
@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         @given(st.data())
         def one(data: st.DataObject) -> None:
             kind, source = data.draw(sources())
-            run_stages(source, kind, lambda program: data.draw(mesh_and_sizes(program)), tally)
+            run_stages(source, kind, lambda program: data.draw(mesh_and_sizes(program)), tally,
+                       chip_file=data.draw(chip_files()))  # fmt: skip
             n = done()
             if args.full_gc and n % args.full_gc == 0:
                 collect(2)

@@ -1,9 +1,11 @@
 """What the stage fuzzer feeds shardalg: strings from the grammar on every start rule (hypothesis.extra.lark),
 random edits of a corpus (the README's expressions, every expression quoted from the seeds, the fuzz seeds),
-the corpus itself, printed random ASTs, and random text; and, for each parsed program, a mesh and sizes.
+the corpus itself, printed random ASTs, and random text; and, for each parsed program, a mesh and sizes; and a
+chip file (``--hw FILE.toml``) for each input.
 
     (kind, source) = data.draw(sources())       # kind: the start rule, "program" for the other inputs
     mesh, sizes = data.draw(settings(program))
+    chip = data.draw(chip_files())              # the bytes of a chip file
 """
 
 from __future__ import annotations
@@ -134,3 +136,49 @@ def settings(draw: st.DrawFn, program: Program) -> tuple[Mesh | None, dict[str, 
         mesh = Mesh({a: draw(st.sampled_from([1, 2, 2, 3, 4])) for a in names})
     sizes = {d: draw(st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16])) for d in dims if draw(st.booleans())}
     return mesh, sizes
+
+
+# ---- chip files (every --hw FILE.toml) ----------------------------------------------------------------------
+
+_CHIP_KEYS = ("C", "W_hbm", "hbm", "W_ici", "T_min", "alpha", "beta", "W_dcn", "flops", "hbm_capacity",
+              "name", "description", "model", "wrap", "base", "unknown")  # fmt: skip
+_VALID_CHIP = 'base = "tpu-v5p"\nC = 4.6e14\nhbm = {value = 96e9, source = "a sheet"}\nwrap = {lengths = [16]}\n'
+
+
+@st.composite
+def _toml_value(draw: st.DrawFn) -> str:
+    how = draw(st.sampled_from(["float", "int", "huge", "text", "table", "list", "deep", "bool"]))
+    if how == "float":
+        return repr(draw(st.floats(allow_nan=True, allow_infinity=True)))
+    if how == "int":
+        return str(draw(st.integers(-(2**70), 2**70)))
+    if how == "huge":  # past the largest float, or past Python's 4,300 digits for int(str)
+        return "9" * draw(st.sampled_from([309, 400, 4300, 4301, 5000]))
+    if how == "text":
+        return '"' + draw(st.sampled_from(["tpu-v5e", "alpha-beta", "always", "length16", "cubes4", "x"])) + '"'
+    if how == "table":
+        return "{value = " + draw(_toml_value()) + ', source = "s"}'
+    if how == "list":
+        return "[" + ", ".join(str(n) for n in draw(st.lists(st.integers(-3, 2**64), max_size=3))) + "]"
+    if how == "deep":
+        n = draw(st.sampled_from([1, 10, 100, 500, 1000, 5000]))
+        return "[" * n + "]" * n
+    return draw(st.sampled_from(["true", "false"]))
+
+
+@st.composite
+def chip_files(draw: st.DrawFn) -> bytes:
+    """The bytes of a chip file: KEY = VALUE lines (floats, huge ints, tables, nested arrays), an edit of a
+    valid file, text that is not UTF-8, or random bytes."""
+    how = draw(st.sampled_from(["lines", "lines", "edit", "not-utf8", "bytes"]))
+    if how == "lines":
+        keys = draw(st.lists(st.sampled_from(_CHIP_KEYS), min_size=1, max_size=6))
+        return "".join(f"{k} = {draw(_toml_value())}\n" for k in keys).encode()
+    if how == "edit":
+        s = list(_VALID_CHIP)
+        for _ in range(draw(st.integers(1, 4))):
+            s[draw(st.integers(0, len(s) - 1))] = draw(st.characters())
+        return "".join(s).encode("utf-8", "surrogatepass")
+    if how == "not-utf8":
+        return _VALID_CHIP.encode() + draw(st.binary(min_size=1, max_size=8)) + b"\xff"
+    return draw(st.binary(max_size=3000))

@@ -1,5 +1,8 @@
 """Every stage of shardalg on one fuzz input, in process, each timed: parse, print (and read back), check,
-shape, plans, ranked (the plans by seconds on a chip, under an overlap policy), run_plan, cost, backward. A stage may refuse its input with a shardalg error (counted by class);
+shape, plans, ranked (the plans by seconds on a chip, under an overlap policy), run_plan, cost, backward; and
+two stages of the edges: chip (a chip file read as ``--hw FILE.toml`` does, then a collective priced on it) and
+extras (the JAX and torch checks and a drawing with jax, torch and matplotlib made unimportable). A stage may
+refuse its input with a shardalg error (counted by class);
 anything else is a failure: another exception (a traceback a user would see), a stage over the time limit
 (unbounded work), ``check`` and the planner disagreeing on legality, a plan the executor finds wrong, a print
 that does not read back, or a legality error without a span.
@@ -11,17 +14,22 @@ as wall time; the limit applies to CPU time so that a loaded machine does not fa
 from __future__ import annotations
 
 import gc
+import sys
+import tempfile
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from shardalg import plans as ranked_plans
 from shardalg.algebra.legality import check, notes
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.shape import shape
+from shardalg.costs.chipspec import chip_from_text
 from shardalg.costs.plancost import cost, plan_cost
 from shardalg.errors import IllegalSharding, NoPlan, ShardalgError
 from shardalg.notation.jsonread import from_json
@@ -32,7 +40,8 @@ from shardalg.numeric.execute import run_plan
 from shardalg.planning.backward import backward
 from shardalg.planning.planner import plans
 
-STAGES = ("parse", "print", "check", "shape", "plans", "ranked", "run_plan", "cost", "backward")
+STAGES = ("parse", "print", "check", "shape", "plans", "ranked", "run_plan", "cost", "backward", "chip", "extras")
+EXTRAS = ("jax", "torch", "matplotlib")  # the optional extras the extras stage makes unimportable
 POLICIES = ("schedule", "steady", "serial")  # the ranked stage takes them in turn
 STAGE_SECONDS = 2.0  # a stage over this much CPU time is unbounded work (a fuzz finding, not a speed test)
 PLANS_RUN = 3  # the plans of a statement that run_plan and cost take (cheapest first)
@@ -196,12 +205,63 @@ def _spanless(err: ShardalgError | None) -> bool:
     return isinstance(err, IllegalSharding) and err.span is None
 
 
+_SCRATCH: list[Path] = []  # one folder for the run's chip files and pictures
+
+
+def _scratch() -> Path:
+    if not _SCRATCH:
+        _SCRATCH.append(Path(tempfile.mkdtemp(prefix="shardalg-fuzz-")))
+    return _SCRATCH[0]
+
+
+def _chip(data: bytes) -> float:
+    """Read ``data`` as a chip file (as ``--hw FILE.toml`` does) and price one collective on the chip."""
+    path = _scratch() / "chip.toml"
+    path.write_bytes(data)
+    chip = chip_from_text(str(path))
+    return cost("AllGather_X(A[I_X, J])", mesh="X=4", sizes="I=64,J=64", hw=chip).seconds
+
+
+@contextmanager
+def _without(modules: tuple[str, ...]) -> Iterator[None]:
+    """``import m`` fails for each of ``modules`` (installed or not) inside the block."""
+    saved = {m: sys.modules[m] for m in modules if m in sys.modules}
+    sys.modules.update(dict.fromkeys(modules))
+    try:
+        yield
+    finally:
+        for m in modules:
+            del sys.modules[m]
+        sys.modules.update(saved)
+
+
+def _extras(program: Program, mesh: Mesh, sizes: dict[str, int]) -> list[str]:
+    """The JAX and torch checks and a drawing of the program without their extras: each must refuse with a
+    shardalg error (the list of their classes is returned); anything else escapes as a failure."""
+    from shardalg.export.jax import check_jax
+    from shardalg.export.torch_check import check_torch
+    from shardalg.pictures.grids import draw_show
+
+    refused = []
+    with _without(EXTRAS):
+        for attempt in (lambda: check_jax(program, mesh, sizes=sizes), lambda: check_torch(program, mesh, sizes=sizes),
+                        lambda: draw_show(text(program), mesh, _scratch() / "x.png", sizes=sizes)):  # fmt: skip
+            try:
+                attempt()
+            except ShardalgError as err:
+                refused.append(type(err).__name__)
+    return refused
+
+
 def run_stages(source: str, kind: str, setting: Callable[[Program], Setting], tally: Tally,
-               limit: float = STAGE_SECONDS) -> None:  # fmt: skip
+               limit: float = STAGE_SECONDS, chip_file: bytes | None = None) -> None:  # fmt: skip
     """Run every stage on ``source`` (drawn from the start rule ``kind``); ``setting`` picks the mesh and the
-    sizes for the parsed program. Everything is recorded in ``tally``."""
+    sizes for the parsed program; ``chip_file``, when given, is read as a chip. Everything is recorded in
+    ``tally``."""
     tally.inputs[kind] += 1
     run = _Run(source, tally, limit)
+    if chip_file is not None:
+        run.stage("chip", lambda: _chip(chip_file))
 
     def parse_all() -> Program:
         if kind != "program":
@@ -255,6 +315,10 @@ def run_stages(source: str, kind: str, setting: Callable[[Program], Setting], ta
                 if result is not None and not result.ok:
                     run.fail("wrong", "run_plan", f"{p.note}: {result.problem or result.max_error}")
             run.stage("cost", lambda p=p: (plan_cost(p, mesh, sizes, hw="tpu-v5p").seconds, plan_cost(p, mesh, sizes).total))
+    if numeric:
+        refused, _, _ = run.stage("extras", lambda: _extras(program, mesh, sizes))
+        if refused is not None and len(refused) != 3:
+            run.fail("wrong", "extras", f"without {', '.join(EXTRAS)}, only {len(refused)} of 3 refused")
     if mesh is not None:
         run.stage("cost", lambda: cost(program, mesh, sizes).total)
         if any(_has_product(s) for s in program.statements):
