@@ -8,6 +8,7 @@ inputs. Unreduced values are stacked: a leading dim of partial sums (see :mod:`s
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -139,8 +140,6 @@ def check_inputs(
 def require_extra(module: str, extra: str, what: str) -> None:
     """Refuse, in one line, a check whose driver would import ``module`` (an optional extra) that this Python
     lacks: the driver runs with this Python, so its import would fail the same way, with a traceback."""
-    import importlib.util
-
     try:
         found = importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a module set to None in sys.modules, or a broken package
