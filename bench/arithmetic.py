@@ -155,8 +155,13 @@ def to_sympy(expr: Any) -> Any:
 _SYMBOLS: dict = {}  # name -> shardalg's sympy symbol, filled as atoms are converted
 
 
-def plan_total(steps: Sequence[Any], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
-               policy: str, ar: Arithmetic) -> Any:  # fmt: skip
+def plan_total(
+    steps: Sequence[Any],
+    lanes: Sequence[tuple[str, ...]],
+    deps: Sequence[tuple[int, ...]],
+    policy: str,
+    ar: Arithmetic,
+) -> Any:
     """:meth:`shardalg.costs.plancost.PlanCost.light` ("total") with ``ar``'s arithmetic: the same
     recurrence as :mod:`shardalg.costs.schedule`, over the steps' durations in that representation."""
     from shardalg.costs import schedule as sched
@@ -277,6 +282,7 @@ class Case:
 
     def __init__(self, label: str, expr: str, mesh: str) -> None:
         import shardalg as sa
+
         self.label, self.expr, self.mesh_text = label, expr, mesh
         self.mesh = sa.Mesh.parse(mesh)
         self.statement = sa.parse(expr).statements[0]
@@ -398,8 +404,17 @@ def ranking(cases: list[Case], rounds: int) -> list[list[str]]:
                 ar.memo.clear()
                 times.setdefault((c.label, r, "fresh"), []).append(run(r, c, plans[c.label]))
                 times.setdefault((c.label, r, "warm"), []).append(run(r, c, plans[c.label]))
-    return [[c.label, str(len(plans[c.label])), r, f"{statistics.median(times[(c.label, r, 'warm')]) * 1e3:.3f}",
-             f"{statistics.median(times[(c.label, r, 'fresh')]) * 1e3:.3f}"] for c in cases for r in RANKERS]  # fmt: skip
+    return [
+        [
+            c.label,
+            str(len(plans[c.label])),
+            r,
+            f"{statistics.median(times[(c.label, r, 'warm')]) * 1e3:.3f}",
+            f"{statistics.median(times[(c.label, r, 'fresh')]) * 1e3:.3f}",
+        ]
+        for c in cases
+        for r in RANKERS
+    ]
 
 
 def _opts(mesh: Any) -> Any:
@@ -450,10 +465,19 @@ def ranked(cases: list[Case], rounds: int) -> list[list[str]]:
             if i >= 2 and statistics.median(times[("light", "fresh")]) > 0.1:
                 break
         med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-        rows.append([c.label, str(n), str(len(times[("float", "fresh")])), f"{med[('float', 'warm')]:.3f}",
-                     f"{med[('light', 'warm')]:.3f}", f"{med[('light', 'warm')] / med[('float', 'warm')]:.2f}x",
-                     f"{med[('float', 'fresh')]:.2f}", f"{med[('light', 'fresh')]:.2f}",
-                     f"{med[('light', 'fresh')] / med[('float', 'fresh')]:.2f}x"])  # fmt: skip
+        rows.append(
+            [
+                c.label,
+                str(n),
+                str(len(times[("float", "fresh")])),
+                f"{med[('float', 'warm')]:.3f}",
+                f"{med[('light', 'warm')]:.3f}",
+                f"{med[('light', 'warm')] / med[('float', 'warm')]:.2f}x",
+                f"{med[('float', 'fresh')]:.2f}",
+                f"{med[('light', 'fresh')]:.2f}",
+                f"{med[('light', 'fresh')] / med[('float', 'fresh')]:.2f}x",
+            ]
+        )
     return rows
 
 
@@ -484,8 +508,15 @@ def imports(runs: int) -> list[list[str]]:
                 wall[k].append(t1 - t0)
                 cpu[k].append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     base = statistics.median(cpu["import sympy"])
-    return [[k, f"{statistics.median(wall[k]) * 1e3:.0f}", f"{statistics.median(cpu[k]) * 1e3:.0f}",
-             f"{statistics.median(cpu[k]) / base:.2f}x"] for k in stmts]  # fmt: skip
+    return [
+        [
+            k,
+            f"{statistics.median(wall[k]) * 1e3:.0f}",
+            f"{statistics.median(cpu[k]) * 1e3:.0f}",
+            f"{statistics.median(cpu[k]) / base:.2f}x",
+        ]
+        for k in stmts
+    ]
 
 
 # ---------------------------------------------------------------- the golden queries' totals as text
@@ -572,15 +603,31 @@ def main(argv: list[str] | None = None) -> int:
     res = measure(cases, args.rounds)
     xla = _xla_ms(cases[:4])
     floor = min((v for v in xla.values() if v is not None), default=XLA_FLOOR_MS)
-    source = "XLA measured here" if any(v is not None for v in xla.values()) else \
-        f"jax not installed: the issue's {XLA_FLOOR_MS:.0f} ms"  # fmt: skip
+    source = (
+        "XLA measured here"
+        if any(v is not None for v in xla.values())
+        else f"jax not installed: the issue's {XLA_FLOOR_MS:.0f} ms"
+    )
     warm_limit, fresh_limit = floor / WARM_VS_XLA, floor / FRESH_VS_XLA
     print(
         f"plans + symbolic total + seconds of every plan on {HW}, sizes {SIZES}; CPU ms, median of {args.rounds}"
     )
     print(f"targets ({source}): warm <= {warm_limit:.2f} ms, fresh <= {fresh_limit:.1f} ms (book cases)")
-    head = ["case", "route", "warm: plans", "build", "evaluate", "total", "print", "fresh: plans", "build",
-            "evaluate", "total", "print", "verdict"]  # fmt: skip
+    head = [
+        "case",
+        "route",
+        "warm: plans",
+        "build",
+        "evaluate",
+        "total",
+        "print",
+        "fresh: plans",
+        "build",
+        "evaluate",
+        "total",
+        "print",
+        "verdict",
+    ]
     rows = []
     worst: dict[str, list[bool]] = {}
     for c in cases:
@@ -592,8 +639,23 @@ def main(argv: list[str] | None = None) -> int:
             ok = (wt <= warm_limit and ft <= fresh_limit) if book else None
             if book:
                 worst.setdefault(r, []).append(bool(ok))
-            rows.append([c.label, r, f"{wp:.3f}", f"{wb:.3f}", f"{we:.3f}", f"{wt:.3f}", f"{wx:.3f}", f"{fp:.2f}",
-                         f"{fb:.2f}", f"{fe:.2f}", f"{ft:.2f}", f"{fx:.2f}", verdict(ok)])  # fmt: skip
+            rows.append(
+                [
+                    c.label,
+                    r,
+                    f"{wp:.3f}",
+                    f"{wb:.3f}",
+                    f"{we:.3f}",
+                    f"{wt:.3f}",
+                    f"{wx:.3f}",
+                    f"{fp:.2f}",
+                    f"{fb:.2f}",
+                    f"{fe:.2f}",
+                    f"{ft:.2f}",
+                    f"{fx:.2f}",
+                    verdict(ok),
+                ]
+            )
     print(table(head, rows, right=range(2, len(head) - 1)))
     print(
         "total = plans + build + evaluate (the verdict's figure); print = the totals as sympy text, after it "
@@ -608,8 +670,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(table(["case", "plans", "route", "warm", "fresh"], ranking(cases, args.rounds), right=(1, 3, 4)))
     print()
-    print(f"plans ranked by seconds on {HW} (shardalg.plans with hw), CPU ms, median: the float path, and the "
-          "light terms evaluated in its place:")  # fmt: skip
+    print(
+        f"plans ranked by seconds on {HW} (shardalg.plans with hw), CPU ms, median: the float path, and the "
+        "light terms evaluated in its place:"
+    )
     head = [
         "case",
         "plans",
@@ -632,8 +696,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_golden:
         print()
         got = golden_texts(args.golden_every)
-        print(f"golden queries' totals ({got.pop('queries')} queries, {got.pop('totals')} plan totals read): "
-              + ", ".join(f"{k} {v}" for k, v in got.items()))  # fmt: skip
+        print(
+            f"golden queries' totals ({got.pop('queries')} queries, {got.pop('totals')} plan totals read): "
+            + ", ".join(f"{k} {v}" for k, v in got.items())
+        )
     return 0
 
 

@@ -75,17 +75,35 @@ def rows(repeat: int) -> list[dict[str, object]]:
                 return strategy_map(cands, over=over, domain=mlp.DOMAIN)
 
             m = build()
-            out.append({
-                "policy": policy, "memory cap": memory, "regions": len(m.regions), "cells": len(m.cells),
-                "lp_calls": _lp_calls(build), "map_ms": _median_ms(build, repeat),
-                "costing_ms": _median_ms(lambda p=policy: _cost_all(p), repeat),
-            })  # fmt: skip
+            out.append(
+                {
+                    "policy": policy,
+                    "memory cap": memory,
+                    "regions": len(m.regions),
+                    "cells": len(m.cells),
+                    "lp_calls": _lp_calls(build),
+                    "map_ms": _median_ms(build, repeat),
+                    "costing_ms": _median_ms(lambda p=policy: _cost_all(p), repeat),
+                }
+            )
     return out
 
 
 MLP = "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; Tmp[B, F] * W_out[F, D] -> Out[B, D]"
-CLI = ["-m", "shardalg", "strategy-map", MLP, "--mesh", "X=4,Y=4,Z=4", "--hw", "tpu-v5p",
-       "--sizes", "B=48000,D=8192,F=32768", "--format", "json"]  # fmt: skip
+CLI = [
+    "-m",
+    "shardalg",
+    "strategy-map",
+    MLP,
+    "--mesh",
+    "X=4,Y=4,Z=4",
+    "--hw",
+    "tpu-v5p",
+    "--sizes",
+    "B=48000,D=8192,F=32768",
+    "--format",
+    "json",
+]
 
 
 def _process_ms(args: list[str], repeat: int) -> tuple[float, str]:
@@ -94,7 +112,9 @@ def _process_ms(args: list[str], repeat: int) -> tuple[float, str]:
     runs, out = [], ""
     for _ in range(repeat):
         t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+        out = subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, check=True, cwd=ROOT
+        ).stdout
         runs.append(time.perf_counter() - t0)
     return 1e3 * statistics.median(runs), out
 
@@ -105,8 +125,15 @@ def cli_rows(repeat: int) -> list[dict[str, object]]:
     for memory in (False, True):
         ms, text = _process_ms(CLI + (["--memory", "hbm"] if memory else []), repeat)
         data = json.loads(text)
-        out.append({"memory cap": memory, "cli_ms": ms, "python_ms": base, "lp_calls": data["lps"],
-                    "regions": len(data["map"]["regions"])})  # fmt: skip
+        out.append(
+            {
+                "memory cap": memory,
+                "cli_ms": ms,
+                "python_ms": base,
+                "lp_calls": data["lps"],
+                "regions": len(data["map"]["regions"]),
+            }
+        )
     return out
 
 
@@ -120,17 +147,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"engine": table, "cli": cli}, indent=2))
         return 0
-    print(f"strategy map of DP, FSDP, TP, FSDP+TP (MLP, whole step), median of {args.repeat}, sympy cache cleared")
-    print(f"  {'policy':<8} {'memory cap':<11} {'regions':>7} {'cells':>6} {'LPs':>5} {'map ms':>9} "
-          f"{'costing ms':>11} {'ratio':>6}")  # fmt: skip
+    print(
+        f"strategy map of DP, FSDP, TP, FSDP+TP (MLP, whole step), median of {args.repeat}, sympy cache cleared"
+    )
+    print(
+        f"  {'policy':<8} {'memory cap':<11} {'regions':>7} {'cells':>6} {'LPs':>5} {'map ms':>9} "
+        f"{'costing ms':>11} {'ratio':>6}"
+    )
     for r in table:
-        print(f"  {r['policy']:<8} {str(r['memory cap']):<11} {r['regions']:>7} {r['cells']:>6} {r['lp_calls']:>5} "
-              f"{r['map_ms']:>9.1f} {r['costing_ms']:>11.1f} {r['map_ms'] / r['costing_ms']:>6.2f}")  # fmt: skip
-    print(f"shardalg strategy-map on the MLP block (v5p 4x4x4 point), a fresh process, median of {args.repeat}")
-    print(f"  {'memory cap':<11} {'regions':>7} {'LPs':>5} {'cli ms':>9} {'python -c pass ms':>18} {'ratio':>6}")
+        print(
+            f"  {r['policy']:<8} {str(r['memory cap']):<11} {r['regions']:>7} {r['cells']:>6} {r['lp_calls']:>5} "
+            f"{r['map_ms']:>9.1f} {r['costing_ms']:>11.1f} {r['map_ms'] / r['costing_ms']:>6.2f}"
+        )
+    print(
+        f"shardalg strategy-map on the MLP block (v5p 4x4x4 point), a fresh process, median of {args.repeat}"
+    )
+    print(
+        f"  {'memory cap':<11} {'regions':>7} {'LPs':>5} {'cli ms':>9} {'python -c pass ms':>18} {'ratio':>6}"
+    )
     for r in cli:
-        print(f"  {str(r['memory cap']):<11} {r['regions']:>7} {r['lp_calls']:>5} {r['cli_ms']:>9.1f} "
-              f"{r['python_ms']:>18.1f} {r['cli_ms'] / r['python_ms']:>6.1f}")  # fmt: skip
+        print(
+            f"  {str(r['memory cap']):<11} {r['regions']:>7} {r['lp_calls']:>5} {r['cli_ms']:>9.1f} "
+            f"{r['python_ms']:>18.1f} {r['cli_ms'] / r['python_ms']:>6.1f}"
+        )
     return 0
 
 

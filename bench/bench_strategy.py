@@ -80,20 +80,42 @@ def main(argv: list[str] | None = None) -> int:
     exe = shutil.which("shardalg", path=str(Path(sys.executable).parent)) or shutil.which("shardalg")
     if exe is not None:
         out["cold_python_s"] = _cold([sys.executable, "-c", "pass"], args.repeat)
-        out["cold_q7_cli_s"] = _cold([exe, "search", MLP, "--mesh", Q7["mesh"], "--sizes", Q7["sizes"], "--hw",
-                                      Q7["hw"], "--memory", Q7["memory"], "--mode", Q7["mode"], "--quiet"],
-                                     args.repeat)  # fmt: skip
+        out["cold_q7_cli_s"] = _cold(
+            [
+                exe,
+                "search",
+                MLP,
+                "--mesh",
+                Q7["mesh"],
+                "--sizes",
+                Q7["sizes"],
+                "--hw",
+                Q7["hw"],
+                "--memory",
+                Q7["memory"],
+                "--mode",
+                Q7["mode"],
+                "--quiet",
+            ],
+            args.repeat,
+        )
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"question 7 search        {out['q7_search_s'] * 1e3:8.1f} ms  median of {args.repeat} "
-              f"(baseline: plan its two statements {out['baseline_plan_q7_s'] * 1e3:.1f} ms, "
-              f"ratio {out['q7_search_s'] / out['baseline_plan_q7_s']:.0f}x)")  # fmt: skip
-        print(f"transformer layer search {out['layer_search_s']:8.2f} s   median of {args.layer_repeat} "
-              f"({out['layer_priced']} priced)")  # fmt: skip
+        print(
+            f"question 7 search        {out['q7_search_s'] * 1e3:8.1f} ms  median of {args.repeat} "
+            f"(baseline: plan its two statements {out['baseline_plan_q7_s'] * 1e3:.1f} ms, "
+            f"ratio {out['q7_search_s'] / out['baseline_plan_q7_s']:.0f}x)"
+        )
+        print(
+            f"transformer layer search {out['layer_search_s']:8.2f} s   median of {args.layer_repeat} "
+            f"({out['layer_priced']} priced)"
+        )
         if "cold_q7_cli_s" in out:
-            print(f"shardalg search (q7)     {out['cold_q7_cli_s']:8.2f} s   new process, median of {args.repeat} "
-                  f"(python -c pass {out['cold_python_s']:.2f} s)")  # fmt: skip
+            print(
+                f"shardalg search (q7)     {out['cold_q7_cli_s']:8.2f} s   new process, median of {args.repeat} "
+                f"(python -c pass {out['cold_python_s']:.2f} s)"
+            )
     return 0
 
 

@@ -39,7 +39,9 @@ FIRST_SUM = "python -c 'import sympy; sympy.Symbol(\"x\") + 1'  (informational)"
 # middle generation, the heap frozen at exit): sympy's import alone pays ~100 ms of full collections, during
 # the import and at exit, that the script does not, so the commands are also compared with this floor
 # (column "vs floor, same gc").
-FLOOR_GC_CODE = f"import gc; gc.set_threshold(*gc.get_threshold()[:2], {RUN_OLDEST_THRESHOLD}); import sympy; gc.freeze()"
+FLOOR_GC_CODE = (
+    f"import gc; gc.set_threshold(*gc.get_threshold()[:2], {RUN_OLDEST_THRESHOLD}); import sympy; gc.freeze()"
+)
 FLOOR_GC = f"python -c '{FLOOR_GC_CODE}'"
 
 
@@ -139,8 +141,14 @@ t.append(clock())
 print(json.dumps([b - a for a, b in zip(t, t[1:])]))
 """
 
-_PHASES = ("import sympy", "import lark", "the other imports", "the parser's first use",
-           "sympy's first sum", "the command")  # fmt: skip
+_PHASES = (
+    "import sympy",
+    "import lark",
+    "the other imports",
+    "the parser's first use",
+    "sympy's first sum",
+    "the command",
+)
 
 
 def phases(argv: list[str], env: dict[str, str], cwd: Path, runs: int) -> list[float]:
@@ -151,8 +159,9 @@ def phases(argv: list[str], env: dict[str, str], cwd: Path, runs: int) -> list[f
     import json
 
     def run(code: str, args: list[str]) -> str:
-        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
-                              cwd=cwd, check=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=cwd, check=True
+        )
         return done.stdout.strip().splitlines()[-1]
 
     probe = run(_PROBE, argv)
@@ -208,17 +217,44 @@ def main(argv: list[str] | None = None) -> int:
         for name, *_ in jobs:
             ms, cpu_ms = median_ms(times[name]), median_ms(cpu[name])
             ok = None if name in (FLOOR, FLOOR_GC, FIRST_SUM) else ms / floor <= TARGET
-            rows.append([name, f"{ms:.0f}", f"{min(times[name]) * 1e3:.0f}", ratio(ms, floor), ratio(ms, floor_gc),
-                         f"{cpu_ms:.0f}", ratio(cpu_ms, floor_cpu),
-                         "" if ok is None else f"<= {TARGET}x: {verdict(ok)}"])  # fmt: skip
+            rows.append(
+                [
+                    name,
+                    f"{ms:.0f}",
+                    f"{min(times[name]) * 1e3:.0f}",
+                    ratio(ms, floor),
+                    ratio(ms, floor_gc),
+                    f"{cpu_ms:.0f}",
+                    ratio(cpu_ms, floor_cpu),
+                    "" if ok is None else f"<= {TARGET}x: {verdict(ok)}",
+                ]
+            )
         launcher = " ".join(Path(x).name if i == 0 else x for i, x in enumerate(_launcher(module)))
-        print(f"cold start: new processes, median of {args.runs} interleaved rounds (ms); launcher `{launcher}`;"
-              f" bytecode in a private PYTHONPYCACHEPREFIX")  # fmt: skip
-        print(table(["command", "wall", "min", "vs floor", "vs floor, same gc", "CPU", "CPU vs floor",
-                     "target (wall)"], rows, right=(1, 2, 3, 4, 5, 6)))  # fmt: skip
+        print(
+            f"cold start: new processes, median of {args.runs} interleaved rounds (ms); launcher `{launcher}`;"
+            f" bytecode in a private PYTHONPYCACHEPREFIX"
+        )
+        print(
+            table(
+                [
+                    "command",
+                    "wall",
+                    "min",
+                    "vs floor",
+                    "vs floor, same gc",
+                    "CPU",
+                    "CPU vs floor",
+                    "target (wall)",
+                ],
+                rows,
+                right=(1, 2, 3, 4, 5, 6),
+            )
+        )
         if args.phases:
-            print(f"\nwhere a command's time goes, CPU ms in one process (median of {args.runs}; interpreter "
-                  "start-up not included)")  # fmt: skip
+            print(
+                f"\nwhere a command's time goes, CPU ms in one process (median of {args.runs}; interpreter "
+                "start-up not included)"
+            )
             prow = []
             for c in commands:
                 got = phases(c, here_env, ROOT, args.runs)

@@ -115,7 +115,9 @@ class Caches:
     def describe(self) -> str:
         lines = [
             "fresh runs clear: sympy's cache and every registered cache but the tables (shardalg.clear_caches())",
-            "warm runs keep (pieces of a query): " + (", ".join(self.pieces) or "nothing") + "; and sympy's cache",
+            "warm runs keep (pieces of a query): "
+            + (", ".join(self.pieces) or "nothing")
+            + "; and sympy's cache",
             "warm runs clear (whole queries): " + (", ".join(self.answers) or "none found"),
             "no run clears (tables made once for the process): " + (", ".join(self.tables) or "none"),
         ]
@@ -123,7 +125,8 @@ class Caches:
             lines.append("modules not searched (they did not import): " + ", ".join(self.skipped))
         if self.suspect:
             lines.append(
-                "pieces wrapped around a public entry point, cleared in warm runs too: " + ", ".join(self.suspect)
+                "pieces wrapped around a public entry point, cleared in warm runs too: "
+                + ", ".join(self.suspect)
             )
         if self.unregistered:
             lines.append(
@@ -171,7 +174,9 @@ def find_caches(packages: Iterable[str] = CACHED_PACKAGES) -> Caches:
             found.suspect.append(entry.name)
             found._clear[entry.name] = entry.clear
             continue
-        {Kind.PIECE: found.pieces, Kind.ANSWER: found.answers, Kind.TABLE: found.tables}[entry.kind].append(entry.name)
+        {Kind.PIECE: found.pieces, Kind.ANSWER: found.answers, Kind.TABLE: found.tables}[entry.kind].append(
+            entry.name
+        )
     for mod in mods:
         for qual, obj in _functools_caches(mod):
             if id(obj) not in held:

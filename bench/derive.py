@@ -104,9 +104,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"derivations from plans, median of {args.repeat} (ms); each result equals the book's")
     print(caches.describe())
-    print(table(["derivation", "result", "warm", "fresh", f"warm <= {TARGET_MS:.0f} ms"],
-                [[r["derivation"], r["result"], f"{r['warm_ms']:.1f}", f"{r['fresh_ms']:.1f}",
-                  verdict(r["warm_ms"] <= TARGET_MS)] for r in rows], right=(2, 3)))  # fmt: skip
+    print(
+        table(
+            ["derivation", "result", "warm", "fresh", f"warm <= {TARGET_MS:.0f} ms"],
+            [
+                [
+                    r["derivation"],
+                    r["result"],
+                    f"{r['warm_ms']:.1f}",
+                    f"{r['fresh_ms']:.1f}",
+                    verdict(r["warm_ms"] <= TARGET_MS),
+                ]
+                for r in rows
+            ],
+            right=(2, 3),
+        )
+    )
     return 0
 
 

@@ -75,8 +75,19 @@ def _measure(n: int, rounds: int) -> list[dict[str, Any]]:
                 if s.op.value == "Einsum"
             ]
             steps = ", ".join(s.op.value + ("_" + "".join(s.axes) if s.axes else "") for s in plan.steps)
-            rows.append({"n": n, "mesh": mesh, "case": label, "expr": expr, "plan": steps, "ok": ok, "products": ", ".join(products),
-                         "exec_ms": median_ms(t_exec), "dense_ms": median_ms(t_dense)})  # fmt: skip
+            rows.append(
+                {
+                    "n": n,
+                    "mesh": mesh,
+                    "case": label,
+                    "expr": expr,
+                    "plan": steps,
+                    "ok": ok,
+                    "products": ", ".join(products),
+                    "exec_ms": median_ms(t_exec),
+                    "dense_ms": median_ms(t_dense),
+                }
+            )
     return rows
 
 
@@ -91,8 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, OPENBLAS_NUM_THREADS=threads, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
     rows: list[dict[str, Any]] = []
     for n in (int(x) for x in args.sizes.split(",")):
-        done = subprocess.run([sys.executable, "-m", "bench.executor", "--child", str(n), str(args.rounds)],
-                              capture_output=True, text=True, env=env, cwd=ROOT, check=False)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.executor", "--child", str(n), str(args.rounds)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            check=False,
+        )
         if done.returncode != 0:
             raise SystemExit(f"the executor bench failed at n={n}:\n{done.stderr[-3000:]}")
         rows += json.loads(done.stdout)
@@ -100,16 +117,45 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print("the executor's elements limit is lifted to 64 n^2 for these sizes (shardalg.limits.lifted)")
-    print(f"executor (execute_plan) vs dense A @ B, float64, {args.blas_threads} BLAS thread(s); "
-          f"median of {args.rounds} interleaved rounds (ms)")  # fmt: skip
+    print(
+        f"executor (execute_plan) vs dense A @ B, float64, {args.blas_threads} BLAS thread(s); "
+        f"median of {args.rounds} interleaved rounds (ms)"
+    )
     out = []
     for r in rows:
         x = r["exec_ms"] / r["dense_ms"]
-        out.append([f"{r['n']}^3", r["mesh"], f"{r['case']}: {r['expr']}", r["plan"], r["products"], "ok" if r["ok"] else "WRONG",
-                    f"{r['exec_ms']:.1f}", f"{r['dense_ms']:.1f}", ratio(r["exec_ms"], r["dense_ms"]),
-                    verdict(x <= TARGET and r["ok"])])  # fmt: skip
-    print(table(["size", "mesh", "case", "plan", "products", "output", "executor", "A @ B", "ratio",
-                 f"<= {TARGET:.0f}x"], out, right=(6, 7, 8)))  # fmt: skip
+        out.append(
+            [
+                f"{r['n']}^3",
+                r["mesh"],
+                f"{r['case']}: {r['expr']}",
+                r["plan"],
+                r["products"],
+                "ok" if r["ok"] else "WRONG",
+                f"{r['exec_ms']:.1f}",
+                f"{r['dense_ms']:.1f}",
+                ratio(r["exec_ms"], r["dense_ms"]),
+                verdict(x <= TARGET and r["ok"]),
+            ]
+        )
+    print(
+        table(
+            [
+                "size",
+                "mesh",
+                "case",
+                "plan",
+                "products",
+                "output",
+                "executor",
+                "A @ B",
+                "ratio",
+                f"<= {TARGET:.0f}x",
+            ],
+            out,
+            right=(6, 7, 8),
+        )
+    )
     worst = max(r["exec_ms"] / r["dense_ms"] for r in rows)
     print(f"worst ratio {worst:.2f}x (target <= {TARGET:.0f}x): {verdict(worst <= TARGET)}")
     return 0

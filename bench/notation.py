@@ -83,11 +83,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"warm, median of {args.repeat} runs, mesh {MESH} (µs); baseline: lark's parse of the same text")
     out = []
     for expr, lark, p, c, s, verdict in rows:
-        out.append([expr, f"{lark:.1f}", f"{p:.1f}", ratio(p, lark), f"{c:.1f}", f"{s:.1f}" if s else "-",
-                    f"{p + c + s:.1f}", ratio(p + c + s, lark), verdict])  # fmt: skip
+        out.append(
+            [
+                expr,
+                f"{lark:.1f}",
+                f"{p:.1f}",
+                ratio(p, lark),
+                f"{c:.1f}",
+                f"{s:.1f}" if s else "-",
+                f"{p + c + s:.1f}",
+                ratio(p + c + s, lark),
+                verdict,
+            ]
+        )
     totals = [p + c + s for _, _, p, c, s, _ in rows]
-    print(table(["expression", "lark parse", "parse", "vs lark", "check", "shape", "total", "vs lark", "verdict"],
-                out, right=range(1, 8)))  # fmt: skip
+    print(
+        table(
+            ["expression", "lark parse", "parse", "vs lark", "check", "shape", "total", "vs lark", "verdict"],
+            out,
+            right=range(1, 8),
+        )
+    )
     print(f"median total per expression {statistics.median(totals):.1f} µs, worst {max(totals):.1f} µs")
     return 0
 

@@ -87,13 +87,21 @@ class Query:
         return seconds
 
 
-def measure(q: Query, caches: Any, rounds: int, xla: Any = None, case: Any = None, emit: Any = None,
-            repeats: int = 0) -> dict:  # fmt: skip
+def measure(
+    q: Query, caches: Any, rounds: int, xla: Any = None, case: Any = None, emit: Any = None, repeats: int = 0
+) -> dict:
     """Interleaved rounds of fresh, warm, warm-without-sympy's-cache, ``repeats`` warm runs back to back
     (whole-query caches cleared before each, as for warm) and XLA."""
     from sympy.core.cache import clear_cache
 
-    out: dict[str, Any] = {"fresh": [], "fresh_cpu": [], "warm": [], "warm_nosympy": [], "repeated": [], "xla": []}
+    out: dict[str, Any] = {
+        "fresh": [],
+        "fresh_cpu": [],
+        "warm": [],
+        "warm_nosympy": [],
+        "repeated": [],
+        "xla": [],
+    }
     for _ in range(rounds):
         caches.clear_fresh()
         out["fresh"].append(q.run())
@@ -102,8 +110,14 @@ def measure(q: Query, caches: Any, rounds: int, xla: Any = None, case: Any = Non
             out["plans"] = len(q.last)
             out["complete"] = getattr(q.last, "complete", None)
         if emit:
-            emit({"fresh": out["fresh"][-1], "fresh_cpu": out["fresh_cpu"][-1], "plans": out["plans"],
-                  "complete": out["complete"]})
+            emit(
+                {
+                    "fresh": out["fresh"][-1],
+                    "fresh_cpu": out["fresh_cpu"][-1],
+                    "plans": out["plans"],
+                    "complete": out["complete"],
+                }
+            )
         caches.clear_warm()
         out["warm"].append(q.run())
         caches.clear_warm()
@@ -141,8 +155,14 @@ def in_child(expr: str, mesh: str, rounds: int, budget: float) -> dict[str, Any]
     """Run ``_child`` in a new process; stop it after ``budget`` seconds and keep what it reported."""
     cmd = [sys.executable, "-m", "bench.plans", "--child", expr, mesh, str(rounds)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    out: dict[str, Any] = {"fresh": [], "fresh_cpu": [], "warm": [], "warm_nosympy": [], "xla": [],
-                           "stopped": False}
+    out: dict[str, Any] = {
+        "fresh": [],
+        "fresh_cpu": [],
+        "warm": [],
+        "warm_nosympy": [],
+        "xla": [],
+        "stopped": False,
+    }
     start = time.monotonic()
     import selectors
 
@@ -227,40 +247,78 @@ def main(argv: list[str] | None = None) -> int:
             r = in_child(expr, mesh, rounds, args.budget)
             rows.append({"label": label, "expr": expr, "mesh": mesh, "axes": k, **r})
 
-    summary = [{
-        "label": r["label"], "expr": r["expr"], "mesh": r["mesh"], "plans": r.get("plans"),
-        "complete": r.get("complete"), "warm_ms": _ms(r["warm"]), "warm_nosympy_ms": _ms(r["warm_nosympy"]),
-        "repeated_ms": _ms(r.get("repeated", [])), "fresh_ms": _ms(r["fresh"]), "fresh_cpu_ms": _ms(r["fresh_cpu"]),
-        "xla_ms": _ms(r["xla"]), "runs": len(r["fresh"]),
-        "stopped": r.get("stopped", False), "whole_query_hit": r.get("whole_query_hit", False),
-        "xla_collectives": r.get("xla_collectives"), "axes_limit_lifted": (r.get("axes") or 0) > 4,
-    } for r in rows]  # fmt: skip
+    summary = [
+        {
+            "label": r["label"],
+            "expr": r["expr"],
+            "mesh": r["mesh"],
+            "plans": r.get("plans"),
+            "complete": r.get("complete"),
+            "warm_ms": _ms(r["warm"]),
+            "warm_nosympy_ms": _ms(r["warm_nosympy"]),
+            "repeated_ms": _ms(r.get("repeated", [])),
+            "fresh_ms": _ms(r["fresh"]),
+            "fresh_cpu_ms": _ms(r["fresh_cpu"]),
+            "xla_ms": _ms(r["xla"]),
+            "runs": len(r["fresh"]),
+            "stopped": r.get("stopped", False),
+            "whole_query_hit": r.get("whole_query_hit", False),
+            "xla_collectives": r.get("xla_collectives"),
+            "axes_limit_lifted": (r.get("axes") or 0) > 4,
+        }
+        for r in rows
+    ]
     if args.json:
         print(json.dumps({"hw": HW, "sizes": SIZES, "caches": caches.describe(), "rows": summary}, indent=2))
         return 0
     print(f"all plans + the symbolic cost of each (plan_cost on {HW}), sizes {SIZES}; median ms")
     if any(r.get("axes", 0) > 4 for r in rows):
-        print("5 axes is over the default axes limit (4): those queries run with shardalg.limits.lifted(axes=5)")
+        print(
+            "5 axes is over the default axes limit (4): those queries run with shardalg.limits.lifted(axes=5)"
+        )
     print(caches.describe())
-    head = ["query", "mesh", "plans", "complete", "runs", "warm", "warm, no sympy cache", "warm, repeated", "fresh",
-            "fresh CPU"]  # fmt: skip
+    head = [
+        "query",
+        "mesh",
+        "plans",
+        "complete",
+        "runs",
+        "warm",
+        "warm, no sympy cache",
+        "warm, repeated",
+        "fresh",
+        "fresh CPU",
+    ]
     if xla:
         head += ["XLA compile", "XLA/warm", "XLA/fresh"]
     out_rows = []
     for s in summary:
-        complete = "-" if s["complete"] is None and s["plans"] is None else \
-            {True: "yes", False: "NO", None: "n/a"}[s["complete"]]  # fmt: skip
-        row = [f"{s['label']}: {s['expr']}", s["mesh"], str(s["plans"] or "-"), complete,
-               str(s["runs"]) + (", stopped" if s["stopped"] else ""),
-               _fmt_ms(s["warm_ms"]), _fmt_ms(s["warm_nosympy_ms"]), _fmt_ms(s["repeated_ms"]),
-               _fmt_ms(s["fresh_ms"], s["stopped"], args.budget), _fmt_ms(s["fresh_cpu_ms"])]  # fmt: skip
+        complete = (
+            "-"
+            if s["complete"] is None and s["plans"] is None
+            else {True: "yes", False: "NO", None: "n/a"}[s["complete"]]
+        )
+        row = [
+            f"{s['label']}: {s['expr']}",
+            s["mesh"],
+            str(s["plans"] or "-"),
+            complete,
+            str(s["runs"]) + (", stopped" if s["stopped"] else ""),
+            _fmt_ms(s["warm_ms"]),
+            _fmt_ms(s["warm_nosympy_ms"]),
+            _fmt_ms(s["repeated_ms"]),
+            _fmt_ms(s["fresh_ms"], s["stopped"], args.budget),
+            _fmt_ms(s["fresh_cpu_ms"]),
+        ]
         if xla:
             row += [_fmt_ms(s["xla_ms"]), ratio(s["xla_ms"], s["warm_ms"]), ratio(s["xla_ms"], s["fresh_ms"])]
         out_rows.append(row)
     print(table(head, out_rows, right=range(2, len(head))))
     if any(s["whole_query_hit"] for s in summary):
-        print("WARNING: a warm run returned the very plan objects of the run before it: a cache of the "
-              "whole query answered. Classify that cache in bench/common.py (WHOLE_QUERY).")  # fmt: skip
+        print(
+            "WARNING: a warm run returned the very plan objects of the run before it: a cache of the "
+            "whole query answered. Classify that cache in bench/common.py (WHOLE_QUERY)."
+        )
     print()
     print("targets (issue 10):")
     book = [s for s in summary if s["mesh"] == BOOK_MESH]
@@ -269,8 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         f"  book cases warm <= {WARM_TARGET_MS} ms median: worst {worst_warm:.3f} ms  {verdict(worst_warm <= WARM_TARGET_MS)}"
     )
     worst_repeated = max(s["repeated_ms"] or 0.0 for s in book)
-    print(f"  (not a verdict: the same, repeated {REPEATS} times back to back per round: worst {worst_repeated:.3f} ms; "
-          "the verdicts use the first warm run after a fresh one)")  # fmt: skip
+    print(
+        f"  (not a verdict: the same, repeated {REPEATS} times back to back per round: worst {worst_repeated:.3f} ms; "
+        "the verdicts use the first warm run after a fresh one)"
+    )
     if xla:
         timed_xla = [s for s in book if s["xla_ms"] is not None] or [
             {"xla_ms": 0.0, "warm_ms": 1.0, "fresh_ms": 1.0}
@@ -291,7 +351,9 @@ def main(argv: list[str] | None = None) -> int:
             ok = fresh_s is not None and fresh_s < limit and (k != 5 or s["complete"] is True)
             shown = f"> {args.budget:.0f} s" if fresh_s is None else f"{fresh_s:.2f} s"
             if s["fresh_cpu_ms"] is not None:
-                shown += f" wall ({s['fresh_cpu_ms'] / 1e3:.2f} s CPU: the wall time counts other processes too)"
+                shown += (
+                    f" wall ({s['fresh_cpu_ms'] / 1e3:.2f} s CPU: the wall time counts other processes too)"
+                )
             extra = ", complete" if k == 5 else ""
             print(
                 f"  {s['label']}: fresh < {limit:.0f} s{extra}: {shown}, complete={s['complete']}  {verdict(ok)}"

@@ -58,8 +58,11 @@ def main(argv: list[str] | None = None) -> int:
 
     expr, values = expression()
     rng = np.random.default_rng(0)
-    grid = {"B": rng.uniform(1e3, 1e6, args.points), "F": rng.uniform(1e4, 1e5, args.points),
-            "N": rng.uniform(8, 8192, args.points)}  # fmt: skip
+    grid = {
+        "B": rng.uniform(1e3, 1e6, args.points),
+        "F": rng.uniform(1e4, 1e5, args.points),
+        "N": rng.uniform(8, 8192, args.points),
+    }
 
     def compiled() -> Any:
         return sa.lambdify(expr, values)(**grid)
@@ -70,31 +73,53 @@ def main(argv: list[str] | None = None) -> int:
     def slow() -> list[float]:
         closed = expr.xreplace(values)
         symbols = {s.name: s for s in closed.free_symbols}
-        return [float(closed.xreplace({symbols[k]: sympy.Float(grid[k][i]) for k in symbols}).evalf())
-                for i in range(args.slow_points)]  # fmt: skip
+        return [
+            float(closed.xreplace({symbols[k]: sympy.Float(grid[k][i]) for k in symbols}).evalf())
+            for i in range(args.slow_points)
+        ]
 
     t_slow, got = timed(slow)
     if not np.allclose(fast[: args.slow_points], got, rtol=1e-9):
         raise SystemExit("lambdify and xreplace + evalf disagree")
     t_fast = median_ms(t for t, _ in runs) / 1e3
     per_slow = t_slow / args.slow_points
-    result = {"expression": str(expr.xreplace(values)), "points": args.points, "lambdify_s": t_fast,
-              "xreplace_evalf_points": args.slow_points, "xreplace_evalf_s": t_slow,
-              "xreplace_evalf_per_point_us": per_slow * 1e6, "xreplace_evalf_extrapolated_s": per_slow * args.points,
-              "speedup": per_slow * args.points / t_fast}  # fmt: skip
+    result = {
+        "expression": str(expr.xreplace(values)),
+        "points": args.points,
+        "lambdify_s": t_fast,
+        "xreplace_evalf_points": args.slow_points,
+        "xreplace_evalf_s": t_slow,
+        "xreplace_evalf_per_point_us": per_slow * 1e6,
+        "xreplace_evalf_extrapolated_s": per_slow * args.points,
+        "speedup": per_slow * args.points / t_fast,
+    }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     print(
         f"sweep of the FSDP+TP block's total time on tpu-v5p at X_opt, D = {D_VALUE}: {result['expression']}"
     )
-    print(table(
-        ["method", "points", "seconds", "per point"],
-        [[f"lambdify (compile included), median of {args.repeat}", f"{args.points:,}", f"{t_fast:.3f}",
-          f"{t_fast / args.points * 1e9:.0f} ns"],
-         ["xreplace + evalf, measured", f"{args.slow_points:,}", f"{t_slow:.3f}", f"{per_slow * 1e6:.0f} us"],
-         ["xreplace + evalf, extrapolated", f"{args.points:,}", f"{per_slow * args.points:,.0f}", ""]],
-        right=(1, 2, 3)))  # fmt: skip
+    print(
+        table(
+            ["method", "points", "seconds", "per point"],
+            [
+                [
+                    f"lambdify (compile included), median of {args.repeat}",
+                    f"{args.points:,}",
+                    f"{t_fast:.3f}",
+                    f"{t_fast / args.points * 1e9:.0f} ns",
+                ],
+                [
+                    "xreplace + evalf, measured",
+                    f"{args.slow_points:,}",
+                    f"{t_slow:.3f}",
+                    f"{per_slow * 1e6:.0f} us",
+                ],
+                ["xreplace + evalf, extrapolated", f"{args.points:,}", f"{per_slow * args.points:,.0f}", ""],
+            ],
+            right=(1, 2, 3),
+        )
+    )
     print(f"compiled is {ratio(per_slow * args.points, t_fast)} faster over {args.points:,} points")
     return 0
 

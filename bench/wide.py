@@ -69,11 +69,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"plans of A[D0, ..., I_X, J] · B[J, K_X] on {MESH}, CPU seconds, one fresh run per size")
     shown = [
-        [str(r["dims"]), f"> {args.budget:.0f} s (stopped)" if r["stopped"] else f"{r['cpu_s']:.2f}",
-         "-" if r["stopped"] else f"{r['cpu_s'] / base:.1f}x" if base else "-",
-         "-" if r["plans"] is None else str(r["plans"])]
+        [
+            str(r["dims"]),
+            f"> {args.budget:.0f} s (stopped)" if r["stopped"] else f"{r['cpu_s']:.2f}",
+            "-" if r["stopped"] else f"{r['cpu_s'] / base:.1f}x" if base else "-",
+            "-" if r["plans"] is None else str(r["plans"]),
+        ]
         for r in rows
-    ]  # fmt: skip
+    ]
     print(table(["untouched dims", "CPU s", f"vs {min(sizes)} dims", "plans"], shown, right=(1, 2, 3)))
     print(f"target: {widest['dims']} dims within {TARGET_RATIO:.0f}x of {min(sizes)} dims: {verdict(ok)}")
     return 0

@@ -51,9 +51,13 @@ class XlaWorker:
             os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}", JAX_PLATFORMS="cpu"
         )
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.xla", "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True, env=env, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-        )  # fmt: skip
+            [sys.executable, "-m", "bench.xla", "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        )
         hello = self._read()
         self.version = hello.get("jax", "?")
 

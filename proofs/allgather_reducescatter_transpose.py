@@ -63,8 +63,7 @@ def prove(model=None) -> Lemma:
             mesh, sizes = Mesh(X=p), {"I": p * n}
             back = transpose_step(gather)
             checks["rule"][1].append(
-                back.op is Op.REDUCE_SCATTER
-                and operator_matrix(back, mesh, sizes, exact=True) == ag.T
+                back.op is Op.REDUCE_SCATTER and operator_matrix(back, mesh, sizes, exact=True) == ag.T
             )
             back2 = transpose_step(scatter)
             checks["rule2"][1].append(
@@ -72,14 +71,26 @@ def prove(model=None) -> Lemma:
             )
     cases = f"p \\le {max(PS)},\\ n \\le {max(NS)}"
     for claim, results in checks.values():
-        proof.fact(rf"{claim} \quad ({cases})", all(results) and len(results) == len(PS) * len(NS),
-                   f"exact sympy matrices, all {len(results)} cases")
+        proof.fact(
+            rf"{claim} \quad ({cases})",
+            all(results) and len(results) == len(PS) * len(NS),
+            f"exact sympy matrices, all {len(results)} cases",
+        )
     k = kron_forms(2, 1)
     x, y = sympy.Matrix([7, 5]), sympy.Matrix([8, 9, 1, 2])
-    proof.matrix_equal(k.all_gather_op * x, sympy.Matrix([7, 5, 7, 5]),
-                       r"\textbf{AllGather}_X (7, 5)^{T} = (7, 5, 7, 5)^{T}", "p = 2, n = 1: both devices hold (7, 5)")
-    proof.matrix_equal(k.reduce_scatter_op * y, sympy.Matrix([9, 11]),
-                       r"\textbf{ReduceScatter}_{X,I} (8, 9, 1, 2)^{T} = (9, 11)^{T}",
-                       "device 0 keeps 8 + 1, device 1 keeps 9 + 2")
-    proof.record(rf"\textbf{{AllGather}}_X = {sym_latex(k.all_gather_op)}", "the executor's matrix, p = 2, n = 1")
+    proof.matrix_equal(
+        k.all_gather_op * x,
+        sympy.Matrix([7, 5, 7, 5]),
+        r"\textbf{AllGather}_X (7, 5)^{T} = (7, 5, 7, 5)^{T}",
+        "p = 2, n = 1: both devices hold (7, 5)",
+    )
+    proof.matrix_equal(
+        k.reduce_scatter_op * y,
+        sympy.Matrix([9, 11]),
+        r"\textbf{ReduceScatter}_{X,I} (8, 9, 1, 2)^{T} = (9, 11)^{T}",
+        "device 0 keeps 8 + 1, device 1 keeps 9 + 2",
+    )
+    proof.record(
+        rf"\textbf{{AllGather}}_X = {sym_latex(k.all_gather_op)}", "the executor's matrix, p = 2, n = 1"
+    )
     return proof.lemma()

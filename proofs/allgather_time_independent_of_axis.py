@@ -38,26 +38,52 @@ def prove(model=None) -> Lemma:
     symbolic = comms_time(plan, ring_mesh(None), model)
     proof.given(r"T_{\text{engine}}(|X|)", symbolic, "the cost model, axis size left symbolic")
     bandwidth = sympy.simplify(symbolic.subs(T_min, 0))
-    proof.equal(bandwidth, V / W, "bandwidth-bound (T_min -> 0) term of the engine's cost",
-                name=r"T_{\text{engine}}\big|_{T_{\min}=0}")
-    proof.zero(sympy.diff(bandwidth, X), "it does not depend on the axis size",
-               name=r"\frac{\partial T}{\partial |X|}")
+    proof.equal(
+        bandwidth,
+        V / W,
+        "bandwidth-bound (T_min -> 0) term of the engine's cost",
+        name=r"T_{\text{engine}}\big|_{T_{\min}=0}",
+    )
+    proof.zero(
+        sympy.diff(bandwidth, X),
+        "it does not depend on the axis size",
+        name=r"\frac{\partial T}{\partial |X|}",
+    )
     one_shard_per_hop = True
     for n in SIZES:
         sched = ring_allgather(n)
         complete = all(held == frozenset(range(n)) for held in sched.received)
         one_shard_per_hop &= all(sched.busiest(i) == 1 for i in range(sched.hops))
-        proof.fact(rf"\text{{ring of {n}: every device holds all {n} shards after {sched.hops} hops}}",
-                   complete and sched.hops == n // 2, "simulated bidirectional ring schedule")
+        proof.fact(
+            rf"\text{{ring of {n}: every device holds all {n} shards after {sched.hops} hops}}",
+            complete and sched.hops == n // 2,
+            "simulated bidirectional ring schedule",
+        )
         simulated = ring_time(sched, V / n, W, T_min)
         engine = comms_time(plan, ring_mesh(n), model)
-        proof.equal(engine, simulated, f"engine cost = simulated ring time for |X| = {n}",
-                    name=rf"T_{{\text{{engine}}}}({n})", numeric=True)
-    proof.fact(r"\text{every hop: the busiest directed link carries one shard of } V/|X|", one_shard_per_hop,
-               "simulated schedules, |X| = 2..16")
+        proof.equal(
+            engine,
+            simulated,
+            f"engine cost = simulated ring time for |X| = {n}",
+            name=rf"T_{{\text{{engine}}}}({n})",
+            numeric=True,
+        )
+    proof.fact(
+        r"\text{every hop: the busiest directed link carries one shard of } V/|X|",
+        one_shard_per_hop,
+        "simulated schedules, |X| = 2..16",
+    )
     hop = (V / X) / (W / 2)
-    proof.equal(hop, 2 * V / (X * W), "one shard at the one-way bandwidth W_ici/2 (the book's chapter 3)",
-                name=r"T_{\text{hop}}")
-    proof.equal((X / 2) * hop, bandwidth, "|X|/2 hops of T_hop = the engine's bandwidth term",
-                name=r"\frac{|X|}{2} T_{\text{hop}}")
+    proof.equal(
+        hop,
+        2 * V / (X * W),
+        "one shard at the one-way bandwidth W_ici/2 (the book's chapter 3)",
+        name=r"T_{\text{hop}}",
+    )
+    proof.equal(
+        (X / 2) * hop,
+        bandwidth,
+        "|X|/2 hops of T_hop = the engine's bandwidth term",
+        name=r"\frac{|X|}{2} T_{\text{hop}}",
+    )
     return proof.lemma()

@@ -59,23 +59,36 @@ def prove(model=None) -> Lemma:
         mesh = Mesh([Axis("X", None, wraps=wraps)])
         whole = cost(ALL_REDUCE, mesh=mesh, model=name, overlap=False).comms
         phases = cost(RS_THEN_AG, mesh=mesh, model=name, overlap=False).comms
-        proof.equal(whole, phases, f"{label}: the cost model, |X| symbolic", numeric=True,
-                    name=rf"T^{{\text{{{label}}}}}_{{\textbf{{AllReduce}}}}")
+        proof.equal(
+            whole,
+            phases,
+            f"{label}: the cost model, |X| symbolic",
+            numeric=True,
+            name=rf"T^{{\text{{{label}}}}}_{{\textbf{{AllReduce}}}}",
+        )
         bw = cost(ALL_REDUCE, mesh=mesh, model=name, latency=False).comms
         gather = cost("AllGather_X(C[I, K_X]) -> C[I, K]", mesh=mesh, model=name, latency=False).comms
-        proof.equal(bw, 2 * gather, f"{label}: bandwidth term is twice an AllGather's",
-                    name=rf"T^{{\text{{{label}}}}}_{{\text{{bw}}}}")
+        proof.equal(
+            bw,
+            2 * gather,
+            f"{label}: bandwidth term is twice an AllGather's",
+            name=rf"T^{{\text{{{label}}}}}_{{\text{{bw}}}}",
+        )
     for axes_sizes, tensor, axes, dim, sizes in OPERATOR_CASES:
         mesh = Mesh(axes_sizes)
         ar, rs, ag = _steps(tensor, axes, dim)
         m_ar = operator_matrix(ar, mesh, sizes)
         m_rs, m_ag = operator_matrix(rs, mesh, sizes), operator_matrix(ag, mesh, sizes)
         where = ", ".join(f"{k}={v}" for k, v in axes_sizes.items())
-        proof.fact(rf"\textbf{{AllReduce}} = \textbf{{AllGather}} \cdot \textbf{{ReduceScatter}} \text{{ on }} {where}",
-                   m_ar.shape == (m_ag @ m_rs).shape and bool(np.array_equal(m_ar, m_ag @ m_rs)),
-                   f"executor matrices for {tensor}, exact integers")
+        proof.fact(
+            rf"\textbf{{AllReduce}} = \textbf{{AllGather}} \cdot \textbf{{ReduceScatter}} \text{{ on }} {where}",
+            m_ar.shape == (m_ag @ m_rs).shape and bool(np.array_equal(m_ar, m_ag @ m_rs)),
+            f"executor matrices for {tensor}, exact integers",
+        )
         group = int(np.prod([axes_sizes[a] for a in axes]))
-        proof.fact(rf"\text{{every row of }} \textbf{{AllReduce}} \text{{ sums {group} partials}}",
-                   bool((m_ar.sum(axis=1) == group).all() and set(np.unique(m_ar)) <= {0, 1}),
-                   "the definition: each device gets the sum over its group")
+        proof.fact(
+            rf"\text{{every row of }} \textbf{{AllReduce}} \text{{ sums {group} partials}}",
+            bool((m_ar.sum(axis=1) == group).all() and set(np.unique(m_ar)) <= {0, 1}),
+            "the definition: each device gets the sum over its group",
+        )
     return proof.lemma()

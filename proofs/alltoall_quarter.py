@@ -38,9 +38,14 @@ def prove(model=None) -> Lemma:
     )
     right = sympy.summation(k, (k, 1, m))
     left = sympy.summation(k, (k, 1, m - 1))
-    proof.given(r"\sum_{k=1}^{N/2} k + \sum_{k=1}^{N/2-1} k", (right + left).subs(m, N / 2),
-                "chunks one device sends right and left (footnote 5), with N = 2m")
-    proof.equal((right + left).subs(m, N / 2), N**2 / 4, "the footnote's sum", name=r"\text{chunks per device}")
+    proof.given(
+        r"\sum_{k=1}^{N/2} k + \sum_{k=1}^{N/2-1} k",
+        (right + left).subs(m, N / 2),
+        "chunks one device sends right and left (footnote 5), with N = 2m",
+    )
+    proof.equal(
+        (right + left).subs(m, N / 2), N**2 / 4, "the footnote's sum", name=r"\text{chunks per device}"
+    )
     for n in SIZES:
         load = alltoall_link_loads(n)
         sent = sent_per_device(load, n)
@@ -52,14 +57,28 @@ def prove(model=None) -> Lemma:
         )
     chunk = V / N**2
     per_device = sympy.simplify(chunk * N**2 / 4 / W)
-    proof.equal(per_device, V / (4 * W), "N^2/4 chunks of V/N^2 bytes at the bidirectional W_ici",
-                name=r"\frac{V}{N^2}\cdot\frac{N^2}{4}\cdot\frac{1}{W_{\text{ici}}}")
+    proof.equal(
+        per_device,
+        V / (4 * W),
+        "N^2/4 chunks of V/N^2 bytes at the bidirectional W_ici",
+        name=r"\frac{V}{N^2}\cdot\frac{N^2}{4}\cdot\frac{1}{W_{\text{ici}}}",
+    )
     for n in SIZES:
         engine = comms_time(alltoall, ring_mesh(n), model).subs(T_min, 0)
-        proof.equal(engine, per_device, f"engine AllToAll on a ring of {n} (bandwidth term)",
-                    name=rf"T^{{\text{{engine}}}}_{{\textbf{{AllToAll}}}}({n})")
-    ratio = sympy.simplify(comms_time(alltoall, ring_mesh(None), model).subs(T_min, 0)
-                           / comms_time(allgather, ring_mesh(None), model).subs(T_min, 0))
-    proof.equal(ratio, sympy.Rational(1, 4), "the engine's AllToAll over its AllGather, |X| symbolic",
-                name=r"T_{\textbf{AllToAll}} / T_{\textbf{AllGather}}")
+        proof.equal(
+            engine,
+            per_device,
+            f"engine AllToAll on a ring of {n} (bandwidth term)",
+            name=rf"T^{{\text{{engine}}}}_{{\textbf{{AllToAll}}}}({n})",
+        )
+    ratio = sympy.simplify(
+        comms_time(alltoall, ring_mesh(None), model).subs(T_min, 0)
+        / comms_time(allgather, ring_mesh(None), model).subs(T_min, 0)
+    )
+    proof.equal(
+        ratio,
+        sympy.Rational(1, 4),
+        "the engine's AllToAll over its AllGather, |X| symbolic",
+        name=r"T_{\textbf{AllToAll}} / T_{\textbf{AllGather}}",
+    )
     return proof.lemma()

@@ -57,8 +57,12 @@ def ring_allgather(n: int) -> RingSchedule:
     return RingSchedule(n, tuple(steps), tuple(frozenset(h) for h in held))
 
 
-def ring_time(schedule: RingSchedule, chunk_bytes: sympy.Expr, w_bidirectional: sympy.Expr,
-              t_min: sympy.Expr | None = None) -> sympy.Expr:
+def ring_time(
+    schedule: RingSchedule,
+    chunk_bytes: sympy.Expr,
+    w_bidirectional: sympy.Expr,
+    t_min: sympy.Expr | None = None,
+) -> sympy.Expr:
     """The schedule's time: per step, the busiest directed link's bytes over the one-way bandwidth
     (half the bidirectional one), floored at ``t_min`` per hop when given; steps run one after another."""
     total = sympy.Integer(0)
@@ -128,12 +132,19 @@ def strategy_cost(program: str, mesh: Mesh, model=None, **options):  # -> PlanCo
     link counts as the symbols M_X) under the book's layer-level overlap policy, ``steady``."""
     from shardalg.costs.plancost import cost
 
-    return cost(program, mesh=mesh, model=model, latency=False, symbolic_links=True,
-                **{"overlap": "steady", **options})
+    return cost(
+        program,
+        mesh=mesh,
+        model=model,
+        latency=False,
+        symbolic_links=True,
+        **{"overlap": "steady", **options},
+    )
 
 
-def agrees_on_samples(condition: sympy.Basic, lhs: sympy.Expr, rhs: sympy.Expr, samples: int = 300,
-                      seed: int = 1) -> bool:
+def agrees_on_samples(
+    condition: sympy.Basic, lhs: sympy.Expr, rhs: sympy.Expr, samples: int = 300, seed: int = 1
+) -> bool:
     """Whether ``condition`` is true exactly where ``lhs > rhs``, at random positive points (log-uniform over
     eight decades, seeded): the solved condition checked against the two costs it was solved from."""
     from random import Random
@@ -152,7 +163,6 @@ def agrees_on_samples(condition: sympy.Basic, lhs: sympy.Expr, rhs: sympy.Expr, 
     return True
 
 
-
 def program_latex(program: str) -> str:
     """A program in the notation, parsed and printed by the engine's LaTeX printer."""
     from shardalg.notation.parse import parse
@@ -161,13 +171,18 @@ def program_latex(program: str) -> str:
     return latex(parse(program))
 
 
-def bound_steps(proof, derivation, lhs: sympy.Expr, rhs: sympy.Expr, expected: sympy.Basic, source: str) -> bool:
+def bound_steps(
+    proof, derivation, lhs: sympy.Expr, rhs: sympy.Expr, expected: sympy.Basic, source: str
+) -> bool:
     """The common ending of a derived condition: the engine's result, checked on numbers against the costs
     it came from (``lhs > rhs`` where it holds), and shown equivalent to what the book states."""
     from shardalg.numeric.proofs import sym_latex
 
     result = derivation.result
     proof.record(sym_latex(result), "derived by the engine from the plans' costs")
-    proof.fact(r"\text{the derived condition holds exactly where } " + sym_latex(sympy.Gt(lhs, rhs, evaluate=False)),
-               agrees_on_samples(result, lhs, rhs), "checked at 300 random positive points")
+    proof.fact(
+        r"\text{the derived condition holds exactly where } " + sym_latex(sympy.Gt(lhs, rhs, evaluate=False)),
+        agrees_on_samples(result, lhs, rhs),
+        "checked at 300 random positive points",
+    )
     return proof.equivalent(result, expected, f"the book's condition ({source})")

@@ -34,7 +34,9 @@ def prove(model=None) -> Lemma:
     x_opt = optimum(pc, over=X, subject_to=sympy.Eq(X * Y, N)).result
     at = {X: x_opt, Y: N / x_opt}
     proof.given(r"|X|_{\text{opt}}", x_opt, "the engine's optimum (the lemma on the optimal split)")
-    comms = proof.given(r"T_{\text{comms}}(|X|_{\text{opt}})", sympy.simplify(pc.comms.subs(at)), "the cost model")
+    comms = proof.given(
+        r"T_{\text{comms}}(|X|_{\text{opt}})", sympy.simplify(pc.comms.subs(at)), "the cost model"
+    )
     work = proof.given(r"T_{\text{compute}}", sympy.simplify(pc.compute.subs(at)), "the cost model")
     d = compute_bound(pc, solve_for=B, substitute=at)
     bound_steps(proof, d, work, comms, expected, "its training chapter")

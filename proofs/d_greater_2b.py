@@ -48,32 +48,53 @@ def prove(model=None) -> Lemma:
     proof.record(program_latex(REDUCE_PARTIALS), "strategy 2 (case 3), in the notation")
     proof.equal(one.comms, 2 * D * F / W, "the book's 2DF / W_ici", name=r"T^{(1)}_{\text{comms}}")
     proof.equal(two.comms, 4 * B * F / W, "the book's 4BF / W_ici", name=r"T^{(2)}_{\text{comms}}")
-    proof.equal(two.compute * X, one.compute, "strategy 2 does |X| times fewer FLOPs per device",
-                name=r"|X|\, T^{(2)}_{\text{compute}}")
+    proof.equal(
+        two.compute * X,
+        one.compute,
+        "strategy 2 does |X| times fewer FLOPs per device",
+        name=r"|X|\, T^{(2)}_{\text{compute}}",
+    )
     small = compare(REDUCE_PARTIALS, GATHER_WEIGHTS, solve_for=D, regime="comms", mesh=mesh, model=model)
-    bound_steps(proof, small, one.comms, two.comms, sympy.StrictGreaterThan(D, 2 * B),
-                "the book's chapter 3, question 4, both communication-bound")
+    bound_steps(
+        proof,
+        small,
+        one.comms,
+        two.comms,
+        sympy.StrictGreaterThan(D, 2 * B),
+        "the book's chapter 3, question 4, both communication-bound",
+    )
     large = compare(REDUCE_PARTIALS, GATHER_WEIGHTS, solve_for=D, regime="compute", mesh=mesh, model=model)
     result = large.result
     parts = result.args if isinstance(result, sympy.And) else (result,)
     on_d = [p for p in parts if D in p.free_symbols]
     rest = [p for p in parts if D not in p.free_symbols]
-    proof.fact(r"\text{large batch: } T^{(2)} < T^{(1)}_{\text{compute}} \text{ solved by the engine}",
-               agrees_on_samples(result, one.compute, sympy.Max(two.compute, two.comms)),
-               "checked at 300 random positive points")
-    proof.fact(r"\text{the other condition is } |X| > 1", rest == [sympy.StrictGreaterThan(X, 1)],
-               "true on any mesh that shards the weights")
+    proof.fact(
+        r"\text{large batch: } T^{(2)} < T^{(1)}_{\text{compute}} \text{ solved by the engine}",
+        agrees_on_samples(result, one.compute, sympy.Max(two.compute, two.comms)),
+        "checked at 300 random positive points",
+    )
+    proof.fact(
+        r"\text{the other condition is } |X| > 1",
+        rest == [sympy.StrictGreaterThan(X, 1)],
+        "true on any mesh that shards the weights",
+    )
     if len(on_d) == 1:
-        proof.equivalent(on_d[0], sympy.StrictGreaterThan(D, 2 * C / W),
-                         "the book's large-batch condition D > 2C/W_ici")
+        proof.equivalent(
+            on_d[0], sympy.StrictGreaterThan(D, 2 * C / W), "the book's large-batch condition D > 2C/W_ici"
+        )
     else:
-        proof.fact(r"\text{one condition on } D", False, "the large-batch result has no single condition on D")
+        proof.fact(
+            r"\text{one condition on } D", False, "the large-batch result has no single condition on D"
+        )
     sizes = {"B": 4, "D": 8, "F": 6}
     for text, label in ((GATHER_WEIGHTS, "strategy 1"), (REDUCE_PARTIALS, "strategy 2")):
         from shardalg.costs.plancost import plan_of
 
         plan = plan_of(parse(text), Mesh(X=4), sizes)
         ok = run_plan(plan, Mesh(X=4), sizes).ok
-        proof.fact(rf"\text{{{label} on 4 devices}} = X \cdot Y \text{{ (dense)}}", ok,
-                   "run by the numeric executor on random data")
+        proof.fact(
+            rf"\text{{{label} on 4 devices}} = X \cdot Y \text{{ (dense)}}",
+            ok,
+            "run by the numeric executor on random data",
+        )
     return proof.lemma()

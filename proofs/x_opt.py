@@ -50,7 +50,10 @@ def prove(model=None) -> Lemma:
     comms = proof.given(r"T_{\text{comms}}", pc.comms, "the cost model (X and Y links run concurrently)")
     d = optimum(pc, over=X, subject_to=sympy.Eq(X * Y, N))
     x_opt = d.result
-    proof.record(rf"|X|_{{\text{{opt}}}} = {sym_latex(x_opt)}", "derived by the engine (where the two terms of the cost cross)")
+    proof.record(
+        rf"|X|_{{\text{{opt}}}} = {sym_latex(x_opt)}",
+        "derived by the engine (where the two terms of the cost cross)",
+    )
     proof.equal(x_opt, expected, "the book's optimum (its training chapter)", name=r"|X|_{\text{opt}}")
     along = sympy.simplify(comms.subs(Y, N / X))
     f = sympy.lambdify(sorted(along.free_symbols, key=str), along, "math")
@@ -66,6 +69,10 @@ def prove(model=None) -> Lemma:
         for factor in (0.5, 0.9, 0.99, 1.01, 1.1, 2.0):
             if f(**{**at, "X": best * factor}) < here * (1 - 1e-12):
                 is_min = False
-    proof.fact(r"T_{\text{comms}}(|X|_{\text{opt}}) \le T_{\text{comms}}(c\,|X|_{\text{opt}}),\ "
-               r"c \in \{\tfrac12, 0.9, 0.99, 1.01, 1.1, 2\}", is_min, "at 200 random positive points")
+    proof.fact(
+        r"T_{\text{comms}}(|X|_{\text{opt}}) \le T_{\text{comms}}(c\,|X|_{\text{opt}}),\ "
+        r"c \in \{\tfrac12, 0.9, 0.99, 1.01, 1.1, 2\}",
+        is_min,
+        "at 200 random positive points",
+    )
     return proof.lemma()

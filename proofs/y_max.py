@@ -47,8 +47,12 @@ def prove(model=None) -> Lemma:
     result = d.result
     if isinstance(result, sympy.StrictLessThan) and result.lhs == Y:
         y_max = result.rhs
-        proof.equal(y_max.subs({W_hbm: beta * W, M: 1}), F / (B * beta),
-                    "with beta = W_hbm / W_ici and one link per axis: the book's Y_max", name=r"|Y|_{\max}")
+        proof.equal(
+            y_max.subs({W_hbm: beta * W, M: 1}),
+            F / (B * beta),
+            "with beta = W_hbm / W_ici and one link per axis: the book's Y_max",
+            name=r"|Y|_{\max}",
+        )
     else:
         proof.fact(r"\text{the result is } |Y| < |Y|_{\max}", False, f"unexpected form: {sym_latex(result)}")
     return proof.lemma()

@@ -68,8 +68,10 @@ def size_setting(text: str | None) -> int:
     except ValueError:
         n = 0
     if n < 1:
-        raise UsageError(f"SHARDALG_CACHE_SIZE is the entries each cache keeps, a positive integer, not {text!r}",
-                         fix=f"unset it (default {DEFAULT_SIZE}) or set e.g. SHARDALG_CACHE_SIZE=4096")  # fmt: skip
+        raise UsageError(
+            f"SHARDALG_CACHE_SIZE is the entries each cache keeps, a positive integer, not {text!r}",
+            fix=f"unset it (default {DEFAULT_SIZE}) or set e.g. SHARDALG_CACHE_SIZE=4096",
+        )
     return n
 
 

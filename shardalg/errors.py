@@ -140,6 +140,8 @@ class LimitExceeded(UsageError):
     The message names the limit and its value; the fix says how to lift it."""
 
     rule = "limit"
+
+
 class FileError(UsageError):
     """A file or directory named on the command line cannot be read or written."""
 

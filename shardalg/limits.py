@@ -45,25 +45,67 @@ class Limit:
 LIMITS: dict[str, Limit] = {
     limit.name: limit
     for limit in (
-        Limit("text", 50_000, "characters", "one input of notation",
-              "parsing is linear but slow: measured 1.2 s for 38,000 characters of statements (2 busy cores)"),
-        Limit("statements", 1_000, "statements", "one program",
-              "check, backward and export plan every statement"),
-        Limit("depth", 64, "levels", "products and collectives nested in one statement",
-              "the printers and checks recurse once a level, on Python's stack", liftable=False),
-        Limit("dims", 32, "dims", "one tensor",
-              "einsum subscripts and the executor's buffers have one axis a dim"),
-        Limit("axes", 4, "axes", "a mesh that is checked or planned",
-              "the planner's layout search grows about twenty-fold an axis: fuzzing found a statement that takes "
-              "5 s to plan and 13 s to differentiate on 5 axes of size 2, 0.3 s and 0.9 s on 4"),
-        Limit("devices", 256, "devices", "the executor, show and export --check, which make each device",
-              "a collective's data movement costs devices x group size block copies: 5 s at 1,024 devices"),
-        Limit("elements", 4_194_304, "elements", "one value on all devices of the executor",
-              "the executor holds every value as real numpy buffers, 8 bytes an element"),
-        Limit("size", 2**63 - 1, "", "a mesh axis size or a dim size",
-              "sizes are 64-bit integers in numpy and in generated code", liftable=False),
+        Limit(
+            "text",
+            50_000,
+            "characters",
+            "one input of notation",
+            "parsing is linear but slow: measured 1.2 s for 38,000 characters of statements (2 busy cores)",
+        ),
+        Limit(
+            "statements",
+            1_000,
+            "statements",
+            "one program",
+            "check, backward and export plan every statement",
+        ),
+        Limit(
+            "depth",
+            64,
+            "levels",
+            "products and collectives nested in one statement",
+            "the printers and checks recurse once a level, on Python's stack",
+            liftable=False,
+        ),
+        Limit(
+            "dims",
+            32,
+            "dims",
+            "one tensor",
+            "einsum subscripts and the executor's buffers have one axis a dim",
+        ),
+        Limit(
+            "axes",
+            4,
+            "axes",
+            "a mesh that is checked or planned",
+            "the planner's layout search grows about twenty-fold an axis: fuzzing found a statement that takes "
+            "5 s to plan and 13 s to differentiate on 5 axes of size 2, 0.3 s and 0.9 s on 4",
+        ),
+        Limit(
+            "devices",
+            256,
+            "devices",
+            "the executor, show and export --check, which make each device",
+            "a collective's data movement costs devices x group size block copies: 5 s at 1,024 devices",
+        ),
+        Limit(
+            "elements",
+            4_194_304,
+            "elements",
+            "one value on all devices of the executor",
+            "the executor holds every value as real numpy buffers, 8 bytes an element",
+        ),
+        Limit(
+            "size",
+            2**63 - 1,
+            "",
+            "a mesh axis size or a dim size",
+            "sizes are 64-bit integers in numpy and in generated code",
+            liftable=False,
+        ),
     )
-}  # fmt: skip
+}
 
 _LIFTED: ContextVar[Mapping[str, int] | None] = ContextVar("shardalg_limits", default=None)
 

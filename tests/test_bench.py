@@ -191,5 +191,7 @@ def test_the_wide_bench_plans_each_size_in_a_child_of_its_own(capsys) -> None:
     assert wide.expression(2) == "A[D0, D1, I_X, J] · B[J, K_X]"
     assert wide.main(["--dims", "0,2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [r["dims"] for r in out["rows"]] == [0, 2] and all(r["plans"] == 4 and not r["stopped"] for r in out["rows"])
+    assert [r["dims"] for r in out["rows"]] == [0, 2] and all(
+        r["plans"] == 4 and not r["stopped"] for r in out["rows"]
+    )
     assert out["meets"] in (True, False) and out["target_ratio"] == 2.0

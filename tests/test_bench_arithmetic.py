@@ -67,6 +67,4 @@ def test_a_steps_light_seconds_equal_the_float_paths() -> None:
     steps = [s for _, expr in BOOK_CASES for p in sa.plans(expr, BOOK_MESH, SIZES) for s in p.steps]
     assert len(steps) > 10
     for s in steps:
-        assert light_seconds_of(s, opts) == pytest.approx(
-            seconds_of(s, opts), rel=1e-12
-        )
+        assert light_seconds_of(s, opts) == pytest.approx(seconds_of(s, opts), rel=1e-12)

@@ -29,17 +29,25 @@ QUERIES = [
         sa.cost(
             "A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]", mesh="X=4,Y=2", sizes="I=4096,J=4096,K=4096", hw="tpu-v5p"
         ).seconds
-    ),  # fmt: skip
+    ),
     lambda: str(sa.backward("In[B_X, D] · W[D, F_Y] -> Out[B_X, F_Y]", mesh="X=2,Y=2")),
     lambda: str(sa.search(PROGRAM, mesh="X=2,Y=2", sizes="B=64,D=256,F=1024", hw="tpu-v5e", mode="infer")),
 ]
 COMMANDS = [
     ["plan", "A[I_X, J_Y] · B[J_Y, K_Z] -> C[I_X, K_Z]", "--mesh", "X=2,Y=2,Z=2", "--all"],
-    ["cost", "A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]", "--mesh", "X=4,Y=2", "--sizes", "I=4096,J=4096,K=4096",
-     "--hw", "tpu-v5p"],
+    [
+        "cost",
+        "A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]",
+        "--mesh",
+        "X=4,Y=2",
+        "--sizes",
+        "I=4096,J=4096,K=4096",
+        "--hw",
+        "tpu-v5p",
+    ],
     ["backward", "In[B_X, D] · W[D, F_Y] -> Out[B_X, F_Y]", "--mesh", "X=2,Y=2"],
     ["search", PROGRAM, "--mesh", "X=2,Y=2", "--sizes", "B=64,D=256,F=1024", "--hw", "tpu-v5e", "--json"],
-]  # fmt: skip
+]
 
 
 def test_the_api_from_eight_threads_answers_as_serial_runs():
@@ -64,9 +72,17 @@ def test_the_cli_from_four_processes_answers_as_serial_runs(tmp_path, capsys):
         "PYTHONPATH": str(ROOT),
         "MPLCONFIGDIR": str(tmp_path / "mpl"),
     }
-    procs = [subprocess.Popen([sys.executable, "-m", "shardalg", *argv], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)  # fmt: skip
-             for argv in COMMANDS]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "shardalg", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
+        for argv in COMMANDS
+    ]
     together = []
     for p in procs:
         out, err = p.communicate(timeout=120)

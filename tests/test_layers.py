@@ -46,15 +46,21 @@ def test_every_package_says_what_it_holds_and_may_import() -> None:
         assert "Imports:" in doc, f"{init.parent.name}/__init__.py does not say what it may import"
 
 
-def test_no_module_is_over_450_lines() -> None:
+def test_no_module_is_over_600_lines() -> None:
     """Written modules; a generated one (its first line says so: the parser's tables and runtime) is exempt."""
-    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "shardalg").rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 450 and not p.read_text().startswith("# Generated file")}  # fmt: skip
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "shardalg").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600 and not p.read_text().startswith("# Generated file")
+    }
     assert not long, long
 
 
 def test_no_module_re_exports_through_getattr() -> None:
     """Only the package's public API loads lazily (PEP 562); no submodule hides a re-export that way."""
-    shims = [str(p.relative_to(ROOT)) for p in (ROOT / "shardalg").rglob("*.py")
-             if "\ndef __getattr__(" in p.read_text() and p != ROOT / "shardalg" / "__init__.py"]  # fmt: skip
+    shims = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "shardalg").rglob("*.py")
+        if "\ndef __getattr__(" in p.read_text() and p != ROOT / "shardalg" / "__init__.py"
+    ]
     assert not shims, shims

@@ -46,7 +46,7 @@ CASES = [
     ("devices", lambda: VirtualMesh("X=16,Y=32")),
     ("devices", lambda: show("A[I_X, J]", "X=16,Y=32")),
     ("elements", lambda: run_plan(plan("A[I_X, J] -> A[I, J]", "X=2"), "X=2", {"I": 2048, "J": 2048})),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("name", "call"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
@@ -59,7 +59,9 @@ def test_over_a_limit_is_refused_up_front_and_lifting_it_lets_it_through(name, c
 def test_the_planner_refuses_too_many_axes_before_it_starts():
     # issue 13: plan --all of this statement on 8 axes of size 2 took 27 s and 680 MB
     err = _refused("axes", plans, "X[B_A0, D] · W[D_A1, F] -> Z[B, F_A2]", EIGHT_AXES)
-    assert err.message.startswith("the mesh A0, A1, A2, A3, A4, A5, A6, A7 has 8 axes, over the axes limit of 4")
+    assert err.message.startswith(
+        "the mesh A0, A1, A2, A3, A4, A5, A6, A7 has 8 axes, over the axes limit of 4"
+    )
 
 
 def test_sizes_over_64_bits_are_refused_without_being_converted():
@@ -101,7 +103,12 @@ def test_the_readme_lists_every_limit_with_its_value():
     assert [r[0] for r in rows] == list(limits.LIMITS)
     for name, value, unit, bounds, why, lift in rows:
         limit = limits.LIMITS[name]
-        assert (int(value.replace(",", "")), unit, bounds, why) == (limit.value, limit.unit, limit.bounds, limit.why)
+        assert (int(value.replace(",", "")), unit, bounds, why) == (
+            limit.value,
+            limit.unit,
+            limit.bounds,
+            limit.why,
+        )
         assert lift == (f"`--max-{name} N`" if limit.liftable else "fixed")
 
 

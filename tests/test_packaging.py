@@ -18,9 +18,23 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # without build isolation: the test extras bring setuptools and wheel (pyproject.toml)
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
-        capture_output=True, text=True, cwd=out, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(ROOT),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=out,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (built,) = out.glob("shardalg-*.whl")
     return built
@@ -57,8 +71,12 @@ def test_installed_package_finds_its_own_grammar(wheel, tmp_path):
         "raise SystemExit(main(['shape', 'A: int8[I_XY, J] where I=128, J=2048', '--mesh', 'X=2,Y=8,Z=2', '--json']))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False,
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     assert '"bytes_per_device": 16384' in done.stdout

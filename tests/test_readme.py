@@ -70,9 +70,14 @@ RUNNABLE = [(c.removeprefix(SETUP), o) for c, o in commands() if c.removeprefix(
 @pytest.mark.parametrize(("command", "expected"), RUNNABLE, ids=[c for c, _ in RUNNABLE])
 def test_console_example(command, expected, shim_path):
     done = subprocess.run(
-        ["bash", "-c", command], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PATH": shim_path}, check=False,
-    )  # fmt: skip
+        ["bash", "-c", command],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PATH": shim_path},
+        check=False,
+    )
     if expected.strip():
         assert done.stdout == expected
     assert done.returncode in (0, 1), done.stdout  # 1: an example of an illegal expression

@@ -26,7 +26,15 @@ from .layout import Layout, tensor_with
 from .mesh import Mesh, as_mesh
 from .ops import RULES as COLLECTIVES
 
-__all__ = ["Context", "context_for", "as_sizes", "value_of", "product_dims", "tensors_of", "refuse_unknown_dims"]
+__all__ = [
+    "Context",
+    "context_for",
+    "as_sizes",
+    "value_of",
+    "product_dims",
+    "tensors_of",
+    "refuse_unknown_dims",
+]
 
 
 @dataclass(frozen=True)
@@ -150,8 +158,13 @@ def _product_value(p: Product, ctx: Context, result: Tensor | None) -> Tensor:
     unreduced = (set(left.unreduced) | set(right.unreduced) | summed) - used
     invariant = (set(left.invariant) & set(right.invariant)) - used - unreduced
     name = result.name if result is not None else None
-    return Tensor(name, tuple(Dim(d.name, d.axes, d.size) for d in dims), tuple(unreduced),
-                  tuple(invariant), left.dtype or right.dtype)  # fmt: skip
+    return Tensor(
+        name,
+        tuple(Dim(d.name, d.axes, d.size) for d in dims),
+        tuple(unreduced),
+        tuple(invariant),
+        left.dtype or right.dtype,
+    )
 
 
 # A collective's effect and precondition are its record's (shardalg.algebra.ops: one registry, DESIGN.md section 3).

@@ -117,7 +117,9 @@ class Spec:
         return got
 
     @classmethod
-    def _of(cls, left: Tensor, right: Tensor, contract: tuple[str, ...] | None, result: Tensor | None) -> Spec:
+    def _of(
+        cls, left: Tensor, right: Tensor, contract: tuple[str, ...] | None, result: Tensor | None
+    ) -> Spec:
         for t in (left, right) + ((result,) if result is not None else ()):
             names = t.dim_names
             dup = None if len(set(names)) == len(names) else next(n for n in names if names.count(n) > 1)
@@ -143,7 +145,9 @@ class Spec:
             contracted = tuple([n for n in shared if n not in result.dim_names])
         else:
             contracted = shared
-        natural = tuple([n for n in ln if n not in contracted]) + tuple([n for n in rn if n not in contracted and n not in ln])
+        natural = tuple([n for n in ln if n not in contracted]) + tuple(
+            [n for n in rn if n not in contracted and n not in ln]
+        )
         if result is not None:
             out = result.dim_names
             extra = [n for n in out if n not in natural]

@@ -15,7 +15,16 @@ from shardalg.notation.syntax import Collective, Node, Tensor
 
 from .context import Context
 
-__all__ = ["Found", "CheckFn", "text_of", "slice_span", "suffix_span", "head_span", "dim_span", "operand_dim_span"]
+__all__ = [
+    "Found",
+    "CheckFn",
+    "text_of",
+    "slice_span",
+    "suffix_span",
+    "head_span",
+    "dim_span",
+    "operand_dim_span",
+]
 
 # a check yields (message, span, fix)
 Found = tuple[str, Span | None, str | None]

@@ -49,7 +49,9 @@ class Layout(NamedTuple):
 def tensor_with(t: Tensor, layout: Layout) -> Tensor:
     """``t`` with its sharding replaced by ``layout`` (name, dim names and sizes, dtype kept); ``t`` itself
     when the layout is its own."""
-    dims = tuple([d if d.axes == axes else d.with_axes(axes) for d, axes in zip(t.dims, layout.dims, strict=True)])
+    dims = tuple(
+        [d if d.axes == axes else d.with_axes(axes) for d, axes in zip(t.dims, layout.dims, strict=True)]
+    )
     if dims == t.dims and layout.unreduced == t.unreduced and layout.invariant == t.invariant:
         return t
     return Tensor(t.name, dims, layout.unreduced, layout.invariant, t.dtype)

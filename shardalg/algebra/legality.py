@@ -67,9 +67,18 @@ from .product_rules import (
 from .statements import apply_statement
 
 __all__ = [
-    "Violation", "Rule", "RULES", "Context", "check", "check_or_raise", "notes", "context_for", "as_sizes",
-    "value_of", "product_dims",
-]  # fmt: skip
+    "Violation",
+    "Rule",
+    "RULES",
+    "Context",
+    "check",
+    "check_or_raise",
+    "notes",
+    "context_for",
+    "as_sizes",
+    "value_of",
+    "product_dims",
+]
 
 
 @dataclass(frozen=True)
@@ -91,8 +100,10 @@ class Violation:
 
     def note(self) -> str:
         """The finding as a note on a statement the planner plans: what every plan must fix first."""
-        lines = [f"note: {self.message}; the shards cannot simply be multiplied, so a plan communicates first "
-                 f"[{self.rule}]"]  # fmt: skip
+        lines = [
+            f"note: {self.message}; the shards cannot simply be multiplied, so a plan communicates first "
+            f"[{self.rule}]"
+        ]
         if self.source is not None and self.span is not None:
             lines.append(render_caret(self.source, self.span))
         if self.fix:
@@ -144,7 +155,11 @@ def _places(t: Tensor, source: str | None) -> Iterator[tuple[str, str, int, Span
             yield a, kind, -1, suffix
 
 
-_USE = {"dim": "shards {label}", "unreduced": "is unreduced ({{U_{axis}}})", "invariant": "is invariant ({{I_{axis}}})"}
+_USE = {
+    "dim": "shards {label}",
+    "unreduced": "is unreduced ({{U_{axis}}})",
+    "invariant": "is invariant ({{I_{axis}}})",
+}
 
 
 def _drop(t: Tensor, axis: str, kind: str, index: int) -> Tensor:
@@ -153,7 +168,9 @@ def _drop(t: Tensor, axis: str, kind: str, index: int) -> Tensor:
         d = t.dims[index]
         axes = list(d.axes)
         del axes[len(axes) - 1 - axes[::-1].index(axis)]
-        return replace(t, dims=tuple(d.with_axes(tuple(axes)) if i == index else e for i, e in enumerate(t.dims)))
+        return replace(
+            t, dims=tuple(d.with_axes(tuple(axes)) if i == index else e for i, e in enumerate(t.dims))
+        )
     return replace(t, **{kind: tuple(a for a in getattr(t, kind) if a != axis)})
 
 
@@ -169,7 +186,11 @@ def axis_used_twice(t: Tensor, ctx: Context) -> Iterator[Found]:
         k1, i1 = first[axis]
         label, l1 = (t.dims[index].label if index >= 0 else ""), (t.dims[i1].label if i1 >= 0 else "")
         if (k1, kind) == ("dim", "dim") and i1 == index:
-            yield f"mesh axis {axis} shards {label} twice", span, f"name each axis once: {text_of(_drop(t, axis, kind, index))}"
+            yield (
+                f"mesh axis {axis} shards {label} twice",
+                span,
+                f"name each axis once: {text_of(_drop(t, axis, kind, index))}",
+            )
         elif (k1, kind) == ("dim", "dim"):
             fix = f"shard {label} over another axis, or replicate it: {text_of(_drop(t, axis, kind, index))}"
             yield f"mesh axis {axis} shards both {l1} and {label}", span, fix
@@ -188,8 +209,11 @@ def unknown_axis(t: Tensor, ctx: Context) -> Iterator[Found]:
     for axis, _kind, _index, span in _places(t, ctx.source):
         if axis not in ctx.mesh and axis not in seen:
             seen.add(axis)
-            yield (f"mesh axis {axis} is not in the mesh ({names})", span,
-                   f"use an axis of the mesh ({names}), or add {axis} to it")  # fmt: skip
+            yield (
+                f"mesh axis {axis} is not in the mesh ({names})",
+                span,
+                f"use an axis of the mesh ({names}), or add {axis} to it",
+            )
 
 
 def _indivisible(t: Tensor, ctx: Context) -> Iterator[tuple[str, int, str]]:
@@ -209,8 +233,11 @@ def _indivisible(t: Tensor, ctx: Context) -> Iterator[tuple[str, int, str]]:
         keep = max(k for k in range(len(d.axes) + 1) if size % ctx.mesh.group_size(d.axes[:k]) == 0)
         how = f"shard {d.label} over fewer axes" if keep else f"replicate {d.label}"
         factors = " · ".join(f"|{a}|" for a in d.axes)
-        yield (f"dim {d.label} has size {size}, not divisible by {factors} = {n}", i,
-               f"{how}: {text_of(t.with_axes(d.label, d.axes[:keep]))}, or make its size a multiple of {n}")  # fmt: skip
+        yield (
+            f"dim {d.label} has size {size}, not divisible by {factors} = {n}",
+            i,
+            f"{how}: {text_of(t.with_axes(d.label, d.axes[:keep]))}, or make its size a multiple of {n}",
+        )
 
 
 def indivisible_dim(t: Tensor, ctx: Context) -> Iterator[Found]:
@@ -227,8 +254,11 @@ def collective_unknown_axis(c: Collective, ctx: Context) -> Iterator[Found]:
     names = ", ".join(ctx.mesh.names)
     for axis in dict.fromkeys(c.axes):
         if axis not in ctx.mesh:
-            yield (f"{c.op.value} names mesh axis {axis}, which is not in the mesh ({names})",
-                   head_span(c, ctx.source), f"use an axis of the mesh ({names}), or add {axis} to it")  # fmt: skip
+            yield (
+                f"{c.op.value} names mesh axis {axis}, which is not in the mesh ({names})",
+                head_span(c, ctx.source),
+                f"use an axis of the mesh ({names}), or add {axis} to it",
+            )
 
 
 def _symbolic_mesh(t: Tensor, c: Collective) -> Mesh:
@@ -261,8 +291,9 @@ def collective_output_divisible(c: Collective, ctx: Context) -> Iterator[Found]:
     if c.op.takes_dim and index is None:
         return
     try:
-        COLLECTIVES[c.op].check(t, c.axes, t.dims[index].label if index is not None else None,
-                                ctx.mesh or _symbolic_mesh(t, c))  # fmt: skip
+        COLLECTIVES[c.op].check(
+            t, c.axes, t.dims[index].label if index is not None else None, ctx.mesh or _symbolic_mesh(t, c)
+        )
     except IllegalSharding:
         return  # the precondition rule reports it
     out = value_of(c, ctx, ctx.result)
@@ -288,11 +319,17 @@ def result_matches(s: Arrow, ctx: Context) -> Iterator[Found]:
         return
     value = value_of(s.expr, ctx, r)
     if value.dim_names != r.dim_names:
-        yield (f"the result has dims {', '.join(r.dim_names)} but the input has {', '.join(value.dim_names)}",
-               r.span, None)  # fmt: skip
+        yield (
+            f"the result has dims {', '.join(r.dim_names)} but the input has {', '.join(value.dim_names)}",
+            r.span,
+            None,
+        )
     elif isinstance(s.expr, Tensor) and None not in (value.name, r.name) and value.name != r.name:
-        yield (f"a resharding keeps the tensor: {text_of(value)} -> {text_of(r)} renames {value.name} to {r.name}",
-               r.span, f"name the target {value.name}")  # fmt: skip
+        yield (
+            f"a resharding keeps the tensor: {text_of(value)} -> {text_of(r)} renames {value.name} to {r.name}",
+            r.span,
+            f"name the target {value.name}",
+        )
     elif isinstance(s.expr, Collective) and not _has_product(s.expr):
         try:
             apply_statement(s, ctx.mesh or _symbolic_mesh(value_of(s.expr.arg, ctx), s.expr))
@@ -302,7 +339,11 @@ def result_matches(s: Arrow, ctx: Context) -> Iterator[Found]:
             return  # a precondition or tensor rule, reported by its own rule
     elif isinstance(s.expr, Collective) and value.layout() != r.layout():
         expected = text_of(replace(value, name=r.name, dtype=r.dtype or value.dtype))
-        yield f"{s.expr.op.value} gives {expected}, not {text_of(r)}", r.span, f"write the result as {expected}"
+        yield (
+            f"{s.expr.op.value} gives {expected}, not {text_of(r)}",
+            r.span,
+            f"write the result as {expected}",
+        )
 
 
 _OPERATIONS = (Product, Collective, Arrow)
@@ -327,7 +368,9 @@ RULES: tuple[Rule, ...] = (
 # ---- running the table ----------------------------------------------------------------------------
 
 
-def _sites(node: Node, result: Tensor | None = None, nested: bool = False) -> Iterator[tuple[Node, Tensor | None, bool]]:
+def _sites(
+    node: Node, result: Tensor | None = None, nested: bool = False
+) -> Iterator[tuple[Node, Tensor | None, bool]]:
     """Every node under ``node``, children first, left to right, with the written result of a product and
     whether the node's value feeds another operation of its statement (then a product is taken as written)."""
     if isinstance(node, Program):
@@ -384,7 +427,12 @@ def _findings(node_or_text: Node | str, mesh, sizes, want: str) -> Iterator[Viol
         clean = None
         if isinstance(site, Tensor):
             if len(site.dims) > max_dims:
-                limits.require("dims", len(site.dims), lambda site=site: f"the tensor {text_of(site)[:60]}", span=site.span)
+                limits.require(
+                    "dims",
+                    len(site.dims),
+                    lambda site=site: f"the tensor {text_of(site)[:60]}",
+                    span=site.span,
+                )
             if want != "error":
                 continue  # a tensor's rules give errors only
             clean = (site, ctx.mesh, tuple([ctx.sizes.get(d) for d in site.dim_names]))

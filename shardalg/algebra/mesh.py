@@ -54,7 +54,9 @@ class Axis:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _AXIS_NAME.match(self.name):
             raise UsageError(f"bad mesh axis name {self.name!r}: letters and digits, starting with a letter")
-        if self.size is not None and (isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1):
+        if self.size is not None and (
+            isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1
+        ):
             raise UsageError(f"mesh axis {self.name} needs a positive integer size, not {self.size!r}")
         if self.size is not None:
             limits.require_size(self.size, f"the size of mesh axis {self.name}")
@@ -62,7 +64,9 @@ class Axis:
             raise UsageError(f"mesh axis {self.name} needs a positive integer link count, not {self.links!r}")
         if self.node is not None:
             if isinstance(self.node, bool) or not isinstance(self.node, int) or self.node < 1:
-                raise UsageError(f"mesh axis {self.name} needs a positive integer of devices per node, not {self.node!r}")
+                raise UsageError(
+                    f"mesh axis {self.name} needs a positive integer of devices per node, not {self.node!r}"
+                )
             if self.size is not None and self.size % self.node:
                 raise UsageError(
                     f"mesh axis {self.name} has {self.size} devices, not a multiple of {self.node} per node",
@@ -79,8 +83,9 @@ class Mesh:
 
     __slots__ = ("_axes", "_index", "_names", "_hash", "_groups")
 
-    def __init__(self, axes: Mapping[str, int | None] | Iterable[Axis] | str | None = None, /,
-                 **sizes: int | None):  # fmt: skip
+    def __init__(
+        self, axes: Mapping[str, int | None] | Iterable[Axis] | str | None = None, /, **sizes: int | None
+    ):
         items: list[Axis] = []
         if isinstance(axes, str):
             items.extend(Mesh.parse(axes).axes)
@@ -102,7 +107,9 @@ class Mesh:
         # a mesh is immutable: its names and hash are made once (every cache of the planner is keyed by a mesh)
         self._names = tuple(a.name for a in self._axes)
         self._hash = hash(self._axes)
-        self._groups: dict[tuple[str, ...], int | None] = {}  # known_group's answers (few: one per axes tuple)
+        self._groups: dict[
+            tuple[str, ...], int | None
+        ] = {}  # known_group's answers (few: one per axes tuple)
 
     @classmethod
     def parse(cls, text: str) -> Mesh:
@@ -240,15 +247,19 @@ def _axis_from_text(part: str) -> Axis:
         found = _NODE_OPTION.fullmatch(option)
         if option in ("ring", "line"):
             if wraps is not None:
-                raise UsageError(f"mesh axis {part!r} says ring or line twice", fix=f"keep one: {name}=...:{option}")
+                raise UsageError(
+                    f"mesh axis {part!r} says ring or line twice", fix=f"keep one: {name}=...:{option}"
+                )
             wraps = option == "ring"
         elif found is not None:
             if node is not None:
                 raise UsageError(f"mesh axis {part!r} gives its devices per node twice")
             node = limits.require_digits(found[1], f"the devices per node of mesh axis {name}")
         else:
-            raise UsageError(f"unknown option :{option} of mesh axis {name}: the options are :ring, :line and "
-                             f":nodeN (devices per node), e.g. {name}=4:ring")  # fmt: skip
+            raise UsageError(
+                f"unknown option :{option} of mesh axis {name}: the options are :ring, :line and "
+                f":nodeN (devices per node), e.g. {name}=4:ring"
+            )
     n = limits.require_digits(size, f"the size of mesh axis {name}") if size is not None else None
     if n is not None and n < 1:
         raise UsageError(f"mesh axis {name} needs a positive size, not {size}", fix=f"write e.g. {name}=4")

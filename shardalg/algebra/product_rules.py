@@ -23,9 +23,15 @@ from .findings import Found, operand_dim_span, suffix_span, text_of
 from .mesh import Mesh
 
 __all__ = [
-    "dims_named_once", "einsum_typing", "unreduced_product", "batch_dim_mismatch", "not_local", "case_4",
-    "unreduced_result", "partial_sums_reach",
-]  # fmt: skip
+    "dims_named_once",
+    "einsum_typing",
+    "unreduced_product",
+    "batch_dim_mismatch",
+    "not_local",
+    "case_4",
+    "unreduced_result",
+    "partial_sums_reach",
+]
 
 
 def _fmt(axes: tuple[str, ...]) -> str:
@@ -82,8 +88,11 @@ def dims_named_once(node: Node, ctx: Context) -> Iterator[Found]:
     for t in _written_tensors(node):
         d = _repeated(t)
         if d is not None:
-            yield (f"dim {d.label} appears twice in {text_of(t)}, and an operation tells dims apart by name",
-                   d.span or t.span, f"name each dim once: {_renamed(t)}")  # fmt: skip
+            yield (
+                f"dim {d.label} appears twice in {text_of(t)}, and an operation tells dims apart by name",
+                d.span or t.span,
+                f"name each dim once: {_renamed(t)}",
+            )
 
 
 def _has_repeats(*tensors: Tensor | None) -> bool:
@@ -113,8 +122,12 @@ def unreduced_product(p: Product, ctx: Context) -> Iterator[Found]:
         return
     span = suffix_span(p.right, ctx.source) if isinstance(p.right, Tensor) else p.right.span
     reduce = [text_of(Collective(Op.ALL_REDUCE, both, side)) for side in (p.left, p.right)]
-    yield (f"both operands are unreduced over {', '.join(both)}: a product of partial sums is not a partial "
-           f"sum of the product", span, f"reduce one operand first: {reduce[0]} or {reduce[1]}")  # fmt: skip
+    yield (
+        f"both operands are unreduced over {', '.join(both)}: a product of partial sums is not a partial "
+        f"sum of the product",
+        span,
+        f"reduce one operand first: {reduce[0]} or {reduce[1]}",
+    )
 
 
 def batch_dim_mismatch(p: Product, ctx: Context) -> Iterator[Found]:
@@ -125,8 +138,11 @@ def batch_dim_mismatch(p: Product, ctx: Context) -> Iterator[Found]:
         if la != ra:
             shown = [text_of(Dim(d, axes)) for axes in (la, ra)]
             fix = f"reshard one input so {d} matches: {text_of(left.with_axes(d, ra))} or {text_of(right.with_axes(d, la))}"
-            yield (f"batch dim {d} is sharded differently in the two inputs: {shown[0]} and {shown[1]}",
-                   operand_dim_span(p.right, d), fix)  # fmt: skip
+            yield (
+                f"batch dim {d} is sharded differently in the two inputs: {shown[0]} and {shown[1]}",
+                operand_dim_span(p.right, d),
+                fix,
+            )
 
 
 def not_local(p: Product, ctx: Context) -> Iterator[Found]:
@@ -137,9 +153,12 @@ def not_local(p: Product, ctx: Context) -> Iterator[Found]:
     for u, other, side in ((left, right, p.right), (right, left, p.left)):
         for a in u.unreduced:
             if a in other.sharded_axes and a not in other.unreduced:
-                yield (f"{text_of(u)} is unreduced over {a} and {text_of(other)} is sharded over {a}: each device "
-                       "would multiply a partial sum by a different block", side.span,
-                       f"AllReduce_{a}({text_of(u)}) first, or AllGather_{a}({text_of(other)})")  # fmt: skip
+                yield (
+                    f"{text_of(u)} is unreduced over {a} and {text_of(other)} is sharded over {a}: each device "
+                    "would multiply a partial sum by a different block",
+                    side.span,
+                    f"AllReduce_{a}({text_of(u)}) first, or AllGather_{a}({text_of(other)})",
+                )
                 return
     contracted, _ = product_dims(left, right, p.contract, ctx.result)
     for d in contracted:
@@ -150,16 +169,21 @@ def not_local(p: Product, ctx: Context) -> Iterator[Found]:
             continue
         if not la or not ra:
             held, axes = (left, la) if la else (right, ra)
-            yield (f"case 2: {d} is contracted and sharded over {_fmt(axes)} in {text_of(held)} only, so a local "
-                   f"product would sum only a block of {d}", operand_dim_span(p.right if ra else p.left, d),
-                   f"gather it first: AllGather_{_fmt(axes)}({text_of(held)}), or drop _LOCAL and let the "
-                   "planner choose")  # fmt: skip
+            yield (
+                f"case 2: {d} is contracted and sharded over {_fmt(axes)} in {text_of(held)} only, so a local "
+                f"product would sum only a block of {d}",
+                operand_dim_span(p.right if ra else p.left, d),
+                f"gather it first: AllGather_{_fmt(axes)}({text_of(held)}), or drop _LOCAL and let the "
+                "planner choose",
+            )
         else:
-            yield (f"{d} is contracted and sharded over {_fmt(la)} in {text_of(left)} but {_fmt(ra)} in "
-                   f"{text_of(right)}: the shards on a device hold different blocks of it",
-                   operand_dim_span(p.right, d),
-                   f"gather one side first (AllGather_{_fmt(ra)}({text_of(right)})), or drop _LOCAL and let the "
-                   "planner choose")  # fmt: skip
+            yield (
+                f"{d} is contracted and sharded over {_fmt(la)} in {text_of(left)} but {_fmt(ra)} in "
+                f"{text_of(right)}: the shards on a device hold different blocks of it",
+                operand_dim_span(p.right, d),
+                f"gather one side first (AllGather_{_fmt(ra)}({text_of(right)})), or drop _LOCAL and let the "
+                "planner choose",
+            )
 
 
 def case_4(p: Product, ctx: Context) -> Iterator[Found]:
@@ -174,10 +198,15 @@ def case_4(p: Product, ctx: Context) -> Iterator[Found]:
             if a not in kept_left:
                 continue
             ld = kept_left[a]
-            gathers = [text_of(Collective(Op.ALL_GATHER, dim.axes[dim.axes.index(a):], side))
-                       for dim, side in ((ld, p.left), (d, p.right))]  # fmt: skip
-            yield (f"case 4: the result dims {ld.label} and {d.label} are both sharded over {a}",
-                   operand_dim_span(p.right, d.label), f"gather one operand first: {gathers[0]} or {gathers[1]}")  # fmt: skip
+            gathers = [
+                text_of(Collective(Op.ALL_GATHER, dim.axes[dim.axes.index(a) :], side))
+                for dim, side in ((ld, p.left), (d, p.right))
+            ]
+            yield (
+                f"case 4: the result dims {ld.label} and {d.label} are both sharded over {a}",
+                operand_dim_span(p.right, d.label),
+                f"gather one operand first: {gathers[0]} or {gathers[1]}",
+            )
 
 
 # ---- a statement: the partial sums its result asks for are reachable ----------------------------------
@@ -200,16 +229,24 @@ def unreduced_result(s: Arrow, ctx: Context) -> Iterator[Found]:
     contracted, _ = product_dims(left, right, s.expr.contract, ctx.result or s.result)
     sizes = [_known_size(d, left, right, ctx) for d in contracted]
     have = set(left.unreduced) | set(right.unreduced)
-    if any(partial_sums_reach(have | set(sliced), s.result.unreduced, ctx.mesh)
-           for sliced in _sliceable(ctx.mesh, sizes)):  # fmt: skip
+    if any(
+        partial_sums_reach(have | set(sliced), s.result.unreduced, ctx.mesh)
+        for sliced in _sliceable(ctx.mesh, sizes)
+    ):
         return
-    why = (f"contracts {', '.join(contracted)}, which the axes it lacks cannot all shard" if contracted
-           else "contracts no dim")  # fmt: skip
-    yield (f"the result is unreduced over {', '.join(s.result.unreduced)}, but no plan leaves partial sums there: "
-           f"a product has them only where an operand does, or where both shard a contracted dim (case 3), and "
-           f"a Permute renames them only between axes of one size; this product {why}", s.result.span,
-           "request the result reduced (drop its {U_..}), or shard a contracted dim over those axes in both "
-           "operands")  # fmt: skip
+    why = (
+        f"contracts {', '.join(contracted)}, which the axes it lacks cannot all shard"
+        if contracted
+        else "contracts no dim"
+    )
+    yield (
+        f"the result is unreduced over {', '.join(s.result.unreduced)}, but no plan leaves partial sums there: "
+        f"a product has them only where an operand does, or where both shard a contracted dim (case 3), and "
+        f"a Permute renames them only between axes of one size; this product {why}",
+        s.result.span,
+        "request the result reduced (drop its {U_..}), or shard a contracted dim over those axes in both "
+        "operands",
+    )
 
 
 def _known_size(d: str, left: Tensor, right: Tensor, ctx: Context) -> int | None:
@@ -231,10 +268,12 @@ def _resharded_unreduced(s: Arrow, ctx: Context) -> Iterator[Found]:
     if partial_sums_reach(set(src.unreduced), s.result.unreduced, ctx.mesh):
         return
     want = ", ".join(a for a in s.result.unreduced if a not in src.unreduced)
-    yield (f"no rule makes {text_of(src)} unreduced over {want}: the global value of {text_of(s.result)} is "
-           "the sum of the partials, so all but one replica would have to be zeroed, and no collective does that",
-           s.result.span, f"drop {{U_{want}}} from the target, or produce the value unreduced from a product "
-           "(case 3)")  # fmt: skip
+    yield (
+        f"no rule makes {text_of(src)} unreduced over {want}: the global value of {text_of(s.result)} is "
+        "the sum of the partials, so all but one replica would have to be zeroed, and no collective does that",
+        s.result.span,
+        f"drop {{U_{want}}} from the target, or produce the value unreduced from a product (case 3)",
+    )
 
 
 def _sliceable(mesh: Mesh, sizes: list[int | None]) -> Iterator[tuple[str, ...]]:

@@ -23,7 +23,6 @@ __all__ = ["RECORDS", "RULES", "register_op", "forget_op", "record", "rule", "La
 # ---- the registry of records -------------------------------------------------------------------
 
 
-
 class Record(Protocol):
     """What the registry reads of a record (:class:`shardalg.algebra.ops.record.OpRecord`); the layers
     above read the rest."""

@@ -78,8 +78,11 @@ class ShapeInfo:
     def __repr__(self) -> str:
         local = ", ".join(str(v) for v in self.local_shape)
         mesh = ", ".join(f"{a.name}={a.size}" for a in self.mesh.axes)
-        return short("ShapeInfo", f"{unicode(self.tensor)} on {mesh}: local {self.dtype.value}[{local}], "
-                     f"{self.bytes_per_device} bytes per device")  # fmt: skip
+        return short(
+            "ShapeInfo",
+            f"{unicode(self.tensor)} on {mesh}: local {self.dtype.value}[{local}], "
+            f"{self.bytes_per_device} bytes per device",
+        )
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
         pretty_text(self, p, cycle)
@@ -163,8 +166,11 @@ def _the_tensor(node: Node) -> Tensor:
     raise UsageError("shape takes one tensor, e.g. 'A: fp32[I_XY, J] where I=1024, J=4096'")
 
 
-def shape(tensor_or_text: Tensor | Program | str, mesh: Mesh | Mapping[str, int | None] | str | None = None,
-          sizes: Mapping[str, int] | str | None = None) -> ShapeInfo:  # fmt: skip
+def shape(
+    tensor_or_text: Tensor | Program | str,
+    mesh: Mesh | Mapping[str, int | None] | str | None = None,
+    sizes: Mapping[str, int] | str | None = None,
+) -> ShapeInfo:
     """The global and local shape, bytes per device, total bytes and replication of a tensor on ``mesh``.
 
     ``tensor_or_text`` is a Tensor, a one-tensor Program, or text (``"A: int8[I_XY, J] where I=128"``).
@@ -178,7 +184,9 @@ def shape(tensor_or_text: Tensor | Program | str, mesh: Mesh | Mapping[str, int 
     tensor = _the_tensor(node)
     ctx = context_for(node, mesh, sizes)
     if ctx.mesh is None:
-        raise UsageError("shape needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2) or write 'mesh X=4, Y=2'")
+        raise UsageError(
+            "shape needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2) or write 'mesh X=4, Y=2'"
+        )
     check_or_raise(node, ctx.mesh, ctx.sizes)
     m = ctx.mesh
 

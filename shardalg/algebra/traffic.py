@@ -28,9 +28,16 @@ from .mesh import Mesh
 from .registry import RECORDS
 
 __all__ = [
-    "Bytes", "Sizes", "Volume", "DEFAULT_DTYPE", "step_bytes", "move_bytes", "local_elements",
-    "layout_elements", "step_rank",
-]  # fmt: skip
+    "Bytes",
+    "Sizes",
+    "Volume",
+    "DEFAULT_DTYPE",
+    "step_bytes",
+    "move_bytes",
+    "local_elements",
+    "layout_elements",
+    "step_rank",
+]
 
 DEFAULT_DTYPE = DType.BF16
 RANK_DIM = 4096

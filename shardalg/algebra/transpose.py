@@ -70,6 +70,7 @@ AnyOp = Op | Cast
 # Transpose; a Transpose with no op is the zero-pad);
 # the lines for invariant values and for the two casts are added here, as data (DESIGN.md section 4).
 
+
 def _rule_lines() -> dict[tuple[AnyOp, Kind, Kind], AnyOp]:
     """A line per operation whose record gives what it does on each axis it names (``kinds``)."""
     lines: dict[tuple[AnyOp, Kind, Kind], AnyOp] = {}
@@ -98,6 +99,7 @@ TRANSPOSES: dict[tuple[AnyOp, Kind, Kind], AnyOp] = {**_rule_lines(), **_INVARIA
 # which is Permute_{X,Y} again from the cotangent of the output. Shift_{X,k} (device x sends to x + k) is a
 # cyclic permutation of the devices along X; its transpose is the inverse shift, Shift_{X,-k} (JAX's
 # ppermute transposes to the inverse permutation). Both are handled whole, not per axis.
+
 
 # Which dim a backward op targets: an op whose subscript names a dim (ReduceScatter, Slice, AllToAll) the
 # dim the forward input held the axes in; the zero-pad the dim the forward output put them in.
@@ -155,7 +157,9 @@ class LocalStep:
         if self.op is Cast.PVARY:
             raise UsageError("pvary is a free cast with no op in the notation: the buffers are unchanged")
         op = Op.SLICE if self.op is Cast.PAD else self.op
-        return Step(op, (self.input,), self.output, self.axes, self.dim, reason=self.reason, offset=self.offset)  # type: ignore[arg-type]
+        return Step(
+            op, (self.input,), self.output, self.axes, self.dim, reason=self.reason, offset=self.offset
+        )  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
         return short("LocalStep", str(self))
@@ -184,7 +188,9 @@ def local_steps(x: Step | LocalStep | Arrow | Sequence[Step | LocalStep | Arrow]
             out.append(s)
         elif isinstance(s, Step):
             if s.op is Op.EINSUM:
-                raise UsageError("a local einsum has two transposes (one per operand): use shardalg.planning.backward")
+                raise UsageError(
+                    "a local einsum has two transposes (one per operand): use shardalg.planning.backward"
+                )
             out.append(LocalStep(s.op, s.inputs[0], s.output, s.axes, s.dim, s.reason, s.offset))
         elif isinstance(s, Arrow) and isinstance(s.expr, Collective) and isinstance(s.expr.arg, Tensor):
             c = s.expr

@@ -36,21 +36,46 @@ from .common import HelpFormatter, examples, file_error, reset_stdin
 from .progressline import for_stderr
 
 # One module per group of subcommands, in the order they appear in --help.
-COMMAND_MODULES: tuple[str, ...] = ("notation", "planning", "teaching", "costs", "backward", "export", "models",
-                                  "search", "strategymap")
+COMMAND_MODULES: tuple[str, ...] = (
+    "notation",
+    "planning",
+    "teaching",
+    "costs",
+    "backward",
+    "export",
+    "models",
+    "search",
+    "strategymap",
+)
 # Which module registers each command (tests/cli/test_cli_habits.py checks it against the modules): a run of one
 # command imports and builds only its module's parsers (all of them cost a cold start ~30 ms); --help, a
 # top-level option and an unknown word build them all.
 COMMANDS: dict[str, str] = {
-    "parse": "notation", "check": "notation", "shape": "notation",
-    "plan": "planning", "simulate": "planning",
-    "proofs": "teaching", "notes": "teaching", "plot": "teaching", "latex": "teaching",
-    "cost": "costs", "compare": "costs", "optimum": "costs", "bound": "costs", "hw": "costs",
-    "backward": "backward", "verify": "backward",
-    "export": "export", "show": "export",
-    "memory": "models", "fit": "models", "step": "models", "model": "models",
-    "search": "search", "strategy-map": "strategymap",
-}  # fmt: skip
+    "parse": "notation",
+    "check": "notation",
+    "shape": "notation",
+    "plan": "planning",
+    "simulate": "planning",
+    "proofs": "teaching",
+    "notes": "teaching",
+    "plot": "teaching",
+    "latex": "teaching",
+    "cost": "costs",
+    "compare": "costs",
+    "optimum": "costs",
+    "bound": "costs",
+    "hw": "costs",
+    "backward": "backward",
+    "verify": "backward",
+    "export": "export",
+    "show": "export",
+    "memory": "models",
+    "fit": "models",
+    "step": "models",
+    "model": "models",
+    "search": "search",
+    "strategy-map": "strategymap",
+}
 
 EXIT_OK, EXIT_ILLEGAL, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 RUN_OLDEST_THRESHOLD = 1000  # the script's threshold for the collector's oldest generation (see ``run``)
@@ -99,7 +124,10 @@ class _PrintCompletion(argparse.Action):
         try:
             import shtab
         except ImportError:
-            print("error: shell completion needs shtab: pip install 'shardalg[completion]' [usage]", file=sys.stderr)
+            print(
+                "error: shell completion needs shtab: pip install 'shardalg[completion]' [usage]",
+                file=sys.stderr,
+            )
             raise SystemExit(EXIT_USAGE) from None
         print(shtab.complete(parser, shell=values), end="")
         raise SystemExit(EXIT_OK)
@@ -118,17 +146,26 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line, or, given a word of ``COMMANDS``, only the parsers of the module that registers
     it (what one run of that command needs)."""
     parser = _Parser(prog="shardalg", description=DESCRIPTION, epilog=EPILOG)
-    parser.add_argument("--version", action="version", version=f"shardalg {__version__}",
-                        help="print the version and exit")  # fmt: skip
-    parser.add_argument("--print-completion", choices=SHELLS, action=_PrintCompletion,
-                        help="print a completion script for bash or zsh and exit (needs shardalg[completion])")  # fmt: skip
+    parser.add_argument(
+        "--version", action="version", version=f"shardalg {__version__}", help="print the version and exit"
+    )
+    parser.add_argument(
+        "--print-completion",
+        choices=SHELLS,
+        action=_PrintCompletion,
+        help="print a completion script for bash or zsh and exit (needs shardalg[completion])",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in (COMMANDS[command],) if command in COMMANDS else COMMAND_MODULES:
         importlib.import_module(f".{name}", __name__).register(sub)
     for _, leaf in leaf_parsers(parser):
-        leaf.add_argument("-q", "--quiet", action="store_true",
-                          help="no progress line on stderr (there is none anyway when stderr is not a terminal)")  # fmt: skip
+        leaf.add_argument(
+            "-q",
+            "--quiet",
+            action="store_true",
+            help="no progress line on stderr (there is none anyway when stderr is not a terminal)",
+        )
     for name, command in sub.choices.items():
         if name not in _NO_LIMITS:
             _limit_options(command)
@@ -150,8 +187,13 @@ def _limit_options(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("limits", "refused up front when exceeded (shardalg.limits); lift them here")
     for limit in limits.LIMITS.values():
         if limit.liftable:
-            group.add_argument(f"--max-{limit.name}", type=_positive, metavar="N", dest=f"max_{limit.name}",
-                               help=f"{limit.unit} for {limit.bounds} (default {limit.value:,})")  # fmt: skip
+            group.add_argument(
+                f"--max-{limit.name}",
+                type=_positive,
+                metavar="N",
+                dest=f"max_{limit.name}",
+                help=f"{limit.unit} for {limit.bounds} (default {limit.value:,})",
+            )
 
 
 def _lifted(args: argparse.Namespace) -> dict[str, int]:
@@ -192,7 +234,10 @@ def _handle(args: argparse.Namespace) -> int:
     except Exception as err:  # noqa: BLE001 - the last guard: a bug gets one line and exit 3, never a traceback
         said = str(err)
         said = said if len(said) <= 300 else said[:300] + "..."
-        print(f"internal error: {type(err).__name__}{': ' + said if said else ''} (please report)", file=sys.stderr)
+        print(
+            f"internal error: {type(err).__name__}{': ' + said if said else ''} (please report)",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

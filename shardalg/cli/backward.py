@@ -37,9 +37,12 @@ def _backward(args: argparse.Namespace) -> int:
     from shardalg.planning.backward import backward
 
     bw = backward(
-        _text(args.program), _mesh(args), args.sizes, defer_reductions=args.defer_reductions,
+        _text(args.program),
+        _mesh(args),
+        args.sizes,
+        defer_reductions=args.defer_reductions,
         keep_gathered=args.keep_gathered,
-    )  # fmt: skip
+    )
     fmt = "json" if args.json else args.format
     if fmt == "json":
         print(_dump(bw.to_json()))
@@ -56,10 +59,14 @@ def _verify(args: argparse.Namespace) -> int:
     forward = args.forward_opt or args.forward
     written = args.backward_opt or args.backward
     if not forward or not written:
-        print("shardalg verify: give the forward and the backward (FORWARD BACKWARD, or --forward/--backward)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "shardalg verify: give the forward and the backward (FORWARD BACKWARD, or --forward/--backward)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
-    report = verify(_text(forward), _text(written), _mesh(args), args.sizes, defer_reductions=args.defer_reductions)
+    report = verify(
+        _text(forward), _text(written), _mesh(args), args.sizes, defer_reductions=args.defer_reductions
+    )
     if args.json:
         print(_dump(report.to_json()))
     elif report.ok:
@@ -88,10 +95,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="derive the backward program",
         description="Derive the backward of PROGRAM: each product's two gradient einsums, in reverse order, "
         "planned from the cotangent's sharding to the gradient's (the primal's own).",
-        epilog=examples('shardalg backward "X[B, D] · W1[D, F_Y] -> H[B, F_Y]; H[B, F_Y] · W2[F_Y, D] -> Out[B, D]" '
-                        "--mesh Y=4"),
+        epilog=examples(
+            'shardalg backward "X[B, D] · W1[D, F_Y] -> H[B, F_Y]; H[B, F_Y] · W2[F_Y, D] -> Out[B, D]" '
+            "--mesh Y=4"
+        ),
     )
-    p.add_argument("program", metavar="PROGRAM", help="the forward program (quote it), or - for standard input")
+    p.add_argument(
+        "program", metavar="PROGRAM", help="the forward program (quote it), or - for standard input"
+    )
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     p.add_argument(
         "--keep-gathered",
@@ -107,12 +118,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="check a hand-written backward",
         description="Check BACKWARD (per-device statements; gradients named dW, dIn, ...) against FORWARD. "
         "Exit 0 when it is right, 1 with the differences.",
-        epilog=examples('shardalg verify "In[B_X, D] · W[D, F] -> Out[B_X, F]" "dOut[B_X, F] · W[D, F] -> '
-                        'dIn[B_X, D]; In[B_X, D] ·_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}" --mesh X=4'),
+        epilog=examples(
+            'shardalg verify "In[B_X, D] · W[D, F] -> Out[B_X, F]" "dOut[B_X, F] · W[D, F] -> '
+            'dIn[B_X, D]; In[B_X, D] ·_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}" --mesh X=4'
+        ),
     )
-    p.add_argument("forward", metavar="FORWARD", nargs="?", help="the forward program, or - for standard input")
-    p.add_argument("backward", metavar="BACKWARD", nargs="?",
-                   help="the hand-written backward program, or - for standard input")  # fmt: skip
+    p.add_argument(
+        "forward", metavar="FORWARD", nargs="?", help="the forward program, or - for standard input"
+    )
+    p.add_argument(
+        "backward",
+        metavar="BACKWARD",
+        nargs="?",
+        help="the hand-written backward program, or - for standard input",
+    )
     p.add_argument("--forward", dest="forward_opt", metavar="F", help="the forward program")
     p.add_argument("--backward", dest="backward_opt", metavar="B", help="the hand-written backward program")
     _common(p)

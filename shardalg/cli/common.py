@@ -32,7 +32,9 @@ class HelpFormatter(argparse.HelpFormatter):
             if any(line.startswith(" ") for line in lines) or lines[0].endswith(":"):
                 out.append("\n".join(indent + line for line in lines))
             else:
-                out.append(textwrap.fill(" ".join(lines), width, initial_indent=indent, subsequent_indent=indent))
+                out.append(
+                    textwrap.fill(" ".join(lines), width, initial_indent=indent, subsequent_indent=indent)
+                )
         return "\n\n".join(out)
 
 
@@ -93,7 +95,10 @@ def program_text(arg: str) -> str:
         text = _named_program(arg)
     if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
         where = {"-": "standard input"}.get(arg, repr(arg))
-        raise UsageError(f"the program is empty: {where} holds no notation", fix=f"give a PROGRAM: {PROGRAM_FORMS} (shardalg model list)")
+        raise UsageError(
+            f"the program is empty: {where} holds no notation",
+            fix=f"give a PROGRAM: {PROGRAM_FORMS} (shardalg model list)",
+        )
     return text
 
 
@@ -115,11 +120,15 @@ def _named_program(word: str) -> str:
 
         return render(expand(presets.get(word), "train", None, None), "text")
     if path.suffix in PROGRAM_FILES or os.sep in word or "/" in word:
-        raise FileError(f"cannot read {word}: no such file", fix=f"PROGRAM is {PROGRAM_FORMS} (shardalg model list)")
+        raise FileError(
+            f"cannot read {word}: no such file", fix=f"PROGRAM is {PROGRAM_FORMS} (shardalg model list)"
+        )
     near = closest(word, presets.names())
     guess = f"did you mean {near}? " if near else ""
-    raise UsageError(f"{word!r} is not notation, a file or a model preset",
-                     fix=f"{guess}PROGRAM is {PROGRAM_FORMS}: {', '.join(presets.names())}")  # fmt: skip
+    raise UsageError(
+        f"{word!r} is not notation, a file or a model preset",
+        fix=f"{guess}PROGRAM is {PROGRAM_FORMS}: {', '.join(presets.names())}",
+    )
 
 
 def reset_stdin() -> None:

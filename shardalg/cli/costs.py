@@ -36,7 +36,9 @@ if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold star
     import sympy
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-_CONSTRAINT = re.compile(r"\s*([A-Za-z][A-Za-z0-9]*(?:\s*\*\s*[A-Za-z][A-Za-z0-9]*)*)\s*=\s*([A-Za-z][A-Za-z0-9]*|\d+)\s*")
+_CONSTRAINT = re.compile(
+    r"\s*([A-Za-z][A-Za-z0-9]*(?:\s*\*\s*[A-Za-z][A-Za-z0-9]*)*)\s*=\s*([A-Za-z][A-Za-z0-9]*|\d+)\s*"
+)
 
 
 def _source(text: str) -> str:
@@ -78,8 +80,15 @@ def _constraint(text: str) -> sympy.Eq:
 
 
 def _options(args: argparse.Namespace) -> dict:
-    out: dict = {"mesh": _mesh(args.mesh), "sizes": args.sizes, "hw": chip(args.hw), "model": args.model,
-                 "symbolic_links": args.symbolic_links, "exact": args.exact, "ring": args.ring}  # fmt: skip
+    out: dict = {
+        "mesh": _mesh(args.mesh),
+        "sizes": args.sizes,
+        "hw": chip(args.hw),
+        "model": args.model,
+        "symbolic_links": args.symbolic_links,
+        "exact": args.exact,
+        "ring": args.ring,
+    }
     if args.dcn:
         out["dcn_axes"] = tuple(a for a in args.dcn.split(",") if a)
     if getattr(args, "hbm", None):
@@ -128,8 +137,15 @@ def _cost(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import compare
 
-    d = compare(_parse(args.program_a), _parse(args.program_b), _name(args.solve_for, "--solve-for"), args.regime,
-                latency=args.latency, overlap=args.overlap, **_options(args))  # fmt: skip
+    d = compare(
+        _parse(args.program_a),
+        _parse(args.program_b),
+        _name(args.solve_for, "--solve-for"),
+        args.regime,
+        latency=args.latency,
+        overlap=args.overlap,
+        **_options(args),
+    )
     _notes(d.notes)
     _print_derivation(d, args.json, "condition")
     return EXIT_OK
@@ -139,12 +155,22 @@ def _optimum(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import optimum
     from shardalg.costs.plancost import cost
 
-    pc = cost(_parse(args.program), latency=args.latency, overlap=OverlapPolicy.of(args.overlap, OverlapPolicy.STEADY),
-              **_options(args))
+    pc = cost(
+        _parse(args.program),
+        latency=args.latency,
+        overlap=OverlapPolicy.of(args.overlap, OverlapPolicy.STEADY),
+        **_options(args),
+    )
     _notes(pc.notes)
     over = _name(args.over, "--over")
-    d = optimum(pc, over, _constraint(args.subject_to) if args.subject_to else None, term=args.term,
-                values=pc.values, overlap=args.overlap)  # fmt: skip
+    d = optimum(
+        pc,
+        over,
+        _constraint(args.subject_to) if args.subject_to else None,
+        term=args.term,
+        values=pc.values,
+        overlap=args.overlap,
+    )
     _print_derivation(d, args.json, "optimum")
     return EXIT_OK
 
@@ -152,8 +178,14 @@ def _optimum(args: argparse.Namespace) -> int:
 def _bound(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import compute_bound
 
-    d = compute_bound(_parse(args.program), _name(args.solve_for, "--solve-for"), bound=args.bound,
-                      latency=args.latency, overlap=args.overlap, **_options(args))  # fmt: skip
+    d = compute_bound(
+        _parse(args.program),
+        _name(args.solve_for, "--solve-for"),
+        bound=args.bound,
+        latency=args.latency,
+        overlap=args.overlap,
+        **_options(args),
+    )
     _notes(d.notes)
     _print_derivation(d, args.json, "condition")
     return EXIT_OK
@@ -177,25 +209,47 @@ def _hw_show(args: argparse.Namespace) -> int:
 
     name = args.name.strip()
     # what --hw accepts (a TOML file, NAME=VALUE pairs); anything else is a preset, refused with their names
-    chip = chip_from_text(name) if "=" in name or name.endswith(".toml") or Path(name).is_file() else hardware.get(name)
+    chip = (
+        chip_from_text(name)
+        if "=" in name or name.endswith(".toml") or Path(name).is_file()
+        else hardware.get(name)
+    )
     print(json.dumps(chip.to_json(), indent=2) if args.json else str(chip))
     return EXIT_OK
 
 
-def _costing(p: argparse.ArgumentParser, latency_flag: str, overlap_default: OverlapPolicy = OverlapPolicy.STEADY,
-             ) -> None:  # fmt: skip
+def _costing(
+    p: argparse.ArgumentParser,
+    latency_flag: str,
+    overlap_default: OverlapPolicy = OverlapPolicy.STEADY,
+) -> None:
     p.add_argument("--mesh", metavar="X=4,Y", help=MESH_HELP)
     p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
     add_hw(p, help=HW_HELP + "; its numbers give seconds, its rule the wraparound")
-    p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's, else ici")
-    p.add_argument("--symbolic-links", action="store_true", help="write link counts as M_X instead of numbers")
+    p.add_argument(
+        "--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's, else ici"
+    )
+    p.add_argument(
+        "--symbolic-links", action="store_true", help="write link counts as M_X instead of numbers"
+    )
     p.add_argument("--dcn", metavar="AXES", help="mesh axes that run over the data-center network, e.g. P")
-    add_overlap(p, help=f"what runs at once: schedule (a step waits for its inputs), steady (the book's layer-level "
-                        f"max(compute, max over axes)) or serial (the sum); default {overlap_default}")  # fmt: skip
-    p.add_argument("--exact", action="store_true", help="keep the ring's (N-1)/N of a gather's bytes (as "
-                   "jax.experimental.roofline counts); default the book's V/W")  # fmt: skip
-    p.add_argument("--ring", choices=("bi", "uni"), default="bi",
-                   help="rings carry data both ways (the book's W_ici, default) or one way")  # fmt: skip
+    add_overlap(
+        p,
+        help=f"what runs at once: schedule (a step waits for its inputs), steady (the book's layer-level "
+        f"max(compute, max over axes)) or serial (the sum); default {overlap_default}",
+    )
+    p.add_argument(
+        "--exact",
+        action="store_true",
+        help="keep the ring's (N-1)/N of a gather's bytes (as "
+        "jax.experimental.roofline counts); default the book's V/W",
+    )
+    p.add_argument(
+        "--ring",
+        choices=("bi", "uni"),
+        default="bi",
+        help="rings carry data both ways (the book's W_ici, default) or one way",
+    )
     if latency_flag == "--latency":
         p.add_argument("--latency", action="store_true", help="keep the T_min / alpha latency terms")
     else:
@@ -204,68 +258,120 @@ def _costing(p: argparse.ArgumentParser, latency_flag: str, overlap_default: Ove
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("cost", help="symbolic and numeric cost of a collective, einsum or program",
-                              description="Cost each step of EXPR and the total under the overlap policy.",
-                              epilog=examples('shardalg cost "AllGather_Y(bf16[E_Y, F])" --mesh X=8,Y=4 '
-                                              "--sizes E=2048,F=8192 --hw tpu-v5e"))  # fmt: skip
+    p = subparsers.add_parser(
+        "cost",
+        help="symbolic and numeric cost of a collective, einsum or program",
+        description="Cost each step of EXPR and the total under the overlap policy.",
+        epilog=examples(
+            'shardalg cost "AllGather_Y(bf16[E_Y, F])" --mesh X=8,Y=4 --sizes E=2048,F=8192 --hw tpu-v5e'
+        ),
+    )
     p.add_argument("expr", metavar="EXPR_OR_PROGRAM", help="the notation, or - for standard input")
     p.add_argument("--serial", action="store_true", help="the same as --overlap serial")
     p.add_argument("--schedule", action="store_true", help="also print the schedule: when each step runs")
     _costing(p, "--no-latency", OverlapPolicy.SCHEDULE)
     p.set_defaults(handler=_cost)
 
-    p = subparsers.add_parser("compare", help="the condition under which program A is faster than B",
-                              description="Derive when PROGRAM_A is faster than PROGRAM_B, solved for a symbol.",
-                              epilog=examples('shardalg compare "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; '
-                                              'AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]" '
-                                              '"X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]" --mesh X --solve-for D'))  # fmt: skip
-    p.add_argument("program_a", metavar="PROGRAM_A", help="the first program (quote it), or - for standard input")
-    p.add_argument("program_b", metavar="PROGRAM_B", help="the second program (quote it), or - for standard input")
+    p = subparsers.add_parser(
+        "compare",
+        help="the condition under which program A is faster than B",
+        description="Derive when PROGRAM_A is faster than PROGRAM_B, solved for a symbol.",
+        epilog=examples(
+            'shardalg compare "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; '
+            'AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]" '
+            '"X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]" --mesh X --solve-for D'
+        ),
+    )
+    p.add_argument(
+        "program_a", metavar="PROGRAM_A", help="the first program (quote it), or - for standard input"
+    )
+    p.add_argument(
+        "program_b", metavar="PROGRAM_B", help="the second program (quote it), or - for standard input"
+    )
     p.add_argument("--solve-for", metavar="NAME", help="the dim or axis to isolate, e.g. D")
-    p.add_argument("--regime", choices=("comms", "compute", "total", "overlap", "serial"), default="comms",
-                   help="what each plan's time is: comms, a's total against b's compute, both totals; overlap "
-                        "and serial are total under those policies")  # fmt: skip
+    p.add_argument(
+        "--regime",
+        choices=("comms", "compute", "total", "overlap", "serial"),
+        default="comms",
+        help="what each plan's time is: comms, a's total against b's compute, both totals; overlap "
+        "and serial are total under those policies",
+    )
     _costing(p, "--latency")
     p.set_defaults(handler=_compare)
 
-    p = subparsers.add_parser("optimum", help="minimize a program's communication over an axis size",
-                              description="Minimize the program's comms (or --term) over --over.",
-                              epilog=examples('shardalg optimum "AllGather_X(Win[D_X, F_Y]) -> Win[D, F_Y]; '
-                                              'AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]" --mesh X,Y --over X '
-                                              "--subject-to X*Y=N --symbolic-links"))  # fmt: skip
+    p = subparsers.add_parser(
+        "optimum",
+        help="minimize a program's communication over an axis size",
+        description="Minimize the program's comms (or --term) over --over.",
+        epilog=examples(
+            'shardalg optimum "AllGather_X(Win[D_X, F_Y]) -> Win[D, F_Y]; '
+            'AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]" --mesh X,Y --over X '
+            "--subject-to X*Y=N --symbolic-links"
+        ),
+    )
     p.add_argument("program", metavar="PROGRAM", help="the program (quote it), or - for standard input")
     p.add_argument("--over", metavar="NAME", required=True, help="the axis or dim size to optimize, e.g. X")
-    p.add_argument("--subject-to", metavar="X*Y=N", help="a product constraint that eliminates another symbol")
-    p.add_argument("--term", choices=("comms", "compute", "memory", "total"), default="comms",
-                   help="which time to minimize (default: comms)")  # fmt: skip
+    p.add_argument(
+        "--subject-to", metavar="X*Y=N", help="a product constraint that eliminates another symbol"
+    )
+    p.add_argument(
+        "--term",
+        choices=("comms", "compute", "memory", "total"),
+        default="comms",
+        help="which time to minimize (default: comms)",
+    )
     _costing(p, "--latency")
     p.set_defaults(handler=_optimum)
 
-    p = subparsers.add_parser("bound", help="the condition for compute (or HBM time) to dominate comms",
-                              description="Derive when PROGRAM is compute-bound (or memory-bound).",
-                              epilog=examples('shardalg bound "In[B_X, D] ·_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}; '
-                                              'AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]" --mesh X --solve-for B '
-                                              "--symbolic-links"))  # fmt: skip
+    p = subparsers.add_parser(
+        "bound",
+        help="the condition for compute (or HBM time) to dominate comms",
+        description="Derive when PROGRAM is compute-bound (or memory-bound).",
+        epilog=examples(
+            'shardalg bound "In[B_X, D] ·_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}; '
+            'AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]" --mesh X --solve-for B '
+            "--symbolic-links"
+        ),
+    )
     p.add_argument("program", metavar="PROGRAM", help="the program (quote it), or - for standard input")
     p.add_argument("--solve-for", metavar="NAME", help="the dim or axis to isolate, e.g. B")
-    p.add_argument("--bound", choices=("compute", "memory"), default="compute",
-                   help="compute time (default) or HBM time must dominate the communication")  # fmt: skip
-    p.add_argument("--hbm", metavar="TENSORS", help="count HBM traffic of these tensors only, e.g. W_in,W_out")
+    p.add_argument(
+        "--bound",
+        choices=("compute", "memory"),
+        default="compute",
+        help="compute time (default) or HBM time must dominate the communication",
+    )
+    p.add_argument(
+        "--hbm", metavar="TENSORS", help="count HBM traffic of these tensors only, e.g. W_in,W_out"
+    )
     _costing(p, "--latency")
     p.set_defaults(handler=_bound)
 
-    p = subparsers.add_parser("hw", help="hardware presets", description="List or show the hardware presets.",
-                              epilog=examples("shardalg hw list", "shardalg hw show tpu-v5p"))  # fmt: skip
+    p = subparsers.add_parser(
+        "hw",
+        help="hardware presets",
+        description="List or show the hardware presets.",
+        epilog=examples("shardalg hw list", "shardalg hw show tpu-v5p"),
+    )
     sub = p.add_subparsers(dest="hw_command", metavar="{list,show}", parser_class=type(p))
     sub.required = True
-    q = sub.add_parser("list", help="every preset", description="List every hardware preset: name, model, chip.",
-                       epilog=examples("shardalg hw list --json"))  # fmt: skip
+    q = sub.add_parser(
+        "list",
+        help="every preset",
+        description="List every hardware preset: name, model, chip.",
+        epilog=examples("shardalg hw list --json"),
+    )
     q.add_argument("--json", action="store_true", help="print the presets' numbers as JSON")
     q.set_defaults(handler=_hw_list)
-    q = sub.add_parser("show", help="one chip's numbers and their sources",
-                       description="Show one chip (a preset, a TOML file or NAME=VALUE pairs, as --hw takes): its "
-                       "bandwidths, FLOP/s, link counts and where each came from.",
-                       epilog=examples("shardalg hw show tpu-v5p", "shardalg hw show my-chip.toml"))  # fmt: skip
-    q.add_argument("name", metavar="CHIP", help="a preset's name (shardalg hw list), a TOML file or NAME=VALUE pairs")
+    q = sub.add_parser(
+        "show",
+        help="one chip's numbers and their sources",
+        description="Show one chip (a preset, a TOML file or NAME=VALUE pairs, as --hw takes): its "
+        "bandwidths, FLOP/s, link counts and where each came from.",
+        epilog=examples("shardalg hw show tpu-v5p", "shardalg hw show my-chip.toml"),
+    )
+    q.add_argument(
+        "name", metavar="CHIP", help="a preset's name (shardalg hw list), a TOML file or NAME=VALUE pairs"
+    )
     q.add_argument("--json", action="store_true", help="print the preset as JSON")
     q.set_defaults(handler=_hw_show)

@@ -32,6 +32,7 @@ def _source(args: argparse.Namespace) -> str:
 
 def _mesh(args: argparse.Namespace, program: object):
     from shardalg.algebra.mesh import Mesh
+
     if args.mesh:
         return Mesh.parse(args.mesh)
     decl = getattr(program, "mesh", None)
@@ -73,12 +74,16 @@ def _export(args: argparse.Namespace) -> int:
     if not args.check:
         return EXIT_OK
     from shardalg.export import as_flow
+
     where = f"{mesh.devices} CPU devices" if args.backend == "jax" else f"{mesh.devices} gloo processes"
     extra = {"dtensor": True} if args.dtensor else {}
     with task(f"checking on {where}"):
         (result,) = check(as_flow(obj, mesh, sizes or None), mesh, sizes=sizes or None, **extra)
     if result.ok:
-        print(f"check: ok on {where}, max relative error {result.max_error:.2g} ({result.seconds:.1f} s)", file=sys.stderr)
+        print(
+            f"check: ok on {where}, max relative error {result.max_error:.2g} ({result.seconds:.1f} s)",
+            file=sys.stderr,
+        )
         return EXIT_OK
     print(f"check: FAILED on {where}: {result.message}", file=sys.stderr)
     return EXIT_ILLEGAL
@@ -96,7 +101,9 @@ def _show(args: argparse.Namespace) -> int:
     fmt = args.format or (Path(args.out).suffix.lstrip(".").lower() if args.out else "text")
     if fmt in PICTURES:
         if not args.out:
-            raise UsageError(f"--format {fmt} writes a picture: give the file with --out, e.g. --out grid.{fmt}")
+            raise UsageError(
+                f"--format {fmt} writes a picture: give the file with --out, e.g. --out grid.{fmt}"
+            )
         if Path(args.out).suffix.lower() != f".{fmt}":
             raise UsageError(f"--out {args.out} does not end in .{fmt}")
         from shardalg.pictures.grids import draw_show
@@ -128,21 +135,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "with jax.lax collectives, or torch.distributed on a DeviceMesh (DTensor with --dtensor). --check runs the "
         "code (8 fake CPU devices for JAX, one gloo process per device for torch) against the dense einsum; exit "
         "0 when they agree, 1 when they do not, 2 when it cannot run.",
-        epilog=examples('shardalg export jax "A[I, J_X] · B[J_X, K] -> C[I, K_X]" --mesh X=4',
-                        'shardalg export torch "In[B_X, D] · W[D_X, F] -> Out[B_X, F]" --mesh X=4 --backward --check'),
+        epilog=examples(
+            'shardalg export jax "A[I, J_X] · B[J_X, K] -> C[I, K_X]" --mesh X=4',
+            'shardalg export torch "In[B_X, D] · W[D_X, F] -> Out[B_X, F]" --mesh X=4 --backward --check',
+        ),
     )
     p.add_argument("backend", choices=BACKENDS, help="jax (shard_map + jax.lax) or torch (torch.distributed)")
-    p.add_argument("expr", metavar="EXPR_OR_PROGRAM", help="the notation (quote it), or - to read standard input")
+    p.add_argument(
+        "expr", metavar="EXPR_OR_PROGRAM", help="the notation (quote it), or - to read standard input"
+    )
     p.add_argument("--mesh", metavar="X=4,Y=2", help="the mesh (numeric sizes)")
     p.add_argument("--sizes", metavar="B=64,D=32", help="dim sizes, NAME=INT separated by commas")
     p.add_argument("--backward", action="store_true", help="export the derived backward program instead")
-    p.add_argument("--dtensor", action="store_true",
-                   help="torch only: DTensors with the plan's Shard/Replicate/Partial placements, each collective a "
-                   "redistribute")  # fmt: skip
+    p.add_argument(
+        "--dtensor",
+        action="store_true",
+        help="torch only: DTensors with the plan's Shard/Replicate/Partial placements, each collective a "
+        "redistribute",
+    )
     p.add_argument(
         "--keep-gathered", action="store_true", help="with --backward: read the forward's gathered copies"
     )
-    p.add_argument("--check", action="store_true", help="run the code against the dense einsum; exit 1 on a mismatch")
+    p.add_argument(
+        "--check", action="store_true", help="run the code against the dense einsum; exit 1 on a mismatch"
+    )
     p.set_defaults(handler=_export)
 
     s = subparsers.add_parser(
@@ -150,16 +166,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="draw which block of a tensor lives on which device",
         description="Draw EXPR (a tensor, or one collective: before and after) on the mesh: which block of "
         "each dim every device holds, partial sums marked; as text, TikZ, or a PNG/SVG picture.",
-        epilog=examples('shardalg show "A[I_X, J]{U_Y}" --mesh X=2,Y=2',
-                        'shardalg show "ReduceScatter_{X,K}(C[I, K]{U_X})" --mesh X=4,Y=2 --format png --out rs.png',
-                        'shardalg show "AllGather_X(A[I_X, J])" --mesh X=4 --format tikz'),
+        epilog=examples(
+            'shardalg show "A[I_X, J]{U_Y}" --mesh X=2,Y=2',
+            'shardalg show "ReduceScatter_{X,K}(C[I, K]{U_X})" --mesh X=4,Y=2 --format png --out rs.png',
+            'shardalg show "AllGather_X(A[I_X, J])" --mesh X=4 --format tikz',
+        ),
     )
     s.add_argument("expr", metavar="EXPR", help="a tensor like 'A[I_X, J]{U_Y}' or a collective, or -")
     s.add_argument("--mesh", metavar="X=4,Y=2", required=True, help="the mesh (numeric sizes)")
     s.add_argument("--sizes", metavar="I=1024,J=4096", help="dim sizes: cells show index ranges")
-    s.add_argument("--format", choices=("text", "tikz", *PICTURES),
-                   help="text grids (default), TikZ for LaTeX (needs only \\usepackage{tikz}), or a png/svg picture "
-                   "drawn with matplotlib (with --out)")  # fmt: skip
-    out = s.add_argument("--out", metavar="FILE", help="the picture file for --format png|svg (the suffix may imply it)")
+    s.add_argument(
+        "--format",
+        choices=("text", "tikz", *PICTURES),
+        help="text grids (default), TikZ for LaTeX (needs only \\usepackage{tikz}), or a png/svg picture "
+        "drawn with matplotlib (with --out)",
+    )
+    out = s.add_argument(
+        "--out", metavar="FILE", help="the picture file for --format png|svg (the suffix may imply it)"
+    )
     out.complete = FILE_COMPLETION  # type: ignore[attr-defined]
     s.set_defaults(handler=_show)

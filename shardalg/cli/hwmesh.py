@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-HW_HELP = ("the chip: a preset (shardalg hw list), a TOML file, or NAME=VALUE pairs, e.g. base=tpu-v5p,hbm=96e9 "
-           "or C=4.6e14,W_hbm=2.8e12,hbm=96e9,W_ici=9e10,T_min=1e-6")  # fmt: skip
-MESH_HELP = ("the mesh: X=4,Y=2; X alone stays symbolic; X=16*2 (2 links), X=4:ring or Y=4:line (wraparound), "
-             "X=64:node8 (a GPU axis 8 devices to a node)")  # fmt: skip
+HW_HELP = (
+    "the chip: a preset (shardalg hw list), a TOML file, or NAME=VALUE pairs, e.g. base=tpu-v5p,hbm=96e9 "
+    "or C=4.6e14,W_hbm=2.8e12,hbm=96e9,W_ici=9e10,T_min=1e-6"
+)
+MESH_HELP = (
+    "the mesh: X=4,Y=2; X alone stays symbolic; X=16*2 (2 links), X=4:ring or Y=4:line (wraparound), "
+    "X=64:node8 (a GPU axis 8 devices to a node)"
+)
 
 
 def add_hw(p: argparse.ArgumentParser, help: str = HW_HELP, **kw: Any) -> None:

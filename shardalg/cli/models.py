@@ -34,7 +34,9 @@ def _number(text: str | None, what: str) -> float | None:
     if not _NUMBER.fullmatch(text.strip()):
         raise UsageError(f"{what} takes a positive number, not {text!r}", fix=f"e.g. {what} {example}")
     if not math.isfinite(value := float(text)):
-        raise UsageError(f"{what} takes a finite number, not {text!r} (over 1.8e308)", fix=f"e.g. {what} {example}")
+        raise UsageError(
+            f"{what} takes a finite number, not {text!r} (over 1.8e308)", fix=f"e.g. {what} {example}"
+        )
     return value
 
 
@@ -79,7 +81,9 @@ def _fit(args: argparse.Namespace) -> int:
         raise UsageError(f"--solve-for takes a dim name, devices, slice or params, not {target!r}")
     report = _memory_report(args)
     if report.chip is None:
-        raise UsageError("fit needs a chip for its HBM", fix="add --hw tpu-v5p (or --hw base=tpu-v5p,hbm=96e9)")
+        raise UsageError(
+            "fit needs a chip for its HBM", fix="add --hw tpu-v5p (or --hw base=tpu-v5p,hbm=96e9)"
+        )
     extra: dict[str, Any] = {}
     if target == "devices":
         d = fit.fewest_devices(report)
@@ -91,8 +95,14 @@ def _fit(args: argparse.Namespace) -> int:
     else:
         d = fit.largest(report, target)
     if args.json:
-        data = {"solve_for": target, **d.to_json(), **extra, "chip": report.chip.name,
-                "hbm_bytes": report.hbm, "defaults": [{"key": k, "value": v} for k, v in report.notes]}  # fmt: skip
+        data = {
+            "solve_for": target,
+            **d.to_json(),
+            **extra,
+            "chip": report.chip.name,
+            "hbm_bytes": report.hbm,
+            "defaults": [{"key": k, "value": v} for k, v in report.notes],
+        }
         _print(data, True)
     else:
         print(d)
@@ -106,8 +116,13 @@ def _step(args: argparse.Namespace) -> int:
     from shardalg.models.step import model_step
 
     analysis = analyze(_model(args), args.mode, args.remat)
-    report = model_step(analysis, chip(args.hw), args.overlap, args.mfu and _number(args.mfu, "--mfu"),
-                        _number(args.tokens, "--tokens"))  # fmt: skip
+    report = model_step(
+        analysis,
+        chip(args.hw),
+        args.overlap,
+        args.mfu and _number(args.mfu, "--mfu"),
+        _number(args.tokens, "--tokens"),
+    )
     _print(report.to_json() if args.json else str(report), args.json)
     return EXIT_OK
 
@@ -134,7 +149,10 @@ def _model_show(args: argparse.Namespace) -> int:
     if args.params or args.activations:
         program = shard(program, args.params, args.activations)
     if args.format == "json":
-        _print({"model": config.to_json(), "phase": args.phase, "program": render(program, "json", spans=False)}, True)
+        _print(
+            {"model": config.to_json(), "phase": args.phase, "program": render(program, "json", spans=False)},
+            True,
+        )
         return EXIT_OK
     comment = "%" if args.format == "latex" else "#"
     print(f"{comment} {config.name}: {config.description}")
@@ -147,92 +165,155 @@ def _model_show(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("program", metavar="PROGRAM", help="the model in the notation with its role declarations "
-                   "(params, embeddings, saved, kvcache, tokens, layers), or - for standard input")  # fmt: skip
+    p.add_argument(
+        "program",
+        metavar="PROGRAM",
+        help="the model in the notation with its role declarations "
+        "(params, embeddings, saved, kvcache, tokens, layers), or - for standard input",
+    )
     p.add_argument("--mesh", metavar="X=4,Y=2", help=MESH_HELP + " (required unless PROGRAM declares one)")
     p.add_argument("--sizes", metavar="B=1024,T=4096", help="dim sizes, NAME=INT separated by commas")
     add_hw(p, help=HW_HELP + "; its HBM is what the model must fit in")
-    p.add_argument("--mode", choices=("train", "infer"),
-                   help="train (params, grads, optimizer, saved activations) or infer (params, KV cache); "
-                   "default: infer when PROGRAM declares a kvcache, else train")  # fmt: skip
-    p.add_argument("--remat", metavar="POLICY", help="what the backward keeps: none (every activation it reads), "
-                   "block (the layer's input), saved (the program's saved list) or names such as G,U,Out; default: "
-                   "the program's saved list, else none")  # fmt: skip
+    p.add_argument(
+        "--mode",
+        choices=("train", "infer"),
+        help="train (params, grads, optimizer, saved activations) or infer (params, KV cache); "
+        "default: infer when PROGRAM declares a kvcache, else train",
+    )
+    p.add_argument(
+        "--remat",
+        metavar="POLICY",
+        help="what the backward keeps: none (every activation it reads), "
+        "block (the layer's input), saved (the program's saved list) or names such as G,U,Out; default: "
+        "the program's saved list, else none",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
 
 
 def _memory_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--optimizer", metavar="NAME", help="adam (fp32 moments, 8 bytes per parameter; the default), "
-                   "adam-fp32 (12), momentum (4), sgd (0), none, or a number of bytes per parameter")  # fmt: skip
-    p.add_argument("--grads", choices=("param", "none"), default="param",
-                   help="count gradients in the parameters' dtype and sharding (param, the default) or not (none: "
-                   "applied as they are made, as the book's 10 bytes per parameter counts)")  # fmt: skip
+    p.add_argument(
+        "--optimizer",
+        metavar="NAME",
+        help="adam (fp32 moments, 8 bytes per parameter; the default), "
+        "adam-fp32 (12), momentum (4), sgd (0), none, or a number of bytes per parameter",
+    )
+    p.add_argument(
+        "--grads",
+        choices=("param", "none"),
+        default="param",
+        help="count gradients in the parameters' dtype and sharding (param, the default) or not (none: "
+        "applied as they are made, as the book's 10 bytes per parameter counts)",
+    )
 
 
 def _parser(sub: argparse._SubParsersAction, name: str, help: str, description: str, *example: str):
-    return sub.add_parser(name, help=help, description=description, epilog=examples(*example),
-                          formatter_class=HelpFormatter)  # fmt: skip
+    return sub.add_parser(
+        name, help=help, description=description, epilog=examples(*example), formatter_class=HelpFormatter
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = _parser(sub, "memory", "bytes per device by part (params, grads, optimizer, activations, KV cache)",
-                "Count the memory of each device for a model in the notation: parameters, gradients, optimizer "
-                "state, activations kept for the backward, KV cache and transient gathered weights, from each "
-                "tensor's sharding; with --hw, whether it fits in HBM.",
-                'shardalg memory "$(shardalg model show llama-3-8b --params D=X --activations B=X)" --mesh X=64 '
-                "--sizes B=64,T=4096 --hw tpu-v5p",
-                "shardalg model show llama-3-8b --params D=X --activations B=X | "
-                "shardalg memory - --mesh X=64 --sizes B=64,T=4096 --hw tpu-v5p")  # fmt: skip
+    p = _parser(
+        sub,
+        "memory",
+        "bytes per device by part (params, grads, optimizer, activations, KV cache)",
+        "Count the memory of each device for a model in the notation: parameters, gradients, optimizer "
+        "state, activations kept for the backward, KV cache and transient gathered weights, from each "
+        "tensor's sharding; with --hw, whether it fits in HBM.",
+        'shardalg memory "$(shardalg model show llama-3-8b --params D=X --activations B=X)" --mesh X=64 '
+        "--sizes B=64,T=4096 --hw tpu-v5p",
+        "shardalg model show llama-3-8b --params D=X --activations B=X | "
+        "shardalg memory - --mesh X=64 --sizes B=64,T=4096 --hw tpu-v5p",
+    )
     _common(p)
     _memory_options(p)
     p.set_defaults(handler=_memory)
 
-    p = _parser(sub, "fit", "the largest batch, fewest devices, smallest slice or largest model that fits",
-                "Derive a size from the memory per device and the chip's HBM, with each step: the largest value "
-                "of a dim (--solve-for B), the fewest devices whose HBM holds the model (devices), the smallest "
-                "allowed slice (slice), or the largest parameter count (params).",
-                "shardalg fit \"$(shardalg model show llama-3-70b --phase decode --dtype int8)\" --mesh X=4,Y=4 "
-                "--sizes S=8192 --hw tpu-v5e --solve-for B")  # fmt: skip
+    p = _parser(
+        sub,
+        "fit",
+        "the largest batch, fewest devices, smallest slice or largest model that fits",
+        "Derive a size from the memory per device and the chip's HBM, with each step: the largest value "
+        "of a dim (--solve-for B), the fewest devices whose HBM holds the model (devices), the smallest "
+        "allowed slice (slice), or the largest parameter count (params).",
+        'shardalg fit "$(shardalg model show llama-3-70b --phase decode --dtype int8)" --mesh X=4,Y=4 '
+        "--sizes S=8192 --hw tpu-v5e --solve-for B",
+    )
     _common(p)
     _memory_options(p)
-    p.add_argument("--solve-for", required=True, metavar="NAME",
-                   help="a dim (its largest value that fits, e.g. B), devices, slice, or params")  # fmt: skip
-    p.add_argument("--slices", metavar="2x2,4x4", help="allowed slice shapes for --solve-for slice "
-                   "(default: the chip's table, known for tpu-v5e and tpu-v5p)")  # fmt: skip
+    p.add_argument(
+        "--solve-for",
+        required=True,
+        metavar="NAME",
+        help="a dim (its largest value that fits, e.g. B), devices, slice, or params",
+    )
+    p.add_argument(
+        "--slices",
+        metavar="2x2,4x4",
+        help="allowed slice shapes for --solve-for slice "
+        "(default: the chip's table, known for tpu-v5e and tpu-v5p)",
+    )
     p.set_defaults(handler=_fit)
 
-    p = _parser(sub, "step", "step time, tokens per second and days to train (or an inference roofline)",
-                "Time one training step (forward, recomputed forward and the derived backward, priced under "
-                "the overlap policy) or one inference step (compute, HBM reads and communication) on a chip.",
-                "shardalg step PROGRAM --mesh X=256 --sizes B=256,T=4096 --hw tpu-v5p --mfu 0.4 --tokens 15e12")  # fmt: skip
+    p = _parser(
+        sub,
+        "step",
+        "step time, tokens per second and days to train (or an inference roofline)",
+        "Time one training step (forward, recomputed forward and the derived backward, priced under "
+        "the overlap policy) or one inference step (compute, HBM reads and communication) on a chip.",
+        "shardalg step PROGRAM --mesh X=256 --sizes B=256,T=4096 --hw tpu-v5p --mfu 0.4 --tokens 15e12",
+    )
     _common(p)
-    add_overlap(p, help="steady: compute and each axis's collectives overlap across layers (the default); "
-                   "serial: they add up; schedule: one layer's steps as their dependencies allow")  # fmt: skip
+    add_overlap(
+        p,
+        help="steady: compute and each axis's collectives overlap across layers (the default); "
+        "serial: they add up; schedule: one layer's steps as their dependencies allow",
+    )
     p.add_argument("--mfu", metavar="FRACTION", help="model FLOPs utilisation: C becomes MFU*C (default 1)")
-    p.add_argument("--tokens", metavar="COUNT", help="train on this many tokens: days to train (needs 'tokens')")
+    p.add_argument(
+        "--tokens", metavar="COUNT", help="train on this many tokens: days to train (needs 'tokens')"
+    )
     p.set_defaults(handler=_step)
 
-    p = _parser(sub, "model", "model presets: list them, or show one as a program in the notation",
-                "Model presets as data, each number with its source; 'show' expands one into a program that "
-                "memory, fit, step, plan and backward accept.", "shardalg model show llama-3-70b --params D=X,F=Y "
-                "--activations B=X,F=Y")  # fmt: skip
+    p = _parser(
+        sub,
+        "model",
+        "model presets: list them, or show one as a program in the notation",
+        "Model presets as data, each number with its source; 'show' expands one into a program that "
+        "memory, fit, step, plan and backward accept.",
+        "shardalg model show llama-3-70b --params D=X,F=Y --activations B=X,F=Y",
+    )
     msub = p.add_subparsers(dest="model_command", metavar="{list,show}", parser_class=type(p))
     msub.required = True
     q = _parser(msub, "list", "every preset", "List the model presets.", "shardalg model list --json")
-    q.add_argument("--json", action="store_true", help="print each preset's numbers and their sources as JSON")
+    q.add_argument(
+        "--json", action="store_true", help="print each preset's numbers and their sources as JSON"
+    )
     q.set_defaults(handler=_model_list)
-    q = _parser(msub, "show", "one preset as a program in the notation",
-                "Print a preset as a program in the notation (its numbers and sources as comments), sharded by "
-                "dim if asked: parameters by --params, every other tensor by --activations; a parameter that would "
-                "share an axis with its product's other operand (FSDP) is gathered first.",
-                "shardalg model show mixtral-8x7b --phase decode --dtype int8 --format latex")  # fmt: skip
+    q = _parser(
+        msub,
+        "show",
+        "one preset as a program in the notation",
+        "Print a preset as a program in the notation (its numbers and sources as comments), sharded by "
+        "dim if asked: parameters by --params, every other tensor by --activations; a parameter that would "
+        "share an axis with its product's other operand (FSDP) is gathered first.",
+        "shardalg model show mixtral-8x7b --phase decode --dtype int8 --format latex",
+    )
     q.add_argument("name", metavar="NAME", help="a preset (shardalg model list)")
-    q.add_argument("--phase", choices=("train", "decode"), default="train",
-                   help="train: one layer's forward and the unembedding (default); decode: one token over a KV cache")  # fmt: skip
+    q.add_argument(
+        "--phase",
+        choices=("train", "decode"),
+        default="train",
+        help="train: one layer's forward and the unembedding (default); decode: one token over a KV cache",
+    )
     q.add_argument("--dtype", metavar="DTYPE", help="the parameters' dtype (default bf16), e.g. int8")
     q.add_argument("--kv-dtype", metavar="DTYPE", help="the KV cache's dtype (default: --dtype)")
     q.add_argument("--params", metavar="D=X,F=Y", help="shard the parameters: DIM=AXES (S=XY for two axes)")
     q.add_argument("--activations", metavar="B=X", help="shard the activations and KV cache: DIM=AXES")
-    q.add_argument("--format", choices=("text", "unicode", "latex", "json"), default="text",
-                   help="output format (default: text)")  # fmt: skip
+    q.add_argument(
+        "--format",
+        choices=("text", "unicode", "latex", "json"),
+        default="text",
+        help="output format (default: text)",
+    )
     q.set_defaults(handler=_model_show)

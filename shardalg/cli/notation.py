@@ -52,8 +52,15 @@ def _check(args: argparse.Namespace) -> int:
     found = check(program, _mesh(args), args.sizes)
     noted = [] if found else notes(program, _mesh(args), args.sizes)
     if args.json:
-        print(_dump({"legal": not found, "violations": [v.to_error().to_json() for v in found],
-                     "notes": [v.to_error().to_json() for v in noted]}))  # fmt: skip
+        print(
+            _dump(
+                {
+                    "legal": not found,
+                    "violations": [v.to_error().to_json() for v in found],
+                    "notes": [v.to_error().to_json() for v in noted],
+                }
+            )
+        )
     if found:
         print("\n".join(str(v) for v in found), file=sys.stderr)
         return EXIT_ILLEGAL
@@ -83,8 +90,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="parse the notation and print it back",
         description="Parse EXPR (ASCII, Unicode or the book's LaTeX) and print it back in one format; printing is "
         "the inverse of parsing.",
-        epilog=examples(r"shardalg parse 'A[I_{XY}, J] \cdot B[J, K] \to C[I_{XY}, K]{U_Z}' --format latex",
-                        "echo 'A[I_X, J]' | shardalg parse - --format json"),
+        epilog=examples(
+            r"shardalg parse 'A[I_{XY}, J] \cdot B[J, K] \to C[I_{XY}, K]{U_Z}' --format latex",
+            "echo 'A[I_X, J]' | shardalg parse - --format json",
+        ),
     )
     p.add_argument("expr", metavar="EXPR", help="the notation (quote it), or - to read standard input")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")

@@ -51,8 +51,14 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     limits = Limits(max_labels=args.max_labels) if args.max_labels is not None else Limits()
     try:
         problem = prepare(source, mesh(args.mesh), as_sizes(args.sizes))
-        hw, model, overlap = chip(getattr(args, "hw", None)), getattr(args, "model", None), getattr(args, "overlap", None)
-        rank = BySeconds(CostModel.of(hw, model, overlap)) if hw is not None else None  # the one CostModel of the call
+        hw, model, overlap = (
+            chip(getattr(args, "hw", None)),
+            getattr(args, "model", None),
+            getattr(args, "overlap", None),
+        )
+        rank = (
+            BySeconds(CostModel.of(hw, model, overlap)) if hw is not None else None
+        )  # the one CostModel of the call
         found = plans(problem, rank=rank, limits=limits)
     except ShardalgError as err:
         raise err.with_source(source) from None  # the planner's spans point into the text: show the caret
@@ -65,12 +71,14 @@ def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
         return None
     from shardalg.costs.plancost import plan_cost
 
-    return plan_cost(p, problem.mesh, problem.sizes.known, hw=chip(args.hw), model=args.model,
-                     overlap=args.overlap).seconds  # fmt: skip
+    return plan_cost(
+        p, problem.mesh, problem.sizes.known, hw=chip(args.hw), model=args.model, overlap=args.overlap
+    ).seconds
 
 
-def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None,
-              overlap: str | None = None) -> dict[str, Any]:  # fmt: skip
+def plan_json(
+    found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None, overlap: str | None = None
+) -> dict[str, Any]:
     """The documented JSON of a list of plans (the default first); with ``seconds`` (from --hw), each
     plan also has ``"seconds"``, and ``"overlap"`` names the policy they are taken under."""
     from shardalg.planning.redistribute import plan_bytes
@@ -82,8 +90,14 @@ def plan_json(found: list, mesh: Any, sizes: Any, seconds: list[float | None] | 
             tensor = s.output.name
         else:
             before, tensor = text(s.inputs[0]), s.inputs[0].name
-        return {"op": s.op.value, "axes": list(s.axes), "tensor": tensor, "before": before,
-                "after": text(s.output), "reason": s.reason}  # fmt: skip
+        return {
+            "op": s.op.value,
+            "axes": list(s.axes),
+            "tensor": tensor,
+            "before": before,
+            "after": text(s.output),
+            "reason": s.reason,
+        }
 
     complete = getattr(found, "complete", True)
     return {
@@ -112,8 +126,13 @@ def _plan(args: argparse.Namespace) -> int:
     fmt = "json" if args.json else args.format
     seconds = [_seconds(p, problem, args) for p in shown] if args.hw else None
     if fmt == "json":
-        print(json.dumps(plan_json(shown, problem.mesh, sizes, seconds, getattr(args, "overlap", None)), indent=2,
-                         ensure_ascii=False))  # fmt: skip
+        print(
+            json.dumps(
+                plan_json(shown, problem.mesh, sizes, seconds, getattr(args, "overlap", None)),
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return EXIT_OK
     comment = "%" if fmt == "latex" else "#"
     if not found.complete:
@@ -130,8 +149,11 @@ def _plan(args: argparse.Namespace) -> int:
         if seconds is not None:
             t = seconds[n - 1]
             name, policy = chip(args.hw).name, OverlapPolicy.of(args.overlap)
-            timing = (f", {t * 1e6:.3g} us on {name} (overlap {policy})" if t is not None
-                      else f", symbolic on {name}")  # fmt: skip
+            timing = (
+                f", {t * 1e6:.3g} us on {name} (overlap {policy})"
+                if t is not None
+                else f", symbolic on {name}"
+            )
         print(f"{comment} {head}: {plan_bytes(p, problem.mesh, sizes)} bytes communicated{timing}; {p.note}")
         print(render(p, fmt) if p.steps else f"{comment} nothing to do")
     return EXIT_OK
@@ -141,6 +163,7 @@ def _simulate(args: argparse.Namespace) -> int:
     import numpy as np
 
     from shardalg.numeric.execute import run_plan
+
     problem, found, sizes = _problem(args)
     results = []
     with task("running the plans on numbers", total=len(found)) as tick:
@@ -148,8 +171,17 @@ def _simulate(args: argparse.Namespace) -> int:
             results.append(run_plan(p, problem.mesh, sizes.known or None, np.random.default_rng(args.seed)))
             tick(p.note)
     if args.json:
-        print(json.dumps({"plans": [{"ok": r.ok, "max_error": r.max_error, "note": p.note}
-                                    for p, r in zip(found, results, strict=True)]}, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "plans": [
+                        {"ok": r.ok, "max_error": r.max_error, "note": p.note}
+                        for p, r in zip(found, results, strict=True)
+                    ]
+                },
+                indent=2,
+            )
+        )
     else:
         for n, (p, r) in enumerate(zip(found, results, strict=True), 1):
             print(
@@ -171,8 +203,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--mesh", metavar="X=4,Y=2", help="the mesh (required unless EXPR declares one)")
     p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
-    p.add_argument("--max-labels", type=int, metavar="N", help="the planning limit: labels one layout search may "
-                   f"settle (default {MAX_LABELS:,}); a plan list cut by it says so (complete: false)")  # fmt: skip
+    p.add_argument(
+        "--max-labels",
+        type=int,
+        metavar="N",
+        help="the planning limit: labels one layout search may "
+        f"settle (default {MAX_LABELS:,}); a plan list cut by it says so (complete: false)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -182,17 +219,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Plan EXPR: which case applies, and the collectives of the default plan (or of every plan with "
         "--all), each step with its reason. Plans are ranked by bytes communicated, then steps (by seconds "
         "on a chip with --hw).",
-        epilog=examples('shardalg plan "A[I, J_X] · B[J, K] -> C[I, K]" --mesh X=4 --all',
-                        'shardalg plan "X[B, D] · Y[D_X, F] -> Z[B, F]" --mesh X=4 --sizes B=512,D=8192,F=16384 '
-                        "--hw tpu-v5p --json",
-                        'shardalg plan "A[I_X, J] -> A[I, J_X]" --mesh X=4'),
+        epilog=examples(
+            'shardalg plan "A[I, J_X] · B[J, K] -> C[I, K]" --mesh X=4 --all',
+            'shardalg plan "X[B, D] · Y[D_X, F] -> Z[B, F]" --mesh X=4 --sizes B=512,D=8192,F=16384 '
+            "--hw tpu-v5p --json",
+            'shardalg plan "A[I_X, J] -> A[I, J_X]" --mesh X=4',
+        ),
     )
     _common(p)
     p.add_argument("--all", action="store_true", help="list every plan, not just the default")
     add_hw(p, help=HW_HELP + "; ranks plans by seconds on it (needs every size)")
-    p.add_argument("--model", choices=("ici", "alpha-beta", "alpha-beta-rd"),
-                   help="the communication model for --hw (default: the chip's)")  # fmt: skip
-    add_overlap(p, help="with --hw: what runs at once (default schedule: a step waits for its inputs)")  # fmt: skip
+    p.add_argument(
+        "--model",
+        choices=("ici", "alpha-beta", "alpha-beta-rd"),
+        help="the communication model for --hw (default: the chip's)",
+    )
+    add_overlap(p, help="with --hw: what runs at once (default schedule: a step waits for its inputs)")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     p.add_argument(
         "--json", action="store_true", help="the JSON documented in the module help (= --format json)"

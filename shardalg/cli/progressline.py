@@ -55,7 +55,9 @@ class ProgressLine:
     # -- drawing -----------------------------------------------------------------------------------------
     def line(self) -> str:
         """The text of the line now (no escape codes)."""
-        count = f" [{self._done}/{self._total}]" if self._total else (f" [{self._done}]" if self._done else "")
+        count = (
+            f" [{self._done}/{self._total}]" if self._total else (f" [{self._done}]" if self._done else "")
+        )
         detail = f" {self._detail}" if self._detail else ""
         return f"{self._label}{count}{detail}  {time.monotonic() - self._start:.1f} s"
 

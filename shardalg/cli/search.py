@@ -80,8 +80,19 @@ def _search(args: argparse.Namespace) -> int:
         return _per_statement(program, args)
     bar = _Bar(not args.quiet)
     try:
-        result = search(program, mesh(args.mesh), args.sizes, args.hw, args.memory, args.mode, args.optimizer,
-                        args.remat, args.overlap, 10 if args.top is None else args.top, progress=bar)  # fmt: skip
+        result = search(
+            program,
+            mesh(args.mesh),
+            args.sizes,
+            args.hw,
+            args.memory,
+            args.mode,
+            args.optimizer,
+            args.remat,
+            args.overlap,
+            10 if args.top is None else args.top,
+            progress=bar,
+        )
     finally:
         bar.close()
     if args.json:
@@ -99,11 +110,23 @@ def _per_statement(program, args: argparse.Namespace) -> int:
     from shardalg.search.chainsolve import search_chain
 
     if args.format != "text" or args.top is not None:
-        raise UsageError("--per-statement prints one choice per statement: --format latex and --top do not apply")
+        raise UsageError(
+            "--per-statement prints one choice per statement: --format latex and --top do not apply"
+        )
     bar = _Bar(not args.quiet)
     try:
-        result = search_chain(program, mesh(args.mesh), args.sizes, args.hw, args.memory, args.mode, args.optimizer,
-                              args.remat, args.overlap, progress=bar)  # fmt: skip
+        result = search_chain(
+            program,
+            mesh(args.mesh),
+            args.sizes,
+            args.hw,
+            args.memory,
+            args.mode,
+            args.optimizer,
+            args.remat,
+            args.overlap,
+            progress=bar,
+        )
     finally:
         bar.close()
     if args.json:
@@ -117,36 +140,68 @@ def _per_statement(program, args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "search", help="the fastest sharding that fits a memory cap, and why each strategy lost",
+        "search",
+        help="the fastest sharding that fits a memory cap, and why each strategy lost",
         description=textwrap.fill(
             "Search every assignment of mesh axes to the dims of the parameters and activations of PROGRAM "
             "(DP, FSDP, TP, FSDP+TP, sequence and expert parallelism among them), price each by its plans, "
             "derived backward, overlap policy and memory per device, and print the fastest that fits, the "
-            "best of each named strategy, and a ranked table with each one's binding reason in numbers.", 100),
-        epilog=examples("shardalg search \"params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; "
-                        "Tmp[B, F] * W_out[F, D] -> Out[B, D]\" --mesh X=2,Y=2 --sizes B=128,D=8192,F=32768 "
-                        "--hw tpu-v5e --memory 300MB --mode infer"),
+            "best of each named strategy, and a ranked table with each one's binding reason in numbers.",
+            100,
+        ),
+        epilog=examples(
+            'shardalg search "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; '
+            'Tmp[B, F] * W_out[F, D] -> Out[B, D]" --mesh X=2,Y=2 --sizes B=128,D=8192,F=32768 '
+            "--hw tpu-v5e --memory 300MB --mode infer"
+        ),
         formatter_class=HelpFormatter,
-    )  # fmt: skip
-    p.add_argument("program", metavar="PROGRAM", help="the program without shardings, with 'params' declared "
-                   "(and 'tokens B, T' for the batch dims), or - for standard input")  # fmt: skip
+    )
+    p.add_argument(
+        "program",
+        metavar="PROGRAM",
+        help="the program without shardings, with 'params' declared "
+        "(and 'tokens B, T' for the batch dims), or - for standard input",
+    )
     p.add_argument("--mesh", metavar="X=2,Y=2", help=MESH_HELP + " (every size given)")
-    p.add_argument("--sizes", metavar="B=128,D=8192", help="dim sizes, NAME=INT separated by commas (all of them)")
+    p.add_argument(
+        "--sizes", metavar="B=128,D=8192", help="dim sizes, NAME=INT separated by commas (all of them)"
+    )
     add_hw(p, help=HW_HELP + "; required")
-    p.add_argument("--memory", metavar="BYTES", help="the memory cap per device, e.g. 300MB or 16GiB "
-                   "(default: the chip's HBM)")  # fmt: skip
-    p.add_argument("--mode", choices=("train", "infer"), help="train (forward, derived backward, gradients and "
-                   "optimizer state; the default) or infer (forward; parameters, KV cache, gathered weights)")  # fmt: skip
-    p.add_argument("--optimizer", metavar="NAME", help="training: adam (the default), adam-fp32, momentum, sgd, "
-                   "none, or bytes per parameter")  # fmt: skip
-    p.add_argument("--remat", metavar="POLICY", help="training: none, block, saved or activation names "
-                   "(default: the program's saved list, else none)")  # fmt: skip
-    add_overlap(p, help="steady (compute and each axis's collectives overlap; the default), serial (they add) "
-                "or schedule (one layer's steps as their dependencies allow)")  # fmt: skip
+    p.add_argument(
+        "--memory",
+        metavar="BYTES",
+        help="the memory cap per device, e.g. 300MB or 16GiB (default: the chip's HBM)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=("train", "infer"),
+        help="train (forward, derived backward, gradients and "
+        "optimizer state; the default) or infer (forward; parameters, KV cache, gathered weights)",
+    )
+    p.add_argument(
+        "--optimizer",
+        metavar="NAME",
+        help="training: adam (the default), adam-fp32, momentum, sgd, none, or bytes per parameter",
+    )
+    p.add_argument(
+        "--remat",
+        metavar="POLICY",
+        help="training: none, block, saved or activation names "
+        "(default: the program's saved list, else none)",
+    )
+    add_overlap(
+        p,
+        help="steady (compute and each axis's collectives overlap; the default), serial (they add) "
+        "or schedule (one layer's steps as their dependencies allow)",
+    )
     p.add_argument("--top", type=int, metavar="K", help="rows of the ranked table (default 10)")
     p.add_argument("--format", choices=("text", "latex"), default="text", help="the table as text or LaTeX")
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
-    p.add_argument("--per-statement", action="store_true", help="a chain of layers (each statement fed by the "
-                   "one before): a sharding per statement, resharding between them, parameters within the cap "
-                   "(solved exactly by a DP, or an integer program when the cap binds)")  # fmt: skip
+    p.add_argument(
+        "--per-statement",
+        action="store_true",
+        help="a chain of layers (each statement fed by the "
+        "one before): a sharding per statement, resharding between them, parameters within the cap "
+        "(solved exactly by a DP, or an integer program when the cap binds)",
+    )
     p.set_defaults(handler=_search)

@@ -22,9 +22,11 @@ from . import EXIT_OK
 from .common import HelpFormatter, add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
-EXAMPLE = ('shardalg strategy-map "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; '
-           'Tmp[B, F] * W_out[F, D] -> Out[B, D]" --mesh X=4,Y=4,Z=4 --hw tpu-v5p --sizes B=48000,D=8192,F=32768 '
-           '--memory hbm --plot map.png')  # fmt: skip
+EXAMPLE = (
+    'shardalg strategy-map "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; '
+    'Tmp[B, F] * W_out[F, D] -> Out[B, D]" --mesh X=4,Y=4,Z=4 --hw tpu-v5p --sizes B=48000,D=8192,F=32768 '
+    "--memory hbm --plot map.png"
+)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -32,9 +34,18 @@ def _run(args: argparse.Namespace) -> int:
     from shardalg.search.monotext import parameters_text
     from shardalg.search.programresult import program_map
 
-    result = program_map(program_text(args.program), mesh(args.mesh), chip(args.hw), parameters_text(args.over),
-                         overlap=args.overlap, passes=args.passes, sizes=as_sizes(args.sizes),
-                         remat=args.remat, memory=args.memory, optimizer=args.optimizer)  # fmt: skip
+    result = program_map(
+        program_text(args.program),
+        mesh(args.mesh),
+        chip(args.hw),
+        parameters_text(args.over),
+        overlap=args.overlap,
+        passes=args.passes,
+        sizes=as_sizes(args.sizes),
+        remat=args.remat,
+        memory=args.memory,
+        optimizer=args.optimizer,
+    )
     picture: Any = None
     if args.plot:
         from shardalg.pictures.regionmap import region_map
@@ -46,7 +57,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.format == "json":
         data = result.to_json()
         if picture is not None:
-            data["plot"] = {"path": str(picture.path), "labels": list(picture.labels), "shares": picture.shares}
+            data["plot"] = {
+                "path": str(picture.path),
+                "labels": list(picture.labels),
+                "shares": picture.shares,
+            }
         print(json.dumps(data, indent=2, ensure_ascii=False))
     elif args.format == "latex":
         print(result.latex())
@@ -61,33 +76,72 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "strategy-map", help="where DP, FSDP, TP and FSDP+TP are each fastest, as symbolic regions",
+        "strategy-map",
+        help="where DP, FSDP, TP and FSDP+TP are each fastest, as symbolic regions",
         description=textwrap.fill(
             "Build the book's strategies (DP, FSDP, TP, FSDP+TP) as shardings of PROGRAM, cost each from its "
             "plans and derived backward, and derive the regions of the parameters where each is fastest, as "
             "solved inequalities with their derivations; FSDP+TP at its continuous X_opt, with the integer splits "
-            "of the mesh next to it. Sizes, mesh and chip place the current point.", 100),
-        epilog=examples(EXAMPLE), formatter_class=HelpFormatter)  # fmt: skip
-    p.add_argument("program", metavar="PROGRAM", help="the block in the notation with 'params' declared, a file "
-                   "holding it, or - for standard input")  # fmt: skip
+            "of the mesh next to it. Sizes, mesh and chip place the current point.",
+            100,
+        ),
+        epilog=examples(EXAMPLE),
+        formatter_class=HelpFormatter,
+    )
+    p.add_argument(
+        "program",
+        metavar="PROGRAM",
+        help="the block in the notation with 'params' declared, a file holding it, or - for standard input",
+    )
     p.add_argument("--mesh", metavar="X=4,Y=4,Z=4", help=MESH_HELP + "; its device count is N")
     add_hw(p, help=HW_HELP + "; its C and W_ici place the current point")
     p.add_argument("--sizes", metavar="B=48000,F=32768", help="dim sizes of the current point, NAME=INT")
-    p.add_argument("--over", default="B/N,F", metavar="B/N,F",
-                   help="the parameters to map over, products of powers of names (default B/N,F); the costs' "
-                   "other parameters (C/W_ici, M_X, M_Y, N) are added as needed, and said")  # fmt: skip
-    add_overlap(p, default=OverlapPolicy.STEADY, help="steady: compute and each axis's collectives overlap (the "
-                "default); serial: they add up; schedule: one layer's steps as their dependencies allow")  # fmt: skip
-    p.add_argument("--passes", choices=("step", "forward", "backward"), default="step",
-                   help="the whole training step (default), or the forward or backward pass alone")
-    p.add_argument("--remat", metavar="POLICY", help="what the backward keeps (see shardalg step); default none")
-    p.add_argument("--memory", metavar="BYTES|hbm", help="cap the parameters, gradients and optimizer state per "
-                   "device (bytes, e.g. 95e9, or hbm: the chip's); the map gains D*F/H. Default: no cap")  # fmt: skip
-    p.add_argument("--optimizer", metavar="NAME", help="the optimizer state the cap counts (see shardalg memory; "
-                   "default adam)")  # fmt: skip
-    p.add_argument("--plot", metavar="OUT.png", help="draw the map over the first two --over parameters "
-                   "(.png, .pdf, .svg; needs the plot extra), the current point marked")  # fmt: skip
-    p.add_argument("--decades", type=float, default=2.0, help="the picture's reach each side of the point "
-                   "(powers of ten, default 2)")  # fmt: skip
-    p.add_argument("--format", choices=("text", "latex", "json"), default="text", help="output (default text)")
+    p.add_argument(
+        "--over",
+        default="B/N,F",
+        metavar="B/N,F",
+        help="the parameters to map over, products of powers of names (default B/N,F); the costs' "
+        "other parameters (C/W_ici, M_X, M_Y, N) are added as needed, and said",
+    )
+    add_overlap(
+        p,
+        default=OverlapPolicy.STEADY,
+        help="steady: compute and each axis's collectives overlap (the "
+        "default); serial: they add up; schedule: one layer's steps as their dependencies allow",
+    )
+    p.add_argument(
+        "--passes",
+        choices=("step", "forward", "backward"),
+        default="step",
+        help="the whole training step (default), or the forward or backward pass alone",
+    )
+    p.add_argument(
+        "--remat", metavar="POLICY", help="what the backward keeps (see shardalg step); default none"
+    )
+    p.add_argument(
+        "--memory",
+        metavar="BYTES|hbm",
+        help="cap the parameters, gradients and optimizer state per "
+        "device (bytes, e.g. 95e9, or hbm: the chip's); the map gains D*F/H. Default: no cap",
+    )
+    p.add_argument(
+        "--optimizer",
+        metavar="NAME",
+        help="the optimizer state the cap counts (see shardalg memory; default adam)",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="OUT.png",
+        help="draw the map over the first two --over parameters "
+        "(.png, .pdf, .svg; needs the plot extra), the current point marked",
+    )
+    p.add_argument(
+        "--decades",
+        type=float,
+        default=2.0,
+        help="the picture's reach each side of the point (powers of ten, default 2)",
+    )
+    p.add_argument(
+        "--format", choices=("text", "latex", "json"), default="text", help="output (default text)"
+    )
     p.set_defaults(handler=_run)

@@ -1,9 +1,9 @@
 """Subcommands for teachers: ``proofs``, ``notes``, ``plot``, ``latex``.
 
-    shardalg proofs [NAME ...] [--format text|latex|markdown|json]
-    shardalg notes --out DIR
-    shardalg plot PROGRAM_A PROGRAM_B --over D --range 128:65536 --mesh X=8 --sizes B=1024,F=8192 --out d.png
-    shardalg latex EXPR [--mesh X=4,Y=2 --plan] [--markdown]
+shardalg proofs [NAME ...] [--format text|latex|markdown|json]
+shardalg notes --out DIR
+shardalg plot PROGRAM_A PROGRAM_B --over D --range 128:65536 --mesh X=8 --sizes B=1024,F=8192 --out d.png
+shardalg latex EXPR [--mesh X=4,Y=2 --plan] [--markdown]
 """
 
 from __future__ import annotations
@@ -34,8 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         epilog=examples("shardalg proofs alltoall_quarter", "shardalg proofs --format markdown > proofs.md"),
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="lemmas to run (default: all)")
-    p.add_argument("--format", choices=("text", "latex", "markdown", "json"), default="text",
-                   help="output format (default: text)")  # fmt: skip
+    p.add_argument(
+        "--format",
+        choices=("text", "latex", "markdown", "json"),
+        default="text",
+        help="output format (default: text)",
+    )
     p.set_defaults(handler=_proofs)
 
     p = sub.add_parser(
@@ -63,20 +67,40 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             '--sizes B=1024,F=8192 --title "Question 4" --out q4.png'
         ),
     )
-    p.add_argument("program_a", metavar="PROGRAM_A", help="the first program (quote it), or - for standard input")
-    p.add_argument("program_b", metavar="PROGRAM_B", help="the second program (quote it), or - for standard input")
-    p.add_argument("--over", required=True, metavar="DIM", help="the dim whose size is swept along the x axis")
+    p.add_argument(
+        "program_a", metavar="PROGRAM_A", help="the first program (quote it), or - for standard input"
+    )
+    p.add_argument(
+        "program_b", metavar="PROGRAM_B", help="the second program (quote it), or - for standard input"
+    )
+    p.add_argument(
+        "--over", required=True, metavar="DIM", help="the dim whose size is swept along the x axis"
+    )
     p.add_argument("--range", required=True, metavar="LO:HI", help="sweep bounds, e.g. 128:65536")
     p.add_argument("--mesh", required=True, metavar="X=8", help="the mesh, e.g. X=8 or X=4,Y=2")
-    p.add_argument("--sizes", default="", metavar="B=1024,F=8192", help="the other dim sizes, NAME=INT by commas")
+    p.add_argument(
+        "--sizes", default="", metavar="B=1024,F=8192", help="the other dim sizes, NAME=INT by commas"
+    )
     add_hw(p, default="tpu-v5e", help=HW_HELP + " (default tpu-v5e)")
-    p.add_argument("--regime", choices=("comms", "total"), default="total",
-                   help="plot communication time only, or the plan's total time (default)")  # fmt: skip
-    p.add_argument("--labels", default="", metavar="A,B",
-                   help="two labels, comma separated (default: each plan's collectives in the notation)")  # fmt: skip
-    p.add_argument("--title", default=None, help="the figure's title (default: which plan is cheaper, and when)")
+    p.add_argument(
+        "--regime",
+        choices=("comms", "total"),
+        default="total",
+        help="plot communication time only, or the plan's total time (default)",
+    )
+    p.add_argument(
+        "--labels",
+        default="",
+        metavar="A,B",
+        help="two labels, comma separated (default: each plan's collectives in the notation)",
+    )
+    p.add_argument(
+        "--title", default=None, help="the figure's title (default: which plan is cheaper, and when)"
+    )
     p.add_argument("--json", action="store_true", help="print the crossovers and the picture's file as JSON")
-    out = p.add_argument("--out", required=True, metavar="FILE", help="picture file: .png, .pdf, .pgf or .svg")
+    out = p.add_argument(
+        "--out", required=True, metavar="FILE", help="picture file: .png, .pdf, .pgf or .svg"
+    )
     out.complete = FILE_COMPLETION  # type: ignore[attr-defined]
     p.set_defaults(handler=_plot)
 
@@ -85,8 +109,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="print an expression (or its plan) as LaTeX",
         description="Print EXPR as a LaTeX fragment (amsmath), or with --plan its default plan as an aligned "
         "display; --markdown wraps it in $$...$$ for Markdown, KaTeX and MathJax.",
-        epilog=examples('shardalg latex "A[I_X, J] · B[J, K] -> C[I_X, K]"',
-                        'shardalg latex "A[I, J_X] · B[J_X, K] -> C[I, K_X]" --mesh X=4 --plan --markdown'),
+        epilog=examples(
+            'shardalg latex "A[I_X, J] · B[J, K] -> C[I_X, K]"',
+            'shardalg latex "A[I, J_X] · B[J_X, K] -> C[I, K_X]" --mesh X=4 --plan --markdown',
+        ),
     )
     p.add_argument("expr", metavar="EXPR", help="the notation (quote it), or - to read standard input")
     p.add_argument("--mesh", default=None, metavar="X=4,Y=2", help="the mesh, needed with --plan")
@@ -160,7 +186,9 @@ def _plot(args: argparse.Namespace) -> int:
         raise UsageError(f"--over names a dim, like D; not {args.over!r}")
     lo, hi = parse_range(args.range)
     programs = (program_text(args.program_a), program_text(args.program_b))
-    labels = [s.strip() for s in args.labels.split(",")] if args.labels else [program_label(p) for p in programs]
+    labels = (
+        [s.strip() for s in args.labels.split(",")] if args.labels else [program_label(p) for p in programs]
+    )
     if len(labels) != 2 or not all(labels):
         raise UsageError("--labels takes two labels separated by a comma")
     if labels[0] == labels[1]:
@@ -175,22 +203,35 @@ def _plot(args: argparse.Namespace) -> int:
     what = "communication time" if args.regime == "comms" else "total time"
     given = ", ".join(f"{k} = {v}" for k, v in sizes.items())
     hw_name = getattr(hw, "name", args.hw)
-    caption = f"{what} on {hw_name}; mesh {the_mesh.text().removeprefix('mesh ')}" + (f"; {given}" if given else "")
+    caption = f"{what} on {hw_name}; mesh {the_mesh.text().removeprefix('mesh ')}" + (
+        f"; {given}" if given else ""
+    )
     title = args.title if args.title is not None else f"{what} against {args.over}"
     try:
-        curves = crossover_plot(cost_a, cost_b, over=over, lo=lo, hi=hi, out=args.out, labels=labels,
-                                title=title, caption=caption)  # fmt: skip
+        curves = crossover_plot(
+            cost_a, cost_b, over=over, lo=lo, hi=hi, out=args.out, labels=labels, title=title, caption=caption
+        )
     except OSError as err:
         raise file_error(err, "write the picture") from None
     if args.json:
         data = {
-            "over": args.over, "range": [lo, hi], "labels": labels, "hw": hw_name, "mesh": the_mesh.text().removeprefix("mesh "),
-            "sizes": sizes, "regime": args.regime, "title": title, "caption": caption, "out": args.out,
-            "crossovers": [{"at": c.at, "time": c.cost, "cheaper_above": labels[c.cheaper_above]}
-                           for c in curves.crossovers],
+            "over": args.over,
+            "range": [lo, hi],
+            "labels": labels,
+            "hw": hw_name,
+            "mesh": the_mesh.text().removeprefix("mesh "),
+            "sizes": sizes,
+            "regime": args.regime,
+            "title": title,
+            "caption": caption,
+            "out": args.out,
+            "crossovers": [
+                {"at": c.at, "time": c.cost, "cheaper_above": labels[c.cheaper_above]}
+                for c in curves.crossovers
+            ],
             "exact": [str(e) for e in curves.exact],
             "cheaper_throughout": None if curves.crossovers else labels[curves.cheaper(lo)],
-        }  # fmt: skip
+        }
         print(json.dumps(data, indent=2, ensure_ascii=False))
         return EXIT_OK
     for c in curves.crossovers:

@@ -17,9 +17,26 @@ import sympy
 
 from shardalg.cache import Kind, memo
 
-__all__ = ["Number", "Atom", "Powers", "Unbound", "atom_id", "atom", "Point", "point", "cmul", "root",
-           "product_of_powers", "atom_value", "sym_number", "akey", "INTEGERS", "num", "inverse_of_powers",
-           "power_of_powers"]  # fmt: skip
+__all__ = [
+    "Number",
+    "Atom",
+    "Powers",
+    "Unbound",
+    "atom_id",
+    "atom",
+    "Point",
+    "point",
+    "cmul",
+    "root",
+    "product_of_powers",
+    "atom_value",
+    "sym_number",
+    "akey",
+    "INTEGERS",
+    "num",
+    "inverse_of_powers",
+    "power_of_powers",
+]
 
 Number = int | Fraction | float
 Atom = sympy.Expr

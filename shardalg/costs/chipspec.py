@@ -65,26 +65,34 @@ def _key(raw: str, where: str) -> str:
         return raw
     if raw in _BY_FIELD:
         return _BY_FIELD[raw]
-    raise UsageError(f"unknown chip key {raw!r} {where}; known: {_known_keys()}",
-                     fix="spell the key as the cost formulas do, e.g. C=4.6e14 or W_ici=9e10")  # fmt: skip
+    raise UsageError(
+        f"unknown chip key {raw!r} {where}; known: {_known_keys()}",
+        fix="spell the key as the cost formulas do, e.g. C=4.6e14 or W_ici=9e10",
+    )
 
 
 def _number(key: str, value: Any, where: str) -> float:
     if isinstance(value, str):
         text = value.strip()
         if not _NUMBER.fullmatch(text):
-            raise UsageError(f"chip key {key} {where} needs a positive number, not {value!r}",
-                             fix=f"write a plain number, e.g. {key}=4.6e14")  # fmt: skip
+            raise UsageError(
+                f"chip key {key} {where} needs a positive number, not {value!r}",
+                fix=f"write a plain number, e.g. {key}=4.6e14",
+            )
         value = float(text)
     if isinstance(value, int) and not isinstance(value, bool):
         try:
             float(value)
         except OverflowError:  # only a TOML integer gets here: text went through float() above
-            raise FileError(f"chip key {key} {where} is too large for a number ({len(str(value))} digits)",
-                            fix=f"write a plain number, e.g. {key}=4.6e14") from None  # fmt: skip
+            raise FileError(
+                f"chip key {key} {where} is too large for a number ({len(str(value))} digits)",
+                fix=f"write a plain number, e.g. {key}=4.6e14",
+            ) from None
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
-        raise UsageError(f"chip key {key} {where} needs a positive finite number, not {value!r}",
-                         fix=f"write a plain number, e.g. {key}=4.6e14")  # fmt: skip
+        raise UsageError(
+            f"chip key {key} {where} needs a positive finite number, not {value!r}",
+            fix=f"write a plain number, e.g. {key}=4.6e14",
+        )
     return float(value)
 
 
@@ -93,8 +101,10 @@ def _wrap(value: Any, where: str) -> WrapRule:
     if isinstance(value, str):
         m = _WRAP.fullmatch(value.strip())
         if m is None:
-            raise UsageError(f"chip key wrap {where} is always, never, lengthN or cubesN, not {value!r}",
-                             fix="e.g. wrap=always (every axis a ring) or wrap=length16 (v5e's rule)")  # fmt: skip
+            raise UsageError(
+                f"chip key wrap {where} is always, never, lengthN or cubesN, not {value!r}",
+                fix="e.g. wrap=always (every axis a ring) or wrap=length16 (v5e's rule)",
+            )
         if m[1]:
             return WrapRule(always=m[1] == "always", source=source)
         if m[2]:
@@ -103,15 +113,22 @@ def _wrap(value: Any, where: str) -> WrapRule:
     if isinstance(value, dict) and set(value) <= {"lengths", "multiple", "always", "source"}:
         lengths = value.get("lengths", [])
         multiple = value.get("multiple")
-        if not isinstance(lengths, list) or not all(isinstance(n, int) and n > 0 for n in lengths) or (
-            multiple is not None and (not isinstance(multiple, int) or multiple < 1)
+        if (
+            not isinstance(lengths, list)
+            or not all(isinstance(n, int) and n > 0 for n in lengths)
+            or (multiple is not None and (not isinstance(multiple, int) or multiple < 1))
         ):
-            raise UsageError(f"chip key wrap {where}: lengths is a list of positive integers, multiple one",
-                             fix="e.g. wrap = {lengths = [16]} or wrap = {multiple = 4}")  # fmt: skip
-        return WrapRule(tuple(lengths), multiple, bool(value.get("always", False)),
-                        str(value.get("source", source)))  # fmt: skip
-    raise UsageError(f"chip key wrap {where} is a word (always, never, lengthN, cubesN) or a table",
-                     fix="e.g. wrap = \"always\" or wrap = {lengths = [16]}")  # fmt: skip
+            raise UsageError(
+                f"chip key wrap {where}: lengths is a list of positive integers, multiple one",
+                fix="e.g. wrap = {lengths = [16]} or wrap = {multiple = 4}",
+            )
+        return WrapRule(
+            tuple(lengths), multiple, bool(value.get("always", False)), str(value.get("source", source))
+        )
+    raise UsageError(
+        f"chip key wrap {where} is a word (always, never, lengthN, cubesN) or a table",
+        fix='e.g. wrap = "always" or wrap = {lengths = [16]}',
+    )
 
 
 def _build(entries: dict[str, Any], where: str, default_name: str) -> Chip:
@@ -120,13 +137,16 @@ def _build(entries: dict[str, Any], where: str, default_name: str) -> Chip:
     if "base" in entries:
         base_name = entries["base"]
         if not isinstance(base_name, str) or base_name.lower() not in names():
-            raise UsageError(f"chip key base {where} names a preset, not {base_name!r}; known: {', '.join(names())}")
+            raise UsageError(
+                f"chip key base {where} names a preset, not {base_name!r}; known: {', '.join(names())}"
+            )
         base = as_chip(base_name)
     missing = [k for k in _REQUIRED if k not in entries and base is None]
     if missing:
         raise UsageError(
             f"the chip {where} lacks {', '.join(missing)} (needed: {', '.join(_REQUIRED)})",
-            fix="add them, or start from a preset and override: base=tpu-v5p," + ",".join(f"{k}=..." for k in missing),
+            fix="add them, or start from a preset and override: base=tpu-v5p,"
+            + ",".join(f"{k}=..." for k in missing),
         )
     fields: dict[str, Any] = {}
     for key, field in NUMBER_KEYS.items():
@@ -140,17 +160,22 @@ def _build(entries: dict[str, Any], where: str, default_name: str) -> Chip:
         model = "alpha-beta" if "alpha" in entries and "beta" in entries else "ici"
     if model is not None:
         fields["model"] = model
-        if model != "ici" and (("alpha" not in entries and (base is None or base.alpha is None))
-                               or ("beta" not in entries and (base is None or base.link_bandwidth is None))):
-            raise UsageError(f"the {model} model needs alpha and beta; the chip {where} lacks them",
-                             fix="add alpha=2e-6,beta=4.5e11 (seconds per message, bytes/s one way)")  # fmt: skip
+        if model != "ici" and (
+            ("alpha" not in entries and (base is None or base.alpha is None))
+            or ("beta" not in entries and (base is None or base.link_bandwidth is None))
+        ):
+            raise UsageError(
+                f"the {model} model needs alpha and beta; the chip {where} lacks them",
+                fix="add alpha=2e-6,beta=4.5e11 (seconds per message, bytes/s one way)",
+            )
     if "wrap" in entries:
         fields["wrap"] = _wrap(entries["wrap"], where)
     name = entries.get("name") or (f"{base.name}*" if base is not None else default_name)
     description = entries.get("description") or (
         f"{base.description}, changed: {', '.join(k for k in NUMBER_KEYS if k in entries)} ({where})"
-        if base is not None else f"a user chip ({where})"
-    )  # fmt: skip
+        if base is not None
+        else f"a user chip ({where})"
+    )
     if not isinstance(name, str) or not isinstance(description, str):
         raise UsageError(f"chip keys name and description {where} are text")
     if base is not None:
@@ -170,7 +195,9 @@ def chip_from_pairs(text: str) -> Chip:
         if key in entries:
             raise UsageError(f"chip key {key} is given twice {where}")
         value = m[2].strip()
-        entries[key] = value if key in _TEXT_KEYS else (_number(key, value, where), "given on the command line")
+        entries[key] = (
+            value if key in _TEXT_KEYS else (_number(key, value, where), "given on the command line")
+        )
     return _build(entries, where, "custom")
 
 
@@ -183,22 +210,32 @@ def chip_from_toml(path: str | Path) -> Chip:
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as err:
-        raise UsageError(f"cannot read the chip file {file}: {err.strerror or err}",
-                         fix="give the path of a TOML file, or a preset name (shardalg hw list)") from None  # fmt: skip
+        raise UsageError(
+            f"cannot read the chip file {file}: {err.strerror or err}",
+            fix="give the path of a TOML file, or a preset name (shardalg hw list)",
+        ) from None
     except UnicodeDecodeError as err:
-        raise FileError(f"the chip file {file} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})",
-                        fix="a chip file is a TOML text file saved as UTF-8") from None  # fmt: skip
+        raise FileError(
+            f"the chip file {file} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start})",
+            fix="a chip file is a TOML text file saved as UTF-8",
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise UsageError(f"the chip file {file} is not valid TOML: {err}",
-                         fix='write KEY = VALUE lines, e.g. C = 4.6e14 and name = "my-chip"') from None  # fmt: skip
+        raise UsageError(
+            f"the chip file {file} is not valid TOML: {err}",
+            fix='write KEY = VALUE lines, e.g. C = 4.6e14 and name = "my-chip"',
+        ) from None
     except RecursionError:
-        raise FileError(f"the chip file {file} nests arrays or tables too deeply to read",
-                        fix="a chip file's keys hold numbers, text or one table: C = 4.6e14") from None  # fmt: skip
+        raise FileError(
+            f"the chip file {file} nests arrays or tables too deeply to read",
+            fix="a chip file's keys hold numbers, text or one table: C = 4.6e14",
+        ) from None
     except ValueError:  # an integer over Python's digit limit for int(str)
-        raise FileError(f"the chip file {file} holds an integer too long to read (over Python's 4,300 digits)",
-                        fix="write numbers in floating point, e.g. hbm = 9.6e10") from None  # fmt: skip
+        raise FileError(
+            f"the chip file {file} holds an integer too long to read (over Python's 4,300 digits)",
+            fix="write numbers in floating point, e.g. hbm = 9.6e10",
+        ) from None
     entries: dict[str, Any] = {}
     for raw, value in data.items():
         key = _key(raw, where)
@@ -206,12 +243,14 @@ def chip_from_toml(path: str | Path) -> Chip:
             raise UsageError(f"chip key {key} is given twice {where}")
         if key in _TEXT_KEYS:
             if key != "wrap" and not isinstance(value, str):
-                raise UsageError(f'chip key {key} {where} is text, not {value!r}', fix=f'write {key} = "..."')
+                raise UsageError(f"chip key {key} {where} is text, not {value!r}", fix=f'write {key} = "..."')
             entries[key] = value
         elif isinstance(value, dict):
             if set(value) - {"value", "source"} or "value" not in value:
-                raise UsageError(f"chip key {key} {where} is a number or a table {{value = ..., source = \"...\"}}",
-                                 fix=f'e.g. {key} = {{value = 4.6e14, source = "vendor spec sheet"}}')  # fmt: skip
+                raise UsageError(
+                    f'chip key {key} {where} is a number or a table {{value = ..., source = "..."}}',
+                    fix=f'e.g. {key} = {{value = 4.6e14, source = "vendor spec sheet"}}',
+                )
             source = value.get("source", f"user chip file {file.name}")
             if not isinstance(source, str):
                 raise UsageError(f"the source of chip key {key} {where} is text")
@@ -233,8 +272,10 @@ def chip_from_text(text: str) -> Chip:
     if text.endswith(".toml") or Path(text).is_file():
         return chip_from_toml(text)
     near = closest(text, names())
-    raise UsageError(f"unknown hardware {text!r}: a chip is {CHIP_TEXT}",
-                     fix=f"{f'did you mean {near}? ' if near else ''}the presets are {', '.join(names())}")  # fmt: skip
+    raise UsageError(
+        f"unknown hardware {text!r}: a chip is {CHIP_TEXT}",
+        fix=f"{f'did you mean {near}? ' if near else ''}the presets are {', '.join(names())}",
+    )
 
 
 def as_chip_text(hw: Chip | str | None) -> Chip | None:

@@ -24,8 +24,18 @@ from shardalg.lazy import cached
 from . import terms as tm
 from .terms import ZERO, Term, add, const, maximum
 
-__all__ = ["AxisLink", "CommCost", "NOTHING", "Formula", "group_size", "less_one", "ab_ring", "ab_recursive_doubling",
-           "ab_all_to_all", "ab_permute"]  # fmt: skip
+__all__ = [
+    "AxisLink",
+    "CommCost",
+    "NOTHING",
+    "Formula",
+    "group_size",
+    "less_one",
+    "ab_ring",
+    "ab_recursive_doubling",
+    "ab_all_to_all",
+    "ab_permute",
+]
 
 W_DCN, ALPHA, BETA = quantity("W_dcn"), quantity("alpha"), quantity("beta")
 
@@ -96,8 +106,9 @@ class CommCost:
     def scaled(self, v: Term) -> CommCost:
         """The cost with every bandwidth term times ``v``: a formula worked out for V = 1 applied to V bytes
         (every formula is linear in V)."""
-        return CommCost(tuple((lat, b * v) for lat, b in self.parts), self.overlapped, self.per_axis,
-                        self.scale * v)  # fmt: skip
+        return CommCost(
+            tuple((lat, b * v) for lat, b in self.parts), self.overlapped, self.per_axis, self.scale * v
+        )
 
     def __add__(self, other: CommCost) -> CommCost:
         moved = dict(self.axis_bytes)

@@ -45,8 +45,16 @@ from .solve import substitute as substituted
 from .stepcost import Options, _formula
 from .terms import Max, Term, mono
 
-__all__ = ["Derivation", "compare", "compute_bound", "optimum", "critical", "solve_less", "REGIMES",
-           "DERIVATION_OVERLAP"]  # fmt: skip
+__all__ = [
+    "Derivation",
+    "compare",
+    "compute_bound",
+    "optimum",
+    "critical",
+    "solve_less",
+    "REGIMES",
+    "DERIVATION_OVERLAP",
+]
 
 DERIVATION_OVERLAP = OverlapPolicy.STEADY  # the book's derivations are layer-level
 
@@ -60,7 +68,9 @@ class Derivation:
     result: sympy.Basic | None = None
     values: Mapping[sympy.Symbol, float] = field(default_factory=dict)
     overlap: OverlapPolicy | None = None
-    notes: tuple[str, ...] = ()  # what was done that the input did not spell out (a plan chosen for a statement)
+    notes: tuple[
+        str, ...
+    ] = ()  # what was done that the input did not spell out (a plan chosen for a statement)
 
     def add(self, label: str, expr: object) -> object:
         return self.steps.add(label, expr)
@@ -77,8 +87,9 @@ class Derivation:
         """The steps as an aligned LaTeX block; the first row names the overlap policy, if any."""
         names = latex_names(*(e for _, e in self.steps))
         rows = [rf"\text{{overlap}} &\quad \text{{{self.overlap}}}"] if self.overlap else []
-        rows += [rf"{_latex_label(label)} &\quad {sympy.latex(e, symbol_names=names)}"
-                 for label, e in self.steps]  # fmt: skip
+        rows += [
+            rf"{_latex_label(label)} &\quad {sympy.latex(e, symbol_names=names)}" for label, e in self.steps
+        ]
         return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
 
     def _repr_latex_(self) -> str:
@@ -107,8 +118,10 @@ class Derivation:
             "latex": sympy.latex(self.result, symbol_names=names),
             "value": self.value,
             "notes": list(self.notes),
-            "steps": [{"label": label, "expr": sympy.sstr(e), "latex": sympy.latex(e, symbol_names=names)}
-                      for label, e in self.steps],  # fmt: skip
+            "steps": [
+                {"label": label, "expr": sympy.sstr(e), "latex": sympy.latex(e, symbol_names=names)}
+                for label, e in self.steps
+            ],
         }
 
     def to_json_text(self) -> str:
@@ -135,7 +148,9 @@ def _symbol(x: sympy.Symbol | str | None) -> sympy.Symbol | None:
     raise UsageError(f"solve for a dim or axis name (an identifier, like D), not {x!r}")
 
 
-def _solved_for(name: sympy.Symbol | str | None, free: frozenset, plans: Iterable[PlanCost]) -> sympy.Symbol | None:
+def _solved_for(
+    name: sympy.Symbol | str | None, free: frozenset, plans: Iterable[PlanCost]
+) -> sympy.Symbol | None:
     """The symbol a condition is solved for: the one named, which must occur in it, else the first dim of the
     plans' inputs that does."""
     x = _symbol(name)
@@ -173,17 +188,31 @@ def _eq(a: object, b: object) -> Lazy:
 Regime = tuple[Callable[[PlanCost], Term], Callable[[PlanCost], Term], str, OverlapPolicy | None]
 REGIMES: dict[str, Regime] = {
     "comms": (lambda c: c.light("comms"), lambda c: c.light("comms"), "both plans communication-bound", None),
-    "compute": (lambda c: c.light("total"), lambda c: c.light("compute"),
-                "plan b compute-bound (its time is its compute)", None),
+    "compute": (
+        lambda c: c.light("total"),
+        lambda c: c.light("compute"),
+        "plan b compute-bound (its time is its compute)",
+        None,
+    ),
     "total": (lambda c: c.light("total"), lambda c: c.light("total"), "each plan at its total time", None),
-    "overlap": (lambda c: c.light("total"), lambda c: c.light("total"), "each plan takes max(compute, comms)",
-                OverlapPolicy.STEADY),
-    "serial": (lambda c: c.light("total"), lambda c: c.light("total"), "compute and comms add up",
-               OverlapPolicy.SERIAL),
-}  # fmt: skip
+    "overlap": (
+        lambda c: c.light("total"),
+        lambda c: c.light("total"),
+        "each plan takes max(compute, comms)",
+        OverlapPolicy.STEADY,
+    ),
+    "serial": (
+        lambda c: c.light("total"),
+        lambda c: c.light("total"),
+        "compute and comms add up",
+        OverlapPolicy.SERIAL,
+    ),
+}
 
 
-def _costs(x, mesh, sizes, costs: CostModel, overlap: object, forced: OverlapPolicy | None = None) -> PlanCost:
+def _costs(
+    x, mesh, sizes, costs: CostModel, overlap: object, forced: OverlapPolicy | None = None
+) -> PlanCost:
     """The plan's cost under the policy asked for: ``overlap`` (or the regime's), else a PlanCost's own,
     else the book's ``steady``."""
     if forced is not None:
@@ -195,9 +224,21 @@ def _costs(x, mesh, sizes, costs: CostModel, overlap: object, forced: OverlapPol
     return costed(x, mesh, sizes, costs.under(as_policy(overlap, DERIVATION_OVERLAP)))
 
 
-def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_for=None, regime: str = "comms",
-            *, mesh=None, sizes=None, hw=None, model=None, latency: bool = False, overlap: object = None,
-            substitute: Mapping | None = None, **options) -> Derivation:  # fmt: skip
+def compare(
+    plan_a: Plan | PlanCost | str,
+    plan_b: Plan | PlanCost | str,
+    solve_for=None,
+    regime: str = "comms",
+    *,
+    mesh=None,
+    sizes=None,
+    hw=None,
+    model=None,
+    latency: bool = False,
+    overlap: object = None,
+    substitute: Mapping | None = None,
+    **options,
+) -> Derivation:
     """The condition under which plan a is faster than plan b in ``regime``, solved for ``solve_for``.
 
     Regimes: ``comms`` (both communication-bound: compare comms), ``compute`` (b compute-bound, a at its
@@ -216,8 +257,12 @@ def compare(plan_a: Plan | PlanCost | str, plan_b: Plan | PlanCost | str, solve_
     cb = _costs(plan_b, mesh, sizes, costs, ca.overlap)
     policy = ca.overlap
     notes = (*(f"plan a: {n}" for n in ca.notes), *(f"plan b: {n}" for n in cb.notes))
-    d = Derivation(f"when is plan a faster than plan b? ({assumption}; overlap {policy})", values=ca.values,
-                   overlap=policy, notes=notes)  # fmt: skip
+    d = Derivation(
+        f"when is plan a faster than plan b? ({assumption}; overlap {policy})",
+        values=ca.values,
+        overlap=policy,
+        notes=notes,
+    )
     mapping = _as_substitution(substitute)
     ta, tb = substitute_terms(time_a(ca), mapping), substitute_terms(time_b(cb), mapping)
     d.add("T_a", ta)
@@ -239,9 +284,20 @@ def _symbols(t: Term | Expr) -> frozenset:
     return t.symbols() if isinstance(t, Term) else frozenset(t.free_symbols)
 
 
-def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "compute", mesh=None, sizes=None,
-                  hw=None, model=None, latency: bool = False, overlap: object = None,
-                  substitute: Mapping | None = None, **options) -> Derivation:  # fmt: skip
+def compute_bound(
+    plan: Plan | PlanCost | str,
+    solve_for=None,
+    *,
+    bound: str = "compute",
+    mesh=None,
+    sizes=None,
+    hw=None,
+    model=None,
+    latency: bool = False,
+    overlap: object = None,
+    substitute: Mapping | None = None,
+    **options,
+) -> Derivation:
     """The condition for ``bound`` (``compute``, or ``memory`` for HBM time) to dominate the plan's
     communication: ``comms < bound``, solved for ``solve_for`` (default: the first dim of the plan's
     inputs that the condition involves); comms under ``overlap`` (default: a PlanCost's own, else ``steady``)."""
@@ -249,16 +305,25 @@ def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "
         raise UsageError(f"bound is 'compute' or 'memory', not {bound!r}")
     pc = _costs(plan, mesh, sizes, CostModel.of(hw, model, latency=latency, **options), overlap)
     policy = pc.overlap
-    d = Derivation(f"when does {bound} dominate communication? (overlap {policy})", values=pc.values,
-                   overlap=policy, notes=tuple(pc.notes))  # fmt: skip
+    d = Derivation(
+        f"when does {bound} dominate communication? (overlap {policy})",
+        values=pc.values,
+        overlap=policy,
+        notes=tuple(pc.notes),
+    )
     comms, work = pc.light("comms"), pc.light(bound)
     mapping = _as_substitution(substitute)
     if mapping:
-        d.add("substitute", Lazy(lambda: sympy.Tuple(*(sympy.Eq(k, v, evaluate=False) for k, v in mapping.items()))))
+        d.add(
+            "substitute",
+            Lazy(lambda: sympy.Tuple(*(sympy.Eq(k, v, evaluate=False) for k, v in mapping.items()))),
+        )
         comms, work = substituted(comms, mapping), substituted(work, mapping)
     d.add("T_comms", comms)
     d.add(f"T_{bound}", work)
-    d.add(f"{bound}-bound", Lazy(lambda: sympy.StrictGreaterThan(realize(work), realize(comms), evaluate=False)))
+    d.add(
+        f"{bound}-bound", Lazy(lambda: sympy.StrictGreaterThan(realize(work), realize(comms), evaluate=False))
+    )
     if isinstance(comms, Term) and comms.is_zero:
         d.result = d.add("no communication: always", sympy.true)
         return d
@@ -268,8 +333,15 @@ def compute_bound(plan: Plan | PlanCost | str, solve_for=None, *, bound: str = "
 
 
 # ---- optimum -------------------------------------------------------------------------------------
-def optimum(cost_expr: Expr | PlanCost, over, subject_to: sympy.Eq | None = None, *, term: str = "comms",
-            values: Mapping | None = None, overlap: object = None) -> Derivation:  # fmt: skip
+def optimum(
+    cost_expr: Expr | PlanCost,
+    over,
+    subject_to: sympy.Eq | None = None,
+    *,
+    term: str = "comms",
+    values: Mapping | None = None,
+    overlap: object = None,
+) -> Derivation:
     """The minimizer of ``cost_expr`` over ``over``, after eliminating another symbol with ``subject_to``
     (``Eq(X*Y, N)``). A PlanCost contributes its ``term`` (default comms) under ``overlap`` (default
     its own policy). The minimum of a max of an increasing and a decreasing term is where they cross; otherwise
@@ -300,8 +372,10 @@ def optimum(cost_expr: Expr | PlanCost, over, subject_to: sympy.Eq | None = None
         expr = substituted(expr, {y: realize(y_of_x)})
         d.add("cost", expr)
     if x not in _symbols(expr):
-        raise UsageError(f"the {term if isinstance(cost_expr, PlanCost) else 'cost'} does not depend on {x}: "
-                         f"nothing to optimize ({realize(expr)})")  # fmt: skip
+        raise UsageError(
+            f"the {term if isinstance(cost_expr, PlanCost) else 'cost'} does not depend on {x}: "
+            f"nothing to optimize ({realize(expr)})"
+        )
     best = _minimizer(expr, x, d)
     d.add(f"{x} optimal", _eq(sympy.Symbol(f"{x.name}_opt", positive=True), best))
     d.result = realize(best)
@@ -330,8 +404,14 @@ def _minimizer(expr: Term | Expr, x: sympy.Symbol, d: Derivation) -> Term | Expr
 
 
 # ---- critical sizes ------------------------------------------------------------------------------
-def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw=None, model: str = "ici",
-             per: str = "shard") -> Derivation:  # fmt: skip
+def critical(
+    op: Op = Op.ALL_GATHER,
+    axes: Iterable[str] = ("X",),
+    mesh=None,
+    hw=None,
+    model: str = "ici",
+    per: str = "shard",
+) -> Derivation:
     """The buffer size at which ``op`` over ``axes`` turns from latency-bound to bandwidth-bound: solve
     latency term = bandwidth term for V (the array's bytes); ``per="shard"`` divides by the group size
     (the buffer each device sends per hop). Symbolic axis sizes by default (``Mesh(X=None)``)."""
@@ -343,10 +423,14 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
     v = quantity("V")
     parts = _collective_parts(op, axes, opts, mono(v))
     if len(parts) != 1:
-        raise UsageError(f"{op.value} in the {opts.costs.model} model has {len(parts)} phases; ask for one of them")
+        raise UsageError(
+            f"{op.value} in the {opts.costs.model} model has {len(parts)} phases; ask for one of them"
+        )
     ((lat, bw),) = parts
-    d = Derivation(f"latency/bandwidth crossover of {op.value}_{''.join(axes)}",
-                   values=opts.costs.chip.values() if opts.costs.chip else {})  # fmt: skip
+    d = Derivation(
+        f"latency/bandwidth crossover of {op.value}_{''.join(axes)}",
+        values=opts.costs.chip.values() if opts.costs.chip else {},
+    )
     d.add("latency term", lat)
     d.add("bandwidth term", bw)
     d.add("crossover", _eq(lat, bw))
@@ -367,4 +451,3 @@ def critical(op: Op = Op.ALL_GATHER, axes: Iterable[str] = ("X",), mesh=None, hw
 def _collective_parts(op: Op, axes: tuple[str, ...], opts: Options, v: Term):
     group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
     return _formula(opts.costs.model, op, v, group).parts
-

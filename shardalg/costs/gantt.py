@@ -68,7 +68,9 @@ def gantt(pc: Scheduled, width: int = 32) -> str:
         lo, hi = round(a / span * width), round(b / span * width)
         hi = max(hi, lo + 1) if b > a else hi
         bar = " " * lo + "#" * (hi - lo) + " " * (width - hi)
-        lines.append(f"  {lane:<{pad}}  {a * US:9.3f} {b * US:9.3f} us  |{bar}|  {_statement(pc, slot.index)}")
+        lines.append(
+            f"  {lane:<{pad}}  {a * US:9.3f} {b * US:9.3f} us  |{bar}|  {_statement(pc, slot.index)}"
+        )
     return "\n".join(lines)
 
 
@@ -80,6 +82,15 @@ def schedule_json(pc: Scheduled) -> dict[str, object]:
     slots = []
     for n, slot in enumerate(s.slots):
         a, b = numbers[n] if numbers is not None else (None, None)
-        slots.append({"step": slot.index, "statement": _statement(pc, slot.index), "lanes": list(slot.lane_names),
-                      "start": str(slot.start), "end": str(slot.end), "start_seconds": a, "end_seconds": b})  # fmt: skip
+        slots.append(
+            {
+                "step": slot.index,
+                "statement": _statement(pc, slot.index),
+                "lanes": list(slot.lane_names),
+                "start": str(slot.start),
+                "end": str(slot.end),
+                "start_seconds": a,
+                "end_seconds": b,
+            }
+        )
     return {"overlap": s.policy.value, "formula": str(s.total), "seconds": pc.seconds, "slots": slots}

@@ -144,8 +144,11 @@ class Chip:
         return "\n".join(rows)
 
     def __repr__(self) -> str:
-        return short("Chip", f"{self.name}: {self.description}, {self.flops.value:.3g} FLOP/s, "
-                     f"W_ici {self.ici_bandwidth.value:.3g} B/s, model {self.model}")  # fmt: skip
+        return short(
+            "Chip",
+            f"{self.name}: {self.description}, {self.flops.value:.3g} FLOP/s, "
+            f"W_ici {self.ici_bandwidth.value:.3g} B/s, model {self.model}",
+        )
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
         pretty_text(self, p, cycle)
@@ -158,7 +161,9 @@ def _wrap_text(rule: WrapRule) -> str:
     if rule.always:
         text = "every axis (switch or full ring)"
     elif rule.lengths:
-        text = "an axis wraps only when each physical axis under it has length " + " or ".join(map(str, rule.lengths))
+        text = "an axis wraps only when each physical axis under it has length " + " or ".join(
+            map(str, rule.lengths)
+        )
     else:
         text = f"an axis wraps when each physical axis under it is a multiple of {rule.multiple} (full cubes)"
     return f"{text}; {rule.source}" if rule.source else text
@@ -215,107 +220,212 @@ PRESETS: dict[str, Chip] = {
     c.name: c
     for c in (
         Chip(
-            "tpu-v4p", "Google TPU v4 (4x4x4 cubes, 3D torus)",
+            "tpu-v4p",
+            "Google TPU v4 (4x4x4 cubes, 3D torus)",
             flops=Sourced(2.75e14, _book("2.75e14", _GC.format(v="v4"), "275 teraflops (bf16 or int8)")),
             hbm_bandwidth=Sourced(1.2e12, _book("1.2e12", _GC.format(v="v4"), "32 GiB, 1200 GBps")),
             hbm_capacity=Sourced(32e9, _book("32GB", _GC.format(v="v4"), "32 GiB, 1200 GBps", _BOOK_USED)),
-            ici_bandwidth=Sourced(9e10, _book("9e10") + f" bidirectional per link; {_SEED000}, problem 2: 9e10"),
+            ici_bandwidth=Sourced(
+                9e10, _book("9e10") + f" bidirectional per link; {_SEED000}, problem 2: 9e10"
+            ),
             hop_latency=_T_MIN,
             wrap=_CUBE_WRAP,
         ),
         Chip(
-            "tpu-v5e", "Google TPU v5e (16x16 pod, 2D torus)",
+            "tpu-v5e",
+            "Google TPU v5e (16x16 pod, 2D torus)",
             flops=Sourced(1.97e14, _book("1.97e14", _GC.format(v="v5e"), "197 TFLOPs")),
             hbm_bandwidth=Sourced(8.1e11, _book("8.1e11", _GC.format(v="v5e"), "819 GBps", _BOOK_USED)),
             hbm_capacity=Sourced(16e9, _book("16GB", _GC.format(v="v5e"), "16 GiB", _BOOK_USED)),
-            ici_bandwidth=Sourced(9e10, _book("9e10", _GC.format(v="v5e"), "400 GBps", "per chip over 4 ports, "
-                                              "1e11 a port: " + _BOOK_USED)
-                                  + f"; {_SEED000}: one-way ICI '4.5e10' per axis, so 9e10 bidirectional"),
+            ici_bandwidth=Sourced(
+                9e10,
+                _book(
+                    "9e10",
+                    _GC.format(v="v5e"),
+                    "400 GBps",
+                    "per chip over 4 ports, 1e11 a port: " + _BOOK_USED,
+                )
+                + f"; {_SEED000}: one-way ICI '4.5e10' per axis, so 9e10 bidirectional",
+            ),
             hop_latency=_T_MIN,
-            dcn_bandwidth=Sourced(3.125e9, _book("3.125e9", _GC.format(v="v5e"), "6.4 Tbps",
-                                                 "per 256-chip pod = 25 Gb/s = 3.125e9 bytes/s a chip: the same")),
+            dcn_bandwidth=Sourced(
+                3.125e9,
+                _book(
+                    "3.125e9",
+                    _GC.format(v="v5e"),
+                    "6.4 Tbps",
+                    "per 256-chip pod = 25 Gb/s = 3.125e9 bytes/s a chip: the same",
+                ),
+            ),
             wrap=_V5E_WRAP,
         ),
         Chip(
-            "tpu-v5p", "Google TPU v5p (4x4x4 cubes, 3D torus; pod 16x20x28)",
+            "tpu-v5p",
+            "Google TPU v5p (4x4x4 cubes, 3D torus; pod 16x20x28)",
             flops=Sourced(4.59e14, _book("4.59e14", _GC.format(v="v5p"), "459")),
             hbm_bandwidth=Sourced(2.8e12, _book("2.8e12", _GC.format(v="v5p"), "2765 GBps", _BOOK_USED)),
             hbm_capacity=Sourced(96e9, _book("96GB", _GC.format(v="v5p"), "95 GiB", _BOOK_USED)),
-            ici_bandwidth=Sourced(1.8e11, _book("1.8e11", _GC.format(v="v5p"), "1200 GBps", "per chip over 6 ports: "
-                                                + _BOOK_USED) + f"; {_SEED002}: C/W_ici = 2550 with C = 4.59e14"),
+            ici_bandwidth=Sourced(
+                1.8e11,
+                _book("1.8e11", _GC.format(v="v5p"), "1200 GBps", "per chip over 6 ports: " + _BOOK_USED)
+                + f"; {_SEED002}: C/W_ici = 2550 with C = 4.59e14",
+            ),
             hop_latency=_T_MIN,
-            dcn_bandwidth=Sourced(6.25e9, _book("6.25e9", _GC.format(v="v5p"), "50 Gbps",
-                                                "per chip = 6.25e9 bytes/s: the same")
-                                  + f"; {_SEED002}: C/W_dcn = 73,440"),
+            dcn_bandwidth=Sourced(
+                6.25e9,
+                _book("6.25e9", _GC.format(v="v5p"), "50 Gbps", "per chip = 6.25e9 bytes/s: the same")
+                + f"; {_SEED002}: C/W_dcn = 73,440",
+            ),
             wrap=_CUBE_WRAP,
         ),
         Chip(
-            "tpu-v6e", "Google TPU v6e Trillium (16x16 pod, 2D torus)",
+            "tpu-v6e",
+            "Google TPU v6e Trillium (16x16 pod, 2D torus)",
             flops=Sourced(9.2e14, _book("9.20e14", _GC.format(v="v6e"), "918 TFLOPs", _BOOK_USED)),
             hbm_bandwidth=Sourced(1.6e12, _book("1.6e12", _GC.format(v="v6e"), "1638 GBps", _BOOK_USED)),
             hbm_capacity=Sourced(32e9, _book("32GB", _GC.format(v="v6e"), "32 GB")),
-            ici_bandwidth=Sourced(1.8e11, _book("1.8e11", _GC.format(v="v6e"), "800 GBps", "per chip over 4 ports, "
-                                                "2e11 a port: " + _BOOK_USED)),
+            ici_bandwidth=Sourced(
+                1.8e11,
+                _book(
+                    "1.8e11",
+                    _GC.format(v="v6e"),
+                    "800 GBps",
+                    "per chip over 4 ports, 2e11 a port: " + _BOOK_USED,
+                ),
+            ),
             hop_latency=_T_MIN,
             dcn_bandwidth=Sourced(1.25e10, _book("12.5e9") + " DCN per TPU"),
             wrap=_V5E_WRAP,
         ),
         Chip(
-            "h100", "NVIDIA H100 SXM (8 GPUs on NVLink 4 / NVSwitch)",
-            flops=Sourced(9.895e14, _nvidia("H100", _H100_URL, "BFLOAT16 Tensor Core 1,979 teraFLOPS",
-                                            "with sparsity, half of it dense: 989.5e12", "9.9e14")),
-            hbm_bandwidth=Sourced(3.35e12, _nvidia("H100", _H100_URL, "GPU Memory Bandwidth 3.35TB/s", "",
-                                                   "3.4e12") + f"; {_SEED000} also uses 3.4e12"),
-            hbm_capacity=Sourced(80e9, _nvidia("H100", _H100_URL, "GPU Memory 80GB") + f"; {_BOOK_GPU}: '80GB'"),
-            ici_bandwidth=Sourced(9e11, _nvidia("H100", _H100_URL, "NVIDIA NVLink: 900GB/s", "bidirectional per GPU")
-                                  + f"; {_SEED003}: NVLink 450 GB/s per GPU one way"),
-            hop_latency=Sourced(2e-6, f"{_SEED003}: alpha = 2 us per message (an order-of-magnitude assumption)"),
+            "h100",
+            "NVIDIA H100 SXM (8 GPUs on NVLink 4 / NVSwitch)",
+            flops=Sourced(
+                9.895e14,
+                _nvidia(
+                    "H100",
+                    _H100_URL,
+                    "BFLOAT16 Tensor Core 1,979 teraFLOPS",
+                    "with sparsity, half of it dense: 989.5e12",
+                    "9.9e14",
+                ),
+            ),
+            hbm_bandwidth=Sourced(
+                3.35e12,
+                _nvidia("H100", _H100_URL, "GPU Memory Bandwidth 3.35TB/s", "", "3.4e12")
+                + f"; {_SEED000} also uses 3.4e12",
+            ),
+            hbm_capacity=Sourced(
+                80e9, _nvidia("H100", _H100_URL, "GPU Memory 80GB") + f"; {_BOOK_GPU}: '80GB'"
+            ),
+            ici_bandwidth=Sourced(
+                9e11,
+                _nvidia("H100", _H100_URL, "NVIDIA NVLink: 900GB/s", "bidirectional per GPU")
+                + f"; {_SEED003}: NVLink 450 GB/s per GPU one way",
+            ),
+            hop_latency=Sourced(
+                2e-6, f"{_SEED003}: alpha = 2 us per message (an order-of-magnitude assumption)"
+            ),
             model="alpha-beta",
             alpha=Sourced(2e-6, f"{_SEED003}: alpha = 2 us per message (an order-of-magnitude assumption)"),
-            link_bandwidth=Sourced(4.5e11, f"{_SEED003}: NVLink 4, '450 GB/s' per GPU one way (half of the "
-                                   "datasheet's 900GB/s)"),
-            dcn_bandwidth=Sourced(5e10, _nvidia("DGX H100", "https://www.nvidia.com/en-us/data-center/dgx-h100/",
-                                                "400Gb/s", _CX7)),
+            link_bandwidth=Sourced(
+                4.5e11, f"{_SEED003}: NVLink 4, '450 GB/s' per GPU one way (half of the datasheet's 900GB/s)"
+            ),
+            dcn_bandwidth=Sourced(
+                5e10,
+                _nvidia("DGX H100", "https://www.nvidia.com/en-us/data-center/dgx-h100/", "400Gb/s", _CX7),
+            ),
             wrap=_SWITCH,
         ),
         Chip(
-            "h200", "NVIDIA H200 SXM (8 GPUs on NVLink 4 / NVSwitch)",
-            flops=Sourced(9.895e14, _nvidia("H200", _H200_URL, "BFLOAT16 Tensor Core 1,979 TFLOPS",
-                                            "with sparsity, half of it dense: 989.5e12", "9.9e14")),
-            hbm_bandwidth=Sourced(4.8e12, _nvidia("H200", _H200_URL, "GPU Memory Bandwidth 4.8TB/s")
-                                  + f"; {_BOOK_GPU}: '4.8e12'"),
-            hbm_capacity=Sourced(141e9, _nvidia("H200", _H200_URL, "GPU Memory 141GB") + f"; {_BOOK_GPU}: '141GB'"),
-            ici_bandwidth=Sourced(9e11, _nvidia("H200", _H200_URL, "NVIDIA NVLink: 900GB/s", "bidirectional per GPU")),
+            "h200",
+            "NVIDIA H200 SXM (8 GPUs on NVLink 4 / NVSwitch)",
+            flops=Sourced(
+                9.895e14,
+                _nvidia(
+                    "H200",
+                    _H200_URL,
+                    "BFLOAT16 Tensor Core 1,979 TFLOPS",
+                    "with sparsity, half of it dense: 989.5e12",
+                    "9.9e14",
+                ),
+            ),
+            hbm_bandwidth=Sourced(
+                4.8e12,
+                _nvidia("H200", _H200_URL, "GPU Memory Bandwidth 4.8TB/s") + f"; {_BOOK_GPU}: '4.8e12'",
+            ),
+            hbm_capacity=Sourced(
+                141e9, _nvidia("H200", _H200_URL, "GPU Memory 141GB") + f"; {_BOOK_GPU}: '141GB'"
+            ),
+            ici_bandwidth=Sourced(
+                9e11, _nvidia("H200", _H200_URL, "NVIDIA NVLink: 900GB/s", "bidirectional per GPU")
+            ),
             hop_latency=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); same NVLink 4 fabric"),
             model="alpha-beta",
             alpha=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); same NVLink 4 fabric"),
-            link_bandwidth=Sourced(4.5e11, _nvidia("H200", _H200_URL, "NVIDIA NVLink: 900GB/s",
-                                                   "bidirectional, 450e9 one way")),
-            dcn_bandwidth=Sourced(5e10, _nvidia("DGX H200", "https://www.nvidia.com/en-us/data-center/dgx-h200/",
-                                                "400Gb/s", _CX7)),
+            link_bandwidth=Sourced(
+                4.5e11, _nvidia("H200", _H200_URL, "NVIDIA NVLink: 900GB/s", "bidirectional, 450e9 one way")
+            ),
+            dcn_bandwidth=Sourced(
+                5e10,
+                _nvidia("DGX H200", "https://www.nvidia.com/en-us/data-center/dgx-h200/", "400Gb/s", _CX7),
+            ),
             wrap=_SWITCH,
         ),
         Chip(
-            "b200", "NVIDIA B200 HGX (8 GPUs on NVLink 5 / NVSwitch)",
-            flops=Sourced(2.25e15, _nvidia("HGX B200", "https://www.nvidia.com/en-us/data-center/hgx/",
-                                           "FP16/BF16 Tensor Core 36 PFLOPS", "for 8 GPUs with sparsity: "
-                                           "2.25e15 dense a GPU", "2.3e15")),
-            hbm_bandwidth=Sourced(8e12, _nvidia("DGX B200", _B200_URL, "64TB/s HBM3e bandwidth",
-                                                "for 8 GPUs: 8e12 a GPU") + f"; {_BOOK_GPU}: '8.0e12'"),
-            hbm_capacity=Sourced(180e9, _nvidia("DGX B200", _B200_URL, "1,440GB total GPU memory",
-                                                "for 8 GPUs: 180e9 a GPU", "192GB")),
-            ici_bandwidth=Sourced(1.8e12, _nvidia("DGX B200", _B200_URL, "14.4TB/s aggregate bandwidth",
-                                                  "of NVLink 5 for 8 GPUs: 1.8e12 bidirectional a GPU")),
-            hop_latency=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); no number in the lecture for NVLink 5"),
+            "b200",
+            "NVIDIA B200 HGX (8 GPUs on NVLink 5 / NVSwitch)",
+            flops=Sourced(
+                2.25e15,
+                _nvidia(
+                    "HGX B200",
+                    "https://www.nvidia.com/en-us/data-center/hgx/",
+                    "FP16/BF16 Tensor Core 36 PFLOPS",
+                    "for 8 GPUs with sparsity: 2.25e15 dense a GPU",
+                    "2.3e15",
+                ),
+            ),
+            hbm_bandwidth=Sourced(
+                8e12,
+                _nvidia("DGX B200", _B200_URL, "64TB/s HBM3e bandwidth", "for 8 GPUs: 8e12 a GPU")
+                + f"; {_BOOK_GPU}: '8.0e12'",
+            ),
+            hbm_capacity=Sourced(
+                180e9,
+                _nvidia(
+                    "DGX B200", _B200_URL, "1,440GB total GPU memory", "for 8 GPUs: 180e9 a GPU", "192GB"
+                ),
+            ),
+            ici_bandwidth=Sourced(
+                1.8e12,
+                _nvidia(
+                    "DGX B200",
+                    _B200_URL,
+                    "14.4TB/s aggregate bandwidth",
+                    "of NVLink 5 for 8 GPUs: 1.8e12 bidirectional a GPU",
+                ),
+            ),
+            hop_latency=Sourced(
+                2e-6, f"assumed equal to H100's alpha ({_SEED003}); no number in the lecture for NVLink 5"
+            ),
             model="alpha-beta",
-            alpha=Sourced(2e-6, f"assumed equal to H100's alpha ({_SEED003}); no number in the lecture for NVLink 5"),
-            link_bandwidth=Sourced(9e11, _nvidia("DGX B200", _B200_URL, "14.4TB/s aggregate bandwidth",
-                                                 "of NVLink 5 for 8 GPUs: 1.8e12 a GPU, 9e11 one way")),
+            alpha=Sourced(
+                2e-6, f"assumed equal to H100's alpha ({_SEED003}); no number in the lecture for NVLink 5"
+            ),
+            link_bandwidth=Sourced(
+                9e11,
+                _nvidia(
+                    "DGX B200",
+                    _B200_URL,
+                    "14.4TB/s aggregate bandwidth",
+                    "of NVLink 5 for 8 GPUs: 1.8e12 a GPU, 9e11 one way",
+                ),
+            ),
             dcn_bandwidth=Sourced(5e10, _nvidia("DGX B200", _B200_URL, "400Gb/s", _CX7)),
             wrap=_SWITCH,
         ),
     )
-}  # fmt: skip
+}
 
 
 class ChipTable(tuple):
@@ -326,11 +436,31 @@ class ChipTable(tuple):
         rows = []
         for c in self:
             nums = c.numbers()
-            rows.append([c.name, c.description, c.model, *(f"{nums[k].value:.3g}" if k in nums else "" for k in keys),
-                         f"{c.hbm_capacity.value:.3g}"])  # fmt: skip
-        headers = ["chip", "description", "model", "C (FLOP/s)", "W_hbm (B/s)", "W_ici (B/s)", "T_min (s)",
-                   "alpha (s)", "beta (B/s)", "W_dcn (B/s)", "HBM (bytes)"]  # fmt: skip
-        return html_table(headers, rows, "hardware presets (shardalg hw show NAME gives each number's source)")
+            rows.append(
+                [
+                    c.name,
+                    c.description,
+                    c.model,
+                    *(f"{nums[k].value:.3g}" if k in nums else "" for k in keys),
+                    f"{c.hbm_capacity.value:.3g}",
+                ]
+            )
+        headers = [
+            "chip",
+            "description",
+            "model",
+            "C (FLOP/s)",
+            "W_hbm (B/s)",
+            "W_ici (B/s)",
+            "T_min (s)",
+            "alpha (s)",
+            "beta (B/s)",
+            "W_dcn (B/s)",
+            "HBM (bytes)",
+        ]
+        return html_table(
+            headers, rows, "hardware presets (shardalg hw show NAME gives each number's source)"
+        )
 
 
 def table(chips: tuple[Chip, ...] | list[Chip] | None = None) -> str:
@@ -349,8 +479,10 @@ def get(name: str) -> Chip:
         return PRESETS[name.lower()]
     except (KeyError, AttributeError):
         near = closest(name, names()) if isinstance(name, str) else None
-        raise UsageError(f"unknown hardware {name!r}; known: {', '.join(names())}",
-                         fix=f"did you mean {near}?" if near else None) from None  # fmt: skip
+        raise UsageError(
+            f"unknown hardware {name!r}; known: {', '.join(names())}",
+            fix=f"did you mean {near}?" if near else None,
+        ) from None
 
 
 def as_chip(hw: Chip | str | None) -> Chip | None:

@@ -55,9 +55,11 @@ def hierarchical_parts(model: str, op: Op, v: Expr, group: Sequence[tuple[Expr, 
     """The (latency, bandwidth) parts of ``op`` on V bytes over a group of axes given as (size, devices per
     node or None); latency and bandwidth add within a part (the alpha-beta convention)."""
     if model not in NODE_MODELS:
-        raise UsageError(f"devices per node (:nodeN) describe a GPU node; the {model} model has none",
-                         fix="use an alpha-beta model (a GPU chip, or --model alpha-beta), or --dcn for a TPU axis "
-                         "over the data-center network")  # fmt: skip
+        raise UsageError(
+            f"devices per node (:nodeN) describe a GPU node; the {model} model has none",
+            fix="use an alpha-beta model (a GPU chip, or --model alpha-beta), or --dcn for a TPU axis "
+            "over the data-center network",
+        )
     d, m = _levels(group)
     return NODE_FORMULAS.lookup(op)(v, d, m)
 

@@ -41,8 +41,18 @@ from .stepcost import Options, _collective
 from .steps import StepCost, fast_seconds, numeric, step_cost, step_weights
 from .terms import ZERO, Point, Term, add, maximum, point
 
-__all__ = ["PlanCost", "plan_cost", "priced", "plan_of", "cost", "costed", "step_seconds", "step_weights", "fast_seconds",
-           "collective_cost"]  # fmt: skip
+__all__ = [
+    "PlanCost",
+    "plan_cost",
+    "priced",
+    "plan_of",
+    "cost",
+    "costed",
+    "step_seconds",
+    "step_weights",
+    "fast_seconds",
+    "collective_cost",
+]
 
 TERMS = ("comms", "compute", "memory", "total", "flops")
 
@@ -60,9 +70,16 @@ class PlanCost:
     ``overlap``, ``model``, ``exact`` and ``ring`` are its.
     """
 
-    def __init__(self, steps: tuple[StepCost, ...], costs: CostModel, values: Mapping[sympy.Symbol, float],
-                 notes: tuple[str, ...] = (), *, at: Point | None = None,
-                 producers: tuple[tuple[int, ...], ...] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        steps: tuple[StepCost, ...],
+        costs: CostModel,
+        values: Mapping[sympy.Symbol, float],
+        notes: tuple[str, ...] = (),
+        *,
+        at: Point | None = None,
+        producers: tuple[tuple[int, ...], ...] | None = None,
+    ):
         self.steps = steps
         self._producers = producers  # the plan's (Plan.producers); else worked out from the steps
         if at is not None:  # ``values`` already keyed for evaluating terms (an Options' point)
@@ -180,7 +197,9 @@ class PlanCost:
         """``<PlanCost Max(...) = 46.6 µs; 2 steps, schedule, model ici>``: the total, its seconds on a chip,
         the overlap policy, one line."""
         at = f" = {seconds_text(self.seconds)}" if self.seconds is not None else ""
-        return short("PlanCost", f"{self.total}{at}; {len(self.steps)} steps, {self.overlap}, model {self.model}")
+        return short(
+            "PlanCost", f"{self.total}{at}; {len(self.steps)} steps, {self.overlap}, model {self.model}"
+        )
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
         pretty_text(self, p, cycle)
@@ -188,6 +207,7 @@ class PlanCost:
     def _repr_html_(self) -> str:
         """The cost breakdown as a table: each step's bytes, communication and compute time, then the totals
         (with seconds on a chip when every size is bound)."""
+
         def num(term: Term) -> str:
             v = self.evaluate(term)
             return str(term) if v is None else f"{term}  ({v:.3g})" if term.symbols() else f"{v:.3g}"
@@ -201,9 +221,14 @@ class PlanCost:
     def __str__(self) -> str:
         """Each step with its comms and compute terms, then the total and (on a chip) the seconds."""
         lines = [f"note: {n}" for n in self.notes]
-        lines += [f"{text(s.step.statement())}\n    comms {s.comms}   compute {s.compute}" for s in self.steps]
-        lines.append(f"overlap: {self.overlap}" + (", exact ring bytes" if self.exact else "")
-                     + (", one-way rings" if self.ring == "uni" else ""))
+        lines += [
+            f"{text(s.step.statement())}\n    comms {s.comms}   compute {s.compute}" for s in self.steps
+        ]
+        lines.append(
+            f"overlap: {self.overlap}"
+            + (", exact ring bytes" if self.exact else "")
+            + (", one-way rings" if self.ring == "uni" else "")
+        )
         lines.append(f"total: {self.total}")
         if self.seconds is not None:
             lines.append(f"seconds: {self.seconds:.6g}")
@@ -215,9 +240,16 @@ class PlanCost:
         return gantt(self, width)
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"model": self.model, "overlap": self.overlap.value, "exact": self.exact,
-                                  "ring": self.ring, "formula": str(self.total), "latex": self.latex(),
-                                  "seconds": self.seconds, "notes": list(self.notes)}  # fmt: skip
+        out: dict[str, object] = {
+            "model": self.model,
+            "overlap": self.overlap.value,
+            "exact": self.exact,
+            "ring": self.ring,
+            "formula": str(self.total),
+            "latex": self.latex(),
+            "seconds": self.seconds,
+            "notes": list(self.notes),
+        }
         for key in ("comms", "compute", "memory"):
             out[key] = {"formula": str(getattr(self, key)), "seconds": self.evaluate(self.light(key))}
         out["steps"] = [s.to_json(self.values) for s in self.steps]
@@ -230,7 +262,9 @@ def _priced(plan: Plan, opts: Options, costs: CostModel, notes: tuple[str, ...] 
     return PlanCost(steps, costs, dict(opts.values), notes, at=opts.point, producers=plan.producers)
 
 
-def plan_cost(plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object = None, **options) -> PlanCost:
+def plan_cost(
+    plan: Plan, mesh, sizes=None, hw=None, model=None, overlap: object = None, **options
+) -> PlanCost:
     """The cost of every step of ``plan`` and its totals.
 
     ``hw``: a Chip or preset name, whose numbers give ``seconds`` and whose wraparound rule and default model
@@ -248,8 +282,9 @@ def priced(plan: Plan, mesh, sizes, costs: CostModel) -> PlanCost:
     return _priced(plan, Options.of(costs, as_mesh(mesh), sizes), costs)
 
 
-def cost(x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overlap: object = None,
-         **options) -> PlanCost:  # fmt: skip
+def cost(
+    x: Plan | Node | str, mesh=None, sizes=None, hw=None, model=None, overlap: object = None, **options
+) -> PlanCost:
     """The cost of a plan, a program, a statement or notation text (``"AllGather_X(bf16[B_X, D_Y])"``).
     The mesh and sizes may come from the program's ``mesh`` line and ``where`` clause. A product whose
     operands do not meet (or whose local product is not the result written) is priced by its cheapest plan
@@ -298,8 +333,17 @@ def step_seconds(mesh, sizes=None, hw=None, model=None, **options) -> Callable[[
     return step_weights(as_mesh(mesh), sizes, CostModel.of(hw, model, **options))
 
 
-def collective_cost(op: Op, tensor: Tensor, axes: Iterable[str], mesh, sizes=None, hw=None, model=None,
-                    offset: int | None = None, **options) -> CommCost:  # fmt: skip
+def collective_cost(
+    op: Op,
+    tensor: Tensor,
+    axes: Iterable[str],
+    mesh,
+    sizes=None,
+    hw=None,
+    model=None,
+    offset: int | None = None,
+    **options,
+) -> CommCost:
     """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``.
     ``hw``, ``model`` and ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
     opts = Options.of(CostModel.of(hw, model, **options), as_mesh(mesh), sizes)

@@ -23,7 +23,9 @@ from shardalg.planning.planner import plans
 
 __all__ = ["plan_of", "program_plan"]
 
-Chooser = Callable[[list[Plan]], tuple[Plan, str]]  # the cheapest of a statement's plans, and how it was ranked
+Chooser = Callable[
+    [list[Plan]], tuple[Plan, str]
+]  # the cheapest of a statement's plans, and how it was ranked
 
 
 def _meets(local: Tensor | None, result: Tensor | None) -> bool:
@@ -41,7 +43,9 @@ def _first(found: list[Plan]) -> tuple[Plan, str]:
     return found[0], "by bytes communicated"
 
 
-def program_plan(node: Node, mesh=None, sizes=None, choose: Chooser | None = None) -> tuple[Plan, tuple[str, ...]]:
+def program_plan(
+    node: Node, mesh=None, sizes=None, choose: Chooser | None = None
+) -> tuple[Plan, tuple[str, ...]]:
     """The plan a program (or one statement) spells out, and a note for each statement that had to be
     planned (see the module's docstring). ``choose`` picks the cheapest of a statement's plans (default:
     the planner's first, by bytes communicated)."""
@@ -82,10 +86,15 @@ def program_plan(node: Node, mesh=None, sizes=None, choose: Chooser | None = Non
                 for t in best.inputs:
                     leaf(t)
                 out = best.output
-                why = ("its operands do not meet" if local is None
-                       else f"the local product is {text(local)}, not {text(result)}")  # fmt: skip
-                notes.append(f"{text(stmt)}: {why}; priced by its cheapest plan ({len(found)} found, {how}): "
-                             f"{best.note or 'no communication'}")  # fmt: skip
+                why = (
+                    "its operands do not meet"
+                    if local is None
+                    else f"the local product is {text(local)}, not {text(result)}"
+                )
+                notes.append(
+                    f"{text(stmt)}: {why}; priced by its cheapest plan ({len(found)} found, {how}): "
+                    f"{best.note or 'no communication'}"
+                )
         else:
             raise UsageError(f"cannot cost a {type(expr).__name__}")
         produced.add(out)

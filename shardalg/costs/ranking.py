@@ -79,8 +79,16 @@ class BySeconds:
         return Ranked(self.seconds_key(mesh, sizes, time), weigh, overlap, {column: seconds})
 
 
-def seconds_key(mesh: Mesh, sizes: Sizes, hw: Any, model: str | None = None, overlap: object = None, *,
-                seconds: Callable[[Plan], float | None] | None = None, **options) -> Key:  # fmt: skip
+def seconds_key(
+    mesh: Mesh,
+    sizes: Sizes,
+    hw: Any,
+    model: str | None = None,
+    overlap: object = None,
+    *,
+    seconds: Callable[[Plan], float | None] | None = None,
+    **options,
+) -> Key:
     """Rank plans by their seconds on ``hw`` under ``overlap``; plans whose cost stays symbolic (unbound
     sizes) rank after the numeric ones, by bytes (:meth:`BySeconds.seconds_key`). ``seconds`` is the
     caller's :func:`~shardalg.costs.steps.fast_seconds` of the same chip and policy, when it has one (its

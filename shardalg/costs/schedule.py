@@ -34,8 +34,19 @@ from shardalg.planning.overlap import OverlapPolicy
 
 from .terms import ZERO, Term, add, maximum, point
 
-__all__ = ["OverlapPolicy", "COMPUTE", "as_policy", "lanes_of", "dependencies", "Slot", "Schedule", "build", "total",
-           "seconds", "DEFAULT"]  # fmt: skip
+__all__ = [
+    "OverlapPolicy",
+    "COMPUTE",
+    "as_policy",
+    "lanes_of",
+    "dependencies",
+    "Slot",
+    "Schedule",
+    "build",
+    "total",
+    "seconds",
+    "DEFAULT",
+]
 
 DEFAULT = OverlapPolicy.SCHEDULE  # a single plan's policy
 COMPUTE = "compute"  # the name of the compute lane (a mesh axis lane is the axis's name)
@@ -62,7 +73,9 @@ def dependencies(steps: Sequence[Step], given: Sequence[object] = ()) -> tuple[t
 
 
 @memoized(Kind.PIECE)
-def _waits_of(lanes: tuple[tuple[str, ...], ...], deps: tuple[tuple[int, ...], ...]) -> tuple[tuple[tuple[int, ...], ...], bool]:
+def _waits_of(
+    lanes: tuple[tuple[str, ...], ...], deps: tuple[tuple[int, ...], ...]
+) -> tuple[tuple[tuple[int, ...], ...], bool]:
     """:func:`_waits` and whether they form a chain, memoized by the plan's shape (its steps' lanes and
     producers: many plans share one shape)."""
     waits = _waits(lanes, deps)
@@ -143,8 +156,12 @@ class Schedule:
         return out
 
 
-def build(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
-          policy: OverlapPolicy) -> Schedule:  # fmt: skip
+def build(
+    durations: Sequence[Term],
+    lanes: Sequence[tuple[str, ...]],
+    deps: Sequence[tuple[int, ...]],
+    policy: OverlapPolicy,
+) -> Schedule:
     """The schedule of steps with these durations, lanes and producers under ``policy``."""
     slots: list[Slot] = []
     policy = OverlapPolicy.of(policy)
@@ -152,14 +169,23 @@ def build(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Seq
     return Schedule(policy, tuple(slots), total)
 
 
-def total(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
-          policy: OverlapPolicy) -> Term:  # fmt: skip
+def total(
+    durations: Sequence[Term],
+    lanes: Sequence[tuple[str, ...]],
+    deps: Sequence[tuple[int, ...]],
+    policy: OverlapPolicy,
+) -> Term:
     """The time of :func:`build`'s schedule, without its slots."""
     return _walk(durations, lanes, deps, OverlapPolicy.of(policy), None)
 
 
-def _walk(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
-          policy: OverlapPolicy, slots: list[Slot] | None) -> Term:  # fmt: skip
+def _walk(
+    durations: Sequence[Term],
+    lanes: Sequence[tuple[str, ...]],
+    deps: Sequence[tuple[int, ...]],
+    policy: OverlapPolicy,
+    slots: list[Slot] | None,
+) -> Term:
     if policy is OverlapPolicy.SERIAL:
         clock: Term = ZERO
         for i, d in enumerate(durations):
@@ -200,8 +226,12 @@ def _walk(durations: Sequence[Term], lanes: Sequence[tuple[str, ...]], deps: Seq
     return maximum(*(e for i, e in enumerate(ends) if not waited >> i & 1))
 
 
-def seconds(durations: Sequence[float], lanes: Sequence[tuple[str, ...]], deps: Sequence[tuple[int, ...]],
-            policy: OverlapPolicy) -> float:  # fmt: skip
+def seconds(
+    durations: Sequence[float],
+    lanes: Sequence[tuple[str, ...]],
+    deps: Sequence[tuple[int, ...]],
+    policy: OverlapPolicy,
+) -> float:
     """The time of :func:`build`'s schedule on numbers: the fast path a ranking takes."""
     policy = OverlapPolicy.of(policy)
     if policy is OverlapPolicy.SERIAL:

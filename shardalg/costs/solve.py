@@ -115,8 +115,9 @@ def substitute(e: Term | Expr, mapping: Mapping) -> Term | Expr:
             if not (e.free_symbols & keys):
                 return e
             e = e.xreplace(dict(mapping))
-    raise UsageError(f"the substitution {dict(mapping)} is circular: a symbol is left after "
-                     f"{len(keys) + 1} rounds")  # fmt: skip
+    raise UsageError(
+        f"the substitution {dict(mapping)} is circular: a symbol is left after {len(keys) + 1} rounds"
+    )
 
 
 # ---- splitting maxima ----------------------------------------------------------------------------
@@ -229,14 +230,18 @@ def _bound(x: sympy.Symbol, bound: Term, above: bool) -> sympy.Basic:
             return sympy.true
         if not above and float(b) <= floor:
             return sympy.false
-    return sympy.StrictGreaterThan(x, b, evaluate=False) if above else sympy.StrictLessThan(x, b, evaluate=False)
+    return (
+        sympy.StrictGreaterThan(x, b, evaluate=False) if above else sympy.StrictLessThan(x, b, evaluate=False)
+    )
 
 
 def _fraction(k: object):
     return Fraction(k) if not isinstance(k, float) else k
 
 
-def _solve_sympy(lhs: Expr, rhs: Expr, x: sympy.Symbol | None, steps: Steps, divided: bool = False) -> sympy.Basic:
+def _solve_sympy(
+    lhs: Expr, rhs: Expr, x: sympy.Symbol | None, steps: Steps, divided: bool = False
+) -> sympy.Basic:
     ratio = simplify(lhs / rhs) if not divided else lhs
     if not divided:
         steps.add("divide by the right side", sympy.StrictLessThan(ratio, 1, evaluate=False))
@@ -273,8 +278,10 @@ def positive_root(lhs: object, rhs: object, x: sympy.Symbol) -> Term | Expr:
     try:
         found = sympy.solve(eq.lhs.subs(x, real) - eq.rhs.subs(x, real), real)
     except (NotImplementedError, ValueError, TypeError) as err:
-        raise UsageError(f"no closed form for {x} in {eq}: sympy cannot solve it ({type(err).__name__}); a cost "
-                         "with a maximum inside a sum has none here (take it under overlap steady or serial)") from None
+        raise UsageError(
+            f"no closed form for {x} in {eq}: sympy cannot solve it ({type(err).__name__}); a cost "
+            "with a maximum inside a sum has none here (take it under overlap steady or serial)"
+        ) from None
     roots = [r for r in found if r.is_positive is not False]
     if len(roots) != 1:
         raise UsageError(f"expected one positive solution for {x}, found {len(roots)}: {roots}")

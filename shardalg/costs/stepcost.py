@@ -74,8 +74,17 @@ from .hierarchy import hierarchical_parts
 from .shift import shift_unit
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
-__all__ = ["Link", "CommCost", "FORMULAS", "group_bytes", "Options", "unit_cost",
-           "UNIT_COSTS", "local_bytes", "moved_share"]  # fmt: skip
+__all__ = [
+    "Link",
+    "CommCost",
+    "FORMULAS",
+    "group_bytes",
+    "Options",
+    "unit_cost",
+    "UNIT_COSTS",
+    "local_bytes",
+    "moved_share",
+]
 
 
 # The model's structural constants (not hardware numbers; those live in shardalg.costs.hardware). They are
@@ -165,7 +174,11 @@ def _exact_share(group: tuple[Link, ...]) -> Term:
 def moved_share(op: Op, axes: tuple[str, ...], opts: Options) -> Term:
     """The share of V a step's ring moves: (N − 1)/N for a gather, a scatter or their sum (an AllReduce)
     when ``exact`` counts it on the ici model, else 1 (the book's V)."""
-    if not opts.costs.exact or opts.costs.model != "ici" or op not in (Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE):
+    if (
+        not opts.costs.exact
+        or opts.costs.model != "ici"
+        or op not in (Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE)
+    ):
         return tm.ONE
     group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
     return _exact_share(group) if group else tm.ONE
@@ -208,19 +221,29 @@ def _ici_permute(shard: Term, group: tuple[Link, ...]) -> CommCost:
 _RS_AG = (Op.REDUCE_SCATTER, Op.ALL_GATHER)
 FORMULAS: dict[str, dict[Op, Formula | tuple[Op, ...]]] = {
     "ici": {
-        Op.ALL_GATHER: _ici_gather, Op.REDUCE_SCATTER: _ici_gather, Op.ALL_REDUCE: _RS_AG,
-        Op.ALL_TO_ALL: _ici_all_to_all, Op.PERMUTE: _ici_permute,
+        Op.ALL_GATHER: _ici_gather,
+        Op.REDUCE_SCATTER: _ici_gather,
+        Op.ALL_REDUCE: _RS_AG,
+        Op.ALL_TO_ALL: _ici_all_to_all,
+        Op.PERMUTE: _ici_permute,
     },
     "alpha-beta": {
-        Op.ALL_GATHER: ab_ring, Op.REDUCE_SCATTER: ab_ring, Op.ALL_REDUCE: _RS_AG,
-        Op.ALL_TO_ALL: ab_all_to_all, Op.PERMUTE: ab_permute,
+        Op.ALL_GATHER: ab_ring,
+        Op.REDUCE_SCATTER: ab_ring,
+        Op.ALL_REDUCE: _RS_AG,
+        Op.ALL_TO_ALL: ab_all_to_all,
+        Op.PERMUTE: ab_permute,
     },
     "alpha-beta-rd": {
-        Op.ALL_GATHER: ab_ring, Op.REDUCE_SCATTER: ab_ring, Op.ALL_REDUCE: ab_recursive_doubling,
-        Op.ALL_TO_ALL: ab_all_to_all, Op.PERMUTE: ab_permute,
+        Op.ALL_GATHER: ab_ring,
+        Op.REDUCE_SCATTER: ab_ring,
+        Op.ALL_REDUCE: ab_recursive_doubling,
+        Op.ALL_TO_ALL: ab_all_to_all,
+        Op.PERMUTE: ab_permute,
     },
-}  # fmt: skip
+}
 assert set(FORMULAS) == set(MODELS)
+
 
 @dataclass(frozen=True, eq=False)
 class Options:
@@ -273,10 +296,16 @@ class Options:
         ax, costs = self.mesh[name], self.costs
         wraps = ax.wraps
         if wraps is None:
-            wraps = costs.chip.wraps(ax.size, ax.links) if costs.chip is not None and ax.size is not None else True
+            wraps = (
+                costs.chip.wraps(ax.size, ax.links)
+                if costs.chip is not None and ax.size is not None
+                else True
+            )
         m = tm.mono(links(name)) if costs.symbolic_links else const(ax.links)
         size = tm.mono(axis_size(name)) if ax.size is None else const(ax.size)
-        return Link(name, size, m, wraps, name in costs.dcn_axes, costs.ring == "uni", costs.exact, ax.size, ax.node)
+        return Link(
+            name, size, m, wraps, name in costs.dcn_axes, costs.ring == "uni", costs.exact, ax.size, ax.node
+        )
 
     def link(self, name: str) -> Link:
         got = self.links.get(name)
@@ -385,6 +414,8 @@ def _unit(model: str, op: Op, group: tuple[Link, ...]) -> CommCost:
     return _formula(model, op, tm.ONE, group)
 
 
-def _collective(op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options, offset: int | None = None) -> CommCost:
+def _collective(
+    op: Op, tensor: Tensor, axes: tuple[str, ...], opts: Options, offset: int | None = None
+) -> CommCost:
     unit = unit_cost(op, axes, opts, offset)
     return NOTHING if unit is None else unit.scaled(group_bytes(op, tensor, axes, opts))

@@ -115,7 +115,9 @@ class StepCost:
     def comm(self) -> CommCost:
         if self._comm is None:
             s = self.step
-            self._comm = NOTHING if s.op is Op.EINSUM else _collective(s.op, s.inputs[0], s.axes, self.opts, s.offset)
+            self._comm = (
+                NOTHING if s.op is Op.EINSUM else _collective(s.op, s.inputs[0], s.axes, self.opts, s.offset)
+            )
         return self._comm
 
     @property
@@ -135,7 +137,9 @@ class StepCost:
                 self._comms = ZERO
             elif self._comm is None and unit.overlapped and unit.light_parts:
                 # the common case, without building the step's CommCost: each phase's bandwidth times V
-                self._comms = _comms_term(s.op, s.axes, s.offset, _shape_key(s.inputs[0]), s.inputs[0], self.opts)
+                self._comms = _comms_term(
+                    s.op, s.axes, s.offset, _shape_key(s.inputs[0]), s.inputs[0], self.opts
+                )
             else:
                 self._comms = self.comm.term(self.opts.costs.latency)
         return self._comms
@@ -176,14 +180,19 @@ class StepCost:
         return self.compute if self.step.op is Op.EINSUM else self.comms
 
     def to_json(self, values: Mapping[sympy.Symbol, float]) -> dict[str, object]:
-        out: dict[str, object] = {"step": text(self.step.statement()), "op": self.step.op.value,
-                                  "axes": list(self.step.axes)}  # fmt: skip
+        out: dict[str, object] = {
+            "step": text(self.step.statement()),
+            "op": self.step.op.value,
+            "axes": list(self.step.axes),
+        }
         for key in ("bytes", "flops", "comms", "compute", "memory"):
             expr = getattr(self, key)
             out[key] = str(expr)
             out[key + "_value"] = numeric(expr, values)
         if self.comm.axis_bytes:
-            out["axis_bytes"] = {a: {"formula": str(b), "value": numeric(b, values)} for a, b in self.comm.axis_bytes}
+            out["axis_bytes"] = {
+                a: {"formula": str(b), "value": numeric(b, values)} for a, b in self.comm.axis_bytes
+            }
         return out
 
 
@@ -199,7 +208,9 @@ def step_cost(step: Step, opts: Options) -> StepCost:
 _TERMS = memo(f"{__name__}._TERMS", Kind.PIECE)
 
 
-def _comms_term(op: Op, axes: tuple[str, ...], offset: int | None, shape: tuple, t: Tensor, opts: Options) -> Term:
+def _comms_term(
+    op: Op, axes: tuple[str, ...], offset: int | None, shape: tuple, t: Tensor, opts: Options
+) -> Term:
     """A collective's time for a tensor of ``shape`` (its dims, layout and dtype; not its name): each
     phase's bandwidth times V, with the latency floor unless ``latency=False``."""
     key = ("comms", op, axes, offset, shape, opts)
@@ -259,7 +270,9 @@ def _unit_numbers(op: Op, axes: tuple[str, ...], opts: Options, offset: int | No
     if unit is None:
         return None, True
     at = opts.point
-    return tuple((lat.evaluate(at), b.evaluate(at)) for lat, b in ((_t(x), _t(y)) for x, y in unit.parts)), unit.overlapped
+    return tuple(
+        (lat.evaluate(at), b.evaluate(at)) for lat, b in ((_t(x), _t(y)) for x, y in unit.parts)
+    ), unit.overlapped
 
 
 def seconds_of(step: Step, opts: Options) -> float | None:

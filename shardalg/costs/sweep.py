@@ -97,6 +97,8 @@ def lambdify(expr: sympy.Basic | Term, values: Mapping[sympy.Symbol, float] | No
     return Compiled(expr, names, function)
 
 
-def sweep(expr: sympy.Basic | Term, values: Mapping[sympy.Symbol, float] | None = None, **grids: object) -> np.ndarray:
+def sweep(
+    expr: sympy.Basic | Term, values: Mapping[sympy.Symbol, float] | None = None, **grids: object
+) -> np.ndarray:
     """Evaluate ``expr`` on the broadcast grid of ``grids`` (symbol name -> scalar or array)."""
     return lambdify(expr, values)(**grids)

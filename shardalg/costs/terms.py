@@ -36,8 +36,23 @@ from . import atoms as at
 from .atoms import Atom, Number, Point, atom, atom_id, point
 from .sympymax import formula, unevaluated_max
 
-__all__ = ["Term", "Mono", "Sum", "Max", "mono", "const", "add", "maximum", "point", "Point", "atom_id", "atom",
-           "ZERO", "ONE", "Number"]  # fmt: skip
+__all__ = [
+    "Term",
+    "Mono",
+    "Sum",
+    "Max",
+    "mono",
+    "const",
+    "add",
+    "maximum",
+    "point",
+    "Point",
+    "atom_id",
+    "atom",
+    "ZERO",
+    "ONE",
+    "Number",
+]
 
 
 class Term:
@@ -61,7 +76,9 @@ class Term:
         if not evaluate:
             return self._to_sympy(False)
         got = self._sympy
-        if got is None:  # equal trees share one formula (sympymax.formula); 1.0 and 1 are equal coefficients here
+        if (
+            got is None
+        ):  # equal trees share one formula (sympymax.formula); 1.0 and 1 are equal coefficients here
             made = self._to_sympy
             got = self._sympy = made(True) if self._floaty else formula(self, made)
         return got
@@ -130,7 +147,9 @@ class Mono(Term):
         self._floaty = type(coeff) is float or any(type(k) is float for _, k in powers)
 
     def __eq__(self, other: object) -> bool:
-        return self is other or (type(other) is Mono and self.coeff == other.coeff and self.powers == other.powers)
+        return self is other or (
+            type(other) is Mono and self.coeff == other.coeff and self.powers == other.powers
+        )
 
     def __hash__(self) -> int:
         h = self._hash
@@ -151,13 +170,18 @@ class Mono(Term):
             x = values.get(a)
             if x is None:
                 x = at.atom_value(at._ATOMS[a], values)
-            v = v * x**k if k > 0 else v / x ** -k
+            v = v * x**k if k > 0 else v / x**-k
         return v
 
     def _to_sympy(self, evaluate: bool) -> sympy.Expr:
         c = self.coeff
-        head = sympy.Float(c) if isinstance(c, float) else sympy.Rational(c.numerator, c.denominator) \
-            if type(c) is Fraction else sympy.Integer(c)  # fmt: skip
+        head = (
+            sympy.Float(c)
+            if isinstance(c, float)
+            else sympy.Rational(c.numerator, c.denominator)
+            if type(c) is Fraction
+            else sympy.Integer(c)
+        )
         factors = [a if k == 1 else sympy.Pow(a, at.sym_number(k)) for a, k in self.factors()]
         return sympy.Mul(head, *factors)
 
@@ -328,7 +352,7 @@ def add(*terms: Term) -> Term:
     monos: dict[tuple, list[Mono]] = {}  # by powers, in order of first appearance
     others: list[Term] = []
     for t in terms:
-        for u in (t.args if type(t) is Sum else (t,)):
+        for u in t.args if type(t) is Sum else (t,):
             if type(u) is not Mono:
                 others.append(u)
             elif u.coeff != 0:
@@ -359,7 +383,7 @@ def maximum(*terms: Term) -> Term:
         return Max((a, b))
     flat: list[Term] = []
     for t in terms:
-        for u in (t.args if type(t) is Max else (t,)):
+        for u in t.args if type(t) is Max else (t,):
             if u.is_zero:
                 continue
             for v in flat:

@@ -71,13 +71,24 @@ def to_torch_placements(tensor: Tensor | str, mesh: Any) -> list[Any]:
     shard, replicate, partial = _torch_placements()
     out: list[Any] = []
     for p in specs.to_placements(_tensor(tensor), _mesh(mesh)):
-        out.append(shard(p.dim) if isinstance(p, specs.Shard) else partial() if isinstance(p, specs.Partial)
-                   else replicate())  # fmt: skip
+        out.append(
+            shard(p.dim)
+            if isinstance(p, specs.Shard)
+            else partial()
+            if isinstance(p, specs.Partial)
+            else replicate()
+        )
     return out
 
 
-def from_torch_placements(placements: Sequence[Any], mesh: Any, dim_names: Sequence[str], *,
-                          name: str | None = None, dtype: DType | None = None) -> Tensor:  # fmt: skip
+def from_torch_placements(
+    placements: Sequence[Any],
+    mesh: Any,
+    dim_names: Sequence[str],
+    *,
+    name: str | None = None,
+    dtype: DType | None = None,
+) -> Tensor:
     """The tensor that torch placements (one per mesh dim, in mesh order) describe on ``mesh`` (ours, text,
     or a torch ``DeviceMesh``); also takes shardalg's own placement values and the letters S(0), R, P."""
     return specs.from_placements(placements, _mesh(mesh), dim_names, name=name, dtype=dtype)

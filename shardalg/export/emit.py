@@ -30,7 +30,9 @@ __all__ = [
 ]
 
 
-def _suffix_changes(before: Tensor, after: Tensor) -> tuple[dict[int, tuple[str, ...]], dict[int, tuple[str, ...]]]:
+def _suffix_changes(
+    before: Tensor, after: Tensor
+) -> tuple[dict[int, tuple[str, ...]], dict[int, tuple[str, ...]]]:
     """Per dim index: the minor-most axes ``after`` dropped, and the ones it appended."""
     removed: dict[int, tuple[str, ...]] = {}
     added: dict[int, tuple[str, ...]] = {}
@@ -42,7 +44,9 @@ def _suffix_changes(before: Tensor, after: Tensor) -> tuple[dict[int, tuple[str,
         elif len(d1.axes) > len(d0.axes) and d1.axes[: len(d0.axes)] == d0.axes:
             added[i] = d1.axes[len(d0.axes) :]
         else:
-            raise UsageError(f"{node_text(before)} -> {node_text(after)}: dim {d0.label} changes other than at its minor end")
+            raise UsageError(
+                f"{node_text(before)} -> {node_text(after)}: dim {d0.label} changes other than at its minor end"
+            )
     return removed, added
 
 

@@ -76,11 +76,34 @@ class Flow:
 # Python's builtins and keywords: a tensor called one of them gets another variable name, so any tensor name
 # works (a tensor called zip, IN_SPECS or make_mesh would otherwise shadow the module's own).
 _GENERATED = {
-    "jax", "jnp", "P", "NamedSharding", "np", "torch", "dist", "itertools",
-    "MESH_AXES", "MESH_SHAPE", "IN_SPECS", "OUT_SPECS", "CHECK_VMA", "WORLD", "GROUPS",
-    "make_mesh", "make_groups", "mesh_coords", "axis_index", "mesh", "groups", "placed", "run", "x", "s",
-    "forward", "backward",
-}  # fmt: skip
+    "jax",
+    "jnp",
+    "P",
+    "NamedSharding",
+    "np",
+    "torch",
+    "dist",
+    "itertools",
+    "MESH_AXES",
+    "MESH_SHAPE",
+    "IN_SPECS",
+    "OUT_SPECS",
+    "CHECK_VMA",
+    "WORLD",
+    "GROUPS",
+    "make_mesh",
+    "make_groups",
+    "mesh_coords",
+    "axis_index",
+    "mesh",
+    "groups",
+    "placed",
+    "run",
+    "x",
+    "s",
+    "forward",
+    "backward",
+}
 _RESERVED = frozenset(_GENERATED) | frozenset(dir(builtins))
 
 
@@ -133,7 +156,9 @@ def as_flow(obj: object, mesh: Mesh | str, sizes: Mapping[str, int] | None = Non
         for s in p.steps:
             for t in s.inputs:
                 if t not in produced and t not in inputs:
-                    raise UsageError(f"step {step_text(s)} reads {node_text(t)}, which no earlier step produced")
+                    raise UsageError(
+                        f"step {step_text(s)} reads {node_text(t)}, which no earlier step produced"
+                    )
             steps.append(s)
             produced.add(s.output)
     read = {t for s in steps for t in s.inputs}

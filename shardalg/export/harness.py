@@ -111,13 +111,17 @@ class CheckResult:
         return self.ok
 
 
-def compare(flow: Flow, expected: Sequence[np.ndarray], got: Sequence[np.ndarray], seconds: float) -> CheckResult:
+def compare(
+    flow: Flow, expected: Sequence[np.ndarray], got: Sequence[np.ndarray], seconds: float
+) -> CheckResult:
     """Relative max-abs error per output against float32 tolerance."""
     worst = 0.0
     for t, e, g in zip(flow.outputs, expected, got, strict=True):
         g = dense_value(t, np.asarray(g, dtype=np.float64))
         if g.shape != e.shape:
-            return CheckResult(False, float("inf"), f"{node_text(t)}: shape {g.shape}, expected {e.shape}", seconds)
+            return CheckResult(
+                False, float("inf"), f"{node_text(t)}: shape {g.shape}, expected {e.shape}", seconds
+            )
         scale = max(1.0, float(np.max(np.abs(e), initial=0.0)))
         worst = max(worst, float(np.max(np.abs(g - e), initial=0.0)) / scale)
     ok = worst < 1e-4
@@ -145,12 +149,19 @@ def require_extra(module: str, extra: str, what: str) -> None:
     except (ImportError, ValueError):  # a module set to None in sys.modules, or a broken package
         found = False
     if not found:
-        raise UsageError(f"{what} needs {module}, an optional extra this Python ({sys.executable}) lacks: "
-                         f"pip install 'shardalg[{extra}]'")  # fmt: skip
+        raise UsageError(
+            f"{what} needs {module}, an optional extra this Python ({sys.executable}) lacks: "
+            f"pip install 'shardalg[{extra}]'"
+        )
 
 
 def run_driver(
-    workdir: Path, driver: str, jobs: list[dict[str, object]], *args: str, env: Mapping[str, str], timeout: float
+    workdir: Path,
+    driver: str,
+    jobs: list[dict[str, object]],
+    *args: str,
+    env: Mapping[str, str],
+    timeout: float,
 ) -> subprocess.CompletedProcess[str]:
     """Write ``jobs.json`` and the driver script into ``workdir`` and run the driver with this Python there
     (``driver.py jobs.json *args``), capturing its output."""
@@ -158,5 +169,9 @@ def run_driver(
     (workdir / "driver.py").write_text(driver)
     return subprocess.run(
         [sys.executable, str(workdir / "driver.py"), str(workdir / "jobs.json"), *args],
-        capture_output=True, text=True, env=env, timeout=timeout, cwd=workdir,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=workdir,
+    )

@@ -90,7 +90,9 @@ class _Body(Body):
     def gather_to(self, step: Step, axes: frozenset[str]) -> str:
         """'varying' when a consumer multiplies the result with a value varying over the gathered axes."""
         for s in self.flow.consumers(step.output):
-            if s.op is Op.EINSUM and any(self.vary.get(o, frozenset()) & axes for o in s.inputs if o != step.output):
+            if s.op is Op.EINSUM and any(
+                self.vary.get(o, frozenset()) & axes for o in s.inputs if o != step.output
+            ):
                 return "varying"
         return "invarying"
 
@@ -110,7 +112,9 @@ def _all_gather(b: _Body, s: Step) -> frozenset[str]:
     to = b.gather_to(s, axes)
     cur = x
     for d, removed in gone.items():
-        b.lines.append(f"{y} = jax.lax.all_gather({cur}, {_axes_src(removed)}, axis={d}, tiled=True, to={to!r})")
+        b.lines.append(
+            f"{y} = jax.lax.all_gather({cur}, {_axes_src(removed)}, axis={d}, tiled=True, to={to!r})"
+        )
         cur = y
     return b.vary[t] - axes if to == "invarying" else b.vary[t]
 
@@ -136,7 +140,9 @@ def _all_reduce(b: _Body, s: Step) -> frozenset[str]:
 @EMITTERS.register(Op.ALL_TO_ALL)
 def _all_to_all(b: _Body, s: Step) -> frozenset[str]:
     (t,) = s.inputs
-    gone = {i: d0.axes[len(d0.axes) - len(s.axes):] for i, d0 in enumerate(t.dims) if set(s.axes) <= set(d0.axes)}
+    gone = {
+        i: d0.axes[len(d0.axes) - len(s.axes) :] for i, d0 in enumerate(t.dims) if set(s.axes) <= set(d0.axes)
+    }
     if len(gone) != 1:
         raise UsageError(f"{step_text(s)}: the axes {', '.join(s.axes)} are not the minor end of one dim")
     ((src, moved),) = gone.items()
@@ -204,8 +210,6 @@ def _einsum(b: _Body, s: Step) -> frozenset[str]:
     return b.vary[left] | b.vary[right]
 
 
-
-
 def _tuple_src(items: Sequence[str]) -> str:
     return "(" + items[0] + ",)" if len(items) == 1 else "(" + ", ".join(items) + ")"
 
@@ -246,8 +250,13 @@ def export_jax(
     out_specs = out_specs if len(flow.outputs) == 1 else f"({out_specs})"
     check = "True" if vma_ok else "False"
     if not vma_ok:
-        body.lines.insert(0, "# check_vma=False: that the outputs are replicated where their specs say so is not provable")
-        body.lines.insert(1, "# from shard_map's varying types (a collective leaves a copy varying); `shardalg export --check` runs it.")
+        body.lines.insert(
+            0, "# check_vma=False: that the outputs are replicated where their specs say so is not provable"
+        )
+        body.lines.insert(
+            1,
+            "# from shard_map's varying types (a collective leaves a copy varying); `shardalg export --check` runs it.",
+        )
     stacked = [node_text(t) for t in (*flow.inputs, *flow.outputs) if t.unreduced]
     note = (
         "\nUnreduced values are passed stacked: a leading dim of partial sums (one per device group along the\n"
@@ -292,7 +301,7 @@ def {name}({args}{", " if args else ""}mesh=None):
 
 
 # ------------------------------------------------------------------------------------ running it
-_DRIVER = r'''
+_DRIVER = r"""
 import importlib.util, json, sys, traceback
 import numpy as np
 import jax
@@ -349,17 +358,19 @@ for job in json.load(open(sys.argv[1])):
     except Exception:
         out.append({"ok": False, "error": traceback.format_exc(limit=4)})
 print("SHARDALG-RESULT " + json.dumps(out))
-'''
+"""
 
 
-def _run_jobs(jobs: list[dict[str, object]], devices: int, workdir: Path, timeout: float) -> list[dict[str, object]]:
+def _run_jobs(
+    jobs: list[dict[str, object]], devices: int, workdir: Path, timeout: float
+) -> list[dict[str, object]]:
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}".strip()
     env["JAX_PLATFORMS"] = "cpu"
     proc = run_driver(workdir, _DRIVER, jobs, env=env, timeout=timeout)
     for line in proc.stdout.splitlines():
         if line.startswith("SHARDALG-RESULT "):
-            return json.loads(line[len("SHARDALG-RESULT "):])
+            return json.loads(line[len("SHARDALG-RESULT ") :])
     raise UsageError(f"the JAX check did not run (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
 
 
@@ -369,10 +380,16 @@ def _prepare(plans: object, mesh: Mesh, sizes: Mapping[str, int] | None, seed: i
         src = export_jax(flow, mesh)
         (workdir / f"plan{k}.py").write_text(src)
         np.savez(workdir / f"in{k}.npz", **{f"arg{i}": a for i, a in enumerate(arrays)})
-        jobs.append({
-            "module": str(workdir / f"plan{k}.py"), "function": "forward", "inputs": str(workdir / f"in{k}.npz"),
-            "outputs": str(workdir / f"out{k}.npz"), "n_inputs": len(arrays), "vjp": vjp,
-        })  # fmt: skip
+        jobs.append(
+            {
+                "module": str(workdir / f"plan{k}.py"),
+                "function": "forward",
+                "inputs": str(workdir / f"in{k}.npz"),
+                "outputs": str(workdir / f"out{k}.npz"),
+                "n_inputs": len(arrays),
+                "vjp": vjp,
+            }
+        )
         flows.append(flow)
         expected.append(dense_outputs(flow, arrays, mesh))
     return flows, expected, jobs
@@ -414,7 +431,11 @@ def check_jax(
 
 
 def jax_backward_collectives(
-    plans: object | Sequence[object], mesh: Mesh | str, *, sizes: Mapping[str, int] | None = None, seed: int = 0
+    plans: object | Sequence[object],
+    mesh: Mesh | str,
+    *,
+    sizes: Mapping[str, int] | None = None,
+    seed: int = 0,
 ) -> list[list[tuple[str, tuple[str, ...]]]]:
     """For each plan (one subprocess for all): the collectives in the jaxpr of ``jax.vjp`` of the generated
     forward, as (op, sorted axes) in program order. The forward is rematerialized as shardalg's backward

@@ -31,7 +31,9 @@ def permute_sources(before: Tensor, after: Tensor, mesh: Mesh) -> dict[tuple[int
     old: dict[tuple, list[tuple[int, ...]]] = {}
     new: dict[tuple, list[tuple[int, ...]]] = {}
     for c in vm.coords:
-        old.setdefault((tuple(vm.rank(c, d.axes) for d in before.dims), vm.rank(c, before.unreduced)), []).append(c)
+        old.setdefault(
+            (tuple(vm.rank(c, d.axes) for d in before.dims), vm.rank(c, before.unreduced)), []
+        ).append(c)
         new.setdefault((tuple(vm.rank(c, e) for e in new_dims), vm.rank(c, new_unred)), []).append(c)
     sizes_old = [mesh.group_size(d.axes) for d in before.dims]
     sizes_new = [mesh.group_size(e) for e in new_dims]
@@ -41,7 +43,9 @@ def permute_sources(before: Tensor, after: Tensor, mesh: Mesh) -> dict[tuple[int
     keys_new = {c: k for k, cs in new.items() for c in cs}
     x, y = (mesh.names.index(a) for a in sorted(swap)[:2]) if swap else (0, 0)
     if swap and mesh.shape[x] == mesh.shape[y]:  # the plain swap of the two coordinates, when it works
-        swapped = {c: tuple(c[y] if i == x else c[x] if i == y else v for i, v in enumerate(c)) for c in keys_new}
+        swapped = {
+            c: tuple(c[y] if i == x else c[x] if i == y else v for i, v in enumerate(c)) for c in keys_new
+        }
         if all(keys_old[swapped[c]] == keys_new[c] for c in keys_new):
             return swapped
     out: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -81,5 +85,7 @@ def permute_pairs(before: Tensor, after: Tensor, mesh: Mesh) -> tuple[tuple[str,
     for dst, src in sources.items():
         d_lin, s_lin = vm.rank(dst, axes), vm.rank(src, axes)
         if pairs.setdefault(d_lin, s_lin) != s_lin:
-            raise UsageError(f"{node_text(before)} -> {node_text(after)}: the shards move differently on different devices")
+            raise UsageError(
+                f"{node_text(before)} -> {node_text(after)}: the shards move differently on different devices"
+            )
     return axes, sorted((s, d) for d, s in pairs.items())

@@ -93,7 +93,9 @@ def _check_axes(tensor: Tensor, mesh: Mesh | None) -> None:
     if mesh is not None:
         for axis in tensor.used_axes:
             if axis not in mesh:
-                raise UnknownAxis(f"{_brief(tensor)} uses axis {axis}, which the mesh ({', '.join(mesh.names)}) lacks")
+                raise UnknownAxis(
+                    f"{_brief(tensor)} uses axis {axis}, which the mesh ({', '.join(mesh.names)}) lacks"
+                )
 
 
 def _brief(t: Tensor) -> str:
@@ -172,7 +174,9 @@ def from_partition_spec(
     entries, spec_unreduced = _spec_entries(spec)
     names = list(dim_names)
     if len(entries) > len(names):
-        raise UsageError(f"the partition spec has {len(entries)} entries for {len(names)} dims ({', '.join(names)})")
+        raise UsageError(
+            f"the partition spec has {len(entries)} entries for {len(names)} dims ({', '.join(names)})"
+        )
     axes = [_entry_axes(e, i) for i, e in enumerate(entries)] + [()] * (len(names) - len(entries))
     dims = tuple(Dim(n, a) for n, a in zip(names, axes, strict=True))
     t = Tensor(name, dims, tuple(set(unreduced) | spec_unreduced), tuple(invariant), dtype)
@@ -205,7 +209,9 @@ def to_named_sharding(tensor: Tensor, jax_mesh: Any) -> Any:
     names = tuple(jax_mesh.axis_names)
     for axis in tensor.used_axes:
         if axis not in names:
-            raise UnknownAxis(f"{_brief(tensor)} uses axis {axis}, which the jax mesh ({', '.join(names)}) lacks")
+            raise UnknownAxis(
+                f"{_brief(tensor)} uses axis {axis}, which the jax mesh ({', '.join(names)}) lacks"
+            )
     return NamedSharding(jax_mesh, to_jax_partition_spec(tensor))
 
 
@@ -321,5 +327,11 @@ def placements_source(tensor: Tensor, mesh: Mesh | str) -> str:
     """Python source for the placements: ``[Shard(0), Partial()]``."""
     parts = []
     for p in to_placements(tensor, mesh):
-        parts.append(f"Shard({p.dim})" if isinstance(p, Shard) else "Partial()" if isinstance(p, Partial) else "Replicate()")
+        parts.append(
+            f"Shard({p.dim})"
+            if isinstance(p, Shard)
+            else "Partial()"
+            if isinstance(p, Partial)
+            else "Replicate()"
+        )
     return "[" + ", ".join(parts) + "]"

@@ -25,7 +25,7 @@ from .torch_export import export_torch
 
 __all__ = ["check_torch"]
 
-_DRIVER = r'''
+_DRIVER = r"""
 import datetime, importlib.util, json, multiprocessing as mp, os, sys, traceback, warnings
 import numpy as np
 import torch
@@ -68,7 +68,7 @@ if __name__ == "__main__":
     for p in procs:
         p.join()
     print("SHARDALG-EXIT " + json.dumps([p.exitcode for p in procs]))
-'''
+"""
 
 
 def check_torch(
@@ -94,18 +94,31 @@ def check_torch(
         for k, flow, arrays in check_inputs(plans, m, sizes, seed):
             (work / f"plan{k}.py").write_text(export_torch(flow, m, dtensor=dtensor))
             if dtensor:  # the global values, the same on every rank
-                glob = {f"arg{i}": dense_value(t, a).astype(np.float32) for i, (t, a) in enumerate(zip(flow.inputs, arrays, strict=True))}
+                glob = {
+                    f"arg{i}": dense_value(t, a).astype(np.float32)
+                    for i, (t, a) in enumerate(zip(flow.inputs, arrays, strict=True))
+                }
                 for r in range(len(coords)):
                     np.savez(work / f"in{k}_{r}.npz", **glob)
             else:
                 rng = np.random.default_rng(seed + k)
-                blocks = [shard(dense_value(t, a), t, m, rng) for t, a in zip(flow.inputs, arrays, strict=True)]
+                blocks = [
+                    shard(dense_value(t, a), t, m, rng) for t, a in zip(flow.inputs, arrays, strict=True)
+                ]
                 for r, c in enumerate(coords):
-                    np.savez(work / f"in{k}_{r}.npz", **{f"arg{i}": b[c].astype(np.float32) for i, b in enumerate(blocks)})
-            jobs.append({
-                "module": str(work / f"plan{k}.py"), "inputs": str(work / f"in{k}_{{rank}}.npz"),
-                "outputs": str(work / f"out{k}_{{rank}}.npz"), "n_inputs": len(arrays), "dtensor": dtensor,
-            })  # fmt: skip
+                    np.savez(
+                        work / f"in{k}_{r}.npz",
+                        **{f"arg{i}": b[c].astype(np.float32) for i, b in enumerate(blocks)},
+                    )
+            jobs.append(
+                {
+                    "module": str(work / f"plan{k}.py"),
+                    "inputs": str(work / f"in{k}_{{rank}}.npz"),
+                    "outputs": str(work / f"out{k}_{{rank}}.npz"),
+                    "n_inputs": len(arrays),
+                    "dtensor": dtensor,
+                }
+            )
             flows.append(flow)
             expected.append(dense_outputs(flow, arrays, m))
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")

@@ -53,7 +53,8 @@ class _Body(Body):
 
 # op -> its emitter: the lines of the generated function that run one step (one method per op)
 EMITTERS: Layer[Callable[[_Body, Step], None]] = Layer(
-    "the DTensor exporter (shardalg.export.torch_dtensor)", fix="register the op's emitter: @EMITTERS.register(op)"
+    "the DTensor exporter (shardalg.export.torch_dtensor)",
+    fix="register the op's emitter: @EMITTERS.register(op)",
 )
 
 
@@ -73,7 +74,9 @@ def _slice(b: _Body, s: Step) -> None:
     n = b.mesh.group_size(moved)
     b.used.add("_zero_pad")
     local = f"_zero_pad({b.var(t)}.to_local(), mesh, {tuple(moved)!r}, dim={d}, n={n})"
-    b.lines.append(f"{b.var(s.output)} = DTensor.from_local({local}, mesh, {b.placements(s.output)}, run_check=False)")
+    b.lines.append(
+        f"{b.var(s.output)} = DTensor.from_local({local}, mesh, {b.placements(s.output)}, run_check=False)"
+    )
 
 
 @EMITTERS.register(Op.EINSUM)
@@ -81,13 +84,18 @@ def _einsum(b: _Body, s: Step) -> None:
     left, right = s.inputs
     spec = einsum_subscripts(left, right, s.output)
     local = f"torch.einsum({spec!r}, {b.var(left)}.to_local(), {b.var(right)}.to_local())"
-    b.lines.append(f"{b.var(s.output)} = DTensor.from_local({local}, mesh, {b.placements(s.output)}, run_check=False)")
+    b.lines.append(
+        f"{b.var(s.output)} = DTensor.from_local({local}, mesh, {b.placements(s.output)}, run_check=False)"
+    )
 
 
-
-
-def export_dtensor(plan_or_program: object, mesh: Mesh | str, *, sizes: Mapping[str, int] | None = None,
-                   name: str = "forward") -> str:  # fmt: skip
+def export_dtensor(
+    plan_or_program: object,
+    mesh: Mesh | str,
+    *,
+    sizes: Mapping[str, int] | None = None,
+    name: str = "forward",
+) -> str:
     """Python source of a module whose ``name(*dtensors)`` runs the plan with DTensor redistributions."""
     m, flow = start(plan_or_program, mesh, sizes)
     body = _Body(flow, m)
@@ -99,8 +107,13 @@ def export_dtensor(plan_or_program: object, mesh: Mesh | str, *, sizes: Mapping[
     if partial:
         body.used.add("_distribute")
     spread = "_distribute" if partial else "distribute_tensor"
-    doc_in = "\n".join(f"        {body.var(t)}: {node_text(t)}, placements {p}" for t, p in zip(flow.inputs, ins, strict=True))
-    doc_out = "\n".join(f"        {body.var(t)}: {node_text(t)}, placements {body.placements(t)}" for t in flow.outputs)
+    doc_in = "\n".join(
+        f"        {body.var(t)}: {node_text(t)}, placements {p}"
+        for t, p in zip(flow.inputs, ins, strict=True)
+    )
+    doc_out = "\n".join(
+        f"        {body.var(t)}: {node_text(t)}, placements {body.placements(t)}" for t in flow.outputs
+    )
     first = body.var(flow.inputs[0])
     return f'''"""{generated_by(flow, m)} ({m.devices} ranks, row-major: the last axis fastest), as DTensors.
 

@@ -54,6 +54,7 @@ from .torch_helpers import helpers_source, mesh_source
 
 __all__ = ["export_torch"]
 
+
 def _order(axes: Sequence[str], mesh: Mesh) -> tuple[tuple[str, ...], list[int] | None]:
     """The group (axes in mesh order) and, when ``axes`` are in another order, position -> group rank."""
     group = tuple(a for a in mesh.names if a in axes)
@@ -89,7 +90,8 @@ class _Body(Body):
 
 # op -> its emitter: the lines of the generated function that run one step (one method per op)
 EMITTERS: Layer[Callable[[_Body, Step], None]] = Layer(
-    "the torch.distributed exporter (shardalg.export.torch_export)", fix="register the op's emitter: @EMITTERS.register(op)"
+    "the torch.distributed exporter (shardalg.export.torch_export)",
+    fix="register the op's emitter: @EMITTERS.register(op)",
 )
 
 
@@ -138,11 +140,15 @@ def _slice(b: _Body, s: Step) -> None:
     if is_zero_pad(s):
         ((d, moved),) = removed_suffixes(t, s.output).items()
         n = b.mesh.group_size(moved)
-        b.lines.append(f"{b.var(s.output)} = {b.call('_zero_pad', f'{b.var(t)}, mesh, {tuple(moved)!r}, dim={d}, n={n}')}")
+        b.lines.append(
+            f"{b.var(s.output)} = {b.call('_zero_pad', f'{b.var(t)}, mesh, {tuple(moved)!r}, dim={d}, n={n}')}"
+        )
         return
     ((d, added),) = appended_suffixes(t, s.output).items()
     n = b.mesh.group_size(added)
-    b.lines.append(f"{b.var(s.output)} = {b.call('_slice', f'{b.var(t)}, mesh, {tuple(added)!r}, dim={d}, n={n}')}")
+    b.lines.append(
+        f"{b.var(s.output)} = {b.call('_slice', f'{b.var(t)}, mesh, {tuple(added)!r}, dim={d}, n={n}')}"
+    )
 
 
 @EMITTERS.register(Op.PERMUTE)
@@ -176,8 +182,6 @@ def _einsum(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = torch.einsum({spec!r}, {b.var(left)}, {b.var(right)})")
 
 
-
-
 def _placements_note(t: Tensor, mesh: Mesh) -> str:
     try:
         return placements_source(t, mesh)
@@ -203,10 +207,12 @@ def export_torch(
     body.lines.append("return " + ", ".join(body.var(t) for t in flow.outputs))
     args = ", ".join(body.var(t) for t in flow.inputs)
     shapes = "\n".join(
-        f"        {body.var(t)}: {node_text(t)}, DTensor placements {_placements_note(t, m)}" for t in flow.inputs
+        f"        {body.var(t)}: {node_text(t)}, DTensor placements {_placements_note(t, m)}"
+        for t in flow.inputs
     )
     outs = "\n".join(
-        f"        {body.var(t)}: {node_text(t)}, DTensor placements {_placements_note(t, m)}" for t in flow.outputs
+        f"        {body.var(t)}: {node_text(t)}, DTensor placements {_placements_note(t, m)}"
+        for t in flow.outputs
     )
     return f'''"""{generated_by(flow, m)} ({m.devices} ranks, row-major: the last axis fastest).
 

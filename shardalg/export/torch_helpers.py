@@ -15,22 +15,29 @@ __all__ = ["HELPERS", "helpers_source", "mesh_source"]
 
 # name -> (source, the helpers it calls)
 HELPERS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "_group": ('''
+    "_group": (
+        '''
 def _group(mesh, axes):
     """The process group over mesh axes: mesh.get_group(name) for one; their flattened mesh's for several."""
     if len(axes) == 1:
         return mesh.get_group(axes[0])
     return mesh[axes]._flatten("_".join(axes)).get_group()
-''', ()),
-    "axis_index": ('''
+''',
+        (),
+    ),
+    "axis_index": (
+        '''
 def axis_index(mesh, axes):
     """This rank's index along ``axes`` of the mesh (the first axis major)."""
     r = 0
     for a in axes:
         r = r * mesh.size(mesh.mesh_dim_names.index(a)) + mesh.get_local_rank(a)
     return r
-''', ()),
-    "_by_rank": ('''
+''',
+        (),
+    ),
+    "_by_rank": (
+        '''
 def _by_rank(blocks, order):
     """Blocks in position order -> blocks in group-rank order (position p lives on group rank order[p])."""
     if order is None:
@@ -39,8 +46,11 @@ def _by_rank(blocks, order):
     for p, r in enumerate(order):
         out[r] = blocks[p]
     return out
-''', ()),
-    "_all_gather": ('''
+''',
+        (),
+    ),
+    "_all_gather": (
+        """
 def _all_gather(x, group, dim, order=None):
     n = dist.get_world_size(group)
     x = x.contiguous()
@@ -50,22 +60,31 @@ def _all_gather(x, group, dim, order=None):
     if order is not None:
         blocks = [blocks[r] for r in order]
     return torch.cat(blocks, dim=dim)
-''', ()),
-    "_reduce_scatter": ('''
+""",
+        (),
+    ),
+    "_reduce_scatter": (
+        """
 def _reduce_scatter(x, group, dim, order=None):
     n = dist.get_world_size(group)
     blocks = _by_rank(list(x.chunk(n, dim=dim)), order)
     out = torch.empty_like(blocks[0].contiguous())
     dist.reduce_scatter_single(out, torch.cat([b.contiguous() for b in blocks], dim=0), group=group)
     return out
-''', ("_by_rank",)),
-    "_all_reduce": ('''
+""",
+        ("_by_rank",),
+    ),
+    "_all_reduce": (
+        """
 def _all_reduce(x, group):
     out = x.clone()
     dist.all_reduce(out, group=group)
     return out
-''', ()),
-    "_all_to_all": ('''
+""",
+        (),
+    ),
+    "_all_to_all": (
+        """
 def _all_to_all(x, group, split_dim, concat_dim, order=None):
     n = dist.get_world_size(group)
     blocks = _by_rank(list(x.chunk(n, dim=split_dim)), order)
@@ -76,21 +95,30 @@ def _all_to_all(x, group, split_dim, concat_dim, order=None):
     if order is not None:
         parts = [parts[r] for r in order]
     return torch.cat(parts, dim=concat_dim)
-''', ("_by_rank",)),
-    "_slice": ('''
+""",
+        ("_by_rank",),
+    ),
+    "_slice": (
+        """
 def _slice(x, mesh, axes, dim, n):
     k = x.shape[dim] // n
     return x.narrow(dim, axis_index(mesh, axes) * k, k).contiguous()
-''', ("axis_index",)),
-    "_zero_pad": ('''
+""",
+        ("axis_index",),
+    ),
+    "_zero_pad": (
+        """
 def _zero_pad(x, mesh, axes, dim, n):
     shape = list(x.shape)
     shape[dim] *= n
     out = x.new_zeros(shape)
     out.narrow(dim, axis_index(mesh, axes) * x.shape[dim], x.shape[dim]).copy_(x)
     return out
-''', ("axis_index",)),
-    "_permute": ('''
+""",
+        ("axis_index",),
+    ),
+    "_permute": (
+        '''
 def _permute(x, sources):
     """Rank r receives the shard of rank sources[r]."""
     me = dist.get_rank()
@@ -102,8 +130,11 @@ def _permute(x, sources):
     for work in dist.batch_isend_irecv(ops):
         work.wait()
     return buf
-''', ()),
-    "_distribute": ('''
+''',
+        (),
+    ),
+    "_distribute": (
+        '''
 def _distribute(x, mesh, placements):
     """distribute_tensor, and for Partial placements (which distribute_tensor does not take) the value kept
     on index 0 of each Partial mesh dim and zeros on the others: partial sums that add up to x."""
@@ -114,7 +145,9 @@ def _distribute(x, mesh, placements):
     if any(mesh.get_local_rank(i) != 0 for i, p in enumerate(placements) if p.is_partial()):
         local = torch.zeros_like(local)
     return DTensor.from_local(local, mesh, placements, run_check=False)
-''', ()),
+''',
+        (),
+    ),
 }
 
 

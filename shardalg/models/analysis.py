@@ -65,8 +65,10 @@ class Remat:
     def describe(self) -> str:
         if self.policy == "names":
             return "keep " + ", ".join(self.names)
-        return {"none": "none: keep every activation the backward reads",
-                "block": "block: keep the layer's input, recompute the rest"}[self.policy]  # fmt: skip
+        return {
+            "none": "none: keep every activation the backward reads",
+            "block": "block: keep the layer's input, recompute the rest",
+        }[self.policy]
 
 
 def remat_named(spec: str | Iterable[str] | Remat | None, model: ModelProgram) -> Remat:
@@ -83,15 +85,19 @@ def remat_named(spec: str | Iterable[str] | Remat | None, model: ModelProgram) -
         return Remat(names[0])
     if names == ["saved"]:
         if not model.roles.saved:
-            raise UsageError("--remat saved uses the program's 'saved' declaration, and the program has none",
-                             fix="declare the kept activations, e.g. 'saved G, U, Out', or list them: --remat G,U,Out")  # fmt: skip
+            raise UsageError(
+                "--remat saved uses the program's 'saved' declaration, and the program has none",
+                fix="declare the kept activations, e.g. 'saved G, U, Out', or list them: --remat G,U,Out",
+            )
         return Remat("names", model.roles.saved)
     for n in names:
         v = model.values.get(n)
         if v is None or not v.is_activation:
             acts = ", ".join(a.name for a in model.activations)
-            raise UsageError(f"--remat takes none, block, saved or activations of the program, not {n!r}",
-                             fix=f"its activations: {acts}")  # fmt: skip
+            raise UsageError(
+                f"--remat takes none, block, saved or activations of the program, not {n!r}",
+                fix=f"its activations: {acts}",
+            )
     return Remat("names", tuple(dict.fromkeys(names)))
 
 
@@ -146,7 +152,9 @@ class Analysis:
             expr = s.expr if isinstance(s, Arrow) else s
             if info.kind == "declaration":
                 continue
-            plain = isinstance(expr, Product) and isinstance(expr.left, Tensor) and isinstance(expr.right, Tensor)
+            plain = (
+                isinstance(expr, Product) and isinstance(expr.left, Tensor) and isinstance(expr.right, Tensor)
+            )
             resharding = isinstance(s, Arrow) and isinstance(expr, Tensor)
             if plain or resharding:
                 out[info.index] = plan(s, m.mesh, m.sizes)
@@ -307,7 +315,9 @@ class Analysis:
         return total, items
 
 
-def analyze(model: ModelProgram, mode: str | None = None, remat: str | Iterable[str] | Remat | None = None) -> Analysis:
+def analyze(
+    model: ModelProgram, mode: str | None = None, remat: str | Iterable[str] | Remat | None = None
+) -> Analysis:
     """The analysis of ``model`` in ``mode`` (``train``, or ``infer``; default: ``infer`` when the program
     declares a KV cache, else ``train``) under a remat policy (training only; see :func:`remat_named`)."""
     chosen = mode is not None
@@ -320,6 +330,10 @@ def analyze(model: ModelProgram, mode: str | None = None, remat: str | Iterable[
         raise UsageError(f"the mode is train or infer, not {mode!r}")
     policy = remat_named(remat, model) if mode == "train" else Remat("none", chosen=remat is not None)
     if mode == "train" and not policy.chosen:
-        notes.append(("remat", policy.describe() + (" (the program's saved list)" if model.roles.saved
-                                                      else " (default)")))  # fmt: skip
+        notes.append(
+            (
+                "remat",
+                policy.describe() + (" (the program's saved list)" if model.roles.saved else " (default)"),
+            )
+        )
     return Analysis(model, mode, policy, chosen, notes)

@@ -41,8 +41,12 @@ def _t(name: str, dims: str, dtype: DType | None) -> str:
     return f"{name}: {dtype.value}[{dims}]" if dtype is not None else f"{name}[{dims}]"
 
 
-def expand(config: ModelConfig | str, phase: str = "train", dtype: DType | str | None = None,
-           kv_dtype: DType | str | None = None) -> Program:  # fmt: skip
+def expand(
+    config: ModelConfig | str,
+    phase: str = "train",
+    dtype: DType | str | None = None,
+    kv_dtype: DType | str | None = None,
+) -> Program:
     """The program of ``config`` for ``phase`` (``train``: one layer's forward and the unembedding;
     ``decode``: one new token per sequence over a KV cache). ``dtype`` is the parameters' (default bf16),
     ``kv_dtype`` the KV cache's (default ``dtype``)."""
@@ -130,21 +134,31 @@ def _apply(t: Tensor, mapping: Mapping[str, tuple[str, ...]]) -> Tensor:
     return replace(t, dims=tuple(dims[d.label] for d in t.dims))
 
 
-def shard(program: Program | str, params: Mapping[str, tuple[str, ...]] | str | None = None,
-          activations: Mapping[str, tuple[str, ...]] | str | None = None, mesh=None) -> Program:  # fmt: skip
+def shard(
+    program: Program | str,
+    params: Mapping[str, tuple[str, ...]] | str | None = None,
+    activations: Mapping[str, tuple[str, ...]] | str | None = None,
+    mesh=None,
+) -> Program:
     """``program`` with every parameter sharded by ``params`` ({dim: axes}) and every other tensor by
     ``activations``; a parameter sharded over an axis that shards, in its product's other operand, a dim the
     product keeps is gathered over that axis before the product (FSDP). Checks legality on ``mesh`` if given."""
     prog = parse(program) if isinstance(program, str) else program
     pmap = parse_dim_map(params) if isinstance(params, str) or params is None else dict(params)
-    amap = parse_dim_map(activations) if isinstance(activations, str) or activations is None else dict(activations)
+    amap = (
+        parse_dim_map(activations)
+        if isinstance(activations, str) or activations is None
+        else dict(activations)
+    )
     roles = prog.roles
     for text, role_dims, what, where in (
         (params, lambda r: r in (Role.PARAMS, Role.EMBEDDINGS), "--params", "the parameters"),
         (activations, lambda r: r not in (Role.PARAMS, Role.EMBEDDINGS), "--activations", "the activations"),
     ):
         if isinstance(text, str):  # user text: a dim no tensor of the kind has would shard nothing, silently
-            kind = [t for t in tensors_of(prog) if role_dims(roles.role_of(t.name) if roles and t.name else None)]
+            kind = [
+                t for t in tensors_of(prog) if role_dims(roles.role_of(t.name) if roles and t.name else None)
+            ]
             given = pmap if what == "--params" else amap
             refuse_unknown_dims(given, (d for t in kind for d in t.dim_names), what, where)
 
@@ -153,13 +167,21 @@ def shard(program: Program | str, params: Mapping[str, tuple[str, ...]] | str | 
         return _apply(t, pmap if role in (Role.PARAMS, Role.EMBEDDINGS) else amap)
 
     def is_param(t: Tensor) -> bool:
-        return roles is not None and t.name is not None and roles.role_of(t.name) in (Role.PARAMS, Role.EMBEDDINGS)
+        return (
+            roles is not None
+            and t.name is not None
+            and roles.role_of(t.name) in (Role.PARAMS, Role.EMBEDDINGS)
+        )
 
     out: list = []
     gathered: dict[str, Tensor] = {}
     for s in prog.statements:
         expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
-        if not isinstance(expr, Product) or not isinstance(expr.left, Tensor) or not isinstance(expr.right, Tensor):
+        if (
+            not isinstance(expr, Product)
+            or not isinstance(expr.left, Tensor)
+            or not isinstance(expr.right, Tensor)
+        ):
             out.append(sharded(s) if isinstance(s, Tensor) else s)
             continue
         left, right = sharded(expr.left), sharded(expr.right)
@@ -175,16 +197,23 @@ def shard(program: Program | str, params: Mapping[str, tuple[str, ...]] | str | 
             other = operands[1 - k]
             kept = set(res.dim_names) if res is not None else set(other.dim_names) - set(t.dim_names)
             where = {a: d.label for d in t.dims for a in d.axes}
-            clash = [a for a in t.sharded_axes
-                     if any(a in other.axes_of(lbl) for lbl in other.dim_names if lbl != where[a] and lbl in kept)]
+            clash = [
+                a
+                for a in t.sharded_axes
+                if any(a in other.axes_of(lbl) for lbl in other.dim_names if lbl != where[a] and lbl in kept)
+            ]
             version = t
             for d in t.dims:  # per dim, one AllGather of the minor-most axes from the first clashing one on
                 hit = [k for k, a in enumerate(d.axes) if a in clash]
                 if not hit:
                     continue
-                gone = d.axes[hit[0]:]
-                after = replace(version, dims=tuple(e.with_axes(e.axes[: hit[0]]) if e.label == d.label else e
-                                                    for e in version.dims))  # fmt: skip
+                gone = d.axes[hit[0] :]
+                after = replace(
+                    version,
+                    dims=tuple(
+                        e.with_axes(e.axes[: hit[0]]) if e.label == d.label else e for e in version.dims
+                    ),
+                )
                 out.append(Arrow(Collective(Op.ALL_GATHER, gone, version), after))
                 version = after
             if clash:

@@ -63,8 +63,10 @@ def shard_group(report: MemoryReport, dim: str) -> int:
 def _numeric(expr: Expr, what: str) -> Expr:
     if expr.free_symbols:
         names = ", ".join(sorted(str(s) for s in expr.free_symbols))
-        raise UsageError(f"{what} still depend{'' if what.endswith('s') else 's'} on {names}",
-                         fix=f"bind them: --sizes {names.split(', ')[0]}=...")  # fmt: skip
+        raise UsageError(
+            f"{what} still depend{'' if what.endswith('s') else 's'} on {names}",
+            fix=f"bind them: --sizes {names.split(', ')[0]}=...",
+        )
     return expr
 
 
@@ -75,16 +77,19 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
     sizes = {k: v for k, v in m.sizes.items() if k != dim}
     free = model_program(m.program, m.mesh, sizes)
     a = report.analysis
-    again = model_memory(analyze(free, a.mode if a.mode_chosen else None, a.remat), report.chip,
-                         report.optimizer, report.grads)  # fmt: skip
+    again = model_memory(
+        analyze(free, a.mode if a.mode_chosen else None, a.remat), report.chip, report.optimizer, report.grads
+    )
     x = dim_size(dim)
     total = sympy.expand(again.total)
     hbm = _hbm(again)
     d = Derivation(f"the largest {dim} whose memory per device fits in HBM ({again.chip.name})")
     d.add("bytes per device", total)
     if x not in total.free_symbols:
-        raise UsageError(f"the memory per device does not depend on {dim}",
-                         fix="solve for a dim of the activations or the KV cache, e.g. B")  # fmt: skip
+        raise UsageError(
+            f"the memory per device does not depend on {dim}",
+            fix="solve for a dim of the activations or the KV cache, e.g. B",
+        )
     _numeric(total.subs(x, 1), f"the memory per device besides {dim}")
     d.add("fits in HBM", sympy.LessThan(total, hbm, evaluate=False))
     group = shard_group(again, dim)
@@ -111,8 +116,12 @@ def _concrete_total(report: MemoryReport, dim: str, value: int) -> Expr:
     m = report.model
     bound = model_program(m.program, m.mesh, {**m.sizes, dim: value})
     a = report.analysis
-    return model_memory(analyze(bound, a.mode if a.mode_chosen else None, a.remat), report.chip,
-                        report.optimizer, report.grads).total  # fmt: skip
+    return model_memory(
+        analyze(bound, a.mode if a.mode_chosen else None, a.remat),
+        report.chip,
+        report.optimizer,
+        report.grads,
+    ).total
 
 
 def _check(report: MemoryReport, dim: str, best: int, group: int, hbm: Expr, d: Derivation) -> int:
@@ -124,8 +133,10 @@ def _check(report: MemoryReport, dim: str, best: int, group: int, hbm: Expr, d: 
     def fits(n: int) -> bool:
         if n not in totals:
             if len(totals) >= 48:
-                raise UsageError(f"no largest {dim} found in 48 plannings: the plans change with {dim}",
-                                 fix=f"check values one by one with shardalg memory --sizes {dim}=...")  # fmt: skip
+                raise UsageError(
+                    f"no largest {dim} found in 48 plannings: the plans change with {dim}",
+                    fix=f"check values one by one with shardalg memory --sizes {dim}=...",
+                )
             totals[n] = _concrete_total(report, dim, n)
         return bool(totals[n] <= hbm)
 
@@ -137,7 +148,9 @@ def _check(report: MemoryReport, dim: str, best: int, group: int, hbm: Expr, d: 
         if fits(n):
             lo = n
         elif n == group:
-            d.add(f"not even {dim} = {group} fits", sympy.StrictGreaterThan(totals[group], hbm, evaluate=False))
+            d.add(
+                f"not even {dim} = {group} fits", sympy.StrictGreaterThan(totals[group], hbm, evaluate=False)
+            )
             return 0
         else:
             hi, step = n, step * 2
@@ -156,7 +169,10 @@ def _check(report: MemoryReport, dim: str, best: int, group: int, hbm: Expr, d: 
         else:
             hi = mid
     if len(totals) > 2:
-        d.add(f"planned at each size ({len(totals)} sizes tried: the plans change with {dim})", Integer(len(totals)))
+        d.add(
+            f"planned at each size ({len(totals)} sizes tried: the plans change with {dim})",
+            Integer(len(totals)),
+        )
     d.add(f"at {dim} = {lo}", sympy.LessThan(totals[lo], hbm, evaluate=False))
     d.add(f"at {dim} = {hi}", sympy.StrictGreaterThan(totals[hi], hbm, evaluate=False))
     return lo
@@ -190,8 +206,10 @@ def fewest_devices(report: MemoryReport) -> Derivation:
     hbm = _hbm(report)
     parts = global_bytes(report)
     total = _numeric(sympy.Add(*parts.values()), "the model's bytes")
-    d = Derivation(f"the fewest {report.chip.name} devices whose HBM holds the model (each tensor once: no replicas, "
-                   "no transients)")  # fmt: skip
+    d = Derivation(
+        f"the fewest {report.chip.name} devices whose HBM holds the model (each tensor once: no replicas, "
+        "no transients)"
+    )
     for k, v in parts.items():
         if v != 0:
             d.add(f"{k.replace('_', ' ')} (each tensor once)", v)
@@ -210,8 +228,10 @@ def smallest_slice(report: MemoryReport, shapes: tuple[Slice, ...] | None = None
     fitting = [s for s in options if s.devices >= need]
     if not fitting:
         biggest = max(options, key=lambda s: s.devices)
-        raise UsageError(f"the model needs {need} devices; the largest slice ({biggest.text}) has {biggest.devices}",
-                         fix="give larger shapes with --slices, or a smaller model")  # fmt: skip
+        raise UsageError(
+            f"the model needs {need} devices; the largest slice ({biggest.text}) has {biggest.devices}",
+            fix="give larger shapes with --slices, or a smaller model",
+        )
     pick = min(fitting, key=lambda s: (s.devices, s.shape))
     d.title = f"the smallest {report.chip.name} slice whose HBM holds the model (each tensor once)"
     d.steps.pop()  # fewest_devices' result step; this derivation ends with the slice
@@ -227,14 +247,19 @@ def largest_params(report: MemoryReport) -> Derivation:
     hbm = _hbm(report)
     held = report.parts["params"] + report.parts["grads"] + report.parts["optimizer"]
     per_param = sympy.simplify(held / report.params)
-    d = Derivation(f"the largest parameter count whose parameters, gradients and optimizer state fit in HBM "
-                   f"({report.chip.name}; activations, KV cache and transients left out)")  # fmt: skip
+    d = Derivation(
+        f"the largest parameter count whose parameters, gradients and optimizer state fit in HBM "
+        f"({report.chip.name}; activations, KV cache and transients left out)"
+    )
     d.add("parameters", report.params)
     d.add("bytes per device for them", held)
     d.add("bytes per parameter on a device", per_param)
     if per_param.free_symbols:
-        raise UsageError(f"the bytes per parameter depend on {', '.join(sorted(map(str, per_param.free_symbols)))}: "
-                         "the parameters are sharded unevenly", fix="bind the sizes, or replicate the parameters (pure DP)")  # fmt: skip
+        raise UsageError(
+            f"the bytes per parameter depend on {', '.join(sorted(map(str, per_param.free_symbols)))}: "
+            "the parameters are sharded unevenly",
+            fix="bind the sizes, or replicate the parameters (pure DP)",
+        )
     p = sympy.Symbol("P", positive=True)
     d.add("fits in HBM", sympy.LessThan(per_param * p, hbm, evaluate=False))
     d.add("solve for P", sympy.LessThan(p, sympy.Float(hbm / per_param, 6), evaluate=False))

@@ -86,7 +86,10 @@ class MemoryReport:
         m = self.model
         return {
             "params": as_json(self.params),
-            "bytes_per_device": {**{k: as_json(v) for k, v in self.parts.items()}, "total": as_json(self.total)},
+            "bytes_per_device": {
+                **{k: as_json(v) for k, v in self.parts.items()},
+                "total": as_json(self.total),
+            },
             "hbm_bytes": as_json(self.hbm),
             "fits": self.fits,
             "headroom": as_json(self.headroom),
@@ -97,11 +100,19 @@ class MemoryReport:
             "mode": self.analysis.mode,
             "optimizer": self.optimizer.to_json() if self.analysis.mode == "train" else None,
             "grads": self.grads if self.analysis.mode == "train" else None,
-            "remat": ({"policy": self.analysis.remat.policy, "saved": list(self.analysis.saved),
-                       "recomputed": [self.model.statements[i].result for i in self.analysis.recomputed]}
-                      if self.analysis.mode == "train" else None),  # fmt: skip
-            "tensors": [{"part": part, "tensor": name, "bytes_per_device": as_json(b), "count": as_json(n)}
-                        for part, name, b, n in self.rows],  # fmt: skip
+            "remat": (
+                {
+                    "policy": self.analysis.remat.policy,
+                    "saved": list(self.analysis.saved),
+                    "recomputed": [self.model.statements[i].result for i in self.analysis.recomputed],
+                }
+                if self.analysis.mode == "train"
+                else None
+            ),
+            "tensors": [
+                {"part": part, "tensor": name, "bytes_per_device": as_json(b), "count": as_json(n)}
+                for part, name, b, n in self.rows
+            ],
             "defaults": [{"key": k, "value": v} for k, v in self.notes],
         }
 
@@ -132,24 +143,36 @@ class MemoryReport:
         return "\n".join(lines)
 
 
-def _param_rows(model: ModelProgram, per_device: bool, grads: str, optimizer: Optimizer,
-                train: bool) -> list[tuple[str, str, Expr, Expr]]:  # fmt: skip
+def _param_rows(
+    model: ModelProgram, per_device: bool, grads: str, optimizer: Optimizer, train: bool
+) -> list[tuple[str, str, Expr, Expr]]:
     """(part, tensor, bytes, count) of the parameters, their gradients and their optimizer state."""
-    rows = [("params", v.name, model.bytes_of(v.tensor, per_device=per_device), model.factor(v)) for v in model.params]
+    rows = [
+        ("params", v.name, model.bytes_of(v.tensor, per_device=per_device), model.factor(v))
+        for v in model.params
+    ]
     if not train:
         return rows
     if grads == "param":
-        rows += [("grads", v.name, model.bytes_of(v.tensor, per_device=per_device), model.factor(v))
-                 for v in model.params]  # fmt: skip
+        rows += [
+            ("grads", v.name, model.bytes_of(v.tensor, per_device=per_device), model.factor(v))
+            for v in model.params
+        ]
     state = sympy.Rational(optimizer.state_bytes)
     if state:
         for v in model.params:
-            count = local_elements(v.tensor, model.mesh, model.sizes) if per_device else model.elements_of(v.tensor)
+            count = (
+                local_elements(v.tensor, model.mesh, model.sizes)
+                if per_device
+                else model.elements_of(v.tensor)
+            )
             rows.append(("optimizer", v.name, count * state, model.factor(v)))
     return rows
 
 
-def _rows(a: Analysis, per_device: bool, grads: str, optimizer: Optimizer) -> list[tuple[str, str, Expr, Expr]]:
+def _rows(
+    a: Analysis, per_device: bool, grads: str, optimizer: Optimizer
+) -> list[tuple[str, str, Expr, Expr]]:
     m = a.model
     train = a.mode == "train"
     rows = _param_rows(m, per_device, grads, optimizer, train)
@@ -165,8 +188,12 @@ def _sum(rows: Iterable[tuple[str, str, Expr, Expr]], part: str) -> Expr:
     return sympy.Add(*(b * n for p, _, b, n in rows if p == part)) if rows else Integer(0)
 
 
-def model_memory(analysis: Analysis, chip: Chip | str | None = None, optimizer: str | Optimizer | None = None,
-                 grads: str = "param") -> MemoryReport:  # fmt: skip
+def model_memory(
+    analysis: Analysis,
+    chip: Chip | str | None = None,
+    optimizer: str | Optimizer | None = None,
+    grads: str = "param",
+) -> MemoryReport:
     """The memory report of an analysed model (see :func:`memory`)."""
     a = analysis
     notes = list(a.notes)
@@ -174,10 +201,17 @@ def model_memory(analysis: Analysis, chip: Chip | str | None = None, optimizer: 
         raise UsageError(f"grads is one of {', '.join(GRADS)}, not {grads!r}")
     opt = optimizer_named(optimizer)
     if a.mode == "train" and optimizer is None:
-        notes.append(("optimizer", f"{opt.name} (default: {opt.description}, {opt.state_bytes} bytes per parameter)"))
+        notes.append(
+            ("optimizer", f"{opt.name} (default: {opt.description}, {opt.state_bytes} bytes per parameter)")
+        )
     if a.mode == "infer":
-        notes.append(("inference", "no gradients, optimizer state or saved activations are counted"
-                      + (f"; --optimizer {opt.name} ignored" if optimizer is not None else "")))  # fmt: skip
+        notes.append(
+            (
+                "inference",
+                "no gradients, optimizer state or saved activations are counted"
+                + (f"; --optimizer {opt.name} ignored" if optimizer is not None else ""),
+            )
+        )
     rows = _rows(a, True, grads, opt)
     transient, gathered = a.transient()
     parts = {p: _sum(rows, p) for p in PARTS if p != "transient"}
@@ -187,9 +221,16 @@ def model_memory(analysis: Analysis, chip: Chip | str | None = None, optimizer: 
     return MemoryReport(a, as_chip_text(chip), opt, grads, params, parts, rows, notes)
 
 
-def memory(program: Any, mesh: Any = None, sizes: Mapping[str, int] | str | None = None, hw: Chip | str | None = None,
-           optimizer: str | Optimizer | None = None, remat: str | Iterable[str] | Remat | None = None,
-           grads: str = "param", mode: str | None = None) -> MemoryReport:  # fmt: skip
+def memory(
+    program: Any,
+    mesh: Any = None,
+    sizes: Mapping[str, int] | str | None = None,
+    hw: Chip | str | None = None,
+    optimizer: str | Optimizer | None = None,
+    remat: str | Iterable[str] | Remat | None = None,
+    grads: str = "param",
+    mode: str | None = None,
+) -> MemoryReport:
     """Bytes per device by part for ``program`` (text, a Program or a :class:`ModelProgram`) on ``mesh``.
 
     ``hw``: a chip (preset, TOML file, NAME=VALUE pairs, or a Chip) for the HBM fit; ``optimizer``: a name of
@@ -200,8 +241,9 @@ def memory(program: Any, mesh: Any = None, sizes: Mapping[str, int] | str | None
     return model_memory(analyze(model, mode, remat), hw, optimizer, grads)
 
 
-def param_bytes(model: ModelProgram, mode: str, optimizer: str | Optimizer | None = None,
-                grads: str = "param") -> Expr:  # fmt: skip
+def param_bytes(
+    model: ModelProgram, mode: str, optimizer: str | Optimizer | None = None, grads: str = "param"
+) -> Expr:
     """Bytes per device of the parameters, their gradients and optimizer state (training; the parameters
     alone in inference): the part of :func:`model_memory`'s total that needs no plan, a lower bound of it."""
     rows = _param_rows(model, True, grads, optimizer_named(optimizer), mode == "train")

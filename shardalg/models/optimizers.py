@@ -33,25 +33,41 @@ class Optimizer:
 
     def to_json(self) -> dict[str, object]:
         b = Fraction(self.state_bytes)
-        return {"name": self.name, "state_bytes_per_param": b.numerator if b.denominator == 1 else float(b),
-                "description": self.description, "source": self.source}  # fmt: skip
+        return {
+            "name": self.name,
+            "state_bytes_per_param": b.numerator if b.denominator == 1 else float(b),
+            "description": self.description,
+            "source": self.source,
+        }
 
 
 OPTIMIZERS: dict[str, Optimizer] = {
     o.name: o
     for o in (
-        Optimizer("adam", 8, "Adam: first and second moments in fp32",
-                  f"{_BOOK_CH5}, footnote: 'the params are in bfloat16 and optimizer state is in float32, this "
-                  "gives us 2 + 8 = 10 bytes per parameters'"),
-        Optimizer("adam-fp32", 12, "Adam with an fp32 master copy of the parameters and fp32 moments",
-                  "Rajbhandari et al. 2019 (ZeRO), section 3.1: mixed-precision Adam keeps fp32 parameters, "
-                  "momentum and variance, K = 12 bytes per parameter"),
-        Optimizer("momentum", 4, "SGD with momentum: one fp32 buffer per parameter",
-                  "PyTorch torch.optim.SGD: a momentum_buffer per parameter when momentum != 0 (fp32 here)"),
+        Optimizer(
+            "adam",
+            8,
+            "Adam: first and second moments in fp32",
+            f"{_BOOK_CH5}, footnote: 'the params are in bfloat16 and optimizer state is in float32, this "
+            "gives us 2 + 8 = 10 bytes per parameters'",
+        ),
+        Optimizer(
+            "adam-fp32",
+            12,
+            "Adam with an fp32 master copy of the parameters and fp32 moments",
+            "Rajbhandari et al. 2019 (ZeRO), section 3.1: mixed-precision Adam keeps fp32 parameters, "
+            "momentum and variance, K = 12 bytes per parameter",
+        ),
+        Optimizer(
+            "momentum",
+            4,
+            "SGD with momentum: one fp32 buffer per parameter",
+            "PyTorch torch.optim.SGD: a momentum_buffer per parameter when momentum != 0 (fp32 here)",
+        ),
         Optimizer("sgd", 0, "plain SGD: no state", "PyTorch torch.optim.SGD: no buffer when momentum = 0"),
         Optimizer("none", 0, "no optimizer state (inference, or gradients only)", "by definition"),
     )
-}  # fmt: skip
+}
 
 DEFAULT_OPTIMIZER = "adam"
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
@@ -68,11 +84,16 @@ def optimizer_named(spec: str | int | float | Optimizer | None) -> Optimizer:
     if isinstance(spec, int | float):
         if spec < 0:
             raise UsageError(f"an optimizer keeps a non-negative number of bytes per parameter, not {spec}")
-        return Optimizer(f"{spec:g} bytes", Fraction(spec).limit_denominator(1000), "as given", "given by the user")
+        return Optimizer(
+            f"{spec:g} bytes", Fraction(spec).limit_denominator(1000), "as given", "given by the user"
+        )
     text = spec.strip().lower() if isinstance(spec, str) else ""
     if text in OPTIMIZERS:
         return OPTIMIZERS[text]
     if _NUMBER.fullmatch(text):
         return optimizer_named(float(text) if "." in text else int(text))
-    raise UsageError(f"unknown optimizer {spec!r}; known: {', '.join(OPTIMIZERS)}, or a number of bytes of state "
-                     "per parameter", fix="e.g. --optimizer adam or --optimizer 12")  # fmt: skip
+    raise UsageError(
+        f"unknown optimizer {spec!r}; known: {', '.join(OPTIMIZERS)}, or a number of bytes of state "
+        "per parameter",
+        fix="e.g. --optimizer adam or --optimizer 12",
+    )

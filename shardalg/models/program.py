@@ -138,8 +138,10 @@ class ModelProgram:
                     found.setdefault(d.label, dim_value(d, self.sizes))
         missing = [d for d in self.roles.tokens if d not in found]
         if missing:
-            raise UsageError(f"tokens names {', '.join(missing)}, which no tensor of the program has",
-                             fix="list the dims that count tokens, e.g. tokens B, T")  # fmt: skip
+            raise UsageError(
+                f"tokens names {', '.join(missing)}, which no tensor of the program has",
+                fix="list the dims that count tokens, e.g. tokens B, T",
+            )
         return sympy.Mul(*(found[d] for d in self.roles.tokens))
 
     def value_named(self, name: str | None) -> Value | None:
@@ -166,8 +168,12 @@ def _leaves(expr: object) -> list[Tensor]:
 
 def _named(t: Tensor, program: Program) -> str:
     if not t.name:
-        raise UsageError(f"a whole model needs named tensors: {t} has no name", span=t.span,
-                         source=program.source, fix="name it, e.g. In[B, D]")  # fmt: skip
+        raise UsageError(
+            f"a whole model needs named tensors: {t} has no name",
+            span=t.span,
+            source=program.source,
+            fix="name it, e.g. In[B, D]",
+        )
     return t.name
 
 
@@ -187,12 +193,17 @@ def refuse_sizes_it_lacks(program: Program, sizes: Mapping[str, int] | str | Non
     the layer count's symbol (``layers L``) and the program's own ``where`` sizes count as its dims."""
     given = [d for d in as_sizes(sizes) if d not in program.sizes]
     layers = program.roles.layers if program.roles is not None else None
-    known = [d for t in tensors_of(program) for d in t.dim_names] + ([layers] if isinstance(layers, str) else [])
+    known = [d for t in tensors_of(program) for d in t.dim_names] + (
+        [layers] if isinstance(layers, str) else []
+    )
     refuse_unknown_dims(given, known, "--sizes", "the program")
 
 
-def model_program(program: Program | str, mesh: Mesh | Mapping[str, int] | str | None = None,
-                  sizes: Mapping[str, int] | str | None = None) -> ModelProgram:  # fmt: skip
+def model_program(
+    program: Program | str,
+    mesh: Mesh | Mapping[str, int] | str | None = None,
+    sizes: Mapping[str, int] | str | None = None,
+) -> ModelProgram:
     """Read ``program`` (text or a Program) as a model on ``mesh`` with ``sizes`` (the program's ``mesh`` line
     and ``where`` clause apply too). Checks legality, and that every role names a tensor of the program."""
     if isinstance(program, str):
@@ -201,7 +212,9 @@ def model_program(program: Program | str, mesh: Mesh | Mapping[str, int] | str |
         raise UsageError(f"a model is a program in the notation, not {type(program).__name__}")
     ctx = context_for(program, mesh, sizes)
     if ctx.mesh is None:
-        raise UsageError("a model needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2) or write 'mesh X=4'")
+        raise UsageError(
+            "a model needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2) or write 'mesh X=4'"
+        )
     check_or_raise(program, ctx.mesh, ctx.sizes)
     roles = program.roles or Roles()
     notes: list[tuple[str, str]] = []
@@ -228,8 +241,11 @@ def model_program(program: Program | str, mesh: Mesh | Mapping[str, int] | str |
             if result is not None:
                 out = _named(result, program)
                 if out in root:
-                    raise UsageError(f"{out} is made twice; give each product's result a new name",
-                                     span=result.span, source=program.source)  # fmt: skip
+                    raise UsageError(
+                        f"{out} is made twice; give each product's result a new name",
+                        span=result.span,
+                        source=program.source,
+                    )
                 root[out] = out
                 first[out] = result
                 made_by[out] = i
@@ -284,8 +300,9 @@ def _hidden_steps(m: ModelProgram) -> None:
         last = products[-1].result
         if not once:
             m.layer_output = last
-            m.layer_inputs = tuple(r for r in products[0].reads if m.values[r].is_activation
-                                   and m.values[r].made_by is None)  # fmt: skip
+            m.layer_inputs = tuple(
+                r for r in products[0].reads if m.values[r].is_activation and m.values[r].made_by is None
+            )
         pending: list[str] = []
         seen: set[str] = set()
         for info in products:

@@ -18,8 +18,17 @@ from shardalg.algebra.symbols import dim_size
 from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.notation.syntax import Dim, Tensor
 
-__all__ = ["dim_value", "elements", "local_elements", "tensor_bytes", "dtype_bytes", "as_json", "as_text",
-           "bytes_text", "is_number"]  # fmt: skip
+__all__ = [
+    "dim_value",
+    "elements",
+    "local_elements",
+    "tensor_bytes",
+    "dtype_bytes",
+    "as_json",
+    "as_text",
+    "bytes_text",
+    "is_number",
+]
 
 
 def dim_value(d: Dim, sizes: Mapping[str, int]) -> Expr:

@@ -34,16 +34,32 @@ class Slice:
 
 
 _V5E = "Cloud TPU docs, 'TPU v5e', Configurations: v5e supports the 2D slice shapes 1x1 ... 16x16"
-_V5P = ("Cloud TPU docs, 'Supported TPU configurations', v5p: the most common single-slice shapes "
-        "(2x2x1 ... 16x16x24)")  # fmt: skip
+_V5P = (
+    "Cloud TPU docs, 'Supported TPU configurations', v5p: the most common single-slice shapes "
+    "(2x2x1 ... 16x16x24)"
+)
 
 SLICES: dict[str, tuple[Slice, ...]] = {
-    "tpu-v5e": tuple(Slice(s, _V5E) for s in ((1, 1), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16))),
-    "tpu-v5p": tuple(Slice(s, _V5P) for s in (
-        (2, 2, 1), (2, 2, 2), (2, 4, 4), (4, 4, 4), (4, 4, 8), (4, 8, 8), (8, 8, 8), (8, 8, 16), (8, 16, 16),
-        (16, 16, 16), (16, 16, 24),
-    )),
-}  # fmt: skip
+    "tpu-v5e": tuple(
+        Slice(s, _V5E) for s in ((1, 1), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16))
+    ),
+    "tpu-v5p": tuple(
+        Slice(s, _V5P)
+        for s in (
+            (2, 2, 1),
+            (2, 2, 2),
+            (2, 4, 4),
+            (4, 4, 4),
+            (4, 4, 8),
+            (4, 8, 8),
+            (8, 8, 8),
+            (8, 8, 16),
+            (8, 16, 16),
+            (16, 16, 16),
+            (16, 16, 24),
+        )
+    ),
+}
 
 _SHAPE = re.compile(r"[1-9][0-9]*(?:x[1-9][0-9]*)*")
 
@@ -62,6 +78,8 @@ def slice_shapes(chip_name: str) -> tuple[Slice, ...]:
     """The shapes a preset comes in, fewest chips first; a UsageError says how to give them otherwise."""
     base = chip_name.rstrip("*")  # a preset with numbers changed keeps the preset's shapes
     if base not in SLICES:
-        raise UsageError(f"no slice shapes are known for {chip_name} (known for {', '.join(SLICES)})",
-                         fix="give the shapes: --slices 1x1,2x2,2x4,4x4")  # fmt: skip
+        raise UsageError(
+            f"no slice shapes are known for {chip_name} (known for {', '.join(SLICES)})",
+            fix="give the shapes: --slices 1x1,2x2,2x4,4x4",
+        )
     return tuple(sorted(SLICES[base], key=lambda s: (s.devices, s.shape)))

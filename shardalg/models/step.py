@@ -37,8 +37,15 @@ from .analysis import Analysis, Flops, Remat, analyze
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text
 
-__all__ = ["StepReport", "step_time", "model_step", "DEFAULT_POLICY", "SECONDS_PER_DAY",
-           "step_seconds", "PartSeconds"]
+__all__ = [
+    "StepReport",
+    "step_time",
+    "model_step",
+    "DEFAULT_POLICY",
+    "SECONDS_PER_DAY",
+    "step_seconds",
+    "PartSeconds",
+]
 
 DEFAULT_POLICY = OverlapPolicy.STEADY  # a whole step: the book's layer-level view (DESIGN.md section 5)
 SECONDS_PER_DAY = 86_400
@@ -148,13 +155,26 @@ class StepReport:
             "mfu": float(self.mfu),
             "chip": self.chip.name if self.chip is not None else None,
             "layers": as_json(self.model.layers),
-            "parts": [{"part": p.name, "count": as_json(p.count), "compute": term(p.compute), "comms": term(p.comms),
-                       "hbm": term(p.memory), "total": term(p.total), "bound": p.bound(self.values)}
-                      for p in self.parts],  # fmt: skip
+            "parts": [
+                {
+                    "part": p.name,
+                    "count": as_json(p.count),
+                    "compute": term(p.compute),
+                    "comms": term(p.comms),
+                    "hbm": term(p.memory),
+                    "total": term(p.total),
+                    "bound": p.bound(self.values),
+                }
+                for p in self.parts
+            ],
             "step": term(self.total),
-            "flops": {"forward": as_json(self.flops.forward), "backward": as_json(self.flops.backward),
-                      "recompute": as_json(self.flops.recompute), "total": as_json(self.flops.total),
-                      "per_device": as_json(self.flops.total_per_device)},  # fmt: skip
+            "flops": {
+                "forward": as_json(self.flops.forward),
+                "backward": as_json(self.flops.backward),
+                "recompute": as_json(self.flops.recompute),
+                "total": as_json(self.flops.total),
+                "per_device": as_json(self.flops.total_per_device),
+            },
             "tokens_per_step": as_json(self.tokens),
             "tokens_per_second": self.tokens_per_second,
             "train_tokens": self.train_tokens,
@@ -167,20 +187,32 @@ class StepReport:
             s = self.seconds_of(e)
             return _time(s) if s is not None else sympy.sstr(e)
 
-        what = "training (forward + backward)" if self.analysis.mode == "train" else "inference (forward roofline)"
-        lines = [f"{'step':<12} {what}; overlap {self.policy}; MFU {float(self.mfu):g}"
-                 + (f"; chip {self.chip.name}" if self.chip is not None else "")]  # fmt: skip
+        what = (
+            "training (forward + backward)"
+            if self.analysis.mode == "train"
+            else "inference (forward roofline)"
+        )
+        lines = [
+            f"{'step':<12} {what}; overlap {self.policy}; MFU {float(self.mfu):g}"
+            + (f"; chip {self.chip.name}" if self.chip is not None else "")
+        ]
         for p in self.parts:
             bound = p.bound(self.values)
-            lines.append(f"{p.name:<12} x{as_text(p.count)}: compute {t(p.compute)}, comms {t(p.comms)}, "
-                         f"HBM {t(p.memory)} -> {t(p.total)}" + (f" ({bound}-bound)" if bound else ""))  # fmt: skip
+            lines.append(
+                f"{p.name:<12} x{as_text(p.count)}: compute {t(p.compute)}, comms {t(p.comms)}, "
+                f"HBM {t(p.memory)} -> {t(p.total)}" + (f" ({bound}-bound)" if bound else "")
+            )
         lines.append(f"{'step time':<12} {t(self.total)}")
-        lines.append(f"{'FLOPs':<12} {as_text(self.flops.total)} in all, {as_text(self.flops.total_per_device)} "
-                     "per device")  # fmt: skip
+        lines.append(
+            f"{'FLOPs':<12} {as_text(self.flops.total)} in all, {as_text(self.flops.total_per_device)} "
+            "per device"
+        )
         if self.tokens is not None:
             rate = self.tokens_per_second
-            lines.append(f"{'tokens':<12} {as_text(self.tokens)} per step"
-                         + (f", {rate:.4g} per second" if rate is not None else ""))  # fmt: skip
+            lines.append(
+                f"{'tokens':<12} {as_text(self.tokens)} per step"
+                + (f", {rate:.4g} per second" if rate is not None else "")
+            )
         if self.days is not None:
             lines.append(f"{'training':<12} {self.train_tokens:.4g} tokens in {self.days:.4g} days")
         for k, v in self.notes:
@@ -211,7 +243,9 @@ def _part_cost(name: str, plans: list[Plan], a: Analysis, costs: CostModel) -> P
     return priced(plan, m.mesh, m.sizes, costs)
 
 
-def _part(name: str, count: Expr, plans: list[Plan], a: Analysis, costs: CostModel, mfu: Fraction) -> Part | None:
+def _part(
+    name: str, count: Expr, plans: list[Plan], a: Analysis, costs: CostModel, mfu: Fraction
+) -> Part | None:
     cost = _part_cost(name, plans, a, costs)
     policy = costs.overlap
     if cost is None:
@@ -284,8 +318,10 @@ def step_seconds(analysis: Analysis, chip: Chip | str, policy: object = DEFAULT_
             for lane in lanes_of(sc.step) if sc.step.op is not Op.EINSUM else ():
                 axes[lane] = axes.get(lane, 0.0) + (cost.evaluate(sc.comms) or 0.0)
         if any(v is None for v in got.values()) or count.free_symbols:
-            raise UsageError(f"seconds need every size bound; the {name} is symbolic",
-                             fix="bind every dim with --sizes (API: sizes={...})")  # fmt: skip
+            raise UsageError(
+                f"seconds need every size bound; the {name} is symbolic",
+                fix="bind every dim with --sizes (API: sizes={...})",
+            )
         total = got["total"]
         if a.mode == "infer":  # as model_step's _part: HBM reads beside compute and communication
             terms = (got["compute"], got["memory"], got["comms"])
@@ -295,20 +331,33 @@ def step_seconds(analysis: Analysis, chip: Chip | str, policy: object = DEFAULT_
                 total = max(terms)
             else:
                 total = max(got["total"], got["memory"])
-        out.append(PartSeconds(name, float(count), got["compute"], got["comms"], got["memory"], total,
-                               tuple(axes.items())))  # fmt: skip
+        out.append(
+            PartSeconds(
+                name, float(count), got["compute"], got["comms"], got["memory"], total, tuple(axes.items())
+            )
+        )
     return out
 
 
-def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: object = None,
-               mfu: float | str | None = None, train_tokens: float | None = None) -> StepReport:  # fmt: skip
+def model_step(
+    analysis: Analysis,
+    chip: Chip | str | None = None,
+    policy: object = None,
+    mfu: float | str | None = None,
+    train_tokens: float | None = None,
+) -> StepReport:
     """The step report of an analysed model (see :func:`step_time`)."""
     a, m = analysis, analysis.model
     notes = list(a.notes)
     if policy is None:
         policy = DEFAULT_POLICY
-        notes.append(("overlap", f"{policy} (default for a whole step: compute and each axis's collectives "
-                                 "overlap across layers)"))  # fmt: skip
+        notes.append(
+            (
+                "overlap",
+                f"{policy} (default for a whole step: compute and each axis's collectives "
+                "overlap across layers)",
+            )
+        )
     policy = OverlapPolicy.of(policy)
     if mfu is None:
         notes.append(("mfu", "1 (default: peak FLOP/s)"))
@@ -325,13 +374,23 @@ def model_step(analysis: Analysis, chip: Chip | str | None = None, policy: objec
     if m.tokens is None:
         notes.append(("tokens", "no 'tokens' declaration: tokens per second and days are not computed"))
     if train_tokens is not None and (isinstance(train_tokens, bool) or not train_tokens > 0):
-        raise UsageError(f"the training tokens are a positive number, not {train_tokens!r}", fix="e.g. --tokens 15e12")
+        raise UsageError(
+            f"the training tokens are a positive number, not {train_tokens!r}", fix="e.g. --tokens 15e12"
+        )
     return StepReport(a, hw, policy, fraction, parts, a.flops(), train_tokens, notes)
 
 
-def step_time(program: Any, mesh: Any = None, sizes: Mapping[str, int] | str | None = None, hw: Chip | str | None = None,
-         overlap: object = None, mfu: float | str | None = None, tokens: float | None = None,
-         remat: str | Iterable[str] | Remat | None = None, mode: str | None = None) -> StepReport:  # fmt: skip
+def step_time(
+    program: Any,
+    mesh: Any = None,
+    sizes: Mapping[str, int] | str | None = None,
+    hw: Chip | str | None = None,
+    overlap: object = None,
+    mfu: float | str | None = None,
+    tokens: float | None = None,
+    remat: str | Iterable[str] | Remat | None = None,
+    mode: str | None = None,
+) -> StepReport:
     """The time of one step of ``program`` on ``mesh`` (training, or an inference step when the program
     declares a KV cache or ``mode="infer"``); ``tokens``: train on that many tokens (days to train)."""
     model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)

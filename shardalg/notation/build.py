@@ -70,7 +70,9 @@ def split_axes(text: str, quoted: bool = False) -> tuple[str, ...]:
 def _axes_of(items: Iterable[Item | Offset]) -> tuple[str, ...]:
     for item in items:
         if isinstance(item, Offset):
-            raise ParseError("a signed number in a subscript is a Shift's offset, not a mesh axis", span=item.span)
+            raise ParseError(
+                "a signed number in a subscript is a Shift's offset, not a mesh axis", span=item.span
+            )
     return tuple(a for item in items for text, quoted in item for a in split_axes(text, quoted))  # type: ignore[union-attr]
 
 
@@ -128,8 +130,11 @@ class Builders:
     def offset(self, meta: Any, tok: Token) -> Offset:
         digits = str(tok).lstrip("+-")
         if len(digits) > _OFFSET_DIGITS:
-            raise ParseError(f"an offset of {len(digits)} digits; a shift moves by at most {_OFFSET_DIGITS} digits' "
-                             "worth (only its remainder modulo the axis size matters)", span=_tok_span(tok))  # fmt: skip
+            raise ParseError(
+                f"an offset of {len(digits)} digits; a shift moves by at most {_OFFSET_DIGITS} digits' "
+                "worth (only its remainder modulo the axis size matters)",
+                span=_tok_span(tok),
+            )
         return Offset(int(str(tok)), _tok_span(tok))
 
     def sub(self, meta: Any, *parts: Piece | Item) -> tuple[Item, ...]:
@@ -169,17 +174,24 @@ class Builders:
             out[kind] += axes
         return out
 
-    def tensor(self, meta: Any, head: tuple[str | None, DType | None], dims: tuple[Dim, ...], red: Any) -> Tensor:
+    def tensor(
+        self, meta: Any, head: tuple[str | None, DType | None], dims: tuple[Dim, ...], red: Any
+    ) -> Tensor:
         name, dtype = head
         red = red or {"U": (), "I": ()}
         return Tensor(name, dims, red["U"], red["I"], dtype, span=_span(meta))
 
     # products
-    def product_op(self, meta: Any, sub: tuple[Item | Offset, ...] | None) -> tuple[tuple[str, ...] | None, bool]:
+    def product_op(
+        self, meta: Any, sub: tuple[Item | Offset, ...] | None
+    ) -> tuple[tuple[str, ...] | None, bool]:
         for item in sub or ():
             if isinstance(item, Offset):
-                raise ParseError("a signed number in a subscript is a Shift's offset; a product's subscript "
-                                 "names contracted dims or LOCAL", span=item.span)  # fmt: skip
+                raise ParseError(
+                    "a signed number in a subscript is a Shift's offset; a product's subscript "
+                    "names contracted dims or LOCAL",
+                    span=item.span,
+                )
         names = [text for item in sub or () for text, _ in item]  # type: ignore[union-attr]
         local = LOCAL in names
         contract = tuple(n for n in names if n != LOCAL)
@@ -199,8 +211,10 @@ class Builders:
                     span=offsets[-1].span if offsets else _span(meta),
                 )
             if sub[-1] == 0:
-                raise ParseError(f"{op.value} by 0 moves nothing: write a nonzero offset, e.g. {op.value}_{{X,+1}}",
-                                 span=sub[-1].span)  # fmt: skip
+                raise ParseError(
+                    f"{op.value} by 0 moves nothing: write a nonzero offset, e.g. {op.value}_{{X,+1}}",
+                    span=sub[-1].span,
+                )
             return op, _axes_of(sub[:-1]), None, int(sub[-1])  # type: ignore[arg-type]
         if offsets:
             raise ParseError(
@@ -251,14 +265,18 @@ class Builders:
     def token_dims(self, meta: Any, *dims: Token) -> RoleLine:
         for d in dims:
             if d.type == "INT":
-                raise ParseError(f"tokens takes dim names (tokens B, T), not the number {d}", span=_tok_span(d))
+                raise ParseError(
+                    f"tokens takes dim names (tokens B, T), not the number {d}", span=_tok_span(d)
+                )
         return RoleLine("tokens", None, tuple(str(d) for d in dims), _span(meta))
 
     def layer_count(self, meta: Any, word: Token) -> RoleLine:
         value: str | int = _positive(word, "the layer count") if word.type == "INT" else str(word)
         return RoleLine("layers", None, (value,), _span(meta))
 
-    def where_clause(self, meta: Any, *bindings: tuple[str, int, Span | None]) -> list[tuple[str, int, Span | None]]:
+    def where_clause(
+        self, meta: Any, *bindings: tuple[str, int, Span | None]
+    ) -> list[tuple[str, int, Span | None]]:
         return list(bindings)
 
     def stmt_where(self, meta: Any, statement: Statement, where: list[Any]) -> tuple[Statement, list[Any]]:
@@ -325,7 +343,11 @@ def _roles(lines: list[RoleLine]) -> Roles | None:
             assert line.role is not None
             for name in line.values:
                 if name in seen:
-                    again = "twice" if seen[name] is line.role else f"as {seen[name].value} and as {line.role.value}"
+                    again = (
+                        "twice"
+                        if seen[name] is line.role
+                        else f"as {seen[name].value} and as {line.role.value}"
+                    )
                     raise ParseError(f"{name} is declared {again}: a tensor has one role", span=line.span)
                 seen[str(name)] = line.role
                 named[line.role].append(str(name))
@@ -333,7 +355,9 @@ def _roles(lines: list[RoleLine]) -> Roles | None:
 
 
 # Each rule's or alias's builder by name: what the transformer wraps.
-BUILDERS: dict[str, Callable[..., Any]] = {name: fn for name, fn in vars(Builders).items() if not name.startswith("_")}
+BUILDERS: dict[str, Callable[..., Any]] = {
+    name: fn for name, fn in vars(Builders).items() if not name.startswith("_")
+}
 
 
 @memoized(Kind.TABLE)

@@ -22,8 +22,13 @@ START = {"program": "start", "tensor": "tensor_start", "statement": "statement_s
 GENERATED = Path(__file__).with_name("lalr.py")
 # lark's standalone generator and its options: every start rule, spans on the tree (propagate_positions),
 # None for an absent optional part (maybe_placeholders); the lexer is lark's contextual one (its default).
-GENERATOR = ("-m", "lark.tools.standalone", "--propagate_positions", "--maybe_placeholders",
-             *(a for s in START.values() for a in ("-s", s)))  # fmt: skip
+GENERATOR = (
+    "-m",
+    "lark.tools.standalone",
+    "--propagate_positions",
+    "--maybe_placeholders",
+    *(a for s in START.values() for a in ("-s", s)),
+)
 HEADER = '''\
 # Generated file: do not edit. `python -m shardalg.notation.grammar` remakes it from grammar/shardalg.lark
 # (python {command} grammar/shardalg.lark).
@@ -73,9 +78,12 @@ def generate(out: Path = GENERATED) -> None:
         subprocess.run(
             [sys.executable, *GENERATOR, str(grammar_path()), "-o", str(made)], env=env, check=True
         )
-        made.write_text(HEADER.format(command=" ".join(GENERATOR)) + made.read_text(encoding="utf-8"),
-                        encoding="utf-8")  # fmt: skip
-        os.replace(made, out)  # a process importing the parser meanwhile reads the old module or the new, whole
+        made.write_text(
+            HEADER.format(command=" ".join(GENERATOR)) + made.read_text(encoding="utf-8"), encoding="utf-8"
+        )
+        os.replace(
+            made, out
+        )  # a process importing the parser meanwhile reads the old module or the new, whole
     finally:
         made.unlink(missing_ok=True)
 

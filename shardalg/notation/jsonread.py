@@ -41,7 +41,9 @@ def _field(obj: Any, key: str, kind: type | tuple[type, ...], optional: bool = F
 
 def _dim(j: Json) -> Dim:
     try:
-        return Dim(_field(j, "name", str, True), _strs(j.get("axes", []), "axes"), _field(j, "size", int, True))
+        return Dim(
+            _field(j, "name", str, True), _strs(j.get("axes", []), "axes"), _field(j, "size", int, True)
+        )
     except ValueError as err:
         raise UsageError(f"bad dim {j!r}: {err}") from None
 
@@ -83,7 +85,9 @@ def _layers(value: Any) -> str | int | None:
 _READERS: dict[str, Callable[[Json], Any]] = {
     "dim": _dim,
     "tensor": _tensor,
-    "product": lambda j: Product(from_json(j["left"]), from_json(j["right"]), _contract(j), bool(j.get("local"))),
+    "product": lambda j: Product(
+        from_json(j["left"]), from_json(j["right"]), _contract(j), bool(j.get("local"))
+    ),
     "collective": lambda j: Collective(
         _op(j), _strs(j["axes"], "axes"), from_json(j["arg"]), _field(j, "dim", str, True), _offset(j)
     ),
@@ -96,20 +100,32 @@ _READERS: dict[str, Callable[[Json], Any]] = {
         from_json(j["roles"]) if j.get("roles") is not None else None,
     ),
     "roles": lambda j: Roles(
-        _strs(j.get("params", []), "params"), _strs(j.get("embeddings", []), "embeddings"),
-        _strs(j.get("saved", []), "saved"), _strs(j.get("kvcache", []), "kvcache"),
-        _strs(j.get("tokens", []), "tokens"), _layers(j.get("layers")),
+        _strs(j.get("params", []), "params"),
+        _strs(j.get("embeddings", []), "embeddings"),
+        _strs(j.get("saved", []), "saved"),
+        _strs(j.get("kvcache", []), "kvcache"),
+        _strs(j.get("tokens", []), "tokens"),
+        _layers(j.get("layers")),
     ),
     "step": lambda j: Step(
-        _op(j), tuple(from_json(t) for t in _field(j, "inputs", list)), from_json(j["output"]),
-        _strs(j.get("axes", []), "axes"), _field(j, "dim", str, True), _contract(j) or (), bool(j.get("local")),
-        str(j.get("reason", "")), _offset(j),
+        _op(j),
+        tuple(from_json(t) for t in _field(j, "inputs", list)),
+        from_json(j["output"]),
+        _strs(j.get("axes", []), "axes"),
+        _field(j, "dim", str, True),
+        _contract(j) or (),
+        bool(j.get("local")),
+        str(j.get("reason", "")),
+        _offset(j),
     ),
     "plan": lambda j: Plan(
-        tuple(from_json(t) for t in _field(j, "inputs", list)), tuple(from_json(s) for s in _field(j, "steps", list)),
-        from_json(j["output"]), tuple(_strs(j.get("cases", []), "cases")), str(j.get("note", "")),
+        tuple(from_json(t) for t in _field(j, "inputs", list)),
+        tuple(from_json(s) for s in _field(j, "steps", list)),
+        from_json(j["output"]),
+        tuple(_strs(j.get("cases", []), "cases")),
+        str(j.get("note", "")),
     ),
-}  # fmt: skip
+}
 
 
 def from_json(j: Any) -> Any:

@@ -24,6 +24,7 @@ from .syntaxerrors import parse_error
 
 __all__ = ["parse", "parse_tensor", "parse_statement", "grammar_text", "grammar_path", "split_axes", "LOCAL"]
 
+
 def _depth(statement: Node) -> int:
     """How many products and collectives nest in a statement (walked without recursion)."""
     deepest, todo = 0, [(statement, 0)]
@@ -71,15 +72,20 @@ def _parse(text: str, start: str) -> Any:
             raise inner.with_source(text) from None
         raise ParseError(f"not in the notation: {inner}", span=Span(0, len(text)), source=text) from None
     except RecursionError:
-        raise limits.refuse("depth", "the input nests too deeply to read (parentheses, products or collectives)",
-                            span=Span(0, len(text))).with_source(text) from None
+        raise limits.refuse(
+            "depth",
+            "the input nests too deeply to read (parentheses, products or collectives)",
+            span=Span(0, len(text)),
+        ).with_source(text) from None
 
 
 def parse(text: str) -> Program:
     """Parse a program: statements separated by newlines or ``;``, an optional ``mesh`` line and
     ``where`` bindings. Always returns a :class:`Program` with ``source`` set to ``text``."""
     program: Program = _run(text, "program")
-    return Program(program.statements, program.mesh, program.sizes, program.roles, span=program.span, source=text)
+    return Program(
+        program.statements, program.mesh, program.sizes, program.roles, span=program.span, source=text
+    )
 
 
 def parse_tensor(text: str) -> Tensor:

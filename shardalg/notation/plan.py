@@ -133,8 +133,15 @@ class Plan:
             p.text("    " + printing.unicode(s.statement()))
 
 
-def chained_plan(inputs: tuple[Tensor, Tensor], left: tuple[Step, ...], right: tuple[Step, ...], product: Step,
-                 finish: tuple[Step, ...], cases: tuple[str, ...] = (), note: str = "") -> Plan:  # fmt: skip
+def chained_plan(
+    inputs: tuple[Tensor, Tensor],
+    left: tuple[Step, ...],
+    right: tuple[Step, ...],
+    product: Step,
+    finish: tuple[Step, ...],
+    cases: tuple[str, ...] = (),
+    note: str = "",
+) -> Plan:
     """The plan ``left + right + (product,) + finish``: a chain of steps from each input (each step reading the
     one before it, the first reading the input itself), the product of the two chains' ends, then a chain from
     the product. Its producers follow from the three lengths (the planner's plans are all of this form), so
@@ -189,7 +196,9 @@ class Plans(list):
     by whoever ranked the plans and evaluated only when the table is drawn.
     """
 
-    def __init__(self, plans: Iterable[Plan] = (), columns: Mapping[str, Callable[[Plan], object]] | None = None):
+    def __init__(
+        self, plans: Iterable[Plan] = (), columns: Mapping[str, Callable[[Plan], object]] | None = None
+    ):
         super().__init__(plans)
         self.columns: dict[str, Callable[[Plan], object]] = dict(columns or {})
 

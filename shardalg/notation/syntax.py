@@ -89,15 +89,27 @@ _DTYPE_BYTES: dict[DType, Fraction] = {
 
 # Every spelling the grammar and the API accept, to its dtype.
 DTYPE_ALIASES: dict[str, DType] = {
-    "fp64": DType.FP64, "f64": DType.FP64, "float64": DType.FP64,
-    "fp32": DType.FP32, "f32": DType.FP32, "float32": DType.FP32,
-    "bf16": DType.BF16, "bfloat16": DType.BF16,
-    "fp16": DType.FP16, "f16": DType.FP16, "float16": DType.FP16,
-    "fp8": DType.FP8, "f8": DType.FP8, "float8": DType.FP8,
-    "int32": DType.INT32, "i32": DType.INT32,
-    "int8": DType.INT8, "i8": DType.INT8,
-    "int4": DType.INT4, "i4": DType.INT4,
-}  # fmt: skip
+    "fp64": DType.FP64,
+    "f64": DType.FP64,
+    "float64": DType.FP64,
+    "fp32": DType.FP32,
+    "f32": DType.FP32,
+    "float32": DType.FP32,
+    "bf16": DType.BF16,
+    "bfloat16": DType.BF16,
+    "fp16": DType.FP16,
+    "f16": DType.FP16,
+    "float16": DType.FP16,
+    "fp8": DType.FP8,
+    "f8": DType.FP8,
+    "float8": DType.FP8,
+    "int32": DType.INT32,
+    "i32": DType.INT32,
+    "int8": DType.INT8,
+    "i8": DType.INT8,
+    "int4": DType.INT4,
+    "i4": DType.INT4,
+}
 
 
 def dtype_named(name: str) -> DType:
@@ -239,7 +251,9 @@ class Tensor(Node):
         """The fields ``==`` compares, hashed once (tensors key the planner's memos)."""
         got = self.__dict__.get("_hash")
         if got is None:
-            got = self.__dict__["_hash"] = hash((self.name, self.dims, self.unreduced, self.invariant, self.dtype))
+            got = self.__dict__["_hash"] = hash(
+                (self.name, self.dims, self.unreduced, self.invariant, self.dtype)
+            )
         return got
 
     def __getstate__(self) -> dict[str, object]:
@@ -307,7 +321,9 @@ class Role(enum.Enum):
     """What a tensor is to a whole model; the value is the keyword that declares it (``params W_in``)."""
 
     PARAMS = "params"  # parameters of the repeated layer (counted L times)
-    EMBEDDINGS = "embeddings"  # parameters outside the repeated layer (embeddings, a final norm: counted once)
+    EMBEDDINGS = (
+        "embeddings"  # parameters outside the repeated layer (embeddings, a final norm: counted once)
+    )
     SAVED = "saved"  # activations kept for the backward (a rematerialisation policy's named list)
     KV_CACHE = "kvcache"  # the KV cache of inference
 

@@ -40,15 +40,23 @@ _DESCRIBE: dict[str, str | None] = {
 # inputs gets the label (lark's match_examples, keyed exactly on the token kind).
 _MISTAKES: dict[str, list[str]] = {
     "write a product with '·', '*' or '@', or put the two expressions on separate lines": [
-        "A[I] B[I]", "A[I] (B[I])", "A[I] -> B[I] C[I]", "A[I] [J]", "A[I] -> B[I] (C[I])", "A[I] AllGather_X(B[I])",
+        "A[I] B[I]",
+        "A[I] (B[I])",
+        "A[I] -> B[I] C[I]",
+        "A[I] [J]",
+        "A[I] -> B[I] (C[I])",
+        "A[I] AllGather_X(B[I])",
     ],
     "a collective needs its mesh axes as a subscript, e.g. AllGather_X(A[I_X, J])": [
-        "AllGather(A[I])", "AllGather A[I]", "AllGather[I]", "AllGather: A[I]",
+        "AllGather(A[I])",
+        "AllGather A[I]",
+        "AllGather[I]",
+        "AllGather: A[I]",
     ],
     "unreduced and invariant axes are written {U_X} or {I_X}": ["A[I]{X}", "A[I]{X, Y}"],
     "a tensor needs at least one dim inside [...]": ["A[]", "[]"],
     "dims are separated by ','": ["A[I J]", "A[I_X J]", "A[I_{X} J]", "A[I 1]", "A[I_X 1]"],
-}  # fmt: skip
+}
 
 
 # The notation's operations, as the grammar's OP_WORD spells them.
@@ -66,20 +74,23 @@ FOREIGN_OPERATIONS: dict[str, tuple[str, str]] = {
     "reduce_scatter_tensor": ("ReduceScatter", "PyTorch's reduce_scatter_tensor"),
     "all_to_all": ("AllToAll", "JAX's lax.all_to_all and PyTorch's all_to_all"),
     "all_to_all_single": ("AllToAll", "PyTorch's all_to_all_single"),
-    "ppermute": ("Shift or Permute", "JAX's lax.ppermute; Shift_{X,+1}(A[I_X, J]) moves each block one step "
-                 "along X, Permute moves blocks between the axes of a mesh"),
+    "ppermute": (
+        "Shift or Permute",
+        "JAX's lax.ppermute; Shift_{X,+1}(A[I_X, J]) moves each block one step "
+        "along X, Permute moves blocks between the axes of a mesh",
+    ),
     "dynamic_slice": ("Slice", "JAX's lax.dynamic_slice"),
-}  # fmt: skip
+}
 
 # PyTorch DTensor placements, which the notation writes on the tensor itself.
 PLACEMENTS: dict[str, str] = {
     "shard": "Shard(d) is PyTorch's DTensor placement; the notation writes the mesh axis on the dim it shards: "
-             "A[I_X, J] shards I (dim 0) over X",
+    "A[I_X, J] shards I (dim 0) over X",
     "replicate": "Replicate() is PyTorch's DTensor placement; the notation leaves a replicated dim bare: A[I, J] "
-                 "is whole on every device",
+    "is whole on every device",
     "partial": "Partial() is PyTorch's DTensor placement; the notation writes partial sums as unreduced axes: "
-               "C[I, K]{U_X} still needs a sum over X",
-}  # fmt: skip
+    "C[I, K]{U_X} still needs a sum over X",
+}
 
 # A word used as a function: NAME, an optional subscript (_X or _{X,K}), then '('.
 _CALL = re.compile(r"(?<![A-Za-z0-9_\\])([A-Za-z][A-Za-z0-9_]*?)(_(?:\{[^{}\n]*\}|[A-Za-z0-9]+))?[ \t]*\(")
@@ -106,8 +117,10 @@ def _operation_hint(text: str, pos: int) -> str | None:
         for word, rest in reversed(readings):
             op = closest(word.replace("_", ""), OPERATIONS, cutoff=0.75)
             if op is not None and op != word:
-                return (f"did you mean {op}? write {op}{rest or '_X'}(...); the operations are "
-                        f"{', '.join(OPERATIONS)}, spelled so")  # fmt: skip
+                return (
+                    f"did you mean {op}? write {op}{rest or '_X'}(...); the operations are "
+                    f"{', '.join(OPERATIONS)}, spelled so"
+                )
         return None
     return None
 

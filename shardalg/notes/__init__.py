@@ -26,8 +26,19 @@ from shardalg.progress import task
 from . import sections, worked
 from .document import Display, Document, Math, Prose, Raw, Section, Table
 
-__all__ = ["build_notes", "write_notes", "Document", "Section", "Prose", "Math", "Display", "Table", "Raw",
-           "TEX_NAME", "MD_NAME"]  # fmt: skip
+__all__ = [
+    "build_notes",
+    "write_notes",
+    "Document",
+    "Section",
+    "Prose",
+    "Math",
+    "Display",
+    "Table",
+    "Raw",
+    "TEX_NAME",
+    "MD_NAME",
+]
 
 TEX_NAME = "shardalg-notes.tex"
 MD_NAME = "shardalg-notes.md"
@@ -70,5 +81,9 @@ def write_notes(out_dir: Path) -> tuple[list[Path], list[str]]:
     tex, md = out_dir / TEX_NAME, out_dir / MD_NAME
     tex.write_text(doc.latex(), encoding="utf-8")
     md.write_text(doc.markdown(), encoding="utf-8")
-    written = [tex, md, *sorted(p for p in out_dir.iterdir() if p.suffix in (".pdf", ".png", ".svg") and p.stem != tex.stem)]
+    written = [
+        tex,
+        md,
+        *sorted(p for p in out_dir.iterdir() if p.suffix in (".pdf", ".png", ".svg") and p.stem != tex.stem),
+    ]
     return written, list(doc.problems)

@@ -37,18 +37,28 @@ REGIMES = ("comms", "total")
 
 
 def fsdp_tp_cost():  # -> PlanCost
-    return cost(FSDP_TP, mesh=Mesh(X=None, Y=None), latency=False, symbolic_links=True, overlap=OverlapPolicy.STEADY)
+    return cost(
+        FSDP_TP, mesh=Mesh(X=None, Y=None), latency=False, symbolic_links=True, overlap=OverlapPolicy.STEADY
+    )
 
 
-def program_costs(programs: Sequence[str], *, mesh: Mesh | str, sizes: Mapping[str, int] | None = None,
-                  hw: str | None = None, regime: str = "total") -> list[sympy.Expr]:
+def program_costs(
+    programs: Sequence[str],
+    *,
+    mesh: Mesh | str,
+    sizes: Mapping[str, int] | None = None,
+    hw: str | None = None,
+    regime: str = "total",
+) -> list[sympy.Expr]:
     """Each program's time (``comms`` or ``total``) with the chip's numbers and the given sizes substituted:
     what is left free is the swept dim."""
     if regime not in REGIMES:
         raise UsageError(f"regime is one of {', '.join(REGIMES)}, not {regime!r}")
     out = []
     for text in programs:
-        pc = cost(text, mesh=mesh, sizes=sizes, hw=hw, overlap=OverlapPolicy.STEADY)  # the book's layer-level view
+        pc = cost(
+            text, mesh=mesh, sizes=sizes, hw=hw, overlap=OverlapPolicy.STEADY
+        )  # the book's layer-level view
         out.append(as_expr(pc.term(regime)).subs(pc.values))
     return out
 
@@ -82,10 +92,18 @@ def draw_question_4(path: Path) -> Path | None:
     except ModuleNotFoundError:
         return None
 
-    gather, reduce = program_costs(QUESTION_4, mesh=Mesh(X=8), sizes={"B": 1024, "F": 16384}, hw="tpu-v5p",
-                                   regime="comms")
-    crossover_plot(gather, reduce, over=dim_size("D"), lo=256, hi=65536, out=path,
-                   labels=("AllGather_X(Y): gather the weights", "AllReduce_X(Z): local matmul, then reduce"),
-                   title="Question 4: gather the weights, or reduce the product?",
-                   caption="communication time on tpu-v5p; mesh X=8; B = 1024, F = 16384")
+    gather, reduce = program_costs(
+        QUESTION_4, mesh=Mesh(X=8), sizes={"B": 1024, "F": 16384}, hw="tpu-v5p", regime="comms"
+    )
+    crossover_plot(
+        gather,
+        reduce,
+        over=dim_size("D"),
+        lo=256,
+        hi=65536,
+        out=path,
+        labels=("AllGather_X(Y): gather the weights", "AllReduce_X(Z): local matmul, then reduce"),
+        title="Question 4: gather the weights, or reduce the product?",
+        caption="communication time on tpu-v5p; mesh X=8; B = 1024, F = 16384",
+    )
     return path

@@ -18,8 +18,19 @@ from shardalg.numeric.proofs import tex_prose
 
 from .mathtext import MathPart, split_math
 
-__all__ = ["Math", "Code", "Prose", "Display", "Table", "Raw", "Section", "Document", "PREAMBLE", "tex_text",
-           "md_text"]  # fmt: skip
+__all__ = [
+    "Math",
+    "Code",
+    "Prose",
+    "Display",
+    "Table",
+    "Raw",
+    "Section",
+    "Document",
+    "PREAMBLE",
+    "tex_text",
+    "md_text",
+]
 
 PREAMBLE = r"""\documentclass[10pt]{article}
 \usepackage[T1]{fontenc}
@@ -141,7 +152,13 @@ class Document:
                 out += [(m, False, path) for m in text_math(block.label)]
             elif isinstance(block, Table):
                 out += [(c.latex, False, path) for row in block.rows for c in row if isinstance(c, Math)]
-                out += [(m, False, path) for row in block.rows for c in row if isinstance(c, str) for m in text_math(c)]
+                out += [
+                    (m, False, path)
+                    for row in block.rows
+                    for c in row
+                    if isinstance(c, str)
+                    for m in text_math(c)
+                ]
             else:
                 out += [(f, True, path) for f in block.fragments]
         return out

@@ -34,9 +34,25 @@ class MathPart:
 
 
 _COLLECTIVES = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Slice", "Permute")
-_OPERATORS = {"<": "<", ">": ">", "=": "=", "<=": r"\le", ">=": r"\ge", "->": r"\rightarrow", "<-": r"\leftarrow",
-              "/": "/", "*": r"\cdot", "x": r"\times", "·": r"\cdot", "+": "+", "-": "-", "≤": r"\le", "≥": r"\ge",
-              "→": r"\rightarrow", "<=>": r"\iff"}  # fmt: skip
+_OPERATORS = {
+    "<": "<",
+    ">": ">",
+    "=": "=",
+    "<=": r"\le",
+    ">=": r"\ge",
+    "->": r"\rightarrow",
+    "<-": r"\leftarrow",
+    "/": "/",
+    "*": r"\cdot",
+    "x": r"\times",
+    "·": r"\cdot",
+    "+": "+",
+    "-": "-",
+    "≤": r"\le",
+    "≥": r"\ge",
+    "→": r"\rightarrow",
+    "<=>": r"\iff",
+}
 _UPRIGHT_SUBSCRIPTS = {"min": r"\min", "max": r"\max"}
 # a word with notation in it: a subscript, a power, brackets, braces, bars, an arrow, a division between terms
 _NOTATION = re.compile(r"[A-Za-z0-9)|\]]_[A-Za-z0-9{]|\^|\[|\{[UI]_|\||->|<-|[A-Za-z0-9)|]/[A-Za-z0-9(|]")
@@ -55,7 +71,11 @@ def _is_math_word(word: str) -> bool:
 
 def _is_joiner(word: str) -> bool:
     """Words that are math only next to math: one capital letter, a number, an operator."""
-    return word in _OPERATORS or bool(re.fullmatch(r"[A-Z]|\d+[A-Z]*|\d+[a-z]|\(?[A-Z]\)?", word)) or bool(_NUMBER.match(word))
+    return (
+        word in _OPERATORS
+        or bool(re.fullmatch(r"[A-Z]|\d+[A-Z]*|\d+[a-z]|\(?[A-Z]\)?", word))
+        or bool(_NUMBER.match(word))
+    )
 
 
 def _words(text: str) -> list[str]:
@@ -227,7 +247,7 @@ def formula_latex(text: str) -> str:
             name, _, sub = tok.partition("_")
             out.append(rf"\textbf{{{name}}}" + (f"_{_sub(sub)}" if sub else ""))
         elif kind == "set":
-            out.append(r"\{" + tok[1:-1].replace(" ", "") .replace(",", ", ") + r"\}")
+            out.append(r"\{" + tok[1:-1].replace(" ", "").replace(",", ", ") + r"\}")
         elif kind == "ident":
             if tok == "x" and out:
                 out.append(_OPERATORS["x"])
@@ -252,6 +272,8 @@ def formula_latex(text: str) -> str:
 
 # ASCII math a reader must not see in running text: a subscript or power typed out, a division between
 # terms, an arrow, a set of unreduced axes; checked on the text of the generated .tex outside math.
-ASCII_MATH = re.compile(r"\w\\_\w|\\textasciicircum|\^|->|<-|\\\{U"
-                        r"|(?<!\w)(?![a-z]{2,}/[a-z]{2,}\b|(?:[KMGTP]?i?B|bytes|FLOPs?)/s\b)\w+/\w|\w/\(|\)/\w"
-                        r"|\|\w+\||\b\d+(?![KMGTPE]i?B\b|T?FLOPS?\b)[A-Z]{2,}\b")
+ASCII_MATH = re.compile(
+    r"\w\\_\w|\\textasciicircum|\^|->|<-|\\\{U"
+    r"|(?<!\w)(?![a-z]{2,}/[a-z]{2,}\b|(?:[KMGTP]?i?B|bytes|FLOPs?)/s\b)\w+/\w|\w/\(|\)/\w"
+    r"|\|\w+\||\b\d+(?![KMGTPE]i?B\b|T?FLOPS?\b)[A-Z]{2,}\b"
+)

@@ -41,18 +41,29 @@ SHAPE_EXAMPLES = ("fp32[I, J]", "fp32[I_X, J]", "fp32[I_X, J_Y]", "fp32[I_XY, J]
 
 # (case title, statement, what the book says about it)
 CASES: tuple[tuple[str, str, str], ...] = (
-    ("Case 1: no contracted dim is sharded", "A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]",
-     "Each device multiplies its own blocks; the result follows the inputs' sharding."),
-    ("Case 2: one input shards the contracted dim", "A[I, J_X] * B[J, K] -> C[I, K]",
-     "Gather the sharded input, or slice the other and reduce the partial products afterwards."),
-    ("Case 3: both inputs shard the contracted dim alike", "A[I, J_X] * B[J_X, K] -> C[I, K_X]",
-     "The local products are partial sums {U_X}; a ReduceScatter (or AllReduce) finishes them."),
-    ("Case 4: two result dims on one axis", "A[I_X, J] * B[J, K_X] -> C[I, K_X]",
-     "The result cannot hold X twice: gather one input first."),
-)  # fmt: skip
+    (
+        "Case 1: no contracted dim is sharded",
+        "A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]",
+        "Each device multiplies its own blocks; the result follows the inputs' sharding.",
+    ),
+    (
+        "Case 2: one input shards the contracted dim",
+        "A[I, J_X] * B[J, K] -> C[I, K]",
+        "Gather the sharded input, or slice the other and reduce the partial products afterwards.",
+    ),
+    (
+        "Case 3: both inputs shard the contracted dim alike",
+        "A[I, J_X] * B[J_X, K] -> C[I, K_X]",
+        "The local products are partial sums {U_X}; a ReduceScatter (or AllReduce) finishes them.",
+    ),
+    (
+        "Case 4: two result dims on one axis",
+        "A[I_X, J] * B[J, K_X] -> C[I, K_X]",
+        "The result cannot hold X twice: gather one input first.",
+    ),
+)
 CASE_MESH = Mesh(X=4, Y=2)
 PLANS_SHOWN = 3
-
 
 
 def collective_examples() -> tuple[tuple[Op, str], ...]:
@@ -77,18 +88,40 @@ def notation() -> Section:
     for source in SHAPE_EXAMPLES:
         info = shape(source, mesh=SHAPE_MESH, sizes=SHAPE_SIZES)
         local = ", ".join(str(v) for v in info.local_shape)
-        shapes.append((Math(_latex(info.tensor)), f"[{local}]", f"{info.bytes_per_device:,}", str(info.replication)))
-    return Section("Notation", (
-        Prose.of("A tensor's sharding says, for every mesh axis, whether the axis shards one of its dims "
-                 "(a subscript), holds partial sums (", Math(r"\{U_X\}"), "), or replicates it (the axis "
-                 "appears nowhere). The forms below are parsed and printed back by shardalg."),
-        Table(("meaning", "typed as", "printed"), tuple(rows), caption="Parsed, then printed in LaTeX.",
-              columns=r"p{0.17\linewidth}ll", size="scriptsize"),
-        Prose.of("On the mesh ", Math(r"X = 4,\ Y = 2"), " with ", Math(r"I = 1024,\ J = 4096"),
-                 " in fp32, the local shape, bytes per device and replication factor of each sharding:"),
-        Table(("tensor", "local shape", "bytes per device", "replication"), tuple(shapes),
-              caption="Computed by shardalg's shape module."),
-    ))  # fmt: skip
+        shapes.append(
+            (Math(_latex(info.tensor)), f"[{local}]", f"{info.bytes_per_device:,}", str(info.replication))
+        )
+    return Section(
+        "Notation",
+        (
+            Prose.of(
+                "A tensor's sharding says, for every mesh axis, whether the axis shards one of its dims "
+                "(a subscript), holds partial sums (",
+                Math(r"\{U_X\}"),
+                "), or replicates it (the axis "
+                "appears nowhere). The forms below are parsed and printed back by shardalg.",
+            ),
+            Table(
+                ("meaning", "typed as", "printed"),
+                tuple(rows),
+                caption="Parsed, then printed in LaTeX.",
+                columns=r"p{0.17\linewidth}ll",
+                size="scriptsize",
+            ),
+            Prose.of(
+                "On the mesh ",
+                Math(r"X = 4,\ Y = 2"),
+                " with ",
+                Math(r"I = 1024,\ J = 4096"),
+                " in fp32, the local shape, bytes per device and replication factor of each sharding:",
+            ),
+            Table(
+                ("tensor", "local shape", "bytes per device", "replication"),
+                tuple(shapes),
+                caption="Computed by shardalg's shape module.",
+            ),
+        ),
+    )
 
 
 def _plans_found(n: int, shown: list) -> str:
@@ -96,12 +129,17 @@ def _plans_found(n: int, shown: list) -> str:
     time = "bandwidth-bound communication time on a ring"
     if n == 1:
         return f"The planner finds one plan, with its {time}:"
-    which = "here they are by bytes communicated" if len(shown) == n else \
-        f"the {len(shown)} that communicate fewest bytes"
+    which = (
+        "here they are by bytes communicated"
+        if len(shown) == n
+        else f"the {len(shown)} that communicate fewest bytes"
+    )
     text = f"The planner finds {n} plans; {which}, with their {time}"
     if any("spare axes" in (p.note or "") for p in shown):
-        text += (" (a plan that slices onto a spare axis first moves the same bytes over more links, so it can be "
-                 "faster than one listed before it)")
+        text += (
+            " (a plan that slices onto a spare axis first moves the same bytes over more links, so it can be "
+            "faster than one listed before it)"
+        )
     return text + ":"
 
 
@@ -117,16 +155,28 @@ def four_cases() -> Section:
         blocks.append(Prose.of(_plans_found(len(found), shown)))
         for i, p in enumerate(shown, 1):
             comms = plan_cost(p, CASE_MESH, latency=False).comms
-            blocks.append(Display(_latex(p, reasons=False),
-                                  f"Plan {i} ({p.note or 'no communication'}):"))
-            blocks.append(Prose.of("Communication: ", Math("T = " + sym_latex(comms)), ". Why each step: "
-                                   + " ".join(f"({k}) {s.reason}." for k, s in enumerate(p.steps, 1))))
+            blocks.append(Display(_latex(p, reasons=False), f"Plan {i} ({p.note or 'no communication'}):"))
+            blocks.append(
+                Prose.of(
+                    "Communication: ",
+                    Math("T = " + sym_latex(comms)),
+                    ". Why each step: " + " ".join(f"({k}) {s.reason}." for k, s in enumerate(p.steps, 1)),
+                )
+            )
         subs.append(Section(title, tuple(blocks)))
-    return Section("The four cases of a sharded matmul", (
-        Prose.of("Each case below is planned by shardalg on the mesh ", Math(r"X = 4,\ Y = 2"),
-                 " and priced by its cost model (bf16, sizes symbolic, ", Math(r"W_{\text{ici}}"),
-                 " the bidirectional link bandwidth)."),
-    ), tuple(subs))  # fmt: skip
+    return Section(
+        "The four cases of a sharded matmul",
+        (
+            Prose.of(
+                "Each case below is planned by shardalg on the mesh ",
+                Math(r"X = 4,\ Y = 2"),
+                " and priced by its cost model (bf16, sizes symbolic, ",
+                Math(r"W_{\text{ici}}"),
+                " the bidirectional link bandwidth).",
+            ),
+        ),
+        tuple(subs),
+    )
 
 
 def collectives() -> Section:
@@ -137,23 +187,40 @@ def collectives() -> Section:
         arg = stmt.expr.arg
         ici = collective_cost(op, arg, stmt.expr.axes, mesh, model="ici")
         ab = collective_cost(op, arg, stmt.expr.axes, mesh, model="alpha-beta")
-        rows.append((
-            Math(_latex(stmt)),
-            Math(sym_latex(ici.total(latency=False))),
-            Math(sym_latex(ici.total())),
-            Math(sym_latex(ab.total())),
-        ))  # fmt: skip
+        rows.append(
+            (
+                Math(_latex(stmt)),
+                Math(sym_latex(ici.total(latency=False))),
+                Math(sym_latex(ici.total())),
+                Math(sym_latex(ab.total())),
+            )
+        )
         if not RULES[op].communicates:
             free.append(op.value)
-    return Section("The collectives and what they cost", (
-        Prose.of("Times from the cost model for a bf16 array ", Math("A[I, J]"), " on one axis of size ",
-                 Math("X"), ": the bandwidth-bound ICI time, the ICI time with the hop latency ",
-                 Math(r"T_{\min}"), " (a ring: ", Math("X/2"), " hops), and the alpha-beta ring of a GPU "
-                 "switch. AllReduce is a ReduceScatter followed by an AllGather; AllToAll moves a quarter; "
-                 f"{', '.join(free) or 'nothing'} communicates nothing."),
-        Table(("collective", "ICI, bandwidth", "ICI with latency", "alpha-beta"), tuple(rows),
-              caption="From shardalg's cost model.", size="footnotesize"),
-    ))  # fmt: skip
+    return Section(
+        "The collectives and what they cost",
+        (
+            Prose.of(
+                "Times from the cost model for a bf16 array ",
+                Math("A[I, J]"),
+                " on one axis of size ",
+                Math("X"),
+                ": the bandwidth-bound ICI time, the ICI time with the hop latency ",
+                Math(r"T_{\min}"),
+                " (a ring: ",
+                Math("X/2"),
+                " hops), and the alpha-beta ring of a GPU "
+                "switch. AllReduce is a ReduceScatter followed by an AllGather; AllToAll moves a quarter; "
+                f"{', '.join(free) or 'nothing'} communicates nothing.",
+            ),
+            Table(
+                ("collective", "ICI, bandwidth", "ICI with latency", "alpha-beta"),
+                tuple(rows),
+                caption="From shardalg's cost model.",
+                size="footnotesize",
+            ),
+        ),
+    )
 
 
 def transposes() -> Section:
@@ -169,11 +236,22 @@ def transposes() -> Section:
         step = Step(stmt.expr.op, (stmt.expr.arg,), stmt.result, stmt.expr.axes, stmt.expr.dim)
         back = transpose_step(step)
         examples.append(rf"{latex(step.statement())} &\quad\Longrightarrow\quad {latex(back.statement())}")
-    return Section("Backward: the transposes", (
-        Prose.of("In a per-device program each collective is a linear map of the stacked buffers, and its "
-                 "backward is its transpose. On placements the transpose swaps R and U and keeps S(d):"),
-        Table(("forward", "backward", "placement", "why"), tuple(rows), caption="From shardalg's rule table.",
-              size="footnotesize"),
-        Display("\\begin{aligned}\n" + " \\\\\n".join(examples) + "\n\\end{aligned}",
-                "Each example collective and the transpose shardalg derives for it:"),
-    ))  # fmt: skip
+    return Section(
+        "Backward: the transposes",
+        (
+            Prose.of(
+                "In a per-device program each collective is a linear map of the stacked buffers, and its "
+                "backward is its transpose. On placements the transpose swaps R and U and keeps S(d):"
+            ),
+            Table(
+                ("forward", "backward", "placement", "why"),
+                tuple(rows),
+                caption="From shardalg's rule table.",
+                size="footnotesize",
+            ),
+            Display(
+                "\\begin{aligned}\n" + " \\\\\n".join(examples) + "\n\\end{aligned}",
+                "Each example collective and the transpose shardalg derives for it:",
+            ),
+        ),
+    )

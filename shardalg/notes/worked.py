@@ -51,33 +51,51 @@ def derivations() -> Section:
     large = compare(reduce, gather, solve_for="D", regime="compute", mesh=Mesh(X=None))
     X, Y, N = axis_size("X"), axis_size("Y"), device_count()
     best = optimum(fsdp_tp_cost(), over=X, subject_to=sympy.Eq(X * Y, N))
-    dp = compute_bound(parse("In[B_X, D] *_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}\nAllReduce_X(dW[D, F]{U_X}) -> dW[D, F]"),
-                       solve_for="B", mesh=Mesh(X=None), symbolic_links=True)
+    dp = compute_bound(
+        parse("In[B_X, D] *_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}\nAllReduce_X(dW[D, F]{U_X}) -> dW[D, F]"),
+        solve_for="B",
+        mesh=Mesh(X=None),
+        symbolic_links=True,
+    )
     crit = critical(hw="tpu-v5e")
     blocks = []
     for title, d in (
-        ("Question 4, both plans communication-bound (plan a: local matmul then AllReduce; plan b: AllGather "
-         "the weights):", small),
+        (
+            "Question 4, both plans communication-bound (plan a: local matmul then AllReduce; plan b: AllGather "
+            "the weights):",
+            small,
+        ),
         ("Question 4 at large batch (plan b compute-bound):", large),
         ("The FSDP+TP split that communicates least:", best),
         ("When the weight-gradient AllReduce of data parallelism hides under the backward matmul:", dp),
         ("The buffer size below which an AllGather on TPU v5e is latency-bound:", crit),
     ):
         blocks.append(Display(aligned_derivation(d), title))
-        value = () if d.value is None else (" (", Math("= " + number_latex(d.value)), " with the chip's numbers)")
+        value = (
+            () if d.value is None else (" (", Math("= " + number_latex(d.value)), " with the chip's numbers)")
+        )
         blocks.append(Prose.of("Result: ", Math(sym_latex(d.result)), *value, "."))
-    return Section("Derivations", (
-        Prose.of("Each derivation below is computed by shardalg from plans and the cost model; each row is one "
-                 "recorded step, aligned on its relation, the step named on the right."),
-        *blocks,
-    ))  # fmt: skip
+    return Section(
+        "Derivations",
+        (
+            Prose.of(
+                "Each derivation below is computed by shardalg from plans and the cost model; each row is one "
+                "recorded step, aligned on its relation, the step named on the right."
+            ),
+            *blocks,
+        ),
+    )
 
 
 def proofs() -> Section:
     lemmas = run_all()
     held = sum(lemma.holds for lemma in lemmas)
-    blocks: list = [Prose.of(f"Each lemma is built with the engine and checked with sympy against an independent "
-                             f"route. {held} of {len(lemmas)} hold.")]
+    blocks: list = [
+        Prose.of(
+            f"Each lemma is built with the engine and checked with sympy against an independent "
+            f"route. {held} of {len(lemmas)} hold."
+        )
+    ]
     for n, lemma in enumerate(lemmas, 1):
         blocks.append(lemma_block(n, lemma))
     return Section("Proofs", tuple(blocks))
@@ -127,7 +145,9 @@ def lemma_block(n: int, lemma: object) -> Raw:
         long = "\\begin{" in s.claim or len(s.claim) > 110  # a block, or too long for the line: displayed
         claim = rf"\[ {s.claim} \]" if long else f"${s.claim}$"
         items.append(rf"\item[{mark}] {note}{claim}")
-        md.append(f"- {md_text(s.note) + ': ' if s.note else ''}${s.claim}$" + ("" if s.holds else " **(fails)**"))
+        md.append(
+            f"- {md_text(s.note) + ': ' if s.note else ''}${s.claim}$" + ("" if s.holds else " **(fails)**")
+        )
         frags += [s.claim, *text_math(s.note)]
     tex.append("\\begin{itemize}\\small\n" + "\n".join(items) + "\n\\end{itemize}")
     verdict = "holds" if lemma.holds else "does NOT hold"  # type: ignore[attr-defined]
@@ -144,14 +164,25 @@ def _quick_memory() -> Section:
     h100 = hardware.get("h100")
     load = a.bytes_per_device / h100.hbm_bandwidth.value
     b = shape("int8[I_XY, J]", mesh=Mesh(X=2, Y=8, Z=2), sizes={"I": 128, "J": 2048})
-    return Section("Quick questions: memory", (
-        Prose.of("fp32[1024, 4096] as ", Math(_latex(a.tensor)), " on X = 8, Y = 2: local shape ",
-                 f"[{', '.join(map(str, a.local_shape))}], {a.bytes_per_device:,} bytes per device; loading it at "
-                 f"the H100's {h100.hbm_bandwidth.value / 1e12:.3g} TB/s of HBM takes {load * 1e9:.0f} ns."),
-        Prose.of("int8[128, 2048] as ", Math(_latex(b.tensor)), " on X = 2, Y = 8, Z = 2: "
-                 f"{b.bytes_per_device:,} bytes per device, {b.total_bytes:,} bytes on all "
-                 f"{b.devices} devices (replication {b.replication})."),
-    ))  # fmt: skip
+    return Section(
+        "Quick questions: memory",
+        (
+            Prose.of(
+                "fp32[1024, 4096] as ",
+                Math(_latex(a.tensor)),
+                " on X = 8, Y = 2: local shape ",
+                f"[{', '.join(map(str, a.local_shape))}], {a.bytes_per_device:,} bytes per device; loading it at "
+                f"the H100's {h100.hbm_bandwidth.value / 1e12:.3g} TB/s of HBM takes {load * 1e9:.0f} ns.",
+            ),
+            Prose.of(
+                "int8[128, 2048] as ",
+                Math(_latex(b.tensor)),
+                " on X = 2, Y = 8, Z = 2: "
+                f"{b.bytes_per_device:,} bytes per device, {b.total_bytes:,} bytes on all "
+                f"{b.devices} devices (replication {b.replication}).",
+            ),
+        ),
+    )
 
 
 def _quick_allgather() -> Section:
@@ -161,21 +192,33 @@ def _quick_allgather() -> Section:
     line = cost(source, mesh=Mesh(X=8, Y=4), sizes=big, hw="tpu-v5e")
     ring = cost(source, mesh=Mesh([Axis("X", 8), Axis("Y", 4, wraps=True)]), sizes=big, hw="tpu-v5e")
     small = cost(source, mesh=Mesh(X=8, Y=4), sizes={"E": 256, "F": 256}, hw="tpu-v5e")
-    return Section("Quick question: how long does an AllGather take?", (
-        Display(stmt_latex, "On TPU v5e with mesh X = 8, Y = 4:"),
-        Prose.of("With E = 2048, F = 8192 the cost model gives ", Math("T = " + sym_latex(line.total)),
-                 f", {_us(line.seconds)}: v5e has no wraparound on an axis of 4, so the axis is a line. "
-                 f"Had it a full ring: {_us(ring.seconds)}. With E = F = 256: {_us(small.seconds)}, "
-                 "latency-bound (three hops)."),
-    ))  # fmt: skip
+    return Section(
+        "Quick question: how long does an AllGather take?",
+        (
+            Display(stmt_latex, "On TPU v5e with mesh X = 8, Y = 4:"),
+            Prose.of(
+                "With E = 2048, F = 8192 the cost model gives ",
+                Math("T = " + sym_latex(line.total)),
+                f", {_us(line.seconds)}: v5e has no wraparound on an axis of 4, so the axis is a line. "
+                f"Had it a full ring: {_us(ring.seconds)}. With E = F = 256: {_us(small.seconds)}, "
+                "latency-bound (three hops).",
+            ),
+        ),
+    )
 
 
 def _question_1() -> Section:
     a = shape("A[I_X, J, K]", mesh=Mesh(X=4, Y=8, Z=2))
-    return Section("Question 1: replicated sharding", (
-        Prose.of(Math(_latex(a.tensor)), f" on X = 4, Y = 8, Z = 2 is replicated over Y and Z: all chips together "
-                 f"hold {a.replication} copies' worth of the array (the replication factor)."),
-    ))  # fmt: skip
+    return Section(
+        "Question 1: replicated sharding",
+        (
+            Prose.of(
+                Math(_latex(a.tensor)),
+                f" on X = 4, Y = 8, Z = 2 is replicated over Y and Z: all chips together "
+                f"hold {a.replication} copies' worth of the array (the replication factor).",
+            ),
+        ),
+    )
 
 
 def _question_2_3() -> Section:
@@ -190,36 +233,63 @@ def _question_2_3() -> Section:
         rows.append(Prose.of(Math(_latex(parse_statement(source))), f": {_us(c.seconds)}."))
     small = "AllGather_X(bf16[B_X]) -> bf16[B]"
     tiny = cost(small, mesh=mesh, sizes={"B": 128}, hw="tpu-v4p")
-    return Section("Questions 2 and 3: AllGather latency on TPU v4p 4x4x4", (
-        Prose.of("B = 1024, D = 4096 in bf16 on the mesh X = Y = Z = 4 (a full cube: every axis wraps):"),
-        *rows,
-        Prose.of("With B = 128, ", Math(_latex(parse_statement(small))), f" takes {_us(tiny.seconds)}: ",
-                 Math("T = " + sym_latex(tiny.total)), ", latency-bound."),
-    ))  # fmt: skip
+    return Section(
+        "Questions 2 and 3: AllGather latency on TPU v4p 4x4x4",
+        (
+            Prose.of("B = 1024, D = 4096 in bf16 on the mesh X = Y = Z = 4 (a full cube: every axis wraps):"),
+            *rows,
+            Prose.of(
+                "With B = 128, ",
+                Math(_latex(parse_statement(small))),
+                f" takes {_us(tiny.seconds)}: ",
+                Math("T = " + sym_latex(tiny.total)),
+                ", latency-bound.",
+            ),
+        ),
+    )
 
 
 def _question_4(out_dir: Path | None) -> Section:
     one, two = question_4_costs()
     blocks: list = [
         Display(_latex(parse(QUESTION_4[0]), reasons=False), "Strategy 1: gather the weights (case 2)."),
-        Prose.of("Its time: ", Math(r"\max\left(" + sym_latex(one.compute) + ", " + sym_latex(one.comms) + r"\right)"), "."),
-        Display(_latex(parse(QUESTION_4[1]), reasons=False), "Strategy 2: multiply locally, then AllReduce (case 3)."),
-        Prose.of("Its time: ", Math(r"\max\left(" + sym_latex(two.compute) + ", " + sym_latex(two.comms) + r"\right)"),
-                 ". The derivations section solves when strategy 2 wins: D > 2B when both are communication-bound."),
-    ]  # fmt: skip
+        Prose.of(
+            "Its time: ",
+            Math(r"\max\left(" + sym_latex(one.compute) + ", " + sym_latex(one.comms) + r"\right)"),
+            ".",
+        ),
+        Display(
+            _latex(parse(QUESTION_4[1]), reasons=False),
+            "Strategy 2: multiply locally, then AllReduce (case 3).",
+        ),
+        Prose.of(
+            "Its time: ",
+            Math(r"\max\left(" + sym_latex(two.compute) + ", " + sym_latex(two.comms) + r"\right)"),
+            ". The derivations section solves when strategy 2 wins: D > 2B when both are communication-bound.",
+        ),
+    ]
     if out_dir is not None:
-
         figure = draw_question_4(out_dir / FIGURE)
         if figure is not None:
             draw_question_4(out_dir / WEB_FIGURE)
-            blocks.append(Raw(
-                "\\begin{center}\n\\includegraphics[width=0.8\\textwidth]{" + FIGURE + "}\n\\end{center}\n",
-                f"![Question 4: the crossover of the two strategies]({WEB_FIGURE})\n",
-            ))  # fmt: skip
+            blocks.append(
+                Raw(
+                    "\\begin{center}\n\\includegraphics[width=0.8\\textwidth]{"
+                    + FIGURE
+                    + "}\n\\end{center}\n",
+                    f"![Question 4: the crossover of the two strategies]({WEB_FIGURE})\n",
+                )
+            )
     return Section("Question 4: AllGather the weights, or AllReduce the partial sums?", tuple(blocks))
 
 
 def seed_questions(out_dir: Path | None = None) -> Section:
-    return Section("Worked examples: the questions of chapter 3", (
-        Prose.of("The questions of chapter 3, answered by shardalg from the notation and the chip presets."),
-    ), (_quick_memory(), _quick_allgather(), _question_1(), _question_2_3(), _question_4(out_dir)))  # fmt: skip
+    return Section(
+        "Worked examples: the questions of chapter 3",
+        (
+            Prose.of(
+                "The questions of chapter 3, answered by shardalg from the notation and the chip presets."
+            ),
+        ),
+        (_quick_memory(), _quick_allgather(), _question_1(), _question_2_3(), _question_4(out_dir)),
+    )

@@ -23,9 +23,19 @@ from shardalg.notation.syntax import Tensor
 from .kernels import allocate, freeze
 
 __all__ = [
-    "Coord", "Buffers", "VirtualMesh", "ExecutionError", "shard", "unshard", "default_sizes", "local_shape",
-    "dim_extent", "as_virtual", "check_tensor", "random_normal",
-]  # fmt: skip
+    "Coord",
+    "Buffers",
+    "VirtualMesh",
+    "ExecutionError",
+    "shard",
+    "unshard",
+    "default_sizes",
+    "local_shape",
+    "dim_extent",
+    "as_virtual",
+    "check_tensor",
+    "random_normal",
+]
 
 Coord = tuple[int, ...]
 Buffers = dict[Coord, np.ndarray]

@@ -157,7 +157,9 @@ class ExecResult:
     def __repr__(self) -> str:
         head = "ok" if self.ok else "WRONG"
         what = self.plan.note or self.plan.problem()
-        return short("ExecResult", f"{head}: max relative error {self.max_error:.1e} on {self.devices} devices; {what}")
+        return short(
+            "ExecResult", f"{head}: max relative error {self.max_error:.1e} on {self.devices} devices; {what}"
+        )
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
         pretty_text(self, p, cycle)
@@ -270,8 +272,9 @@ def execute_plan(
     return Execution(bufs, tuple(sent))
 
 
-def dense_result(plan: Plan, dense_inputs: Mapping[Tensor, np.ndarray],
-                 mesh: VirtualMesh | Mesh | Mapping[str, int] | str) -> np.ndarray:  # fmt: skip
+def dense_result(
+    plan: Plan, dense_inputs: Mapping[Tensor, np.ndarray], mesh: VirtualMesh | Mesh | Mapping[str, int] | str
+) -> np.ndarray:
     """The plan's output computed on whole arrays: collectives are the identity, a product the einsum, a
     Shift rolls blocks (so it needs the mesh)."""
     vm = as_virtual(mesh)

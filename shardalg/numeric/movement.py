@@ -25,8 +25,17 @@ from .kernels import allocate, contiguous, contract, freeze, readonly_view
 from .steprules import Layout, _show, einsum_rule, step_error
 
 __all__ = [
-    "MOVES", "Buffers", "Coord", "Layout", "Move", "Net", "einsum_rule", "is_zero_pad", "step_error", "shift_dense",
-]  # fmt: skip
+    "MOVES",
+    "Buffers",
+    "Coord",
+    "Layout",
+    "Move",
+    "Net",
+    "einsum_rule",
+    "is_zero_pad",
+    "step_error",
+    "shift_dense",
+]
 
 Move = Callable[..., tuple[Buffers, Layout]]  # (vm, net, step, *input buffers) -> (buffers, derived layout)
 
@@ -51,6 +60,7 @@ def dense_step(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.
     if RECORDS[step.op].identity_on_values:
         return values[0]
     return DENSE.lookup(step.op)(step, values, vm)
+
 
 # ---------------------------------------------------------------- blocks, receives, errors
 

@@ -246,8 +246,6 @@ def _t_slice(s: Step) -> Step:
     )
 
 
-
-
 def transpose_step(step: Step) -> Step:
     """The step whose matrix on stacked buffers is the transpose of ``step``'s: from the cotangent of the
     output (R and U swapped on the op's axes) to the cotangent of the input."""

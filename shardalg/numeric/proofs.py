@@ -86,8 +86,11 @@ class Lemma:
 
     def __repr__(self) -> str:
         held = sum(s.holds for s in self.steps)
-        return short("Lemma", f"{self.name} {'HOLDS' if self.holds else 'FAILS'} ({held} of {len(self.steps)} steps): "
-                     f"{self.title}")  # fmt: skip
+        return short(
+            "Lemma",
+            f"{self.name} {'HOLDS' if self.holds else 'FAILS'} ({held} of {len(self.steps)} steps): "
+            f"{self.title}",
+        )
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
         pretty_text(self, p, cycle)
@@ -278,7 +281,11 @@ def _proofs_package() -> ModuleType:
     """The ``proofs`` package: importable from a checkout, or found beside the installed package."""
     try:
         module = importlib.import_module("proofs")
-        if Path(getattr(module, "__file__", "") or "").parent.joinpath("allgather_time_independent_of_axis.py").exists():
+        if (
+            Path(getattr(module, "__file__", "") or "")
+            .parent.joinpath("allgather_time_independent_of_axis.py")
+            .exists()
+        ):
             return module
     except ModuleNotFoundError:
         pass
@@ -321,7 +328,9 @@ def prove(name: str, model: Any = None) -> Lemma:
     except Exception as err:  # noqa: BLE001 - a lemma that cannot run does not hold; say why
         last = traceback.extract_tb(err.__traceback__)[-1]
         where = f"{Path(last.filename).name}:{last.lineno}"
-        return Lemma(name, name, r"\text{(not run)}", (), False, failure=f"{type(err).__name__} at {where}: {err}")
+        return Lemma(
+            name, name, r"\text{(not run)}", (), False, failure=f"{type(err).__name__} at {where}: {err}"
+        )
 
 
 def run_all(names: Iterable[str] | None = None, model: Any = None) -> list[Lemma]:

@@ -61,8 +61,14 @@ def _text(node: object) -> str:
     return unicode(node)
 
 
-def draw_tensor(ax: Any, tensor: Tensor | str, mesh: Mesh | str | Mapping[str, int], *,
-                colours: Mapping[Region, Any] | None = None, title: str | None = None) -> None:  # fmt: skip
+def draw_tensor(
+    ax: Any,
+    tensor: Tensor | str,
+    mesh: Mesh | str | Mapping[str, int],
+    *,
+    colours: Mapping[Region, Any] | None = None,
+    title: str | None = None,
+) -> None:
     """Draw ``tensor``'s device grid on ``mesh`` into the matplotlib axes ``ax``."""
     from matplotlib.patches import Rectangle
 
@@ -77,17 +83,48 @@ def draw_tensor(ax: Any, tensor: Tensor | str, mesh: Mesh | str | Mapping[str, i
             at = dict(zip(row_axes + col_axes, r + c, strict=True))
             b = blocks[tuple(at[a] for a in m.names)]
             partial = b.partials > 1
-            ax.add_patch(Rectangle((j + 0.04, -i - 0.96), 0.92, 0.92, facecolor=colours[_region(b)], alpha=0.55,
-                                   edgecolor="black", linewidth=1.2, hatch="///" if partial else None))  # fmt: skip
-            ax.text(j + 0.5, -i - 0.5, _label(t, b), ha="center", va="center", fontsize=9,
-                    fontweight="bold" if partial else "normal")  # fmt: skip
+            ax.add_patch(
+                Rectangle(
+                    (j + 0.04, -i - 0.96),
+                    0.92,
+                    0.92,
+                    facecolor=colours[_region(b)],
+                    alpha=0.55,
+                    edgecolor="black",
+                    linewidth=1.2,
+                    hatch="///" if partial else None,
+                )
+            )
+            ax.text(
+                j + 0.5,
+                -i - 0.5,
+                _label(t, b),
+                ha="center",
+                va="center",
+                fontsize=9,
+                fontweight="bold" if partial else "normal",
+            )
     for j, c in enumerate(cols):
-        ax.text(j + 0.5, 0.12, ",".join(f"{a}={v}" for a, v in zip(col_axes, c, strict=True)), ha="center",
-                va="bottom", fontsize=8, color="0.3")  # fmt: skip
+        ax.text(
+            j + 0.5,
+            0.12,
+            ",".join(f"{a}={v}" for a, v in zip(col_axes, c, strict=True)),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color="0.3",
+        )
     for i, r in enumerate(rows):
         if row_axes:
-            ax.text(-0.06, -i - 0.5, ",".join(f"{a}={v}" for a, v in zip(row_axes, r, strict=True)), ha="right",
-                    va="center", fontsize=8, color="0.3")  # fmt: skip
+            ax.text(
+                -0.06,
+                -i - 0.5,
+                ",".join(f"{a}={v}" for a, v in zip(row_axes, r, strict=True)),
+                ha="right",
+                va="center",
+                fontsize=8,
+                color="0.3",
+            )
     ax.set_xlim(-0.7 if row_axes else -0.1, len(cols) + 0.1)
     ax.set_ylim(-len(rows) - 0.1, 0.6)
     ax.set_aspect("equal")
@@ -107,12 +144,19 @@ def _figure(plt: Any, panels: int, mesh: Mesh) -> tuple[Any, list[Any]]:
     if panels == 1:
         fig, ax = plt.subplots(figsize=(width, height))
         return fig, [ax]
-    fig, axes = plt.subplots(1, 3, figsize=(2 * width + 1.8, height), gridspec_kw={"width_ratios": [width, 1.8, width]})
+    fig, axes = plt.subplots(
+        1, 3, figsize=(2 * width + 1.8, height), gridspec_kw={"width_ratios": [width, 1.8, width]}
+    )
     return fig, list(axes)
 
 
-def draw_show(expr: object, mesh: Mesh | str | Mapping[str, int], out: str | Path, *,
-              sizes: Mapping[str, int] | None = None) -> Path:  # fmt: skip
+def draw_show(
+    expr: object,
+    mesh: Mesh | str | Mapping[str, int],
+    out: str | Path,
+    *,
+    sizes: Mapping[str, int] | None = None,
+) -> Path:
     """Draw a tensor (``A[I_X, J]{U_Y}``) or one collective (before, arrow, after) to ``out``
     (.png, .svg or .pdf by its suffix)."""
     path = Path(out)
@@ -137,7 +181,9 @@ def draw_show(expr: object, mesh: Mesh | str | Mapping[str, int], out: str | Pat
         try:
             draw_tensor(ax, tensor, m)
             fig.tight_layout()
-            save_figure(fig, path, bbox_inches="tight", pad_inches=0.15)  # the titles and the note outside the axes too
+            save_figure(
+                fig, path, bbox_inches="tight", pad_inches=0.15
+            )  # the titles and the note outside the axes too
         finally:
             plt.close(fig)
         return path
@@ -151,12 +197,18 @@ def draw_show(expr: object, mesh: Mesh | str | Mapping[str, int], out: str | Pat
         middle.axis("off")
         middle.set_xlim(0, 1)
         middle.set_ylim(0, 1)
-        middle.annotate("", xy=(0.98, 0.5), xytext=(0.02, 0.5),
-                        arrowprops={"arrowstyle": "-|>", "linewidth": 2.5, "color": "black"})  # fmt: skip
+        middle.annotate(
+            "",
+            xy=(0.98, 0.5),
+            xytext=(0.02, 0.5),
+            arrowprops={"arrowstyle": "-|>", "linewidth": 2.5, "color": "black"},
+        )
         middle.text(0.5, 0.58, op, ha="center", va="bottom", fontsize=11, fontweight="bold")
         middle.text(0.5, 0.42, f"{op}_{sub}", ha="center", va="top", fontsize=8, family="monospace")
         fig.tight_layout()
-        save_figure(fig, path, bbox_inches="tight", pad_inches=0.15)  # the titles and the note outside the axes too
+        save_figure(
+            fig, path, bbox_inches="tight", pad_inches=0.15
+        )  # the titles and the note outside the axes too
     finally:
         plt.close(fig)
     return path

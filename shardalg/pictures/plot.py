@@ -88,10 +88,14 @@ def cost_curves(
         ya = tuple(float(fa(x)) for x in xs)
         yb = tuple(float(fb(x)) for x in xs)
     except (OverflowError, ZeroDivisionError, ValueError) as err:
-        raise UsageError(f"the costs cannot be evaluated over {lo:g}..{hi:g}: {err}", fix="sweep a smaller range") from None
+        raise UsageError(
+            f"the costs cannot be evaluated over {lo:g}..{hi:g}: {err}", fix="sweep a smaller range"
+        ) from None
     if not all(math.isfinite(y) and y > 0 for y in ya + yb):
-        raise UsageError(f"the costs are not finite and positive over {lo:g}..{hi:g}, so they have no log plot",
-                         fix="sweep a smaller range, or give the sizes the costs need")  # fmt: skip
+        raise UsageError(
+            f"the costs are not finite and positive over {lo:g}..{hi:g}, so they have no log plot",
+            fix="sweep a smaller range, or give the sizes the costs need",
+        )
     crossovers: list[Crossover] = []
     for i in range(points - 1):
         d0, d1 = ya[i] - yb[i], ya[i + 1] - yb[i + 1]
@@ -136,7 +140,10 @@ def _pyplot(backend: str) -> Any:
 
 # What makes two drawings of the same picture differ: the date in SVG and PDF metadata, and SVG's ids (clip
 # paths, glyphs), hashed with a salt that is random unless set. Fixed, the same input writes the same file.
-_NO_DATE: dict[str, dict[str, None]] = {".svg": {"Date": None}, ".pdf": {"CreationDate": None, "ModDate": None}}
+_NO_DATE: dict[str, dict[str, None]] = {
+    ".svg": {"Date": None},
+    ".pdf": {"CreationDate": None, "ModDate": None},
+}
 _SALT = {"svg.hashsalt": "shardalg"}
 
 
@@ -152,7 +159,9 @@ def _pgf_texsystem() -> str:
     for name in ("pdflatex", "lualatex", "xelatex"):
         if shutil.which(name) is not None:
             return name
-    raise UsageError("PGF output needs a LaTeX system (pdflatex) for text metrics; write .pdf or .png instead")
+    raise UsageError(
+        "PGF output needs a LaTeX system (pdflatex) for text metrics; write .pdf or .png instead"
+    )
 
 
 def crossover_plot(
@@ -188,8 +197,12 @@ def crossover_plot(
             raise UsageError(f"unknown picture format {path.suffix!r}; use one of {', '.join(FORMATS)}")
     _matplotlib()  # before the sweep: without the extra there is nothing to draw into
     curves = cost_curves(cost_a, cost_b, over=over, lo=lo, hi=hi, values=values)
-    for what, s in (*(("label", label) for label in labels), ("title", title or ""), ("unit", unit),
-                    ("caption", caption or "")):  # fmt: skip
+    for what, s in (
+        *(("label", label) for label in labels),
+        ("title", title or ""),
+        ("unit", unit),
+        ("caption", caption or ""),
+    ):
         _drawable(s, what)
     if ax is not None:
         _draw(ax, curves, labels, unit, title, caption, own_figure=False)
@@ -225,8 +238,16 @@ def _drawable(s: str, what: str) -> None:
         ) from None
 
 
-def _draw(ax: Any, curves: CostCurves, labels: Sequence[str], unit: str, title: str | None,
-          caption: str | None, *, own_figure: bool) -> None:  # fmt: skip
+def _draw(
+    ax: Any,
+    curves: CostCurves,
+    labels: Sequence[str],
+    unit: str,
+    title: str | None,
+    caption: str | None,
+    *,
+    own_figure: bool,
+) -> None:
     over = curves.over
     colors = ("tab:blue", "tab:orange")
     for k in (0, 1):
@@ -249,13 +270,27 @@ def _draw(ax: Any, curves: CostCurves, labels: Sequence[str], unit: str, title: 
             x, dx, ha = lo_x, 4, "left"
         elif len(regions) > 1 and k == len(regions) - 1:
             x, dx, ha = hi_x, -4, "right"
-        ax.annotate(f"{name} cheaper", (x, 0.97), xycoords=ax.get_xaxis_transform(), xytext=(dx, 0),
-                    textcoords="offset points", ha=ha, va="top", fontsize=9, color=colors[who])  # fmt: skip
+        ax.annotate(
+            f"{name} cheaper",
+            (x, 0.97),
+            xycoords=ax.get_xaxis_transform(),
+            xytext=(dx, 0),
+            textcoords="offset points",
+            ha=ha,
+            va="top",
+            fontsize=9,
+            color=colors[who],
+        )
     for c in curves.crossovers:
         ax.axvline(c.at, color="black", linestyle="--", linewidth=1)
         ax.plot([c.at], [c.cost], "ko")
-        ax.annotate(f"crossover {over} = {c.at:.4g}", (c.at, c.cost), textcoords="offset points",
-                    xytext=(6, -14), fontsize=9)  # fmt: skip
+        ax.annotate(
+            f"crossover {over} = {c.at:.4g}",
+            (c.at, c.cost),
+            textcoords="offset points",
+            xytext=(6, -14),
+            fontsize=9,
+        )
     if title:
         ax.set_title(title)
     ax.legend(loc="lower right", fontsize=9)

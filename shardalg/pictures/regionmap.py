@@ -31,7 +31,16 @@ from .plot import FORMATS, _pyplot, save_figure
 __all__ = ["RegionPicture", "region_map", "MAX_GRID"]
 
 MAX_GRID = 1000  # grid points per axis (bounded work: the picture evaluates every region at every point)
-COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
+COLORS = (
+    "tab:blue",
+    "tab:orange",
+    "tab:green",
+    "tab:red",
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "tab:olive",
+)
 
 
 @dataclass(frozen=True)
@@ -63,8 +72,10 @@ def _index(m: Any, p: Expr | str | None, default: int) -> int:
     for k, q in enumerate(params):
         if sympy.simplify(q - p) == 0:
             return k
-    raise UsageError(f"{sympy.sstr(p)} is not a parameter of the map ({', '.join(map(sympy.sstr, params))})",
-                     rule="parameters")  # fmt: skip
+    raise UsageError(
+        f"{sympy.sstr(p)} is not a parameter of the map ({', '.join(map(sympy.sstr, params))})",
+        rule="parameters",
+    )
 
 
 def _driver_column(coords: Any, i: int) -> np.ndarray:
@@ -92,9 +103,18 @@ def _margins(regions: Sequence[Any], grid: np.ndarray) -> np.ndarray:
     return out
 
 
-def region_map(result: Any, out: str | Path, x: Expr | str | None = None, y: Expr | str | None = None, *,
-               decades: float = 2.0, xlim: tuple[float, float] | None = None, ylim: tuple[float, float] | None = None,
-               grid: int = 240, title: str | None = None) -> RegionPicture:  # fmt: skip
+def region_map(
+    result: Any,
+    out: str | Path,
+    x: Expr | str | None = None,
+    y: Expr | str | None = None,
+    *,
+    decades: float = 2.0,
+    xlim: tuple[float, float] | None = None,
+    ylim: tuple[float, float] | None = None,
+    grid: int = 240,
+    title: str | None = None,
+) -> RegionPicture:
     """Draw the map of ``result`` (a :class:`~shardalg.search.ProgramMap` with a current point) over ``x``
     and ``y`` (default: its first two parameters), ``decades`` each side of the point unless ``xlim`` /
     ``ylim`` are given; the format follows the suffix of ``out`` (.png, .pdf, .svg)."""
@@ -105,7 +125,9 @@ def region_map(result: Any, out: str | Path, x: Expr | str | None = None, y: Exp
     if isinstance(grid, bool) or not isinstance(grid, int) or not 2 <= grid <= MAX_GRID:
         raise UsageError(f"the grid is 2 to {MAX_GRID} points per axis, not {grid!r}", rule="search-limit")
     if not (isinstance(decades, int | float) and 0 < decades <= 50):
-        raise UsageError(f"decades is a reach in powers of ten in (0, 50], not {decades!r}", rule="parameters")
+        raise UsageError(
+            f"decades is a reach in powers of ten in (0, 50], not {decades!r}", rule="parameters"
+        )
     m = result.map
     ix, iy = _index(result, x, 0), _index(result, y, 1)
     if ix == iy:
@@ -113,8 +135,12 @@ def region_map(result: Any, out: str | Path, x: Expr | str | None = None, y: Exp
     center = result.point()
     if center is None:
         missing = sorted(s.name for s in m.coords.symbols if s not in result.values)
-        raise UsageError(f"a region picture holds the other parameters at the current point; no values for "
-                         f"{', '.join(missing)}", rule="parameters", fix="give --sizes, --mesh and --hw")  # fmt: skip
+        raise UsageError(
+            f"a region picture holds the other parameters at the current point; no values for "
+            f"{', '.join(missing)}",
+            rule="parameters",
+            fix="give --sizes, --mesh and --hw",
+        )
     lims = []
     for i, lim in ((ix, xlim), (iy, ylim)):
         if lim is None:
@@ -137,10 +163,30 @@ def region_map(result: Any, out: str | Path, x: Expr | str | None = None, y: Exp
     shares = {p: float(np.mean(cat == k)) for k, p in enumerate(parents) if np.any(cat == k)}
     px, py = center[ix], center[iy]
     here = result.here.parent if result.here is not None else None
-    labels = _draw(backend, path, np.exp(gx), np.exp(gy), cat, parents, shares, (math.exp(px), math.exp(py)), here,
-                   (sympy.sstr(m.parameters[ix]), sympy.sstr(m.parameters[iy])), title)  # fmt: skip
-    return RegionPicture(path, m.parameters[ix], m.parameters[iy], tuple(math.exp(v) for v in lims[0]),
-                         tuple(math.exp(v) for v in lims[1]), shares, labels, (math.exp(px), math.exp(py)), here)  # fmt: skip
+    labels = _draw(
+        backend,
+        path,
+        np.exp(gx),
+        np.exp(gy),
+        cat,
+        parents,
+        shares,
+        (math.exp(px), math.exp(py)),
+        here,
+        (sympy.sstr(m.parameters[ix]), sympy.sstr(m.parameters[iy])),
+        title,
+    )
+    return RegionPicture(
+        path,
+        m.parameters[ix],
+        m.parameters[iy],
+        tuple(math.exp(v) for v in lims[0]),
+        tuple(math.exp(v) for v in lims[1]),
+        shares,
+        labels,
+        (math.exp(px), math.exp(py)),
+        here,
+    )
 
 
 def _label_spot(cat: np.ndarray, k: int, xs: np.ndarray, ys: np.ndarray) -> tuple[float, float]:
@@ -151,9 +197,19 @@ def _label_spot(cat: np.ndarray, k: int, xs: np.ndarray, ys: np.ndarray) -> tupl
     return float(xs[cols[j]]), float(ys[rows[j]])
 
 
-def _draw(backend: str, path: Path, xs: np.ndarray, ys: np.ndarray, cat: np.ndarray, parents: list[str],
-          shares: Mapping[str, float], point: tuple[float, float], here: str | None, names: tuple[str, str],
-          title: str | None) -> tuple[str, ...]:  # fmt: skip
+def _draw(
+    backend: str,
+    path: Path,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    cat: np.ndarray,
+    parents: list[str],
+    shares: Mapping[str, float],
+    point: tuple[float, float],
+    here: str | None,
+    names: tuple[str, str],
+    title: str | None,
+) -> tuple[str, ...]:
     plt = _pyplot(backend)
     from matplotlib.colors import ListedColormap
 
@@ -167,11 +223,25 @@ def _draw(backend: str, path: Path, xs: np.ndarray, ys: np.ndarray, cat: np.ndar
         for k, p in enumerate(parents):
             if p in shares:
                 lx, ly = _label_spot(cat, k, xs, ys)
-                ax.text(lx, ly, p, ha="center", va="center", fontsize=11, weight="bold", color=COLORS[k % len(COLORS)])
+                ax.text(
+                    lx,
+                    ly,
+                    p,
+                    ha="center",
+                    va="center",
+                    fontsize=11,
+                    weight="bold",
+                    color=COLORS[k % len(COLORS)],
+                )
                 labels.append(p)
         ax.plot([point[0]], [point[1]], marker="*", color="black", markersize=14, linestyle="none")
-        ax.annotate(f"current point{f': {here}' if here else ''}", point, textcoords="offset points", xytext=(8, 8),
-                    fontsize=9)  # fmt: skip
+        ax.annotate(
+            f"current point{f': {here}' if here else ''}",
+            point,
+            textcoords="offset points",
+            xytext=(8, 8),
+            fontsize=9,
+        )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(names[0])

@@ -102,7 +102,9 @@ def _grid(rows: list[str], cols: list[str], cells: list[list[str]]) -> list[str]
     head = " " * lw + "  " + " ".join(f" {c:^{w}} " for c, w in zip(cols, widths, strict=True))
     lines = [head, rule]
     for label, row in zip(rows, cells, strict=True):
-        lines.append(f"{label:>{lw}} |" + "|".join(f" {v:<{w}} " for v, w in zip(row, widths, strict=True)) + "|")
+        lines.append(
+            f"{label:>{lw}} |" + "|".join(f" {v:<{w}} " for v, w in zip(row, widths, strict=True)) + "|"
+        )
     lines.append(rule)
     return lines
 
@@ -164,17 +166,21 @@ def _text(t: Tensor) -> str:
 
 
 def _summary(tensor: Tensor, m: Mesh) -> list[str]:
-    local = ", ".join(
-        d.label if not d.axes else f"{d.label}/{m.group_size(d.axes)}" for d in tensor.dims
-    )
-    lines = [f"{_text(tensor)} on the mesh {', '.join(f'{a.name}={a.size}' for a in m)}: local shape [{local}]"]
+    local = ", ".join(d.label if not d.axes else f"{d.label}/{m.group_size(d.axes)}" for d in tensor.dims)
+    lines = [
+        f"{_text(tensor)} on the mesh {', '.join(f'{a.name}={a.size}' for a in m)}: local shape [{local}]"
+    ]
     what = []
     for d in tensor.dims:
         if d.axes:
-            what.append(f"{d.label}k = block k of {m.group_size(d.axes)} (over {''.join(d.axes)}, {d.axes[0]} major)")
+            what.append(
+                f"{d.label}k = block k of {m.group_size(d.axes)} (over {''.join(d.axes)}, {d.axes[0]} major)"
+            )
     if tensor.unreduced:
-        what.append(f"+k = partial sum k of {m.group_size(tensor.unreduced)}: the value is their sum over "
-                    f"{', '.join(tensor.unreduced)}")
+        what.append(
+            f"+k = partial sum k of {m.group_size(tensor.unreduced)}: the value is their sum over "
+            f"{', '.join(tensor.unreduced)}"
+        )
     free = [a for a in m.names if a not in tensor.used_axes]
     if free or tensor.invariant:
         what.append("replicated over " + ", ".join(free + [f"{a} (invariant)" for a in tensor.invariant]))
@@ -202,7 +208,9 @@ def _as_tensor(tensor: Tensor | str) -> Tensor:
 
 # ------------------------------------------------------------------------------------ TikZ
 def _tex_cell(tensor: Tensor, b: Block) -> str:
-    parts = [d.label if n == 1 else f"{d.label}_{{{i}}}" for d, (i, n) in zip(tensor.dims, b.dims, strict=True)]
+    parts = [
+        d.label if n == 1 else f"{d.label}_{{{i}}}" for d, (i, n) in zip(tensor.dims, b.dims, strict=True)
+    ]
     body = r"\,".join(parts)
     if b.partials > 1:
         body += rf"\;{{+}}{b.partial}"
@@ -224,7 +232,9 @@ def _tikz_grid(t: Tensor, m: Mesh, *, dx: float = 0.0, caption: str | None = Non
         for j, c in enumerate(cols):
             at = dict(zip(row_axes + col_axes, r + c, strict=True))
             b = blocks[tuple(at[a] for a in m.names)]
-            out.append(rf"  \draw[thick{fill}] ({_n(dx + j - 0.48)}, {-i - 0.4}) rectangle ({_n(dx + j + 0.48)}, {-i + 0.4});")
+            out.append(
+                rf"  \draw[thick{fill}] ({_n(dx + j - 0.48)}, {-i - 0.4}) rectangle ({_n(dx + j + 0.48)}, {-i + 0.4});"
+            )
             out.append(rf"  \node at ({_n(dx + j)}, {-i}) {{{_tex_cell(t, b)}}};")
     if caption is not None:
         out.append(rf"  \node[anchor=north west] at ({_n(dx - 0.5)}, {-len(rows) + 0.4}) {{{caption}}};")
@@ -281,7 +291,11 @@ def _before_after(stmt: object, m: Mesh, sizes: Mapping[str, int] | None) -> tup
 
 
 def show_collective(
-    stmt: object, mesh: Mesh | str | Mapping[str, int], *, format: str = "text", sizes: Mapping[str, int] | None = None
+    stmt: object,
+    mesh: Mesh | str | Mapping[str, int],
+    *,
+    format: str = "text",
+    sizes: Mapping[str, int] | None = None,
 ) -> str:
     """A collective as a before/after pair of pictures (``format``: "text" or "tikz")."""
     m = as_mesh(mesh)
@@ -292,7 +306,18 @@ def show_collective(
         return _tikz_pair(before, after, m, op, sub)
     if format != "text":
         raise UsageError(f"unknown format {format!r}: text or tikz")
-    return "\n".join(["before:", show(before, m, sizes), "", f"    | {op}_{sub}", "    v", "", "after:", show(after, m, sizes)])
+    return "\n".join(
+        [
+            "before:",
+            show(before, m, sizes),
+            "",
+            f"    | {op}_{sub}",
+            "    v",
+            "",
+            "after:",
+            show(after, m, sizes),
+        ]
+    )
 
 
 def _tikz_pair(before: Tensor, after: Tensor, m: Mesh, op: str, sub: str) -> str:
@@ -307,15 +332,19 @@ def _tikz_pair(before: Tensor, after: Tensor, m: Mesh, op: str, sub: str) -> str
         dx = cols - 0.5 + 2.3 + (0.8 if row_axes else 0.0)
         mid = -(rows - 1) / 2
         start, end = cols - 0.5 + 0.1, dx - 0.5 - (0.9 if row_axes else 0.1)
-        arrow = [rf"  \draw[-stealth, line width=1.5pt] ({_n(start)}, {_n(mid)}) -- ({_n(end)}, {_n(mid)})",
-                 rf"    node[midway, above] {{{label}}};"]  # fmt: skip
+        arrow = [
+            rf"  \draw[-stealth, line width=1.5pt] ({_n(start)}, {_n(mid)}) -- ({_n(end)}, {_n(mid)})",
+            rf"    node[midway, above] {{{label}}};",
+        ]
         after_grid = _tikz_grid(after, m, dx=dx, caption="after: " + _tex_tensor(after))
     else:
         dy = rows + 2.2
         centre = (cols - 1) / 2
         top, bottom = -(rows - 1) - 1.15, -dy + 1.0
-        arrow = [rf"  \draw[-stealth, line width=1.5pt] ({_n(centre)}, {_n(top)}) -- ({_n(centre)}, {_n(bottom)})",
-                 rf"    node[midway, right] {{{label}}};"]  # fmt: skip
+        arrow = [
+            rf"  \draw[-stealth, line width=1.5pt] ({_n(centre)}, {_n(top)}) -- ({_n(centre)}, {_n(bottom)})",
+            rf"    node[midway, right] {{{label}}};",
+        ]
         after_grid = _tikz_grid(after, m, caption="after: " + _tex_tensor(after))
         after_grid = [r"  \begin{scope}[yshift=" + _n(-dy * 0.9) + "cm]", *after_grid, r"  \end{scope}"]
     body = [*_tikz_grid(before, m, caption="before: " + _tex_tensor(before)), *arrow, *after_grid]

@@ -133,7 +133,9 @@ class BackwardProgram:
         lines = []
         for c in self.gathered:
             if c.kept:
-                lines.append(f"kept from the forward: {text(c.tensor)}, {c.bytes_per_device} bytes per device")
+                lines.append(
+                    f"kept from the forward: {text(c.tensor)}, {c.bytes_per_device} bytes per device"
+                )
             else:
                 lines.append(
                     f"not kept: the forward's gathered copy {text(c.tensor)} is freed and the backward reads "
@@ -150,7 +152,9 @@ class BackwardProgram:
         for n, t in self.gradients:
             if n == name:
                 return t
-        raise UsageError(f"no gradient of {name}; the program's values are {', '.join(n for n, _ in self.gradients)}")
+        raise UsageError(
+            f"no gradient of {name}; the program's values are {', '.join(n for n, _ in self.gradients)}"
+        )
 
     def plan(self) -> Plan:
         """The whole backward as one straight-line plan (for printing and the executor)."""
@@ -176,7 +180,9 @@ class BackwardProgram:
 
     def latex(self) -> str:
         out = self._with_memory(latex(self.plan()), "%")
-        return out + "\n" if self.memory_lines() else out  # a comment ends its line, or it hides what follows ($$)
+        return (
+            out + "\n" if self.memory_lines() else out
+        )  # a comment ends its line, or it hides what follows ($$)
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
@@ -195,8 +201,12 @@ class BackwardProgram:
             "defer_reductions": self.defer_reductions,
             "keep_gathered": self.keep_gathered,
             "gathered_copies": [
-                {"tensor": text(c.tensor), "source": text(c.source), "kept": c.kept,
-                 "bytes_per_device": c.bytes_per_device.json()}
+                {
+                    "tensor": text(c.tensor),
+                    "source": text(c.source),
+                    "kept": c.kept,
+                    "bytes_per_device": c.bytes_per_device.json(),
+                }
                 for c in self.gathered
             ],
             "kept_bytes_per_device": self.kept_bytes.json(),
@@ -366,9 +376,17 @@ def backward(
     order = [*fw.inputs, *(e.roots[2] for e in fw.einsums)]
     gradients = tuple((r, state.grad[r]) for r in order if r in state.grad)
     return BackwardProgram(
-        program, m, tuple(sorted(bound.items())), tuple(seeds), tuple(state.steps), gradients, tuple(fw.plans),
-        defer_reductions, keep_gathered, tuple(state.copies.values()),
-    )  # fmt: skip
+        program,
+        m,
+        tuple(sorted(bound.items())),
+        tuple(seeds),
+        tuple(state.steps),
+        gradients,
+        tuple(fw.plans),
+        defer_reductions,
+        keep_gathered,
+        tuple(state.copies.values()),
+    )
 
 
 def _annotate(p: Plan, reason: str) -> Plan:

@@ -57,7 +57,9 @@ def pair_is_local(spec: Spec, left: Place, right: Place) -> bool:
     shared = spec.contracted + spec.batch
     if (ls in shared or rs in shared) and ls != rs:
         return False
-    return not (ls is not None and rs is not None and spec.role(ls) is Role.LEFT and spec.role(rs) is Role.RIGHT)
+    return not (
+        ls is not None and rs is not None and spec.role(ls) is Role.LEFT and spec.role(rs) is Role.RIGHT
+    )
 
 
 class AxisChoices:
@@ -85,9 +87,15 @@ class AxisChoices:
                 opts.append(Option(R, why))
         elif cur == U:
             if other_place != R:
-                opts.append(Option(R, f"{name} is unreduced over {axis} and {self.name(other)} uses {axis}; sum it first"))
+                opts.append(
+                    Option(
+                        R, f"{name} is unreduced over {axis} and {self.name(other)} uses {axis}; sum it first"
+                    )
+                )
             elif self.target is not None and axis not in self.target.unreduced:
-                opts.append(Option(R, f"the result is not unreduced over {axis}; sum {name}'s partials first"))
+                opts.append(
+                    Option(R, f"the result is not unreduced over {axis}; sum {name}'s partials first")
+                )
         for d, why in self._dims_for(t, other, axis, cur):
             if ("S", d) != cur:
                 verb = {"S": "move", "U": "reduce-scatter", "R": "slice"}[cur[0]]
@@ -106,11 +114,21 @@ class AxisChoices:
         for d in t.dim_names:
             if d in other_names and axis in other.axes_of(d):
                 out.append((d, f"{self.name(other)} shards {d} over {axis}; match it"))
-            elif target is not None and d not in self.spec.contracted and d in target_names and axis in target.axes_of(d):
+            elif (
+                target is not None
+                and d not in self.spec.contracted
+                and d in target_names
+                and axis in target.axes_of(d)
+            ):
                 out.append((d, f"the result {target} shards {d} over {axis}"))
             elif wants_sum and d in self.spec.contracted:
-                out.append((d, f"the result {target} is unreduced over {axis}, and a product leaves partial sums "
-                               f"over the axes that shard a contracted dim in both operands (case 3)"))  # fmt: skip
+                out.append(
+                    (
+                        d,
+                        f"the result {target} is unreduced over {axis}, and a product leaves partial sums "
+                        f"over the axes that shard a contracted dim in both operands (case 3)",
+                    )
+                )
         return out
 
     def _gather_reason(self, t: Tensor, other: Tensor, axis: str, d: str, other_place: Place) -> str:
@@ -120,12 +138,16 @@ class AxisChoices:
                 return f"case 3 alternative: gather {d} over {axis} in both operands instead of reducing the product"
             if axis in other.axes_of(d) or not other.axes_of(d):
                 return f"case 2: {d} is contracted and sharded over {axis} in {name} only; gather it"
-            return (f"mismatched: {d} is contracted and sharded over {fmt(t.axes_of(d))} in {name} but "
-                    f"{fmt(other.axes_of(d))} in {self.name(other)}; gather {name}'s")  # fmt: skip
+            return (
+                f"mismatched: {d} is contracted and sharded over {fmt(t.axes_of(d))} in {name} but "
+                f"{fmt(other.axes_of(d))} in {self.name(other)}; gather {name}'s"
+            )
         if other_place not in (R, ("S", d)):
             if other_place[0] == "S" and spec.role(other_place[1]).name in ("LEFT", "RIGHT"):
-                return (f"case 4: {d} of {name} and {other_place[1]} of {self.name(other)} are both sharded over "
-                        f"{axis}; gather {name}'s")  # fmt: skip
+                return (
+                    f"case 4: {d} of {name} and {other_place[1]} of {self.name(other)} are both sharded over "
+                    f"{axis}; gather {name}'s"
+                )
             where = "unreduced" if other_place == U else "on " + other_place[1]
             return f"{self.name(other)} uses {axis} ({where}); gather {name}'s {d}"
         if d in spec.batch and other_place != ("S", d):

@@ -70,13 +70,26 @@ class EinsumPlanner:
                 validate(t, self.mesh)
                 self.sizes.require_divisible(t, self.mesh)
         self.spec = Spec.of(self.left, self.right, body.contract, result)
-        self.name = (result.name if result is not None else None) or default_name(self.left.name, self.right.name)
+        self.name = (result.name if result is not None else None) or default_name(
+            self.left.name, self.right.name
+        )
         dtype = self.left.dtype or self.right.dtype
         if result is not None and (result.name is None or (result.dtype is None and dtype is not None)):
             self.target = result.replace(name=self.name, dtype=result.dtype or dtype)  # type: ignore[assignment]
         self.cases = case_lines(self.left, self.right, self.spec)
-        self.query = EinsumQuery(self.left, self.right, self.target, self.contract, self.local, self.spec, self.name,
-                                 self.mesh, self.sizes, self.limits, self.cases)  # fmt: skip
+        self.query = EinsumQuery(
+            self.left,
+            self.right,
+            self.target,
+            self.contract,
+            self.local,
+            self.spec,
+            self.name,
+            self.mesh,
+            self.sizes,
+            self.limits,
+            self.cases,
+        )
         self.choices = AxisChoices(self.left, self.right, self.spec, self.target, self.local)
         self.cuts: list[str] = []  # notes of the limits that cut the answer
         self.layouts_tried = 0
@@ -92,7 +105,9 @@ class EinsumPlanner:
         found = self._layouts.get(key)
         if found is None:
             t, ref = (self.left, self.right) if side == 0 else (self.right, self.left)
-            found = self._layouts[key] = self._new_layout(t, dict(zip(self.mesh.names, places, strict=True)), ref)
+            found = self._layouts[key] = self._new_layout(
+                t, dict(zip(self.mesh.names, places, strict=True)), ref
+            )
         return found
 
     def _new_layout(self, t: Tensor, places: dict[str, Place], ref: Tensor) -> Tensor:
@@ -147,14 +162,21 @@ class EinsumPlanner:
             yield left, right, changes, reasons
             yield from self._reordered(left, right, changes, reasons)
 
-    def _reordered(self, left: Tensor, right: Tensor, changes: frozenset[Any], reasons: Reasons) -> Iterator[Candidate]:
+    def _reordered(
+        self, left: Tensor, right: Tensor, changes: frozenset[Any], reasons: Reasons
+    ) -> Iterator[Candidate]:
         """Shared dims holding the same axes in another order: either side may adopt the other's order."""
         for d in self.spec.contracted + self.spec.batch:
             la, ra = left.axes_of(d), right.axes_of(d)
             if la != ra and sorted(la) == sorted(ra):
                 for side, lt, rt in ((0, left, right.with_axes(d, la)), (1, left.with_axes(d, ra), right)):
                     who = (self.right if side == 0 else self.left).name
-                    extra = {(1 - side, f"order:{d}"): f"reorder {d} to match {who}'s {fmt(la if side == 0 else ra)}"}
+                    extra = {
+                        (
+                            1 - side,
+                            f"order:{d}",
+                        ): f"reorder {d} to match {who}'s {fmt(la if side == 0 else ra)}"
+                    }
                     yield lt, rt, changes | {(1 - side, d, "order")}, {**reasons, **extra}
 
     def _legal(self) -> list[tuple[Tensor, Tensor, Tensor, frozenset[Any], Reasons]]:
@@ -238,8 +260,12 @@ class EinsumPlanner:
     def _prep(self, side: int, src: Tensor, dst: Tensor, reasons: Reasons) -> list[tuple[Step, ...]]:
         if src.layout() == dst.layout():
             return [()]
-        return [prepared(steps, tuple([tuple([reasons.get((side, a), "") for a in s.axes]) for s in steps]), src, dst)
-                for steps in self._sequences(src, dst)]  # fmt: skip
+        return [
+            prepared(
+                steps, tuple([tuple([reasons.get((side, a), "") for a in s.axes]) for s in steps]), src, dst
+            )
+            for steps in self._sequences(src, dst)
+        ]
 
     def _assemble(self, left: Tensor, right: Tensor, out: Tensor, reasons: Reasons) -> Iterator[Plan]:
         preps_l = self._prep(0, self.left, left, reasons)
@@ -265,8 +291,10 @@ class EinsumPlanner:
         if self.target is not None:
             if out.layout() == self.target.layout():
                 return [((), "")]
-            return [(finished(steps, out, self.target, self.brought), "")
-                    for steps in self._sequences(out, self.target, finish=True)]  # fmt: skip
+            return [
+                (finished(steps, out, self.target, self.brought), "")
+                for steps in self._sequences(out, self.target, finish=True)
+            ]
         if self.local or not out.unreduced:
             return [((), "")]
         return list(self._natural_finishes(out))
@@ -286,4 +314,3 @@ class EinsumPlanner:
             nxt = done.with_axes(d, out.axes_of(d) + u)
             if self.sizes.check_divisible(nxt, self.mesh, nxt.layout()[0]):
                 yield (self.finish_reason(Step(Op.REDUCE_SCATTER, (out,), nxt, u, d), out),), ""
-

@@ -85,8 +85,11 @@ class VerifyReport:
     def __repr__(self) -> str:
         head = "ok" if not self.findings else "ok (with warnings)" if self.ok else "WRONG"
         rules = ", ".join(f.rule for f in self.findings)
-        return short("VerifyReport", f"{head}: {len(self.errors)} errors, {len(self.warnings)} warnings"
-                     + (f" ({rules})" if rules else ""))  # fmt: skip
+        return short(
+            "VerifyReport",
+            f"{head}: {len(self.errors)} errors, {len(self.warnings)} warnings"
+            + (f" ({rules})" if rules else ""),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -141,26 +141,35 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
                 )
             if result is None:
                 raise UsageError(
-                    "backward needs each product's result written: A · B -> C[...]", span=s.span, source=program.source
+                    "backward needs each product's result written: A · B -> C[...]",
+                    span=s.span,
+                    source=program.source,
                 )
             roots = (see(left, "operand"), see(right, "operand"))
             out_name = _named(result, "the result")
             if out_name in fw.root:
-                raise UsageError(f"{out_name} is assigned twice; give each product a new name", span=result.span,
-                                 source=program.source)  # fmt: skip
+                raise UsageError(
+                    f"{out_name} is assigned twice; give each product a new name",
+                    span=result.span,
+                    source=program.source,
+                )
             p = _planned(s, program, mesh, sizes)
             fw.plans.append(p)
             read, kept = _operands(p, fw)
             fw.root[out_name] = out_name
             fw.produced.add(out_name)
             make(result, out_name)
-            fw.einsums.append(Einsum(i, left, right, result, expr.contract, (*roots, out_name), s, p, read, kept))
+            fw.einsums.append(
+                Einsum(i, left, right, result, expr.contract, (*roots, out_name), s, p, read, kept)
+            )
         elif isinstance(expr, Collective) or (isinstance(expr, Tensor) and result is not None):
             arg = expr.arg if isinstance(expr, Collective) else expr
             while isinstance(arg, Collective):
                 arg = arg.arg
             if not isinstance(arg, Tensor):
-                raise UsageError("a collective in a program applies to a tensor", span=s.span, source=program.source)
+                raise UsageError(
+                    "a collective in a program applies to a tensor", span=s.span, source=program.source
+                )
             if _shifts(expr):
                 raise UsageError(
                     "backward reads a program as dense einsums on global values, where every collective is the "

@@ -46,7 +46,9 @@ def no_plan(stmt: Statement, planner: EinsumPlanner) -> NoPlan:
         f"turns into {target}" + facts,
         span=span,
         fix=f"request the result reduced (drop {{{', '.join('U_' + a for a in target.unreduced)}}}), or shard a "
-        "contracted dim over those axes in both operands" if target.unreduced else None,
+        "contracted dim over those axes in both operands"
+        if target.unreduced
+        else None,
     )
 
 
@@ -60,8 +62,10 @@ def _unreduced_facts(planner: EinsumPlanner, have: tuple[str, ...]) -> str:
     if not missing:
         return ""
     a = missing[0]
-    parts = [f"the result is requested unreduced over {a}, and a product leaves partial sums over {a} only "
-             f"where an operand is unreduced over it, or both operands shard a contracted dim over it (case 3)"]  # fmt: skip
+    parts = [
+        f"the result is requested unreduced over {a}, and a product leaves partial sums over {a} only "
+        f"where an operand is unreduced over it, or both operands shard a contracted dim over it (case 3)"
+    ]
     parts.append(_operand_fact(planner, a))
     if not planner.local:
         parts.append(_contracted_fact(planner, a))
@@ -73,7 +77,12 @@ def _operand_fact(planner: EinsumPlanner, a: str) -> str:
     if names:
         return ""
     size = planner.mesh[a].size
-    same = [b for t in (planner.left, planner.right) for b in t.unreduced if size is not None and planner.mesh[b].size == size]
+    same = [
+        b
+        for t in (planner.left, planner.right)
+        for b in t.unreduced
+        if size is not None and planner.mesh[b].size == size
+    ]
     if same:
         return ""  # a Permute could rename them: nothing simple to say
     tail = f" (nor over another axis of size {size}, which a Permute could rename into {a})" if size else ""

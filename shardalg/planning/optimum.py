@@ -71,8 +71,9 @@ _OPTIMA: OrderedDict[tuple[object, ...], tuple[Plan | None, tuple[str, ...]]] = 
 _PROTOS: Memo = memo(f"{__name__}._PROTOS", Kind.PIECE)
 
 
-def cheapest_plan(query: EinsumQuery, bound: float, weigh: Weigh | None = None,
-                  overlap: Overlap | None = None) -> tuple[Plan | None, tuple[str, ...]]:  # fmt: skip
+def cheapest_plan(
+    query: EinsumQuery, bound: float, weigh: Weigh | None = None, overlap: Overlap | None = None
+) -> tuple[Plan | None, tuple[str, ...]]:
     """The cheapest plan (by ``weigh``, else bytes; then steps; by ``overlap``'s time when given, see the
     module docstring) of the query's einsum to its requested result, when it costs less than ``bound`` (bytes as
     a rank, as :class:`~.order.BytesKey` counts); none below a bound of 0 (no search is made). With it, the notes
@@ -82,7 +83,16 @@ def cheapest_plan(query: EinsumQuery, bound: float, weigh: Weigh | None = None,
     if weigh is not None:
         optimum = _Optimum(query, weigh, overlap)
         return optimum.plan(bound), tuple(optimum.cuts)
-    key = (query.left, query.right, query.target, query.contract, query.mesh, query.sizes, query.limits, bound)
+    key = (
+        query.left,
+        query.right,
+        query.target,
+        query.contract,
+        query.mesh,
+        query.sizes,
+        query.limits,
+        bound,
+    )
     if key not in _OPTIMA:
         optimum = _Optimum(query, None)
         _OPTIMA[key] = (optimum.plan(bound), tuple(optimum.cuts))
@@ -136,7 +146,9 @@ class _Optimum:
                 )
                 return
 
-    def _best(self, pairs: list[Pair], left: Search, right: Search, back: Search, bound: float) -> Plan | None:
+    def _best(
+        self, pairs: list[Pair], left: Search, right: Search, back: Search, bound: float
+    ) -> Plan | None:
         best: tuple[float, int, Pair, object] | None = None
         for pair in pairs:
             weight, steps, *_ = pair
@@ -150,7 +162,9 @@ class _Optimum:
             return None
         return self._built(best[2], left, right, back, best[3])
 
-    def _fastest(self, pairs: list[Pair], left: Search, right: Search, back: Search, bound: float) -> Plan | None:
+    def _fastest(
+        self, pairs: list[Pair], left: Search, right: Search, back: Search, bound: float
+    ) -> Plan | None:
         """The plan fastest by ``overlap.time`` (schedule): pairs lightest bound first, each built and timed,
         until the next bound (its weight plus its cheapest finish) is no lighter than the best time found."""
         assert self.overlap is not None
@@ -187,8 +201,14 @@ class _Optimum:
 
         left, right = (searcher(t, state_of(t), False) for t in (self.p.left, self.p.right))
         self._cut(left, right)
-        lists = [sorted((min(max(lab.vector) for lab in labs), min(lab.steps for lab in labs), state)
-                        for state, labs in search.labels.items() if labs) for search in (left, right)]  # fmt: skip
+        lists = [
+            sorted(
+                (min(max(lab.vector) for lab in labs), min(lab.steps for lab in labs), state)
+                for state, labs in search.labels.items()
+                if labs
+            )
+            for search in (left, right)
+        ]
         pairs = self._pairs(lists[0], lists[1], bound)
         if not pairs:
             return None
@@ -229,8 +249,13 @@ class _Optimum:
         if self.weigh is None:
             return search_to(space, state_of(target), outs, max_labels=self.p.limits.max_labels)
         space.close(outs)
-        return Search(space, state_of(target), edge_weight(self._proto(), self.weigh), backward=True,
-                      max_labels=self.p.limits.max_labels)  # fmt: skip
+        return Search(
+            space,
+            state_of(target),
+            edge_weight(self._proto(), self.weigh),
+            backward=True,
+            max_labels=self.p.limits.max_labels,
+        )
 
     def _proto(self) -> Tensor:
         """The product's tensor without sharding (its shape and dtype: the space it is resharded in)."""
@@ -244,8 +269,9 @@ class _Optimum:
             _PROTOS.keep(key, out)
         return out
 
-    def _pairs(self, lefts: list[tuple[float, int, State]], rights: list[tuple[float, int, State]],
-               bound: float) -> list[Pair]:  # fmt: skip
+    def _pairs(
+        self, lefts: list[tuple[float, int, State]], rights: list[tuple[float, int, State]], bound: float
+    ) -> list[Pair]:
         """Every compute layout pair lighter than ``bound`` whose local product is legal and can reach the
         result's partial sums, lightest first (``lefts`` and ``rights``: (weight, steps, state), lightest first).
 
@@ -258,8 +284,10 @@ class _Optimum:
         li = tuple([p.left.dim_names.index(d) for d in shared])
         ri = tuple([p.right.dim_names.index(d) for d in shared])
         summed = [p.left.dim_names.index(d) for d in spec.contracted]
-        where = [(0, p.left.dim_names.index(n)) if n in spec.left else (1, p.right.dim_names.index(n))
-                 for n in spec.out]  # fmt: skip
+        where = [
+            (0, p.left.dim_names.index(n)) if n in spec.left else (1, p.right.dim_names.index(n))
+            for n in spec.out
+        ]
 
         join = max if self.overlap is not None else operator.add
         want = self.p.target.unreduced if self.p.target is not None else ()
@@ -316,11 +344,19 @@ class _Optimum:
 
     def _built(self, pair: Pair, left: Search, right: Search, back: Search, end: object) -> Plan:
         """The plan through one compute layout pair, with the sequences the searches found."""
-        lmoves, rmoves = (_first(search, search.settle(state)) for search, state in ((left, pair[2]), (right, pair[3])))
+        lmoves, rmoves = (
+            _first(search, search.settle(state)) for search, state in ((left, pair[2]), (right, pair[3]))
+        )
         return self._build(pair[2], pair[3], lmoves, rmoves, _first(back, end))
 
-    def _build(self, lstate: State, rstate: State, lmoves: tuple[Move, ...], rmoves: tuple[Move, ...],
-               fmoves: tuple[Move, ...]) -> Plan:  # fmt: skip
+    def _build(
+        self,
+        lstate: State,
+        rstate: State,
+        lmoves: tuple[Move, ...],
+        rmoves: tuple[Move, ...],
+        fmoves: tuple[Move, ...],
+    ) -> Plan:
         """The plan through one compute layout pair with these move sequences before and after the product.
         Under ``schedule`` the two preparations are laid out in the order that finishes first (each mesh axis
         runs its steps in plan order, so the order decides who waits): every interleaving of the two chains
@@ -329,10 +365,15 @@ class _Optimum:
         lt, rt = mul.inputs
         target = self.p.target
         assert target is not None
-        chains = [chain_steps(src, dst, moves) for src, moves, dst in ((self.p.left, lmoves, lt), (self.p.right, rmoves, rt))]
+        chains = [
+            chain_steps(src, dst, moves)
+            for src, moves, dst in ((self.p.left, lmoves, lt), (self.p.right, rmoves, rt))
+        ]
         finish: list[Step] = []
         if fmoves:
-            finish = list(finished(chain_steps(mul.output, target, fmoves), mul.output, target, self.p.brought))
+            finish = list(
+                finished(chain_steps(mul.output, target, fmoves), mul.output, target, self.p.brought)
+            )
         steps = [*chains[0], *chains[1], mul, *finish]
         overlap = self.overlap
         if overlap is not None and overlap.policy is OverlapPolicy.SCHEDULE and chains[0] and chains[1]:
@@ -343,8 +384,15 @@ class _Optimum:
 
             steps = [*min(_interleavings(chains[0], chains[1]), key=time), mul, *finish]  # ties: left first
             return self._plan(steps, self._note(steps))
-        return chained_plan((self.p.left, self.p.right), chains[0], chains[1], mul, tuple(finish), self.p.cases,
-                            self._note(steps))
+        return chained_plan(
+            (self.p.left, self.p.right),
+            chains[0],
+            chains[1],
+            mul,
+            tuple(finish),
+            self.p.cases,
+            self._note(steps),
+        )
 
     def _plan(self, steps: list[Step], note: str) -> Plan:
         return Plan((self.p.left, self.p.right), tuple(steps), steps[-1].output, self.p.cases, note=note)
@@ -403,4 +451,3 @@ def _tensor(t: Tensor, state: State) -> Tensor:
     if t.layout() == (state[0], state[1], ()):
         return t
     return laid(t, state[0], state[1])
-

@@ -74,7 +74,11 @@ def weighed_key(weigh: Callable[[Step], float]) -> Callable[[Plan], Any]:
     """Rank plans by the sum of ``weigh`` over their communicating steps, then steps, then their steps."""
 
     def key(plan: Plan) -> Any:
-        return (sum(weigh(s) for s in plan.steps if s.op is not Op.EINSUM), len(plan.steps), plan_text_key(plan))
+        return (
+            sum(weigh(s) for s in plan.steps if s.op is not Op.EINSUM),
+            len(plan.steps),
+            plan_text_key(plan),
+        )
 
     return key
 
@@ -86,7 +90,12 @@ def plan_text_key(plan: Plan) -> tuple[Any, ...]:
     def t(x: Tensor) -> tuple[Any, ...]:
         got = memo.get(id(x))
         if got is None:
-            got = memo[id(x)] = (x.name or "", tuple((d.label, d.axes) for d in x.dims), x.unreduced, x.invariant)
+            got = memo[id(x)] = (
+                x.name or "",
+                tuple((d.label, d.axes) for d in x.dims),
+                x.unreduced,
+                x.invariant,
+            )
         return got
 
     return tuple(

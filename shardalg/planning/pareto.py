@@ -58,8 +58,17 @@ def dominated(v: Vector, labels: list[Label]) -> bool:
 class ParetoSearch:
     """Every undominated cost vector of the states reachable from (or reaching) ``origin`` below ``bound``."""
 
-    def __init__(self, space: Space, origin: State, weight: VectorWeight, size: int, *, backward: bool = False,
-                 bound: float = float("inf"), max_labels: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        space: Space,
+        origin: State,
+        weight: VectorWeight,
+        size: int,
+        *,
+        backward: bool = False,
+        bound: float = float("inf"),
+        max_labels: int,
+    ) -> None:
         self.space, self.origin, self.weight, self.backward = space, origin, weight, backward
         self.bound, self.max_labels = bound, max_labels
         self.labels: dict[State, list[Label]] = {}
@@ -103,8 +112,13 @@ class ParetoSearch:
                 heapq.heappush(heap, (sum(v), steps + 1, pushed, v, nxt, label, m))
 
 
-def edge_vector(src: Tensor, weigh: Callable[[Step], float], lanes: Callable[[Step], tuple[str, ...]],
-                slot: dict[str, int], size: int) -> VectorWeight:  # fmt: skip
+def edge_vector(
+    src: Tensor,
+    weigh: Callable[[Step], float],
+    lanes: Callable[[Step], tuple[str, ...]],
+    slot: dict[str, int],
+    size: int,
+) -> VectorWeight:
     """A move's seconds (``weigh``) on each resource it holds (``lanes``), as a vector of ``size`` entries: a
     mesh axis at its ``slot``, anything else (the compute) last; in ``src``'s space, memoized per edge."""
 

@@ -47,7 +47,6 @@ from .space import searching
 __all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
 
 
-
 def _fmt(axes: tuple[str, ...] | list[str]) -> str:
     return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
 
@@ -138,7 +137,9 @@ def plans(
     }
     if rank is not None:
         if not isinstance(rank, Ranking):
-            raise UsageError(f"rank is a ranking such as BySeconds(CostModel.of('tpu-v5p')) (shardalg.costs.ranking), not {rank!r}")
+            raise UsageError(
+                f"rank is a ranking such as BySeconds(CostModel.of('tpu-v5p')) (shardalg.costs.ranking), not {rank!r}"
+            )
         ranked = rank.ranking(p.mesh, p.sizes)
         by = rank if key is None and weigh is None and overlap is None else None
         if key is None:
@@ -150,9 +151,17 @@ def plans(
     return Plans(found, found.complete, found.note, columns)
 
 
-def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: Tensor | str | None,
-           key: Key | None, weigh: Weigh | None, limits: Limits, overlap: Overlap | None = None,
-           by: Ranking | None = None) -> Plans:  # fmt: skip
+def _plans(
+    expr: object,
+    mesh: object,
+    sizes: Mapping[str, int] | None,
+    target: Tensor | str | None,
+    key: Key | None,
+    weigh: Weigh | None,
+    limits: Limits,
+    overlap: Overlap | None = None,
+    by: Ranking | None = None,
+) -> Plans:
     # a Problem is already prepared (parsed and checked once): plans passes one
     p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)  # type: ignore[arg-type]
     rank = key or default_key(p.mesh, p.sizes)
@@ -179,8 +188,15 @@ def _plans(expr: object, mesh: object, sizes: Mapping[str, int] | None, target: 
     return Plans.of(found, cuts)
 
 
-def _ranked_einsum_plans(body: Product, result: Tensor | None, p: Problem, limits: Limits, weigh: Weigh | None,
-                         overlap: Overlap | None, rank: Ranking | None) -> tuple[tuple[Plan, ...], tuple[str, ...]]:  # fmt: skip
+def _ranked_einsum_plans(
+    body: Product,
+    result: Tensor | None,
+    p: Problem,
+    limits: Limits,
+    weigh: Weigh | None,
+    overlap: Overlap | None,
+    rank: Ranking | None,
+) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
     """:func:`_einsum_plans`, keyed by the ranking's value when ``weigh`` and ``overlap`` are the ranking's
     own (so equal queries under an equal cost model share the answer: the functions it hands out are new at
     each call, and a function is equal only to itself)."""
@@ -194,7 +210,13 @@ def _ranked_einsum_plans(body: Product, result: Tensor | None, p: Problem, limit
 
 @memoized(Kind.ANSWER)
 def _einsum_plans_by(
-    body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits, rank: Ranking, checked: bool
+    body: Product,
+    result: Tensor | None,
+    mesh: Mesh,
+    sizes: Sizes,
+    limits: Limits,
+    rank: Ranking,
+    checked: bool,
 ) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
     """The plans of one product under the ranking ``rank`` (its step weights and overlap), by its value."""
     ranked = rank.ranking(mesh, sizes)
@@ -203,8 +225,14 @@ def _einsum_plans_by(
 
 @memoized(Kind.ANSWER)
 def _einsum_plans(
-    body: Product, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits, weigh: Any,
-    overlap: Any = None, checked: bool = False,
+    body: Product,
+    result: Tensor | None,
+    mesh: Mesh,
+    sizes: Sizes,
+    limits: Limits,
+    weigh: Any,
+    overlap: Any = None,
+    checked: bool = False,
 ) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
     """The plans of one product, unsorted, and the notes of the limits that cut them: memoized, since a
     strategy search plans the same sharded statement for many candidates (plans are immutable; spans take no
@@ -257,7 +285,15 @@ def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:
             dim = next(d.label for d, e in zip(cur.dims, out.dims, strict=True) if d.axes != e.axes)
         sub = _fmt(col.axes) if col.offset is None else f"{{{','.join(col.axes)},{col.offset:+d}}}"
         steps.append(
-            Step(col.op, (cur,), out, col.axes, dim, reason=f"as written: {col.op.value}_{sub}", offset=col.offset)
+            Step(
+                col.op,
+                (cur,),
+                out,
+                col.axes,
+                dim,
+                reason=f"as written: {col.op.value}_{sub}",
+                offset=col.offset,
+            )
         )
         cur = out
     return Plan((src,), tuple(steps), cur, note="the collective as written")

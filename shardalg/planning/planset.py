@@ -53,7 +53,9 @@ class Overlap:
     lanes: Callable[[object], tuple[str, ...]]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "policy", OverlapPolicy.of(self.policy))  # a policy's name is read once, here
+        object.__setattr__(
+            self, "policy", OverlapPolicy.of(self.policy)
+        )  # a policy's name is read once, here
 
 
 class Plans(PlanTable):

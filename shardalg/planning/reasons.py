@@ -25,23 +25,36 @@ from shardalg.notation.syntax import Op, Tensor
 
 from .steps import _io, fmt, rewired
 
-__all__ = ["einsum_reason", "finish_reason", "finished", "note", "prepared", "product_step",
-           "reasoned", "with_reason"]  # fmt: skip
+__all__ = [
+    "einsum_reason",
+    "finish_reason",
+    "finished",
+    "note",
+    "prepared",
+    "product_step",
+    "reasoned",
+    "with_reason",
+]
 
 # the steps with their reasons, by what they read
 _PIECES: Memo = memo(f"{__name__}._PIECES", Kind.PIECE)
 
 
 def with_reason(step: Step, why: str) -> Step:
-    return Step(step.op, step.inputs, step.output, step.axes, step.dim, step.contract, step.local, why, step.offset)
+    return Step(
+        step.op, step.inputs, step.output, step.axes, step.dim, step.contract, step.local, why, step.offset
+    )
 
 
 def reasoned(step: Step, reasons: tuple[str, ...]) -> Step:
     """A preparing step's reason: why the axes it moves had to move (a Permute: which dims it re-lays)."""
     if step.op is Op.PERMUTE:
         before, after = step.inputs[0], step.output
-        moved = [f"{d.label}_{fmt(d.axes)} -> {e.label}_{fmt(e.axes)}"
-                 for d, e in zip(before.dims, after.dims, strict=True) if d.axes != e.axes]  # fmt: skip
+        moved = [
+            f"{d.label}_{fmt(d.axes)} -> {e.label}_{fmt(e.axes)}"
+            for d, e in zip(before.dims, after.dims, strict=True)
+            if d.axes != e.axes
+        ]
         if not moved:
             return step  # it renames unreduced axes only: its own reason says so
         x, y = step.axes
@@ -54,9 +67,18 @@ def reasoned(step: Step, reasons: tuple[str, ...]) -> Step:
     return with_reason(step, f"{step.op.value}: {why}") if why else step
 
 
-def prepared(steps: tuple[Step, ...], whys: tuple[tuple[str, ...], ...], src: Tensor, dst: Tensor) -> tuple[Step, ...]:
+def prepared(
+    steps: tuple[Step, ...], whys: tuple[tuple[str, ...], ...], src: Tensor, dst: Tensor
+) -> tuple[Step, ...]:
     """A preparing sequence from ``src`` to ``dst`` with ``whys`` (the reasons of each step's axes)."""
-    key = ("prep", steps, tuple([s.reason for s in steps]), whys, src, dst)  # a step's reason is not in its ==
+    key = (
+        "prep",
+        steps,
+        tuple([s.reason for s in steps]),
+        whys,
+        src,
+        dst,
+    )  # a step's reason is not in its ==
     got = _PIECES.get(key)
     if got is None:
         got = _PIECES.keep(key, rewired(tuple(map(reasoned, steps, whys)), src, dst))
@@ -69,8 +91,10 @@ def einsum_reason(spec: Spec, left: Tensor, right: Tensor, out: Tensor) -> str:
     if summed:
         dims = ", ".join(d for d, _ in summed)
         axes = tuple(a for _, ax in summed for a in ax)
-        return (f"case 3: both operands shard {dims} over {fmt(axes)}, so the local product is "
-                f"{out.name}{{{', '.join('U_' + a for a in axes)}}}")  # fmt: skip
+        return (
+            f"case 3: both operands shard {dims} over {fmt(axes)}, so the local product is "
+            f"{out.name}{{{', '.join('U_' + a for a in axes)}}}"
+        )
     passed = [a for a in out.unreduced]
     tail = f"; partial sums over {fmt(passed)} pass through" if passed else ""
     if spec.contracted:
@@ -106,14 +130,18 @@ def finish_reason(step: Step, out: Tensor, brought: frozenset[str], target: str)
     elif step.op is Op.ALL_REDUCE:
         why = f"case 3 finish: AllReduce_{ax} sums the partial products of {out.name} over {ax}"
     elif step.op is Op.REDUCE_SCATTER:
-        why = (f"case 3 finish: ReduceScatter_{{{','.join(step.axes)},{step.dim}}} sums the partials and leaves "
-               f"{step.dim} sharded over {ax}")  # fmt: skip
+        why = (
+            f"case 3 finish: ReduceScatter_{{{','.join(step.axes)},{step.dim}}} sums the partials and leaves "
+            f"{step.dim} sharded over {ax}"
+        )
     else:
         why = f"{step.reason}, to reach the requested {target}"
     return with_reason(step, why)
 
 
-def finished(steps: tuple[Step, ...], out: Tensor, target: Tensor, brought: frozenset[str]) -> tuple[Step, ...]:
+def finished(
+    steps: tuple[Step, ...], out: Tensor, target: Tensor, brought: frozenset[str]
+) -> tuple[Step, ...]:
     """A finishing sequence from the product ``out`` to the requested ``target``, each step with its reason."""
     key = ("finish", steps, tuple([s.reason for s in steps]), out, target, brought)
     got = _PIECES.get(key)

@@ -35,10 +35,20 @@ from .space import SLICE, Move, State, searching, space_of, state_of
 from .steps import build_steps, step_reason, with_spare_axes
 
 __all__ = [
-    "redistribute", "best_sequences", "Sequences", "plan_bytes", "default_key", "step_reason", "with_spare_axes",
-    "build_steps", "finishing_sequences", "close", "unreduced_reachable", "axes_reachable",
+    "redistribute",
+    "best_sequences",
+    "Sequences",
+    "plan_bytes",
+    "default_key",
+    "step_reason",
+    "with_spare_axes",
+    "build_steps",
+    "finishing_sequences",
+    "close",
+    "unreduced_reachable",
+    "axes_reachable",
     "edge_weight",
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True)
@@ -61,7 +71,9 @@ def _shared_search(src: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits) -> Sea
 
 
 @memoized(Kind.PIECE)
-def best_sequences(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits = DEFAULT_LIMITS) -> Sequences:
+def best_sequences(
+    src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: Limits = DEFAULT_LIMITS
+) -> Sequences:
     """The cheapest *direct* sequences from ``src`` to ``dst`` (least bytes, then fewest steps; one per
     sequence of ops, at most ``limits.max_ties``): those that slice only onto ``dst``'s own placements, as the
     book's do. When a detour is strictly cheaper (slicing an axis onto a dim where ``dst`` does not have it
@@ -74,8 +86,17 @@ def best_sequences(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes, limits: L
     goal, start = state_of(dst), state_of(src)
     space = space_of(src, mesh, sizes)
     exact = search_from(space, start, limits.max_labels)
-    return _sequences(src, dst, mesh, sizes, limits, exact, start, goal,
-                      lambda: Search(space, start, toward=goal, max_labels=limits.max_labels))  # fmt: skip
+    return _sequences(
+        src,
+        dst,
+        mesh,
+        sizes,
+        limits,
+        exact,
+        start,
+        goal,
+        lambda: Search(space, start, toward=goal, max_labels=limits.max_labels),
+    )
 
 
 @memoized(Kind.PIECE)
@@ -90,8 +111,17 @@ def finishing_sequences(
     goal, start = state_of(dst), state_of(src)
     space = space_of(src, mesh, sizes)
     exact = search_to(space, goal, [start], max_labels=limits.max_labels)
-    return _sequences(src, dst, mesh, sizes, limits, exact, start, goal,
-                      lambda: search_to(space, goal, [start], direct=True, max_labels=limits.max_labels))  # fmt: skip
+    return _sequences(
+        src,
+        dst,
+        mesh,
+        sizes,
+        limits,
+        exact,
+        start,
+        goal,
+        lambda: search_to(space, goal, [start], direct=True, max_labels=limits.max_labels),
+    )
 
 
 def close(proto: Tensor, sources: list[Tensor], mesh: Mesh, sizes: Sizes) -> None:
@@ -162,13 +192,18 @@ def _unreduced_problem(src: Tensor, dst: Tensor, mesh: Mesh) -> NoPlan:
         want = Counter(mesh[b].size for b in dst.unreduced)
         a = next(b for b in extra if want[mesh[b].size] > have[mesh[b].size])
         size = mesh[a].size
-        why = "" if not src.unreduced else (
-            f"a Permute renames an unreduced axis only into one of the same size, and {src} is unreduced over "
-            f"{have[size]} axis{'es' if have[size] != 1 else ''} of size {size} where {dst} needs {want[size]}"
+        why = (
+            ""
+            if not src.unreduced
+            else (
+                f"a Permute renames an unreduced axis only into one of the same size, and {src} is unreduced over "
+                f"{have[size]} axis{'es' if have[size] != 1 else ''} of size {size} where {dst} needs {want[size]}"
+            )
         )
     return NoPlan(
         f"no rule makes {src} unreduced over {a}: the global value of {dst} is the sum of the partials over {a}, "
-        f"so all but one replica would have to be zeroed, and no collective does that" + (f"; {why}" if why else ""),
+        f"so all but one replica would have to be zeroed, and no collective does that"
+        + (f"; {why}" if why else ""),
         span=dst.span,
         fix=f"drop {{U_{a}}} from the target, or produce the value unreduced from a product (case 3)",
     )
@@ -231,13 +266,23 @@ def redistribute(
             return Plans((), False, best.why)
         raise NoPlan(f"no sequence of rules moves {src} to {dst}", span=dst.span)
     max_steps = max(len(m) + 3, len(best.paths[0]) + 1)
-    found = k_best(space_of(src, m, sz), state_of(src), state_of(dst), limit, max_steps,
-                   edge_weight(src, weigh) if weigh is not None else None, limits.max_labels)  # fmt: skip
+    found = k_best(
+        space_of(src, m, sz),
+        state_of(src),
+        state_of(dst),
+        limit,
+        max_steps,
+        edge_weight(src, weigh) if weigh is not None else None,
+        limits.max_labels,
+    )
     # detours (more than one step beyond the shortest of the cheapest) are not worth listing
     # (ranked by seconds, the fastest path sets the bar: it may be longer than the fewest-bytes one)
     shortest = len(found.paths[0]) if weigh is not None else min(len(p) for p in found.paths)
-    plans = [Plan((src,), build_steps(src, dst, moves), dst, note="redistribute") for moves in found.paths
-             if len(moves) <= shortest + 1]  # fmt: skip
+    plans = [
+        Plan((src,), build_steps(src, dst, moves), dst, note="redistribute")
+        for moves in found.paths
+        if len(moves) <= shortest + 1
+    ]
     seen = {p.steps for p in plans}
     for p in list(plans):
         variant = with_spare_axes(p, m, sz)

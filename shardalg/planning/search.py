@@ -32,7 +32,17 @@ from dataclasses import dataclass
 
 from .space import SLICE, Edge, Move, Space, State
 
-__all__ = ["Routes", "Search", "search_from", "search_to", "routes", "k_best", "toward", "MAX_LABELS", "MAX_TIES"]
+__all__ = [
+    "Routes",
+    "Search",
+    "search_from",
+    "search_to",
+    "routes",
+    "k_best",
+    "toward",
+    "MAX_LABELS",
+    "MAX_TIES",
+]
 
 MAX_LABELS = 2_000_000  # labels one search may settle before it stops (and says so)
 _BOUNDS_KEPT = 64  # sorted_below's answers one search keeps (each a list of states) before it starts again
@@ -128,7 +138,9 @@ class Search:
         if got is None:
             if len(self._below) >= _BOUNDS_KEPT:
                 self._below.clear()
-            got = self._below[bound] = sorted((lab.weight, lab.steps, state) for state, lab in self.settle_below(bound).items())
+            got = self._below[bound] = sorted(
+                (lab.weight, lab.steps, state) for state, lab in self.settle_below(bound).items()
+            )
         return got
 
     def first(self, label: _Label) -> tuple[Move, ...]:
@@ -193,11 +205,15 @@ class Search:
 
     def _allowed(self, state: State, move: Move, other: State) -> bool:
         """Whether the search may take ``move`` between ``state`` and the newly reached ``other``."""
-        if other in self.banned_states or (self.banned_moves and ((other if self.backward else state), move) in self.banned_moves):
+        if other in self.banned_states or (
+            self.banned_moves and ((other if self.backward else state), move) in self.banned_moves
+        ):
             return False
         return self.toward is None or move[0] != SLICE or toward(move, self.toward)
 
-    def paths(self, label: _Label, cap: int, keep: Callable[[Move], bool] | None = None) -> list[tuple[Move, ...]]:
+    def paths(
+        self, label: _Label, cap: int, keep: Callable[[Move], bool] | None = None
+    ) -> list[tuple[Move, ...]]:
         """The move sequences between the origin and a settled label (in the order they are applied), one per
         sequence of ops (ties that apply the same ops in the same order differ only in which axes they name:
         another decomposition of one permutation into swaps, or where a spare axis is sliced), in a fixed
@@ -205,8 +221,12 @@ class Search:
         return list(_reps(label, {}, keep, self.backward).values())[: cap + 1]
 
 
-def _reps(lab: _Label, memo: dict[int, dict[tuple[str, ...], tuple[Move, ...]]], keep: Callable[[Move], bool] | None,
-          backward: bool) -> dict[tuple[str, ...], tuple[Move, ...]]:  # fmt: skip
+def _reps(
+    lab: _Label,
+    memo: dict[int, dict[tuple[str, ...], tuple[Move, ...]]],
+    keep: Callable[[Move], bool] | None,
+    backward: bool,
+) -> dict[tuple[str, ...], tuple[Move, ...]]:
     """The sequences through ``lab``'s links, one per sequence of ops (:meth:`Search.paths`). A module
     function, not a closure that calls itself: such a closure is a reference cycle, left for the garbage
     collector with everything it reaches."""
@@ -268,15 +288,18 @@ def search_to(
     key = ("to", target, direct, max_labels)
     found = space.searches.get(key)
     if found is None:
-        found = space.searches[key] = Search(space, target, backward=True, toward=target if direct else None,
-                                             max_labels=max_labels)  # fmt: skip
+        found = space.searches[key] = Search(
+            space, target, backward=True, toward=target if direct else None, max_labels=max_labels
+        )
     assert isinstance(found, Search)
     return found
 
 
 def _cut(search: Search, what: str) -> str:
-    return (f"the layout search from {what} stopped after {search.max_labels:,} labels (the planning limit "
-            "max_labels); pass limits=Limits(max_labels=...), or --max-labels, to search further")  # fmt: skip
+    return (
+        f"the layout search from {what} stopped after {search.max_labels:,} labels (the planning limit "
+        "max_labels); pass limits=Limits(max_labels=...), or --max-labels, to search further"
+    )
 
 
 def routes(
@@ -298,8 +321,10 @@ def routes(
         return Routes(())
     paths = search.paths(lab, max_ties, keep)
     if len(paths) > max_ties:
-        why = (f"more than {max_ties} equally cheap sequences of different ops link {what} and its target (the "
-               "planning limit max_ties); pass limits=Limits(max_ties=...) to list more")  # fmt: skip
+        why = (
+            f"more than {max_ties} equally cheap sequences of different ops link {what} and its target (the "
+            "planning limit max_ties); pass limits=Limits(max_ties=...) to list more"
+        )
         return Routes(tuple(paths[:max_ties]), lab.weight, False, why)
     return Routes(tuple(paths), lab.weight)
 
@@ -319,7 +344,9 @@ def k_best(
     lab = first.settle(goal, max_steps)
     if lab is None:
         return Routes((), None, not first.stopped, _cut(first, "the source") if first.stopped else "")
-    best: list[tuple[tuple[float, int], tuple[Move, ...]]] = [((lab.weight, lab.steps), first.paths(lab, 0)[0])]
+    best: list[tuple[tuple[float, int], tuple[Move, ...]]] = [
+        ((lab.weight, lab.steps), first.paths(lab, 0)[0])
+    ]
     candidates: list[tuple[float, int, int, tuple[Move, ...]]] = []
     seen = {best[0][1]}
     complete = True
@@ -329,8 +356,14 @@ def k_best(
         for i in range(len(prev)):
             root = prev[:i]
             banned = frozenset((states[i], p[i]) for _, p in best if len(p) > i and p[:i] == root)
-            spur = Search(space, states[i], weight, banned_states=frozenset(states[:i]), banned_moves=banned,
-                          max_labels=max_labels)  # fmt: skip
+            spur = Search(
+                space,
+                states[i],
+                weight,
+                banned_states=frozenset(states[:i]),
+                banned_moves=banned,
+                max_labels=max_labels,
+            )
             got = spur.settle(goal, max_steps - i)
             complete = complete and not spur.stopped
             if got is None:

@@ -34,7 +34,17 @@ from shardalg.algebra.traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, Sizes, 
 from shardalg.cache import Kind, memo, memoized
 from shardalg.notation.syntax import DType, Op, Tensor
 
-__all__ = ["Move", "State", "Space", "space_of", "state_of", "MAX_SPACES", "SLICE", "SEARCH_LOCK", "searching"]
+__all__ = [
+    "Move",
+    "State",
+    "Space",
+    "space_of",
+    "state_of",
+    "MAX_SPACES",
+    "SLICE",
+    "SEARCH_LOCK",
+    "searching",
+]
 
 # The spaces and the searches they keep are shared by every query of the process, and a query grows them (it
 # closes states, resumes a search): two threads doing so at once corrupted each other's searches (8 threads
@@ -55,6 +65,7 @@ def searching(fn: _F) -> _F:
 
     return locked  # type: ignore[return-value]
 
+
 # (the op's name, axes, target dim index or None). The op is named by its value (``"AllGather"``), not held as
 # the Op: an enum member is an object the garbage collector tracks, and so would be every tuple holding a
 # move (edges, predecessors, paths). With strings the collector stops tracking those tuples, and a large
@@ -66,7 +77,9 @@ Edge = tuple[Move, State, int, tuple[int, tuple[str, ...], int]]  # (move, other
 
 
 @memoized(Kind.PIECE)
-def layout_moves(state: State, mesh: Mesh) -> tuple[tuple[Move, State, tuple[int, tuple[str, ...], int]], ...]:
+def layout_moves(
+    state: State, mesh: Mesh
+) -> tuple[tuple[Move, State, tuple[int, tuple[str, ...], int]], ...]:
     """Every move the rules allow from a layout on ``mesh``, with the layout it leads to and its sort key (the
     rule's place in the table, the axes, the dim index), whatever the tensor's sizes: shared by the spaces
     of every tensor of one rank (a query's operands and result), each of which then keeps the moves whose
@@ -76,7 +89,9 @@ def layout_moves(state: State, mesh: Mesh) -> tuple[tuple[Move, State, tuple[int
     for i, (op, r) in enumerate(RULES.items()):
         for axes, dim in r.moves(lay, mesh):
             nxt = r.effect(lay, axes, dim)
-            out.append(((op.value, axes, dim), (nxt.dims, nxt.unreduced), (i, axes, -1 if dim is None else dim)))
+            out.append(
+                ((op.value, axes, dim), (nxt.dims, nxt.unreduced), (i, axes, -1 if dim is None else dim))
+            )
     return tuple(out)
 
 

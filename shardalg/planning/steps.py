@@ -20,7 +20,17 @@ from shardalg.notation.syntax import Op, Tensor
 
 from .space import Move
 
-__all__ = ["fmt", "build_steps", "chain_steps", "laid", "local_product", "placed", "rewired", "step_reason", "with_spare_axes"]
+__all__ = [
+    "fmt",
+    "build_steps",
+    "chain_steps",
+    "laid",
+    "local_product",
+    "placed",
+    "rewired",
+    "step_reason",
+    "with_spare_axes",
+]
 
 
 def fmt(axes: tuple[str, ...] | list[str]) -> str:
@@ -78,8 +88,9 @@ def source_spans(t: Tensor) -> tuple[object, ...]:
     return (t.span, *(d.span for d in t.dims))
 
 
-def placed(t: Tensor, places: tuple[tuple[str, str], ...], orders: tuple[tuple[str, ...], ...],
-           axes: tuple[str, ...]) -> Tensor:  # fmt: skip
+def placed(
+    t: Tensor, places: tuple[tuple[str, str], ...], orders: tuple[tuple[str, ...], ...], axes: tuple[str, ...]
+) -> Tensor:
     """``t`` with each mesh axis of ``axes`` placed as ``places`` says: ``("S", dim)`` shards that dim,
     ``("U", "")`` leaves partial sums, ``("R", "")`` replicates. A dim keeps the axes it had that stay on it;
     axes new to a dim go minor-most, in the order of the dim's entry in ``orders`` (the other operand's or
@@ -90,8 +101,13 @@ def placed(t: Tensor, places: tuple[tuple[str, str], ...], orders: tuple[tuple[s
 
 
 @memoized(Kind.PIECE)
-def _placed(t: Tensor, spans: tuple[object, ...], places: tuple[tuple[str, str], ...],
-            orders: tuple[tuple[str, ...], ...], axes: tuple[str, ...]) -> Tensor:  # fmt: skip
+def _placed(
+    t: Tensor,
+    spans: tuple[object, ...],
+    places: tuple[tuple[str, str], ...],
+    orders: tuple[tuple[str, ...], ...],
+    axes: tuple[str, ...],
+) -> Tensor:
     dims = []
     for d, order in zip(t.dims, orders, strict=True):
         here = ("S", d.label)
@@ -113,8 +129,9 @@ def laid(t: Tensor, dims: tuple[tuple[str, ...], ...], unreduced: tuple[str, ...
 
 
 @memoized(Kind.PIECE)
-def _laid(t: Tensor, spans: tuple[object, ...], dims: tuple[tuple[str, ...], ...],
-          unreduced: tuple[str, ...]) -> Tensor:  # fmt: skip
+def _laid(
+    t: Tensor, spans: tuple[object, ...], dims: tuple[tuple[str, ...], ...], unreduced: tuple[str, ...]
+) -> Tensor:
     return tensor_with(t, Layout(dims, unreduced, ()))
 
 
@@ -133,7 +150,9 @@ def rewired(steps: tuple[Step, ...], src: Tensor, dst: Tensor) -> tuple[Step, ..
 def _io(step: Step, inputs: tuple[Tensor, ...], output: Tensor) -> Step:
     """``step`` reading and writing these objects, equal to its own (the searches are memoized by equal
     tensors; a test checks every plan's values chain)."""
-    return Step(step.op, inputs, output, step.axes, step.dim, step.contract, step.local, step.reason, step.offset)
+    return Step(
+        step.op, inputs, output, step.axes, step.dim, step.contract, step.local, step.reason, step.offset
+    )
 
 
 def with_spare_axes(p: Plan, mesh: Mesh, sizes: Sizes) -> Plan | None:
@@ -169,12 +188,16 @@ def _spared(s: Step, reason: str, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step]
         return None
     sliced, spare, label, why = found
     gather_why = (reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
-    return (Step(Op.SLICE, (t,), sliced, spare, label, reason=why),
-            Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why))  # fmt: skip
+    return (
+        Step(Op.SLICE, (t,), sliced, spare, label, reason=why),
+        Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why),
+    )
 
 
 @memoized(Kind.PIECE)
-def _spare_slice(t: Tensor, axes: tuple[str, ...], mesh: Mesh, sizes: Sizes) -> tuple[Tensor, tuple[str, ...], str, str] | None:
+def _spare_slice(
+    t: Tensor, axes: tuple[str, ...], mesh: Mesh, sizes: Sizes
+) -> tuple[Tensor, tuple[str, ...], str, str] | None:
     """Before gathering ``axes`` of ``t`` off one dim: ``t`` sliced onto the spare axes, the spare axes, the
     dim and the slice's reason (or None: no spare axis, not one dim, or the slice does not divide). Memoized
     by equal tensors (the plans of one einsum, and its other targets, gather the same operands)."""

@@ -42,6 +42,7 @@ from .redistribute import plan_bytes
 
 __all__ = ["verify", "Finding", "VerifyReport"]
 
+
 def _show(t: Tensor) -> str:
     return text(t)
 
@@ -53,7 +54,9 @@ def _sub(axes: tuple[str, ...]) -> str:
 class _Checker:
     """Walks the hand-written backward, tracking what each name really holds (its actual layout)."""
 
-    def __init__(self, fw: Forward, derived: BackwardProgram, program: Program, mesh: Mesh, sizes: dict[str, int]):
+    def __init__(
+        self, fw: Forward, derived: BackwardProgram, program: Program, mesh: Mesh, sizes: dict[str, int]
+    ):
         self.fw, self.derived, self.program, self.mesh = fw, derived, program, mesh
         self.sizes = Sizes(sizes)
         self.findings: list[Finding] = []
@@ -76,14 +79,18 @@ class _Checker:
 
     # ---- findings ------------------------------------------------------------------------------------
 
-    def add(self, severity: str, rule: str, message: str, i: int | None, span: Span | None, fix: str | None = None):
+    def add(
+        self, severity: str, rule: str, message: str, i: int | None, span: Span | None, fix: str | None = None
+    ):
         if span is None and i is not None and 0 < i <= len(self.program.statements):
             span = self.program.statements[i - 1].span
         self.findings.append(Finding(severity, rule, message, i, span, fix))
 
     # ---- reading a value -----------------------------------------------------------------------------
 
-    def read(self, t: Tensor, i: int, span: Span | None, op: Op | None = None, axes: tuple[str, ...] = ()) -> Tensor:
+    def read(
+        self, t: Tensor, i: int, span: Span | None, op: Op | None = None, axes: tuple[str, ...] = ()
+    ) -> Tensor:
         """The actual value a statement reads as ``t``; reports a declared sharding that is not the truth."""
         name = t.name or ""
         if name in self.env:
@@ -92,11 +99,19 @@ class _Checker:
             r = self.fw.root[name]
             if t.layout() not in self.primal_layouts.get(r, set()):
                 have = _show(replace(self.fw.origin[r], name=name))
-                self.add(ERROR, "layout", f"{_show(t)} is not a sharding the forward gave {name}; it holds {have}",
-                         i, t.span or span, f"read {have} and let a collective make {_show(t)}")  # fmt: skip
+                self.add(
+                    ERROR,
+                    "layout",
+                    f"{_show(t)} is not a sharding the forward gave {name}; it holds {have}",
+                    i,
+                    t.span or span,
+                    f"read {have} and let a collective make {_show(t)}",
+                )
             return t
         else:
-            self.add(ERROR, "undefined", f"{_show(t)} is read before any statement computes it", i, t.span or span)
+            self.add(
+                ERROR, "undefined", f"{_show(t)} is read before any statement computes it", i, t.span or span
+            )
             self.env[name] = t
             self.tainted.add(name)
             return t
@@ -106,37 +121,60 @@ class _Checker:
         self.tainted.add(name)
         return t
 
-    def mismatch(self, t: Tensor, actual: Tensor, i: int, span: Span | None, op: Op | None, axes: tuple[str, ...]):
+    def mismatch(
+        self, t: Tensor, actual: Tensor, i: int, span: Span | None, op: Op | None, axes: tuple[str, ...]
+    ):
         said_u, real_u = set(t.unreduced), set(actual.unreduced)
         real_r = {a for a in self.mesh.names if a not in actual.used_axes}
         reducing = op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER)
         if reducing and set(axes) <= said_u and not set(axes) & real_u and real_u:
             want = tuple(a for a in self.mesh.names if a in real_u)
-            self.add(ERROR, "wrong-axis",
-                     f"{op.value}_{_sub(axes)} sums over {', '.join(axes)}, but {_show(actual)} is partial over "
-                     f"{', '.join(want)}: the partial sums over {', '.join(want)} are never added",
-                     i, span, f"{op.value}_{_sub(want)}")  # fmt: skip
+            self.add(
+                ERROR,
+                "wrong-axis",
+                f"{op.value}_{_sub(axes)} sums over {', '.join(axes)}, but {_show(actual)} is partial over "
+                f"{', '.join(want)}: the partial sums over {', '.join(want)} are never added",
+                i,
+                span,
+                f"{op.value}_{_sub(want)}",
+            )
             return
         scaled = (said_u - real_u) & real_r
         if scaled:
             n = " · ".join(f"|{a}|" for a in sorted(scaled))
             size = self.mesh.group_size(sorted(scaled)) if self.mesh.is_numeric else None
             times = f" = {size}" if size is not None else ""
-            self.add(ERROR, "scaled-gradient",
-                     f"{_show(t)} reads {_show(actual)}, a replicated value, as partial sums over "
-                     f"{', '.join(sorted(scaled))}: every device holds the whole value, so summing the copies "
-                     f"makes the gradient {n}{times} times too large",
-                     i, t.span or span, f"drop the reduction over {', '.join(sorted(scaled))}: the value is already whole")  # fmt: skip
+            self.add(
+                ERROR,
+                "scaled-gradient",
+                f"{_show(t)} reads {_show(actual)}, a replicated value, as partial sums over "
+                f"{', '.join(sorted(scaled))}: every device holds the whole value, so summing the copies "
+                f"makes the gradient {n}{times} times too large",
+                i,
+                t.span or span,
+                f"drop the reduction over {', '.join(sorted(scaled))}: the value is already whole",
+            )
             return
         partial = real_u - said_u
         if partial and not (partial & set(t.sharded_axes)):
-            self.add(ERROR, "partial-as-replicated",
-                     f"{_show(t)} reads {_show(actual)}, which holds partial sums over {', '.join(sorted(partial))}, "
-                     f"as the whole value: each device would use only its own partial sum",
-                     i, t.span or span, f"reduce it first: AllReduce_{_sub(tuple(sorted(partial)))}({_show(actual)})")  # fmt: skip
+            self.add(
+                ERROR,
+                "partial-as-replicated",
+                f"{_show(t)} reads {_show(actual)}, which holds partial sums over {', '.join(sorted(partial))}, "
+                f"as the whole value: each device would use only its own partial sum",
+                i,
+                t.span or span,
+                f"reduce it first: AllReduce_{_sub(tuple(sorted(partial)))}({_show(actual)})",
+            )
             return
-        self.add(ERROR, "layout", f"{_show(t)} is read, but the program made {_show(actual)}", i, t.span or span,
-                 f"write {_show(actual)}, or add the collective that makes {_show(t)}")  # fmt: skip
+        self.add(
+            ERROR,
+            "layout",
+            f"{_show(t)} is read, but the program made {_show(actual)}",
+            i,
+            t.span or span,
+            f"write {_show(actual)}, or add the collective that makes {_show(t)}",
+        )
 
     # ---- statements ----------------------------------------------------------------------------------
 
@@ -150,8 +188,14 @@ class _Checker:
         try:
             out = local_output(left, right, Spec.of(left, right, p.contract, result), self.mesh, result.name)
         except ShardalgError as err:
-            self.add(ERROR, "not-local", f"{_show(left)} · {_show(right)} is not a local product: {err.message}",
-                     i, s.span, err.fix)  # fmt: skip
+            self.add(
+                ERROR,
+                "not-local",
+                f"{_show(left)} · {_show(right)} is not a local product: {err.message}",
+                i,
+                s.span,
+                err.fix,
+            )
             self.assign(result, result, i, s.span)
             self.tainted.add(result.name)
             return
@@ -159,21 +203,37 @@ class _Checker:
             partial = set(out.unreduced) - set(result.unreduced)
             if partial and out.layout()[0] == result.layout()[0]:
                 axes = _sub(tuple(sorted(partial)))
-                self.add(ERROR, "partial-as-replicated",
-                         f"the local product is {_show(out)}: each device holds a partial sum over "
-                         f"{', '.join(sorted(partial))}; written as {_show(result)} it is used as the whole value",
-                         i, result.span or s.span, f"write {_show(out)} and reduce it: AllReduce_{axes} or ReduceScatter_{axes}")  # fmt: skip
+                self.add(
+                    ERROR,
+                    "partial-as-replicated",
+                    f"the local product is {_show(out)}: each device holds a partial sum over "
+                    f"{', '.join(sorted(partial))}; written as {_show(result)} it is used as the whole value",
+                    i,
+                    result.span or s.span,
+                    f"write {_show(out)} and reduce it: AllReduce_{axes} or ReduceScatter_{axes}",
+                )
             else:
-                self.add(ERROR, "layout", f"the local product is {_show(out)}, not {_show(result)}", i,
-                         result.span or s.span, f"write the result as {_show(out)}")  # fmt: skip
+                self.add(
+                    ERROR,
+                    "layout",
+                    f"the local product is {_show(out)}, not {_show(result)}",
+                    i,
+                    result.span or s.span,
+                    f"write the result as {_show(out)}",
+                )
             self.tainted.add(result.name)
         self.assign(result, out, i, s.span)
 
     def assign(self, written: Tensor, actual: Tensor, i: int, span: Span | None) -> None:
         name = written.name or ""
         if name in self.env and name in self.grad_roots and self.env[name].layout() != actual.layout():
-            self.add(ERROR, "layout", f"{name} is added to in two shardings: {_show(self.env[name])} and "
-                     f"{_show(actual)}", i, span)  # fmt: skip
+            self.add(
+                ERROR,
+                "layout",
+                f"{name} is added to in two shardings: {_show(self.env[name])} and {_show(actual)}",
+                i,
+                span,
+            )
         self.env[name] = actual
         self.written[name] = i
 
@@ -186,15 +246,25 @@ class _Checker:
                 if out.name == grad_name(x) and names == {dc, other} | ({dc} if dc == other else set()):
                     key = (e.index, side)
                     if key in self.contributions:
-                        self.add(ERROR, "duplicate-contribution",
-                                 f"{out.name} gets the contribution of statement {e.index + 1} of the forward twice "
-                                 f"(first in statement {self.contributions[key]}): the gradient is doubled",
-                                 i, span, "compute each contribution once")  # fmt: skip
+                        self.add(
+                            ERROR,
+                            "duplicate-contribution",
+                            f"{out.name} gets the contribution of statement {e.index + 1} of the forward twice "
+                            f"(first in statement {self.contributions[key]}): the gradient is doubled",
+                            i,
+                            span,
+                            "compute each contribution once",
+                        )
                     self.contributions[key] = i
                     return
-        self.add(ERROR, "not-a-gradient",
-                 f"{a.name} · {b.name} -> {out.name} is not a gradient einsum of the forward "
-                 f"(dA = dC·Bᵀ or dB = Aᵀ·dC of one of its products)", i, span)  # fmt: skip
+        self.add(
+            ERROR,
+            "not-a-gradient",
+            f"{a.name} · {b.name} -> {out.name} is not a gradient einsum of the forward "
+            f"(dA = dC·Bᵀ or dB = Aᵀ·dC of one of its products)",
+            i,
+            span,
+        )
 
     def shift(self, c: Collective, actual: Tensor, i: int, span: Span | None) -> None:
         """A Shift in a backward: where its axis shards a dim it rolls the gradient's blocks (a wrong
@@ -203,14 +273,26 @@ class _Checker:
         sharded = [d.label for d in actual.dims if set(c.axes) & set(d.axes)]
         head = f"Shift_{{{','.join(c.axes)},{c.offset:+d}}}"
         if sharded:
-            self.add(ERROR, "shifted-gradient",
-                     f"{head} rolls the blocks of {_show(actual)} along {sharded[0]}: every device then holds "
-                     "another device's block of the gradient", i, span, "drop the shift")  # fmt: skip
+            self.add(
+                ERROR,
+                "shifted-gradient",
+                f"{head} rolls the blocks of {_show(actual)} along {sharded[0]}: every device then holds "
+                "another device's block of the gradient",
+                i,
+                span,
+                "drop the shift",
+            )
             self.tainted.add(actual.name or "")
         else:
-            self.add(WARNING, "wasteful-shift",
-                     f"{_show(actual)} is not sharded over {', '.join(c.axes)} (copies or partial sums of one "
-                     f"value), so {head} moves bytes and changes nothing", i, span, "drop the shift")  # fmt: skip
+            self.add(
+                WARNING,
+                "wasteful-shift",
+                f"{_show(actual)} is not sharded over {', '.join(c.axes)} (copies or partial sums of one "
+                f"value), so {head} moves bytes and changes nothing",
+                i,
+                span,
+                "drop the shift",
+            )
 
     def collective(self, s: Arrow | Collective, i: int) -> None:
         c = s.expr if isinstance(s, Arrow) else s
@@ -230,12 +312,20 @@ class _Checker:
             self.tainted.add(c.arg.name or "")
         else:
             if result is not None and result.invariant:
-                out = replace(out, invariant=tuple(sorted(set(out.invariant) | (set(result.invariant) & set(c.axes)))))
+                out = replace(
+                    out, invariant=tuple(sorted(set(out.invariant) | (set(result.invariant) & set(c.axes))))
+                )
             self.bytes = self.bytes + step_bytes(c.op, c.axes, actual, out, self.mesh, self.sizes)
             self.history.setdefault(c.arg.name or "", []).append((i, c.op, c.axes, c.dim, actual, out))
         if result is not None and result.layout()[:2] != out.layout()[:2] and c.arg.name not in self.tainted:
-            self.add(ERROR, "layout", f"{c.op.value}_{_sub(c.axes)} gives {_show(out)}, not {_show(result)}", i,
-                     result.span or s.span, f"write the result as {_show(out)}")  # fmt: skip
+            self.add(
+                ERROR,
+                "layout",
+                f"{c.op.value}_{_sub(c.axes)} gives {_show(out)}, not {_show(result)}",
+                i,
+                result.span or s.span,
+                f"write the result as {_show(out)}",
+            )
         name = (result.name if result is not None else None) or c.arg.name or ""
         if result is not None and result.name != c.arg.name:
             self.grad_roots.setdefault(name, self.grad_roots.get(c.arg.name or "", name))
@@ -248,17 +338,28 @@ class _Checker:
         last = len(self.program.statements) or None
         for g in self.derived.grads:
             if (g.einsum, g.side) not in self.contributions and grad_name(g.of) not in self.tainted:
-                self.add(ERROR, "missing-contribution",
-                         f"no statement computes {g.statement.result.name}'s contribution from statement "
-                         f"{g.einsum + 1} of the forward: {g.reason.split(': ', 1)[-1]}", last, None,
-                         f"add {_show(g.statement.expr.left)} · {_show(g.statement.expr.right)} -> ...")  # fmt: skip
+                self.add(
+                    ERROR,
+                    "missing-contribution",
+                    f"no statement computes {g.statement.result.name}'s contribution from statement "
+                    f"{g.einsum + 1} of the forward: {g.reason.split(': ', 1)[-1]}",
+                    last,
+                    None,
+                    f"add {_show(g.statement.expr.left)} · {_show(g.statement.expr.right)} -> ...",
+                )
         for r in self.fw.inputs:
             want = self.derived.gradient(r)
             name = grad_name(r)
             if name not in self.env:
                 if name not in self.tainted:
-                    self.add(ERROR, "missing-gradient", f"the backward never computes {name}", last, None,
-                             f"end with {_show(want)}")  # fmt: skip
+                    self.add(
+                        ERROR,
+                        "missing-gradient",
+                        f"the backward never computes {name}",
+                        last,
+                        None,
+                        f"end with {_show(want)}",
+                    )
                 continue
             got = self.env[name]
             self.wasteful_allreduce(name, got, want)
@@ -270,22 +371,35 @@ class _Checker:
                 continue
             i = self._last_write(name)
             if extra_u and got.layout()[0] == want.layout()[0]:
-                self.add(ERROR, "missing-reduction",
-                         f"{_show(got)} is still partial over {', '.join(sorted(extra_u))}: every device holds "
-                         f"a different partial sum of the gradient of {r}", i, None,
-                         f"reduce it: {self._derived_fix(r)}")  # fmt: skip
+                self.add(
+                    ERROR,
+                    "missing-reduction",
+                    f"{_show(got)} is still partial over {', '.join(sorted(extra_u))}: every device holds "
+                    f"a different partial sum of the gradient of {r}",
+                    i,
+                    None,
+                    f"reduce it: {self._derived_fix(r)}",
+                )
             else:
-                self.add(ERROR, "gradient-sharding",
-                         f"{name} ends as {_show(got)}, but {r} is {_show(self.fw.origin[r])}: the optimizer "
-                         f"needs the gradient in its parameter's sharding, {_show(want)}", i, None,
-                         self._derived_fix(r))  # fmt: skip
+                self.add(
+                    ERROR,
+                    "gradient-sharding",
+                    f"{name} ends as {_show(got)}, but {r} is {_show(self.fw.origin[r])}: the optimizer "
+                    f"needs the gradient in its parameter's sharding, {_show(want)}",
+                    i,
+                    None,
+                    self._derived_fix(r),
+                )
 
     def _last_write(self, name: str) -> int | None:
         return self.written.get(name)
 
     def _derived_fix(self, r: str) -> str:
         steps = [s for g in self.derived.grads if g.of == r for s in g.plan.steps if s.communicates]
-        return "; ".join(text(s.statement()) for s in steps[-1:]) or f"end with {_show(self.derived.gradient(r))}"
+        return (
+            "; ".join(text(s.statement()) for s in steps[-1:])
+            or f"end with {_show(self.derived.gradient(r))}"
+        )
 
     def wasteful_allreduce(self, name: str, got: Tensor, want: Tensor) -> None:
         """AllReduce_A of a gradient whose parameter is sharded over A: a ReduceScatter does it in half."""
@@ -306,15 +420,28 @@ class _Checker:
             saved = ar + rs.scale(-1)
             rs_text = f"ReduceScatter_{{{','.join(rs_axes)},{dim}}}"
             if got.layout()[:2] == want.layout()[:2]:
-                self.add(WARNING, "wasteful-allreduce",
-                         f"AllReduce_{_sub(axes)} of {_show(before)} then a slice to {_show(want)}: the parameter is "
-                         f"sharded over {', '.join(rs_axes)} (the forward gathered it), so {rs_text} does both "
-                         f"and saves {saved} bytes", i, None, f"{rs_text}({_show(before)}) -> {_show(rs_out)}")  # fmt: skip
+                self.add(
+                    WARNING,
+                    "wasteful-allreduce",
+                    f"AllReduce_{_sub(axes)} of {_show(before)} then a slice to {_show(want)}: the parameter is "
+                    f"sharded over {', '.join(rs_axes)} (the forward gathered it), so {rs_text} does both "
+                    f"and saves {saved} bytes",
+                    i,
+                    None,
+                    f"{rs_text}({_show(before)}) -> {_show(rs_out)}",
+                )
             else:
-                self.findings.append(Finding(WARNING, "wasteful-allreduce",
-                                             f"{rs_text} instead of AllReduce_{_sub(axes)} would leave {name} in its "
-                                             f"parameter's sharding and save {saved} bytes", i, None,
-                                             f"{rs_text}({_show(before)}) -> {_show(rs_out)}"))  # fmt: skip
+                self.findings.append(
+                    Finding(
+                        WARNING,
+                        "wasteful-allreduce",
+                        f"{rs_text} instead of AllReduce_{_sub(axes)} would leave {name} in its "
+                        f"parameter's sharding and save {saved} bytes",
+                        i,
+                        None,
+                        f"{rs_text}({_show(before)}) -> {_show(rs_out)}",
+                    )
+                )
 
 
 def verify(
@@ -353,10 +480,17 @@ def verify(
     derived_bytes = Bytes()
     for g in derived.grads:
         derived_bytes = derived_bytes + plan_bytes(g.plan, m, Sizes(bound))
-    quiet = any(f.severity == ERROR or f.rule in ("wasteful-allreduce", "wasteful-shift") for f in checker.findings)
+    quiet = any(
+        f.severity == ERROR or f.rule in ("wasteful-allreduce", "wasteful-shift") for f in checker.findings
+    )
     if checker.bytes.rank() > derived_bytes.rank() and not quiet:
-        checker.add(WARNING, "extra-communication",
-                    f"the backward communicates {checker.bytes} bytes; the derived one {derived_bytes}", None, None,
-                    "compare with `shardalg backward`")  # fmt: skip
+        checker.add(
+            WARNING,
+            "extra-communication",
+            f"the backward communicates {checker.bytes} bytes; the derived one {derived_bytes}",
+            None,
+            None,
+            "compare with `shardalg backward`",
+        )
     findings = tuple(sorted(checker.findings, key=lambda f: (f.statement or 0, f.severity != ERROR)))
     return VerifyReport(findings, derived, bwd.source, checker.bytes, derived_bytes)

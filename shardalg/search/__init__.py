@@ -33,10 +33,21 @@ from .splits import AxisSplits, axis_splits, divisors, torus_splits
 from .strategymap import Region, StrategyMap
 
 __all__ = [
-    "Candidate", "eliminate", "Minimize", "Minimum", "minimize", "strategy_map", "program_map", "ProgramMap",
-    "Region", "StrategyMap",
-    "AxisSplits", "axis_splits", "divisors", "torus_splits",
-]  # fmt: skip
+    "Candidate",
+    "eliminate",
+    "Minimize",
+    "Minimum",
+    "minimize",
+    "strategy_map",
+    "program_map",
+    "ProgramMap",
+    "Region",
+    "StrategyMap",
+    "AxisSplits",
+    "axis_splits",
+    "divisors",
+    "torus_splits",
+]
 
 
 class _CallableModule(_types.ModuleType):

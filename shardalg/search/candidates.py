@@ -50,9 +50,16 @@ class Candidate:
     substitute: tuple[tuple[sympy.Symbol, Expr], ...]
     minimize: Minimize | None
 
-    def __init__(self, name: str, cost: Expr, *, parts: Mapping[str, Expr] | Sequence | None = None,
-                 constraints: Sequence[sympy.Basic] = (), substitute: Mapping | None = None,
-                 minimize: Minimize | tuple | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        cost: Expr,
+        *,
+        parts: Mapping[str, Expr] | Sequence | None = None,
+        constraints: Sequence[sympy.Basic] = (),
+        substitute: Mapping | None = None,
+        minimize: Minimize | tuple | None = None,
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise UsageError(f"a candidate needs a name, not {name!r}")
         if isinstance(minimize, tuple):
@@ -111,15 +118,20 @@ def eliminate(tie: sympy.Eq, symbol: sympy.Symbol) -> dict[sympy.Symbol, Expr]:
         raise UsageError(f"a tie is an equation like Eq(X*Y, N), not {tie!r}")
     ratio = mono_of(tie.lhs / tie.rhs)
     if ratio is None or ratio.degree(symbol) == 0:
-        raise UsageError(f"cannot solve {tie} for {symbol}: both sides must be monomials and involve {symbol}")
+        raise UsageError(
+            f"cannot solve {tie} for {symbol}: both sides must be monomials and involve {symbol}"
+        )
     k = ratio.degree(symbol)
     return {symbol: (ratio.without(symbol) ** (-1 / k)).expr()}
 
 
 def _relation(r: sympy.Basic, subs: Mapping) -> Constraint:
     if r is sympy.true or r is sympy.false:
-        raise UsageError(f"a constraint evaluated to {r} before it reached the map", rule="parameters",
-                         fix="write it unevaluated: sympy.Le(memory, cap, evaluate=False)")  # fmt: skip
+        raise UsageError(
+            f"a constraint evaluated to {r} before it reached the map",
+            rule="parameters",
+            fix="write it unevaluated: sympy.Le(memory, cap, evaluate=False)",
+        )
     if isinstance(r, sympy.LessThan | sympy.StrictLessThan):
         lhs, rhs = r.lhs, r.rhs
     elif isinstance(r, sympy.GreaterThan | sympy.StrictGreaterThan):
@@ -132,7 +144,9 @@ def _relation(r: sympy.Basic, subs: Mapping) -> Constraint:
     return Constraint(left, right, text, strict)
 
 
-def price(c: Candidate, common: Mapping[sympy.Symbol, Expr] | None = None) -> tuple[tuple[Priced, ...], list[str]]:
+def price(
+    c: Candidate, common: Mapping[sympy.Symbol, Expr] | None = None
+) -> tuple[tuple[Priced, ...], list[str]]:
     """The entries for one candidate, and notes on what was done to its cost (substitutions, brackets)."""
     subs = dict(common or {})
     subs.update(dict(c.substitute))
@@ -143,23 +157,32 @@ def price(c: Candidate, common: Mapping[sympy.Symbol, Expr] | None = None) -> tu
         return (Priced(c.name, c.name, cost, constraints),), notes
     x = c.minimize.over
     if x not in symbols_of(cost):
-        raise UsageError(f"{c.name}: the cost does not depend on {x}, so there is nothing to minimize",
-                         rule="parameters")  # fmt: skip
+        raise UsageError(
+            f"{c.name}: the cost does not depend on {x}, so there is nothing to minimize", rule="parameters"
+        )
     for k in constraints:
         if x in symbols_of(k.lhs) | symbols_of(k.rhs):
-            raise UsageError(f"{c.name}: the constraint {k.text} depends on {x}, which is minimized over; "
-                             "a constrained optimum over a split is the numeric search's job", rule="parameters")  # fmt: skip
+            raise UsageError(
+                f"{c.name}: the constraint {k.text} depends on {x}, which is minimized over; "
+                "a constrained optimum over a split is the numeric search's job",
+                rule="parameters",
+            )
     m = minimize_cost(cost, c.minimize)
     if m.bracket > 1:
-        notes.append(f"{c.name}: the minimum over {x} of a sum has no closed form; each sum is bracketed by "
-                     f"its largest term, so costs are within a factor {m.bracket}")  # fmt: skip
+        notes.append(
+            f"{c.name}: the minimum over {x} of a sum has no closed form; each sum is bracketed by "
+            f"its largest term, so costs are within a factor {m.bracket}"
+        )
     out = []
     for o in m.options:
-        valid = tuple(Constraint(((Term(a),),), ((Term(b),),), f"{a} <= {b}") for a, b in o.valid
-                      if isinstance(a, Mono))  # fmt: skip
+        valid = tuple(
+            Constraint(((Term(a),),), ((Term(b),),), f"{a} <= {b}") for a, b in o.valid if isinstance(a, Mono)
+        )
         name = f"{c.name} ({o.name})" if len(m.options) > 1 else c.name
         out.append(Priced(name, c.name, o.cost, constraints + valid, o.setting, m))
     if len(out) > 1:
-        notes.append(f"{c.name}: minimized over {x}, its cost is the least of {len(out)} options "
-                     f"({', '.join(o.name for o in m.options)}); each is placed on the map")  # fmt: skip
+        notes.append(
+            f"{c.name}: minimized over {x}, its cost is the least of {len(out)} options "
+            f"({', '.join(o.name for o in m.options)}); each is placed on the map"
+        )
     return tuple(out), notes

@@ -38,7 +38,9 @@ from .space import Assignment, Pruned, Space, enumerate_space, space_of
 
 __all__ = ["Choice", "ChainProblem", "chain_problem", "MAX_EDGE_PAIRS"]
 
-MAX_EDGE_PAIRS = 200_000  # layout pairs between consecutive statements, over all edges: above, refuse up front
+MAX_EDGE_PAIRS = (
+    200_000  # layout pairs between consecutive statements, over all edges: above, refuse up front
+)
 
 PARAM_PARTS = ("params", "grads", "optimizer")  # the parts of model_memory that need no plan (param_bytes)
 
@@ -94,8 +96,13 @@ class ChainProblem:
 
 
 def _operands(s: object) -> tuple[Tensor, Tensor, Tensor] | None:
-    if isinstance(s, Arrow) and isinstance(s.expr, Product) and isinstance(s.expr.left, Tensor) \
-            and isinstance(s.expr.right, Tensor) and isinstance(s.result, Tensor):  # fmt: skip
+    if (
+        isinstance(s, Arrow)
+        and isinstance(s.expr, Product)
+        and isinstance(s.expr.left, Tensor)
+        and isinstance(s.expr.right, Tensor)
+        and isinstance(s.result, Tensor)
+    ):
         return s.expr.left, s.expr.right, s.result
     return None
 
@@ -110,34 +117,55 @@ def _links(prog: Program) -> list[tuple[Any, Tensor, str]]:
         ops = _operands(s)
         where = {"span": getattr(s, "span", None), "source": prog.source}
         if ops is None:
-            raise UsageError("a per-statement search takes a chain of products 'A * W -> R', one per line",
-                             fix="write each layer as one product of an activation and a parameter", **where)  # fmt: skip
+            raise UsageError(
+                "a per-statement search takes a chain of products 'A * W -> R', one per line",
+                fix="write each layer as one product of an activation and a parameter",
+                **where,
+            )
         left, right, result = ops
         kinds = [t for t in (left, right) if t.name in params]
         if len(kinds) != 1:
-            raise UsageError(f"statement {i + 1} of a chain multiplies one activation by one parameter, not "
-                             f"{len(kinds)} parameters", **where)  # fmt: skip
+            raise UsageError(
+                f"statement {i + 1} of a chain multiplies one activation by one parameter, not "
+                f"{len(kinds)} parameters",
+                **where,
+            )
         param, act = (left, right) if left.name in params else (right, left)
         if param.name in used:
-            raise UsageError(f"the parameter {param.name} is used by two statements: a chain gives each statement "
-                             "its own parameter (its bytes are counted once per statement)", **where)  # fmt: skip
+            raise UsageError(
+                f"the parameter {param.name} is used by two statements: a chain gives each statement "
+                "its own parameter (its bytes are counted once per statement)",
+                **where,
+            )
         used.add(param.name)  # type: ignore[arg-type]
         if out and act.name != _operands(prog.statements[i - 1])[2].name:  # type: ignore[index]
-            raise UsageError(f"statement {i + 1} does not read the previous statement's result: not a chain",
-                             fix="the per-statement search takes layers in a row, each fed by the one before",
-                             **where)  # fmt: skip
+            raise UsageError(
+                f"statement {i + 1} does not read the previous statement's result: not a chain",
+                fix="the per-statement search takes layers in a row, each fed by the one before",
+                **where,
+            )
         out.append((s, act, param.name))  # type: ignore[arg-type]
     if len(out) < 2:
-        raise UsageError("a chain has at least two statements (one statement: shardalg search without --per-statement)")
+        raise UsageError(
+            "a chain has at least two statements (one statement: shardalg search without --per-statement)"
+        )
     return out
 
 
 def _sub_program(prog: Program, s: Any, param: str) -> Program:
     roles = prog.roles or Roles()
     names = {t.name for t in _operands(s)}  # type: ignore[union-attr]
-    keep = {k: tuple(n for n in getattr(roles, k) if n in names) for k in ("params", "embeddings", "saved", "kvcache")}
-    return Program((s,), prog.mesh, prog.sizes, Roles(**keep, tokens=roles.tokens, layers=roles.layers),
-                   source=prog.source)  # fmt: skip
+    keep = {
+        k: tuple(n for n in getattr(roles, k) if n in names)
+        for k in ("params", "embeddings", "saved", "kvcache")
+    }
+    return Program(
+        (s,),
+        prog.mesh,
+        prog.sizes,
+        Roles(**keep, tokens=roles.tokens, layers=roles.layers),
+        source=prog.source,
+    )
 
 
 def _find(program: Program, name: str | None, result: bool) -> Tensor:
@@ -161,8 +189,16 @@ def _space(sub: Program, act: Tensor, result: Tensor, batch: tuple[str, ...], se
     return replace(space, batch_dims=tuple(d for d in batch if d in mine))
 
 
-def _choices(sub: Program, space: Space, act: Tensor, result: Tensor, settings: Settings, pruned: Pruned,
-             dominance: bool = True, tick: Any = None) -> tuple[list[Choice], int]:  # fmt: skip
+def _choices(
+    sub: Program,
+    space: Space,
+    act: Tensor,
+    result: Tensor,
+    settings: Settings,
+    pruned: Pruned,
+    dominance: bool = True,
+    tick: Any = None,
+) -> tuple[list[Choice], int]:
     pricer = Pricer(sub, space, replace(settings, cap=inf), pruned)
     out: list[Choice] = []
     for a in enumerate_space(space, pruned, symmetry=False):
@@ -175,15 +211,26 @@ def _choices(sub: Program, space: Space, act: Tensor, result: Tensor, settings: 
         if pb > settings.cap:
             pruned.over_cap += 1
             continue
-        out.append(Choice(a, e, _find(e.program, act.name, False), _find(e.program, result.name, True),
-                          float(e.seconds), pb))  # type: ignore[arg-type]  # fmt: skip
+        out.append(
+            Choice(
+                a,
+                e,
+                _find(e.program, act.name, False),
+                _find(e.program, result.name, True),
+                float(e.seconds),
+                pb,
+            )
+        )  # type: ignore[arg-type]
     if not dominance:
         return out, 0
     # dominated: another choice with the same layouts, no slower and no heavier (the first such kept)
     kept: list[Choice] = []
     for c in sorted(out, key=lambda c: (c.seconds, c.param_bytes)):
         key = (layout_key(c.reads), layout_key(c.writes))
-        if any((layout_key(k.reads), layout_key(k.writes)) == key and k.param_bytes <= c.param_bytes for k in kept):
+        if any(
+            (layout_key(k.reads), layout_key(k.writes)) == key and k.param_bytes <= c.param_bytes
+            for k in kept
+        ):
             continue
         kept.append(c)
     order = {id(c): n for n, c in enumerate(out)}
@@ -221,21 +268,41 @@ def _edges(left: list[Choice], right: list[Choice], settings: Settings) -> dict[
     return edges
 
 
-def chain_problem(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
-                  hw: Any = None, memory: str | float | None = None, mode: str | None = None,
-                  optimizer: str | None = None, remat: str | None = None,
-                  overlap: str | None = None, *, dominance: bool = True,
-                  progress: Any = None) -> ChainProblem:  # fmt: skip
+def chain_problem(
+    program: Program | str,
+    mesh: Any = None,
+    sizes: Mapping[str, int] | str | None = None,
+    hw: Any = None,
+    memory: str | float | None = None,
+    mode: str | None = None,
+    optimizer: str | None = None,
+    remat: str | None = None,
+    overlap: str | None = None,
+    *,
+    dominance: bool = True,
+    progress: Any = None,
+) -> ChainProblem:
     """Every statement's choices and the edges between them (see the module's doc); :func:`.chainsolve.
     search_chain` solves it. ``dominance=False`` keeps the dominated choices (the tests' oracle);
     ``progress(done, total)`` is called as assignments are priced (total: every statement's space)."""
     prog, whole, settings, notes = prepare_search(
-        program, mesh, sizes, hw, memory, mode, optimizer, remat, overlap,
-        "applied to each statement and each resharding on its own")  # fmt: skip
+        program,
+        mesh,
+        sizes,
+        hw,
+        memory,
+        mode,
+        optimizer,
+        remat,
+        overlap,
+        "applied to each statement and each resharding on its own",
+    )
     chosen_mode = settings.mode
     links = _links(prog)
     subs, choices, pruned, dominated = [], [], [], []
-    spaces = [_space(_sub_program(prog, s, w), act, s.result, whole.batch_dims, settings) for s, act, w in links]
+    spaces = [
+        _space(_sub_program(prog, s, w), act, s.result, whole.batch_dims, settings) for s, act, w in links
+    ]
     total = sum(sp.size for sp in spaces)
     done = [0]
 
@@ -249,17 +316,37 @@ def chain_problem(program: Program | str, mesh: Any = None, sizes: Mapping[str, 
         p = Pruned()
         got, dropped = _choices(sub, space, act, s.result, settings, p, dominance, tick)
         if not got:
-            raise UsageError(f"no choice of statement {len(subs) + 1} fits: its parameters alone exceed "
-                             f"{size_text(settings.cap)} on every assignment", span=getattr(s, "span", None), source=prog.source)  # fmt: skip
+            raise UsageError(
+                f"no choice of statement {len(subs) + 1} fits: its parameters alone exceed "
+                f"{size_text(settings.cap)} on every assignment",
+                span=getattr(s, "span", None),
+                source=prog.source,
+            )
         subs.append(sub), choices.append(got), pruned.append(p), dominated.append(dropped)
-    pairs = sum(len({layout_key(c.writes) for c in a}) * len({layout_key(c.reads) for c in b})
-                for a, b in zip(choices, choices[1:], strict=False))  # fmt: skip
+    pairs = sum(
+        len({layout_key(c.writes) for c in a}) * len({layout_key(c.reads) for c in b})
+        for a, b in zip(choices, choices[1:], strict=False)
+    )
     if pairs > MAX_EDGE_PAIRS:
-        raise UsageError(f"the chain has {pairs:,} layout pairs between statements, over the limit of "
-                         f"{MAX_EDGE_PAIRS:,} (MAX_EDGE_PAIRS)", fix="use fewer mesh axes or fewer statements")  # fmt: skip
+        raise UsageError(
+            f"the chain has {pairs:,} layout pairs between statements, over the limit of "
+            f"{MAX_EDGE_PAIRS:,} (MAX_EDGE_PAIRS)",
+            fix="use fewer mesh axes or fewer statements",
+        )
     edges = [_edges(a, b, settings) for a, b in zip(choices, choices[1:], strict=False)]
-    notes.append(("objective", "the sum of each statement's step seconds (each priced alone under the overlap "
-                  "policy) and each resharding's; under steady this is not the whole layer's max over terms"))  # fmt: skip
-    notes.append(("memory cap", "a knapsack on parameter bytes per device" + (" with gradients and optimizer "
-                  "state" if chosen_mode == "train" else "") + "; activations and transients are not in it"))  # fmt: skip
+    notes.append(
+        (
+            "objective",
+            "the sum of each statement's step seconds (each priced alone under the overlap "
+            "policy) and each resharding's; under steady this is not the whole layer's max over terms",
+        )
+    )
+    notes.append(
+        (
+            "memory cap",
+            "a knapsack on parameter bytes per device"
+            + (" with gradients and optimizer state" if chosen_mode == "train" else "")
+            + "; activations and transients are not in it",
+        )
+    )
     return ChainProblem(prog, subs, choices, edges, settings, pruned, dominated, notes)

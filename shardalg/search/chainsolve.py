@@ -57,8 +57,13 @@ def solve_milp(p: ChainProblem) -> list[int] | None:
     picks = _milp(p, 1.0)
     if picks is not None and p.param_bytes(picks) > p.settings.cap:
         picks = _milp(p, 1 - 2e-6)
-        p.notes.append(("milp", "the integer program's answer was over the cap within HiGHS's tolerance; solved "
-                        "again with the cap tightened by 2e-6 (relative)"))  # fmt: skip
+        p.notes.append(
+            (
+                "milp",
+                "the integer program's answer was over the cap within HiGHS's tolerance; solved "
+                "again with the cap tightened by 2e-6 (relative)",
+            )
+        )
     return picks
 
 
@@ -101,8 +106,13 @@ def _milp(p: ChainProblem, rhs: float) -> list[int] | None:
         for k, c in enumerate(cs):
             a[rows - 1, col[("x", i, k)]] = c.param_bytes / cap
     lo[-1], hi[-1] = -np.inf, rhs
-    res = milp(cost, constraints=LinearConstraint(a.tocsr(), lo, hi), integrality=np.ones(len(col)),
-               bounds=Bounds(0, 1), options={"mip_rel_gap": 0})  # fmt: skip
+    res = milp(
+        cost,
+        constraints=LinearConstraint(a.tocsr(), lo, hi),
+        integrality=np.ones(len(col)),
+        bounds=Bounds(0, 1),
+        options={"mip_rel_gap": 0},
+    )
     if res.status == 2:  # infeasible: no chain fits
         return None
     if res.status != 0 or res.x is None:
@@ -156,29 +166,41 @@ class ChainResult:
         parts = []
         for i, cs in enumerate(p.choices):
             pr = p.pruned[i]
-            parts.append(f"{len(cs)} (of {pr.visited}: {pr.illegal} illegal, {pr.equivalent} equivalent, "
-                         f"{pr.over_cap} over the cap, {p.dominated[i]} dominated)")  # fmt: skip
+            parts.append(
+                f"{len(cs)} (of {pr.visited}: {pr.illegal} illegal, {pr.equivalent} equivalent, "
+                f"{pr.over_cap} over the cap, {p.dominated[i]} dominated)"
+            )
         return "; ".join(parts)
 
     def __str__(self) -> str:
         p, st = self.problem, self.problem.settings
-        lines = [f"{'mesh':<11} {', '.join(f'{a.name}={a.size}' for a in st.mesh.axes)}",
-                 f"{'chip':<11} {st.chip.name}", f"{'mode':<11} {st.mode}", f"{'overlap':<11} {st.policy}",
-                 f"{'memory cap':<11} {size_text(st.cap)} per device (parameters)",
-                 f"{'choices':<11} per statement: {self._space()}, none truncated",
-                 f"{'solved by':<11} {self.method}"]  # fmt: skip
+        lines = [
+            f"{'mesh':<11} {', '.join(f'{a.name}={a.size}' for a in st.mesh.axes)}",
+            f"{'chip':<11} {st.chip.name}",
+            f"{'mode':<11} {st.mode}",
+            f"{'overlap':<11} {st.policy}",
+            f"{'memory cap':<11} {size_text(st.cap)} per device (parameters)",
+            f"{'choices':<11} per statement: {self._space()}, none truncated",
+            f"{'solved by':<11} {self.method}",
+        ]
         cs = self.choices
         if cs is None:
             lines.append("chain       none fits: every combination's parameters are over the memory cap")
         else:
-            lines.append(f"{'chain':<11} {time_text(self.seconds)} per step, {size_text(self.bytes)} of "  # type: ignore[arg-type]
-                         "parameters per device")  # fmt: skip
+            lines.append(
+                f"{'chain':<11} {time_text(self.seconds)} per step, {size_text(self.bytes)} of "  # type: ignore[arg-type]
+                "parameters per device"
+            )
             edges = self.edge_seconds()
             for i, c in enumerate(cs):
-                lines.append(f"  {i + 1}. {c.strategy:<9} {str(c.assignment):<38} {time_text(c.seconds):>9} "
-                             f"{size_text(c.param_bytes):>9}  reads {c.reads}, writes {c.writes}")  # fmt: skip
+                lines.append(
+                    f"  {i + 1}. {c.strategy:<9} {str(c.assignment):<38} {time_text(c.seconds):>9} "
+                    f"{size_text(c.param_bytes):>9}  reads {c.reads}, writes {c.writes}"
+                )
                 if i < len(edges):
-                    lines.append(f"     reshard {cs[i + 1].reads.name}: {time_text(edges[i]) if edges[i] else 'none'}")
+                    lines.append(
+                        f"     reshard {cs[i + 1].reads.name}: {time_text(edges[i]) if edges[i] else 'none'}"
+                    )
         lines += [f"note: {k}: {v}" for k, v in p.notes]
         return "\n".join(lines)
 
@@ -186,24 +208,47 @@ class ChainResult:
         p, st = self.problem, self.problem.settings
         cs = self.choices
         return {
-            "method": self.method, "mode": st.mode, "overlap": st.policy.value, "memory_cap": st.cap,
-            "seconds": self.seconds, "param_bytes_per_device": self.bytes,
+            "method": self.method,
+            "mode": st.mode,
+            "overlap": st.policy.value,
+            "memory_cap": st.cap,
+            "seconds": self.seconds,
+            "param_bytes_per_device": self.bytes,
             "choices_per_statement": [len(c) for c in p.choices],
             "pruned": [{**x.to_json(), "dominated": d} for x, d in zip(p.pruned, p.dominated, strict=True)],
             "truncated": False,
-            "statements": None if cs is None else [
-                {"strategy": c.strategy, "params": c.assignment.params_text,
-                 "activations": c.assignment.activations_text, "seconds": c.seconds, "param_bytes": c.param_bytes,
-                 "reads": str(c.reads), "writes": str(c.writes)} for c in cs],
+            "statements": None
+            if cs is None
+            else [
+                {
+                    "strategy": c.strategy,
+                    "params": c.assignment.params_text,
+                    "activations": c.assignment.activations_text,
+                    "seconds": c.seconds,
+                    "param_bytes": c.param_bytes,
+                    "reads": str(c.reads),
+                    "writes": str(c.writes),
+                }
+                for c in cs
+            ],
             "reshard_seconds": self.edge_seconds() if cs is not None else None,
             "defaults": [{"key": k, "value": v} for k, v in p.notes],
-        }  # fmt: skip
+        }
 
 
-def search_chain(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
-                 hw: Any = None, memory: str | float | None = None, mode: str | None = None,
-                 optimizer: str | None = None, remat: str | None = None, overlap: str | None = None,
-                 method: str | None = None, progress: Any = None) -> ChainResult:  # fmt: skip
+def search_chain(
+    program: Program | str,
+    mesh: Any = None,
+    sizes: Mapping[str, int] | str | None = None,
+    hw: Any = None,
+    memory: str | float | None = None,
+    mode: str | None = None,
+    optimizer: str | None = None,
+    remat: str | None = None,
+    overlap: str | None = None,
+    method: str | None = None,
+    progress: Any = None,
+) -> ChainResult:
     """The fastest per-statement sharding of a chain of layers within the memory cap (see the module);
     ``progress(done, total)`` is called as assignments are priced."""
     p = chain_problem(program, mesh, sizes, hw, memory, mode, optimizer, remat, overlap, progress=progress)

@@ -25,8 +25,21 @@ from shardalg.errors import UsageError
 
 from .logspace import Cost, Mono, Term, _at_least, _positive_number, mono_of
 
-__all__ = ["Coordinates", "Atom", "All", "AnyOf", "Formula", "atom", "less", "cost_less", "negate", "both", "either",
-           "conjunction", "brackets"]
+__all__ = [
+    "Coordinates",
+    "Atom",
+    "All",
+    "AnyOf",
+    "Formula",
+    "atom",
+    "less",
+    "cost_less",
+    "negate",
+    "both",
+    "either",
+    "conjunction",
+    "brackets",
+]
 
 
 class Coordinates:
@@ -41,8 +54,11 @@ class Coordinates:
         for p in over:
             m = mono_of(p)
             if m is None or not m.exps:
-                raise UsageError(f"the parameter {sympy.sstr(p)} is not a monomial of positive symbols",
-                                 rule="parameters", fix="map over products of powers, like B/N or C/W_ici")  # fmt: skip
+                raise UsageError(
+                    f"the parameter {sympy.sstr(p)} is not a monomial of positive symbols",
+                    rule="parameters",
+                    fix="map over products of powers, like B/N or C/W_ici",
+                )
             monos.append(m)
         self.params: tuple[Expr, ...] = tuple(over)
         self.monos: tuple[Mono, ...] = tuple(monos)
@@ -52,8 +68,11 @@ class Coordinates:
         self.symbols = tuple(syms)
         rows = sympy.Matrix([[m.powers.get(s, 0) for s in syms] for m in monos])
         if rows.rank() < len(monos):
-            raise UsageError(f"the parameters {', '.join(map(sympy.sstr, over))} are not independent",
-                             rule="parameters", fix="drop a parameter that is a product of the others")  # fmt: skip
+            raise UsageError(
+                f"the parameters {', '.join(map(sympy.sstr, over))} are not independent",
+                rule="parameters",
+                fix="drop a parameter that is a product of the others",
+            )
         self._rows = rows
         self._left = rows.T * (rows * rows.T).inv()
         self._memo: dict[tuple, tuple[tuple[Rational, ...], Expr]] = {}
@@ -68,11 +87,15 @@ class Coordinates:
         d = sympy.Matrix([[powers.get(s, 0) for s in self.symbols]])
         lam = d * self._left
         if outside or lam * self._rows != d:
-            left = outside or [s.name for s, e in zip(self.symbols, d - lam * self._rows, strict=True) if e != 0]
+            left = outside or [
+                s.name for s, e in zip(self.symbols, d - lam * self._rows, strict=True) if e != 0
+            ]
             raise UsageError(
                 f"the condition {sympy.sstr(ratio.expr())} < 1 depends on {', '.join(left)} beyond the parameters "
-                f"{', '.join(map(sympy.sstr, self.params))}", rule="parameters",
-                fix="add a parameter that covers them, or substitute their values")  # fmt: skip
+                f"{', '.join(map(sympy.sstr, self.params))}",
+                rule="parameters",
+                fix="add a parameter that covers them, or substitute their values",
+            )
         lam_t = tuple(Rational(x) for x in lam)
         coef = ratio.coef / sympy.Mul(*(m.coef**k for m, k in zip(self.monos, lam_t, strict=True)))
         self._memo[key] = (lam_t, coef)
@@ -87,8 +110,11 @@ class Coordinates:
         for p, m in zip(self.params, self.monos, strict=True):
             v = float(m.coef) * math.prod(float(values[s]) ** float(e) for s, e in m.exps)
             if not v > 0:
-                raise UsageError(f"the parameter {sympy.sstr(p)} is {v} at that point; the map lives where every "
-                                 "parameter is positive", rule="parameters")  # fmt: skip
+                raise UsageError(
+                    f"the parameter {sympy.sstr(p)} is {v} at that point; the map lives where every "
+                    "parameter is positive",
+                    rule="parameters",
+                )
             out.append(math.log(v))
         return tuple(out)
 
@@ -129,7 +155,9 @@ class Atom:
         """The complement. A boundary has measure zero, so a non-constant atom stays strict (regions are
         open); only a constant atom's strictness matters, and :func:`atom` decides those on the spot."""
         strict = True if not self.constant else not self.strict
-        return Atom(tuple(-k for k in self.lam), 1 / self.coef, self.rhs, self.lhs, strict, self.bracket, self.why)
+        return Atom(
+            tuple(-k for k in self.lam), 1 / self.coef, self.rhs, self.lhs, strict, self.bracket, self.why
+        )
 
     def solved(self, coords: Coordinates, order: Sequence[int]) -> sympy.Basic:
         """The atom solved for the first parameter of ``order`` it involves: ``P < bound`` or ``P > bound``."""
@@ -166,7 +194,9 @@ class AnyOf:
 Formula = Atom | All | AnyOf | bool
 
 
-def atom(p: Mono, q: Mono, coords: Coordinates, *, strict: bool = True, bracket: int = 1, why: str = "") -> Formula:
+def atom(
+    p: Mono, q: Mono, coords: Coordinates, *, strict: bool = True, bracket: int = 1, why: str = ""
+) -> Formula:
     """``p < q`` (or ``<=``) as a formula: a constant one decided exactly, else one atom."""
     lam, coef = coords.split(p / q)
     a = Atom(lam, coef, p.expr(), q.expr(), strict, bracket, why)
@@ -247,7 +277,9 @@ def _cancel(p: Sequence[Term], q: Sequence[Term]) -> tuple[list[Mono], list[Mono
     return left, right
 
 
-def less(p: Sequence[Term], q: Sequence[Term], coords: Coordinates, *, strict: bool = True, why: str = "") -> Formula:
+def less(
+    p: Sequence[Term], q: Sequence[Term], coords: Coordinates, *, strict: bool = True, why: str = ""
+) -> Formula:
     """``sum(p) < sum(q)`` (``<=`` when not strict): exact when, after cancelling like terms, at most one
     monomial is left on each side; otherwise the largest terms are compared, bracketed by the term count."""
     left, right = _cancel(p, q)
@@ -258,7 +290,9 @@ def less(p: Sequence[Term], q: Sequence[Term], coords: Coordinates, *, strict: b
     if len(left) == 1 and len(right) == 1:
         return atom(left[0], right[0], coords, strict=strict, why=why)
     k = max(len(left), len(right))
-    return either(*(both(*(atom(a, b, coords, strict=strict, bracket=k, why=why) for a in left)) for b in right))
+    return either(
+        *(both(*(atom(a, b, coords, strict=strict, bracket=k, why=why) for a in left)) for b in right)
+    )
 
 
 def cost_less(a: Cost, b: Cost, coords: Coordinates, *, strict: bool = True, why: str = "") -> Formula:

@@ -20,7 +20,17 @@ from sympy import Expr, Max, Rational
 from shardalg.algebra.symbols import as_expr
 from shardalg.errors import UsageError
 
-__all__ = ["Mono", "Term", "Cost", "normal_form", "label_terms", "substitute", "to_expr", "mono_of", "MAX_PIECES"]
+__all__ = [
+    "Mono",
+    "Term",
+    "Cost",
+    "normal_form",
+    "label_terms",
+    "substitute",
+    "to_expr",
+    "mono_of",
+    "MAX_PIECES",
+]
 
 MAX_PIECES = 4096  # a normal form with more maxima than this is refused (bounded work)
 
@@ -117,8 +127,11 @@ Cost = tuple[tuple[Term, ...], ...]
 
 # ---- sympy -> normal form -------------------------------------------------------------------------------
 def _refuse(what: str, expr: Expr, why: str) -> UsageError:
-    return UsageError(f"{what} {sympy.sstr(expr)} has no monomial form: {why}", rule="no-monomial-form",
-                      fix="write the cost with positive symbols, products of powers, + and Max")  # fmt: skip
+    return UsageError(
+        f"{what} {sympy.sstr(expr)} has no monomial form: {why}",
+        rule="no-monomial-form",
+        fix="write the cost with positive symbols, products of powers, + and Max",
+    )
 
 
 def _merge(terms: Iterable[Mono]) -> tuple[Mono, ...]:
@@ -142,9 +155,7 @@ def _prune(pieces: list[tuple[Mono, ...]]) -> list[tuple[Mono, ...]]:
 
     kept: list[tuple[Mono, ...]] = []
     for i, p in enumerate(pieces):
-        dominated = any(
-            below(p, q) and (not below(q, p) or j < i) for j, q in enumerate(pieces) if j != i
-        )
+        dominated = any(below(p, q) and (not below(q, p) or j < i) for j, q in enumerate(pieces) if j != i)
         if not dominated:
             kept.append(p)
     return kept
@@ -159,7 +170,9 @@ def _nf(e: Expr) -> list[tuple[Mono, ...]]:
         return [(Mono(e),)]
     if isinstance(e, sympy.Symbol):
         if e.is_positive is not True:
-            raise _refuse("the symbol", e, f"{e} is not declared positive (make it in shardalg.algebra.symbols)")
+            raise _refuse(
+                "the symbol", e, f"{e} is not declared positive (make it in shardalg.algebra.symbols)"
+            )
         return [(Mono.make(1, {e: 1}),)]
     if isinstance(e, sympy.Mul):
         out: list[tuple[Mono, ...]] = [(Mono(sympy.Integer(1)),)]
@@ -176,7 +189,9 @@ def _nf(e: Expr) -> list[tuple[Mono, ...]]:
     if isinstance(e, sympy.Pow):
         return _pow(e)
     if isinstance(e, sympy.Min):
-        raise _refuse("the minimum", e, "a Min is a union of regions, not a maximum; split it into candidates")
+        raise _refuse(
+            "the minimum", e, "a Min is a union of regions, not a maximum; split it into candidates"
+        )
     raise _refuse("the expression", e, f"{type(e).__name__} is not a product, a power, a sum or a Max")
 
 
@@ -198,8 +213,11 @@ def _pow(e: sympy.Pow) -> list[tuple[Mono, ...]]:
 
 def _bounded(pieces: list[tuple[Mono, ...]], e: Expr) -> list[tuple[Mono, ...]]:
     if len(pieces) > MAX_PIECES:
-        raise UsageError(f"the normal form of {sympy.sstr(e)} has more than {MAX_PIECES} maxima",
-                         rule="search-limit", fix="simplify the cost or split it into candidates")  # fmt: skip
+        raise UsageError(
+            f"the normal form of {sympy.sstr(e)} has more than {MAX_PIECES} maxima",
+            rule="search-limit",
+            fix="simplify the cost or split it into candidates",
+        )
     return pieces
 
 
@@ -258,8 +276,11 @@ def substitute(cost: Cost, mapping: Mapping[sympy.Symbol, Expr]) -> Cost:
     for s, v in mapping.items():
         m = mono_of(v)
         if m is None:
-            raise UsageError(f"substitute {s} -> {sympy.sstr(v)}: the value must be a monomial of positive symbols",
-                             rule="no-monomial-form", fix="tie variables by products, e.g. Y -> N/X")  # fmt: skip
+            raise UsageError(
+                f"substitute {s} -> {sympy.sstr(v)}: the value must be a monomial of positive symbols",
+                rule="no-monomial-form",
+                fix="tie variables by products, e.g. Y -> N/X",
+            )
         monos[s] = m
     out: list[tuple[Term, ...]] = []
     for piece in cost:
@@ -268,7 +289,9 @@ def substitute(cost: Cost, mapping: Mapping[sympy.Symbol, Expr]) -> Cost:
             m = t.mono.subs(monos)
             if m.exps in acc:
                 old = acc[m.exps]
-                label = old.label if old.label == t.label else " + ".join(x for x in (old.label, t.label) if x)
+                label = (
+                    old.label if old.label == t.label else " + ".join(x for x in (old.label, t.label) if x)
+                )
                 acc[m.exps] = Term(Mono(old.mono.coef + m.coef, m.exps), label, old.setting)
             else:
                 acc[m.exps] = Term(m, t.label, t.setting)

@@ -49,7 +49,9 @@ class Minimize:
             return None
         m = mono_of(as_expr(v))
         if m is None:
-            raise UsageError(f"the {which} bound {sympy.sstr(v)} of {self.over} must be a monomial", rule="parameters")
+            raise UsageError(
+                f"the {which} bound {sympy.sstr(v)} of {self.over} must be a monomial", rule="parameters"
+            )
         return m
 
 
@@ -121,7 +123,10 @@ def _max_of_monomials(terms: Sequence[Term], m: Minimize, d: Derivation) -> tupl
     flat = [t for t in terms if t.mono.degree(x) == 0]
     rising = [t for t in terms if t.mono.degree(x) > 0]
     falling = [t for t in terms if t.mono.degree(x) < 0]
-    d.add(f"exponent of {x} in each term", sympy.Tuple(*(sympy.Tuple(t.expr(), t.mono.degree(x)) for t in terms)))
+    d.add(
+        f"exponent of {x} in each term",
+        sympy.Tuple(*(sympy.Tuple(t.expr(), t.mono.degree(x)) for t in terms)),
+    )
     out, optima = list(flat), []
     for ti in rising:
         for tj in falling:
@@ -153,8 +158,11 @@ def _sum(piece: Sequence[Term], m: Minimize, d: Derivation) -> tuple[tuple[Optio
     d.add("stationary point", sympy.Eq(p * u.expr(), q * v.expr(), evaluate=False))
     star = ((v.mono / u.mono).without(x) * Mono(sympy.Rational(q) / p)) ** (1 / (p + q))
     d.add(f"{x} optimal", sympy.Eq(sympy.Symbol(f"{x.name}_opt", positive=True), star.expr()))
-    value = Term(u.mono.subs({x: star}) * Mono(1 + sympy.Rational(p) / q), f"{u.name} + {v.name}",
-                 u.setting + _setting(x, star))  # fmt: skip
+    value = Term(
+        u.mono.subs({x: star}) * Mono(1 + sympy.Rational(p) / q),
+        f"{u.name} + {v.name}",
+        u.setting + _setting(x, star),
+    )
     d.add(f"{u.name} + {v.name} at the optimum", value.expr())
     valid = tuple(pair for pair in ((lo, star), (star, hi)) if pair[0] is not None and pair[1] is not None)
     options = [Option((flat + (value,),), _setting(x, star), valid, f"{x} = {x}_opt")]
@@ -187,23 +195,33 @@ def minimize_cost(cost: Cost, m: Minimize) -> Minimum:
         if rising == 0 or falling == 0:
             b = m.bound("lower") if falling == 0 else m.bound("upper")
             if b is None:
-                raise UsageError(f"the cost is monotone in {x} and unbounded on that side: give the bound",
-                                 rule="parameters")  # fmt: skip
+                raise UsageError(
+                    f"the cost is monotone in {x} and unbounded on that side: give the bound",
+                    rule="parameters",
+                )
             at = tuple(Term(t.mono.subs({x: b}), t.label, t.setting) for t in cost[0])
             d.result = d.add(f"monotone in {x}: at {b.expr()}", sympy.Add(*(t.expr() for t in at)))
             only = Option((at,), _setting(x, b), (), f"{x} = {sympy.sstr(b.expr())}")
             return Minimum(x, "sum", (only,), (), 1, d, m.lower, m.upper)
     k = max(len(piece) for piece in cost)
-    d.add(f"no closed form: each sum bracketed by its largest term (max <= sum <= {k} max)",
-          to_expr(tuple((t,) for piece in cost for t in piece)))  # fmt: skip
+    d.add(
+        f"no closed form: each sum bracketed by its largest term (max <= sum <= {k} max)",
+        to_expr(tuple((t,) for piece in cost for t in piece)),
+    )
     option, optima = _max_of_monomials([t for piece in cost for t in piece], m, d)
     d.result = d.add(f"minimum, within a factor {k}", to_expr(option.cost))
     return Minimum(x, "bracket", (option,), optima, k, d, m.lower, m.upper)
 
 
-def minimize(cost: Expr, over: sympy.Symbol, lower: Expr | None = ONE, upper: Expr | None = None, *,
-             parts: Sequence[tuple[str, Expr]] | Mapping[str, Expr] = (),
-             substitute: Mapping[sympy.Symbol, Expr] | None = None) -> Minimum:  # fmt: skip
+def minimize(
+    cost: Expr,
+    over: sympy.Symbol,
+    lower: Expr | None = ONE,
+    upper: Expr | None = None,
+    *,
+    parts: Sequence[tuple[str, Expr]] | Mapping[str, Expr] = (),
+    substitute: Mapping[sympy.Symbol, Expr] | None = None,
+) -> Minimum:
     """``min over`` of ``cost`` for ``lower <= over <= upper``, in closed form (see the module docstring).
     ``parts`` name the terms (``{"compute": pc.compute}``); ``substitute`` (``{Y: N/X}``) is applied to the
     normal form, term by term (substituting into a sympy Max first would make sympy compare its arguments
@@ -215,4 +233,6 @@ def minimize(cost: Expr, over: sympy.Symbol, lower: Expr | None = ONE, upper: Ex
     if not isinstance(over, sympy.Symbol):
         raise UsageError(f"minimize over a symbol, not {over!r}", rule="parameters")
     named = tuple(parts.items()) if isinstance(parts, Mapping) else tuple(parts)
-    return minimize_cost(subs_nf(normal_form(cost, named), dict(substitute or {})), Minimize(over, lower, upper))
+    return minimize_cost(
+        subs_nf(normal_form(cost, named), dict(substitute or {})), Minimize(over, lower, upper)
+    )

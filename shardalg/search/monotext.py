@@ -27,22 +27,35 @@ def parameter(text: str, known: Mapping[str, sympy.Symbol]) -> Expr:
         m = _TOKEN.match(stripped, pos)
         if m is None or (m["name"] is None) == expect_name:
             start = pos + (len(stripped[pos:]) - len(stripped[pos:].lstrip()))
-            raise UsageError(f"cannot read the map parameter {text!r}", span=Span(start, start + 1), source=text,
-                             rule="parameters", fix="a product of powers of names: B/N, C/W_ici, F, M_X")  # fmt: skip
+            raise UsageError(
+                f"cannot read the map parameter {text!r}",
+                span=Span(start, start + 1),
+                source=text,
+                rule="parameters",
+                fix="a product of powers of names: B/N, C/W_ici, F, M_X",
+            )
         if m["name"] is not None:
             sym = known.get(m["name"])
             if sym is None:
-                raise UsageError(f"unknown name {m['name']!r} in the map parameter {text!r}; known: "
-                                 f"{', '.join(sorted(known))}", span=Span(m.start("name"), m.end("name")),
-                                 source=text, rule="parameters")  # fmt: skip
+                raise UsageError(
+                    f"unknown name {m['name']!r} in the map parameter {text!r}; known: "
+                    f"{', '.join(sorted(known))}",
+                    span=Span(m.start("name"), m.end("name")),
+                    source=text,
+                    rule="parameters",
+                )
             out *= sym ** (sign * int(m["pow"] or 1))
         else:
             sign = -1 if m["op"] == "/" else 1
         expect_name = not expect_name
         pos = m.end()
     if expect_name:
-        raise UsageError(f"the map parameter {text!r} ends with an operator", span=Span(len(stripped) - 1,
-                         len(stripped)), source=text, rule="parameters")  # fmt: skip
+        raise UsageError(
+            f"the map parameter {text!r} ends with an operator",
+            span=Span(len(stripped) - 1, len(stripped)),
+            source=text,
+            rule="parameters",
+        )
     if out.is_number:
         raise UsageError(f"the map parameter {text!r} is a constant", rule="parameters")
     return out
@@ -52,5 +65,7 @@ def parameters_text(text: str) -> tuple[str, ...]:
     """``"B/N,F"`` (CLI) as ``("B/N", "F")``."""
     parts = tuple(p.strip() for p in text.split(","))
     if not text.strip() or any(not p for p in parts):
-        raise UsageError(f"--over takes parameters separated by commas, not {text!r}", fix="e.g. --over B/N,F")
+        raise UsageError(
+            f"--over takes parameters separated by commas, not {text!r}", fix="e.g. --over B/N,F"
+        )
     return parts

@@ -35,8 +35,18 @@ __all__ = ["SearchResult", "search", "parse_bytes", "Progress"]
 
 Progress = Callable[[int, int], None]  # (assignments done, assignments in the space)
 
-_UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
-          "TIB": 2**40}  # fmt: skip
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "TB": 1e12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
 
 
 def parse_bytes(text: str | float | int) -> float:
@@ -49,17 +59,21 @@ def parse_bytes(text: str | float | int) -> float:
     else:
         s = str(text).strip().upper().replace(" ", "")
         head = s.rstrip("KMGTIB")
-        unit = s[len(head):]
+        unit = s[len(head) :]
         try:
             value = float(head) * _UNITS[unit]
         except (ValueError, KeyError):
-            raise UsageError(f"a memory cap is a number of bytes with a unit (B, KB, MB, GB, MiB, GiB), not {text!r}",
-                             fix="e.g. --memory 300MB") from None  # fmt: skip
+            raise UsageError(
+                f"a memory cap is a number of bytes with a unit (B, KB, MB, GB, MiB, GiB), not {text!r}",
+                fix="e.g. --memory 300MB",
+            ) from None
     if not value > 0:
         raise UsageError(f"the memory cap must be positive, not {text!r}")
     if value == float("inf"):
-        raise UsageError(f"the memory cap must be a finite number of bytes, not {text!r} (over 1.8e308 bytes)",
-                         fix="leave --memory out for the chip's HBM, or give a size, e.g. --memory 96GB")  # fmt: skip
+        raise UsageError(
+            f"the memory cap must be a finite number of bytes, not {text!r} (over 1.8e308 bytes)",
+            fix="leave --memory out for the chip's HBM, or give a size, e.g. --memory 96GB",
+        )
     return value
 
 
@@ -121,19 +135,25 @@ class SearchResult:
     # ---- printers
     def _head(self) -> list[tuple[str, str]]:
         st = self.settings
-        mode = st.mode + (f" (optimizer {st.optimizer or 'adam'}, remat {st.remat or 'none'})" if st.mode == "train"
-                          else "")  # fmt: skip
+        mode = st.mode + (
+            f" (optimizer {st.optimizer or 'adam'}, remat {st.remat or 'none'})" if st.mode == "train" else ""
+        )
         p = self.pruned
-        counted = (f"{self.space.size:,} assignments: {p.symmetric:,} symmetric, {p.illegal:,} illegal "
-                   f"(a dim not divisible), {p.equivalent:,} equivalent (same program), {p.over_cap:,} over the "
-                   f"cap before pricing, {len(self.ranked) + len(self.rejected) - p.over_cap:,} priced")  # fmt: skip
+        counted = (
+            f"{self.space.size:,} assignments: {p.symmetric:,} symmetric, {p.illegal:,} illegal "
+            f"(a dim not divisible), {p.equivalent:,} equivalent (same program), {p.over_cap:,} over the "
+            f"cap before pricing, {len(self.ranked) + len(self.rejected) - p.over_cap:,} priced"
+        )
         return [
             ("mesh", f"{', '.join(f'{a.name}={a.size}' for a in st.mesh.axes)} ({st.mesh.devices} devices)"),
             ("chip", st.chip.name),
             ("mode", mode),
             ("overlap", st.policy),
             ("memory cap", f"{size_text(st.cap)} per device"),
-            ("dims", f"parameters {', '.join(self.space.param_dims)}; batch {', '.join(self.space.batch_dims)}"),
+            (
+                "dims",
+                f"parameters {', '.join(self.space.param_dims)}; batch {', '.join(self.space.batch_dims)}",
+            ),
             ("space", counted),
         ]
 
@@ -151,8 +171,10 @@ class SearchResult:
         if w is None:
             lines.append("winner      none fits: every candidate is over the memory cap")
         else:
-            lines.append(f"winner      {w.strategy}: {w.assignment} -- {time_text(w.seconds)} per step, "  # type: ignore[arg-type]
-                         f"{size_text(w.bytes)} per device, MFU {w.mfu:.2f}")  # fmt: skip
+            lines.append(
+                f"winner      {w.strategy}: {w.assignment} -- {time_text(w.seconds)} per step, "  # type: ignore[arg-type]
+                f"{size_text(w.bytes)} per device, MFU {w.mfu:.2f}"
+            )
         lines.append("")
         lines.append("strategy    best candidate and why it is not the winner")
         for s, e in self.best.items():
@@ -164,9 +186,11 @@ class SearchResult:
         for rank, e in self.rows():
             t = time_text(e.seconds) if e.seconds is not None else "-"
             mfu = f"{e.mfu:.2f}" if e.mfu is not None else "-"
-            lines.append(f"{rank:>3}  {e.strategy:<9} {e.assignment.params_text:<10} "
-                         f"{e.assignment.activations_text:<12} {t:>9} {size_text(e.bytes):>9} {mfu:>5}  "
-                         f"{self.reason(e)}")  # fmt: skip
+            lines.append(
+                f"{rank:>3}  {e.strategy:<9} {e.assignment.params_text:<10} "
+                f"{e.assignment.activations_text:<12} {t:>9} {size_text(e.bytes):>9} {mfu:>5}  "
+                f"{self.reason(e)}"
+            )
         if w is not None:
             lines.append("")
             lines.append("the winner's program (shardalg backward | export jax take it):")
@@ -204,13 +228,24 @@ class SearchResult:
         def esc(s: str) -> str:
             return s.replace("_", r"\_").replace("%", r"\%").replace(">", r"$>$").replace("&", r"\&")
 
-        lines = [r"\begin{tabular}{rlllrrrl}", r"\# & strategy & params & activations & time & memory & MFU & "
-                 r"reason \\ \hline"]  # fmt: skip
+        lines = [
+            r"\begin{tabular}{rlllrrrl}",
+            r"\# & strategy & params & activations & time & memory & MFU & "
+            r"reason \\ \hline",
+        ]
         for rank, e in self.rows():
             t = time_text(e.seconds) if e.seconds is not None else "--"
             mfu = f"{e.mfu:.2f}" if e.mfu is not None else "--"
-            cells = [rank if rank != "-" else "--", e.strategy, e.assignment.params_text,
-                     e.assignment.activations_text, t, size_text(e.bytes), mfu, self.reason(e)]  # fmt: skip
+            cells = [
+                rank if rank != "-" else "--",
+                e.strategy,
+                e.assignment.params_text,
+                e.assignment.activations_text,
+                t,
+                size_text(e.bytes),
+                mfu,
+                self.reason(e),
+            ]
             lines.append(" & ".join(esc(c) for c in cells) + r" \\")
         lines.append(r"\end{tabular}")
         return "\n".join(lines)
@@ -222,15 +257,29 @@ class SearchResult:
 def _mode(program: Program, mode: str | None, notes: list[tuple[str, str]]) -> str:
     if mode is None:
         mode = "infer" if program.roles is not None and program.roles.kvcache else "train"
-        notes.append(("mode", f"{mode} (default: {'the program declares a KV cache' if mode == 'infer' else 'training'})"))
+        notes.append(
+            (
+                "mode",
+                f"{mode} (default: {'the program declares a KV cache' if mode == 'infer' else 'training'})",
+            )
+        )
     if mode not in MODES:
         raise UsageError(f"the mode is train or infer, not {mode!r}")
     return mode
 
 
-def prepare_search(program: Program | str, mesh: Any, sizes: Mapping[str, int] | str | None, hw: Any,
-                   memory: str | float | None, mode: str | None, optimizer: str | None, remat: str | None,
-                   overlap: str | None, overlap_default: str) -> tuple[Program, Space, Settings, list[tuple[str, str]]]:  # fmt: skip
+def prepare_search(
+    program: Program | str,
+    mesh: Any,
+    sizes: Mapping[str, int] | str | None,
+    hw: Any,
+    memory: str | float | None,
+    mode: str | None,
+    optimizer: str | None,
+    remat: str | None,
+    overlap: str | None,
+    overlap_default: str,
+) -> tuple[Program, Space, Settings, list[tuple[str, str]]]:
     """What every search checks and defaults first: the program, mesh, chip and sizes (all bound), the mode,
     the memory cap, the overlap policy, the optimizer and remat; each default the user did not choose is a
     note. Returns the program, its whole space, the settings and the notes."""
@@ -266,16 +315,27 @@ def prepare_search(program: Program | str, mesh: Any, sizes: Mapping[str, int] |
     if isinstance(layers, str) and layers not in sizes_known and layers not in missing:
         missing.append(layers)  # the layer count multiplies every figure: a symbol cannot be ranked or fit
     if missing:
-        raise UsageError(f"a numeric search needs every size: {', '.join(missing)} unbound",
-                         fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing))  # fmt: skip
+        raise UsageError(
+            f"a numeric search needs every size: {', '.join(missing)} unbound",
+            fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing),
+        )
     settings = Settings(ctx.mesh, sizes_known, chip, chosen_mode, optimizer, remat, overlap, cap)
     return prog, space, settings, notes
 
 
-def search(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | str | None = None,
-           hw: Any = None, memory: str | float | None = None, mode: str | None = None,
-           optimizer: str | None = None, remat: str | None = None, overlap: object = None,
-           top: int = 10, progress: Progress | None = None) -> SearchResult:  # fmt: skip
+def search(
+    program: Program | str,
+    mesh: Any = None,
+    sizes: Mapping[str, int] | str | None = None,
+    hw: Any = None,
+    memory: str | float | None = None,
+    mode: str | None = None,
+    optimizer: str | None = None,
+    remat: str | None = None,
+    overlap: object = None,
+    top: int = 10,
+    progress: Progress | None = None,
+) -> SearchResult:
     """The fastest sharding of ``program`` (unsharded, with ``params`` declared) on ``mesh`` that fits
     ``memory`` per device (default: the chip's HBM), and the best of each named strategy.
 
@@ -284,8 +344,17 @@ def search(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | 
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UsageError(f"--top takes a positive number of rows, not {top!r}")
     prog, space, settings, notes = prepare_search(
-        program, mesh, sizes, hw, memory, mode, optimizer, remat, overlap,
-        "compute and each axis's collectives overlap across layers")  # fmt: skip
+        program,
+        mesh,
+        sizes,
+        hw,
+        memory,
+        mode,
+        optimizer,
+        remat,
+        overlap,
+        "compute and each axis's collectives overlap across layers",
+    )
     chosen_mode = settings.mode
     pruned = Pruned()
     pricer = Pricer(prog, space, settings, pruned)
@@ -301,8 +370,15 @@ def search(program: Program | str, mesh: Any = None, sizes: Mapping[str, int] | 
     if progress is not None:
         progress(total, total)
     ranked = [e for e, _ in sorted(fitting, key=lambda x: _key(*x))]
-    notes.append(("space", "an activation dim is split only over the axes that split it in the parameters, or "
-                  "when it is a batch dim; a dim split over several axes takes them in mesh order"))  # fmt: skip
+    notes.append(
+        (
+            "space",
+            "an activation dim is split only over the axes that split it in the parameters, or "
+            "when it is a batch dim; a dim split over several axes takes them in mesh order",
+        )
+    )
     if chosen_mode == "infer":
-        notes.append(("inference", "memory counts parameters, KV cache and gathered weights (no activations)"))
+        notes.append(
+            ("inference", "memory counts parameters, KV cache and gathered weights (no activations)")
+        )
     return SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes)

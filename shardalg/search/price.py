@@ -102,7 +102,9 @@ class Entry:
         rest = {"compute": self.compute, "HBM": self.hbm, "comms": self.comms}
         name = bound.split()[0] if bound else "compute"
         others = ", ".join(f"{k} {time_text(v) if v else '0'}" for k, v in rest.items() if k != name)
-        what = {"compute": self.compute, "HBM": self.hbm}.get(bound or "", self.axes.get((bound or " ").split()[-1], 0))
+        what = {"compute": self.compute, "HBM": self.hbm}.get(
+            bound or "", self.axes.get((bound or " ").split()[-1], 0)
+        )
         return f"{bound}-bound: {time_text(what)} ({others})"
 
     def to_json(self) -> dict[str, Any]:
@@ -167,8 +169,18 @@ class Pricer:
         model_flops = float(flops.forward + flops.backward) / float(model.devices)
         peak = st.chip.flops.value
         return Entry(
-            a, strategy, program, total, parts, total <= st.cap, seconds,
-            compute=sum(p.count * p.compute for p in steps), comms=sum(p.count * p.comms for p in steps),
-            hbm=sum(p.count * p.hbm for p in steps), axes=axes, flops=model_flops,
-            mfu=model_flops / (seconds * peak) if seconds > 0 else None, cap=st.cap,
-        )  # fmt: skip
+            a,
+            strategy,
+            program,
+            total,
+            parts,
+            total <= st.cap,
+            seconds,
+            compute=sum(p.count * p.compute for p in steps),
+            comms=sum(p.count * p.comms for p in steps),
+            hbm=sum(p.count * p.hbm for p in steps),
+            axes=axes,
+            flops=model_flops,
+            mfu=model_flops / (seconds * peak) if seconds > 0 else None,
+            cap=st.cap,
+        )

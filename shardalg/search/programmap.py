@@ -48,8 +48,16 @@ from .logspace import mono_of
 from .minimize import Minimize
 from .monotext import parameter
 
-__all__ = ["Strategy", "STRATEGY_NAMES", "PASSES", "strategies_of", "candidates_of", "coordinates_for", "H",
-           "state_parameter"]
+__all__ = [
+    "Strategy",
+    "STRATEGY_NAMES",
+    "PASSES",
+    "strategies_of",
+    "candidates_of",
+    "coordinates_for",
+    "H",
+    "state_parameter",
+]
 
 X, Y, N = axis_size("X"), axis_size("Y"), device_count()
 M_X, M_Y = links("X"), links("Y")
@@ -79,8 +87,14 @@ class Strategy:
 
     def candidate(self, capped: bool = False) -> Candidate:
         constraints = (sympy.LessThan(self.state, H, evaluate=False),) if capped else ()
-        return Candidate(self.name, self.cost.total, parts=self.parts, substitute=self.substitute,
-                         minimize=self.minimize, constraints=constraints)  # fmt: skip
+        return Candidate(
+            self.name,
+            self.cost.total,
+            parts=self.parts,
+            substitute=self.substitute,
+            minimize=self.minimize,
+            constraints=constraints,
+        )
 
 
 def _program(program: Any) -> Program:
@@ -90,7 +104,9 @@ def _program(program: Any) -> Program:
         return parse(program)
     if isinstance(program, Program):
         return program
-    raise UsageError(f"a strategy map takes a program (notation text or a Program), not {type(program).__name__}")
+    raise UsageError(
+        f"a strategy map takes a program (notation text or a Program), not {type(program).__name__}"
+    )
 
 
 def _dims(prog: Program) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
@@ -98,17 +114,26 @@ def _dims(prog: Program) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     roles = prog.roles
     params = set(roles.params) if roles is not None else set()
     if not params:
-        raise UsageError("the strategy map needs the program's parameters: declare them, e.g. 'params W_in, W_out'",
-                         rule="parameters")  # fmt: skip
-    products = [s for s in prog.statements
-                if isinstance(s, Arrow) and isinstance(s.expr, Product)
-                and isinstance(s.expr.left, Tensor) and isinstance(s.expr.right, Tensor)]  # fmt: skip
+        raise UsageError(
+            "the strategy map needs the program's parameters: declare them, e.g. 'params W_in, W_out'",
+            rule="parameters",
+        )
+    products = [
+        s
+        for s in prog.statements
+        if isinstance(s, Arrow)
+        and isinstance(s.expr, Product)
+        and isinstance(s.expr.left, Tensor)
+        and isinstance(s.expr.right, Tensor)
+    ]
     if not products:
         raise UsageError("the program has no product of two tensors to shard", rule="parameters")
     tensors = [t for s in products for t in (s.expr.left, s.expr.right, s.result)]
     if any(d.axes for t in tensors for d in t.dims):
-        raise UsageError("write the program without shardings: the strategy map shards it in each strategy's way",
-                         fix="drop the _X subscripts")  # fmt: skip
+        raise UsageError(
+            "write the program without shardings: the strategy map shards it in each strategy's way",
+            fix="drop the _X subscripts",
+        )
     first = products[0].expr
     inputs = [t for t in (first.left, first.right) if t.name not in params]
     if len(inputs) != 1:
@@ -118,18 +143,27 @@ def _dims(prog: Program) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     model = tuple(d.label for d in inputs[0].dims if d.label in pdims)
     hidden = tuple(sorted(pdims - set(model)))
     if len(batch) != 1 or not model or not hidden:
-        raise UsageError(f"the strategy map takes a block whose input has one batch dim and model dims its weights "
-                         f"share, and weights with hidden dims (found batch {batch}, model {list(model)}, hidden "
-                         f"{list(hidden)})", rule="parameters", fix="e.g. In[B, D] * W_in[D, F] -> Tmp[B, F]")  # fmt: skip
+        raise UsageError(
+            f"the strategy map takes a block whose input has one batch dim and model dims its weights "
+            f"share, and weights with hidden dims (found batch {batch}, model {list(model)}, hidden "
+            f"{list(hidden)})",
+            rule="parameters",
+            fix="e.g. In[B, D] * W_in[D, F] -> Tmp[B, F]",
+        )
     clash = {"X", "Y", "N"} & (pdims | set(batch))
     if clash:
-        raise UsageError(f"the dims {', '.join(sorted(clash))} share a name with the strategies' axes X, Y or the "
-                         "device count N", rule="parameters", fix="rename the dim")  # fmt: skip
+        raise UsageError(
+            f"the dims {', '.join(sorted(clash))} share a name with the strategies' axes X, Y or the "
+            "device count N",
+            rule="parameters",
+            fix="rename the dim",
+        )
     return batch[0], model, hidden
 
 
-def _plans(prog: Program, axes: tuple[str, ...], passes: str, remat: Any,
-           optimizer: Any) -> tuple[list[Plan], list[tuple[str, str]], Expr]:  # fmt: skip
+def _plans(
+    prog: Program, axes: tuple[str, ...], passes: str, remat: Any, optimizer: Any
+) -> tuple[list[Plan], list[tuple[str, str]], Expr]:
     """The plans of the chosen passes, the models layer's notes, and the bytes per device of STATE."""
     a = analyze(model_program(prog, Mesh({ax: None for ax in axes}), {}), "train", remat)
     fwd = list(a.forward_plans.values()) + [a.forward_plans[i] for i in a.recomputed]
@@ -152,15 +186,25 @@ def _cost(plans: list[Plan], axes: tuple[str, ...], costs: CostModel) -> tuple[P
     return pc, parts
 
 
-def strategies_of(program: Any, overlap: object = OverlapPolicy.STEADY, passes: str = "step", remat: Any = None,
-                  names: Sequence[str] = STRATEGY_NAMES, optimizer: Any = None) -> tuple[Strategy, ...]:  # fmt: skip
+def strategies_of(
+    program: Any,
+    overlap: object = OverlapPolicy.STEADY,
+    passes: str = "step",
+    remat: Any = None,
+    names: Sequence[str] = STRATEGY_NAMES,
+    optimizer: Any = None,
+) -> tuple[Strategy, ...]:
     """The named strategies of ``program``, each sharded, planned and costed by the engine."""
-    costs = CostModel(overlap=OverlapPolicy.of(overlap), latency=False, symbolic_links=True)  # the book's symbols
+    costs = CostModel(
+        overlap=OverlapPolicy.of(overlap), latency=False, symbolic_links=True
+    )  # the book's symbols
     if passes not in PASSES:
         raise UsageError(f"passes is one of {', '.join(PASSES)}, not {passes!r}", rule="parameters")
     unknown = [n for n in names if n not in STRATEGY_NAMES]
     if unknown or not names:
-        raise UsageError(f"unknown strategies {unknown}; known: {', '.join(STRATEGY_NAMES)}", rule="parameters")
+        raise UsageError(
+            f"unknown strategies {unknown}; known: {', '.join(STRATEGY_NAMES)}", rule="parameters"
+        )
     prog = _program(program)
     b, model, hidden = _dims(prog)
     d_x = {d: ("X",) for d in model}
@@ -169,9 +213,14 @@ def strategies_of(program: Any, overlap: object = OverlapPolicy.STEADY, passes: 
         "DP": ({}, {b: ("X",)}, ("X",), {X: N}, None),
         "FSDP": (d_x, {b: ("X",)}, ("X",), {X: N}, None),
         "TP": (f_y, {**{d: ("Y",) for d in model}, **f_y}, ("Y",), {Y: N}, None),
-        "FSDP+TP": ({**d_x, **f_y}, {b: ("X",), **{d: ("Y",) for d in model}, **f_y}, ("X", "Y"), {Y: N / X},
-                    Minimize(X, 1, N)),
-    }  # fmt: skip
+        "FSDP+TP": (
+            {**d_x, **f_y},
+            {b: ("X",), **{d: ("Y",) for d in model}, **f_y},
+            ("X", "Y"),
+            {Y: N / X},
+            Minimize(X, 1, N),
+        ),
+    }
     out = []
     for name in names:
         params, acts, axes, subs, mini = table[name]
@@ -203,8 +252,9 @@ def _exponents(candidates: Sequence[Candidate]) -> tuple[list[sympy.Symbol], lis
     return syms, [[a.powers.get(s, 0) - b.powers.get(s, 0) for s in syms] for a, b in pairs]
 
 
-def coordinates_for(candidates: Sequence[Candidate], over: Sequence[Expr],
-                    extras: Sequence[Expr] = EXTRAS) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:  # fmt: skip
+def coordinates_for(
+    candidates: Sequence[Candidate], over: Sequence[Expr], extras: Sequence[Expr] = EXTRAS
+) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
     """(the map's parameters, the ones added to ``over``): EXTRAS, then single symbols, are added in order while
     some ratio of two terms is not a product of powers of the parameters (the engine needs every comparison
     covered)."""
@@ -243,8 +293,9 @@ def parameters(over: Sequence[Expr | str], known: Mapping[str, sympy.Symbol]) ->
         elif isinstance(p, sympy.Expr):
             out.append(p)
         else:
-            raise UsageError(f"over takes text like 'B/N' or sympy expressions, not {type(p).__name__}",
-                             rule="parameters")
+            raise UsageError(
+                f"over takes text like 'B/N' or sympy expressions, not {type(p).__name__}", rule="parameters"
+            )
         if out[-1] in out[:-1]:
             raise UsageError(f"{p} is named twice in over", rule="parameters")
     return tuple(out)
@@ -261,9 +312,15 @@ def known_symbols(strategies: Sequence[Strategy]) -> dict[str, sympy.Symbol]:
 
 
 def dim_symbols(strategies: Sequence[Strategy]) -> dict[str, sympy.Symbol]:
-    names = {d.label for s in strategies[:1] for st in s.program.statements
-             if isinstance(st, Arrow) and isinstance(st.expr, Product)
-             for t in (st.expr.left, st.expr.right, st.result) if isinstance(t, Tensor) for d in t.dims}  # fmt: skip
+    names = {
+        d.label
+        for s in strategies[:1]
+        for st in s.program.statements
+        if isinstance(st, Arrow) and isinstance(st.expr, Product)
+        for t in (st.expr.left, st.expr.right, st.result)
+        if isinstance(t, Tensor)
+        for d in t.dims
+    }
     return {n: dim_size(n) for n in sorted(names)}
 
 

@@ -112,21 +112,32 @@ class ProgramMap:
     def _point_text(self) -> list[str]:
         out = []
         if self.values:
-            out.append("values: " + ", ".join(f"{s} = {v:.6g}" for s, v in sorted(self.values.items(),
-                                                                                  key=lambda kv: kv[0].name)))  # fmt: skip
+            out.append(
+                "values: "
+                + ", ".join(
+                    f"{s} = {v:.6g}" for s, v in sorted(self.values.items(), key=lambda kv: kv[0].name)
+                )
+            )
         y = self.point()
         if y is not None:
-            coords = ", ".join(f"{sympy.sstr(p)} = {sympy.exp(v).evalf(6)}" for p, v in zip(self.parameters, y,
-                                                                                           strict=True))  # fmt: skip
+            coords = ", ".join(
+                f"{sympy.sstr(p)} = {sympy.exp(v).evalf(6)}" for p, v in zip(self.parameters, y, strict=True)
+            )
             out.append(f"current point: {coords}")
-            out.append(f"  fastest there: {self.here.headline() if self.here else 'none (outside every region)'}")
+            out.append(
+                f"  fastest there: {self.here.headline() if self.here else 'none (outside every region)'}"
+            )
         return out
 
     def __str__(self) -> str:
-        lines = [f"strategy map of the program ({self.passes}, overlap {self.overlap}); strategies: "
-                 + ", ".join(s.name for s in self.strategies)]  # fmt: skip
+        lines = [
+            f"strategy map of the program ({self.passes}, overlap {self.overlap}); strategies: "
+            + ", ".join(s.name for s in self.strategies)
+        ]
         for s in self.strategies:
-            lines.append(f"  {s.name}: {'; '.join(str(st) for st in s.program.statements if 'params' not in str(st))}")
+            lines.append(
+                f"  {s.name}: {'; '.join(str(st) for st in s.program.statements if 'params' not in str(st))}"
+            )
         lines.append(str(self.map))
         if self.x_opt is not None:
             lines.append(f"FSDP+TP X_opt = {sympy.sstr(self.x_opt)}")
@@ -151,21 +162,30 @@ class ProgramMap:
     def to_json(self) -> dict[str, Any]:
         y = self.point()
         return {
-            "passes": self.passes, "overlap": self.overlap.value,
-            "over": [sympy.sstr(p) for p in self.over], "added": [sympy.sstr(p) for p in self.added],
-            "strategies": [{"name": s.name, "program": "\n".join(str(st) for st in s.program.statements),
-                            "cost": sympy.sstr(s.cost.total),
-                            "substitute": {str(k): sympy.sstr(v) for k, v in s.substitute.items()}}
-                           for s in self.strategies],
+            "passes": self.passes,
+            "overlap": self.overlap.value,
+            "over": [sympy.sstr(p) for p in self.over],
+            "added": [sympy.sstr(p) for p in self.added],
+            "strategies": [
+                {
+                    "name": s.name,
+                    "program": "\n".join(str(st) for st in s.program.statements),
+                    "cost": sympy.sstr(s.cost.total),
+                    "substitute": {str(k): sympy.sstr(v) for k, v in s.substitute.items()},
+                }
+                for s in self.strategies
+            ],
             "map": self.map.to_json(),
             "x_opt": None if self.x_opt is None else sympy.sstr(self.x_opt),
             "values": {str(k): v for k, v in sorted(self.values.items(), key=lambda kv: kv[0].name)},
-            "point": None if y is None else {sympy.sstr(p): float(sympy.exp(v)) for p, v in zip(self.parameters, y,
-                                                                                                strict=True)},
+            "point": None
+            if y is None
+            else {sympy.sstr(p): float(sympy.exp(v)) for p, v in zip(self.parameters, y, strict=True)},
             "fastest": None if self.here is None else self.here.to_json(),
             "splits": None if self.splits is None else self.splits.to_json(),
-            "lps": self.lps, "notes": list(self.notes),
-        }  # fmt: skip
+            "lps": self.lps,
+            "notes": list(self.notes),
+        }
 
     def to_json_text(self) -> str:
         return json.dumps(self.to_json(), indent=2, ensure_ascii=False)
@@ -185,8 +205,9 @@ def _cap(memory: float | str | None, chip: Any) -> float | bool | None:
         try:
             memory = float(memory)
         except ValueError:
-            raise UsageError(f"the memory cap is bytes (e.g. 95e9), 'hbm' or 'symbolic', not {memory!r}",
-                             rule="parameters") from None  # fmt: skip
+            raise UsageError(
+                f"the memory cap is bytes (e.g. 95e9), 'hbm' or 'symbolic', not {memory!r}", rule="parameters"
+            ) from None
     if isinstance(memory, bool) or not isinstance(memory, int | float) or not 0 < memory < float("inf"):
         raise UsageError(f"the memory cap is a positive number of bytes, not {memory!r}", rule="parameters")
     return float(memory)
@@ -207,27 +228,43 @@ def _links(mesh, values: dict, notes: list[str]) -> list[dict] | None:
     n = int(sympy.prod([a.size for a in mesh.axes]))
     if set(names) == {"X", "Y"}:
         values[M_X], values[M_Y] = mesh["X"].links, mesh["Y"].links
-        notes.append(f"M_X = {mesh['X'].links}, M_Y = {mesh['Y'].links} from the mesh's X and Y, kept for every split")
+        notes.append(
+            f"M_X = {mesh['X'].links}, M_Y = {mesh['Y'].links} from the mesh's X and Y, kept for every split"
+        )
         return [{X: d, Y: n // d} for d in divisors(n)]
     if len(names) >= 2 and all(a.size >= 2 for a in mesh.axes):
-        notes.append(f"the mesh {mesh} is read as a torus: FSDP+TP's splits take whole axes, each with its M_X, M_Y")
+        notes.append(
+            f"the mesh {mesh} is read as a torus: FSDP+TP's splits take whole axes, each with its M_X, M_Y"
+        )
         return list(torus_splits([a.size for a in mesh.axes], X, Y, M_X, M_Y))
     links = mesh.axes[0].links if len(names) == 1 else 1
     values[M_X] = values[M_Y] = links
-    notes.append(f"M_X = M_Y = {links}: the mesh has one axis" if len(names) == 1 else
-                 "M_X = M_Y = 1: the mesh is neither X, Y nor a torus of axes >= 2")  # fmt: skip
+    notes.append(
+        f"M_X = M_Y = {links}: the mesh has one axis"
+        if len(names) == 1
+        else "M_X = M_Y = 1: the mesh is neither X, Y nor a torus of axes >= 2"
+    )
     return [{X: d, Y: n // d} for d in divisors(n)]
 
 
-def _splits(s: Strategy, m: StrategyMap, values: dict, splits: list[dict], n: int, notes: list[str]) -> AxisSplits | None:
+def _splits(
+    s: Strategy, m: StrategyMap, values: dict, splits: list[dict], n: int, notes: list[str]
+) -> AxisSplits | None:
     needed = s.cost.total.free_symbols - {X, Y, M_X, M_Y}
     missing = sorted(x.name for x in needed if x not in values)
     if missing:
         notes.append(f"FSDP+TP's integer splits need values for {', '.join(missing)}")
         return None
     e = next(e for e in m.entries if e.parent == "FSDP+TP" and e.minimum is not None)
-    got = axis_splits(s.cost.total, X, n, values, splits=splits, then=s.cost.comms,
-                      optimum=e.minimum if M_X in values else None)  # fmt: skip
+    got = axis_splits(
+        s.cost.total,
+        X,
+        n,
+        values,
+        splits=splits,
+        then=s.cost.comms,
+        optimum=e.minimum if M_X in values else None,
+    )
     if M_X not in values:  # a torus: the best split's links place the point, and X_opt is read with them
         best = dict(got.best.values)
         values[M_X], values[M_Y] = best[M_X], best[M_Y]
@@ -236,10 +273,21 @@ def _splits(s: Strategy, m: StrategyMap, values: dict, splits: list[dict], n: in
     return got
 
 
-def program_map(program: Any, mesh: Any = None, hw: Any = None, over: Sequence[Expr | str] = ("B/N", "F"), *,
-                overlap: object = OverlapPolicy.STEADY, passes: str = "step", sizes: Mapping[str, int] | None = None,
-                remat: Any = None, names: Sequence[str] = STRATEGY_NAMES, domain: Sequence[sympy.Basic] = (),
-                memory: float | str | None = None, optimizer: Any = None) -> ProgramMap:  # fmt: skip
+def program_map(
+    program: Any,
+    mesh: Any = None,
+    hw: Any = None,
+    over: Sequence[Expr | str] = ("B/N", "F"),
+    *,
+    overlap: object = OverlapPolicy.STEADY,
+    passes: str = "step",
+    sizes: Mapping[str, int] | None = None,
+    remat: Any = None,
+    names: Sequence[str] = STRATEGY_NAMES,
+    domain: Sequence[sympy.Basic] = (),
+    memory: float | str | None = None,
+    optimizer: Any = None,
+) -> ProgramMap:
     """The strategy map of ``program`` (an MLP-like block with ``params`` declared) over ``over``.
 
     ``mesh`` (its device count N, its axes' links), ``hw`` (C, W_ici) and ``sizes`` (B, D, F) place the
@@ -258,11 +306,15 @@ def program_map(program: Any, mesh: Any = None, hw: Any = None, over: Sequence[E
     cap = _cap(memory, chip)
     extras = EXTRAS
     if cap is None:
-        notes.append("no memory cap: FSDP only saves memory, so it never beats DP here (give memory=... / --memory)")
+        notes.append(
+            "no memory cap: FSDP only saves memory, so it never beats DP here (give memory=... / --memory)"
+        )
     else:
         extras = (state_parameter(strategies), *EXTRAS)
-        notes.append("memory cap H on the parameters, gradients and optimizer state per device (activations and "
-                     "gathered weights not counted)")  # fmt: skip
+        notes.append(
+            "memory cap H on the parameters, gradients and optimizer state per device (activations and "
+            "gathered weights not counted)"
+        )
     cands = candidates_of(strategies, capped=cap is not None)
     params, added = coordinates_for(cands, parameters(over, known_symbols(strategies)), extras)
     if added:
@@ -273,8 +325,9 @@ def program_map(program: Any, mesh: Any = None, hw: Any = None, over: Sequence[E
     dims = dim_symbols(strategies)
     for k, v in dict(sizes or {}).items():
         if k not in dims:
-            raise UsageError(f"sizes names {k!r}, which is not a dim of the program ({', '.join(dims)})",
-                             rule="parameters")  # fmt: skip
+            raise UsageError(
+                f"sizes names {k!r}, which is not a dim of the program ({', '.join(dims)})", rule="parameters"
+            )
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UsageError(f"the size of {k} is a positive integer, not {v!r}", rule="parameters")
         values[dims[k]] = v
@@ -295,12 +348,25 @@ def program_map(program: Any, mesh: Any = None, hw: Any = None, over: Sequence[E
     missing = sorted({s.name for s in m.coords.symbols if s not in values})
     here = None
     if missing:
-        notes.append(f"no current point: no values for {', '.join(missing)}"
-                     + ("" if chip is not None else " (give --hw for C and W_ici)"))  # fmt: skip
+        notes.append(
+            f"no current point: no values for {', '.join(missing)}"
+            + ("" if chip is not None else " (give --hw for C and W_ici)")
+        )
     else:
         here = m.locate(values)
-    return ProgramMap(m, strategies, tuple(params[: len(params) - len(added)]), added, overlap, passes, values, here,
-                      splits, polyhedra.LP_CALLS[0] - before, notes)  # fmt: skip
+    return ProgramMap(
+        m,
+        strategies,
+        tuple(params[: len(params) - len(added)]),
+        added,
+        overlap,
+        passes,
+        values,
+        here,
+        splits,
+        polyhedra.LP_CALLS[0] - before,
+        notes,
+    )
 
 
 def strategy_map(x: Any, *args: Any, **kw: Any) -> StrategyMap | ProgramMap:

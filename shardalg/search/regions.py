@@ -98,7 +98,8 @@ class _Space:
         for i, (p, b) in enumerate(simple):
             inside = any(
                 self.implied(p, q) and (j < i or not self.implied(q, p))
-                for j, (q, _) in enumerate(simple) if j != i and q != p
+                for j, (q, _) in enumerate(simple)
+                if j != i and q != p
             )
             if not inside and p not in [x for x, _ in out]:
                 out.append((p, b))
@@ -127,7 +128,9 @@ class _Space:
         if f is False:
             return []
         if isinstance(f, Atom):
-            return [(q, max(b, f.bracket)) for p, b in polys if self.nonempty(q := p if f in p else p + (f,), p)]
+            return [
+                (q, max(b, f.bracket)) for p, b in polys if self.nonempty(q := p if f in p else p + (f,), p)
+            ]
         if isinstance(f, All):
             for g in f.parts:
                 polys = self.refine(polys, g)
@@ -148,8 +151,11 @@ class _Space:
                     pieces += got
             out += [x for x in pieces if x not in out]
             if len(out) > MAX_POLYHEDRA:
-                raise UsageError(f"a region splits into more than {MAX_POLYHEDRA} polyhedra",
-                                 rule="search-limit", fix="map fewer candidates or parameters at once")  # fmt: skip
+                raise UsageError(
+                    f"a region splits into more than {MAX_POLYHEDRA} polyhedra",
+                    rule="search-limit",
+                    fix="map fewer candidates or parameters at once",
+                )
         return out
 
     def solve(self, a: Atom) -> sympy.Basic:
@@ -193,15 +199,19 @@ def _derivation(title: str, e: Priced, polys: Sequence[Poly], space: _Space) -> 
     d = Derivation(title)
     d.add(f"cost of {e.name}", e.expr)
     common = [a for a in polys[0] if all(a in p for p in polys[1:])] if polys else []
-    groups = [("", common)] + [(f"({k}) " if len(polys) > 1 else "", [a for a in p if a not in common])
-                               for k, p in enumerate(polys, 1)]  # fmt: skip
+    groups = [("", common)] + [
+        (f"({k}) " if len(polys) > 1 else "", [a for a in p if a not in common])
+        for k, p in enumerate(polys, 1)
+    ]
     for prefix, atoms in groups:
         for a in atoms:
             d.add(prefix + (a.why or "condition"), a.relation())
             k = next((i for i in space.order if a.lam[i] != 0), None)
             param = space.coords.params[k] if k is not None else None
-            d.add(prefix + (f"solve for {sympy.sstr(param)}" if param is not None else "in the parameters"),
-                  space.solve(a))  # fmt: skip
+            d.add(
+                prefix + (f"solve for {sympy.sstr(param)}" if param is not None else "in the parameters"),
+                space.solve(a),
+            )
     return d
 
 
@@ -209,8 +219,13 @@ def _cells(e: Priced, space: _Space) -> list[Region]:
     terms = e.terms()
     out = []
     for t in terms:
-        f = both(*(cost_less(((o,),), ((t,),), space.coords, why=f"{t.name} above {o.name}")
-                   for o in terms if o is not t))  # fmt: skip
+        f = both(
+            *(
+                cost_less(((o,),), ((t,),), space.coords, why=f"{t.name} above {o.name}")
+                for o in terms
+                if o is not t
+            )
+        )
         pieces = space.refine([((), 1)], f)  # monomials against monomials: one polyhedron (or none)
         if not pieces:
             continue
@@ -218,12 +233,26 @@ def _cells(e: Priced, space: _Space) -> list[Region]:
         d = _derivation(f"where {t.name} binds the cost of {e.name}", e, polys_t, space)
         d.result = sympy.Or(*(sympy.And(*c) for c in space.solved(polys_t)))
         piece = _piece_of(e, t)
-        out.append(Region(e.name, e.parent, t, sympy.Add(*(x.expr() for x in piece)), polys_t,
-                          space.solved(polys_t), 1, e.bracket, (), d))  # fmt: skip
+        out.append(
+            Region(
+                e.name,
+                e.parent,
+                t,
+                sympy.Add(*(x.expr() for x in piece)),
+                polys_t,
+                space.solved(polys_t),
+                1,
+                e.bracket,
+                (),
+                d,
+            )
+        )
     return out
 
 
-def _ties(i: int, t: Term, polys: Sequence[Poly], entries: Sequence[Priced], space: _Space) -> tuple[str, ...]:
+def _ties(
+    i: int, t: Term, polys: Sequence[Poly], entries: Sequence[Priced], space: _Space
+) -> tuple[str, ...]:
     """Later candidates whose cost equals the winner's there: throughout the region, or in part of it (where
     the same term binds them too)."""
     e, out = entries[i], []
@@ -251,8 +280,11 @@ def _regions(i: int, entries: Sequence[Priced], cells: Sequence[Region], space: 
         if j == i:
             continue
         why = f"{e.name} faster than {f.name}"
-        beats = (cost_less(e.cost, f.cost, space.coords, why=why) if j < i
-                 else negate(cost_less(f.cost, e.cost, space.coords, why=why)))  # fmt: skip
+        beats = (
+            cost_less(e.cost, f.cost, space.coords, why=why)
+            if j < i
+            else negate(cost_less(f.cost, e.cost, space.coords, why=why))
+        )
         clauses.append(either(beats, _infeasible(f, space)))
     out = []
     for cell in cells:
@@ -265,8 +297,20 @@ def _regions(i: int, entries: Sequence[Priced], cells: Sequence[Region], space: 
         d = _derivation(f"where {e.name} is fastest and {cell.term.name} binds", e, polys_t, space)
         d.result = sympy.Or(*(sympy.And(*c) for c in space.solved(polys_t)))
         ties = _ties(i, cell.term, polys_t, entries, space)
-        out.append(Region(e.name, e.parent, cell.term, cell.cost, polys_t, space.solved(polys_t), bracket,
-                          cell.cost_bracket, ties, d))  # fmt: skip
+        out.append(
+            Region(
+                e.name,
+                e.parent,
+                cell.term,
+                cell.cost,
+                polys_t,
+                space.solved(polys_t),
+                bracket,
+                cell.cost_bracket,
+                ties,
+                d,
+            )
+        )
     return out
 
 
@@ -274,31 +318,48 @@ def _domain(domain: Sequence[sympy.Basic], common: Mapping, coords: Coordinates)
     atoms: list[Atom] = []
     for r in domain:
         if r is sympy.true or r is sympy.false:
-            raise UsageError(f"a domain condition evaluated to {r} before it reached the map (sympy decides "
-                             "M_X >= 1 for a positive integer M_X)", rule="parameters",
-                             fix="write it unevaluated: sympy.Ge(M_X, 1, evaluate=False)")  # fmt: skip
+            raise UsageError(
+                f"a domain condition evaluated to {r} before it reached the map (sympy decides "
+                "M_X >= 1 for a positive integer M_X)",
+                rule="parameters",
+                fix="write it unevaluated: sympy.Ge(M_X, 1, evaluate=False)",
+            )
         if isinstance(r, sympy.GreaterThan | sympy.StrictGreaterThan):
             lhs, rhs = r.rhs, r.lhs
         elif isinstance(r, sympy.LessThan | sympy.StrictLessThan):
             lhs, rhs = r.lhs, r.rhs
         else:
-            raise UsageError(f"a domain condition is an inequality such as N >= 1, not {r!r}", rule="parameters")
-        f = cost_less(substitute(normal_form(lhs), common), substitute(normal_form(rhs), common), coords,
-                      why=f"domain: {sympy.sstr(r)}")  # fmt: skip
+            raise UsageError(
+                f"a domain condition is an inequality such as N >= 1, not {r!r}", rule="parameters"
+            )
+        f = cost_less(
+            substitute(normal_form(lhs), common),
+            substitute(normal_form(rhs), common),
+            coords,
+            why=f"domain: {sympy.sstr(r)}",
+        )
         if f is False:
             raise UsageError(f"the domain condition {sympy.sstr(r)} never holds", rule="parameters")
         conj = conjunction(f)
         if conj is None:
-            raise UsageError(f"the domain condition {sympy.sstr(r)} is a union of regions; give comparisons of "
-                             "monomials", rule="parameters")  # fmt: skip
+            raise UsageError(
+                f"the domain condition {sympy.sstr(r)} is a union of regions; give comparisons of monomials",
+                rule="parameters",
+            )
         atoms += [a for a in conj if a not in atoms]
     if atoms and not lp.nonempty(atoms, len(coords.params)):
         raise UsageError("the domain is empty: its conditions contradict each other", rule="parameters")
     return tuple(atoms)
 
 
-def strategy_map(candidates: Sequence[Candidate], over: Sequence[Expr], *, substitute: Mapping | None = None,
-                 domain: Sequence[sympy.Basic] = (), solve_for: Sequence[Expr] | None = None) -> StrategyMap:  # fmt: skip
+def strategy_map(
+    candidates: Sequence[Candidate],
+    over: Sequence[Expr],
+    *,
+    substitute: Mapping | None = None,
+    domain: Sequence[sympy.Basic] = (),
+    solve_for: Sequence[Expr] | None = None,
+) -> StrategyMap:
     """The strategy map of ``candidates`` over the parameters ``over`` (monomials such as ``B/N``).
 
     ``substitute`` applies to every candidate (a tie such as ``{Y: N/X}``, see :func:`.candidates.eliminate`);
@@ -319,36 +380,59 @@ def strategy_map(candidates: Sequence[Candidate], over: Sequence[Expr], *, subst
         notes += n
     terms = sum(len(e.terms()) for e in entries)
     if terms > MAX_TERMS:
-        raise UsageError(f"the candidates' costs have {terms} terms in all; a map takes at most {MAX_TERMS}",
-                         rule="search-limit", fix="map fewer candidates at once, or simplify their costs")  # fmt: skip
+        raise UsageError(
+            f"the candidates' costs have {terms} terms in all; a map takes at most {MAX_TERMS}",
+            rule="search-limit",
+            fix="map fewer candidates at once, or simplify their costs",
+        )
     names = [e.name for e in entries]
     if len(set(names)) != len(names):
         raise UsageError(f"candidate names must differ: {', '.join(names)}")
     solve = list(solve_for or over)
     unknown = [sympy.sstr(s) for s in solve if s not in coords.params]
     if unknown:
-        raise UsageError(f"solve_for names {', '.join(unknown)}, which are not among the parameters", rule="parameters")
+        raise UsageError(
+            f"solve_for names {', '.join(unknown)}, which are not among the parameters", rule="parameters"
+        )
     order = tuple(coords.params.index(s) for s in solve) + tuple(range(len(coords.params)))
     space = _Space(coords, _domain(domain, common, coords), order)
     cells = {e.name: _cells(e, space) for e in entries}
     regions = [r for i, e in enumerate(entries) for r in _regions(i, entries, cells[e.name], space)]
     notes += _notes(entries, regions, common)
-    return StrategyMap(tuple(over), tuple(domain), tuple(entries), tuple(c for e in entries for c in cells[e.name]),
-                       tuple(regions), tuple(notes), coords, space.domain)  # fmt: skip
+    return StrategyMap(
+        tuple(over),
+        tuple(domain),
+        tuple(entries),
+        tuple(c for e in entries for c in cells[e.name]),
+        tuple(regions),
+        tuple(notes),
+        coords,
+        space.domain,
+    )
 
 
 def _notes(entries: Sequence[Priced], regions: Sequence[Region], common: Mapping) -> list[str]:
     notes = []
     if common:
-        notes.append("substituted in every cost: " + ", ".join(f"{k} -> {sympy.sstr(v)}" for k, v in common.items()))
+        notes.append(
+            "substituted in every cost: " + ", ".join(f"{k} -> {sympy.sstr(v)}" for k, v in common.items())
+        )
     for e in entries:
         if e.bracket > 1:
-            notes.append(f"{e.name}: its cost has a sum of up to {e.bracket} terms, so in each of its cells the "
-                         f"cost lies between the binding term and {e.bracket} times it")  # fmt: skip
+            notes.append(
+                f"{e.name}: its cost has a sum of up to {e.bracket} terms, so in each of its cells the "
+                f"cost lies between the binding term and {e.bracket} times it"
+            )
     if any(r.bracket > 1 for r in regions):
-        notes.append("some boundaries compare sums that do not cancel to one monomial a side: they compare the "
-                     "largest terms and are bracketed within the factor given per region")  # fmt: skip
+        notes.append(
+            "some boundaries compare sums that do not cancel to one monomial a side: they compare the "
+            "largest terms and are bracketed within the factor given per region"
+        )
     if any(r.ties for r in regions):
-        notes.append("where costs are equal the candidate listed first is shown; each region names the tied ones")
-    notes.append("regions are open polyhedra in log space; on a boundary (measure zero) no candidate is named")
+        notes.append(
+            "where costs are equal the candidate listed first is shown; each region names the tied ones"
+        )
+    notes.append(
+        "regions are open polyhedra in log space; on a boundary (measure zero) no candidate is named"
+    )
     return notes

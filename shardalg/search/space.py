@@ -135,19 +135,27 @@ def space_of(program: Program, mesh: Mesh, sizes: dict[str, int] | None = None) 
     roles = program.roles
     params = set(roles.params) | set(roles.embeddings) if roles is not None else set()
     if not params:
-        raise UsageError("the search places parameters and activations: the program declares no parameters",
-                         fix="add a line such as 'params W_in, W_out' naming the weights")  # fmt: skip
+        raise UsageError(
+            "the search places parameters and activations: the program declares no parameters",
+            fix="add a line such as 'params W_in, W_out' naming the weights",
+        )
     if any(a.size is None for a in mesh.axes):
-        raise UsageError(f"a numeric search needs every mesh axis's size, not {mesh.text()}",
-                         fix="give sizes, e.g. --mesh X=2,Y=2 (the symbolic map is shardalg strategy-map)")  # fmt: skip
+        raise UsageError(
+            f"a numeric search needs every mesh axis's size, not {mesh.text()}",
+            fix="give sizes, e.g. --mesh X=2,Y=2 (the symbolic map is shardalg strategy-map)",
+        )
     param_dims: list[str] = []
     act_dims: list[str] = []
     expert: list[str] = []
     for s in program.statements:
         for t in _tensors(s):
             if t.used_axes or t.unreduced:
-                raise UsageError(f"the search chooses the shardings, but {t} already has one", span=t.span,
-                                 source=program.source, fix="write the program without shardings")  # fmt: skip
+                raise UsageError(
+                    f"the search chooses the shardings, but {t} already has one",
+                    span=t.span,
+                    source=program.source,
+                    fix="write the program without shardings",
+                )
             into = param_dims if t.name in params else act_dims
             into += [d.label for d in t.dims if d.label not in into]
         expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
@@ -157,10 +165,13 @@ def space_of(program: Program, mesh: Mesh, sizes: dict[str, int] | None = None) 
     declared = [d for d in (roles.tokens if roles is not None else ()) if d in act_dims]
     batch = declared or [d for d in act_dims if d not in param_dims]
     if not batch:
-        raise UsageError("no batch dim: every activation dim is also a parameter's",
-                         fix="declare the dims that count tokens, e.g. 'tokens B, T'")  # fmt: skip
-    return Space(mesh, dict(sizes or {}), tuple(param_dims), tuple(batch),
-                 tuple(d for d in expert if d in param_dims))  # fmt: skip
+        raise UsageError(
+            "no batch dim: every activation dim is also a parameter's",
+            fix="declare the dims that count tokens, e.g. 'tokens B, T'",
+        )
+    return Space(
+        mesh, dict(sizes or {}), tuple(param_dims), tuple(batch), tuple(d for d in expert if d in param_dims)
+    )
 
 
 @dataclass
@@ -174,8 +185,12 @@ class Pruned:
     visited: int = 0  # assignments looked at so far (the progress bar's count)
 
     def to_json(self) -> dict[str, int]:
-        return {"symmetric": self.symmetric, "illegal": self.illegal, "equivalent": self.equivalent,
-                "over_cap_before_pricing": self.over_cap}  # fmt: skip
+        return {
+            "symmetric": self.symmetric,
+            "illegal": self.illegal,
+            "equivalent": self.equivalent,
+            "over_cap_before_pricing": self.over_cap,
+        }
 
 
 def _classes(mesh: Mesh) -> list[tuple[int, ...]]:
@@ -205,7 +220,9 @@ def enumerate_space(space: Space, pruned: Pruned, *, symmetry: bool = True) -> I
         raise UsageError(
             f"the search space has {space.size:,} assignments, over the limit of {MAX_CANDIDATES:,} "
             f"(MAX_CANDIDATES): {len(space.param_dims)} parameter dims and {len(space.batch_dims)} batch dims on "
-            f"{len(space.mesh.axes)} mesh axes", fix="use fewer mesh axes, or merge dims the search need not split")  # fmt: skip
+            f"{len(space.mesh.axes)} mesh axes",
+            fix="use fewer mesh axes, or merge dims the search need not split",
+        )
     names = space.mesh.names
     perms = _classes(space.mesh)[1:] if symmetry else []
     per_axis = [(p, d) for p in (None, *space.param_dims) for d in space.activation_choices(p)]

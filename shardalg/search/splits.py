@@ -32,14 +32,17 @@ def divisors(n: int) -> tuple[int, ...]:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise UsageError(f"a device count is a positive integer, not {n!r}", rule="parameters")
     if n > MAX_DEVICES:
-        raise UsageError(f"{n} devices: more than {MAX_DEVICES} is refused (divisors by trial division)",
-                         rule="search-limit")  # fmt: skip
+        raise UsageError(
+            f"{n} devices: more than {MAX_DEVICES} is refused (divisors by trial division)",
+            rule="search-limit",
+        )
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return tuple(sorted(set(small + [n // d for d in small])))
 
 
-def torus_splits(shape: Sequence[int], x: sympy.Symbol, y: sympy.Symbol, x_links: sympy.Symbol,
-                 y_links: sympy.Symbol) -> tuple[dict[sympy.Symbol, int], ...]:  # fmt: skip
+def torus_splits(
+    shape: Sequence[int], x: sympy.Symbol, y: sympy.Symbol, x_links: sympy.Symbol, y_links: sympy.Symbol
+) -> tuple[dict[sympy.Symbol, int], ...]:
     """The splits of a torus into X and Y by whole physical axes: X the product of the axes it takes and
     ``M_X`` their count (the book's link multiplicity), Y the rest. Both sides get at least one axis (a side
     with none is a different strategy: pure FSDP or pure TP). Ordered by X, then M_X."""
@@ -86,22 +89,31 @@ class AxisSplits:
     def __str__(self) -> str:
         lines = []
         if self.optimum is not None:
-            lines.append(f"continuous optimum: {self.x}_opt = {sympy.sstr(self.optimum)} = {self.continuous:.6g}")
+            lines.append(
+                f"continuous optimum: {self.x}_opt = {sympy.sstr(self.optimum)} = {self.continuous:.6g}"
+            )
             near = " and ".join(str(v) for v in (self.below, self.above) if v is not None)
             lines.append(f"divisors of {self.n} next to it: {near}")
         lines.append(f"splits by cost (best first, {len(self.ranked)}):")
-        lines += [f"  {s.text():<32} {s.cost:.6g}" + (f"   then {s.then:.6g}" if s.then is not None else "")
-                  for s in self.ranked]  # fmt: skip
+        lines += [
+            f"  {s.text():<32} {s.cost:.6g}" + (f"   then {s.then:.6g}" if s.then is not None else "")
+            for s in self.ranked
+        ]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, object]:
         return {
-            "x": str(self.x), "n": self.n,
+            "x": str(self.x),
+            "n": self.n,
             "optimum": None if self.optimum is None else sympy.sstr(self.optimum),
-            "continuous": self.continuous, "below": self.below, "above": self.above,
-            "ranked": [{"values": {str(s): v for s, v in sp.values}, "cost": sp.cost, "then": sp.then}
-                       for sp in self.ranked],
-        }  # fmt: skip
+            "continuous": self.continuous,
+            "below": self.below,
+            "above": self.above,
+            "ranked": [
+                {"values": {str(s): v for s, v in sp.values}, "cost": sp.cost, "then": sp.then}
+                for sp in self.ranked
+            ],
+        }
 
 
 def _number(expr: Expr, values: Mapping[sympy.Symbol, float], what: str) -> float:
@@ -112,9 +124,16 @@ def _number(expr: Expr, values: Mapping[sympy.Symbol, float], what: str) -> floa
     return v
 
 
-def axis_splits(cost: Expr, x: sympy.Symbol, n: int, values: Mapping[sympy.Symbol, float], *,
-                optimum: Minimum | Expr | None = None, splits: Sequence[Mapping[sympy.Symbol, int]] | None = None,
-                then: Expr | None = None) -> AxisSplits:  # fmt: skip
+def axis_splits(
+    cost: Expr,
+    x: sympy.Symbol,
+    n: int,
+    values: Mapping[sympy.Symbol, float],
+    *,
+    optimum: Minimum | Expr | None = None,
+    splits: Sequence[Mapping[sympy.Symbol, int]] | None = None,
+    then: Expr | None = None,
+) -> AxisSplits:
     """Every split priced with ``cost`` (in ``x``, and in whatever ``splits`` set), ranked; next to the
     continuous ``optimum`` (a :class:`.Minimum` or its X_opt) evaluated with ``values``.
 

@@ -81,13 +81,20 @@ class Region:
     def to_json(self) -> dict[str, object]:
         names = latex_names()
         return {
-            "candidate": self.winner, "parent": self.parent, "term": self.term.label,
-            "binding": sympy.sstr(self.term.expr()), "cost": sympy.sstr(self.cost),
+            "candidate": self.winner,
+            "parent": self.parent,
+            "term": self.term.label,
+            "binding": sympy.sstr(self.term.expr()),
+            "cost": sympy.sstr(self.cost),
             "setting": {str(s): sympy.sstr(v) for s, v in self.setting},
-            "conditions": [[{"relation": sympy.sstr(r), "latex": sympy.latex(r, symbol_names=names)} for r in conj]
-                           for conj in self.conditions],
-            "bracket": self.bracket, "cost_bracket": self.cost_bracket, "ties": list(self.ties),
-        }  # fmt: skip
+            "conditions": [
+                [{"relation": sympy.sstr(r), "latex": sympy.latex(r, symbol_names=names)} for r in conj]
+                for conj in self.conditions
+            ],
+            "bracket": self.bracket,
+            "cost_bracket": self.cost_bracket,
+            "ties": list(self.ties),
+        }
 
 
 def _text_conditions(r: Region, indent: str) -> list[str]:
@@ -122,10 +129,14 @@ def _minimum_json(e: Priced) -> dict[str, object] | None:
     m = e.minimum
     if m is None:
         return None
-    return {"over": str(m.x), "kind": m.kind, "bracket": m.bracket,
-            "lower": None if m.lower is None else sympy.sstr(m.lower),
-            "upper": None if m.upper is None else sympy.sstr(m.upper),
-            "optima": [{"where": where, "value": sympy.sstr(v)} for where, v in m.optima]}  # fmt: skip
+    return {
+        "over": str(m.x),
+        "kind": m.kind,
+        "bracket": m.bracket,
+        "lower": None if m.lower is None else sympy.sstr(m.lower),
+        "upper": None if m.upper is None else sympy.sstr(m.upper),
+        "optima": [{"where": where, "value": sympy.sstr(v)} for where, v in m.optima],
+    }
 
 
 @dataclass(frozen=True)
@@ -213,15 +224,22 @@ class StrategyMap:
         return {
             "parameters": [sympy.sstr(p) for p in self.parameters],
             "domain": [sympy.sstr(d) for d in self.domain],
-            "candidates": [{"name": e.name, "parent": e.parent, "cost": sympy.sstr(e.expr),
-                            "setting": {str(s): sympy.sstr(v) for s, v in e.setting},
-                            "constraints": [k.text for k in e.constraints],
-                            "minimum": _minimum_json(e)} for e in self.entries],
+            "candidates": [
+                {
+                    "name": e.name,
+                    "parent": e.parent,
+                    "cost": sympy.sstr(e.expr),
+                    "setting": {str(s): sympy.sstr(v) for s, v in e.setting},
+                    "constraints": [k.text for k in e.constraints],
+                    "minimum": _minimum_json(e),
+                }
+                for e in self.entries
+            ],
             "regions": [r.to_json() for r in self.regions],
             "cells": [c.to_json() for c in self.cells],
             "exact": self.exact,
             "notes": list(self.notes),
-        }  # fmt: skip
+        }
 
     def to_json_text(self) -> str:
         return json.dumps(self.to_json(), indent=2)

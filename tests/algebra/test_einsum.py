@@ -98,24 +98,55 @@ def test_local_output(left: str, right: str, result: str | None, out: str) -> No
 
 
 REFUSED = [
-    ("A[I, J_X]", "B[J, K]", None, NotLocal,
-     "case 2: J is contracted and sharded over X in A[I, J_X] only, so a local product would sum only a block of J",
-     "gather it: AllGather_X(A[I, J_X]); or slice B onto X (Slice_{X,J}) and reduce the product"),
-    ("A[I, J_X]", "B[J_Y, K]", None, NotLocal,
-     "J is contracted and sharded over X in A[I, J_X] but Y in B[J_Y, K]: the shards on a device hold different blocks of it",
-     "gather one side (AllGather_Y(B[J_Y, K])), or permute it into place"),
-    ("A[I_X, J]", "B[J, K_X]", None, SameAxisResultDims,
-     "case 4: I of A[I_X, J] and K of B[J, K_X] are both sharded over X; each device would hold only a diagonal block of the result",
-     "gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])"),
-    ("A[I, J]{U_X}", "B[J, K]{U_X}", None, UnreducedProduct,
-     "both A[I, J]{U_X} and B[J, K]{U_X} are unreduced over X: a product of sums is not the sum of products",
-     "reduce one first: AllReduce_X(A[I, J]{U_X})"),
-    ("A[I, J]{U_X}", "B[J, K_X]", None, UnreducedProduct,
-     "A[I, J]{U_X} is unreduced over X and B[J, K_X] is sharded over X: each device would multiply a partial sum by a different block",
-     "AllReduce_X(A[I, J]{U_X}) first, or AllGather_X(B[J, K_X])"),
-    ("A[B_X, J]", "W[B, J, K]", "C[B, K]", BatchDimMismatch,
-     "batch dim B is sharded over X in A[B_X, J] but nothing in W[B, J, K]", "shard B alike in both operands"),
-]  # fmt: skip
+    (
+        "A[I, J_X]",
+        "B[J, K]",
+        None,
+        NotLocal,
+        "case 2: J is contracted and sharded over X in A[I, J_X] only, so a local product would sum only a block of J",
+        "gather it: AllGather_X(A[I, J_X]); or slice B onto X (Slice_{X,J}) and reduce the product",
+    ),
+    (
+        "A[I, J_X]",
+        "B[J_Y, K]",
+        None,
+        NotLocal,
+        "J is contracted and sharded over X in A[I, J_X] but Y in B[J_Y, K]: the shards on a device hold different blocks of it",
+        "gather one side (AllGather_Y(B[J_Y, K])), or permute it into place",
+    ),
+    (
+        "A[I_X, J]",
+        "B[J, K_X]",
+        None,
+        SameAxisResultDims,
+        "case 4: I of A[I_X, J] and K of B[J, K_X] are both sharded over X; each device would hold only a diagonal block of the result",
+        "gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])",
+    ),
+    (
+        "A[I, J]{U_X}",
+        "B[J, K]{U_X}",
+        None,
+        UnreducedProduct,
+        "both A[I, J]{U_X} and B[J, K]{U_X} are unreduced over X: a product of sums is not the sum of products",
+        "reduce one first: AllReduce_X(A[I, J]{U_X})",
+    ),
+    (
+        "A[I, J]{U_X}",
+        "B[J, K_X]",
+        None,
+        UnreducedProduct,
+        "A[I, J]{U_X} is unreduced over X and B[J, K_X] is sharded over X: each device would multiply a partial sum by a different block",
+        "AllReduce_X(A[I, J]{U_X}) first, or AllGather_X(B[J, K_X])",
+    ),
+    (
+        "A[B_X, J]",
+        "W[B, J, K]",
+        "C[B, K]",
+        BatchDimMismatch,
+        "batch dim B is sharded over X in A[B_X, J] but nothing in W[B, J, K]",
+        "shard B alike in both operands",
+    ),
+]
 
 
 @pytest.mark.parametrize("left, right, result, err, message, fix", REFUSED)

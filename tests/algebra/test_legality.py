@@ -27,146 +27,209 @@ from shardalg.notation.syntax import Dim, Product, Tensor
 # (source, mesh, sizes, error class, the full str() of the error: message, source line, caret, fix)
 PINNED = [
     (
-        "A[I_X, J_X]", None, None, AxisUsedTwice,
+        "A[I_X, J_X]",
+        None,
+        None,
+        AxisUsedTwice,
         "error: mesh axis X shards both I and J [axis-used-twice]\n"
         "  A[I_X, J_X]\n"
         "         ^^^\n"
         "  fix: shard J over another axis, or replicate it: A[I_X, J]",
     ),
     (
-        "A[I_X]{U_X}", None, None, AxisUsedTwice,
+        "A[I_X]{U_X}",
+        None,
+        None,
+        AxisUsedTwice,
         "error: mesh axis X shards I and is unreduced ({U_X}) [axis-used-twice]\n"
         "  A[I_X]{U_X}\n"
         "        ^^^^^\n"
         "  fix: use X in one place: A[I_X] or A[I]{U_X}",
     ),
     (
-        "A[I_XX, J]", None, None, AxisUsedTwice,
+        "A[I_XX, J]",
+        None,
+        None,
+        AxisUsedTwice,
         "error: mesh axis X shards I twice [axis-used-twice]\n"
         "  A[I_XX, J]\n"
         "    ^^^^\n"
         "  fix: name each axis once: A[I_X, J]",
     ),
     (
-        "A[I_Z, J]", "X=4,Y=2", None, UnknownAxis,
+        "A[I_Z, J]",
+        "X=4,Y=2",
+        None,
+        UnknownAxis,
         "error: mesh axis Z is not in the mesh (X, Y) [unknown-axis]\n"
         "  A[I_Z, J]\n"
         "    ^^^\n"
         "  fix: use an axis of the mesh (X, Y), or add Z to it",
     ),
     (
-        "A[I_XY, J] where I=12", "X=4,Y=2", None, IndivisibleDim,
+        "A[I_XY, J] where I=12",
+        "X=4,Y=2",
+        None,
+        IndivisibleDim,
         "error: dim I has size 12, not divisible by |X| · |Y| = 8 [indivisible-dim]\n"
         "  A[I_XY, J] where I=12\n"
         "    ^^^^\n"
         "  fix: shard I over fewer axes: A[I_X, J], or make its size a multiple of 8",
     ),
     (
-        "fp32[1000_X, 4096]", "X=16", None, IndivisibleDim,
+        "fp32[1000_X, 4096]",
+        "X=16",
+        None,
+        IndivisibleDim,
         "error: dim 1000 has size 1000, not divisible by |X| = 16 [indivisible-dim]\n"
         "  fp32[1000_X, 4096]\n"
         "       ^^^^^^\n"
         "  fix: replicate 1000: fp32[1000, 4096], or make its size a multiple of 16",
     ),
     (
-        "A[I, J]{U_X} ·_LOCAL B[J, K]{U_X}", None, None, UnreducedProduct,
+        "A[I, J]{U_X} ·_LOCAL B[J, K]{U_X}",
+        None,
+        None,
+        UnreducedProduct,
         "error: both operands are unreduced over X: a product of partial sums is not a partial sum of the product [unreduced-product]\n"
         "  A[I, J]{U_X} ·_LOCAL B[J, K]{U_X}\n"
         "                              ^^^^^\n"
         "  fix: reduce one operand first: AllReduce_X(A[I, J]{U_X}) or AllReduce_X(B[J, K]{U_X})",
     ),
     (
-        "P[B_X, D] ·_LOCAL Q[B_Y, D, F] -> R[B, F]", None, None, BatchDimMismatch,
+        "P[B_X, D] ·_LOCAL Q[B_Y, D, F] -> R[B, F]",
+        None,
+        None,
+        BatchDimMismatch,
         "error: batch dim B is sharded differently in the two inputs: B_X and B_Y [batch-dim-mismatch]\n"
         "  P[B_X, D] ·_LOCAL Q[B_Y, D, F] -> R[B, F]\n"
         "                      ^^^\n"
         "  fix: reshard one input so B matches: P[B_Y, D] or Q[B_X, D, F]",
     ),
     (
-        "A[I_X, J] ·_LOCAL B[J, K_X]", None, None, SameAxisResultDims,
+        "A[I_X, J] ·_LOCAL B[J, K_X]",
+        None,
+        None,
+        SameAxisResultDims,
         "error: case 4: the result dims I and K are both sharded over X [case-4]\n"
         "  A[I_X, J] ·_LOCAL B[J, K_X]\n"
         "                         ^^^\n"
         "  fix: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])",
     ),
     (
-        "A[I_X, J] ·_LOCAL B[J, K_X] -> C[I, K]", None, None, SameAxisResultDims,
+        "A[I_X, J] ·_LOCAL B[J, K_X] -> C[I, K]",
+        None,
+        None,
+        SameAxisResultDims,
         "error: case 4: the result dims I and K are both sharded over X [case-4]\n"
         "  A[I_X, J] ·_LOCAL B[J, K_X] -> C[I, K]\n"
         "                         ^^^\n"
         "  fix: gather one operand first: AllGather_X(A[I_X, J]) or AllGather_X(B[J, K_X])",
     ),
     (
-        "A[I, J] · (A[I_XY, J] · B[J, K_Y])", None, None, SameAxisResultDims,
+        "A[I, J] · (A[I_XY, J] · B[J, K_Y])",
+        None,
+        None,
+        SameAxisResultDims,
         "error: case 4: the result dims I and K are both sharded over Y [case-4]\n"
         "  A[I, J] · (A[I_XY, J] · B[J, K_Y])\n"
         "                               ^^^\n"
         "  fix: gather one operand first: AllGather_Y(A[I_XY, J]) or AllGather_Y(B[J, K_Y])",
     ),
     (
-        "A[I, J_X] ·_LOCAL B[J, K]", None, None, NotLocal,
+        "A[I, J_X] ·_LOCAL B[J, K]",
+        None,
+        None,
+        NotLocal,
         "error: case 2: J is contracted and sharded over X in A[I, J_X] only, so a local product would sum only a block of J [not-local]\n"
         "  A[I, J_X] ·_LOCAL B[J, K]\n"
         "       ^^^\n"
         "  fix: gather it first: AllGather_X(A[I, J_X]), or drop _LOCAL and let the planner choose",
     ),
     (
-        "A[I, J]{U_X} ·_LOCAL B[J, K_X]", None, None, NotLocal,
+        "A[I, J]{U_X} ·_LOCAL B[J, K_X]",
+        None,
+        None,
+        NotLocal,
         "error: A[I, J]{U_X} is unreduced over X and B[J, K_X] is sharded over X: each device would multiply a partial sum by a different block [not-local]\n"
         "  A[I, J]{U_X} ·_LOCAL B[J, K_X]\n"
         "                       ^^^^^^^^^\n"
         "  fix: AllReduce_X(A[I, J]{U_X}) first, or AllGather_X(B[J, K_X])",
     ),
     (
-        "A[I, J] · B[J, K] -> C[I]", None, None, ShapeMismatch,
+        "A[I, J] · B[J, K] -> C[I]",
+        None,
+        None,
+        ShapeMismatch,
         "error: dim K is in only one operand and not in the result C[I]; a product sums only dims of both operands [shape-mismatch]\n"
         "  A[I, J] · B[J, K] -> C[I]\n"
         "                       ^^^^\n"
         "  fix: keep K in the result",
     ),
     (
-        "A[4, 4] · B[4, K]", None, None, ShapeMismatch,
+        "A[4, 4] · B[4, K]",
+        None,
+        None,
+        ShapeMismatch,
         "error: dim 4 appears twice in A[4, 4], and an operation tells dims apart by name [shape-mismatch]\n"
         "  A[4, 4] · B[4, K]\n"
         "       ^\n"
         "  fix: name each dim once: A[D0, D1] where D0=4, D1=4",
     ),
     (
-        "AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", "I=1,J=2,K=1", IndivisibleDim,
+        "AllToAll_{Y,I}(A[J_Y, K, I])",
+        "X=2,Y=2",
+        "I=1,J=2,K=1",
+        IndivisibleDim,
         "error: AllToAll gives A[J, K, I_Y], but its dim I has size 1, not divisible by |Y| = 2 [indivisible-dim]\n"
         "  AllToAll_{Y,I}(A[J_Y, K, I])\n"
         "  ^^^^^^^^^^^^^^\n"
         "  fix: replicate I: A[J, K, I], or make its size a multiple of 2",
     ),
     (
-        "AllGather_X: A[I_X, J] -> A[I, J_X]", None, None, ShapeMismatch,
+        "AllGather_X: A[I_X, J] -> A[I, J_X]",
+        None,
+        None,
+        ShapeMismatch,
         "error: AllGather_X of A[I_X, J] gives A[I, J], not A[I, J_X] [shape-mismatch]\n"
         "  AllGather_X: A[I_X, J] -> A[I, J_X]\n"
         "                            ^^^^^^^^^\n"
         "  fix: write the result as A[I, J]",
     ),
     (
-        "AllGather_X(A[I_XY, J])", None, None, IllegalCollective,
+        "AllGather_X(A[I_XY, J])",
+        None,
+        None,
+        IllegalCollective,
         "error: AllGather_X would take X off I_XY in A[I_XY, J], but X is not its minor-most axis (Y is); a collective only removes the minor-most axes [collective-precondition]\n"
         "  AllGather_X(A[I_XY, J])\n"
         "  ^^^^^^^^^^^\n"
         "  fix: Permute_{X,Y} first (A[I_YX, J]), then AllGather_X; or AllGather_XY",
     ),
     (
-        "AllGather_Q(A[I_X, J])", "X=4,Y=2", None, UnknownAxis,
+        "AllGather_Q(A[I_X, J])",
+        "X=4,Y=2",
+        None,
+        UnknownAxis,
         "error: AllGather names mesh axis Q, which is not in the mesh (X, Y) [unknown-axis]\n"
         "  AllGather_Q(A[I_X, J])\n"
         "  ^^^^^^^^^^^\n"
         "  fix: use an axis of the mesh (X, Y), or add Q to it",
     ),
     (
-        "A[I, J] · B[J, K] -> C[I, Q]", None, None, ShapeMismatch,
+        "A[I, J] · B[J, K] -> C[I, Q]",
+        None,
+        None,
+        ShapeMismatch,
         "error: result dim Q is in neither input [shape-mismatch]\n"
         "  A[I, J] · B[J, K] -> C[I, Q]\n"
         "                            ^",
     ),
     (
-        "A[I] · B[K] -> C[I, K]{U_X}", "X=2", None, UnreachableUnreduced,
+        "A[I] · B[K] -> C[I, K]{U_X}",
+        "X=2",
+        None,
+        UnreachableUnreduced,
         "error: the result is unreduced over X, but no plan leaves partial sums "
         "there: a product has them only where an operand does, or where both shard a contracted dim (case 3), and "
         "a Permute renames them only between axes of one size; this product contracts no dim [unreduced-result]\n"
@@ -175,7 +238,7 @@ PINNED = [
         "  fix: request the result reduced (drop its {U_..}), or shard a contracted dim over those axes in both "
         "operands",
     ),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("source", "mesh", "sizes", "error", "text"), PINNED, ids=[p[0] for p in PINNED])
@@ -230,7 +293,9 @@ LEGAL = [
 
 @pytest.mark.parametrize("source", LEGAL)
 def test_seed_expressions_are_legal(source):
-    assert check(source, "X=4,Y=2,Z=2", {"I": 1024, "J": 4096, "K": 2048, "B": 256, "D": 1024, "F": 4096}) == []
+    assert (
+        check(source, "X=4,Y=2,Z=2", {"I": 1024, "J": 4096, "K": 2048, "B": 256, "D": 1024, "F": 4096}) == []
+    )
 
 
 def test_mesh_and_sizes_come_from_the_program():

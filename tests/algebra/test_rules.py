@@ -64,45 +64,135 @@ def test_each_application_runs_on_numbers(
 
 # (op, axes, dim, input, error class, full message, fix)
 REFUSED = [
-    (Op.ALL_GATHER, "Y", None, "A[I_X, J]", IllegalCollective,
-     "Y does not shard A; A is sharded over X (dim I)", "gather an axis that shards it: AllGather_X"),
-    (Op.ALL_GATHER, "X", None, "A[I_XY, J]", IllegalCollective,
-     "AllGather_X would take X off I_XY in A[I_XY, J], but X is not its minor-most axis (Y is); "
-     "a collective only removes the minor-most axes",
-     "Permute_{X,Y} first (A[I_YX, J]), then AllGather_X; or AllGather_XY"),
-    (Op.ALL_GATHER, "X", None, "C[I, K]{U_X}", IllegalCollective,
-     "X does not shard C; C is not sharded", "sum the partials: AllReduce_X, or ReduceScatter_{X,d}"),
-    (Op.REDUCE_SCATTER, "X", "K", "C[I, K_X]", IllegalCollective,
-     "ReduceScatter_X sums partial values, but C is not unreduced over X (X shards dim K; no {U_X})",
-     "AllGather_X gathers a sharded dim"),
-    (Op.REDUCE_SCATTER, "X", None, "C[I, K]{U_X}", IllegalCollective,
-     "ReduceScatter_X needs a target dim of C[I, K]{U_X}", "write ReduceScatter_{X,d} with d one of I, K"),
-    (Op.ALL_REDUCE, "Y", None, "A[I_X, J]", IllegalCollective,
-     "AllReduce_Y sums partial values, but A is not unreduced over Y (A is replicated over Y; no {U_Y})",
-     "nothing to reduce"),
-    (Op.ALL_TO_ALL, "X", "I", "A[I_X, J]", IllegalCollective,
-     "AllToAll_{X,I} moves a sharding to another dim, but X already shards I", None),
-    (Op.ALL_TO_ALL, "X", "J", "A[I_XY, J]", IllegalCollective,
-     "AllToAll_X would take X off I_XY in A[I_XY, J], but X is not its minor-most axis (Y is); "
-     "a collective only removes the minor-most axes",
-     "Permute_{X,Y} first (A[I_YX, J]), then AllToAll_X; or AllToAll_XY"),
-    (Op.SLICE, "X", "J", "A[I_X, J]", IllegalCollective,
-     "Slice_X needs A replicated over X, but X shards dim I", "AllToAll_{X,d} moves a sharding to another dim"),
-    (Op.SLICE, "X", "J", "A[I, J]{U_X}", IllegalCollective,
-     "Slice_X keeps one block of a replicated value, but A is unreduced over X: each device holds only a partial sum",
-     "ReduceScatter_{X,d} sums and keeps one block"),
-    (Op.PERMUTE, "XY", None, "A[I_X, J]", IllegalCollective,
-     "Permute_{X,Y} cannot re-lay A[I_X, J]: |X| = 4 and |Y| = 2 differ, so the local shape would change",
-     "AllGather then Slice, or AllToAll, to move the sharding between X and Y"),
-    (Op.PERMUTE, "XY", None, "A[I, J]{U_X}", IllegalCollective,
-     "Permute_{X,Y} cannot re-lay A[I, J]{U_X}: partial sums over X cannot become partial sums over Y of another size",
-     "AllGather then Slice, or AllToAll, to move the sharding between X and Y"),
-    (Op.PERMUTE, "X", None, "A[I_X, J]", IllegalCollective,
-     "Permute swaps two mesh axes, not 1 (X)", "write Permute_{X,Y}"),
-    (Op.SHIFT, "XY", None, "A[I_XY, J]", IllegalCollective,
-     "Shift moves blocks around one ring, not 2 axes (X, Y)",
-     "shift along one axis: Shift_{X,+1}; a shift along several is one Shift per axis"),
-]  # fmt: skip
+    (
+        Op.ALL_GATHER,
+        "Y",
+        None,
+        "A[I_X, J]",
+        IllegalCollective,
+        "Y does not shard A; A is sharded over X (dim I)",
+        "gather an axis that shards it: AllGather_X",
+    ),
+    (
+        Op.ALL_GATHER,
+        "X",
+        None,
+        "A[I_XY, J]",
+        IllegalCollective,
+        "AllGather_X would take X off I_XY in A[I_XY, J], but X is not its minor-most axis (Y is); "
+        "a collective only removes the minor-most axes",
+        "Permute_{X,Y} first (A[I_YX, J]), then AllGather_X; or AllGather_XY",
+    ),
+    (
+        Op.ALL_GATHER,
+        "X",
+        None,
+        "C[I, K]{U_X}",
+        IllegalCollective,
+        "X does not shard C; C is not sharded",
+        "sum the partials: AllReduce_X, or ReduceScatter_{X,d}",
+    ),
+    (
+        Op.REDUCE_SCATTER,
+        "X",
+        "K",
+        "C[I, K_X]",
+        IllegalCollective,
+        "ReduceScatter_X sums partial values, but C is not unreduced over X (X shards dim K; no {U_X})",
+        "AllGather_X gathers a sharded dim",
+    ),
+    (
+        Op.REDUCE_SCATTER,
+        "X",
+        None,
+        "C[I, K]{U_X}",
+        IllegalCollective,
+        "ReduceScatter_X needs a target dim of C[I, K]{U_X}",
+        "write ReduceScatter_{X,d} with d one of I, K",
+    ),
+    (
+        Op.ALL_REDUCE,
+        "Y",
+        None,
+        "A[I_X, J]",
+        IllegalCollective,
+        "AllReduce_Y sums partial values, but A is not unreduced over Y (A is replicated over Y; no {U_Y})",
+        "nothing to reduce",
+    ),
+    (
+        Op.ALL_TO_ALL,
+        "X",
+        "I",
+        "A[I_X, J]",
+        IllegalCollective,
+        "AllToAll_{X,I} moves a sharding to another dim, but X already shards I",
+        None,
+    ),
+    (
+        Op.ALL_TO_ALL,
+        "X",
+        "J",
+        "A[I_XY, J]",
+        IllegalCollective,
+        "AllToAll_X would take X off I_XY in A[I_XY, J], but X is not its minor-most axis (Y is); "
+        "a collective only removes the minor-most axes",
+        "Permute_{X,Y} first (A[I_YX, J]), then AllToAll_X; or AllToAll_XY",
+    ),
+    (
+        Op.SLICE,
+        "X",
+        "J",
+        "A[I_X, J]",
+        IllegalCollective,
+        "Slice_X needs A replicated over X, but X shards dim I",
+        "AllToAll_{X,d} moves a sharding to another dim",
+    ),
+    (
+        Op.SLICE,
+        "X",
+        "J",
+        "A[I, J]{U_X}",
+        IllegalCollective,
+        "Slice_X keeps one block of a replicated value, but A is unreduced over X: each device holds only a partial sum",
+        "ReduceScatter_{X,d} sums and keeps one block",
+    ),
+    (
+        Op.PERMUTE,
+        "XY",
+        None,
+        "A[I_X, J]",
+        IllegalCollective,
+        "Permute_{X,Y} cannot re-lay A[I_X, J]: |X| = 4 and |Y| = 2 differ, so the local shape would change",
+        "AllGather then Slice, or AllToAll, to move the sharding between X and Y",
+    ),
+    (
+        Op.PERMUTE,
+        "XY",
+        None,
+        "A[I, J]{U_X}",
+        IllegalCollective,
+        "Permute_{X,Y} cannot re-lay A[I, J]{U_X}: partial sums over X cannot become partial sums over Y of another size",
+        "AllGather then Slice, or AllToAll, to move the sharding between X and Y",
+    ),
+    (
+        Op.PERMUTE,
+        "X",
+        None,
+        "A[I_X, J]",
+        IllegalCollective,
+        "Permute swaps two mesh axes, not 1 (X)",
+        "write Permute_{X,Y}",
+    ),
+    (
+        Op.SHIFT,
+        "XY",
+        None,
+        "A[I_XY, J]",
+        IllegalCollective,
+        "Shift moves blocks around one ring, not 2 axes (X, Y)",
+        "shift along one axis: Shift_{X,+1}; a shift along several is one Shift per axis",
+    ),
+]
 
 
 @pytest.mark.parametrize("op, axes, dim, before, err, message, fix", REFUSED)
@@ -123,8 +213,14 @@ def test_unknown_axis_and_axis_used_twice_are_refused() -> None:
 def test_permute_of_unequal_axes_is_legal_when_no_local_shape_changes() -> None:
     # I_XY -> I_YX moves blocks among the X·Y devices; every device still holds |I|/8 rows
     assert RULES[Op.PERMUTE].apply(T("A[I_XY, J]"), ("X", "Y"), None, M) == T("A[I_YX, J]")
-    res = run_plan(Plan((T("A[I_XY, J]"),), (Step(Op.PERMUTE, (T("A[I_XY, J]"),), T("A[I_YX, J]"), ("X", "Y")),),
-                        T("A[I_YX, J]")), M)  # fmt: skip
+    res = run_plan(
+        Plan(
+            (T("A[I_XY, J]"),),
+            (Step(Op.PERMUTE, (T("A[I_XY, J]"),), T("A[I_YX, J]"), ("X", "Y")),),
+            T("A[I_YX, J]"),
+        ),
+        M,
+    )
     assert res.ok
 
 
@@ -273,6 +369,10 @@ def test_a_shift_of_a_minor_axis_rolls_that_digit_of_the_block_index() -> None:
     """A[I_XY] on X=2, Y=2: block x·2 + y; Shift_Y by +1 swaps the y digit within each x."""
     a = T("A[I_XY]")
     dense = np.arange(4.0)
-    res = run_plan(Plan((a,), (Step(Op.SHIFT, (a,), a, ("Y",), offset=1),), a), Mesh(X=2, Y=2), {"I": 4},
-                   inputs={"A": dense})  # fmt: skip
+    res = run_plan(
+        Plan((a,), (Step(Op.SHIFT, (a,), a, ("Y",), offset=1),), a),
+        Mesh(X=2, Y=2),
+        {"I": 4},
+        inputs={"A": dense},
+    )
     assert res.ok and list(res.output) == [1.0, 0.0, 3.0, 2.0]

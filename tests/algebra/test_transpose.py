@@ -128,15 +128,26 @@ def test_shift_transposes_to_the_inverse_shift():
 def test_multi_dim_allgather_transposes_to_one_reduce_scatter_per_dim():
     fwd = Step(Op.ALL_GATHER, (T("B_X D_Y"),), T("B D"), ("X", "Y"))
     back = transpose(fwd, MESH)
-    assert [(s.op, s.axes, s.dim) for s in back] == [(Op.REDUCE_SCATTER, ("Y",), "D"), (Op.REDUCE_SCATTER, ("X",), "B")]
+    assert [(s.op, s.axes, s.dim) for s in back] == [
+        (Op.REDUCE_SCATTER, ("Y",), "D"),
+        (Op.REDUCE_SCATTER, ("X",), "B"),
+    ]
     assert back[0].input == T("B D", "XY") and back[-1].output == T("B_X D_Y")
     assert back[0].output == back[1].input
-    assert transpose(back, MESH) == (fwd_local := transpose(transpose(fwd, MESH), MESH)) and len(fwd_local) == 1
+    assert (
+        transpose(back, MESH) == (fwd_local := transpose(transpose(fwd, MESH), MESH)) and len(fwd_local) == 1
+    )
 
 
 def test_multi_axis_one_dim_reduce_scatter():
     s = one(Step(Op.ALL_GATHER, (T("I_XY J"),), T("I J"), ("X", "Y")))
-    assert (s.op, s.axes, s.dim, s.input, s.output) == (Op.REDUCE_SCATTER, ("X", "Y"), "I", T("I J", "XY"), T("I_XY J"))
+    assert (s.op, s.axes, s.dim, s.input, s.output) == (
+        Op.REDUCE_SCATTER,
+        ("X", "Y"),
+        "I",
+        T("I J", "XY"),
+        T("I_XY J"),
+    )
 
 
 def test_a_sequence_transposes_in_reverse_order():
@@ -197,7 +208,9 @@ def local_steps(draw, max_axis: int = 4) -> tuple[LocalStep, Mesh]:
         axes = tuple(draw(st.permutations(t.unreduced)))[: draw(st.integers(1, len(t.unreduced)))]
         axes = tuple(a for a in mesh.names if a in axes)  # canonical: mesh order
         options.append((Op.REDUCE_SCATTER, axes, labels[-1], [(axes, Kind.S, labels[-1])]))
-        options.append((Op.ALL_REDUCE, axes, None, [((a,), draw(st.sampled_from([Kind.R, Kind.I])), None) for a in axes]))
+        options.append(
+            (Op.ALL_REDUCE, axes, None, [((a,), draw(st.sampled_from([Kind.R, Kind.I])), None) for a in axes])
+        )
     free = tuple(a for a in names if where[a] in ("R", "I"))
     if free:
         options.append((Op.SLICE, free[:1], labels[0], [(free[:1], Kind.S, labels[0])]))
@@ -206,8 +219,12 @@ def local_steps(draw, max_axis: int = 4) -> tuple[LocalStep, Mesh]:
     if len(names) >= 2 and mesh[names[0]].size == mesh[names[1]].size:  # a swap that keeps local shapes
         a, b = names[0], names[1]
         swap = {a: b, b: a}
-        sw = Tensor("A", tuple(d.with_axes(tuple(swap.get(x, x) for x in d.axes)) for d in t.dims),
-                    tuple(swap.get(x, x) for x in t.unreduced), tuple(swap.get(x, x) for x in t.invariant))  # fmt: skip
+        sw = Tensor(
+            "A",
+            tuple(d.with_axes(tuple(swap.get(x, x) for x in d.axes)) for d in t.dims),
+            tuple(swap.get(x, x) for x in t.unreduced),
+            tuple(swap.get(x, x) for x in t.invariant),
+        )
         options.append((Op.PERMUTE, (a, b), None, sw))
     offset = None
     if names:  # a ring shift: the layout stays
@@ -220,8 +237,14 @@ def local_steps(draw, max_axis: int = 4) -> tuple[LocalStep, Mesh]:
         out = t
         for ax, kind, d in effect:
             out = _set(out, ax, kind, d)
-    return LocalStep(op, t, out, axes, dim if op in (Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.SLICE, Cast.PAD) else None,
-                     offset=offset if op is Op.SHIFT else None), mesh  # fmt: skip
+    return LocalStep(
+        op,
+        t,
+        out,
+        axes,
+        dim if op in (Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.SLICE, Cast.PAD) else None,
+        offset=offset if op is Op.SHIFT else None,
+    ), mesh
 
 
 @given(local_steps())

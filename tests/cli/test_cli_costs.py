@@ -12,9 +12,11 @@ from shardalg.cli import main
 
 LOCAL = "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]"
 GATHER = "AllGather_X(Y[D_X, F]) -> Y[D, F]; X[B, D] · Y[D, F] -> Z[B, F]"
-FSDP_TP = ("AllGather_X(W_in[D_X, F_Y]) -> W_in[D, F_Y]; AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]; "
-           "In[B_X, D] · W_in[D, F_Y] -> Tmp[B_X, F_Y]; AllGather_X(W_out[F_Y, D_X]) -> W_out[F_Y, D]; "
-           "Tmp[B_X, F_Y] · W_out[F_Y, D] -> Out[B_X, D]{U_Y}; ReduceScatter_{Y,D}(Out[B_X, D]{U_Y}) -> Out[B_X, D_Y]")  # fmt: skip
+FSDP_TP = (
+    "AllGather_X(W_in[D_X, F_Y]) -> W_in[D, F_Y]; AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]; "
+    "In[B_X, D] · W_in[D, F_Y] -> Tmp[B_X, F_Y]; AllGather_X(W_out[F_Y, D_X]) -> W_out[F_Y, D]; "
+    "Tmp[B_X, F_Y] · W_out[F_Y, D] -> Out[B_X, D]{U_Y}; ReduceScatter_{Y,D}(Out[B_X, D]{U_Y}) -> Out[B_X, D_Y]"
+)
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -24,8 +26,18 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_cost_json(capsys):
-    code, out, _ = run(capsys, "cost", "AllGather_Y(bf16[E_Y, F])", "--mesh", "X=8,Y=4",
-                       "--sizes", "E=2048,F=8192", "--hw", "tpu-v5e", "--json")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "cost",
+        "AllGather_Y(bf16[E_Y, F])",
+        "--mesh",
+        "X=8,Y=4",
+        "--sizes",
+        "E=2048,F=8192",
+        "--hw",
+        "tpu-v5e",
+        "--json",
+    )
     assert code == 0
     data = json.loads(out)
     assert {"formula", "latex", "seconds", "steps"} <= set(data)
@@ -48,21 +60,35 @@ def test_compare_json_condition_is_sympy_parsable(capsys):
 
 
 def test_compare_large_batch_regime(capsys):
-    code, out, _ = run(capsys, "compare", LOCAL, GATHER, "--mesh", "X=4", "--solve-for", "D",
-                       "--regime", "compute", "--json")  # fmt: skip
+    code, out, _ = run(
+        capsys, "compare", LOCAL, GATHER, "--mesh", "X=4", "--solve-for", "D", "--regime", "compute", "--json"
+    )
     assert code == 0 and json.loads(out)["condition"] == "D > 2*C/W_ici"
 
 
 def test_optimum_of_fsdp_tp(capsys):
-    code, out, _ = run(capsys, "optimum", FSDP_TP, "--mesh", "X,Y", "--over", "X", "--subject-to", "X*Y=N",
-                       "--symbolic-links", "--json")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "optimum",
+        FSDP_TP,
+        "--mesh",
+        "X,Y",
+        "--over",
+        "X",
+        "--subject-to",
+        "X*Y=N",
+        "--symbolic-links",
+        "--json",
+    )
     assert code == 0
     assert json.loads(out)["optimum"] == "sqrt(B)*sqrt(M_X)*sqrt(N)/(sqrt(F)*sqrt(M_Y))"
 
 
 def test_bound_of_dp_backward(capsys):
-    dp = ("dOut[B_X, F] · W[D, F] -> dIn[B_X, D]; In[B_X, D] · dOut[B_X, F] -> dW[D, F]{U_X}; "
-          "AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]")  # fmt: skip
+    dp = (
+        "dOut[B_X, F] · W[D, F] -> dIn[B_X, D]; In[B_X, D] · dOut[B_X, F] -> dW[D, F]{U_X}; "
+        "AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]"
+    )
     code, out, _ = run(capsys, "bound", dp, "--mesh", "X", "--solve-for", "B", "--symbolic-links", "--json")
     assert code == 0 and json.loads(out)["condition"] == "B > C*X/(M_X*W_ici)"
 

@@ -46,7 +46,9 @@ def test_mesh_from_the_program(capsys: pytest.CaptureFixture[str]) -> None:
         (["show", "A[I_Q, J]", "--mesh", "X=2"], 1, "unknown-axis"),
     ],
 )
-def test_errors_and_exit_codes(capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str) -> None:
+def test_errors_and_exit_codes(
+    capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
+) -> None:
     got, out, err = run(capsys, *argv)
     assert got == code
     assert message in err
@@ -71,14 +73,18 @@ def test_check_jax_runs_the_code(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_check_torch_runs_the_code(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch", reason="torch is not installed (pip install 'shardalg[torch]')")
-    code, _, err = run(capsys, "export", "torch", "A[I, J_X] * B[J_X, K] -> C[I, K]", "--mesh", "X=4", "--check")
+    code, _, err = run(
+        capsys, "export", "torch", "A[I, J_X] * B[J_X, K] -> C[I, K]", "--mesh", "X=4", "--check"
+    )
     assert code == 0, err
     assert "check: ok on 4 gloo processes" in err
 
 
 def test_check_torch_dtensor_runs_the_code(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch", reason="torch is not installed (pip install 'shardalg[torch]')")
-    code, out, err = run(capsys, "export", "torch", FSDP, "--mesh", "X=4", "--backward", "--dtensor", "--check")
+    code, out, err = run(
+        capsys, "export", "torch", FSDP, "--mesh", "X=4", "--backward", "--dtensor", "--check"
+    )
     assert code == 0, err
     assert "check: ok on 4 gloo processes" in err
     assert ".redistribute(mesh, [Shard(0)])" in out and "def distribute(" in out
@@ -87,4 +93,6 @@ def test_check_torch_dtensor_runs_the_code(capsys: pytest.CaptureFixture[str]) -
 def test_dtensor_is_a_torch_form(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "export", "jax", FSDP, "--mesh", "X=4", "--dtensor")
     assert (code, out) == (2, "")
-    assert err == "error: --dtensor is a form of the torch export: shardalg export torch ... --dtensor [usage]\n"
+    assert (
+        err == "error: --dtensor is a form of the torch export: shardalg export torch ... --dtensor [usage]\n"
+    )

@@ -32,8 +32,9 @@ CLI = [sys.executable, "-c", "from shardalg.cli import run; run()"]
 
 
 def shell(args: list[str], stdin: str | None = None, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(CLI + args, input=stdin, capture_output=True, text=True, cwd=ROOT, check=False,
-                          timeout=120, **kw)  # fmt: skip
+    return subprocess.run(
+        CLI + args, input=stdin, capture_output=True, text=True, cwd=ROOT, check=False, timeout=120, **kw
+    )
 
 
 # ---- one command's parsers --------------------------------------------------------------------------
@@ -60,7 +61,9 @@ def test_one_commands_parser_is_the_whole_lines(command: str) -> None:
     whole, alone = _commands(build_parser()), _commands(build_parser(command))
     assert set(alone) == {c for c, m in COMMANDS.items() if m == COMMANDS[command]}
     assert whole[command].format_help() == alone[command].format_help()
-    for (words, a), (words_b, b) in zip(leaf_parsers(whole[command]), leaf_parsers(alone[command]), strict=True):
+    for (words, a), (words_b, b) in zip(
+        leaf_parsers(whole[command]), leaf_parsers(alone[command]), strict=True
+    ):
         assert words == words_b
         assert a.format_help() == b.format_help()
 
@@ -80,11 +83,13 @@ def test_unknown_words_and_options_build_the_whole_line(capsys) -> None:
 def test_the_script_defers_full_collections_and_freezes_its_heap_the_library_does_not(capsys) -> None:
     import gc
 
-    code = ("import gc, sys\n"
-            "from shardalg.cli import run\n"
-            "sys.argv = ['shardalg', 'check', 'A[I_X, J] * B[J, K] -> C[I_X, K]', '--mesh', 'X=2']\n"
-            "try:\n    run()\nexcept SystemExit as e:\n"
-            "    print(e.code, gc.isenabled(), gc.get_threshold()[2], gc.get_freeze_count() > 1000)\n")  # fmt: skip
+    code = (
+        "import gc, sys\n"
+        "from shardalg.cli import run\n"
+        "sys.argv = ['shardalg', 'check', 'A[I_X, J] * B[J, K] -> C[I_X, K]', '--mesh', 'X=2']\n"
+        "try:\n    run()\nexcept SystemExit as e:\n"
+        "    print(e.code, gc.isenabled(), gc.get_threshold()[2], gc.get_freeze_count() > 1000)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.stdout.split()[-4:] == ["0", "True", str(RUN_OLDEST_THRESHOLD), "True"], done.stderr
     before = gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()
@@ -128,7 +133,10 @@ def test_completion_without_shtab_is_a_clear_error(monkeypatch, capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(["--print-completion", "bash"])
     assert info.value.code == 2
-    assert capsys.readouterr().err == "error: shell completion needs shtab: pip install 'shardalg[completion]' [usage]\n"
+    assert (
+        capsys.readouterr().err
+        == "error: shell completion needs shtab: pip install 'shardalg[completion]' [usage]\n"
+    )
 
 
 # ---- help ---------------------------------------------------------------------------------------------
@@ -194,8 +202,14 @@ def test_a_closed_pipe_is_quiet() -> None:
     """``shardalg parse ... | head -1``: no BrokenPipeError traceback."""
     program = "; ".join(f"A{i}[I_X, J] · B{i}[J, K] -> C{i}[I_X, K]" for i in range(400))
     cmd = " ".join(CLI[:2]) + " '" + CLI[2] + "' parse '" + program + "' --format unicode | head -1"
-    done = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, cwd=ROOT,
-                          check=False, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", cmd],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=120,
+    )
     assert done.stdout == "A0[I_X, J] · B0[J, K] → C0[I_X, K]\n"
     assert done.stderr == ""
     assert done.returncode in (0, 141)  # 141: ended by SIGPIPE, as `yes | head -1` is
@@ -219,12 +233,28 @@ def test_notes_into_a_file_is_one_line_and_exit_2(tmp_path: Path, capsys) -> Non
 
 def test_plot_into_a_missing_directory_is_one_line(tmp_path: Path, capsys) -> None:
     pytest.importorskip("matplotlib")
-    code = main(["plot", "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
-                 "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]", "--over", "D", "--range", "128:65536",
-                 "--mesh", "X=8", "--sizes", "B=1024,F=8192", "--out", str(tmp_path / "no" / "q4.png")])  # fmt: skip
+    code = main(
+        [
+            "plot",
+            "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
+            "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]",
+            "--over",
+            "D",
+            "--range",
+            "128:65536",
+            "--mesh",
+            "X=8",
+            "--sizes",
+            "B=1024,F=8192",
+            "--out",
+            str(tmp_path / "no" / "q4.png"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
-    assert err.startswith("error: cannot write the picture ") and err.endswith(": No such file or directory [file]\n")
+    assert err.startswith("error: cannot write the picture ") and err.endswith(
+        ": No such file or directory [file]\n"
+    )
 
 
 STDIN_COMMANDS = [
@@ -238,15 +268,23 @@ STDIN_COMMANDS = [
     (["backward", "-", "--mesh", "X=4"], "In[B_X, D] · W[D, F] -> Out[B_X, F]", "dW"),
     (["show", "-", "--mesh", "X=2"], "A[I_X, J]", "A[I_X, J]"),
     (["export", "jax", "-", "--mesh", "X=2"], "A[I_X, J] · B[J, K] -> C[I_X, K]", "def forward_local"),
-    (["compare", "-", "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]", "--mesh", "X", "--solve-for", "D"],
-     "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]", "D > 2*B"),
-    (["verify", "In[B_X, D] · W[D, F] -> Out[B_X, F]", "-", "--mesh", "X=4"],
-     "dOut[B_X, F] · W[D, F] -> dIn[B_X, D]; In[B_X, D] ·_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}; "
-     "AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]", "ok"),
+    (
+        ["compare", "-", "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]", "--mesh", "X", "--solve-for", "D"],
+        "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
+        "D > 2*B",
+    ),
+    (
+        ["verify", "In[B_X, D] · W[D, F] -> Out[B_X, F]", "-", "--mesh", "X=4"],
+        "dOut[B_X, F] · W[D, F] -> dIn[B_X, D]; In[B_X, D] ·_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}; "
+        "AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]",
+        "ok",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("argv", "stdin", "expected"), STDIN_COMMANDS, ids=[a[0] for a, _, _ in STDIN_COMMANDS])
+@pytest.mark.parametrize(
+    ("argv", "stdin", "expected"), STDIN_COMMANDS, ids=[a[0] for a, _, _ in STDIN_COMMANDS]
+)
 def test_dash_reads_standard_input_everywhere(monkeypatch, capsys, argv, stdin, expected) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
     code = main(argv)
@@ -258,7 +296,9 @@ def test_dash_reads_standard_input_everywhere(monkeypatch, capsys, argv, stdin, 
 def test_standard_input_is_read_once(monkeypatch, capsys) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]"))
     assert main(["compare", "-", "-", "--mesh", "X"]) == 2
-    assert capsys.readouterr().err == "error: only one argument may be - (standard input is read once) [usage]\n"
+    assert (
+        capsys.readouterr().err == "error: only one argument may be - (standard input is read once) [usage]\n"
+    )
 
 
 # ---- progress ------------------------------------------------------------------------------------------
@@ -319,8 +359,9 @@ def test_the_progress_line_shows_on_a_terminal(tmp_path: Path) -> None:
     def run_in_pty(extra: list[str]) -> bytes:
         out = tmp_path / "notes-out"
         main_fd, child_fd = pty.openpty()
-        proc = subprocess.Popen(CLI + ["notes", "--out", str(out), *extra], stdout=subprocess.DEVNULL,
-                                stderr=child_fd, cwd=ROOT)  # fmt: skip
+        proc = subprocess.Popen(
+            CLI + ["notes", "--out", str(out), *extra], stdout=subprocess.DEVNULL, stderr=child_fd, cwd=ROOT
+        )
         os.close(child_fd)
         chunks = []
         while True:

@@ -23,8 +23,10 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def chip_file(tmp_path):
     f = tmp_path / "mine.toml"
-    f.write_text('name = "mine"\nC = {value = 4.6e14, source = "spec"}\nW_hbm = 2.8e12\nhbm = 96e9\n'
-                 'W_ici = 9e10\nT_min = 1e-6\nW_dcn = 6.25e9\n')
+    f.write_text(
+        'name = "mine"\nC = {value = 4.6e14, source = "spec"}\nW_hbm = 2.8e12\nhbm = 96e9\n'
+        "W_ici = 9e10\nT_min = 1e-6\nW_dcn = 6.25e9\n"
+    )
     return str(f)
 
 
@@ -32,8 +34,22 @@ def test_memory_text_and_json(capsys):
     code, out, _ = run(capsys, "memory", FSDP, "--mesh", "X=4", "--sizes", SIZES, "--hw", "tpu-v5e")
     assert code == 0 and "params       4,194,304 bytes (4 MiB)" in out and "fits         yes" in out
     assert "note: optimizer: adam (default" in out
-    code, out, _ = run(capsys, "memory", FSDP, "--mesh", "X=4", "--sizes", SIZES, "--hw", "tpu-v5e", "--json",
-                       "--optimizer", "sgd", "--remat", "block")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "memory",
+        FSDP,
+        "--mesh",
+        "X=4",
+        "--sizes",
+        SIZES,
+        "--hw",
+        "tpu-v5e",
+        "--json",
+        "--optimizer",
+        "sgd",
+        "--remat",
+        "block",
+    )
     data = json.loads(out)
     assert data["bytes_per_device"]["optimizer"] == 0 and data["remat"]["policy"] == "block"
     assert data["params"] == 2 * 1024 * 4096 and data["fits"] is True
@@ -41,8 +57,20 @@ def test_memory_text_and_json(capsys):
 
 @pytest.mark.parametrize(("target", "sizes"), [("B", "D=1024,F=4096"), ("devices", SIZES), ("params", SIZES)])
 def test_fit(capsys, target, sizes):
-    code, out, _ = run(capsys, "fit", FSDP, "--mesh", "X=4", "--sizes", sizes, "--hw", "tpu-v5e",
-                       "--solve-for", target, "--json")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "fit",
+        FSDP,
+        "--mesh",
+        "X=4",
+        "--sizes",
+        sizes,
+        "--hw",
+        "tpu-v5e",
+        "--solve-for",
+        target,
+        "--json",
+    )
     data = json.loads(out)
     assert code == 0 and data["solve_for"] == target and isinstance(data["value"], float | int)
     assert data["steps"][-1]["label"] == "result"
@@ -54,18 +82,57 @@ def test_fit_slice_uses_the_chips_shapes(capsys):
     from shardalg.notation.printing import text
 
     program = text(expand("llama-3-70b", "decode"))
-    code, out, _ = run(capsys, "fit", program, "--mesh", "X=1", "--sizes", "B=1,S=8192", "--hw", "tpu-v5e",
-                       "--solve-for", "slice", "--json")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "fit",
+        program,
+        "--mesh",
+        "X=1",
+        "--sizes",
+        "B=1,S=8192",
+        "--hw",
+        "tpu-v5e",
+        "--solve-for",
+        "slice",
+        "--json",
+    )
     data = json.loads(out)
     assert code == 0 and data["slice"] == "4x4" and data["value"] == 16 and "TPU v5e" in data["slice_source"]
-    code, out, _ = run(capsys, "fit", program, "--mesh", "X=1", "--sizes", "B=1,S=8192", "--hw", "tpu-v5e",
-                       "--solve-for", "slice", "--slices", "3x3,5x5")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "fit",
+        program,
+        "--mesh",
+        "X=1",
+        "--sizes",
+        "B=1,S=8192",
+        "--hw",
+        "tpu-v5e",
+        "--solve-for",
+        "slice",
+        "--slices",
+        "3x3,5x5",
+    )
     assert code == 0 and "smallest allowed shape with at least 9 devices: 3x3" in out  # 141 GB + 2.7 GB of KV
 
 
 def test_step_json(capsys):
-    code, out, _ = run(capsys, "step", FSDP, "--mesh", "X=4", "--sizes", SIZES, "--hw", "tpu-v5p", "--mfu", "0.5",
-                       "--tokens", "1e9", "--json")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        "step",
+        FSDP,
+        "--mesh",
+        "X=4",
+        "--sizes",
+        SIZES,
+        "--hw",
+        "tpu-v5p",
+        "--mfu",
+        "0.5",
+        "--tokens",
+        "1e9",
+        "--json",
+    )
     data = json.loads(out)
     assert code == 0 and data["mfu"] == 0.5 and data["days"] > 0 and data["overlap"] == "steady"
     assert [d["key"] for d in data["defaults"]] == ["layers", "mode", "remat", "overlap"]
@@ -75,7 +142,11 @@ def test_model_list_and_show(capsys):
     code, out, _ = run(capsys, "model", "list")
     assert code == 0 and out.splitlines()[0].startswith("llama-2-13b")
     code, out, _ = run(capsys, "model", "show", "llama-3-8b", "--params", "D=X", "--activations", "B=X")
-    assert code == 0 and out.startswith("# llama-3-8b") and "AllGather_X(W_q[D_X, K, G, H]) -> W_q[D, K, G, H]" in out
+    assert (
+        code == 0
+        and out.startswith("# llama-3-8b")
+        and "AllGather_X(W_q[D_X, K, G, H]) -> W_q[D, K, G, H]" in out
+    )
     from shardalg.notation.parse import parse
 
     assert parse(out).roles.params[0] == "W_q"  # the comments are comments: the output is a program
@@ -94,22 +165,57 @@ def _with_hw(chip: str, mesh: str, tmp: str) -> list[list[str]]:
     return [
         ["plan", EINSUM, "--mesh", mesh, "--sizes", PLAN_SIZES, "--hw", chip, "--all"],
         ["cost", "AllGather_X(A[I_X, J])", "--mesh", mesh, "--sizes", "I=1024,J=1024", "--hw", chip],
-        ["compare", "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
-         "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]", "--mesh", mesh, "--solve-for", "D", "--hw", chip],
-        ["optimum", "AllGather_X(W_in[D_X, F_Y]) -> W_in[D, F_Y]; AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]; "
-         "In[B_X, D] · W_in[D, F_Y] -> Tmp[B_X, F_Y]", "--mesh", "X*2:ring,Y:line", "--over", "X",
-         "--subject-to", "X*Y=N", "--hw", chip],  # symbolic sizes with numeric links and ring / line
+        [
+            "compare",
+            "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
+            "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]",
+            "--mesh",
+            mesh,
+            "--solve-for",
+            "D",
+            "--hw",
+            chip,
+        ],
+        [
+            "optimum",
+            "AllGather_X(W_in[D_X, F_Y]) -> W_in[D, F_Y]; AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]; "
+            "In[B_X, D] · W_in[D, F_Y] -> Tmp[B_X, F_Y]",
+            "--mesh",
+            "X*2:ring,Y:line",
+            "--over",
+            "X",
+            "--subject-to",
+            "X*Y=N",
+            "--hw",
+            chip,
+        ],  # symbolic sizes with numeric links and ring / line
         ["bound", "In[B_X, D] · W[D_X, F] -> Out[B_X, F]", "--mesh", mesh, "--solve-for", "B", "--hw", chip],
-        ["plot", "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
-         "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]", "--over", "D", "--range", "128:65536", "--mesh", mesh,
-         "--sizes", "B=1024,F=8192", "--hw", chip, "--out", f"{tmp}/plot.png"],
+        [
+            "plot",
+            "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
+            "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]",
+            "--over",
+            "D",
+            "--range",
+            "128:65536",
+            "--mesh",
+            mesh,
+            "--sizes",
+            "B=1024,F=8192",
+            "--hw",
+            chip,
+            "--out",
+            f"{tmp}/plot.png",
+        ],
         ["memory", FSDP, "--mesh", mesh, "--sizes", SIZES, "--hw", chip],
         ["fit", FSDP, "--mesh", mesh, "--sizes", "D=1024,F=4096", "--hw", chip, "--solve-for", "B"],
         ["step", FSDP, "--mesh", mesh, "--sizes", SIZES, "--hw", chip],
-    ]  # fmt: skip
+    ]
 
 
-@pytest.mark.parametrize(("chip", "mesh"), [(CHIPS[0], MESHES[0]), (CHIPS[1], MESHES[1]), (CHIPS[0], MESHES[2])])
+@pytest.mark.parametrize(
+    ("chip", "mesh"), [(CHIPS[0], MESHES[0]), (CHIPS[1], MESHES[1]), (CHIPS[0], MESHES[2])]
+)
 def test_custom_chips_and_mesh_options_on_every_hw_command(capsys, tmp_path, chip_file, chip, mesh):
     pytest.importorskip("matplotlib")
     chip = chip_file if chip == "FILE" else chip
@@ -126,28 +232,50 @@ def test_mesh_options_on_every_mesh_command(capsys, mesh):
         ["shape", "A[I_X, J]", "--mesh", mesh],
         ["simulate", "A[I_X, J] · B[J, K] -> C[I_X, K]", "--mesh", mesh],
         ["backward", "In[B_X, D] · W[D_X, F] -> Out[B_X, F]", "--mesh", mesh],
-        ["verify", "In[B_X, D] · W[D, F] -> Out[B_X, F]",
-         "dOut[B_X, F] · W[D, F] -> dIn[B_X, D]; In[B_X, D] ·_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}; "
-         "AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]", "--mesh", mesh],
+        [
+            "verify",
+            "In[B_X, D] · W[D, F] -> Out[B_X, F]",
+            "dOut[B_X, F] · W[D, F] -> dIn[B_X, D]; In[B_X, D] ·_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}; "
+            "AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]",
+            "--mesh",
+            mesh,
+        ],
         ["export", "jax", "A[I, J_X] · B[J_X, K] -> C[I, K_X]", "--mesh", mesh],
         ["show", "A[I_X, J]", "--mesh", mesh],
         ["latex", EINSUM, "--mesh", mesh, "--plan"],
-    ]  # fmt: skip
+    ]
     for argv in commands:
         code, out, err = run(capsys, *argv)
         assert code == 0, (argv, err)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["memory", FSDP, "--mesh", "X=4", "--hw", "base=tpu-v5p,hbm=lots"], "chip key hbm on the command line needs "
-     "a positive number, not 'lots' [usage]\n  fix: write a plain number, e.g. hbm=4.6e14"),
-    (["cost", "AllGather_X(A[I_X, J])", "--mesh", "X=4", "--chip", "nothere.toml"], "cannot read the chip file "
-     "nothere.toml"),
-    (["plan", EINSUM, "--mesh", "X=4:torus"], "unknown option :torus of mesh axis X"),
-    (["step", FSDP, "--mesh", "X=4", "--mfu", "2"], "the MFU is a fraction of peak FLOP/s in (0, 1], not 2.0"),
-    (["fit", FSDP, "--mesh", "X=4", "--solve-for", "B"], "fit needs a chip for its HBM [usage]\n  fix: add --hw tpu-v5p"),
-    (["memory", FSDP, "--mesh", "X=4", "--remat", "Q"], "--remat takes none, block, saved or activations"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["memory", FSDP, "--mesh", "X=4", "--hw", "base=tpu-v5p,hbm=lots"],
+            "chip key hbm on the command line needs "
+            "a positive number, not 'lots' [usage]\n  fix: write a plain number, e.g. hbm=4.6e14",
+        ),
+        (
+            ["cost", "AllGather_X(A[I_X, J])", "--mesh", "X=4", "--chip", "nothere.toml"],
+            "cannot read the chip file nothere.toml",
+        ),
+        (["plan", EINSUM, "--mesh", "X=4:torus"], "unknown option :torus of mesh axis X"),
+        (
+            ["step", FSDP, "--mesh", "X=4", "--mfu", "2"],
+            "the MFU is a fraction of peak FLOP/s in (0, 1], not 2.0",
+        ),
+        (
+            ["fit", FSDP, "--mesh", "X=4", "--solve-for", "B"],
+            "fit needs a chip for its HBM [usage]\n  fix: add --hw tpu-v5p",
+        ),
+        (
+            ["memory", FSDP, "--mesh", "X=4", "--remat", "Q"],
+            "--remat takes none, block, saved or activations",
+        ),
+    ],
+)
 def test_bad_chips_and_options_are_clear_errors(capsys, argv, message):
     code, out, err = run(capsys, *argv)
     assert code == 2 and message in err and "Traceback" not in err

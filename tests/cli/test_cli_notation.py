@@ -28,7 +28,9 @@ def test_quick_question_fp32_on_8x2(capsys):
     assert code == 0 and err == ""
     assert "local shape       fp32[64, 4096]\n" in out
     assert "bytes per device  1,048,576 bytes (1 MiB)\n" in out
-    code, out, _ = run(capsys, "shape", "A: fp32[I_XY, J]", "--mesh", "X=8,Y=2", "--sizes", "I=1024,J=4096", "--json")
+    code, out, _ = run(
+        capsys, "shape", "A: fp32[I_XY, J]", "--mesh", "X=8,Y=2", "--sizes", "I=1024,J=4096", "--json"
+    )
     data = json.loads(out)
     assert code == 0
     assert data["local_shape"] == [64, 4096] and data["dtype"] == "fp32"
@@ -36,7 +38,9 @@ def test_quick_question_fp32_on_8x2(capsys):
 
 
 def test_quick_question_int8_on_2x8x2(capsys):
-    code, out, _ = run(capsys, "shape", "A: int8[I_XY, J]", "--mesh", "X=2,Y=8,Z=2", "--sizes", "I=128,J=2048", "--json")
+    code, out, _ = run(
+        capsys, "shape", "A: int8[I_XY, J]", "--mesh", "X=2,Y=8,Z=2", "--sizes", "I=128,J=2048", "--json"
+    )
     data = json.loads(out)
     assert code == 0
     assert data["bytes_per_device"] == 16_384
@@ -57,9 +61,18 @@ def test_quick_question_replication(capsys):
 def test_shape_json_keys_are_the_documented_contract(capsys):
     _, out, _ = run(capsys, "shape", "A[I_X]", "--mesh", "X=2", "--sizes", "I=8", "--json")
     assert set(json.loads(out)) == {
-        "tensor", "mesh", "dtype", "dtype_default", "bits_per_element", "global_shape", "local_shape",
-        "bytes_per_device", "total_bytes", "replication", "devices",
-    }  # fmt: skip
+        "tensor",
+        "mesh",
+        "dtype",
+        "dtype_default",
+        "bits_per_element",
+        "global_shape",
+        "local_shape",
+        "bytes_per_device",
+        "total_bytes",
+        "replication",
+        "devices",
+    }
 
 
 # ---- check ----------------------------------------------------------------------------------------------
@@ -188,11 +201,16 @@ def test_stdin_and_a_real_process():
     done = subprocess.run(
         cli + ["shape", "-", "--mesh", "X=8,Y=2", "--json"],
         input="A: fp32[I_XY, J] where I=1024, J=4096\n",
-        capture_output=True, text=True, cwd=ROOT, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["bytes_per_device"] == 1048576
-    done = subprocess.run(cli + ["check", "A[I_X, J_X]"], capture_output=True, text=True, cwd=ROOT, check=False)
+    done = subprocess.run(
+        cli + ["check", "A[I_X, J_X]"], capture_output=True, text=True, cwd=ROOT, check=False
+    )
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("error: mesh axis X shards both I and J [axis-used-twice]\n")
 

@@ -75,7 +75,9 @@ def test_plan_accepts_a_resharding_and_latex(capsys) -> None:
 
 def test_plan_errors_and_exit_codes(capsys) -> None:
     code, _, err = run(capsys, "plan", "A[I] · B[K] -> C[I, K]{U_X}", "--mesh", "X=2")
-    assert code == 1 and err.startswith("error: the result is unreduced over X, but no plan leaves partial sums")
+    assert code == 1 and err.startswith(
+        "error: the result is unreduced over X, but no plan leaves partial sums"
+    )
     code, _, err = run(capsys, "plan", "A[I, J", "--mesh", "X=2")
     assert code == 2 and err.splitlines()[0].endswith("[syntax]")
     code, _, err = run(capsys, "plan", "A[I, J] · B[J, K]")

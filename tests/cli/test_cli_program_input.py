@@ -95,17 +95,24 @@ def test_an_empty_program_is_an_error(capsys, monkeypatch, stdin):
 def test_an_empty_argument_or_file_is_an_error(capsys, files):
     (files / "empty.sa").write_text("# nothing\n", encoding="utf-8")
     assert run(capsys, "check", "", "--mesh", "X=4") == (
-        2, "", f"error: the program is empty: '' holds no notation [usage]\n{EMPTY_FIX}")  # fmt: skip
+        2,
+        "",
+        f"error: the program is empty: '' holds no notation [usage]\n{EMPTY_FIX}",
+    )
     assert run(capsys, "search", "empty.sa", "--hw", "tpu-v5e") == (
-        2, "", f"error: the program is empty: 'empty.sa' holds no notation [usage]\n{EMPTY_FIX}")  # fmt: skip
+        2,
+        "",
+        f"error: the program is empty: 'empty.sa' holds no notation [usage]\n{EMPTY_FIX}",
+    )
 
 
 @pytest.mark.parametrize("name", ["nofile.sa", "notes.tex", "dir/prog"])
 def test_a_file_that_does_not_exist(capsys, files, name):
     code, out, err = run(capsys, "plan", name, "--mesh", "X=4")
     assert (code, out) == (2, "")
-    assert err == (f"error: cannot read {name}: no such file [file]\n"
-                   f"  fix: PROGRAM is {FORMS} (shardalg model list)\n")  # fmt: skip
+    assert err == (
+        f"error: cannot read {name}: no such file [file]\n  fix: PROGRAM is {FORMS} (shardalg model list)\n"
+    )
 
 
 def test_a_directory_is_a_file_error(capsys, files):
@@ -114,13 +121,17 @@ def test_a_directory_is_a_file_error(capsys, files):
     assert code == 2 and err.startswith("error: cannot read d.sa: ") and err.endswith("[file]\n")
 
 
-@pytest.mark.parametrize(("word", "guess"), [("llama-3-7b", "did you mean llama-3-70b? "), ("mixtral", "did you "
-                         "mean mixtral-8x7b? "), ("A", "")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("word", "guess"),
+    [("llama-3-7b", "did you mean llama-3-70b? "), ("mixtral", "did you mean mixtral-8x7b? "), ("A", "")],
+)
 def test_a_word_that_is_neither_a_file_nor_a_preset(capsys, files, word, guess):
     code, out, err = run(capsys, "memory", word, "--mesh", "X=4")
     assert (code, out) == (2, "")
-    assert err == (f"error: {word!r} is not notation, a file or a model preset [usage]\n"
-                   f"  fix: {guess}PROGRAM is {FORMS}: {PRESETS}\n")  # fmt: skip
+    assert err == (
+        f"error: {word!r} is not notation, a file or a model preset [usage]\n"
+        f"  fix: {guess}PROGRAM is {FORMS}: {PRESETS}\n"
+    )
 
 
 # The arguments that hold notation, by their metavar; every other positional is a name or a word.
@@ -136,8 +147,9 @@ def _notation_commands() -> list[tuple[str, list[str]]]:
             a for a in p._actions if not a.option_strings and not isinstance(a, argparse._SubParsersAction)
         ]
         if any(a.metavar in NOTATION_ARGUMENTS for a in positional):
-            argv = words.split() + [("missing.sa" if a.metavar in NOTATION_ARGUMENTS else WORDS[words])
-                                    for a in positional]  # fmt: skip
+            argv = words.split() + [
+                ("missing.sa" if a.metavar in NOTATION_ARGUMENTS else WORDS[words]) for a in positional
+            ]
             for a in p._actions:
                 if a.option_strings and a.required:
                     argv += [a.option_strings[0], REQUIRED.get(a.option_strings[0], "B")]
@@ -163,14 +175,20 @@ def test_an_unknown_chip_lists_the_presets_with_a_guess(capsys):
     assert err.endswith(f"[usage]\n  fix: did you mean tpu-v5p? the presets are {CHIPS}\n")
     assert err.startswith("error: unknown hardware 'tpu-v5': a chip is a preset (shardalg hw list)")
     assert run(capsys, "hw", "show", "H100x") == (
-        2, "", f"error: unknown hardware 'H100x'; known: {CHIPS} [usage]\n  fix: did you mean h100?\n")  # fmt: skip
+        2,
+        "",
+        f"error: unknown hardware 'H100x'; known: {CHIPS} [usage]\n  fix: did you mean h100?\n",
+    )
     code, _, err = run(capsys, "memory", MLP, "--mesh", "X=2", "--hw", "qqq")
     assert code == 2 and err.endswith(f"  fix: the presets are {CHIPS}\n")
 
 
 def test_an_unknown_model_gets_a_guess(capsys):
     assert run(capsys, "model", "show", "llama3-70b") == (
-        2, "", f"error: unknown model 'llama3-70b'; known: {PRESETS} [usage]\n  fix: did you mean llama-3-70b?\n")  # fmt: skip
+        2,
+        "",
+        f"error: unknown model 'llama3-70b'; known: {PRESETS} [usage]\n  fix: did you mean llama-3-70b?\n",
+    )
 
 
 def test_python_gets_the_same_guesses():

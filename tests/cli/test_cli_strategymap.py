@@ -38,8 +38,18 @@ def test_json_and_latex(capsys):
 
 def test_the_picture_in_json(capsys, tmp_path):
     pytest.importorskip("matplotlib")
-    code, out, err = run(capsys, "strategy-map", MLP, *POINT, "--format", "json", "--overlap", "serial",
-                         "--plot", str(tmp_path / "m.png"))  # fmt: skip
+    code, out, err = run(
+        capsys,
+        "strategy-map",
+        MLP,
+        *POINT,
+        "--format",
+        "json",
+        "--overlap",
+        "serial",
+        "--plot",
+        str(tmp_path / "m.png"),
+    )
     data = json.loads(out)
     assert code == 0 and set(data["plot"]["labels"]) >= {"DP", "FSDP+TP"} and (tmp_path / "m.png").exists()
     assert "wrote " in err
@@ -47,8 +57,20 @@ def test_the_picture_in_json(capsys, tmp_path):
 
 def test_memory_cap_and_its_picture(capsys, tmp_path):
     pytest.importorskip("matplotlib")
-    code, out, err = run(capsys, "strategy-map", MLP, *POINT, "--memory", "hbm", "--plot", str(tmp_path / "m.png"),
-                         "--decades", "3", "--format", "json")  # fmt: skip
+    code, out, err = run(
+        capsys,
+        "strategy-map",
+        MLP,
+        *POINT,
+        "--memory",
+        "hbm",
+        "--plot",
+        str(tmp_path / "m.png"),
+        "--decades",
+        "3",
+        "--format",
+        "json",
+    )
     data = json.loads(out)
     assert code == 0 and "D*F/H" in data["map"]["parameters"]
     assert {r["candidate"] for r in data["map"]["regions"]} >= {"DP", "FSDP", "TP"}
@@ -69,16 +91,19 @@ def test_program_from_a_file_and_stdin(capsys, tmp_path, monkeypatch):
     assert code == 0 and json.loads(out)["over"] == ["B/N", "F"]
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    ((MLP, "--over", "B/Q"), "unknown name 'Q'"),
-    ((MLP, "--over", "B/N,,F"), "--over takes parameters separated by commas"),
-    ((MLP, "--mesh", "X=4,Y=4", "--sizes", "B=64,Q=2"), "not a dim of the program"),
-    ((MLP, "--plot", "m.png"), "no values for"),
-    ((MLP, *POINT, "--plot", "m.gif"), "unknown picture format"),
-    (("In[B, D] * W[D, F] -> Out[B, F]",), "declare them"),
-    (("nofile.sa",), "cannot read nofile.sa: no such file"),
-    ((MLP, "--hw", "tpu-v99"), "tpu-v99"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ((MLP, "--over", "B/Q"), "unknown name 'Q'"),
+        ((MLP, "--over", "B/N,,F"), "--over takes parameters separated by commas"),
+        ((MLP, "--mesh", "X=4,Y=4", "--sizes", "B=64,Q=2"), "not a dim of the program"),
+        ((MLP, "--plot", "m.png"), "no values for"),
+        ((MLP, *POINT, "--plot", "m.gif"), "unknown picture format"),
+        (("In[B, D] * W[D, F] -> Out[B, F]",), "declare them"),
+        (("nofile.sa",), "cannot read nofile.sa: no such file"),
+        ((MLP, "--hw", "tpu-v99"), "tpu-v99"),
+    ],
+)
 def test_errors_exit_2_with_the_message(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "strategy-map", *argv)
@@ -90,7 +115,12 @@ def test_help_has_the_example(capsys):
     with pytest.raises(SystemExit) as info:
         parser.parse_args(["strategy-map", "--help"])
     out, _ = capsys.readouterr()
-    assert info.value.code == 0 and "examples:" in out and "--overlap {schedule,steady,serial}" in out and "--plot" in out
+    assert (
+        info.value.code == 0
+        and "examples:" in out
+        and "--overlap {schedule,steady,serial}" in out
+        and "--plot" in out
+    )
 
 
 def test_a_map_under_schedule_says_it_has_no_single_optimum(capsys):
@@ -98,4 +128,6 @@ def test_a_map_under_schedule_says_it_has_no_single_optimum(capsys):
     and X_opt is said to be missing (it was an error that stopped the command)."""
     code, out, err = run(capsys, "strategy-map", MLP, "--overlap", "schedule", "--passes", "forward")
     assert code == 0 and out.startswith("strategy map of the program (forward, overlap schedule)")
-    assert "FSDP+TP has no single X_opt: its cost has 6 stationary points in X" in out and "X_opt =" not in out
+    assert (
+        "FSDP+TP has no single X_opt: its cost has 6 stationary points in X" in out and "X_opt =" not in out
+    )

@@ -71,8 +71,21 @@ def test_search_refuses_a_symbolic_layer_count(capsys):
     assert code == 0 and "W[D, F" in out
 
 
-PLOT = ["plot", "AllGather_X(A[I_X, J])", "AllReduce_X(A[I, J]{U_X})", "--over", "J", "--range", "1024:65536",
-        "--mesh", "X=8", "--sizes", "I=1024", "--hw", "tpu-v5e"]  # fmt: skip
+PLOT = [
+    "plot",
+    "AllGather_X(A[I_X, J])",
+    "AllReduce_X(A[I, J]{U_X})",
+    "--over",
+    "J",
+    "--range",
+    "1024:65536",
+    "--mesh",
+    "X=8",
+    "--sizes",
+    "I=1024",
+    "--hw",
+    "tpu-v5e",
+]
 
 
 @pytest.mark.parametrize("json", [False, True])
@@ -117,12 +130,21 @@ def test_a_memory_cap_of_a_huge_int_is_refused_in_process():
 @pytest.mark.parametrize(
     ("flag", "value", "message", "fix"),
     [
-        ("--params", "Q=X", "--params names Q: no such dim in the parameters (dims there: V, D, K, G, H, F)", None),
+        (
+            "--params",
+            "Q=X",
+            "--params names Q: no such dim in the parameters (dims there: V, D, K, G, H, F)",
+            None,
+        ),
         ("--params", "D=X,Dd=Y", "--params names Dd: no such dim in the parameters", "did you mean D?"),
-        ("--activations", "B=X,Tt=Y", "--activations names Tt: no such dim in the activations (dims there: B, T,",
-         "did you mean T?"),
+        (
+            "--activations",
+            "B=X,Tt=Y",
+            "--activations names Tt: no such dim in the activations (dims there: B, T,",
+            "did you mean T?",
+        ),
     ],
-)  # fmt: skip
+)
 def test_model_show_refuses_a_dim_the_model_lacks(capsys, flag, value, message, fix):
     code, out, err = run(capsys, "model", "show", "llama-3-8b", flag, value)
     assert code == 2 and out == "" and message in err
@@ -132,20 +154,32 @@ def test_model_show_refuses_a_dim_the_model_lacks(capsys, flag, value, message, 
 PROGRAM = "layers L\nparams W, V\nIn[B, D] * W[D, F] -> H[B, F]\nH[B, F] * V[F, D] -> Out[B, D]"
 
 
-@pytest.mark.parametrize("command", [["memory"], ["step"], ["fit", "--solve-for", "B"], ["search"],
-                                     ["search", "--per-statement"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "command", [["memory"], ["step"], ["fit", "--solve-for", "B"], ["search"], ["search", "--per-statement"]]
+)
 def test_sizes_for_a_dim_the_program_lacks_are_refused(capsys, command):
     sizes = "D=64,F=128,Dd=4,L=2" if command[0] == "fit" else "B=8,D=64,F=128,Dd=4,L=2"
-    code, out, err = run(capsys, command[0], PROGRAM, *command[1:], "--mesh", "X=4", "--sizes", sizes,
-                         "--hw", "tpu-v5e")  # fmt: skip
+    code, out, err = run(
+        capsys, command[0], PROGRAM, *command[1:], "--mesh", "X=4", "--sizes", sizes, "--hw", "tpu-v5e"
+    )
     assert code == 2 and out == ""
     assert (
         "--sizes names Dd: no such dim in the program (dims there: B, D, F, L)" in err
         and "did you mean D?" in err
     )
     # the layer count's symbol is a size the program has: without Dd the command answers
-    code, out, _ = run(capsys, command[0], PROGRAM, *command[1:], "--mesh", "X=4", "--sizes",
-                       sizes.replace("Dd=4,", ""), "--hw", "tpu-v5e")  # fmt: skip
+    code, out, _ = run(
+        capsys,
+        command[0],
+        PROGRAM,
+        *command[1:],
+        "--mesh",
+        "X=4",
+        "--sizes",
+        sizes.replace("Dd=4,", ""),
+        "--hw",
+        "tpu-v5e",
+    )
     assert code == 0 and out
 
 

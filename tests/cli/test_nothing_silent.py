@@ -15,15 +15,20 @@ from shardalg.cli import EXIT_PIPE, main
 from tests.shared import ROOT
 
 NOT_MEETING = "A[I_X, J] · B[J_X, K] -> C[I_X, K]"
-PRICED = "its operands do not meet; priced by its cheapest plan (3 found, by bytes communicated): AllGather_X(B)"
+PRICED = (
+    "its operands do not meet; priced by its cheapest plan (3 found, by bytes communicated): AllGather_X(B)"
+)
 GATHER = "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]"
 
 
-@pytest.mark.parametrize(("argv", "prefixes"), [
-    (["compare", NOT_MEETING, GATHER, "--mesh", "X=4"], ["plan a: "]),
-    (["compare", GATHER, NOT_MEETING, "--mesh", "X=4"], ["plan b: "]),
-    (["bound", NOT_MEETING, "--mesh", "X=4", "--hw", "tpu-v5p"], [""]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("argv", "prefixes"),
+    [
+        (["compare", NOT_MEETING, GATHER, "--mesh", "X=4"], ["plan a: "]),
+        (["compare", GATHER, NOT_MEETING, "--mesh", "X=4"], ["plan b: "]),
+        (["bound", NOT_MEETING, "--mesh", "X=4", "--hw", "tpu-v5p"], [""]),
+    ],
+)
 def test_a_derivation_says_it_priced_a_statement_by_a_plan(capsys, argv, prefixes):
     assert main(argv) == 0
     _, err = capsys.readouterr()
@@ -41,8 +46,12 @@ def test_a_derivation_of_plans_as_written_has_no_notes(capsys):
 
 
 def test_a_closed_output_pipe_is_not_an_internal_error():
-    child = subprocess.Popen([sys.executable, "-m", "shardalg", "model", "show", "llama-3-70b", "--format", "json"],
-                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-m", "shardalg", "model", "show", "llama-3-70b", "--format", "json"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert child.stdout is not None
     child.stdout.close()  # the reader goes away before a byte is read (as `| head -0` would)
     _, err = child.communicate(timeout=120)

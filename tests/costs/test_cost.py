@@ -186,7 +186,9 @@ def test_to_json_has_formula_latex_seconds_and_steps():
 
 def test_every_model_prices_every_communicating_op():
     for model, table in FORMULAS.items():
-        assert {Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.PERMUTE} <= set(table), model
+        assert {Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.PERMUTE} <= set(table), (
+            model
+        )
 
 
 # ---- errors ---------------------------------------------------------------------------------------------

@@ -182,11 +182,15 @@ def test_tensors_and_sizes_pickled_in_another_process_hash_here():
     import subprocess
     import sys
 
-    child = ("import pickle, sys; from shardalg.notation.parse import parse_tensor; "
-             "from shardalg.algebra.traffic import Sizes; t = parse_tensor('A[I_X, J]{U_Y}'); s = Sizes({'I': 8}); "
-             "hash(t); hash(s); sys.stdout.write(pickle.dumps((t, s)).hex())")  # fmt: skip
+    child = (
+        "import pickle, sys; from shardalg.notation.parse import parse_tensor; "
+        "from shardalg.algebra.traffic import Sizes; t = parse_tensor('A[I_X, J]{U_Y}'); s = Sizes({'I': 8}); "
+        "hash(t); hash(s); sys.stdout.write(pickle.dumps((t, s)).hex())"
+    )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, env=env, check=True
+    ).stdout
     t, s = pickle.loads(bytes.fromhex(out))
     here = parse_tensor("A[I_X, J]{U_Y}")
     assert t == here and hash(t) == hash(here) and {here: 1}[t] == 1

@@ -35,13 +35,19 @@ def test_the_edge_reads_names_once() -> None:
         costs.latency = True  # type: ignore[misc]
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"model": "torus"}, "unknown communication model 'torus'; known: ici, alpha-beta, alpha-beta-rd"),
-    ({"ring": "both"}, "ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not 'both'"),
-    ({"ring": "uni", "model": "alpha-beta"}, "ring='uni' counts hops on the ici torus; the alpha-beta model has no rings"),
-    ({"overlap": "sometimes"}, "the overlap policy is one of schedule, steady, serial, not 'sometimes'"),
-    ({"hw": "tpu-v9"}, "unknown hardware 'tpu-v9'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"model": "torus"}, "unknown communication model 'torus'; known: ici, alpha-beta, alpha-beta-rd"),
+        ({"ring": "both"}, "ring is 'bi' (both ways, the book's W_ici) or 'uni' (one way), not 'both'"),
+        (
+            {"ring": "uni", "model": "alpha-beta"},
+            "ring='uni' counts hops on the ici torus; the alpha-beta model has no rings",
+        ),
+        ({"overlap": "sometimes"}, "the overlap policy is one of schedule, steady, serial, not 'sometimes'"),
+        ({"hw": "tpu-v9"}, "unknown hardware 'tpu-v9'"),
+    ],
+)
 def test_a_bad_cost_model_is_refused_where_it_is_made(kwargs, message) -> None:
     with pytest.raises(UsageError) as info:
         CostModel.of(**kwargs)
@@ -119,8 +125,13 @@ def test_plans_under_equal_cost_models_share_the_answer() -> None:
 
 
 def test_a_derivation_folds_its_options_once() -> None:
-    d = compare("AllGather_X(A[I_X, J]) -> A[I, J]", "AllReduce_X(A[I, J]{U_X}) -> A[I, J]", "I", mesh="X=4",
-                overlap="serial")  # fmt: skip
+    d = compare(
+        "AllGather_X(A[I_X, J]) -> A[I, J]",
+        "AllReduce_X(A[I, J]{U_X}) -> A[I, J]",
+        "I",
+        mesh="X=4",
+        overlap="serial",
+    )
     assert d.overlap is OverlapPolicy.SERIAL and d.to_json()["overlap"] == "serial"
     with pytest.raises(UsageError, match="unknown communication model"):
         compare(

@@ -131,8 +131,12 @@ def test_cheapest_redistribute_obeys_the_triangle_inequality(src, mid, dst):
 # ---- the planner ranks by cost ---------------------------------------------------------------------------
 def test_planner_ranks_with_plan_cost_as_key():
     mesh, sizes = Mesh(X=4), {"B": 512, "D": 8192, "F": 16384}
-    found = plans("X[B, D] · Y[D_X, F] -> Z[B, F]", mesh, sizes,
-                  key=lambda p: plan_cost(p, mesh, sizes, hw="tpu-v5p").seconds)  # fmt: skip
+    found = plans(
+        "X[B, D] · Y[D_X, F] -> Z[B, F]",
+        mesh,
+        sizes,
+        key=lambda p: plan_cost(p, mesh, sizes, hw="tpu-v5p").seconds,
+    )
     times = [plan_cost(p, mesh, sizes, hw="tpu-v5p").seconds for p in found]
     assert times == sorted(times) and len(found) >= 2
     # D = 8192 > 2B: the slice-multiply-AllReduce plan (strategy 2) is cheaper than gathering the weights
@@ -142,6 +146,7 @@ def test_planner_ranks_with_plan_cost_as_key():
 @pytest.mark.parametrize("b, first", [(512, Op.SLICE), (8192, Op.ALL_GATHER)])
 def test_planner_choice_flips_at_d_equals_2b(b, first):
     mesh, sizes = Mesh(X=4), {"B": b, "D": 8192, "F": 16384}
+
     def comms(p) -> float:  # both communication-bound: the regime of D > 2B
         pc = plan_cost(p, mesh, sizes, hw="tpu-v5p")
         return pc.evaluate(pc.comms)

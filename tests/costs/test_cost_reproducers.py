@@ -67,8 +67,10 @@ def test_cli_says_it_planned(capsys):
 
 
 # ---- substitution to a fixed point ----------------------------------------------------------------------
-FSDP_TP = ("AllGather_X(W_in[D_X, F_Y]) -> W_in[D, F_Y]; AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]; "
-           "In[B_X, D] · W_in[D, F_Y] -> Tmp[B_X, F_Y]")  # fmt: skip
+FSDP_TP = (
+    "AllGather_X(W_in[D_X, F_Y]) -> W_in[D, F_Y]; AllGather_Y(In[B_X, D_Y]) -> In[B_X, D]; "
+    "In[B_X, D] · W_in[D, F_Y] -> Tmp[B_X, F_Y]"
+)
 TP = "AllGather_Y(In[B, D_Y]) -> In[B, D]; In[B, D] · W_in[D, F_Y] -> Tmp[B, F_Y]"
 
 
@@ -94,7 +96,9 @@ def test_optimum_over_an_absent_symbol_is_a_usage_error(capsys):
     pc = cost("AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]", Mesh(X=None), latency=False)
     with pytest.raises(UsageError, match="does not depend on D"):
         optimum(pc, over="D")
-    code, out, err = run(capsys, "optimum", "AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]", "--mesh", "X", "--over", "D")
+    code, out, err = run(
+        capsys, "optimum", "AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]", "--mesh", "X", "--over", "D"
+    )
     assert code == 2 and out == "" and "does not depend on D" in err and "Traceback" not in err
 
 

@@ -57,7 +57,9 @@ def test_v4p_allgather_xy_46_us():
 
 
 def test_v4p_allreduce_z_11_6_us():
-    assert seconds("AllReduce_Z(bf16[B_X, D_Y]{U_Z})", V4P, BD, "tpu-v4p") == pytest.approx(11.6 * US, rel=0.01)
+    assert seconds("AllReduce_Z(bf16[B_X, D_Y]{U_Z})", V4P, BD, "tpu-v4p") == pytest.approx(
+        11.6 * US, rel=0.01
+    )
 
 
 def test_v4p_slice_to_xz_then_gather_halves_part_1():
@@ -78,8 +80,12 @@ def test_v4p_slice_to_xz_then_gather_xyz_31_us():
 
 def test_v4p_cube_axes_wrap_and_v5e_short_axes_do_not():
     ring = seconds("AllGather_X(bf16[B_X, D_Y])", V4P, BD, "tpu-v4p")
-    line = seconds("AllGather_X(bf16[B_X, D_Y])", Mesh([Axis("X", 4, wraps=False), Axis("Y", 4), Axis("Z", 4)]),
-                   BD, "tpu-v4p")  # fmt: skip
+    line = seconds(
+        "AllGather_X(bf16[B_X, D_Y])",
+        Mesh([Axis("X", 4, wraps=False), Axis("Y", 4), Axis("Z", 4)]),
+        BD,
+        "tpu-v4p",
+    )
     assert line == pytest.approx(ring * 2 * 3 / 4)  # (|X|-1)/|X| of V one way vs V bidirectional
 
 

@@ -51,21 +51,31 @@ def test_q4_both_comms_bound_gives_d_greater_than_2b():
 
 def test_solving_for_a_name_the_condition_lacks_is_refused():
     """Q occurs in neither cost: no condition can be solved for it (it used to print the unsolved one)."""
-    with pytest.raises(UsageError, match=r"cannot solve for Q: it does not occur in the condition \(its symbols: B, D, F, W_ici\)"):
+    with pytest.raises(
+        UsageError,
+        match=r"cannot solve for Q: it does not occur in the condition \(its symbols: B, D, F, W_ici\)",
+    ):
         compare(parse(LOCAL_THEN_ALLREDUCE), parse(GATHER_WEIGHTS), solve_for="Q", mesh=Mesh(X=4))
     with pytest.raises(UsageError, match="cannot solve for Q"):
         compute_bound(parse(LOCAL_THEN_ALLREDUCE), "Q", mesh=Mesh(X=4))
 
 
 def test_q4_large_batch_gives_d_greater_than_2c_over_w():
-    d = compare(parse(LOCAL_THEN_ALLREDUCE), parse(GATHER_WEIGHTS), solve_for="D", regime="compute",
-                mesh=Mesh(X=4))  # fmt: skip
+    d = compare(
+        parse(LOCAL_THEN_ALLREDUCE), parse(GATHER_WEIGHTS), solve_for="D", regime="compute", mesh=Mesh(X=4)
+    )
     assert same(d.result, D > 2 * C / W)
 
 
 def test_q4_with_symbolic_axis_keeps_the_sharding_condition():
-    d = compare(parse(LOCAL_THEN_ALLREDUCE), parse(GATHER_WEIGHTS), solve_for="D", regime="compute",
-                mesh=Mesh(X=None), symbolic_links=True)  # fmt: skip
+    d = compare(
+        parse(LOCAL_THEN_ALLREDUCE),
+        parse(GATHER_WEIGHTS),
+        solve_for="D",
+        regime="compute",
+        mesh=Mesh(X=None),
+        symbolic_links=True,
+    )
     assert isinstance(d.result, sympy.And)
     assert {type(a) for a in d.result.args} == {sympy.StrictGreaterThan}
     assert any(same(a, D > 2 * C / (W * M_X)) for a in d.result.args)
@@ -163,7 +173,9 @@ def test_fsdp_tp_optimum_under_the_schedule_has_no_closed_form_here():
 
 
 def test_decode_y_max():
-    d = compute_bound(parse(TP_FORWARD), "Y", bound="memory", hbm=("W_in", "W_out"), mesh=Mesh(Y=None), **SYMBOLIC)
+    d = compute_bound(
+        parse(TP_FORWARD), "Y", bound="memory", hbm=("W_in", "W_out"), mesh=Mesh(Y=None), **SYMBOLIC
+    )
     beta = W_HBM / W  # seed 002: beta = W_hbm / W_ici
     assert same(d.result, Y < F * M_Y / (B * beta))
 
@@ -181,7 +193,9 @@ def test_seed_002_table_numbers_on_v5p():
     tp = compute_bound(parse(TP_FORWARD), "Y", mesh=Mesh(Y=None), hw="tpu-v5p")
     assert float((F / tp.result.rhs).subs(tp.values)) == pytest.approx(2550)
     mesh = Mesh([Axis("X", None, links=2), Axis("Y", None, links=1)])
-    pc = cost(parse(FSDP_TP_FORWARD), mesh, sizes={"F": 30_000}, hw="tpu-v5p", latency=False, overlap="steady")
+    pc = cost(
+        parse(FSDP_TP_FORWARD), mesh, sizes={"F": 30_000}, hw="tpu-v5p", latency=False, overlap="steady"
+    )
     opt = optimum(pc, over="X", subject_to=sympy.Eq(X * Y, N))
     fsdp_tp = compute_bound(pc, "B", substitute={X: opt.result, Y: N / opt.result})
     per_chip = float((fsdp_tp.result.rhs / N).subs(fsdp_tp.values))

@@ -42,14 +42,18 @@ def test_dp_bound_from_the_derived_backward():
 def test_fsdp_bound_from_planned_forward_and_derived_backward():
     mesh = sa.Mesh(X=None)
     text = "In[B_X, D] · W[D_X, F] -> Out[B_X, F]"
-    program = Program(forward_plans(text, mesh).statements + sa.backward(sa.parse(text), mesh).program().statements)
+    program = Program(
+        forward_plans(text, mesh).statements + sa.backward(sa.parse(text), mesh).program().statements
+    )
     d = compute_bound(program, "B", mesh=mesh, symbolic_links=True)
     assert same(d.result, B > C * X / (W * M_X))  # the same as DP (seed 002)
 
 
 def test_tp_bound_from_planned_forward():
     mesh = sa.Mesh(Y=None)
-    program = forward_plans("In[B, D_Y] · W_in[D, F_Y] -> Tmp[B, F_Y]; Tmp[B, F_Y] · W_out[F_Y, D] -> Out[B, D_Y]", mesh)
+    program = forward_plans(
+        "In[B, D_Y] · W_in[D, F_Y] -> Tmp[B, F_Y]; Tmp[B, F_Y] · W_out[F_Y, D] -> Out[B, D_Y]", mesh
+    )
     assert [s.op for s in plan_of(program, mesh).collectives] == [sa.Op.ALL_GATHER, sa.Op.REDUCE_SCATTER]
     d = compute_bound(program, "Y", mesh=mesh, symbolic_links=True)
     assert same(d.result, Y < F * M_Y * W / C)  # seed 002: Y < F·M_Y/(C/W_ici)
@@ -58,7 +62,8 @@ def test_tp_bound_from_planned_forward():
 def test_fsdp_tp_optimum_from_planned_forward():
     mesh = sa.Mesh(X=None, Y=None)
     program = forward_plans(
-        "In[B_X, D_Y] · W_in[D_X, F_Y] -> Tmp[B_X, F_Y]; Tmp[B_X, F_Y] · W_out[F_Y, D_X] -> Out[B_X, D_Y]", mesh
+        "In[B_X, D_Y] · W_in[D_X, F_Y] -> Tmp[B_X, F_Y]; Tmp[B_X, F_Y] · W_out[F_Y, D_X] -> Out[B_X, D_Y]",
+        mesh,
     )
     pc = sa.cost(program, mesh, latency=False, symbolic_links=True, overlap="steady")
     opt = optimum(pc, over="X", subject_to=sympy.Eq(X * Y, N))

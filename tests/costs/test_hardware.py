@@ -46,30 +46,48 @@ def test_seed_ratios():
 
 def test_default_models():
     assert {n: hardware.get(n).model for n in EXPECTED} == {
-        "tpu-v4p": "ici", "tpu-v5e": "ici", "tpu-v5p": "ici", "tpu-v6e": "ici",
-        "h100": "alpha-beta", "h200": "alpha-beta", "b200": "alpha-beta",
-    }  # fmt: skip
+        "tpu-v4p": "ici",
+        "tpu-v5e": "ici",
+        "tpu-v5p": "ici",
+        "tpu-v6e": "ici",
+        "h100": "alpha-beta",
+        "h200": "alpha-beta",
+        "b200": "alpha-beta",
+    }
 
 
 @pytest.mark.parametrize(
     ("name", "size", "links", "wraps"),
     [
-        ("tpu-v5e", 16, 1, True), ("tpu-v5e", 4, 1, False), ("tpu-v5e", 8, 1, False),
-        ("tpu-v6e", 16, 1, True), ("tpu-v6e", 2, 1, False),
-        ("tpu-v4p", 4, 1, True), ("tpu-v4p", 8, 1, True), ("tpu-v4p", 2, 1, False),
-        ("tpu-v5p", 16, 2, True), ("tpu-v5p", 8, 3, False), ("tpu-v5p", 64, 3, True),
+        ("tpu-v5e", 16, 1, True),
+        ("tpu-v5e", 4, 1, False),
+        ("tpu-v5e", 8, 1, False),
+        ("tpu-v6e", 16, 1, True),
+        ("tpu-v6e", 2, 1, False),
+        ("tpu-v4p", 4, 1, True),
+        ("tpu-v4p", 8, 1, True),
+        ("tpu-v4p", 2, 1, False),
+        ("tpu-v5p", 16, 2, True),
+        ("tpu-v5p", 8, 3, False),
+        ("tpu-v5p", 64, 3, True),
         ("h100", 8, 1, True),
     ],
-)  # fmt: skip
+)
 def test_wraparound_rules(name, size, links, wraps):
     assert hardware.get(name).wraps(size, links) is wraps
 
 
 def test_user_chip():
-    chip = Chip("mine", "a test chip", flops=Sourced(1e15, "made up for a test"),
-                hbm_bandwidth=Sourced(1e12, "made up"), hbm_capacity=Sourced(1e10, "made up"),
-                ici_bandwidth=Sourced(1e11, "made up"), hop_latency=Sourced(1e-6, "made up"),
-                wrap=WrapRule(lengths=(8,)))  # fmt: skip
+    chip = Chip(
+        "mine",
+        "a test chip",
+        flops=Sourced(1e15, "made up for a test"),
+        hbm_bandwidth=Sourced(1e12, "made up"),
+        hbm_capacity=Sourced(1e10, "made up"),
+        ici_bandwidth=Sourced(1e11, "made up"),
+        hop_latency=Sourced(1e-6, "made up"),
+        wrap=WrapRule(lengths=(8,)),
+    )
     assert chip.wraps(8) and not chip.wraps(4)
     assert hardware.as_chip(chip) is chip
     assert chip.values()[quantity("C")] == 1e15
@@ -83,8 +101,16 @@ def test_bad_chip_numbers_and_models_are_usage_errors():
         Sourced(True, "a bool")  # type: ignore[arg-type]
     base = hardware.get("tpu-v5e")
     with pytest.raises(UsageError):
-        Chip("x", "y", base.flops, base.hbm_bandwidth, base.hbm_capacity, base.ici_bandwidth,
-             base.hop_latency, model="carrier-pigeon")  # fmt: skip
+        Chip(
+            "x",
+            "y",
+            base.flops,
+            base.hbm_bandwidth,
+            base.hbm_capacity,
+            base.ici_bandwidth,
+            base.hop_latency,
+            model="carrier-pigeon",
+        )
     with pytest.raises(UsageError):
         hardware.as_chip(42)  # type: ignore[arg-type]
 

@@ -23,8 +23,9 @@ def gather(mesh: str, op: str = "AllGather_X", hw: str | None = "h100"):
 def test_across_nodes_the_scale_out_network_binds():
     c = gather("X=64:node8")
     (step,) = c.steps
-    assert step.comm.total() == 14 * ALPHA + sympy.Max(sympy.Rational(7, 8) * V / BETA,
-                                                        sympy.Rational(7, 8) * V / (8 * W_DCN))  # fmt: skip
+    assert step.comm.total() == 14 * ALPHA + sympy.Max(
+        sympy.Rational(7, 8) * V / BETA, sympy.Rational(7, 8) * V / (8 * W_DCN)
+    )
     # H100: 450 GB/s NVLink per GPU one way, 8 x 400 Gb/s NICs = 400 GB/s per node: "the cost of an AllGather
     # ... beyond the node level ... is roughly B / 400e9" (the chapter's takeaway)
     assert c.seconds == pytest.approx(14 * 2e-6 + 7 / 8 * V / 400e9)
@@ -39,10 +40,14 @@ def test_within_one_node_it_is_the_ring_over_nvlink():
 def test_allreduce_is_two_levels_twice_and_alltoall_loses_the_node_bisection():
     ar = cost("AllReduce_X(A[D, F]{U_X})", mesh="X=16:node8", sizes="D=4096,F=65536", hw="h100").steps[0].comm
     assert len(ar.parts) == 2 and ar.parts[0] == ar.parts[1]
-    a2a = cost("AllToAll_{X,F}(A[D_X, F])", mesh="X=16:node8", sizes="D=4096,F=65536", hw="h100").steps[0].comm
+    a2a = (
+        cost("AllToAll_{X,F}(A[D_X, F])", mesh="X=16:node8", sizes="D=4096,F=65536", hw="h100").steps[0].comm
+    )
     (latency, bandwidth) = (t.sympy() for t in a2a.parts[0])  # the parts are light terms
     assert latency == 15 * ALPHA
-    assert bandwidth == sympy.Max(sympy.Rational(7, 64) * V / (2 * BETA), sympy.Rational(1, 4) * V / (8 * W_DCN))
+    assert bandwidth == sympy.Max(
+        sympy.Rational(7, 64) * V / (2 * BETA), sympy.Rational(1, 4) * V / (8 * W_DCN)
+    )
 
 
 def test_nodes_belong_to_gpu_models():

@@ -46,52 +46,192 @@ ROWS = [
     ("tpu-v5p", "flops", 4.59e14, "4.59e14", 1, BOOK_TPU, [("459", False)]),
     ("tpu-v5p", "hbm_bandwidth", 2.8e12, "2.8e12", 1, BOOK_TPU, [("2765 GBps", True)]),
     ("tpu-v5p", "hbm_capacity", 96e9, "96GB", G, BOOK_TPU, [("95 GiB", True)]),
-    ("tpu-v5p", "ici_bandwidth", 1.8e11, "1.8e11", 1, BOOK_TPU, [("1200 GBps", True), ("C/W_ici = 2550", False)]),
+    (
+        "tpu-v5p",
+        "ici_bandwidth",
+        1.8e11,
+        "1.8e11",
+        1,
+        BOOK_TPU,
+        [("1200 GBps", True), ("C/W_ici = 2550", False)],
+    ),
     ("tpu-v5p", "hop_latency", 1e-6, "about 1 us", 1e-6, BOOK_TPU, []),
-    ("tpu-v5p", "dcn_bandwidth", 6.25e9, "6.25e9", 1, BOOK_TPU, [("50 Gbps", False), ("C/W_dcn = 73,440", False)]),
+    (
+        "tpu-v5p",
+        "dcn_bandwidth",
+        6.25e9,
+        "6.25e9",
+        1,
+        BOOK_TPU,
+        [("50 Gbps", False), ("C/W_dcn = 73,440", False)],
+    ),
     ("tpu-v6e", "flops", 9.2e14, "9.20e14", 1, BOOK_TPU, [("918 TFLOPs", True)]),
     ("tpu-v6e", "hbm_bandwidth", 1.6e12, "1.6e12", 1, BOOK_TPU, [("1638 GBps", True)]),
     ("tpu-v6e", "hbm_capacity", 32e9, "32GB", G, BOOK_TPU, [("32 GB", False)]),
     ("tpu-v6e", "ici_bandwidth", 1.8e11, "1.8e11", 1, BOOK_TPU, [("800 GBps", True)]),
     ("tpu-v6e", "hop_latency", 1e-6, "about 1 us", 1e-6, BOOK_TPU, []),
     ("tpu-v6e", "dcn_bandwidth", 1.25e10, "12.5e9", 1, BOOK_TPU, []),
-    ("h100", "flops", 9.895e14, "BFLOAT16 Tensor Core 1,979 teraFLOPS", T * HALF,
-     "https://www.nvidia.com/en-us/data-center/h100/", [("9.9e14", True)]),
-    ("h100", "hbm_bandwidth", 3.35e12, "GPU Memory Bandwidth 3.35TB/s", T,
-     "https://www.nvidia.com/en-us/data-center/h100/", [("3.4e12", True)]),
-    ("h100", "hbm_capacity", 80e9, "GPU Memory 80GB", G, "https://www.nvidia.com/en-us/data-center/h100/", [("80GB", False)]),
-    ("h100", "ici_bandwidth", 9e11, "NVIDIA NVLink: 900GB/s", G, "https://www.nvidia.com/en-us/data-center/h100/",
-     [("450 GB/s", False)]),
+    (
+        "h100",
+        "flops",
+        9.895e14,
+        "BFLOAT16 Tensor Core 1,979 teraFLOPS",
+        T * HALF,
+        "https://www.nvidia.com/en-us/data-center/h100/",
+        [("9.9e14", True)],
+    ),
+    (
+        "h100",
+        "hbm_bandwidth",
+        3.35e12,
+        "GPU Memory Bandwidth 3.35TB/s",
+        T,
+        "https://www.nvidia.com/en-us/data-center/h100/",
+        [("3.4e12", True)],
+    ),
+    (
+        "h100",
+        "hbm_capacity",
+        80e9,
+        "GPU Memory 80GB",
+        G,
+        "https://www.nvidia.com/en-us/data-center/h100/",
+        [("80GB", False)],
+    ),
+    (
+        "h100",
+        "ici_bandwidth",
+        9e11,
+        "NVIDIA NVLink: 900GB/s",
+        G,
+        "https://www.nvidia.com/en-us/data-center/h100/",
+        [("450 GB/s", False)],
+    ),
     ("h100", "hop_latency", 2e-6, "alpha = 2 us", 1e-6, SEED003, []),
     ("h100", "alpha", 2e-6, "alpha = 2 us", 1e-6, SEED003, []),
     ("h100", "link_bandwidth", 4.5e11, "450 GB/s", G, SEED003, [("900GB/s", False)]),
-    ("h100", "dcn_bandwidth", 5e10, "400Gb/s", G / 8, "https://www.nvidia.com/en-us/data-center/dgx-h100/", []),
-    ("h200", "flops", 9.895e14, "BFLOAT16 Tensor Core 1,979 TFLOPS", T * HALF,
-     "https://www.nvidia.com/en-us/data-center/h200/", [("9.9e14", True)]),
-    ("h200", "hbm_bandwidth", 4.8e12, "GPU Memory Bandwidth 4.8TB/s", T,
-     "https://www.nvidia.com/en-us/data-center/h200/", [("4.8e12", False)]),
-    ("h200", "hbm_capacity", 141e9, "GPU Memory 141GB", G, "https://www.nvidia.com/en-us/data-center/h200/",
-     [("141GB", False)]),
-    ("h200", "ici_bandwidth", 9e11, "NVIDIA NVLink: 900GB/s", G, "https://www.nvidia.com/en-us/data-center/h200/", []),
+    (
+        "h100",
+        "dcn_bandwidth",
+        5e10,
+        "400Gb/s",
+        G / 8,
+        "https://www.nvidia.com/en-us/data-center/dgx-h100/",
+        [],
+    ),
+    (
+        "h200",
+        "flops",
+        9.895e14,
+        "BFLOAT16 Tensor Core 1,979 TFLOPS",
+        T * HALF,
+        "https://www.nvidia.com/en-us/data-center/h200/",
+        [("9.9e14", True)],
+    ),
+    (
+        "h200",
+        "hbm_bandwidth",
+        4.8e12,
+        "GPU Memory Bandwidth 4.8TB/s",
+        T,
+        "https://www.nvidia.com/en-us/data-center/h200/",
+        [("4.8e12", False)],
+    ),
+    (
+        "h200",
+        "hbm_capacity",
+        141e9,
+        "GPU Memory 141GB",
+        G,
+        "https://www.nvidia.com/en-us/data-center/h200/",
+        [("141GB", False)],
+    ),
+    (
+        "h200",
+        "ici_bandwidth",
+        9e11,
+        "NVIDIA NVLink: 900GB/s",
+        G,
+        "https://www.nvidia.com/en-us/data-center/h200/",
+        [],
+    ),
     ("h200", "hop_latency", 2e-6, "H100's alpha", 2e-6, SEED003, []),
     ("h200", "alpha", 2e-6, "H100's alpha", 2e-6, SEED003, []),
-    ("h200", "link_bandwidth", 4.5e11, "NVIDIA NVLink: 900GB/s", G * HALF,
-     "https://www.nvidia.com/en-us/data-center/h200/", []),
-    ("h200", "dcn_bandwidth", 5e10, "400Gb/s", G / 8, "https://www.nvidia.com/en-us/data-center/dgx-h200/", []),
-    ("b200", "flops", 2.25e15, "FP16/BF16 Tensor Core 36 PFLOPS", P / 8 * HALF,
-     "https://www.nvidia.com/en-us/data-center/hgx/", [("2.3e15", True)]),
-    ("b200", "hbm_bandwidth", 8e12, "64TB/s HBM3e bandwidth", T / 8,
-     "https://www.nvidia.com/en-us/data-center/dgx-b200/", [("8.0e12", False)]),
-    ("b200", "hbm_capacity", 180e9, "1,440GB total GPU memory", G / 8,
-     "https://www.nvidia.com/en-us/data-center/dgx-b200/", [("192GB", True)]),
-    ("b200", "ici_bandwidth", 1.8e12, "14.4TB/s aggregate bandwidth", T / 8,
-     "https://www.nvidia.com/en-us/data-center/dgx-b200/", []),
+    (
+        "h200",
+        "link_bandwidth",
+        4.5e11,
+        "NVIDIA NVLink: 900GB/s",
+        G * HALF,
+        "https://www.nvidia.com/en-us/data-center/h200/",
+        [],
+    ),
+    (
+        "h200",
+        "dcn_bandwidth",
+        5e10,
+        "400Gb/s",
+        G / 8,
+        "https://www.nvidia.com/en-us/data-center/dgx-h200/",
+        [],
+    ),
+    (
+        "b200",
+        "flops",
+        2.25e15,
+        "FP16/BF16 Tensor Core 36 PFLOPS",
+        P / 8 * HALF,
+        "https://www.nvidia.com/en-us/data-center/hgx/",
+        [("2.3e15", True)],
+    ),
+    (
+        "b200",
+        "hbm_bandwidth",
+        8e12,
+        "64TB/s HBM3e bandwidth",
+        T / 8,
+        "https://www.nvidia.com/en-us/data-center/dgx-b200/",
+        [("8.0e12", False)],
+    ),
+    (
+        "b200",
+        "hbm_capacity",
+        180e9,
+        "1,440GB total GPU memory",
+        G / 8,
+        "https://www.nvidia.com/en-us/data-center/dgx-b200/",
+        [("192GB", True)],
+    ),
+    (
+        "b200",
+        "ici_bandwidth",
+        1.8e12,
+        "14.4TB/s aggregate bandwidth",
+        T / 8,
+        "https://www.nvidia.com/en-us/data-center/dgx-b200/",
+        [],
+    ),
     ("b200", "hop_latency", 2e-6, "H100's alpha", 2e-6, SEED003, []),
     ("b200", "alpha", 2e-6, "H100's alpha", 2e-6, SEED003, []),
-    ("b200", "link_bandwidth", 9e11, "14.4TB/s aggregate bandwidth", T / 8 * HALF,
-     "https://www.nvidia.com/en-us/data-center/dgx-b200/", []),
-    ("b200", "dcn_bandwidth", 5e10, "400Gb/s", G / 8, "https://www.nvidia.com/en-us/data-center/dgx-b200/", []),
-]  # fmt: skip
+    (
+        "b200",
+        "link_bandwidth",
+        9e11,
+        "14.4TB/s aggregate bandwidth",
+        T / 8 * HALF,
+        "https://www.nvidia.com/en-us/data-center/dgx-b200/",
+        [],
+    ),
+    (
+        "b200",
+        "dcn_bandwidth",
+        5e10,
+        "400Gb/s",
+        G / 8,
+        "https://www.nvidia.com/en-us/data-center/dgx-b200/",
+        [],
+    ),
+]
 
 
 def _number(quote: str) -> float:
@@ -107,13 +247,22 @@ def test_the_table_covers_every_number_of_every_preset():
 
 
 def _fields(chip) -> list[str]:
-    names = ["flops", "hbm_bandwidth", "hbm_capacity", "ici_bandwidth", "hop_latency", "alpha",
-             "link_bandwidth", "dcn_bandwidth"]  # fmt: skip
+    names = [
+        "flops",
+        "hbm_bandwidth",
+        "hbm_capacity",
+        "ici_bandwidth",
+        "hop_latency",
+        "alpha",
+        "link_bandwidth",
+        "dcn_bandwidth",
+    ]
     return [n for n in names if getattr(chip, n) is not None]
 
 
-@pytest.mark.parametrize(("chip", "field", "value", "quote", "unit", "url", "others"), ROWS,
-                         ids=[f"{r[0]}-{r[1]}" for r in ROWS])  # fmt: skip
+@pytest.mark.parametrize(
+    ("chip", "field", "value", "quote", "unit", "url", "others"), ROWS, ids=[f"{r[0]}-{r[1]}" for r in ROWS]
+)
 def test_preset_number_equals_its_source(chip, field, value, quote, unit, url, others):
     number = getattr(hardware.get(chip), field)
     assert number.value == pytest.approx(value, rel=1e-12)
@@ -154,15 +303,16 @@ def test_vendor_pages_are_named_for_every_tpu_number_that_differs():
         ("tpu-v6e", 16, 1, True),
         ("tpu-v6e", 8, 1, False),
     ],
-)  # fmt: skip
+)
 def test_wraparound_at_full_size(name, size, links, wraps):
     assert hardware.get(name).wraps(size, links) is wraps
 
 
 def test_wrap_rule_sources_quote_the_book():
-    assert "'Any multiple of a full cube (e.g. 4x4x4 or 4x4x8) will have wraparounds'" in hardware.get(
-        "tpu-v5p"
-    ).wrap.source
+    assert (
+        "'Any multiple of a full cube (e.g. 4x4x4 or 4x4x8) will have wraparounds'"
+        in hardware.get("tpu-v5p").wrap.source
+    )
     assert "axis of size 16" in hardware.get("tpu-v6e").wrap.source
     rule = WrapRule(lengths=(8, 16))
     assert rule.wraps(128, 2) and not rule.wraps(64 * 3, 2) and rule.wraps(8 * 16 * 16, 3)

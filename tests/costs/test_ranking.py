@@ -34,13 +34,16 @@ def test_spare_axis_gather_comes_first_only_when_ranked_by_seconds():
     by_time = redistribute(src, dst, mesh, sizes, hw="tpu-v4p")
     assert [(s.op, s.axes) for s in by_bytes[0].steps] == [(Op.ALL_GATHER, ("X",))]
     assert [(s.op, s.axes) for s in by_time[0].steps] == [(Op.SLICE, ("Y",)), (Op.ALL_GATHER, ("X", "Y"))]
-    fast, slow = (plan_cost(p[0], mesh, sizes, hw="tpu-v4p", overlap=False).seconds for p in (by_time, by_bytes))
+    fast, slow = (
+        plan_cost(p[0], mesh, sizes, hw="tpu-v4p", overlap=False).seconds for p in (by_time, by_bytes)
+    )
     assert fast == pytest.approx(slow / 2)  # the same bytes over twice the links (seed 000, problem 2)
 
 
 def test_cli_plan_hw_reports_sorted_seconds(capsys):
-    code = main(["plan", Q4, "--mesh", "X=4", "--sizes", "B=512,D=8192,F=16384", "--hw", "tpu-v5p", "--all",
-                 "--json"])  # fmt: skip
+    code = main(
+        ["plan", Q4, "--mesh", "X=4", "--sizes", "B=512,D=8192,F=16384", "--hw", "tpu-v5p", "--all", "--json"]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     seconds = [p["seconds"] for p in out["plans"]]
@@ -68,7 +71,21 @@ def test_steady_reproduces_the_layer_level_numbers_and_the_schedule_adds_the_cha
 
 
 def test_cli_plan_hw_names_the_policy(capsys):
-    main(["plan", Q4, "--mesh", "X=4", "--sizes", "B=512,D=8192,F=16384", "--hw", "tpu-v5p", "--overlap", "steady", "--all",
-          "--json"])  # fmt: skip
+    main(
+        [
+            "plan",
+            Q4,
+            "--mesh",
+            "X=4",
+            "--sizes",
+            "B=512,D=8192,F=16384",
+            "--hw",
+            "tpu-v5p",
+            "--overlap",
+            "steady",
+            "--all",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["overlap"] == "steady" and [round(p["seconds"] * 1e6) for p in out["plans"]] == [186, 1491]

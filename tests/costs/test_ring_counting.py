@@ -38,13 +38,17 @@ def test_exact_allgather_bytes_are_n_minus_one_over_n_of_the_default(n):
     step, book_step = (cost(text, ring(n), sizes, exact=e).steps[0] for e in (True, False))
     assert book_step.bytes.sympy() == 1024 * 512 * 2  # the book's V: the array's bytes
     assert step.bytes.sympy() == sympy.Rational(n - 1, n) * 1024 * 512 * 2  # what the ring moves
-    (axis, moved), = step.comm.axis_bytes
+    ((axis, moved),) = step.comm.axis_bytes
     assert axis == "X" and moved.sympy() == sympy.Rational(n - 1, n) * 1024 * 512 * 2
 
 
 def test_exact_with_a_symbolic_axis_keeps_the_factor():
-    assert sympy.simplify(bandwidth("AllGather_X(bf16[B_X, D])", Mesh(X=None), exact=True) - 2 * B * D * (X - 1)
-                          / (X * W)) == 0  # fmt: skip
+    assert (
+        sympy.simplify(
+            bandwidth("AllGather_X(bf16[B_X, D])", Mesh(X=None), exact=True) - 2 * B * D * (X - 1) / (X * W)
+        )
+        == 0
+    )
 
 
 def test_exact_reduce_scatter_and_allreduce():
@@ -140,15 +144,32 @@ def test_ring_and_model_errors():
         cost("AllGather_X(bf16[B_X, D])", ring(4), model="alpha-beta", ring="uni")
     # alpha-beta already counts (n - 1)/n: exact changes nothing there
     ab = {"model": "alpha-beta"}
-    assert bandwidth("AllGather_X(bf16[B_X, D])", ring(4), **ab) == bandwidth("AllGather_X(bf16[B_X, D])", ring(4),
-                                                                               exact=True, **ab)  # fmt: skip
+    assert bandwidth("AllGather_X(bf16[B_X, D])", ring(4), **ab) == bandwidth(
+        "AllGather_X(bf16[B_X, D])", ring(4), exact=True, **ab
+    )
 
 
 def test_cli_exact_and_ring(capsys):
-    code = main(["cost", "AllGather_X(bf16[B_X, D])", "--mesh", "X=8", "--sizes", "B=1024,D=512", "--hw",
-                 "tpu-v5p", "--exact", "--ring", "uni", "--json"])  # fmt: skip
+    code = main(
+        [
+            "cost",
+            "AllGather_X(bf16[B_X, D])",
+            "--mesh",
+            "X=8",
+            "--sizes",
+            "B=1024,D=512",
+            "--hw",
+            "tpu-v5p",
+            "--exact",
+            "--ring",
+            "uni",
+            "--json",
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["exact"] is True and data["ring"] == "uni"
     assert data["steps"][0]["axis_bytes"]["X"]["value"] == pytest.approx(7 / 8 * 1024 * 512 * 2)
-    code = main(["cost", "AllGather_X(bf16[B_X, D])", "--mesh", "X=8", "--model", "alpha-beta", "--ring", "uni"])
+    code = main(
+        ["cost", "AllGather_X(bf16[B_X, D])", "--mesh", "X=8", "--model", "alpha-beta", "--ring", "uni"]
+    )
     assert code == 2 and "has no rings" in capsys.readouterr().err

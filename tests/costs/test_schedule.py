@@ -52,7 +52,9 @@ def test_the_chain_on_numbers_and_its_slots():
     sizes = {"I": 256, "J": 512, "K": 256}
     pc = plan_cost(chain_plan(), MESH, sizes, hw="tpu-v5e")
     ends = pc.schedule.numbers(pc.values)
-    assert [a for a, _ in ends] == pytest.approx([0.0, ends[0][1], ends[1][1]])  # each starts when the last ends
+    assert [a for a, _ in ends] == pytest.approx(
+        [0.0, ends[0][1], ends[1][1]]
+    )  # each starts when the last ends
     assert ends[-1][1] == pytest.approx(pc.seconds)
     assert pc.seconds == pytest.approx(sum(pc.evaluate(d) for d in (s.duration for s in pc.steps)))
 
@@ -116,8 +118,11 @@ def test_the_backward_program_is_scheduled_too():
     assert sympy.simplify(pc.total - (d_in + d_w + reduce)) == 0
     assert pc.under("steady").total == sympy.Max(d_in + d_w, reduce)
     # the same steps with dW first: the AllReduce overlaps dIn
-    first = plan_cost(bw.plan().__class__(bw.plan().inputs, tuple(bw.plan().steps[i] for i in (1, 2, 0)),
-                                          bw.plan().output), mesh, **BW)  # fmt: skip
+    first = plan_cost(
+        bw.plan().__class__(bw.plan().inputs, tuple(bw.plan().steps[i] for i in (1, 2, 0)), bw.plan().output),
+        mesh,
+        **BW,
+    )
     assert first.total == sympy.Max(d_w + d_in, d_w + reduce)
 
 
@@ -127,7 +132,9 @@ def test_policies_and_their_old_spellings():
     assert sched.as_policy(True) is OverlapPolicy.STEADY and sched.as_policy(False) is OverlapPolicy.SERIAL
     assert sched.as_policy("steady") is OverlapPolicy.STEADY
     assert sched.as_policy(None, OverlapPolicy.SERIAL) is OverlapPolicy.SERIAL
-    with pytest.raises(UsageError, match="the overlap policy is one of schedule, steady, serial, not 'sometimes'"):
+    with pytest.raises(
+        UsageError, match="the overlap policy is one of schedule, steady, serial, not 'sometimes'"
+    ):
         sched.as_policy("sometimes")
     with pytest.raises(UsageError, match="not 1"):  # a number is no policy, though 1 == True
         sched.as_policy(1)
@@ -144,7 +151,11 @@ def test_schedule_json_and_gantt():
     slots = data["schedule"]["slots"]
     assert [s["lanes"] for s in slots] == [["X"], ["Y"], ["compute"]]
     assert slots[2]["start_seconds"] == pytest.approx(max(slots[0]["end_seconds"], slots[1]["end_seconds"]))
-    assert data["schedule"]["seconds"] == pytest.approx(slots[2]["end_seconds"]) == pytest.approx(data["seconds"])
+    assert (
+        data["schedule"]["seconds"]
+        == pytest.approx(slots[2]["end_seconds"])
+        == pytest.approx(data["seconds"])
+    )
     text = pc.gantt()
     assert text.splitlines()[0].startswith("schedule (overlap schedule): ")
     assert len(text.splitlines()) == 4 and "|" in text
@@ -159,8 +170,19 @@ def test_steady_slots_run_each_lane_back_to_back():
 
 
 def test_cli_cost_overlap_and_schedule(capsys):
-    code = main(["cost", TWO_GATHERS, "--mesh", "X=2,Y=4", "--sizes", "I=512,J=1024,K=512", "--hw", "tpu-v5e",
-                 "--schedule"])  # fmt: skip
+    code = main(
+        [
+            "cost",
+            TWO_GATHERS,
+            "--mesh",
+            "X=2,Y=4",
+            "--sizes",
+            "I=512,J=1024,K=512",
+            "--hw",
+            "tpu-v5e",
+            "--schedule",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "overlap: schedule" in out and "schedule (overlap schedule):" in out
     code = main(["cost", TWO_GATHERS, "--mesh", "X=2,Y=4", "--overlap", "steady", "--json"])
@@ -224,7 +246,9 @@ def test_serial_is_at_least_schedule_is_at_least_steady(case, hw, latency):
     assert comms[0] >= comms[1] * (1 - 1e-12) and comms[1] >= comms[2] * (1 - 1e-12)
 
 
-@given(einsum_plans(), st.sampled_from(["schedule", "steady", "serial"]), st.sampled_from(["tpu-v5e", "h100"]))
+@given(
+    einsum_plans(), st.sampled_from(["schedule", "steady", "serial"]), st.sampled_from(["tpu-v5e", "h100"])
+)
 def test_the_ranking_numbers_equal_the_formula(case, policy, hw):
     mesh, p, sizes = case
     if p is None:
@@ -249,7 +273,9 @@ def test_every_symbolic_schedule_evaluates_to_its_numbers(case):
 
 
 def test_a_statement_priced_by_its_plan_is_scheduled_like_its_plan():
-    stmt = Arrow(Product(Tensor("A", (Dim("I", ("X",)), Dim("J"))), Tensor("B", (Dim("J", ("X",)), Dim("K")))),
-                 Tensor("C", (Dim("I", ("X",)), Dim("K"))))  # fmt: skip
+    stmt = Arrow(
+        Product(Tensor("A", (Dim("I", ("X",)), Dim("J"))), Tensor("B", (Dim("J", ("X",)), Dim("K")))),
+        Tensor("C", (Dim("I", ("X",)), Dim("K"))),
+    )
     best = plans(stmt, "X=4")[0]
     assert cost(stmt, "X=4").total == plan_cost(best, "X=4").total

@@ -29,16 +29,21 @@ def monos(draw):
 
 
 def terms():
-    return st.recursive(monos(), lambda inner: st.one_of(
-        st.lists(inner, min_size=2, max_size=3).map(lambda xs: add(*xs)),
-        st.lists(inner, min_size=2, max_size=3).map(lambda xs: maximum(*xs)),
-        st.tuples(inner, monos()).map(lambda ab: ab[0] * ab[1]),
-    ), max_leaves=8)  # fmt: skip
+    return st.recursive(
+        monos(),
+        lambda inner: st.one_of(
+            st.lists(inner, min_size=2, max_size=3).map(lambda xs: add(*xs)),
+            st.lists(inner, min_size=2, max_size=3).map(lambda xs: maximum(*xs)),
+            st.tuples(inner, monos()).map(lambda ab: ab[0] * ab[1]),
+        ),
+        max_leaves=8,
+    )
 
 
 # sizes are positive integers (sympy uses it: Max(B, 1) is B), rates and times positive reals
-values_st = st.tuples(*(st.integers(1, 100).map(float) if s.is_integer else st.floats(0.01, 100.0)
-                        for s in SYMBOLS)).map(lambda vs: dict(zip(SYMBOLS, vs, strict=True)))  # fmt: skip
+values_st = st.tuples(
+    *(st.integers(1, 100).map(float) if s.is_integer else st.floats(0.01, 100.0) for s in SYMBOLS)
+).map(lambda vs: dict(zip(SYMBOLS, vs, strict=True)))
 
 
 @given(terms(), values_st)
@@ -50,7 +55,9 @@ def test_evaluation_equals_sympys(t, at):
 @given(terms(), values_st)
 def test_unevaluated_sympy_is_the_same_function(t, at):
     lazy = t.sympy(evaluate=False)
-    assert float(lazy.xreplace({k: sympy.Float(v) for k, v in at.items()}).doit()) == pytest.approx(t.evaluate(at))
+    assert float(lazy.xreplace({k: sympy.Float(v) for k, v in at.items()}).doit()) == pytest.approx(
+        t.evaluate(at)
+    )
 
 
 @given(terms(), values_st)

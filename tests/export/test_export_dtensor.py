@@ -54,8 +54,10 @@ def test_dtensor_module_reads_like_pytorch() -> None:
     assert "return init_device_mesh(device_type, MESH_SHAPE, mesh_dim_names=MESH_AXES)" in src
     assert "IN_PLACEMENTS = ([Shard(1), Replicate()], [Shard(0), Replicate()])" in src
     assert "return tuple(distribute_tensor(x, mesh, p) for x, p in zip((A, B), IN_PLACEMENTS))" in src
-    assert ("C = DTensor.from_local(torch.einsum('ab,bc->ac', A.to_local(), B.to_local()), mesh, "
-            "[Partial(), Replicate()], run_check=False)") in src  # fmt: skip
+    assert (
+        "C = DTensor.from_local(torch.einsum('ab,bc->ac', A.to_local(), B.to_local()), mesh, "
+        "[Partial(), Replicate()], run_check=False)"
+    ) in src
     assert "C_1 = C.redistribute(mesh, [Shard(1), Replicate()])" in src
     assert "def _distribute" not in src and "import torch.distributed as dist" not in src
     compile(src, "case3.py", "exec")

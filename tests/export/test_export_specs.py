@@ -27,6 +27,7 @@ from shardalg.export.specs import (  # isort: skip
     to_placements,
 )
 
+
 @pytest.mark.parametrize("name", sorted(HAND_PLANS))
 def test_hand_plans_are_right(name: str) -> None:
     from shardalg.numeric.execute import run_plan
@@ -158,7 +159,9 @@ def layouts(draw: st.DrawFn) -> tuple[Mesh, Tensor]:
     mesh = Mesh({n: draw(st.sampled_from([1, 2, 4])) for n in names})
     rank = draw(st.integers(1, 3))
     where = [draw(st.sampled_from(["R", "U", *range(rank)])) for _ in names]
-    dims = tuple(Dim("IJK"[d], tuple(a for a, w in zip(names, where, strict=True) if w == d)) for d in range(rank))
+    dims = tuple(
+        Dim("IJK"[d], tuple(a for a, w in zip(names, where, strict=True) if w == d)) for d in range(rank)
+    )
     unreduced = tuple(a for a, w in zip(names, where, strict=True) if w == "U")
     return mesh, Tensor("A", dims, unreduced)
 
@@ -243,4 +246,6 @@ def test_to_torch_placements_without_torch_is_a_clear_error(monkeypatch) -> None
         monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(UsageError) as err:
         sa.to_torch_placements("A[I_X, J]", "X=4")
-    assert str(err.value).startswith("error: DTensor placements need torch (torch.distributed.tensor) [usage]")
+    assert str(err.value).startswith(
+        "error: DTensor placements need torch (torch.distributed.tensor) [usage]"
+    )

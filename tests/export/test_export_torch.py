@@ -69,7 +69,7 @@ def test_generated_module_reads_like_the_plan() -> None:
     assert "Out_1: Out[B_X, D_Y], DTensor placements [Shard(0), Shard(1)]" in src
     assert "def forward(In, Win, Wout, mesh):" in src
     # only the helpers it calls: no all-to-all, permute, slice or reduce, no hand-made groups
-    defined = sorted(line[4:line.index("(")] for line in src.splitlines() if line.startswith("def "))
+    defined = sorted(line[4 : line.index("(")] for line in src.splitlines() if line.startswith("def "))
     assert defined == ["_all_gather", "_by_rank", "_reduce_scatter", "forward", "make_mesh"]
     assert "new_group" not in src and "mesh_coords" not in src
     compile(src, "fsdp_tp.py", "exec")
@@ -79,7 +79,7 @@ def test_each_module_defines_only_what_it_calls() -> None:
     """Every helper a generated module defines is called in it (by another helper or by forward)."""
     for name, plan in sorted(HAND_PLANS.items()):
         src = export_torch(plan, MESH)
-        helpers = [line[4:line.index("(")] for line in src.splitlines() if line.startswith("def _")]
+        helpers = [line[4 : line.index("(")] for line in src.splitlines() if line.startswith("def _")]
         for h in helpers:
             assert src.count(f"{h}(") >= 2, (name, h)
         assert "import itertools" not in src

@@ -27,11 +27,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz", description=__doc__)
     ap.add_argument("--inputs", type=int, default=5000, help="how many inputs (hypothesis examples)")
     ap.add_argument("--memory-mb", type=int, default=3072, help="the address-space cap (RLIMIT_AS), in MiB")
-    ap.add_argument("--seed", type=int, default=0, help="hypothesis's random seed (chunk i runs seed*100003+i)")
+    ap.add_argument(
+        "--seed", type=int, default=0, help="hypothesis's random seed (chunk i runs seed*100003+i)"
+    )
     ap.add_argument("--chunk", type=int, default=5000, help="examples per hypothesis run")
-    ap.add_argument("--json", type=Path, help="write the figures here as JSON (after each chunk, and at the end)")
+    ap.add_argument(
+        "--json", type=Path, help="write the figures here as JSON (after each chunk, and at the end)"
+    )
     ap.add_argument("--progress", type=int, default=1000, help="print a line every this many inputs")
-    ap.add_argument("--full-gc", type=int, default=500, help="a full garbage collection every this many inputs")
+    ap.add_argument(
+        "--full-gc", type=int, default=500, help="a full garbage collection every this many inputs"
+    )
     args = ap.parse_args(argv)
     cap = args.memory_mb * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -61,10 +67,16 @@ def main(argv: list[str] | None = None) -> int:
 
     def figures(complete: bool) -> dict[str, Any]:
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        return {**tally.summary(), "complete": complete, "seconds": round(time.perf_counter() - start, 1),
-                "memory_mb": args.memory_mb, "peak_rss_mb": round(peak_mb), "seed": args.seed,
-                "chunk": args.chunk,
-                "gc_between_inputs": {k: round(v, 3) if isinstance(v, float) else v for k, v in between.items()}}  # fmt: skip
+        return {
+            **tally.summary(),
+            "complete": complete,
+            "seconds": round(time.perf_counter() - start, 1),
+            "memory_mb": args.memory_mb,
+            "peak_rss_mb": round(peak_mb),
+            "seed": args.seed,
+            "chunk": args.chunk,
+            "gc_between_inputs": {k: round(v, 3) if isinstance(v, float) else v for k, v in between.items()},
+        }
 
     def write(complete: bool) -> str:
         out = json.dumps(figures(complete), indent=2, ensure_ascii=False)
@@ -86,13 +98,23 @@ def main(argv: list[str] | None = None) -> int:
         quota = min(args.chunk, args.inputs - done())  # hypothesis may run a few more: all are counted
 
         @seed(args.seed * 100_003 + chunk)
-        @settings(max_examples=quota, database=None, deadline=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck))  # fmt: skip
+        @settings(
+            max_examples=quota,
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
         @given(st.data())
         def one(data: st.DataObject) -> None:
             kind, source = data.draw(sources())
-            run_stages(source, kind, lambda program: data.draw(mesh_and_sizes(program)), tally,
-                       chip_file=data.draw(chip_files()))  # fmt: skip
+            run_stages(
+                source,
+                kind,
+                lambda program: data.draw(mesh_and_sizes(program)),
+                tally,
+                chip_file=data.draw(chip_files()),
+            )
             n = done()
             if args.full_gc and n % args.full_gc == 0:
                 collect(2)
@@ -100,8 +122,11 @@ def main(argv: list[str] | None = None) -> int:
                 collect(1)
             if args.progress and n % args.progress == 0:
                 write(complete=False)
-                print(f"{n} inputs, {time.perf_counter() - start:.0f} s, failures {dict(tally.failure_kinds)}",
-                      file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"{n} inputs, {time.perf_counter() - start:.0f} s, failures {dict(tally.failure_kinds)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         before = done()
         try:

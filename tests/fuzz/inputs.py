@@ -73,7 +73,9 @@ def _printed_programs(legal: bool) -> st.SearchStrategy[str]:
     """Random programs on a few axes and dims, printed in a random format (``legal``: each tensor uses an
     axis and a dim name once, so more of them reach the planner and the executor)."""
     printer = st.sampled_from([text, unicode, latex])
-    made = programs(axes=_AXES, dims=_DIMS, names=("A", "B", "C", "W"), max_statements=2, max_leaves=3, legal=legal)
+    made = programs(
+        axes=_AXES, dims=_DIMS, names=("A", "B", "C", "W"), max_statements=2, max_leaves=3, legal=legal
+    )
     return st.tuples(printer, made).map(lambda pm: pm[0](pm[1]))
 
 
@@ -140,9 +142,27 @@ def settings(draw: st.DrawFn, program: Program) -> tuple[Mesh | None, dict[str, 
 
 # ---- chip files (every --hw FILE.toml) ----------------------------------------------------------------------
 
-_CHIP_KEYS = ("C", "W_hbm", "hbm", "W_ici", "T_min", "alpha", "beta", "W_dcn", "flops", "hbm_capacity",
-              "name", "description", "model", "wrap", "base", "unknown")  # fmt: skip
-_VALID_CHIP = 'base = "tpu-v5p"\nC = 4.6e14\nhbm = {value = 96e9, source = "a sheet"}\nwrap = {lengths = [16]}\n'
+_CHIP_KEYS = (
+    "C",
+    "W_hbm",
+    "hbm",
+    "W_ici",
+    "T_min",
+    "alpha",
+    "beta",
+    "W_dcn",
+    "flops",
+    "hbm_capacity",
+    "name",
+    "description",
+    "model",
+    "wrap",
+    "base",
+    "unknown",
+)
+_VALID_CHIP = (
+    'base = "tpu-v5p"\nC = 4.6e14\nhbm = {value = 96e9, source = "a sheet"}\nwrap = {lengths = [16]}\n'
+)
 
 
 @st.composite
@@ -155,7 +175,9 @@ def _toml_value(draw: st.DrawFn) -> str:
     if how == "huge":  # past the largest float, or past Python's 4,300 digits for int(str)
         return "9" * draw(st.sampled_from([309, 400, 4300, 4301, 5000]))
     if how == "text":
-        return '"' + draw(st.sampled_from(["tpu-v5e", "alpha-beta", "always", "length16", "cubes4", "x"])) + '"'
+        return (
+            '"' + draw(st.sampled_from(["tpu-v5e", "alpha-beta", "always", "length16", "cubes4", "x"])) + '"'
+        )
     if how == "table":
         return "{value = " + draw(_toml_value()) + ', source = "s"}'
     if how == "list":

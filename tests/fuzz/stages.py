@@ -40,7 +40,19 @@ from shardalg.numeric.execute import run_plan
 from shardalg.planning.backward import backward
 from shardalg.planning.planner import plans
 
-STAGES = ("parse", "print", "check", "shape", "plans", "ranked", "run_plan", "cost", "backward", "chip", "extras")
+STAGES = (
+    "parse",
+    "print",
+    "check",
+    "shape",
+    "plans",
+    "ranked",
+    "run_plan",
+    "cost",
+    "backward",
+    "chip",
+    "extras",
+)
 EXTRAS = ("jax", "torch", "matplotlib")  # the optional extras the extras stage makes unimportable
 POLICIES = ("schedule", "steady", "serial")  # the ranked stage takes them in turn
 STAGE_SECONDS = 2.0  # a stage over this much CPU time is unbounded work (a fuzz finding, not a speed test)
@@ -60,8 +72,10 @@ class Failure:
     detail: str
 
     def __str__(self) -> str:
-        return (f"[{self.kind}] stage {self.stage}: {self.detail}\n  input: {self.source!r}\n"
-                f"  mesh: {self.mesh}  sizes: {self.sizes}")  # fmt: skip
+        return (
+            f"[{self.kind}] stage {self.stage}: {self.detail}\n  input: {self.source!r}\n"
+            f"  mesh: {self.mesh}  sizes: {self.sizes}"
+        )
 
 
 @dataclass
@@ -73,7 +87,9 @@ class Tally:
     runs: Counter[str] = field(default_factory=Counter)
     cpu: dict[str, float] = field(default_factory=dict)  # slowest CPU time per stage
     wall: dict[str, float] = field(default_factory=dict)  # slowest wall time per stage
-    gc: dict[str, float] = field(default_factory=dict)  # most CPU time one run of a stage spent collecting garbage
+    gc: dict[str, float] = field(
+        default_factory=dict
+    )  # most CPU time one run of a stage spent collecting garbage
     slowest: dict[str, str] = field(default_factory=dict)  # the input of the slowest run per stage
     errors: Counter[str] = field(default_factory=Counter)  # shardalg error classes (refusals)
     failures: list[Failure] = field(default_factory=list)
@@ -138,7 +154,11 @@ class _Run:
             t.cpu[name], t.slowest[name] = cpu, f"{self.source!r} mesh={self.mesh!r} sizes={self.sizes}"
         t.wall[name] = max(t.wall.get(name, 0.0), wall)
         if cpu > self.limit:
-            self.fail("slow", name, f"{cpu:.2f} s of CPU ({wall:.2f} s wall; {in_gc:.2f} s of it in the garbage collector)")
+            self.fail(
+                "slow",
+                name,
+                f"{cpu:.2f} s of CPU ({wall:.2f} s wall; {in_gc:.2f} s of it in the garbage collector)",
+            )
         return value, err, ok
 
 
@@ -244,8 +264,11 @@ def _extras(program: Program, mesh: Mesh, sizes: dict[str, int]) -> list[str]:
 
     refused = []
     with _without(EXTRAS):
-        for attempt in (lambda: check_jax(program, mesh, sizes=sizes), lambda: check_torch(program, mesh, sizes=sizes),
-                        lambda: draw_show(text(program), mesh, _scratch() / "x.png", sizes=sizes)):  # fmt: skip
+        for attempt in (
+            lambda: check_jax(program, mesh, sizes=sizes),
+            lambda: check_torch(program, mesh, sizes=sizes),
+            lambda: draw_show(text(program), mesh, _scratch() / "x.png", sizes=sizes),
+        ):
             try:
                 attempt()
             except ShardalgError as err:
@@ -253,8 +276,14 @@ def _extras(program: Program, mesh: Mesh, sizes: dict[str, int]) -> list[str]:
     return refused
 
 
-def run_stages(source: str, kind: str, setting: Callable[[Program], Setting], tally: Tally,
-               limit: float = STAGE_SECONDS, chip_file: bytes | None = None) -> None:  # fmt: skip
+def run_stages(
+    source: str,
+    kind: str,
+    setting: Callable[[Program], Setting],
+    tally: Tally,
+    limit: float = STAGE_SECONDS,
+    chip_file: bytes | None = None,
+) -> None:
     """Run every stage on ``source`` (drawn from the start rule ``kind``); ``setting`` picks the mesh and the
     sizes for the parsed program; ``chip_file``, when given, is read as a chip. Everything is recorded in
     ``tally``."""
@@ -305,16 +334,28 @@ def run_stages(source: str, kind: str, setting: Callable[[Program], Setting], ta
         if found_plans and numeric:  # by seconds on a chip: the planner's search under each overlap policy
             policy = POLICIES[tally.runs["ranked"] % len(POLICIES)]
             bound = _bound_sizes(stmt, mesh, sizes)
-            ranked, _, _ = run.stage("ranked", lambda one=one, policy=policy, bound=bound: ranked_plans(
-                one, mesh, bound, hw="tpu-v5p", overlap=policy))  # fmt: skip
+            ranked, _, _ = run.stage(
+                "ranked",
+                lambda one=one, policy=policy, bound=bound: ranked_plans(
+                    one, mesh, bound, hw="tpu-v5p", overlap=policy
+                ),
+            )
             if ranked is not None and not ranked:
-                run.fail("disagree", "ranked", f"plans found {len(found_plans)} plans, by seconds ({policy}) none")
+                run.fail(
+                    "disagree", "ranked", f"plans found {len(found_plans)} plans, by seconds ({policy}) none"
+                )
         for p in (found_plans or [])[:PLANS_RUN]:
             if numeric:
                 result, _, _ = run.stage("run_plan", lambda p=p: run_plan(p, mesh, sizes))
                 if result is not None and not result.ok:
                     run.fail("wrong", "run_plan", f"{p.note}: {result.problem or result.max_error}")
-            run.stage("cost", lambda p=p: (plan_cost(p, mesh, sizes, hw="tpu-v5p").seconds, plan_cost(p, mesh, sizes).total))
+            run.stage(
+                "cost",
+                lambda p=p: (
+                    plan_cost(p, mesh, sizes, hw="tpu-v5p").seconds,
+                    plan_cost(p, mesh, sizes).total,
+                ),
+            )
     if numeric:
         refused, _, _ = run.stage("extras", lambda: _extras(program, mesh, sizes))
         if refused is not None and len(refused) != 3:

@@ -34,8 +34,13 @@ def test_every_stage_refuses_with_its_own_errors_only(data: st.DataObject) -> No
 @pytest.mark.skipif(not LONG, reason="the long stage fuzz runs under HYPOTHESIS_PROFILE=fuzz")
 def test_the_long_fuzz_run() -> None:
     n = settings.default.max_examples
-    done = subprocess.run([sys.executable, "-m", "tests.fuzz", "--inputs", str(n), "--progress", "0"],
-                          cwd=ROOT, capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.fuzz", "--inputs", str(n), "--progress", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     figures = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
     assert done.returncode == 0, (figures.get("failure_examples"), done.stderr[-3000:])
     assert figures["inputs"] >= n and figures["complete"]
@@ -53,7 +58,9 @@ def test_the_harness_finds_what_it_looks_for(monkeypatch) -> None:
     assert not tally.failure_kinds and tally.runs["run_plan"] >= 1 and tally.runs["backward"] == 1
 
     tally = Tally()
-    run_stages("A[I_X]", "program", setting, tally, limit=-1.0)  # every stage is "slow" against a negative limit
+    run_stages(
+        "A[I_X]", "program", setting, tally, limit=-1.0
+    )  # every stage is "slow" against a negative limit
     assert tally.failure_kinds["slow"] == tally.runs.total()
 
     def broken(*args, **kwargs):

@@ -171,10 +171,16 @@ def check(indices: Sequence[int]) -> list[str]:
         now = run(QUERIES[i])
         if now != saved[i]:
             name = f"query {i + 1}: {header(QUERIES[i])}"
-            diffs.append("".join(difflib.unified_diff(
-                saved[i].splitlines(keepends=True), now.splitlines(keepends=True),
-                fromfile=f"golden {name}", tofile=f"now {name}",
-            )))  # fmt: skip
+            diffs.append(
+                "".join(
+                    difflib.unified_diff(
+                        saved[i].splitlines(keepends=True),
+                        now.splitlines(keepends=True),
+                        fromfile=f"golden {name}",
+                        tofile=f"now {name}",
+                    )
+                )
+            )
     return diffs
 
 
@@ -198,7 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         GOLDEN.write_text(render(blocks(QUERIES)), encoding="utf-8")
         print(f"wrote {len(QUERIES)} queries to {GOLDEN} ({time.process_time() - start:.1f} s CPU)")
         return 0
-    indices = [int(n) - 1 for n in args.only.split(",")] if args.only else list(range(0, len(QUERIES), args.every))
+    indices = (
+        [int(n) - 1 for n in args.only.split(",")] if args.only else list(range(0, len(QUERIES), args.every))
+    )
     if args.shuffle is not None:
         random.Random(args.shuffle).shuffle(indices)
     diffs = check(indices)

@@ -27,8 +27,11 @@ def test_the_file_has_one_block_per_query_in_order() -> None:
 @pytest.mark.parametrize("order", [[], ["--shuffle", "1"]], ids=["in order", "shuffled"])
 def test_every_query_prints_as_golden(order: list[str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "tests.golden.capture", "--check", *order], cwd=ROOT, capture_output=True,
-        text=True, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "tests.golden.capture", "--check", *order],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{len(QUERIES)} queries checked, 0 differ" in done.stdout

@@ -63,16 +63,27 @@ def test_kv_cache_per_token_with_grouped_query_attention():
     r = memory(expand("llama-3-70b", "decode", kv_dtype="int8"), mesh="X=1", sizes="B=1,S=1")
     assert int(r.parts["kv_cache"]) == 160 * 1024
     # ch. 7, worked problem 1 (a model after LLaMA-2 13B, 8 KV heads of 256): "2 * 64 * 8 * 256 = 262kB".
-    assert int(memory(expand(CH7, "decode", kv_dtype="int8"), mesh="X=1", sizes="B=1,S=1").parts["kv_cache"]) == 262_144
+    assert (
+        int(memory(expand(CH7, "decode", kv_dtype="int8"), mesh="X=1", sizes="B=1,S=1").parts["kv_cache"])
+        == 262_144
+    )
 
 
 def _ch7(kv_heads: int) -> ModelConfig:
     book = "How To Scale Your Model ch. 7 (inference), worked problems: a model based on LLaMA-2 13B"
     return ModelConfig(
-        f"ch7-k{kv_heads}", "the book's inference-chapter model", layers=Cited(64, book), d_model=Cited(4096, book),
-        d_ff=Cited(16384, book), heads=Cited(32, book), kv_heads=Cited(kv_heads, book), head_dim=Cited(256, book),
-        vocab=Cited(32128, book), tied=True, norms=False,
-    )  # fmt: skip
+        f"ch7-k{kv_heads}",
+        "the book's inference-chapter model",
+        layers=Cited(64, book),
+        d_model=Cited(4096, book),
+        d_ff=Cited(16384, book),
+        heads=Cited(32, book),
+        kv_heads=Cited(kv_heads, book),
+        head_dim=Cited(256, book),
+        vocab=Cited(32128, book),
+        tied=True,
+        norms=False,
+    )
 
 
 CH7 = _ch7(8)
@@ -105,7 +116,9 @@ def test_days_to_train_llama_3_70b_on_a_full_v5p_pod():
     program = shard(expand("llama-3-70b"), None, "B=X")
     s = step_time(program, mesh="X=8960", sizes="B=8960,T=4096", hw="tpu-v5p", mfu=0.4, tokens=15e12)
     assert all(p.bound(s.values) == "compute" for p in s.parts)
-    assert float(s.flops.total) / float(s.tokens) == pytest.approx(4.2e11, rel=1e-2)  # 6 x 69.5e9 matmul params
+    assert float(s.flops.total) / float(s.tokens) == pytest.approx(
+        4.2e11, rel=1e-2
+    )  # 6 x 69.5e9 matmul params
     assert float(s.flops.backward) == 2 * float(s.flops.forward)  # the 2x of the backward, from its einsums
     assert s.days * 86_400 == pytest.approx(3.8e6, rel=1e-2)
     assert s.days == pytest.approx(44, rel=1e-2)

@@ -27,18 +27,23 @@ FSDP = "params W\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]"
 def test_dp_replicates_parameters_and_fsdp_shards_them():
     dp, fsdp = memory(DP, mesh="X=4"), memory(FSDP, mesh="X=4")
     assert dp.parts["params"] == 2 * D * F and fsdp.parts["params"] == D * F / 2
-    assert dp.parts["optimizer"] == 8 * D * F and fsdp.parts["optimizer"] == 2 * D * F  # adam: 8 bytes a param
+    assert (
+        dp.parts["optimizer"] == 8 * D * F and fsdp.parts["optimizer"] == 2 * D * F
+    )  # adam: 8 bytes a param
     assert dp.parts["grads"] == dp.parts["params"]  # the gradient ends in the parameter's sharding
     assert dp.params == fsdp.params == D * F
     assert dp.parts["transient"] == 0 and fsdp.parts["transient"] == 2 * D * F  # FSDP holds the gathered W
 
 
-@pytest.mark.parametrize(("remat", "saved", "recomputed"), [
-    ("none", ("In", "G", "U", "H"), ()),  # In and H by the gradient einsums; G and U by the hidden gate
-    ("block", ("In",), ("G", "U")),
-    ("G,U,Out", ("G", "U", "Out"), ()),
-    ("Out", ("Out",), ("G", "U")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("remat", "saved", "recomputed"),
+    [
+        ("none", ("In", "G", "U", "H"), ()),  # In and H by the gradient einsums; G and U by the hidden gate
+        ("block", ("In",), ("G", "U")),
+        ("G,U,Out", ("G", "U", "Out"), ()),
+        ("Out", ("Out",), ("G", "U")),
+    ],
+)
 def test_remat_policies_keep_and_recompute(remat, saved, recomputed):
     a = analyze(model_program(GATED, mesh="X=4"), remat=remat)
     assert a.saved == saved
@@ -84,9 +89,24 @@ Qh[B, H] * Kc[B, S_X, H] -> Sc[B, S_X]"""
 
 def test_json_numbers_when_bound_formulas_otherwise():
     bound = memory(FSDP, mesh="X=4", sizes="B=64,D=1024,F=4096", hw="tpu-v5e").to_json()
-    assert set(bound) >= {"params", "bytes_per_device", "hbm_bytes", "fits", "headroom", "defaults", "tensors"}
-    assert set(bound["bytes_per_device"]) == {"params", "grads", "optimizer", "activations", "kv_cache",
-                                              "transient", "total"}  # fmt: skip
+    assert set(bound) >= {
+        "params",
+        "bytes_per_device",
+        "hbm_bytes",
+        "fits",
+        "headroom",
+        "defaults",
+        "tensors",
+    }
+    assert set(bound["bytes_per_device"]) == {
+        "params",
+        "grads",
+        "optimizer",
+        "activations",
+        "kv_cache",
+        "transient",
+        "total",
+    }
     assert bound["params"] == 1024 * 4096 and bound["fits"] is True
     assert bound["bytes_per_device"]["params"] == 1024 * 4096 // 2 and bound["hbm_bytes"] == 16_000_000_000
     free = memory(FSDP, mesh="X=4").to_json()
@@ -99,16 +119,23 @@ def test_fits_and_headroom_on_a_chip():
     assert "fits         NO" in str(r)
 
 
-@pytest.mark.parametrize(("program", "kw", "message"), [
-    ("params W, Q\nIn[B, D] * W[D, F] -> Out[B, F]", {}, "Q is declared but not a tensor of the program"),
-    (DP, {"remat": "Wrong"}, "--remat takes none, block, saved or activations of the program, not 'Wrong'"),
-    (DP, {"remat": "W"}, "not 'W'"),
-    (DP, {"remat": "saved"}, "the program has none"),
-    (DP, {"optimizer": "adagrad"}, "unknown optimizer 'adagrad'"),
-    (DP, {"grads": "fp8"}, "grads is one of param, none"),
-    (DP, {"mode": "serve"}, "the mode is train or infer"),
-    ("params W\n[B, D] * W[D, F] -> Out[B, F]", {}, "needs named tensors"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("program", "kw", "message"),
+    [
+        ("params W, Q\nIn[B, D] * W[D, F] -> Out[B, F]", {}, "Q is declared but not a tensor of the program"),
+        (
+            DP,
+            {"remat": "Wrong"},
+            "--remat takes none, block, saved or activations of the program, not 'Wrong'",
+        ),
+        (DP, {"remat": "W"}, "not 'W'"),
+        (DP, {"remat": "saved"}, "the program has none"),
+        (DP, {"optimizer": "adagrad"}, "unknown optimizer 'adagrad'"),
+        (DP, {"grads": "fp8"}, "grads is one of param, none"),
+        (DP, {"mode": "serve"}, "the mode is train or infer"),
+        ("params W\n[B, D] * W[D, F] -> Out[B, F]", {}, "needs named tensors"),
+    ],
+)
 def test_errors_name_the_problem(program, kw, message):
     with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
         memory(program, mesh="X=4", **kw)
@@ -118,4 +145,9 @@ def test_a_model_needs_a_mesh_and_a_number_for_the_optimizer_works():
     with pytest.raises(UsageError, match="a model needs a mesh"):
         memory(DP)
     assert memory(DP, mesh="X=1", optimizer="12").parts["optimizer"] == 12 * D * F
-    assert sympy.simplify(memory(DP, mesh="X=1", optimizer=2.5).parts["optimizer"] - sympy.Rational(5, 2) * D * F) == 0
+    assert (
+        sympy.simplify(
+            memory(DP, mesh="X=1", optimizer=2.5).parts["optimizer"] - sympy.Rational(5, 2) * D * F
+        )
+        == 0
+    )

@@ -44,7 +44,9 @@ def test_the_dense_preset_is_symbolic():
 
     D, F, G, H, K, L, V = (dim_size(n) for n in "DFGHKLV")
     params = memory(expand("dense"), mesh="X=1").params
-    assert (params - (L * (2 * D * K * G * H + 2 * D * K * H + 3 * D * F + 2 * D) + 2 * D * V + D)).expand() == 0
+    assert (
+        params - (L * (2 * D * K * G * H + 2 * D * K * H + 3 * D * F + 2 * D) + 2 * D * V + D)
+    ).expand() == 0
 
 
 @pytest.mark.parametrize("name", presets.names())
@@ -59,7 +61,16 @@ def test_programs_round_trip(name, phase):
 def test_fsdp_gathers_weights_and_megatron_does_not():
     fsdp = shard(expand("llama-3-8b"), "D=X", "B=X", mesh="X=16")
     gathers = [s for s in fsdp.statements if isinstance(s, Arrow) and isinstance(s.expr, Collective)]
-    assert [g.expr.arg.name for g in gathers] == ["W_q", "W_k", "W_v", "W_o", "W_gate", "W_in", "W_out", "W_unemb"]
+    assert [g.expr.arg.name for g in gathers] == [
+        "W_q",
+        "W_k",
+        "W_v",
+        "W_o",
+        "W_gate",
+        "W_in",
+        "W_out",
+        "W_unemb",
+    ]
     assert all(g.expr.op is Op.ALL_GATHER and g.expr.axes == ("X",) for g in gathers)
     megatron = shard(expand("llama-3-8b"), "F=Y,K=Y", "F=Y,K=Y", mesh="Y=8")
     assert not any(isinstance(s, Arrow) and isinstance(s.expr, Collective) for s in megatron.statements)

@@ -44,7 +44,9 @@ def test_bytes_per_device_times_devices_cover_every_tensor(ts, mesh):
     for t in ts:
         total = int(r.model.bytes_of(t, per_device=False))
         assert per_device[t.name] * devices >= total
-        assert per_device[t.name] * devices == total * _replication(t, mesh)  # equal when nothing is replicated
+        assert per_device[t.name] * devices == total * _replication(
+            t, mesh
+        )  # equal when nothing is replicated
     assert int(r.parts["params"]) * devices >= sum(int(r.model.bytes_of(t, per_device=False)) for t in ts)
 
 
@@ -70,25 +72,53 @@ MLPS = [
 
 
 @settings(max_examples=max(6, settings.default.max_examples // 6))
-@given(st.sampled_from(MLPS), st.sampled_from([1, 2, 4]), st.sampled_from([256, 512, 1024]),
-       st.sampled_from(["adam", "sgd", "adam-fp32"]), st.sampled_from(["none", "block"]),
-       st.integers(2, 600))  # fmt: skip
+@given(
+    st.sampled_from(MLPS),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([256, 512, 1024]),
+    st.sampled_from(["adam", "sgd", "adam-fp32"]),
+    st.sampled_from(["none", "block"]),
+    st.integers(2, 600),
+)
 def test_the_largest_batch_fits_and_the_next_does_not(program, x, width, optimizer, remat, budget):
     sizes = f"D={width},F={4 * width}"
     base = memory(program, mesh=f"X={x}", sizes=sizes, optimizer=optimizer, remat=remat, mode="train")
     fixed = int(base.total.subs({s: 0 for s in base.total.free_symbols}))
     chip = chip_from_text(f"base=tpu-v5e,hbm={fixed + budget * width * 8}")
-    report = memory(program, mesh=f"X={x}", sizes=sizes, hw=chip, optimizer=optimizer, remat=remat, mode="train")
+    report = memory(
+        program, mesh=f"X={x}", sizes=sizes, hw=chip, optimizer=optimizer, remat=remat, mode="train"
+    )
     b = int(largest(report, "B").result)
     group = shard_group(report, "B")
     assert b % group == 0
     if b:
-        assert memory(program, mesh=f"X={x}", sizes=f"{sizes},B={b}", hw=chip, optimizer=optimizer,
-                      remat=remat, mode="train").fits  # fmt: skip
-    assert not memory(program, mesh=f"X={x}", sizes=f"{sizes},B={b + group}", hw=chip, optimizer=optimizer,
-                      remat=remat, mode="train").fits  # fmt: skip
+        assert memory(
+            program,
+            mesh=f"X={x}",
+            sizes=f"{sizes},B={b}",
+            hw=chip,
+            optimizer=optimizer,
+            remat=remat,
+            mode="train",
+        ).fits
+    assert not memory(
+        program,
+        mesh=f"X={x}",
+        sizes=f"{sizes},B={b + group}",
+        hw=chip,
+        optimizer=optimizer,
+        remat=remat,
+        mode="train",
+    ).fits
     try:  # B + 1: too big, or not a multiple of the axes that shard B
-        assert not memory(program, mesh=f"X={x}", sizes=f"{sizes},B={b + 1}", hw=chip, optimizer=optimizer,
-                          remat=remat, mode="train").fits  # fmt: skip
+        assert not memory(
+            program,
+            mesh=f"X={x}",
+            sizes=f"{sizes},B={b + 1}",
+            hw=chip,
+            optimizer=optimizer,
+            remat=remat,
+            mode="train",
+        ).fits
     except IndivisibleDim:
         assert group > 1

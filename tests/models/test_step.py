@@ -29,7 +29,9 @@ def test_steady_is_the_max_and_serial_the_sum():
 def test_mfu_scales_compute_only():
     full = step_time(FSDP, mesh="X=4", sizes="B=65536,D=4096,F=16384", hw="tpu-v5p")
     forty = step_time(FSDP, mesh="X=4", sizes="B=65536,D=4096,F=16384", hw="tpu-v5p", mfu=0.4)
-    assert forty.seconds_of(forty.parts[0].compute) == pytest.approx(full.seconds_of(full.parts[0].compute) / 0.4)
+    assert forty.seconds_of(forty.parts[0].compute) == pytest.approx(
+        full.seconds_of(full.parts[0].compute) / 0.4
+    )
     assert forty.seconds_of(forty.parts[0].comms) == full.seconds_of(full.parts[0].comms)
     assert ("mfu", "1 (default: peak FLOP/s)") in full.notes and not any(k == "mfu" for k, _ in forty.notes)
     for bad in (0, 1.5, "x"):
@@ -75,16 +77,31 @@ def test_the_overlap_policies_meet_plan_cost_in_one_place():
 def test_a_schedule_lies_between_steady_and_serial(sizes):
     """The step's dependencies give back some of the overlap that steady assumes across layers, never more
     than serial's sum (numbers on a v5p, communication- and compute-bound sizes)."""
-    reports = {p: step_time(FSDP, mesh="X=4", sizes=sizes, hw="tpu-v5p", overlap=p)
-               for p in ("steady", "schedule", "serial")}  # fmt: skip
+    reports = {
+        p: step_time(FSDP, mesh="X=4", sizes=sizes, hw="tpu-v5p", overlap=p)
+        for p in ("steady", "schedule", "serial")
+    }
     t = {p: r.seconds_of(r.total) for p, r in reports.items()}
     assert t["steady"] <= t["schedule"] * (1 + 1e-12) and t["schedule"] <= t["serial"] * (1 + 1e-12)
 
 
 def test_json_shape():
     data = step_time(FSDP, mesh="X=4", sizes="B=4096,D=1024,F=4096", hw="tpu-v5e", tokens=1e9).to_json()
-    assert set(data) == {"mode", "overlap", "mfu", "chip", "layers", "parts", "step", "flops", "tokens_per_step",
-                         "tokens_per_second", "train_tokens", "days", "defaults"}  # fmt: skip
+    assert set(data) == {
+        "mode",
+        "overlap",
+        "mfu",
+        "chip",
+        "layers",
+        "parts",
+        "step",
+        "flops",
+        "tokens_per_step",
+        "tokens_per_second",
+        "train_tokens",
+        "days",
+        "defaults",
+    }
     assert data["parts"][0]["bound"] in ("compute", "comms", "hbm")
     assert isinstance(data["step"]["seconds"], float) and data["flops"]["total"] == 6 * 4096 * 1024 * 4096
 

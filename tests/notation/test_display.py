@@ -52,13 +52,23 @@ def test_every_public_object_has_a_short_one_line_repr() -> None:
     program = sa.parse("In[B_X, D] · W[D_X, F] -> Out[B_X, F]")
     found = sa.plans(program.statements[0], MESH)
     objects = [
-        program, program.statements[0], program.statements[0].expr, sa.parse_tensor("A: fp32[I_X, J]{U_Y}"),
-        sa.parse_tensor("A[I_X, J]").dims[0], found[0], found[0].steps[0], MESH,
-        sa.run_plan(found[0], MESH), sa.shape(sa.parse_tensor("A[I_X, J]"), MESH),
-        *sa.check("A[I_X, J_X]", MESH), sa.backward(program, MESH), sa.backward(program, MESH).grads[0],
+        program,
+        program.statements[0],
+        program.statements[0].expr,
+        sa.parse_tensor("A: fp32[I_X, J]{U_Y}"),
+        sa.parse_tensor("A[I_X, J]").dims[0],
+        found[0],
+        found[0].steps[0],
+        MESH,
+        sa.run_plan(found[0], MESH),
+        sa.shape(sa.parse_tensor("A[I_X, J]"), MESH),
+        *sa.check("A[I_X, J_X]", MESH),
+        sa.backward(program, MESH),
+        sa.backward(program, MESH).grads[0],
         sa.verify("In[B_X, D] · W[D, F] -> Out[B_X, F]", "dOut[B_X, F] · W[D, F] -> dIn[B_X, D]", MESH),
-        sa.hardware.get("tpu-v5p"), sa.run_all(["alltoall_quarter"])[0],
-    ]  # fmt: skip
+        sa.hardware.get("tpu-v5p"),
+        sa.run_all(["alltoall_quarter"])[0],
+    ]
     for obj in objects:
         r = repr(obj)
         assert "\n" not in r and len(r) <= 200, r
@@ -67,7 +77,10 @@ def test_every_public_object_has_a_short_one_line_repr() -> None:
             assert pretty(obj) == r
     assert repr(sa.parse_tensor("A: fp32[I_X, J]{U_Y}")) == "<Tensor A: fp32[I_X, J]{U_Y}>"
     assert repr(sa.run_plan(found[0], MESH)).startswith("<ExecResult ok: max relative error ")
-    assert repr(sa.check("A[I_X, J_X]", MESH)) == "[<Violation [axis-used-twice] mesh axis X shards both I and J>]"
+    assert (
+        repr(sa.check("A[I_X, J_X]", MESH))
+        == "[<Violation [axis-used-twice] mesh axis X shards both I and J>]"
+    )
 
 
 def test_a_long_repr_says_what_it_cut() -> None:
@@ -79,9 +92,16 @@ def test_a_long_repr_says_what_it_cut() -> None:
 def test_ranked_plans_as_an_html_table() -> None:
     found = sa.plans("X[B, D] · Y[D_X, F] -> Z[B, F]", MESH, {"B": 512, "D": 8192, "F": 16384}, hw="tpu-v5p")
     html = found._repr_html_()
-    assert html.startswith("<table><caption>2 plans for X[B, D] · Y[D_X, F] → Z[B, F], cheapest first</caption>")
-    assert "<th>#</th><th>collectives</th><th>bytes communicated</th><th>time on tpu-v5p (schedule)</th><th>steps</th>" in html
-    rows = re.findall(r"<tr><td>(\d)</td><td><code>([^<]*)</code></td><td>([\d,]+)</td><td>([^<]*)</td>", html)
+    assert html.startswith(
+        "<table><caption>2 plans for X[B, D] · Y[D_X, F] → Z[B, F], cheapest first</caption>"
+    )
+    assert (
+        "<th>#</th><th>collectives</th><th>bytes communicated</th><th>time on tpu-v5p (schedule)</th><th>steps</th>"
+        in html
+    )
+    rows = re.findall(
+        r"<tr><td>(\d)</td><td><code>([^<]*)</code></td><td>([\d,]+)</td><td>([^<]*)</td>", html
+    )
     assert rows[0] == ("1", "Slice_X(X), AllReduce_X(Z)", "33,554,432", "261 µs")
     assert rows[-1][1:3] == ("AllGather_X(Y)", "268,435,456")
     # the column is the ranking's own time: each plan's cost on the chip under the same policy
@@ -123,9 +143,15 @@ def test_text_in_latex_has_no_backslash_escapes_that_mathjax_shows_literally() -
 def test_cost_breakdown_and_derivation_show_themselves() -> None:
     found = sa.plans("A[I, J_X] · B[J_X, K] -> C[I, K_X]", MESH)
     c = sa.cost(found[0], MESH, sizes={"I": 1024, "J": 8192, "K": 4096}, hw="tpu-v5p")
-    assert repr(c) == "<PlanCost Max(2*T_min, 8388608/W_ici) + 17179869184/C = 84 µs; 2 steps, schedule, model ici>"
+    assert (
+        repr(c)
+        == "<PlanCost Max(2*T_min, 8388608/W_ici) + 17179869184/C = 84 µs; 2 steps, schedule, model ici>"
+    )
     steady = sa.cost(found[0], MESH, sizes={"I": 1024, "J": 8192, "K": 4096}, hw="tpu-v5p", overlap="steady")
-    assert repr(steady) == "<PlanCost Max(17179869184/C, 2*T_min, 8388608/W_ici) = 46.6 µs; 2 steps, steady, model ici>"
+    assert (
+        repr(steady)
+        == "<PlanCost Max(17179869184/C, 2*T_min, 8388608/W_ici) = 46.6 µs; 2 steps, steady, model ici>"
+    )
     html = c._repr_html_()
     assert "<th>step</th><th>bytes</th><th>communication (s)</th><th>compute (s)</th>" in html
     assert "<td><code>ReduceScatter_{X,K}(C[I, K]{U_X}) → C[I, K_X]</code></td><td>8388608</td>" in html
@@ -139,7 +165,14 @@ def test_cost_breakdown_and_derivation_show_themselves() -> None:
 
 def test_seconds_and_bytes_read_as_a_person_writes_them() -> None:
     assert [seconds_text(t) for t in (45.0, 1.26e-3, 2.8e-4, 999.9e-6, 5e-10, 0.0, 3600 * 30)] == [
-        "45 s", "1.26 ms", "280 µs", "1 ms", "0.5 ns", "0 s", "108,000 s"]  # fmt: skip
+        "45 s",
+        "1.26 ms",
+        "280 µs",
+        "1 ms",
+        "0.5 ns",
+        "0 s",
+        "108,000 s",
+    ]
     from shardalg.notation.printing.display import bytes_text
 
     assert bytes_text("16777216") == "16,777,216" and bytes_text("2*J*K") == "2*J*K"

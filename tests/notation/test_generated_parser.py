@@ -50,8 +50,12 @@ def canonical(path: Path) -> tuple[list[str], Any]:
                 for t, (shift, arg) in sorted(states[state].items(), key=lambda kv: tokens[kv[0]])
                 if shift == 0
             ]
-    rows = {number[s]: {tokens[t]: (shift, number[arg] if shift == 0 else resolve(arg)) for t, (shift, arg) in row.items()}
-            for s, row in states.items()}  # fmt: skip
+    rows = {
+        number[s]: {
+            tokens[t]: (shift, number[arg] if shift == 0 else resolve(arg)) for t, (shift, arg) in row.items()
+        }
+        for s, row in states.items()
+    }
     ends = {s: number[n] for s, n in table["end_states"].items()}
     code = [line for i, line in enumerate(lines) if i not in at.values()]
     return code, (resolve(data), rows, ends, sorted(number))
@@ -77,14 +81,23 @@ def test_a_grammar_edit_without_regenerating_is_caught(
 
 
 def test_parsing_imports_no_lark_and_writes_no_cache(tmp_path: Path) -> None:
-    code = ("import sys\nfrom shardalg.errors import ParseError\nfrom shardalg.notation.parse import parse\n"
-            "parse('A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]')\n"
-            "try:\n    parse('A[I_X, ')\nexcept ParseError as err:\n    print(err.message)\n"
-            "print('lark' in sys.modules)")  # fmt: skip
+    code = (
+        "import sys\nfrom shardalg.errors import ParseError\nfrom shardalg.notation.parse import parse\n"
+        "parse('A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]')\n"
+        "try:\n    parse('A[I_X, ')\nexcept ParseError as err:\n    print(err.message)\n"
+        "print('lark' in sys.modules)"
+    )
     cache = tmp_path / "cache"
     env = {**os.environ, "XDG_CACHE_HOME": str(cache), "HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
-                          cwd=ROOT, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert done.stdout.splitlines() == [
         "expected a number or a name after ',', found the end of the input",
         "False",
@@ -110,8 +123,12 @@ def _outcome(parser: Any, error: type[Exception], text: str, start: str) -> Any:
         return _tree(parser.parse(text, start=start))
     except error as err:  # the state's number is the table's own; what was expected is not
         token = getattr(err, "token", None)
-        return type(err).__name__, getattr(err, "pos_in_stream", None), token and (token.type, str(token)), \
-            sorted(getattr(err, "expected", None) or getattr(err, "allowed", None) or ())  # fmt: skip
+        return (
+            type(err).__name__,
+            getattr(err, "pos_in_stream", None),
+            token and (token.type, str(token)),
+            sorted(getattr(err, "expected", None) or getattr(err, "allowed", None) or ()),
+        )
 
 
 REFERENCE = build_parser()

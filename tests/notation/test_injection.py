@@ -79,7 +79,10 @@ def test_the_sources_never_name_the_evaluators() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    for path in [root / "shardalg" / "notation" / "parse.py", *sorted((root / "shardalg" / "notation" / "printing").glob("*.py"))]:
+    for path in [
+        root / "shardalg" / "notation" / "parse.py",
+        *sorted((root / "shardalg" / "notation" / "printing").glob("*.py")),
+    ]:
         code = path.read_text(encoding="utf-8")
         for word in ("eval(", "exec(", "sympify(", "parse_expr"):
             assert word not in code, f"{path.name} mentions {word}"

@@ -10,8 +10,13 @@ from shardalg.notation.parse import grammar_path, parse, parse_statement, parse_
 from shardalg.notation.syntax import Arrow, Collective, Dim, DType, MeshDecl, Op, Product, Program, Tensor
 
 
-def T(name: str | None, *dims: str | Dim, u: tuple[str, ...] = (), i: tuple[str, ...] = (),
-      dtype: DType | None = None) -> Tensor:
+def T(
+    name: str | None,
+    *dims: str | Dim,
+    u: tuple[str, ...] = (),
+    i: tuple[str, ...] = (),
+    dtype: DType | None = None,
+) -> Tensor:
     """``T("A", "I.X", "J")`` is ``A[I_X, J]``: each letter after the dot is one axis."""
     out = []
     for spec in dims:
@@ -85,8 +90,10 @@ VALID: list[tuple[str, object]] = [
     (r"A[I_X, J] \cdot_\text{LOCAL} B[J, K_Y]", Product(A, B, None, True)),
     (r"A[I_X, J] \cdot_{\text{LOCAL}} B[J, K_Y]", Product(A, B, None, True)),
     ("A[I_X, J] ·_{LOCAL,J} B[J, K_Y]", Product(A, B, ("J",), True)),
-    ("In[B, D_Y] · W_in[D, F_Y] · W_out[F_Y, D]",
-     Product(Product(T("In", "B", "D.Y"), T("W_in", "D", "F.Y")), T("W_out", "F.Y", "D"))),
+    (
+        "In[B, D_Y] · W_in[D, F_Y] · W_out[F_Y, D]",
+        Product(Product(T("In", "B", "D.Y"), T("W_in", "D", "F.Y")), T("W_out", "F.Y", "D")),
+    ),
     ("In[B] · (W_in[B] · W_out[B])", Product(T("In", "B"), Product(T("W_in", "B"), T("W_out", "B")))),
     ("(A[I_X, J] · B[J, K_Y])", AB),
     # arrows
@@ -103,31 +110,49 @@ VALID: list[tuple[str, object]] = [
     ("AllGather_X [B_X, D_Y]", Collective(Op.ALL_GATHER, ("X",), T(None, "B.X", "D.Y"))),
     ("AllGather_X A[I_X, J]", Collective(Op.ALL_GATHER, ("X",), A)),
     ("AllGather_X A[I_X, J] · B[J, K_Y]", Product(Collective(Op.ALL_GATHER, ("X",), A), B)),
-    ("AllGather_X AllReduce_Y A[I_X, J]{U_Y}",
-     Collective(Op.ALL_GATHER, ("X",), Collective(Op.ALL_REDUCE, ("Y",), T("A", "I.X", "J", u=("Y",))))),
+    (
+        "AllGather_X AllReduce_Y A[I_X, J]{U_Y}",
+        Collective(Op.ALL_GATHER, ("X",), Collective(Op.ALL_REDUCE, ("Y",), T("A", "I.X", "J", u=("Y",)))),
+    ),
     (r"\textbf{AllGather}_{XY}(A[I_{XY}, J])", Collective(Op.ALL_GATHER, ("X", "Y"), T("A", "I.XY", "J"))),
     (r"\text{AllGather}_X(A[I_X, J])", Collective(Op.ALL_GATHER, ("X",), A)),
     (r"\mathrm{AllGather}_X(A[I_X, J])", Collective(Op.ALL_GATHER, ("X",), A)),
     (r"\operatorname{AllGather}_X(A[I_X, J])", Collective(Op.ALL_GATHER, ("X",), A)),
-    ("ReduceScatter_{X,K}(C[I, K]{U_X})", Collective(Op.REDUCE_SCATTER, ("X",), T("C", "I", "K", u=("X",)), "K")),
-    ("ReduceScatter_{XY,K}(C[I, K]{U_XY})",
-     Collective(Op.REDUCE_SCATTER, ("X", "Y"), T("C", "I", "K", u=("X", "Y")), "K")),
-    ("ReduceScatter_{data,model,K}(C[K]{U_{data,model}})",
-     Collective(Op.REDUCE_SCATTER, ("data", "model"), T("C", "K", u=("data", "model")), "K")),
+    (
+        "ReduceScatter_{X,K}(C[I, K]{U_X})",
+        Collective(Op.REDUCE_SCATTER, ("X",), T("C", "I", "K", u=("X",)), "K"),
+    ),
+    (
+        "ReduceScatter_{XY,K}(C[I, K]{U_XY})",
+        Collective(Op.REDUCE_SCATTER, ("X", "Y"), T("C", "I", "K", u=("X", "Y")), "K"),
+    ),
+    (
+        "ReduceScatter_{data,model,K}(C[K]{U_{data,model}})",
+        Collective(Op.REDUCE_SCATTER, ("data", "model"), T("C", "K", u=("data", "model")), "K"),
+    ),
     ("ReduceScatter_X(C[I]{U_X})", Collective(Op.REDUCE_SCATTER, ("X",), T("C", "I", u=("X",)))),
-    ("ReduceScatter_{data model}(C[I]{U_{data,model}})",
-     Collective(Op.REDUCE_SCATTER, ("data", "model"), T("C", "I", u=("data", "model")))),
-    (r"\text{ReduceScatter}_{X,K}(C[I, K]{U_X})", Collective(Op.REDUCE_SCATTER, ("X",), T("C", "I", "K", u=("X",)), "K")),
+    (
+        "ReduceScatter_{data model}(C[I]{U_{data,model}})",
+        Collective(Op.REDUCE_SCATTER, ("data", "model"), T("C", "I", u=("data", "model"))),
+    ),
+    (
+        r"\text{ReduceScatter}_{X,K}(C[I, K]{U_X})",
+        Collective(Op.REDUCE_SCATTER, ("X",), T("C", "I", "K", u=("X",)), "K"),
+    ),
     ("AllToAll_{X,J}(A[I_X, J])", Collective(Op.ALL_TO_ALL, ("X",), A, "J")),
     ("AllReduce_Y(A[I]{U_Y})", Collective(Op.ALL_REDUCE, ("Y",), T("A", "I", u=("Y",)))),
-    ("AllReduce_{data,model}(A[I]{U_{data,model}})",
-     Collective(Op.ALL_REDUCE, ("data", "model"), T("A", "I", u=("data", "model")))),
+    (
+        "AllReduce_{data,model}(A[I]{U_{data,model}})",
+        Collective(Op.ALL_REDUCE, ("data", "model"), T("A", "I", u=("data", "model"))),
+    ),
     ("Slice_{Z,B}([B_X, D_Y])", Collective(Op.SLICE, ("Z",), T(None, "B.X", "D.Y"), "B")),
     ("Permute_{X,Y}(A[I_X, J])", Collective(Op.PERMUTE, ("X", "Y"), A)),
     ("Permute_XY(A[I_X, J])", Collective(Op.PERMUTE, ("X", "Y"), A)),
-    (r"A[I_X, J] \stackrel{\text{AllGather}_X}{\rightarrow} A[I, J]",
-     Arrow(Collective(Op.ALL_GATHER, ("X",), A), T("A", "I", "J"))),
-]  # fmt: skip
+    (
+        r"A[I_X, J] \stackrel{\text{AllGather}_X}{\rightarrow} A[I, J]",
+        Arrow(Collective(Op.ALL_GATHER, ("X",), A), T("A", "I", "J")),
+    ),
+]
 
 
 @pytest.mark.parametrize(("source", "expected"), VALID, ids=[s for s, _ in VALID])
@@ -143,15 +168,25 @@ PROGRAMS: list[tuple[str, Program]] = [
     ("A[I]  # a comment\nB[J]\n\n", Program((T("A", "I"), T("B", "J")))),
     (r"A[I] \\ B[J]", Program((T("A", "I"), T("B", "J")))),
     (r"\[ A[I] \]", Program((T("A", "I"),))),
-    (r"$$\begin{aligned} A[I] &\rightarrow B[I] \\ B[I] &\to C[I] \end{aligned}$$",
-     Program((Arrow(T("A", "I"), T("B", "I")), Arrow(T("B", "I"), T("C", "I"))))),
+    (
+        r"$$\begin{aligned} A[I] &\rightarrow B[I] \\ B[I] &\to C[I] \end{aligned}$$",
+        Program((Arrow(T("A", "I"), T("B", "I")), Arrow(T("B", "I"), T("C", "I")))),
+    ),
     ("mesh X=4, Y=2\nA[I_X, J_Y]", Program((T("A", "I.X", "J.Y"),), MeshDecl((("X", 4), ("Y", 2))))),
     ("A[I, J] where I=1024, J=4096", Program((T("A", "I", "J"),), None, (("I", 1024), ("J", 4096)))),
-    ("A[I, J]\nwhere J=4096\nwhere I=1024, J=4096", Program((T("A", "I", "J"),), None, (("J", 4096), ("I", 1024)))),
-    (r"\text{mesh}\; X=2 \\ A[I_X] \\ \text{where}\; I=8",
-     Program((T("A", "I.X"),), MeshDecl((("X", 2),)), (("I", 8),))),
-    ("A[I_X,J]·B[J,K_X] # invalid: gather one first", Program((Product(T("A", "I.X", "J"), T("B", "J", "K.X")),))),
-]  # fmt: skip
+    (
+        "A[I, J]\nwhere J=4096\nwhere I=1024, J=4096",
+        Program((T("A", "I", "J"),), None, (("J", 4096), ("I", 1024))),
+    ),
+    (
+        r"\text{mesh}\; X=2 \\ A[I_X] \\ \text{where}\; I=8",
+        Program((T("A", "I.X"),), MeshDecl((("X", 2),)), (("I", 8),)),
+    ),
+    (
+        "A[I_X,J]·B[J,K_X] # invalid: gather one first",
+        Program((Product(T("A", "I.X", "J"), T("B", "J", "K.X")),)),
+    ),
+]
 
 
 @pytest.mark.parametrize(("source", "expected"), PROGRAMS, ids=[repr(s) for s, _ in PROGRAMS])
@@ -162,89 +197,152 @@ def test_valid_program(source: str, expected: Program) -> None:
 
 
 INVALID: list[tuple[str, str]] = [
-    ("A[I_X J]", """\
+    (
+        "A[I_X J]",
+        """\
 error: expected ',' or ']' after 'X', found 'J' (dims are separated by ',') [syntax]
   A[I_X J]
-        ^"""),
-    ("A[I_X, J", """\
+        ^""",
+    ),
+    (
+        "A[I_X, J",
+        """\
 error: expected ',', ']' or '_' after 'J', found the end of the input [syntax]
   A[I_X, J
-          ^"""),
-    ("A[I] B[J]", """\
+          ^""",
+    ),
+    (
+        "A[I] B[J]",
+        """\
 error: expected '{', '->', '·', a new line or ';', 'where' or the end of the input after ']', found 'B' (write a product with '·', '*' or '@', or put the two expressions on separate lines) [syntax]
   A[I] B[J]
-       ^"""),
-    (r"A[I] \top B[I]", r"""error: unknown LaTeX command \top [syntax]
+       ^""",
+    ),
+    (
+        r"A[I] \top B[I]",
+        r"""error: unknown LaTeX command \top [syntax]
   A[I] \top B[I]
-       ^^^^"""),
-    ("A[I]{X}", """\
+       ^^^^""",
+    ),
+    (
+        "A[I]{X}",
+        """\
 error: expected '_' after 'X', found '}' (unreduced and invariant axes are written {U_X} or {I_X}) [syntax]
   A[I]{X}
-        ^"""),
-    ("A[I]{V_X}", """\
+        ^""",
+    ),
+    (
+        "A[I]{V_X}",
+        """\
 error: inside {...} after a tensor write U_<axes> (unreduced) or I_<axes> (invariant), not V_ [syntax]
   A[I]{V_X}
-       ^"""),
-    ("AllGather(A[I])", """\
+       ^""",
+    ),
+    (
+        "AllGather(A[I])",
+        """\
 error: expected '_' after 'AllGather', found '(' (a collective needs its mesh axes as a subscript, e.g. AllGather_X(A[I_X, J])) [syntax]
   AllGather(A[I])
-           ^"""),
-    ("((A[I]", """\
+           ^""",
+    ),
+    (
+        "((A[I]",
+        """\
 error: expected ')' or '·' after ']', found the end of the input [syntax]
   ((A[I]
-        ^"""),
-    ("A[]", """\
+        ^""",
+    ),
+    (
+        "A[]",
+        """\
 error: expected a number or a name after '[', found ']' (a tensor needs at least one dim inside [...]) [syntax]
   A[]
-    ^"""),
-    ("A[0]", """\
+    ^""",
+    ),
+    (
+        "A[0]",
+        """\
 error: a dim's size must be a positive integer, not 0 [syntax]
   A[0]
-    ^"""),
-    ("A[I__X]", """\
+    ^""",
+    ),
+    (
+        "A[I__X]",
+        """\
 error: expected '{' or a name after '_', found '_' [syntax]
   A[I__X]
-      ^"""),
-    ("A[I] ? B[J]", """\
+      ^""",
+    ),
+    (
+        "A[I] ? B[J]",
+        """\
 error: unexpected character '?'; expected '{', ')', '->', '·', a new line or ';' or 'where' [syntax]
   A[I] ? B[J]
-       ^"""),
-    ("A[I]\nB[J] ->", """\
+       ^""",
+    ),
+    (
+        "A[I]\nB[J] ->",
+        """\
 error: expected a dtype (bf16, fp32, ...), '[' or a name after '->', found the end of the input [syntax]
   B[J] ->
-         ^"""),
-    ("A: [I]", """\
+         ^""",
+    ),
+    (
+        "A: [I]",
+        """\
 error: expected a dtype (bf16, fp32, ...) after ':', found '[' [syntax]
   A: [I]
-     ^"""),
-    ("bf16 A[I]", """\
+     ^""",
+    ),
+    (
+        "bf16 A[I]",
+        """\
 error: expected '[' after 'bf16', found 'A' [syntax]
   bf16 A[I]
-       ^"""),
-    ("A[I] where I=3, I=4", """\
+       ^""",
+    ),
+    (
+        "A[I] where I=3, I=4",
+        """\
 error: I is bound twice, to 3 and to 4 [syntax]
   A[I] where I=3, I=4
-                  ^^^"""),
-    ("A[I] where I=0", """\
+                  ^^^""",
+    ),
+    (
+        "A[I] where I=0",
+        """\
 error: the size of I must be a positive integer, not 0 [syntax]
   A[I] where I=0
-               ^"""),
-    ("mesh X=2\nmesh Y=3", """\
+               ^""",
+    ),
+    (
+        "mesh X=2\nmesh Y=3",
+        """\
 error: a program declares its mesh at most once [syntax]
   mesh Y=3
-  ^^^^^^^^"""),
-    ("mesh X=2, X=3", """\
+  ^^^^^^^^""",
+    ),
+    (
+        "mesh X=2, X=3",
+        """\
 error: mesh axis X is declared twice [syntax]
   mesh X=2, X=3
-            ^^^"""),
-    ("ReduceScatter_{X, K L}(A[I]{U_X})", """\
+            ^^^""",
+    ),
+    (
+        "ReduceScatter_{X, K L}(A[I]{U_X})",
+        """\
 error: the target dim of ReduceScatter is one name [syntax]
   ReduceScatter_{X, K L}(A[I]{U_X})
-  ^^^^^^^^^^^^^^^^^^^^^^"""),
-    ("A[I] -> B[J] * C[J]", """\
+  ^^^^^^^^^^^^^^^^^^^^^^""",
+    ),
+    (
+        "A[I] -> B[J] * C[J]",
+        """\
 error: expected a new line or ';', 'where' or the end of the input after ']', found '*' [syntax]
   A[I] -> B[J] * C[J]
-               ^"""),
+               ^""",
+    ),
 ]
 
 
@@ -276,9 +374,11 @@ def test_spans_locate_every_node() -> None:
     assert isinstance(arrow, Arrow)
     product = arrow.expr
     assert isinstance(product, Product) and isinstance(product.left, Collective)
+
     def text_of(node: object) -> str:
         span = node.span  # type: ignore[attr-defined]
         return source[span.start : span.end]
+
     assert text_of(arrow) == source
     assert text_of(product) == "AllGather_X(A[I_X, J]) · B[J, K_Y]"
     assert text_of(product.left) == "AllGather_X(A[I_X, J])"

@@ -21,30 +21,65 @@ from tests.shared import ROOT
 # source -> (text, unicode, latex)
 PINNED: list[tuple[str, tuple[str, str, str]]] = [
     ("A[I_XY, J]{U_Z}", ("A[I_XY, J]{U_Z}", "A[I_XY, J]{U_Z}", r"A[I_{XY}, J] \{U_Z\}")),
-    (r"\mathbf{A}[I_X, J] \cdot \mathbf{B}[J, K_Y] \rightarrow \mathbf{C}[I_X, K_Y]",
-     ("A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]", "A[I_X, J] · B[J, K_Y] → C[I_X, K_Y]",
-      r"A[I_X, J] \cdot B[J, K_Y] \rightarrow C[I_X, K_Y]")),
-    (r"A[I, J_X] \cdot_\text{LOCAL} B[J_X, K] \rightarrow C[I, K] \{\ U_X \}",
-     ("A[I, J_X] *_LOCAL B[J_X, K] -> C[I, K]{U_X}", "A[I, J_X] ·_LOCAL B[J_X, K] → C[I, K]{U_X}",
-      r"A[I, J_X] \cdot_{\text{LOCAL}} B[J_X, K] \rightarrow C[I, K] \{U_X\}")),
-    ("X[B, D] ·_D Y[D_X, F] -> Z[B, F]",
-     ("X[B, D] *_D Y[D_X, F] -> Z[B, F]", "X[B, D] ·_D Y[D_X, F] → Z[B, F]",
-      r"X[B, D] \cdot_D Y[D_X, F] \rightarrow Z[B, F]")),
-    ("ReduceScatter_{Y,J}: A[I_X,J]{U_Y} -> A[I_X, J_Y]",
-     ("ReduceScatter_{Y,J}(A[I_X, J]{U_Y}) -> A[I_X, J_Y]", "ReduceScatter_{Y,J}(A[I_X, J]{U_Y}) → A[I_X, J_Y]",
-      r"\textbf{ReduceScatter}_{Y,J}(A[I_X, J] \{U_Y\}) \rightarrow A[I_X, J_Y]")),
-    ("AllGather_XY [B_X, D_Y]", ("AllGather_XY([B_X, D_Y])", "AllGather_XY([B_X, D_Y])",
-                                 r"\textbf{AllGather}_{XY}([B_X, D_Y])")),
-    ("In: bf16[B_{data}, D_{data,model}] · W_in[D, F]{I_X}",
-     ("In: bf16[B_{data}, D_{data,model}] * W_in[D, F]{I_X}", "In: bf16[B_{data}, D_{data,model}] · W_in[D, F]{I_X}",
-      r"\text{In}: \text{bf16}[B_{\text{data}}, D_{\text{data},\text{model}}] \cdot W_{\text{in}}[D, F] \{I_X\}")),
-    ("A[I] · (B[I] · C[I])", ("A[I] * (B[I] * C[I])", "A[I] · (B[I] · C[I])", r"A[I] \cdot (B[I] \cdot C[I])")),
+    (
+        r"\mathbf{A}[I_X, J] \cdot \mathbf{B}[J, K_Y] \rightarrow \mathbf{C}[I_X, K_Y]",
+        (
+            "A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]",
+            "A[I_X, J] · B[J, K_Y] → C[I_X, K_Y]",
+            r"A[I_X, J] \cdot B[J, K_Y] \rightarrow C[I_X, K_Y]",
+        ),
+    ),
+    (
+        r"A[I, J_X] \cdot_\text{LOCAL} B[J_X, K] \rightarrow C[I, K] \{\ U_X \}",
+        (
+            "A[I, J_X] *_LOCAL B[J_X, K] -> C[I, K]{U_X}",
+            "A[I, J_X] ·_LOCAL B[J_X, K] → C[I, K]{U_X}",
+            r"A[I, J_X] \cdot_{\text{LOCAL}} B[J_X, K] \rightarrow C[I, K] \{U_X\}",
+        ),
+    ),
+    (
+        "X[B, D] ·_D Y[D_X, F] -> Z[B, F]",
+        (
+            "X[B, D] *_D Y[D_X, F] -> Z[B, F]",
+            "X[B, D] ·_D Y[D_X, F] → Z[B, F]",
+            r"X[B, D] \cdot_D Y[D_X, F] \rightarrow Z[B, F]",
+        ),
+    ),
+    (
+        "ReduceScatter_{Y,J}: A[I_X,J]{U_Y} -> A[I_X, J_Y]",
+        (
+            "ReduceScatter_{Y,J}(A[I_X, J]{U_Y}) -> A[I_X, J_Y]",
+            "ReduceScatter_{Y,J}(A[I_X, J]{U_Y}) → A[I_X, J_Y]",
+            r"\textbf{ReduceScatter}_{Y,J}(A[I_X, J] \{U_Y\}) \rightarrow A[I_X, J_Y]",
+        ),
+    ),
+    (
+        "AllGather_XY [B_X, D_Y]",
+        ("AllGather_XY([B_X, D_Y])", "AllGather_XY([B_X, D_Y])", r"\textbf{AllGather}_{XY}([B_X, D_Y])"),
+    ),
+    (
+        "In: bf16[B_{data}, D_{data,model}] · W_in[D, F]{I_X}",
+        (
+            "In: bf16[B_{data}, D_{data,model}] * W_in[D, F]{I_X}",
+            "In: bf16[B_{data}, D_{data,model}] · W_in[D, F]{I_X}",
+            r"\text{In}: \text{bf16}[B_{\text{data}}, D_{\text{data},\text{model}}] \cdot W_{\text{in}}[D, F] \{I_X\}",
+        ),
+    ),
+    (
+        "A[I] · (B[I] · C[I])",
+        ("A[I] * (B[I] * C[I])", "A[I] · (B[I] · C[I])", r"A[I] \cdot (B[I] \cdot C[I])"),
+    ),
     ("fp32[1024_X, 4096]", ("fp32[1024_X, 4096]", "fp32[1024_X, 4096]", r"\text{fp32}[1024_X, 4096]")),
     ("A'[I_{\\text{DP}}]", (r"A'[I_{\text{DP}}]", r"A'[I_{\text{DP}}]", r"A'[I_{\text{DP}}]")),
-    ("ReduceScatter_{data model}(C[I]{U_{data,model}})",
-     ("ReduceScatter_{data model}(C[I]{U_{data,model}})", "ReduceScatter_{data model}(C[I]{U_{data,model}})",
-      r"\textbf{ReduceScatter}_{\text{data}\,\text{model}}(C[I] \{U_{\text{data},\text{model}}\})")),
-]  # fmt: skip
+    (
+        "ReduceScatter_{data model}(C[I]{U_{data,model}})",
+        (
+            "ReduceScatter_{data model}(C[I]{U_{data,model}})",
+            "ReduceScatter_{data model}(C[I]{U_{data,model}})",
+            r"\textbf{ReduceScatter}_{\text{data}\,\text{model}}(C[I] \{U_{\text{data},\text{model}}\})",
+        ),
+    ),
+]
 
 
 @pytest.mark.parametrize(("source", "expected"), PINNED, ids=[s for s, _ in PINNED])
@@ -82,7 +117,9 @@ def _plan() -> Plan:
     c, c2 = parse_tensor("C[I, K]{U_X}"), parse_tensor("C[I, K_X]")
     steps = (
         Step(Op.EINSUM, (a, b), c, contract=("J",), local=True, reason="case 3: the local product is C{U_X}"),
-        Step(Op.REDUCE_SCATTER, (c,), c2, axes=("X",), dim="K", reason="50% & ~ cheaper than AllReduce_X\nhere"),
+        Step(
+            Op.REDUCE_SCATTER, (c,), c2, axes=("X",), dim="K", reason="50% & ~ cheaper than AllReduce_X\nhere"
+        ),
     )
     return Plan((a, b), steps, c2)
 
@@ -152,17 +189,34 @@ def test_json_form_is_stable() -> None:
     assert to_json(node, spans=False) == {
         "kind": "arrow",
         "expr": {
-            "kind": "collective", "op": "ReduceScatter", "axes": ["X"], "dim": "K",
-            "arg": {"kind": "tensor", "name": "C", "dtype": "bf16",
-                    "dims": [{"kind": "dim", "name": "I", "size": None, "axes": []},
-                             {"kind": "dim", "name": "K", "size": None, "axes": []}],
-                    "unreduced": ["X"], "invariant": []},
+            "kind": "collective",
+            "op": "ReduceScatter",
+            "axes": ["X"],
+            "dim": "K",
+            "arg": {
+                "kind": "tensor",
+                "name": "C",
+                "dtype": "bf16",
+                "dims": [
+                    {"kind": "dim", "name": "I", "size": None, "axes": []},
+                    {"kind": "dim", "name": "K", "size": None, "axes": []},
+                ],
+                "unreduced": ["X"],
+                "invariant": [],
+            },
         },
-        "result": {"kind": "tensor", "name": "C", "dtype": None,
-                   "dims": [{"kind": "dim", "name": "I", "size": None, "axes": []},
-                            {"kind": "dim", "name": "K", "size": None, "axes": ["X"]}],
-                   "unreduced": [], "invariant": []},
-    }  # fmt: skip
+        "result": {
+            "kind": "tensor",
+            "name": "C",
+            "dtype": None,
+            "dims": [
+                {"kind": "dim", "name": "I", "size": None, "axes": []},
+                {"kind": "dim", "name": "K", "size": None, "axes": ["X"]},
+            ],
+            "unreduced": [],
+            "invariant": [],
+        },
+    }
     assert to_json(node)["span"] == [0, len("ReduceScatter_{X,K}(C: bf16[I, K]{U_X}) -> C[I, K_X]")]
     assert from_json(json.loads(json.dumps(to_json(node)))) == node
 
@@ -173,31 +227,59 @@ def test_json_plan_round_trip() -> None:
     assert back == plan and [s.reason for s in back.steps] == [s.reason for s in plan.steps]
 
 
-@pytest.mark.parametrize("bad", [
-    {}, {"kind": "nope"}, {"kind": "tensor"}, {"kind": "dim", "name": None, "size": None, "axes": []},
-    {"kind": "collective", "op": "Einsum", "axes": ["X"], "dim": None,
-     "arg": {"kind": "tensor", "name": "A", "dtype": None, "dims": []}},
-    {"kind": "tensor", "name": "A", "dtype": "fp99", "dims": []}, [], "tensor",
-    {"kind": "dim", "name": "I", "size": True, "axes": []},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {},
+        {"kind": "nope"},
+        {"kind": "tensor"},
+        {"kind": "dim", "name": None, "size": None, "axes": []},
+        {
+            "kind": "collective",
+            "op": "Einsum",
+            "axes": ["X"],
+            "dim": None,
+            "arg": {"kind": "tensor", "name": "A", "dtype": None, "dims": []},
+        },
+        {"kind": "tensor", "name": "A", "dtype": "fp99", "dims": []},
+        [],
+        "tensor",
+        {"kind": "dim", "name": "I", "size": True, "axes": []},
+    ],
+)
 def test_from_json_rejects_malformed(bad: object) -> None:
     with pytest.raises(UsageError):
         from_json(bad)
 
 
 def _katex_available() -> bool:
-    return shutil.which("node") is not None and (ROOT / "node_modules" / "katex").is_dir() and (
-        ROOT / "tests" / "shared" / "katex_check.js"
-    ).is_file()
+    return (
+        shutil.which("node") is not None
+        and (ROOT / "node_modules" / "katex").is_dir()
+        and (ROOT / "tests" / "shared" / "katex_check.js").is_file()
+    )
 
 
 @pytest.mark.skipif(not _katex_available(), reason="node with KaTeX (npm ci) is not installed")
 def test_latex_renders_in_katex() -> None:
     nodes: list[object] = [parse(s) for s, _ in PINNED]
-    nodes += [_plan(), parse("mesh X=4\nA[I_X] -> B[I]\nwhere I=8"),
-              Product(Tensor("W_in'", (Dim(None, ("data", "model"), size=8),), dtype=DType.INT4),
-                      Collective(Op.SLICE, ("Z",), Tensor(None, (Dim("B"),)), "B"), ("B",), True)]
+    nodes += [
+        _plan(),
+        parse("mesh X=4\nA[I_X] -> B[I]\nwhere I=8"),
+        Product(
+            Tensor("W_in'", (Dim(None, ("data", "model"), size=8),), dtype=DType.INT4),
+            Collective(Op.SLICE, ("Z",), Tensor(None, (Dim("B"),)), "B"),
+            ("B",),
+            True,
+        ),
+    ]
     fragments = [{"latex": latex(n), "display": True, "where": text(n)} for n in nodes]
-    run = subprocess.run(["node", str(ROOT / "tests" / "shared" / "katex_check.js")], input=json.dumps(fragments),
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    run = subprocess.run(
+        ["node", str(ROOT / "tests" / "shared" / "katex_check.js")],
+        input=json.dumps(fragments),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stdout + run.stderr

@@ -35,7 +35,11 @@ LATEX = r"""\begin{aligned}
 def test_pinned_in_each_format_and_read_back():
     p = parse(SOURCE)
     assert p.roles == Roles(("W_in", "W_out"), ("W_emb",), ("H",), ("Kc",), ("B", "T"), "L")
-    assert text(p) == TEXT and latex(p) == LATEX and unicode(p) == TEXT.replace(" * ", " · ").replace(" -> ", " → ")
+    assert (
+        text(p) == TEXT
+        and latex(p) == LATEX
+        and unicode(p) == TEXT.replace(" * ", " · ").replace(" -> ", " → ")
+    )
     for printed in (text(p), unicode(p), latex(p), latex(p, mode="display")):
         assert parse(printed) == p
 
@@ -47,15 +51,18 @@ def test_roles_merge_and_answer_which_role():
     assert parse("A[I]").roles is None
 
 
-@pytest.mark.parametrize(("source", "message"), [
-    ("params A, A", "A is declared twice: a tensor has one role"),
-    ("params A; saved A", "A is declared as params and as saved: a tensor has one role"),
-    ("layers 0", "the layer count must be a positive integer, not 0"),
-    ("layers L; layers M", "layers is declared twice (L and M)"),
-    ("tokens 4", "tokens takes dim names (tokens B, T), not the number 4"),
-    ("tokens B, B", "the token dim B is listed twice"),
-    ("params", "expected a name"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("params A, A", "A is declared twice: a tensor has one role"),
+        ("params A; saved A", "A is declared as params and as saved: a tensor has one role"),
+        ("layers 0", "the layer count must be a positive integer, not 0"),
+        ("layers L; layers M", "layers is declared twice (L and M)"),
+        ("tokens 4", "tokens takes dim names (tokens B, T), not the number 4"),
+        ("tokens B, B", "the token dim B is listed twice"),
+        ("params", "expected a name"),
+    ],
+)
 def test_mistakes_are_parse_errors(source, message):
     with pytest.raises(ParseError) as err:
         parse(source)
@@ -71,8 +78,15 @@ def test_keywords_are_names_where_a_keyword_cannot_stand():
 def test_json_round_trip():
     p = parse(SOURCE)
     j = to_json(p)
-    assert j["roles"] == {"kind": "roles", "params": ["W_in", "W_out"], "embeddings": ["W_emb"], "saved": ["H"],
-                          "kvcache": ["Kc"], "tokens": ["B", "T"], "layers": "L"}  # fmt: skip
+    assert j["roles"] == {
+        "kind": "roles",
+        "params": ["W_in", "W_out"],
+        "embeddings": ["W_emb"],
+        "saved": ["H"],
+        "kvcache": ["Kc"],
+        "tokens": ["B", "T"],
+        "layers": "L",
+    }
     assert from_json(json.loads(json.dumps(j))) == p
     assert to_json(parse("A[I]"))["roles"] is None
     with pytest.raises(Exception, match="layers is a dim name"):

@@ -29,7 +29,9 @@ def _assert_renders(fragments):
 
 
 def test_the_harness_reports_errors():
-    errors = katex_errors([(r"\frac{1", True, "bad"), (r"A[I_X, J]", False, "good"), (r"\notacommand", True, "bad")])
+    errors = katex_errors(
+        [(r"\frac{1", True, "bad"), (r"A[I_X, J]", False, "good"), (r"\notacommand", True, "bad")]
+    )
     assert [e["index"] for e in errors] == [0, 2]
 
 
@@ -47,8 +49,10 @@ def test_printer_output_renders(statements, programs):
 def test_tensor_printer_output_renders(tensors):
     from shardalg.notation.printing import latex
 
-    _assert_renders([(latex(t), False, "tensor") for t in tensors] + [(t._repr_latex_().strip("$"), False, "repr")
-                                                                       for t in tensors])
+    _assert_renders(
+        [(latex(t), False, "tensor") for t in tensors]
+        + [(t._repr_latex_().strip("$"), False, "repr") for t in tensors]
+    )
 
 
 def test_plans_costs_and_backward_render():
@@ -65,8 +69,11 @@ def test_plans_costs_and_backward_render():
             fragments.append((p.latex(), True, f"plan of {source}"))
             pc = plan_cost(p, mesh, hw="tpu-v5e")
             fragments += [(pc.latex(), True, "plan cost"), (sym_latex(pc.comms), False, "comms")]
-    for program in ("In[B_X, D] * W[D, F] -> Out[B_X, F]", "In[B_X, D] * W[D_X, F] -> Out[B_X, F]",
-                    "In[B, D_Y] * Win[D, F_Y] -> Tmp[B, F_Y]\nTmp[B, F_Y] * Wout[F_Y, D] -> Out[B, D]"):
+    for program in (
+        "In[B_X, D] * W[D, F] -> Out[B_X, F]",
+        "In[B_X, D] * W[D_X, F] -> Out[B_X, F]",
+        "In[B, D_Y] * Win[D, F_Y] -> Tmp[B, F_Y]\nTmp[B, F_Y] * Wout[F_Y, D] -> Out[B, D]",
+    ):
         fragments.append((backward(program, mesh=mesh).latex(), True, f"backward of {program}"))
     assert len(fragments) > 30
     _assert_renders(fragments)
@@ -81,7 +88,9 @@ def test_derivations_render():
     ds = [compare(reduce, gather, solve_for="D", regime=r, mesh=Mesh(X=None)) for r in ("comms", "compute")]
     ds.append(compute_bound(reduce, mesh=Mesh(X=None)))
     ds += [critical(hw=h) for h in ("tpu-v5e", "tpu-v4p")]
-    _assert_renders([(d.latex(), True, d.title) for d in ds] + [(d._repr_latex_().strip("$"), True, "repr") for d in ds])
+    _assert_renders(
+        [(d.latex(), True, d.title) for d in ds] + [(d._repr_latex_().strip("$"), True, "repr") for d in ds]
+    )
 
 
 def test_proofs_render():

@@ -13,11 +13,18 @@ from tests.shared.notes_corpus import notes_dir
 
 def test_notes_compile_with_pdflatex():
     if shutil.which("pdflatex") is None:
-        pytest.skip("pdflatex is not installed (apt-get install texlive-latex-base texlive-latex-recommended)")
+        pytest.skip(
+            "pdflatex is not installed (apt-get install texlive-latex-base texlive-latex-recommended)"
+        )
     out = notes_dir()
     for _ in range(2):  # twice: the table of contents
-        proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "shardalg-notes.tex"],
-                              cwd=out, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "shardalg-notes.tex"],
+            cwd=out,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:]
     pdf = out / "shardalg-notes.pdf"
     assert pdf.read_bytes().startswith(b"%PDF")

@@ -12,8 +12,15 @@ from shardalg.cli import main
 from shardalg.notes import Display, Document, Math, Prose, Raw, Section, Table
 from tests.shared.notes_corpus import notes_dir, notes_document
 
-SECTIONS = ["Notation", "The four cases of a sharded matmul", "The collectives and what they cost",
-            "Backward: the transposes", "Derivations", "Proofs", "Worked examples: the questions of chapter 3"]
+SECTIONS = [
+    "Notation",
+    "The four cases of a sharded matmul",
+    "The collectives and what they cost",
+    "Backward: the transposes",
+    "Derivations",
+    "Proofs",
+    "Worked examples: the questions of chapter 3",
+]
 
 
 def test_the_notes_have_every_section_and_no_problem():
@@ -65,19 +72,33 @@ def test_a_failing_section_is_reported(monkeypatch):
 
 
 def test_blocks_render_to_latex_and_markdown():
-    doc = Document("T & t", "a_b", [Section("S_1", (
-        Prose.of("50% of ", Math("x_1"), " costs $5"),
-        Display(r"a = b", "label"),
-        Table(("h|1", "h2"), (("a_b", Math(r"\frac{1}{2}")),), caption="c"),
-        Raw("\\raw{}", "raw md", ("y",)),
-    ))])  # fmt: skip
+    doc = Document(
+        "T & t",
+        "a_b",
+        [
+            Section(
+                "S_1",
+                (
+                    Prose.of("50% of ", Math("x_1"), " costs $5"),
+                    Display(r"a = b", "label"),
+                    Table(("h|1", "h2"), (("a_b", Math(r"\frac{1}{2}")),), caption="c"),
+                    Raw("\\raw{}", "raw md", ("y",)),
+                ),
+            )
+        ],
+    )
     tex = doc.latex()
     assert r"50\% of $x_1$ costs \$5" in tex and r"\title{T \& t}" in tex
     assert r"$a_b$ & $\frac{1}{2}$ \\" in tex  # a subscript in running text is set as math
     md = doc.markdown()
     assert "50% of $x_1$ costs $5" in md and "| h|1 | h2 |" in md and "raw md" in md
-    assert doc.fragments() == [("x_1", False, "S_1"), ("a = b", True, "S_1"), (r"\frac{1}{2}", False, "S_1"),
-                               ("a_b", False, "S_1"), ("y", True, "S_1")]
+    assert doc.fragments() == [
+        ("x_1", False, "S_1"),
+        ("a = b", True, "S_1"),
+        (r"\frac{1}{2}", False, "S_1"),
+        ("a_b", False, "S_1"),
+        ("y", True, "S_1"),
+    ]
 
 
 # ---- the teaching CLI ----------------------------------------------------------------------------------
@@ -126,25 +147,53 @@ def test_cli_latex(capsys):
 def test_cli_plot(tmp_path, capsys):
     pytest.importorskip("matplotlib", reason="matplotlib is the optional [plot] extra")
     out = tmp_path / "q4.png"
-    args = ["plot", "AllGather_X(Y[D_X, F]) -> Y[D, F]; X[B, D] * Y[D, F] -> Z[B, F]",
-            "X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
-            "--over", "D", "--range", "256:65536", "--mesh", "X=8", "--sizes", "B=1024,F=16384",
-            "--hw", "tpu-v5p", "--regime", "comms", "--out", str(out), "--labels", "gather,reduce"]
+    args = [
+        "plot",
+        "AllGather_X(Y[D_X, F]) -> Y[D, F]; X[B, D] * Y[D, F] -> Z[B, F]",
+        "X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
+        "--over",
+        "D",
+        "--range",
+        "256:65536",
+        "--mesh",
+        "X=8",
+        "--sizes",
+        "B=1024,F=16384",
+        "--hw",
+        "tpu-v5p",
+        "--regime",
+        "comms",
+        "--out",
+        str(out),
+        "--labels",
+        "gather,reduce",
+    ]
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "crossover: D = 2048" in text and "reduce cheaper above" in text
     assert out.read_bytes().startswith(b"\x89PNG")
 
 
-@pytest.mark.parametrize("bad", [
-    ["--over", "D;x", "--range", "1:2"],
-    ["--over", "D", "--range", "5:1"],
-    ["--over", "D", "--range", "1:2", "--sizes", "D=4"],
-    ["--over", "D", "--range", "1:2", "--labels", "onlyone"],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--over", "D;x", "--range", "1:2"],
+        ["--over", "D", "--range", "5:1"],
+        ["--over", "D", "--range", "1:2", "--sizes", "D=4"],
+        ["--over", "D", "--range", "1:2", "--labels", "onlyone"],
+    ],
+)
 def test_cli_plot_rejects_bad_arguments(tmp_path, bad):
-    args = ["plot", "AllGather_X(A[I_X, D]) -> A[I, D]", "AllGather_X(A[I_X, D]) -> A[I, D]",
-            "--mesh", "X=4", "--out", str(tmp_path / "x.png"), *bad]
+    args = [
+        "plot",
+        "AllGather_X(A[I_X, D]) -> A[I, D]",
+        "AllGather_X(A[I_X, D]) -> A[I, D]",
+        "--mesh",
+        "X=4",
+        "--out",
+        str(tmp_path / "x.png"),
+        *bad,
+    ]
     assert main(args) == 2
 
 
@@ -161,8 +210,12 @@ def test_fragments_of_engine_objects():
     assert to_markdown(stmt) == f"${stmt.latex()}$"
     p = plan(stmt, mesh=Mesh(X=4))
     assert to_latex(p) == p.latex() and to_markdown(p).startswith("$$\n\\begin{aligned}")
-    d = compare("X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}\nAllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
-                "AllGather_X(Y[D_X, F]) -> Y[D, F]\nX[B, D] * Y[D, F] -> Z[B, F]", solve_for="D", mesh=Mesh(X=None))
+    d = compare(
+        "X[B, D_X] *_LOCAL Y[D_X, F] -> Z[B, F]{U_X}\nAllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
+        "AllGather_X(Y[D_X, F]) -> Y[D, F]\nX[B, D] * Y[D, F] -> Z[B, F]",
+        solve_for="D",
+        mesh=Mesh(X=None),
+    )
     assert to_markdown(d) == f"$$\n{d.latex()}\n$$"
     assert to_markdown(2 * dim_size("B")) == "$2 B$"
     lemma = prove("alltoall_quarter")

@@ -24,18 +24,30 @@ def running_text(tex: str) -> str:
 
 def test_running_text_has_no_ascii_math() -> None:
     tex = (notes_dir() / "shardalg-notes.tex").read_text()
-    found = [(m.group(), line.strip()[:120]) for line in running_text(tex).splitlines() for m in ASCII_MATH.finditer(line)]
+    found = [
+        (m.group(), line.strip()[:120])
+        for line in running_text(tex).splitlines()
+        for m in ASCII_MATH.finditer(line)
+    ]
     assert not found, found
 
 
 def test_the_ascii_math_check_has_teeth() -> None:
     """The check finds what the notes used to show: subscripts, powers, divisions, sets, arrows typed out."""
-    for bad in (r"the local product is C\{U\_X\}", r"(C/W\_ici)\textasciicircum{}2/(M\_X M\_Y F)",
-                r"N\textasciicircum{}2/4 chunks of V/N\textasciicircum{}2", r"Plan 1 (AllGather\_X(A))",
-                "S(d) <- U", "each hop moves V/|X| bytes", "moves 2DF bytes"):  # fmt: skip
+    for bad in (
+        r"the local product is C\{U\_X\}",
+        r"(C/W\_ici)\textasciicircum{}2/(M\_X M\_Y F)",
+        r"N\textasciicircum{}2/4 chunks of V/N\textasciicircum{}2",
+        r"Plan 1 (AllGather\_X(A))",
+        "S(d) <- U",
+        "each hop moves V/|X| bytes",
+        "moves 2DF bytes",
+    ):
         assert ASCII_MATH.search(running_text(r"\begin{document}" + bad)), bad
     assert not ASCII_MATH.search(running_text(r"\begin{document}and/or $C\{U_X\}$ \texttt{A[I\_X, J]}"))
-    assert not ASCII_MATH.search(running_text(r"\begin{document}a 3D mesh, 16GB of HBM, 2TFLOPS, $2D F$ bytes"))
+    assert not ASCII_MATH.search(
+        running_text(r"\begin{document}a 3D mesh, 16GB of HBM, 2TFLOPS, $2D F$ bytes")
+    )
 
 
 def test_engine_sentences_become_math() -> None:
@@ -44,12 +56,20 @@ def test_engine_sentences_become_math() -> None:
 
     assert tex("the local product is C{U_X}.") == ["the local product is ", r"$C\{U_X\}$", "."]
     assert tex("a batch of (C/W_ici)^2/(M_X M_Y F).") == [
-        "a batch of ", r"$(C/W_{\text{ici}})^{2}/(M_X M_Y F)$", "."]  # fmt: skip
+        "a batch of ",
+        r"$(C/W_{\text{ici}})^{2}/(M_X M_Y F)$",
+        ".",
+    ]
     assert tex("Plan 1 (AllGather_X(A)):") == ["Plan 1 ", r"$(\textbf{AllGather}_X(A))$", ":"]
     assert tex("the result C[I, K_X] shards K") == ["the result ", "$C[I, K_X]$", " shards K"]
     assert tex("the crossover D = 2B.") == ["the crossover ", "$D = 2B$", "."]
     assert tex("moves (AllGather in, 4BD bytes over W_ici M_Y)") == [
-        "moves (AllGather in, ", "$4B D$", " bytes over ", r"$W_{\text{ici}} M_Y$", ")"]  # fmt: skip
+        "moves (AllGather in, ",
+        "$4B D$",
+        " bytes over ",
+        r"$W_{\text{ici}} M_Y$",
+        ")",
+    ]
     # a number times dims is a product, set as math; a 3D mesh, 16GB and 2TFLOPS stay words
     assert tex("the gradient moves 2DF bytes") == ["the gradient moves ", "$2D F$", " bytes"]
     assert tex("a 3D mesh with 16GB of HBM and 2TFLOPS") == ["a 3D mesh with 16GB of HBM and 2TFLOPS"]
@@ -60,9 +80,25 @@ def test_no_internal_names_where_a_reader_looks() -> None:
     out = notes_dir()
     for name in ("shardalg-notes.tex", "shardalg-notes.md"):
         text = (out / name).read_text()
-        for internal in ("seed 00", "Seed 00", "seeds/", "000_f7b4", "002_45aa", ".txt", "proofs/", "x_opt)",
-                         "d_greater_2b", "alltoall_quarter", "transpose_step", "collective_cost", "shardalg.costs",
-                         "shardalg.numeric", "plan(s)", "e+0", "e+1"):  # fmt: skip
+        for internal in (
+            "seed 00",
+            "Seed 00",
+            "seeds/",
+            "000_f7b4",
+            "002_45aa",
+            ".txt",
+            "proofs/",
+            "x_opt)",
+            "d_greater_2b",
+            "alltoall_quarter",
+            "transpose_step",
+            "collective_cost",
+            "shardalg.costs",
+            "shardalg.numeric",
+            "plan(s)",
+            "e+0",
+            "e+1",
+        ):
             assert internal not in text, (name, internal)
     from shardalg.cli import main
 
@@ -90,7 +126,10 @@ def test_derivations_read_as_a_student_writes_them() -> None:
     tex = (notes_dir() / "shardalg-notes.tex").read_text()
     assert r"X_{\text{opt}} &=" in tex and r"V_{\text{shard}} &=" in tex
     assert "X_{opt}" not in tex and "V_{shard}" not in tex and "45000.0" not in tex
-    assert r"(= $= 45{,}000$ with the chip's numbers)" not in tex and r"($= 45{,}000$ with the chip's numbers)" in tex
+    assert (
+        r"(= $= 45{,}000$ with the chip's numbers)" not in tex
+        and r"($= 45{,}000$ with the chip's numbers)" in tex
+    )
     for block in re.findall(r"\\begin\{aligned\}(.*?)\\end\{aligned\}", tex, flags=re.S):
         relations = [row.split("&&")[0].strip() for row in block.split("\\\\")]
         assert all(a != b for a, b in zip(relations, relations[1:], strict=False)), block
@@ -100,9 +139,16 @@ def test_numbers_and_units_in_running_text() -> None:
     from shardalg.notes.mathtext import number_latex
 
     assert [number_latex(v) for v in (45000.0, 0.125, 3.35e12, 1.5e-6, 0.0)] == [
-        "45{,}000", "0.125", r"3.35 \times 10^{12}", r"1.5 \times 10^{-6}", "0"]  # fmt: skip
+        "45{,}000",
+        "0.125",
+        r"3.35 \times 10^{12}",
+        r"1.5 \times 10^{-6}",
+        "0",
+    ]
     assert split_math("loading at 3.35 TB/s or 4 bytes/s over V/N") == [
-        "loading at 3.35 TB/s or 4 bytes/s over ", MathPart("V/N")]  # fmt: skip
+        "loading at 3.35 TB/s or 4 bytes/s over ",
+        MathPart("V/N"),
+    ]
     assert not ASCII_MATH.search("at 3.35 TB/s, 2 GiB/s and 5 FLOPs/s") and ASCII_MATH.search("V/N bytes")
 
 

@@ -348,7 +348,6 @@ def test_dtype_sets_the_bytes() -> None:
 # ---------------------------------------------------------------- random ops on random shardings
 
 
-
 @given(random_steps(), st.integers(0, 2**16))
 def test_every_op_is_the_identity_on_the_global_value(case: tuple, seed: int) -> None:
     mesh, step, sizes = case

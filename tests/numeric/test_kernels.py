@@ -32,8 +32,10 @@ def two_operand_specs(draw: st.DrawFn) -> tuple[str, dict[str, int]]:
     """A spec ``ab,bc->ac`` with letters distinct within each operand and the result; every letter of the
     result is an operand's. Some letters are summed in one operand only."""
     letters = list(string.ascii_lowercase[:7])
-    roles = {x: draw(st.sampled_from(["batch", "contracted", "left", "right", "left-sum", "right-sum", "off"]))
-             for x in letters}  # fmt: skip
+    roles = {
+        x: draw(st.sampled_from(["batch", "contracted", "left", "right", "left-sum", "right-sum", "off"]))
+        for x in letters
+    }
     left = [x for x in letters if roles[x] in ("batch", "contracted", "left", "left-sum")]
     right = [x for x in letters if roles[x] in ("batch", "contracted", "right", "right-sum")]
     out = [x for x in letters if roles[x] in ("batch", "left", "right")]

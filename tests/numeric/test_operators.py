@@ -91,8 +91,11 @@ def test_zero_pad_is_free_and_keeps_the_value() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["AllToAll_{YX,J}(A[I_XY, J]) -> A[I, J_YX]", "Permute_{X,Z}(A[I_XY, J_Z]) -> A[I_ZY, J_X]",
-     "Shift_{Y,+1}(A[I_XY, J]) -> A[I_XY, J]"],
+    [
+        "AllToAll_{YX,J}(A[I_XY, J]) -> A[I, J_YX]",
+        "Permute_{X,Z}(A[I_XY, J_Z]) -> A[I_ZY, J_X]",
+        "Shift_{Y,+1}(A[I_XY, J]) -> A[I_XY, J]",
+    ],
 )
 def test_all_to_all_and_permute_are_permutations(text: str) -> None:
     m = operator_matrix(S(text), MESH)
@@ -152,7 +155,11 @@ def _their_steps(step: Step, mesh: Mesh) -> list[Step]:
     from shardalg.algebra.transpose import Cast, LocalStep, transpose
 
     fwd = LocalStep(
-        Cast.PAD if is_zero_pad(step) else step.op, step.inputs[0], step.output, step.axes, step.dim,
+        Cast.PAD if is_zero_pad(step) else step.op,
+        step.inputs[0],
+        step.output,
+        step.axes,
+        step.dim,
         offset=step.offset,
     )
     out = []

@@ -182,7 +182,9 @@ def test_allreduce_proof_fails_when_allreduce_is_not_rs_plus_ag(monkeypatch):
     cost = importlib.import_module("shardalg.costs.stepcost")
     from shardalg.notation.syntax import Op
 
-    monkeypatch.setitem(cost.FORMULAS["ici"], Op.ALL_REDUCE, (Op.REDUCE_SCATTER, Op.ALL_GATHER, Op.ALL_GATHER))
+    monkeypatch.setitem(
+        cost.FORMULAS["ici"], Op.ALL_REDUCE, (Op.REDUCE_SCATTER, Op.ALL_GATHER, Op.ALL_GATHER)
+    )
     _fails("allreduce_is_rs_plus_ag")
 
 

@@ -43,8 +43,16 @@ def test_two_crossovers_are_both_found():
 @pytest.mark.parametrize("suffix", [".png", ".pdf", ".svg"])
 def test_writes_each_format(tmp_path, suffix):
     out = tmp_path / f"q4{suffix}"
-    crossover_plot(GATHER, REDUCE, over=D, lo=64, hi=65536, values=VALUES, out=out,
-                   labels=("AllGather weights", "AllReduce partials"))
+    crossover_plot(
+        GATHER,
+        REDUCE,
+        over=D,
+        lo=64,
+        hi=65536,
+        values=VALUES,
+        out=out,
+        labels=("AllGather weights", "AllReduce partials"),
+    )
     data = out.read_bytes()
     assert len(data) > 1000
     magic = {".png": b"\x89PNG", ".pdf": b"%PDF", ".svg": b"<?xml"}[suffix]
@@ -87,8 +95,18 @@ def test_draws_into_the_callers_axes(tmp_path):
 
     fig, (left, right) = plt.subplots(1, 2)
     try:
-        curves = crossover_plot(GATHER, REDUCE, over=D, lo=64, hi=65536, values=VALUES, ax=right,
-                                labels=("AllGather_X(Y)", "AllReduce_X(Z)"), title="q4", caption="mesh X=8")
+        curves = crossover_plot(
+            GATHER,
+            REDUCE,
+            over=D,
+            lo=64,
+            hi=65536,
+            values=VALUES,
+            ax=right,
+            labels=("AllGather_X(Y)", "AllReduce_X(Z)"),
+            title="q4",
+            caption="mesh X=8",
+        )
         assert not left.lines and len(right.lines) >= 2  # only the given axes are drawn on
         assert right.get_title() == "q4"
         assert [t.get_text() for t in right.get_legend().get_texts()] == ["AllGather_X(Y)", "AllReduce_X(Z)"]
@@ -110,9 +128,30 @@ def test_plot_command_title_labels_caption_and_json(tmp_path, capsys):
     from shardalg.cli import main
 
     out = tmp_path / "q4.svg"
-    code = main(["plot", Q4_A, Q4_B, "--over", "D", "--range", "128:65536", "--mesh", "X=8",
-                 "--sizes", "B=1024,F=8192", "--hw", "tpu-v5p", "--regime", "comms", "--title", "Question 4",
-                 "--out", str(out), "--json"])  # fmt: skip
+    code = main(
+        [
+            "plot",
+            Q4_A,
+            Q4_B,
+            "--over",
+            "D",
+            "--range",
+            "128:65536",
+            "--mesh",
+            "X=8",
+            "--sizes",
+            "B=1024,F=8192",
+            "--hw",
+            "tpu-v5p",
+            "--regime",
+            "comms",
+            "--title",
+            "Question 4",
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     assert data["labels"] == ["AllReduce_X(Z)", "AllGather_X(Y)"]  # the plans' own notation
@@ -130,7 +169,20 @@ def test_show_png_of_a_reducescatter_on_4x2(tmp_path, capsys):
     from shardalg.cli import main
 
     out = tmp_path / "rs.png"
-    assert main(["show", "ReduceScatter_{X,K}(C[I, K]{U_X})", "--mesh", "X=4,Y=2", "--format", "png",
-                 "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "show",
+                "ReduceScatter_{X,K}(C[I, K]{U_X})",
+                "--mesh",
+                "X=4,Y=2",
+                "--format",
+                "png",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == f"{out}\n"
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -47,15 +47,18 @@ def test_pixels_follow_the_map(v5p, tmp_path):
     assert "DP" in pic.shares and "TP" in pic.shares
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"out": "map.gif"}, "unknown picture format"),
-    ({"out": "map.png", "grid": 5000}, "the grid is 2 to"),
-    ({"out": "map.png", "x": "B/N", "y": "B/N"}, "must be different"),
-    ({"out": "map.png", "x": "B"}, "is not a parameter of the map"),
-    ({"out": "map.png", "x": "D"}, "unknown name .D."),
-    ({"out": "map.png", "xlim": (10, 1)}, "0 < low < high"),
-    ({"out": "map.png", "decades": 0}, "decades is a reach"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"out": "map.gif"}, "unknown picture format"),
+        ({"out": "map.png", "grid": 5000}, "the grid is 2 to"),
+        ({"out": "map.png", "x": "B/N", "y": "B/N"}, "must be different"),
+        ({"out": "map.png", "x": "B"}, "is not a parameter of the map"),
+        ({"out": "map.png", "x": "D"}, "unknown name .D."),
+        ({"out": "map.png", "xlim": (10, 1)}, "0 < low < high"),
+        ({"out": "map.png", "decades": 0}, "decades is a reach"),
+    ],
+)
 def test_refusals(v5p, tmp_path, kwargs, message):
     kwargs["out"] = tmp_path / kwargs["out"]
     with pytest.raises(UsageError, match=message):

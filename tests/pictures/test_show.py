@@ -23,8 +23,10 @@ def layouts(draw: st.DrawFn) -> tuple[Mesh, str]:
     mesh = Mesh({n: draw(st.sampled_from([1, 2, 3])) for n in names})
     order = draw(st.permutations(names))
     where = {a: draw(st.sampled_from(["I", "J", "U", "R"])) for a in order}
-    dims = [d + ("_" + "".join(a for a in order if where[a] == d) if any(where[a] == d for a in order) else "")
-            for d in ("I", "J")]  # fmt: skip
+    dims = [
+        d + ("_" + "".join(a for a in order if where[a] == d) if any(where[a] == d for a in order) else "")
+        for d in ("I", "J")
+    ]
     u = [f"U_{a}" for a in names if where[a] == "U"]
     return mesh, f"A[{', '.join(dims)}]" + ("{" + ", ".join(u) + "}" if u else "")
 
@@ -53,29 +55,33 @@ def test_blocks_are_the_executors(case: tuple[Mesh, str]) -> None:
         i, j = key[-2:]
         some = next(b for b in device_blocks(t, mesh).values() if (b.dims[0][0], b.dims[1][0]) == (i, j))
         (_, pi), (_, pj) = some.dims
-        assert np.allclose(total, dense[i * n["I"] // pi : (i + 1) * n["I"] // pi, j * n["J"] // pj : (j + 1) * n["J"] // pj])
+        assert np.allclose(
+            total, dense[i * n["I"] // pi : (i + 1) * n["I"] // pi, j * n["J"] // pj : (j + 1) * n["J"] // pj]
+        )
 
 
 def test_unreduced_grid_is_pinned() -> None:
-    assert show("A[I_X, J]{U_Y}", Mesh(X=2, Y=2)) == "\n".join([
-        "A[I_X, J]{U_Y} on the mesh X=2, Y=2: local shape [I/2, J]",
-        "  Ik = block k of 2 (over X, X major)",
-        "  +k = partial sum k of 2: the value is their sum over Y",
-        "",
-        "devices (what each holds):",
-        "        Y=0       Y=1   ",
-        "    +---------+---------+",
-        "X=0 | I0 J +0 | I0 J +1 |",
-        "X=1 | I1 J +0 | I1 J +1 |",
-        "    +---------+---------+",
-        "",
-        "blocks (who holds each; device numbers: row-major over X, Y):",
-        "     J0  ",
-        "   +-----+",
-        "I0 | 0+1 |",
-        "I1 | 2+3 |",
-        "   +-----+",
-    ])  # fmt: skip
+    assert show("A[I_X, J]{U_Y}", Mesh(X=2, Y=2)) == "\n".join(
+        [
+            "A[I_X, J]{U_Y} on the mesh X=2, Y=2: local shape [I/2, J]",
+            "  Ik = block k of 2 (over X, X major)",
+            "  +k = partial sum k of 2: the value is their sum over Y",
+            "",
+            "devices (what each holds):",
+            "        Y=0       Y=1   ",
+            "    +---------+---------+",
+            "X=0 | I0 J +0 | I0 J +1 |",
+            "X=1 | I1 J +0 | I1 J +1 |",
+            "    +---------+---------+",
+            "",
+            "blocks (who holds each; device numbers: row-major over X, Y):",
+            "     J0  ",
+            "   +-----+",
+            "I0 | 0+1 |",
+            "I1 | 2+3 |",
+            "   +-----+",
+        ]
+    )
 
 
 def test_three_axes_and_x_major_blocks() -> None:
@@ -138,16 +144,23 @@ def test_tikz_shapes() -> None:
 def test_tikz_compiles(tmp_path: Path) -> None:
     if shutil.which("pdflatex") is None:
         pytest.skip("pdflatex is not installed")
-    body = "\n\n".join([
-        show_tikz("A: fp32[I_XY, J]{U_Z}", Mesh(X=2, Y=2, Z=2)),
-        show_collective("ReduceScatter_{X,K}(C[I, K]{U_X})", Mesh(X=4, Y=2), format="tikz"),
-        show_collective("AllToAll_{X,J}: A[I_X, J] -> A[I, J_X]", Mesh(X=4), format="tikz"),
-    ])  # fmt: skip
+    body = "\n\n".join(
+        [
+            show_tikz("A: fp32[I_XY, J]{U_Z}", Mesh(X=2, Y=2, Z=2)),
+            show_collective("ReduceScatter_{X,K}(C[I, K]{U_X})", Mesh(X=4, Y=2), format="tikz"),
+            show_collective("AllToAll_{X,J}: A[I_X, J] -> A[I, J_X]", Mesh(X=4), format="tikz"),
+        ]
+    )
     # self-contained: tikz and nothing else (no amsmath, no TikZ library)
     doc = "\\documentclass{article}\n\\usepackage{tikz}\n\\begin{document}\n" + body + "\n\\end{document}\n"
     (tmp_path / "pic.tex").write_text(doc)
-    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "pic.tex"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    run = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "pic.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if "tikz.sty' not found" in run.stdout:
         pytest.skip("the TeX installation has no tikz")
     assert run.returncode == 0, run.stdout[-2000:]

@@ -162,7 +162,9 @@ def plans(
             continue
         out = mul.output
         if key(out) not in finishes:
-            finishes[key(out)] = [f for f in brute.every(out, finish) if (f[-1][3] if f else key(out)) == key(target)]
+            finishes[key(out)] = [
+                f for f in brute.every(out, finish) if (f[-1][3] if f else key(out)) == key(target)
+            ]
         for f in finishes[key(out)]:
             plan_steps = steps(left, lm) + steps(right, rm) + (mul,) + steps(out, f)
             yield Plan((left, right), plan_steps, plan_steps[-1].output)

@@ -29,7 +29,10 @@ def test_public_names():
 
 def test_gradient_einsums_and_reasons():
     bw = backward(FSDP, Mesh(X=4), TRAIN)
-    assert [(g.of, g.einsum, g.side, g.accumulate) for g in bw.grads] == [("In", 0, "left", False), ("W", 0, "right", False)]
+    assert [(g.of, g.einsum, g.side, g.accumulate) for g in bw.grads] == [
+        ("In", 0, "left", False),
+        ("W", 0, "right", False),
+    ]
     assert str(bw.grads[0].statement) == "dOut[B_X, F] * W[D_X, F] -> dIn[B_X, D]"
     assert str(bw.grads[1].statement) == "In[B_X, D] * dOut[B_X, F] -> dW[D_X, F]"
     assert bw.grads[0].reason == "gradient of statement 1 (In·W -> Out): dIn = dOut·Wᵀ"
@@ -49,7 +52,9 @@ def test_program_of_statements_round_trips_through_the_parser():
 
 
 def test_a_value_used_twice_gets_its_gradients_summed():
-    bw = backward("A[I, J] * W[J, K] -> H[I, K]; H[I, K] * W[J, K] -> Out[I, J]", Mesh(X=2), {"I": 8, "J": 8, "K": 8})
+    bw = backward(
+        "A[I, J] * W[J, K] -> H[I, K]; H[I, K] * W[J, K] -> Out[I, J]", Mesh(X=2), {"I": 8, "J": 8, "K": 8}
+    )
     assert [(g.of, g.accumulate) for g in bw.grads] == [("H", False), ("W", False), ("A", False), ("W", True)]
     assert "added to dW" in bw.grads[-1].reason
 
@@ -93,8 +98,21 @@ def test_cli_backward_text_and_json(capsys):
 
 
 def test_cli_backward_defer_and_latex(capsys):
-    assert main(["backward", DP, "--mesh", "X=4", "--sizes", "B=65536,D=1024,F=4096", "--defer-reductions",
-                 "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "backward",
+                DP,
+                "--mesh",
+                "X=4",
+                "--sizes",
+                "B=65536,D=1024,F=4096",
+                "--defer-reductions",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["gradients"]["W"] == "dW[D, F]{U_X}"
     assert main(["backward", DP, "--mesh", "X=4", "--format", "latex"]) == 0
     assert "\\cdot" in capsys.readouterr().out

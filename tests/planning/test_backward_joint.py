@@ -86,10 +86,16 @@ def test_planned_alone_the_same_gradients_move_720896_bytes():
     fw = analyze(parse(JOINT), JOINT_MESH, JOINT_SIZES)
     dc = T("dC[I_X, K_Y]")
     alone = [
-        candidates(Gradient("left", fw.stored(fw.einsums[0].right), (T("dA[I, J]"),)), dc, JOINT_MESH, JOINT_SIZES)[0],
-        candidates(Gradient("right", fw.stored(fw.einsums[0].left), (T("dB[J, K]"),)), dc, JOINT_MESH, JOINT_SIZES)[0],
+        candidates(
+            Gradient("left", fw.stored(fw.einsums[0].right), (T("dA[I, J]"),)), dc, JOINT_MESH, JOINT_SIZES
+        )[0],
+        candidates(
+            Gradient("right", fw.stored(fw.einsums[0].left), (T("dB[J, K]"),)), dc, JOINT_MESH, JOINT_SIZES
+        )[0],
     ]
-    total = plan_bytes(alone[0], JOINT_MESH, Sizes(JOINT_SIZES)) + plan_bytes(alone[1], JOINT_MESH, Sizes(JOINT_SIZES))
+    total = plan_bytes(alone[0], JOINT_MESH, Sizes(JOINT_SIZES)) + plan_bytes(
+        alone[1], JOINT_MESH, Sizes(JOINT_SIZES)
+    )
     assert total.json() == 720_896
     assert [s.signature for s in alone] == [
         (("Slice", ("Y",)), ("Einsum", ()), (RS, ("Y",)), (AG, ("X", "Y"))),
@@ -140,7 +146,9 @@ def test_the_joint_choice_skips_versions_that_cannot_win_and_finds_the_exhaustiv
     real = gradients.candidates
     monkeypatch.setattr(gradients, "candidates", lambda g, v, *a: seconds.append(v) or real(g, v, *a))
     chosen = gradients.choose(left, right, dc, mesh, sizes, made=set())
-    versions = sum(len({v for p in real(g, dc, mesh, sizes) for v in gradients._versions(p, dc)}) for g in (left, right))
+    versions = sum(
+        len({v for p in real(g, dc, mesh, sizes) for v in gradients._versions(p, dc)}) for g in (left, right)
+    )
     assert len(seconds) - 2 < versions  # the two first plannings, then fewer than one per (order, version)
     cost = gradients._Cost(mesh, sizes, set())
     first, second = chosen
@@ -168,7 +176,9 @@ def test_keep_gathered_reads_the_forward_copy_and_says_what_it_costs():
     )
     j = kept.to_json()
     assert j["keep_gathered"] is True and j["kept_bytes_per_device"] == 8192
-    assert j["gathered_copies"] == [{"tensor": "B[J, K]", "source": "B[J, K_X]", "kept": True, "bytes_per_device": 8192}]
+    assert j["gathered_copies"] == [
+        {"tensor": "B[J, K]", "source": "B[J, K_X]", "kept": True, "bytes_per_device": 8192}
+    ]
     assert "% kept from the forward" in kept.latex()
 
 
@@ -220,8 +230,10 @@ def test_verify_flags_a_shift_in_a_backward():
     from shardalg.planning.verify import verify
 
     fwd = "In[B_X, D] * W[D, F] -> Out[B_X, F]"
-    right = ("dOut[B_X, F] * W[D, F] -> dIn[B_X, D]; In[B_X, D] *_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}; "
-             "AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]")  # fmt: skip
+    right = (
+        "dOut[B_X, F] * W[D, F] -> dIn[B_X, D]; In[B_X, D] *_LOCAL dOut[B_X, F] -> dW[D, F]{U_X}; "
+        "AllReduce_X(dW[D, F]{U_X}) -> dW[D, F]"
+    )
     assert verify(fwd, right, "X=4").ok
     rolled = verify(fwd, "Shift_{X,+1}(dOut[B_X, F]) -> dOut[B_X, F]; " + right, "X=4")
     assert not rolled.ok and rolled.findings[0].rule == "shifted-gradient"

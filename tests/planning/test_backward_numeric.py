@@ -124,7 +124,10 @@ def test_a_wrong_backward_fails_this_check():
     g = bw.grads[1]  # dW
     res = run_plan(g.plan, mesh, sizes, rng, inputs={"In": vals["In"], "dOut": seeds["Out"]})
     delta = rng.standard_normal((8, 8))
-    numeric = (loss(fw, inputs | {"W": inputs["W"] + delta}, seeds) - loss(fw, inputs | {"W": inputs["W"] - delta}, seeds)) / 2
+    numeric = (
+        loss(fw, inputs | {"W": inputs["W"] + delta}, seeds)
+        - loss(fw, inputs | {"W": inputs["W"] - delta}, seeds)
+    ) / 2
     assert abs(numeric - float(np.vdot(res.output, delta))) < 1e-8 * max(1.0, abs(numeric))
     assert abs(numeric - 4 * float(np.vdot(res.output, delta))) > 1e-3  # e.g. a gradient all-reduced twice
 
@@ -152,7 +155,9 @@ def programs(draw):
         shared = [d for d in left_dims if d in right_dims]
         out_dims = [d for d in left_dims if d not in shared]
         out_dims += [d for d in right_dims if d not in shared]
-        out_dims += [d for d in shared if roles.get(d) == "batch" or draw(st.booleans()) and reuse is not None]
+        out_dims += [
+            d for d in shared if roles.get(d) == "batch" or draw(st.booleans()) and reuse is not None
+        ]
         return right_dims, out_dims
 
     a_dims = draw(st.lists(st.sampled_from("IJK"), min_size=1, max_size=2, unique=True))

@@ -52,7 +52,9 @@ def test_never_a_silent_subset(expr: str, mesh: str) -> None:
                 found = plans(expr, mesh, limits=Limits(max_labels=budget))
             warned = [w for w in caught if issubclass(w.category, IncompleteWarning)]
             if found.complete:
-                assert not warned and _shown(found) == _shown(full), f"budget {budget}: a complete answer differs"
+                assert not warned and _shown(found) == _shown(full), (
+                    f"budget {budget}: a complete answer differs"
+                )
             else:
                 cut += 1
                 assert warned and "max_labels" in found.note

@@ -63,7 +63,9 @@ def einsums(draw: st.DrawFn, max_axes: int) -> tuple[Mesh, Tensor, Tensor, Tenso
     left = draw(st.lists(st.sampled_from("IJK"), min_size=1, max_size=2, unique=True))
     right = draw(st.lists(st.sampled_from("JKL"), min_size=1, max_size=2, unique=True))
     contracted = [d for d in left if d in right]
-    out = [d for d in left if d not in contracted] + [d for d in right if d not in contracted and d not in left]
+    out = [d for d in left if d not in contracted] + [
+        d for d in right if d not in contracted and d not in left
+    ]
     out = list(draw(st.permutations(out)))
     a = _sharded(draw, "A", left, mesh, draw(st.booleans()))
     b = _sharded(draw, "B", right, mesh, draw(st.booleans()))
@@ -88,16 +90,26 @@ def test_no_short_sequence_moves_fewer_bytes(case: tuple[Mesh, Tensor, Tensor, T
     try:
         found = plans(_statement(a, b, c), mesh, SIZES)
     except (NoPlan, UnreachableUnreduced) as err:
-        assert brute is None, f"{_statement(a, b, c)}: NoPlan ({err.message}), yet\n{brute[1] if brute else ''}"
+        assert brute is None, (
+            f"{_statement(a, b, c)}: NoPlan ({err.message}), yet\n{brute[1] if brute else ''}"
+        )
         return
     assert found.complete
     best = plan_bytes(found[0], mesh, Sizes(SIZES)).number
     if brute is not None:
-        assert best <= brute[0], f"{_statement(a, b, c)} on {mesh}: {best} bytes, but\n{brute[1]}\nmoves {brute[0]}"
+        assert best <= brute[0], (
+            f"{_statement(a, b, c)} on {mesh}: {best} bytes, but\n{brute[1]}\nmoves {brute[0]}"
+        )
 
 
-def _fastest(a: Tensor, b: Tensor, c: Tensor, mesh: Mesh, policy: str, sizes: dict[str, int] = SIZES,
-             ) -> tuple[float, float] | None:  # fmt: skip
+def _fastest(
+    a: Tensor,
+    b: Tensor,
+    c: Tensor,
+    mesh: Mesh,
+    policy: str,
+    sizes: dict[str, int] = SIZES,
+) -> tuple[float, float] | None:
     """(the planner's best seconds under ``policy``, the best of every short sequence under it), or None."""
 
     def seconds(p: Plan) -> float:
@@ -105,7 +117,9 @@ def _fastest(a: Tensor, b: Tensor, c: Tensor, mesh: Mesh, policy: str, sizes: di
 
     overlap = Overlap(policy, seconds, lanes_of) if policy != "serial" else None
     try:
-        found = plans(_statement(a, b, c), mesh, sizes, key=seconds, weigh=_step_seconds(mesh, sizes), overlap=overlap)
+        found = plans(
+            _statement(a, b, c), mesh, sizes, key=seconds, weigh=_step_seconds(mesh, sizes), overlap=overlap
+        )
     except (NoPlan, UnreachableUnreduced):
         return None  # the bytes property checks that nothing is reachable then
     brute = min((seconds(p) for p in every_plan(a, b, c, mesh, Sizes(sizes), 1, 2)), default=float("inf"))
@@ -162,10 +176,16 @@ def test_a_layout_that_computes_less_is_found(policy: str) -> None:
     (stmt,) = sa_parse(COMPUTE_GAP[0]).statements
     assert isinstance(stmt, Arrow) and isinstance(stmt.expr, Product)
     mesh, sizes = Mesh.parse(COMPUTE_GAP[1]), {"B": 8192, "D": 4096, "F": 16384}
-    found = plans(stmt, mesh, sizes, key=lambda p: plan_cost(p, mesh, sizes, hw=HW, overlap=policy).seconds,
-                  weigh=_step_seconds(mesh, sizes),
-                  overlap=None if policy == "serial" else Overlap(policy, lambda p: plan_cost(
-                      p, mesh, sizes, hw=HW, overlap=policy).seconds, lanes_of))  # fmt: skip
+    found = plans(
+        stmt,
+        mesh,
+        sizes,
+        key=lambda p: plan_cost(p, mesh, sizes, hw=HW, overlap=policy).seconds,
+        weigh=_step_seconds(mesh, sizes),
+        overlap=None
+        if policy == "serial"
+        else Overlap(policy, lambda p: plan_cost(p, mesh, sizes, hw=HW, overlap=policy).seconds, lanes_of),
+    )
     assert [s.op.value for s in found[0].steps] == ["AllToAll", "Einsum", "AllGather"]
 
 
@@ -196,8 +216,14 @@ def test_no_order_of_the_two_preparations_is_faster_under_schedule(case, sizes) 
         return plan_cost(p, mesh, sizes, hw=HW, overlap="schedule").seconds
 
     try:
-        found = plans(_statement(a, b, c), mesh, sizes, key=seconds, weigh=_step_seconds(mesh, sizes),
-                      overlap=Overlap("schedule", seconds, lanes_of))  # fmt: skip
+        found = plans(
+            _statement(a, b, c),
+            mesh,
+            sizes,
+            key=seconds,
+            weigh=_step_seconds(mesh, sizes),
+            overlap=Overlap("schedule", seconds, lanes_of),
+        )
     except (NoPlan, UnreachableUnreduced):
         return
     split = _chains(found[0])
@@ -213,7 +239,10 @@ def test_no_order_of_the_two_preparations_is_faster_under_schedule(case, sizes) 
 
 # Found by hypothesis with the chains laid one after the other (left operand's first): interleaved, they wait
 # less. The second sums everything (a result with no dims, which the notation cannot write, built as an AST).
-ORDER_CASES = (("A[J_X]{U_Y}", "B[L_Y]", "C[J_YX, L]", "X=2,Y=4"), ("A[J_ZXY]", "B[J_ZY]{U_X}", None, "X=2,Y=2,Z=2"))
+ORDER_CASES = (
+    ("A[J_X]{U_Y}", "B[L_Y]", "C[J_YX, L]", "X=2,Y=4"),
+    ("A[J_ZXY]", "B[J_ZY]{U_X}", None, "X=2,Y=2,Z=2"),
+)
 
 
 @pytest.mark.parametrize("case", ORDER_CASES)

@@ -49,7 +49,7 @@ ILLEGAL = [
     # raised KeyError in the unreduced-result rule
     ("A[D_Y] ·_F B[J, F] -> C[D, J]{U_X}", "X=4,Y=2", None, ShapeMismatch),
     ("A[F_X, K] ·_{I,J} B[F, J_X]{U_Z} -> W[D]{U_Z}", "X=4,Z=2", None, ShapeMismatch),
-]  # fmt: skip
+]
 
 # statements the planner plans: check says legal (notes what the plans fix), and the plans run right
 LEGAL = [
@@ -58,7 +58,7 @@ LEGAL = [
     ("A[I, J]{U_X} · B[J, K]{U_X} -> C[I, K]", "X=2", None),
     ("P[B_X, D] · Q[B_Y, D, F] -> R[B, F]", "X=2,Y=2", None),
     ("AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", {"I": 2, "J": 2, "K": 1}),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("source", "mesh", "sizes", "error"), ILLEGAL, ids=[i[0] for i in ILLEGAL])
@@ -105,11 +105,15 @@ def test_plan_keeps_the_span_and_the_fix_that_check_shows(capsys):
     checked = capsys.readouterr().err
     assert main(["plan", *argv]) == 1
     planned = capsys.readouterr().err
-    assert planned == checked == (
-        "error: mesh axis Q is not in the mesh (X) [unknown-axis]\n"
-        "  A[I_Q, J] · B[J, K] -> C[I, K]\n"
-        "    ^^^\n"
-        "  fix: use an axis of the mesh (X), or add Q to it\n"
+    assert (
+        planned
+        == checked
+        == (
+            "error: mesh axis Q is not in the mesh (X) [unknown-axis]\n"
+            "  A[I_Q, J] · B[J, K] -> C[I, K]\n"
+            "    ^^^\n"
+            "  fix: use an axis of the mesh (X), or add Q to it\n"
+        )
     )
 
 
@@ -121,7 +125,9 @@ def _agree(stmt: object, mesh: Mesh, sizes: dict[str, int] | None = None) -> Non
     try:
         found = plans(stmt, mesh=mesh, sizes=sizes)
     except ShardalgError as err:
-        assert found_rules, f"{stmt} on {mesh}: check says legal, plan says {type(err).__name__}: {err.message}"
+        assert found_rules, (
+            f"{stmt} on {mesh}: check says legal, plan says {type(err).__name__}: {err.message}"
+        )
         return
     assert found and found.complete
     assert not found_rules, f"{stmt} on {mesh}: planned, yet check says {found_rules}"
@@ -131,7 +137,6 @@ def _agree(stmt: object, mesh: Mesh, sizes: dict[str, int] | None = None) -> Non
 def test_check_legal_iff_an_einsum_is_planned(case: tuple[Mesh, Tensor, Tensor, Tensor | None]) -> None:
     mesh, a, b, c = case
     _agree(Arrow(Product(a, b), c) if c is not None else Product(a, b), mesh)
-
 
 
 @st.composite
@@ -152,8 +157,12 @@ def test_check_legal_iff_a_collective_is_planned(case: tuple[Mesh, Collective, d
 def test_the_examiners_reproducers() -> None:
     assert [v.rule for v in check("A[I] · B[K] -> C[I, K]{U_X}", "X=2")] == ["unreduced-result"]
     assert [v.rule for v in check("A[I, J] · B[J, K] -> C[I, K]{U_X}", "X=4")] == []
-    assert [v.rule for v in check("AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", "I=1,J=2,K=1")] == ["indivisible-dim"]
-    assert [v.rule for v in check("A[L]{U_X} · B[K]{U_Y} -> C[L, K]{U_XZ}", "X=3,Y=2,Z=3")] == ["unreduced-result"]
+    assert [v.rule for v in check("AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", "I=1,J=2,K=1")] == [
+        "indivisible-dim"
+    ]
+    assert [v.rule for v in check("A[L]{U_X} · B[K]{U_Y} -> C[L, K]{U_XZ}", "X=3,Y=2,Z=3")] == [
+        "unreduced-result"
+    ]
     assert [v.rule for v in check("A[L]{U_X} · B[K]{U_Y} -> C[L, K]{U_XZ}", "X=3,Y=2,Z=2")] == []
 
 

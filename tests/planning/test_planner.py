@@ -308,7 +308,9 @@ def test_every_plan_equals_the_dense_result(case: tuple[Mesh, Tensor, Tensor, Te
 
 
 @given(einsums())
-def test_every_plan_passes_its_values_on_by_identity(case: tuple[Mesh, Tensor, Tensor, Tensor | None]) -> None:
+def test_every_plan_passes_its_values_on_by_identity(
+    case: tuple[Mesh, Tensor, Tensor, Tensor | None],
+) -> None:
     """Each step reads a plan input or an earlier step's output, as that very object (the memoized searches
     hold equal tensors of other calls; the planner rewires them), and the plan's output is its last step's."""
     mesh, A, B, C = case

@@ -83,8 +83,11 @@ def unreduced_einsums(draw: st.DrawFn) -> tuple[Mesh, Tensor, Tensor, Tensor]:
 def test_every_reachable_unreduced_product_is_planned(case: tuple[Mesh, Tensor, Tensor, Tensor]) -> None:
     mesh, a, b, c = case
     sizes = Sizes(SIZES)
-    if not (sizes.check_divisible(a, mesh, tuple(d.axes for d in a.dims)) and sizes.check_divisible(
-            b, mesh, tuple(d.axes for d in b.dims)) and sizes.check_divisible(c, mesh, tuple(d.axes for d in c.dims))):  # fmt: skip
+    if not (
+        sizes.check_divisible(a, mesh, tuple(d.axes for d in a.dims))
+        and sizes.check_divisible(b, mesh, tuple(d.axes for d in b.dims))
+        and sizes.check_divisible(c, mesh, tuple(d.axes for d in c.dims))
+    ):
         return
     brute = best_bytes(a, b, c, mesh, sizes, 2, 2)
     try:

@@ -75,7 +75,12 @@ def test_a_plan_does_not_depend_on_what_an_earlier_query_closed() -> None:
     sizes = {"I": 1024, "J": 2048, "K": 4096, "B": 256, "D": 1024, "F": 4096}
 
     def texts() -> list[str]:
-        return [str(p) for p in sa.plans("A[I, J_X] · B[J_X, K] -> C[I, K]", MESH, sizes=sizes, hw="h100", overlap="steady")]
+        return [
+            str(p)
+            for p in sa.plans(
+                "A[I, J_X] · B[J_X, K] -> C[I, K]", MESH, sizes=sizes, hw="h100", overlap="steady"
+            )
+        ]
 
     sa.clear_caches()
     alone = texts()

@@ -102,7 +102,9 @@ def test_collective_on_the_wrong_axis():
 
 
 def test_partial_value_consumed_as_replicated():
-    written = MEGATRON_RIGHT.replace("-> dX[B, D]{U_Y}\nAllReduce_Y: dX[B, D]{U_Y} -> dX[B, D]", "-> dX[B, D]")
+    written = MEGATRON_RIGHT.replace(
+        "-> dX[B, D]{U_Y}\nAllReduce_Y: dX[B, D]{U_Y} -> dX[B, D]", "-> dX[B, D]"
+    )
     report = verify(MEGATRON, written, mesh="Y=4", sizes=SIZES)
     assert rules(report) == [("error", "partial-as-replicated", 3)]
     f = report.findings[0]
@@ -121,8 +123,12 @@ def test_replicated_value_summed_again_scales_the_gradient_by_the_axis_size():
 
 
 def test_missing_and_doubled_contributions_and_non_gradients():
-    missing = verify(DP, "In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}\nAllReduce_X: dW[D, F]{U_X} -> dW[D, F]",
-                     mesh="X=4", sizes=SIZES)  # fmt: skip
+    missing = verify(
+        DP,
+        "In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}\nAllReduce_X: dW[D, F]{U_X} -> dW[D, F]",
+        mesh="X=4",
+        sizes=SIZES,
+    )
     assert ("error", "missing-gradient", 2) in rules(missing)
     assert any(f.rule == "missing-contribution" for f in missing.findings)
     doubled = verify(DP, DP_RIGHT + "\nIn[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}", mesh="X=4", sizes=SIZES)

@@ -30,9 +30,11 @@ STRATEGIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "DP": ("In[B_X, D] · W_in[D, F] -> Tmp[B_X, F]; Tmp[B_X, F] · W_out[F, D] -> Out[B_X, D]", ("X",)),
     "FSDP": ("In[B_X, D] · W_in[D_X, F] -> Tmp[B_X, F]; Tmp[B_X, F] · W_out[F, D_X] -> Out[B_X, D]", ("X",)),
     "TP": ("In[B, D_Y] · W_in[D, F_Y] -> Tmp[B, F_Y]; Tmp[B, F_Y] · W_out[F_Y, D] -> Out[B, D_Y]", ("Y",)),
-    "FSDP+TP": ("In[B_X, D_Y] · W_in[D_X, F_Y] -> Tmp[B_X, F_Y]; Tmp[B_X, F_Y] · W_out[F_Y, D_X] -> Out[B_X, D_Y]",
-                ("X", "Y")),
-}  # fmt: skip
+    "FSDP+TP": (
+        "In[B_X, D_Y] · W_in[D_X, F_Y] -> Tmp[B_X, F_Y]; Tmp[B_X, F_Y] · W_out[F_Y, D_X] -> Out[B_X, D_Y]",
+        ("X", "Y"),
+    ),
+}
 POLICIES = {"steady": True, "serial": False}  # the cost engine's overlap flag for each policy
 WEIGHTS = ("W_in", "W_out")
 
@@ -45,7 +47,9 @@ def mesh(name: str) -> sa.Mesh:
 def forward(name: str) -> Program:
     """Each statement replaced by the statements of the planner's plan for it."""
     m = mesh(name)
-    return Program(tuple(s.statement() for st in sa.parse(STRATEGIES[name][0]).statements for s in sa.plan(st, m).steps))
+    return Program(
+        tuple(s.statement() for st in sa.parse(STRATEGIES[name][0]).statements for s in sa.plan(st, m).steps)
+    )
 
 
 @cache
@@ -55,14 +59,19 @@ def backward(name: str) -> Program:
 
 def program(name: str, passes: str) -> Program:
     """``forward``, ``backward`` or ``step`` (forward then backward)."""
-    parts = {"forward": (forward(name),), "backward": (backward(name),), "step": (forward(name), backward(name))}
+    parts = {
+        "forward": (forward(name),),
+        "backward": (backward(name),),
+        "step": (forward(name), backward(name)),
+    }
     return Program(tuple(s for p in parts[passes] for s in p.statements))
 
 
 @cache
 def priced(name: str, passes: str, policy: str, hw: str | None = None) -> PlanCost:
-    return sa.cost(program(name, passes), mesh(name), hw=hw, latency=False, symbolic_links=True,
-                   overlap=POLICIES[policy])  # fmt: skip
+    return sa.cost(
+        program(name, passes), mesh(name), hw=hw, latency=False, symbolic_links=True, overlap=POLICIES[policy]
+    )
 
 
 def parts(pc: PlanCost) -> dict[str, sympy.Expr]:
@@ -82,7 +91,9 @@ def weight_bytes(name: str) -> sympy.Expr:
     return sympy.Add(*(sa.shape(tensors[w], mesh(name)).bytes_per_device for w in WEIGHTS))
 
 
-def candidate(name: str, passes: str, policy: str, *, memory: bool = False, all_devices: bool = True) -> Candidate:
+def candidate(
+    name: str, passes: str, policy: str, *, memory: bool = False, all_devices: bool = True
+) -> Candidate:
     """The strategy as a map candidate: DP and FSDP on all N devices (X -> N), TP on all of them (Y -> N),
     FSDP+TP at its best split (Y -> N/X, minimized over X in [1, N]). ``all_devices=False`` keeps the axis
     sizes as they are. ``memory``: weights per device <= H."""
@@ -93,7 +104,9 @@ def candidate(name: str, passes: str, policy: str, *, memory: bool = False, all_
         subs = {"DP": {X: N}, "FSDP": {X: N}, "TP": {Y: N}, "FSDP+TP": {Y: N / X}}[name]
         minimize = Minimize(X, 1, N) if name == "FSDP+TP" else None
     constraints = (sympy.LessThan(weight_bytes(name), H),) if memory else ()
-    return Candidate(name, pc.total, parts=parts(pc), substitute=subs, minimize=minimize, constraints=constraints)
+    return Candidate(
+        name, pc.total, parts=parts(pc), substitute=subs, minimize=minimize, constraints=constraints
+    )
 
 
 def ge(a, b) -> sympy.Basic:

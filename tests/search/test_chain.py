@@ -23,10 +23,17 @@ from shardalg.search.price import Pricer, Settings
 from shardalg.search.space import Pruned, space_of
 
 # three layers of different widths: wide (F), narrow (G), back to D
-CHAIN = ("params W1, W2, W3\nIn[B, D] * W1[D, F] -> H1[B, F]\nH1[B, F] * W2[F, G] -> H2[B, G]\n"
-         "H2[B, G] * W3[G, D] -> Out[B, D]")  # fmt: skip
-TRAIN = {"mesh": "X=2,Y=2", "sizes": "B=2048,D=1024,F=8192,G=256", "hw": "tpu-v5e", "mode": "train",
-         "overlap": "serial"}  # fmt: skip
+CHAIN = (
+    "params W1, W2, W3\nIn[B, D] * W1[D, F] -> H1[B, F]\nH1[B, F] * W2[F, G] -> H2[B, G]\n"
+    "H2[B, G] * W3[G, D] -> Out[B, D]"
+)
+TRAIN = {
+    "mesh": "X=2,Y=2",
+    "sizes": "B=2048,D=1024,F=8192,G=256",
+    "hw": "tpu-v5e",
+    "mode": "train",
+    "overlap": "serial",
+}
 INFER = {"mesh": "X=2,Y=2", "sizes": "B=64,D=256,F=4096,G=512", "hw": "tpu-v5e", "mode": "infer"}
 
 
@@ -68,16 +75,29 @@ def test_dp_and_milp_equal_a_brute_force(which, request):
 def test_dropping_dominated_choices_keeps_the_optimum(infer):
     full = chain_problem(CHAIN, dominance=False, **INFER)
     assert [len(cs) for cs in full.choices] == [64 - p.equivalent - p.illegal for p in full.pruned]
-    assert sum(infer.dominated) > 0 and all(len(a) < len(b) for a, b in zip(infer.choices, full.choices, strict=True))
+    assert sum(infer.dominated) > 0 and all(
+        len(a) < len(b) for a, b in zip(infer.choices, full.choices, strict=True)
+    )
     assert full.total(solve_dp(full)) == pytest.approx(infer.total(solve_dp(infer)), rel=1e-12)
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(b=hs.sampled_from([16, 64, 512]), d=hs.sampled_from([128, 1024]), f=hs.sampled_from([256, 4096, 16384]),
-       g=hs.sampled_from([64, 512, 8192]), overlap=hs.sampled_from(["steady", "serial"]))
+@given(
+    b=hs.sampled_from([16, 64, 512]),
+    d=hs.sampled_from([128, 1024]),
+    f=hs.sampled_from([256, 4096, 16384]),
+    g=hs.sampled_from([64, 512, 8192]),
+    overlap=hs.sampled_from(["steady", "serial"]),
+)
 def test_random_sizes_dp_milp_and_brute_force_agree(b, d, f, g, overlap):
-    p = chain_problem(CHAIN, mesh="X=2,Y=2", sizes={"B": b, "D": d, "F": f, "G": g}, hw="tpu-v5e", mode="infer",
-                      overlap=overlap)  # fmt: skip
+    p = chain_problem(
+        CHAIN,
+        mesh="X=2,Y=2",
+        sizes={"B": b, "D": d, "F": f, "G": g},
+        hw="tpu-v5e",
+        mode="infer",
+        overlap=overlap,
+    )
     want = _brute(p)
     assert p.total(solve_dp(p)) == pytest.approx(want, rel=1e-12)
     assert p.total(solve_milp(p)) == pytest.approx(want, rel=1e-9)
@@ -109,9 +129,17 @@ def test_the_chain_beats_the_best_uniform_assignment(train):
     both ways agrees); layers of different widths then want different shardings, strictly faster."""
     uniform = search(CHAIN, memory="1TB", top=1000, **TRAIN)
     # additivity: DP (activations B over both axes, parameters whole) in every statement = the whole program
-    dp_entry = next(e for e in uniform.ranked if e.strategy == "DP" and e.assignment.activations_text == "B=XY")
-    picks = [next(k for k, c in enumerate(cs) if c.assignment.activations_text == "B=XY"
-                  and c.assignment.params_text == "-") for cs in train.choices]  # fmt: skip
+    dp_entry = next(
+        e for e in uniform.ranked if e.strategy == "DP" and e.assignment.activations_text == "B=XY"
+    )
+    picks = [
+        next(
+            k
+            for k, c in enumerate(cs)
+            if c.assignment.activations_text == "B=XY" and c.assignment.params_text == "-"
+        )
+        for cs in train.choices
+    ]
     assert train.total(picks) == pytest.approx(dp_entry.seconds, rel=1e-12)
     best = solve_dp(train)
     assert train.total(best) < uniform.winner.seconds * (1 - 1e-6)
@@ -148,27 +176,74 @@ def test_search_chain_api_text_and_json():
 
 def test_refusals():
     with pytest.raises(UsageError, match="not a chain"):
-        sa.search_chain("params W1, W2\nIn[B, D] * W1[D, F] -> H[B, F]\nIn[B, D] * W2[D, F] -> K[B, F]", **INFER)
+        sa.search_chain(
+            "params W1, W2\nIn[B, D] * W1[D, F] -> H[B, F]\nIn[B, D] * W2[D, F] -> K[B, F]", **INFER
+        )
     with pytest.raises(UsageError, match="used by two statements"):
-        sa.search_chain("params W\nIn[B, D] * W[D, D2] -> H[B, D2]\nH[B, D2] * W[D, D2] -> O[B, D]",
-                        mesh="X=2", sizes="B=8,D=8,D2=8", hw="tpu-v5e")  # fmt: skip
+        sa.search_chain(
+            "params W\nIn[B, D] * W[D, D2] -> H[B, D2]\nH[B, D2] * W[D, D2] -> O[B, D]",
+            mesh="X=2",
+            sizes="B=8,D=8,D2=8",
+            hw="tpu-v5e",
+        )
     with pytest.raises(UsageError, match="at least two statements"):
-        sa.search_chain("params W\nIn[B, D] * W[D, F] -> O[B, F]", mesh="X=2", sizes="B=8,D=8,F=8", hw="tpu-v5e")
+        sa.search_chain(
+            "params W\nIn[B, D] * W[D, F] -> O[B, F]", mesh="X=2", sizes="B=8,D=8,F=8", hw="tpu-v5e"
+        )
     with pytest.raises(UsageError, match="dp or milp"):
         sa.search_chain(CHAIN, method="greedy", **INFER)
 
 
 def test_cli_per_statement():
-    done = subprocess.run([sys.executable, "-m", "shardalg", "search", CHAIN.replace("\n", "; "), "--mesh", "X=2,Y=2",
-                           "--sizes", INFER["sizes"], "--hw", "tpu-v5e", "--mode", "infer", "--per-statement",
-                           "--memory", "3MB"], capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shardalg",
+            "search",
+            CHAIN.replace("\n", "; "),
+            "--mesh",
+            "X=2,Y=2",
+            "--sizes",
+            INFER["sizes"],
+            "--hw",
+            "tpu-v5e",
+            "--mode",
+            "infer",
+            "--per-statement",
+            "--memory",
+            "3MB",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert done.returncode == 0, done.stderr
     assert "solved by   milp" in done.stdout and "  3. " in done.stdout
     assert "note: memory cap: a knapsack on parameter bytes" in done.stdout
-    latex = subprocess.run([sys.executable, "-m", "shardalg", "search", CHAIN.replace("\n", "; "), "--mesh", "X=2,Y=2",
-                            "--sizes", INFER["sizes"], "--hw", "tpu-v5e", "--per-statement", "--format", "latex"],
-                           capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
+    latex = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shardalg",
+            "search",
+            CHAIN.replace("\n", "; "),
+            "--mesh",
+            "X=2,Y=2",
+            "--sizes",
+            INFER["sizes"],
+            "--hw",
+            "tpu-v5e",
+            "--per-statement",
+            "--format",
+            "latex",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert latex.returncode == 2 and "do not apply" in latex.stderr and "Traceback" not in latex.stderr
 
 

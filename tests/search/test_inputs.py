@@ -21,44 +21,74 @@ def shape(expr) -> list[list[str]]:
     return [[sympy.sstr(t.expr()) for t in piece] for piece in normal_form(expr)]
 
 
-@pytest.mark.parametrize(("expr", "expected"), [
-    (A, [["A"]]),
-    (2 * A / B, [["2*A/B"]]),
-    (sympy.sqrt(A * B), [["sqrt(A)*sqrt(B)"]]),
-    (A + B, [["A", "B"]]),
-    (sympy.Max(A, B), [["A"], ["B"]]),
-    (sympy.Max(A, B) + K, [["K", "A"], ["K", "B"]]),  # + distributes over Max (sympy orders the args)
-    (K * sympy.Max(A, B), [["A*K"], ["B*K"]]),  # so does a positive factor
-    (sympy.Max(A, B) ** 2, [["A**2"], ["B**2"]]),  # max(a, b)^k = max(a^k, b^k), k > 0
-    ((A + B) ** 2, [["A**2", "2*A*B", "B**2"]]),
-    (sympy.Max(A, 2 * A, evaluate=False), [["2*A"]]),  # the smaller of like maxima goes
-    (sympy.Max(A, A + B, evaluate=False), [["A", "B"]]),  # a sum that bounds another term by term
-    (sympy.Max(A, sympy.Integer(0), evaluate=False), [["A"]]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        (A, [["A"]]),
+        (2 * A / B, [["2*A/B"]]),
+        (sympy.sqrt(A * B), [["sqrt(A)*sqrt(B)"]]),
+        (A + B, [["A", "B"]]),
+        (sympy.Max(A, B), [["A"], ["B"]]),
+        (sympy.Max(A, B) + K, [["K", "A"], ["K", "B"]]),  # + distributes over Max (sympy orders the args)
+        (K * sympy.Max(A, B), [["A*K"], ["B*K"]]),  # so does a positive factor
+        (sympy.Max(A, B) ** 2, [["A**2"], ["B**2"]]),  # max(a, b)^k = max(a^k, b^k), k > 0
+        ((A + B) ** 2, [["A**2", "2*A*B", "B**2"]]),
+        (sympy.Max(A, 2 * A, evaluate=False), [["2*A"]]),  # the smaller of like maxima goes
+        (sympy.Max(A, A + B, evaluate=False), [["A", "B"]]),  # a sum that bounds another term by term
+        (sympy.Max(A, sympy.Integer(0), evaluate=False), [["A"]]),
+    ],
+)
 def test_normal_form(expr, expected):
     assert shape(expr) == expected
 
 
-@pytest.mark.parametrize(("expr", "message"), [
-    (sympy.Min(A, B), "UsageError [no-monomial-form]: the minimum Min(A, B) has no monomial form: a Min is a union "
-                      "of regions, not a maximum; split it into candidates"),
-    (1 / (A + B), "UsageError [no-monomial-form]: the power 1/(A + B) has no monomial form: a negative power of a "
-                  "sum or a maximum is a minimum"),
-    (sympy.sqrt(A + B), "UsageError [no-monomial-form]: the power sqrt(A + B) has no monomial form: a fractional "
-                        "power of a sum"),
-    (A - B, "UsageError [no-monomial-form]: the number -1 has no monomial form: log space needs positive "
-            "coefficients (in A - B)"),
-    (A * LOOSE, "UsageError [no-monomial-form]: the symbol t has no monomial form: t is not declared positive "
-                "(make it in shardalg.algebra.symbols) (in A*t)"),
-    (sympy.log(A), "UsageError [no-monomial-form]: the expression log(A) has no monomial form: log is not a "
-                   "product, a power, a sum or a Max"),
-    (A**X, "UsageError [no-monomial-form]: the power A**X has no monomial form: the exponent must be a rational "
-           "number"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        (
+            sympy.Min(A, B),
+            "UsageError [no-monomial-form]: the minimum Min(A, B) has no monomial form: a Min is a union "
+            "of regions, not a maximum; split it into candidates",
+        ),
+        (
+            1 / (A + B),
+            "UsageError [no-monomial-form]: the power 1/(A + B) has no monomial form: a negative power of a "
+            "sum or a maximum is a minimum",
+        ),
+        (
+            sympy.sqrt(A + B),
+            "UsageError [no-monomial-form]: the power sqrt(A + B) has no monomial form: a fractional "
+            "power of a sum",
+        ),
+        (
+            A - B,
+            "UsageError [no-monomial-form]: the number -1 has no monomial form: log space needs positive "
+            "coefficients (in A - B)",
+        ),
+        (
+            A * LOOSE,
+            "UsageError [no-monomial-form]: the symbol t has no monomial form: t is not declared positive "
+            "(make it in shardalg.algebra.symbols) (in A*t)",
+        ),
+        (
+            sympy.log(A),
+            "UsageError [no-monomial-form]: the expression log(A) has no monomial form: log is not a "
+            "product, a power, a sum or a Max",
+        ),
+        (
+            A**X,
+            "UsageError [no-monomial-form]: the power A**X has no monomial form: the exponent must be a rational "
+            "number",
+        ),
+    ],
+)
 def test_shapes_with_no_monomial_form_are_refused(expr, message):
     with pytest.raises(UsageError) as e:
         normal_form(expr)
-    assert str(e.value).splitlines()[0] == message.replace("UsageError [no-monomial-form]: ", "error: ") + " [no-monomial-form]"
+    assert (
+        str(e.value).splitlines()[0]
+        == message.replace("UsageError [no-monomial-form]: ", "error: ") + " [no-monomial-form]"
+    )
     assert "fix: write the cost with positive symbols" in str(e.value)
 
 
@@ -96,17 +126,27 @@ def test_comparisons_cancel_like_terms_before_bracketing():
     assert isinstance(negate(two), AnyOf)  # De Morgan down the tree, nothing expanded
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"over": [A + B]}, "the parameter A + B is not a monomial of positive symbols"),
-    ({"over": [A, 2 * A]}, "the parameters A, 2*A are not independent"),
-    ({"over": [A]}, "the condition B/A < 1 depends on B beyond the parameters A"),
-    ({"over": [A, B], "solve_for": [K]}, "solve_for names K, which are not among the parameters"),
-    ({"over": [A, B], "domain": [sympy.GreaterThan(A, A + B, evaluate=False)]},
-     "the domain condition A >= A + B never holds"),
-    ({"over": [A, B], "domain": [sympy.Gt(A, 2 * B), sympy.Lt(A, B)]},
-     "the domain is empty: its conditions contradict each other"),
-    ({"over": [A, B], "domain": [sympy.Ge(X, 1)]}, "a domain condition evaluated to True before it reached the map"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"over": [A + B]}, "the parameter A + B is not a monomial of positive symbols"),
+        ({"over": [A, 2 * A]}, "the parameters A, 2*A are not independent"),
+        ({"over": [A]}, "the condition B/A < 1 depends on B beyond the parameters A"),
+        ({"over": [A, B], "solve_for": [K]}, "solve_for names K, which are not among the parameters"),
+        (
+            {"over": [A, B], "domain": [sympy.GreaterThan(A, A + B, evaluate=False)]},
+            "the domain condition A >= A + B never holds",
+        ),
+        (
+            {"over": [A, B], "domain": [sympy.Gt(A, 2 * B), sympy.Lt(A, B)]},
+            "the domain is empty: its conditions contradict each other",
+        ),
+        (
+            {"over": [A, B], "domain": [sympy.Ge(X, 1)]},
+            "a domain condition evaluated to True before it reached the map",
+        ),
+    ],
+)
 def test_bad_maps_say_why(kwargs, message):
     with pytest.raises(ShardalgError) as e:
         strategy_map([Candidate("a", sympy.Max(A, B)), Candidate("b", 2 * B)], **kwargs)
@@ -119,7 +159,9 @@ def test_bad_candidates_say_why():
     with pytest.raises(UsageError, match="a constraint is an inequality"):
         strategy_map([Candidate("a", A, constraints=[sympy.Eq(A, B)])], over=[A, B])
     with pytest.raises(UsageError, match="depends on X, which is minimized over"):
-        strategy_map([Candidate("a", A * X + B / X, constraints=[A * X <= B], minimize=(X, 1, N))], over=[A, B, N])
+        strategy_map(
+            [Candidate("a", A * X + B / X, constraints=[A * X <= B], minimize=(X, 1, N))], over=[A, B, N]
+        )
     with pytest.raises(UsageError, match="a candidate needs a name"):
         Candidate("", A)
     with pytest.raises(UsageError, match="expected a number or a sympy expression"):
@@ -133,10 +175,14 @@ def test_scipy_loads_only_when_a_map_needs_an_lp():
 
     from tests.shared import ROOT
 
-    script = ("import sys, sympy; import shardalg.search as s; print('scipy' in sys.modules); "
-              "from shardalg.algebra.symbols import dim_size as d; A, B = d('A'), d('B'); "
-              "s.strategy_map([s.Candidate('a', A), s.Candidate('b', B)], over=[A, B]); "
-              "print('scipy' in sys.modules)")  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    script = (
+        "import sys, sympy; import shardalg.search as s; print('scipy' in sys.modules); "
+        "from shardalg.algebra.symbols import dim_size as d; A, B = d('A'), d('B'); "
+        "s.strategy_map([s.Candidate('a', A), s.Candidate('b', B)], over=[A, B]); "
+        "print('scipy' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]

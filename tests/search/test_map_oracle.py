@@ -43,8 +43,13 @@ def strategy(policy: str, memory: bool):
 def compiled(policy: str):
     """name -> (cost, weight bytes per device) as functions of SYMBOLS, straight from the engine's expressions
     in X and Y (numbers go in for the axes: no symbolic substitution, so no sympy Max is re-evaluated)."""
-    return {n: (sympy.lambdify(SYMBOLS, priced(n, "step", policy).total, "math"),
-                sympy.lambdify(SYMBOLS, weight_bytes(n), "math")) for n in NAMES}  # fmt: skip
+    return {
+        n: (
+            sympy.lambdify(SYMBOLS, priced(n, "step", policy).total, "math"),
+            sympy.lambdify(SYMBOLS, weight_bytes(n), "math"),
+        )
+        for n in NAMES
+    }
 
 
 def oracle(values: dict, policy: str) -> dict[str, tuple[float, float]]:
@@ -59,8 +64,11 @@ def oracle(values: dict, policy: str) -> dict[str, tuple[float, float]]:
                 return cost(*args, *axes(n, n_dev, math.exp(logx)))
 
             ends = [at(0.0), at(math.log(n_dev))]
-            found = minimize_scalar(at, bounds=(0.0, math.log(n_dev)), method="bounded",
-                                    options={"xatol": 1e-12}) if n_dev > 1 else None  # fmt: skip
+            found = (
+                minimize_scalar(at, bounds=(0.0, math.log(n_dev)), method="bounded", options={"xatol": 1e-12})
+                if n_dev > 1
+                else None
+            )
             out[n] = (min(ends + ([found.fun] if found is not None else [])), mem(*args, *axes(n, n_dev)))
         else:
             out[n] = (cost(*args, *axes(n, n_dev)), mem(*args, *axes(n, n_dev)))
@@ -70,8 +78,16 @@ def oracle(values: dict, policy: str) -> dict[str, tuple[float, float]]:
 def point(logs: dict[str, float], memory: bool) -> dict:
     """Symbol values from log-coordinates: B/N, N, F, C/W, M_X, M_Y (and D·F/H); W and D fixed."""
     n, w, d = math.exp(logs["N"]), 1e11, 8192.0
-    values = {N: n, B: math.exp(logs["b"]) * n, F: math.exp(logs["F"]), W: w, C: math.exp(logs["cw"]) * w,
-              M_X: math.exp(logs["mx"]), M_Y: math.exp(logs["my"]), D: d}  # fmt: skip
+    values = {
+        N: n,
+        B: math.exp(logs["b"]) * n,
+        F: math.exp(logs["F"]),
+        W: w,
+        C: math.exp(logs["cw"]) * w,
+        M_X: math.exp(logs["mx"]),
+        M_Y: math.exp(logs["my"]),
+        D: d,
+    }
     values[H] = d * values[F] * math.exp(-logs["h"]) if memory else 1.0
     return values
 
@@ -93,10 +109,17 @@ def check(values: dict, policy: str, memory: bool, m=None) -> None:
     )
 
 
-LOGS = st.fixed_dictionaries({
-    "b": st.floats(0, 12), "N": st.floats(0, 9), "F": st.floats(5, 12), "cw": st.floats(2, 9),
-    "mx": st.floats(0, 1.4), "my": st.floats(0, 1.4), "h": st.floats(-4, 6),
-})  # fmt: skip
+LOGS = st.fixed_dictionaries(
+    {
+        "b": st.floats(0, 12),
+        "N": st.floats(0, 9),
+        "F": st.floats(5, 12),
+        "cw": st.floats(2, 9),
+        "mx": st.floats(0, 1.4),
+        "my": st.floats(0, 1.4),
+        "h": st.floats(-4, 6),
+    }
+)
 
 
 @pytest.mark.parametrize("policy", ["steady", "serial"])
@@ -211,7 +234,9 @@ def random_candidates(draw):
     Returned with plain-number copies of every term, so the oracle evaluates them without sympy."""
     out = []
     for i in range(draw(st.integers(2, 3))):
-        terms = [(draw(st.integers(1, 9)), draw(EXPONENT), draw(EXPONENT)) for _ in range(draw(st.integers(1, 3)))]
+        terms = [
+            (draw(st.integers(1, 9)), draw(EXPONENT), draw(EXPONENT)) for _ in range(draw(st.integers(1, 3)))
+        ]
         kind = draw(st.sampled_from(["max", "sum"])) if len(terms) > 1 else "max"
         monos = [c * P2**a * Q2**b for c, a, b in terms]
         cost = sympy.Max(*monos, evaluate=False) if kind == "max" else sympy.Add(*monos)
@@ -234,8 +259,11 @@ def test_any_map_agrees_with_the_oracle(cands, points):
     m = strategy_map([Candidate(n, cost, constraints=k) for n, cost, k, *_ in cands], over=[P2, Q2])
     for lp_, lq in points:
         p, q = math.exp(lp_), math.exp(lq)
-        fits = {n: _value(t, kind, p, q) for n, _, _, t, kind, lim in cands
-                if lim is None or _value([lim], "max", p, q) <= 1}  # fmt: skip
+        fits = {
+            n: _value(t, kind, p, q)
+            for n, _, _, t, kind, lim in cands
+            if lim is None or _value([lim], "max", p, q) <= 1
+        }
         region = m.locate({P2: p, Q2: q})
         if not fits:
             assert region is None

@@ -55,24 +55,38 @@ def test_min_of_a_max_is_the_max_of_the_dual_vertices(terms, values, hi):
     cost = sympy.Max(*(t for t, _ in terms), evaluate=False)
     m = minimize(cost, X, 1, hi)
     assert m.kind == "max" and len(m.options) == 1
-    assert value(m.options[0].cost, values) == pytest.approx(numeric_min([e for _, e in terms], values, hi), rel=1e-7)
+    assert value(m.options[0].cost, values) == pytest.approx(
+        numeric_min([e for _, e in terms], values, hi), rel=1e-7
+    )
 
 
-@given(monomials(st.sampled_from([HALF, 1, 2])), monomials(st.sampled_from([-2, -1, -HALF])),
-       monomials(st.just(0)), VALUES, st.floats(1.5, 1e4))  # fmt: skip
+@given(
+    monomials(st.sampled_from([HALF, 1, 2])),
+    monomials(st.sampled_from([-2, -1, -HALF])),
+    monomials(st.just(0)),
+    VALUES,
+    st.floats(1.5, 1e4),
+)
 def test_min_of_a_sum_is_the_valid_option(rising, falling, flat, values, hi):
     m = minimize(rising[0] + falling[0] + flat[0], X, 1, hi)
     assert m.kind == "sum" and len(m.options) == 3
     point = dict(values)
-    valid = [o for o in m.options if all(float(a.expr().subs(point)) <= float(b.expr().subs(point)) * (1 + 1e-9)
-                                         for a, b in o.valid)]  # fmt: skip
+    valid = [
+        o
+        for o in m.options
+        if all(float(a.expr().subs(point)) <= float(b.expr().subs(point)) * (1 + 1e-9) for a, b in o.valid)
+    ]
     assert valid, "the options cover every point"
     closed = min(value(o.cost, point) for o in valid)
     assert closed == pytest.approx(numeric_min([rising[1], falling[1], flat[1]], values, hi, sum), rel=1e-7)
 
 
-@given(st.lists(monomials(st.sampled_from([HALF, 1, 2])), min_size=2, max_size=3),
-       monomials(st.sampled_from([-2, -1])), VALUES, st.floats(1.5, 1e4))  # fmt: skip
+@given(
+    st.lists(monomials(st.sampled_from([HALF, 1, 2])), min_size=2, max_size=3),
+    monomials(st.sampled_from([-2, -1])),
+    VALUES,
+    st.floats(1.5, 1e4),
+)
 def test_any_other_sum_is_bracketed_and_says_so(rising, falling, values, hi):
     cost = sympy.Add(*(t for t, _ in rising), falling[0])
     m = minimize(cost, X, 1, hi)
@@ -94,11 +108,14 @@ def test_x_opt_of_the_textbook_shape():
     assert len(m.interior()) == 2
 
 
-@pytest.mark.parametrize(("cost", "lower", "upper", "message"), [
-    (P / X, 1, None, "falls without bound as X grows"),
-    (P / X + Q / X**2, 1, None, "monotone in X and unbounded on that side"),
-    (P * Q, 1, 4, None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("cost", "lower", "upper", "message"),
+    [
+        (P / X, 1, None, "falls without bound as X grows"),
+        (P / X + Q / X**2, 1, None, "monotone in X and unbounded on that side"),
+        (P * Q, 1, 4, None),
+    ],
+)
 def test_refusals_say_why(cost, lower, upper, message):
     if message is None:
         from shardalg.search import Candidate, strategy_map

@@ -47,14 +47,20 @@ def test_q7_rejects_fsdp_and_dp_with_the_memory_reason(q7):
     for name in ("FSDP", "DP", "FSDP+TP"):
         e = best[name]
         assert not e.fits
-        assert re.fullmatch(r"[0-9.]+ [MG]B per device > 300 MB( before any plan)? \(.*\)", q7.reason(e)), q7.reason(e)
+        assert re.fullmatch(r"[0-9.]+ [MG]B per device > 300 MB( before any plan)? \(.*\)", q7.reason(e)), (
+            q7.reason(e)
+        )
     assert best["TP"] is q7.winner
     text = str(q7)
     assert re.search(r"^FSDP +params .*: [0-9.]+ [MG]B per device > 300 MB", text, flags=re.M)
 
 
 def test_q7_fsdp_over_both_axes_is_over_because_of_the_gathered_weights(q7):
-    fsdp = [e for e in q7.rejected if e.assignment.params_text == "D=XY" and e.assignment.activations_text == "B=XY"]
+    fsdp = [
+        e
+        for e in q7.rejected
+        if e.assignment.params_text == "D=XY" and e.assignment.activations_text == "B=XY"
+    ]
     assert len(fsdp) == 1
     e = fsdp[0]
     assert e.parts["transient"] == 2 * 8192 * 32768 * 2  # both weights whole, while the layer runs
@@ -64,7 +70,9 @@ def test_q7_fsdp_over_both_axes_is_over_because_of_the_gathered_weights(q7):
 def _all_assignments(space):
     """Every assignment, enumerated simply: per axis a parameter dim or none, and an activation dim (none,
     the parameter's, or a batch dim)."""
-    per_axis = [(p, d) for p in (None, *space.param_dims) for d in (None, *((p,) if p else ()), *space.batch_dims)]
+    per_axis = [
+        (p, d) for p in (None, *space.param_dims) for d in (None, *((p,) if p else ()), *space.batch_dims)
+    ]
     for combo in product(per_axis, repeat=len(space.mesh.axes)):
         yield Assignment(space.mesh.names, tuple(p for p, _ in combo), tuple(d for _, d in combo))
 
@@ -93,8 +101,20 @@ def _brute_force(program: str, mesh: str, sizes: dict, mode: str, cap: float):
     [
         (MLP, "X=2,Y=2", {"B": 128, "D": 8192, "F": 32768}, "infer", 300e6),
         (MLP, "X=2,Y=2", {"B": 256, "D": 1024, "F": 4096}, "train", 40e6),
-        ("params W\nIn[B, D] * W[D, F] -> Out[B, F]", "X=2,Y=2,Z=2", {"B": 64, "D": 2048, "F": 8192}, "infer", 12e6),
-        ("params W\nIn[B, D] * W[D, F] -> Out[B, F]", "X=2,Y=2,Z=2", {"B": 8192, "D": 1024, "F": 2048}, "infer", 1e6),
+        (
+            "params W\nIn[B, D] * W[D, F] -> Out[B, F]",
+            "X=2,Y=2,Z=2",
+            {"B": 64, "D": 2048, "F": 8192},
+            "infer",
+            12e6,
+        ),
+        (
+            "params W\nIn[B, D] * W[D, F] -> Out[B, F]",
+            "X=2,Y=2,Z=2",
+            {"B": 8192, "D": 1024, "F": 2048},
+            "infer",
+            1e6,
+        ),
     ],
     ids=["q7-2x2-infer", "mlp-2x2-train", "matmul-2x2x2-infer", "matmul-2x2x2-infer-compute"],
 )
@@ -116,7 +136,9 @@ def test_pricing_agrees_with_the_public_memory_and_step_time():
     r = search(MLP, mesh="X=2,Y=2", sizes=sizes, hw="tpu-v5e", memory="1GB", mode="train", top=100)
     for e in [*r.ranked[:3], r.best["FSDP"], r.best["DP"]]:
         mem = sa.memory(e.program, mesh="X=2,Y=2", sizes=sizes, hw="tpu-v5e", mode="train")
-        step = sa.step_time(e.program, mesh="X=2,Y=2", sizes=sizes, hw="tpu-v5e", overlap="steady", mode="train")
+        step = sa.step_time(
+            e.program, mesh="X=2,Y=2", sizes=sizes, hw="tpu-v5e", overlap="steady", mode="train"
+        )
         assert e.bytes == pytest.approx(float(mem.total), rel=1e-12)
         assert e.seconds == pytest.approx(step.seconds, rel=1e-9)
 
@@ -179,8 +201,12 @@ def test_refusals():
     with pytest.raises(UsageError, match="needs a chip"):
         search("params W\nIn[B, D] * W[D, F] -> O[B, F]", mesh="X=2", sizes="B=8,D=8,F=8")
     with pytest.raises(UsageError, match="MAX_CANDIDATES"):
-        search("params W\nIn[B, D] * W[D, F, G, H] -> O[B, F, G, H]", mesh="X=2,Y=2,Z=2,V=2,U=2",
-               sizes="B=8,D=8,F=8,G=8,H=8", hw="tpu-v5e")  # fmt: skip
+        search(
+            "params W\nIn[B, D] * W[D, F, G, H] -> O[B, F, G, H]",
+            mesh="X=2,Y=2,Z=2,V=2,U=2",
+            sizes="B=8,D=8,F=8,G=8,H=8",
+            hw="tpu-v5e",
+        )
     assert parse_bytes("300MB") == 300e6 and parse_bytes("1GiB") == 2**30
     with pytest.raises(UsageError, match="memory cap"):
         parse_bytes("300 parsecs")

@@ -50,8 +50,13 @@ def test_the_winner_is_accepted_by_plan_backward_and_export(layer):
 
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shardalg", *argv], capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "shardalg", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
 
 
 def test_the_winner_exported_to_jax_equals_dense_on_8_cpu_devices(layer):
@@ -70,8 +75,17 @@ def test_the_winner_exports_to_torch(layer):
 
 
 def test_cli_search_json_is_quiet_off_a_terminal():
-    done = _cli("search", "params W\nIn[B, D] * W[D, F] -> O[B, F]", "--mesh", "X=2", "--sizes", "B=8,D=8,F=8",
-                "--hw", "tpu-v5e", "--json")  # fmt: skip
+    done = _cli(
+        "search",
+        "params W\nIn[B, D] * W[D, F] -> O[B, F]",
+        "--mesh",
+        "X=2",
+        "--sizes",
+        "B=8,D=8,F=8",
+        "--hw",
+        "tpu-v5e",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["winner"]["fits"] and data["space"] == 8
@@ -81,14 +95,33 @@ def test_cli_search_json_is_quiet_off_a_terminal():
 
 def test_cli_search_takes_every_policy():
     """--overlap schedule (a layer's steps as their dependencies allow) is offered as the API takes it."""
-    done = _cli("search", "params W\nIn[B, D] * W[D, F] -> O[B, F]", "--mesh", "X=2", "--sizes", "B=8,D=8,F=8",
-                "--hw", "tpu-v5e", "--json", "--overlap", "schedule")  # fmt: skip
+    done = _cli(
+        "search",
+        "params W\nIn[B, D] * W[D, F] -> O[B, F]",
+        "--mesh",
+        "X=2",
+        "--sizes",
+        "B=8,D=8,F=8",
+        "--hw",
+        "tpu-v5e",
+        "--json",
+        "--overlap",
+        "schedule",
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["overlap"] == "schedule"
 
 
 def test_cli_search_errors_without_traceback():
-    done = _cli("search", "In[B, D] * W[D, F] -> O[B, F]", "--mesh", "X=2", "--sizes", "B=8,D=8,F=8",
-                "--hw", "tpu-v5e")  # fmt: skip
+    done = _cli(
+        "search",
+        "In[B, D] * W[D, F] -> O[B, F]",
+        "--mesh",
+        "X=2",
+        "--sizes",
+        "B=8,D=8,F=8",
+        "--hw",
+        "tpu-v5e",
+    )
     assert done.returncode == 2
     assert "declares no parameters" in done.stderr and "Traceback" not in done.stderr

@@ -29,14 +29,17 @@ print(json.dumps(m.to_json(), sort_keys=False))
 
 
 def _small():
-    return strategy_map([candidate(n, "step", "serial") for n in ("DP", "TP", "FSDP+TP")], over=OVER, domain=DOMAIN)
+    return strategy_map(
+        [candidate(n, "step", "serial") for n in ("DP", "TP", "FSDP+TP")], over=OVER, domain=DOMAIN
+    )
 
 
 def test_the_same_output_across_hash_seeds():
     """Another process with a fixed hash seed prints exactly what this one (random seed) prints."""
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     m = _small()
     assert done.stdout == f"{m}\n{m.latex()}\n{json.dumps(m.to_json())}\n"
@@ -58,15 +61,36 @@ def test_json_is_the_map():
     assert j["candidates"][1]["constraints"] == ["4*D*F/N <= H"]  # after X -> N
     assert j["candidates"][0]["minimum"] is None
     assert j["candidates"][3]["minimum"] == {
-        "over": "X", "kind": "max", "bracket": 1, "lower": "1", "upper": "N",
-        "optima": [{"where": "comms X = comms Y", "value": "sqrt(30)*sqrt(B)*sqrt(M_X)*sqrt(N)/(6*sqrt(F)*sqrt(M_Y))"}],
-    }  # fmt: skip
+        "over": "X",
+        "kind": "max",
+        "bracket": 1,
+        "lower": "1",
+        "upper": "N",
+        "optima": [
+            {
+                "where": "comms X = comms Y",
+                "value": "sqrt(30)*sqrt(B)*sqrt(M_X)*sqrt(N)/(6*sqrt(F)*sqrt(M_Y))",
+            }
+        ],
+    }
     assert j["exact"] is True and len(j["regions"]) == len(m.regions) and len(j["cells"]) == len(m.cells)
     first = j["regions"][0]
-    assert set(first) == {"candidate", "parent", "term", "binding", "cost", "setting", "conditions", "bracket",
-                          "cost_bracket", "ties"}  # fmt: skip
-    assert first["conditions"][0][0] == {"relation": "B/N < 2*C/(3*M_X*W_ici)",
-                                         "latex": r"\frac{B}{N} < \frac{2 C}{3 M_{X} W_{\text{ici}}}"}  # fmt: skip
+    assert set(first) == {
+        "candidate",
+        "parent",
+        "term",
+        "binding",
+        "cost",
+        "setting",
+        "conditions",
+        "bracket",
+        "cost_bracket",
+        "ties",
+    }
+    assert first["conditions"][0][0] == {
+        "relation": "B/N < 2*C/(3*M_X*W_ici)",
+        "latex": r"\frac{B}{N} < \frac{2 C}{3 M_{X} W_{\text{ici}}}",
+    }
 
 
 def test_latex_is_a_cases_block():
@@ -88,7 +112,9 @@ def test_every_latex_renders_in_katex():
         for memory in (False, True):
             m = strategy(policy, memory)
             fragments += [(m.latex(), True, f"{policy} {memory} regions"), (m.latex("cells"), True, "cells")]
-            fragments += [(r.derivation.latex(), True, f"derivation of {r.winner}") for r in m.regions + m.cells]
+            fragments += [
+                (r.derivation.latex(), True, f"derivation of {r.winner}") for r in m.regions + m.cells
+            ]
             fragments += [(e.minimum.derivation.latex(), True, "minimum") for e in m.entries if e.minimum]
     errors = katex_errors(fragments)
     assert not errors, "\n".join(f"{e['where']}: {e['error']}\n  {e['latex']}" for e in errors[:5])

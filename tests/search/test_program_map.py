@@ -33,7 +33,9 @@ def only(conditions) -> sympy.Basic:
 
 @pytest.mark.parametrize("overlap", ["steady", "serial"])
 def test_dp_and_fsdp_compute_bound(overlap):
-    dp = sa.strategy_map(MLP, over=("B/N", "C/W_ici", "M_X"), overlap=overlap, passes="backward", names=("DP",))
+    dp = sa.strategy_map(
+        MLP, over=("B/N", "C/W_ici", "M_X"), overlap=overlap, passes="backward", names=("DP",)
+    )
     assert isinstance(dp, ProgramMap) and dp.added == ()
     assert same(only(dp.conditions("DP", "compute")), BOOK_DP_FSDP)
     fsdp = sa.strategy_map(MLP, over=("B/N", "C/W", "M_X"), overlap=overlap, names=("FSDP",))
@@ -43,7 +45,9 @@ def test_dp_and_fsdp_compute_bound(overlap):
 @pytest.mark.parametrize("overlap", ["steady", "serial"])
 def test_tp_limit_on_its_axis(overlap):
     """TP uses every device (Y -> N): its condition comes out on N, the book's on Y."""
-    m = sa.strategy_map(MLP, over=("N", "F", "C/W_ici", "M_Y"), overlap=overlap, passes="forward", names=("TP",))
+    m = sa.strategy_map(
+        MLP, over=("N", "F", "C/W_ici", "M_Y"), overlap=overlap, passes="forward", names=("TP",)
+    )
     got = only(m.conditions("TP", "compute"))
     assert same(got.subs(N, Y), BOOK_TP)
 
@@ -84,7 +88,10 @@ def test_costs_equal_the_strategies_written_by_hand():
         for passes in ("forward", "backward", "step"):
             got = sa.strategy_map(MLP, overlap=overlap, passes=passes)
             for s in got.strategies:
-                assert sympy.simplify(s.cost.total - priced(s.name, passes, overlap).total) == 0, (s.name, passes)
+                assert sympy.simplify(s.cost.total - priced(s.name, passes, overlap).total) == 0, (
+                    s.name,
+                    passes,
+                )
 
 
 def test_v5p_worked_example():
@@ -128,7 +135,12 @@ def test_printers():
     assert "current point: B/N = 750" in text and "linear programs solved" in text and "note: remat" in text
     data = m.to_json()
     assert data["point"]["B/N"] == pytest.approx(750) and data["lps"] == m.lps > 0
-    assert data["fastest"]["candidate"] and [s["name"] for s in data["strategies"]] == ["DP", "FSDP", "TP", "FSDP+TP"]
+    assert data["fastest"]["candidate"] and [s["name"] for s in data["strategies"]] == [
+        "DP",
+        "FSDP",
+        "TP",
+        "FSDP+TP",
+    ]
     assert isinstance(m.map, StrategyMap)
 
 
@@ -138,18 +150,21 @@ def test_no_point_without_values_and_it_says_why():
     assert any("no current point: no values for" in n and "--hw" in n for n in m.notes)
 
 
-@pytest.mark.parametrize(("program", "kwargs", "message"), [
-    ("In[B, D] * W[D, F] -> Out[B, F]", {}, "declare them"),
-    ("params W\nIn[B_X, D] * W[D, F] -> Out[B_X, F]", {}, "without shardings"),
-    (MLP, {"over": ("B/Q",)}, "unknown name 'Q'"),
-    (MLP, {"over": ("B//N",)}, "cannot read the map parameter"),
-    (MLP, {"over": ("B/",)}, "ends with an operator"),
-    (MLP, {"passes": "sideways"}, "passes is one of"),
-    (MLP, {"overlap": "sometimes"}, "overlap policy is one of"),
-    (MLP, {"names": ("ZeRO",)}, "unknown strategies"),
-    (MLP, {"sizes": {"Q": 3}}, "not a dim of the program"),
-    ("params W\nIn[B, X] * W[X, F] -> Out[B, F]", {}, "share a name with the strategies' axes"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("program", "kwargs", "message"),
+    [
+        ("In[B, D] * W[D, F] -> Out[B, F]", {}, "declare them"),
+        ("params W\nIn[B_X, D] * W[D, F] -> Out[B_X, F]", {}, "without shardings"),
+        (MLP, {"over": ("B/Q",)}, "unknown name 'Q'"),
+        (MLP, {"over": ("B//N",)}, "cannot read the map parameter"),
+        (MLP, {"over": ("B/",)}, "ends with an operator"),
+        (MLP, {"passes": "sideways"}, "passes is one of"),
+        (MLP, {"overlap": "sometimes"}, "overlap policy is one of"),
+        (MLP, {"names": ("ZeRO",)}, "unknown strategies"),
+        (MLP, {"sizes": {"Q": 3}}, "not a dim of the program"),
+        ("params W\nIn[B, X] * W[X, F] -> Out[B, F]", {}, "share a name with the strategies' axes"),
+    ],
+)
 def test_refusals(program, kwargs, message):
     with pytest.raises(UsageError, match=message):
         sa.strategy_map(program, **kwargs)
@@ -177,7 +192,9 @@ def test_a_memory_cap_gives_fsdp_its_region():
     from shardalg.costs.chipspec import as_chip_text
 
     assert cap == as_chip_text("tpu-v5p").hbm_capacity.value
-    (ratio,) = [p for p in m.parameters if p.free_symbols == {D, F, next(s for s in m.values if s.name == "H")}]
+    (ratio,) = [
+        p for p in m.parameters if p.free_symbols == {D, F, next(s for s in m.values if s.name == "H")}
+    ]
     for r in m.map.regions_of("DP"):
         assert all(any(same(c, ratio < sympy.Rational(1, 24)) for c in conj) for conj in r.conditions)
     assert any(m.map.regions_of("FSDP"))

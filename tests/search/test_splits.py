@@ -40,7 +40,10 @@ def test_continuous_optimum_and_the_divisors_around_it():
     assert s.best.values == ((X, 16), (Y, 4))
     by_comms = axis_splits(pc.comms, X, 64, values, splits=splits)
     assert by_comms.best.values == ((X, 16), (Y, 4))
-    assert "continuous optimum: X_opt = " in str(s) and s.to_json()["ranked"][0]["values"] == {"X": 16, "Y": 4}
+    assert "continuous optimum: X_opt = " in str(s) and s.to_json()["ranked"][0]["values"] == {
+        "X": 16,
+        "Y": 4,
+    }
 
 
 def test_the_torus_splits_by_whole_axes_agree():
@@ -62,5 +65,7 @@ def test_divisors_and_refusals():
     with pytest.raises(UsageError, match="a torus shape is two or more axis lengths"):
         torus_splits((4,), X, Y, M_X, M_Y)
     pc, _ = _fsdp_tp()
-    with pytest.raises(UsageError, match="the cost at {X: 1} needs values for B, C, D, F, M_X, M_Y, W_ici, Y"):
+    with pytest.raises(
+        UsageError, match="the cost at {X: 1} needs values for B, C, D, F, M_X, M_Y, W_ici, Y"
+    ):
         axis_splits(pc.total, X, 64, {N: 64})

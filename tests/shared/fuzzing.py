@@ -24,7 +24,9 @@ EXPLICIT = {
     "_ARROW": st.sampled_from(["->", "→", "⟶", r"\rightarrow ", r"\to ", r"\longrightarrow "]),
     "_DOT": st.sampled_from(["·", "*", "@", "•", "⋅", r"\cdot "]),
     "_STACKREL": st.just(r"\stackrel"),
-    "_SEP": st.sampled_from(["\n", ";", r"\\", "$", "$$", r"\[", r"\]", r"\begin{aligned}", r"\end{aligned}"]),
+    "_SEP": st.sampled_from(
+        ["\n", ";", r"\\", "$", "$$", r"\[", r"\]", r"\begin{aligned}", r"\end{aligned}"]
+    ),
 }
 
 SEEDS = [
@@ -41,8 +43,13 @@ NOTATION_CHARS = "AIJKUXYZ_[]{}(),;:·*@→-> \n\\$&'#=0123456789"
 def build_parser() -> Lark:
     """lark's own parser of the grammar, with the generated parser's options (shardalg.notation.grammar): the
     reference the generated one is checked against, and the grammar objects from_lark reads."""
-    return Lark(grammar_text(), parser="lalr", start=list(START.values()), propagate_positions=True,
-                maybe_placeholders=True)  # fmt: skip
+    return Lark(
+        grammar_text(),
+        parser="lalr",
+        start=list(START.values()),
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
 
 
 @cache

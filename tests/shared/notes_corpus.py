@@ -47,8 +47,9 @@ def katex_errors(fragments: list[tuple[str, bool, str]]) -> list[dict[str, objec
     """Render (latex, display, where) fragments with KaTeX; the list of failures."""
     require_katex()
     payload = json.dumps([{"latex": f, "display": d, "where": w} for f, d, w in fragments])
-    proc = subprocess.run(["node", str(KATEX_CHECK)], input=payload, capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+    proc = subprocess.run(
+        ["node", str(KATEX_CHECK)], input=payload, capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
     if proc.returncode not in (0, 1):
         raise AssertionError(f"katex_check.js failed: {proc.stderr}")
     return json.loads(proc.stdout)

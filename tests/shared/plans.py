@@ -57,9 +57,12 @@ MESH = Mesh(X=4, Y=2)
 HAND_PLANS: dict[str, Plan] = {
     "case1": chain(ein("A[I_X, J]", "B[J, K_Y]", "C[I_X, K_Y]")),
     "case2": chain(col("AllGather", "X", "A[I, J_X]", "A[I, J]"), ein("A[I, J]", "B[J, K]", "C[I, K]")),
-    "case3": chain(ein("A[I, J_X]", "B[J_X, K]", "C[I, K]{U_X}"), col("AllReduce", "X", "C[I, K]{U_X}", "C[I, K]")),
+    "case3": chain(
+        ein("A[I, J_X]", "B[J_X, K]", "C[I, K]{U_X}"), col("AllReduce", "X", "C[I, K]{U_X}", "C[I, K]")
+    ),
     "case3_rs": chain(
-        ein("A[I, J_X]", "B[J_X, K]", "C[I, K]{U_X}"), col("ReduceScatter", "X", "C[I, K]{U_X}", "C[I, K_X]", "K")
+        ein("A[I, J_X]", "B[J_X, K]", "C[I, K]{U_X}"),
+        col("ReduceScatter", "X", "C[I, K]{U_X}", "C[I, K_X]", "K"),
     ),
     "case4": chain(col("AllGather", "X", "B[J, K_X]", "B[J, K]"), ein("A[I_X, J]", "B[J, K]", "C[I_X, K]")),
     "dp": chain(ein("In[B_X, D]", "W[D, F]", "Out[B_X, F]")),
@@ -106,4 +109,6 @@ PROGRAMS = {
 }
 
 # A plan that lies: it all-reduces a replicated value, which multiplies it by |X|. The check must say no.
-WRONG = Plan((T("A[I, J]"),), (Step(Op.ALL_REDUCE, (T("A[I, J]"),), T("A[I, J]"), axes=("X",)),), T("A[I, J]"))
+WRONG = Plan(
+    (T("A[I, J]"),), (Step(Op.ALL_REDUCE, (T("A[I, J]"),), T("A[I, J]"), axes=("X",)),), T("A[I, J]")
+)

@@ -35,13 +35,25 @@ from shardalg.notation.syntax import (
 )
 
 __all__ = [
-    "RESERVED", "identifiers", "axis_names", "dim_names", "tensor_names",
-    "dim_tuples", "tensors", "expressions", "statements", "programs", "mesh_decls", "roles",
-]  # fmt: skip
+    "RESERVED",
+    "identifiers",
+    "axis_names",
+    "dim_names",
+    "tensor_names",
+    "dim_tuples",
+    "tensors",
+    "expressions",
+    "statements",
+    "programs",
+    "mesh_decls",
+    "roles",
+]
 
 # Words the grammar reads as keywords where a name could also stand.
 RESERVED: frozenset[str] = frozenset(
-    {op.value for op in Op} | set(DTYPE_ALIASES) | {"mesh", "where", "LOCAL"}
+    {op.value for op in Op}
+    | set(DTYPE_ALIASES)
+    | {"mesh", "where", "LOCAL"}
     | {"params", "embeddings", "saved", "kvcache", "tokens", "layers"}
 )
 
@@ -97,8 +109,15 @@ def _sampled(names: tuple[str, ...]) -> SearchStrategy[str]:
 
 
 @st.composite
-def dim_tuples(draw: st.DrawFn, *, axes: Names | None = None, dims: Names | None = None, max_dims: int = 3,
-         legal: bool = True, literal_sizes: bool = True) -> tuple[tuple[Dim, ...], tuple[str, ...]]:
+def dim_tuples(
+    draw: st.DrawFn,
+    *,
+    axes: Names | None = None,
+    dims: Names | None = None,
+    max_dims: int = 3,
+    legal: bool = True,
+    literal_sizes: bool = True,
+) -> tuple[tuple[Dim, ...], tuple[str, ...]]:
     """A tuple of dims and the axes left unused by them (for unreduced / invariant marks)."""
     axis_pool, dim_pool = _pool(axes, axis_names()), _pool(dims, dim_names())
     count = draw(st.integers(1, max_dims))
@@ -121,12 +140,24 @@ def dim_tuples(draw: st.DrawFn, *, axes: Names | None = None, dims: Names | None
 
 
 @st.composite
-def tensors(draw: st.DrawFn, *, axes: Names | None = None, dims: Names | None = None, names: Names | None = None,
-            max_dims: int = 3, legal: bool = True, dtypes: bool = True, literal_sizes: bool = True,
-            unreduced: bool = True, invariant: bool = True, anonymous: bool = True) -> Tensor:
+def tensors(
+    draw: st.DrawFn,
+    *,
+    axes: Names | None = None,
+    dims: Names | None = None,
+    names: Names | None = None,
+    max_dims: int = 3,
+    legal: bool = True,
+    dtypes: bool = True,
+    literal_sizes: bool = True,
+    unreduced: bool = True,
+    invariant: bool = True,
+    anonymous: bool = True,
+) -> Tensor:
     """A tensor: ``A[I_X, J]{U_Y}``, ``bf16[B_X, D]``, ``W_in[D, F_{data,model}]``."""
-    the_dims, unused = draw(dim_tuples(axes=axes, dims=dims, max_dims=max_dims, legal=legal,
-                                              literal_sizes=literal_sizes))
+    the_dims, unused = draw(
+        dim_tuples(axes=axes, dims=dims, max_dims=max_dims, legal=legal, literal_sizes=literal_sizes)
+    )
     marks = draw(st.lists(st.sampled_from("RUI"), min_size=len(unused), max_size=len(unused)))
     u = tuple(a for a, m in zip(unused, marks, strict=True) if m == "U" and unreduced)
     i = tuple(a for a, m in zip(unused, marks, strict=True) if m == "I" and invariant)
@@ -136,8 +167,14 @@ def tensors(draw: st.DrawFn, *, axes: Names | None = None, dims: Names | None = 
     return Tensor(name, the_dims, u, i, dtype)
 
 
-def expressions(*, axes: Names | None = None, dims: Names | None = None, names: Names | None = None,
-                max_leaves: int = 4, **tensor_options: bool) -> SearchStrategy[Tensor | Product | Collective]:
+def expressions(
+    *,
+    axes: Names | None = None,
+    dims: Names | None = None,
+    names: Names | None = None,
+    max_leaves: int = 4,
+    **tensor_options: bool,
+) -> SearchStrategy[Tensor | Product | Collective]:
     """Tensors combined by products (with or without ``_D`` / ``_LOCAL``) and collectives."""
     axis_pool, dim_pool = _pool(axes, axis_names()), _pool(dims, dim_names())
     leaf = tensors(axes=axes, dims=dims, names=names, **tensor_options)
@@ -160,8 +197,14 @@ def expressions(*, axes: Names | None = None, dims: Names | None = None, names: 
     return st.recursive(leaf, grow, max_leaves=max_leaves)
 
 
-def statements(*, axes: Names | None = None, dims: Names | None = None, names: Names | None = None,
-               max_leaves: int = 4, **tensor_options: bool) -> SearchStrategy:
+def statements(
+    *,
+    axes: Names | None = None,
+    dims: Names | None = None,
+    names: Names | None = None,
+    max_leaves: int = 4,
+    **tensor_options: bool,
+) -> SearchStrategy:
     """An expression, or ``expr -> tensor``."""
     expr = expressions(axes=axes, dims=dims, names=names, max_leaves=max_leaves, **tensor_options)
     result = tensors(axes=axes, dims=dims, names=names, **tensor_options)
@@ -170,7 +213,9 @@ def statements(*, axes: Names | None = None, dims: Names | None = None, names: N
 
 def mesh_decls(axes: Names | None = None) -> SearchStrategy[MeshDecl]:
     axis_pool = _pool(axes, axis_names())
-    pairs = st.lists(st.tuples(axis_pool, st.integers(1, 64)), min_size=1, max_size=4, unique_by=lambda p: p[0])
+    pairs = st.lists(
+        st.tuples(axis_pool, st.integers(1, 64)), min_size=1, max_size=4, unique_by=lambda p: p[0]
+    )
     return pairs.map(lambda ps: MeshDecl(tuple(ps)))
 
 
@@ -188,14 +233,25 @@ def roles(draw: st.DrawFn, *, names: Names | None = None, dims: Names | None = N
     return made if not made.empty else Roles(layers=1)
 
 
-def programs(*, axes: Names | None = None, dims: Names | None = None, names: Names | None = None,
-             max_statements: int = 4, max_leaves: int = 3, **tensor_options: bool) -> SearchStrategy[Program]:
+def programs(
+    *,
+    axes: Names | None = None,
+    dims: Names | None = None,
+    names: Names | None = None,
+    max_statements: int = 4,
+    max_leaves: int = 3,
+    **tensor_options: bool,
+) -> SearchStrategy[Program]:
     """Statements with an optional ``mesh`` declaration and ``where`` size bindings. The parts are built once
     per call, not once per draw (a strategy built in a draw is validated again each time)."""
-    body = st.lists(statements(axes=axes, dims=dims, names=names, max_leaves=max_leaves, **tensor_options),
-                    max_size=max_statements).map(tuple)  # fmt: skip
+    body = st.lists(
+        statements(axes=axes, dims=dims, names=names, max_leaves=max_leaves, **tensor_options),
+        max_size=max_statements,
+    ).map(tuple)
     mesh = st.one_of(st.none(), mesh_decls(axes))
     dim_pool = _pool(dims, dim_names())
-    sizes = st.lists(st.tuples(dim_pool, st.integers(1, 1 << 16)), max_size=3, unique_by=lambda p: p[0]).map(tuple)
+    sizes = st.lists(st.tuples(dim_pool, st.integers(1, 1 << 16)), max_size=3, unique_by=lambda p: p[0]).map(
+        tuple
+    )
     declared = st.one_of(st.none(), roles(names=names, dims=dims))
     return st.builds(Program, body, mesh, sizes, declared)

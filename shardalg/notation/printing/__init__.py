@@ -24,9 +24,18 @@ from .text import TextPrinter, text
 from .unicode import UnicodePrinter, unicode
 
 __all__ = [
-    "Printer", "TextPrinter", "UnicodePrinter", "LatexPrinter", "JsonPrinter",
-    "text", "unicode", "latex", "to_json", "printer_named", "render",
-]  # fmt: skip
+    "Printer",
+    "TextPrinter",
+    "UnicodePrinter",
+    "LatexPrinter",
+    "JsonPrinter",
+    "text",
+    "unicode",
+    "latex",
+    "to_json",
+    "printer_named",
+    "render",
+]
 
 _PRINTERS: dict[str, type[Printer]] = {
     "text": TextPrinter,

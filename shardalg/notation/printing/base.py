@@ -24,7 +24,9 @@ class Printer:
         unknown = sorted(set(settings) - set(self._default_settings))
         if unknown:
             known = ", ".join(sorted(self._default_settings)) or "none"
-            raise UsageError(f"unknown setting {', '.join(unknown)} for {type(self).__name__} (known: {known})")
+            raise UsageError(
+                f"unknown setting {', '.join(unknown)} for {type(self).__name__} (known: {known})"
+            )
         self._settings: dict[str, Any] = {**self._default_settings, **settings}
 
     def doprint(self, node: object) -> Any:

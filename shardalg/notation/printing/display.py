@@ -54,8 +54,12 @@ def pretty_text(obj: Any, p: Any, cycle: bool) -> None:
     p.text(repr(obj) if not cycle else f"<{type(obj).__name__} ...>")
 
 
-def html_table(headers: Sequence[str], rows: Sequence[Sequence[object]], caption: str | None = None,
-               code: Sequence[int] = ()) -> str:  # fmt: skip
+def html_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    caption: str | None = None,
+    code: Sequence[int] = (),
+) -> str:
     """An HTML table; every cell is escaped; columns listed in ``code`` are set in monospace."""
     esc = html.escape
 

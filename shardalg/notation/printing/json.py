@@ -44,62 +44,103 @@ class JsonPrinter(Printer):
         return self._with_span(d, {"kind": "dim", "name": d.name, "size": d.size, "axes": list(d.axes)})
 
     def _print_Tensor(self, t: Node) -> Json:
-        return self._with_span(t, {
-            "kind": "tensor", "name": t.name, "dtype": t.dtype.value if t.dtype else None,
-            "dims": [self._print(d) for d in t.dims],
-            "unreduced": list(t.unreduced), "invariant": list(t.invariant),
-        })  # fmt: skip
+        return self._with_span(
+            t,
+            {
+                "kind": "tensor",
+                "name": t.name,
+                "dtype": t.dtype.value if t.dtype else None,
+                "dims": [self._print(d) for d in t.dims],
+                "unreduced": list(t.unreduced),
+                "invariant": list(t.invariant),
+            },
+        )
 
     def _print_Product(self, p: Node) -> Json:
         contract = list(p.contract) if p.contract is not None else None
-        return self._with_span(p, {
-            "kind": "product", "left": self._print(p.left), "right": self._print(p.right),
-            "contract": contract, "local": p.local,
-        })  # fmt: skip
+        return self._with_span(
+            p,
+            {
+                "kind": "product",
+                "left": self._print(p.left),
+                "right": self._print(p.right),
+                "contract": contract,
+                "local": p.local,
+            },
+        )
 
     def _print_Collective(self, c: Node) -> Json:
         out: Json = {
-            "kind": "collective", "op": c.op.value, "axes": list(c.axes), "dim": c.dim, "arg": self._print(c.arg),
-        }  # fmt: skip
+            "kind": "collective",
+            "op": c.op.value,
+            "axes": list(c.axes),
+            "dim": c.dim,
+            "arg": self._print(c.arg),
+        }
         if c.offset is not None:  # a Shift only: other collectives keep the keys they always had
             out["offset"] = c.offset
         return self._with_span(c, out)
 
     def _print_Arrow(self, a: Node) -> Json:
-        return self._with_span(a, {"kind": "arrow", "expr": self._print(a.expr), "result": self._print(a.result)})
+        return self._with_span(
+            a, {"kind": "arrow", "expr": self._print(a.expr), "result": self._print(a.result)}
+        )
 
     def _print_MeshDecl(self, m: Node) -> Json:
         return self._with_span(m, {"kind": "mesh", "axes": [{"name": n, "size": s} for n, s in m.axes]})
 
     def _print_Program(self, p: Node) -> Json:
-        return self._with_span(p, {
-            "kind": "program", "mesh": self._print(p.mesh) if p.mesh is not None else None,
-            "statements": [self._print(s) for s in p.statements],
-            "sizes": [{"name": n, "size": s} for n, s in p.sizes],
-            "roles": self._print(p.roles) if p.roles is not None else None,
-        })  # fmt: skip
+        return self._with_span(
+            p,
+            {
+                "kind": "program",
+                "mesh": self._print(p.mesh) if p.mesh is not None else None,
+                "statements": [self._print(s) for s in p.statements],
+                "sizes": [{"name": n, "size": s} for n, s in p.sizes],
+                "roles": self._print(p.roles) if p.roles is not None else None,
+            },
+        )
 
     def _print_Roles(self, r: Node) -> Json:
-        return self._with_span(r, {
-            "kind": "roles", "params": list(r.params), "embeddings": list(r.embeddings), "saved": list(r.saved),
-            "kvcache": list(r.kvcache), "tokens": list(r.tokens), "layers": r.layers,
-        })  # fmt: skip
+        return self._with_span(
+            r,
+            {
+                "kind": "roles",
+                "params": list(r.params),
+                "embeddings": list(r.embeddings),
+                "saved": list(r.saved),
+                "kvcache": list(r.kvcache),
+                "tokens": list(r.tokens),
+                "layers": r.layers,
+            },
+        )
 
     def _print_Step(self, s: Node) -> Json:
         out: Json = {
-            "kind": "step", "op": s.op.value, "inputs": [self._print(t) for t in s.inputs],
-            "output": self._print(s.output), "axes": list(s.axes), "dim": s.dim, "contract": list(s.contract),
-            "local": s.local, "reason": s.reason, "statement": self._print(s.statement()),
-        }  # fmt: skip
+            "kind": "step",
+            "op": s.op.value,
+            "inputs": [self._print(t) for t in s.inputs],
+            "output": self._print(s.output),
+            "axes": list(s.axes),
+            "dim": s.dim,
+            "contract": list(s.contract),
+            "local": s.local,
+            "reason": s.reason,
+            "statement": self._print(s.statement()),
+        }
         if s.offset is not None:
             out["offset"] = s.offset
         return out
 
     def _print_Plan(self, p: Node) -> Json:
         return {
-            "kind": "plan", "inputs": [self._print(t) for t in p.inputs], "steps": [self._print(s) for s in p.steps],
-            "output": self._print(p.output), "cases": list(p.cases), "note": p.note,
-        }  # fmt: skip
+            "kind": "plan",
+            "inputs": [self._print(t) for t in p.inputs],
+            "steps": [self._print(s) for s in p.steps],
+            "output": self._print(p.output),
+            "cases": list(p.cases),
+            "note": p.note,
+        }
 
 
 def to_json(node: object, **settings: Any) -> Json:

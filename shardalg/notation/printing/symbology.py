@@ -8,8 +8,18 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Glyph", "GLYPHS", "ROLE_KEYWORDS", "ASCII", "UNICODE", "LATEX", "PRECEDENCE", "precedence",
-           "latex_escape_text", "latex_escape_prose"]
+__all__ = [
+    "Glyph",
+    "GLYPHS",
+    "ROLE_KEYWORDS",
+    "ASCII",
+    "UNICODE",
+    "LATEX",
+    "PRECEDENCE",
+    "precedence",
+    "latex_escape_text",
+    "latex_escape_prose",
+]
 
 ASCII, UNICODE, LATEX = 0, 1, 2
 

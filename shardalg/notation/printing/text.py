@@ -82,7 +82,11 @@ class TextPrinter(Printer):
             head = (head + self.g("colon") if head else "") + self._dtype(t.dtype)
         dims = self.g("sep").join(self._print(d) for d in t.dims)
         out = head + self.g("dims_open") + dims + self.g("dims_close")
-        marks = [self.g(kind) + self._axes_sub(axes) for kind, axes in (("unreduced", t.unreduced), ("invariant", t.invariant)) if axes]
+        marks = [
+            self.g(kind) + self._axes_sub(axes)
+            for kind, axes in (("unreduced", t.unreduced), ("invariant", t.invariant))
+            if axes
+        ]
         if marks:
             out += self.g("marks_open") + self.g("sep").join(marks) + self.g("marks_close")
         return out
@@ -126,8 +130,11 @@ class TextPrinter(Printer):
     def _role_lines(self, roles: Node) -> list[str]:
         """``params W_in, W_out`` ... ``layers L``: one line per declared role, in a fixed order."""
         sep = self.g("sep")
-        lines = [self.g(k) + sep.join(self._tensor_name(n) for n in getattr(roles, k))
-                 for k in ROLE_KEYWORDS if getattr(roles, k)]  # fmt: skip
+        lines = [
+            self.g(k) + sep.join(self._tensor_name(n) for n in getattr(roles, k))
+            for k in ROLE_KEYWORDS
+            if getattr(roles, k)
+        ]
         if roles.tokens:
             lines.append(self.g("tokens") + sep.join(self._dim_word(d) for d in roles.tokens))
         if roles.layers is not None:
