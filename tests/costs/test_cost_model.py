@@ -149,3 +149,15 @@ def test_a_plan_cost_carries_its_cost_model() -> None:
     serial = pc.under("serial")
     assert serial.costs == pc.costs.under("serial") and serial.overlap is OverlapPolicy.SERIAL
     assert pc.under(None) is pc and pc.under(pc.costs.overlap) is pc
+
+
+def test_a_model_whose_numbers_the_chip_lacks_is_named_not_called_an_unbound_size() -> None:
+    """alpha-beta on a TPU: every size is bound, but the chip gives no alpha or beta (it said "needs every
+    size bound"); an unbound size is still named as one."""
+    with pytest.raises(UsageError) as err:
+        plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", model="alpha-beta")
+    assert "under the alpha-beta model needs alpha, beta, which tpu-v5p does not give" in str(err.value)
+    assert "or rank under the model the chip has, ici" in str(err.value)
+    unbound = {k: v for k, v in SIZES.items() if k != next(iter(SIZES))}
+    with pytest.raises(UsageError, match=f"is symbolic in {next(iter(SIZES))}"):
+        plans(STATEMENT, "X=4", unbound, hw="tpu-v5p")
