@@ -150,8 +150,11 @@ _SALT = {"svg.hashsalt": "shardalg"}
 def save_figure(fig: Any, path: Path, **kw: Any) -> None:
     """``fig.savefig(path)`` with no date in the metadata and a fixed SVG id salt: the same bytes every run."""
     matplotlib = _matplotlib()
+    metadata = _NO_DATE.get(path.suffix.lower())
+    if metadata is not None:  # only the formats that take metadata (PGF's writer refuses the keyword)
+        kw["metadata"] = metadata
     with matplotlib.rc_context(_SALT):
-        fig.savefig(path, metadata=_NO_DATE.get(path.suffix.lower()), **kw)
+        fig.savefig(path, **kw)
 
 
 def _pgf_texsystem() -> str:
