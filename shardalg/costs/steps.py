@@ -368,19 +368,16 @@ def step_weights(mesh: Mesh, sizes, costs: CostModel) -> Callable[[Step], float]
 
 def _why_symbolic(step: Step, opts: Options) -> str:
     """Why a step has no seconds: the symbols its time keeps that neither the sizes nor the chip bind (a chip
-    without a model's numbers, such as alpha and beta on a TPU, is not an unbound size)."""
-    unbound = sorted(str(x) for x in step_cost(step, opts).duration.symbols() if x not in opts.values)
+    without a model's numbers, such as alpha and beta on a TPU, is not an unbound size). Sizes are integer
+    symbols and a chip's numbers real ones (:mod:`shardalg.algebra.symbols`), which tells them apart."""
+    unbound = sorted((x for x in step_cost(step, opts).duration.symbols() if x not in opts.values), key=str)
     chip = opts.costs.chip
-    numbers = [x for x in unbound if x in _CHIP_NUMBERS]
+    numbers = [str(x) for x in unbound if not x.is_integer]
     if numbers and chip is not None:
         return (
             f"ranking by seconds on {chip.name} under the {opts.costs.model} model needs {', '.join(numbers)}, "
             f"which {chip.name} does not give: {step.statement()} stays symbolic (give the chip those numbers, "
             f"or rank under the model the chip has, {chip.model})"
         )
-    return (
-        f"ranking by seconds needs every size bound: {step.statement()} is symbolic in {', '.join(unbound)}"
-    )
-
-
-_CHIP_NUMBERS = frozenset({"alpha", "beta", "C", "W_ici", "W_dcn", "W_hbm", "T_min"})
+    names = ", ".join(str(x) for x in unbound)
+    return f"ranking by seconds needs every size bound: {step.statement()} is symbolic in {names}"
