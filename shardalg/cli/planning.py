@@ -41,6 +41,8 @@ def _source(args: argparse.Namespace) -> str:
 
 
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The prepared problem, its plans, and the one CostModel of the call (None without --hw), which ranks
+    the plans and prices each one printed."""
     from shardalg.algebra.legality import as_sizes
     from shardalg.costs.costmodel import CostModel
     from shardalg.costs.ranking import BySeconds
@@ -51,33 +53,24 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     limits = Limits(max_labels=args.max_labels) if args.max_labels is not None else Limits()
     try:
         problem = prepare(source, mesh(args.mesh), as_sizes(args.sizes))
-        hw, model, overlap = (
-            chip(getattr(args, "hw", None)),
-            getattr(args, "model", None),
-            getattr(args, "overlap", None),
+        hw = chip(getattr(args, "hw", None))
+        costs = (
+            None
+            if hw is None
+            else CostModel.of(hw, getattr(args, "model", None), getattr(args, "overlap", None))
         )
-        rank = (
-            BySeconds(CostModel.of(hw, model, overlap)) if hw is not None else None
-        )  # the one CostModel of the call
-        found = plans(problem, rank=rank, limits=limits)
+        found = plans(problem, rank=None if costs is None else BySeconds(costs), limits=limits)
     except ShardalgError as err:
         raise err.with_source(source) from None  # the planner's spans point into the text: show the caret
-    return problem, found, problem.sizes
-
-
-def _seconds(p: Any, problem: Any, args: argparse.Namespace) -> float | None:
-    """The plan's seconds on --hw (None without --hw, or while a size is unbound)."""
-    if getattr(args, "hw", None) is None:
-        return None
-    from shardalg.costs.plancost import plan_cost
-
-    return plan_cost(
-        p, problem.mesh, problem.sizes.known, hw=chip(args.hw), model=args.model, overlap=args.overlap
-    ).seconds
+    return problem, found, costs
 
 
 def plan_json(
-    found: list, mesh: Any, sizes: Any, seconds: list[float | None] | None = None, overlap: str | None = None
+    found: list,
+    mesh: Any,
+    sizes: Any,
+    seconds: list[float | None] | None = None,
+    overlap: OverlapPolicy | None = None,
 ) -> dict[str, Any]:
     """The documented JSON of a list of plans (the default first); with ``seconds`` (from --hw), each
     plan also has ``"seconds"``, and ``"overlap"`` names the policy they are taken under."""
@@ -101,7 +94,7 @@ def plan_json(
 
     complete = getattr(found, "complete", True)
     return {
-        **({} if seconds is None else {"overlap": OverlapPolicy.of(overlap).value}),
+        **({} if seconds is None or overlap is None else {"overlap": overlap.value}),
         "complete": complete,
         **({} if complete else {"note": found.note}),  # type: ignore[attr-defined]
         "case": list(found[0].cases) if found else [],
@@ -118,17 +111,19 @@ def plan_json(
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from shardalg.costs.plancost import priced
     from shardalg.planning.planset import Plans
     from shardalg.planning.redistribute import plan_bytes
 
-    problem, found, sizes = _problem(args)
+    problem, found, costs = _problem(args)
+    sizes = problem.sizes
     shown = Plans(found if args.all else found[:1], found.complete, found.note)
     fmt = "json" if args.json else args.format
-    seconds = [_seconds(p, problem, args) for p in shown] if args.hw else None
+    seconds = None if costs is None else [priced(p, problem.mesh, sizes.known, costs).seconds for p in shown]
     if fmt == "json":
         print(
             json.dumps(
-                plan_json(shown, problem.mesh, sizes, seconds, getattr(args, "overlap", None)),
+                plan_json(shown, problem.mesh, sizes, seconds, None if costs is None else costs.overlap),
                 indent=2,
                 ensure_ascii=False,
             )
@@ -146,9 +141,9 @@ def _plan(args: argparse.Namespace) -> int:
             f"plan {n} of {len(found)}" if args.all else f"default plan (1 of {len(found)}; --all lists them)"
         )
         timing = ""
-        if seconds is not None:
+        if costs is not None and seconds is not None:
             t = seconds[n - 1]
-            name, policy = chip(args.hw).name, OverlapPolicy.of(args.overlap)
+            name, policy = costs.chip.name, costs.overlap
             timing = (
                 f", {t * 1e6:.3g} us on {name} (overlap {policy})"
                 if t is not None
@@ -164,7 +159,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from shardalg.numeric.execute import run_plan
 
-    problem, found, sizes = _problem(args)
+    problem, found, _ = _problem(args)
+    sizes = problem.sizes
     results = []
     with task("running the plans on numbers", total=len(found)) as tick:
         for p in found:
