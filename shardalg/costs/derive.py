@@ -39,7 +39,7 @@ from shardalg.notation.syntax import Op, Tensor
 from .costmodel import CostModel
 from .fromsympy import from_sympy
 from .plancost import PlanCost, costed
-from .schedule import OverlapPolicy, as_policy
+from .schedule import OverlapPolicy
 from .solve import Lazy, Steps, positive_root, realize, simplify, solve_less, stationary
 from .solve import substitute as substituted
 from .stepcost import Options, _formula
@@ -216,12 +216,13 @@ def _costs(
     """The plan's cost under the policy asked for: ``overlap`` (or the regime's), else a PlanCost's own,
     else the book's ``steady``."""
     if forced is not None:
-        if overlap is not None and as_policy(overlap) is not forced:
-            raise UsageError(f"this regime compares under overlap {forced}, not {as_policy(overlap)}")
+        policy = None if overlap is None else OverlapPolicy.of(overlap)
+        if policy is not None and policy is not forced:
+            raise UsageError(f"this regime compares under overlap {forced}, not {policy}")
         overlap = forced
     if isinstance(x, PlanCost):
         return x if overlap is None else x.under(overlap)
-    return costed(x, mesh, sizes, costs.under(as_policy(overlap, DERIVATION_OVERLAP)))
+    return costed(x, mesh, sizes, costs.under(OverlapPolicy.of(overlap, DERIVATION_OVERLAP)))
 
 
 def compare(

@@ -112,7 +112,7 @@ class PlanCost:
         ``compute=False`` the einsums take no time (the schedule of communication alone)."""
         lanes, deps = self._shape
         durations = [s.duration if compute or s.step.op is not Op.EINSUM else ZERO for s in self.steps]
-        return sched.build(durations, lanes, deps, sched.as_policy(overlap, self.overlap))
+        return sched.build(durations, lanes, deps, OverlapPolicy.of(overlap, self.overlap))
 
     @cached
     def schedule(self) -> sched.Schedule:

@@ -68,10 +68,9 @@ class BySeconds:
         costs = self.costs
         time = fast_seconds(Options.of(costs, mesh, sizes.known), costs.overlap)
         overlap = None if costs.overlap is OverlapPolicy.SERIAL else Overlap(costs.overlap, time, lanes_of)
-        fast = fast_seconds(Options.of(costs, mesh, sizes.known), costs.overlap)
 
         def seconds(q: Plan) -> str:
-            t = fast(q)
+            t = time(q)
             return "symbolic" if t is None else seconds_text(t)
 
         column = f"time on {getattr(costs.chip, 'name', costs.chip)} ({costs.overlap})"

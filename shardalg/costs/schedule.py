@@ -37,7 +37,6 @@ from .terms import ZERO, Term, add, maximum, point
 __all__ = [
     "OverlapPolicy",
     "COMPUTE",
-    "as_policy",
     "lanes_of",
     "dependencies",
     "Slot",
@@ -45,18 +44,10 @@ __all__ = [
     "build",
     "total",
     "seconds",
-    "DEFAULT",
 ]
 
-DEFAULT = OverlapPolicy.SCHEDULE  # a single plan's policy
 COMPUTE = "compute"  # the name of the compute lane (a mesh axis lane is the axis's name)
 _COMPUTE_KEY = ""  # internal key of the compute lane: no axis name is empty
-
-
-def as_policy(overlap: object, default: OverlapPolicy = DEFAULT) -> OverlapPolicy:
-    """The policy ``overlap`` names (:meth:`OverlapPolicy.of`): a policy or its name; True and False are the
-    old spellings of ``steady`` and ``serial``; None is ``default``."""
-    return OverlapPolicy.of(overlap, default)
 
 
 def lanes_of(step: Step) -> tuple[str, ...]:

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from shardalg import plans as ranked
 from shardalg.algebra.mesh import Mesh
 from shardalg.cli import main
-from shardalg.costs import schedule as sched
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import cost, fast_seconds, plan_cost
 from shardalg.costs.schedule import OverlapPolicy
@@ -128,16 +127,16 @@ def test_the_backward_program_is_scheduled_too():
 
 # ---- the policy is one parameter ---------------------------------------------------------------------------
 def test_policies_and_their_old_spellings():
-    assert sched.as_policy(None) is OverlapPolicy.SCHEDULE
-    assert sched.as_policy(True) is OverlapPolicy.STEADY and sched.as_policy(False) is OverlapPolicy.SERIAL
-    assert sched.as_policy("steady") is OverlapPolicy.STEADY
-    assert sched.as_policy(None, OverlapPolicy.SERIAL) is OverlapPolicy.SERIAL
+    assert OverlapPolicy.of(None) is OverlapPolicy.SCHEDULE
+    assert OverlapPolicy.of(True) is OverlapPolicy.STEADY and OverlapPolicy.of(False) is OverlapPolicy.SERIAL
+    assert OverlapPolicy.of("steady") is OverlapPolicy.STEADY
+    assert OverlapPolicy.of(None, OverlapPolicy.SERIAL) is OverlapPolicy.SERIAL
     with pytest.raises(
         UsageError, match="the overlap policy is one of schedule, steady, serial, not 'sometimes'"
     ):
-        sched.as_policy("sometimes")
+        OverlapPolicy.of("sometimes")
     with pytest.raises(UsageError, match="not 1"):  # a number is no policy, though 1 == True
-        sched.as_policy(1)
+        OverlapPolicy.of(1)
     with pytest.raises(UsageError):
         cost(TWO_GATHERS, MESH, overlap="parallel")
     old = cost(TWO_GATHERS, MESH, overlap=True)
