@@ -22,7 +22,7 @@ from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Tensor
 
 from .redistribute import edge_weight
-from .space import Move, Space, State
+from .space import Edge, Move, Space, State
 
 __all__ = ["ParetoSearch", "Vector", "edge_vector", "dominated"]
 
@@ -77,8 +77,8 @@ class ParetoSearch:
         self._run(size)
 
     def _edges(self, state: State) -> Iterator[tuple[Move, State, Vector]]:
-        if self.backward:
-            for move, before, _rank, _key in self.space.predecessors(state):
+        if self.backward:  # in one order, whatever earlier queries closed: the heap breaks ties by push order
+            for move, before, _rank, _key in sorted(self.space.predecessors(state), key=_by_origin):
                 yield move, before, self.weight(before, move, state)
         else:
             for move, after, _rank, _key in self.space.neighbors(state):
@@ -110,6 +110,10 @@ class ParetoSearch:
                     continue
                 pushed += 1
                 heapq.heappush(heap, (sum(v), steps + 1, pushed, v, nxt, label, m))
+
+
+def _by_origin(edge: Edge) -> tuple[State, tuple[object, ...]]:
+    return edge[1], edge[3]
 
 
 def edge_vector(

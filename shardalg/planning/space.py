@@ -130,10 +130,6 @@ def _forget_spaces() -> None:
 memo(f"{__name__}._SPACES", Kind.PIECE, _SPACES, _forget_spaces)
 
 
-def _by_origin(edge: Edge) -> tuple[State, tuple[object, ...]]:
-    return edge[1], edge[3]
-
-
 class Space:
     """The layouts of one shape on one mesh, with each layout's moves and their ranks computed once.
 
@@ -214,24 +210,19 @@ class Space:
             for key in [k for k in self.searches if isinstance(k, tuple) and k[0] == "to"]:
                 del self.searches[key]
         self.closed.update(todo)
-        touched: set[State] = set()
         while todo:
             state = todo.pop()
             for move, nxt, rank, key in self.neighbors(state):
                 self._prev.setdefault(nxt, []).append((move, state, rank, key))
-                touched.add(nxt)
                 if nxt not in self.closed:
                     self.closed.add(nxt)
                     todo.append(nxt)
-        for state in touched:  # in one order, whatever was closed before (a search's ties are read in it)
-            self._prev[state].sort(key=_by_origin)
         return grew
 
     def predecessors(self, state: State) -> list[Edge]:
         """The moves into ``state`` from closed states, each as (move, the state it starts from, rank, key),
-        ordered by that state and the move's key: a backward search keeps the first of two entries that tie,
-        so an order that depended on which states earlier queries closed would make its answer depend on
-        them too."""
+        in the order the states were closed (which depends on earlier queries: a reader whose answer depends
+        on the order sorts them)."""
         return self._prev.get(state, [])
 
     def walk(self, start: State, moves: tuple[Move, ...]) -> list[State]:
