@@ -28,7 +28,7 @@ from shardalg.errors import (
 )
 from shardalg.notation.syntax import Dim, Tensor
 
-from .layout import validate
+from .layout import subscript, validate
 from .mesh import Mesh
 
 __all__ = [
@@ -65,10 +65,6 @@ class Case(enum.Enum):
     ONE_SIDE = 2
     SAME_AXES = 3
     MISMATCHED = "mismatched"
-
-
-def _fmt(axes: tuple[str, ...]) -> str:
-    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
 
 
 def default_name(*taken: str | None) -> str:
@@ -195,17 +191,17 @@ class DimCase:
                 return f"case 1: {self.label} is contracted and sharded in neither operand"
             if self.case is Case.ONE_SIDE:
                 who, axes = (lname, la) if la else (rname, ra)
-                return f"case 2: {self.label} is contracted and sharded over {_fmt(axes)} in {who} only"
+                return f"case 2: {self.label} is contracted and sharded over {subscript(axes)} in {who} only"
             if self.case is Case.SAME_AXES:
-                return f"case 3: {self.label} is contracted and sharded over {_fmt(la)} in both {lname} and {rname}"
-            return f"mismatched: {self.label} is contracted and sharded over {_fmt(la)} in {lname} but {_fmt(ra)} in {rname}"
+                return f"case 3: {self.label} is contracted and sharded over {subscript(la)} in both {lname} and {rname}"
+            return f"mismatched: {self.label} is contracted and sharded over {subscript(la)} in {lname} but {subscript(ra)} in {rname}"
         if self.role is Role.BATCH:
             if la == ra:
-                how = f"sharded over {_fmt(la)} in both" if la else "unsharded"
+                how = f"sharded over {subscript(la)} in both" if la else "unsharded"
                 return f"batch: {self.label} is {how}"
-            return f"batch mismatch: {self.label} is sharded over {_fmt(la) or 'nothing'} in {lname} but {_fmt(ra) or 'nothing'} in {rname}"
+            return f"batch mismatch: {self.label} is sharded over {subscript(la) or 'nothing'} in {lname} but {subscript(ra) or 'nothing'} in {rname}"
         who, axes = (lname, la) if self.role is Role.LEFT else (rname, ra)
-        return f"free: {self.label} of {who}" + (f", sharded over {_fmt(axes)}" if axes else "")
+        return f"free: {self.label} of {who}" + (f", sharded over {subscript(axes)}" if axes else "")
 
 
 def classify(left: Tensor, right: Tensor, spec: Spec) -> tuple[DimCase, ...]:
@@ -253,7 +249,7 @@ def case_lines(left: Tensor, right: Tensor, spec: Spec) -> tuple[str, ...]:
         lines.append(f"case 4: {ld} of {ln} and {rd} of {rn} are both sharded over {a}")
     for t in (left, right):
         if t.unreduced:
-            lines.append(f"unreduced: {t.name or 'an operand'} is unreduced over {_fmt(t.unreduced)}")
+            lines.append(f"unreduced: {t.name or 'an operand'} is unreduced over {subscript(t.unreduced)}")
     return tuple(lines)
 
 
@@ -285,7 +281,7 @@ def _local_problem(left: Tensor, right: Tensor, spec: Spec) -> Callable[[], Ille
         la, ra = left.axes_of(n), right.axes_of(n)
         if la != ra:
             return lambda: BatchDimMismatch(
-                f"batch dim {n} is sharded over {_fmt(la) or 'nothing'} in {left} but {_fmt(ra) or 'nothing'} in {right}",
+                f"batch dim {n} is sharded over {subscript(la) or 'nothing'} in {left} but {subscript(ra) or 'nothing'} in {right}",
                 span=right.dim(n).span,
                 fix=f"shard {n} alike in both operands",
             )
@@ -296,15 +292,15 @@ def _local_problem(left: Tensor, right: Tensor, spec: Spec) -> Callable[[], Ille
         if not la or not ra:
             held, other, axes = (left, right, la) if la else (right, left, ra)
             return lambda: NotLocal(
-                f"case 2: {n} is contracted and sharded over {_fmt(axes)} in {held} only, "
+                f"case 2: {n} is contracted and sharded over {subscript(axes)} in {held} only, "
                 f"so a local product would sum only a block of {n}",
-                fix=f"gather it: AllGather_{_fmt(axes)}({held}); or slice {other.name or 'the other'} onto "
-                f"{_fmt(axes)} (Slice_{{{','.join(axes)},{n}}}) and reduce the product",
+                fix=f"gather it: AllGather_{subscript(axes)}({held}); or slice {other.name or 'the other'} onto "
+                f"{subscript(axes)} (Slice_{{{','.join(axes)},{n}}}) and reduce the product",
             )
         return lambda: NotLocal(
-            f"{n} is contracted and sharded over {_fmt(la)} in {left} but {_fmt(ra)} in {right}: "
+            f"{n} is contracted and sharded over {subscript(la)} in {left} but {subscript(ra)} in {right}: "
             "the shards on a device hold different blocks of it",
-            fix=f"gather one side (AllGather_{_fmt(ra)}({right})), or permute it into place",
+            fix=f"gather one side (AllGather_{subscript(ra)}({right})), or permute it into place",
         )
     hits = _collisions(left, right, spec)
     if hits:

@@ -13,9 +13,14 @@ from shardalg.notation.syntax import Tensor
 
 from .mesh import Mesh
 
-__all__ = ["Axes", "Layout", "tensor_with", "validate"]
+__all__ = ["Axes", "Layout", "subscript", "tensor_with", "validate"]
 
 Axes = tuple[str, ...]
+
+
+def subscript(axes: Axes | list[str]) -> str:
+    """Axes as a subscript: ``XY``, or ``{data,model}`` when a name has more than one letter."""
+    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
 
 
 class Layout(NamedTuple):

@@ -20,6 +20,7 @@ from shardalg.notation.syntax import Arrow, Collective, Dim, Node, Op, Product, 
 from .context import Context, product_dims, value_of
 from .einsum import Spec
 from .findings import Found, operand_dim_span, suffix_span, text_of
+from .layout import subscript
 from .mesh import Mesh
 
 __all__ = [
@@ -32,10 +33,6 @@ __all__ = [
     "unreduced_result",
     "partial_sums_reach",
 ]
-
-
-def _fmt(axes: tuple[str, ...]) -> str:
-    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
 
 
 # ---- every operation: its tensors name each dim once ------------------------------------------------
@@ -170,18 +167,18 @@ def not_local(p: Product, ctx: Context) -> Iterator[Found]:
         if not la or not ra:
             held, axes = (left, la) if la else (right, ra)
             yield (
-                f"case 2: {d} is contracted and sharded over {_fmt(axes)} in {text_of(held)} only, so a local "
+                f"case 2: {d} is contracted and sharded over {subscript(axes)} in {text_of(held)} only, so a local "
                 f"product would sum only a block of {d}",
                 operand_dim_span(p.right if ra else p.left, d),
-                f"gather it first: AllGather_{_fmt(axes)}({text_of(held)}), or drop _LOCAL and let the "
+                f"gather it first: AllGather_{subscript(axes)}({text_of(held)}), or drop _LOCAL and let the "
                 "planner choose",
             )
         else:
             yield (
-                f"{d} is contracted and sharded over {_fmt(la)} in {text_of(left)} but {_fmt(ra)} in "
+                f"{d} is contracted and sharded over {subscript(la)} in {text_of(left)} but {subscript(ra)} in "
                 f"{text_of(right)}: the shards on a device hold different blocks of it",
                 operand_dim_span(p.right, d),
-                f"gather one side first (AllGather_{_fmt(ra)}({text_of(right)})), or drop _LOCAL and let the "
+                f"gather one side first (AllGather_{subscript(ra)}({text_of(right)})), or drop _LOCAL and let the "
                 "planner choose",
             )
 

@@ -15,7 +15,7 @@ from shardalg.notation.syntax import Arrow, Collective, Tensor
 from .layout import Axes, Layout, tensor_with
 from .mesh import Mesh
 from .ops import CollectiveRecord, rule
-from .ops.shared import axes_label
+from .ops.shared import subscript
 
 __all__ = ["apply_statement"]
 
@@ -49,7 +49,7 @@ def apply_statement(stmt: Collective | Arrow, mesh: Mesh, sizes: Mapping[str, in
     if result is None:
         return out
     if not _same_value(out, result) or not _layout_matches(out, result, expr):
-        sub = axes_label(arg, expr.axes)
+        sub = subscript(expr.axes)
         if expr.offset is not None:
             sub = f"{{{','.join(expr.axes)},{expr.offset:+d}}}"
         raise ShapeMismatch(
@@ -78,7 +78,7 @@ def _dim_from_result(r: CollectiveRecord, arg: Tensor, axes: Axes, result: Tenso
         if r.effect(lay, tuple(axes), i)[:2] == want[:2]:
             return d.label
     raise ShapeMismatch(
-        f"{r.op.value}_{axes_label(arg, tuple(axes))}: no dim of {arg} gives {result}",
+        f"{r.op.value}_{subscript(tuple(axes))}: no dim of {arg} gives {result}",
         span=result.span,
         fix=f"name the target dim: {r.op.value}_{{{','.join(axes)},d}}",
     )

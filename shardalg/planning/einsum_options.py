@@ -20,9 +20,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from shardalg.algebra.einsum import Role, Spec
+from shardalg.algebra.layout import subscript
 from shardalg.notation.syntax import Tensor
-
-from .steps import fmt
 
 __all__ = ["Place", "R", "U", "Option", "AxisChoices", "place_of", "pair_is_local"]
 
@@ -139,8 +138,8 @@ class AxisChoices:
             if axis in other.axes_of(d) or not other.axes_of(d):
                 return f"case 2: {d} is contracted and sharded over {axis} in {name} only; gather it"
             return (
-                f"mismatched: {d} is contracted and sharded over {fmt(t.axes_of(d))} in {name} but "
-                f"{fmt(other.axes_of(d))} in {self.name(other)}; gather {name}'s"
+                f"mismatched: {d} is contracted and sharded over {subscript(t.axes_of(d))} in {name} but "
+                f"{subscript(other.axes_of(d))} in {self.name(other)}; gather {name}'s"
             )
         if other_place not in (R, ("S", d)):
             if other_place[0] == "S" and spec.role(other_place[1]).name in ("LEFT", "RIGHT"):

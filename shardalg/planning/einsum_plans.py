@@ -20,7 +20,7 @@ from itertools import product
 from typing import Any
 
 from shardalg.algebra.einsum import Spec, case_lines, default_name
-from shardalg.algebra.layout import Layout, tensor_with, validate
+from shardalg.algebra.layout import Layout, subscript, tensor_with, validate
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.lazy import cached
@@ -34,7 +34,7 @@ from .order import BytesKey
 from .planset import DEFAULT_LIMITS, Limits, Overlap
 from .reasons import finish_reason, finished, note, prepared
 from .redistribute import best_sequences, close, finishing_sequences
-from .steps import fmt, local_product, placed, with_spare_axes
+from .steps import local_product, placed, with_spare_axes
 
 __all__ = ["EinsumPlanner"]
 
@@ -175,7 +175,7 @@ class EinsumPlanner:
                         (
                             1 - side,
                             f"order:{d}",
-                        ): f"reorder {d} to match {who}'s {fmt(la if side == 0 else ra)}"
+                        ): f"reorder {d} to match {who}'s {subscript(la if side == 0 else ra)}"
                     }
                     yield lt, rt, changes | {(1 - side, d, "order")}, {**reasons, **extra}
 
@@ -307,7 +307,7 @@ class EinsumPlanner:
         """The natural outputs of an unreduced product: leave it unreduced, AllReduce it, or ReduceScatter
         it onto each result dim (all its unreduced axes at once, in mesh order)."""
         u = out.unreduced
-        yield (), f"result left unreduced over {fmt(u)}"
+        yield (), f"result left unreduced over {subscript(u)}"
         done = tensor_with(out, Layout(Layout.of(out).dims, (), out.invariant))
         yield (self.finish_reason(Step(Op.ALL_REDUCE, (out,), done, u), out),), ""
         for d in out.dim_names:

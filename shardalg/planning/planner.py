@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardalg.algebra.layout import validate
+from shardalg.algebra.layout import subscript, validate
 from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
@@ -45,10 +45,6 @@ from .redistribute import plan_bytes, redistribute
 from .space import searching
 
 __all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
-
-
-def _fmt(axes: tuple[str, ...] | list[str]) -> str:
-    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
 
 
 @dataclass(frozen=True)
@@ -283,7 +279,7 @@ def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:
         dim = col.dim
         if dim is None and col.op.takes_dim:
             dim = next(d.label for d, e in zip(cur.dims, out.dims, strict=True) if d.axes != e.axes)
-        sub = _fmt(col.axes) if col.offset is None else f"{{{','.join(col.axes)},{col.offset:+d}}}"
+        sub = subscript(col.axes) if col.offset is None else f"{{{','.join(col.axes)},{col.offset:+d}}}"
         steps.append(
             Step(
                 col.op,

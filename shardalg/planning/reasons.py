@@ -19,11 +19,12 @@ handed out rewired to read and write the caller's own.
 from __future__ import annotations
 
 from shardalg.algebra.einsum import Spec
+from shardalg.algebra.layout import subscript
 from shardalg.cache import Kind, Memo, memo
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
 
-from .steps import _io, fmt, rewired
+from .steps import _io, rewired
 
 __all__ = [
     "einsum_reason",
@@ -51,7 +52,7 @@ def reasoned(step: Step, reasons: tuple[str, ...]) -> Step:
     if step.op is Op.PERMUTE:
         before, after = step.inputs[0], step.output
         moved = [
-            f"{d.label}_{fmt(d.axes)} -> {e.label}_{fmt(e.axes)}"
+            f"{d.label}_{subscript(d.axes)} -> {e.label}_{subscript(e.axes)}"
             for d, e in zip(before.dims, after.dims, strict=True)
             if d.axes != e.axes
         ]
@@ -92,11 +93,11 @@ def einsum_reason(spec: Spec, left: Tensor, right: Tensor, out: Tensor) -> str:
         dims = ", ".join(d for d, _ in summed)
         axes = tuple(a for _, ax in summed for a in ax)
         return (
-            f"case 3: both operands shard {dims} over {fmt(axes)}, so the local product is "
+            f"case 3: both operands shard {dims} over {subscript(axes)}, so the local product is "
             f"{out.name}{{{', '.join('U_' + a for a in axes)}}}"
         )
     passed = [a for a in out.unreduced]
-    tail = f"; partial sums over {fmt(passed)} pass through" if passed else ""
+    tail = f"; partial sums over {subscript(passed)} pass through" if passed else ""
     if spec.contracted:
         return f"case 1: no contracted dim is sharded, so the local product needs no communication{tail}"
     return f"no contracted dim: a local product of the shards{tail}"
@@ -122,7 +123,7 @@ def product_step(spec: Spec, contract: tuple[str, ...], left: Tensor, right: Ten
 def finish_reason(step: Step, out: Tensor, brought: frozenset[str], target: str) -> Step:
     """A finishing step's reason: a reduction of partial sums the operands ``brought`` in says so, a case-3
     reduction names the partial products, anything else the requested result (``target``, as text)."""
-    ax = fmt(step.axes)
+    ax = subscript(step.axes)
     if step.op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER) and set(step.axes) <= brought:
         why = f"{step.op.value}: sum the partial sums over {ax} that the operands brought in"
         if step.dim is not None:
@@ -153,6 +154,6 @@ def finished(
 
 def note(steps: tuple[Step, ...], extra: str) -> str:
     """A plan's note: its communication in order (and ``extra``)."""
-    parts = [f"{s.op.value}_{fmt(s.axes)}({s.inputs[0].name})" for s in steps if s.op is not Op.EINSUM]
+    parts = [f"{s.op.value}_{subscript(s.axes)}({s.inputs[0].name})" for s in steps if s.op is not Op.EINSUM]
     text = ", ".join(parts) if parts else "no communication"
     return f"{text}; {extra}" if extra else text

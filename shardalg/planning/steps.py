@@ -10,7 +10,7 @@ step, and :func:`with_spare_axes` makes the variant of a plan that slices onto s
 from __future__ import annotations
 
 from shardalg.algebra.einsum import Spec, local_output_or_none
-from shardalg.algebra.layout import Layout, tensor_with
+from shardalg.algebra.layout import Layout, subscript, tensor_with
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops import RECORDS, RULES
 from shardalg.algebra.traffic import Sizes
@@ -21,7 +21,6 @@ from shardalg.notation.syntax import Op, Tensor
 from .space import Move
 
 __all__ = [
-    "fmt",
     "build_steps",
     "chain_steps",
     "laid",
@@ -31,12 +30,6 @@ __all__ = [
     "step_reason",
     "with_spare_axes",
 ]
-
-
-def fmt(axes: tuple[str, ...] | list[str]) -> str:
-    """Axes as a subscript: ``XY``, or ``{data,model}`` when a name has more than one letter."""
-    text = "".join(axes)  # one letter each (names are never empty) exactly when as long as the axes
-    return text if len(text) == len(axes) else "{" + ",".join(axes) + "}"
 
 
 def step_reason(op: Op, axes: tuple[str, ...], before: Tensor, after: Tensor, dim: str | None) -> str:
@@ -187,7 +180,7 @@ def _spared(s: Step, reason: str, mesh: Mesh, sizes: Sizes) -> tuple[Step, Step]
     if found is None:
         return None
     sliced, spare, label, why = found
-    gather_why = (reason or "AllGather") + f" (over {fmt(s.axes + spare)})"
+    gather_why = (reason or "AllGather") + f" (over {subscript(s.axes + spare)})"
     return (
         Step(Op.SLICE, (t,), sliced, spare, label, reason=why),
         Step(Op.ALL_GATHER, (sliced,), s.output, s.axes + spare, reason=gather_why),
@@ -215,5 +208,5 @@ def _spare_slice(
     sliced = tensor_with(t, Layout(dims, t.unreduced, tuple([a for a in t.invariant if a not in spare])))
     if not sizes.check_divisible(sliced, mesh, dims):
         return None
-    why = f"Slice: shard {d.label} over the spare {fmt(spare)} first (free), so the gather uses more links"
+    why = f"Slice: shard {d.label} over the spare {subscript(spare)} first (free), so the gather uses more links"
     return sliced, spare, d.label, why

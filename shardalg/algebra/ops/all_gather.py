@@ -15,7 +15,7 @@ from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
 from .record import CollectiveRecord, DimMap, Kind, Transpose
-from .shared import label, minor_most, sharded_over, subscript
+from .shared import minor_most, sharded_over, subscript
 
 
 def ag_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
@@ -26,7 +26,7 @@ def ag_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
                 fix = f"sum the partials: AllReduce_{a}, or ReduceScatter_{{{a},d}}"
             else:
                 fix = (
-                    f"gather an axis that shards it: AllGather_{label(t, t.sharded_axes)}"
+                    f"gather an axis that shards it: AllGather_{subscript(t.sharded_axes)}"
                     if t.sharded_axes
                     else "nothing to gather"
                 )

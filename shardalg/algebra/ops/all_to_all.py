@@ -14,7 +14,7 @@ from ..layout import Axes, Layout
 from ..mesh import Mesh
 from ..traffic import Volume
 from .record import CollectiveRecord, DimMap, Kind, Transpose
-from .shared import label, minor_most, sharded_over, show, subscript
+from .shared import minor_most, sharded_over, show, subscript
 
 
 def a2a_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
@@ -24,7 +24,7 @@ def a2a_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
     if None in holders:
         a = next(a for a in axes if lay.holder(a) is None)
         raise IllegalCollective(
-            f"AllToAll_{{{label(t, axes)},{t.dims[dim].label}}} moves a sharding to {t.dims[dim].label}, "
+            f"AllToAll_{{{subscript(axes)},{t.dims[dim].label}}} moves a sharding to {t.dims[dim].label}, "
             f"but {a} does not shard {t.name or 'the tensor'}; {sharded_over(t)}",
             fix=f"Slice_{{{a},{t.dims[dim].label}}} shards a replicated axis for free"
             if a not in t.unreduced
@@ -32,12 +32,12 @@ def a2a_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
         )
     if len(holders) > 1:
         raise IllegalCollective(
-            f"AllToAll_{label(t, axes)} moves axes of one dim, but they shard several dims of {show(t)}"
+            f"AllToAll_{subscript(axes)} moves axes of one dim, but they shard several dims of {show(t)}"
         )
     if dim in holders:
         raise IllegalCollective(
-            f"AllToAll_{{{label(t, axes)},{t.dims[dim].label}}} moves a sharding to another dim, "
-            f"but {label(t, axes)} already shards {t.dims[dim].label}",
+            f"AllToAll_{{{subscript(axes)},{t.dims[dim].label}}} moves a sharding to another dim, "
+            f"but {subscript(axes)} already shards {t.dims[dim].label}",
         )
     minor_most(t, axes, "AllToAll")
 

@@ -11,13 +11,11 @@ from itertools import combinations, permutations
 from shardalg.errors import IllegalCollective
 from shardalg.notation.syntax import Tensor
 
-from ..layout import Axes, Layout, tensor_with
+from ..layout import Axes, Layout, subscript, tensor_with
 
 __all__ = [
     "subscript",
     "show",
-    "axes_label",
-    "label",
     "where",
     "sharded_over",
     "minor_most",
@@ -29,20 +27,6 @@ __all__ = [
 
 def show(t: Tensor) -> str:
     return str(t)
-
-
-def subscript(axes: Axes) -> str:
-    """Axes as a subscript: ``XY``, or ``{data,model}`` when a name has more than one letter."""
-    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
-
-
-def axes_label(t: Tensor, axes: Axes) -> str:
-    """Axes as a subscript: ``XY``, or ``{data,model}`` for multi-letter names."""
-    return label(t, axes)
-
-
-def label(t: Tensor, axes: Axes) -> str:
-    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
 
 
 def where(t: Tensor, axis: str) -> str:
@@ -65,7 +49,7 @@ def sharded_over(t: Tensor) -> str:
     )
 
 
-def minor_most(t: Tensor, axes: Axes, name: str, extra_fix: str = "") -> None:
+def minor_most(t: Tensor, axes: Axes, name: str) -> None:
     """Each dim's axes among ``axes`` must be its minor-most axes (DESIGN.md section 3)."""
     lay = Layout.of(t)
     for i, dim_axes in enumerate(lay.dims):
@@ -79,12 +63,12 @@ def minor_most(t: Tensor, axes: Axes, name: str, extra_fix: str = "") -> None:
         minor = dim_axes[-1]
         major = mine[0]
         swapped = tensor_with(t, swap(lay, (major, minor)))
-        shard = f"{d.label}_{label(t, dim_axes)}"
+        shard = f"{d.label}_{subscript(dim_axes)}"
         raise IllegalCollective(
-            f"{name}_{label(t, axes)} would take {', '.join(mine)} off {shard} in {show(t)}, "
+            f"{name}_{subscript(axes)} would take {', '.join(mine)} off {shard} in {show(t)}, "
             f"but {major} is not its minor-most axis ({minor} is); a collective only removes the minor-most axes",
-            fix=f"Permute_{{{major},{minor}}} first ({show(swapped)}), then {name}_{label(t, axes)}; "
-            f"or {name}_{label(t, dim_axes[dim_axes.index(major) :])}{extra_fix}",
+            fix=f"Permute_{{{major},{minor}}} first ({show(swapped)}), then {name}_{subscript(axes)}; "
+            f"or {name}_{subscript(dim_axes[dim_axes.index(major) :])}",
         )
 
 
