@@ -49,14 +49,15 @@ class Span:
             raise ValueError(f"bad span {self.start}..{self.end}")
 
 
-def closest(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
-    """The choice ``word`` most likely misspells (compared in lower case), for "did you mean"; None when no
-    choice is close."""
+def closest(word: str, choices: Iterable[str], cutoff: float = 0.6, *, fold_case: bool = True) -> str | None:
+    """The choice ``word`` most likely misspells (compared in lower case unless ``fold_case`` is False, as
+    for dim names, where case tells two dims apart), for "did you mean"; None when no choice is close."""
     from difflib import get_close_matches
 
-    by_lower = {c.lower(): c for c in choices}
-    found = get_close_matches(word.lower(), list(by_lower), n=1, cutoff=cutoff)
-    return by_lower[found[0]] if found else None
+    fold = str.lower if fold_case else str
+    by_key = {fold(c): c for c in choices}
+    found = get_close_matches(fold(word), list(by_key), n=1, cutoff=cutoff)
+    return by_key[found[0]] if found else None
 
 
 def render_caret(source: str, span: Span) -> str:

@@ -13,13 +13,12 @@ The legality rules (:mod:`shardalg.algebra.legality`), the cost model and the sh
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from shardalg import limits
-from shardalg.errors import UsageError
+from shardalg.errors import UsageError, closest
 from shardalg.notation.syntax import Arrow, Collective, Dim, Node, Product, Program, Tensor
 
 from .layout import Layout, tensor_with
@@ -112,7 +111,7 @@ def refuse_unknown_dims(given: Iterable[str], known: Iterable[str], what: str, w
     unknown = [d for d in dict.fromkeys(given) if d not in have]
     if not unknown:
         return
-    close = {d: c[0] for d in unknown if (c := difflib.get_close_matches(d, have, n=1, cutoff=0.5))}
+    close = {d: c for d in unknown if (c := closest(d, have, cutoff=0.5, fold_case=False))}
     if len(unknown) == 1 and close:
         fix = f"did you mean {close[unknown[0]]}?"
     elif close:
