@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Op
 
-__all__ = ["RECORDS", "RULES", "register_op", "forget_op", "record", "rule", "Layer", "LAYERS"]
+__all__ = ["RECORDS", "RULES", "register_op", "forget_op", "rule", "Layer", "LAYERS"]
 
 
 # ---- the registry of records -------------------------------------------------------------------
@@ -56,16 +56,6 @@ def forget_op(op: Op) -> None:
     for layer in LAYERS:
         layer.methods.pop(op, None)
     Op.forget(op)
-
-
-def record(op: Op) -> Any:
-    """The record of ``op``; a UsageError for an operation no record was registered for."""
-    try:
-        return RECORDS[op]
-    except KeyError:
-        raise UsageError(
-            f"{op.value} has no record: register one with shardalg.algebra.ops.register_op"
-        ) from None
 
 
 def rule(op: Op) -> Any:

@@ -15,6 +15,7 @@ from shardalg.errors import ParseError, Span, closest
 
 from .grammar import lalr_parser
 from .lalr import Token, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from .op import Op
 
 # How expected terminals read in a message; None hides one (its plain spelling is listed already).
 _DESCRIBE: dict[str, str | None] = {
@@ -60,7 +61,7 @@ _MISTAKES: dict[str, list[str]] = {
 
 
 # The notation's operations, as the grammar's OP_WORD spells them.
-OPERATIONS = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Slice", "Permute", "Shift")
+OPERATIONS = tuple(op.value for op in Op if op is not Op.EINSUM)  # the built-in operations, as written
 
 # Other libraries' words for them (in lower case): (the operation, whose word it is).
 FOREIGN_OPERATIONS: dict[str, tuple[str, str]] = {

@@ -33,11 +33,12 @@ import numpy as np
 
 from shardalg import limits
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.registry import RECORDS
 from shardalg.errors import ShapeMismatch, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
 from shardalg.notation.printing.display import pretty_text, short
-from shardalg.notation.syntax import Op, Tensor
+from shardalg.notation.syntax import Tensor
 from shardalg.planning.planner import plans
 
 from .devices import (
@@ -95,21 +96,21 @@ def apply_step(
     then checked against ``step.output``: a step that claims another layout is an error."""
     move = MOVES.lookup(step.op)  # an op the executor has no data movement for is refused first, by name
     vm = as_virtual(mesh)
-    arity = 2 if step.op is Op.EINSUM else 1
+    arity = RECORDS[step.op].operands
     if len(step.inputs) != arity or len(inputs) != arity:
         raise UsageError(f"{step.op.value} takes {arity} input(s)")
     for t in step.inputs:
         check_tensor(t, vm)
     vm.size(step.output.used_axes)  # the output's legality follows from matching the derived layout
     vm.size(step.axes)
-    if step.op is not Op.EINSUM and (not step.axes or len(set(step.axes)) != len(step.axes)):
+    if arity == 1 and (not step.axes or len(set(step.axes)) != len(step.axes)):
         raise step_error(step, "a collective names each of its mesh axes once, and at least one")
     bufs = [dict(b) for b in inputs]
     for t, b in zip(step.inputs, bufs, strict=True):
         loc = local_shape(t, vm, sizes)
         if set(b) != set(vm.coords) or any(x.shape[: len(loc)] != loc for x in b.values()):
             raise ExecutionError(f"the buffers given for {text(t)} are not its {loc} blocks on every device")
-    if step.op is not Op.EINSUM:
+    if arity == 1:
         (t,) = step.inputs
         if t.dim_names != step.output.dim_names:
             raise step_error(

@@ -13,7 +13,7 @@ as it is registered, and each layer refuses it by name until the layer registers
 
 from __future__ import annotations
 
-from ..registry import LAYERS, RECORDS, RULES, Layer, forget_op, record, register_op, rule
+from ..registry import LAYERS, RECORDS, RULES, Layer, forget_op, register_op, rule
 from . import all_gather, all_reduce, all_to_all, einsum, permute, reduce_scatter, shift, slice
 from .record import CollectiveRecord, DimMap, OpRecord, Transpose
 
@@ -28,7 +28,6 @@ __all__ = [
     "LAYERS",
     "register_op",
     "forget_op",
-    "record",
     "rule",
 ]
 
