@@ -137,29 +137,29 @@ def plans(
                 f"rank is a ranking such as BySeconds(CostModel.of('tpu-v5p')) (shardalg.costs.ranking), not {rank!r}"
             )
         ranked = rank.ranking(p.mesh, p.sizes)
-        by = rank if key is None and weigh is None and overlap is None else None
+        if key is None and weigh is None and overlap is None:
+            try:
+                hash(rank)
+                by = rank  # hashable: the plans' memo is keyed by it
+            except TypeError:  # an unhashable ranking (a chip with mutable parts): by its functions
+                pass
         if key is None:
             key, weigh, overlap = ranked.key, weigh or ranked.weigh, overlap or ranked.overlap
         columns.update(ranked.columns)
-    found = _plans(p, mesh, sizes, target, key, weigh, limits, overlap, by)
+    found = _plans(p, key, weigh, limits, overlap, by)
     if not found.complete:
         warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
     return Plans(found, found.complete, found.note, columns)
 
 
 def _plans(
-    expr: object,
-    mesh: object,
-    sizes: Mapping[str, int] | None,
-    target: Tensor | str | None,
+    p: Problem,
     key: Key | None,
     weigh: Weigh | None,
     limits: Limits,
     overlap: Overlap | None = None,
     by: Ranking | None = None,
 ) -> Plans:
-    # a Problem is already prepared (parsed and checked once): plans passes one
-    p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)  # type: ignore[arg-type]
     rank = key or default_key(p.mesh, p.sizes)
     stmt = p.statement
     result = p.target if p.target is not None else (stmt.result if isinstance(stmt, Arrow) else None)
@@ -194,13 +194,10 @@ def _ranked_einsum_plans(
     rank: Ranking | None,
 ) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
     """:func:`_einsum_plans`, keyed by the ranking's value when ``weigh`` and ``overlap`` are the ranking's
-    own (so equal queries under an equal cost model share the answer: the functions it hands out are new at
+    own and it is hashable (so equal queries under an equal cost model share the answer: the functions it hands out are new at
     each call, and a function is equal only to itself)."""
     if rank is not None:
-        try:
-            return _einsum_plans_by(body, result, p.mesh, p.sizes, limits, rank, p.checked)
-        except TypeError:  # an unhashable ranking (a chip with mutable parts): by its functions, as below
-            pass
+        return _einsum_plans_by(body, result, p.mesh, p.sizes, limits, rank, p.checked)
     return _einsum_plans(body, result, p.mesh, p.sizes, limits, weigh, overlap, p.checked)
 
 
