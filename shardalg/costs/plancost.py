@@ -49,7 +49,6 @@ __all__ = [
     "cost",
     "costed",
     "step_seconds",
-    "step_weights",
     "fast_seconds",
     "collective_cost",
 ]

@@ -12,8 +12,9 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.derive import compare
 from shardalg.costs.hardware import get
-from shardalg.costs.plancost import cost, costed, plan_cost, priced, step_seconds, step_weights
+from shardalg.costs.plancost import cost, costed, plan_cost, priced, step_seconds
 from shardalg.costs.ranking import BySeconds
+from shardalg.costs.steps import step_weights
 from shardalg.errors import UsageError
 from shardalg.planning import planner
 from shardalg.planning.overlap import OverlapPolicy
