@@ -83,14 +83,14 @@ def best_sequences(
     shape): the planner's way to prepare an operand for each compute layout."""
     if not unreduced_reachable(src, dst, mesh):
         return Sequences(())
-    goal, start = state_of(dst), state_of(src)
-    space = space_of(src, mesh, sizes)
+    psrc, pdst, lift = _project(src, dst, mesh, sizes)
+    goal, start = state_of(pdst), state_of(psrc)
+    space = space_of(psrc, mesh, sizes)
     exact = search_from(space, start, limits.max_labels)
     return _sequences(
         src,
         dst,
-        mesh,
-        sizes,
+        lift,
         limits,
         exact,
         start,
@@ -108,14 +108,14 @@ def finishing_sequences(
     (:func:`close`) when there are several, or the search is made anew as the closed set grows."""
     if not unreduced_reachable(src, dst, mesh):
         return Sequences(())
-    goal, start = state_of(dst), state_of(src)
-    space = space_of(src, mesh, sizes)
+    psrc, pdst, lift = _project(src, dst, mesh, sizes)
+    goal, start = state_of(pdst), state_of(psrc)
+    space = space_of(psrc, mesh, sizes)
     exact = search_to(space, goal, [start], max_labels=limits.max_labels)
     return _sequences(
         src,
         dst,
-        mesh,
-        sizes,
+        lift,
         limits,
         exact,
         start,
@@ -129,11 +129,45 @@ def close(proto: Tensor, sources: list[Tensor], mesh: Mesh, sizes: Sizes) -> Non
     space_of(proto, mesh, sizes).close([state_of(t) for t in sources])
 
 
+def _project(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes) -> tuple[Tensor, Tensor, tuple[int, ...]]:
+    """``src`` and ``dst`` without the untouched dims a search never needs, and the original index of each
+    dim kept.
+
+    A dim that no axis shards in ``src`` nor in ``dst`` is *untouched*; two untouched dims of one known size
+    (or both unknown) are interchangeable: a move's bytes depend only on the axes, and divisibility only on
+    the size, so swapping the two maps every sequence onto one of the same cost. At any moment at most one
+    dim per mesh axis holds an axis, so a sequence that parks axes on untouched dims can park them on the
+    first ``len(mesh)`` of each size instead: the others are dropped, and the search runs over the rest (on
+    a product with 24 untouched dims, 3 on a 3-axis mesh instead of 24; issue 31, ``python -m bench wide``).
+    The moves found are lifted back with the index map (:func:`_lift`)."""
+    kept: dict[int | None, int] = {}
+    keep: list[int] = []
+    for i, (a, b) in enumerate(zip(src.dims, dst.dims, strict=True)):
+        if a.axes or b.axes:
+            keep.append(i)
+            continue
+        size = sizes.of(a.label, a.size)
+        kept[size] = kept.get(size, 0) + 1
+        if kept[size] <= len(mesh):
+            keep.append(i)
+    if len(keep) == len(src.dims):
+        return src, dst, tuple(keep)
+    return _without(src, keep), _without(dst, keep), tuple(keep)
+
+
+def _without(t: Tensor, keep: list[int]) -> Tensor:
+    return t.replace(dims=tuple(t.dims[i] for i in keep))
+
+
+def _lift(moves: tuple[Move, ...], keep: tuple[int, ...]) -> tuple[Move, ...]:
+    """Moves over a projected tensor's dims (:func:`_project`) as moves over the original's."""
+    return tuple((op, axes, None if dim is None else keep[dim]) for op, axes, dim in moves)
+
+
 def _sequences(
     src: Tensor,
     dst: Tensor,
-    mesh: Mesh,
-    sizes: Sizes,
+    keep: tuple[int, ...],
     limits: Limits,
     exact: Search,
     start: State,
@@ -141,7 +175,8 @@ def _sequences(
     direct_search: Callable[[], Search],
 ) -> Sequences:
     """The direct cheapest sequences (and the cheapest detour when it beats them) from a search that
-    links ``start`` and ``goal`` exactly; ``direct_search`` makes the search that slices only toward
+    links ``start`` and ``goal`` exactly (states of the projected tensors, :func:`_project`; ``keep`` lifts
+    their moves back to ``src``'s dims); ``direct_search`` makes the search that slices only toward
     ``goal``, needed only when every cheapest sequence is a detour."""
     far = start if exact.backward else goal
     found = routes(exact, far, max_ties=limits.max_ties, keep=lambda m: _direct(m, goal), what=str(src))
@@ -154,7 +189,7 @@ def _sequences(
         found = routes(direct_search(), far, max_ties=limits.max_ties, what=str(src))
         paths += found.paths
         cuts.append(found.why)
-    seqs = tuple(build_steps(src, dst, moves) for moves in paths)
+    seqs = tuple(build_steps(src, dst, _lift(moves, keep)) for moves in paths)
     cut = "; ".join(c for c in cuts if c)
     return Sequences(seqs, not cut, cut)
 
