@@ -22,7 +22,6 @@ import argparse
 import json
 import re
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shardalg.errors import UsageError
@@ -204,16 +203,9 @@ def _hw_list(args: argparse.Namespace) -> int:
 
 
 def _hw_show(args: argparse.Namespace) -> int:
-    from shardalg.costs import hardware
     from shardalg.costs.chipspec import chip_from_text
 
-    name = args.name.strip()
-    # what --hw accepts (a TOML file, NAME=VALUE pairs); anything else is a preset, refused with their names
-    chip = (
-        chip_from_text(name)
-        if "=" in name or name.endswith(".toml") or Path(name).is_file()
-        else hardware.get(name)
-    )
+    chip = chip_from_text(args.name)  # what --hw accepts: a preset, a TOML file or NAME=VALUE pairs
     print(json.dumps(chip.to_json(), indent=2) if args.json else str(chip))
     return EXIT_OK
 
