@@ -34,8 +34,10 @@ book's chapter 3 counting exercise; seed 000, footnote 5).
 
 V is the bytes of the array as one gather group sees it: dims sharded on other axes count at their local size.
 Slice and a local einsum communicate nothing; an einsum costs 2·Π(local dim sizes) FLOPs at C FLOP/s and
-reads and writes its operands' local bytes at W_hbm. Mesh axes listed in ``dcn_axes`` run over the
-data-center network at ``W_dcn`` per chip (no hop latency term).
+reads and writes its operands' local bytes at W_hbm. Mesh axes listed in ``dcn_axes`` (or marked ``dcn``) run
+over the data-center network at ``W_dcn`` per chip (no hop latency term). An axis of a real slice knows the
+physical torus axes under it (``Axis.torus``): its hops are summed per torus axis (``Σ side/2`` on rings), not
+``|X|/2`` over the whole axis.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ class Link:
     exact: bool = False
     number: int | None = None  # the size when it is a number
     node: int | None = None  # GPU devices per node along the axis (X=64:node8); priced by .hierarchy
+    leaf: int | None = None  # GPU devices per leaf switch group along the axis (X=1024:node8:leaf256)
+    sides: tuple[int, ...] = ()  # the physical torus axes under the axis (a real slice): hops add per side
 
     @property
     def one_way(self) -> bool:
@@ -129,6 +133,10 @@ class Link:
     def hops(self) -> Term:
         if self.dcn:
             return ZERO
+        if self.sides:  # each physical torus axis is its own ring (or line): hops add up side by side
+            if self.wraps and not self.uni:
+                return add(*(const(n) * _t(RING_HOPS) for n in self.sides))
+            return const(sum(n - 1 for n in self.sides))
         if self.wraps and not self.uni:
             return self.size * _t(RING_HOPS)
         return self._less_one()
@@ -295,6 +303,8 @@ class Options:
     def _link(self, name: str) -> Link:
         ax, costs = self.mesh[name], self.costs
         wraps = ax.wraps
+        if wraps is None and ax.torus and costs.chip is not None:  # a real slice: the chip's rule per side
+            wraps = all(costs.chip.wraps(n) for n in ax.torus)
         if wraps is None:
             wraps = (
                 costs.chip.wraps(ax.size, ax.links)
@@ -303,8 +313,9 @@ class Options:
             )
         m = tm.mono(links(name)) if costs.symbolic_links else const(ax.links)
         size = tm.mono(axis_size(name)) if ax.size is None else const(ax.size)
+        dcn = ax.dcn or name in costs.dcn_axes
         return Link(
-            name, size, m, wraps, name in costs.dcn_axes, costs.ring == "uni", costs.exact, ax.size, ax.node
+            name, size, m, wraps, dcn, costs.ring == "uni", costs.exact, ax.size, ax.node, ax.leaf, ax.torus
         )
 
     def link(self, name: str) -> Link:
@@ -409,7 +420,9 @@ def _shift(axes: tuple[str, ...], opts: Options, offset: int) -> CommCost | None
 
 def _unit(model: str, op: Op, group: tuple[Link, ...]) -> CommCost:
     if any(g.node is not None for g in group):  # a GPU axis across nodes: NVLink inside, scale-out across
-        parts = hierarchical_parts(model, op, sympy.Integer(1), [(g.size.sympy(), g.node) for g in group])
+        parts = hierarchical_parts(
+            model, op, sympy.Integer(1), [(g.size.sympy(), g.node, g.leaf) for g in group]
+        )
         return CommCost(tuple((from_sympy(lat), from_sympy(b)) for lat, b in parts), False)
     return _formula(model, op, tm.ONE, group)
 
