@@ -218,6 +218,19 @@ def _hw_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _hw_slice(args: argparse.Namespace) -> int:
+    from shardalg.costs.topology import slice_topology
+
+    topology = slice_topology(args.name)
+    layout = topology.layout(args.mesh)
+    if args.json:
+        print(json.dumps({**topology.to_json(), "mesh": layout.to_json()["axes"]}, indent=2))
+    else:
+        print(topology)
+        print("mesh: " + "; ".join(layout.lines()))
+    return EXIT_OK
+
+
 def _costing(
     p: argparse.ArgumentParser,
     latency_flag: str,
@@ -353,7 +366,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="List or show the hardware presets.",
         epilog=examples("shardalg hw list", "shardalg hw show tpu-v5p"),
     )
-    sub = p.add_subparsers(dest="hw_command", metavar="{list,show}", parser_class=type(p))
+    sub = p.add_subparsers(dest="hw_command", metavar="{list,show,slice}", parser_class=type(p))
     sub.required = True
     q = sub.add_parser(
         "list",
@@ -375,3 +388,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--json", action="store_true", help="print the preset as JSON")
     q.set_defaults(handler=_hw_show)
+    q = sub.add_parser(
+        "slice",
+        help="a real slice: its physical axes, network levels and sources, and a logical mesh of it",
+        description="Show a real slice (v5p-8960, v5e-256, v4-4096, h100-1024): its torus axes with "
+        "wraparound and hops, pods over DCN, or a GPU network's levels (radix, switches, link bandwidths), each "
+        "with its source; --mesh factors the physical axes into logical ones (what --slice gives a command).",
+        epilog=examples("shardalg hw slice v5p-8960 --mesh X=x*y,Y=z", "shardalg hw slice h100-1024 --json"),
+    )
+    q.add_argument("name", metavar="SLICE", help="PRODUCT-CHIPS: v5p-8960, v5e-256, v4-4096, h100-1024")
+    q.add_argument("--mesh", metavar="X=x*y,Y=z", help="logical axes as products of the physical axes")
+    q.add_argument("--json", action="store_true", help="print the slice as JSON")
+    q.set_defaults(handler=_hw_slice)

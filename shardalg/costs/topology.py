@@ -429,11 +429,12 @@ class Layout:
                 + " + ".join(f"{n} {h}" for n, h in hops)
                 + f" = {sum(h for _, h in hops)}"
                 if hops
-                else (", over DCN" if a.dcn else "")
+                else ""
             )
             if a.node is not None:
                 extra = f", {a.node} a node" + (f", {a.leaf} a leaf group" if a.leaf is not None else "")
-            out.append(f"{a.name} = {what} ({a.size} chips{extra})")
+            count = f"{a.size} pods over DCN" if a.dcn else f"{a.size} chips"
+            out.append(f"{a.name} = {what} ({count}{extra})")
         return out
 
     def to_json(self) -> dict[str, object]:
