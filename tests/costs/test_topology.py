@@ -208,3 +208,33 @@ def test_the_levels_are_checked_to_be_the_full_bisection_tree_the_formula_prices
     leaf = replace(net.levels[1], link=Sourced(2e11, "a 2:1 oversubscribed leaf"))
     with pytest.raises(UsageError, match="oversubscribed"):
         _check_network(get("h100"), Network((net.levels[0], leaf, net.levels[2]), "test"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.sampled_from(["v5p-8960", "v4-4096", "v5e-256", "v5e-8", "v5e-128", "v5p-32"]),
+    st.sampled_from([Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.PERMUTE]),
+    st.booleans(),
+)
+def test_a_product_axis_costs_what_its_physical_axes_cost_together(name, op, exact):
+    # the logical axis X = x*y is priced as the group (x, y) of the physical mesh: hops, rates, AllToAll's
+    # worst side and a permute's path side by side (lines and rings alike, mixed on v5e 8x16)
+    topology = slice_topology(name)
+    first, second = (a.name for a in topology.axes[:2])
+    rest = ",".join(f"{a.name.upper()}={a.name}" for a in topology.axes[2:])
+    logical = slice_mesh(name, f"X={first}*{second}" + (f",{rest}" if rest else ""))
+    n = logical["X"].size
+    sizes = {"E": n * 4, "F": 64}
+    on_logical = collective_cost(
+        op, Tensor("A", (Dim("E", ("X",)), Dim("F"))), ("X",), logical, sizes, hw=topology.chip, exact=exact
+    )
+    on_physical = collective_cost(
+        op,
+        Tensor("A", (Dim("E", (first, second)), Dim("F"))),
+        (first, second),
+        slice_mesh(name),
+        sizes,
+        hw=topology.chip,
+        exact=exact,
+    )
+    assert sympy.simplify(on_logical.total() - on_physical.total()) == 0
