@@ -82,3 +82,18 @@ def test_memory_takes_the_slice_too(capsys):
     out = capsys.readouterr().out
     assert "note: slice: v5e-256: X = x*y (256 chips, 2 links, hops x 8 + y 8 = 16)" in out
     assert "note: chip: tpu-v5e (the slice's)" in out
+
+
+def test_search_takes_the_slice_and_its_chip(capsys):
+    program = "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; Tmp[B, F] * W_out[F, D] -> Out[B, D]"
+    argv = ["search", program, "--slice", "v5e-16", "--mesh", "X=x,Y=y", "--sizes", "B=256,D=1024,F=4096"]
+    assert main([*argv, "--top", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "note: slice: v5e-16: X = x (4 chips, 1 link, hops x 3 = 3); Y = y (4 chips, 1 link, hops y 3 = 3)"
+        in out
+    )
+    assert "note: chip: tpu-v5e (the slice's)" in out
+    assert main([*argv, "--json", "--quiet"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(a["name"], a["wraps"]) for a in data["slice"]["axes"]] == [("x", False), ("y", False)]
