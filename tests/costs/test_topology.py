@@ -238,3 +238,19 @@ def test_a_product_axis_costs_what_its_physical_axes_cost_together(name, op, exa
         exact=exact,
     )
     assert sympy.simplify(on_logical.total() - on_physical.total()) == 0
+
+
+def test_the_gpu_chapters_pop_quizzes_on_the_levels():
+    # Pop Quiz 1: AllGather(bf16[B_X, F]) in one 8xH100 node, B=1024, F=16,384: "more precisely, 65us"
+    node = slice_mesh("h100-8", "X=gpu")
+    t = Tensor("A", (Dim("B", ("X",)), Dim("F")))
+    c = collective_cost(Op.ALL_GATHER, t, ("X",), node, {"B": 1024, "F": 16384}, hw="h100", latency=False)
+    assert float(c.total(latency=False).subs(get("h100").values())) == pytest.approx(
+        2 * 1024 * 16384 * 7 / (8 * 450e9)
+    )
+    # Pop Quiz 3: AllGather_X(bf16[D_X, F_Y]) over one SU with Y (<= 8) the inner axis: 2·D·F·(32−1)/(32·400e9)
+    su = slice_mesh("h100-256", "X=node,Y=gpu")
+    t = Tensor("W", (Dim("D", ("X",)), Dim("F", ("Y",))))
+    c = collective_cost(Op.ALL_GATHER, t, ("X",), su, {"D": 8192, "F": 32768}, hw="h100")
+    bandwidth = c.parts[0][1].sympy().subs(get("h100").values())
+    assert float(bandwidth) == pytest.approx(2 * 8192 * 32768 * 31 / (32 * 400e9))
