@@ -443,6 +443,12 @@ def _shift_unit(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None
 @memoized(Kind.PIECE)
 def _shift(axes: tuple[str, ...], opts: Options, offset: int) -> CommCost | None:
     link = opts.link(axes[0])
+    if len(link.sides) > 1:  # a shift's path over several torus sides depends on the carries: not priced yet
+        raise UsageError(
+            f"a Shift along {link.name}, an axis made of {len(link.sides)} torus axes of a slice, is not priced "
+            "yet (its path depends on where each block wraps from one side to the next)",
+            fix="shift along a logical axis that is one torus axis of the slice (e.g. --mesh X=x,Y=y*z)",
+        )
     return None if link.number == 1 else shift_unit(opts.costs.model, link, offset, _t(T_MIN), _t(ONE_WAY))
 
 

@@ -21,6 +21,8 @@ physical axes (the book's M), and a collective over it crosses each physical axi
 hops are the sum of each side's (``16/2 + 20/2`` for ``x*y`` of a v5p pod), not half its chip count. On a GPU
 network its devices per node and per leaf group tell :mod:`.hierarchy` which levels it spans. A factor of one
 physical axis (a sub-axis, ``x:(1)4``) is refused for now, naming the hook (:func:`_piece`) that reads it.
+Every collective over a product axis is priced as over its torus axes together (a property test checks each);
+a Shift along one is refused, since its path depends on where blocks carry from one side to the next.
 """
 
 from __future__ import annotations

@@ -254,3 +254,20 @@ def test_the_gpu_chapters_pop_quizzes_on_the_levels():
     c = collective_cost(Op.ALL_GATHER, t, ("X",), su, {"D": 8192, "F": 32768}, hw="h100")
     bandwidth = c.parts[0][1].sympy().subs(get("h100").values())
     assert float(bandwidth) == pytest.approx(2 * 8192 * 32768 * 31 / (32 * 400e9))
+
+
+def test_a_shift_along_several_torus_axes_is_refused_not_miscounted():
+    mesh = slice_mesh("v5p-8960", "X=x*y,Y=z")
+    t = Tensor("A", (Dim("E", ("X",)), Dim("F")))
+    with pytest.raises(UsageError, match="a Shift along X, an axis made of 2 torus axes"):
+        collective_cost(Op.SHIFT, t, ("X",), mesh, {"E": 320, "F": 8}, hw="tpu-v5p", offset=1)
+    one = collective_cost(
+        Op.SHIFT,
+        Tensor("A", (Dim("E", ("Y",)), Dim("F"))),
+        ("Y",),
+        mesh,
+        {"E": 28, "F": 8},
+        hw="tpu-v5p",
+        offset=1,
+    )
+    assert one.parts[0][0].sympy() == quantity("T_min")  # one hop along z
