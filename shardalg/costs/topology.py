@@ -411,8 +411,11 @@ def slice_topology(name: str) -> Topology:
     if m is None or chip_name is None:
         raise UsageError(f"unknown slice {name!r}: write {SLICE_TEXT}")
     count = int(m[2])
-    if count < 1:
-        raise UsageError(f"a slice has at least one chip, not {count}")
+    if count < 2:
+        raise UsageError(
+            f"a slice of {count} chip{'' if count == 1 else 's'} has no mesh axis to shard over",
+            fix=f"take at least 2 chips, e.g. {m[1]}-8",
+        )
     chip = get(chip_name)
     notes: list[str] = []
     if chip_name in NETWORKS:

@@ -92,6 +92,7 @@ def test_slices_smaller_and_larger_than_a_pod():
         ("h100-12", "no h100 slice has 12 GPUs"),
         ("tpu9-8", "unknown slice 'tpu9-8'"),
         ("v5p", "unknown slice 'v5p'"),
+        ("v5e-1", "a slice of 1 chip has no mesh axis to shard over"),
     ],
 )
 def test_unknown_slices_are_refused_with_what_there_is(name, message):
