@@ -90,8 +90,8 @@ class Axis:
                 raise UsageError(f"mesh axis {self.name} needs a positive integer of devices per leaf group")
             if self.node is None or self.leaf % self.node:
                 raise UsageError(
-                    f"mesh axis {self.name}: its devices per leaf group ({self.leaf}) are a multiple of its "
-                    "devices per node",
+                    f"mesh axis {self.name}: its devices per leaf group ({self.leaf}) must be a multiple of its "
+                    "devices per node (:nodeN)",
                     fix=f"give both, e.g. {self.name}=1024:node8:leaf256",
                 )
             if self.size is not None and self.size % self.leaf:
@@ -330,6 +330,8 @@ def _axis_from_text(part: str) -> Axis:
     k = limits.require_digits(links, f"the link count of mesh axis {name}") if links else 1
     if torus and not links:
         k = len(torus)
+    if torus and n is None:  # the sides give the size
+        n = prod(torus)
     return Axis(name, n, k, wraps, node, leaf, torus, dcn)
 
 
