@@ -30,7 +30,7 @@ from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
 from .common import add_overlap, examples, program_text
-from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
     import sympy
@@ -80,10 +80,13 @@ def _constraint(text: str) -> sympy.Eq:
 
 
 def _options(args: argparse.Namespace) -> dict:
+    layout = slice_layout(args)  # --slice: its logical mesh (--mesh factors it) and its chip by default
+    hw, notes = slice_chip(args, layout)
+    _notes(f"{k}: {v}" for k, v in notes)
     out: dict = {
-        "mesh": _mesh(args.mesh),
+        "mesh": layout.mesh if layout is not None else _mesh(args.mesh),
         "sizes": args.sizes,
-        "hw": chip(args.hw),
+        "hw": hw,
         "model": args.model,
         "symbolic_links": args.symbolic_links,
         "exact": args.exact,
@@ -239,6 +242,7 @@ def _costing(
     p.add_argument("--mesh", metavar="X=4,Y", help=MESH_HELP)
     p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
     add_hw(p, help=HW_HELP + "; its numbers give seconds, its rule the wraparound")
+    add_slice(p)
     p.add_argument(
         "--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's, else ici"
     )

@@ -97,3 +97,13 @@ def test_search_takes_the_slice_and_its_chip(capsys):
     assert main([*argv, "--json", "--quiet"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [(a["name"], a["wraps"]) for a in data["slice"]["axes"]] == [("x", False), ("y", False)]
+
+
+def test_cost_takes_the_slice_and_counts_hops_per_torus_axis(capsys):
+    expr = "AllGather_X(W[D_X, F]) -> W[D, F]"
+    assert main(["cost", expr, "--slice", "v5p-8960", "--mesh", "X=x*y,Y=z", "--sizes", "D=8960,F=8192"]) == 0
+    out, err = capsys.readouterr()
+    assert "comms Max(18*T_min, 73400320/W_ici)" in out  # 16/2 + 20/2 hops, not 320/2
+    assert "shardalg: note: chip: tpu-v5p (the slice's)" in err
+    assert main(["cost", expr, "--mesh", "X=320*2", "--sizes", "D=8960,F=8192", "--hw", "tpu-v5p"]) == 0
+    assert "comms Max(160*T_min, 73400320/W_ici)" in capsys.readouterr().out  # a flat axis of 320 chips
