@@ -60,6 +60,8 @@ _EXPORTS: dict[str, str] = {
     "plan_cost": "costs.plancost",
     "PlanCost": "costs.plancost",
     "Chip": "costs.hardware",
+    "slice_mesh": "costs.topology",
+    "slice_topology": "costs.topology",
     "compare": "costs.derive",
     "optimum": "costs.derive",
     "compute_bound": "costs.derive",

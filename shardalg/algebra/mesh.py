@@ -1,5 +1,7 @@
 """The device mesh: named axes, each with a size, a link multiplicity M, a wraparound flag and (for a GPU
-axis that spans nodes) the devices per node along it.
+axis that spans nodes) the devices per node along it; an axis made from a real slice
+(:mod:`shardalg.costs.topology`) also knows the physical torus axes under it, whether it runs over DCN, and
+(GPU) the devices per leaf unit along it.
 
     >>> Mesh(X=4, Y=2)
     Mesh(X=4, Y=2)
@@ -31,11 +33,14 @@ _AXIS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
 MESH_TEXT = (
     "NAME[=SIZE][*LINKS][:ring|:line][:nodeN], comma separated: X=4,Y=2 (sizes); X (a symbolic size); "
     "X=16*2 (M = 2 links back the axis); X=4:ring or Y=4:line (wraparound or not, instead of the chip's rule); "
-    "X*2:ring (symbolic size, numeric links); X=64:node8 (a GPU axis whose 64 devices sit 8 to a node)"
+    "X*2:ring (symbolic size, numeric links); X=64:node8 (a GPU axis whose 64 devices sit 8 to a node); "
+    "X=1024:node8:leaf256 (and 256 to a leaf switch group); X=320*2:torus16x20 (the physical torus axes under "
+    "X); P=2:dcn (over the data-center network)"
 )
 # One axis of mesh text: name, size (legacy X:4 too), links, then :options.
 _AXIS_TEXT = re.compile(r"([A-Za-z][A-Za-z0-9]*)(?:[=:]([0-9]+))?(?:\*([0-9]+))?((?::[A-Za-z0-9]+)*)")
-_NODE_OPTION = re.compile(r"node([0-9]+)")
+_NODE_OPTION = re.compile(r"(node|leaf)([0-9]+)")
+_TORUS_OPTION = re.compile(r"torus([0-9]+(?:x[0-9]+)*)")
 
 
 @dataclass(frozen=True)
@@ -43,13 +48,21 @@ class Axis:
     """One mesh axis. ``links`` is the book's M (physical ICI axes backing it, bandwidth x M);
     ``wraps`` is True for a ring with wraparound, False for a line, None when the chip decides.
     ``node`` is set for a GPU axis that spans nodes: the devices per node along the axis (NVLink inside a
-    node, the scale-out network across); None when the whole axis sits in one NVLink domain."""
+    node, the scale-out network across); None when the whole axis sits in one NVLink domain. ``leaf``: the
+    devices per leaf switch group (a scalable unit) along the axis, when it spans several (a spine level
+    joins them); None when the axis lies under one leaf group. ``torus``: the sides of the physical torus
+    axes under the axis (their product is the size, their count the links): each side is its own ring, so a
+    collective's hops are summed per side, not counted over the whole size. ``dcn``: the axis joins slices
+    over the data-center network."""
 
     name: str
     size: int | None
     links: int = 1
     wraps: bool | None = None
     node: int | None = None
+    leaf: int | None = None
+    torus: tuple[int, ...] = ()
+    dcn: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _AXIS_NAME.match(self.name):
@@ -72,6 +85,36 @@ class Axis:
                     f"mesh axis {self.name} has {self.size} devices, not a multiple of {self.node} per node",
                     fix=f"make the size a multiple of the node: {self.name}={self.node * max(1, self.size // self.node)}:node{self.node}",
                 )
+        if self.leaf is not None:
+            if isinstance(self.leaf, bool) or not isinstance(self.leaf, int) or self.leaf < 1:
+                raise UsageError(f"mesh axis {self.name} needs a positive integer of devices per leaf group")
+            if self.node is None or self.leaf % self.node:
+                raise UsageError(
+                    f"mesh axis {self.name}: its devices per leaf group ({self.leaf}) must be a multiple of its "
+                    "devices per node (:nodeN)",
+                    fix=f"give both, e.g. {self.name}=1024:node8:leaf256",
+                )
+            if self.size is not None and self.size % self.leaf:
+                raise UsageError(
+                    f"mesh axis {self.name} has {self.size} devices, not a multiple of {self.leaf} per leaf group"
+                )
+        if self.torus:
+            if not all(isinstance(n, int) and not isinstance(n, bool) and n > 1 for n in self.torus):
+                raise UsageError(
+                    f"mesh axis {self.name}: its torus sides are integers above 1, not {self.torus}"
+                )
+            if self.size is not None and prod(self.torus) != self.size:
+                raise UsageError(
+                    f"mesh axis {self.name} has {self.size} devices, but its torus sides "
+                    f"{'x'.join(map(str, self.torus))} hold {prod(self.torus)}"
+                )
+            if len(self.torus) != self.links:
+                raise UsageError(
+                    f"mesh axis {self.name} stands on {len(self.torus)} torus axes but says {self.links} links",
+                    fix=f"one link per torus axis: {self.name}={prod(self.torus)}*{len(self.torus)}",
+                )
+        if self.dcn and (self.node is not None or self.torus):
+            raise UsageError(f"mesh axis {self.name} runs over DCN: it has no node or torus sides")
 
 
 class Mesh:
@@ -226,6 +269,12 @@ class Mesh:
                 extra.append(f"wraps={a.wraps}")
             if a.node is not None:
                 extra.append(f"node={a.node}")
+            if a.leaf is not None:
+                extra.append(f"leaf={a.leaf}")
+            if a.torus:
+                extra.append(f"torus={'x'.join(map(str, a.torus))}")
+            if a.dcn:
+                extra.append("dcn")
             return f"{a.name}={a.size}" + (f"({', '.join(extra)})" if extra else "")
 
         return f"Mesh({', '.join(one(a) for a in self._axes)})"
@@ -243,28 +292,47 @@ def _axis_from_text(part: str) -> Axis:
     name, size, links, options = m[1], m[2], m[3], [o for o in m[4].split(":") if o]
     wraps: bool | None = None
     node: int | None = None
+    leaf: int | None = None
+    torus: tuple[int, ...] = ()
+    dcn = False
     for option in options:
         found = _NODE_OPTION.fullmatch(option)
-        if option in ("ring", "line"):
+        sides = _TORUS_OPTION.fullmatch(option)
+        if option == "dcn":
+            dcn = True
+        elif sides is not None:
+            torus = tuple(
+                limits.require_digits(n, f"a torus side of mesh axis {name}") for n in sides[1].split("x")
+            )
+        elif option in ("ring", "line"):
             if wraps is not None:
                 raise UsageError(
                     f"mesh axis {part!r} says ring or line twice", fix=f"keep one: {name}=...:{option}"
                 )
             wraps = option == "ring"
         elif found is not None:
-            if node is not None:
-                raise UsageError(f"mesh axis {part!r} gives its devices per node twice")
-            node = limits.require_digits(found[1], f"the devices per node of mesh axis {name}")
+            count = limits.require_digits(found[2], f"the devices per {found[1]} of mesh axis {name}")
+            if (node if found[1] == "node" else leaf) is not None:
+                raise UsageError(f"mesh axis {part!r} gives its devices per {found[1]} twice")
+            if found[1] == "node":
+                node = count
+            else:
+                leaf = count
         else:
             raise UsageError(
-                f"unknown option :{option} of mesh axis {name}: the options are :ring, :line and "
-                f":nodeN (devices per node), e.g. {name}=4:ring"
+                f"unknown option :{option} of mesh axis {name}: the options are :ring, :line, "
+                f":nodeN (devices per node), :leafN (devices per leaf group), :torusAxB (torus sides) and "
+                f":dcn, e.g. {name}=4:ring"
             )
     n = limits.require_digits(size, f"the size of mesh axis {name}") if size is not None else None
     if n is not None and n < 1:
         raise UsageError(f"mesh axis {name} needs a positive size, not {size}", fix=f"write e.g. {name}=4")
     k = limits.require_digits(links, f"the link count of mesh axis {name}") if links else 1
-    return Axis(name, n, k, wraps, node)
+    if torus and not links:
+        k = len(torus)
+    if torus and n is None:  # the sides give the size
+        n = prod(torus)
+    return Axis(name, n, k, wraps, node, leaf, torus, dcn)
 
 
 @memoized(Kind.PIECE)

@@ -29,7 +29,7 @@ from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
 from .common import add_overlap, examples, program_text
-from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
     import sympy
@@ -79,10 +79,13 @@ def _constraint(text: str) -> sympy.Eq:
 
 
 def _options(args: argparse.Namespace) -> dict:
+    layout = slice_layout(args)  # --slice: its logical mesh (--mesh factors it) and its chip by default
+    hw, notes = slice_chip(args, layout)
+    _notes(f"{k}: {v}" for k, v in notes)
     out: dict = {
-        "mesh": _mesh(args.mesh),
+        "mesh": layout.mesh if layout is not None else _mesh(args.mesh),
         "sizes": args.sizes,
-        "hw": chip(args.hw),
+        "hw": hw,
         "model": args.model,
         "symbolic_links": args.symbolic_links,
         "exact": args.exact,
@@ -210,6 +213,19 @@ def _hw_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _hw_slice(args: argparse.Namespace) -> int:
+    from shardalg.costs.topology import slice_topology
+
+    topology = slice_topology(args.name)
+    layout = topology.layout(args.mesh)
+    if args.json:
+        print(json.dumps({**topology.to_json(), "mesh": layout.to_json()["axes"]}, indent=2))
+    else:
+        print(topology)
+        print("mesh: " + "; ".join(layout.lines()))
+    return EXIT_OK
+
+
 def _costing(
     p: argparse.ArgumentParser,
     latency_flag: str,
@@ -218,6 +234,7 @@ def _costing(
     p.add_argument("--mesh", metavar="X=4,Y", help=MESH_HELP)
     p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
     add_hw(p, help=HW_HELP + "; its numbers give seconds, its rule the wraparound")
+    add_slice(p)
     p.add_argument(
         "--model", choices=("ici", "alpha-beta", "alpha-beta-rd"), help="default: the chip's, else ici"
     )
@@ -345,7 +362,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="List or show the hardware presets.",
         epilog=examples("shardalg hw list", "shardalg hw show tpu-v5p"),
     )
-    sub = p.add_subparsers(dest="hw_command", metavar="{list,show}", parser_class=type(p))
+    sub = p.add_subparsers(dest="hw_command", metavar="{list,show,slice}", parser_class=type(p))
     sub.required = True
     q = sub.add_parser(
         "list",
@@ -367,3 +384,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--json", action="store_true", help="print the preset as JSON")
     q.set_defaults(handler=_hw_show)
+    q = sub.add_parser(
+        "slice",
+        help="a real slice: its physical axes, network levels and sources, and a logical mesh of it",
+        description="Show a real slice (v5p-8960, v5e-256, v4-4096, h100-1024): its torus axes with "
+        "wraparound and hops, pods over DCN, or a GPU network's levels (radix, switches, link bandwidths), each "
+        "with its source; --mesh factors the physical axes into logical ones (what --slice gives a command).",
+        epilog=examples("shardalg hw slice v5p-8960 --mesh X=x*y,Y=z", "shardalg hw slice h100-1024 --json"),
+    )
+    q.add_argument("name", metavar="SLICE", help="PRODUCT-CHIPS: v5p-8960, v5e-256, v4-4096, h100-1024")
+    q.add_argument("--mesh", metavar="X=x*y,Y=z", help="logical axes as products of the physical axes")
+    q.add_argument("--json", action="store_true", help="print the slice as JSON")
+    q.set_defaults(handler=_hw_slice)

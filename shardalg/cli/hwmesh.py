@@ -1,6 +1,8 @@
 """The ``--hw`` (alias ``--chip``) and ``--mesh`` options every command shares: one reader of chip text
 (:mod:`shardalg.costs.chipspec`: a preset, a TOML file, or NAME=VALUE pairs) and one of mesh text
-(:meth:`shardalg.algebra.mesh.Mesh.parse`: sizes, ``*M`` links, ``:ring``/``:line``, ``:nodeN``).
+(:meth:`shardalg.algebra.mesh.Mesh.parse`: sizes, ``*M`` links, ``:ring``/``:line``, ``:nodeN``); and
+``--slice`` (:mod:`shardalg.costs.topology`: a real slice, whose physical axes ``--mesh`` then factors into
+logical axes, and whose chip is the default ``--hw``).
 
 Imports: :mod:`shardalg.costs` and :mod:`shardalg.algebra` (lazily, inside the functions).
 """
@@ -37,3 +39,46 @@ def mesh(text: str | None) -> Any:
     from shardalg.algebra.mesh import Mesh
 
     return None if text is None else Mesh.parse(text)
+
+
+SLICE_HELP = (
+    "a real slice: v5p-8960 (the 16x20x28 pod), v5e-256, v4-4096, h100-1024 (128 nodes of 8); its physical "
+    "axes are the mesh (x, y, z on a torus, pod over DCN; gpu, node, su on a GPU network), or --mesh factors "
+    "them into logical axes: X=x*y,Y=z; its chip is the default --hw"
+)
+
+
+def add_slice(p: argparse.ArgumentParser) -> None:
+    """``--slice NAME``."""
+    p.add_argument("--slice", metavar="NAME", help=SLICE_HELP)
+
+
+def slice_layout(args: argparse.Namespace) -> Any:
+    """The Layout of ``--slice`` factored by ``--mesh`` (None without ``--slice``)."""
+    if not getattr(args, "slice", None):
+        return None
+    from shardalg.costs.topology import slice_topology
+
+    return slice_topology(args.slice).layout(args.mesh)
+
+
+def slice_chip(args: argparse.Namespace, layout: Any) -> tuple[Any, list[tuple[str, str]]]:
+    """The chip of ``--hw``, or the slice's when ``--hw`` is not given (said in a note); a UsageError when
+    ``--hw`` names another product than the slice's."""
+    if layout is None:
+        return chip(args.hw), []
+    topo = layout.topology
+    notes = [("slice", f"{topo.name}: {'; '.join(layout.lines())}")]
+    notes += [("slice note", n) for n in topo.notes]
+    if args.hw is None:
+        notes.append(("chip", f"{topo.chip} (the slice's)"))
+        return chip(topo.chip), notes
+    got = chip(args.hw)
+    if got.name.rstrip("*") != topo.chip:
+        from shardalg.errors import UsageError
+
+        raise UsageError(
+            f"the slice {topo.name} is made of {topo.chip} chips, not {got.name}",
+            fix=f"drop --hw (the slice gives {topo.chip}) or use base={topo.chip},... to change its numbers",
+        )
+    return got, notes

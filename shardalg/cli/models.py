@@ -22,7 +22,7 @@ from shardalg.errors import UsageError
 
 from . import EXIT_OK
 from .common import HelpFormatter, add_overlap, examples, program_text
-from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 
@@ -46,20 +46,24 @@ def _program(args: argparse.Namespace) -> Any:
     return parse(program_text(args.program))
 
 
-def _model(args: argparse.Namespace) -> Any:
+def _model(args: argparse.Namespace, layout: Any = None) -> Any:
     from shardalg.models.program import model_program, refuse_sizes_it_lacks
 
     program = _program(args)
     refuse_sizes_it_lacks(program, args.sizes)
-    return model_program(program, mesh(args.mesh), args.sizes)
+    return model_program(program, layout.mesh if layout is not None else mesh(args.mesh), args.sizes)
 
 
 def _memory_report(args: argparse.Namespace) -> Any:
     from shardalg.models.analysis import analyze
     from shardalg.models.memory import model_memory
 
-    analysis = analyze(_model(args), args.mode, args.remat)
-    return model_memory(analysis, chip(args.hw), args.optimizer, args.grads)
+    layout = slice_layout(args)
+    hw, notes = slice_chip(args, layout)
+    analysis = analyze(_model(args, layout), args.mode, args.remat)
+    report = model_memory(analysis, hw, args.optimizer, args.grads)
+    report.notes.extend(notes)
+    return report
 
 
 def _print(data: dict[str, Any] | str, as_json: bool) -> None:
@@ -115,15 +119,38 @@ def _step(args: argparse.Namespace) -> int:
     from shardalg.models.analysis import analyze
     from shardalg.models.step import model_step
 
-    analysis = analyze(_model(args), args.mode, args.remat)
+    layout = slice_layout(args)
+    hw, notes = slice_chip(args, layout)
+    analysis = analyze(_model(args, layout), args.mode, args.remat)
     report = model_step(
         analysis,
-        chip(args.hw),
+        hw,
         args.overlap,
         args.mfu and _number(args.mfu, "--mfu"),
         _number(args.tokens, "--tokens"),
     )
-    _print(report.to_json() if args.json else str(report), args.json)
+    report.notes.extend(notes)
+    if layout is None:
+        _print(report.to_json() if args.json else str(report), args.json)
+        return EXIT_OK
+    from shardalg.models.slicecomms import slice_comms, slice_lines
+
+    if args.json:
+        data = report.to_json()
+        data["slice"] = {
+            **layout.topology.to_json(),
+            "mesh": layout.to_json()["axes"],
+            "comms": [
+                {"part": p.part, "axes": [c.to_json() for c in p.axes]} for p in slice_comms(report, layout)
+            ],
+        }
+        _print(data, True)
+    else:
+        text = str(report).split("\nnote: ", 1)
+        print(
+            "\n".join([text[0], *slice_lines(report, layout)])
+            + ("\nnote: " + text[1] if len(text) > 1 else "")
+        )
     return EXIT_OK
 
 
@@ -171,9 +198,15 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="the model in the notation with its role declarations "
         "(params, embeddings, saved, kvcache, tokens, layers), or - for standard input",
     )
-    p.add_argument("--mesh", metavar="X=4,Y=2", help=MESH_HELP + " (required unless PROGRAM declares one)")
+    p.add_argument(
+        "--mesh",
+        metavar="X=4,Y=2",
+        help=MESH_HELP + " (required unless PROGRAM declares one); with --slice, logical axes as products of "
+        "the slice's physical axes: X=x*y,Y=z",
+    )
     p.add_argument("--sizes", metavar="B=1024,T=4096", help="dim sizes, NAME=INT separated by commas")
     add_hw(p, help=HW_HELP + "; its HBM is what the model must fit in")
+    add_slice(p)
     p.add_argument(
         "--mode",
         choices=("train", "infer"),

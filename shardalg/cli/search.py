@@ -21,7 +21,7 @@ from shardalg.errors import UsageError
 
 from . import EXIT_OK
 from .common import HelpFormatter, add_overlap, examples, program_text
-from .hwmesh import HW_HELP, MESH_HELP, add_hw, mesh
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 
 DELAY = 1.0  # seconds before a progress bar shows
 
@@ -76,15 +76,19 @@ def _search(args: argparse.Namespace) -> int:
     program = parse(program_text(args.program))
     if isinstance(program, Program):  # a size for a dim the program lacks would be ignored without a word
         refuse_sizes_it_lacks(program, args.sizes)
+    layout = slice_layout(args)
+    if layout is not None:  # the slice's logical mesh, and its chip unless --hw names one
+        hw, notes = slice_chip(args, layout)
+        args.mesh_value, args.hw_value, args.slice_notes = layout.mesh, hw, notes
     if args.per_statement:
         return _per_statement(program, args)
     bar = _Bar(not args.quiet)
     try:
         result = search(
             program,
-            mesh(args.mesh),
+            _mesh_of(args),
             args.sizes,
-            args.hw,
+            _hw_of(args),
             args.memory,
             args.mode,
             args.optimizer,
@@ -95,15 +99,33 @@ def _search(args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
+    slice_notes = getattr(args, "slice_notes", [])
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
-        for k, v in result.notes:
+        data = result.to_json()
+        if layout is not None:
+            data["slice"] = {**layout.topology.to_json(), "mesh": layout.to_json()["axes"]}
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        for k, v in [*result.notes, *slice_notes]:
             print(f"note: {k}: {v}", file=sys.stderr)
     elif args.format == "latex":
         print(result.latex())
+        for k, v in slice_notes:
+            print(f"% note: {k}: {v}")
     else:
         print(result)
+        for k, v in slice_notes:
+            print(f"note: {k}: {v}")
     return EXIT_OK
+
+
+def _mesh_of(args: argparse.Namespace):
+    """The mesh of ``--slice`` (factored by ``--mesh``), else ``--mesh``."""
+    return getattr(args, "mesh_value", None) or mesh(args.mesh)
+
+
+def _hw_of(args: argparse.Namespace):
+    """The chip of ``--hw``, or the slice's."""
+    return getattr(args, "hw_value", None) or args.hw
 
 
 def _per_statement(program, args: argparse.Namespace) -> int:
@@ -117,9 +139,9 @@ def _per_statement(program, args: argparse.Namespace) -> int:
     try:
         result = search_chain(
             program,
-            mesh(args.mesh),
+            _mesh_of(args),
             args.sizes,
-            args.hw,
+            _hw_of(args),
             args.memory,
             args.mode,
             args.optimizer,
@@ -129,12 +151,15 @@ def _per_statement(program, args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
+    slice_notes = getattr(args, "slice_notes", [])
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
-        for k, v in result.problem.notes:
+        for k, v in [*result.problem.notes, *slice_notes]:
             print(f"note: {k}: {v}", file=sys.stderr)
     else:
         print(result)
+        for k, v in slice_notes:
+            print(f"note: {k}: {v}")
     return EXIT_OK
 
 
@@ -166,7 +191,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--sizes", metavar="B=128,D=8192", help="dim sizes, NAME=INT separated by commas (all of them)"
     )
-    add_hw(p, help=HW_HELP + "; required")
+    add_hw(p, help=HW_HELP + "; required unless --slice gives it")
+    add_slice(p)
     p.add_argument(
         "--memory",
         metavar="BYTES",

@@ -2,8 +2,10 @@
 
 - :mod:`.atoms`, :mod:`.terms`, :mod:`.fromsympy` (light cost terms: monomials of positive symbols, their
   sums and maxima; evaluated without sympy, made sympy on demand);
-- :mod:`.hardware` (chip presets, each number with its source), :mod:`.commcost` and :mod:`.stepcost` (the
-  communication models: ICI torus, alpha-beta; exact ring bytes, one-way rings), :mod:`.steps` (one step's
+- :mod:`.hardware` (chip presets, each number with its source), :mod:`.slicedata` and :mod:`.topology` (real
+  slices: pods, shapes and GPU network levels as sourced data; a slice's physical axes factored into a logical
+  mesh), :mod:`.commcost`, :mod:`.stepcost` and :mod:`.hierarchy` (the communication models: ICI torus with
+  hops per torus axis, alpha-beta, GPU levels; exact ring bytes, one-way rings), :mod:`.steps` (one step's
   cost: collective, compute, HBM; and its seconds as numbers);
 - :mod:`.costmodel` (the cost model as one frozen value: chip, communication model, overlap policy,
   counting options; the public functions' keyword options fold into it once; the planner's ranking by

@@ -235,7 +235,12 @@ PRESETS: dict[str, Chip] = {
             "tpu-v5e",
             "Google TPU v5e (16x16 pod, 2D torus)",
             flops=Sourced(1.97e14, _book("1.97e14", _GC.format(v="v5e"), "197 TFLOPs")),
-            hbm_bandwidth=Sourced(8.1e11, _book("8.1e11", _GC.format(v="v5e"), "819 GBps", _BOOK_USED)),
+            hbm_bandwidth=Sourced(
+                8.2e11,
+                _book("8.2e11", _GC.format(v="v5e"), "819 GBps", _BOOK_USED)
+                + " (the book's current table; its earlier table printed '8.1e11' [not used: revised by the"
+                " book to 8.2e11, the preset's figure until then])",
+            ),
             hbm_capacity=Sourced(16e9, _book("16GB", _GC.format(v="v5e"), "16 GiB", _BOOK_USED)),
             ici_bandwidth=Sourced(
                 9e10,

@@ -34,8 +34,10 @@ book's chapter 3 counting exercise; seed 000, footnote 5).
 
 V is the bytes of the array as one gather group sees it: dims sharded on other axes count at their local size.
 Slice and a local einsum communicate nothing; an einsum costs 2·Π(local dim sizes) FLOPs at C FLOP/s and
-reads and writes its operands' local bytes at W_hbm. Mesh axes listed in ``dcn_axes`` run over the
-data-center network at ``W_dcn`` per chip (no hop latency term).
+reads and writes its operands' local bytes at W_hbm. Mesh axes listed in ``dcn_axes`` (or marked ``dcn``) run
+over the data-center network at ``W_dcn`` per chip (no hop latency term). An axis of a real slice knows the
+physical torus axes under it (``Axis.torus``): its hops are summed per torus axis (``Σ side/2`` on rings), not
+``|X|/2`` over the whole axis.
 """
 
 from __future__ import annotations
@@ -119,6 +121,16 @@ class Link:
     exact: bool = False
     number: int | None = None  # the size when it is a number
     node: int | None = None  # GPU devices per node along the axis (X=64:node8); priced by .hierarchy
+    leaf: int | None = None  # GPU devices per leaf switch group along the axis (X=1024:node8:leaf256)
+    sides: tuple[tuple[int, bool], ...] = ()  # the physical torus axes under the axis (a real slice) and
+    # whether each wraps: a collective crosses them side by side, each as an axis of its own
+
+    def side_links(self) -> tuple[Link, ...]:
+        """The torus sides under an axis of a real slice, each as a one-link axis of its own (empty otherwise):
+        a collective over the axis is priced as over these sides together."""
+        return tuple(
+            Link(self.name, const(n), tm.ONE, w, False, self.uni, self.exact, n) for n, w in self.sides
+        )
 
     @property
     def one_way(self) -> bool:
@@ -129,6 +141,8 @@ class Link:
     def hops(self) -> Term:
         if self.dcn:
             return ZERO
+        if self.sides:  # each physical torus axis is its own ring (or line): hops add up side by side
+            return add(*(side.hops for side in self.side_links()))
         if self.wraps and not self.uni:
             return self.size * _t(RING_HOPS)
         return self._less_one()
@@ -148,6 +162,8 @@ class Link:
     def gather_rate(self) -> Term:
         """Effective bandwidth of a gather along this axis: the ring's, or the one-way share of a line or a
         one-way ring (a line's (|X| − 1)/|X| is kept here unless ``exact`` counts it for the whole group)."""
+        if self.sides:
+            return add(*(side.gather_rate for side in self.side_links()))
         if not self.one_way:
             return self.rate
         if self.exact or self.wraps:
@@ -199,8 +215,16 @@ def _ici_gather(v: Term, group: tuple[Link, ...]) -> CommCost:
     return CommCost(((_t(T_MIN) * hops, v / add(*rates)),), True, _split(v, rates, group))
 
 
+def _spread(g: Link) -> Term:
+    """|X| over an AllToAll's rate along the axis; on an axis of a real slice, its longest torus side over one
+    side's rate (the physical axes under it are crossed side by side, as separate mesh axes would be)."""
+    if g.sides:
+        return maximum(*(side.size / side.spread_rate for side in g.side_links()))
+    return g.size / g.spread_rate
+
+
 def _ici_all_to_all(v: Term, group: tuple[Link, ...]) -> CommCost:
-    worst = maximum(*(g.size / g.spread_rate for g in group))
+    worst = maximum(*(_spread(g) for g in group))
     hops = add(*(g.hops for g in group))
     uni = any(g.uni and g.wraps for g in group)
     share = _t(UNI_ALL_TO_ALL_SHARE if uni else ALL_TO_ALL_SHARE)
@@ -211,9 +235,17 @@ def _ici_all_to_all(v: Term, group: tuple[Link, ...]) -> CommCost:
     return CommCost(((_t(T_MIN) * hops, moved),), True, _split(moved * add(*rates), rates, group))
 
 
+def _moving(g: Link, shard: Term) -> Term:
+    """A shard's time hop by hop along an axis: over its whole path at the axis's rate; on an axis of a real
+    slice, side by side, each side's hops over one side's link."""
+    if g.sides:
+        return add(*(_moving(side, shard) for side in g.side_links()))
+    return g.hops * shard / (g.rate * _t(ONE_WAY))
+
+
 def _ici_permute(shard: Term, group: tuple[Link, ...]) -> CommCost:
     hops = add(*(g.hops for g in group))
-    moving = add(*(g.hops * shard / (g.rate * _t(ONE_WAY)) for g in group))
+    moving = add(*(_moving(g, shard) for g in group))
     return CommCost(((_t(T_MIN) * hops, moving),), True, tuple((g.name, g.hops * shard) for g in group))
 
 
@@ -295,6 +327,12 @@ class Options:
     def _link(self, name: str) -> Link:
         ax, costs = self.mesh[name], self.costs
         wraps = ax.wraps
+        sides = tuple(  # a real slice: the chip's rule per side (a ring when nothing says otherwise)
+            (n, wraps if wraps is not None else costs.chip.wraps(n) if costs.chip is not None else True)
+            for n in ax.torus
+        )
+        if sides:
+            wraps = all(w for _, w in sides)
         if wraps is None:
             wraps = (
                 costs.chip.wraps(ax.size, ax.links)
@@ -303,8 +341,9 @@ class Options:
             )
         m = tm.mono(links(name)) if costs.symbolic_links else const(ax.links)
         size = tm.mono(axis_size(name)) if ax.size is None else const(ax.size)
+        dcn = ax.dcn or name in costs.dcn_axes
         return Link(
-            name, size, m, wraps, name in costs.dcn_axes, costs.ring == "uni", costs.exact, ax.size, ax.node
+            name, size, m, wraps, dcn, costs.ring == "uni", costs.exact, ax.size, ax.node, ax.leaf, sides
         )
 
     def link(self, name: str) -> Link:
@@ -404,12 +443,20 @@ def _shift_unit(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None
 @memoized(Kind.PIECE)
 def _shift(axes: tuple[str, ...], opts: Options, offset: int) -> CommCost | None:
     link = opts.link(axes[0])
+    if len(link.sides) > 1:  # a shift's path over several torus sides depends on the carries: not priced yet
+        raise UsageError(
+            f"a Shift along {link.name}, an axis made of {len(link.sides)} torus axes of a slice, is not priced "
+            "yet (its path depends on where each block wraps from one side to the next)",
+            fix="shift along a logical axis that is one torus axis of the slice (e.g. --mesh X=x,Y=y*z)",
+        )
     return None if link.number == 1 else shift_unit(opts.costs.model, link, offset, _t(T_MIN), _t(ONE_WAY))
 
 
 def _unit(model: str, op: Op, group: tuple[Link, ...]) -> CommCost:
     if any(g.node is not None for g in group):  # a GPU axis across nodes: NVLink inside, scale-out across
-        parts = hierarchical_parts(model, op, sympy.Integer(1), [(g.size.sympy(), g.node) for g in group])
+        parts = hierarchical_parts(
+            model, op, sympy.Integer(1), [(g.size.sympy(), g.node, g.leaf) for g in group]
+        )
         return CommCost(tuple((from_sympy(lat), from_sympy(b)) for lat, b in parts), False)
     return _formula(model, op, tm.ONE, group)
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from math import prod
 
+from shardalg.costs.slicedata import SHAPES
 from shardalg.errors import UsageError
 
 __all__ = ["Slice", "SLICES", "slice_shapes", "parse_slices"]
@@ -33,32 +34,9 @@ class Slice:
         return "x".join(map(str, self.shape))
 
 
-_V5E = "Cloud TPU docs, 'TPU v5e', Configurations: v5e supports the 2D slice shapes 1x1 ... 16x16"
-_V5P = (
-    "Cloud TPU docs, 'Supported TPU configurations', v5p: the most common single-slice shapes "
-    "(2x2x1 ... 16x16x24)"
-)
-
+# The shapes are data in one place (shardalg.costs.slicedata, with their sources); a chip's pod is its largest.
 SLICES: dict[str, tuple[Slice, ...]] = {
-    "tpu-v5e": tuple(
-        Slice(s, _V5E) for s in ((1, 1), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16))
-    ),
-    "tpu-v5p": tuple(
-        Slice(s, _V5P)
-        for s in (
-            (2, 2, 1),
-            (2, 2, 2),
-            (2, 4, 4),
-            (4, 4, 4),
-            (4, 4, 8),
-            (4, 8, 8),
-            (8, 8, 8),
-            (8, 8, 16),
-            (8, 16, 16),
-            (16, 16, 16),
-            (16, 16, 24),
-        )
-    ),
+    chip: tuple(Slice(shape, source) for shape, source in shapes) for chip, shapes in SHAPES.items()
 }
 
 _SHAPE = re.compile(r"[1-9][0-9]*(?:x[1-9][0-9]*)*")

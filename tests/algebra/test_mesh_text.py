@@ -31,7 +31,13 @@ def test_forms(text, axes):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("X=4:torus", "unknown option :torus of mesh axis X: the options are :ring, :line and :nodeN"),
+        ("X=4:torus", "unknown option :torus of mesh axis X: the options are :ring, :line, :nodeN"),
+        ("X=320:torus16x21", "mesh axis X has 320 devices, but its torus sides 16x21 hold 336"),
+        ("X=320*3:torus16x20", "mesh axis X stands on 2 torus axes but says 3 links"),
+        ("X=64:leaf16", "X: its devices per leaf group .16. must be a multiple of its devices per node"),
+        ("X=64:node8:leaf12", "X: its devices per leaf group .12. must be a multiple"),
+        ("X=96:node8:leaf64", "mesh axis X has 96 devices, not a multiple of 64 per leaf group"),
+        ("P=2:dcn:node2", "mesh axis P runs over DCN: it has no node or torus sides"),
         ("X=4:ring:line", "says ring or line twice"),
         ("X=0", "mesh axis X needs a positive size, not 0"),
         ("X=6:node4", "mesh axis X has 6 devices, not a multiple of 4 per node"),
@@ -60,3 +66,10 @@ def test_ring_and_line_override_the_chips_rule_and_links_multiply_bandwidth():
     assert ring == pytest.approx(2 * 1024 * 1024 / 9e10)  # V / W_ici
     assert line == pytest.approx(ring * 2 * 3 / 4)  # (|X|-1)/|X| of V at the one-way W_ici/2
     assert two == pytest.approx(ring / 2)
+
+
+def test_slice_options_read_back_as_the_axis_fields():
+    assert Mesh.parse("X:torus16x20") == Mesh([Axis("X", 320, 2, torus=(16, 20))])
+    assert Mesh.parse("X=320:torus16x20,P=2:dcn,G=1024:node8:leaf256") == Mesh(
+        [Axis("X", 320, 2, torus=(16, 20)), Axis("P", 2, dcn=True), Axis("G", 1024, node=8, leaf=256)]
+    )

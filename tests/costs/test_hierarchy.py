@@ -57,5 +57,5 @@ def test_nodes_belong_to_gpu_models():
 
 def test_an_op_without_parts_over_nodes_is_refused_naming_the_model() -> None:
     with pytest.raises(UsageError) as err:
-        hierarchical_parts("alpha-beta", Op.SLICE, sympy.Integer(1), [(sympy.Integer(16), 8)])
+        hierarchical_parts("alpha-beta", Op.SLICE, sympy.Integer(1), [(sympy.Integer(16), 8, None)])
     assert err.value.message == "the cross-node cost model (shardalg.costs.hierarchy) has no method for Slice"

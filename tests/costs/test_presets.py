@@ -38,7 +38,7 @@ ROWS = [
     ("tpu-v4p", "ici_bandwidth", 9e10, "9e10", 1, BOOK_TPU, []),
     ("tpu-v4p", "hop_latency", 1e-6, "about 1 us", 1e-6, BOOK_TPU, []),
     ("tpu-v5e", "flops", 1.97e14, "1.97e14", 1, BOOK_TPU, [("197 TFLOPs", False)]),
-    ("tpu-v5e", "hbm_bandwidth", 8.1e11, "8.1e11", 1, BOOK_TPU, [("819 GBps", True)]),
+    ("tpu-v5e", "hbm_bandwidth", 8.2e11, "8.2e11", 1, BOOK_TPU, [("819 GBps", True), ("8.1e11", True)]),
     ("tpu-v5e", "hbm_capacity", 16e9, "16GB", G, BOOK_TPU, [("16 GiB", True)]),
     ("tpu-v5e", "ici_bandwidth", 9e10, "9e10", 1, BOOK_TPU, [("400 GBps", True), ("4.5e10", False)]),
     ("tpu-v5e", "hop_latency", 1e-6, "about 1 us", 1e-6, BOOK_TPU, []),
