@@ -73,7 +73,7 @@ def main(argv: list[str]) -> None:
         try:
             out.append({"ok": True, "record": run_job(job)})
         except ShardalgError as err:
-            out.append({"ok": False, "error": str(err)})
+            out.append({"ok": False, "error": getattr(err, "message", str(err))})
         except Exception as err:  # the user's code: one line, the parent raises it as a ShardalgError
             out.append({"ok": False, "error": f"{type(err).__name__}: {err}".splitlines()[0]})
     print("SHARDALG-AUDIT " + json.dumps(out))

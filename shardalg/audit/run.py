@@ -9,6 +9,7 @@ share one subprocess (:func:`audit_files`). :func:`audit` does the same for a fu
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import tempfile
@@ -25,6 +26,7 @@ from shardalg.notation.parse import parse
 from shardalg.notation.syntax import DType, Tensor
 
 from .program import AuditProgram, Layout, build
+from .trace import trace
 from .verdict import BackwardVerdict, StatementVerdict, judge, judge_backward
 
 __all__ = ["Audit", "AuditJob", "audit", "audit_file", "audit_files", "DEFAULT_CHIP"]
@@ -59,8 +61,7 @@ class AuditJob:
         file, sep, function = str(target).rpartition(":")
         if not sep or not file or not function:
             raise UsageError(f"an audit target is FILE.py:FUNCTION, not {target!r}")
-        if not Path(file).is_file():
-            raise UsageError(f"no such file: {file}")
+        _defines(file, function)
         m = as_mesh(mesh)
         if m is None:
             raise UsageError("an audit needs a mesh: --mesh X=2,Y=4")
@@ -83,6 +84,32 @@ class Audit:
     @property
     def flagged(self) -> list[StatementVerdict]:
         return [v for v in self.verdicts if v.flagged]
+
+
+def _defines(file: str, function: str) -> None:
+    """Refuse, before any jax process starts, a file that is missing or unparsable or that defines no
+    top-level ``function`` (a ``def``, a class, an assignment or an import of that name)."""
+    path = Path(file)
+    if not path.is_file():
+        raise UsageError(f"no such file: {file}")
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=file)
+    except (SyntaxError, UnicodeDecodeError, ValueError) as err:
+        raise UsageError(f"{file} is not Python that parses: {err}") from None
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    if function not in names:
+        defs = sorted(n.name for n in tree.body if isinstance(n, ast.FunctionDef))
+        raise UsageError(
+            f"{file} has no function {function!r} at its top level (it defines: {', '.join(defs) or 'none'})"
+        )
 
 
 def _input_tensors(inputs: Sequence[Tensor | str]) -> tuple[Tensor, ...]:
@@ -176,12 +203,12 @@ def _layout(t: Tensor) -> Layout:
 
 
 def audit_files(
-    jobs: Sequence[AuditJob], *, hw: str | None = None, overlap: object = None
+    jobs: Sequence[AuditJob], *, hw: object = None, overlap: object = None
 ) -> list[Audit | ShardalgError]:
     """Audit every job in one subprocess (as many CPU devices as the largest mesh); a job that fails is its
     error, the others still run."""
-    chip = hw or DEFAULT_CHIP
-    costs = CostModel.of(chip, None, overlap)
+    costs = CostModel.of(hw or DEFAULT_CHIP, None, overlap)
+    chip = str(getattr(costs.chip, "name", hw or DEFAULT_CHIP))
     payload = [_job_json(j) for j in jobs]
     runs = run_jobs(payload, max(j.mesh.devices for j in jobs))
     out: list[Audit | ShardalgError] = []
@@ -207,7 +234,7 @@ def audit_file(
     sizes: Mapping[str, int] | None = None,
     *,
     backward: bool = False,
-    hw: str | None = None,
+    hw: object = None,
     overlap: object = None,
 ) -> Audit:
     """Audit ``FILE.py:FUNCTION`` (see the module docstring); a failure is a :class:`ShardalgError`."""
@@ -223,14 +250,12 @@ def audit(
     *args: Any,
     names: Sequence[str] | None = None,
     backward: bool = False,
-    hw: str | None = None,
+    hw: object = None,
     overlap: object = None,
 ) -> Audit:
     """Audit ``fn`` on jax inputs (arrays or ``jax.ShapeDtypeStruct``\\ s with ``NamedSharding``\\ s) in this
     process; dims are lettered in order of use, inputs named ``names`` (default: ``in0``, ``in1``, ...)."""
     require_extra("jax", "jax", "an audit")
-    from .trace import trace
-
     rec = trace(fn, args, backward=backward)
     names = list(names) if names is not None else [f"in{k}" for k in range(len(args))]
     chip = hw or DEFAULT_CHIP

@@ -34,7 +34,7 @@ from shardalg.notation.syntax import Op
 from shardalg.planning.backward import backward as derive_backward
 from shardalg.planning.order import plan_bytes
 
-from .hlo import HloCollective
+from .hlo import HloCollective, collectives
 from .program import AuditProgram, Statement, XlaStep, group_axes
 
 __all__ = ["StatementVerdict", "BackwardPair", "BackwardVerdict", "judge", "judge_backward"]
@@ -190,8 +190,6 @@ def _shard_bytes(c: HloCollective) -> int:
 
 def judge_backward(prog: AuditProgram, rec: dict[str, Any]) -> BackwardVerdict:
     """Pair the backward collectives of ``rec["backward_hlo"]`` with the forward steps of ``prog``."""
-    from .hlo import collectives
-
     forward = [s for st in prog.statements for s in st.steps if s.before is not None]
     free = list(forward)
     pairs = []
