@@ -23,6 +23,21 @@ subprocess runner the export checks use); nothing imports it but the CLI.
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 from .run import Audit, AuditJob, audit, audit_file, audit_files
 
 __all__ = ["Audit", "AuditJob", "audit", "audit_file", "audit_files"]
+
+
+class _Callable(types.ModuleType):
+    """``shardalg.audit`` is both this package and the public function: once the package is imported, the
+    attribute ``shardalg.audit`` is the package (Python sets it), so calling it audits."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Audit:
+        return audit(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Callable
