@@ -8,12 +8,15 @@ The function is traced and compiled with jax in a subprocess on as many CPU devi
 report is the program in XLA's shardings, XLA's collectives as each statement's plan, where that plan ranks
 among ``shardalg plan --all``'s, and a FLAG with the ratio where it costs more than shardalg's best. Exit 0
 when the audit ran (flags included), 2 when it could not (the file, the function, the inputs, jax).
+``--dtensor`` audits a PyTorch DTensor module instead (:mod:`shardalg.audit.dtensor`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+
+from shardalg.errors import UsageError
 
 from . import EXIT_OK
 from .common import add_overlap, examples
@@ -26,6 +29,21 @@ def _audit(args: argparse.Namespace) -> int:
     from shardalg.audit.report import report_json, report_text
     from shardalg.audit.run import audit_file
 
+    if args.dtensor:
+        from shardalg.audit.dtensor import audit_dtensor
+
+        if args.inputs or args.backward or args.sizes:
+            raise UsageError(
+                "--dtensor: the function builds the module and its inputs; no --inputs, --sizes or --backward"
+            )
+        d = audit_dtensor(args.target, Mesh.parse(args.mesh), hw=chip(args.hw), overlap=args.overlap)
+        print(
+            json.dumps(d.to_json(), indent=2) if args.format == "json" else d.text(),
+            end="\n" if args.format == "json" else "",
+        )
+        return EXIT_OK
+    if not args.inputs:
+        raise UsageError("give the function's inputs: --inputs 'x[B_X, D]; w[D, F_Y]'")
     a = audit_file(
         args.target,
         [args.inputs],
@@ -62,7 +80,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("target", metavar="FILE.py:FUNCTION", help="the Python file and the function in it")
     p.add_argument(
         "--inputs",
-        required=True,
         metavar="TENSORS",
         help="the function's inputs in order, in the notation, separated by ';': their dims' names and "
         "shardings, e.g. 'x[B_X, D]; w[D, F_Y]' (bf16[...] for bfloat16; float32 otherwise)",
@@ -70,6 +87,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--mesh", metavar="X=2,Y=4", required=True, help=MESH_HELP)
     p.add_argument("--sizes", metavar="B=64,D=128", help="dim sizes, NAME=INT separated by commas")
     p.add_argument("--backward", action="store_true", help="also audit jax.grad of the sum of the output")
+    p.add_argument(
+        "--dtensor",
+        action="store_true",
+        help="FUNCTION(mesh) returns a torch module and its inputs: run forward and backward on one gloo process "
+        "per device under CommDebugMode and compare the counts with shardalg's plans",
+    )
     add_hw(p, help="the chip the plans are priced on (default tpu-v5p, said in the report)")
     add_overlap(p, "what runs at once when the plans are priced (default schedule)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
