@@ -208,6 +208,12 @@ def collectives(text: str) -> list[HloCollective]:
         outs = shapes[name]
         if opcode.endswith("-start") and len(outs) > len(ins):  # async start: (operands..., results...)
             outs = outs[len(ins) :]
+        if base == "all-to-all" and dim is None and len(ins) > 1:
+            # the tuple form: one operand per destination device, one collective; its shape is the chunks
+            # stacked on a leading dim
+            dtype, chunk = ins[0]
+            ins = [(dtype, (len(ins), *chunk))]
+            outs = [(outs[0][0], (len(outs), *outs[0][1]))]
         for k, (dtype, operand) in enumerate(ins):
             result = outs[k][1] if k < len(outs) else ()
             found.append(

@@ -47,6 +47,7 @@ def report_text(a: Audit) -> str:
     chip = f"{a.chip}{' (default)' if a.chip_default else ''}"
     lines = [
         f"# audit of {a.name} on mesh {mesh}; sizes {sizes}; priced on {chip}",
+        "# XLA's plans are matched to shardalg's by their collectives (op, axes, tensor), free slices aside",
         "# the program, in XLA's shardings",
     ]
     lines += [st.text for st in p.statements]
@@ -84,8 +85,11 @@ def report_text(a: Audit) -> str:
             else:
                 lines.append(f"#   {head}: no forward collective transposes to it")
         derived = ", ".join(f"{op}_{''.join(ax)}" for op, ax in b.derived) or "none"
-        same = "the same" if b.matches_derived else "different"
-        lines.append(f"# shardalg's derived backward communicates: {derived} ({same} as XLA's)")
+        same = "the same" if b.matches_derived else "not the same"
+        lines.append(
+            f"# shardalg's derived backward (planned by bytes, as shardalg backward plans it) communicates: "
+            f"{derived} ({same} as XLA's)"
+        )
         paired = sum(x.forward is not None for x in b.pairs)
         lines.append(f"# {paired} of {len(b.pairs)} backward collectives are transposes of forward ones")
     for s in p.outside:

@@ -142,10 +142,18 @@ class _Walk:
 
 
 def _mesh_of(args: Sequence[Any]) -> Any:
-    meshes = {id(getattr(a.sharding, "mesh", None)): a.sharding.mesh for a in args if hasattr(a, "sharding")}
-    meshes.pop(id(None), None)
+    """The one mesh of the inputs' NamedShardings; an input without one is an error naming it."""
+    meshes: dict[int, Any] = {}
+    for k, a in enumerate(args):
+        sharding = getattr(a, "sharding", None)
+        if sharding is None or not hasattr(sharding, "mesh") or not hasattr(sharding, "spec"):
+            kind = type(sharding).__name__ if sharding is not None else "no sharding"
+            raise UsageError(
+                f"input {k} has {kind}, not a NamedSharding: an audit needs each input's NamedSharding on one mesh"
+            )
+        meshes[id(sharding.mesh)] = sharding.mesh
     if not meshes:
-        raise UsageError("an audit needs the inputs' shardings: give each input a NamedSharding on one mesh")
+        raise UsageError("an audit needs at least one input with a NamedSharding")
     if len(meshes) > 1:
         raise UsageError("the inputs' NamedShardings are on different meshes: an audit takes one mesh")
     return next(iter(meshes.values()))

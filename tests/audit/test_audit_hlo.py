@@ -151,3 +151,14 @@ def _prod(xs):
     for x in xs:
         out *= x
     return out
+
+
+def test_a_tuple_all_to_all_is_one_collective():
+    text = """ENTRY %main (p: f32[2,4], q: f32[2,4]) -> (f32[2,4], f32[2,4]) {
+  %p = f32[2,4]{1,0} parameter(0)
+  %q = f32[2,4]{1,0} parameter(1)
+  ROOT %a2a = (f32[2,4]{1,0}, f32[2,4]{1,0}) all-to-all(%p, %q), channel_id=1, replica_groups={{0,1}}
+}
+"""
+    (c,) = collectives(text)
+    assert (c.kind, c.operand, c.result, c.dim) == ("AllToAll", (2, 2, 4), (2, 2, 4), None)

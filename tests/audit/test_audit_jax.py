@@ -30,6 +30,7 @@ JOBS = {
     "case4": (MATMUL, "A[I_X, J]; B[J, K_X]", "X=8", SIZES, False),
     "fsdp": (MLP, "x[B_X, D]; w_in[D_X, F]; w_out[F_X, D]", "X=8", SIZES, False),
     "megatron": (MLP, "x[B, D]; w_in[D, F_Y]; w_out[F_Y, D]", "Y=8", SIZES, True),
+    "fsdp_grad": (MLP, "x[B_X, D]; w_in[D_X, F]; w_out[F_X, D]", "X=8", SIZES, True),
     "subaxis": (MATMUL, "A[I_X, J]; B[J, K_X]", "X=2,Y=4", SIZES, False),
     "poor": (MATMUL, "A[I_XY, J]; B[J_XY, K]", "X=2,Y=4", {"I": 8, "J": 4096, "K": 4096}, False),
     "no_trace": (f"{CASES}:branches_on_data", "A[I_X, J]; B[J, K]", "X=8", SIZES, False),
@@ -214,3 +215,21 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     err = capsys.readouterr().err
     assert message in err, err
     assert "Traceback" not in err
+
+
+def test_grad_of_fsdp_lists_xlas_backward_beside_shardalgs_derived(audits):
+    """On CPU, XLA's backward of the FSDP MLP has every collective of shardalg's derived backward (the weights
+    gathered again, the activations' gradients moved by AllToAll) and one more: an AllReduce of a whole
+    weight gradient where the derived backward leaves it in the weight's sharding. None is the transpose of a
+    forward AllGather (no ReduceScatter), and the report lists each."""
+    from collections import Counter
+
+    b = audits["fsdp_grad"].backward
+    xla = Counter((p.op, p.axes) for p in b.pairs)
+    ours = Counter((op, tuple(ax)) for op, ax in b.derived)
+    assert xla - ours == Counter({("AllReduce", ("X",)): 1})
+    assert not ours - xla
+    assert not b.matches_derived and not any(p.forward for p in b.pairs)
+    text = report_text(audits["fsdp_grad"])
+    assert "AllReduce_X (131072 bytes a shard, line 14): no forward collective transposes to it" in text
+    assert "(not the same as XLA's)" in text
