@@ -36,7 +36,7 @@ from shardalg.export.harness import require_extra, run_driver
 from shardalg.notation.parse import parse
 from shardalg.planning.backward import backward as derive_backward
 
-from .program import LETTERS, Layout
+from .program import LETTERS, Layout, dtype_of
 from .run import DEFAULT_CHIP, _defines
 
 __all__ = ["DTensorAudit", "audit_dtensor", "COLLECTIVES"]
@@ -106,8 +106,8 @@ class Record(TorchFunctionMode):
             self.names[key(out)] = f"H{self.made}"
             self.calls.append({
                 "kind": PRODUCTS[func],
-                "args": [{"name": self.name(x, fresh=True), "shape": list(x.shape), "placements": placements(x)} for x in (a, b)],
-                "out": {"name": f"H{self.made}", "shape": list(out.shape), "placements": placements(out)},
+                "args": [{"name": self.name(x, fresh=True), "shape": list(x.shape), "dtype": str(x.dtype), "placements": placements(x)} for x in (a, b)],
+                "out": {"name": f"H{self.made}", "shape": list(out.shape), "dtype": str(out.dtype), "placements": placements(out)},
             })
         elif isinstance(out, torch.Tensor) and key(out) not in self.names:
             named = [x for x in args if isinstance(x, torch.Tensor) and self.name(x) and x.shape == out.shape]
@@ -306,7 +306,7 @@ def _statements(
                 letters[root] = next(pool)
             sizes[letters[root]] = n
             out.append((letters[root], tuple(axes[k])))
-        return Layout(t["name"], tuple(out), tuple(unreduced))
+        return Layout(t["name"], tuple(out), tuple(unreduced), dtype_of(t["dtype"]))
 
     lines = []
     last = None
@@ -371,6 +371,7 @@ def audit_dtensor(
             lhs.name or "?",
             tuple((d.name or "?", tuple(a)) for d, a in zip(lhs.dims, dims_axes, strict=True)),
             tuple(a for a, (k, _) in zip(names, target_axes, strict=True) if k == "P"),
+            lhs.dtype.value if lhs.dtype is not None else None,
         )
         if out.text() != last:
             program.append(f"{last} -> {out.text()}")

@@ -20,7 +20,7 @@ Imports: :mod:`shardalg.notation` (the notation's subscripts) and :mod:`.hlo`, :
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shardalg.errors import UsageError
@@ -35,6 +35,22 @@ ELEMENTWISE = frozenset(
     "convert_element_type select_n sign square exp2 log1p expm1 erf_inv".split()
 )
 LETTERS = "BDFIJKLMNPQRSTVWZ"
+DTYPES = {  # jax's and torch's dtype names -> the notation's (bf16, its default, is written without one)
+    "float64": "fp64",
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": None,
+    "int32": "int32",
+    "int8": "int8",
+}
+
+
+def dtype_of(name: str) -> str | None:
+    """The notation's dtype for a jax or torch dtype name (``torch.float32`` too)."""
+    short = name.removeprefix("torch.")
+    if short not in DTYPES:
+        raise UsageError(f"a value of dtype {name}: the notation has fp64, fp32, fp16, bf16, int32 and int8")
+    return DTYPES[short]
 
 
 @dataclass(frozen=True)
@@ -44,6 +60,7 @@ class Layout:
     name: str
     dims: tuple[tuple[str, tuple[str, ...]], ...]
     unreduced: tuple[str, ...] = ()
+    dtype: str | None = None  # the notation's spelling (fp32); None: bf16, the notation's default
 
     def text(self) -> str:
         def sub(axes: Sequence[str]) -> str:
@@ -53,14 +70,14 @@ class Layout:
                 return "_" + "".join(axes)
             return "_{" + ",".join(axes) + "}"
 
-        body = f"{self.name}[{', '.join(d + sub(a) for d, a in self.dims)}]"
+        body = f"{self.name}{': ' + self.dtype if self.dtype else ''}[{', '.join(d + sub(a) for d, a in self.dims)}]"
         return body + ("{" + ", ".join(f"U_{a}" for a in self.unreduced) + "}" if self.unreduced else "")
 
     def local(self, sizes: Mapping[str, int], mesh: Mapping[str, int]) -> tuple[int, ...]:
         return tuple(sizes[d] // _size_of(axes, mesh) for d, axes in self.dims)
 
     def replace_dim(self, dim: str, axes: tuple[str, ...]) -> Layout:
-        return Layout(self.name, tuple((d, axes if d == dim else a) for d, a in self.dims), self.unreduced)
+        return replace(self, dims=tuple((d, axes if d == dim else a) for d, a in self.dims))
 
 
 def _prod(xs: Any) -> int:
@@ -275,7 +292,8 @@ def build(
         if spec is None:
             spec = [[] for _ in range(n)]
             notes.append(f"{name_of(v)}: no sharding was reported for it; written replicated")
-        return Layout(name_of(v), tuple((dim_name(v, d), tuple(spec[d])) for d in range(n)))
+        dims = tuple((dim_name(v, d), tuple(spec[d])) for d in range(n))
+        return Layout(name_of(v), dims, (), dtype_of(values[str(v)]["dtype"]))
 
     sizes: dict[str, int] = {}
     for v, info in values.items():
@@ -329,6 +347,16 @@ def build(
             _on_result(statements[k], c, order, mesh, outside)
     for st in statements:
         _slices(st)
+    hlo_names = {"f32": "fp32", "bf16": None, "f16": "fp16", "f64": "fp64", "s32": "int32", "s8": "int8"}
+    for st in statements:
+        for s in st.steps:
+            if s.hlo is None or s.before is None or s.op == "Slice" or s.hlo.dtype not in hlo_names:
+                continue
+            if hlo_names[s.hlo.dtype] != s.before.dtype:
+                notes.append(
+                    f"XLA communicates {s.before.name} as {s.hlo.dtype} ({s.hlo.name}) where the program has "
+                    f"{s.before.dtype or 'bf16'} (XLA's CPU backend computes bf16 in f32): priced as the program's"
+                )
     return AuditProgram(statements, sizes, mesh, inputs, outside, notes)
 
 
@@ -493,15 +521,15 @@ def _on_result(
     axes = g.axes
     last = st.after[0].before if st.after and st.after[0].before is not None else st.out
     if c.kind == "AllReduce":
-        before = Layout(last.name, last.dims, tuple(dict.fromkeys([*last.unreduced, *axes])))
+        before = replace(last, unreduced=tuple(dict.fromkeys([*last.unreduced, *axes])))
         after = last
         st.after.insert(0, XlaStep(c.kind, axes, c, before, after))
         return
     if c.kind == "ReduceScatter" and c.dim is not None:
         dim, held = last.dims[c.dim]
         if tuple(held[len(held) - len(axes) :]) == axes:
-            before = Layout(
-                last.name, last.replace_dim(dim, held[: len(held) - len(axes)]).dims, (*last.unreduced, *axes)
+            before = replace(
+                last.replace_dim(dim, held[: len(held) - len(axes)]), unreduced=(*last.unreduced, *axes)
             )
             st.after.insert(0, XlaStep(c.kind, axes, c, before, last, dim))
             return

@@ -41,8 +41,9 @@ def test_audit_a_function_in_this_process():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == [
-        "['A[B, D_X] · B[D_X, F] -> Out[B, F]']",
-        "A[B, D_X] *_LOCAL B[D_X, F] -> Out[B, F]{U_X} / AllReduce_X(Out[B, F]{U_X}) -> Out[B, F]",
+        "['A: fp32[B, D_X] · B: fp32[D_X, F] -> Out: fp32[B, F]']",
+        "A: fp32[B, D_X] *_LOCAL B: fp32[D_X, F] -> Out: fp32[B, F]{U_X} / "
+        "AllReduce_X(Out: fp32[B, F]{U_X}) -> Out: fp32[B, F]",
         "True",
         "error: input 0 has SingleDeviceSharding, not a NamedSharding: an audit needs each input's "
         "NamedSharding on one mesh",

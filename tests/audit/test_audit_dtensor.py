@@ -24,9 +24,11 @@ def megatron():
 
 def test_the_module_is_written_in_the_notation_with_its_placements(megatron):
     assert megatron.program == [
-        "in0[B, D] · W0[F_Y, D] -> H1[B, F_Y]",  # ColwiseParallel: the weight Shard(0) of Linear's [out, in]
-        "H1'[B, F_Y] *_LOCAL W2[I, F_Y] -> H2[B, I]{U_Y}",  # RowwiseParallel: Shard(1), the product Partial
-        "H2[B, I]{U_Y} -> H2[B, I]",  # the module's output is replicated
+        # ColwiseParallel: the weight Shard(0) of Linear's [out, in]
+        "in0: fp32[B, D] · W0: fp32[F_Y, D] -> H1: fp32[B, F_Y]",
+        # RowwiseParallel: Shard(1), the product Partial
+        "H1': fp32[B, F_Y] *_LOCAL W2: fp32[I, F_Y] -> H2: fp32[B, I]{U_Y}",
+        "H2: fp32[B, I]{U_Y} -> H2: fp32[B, I]",  # the module's output is replicated
     ]
     assert megatron.sizes == {"B": 8, "D": 16, "F": 32, "I": 16}
 

@@ -24,17 +24,17 @@ MATMUL = f"{CASES}:matmul"
 
 # name: (target, inputs, mesh, sizes, backward)
 JOBS = {
-    "case1": (MATMUL, "A[I_X, J]; B[J, K_Y]", "X=2,Y=4", SIZES, False),
-    "case2": (MATMUL, "A[I, J_X]; B[J, K]", "X=8", SIZES, False),
-    "case3": (MATMUL, "A[I, J_X]; B[J_X, K]", "X=8", SIZES, False),
-    "case4": (MATMUL, "A[I_X, J]; B[J, K_X]", "X=8", SIZES, False),
-    "fsdp": (MLP, "x[B_X, D]; w_in[D_X, F]; w_out[F_X, D]", "X=8", SIZES, False),
-    "megatron": (MLP, "x[B, D]; w_in[D, F_Y]; w_out[F_Y, D]", "Y=8", SIZES, True),
-    "fsdp_grad": (MLP, "x[B_X, D]; w_in[D_X, F]; w_out[F_X, D]", "X=8", SIZES, True),
-    "subaxis": (MATMUL, "A[I_X, J]; B[J, K_X]", "X=2,Y=4", SIZES, False),
-    "poor": (MATMUL, "A[I_XY, J]; B[J_XY, K]", "X=2,Y=4", {"I": 8, "J": 4096, "K": 4096}, False),
-    "no_trace": (f"{CASES}:branches_on_data", "A[I_X, J]; B[J, K]", "X=8", SIZES, False),
-    "not_callable": (f"{CASES}:NOT_A_FUNCTION", "A[I_X, J]; B[J, K]", "X=8", SIZES, False),
+    "case1": (MATMUL, "A: bf16[I_X, J]; B: bf16[J, K_Y]", "X=2,Y=4", SIZES, False),
+    "case2": (MATMUL, "A: bf16[I, J_X]; B: bf16[J, K]", "X=8", SIZES, False),
+    "case3": (MATMUL, "A: bf16[I, J_X]; B: bf16[J_X, K]", "X=8", SIZES, False),
+    "case4": (MATMUL, "A: bf16[I_X, J]; B: bf16[J, K_X]", "X=8", SIZES, False),
+    "fsdp": (MLP, "x: bf16[B_X, D]; w_in: bf16[D_X, F]; w_out: bf16[F_X, D]", "X=8", SIZES, False),
+    "megatron": (MLP, "x: bf16[B, D]; w_in: bf16[D, F_Y]; w_out: bf16[F_Y, D]", "Y=8", SIZES, True),
+    "fsdp_grad": (MLP, "x: bf16[B_X, D]; w_in: bf16[D_X, F]; w_out: bf16[F_X, D]", "X=8", SIZES, True),
+    "subaxis": (MATMUL, "A: bf16[I_X, J]; B: bf16[J, K_X]", "X=2,Y=4", SIZES, False),
+    "poor": (MATMUL, "A: bf16[I_XY, J]; B: bf16[J_XY, K]", "X=2,Y=4", {"I": 8, "J": 4096, "K": 4096}, False),
+    "no_trace": (f"{CASES}:branches_on_data", "A: bf16[I_X, J]; B: bf16[J, K]", "X=8", SIZES, False),
+    "not_callable": (f"{CASES}:NOT_A_FUNCTION", "A: bf16[I_X, J]; B: bf16[J, K]", "X=8", SIZES, False),
 }
 
 
@@ -131,7 +131,7 @@ def test_a_resharding_through_a_sub_axis_is_written_with_it(audits):
 
 
 def test_a_poor_sharding_is_flagged_with_the_cheaper_plan_and_the_ratio(audits):
-    """A small activation and a 64 MB weight both sharded over all 8 devices: XLA gathers the weight;
+    """A small activation and a 32 MB weight (bf16) both sharded over all 8 devices: XLA gathers the weight;
     moving the activation (AllToAll) and scattering the partial result costs a fraction of it."""
     a = audits["poor"]
     (v,) = a.verdicts
