@@ -1,21 +1,28 @@
-"""An audit as text and as JSON.
+"""An audit as text, JSON, LaTeX and HTML.
 
 The text opens with what was audited and assumed (mesh, sizes, chip, overlap policy), then the program in
 the notation with XLA's shardings, then per statement XLA's plan (its steps in the notation, sub-axes in
 Shardy's spelling), where it ranks among ``shardalg plan --all``'s plans, its bytes and seconds against the
 best plan's, and a ``FLAG`` line with the ratio and the cheaper plan where XLA's costs more; then the backward
-pairs (``jax.grad``), the collectives that could not be mapped, and the notes. The JSON holds the same.
+pairs (``jax.grad``), the collectives that could not be mapped, and the notes. The JSON holds the same; the
+LaTeX fragment writes the program and plans with the notation's LaTeX printer (which parses back), the HTML
+one a table of the statements.
 """
 
 from __future__ import annotations
 
+import html
 from typing import Any
+
+from shardalg.errors import ShardalgError
+from shardalg.notation.parse import parse
+from shardalg.notation.printing import latex
 
 from .program import XlaStep
 from .run import Audit
 from .verdict import StatementVerdict
 
-__all__ = ["report_text", "report_json"]
+__all__ = ["report_text", "report_json", "report_latex", "report_html"]
 
 
 def _seconds(x: float | None) -> str:
@@ -179,3 +186,74 @@ def report_json(a: Audit) -> dict[str, Any]:
             "all_paired": a.backward.all_paired,
         }
     return out
+
+
+def _latex_block(text: str) -> str:
+    """A plan or program in the notation's LaTeX (it parses back to the same program); a step the notation
+    cannot parse yet (a sub-axis) as verbatim text."""
+    try:
+        return "\\[\n" + latex(parse(text)) + "\n\\]"
+    except ShardalgError:
+        return "\\begin{verbatim}\n" + text + "\n\\end{verbatim}"
+
+
+def report_latex(a: Audit) -> str:
+    """The audit as a LaTeX fragment (needs amsmath): the program, and per statement XLA's plan, its rank
+    and cost, and shardalg's cheaper plan where XLA's is flagged."""
+    p = a.program
+    mesh = ", ".join(f"${k}={n}$" for k, n in p.mesh.items())
+    out = [
+        f"\\paragraph{{Audit of \\texttt{{{_tex(a.name)}}}}} on the mesh {mesh}, priced on {_tex(a.chip)}."
+    ]
+    out.append(_latex_block(p.text))
+    for k, v in enumerate(a.verdicts, 1):
+        out.append(
+            f"\\noindent Statement {k}: XLA's plan ({_tex(_where(v))}), {_bytes(v.xla_bytes)} bytes, "
+            f"{_tex(_seconds(v.xla_seconds))}:"
+        )
+        out.append(_latex_block(v.xla_plan))
+        if v.flagged:
+            best = "\n".join(line.split("  #")[0] for line in v.best_plan.splitlines())
+            out.append(f"\\noindent\\textbf{{Flag}}: it costs ${v.ratio:.3g}\\times$ shardalg's best:")
+            out.append(_latex_block(best))
+    for n in a.notes:
+        out.append(f"\\noindent Note: {_tex(n)}")
+    return "\n\n".join(out) + "\n"
+
+
+def _tex(s: str) -> str:
+    for a, b in (
+        ("\\", "\\textbackslash{}"),
+        ("_", "\\_"),
+        ("%", "\\%"),
+        ("&", "\\&"),
+        ("#", "\\#"),
+        ("$", "\\$"),
+    ):
+        s = s.replace(a, b)
+    return s.replace("{", "\\{").replace("}", "\\}").replace("\\textbackslash\\{\\}", "\\textbackslash{}")
+
+
+def report_html(a: Audit) -> str:
+    """The audit as an HTML fragment: one table row per statement."""
+    rows = []
+    for k, v in enumerate(a.verdicts, 1):
+        ratio = f"{v.ratio:.3g}x" if v.ratio is not None else ""
+        rows.append(
+            "<tr>"
+            f"<td>{k}</td><td><pre>{html.escape(v.statement.text)}</pre></td>"
+            f"<td><pre>{html.escape(v.xla_plan)}</pre></td><td>{html.escape(_where(v))}</td>"
+            f"<td>{_bytes(v.xla_bytes)}</td><td>{html.escape(_seconds(v.xla_seconds))}</td>"
+            f"<td>{html.escape(_seconds(v.best_seconds))}</td>"
+            f"<td>{'<b>FLAG ' + ratio + '</b>' if v.flagged else ratio}</td>"
+            "</tr>"
+        )
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in a.notes)
+    return (
+        f"<h3>Audit of <code>{html.escape(a.name)}</code></h3>\n<table>\n"
+        "<tr><th>#</th><th>statement</th><th>XLA's plan</th><th>among shardalg's</th><th>bytes</th>"
+        "<th>seconds</th><th>best seconds</th><th>XLA / best</th></tr>\n"
+        + "\n".join(rows)
+        + "\n</table>\n"
+        + (f"<ul>{notes}</ul>\n" if notes else "")
+    )

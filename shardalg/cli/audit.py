@@ -26,7 +26,7 @@ from .hwmesh import MESH_HELP, add_hw, chip
 def _audit(args: argparse.Namespace) -> int:
     from shardalg.algebra.legality import as_sizes
     from shardalg.algebra.mesh import Mesh
-    from shardalg.audit.report import report_json, report_text
+    from shardalg.audit.report import report_html, report_json, report_latex, report_text
     from shardalg.audit.run import audit_file
 
     if args.dtensor:
@@ -36,6 +36,8 @@ def _audit(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--dtensor: the function builds the module and its inputs; no --inputs, --sizes or --backward"
             )
+        if args.format in ("latex", "html"):
+            raise UsageError("--dtensor reports as text or json")
         d = audit_dtensor(args.target, Mesh.parse(args.mesh), hw=chip(args.hw), overlap=args.overlap)
         print(
             json.dumps(d.to_json(), indent=2) if args.format == "json" else d.text(),
@@ -55,6 +57,10 @@ def _audit(args: argparse.Namespace) -> int:
     )
     if args.format == "json":
         print(json.dumps(report_json(a), indent=2))
+    elif args.format == "latex":
+        print(report_latex(a), end="")
+    elif args.format == "html":
+        print(report_html(a), end="")
     else:
         print(report_text(a), end="")
     return EXIT_OK
@@ -95,5 +101,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_hw(p, help="the chip the plans are priced on (default tpu-v5p, said in the report)")
     add_overlap(p, "what runs at once when the plans are priced (default schedule)")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "latex", "html"),
+        default="text",
+        help="output format (default: text; latex and html for the jax audit)",
+    )
     p.set_defaults(handler=_audit)

@@ -46,3 +46,8 @@ def test_collective_counts_mapped_to_the_notation_and_compared(megatron):
 def test_dtensor_takes_no_inputs(capsys):
     assert main(["audit", TARGET, "--dtensor", "--mesh", "Y=4", "--inputs", "x[B, D]"]) == 2
     assert "--dtensor: the function builds the module and its inputs" in capsys.readouterr().err
+
+
+def test_dtensor_reports_as_text_or_json(capsys):
+    assert main(["audit", TARGET, "--dtensor", "--mesh", "Y=4", "--format", "latex"]) == 2
+    assert "--dtensor reports as text or json" in capsys.readouterr().err

@@ -233,3 +233,22 @@ def test_grad_of_fsdp_lists_xlas_backward_beside_shardalgs_derived(audits):
     text = report_text(audits["fsdp_grad"])
     assert "AllReduce_X (131072 bytes a shard, line 14): no forward collective transposes to it" in text
     assert "(not the same as XLA's)" in text
+
+
+def test_latex_report_parses_back_and_html_flags(audits):
+    """The LaTeX fragment writes each plan with the notation's LaTeX printer: every block parses back to
+    the plan the text report shows; a plan with a sub-axis is verbatim (the notation cannot parse it yet)."""
+    import re
+
+    from shardalg.audit.report import report_html, report_latex
+    from shardalg.notation.parse import parse
+
+    a = audits["poor"]
+    tex = report_latex(a)
+    blocks = re.findall(r"\\\[\n(.*?)\n\\\]", tex, flags=re.S)
+    assert parse(blocks[0]) == parse(a.program.text)
+    assert parse(blocks[1]) == parse(a.verdicts[0].xla_plan)
+    assert "\\textbf{Flag}" in tex and f"${a.verdicts[0].ratio:.3g}\\times$" in tex
+    assert "<b>FLAG" in report_html(a)
+    sub = report_latex(audits["subaxis"])
+    assert "\\begin{verbatim}\nSlice_{Y:(1)2,K}" in sub
