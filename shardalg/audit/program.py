@@ -28,7 +28,7 @@ from shardalg.errors import UsageError
 from .groups import GroupAxes, axes_of_groups, permute_axes
 from .hlo import HloCollective, collectives
 
-__all__ = ["Layout", "XlaStep", "Statement", "AuditProgram", "build"]
+__all__ = ["Layout", "XlaStep", "Statement", "AuditProgram", "build", "dtype_of"]
 
 ELEMENTWISE = frozenset(
     "add sub mul div neg exp log tanh logistic integer_pow pow max min abs sqrt rsqrt erf sin cos "
@@ -539,10 +539,3 @@ def _on_result(
         st.after.insert(0, XlaStep(c.kind, axes, c, before, last, dim))
         return
     outside.append(XlaStep(c.kind, axes, c, problem=f"could not be placed in {st.text}"))
-
-
-def statements_of(rec: Mapping[str, Any], names: Sequence[str]) -> AuditProgram:
-    """:func:`build` with the inputs' names only (dims lettered in order)."""
-    if len(names) != len(rec["inputs"]):
-        raise UsageError(f"{len(names)} names for {len(rec['inputs'])} inputs")
-    return build(rec, names)

@@ -130,6 +130,7 @@ def _step_json(s: XlaStep) -> dict[str, Any]:
             "operand": list(s.hlo.operand),
             "result": list(s.hlo.result),
             "dtype": s.hlo.dtype,
+            "operand_bytes": s.bytes_per_device,
             "line": s.hlo.line,
         }
     else:

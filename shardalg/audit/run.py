@@ -23,7 +23,7 @@ from shardalg.costs.costmodel import CostModel
 from shardalg.errors import ShardalgError, UsageError
 from shardalg.export.harness import require_extra, run_driver
 from shardalg.notation.parse import parse
-from shardalg.notation.syntax import DType, Tensor
+from shardalg.notation.syntax import Tensor
 
 from .program import AuditProgram, Layout, build
 from .trace import trace
@@ -32,7 +32,6 @@ from .verdict import BackwardVerdict, StatementVerdict, judge, judge_backward
 __all__ = ["Audit", "AuditJob", "audit", "audit_file", "audit_files", "DEFAULT_CHIP"]
 
 DEFAULT_CHIP = "tpu-v5p"
-_DTYPES = {DType.BF16: "bfloat16", DType.FP32: "float32"} if hasattr(DType, "BF16") else {}
 
 
 @dataclass(frozen=True)

@@ -212,7 +212,7 @@ def trace(fn: Callable, args: Sequence[Any], *, backward: bool = False) -> dict[
         return outs
 
     compiled = _compile(fn, structs, "the function")
-    inspected = _compile(instrumented, structs, "the function")
+    _compile(instrumented, structs, "the function")  # runs the inspections: fills walk.specs
     for i, x in zip(
         out_ids,
         compiled.output_shardings
@@ -221,7 +221,6 @@ def trace(fn: Callable, args: Sequence[Any], *, backward: bool = False) -> dict[
         strict=False,
     ):
         walk.specs.setdefault(i, spec_of(x, len(walk.values[i]["shape"])))
-    del inspected
     record: dict[str, Any] = {
         "mesh": {
             "names": [str(n) for n in mesh.axis_names],
