@@ -95,6 +95,7 @@ def judge(prog: AuditProgram, costs: CostModel) -> list[StatementVerdict]:
     for st in prog.statements:
         ours = all_plans(st.text, mesh, prog.sizes, hw=costs.chip, overlap=costs.overlap)
         best = ours[0]
+        cut = [] if getattr(ours, "complete", True) else [f"shardalg's plan list was cut: {ours.note}"]
         best_cost = costed(best, mesh, prog.sizes, costs)
         best_bytes = _number(plan_bytes(best, mesh, Sizes(prog.sizes)).json())
         xla_text = st.plan_text()
@@ -107,7 +108,17 @@ def judge(prog: AuditProgram, costs: CostModel) -> list[StatementVerdict]:
             )
             out.append(
                 StatementVerdict(
-                    st, xla_text, None, None, str(best), best_bytes, best_cost.seconds, None, len(ours), why
+                    st,
+                    xla_text,
+                    None,
+                    None,
+                    str(best),
+                    best_bytes,
+                    best_cost.seconds,
+                    None,
+                    len(ours),
+                    why,
+                    list(cut),
                 )
             )
             continue
@@ -128,6 +139,7 @@ def judge(prog: AuditProgram, costs: CostModel) -> list[StatementVerdict]:
                     None,
                     len(ours),
                     f"XLA's plan is not a legal plan in the notation: {str(err).splitlines()[0]}",
+                    list(cut),
                 )
             )
             continue
@@ -144,7 +156,7 @@ def judge(prog: AuditProgram, costs: CostModel) -> list[StatementVerdict]:
                 best_cost.seconds,
                 rank,
                 len(ours),
-                notes=list(notes),
+                notes=[*cut, *notes],
             )
         )
     return out
