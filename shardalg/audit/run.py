@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shardalg import limits
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.costs.costmodel import CostModel
 from shardalg.errors import ShardalgError, UsageError
@@ -64,6 +65,11 @@ class AuditJob:
         m = as_mesh(mesh)
         if m is None:
             raise UsageError("an audit needs a mesh: --mesh X=2,Y=4")
+        limits.require(
+            "devices",
+            m.devices,
+            f"the mesh {', '.join(f'{a.name}={a.size}' for a in m)} (one CPU device each)",
+        )
         return cls(file, function, _input_tensors(inputs), m, tuple(sorted((sizes or {}).items())), backward)
 
 

@@ -208,6 +208,10 @@ def test_a_mesh_larger_than_the_devices_is_one_error():
             "the size of dim J is not given",
         ),
         (
+            [f"{CASES}:matmul", "--inputs", "A[I, J]; B[J, K]", "--mesh", "X=512", "--sizes", "I=8,J=8,K=8"],
+            "the mesh X=512 (one CPU device each)",
+        ),
+        (
             [f"{CASES}:matmul", "--inputs", "A[I_Z, J]; B[J, K]", "--mesh", "X=4", "--sizes", "I=8,J=8,K=8"],
             "the mesh has no axis Z",
         ),
