@@ -40,7 +40,8 @@ def load_function(file: str, function: str) -> Any:
         found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
         raise ShardalgError(f"{file} has no function {function!r} (it has: {', '.join(found) or 'none'})")
     if not callable(fn):
-        raise ShardalgError(f"{file}:{function} is not a function")
+        kind = type(fn).__name__
+        raise ShardalgError(f"{function} is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, not a function")
     return fn
 
 

@@ -172,7 +172,9 @@ def test_a_function_that_does_not_trace_is_one_error(audits):
 
 def test_a_name_that_is_no_function_is_one_error(audits):
     err = audits["not_callable"]
-    assert isinstance(err, ShardalgError) and "NOT_A_FUNCTION is not a function" in str(err)
+    assert isinstance(
+        err, ShardalgError
+    ) and "cases.py:NOT_A_FUNCTION: NOT_A_FUNCTION is an int, not a function" in str(err)
 
 
 def test_a_mesh_larger_than_the_devices_is_one_error():
