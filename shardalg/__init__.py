@@ -101,6 +101,9 @@ _EXPORTS: dict[str, str] = {
     "from_placements": "export.specs",
     "to_torch_placements": "export.bridges",
     "from_torch_placements": "export.bridges",
+    # audits of real code: XLA's collectives against shardalg's plans
+    "audit": "audit.run",
+    "audit_file": "audit.run",
     # teaching: proofs, notes, fragments, plots
     "Lemma": "numeric.proofs",
     "run_all": "numeric.proofs",

@@ -69,6 +69,8 @@ RUNNABLE = [(c.removeprefix(SETUP), o) for c, o in commands() if c.removeprefix(
 
 @pytest.mark.parametrize(("command", "expected"), RUNNABLE, ids=[c for c, _ in RUNNABLE])
 def test_console_example(command, expected, shim_path):
+    if command.startswith("shardalg audit "):
+        pytest.importorskip("jax", reason="shardalg audit needs the jax extra; CI installs it")
     done = subprocess.run(
         ["bash", "-c", command],
         cwd=ROOT,
