@@ -302,9 +302,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("name", metavar="NAME", help="a preset (shardalg model list)")
     q.add_argument(
         "--phase",
-        choices=("train", "decode"),
+        choices=("train", "prefill", "decode"),
         default="train",
-        help="train: one layer's forward and the unembedding (default); decode: one token over a KV cache",
+        help="train: one layer's forward and the unembedding (default); prefill: the prompt, with the "
+        "attention core over its KV cache; decode: one token over a KV cache",
     )
     q.add_argument("--dtype", metavar="DTYPE", help="the parameters' dtype (default bf16), e.g. int8")
     q.add_argument("--kv-dtype", metavar="DTYPE", help="the KV cache's dtype (default: --dtype)")
