@@ -44,6 +44,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "backward",
     "export",
     "models",
+    "serving",
     "search",
     "strategymap",
 )
@@ -73,6 +74,7 @@ COMMANDS: dict[str, str] = {
     "fit": "models",
     "step": "models",
     "model": "models",
+    "serve": "serving",
     "search": "search",
     "strategy-map": "strategymap",
 }

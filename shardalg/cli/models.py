@@ -23,6 +23,7 @@ from shardalg.errors import UsageError
 from . import EXIT_OK
 from .common import HelpFormatter, add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
+from .serving import add_efficiencies, efficiency_options
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 
@@ -122,6 +123,7 @@ def _step(args: argparse.Namespace) -> int:
         args.overlap,
         args.mfu and _number(args.mfu, "--mfu"),
         _number(args.tokens, "--tokens"),
+        **efficiency_options(args),  # type: ignore[arg-type]
     )
     _print(report.to_json() if args.json else str(report), args.json)
     return EXIT_OK
@@ -260,7 +262,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "step",
         "step time, tokens per second and days to train (or an inference roofline)",
         "Time one training step (forward, recomputed forward and the derived backward, priced under "
-        "the overlap policy) or one inference step (compute, HBM reads and communication) on a chip.",
+        "the overlap policy) or one inference step (a sum of per-op rooflines: each op's compute, HBM "
+        "reads and communication) on a chip; a prefill and a generation end to end: shardalg serve.",
         "shardalg step PROGRAM --mesh X=256 --sizes B=256,T=4096 --hw tpu-v5p --mfu 0.4 --tokens 15e12",
     )
     _common(p)
@@ -269,7 +272,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="steady: compute and each axis's collectives overlap across layers (the default); "
         "serial: they add up; schedule: one layer's steps as their dependencies allow",
     )
-    p.add_argument("--mfu", metavar="FRACTION", help="model FLOPs utilisation: C becomes MFU*C (default 1)")
+    p.add_argument(
+        "--mfu",
+        metavar="FRACTION",
+        help="model FLOPs utilisation: C becomes MFU*C (default: the chip's measured one, else peak, "
+        "said in the output)",
+    )
+    add_efficiencies(p)
     p.add_argument(
         "--tokens", metavar="COUNT", help="train on this many tokens: days to train (needs 'tokens')"
     )

@@ -129,7 +129,9 @@ class Efficiencies:
             what, symbols, _, flag = KINDS[kind]
             scales = ", ".join(symbols)
             if e.is_peak:
-                out.append((kind, f"{what} peak (1: {scales} at the chip's peak; {e.source}, {flag} sets one)"))
+                out.append(
+                    (kind, f"{what} peak (1: {scales} at the chip's peak; {e.source}, {flag} sets one)")
+                )
             else:
                 out.append((kind, f"{what} {e.text()}: {scales} scaled by it ({e.source})"))
         return out
