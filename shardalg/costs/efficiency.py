@@ -48,7 +48,10 @@ def _fraction(value: object, what: str, flag: str) -> Fraction:
             f"the {what} is a number between 0 and 1, not {value!r}", fix=f"e.g. {flag} 0.4"
         ) from None
     if not 0 < f <= 1:
-        raise UsageError(f"the {what} is a fraction of peak in (0, 1], not {value}", fix=f"e.g. {flag} 0.4")
+        rate = {"MFU": "peak FLOP/s", "HBM efficiency": "peak HBM bandwidth"}.get(
+            what, "peak network bandwidth"
+        )
+        raise UsageError(f"the {what} is a fraction of {rate} in (0, 1], not {value}", fix=f"e.g. {flag} 0.4")
     return f
 
 
@@ -72,6 +75,7 @@ class Efficiency:
 
 
 PEAK = Efficiency()
+GIVEN = "given"
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class Efficiencies:
         for kind, given in (("compute", mfu), ("hbm", hbm), ("network", network)):
             what, _, attr, flag = KINDS[kind]
             if given is not None:
-                got[kind] = Efficiency(_fraction(given, what, flag), "given")
+                got[kind] = Efficiency(_fraction(given, what, flag), GIVEN)
                 continue
             measured = getattr(chip, attr, None)
             if measured is not None:
@@ -123,9 +127,12 @@ class Efficiencies:
         return {s: v * scale.get(s, 1.0) for s, v in values.items()}
 
     def notes(self) -> list[tuple[str, str]]:
-        """One note per factor: its value, ``peak`` in words where it is 1, and its source."""
+        """One note per factor the user did not give: ``peak`` in words where it is 1, else the chip's measured
+        value and its source (a given factor is said in the header and the JSON, not as a default)."""
         out = []
         for kind, e in self.items():
+            if e.source == GIVEN:
+                continue
             what, symbols, _, flag = KINDS[kind]
             scales = ", ".join(symbols)
             if e.is_peak:
