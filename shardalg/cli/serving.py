@@ -90,7 +90,9 @@ def _serve(args: argparse.Namespace) -> int:
         mfu=number(args.mfu, "--mfu"),
         **efficiency_options(args),  # type: ignore[arg-type]
     )
-    print(json.dumps(report.to_json(), indent=2, ensure_ascii=False) if args.json else report)
+    print(
+        json.dumps(report.to_json(), indent=2, ensure_ascii=False) if args.json else report.text(args.steps)
+    )
     return EXIT_OK
 
 
@@ -132,5 +134,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="fraction of peak FLOP/s: C becomes MFU*C (default: the chip's, else peak)",
     )
     add_efficiencies(p)
+    p.add_argument(
+        "--steps", action="store_true", help="also print the prefill step and the last decode step, op by op"
+    )
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
     p.set_defaults(handler=_serve)

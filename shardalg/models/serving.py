@@ -132,6 +132,11 @@ class ServeReport:
         }
 
     def __str__(self) -> str:
+        return self.text()
+
+    def text(self, steps: bool = False) -> str:
+        """The figures and the defaults; with ``steps``, the prefill step and the last decode step op by op."""
+
         def t(s: float) -> str:
             for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
                 if s >= scale:
@@ -162,7 +167,7 @@ class ServeReport:
                 f"${self.price_per_chip_hour:g} per chip-hour"
             )
         for title, r in (("prefill step", self.prefill), ("last decode", self.decode_last)):
-            if r is None:
+            if r is None or not steps:
                 continue
             lines.append(f"-- {title}:")
             lines += [ln for ln in str(r).splitlines() if not ln.startswith("note:")]
@@ -290,6 +295,14 @@ def serve(
             "the prefill step: every prompt token through every layer, the first token's logits at the end",
         )
     )
+    if not isinstance(model, tuple):
+        notes.append(
+            (
+                "prefill",
+                "the preset's prefill program: its attention core counts every (T, S) pair of the prompt (no "
+                "causal masking's half), its unembedding the last position only",
+            )
+        )
 
     steps: list[tuple[int, float]] = []
     first = last = None

@@ -90,11 +90,14 @@ def test_the_cli_serves_and_says_its_defaults(capsys):
     assert main([*argv, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ttft_s"] > 0 and data["tokens_per_s"]["per_chip"] > 0 and data["cost_per_million_tokens"] > 0
-    assert main(argv) == 0
+    assert main([*argv, "--steps"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("serve ") and "TTFT" in out and "per million generated tokens at $2.5" in out
     assert "MFU peak" in out and "MFU 1" not in out
-    assert "attention (KV-cache read: Kc, Vc)" in out
+    assert "attention (KV-cache read: Kc, Vc)" in out and "-- last decode:" in out
+    assert main(argv) == 0
+    brief = capsys.readouterr().out
+    assert "-- last decode:" not in brief and brief.splitlines()[:6] == out.splitlines()[:6]
 
 
 def test_a_single_token_has_no_decode_step():
