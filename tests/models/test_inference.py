@@ -3,8 +3,12 @@ read its own op), and the efficiencies (MFU, HBM, network) said and applied, fro
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shardalg.algebra.symbols import quantity
 from shardalg.cli import main
@@ -146,4 +150,48 @@ def test_efficiencies_are_one_value_of_the_cost_model():
     assert (
         e.effective(values)[C] == pytest.approx(0.4 * values[C])
         and e.effective(values)[W_HBM] == values[W_HBM]
+    )
+
+
+# ---- properties ------------------------------------------------------------------------------------------
+
+SMALL_DECODE = """params W
+kvcache Kc
+tokens B
+Q[B, H] * Kc[B, S_X, H] -> Sc[B, S_X]
+P[B, S_X] * W[S, D] -> O[B, D]"""
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    b=st.sampled_from([1, 8, 64, 512]),
+    s=st.sampled_from([256, 4096, 32768]),
+    h=st.sampled_from([64, 128]),
+    d=st.sampled_from([512, 8192]),
+    chip=st.sampled_from(["tpu-v5e", "h100"]),
+)
+def test_per_op_lies_between_the_whole_step_max_and_the_whole_step_sum(b, s, h, d, chip):
+    """Σ_i max(c_i, h_i, m_i) >= max(Σc, Σh, comms) and <= Σc + Σh + Σm: a sum of per-op rooflines is never
+    below the whole-step roofline nor above the serial sum, at any size."""
+    sizes = f"B={b},S={s},H={h},D={d}"
+    per_op = step_time(SMALL_DECODE, mesh="X=4", sizes=sizes, hw=chip).seconds
+    whole = step_time(SMALL_DECODE, mesh="X=4", sizes=sizes, hw=chip, roofline="whole-step").seconds
+    serial = step_time(
+        SMALL_DECODE, mesh="X=4", sizes=sizes, hw=chip, overlap="serial", roofline="whole-step"
+    )
+    assert whole <= per_op * (1 + 1e-12) and per_op <= serial.seconds * (1 + 1e-12)
+
+
+def test_step_cli_takes_the_efficiencies_and_the_roofline(capsys):
+    argv = ["step", SMALL_DECODE, "--mesh", "X=4", "--sizes", "B=8,S=4096,H=128,D=8192", "--hw", "tpu-v5e"]
+    assert main([*argv, "--hbm-efficiency", "0.8", "--net-efficiency", "0.5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["efficiency"]["hbm"]["value"] == 0.8 and data["efficiency"]["network"]["value"] == 0.5
+    assert data["efficiency"]["compute"]["peak"] is True and data["roofline"] == "per-op"
+    assert [o["kv_read"] for o in data["parts"][0]["ops"]] == [True, False]
+    assert main([*argv, "--roofline", "whole-step"]) == 0
+    assert "one roofline over each part: whole-step" in capsys.readouterr().out
+    assert main([*argv, "--hbm-efficiency", "1.5"]) == 2
+    assert (
+        "the HBM efficiency is a fraction of peak HBM bandwidth in (0, 1], not 1.5" in capsys.readouterr().err
     )
