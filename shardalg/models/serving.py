@@ -33,7 +33,7 @@ from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import priced
 from shardalg.costs.terms import Term, add, maximum, point
-from shardalg.errors import UsageError
+from shardalg.errors import IndivisibleDim, UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Program
 
@@ -308,7 +308,15 @@ def serve(
     first = last = None
     if generate > 1:
         lengths = range(prefill + 1, prefill + generate)
-        dec_model = model_program(dec_program, mesh, {**given, "S": lengths[0]})
+        try:
+            dec_model = model_program(dec_program, mesh, {**given, "S": lengths[0]})
+            dec_model.with_sizes(S=lengths[-1])
+        except IndivisibleDim as e:
+            raise UsageError(
+                f"the decode steps attend to S = {lengths[0]:,} .. {lengths[-1]:,} tokens, one more a step: "
+                f"{e.message}",
+                fix="leave S unsharded in --activations (the cache grows by a token each step)",
+            ) from None
         lo = analyze(dec_model, "infer")
         hi = analyze(dec_model.with_sizes(S=lengths[-1]), "infer") if len(lengths) > 1 else lo
         first = model_step(lo, chip, overlap, mfu, **options)

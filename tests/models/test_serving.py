@@ -119,6 +119,13 @@ def test_plans_that_differ_across_the_generation_are_made_at_each_context():
         assert seconds == pytest.approx(alone.seconds, rel=1e-12)
 
 
+def test_a_context_sharded_over_an_axis_is_refused_with_the_reason():
+    with pytest.raises(
+        UsageError, match=r"the decode steps attend to S = 17 \.\. 19 tokens, one more a step"
+    ):
+        serve("llama-2-13b", "X=8", "B=8", "h100", 16, 4, params="F=X", activations="S=X")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
