@@ -40,7 +40,9 @@ from shardalg.notation.syntax import Program
 from .analysis import Analysis, analyze
 from .expand import expand, shard
 from .inference import Roofline, inference_ops
+from .memory import MemoryReport, model_memory
 from .program import model_program
+from .quantities import as_json, bytes_text
 from .step import StepReport, _cost_model, _part_plans, _whole_step, model_step
 
 __all__ = ["ServeReport", "serve"]
@@ -63,7 +65,13 @@ class ServeReport:
     decode_last: StepReport | None
     decode_steps: list[tuple[int, float]]
     price_per_chip_hour: float | None
+    memory: MemoryReport  # at the longest cache of the request (S = P + N − 1)
     notes: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def longest(self) -> int:
+        """The longest context of the request: the cache the memory is counted at."""
+        return self.prefill_tokens + self.generate - 1
 
     @property
     def ttft_s(self) -> float:
@@ -124,6 +132,12 @@ class ServeReport:
             },
             "price_per_chip_hour": self.price_per_chip_hour,
             "cost_per_million_tokens": self.cost_per_million_tokens,
+            "memory": {
+                "bytes_per_device": as_json(self.memory.total),
+                "at_S": self.longest,
+                "hbm_bytes": self.memory.hbm,
+                "fits": self.memory.fits,
+            },
             "decode_steps": [{"S": s, "seconds": t} for s, t in self.decode_steps],
             "prefill": step(self.prefill),
             "decode_first": step(self.decode_first),
@@ -161,6 +175,11 @@ class ServeReport:
             f"{'tokens/s':<14} {self.tokens_per_s_per_user:.4g} per user, {self.tokens_per_s_per_chip:.4g} "
             f"per chip, {self.tokens_per_s:.4g} in all",
         ]
+        fits = {True: "fits", False: "does NOT fit", None: "fit unknown"}[self.memory.fits]
+        lines.append(
+            f"{'memory':<14} {bytes_text(self.memory.total)} per device with the cache at S={self.longest:,}: "
+            f"{fits} in {chip}'s HBM ({bytes_text(sympy.Float(self.memory.hbm or 0))})"
+        )
         if self.cost_per_million_tokens is not None:
             lines.append(
                 f"{'cost':<14} ${self.cost_per_million_tokens:.4g} per million generated tokens at "
@@ -306,6 +325,7 @@ def serve(
 
     steps: list[tuple[int, float]] = []
     first = last = None
+    hi = pre
     if generate > 1:
         lengths = range(prefill + 1, prefill + generate)
         try:
@@ -353,6 +373,15 @@ def serve(
             "is per million generated tokens, the prompt's time paid but its tokens not counted",
         )
     )
+    memory = model_memory(hi, chip)
+    if memory.fits is False:
+        notes.append(
+            (
+                "memory",
+                f"the model and its cache at S = {prefill + generate - 1:,} do not fit in {chip.name}'s HBM: "
+                "the times above assume they did",
+            )
+        )
     return ServeReport(
         prefill,
         generate,
@@ -363,5 +392,6 @@ def serve(
         last,
         steps,
         price_per_chip_hour,
+        memory,
         notes,
     )

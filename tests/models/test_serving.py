@@ -100,6 +100,17 @@ def test_the_cli_serves_and_says_its_defaults(capsys):
     assert "-- last decode:" not in brief and brief.splitlines()[:6] == out.splitlines()[:6]
 
 
+def test_memory_is_counted_at_the_longest_cache(served):
+    m = served.memory
+    assert served.longest == P + N - 1 and m.fits is True
+    # K and V of 40 layers, each [B, S, K/8, H] in bf16 on a device, at the last decode step's context
+    assert m.parts["kv_cache"] == 2 * 40 * BATCH * (P + N - 1) * (40 // 8) * 128 * 2
+    assert served.to_json()["memory"]["at_S"] == P + N - 1 and "memory" not in dict(served.notes)
+    big = serve("llama-2-13b", "X=8", "B=512", "h100", 8192, 2, **SHARDING)  # type: ignore[arg-type]
+    assert big.memory.fits is False and "do not fit in h100's HBM" in dict(big.notes)["memory"]
+    assert "does NOT fit in h100's HBM" in str(big)
+
+
 def test_a_single_token_has_no_decode_step():
     r = serve("llama-2-13b", "X=8", "B=4", "h100", 128, 1, **SHARDING)  # type: ignore[arg-type]
     assert r.decode_steps == [] and r.total_s == r.ttft_s and r.tpot_s is None
