@@ -73,6 +73,7 @@ _EXPORTS: dict[str, str] = {
     "model_program": "models.program",
     "memory": "models.memory",
     "step_time": "models.step",
+    "serve": "models.serving",
     "largest": "models.fit",
     "fewest_devices": "models.fit",
     "smallest_slice": "models.fit",

@@ -45,6 +45,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "export",
     "audit",
     "models",
+    "serving",
     "search",
     "strategymap",
 )
@@ -75,6 +76,7 @@ COMMANDS: dict[str, str] = {
     "fit": "models",
     "step": "models",
     "model": "models",
+    "serve": "serving",
     "search": "search",
     "strategy-map": "strategymap",
 }

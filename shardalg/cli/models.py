@@ -23,6 +23,7 @@ from shardalg.errors import UsageError
 from . import EXIT_OK
 from .common import HelpFormatter, add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
+from .serving import add_efficiencies, efficiency_options
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 
@@ -128,6 +129,7 @@ def _step(args: argparse.Namespace) -> int:
         args.overlap,
         args.mfu and _number(args.mfu, "--mfu"),
         _number(args.tokens, "--tokens"),
+        **efficiency_options(args),  # type: ignore[arg-type]
     )
     report.notes.extend(notes)
     if layout is None:
@@ -293,7 +295,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "step",
         "step time, tokens per second and days to train (or an inference roofline)",
         "Time one training step (forward, recomputed forward and the derived backward, priced under "
-        "the overlap policy) or one inference step (compute, HBM reads and communication) on a chip.",
+        "the overlap policy) or one inference step (a sum of per-op rooflines: each op's compute, HBM "
+        "reads and communication) on a chip; a prefill and a generation end to end: shardalg serve.",
         "shardalg step PROGRAM --mesh X=256 --sizes B=256,T=4096 --hw tpu-v5p --mfu 0.4 --tokens 15e12",
     )
     _common(p)
@@ -302,7 +305,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="steady: compute and each axis's collectives overlap across layers (the default); "
         "serial: they add up; schedule: one layer's steps as their dependencies allow",
     )
-    p.add_argument("--mfu", metavar="FRACTION", help="model FLOPs utilisation: C becomes MFU*C (default 1)")
+    p.add_argument(
+        "--mfu",
+        metavar="FRACTION",
+        help="model FLOPs utilisation: C becomes MFU*C (default: the chip's measured one, else peak, "
+        "said in the output)",
+    )
+    add_efficiencies(p)
     p.add_argument(
         "--tokens", metavar="COUNT", help="train on this many tokens: days to train (needs 'tokens')"
     )
@@ -335,9 +344,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("name", metavar="NAME", help="a preset (shardalg model list)")
     q.add_argument(
         "--phase",
-        choices=("train", "decode"),
+        choices=("train", "prefill", "decode"),
         default="train",
-        help="train: one layer's forward and the unembedding (default); decode: one token over a KV cache",
+        help="train: one layer's forward and the unembedding (default); prefill: the prompt, with the "
+        "attention core over its KV cache; decode: one token over a KV cache",
     )
     q.add_argument("--dtype", metavar="DTYPE", help="the parameters' dtype (default bf16), e.g. int8")
     q.add_argument("--kv-dtype", metavar="DTYPE", help="the KV cache's dtype (default: --dtype)")

@@ -6,8 +6,9 @@
     >>> chip.hbm_capacity.value, chip.flops.value
     (96000000000.0, 459000000000000.0)
 
-Keys are the cost model's symbols (``C``, ``W_hbm``, ``W_ici``, ``T_min``, ``alpha``, ``beta``, ``W_dcn``) and
-``hbm`` (HBM capacity in bytes), plus ``name``, ``description``, ``model`` (``ici``, ``alpha-beta``,
+Keys are the cost model's symbols (``C``, ``W_hbm``, ``W_ici``, ``T_min``, ``alpha``, ``beta``, ``W_dcn``),
+``hbm`` (HBM capacity in bytes) and measured efficiencies (``mfu``, ``eff_hbm``, ``eff_net``: fractions of peak
+FLOP/s, HBM and network bandwidth, each with its source in a TOML table), plus ``name``, ``description``, ``model`` (``ici``, ``alpha-beta``,
 ``alpha-beta-rd``), ``wrap`` (``always``, ``never``, ``lengthN``, ``cubesN``) and ``base`` (a preset whose
 numbers the others override). A TOML file has the same keys at the top level; there a number may also be a
 table ``{value = 4.6e14, source = "..."}`` that says where it comes from, and ``wrap`` may be a table
@@ -41,6 +42,9 @@ NUMBER_KEYS: dict[str, str] = {
     "alpha": "alpha",
     "beta": "link_bandwidth",
     "W_dcn": "dcn_bandwidth",
+    "mfu": "mfu",  # measured efficiencies, fractions of peak in (0, 1]
+    "eff_hbm": "hbm_efficiency",
+    "eff_net": "network_efficiency",
 }
 _REQUIRED = ("C", "W_hbm", "hbm", "W_ici", "T_min")
 _TEXT_KEYS = ("name", "description", "model", "wrap", "base")

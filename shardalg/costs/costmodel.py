@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from shardalg.errors import UsageError
 from shardalg.planning.overlap import OverlapPolicy
 
+from .efficiency import Efficiencies
 from .hardware import MODELS, Chip, as_chip
 
 __all__ = ["CostModel", "RINGS", "check_model"]
@@ -47,7 +48,10 @@ class CostModel:
     ``latency=False`` keeps only bandwidth terms (the bandwidth-bound regime of the book's derivations);
     ``symbolic_links`` writes each axis's link count as the symbol M_X; ``dcn_axes`` run over DCN; ``hbm``
     restricts HBM traffic to the named tensors (None: every einsum operand and result); ``exact`` keeps the
-    ring's (N − 1)/N; ``ring="uni"`` uses each ring one way (see :mod:`shardalg.costs.stepcost`)."""
+    ring's (N − 1)/N; ``ring="uni"`` uses each ring one way (see :mod:`shardalg.costs.stepcost`);
+    ``efficiency``: the fractions of peak compute (MFU), HBM and network bandwidth a step reaches, each with its
+    source (:mod:`shardalg.costs.efficiency`; peak unless given or carried by the chip). The whole-model
+    step (:mod:`shardalg.models.step`) applies them; a plan's own cost stays at peak."""
 
     chip: Chip | None = None
     model: str = "ici"
@@ -58,6 +62,7 @@ class CostModel:
     hbm: tuple[str, ...] | None = None
     exact: bool = False
     ring: str = "bi"
+    efficiency: Efficiencies = Efficiencies()
 
     def __post_init__(self) -> None:
         check_model(self.model, self.ring)
@@ -75,9 +80,11 @@ class CostModel:
         hbm: Iterable[str] | None = None,
         exact: bool = False,
         ring: str = "bi",
+        efficiency: Efficiencies | None = None,
     ) -> CostModel:
         """The cost model the public functions' arguments name: ``hw`` a Chip or preset name, ``model``
-        default the chip's (else ``ici``), ``overlap`` a policy or its name (default ``schedule``)."""
+        default the chip's (else ``ici``), ``overlap`` a policy or its name (default ``schedule``),
+        ``efficiency`` default: the chip's measured ones, else peak."""
         chip = as_chip(hw)
         return cls(
             chip,
@@ -89,6 +96,7 @@ class CostModel:
             None if hbm is None else tuple(hbm),
             exact,
             ring,
+            efficiency if efficiency is not None else Efficiencies.of(chip),
         )
 
     def under(self, overlap: object) -> CostModel:

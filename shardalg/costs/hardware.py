@@ -100,10 +100,26 @@ class Chip:
     link_bandwidth: Sourced | None = None
     dcn_bandwidth: Sourced | None = None
     wrap: WrapRule = field(default_factory=lambda: WrapRule(always=True))
+    mfu: Sourced | None = None  # a measured fraction of peak FLOP/s, with its source
+    hbm_efficiency: Sourced | None = None  # a measured fraction of peak HBM bandwidth
+    network_efficiency: Sourced | None = None  # a measured fraction of peak network bandwidth
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise UsageError(f"unknown communication model {self.model!r}; known: {', '.join(MODELS)}")
+        for key in ("mfu", "hbm_efficiency", "network_efficiency"):
+            e = getattr(self, key)
+            if e is not None and not e.value <= 1:
+                raise UsageError(f"the chip's {key} is a fraction of peak in (0, 1], not {e.value:g}")
+
+    def efficiencies(self) -> dict[str, Sourced]:
+        """The measured efficiencies the chip carries (MFU, HBM, network), each with its source."""
+        table = {
+            "mfu": self.mfu,
+            "hbm_efficiency": self.hbm_efficiency,
+            "network_efficiency": self.network_efficiency,
+        }
+        return {k: v for k, v in table.items() if v is not None}
 
     def numbers(self) -> dict[str, Sourced]:
         """Symbol name -> sourced number, for every number the chip has."""
@@ -133,7 +149,15 @@ class Chip:
             "hbm_capacity": {"value": self.hbm_capacity.value, "source": self.hbm_capacity.source},
             "numbers": {k: {"value": v.value, "source": v.source} for k, v in self.numbers().items()},
             "wraparound": _wrap_text(self.wrap),
-        }
+        } | (
+            {
+                "efficiencies": {
+                    k: {"value": v.value, "source": v.source} for k, v in self.efficiencies().items()
+                }
+            }
+            if self.efficiencies()
+            else {}
+        )
 
     def __str__(self) -> str:
         rows = [f"{self.name}: {self.description} (default model: {self.model})"]
@@ -141,6 +165,8 @@ class Chip:
             rows.append(f"  {k:<6} = {v.value:<10.4g} {v.source}")
         rows.append(f"  HBM    = {self.hbm_capacity.value:<10.4g} bytes; {self.hbm_capacity.source}")
         rows.append(f"  wraparound: {_wrap_text(self.wrap)}")
+        for k, v in self.efficiencies().items():
+            rows.append(f"  {k} = {v.value:g} of peak (measured); {v.source}")
         return "\n".join(rows)
 
     def __repr__(self) -> str:

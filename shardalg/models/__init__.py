@@ -7,7 +7,9 @@ derivations, step and training time — plus model presets and optimizers as dat
   backward reads, rematerialisation, FLOPs), :mod:`.quantities` (bytes and elements of a tensor, numbers
   for JSON);
 - :mod:`.memory` (bytes per device by part, the HBM fit), :mod:`.step` (step time, tokens per second,
-  days to train; prefill and decode rooflines), :mod:`.fit` (largest batch, fewest devices, smallest slice,
+  days to train), :mod:`.inference` (a prefill or decode step as a sum of per-op rooflines, the KV-cache read
+  the attention's own op), :mod:`.serving` (a prefill and a generation end to end: time to first token,
+  tokens per second, cost per million tokens), :mod:`.fit` (largest batch, fewest devices, smallest slice,
   largest model under DP, as derivations);
 - :mod:`.optimizers` and :mod:`.slices` (data: optimizer state per parameter, allowed slice shapes, each with
   its source), :mod:`.presets` (model configurations, each number with its source) and :mod:`.expand`

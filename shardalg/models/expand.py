@@ -10,7 +10,10 @@ layer's products (the Q, K, V and output projections, the gated MLP) and, outsid
 unembedding. What the notation does not show enters as an input: the attention core's output ``A``
 (softmax(Q·Kᵀ)·V, whose 4·B·T²·N·H FLOPs are not counted), the normalised residual ``Hn``, the MLP's gated
 activation ``M``. The decode program reads a KV cache (``Kc``, ``Vc`` over ``S`` tokens) for one new token
-per sequence, and includes the attention core's two products.
+per sequence, and includes the attention core's two products. The prefill program is the training program's
+layer with the attention core's two products over the cache of the prompt (``S`` its length, the same as
+``T``): every (T, S) pair is counted, without causal masking's half; its unembedding is the last position's
+only (the logits of the first generated token).
 
 :func:`shard` applies a dim-to-axes map to the parameters and another to the activations (and KV cache); where
 an axis shards a parameter and, on another dim, the batch its product keeps (FSDP: ``In[B_X, D] · W_in[D_X, F]``),
@@ -34,7 +37,7 @@ from .presets import ModelConfig, get
 
 __all__ = ["expand", "shard", "parse_dim_map", "PHASES"]
 
-PHASES = ("train", "decode")
+PHASES = ("train", "prefill", "decode")
 
 
 def _t(name: str, dims: str, dtype: DType | None) -> str:
@@ -48,7 +51,8 @@ def expand(
     kv_dtype: DType | str | None = None,
 ) -> Program:
     """The program of ``config`` for ``phase`` (``train``: one layer's forward and the unembedding;
-    ``decode``: one new token per sequence over a KV cache). ``dtype`` is the parameters' (default bf16),
+    ``prefill``: the prompt's tokens with the attention core over their cache; ``decode``: one new token per
+    sequence over a KV cache). ``dtype`` is the parameters' (default bf16),
     ``kv_dtype`` the KV cache's (default ``dtype``)."""
     c = get(config) if isinstance(config, str) else config
     if phase not in PHASES:
@@ -56,13 +60,14 @@ def expand(
     p = dtype_named(dtype) if isinstance(dtype, str) else dtype
     kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
     decode = phase == "decode"
+    core = phase != "train"  # the attention core's products over a KV cache
     tok = "B" if decode else "B, T"  # the dims of one token stream
 
     layer_params = ["W_q", "W_k", "W_v", "W_o"] + (["W_r"] if c.moe else []) + ["W_gate", "W_in", "W_out"]
     layer_params += ["g_attn", "g_mlp"] if c.norms else []
     outside = ["W_emb"] + ([] if c.tied else ["W_unemb"]) + (["g_final"] if c.norms else [])
     lines = [f"params {', '.join(layer_params)}", f"embeddings {', '.join(outside)}"]
-    if decode:
+    if core:
         lines.append("kvcache Kc, Vc")
     lines += [f"tokens {tok}", "layers L", _t("W_emb", "V, D", p)]
     if c.norms:
@@ -73,10 +78,11 @@ def expand(
         f"In[{tok}, D] * {_t('W_k', 'D, K, H', p)} -> {'Kn' if decode else 'Kp'}[{tok}, K, H]",
         f"In[{tok}, D] * {_t('W_v', 'D, K, H', p)} -> {'Vn' if decode else 'Vp'}[{tok}, K, H]",
     ]
-    if decode:
+    if core:
+        scores = "B, K, G, S" if decode else "B, T, K, G, S"
         lines += [
-            f"Q[{q}] * {_t('Kc', 'B, S, K, H', kv)} -> Sc[B, K, G, S]",
-            f"P[B, K, G, S] * {_t('Vc', 'B, S, K, H', kv)} -> A[{q}]",
+            f"Q[{q}] * {_t('Kc', 'B, S, K, H', kv)} -> Sc[{scores}]",
+            f"P[{scores}] * {_t('Vc', 'B, S, K, H', kv)} -> A[{q}]",
         ]
     lines.append(f"A[{q}] * {_t('W_o', 'K, G, H, D', p)} -> Att[{tok}, D]")
     if c.moe:
@@ -93,7 +99,8 @@ def expand(
             f"M[{tok}, F] * {_t('W_out', 'F, D', p)} -> Out[{tok}, D]",
         ]
     unembed = _t("W_emb", "V, D", p) if c.tied else _t("W_unemb", "D, V", p)
-    lines.append(f"Xf[{tok}, D] * {unembed} -> Logits[{tok}, V]")
+    last = "B" if core else tok  # serving needs the logits of each sequence's last position only
+    lines.append(f"Xf[{last}, D] * {unembed} -> Logits[{last}, V]")
     if c.sizes:
         lines.append("where " + ", ".join(f"{k}={v}" for k, v in c.sizes.items()))
     return parse("\n".join(lines))

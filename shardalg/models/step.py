@@ -1,4 +1,4 @@
-"""Step time, tokens per second and days to train; inference steps (prefill, decode) as a roofline.
+"""Step time, tokens per second and days to train; inference steps (prefill, decode) as a sum of rooflines.
 
     >>> s = step_time("params W\\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]", mesh="X=4", hw="tpu-v5p")
     >>> s.total                                                     # doctest: +SKIP
@@ -6,11 +6,14 @@
 Training: one repeated layer runs its forward plans, the forward the remat policy recomputes, and the derived
 backward's plans, priced together by :func:`shardalg.costs.plancost.plan_cost` under the overlap policy
 (``steady``: compute and each mesh axis's collectives overlap across layers, the book's view; ``serial``: they
-add up; ``schedule``: the steps of one layer as their dependencies allow); the step is ``layers`` times that plus the part outside the repeated layer. An MFU factor scales the
-chip's FLOP/s (``C`` becomes ``MFU*C``). Inference: the forward only, as a roofline of compute, HBM reads
-(the parameters and the KV cache each device holds) and communication, the max of the three under ``steady``,
-their sum under ``serial``, and under ``schedule`` the plan's schedule beside the HBM reads. A decode step is the forward of a program that reads a KV cache; a prefill
-step is the forward of the training program (``mode="infer"``).
+add up; ``schedule``: the steps of one layer as their dependencies allow); the step is ``layers`` times that
+plus the part outside the repeated layer. The cost model's efficiencies scale the chip's rates (MFU: ``C``
+becomes ``MFU*C``; HBM: ``W_hbm``; network: ``W_ici``, ``W_dcn``, ``beta``), each said in the output, ``peak``
+in words where it is 1 (:mod:`shardalg.costs.efficiency`). Inference: the forward only, as a sum of per-op
+rooflines (:mod:`.inference`: each op the max of its compute, its HBM reads of the parameters and KV cache,
+and its communication when not overlapped; the KV-cache read is the attention's own op), or with
+``roofline="whole-step"`` one max over the whole part (the older accounting). A decode step is the forward of a
+program that reads a KV cache; a prefill step is the forward of the training program (``mode="infer"``).
 """
 
 from __future__ import annotations
@@ -26,14 +29,17 @@ from sympy import Expr, Integer
 from shardalg.algebra.symbols import quantity
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
+from shardalg.costs.efficiency import Efficiencies
 from shardalg.costs.hardware import Chip
 from shardalg.costs.plancost import PlanCost, priced
 from shardalg.costs.schedule import OverlapPolicy, lanes_of
+from shardalg.costs.terms import Term, point
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Op
 
 from .analysis import Analysis, Flops, Remat, analyze
+from .inference import Roofline, inference_ops
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text
 
@@ -45,6 +51,7 @@ __all__ = [
     "SECONDS_PER_DAY",
     "step_seconds",
     "PartSeconds",
+    "OpPart",
 ]
 
 DEFAULT_POLICY = OverlapPolicy.STEADY  # a whole step: the book's layer-level view (DESIGN.md section 5)
@@ -52,21 +59,36 @@ SECONDS_PER_DAY = 86_400
 C = quantity("C")
 
 
-def _mfu(mfu: float | str | None) -> Fraction:
-    if mfu is None:
-        return Fraction(1)
-    try:
-        value = Fraction(str(mfu)) if isinstance(mfu, str) else Fraction(mfu).limit_denominator(10**6)
-    except (ValueError, ZeroDivisionError):
-        raise UsageError(f"the MFU is a number between 0 and 1, not {mfu!r}", fix="e.g. --mfu 0.4") from None
-    if not 0 < value <= 1:
-        raise UsageError(f"the MFU is a fraction of peak FLOP/s in (0, 1], not {mfu}", fix="e.g. --mfu 0.4")
-    return value
+def _largest(terms: Mapping[str, Expr], values: Mapping[sympy.Symbol, float]) -> str | None:
+    """The key of the largest term with the chip's numbers, or None while symbolic."""
+    numbers = {k: v.subs(values) if isinstance(v, sympy.Basic) else v for k, v in terms.items()}
+    if any(getattr(v, "free_symbols", None) for v in numbers.values()):
+        return None
+    return max(numbers, key=lambda k: float(numbers[k]))
+
+
+@dataclass(frozen=True)
+class OpPart:
+    """One op of an inference step (:class:`.inference.OpRoofline`) as formulas at the cost model's
+    efficiencies: compute, HBM time, communication and its roofline ``total``."""
+
+    name: str
+    kv_read: bool
+    compute: Expr
+    memory: Expr
+    comms: Expr
+    total: Expr
+    hbm_bytes: Expr
+
+    def bound(self, values: Mapping[sympy.Symbol, float]) -> str | None:
+        return _largest({"compute": self.compute, "comms": self.comms, "hbm": self.memory}, values)
 
 
 @dataclass(frozen=True)
 class Part:
-    """One part of a step (the repeated layer, or the part outside it): its terms in seconds (formulas)."""
+    """One part of a step (the repeated layer, or the part outside it): its terms in seconds (formulas); in
+    an inference step priced per op, its ``ops`` (the part's total is their sum, compute, comms and memory
+    their sums)."""
 
     name: str
     count: Expr
@@ -75,14 +97,20 @@ class Part:
     comms: Expr
     memory: Expr
     total: Expr
+    ops: tuple[OpPart, ...] = ()
 
     def bound(self, values: Mapping[sympy.Symbol, float]) -> str | None:
-        """Which term is the largest with the chip's numbers, or None while symbolic."""
-        terms = {"compute": self.compute, "comms": self.comms, "hbm": self.memory}
-        numbers = {k: v.subs(values) if isinstance(v, sympy.Basic) else v for k, v in terms.items()}
-        if any(getattr(v, "free_symbols", None) for v in numbers.values()):
-            return None
-        return max(numbers, key=lambda k: float(numbers[k]))
+        """Which term is the largest with the chip's numbers, or None while symbolic; per op, the bound of the
+        ops that take the most of the part's time."""
+        if not self.ops:
+            return _largest({"compute": self.compute, "comms": self.comms, "hbm": self.memory}, values)
+        share: dict[str, Expr] = {}
+        for op in self.ops:
+            b = op.bound(values)
+            if b is None:
+                return None
+            share[b] = share.get(b, sympy.Integer(0)) + op.total
+        return _largest(share, values)
 
 
 @dataclass
@@ -92,11 +120,16 @@ class StepReport:
     analysis: Analysis
     chip: Chip | None
     policy: OverlapPolicy
-    mfu: Fraction
+    efficiency: Efficiencies
     parts: list[Part]
     flops: Flops
     train_tokens: float | None = None
     notes: list[tuple[str, str]] = field(default_factory=list)
+    roofline: Roofline | None = None  # an inference step's: per op and summed, or once over the step
+
+    @property
+    def mfu(self) -> Fraction:
+        return self.efficiency.compute.value
 
     @property
     def model(self) -> ModelProgram:
@@ -152,7 +185,9 @@ class StepReport:
         return {
             "mode": self.analysis.mode,
             "overlap": self.policy.value,
+            "roofline": self.roofline.value if self.roofline is not None else None,
             "mfu": float(self.mfu),
+            "efficiency": self.efficiency.to_json(),
             "chip": self.chip.name if self.chip is not None else None,
             "layers": as_json(self.model.layers),
             "parts": [
@@ -164,6 +199,19 @@ class StepReport:
                     "hbm": term(p.memory),
                     "total": term(p.total),
                     "bound": p.bound(self.values),
+                    "ops": [
+                        {
+                            "op": o.name,
+                            "kv_read": o.kv_read,
+                            "compute": term(o.compute),
+                            "comms": term(o.comms),
+                            "hbm": term(o.memory),
+                            "hbm_bytes": as_json(o.hbm_bytes),
+                            "total": term(o.total),
+                            "bound": o.bound(self.values),
+                        }
+                        for o in p.ops
+                    ],
                 }
                 for p in self.parts
             ],
@@ -187,13 +235,14 @@ class StepReport:
             s = self.seconds_of(e)
             return _time(s) if s is not None else sympy.sstr(e)
 
-        what = (
-            "training (forward + backward)"
-            if self.analysis.mode == "train"
-            else "inference (forward roofline)"
-        )
+        if self.analysis.mode == "train":
+            what = "training (forward + backward)"
+        elif self.roofline is Roofline.WHOLE_STEP:
+            what = "inference (one roofline over each part: whole-step)"
+        else:
+            what = "inference (a sum of per-op rooflines)"
         lines = [
-            f"{'step':<12} {what}; overlap {self.policy}; MFU {float(self.mfu):g}"
+            f"{'step':<12} {what}; overlap {self.policy}; {self.efficiency.label()}"
             + (f"; chip {self.chip.name}" if self.chip is not None else "")
         ]
         for p in self.parts:
@@ -202,6 +251,12 @@ class StepReport:
                 f"{p.name:<12} x{as_text(p.count)}: compute {t(p.compute)}, comms {t(p.comms)}, "
                 f"HBM {t(p.memory)} -> {t(p.total)}" + (f" ({bound}-bound)" if bound else "")
             )
+            for o in p.ops:
+                b = o.bound(self.values)
+                lines.append(
+                    f"  {'op':<10} {o.name}: compute {t(o.compute)}, comms {t(o.comms)}, HBM {t(o.memory)} "
+                    f"-> {t(o.total)}" + (f" ({b}-bound)" if b else "")
+                )
         lines.append(f"{'step time':<12} {t(self.total)}")
         lines.append(
             f"{'FLOPs':<12} {as_text(self.flops.total)} in all, {as_text(self.flops.total_per_device)} "
@@ -227,10 +282,12 @@ def _time(s: float) -> str:
     return f"{s * 1e9:.4g} ns"
 
 
-def _cost_model(a: Analysis, chip: Chip | None, policy: OverlapPolicy) -> CostModel:
-    """The cost model a step is priced under: the chip, the policy, and in inference the HBM reads of its
-    parameters and KV cache alone."""
-    return CostModel.of(chip, overlap=policy, hbm=_hbm_names(a))
+def _cost_model(
+    a: Analysis, chip: Chip | None, policy: OverlapPolicy, efficiency: Efficiencies | None = None
+) -> CostModel:
+    """The cost model a step is priced under: the chip, the policy, the efficiencies (default: the chip's
+    measured ones, else peak), and in inference the HBM reads of its parameters and KV cache alone."""
+    return CostModel.of(chip, overlap=policy, hbm=_hbm_names(a), efficiency=efficiency)
 
 
 def _part_cost(name: str, plans: list[Plan], a: Analysis, costs: CostModel) -> PlanCost | None:
@@ -243,26 +300,47 @@ def _part_cost(name: str, plans: list[Plan], a: Analysis, costs: CostModel) -> P
     return priced(plan, m.mesh, m.sizes, costs)
 
 
+def _whole_step(policy: OverlapPolicy, compute, memory, comms, scheduled, *, add, big):
+    """The older inference accounting: one roofline over the whole part (``add`` and ``big`` are the sum and
+    the max of the terms' kind: sympy's or floats')."""
+    if policy is OverlapPolicy.SERIAL:
+        return add(compute, memory, comms)
+    if policy is OverlapPolicy.STEADY:
+        return big(compute, memory, comms)
+    return big(scheduled, memory)  # schedule: compute and collectives as dependencies allow; HBM beside
+
+
 def _part(
-    name: str, count: Expr, plans: list[Plan], a: Analysis, costs: CostModel, mfu: Fraction
+    name: str,
+    count: Expr,
+    once: bool,
+    a: Analysis,
+    costs: CostModel,
+    roofline: Roofline | None,
 ) -> Part | None:
-    cost = _part_cost(name, plans, a, costs)
-    policy = costs.overlap
+    cost = _part_cost(name, _part_plans(a, once), a, costs)
     if cost is None:
         return None
-    scale = {C: sympy.Rational(mfu.numerator, mfu.denominator) * C} if mfu != 1 else {}
-    compute = cost.compute.subs(scale)
+    scale = costs.efficiency.scaling()
+
+    def f(e: Expr | Term) -> Expr:
+        e = e.sympy() if isinstance(e, Term) else e
+        return e.subs(scale) if scale else e
+
+    compute, comms, memory = f(cost.compute), f(cost.comms), f(cost.memory)
     if a.mode == "train":
-        total = cost.total.subs(scale)
-    else:
-        terms = (compute, cost.memory, cost.comms)
-        if policy is OverlapPolicy.SERIAL:
-            total = sympy.Add(*terms)
-        elif policy is OverlapPolicy.STEADY:
-            total = sympy.Max(*terms)
-        else:  # schedule: compute and collectives as their dependencies allow; HBM reads beside the compute
-            total = sympy.Max(cost.total.subs(scale), cost.memory)
-    return Part(name, count, cost, compute, cost.comms, cost.memory, total)
+        return Part(name, count, cost, compute, comms, memory, f(cost.total))
+    if roofline is Roofline.WHOLE_STEP:
+        total = _whole_step(
+            costs.overlap, compute, memory, comms, f(cost.total), add=sympy.Add, big=sympy.Max
+        )
+        return Part(name, count, cost, compute, comms, memory, total)
+    ops = tuple(
+        OpPart(o.name, o.kv_read, f(o.compute), f(o.hbm), f(o.comms), f(o.total), o.hbm_bytes.sympy())
+        for o in inference_ops(a, once, costs)
+    )
+    total = sympy.Add(*(o.total for o in ops))
+    return Part(name, count, cost, compute, sympy.Add(*(o.comms for o in ops)), memory, total, ops)
 
 
 def _hbm_names(a: Analysis) -> tuple[str, ...] | None:
@@ -287,7 +365,8 @@ def _part_plans(a: Analysis, once: bool) -> list[Plan]:
 @dataclass(frozen=True)
 class PartSeconds:
     """One part of a step in seconds on a chip (count: times per step), with each mesh axis's communication
-    (under ``steady`` the part's comms is their maximum, under ``serial`` the sum of every collective)."""
+    (under ``steady`` the part's comms is their maximum, under ``serial`` the sum of every collective); in an
+    inference step priced per op, ``ops`` gives each op's (name, total)."""
 
     name: str
     count: float
@@ -296,47 +375,69 @@ class PartSeconds:
     hbm: float
     total: float
     axes: tuple[tuple[str, float], ...]
+    ops: tuple[tuple[str, float], ...] = ()
 
 
-def step_seconds(analysis: Analysis, chip: Chip | str, policy: object = DEFAULT_POLICY) -> list[PartSeconds]:
-    """The parts of a step (as :func:`model_step` prices them, at peak FLOP/s) straight in seconds, without
-    building a formula: the fast path of a search over many shardings. Every size must be bound."""
+def step_seconds(
+    analysis: Analysis,
+    chip: Chip | str,
+    policy: object = DEFAULT_POLICY,
+    efficiency: Efficiencies | None = None,
+    roofline: object = None,
+) -> list[PartSeconds]:
+    """The parts of a step (as :func:`model_step` prices them; efficiencies default to the chip's measured
+    ones, else peak) straight in seconds, without building a formula: the fast path of a search over many
+    shardings. Every size must be bound."""
     policy = OverlapPolicy.of(policy)
     a, m = analysis, analysis.model
     hw = as_chip_text(chip)
     if hw is None:
         raise UsageError("seconds need a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
     out: list[PartSeconds] = []
-    costs = _cost_model(a, hw, policy)
+    costs = _cost_model(a, hw, policy, efficiency)
+    at = point(costs.efficiency.effective(hw.values()))
+    shape = Roofline.of(roofline) if a.mode == "infer" else None
     for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
         cost = _part_cost(name, _part_plans(a, once), a, costs)
         if cost is None:
             continue
-        got = {k: cost.evaluate(cost.light(k)) for k in ("compute", "comms", "memory", "total")}
+        got = {k: cost.light(k).evaluate(at) for k in ("compute", "comms", "memory", "total")}
         axes: dict[str, float] = {}
         for sc in cost.steps:
             for lane in lanes_of(sc.step) if sc.step.op is not Op.EINSUM else ():
-                axes[lane] = axes.get(lane, 0.0) + (cost.evaluate(sc.comms) or 0.0)
+                axes[lane] = axes.get(lane, 0.0) + float(sc.comms.evaluate(at) or 0.0)
         if any(v is None for v in got.values()) or count.free_symbols:
             raise UsageError(
                 f"seconds need every size bound; the {name} is symbolic",
                 fix="bind every dim with --sizes (API: sizes={...})",
             )
-        total = got["total"]
-        if a.mode == "infer":  # as model_step's _part: HBM reads beside compute and communication
-            terms = (got["compute"], got["memory"], got["comms"])
-            if policy is OverlapPolicy.SERIAL:
-                total = sum(terms)
-            elif policy is OverlapPolicy.STEADY:
-                total = max(terms)
-            else:
-                total = max(got["total"], got["memory"])
+        total, ops = float(got["total"]), ()  # type: ignore[arg-type]
+        if shape is Roofline.WHOLE_STEP:  # as model_step's _part: HBM reads beside compute and communication
+            total = _whole_step(
+                policy, got["compute"], got["memory"], got["comms"], got["total"], add=_sum, big=max
+            )
+        elif shape is Roofline.PER_OP:
+            timed = [(o, o.total.evaluate(at)) for o in inference_ops(a, once, costs)]
+            ops = tuple((o.name, float(v or 0.0)) for o, v in timed)
+            total = sum(v for _, v in ops)
+            got["comms"] = sum(float(o.comms.evaluate(at) or 0.0) for o, _ in timed)
         out.append(
             PartSeconds(
-                name, float(count), got["compute"], got["comms"], got["memory"], total, tuple(axes.items())
+                name,
+                float(count),
+                float(got["compute"]),  # type: ignore[arg-type]
+                float(got["comms"]),  # type: ignore[arg-type]
+                float(got["memory"]),  # type: ignore[arg-type]
+                float(total),
+                tuple(axes.items()),
+                ops,
             )
         )
     return out
+
+
+def _sum(*xs: float) -> float:
+    return float(sum(xs))
 
 
 def model_step(
@@ -345,6 +446,10 @@ def model_step(
     policy: object = None,
     mfu: float | str | None = None,
     train_tokens: float | None = None,
+    *,
+    hbm_efficiency: float | str | None = None,
+    network_efficiency: float | str | None = None,
+    roofline: object = None,
 ) -> StepReport:
     """The step report of an analysed model (see :func:`step_time`)."""
     a, m = analysis, analysis.model
@@ -355,18 +460,45 @@ def model_step(
             (
                 "overlap",
                 f"{policy} (default for a whole step: compute and each axis's collectives "
-                "overlap across layers)",
+                "overlap across layers)"
+                + (
+                    "; in an inference op, its collectives hide behind its own compute and HBM reads"
+                    if a.mode == "infer"
+                    else ""
+                ),
             )
         )
     policy = OverlapPolicy.of(policy)
-    if mfu is None:
-        notes.append(("mfu", "1 (default: peak FLOP/s)"))
-    fraction = _mfu(mfu)
     hw = as_chip_text(chip)
+    efficiency = Efficiencies.of(hw, mfu, hbm_efficiency, network_efficiency)
+    notes += efficiency.notes()
+    shape = None
+    if a.mode == "infer":
+        shape = Roofline.of(roofline)
+        if roofline is None:
+            notes.append(
+                (
+                    "roofline",
+                    "per-op (default: each op the max of its compute, HBM reads and unhidden communication, "
+                    "the step their sum; whole-step takes one max over the step)",
+                )
+            )
+        if shape is Roofline.PER_OP and m.kv_cache:
+            notes.append(
+                (
+                    "attention",
+                    "the products that read the KV cache ("
+                    + ", ".join(v.name for v in m.kv_cache)
+                    + ") are one op, the attention core, whose HBM time is the KV-cache read (the softmax "
+                    "between them is not in the notation; a cache no product reads is read by it from its role)",
+                )
+            )
+    elif roofline is not None:
+        raise UsageError("--roofline prices an inference step; this step trains", fix="add --mode infer")
     parts: list[Part] = []
-    costs = _cost_model(a, hw, policy)
+    costs = _cost_model(a, hw, policy, efficiency)
     for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        part = _part(name, count, _part_plans(a, once), a, costs, fraction)
+        part = _part(name, count, once, a, costs, shape)
         if part is not None:
             parts.append(part)
     if not parts:
@@ -377,7 +509,7 @@ def model_step(
         raise UsageError(
             f"the training tokens are a positive number, not {train_tokens!r}", fix="e.g. --tokens 15e12"
         )
-    return StepReport(a, hw, policy, fraction, parts, a.flops(), train_tokens, notes)
+    return StepReport(a, hw, policy, efficiency, parts, a.flops(), train_tokens, notes, shape)
 
 
 def step_time(
@@ -390,8 +522,23 @@ def step_time(
     tokens: float | None = None,
     remat: str | Iterable[str] | Remat | None = None,
     mode: str | None = None,
+    *,
+    hbm_efficiency: float | str | None = None,
+    network_efficiency: float | str | None = None,
+    roofline: object = None,
 ) -> StepReport:
     """The time of one step of ``program`` on ``mesh`` (training, or an inference step when the program
-    declares a KV cache or ``mode="infer"``); ``tokens``: train on that many tokens (days to train)."""
+    declares a KV cache or ``mode="infer"``); ``tokens``: train on that many tokens (days to train);
+    ``mfu``, ``hbm_efficiency``, ``network_efficiency``: fractions of peak (default: the chip's measured
+    ones, else peak, said in the notes); ``roofline``: ``per-op`` (default) or ``whole-step`` (inference)."""
     model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
-    return model_step(analyze(model, mode, remat), hw, overlap, mfu, tokens)
+    return model_step(
+        analyze(model, mode, remat),
+        hw,
+        overlap,
+        mfu,
+        tokens,
+        hbm_efficiency=hbm_efficiency,
+        network_efficiency=network_efficiency,
+        roofline=roofline,
+    )

@@ -77,6 +77,16 @@ def parse_bytes(text: str | float | int) -> float:
     return value
 
 
+def _mfu_text(mfu: float | None, short: bool = False) -> str:
+    """The MFU a candidate reaches; where it rounds to 1.00 it is the chip's peak, said in words (the step is
+    priced at the cost model's efficiencies, peak unless given or carried by the chip)."""
+    if mfu is None:
+        return "-"
+    if round(mfu, 2) >= 1:
+        return "peak" if short else "1.00 (peak: the step is priced at the chip's peak FLOP/s)"
+    return f"{mfu:.2f}"
+
+
 def _key(e: Entry, order: int) -> tuple:
     return (e.seconds, e.comms, e.bytes, order)
 
@@ -173,7 +183,7 @@ class SearchResult:
         else:
             lines.append(
                 f"winner      {w.strategy}: {w.assignment} -- {time_text(w.seconds)} per step, "  # type: ignore[arg-type]
-                f"{size_text(w.bytes)} per device, MFU {w.mfu:.2f}"
+                f"{size_text(w.bytes)} per device, MFU {_mfu_text(w.mfu)}"
             )
         lines.append("")
         lines.append("strategy    best candidate and why it is not the winner")
@@ -185,7 +195,7 @@ class SearchResult:
         lines.append(head)
         for rank, e in self.rows():
             t = time_text(e.seconds) if e.seconds is not None else "-"
-            mfu = f"{e.mfu:.2f}" if e.mfu is not None else "-"
+            mfu = _mfu_text(e.mfu, short=True) if e.mfu is not None else "-"
             lines.append(
                 f"{rank:>3}  {e.strategy:<9} {e.assignment.params_text:<10} "
                 f"{e.assignment.activations_text:<12} {t:>9} {size_text(e.bytes):>9} {mfu:>5}  "
@@ -235,7 +245,7 @@ class SearchResult:
         ]
         for rank, e in self.rows():
             t = time_text(e.seconds) if e.seconds is not None else "--"
-            mfu = f"{e.mfu:.2f}" if e.mfu is not None else "--"
+            mfu = _mfu_text(e.mfu, short=True) if e.mfu is not None else "--"
             cells = [
                 rank if rank != "-" else "--",
                 e.strategy,

@@ -135,7 +135,9 @@ def test_step_json(capsys):
     )
     data = json.loads(out)
     assert code == 0 and data["mfu"] == 0.5 and data["days"] > 0 and data["overlap"] == "steady"
-    assert [d["key"] for d in data["defaults"]] == ["layers", "mode", "remat", "overlap"]
+    # the MFU was given; the HBM and network efficiencies were not: each is said at peak
+    assert [d["key"] for d in data["defaults"]] == ["layers", "mode", "remat", "overlap", "hbm", "network"]
+    assert data["efficiency"]["compute"]["source"] == "given" and data["efficiency"]["hbm"]["peak"] is True
 
 
 def test_model_list_and_show(capsys):

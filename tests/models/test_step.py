@@ -8,6 +8,7 @@ import sympy
 
 from shardalg.algebra.symbols import dim_size, quantity
 from shardalg.errors import UsageError
+from shardalg.models.inference import Roofline
 from shardalg.models.step import step_time
 from shardalg.planning.overlap import OverlapPolicy
 
@@ -33,7 +34,10 @@ def test_mfu_scales_compute_only():
         full.seconds_of(full.parts[0].compute) / 0.4
     )
     assert forty.seconds_of(forty.parts[0].comms) == full.seconds_of(full.parts[0].comms)
-    assert ("mfu", "1 (default: peak FLOP/s)") in full.notes and not any(k == "mfu" for k, _ in forty.notes)
+    said = dict(full.notes)["compute"]
+    assert said.startswith("MFU peak (1: C at the chip's peak") and "--mfu sets one" in said
+    assert "compute" not in dict(forty.notes)  # chosen, so not a default: said in the header and the JSON
+    assert "MFU 0.4, HBM peak" in str(forty).splitlines()[0]
     for bad in (0, 1.5, "x"):
         with pytest.raises(UsageError, match="MFU"):
             step_time(FSDP, mesh="X=4", mfu=bad)
@@ -48,21 +52,69 @@ def test_tokens_per_second_and_days():
     assert untokened.tokens is None and any(k == "tokens" for k, _ in untokened.notes)
 
 
-def test_decode_is_a_roofline_of_compute_hbm_and_comms():
-    program = """params W
+DECODE = """params W
 kvcache Kc
 tokens B
 Q[B, H] * Kc[B, S_X, H] -> Sc[B, S_X]
 P[B, S_X] * W[S, D] -> O[B, D]"""
-    s = step_time(program, mesh="X=4")
+
+
+def test_decode_is_a_sum_of_per_op_rooflines_with_the_kv_read_its_own_op():
+    s = step_time(DECODE, mesh="X=4")
     (p,) = s.parts
-    assert s.analysis.mode == "infer"
+    assert s.analysis.mode == "infer" and s.roofline is Roofline.PER_OP
+    attention, projection = p.ops
+    # the attention reads the KV cache: its local bytes (sharded over X, bf16) at W_hbm, its product's compute
+    assert attention.kv_read and attention.name == "attention (KV-cache read: Kc)"
+    assert sympy.simplify(attention.memory - 2 * B * S * H / 4 / W_HBM) == 0
+    assert sympy.simplify(attention.compute - 2 * B * S * H / 4 / C) == 0
+    assert attention.comms == 0 and attention.total == sympy.Max(attention.compute, attention.memory)
+    # the projection reads W whole (the gathered P is an activation, not an HBM read counted), and under
+    # steady its AllGather of P hides behind it
+    assert not projection.kv_read
+    assert sympy.simplify(projection.memory - 2 * S * D / W_HBM) == 0
+    assert sympy.simplify(projection.compute - 2 * B * S * D / C) == 0
+    assert projection.comms == sympy.Max(2 * T_MIN, 2 * B * S / W_ICI)
+    assert projection.total == sympy.Max(projection.compute, projection.memory, projection.comms)
+    # the step is the sum of the ops' rooflines, not one max over the step
+    assert p.total == attention.total + projection.total
+    assert sympy.expand(p.memory - attention.memory - projection.memory) == 0
+    # serial: the communication adds to the op it belongs to
+    (q,) = step_time(DECODE, mesh="X=4", overlap="serial").parts
+    sa, sp = q.ops
+    assert sp.total == sympy.Max(sp.compute, sp.memory) + sp.comms and q.total == sa.total + sp.total
+
+
+def test_the_whole_step_roofline_stays_a_named_policy():
+    """The older accounting: one max over the part (steady) or the sum of the three (serial)."""
+    s = step_time(DECODE, mesh="X=4", roofline="whole-step")
+    (p,) = s.parts
+    assert s.roofline is Roofline.WHOLE_STEP and p.ops == ()
     assert p.total == sympy.Max(p.compute, p.memory, p.comms)
     # HBM reads: the KV cache's local bytes (sharded over X) and the weight's (gathered P, whole W), not the
     # activations; compute: both local products
     assert sympy.expand(p.memory - (2 * B * S * H / 4 + 2 * S * D) / W_HBM) == 0
     assert sympy.expand(p.compute - (2 * B * S * H / 4 + 2 * B * S * D) / C) == 0
-    assert step_time(program, mesh="X=4", overlap="serial").parts[0].total == p.compute + p.memory + p.comms
+    serial = step_time(DECODE, mesh="X=4", overlap="serial", roofline="whole-step").parts[0]
+    assert serial.total == p.compute + p.memory + p.comms
+    assert s.to_json()["roofline"] == "whole-step" and "whole-step" in str(s).splitlines()[0]
+    with pytest.raises(UsageError, match="per-op, whole-step"):
+        step_time(DECODE, mesh="X=4", roofline="max")
+    with pytest.raises(UsageError, match="prices an inference step"):
+        step_time(FSDP, mesh="X=4", roofline="per-op")
+
+
+def test_a_kv_cache_no_product_reads_is_read_by_the_attention_from_its_role():
+    """A program that declares its cache but leaves the attention core out: the read is priced from the
+    role (the cache's local bytes), as its own op."""
+    program = "params W\nkvcache Kc\nKc[B, S_X, H]\nIn[B, D] * W[D, F] -> Out[B, F]"
+    s = step_time(program, mesh="X=4")
+    (p,) = s.parts
+    names = [o.name for o in p.ops]
+    assert names == ["In[B, D] * W[D, F] -> Out[B, F]", "attention (KV-cache read: Kc)"]
+    attention = p.ops[1]
+    assert sympy.simplify(attention.memory - 2 * B * S * H / 4 / W_HBM) == 0 and attention.compute == 0
+    assert p.total == p.ops[0].total + attention.memory
 
 
 def test_the_overlap_policies_meet_plan_cost_in_one_place():
@@ -90,7 +142,9 @@ def test_json_shape():
     assert set(data) == {
         "mode",
         "overlap",
+        "roofline",
         "mfu",
+        "efficiency",
         "chip",
         "layers",
         "parts",
@@ -104,6 +158,8 @@ def test_json_shape():
     }
     assert data["parts"][0]["bound"] in ("compute", "comms", "hbm")
     assert isinstance(data["step"]["seconds"], float) and data["flops"]["total"] == 6 * 4096 * 1024 * 4096
+    assert data["roofline"] is None and data["parts"][0]["ops"] == []  # training: no per-op roofline
+    assert data["efficiency"]["compute"] == {"value": 1.0, "peak": True, "source": "no measured figure given"}
 
 
 @pytest.mark.parametrize("mode", ["infer", "train"])

@@ -218,3 +218,19 @@ def test_sa_search_is_the_search_even_after_importing_the_subpackage():
 
     r = sa.search("params W\nIn[B, D] * W[D, F] -> O[B, F]", mesh="X=2", sizes="B=8,D=8,F=8", hw="tpu-v5e")
     assert r.winner is not None
+
+
+def test_an_mfu_at_peak_is_said_in_words():
+    """A compute-bound candidate priced at the chip's peak reaches MFU 1.00: the text says peak, never a bare
+    1.00, and an MFU below it stays a number."""
+    r = search(MLP, mesh="X=2,Y=2", sizes="B=128,D=8192,F=32768", hw="tpu-v5e", mode="train", top=8)
+    assert r.winner is not None and round(r.winner.mfu, 2) == 1
+    text = str(r)
+    assert "MFU 1.00 (peak: the step is priced at the chip's peak FLOP/s)" in text
+    assert not re.search(r"MFU 1\.00(?! \(peak)", text)
+    rows = [ln.split() for ln in text.splitlines() if re.match(r"\s+\d+\s+TP\s", ln)]
+    assert (
+        rows[0][0] == "1" and rows[0][8] == "peak"
+    )  # rank, strategy, params, activations, time, memory, MFU
+    below = [e for e in r.ranked if e.mfu is not None and round(e.mfu, 2) < 1]
+    assert below and f"{below[0].mfu:.2f}" in text
