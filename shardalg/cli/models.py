@@ -30,7 +30,7 @@ _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 def _number(text: str | None, what: str) -> float | None:
     if text is None:
         return None
-    example = {"--mfu": "0.4"}.get(what, "15e12")
+    example = {"--mfu": "0.4", "--host-link": "64e9"}.get(what, "15e12")
     if not _NUMBER.fullmatch(text.strip()):
         raise UsageError(f"{what} takes a positive number, not {text!r}", fix=f"e.g. {what} {example}")
     if not math.isfinite(value := float(text)):
@@ -59,7 +59,21 @@ def _memory_report(args: argparse.Namespace) -> Any:
     from shardalg.models.memory import model_memory
 
     analysis = analyze(_model(args), args.mode, args.remat)
-    return model_memory(analysis, chip(args.hw), args.optimizer, args.grads)
+    return model_memory(analysis, chip(args.hw), args.optimizer, args.grads, **_state(args))
+
+
+def _state(args: argparse.Namespace) -> dict[str, Any]:
+    """The training-state choices of the command line (precision, ZeRO stage, offload, microbatches)."""
+    micro = args.microbatches
+    if micro is not None and not re.fullmatch(r"[0-9]+", micro.strip()):
+        raise UsageError(f"--microbatches takes a positive whole number, not {micro!r}", fix="e.g. 8")
+    return {
+        "precision": args.precision,
+        "zero": args.zero,
+        "offload": getattr(args, "offload", None),
+        "microbatches": int(micro) if micro is not None else None,
+        "host_link": _number(getattr(args, "host_link", None), "--host-link"),
+    }
 
 
 def _print(data: dict[str, Any] | str, as_json: bool) -> None:
@@ -203,6 +217,41 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
         default="param",
         help="count gradients in the parameters' dtype and sharding (param, the default) or not (none: "
         "applied as they are made, as the book's 10 bytes per parameter counts)",
+    )
+    _state_options(p)
+    p.add_argument(
+        "--offload",
+        metavar="PARTS",
+        help="keep optimizer (state and update; ZeRO-Offload), params (ZeRO-Infinity) or "
+        "optimizer,params in host memory: host bytes and PCIe traffic per step",
+    )
+    p.add_argument(
+        "--host-link",
+        metavar="BYTES_PER_S",
+        help="the host link's bandwidth each way for --offload (default: the chip's, e.g. h100: "
+        "PCIe Gen5, 64e9)",
+    )
+
+
+def _state_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--precision",
+        metavar="RECIPE",
+        help="the dtypes of params, grads, master copy and moments: book (the default: the parameters' "
+        "dtype, no master, fp32 moments), deepspeed (fp16 params and grads, fp32 master and moments: "
+        "16 bytes per parameter with Adam), bf16, fp8; or changed: deepspeed,grads=fp32",
+    )
+    p.add_argument(
+        "--zero",
+        choices=("0", "1", "2", "3"),
+        help="ZeRO stage over the data axes (the axes sharding the layer's input): 1 optimizer state, "
+        "2 and gradients, 3 and parameters; default 0: as the program writes them",
+    )
+    p.add_argument(
+        "--microbatches",
+        metavar="N",
+        help="gradient accumulation: the batch (the first 'tokens' dim) in N microbatches; "
+        "activations are one microbatch's (default 1)",
     )
 
 

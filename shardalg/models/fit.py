@@ -29,7 +29,7 @@ from shardalg.costs.derive import Derivation
 from shardalg.errors import UsageError
 
 from .analysis import analyze
-from .memory import MemoryReport, global_bytes, model_memory
+from .memory import MemoryReport, global_bytes
 from .program import model_program
 from .slices import Slice, slice_shapes
 
@@ -77,9 +77,7 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
     sizes = {k: v for k, v in m.sizes.items() if k != dim}
     free = model_program(m.program, m.mesh, sizes)
     a = report.analysis
-    again = model_memory(
-        analyze(free, a.mode if a.mode_chosen else None, a.remat), report.chip, report.optimizer, report.grads
-    )
+    again = report.again(analyze(free, a.mode if a.mode_chosen else None, a.remat))
     x = dim_size(dim)
     total = sympy.expand(again.total)
     hbm = _hbm(again)
@@ -116,12 +114,7 @@ def _concrete_total(report: MemoryReport, dim: str, value: int) -> Expr:
     m = report.model
     bound = model_program(m.program, m.mesh, {**m.sizes, dim: value})
     a = report.analysis
-    return model_memory(
-        analyze(bound, a.mode if a.mode_chosen else None, a.remat),
-        report.chip,
-        report.optimizer,
-        report.grads,
-    ).total
+    return report.again(analyze(bound, a.mode if a.mode_chosen else None, a.remat)).total
 
 
 def _check(report: MemoryReport, dim: str, best: int, group: int, hbm: Expr, d: Derivation) -> int:

@@ -1,0 +1,77 @@
+"""The conventions behind a memory or step figure, said in every output: the dtypes counted, what the
+activations include and leave out, what the FLOPs include. Each is (key, text); the text output prints them as
+``convention: key: text`` and the JSON as ``conventions: [{key, value}]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["memory_conventions", "step_conventions", "UNSHOWN"]
+
+# What the notation does not show: its steps enter a program as inputs (shardalg.models.program).
+UNSHOWN = (
+    "the steps the notation does not show (norms, softmax, activation functions, residual adds, dropout)"
+)
+
+
+def _dtypes(report: Any) -> str:
+    r, o = report.precision, report.optimizer
+    if report.analysis.mode != "train":
+        return "parameters and KV cache in their declared dtypes (bf16 when none)"
+    if o.moments is None:
+        state = f"{o.name}: {o.state_bytes} bytes per parameter as given"
+    else:
+        master = r.master or o.master
+        state = (
+            f"{o.moments} moment{'s' if o.moments != 1 else ''} in {r.moments.value}"
+            f" + master copy {master.value if master else 'none'}"
+            f" = {o.state_under(r)} bytes per parameter"
+        )
+    grads = "not counted (--grads none)" if report.grads == "none" else "counted"
+    return f"{r.name} recipe: {r.describe()}; gradients {grads}; optimizer state: {state}"
+
+
+def memory_conventions(report: Any) -> list[tuple[str, str]]:
+    """The conventions of a :class:`shardalg.models.memory.MemoryReport`."""
+    out = [
+        ("dtypes", _dtypes(report)),
+        (
+            "params",
+            "counted from the program's tensors: each 'params' tensor times the layers, plus 'embeddings'",
+        ),
+    ]
+    if report.analysis.mode == "train":
+        out.append(
+            (
+                "activations",
+                "the tensors the backward reads, kept under the remat policy, at their sharding, for one "
+                f"microbatch; left out: the inner state of {UNSHOWN}, such as norm and softmax statistics, "
+                "attention probabilities and dropout masks, unless the program writes it as a tensor",
+            )
+        )
+        if report.zero.stage:
+            out.append(
+                (
+                    "zero",
+                    "sharded parts are elements over the data axes' sizes: DeepSpeed's padding not counted",
+                )
+            )
+    out.append(("transient", "the weights one layer gathers (or fetches) and holds while it runs, once"))
+    out.append(("bytes", "per device; GiB = 2^30 bytes"))
+    return out
+
+
+def step_conventions(report: Any) -> list[tuple[str, str]]:
+    """The conventions of a :class:`shardalg.models.step.StepReport`."""
+    train = report.analysis.mode == "train"
+    flops = "the einsums of the forward" + (
+        ", the derived backward (two gradient einsums per forward product) and the recomputed forward"
+        if train
+        else ""
+    )
+    out = [
+        ("flops", f"{flops}; left out: {UNSHOWN}, the attention core unless written, the optimizer update"),
+        ("dtypes", "each tensor in its declared dtype (bf16 when none); gradients communicated in it"),
+    ]
+    return out
