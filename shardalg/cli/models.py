@@ -68,7 +68,7 @@ def _state(args: argparse.Namespace) -> dict[str, Any]:
     if micro is not None and not re.fullmatch(r"[0-9]+", micro.strip()):
         raise UsageError(f"--microbatches takes a positive whole number, not {micro!r}", fix="e.g. 8")
     return {
-        "precision": args.precision,
+        "precision": getattr(args, "precision", None),
         "zero": args.zero,
         "offload": getattr(args, "offload", None),
         "microbatches": int(micro) if micro is not None else None,
@@ -128,6 +128,7 @@ def _fit(args: argparse.Namespace) -> int:
 def _step(args: argparse.Namespace) -> int:
     from shardalg.models.analysis import analyze
     from shardalg.models.step import model_step
+    from shardalg.models.trainstate import TrainState
 
     analysis = analyze(_model(args), args.mode, args.remat)
     report = model_step(
@@ -136,6 +137,7 @@ def _step(args: argparse.Namespace) -> int:
         args.overlap,
         args.mfu and _number(args.mfu, "--mfu"),
         _number(args.tokens, "--tokens"),
+        TrainState(**{k: v for k, v in _state(args).items() if k in ("zero", "microbatches")}),
     )
     _print(report.to_json() if args.json else str(report), args.json)
     return EXIT_OK
@@ -233,14 +235,15 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _state_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--precision",
-        metavar="RECIPE",
-        help="the dtypes of params, grads, master copy and moments: book (the default: the parameters' "
-        "dtype, no master, fp32 moments), deepspeed (fp16 params and grads, fp32 master and moments: "
-        "16 bytes per parameter with Adam), bf16, fp8; or changed: deepspeed,grads=fp32",
-    )
+def _state_options(p: argparse.ArgumentParser, precision: bool = True) -> None:
+    if precision:
+        p.add_argument(
+            "--precision",
+            metavar="RECIPE",
+            help="the dtypes of params, grads, master copy and moments: book (the default: the parameters' "
+            "dtype, no master, fp32 moments), deepspeed (fp16 params and grads, fp32 master and moments: "
+            "16 bytes per parameter with Adam), bf16, fp8; or changed: deepspeed,grads=fp32",
+        )
     p.add_argument(
         "--zero",
         choices=("0", "1", "2", "3"),
@@ -251,7 +254,7 @@ def _state_options(p: argparse.ArgumentParser) -> None:
         "--microbatches",
         metavar="N",
         help="gradient accumulation: the batch (the first 'tokens' dim) in N microbatches; "
-        "activations are one microbatch's (default 1)",
+        "activations are one microbatch's, the step N passes (default 1)",
     )
 
 
@@ -319,6 +322,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "serial: they add up; schedule: one layer's steps as their dependencies allow",
     )
     p.add_argument("--mfu", metavar="FRACTION", help="model FLOPs utilisation: C becomes MFU*C (default 1)")
+    _state_options(p, precision=False)
     p.add_argument(
         "--tokens", metavar="COUNT", help="train on this many tokens: days to train (needs 'tokens')"
     )

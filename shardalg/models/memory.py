@@ -29,7 +29,6 @@ from typing import Any
 import sympy
 from sympy import Expr, Integer, Rational
 
-from shardalg.algebra.symbols import dim_size
 from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.hardware import Chip
@@ -45,6 +44,7 @@ from .program import ModelProgram, model_program
 from .quantities import as_json, as_text, bytes_text, local_elements
 from .trainstate import GRADS, TrainState
 from .zero import Zero, check_zero, shard_axes, shard_count
+from .zerostep import microbatch
 
 __all__ = ["MemoryReport", "memory", "model_memory", "param_bytes", "PARTS", "GRADS"]
 
@@ -298,36 +298,6 @@ def _param_rows(
     return rows
 
 
-def _batch_dim(model: ModelProgram) -> str:
-    if not model.roles.tokens:
-        raise UsageError(
-            "--microbatches splits the batch, the first 'tokens' dim, and the program declares none",
-            fix="declare the dims that count tokens, e.g. tokens B, T",
-        )
-    return model.roles.tokens[0]
-
-
-def _microbatch(a: Analysis, n: int, notes: list[tuple[str, str]]) -> tuple[Analysis, dict]:
-    """The analysis of one microbatch (the batch dim divided by ``n``) and the substitution that makes a
-    formula of the whole batch one of a microbatch (when the batch is symbolic)."""
-    if n == 1:
-        return a, {}
-    m = a.model
-    b = _batch_dim(m)
-    mode = a.mode if a.mode_chosen else None
-    if b in m.sizes:
-        size = m.sizes[b]
-        if size % n:
-            raise UsageError(
-                f"--microbatches {n} splits {b} = {size} into equal microbatches, and {n} does not divide it",
-                fix=f"pick a divisor of {size}",
-            )
-        notes.append(("microbatches", f"{n} of {b} = {size // n} (activations and transients of one)"))
-        return analyze(m.with_sizes(**{b: size // n}), mode, a.remat), {}
-    notes.append(("microbatches", f"{n} of {b}/{n} (activations and transients of one)"))
-    return a, {dim_size(b): dim_size(b) / n}
-
-
 def _transient(a: Analysis, extra: list[tuple[str, Expr, bool]]) -> tuple[Expr, list[tuple[str, Expr]]]:
     """The weights one layer holds gathered: the plans' gathers and ``extra`` (ZeRO-3's and offload's
     fetches of parameters the plans do not gather), the larger of the repeated layer and the part outside."""
@@ -380,7 +350,7 @@ def model_memory(
     else:
         notes += c.default_notes()
         notes += check_zero(a.model, c.stage)
-    micro, per_micro = _microbatch(a, c.micro, notes) if train else (a, {})
+    micro, per_micro = microbatch(a, c.micro, notes) if train else (a, {})
     rows = _param_rows(a.model, True, c, train)
     rows += [(p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro) if p == "activations"]
     rows += [r for r in _rows(a) if r[0] == "kv_cache"]

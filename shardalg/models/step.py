@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 import sympy
-from sympy import Expr, Integer
+from sympy import Expr
 
 from shardalg.algebra.symbols import quantity
 from shardalg.costs.chipspec import as_chip_text
@@ -34,8 +34,11 @@ from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Op
 
 from .analysis import Analysis, Flops, Remat, analyze
+from .conventions import step_conventions
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text
+from .trainstate import TrainState
+from .zerostep import pass_analysis, step_parts
 
 __all__ = [
     "StepReport",
@@ -97,6 +100,7 @@ class StepReport:
     flops: Flops
     train_tokens: float | None = None
     notes: list[tuple[str, str]] = field(default_factory=list)
+    state: TrainState = field(default_factory=TrainState)  # ZeRO stage, microbatches (training)
 
     @property
     def model(self) -> ModelProgram:
@@ -180,6 +184,8 @@ class StepReport:
             "train_tokens": self.train_tokens,
             "days": self.days,
             "defaults": [{"key": k, "value": v} for k, v in self.notes],
+            **(self.state.step_json() if self.analysis.mode == "train" else {}),
+            "conventions": [{"key": k, "value": v} for k, v in step_conventions(self)],
         }
 
     def __str__(self) -> str:
@@ -217,6 +223,7 @@ class StepReport:
             lines.append(f"{'training':<12} {self.train_tokens:.4g} tokens in {self.days:.4g} days")
         for k, v in self.notes:
             lines.append(f"note: {k}: {v}")
+        lines += [f"convention: {k}: {v}" for k, v in step_conventions(self)]
         return "\n".join(lines)
 
 
@@ -298,18 +305,22 @@ class PartSeconds:
     axes: tuple[tuple[str, float], ...]
 
 
-def step_seconds(analysis: Analysis, chip: Chip | str, policy: object = DEFAULT_POLICY) -> list[PartSeconds]:
+def step_seconds(
+    analysis: Analysis, chip: Chip | str, policy: object = DEFAULT_POLICY, state: TrainState | None = None
+) -> list[PartSeconds]:
     """The parts of a step (as :func:`model_step` prices them, at peak FLOP/s) straight in seconds, without
     building a formula: the fast path of a search over many shardings. Every size must be bound."""
     policy = OverlapPolicy.of(policy)
-    a, m = analysis, analysis.model
+    a = analysis
     hw = as_chip_text(chip)
     if hw is None:
         raise UsageError("seconds need a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
     out: list[PartSeconds] = []
+    state = state or TrainState()
+    a, _ = pass_analysis(a, state)
     costs = _cost_model(a, hw, policy)
-    for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        cost = _part_cost(name, _part_plans(a, once), a, costs)
+    for name, count, plans in step_parts(a, state, _part_plans, state.micro):
+        cost = _part_cost(name, plans, a, costs)
         if cost is None:
             continue
         got = {k: cost.evaluate(cost.light(k)) for k in ("compute", "comms", "memory", "total")}
@@ -345,8 +356,10 @@ def model_step(
     policy: object = None,
     mfu: float | str | None = None,
     train_tokens: float | None = None,
+    state: TrainState | None = None,
 ) -> StepReport:
-    """The step report of an analysed model (see :func:`step_time`)."""
+    """The step report of an analysed model (see :func:`step_time`); ``state``: the ZeRO stage and
+    microbatches of a training step (:class:`shardalg.models.trainstate.TrainState`)."""
     a, m = analysis, analysis.model
     notes = list(a.notes)
     if policy is None:
@@ -364,9 +377,12 @@ def model_step(
     fraction = _mfu(mfu)
     hw = as_chip_text(chip)
     parts: list[Part] = []
-    costs = _cost_model(a, hw, policy)
-    for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        part = _part(name, count, _part_plans(a, once), a, costs, fraction)
+    state = state or TrainState()
+    run, more = pass_analysis(a, state)
+    notes += more
+    costs = _cost_model(run, hw, policy)
+    for name, count, plans in step_parts(run, state, _part_plans, state.micro):
+        part = _part(name, count, plans, run, costs, fraction)
         if part is not None:
             parts.append(part)
     if not parts:
@@ -377,7 +393,7 @@ def model_step(
         raise UsageError(
             f"the training tokens are a positive number, not {train_tokens!r}", fix="e.g. --tokens 15e12"
         )
-    return StepReport(a, hw, policy, fraction, parts, a.flops(), train_tokens, notes)
+    return StepReport(a, hw, policy, fraction, parts, a.flops(), train_tokens, notes, state)
 
 
 def step_time(

@@ -98,6 +98,10 @@ class TrainState:
             notes.append(("zero", f"0 (default: {self.stage.describe()})"))
         return notes
 
+    def step_json(self) -> dict[str, Any]:
+        """What a training step's JSON says of the state: the ZeRO stage and the microbatches."""
+        return {"zero": self.stage.to_json(), "microbatches": self.micro}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "precision": self.recipe.to_json(),

@@ -135,7 +135,7 @@ def test_step_json(capsys):
     )
     data = json.loads(out)
     assert code == 0 and data["mfu"] == 0.5 and data["days"] > 0 and data["overlap"] == "steady"
-    assert [d["key"] for d in data["defaults"]] == ["layers", "mode", "remat", "overlap"]
+    assert [d["key"] for d in data["defaults"]] == ["layers", "mode", "remat", "overlap", "zero"]
 
 
 def test_model_list_and_show(capsys):
