@@ -57,7 +57,13 @@ def memory_conventions(report: Any) -> list[tuple[str, str]]:
                     "sharded parts are elements over the data axes' sizes: DeepSpeed's padding not counted",
                 )
             )
-    out.append(("transient", "the weights one layer gathers (or fetches) and holds while it runs, once"))
+    out.append(
+        (
+            "transient",
+            "the weights one layer gathers (or fetches) and holds while it runs, once; a parameter no product "
+            "reads (an embedding table, a norm's gain) is not gathered",
+        )
+    )
     out.append(("bytes", "per device; GiB = 2^30 bytes"))
     return out
 

@@ -43,7 +43,7 @@ from .precision import Precision
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text, bytes_text, local_elements
 from .trainstate import GRADS, TrainState
-from .zero import Zero, check_zero, shard_axes, shard_count
+from .zero import Zero, check_zero, computed_with, shard_axes, shard_count
 from .zerostep import microbatch
 
 __all__ = ["MemoryReport", "memory", "model_memory", "param_bytes", "PARTS", "GRADS"]
@@ -354,10 +354,13 @@ def model_memory(
     rows = _param_rows(a.model, True, c, train)
     rows += [(p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro) if p == "activations"]
     rows += [r for r in _rows(a) if r[0] == "kv_cache"]
+    read = computed_with(a.model)
     fetched = [
         (v.name, a.model.bytes_of(v.tensor), v.once)
         for v in a.model.params
-        if train and (c.stage.shards("params") and shard_axes(a.model, v) or "params" in c.place.parts)
+        if train
+        and v.name in read
+        and (c.stage.shards("params") and shard_axes(a.model, v) or "params" in c.place.parts)
     ]
     transient, gathered = _transient(micro, fetched)
     transient = transient.subs(per_micro)

@@ -30,7 +30,16 @@ from shardalg.errors import UsageError
 
 from .program import ModelProgram, Value
 
-__all__ = ["Zero", "ZERO_STAGES", "zero_named", "data_axes", "shard_axes", "shard_count", "check_zero"]
+__all__ = [
+    "Zero",
+    "ZERO_STAGES",
+    "zero_named",
+    "data_axes",
+    "shard_axes",
+    "shard_count",
+    "check_zero",
+    "computed_with",
+]
 
 ZERO_SOURCE = (
     "Rajbhandari et al. 2019, ZeRO: Memory Optimizations Toward Training Trillion Parameter Models, "
@@ -105,6 +114,13 @@ def shard_count(model: ModelProgram, value: Value, zero: Zero, part: str) -> Exp
     if not zero.shards(part):
         return Integer(1)
     return sympy.Mul(*(model.mesh.size_expr(a) for a in shard_axes(model, value)))
+
+
+def computed_with(model: ModelProgram) -> set[str]:
+    """The parameters a product of the program reads: those ZeRO-3 (or an offload) must gather (or fetch)
+    before the product runs. A parameter no product reads (an embedding table, a norm's gain: their steps are
+    ones the notation does not show) is not gathered, as the plans of the program written sharded do not."""
+    return {r for s in model.product_statements() for r in s.reads if model.values[r].is_param}
 
 
 def check_zero(model: ModelProgram, zero: Zero) -> list[tuple[str, str]]:

@@ -33,7 +33,7 @@ from shardalg.planning.planner import plan
 from .analysis import Analysis, analyze
 from .program import ModelProgram, Value
 from .trainstate import TrainState
-from .zero import check_zero, shard_axes
+from .zero import check_zero, computed_with, shard_axes
 
 __all__ = ["step_parts", "pass_analysis", "WHEN", "microbatch"]
 
@@ -173,7 +173,8 @@ def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[Plan], list
             when, _ = _when(stage, "reduce")
             (each if when == "microbatch" else per_step).append(reduction)
     when, times = _when(stage, "gather")
-    for v in zeroed.values():
+    read = computed_with(m) if stage == 3 else set(zeroed)
+    for v in (v for v in zeroed.values() if v.name in read):
         for _ in range(times):
             (each if when == "microbatch" else per_step).append(_gather(a, v, shard_axes(m, v)))
     return each, per_step
