@@ -5,7 +5,6 @@ written sharded (two independent paths to the same bytes)."""
 from __future__ import annotations
 
 import pytest
-import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
