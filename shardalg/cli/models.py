@@ -88,6 +88,7 @@ def _memory(args: argparse.Namespace) -> int:
 
 def _fit(args: argparse.Namespace) -> int:
     from shardalg.models import fit
+    from shardalg.models.conventions import memory_conventions
     from shardalg.models.slices import parse_slices
 
     target = args.solve_for
@@ -116,12 +117,15 @@ def _fit(args: argparse.Namespace) -> int:
             "chip": report.chip.name,
             "hbm_bytes": report.hbm,
             "defaults": [{"key": k, "value": v} for k, v in report.notes],
+            "conventions": [{"key": k, "value": v} for k, v in memory_conventions(report)],
         }
         _print(data, True)
     else:
         print(d)
         for k, v in report.notes:
             print(f"note: {k}: {v}")
+        for k, v in memory_conventions(report):
+            print(f"convention: {k}: {v}")
     return EXIT_OK
 
 

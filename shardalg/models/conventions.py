@@ -10,26 +10,24 @@ from typing import Any
 __all__ = ["memory_conventions", "step_conventions", "UNSHOWN"]
 
 # What the notation does not show: its steps enter a program as inputs (shardalg.models.program).
-UNSHOWN = (
-    "the steps the notation does not show (norms, softmax, activation functions, residual adds, dropout)"
-)
+UNSHOWN = "the steps the notation does not show (norms, softmax, activation functions, residual adds)"
 
 
 def _dtypes(report: Any) -> str:
     r, o = report.precision, report.optimizer
     if report.analysis.mode != "train":
-        return "parameters and KV cache in their declared dtypes (bf16 when none)"
+        return "parameters and KV cache in their declared dtypes (bf16 default)"
     if o.moments is None:
-        state = f"{o.name}: {o.state_bytes} bytes per parameter as given"
+        state = f"{o.state_bytes} bytes per parameter as given"
     else:
         master = r.master or o.master
         state = (
-            f"{o.moments} moment{'s' if o.moments != 1 else ''} in {r.moments.value}"
-            f" + master copy {master.value if master else 'none'}"
-            f" = {o.state_under(r)} bytes per parameter"
+            f"{o.moments} moment{'s' if o.moments != 1 else ''} in {r.moments.value} + "
+            + (f"master copy {master.value}" if master else "no master copy")
+            + f" = {o.state_under(r)} bytes per parameter"
         )
-    grads = "not counted (--grads none)" if report.grads == "none" else "counted"
-    return f"{r.name} recipe: {r.describe()}; gradients {grads}; optimizer state: {state}"
+    grads = "; gradients not counted (--grads none)" if report.grads == "none" else ""
+    return f"{r.name}: {r.describe()}; optimizer state {state}{grads}"
 
 
 def memory_conventions(report: Any) -> list[tuple[str, str]]:
@@ -38,33 +36,28 @@ def memory_conventions(report: Any) -> list[tuple[str, str]]:
         ("dtypes", _dtypes(report)),
         (
             "params",
-            "counted from the program's tensors: each 'params' tensor times the layers, plus 'embeddings'",
+            "from the program's tensors ('params' times the layers, plus 'embeddings'); bytes per device, "
+            "GiB = 2^30 bytes",
         ),
     ]
     if report.analysis.mode == "train":
         out.append(
             (
                 "activations",
-                "the tensors the backward reads, kept under the remat policy, at their sharding, for one "
-                f"microbatch; left out: the inner state of {UNSHOWN}, such as norm and softmax statistics, "
-                "attention probabilities and dropout masks, unless the program writes it as a tensor",
+                "what the backward reads, kept under the remat policy, for one microbatch; not counted: the "
+                "inner state of the steps the notation does not show (norm and softmax statistics, attention "
+                "probabilities, dropout masks)",
             )
         )
         if report.zero.stage:
-            out.append(
-                (
-                    "zero",
-                    "sharded parts are elements over the data axes' sizes: DeepSpeed's padding not counted",
-                )
-            )
+            out.append(("zero", "a sharded part is its elements over the data axes' sizes (no padding)"))
     out.append(
         (
             "transient",
-            "the weights one layer gathers (or fetches) and holds while it runs, once; a parameter no product "
-            "reads (an embedding table, a norm's gain) is not gathered",
+            "the weights one layer gathers or fetches, held once; a parameter no product reads (an "
+            "embedding table, a norm's gain) is not gathered",
         )
     )
-    out.append(("bytes", "per device; GiB = 2^30 bytes"))
     return out
 
 
@@ -76,8 +69,10 @@ def step_conventions(report: Any) -> list[tuple[str, str]]:
         if train
         else ""
     )
-    out = [
-        ("flops", f"{flops}; left out: {UNSHOWN}, the attention core unless written, the optimizer update"),
-        ("dtypes", "each tensor in its declared dtype (bf16 when none); gradients communicated in it"),
+    return [
+        (
+            "flops",
+            f"{flops}; not counted: {UNSHOWN}, the attention core unless written, the optimizer update",
+        ),
+        ("dtypes", "each tensor in its declared dtype (bf16 default), gradients communicated in it"),
     ]
-    return out

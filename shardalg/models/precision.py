@@ -71,10 +71,10 @@ class Precision:
         def name(d: DType | None, own: str) -> str:
             return d.value if d is not None else own
 
+        master = f"master copy {self.master.value}" if self.master is not None else "no master copy"
         return (
-            f"params {name(self.params, 'as declared (bf16 when none)')}, "
-            f"grads {name(self.grads, 'in the parameter dtype')}, "
-            f"master copy {name(self.master, 'none')}, moments {self.moments.value}"
+            f"params {name(self.params, 'as declared (bf16 default)')}, "
+            f"grads {name(self.grads, 'as params')}, {master}, moments {self.moments.value}"
         )
 
     def to_json(self) -> dict[str, object]:

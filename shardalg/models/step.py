@@ -406,8 +406,10 @@ def step_time(
     tokens: float | None = None,
     remat: str | Iterable[str] | Remat | None = None,
     mode: str | None = None,
+    **state: Any,
 ) -> StepReport:
     """The time of one step of ``program`` on ``mesh`` (training, or an inference step when the program
-    declares a KV cache or ``mode="infer"``); ``tokens``: train on that many tokens (days to train)."""
+    declares a KV cache or ``mode="infer"``); ``tokens``: train on that many tokens (days to train);
+    ``state``: ``zero`` and ``microbatches`` (:class:`shardalg.models.trainstate.TrainState`)."""
     model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
-    return model_step(analyze(model, mode, remat), hw, overlap, mfu, tokens)
+    return model_step(analyze(model, mode, remat), hw, overlap, mfu, tokens, TrainState(**state))

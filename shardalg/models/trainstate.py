@@ -86,7 +86,7 @@ class TrainState:
                 ("optimizer", f"{o.name} (default: {o.description}, {o.state_bytes} bytes per parameter)")
             )
         if self.precision is None:
-            notes.append(("precision", f"{r.name} (default: {r.describe()})"))
+            notes.append(("precision", f"{r.name} (default: the book's recipe)"))
         if o.moments is None and (r.master is not None or self.precision is not None):
             notes.append(
                 (
@@ -95,7 +95,7 @@ class TrainState:
                 )
             )
         if self.zero is None:
-            notes.append(("zero", f"0 (default: {self.stage.describe()})"))
+            notes.append(("zero", "0 (default: as the program writes the parameters)"))
         return notes
 
     def step_json(self) -> dict[str, Any]:

@@ -63,7 +63,7 @@ class Zero:
 
     def describe(self) -> str:
         if self.stage == 0:
-            return "none: gradients and optimizer state follow each parameter's sharding as written"
+            return "none (gradients and optimizer state sharded as each parameter is written)"
         sharded = [p for p in ("optimizer", "grads", "params") if self.shards(p)]
         return (
             f"ZeRO-{self.stage}: {', '.join('optimizer state' if p == 'optimizer' else p for p in sharded)} "

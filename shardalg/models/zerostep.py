@@ -84,7 +84,7 @@ def pass_analysis(a: Analysis, state: TrainState) -> tuple[Analysis, list[tuple[
     of the state's choices for a step: its ZeRO stage (stated when it is the default) and microbatches."""
     if a.mode != "train":
         return a, []
-    notes = [] if state.stage.chosen else [("zero", f"0 (default: {state.stage.describe()})")]
+    notes = [] if state.stage.chosen else [("zero", "0 (default: as the program writes the parameters)")]
     notes += check_zero(a.model, state.stage)
     one, per_micro = microbatch(a, state.micro, notes)
     if state.micro > 1:
