@@ -329,8 +329,10 @@ def model_memory(
     offload: str | Offload | None = None,
     microbatches: int | None = None,
     host_link: float | None = None,
+    strict: bool = True,
 ) -> MemoryReport:
-    """The memory report of an analysed model (see :func:`memory`)."""
+    """The memory report of an analysed model (see :func:`memory`); ``strict`` False (a search's
+    candidates): a program without data axes is counted without ZeRO instead of refused."""
     a = analysis
     c = TrainState(optimizer, grads, precision, zero, offload, microbatches, host_link)
     notes = list(a.notes)
@@ -349,7 +351,7 @@ def model_memory(
             raise UsageError("--offload is counted for training steps; the step here is inference")
     else:
         notes += c.default_notes()
-        notes += check_zero(a.model, c.stage)
+        notes += check_zero(a.model, c.stage, require_axes=strict)
     micro, per_micro = microbatch(a, c.micro, notes) if train else (a, {})
     rows = _param_rows(a.model, True, c, train)
     rows += [(p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro) if p == "activations"]

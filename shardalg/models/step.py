@@ -317,7 +317,7 @@ def step_seconds(
         raise UsageError("seconds need a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
     out: list[PartSeconds] = []
     state = state or TrainState()
-    a, _ = pass_analysis(a, state)
+    a, _ = pass_analysis(a, state, strict=False)
     costs = _cost_model(a, hw, policy)
     for name, count, plans in step_parts(a, state, _part_plans, state.micro):
         cost = _part_cost(name, plans, a, costs)

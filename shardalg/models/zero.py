@@ -123,11 +123,15 @@ def computed_with(model: ModelProgram) -> set[str]:
     return {r for s in model.product_statements() for r in s.reads if model.values[r].is_param}
 
 
-def check_zero(model: ModelProgram, zero: Zero) -> list[tuple[str, str]]:
-    """Refuse a stage the program contradicts; the notes a stage brings (its data axes)."""
+def check_zero(model: ModelProgram, zero: Zero, require_axes: bool = True) -> list[tuple[str, str]]:
+    """Refuse a stage the program contradicts; the notes a stage brings (its data axes). With
+    ``require_axes`` False (a search's candidates) a program without data axes is no error: ZeRO shards
+    nothing there."""
     if zero.stage == 0:
         return []
     axes = data_axes(model)
+    if not axes and not require_axes:
+        return []
     if not axes:
         raise UsageError(
             f"--zero {zero.stage} shards over the data axes, and no mesh axis shards the layer's input "

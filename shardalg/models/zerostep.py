@@ -79,13 +79,16 @@ def microbatch(a: Analysis, n: int, notes: list[tuple[str, str]]) -> tuple[Analy
     return a, {dim_size(b): dim_size(b) / n}
 
 
-def pass_analysis(a: Analysis, state: TrainState) -> tuple[Analysis, list[tuple[str, str]]]:
+def pass_analysis(
+    a: Analysis, state: TrainState, strict: bool = True
+) -> tuple[Analysis, list[tuple[str, str]]]:
     """The analysis of one pass of a training step (one microbatch; ``a`` itself with one) and the notes
-    of the state's choices for a step: its ZeRO stage (stated when it is the default) and microbatches."""
+    of the state's choices for a step: its ZeRO stage (stated when it is the default) and microbatches.
+    ``strict`` False (a search's candidates): a program without data axes is priced without ZeRO."""
     if a.mode != "train":
         return a, []
     notes = [] if state.stage.chosen else [("zero", "0 (default: as the program writes the parameters)")]
-    notes += check_zero(a.model, state.stage)
+    notes += check_zero(a.model, state.stage, require_axes=strict)
     one, per_micro = microbatch(a, state.micro, notes)
     if state.micro > 1:
         notes.append(
@@ -189,7 +192,7 @@ def step_parts(
     """(part name, times per step, plans) of a training step of ``microbatches`` passes under the state's
     ZeRO stage; ``base(a, once)`` is the plans of a part as written (used as is for stage 0 in one pass)."""
     m = a.model
-    check_zero(m, state.stage)
+    check_zero(m, state.stage, require_axes=False)
     for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
         if state.stage.stage == 0 and microbatches == 1 or a.mode != "train":
             yield name, count, base(a, once)

@@ -240,3 +240,23 @@ def test_conventions_are_said(llama):
     assert "convention: dtypes: deepspeed: params fp16, grads fp16, master copy fp32, moments fp32" in str(r)
     assert "2 moments in fp32 + master copy fp32 = 12 bytes per parameter" in str(r)
     assert r.to_json()["precision"]["name"] == "deepspeed" and r.to_json()["zero"]["stage"] == 1
+
+
+def test_search_prices_each_candidate_under_the_stage():
+    from shardalg.search.numeric import search
+
+    program = "params W_in, W_out\ntokens B\nIn[B, D] * W_in[D, F] -> Tmp[B, F]\nTmp[B, F] * W_out[F, D] -> Out[B, D]"
+    on = dict(mesh="X=8", sizes="B=4096,D=8192,F=32768", hw="h100")
+    plain = search(program, **on, precision="deepspeed")
+    two = search(program, **on, precision="deepspeed", zero=2)
+    assert two.pruned.zero == 3 and plain.pruned.zero == 0  # FSDP candidates (params over X, batch over X)
+    assert not [e for e in two.ranked if e.strategy == "FSDP"]
+    dp = next(e for e in two.ranked if e.strategy == "DP")
+    written = "params W_in, W_out\ntokens B\nIn[B_X, D] * W_in[D, F] -> Tmp[B_X, F]\nTmp[B_X, F] * W_out[F, D] -> Out[B_X, D]"
+    alone = memory(
+        written, mesh="X=8", sizes="B=4096,D=8192,F=32768", hw="h100", precision="deepspeed", zero=2
+    )
+    assert dp.parts["optimizer"] == float(alone.parts["optimizer"]) == 12 * 2 * 8192 * 32768 / 8
+    assert dp.parts["grads"] == 2 * 2 * 8192 * 32768 / 8 and dp.parts["params"] == 2 * 2 * 8192 * 32768
+    data = two.to_json()
+    assert data["zero"] == 2 and data["precision"] == "deepspeed" and data["pruned"]["zero"] == 3
