@@ -60,6 +60,12 @@ def shard_group(report: MemoryReport, dim: str) -> int:
     return group
 
 
+def _first_token_dim(report: MemoryReport) -> str | None:
+    """The dim microbatches split (the first ``tokens`` dim), or None without a declaration."""
+    tokens = report.model.roles.tokens
+    return tokens[0] if tokens else None
+
+
 def _numeric(expr: Expr, what: str) -> Expr:
     if expr.free_symbols:
         names = ", ".join(sorted(str(s) for s in expr.free_symbols))
@@ -90,7 +96,11 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
         )
     _numeric(total.subs(x, 1), f"the memory per device besides {dim}")
     d.add("fits in HBM", sympy.LessThan(total, hbm, evaluate=False))
-    group = shard_group(again, dim)
+    group = shards = shard_group(again, dim)
+    micro = again.choices.micro if a.mode == "train" and dim == _first_token_dim(again) else 1
+    if micro > 1:  # each microbatch is a whole multiple of the shard group
+        d.add(f"{micro} microbatches of {dim}/{micro}, each a multiple of {group}", Integer(micro * group))
+        group *= micro
     slope = sympy.diff(total, x)
     base = total.subs(x, 0)
     if not slope.free_symbols and sympy.expand(total - base - slope * x) == 0:
@@ -100,7 +110,7 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
         best = int(sympy.floor(bound / group)) * group if bound >= 0 else 0
     else:
         best = _search(lambda n: bool(total.subs(x, n) <= hbm), group)
-    if group > 1:
+    if shards > 1 and micro == 1:
         d.add(f"{dim} is sharded over {group} devices: a multiple of {group}", Integer(group))
     best = _check(again, dim, best, group, hbm, d)
     d.result = Integer(best)

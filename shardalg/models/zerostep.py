@@ -86,7 +86,8 @@ def pass_analysis(
     of the state's choices for a step: its ZeRO stage (stated when it is the default) and microbatches.
     ``strict`` False (a search's candidates): a program without data axes is priced without ZeRO."""
     if a.mode != "train":
-        return a, []
+        given = [f"--{k} {v}" for k, v in (("zero", state.zero), ("microbatches", state.microbatches)) if v]
+        return a, [("inference", f"{', '.join(given)} ignored (a training choice)")] if given else []
     notes = [] if state.stage.chosen else [("zero", "0 (default: as the program writes the parameters)")]
     notes += check_zero(a.model, state.stage, require_axes=strict)
     one, per_micro = microbatch(a, state.micro, notes)

@@ -260,3 +260,23 @@ def test_search_prices_each_candidate_under_the_stage():
     assert dp.parts["grads"] == 2 * 2 * 8192 * 32768 / 8 and dp.parts["params"] == 2 * 2 * 8192 * 32768
     data = two.to_json()
     assert data["zero"] == 2 and data["precision"] == "deepspeed" and data["pruned"]["zero"] == 3
+
+
+def test_the_largest_batch_with_microbatches():
+    from shardalg.models.fit import largest
+
+    on = dict(
+        mesh="X=8", sizes={"T": 512}, hw="base=h100,hbm=20e9", remat="block", precision="deepspeed", zero=3
+    )
+    one = largest(memory(LLAMA, **on), "B")
+    four = largest(memory(LLAMA, **on, microbatches=4), "B")
+    assert four.result == 4 * one.result  # one microbatch's activations in the same memory
+    assert "4 microbatches of B/4, each a multiple of 8" in str(four)
+
+
+def test_inference_states_the_training_choices_it_ignores():
+    from shardalg.models.step import step_time
+
+    decode = expand("llama-3-8b", phase="decode")
+    r = step_time(decode, mesh="X=1", sizes={"B": 8, "S": 1024}, hw="h100", zero=1, microbatches=2)
+    assert ("inference", "--zero 1, --microbatches 2 ignored (a training choice)") in r.notes
