@@ -298,22 +298,26 @@ def _param_rows(
     return rows
 
 
-def _transient(a: Analysis, extra: list[tuple[str, Expr, bool]]) -> tuple[Expr, list[tuple[str, Expr]]]:
+def _transient(
+    a: Analysis, extra: list[tuple[str, Expr, bool]], width: Mapping[str, Expr]
+) -> tuple[Expr, list[tuple[str, Expr]]]:
     """The weights one layer holds gathered: the plans' gathers and ``extra`` (ZeRO-3's and offload's
-    fetches of parameters the plans do not gather), the larger of the repeated layer and the part outside."""
-    base, items = a.transient()
-    if not extra:
-        return base, items
+    fetches of parameters the plans do not gather), the larger of the repeated layer and the part outside;
+    ``width`` rescales a parameter the recipe counts in another dtype than the plans (its ratio)."""
+    if not extra and not width:
+        return a.transient()
     have = {name for name, _, _ in a.gathered()}
     groups: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
     for name, step, once in a.gathered():
-        size = a.model.bytes_of(step.output)
+        size = a.model.bytes_of(step.output) * width.get(name, 1)
         held = groups[once].get(name)
         groups[once][name] = size if held is None else sympy.Max(held, size)
     for name, size, once in extra:
         if name not in have:
             groups[once][name] = size
     sums = {once: sympy.Add(*g.values()) for once, g in groups.items()}
+    if not groups[True] and not groups[False]:
+        return Integer(0), []
     total = sympy.Max(sums[False], sums[True]) if groups[True] and groups[False] else sums[bool(groups[True])]
     return total, [(n, b) for g in groups.values() for n, b in g.items()]
 
@@ -357,14 +361,21 @@ def model_memory(
     rows += [(p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro) if p == "activations"]
     rows += [r for r in _rows(a) if r[0] == "kv_cache"]
     read = computed_with(a.model)
+    m = a.model
+    ratio = {  # a parameter the recipe counts in another dtype than it declares (fp8: 1 byte, not bf16's 2)
+        v.name: _width(c.recipe.param_dtype(v.tensor.dtype)) / _width(v.tensor.dtype)
+        for v in m.params
+        if train and c.recipe.param_dtype(v.tensor.dtype) != v.tensor.dtype
+    }
+    ratio = {k: r for k, r in ratio.items() if r != 1}
     fetched = [
-        (v.name, a.model.bytes_of(v.tensor), v.once)
-        for v in a.model.params
+        (v.name, m.bytes_of(v.tensor) * ratio.get(v.name, 1), v.once)
+        for v in m.params
         if train
         and v.name in read
-        and (c.stage.shards("params") and shard_axes(a.model, v) or "params" in c.place.parts)
+        and (c.stage.shards("params") and shard_axes(m, v) or "params" in c.place.parts)
     ]
-    transient, gathered = _transient(micro, fetched)
+    transient, gathered = _transient(micro, fetched, ratio)
     transient = transient.subs(per_micro)
     parts = {p: _sum(rows, p) for p in PARTS if p != "transient"}
     parts["transient"] = transient

@@ -280,3 +280,13 @@ def test_inference_states_the_training_choices_it_ignores():
     decode = expand("llama-3-8b", phase="decode")
     r = step_time(decode, mesh="X=1", sizes={"B": 8, "S": 1024}, hw="h100", zero=1, microbatches=2)
     assert ("inference", "--zero 1, --microbatches 2 ignored (a training choice)") in r.notes
+
+
+def test_gathered_weights_are_counted_in_the_recipe_dtype():
+    """fp8 weights gather as fp8: the transient halves against bf16, written FSDP and ZeRO-3 alike."""
+    fsdp = "params W\nAllGather_X(W[D_X, F]) -> W[D, F]\nIn[B_X, D] * W[D, F] -> Out[B_X, F] where D=64, F=32, B=16"
+    dp = "params W\nIn[B_X, D] * W[D, F] -> Out[B_X, F] where D=64, F=32, B=16"
+    for program, zero in ((fsdp, None), (dp, 3)):
+        book = memory(program, mesh="X=4", zero=zero)
+        fp8 = memory(program, mesh="X=4", zero=zero, precision="fp8")
+        assert book.parts["transient"] == 2 * 64 * 32 and fp8.parts["transient"] == 64 * 32
