@@ -290,3 +290,16 @@ def test_gathered_weights_are_counted_in_the_recipe_dtype():
         book = memory(program, mesh="X=4", zero=zero)
         fp8 = memory(program, mesh="X=4", zero=zero, precision="fp8")
         assert book.parts["transient"] == 2 * 64 * 32 and fp8.parts["transient"] == 64 * 32
+
+
+def test_offload_is_a_training_choice():
+    decode = expand("llama-3-8b", phase="decode")
+    with pytest.raises(
+        UsageError, match="--offload is counted for training steps; the step here is inference"
+    ):
+        memory(decode, mesh="X=1", sizes={"B": 8, "S": 1024}, offload="optimizer")
+    r = memory(decode, mesh="X=1", sizes={"B": 8, "S": 1024}, zero=2, precision="bf16")
+    assert (
+        "inference",
+        "no gradients, optimizer state or saved activations are counted; --precision bf16, --zero 2 ignored",
+    ) in r.notes
