@@ -73,6 +73,7 @@ def _state(args: argparse.Namespace) -> dict[str, Any]:
         "offload": getattr(args, "offload", None),
         "microbatches": int(micro) if micro is not None else None,
         "host_link": _number(getattr(args, "host_link", None), "--host-link"),
+        "logits": getattr(args, "logits", None),
     }
 
 
@@ -230,6 +231,12 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
         metavar="PARTS",
         help="keep optimizer (state and update; ZeRO-Offload), params (ZeRO-Infinity) or "
         "optimizer,params in host memory: host bytes and PCIe traffic per step",
+    )
+    p.add_argument(
+        "--logits",
+        metavar="POLICY",
+        help="the head's logits: kept for the backward (the default), recomputed, or chunked=N "
+        "(a chunked loss: one chunk of tokens held at a time, none kept)",
     )
     p.add_argument(
         "--host-link",

@@ -37,6 +37,7 @@ from shardalg.notation.syntax import DType
 
 from .analysis import Analysis, Remat, analyze
 from .conventions import memory_conventions
+from .head import head_outputs
 from .offload import Offload, host_link
 from .optimizers import Optimizer
 from .precision import Precision
@@ -110,6 +111,7 @@ class MemoryReport:
             offload=c.offload,
             microbatches=c.microbatches,
             host_link=c.host_link,
+            logits=c.logits,
         )
 
     @property
@@ -213,6 +215,8 @@ class MemoryReport:
                 head.append(("offload", self.offload.describe()))
             if self.choices.micro > 1:
                 head.append(("microbatches", f"{self.choices.micro} per step"))
+            if self.choices.head.chosen:
+                head.append(("logits", self.choices.head.describe()))
             head.append(("remat", self.analysis.remat.describe()))
         if self.chip is not None:
             head.append(("chip", f"{self.chip.name} (HBM {bytes_text(sympy.Float(self.hbm))})"))
@@ -298,6 +302,14 @@ def _param_rows(
     return rows
 
 
+def _heads(a: Analysis, c: TrainState, notes: list[tuple[str, str]]) -> tuple[str, ...]:
+    """The head's logits that the policy does not keep (held as a transient instead); the default stated."""
+    names = head_outputs(a.model) if a.mode == "train" else ()
+    if names and not c.head.chosen:
+        notes.append(("logits", f"kept (default: {', '.join(names)} {c.head.describe()})"))
+    return () if c.head.policy == "kept" else names
+
+
 def _transient(
     a: Analysis, extra: list[tuple[str, Expr, bool]], width: Mapping[str, Expr]
 ) -> tuple[Expr, list[tuple[str, Expr]]]:
@@ -333,12 +345,13 @@ def model_memory(
     offload: str | Offload | None = None,
     microbatches: int | None = None,
     host_link: float | None = None,
+    logits: str | None = None,
     strict: bool = True,
 ) -> MemoryReport:
     """The memory report of an analysed model (see :func:`memory`); ``strict`` False (a search's
     candidates): a program without data axes is counted without ZeRO instead of refused."""
     a = analysis
-    c = TrainState(optimizer, grads, precision, zero, offload, microbatches, host_link)
+    c = TrainState(optimizer, grads, precision, zero, offload, microbatches, host_link, logits)
     notes = list(a.notes)
     train = a.mode == "train"
     if a.mode == "infer":
@@ -358,7 +371,10 @@ def model_memory(
         notes += check_zero(a.model, c.stage, require_axes=strict)
     micro, per_micro = microbatch(a, c.micro, notes) if train else (a, {})
     rows = _param_rows(a.model, True, c, train)
-    rows += [(p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro) if p == "activations"]
+    heads = _heads(a, c, notes)
+    rows += [
+        (p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro) if p == "activations" and n not in heads
+    ]
     rows += [r for r in _rows(a) if r[0] == "kv_cache"]
     read = computed_with(a.model)
     m = a.model
@@ -375,7 +391,8 @@ def model_memory(
         and v.name in read
         and (c.stage.shards("params") and shard_axes(m, v) or "params" in c.place.parts)
     ]
-    transient, gathered = _transient(micro, fetched, ratio)
+    held = [(n, micro.model.bytes_of(micro.model.values[n].tensor) / c.head.chunks, True) for n in heads]
+    transient, gathered = _transient(micro, fetched + held, ratio)
     transient = transient.subs(per_micro)
     parts = {p: _sum(rows, p) for p in PARTS if p != "transient"}
     parts["transient"] = transient
@@ -455,6 +472,11 @@ def global_bytes(report: MemoryReport) -> dict[str, Expr]:
     a, c = report.analysis, report.choices
     micro, per_micro = report.micro or (a, {})
     rows = _param_rows(a.model, False, c, a.mode == "train")
-    rows += [(p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro, False) if p == "activations"]
+    dropped = () if c.head.policy == "kept" else head_outputs(a.model)
+    rows += [
+        (p, n, b.subs(per_micro), k)
+        for p, n, b, k in _rows(micro, False)
+        if p == "activations" and n not in dropped
+    ]
     rows += [r for r in _rows(a, False) if r[0] == "kv_cache"]
     return {p: Integer(0) if p in c.place.parts else _sum(rows, p) for p in PARTS if p != "transient"}

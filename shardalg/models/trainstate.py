@@ -1,5 +1,6 @@
 """What a training step keeps and where, as one value: the optimizer, whether gradients are counted, the
-precision recipe, the ZeRO stage, offload to host memory, microbatches and the host link's bandwidth.
+precision recipe, the ZeRO stage, offload to host memory, microbatches, the host link's bandwidth and the
+head's logits.
 
     >>> TrainState(precision="deepspeed", zero=3).recipe.master
     DType.FP32
@@ -17,6 +18,7 @@ from typing import Any
 
 from shardalg.errors import UsageError
 
+from .head import Logits, logits_named
 from .offload import Offload, offload_named
 from .optimizers import Optimizer, optimizer_named
 from .precision import Precision, precision_named
@@ -38,6 +40,7 @@ class TrainState:
     offload: Any = None
     microbatches: int | None = None
     host_link: float | None = None
+    logits: Any = None
 
     def __post_init__(self) -> None:
         if self.grads not in GRADS:
@@ -46,7 +49,7 @@ class TrainState:
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise UsageError(f"--microbatches takes a positive whole number, not {n!r}", fix="e.g. 8")
         # validate the rest now, so an error names the option before any planning
-        self.opt, self.recipe, self.stage, self.place  # noqa: B018
+        self.opt, self.recipe, self.stage, self.place, self.head  # noqa: B018
 
     @cached_property
     def opt(self) -> Optimizer:
@@ -64,6 +67,10 @@ class TrainState:
     def place(self) -> Offload:
         return offload_named(self.offload)
 
+    @cached_property
+    def head(self) -> Logits:
+        return logits_named(self.logits)
+
     @property
     def micro(self) -> int:
         return self.microbatches or 1
@@ -75,6 +82,7 @@ class TrainState:
             ("precision", self.precision),
             ("zero", self.zero),
             ("microbatches", self.microbatches),
+            ("logits", self.logits),
         ]
 
     def default_notes(self) -> list[tuple[str, str]]:
@@ -108,4 +116,5 @@ class TrainState:
             "zero": self.stage.to_json(),
             "offload": list(self.place.parts),
             "microbatches": self.micro,
+            "logits": {"policy": self.head.policy, "chunks": self.head.chunks},
         }

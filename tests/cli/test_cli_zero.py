@@ -81,3 +81,12 @@ def test_step_takes_zero_and_microbatches(capsys):
 def test_bad_options_exit_2(capsys, extra, message):
     code, _, err = run(capsys, "memory", LLAMA, "--mesh", "X=8", "--sizes", "B=64,T=512", *extra)
     assert code == 2 and message in err
+
+
+def test_memory_logits_policy(capsys):
+    data = _memory(capsys, "--logits", "chunked=4")
+    assert data["logits"] == {"policy": "chunked", "chunks": 4}
+    assert not [t for t in data["tensors"] if t["tensor"] == "Logits" and t["part"] == "activations"]
+    assert [t["bytes_per_device"] for t in data["tensors"] if t["tensor"] == "Logits"] == [
+        64 * 4096 * 32000 * 2 // N // 4
+    ]

@@ -303,3 +303,23 @@ def test_offload_is_a_training_choice():
         "inference",
         "no gradients, optimizer state or saved activations are counted; --precision bf16, --zero 2 ignored",
     ) in r.notes
+
+
+def test_the_heads_logits_kept_recomputed_or_chunked():
+    on = dict(mesh="X=8", sizes={"B": 8, "T": 4096}, remat="block")
+    logits = 8 * 4096 * 32000 * 2 // 8  # Logits[B_X, T, V] in bf16 on one device
+    kept = memory(LLAMA, **on)
+    assert ("logits", "kept (default: Logits kept for the backward with the saved activations)") in kept.notes
+    again = memory(LLAMA, **on, logits="recomputed")
+    chunked = memory(LLAMA, **on, logits="chunked=8")
+    assert kept.parts["activations"] - again.parts["activations"] == logits
+    assert again.parts["transient"] - kept.parts["transient"] == logits  # held while the head runs
+    assert chunked.parts["activations"] == again.parts["activations"]
+    assert chunked.parts["transient"] == logits // 8
+    fsdp = shard(expand("llama-2-13b"), params="D=X", activations="B=X")
+    big = dict(on, sizes={"B": 16, "T": 4096})  # the head's W_unemb and its logits outgrow a layer's weights
+    layer = memory(fsdp, **big).parts["transient"]
+    f = memory(fsdp, **big, logits="recomputed")
+    assert f.parts["transient"] == 5120 * 32000 * 2 + 2 * logits > layer
+    with pytest.raises(UsageError, match="--logits takes kept, recomputed, chunked=N, not 'chunked'"):
+        memory(LLAMA, **on, logits="chunked")
