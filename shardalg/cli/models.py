@@ -31,7 +31,7 @@ _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 def _number(text: str | None, what: str) -> float | None:
     if text is None:
         return None
-    example = {"--mfu": "0.4"}.get(what, "15e12")
+    example = {"--mfu": "0.4", "--host-link": "64e9"}.get(what, "15e12")
     if not _NUMBER.fullmatch(text.strip()):
         raise UsageError(f"{what} takes a positive number, not {text!r}", fix=f"e.g. {what} {example}")
     if not math.isfinite(value := float(text)):
@@ -62,9 +62,24 @@ def _memory_report(args: argparse.Namespace) -> Any:
     layout = slice_layout(args)
     hw, notes = slice_chip(args, layout)
     analysis = analyze(_model(args, layout), args.mode, args.remat)
-    report = model_memory(analysis, hw, args.optimizer, args.grads)
+    report = model_memory(analysis, hw, args.optimizer, args.grads, **_state(args))
     report.notes.extend(notes)
     return report
+
+
+def _state(args: argparse.Namespace) -> dict[str, Any]:
+    """The training-state choices of the command line (precision, ZeRO stage, offload, microbatches)."""
+    micro = args.microbatches
+    if micro is not None and not re.fullmatch(r"[0-9]+", micro.strip()):
+        raise UsageError(f"--microbatches takes a positive whole number, not {micro!r}", fix="e.g. 8")
+    return {
+        "precision": getattr(args, "precision", None),
+        "zero": args.zero,
+        "offload": getattr(args, "offload", None),
+        "microbatches": int(micro) if micro is not None else None,
+        "host_link": _number(getattr(args, "host_link", None), "--host-link"),
+        "logits": getattr(args, "logits", None),
+    }
 
 
 def _print(data: dict[str, Any] | str, as_json: bool) -> None:
@@ -79,6 +94,7 @@ def _memory(args: argparse.Namespace) -> int:
 
 def _fit(args: argparse.Namespace) -> int:
     from shardalg.models import fit
+    from shardalg.models.conventions import memory_conventions
     from shardalg.models.slices import parse_slices
 
     target = args.solve_for
@@ -107,18 +123,22 @@ def _fit(args: argparse.Namespace) -> int:
             "chip": report.chip.name,
             "hbm_bytes": report.hbm,
             "defaults": [{"key": k, "value": v} for k, v in report.notes],
+            "conventions": [{"key": k, "value": v} for k, v in memory_conventions(report)],
         }
         _print(data, True)
     else:
         print(d)
         for k, v in report.notes:
             print(f"note: {k}: {v}")
+        for k, v in memory_conventions(report):
+            print(f"convention: {k}: {v}")
     return EXIT_OK
 
 
 def _step(args: argparse.Namespace) -> int:
     from shardalg.models.analysis import analyze
     from shardalg.models.step import model_step
+    from shardalg.models.trainstate import TrainState
 
     layout = slice_layout(args)
     hw, notes = slice_chip(args, layout)
@@ -130,6 +150,7 @@ def _step(args: argparse.Namespace) -> int:
         args.mfu and _number(args.mfu, "--mfu"),
         _number(args.tokens, "--tokens"),
         **efficiency_options(args),  # type: ignore[arg-type]
+        state=TrainState(**{k: v for k, v in _state(args).items() if k in ("zero", "microbatches")}),
     )
     report.notes.extend(notes)
     if layout is None:
@@ -239,6 +260,48 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
         help="count gradients in the parameters' dtype and sharding (param, the default) or not (none: "
         "applied as they are made, as the book's 10 bytes per parameter counts)",
     )
+    _state_options(p)
+    p.add_argument(
+        "--offload",
+        metavar="PARTS",
+        help="keep optimizer (state and update; ZeRO-Offload), params (ZeRO-Infinity) or "
+        "optimizer,params in host memory: host bytes and PCIe traffic per step",
+    )
+    p.add_argument(
+        "--logits",
+        metavar="POLICY",
+        help="the head's logits: kept for the backward (the default), recomputed, or chunked=N "
+        "(a chunked loss: one chunk of tokens held at a time, none kept)",
+    )
+    p.add_argument(
+        "--host-link",
+        metavar="BYTES_PER_S",
+        help="the host link's bandwidth each way for --offload (default: the chip's, e.g. h100: "
+        "PCIe Gen5, 64e9)",
+    )
+
+
+def _state_options(p: argparse.ArgumentParser, precision: bool = True) -> None:
+    if precision:
+        p.add_argument(
+            "--precision",
+            metavar="RECIPE",
+            help="the dtypes of params, grads, master copy and moments: book (the default: the parameters' "
+            "dtype, no master, fp32 moments), deepspeed (fp16 params and grads, fp32 master and moments: "
+            "16 bytes per parameter with Adam), bf16, fp8; or changed: deepspeed,grads=fp32",
+        )
+    p.add_argument(
+        "--zero",
+        choices=("0", "1", "2", "3"),
+        help="ZeRO stage over the data axes (the axes sharding the layer's input): 1 optimizer state, "
+        "2 and gradients, 3 and parameters; default 0: as the program writes them",
+    )
+    p.add_argument(
+        "--microbatches",
+        metavar="N",
+        help="gradient accumulation: the batch (the first 'tokens' dim) in N microbatches; "
+        "activations are one microbatch's, the step N passes (default 1)",
+    )
 
 
 def _parser(sub: argparse._SubParsersAction, name: str, help: str, description: str, *example: str):
@@ -312,6 +375,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "said in the output)",
     )
     add_efficiencies(p)
+    _state_options(p, precision=False)
     p.add_argument(
         "--tokens", metavar="COUNT", help="train on this many tokens: days to train (needs 'tokens')"
     )

@@ -81,6 +81,10 @@ def _search(args: argparse.Namespace) -> int:
         hw, notes = slice_chip(args, layout)
         args.mesh_value, args.hw_value, args.slice_notes = layout.mesh, hw, notes
     if args.per_statement:
+        if args.zero is not None or args.precision is not None:
+            raise UsageError(
+                "--per-statement prices the book's recipe as written: --zero and --precision do not apply"
+            )
         return _per_statement(program, args)
     bar = _Bar(not args.quiet)
     try:
@@ -96,6 +100,8 @@ def _search(args: argparse.Namespace) -> int:
             args.overlap,
             10 if args.top is None else args.top,
             progress=bar,
+            precision=args.precision,
+            zero=args.zero,
         )
     finally:
         bar.close()
@@ -214,6 +220,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="POLICY",
         help="training: none, block, saved or activation names "
         "(default: the program's saved list, else none)",
+    )
+    p.add_argument(
+        "--precision",
+        metavar="RECIPE",
+        help="training: book (the default), deepspeed, bf16, fp8 (see shardalg memory --help)",
+    )
+    p.add_argument(
+        "--zero",
+        choices=("0", "1", "2", "3"),
+        help="training: ZeRO stage over the data axes (1 optimizer state, 2 and gradients, 3 and "
+        "parameters); 1 and 2 leave out the candidates that shard parameters over them",
     )
     add_overlap(
         p,

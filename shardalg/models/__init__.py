@@ -11,11 +11,16 @@ derivations, step and training time — plus model presets and optimizers as dat
   the attention's own op), :mod:`.serving` (a prefill and a generation end to end: time to first token,
   tokens per second, cost per million tokens), :mod:`.fit` (largest batch, fewest devices, smallest slice,
   largest model under DP, as derivations);
+- :mod:`.precision`, :mod:`.zero`, :mod:`.offload` and :mod:`.trainstate` (data and one value: the precision
+  recipes, ZeRO stages, offload to host memory with the host links' bandwidths, each with its source),
+  :mod:`.zerostep` (which collectives of a training step run each microbatch and which once a step),
+  :mod:`.conventions` (what each figure counts, said in every output);
 - :mod:`.optimizers` and :mod:`.slices` (data: optimizer state per parameter, allowed slice shapes, each with
   its source), :mod:`.presets` (model configurations, each number with its source) and :mod:`.expand`
   (a preset as a program in the notation; sharding it by dim).
 
 Imports: :mod:`shardalg.costs`, :mod:`shardalg.planning`, :mod:`shardalg.algebra`, :mod:`shardalg.notation`
 and :mod:`shardalg.errors`; never :mod:`shardalg.numeric`, :mod:`shardalg.export` or :mod:`shardalg.pictures`.
-A new optimizer is a row of ``optimizers.OPTIMIZERS``; a new model a row of ``presets.PRESETS``.
+A new optimizer is a row of ``optimizers.OPTIMIZERS``; a new model a row of ``presets.PRESETS``; a new
+precision recipe a row of ``precision.RECIPES``; a chip's host link a row of ``offload.HOST_LINKS``.
 """

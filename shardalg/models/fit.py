@@ -29,7 +29,7 @@ from shardalg.costs.derive import Derivation
 from shardalg.errors import UsageError
 
 from .analysis import analyze
-from .memory import MemoryReport, global_bytes, model_memory
+from .memory import MemoryReport, global_bytes
 from .program import model_program
 from .slices import Slice, slice_shapes
 
@@ -60,6 +60,12 @@ def shard_group(report: MemoryReport, dim: str) -> int:
     return group
 
 
+def _first_token_dim(report: MemoryReport) -> str | None:
+    """The dim microbatches split (the first ``tokens`` dim), or None without a declaration."""
+    tokens = report.model.roles.tokens
+    return tokens[0] if tokens else None
+
+
 def _numeric(expr: Expr, what: str) -> Expr:
     if expr.free_symbols:
         names = ", ".join(sorted(str(s) for s in expr.free_symbols))
@@ -77,9 +83,7 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
     sizes = {k: v for k, v in m.sizes.items() if k != dim}
     free = model_program(m.program, m.mesh, sizes)
     a = report.analysis
-    again = model_memory(
-        analyze(free, a.mode if a.mode_chosen else None, a.remat), report.chip, report.optimizer, report.grads
-    )
+    again = report.again(analyze(free, a.mode if a.mode_chosen else None, a.remat))
     x = dim_size(dim)
     total = sympy.expand(again.total)
     hbm = _hbm(again)
@@ -92,7 +96,11 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
         )
     _numeric(total.subs(x, 1), f"the memory per device besides {dim}")
     d.add("fits in HBM", sympy.LessThan(total, hbm, evaluate=False))
-    group = shard_group(again, dim)
+    group = shards = shard_group(again, dim)
+    micro = again.choices.micro if a.mode == "train" and dim == _first_token_dim(again) else 1
+    if micro > 1:  # each microbatch is a whole multiple of the shard group
+        d.add(f"{micro} microbatches of {dim}/{micro}, each a multiple of {group}", Integer(micro * group))
+        group *= micro
     slope = sympy.diff(total, x)
     base = total.subs(x, 0)
     if not slope.free_symbols and sympy.expand(total - base - slope * x) == 0:
@@ -102,7 +110,7 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
         best = int(sympy.floor(bound / group)) * group if bound >= 0 else 0
     else:
         best = _search(lambda n: bool(total.subs(x, n) <= hbm), group)
-    if group > 1:
+    if shards > 1 and micro == 1:
         d.add(f"{dim} is sharded over {group} devices: a multiple of {group}", Integer(group))
     best = _check(again, dim, best, group, hbm, d)
     d.result = Integer(best)
@@ -116,12 +124,7 @@ def _concrete_total(report: MemoryReport, dim: str, value: int) -> Expr:
     m = report.model
     bound = model_program(m.program, m.mesh, {**m.sizes, dim: value})
     a = report.analysis
-    return model_memory(
-        analyze(bound, a.mode if a.mode_chosen else None, a.remat),
-        report.chip,
-        report.optimizer,
-        report.grads,
-    ).total
+    return report.again(analyze(bound, a.mode if a.mode_chosen else None, a.remat)).total
 
 
 def _check(report: MemoryReport, dim: str, best: int, group: int, hbm: Expr, d: Derivation) -> int:

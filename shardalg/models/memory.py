@@ -27,21 +27,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
-from sympy import Expr, Integer
+from sympy import Expr, Integer, Rational
 
+from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.hardware import Chip
 from shardalg.errors import UsageError
+from shardalg.notation.syntax import DType
 
 from .analysis import Analysis, Remat, analyze
-from .optimizers import Optimizer, optimizer_named
+from .conventions import memory_conventions
+from .head import head_outputs
+from .offload import Offload, host_link
+from .optimizers import Optimizer
+from .precision import Precision
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text, bytes_text, local_elements
+from .trainstate import GRADS, TrainState
+from .zero import Zero, check_zero, computed_with, shard_axes, shard_count
+from .zerostep import microbatch
 
 __all__ = ["MemoryReport", "memory", "model_memory", "param_bytes", "PARTS", "GRADS"]
 
 PARTS: tuple[str, ...] = ("params", "grads", "optimizer", "activations", "kv_cache", "transient")
-GRADS: tuple[str, ...] = ("param", "none")
 
 
 @dataclass
@@ -57,6 +65,54 @@ class MemoryReport:
     parts: dict[str, Expr]
     rows: list[tuple[str, str, Expr, Expr]]
     notes: list[tuple[str, str]] = field(default_factory=list)
+    choices: TrainState = field(default_factory=TrainState)
+    host: dict[str, Expr] = field(default_factory=dict)  # part -> bytes per device kept in host memory
+    transfers: list[tuple[str, str, Expr, str]] = field(default_factory=list)  # (part, direction, bytes, why)
+    micro: tuple[Analysis, dict] | None = None  # one microbatch's analysis, and the batch's substitution
+
+    @property
+    def precision(self) -> Precision:
+        return self.choices.recipe
+
+    @property
+    def zero(self) -> Zero:
+        return self.choices.stage
+
+    @property
+    def offload(self) -> Offload:
+        return self.choices.place
+
+    @property
+    def host_total(self) -> Expr:
+        return sympy.Add(*self.host.values()) if self.host else Integer(0)
+
+    def pcie(self) -> dict[str, Any] | None:
+        """The PCIe traffic per step each way and its time on the host link (None without offload)."""
+        if not self.choices.place:
+            return None
+        ways = {
+            d: sympy.Add(*(b for _, w, b, _ in self.transfers if w == d)) for d in ("to host", "to device")
+        }
+        bw, source = host_link(self.chip.name if self.chip else None, self.choices.host_link)
+        worst = sympy.Max(*ways.values())
+        seconds = None if bw is None or worst.free_symbols else float(worst) / bw
+        return {"bytes": ways, "bandwidth": bw, "source": source, "seconds": seconds}
+
+    def again(self, analysis: Analysis) -> MemoryReport:
+        """The report of ``analysis`` under the same chip and choices (the same defaults stated)."""
+        c = self.choices
+        return model_memory(
+            analysis,
+            self.chip,
+            c.optimizer,
+            c.grads,
+            precision=c.precision,
+            zero=c.zero,
+            offload=c.offload,
+            microbatches=c.microbatches,
+            host_link=c.host_link,
+            logits=c.logits,
+        )
 
     @property
     def model(self) -> ModelProgram:
@@ -98,8 +154,14 @@ class MemoryReport:
             "devices": as_json(m.devices),
             "layers": as_json(m.layers),
             "mode": self.analysis.mode,
-            "optimizer": self.optimizer.to_json() if self.analysis.mode == "train" else None,
+            "optimizer": (
+                {**self.optimizer.to_json(), "state_bytes_under_precision": as_json(self._state())}
+                if self.analysis.mode == "train"
+                else None
+            ),
             "grads": self.grads if self.analysis.mode == "train" else None,
+            **(self.choices.to_json() if self.analysis.mode == "train" else {}),
+            "host_bytes": self._host_json(),
             "remat": (
                 {
                     "policy": self.analysis.remat.policy,
@@ -114,6 +176,27 @@ class MemoryReport:
                 for part, name, b, n in self.rows
             ],
             "defaults": [{"key": k, "value": v} for k, v in self.notes],
+            "conventions": [{"key": k, "value": v} for k, v in memory_conventions(self)],
+        }
+
+    def _state(self) -> Expr:
+        return Rational(self.optimizer.state_under(self.precision))
+
+    def _host_json(self) -> dict[str, Any] | None:
+        p = self.pcie()
+        if p is None:
+            return None
+        return {
+            **{k: as_json(v) for k, v in self.host.items()},
+            "total": as_json(self.host_total),
+            "pcie_bytes_per_step": {k.replace(" ", "_"): as_json(v) for k, v in p["bytes"].items()},
+            "pcie_transfers": [
+                {"part": part, "direction": d, "bytes": as_json(b), "why": why}
+                for part, d, b, why in self.transfers
+            ],
+            "host_link_bytes_per_s": p["bandwidth"],
+            "host_link_source": p["source"],
+            "pcie_seconds": p["seconds"],
         }
 
     def __str__(self) -> str:
@@ -126,6 +209,14 @@ class MemoryReport:
         ]
         if self.analysis.mode == "train":
             head.append(("optimizer", f"{self.optimizer.name} ({self.optimizer.description})"))
+            head.append(("precision", f"{self.precision.name} ({self.precision.describe()})"))
+            head.append(("zero", self.zero.describe()))
+            if self.offload:
+                head.append(("offload", self.offload.describe()))
+            if self.choices.micro > 1:
+                head.append(("microbatches", f"{self.choices.micro} per step"))
+            if self.choices.head.chosen:
+                head.append(("logits", self.choices.head.describe()))
             head.append(("remat", self.analysis.remat.describe()))
         if self.chip is not None:
             head.append(("chip", f"{self.chip.name} (HBM {bytes_text(sympy.Float(self.hbm))})"))
@@ -138,54 +229,109 @@ class MemoryReport:
             fits = {True: "yes", False: "NO", None: "unknown (a size is unbound)"}[self.fits]
             room = "" if self.fits is None else f"; headroom {bytes_text(self.headroom)}"
             lines.append(f"{'fits':<12} {fits}{room}")
+        lines += self._host_lines()
         for k, v in self.notes:
             lines.append(f"note: {k}: {v}")
+        for k, v in memory_conventions(self):
+            lines.append(f"convention: {k}: {v}")
         return "\n".join(lines)
 
-
-def _param_rows(
-    model: ModelProgram, per_device: bool, grads: str, optimizer: Optimizer, train: bool
-) -> list[tuple[str, str, Expr, Expr]]:
-    """(part, tensor, bytes, count) of the parameters, their gradients and their optimizer state."""
-    rows = [
-        ("params", v.name, model.bytes_of(v.tensor, per_device=per_device), model.factor(v))
-        for v in model.params
-    ]
-    if not train:
-        return rows
-    if grads == "param":
-        rows += [
-            ("grads", v.name, model.bytes_of(v.tensor, per_device=per_device), model.factor(v))
-            for v in model.params
-        ]
-    state = sympy.Rational(optimizer.state_bytes)
-    if state:
-        for v in model.params:
-            count = (
-                local_elements(v.tensor, model.mesh, model.sizes)
-                if per_device
-                else model.elements_of(v.tensor)
-            )
-            rows.append(("optimizer", v.name, count * state, model.factor(v)))
-    return rows
+    def _host_lines(self) -> list[str]:
+        p = self.pcie()
+        if p is None:
+            return []
+        lines = ["", f"{'host part':<12} bytes per device in host memory"]
+        lines += [f"{k:<12} {bytes_text(v)}" for k, v in self.host.items()]
+        lines.append(f"{'host total':<12} {bytes_text(self.host_total)}")
+        for part, d, b, why in self.transfers:
+            lines.append(f"{'pcie':<12} {part} {d}: {bytes_text(b)} ({why})")
+        link = "unknown" if p["bandwidth"] is None else f"{p['bandwidth']:.4g} bytes/s each way"
+        time = "" if p["seconds"] is None else f": {p['seconds']:.4g} s per step"
+        lines.append(f"{'pcie time':<12} the larger direction over the host link, {link}{time}")
+        lines.append(f"note: host link: {p['source']}")
+        return lines
 
 
-def _rows(
-    a: Analysis, per_device: bool, grads: str, optimizer: Optimizer
-) -> list[tuple[str, str, Expr, Expr]]:
+def _rows(a: Analysis, per_device: bool = True) -> list[tuple[str, str, Expr, Expr]]:
+    """(part, tensor, bytes, count) of the saved activations and the KV cache."""
     m = a.model
-    train = a.mode == "train"
-    rows = _param_rows(m, per_device, grads, optimizer, train)
-    for name in a.saved:
-        v = m.values[name]
-        rows.append(("activations", name, m.bytes_of(v.tensor, per_device=per_device), m.factor(v)))
-    for v in m.kv_cache:
-        rows.append(("kv_cache", v.name, m.bytes_of(v.tensor, per_device=per_device), m.factor(v)))
+    rows = [
+        ("activations", n, m.bytes_of(m.values[n].tensor, per_device=per_device), m.factor(m.values[n]))
+        for n in a.saved
+    ]
+    rows += [
+        ("kv_cache", v.name, m.bytes_of(v.tensor, per_device=per_device), m.factor(v)) for v in m.kv_cache
+    ]
     return rows
 
 
 def _sum(rows: Iterable[tuple[str, str, Expr, Expr]], part: str) -> Expr:
-    return sympy.Add(*(b * n for p, _, b, n in rows if p == part)) if rows else Integer(0)
+    return sympy.Add(*(b * n for p, _, b, n in rows if p == part))
+
+
+def _width(dtype: DType | None) -> Expr:
+    """Bytes per element of ``dtype`` (bf16 when None: the book's default)."""
+    w = (dtype or DEFAULT_DTYPE).bytes
+    return Rational(w.numerator, w.denominator)
+
+
+def _param_rows(
+    model: ModelProgram, per_device: bool, c: TrainState, train: bool
+) -> list[tuple[str, str, Expr, Expr]]:
+    """(part, tensor, bytes, count) of the parameters, their gradients and their optimizer state: each in the
+    recipe's dtype, sharded like the parameter and further over the data axes as the ZeRO stage says."""
+    rows: list[tuple[str, str, Expr, Expr]] = []
+    opt, rec, zero = c.opt, c.recipe, c.stage
+    state = Rational(opt.state_under(rec)) if train else Integer(0)
+    for part in ("params", "grads", "optimizer"):
+        if not train and part != "params" or part == "grads" and c.grads == "none":
+            continue
+        if part == "optimizer" and not state:
+            continue
+        for v in model.params:
+            count = (
+                local_elements(v.tensor, model.mesh, model.sizes) / shard_count(model, v, zero, part)
+                if per_device
+                else model.elements_of(v.tensor)
+            )
+            dtype = rec.param_dtype(v.tensor.dtype) if train else v.tensor.dtype
+            width = {"params": _width(dtype), "grads": _width(rec.grad_dtype(dtype)), "optimizer": state}[
+                part
+            ]
+            rows.append((part, v.name, count * width, model.factor(v)))
+    return rows
+
+
+def _heads(a: Analysis, c: TrainState, notes: list[tuple[str, str]]) -> tuple[str, ...]:
+    """The head's logits that the policy does not keep (held as a transient instead); the default stated."""
+    names = head_outputs(a.model) if a.mode == "train" else ()
+    if names and not c.head.chosen:
+        notes.append(("logits", f"kept (default: {', '.join(names)} {c.head.describe()})"))
+    return () if c.head.policy == "kept" else names
+
+
+def _transient(
+    a: Analysis, extra: list[tuple[str, Expr, bool]], width: Mapping[str, Expr]
+) -> tuple[Expr, list[tuple[str, Expr]]]:
+    """The weights one layer holds gathered: the plans' gathers and ``extra`` (ZeRO-3's and offload's
+    fetches of parameters the plans do not gather), the larger of the repeated layer and the part outside;
+    ``width`` rescales a parameter the recipe counts in another dtype than the plans (its ratio)."""
+    if not extra and not width:
+        return a.transient()
+    have = {name for name, _, _ in a.gathered()}
+    groups: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
+    for name, step, once in a.gathered():
+        size = a.model.bytes_of(step.output) * width.get(name, 1)
+        held = groups[once].get(name)
+        groups[once][name] = size if held is None else sympy.Max(held, size)
+    for name, size, once in extra:
+        if name not in have:
+            groups[once][name] = size
+    sums = {once: sympy.Add(*g.values()) for once, g in groups.items()}
+    if not groups[True] and not groups[False]:
+        return Integer(0), []
+    total = sympy.Max(sums[False], sums[True]) if groups[True] and groups[False] else sums[bool(groups[True])]
+    return total, [(n, b) for g in groups.values() for n, b in g.items()]
 
 
 def model_memory(
@@ -193,32 +339,91 @@ def model_memory(
     chip: Chip | str | None = None,
     optimizer: str | Optimizer | None = None,
     grads: str = "param",
+    *,
+    precision: str | Precision | None = None,
+    zero: int | str | Zero | None = None,
+    offload: str | Offload | None = None,
+    microbatches: int | None = None,
+    host_link: float | None = None,
+    logits: str | None = None,
+    strict: bool = True,
 ) -> MemoryReport:
-    """The memory report of an analysed model (see :func:`memory`)."""
+    """The memory report of an analysed model (see :func:`memory`); ``strict`` False (a search's
+    candidates): a program without data axes is counted without ZeRO instead of refused."""
     a = analysis
+    c = TrainState(optimizer, grads, precision, zero, offload, microbatches, host_link, logits)
     notes = list(a.notes)
-    if grads not in GRADS:
-        raise UsageError(f"grads is one of {', '.join(GRADS)}, not {grads!r}")
-    opt = optimizer_named(optimizer)
-    if a.mode == "train" and optimizer is None:
-        notes.append(
-            ("optimizer", f"{opt.name} (default: {opt.description}, {opt.state_bytes} bytes per parameter)")
-        )
+    train = a.mode == "train"
     if a.mode == "infer":
+        given = [(k, c.opt.name if k == "optimizer" else v) for k, v in c.training_only() if v is not None]
+        ignored = [f"--{k} {v}" for k, v in given]
         notes.append(
             (
                 "inference",
                 "no gradients, optimizer state or saved activations are counted"
-                + (f"; --optimizer {opt.name} ignored" if optimizer is not None else ""),
+                + (f"; {', '.join(ignored)} ignored" if ignored else ""),
             )
         )
-    rows = _rows(a, True, grads, opt)
-    transient, gathered = a.transient()
+        if c.place:
+            raise UsageError("--offload is counted for training steps; the step here is inference")
+    else:
+        notes += c.default_notes()
+        notes += check_zero(a.model, c.stage, require_axes=strict)
+    micro, per_micro = microbatch(a, c.micro, notes) if train else (a, {})
+    rows = _param_rows(a.model, True, c, train)
+    heads = _heads(a, c, notes)
+    rows += [
+        (p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro) if p == "activations" and n not in heads
+    ]
+    rows += [r for r in _rows(a) if r[0] == "kv_cache"]
+    read = computed_with(a.model)
+    m = a.model
+    ratio = {  # a parameter the recipe counts in another dtype than it declares (fp8: 1 byte, not bf16's 2)
+        v.name: _width(c.recipe.param_dtype(v.tensor.dtype)) / _width(v.tensor.dtype)
+        for v in m.params
+        if train and c.recipe.param_dtype(v.tensor.dtype) != v.tensor.dtype
+    }
+    ratio = {k: r for k, r in ratio.items() if r != 1}
+    fetched = [
+        (v.name, m.bytes_of(v.tensor) * ratio.get(v.name, 1), v.once)
+        for v in m.params
+        if train
+        and v.name in read
+        and (c.stage.shards("params") and shard_axes(m, v) or "params" in c.place.parts)
+    ]
+    held = [(n, micro.model.bytes_of(micro.model.values[n].tensor) / c.head.chunks, True) for n in heads]
+    transient, gathered = _transient(micro, fetched + held, ratio)
+    transient = transient.subs(per_micro)
     parts = {p: _sum(rows, p) for p in PARTS if p != "transient"}
     parts["transient"] = transient
-    rows += [("transient", name, b, Integer(1)) for name, b in gathered]
+    rows += [("transient", name, b.subs(per_micro), Integer(1)) for name, b in gathered]
+    host = {p: parts[p] for p in c.place.parts}
+    for p in host:
+        parts[p] = Integer(0)
     params = sympy.Add(*(a.model.elements_of(v.tensor) * a.model.factor(v) for v in a.model.params))
-    return MemoryReport(a, as_chip_text(chip), opt, grads, params, parts, rows, notes)
+    report = MemoryReport(
+        a, as_chip_text(chip), c.opt, grads, params, parts, rows, notes, c, host, micro=(micro, per_micro)
+    )
+    report.transfers = _transfers(report)
+    return report
+
+
+def _transfers(report: MemoryReport) -> list[tuple[str, str, Expr, str]]:
+    """(part, direction, bytes per step, why) of each PCIe transfer the offload makes: the offloaded part's
+    share on this device (the optimizer's shard for the update, the parameters' for the passes)."""
+    c, m = report.choices, report.model
+    out: list[tuple[str, str, Expr, str]] = []
+    for what, part, direction, times, why in c.place.transfers(
+        c.micro if report.analysis.mode == "train" else 1
+    ):
+        total = Integer(0)
+        for v in m.params:
+            share = local_elements(v.tensor, m.mesh, m.sizes) / shard_count(m, v, c.stage, what)
+            dtype = c.recipe.param_dtype(v.tensor.dtype)
+            width = _width(c.recipe.grad_dtype(dtype) if part == "grads" else dtype)
+            total += share * width * m.factor(v)
+        out.append((part, direction, times * total, why))
+    return out
 
 
 def memory(
@@ -230,28 +435,48 @@ def memory(
     remat: str | Iterable[str] | Remat | None = None,
     grads: str = "param",
     mode: str | None = None,
+    **choices: Any,
 ) -> MemoryReport:
     """Bytes per device by part for ``program`` (text, a Program or a :class:`ModelProgram`) on ``mesh``.
 
     ``hw``: a chip (preset, TOML file, NAME=VALUE pairs, or a Chip) for the HBM fit; ``optimizer``: a name of
     :data:`shardalg.models.optimizers.OPTIMIZERS` or bytes per parameter (default adam); ``remat``: ``none``,
     ``block``, ``saved`` or names (default: the program's ``saved`` list, else none); ``grads``: ``param`` or
-    ``none``; ``mode``: ``train`` or ``infer`` (default: infer when the program declares a KV cache)."""
+    ``none``; ``mode``: ``train`` or ``infer`` (default: infer when the program declares a KV cache).
+    ``choices``: ``precision`` (a recipe of :mod:`.precision`, default book), ``zero`` (stage 0-3, default 0:
+    as written), ``offload`` (``optimizer``, ``params``), ``microbatches`` (default 1), ``host_link`` (bytes/s
+    per direction)."""
     model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
-    return model_memory(analyze(model, mode, remat), hw, optimizer, grads)
+    return model_memory(analyze(model, mode, remat), hw, optimizer, grads, **choices)
 
 
 def param_bytes(
-    model: ModelProgram, mode: str, optimizer: str | Optimizer | None = None, grads: str = "param"
+    model: ModelProgram,
+    mode: str,
+    optimizer: str | Optimizer | None = None,
+    grads: str = "param",
+    **choices: Any,
 ) -> Expr:
     """Bytes per device of the parameters, their gradients and optimizer state (training; the parameters
-    alone in inference): the part of :func:`model_memory`'s total that needs no plan, a lower bound of it."""
-    rows = _param_rows(model, True, grads, optimizer_named(optimizer), mode == "train")
-    return sympy.Add(*(b * n for _, _, b, n in rows))
+    alone in inference) on the device: the part of :func:`model_memory`'s total that needs no plan, a lower
+    bound of it."""
+    c = TrainState(optimizer, grads, **choices)
+    rows = _param_rows(model, True, c, mode == "train")
+    return sympy.Add(*(b * n for p, _, b, n in rows if p not in c.place.parts))
 
 
 def global_bytes(report: MemoryReport) -> dict[str, Expr]:
     """The model's bytes in all, by part, each tensor once and unsharded (no replicas, no transients): what
-    a set of devices must hold between them (:func:`shardalg.models.fit.fewest_devices`)."""
-    rows = _rows(report.analysis, False, report.grads, report.optimizer)
-    return {p: _sum(rows, p) for p in PARTS if p != "transient"}
+    a set of devices must hold between them (:func:`shardalg.models.fit.fewest_devices`). Offloaded parts
+    are in host memory and not counted."""
+    a, c = report.analysis, report.choices
+    micro, per_micro = report.micro or (a, {})
+    rows = _param_rows(a.model, False, c, a.mode == "train")
+    dropped = () if c.head.policy == "kept" else head_outputs(a.model)
+    rows += [
+        (p, n, b.subs(per_micro), k)
+        for p, n, b, k in _rows(micro, False)
+        if p == "activations" and n not in dropped
+    ]
+    rows += [r for r in _rows(a, False) if r[0] == "kv_cache"]
+    return {p: Integer(0) if p in c.place.parts else _sum(rows, p) for p in PARTS if p != "transient"}

@@ -7,6 +7,11 @@ The parameters themselves are counted in their own dtype (bf16 when a tensor has
 what the optimizer adds, sharded like the parameter it belongs to (FSDP / ZeRO-3). With bf16 parameters Adam's
 fp32 moments make the book's ``2 + 8 = 10`` bytes per parameter. A number (``"12"``) is an optimizer of that
 many bytes of state per parameter.
+
+An optimizer keeps ``moments`` buffers per parameter (and ``adam-fp32`` its own fp32 master copy); their
+bytes follow the precision recipe (:mod:`.precision`): :meth:`Optimizer.state_under` is ``moments`` times the
+recipe's moment dtype plus the master copy (the recipe's, else the optimizer's own). ``state_bytes`` is that
+figure under the book's recipe (fp32 moments). A number of bytes is the whole state, whatever the recipe.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from shardalg.errors import UsageError
+from shardalg.notation.syntax import DType
+
+from .precision import Precision
 
 __all__ = ["Optimizer", "OPTIMIZERS", "optimizer_named", "DEFAULT_OPTIMIZER"]
 
@@ -24,12 +32,23 @@ _BOOK_CH5 = "How To Scale Your Model, ch. 5 (training), data parallelism"
 
 @dataclass(frozen=True)
 class Optimizer:
-    """An optimizer: name, bytes of state per parameter, what that state is, and the source."""
+    """An optimizer: name, bytes of state per parameter (fp32 moments), what that state is, and the source;
+    ``moments`` buffers per parameter (None: a number of bytes given as is) and its own master copy."""
 
     name: str
     state_bytes: Fraction | int
     description: str
     source: str
+    moments: int | None = None
+    master: DType | None = None
+
+    def state_under(self, precision: Precision) -> Fraction:
+        """Bytes of state per parameter under ``precision``: its moments in the recipe's moment dtype and the
+        master copy (the recipe's, else the optimizer's own); a number given as bytes is kept as is."""
+        if self.moments is None:
+            return Fraction(self.state_bytes)
+        master = precision.master or self.master
+        return self.moments * precision.moments.bytes + (master.bytes if master is not None else 0)
 
     def to_json(self) -> dict[str, object]:
         b = Fraction(self.state_bytes)
@@ -50,6 +69,7 @@ OPTIMIZERS: dict[str, Optimizer] = {
             "Adam: first and second moments in fp32",
             f"{_BOOK_CH5}, footnote: 'the params are in bfloat16 and optimizer state is in float32, this "
             "gives us 2 + 8 = 10 bytes per parameters'",
+            moments=2,
         ),
         Optimizer(
             "adam-fp32",
@@ -57,14 +77,19 @@ OPTIMIZERS: dict[str, Optimizer] = {
             "Adam with an fp32 master copy of the parameters and fp32 moments",
             "Rajbhandari et al. 2019 (ZeRO), section 3.1: mixed-precision Adam keeps fp32 parameters, "
             "momentum and variance, K = 12 bytes per parameter",
+            moments=2,
+            master=DType.FP32,
         ),
         Optimizer(
             "momentum",
             4,
             "SGD with momentum: one fp32 buffer per parameter",
             "PyTorch torch.optim.SGD: a momentum_buffer per parameter when momentum != 0 (fp32 here)",
+            moments=1,
         ),
-        Optimizer("sgd", 0, "plain SGD: no state", "PyTorch torch.optim.SGD: no buffer when momentum = 0"),
+        Optimizer(
+            "sgd", 0, "plain SGD: no state", "PyTorch torch.optim.SGD: no buffer when momentum = 0", moments=0
+        ),
         Optimizer("none", 0, "no optimizer state (inference, or gradients only)", "by definition"),
     )
 }

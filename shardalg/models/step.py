@@ -24,7 +24,7 @@ from fractions import Fraction
 from typing import Any
 
 import sympy
-from sympy import Expr, Integer
+from sympy import Expr
 
 from shardalg.algebra.symbols import quantity
 from shardalg.costs.chipspec import as_chip_text
@@ -39,9 +39,12 @@ from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Op
 
 from .analysis import Analysis, Flops, Remat, analyze
+from .conventions import step_conventions
 from .inference import Roofline, inference_ops
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text
+from .trainstate import TrainState
+from .zerostep import pass_analysis, step_parts
 
 __all__ = [
     "StepReport",
@@ -126,6 +129,7 @@ class StepReport:
     train_tokens: float | None = None
     notes: list[tuple[str, str]] = field(default_factory=list)
     roofline: Roofline | None = None  # an inference step's: per op and summed, or once over the step
+    state: TrainState = field(default_factory=TrainState)  # ZeRO stage, microbatches (training)
 
     @property
     def mfu(self) -> Fraction:
@@ -228,6 +232,8 @@ class StepReport:
             "train_tokens": self.train_tokens,
             "days": self.days,
             "defaults": [{"key": k, "value": v} for k, v in self.notes],
+            **(self.state.step_json() if self.analysis.mode == "train" else {}),
+            "conventions": [{"key": k, "value": v} for k, v in step_conventions(self)],
         }
 
     def __str__(self) -> str:
@@ -272,6 +278,7 @@ class StepReport:
             lines.append(f"{'training':<12} {self.train_tokens:.4g} tokens in {self.days:.4g} days")
         for k, v in self.notes:
             lines.append(f"note: {k}: {v}")
+        lines += [f"convention: {k}: {v}" for k, v in step_conventions(self)]
         return "\n".join(lines)
 
 
@@ -314,11 +321,12 @@ def _part(
     name: str,
     count: Expr,
     once: bool,
+    plans: list[Plan],
     a: Analysis,
     costs: CostModel,
     roofline: Roofline | None,
 ) -> Part | None:
-    cost = _part_cost(name, _part_plans(a, once), a, costs)
+    cost = _part_cost(name, plans, a, costs)
     if cost is None:
         return None
     scale = costs.efficiency.scaling()
@@ -384,21 +392,24 @@ def step_seconds(
     policy: object = DEFAULT_POLICY,
     efficiency: Efficiencies | None = None,
     roofline: object = None,
+    state: TrainState | None = None,
 ) -> list[PartSeconds]:
     """The parts of a step (as :func:`model_step` prices them; efficiencies default to the chip's measured
     ones, else peak) straight in seconds, without building a formula: the fast path of a search over many
     shardings. Every size must be bound."""
     policy = OverlapPolicy.of(policy)
-    a, m = analysis, analysis.model
+    a = analysis
     hw = as_chip_text(chip)
     if hw is None:
         raise UsageError("seconds need a chip: pass hw='tpu-v5e' (CLI: --hw tpu-v5e)")
     out: list[PartSeconds] = []
+    state = state or TrainState()
+    a, _ = pass_analysis(a, state, strict=False)
     costs = _cost_model(a, hw, policy, efficiency)
     at = point(costs.efficiency.effective(hw.values()))
     shape = Roofline.of(roofline) if a.mode == "infer" else None
-    for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        cost = _part_cost(name, _part_plans(a, once), a, costs)
+    for once, name, count, plans in step_parts(a, state, _part_plans, state.micro):
+        cost = _part_cost(name, plans, a, costs)
         if cost is None:
             continue
         got = {k: cost.light(k).evaluate(at) for k in ("compute", "comms", "memory", "total")}
@@ -450,8 +461,10 @@ def model_step(
     hbm_efficiency: float | str | None = None,
     network_efficiency: float | str | None = None,
     roofline: object = None,
+    state: TrainState | None = None,
 ) -> StepReport:
-    """The step report of an analysed model (see :func:`step_time`)."""
+    """The step report of an analysed model (see :func:`step_time`); ``state``: the ZeRO stage and
+    microbatches of a training step (:class:`shardalg.models.trainstate.TrainState`)."""
     a, m = analysis, analysis.model
     notes = list(a.notes)
     if policy is None:
@@ -496,9 +509,12 @@ def model_step(
     elif roofline is not None:
         raise UsageError("--roofline prices an inference step; this step trains", fix="add --mode infer")
     parts: list[Part] = []
-    costs = _cost_model(a, hw, policy, efficiency)
-    for once, name, count in ((False, "layer", m.layers), (True, "outside", Integer(1))):
-        part = _part(name, count, once, a, costs, shape)
+    state = state or TrainState()
+    run, more = pass_analysis(a, state)
+    notes += more
+    costs = _cost_model(run, hw, policy, efficiency)
+    for once, name, count, plans in step_parts(run, state, _part_plans, state.micro):
+        part = _part(name, count, once, plans, run, costs, shape)
         if part is not None:
             parts.append(part)
     if not parts:
@@ -509,7 +525,9 @@ def model_step(
         raise UsageError(
             f"the training tokens are a positive number, not {train_tokens!r}", fix="e.g. --tokens 15e12"
         )
-    return StepReport(a, hw, policy, efficiency, parts, a.flops(), train_tokens, notes, shape)
+    return StepReport(
+        a, hw, policy, efficiency, parts, a.flops(), train_tokens, notes, roofline=shape, state=state
+    )
 
 
 def step_time(
@@ -526,11 +544,13 @@ def step_time(
     hbm_efficiency: float | str | None = None,
     network_efficiency: float | str | None = None,
     roofline: object = None,
+    **state: Any,
 ) -> StepReport:
     """The time of one step of ``program`` on ``mesh`` (training, or an inference step when the program
     declares a KV cache or ``mode="infer"``); ``tokens``: train on that many tokens (days to train);
     ``mfu``, ``hbm_efficiency``, ``network_efficiency``: fractions of peak (default: the chip's measured
-    ones, else peak, said in the notes); ``roofline``: ``per-op`` (default) or ``whole-step`` (inference)."""
+    ones, else peak, said in the notes); ``roofline``: ``per-op`` (default) or ``whole-step`` (inference);
+    ``state``: ``zero`` and ``microbatches`` (:class:`shardalg.models.trainstate.TrainState`)."""
     model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
     return model_step(
         analyze(model, mode, remat),
@@ -541,4 +561,5 @@ def step_time(
         hbm_efficiency=hbm_efficiency,
         network_efficiency=network_efficiency,
         roofline=roofline,
+        state=TrainState(**state),
     )

@@ -24,6 +24,7 @@ from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.models.analysis import MODES
 from shardalg.models.step import DEFAULT_POLICY
+from shardalg.models.trainstate import TrainState
 from shardalg.notation.parse import parse
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Program
@@ -146,13 +147,18 @@ class SearchResult:
     def _head(self) -> list[tuple[str, str]]:
         st = self.settings
         mode = st.mode + (
-            f" (optimizer {st.optimizer or 'adam'}, remat {st.remat or 'none'})" if st.mode == "train" else ""
+            f" (optimizer {st.optimizer or 'adam'}, remat {st.remat or 'none'}, precision "
+            f"{st.state.recipe.name}, ZeRO-{st.state.stage.stage})"
+            if st.mode == "train"
+            else ""
         )
         p = self.pruned
         counted = (
             f"{self.space.size:,} assignments: {p.symmetric:,} symmetric, {p.illegal:,} illegal "
             f"(a dim not divisible), {p.equivalent:,} equivalent (same program), {p.over_cap:,} over the "
-            f"cap before pricing, {len(self.ranked) + len(self.rejected) - p.over_cap:,} priced"
+            f"cap before pricing, "
+            + (f"{p.zero:,} left out by ZeRO-{st.state.stage.stage} (FSDP), " if p.zero else "")
+            + f"{len(self.ranked) + len(self.rejected) - p.over_cap:,} priced"
         )
         return [
             ("mesh", f"{', '.join(f'{a.name}={a.size}' for a in st.mesh.axes)} ({st.mesh.devices} devices)"),
@@ -216,6 +222,8 @@ class SearchResult:
             "mode": st.mode,
             "optimizer": st.optimizer if st.mode == "train" else None,
             "remat": st.remat if st.mode == "train" else None,
+            "precision": st.state.recipe.name if st.mode == "train" else None,
+            "zero": st.state.stage.stage if st.mode == "train" else None,
             "overlap": st.policy.value,
             "memory_cap": st.cap,
             "param_dims": list(self.space.param_dims),
@@ -289,6 +297,7 @@ def prepare_search(
     remat: str | None,
     overlap: str | None,
     overlap_default: str,
+    state: TrainState | None = None,
 ) -> tuple[Program, Space, Settings, list[tuple[str, str]]]:
     """What every search checks and defaults first: the program, mesh, chip and sizes (all bound), the mode,
     the memory cap, the overlap policy, the optimizer and remat; each default the user did not choose is a
@@ -318,6 +327,16 @@ def prepare_search(
             notes.append(("optimizer", "adam (default: fp32 moments, 8 bytes per parameter)"))
         if remat is None:
             notes.append(("remat", "the program's saved list, else none (default)"))
+        state = state or TrainState()
+        notes += [(k, v) for k, v in state.default_notes() if k != "optimizer"]
+        if state.stage.stage in (1, 2):
+            notes.append(
+                (
+                    "zero",
+                    f"ZeRO-{state.stage.stage} keeps the parameters whole over the data axes: a candidate "
+                    "that shards one over them (FSDP, ZeRO-3) is left out",
+                )
+            )
     sizes_known = dict(ctx.sizes)
     space = space_of(prog, ctx.mesh, sizes_known)
     missing = [d for d in (*space.param_dims, *space.batch_dims) if d not in sizes_known]
@@ -329,7 +348,9 @@ def prepare_search(
             f"a numeric search needs every size: {', '.join(missing)} unbound",
             fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing),
         )
-    settings = Settings(ctx.mesh, sizes_known, chip, chosen_mode, optimizer, remat, overlap, cap)
+    settings = Settings(
+        ctx.mesh, sizes_known, chip, chosen_mode, optimizer, remat, overlap, cap, state or TrainState()
+    )
     return prog, space, settings, notes
 
 
@@ -345,12 +366,15 @@ def search(
     overlap: object = None,
     top: int = 10,
     progress: Progress | None = None,
+    precision: str | None = None,
+    zero: int | str | None = None,
 ) -> SearchResult:
     """The fastest sharding of ``program`` (unsharded, with ``params`` declared) on ``mesh`` that fits
     ``memory`` per device (default: the chip's HBM), and the best of each named strategy.
 
     ``mode``: ``train`` (default; forward, derived backward, optimizer state) or ``infer``; ``overlap``:
-    ``steady`` (default), ``serial`` or ``schedule``; ``progress(done, total)`` is called as assignments are handled."""
+    ``steady`` (default), ``serial`` or ``schedule``; ``progress(done, total)`` is called as assignments are handled;
+    ``precision`` and ``zero``: the training state's recipe and ZeRO stage (:mod:`shardalg.models.trainstate`)."""
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UsageError(f"--top takes a positive number of rows, not {top!r}")
     prog, space, settings, notes = prepare_search(
@@ -364,6 +388,7 @@ def search(
         remat,
         overlap,
         "compute and each axis's collectives overlap across layers",
+        TrainState(optimizer, precision=precision, zero=zero),
     )
     chosen_mode = settings.mode
     pruned = Pruned()

@@ -17,12 +17,14 @@ from typing import Any
 from shardalg.algebra.mesh import Mesh
 from shardalg.costs.hardware import Chip
 from shardalg.costs.schedule import OverlapPolicy
-from shardalg.errors import IllegalSharding
+from shardalg.errors import IllegalSharding, UsageError
 from shardalg.models.analysis import analyze
 from shardalg.models.expand import shard
 from shardalg.models.memory import PARTS, model_memory, param_bytes
 from shardalg.models.program import model_program
 from shardalg.models.step import step_seconds
+from shardalg.models.trainstate import TrainState
+from shardalg.models.zero import check_zero
 from shardalg.notation.syntax import Program
 
 from .space import Assignment, Pruned, Space
@@ -58,6 +60,7 @@ class Settings:
     remat: str | None
     policy: OverlapPolicy
     cap: float
+    state: TrainState = field(default_factory=TrainState)  # precision recipe and ZeRO stage (training)
 
 
 @dataclass
@@ -150,16 +153,23 @@ class Pricer:
             self.pruned.illegal += 1
             return None
         strategy = self.space.strategy(a)
-        lower = float(param_bytes(model, st.mode, st.optimizer))
+        state = {"precision": st.state.precision, "zero": st.state.zero}
+        if st.mode == "train":
+            try:  # ZeRO-1/2 keep the parameters whole over the data axes: an FSDP candidate is ZeRO-3
+                check_zero(model, st.state.stage, require_axes=False)
+            except UsageError:
+                self.pruned.zero += 1
+                return None
+        lower = float(param_bytes(model, st.mode, st.optimizer, **state))
         if lower > st.cap:
             self.pruned.over_cap += 1
             parts = {"params, grads and optimizer" if st.mode == "train" else "params": lower}
             return Entry(a, strategy, program, lower, parts, False, cap=st.cap)
         analysis = analyze(model, st.mode, st.remat)
-        report = model_memory(analysis, st.chip, st.optimizer)
+        report = model_memory(analysis, st.chip, st.optimizer, **state, strict=False)
         parts = {k: float(report.parts[k]) for k in PARTS}
         total = sum(parts.values())
-        steps = step_seconds(analysis, st.chip, st.policy)
+        steps = step_seconds(analysis, st.chip, st.policy, state=st.state if st.mode == "train" else None)
         seconds = sum(p.count * p.total for p in steps)
         axes: dict[str, float] = {}
         for p in steps:

@@ -183,6 +183,7 @@ class Pruned:
     equivalent: int = 0
     over_cap: int = 0
     visited: int = 0  # assignments looked at so far (the progress bar's count)
+    zero: int = 0  # left out by a ZeRO stage (1, 2) that keeps the parameters whole over the data axes
 
     def to_json(self) -> dict[str, int]:
         return {
@@ -190,6 +191,7 @@ class Pruned:
             "illegal": self.illegal,
             "equivalent": self.equivalent,
             "over_cap_before_pricing": self.over_cap,
+            **({"zero": self.zero} if self.zero else {}),
         }
 
 

@@ -136,7 +136,15 @@ def test_step_json(capsys):
     data = json.loads(out)
     assert code == 0 and data["mfu"] == 0.5 and data["days"] > 0 and data["overlap"] == "steady"
     # the MFU was given; the HBM and network efficiencies were not: each is said at peak
-    assert [d["key"] for d in data["defaults"]] == ["layers", "mode", "remat", "overlap", "hbm", "network"]
+    assert [d["key"] for d in data["defaults"]] == [
+        "layers",
+        "mode",
+        "remat",
+        "overlap",
+        "hbm",
+        "network",
+        "zero",
+    ]
     assert data["efficiency"]["compute"]["source"] == "given" and data["efficiency"]["hbm"]["peak"] is True
 
 

@@ -199,7 +199,11 @@ def test_hw_show_takes_a_chip_file_as_hw_does(tmp_path, capsys):
     code, out, _ = run(capsys, "hw", "show", "base=tpu-v5e,C=2e14")
     assert code == 0 and "C      = 2e+14      given on the command line" in out
     code, _, err = run(capsys, "hw", "show", "nope")  # a name is still a preset, refused with their names
-    assert code == 2 and "unknown hardware 'nope': a chip is a preset" in err and "the presets are tpu-v4p" in err
+    assert (
+        code == 2
+        and "unknown hardware 'nope': a chip is a preset" in err
+        and "the presets are tpu-v4p" in err
+    )
     _deep(f)
     code, _, err = run(capsys, "hw", "show", str(f))
     assert code == 2 and "nests arrays or tables too deeply" in err

@@ -68,7 +68,7 @@ def test_the_program_saved_list_is_the_default_policy_and_is_stated():
 def test_every_default_is_stated():
     r = memory("params W\nIn[B, D] * W[D, F] -> Out[B, F]", mesh="X=1")
     keys = [k for k, _ in r.notes]
-    assert keys == ["layers", "mode", "remat", "optimizer"]
+    assert keys == ["layers", "mode", "remat", "optimizer", "precision", "zero"]
     data = r.to_json()
     assert [d["key"] for d in data["defaults"]] == keys
     assert "note: optimizer: adam (default" in str(r)

@@ -155,6 +155,9 @@ def test_json_shape():
         "train_tokens",
         "days",
         "defaults",
+        "zero",
+        "microbatches",
+        "conventions",
     }
     assert data["parts"][0]["bound"] in ("compute", "comms", "hbm")
     assert isinstance(data["step"]["seconds"], float) and data["flops"]["total"] == 6 * 4096 * 1024 * 4096

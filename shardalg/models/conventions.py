@@ -1,0 +1,78 @@
+"""The conventions behind a memory or step figure, said in every output: the dtypes counted, what the
+activations include and leave out, what the FLOPs include. Each is (key, text); the text output prints them as
+``convention: key: text`` and the JSON as ``conventions: [{key, value}]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["memory_conventions", "step_conventions", "UNSHOWN"]
+
+# What the notation does not show: its steps enter a program as inputs (shardalg.models.program).
+UNSHOWN = "the steps the notation does not show (norms, softmax, activation functions, residual adds)"
+
+
+def _dtypes(report: Any) -> str:
+    r, o = report.precision, report.optimizer
+    if report.analysis.mode != "train":
+        return "parameters and KV cache in their declared dtypes (bf16 default)"
+    if o.moments is None:
+        state = f"{o.state_bytes} bytes per parameter as given"
+    else:
+        master = r.master or o.master
+        state = (
+            f"{o.moments} moment{'s' if o.moments != 1 else ''} in {r.moments.value} + "
+            + (f"master copy {master.value}" if master else "no master copy")
+            + f" = {o.state_under(r)} bytes per parameter"
+        )
+    grads = "; gradients not counted (--grads none)" if report.grads == "none" else ""
+    return f"{r.name}: {r.describe()}; optimizer state {state}{grads}"
+
+
+def memory_conventions(report: Any) -> list[tuple[str, str]]:
+    """The conventions of a :class:`shardalg.models.memory.MemoryReport`."""
+    out = [
+        ("dtypes", _dtypes(report)),
+        (
+            "params",
+            "from the program's tensors ('params' times the layers, plus 'embeddings'); bytes per device, "
+            "GiB = 2^30 bytes",
+        ),
+    ]
+    if report.analysis.mode == "train":
+        out.append(
+            (
+                "activations",
+                "what the backward reads, kept under the remat policy, for one microbatch; not counted: the "
+                "inner state of the steps the notation does not show (norm and softmax statistics, attention "
+                "probabilities, dropout masks)",
+            )
+        )
+        if report.zero.stage:
+            out.append(("zero", "a sharded part is its elements over the data axes' sizes (no padding)"))
+    out.append(
+        (
+            "transient",
+            "the weights one layer gathers or fetches, held once; a parameter no product reads (an "
+            "embedding table, a norm's gain) is not gathered",
+        )
+    )
+    return out
+
+
+def step_conventions(report: Any) -> list[tuple[str, str]]:
+    """The conventions of a :class:`shardalg.models.step.StepReport`."""
+    train = report.analysis.mode == "train"
+    flops = "the einsums of the forward" + (
+        ", the derived backward (two gradient einsums per forward product) and the recomputed forward"
+        if train
+        else ""
+    )
+    return [
+        (
+            "flops",
+            f"{flops}; not counted: {UNSHOWN}, the attention core unless written, the optimizer update",
+        ),
+        ("dtypes", "each tensor in its declared dtype (bf16 default), gradients communicated in it"),
+    ]

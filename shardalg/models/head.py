@@ -1,0 +1,68 @@
+"""The head's logits in a training step: kept for the backward, recomputed, or made in chunks.
+
+    >>> logits_named("chunked=8").chunks
+    8
+
+The logits are the results of the products outside the repeated layer that no statement reads (the
+unembedding's ``Logits[B, T, V]``): they feed the loss, a step the notation does not show, whose backward
+reads them. ``kept`` (the default) keeps them with the saved activations. ``recomputed`` frees them after the
+loss and makes them again for the backward: they are held only while the head runs (a transient beside the
+head's gathered weights), and the head's product runs once more. ``chunked=N`` makes them N chunks of tokens at
+a time, each chunk's loss and its gradient at once (a fused cross-entropy, as Liger-Kernel's and
+torchtune's chunked losses do): one chunk is held, none kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardalg.errors import UsageError
+
+from .program import ModelProgram
+
+__all__ = ["Logits", "logits_named", "head_outputs", "LOGITS_POLICIES"]
+
+LOGITS_POLICIES: tuple[str, ...] = ("kept", "recomputed", "chunked=N")
+
+
+@dataclass(frozen=True)
+class Logits:
+    """A policy for the head's logits: ``kept``, ``recomputed`` or ``chunked`` with its chunk count."""
+
+    policy: str = "kept"
+    chunks: int = 1
+    chosen: bool = True
+
+    def describe(self) -> str:
+        return {
+            "kept": "kept for the backward with the saved activations",
+            "recomputed": "freed after the loss and made again for the backward (held while the head runs; "
+            "memory only: step does not price the head's second run)",
+            "chunked": f"made in {self.chunks} chunks of tokens, each chunk's loss and gradient at once "
+            "(one chunk held, none kept)",
+        }[self.policy]
+
+
+def logits_named(spec: str | Logits | None) -> Logits:
+    """``kept`` (default), ``recomputed`` or ``chunked=N``."""
+    if isinstance(spec, Logits):
+        return spec
+    if spec is None:
+        return Logits(chosen=False)
+    text = str(spec).strip().lower()
+    if text in ("kept", "recomputed"):
+        return Logits(text)
+    head, eq, count = text.partition("=")
+    if head == "chunked" and eq and count.isdigit() and int(count) >= 1:
+        return Logits("chunked", int(count))
+    raise UsageError(
+        f"--logits takes {', '.join(LOGITS_POLICIES)}, not {spec!r}", fix="e.g. --logits chunked=8"
+    )
+
+
+def head_outputs(model: ModelProgram) -> tuple[str, ...]:
+    """The logits: results of products outside the repeated layer that no statement reads."""
+    read = {r for s in model.statements for r in s.reads}
+    return tuple(
+        s.result for s in model.product_statements(once=True) if s.result is not None and s.result not in read
+    )
