@@ -24,6 +24,8 @@ from shardalg import limits
 from shardalg.cache import Kind, memoized
 from shardalg.errors import UnknownAxis, UsageError
 
+from .factors import SUBAXIS, factor_of
+
 __all__ = ["Axis", "Mesh", "as_mesh", "MESH_TEXT"]
 
 _AXIS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
@@ -52,7 +54,9 @@ class Axis:
     node: int | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _AXIS_NAME.match(self.name):
+        if not isinstance(self.name, str) or not (
+            _AXIS_NAME.match(self.name) or SUBAXIS.fullmatch(self.name)
+        ):
             raise UsageError(f"bad mesh axis name {self.name!r}: letters and digits, starting with a letter")
         if self.size is not None and (
             isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1
@@ -81,7 +85,7 @@ class Mesh:
     ``--mesh`` text: ``Mesh("X=4,Y=2")`` (as ``Mesh.parse("X=4,Y=2")``).
     """
 
-    __slots__ = ("_axes", "_index", "_names", "_hash", "_groups")
+    __slots__ = ("_axes", "_index", "_names", "_hash", "_groups", "_subs")
 
     def __init__(
         self, axes: Mapping[str, int | None] | Iterable[Axis] | str | None = None, /, **sizes: int | None
@@ -110,6 +114,7 @@ class Mesh:
         self._groups: dict[
             tuple[str, ...], int | None
         ] = {}  # known_group's answers (few: one per axes tuple)
+        self._subs: dict[str, Axis | str] = {}  # each sub-axis name asked for: its Axis, or why it is none
 
     @classmethod
     def parse(cls, text: str) -> Mesh:
@@ -136,12 +141,25 @@ class Mesh:
         try:
             return self._index[name]
         except KeyError:
+            got = self._sub(name) if isinstance(name, str) and ":" in name else None
+            if isinstance(got, Axis):
+                return got
             raise UnknownAxis(
-                f"mesh axis {name} is not in the mesh ({', '.join(self.names) or 'no axes'})"
+                got or f"mesh axis {name} is not in the mesh ({', '.join(self.names) or 'no axes'})"
             ) from None
 
     def __contains__(self, name: object) -> bool:
-        return name in self._index
+        if name in self._index:
+            return True
+        return isinstance(name, str) and ":" in name and isinstance(self._sub(name), Axis)
+
+    def _sub(self, name: str) -> Axis | str:
+        """The sub-axis ``name`` (``Y:(1)2``, :mod:`.factors`) as an axis of its own: its size, and its
+        parent's links and wraparound; or the sentence saying why the mesh has no such factor."""
+        got = self._subs.get(name)
+        if got is None:
+            got = self._subs[name] = _factor_axis(self, name)
+        return got
 
     def __iter__(self) -> Iterator[Axis]:
         return iter(self._axes)
@@ -167,7 +185,7 @@ class Mesh:
         """Whether every one of ``axes`` is an axis of the mesh."""
         index = self._index
         for a in axes:
-            if a not in index:
+            if a not in index and a not in self:
                 return False
         return True
 
@@ -233,6 +251,26 @@ class Mesh:
     def text(self) -> str:
         """The notation's form, ``mesh X=4, Y=2``."""
         return "mesh " + ", ".join(f"{a.name}={a.size}" for a in self._axes)
+
+
+def _factor_axis(mesh: Mesh, name: str) -> Axis | str:
+    """A sub-axis of ``mesh`` as an :class:`Axis` (the parent's links and wraparound), or why it is none."""
+    f = factor_of(name)
+    if f is None:
+        return f"{name!r} is neither a mesh axis nor a sub-axis: write a factor of an axis as Y:(1)2"
+    parent = mesh._index.get(f.parent)
+    if parent is None:
+        return f"sub-axis {name} is a factor of mesh axis {f.parent}, which is not in the mesh ({', '.join(mesh.names) or 'no axes'})"
+    if f.size < 2 or f.pre < 1:
+        return f"sub-axis {name} needs a size of at least 2 and a pre-size of at least 1"
+    if parent.node is not None:
+        return f"sub-axis {name}: factors of an axis that spans nodes ({f.parent}=...:node{parent.node}) are not modelled"
+    if parent.size is not None and parent.size % f.stop:
+        return (
+            f"sub-axis {name} is not a factor of {f.parent}={parent.size}: its pre-size times its size, "
+            f"{f.pre}·{f.size} = {f.stop}, must divide {parent.size}"
+        )
+    return Axis(name, f.size, parent.links, parent.wraps)
 
 
 def _axis_from_text(part: str) -> Axis:
