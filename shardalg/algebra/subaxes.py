@@ -21,7 +21,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from shardalg.errors import UnknownAxis, UsageError
-from shardalg.notation.syntax import Arrow, Collective, Node, Product, Program, Tensor
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
 
 from .factors import Factor, factor_of, parent_of
 from .mesh import Axis, Mesh
@@ -54,6 +55,12 @@ def axes_in(node: object) -> Iterable[str]:
     elif isinstance(node, Program):
         for s in node.statements:
             yield from axes_in(s)
+    elif isinstance(node, Plan):
+        for t in node.inputs:
+            yield from t.used_axes
+        for step in node.steps:
+            yield from step.axes
+            yield from step.output.used_axes
 
 
 def mesh_is_fine(mesh: Mesh, *nodes: object) -> bool:
@@ -96,7 +103,7 @@ class Refinement:
     def expand_axes(self, axes: Iterable[str]) -> tuple[str, ...]:
         return tuple(x for a in axes for x in self.factors(a))
 
-    def expand(self, node: Node) -> Node:
+    def expand(self, node):  # Node | Step | Plan, same type back
         """``node`` with every axis written as its fine factors (spans kept)."""
         if self.trivial:
             return node
@@ -127,6 +134,20 @@ class Refinement:
             return Arrow(self.expand(node.expr), self.expand(node.result), span=node.span)  # type: ignore[arg-type]
         if isinstance(node, Program):
             return replace(node, statements=tuple(self.expand(s) for s in node.statements))
+        if isinstance(node, Step):
+            return replace(
+                node,
+                inputs=tuple(self.expand(t) for t in node.inputs),
+                output=self.expand(node.output),
+                axes=self.expand_axes(node.axes),
+            )
+        if isinstance(node, Plan):
+            return replace(
+                node,
+                inputs=tuple(self.expand(t) for t in node.inputs),
+                steps=tuple(self.expand(s) for s in node.steps),
+                output=self.expand(node.output),
+            )
         return node
 
     # ---- back to the user's axes ----------------------------------------------------------------
@@ -185,8 +206,6 @@ class Refinement:
 
     def coarsen(self, node):  # Tensor | Plan | Step, same type back
         """A tensor, step or plan written back in the coarse mesh's axes."""
-        from shardalg.notation.plan import Plan, Step  # noqa: PLC0415 -- plan sits above syntax
-
         if self.trivial:
             return node
         if isinstance(node, Tensor):
