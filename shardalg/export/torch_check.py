@@ -120,7 +120,7 @@ def check_torch(
                 }
             )
             flows.append(flow)
-            expected.append(dense_outputs(flow, arrays, m))
+            expected.append(dense_outputs(flow, arrays, flow.mesh_on(m)))
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
         proc = run_driver(work, _DRIVER, jobs, str(m.devices), str(work / "store"), env=env, timeout=timeout)
         if "SHARDALG-EXIT" not in proc.stdout:
