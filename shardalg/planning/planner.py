@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shardalg.algebra.factors import is_subaxis
+from shardalg.algebra.factors import is_subaxis, parent_of
 from shardalg.algebra.layout import subscript, validate
 from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh, as_mesh
@@ -167,9 +167,19 @@ def _plans(
     for ``[I_Y] -> [I_X]`` on X=2, Y=4 gathers over ``Y:(1)2``), merged with the whole-axis plans."""
     written = [a for n in (p.statement, p.target) for a in axes_in(n) if is_subaxis(a)]
     body = p.statement.expr if isinstance(p.statement, Arrow) else p.statement
-    cuts = prime_cuts(p.mesh) if isinstance(body, Tensor) and p.mesh.is_numeric else {}
+    used = {parent_of(a) for n in (p.statement, p.target) for a in axes_in(n)}  # split the axes it uses
+    cuts = prime_cuts(p.mesh, used) if isinstance(body, Tensor) and p.mesh.is_numeric else {}
     if not written and not cuts:
         return _plans_on(p, key, weigh, limits, overlap, by)
+    fine_axes = len(p.mesh) + sum(len(c) - 1 for c in cuts.values())
+    if not written and fine_axes > SUBAXIS_SEARCH_AXES:  # the layout space would grow too large: say so
+        whole = _plans_on(p, key, weigh, limits, overlap, by)
+        skipped = (
+            f"sub-axes not searched: the mesh refined into prime factors would have {fine_axes} axes "
+            f"(the search over sub-axes runs up to {SUBAXIS_SEARCH_AXES}); name a sub-axis, such as "
+            f"{next(iter(cuts))}:(1)2, in the statement to plan over the factors it cuts"
+        )
+        return Plans(whole, whole.complete, "; ".join(n for n in (whole.note, skipped) if n))
     r = refine(p.mesh, written, cuts)
     target = None if p.target is None else r.expand(p.target)
     fine = Problem(r.expand(p.statement), r.fine, p.sizes, target, checked=True)  # type: ignore[arg-type]
@@ -199,6 +209,10 @@ def _head(rank: Key, q: Plan) -> object:
     head = getattr(rank, "head", None)
     return head(q) if head is not None else rank(q)
 
+
+# A resharding is searched over the prime factors of its mesh's axes when that refined mesh has at most this
+# many axes (2x4 refines to 3): each more axis multiplies the layout space the search walks.
+SUBAXIS_SEARCH_AXES = 3
 
 SUBAXIS_NOTE = (
     "uses sub-axes, each priced as a ring of its own size on its parent's links "
