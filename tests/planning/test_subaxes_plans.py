@@ -116,3 +116,13 @@ def test_backward_over_subaxes_equals_the_numeric_gradient() -> None:
 def test_a_program_over_subaxes_parses_and_plans_from_its_mesh_line() -> None:
     prog = parse("mesh X=2, Y=4\nA[I_{Y:(1)2}, J] -> A[I_X, J]")
     assert plans(prog)
+
+
+def test_the_search_over_subaxes_is_bounded_and_says_when_it_is_not_run() -> None:
+    found = plans("A[I_X, J_Y] -> A[I_Y, J_X]", Mesh(X=8, Y=4), {"I": 64, "J": 64})
+    assert found.complete
+    assert "sub-axes not searched: the mesh refined into prime factors would have 5 axes" in found.note
+    assert not any(_uses_subaxis(p) for p in found)
+    # naming a sub-axis plans over the factors it cuts, whatever the mesh's size
+    named = plans("A[I_{X:(1)2}, J_Y] -> A[I_Y, J_X]", Mesh(X=8, Y=4), {"I": 64, "J": 64})
+    assert named and not named.note
