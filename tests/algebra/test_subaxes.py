@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from shardalg.algebra.legality import check
@@ -10,7 +12,9 @@ from shardalg.algebra.subaxes import prime_cuts, refine, within
 from shardalg.costs.plancost import collective_cost
 from shardalg.errors import AxisUsedTwice, ParseError, UnknownAxis, UsageError
 from shardalg.notation import printing
+from shardalg.notation.jsonread import from_json
 from shardalg.notation.parse import parse, parse_tensor
+from shardalg.notation.printing.json import to_json
 from shardalg.notation.syntax import Op
 
 MESH = Mesh(X=2, Y=4)
@@ -46,11 +50,14 @@ def test_subaxis_round_trips_in_three_syntaxes(written: str, ascii: str, latex: 
     assert printing.latex(ast) == latex
     for form in (ascii, printing.unicode(ast), latex):
         assert parse(form) == ast
+    j = to_json(ast)  # JSON spells each axis as Shardy does, "Y:(1)2"
+    assert from_json(json.loads(json.dumps(j))) == ast
 
 
 def test_a_subaxis_is_one_axis_named_as_shardy_names_it() -> None:
     t = parse_tensor("A[I_{X Y:(1)2}, J]")
     assert t.dims[0].axes == ("X", "Y:(1)2")
+    assert to_json(t)["dims"][0]["axes"] == ["X", "Y:(1)2"]
 
 
 @pytest.mark.parametrize("bad", ["A[I_Y:(1)2, J]", "A[I_{Y:(0)2}, J]", "A[I_{Y:(1)}, J]"])
@@ -138,9 +145,18 @@ def test_factors_of_one_axis_are_priced_on_its_links() -> None:
     mesh, sizes = Mesh.parse("X=2,Y=4"), {"I": 1024, "J": 1024}
     whole = collective_cost(Op.ALL_GATHER, parse_tensor("A[I_Y, J]"), ("Y",), mesh, sizes, hw="tpu-v5p")
     factors = collective_cost(
-        Op.ALL_GATHER, parse_tensor("A[I_{Y:(1)2,Y:(2)2}, J]"), ("Y:(1)2", "Y:(2)2"), mesh, sizes, hw="tpu-v5p"
+        Op.ALL_GATHER,
+        parse_tensor("A[I_{Y:(1)2,Y:(2)2}, J]"),
+        ("Y:(1)2", "Y:(2)2"),
+        mesh,
+        sizes,
+        hw="tpu-v5p",
     )
     assert whole.total() == factors.total()
-    one = collective_cost(Op.ALL_GATHER, parse_tensor("A[I_{Y:(1)2}, J]"), ("Y:(1)2",), mesh, sizes, hw="tpu-v5p")
-    x = collective_cost(Op.ALL_GATHER, parse_tensor("A[I_X, J]"), ("X",), Mesh.parse("X=2"), sizes, hw="tpu-v5p")
+    one = collective_cost(
+        Op.ALL_GATHER, parse_tensor("A[I_{Y:(1)2}, J]"), ("Y:(1)2",), mesh, sizes, hw="tpu-v5p"
+    )
+    x = collective_cost(
+        Op.ALL_GATHER, parse_tensor("A[I_X, J]"), ("X",), Mesh.parse("X=2"), sizes, hw="tpu-v5p"
+    )
     assert one.total() == x.total()

@@ -50,7 +50,9 @@ _XLA = textwrap.dedent(
 @pytest.fixture(scope="module")
 def xla() -> dict[str, list[list[object]]]:
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
-    run = subprocess.run([sys.executable, "-c", _XLA], capture_output=True, text=True, env=env, timeout=300, check=True)
+    run = subprocess.run(
+        [sys.executable, "-c", _XLA], capture_output=True, text=True, env=env, timeout=300, check=True
+    )
     return json.loads(run.stdout)
 
 
@@ -75,7 +77,11 @@ def test_xla_gathers_over_a_subaxis_for_y_to_x(xla: dict) -> None:
 
 def test_plans_over_subaxes_run_in_jax_on_the_reshaped_mesh() -> None:
     jobs = [p for p in plans("A[I_X, J] -> A[I_Y, J]", MESH, SIZES)[:2]]
-    jobs += [p for p in plans("A[I_Y, J] -> A[I_X, J]", MESH, SIZES) if any(":" in a for s in p.steps for a in s.axes)][:2]
+    jobs += [
+        p
+        for p in plans("A[I_Y, J] -> A[I_X, J]", MESH, SIZES)
+        if any(":" in a for s in p.steps for a in s.axes)
+    ][:2]
     jobs.append(plans("A[I, J_{Y:(2)2}] · B[J_Y, K] -> C[I, K]", MESH, {**SIZES, "K": 8})[0])
     src = export_jax(jobs[0], MESH)
     assert "MESH_AXES = ('X', 'Y:(1)2', 'Y:(2)2')" in src and "MESH_SHAPE = (2, 2, 2)" in src

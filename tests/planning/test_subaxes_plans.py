@@ -37,7 +37,19 @@ def _bytes(p) -> int:
 
 def test_the_cli_lists_a_plan_over_a_subaxis_for_the_issues_resharding() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "shardalg", "plan", "A[I_Y, J] -> A[I_X, J]", "--mesh", "X=2,Y=4", "--sizes", "I=1024,J=1024", "--all", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "shardalg",
+            "plan",
+            "A[I_Y, J] -> A[I_X, J]",
+            "--mesh",
+            "X=2,Y=4",
+            "--sizes",
+            "I=1024,J=1024",
+            "--all",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -47,7 +59,9 @@ def test_the_cli_lists_a_plan_over_a_subaxis_for_the_issues_resharding() -> None
     assert "Y:(1)2" in axes or "Y:(2)2" in axes
     # it ties with the cheapest whole-axis plan: both move a shard of V/8 and gather V/2 over the group of 4
     costs = [int(p["bytes_communicated"]) for p in found]
-    sub = [c for p, c in zip(found, costs, strict=True) if any(":" in a for s in p["steps"] for a in s["axes"])]
+    sub = [
+        c for p, c in zip(found, costs, strict=True) if any(":" in a for s in p["steps"] for a in s["axes"])
+    ]
     v = 2 * 1024 * 1024  # bf16 bytes of A
     assert min(sub) == min(costs) == 5 * v // 8  # V/8 + V/2
 
@@ -60,7 +74,10 @@ def test_the_subaxis_plan_is_the_cheapest_where_xla_uses_one() -> None:
     found = plans("A[I_X, J] -> A[I_Y, J]", MESH, SIZES)
     best = found[0]
     assert _uses_subaxis(best)
-    assert [(s.op.value, s.axes) for s in best.steps] == [("Slice", ("Y:(2)2",)), ("Permute", ("X", "Y:(1)2"))]
+    assert [(s.op.value, s.axes) for s in best.steps] == [
+        ("Slice", ("Y:(2)2",)),
+        ("Permute", ("X", "Y:(1)2")),
+    ]
     v = 2 * 1024 * 1024  # bf16 bytes of A
     assert _bytes(best) == v // 4
     whole = [p for p in found if not _uses_subaxis(p)]
