@@ -33,10 +33,13 @@ _AXIS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
 MESH_TEXT = (
     "NAME[=SIZE][*LINKS][:ring|:line][:nodeN], comma separated: X=4,Y=2 (sizes); X (a symbolic size); "
     "X=16*2 (M = 2 links back the axis); X=4:ring or Y=4:line (wraparound or not, instead of the chip's rule); "
-    "X*2:ring (symbolic size, numeric links); X=64:node8 (a GPU axis whose 64 devices sit 8 to a node)"
+    "X*2:ring (symbolic size, numeric links); X=64:node8 (a GPU axis whose 64 devices sit 8 to a node); "
+    "Y=2x2 (an axis of 4 declared factored, major first: plans may use its sub-axes Y:(1)2 and Y:(2)2)"
 )
 # One axis of mesh text: name, size (legacy X:4 too), links, then :options.
-_AXIS_TEXT = re.compile(r"([A-Za-z][A-Za-z0-9]*)(?:[=:]([0-9]+))?(?:\*([0-9]+))?((?::[A-Za-z0-9]+)*)")
+_AXIS_TEXT = re.compile(
+    r"([A-Za-z][A-Za-z0-9]*)(?:[=:]([0-9]+(?:x[0-9]+)*))?(?:\*([0-9]+))?((?::[A-Za-z0-9]+)*)"
+)
 _NODE_OPTION = re.compile(r"node([0-9]+)")
 
 
@@ -52,6 +55,7 @@ class Axis:
     links: int = 1
     wraps: bool | None = None
     node: int | None = None
+    factors: tuple[int, ...] = ()  # declared factored (Y=2x2), major first: the planner uses its sub-axes
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not (
@@ -244,6 +248,8 @@ class Mesh:
                 extra.append(f"wraps={a.wraps}")
             if a.node is not None:
                 extra.append(f"node={a.node}")
+            if a.factors:
+                extra.append(f"factors={'x'.join(map(str, a.factors))}")
             return f"{a.name}={a.size}" + (f"({', '.join(extra)})" if extra else "")
 
         return f"Mesh({', '.join(one(a) for a in self._axes)})"
@@ -298,11 +304,19 @@ def _axis_from_text(part: str) -> Axis:
                 f"unknown option :{option} of mesh axis {name}: the options are :ring, :line and "
                 f":nodeN (devices per node), e.g. {name}=4:ring"
             )
+    factors: tuple[int, ...] = ()
+    if size is not None and "x" in size:  # Y=2x2: the axis of 4 declared as its factors, major first
+        factors = tuple(limits.require_digits(f, f"a factor of mesh axis {name}") for f in size.split("x"))
+        if any(f < 2 for f in factors):
+            raise UsageError(f"mesh axis {part!r}: each factor is at least 2", fix=f"write e.g. {name}=2x2")
+        size = str(prod(factors))
     n = limits.require_digits(size, f"the size of mesh axis {name}") if size is not None else None
     if n is not None and n < 1:
         raise UsageError(f"mesh axis {name} needs a positive size, not {size}", fix=f"write e.g. {name}=4")
     k = limits.require_digits(links, f"the link count of mesh axis {name}") if links else 1
-    return Axis(name, n, k, wraps, node)
+    if factors and node is not None:
+        raise UsageError(f"mesh axis {part!r}: an axis that spans nodes cannot be declared factored")
+    return Axis(name, n, k, wraps, node, factors)
 
 
 @memoized(Kind.PIECE)

@@ -335,6 +335,19 @@ def refine(mesh: Mesh, names: Iterable[str] = (), extra: dict[str, set[int]] | N
     return Refinement(mesh, Mesh(axes), tuple(sorted(parts)))
 
 
+def declared_cuts(mesh: Mesh) -> dict[str, set[int]]:
+    """The cuts of the axes the mesh declares factored (``Y=2x2``: Y cut at pre-sizes 1 and 2)."""
+    out: dict[str, set[int]] = {}
+    for ax in mesh:
+        if ax.factors:
+            pre, points = 1, set()
+            for f in ax.factors:
+                points.add(pre)
+                pre *= f
+            out[ax.name] = points
+    return out
+
+
 def prime_cuts(mesh: Mesh, axes: Iterable[str] | None = None) -> dict[str, set[int]]:
     """The cuts that split each axis (of ``axes``, default all) with a numeric, composite size into its
     prime factors, major first: Y=4 into Y:(1)2, Y:(2)2; Z=12 into Z:(1)2, Z:(2)2, Z:(4)3."""

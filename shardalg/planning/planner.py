@@ -29,7 +29,7 @@ from shardalg.algebra.layout import subscript, validate
 from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
-from shardalg.algebra.subaxes import axes_in, prime_cuts, refine
+from shardalg.algebra.subaxes import axes_in, declared_cuts, prime_cuts, refine
 from shardalg.algebra.traffic import Sizes
 from shardalg.cache import Kind, memoized
 from shardalg.errors import IncompleteWarning, NoPlan, UsageError
@@ -169,15 +169,19 @@ def _plans(
     body = p.statement.expr if isinstance(p.statement, Arrow) else p.statement
     used = {parent_of(a) for n in (p.statement, p.target) for a in axes_in(n)}  # split the axes it uses
     cuts = prime_cuts(p.mesh, used) if isinstance(body, Tensor) and p.mesh.is_numeric else {}
+    declared = declared_cuts(p.mesh)  # axes the mesh declares factored (Y=2x2): always searched
+    if declared:  # then only those are refined (and written sub-axes), whatever the mesh's size
+        cuts = declared
     if not written and not cuts:
         return _plans_on(p, key, weigh, limits, overlap, by)
     fine_axes = len(p.mesh) + sum(len(c) - 1 for c in cuts.values())
-    if not written and fine_axes > SUBAXIS_SEARCH_AXES:  # the layout space would grow too large: say so
+    if not written and not declared and fine_axes > SUBAXIS_SEARCH_AXES:  # too large a space: say so
         whole = _plans_on(p, key, weigh, limits, overlap, by)
         skipped = (
             f"sub-axes not searched: the mesh refined into prime factors would have {fine_axes} axes "
             f"(the search over sub-axes runs up to {SUBAXIS_SEARCH_AXES}); name a sub-axis, such as "
-            f"{next(iter(cuts))}:(1)2, in the statement to plan over the factors it cuts"
+            f"{next(iter(cuts))}:(1)2, in the statement, or declare the axis factored ({next(iter(cuts))}=2x...), "
+            "to plan over its factors"
         )
         return Plans(whole, whole.complete, "; ".join(n for n in (whole.note, skipped) if n))
     r = refine(p.mesh, written, cuts)

@@ -143,3 +143,32 @@ def test_the_search_over_subaxes_is_bounded_and_says_when_it_is_not_run() -> Non
     # naming a sub-axis plans over the factors it cuts, whatever the mesh's size
     named = plans("A[I_{X:(1)2}, J_Y] -> A[I_Y, J_X]", Mesh(X=8, Y=4), {"I": 64, "J": 64})
     assert named and not named.note
+
+
+def test_a_mesh_declared_factored_opts_in_to_the_search_over_its_subaxes() -> None:
+    """``Y=2x2`` declares Y=4 factored: its sub-axes are searched for einsums too, and on meshes past the
+    bound. Here C[I_Y, K_X] (the local product, case 1) reaches C[I_X, K] by a permute of X with Y's major
+    factor and a gather over Y's factors (V/8 + V/2 of C, 1310720 bytes), cheaper than the best plan over
+    whole axes (AllToAll_X, Permute_XY, AllGather_Y: 1441792 bytes)."""
+    declared = Mesh.parse("X=2,Y=2x2")
+    assert declared["Y"].size == 4 and declared["Y"].factors == (2, 2)
+    sizes = {"I": 1024, "J": 1024, "K": 1024}
+    stmt = "A[I_Y, J] · B[J, K_X] -> C[I_X, K]"
+    best = plans(stmt, declared, sizes)[0]
+    assert _uses_subaxis(best)
+    assert int(str(plan_bytes(best, declared, Sizes(sizes)))) == 1310720
+    whole = plans(stmt, MESH, sizes)
+    assert not any(_uses_subaxis(p) for p in whole)
+    assert int(str(plan_bytes(whole[0], MESH, Sizes(sizes)))) == 1441792
+    assert run_plan(best, declared, {"I": 8, "J": 8, "K": 8}).ok
+    big = plans("A[I_X, J_Y] -> A[I_Y, J_X]", Mesh.parse("X=8,Y=2x2"), {"I": 64, "J": 64})
+    assert not big.note and any(_uses_subaxis(p) for p in big)
+
+
+def test_a_bad_factored_axis_is_refused() -> None:
+    import pytest
+
+    from shardalg.errors import UsageError
+
+    with pytest.raises(UsageError, match="each factor is at least 2"):
+        Mesh.parse("Y=1x4")
