@@ -160,3 +160,13 @@ def test_factors_of_one_axis_are_priced_on_its_links() -> None:
         Op.ALL_GATHER, parse_tensor("A[I_X, J]"), ("X",), Mesh.parse("X=2"), sizes, hw="tpu-v5p"
     )
     assert one.total() == x.total()
+
+
+def test_shape_of_a_tensor_over_a_subaxis() -> None:
+    """A[I_{Y:(1)2}, J] on X=2, Y=4: I is cut in 2, and the copies are X's 2 times Y's minor factor's 2."""
+    from shardalg.algebra.shape import shape
+
+    info = shape("A[I_{Y:(1)2}, J]", MESH, {"I": 8, "J": 8})
+    assert info.local_shape == (4, 8)
+    assert info.replication == 4
+    assert shape("A[I_{Y:(1)2}, J_{Y:(2)2}]", MESH, {"I": 8, "J": 8}).replication == 2
