@@ -21,9 +21,11 @@ from shardalg import limits
 from shardalg.errors import UsageError, closest
 from shardalg.notation.syntax import Arrow, Collective, Dim, Node, Product, Program, Tensor
 
+from .factors import is_subaxis
 from .layout import Layout, tensor_with
 from .mesh import Mesh, as_mesh
 from .ops import RULES as COLLECTIVES
+from .subaxes import axes_in, mesh_is_fine, names_subaxes, refine
 
 __all__ = [
     "Context",
@@ -186,6 +188,11 @@ def value_of(expr: Node, ctx: Context, result: Tensor | None = None) -> Tensor:
     """The layout an expression produces (best effort on illegal input: the checks report those)."""
     if isinstance(expr, Tensor):
         return expr
+    if ctx.mesh is not None and names_subaxes(expr) and not mesh_is_fine(ctx.mesh, expr, result):
+        r = refine(ctx.mesh, [a for a in axes_in(expr) if is_subaxis(a)])  # on the mesh refined into factors
+        fine = None if result is None else r.expand(result)
+        got = value_of(r.expand(expr), Context(r.fine, ctx.sizes, ctx.source, fine), fine)  # type: ignore[arg-type]
+        return r.coarsen(got)
     if isinstance(expr, Product):
         return _product_value(expr, ctx, result)
     if isinstance(expr, Collective):

@@ -52,6 +52,7 @@ from shardalg.notation.syntax import Arrow, Collective, Node, Op, Product, Progr
 
 from .context import Context, as_sizes, context_for, product_dims, target_index, value_of
 from .einsum import NotLocal
+from .factors import is_subaxis, parent_of
 from .findings import CheckFn, Found, head_span, suffix_span, text_of
 from .mesh import Mesh
 from .ops import RULES as COLLECTIVES
@@ -65,6 +66,8 @@ from .product_rules import (
     unreduced_result,
 )
 from .statements import apply_statement
+from .subaxes import axes_in as axes_in_node
+from .subaxes import names_subaxes, overlaps, refine
 
 __all__ = [
     "Violation",
@@ -200,6 +203,25 @@ def axis_used_twice(t: Tensor, ctx: Context) -> Iterator[Found]:
             yield f"mesh axis {axis} {uses[0]} and {uses[1]}", span, fix
 
 
+def subaxis_overlap(t: Tensor, ctx: Context) -> Iterator[Found]:
+    """A sub-axis and its parent, or two overlapping sub-axes, never both in one tensor: a device's
+    coordinate along the shared factor would place the tensor twice (Shardy's rule)."""
+    if not any(":" in a for a in t.used_axes):
+        return
+    for first, second in overlaps(t):
+        if ":" in first and ":" in second:
+            what = f"sub-axes {first} and {second} of {parent_of(first)} overlap"
+        else:
+            sub, whole = (first, second) if ":" in first else (second, first)
+            what = f"sub-axis {sub} is part of mesh axis {whole}"
+        yield (
+            f"{what}, and both are used by {text_of(t)}: a sub-axis and its parent, or two overlapping "
+            "sub-axes, never both shard one tensor",
+            t.span,
+            f"use one of {first} and {second}, or factors that do not overlap (Y:(1)2 and Y:(2)2 of Y=4)",
+        )
+
+
 def unknown_axis(t: Tensor, ctx: Context) -> Iterator[Found]:
     mesh = ctx.mesh
     if mesh is None or mesh.has_all(t.used_axes):
@@ -210,10 +232,20 @@ def unknown_axis(t: Tensor, ctx: Context) -> Iterator[Found]:
         if axis not in ctx.mesh and axis not in seen:
             seen.add(axis)
             yield (
-                f"mesh axis {axis} is not in the mesh ({names})",
+                _not_in_mesh(axis, ctx.mesh),
                 span,
                 f"use an axis of the mesh ({names}), or add {axis} to it",
             )
+
+
+def _not_in_mesh(axis: str, mesh: Mesh) -> str:
+    """Why ``axis`` is not an axis of ``mesh`` (a sub-axis says which rule of factors it breaks)."""
+    if ":" in axis:
+        try:
+            mesh[axis]  # noqa: B018 -- its UnknownAxis says why
+        except UnknownAxis as e:
+            return e.message if hasattr(e, "message") else str(e)
+    return f"mesh axis {axis} is not in the mesh ({', '.join(mesh.names)})"
 
 
 def _indivisible(t: Tensor, ctx: Context) -> Iterator[tuple[str, int, str]]:
@@ -255,7 +287,9 @@ def collective_unknown_axis(c: Collective, ctx: Context) -> Iterator[Found]:
     for axis in dict.fromkeys(c.axes):
         if axis not in ctx.mesh:
             yield (
-                f"{c.op.value} names mesh axis {axis}, which is not in the mesh ({names})",
+                f"{c.op.value} names mesh axis {axis}, which is not in the mesh ({names})"
+                if ":" not in axis
+                else f"{c.op.value} names {_not_in_mesh(axis, ctx.mesh)}",
                 head_span(c, ctx.source),
                 f"use an axis of the mesh ({names}), or add {axis} to it",
             )
@@ -350,6 +384,7 @@ _OPERATIONS = (Product, Collective, Arrow)
 
 RULES: tuple[Rule, ...] = (
     Rule("axis-used-twice", AxisUsedTwice, Tensor, axis_used_twice),
+    Rule("axis-used-twice", AxisUsedTwice, Tensor, subaxis_overlap),
     Rule("unknown-axis", UnknownAxis, Tensor, unknown_axis),
     Rule("indivisible-dim", IndivisibleDim, Tensor, indivisible_dim),
     Rule("shape-mismatch", ShapeMismatch, _OPERATIONS, dims_named_once),
@@ -422,6 +457,37 @@ def _findings(node_or_text: Node | str, mesh, sizes, want: str) -> Iterator[Viol
     node = _parsed(node_or_text)
     ctx = context_for(node, mesh, sizes)
     _bounded(node, ctx)
+    if ctx.mesh is not None and names_subaxes(node):
+        yield from _findings_with_subaxes(node, ctx, want)
+        return
+    yield from _findings_in(node, ctx, want)
+
+
+def _findings_with_subaxes(node: Node, ctx: Context, want: str) -> Iterator[Violation]:
+    """The findings of a node that names sub-axes: each sub-axis exists and no two overlap (on the mesh as
+    written); then every rule on the mesh refined into the factors the node cuts (:mod:`.subaxes`)."""
+    first = False
+    for site, _result, _nested in _sites(node):
+        if isinstance(site, Tensor) and want == "error":
+            for rule, check in (("unknown-axis", unknown_axis), ("axis-used-twice", subaxis_overlap)):
+                for message, span, fix in check(site, ctx):
+                    first = True
+                    error = UnknownAxis if rule == "unknown-axis" else AxisUsedTwice
+                    yield Violation(rule, error, message, span, fix, ctx.source)
+        if isinstance(site, Collective) and want == "error":
+            for message, span, fix in collective_unknown_axis(site, ctx):
+                first = True
+                yield Violation("unknown-axis", UnknownAxis, message, span, fix, ctx.source)
+    if first:
+        return
+    names = [a for a in axes_in_node(node) if is_subaxis(a)]
+    r = refine(ctx.mesh, names)
+    fine = Context(r.fine, ctx.sizes, ctx.source, None if ctx.result is None else r.expand(ctx.result))
+    yield from _findings_in(r.expand(node), fine, want)
+
+
+def _findings_in(node: Node, ctx: Context, want: str) -> Iterator[Violation]:
+    """The findings of every rule at every site of ``node`` in ``ctx``."""
     max_dims = limits.value("dims")
     for site, result, nested in _sites(node):
         clean = None

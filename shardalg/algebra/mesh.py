@@ -26,6 +26,8 @@ from shardalg import limits
 from shardalg.cache import Kind, memoized
 from shardalg.errors import UnknownAxis, UsageError
 
+from .factors import SUBAXIS, factor_of
+
 __all__ = ["Axis", "Mesh", "as_mesh", "MESH_TEXT"]
 
 _AXIS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
@@ -35,10 +37,13 @@ MESH_TEXT = (
     "X=16*2 (M = 2 links back the axis); X=4:ring or Y=4:line (wraparound or not, instead of the chip's rule); "
     "X*2:ring (symbolic size, numeric links); X=64:node8 (a GPU axis whose 64 devices sit 8 to a node); "
     "X=1024:node8:leaf256 (and 256 to a leaf switch group); X=320*2:torus16x20 (the physical torus axes under "
-    "X); P=2:dcn (over the data-center network)"
+    "X); P=2:dcn (over the data-center network); Y=2x2 (an axis of 4 declared factored, major first: plans may "
+    "use its sub-axes Y:(1)2 and Y:(2)2)"
 )
-# One axis of mesh text: name, size (legacy X:4 too), links, then :options.
-_AXIS_TEXT = re.compile(r"([A-Za-z][A-Za-z0-9]*)(?:[=:]([0-9]+))?(?:\*([0-9]+))?((?::[A-Za-z0-9]+)*)")
+# One axis of mesh text: name, size (legacy X:4 too; 2x2 declares its factors), links, then :options.
+_AXIS_TEXT = re.compile(
+    r"([A-Za-z][A-Za-z0-9]*)(?:[=:]([0-9]+(?:x[0-9]+)*))?(?:\*([0-9]+))?((?::[A-Za-z0-9]+)*)"
+)
 _NODE_OPTION = re.compile(r"(node|leaf)([0-9]+)")
 _TORUS_OPTION = re.compile(r"torus([0-9]+(?:x[0-9]+)*)")
 
@@ -63,9 +68,12 @@ class Axis:
     leaf: int | None = None
     torus: tuple[int, ...] = ()
     dcn: bool = False
+    factors: tuple[int, ...] = ()  # declared factored (Y=2x2), major first: the planner uses its sub-axes
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _AXIS_NAME.match(self.name):
+        if not isinstance(self.name, str) or not (
+            _AXIS_NAME.match(self.name) or SUBAXIS.fullmatch(self.name)
+        ):
             raise UsageError(f"bad mesh axis name {self.name!r}: letters and digits, starting with a letter")
         if self.size is not None and (
             isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 1
@@ -124,7 +132,7 @@ class Mesh:
     ``--mesh`` text: ``Mesh("X=4,Y=2")`` (as ``Mesh.parse("X=4,Y=2")``).
     """
 
-    __slots__ = ("_axes", "_index", "_names", "_hash", "_groups")
+    __slots__ = ("_axes", "_index", "_names", "_hash", "_groups", "_subs")
 
     def __init__(
         self, axes: Mapping[str, int | None] | Iterable[Axis] | str | None = None, /, **sizes: int | None
@@ -153,6 +161,7 @@ class Mesh:
         self._groups: dict[
             tuple[str, ...], int | None
         ] = {}  # known_group's answers (few: one per axes tuple)
+        self._subs: dict[str, Axis | str] = {}  # each sub-axis name asked for: its Axis, or why it is none
 
     @classmethod
     def parse(cls, text: str) -> Mesh:
@@ -179,12 +188,25 @@ class Mesh:
         try:
             return self._index[name]
         except KeyError:
+            got = self._sub(name) if isinstance(name, str) and ":" in name else None
+            if isinstance(got, Axis):
+                return got
             raise UnknownAxis(
-                f"mesh axis {name} is not in the mesh ({', '.join(self.names) or 'no axes'})"
+                got or f"mesh axis {name} is not in the mesh ({', '.join(self.names) or 'no axes'})"
             ) from None
 
     def __contains__(self, name: object) -> bool:
-        return name in self._index
+        if name in self._index:
+            return True
+        return isinstance(name, str) and ":" in name and isinstance(self._sub(name), Axis)
+
+    def _sub(self, name: str) -> Axis | str:
+        """The sub-axis ``name`` (``Y:(1)2``, :mod:`.factors`) as an axis of its own: its size, and its
+        parent's links and wraparound; or the sentence saying why the mesh has no such factor."""
+        got = self._subs.get(name)
+        if got is None:
+            got = self._subs[name] = _factor_axis(self, name)
+        return got
 
     def __iter__(self) -> Iterator[Axis]:
         return iter(self._axes)
@@ -210,7 +232,7 @@ class Mesh:
         """Whether every one of ``axes`` is an axis of the mesh."""
         index = self._index
         for a in axes:
-            if a not in index:
+            if a not in index and a not in self:
                 return False
         return True
 
@@ -275,6 +297,8 @@ class Mesh:
                 extra.append(f"torus={'x'.join(map(str, a.torus))}")
             if a.dcn:
                 extra.append("dcn")
+            if a.factors:
+                extra.append(f"factors={'x'.join(map(str, a.factors))}")
             return f"{a.name}={a.size}" + (f"({', '.join(extra)})" if extra else "")
 
         return f"Mesh({', '.join(one(a) for a in self._axes)})"
@@ -282,6 +306,26 @@ class Mesh:
     def text(self) -> str:
         """The notation's form, ``mesh X=4, Y=2``."""
         return "mesh " + ", ".join(f"{a.name}={a.size}" for a in self._axes)
+
+
+def _factor_axis(mesh: Mesh, name: str) -> Axis | str:
+    """A sub-axis of ``mesh`` as an :class:`Axis` (the parent's links and wraparound), or why it is none."""
+    f = factor_of(name)
+    if f is None:
+        return f"{name!r} is neither a mesh axis nor a sub-axis: write a factor of an axis as Y:(1)2"
+    parent = mesh._index.get(f.parent)
+    if parent is None:
+        return f"sub-axis {name} is a factor of mesh axis {f.parent}, which is not in the mesh ({', '.join(mesh.names) or 'no axes'})"
+    if f.size < 2 or f.pre < 1:
+        return f"sub-axis {name} needs a size of at least 2 and a pre-size of at least 1"
+    if parent.node is not None:
+        return f"sub-axis {name}: factors of an axis that spans nodes ({f.parent}=...:node{parent.node}) are not modelled"
+    if parent.size is not None and parent.size % f.stop:
+        return (
+            f"sub-axis {name} is not a factor of {f.parent}={parent.size}: its pre-size times its size, "
+            f"{f.pre}·{f.size} = {f.stop}, must divide {parent.size}"
+        )
+    return Axis(name, f.size, parent.links, parent.wraps, dcn=parent.dcn)
 
 
 def _axis_from_text(part: str) -> Axis:
@@ -324,6 +368,12 @@ def _axis_from_text(part: str) -> Axis:
                 f":nodeN (devices per node), :leafN (devices per leaf group), :torusAxB (torus sides) and "
                 f":dcn, e.g. {name}=4:ring"
             )
+    factors: tuple[int, ...] = ()
+    if size is not None and "x" in size:  # Y=2x2: the axis of 4 declared as its factors, major first
+        factors = tuple(limits.require_digits(f, f"a factor of mesh axis {name}") for f in size.split("x"))
+        if any(f < 2 for f in factors):
+            raise UsageError(f"mesh axis {part!r}: each factor is at least 2", fix=f"write e.g. {name}=2x2")
+        size = str(prod(factors))
     n = limits.require_digits(size, f"the size of mesh axis {name}") if size is not None else None
     if n is not None and n < 1:
         raise UsageError(f"mesh axis {name} needs a positive size, not {size}", fix=f"write e.g. {name}=4")
@@ -332,7 +382,9 @@ def _axis_from_text(part: str) -> Axis:
         k = len(torus)
     if torus and n is None:  # the sides give the size
         n = prod(torus)
-    return Axis(name, n, k, wraps, node, leaf, torus, dcn)
+    if factors and node is not None:
+        raise UsageError(f"mesh axis {part!r}: an axis that spans nodes cannot be declared factored")
+    return Axis(name, n, k, wraps, node, leaf, torus, dcn, factors)
 
 
 @memoized(Kind.PIECE)

@@ -30,8 +30,10 @@ from shardalg.notation.printing import text, unicode
 from shardalg.notation.printing.display import pretty_text, short
 from shardalg.notation.syntax import DType, Node, Program, Tensor
 
+from .factors import is_subaxis
 from .legality import check_or_raise, context_for
 from .mesh import Mesh
+from .subaxes import refine
 from .traffic import DEFAULT_DTYPE
 
 __all__ = ["ShapeInfo", "shape", "format_bytes"]
@@ -213,7 +215,9 @@ def shape(
     width = _sympy_value(dtype.bytes) if symbolic else dtype.bytes
     per_device = _normalize(prod(local, start=1) * width)
     devices = prod((axis(a.name) for a in m.axes), start=1)
-    replication = prod((axis(a.name) for a in m.axes if a.name not in tensor.sharded_axes), start=1)
+    fine = refine(m, [a for a in tensor.used_axes if is_subaxis(a)])  # a sub-axis shards part of an axis
+    shards = fine.expand_axes(tensor.sharded_axes)
+    replication = prod((axis(a) for a in fine.expand_axes(m.names) if a not in shards), start=1)
     return ShapeInfo(
         tensor=tensor,
         mesh=m,

@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from shardalg.errors import IllegalCollective, ShapeMismatch, UsageError
 from shardalg.notation.syntax import Arrow, Collective, Tensor
 
+from .factors import is_subaxis
 from .layout import Axes, Layout, tensor_with
 from .mesh import Mesh
 from .ops import CollectiveRecord, rule
 from .ops.shared import subscript
+from .subaxes import axes_in, mesh_is_fine, names_subaxes, refine
 
 __all__ = ["apply_statement"]
 
@@ -31,6 +33,9 @@ def apply_statement(stmt: Collective | Arrow, mesh: Mesh, sizes: Mapping[str, in
     expr = stmt.expr if isinstance(stmt, Arrow) else stmt
     if not isinstance(expr, Collective):
         raise UsageError(f"not a collective statement: {type(expr).__name__}")
+    if names_subaxes(stmt) and not mesh_is_fine(mesh, stmt):  # on the mesh refined into its factors
+        r = refine(mesh, [a for a in axes_in(stmt) if is_subaxis(a)])
+        return r.coarsen(apply_statement(r.expand(stmt), r.fine, sizes))  # type: ignore[arg-type]
     arg = expr.arg
     if isinstance(arg, Collective):
         arg = apply_statement(arg, mesh, sizes)

@@ -26,6 +26,7 @@ from shardalg.notation.syntax import DType, Op, Tensor
 
 from .mesh import Mesh
 from .registry import RECORDS
+from .subaxes import with_parts
 
 __all__ = [
     "Bytes",
@@ -235,7 +236,9 @@ def move_bytes(
     if volume is Volume.OUTPUT_GROUP:
         elems = layout_elements(proto, after, mesh, sizes)
     elif volume is Volume.INPUT_GROUP:
-        elems = layout_elements(proto, before, mesh, sizes, gathered=axes)
+        elems = layout_elements(
+            proto, before, mesh, sizes, gathered=with_parts((a for d in before for a in d), axes, mesh)
+        )
     else:
         elems = layout_elements(proto, before, mesh, sizes)
     return elems.scale(factor * dtype.bytes)
@@ -248,8 +251,22 @@ RankTable = tuple[dict[str, int], int]
 def rank_table(mesh: Mesh) -> RankTable:
     """Per mesh, for :func:`step_rank`: each axis's ranking size (unknown at 4) and their product. A caller
     that ranks many steps on one mesh passes it to ``step_rank(..., table=)``."""
-    axis = {a.name: a.size or RANK_AXIS for a in mesh}
+    axis = _AxisSizes(mesh)
+    axis.update((a.name, a.size or RANK_AXIS) for a in mesh)
     return axis, prod(axis.values())
+
+
+class _AxisSizes(dict):
+    """Each mesh axis's ranking size; a sub-axis (``Y:(1)2``, which a plan on the refined mesh names and a
+    ranking on the mesh as written prices) is resolved by the mesh when first asked for."""
+
+    def __init__(self, mesh: Mesh) -> None:
+        super().__init__()
+        self.mesh = mesh
+
+    def __missing__(self, name: str) -> int:
+        size = self.mesh[name].size or RANK_AXIS
+        return size
 
 
 # (op, dtype) -> 8 x bytes per element x the op's traffic factor, an exact integer
@@ -274,7 +291,7 @@ def step_rank(
         return 0
     axis, devices = table if table is not None else rank_table(mesh)
     t = after if volume is Volume.OUTPUT_GROUP else before
-    skip = axes if volume is Volume.INPUT_GROUP else ()
+    skip = with_parts(t.sharded_axes, axes, mesh) if volume is Volume.INPUT_GROUP else ()
     group = dims = 1
     known = sizes.known
     for d in t.dims:

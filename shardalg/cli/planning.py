@@ -96,7 +96,7 @@ def plan_json(
     return {
         **({} if seconds is None or overlap is None else {"overlap": overlap.value}),
         "complete": complete,
-        **({} if complete else {"note": found.note}),  # type: ignore[attr-defined]
+        **({"note": found.note} if getattr(found, "note", "") else {}),  # type: ignore[attr-defined]
         "case": list(found[0].cases) if found else [],
         "plans": [
             {
@@ -132,6 +132,8 @@ def _plan(args: argparse.Namespace) -> int:
     comment = "%" if fmt == "latex" else "#"
     if not found.complete:
         print(f"{comment} incomplete: {found.note}")
+    elif found.note:  # complete, with something said about how (sub-axes not searched)
+        print(f"{comment} note: {found.note}")
     if not found:
         return EXIT_OK
     for line in found[0].cases:

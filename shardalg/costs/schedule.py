@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from shardalg.algebra.factors import parent_of
 from shardalg.cache import Kind, memoized
 from shardalg.notation.plan import Step, producers_of
 from shardalg.notation.syntax import Op
@@ -54,7 +55,11 @@ def lanes_of(step: Step) -> tuple[str, ...]:
     """The resources a step holds: its axes (a collective), the compute (an einsum), none (a slice)."""
     if step.op is Op.EINSUM:
         return (_COMPUTE_KEY,)
-    return step.axes if step.communicates else ()
+    if not step.communicates:
+        return ()
+    if any(":" in a for a in step.axes):  # sub-axes run on their parent's links: one lane per parent
+        return tuple(dict.fromkeys(parent_of(a) for a in step.axes))
+    return step.axes
 
 
 def dependencies(steps: Sequence[Step], given: Sequence[object] = ()) -> tuple[tuple[int, ...], ...]:

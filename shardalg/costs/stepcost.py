@@ -43,15 +43,17 @@ physical torus axes under it (``Axis.torus``): its hops are summed per torus axi
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import sympy
 from sympy import Expr, Integer, Rational
 
 from shardalg.algebra.context import as_sizes
+from shardalg.algebra.factors import parent_of
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS, Layer
+from shardalg.algebra.subaxes import with_parts
 from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
 from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.cache import Kind, memoized
@@ -327,21 +329,23 @@ class Options:
     def _link(self, name: str) -> Link:
         ax, costs = self.mesh[name], self.costs
         wraps = ax.wraps
+        whole = self.mesh[parent_of(name)] if ":" in name and parent_of(name) in self.mesh else ax
         sides = tuple(  # a real slice: the chip's rule per side (a ring when nothing says otherwise)
             (n, wraps if wraps is not None else costs.chip.wraps(n) if costs.chip is not None else True)
             for n in ax.torus
         )
         if sides:
             wraps = all(w for _, w in sides)
-        if wraps is None:
+        if wraps is None:  # the chip's rule, read on the whole axis (a sub-axis is on its parent's ring)
             wraps = (
-                costs.chip.wraps(ax.size, ax.links)
-                if costs.chip is not None and ax.size is not None
+                costs.chip.wraps(whole.size, whole.links)
+                if costs.chip is not None and whole.size is not None
                 else True
             )
-        m = tm.mono(links(name)) if costs.symbolic_links else const(ax.links)
+        parent = parent_of(name)  # a sub-axis runs on its parent's links (over DCN when the parent does)
+        m = tm.mono(links(parent)) if costs.symbolic_links else const(ax.links)
         size = tm.mono(axis_size(name)) if ax.size is None else const(ax.size)
-        dcn = ax.dcn or name in costs.dcn_axes
+        dcn = ax.dcn or name in costs.dcn_axes or parent in costs.dcn_axes
         return Link(
             name, size, m, wraps, dcn, costs.ring == "uni", costs.exact, ax.size, ax.node, ax.leaf, sides
         )
@@ -391,8 +395,11 @@ def local_bytes(t: Tensor, opts: Options, full: Iterable[str] = ()) -> Term:
 
 
 def group_bytes(op: Op, tensor: Tensor, axes: Iterable[str], opts: Options) -> Term:
-    """V: the bytes of ``tensor`` as the group of ``op`` over ``axes`` sees it."""
-    return local_bytes(tensor, opts, axes if RECORDS[op].group_view else ())
+    """V: the bytes of ``tensor`` as the group of ``op`` over ``axes`` sees it (a sub-axis of the tensor
+    that lies inside ``axes`` counts as gathered too)."""
+    if not RECORDS[op].group_view:
+        return local_bytes(tensor, opts, ())
+    return local_bytes(tensor, opts, with_parts(tensor.sharded_axes, tuple(axes), opts.mesh))
 
 
 def _formula(model: str, op: Op, v: Term, group: tuple[Link, ...]) -> CommCost:
@@ -429,7 +436,7 @@ def _formula_unit(op: Op, axes: tuple[str, ...], opts: Options, offset: int | No
 
 @memoized(Kind.PIECE)
 def _formula_unit_of(op: Op, axes: tuple[str, ...], opts: Options) -> CommCost | None:
-    group = tuple(link for link in (opts.link(a) for a in axes) if link.number != 1)
+    group = tuple(link for link in _links_of(axes, opts) if link.number != 1)
     return _unit(opts.costs.model, op, group) if group else None
 
 
@@ -450,6 +457,31 @@ def _shift(axes: tuple[str, ...], opts: Options, offset: int) -> CommCost | None
             fix="shift along a logical axis that is one torus axis of the slice (e.g. --mesh X=x,Y=y*z)",
         )
     return None if link.number == 1 else shift_unit(opts.costs.model, link, offset, _t(T_MIN), _t(ONE_WAY))
+
+
+def _links_of(axes: tuple[str, ...], opts: Options) -> list[Link]:
+    """The links a collective over ``axes`` runs on: one per axis, where the sub-axes of one axis
+    (``Y:(1)2``, ``Y:(2)2``, :mod:`shardalg.algebra.factors`) share their parent's links, so a group of them
+    is one link of the product of their sizes (the parent itself when they make it up whole). A sub-axis is
+    priced as a ring of its own size on its parent's links: the stride between its devices and the links
+    interleaved groups share are not modelled (plans over sub-axes say so)."""
+    if not any(":" in a for a in axes):
+        return [opts.link(a) for a in axes]
+    by_parent: dict[str, list[str]] = {}
+    for a in axes:
+        by_parent.setdefault(parent_of(a), []).append(a)
+    out: list[Link] = []
+    for parent, names in by_parent.items():
+        if len(names) == 1:
+            out.append(opts.link(names[0]))
+            continue
+        n, whole = opts.mesh.known_group(tuple(names)), opts.mesh[parent].size
+        if n is not None and n == whole:
+            out.append(opts.link(parent))
+        else:
+            one = opts.link(names[0])
+            out.append(replace(one, name="".join(names), size=const(n), number=n) if n is not None else one)
+    return out
 
 
 def _unit(model: str, op: Op, group: tuple[Link, ...]) -> CommCost:

@@ -18,6 +18,7 @@ import sympy
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS
+from shardalg.algebra.subaxes import with_parts
 from shardalg.algebra.symbols import axis_size, dim_size
 from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import UsageError
@@ -302,7 +303,10 @@ def seconds_of(step: Step, opts: Options) -> float | None:
     parts, overlapped = _unit_numbers(op, step.axes, opts, step.offset)
     if parts is None:
         return 0.0
-    v = _bytes_number(step.inputs[0], opts, step.axes if RECORDS[op].group_view else ())
+    t = step.inputs[0]
+    v = _bytes_number(
+        t, opts, with_parts(t.sharded_axes, step.axes, opts.mesh) if RECORDS[op].group_view else ()
+    )
     if v is None or any(lat is None or b is None for lat, b in parts):
         return None
     if not opts.costs.latency:

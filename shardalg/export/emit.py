@@ -84,7 +84,8 @@ def start(plan_or_program: object, mesh: Mesh | str, sizes: Mapping[str, int] | 
     """The mesh and the flow an export writes code for."""
     m = as_mesh(mesh)
     assert m is not None
-    return m, as_flow(plan_or_program, m, sizes)
+    flow = as_flow(plan_or_program, m, sizes)
+    return flow.mesh_on(m), flow
 
 
 class Body:

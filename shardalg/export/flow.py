@@ -13,7 +13,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from shardalg.algebra.factors import is_subaxis
 from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.subaxes import axes_in, mesh_is_fine, names_subaxes, refine
 from shardalg.errors import UsageError
 from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan, Step
@@ -64,6 +66,12 @@ class Flow:
     outputs: tuple[Tensor, ...]
     names: Mapping[Tensor, str] = field(default_factory=dict)
     title: tuple[str, ...] = ()
+    mesh: Mesh | None = None  # the mesh refined into the factors the plans name (sub-axes), else None
+
+    def mesh_on(self, mesh: Mesh) -> Mesh:
+        """The mesh the code runs on: ``mesh``, reshaped into the factors of its sub-axes when the plans
+        name any (``X=2, Y=4`` as ``X=2, Y:(1)2=2, Y:(2)2=2``: the same devices in the same order)."""
+        return self.mesh if self.mesh is not None else mesh
 
     def name(self, t: Tensor) -> str:
         return self.names[t]
@@ -146,6 +154,10 @@ def as_flow(obj: object, mesh: Mesh | str, sizes: Mapping[str, int] | None = Non
     if m is None or not m.is_numeric:
         raise UsageError("export needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
     plans = _plans_of(obj, m, sizes)
+    fine: Mesh | None = None
+    if any(names_subaxes(p) for p in plans) and not all(mesh_is_fine(m, p) for p in plans):
+        r = refine(m, [a for p in plans for a in axes_in(p) if is_subaxis(a)])
+        plans, fine, m = [r.expand(p) for p in plans], r.fine, r.fine
     produced: set[Tensor] = set()
     inputs: list[Tensor] = []
     steps: list[Step] = []
@@ -182,7 +194,7 @@ def as_flow(obj: object, mesh: Mesh | str, sizes: Mapping[str, int] | None = Non
         taken.add(candidate)
         names[t] = candidate
     title = tuple(step_text(s) for s in steps)
-    return Flow(tuple(inputs), tuple(steps), tuple(outputs), names, title)
+    return Flow(tuple(inputs), tuple(steps), tuple(outputs), names, title, fine)
 
 
 def as_jobs(objs: object) -> list[object]:

@@ -138,7 +138,8 @@ def check_inputs(
     limits.require("devices", mesh.devices, f"the mesh {', '.join(f'{a.name}={a.size}' for a in mesh)}")
     for k, obj in enumerate(as_jobs(plans)):
         flow = as_flow(obj, mesh, sizes)
-        yield k, flow, random_inputs(flow, mesh, check_sizes(flow, mesh, sizes), seed + k)
+        on = flow.mesh_on(mesh)
+        yield k, flow, random_inputs(flow, on, check_sizes(flow, on, sizes), seed + k)
 
 
 def require_extra(module: str, extra: str, what: str) -> None:

@@ -391,7 +391,7 @@ def _prepare(plans: object, mesh: Mesh, sizes: Mapping[str, int] | None, seed: i
             }
         )
         flows.append(flow)
-        expected.append(dense_outputs(flow, arrays, mesh))
+        expected.append(dense_outputs(flow, arrays, flow.mesh_on(mesh)))
     return flows, expected, jobs
 
 

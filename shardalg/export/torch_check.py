@@ -91,7 +91,11 @@ def check_torch(
     with tempfile.TemporaryDirectory(prefix="shardalg-torch-") as tmp:
         work = Path(tmp)
         flows, expected, jobs = [], [], []
+        meshes: list[tuple[Mesh, list[tuple[int, ...]]]] = []  # per flow: its mesh (reshaped for sub-axes)
         for k, flow, arrays in check_inputs(plans, m, sizes, seed):
+            on = flow.mesh_on(m)  # the same devices in the same order: only the coordinates differ
+            coords = list(itertools.product(*(range(n) for n in on.shape)))
+            meshes.append((on, coords))
             (work / f"plan{k}.py").write_text(export_torch(flow, m, dtensor=dtensor))
             if dtensor:  # the global values, the same on every rank
                 glob = {
@@ -103,7 +107,7 @@ def check_torch(
             else:
                 rng = np.random.default_rng(seed + k)
                 blocks = [
-                    shard(dense_value(t, a), t, m, rng) for t, a in zip(flow.inputs, arrays, strict=True)
+                    shard(dense_value(t, a), t, on, rng) for t, a in zip(flow.inputs, arrays, strict=True)
                 ]
                 for r, c in enumerate(coords):
                     np.savez(
@@ -120,7 +124,7 @@ def check_torch(
                 }
             )
             flows.append(flow)
-            expected.append(dense_outputs(flow, arrays, m))
+            expected.append(dense_outputs(flow, arrays, on))
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
         proc = run_driver(work, _DRIVER, jobs, str(m.devices), str(work / "store"), env=env, timeout=timeout)
         if "SHARDALG-EXIT" not in proc.stdout:
@@ -134,12 +138,13 @@ def check_torch(
                 continue
             try:
                 got = []
+                on, coords = meshes[k]
                 for i, t in enumerate(flow.outputs):
                     if dtensor:
                         value = np.load(work / f"out{k}_0.npz")[f"out{i}"]
                     else:
                         bufs = {c: np.load(work / f"out{k}_{r}.npz")[f"out{i}"] for r, c in enumerate(coords)}
-                        value = unshard(bufs, t, m)
+                        value = unshard(bufs, t, on)
                     got.append(value[None] if t.unreduced else value)
                 results.append(compare(flow, expected[k], got, seconds))
             except (ExecutionError, FileNotFoundError) as err:

@@ -124,6 +124,16 @@ class Builders:
     def quoted(self, meta: Any, tok: Token) -> Piece:
         return (str(tok), True)
 
+    def subaxis(self, meta: Any, name: Token, pre: Token, size: Token) -> Piece:
+        """``Y:(1)2``: one axis name (quoted, so it is never split into letters), spelled as Shardy does."""
+        digits = {"pre-size": pre, "size": size}
+        for what, tok in digits.items():
+            if len(str(tok)) > 9 or int(str(tok)) < 1:
+                raise ParseError(
+                    f"a sub-axis's {what} is a positive number of at most 9 digits", span=_tok_span(tok)
+                )
+        return (f"{name}:({int(str(pre))}){int(str(size))}", True)
+
     def item(self, meta: Any, *pieces: Piece) -> Item:
         return pieces
 

@@ -32,8 +32,10 @@ from math import prod
 import numpy as np
 
 from shardalg import limits
+from shardalg.algebra.factors import is_subaxis
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS
+from shardalg.algebra.subaxes import axes_in, mesh_is_fine, names_subaxes, refine
 from shardalg.errors import ShapeMismatch, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
@@ -296,6 +298,16 @@ def run_plan(
     """Run ``plan`` on random (or given) dense inputs, cut by their shardings (``place_inputs``, then
     ``execute_plan``), and compare the output with the dense computation."""
     vm = as_virtual(mesh)
+    if names_subaxes(plan) and not mesh_is_fine(vm.mesh, plan):
+        # run on the mesh refined into the factors the plan names: a sub-axis's devices are those that
+        # differ only in its digit of the parent's coordinate (major factor first, as Shardy numbers them)
+        r = refine(vm.mesh, [a for a in axes_in(plan) if is_subaxis(a)])
+        given = (
+            None
+            if inputs is None
+            else {r.expand(k) if isinstance(k, Tensor) else k: v for k, v in inputs.items()}
+        )
+        return run_plan(r.expand(plan), r.fine, sizes, rng, given)
     placed = place_inputs(plan, vm, sizes, rng, inputs)
     run = execute_plan(plan, vm, placed.buffers, placed.sizes)
     expected = dense_result(plan, placed.dense, vm)

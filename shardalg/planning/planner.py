@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shardalg.algebra.factors import is_subaxis, parent_of
 from shardalg.algebra.layout import subscript, validate
 from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
+from shardalg.algebra.subaxes import axes_in, declared_cuts, prime_cuts, refine
 from shardalg.algebra.traffic import Sizes
 from shardalg.cache import Kind, memoized
 from shardalg.errors import IncompleteWarning, NoPlan, UsageError
@@ -153,6 +155,83 @@ def plans(
 
 
 def _plans(
+    p: Problem,
+    key: Key | None,
+    weigh: Weigh | None,
+    limits: Limits,
+    overlap: Overlap | None = None,
+    by: Ranking | None = None,
+) -> Plans:
+    """The plans of ``p``; on the mesh refined into the factors its sub-axes cut when it names any, and for
+    a resharding also on the mesh refined into prime factors (XLA's plans use sub-axes there: its own plan
+    for ``[I_Y] -> [I_X]`` on X=2, Y=4 gathers over ``Y:(1)2``), merged with the whole-axis plans."""
+    written = [a for n in (p.statement, p.target) for a in axes_in(n) if is_subaxis(a)]
+    body = p.statement.expr if isinstance(p.statement, Arrow) else p.statement
+    used = {parent_of(a) for n in (p.statement, p.target) for a in axes_in(n)}  # split the axes it uses
+    cuts = prime_cuts(p.mesh, used) if isinstance(body, Tensor) and p.mesh.is_numeric else {}
+    declared = declared_cuts(p.mesh)  # axes the mesh declares factored (Y=2x2): always searched
+    if declared:  # then only those are refined (and written sub-axes), whatever the mesh's size
+        cuts = declared
+    if not written and not cuts:
+        return _plans_on(p, key, weigh, limits, overlap, by)
+    fine_axes = len(p.mesh) + sum(len(c) - 1 for c in cuts.values())
+    if not written and not declared and fine_axes > SUBAXIS_SEARCH_AXES:  # too large a space: say so
+        whole = _plans_on(p, key, weigh, limits, overlap, by)
+        skipped = (
+            f"sub-axes not searched: the mesh refined into prime factors would have {fine_axes} axes "
+            f"(the search over sub-axes runs up to {SUBAXIS_SEARCH_AXES}); name a sub-axis, such as "
+            f"{next(iter(cuts))}:(1)2, in the statement, or declare the axis factored ({next(iter(cuts))}=2x...), "
+            "to plan over its factors"
+        )
+        return Plans(whole, whole.complete, "; ".join(n for n in (whole.note, skipped) if n))
+    r = refine(p.mesh, written, cuts)
+    target = None if p.target is None else r.expand(p.target)
+    fine = Problem(r.expand(p.statement), r.fine, p.sizes, target, checked=True)  # type: ignore[arg-type]
+    got = _plans_on(fine, key, weigh, limits, overlap, by)
+    found = [_noted(r.coarsen(q)) for q in got]
+    notes = [got.note] if not got.complete else []
+    rank = key or default_key(p.mesh, p.sizes)
+    if not written:  # the whole-axis plans, and the sub-axis plans that cost no more than the best of them
+        whole_set = _plans_on(p, key, weigh, limits, overlap, by)
+        notes += [whole_set.note] if not whole_set.complete else []
+        whole = list(whole_set)
+        if whole:
+            sort_plans(whole, rank)
+            best = _head(rank, whole[0])
+            found = [
+                q
+                for q in found
+                if _head(rank, q) <= best and any(is_subaxis(a) for s in q.steps for a in s.axes)
+            ]
+        found = list(dict.fromkeys([*whole, *found]))
+    sort_plans(found, rank)
+    return Plans.of(found, notes)
+
+
+def _head(rank: Key, q: Plan) -> object:
+    """What ``rank`` orders a plan by first (its cost), without the tie-breaking by text."""
+    head = getattr(rank, "head", None)
+    return head(q) if head is not None else rank(q)
+
+
+# A resharding is searched over the prime factors of its mesh's axes when that refined mesh has at most this
+# many axes (2x4 refines to 3): each more axis multiplies the layout space the search walks.
+SUBAXIS_SEARCH_AXES = 3
+
+SUBAXIS_NOTE = (
+    "uses sub-axes, each priced as a ring of its own size on its parent's links "
+    "(the stride between its devices and links shared by interleaved groups not modelled)"
+)
+
+
+def _noted(q: Plan) -> Plan:
+    """A plan whose steps use a sub-axis, with the note that says how they are priced."""
+    if not any(is_subaxis(a) for s in q.steps for a in s.axes):
+        return q
+    return replace(q, note=f"{q.note}; {SUBAXIS_NOTE}" if q.note else SUBAXIS_NOTE)
+
+
+def _plans_on(
     p: Problem,
     key: Key | None,
     weigh: Weigh | None,

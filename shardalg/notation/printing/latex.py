@@ -54,6 +54,9 @@ class LatexPrinter(TextPrinter):
         return self._upright(name)
 
     def _axis_word(self, name: str) -> str:
+        parent, colon, factor = name.partition(":")
+        if colon:  # a sub-axis, Y:(1)2: the colon braced, so TeX sets it as punctuation, not a relation
+            return self._upright(parent) + "{:}" + factor
         return self._upright(name)
 
     def _dtype(self, dtype: Any) -> str:
