@@ -35,7 +35,7 @@ _EXPORTS: dict[str, str] = {
     # printers
     "text": "notation.printing",
     "unicode": "notation.printing",
-    "latex": "notation.printing",
+    "latex": "api",
     "to_json": "notation.printing",
     "from_json": "notation.jsonread",
     # errors
@@ -78,6 +78,7 @@ _EXPORTS: dict[str, str] = {
     "expand": "models.expand",
     "shard": "models.expand",
     "chip_from_text": "costs.chipspec",
+    "symbols": "algebra.symbols",
     # strategy search
     "search": "search.numeric",
     "search_chain": "search.chainsolve",
