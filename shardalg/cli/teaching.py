@@ -48,11 +48,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Write lecture notes built from the engine: the notation, the four cases, the collectives, "
         "the transposes, derivations, the proofs and the book's questions, as a LaTeX article (shardalg-notes.tex, "
         "for pdflatex) and Markdown with $...$ math (shardalg-notes.md), with a crossover figure when matplotlib "
-        "is installed. DIR is created if its parent exists.",
-        epilog=examples("shardalg notes --out notes && (cd notes && pdflatex shardalg-notes.tex)"),
+        "is installed; or (--format html) a static web page, index.html, with the project's own KaTeX beside it "
+        "(npm ci in the checkout installs it), which renders with no network. DIR is created if its parent "
+        "exists. pdflatex needs two runs over the .tex: the first writes the contents, the second prints them.",
+        epilog=examples(
+            "shardalg notes --out notes && (cd notes && pdflatex shardalg-notes.tex && pdflatex shardalg-notes.tex)",
+            "shardalg notes --format html --out site",
+        ),
     )
     out = p.add_argument("--out", default="notes", metavar="DIR", help="output directory (default: ./notes)")
     out.complete = DIR_COMPLETION  # type: ignore[attr-defined]
+    p.add_argument(
+        "--format",
+        choices=("latex", "html"),
+        default="latex",
+        help="latex: shardalg-notes.tex and .md (default); html: index.html and katex/",
+    )
     p.set_defaults(handler=_notes)
 
     p = sub.add_parser(
@@ -167,7 +178,7 @@ def _notes(args: argparse.Namespace) -> int:
     from shardalg.notes import write_notes
 
     try:
-        written, problems = write_notes(Path(args.out))
+        written, problems = write_notes(Path(args.out), args.format)
     except OSError as err:
         raise file_error(err, "write the notes to") from None
     for path in written:

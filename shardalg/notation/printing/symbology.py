@@ -103,6 +103,8 @@ _TEXT_ESCAPES: dict[str, str] = {
     "_": r"$\_$",
     "^": r"$\hat{\ }$",
     "~": r"$\sim$",
+    "<": "$<$",  # pdflatex's text font sets < and > as ¡ and ¿
+    ">": "$>$",
     "\n": " ",
     # Unicode math glyphs that reasons use: set as math, since neither KaTeX's nor pdflatex's text mode has them.
     "·": r"$\cdot$",
