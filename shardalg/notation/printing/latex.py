@@ -121,6 +121,7 @@ def reason_latex(reason: str, width: int | None = None) -> list[str]:
             used += len(word)
     return [_render(r) for r in rows if r]
 
+
 _MODES = {"plain": ("", ""), "inline": ("$", "$"), "display": ("$$", "$$")}
 
 
