@@ -75,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "fewest_devices": "models.fit",
     "smallest_slice": "models.fit",
     "largest_params": "models.fit",
+    "to_fit": "models.advice",
     "expand": "models.expand",
     "shard": "models.expand",
     "chip_from_text": "costs.chipspec",

@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(npm ci in the checkout installs it), which renders with no network. DIR is created if its parent "
         "exists. pdflatex needs two runs over the .tex: the first writes the contents, the second prints them.",
         epilog=examples(
+            "shardalg notes --out notes --pdf",
             "shardalg notes --out notes && (cd notes && pdflatex shardalg-notes.tex && pdflatex shardalg-notes.tex)",
             "shardalg notes --format html --out site",
         ),
@@ -63,6 +64,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         choices=("latex", "html"),
         default="latex",
         help="latex: shardalg-notes.tex and .md (default); html: index.html and katex/",
+    )
+    p.add_argument(
+        "--pdf",
+        action="store_true",
+        help="also compile shardalg-notes.pdf with pdflatex, run as often as the contents need",
     )
     p.set_defaults(handler=_notes)
 
@@ -175,14 +181,21 @@ def _proofs(args: argparse.Namespace) -> int:
 
 
 def _notes(args: argparse.Namespace) -> int:
-    from shardalg.notes import write_notes
+    from shardalg.notes import TEX_NAME, write_notes
 
+    if args.pdf and args.format != "latex":
+        raise UsageError("--pdf compiles the LaTeX notes: it goes with --format latex, not html")
     try:
         written, problems = write_notes(Path(args.out), args.format)
     except OSError as err:
         raise file_error(err, "write the notes to") from None
     for path in written:
         print(path)
+    if args.pdf:
+        from shardalg.notes.pdf import compile_pdf
+
+        pdf, runs = compile_pdf(Path(args.out) / TEX_NAME)
+        print(f"{pdf} (pdflatex ran {runs} times: the contents need a second run)")
     for problem in problems:
         print(f"error: {problem} [notes]", file=sys.stderr)
     return EXIT_OK if not problems else EXIT_FAILED

@@ -27,7 +27,7 @@ from shardalg.models.step import DEFAULT_POLICY
 from shardalg.notation.parse import parse
 from shardalg.notation.printing import text
 from shardalg.notation.printing.display import Shown, Table
-from shardalg.notation.printing.symbology import latex_escape_prose
+from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Program
 
 from .price import Entry, Pricer, Settings, size_text, time_text
@@ -245,7 +245,7 @@ class SearchResult(Shown):
                 mfu,
                 self.reason(e),
             ]
-            lines.append(" & ".join(latex_escape_prose(c) for c in cells) + r" \\")
+            lines.append(" & ".join(latex_escape_text(c) for c in cells) + r" \\")
         lines.append(r"\end{tabular}")
         return "\n".join(lines)
 

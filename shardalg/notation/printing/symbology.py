@@ -132,6 +132,9 @@ _PROSE_ESCAPES: dict[str, str] = {
     "_": r"\_",
     "^": r"\textasciicircum{}",
     "~": r"\textasciitilde{}",
+    # < and > as typed: the notes set running text in T1, which has them (a \text inside math escapes them)
+    "<": "<",
+    ">": ">",
 }
 
 
