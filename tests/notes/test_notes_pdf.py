@@ -4,6 +4,7 @@ list (read back with pdftotext). Skips, saying why, when pdflatex or pdftotext i
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -16,11 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _notes(out: Path, *extra: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = None
-    if path is not None:
-        import os
-
-        env = {**os.environ, "PATH": path}
+    env = None if path is None else {**os.environ, "PATH": path}
     return subprocess.run(
         [sys.executable, "-m", "shardalg", "notes", "--out", str(out), "--quiet", *extra],
         cwd=ROOT,
