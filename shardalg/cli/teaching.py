@@ -185,6 +185,10 @@ def _notes(args: argparse.Namespace) -> int:
 
     if args.pdf and args.format != "latex":
         raise UsageError("--pdf compiles the LaTeX notes: it goes with --format latex, not html")
+    if args.pdf:
+        from shardalg.notes.pdf import require_pdflatex
+
+        require_pdflatex()  # before the notes are built
     try:
         written, problems = write_notes(Path(args.out), args.format)
     except OSError as err:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from shardalg.errors import ShardalgError, UsageError
 
-__all__ = ["MAX_RUNS", "compile_pdf"]
+__all__ = ["MAX_RUNS", "compile_pdf", "require_pdflatex"]
 
 MAX_RUNS = 4
 
@@ -23,15 +23,21 @@ def _state(tex: Path) -> tuple[bytes, bytes]:
     return (aux.read_bytes() if aux.exists() else b"", toc.read_bytes() if toc.exists() else b"")
 
 
-def compile_pdf(tex: Path, timeout: float = 600) -> tuple[Path, int]:
-    """Compile ``tex`` in its folder; the PDF and how many runs it took. Without pdflatex a UsageError says
-    what to install; a run that fails raises with the end of its log."""
+def require_pdflatex() -> str:
+    """pdflatex's path; a UsageError saying what to install when it is missing (checked before any work)."""
     pdflatex = shutil.which("pdflatex")
     if pdflatex is None:
         raise UsageError(
             "--pdf needs pdflatex, which is not installed (Debian: apt-get install texlive-latex-base "
-            "texlive-latex-recommended lmodern); the .tex is written without it"
+            "texlive-latex-recommended lmodern); without --pdf the .tex is written"
         )
+    return pdflatex
+
+
+def compile_pdf(tex: Path, timeout: float = 600) -> tuple[Path, int]:
+    """Compile ``tex`` in its folder; the PDF and how many runs it took. Without pdflatex a UsageError says
+    what to install; a run that fails raises with the end of its log."""
+    pdflatex = require_pdflatex()
     runs = 0
     before = _state(tex)
     while runs < MAX_RUNS:

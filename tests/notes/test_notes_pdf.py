@@ -58,6 +58,7 @@ def test_pdf_without_pdflatex_says_what_to_install(tmp_path):
     done = _notes(tmp_path / "n", "--pdf", path=str(bare))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--pdf needs pdflatex" in done.stderr and "texlive-latex-base" in done.stderr
+    assert not (tmp_path / "n").exists(), "refused before any work"
 
 
 def test_pdf_goes_with_latex_only(tmp_path):
