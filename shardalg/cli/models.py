@@ -86,9 +86,8 @@ def _with_remedies(report: Any, as_json: bool) -> dict[str, Any] | str:
     return "\n".join(lines)
 
 
-def _check(args: argparse.Namespace) -> int:
+def _check(report: Any, args: argparse.Namespace) -> int:
     """``fit --check``: the memory report with what would make it fit; exit 1 when it does not fit."""
-    report = _memory_report(args)
     if report.chip is None:
         raise UsageError("fit --check needs a chip for its HBM", fix="add --hw tpu-v5p")
     if report.fits is None:
@@ -101,13 +100,14 @@ def _fit(args: argparse.Namespace) -> int:
     from shardalg.models import fit
     from shardalg.models.slices import parse_slices
 
-    if args.check:
+    if args.check or args.solve_for is None:
+        report = _memory_report(args)  # the program is read first, as by every command
         if args.solve_for is not None:
             raise UsageError("fit takes --check or --solve-for, not both")
-        return _check(args)
+        if not args.check:
+            raise UsageError("fit needs --solve-for NAME (B, devices, slice, params) or --check")
+        return _check(report, args)
     target = args.solve_for
-    if target is None:
-        raise UsageError("fit needs --solve-for NAME (B, devices, slice, params) or --check")
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", target):
         raise UsageError(f"--solve-for takes a dim name, devices, slice or params, not {target!r}")
     report = _memory_report(args)
