@@ -35,7 +35,7 @@ _EXPORTS: dict[str, str] = {
     # printers
     "text": "notation.printing",
     "unicode": "notation.printing",
-    "latex": "notation.printing",
+    "latex": "api",
     "to_json": "notation.printing",
     "from_json": "notation.jsonread",
     # errors
@@ -78,9 +78,11 @@ _EXPORTS: dict[str, str] = {
     "fewest_devices": "models.fit",
     "smallest_slice": "models.fit",
     "largest_params": "models.fit",
+    "to_fit": "models.advice",
     "expand": "models.expand",
     "shard": "models.expand",
     "chip_from_text": "costs.chipspec",
+    "symbols": "algebra.symbols",
     # strategy search
     "search": "search.numeric",
     "search_chain": "search.chainsolve",

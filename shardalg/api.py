@@ -1,21 +1,44 @@
-"""The public ``plans`` and ``plan``: the planner's, with the keyword options of a call (``hw``, ``model``,
+"""The public ``plans``, ``plan`` and ``latex``. ``plans`` and ``plan`` are the planner's, with the keyword options of a call (``hw``, ``model``,
 ``overlap``, ``exact``, ...) folded once into the :class:`~shardalg.costs.costmodel.CostModel` it ranks by
 (strings become values here, at the edge).
 
 Imports: :mod:`shardalg.costs` and :mod:`shardalg.planning`; nothing below imports it (``shardalg`` loads it on
 first use of ``shardalg.plans``, so ``import shardalg`` stays cheap).
+
+``latex`` prints whatever the package returns: notation (a tensor, a statement, a program), a sympy value (a
+cost's total, with the book's symbol names, ``Max`` included), or a result that has its own ``latex()``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import sympy
+
+from .algebra.symbols import latex_names
 from .costs.costmodel import CostModel
 from .costs.ranking import BySeconds
+from .errors import UsageError
+from .notation import printing
 from .planning import planner
 from .planning.planset import DEFAULT_LIMITS
 
-__all__ = ["plans", "plan"]
+__all__ = ["plans", "plan", "latex"]
+
+
+def latex(x: Any, **settings: Any) -> str:
+    """LaTeX of ``x`` (math, no ``$``): a sympy expression or relation with the book's symbol names
+    (``T_{\\min}``, ``W_{\\text{ici}}``); a result with a ``latex()`` method (a plan, a plan's cost, a
+    derivation, a backward program, a strategy map) through it; notation through the notation's printer, which
+    takes ``settings`` (``bold_names``, ...)."""
+    if isinstance(x, sympy.Basic):
+        if settings:
+            raise UsageError(f"a sympy value takes no printer settings ({', '.join(sorted(settings))})")
+        return sympy.latex(x, symbol_names=latex_names(x))
+    own = getattr(type(x), "latex", None)
+    if callable(own) and not settings:
+        return own(x)
+    return printing.latex(x, **settings)
 
 
 def plans(

@@ -14,7 +14,18 @@ import sympy
 from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import UsageError
 
-__all__ = ["dim_size", "axis_size", "links", "quantity", "latex_names", "device_count"]
+__all__ = [
+    "dim_size",
+    "axis_size",
+    "links",
+    "quantity",
+    "latex_names",
+    "device_count",
+    "QUANTITIES",
+    "symbol",
+    "Symbols",
+    "symbols",
+]
 
 # LaTeX spelling of each named quantity (the book's): the name -> its LaTeX.
 _QUANTITY_LATEX: dict[str, str] = {
@@ -28,6 +39,9 @@ _QUANTITY_LATEX: dict[str, str] = {
     "beta": r"\beta",
     "N": "N",
 }
+
+# The names that are quantities (positive reals), not dim or axis sizes (positive integers).
+QUANTITIES: tuple[str, ...] = tuple(_QUANTITY_LATEX)
 
 _latex: dict[sympy.Symbol, str] = memo(f"{__name__}._latex", Kind.TABLE, {})  # each symbol's LaTeX name
 
@@ -81,6 +95,51 @@ def latex_names(*exprs: object) -> dict[sympy.Symbol, str]:
                 names[s] = rf"{m[1]}_{{\text{{{m[2]}}}}}"
     return names
 
+
+_LINKS = re.compile(r"M_([A-Za-z][A-Za-z0-9]*)")
+
+
+def symbol(name: str) -> sympy.Symbol:
+    """The package's symbol called ``name``, with the assumptions its formulas use: a quantity
+    (:data:`QUANTITIES`: ``T_min``, ``W_ici``, ``C``, ``N``, ...) is a positive real, ``M_X`` is axis X's link
+    count, any other identifier a dim or axis size (a positive integer). A ``sympy.Symbol("T_min")`` made
+    elsewhere has no assumptions, so it is a different symbol and ``subs`` with it changes nothing."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise UsageError(f"a symbol's name is an identifier such as T_min or B, not {name!r}")
+    if name in QUANTITIES:
+        return quantity(name)
+    m = _LINKS.fullmatch(name)
+    return links(m[1]) if m else dim_size(name)
+
+
+class Symbols:
+    """The package's symbols by attribute: ``sa.symbols.T_min``, ``sa.symbols.B``, ``sa.symbols.M_X``, the very
+    symbols its costs and derivations are made of, so ``cost.total.subs(sa.symbols.T_min, 0)`` substitutes.
+
+        >>> symbols.T_min.is_positive, symbols.B.is_integer
+        (True, True)
+    """
+
+    def __getattr__(self, name: str) -> sympy.Symbol:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return symbol(name)
+
+    def __call__(self, *names: str) -> tuple[sympy.Symbol, ...]:
+        """Several at once: ``B, D = sa.symbols("B", "D")``."""
+        return tuple(symbol(n) for n in names)
+
+    def __dir__(self) -> list[str]:
+        return sorted(QUANTITIES)
+
+    def __repr__(self) -> str:
+        return (
+            f"<symbols: quantities {', '.join(QUANTITIES)} (positive reals); M_<axis> (link counts); any "
+            "other name a dim or axis size (a positive integer)>"
+        )
+
+
+symbols = Symbols()
 
 _WORD_SUBSCRIPT = re.compile(r"([A-Za-z])_([a-z]{2,})")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from shardalg.errors import UsageError
 
-from . import EXIT_OK
+from . import EXIT_ILLEGAL, EXIT_OK
 from .common import HelpFormatter, add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 from .serving import add_efficiencies, efficiency_options
@@ -88,8 +88,32 @@ def _print(data: dict[str, Any] | str, as_json: bool) -> None:
 
 def _memory(args: argparse.Namespace) -> int:
     report = _memory_report(args)
-    _print(report.to_json() if args.json else str(report), args.json)
+    _print(_with_remedies(report, args.json), args.json)
     return EXIT_OK
+
+
+def _with_remedies(report: Any, as_json: bool) -> dict[str, Any] | str:
+    """The report, and when it does not fit, what would make it fit (each change priced)."""
+    from shardalg.models.advice import to_fit
+
+    remedies = to_fit(report)
+    if as_json:
+        return {**report.to_json(), "to_fit": [r.to_json() for r in remedies]}
+    lines = [str(report)]
+    if remedies:
+        lines.append("to fit (each change alone, priced):")
+        lines += [f"  {r}" for r in remedies]
+    return "\n".join(lines)
+
+
+def _check(report: Any, args: argparse.Namespace) -> int:
+    """``fit --check``: the memory report with what would make it fit; exit 1 when it does not fit."""
+    if report.chip is None:
+        raise UsageError("fit --check needs a chip for its HBM", fix="add --hw tpu-v5p")
+    if report.fits is None:
+        raise UsageError("fit --check needs every size bound", fix="bind them with --sizes B=...,T=...")
+    _print(_with_remedies(report, args.json), args.json)
+    return EXIT_OK if report.fits else EXIT_ILLEGAL  # 1: it does not fit
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -97,6 +121,13 @@ def _fit(args: argparse.Namespace) -> int:
     from shardalg.models.conventions import memory_conventions
     from shardalg.models.slices import parse_slices
 
+    if args.check or args.solve_for is None:
+        report = _memory_report(args)  # the program is read first, as by every command
+        if args.solve_for is not None:
+            raise UsageError("fit takes --check or --solve-for, not both")
+        if not args.check:
+            raise UsageError("fit needs --solve-for NAME (B, devices, slice, params) or --check")
+        return _check(report, args)
     target = args.solve_for
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", target):
         raise UsageError(f"--solve-for takes a dim name, devices, slice or params, not {target!r}")
@@ -341,9 +372,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     _memory_options(p)
     p.add_argument(
         "--solve-for",
-        required=True,
         metavar="NAME",
         help="a dim (its largest value that fits, e.g. B), devices, slice, or params",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="whether it fits: the memory report and what would make it fit; exit 1 when it does not",
     )
     p.add_argument(
         "--slices",

@@ -48,11 +48,28 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Write lecture notes built from the engine: the notation, the four cases, the collectives, "
         "the transposes, derivations, the proofs and the book's questions, as a LaTeX article (shardalg-notes.tex, "
         "for pdflatex) and Markdown with $...$ math (shardalg-notes.md), with a crossover figure when matplotlib "
-        "is installed. DIR is created if its parent exists.",
-        epilog=examples("shardalg notes --out notes && (cd notes && pdflatex shardalg-notes.tex)"),
+        "is installed; or (--format html) a static web page, index.html, with the project's own KaTeX beside it "
+        "(npm ci in the checkout installs it), which renders with no network. DIR is created if its parent "
+        "exists. pdflatex needs two runs over the .tex: the first writes the contents, the second prints them.",
+        epilog=examples(
+            "shardalg notes --out notes --pdf",
+            "shardalg notes --out notes && (cd notes && pdflatex shardalg-notes.tex && pdflatex shardalg-notes.tex)",
+            "shardalg notes --format html --out site",
+        ),
     )
     out = p.add_argument("--out", default="notes", metavar="DIR", help="output directory (default: ./notes)")
     out.complete = DIR_COMPLETION  # type: ignore[attr-defined]
+    p.add_argument(
+        "--format",
+        choices=("latex", "html"),
+        default="latex",
+        help="latex: shardalg-notes.tex and .md (default); html: index.html and katex/",
+    )
+    p.add_argument(
+        "--pdf",
+        action="store_true",
+        help="also compile shardalg-notes.pdf with pdflatex, run as often as the contents need",
+    )
     p.set_defaults(handler=_notes)
 
     p = sub.add_parser(
@@ -164,14 +181,25 @@ def _proofs(args: argparse.Namespace) -> int:
 
 
 def _notes(args: argparse.Namespace) -> int:
-    from shardalg.notes import write_notes
+    from shardalg.notes import TEX_NAME, write_notes
 
+    if args.pdf and args.format != "latex":
+        raise UsageError("--pdf compiles the LaTeX notes: it goes with --format latex, not html")
+    if args.pdf:
+        from shardalg.notes.pdf import require_pdflatex
+
+        require_pdflatex()  # before the notes are built
     try:
-        written, problems = write_notes(Path(args.out))
+        written, problems = write_notes(Path(args.out), args.format)
     except OSError as err:
         raise file_error(err, "write the notes to") from None
     for path in written:
         print(path)
+    if args.pdf:
+        from shardalg.notes.pdf import compile_pdf
+
+        pdf, runs = compile_pdf(Path(args.out) / TEX_NAME)
+        print(f"{pdf} (pdflatex ran {runs} times: the contents need a second run)")
     for problem in problems:
         print(f"error: {problem} [notes]", file=sys.stderr)
     return EXIT_OK if not problems else EXIT_FAILED

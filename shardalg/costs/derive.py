@@ -24,15 +24,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from html import escape
 
 import sympy
 from sympy import Expr
 
 from shardalg.algebra.mesh import Mesh, as_mesh
-from shardalg.algebra.symbols import as_expr, dim_size, latex_names, quantity
+from shardalg.algebra.symbols import as_expr, dim_size, latex_names, quantity, symbol
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
-from shardalg.notation.printing.display import pretty_text, short
+from shardalg.notation.printing.display import html_table, pretty_text, short
 from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Op, Tensor
 
@@ -102,6 +103,13 @@ class Derivation:
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
         pretty_text(self, p, cycle)
 
+    def _repr_html_(self) -> str:
+        """The steps as a table (label, expression), titled, with the notes under it."""
+        rows = [["overlap", str(self.overlap)]] if self.overlap else []
+        rows += [[label, sympy.sstr(e)] for label, e in self.steps]
+        notes = "".join(f"<p>note: {escape(n)}</p>" for n in self.notes)
+        return html_table(["step", "expression"], rows, self.title, code=(1,)) + notes
+
     def __str__(self) -> str:
         steps = list(self.steps)
         width = max((len(label) for label, _ in steps), default=0)
@@ -144,7 +152,7 @@ def _symbol(x: sympy.Symbol | str | None) -> sympy.Symbol | None:
     if x is None or isinstance(x, sympy.Symbol):
         return x
     if isinstance(x, str) and x.isidentifier():
-        return dim_size(x) if x not in _QUANTITIES else quantity(x)
+        return symbol(x)
     raise UsageError(f"solve for a dim or axis name (an identifier, like D), not {x!r}")
 
 
@@ -160,9 +168,6 @@ def _solved_for(
         have = ", ".join(sorted(str(s) for s in free)) or "none"
         raise UsageError(f"cannot solve for {x}: it does not occur in the condition (its symbols: {have})")
     return x
-
-
-_QUANTITIES = ("W_ici", "W_dcn", "W_hbm", "T_min", "C", "alpha", "beta", "N", "V")
 
 
 def _first_dim(free: frozenset, plans: Iterable[PlanCost]) -> sympy.Symbol | None:

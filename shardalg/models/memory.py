@@ -33,6 +33,7 @@ from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.hardware import Chip
 from shardalg.errors import UsageError
+from shardalg.notation.printing.display import Shown, Table, bytes_both
 from shardalg.notation.syntax import DType
 
 from .analysis import Analysis, Remat, analyze
@@ -52,8 +53,8 @@ __all__ = ["MemoryReport", "memory", "model_memory", "param_bytes", "PARTS", "GR
 PARTS: tuple[str, ...] = ("params", "grads", "optimizer", "activations", "kv_cache", "transient")
 
 
-@dataclass
-class MemoryReport:
+@dataclass(repr=False)
+class MemoryReport(Shown):
     """Bytes per device by part (sympy values: numbers when every size is bound), the parameter count, and
     the fit on ``chip``. ``rows`` lists (part, tensor, bytes per device, count) behind each part."""
 
@@ -199,6 +200,43 @@ class MemoryReport:
             "pcie_seconds": p["seconds"],
         }
 
+    def _mesh_text(self) -> str:
+        return ", ".join(f"{a.name}={a.size if a.size is not None else a.name}" for a in self.model.mesh.axes)
+
+    def _fit_text(self) -> str:
+        if self.chip is None:
+            return "no chip"
+        if self.fits is None:
+            return f"HBM {bytes_both(self.hbm)}; fits unknown (a size is unbound)"
+        verdict = "fits" if self.fits else "does NOT fit"
+        return f"{verdict} in HBM {bytes_both(self.hbm)} on {self.chip.name}"
+
+    def summary(self) -> str:
+        """``70,553,706,496 parameters on X=64: 21.8 GB (20.3 GiB) per device, fits in HBM 96 GB ...``."""
+        return (
+            f"{as_text(self.params)} parameters on {self._mesh_text()} ({self.analysis.mode}): "
+            f"{_amount(self.total)} per device, {self._fit_text()}"
+        )
+
+    def table(self) -> Table:
+        """Bytes per device by part, the total and the fit, in bytes and in GB and GiB."""
+        rows = [(k.replace("_", " "), as_text(v), _both(v)) for k, v in self.parts.items()]
+        rows.append(("total", as_text(self.total), _both(self.total)))
+        if self.chip is not None:
+            rows.append((f"HBM ({self.chip.name})", as_text(sympy.Float(self.hbm)), bytes_both(self.hbm)))
+            if self.headroom is not None and not self.headroom.free_symbols:
+                rows.append(("headroom", as_text(self.headroom), _both(self.headroom)))
+        caption = (
+            f"memory per device: {as_text(self.params)} parameters on {self._mesh_text()}, "
+            f"{self.analysis.mode}; {self._fit_text()}"
+        )
+        return Table(
+            ("part", "bytes per device", "GB (GiB)"),
+            tuple(rows),
+            caption,
+            notes=tuple(f"note: {k}: {v}" for k, v in self.notes),
+        )
+
     def __str__(self) -> str:
         m = self.model
         mesh = ", ".join(f"{a.name}={a.size if a.size is not None else a.name}" for a in m.mesh.axes)
@@ -250,6 +288,18 @@ class MemoryReport:
         lines.append(f"{'pcie time':<12} the larger direction over the host link, {link}{time}")
         lines.append(f"note: host link: {p['source']}")
         return lines
+
+
+def _both(x: Expr) -> str:
+    """GB and GiB of a byte count; a formula as ``-`` (its bytes are in the column beside)."""
+    value = as_json(x)
+    return bytes_both(value) if isinstance(value, int | float) else "-"
+
+
+def _amount(x: Expr) -> str:
+    """GB and GiB of a byte count; a formula with ``bytes``."""
+    value = as_json(x)
+    return bytes_both(value) if isinstance(value, int | float) else f"{value} bytes"
 
 
 def _rows(a: Analysis, per_device: bool = True) -> list[tuple[str, str, Expr, Expr]]:

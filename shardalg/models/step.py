@@ -36,6 +36,7 @@ from shardalg.costs.schedule import OverlapPolicy, lanes_of
 from shardalg.costs.terms import Term, point
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
+from shardalg.notation.printing.display import Shown, Table
 from shardalg.notation.syntax import Op
 
 from .analysis import Analysis, Flops, Remat, analyze
@@ -116,8 +117,8 @@ class Part:
         return _largest(share, values)
 
 
-@dataclass
-class StepReport:
+@dataclass(repr=False)
+class StepReport(Shown):
     """A step's time (a formula, and seconds on a chip), its parts, FLOPs and throughput."""
 
     analysis: Analysis
@@ -236,10 +237,57 @@ class StepReport:
             "conventions": [{"key": k, "value": v} for k, v in step_conventions(self)],
         }
 
+    def _t(self, e: Expr) -> str:
+        s = self.seconds_of(e)
+        return _time(s) if s is not None else sympy.sstr(e)
+
+    def _what(self) -> str:
+        mode = "training" if self.analysis.mode == "train" else "inference"
+        chip = f" on {self.chip.name}" if self.chip is not None else ""
+        return f"{mode}{chip}, overlap {self.policy}, MFU {float(self.mfu):g}"
+
+    def summary(self) -> str:
+        """``step 9.303 s (training on tpu-v5p, overlap steady, MFU 0.4); 44.01 days for 1.5e+13 tokens``."""
+        days = f"; {self.days:.4g} days for {self.train_tokens:.4g} tokens" if self.days is not None else ""
+        return f"step {self._t(self.total)} ({self._what()}){days}"
+
+    def table(self) -> Table:
+        """Each part (a layer, repeated; what is outside it) with its compute, communication and HBM time, the
+        bound, then the step, the FLOPs and the throughput."""
+        rows = [
+            (
+                p.name,
+                as_text(p.count),
+                self._t(p.compute),
+                self._t(p.comms),
+                self._t(p.memory),
+                self._t(p.total),
+                p.bound(self.values) or "-",
+            )
+            for p in self.parts
+        ]
+        rows.append(("step", "", "", "", "", self._t(self.total), ""))
+        notes = [
+            f"FLOPs: {as_text(self.flops.total)} in all, {as_text(self.flops.total_per_device)} per device"
+        ]
+        if self.tokens is not None:
+            rate = self.tokens_per_second
+            notes.append(
+                f"tokens: {as_text(self.tokens)} per step"
+                + (f", {rate:.4g} per second" if rate is not None else "")
+            )
+        if self.days is not None:
+            notes.append(f"training: {self.train_tokens:.4g} tokens in {self.days:.4g} days")
+        notes += [f"note: {k}: {v}" for k, v in self.notes]
+        return Table(
+            ("part", "count", "compute", "comms", "HBM", "time", "bound"),
+            tuple(rows),
+            f"step time: {self._what()}",
+            notes=tuple(notes),
+        )
+
     def __str__(self) -> str:
-        def t(e: Expr) -> str:
-            s = self.seconds_of(e)
-            return _time(s) if s is not None else sympy.sstr(e)
+        t = self._t
 
         if self.analysis.mode == "train":
             what = "training (forward + backward)"

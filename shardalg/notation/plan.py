@@ -202,10 +202,16 @@ class Plans(list):
         super().__init__(plans)
         self.columns: dict[str, Callable[[Plan], object]] = dict(columns or {})
 
+    # repr shows this many plans and counts the rest, so a long list stays within a screen
+    SHOWN = 10
+
     def __repr__(self) -> str:
         if not self:
             return "[]"
-        return "[" + ",\n ".join(repr(p) for p in self) + "]"
+        shown = [repr(p) for p in self[: self.SHOWN]]
+        if len(self) > self.SHOWN:
+            shown.append(f"... and {len(self) - self.SHOWN} more (all {len(self)} in the list)")
+        return "[" + ",\n ".join(shown) + "]"
 
     def _repr_pretty_(self, p: object, cycle: bool) -> None:
         p.text(repr(self) if not cycle else "[...]")

@@ -20,10 +20,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from shardalg.errors import ShardalgError
+from shardalg.errors import ShardalgError, UsageError
 from shardalg.progress import task
 
-from . import sections, worked
+from . import html, sections, worked
 from .document import Display, Document, Math, Prose, Raw, Section, Table
 
 __all__ = [
@@ -71,13 +71,22 @@ def build_notes(out_dir: Path | None = None) -> Document:
     return doc
 
 
-def write_notes(out_dir: Path) -> tuple[list[Path], list[str]]:
-    """Write the .tex and .md into ``out_dir`` (created if its parent exists, as ``mkdir`` does); return the
-    files written and any problems. An unwritable place raises OSError before any work is done."""
+def write_notes(out_dir: Path, format: str = "latex") -> tuple[list[Path], list[str]]:
+    """Write the .tex and .md (``format="latex"``) or the web page with its KaTeX (``"html"``, see
+    :mod:`.html`) into ``out_dir`` (created if its parent exists, as ``mkdir`` does); return the files written
+    and any problems. An unwritable place raises OSError before any work is done."""
+    if format not in ("latex", "html"):
+        raise UsageError(f"the notes' format is latex or html, not {format!r}")
+    if format == "html":
+        html.katex_dist()  # refused before any work when KaTeX is missing
     out_dir.mkdir(exist_ok=True)
     if not os.access(out_dir, os.W_OK):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(out_dir))
     doc = build_notes(out_dir)
+    if format == "html":
+        written = html.write_site(doc, out_dir)
+        written += sorted(p for p in out_dir.iterdir() if p.suffix in (".png", ".svg"))
+        return written, list(doc.problems)
     tex, md = out_dir / TEX_NAME, out_dir / MD_NAME
     tex.write_text(doc.latex(), encoding="utf-8")
     md.write_text(doc.markdown(), encoding="utf-8")

@@ -118,7 +118,10 @@ def notation() -> Section:
             Table(
                 ("tensor", "local shape", "bytes per device", "replication"),
                 tuple(shapes),
-                caption="Computed by shardalg's shape module.",
+                caption=(
+                    "The local shape divides each sharded dim by the sizes of the axes that shard it; "
+                    "fp32 is 4 bytes an element."
+                ),
             ),
         ),
     )

@@ -92,7 +92,7 @@ def proofs() -> Section:
     held = sum(lemma.holds for lemma in lemmas)
     blocks: list = [
         Prose.of(
-            f"Each lemma is built with the engine and checked with sympy against an independent "
+            f"Each lemma is derived from the sharding rules and checked with sympy against an independent "
             f"route. {held} of {len(lemmas)} hold."
         )
     ]

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shardalg.algebra.context import as_sizes
 from shardalg.algebra.factors import is_subaxis, parent_of
 from shardalg.algebra.layout import subscript, validate
 from shardalg.algebra.legality import check_or_raise
@@ -90,7 +91,8 @@ def prepare(
         )
     if isinstance(target, str):
         target = parse_tensor(target)
-    known = {**prog_sizes, **(dict(sizes) if sizes else {})}
+    given = as_sizes(sizes) if isinstance(sizes, str) else dict(sizes) if sizes else {}
+    known = {**prog_sizes, **given}
     # the one legality (shardalg.algebra.legality): plan refuses what check refuses, with its span and fix
     check_or_raise(written, m, known)
     if target is not None:

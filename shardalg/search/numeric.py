@@ -27,6 +27,8 @@ from shardalg.models.step import DEFAULT_POLICY
 from shardalg.models.trainstate import TrainState
 from shardalg.notation.parse import parse
 from shardalg.notation.printing import text
+from shardalg.notation.printing.display import Shown, Table
+from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Program
 
 from .price import Entry, Pricer, Settings, size_text, time_text
@@ -92,8 +94,8 @@ def _key(e: Entry, order: int) -> tuple:
     return (e.seconds, e.comms, e.bytes, order)
 
 
-@dataclass
-class SearchResult:
+@dataclass(repr=False)
+class SearchResult(Shown):
     """The search's answer: ``ranked`` (fitting candidates, fastest first), ``rejected`` (over the cap),
     ``best`` (the best of each named strategy: fitting, else the one closest to fitting), counts, notes."""
 
@@ -243,9 +245,6 @@ class SearchResult:
     def latex(self) -> str:
         """The ranked table as a LaTeX ``tabular``."""
 
-        def esc(s: str) -> str:
-            return s.replace("_", r"\_").replace("%", r"\%").replace(">", r"$>$").replace("&", r"\&")
-
         lines = [
             r"\begin{tabular}{rlllrrrl}",
             r"\# & strategy & params & activations & time & memory & MFU & "
@@ -264,12 +263,45 @@ class SearchResult:
                 mfu,
                 self.reason(e),
             ]
-            lines.append(" & ".join(esc(c) for c in cells) + r" \\")
+            lines.append(" & ".join(latex_escape_text(c) for c in cells) + r" \\")
         lines.append(r"\end{tabular}")
         return "\n".join(lines)
 
-    def _repr_latex_(self) -> str:
-        return self.latex()
+    def summary(self) -> str:
+        """``winner TP: params F=XY; activations F=XY, 331 us per step, 268 MB per device (64 assignments ...)``."""
+        w, st = self.winner, self.settings
+        where = f"{st.mesh.devices} {st.chip.name}, {st.mode}, cap {size_text(st.cap)}"
+        if w is None:
+            return f"none fits ({where}; {self.space.size:,} assignments)"
+        return (
+            f"winner {w.strategy}: {w.assignment}, {time_text(w.seconds)} per step, "  # type: ignore[arg-type]
+            f"{size_text(w.bytes)} per device ({where}; {self.space.size:,} assignments)"
+        )
+
+    def table(self) -> Table:
+        """The ranked table (the CLI's): the top fitting candidates, then the best rejected one of each
+        strategy that has no fitting one, each with the reason it is not the winner."""
+        rows = tuple(
+            (
+                rank,
+                e.strategy,
+                e.assignment.params_text,
+                e.assignment.activations_text,
+                time_text(e.seconds) if e.seconds is not None else "-",
+                size_text(e.bytes),
+                f"{e.mfu:.2f}" if e.mfu is not None else "-",
+                self.reason(e),
+            )
+            for rank, e in self.rows()
+        )
+        head = "; ".join(f"{k} {v}" for k, v in self._head())
+        return Table(
+            ("#", "strategy", "params", "activations", "time", "memory", "MFU", "reason"),
+            rows,
+            f"search: {head}",
+            code=(2, 3),
+            notes=tuple(f"note: {k}: {v}" for k, v in self.notes),
+        )
 
 
 def _mode(program: Program, mode: str | None, notes: list[tuple[str, str]]) -> str:

@@ -25,6 +25,7 @@ from shardalg.models.program import model_program
 from shardalg.models.step import step_seconds
 from shardalg.models.trainstate import TrainState
 from shardalg.models.zero import check_zero
+from shardalg.notation.printing.display import short
 from shardalg.notation.syntax import Program
 
 from .space import Assignment, Pruned, Space
@@ -109,6 +110,14 @@ class Entry:
             bound or "", self.axes.get((bound or " ").split()[-1], 0)
         )
         return f"{bound}-bound: {time_text(what)} ({others})"
+
+    def __repr__(self) -> str:
+        """``<Entry TP: params F=XY; activations F=XY -- 331 us, 268 MB per device, fits>``."""
+        t = time_text(self.seconds) if self.seconds is not None else "not priced"
+        fits = "fits" if self.fits else f"over the cap {size_text(self.cap)}"
+        return short(
+            "Entry", f"{self.strategy}: {self.assignment} -- {t}, {size_text(self.bytes)} per device, {fits}"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -18,6 +18,7 @@ from sympy import Expr
 from shardalg.algebra.symbols import latex_names
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
+from shardalg.notation.printing.display import Shown, Table
 
 from . import polyhedra
 from .candidates import Candidate
@@ -54,8 +55,8 @@ def _ge(a, b) -> sympy.Basic:
     return sympy.GreaterThan(a, b, evaluate=False)
 
 
-@dataclass
-class ProgramMap:
+@dataclass(repr=False)
+class ProgramMap(Shown):
     """The strategy map of a program: ``map`` (the regions, cells and their derivations), the strategies as
     sharded and costed, the current ``point`` (symbol values) and the region holding it, FSDP+TP's integer
     ``splits``, the LPs solved, and every default and approximation in ``notes``."""
@@ -158,6 +159,28 @@ class ProgramMap:
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
+
+    def summary(self) -> str:
+        """``DP, FSDP, TP, FSDP+TP (forward + backward, steady); fastest here: FSDP+TP ...``."""
+        here = f"; fastest here: {self.here.winner}" if self.here is not None else ""
+        names = ", ".join(s.name for s in self.strategies)
+        return f"{names} ({self.passes}, overlap {self.overlap}): {self.map.summary()}{here}"
+
+    def table(self) -> Table:
+        """The map's regions, with the current point and FSDP+TP's splits under it."""
+        t = self.map.table()
+        extra = [*self._point_text()]
+        if self.x_opt is not None:
+            extra.append(f"FSDP+TP X_opt = {sympy.sstr(self.x_opt)}")
+        if self.splits is not None:
+            extra.append(" ".join(str(self.splits).split()))
+        return Table(
+            t.headers,
+            t.rows,
+            f"strategy map of the program ({self.passes}, overlap {self.overlap})",
+            t.code,
+            (*extra, *t.notes, *(f"note: {n}" for n in self.notes)),
+        )
 
     def to_json(self) -> dict[str, Any]:
         y = self.point()

@@ -18,6 +18,7 @@ from sympy import Expr
 from shardalg.algebra.symbols import latex_names
 from shardalg.costs.derive import Derivation
 from shardalg.errors import UsageError
+from shardalg.notation.printing.display import Shown, Table
 from shardalg.notation.printing.symbology import latex_escape_text
 
 from . import polyhedra
@@ -139,8 +140,8 @@ def _minimum_json(e: Priced) -> dict[str, object] | None:
     }
 
 
-@dataclass(frozen=True)
-class StrategyMap:
+@dataclass(frozen=True, repr=False)
+class StrategyMap(Shown):
     """Which candidate is fastest where. ``regions``: (candidate, binding term) pieces of the winner map;
     ``cells``: for each candidate, where each term of its cost binds (its compute- or comms-bound
     conditions); ``notes``: every approximation, tie rule and substitution made (nothing silent)."""
@@ -219,6 +220,33 @@ class StrategyMap:
 
     def _repr_latex_(self) -> str:
         return f"$${self.latex()}$$"
+
+    def summary(self) -> str:
+        """``over B/N, F: DP, FSDP+TP win (5 regions, 9 cells)``."""
+        winners = ", ".join(dict.fromkeys(r.winner for r in self.regions)) or "none"
+        return (
+            f"over {', '.join(sympy.sstr(p) for p in self.parameters)}: {winners} win "
+            f"({len(self.regions)} regions, {len(self.cells)} cells)"
+        )
+
+    def table(self) -> Table:
+        """One row a region: the fastest candidate, the term that binds, its cost, where it holds."""
+        rows = tuple(
+            (
+                r.winner,
+                r.term.label or "its cost",
+                sympy.sstr(r.cost),
+                "; ".join(" ".join(line.split()) for line in _text_conditions(r, "")),
+            )
+            for r in self.regions
+        )
+        return Table(
+            ("fastest", "binds", "cost", "where"),
+            rows,
+            f"strategy map: {self.summary()}",
+            code=(2, 3),
+            notes=tuple(f"note: {n}" for n in self.notes),
+        )
 
     def to_json(self) -> dict[str, object]:
         return {

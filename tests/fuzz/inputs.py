@@ -29,9 +29,10 @@ _DIMS = ("I", "J", "K", "B", "D", "F")
 
 @cache
 def corpus() -> tuple[str, ...]:
-    """The README's notation (quoted arguments of its ``shardalg`` commands and of ``parse`` in its Python),
-    the seeds' expressions as written, and the fuzz seeds."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The notation of the README and the docs pages (quoted arguments of their ``shardalg`` commands and of
+    ``parse`` in their Python), the seeds' expressions as written, and the fuzz seeds."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    readme = "\n".join(p.read_text(encoding="utf-8") for p in pages)
     found: list[str] = []
     for line in readme.splitlines():
         if line.startswith("$ ") and "shardalg " in line:

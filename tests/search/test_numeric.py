@@ -169,9 +169,11 @@ def test_outputs_json_and_latex(q7):
     assert data["strategies"]["FSDP"]["fits"] is False
     assert "> 300 MB" in data["strategies"]["FSDP"]["reason"]
     assert data["space"] == 64 and sum(data["pruned"].values()) + data["priced"] == 64
-    latex = q7._repr_latex_()
+    latex = q7.latex()  # the document's table (search --format latex)
     assert latex.startswith(r"\begin{tabular}") and latex.endswith(r"\end{tabular}")
     assert r"$>$ 300 MB" in latex
+    shown = q7._repr_latex_()  # a notebook's: math, which a tabular is not
+    assert shown.startswith(r"$$\begin{gathered}") and r"\begin{array}" in shown and "tabular" not in shown
 
 
 def test_the_winner_is_a_program_plan_and_backward_take(q7):

@@ -9,16 +9,37 @@
 plans or a result holding a plan stays readable; ``_repr_pretty_`` (IPython) prints the same, and tables
 (ranked plans, a cost breakdown, a legality report, the chips) also have ``_repr_html_`` built here.
 
-Imports: the standard library only.
+A result that is a report (memory, step, search, a chain's search, a strategy map) derives from :class:`Shown`:
+it says what it is in one line (``summary``) and as one :class:`Table`; ``repr``, ``_repr_html_`` and a
+``_repr_latex_`` that KaTeX and MathJax render (an ``array`` of ``\\text`` cells, not a ``tabular``) all come
+from those two.
+
+    >>> bytes_both(21_816_657_408)
+    '21.8 GB (20.3 GiB)'
+
+Imports: the standard library and :mod:`.symbology` (the one text escaper).
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["short", "html_table", "pretty_text", "seconds_text", "bytes_text"]
+from .symbology import latex_escape_text
+
+__all__ = [
+    "short",
+    "html_table",
+    "latex_table",
+    "pretty_text",
+    "seconds_text",
+    "bytes_text",
+    "bytes_both",
+    "Table",
+    "Shown",
+]
 
 _LIMIT = 160
 
@@ -71,3 +92,69 @@ def html_table(
     body = "".join("<tr>" + "".join(cell(k, v) for k, v in enumerate(row)) + "</tr>" for row in rows)
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
     return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def bytes_both(n: float) -> str:
+    """A byte count in decimal and binary units, each labelled: ``21.8 GB (20.3 GiB)``; under a kilobyte,
+    ``512 B``. GB is 10^9 bytes (chip datasheets, memory caps), GiB 2^30 (what allocators report)."""
+    if abs(n) < 1000:
+        return f"{n:.0f} B"
+    dec = next((u, s) for u, s in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if abs(n) >= s)
+    binary = next(
+        ((u, s) for u, s in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)) if abs(n) >= s), ("KiB", 2**10)
+    )
+    return f"{n / dec[1]:.3g} {dec[0]} ({n / binary[1]:.3g} {binary[0]})"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A report as a table: column headers, rows of cell text, a caption, the columns set in monospace (code in
+    the notation) and notes shown under it."""
+
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    caption: str = ""
+    code: tuple[int, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def latex_table(table: Table) -> str:
+    r"""``table`` as display math that KaTeX and MathJax render: an ``array`` of ``\text`` cells (a ``tabular``
+    is not math, and KaTeX has no ``\multicolumn``), with the caption above it and the notes below it as the
+    rows of a ``gathered`` block."""
+
+    def cell(v: str) -> str:
+        return rf"\text{{{latex_escape_text(v)}}}"
+
+    head = " & ".join(rf"\textbf{{{latex_escape_text(h)}}}" for h in table.headers)
+    body = " \\\\\n".join(" & ".join(cell(str(v)) for v in row) for row in table.rows)
+    array = f"\\begin{{array}}{{{'l' * len(table.headers)}}}\n{head} \\\\ \\hline\n{body}\n\\end{{array}}"
+    rows = [cell(table.caption)] if table.caption else []
+    rows += [array, *(cell(n) for n in table.notes)]
+    return "$$\\begin{gathered}\n" + " \\\\\n".join(rows) + "\n\\end{gathered}$$"
+
+
+class Shown:
+    """What a report needs to show itself: ``summary()`` (one line, for ``repr``) and ``table()``; ``repr``,
+    IPython's pretty printer, ``_repr_html_`` and ``_repr_latex_`` come from them. A dataclass that derives
+    from it is declared with ``repr=False``, so the dataclass does not write its field dump over ``repr``."""
+
+    def summary(self) -> str:
+        raise NotImplementedError(f"{type(self).__name__} must say what it is in one line")
+
+    def table(self) -> Table:
+        raise NotImplementedError(f"{type(self).__name__} must say what it is as a table")
+
+    def __repr__(self) -> str:
+        return short(type(self).__name__, self.summary())
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        pretty_text(self, p, cycle)
+
+    def _repr_html_(self) -> str:
+        t = self.table()
+        notes = "".join(f"<p>{html.escape(n)}</p>" for n in t.notes)
+        return html_table(t.headers, t.rows, t.caption, t.code) + notes
+
+    def _repr_latex_(self) -> str:
+        return latex_table(self.table())

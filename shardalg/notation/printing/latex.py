@@ -4,11 +4,15 @@
 
 Words of more than one letter are set upright with ``\\text{...}`` (``\\text{In}``, ``W_{\\text{in}}``,
 ``I_{\\text{data},\\text{model}}``). A program of several lines is an ``aligned`` block with ``&`` before each
-arrow; a plan's reasons follow each row as ``\\quad\\text{(reason)}``.
+arrow. A plan's reasons quote the notation as math (``\\mathrm{ReduceScatter}_{X,K}``, ``C\\{U_{X}\\}``,
+``\\rightarrow``) and set the words as ``\\text``; in a block each reason takes the rows under its statement,
+at most about :data:`REASON_WIDTH` characters a row, so a plan stays within a page; a single step's follows it
+after ``\\quad``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from shardalg.errors import UsageError
@@ -17,7 +21,106 @@ from .base import Node
 from .symbology import LATEX, latex_escape_text
 from .text import TextPrinter
 
-__all__ = ["LatexPrinter", "latex"]
+__all__ = ["LatexPrinter", "latex", "reason_latex", "REASON_WIDTH"]
+
+# A reason's characters per row in a block (a plan of several steps), so a reason stays on a page.
+REASON_WIDTH = 44
+
+# Notation inside a reason's words: a name with a subscript, dims or an unreduced mark (``ReduceScatter_{X,K}``,
+# ``C[I, K_Y]``, ``C{U_X, U_Y}``), a bare mark (``{U_X}``), an arrow or a comparison.
+_NOTATION = re.compile(
+    r"[A-Za-z][A-Za-z0-9']*(?:_(?:\{[^{}]*\}|[A-Za-z0-9]+))?(?:\[[^\[\]]*\])?(?: ?\{[^{}]*\})?"
+    r"|\{[^{}]*\}|->|<=|>=|[<>]"
+)
+_RELATIONS = {"->": r"\rightarrow", "<=": r"\le", ">=": r"\ge", "<": "<", ">": ">"}
+_PIECE = re.compile(
+    r"(?P<name>[A-Za-z][A-Za-z0-9']*)?(?:_(?:\{(?P<bsub>[^{}]*)\}|(?P<sub>[A-Za-z0-9]+)))?"
+    r"(?:\[(?P<dims>[^\[\]]*)\])?(?: ?\{(?P<mark>[^{}]*)\})?"
+)
+
+
+def _word(word: str) -> str:
+    word = word.strip()
+    return word if len(word) == 1 else rf"\mathrm{{{word}}}"
+
+
+def _named(text: str) -> str:
+    r"""``K_YX`` as ``K_{YX}``, ``ReduceScatter_{X,K}`` as ``\mathrm{ReduceScatter}_{X,K}``, ``W_in`` as
+    ``W_{\mathrm{in}}``."""
+    name, _, sub = text.strip().partition("_")
+    sub = sub.strip("{}").replace(" ", "")
+    if not sub:
+        return _word(name)
+    return _word(name) + "_{" + (rf"\mathrm{{{sub}}}" if any(c.islower() for c in sub) else sub) + "}"
+
+
+def _math(token: str) -> str:
+    """One piece of notation from a reason as math: names of more than one letter upright, subscripts braced,
+    dims in brackets, the unreduced mark in escaped braces."""
+    if token in _RELATIONS:
+        return _RELATIONS[token]
+    m = _PIECE.fullmatch(token)
+    if m is None:  # the pattern that found it takes only these shapes
+        return rf"\text{{{latex_escape_text(token)}}}"
+    out = ""
+    if m["name"]:
+        sub = m["bsub"] if m["bsub"] is not None else m["sub"]
+        out = _named(m["name"] + (f"_{sub}" if sub else ""))
+    if m["dims"] is not None:
+        out += "[" + ", ".join(_named(d) for d in m["dims"].split(",") if d.strip()) + "]"
+    if m["mark"] is not None:
+        out += r"\{" + ", ".join(_named(u) for u in m["mark"].split(",") if u.strip()) + r"\}"
+    return out
+
+
+def reason_pieces(reason: str) -> list[tuple[bool, str]]:
+    """A reason split into (is notation, text) pieces, in order."""
+    pieces: list[tuple[bool, str]] = []
+    at = 0
+    for m in _NOTATION.finditer(reason):
+        token = m[0]
+        if not any(c in token for c in "_[{<>") and token not in _RELATIONS:
+            continue  # a plain word
+        if m.start() > at:
+            pieces.append((False, reason[at : m.start()]))
+        pieces.append((True, token))
+        at = m.end()
+    if at < len(reason):
+        pieces.append((False, reason[at:]))
+    return pieces
+
+
+def _render(pieces: list[tuple[bool, str]]) -> str:
+    """One ``\\text`` holding the words, escaped, and the notation as math between ``$`` (math inside
+    ``\\text`` renders alike in pdflatex, KaTeX and MathJax; and the parser reads a ``\\text`` remark back as
+    a remark)."""
+    return r"\text{" + "".join(f"${_math(t)}$" if math else latex_escape_text(t) for math, t in pieces) + "}"
+
+
+def reason_latex(reason: str, width: int | None = None) -> list[str]:
+    """A plan step's reason as LaTeX math, in parentheses: words in ``\\text``, the notation as math. With
+    ``width``, broken at spaces between words into rows of at most about ``width`` characters of the reason."""
+    pieces = reason_pieces("(" + " ".join(reason.split()) + ")")
+    if width is None:
+        return [_render(pieces)]
+    rows: list[list[tuple[bool, str]]] = [[]]
+    used = 0
+    for math, text in pieces:
+        if math:
+            if used + len(text) > width and used:
+                rows.append([])
+                used = 0
+            rows[-1].append((True, text))
+            used += len(text)
+            continue
+        for word in re.split(r"(?<= )", text):
+            if used + len(word) > width and used and word.strip():
+                rows.append([])
+                used = 0
+            rows[-1].append((False, word))
+            used += len(word)
+    return [_render(r) for r in rows if r]
+
 
 _MODES = {"plain": ("", ""), "inline": ("$", "$"), "display": ("$$", "$$")}
 
@@ -87,12 +190,22 @@ class LatexPrinter(TextPrinter):
             self._aligned = False
 
     def _reason(self, reason: str) -> str:
-        return super()._reason(latex_escape_text(reason))
+        if not reason or not self._settings["reasons"]:
+            return ""
+        if not self._aligned:
+            return r" \quad " + reason_latex(reason)[0]
+        # in a block, the reason goes on the rows under its statement, indented from the arrow
+        return "".join(" \\\\\n& \\qquad " + row for row in reason_latex(reason, REASON_WIDTH))
 
     def _print_Plan(self, plan: Node) -> str:
-        self._aligned = len(plan.steps) > 1
+        # a block when there are several steps, or one whose reason needs more than a row
+        long = self._settings["reasons"] and any(len(s.reason or "") > REASON_WIDTH for s in plan.steps)
+        self._aligned = len(plan.steps) > 1 or long
         try:
-            return self._block([self._print(s) for s in plan.steps])
+            rows = [self._print(s) for s in plan.steps]
+            if self._aligned and len(rows) == 1:
+                return "\\begin{aligned}\n" + rows[0] + "\n\\end{aligned}"
+            return self._block(rows)
         finally:
             self._aligned = False
 

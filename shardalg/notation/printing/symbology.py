@@ -103,6 +103,8 @@ _TEXT_ESCAPES: dict[str, str] = {
     "_": r"$\_$",
     "^": r"$\hat{\ }$",
     "~": r"$\sim$",
+    "<": "$<$",  # pdflatex's text font sets < and > as ¡ and ¿
+    ">": "$>$",
     "\n": " ",
     # Unicode math glyphs that reasons use: set as math, since neither KaTeX's nor pdflatex's text mode has them.
     "·": r"$\cdot$",
@@ -130,6 +132,9 @@ _PROSE_ESCAPES: dict[str, str] = {
     "_": r"\_",
     "^": r"\textasciicircum{}",
     "~": r"\textasciitilde{}",
+    # < and > as typed: the notes set running text in T1, which has them (a \text inside math escapes them)
+    "<": "<",
+    ">": ">",
 }
 
 

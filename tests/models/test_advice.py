@@ -1,0 +1,104 @@
+"""What would make a model fit: each change is priced by the memory count itself (the remat policy, the
+largest tokens dim that fits, the smallest slice), and ``fit --check`` exits 1 when the model does not fit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import shardalg as sa
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def over() -> object:
+    llama = sa.shard(sa.expand("llama-3-70b"), params="D=X", activations="B=X")
+    return sa.memory(llama, mesh="X=64", sizes={"B": 1024, "T": 4096}, hw="tpu-v5p")
+
+
+def test_each_remedy_is_the_memory_count_after_the_change(over):
+    assert over.fits is False
+    remedies = {r.change: r for r in sa.to_fit(over)}
+    assert list(remedies) == ["--remat block", "--sizes T=241", "a 8x8x16 slice"]
+    llama = sa.shard(sa.expand("llama-3-70b"), params="D=X", activations="B=X")
+    block = sa.memory(llama, mesh="X=64", sizes={"B": 1024, "T": 4096}, hw="tpu-v5p", remat="block")
+    assert remedies["--remat block"].bytes == float(block.total) and not remedies["--remat block"].fits
+    shorter = sa.memory(llama, mesh="X=64", sizes={"B": 1024, "T": 241}, hw="tpu-v5p")
+    longer = sa.memory(llama, mesh="X=64", sizes={"B": 1024, "T": 242}, hw="tpu-v5p")
+    assert remedies["--sizes T=241"].bytes == float(shorter.total) and shorter.fits and not longer.fits
+    assert remedies["a 8x8x16 slice"].bytes is None and "1024 devices" in remedies["a 8x8x16 slice"].what
+
+
+def test_a_model_that_fits_needs_no_remedy():
+    llama = sa.shard(sa.expand("llama-3-70b"), params="D=X", activations="B=X")
+    fits = sa.memory(llama, mesh="X=64", sizes={"B": 64, "T": 4096}, hw="tpu-v5p", remat="block")
+    assert fits.fits and sa.to_fit(fits) == []
+
+
+def _fit_check(*sizes: str) -> subprocess.CompletedProcess[str]:
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shardalg",
+            "model",
+            "show",
+            "llama-3-70b",
+            "--params",
+            "D=X",
+            "--activations",
+            "B=X",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shardalg",
+            "fit",
+            "-",
+            "--mesh",
+            "X=64",
+            "--hw",
+            "tpu-v5p",
+            "--check",
+            *sizes,
+        ],
+        input=shown,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+def test_fit_check_exits_1_and_says_what_would_fit():
+    done = _fit_check("--sizes", "B=1024,T=4096")
+    assert done.returncode == 1, done.stderr
+    assert "fits         NO" in done.stdout and "to fit (each change alone, priced):" in done.stdout
+    assert (
+        "  --sizes T=241 (the largest T that fits, from 4096): 96 GB (89.4 GiB) per device, fits"
+        in done.stdout
+    )
+    ok = _fit_check("--sizes", "B=64,T=4096", "--remat", "block")
+    assert ok.returncode == 0 and "to fit" not in ok.stdout
+    as_json = _fit_check("--sizes", "B=1024,T=4096", "--json")
+    assert as_json.returncode == 1
+    assert [r["change"] for r in json.loads(as_json.stdout)["to_fit"]][:2] == [
+        "--remat block",
+        "--sizes T=241",
+    ]
+
+
+def test_fit_needs_check_or_solve_for():
+    done = _fit_check("--sizes", "B=64,T=4096", "--solve-for", "B")
+    assert done.returncode == 2 and "--check or --solve-for, not both" in done.stderr
