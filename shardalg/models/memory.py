@@ -181,6 +181,8 @@ def _rows(
         rows.append(("activations", name, m.bytes_of(v.tensor, per_device=per_device), m.factor(v)))
     for v in m.kv_cache:
         rows.append(("kv_cache", v.name, m.bytes_of(v.tensor, per_device=per_device), m.factor(v)))
+    if per_device:  # the forward's gathered copies the backward keeps (keep_gathered): held like activations
+        rows += [("activations", f"kept {name}", b, n) for name, b, n in a.kept()]
     return rows
 
 
