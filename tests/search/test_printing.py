@@ -65,9 +65,7 @@ def test_json_is_the_map():
     minimum = j["candidates"][3]["minimum"]
     assert (minimum["over"], minimum["kind"], minimum["bracket"]) == ("X", "bracket", 2)
     assert (minimum["lower"], minimum["upper"]) == ("1", "N") and len(minimum["optima"]) > 1
-        ],
-    }
-    assert j["exact"] is True and len(j["regions"]) == len(m.regions) and len(j["cells"]) == len(m.cells)
+    assert j["exact"] is False and len(j["regions"]) == len(m.regions) and len(j["cells"]) == len(m.cells)
     first = j["regions"][0]
     assert set(first) == {
         "candidate",
@@ -82,8 +80,8 @@ def test_json_is_the_map():
         "ties",
     }
     assert first["conditions"][0][0] == {
-        "relation": "B/N < 2*C/(3*M_X*W_ici)",
-        "latex": r"\frac{B}{N} < \frac{2 C}{3 M_{X} W_{\text{ici}}}",
+        "relation": "B/N < C/(M_X*W_ici)",  # the backward's compute against its AllReduce (issue 27)
+        "latex": r"\frac{B}{N} < \frac{C}{M_{X} W_{\text{ici}}}",
     }
 
 
