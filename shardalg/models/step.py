@@ -368,8 +368,14 @@ def model_step(
         notes.append(
             (
                 "overlap",
-                f"{policy} (default for a whole step: each axis's collectives overlap the compute of "
-                "their own phase across layers: forward gathers the forward, gradient reductions the backward)",
+                f"{policy} (default for a whole step: compute and each axis's collectives overlap across "
+                "layers"
+                + (
+                    ", each collective behind its own phase's compute: forward gathers the forward's, "
+                    "gradient reductions the backward's)"
+                    if a.mode == "train"
+                    else ")"
+                ),
             )
         )
     policy = OverlapPolicy.of(policy)
