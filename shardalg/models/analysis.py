@@ -43,6 +43,7 @@ from shardalg.costs.stepcost import Options
 from shardalg.costs.steps import einsum_flops
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Arrow, Op, Product, Program, Tensor
 from shardalg.planning.backward import backward
 from shardalg.planning.planner import plan
@@ -135,6 +136,7 @@ class Analysis:
     remat: Remat
     mode_chosen: bool = True
     own_notes: list[tuple[str, str]] = field(default_factory=list)
+    keep_gathered: bool = False  # the backward reads the forward's gathered copies (memory) or gathers again
 
     @property
     def notes(self) -> list[tuple[str, str]]:
@@ -168,7 +170,26 @@ class Analysis:
         if self.mode != "train" or not self.model.product_statements():
             return None
         m = self.model
-        return backward(Program(m.program.statements, source=m.program.source), m.mesh, m.sizes)
+        return backward(
+            Program(m.program.statements, source=m.program.source),
+            m.mesh,
+            m.sizes,
+            keep_gathered=self.keep_gathered,
+        )
+
+    def kept(self) -> list[tuple[str, Expr, Expr]]:
+        """The forward's gathered copies the backward keeps (``keep_gathered``): (tensor, bytes per device,
+        how many per step: one per layer for the repeated layer), held from the forward to the backward."""
+        bw = self.backward
+        if bw is None:
+            return []
+        m, out = self.model, []
+        for c in bw.gathered:
+            if c.kept:
+                v = m.value_named(c.source.name)
+                count = m.factor(v) if v is not None else Integer(1)
+                out.append((text(c.tensor), m.bytes_of(c.tensor), count))
+        return out
 
     @cached_property
     def grad_plans(self) -> list[tuple[StatementInfo, Plan]]:
@@ -316,10 +337,14 @@ class Analysis:
 
 
 def analyze(
-    model: ModelProgram, mode: str | None = None, remat: str | Iterable[str] | Remat | None = None
+    model: ModelProgram,
+    mode: str | None = None,
+    remat: str | Iterable[str] | Remat | None = None,
+    keep_gathered: bool = False,
 ) -> Analysis:
     """The analysis of ``model`` in ``mode`` (``train``, or ``infer``; default: ``infer`` when the program
-    declares a KV cache, else ``train``) under a remat policy (training only; see :func:`remat_named`)."""
+    declares a KV cache, else ``train``) under a remat policy (training only; see :func:`remat_named`);
+    ``keep_gathered``: the backward reads the forward's gathered copies instead of gathering them again."""
     chosen = mode is not None
     notes: list[tuple[str, str]] = []
     if mode is None:
@@ -336,4 +361,4 @@ def analyze(
                 policy.describe() + (" (the program's saved list)" if model.roles.saved else " (default)"),
             )
         )
-    return Analysis(model, mode, policy, chosen, notes)
+    return Analysis(model, mode, policy, chosen, notes, keep_gathered)

@@ -312,6 +312,8 @@ def _rows(a: Analysis, per_device: bool = True) -> list[tuple[str, str, Expr, Ex
     rows += [
         ("kv_cache", v.name, m.bytes_of(v.tensor, per_device=per_device), m.factor(v)) for v in m.kv_cache
     ]
+    if per_device:  # the forward's gathered copies the backward keeps (keep_gathered): held like activations
+        rows += [("activations", f"kept {name}", b, n) for name, b, n in a.kept()]
     return rows
 
 

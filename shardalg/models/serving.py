@@ -242,7 +242,7 @@ def _step_terms(a: Analysis, costs: CostModel, shape: Roofline, sizes: Mapping[s
                 continue
             part = add(*(o.total for o in ops))
         else:
-            steps = tuple(s for p in _part_plans(a, once) for s in p.steps)
+            steps = tuple(s for phase in _part_plans(a, once) for p in phase for s in p.steps)
             if not steps:
                 continue
             part = _whole_terms(Plan((), steps, steps[-1].output, note="part"), a, costs, sizes)

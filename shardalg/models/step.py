@@ -3,15 +3,16 @@
     >>> s = step_time("params W\\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]", mesh="X=4", hw="tpu-v5p")
     >>> s.total                                                     # doctest: +SKIP
 
-Training: one repeated layer runs its forward plans, the forward the remat policy recomputes, and the derived
-backward's plans, priced together by :func:`shardalg.costs.plancost.plan_cost` under the overlap policy
-(``steady``: compute and each mesh axis's collectives overlap across layers, the book's view; ``serial``: they
-add up; ``schedule``: the steps of one layer as their dependencies allow); the step is ``layers`` times that
-plus the part outside the repeated layer. The cost model's efficiencies scale the chip's rates (MFU: ``C``
-becomes ``MFU*C``; HBM: ``W_hbm``; network: ``W_ici``, ``W_dcn``, ``beta``), each said in the output, ``peak``
-in words where it is 1 (:mod:`shardalg.costs.efficiency`). Inference: the forward only, as a sum of per-op
-rooflines (:mod:`.inference`: each op the max of its compute, its HBM reads of the parameters and KV cache,
-and its communication when not overlapped; the KV-cache read is the attention's own op), or with
+Training: one repeated layer runs its forward plans, then its backward (the forward the remat policy
+recomputes and the derived backward's plans), priced by phase (:mod:`shardalg.costs.phases`) under the overlap
+policy (``steady``: each collective overlaps the compute of its own phase across layers, forward gathers behind
+forward compute, gradient reductions behind backward compute; ``serial``: they add up; ``schedule``: the steps
+of one layer as their dependencies allow); the step is ``layers`` times that plus the part outside the repeated
+layer. The cost model's efficiencies scale the chip's rates (MFU: ``C`` becomes ``MFU*C``; HBM: ``W_hbm``;
+network: ``W_ici``, ``W_dcn``, ``beta``), each said in the output, ``peak`` in words where it is 1
+(:mod:`shardalg.costs.efficiency`). Inference: the forward only, as a sum of per-op rooflines
+(:mod:`.inference`: each op the max of its compute, its HBM reads of the parameters and KV cache, and its
+communication when not overlapped; the KV-cache read is the attention's own op), or with
 ``roofline="whole-step"`` one max over the whole part (the older accounting). A decode step is the forward of a
 program that reads a KV cache; a prefill step is the forward of the training program (``mode="infer"``).
 """
@@ -31,7 +32,8 @@ from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.efficiency import Efficiencies
 from shardalg.costs.hardware import Chip
-from shardalg.costs.plancost import PlanCost, priced
+from shardalg.costs.phases import PHASES, Phase, PhasedCost, phased
+from shardalg.costs.plancost import priced
 from shardalg.costs.schedule import OverlapPolicy, lanes_of
 from shardalg.costs.terms import Term, point
 from shardalg.errors import UsageError
@@ -96,7 +98,7 @@ class Part:
 
     name: str
     count: Expr
-    cost: PlanCost
+    cost: PhasedCost
     compute: Expr
     comms: Expr
     memory: Expr
@@ -345,14 +347,25 @@ def _cost_model(
     return CostModel.of(chip, overlap=policy, hbm=_hbm_names(a), efficiency=efficiency)
 
 
-def _part_cost(name: str, plans: list[Plan], a: Analysis, costs: CostModel) -> PlanCost | None:
-    """The plans of one part as one plan, priced under the cost model (None when it has no step)."""
+def _as_plan(plans: list[Plan], name: str) -> Plan | None:
     steps = tuple(s for p in plans for s in p.steps)
-    if not steps:
-        return None
+    return Plan((), steps, steps[-1].output, note=name) if steps else None
+
+
+def _part_cost(name: str, phases: list[list[Plan]], a: Analysis, costs: CostModel) -> PhasedCost | None:
+    """The plans of one part as one plan, priced under the cost model, with each phase's plans priced apart
+    (what overlaps what: :mod:`shardalg.costs.phases`); None when it has no step."""
     m = a.model
-    plan = Plan((), steps, steps[-1].output, note=name)
-    return priced(plan, m.mesh, m.sizes, costs)
+    plan = _as_plan([p for phase in phases for p in phase], name)
+    if plan is None:
+        return None
+    whole = priced(plan, m.mesh, m.sizes, costs)
+    parts = []
+    for phase_name, plans in zip(PHASES, phases, strict=False):
+        got = _as_plan(plans, f"{name} {phase_name}")
+        if got is not None:
+            parts.append(Phase(phase_name, priced(got, m.mesh, m.sizes, costs)))
+    return phased(whole, parts)
 
 
 def _whole_step(policy: OverlapPolicy, compute, memory, comms, scheduled, *, add, big):
@@ -409,13 +422,14 @@ def _hbm_names(a: Analysis) -> tuple[str, ...] | None:
     return tuple(n for n, root in m.aliases.items() if root in keep)
 
 
-def _part_plans(a: Analysis, once: bool) -> list[Plan]:
-    """The plans one part of a step runs: forward, recomputed forward, gradients."""
+def _part_plans(a: Analysis, once: bool) -> list[list[Plan]]:
+    """The plans one part of a step runs, by phase: the forward; the backward (the forward it recomputes,
+    then the gradients)."""
     by_index = {s.index: s for s in a.model.statements}
-    plans = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
-    plans += [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
-    plans += [p for info, p in a.grad_plans if info.once == once]
-    return plans
+    forward = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
+    backward = [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
+    backward += [p for info, p in a.grad_plans if info.once == once]
+    return [forward, backward]
 
 
 @dataclass(frozen=True)
@@ -520,12 +534,13 @@ def model_step(
         notes.append(
             (
                 "overlap",
-                f"{policy} (default for a whole step: compute and each axis's collectives "
-                "overlap across layers)"
+                f"{policy} (default for a whole step: compute and each axis's collectives overlap across "
+                "layers"
                 + (
-                    "; in an inference op, its collectives hide behind its own compute and HBM reads"
-                    if a.mode == "infer"
-                    else ""
+                    ", each collective behind its own phase's compute: forward gathers the forward's, "
+                    "gradient reductions the backward's)"
+                    if a.mode == "train"
+                    else "); in an inference op, its collectives hide behind its own compute and HBM reads"
                 ),
             )
         )

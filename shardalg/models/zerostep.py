@@ -153,15 +153,16 @@ def _when(stage: int, what: str) -> tuple[str, int]:
     return WHEN[stage].get(what, ("never", 0))
 
 
-def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[Plan], list[Plan]]:
-    """(plans of each pass, plans once per step) of one part of the model: the forward, the recomputed
-    forward and the gradients, as :func:`shardalg.models.step` orders them, the reductions and gathers
-    placed by :data:`WHEN`."""
+def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[list[Plan]], list[Plan]]:
+    """(plans of each pass by phase, plans once per step) of one part of the model: the forward; the
+    backward (the recomputed forward and the gradients), as :func:`shardalg.models.step` orders them; the
+    reductions and gathers placed by :data:`WHEN` (a gather before the forward in the forward's phase, before
+    the backward and a reduction in the backward's; those once per step run with the last pass's backward)."""
     m, stage = a.model, state.stage.stage
     zeroed = {v.name: v for v in m.params if v.once == once and shard_axes(m, v)}
     by_index = {s.index: s for s in m.statements}
-    each = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
-    each += [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
+    forward = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
+    backward = [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
     per_step: list[Plan] = []
     for g in a.backward.grads if a.backward else ():
         p = g.plan
@@ -169,28 +170,33 @@ def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[Plan], list
             continue
         v = m.value_named(g.of)
         if v is None or v.name not in zeroed:
-            each.append(p)
+            backward.append(p)
             continue
         head, reduction = _split_reduction(a, v, p, stage > 0)
-        each.append(head)
+        backward.append(head)
         if reduction is not None:
             when, _ = _when(stage, "reduce")
-            (each if when == "microbatch" else per_step).append(reduction)
+            (backward if when == "microbatch" else per_step).append(reduction)
     when, times = _when(stage, "gather")
     read = computed_with(m) if stage == 3 else set(zeroed)
     for v in (v for v in zeroed.values() if v.name in read):
-        for _ in range(times):
-            (each if when == "microbatch" else per_step).append(_gather(a, v, shard_axes(m, v)))
-    return each, per_step
+        gathers = [_gather(a, v, shard_axes(m, v)) for _ in range(times)]
+        if when == "microbatch":  # before the forward, and again before the backward
+            forward.append(gathers[0])
+            backward.extend(gathers[1:])
+        else:
+            per_step.extend(gathers)
+    return [forward, backward], per_step
 
 
 def step_parts(
     a: Analysis,
     state: TrainState,
-    base: Callable[[Analysis, bool], list[Plan]],
+    base: Callable[[Analysis, bool], list[list[Plan]]],
     microbatches: int = 1,
-) -> Iterator[tuple[bool, str, Expr, list[Plan]]]:
-    """(whether the part runs once outside the repeated layer, part name, times per step, plans) of a training step of ``microbatches`` passes under the state's
+) -> Iterator[tuple[bool, str, Expr, list[list[Plan]]]]:
+    """(whether the part runs once outside the repeated layer, part name, times per step, plans by phase:
+    the forward's, the backward's) of a training step of ``microbatches`` passes under the state's
     ZeRO stage; ``base(a, once)`` is the plans of a part as written (used as is for stage 0 in one pass)."""
     m = a.model
     check_zero(m, state.stage, require_axes=False)
@@ -198,9 +204,9 @@ def step_parts(
         if state.stage.stage == 0 and microbatches == 1 or a.mode != "train":
             yield once, name, count, base(a, once)
             continue
-        each, per_step = _plans(a, state, once)
+        (forward, backward), per_step = _plans(a, state, once)
         if microbatches > 1:
-            yield once, name, count * (microbatches - 1), each
-            yield once, f"{name} (last)", count, each + per_step
+            yield once, name, count * (microbatches - 1), [forward, backward]
+            yield once, f"{name} (last)", count, [forward, backward + per_step]
         else:
-            yield once, name, count, each + per_step
+            yield once, name, count, [forward, backward + per_step]

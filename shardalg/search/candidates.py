@@ -20,7 +20,7 @@ from shardalg.algebra.symbols import as_expr
 from shardalg.errors import UsageError
 
 from .logspace import Cost, Mono, Term, mono_of, normal_form, substitute, symbols_of, to_expr
-from .minimize import Minimize, Minimum, minimize_cost
+from .minimize import Minimize, Minimum, minimize_cost, minimize_phases
 
 __all__ = ["Candidate", "Priced", "Constraint", "price", "eliminate"]
 
@@ -144,6 +144,18 @@ def _relation(r: sympy.Basic, subs: Mapping) -> Constraint:
     return Constraint(left, right, text, strict)
 
 
+def _by_phase(c: Candidate, subs: Mapping[sympy.Symbol, Expr]) -> Minimum | None:
+    """The minimum of a cost written as a sum of phases (``Max(...) + Max(...)``), phase by phase, when that is
+    exact (:func:`.minimize.minimize_phases`)."""
+    if c.minimize is None or not isinstance(c.cost, sympy.Add):
+        return None
+    try:
+        phases = [substitute(normal_form(a, c.parts), subs) for a in c.cost.args]
+    except UsageError:
+        return None
+    return minimize_phases(phases, c.minimize)
+
+
 def price(
     c: Candidate, common: Mapping[sympy.Symbol, Expr] | None = None
 ) -> tuple[tuple[Priced, ...], list[str]]:
@@ -167,7 +179,7 @@ def price(
                 "a constrained optimum over a split is the numeric search's job",
                 rule="parameters",
             )
-    m = minimize_cost(cost, c.minimize)
+    m = _by_phase(c, subs) or minimize_cost(cost, c.minimize)
     if m.bracket > 1:
         notes.append(
             f"{c.name}: the minimum over {x} of a sum has no closed form; each sum is bracketed by "

@@ -30,7 +30,7 @@ from shardalg.errors import UsageError
 from .logspace import Cost, Mono, Term, mono_of, normal_form, to_expr
 from .logspace import substitute as subs_nf
 
-__all__ = ["Minimize", "Option", "Minimum", "minimize", "minimize_cost"]
+__all__ = ["Minimize", "Option", "Minimum", "minimize", "minimize_cost", "minimize_phases"]
 
 ONE = sympy.Integer(1)
 
@@ -174,6 +174,63 @@ def _sum(piece: Sequence[Term], m: Minimize, d: Derivation) -> tuple[tuple[Optio
             options.append(Option((at,), _setting(x, b), (side,), f"{x} = {sympy.sstr(b.expr())}"))
             d.add(f"at the {where} bound (where {x}_opt is beyond it)", sympy.Add(*(t.expr() for t in at)))
     return tuple(options), ((value.label, star.expr()),)
+
+
+def _plus(a: Cost, b: Cost) -> Cost:
+    """``a + b`` in normal form: each sum of ``a`` plus each of ``b``, like terms added (labels joined)."""
+    out: list[tuple[Term, ...]] = []
+    for pa in a:
+        for pb in b:
+            acc: dict = {}
+            for t in (*pa, *pb):
+                old = acc.get(t.mono.exps)
+                if old is None:
+                    acc[t.mono.exps] = t
+                else:
+                    label = old.label if old.label == t.label else f"{old.name} + {t.name}"
+                    acc[t.mono.exps] = Term(
+                        Mono(old.mono.coef + t.mono.coef, t.mono.exps), label, old.setting
+                    )
+            piece = tuple(acc.values())
+            if piece not in out:
+                out.append(piece)
+    return tuple(out)
+
+
+def minimize_phases(phases: Sequence[Cost], m: Minimize) -> Minimum | None:
+    """The minimum over ``m.over`` of a sum of phases, each a maximum of monomials (a step under ``steady``:
+    each phase's collectives overlap its own compute), when every phase that depends on x has one rising and
+    one falling term that cross at the same x*: each phase is then least at x* clamped to the bounds (a
+    maximum of a rising and a falling term is least where they cross, the flat terms do not move), so the sum
+    is least there and its minimum is the sum of the phases' minima, exactly. None otherwise."""
+    x = m.over
+    if len(phases) < 2 or any(len(piece) != 1 for phase in phases for piece in phase):
+        return None
+    d = Derivation(f"minimize over {x}, phase by phase" + (f" in [{m.lower}, {m.upper}]" if m.upper else ""))
+    stars: list[Mono] = []
+    minima: list[Option] = []
+    optima: tuple = ()
+    for k, phase in enumerate(phases, 1):
+        terms = [piece[0] for piece in phase]
+        rising = [t for t in terms if t.mono.degree(x) > 0]
+        falling = [t for t in terms if t.mono.degree(x) < 0]
+        if not rising and not falling:
+            minima.append(Option(phase))
+            continue
+        if len(rising) != 1 or len(falling) != 1:
+            return None
+        stars.append(_cross(rising[0], falling[0], x)[0])
+        d.add(f"phase {k}", to_expr(phase))
+        option, optima = _max_of_monomials(terms, m, d)
+        minima.append(option)
+    if not stars or any(s != stars[0] for s in stars[1:]):
+        return None
+    total = minima[0].cost
+    for o in minima[1:]:
+        total = _plus(total, o.cost)
+    d.result = d.add("minimum: the sum of the phases' minima, all at the same x", to_expr(total))
+    valid = next((o.valid for o in minima if o.valid), ())
+    return Minimum(x, "phases", (Option(total, (), valid, ""),), optima, 1, d, m.lower, m.upper)
 
 
 def minimize_cost(cost: Cost, m: Minimize) -> Minimum:

@@ -32,7 +32,8 @@ from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.symbols import axis_size, device_count, dim_size, links, quantity
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
-from shardalg.costs.plancost import PlanCost, priced
+from shardalg.costs.phases import Phase, PhasedCost, phased
+from shardalg.costs.plancost import priced
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.models.analysis import analyze
@@ -57,6 +58,7 @@ __all__ = [
     "coordinates_for",
     "H",
     "state_parameter",
+    "keep_notes",
 ]
 
 X, Y, N = axis_size("X"), axis_size("Y"), device_count()
@@ -78,12 +80,15 @@ class Strategy:
     name: str
     program: Program
     axes: tuple[str, ...]
-    cost: PlanCost
+    cost: PhasedCost
     parts: dict[str, Expr]
     substitute: dict[sympy.Symbol, Expr]
     minimize: Minimize | None = None
     notes: tuple[tuple[str, str], ...] = field(default=())
     state: Expr = sympy.Integer(0)  # bytes per device of the parts in STATE, from the models layer
+    kept: Expr | None = (
+        None  # bytes per device of the gathered copies the backward keeps (None: gathers again)
+    )
 
     def candidate(self, capped: bool = False) -> Candidate:
         constraints = (sympy.LessThan(self.state, H, evaluate=False),) if capped else ()
@@ -162,22 +167,40 @@ def _dims(prog: Program) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
 
 
 def _plans(
-    prog: Program, axes: tuple[str, ...], passes: str, remat: Any, optimizer: Any
-) -> tuple[list[Plan], list[tuple[str, str]], Expr]:
-    """The plans of the chosen passes, the models layer's notes, and the bytes per device of STATE."""
-    a = analyze(model_program(prog, Mesh({ax: None for ax in axes}), {}), "train", remat)
-    fwd = list(a.forward_plans.values()) + [a.forward_plans[i] for i in a.recomputed]
+    prog: Program, axes: tuple[str, ...], passes: str, remat: Any, optimizer: Any, keep: bool = False
+) -> tuple[list[tuple[str, list[Plan]]], list[tuple[str, str]], Expr, Expr]:
+    """The plans of the chosen passes by phase (forward; backward: the recomputed forward, then the
+    gradients), the models layer's notes, the bytes per device of STATE, and of the forward's gathered
+    copies the backward keeps (``keep``: it reads them instead of gathering again)."""
+    a = analyze(model_program(prog, Mesh({ax: None for ax in axes}), {}), "train", remat, keep)
+    fwd = list(a.forward_plans.values())
+    bwd = [a.forward_plans[i] for i in a.recomputed] + [p for _, p in a.grad_plans]
     grads = [p for _, p in a.grad_plans]
-    chosen = {"step": fwd + grads, "forward": list(a.forward_plans.values()), "backward": grads}[passes]
+    chosen = {
+        "step": [("forward", fwd), ("backward", bwd)],
+        "forward": [("forward", fwd)],
+        "backward": [("backward", grads)],
+    }[passes]
     report = model_memory(a, None, optimizer)
     state = sympy.Add(*(report.parts[p] for p in STATE))
-    return chosen, [(k, v) for k, v in report.notes if k not in ("layers", "mode")], state
+    kept = sympy.Add(*(b * n for _, b, n in a.kept()))
+    return chosen, [(k, v) for k, v in report.notes if k not in ("layers", "mode")], state, kept
 
 
-def _cost(plans: list[Plan], axes: tuple[str, ...], costs: CostModel) -> tuple[PlanCost, dict[str, Expr]]:
+def _as_plan(plans: list[Plan]) -> Plan:
     steps = tuple(s for p in plans for s in p.steps)
-    plan = Plan((), steps, steps[-1].output)
-    pc = priced(plan, Mesh({ax: None for ax in axes}), {}, costs)
+    return Plan((), steps, steps[-1].output)
+
+
+def _cost(
+    phases: list[tuple[str, list[Plan]]], axes: tuple[str, ...], costs: CostModel
+) -> tuple[PhasedCost, dict[str, Expr]]:
+    """The passes priced by phase (:mod:`shardalg.costs.phases`: under ``steady`` each collective overlaps
+    its own phase's compute), and the parts that name its terms."""
+    mesh = Mesh({ax: None for ax in axes})
+    whole = priced(_as_plan([p for _, phase in phases for p in phase]), mesh, {}, costs)
+    named = [Phase(n, priced(_as_plan(ps), mesh, {}, costs)) for n, ps in phases if ps]
+    pc = phased(whole, named)
     parts: dict[str, Expr] = {"compute": pc.compute}
     for s in pc.steps:
         if s.step.communicates:
@@ -193,8 +216,11 @@ def strategies_of(
     remat: Any = None,
     names: Sequence[str] = STRATEGY_NAMES,
     optimizer: Any = None,
+    keep_gathered: bool = False,
 ) -> tuple[Strategy, ...]:
-    """The named strategies of ``program``, each sharded, planned and costed by the engine."""
+    """The named strategies of ``program``, each sharded, planned and costed by the engine. The backward
+    gathers again what the forward gathered (time; FSDP frees its gathered weights), or with
+    ``keep_gathered`` reads the forward's copies (memory: their bytes are in ``kept``, said in the notes)."""
     costs = CostModel(
         overlap=OverlapPolicy.of(overlap), latency=False, symbolic_links=True
     )  # the book's symbols
@@ -225,10 +251,33 @@ def strategies_of(
     for name in names:
         params, acts, axes, subs, mini = table[name]
         sharded = shard(prog, params=params, activations=acts)
-        plans, notes, state = _plans(sharded, axes, passes, remat, optimizer)
+        plans, notes, state, kept = _plans(sharded, axes, passes, remat, optimizer, keep_gathered)
         pc, parts = _cost(plans, axes, costs)
-        out.append(Strategy(name, sharded, axes, pc, parts, subs, mini, tuple(notes), state))
+        out.append(
+            Strategy(
+                name,
+                sharded,
+                axes,
+                pc,
+                parts,
+                subs,
+                mini,
+                tuple(notes),
+                state,
+                kept if keep_gathered else None,
+            )
+        )
     return tuple(out)
+
+
+def keep_notes(strategies: Sequence[Strategy]) -> list[str]:
+    """What each strategy's backward does with the forward's gathered copies it keeps (keep_gathered)."""
+    return [
+        f"{s.name}: the backward keeps the forward's gathered copies (keep_gathered): {sympy.sstr(s.kept)} "
+        "bytes per device a layer, held from the forward to the backward, not under the memory cap"
+        for s in strategies
+        if s.kept
+    ]
 
 
 def candidates_of(strategies: Sequence[Strategy], capped: bool = False) -> list[Candidate]:

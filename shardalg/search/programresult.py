@@ -38,6 +38,7 @@ from .programmap import (
     chip_values,
     coordinates_for,
     dim_symbols,
+    keep_notes,
     known_symbols,
     mesh_devices,
     parameters,
@@ -195,6 +196,7 @@ class ProgramMap(Shown):
                     "program": "\n".join(str(st) for st in s.program.statements),
                     "cost": sympy.sstr(s.cost.total),
                     "substitute": {str(k): sympy.sstr(v) for k, v in s.substitute.items()},
+                    "kept_gathered": None if s.kept is None else sympy.sstr(s.kept),
                 }
                 for s in self.strategies
             ],
@@ -310,6 +312,7 @@ def program_map(
     domain: Sequence[sympy.Basic] = (),
     memory: float | str | None = None,
     optimizer: Any = None,
+    keep_gathered: bool = False,
 ) -> ProgramMap:
     """The strategy map of ``program`` (an MLP-like block with ``params`` declared) over ``over``.
 
@@ -318,13 +321,15 @@ def program_map(
     pass alone (the book reads each strategy's condition off the pass it names); ``domain`` adds conditions
     to N >= 1, M_X >= 1, M_Y >= 1. ``memory``: a cap per device on the parameters, their gradients and the
     optimizer state (the models layer's parts; activations and gathered weights are not counted), in bytes
-    or ``"hbm"`` (the chip's); its symbol is H and the map gains the parameter D*F/H."""
+    or ``"hbm"`` (the chip's); its symbol is H and the map gains the parameter D*F/H. ``keep_gathered``: the
+    backward reads the forward's gathered copies (memory, said in the notes) instead of gathering again."""
     before = polyhedra.LP_CALLS[0]
     notes: list[str] = []
     overlap = OverlapPolicy.of(overlap)
-    strategies = strategies_of(program, overlap, passes, remat, names, optimizer)
+    strategies = strategies_of(program, overlap, passes, remat, names, optimizer, keep_gathered)
     for k, v in strategies[0].notes:
         notes.append(f"{k}: {v}")
+    notes += keep_notes(strategies)
     chip, numbers = chip_values(hw)
     cap = _cap(memory, chip)
     extras = EXTRAS

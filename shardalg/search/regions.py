@@ -37,6 +37,7 @@ from .conditions import (
     conjunction,
     cost_less,
     either,
+    less,
     negate,
 )
 from .logspace import Term, normal_form, substitute
@@ -167,10 +168,6 @@ class _Space:
         return tuple(tuple(self.solve(a) for a in p) for p in polys)
 
 
-def _piece_of(e: Priced, t: Term) -> tuple[Term, ...]:
-    return next(piece for piece in e.cost if any(x.mono == t.mono for x in piece))
-
-
 def _feasible(e: Priced, space: _Space) -> Formula:
     def one(k: Constraint) -> Formula:
         why = f"{e.name} within {k.text}"
@@ -216,60 +213,74 @@ def _derivation(title: str, e: Priced, polys: Sequence[Poly], space: _Space) -> 
 
 
 def _cells(e: Priced, space: _Space) -> list[Region]:
-    terms = e.terms()
+    """Where each term binds: its sum (a piece of the cost's maximum) is above every other sum (like terms
+    cancelled first, so a step of phases, ``c + Max(a, b)``, compares ``a`` with ``b`` exactly) and the term is
+    the largest of its sum. A maximum of monomials has one term a sum; a single sum compares its terms."""
     out = []
-    for t in terms:
-        f = both(
-            *(
-                cost_less(((o,),), ((t,),), space.coords, why=f"{t.name} above {o.name}")
-                for o in terms
-                if o is not t
+    for piece in e.cost:
+        others = [q for q in e.cost if q is not piece]
+        labels = list(dict.fromkeys(x.name for x in piece))
+        for t in piece:
+            f = both(
+                *(less(q, piece, space.coords, why=f"{t.name} above {_sum_name(q)}") for q in others),
+                *(
+                    cost_less(((o,),), ((t,),), space.coords, why=f"{t.name} above {o.name}")
+                    for o in piece
+                    if o is not t
+                ),
             )
-        )
-        pieces = space.refine([((), 1)], f)  # monomials against monomials: one polyhedron (or none)
-        if not pieces:
-            continue
-        polys_t, _ = space.tidy(pieces)
-        d = _derivation(f"where {t.name} binds the cost of {e.name}", e, polys_t, space)
-        d.result = sympy.Or(*(sympy.And(*c) for c in space.solved(polys_t)))
-        piece = _piece_of(e, t)
-        out.append(
-            Region(
-                e.name,
-                e.parent,
-                t,
-                sympy.Add(*(x.expr() for x in piece)),
-                polys_t,
-                space.solved(polys_t),
-                1,
-                e.bracket,
-                (),
-                d,
+            pieces = space.refine([((), 1)], f)
+            if not pieces:
+                continue
+            polys_t, _ = space.tidy(pieces)
+            d = _derivation(f"where {t.name} binds the cost of {e.name}", e, polys_t, space)
+            d.result = sympy.Or(*(sympy.And(*c) for c in space.solved(polys_t)))
+            named = t
+            if others and len(labels) > 1:  # a sum of phases: say what the binding term is added to
+                named = Term(t.mono, f"{t.name} (in {' + '.join(labels)})", t.setting)
+            out.append(
+                Region(
+                    e.name,
+                    e.parent,
+                    named,
+                    sympy.Add(*(x.expr() for x in piece)),
+                    polys_t,
+                    space.solved(polys_t),
+                    1,
+                    len(piece),
+                    (),
+                    d,
+                )
             )
-        )
     return out
 
 
+def _sum_name(piece: tuple[Term, ...]) -> str:
+    return " + ".join(t.name for t in piece)
+
+
 def _ties(
-    i: int, t: Term, polys: Sequence[Poly], entries: Sequence[Priced], space: _Space
+    i: int, cell: Region, polys: Sequence[Poly], entries: Sequence[Priced], space: _Space
 ) -> tuple[str, ...]:
     """Later candidates whose cost equals the winner's there: throughout the region, or in part of it (where
-    the same term binds them too)."""
+    the same sum binds them too: for a maximum of monomials, the same term)."""
     e, out = entries[i], []
+    piece = next(p for p in e.cost if sympy.Add(*(x.expr() for x in p)) == cell.cost)
+    monos = sorted((x.mono for x in piece), key=str)
     for f in entries[i + 1 :]:
         if f.cost == e.cost:
             out.append(f.name)
             continue
-        same = [x for x in f.terms() if x.mono == t.mono]
-        if e.bracket > 1 or f.bracket > 1 or not same:
+        same = [q for q in f.cost if sorted((x.mono for x in q), key=str) == monos]
+        if not same or len(piece) > 1 and len(f.cost) == 1:
             continue
-        below = both(*(cost_less(((o,),), ((t,),), space.coords) for o in f.terms() if o.mono != t.mono))
+        below = both(*(less(q, same[0], space.coords) for q in f.cost if q is not same[0]))
         if below is False:
             continue
         if all(space.holds(p, below) for p in polys):
             out.append(f.name)
         elif space.refine([(p, 1) for p in polys], below):
-            out.append(f"{f.name} where its {same[0].name} binds too")
+            out.append(f"{f.name} where its {cell.term.name} binds too")
     return tuple(out)
 
 
@@ -296,7 +307,7 @@ def _regions(i: int, entries: Sequence[Priced], cells: Sequence[Region], space: 
         polys_t, bracket = space.tidy(pieces)
         d = _derivation(f"where {e.name} is fastest and {cell.term.name} binds", e, polys_t, space)
         d.result = sympy.Or(*(sympy.And(*c) for c in space.solved(polys_t)))
-        ties = _ties(i, cell.term, polys_t, entries, space)
+        ties = _ties(i, cell, polys_t, entries, space)
         out.append(
             Region(
                 e.name,

@@ -92,19 +92,34 @@ def test_fsdp_tp_threshold_serial_is_four_times_the_steady_one():
 
 
 def _ratio(name: str, passes: str) -> sympy.Expr:
-    """(comms / compute) of the whole step over that of the pass the book analyses, from the engine's costs."""
-    step, one = priced(name, "step", "steady"), priced(name, passes, "steady")
+    """(comms / compute) of the whole step over that of the pass the book analyses, from the engine's costs
+    (under ``serial``, where the passes' terms add)."""
+    step, one = priced(name, "step", "serial"), priced(name, passes, "serial")
     return sympy.simplify((step.comms / step.compute) / (one.comms / one.compute))
 
 
-def test_whole_step_conditions_differ_from_the_book_by_the_engine_ratio():
-    """Over a whole training step, DP's forward pass adds compute and no communication (12:8 against the
-    backward's 8:8), and TP's backward gathers In again for dW_in (5 collectives to 4 matmuls' worth of
-    compute, against 2 to 4 in the forward pass): the thresholds move by exactly those ratios."""
+def test_whole_step_under_steady_is_the_books():
+    """Under ``steady`` each collective hides behind its own pass's compute (DP's gradient AllReduce behind
+    the backward's, never the forward's): over a whole step DP is compute-bound exactly where its backward
+    is, the book's B/N > C/(W·M_X), and TP exactly where its forward is (the pass with the most
+    communication per FLOP, the book's Y limit). Where one pass is compute-bound and the other is not, the
+    cell says what the binding term is added to."""
     dp = strategy_map([candidate("DP", "step", "steady")], over=[B / N, C / W, M_X])
+    assert same(only(compute_cell(dp, "DP")), BOOK_DP_FSDP)
+    tp = strategy_map([candidate("TP", "step", "steady", all_devices=False)], over=[Y, F, C / W, M_Y])
+    assert same(only(compute_cell(tp, "TP")), BOOK_TP)
+    mixed = [c.term.label for c in tp.cells_of("TP") if c.term.label not in ("compute", "comms Y")]
+    assert mixed == ["compute (in comms Y + compute)"]
+
+
+def test_whole_step_under_serial_differs_from_the_book_by_the_engine_ratio():
+    """Under ``serial`` everything adds: DP's forward pass adds compute and no communication (12:8 against
+    the backward's 8:8), and TP's backward gathers In again for dW_in (5 collectives to 4 matmuls' worth of
+    compute, against 2 to 4 in the forward pass): the thresholds move by exactly those ratios."""
+    dp = strategy_map([candidate("DP", "step", "serial")], over=[B / N, C / W, M_X])
     assert same(only(compute_cell(dp, "DP")), B / N > BOOK_DP_FSDP.rhs * _ratio("DP", "backward"))
     assert _ratio("DP", "backward") == sympy.Rational(2, 3)
-    tp = strategy_map([candidate("TP", "step", "steady", all_devices=False)], over=[Y, F, C / W, M_Y])
+    tp = strategy_map([candidate("TP", "step", "serial", all_devices=False)], over=[Y, F, C / W, M_Y])
     assert same(only(compute_cell(tp, "TP")), Y < BOOK_TP.rhs / _ratio("TP", "forward"))
     assert _ratio("TP", "forward") == sympy.Rational(5, 6)
 

@@ -49,7 +49,7 @@ def test_the_same_output_across_hash_seeds():
 def test_text_names_regions_cells_and_notes():
     text = str(strategy("steady", True))
     assert text.splitlines()[0] == "strategy map over B/N, N, F, C/W_ici, M_X, M_Y, D*F/H"
-    assert "  DP, compute binds: cost 12*B*D*F/(C*N); tied with FSDP where its compute binds too" in text
+    assert "  DP, compute binds: cost 12*B*D*F/(C*N); tied with FSDP, TP where its compute binds too" in text
     assert "      and one of:" in text and "cells (where each term of a candidate's cost binds):" in text
     assert "notes:\n  - " in text
 
@@ -60,20 +60,12 @@ def test_json_is_the_map():
     assert [c["name"] for c in j["candidates"]] == ["DP", "FSDP", "TP", "FSDP+TP"]
     assert j["candidates"][1]["constraints"] == ["4*D*F/N <= H"]  # after X -> N
     assert j["candidates"][0]["minimum"] is None
-    assert j["candidates"][3]["minimum"] == {
-        "over": "X",
-        "kind": "max",
-        "bracket": 1,
-        "lower": "1",
-        "upper": "N",
-        "optima": [
-            {
-                "where": "comms X = comms Y",
-                "value": "sqrt(30)*sqrt(B)*sqrt(M_X)*sqrt(N)/(6*sqrt(F)*sqrt(M_Y))",
-            }
-        ],
-    }
-    assert j["exact"] is True and len(j["regions"]) == len(m.regions) and len(j["cells"]) == len(m.cells)
+    # a steady step is a sum of its passes; gathering again, FSDP+TP's passes balance at different splits,
+    # so its minimum is bracketed (each sum by its largest term) and says so
+    minimum = j["candidates"][3]["minimum"]
+    assert (minimum["over"], minimum["kind"], minimum["bracket"]) == ("X", "bracket", 2)
+    assert (minimum["lower"], minimum["upper"]) == ("1", "N") and len(minimum["optima"]) > 1
+    assert j["exact"] is False and len(j["regions"]) == len(m.regions) and len(j["cells"]) == len(m.cells)
     first = j["regions"][0]
     assert set(first) == {
         "candidate",
@@ -88,8 +80,8 @@ def test_json_is_the_map():
         "ties",
     }
     assert first["conditions"][0][0] == {
-        "relation": "B/N < 2*C/(3*M_X*W_ici)",
-        "latex": r"\frac{B}{N} < \frac{2 C}{3 M_{X} W_{\text{ici}}}",
+        "relation": "B/N < C/(M_X*W_ici)",  # the backward's compute against its AllReduce (issue 27)
+        "latex": r"\frac{B}{N} < \frac{C}{M_{X} W_{\text{ici}}}",
     }
 
 

@@ -129,7 +129,7 @@ def test_the_point_is_located_and_agrees_with_the_numbers():
 
 
 def test_printers():
-    m = sa.strategy_map(MLP, mesh="X=4,Y=4,Z=4", hw="tpu-v5p", sizes=V5P)
+    m = sa.strategy_map(MLP, mesh="X=4,Y=4,Z=4", hw="tpu-v5p", sizes=V5P, keep_gathered=True)
     assert m._repr_latex_().startswith("$$\\begin{cases}") and "X_{\\mathrm{opt}}" in m.latex()
     text = str(m)
     assert "current point: B/N = 750" in text and "linear programs solved" in text and "note: remat" in text
