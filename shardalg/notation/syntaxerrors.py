@@ -61,7 +61,9 @@ _MISTAKES: dict[str, list[str]] = {
 
 
 # The notation's operations, as the grammar's OP_WORD spells them.
-OPERATIONS = tuple(op.value for op in Op if op is not Op.EINSUM)  # the built-in operations, as written
+OPERATIONS = tuple(
+    op.value for op in Op if op is not Op.EINSUM and not op.function
+)  # the collectives, as written
 
 # Other libraries' words for them (in lower case): (the operation, whose word it is).
 FOREIGN_OPERATIONS: dict[str, tuple[str, str]] = {
