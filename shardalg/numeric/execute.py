@@ -55,6 +55,7 @@ from .devices import (
     shard,
     unshard,
 )
+from . import functions as _functions  # noqa: F401  (registers the functions' data movement)
 from .movement import MOVES, Net, dense_step, is_zero_pad, shift_dense, step_error
 
 __all__ = [
@@ -103,14 +104,15 @@ def apply_step(
         check_tensor(t, vm)
     vm.size(step.output.used_axes)  # the output's legality follows from matching the derived layout
     vm.size(step.axes)
-    if arity == 1 and (not step.axes or len(set(step.axes)) != len(step.axes)):
+    collective = arity == 1 and not step.op.function
+    if collective and (not step.axes or len(set(step.axes)) != len(step.axes)):
         raise step_error(step, "a collective names each of its mesh axes once, and at least one")
     bufs = [dict(b) for b in inputs]
     for t, b in zip(step.inputs, bufs, strict=True):
         loc = local_shape(t, vm, sizes)
         if set(b) != set(vm.coords) or any(x.shape[: len(loc)] != loc for x in b.values()):
             raise ExecutionError(f"the buffers given for {text(t)} are not its {loc} blocks on every device")
-    if arity == 1:
+    if collective:
         (t,) = step.inputs
         if t.dim_names != step.output.dim_names:
             raise step_error(
