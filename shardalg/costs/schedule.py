@@ -51,9 +51,12 @@ _COMPUTE_KEY = ""  # internal key of the compute lane: no axis name is empty
 
 
 def lanes_of(step: Step) -> tuple[str, ...]:
-    """The resources a step holds: its axes (a collective), the compute (an einsum), none (a slice)."""
+    """The resources a step holds: its axes (a collective), the compute (an einsum), none (a slice); a function
+    holds the chip (its HBM time) and the axes its statistics are all-reduced over."""
     if step.op is Op.EINSUM:
         return (_COMPUTE_KEY,)
+    if step.op.function:
+        return (_COMPUTE_KEY, *step.axes)
     return step.axes if step.communicates else ()
 
 
