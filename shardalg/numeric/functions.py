@@ -15,6 +15,7 @@ import numpy as np
 
 from shardalg.algebra.ops.function import FunctionRecord, Kind
 from shardalg.algebra.registry import RECORDS
+from shardalg.errors import ShardalgError
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
 
@@ -51,8 +52,10 @@ def _function(vm: VirtualMesh, net: Net, step: Step, *bufs: Buffers) -> tuple[Bu
     rec: FunctionRecord = RECORDS[step.op]
     try:
         made = rec.apply(step.inputs, step.dim, vm.mesh, step.axes)
-    except Exception as err:  # the rule's refusal, as the executor's error on this step
-        raise step_error(step, getattr(err, "message", str(err))) from None
+    except ShardalgError as err:  # the rule's refusal, as the executor's error on this step
+        raise step_error(step, err.message) from None
+    if made.dim_names != step.output.dim_names:
+        raise step_error(step, f"it gives dims {', '.join(made.dim_names)}", "shape-mismatch")
     layout = (tuple(d.axes for d in made.dims), frozenset(made.unreduced))
     t = step.inputs[0]
     out: dict = {}

@@ -113,6 +113,9 @@ class FunctionRecord(OpRecord):
         fn = self.op.value
         if len(operands) != self.arity:
             raise IllegalOperand(f"{fn} takes {self.arity} operand(s), not {len(operands)}")
+        for t in operands:
+            if len(set(t.dim_names)) != len(t.dim_names):
+                raise IllegalOperand(f"{t} names a dim twice; {fn} matches dims by name", span=t.span)
         self._check_unreduced(operands)
         if self.shape == Kind.ELEMENTWISE:
             return elementwise(operands, fn)
