@@ -117,12 +117,16 @@ class StepCost:
         if self._comm is None:
             s = self.step
             if s.op.function:  # its statistics, all-reduced over the axes of the dim it works along
-                self._comm = NOTHING if self._unit is None else self._unit.scaled(
-                    group_bytes(Op.ALL_REDUCE, _statistics(s), s.axes, self.opts)
+                self._comm = (
+                    NOTHING
+                    if self._unit is None
+                    else self._unit.scaled(group_bytes(Op.ALL_REDUCE, _statistics(s), s.axes, self.opts))
                 )
             else:
                 self._comm = (
-                    NOTHING if s.op is Op.EINSUM else _collective(s.op, s.inputs[0], s.axes, self.opts, s.offset)
+                    NOTHING
+                    if s.op is Op.EINSUM
+                    else _collective(s.op, s.inputs[0], s.axes, self.opts, s.offset)
                 )
         return self._comm
 

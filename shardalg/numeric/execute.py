@@ -41,6 +41,7 @@ from shardalg.notation.printing.display import pretty_text, short
 from shardalg.notation.syntax import Tensor
 from shardalg.planning.planner import plans
 
+from . import functions as _functions  # noqa: F401  (registers the functions' data movement)
 from .devices import (
     Buffers,
     Coord,
@@ -55,7 +56,6 @@ from .devices import (
     shard,
     unshard,
 )
-from . import functions as _functions  # noqa: F401  (registers the functions' data movement)
 from .movement import MOVES, Net, dense_step, is_zero_pad, shift_dense, step_error
 
 __all__ = [

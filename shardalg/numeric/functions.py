@@ -38,7 +38,9 @@ def align(arr: np.ndarray, t: Tensor, out: Tensor) -> np.ndarray:
     return moved.reshape(shape)
 
 
-def _evaluate(rec: FunctionRecord, step: Step, blocks: Sequence[np.ndarray], scale: float | None = None) -> np.ndarray:
+def _evaluate(
+    rec: FunctionRecord, step: Step, blocks: Sequence[np.ndarray], scale: float | None = None
+) -> np.ndarray:
     if rec.shape == Kind.ELEMENTWISE:
         aligned = [align(b, t, step.output) for b, t in zip(blocks, step.inputs, strict=True)]
         return np.asarray(rec.dense(aligned, None, step.factor))

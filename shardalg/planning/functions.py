@@ -51,7 +51,9 @@ def _whole(t: Tensor, dim: str | None) -> Tensor:
     return tensor_with(t, Layout(dims, (), ()))
 
 
-def _candidates(rec: FunctionRecord, body: Apply, ops: tuple[Tensor, ...], result: Tensor | None) -> Iterator[tuple[Tensor, ...]]:
+def _candidates(
+    rec: FunctionRecord, body: Apply, ops: tuple[Tensor, ...], result: Tensor | None
+) -> Iterator[tuple[Tensor, ...]]:
     dim = body.dim
     if len(ops) == 1:
         (t,) = ops
@@ -79,7 +81,9 @@ def reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None, axe
     fn = rec.op.value
     if rec.shape == Kind.ELEMENTWISE:
         partial = sorted({a for t in inputs for a in t.unreduced})
-        extra = f"; linear, so the partial sums over {subscript(tuple(partial))} stay partial" if partial else ""
+        extra = (
+            f"; linear, so the partial sums over {subscript(tuple(partial))} stay partial" if partial else ""
+        )
         return f"{fn}: elementwise on each device's block{extra}"
     t = inputs[0]
     sharded = t.axes_of(dim) if dim is not None else ()
@@ -143,7 +147,9 @@ def function_plans(
         legs = [leg(src, dst) for src, dst in zip(ops, cand, strict=True)]
         if any(steps is None for steps in legs):
             continue
-        step = Step(body.op, cand, out, axes, body.dim, factor=body.factor, reason=reason(rec, cand, body.dim, axes))
+        step = Step(
+            body.op, cand, out, axes, body.dim, factor=body.factor, reason=reason(rec, cand, body.dim, axes)
+        )
         finish: tuple[Step, ...] = ()
         final = out
         if result is not None and out.layout() != result.layout():
@@ -168,6 +174,10 @@ def _note(steps: tuple[Step, ...], step: Step) -> str:
     if not moved:
         return "no communication"
     return "; ".join(
-        (f"{s.op.value} statistics over {subscript(s.axes)}" if s is step else f"{s.op.value}_{subscript(s.axes)}")
+        (
+            f"{s.op.value} statistics over {subscript(s.axes)}"
+            if s is step
+            else f"{s.op.value}_{subscript(s.axes)}"
+        )
         for s in moved
     )

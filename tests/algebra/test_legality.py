@@ -238,7 +238,8 @@ PINNED = [
         "                 ^^^^^^^^^^^^\n"
         "  fix: request the result reduced (drop its {U_..}), or shard a contracted dim over those axes in both "
         "operands",
-    ),    (
+    ),
+    (
         "gelu(H[B, F]{U_X}) + A[B, F] -> G[B, F]",
         "X=2",
         None,

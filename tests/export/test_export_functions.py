@@ -48,7 +48,11 @@ def test_the_exported_function_runs_and_equals_dense(results: dict, query: str) 
 
 @pytest.mark.parametrize(
     "query",
-    ["softmax_S(Sc[B_Y, S_X]) -> P[B_Y, S_X]", "rmsnorm_D(X[B, D_X]) -> Y[B, D_X]", "layernorm_D(X[B_Y, D_X]) -> Y[B_Y, D_X]"],
+    [
+        "softmax_S(Sc[B_Y, S_X]) -> P[B_Y, S_X]",
+        "rmsnorm_D(X[B, D_X]) -> Y[B, D_X]",
+        "layernorm_D(X[B_Y, D_X]) -> Y[B_Y, D_X]",
+    ],
 )
 def test_vjp_all_reduces_the_statistics_cotangents_over_the_dims_axis(results: dict, query: str) -> None:
     """Only AllReduce_X (layernorm's pair of statistics is read as one AllReduce per statistic)."""

@@ -428,7 +428,9 @@ def test_random_illegal_steps_raise_our_error(
     inputs = (left, right) if op is Op.EINSUM or RECORDS[op].operands == 2 else (left,)
     try:
         step = Step(op, inputs, out, axes, dim)
-    except ValueError:  # a step the plan type refuses to make (a Shift without its offset, a scale without its factor)
+    except (
+        ValueError
+    ):  # a step the plan type refuses to make (a Shift without its offset, a scale without its factor)
         return
     try:
         r = run_plan(Plan(inputs, (step,), out), mesh)

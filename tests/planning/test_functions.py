@@ -59,7 +59,9 @@ def _all_plans_equal_dense(query: str) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fn=st.sampled_from(UNARY + ALONG), source=_tensor("X", ["B", "D"]), target=_tensor("Y", ["B", "D"], False))
+@given(
+    fn=st.sampled_from(UNARY + ALONG), source=_tensor("X", ["B", "D"]), target=_tensor("Y", ["B", "D"], False)
+)
 def test_every_plan_of_a_function_of_one_operand_equals_dense(fn: str, source: str, target: str) -> None:
     if fn in ("sum_D", "mean_D", "max_D"):
         target = target.split(",")[0].replace("Y[", "Y[") + "]"  # the result has B only
@@ -73,7 +75,9 @@ def test_every_plan_of_a_function_of_one_operand_equals_dense(fn: str, source: s
     right=st.one_of(_tensor("R", ["B", "D"]), _tensor("R", ["D"])),
     target=_tensor("Y", ["B", "D"], False),
 )
-def test_every_plan_of_an_elementwise_operator_equals_dense(op: str, left: str, right: str, target: str) -> None:
+def test_every_plan_of_an_elementwise_operator_equals_dense(
+    op: str, left: str, right: str, target: str
+) -> None:
     _all_plans_equal_dense(f"{left} {op} {right} -> {target}")
 
 
@@ -142,9 +146,16 @@ def test_a_norm_over_a_sharded_dim_all_reduces_its_statistics_when_the_dim_is_lo
     # and the ranking by seconds follows it on a chip: short rows gather, long rows all-reduce statistics
     chip = shardalg.plan_cost(stats, mesh="X=4", hw="tpu-v5e").values
     boundary = float(crossover.subs({w_hbm: chip[w_hbm], w_ici: chip[w_ici], X: 4}))
-    for rows, stats_first in ((max(4, int(boundary / 8) // 4 * 4), False), (int(boundary * 64) // 4 * 4, True)):
+    for rows, stats_first in (
+        (max(4, int(boundary / 8) // 4 * 4), False),
+        (int(boundary * 64) // 4 * 4, True),
+    ):
         ranked = shardalg.plans(
-            "rmsnorm_D(X[B, D_X]) -> Y[B, D]", mesh="X=4", sizes={"B": 256, "D": rows}, hw="tpu-v5e", latency=False
+            "rmsnorm_D(X[B, D_X]) -> Y[B, D]",
+            mesh="X=4",
+            sizes={"B": 256, "D": rows},
+            hw="tpu-v5e",
+            latency=False,
         )
         chosen = ranked[0]
         assert any(s.op.function and s.axes for s in chosen.steps) is stats_first, (rows, boundary)

@@ -14,8 +14,19 @@ as it is registered, and each layer refuses it by name until the layer registers
 from __future__ import annotations
 
 from ..registry import LAYERS, RECORDS, RULES, Layer, forget_op, register_op, rule
-from . import all_gather, all_reduce, all_to_all, einsum, elementwise, norms, permute, reduce_scatter, reductions
-from . import shift, slice
+from . import (
+    all_gather,
+    all_reduce,
+    all_to_all,
+    einsum,
+    elementwise,
+    norms,
+    permute,
+    reduce_scatter,
+    reductions,
+    shift,
+    slice,
+)
 from .record import CollectiveRecord, DimMap, OpRecord, Transpose
 
 __all__ = [
