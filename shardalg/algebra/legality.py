@@ -352,10 +352,33 @@ def function_operands(a: Apply, ctx: Context) -> Iterator[Found]:
     """A function's rule on its operands as written (:mod:`shardalg.algebra.ops.function`): a nonlinear
     function of partial sums, operands that do not meet in one layout, a dim the operand lacks. Planning
     reshards the operands first, so for a plan these are notes."""
+    if _function_shape_error(a, ctx) is not None:
+        return  # reported by function_shape: no layout fixes it
     operands = [value_of(x, ctx) for x in a.operands]
     try:
         RECORDS[a.op].result(operands, a.dim)
     except IllegalOperand as err:
+        yield err.message, err.span or a.span, err.fix
+
+
+def _function_shape_error(a: Apply, ctx: Context) -> IllegalOperand | None:
+    """What the function refuses of its operands whatever their layouts (a dim it lacks, a dim named twice,
+    a reduction that leaves no dim): tried on the operands replicated and reduced."""
+    whole = [
+        Tensor(t.name, tuple(d.with_axes(()) for d in t.dims), (), (), t.dtype)
+        for t in map(lambda x: value_of(x, ctx), a.operands)
+    ]
+    try:
+        RECORDS[a.op].result(whole, a.dim)
+    except IllegalOperand as err:
+        return err
+    return None
+
+
+def function_shape(a: Apply, ctx: Context) -> Iterator[Found]:
+    """A function's operands that no plan can fix: the dim it works along missing, a dim named twice."""
+    err = _function_shape_error(a, ctx)
+    if err is not None:
         yield err.message, err.span or a.span, err.fix
 
 
@@ -374,6 +397,7 @@ RULES: tuple[Rule, ...] = (
     Rule("unknown-axis", UnknownAxis, Collective, collective_unknown_axis),
     Rule("collective-precondition", IllegalCollective, Collective, collective_precondition),
     Rule("indivisible-dim", IndivisibleDim, Collective, collective_output_divisible),
+    Rule("shape-mismatch", ShapeMismatch, Apply, function_shape),
     Rule("function-operand", IllegalOperand, Apply, function_operands, planned="note"),
     Rule("shape-mismatch", ShapeMismatch, Arrow, result_matches),
     Rule("unreduced-result", UnreachableUnreduced, Arrow, unreduced_result),
