@@ -201,7 +201,7 @@ class StepCost:
         per = RECORDS[s.op].vector_flops
         biggest = max((*s.inputs, s.output), key=lambda t: len(t.dims))
         width = (biggest.dtype or DEFAULT_DTYPE).bytes
-        return local_bytes(biggest, self.opts) * _t(sympy.Rational(per) / sympy.Rational(str(width)))
+        return local_bytes(biggest, self.opts) * _t(sympy.Rational(per * width.denominator, width.numerator))
 
     @property
     def duration(self) -> Term:
@@ -229,7 +229,6 @@ class StepCost:
         return out
 
 
-@memoized(Kind.PIECE)
 def _statistics(step: Step) -> Tensor:
     """The per-row statistics a function's step all-reduces, laid out as they are on the devices."""
     got = statistics_of(step.op, step.axes, step.inputs[0], step.inputs[0].layout()[0])
@@ -239,6 +238,7 @@ def _statistics(step: Step) -> Tensor:
     return Tensor(t.name, tuple(d.with_axes(a) for d, a in zip(t.dims, lay, strict=True)), (), (), t.dtype)
 
 
+@memoized(Kind.PIECE)
 def step_cost(step: Step, opts: Options) -> StepCost:
     """The cost of one step (its terms worked out when asked for), memoized by the step's value and the
     options (the plans of one einsum share steps, and so do the queries on it)."""
