@@ -26,9 +26,9 @@ _DESCRIBE: dict[str, str | None] = {
     "DTYPE_WORD": "a dtype (bf16, fp32, ...)",
     "FN_WORD": "a function (gelu, sum_D, softmax_S, ...)",
     "DECIMAL": "a decimal",
-    "_PLUS": "'+'",
-    "_MINUS": "'-'",
-    "_ODOT": "'⊙'",
+    "_PLUS": None,  # the elementwise operators: not listed after every tensor (the product stands for them)
+    "_MINUS": None,
+    "_ODOT": None,
     "_MESH": "'mesh'",
     "_WHERE": "'where'",
     "ROLE_WORD": "a role (params, embeddings, saved, kvcache)",
