@@ -29,6 +29,7 @@ __all__ = [
     "UnreachableUnreduced",
     "ShapeMismatch",
     "IllegalCollective",
+    "IllegalOperand",
     "NoPlan",
     "UsageError",
     "LimitExceeded",
@@ -195,6 +196,13 @@ class IllegalCollective(IllegalSharding):
     """A collective applied to a tensor whose sharding does not meet its precondition."""
 
     rule = "collective-precondition"
+
+
+class IllegalOperand(IllegalSharding):
+    """A function's operand whose sharding its rule refuses: an unreduced operand of a nonlinear function,
+    operands that do not meet in one layout, a dim the function works along that the operand lacks."""
+
+    rule = "function-operand"
 
 
 class NoPlan(ShardalgError):

@@ -14,19 +14,21 @@ from shardalg.notation.syntax import Op
 from shardalg.numeric.movement import DENSE, MOVES
 from shardalg.numeric.operators import TRANSPOSE_OF
 
-COLLECTIVES = [op for op in Op if op is not Op.EINSUM]
+FUNCTIONS = [op for op in Op if op.function]  # elementwise, reductions, softmax and norms
+COLLECTIVES = [op for op in Op if op is not Op.EINSUM and not op.function]
+BUILTINS = [op for op in Op if not op.function]
 MOVING = [Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.PERMUTE]
 
 # layer -> the builtin operations it has a method for
 COVERAGE: list[tuple[Layer, list[Op]]] = [
     (MOVES, list(Op)),
-    (DENSE, [Op.SHIFT, Op.EINSUM]),
+    (DENSE, [Op.SHIFT, Op.EINSUM, *FUNCTIONS]),
     (TRANSPOSE_OF, COLLECTIVES),
     (UNIT_COSTS, list(Op)),
     (NODE_FORMULAS, MOVING),
-    (jax.EMITTERS, list(Op)),
-    (torch_export.EMITTERS, list(Op)),
-    (torch_dtensor.EMITTERS, [op for op in Op if op is not Op.SHIFT]),
+    (jax.EMITTERS, BUILTINS),
+    (torch_export.EMITTERS, BUILTINS),
+    (torch_dtensor.EMITTERS, [op for op in BUILTINS if op is not Op.SHIFT]),
 ]
 
 
@@ -46,6 +48,13 @@ def test_each_layer_has_a_method_for_exactly_the_ops_it_runs(layer: Layer, ops: 
     assert sorted(layer, key=list(Op).index) == ops
 
 
-def test_only_the_shift_and_the_einsum_change_global_values() -> None:
-    assert [op for op, r in RECORDS.items() if not r.identity_on_values] == [Op.SHIFT, Op.EINSUM]
-    assert [op for op, r in RECORDS.items() if not r.communicates] == [Op.SLICE, Op.EINSUM]
+def test_only_the_shift_the_einsum_and_the_functions_change_global_values() -> None:
+    assert [op for op, r in RECORDS.items() if not r.identity_on_values] == [Op.SHIFT, Op.EINSUM, *FUNCTIONS]
+    assert [op for op, r in RECORDS.items() if not r.communicates] == [Op.SLICE, Op.EINSUM, *FUNCTIONS]
+
+
+@pytest.mark.parametrize("op", FUNCTIONS, ids=lambda op: op.value)
+def test_a_functions_record_is_not_a_move_and_says_its_rule(op: Op) -> None:
+    rec = RECORDS[op]
+    assert op not in RULES and not rec.move and rec.operands in (1, 2)
+    assert rec.transpose.note  # how its backward is derived

@@ -18,12 +18,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from shardalg import limits
-from shardalg.errors import UsageError, closest
-from shardalg.notation.syntax import Arrow, Collective, Dim, Node, Product, Program, Tensor
+from shardalg.errors import IllegalOperand, UsageError, closest
+from shardalg.notation.syntax import Apply, Arrow, Collective, Dim, Node, Product, Program, Tensor
 
 from .factors import is_subaxis
 from .layout import Layout, tensor_with
 from .mesh import Mesh, as_mesh
+from .ops import RECORDS
 from .ops import RULES as COLLECTIVES
 from .subaxes import axes_in, mesh_is_fine, names_subaxes, refine
 
@@ -201,4 +202,12 @@ def value_of(expr: Node, ctx: Context, result: Tensor | None = None) -> Tensor:
         if expr.op.takes_dim and index is None:
             return t
         return tensor_with(t, COLLECTIVES[expr.op].effect(Layout.of(t), expr.axes, index))
+    if isinstance(expr, Apply):
+        operands = [value_of(x, ctx) for x in expr.operands]
+        try:
+            return RECORDS[expr.op].result(operands, expr.dim)
+        except IllegalOperand:  # best effort: the function rule reports it
+            t = operands[0]
+            keep = tuple(d for d in t.dims if d.label != expr.dim or not RECORDS[expr.op].reduces())
+            return Tensor(None, keep or t.dims, (), (), t.dtype)
     raise UsageError(f"not an expression: {type(expr).__name__}")

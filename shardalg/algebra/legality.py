@@ -34,6 +34,7 @@ from shardalg.errors import (
     AxisUsedTwice,
     BatchDimMismatch,
     IllegalCollective,
+    IllegalOperand,
     IllegalSharding,
     IndivisibleDim,
     SameAxisResultDims,
@@ -48,13 +49,14 @@ from shardalg.errors import (
 )
 from shardalg.notation.parse import parse
 from shardalg.notation.printing.display import html_table, short
-from shardalg.notation.syntax import Arrow, Collective, Node, Op, Product, Program, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Collective, Node, Op, Product, Program, Tensor
 
 from .context import Context, as_sizes, context_for, product_dims, target_index, value_of
 from .einsum import NotLocal
 from .factors import is_subaxis, parent_of
 from .findings import CheckFn, Found, head_span, suffix_span, text_of
 from .mesh import Mesh
+from .ops import RECORDS
 from .ops import RULES as COLLECTIVES
 from .product_rules import (
     batch_dim_mismatch,
@@ -380,6 +382,40 @@ def result_matches(s: Arrow, ctx: Context) -> Iterator[Found]:
         )
 
 
+def function_operands(a: Apply, ctx: Context) -> Iterator[Found]:
+    """A function's rule on its operands as written (:mod:`shardalg.algebra.ops.function`): a nonlinear
+    function of partial sums, operands that do not meet in one layout, a dim the operand lacks. Planning
+    reshards the operands first, so for a plan these are notes."""
+    if _function_shape_error(a, ctx) is not None:
+        return  # reported by function_shape: no layout fixes it
+    operands = [value_of(x, ctx) for x in a.operands]
+    try:
+        RECORDS[a.op].result(operands, a.dim)
+    except IllegalOperand as err:
+        yield err.message, err.span or a.span, err.fix
+
+
+def _function_shape_error(a: Apply, ctx: Context) -> IllegalOperand | None:
+    """What the function refuses of its operands whatever their layouts (a dim it lacks, a dim named twice,
+    a reduction that leaves no dim): tried on the operands replicated and reduced."""
+    whole = [
+        Tensor(t.name, tuple(d.with_axes(()) for d in t.dims), (), (), t.dtype)
+        for t in map(lambda x: value_of(x, ctx), a.operands)
+    ]
+    try:
+        RECORDS[a.op].result(whole, a.dim)
+    except IllegalOperand as err:
+        return err
+    return None
+
+
+def function_shape(a: Apply, ctx: Context) -> Iterator[Found]:
+    """A function's operands that no plan can fix: the dim it works along missing, a dim named twice."""
+    err = _function_shape_error(a, ctx)
+    if err is not None:
+        yield err.message, err.span or a.span, err.fix
+
+
 _OPERATIONS = (Product, Collective, Arrow)
 
 RULES: tuple[Rule, ...] = (
@@ -396,6 +432,8 @@ RULES: tuple[Rule, ...] = (
     Rule("unknown-axis", UnknownAxis, Collective, collective_unknown_axis),
     Rule("collective-precondition", IllegalCollective, Collective, collective_precondition),
     Rule("indivisible-dim", IndivisibleDim, Collective, collective_output_divisible),
+    Rule("shape-mismatch", ShapeMismatch, Apply, function_shape),
+    Rule("function-operand", IllegalOperand, Apply, function_operands, planned="note"),
     Rule("shape-mismatch", ShapeMismatch, Arrow, result_matches),
     Rule("unreduced-result", UnreachableUnreduced, Arrow, unreduced_result),
 )
@@ -422,6 +460,9 @@ def _sites(
         yield from _sites(node.right, nested=True)
     elif isinstance(node, Collective):
         yield from _sites(node.arg, nested=True)
+    elif isinstance(node, Apply):
+        for x in node.operands:
+            yield from _sites(x, nested=True)
     yield node, result, nested
 
 
@@ -504,7 +545,7 @@ def _findings_in(node: Node, ctx: Context, want: str) -> Iterator[Violation]:
             clean = (site, ctx.mesh, tuple([ctx.sizes.get(d) for d in site.dim_names]))
             if clean in _CLEAN:
                 continue
-        planned = isinstance(site, Product) and not site.local and not nested
+        planned = (isinstance(site, Product) and not site.local or isinstance(site, Apply)) and not nested
         local = ctx if result is ctx.result else Context(ctx.mesh, ctx.sizes, ctx.source, result)
         found = False
         for rule in _rules_for(type(site)):

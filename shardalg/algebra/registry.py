@@ -29,6 +29,7 @@ class Record(Protocol):
 
     op: Op
     operands: int
+    move: bool
 
 
 R = TypeVar("R", bound=Record)
@@ -36,7 +37,7 @@ R = TypeVar("R", bound=Record)
 # The records, typed ``Any``: each is an :class:`~shardalg.algebra.ops.record.OpRecord` (RULES' a
 # ``CollectiveRecord``), which this module does not import.
 RECORDS: dict[Op, Any] = {}  # every operation's record, in the order registered
-RULES: dict[Op, Any] = {}  # the one-operand records: the planner's moves, in that order
+RULES: dict[Op, Any] = {}  # the one-operand records that are moves: the planner's, in that order
 
 
 def register_op(rec: R) -> R:
@@ -44,7 +45,7 @@ def register_op(rec: R) -> R:
     if rec.op in RECORDS:
         raise UsageError(f"{rec.op.value} already has a record")
     RECORDS[rec.op] = rec
-    if rec.operands == 1:
+    if rec.operands == 1 and rec.move:
         RULES[rec.op] = rec
     return rec
 

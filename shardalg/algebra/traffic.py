@@ -22,7 +22,7 @@ from math import prod
 
 from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import IndivisibleDim
-from shardalg.notation.syntax import DType, Op, Tensor
+from shardalg.notation.syntax import Dim, DType, Op, Tensor
 
 from .mesh import Mesh
 from .registry import RECORDS
@@ -230,6 +230,10 @@ def move_bytes(
     """``step_bytes`` on layouts: ``proto`` gives the dims' names, sizes and the dtype."""
     rec = RECORDS[op]
     volume, factor = rec.volume, rec.factor
+    stats = statistics_of(op, axes, proto, before)
+    if stats is not None:  # a function's step over a sharded dim: an AllReduce of its per-row statistics
+        t, lay = stats
+        return layout_elements(t, lay, mesh, sizes).scale(STATS_FACTOR * t.dtype.bytes)
     if volume is Volume.NONE:
         return Bytes()
     dtype = proto.dtype or DEFAULT_DTYPE
@@ -242,6 +246,28 @@ def move_bytes(
     else:
         elems = layout_elements(proto, before, mesh, sizes)
     return elems.scale(factor * dtype.bytes)
+
+
+STATS_FACTOR = Fraction(2)  # a function's statistics are all-reduced: AllReduce's factor on their bytes
+
+
+def statistics_of(
+    op: Op, axes: tuple[str, ...], proto: Tensor, before: tuple[tuple[str, ...], ...]
+) -> tuple[Tensor, tuple[tuple[str, ...], ...]] | None:
+    """The per-row statistics a function's step all-reduces over ``axes`` (the axes of the dim it works along),
+    as an fp32 tensor and its layout: the operand's other dims, and one entry per statistic; None for any
+    other step."""
+    if not op.function or not axes:
+        return None
+    count = len(getattr(RECORDS[op], "statistics", ()))
+    if not count or tuple(axes) not in before:
+        return None
+    i = before.index(tuple(axes))
+    dims = tuple(d for j, d in enumerate(proto.dims) if j != i)
+    lay = tuple(a for j, a in enumerate(before) if j != i)
+    if count > 1:
+        dims, lay = dims + (Dim(None, size=count),), lay + ((),)
+    return Tensor("stats", dims, (), (), DType.FP32), lay
 
 
 RankTable = tuple[dict[str, int], int]
@@ -287,9 +313,18 @@ def step_rank(
     ``table`` is ``rank_table(mesh)``, when the caller holds it."""
     rec = RECORDS[op]
     volume, factor = rec.volume, rec.factor
+    axis, devices = table if table is not None else rank_table(mesh)
+    stats = statistics_of(op, axes, before, tuple(d.axes for d in before.dims))
+    if stats is not None:
+        t, lay = stats
+        group = dims = 1
+        for d, d_axes in zip(t.dims, lay, strict=True):
+            for a in d_axes:
+                group *= axis[a]
+            dims *= (d.size if d.size is not None else sizes.known.get(d.name)) or RANK_DIM
+        return devices // group * dims * int(8 * t.dtype.bytes * STATS_FACTOR)
     if volume is Volume.NONE:
         return 0
-    axis, devices = table if table is not None else rank_table(mesh)
     t = after if volume is Volume.OUTPUT_GROUP else before
     skip = with_parts(t.sharded_axes, axes, mesh) if volume is Volume.INPUT_GROUP else ()
     group = dims = 1

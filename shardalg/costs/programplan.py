@@ -18,7 +18,7 @@ from shardalg.algebra.legality import check_or_raise
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
-from shardalg.notation.syntax import Arrow, Collective, Node, Op, Product, Program, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Collective, Node, Op, Product, Program, Tensor
 from shardalg.planning.planner import plans
 
 __all__ = ["plan_of", "program_plan"]
@@ -93,6 +93,19 @@ def program_plan(
                 )
                 notes.append(
                     f"{text(stmt)}: {why}; priced by its cheapest plan ({len(found)} found, {how}): "
+                    f"{best.note or 'no communication'}"
+                )
+        elif isinstance(expr, Apply):  # a function: priced by its cheapest plan (a single step when it meets)
+            operands = tuple(emit(x, None) for x in expr.operands)
+            call = Apply(expr.op, operands, expr.dim, expr.factor)
+            stmt = Arrow(call, result) if result is not None else call
+            found = plans(stmt, ctx.mesh, ctx.sizes)
+            best, how = (choose or _first)(found)
+            steps.extend(best.steps)
+            out = best.output
+            if len(best.steps) > 1:
+                notes.append(
+                    f"{text(stmt)}: priced by its cheapest plan ({len(found)} found, {how}): "
                     f"{best.note or 'no communication'}"
                 )
         else:

@@ -52,14 +52,16 @@ _COMPUTE_KEY = ""  # internal key of the compute lane: no axis name is empty
 
 
 def lanes_of(step: Step) -> tuple[str, ...]:
-    """The resources a step holds: its axes (a collective), the compute (an einsum), none (a slice)."""
+    """The resources a step holds: its axes (a collective), the compute (an einsum), none (a slice); a function
+    holds the chip (its HBM time) and the axes its statistics are all-reduced over."""
     if step.op is Op.EINSUM:
         return (_COMPUTE_KEY,)
-    if not step.communicates:
-        return ()
-    if any(":" in a for a in step.axes):  # sub-axes run on their parent's links: one lane per parent
-        return tuple(dict.fromkeys(parent_of(a) for a in step.axes))
-    return step.axes
+    axes = step.axes
+    if any(":" in a for a in axes):  # sub-axes run on their parent's links: one lane per parent
+        axes = tuple(dict.fromkeys(parent_of(a) for a in axes))
+    if step.op.function:  # a function's local work, and its statistics' collective, if any
+        return (_COMPUTE_KEY, *axes)
+    return axes if step.communicates else ()
 
 
 def dependencies(steps: Sequence[Step], given: Sequence[object] = ()) -> tuple[tuple[int, ...], ...]:

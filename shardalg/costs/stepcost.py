@@ -428,6 +428,12 @@ def _free(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None) -> N
     return None
 
 
+@UNIT_COSTS.register(*(op for op in Op if op.function))
+def _function_unit(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:
+    """A function's step communicates only over a sharded dim with statistics: an AllReduce of them."""
+    return _formula_unit_of(Op.ALL_REDUCE, axes, opts) if axes else None
+
+
 @UNIT_COSTS.register(Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.PERMUTE)
 def _formula_unit(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:
     """A collective priced by the model's column of :data:`FORMULAS`."""

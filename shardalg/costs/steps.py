@@ -20,6 +20,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.subaxes import with_parts
 from shardalg.algebra.symbols import axis_size, dim_size
+from shardalg.algebra.traffic import DEFAULT_DTYPE, statistics_of
 from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
@@ -100,7 +101,7 @@ class StepCost:
     formula): bytes V its collective moves, its CommCost, FLOPs and HBM bytes, and times. Each is worked out
     when first asked for (a ranking needs only the times)."""
 
-    __slots__ = ("step", "opts", "_unit", "_comm", "_comms", "_flops", "_compute", "_hbm")
+    __slots__ = ("step", "opts", "_unit", "_comm", "_comms", "_flops", "_compute", "_hbm")  # fmt: skip
 
     def __init__(self, step: Step, opts: Options):
         self.step, self.opts = step, opts
@@ -116,17 +117,30 @@ class StepCost:
     def comm(self) -> CommCost:
         if self._comm is None:
             s = self.step
-            self._comm = (
-                NOTHING if s.op is Op.EINSUM else _collective(s.op, s.inputs[0], s.axes, self.opts, s.offset)
-            )
+            if s.op.function:  # its statistics, all-reduced over the axes of the dim it works along
+                self._comm = (
+                    NOTHING
+                    if self._unit is None
+                    else self._unit.scaled(group_bytes(Op.ALL_REDUCE, _statistics(s), s.axes, self.opts))
+                )
+            else:
+                self._comm = (
+                    NOTHING
+                    if s.op is Op.EINSUM
+                    else _collective(s.op, s.inputs[0], s.axes, self.opts, s.offset)
+                )
         return self._comm
 
     @property
     def bytes(self) -> Term:
-        """V, the array's bytes as the group sees it; with ``exact``, the (N − 1)/N of it a ring moves."""
+        """V, the array's bytes as the group sees it; with ``exact``, the (N − 1)/N of it a ring moves (a
+        function's: its statistics', all-reduced)."""
         s = self.step
         if not s.communicates:
             return ZERO
+        if s.op.function:
+            ar = Op.ALL_REDUCE
+            return group_bytes(ar, _statistics(s), s.axes, self.opts) * moved_share(ar, s.axes, self.opts)
         return group_bytes(s.op, s.inputs[0], s.axes, self.opts) * moved_share(s.op, s.axes, self.opts)
 
     @property
@@ -136,7 +150,7 @@ class StepCost:
             unit = self._unit
             if unit is None:
                 self._comms = ZERO
-            elif self._comm is None and unit.overlapped and unit.light_parts:
+            elif self._comm is None and unit.overlapped and unit.light_parts and not s.op.function:
                 # the common case, without building the step's CommCost: each phase's bandwidth times V
                 self._comms = _comms_term(
                     s.op, s.axes, s.offset, _shape_key(s.inputs[0]), s.inputs[0], self.opts
@@ -159,6 +173,8 @@ class StepCost:
             if s.op is Op.EINSUM:
                 left, right = s.inputs
                 self._compute = _compute_term(_shape_key(left), _shape_key(right), left, right, self.opts)
+            elif s.op.function:  # HBM-bound: its bytes read and written at W_hbm (its FLOPs: vector_flops)
+                self._compute = self.memory
             else:
                 self._compute = ZERO
         return self._compute
@@ -167,18 +183,35 @@ class StepCost:
     def hbm_bytes(self) -> Term:
         if self._hbm is None:
             s, hbm = self.step, self.opts.costs.hbm
-            moved = (*s.inputs, s.output) if s.op is Op.EINSUM else ()
+            moved = (*s.inputs, s.output) if s.op is Op.EINSUM or s.op.function else ()
             self._hbm = add(*(local_bytes(t, self.opts) for t in moved if hbm is None or t.name in hbm))
         return self._hbm
 
     @property
     def memory(self) -> Term:
-        return self.hbm_bytes / _t(sc.W_HBM) if self.step.op is Op.EINSUM else ZERO
+        s = self.step
+        return self.hbm_bytes / _t(sc.W_HBM) if s.op is Op.EINSUM or s.op.function else ZERO
+
+    @property
+    def vector_flops(self) -> Term:
+        """A function's FLOPs (elementwise, reductions, softmax, norms), counted apart from matmul FLOPs: its
+        record's FLOPs per element times the local elements of its largest operand or result."""
+        s = self.step
+        if not s.op.function:
+            return ZERO
+        per = RECORDS[s.op].vector_flops
+        biggest = max((*s.inputs, s.output), key=lambda t: len(t.dims))
+        width = (biggest.dtype or DEFAULT_DTYPE).bytes
+        return local_bytes(biggest, self.opts) * _t(sympy.Rational(per * width.denominator, width.numerator))
 
     @property
     def duration(self) -> Term:
-        """Its time on its resource: the collective's, or the local einsum's compute."""
-        return self.compute if self.step.op is Op.EINSUM else self.comms
+        """Its time on its resource: the collective's, the local einsum's compute, or a function's HBM time
+        and then its statistics' AllReduce (between its two passes over the block)."""
+        s = self.step
+        if s.op.function:
+            return add(self.compute, self.comms)
+        return self.compute if s.op is Op.EINSUM else self.comms
 
     def to_json(self, values: Mapping[sympy.Symbol, float]) -> dict[str, object]:
         out: dict[str, object] = {
@@ -195,6 +228,15 @@ class StepCost:
                 a: {"formula": str(b), "value": numeric(b, values)} for a, b in self.comm.axis_bytes
             }
         return out
+
+
+def _statistics(step: Step) -> Tensor:
+    """The per-row statistics a function's step all-reduces, laid out as they are on the devices."""
+    got = statistics_of(step.op, step.axes, step.inputs[0], step.inputs[0].layout()[0])
+    if got is None:
+        raise UsageError(f"{text(step.statement())} all-reduces no statistics")
+    t, lay = got
+    return Tensor(t.name, tuple(d.with_axes(a) for d, a in zip(t.dims, lay, strict=True)), (), (), t.dtype)
 
 
 @memoized(Kind.PIECE)
@@ -280,6 +322,9 @@ def seconds_of(step: Step, opts: Options) -> float | None:
     """The step's time at the chip's numbers of ``opts`` as a float, without building its terms; None while a
     size or a number is unknown."""
     op = step.op
+    if op.function:  # HBM time and the statistics' AllReduce, from its terms
+        got = step_cost(step, opts).duration.evaluate(opts.point)
+        return None if got is None else float(got)
     if op is Op.EINSUM:
         flops = 1
         seen: set[str] = set()
@@ -361,7 +406,8 @@ def step_weights(mesh: Mesh, sizes, costs: CostModel) -> Callable[[Step], float]
     def seconds(step: Step) -> float:
         got = memo.get(step)
         if got is None:
-            value = seconds_of(step, opts) if step.communicates or step.op is Op.EINSUM else 0.0
+            local = step.op is Op.EINSUM or step.op.function
+            value = seconds_of(step, opts) if step.communicates or local else 0.0
             if value is None:
                 raise UsageError(_why_symbolic(step, opts))
             got = memo[step] = value

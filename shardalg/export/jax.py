@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.ops import norms
 from shardalg.algebra.registry import Layer
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Step
@@ -208,6 +209,76 @@ def _einsum(b: _Body, s: Step) -> frozenset[str]:
     spec = einsum_subscripts(left, right, s.output)
     b.lines.append(f"{b.var(s.output)} = jnp.einsum({spec!r}, {b.var(left)}, {b.var(right)})")
     return b.vary[left] | b.vary[right]
+
+
+# ---- the notation's functions: jnp on each device's block; over a sharded dim, psum / pmax of statistics
+_UNARY_SRC = {
+    Op.GELU: "jax.nn.gelu({x})",  # the tanh form, as the numeric executor's
+    Op.SILU: "jax.nn.silu({x})",
+    Op.EXP: "jnp.exp({x})",
+    Op.RELU: "jax.nn.relu({x})",
+}
+_BINARY_SRC = {Op.ADD: "{a} + {b}", Op.SUBTRACT: "{a} - {b}", Op.MULTIPLY: "{a} * {b}"}
+
+
+def _aligned_src(var: str, t: Tensor, out: Tensor) -> str:
+    """``var`` (laid out as ``t``) in ``out``'s dim order, with a length-1 axis for each dim it lacks."""
+    labels = t.dim_names
+    order = [labels.index(d) for d in out.dim_names if d in labels]
+    src = var if order == sorted(order) else f"jnp.transpose({var}, {tuple(order)!r})"
+    missing = tuple(i for i, d in enumerate(out.dim_names) if d not in labels)
+    return f"jnp.expand_dims({src}, {missing!r})" if missing else src
+
+
+@EMITTERS.register(*(op for op in Op if op.function))
+def _function(b: _Body, s: Step) -> frozenset[str]:
+    x, y = b.var(s.inputs[0]), b.var(s.output)
+    vary = frozenset().union(*(b.vary[t] for t in s.inputs))
+    if s.op in _UNARY_SRC:
+        b.lines.append(f"{y} = {_UNARY_SRC[s.op].format(x=x)}")
+        return vary
+    if s.op is Op.SCALE:
+        b.lines.append(f"{y} = {float(s.factor)!r} * {x}")
+        return vary
+    if s.op in _BINARY_SRC:
+        left, right = (_aligned_src(b.var(t), t, s.output) for t in s.inputs)
+        b.lines.append(f"{y} = {_BINARY_SRC[s.op].format(a=left, b=right)}")
+        return vary
+    t = s.inputs[0]
+    i = t.dim_names.index(s.dim)
+    axes = _axes_src(tuple(a for a in b.mesh.names if a in s.axes)) if s.axes else ""
+    parts = 1
+    for a in t.axes_of(s.dim):
+        parts *= b.mesh.size(a)
+    n = f"{x}.shape[{i}] * {parts}"  # the dim's global extent
+    if s.op in (Op.SUM, Op.MEAN):  # over a sharded dim, this device's share of the total (a partial sum)
+        scale = "" if s.op is Op.SUM else f" / ({n})"
+        b.lines.append(f"{y} = jnp.sum({x}, axis={i}){scale}")
+        return vary
+    if s.op is Op.MAX:  # over a sharded dim: the group's row maxima gathered (pmax has no derivative in JAX)
+        local = f"jnp.max({x}, axis={i})"
+        gathered = f"jnp.max(jax.lax.all_gather({local}, {axes}, axis=0, to='invarying'), axis=0)"
+        b.lines.append(f"{y} = {gathered}" if s.axes else f"{y} = {local}")
+        return vary - frozenset(s.axes)
+    red = (lambda e: f"jax.lax.psum({e}, {axes})") if s.axes else (lambda e: e)
+    if s.op is Op.SOFTMAX:
+        m = f"jax.lax.stop_gradient(jnp.max({x}, axis={i}, keepdims=True))"  # a shift: no gradient flows
+        m = f"jax.lax.pmax({m}, {axes})" if s.axes else m
+        b.lines.append(f"{y} = jnp.exp({x} - {m})")
+        b.lines.append(f"{y} = {y} / {red(f'jnp.sum({y}, axis={i}, keepdims=True)')}")
+        return vary
+    eps = repr(norms.EPS)
+    if s.op is Op.RMSNORM:
+        ss = red(f"jnp.sum({x} * {x}, axis={i}, keepdims=True)")
+        b.lines.append(f"{y} = {x} * jax.lax.rsqrt({ss} / ({n}) + {eps})")
+        return vary
+    if s.op is Op.LAYERNORM:  # one AllReduce of the pair (sum, sum of squares)
+        pair = f"(jnp.sum({x}, axis={i}, keepdims=True), jnp.sum({x} * {x}, axis={i}, keepdims=True))"
+        b.lines.append(f"{y}_s1, {y}_s2 = {red(pair)}")
+        b.lines.append(f"{y} = {y}_s1 / ({n})")
+        b.lines.append(f"{y} = ({x} - {y}) * jax.lax.rsqrt({y}_s2 / ({n}) - {y} * {y} + {eps})")
+        return vary
+    raise UsageError(f"the JAX exporter has no form for {s.op.value}")
 
 
 def _tuple_src(items: Sequence[str]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from shardalg import limits
@@ -21,6 +22,7 @@ from shardalg.errors import ParseError, Span
 
 from .lalr import Transformer, v_args
 from .syntax import (
+    Apply,
     Arrow,
     Collective,
     Dim,
@@ -106,6 +108,7 @@ class RoleLine:
 
 
 Head = tuple[Op, tuple[str, ...], str | None, int | None]  # a collective's op, axes, target dim, offset
+FnHead = tuple[Op, str | None, Fraction | None]  # a function's op, the dim it works along, a scale's factor
 
 
 def _is_token(x: object) -> bool:
@@ -249,6 +252,51 @@ class Builders:
 
     def stackrel(self, meta: Any, arg: Any, head: Any, result: Tensor) -> Arrow:
         return Arrow(self.collective(meta, head, arg), result, span=_span(meta))
+
+    # functions and elementwise operators
+    def fn_sub(self, meta: Any, *items: Token) -> tuple[Token, ...]:
+        return items
+
+    def fn_head(self, meta: Any, word: Token, sub: tuple[Token, ...] | None) -> FnHead:
+        op = Op(str(word))
+        span = _span(meta)
+        items = sub or ()
+        if op is Op.SCALE:
+            if len(items) != 1 or items[0].type != "DECIMAL":
+                raise ParseError(
+                    "scale takes its factor as a subscript, a positive decimal: scale_{0.125}(X[B, D])",
+                    span=span,
+                )
+            factor = Fraction(str(items[0]))
+            if factor <= 0 or len(str(items[0])) > _OFFSET_DIGITS:
+                raise ParseError(f"a scale's factor is a positive decimal, not {items[0]}", span=span)
+            return op, None, factor
+        if op.takes_dim:
+            if len(items) != 1 or items[0].type == "DECIMAL":
+                raise ParseError(
+                    f"{op.value} names the one dim it works along: {op.value}_D(X[B, D])", span=span
+                )
+            return op, str(items[0]), None
+        if items:
+            raise ParseError(
+                f"{op.value} is elementwise and takes no subscript: {op.value}(X[B, D])", span=span
+            )
+        return op, None, None
+
+    def apply(self, meta: Any, head: FnHead, *args: Any) -> Apply:
+        op, dim, factor = head
+        if len(args) != 1:
+            raise ParseError(f"{op.value} takes one operand, not {len(args)}", span=_span(meta))
+        return Apply(op, args, dim, factor, span=_span(meta))
+
+    def add(self, meta: Any, left: Any, right: Any) -> Apply:
+        return Apply(Op.ADD, (left, right), span=_span(meta))
+
+    def subtract(self, meta: Any, left: Any, right: Any) -> Apply:
+        return Apply(Op.SUBTRACT, (left, right), span=_span(meta))
+
+    def multiply(self, meta: Any, left: Any, right: Any) -> Apply:
+        return Apply(Op.MULTIPLY, (left, right), span=_span(meta))
 
     def arrow(self, meta: Any, expr: Any, result: Tensor) -> Arrow:
         return Arrow(expr, result, span=_span(meta))

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from shardalg.errors import UsageError
 
 from .plan import Plan, Step
-from .syntax import Arrow, Collective, Dim, MeshDecl, Op, Product, Program, Roles, Tensor, dtype_named
+from .syntax import Apply, Arrow, Collective, Dim, MeshDecl, Op, Product, Program, Roles, Tensor, dtype_named
 
 __all__ = ["from_json"]
 
@@ -76,6 +77,22 @@ def _contract(j: Json) -> tuple[str, ...] | None:
     return None if value is None else _strs(value, "contract")
 
 
+def _factor(j: Json) -> Fraction | None:
+    """A scale's factor, written as a fraction's text ("1/8", "0.125"); absent for other ops."""
+    if "factor" not in j:
+        return None
+    value = _field(j, "factor", str)
+    if len(value) > 40:
+        raise UsageError("a scale's factor is at most 40 characters")
+    try:
+        out = Fraction(value)
+    except (ValueError, ZeroDivisionError):
+        raise UsageError(f'a scale\'s factor is a fraction such as "1/8", not {value!r}') from None
+    if out <= 0:
+        raise UsageError(f"a scale's factor is positive, not {value}")
+    return out
+
+
 def _layers(value: Any) -> str | int | None:
     if value is None or (isinstance(value, str) and value) or (type(value) is int and value > 0):
         return value
@@ -90,6 +107,12 @@ _READERS: dict[str, Callable[[Json], Any]] = {
     ),
     "collective": lambda j: Collective(
         _op(j), _strs(j["axes"], "axes"), from_json(j["arg"]), _field(j, "dim", str, True), _offset(j)
+    ),
+    "apply": lambda j: Apply(
+        _op(j),
+        tuple(from_json(x) for x in _field(j, "operands", list)),
+        _field(j, "dim", str, True),
+        _factor(j),
     ),
     "arrow": lambda j: Arrow(from_json(j["expr"]), from_json(j["result"])),
     "mesh": lambda j: MeshDecl(_pairs(j["axes"], "mesh axes")),
@@ -117,6 +140,7 @@ _READERS: dict[str, Callable[[Json], Any]] = {
         bool(j.get("local")),
         str(j.get("reason", "")),
         _offset(j),
+        _factor(j),
     ),
     "plan": lambda j: Plan(
         tuple(from_json(t) for t in _field(j, "inputs", list)),

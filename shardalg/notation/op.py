@@ -33,7 +33,7 @@ class Op(metaclass=_OpKind):
     The set is open: :meth:`define` makes a new operation, whose record (rule, transpose, bytes) the algebra
     registers (:mod:`shardalg.algebra.ops`). Ops compare and hash by identity, as enum members do."""
 
-    __slots__ = ("name", "value", "takes_dim", "takes_offset", "communicates")
+    __slots__ = ("name", "value", "takes_dim", "takes_offset", "communicates", "function")
     _by_value: ClassVar[dict[str, Op]] = {}
 
     ALL_GATHER: ClassVar[Op]
@@ -44,12 +44,29 @@ class Op(metaclass=_OpKind):
     PERMUTE: ClassVar[Op]
     SHIFT: ClassVar[Op]
     EINSUM: ClassVar[Op]
+    # elementwise and reducing operations, applied as functions (``gelu(H[B, F])``, ``sum_D(X[B, D])``) or
+    # as infix elementwise operators (``+``, ``-``, ``⊙``)
+    GELU: ClassVar[Op]
+    SILU: ClassVar[Op]
+    EXP: ClassVar[Op]
+    RELU: ClassVar[Op]
+    SCALE: ClassVar[Op]
+    ADD: ClassVar[Op]
+    SUBTRACT: ClassVar[Op]
+    MULTIPLY: ClassVar[Op]
+    SUM: ClassVar[Op]
+    MAX: ClassVar[Op]
+    MEAN: ClassVar[Op]
+    SOFTMAX: ClassVar[Op]
+    RMSNORM: ClassVar[Op]
+    LAYERNORM: ClassVar[Op]
 
     name: str  # the Python name (``ALL_GATHER``)
     value: str  # the book's name (``AllGather``)
     takes_dim: bool  # whether the subscript names a target dim (``ReduceScatter_{X,K}``)
     takes_offset: bool  # whether the subscript ends in a signed offset (``Shift_{X,+1}``)
     communicates: bool  # whether a step of it moves data between devices (a plan's ``Step.communicates``)
+    function: bool  # applied to operands as a function or an elementwise operator, not a collective
 
     def __new__(cls, value: str | Op) -> Op:
         """The op whose book name is ``value`` (a ValueError for an unknown name, as an enum's lookup)."""
@@ -69,13 +86,14 @@ class Op(metaclass=_OpKind):
         takes_dim: bool = False,
         takes_offset: bool = False,
         communicates: bool = True,
+        function: bool = False,
     ) -> Op:
         """A new operation named ``value`` (the book's spelling) and ``name`` (the Python one)."""
         if value in cls._by_value:
             raise UsageError(f"an operation named {value} is already defined")
         op = object.__new__(cls)
         attrs = {"name": name, "value": value, "takes_dim": takes_dim, "takes_offset": takes_offset}
-        for attr, v in {**attrs, "communicates": communicates}.items():
+        for attr, v in {**attrs, "communicates": communicates, "function": function}.items():
             object.__setattr__(op, attr, v)
         cls._by_value[value] = op
         return op
@@ -104,3 +122,21 @@ Op.SLICE = Op.define("SLICE", "Slice", takes_dim=True, communicates=False)
 Op.PERMUTE = Op.define("PERMUTE", "Permute")
 Op.SHIFT = Op.define("SHIFT", "Shift", takes_offset=True)
 Op.EINSUM = Op.define("EINSUM", "Einsum", communicates=False)
+
+# Functions of the notation (``takes_dim``: the subscript names the dim they reduce or normalize over). A
+# function with a subscript-free name is elementwise; SCALE's subscript is its factor. Their steps are local
+# (``communicates`` False): a reduction over a sharded dim that must combine devices says so in its step.
+Op.GELU = Op.define("GELU", "gelu", communicates=False, function=True)
+Op.SILU = Op.define("SILU", "silu", communicates=False, function=True)
+Op.EXP = Op.define("EXP", "exp", communicates=False, function=True)
+Op.RELU = Op.define("RELU", "relu", communicates=False, function=True)
+Op.SCALE = Op.define("SCALE", "scale", communicates=False, function=True)
+Op.ADD = Op.define("ADD", "add", communicates=False, function=True)
+Op.SUBTRACT = Op.define("SUBTRACT", "subtract", communicates=False, function=True)
+Op.MULTIPLY = Op.define("MULTIPLY", "multiply", communicates=False, function=True)
+Op.SUM = Op.define("SUM", "sum", takes_dim=True, communicates=False, function=True)
+Op.MAX = Op.define("MAX", "max", takes_dim=True, communicates=False, function=True)
+Op.MEAN = Op.define("MEAN", "mean", takes_dim=True, communicates=False, function=True)
+Op.SOFTMAX = Op.define("SOFTMAX", "softmax", takes_dim=True, communicates=False, function=True)
+Op.RMSNORM = Op.define("RMSNORM", "rmsnorm", takes_dim=True, communicates=False, function=True)
+Op.LAYERNORM = Op.define("LAYERNORM", "layernorm", takes_dim=True, communicates=False, function=True)

@@ -19,14 +19,14 @@ from shardalg.errors import ParseError, ShardalgError, Span, UsageError
 from .build import LOCAL, split_axes, transformer
 from .grammar import START, grammar_path, grammar_text, lalr_parser
 from .lalr import UnexpectedInput, VisitError
-from .syntax import Arrow, Collective, Node, Product, Program, Statement, Tensor
+from .syntax import Apply, Arrow, Collective, Node, Product, Program, Statement, Tensor
 from .syntaxerrors import parse_error
 
 __all__ = ["parse", "parse_tensor", "parse_statement", "grammar_text", "grammar_path", "split_axes", "LOCAL"]
 
 
 def _depth(statement: Node) -> int:
-    """How many products and collectives nest in a statement (walked without recursion)."""
+    """How many products, collectives and functions nest in a statement (walked without recursion)."""
     deepest, todo = 0, [(statement, 0)]
     while todo:
         node, level = todo.pop()
@@ -36,6 +36,8 @@ def _depth(statement: Node) -> int:
             todo += [(node.left, level + 1), (node.right, level + 1)]
         elif isinstance(node, Collective):
             todo.append((node.arg, level + 1))
+        elif isinstance(node, Apply):
+            todo += [(a, level + 1) for a in node.operands]
         deepest = max(deepest, level)
     return deepest
 

@@ -1,6 +1,7 @@
 """Plans: straight-line sequences of rule applications, each with the tensors it reads and writes.
 
-A Step is one rule applied: a collective (or slice or permute) to one tensor, or a local einsum of two.
+A Step is one rule applied: a collective (or slice or permute) to one tensor, a local einsum of two, or a
+function of the notation (elementwise, a reduction, softmax or a norm) to its operands.
 Tensors are referred to by value (name, dims with their sharding, unreduced and invariant sets, dtype), so
 a step's inputs are exactly the values some earlier step (or the plan's inputs) produced.
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from shardalg.cache import Kind, memoized
@@ -19,7 +21,7 @@ from shardalg.lazy import cached
 
 from . import printing
 from .printing import display
-from .syntax import Arrow, Collective, Op, Product, Statement, Tensor
+from .syntax import Apply, Arrow, Collective, Op, Product, Statement, Tensor
 
 __all__ = ["Step", "Plan", "Plans", "chained_plan", "producers_of"]
 
@@ -42,10 +44,13 @@ class Step:
     local: bool = False
     reason: str = field(default="", compare=False)
     offset: int | None = None  # a Shift's signed step (device x sends to x + offset); None for other ops
+    factor: Fraction | None = None  # a scale's factor; None for other ops
 
     def __post_init__(self) -> None:
         if (self.offset is not None) != self.op.takes_offset:
             raise ValueError("a Shift step has an offset and no other step has one")
+        if (self.factor is not None) != (self.op is Op.SCALE):
+            raise ValueError("a scale step has a factor and no other step has one")
 
     @cached
     def signature(self) -> tuple[Any, ...]:
@@ -55,13 +60,17 @@ class Step:
 
     @property
     def communicates(self) -> bool:
-        return self.op.communicates
+        """Whether the step moves data: a collective's op does; a function's step does when it names axes (a
+        reduction or norm over a sharded dim whose statistics are all-reduced over them)."""
+        return self.op.communicates or (self.op.function and bool(self.axes))
 
     def statement(self) -> Statement:
         """The step in the notation: ``AllGather_X(A[I_X, J]) -> A[I, J]`` or ``A · B -> C``."""
         if self.op is Op.EINSUM:
             left, right = self.inputs
             return Arrow(Product(left, right, self.contract or None, self.local), self.output)
+        if self.op.function:
+            return Arrow(Apply(self.op, self.inputs, self.dim, self.factor), self.output)
         (arg,) = self.inputs
         return Arrow(Collective(self.op, self.axes, arg, self.dim, self.offset), self.output)
 
@@ -89,7 +98,9 @@ class Plan:
 
     @property
     def collectives(self) -> tuple[Step, ...]:
-        return tuple(s for s in self.steps if s.op is not Op.EINSUM)
+        """The steps that move data or name mesh axes: collectives, and functions whose statistics are
+        all-reduced over a sharded dim."""
+        return tuple(s for s in self.steps if s.op is not Op.EINSUM and (not s.op.function or s.axes))
 
     @cached
     def producers(self) -> tuple[tuple[int, ...], ...]:

@@ -9,6 +9,7 @@ The shapes of the tree::
       roles     := Roles(params, embeddings, saved, kvcache, tokens, layers) | None
       statement := Arrow(expr, result) | expr
       expr      := Tensor | Product(left, right, contract, local) | Collective(op, axes, arg, dim, offset)
+                 | Apply(op, operands, dim, factor)
       Tensor(name, dims, unreduced, invariant, dtype);  Dim(name | size, axes)
 
 Axis and dim names are plain identifiers (``"X"``, ``"data"``, ``"I"``); everything else is a value:
@@ -37,6 +38,7 @@ __all__ = [
     "Tensor",
     "Product",
     "Collective",
+    "Apply",
     "Arrow",
     "MeshDecl",
     "Role",
@@ -302,6 +304,29 @@ class Collective(Node):
 
 
 @dataclass(frozen=True, repr=False)
+class Apply(Node):
+    """A function of the notation applied to its operands: elementwise (``gelu(H[B, F_Y])``,
+    ``scale_{0.125}(S[B, T])``, ``X[B, D] + Att[B, D]``, ``G[B, F] ⊙ U[B, F]``), a reduction over a named dim
+    (``sum_D(X[B, D_X])``, ``max_D``, ``mean_D``) or a composite over one (``softmax_S``, ``rmsnorm_D``,
+    ``layernorm_D``). ``dim`` is the dim a reduction or composite works along; ``factor`` a scale's factor.
+    Operations of several operands (``attention(Q, K, V)``) are the same node with more ``operands``."""
+
+    op: Op
+    operands: tuple[Expr, ...]
+    dim: str | None = None
+    factor: Fraction | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "operands", tuple(self.operands))
+        if not self.op.function:
+            raise ValueError(f"{self.op.value} is not a function of the notation")
+        if (self.dim is not None) != self.op.takes_dim:
+            raise ValueError(f"{self.op.value} {'takes' if self.op.takes_dim else 'takes no'} dim")
+        if (self.factor is not None) != (self.op is Op.SCALE):
+            raise ValueError("a scale has a factor and no other function has one")
+
+
+@dataclass(frozen=True, repr=False)
 class Arrow(Node):
     """``expr -> result``: a statement that names (and states the sharding of) what ``expr`` produces.
     With a bare tensor on the left it is a resharding request: ``A[I_X, J] -> A[I, J_X]``."""
@@ -381,5 +406,5 @@ class Program(Node):
             object.__setattr__(self, "roles", None)
 
 
-Expr = Tensor | Product | Collective
-Statement = Arrow | Tensor | Product | Collective
+Expr = Tensor | Product | Collective | Apply
+Statement = Arrow | Tensor | Product | Collective | Apply

@@ -24,6 +24,11 @@ _DESCRIBE: dict[str, str | None] = {
     "PRIME": "a prime (')",
     "OP_WORD": "a collective (AllGather, ReduceScatter, ...)",
     "DTYPE_WORD": "a dtype (bf16, fp32, ...)",
+    "FN_WORD": "a function (gelu, sum_D, softmax_S, ...)",
+    "DECIMAL": "a decimal",
+    "_PLUS": None,  # the elementwise operators: not listed after every tensor (the product stands for them)
+    "_MINUS": None,
+    "_ODOT": None,
     "_MESH": "'mesh'",
     "_WHERE": "'where'",
     "ROLE_WORD": "a role (params, embeddings, saved, kvcache)",
@@ -61,7 +66,9 @@ _MISTAKES: dict[str, list[str]] = {
 
 
 # The notation's operations, as the grammar's OP_WORD spells them.
-OPERATIONS = tuple(op.value for op in Op if op is not Op.EINSUM)  # the built-in operations, as written
+OPERATIONS = tuple(
+    op.value for op in Op if op is not Op.EINSUM and not op.function
+)  # the collectives, as written
 
 # Other libraries' words for them (in lower case): (the operation, whose word it is).
 FOREIGN_OPERATIONS: dict[str, tuple[str, str]] = {

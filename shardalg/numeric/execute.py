@@ -43,6 +43,7 @@ from shardalg.notation.printing.display import pretty_text, short
 from shardalg.notation.syntax import Tensor
 from shardalg.planning.planner import plans
 
+from . import functions as _functions  # noqa: F401  (registers the functions' data movement)
 from .devices import (
     Buffers,
     Coord,
@@ -105,14 +106,15 @@ def apply_step(
         check_tensor(t, vm)
     vm.size(step.output.used_axes)  # the output's legality follows from matching the derived layout
     vm.size(step.axes)
-    if arity == 1 and (not step.axes or len(set(step.axes)) != len(step.axes)):
+    collective = arity == 1 and not step.op.function
+    if collective and (not step.axes or len(set(step.axes)) != len(step.axes)):
         raise step_error(step, "a collective names each of its mesh axes once, and at least one")
     bufs = [dict(b) for b in inputs]
     for t, b in zip(step.inputs, bufs, strict=True):
         loc = local_shape(t, vm, sizes)
         if set(b) != set(vm.coords) or any(x.shape[: len(loc)] != loc for x in b.values()):
             raise ExecutionError(f"the buffers given for {text(t)} are not its {loc} blocks on every device")
-    if arity == 1:
+    if collective:
         (t,) = step.inputs
         if t.dim_names != step.output.dim_names:
             raise step_error(

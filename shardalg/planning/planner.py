@@ -37,9 +37,10 @@ from shardalg.errors import IncompleteWarning, NoPlan, UsageError
 from shardalg.notation.parse import parse, parse_tensor
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import display
-from shardalg.notation.syntax import Arrow, Collective, Product, Program, Statement, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Statement, Tensor
 
 from .einsum_plans import EinsumPlanner
+from .functions import function_plans
 from .noplan import no_plan
 from .order import default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
@@ -82,7 +83,7 @@ def prepare(
         if expr.mesh is not None:
             prog_mesh = Mesh(dict(expr.mesh.axes))
         expr = expr.statements[0]
-    if not isinstance(expr, Arrow | Product | Collective | Tensor):
+    if not isinstance(expr, Arrow | Product | Collective | Tensor | Apply):
         raise UsageError(f"plan takes a statement (text or AST), not {type(expr).__name__}")
     m = as_mesh(mesh) if mesh is not None else prog_mesh
     if m is None:
@@ -251,6 +252,8 @@ def _plans_on(
         return redistribute(body, result, p.mesh, p.sizes.known, key=rank, weigh=weigh, limits=limits)
     if isinstance(body, Collective):
         return Plans([_collective_plan(body, result, p)])
+    if isinstance(body, Apply):
+        return function_plans(body, result, p.mesh, p.sizes, rank, weigh, limits)
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
     found, cuts = _ranked_einsum_plans(body, result, p, limits, weigh, overlap, by)

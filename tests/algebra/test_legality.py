@@ -13,6 +13,7 @@ from shardalg.errors import (
     AxisUsedTwice,
     BatchDimMismatch,
     IllegalCollective,
+    IllegalOperand,
     IllegalSharding,
     IndivisibleDim,
     ParseError,
@@ -237,6 +238,17 @@ PINNED = [
         "                 ^^^^^^^^^^^^\n"
         "  fix: request the result reduced (drop its {U_..}), or shard a contracted dim over those axes in both "
         "operands",
+    ),
+    (
+        "gelu(H[B, F]{U_X}) + A[B, F] -> G[B, F]",
+        "X=2",
+        None,
+        IllegalOperand,
+        "error: gelu is not linear: applied to the partial sums of H[B, F]{U_X} (unreduced over X) it does not "
+        "give the function of their sum [function-operand]\n"
+        "  gelu(H[B, F]{U_X}) + A[B, F] -> G[B, F]\n"
+        "       ^^^^^^^^^^^^\n"
+        "  fix: AllReduce_X(H[B, F]{U_X}) first (or ReduceScatter onto a dim gelu does not work along)",
     ),
 ]
 

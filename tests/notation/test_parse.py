@@ -248,7 +248,7 @@ error: expected '_' after 'AllGather', found '(' (a collective needs its mesh ax
     (
         "((A[I]",
         """\
-error: expected ')' or '·' after ']', found the end of the input [syntax]
+error: expected ')' after ']', found the end of the input [syntax]
   ((A[I]
         ^""",
     ),
@@ -276,7 +276,7 @@ error: expected '{' or a name after '_', found '_' [syntax]
     (
         "A[I] ? B[J]",
         """\
-error: unexpected character '?'; expected '{', ')', '->', '·', a new line or ';' or 'where' [syntax]
+error: unexpected character '?'; expected ',', '{', ')', '->', '·', a new line or ';' or 'where' [syntax]
   A[I] ? B[J]
        ^""",
     ),

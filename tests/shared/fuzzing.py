@@ -16,7 +16,10 @@ from shardalg.notation.syntax import DTYPE_ALIASES, Op
 # Terminals whose regexes carry lookaheads get explicit strategies; keywords get a blank after them so
 # that they do not run into the next name.
 EXPLICIT = {
-    "OP_WORD": st.sampled_from([op.value for op in Op if op is not Op.EINSUM]),
+    "OP_WORD": st.sampled_from([op.value for op in Op if op is not Op.EINSUM and not op.function]),
+    "FN_WORD": st.sampled_from([op.value for op in Op if op.function and op.value.isalpha()]),
+    "_MINUS": st.sampled_from(["-", "−"]),
+    "_ODOT": st.sampled_from([".*", "⊙", r"\odot "]),
     "DTYPE_WORD": st.sampled_from(sorted(DTYPE_ALIASES)),
     "_MESH": st.just("mesh "),
     "_WHERE": st.just(" where "),
@@ -72,7 +75,37 @@ def grammar_strings(start: str):
             for sym in expansion:
                 (terminals.add(sym.name) if sym.is_term else todo.append(sym.name))
     explicit = {name: strategy for name, strategy in EXPLICIT.items() if name in terminals}
-    return from_lark(_fresh_parser(), start=start, explicit=explicit)
+    strategy = from_lark(_fresh_parser(), start=start, explicit=explicit)
+    return st.deferred(lambda: _tamed(strategy.wrapped_strategy))
+
+
+SHALLOW_WEIGHT = 6  # how much likelier an expansion of least height is than one that nests deeper
+
+
+def _tamed(strategy):  # a hypothesis LarkStrategy
+    """The grammar's strategy with each rule's least-nesting expansions drawn ``SHALLOW_WEIGHT`` times as often:
+    drawn uniformly, the expression rules (products, sums, functions of several operands, collectives) nest
+    without bound on average, and almost every draw overruns hypothesis's buffer."""
+    expansions = {name: s.elements for name, s in strategy.nonterminal_strategies.items()}
+    height: dict[str, int] = {}
+    changed = True
+    while changed:  # least height of each rule: 1 + the highest child of its lowest expansion
+        changed = False
+        for name, options in expansions.items():
+            best = min((_height(e, height) for e in options if _height(e, height) is not None), default=None)
+            if best is not None and height.get(name) != best:
+                height[name], changed = best, True
+    for name, options in expansions.items():
+        weighted = [
+            e for e in options for _ in range(SHALLOW_WEIGHT if _height(e, height) == height.get(name) else 1)
+        ]
+        strategy.nonterminal_strategies[name] = st.sampled_from(weighted)
+    return strategy
+
+
+def _height(expansion, height: dict[str, int]) -> int | None:
+    kids = [0 if sym.is_term else height.get(sym.name) for sym in expansion]
+    return None if None in kids else 1 + max(kids, default=0)
 
 
 @st.composite

@@ -109,6 +109,9 @@ class OpRecord:
     example: str = ""
     explain: Explain | None = None
     operands: ClassVar[int] = 1  # a collective takes one; the local einsum two
+    move: ClassVar[bool] = (
+        True  # a one-operand record is a planner move, but a function's (planned as a statement)
+    )
 
     @property
     def communicates(self) -> bool:

@@ -81,6 +81,17 @@ class JsonPrinter(Printer):
             out["offset"] = c.offset
         return self._with_span(c, out)
 
+    def _print_Apply(self, a: Node) -> Json:
+        out: Json = {
+            "kind": "apply",
+            "op": a.op.value,
+            "operands": [self._print(x) for x in a.operands],
+            "dim": a.dim,
+        }
+        if a.factor is not None:  # a scale only: its factor as an exact fraction's text ("1/8")
+            out["factor"] = str(a.factor)
+        return self._with_span(a, out)
+
     def _print_Arrow(self, a: Node) -> Json:
         return self._with_span(
             a, {"kind": "arrow", "expr": self._print(a.expr), "result": self._print(a.result)}
@@ -130,6 +141,8 @@ class JsonPrinter(Printer):
         }
         if s.offset is not None:
             out["offset"] = s.offset
+        if s.factor is not None:
+            out["factor"] = str(s.factor)
         return out
 
     def _print_Plan(self, p: Node) -> Json:

@@ -168,6 +168,9 @@ class LatexPrinter(TextPrinter):
     def _op(self, name: str) -> str:
         return rf"\textbf{{{name}}}"
 
+    def _fn(self, name: str) -> str:
+        return rf"\mathrm{{{name}}}"
+
     def _sub(self, items: list[str]) -> str:
         body = ",".join(items)
         return "_" + body if len(body) == 1 else "_{" + body + "}"

@@ -16,6 +16,7 @@ __all__ = [
     "UNICODE",
     "LATEX",
     "PRECEDENCE",
+    "INFIX",
     "precedence",
     "latex_escape_text",
     "latex_escape_prose",
@@ -35,6 +36,10 @@ GLYPHS: dict[str, Glyph] = {
     "product": Glyph(" * ", " · ", r" \cdot "),
     "product_tight": Glyph("*", "·", r"\cdot"),  # before a subscript: A *_D B
     "arrow": Glyph(" -> ", " → ", r" \rightarrow "),
+    # elementwise operators: `*` is the einsum product, so the elementwise product is `.*` / `⊙` / `\odot`
+    "add": Glyph(" + ", " + ", " + "),
+    "subtract": Glyph(" - ", " − ", " - "),
+    "multiply": Glyph(" .* ", " ⊙ ", r" \odot "),
     "aligned_arrow": Glyph(" -> ", " → ", r" &\rightarrow "),
     "colon": Glyph(": ", ": ", ": "),
     # brackets
@@ -76,13 +81,22 @@ ROLE_KEYWORDS: tuple[str, ...] = ("params", "embeddings", "saved", "kvcache")
 # Binding strength, by node class name: a child printed inside a parent of higher precedence gets parentheses.
 PRECEDENCE: dict[str, int] = {
     "Arrow": 10,
-    "Product": 20,
+    "Sum": 15,  # elementwise + and - (an Apply of add or subtract)
+    "Product": 20,  # also the elementwise product (an Apply of multiply)
     "Collective": 30,  # always printed with its argument in parentheses: an atom
+    "Apply": 30,  # a function: its operands in parentheses (infix operators: see INFIX)
     "Tensor": 40,
 }
 
 
+# the infix elementwise operators (by the op's value) and the precedence they print at
+INFIX: dict[str, str] = {"add": "Sum", "subtract": "Sum", "multiply": "Product"}
+
+
 def precedence(node: object) -> int:
+    op = getattr(node, "op", None)
+    if type(node).__name__ == "Apply" and op is not None and op.value in INFIX:
+        return PRECEDENCE[INFIX[op.value]]
     for cls in type(node).__mro__:
         if cls.__name__ in PRECEDENCE:
             return PRECEDENCE[cls.__name__]

@@ -15,7 +15,7 @@ import re
 from typing import Any, ClassVar
 
 from .base import Node, Printer
-from .symbology import ASCII, GLYPHS, PRECEDENCE, ROLE_KEYWORDS, precedence
+from .symbology import ASCII, GLYPHS, INFIX, PRECEDENCE, ROLE_KEYWORDS, precedence
 
 __all__ = ["TextPrinter", "text"]
 
@@ -91,10 +91,11 @@ class TextPrinter(Printer):
             out += self.g("marks_open") + self.g("sep").join(marks) + self.g("marks_close")
         return out
 
-    def _operand(self, node: Node, strict: bool) -> str:
-        """A product's operand, parenthesized when it binds less tightly (``strict``: also when equal)."""
+    def _operand(self, node: Node, strict: bool, level: str = "Product") -> str:
+        """A product's (or infix operator's) operand, parenthesized when it binds less tightly than ``level``
+        (``strict``: also when equal)."""
         inner = self._print(node)
-        p, q = precedence(node), PRECEDENCE["Product"]
+        p, q = precedence(node), PRECEDENCE[level]
         if p < q or (strict and p == q):
             return self.g("paren_open") + inner + self.g("paren_close")
         return inner
@@ -114,6 +115,33 @@ class TextPrinter(Printer):
             items = self._axes_items(c.axes, one_item=c.op.takes_dim)
         arg = self.g("paren_open") + self._print(c.arg) + self.g("paren_close")
         return self._op(c.op.value) + self._sub(items) + arg
+
+    def _fn(self, name: str) -> str:
+        return name
+
+    @staticmethod
+    def _decimal(factor: Any) -> str:
+        """A scale's factor as the decimal it was written as (the grammar takes decimals only)."""
+        whole, rest = divmod(factor.numerator, factor.denominator)
+        digits = ""
+        while rest and len(digits) < 40:
+            rest *= 10
+            d, rest = divmod(rest, factor.denominator)
+            digits += str(d)
+        return f"{whole}.{digits}" if digits else str(whole)
+
+    def _print_Apply(self, a: Node) -> str:
+        level = INFIX.get(a.op.value)
+        if level is not None:
+            left, right = a.operands
+            lhs, rhs = self._operand(left, False, level), self._operand(right, True, level)
+            return lhs + self.g(a.op.value) + rhs
+        items = [self._dim_word(a.dim)] if a.dim is not None else []
+        if a.factor is not None:
+            items = [self._decimal(a.factor)]
+        sub = self._sub(items) if items else ""
+        args = self.g("sep").join(self._print(x) for x in a.operands)
+        return self._fn(a.op.value) + sub + self.g("paren_open") + args + self.g("paren_close")
 
     def _print_Arrow(self, a: Node) -> str:
         return self._print(a.expr) + self._arrow() + self._print(a.result)

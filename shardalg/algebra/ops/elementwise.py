@@ -1,0 +1,95 @@
+"""The elementwise functions, one record each: ``gelu``, ``silu``, ``exp``, ``relu``, ``scale_c`` of one operand,
+and ``+``, ``-``, ``⊙`` of two (broadcast over the named dims one of them lacks). Their rule is
+:class:`~.function.FunctionRecord`'s: the result has the operands' common layout; partial sums (``{U_X}``)
+only where the function is linear (``+``, ``-``, ``scale``) or linear in that operand (``⊙`` with one partial
+factor)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shardalg.notation.syntax import Op
+
+from .function import function_record
+
+__all__ = ["GELU", "SILU", "EXP", "RELU", "SCALE", "ADD", "SUBTRACT", "MULTIPLY", "RECORDS", "gelu"]
+
+_C = np.sqrt(2.0 / np.pi)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """GELU in its tanh form, as ``jax.nn.gelu`` computes it by default."""
+    return 0.5 * x * (1.0 + np.tanh(_C * (x + 0.044715 * x**3)))
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+_SAME = "same layout: the cotangent's, multiplied by the derivative at the saved operand"
+
+GELU = function_record(
+    Op.GELU,
+    "gelu: [..]  -> [..]        elementwise, any layout; refuses {U_X} (not linear)",
+    dense=lambda xs, axis, c: gelu(xs[0]),
+    vector_flops=8,
+    transpose_note=_SAME,
+)
+SILU = function_record(
+    Op.SILU,
+    "silu: [..]  -> [..]        elementwise x·sigmoid(x), any layout; refuses {U_X} (not linear)",
+    dense=lambda xs, axis, c: _silu(xs[0]),
+    vector_flops=4,
+    transpose_note=_SAME,
+)
+EXP = function_record(
+    Op.EXP,
+    "exp: [..]  -> [..]         elementwise, any layout; refuses {U_X} (not linear)",
+    dense=lambda xs, axis, c: np.exp(xs[0]),
+    vector_flops=1,
+    transpose_note=_SAME,
+)
+RELU = function_record(
+    Op.RELU,
+    "relu: [..]  -> [..]        elementwise max(x, 0), any layout; refuses {U_X} (not linear)",
+    dense=lambda xs, axis, c: np.maximum(xs[0], 0.0),
+    vector_flops=1,
+    transpose_note=_SAME,
+)
+SCALE = function_record(
+    Op.SCALE,
+    "scale_c: [..]{U_A} -> [..]{U_A}   elementwise c·x, linear: partial sums stay partial",
+    dense=lambda xs, axis, c: float(c) * xs[0],
+    linear=True,
+    vector_flops=1,
+    transpose_note="scale_c of the cotangent, same layout",
+)
+ADD = function_record(
+    Op.ADD,
+    "+: [..]{U_A} + [..]{U_A} -> [..]{U_A}   operands in one layout (broadcast over missing dims); linear",
+    arity=2,
+    dense=lambda xs, axis, c: xs[0] + xs[1],
+    linear=True,
+    vector_flops=1,
+    transpose_note="the cotangent to each operand, summed over the dims it was broadcast along",
+)
+SUBTRACT = function_record(
+    Op.SUBTRACT,
+    "-: [..]{U_A} - [..]{U_A} -> [..]{U_A}   operands in one layout (broadcast over missing dims); linear",
+    arity=2,
+    dense=lambda xs, axis, c: xs[0] - xs[1],
+    linear=True,
+    vector_flops=1,
+    transpose_note="the cotangent to the left, its negation to the right, summed over broadcast dims",
+)
+MULTIPLY = function_record(
+    Op.MULTIPLY,
+    "⊙: [..]{U_A} ⊙ [..] -> [..]{U_A}   operands in one layout; linear in each: one partial factor at most",
+    arity=2,
+    dense=lambda xs, axis, c: xs[0] * xs[1],
+    bilinear=True,
+    vector_flops=1,
+    transpose_note="the cotangent times the other operand, to each, summed over broadcast dims",
+)
+
+RECORDS = (GELU, SILU, EXP, RELU, SCALE, ADD, SUBTRACT, MULTIPLY)

@@ -1,0 +1,183 @@
+"""Plans for a function of the notation (issue 26): elementwise, a reduction over a named dim, softmax, a norm.
+
+A plan reshards each operand into a *compute layout* (redistribute's cheapest sequence), applies the function on
+every device's blocks (one step; over a sharded dim a composite's or a max's step all-reduces its per-row
+statistics over the dim's axes), then reshards the result to the requested one. The compute layouts tried:
+each operand as it is; with its partial sums reduced (a nonlinearity needs them whole); with the dim the
+function works along gathered (the other way to meet a sharded dim: no statistics to reduce, more bytes to
+move); one operand's layout for the other (operands meet in one layout, as einsum operands do); and the
+requested result's layout (computing where the result lives: an elementwise function of a partial sum
+reduce-scattered first works on a shard). Legal plans are deduplicated and ranked by the planner's key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from shardalg.algebra.layout import Layout, subscript, tensor_with
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.ops.function import FunctionRecord, Kind
+from shardalg.algebra.registry import RECORDS
+from shardalg.algebra.traffic import Sizes
+from shardalg.errors import IllegalOperand, NoPlan, ShardalgError, UsageError
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Apply, Tensor
+
+from .order import sort_plans
+from .planset import Limits, Plans
+from .redistribute import redistribute
+
+__all__ = ["function_plans", "reason"]
+
+
+def _project(t: Tensor, ref: Tensor, keep_partial: bool) -> Tensor:
+    """``t`` laid out as ``ref`` on the dims they share; its other dims keep their axes where ``ref`` does not
+    use them; its partial sums kept (when ``keep_partial``) where ``ref`` has them too."""
+    used = {a for d in ref.dims for a in d.axes} | set(ref.unreduced)
+    dims = []
+    for d in t.dims:
+        if d.label in ref.dim_names:
+            dims.append(ref.axes_of(d.label))
+        else:
+            dims.append(tuple(a for a in d.axes if a not in used))
+    partial = tuple(a for a in t.unreduced if keep_partial and a in ref.unreduced)
+    return tensor_with(t, Layout(tuple(dims), partial, ()))
+
+
+def _whole(t: Tensor, dim: str | None) -> Tensor:
+    """``t`` with no partial sums, and ``dim`` (if any) unsharded."""
+    dims = tuple(() if d.label == dim else d.axes for d in t.dims)
+    return tensor_with(t, Layout(dims, (), ()))
+
+
+def _candidates(
+    rec: FunctionRecord, body: Apply, ops: tuple[Tensor, ...], result: Tensor | None
+) -> Iterator[tuple[Tensor, ...]]:
+    dim = body.dim
+    if len(ops) == 1:
+        (t,) = ops
+        yield (t,)
+        yield (_whole(t, None),)
+        if dim is not None:
+            yield (_whole(t, dim),)
+        if result is not None:
+            for keep in (True, False):
+                yield (_project(t, result, keep),)
+                if dim is not None:
+                    yield (_whole(_project(t, result, keep), dim),)
+        return
+    left, right = ops
+    refs = [left, right, _whole(left, None), _whole(right, None)]
+    if result is not None:
+        refs.append(result)
+    for ref in refs:
+        for keep in (True, False):
+            yield (_project(left, ref, keep), _project(right, ref, keep))
+
+
+def reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None, axes: tuple[str, ...]) -> str:
+    """The one-line reason of a function's step."""
+    fn = rec.op.value
+    if rec.shape == Kind.ELEMENTWISE:
+        partial = sorted({a for t in inputs for a in t.unreduced})
+        extra = (
+            f"; linear, so the partial sums over {subscript(tuple(partial))} stay partial" if partial else ""
+        )
+        return f"{fn}: elementwise on each device's block{extra}"
+    t = inputs[0]
+    sharded = t.axes_of(dim) if dim is not None else ()
+    if not sharded:
+        return f"{fn} over {dim}: {dim} is whole on each device, no communication"
+    if not rec.statistics:
+        return (
+            f"{fn} over {dim}_{subscript(sharded)}: each device reduces its block; the result is a partial sum "
+            f"over {subscript(sharded)}"
+        )
+    stats = " and ".join(rec.statistics)
+    return (
+        f"{fn} over {dim}_{subscript(sharded)}: each device takes the per-row {stats} of its block, "
+        f"AllReduce_{subscript(axes)} of them (fp32, {len(rec.statistics)} per row), then finishes its block"
+    )
+
+
+def function_plans(
+    body: Apply,
+    result: Tensor | None,
+    mesh: Mesh,
+    sizes: Sizes,
+    key: Callable[[Plan], Any],
+    weigh: Callable[[Step], float] | None,
+    limits: Limits,
+) -> Plans:
+    """Every plan found for ``body`` (its operands tensors) to ``result`` (None: the natural result), ranked."""
+    if not all(isinstance(x, Tensor) for x in body.operands):
+        raise UsageError(
+            f"plan takes {body.op.value} of tensors; write nested operations as separate statements"
+        )
+    rec: FunctionRecord = RECORDS[body.op]
+    ops: tuple[Tensor, ...] = body.operands  # type: ignore[assignment]
+    name = result.name if result is not None else None
+    found: dict[tuple, Plan] = {}
+    refused: list[str] = []
+
+    def leg(src: Tensor, dst: Tensor) -> tuple[Step, ...] | None:
+        if src.layout() == dst.layout():
+            return ()
+        try:
+            got = redistribute(src, dst, mesh, sizes.known, key=key, weigh=weigh, limits=limits)
+        except ShardalgError:
+            return None
+        return got[0].steps if got else None
+
+    for cand in _candidates(rec, body, ops, result):
+        try:
+            axes = rec.stats_axes(cand[0], body.dim) if rec.shape != Kind.ELEMENTWISE else ()
+            out = rec.apply(cand, body.dim, mesh, axes, name)
+        except IllegalOperand as err:
+            refused.append(err.message)
+            continue
+        if sizes.known or any(d.size is not None for t in cand for d in t.dims):
+            try:
+                sizes.require_divisible(out, mesh)
+                for t in cand:
+                    sizes.require_divisible(t, mesh)
+            except ShardalgError:
+                continue
+        legs = [leg(src, dst) for src, dst in zip(ops, cand, strict=True)]
+        if any(steps is None for steps in legs):
+            continue
+        step = Step(
+            body.op, cand, out, axes, body.dim, factor=body.factor, reason=reason(rec, cand, body.dim, axes)
+        )
+        finish: tuple[Step, ...] = ()
+        final = out
+        if result is not None and out.layout() != result.layout():
+            got = leg(out, tensor_with(out, Layout.of(result)))
+            if got is None:
+                continue
+            finish = got
+            final = finish[-1].output if finish else out
+        steps = tuple(s for steps in legs for s in steps or ()) + (step,) + finish
+        plan = Plan(ops, steps, final, note=_note(steps, step))
+        found.setdefault(tuple(s.signature for s in steps), plan)
+    if not found:
+        why = refused[0] if refused else "no compute layout reaches the requested result"
+        raise NoPlan(f"no plan for {body}: {why}")
+    plans = list(found.values())
+    sort_plans(plans, key)
+    return Plans(plans)
+
+
+def _note(steps: tuple[Step, ...], step: Step) -> str:
+    moved = [s for s in steps if s.communicates]
+    if not moved:
+        return "no communication"
+    return "; ".join(
+        (
+            f"{s.op.value} statistics over {subscript(s.axes)}"
+            if s is step
+            else f"{s.op.value}_{subscript(s.axes)}"
+        )
+        for s in moved
+    )
