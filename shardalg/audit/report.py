@@ -190,8 +190,8 @@ def report_json(a: Audit) -> dict[str, Any]:
 
 
 def _latex_block(text: str) -> str:
-    """A plan or program in the notation's LaTeX (it parses back to the same program); a step the notation
-    cannot parse yet (a sub-axis) as verbatim text."""
+    """A plan or program in the notation's LaTeX (it parses back to the same program); text the notation
+    cannot parse as verbatim text."""
     try:
         return "\\[\n" + latex(parse(text)) + "\n\\]"
     except ShardalgError:

@@ -246,7 +246,7 @@ def test_grad_of_fsdp_lists_xlas_backward_beside_shardalgs_derived(audits):
 
 def test_latex_report_parses_back_and_html_flags(audits):
     """The LaTeX fragment writes each plan with the notation's LaTeX printer: every block parses back to
-    the plan the text report shows; a plan with a sub-axis is verbatim (the notation cannot parse it yet)."""
+    the plan the text report shows, a plan with a sub-axis too (the notation writes sub-axes)."""
     import re
 
     from shardalg.audit.report import report_html, report_latex
@@ -260,7 +260,7 @@ def test_latex_report_parses_back_and_html_flags(audits):
     assert "\\textbf{Flag}" in tex and f"${a.verdicts[0].ratio:.3g}\\times$" in tex
     assert "<b>FLAG" in report_html(a)
     sub = report_latex(audits["subaxis"])
-    assert "\\begin{verbatim}\nSlice_{Y:(1)2,K}" in sub
+    assert "verbatim" not in sub and "Y{:}(1)2" in sub
 
 
 @pytest.mark.parametrize("name", [*sorted(EXPECTED), "poor"])
