@@ -14,7 +14,7 @@ as it is registered, and each layer refuses it by name until the layer registers
 from __future__ import annotations
 
 from ..registry import LAYERS, RECORDS, RULES, Layer, forget_op, register_op, rule
-from . import all_gather, all_reduce, all_to_all, einsum, permute, reduce_scatter, shift, slice
+from . import all_gather, all_reduce, all_to_all, einsum, permute, reduce_scatter, send, shift, slice
 from .record import CollectiveRecord, DimMap, OpRecord, Transpose
 
 __all__ = [
@@ -32,5 +32,5 @@ __all__ = [
 ]
 
 # the builtin operations, in the order the planner tries their moves
-for _module in (all_gather, reduce_scatter, all_reduce, all_to_all, slice, permute, shift, einsum):
+for _module in (all_gather, reduce_scatter, all_reduce, all_to_all, slice, permute, shift, send, einsum):
     register_op(_module.RECORD)
