@@ -72,8 +72,56 @@ def _print(data: dict[str, Any] | str, as_json: bool) -> None:
 
 def _memory(args: argparse.Namespace) -> int:
     report = _memory_report(args)
-    _print(report.to_json() if args.json else str(report), args.json)
+    if args.pipeline is None:
+        _refuse_microbatches(args)
+        _print(report.to_json() if args.json else str(report), args.json)
+        return EXIT_OK
+    _with_pipeline(args, report.analysis, report.chip, report.to_json(), str(report))
     return EXIT_OK
+
+
+def _pipeline_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--pipeline",
+        metavar="AXIS",
+        help="a mesh axis as pipeline stages (the program is one stage's sharding, never over AXIS): "
+        "bubble, step and memory per stage",
+    )
+    p.add_argument("--microbatches", metavar="N", type=int, help="microbatches of the pipeline (default 1)")
+    p.add_argument(
+        "--pipeline-schedule", metavar="NAME", help="1f1b (the default) or gpipe: activations in flight"
+    )
+
+
+def _refuse_microbatches(args: argparse.Namespace) -> None:
+    if args.microbatches is not None or args.pipeline_schedule is not None:
+        raise UsageError("--microbatches and --pipeline-schedule are a pipeline's", fix="add --pipeline AXIS")
+
+
+def _with_pipeline(
+    args: argparse.Namespace, analysis: Any, chip: Any, data: dict[str, Any], text: str
+) -> None:
+    """Print the report with the pipeline of ``--pipeline`` (:mod:`shardalg.models.pipeline`)."""
+    from shardalg.models.pipeline import model_pipeline
+
+    if args.microbatches is None:
+        analysis.own_notes.append(("microbatches", "1 (default: --microbatches N)"))
+    pipe = model_pipeline(
+        analysis,
+        chip,
+        args.pipeline,
+        args.microbatches or 1,
+        args.pipeline_schedule,
+        getattr(args, "overlap", None),
+    )
+    if args.json:
+        _print({**data, "pipeline": pipe.to_json()}, True)
+        return
+    head, _, notes = text.partition("\nnote: ")
+    lines = [head, *pipe.lines()]
+    shown = {n for n in notes.split("\nnote: ") if n} if notes else set()
+    extra = [f"{k}: {v}" for k, v in pipe.notes if f"{k}: {v}" not in shown]
+    print("\n".join(lines + [f"note: {n}" for n in ([*notes.split("\nnote: ")] if notes else []) + extra]))
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -130,6 +178,10 @@ def _step(args: argparse.Namespace) -> int:
         _number(args.tokens, "--tokens"),
     )
     report.notes.extend(notes)
+    if args.pipeline is not None:
+        _with_pipeline(args, analysis, report.chip, report.to_json(), str(report))
+        return EXIT_OK
+    _refuse_microbatches(args)
     if layout is None:
         _print(report.to_json() if args.json else str(report), args.json)
         return EXIT_OK
@@ -260,6 +312,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _common(p)
     _memory_options(p)
+    _pipeline_options(p)
     p.set_defaults(handler=_memory)
 
     p = _parser(
@@ -306,6 +359,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tokens", metavar="COUNT", help="train on this many tokens: days to train (needs 'tokens')"
     )
+    _pipeline_options(p)
     p.set_defaults(handler=_step)
 
     p = _parser(
