@@ -425,7 +425,7 @@ def test_random_illegal_steps_raise_our_error(
     right = data.draw(any_tensor("B", ("J", "K", "L")))
     out = data.draw(any_tensor("C" if op is Op.EINSUM else "A", ("I", "J", "K", "L")))
     inputs = (left, right) if op is Op.EINSUM else (left,)
-    step = Step(op, inputs, out, axes, dim)
+    step = Step(op, inputs, out, axes, dim, offset=1 if op.takes_offset else None)  # a Shift or Send: +1
     try:
         r = run_plan(Plan(inputs, (step,), out), mesh)
     except ShardalgError:
