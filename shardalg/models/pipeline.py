@@ -43,6 +43,7 @@ from shardalg.errors import UsageError
 from .analysis import Analysis, Remat, analyze
 from .memory import model_memory
 from .program import model_program
+from .quantities import dim_value
 from .step import model_step
 
 __all__ = ["Schedule", "SCHEDULES", "StageMemory", "PipelineReport", "pipeline_price", "model_pipeline"]
@@ -308,6 +309,7 @@ def _send_seconds(
             "the program's repeated layer reads no input from outside it: no stage boundary to send"
         )
     boundary = model.values[model.layer_inputs[0]].tensor
+    _check_microbatches(model, boundary, m, notes)
     local = _number(model.bytes_of(boundary), "send") / m
     elements = ceil(local / 2)  # in bf16, as the Send's tensor is written
     if elements * 2 != local:
@@ -321,6 +323,30 @@ def _send_seconds(
         total += _number(cost.seconds if cost.seconds is not None else cost.total, "send")
         text = text or f"Send_{{{axis},+1}} of {boundary.name} ({local:.6g} bytes)"
     return total, text
+
+
+def _check_microbatches(model: Any, boundary: Any, m: int, notes: list[tuple[str, str]]) -> None:
+    """Each chip's share of the first ``tokens`` dim of the layer input must split into ``m`` microbatches."""
+    batch = next((d for d in boundary.dims if model.roles.tokens and d.label == model.roles.tokens[0]), None)
+    if batch is None:
+        notes.append(
+            (
+                "microbatches",
+                f"{m} not checked against the batch (declare 'tokens B, ...' to check that each chip's "
+                "batch splits into them)",
+            )
+        )
+        return
+    size = dim_value(batch, model.sizes)
+    group = model.mesh.group_size(tuple(batch.axes))
+    if getattr(size, "free_symbols", None) or group is None:
+        return
+    local = int(size) // group
+    if local % m:
+        raise UsageError(
+            f"{m} microbatches do not split the {local} of {batch.label} each chip holds of {boundary.name}",
+            fix=f"a microbatch count that divides {local}",
+        )
 
 
 def pipeline_price(

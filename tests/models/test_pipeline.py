@@ -44,6 +44,11 @@ def test_four_stages_bubble_and_memory_per_stage() -> None:
         assert s.activations == pytest.approx(acts / 4 * s.in_flight / 8)
     gpipe = pipeline_price(STAGE, MESH4, SIZES4, "tpu-v5p", axis="P", microbatches=8, schedule="gpipe")
     assert [s.in_flight for s in gpipe.memory] == [8] * 4 and gpipe.bubble == r.bubble
+    assert (
+        "microbatches",
+        "8 not checked against the batch (declare 'tokens B, ...' to check that each chip's "
+        "batch splits into them)",
+    ) in r.notes
 
 
 def test_the_cli_prints_the_bubble_and_each_stage(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
@@ -109,6 +114,13 @@ def test_the_pipeline_wins_when_the_gradient_allreduce_dominates() -> None:
         (DATA, MESH4, SIZES4, "P", "In is sharded over the pipeline axis P"),
         (STAGE, MESH4, SIZES4, "Q", "the pipeline axis Q is not an axis of the mesh (P, X, Y)"),
         (STAGE, MESH4, "B=512,D=8192,F=32768,L=30", "P", "30 layers do not split evenly into 4 stages"),
+        (
+            "tokens B; " + STAGE,
+            MESH4,
+            "B=16,D=8192,F=32768,L=32",
+            "P",
+            "4 microbatches do not split the 2 of B",
+        ),
     ],
 )
 def test_a_pipeline_is_refused_where_it_has_no_meaning(program, mesh, sizes, axis, message) -> None:
