@@ -99,3 +99,20 @@ def test_a_send_is_refused_where_it_has_no_meaning(query: str, message: str) -> 
         match=message.replace("[", r"\[").replace("]", r"\]").replace("{", r"\{").replace("}", r"\}"),
     ):
         shardalg.plans(query, mesh="P=4,Q=2", sizes={"S": 8, "B": 2, "D": 4})
+
+
+def test_json_round_trip_keeps_the_offset() -> None:
+    e = shardalg.parse("Send_{P,-1}(H[S_P, D]) -> H[S_P, D]")
+    assert shardalg.from_json(shardalg.to_json(e)) == e
+
+
+def test_the_jax_exporter_writes_a_ppermute_without_wrap_and_torch_refuses_by_name() -> None:
+    from shardalg.errors import UsageError
+    from shardalg.export.torch_export import export_torch
+
+    q = "Send_{P,+1}(H[S_P, D]) -> H[S_P, D]"
+    (plan,) = shardalg.plans(q, mesh="P=4", sizes={"S": 8, "D": 2})
+    code = shardalg.export_jax(plan, "P=4", sizes={"S": 8, "D": 2})
+    assert "jax.lax.ppermute(" in code and "perm=[(0, 1), (1, 2), (2, 3)])  # Send_{P,+1}" in code
+    with pytest.raises(UsageError, match="has no method for Send"):
+        export_torch(plan, "P=4", sizes={"S": 8, "D": 2})
