@@ -22,6 +22,7 @@ from typing import Any
 from shardalg.algebra.mesh import Mesh
 from shardalg.errors import UsageError
 from shardalg.notation.parse import parse_tensor
+from shardalg.planning.overlap import OverlapPolicy
 
 from .costmodel import CostModel
 from .hardware import Chip
@@ -70,7 +71,7 @@ def pod_reductions(
     d0, rest = dims[0], dims[1:]
     whole = f"{name}[{', '.join(dims)}]"
     split = f"{name}[{', '.join([f'{d0}_{inner}', *rest])}]"
-    costs = CostModel.of(hw, overlap="serial")
+    costs = CostModel.of(hw, overlap=OverlapPolicy.SERIAL)
     rs = f"ReduceScatter_{{{inner},{d0}}}({whole}{{U_{pod}{inner}}}) -> {split}{{U_{pod}}}"
     ar = f"AllReduce_{pod}({split}{{U_{pod}}}) -> {split}"
     ag = f"AllGather_{inner}({split}) -> {whole}"
@@ -86,7 +87,9 @@ def pod_reductions(
         "flat ring",
         ring + f"  # N = {pod}{inner}, {n_pod * n_in} chips in one ring",
         0.0,
-        _seconds(ring, Mesh(N=n_pod * n_in), sizes, CostModel.of(hw, overlap="serial", dcn_axes=("N",))),
+        _seconds(
+            ring, Mesh(N=n_pod * n_in), sizes, CostModel.of(hw, overlap=OverlapPolicy.SERIAL, dcn_axes=("N",))
+        ),
         "one ring through every chip; its DCN crossing binds",
     )
     both = f"AllReduce_{{{pod}{inner}}}({whole}{{U_{pod}{inner}}}) -> {whole}"

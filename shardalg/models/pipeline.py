@@ -147,7 +147,7 @@ class PipelineReport:
             "axis": self.axis,
             "stages": self.stages,
             "microbatches": self.microbatches,
-            "schedule": self.schedule.name,
+            "pipeline_schedule": self.schedule.name,
             "layers_per_stage": self.layers_per_stage,
             "bubble": str(self.bubble),
             "bubble_fraction": float(self.bubble),

@@ -53,7 +53,7 @@ RECORD = CollectiveRecord(
         Op.SEND,
         DimMap.NONE,
         "the send back",
-        "Send_{A,-k}: the cotangent goes back to the slice that sent (a shift matrix's transpose)",
+        "Send_{A,-k}: the cotangent goes back",
     ),
     volume=Volume.INPUT_LOCAL,  # each device sends one block, |k| hops
     factor=Fraction(1),
