@@ -67,16 +67,22 @@ def _memory_report(args: argparse.Namespace) -> Any:
     return report
 
 
-def _state(args: argparse.Namespace) -> dict[str, Any]:
-    """The training-state choices of the command line (precision, ZeRO stage, offload, microbatches)."""
+def _microbatches(args: argparse.Namespace) -> int | None:
     micro = args.microbatches
     if micro is not None and not re.fullmatch(r"[0-9]+", micro.strip()):
         raise UsageError(f"--microbatches takes a positive whole number, not {micro!r}", fix="e.g. 8")
+    return int(micro) if micro is not None else None
+
+
+def _state(args: argparse.Namespace) -> dict[str, Any]:
+    """The training-state choices of the command line (precision, ZeRO stage, offload, microbatches: with
+    ``--pipeline`` they are the pipeline's, not gradient accumulation's)."""
+    micro = _microbatches(args)
     return {
         "precision": getattr(args, "precision", None),
         "zero": args.zero,
         "offload": getattr(args, "offload", None),
-        "microbatches": int(micro) if micro is not None else None,
+        "microbatches": None if getattr(args, "pipeline", None) is not None else micro,
         "host_link": _number(getattr(args, "host_link", None), "--host-link"),
         "logits": getattr(args, "logits", None),
     }
@@ -88,6 +94,10 @@ def _print(data: dict[str, Any] | str, as_json: bool) -> None:
 
 def _memory(args: argparse.Namespace) -> int:
     report = _memory_report(args)
+    if args.pipeline is not None:
+        _with_pipeline(args, report.analysis, report.chip, report.to_json(), str(report))
+        return EXIT_OK
+    _refuse_pipeline_schedule(args)
     _print(_with_remedies(report, args.json), args.json)
     return EXIT_OK
 
@@ -114,6 +124,49 @@ def _check(report: Any, args: argparse.Namespace) -> int:
         raise UsageError("fit --check needs every size bound", fix="bind them with --sizes B=...,T=...")
     _print(_with_remedies(report, args.json), args.json)
     return EXIT_OK if report.fits else EXIT_ILLEGAL  # 1: it does not fit
+
+
+def _pipeline_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--pipeline",
+        metavar="AXIS",
+        help="a mesh axis as pipeline stages (the program is one stage's sharding, never over AXIS): "
+        "bubble, step and memory per stage",
+    )
+    p.add_argument(
+        "--pipeline-schedule", metavar="NAME", help="1f1b (the default) or gpipe: activations in flight"
+    )
+
+
+def _refuse_pipeline_schedule(args: argparse.Namespace) -> None:
+    if args.pipeline_schedule is not None:
+        raise UsageError("--pipeline-schedule is a pipeline's", fix="add --pipeline AXIS")
+
+
+def _with_pipeline(
+    args: argparse.Namespace, analysis: Any, chip: Any, data: dict[str, Any], text: str
+) -> None:
+    """Print the report with the pipeline of ``--pipeline`` (:mod:`shardalg.models.pipeline`)."""
+    from shardalg.models.pipeline import model_pipeline
+
+    if args.microbatches is None:
+        analysis.own_notes.append(("microbatches", "1 (default: --microbatches N)"))
+    pipe = model_pipeline(
+        analysis,
+        chip,
+        args.pipeline,
+        _microbatches(args) or 1,
+        args.pipeline_schedule,
+        getattr(args, "overlap", None),
+    )
+    if args.json:
+        _print({**data, "pipeline": pipe.to_json()}, True)
+        return
+    head, _, notes = text.partition("\nnote: ")
+    lines = [head, *pipe.lines()]
+    shown = {n for n in notes.split("\nnote: ") if n} if notes else set()
+    extra = [f"{k}: {v}" for k, v in pipe.notes if f"{k}: {v}" not in shown]
+    print("\n".join(lines + [f"note: {n}" for n in ([*notes.split("\nnote: ")] if notes else []) + extra]))
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -184,6 +237,10 @@ def _step(args: argparse.Namespace) -> int:
         state=TrainState(**{k: v for k, v in _state(args).items() if k in ("zero", "microbatches")}),
     )
     report.notes.extend(notes)
+    if args.pipeline is not None:
+        _with_pipeline(args, analysis, report.chip, report.to_json(), str(report))
+        return EXIT_OK
+    _refuse_pipeline_schedule(args)
     if layout is None:
         _print(report.to_json() if args.json else str(report), args.json)
         return EXIT_OK
@@ -356,6 +413,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _common(p)
     _memory_options(p)
+    _pipeline_options(p)
     p.set_defaults(handler=_memory)
 
     p = _parser(
@@ -414,6 +472,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tokens", metavar="COUNT", help="train on this many tokens: days to train (needs 'tokens')"
     )
+    _pipeline_options(p)
     p.set_defaults(handler=_step)
 
     p = _parser(

@@ -8,6 +8,10 @@ Shift by k along an axis of n devices (k' = k mod n; each shard goes whole, the 
   message a device, ``S / W_dcn``;
 - ``alpha-beta`` and ``alpha-beta-rd``: one message, ``α + S/β``.
 
+A ``Send_{X,k}`` (slice x to x + k, no wrap-around) goes ``|k|`` hops the direct way, and the busiest link
+carries ``min(|k|, n − |k|)`` blocks (the sends that cross it); over DCN one message a device; with the
+alpha-beta models one message. An offset as long as the axis moves nothing.
+
 A whole turn (k' = 0) moves nothing. With a symbolic axis size the offset is taken as smaller than the axis
 (k' = k, or n + k for k < 0) and ``min``/``max`` stay in the formula, so substituting a size gives the
 numeric case exactly. The formula is worked out for one byte and kept whole where it has a ``min``.
@@ -22,7 +26,7 @@ from . import terms as tm
 from .commcost import AxisLink, CommCost, ab_permute
 from .fromsympy import from_sympy
 
-__all__ = ["shift_hops", "shift_unit"]
+__all__ = ["shift_hops", "shift_unit", "send_hops", "send_unit"]
 
 
 def shift_hops(link: AxisLink, offset: int) -> tuple[Expr, Expr]:
@@ -38,6 +42,27 @@ def shift_hops(link: AxisLink, offset: int) -> tuple[Expr, Expr]:
 def shift_unit(model: str, link: AxisLink, offset: int, t_min: tm.Term, one_way: tm.Term) -> CommCost | None:
     """The cost of shifting one byte per device by ``offset`` along ``link`` (None when nothing moves)."""
     path, load = shift_hops(link, offset)
+    if load == 0:
+        return None
+    if model != "ici":
+        return ab_permute(tm.ONE, (link,))
+    if link.dcn:
+        return CommCost(((tm.ZERO, tm.ONE / link.rate),), True)
+    moved = from_sympy(load)
+    return CommCost(((t_min * from_sympy(path), moved / (link.rate * one_way)),), True, ((link.name, moved),))
+
+
+def send_hops(link: AxisLink, offset: int) -> tuple[Expr, Expr]:
+    """(the path in hops, the blocks the busiest link carries) of a send by ``offset`` (no wrap-around)."""
+    n, k = link.size.sympy(), Integer(abs(offset))
+    if n.is_number and k >= n:
+        return Integer(0), Integer(0)
+    return k, (sympy.Min(k, n - k) if k != 0 else Integer(0))
+
+
+def send_unit(model: str, link: AxisLink, offset: int, t_min: tm.Term, one_way: tm.Term) -> CommCost | None:
+    """The cost of sending one byte per device by ``offset`` along ``link`` (None when nothing moves)."""
+    path, load = send_hops(link, offset)
     if load == 0:
         return None
     if model != "ici":

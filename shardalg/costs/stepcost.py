@@ -19,7 +19,7 @@ of DESIGN.md section 5:
     ``W_ici·M·(1/2)·|X|/(|X| − 1)`` (one-way links, ``(|X|−1)·(V/|X|)/W_one_way``). AllReduce is
     ReduceScatter + AllGather. AllToAll: ``V·max_i(|X_i|/rate_i)/(4·N)`` (``V/(4·W_ici)`` on one ring).
     Permute: one shard S per device, hop by hop over the longest path: ``Σ hops_i·S/(rate_i/2)``.
-    Shift by k along one axis: :mod:`shardalg.costs.shift`.
+    Shift by k along one axis, and Send (no wrap-around): :mod:`shardalg.costs.shift`.
 ``alpha-beta`` (seed 003, a GPU switch)
     ring AllGather / ReduceScatter ``(n−1)·α + (n−1)/n·V/β``; AllReduce = ReduceScatter + AllGather;
     AllToAll (pairwise exchange) ``(n−1)·α + (n−1)/n²·V/β``; Permute ``α + S/β``.
@@ -75,7 +75,7 @@ from .costmodel import CostModel
 from .fromsympy import from_sympy
 from .hardware import MODELS
 from .hierarchy import hierarchical_parts
-from .shift import shift_unit
+from .shift import send_unit, shift_unit
 from .terms import ZERO, Mono, Term, add, atom_id, const, maximum
 
 __all__ = [
@@ -488,6 +488,25 @@ def _links_of(axes: tuple[str, ...], opts: Options) -> list[Link]:
             one = opts.link(names[0])
             out.append(replace(one, name="".join(names), size=const(n), number=n) if n is not None else one)
     return out
+
+
+@UNIT_COSTS.register(Op.SEND)
+def _send_unit(op: Op, axes: tuple[str, ...], opts: Options, offset: int | None) -> CommCost | None:
+    if offset is None or len(axes) != 1:
+        raise UsageError("a Send moves blocks along one axis by an offset: Send_{X,+1}")
+    return _send(axes, opts, offset)
+
+
+@memoized(Kind.PIECE)
+def _send(axes: tuple[str, ...], opts: Options, offset: int) -> CommCost | None:
+    link = opts.link(axes[0])
+    if len(link.sides) > 1:  # the path over several torus sides depends on where each block crosses
+        raise UsageError(
+            f"a Send along {link.name}, an axis made of {len(link.sides)} torus axes of a slice, is not priced "
+            "yet (its path depends on where each block crosses from one side to the next)",
+            fix="send along a logical axis that is one torus axis or the pods of a slice (e.g. --mesh P=pod)",
+        )
+    return None if link.number == 1 else send_unit(opts.costs.model, link, offset, _t(T_MIN), _t(ONE_WAY))
 
 
 def _unit(model: str, op: Op, group: tuple[Link, ...]) -> CommCost:

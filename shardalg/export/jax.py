@@ -17,6 +17,7 @@ linearizes a tuple of axis names for ``all_gather``, ``psum_scatter``, ``all_to_
 | Slice read backwards (S -> U) | zeros, then ``dynamic_update_slice_in_dim`` |
 | Permute_{X,Y} | ``ppermute(x, (X, Y), perm)`` with the device matching of the executor |
 | Shift_{X,k} | ``ppermute(x, X, perm=[(i, (i + k) % n) ...])``, a cyclic permutation along X |
+| Send_{X,k} | ``ppermute(x, X, perm=[(i, i + k) ...])`` for the i + k that exist; the first k receive zeros |
 | local einsum | ``jnp.einsum`` |
 
 The body is type-checked by shard_map (``check_vma=True``): a value is *varying* over the axes it is
@@ -199,6 +200,19 @@ def _shift(b: _Body, s: Step) -> frozenset[str]:
     perm = [(i, (i + s.offset) % n) for i in range(n)]
     b.lines.append(
         f"{b.var(s.output)} = jax.lax.ppermute({b.var(t)}, {axis!r}, perm={perm!r})  # Shift_{{{axis},{s.offset:+d}}}"
+    )
+    return b.vary[t] | frozenset(s.axes)
+
+
+@EMITTERS.register(Op.SEND)
+def _send(b: _Body, s: Step) -> frozenset[str]:
+    (t,) = s.inputs
+    (axis,) = s.axes
+    n = b.mesh.group_size((axis,))
+    assert s.offset is not None and n is not None
+    perm = [(i, i + s.offset) for i in range(n) if 0 <= i + s.offset < n]  # no wrap: the rest receive zeros
+    b.lines.append(
+        f"{b.var(s.output)} = jax.lax.ppermute({b.var(t)}, {axis!r}, perm={perm!r})  # Send_{{{axis},{s.offset:+d}}}"
     )
     return b.vary[t] | frozenset(s.axes)
 

@@ -43,6 +43,7 @@ class Op(metaclass=_OpKind):
     SLICE: ClassVar[Op]
     PERMUTE: ClassVar[Op]
     SHIFT: ClassVar[Op]
+    SEND: ClassVar[Op]
     EINSUM: ClassVar[Op]
     # elementwise and reducing operations, applied as functions (``gelu(H[B, F])``, ``sum_D(X[B, D])``) or
     # as infix elementwise operators (``+``, ``-``, ``⊙``)
@@ -121,6 +122,7 @@ Op.ALL_TO_ALL = Op.define("ALL_TO_ALL", "AllToAll", takes_dim=True)
 Op.SLICE = Op.define("SLICE", "Slice", takes_dim=True, communicates=False)
 Op.PERMUTE = Op.define("PERMUTE", "Permute")
 Op.SHIFT = Op.define("SHIFT", "Shift", takes_offset=True)
+Op.SEND = Op.define("SEND", "Send", takes_offset=True)
 Op.EINSUM = Op.define("EINSUM", "Einsum", communicates=False)
 
 # Functions of the notation (``takes_dim``: the subscript names the dim they reduce or normalize over). A

@@ -35,6 +35,7 @@ __all__ = [
     "is_zero_pad",
     "step_error",
     "shift_dense",
+    "send_dense",
 ]
 
 Move = Callable[..., tuple[Buffers, Layout]]  # (vm, net, step, *input buffers) -> (buffers, derived layout)
@@ -361,6 +362,55 @@ def _shift_dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> n
     if step.offset is None or len(step.axes) != 1:
         raise step_error(step, "a Shift moves blocks around one axis by an offset: Shift_{X,+1}")
     return shift_dense(values[0], step.inputs[0], step.axes[0], step.offset, vm)
+
+
+@MOVES.register(Op.SEND)  # [S_X] -> [S_X], slice x's block now on x + k; the first k slices get zeros
+def _send(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
+    """``Send_{X,k}: [S_X] -> [S_X]``: device x sends its whole buffer to device x + k along X where that
+    device exists, the other coordinates unchanged (JAX's ``ppermute`` with the pairs that exist); a device
+    nobody sends to holds zeros. The layout is the same."""
+    (t,) = step.inputs
+    if len(step.axes) != 1 or step.offset is None:
+        raise step_error(step, "a Send moves blocks along one axis by an offset: Send_{X,+1}")
+    (axis,) = step.axes
+    at, n, rank, out = vm.names.index(axis), vm.size(step.axes), len(t.dims), {}
+    for c in vm.coords:
+        src = c[:at] + (c[at] - step.offset,) + c[at + 1 :]
+        got = bufs[src] if 0 <= src[at] < n else None
+        out[c] = np.zeros_like(bufs[c]) if got is None else net.recv(c, src, got, rank).copy()
+    return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced))
+
+
+@DENSE.register(Op.SEND)
+def _send_dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
+    if step.offset is None or len(step.axes) != 1:
+        raise step_error(step, "a Send moves blocks along one axis by an offset: Send_{X,+1}")
+    return send_dense(values[0], step.inputs[0], step.axes[0], step.offset, vm)
+
+
+def send_dense(arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualMesh) -> np.ndarray:
+    """The global value after ``Send_{axis,offset}`` of ``t`` (dense ``arr``): the blocks of the dim the axis
+    shards move ``offset`` places in the axis's digit of the block index, with zeros where nothing arrives
+    (a shift with no wrap-around: the roll of :func:`shift_dense` with the wrapped blocks zeroed)."""
+    for i, d in enumerate(t.dims):
+        if axis in d.axes:
+            sizes = [vm.size([a]) for a in d.axes]
+            extent = arr.shape[i]
+            if extent % vm.size(d.axes):
+                raise IndivisibleDim(f"dim {d.label} of {extent} does not split over {''.join(d.axes)}")
+            split = arr.reshape(
+                arr.shape[:i] + tuple(sizes) + (extent // vm.size(d.axes),) + arr.shape[i + 1 :]
+            )
+            at = i + d.axes.index(axis)
+            rolled = np.roll(split, offset, axis=at)
+            n = split.shape[at]
+            wrapped = range(min(offset, n)) if offset >= 0 else range(max(n + offset, 0), n)
+            index = [slice(None)] * rolled.ndim
+            for j in wrapped:
+                index[at] = slice(j, j + 1)
+                rolled[tuple(index)] = 0
+            return rolled.reshape(arr.shape)
+    raise IndivisibleDim(f"Send_{{{axis},{offset:+d}}} needs {axis} to shard a dim of the tensor")
 
 
 @DENSE.register(Op.EINSUM)

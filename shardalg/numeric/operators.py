@@ -223,6 +223,21 @@ def _t_shift(s: Step) -> Step:
     )
 
 
+@TRANSPOSE_OF.register(Op.SEND)
+def _t_send(s: Step) -> Step:
+    (t,) = s.inputs
+    assert s.offset is not None
+    (axis,) = s.axes
+    return Step(
+        Op.SEND,
+        (s.output,),
+        t,
+        s.axes,
+        reason=f"transpose of Send_{{{axis},{s.offset:+d}}}: the cotangent is sent back",
+        offset=-s.offset,
+    )
+
+
 @TRANSPOSE_OF.register(Op.SLICE)
 def _t_slice(s: Step) -> Step:
     (t,) = s.inputs

@@ -173,12 +173,12 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
             if _shifts(expr):
                 raise UsageError(
                     "backward reads a program as dense einsums on global values, where every collective is the "
-                    "identity; a Shift moves blocks between devices (it rolls the value along the dim its axis "
-                    "shards), so it has no place there",
+                    "identity; a Shift or a Send moves blocks between devices (it rolls or moves the value "
+                    "along the dim its axis shards), so it has no place there",
                     span=s.span,
                     source=program.source,
                     fix="differentiate per-device code in the local view: shardalg.transpose (the transpose of "
-                    "Shift_{X,+k} is Shift_{X,-k})",
+                    "Shift_{X,+k} is Shift_{X,-k}, of Send_{X,+k} Send_{X,-k})",
                 )
             r = see(arg, "operand")
             fw.plans.append(_planned(s, program, mesh, sizes))
@@ -239,9 +239,9 @@ def _operands(p: Plan, fw: Forward) -> tuple[tuple[Tensor, Tensor], tuple[Tensor
 
 
 def _shifts(expr: object) -> bool:
-    """Whether a collective statement applies a Shift anywhere in its chain."""
+    """Whether a collective statement applies a Shift or a Send anywhere in its chain."""
     while isinstance(expr, Collective):
-        if expr.op is Op.SHIFT:
+        if expr.op in (Op.SHIFT, Op.SEND):
             return True
         expr = expr.arg
     return False

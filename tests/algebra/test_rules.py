@@ -239,6 +239,7 @@ def test_transposes_are_data() -> None:
         Op.ALL_TO_ALL: Op.ALL_TO_ALL,
         Op.PERMUTE: Op.PERMUTE,
         Op.SHIFT: Op.SHIFT,  # by the opposite offset: the inverse cyclic permutation
+        Op.SEND: Op.SEND,  # by the opposite offset: the cotangent is sent back
         Op.SLICE: None,  # zero-pad to unreduced, no communication
     }
     assert RULES[Op.ALL_TO_ALL].transpose.dim is DimMap.SWAP

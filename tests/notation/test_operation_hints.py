@@ -8,7 +8,7 @@ import pytest
 import shardalg as sa
 from shardalg.errors import ParseError
 
-OPS = "AllGather, ReduceScatter, AllReduce, AllToAll, Slice, Permute, Shift"
+OPS = "AllGather, ReduceScatter, AllReduce, AllToAll, Slice, Permute, Shift, Send"
 
 CASES = [
     (

@@ -427,10 +427,8 @@ def test_random_illegal_steps_raise_our_error(
     out = data.draw(any_tensor("C" if op is Op.EINSUM else "A", ("I", "J", "K", "L")))
     inputs = (left, right) if op is Op.EINSUM or RECORDS[op].operands == 2 else (left,)
     try:
-        step = Step(op, inputs, out, axes, dim)
-    except (
-        ValueError
-    ):  # a step the plan type refuses to make (a Shift without its offset, a scale without its factor)
+        step = Step(op, inputs, out, axes, dim, offset=1 if op.takes_offset else None)  # a Shift or Send: +1
+    except ValueError:  # a step the plan type refuses to make (a scale without its factor)
         return
     try:
         r = run_plan(Plan(inputs, (step,), out), mesh)

@@ -221,9 +221,12 @@ def test_backward_refuses_a_shift_in_the_forward():
 
     from shardalg.errors import UsageError
 
-    with pytest.raises(UsageError, match="a Shift moves blocks between devices") as info:
+    with pytest.raises(UsageError, match="a Shift or a Send moves blocks between devices") as info:
         backward("Shift_{X,+1}(A[I_X, J]) -> A[I_X, J]; A[I_X, J] * B[J, K] -> C[I_X, K]", Mesh(X=4))
     assert "Shift_{X,-k}" in (info.value.fix or "")
+    with pytest.raises(UsageError, match="a Shift or a Send moves blocks between devices") as info:
+        backward("Send_{X,+1}(A[I_X, J]) -> A[I_X, J]; A[I_X, J] * B[J, K] -> C[I_X, K]", Mesh(X=4))
+    assert "Send_{X,-k}" in (info.value.fix or "")
 
 
 def test_verify_flags_a_shift_in_a_backward():

@@ -58,7 +58,7 @@ RESERVED: frozenset[str] = frozenset(
 )
 
 Names = Sequence[str] | SearchStrategy[str]
-COLLECTIVE_OPS: tuple[Op, ...] = tuple(op for op in Op if op is not Op.EINSUM)
+COLLECTIVE_OPS: tuple[Op, ...] = tuple(op for op in Op if op is not Op.EINSUM and not op.function)
 
 
 _LETTERS = string.ascii_letters

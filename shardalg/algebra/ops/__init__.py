@@ -24,6 +24,7 @@ from . import (
     permute,
     reduce_scatter,
     reductions,
+    send,
     shift,
     slice,
 )
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 # the builtin operations, in the order the planner tries their moves
-for _module in (all_gather, reduce_scatter, all_reduce, all_to_all, slice, permute, shift, einsum):
+for _module in (all_gather, reduce_scatter, all_reduce, all_to_all, slice, permute, shift, send, einsum):
     register_op(_module.RECORD)
 # the functions of the notation (elementwise, reductions, softmax and norms), in the order their ops are defined
 for _record in (*elementwise.RECORDS, *reductions.RECORDS, *norms.RECORDS):
