@@ -6,15 +6,15 @@ factor)."""
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from shardalg.notation.syntax import Op
 
-from .function import function_record
+from .function import function_record, np
 
 __all__ = ["GELU", "SILU", "EXP", "RELU", "SCALE", "ADD", "SUBTRACT", "MULTIPLY", "RECORDS", "gelu"]
 
-_C = np.sqrt(2.0 / np.pi)
+_C = math.sqrt(2.0 / math.pi)
 
 
 def gelu(x: np.ndarray) -> np.ndarray:

@@ -22,9 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import ClassVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from shardalg.errors import IllegalOperand
 from shardalg.notation.syntax import Dim, DType, Tensor
@@ -34,13 +32,29 @@ from ..mesh import Mesh
 from ..traffic import Volume
 from .record import DimMap, OpRecord, Transpose
 
-__all__ = ["FunctionRecord", "Kind", "elementwise", "statistics_tensor"]
+__all__ = ["FunctionRecord", "Kind", "elementwise", "statistics_tensor", "np"]
+
+
+class _Numpy:
+    """numpy, imported on its first use: the records' dense meanings run only in the executor, and the
+    notation's checks (``shardalg parse``, ``check``, ``shape``) start without numpy."""
+
+    def __getattr__(self, name: str) -> Any:
+        import numpy
+
+        return getattr(numpy, name)
+
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = _Numpy()
 
 # (operand arrays, the axis index of the dim worked along or None, a scale's factor) -> the result array
-Dense = Callable[[Sequence[np.ndarray], int | None, Fraction | None], np.ndarray]
+Dense = Callable[[Sequence["np.ndarray"], int | None, Fraction | None], "np.ndarray"]
 # (the blocks of one group of devices along the sharded dim, in block order; the axis; the dim's global extent)
 # -> each device's result block: the local statistics, combined over the group, then applied
-Grouped = Callable[[Sequence[np.ndarray], int, int], list[np.ndarray]]
+Grouped = Callable[[Sequence["np.ndarray"], int, int], list["np.ndarray"]]
 
 
 class Kind:

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from shardalg.notation.syntax import Op
 
-from .function import Kind, function_record
+from .function import Kind, function_record, np
 
 __all__ = ["SOFTMAX", "RMSNORM", "LAYERNORM", "RECORDS", "EPS"]
 
