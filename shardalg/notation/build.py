@@ -264,12 +264,12 @@ class Builders:
         if op is Op.SCALE:
             if len(items) != 1 or items[0].type != "DECIMAL":
                 raise ParseError(
-                    "scale takes its factor as a subscript, a positive decimal: scale_{0.125}(X[B, D])",
+                    "scale takes its factor as a subscript, a decimal: scale_{0.125}(X[B, D])",
                     span=span,
                 )
             factor = Fraction(str(items[0]))
-            if factor <= 0 or len(str(items[0])) > _OFFSET_DIGITS:
-                raise ParseError(f"a scale's factor is a positive decimal, not {items[0]}", span=span)
+            if factor == 0 or len(str(items[0])) > _OFFSET_DIGITS:
+                raise ParseError(f"a scale's factor is a nonzero decimal, not {items[0]}", span=span)
             return op, None, factor
         if op.takes_dim:
             if len(items) != 1 or items[0].type == "DECIMAL":
@@ -285,8 +285,9 @@ class Builders:
 
     def apply(self, meta: Any, head: FnHead, *args: Any) -> Apply:
         op, dim, factor = head
-        if len(args) != 1:
-            raise ParseError(f"{op.value} takes one operand, not {len(args)}", span=_span(meta))
+        if len(args) != op.operands:
+            want = "one operand" if op.operands == 1 else f"{op.operands} operands"
+            raise ParseError(f"{op.value} takes {want}, not {len(args)}", span=_span(meta))
         return Apply(op, args, dim, factor, span=_span(meta))
 
     def add(self, meta: Any, left: Any, right: Any) -> Apply:

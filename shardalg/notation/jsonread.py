@@ -88,8 +88,8 @@ def _factor(j: Json) -> Fraction | None:
         out = Fraction(value)
     except (ValueError, ZeroDivisionError):
         raise UsageError(f'a scale\'s factor is a fraction such as "1/8", not {value!r}') from None
-    if out <= 0:
-        raise UsageError(f"a scale's factor is positive, not {value}")
+    if out == 0:
+        raise UsageError(f"a scale's factor is nonzero, not {value}")
     return out
 
 

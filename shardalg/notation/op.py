@@ -33,7 +33,7 @@ class Op(metaclass=_OpKind):
     The set is open: :meth:`define` makes a new operation, whose record (rule, transpose, bytes) the algebra
     registers (:mod:`shardalg.algebra.ops`). Ops compare and hash by identity, as enum members do."""
 
-    __slots__ = ("name", "value", "takes_dim", "takes_offset", "communicates", "function")
+    __slots__ = ("name", "value", "takes_dim", "takes_offset", "communicates", "function", "operands")
     _by_value: ClassVar[dict[str, Op]] = {}
 
     ALL_GATHER: ClassVar[Op]
@@ -61,6 +61,17 @@ class Op(metaclass=_OpKind):
     SOFTMAX: ClassVar[Op]
     RMSNORM: ClassVar[Op]
     LAYERNORM: ClassVar[Op]
+    # their derivatives, the backward's statements: ``gelu'(H, dG)`` is dG times gelu's derivative at H
+    GELU_D: ClassVar[Op]
+    SILU_D: ClassVar[Op]
+    EXP_D: ClassVar[Op]
+    RELU_D: ClassVar[Op]
+    SUM_D: ClassVar[Op]
+    MAX_D: ClassVar[Op]
+    MEAN_D: ClassVar[Op]
+    SOFTMAX_D: ClassVar[Op]
+    RMSNORM_D: ClassVar[Op]
+    LAYERNORM_D: ClassVar[Op]
 
     name: str  # the Python name (``ALL_GATHER``)
     value: str  # the book's name (``AllGather``)
@@ -68,6 +79,7 @@ class Op(metaclass=_OpKind):
     takes_offset: bool  # whether the subscript ends in a signed offset (``Shift_{X,+1}``)
     communicates: bool  # whether a step of it moves data between devices (a plan's ``Step.communicates``)
     function: bool  # applied to operands as a function or an elementwise operator, not a collective
+    operands: int  # how many operands a function takes (``gelu'(H, dG)``: two)
 
     def __new__(cls, value: str | Op) -> Op:
         """The op whose book name is ``value`` (a ValueError for an unknown name, as an enum's lookup)."""
@@ -88,13 +100,15 @@ class Op(metaclass=_OpKind):
         takes_offset: bool = False,
         communicates: bool = True,
         function: bool = False,
+        operands: int = 1,
     ) -> Op:
         """A new operation named ``value`` (the book's spelling) and ``name`` (the Python one)."""
         if value in cls._by_value:
             raise UsageError(f"an operation named {value} is already defined")
         op = object.__new__(cls)
         attrs = {"name": name, "value": value, "takes_dim": takes_dim, "takes_offset": takes_offset}
-        for attr, v in {**attrs, "communicates": communicates, "function": function}.items():
+        facts = {"communicates": communicates, "function": function, "operands": operands}
+        for attr, v in {**attrs, **facts}.items():
             object.__setattr__(op, attr, v)
         cls._by_value[value] = op
         return op
@@ -133,12 +147,30 @@ Op.SILU = Op.define("SILU", "silu", communicates=False, function=True)
 Op.EXP = Op.define("EXP", "exp", communicates=False, function=True)
 Op.RELU = Op.define("RELU", "relu", communicates=False, function=True)
 Op.SCALE = Op.define("SCALE", "scale", communicates=False, function=True)
-Op.ADD = Op.define("ADD", "add", communicates=False, function=True)
-Op.SUBTRACT = Op.define("SUBTRACT", "subtract", communicates=False, function=True)
-Op.MULTIPLY = Op.define("MULTIPLY", "multiply", communicates=False, function=True)
+Op.ADD = Op.define("ADD", "add", communicates=False, function=True, operands=2)
+Op.SUBTRACT = Op.define("SUBTRACT", "subtract", communicates=False, function=True, operands=2)
+Op.MULTIPLY = Op.define("MULTIPLY", "multiply", communicates=False, function=True, operands=2)
 Op.SUM = Op.define("SUM", "sum", takes_dim=True, communicates=False, function=True)
 Op.MAX = Op.define("MAX", "max", takes_dim=True, communicates=False, function=True)
 Op.MEAN = Op.define("MEAN", "mean", takes_dim=True, communicates=False, function=True)
 Op.SOFTMAX = Op.define("SOFTMAX", "softmax", takes_dim=True, communicates=False, function=True)
 Op.RMSNORM = Op.define("RMSNORM", "rmsnorm", takes_dim=True, communicates=False, function=True)
 Op.LAYERNORM = Op.define("LAYERNORM", "layernorm", takes_dim=True, communicates=False, function=True)
+
+# The functions' derivatives (vector-Jacobian products), the statements a backward writes: ``f'(X, dY)`` is the
+# gradient of f's operand X given the cotangent dY of its result (softmax's reads the forward's result P
+# instead of its operand). The linear functions (scale, +, -, ⊙) need none: their backward is scale, a sum over
+# broadcast dims, and ⊙ with the other operand.
+for _name, _value, _dim in (
+    ("GELU_D", "gelu'", False),
+    ("SILU_D", "silu'", False),
+    ("EXP_D", "exp'", False),
+    ("RELU_D", "relu'", False),
+    ("SUM_D", "sum'", True),
+    ("MAX_D", "max'", True),
+    ("MEAN_D", "mean'", True),
+    ("SOFTMAX_D", "softmax'", True),
+    ("RMSNORM_D", "rmsnorm'", True),
+    ("LAYERNORM_D", "layernorm'", True),
+):
+    setattr(Op, _name, Op.define(_name, _value, takes_dim=_dim, communicates=False, function=True, operands=2))

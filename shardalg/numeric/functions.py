@@ -45,6 +45,8 @@ def _evaluate(
         aligned = [align(b, t, step.output) for b, t in zip(blocks, step.inputs, strict=True)]
         return np.asarray(rec.dense(aligned, None, step.factor))
     axis = step.inputs[0].dim_names.index(step.dim)
+    if rec.shape == Kind.DERIVATIVE:  # the cotangent aligned to the operand's dims
+        return np.asarray(rec.dense([blocks[0], align(blocks[1], step.inputs[1], step.output)], axis, None))
     if scale is not None:  # a partial sum or mean: the sum of this block, scaled by 1 / |D| for a mean
         return np.asarray(blocks[0].sum(axis=axis) * scale)
     return np.asarray(rec.dense(blocks, axis, step.factor))
@@ -61,16 +63,24 @@ def _function(vm: VirtualMesh, net: Net, step: Step, *bufs: Buffers) -> tuple[Bu
     layout = (tuple(d.axes for d in made.dims), frozenset(made.unreduced))
     t = step.inputs[0]
     out: dict = {}
-    if step.axes:  # statistics all-reduced over the dim's axes, group by group
+    derivative = rec.shape == Kind.DERIVATIVE
+    group = step.axes or (t.axes_of(step.dim) if derivative else ())
+    if group:  # statistics all-reduced over the dim's axes (a derivative: its blocks along it), group by group
         axis = t.dim_names.index(step.dim)
         for c in vm.coords:
-            if vm.rank(c, step.axes) != 0:
+            if vm.rank(c, group) != 0:
                 continue
-            members = vm.group(c, step.axes)
-            blocks = [bufs[0][g] for g in members]
-            n = blocks[0].shape[axis] * len(members)
-            rows = blocks[0].size // max(1, blocks[0].shape[axis])
-            for g in members:  # each member receives every other member's statistics
+            members = vm.group(c, group)
+            if derivative:  # each device's (operand block, cotangent block aligned to the operand's dims)
+                blocks = [
+                    (bufs[0][g], align(bufs[1][g], step.inputs[1], step.output)) for g in members
+                ]
+            else:
+                blocks = [bufs[0][g] for g in members]
+            first = bufs[0][members[0]]
+            n = first.shape[axis] * len(members)
+            rows = first.size // max(1, first.shape[axis])
+            for g in members if step.axes else ():  # each member receives every other member's statistics
                 for h in members:
                     net.recv(g, h, np.empty((rows * len(rec.statistics), 1)), 1)
             results = rec.grouped(blocks, axis, n) if rec.grouped is not None else None

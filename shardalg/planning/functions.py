@@ -69,6 +69,8 @@ def _candidates(
         return
     left, right = ops
     refs = [left, right, _whole(left, None), _whole(right, None)]
+    if dim is not None:  # a derivative over a dim: also with the dim gathered (no statistics to reduce)
+        refs.append(_whole(left, dim))
     if result is not None:
         refs.append(result)
     for ref in refs:
@@ -79,6 +81,8 @@ def _candidates(
 def reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None, axes: tuple[str, ...]) -> str:
     """The one-line reason of a function's step."""
     fn = rec.op.value
+    if rec.shape == Kind.ELEMENTWISE and rec.derivative_of is not None:
+        return f"{fn}: the cotangent times {rec.derivative_of}'s derivative, elementwise on each device's block"
     if rec.shape == Kind.ELEMENTWISE:
         partial = sorted({a for t in inputs for a in t.unreduced})
         extra = (
@@ -87,6 +91,9 @@ def reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None, axe
         return f"{fn}: elementwise on each device's block{extra}"
     t = inputs[0]
     sharded = t.axes_of(dim) if dim is not None else ()
+    if rec.shape == Kind.DERIVATIVE and not rec.statistics:
+        where = f"{dim}_{subscript(sharded)}" if sharded else dim
+        return f"{fn} over {where}: the cotangent broadcast along {dim} on each device's block, no communication"
     if not sharded:
         return f"{fn} over {dim}: {dim} is whole on each device, no communication"
     if not rec.statistics:

@@ -18,6 +18,7 @@ from . import (
     all_gather,
     all_reduce,
     all_to_all,
+    derivatives,
     einsum,
     elementwise,
     norms,
@@ -47,6 +48,7 @@ __all__ = [
 # the builtin operations, in the order the planner tries their moves
 for _module in (all_gather, reduce_scatter, all_reduce, all_to_all, slice, permute, shift, send, einsum):
     register_op(_module.RECORD)
-# the functions of the notation (elementwise, reductions, softmax and norms), in the order their ops are defined
-for _record in (*elementwise.RECORDS, *reductions.RECORDS, *norms.RECORDS):
+# the functions of the notation (elementwise, reductions, softmax and norms) and their derivatives, in the order
+# their ops are defined
+for _record in (*elementwise.RECORDS, *reductions.RECORDS, *norms.RECORDS, *derivatives.RECORDS):
     register_op(_record)

@@ -12,14 +12,28 @@ from shardalg.notation.syntax import Op
 
 from .function import function_record, np
 
-__all__ = ["GELU", "SILU", "EXP", "RELU", "SCALE", "ADD", "SUBTRACT", "MULTIPLY", "RECORDS", "gelu"]
+__all__ = [
+    "GELU",
+    "SILU",
+    "EXP",
+    "RELU",
+    "SCALE",
+    "ADD",
+    "SUBTRACT",
+    "MULTIPLY",
+    "RECORDS",
+    "gelu",
+    "GELU_C",
+    "GELU_K",
+]
 
-_C = math.sqrt(2.0 / math.pi)
+GELU_C = math.sqrt(2.0 / math.pi)  # gelu's tanh form: 0.5·x·(1 + tanh(GELU_C·(x + GELU_K·x³)))
+GELU_K = 0.044715
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
     """GELU in its tanh form, as ``jax.nn.gelu`` computes it by default."""
-    return 0.5 * x * (1.0 + np.tanh(_C * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + GELU_K * x**3)))
 
 
 def _silu(x: np.ndarray) -> np.ndarray:

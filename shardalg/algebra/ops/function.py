@@ -63,6 +63,7 @@ class Kind:
     ELEMENTWISE = "elementwise"
     REDUCTION = "reduction"
     COMPOSITE = "composite"
+    DERIVATIVE = "derivative"  # a reduction's or composite's derivative: f'_D(X, dY) has X's dims and layout
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +84,8 @@ class FunctionRecord(OpRecord):
     vector_flops: int = 1
     dense: Dense
     grouped: Grouped | None = None  # the evaluation over a sharded dim, statistics combined (``statistics``)
+    derivative_of: str | None = None  # a derivative's forward function (its second operand is a cotangent)
+    drops_dim: bool = False  # a reduction's derivative: the cotangent lacks the dim the forward removed
     move: ClassVar[bool] = False  # not a planner move: a function is planned as a statement
 
     @property
@@ -131,9 +134,11 @@ class FunctionRecord(OpRecord):
             if len(set(t.dim_names)) != len(t.dim_names):
                 raise IllegalOperand(f"{t} names a dim twice; {fn} matches dims by name", span=t.span)
         self._check_unreduced(operands)
+        if self.derivative_of is not None:
+            self._check_cotangent(operands, dim)
         if self.shape == Kind.ELEMENTWISE:
             return elementwise(operands, fn)
-        (t,) = operands
+        t = operands[0]
         if dim is None or dim not in t.dim_names:
             raise IllegalOperand(
                 f"{fn}_{dim} works along dim {dim}, which {t} does not have",
@@ -142,11 +147,26 @@ class FunctionRecord(OpRecord):
             )
         if self.shape == Kind.COMPOSITE:
             return Tensor(None, t.dims, t.unreduced, (), t.dtype)
+        if self.shape == Kind.DERIVATIVE:
+            return elementwise(operands, fn)
         dims = tuple(d for d in t.dims if d.label != dim)
         if not dims:
             raise IllegalOperand(f"{fn}_{dim} of {t} leaves no dim; the notation has no scalars", span=t.span)
         partial = () if self.statistics else t.axes_of(dim)
         return Tensor(None, dims, tuple(t.unreduced) + partial, (), t.dtype)
+
+    def _check_cotangent(self, operands: Sequence[Tensor], dim: str | None) -> None:
+        """A derivative's second operand is the cotangent of the forward's result: the operand's dims, less the
+        dim a reduction removed."""
+        t, cot = operands
+        want = [d for d in t.dim_names if not (self.drops_dim and d == dim)]
+        if sorted(cot.dim_names) != sorted(want):
+            forward = f"{self.derivative_of}_{dim}" if dim is not None else self.derivative_of
+            raise IllegalOperand(
+                f"{self.op.value} takes the cotangent of the result of {forward}({t}): dims "
+                f"{', '.join(want)}, not {', '.join(cot.dim_names)}",
+                span=cot.span,
+            )
 
     def _check_unreduced(self, operands: Sequence[Tensor]) -> None:
         fn = self.op.value

@@ -122,13 +122,14 @@ class TextPrinter(Printer):
     @staticmethod
     def _decimal(factor: Any) -> str:
         """A scale's factor as the decimal it was written as (the grammar takes decimals only)."""
-        whole, rest = divmod(factor.numerator, factor.denominator)
+        sign = "-" if factor < 0 else ""
+        whole, rest = divmod(abs(factor.numerator), factor.denominator)
         digits = ""
         while rest and len(digits) < 40:
             rest *= 10
             d, rest = divmod(rest, factor.denominator)
             digits += str(d)
-        return f"{whole}.{digits}" if digits else str(whole)
+        return sign + (f"{whole}.{digits}" if digits else str(whole))
 
     def _print_Apply(self, a: Node) -> str:
         level = INFIX.get(a.op.value)
