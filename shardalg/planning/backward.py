@@ -47,10 +47,12 @@ from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import latex, text, to_json, unicode
 from shardalg.notation.printing.display import pretty_text, short
-from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Statement, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Program, Statement, Tensor
 
-from .forward import Einsum, Forward, analyze, grad_name
+from .fngrads import call_gradients
+from .forward import Call, Einsum, Forward, analyze, grad_name
 from .gradients import Chosen, Gradient, candidates, choose
+from .planner import plans
 
 __all__ = ["backward", "BackwardProgram", "GradStep", "GatheredCopy"]
 
@@ -69,6 +71,9 @@ class GradStep:
     plan: Plan
     accumulate: bool
     reason: str
+    reads: tuple[
+        Tensor, ...
+    ] = ()  # the forward's values it reads (a product's other operand, a function's X)
 
     def __repr__(self) -> str:
         return short("GradStep", f"d{self.of}: {unicode(self.statement)}")
@@ -269,6 +274,74 @@ class _Backward:
         self.steps: list[GradStep] = []
         self.made: set[Step] = set()
         self.copies: dict[Tensor, GatheredCopy] = {}
+        self.borrowed: set[str] = set()  # values whose gradient is another value's cotangent, passed on
+
+    # ---- a function's gradients (:mod:`.fngrads`) write through these
+    def fresh_target(self, rx: str) -> tuple[Tensor, tuple[str, ...]]:
+        """The gradient's own target (the primal's sharding, partial sums reduced) and its invariant axes."""
+        base = _target(self.fw.origin[rx], grad_name(rx), self.mesh)
+        return _strip_invariant(base), base.invariant
+
+    def borrow(self, rx: str, t: Tensor) -> None:
+        self.grad[rx] = t
+        self.borrowed.add(rx)
+
+    def emit(
+        self,
+        index: int,
+        rx: str,
+        statement: Arrow,
+        reason: str,
+        accumulate: bool = False,
+        final: bool = False,
+    ) -> Tensor:
+        """Plan one statement of a function's gradient and run it; ``final``: its output is ``rx``'s gradient."""
+        p = plans(statement, self.mesh, self.sizes)[0]
+        if final:
+            p = _with_invariant(p, self.fresh_target(rx)[1])
+        expr = statement.expr
+        made = {*self.grad.values(), *(g.plan.output for g in self.steps)}  # cotangents, not forward values
+        operands = expr.operands if isinstance(expr, Apply) else ()
+        reads = tuple(t for t in operands if isinstance(t, Tensor) and t not in made)
+        stmt = Arrow(expr, p.output)
+        self.steps.append(
+            GradStep(
+                rx, index, "operand", stmt, _reuse(_annotate(p, reason), self.made), accumulate, reason, reads
+            )
+        )
+        if final:
+            self.grad[rx] = p.output
+            self.borrowed.discard(rx)
+        return p.output
+
+    def contribute(self, index: int, rx: str, expr: Apply, reason: str) -> None:
+        """``expr``'s value added to ``rx``'s gradient (or made its gradient, the first time)."""
+        base, _ = self.fresh_target(rx)
+        if rx in self.grad and rx not in self.borrowed:
+            g = _strip_invariant(self.grad[rx])
+            self.emit(index, rx, Arrow(expr, g), reason + f", added to d{rx}", accumulate=True, final=True)
+            return
+        borrowed = rx in self.grad
+        out = self.emit(index, rx, Arrow(expr, base), reason, final=not borrowed)
+        if borrowed:  # the sum of the two is the gradient's own tensor
+            self.pass_on(index, rx, out, reason)
+
+    def pass_on(self, index: int, rx: str, dy: Tensor, reason: str) -> None:
+        """The cotangent ``dy`` passed on unchanged: borrowed as ``rx``'s gradient when it is already in its
+        sharding, else resharded into it; added to a gradient ``rx`` has."""
+        base, invariant = self.fresh_target(rx)
+        if rx not in self.grad:
+            if dy.layout() == base.layout() and not invariant:
+                self.borrow(rx, dy)
+            else:
+                self.emit(index, rx, Arrow(dy, base), reason, final=True)
+            return
+        have = self.grad[rx]
+        target = _strip_invariant(have) if rx not in self.borrowed else base
+        target = replace(target, name=grad_name(rx))
+        self.emit(
+            index, rx, Arrow(Apply(Op.ADD, (have, dy)), target), reason + f", added to d{rx}", final=True
+        )
 
     def primal(self, e: Einsum, i: int) -> Tensor:
         """Operand ``i`` of ``e`` as the backward reads it: the forward's gathered copy when kept, else the
@@ -288,7 +361,7 @@ class _Backward:
         """What to plan for the gradient of one operand: its global value, the problem, invariant axes."""
         rx = e.roots[0] if side == "left" else e.roots[1]
         primal = self.primal(e, 1 if side == "left" else 0)
-        if rx in self.grad:
+        if rx in self.grad and rx not in self.borrowed:
             return rx, Gradient(side, primal, (_strip_invariant(self.grad[rx]),)), self.grad[rx].invariant
         base = _target(self.fw.origin[rx], grad_name(rx), self.mesh)
         invariant = base.invariant
@@ -302,16 +375,24 @@ class _Backward:
     def record(self, e: Einsum, rx: str, chosen: Chosen, invariant: tuple[str, ...], dc: Tensor) -> None:
         g = chosen.gradient
         p = _with_invariant(chosen.plan, invariant)
-        accumulate = rx in self.grad
+        borrowed = rx in self.borrowed
+        accumulate = rx in self.grad and not borrowed
         cot = chosen.shared if chosen.shared is not None else dc
         stmt = Arrow(g.product(cot), p.output)
+        had = self.grad.get(rx)
         self.grad[rx] = p.output
+        self.borrowed.discard(rx)
         reason = _reason(e, g.side, rx, accumulate)
         if chosen.shared is not None:
             reason += f"; reads {chosen.shared}, made for the other gradient of this product"
+        reads = (g.primal,)
         self.steps.append(
-            GradStep(rx, e.index, g.side, stmt, _reuse(_annotate(p, reason), self.made), accumulate, reason)
+            GradStep(
+                rx, e.index, g.side, stmt, _reuse(_annotate(p, reason), self.made), accumulate, reason, reads
+            )
         )
+        if borrowed and had is not None:  # the gradient so far was a cotangent passed on: add it
+            self.pass_on(e.index, rx, had, reason)
 
     def product(self, e: Einsum) -> None:
         """The two gradients of one forward einsum, planned together (one after the other when both
@@ -369,11 +450,15 @@ def backward(
         seed = _target(fw.latest[r], grad_name(r), m)
         state.grad[r] = seed
         seeds.append(seed)
-    for e in reversed(fw.einsums):
-        if e.roots[2] in state.grad:  # else the value feeds nothing that has a gradient
-            state.product(e)
+    for node in reversed(fw.nodes):
+        if node.roots[-1] not in state.grad:  # the value feeds nothing that has a gradient
+            continue
+        if isinstance(node, Call):
+            call_gradients(state, node)
+        else:
+            state.product(node)
 
-    order = [*fw.inputs, *(e.roots[2] for e in fw.einsums)]
+    order = [*fw.inputs, *(e.roots[-1] for e in fw.nodes)]
     gradients = tuple((r, state.grad[r]) for r in order if r in state.grad)
     return BackwardProgram(
         program,
@@ -392,7 +477,9 @@ def backward(
 def _annotate(p: Plan, reason: str) -> Plan:
     """Prefix the einsum step's reason with which gradient it computes."""
     steps = tuple(
-        replace(s, reason=f"{reason}; {s.reason}" if s.reason else reason) if s.op is Op.EINSUM else s
+        replace(s, reason=f"{reason}; {s.reason}" if s.reason else reason)
+        if s.op is Op.EINSUM or s.op.function
+        else s
         for s in p.steps
     )
     return replace(p, steps=steps)

@@ -21,11 +21,11 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.statements import apply_statement
 from shardalg.errors import ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.plan import Plan, Step
-from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Statement, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Program, Statement, Tensor
 
 from .planner import plan
 
-__all__ = ["Forward", "Einsum", "grad_name", "analyze"]
+__all__ = ["Forward", "Einsum", "Call", "grad_name", "analyze"]
 
 
 def grad_name(name: str) -> str:
@@ -56,6 +56,21 @@ class Einsum:
     kept: tuple[Tensor | None, Tensor | None] = (None, None)
 
 
+@dataclass(frozen=True)
+class Call:
+    """One forward function statement ``f(operands) -> out`` (elementwise, a reduction, softmax, a norm) as the
+    program wrote it: ``operands`` are the tensors it reads, ``roots`` the global values of the operands and
+    of ``out`` (last)."""
+
+    index: int
+    apply: Apply
+    operands: tuple[Tensor, ...]
+    out: Tensor
+    roots: tuple[str, ...]
+    statement: Statement
+    plan: Plan | None = None
+
+
 @dataclass
 class Forward:
     """What backward needs to know about a forward program.
@@ -76,6 +91,8 @@ class Forward:
     root: dict[str, str] = field(default_factory=dict)
     produced: set[str] = field(default_factory=set)
     plans: list[Plan] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    nodes: list[Einsum | Call] = field(default_factory=list)  # the einsums and function calls, in order
 
     def stored(self, t: Tensor) -> Tensor:
         """The version of ``t`` the forward keeps for the backward: undo AllGathers (their copies are freed)."""
@@ -90,9 +107,9 @@ class Forward:
 
     @property
     def outputs(self) -> list[str]:
-        """Global values made by an einsum and read by no later einsum, in order."""
-        read = {r for e in self.einsums for r in e.roots[:2]}
-        return [e.roots[2] for e in self.einsums if e.roots[2] not in read]
+        """Global values made by an einsum or a function and read by no later one, in order."""
+        read = {r for e in self.nodes for r in e.roots[:-1]}
+        return [e.roots[-1] for e in self.nodes if e.roots[-1] not in read]
 
 
 def _named(t: Tensor, what: str) -> str:
@@ -162,6 +179,35 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
             fw.einsums.append(
                 Einsum(i, left, right, result, expr.contract, (*roots, out_name), s, p, read, kept)
             )
+            fw.nodes.append(fw.einsums[-1])
+        elif isinstance(expr, Apply):
+            if not all(isinstance(x, Tensor) for x in expr.operands):
+                raise UsageError(
+                    "backward takes one function per statement: name the intermediate (gelu(H) -> G; G + X -> R)",
+                    span=s.span,
+                    source=program.source,
+                )
+            if result is None:
+                raise UsageError(
+                    f"backward needs each function's result written: {expr.op.value}(...) -> Y[...]",
+                    span=s.span,
+                    source=program.source,
+                )
+            operands = tuple(x for x in expr.operands if isinstance(x, Tensor))
+            roots = tuple(see(x, "operand") for x in operands)
+            out_name = _named(result, "the result")
+            if out_name in fw.root:
+                raise UsageError(
+                    f"{out_name} is assigned twice; give each statement a new name",
+                    span=result.span,
+                    source=program.source,
+                )
+            p = _planned(s, program, mesh, sizes)
+            fw.plans.append(p)
+            fw.produced.add(out_name)
+            make(result, out_name)
+            fw.calls.append(Call(i, expr, operands, result, (*roots, out_name), s, p))
+            fw.nodes.append(fw.calls[-1])
         elif isinstance(expr, Collective) or (isinstance(expr, Tensor) and result is not None):
             arg = expr.arg if isinstance(expr, Collective) else expr
             while isinstance(arg, Collective):
@@ -196,8 +242,8 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
             see(expr, "declared")
         else:
             raise UsageError(f"backward cannot read the statement {s}", span=s.span, source=program.source)
-    if not fw.einsums:
-        raise UsageError("the program has no product: there is nothing to differentiate")
+    if not fw.nodes:
+        raise UsageError("the program has no product or function: there is nothing to differentiate")
     return fw
 
 

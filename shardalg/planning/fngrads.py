@@ -1,0 +1,85 @@
+"""The gradients of a function statement of the forward (issue 26 item 4), in the notation, each planned by the
+planner as the gradient einsums are.
+
+For ``f(X) -> Y`` with cotangent ``dY`` (the gradient of Y so far, in Y's sharding with its partial sums
+reduced: a ``{U_X}`` result's cotangent is replicated):
+
+- a nonlinear function or a reduction writes its derivative, ``f'(X, dY) -> dX`` (:mod:`shardalg.algebra.ops
+  .derivatives`), which reads the forward's ``X`` (softmax's reads its result ``P``): elementwise in the layout
+  the two meet in; over a sharded dim the derivative's step all-reduces its statistics as the forward's does
+  (or the planner gathers the dim, whichever is cheaper);
+- a scale writes ``scale_c(dY) -> dX``;
+- ``+`` and ``-`` pass the cotangent on (``scale_{-1}`` of it to the right of a ``-``), and ``⊙`` multiplies it
+  by the other operand; an operand broadcast over a dim gets the sum over that dim (``sum_D``; over a sharded D
+  a partial sum the planner reduces into the gradient's sharding).
+
+A cotangent passed on unchanged in the gradient's own sharding is not copied: the gradient *is* that tensor
+(``borrowed``); a second contribution to a borrowed gradient is written as ``+`` of the two.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+from shardalg.algebra.ops.derivatives import DERIVATIVE
+from shardalg.algebra.registry import RECORDS
+from shardalg.notation.printing import unicode
+from shardalg.notation.syntax import Apply, Arrow, Expr, Op, Tensor
+
+from .forward import Call, grad_name
+
+if TYPE_CHECKING:
+    from .backward import _Backward
+
+__all__ = ["call_gradients"]
+
+
+def _first(state: _Backward, c: Call, i: int, dy: Tensor) -> Expr:
+    """Operand ``i``'s share of the gradient before any sum over a dim it was broadcast along (``dy`` itself
+    when the cotangent passes on unchanged)."""
+    a, operand = c.apply, c.operands[i]
+    if a.op in DERIVATIVE:
+        primal = c.out if a.op is Op.SOFTMAX else state.fw.stored(operand)
+        return Apply(DERIVATIVE[a.op], (primal, dy), a.dim)
+    if a.op is Op.SCALE:
+        return Apply(Op.SCALE, (dy,), factor=a.factor)
+    if a.op is Op.SUBTRACT and i == 1:
+        return Apply(Op.SCALE, (dy,), factor=Fraction(-1))
+    if a.op is Op.MULTIPLY:
+        other = state.fw.stored(c.operands[1 - i])
+        return Apply(Op.MULTIPLY, (dy, other) if i == 0 else (other, dy))
+    return dy
+
+
+def _natural(expr: Apply, name: str) -> Tensor:
+    """The result of ``expr`` in the layout its operands give it, named."""
+    got = RECORDS[expr.op].result(expr.operands, expr.dim)
+    return Tensor(name, got.dims, got.unreduced, (), got.dtype)
+
+
+def call_gradients(state: _Backward, c: Call) -> None:
+    """Every operand's gradient of one function statement, in operand order."""
+    dy = state.grad[c.roots[-1]]
+    note = RECORDS[c.apply.op].transpose.note
+    for i, rx in enumerate(c.roots[:-1]):
+        reason = f"gradient of statement {c.index + 1} ({unicode(c.statement)}) for {rx}: {note}"
+        first = _first(state, c, i, dy)
+        summed = [d for d in dy.dim_names if d not in c.operands[i].dim_names]  # broadcast in the forward
+        chain: list[Apply] = [first] if isinstance(first, Apply) else []
+        value: Tensor = dy
+        for d in summed:
+            if chain:  # the value so far, named, then summed over d
+                value = state.emit(
+                    c.index, rx, Arrow(chain[-1], _natural(chain[-1], _temp(rx, chain))), reason
+                )
+            chain.append(Apply(Op.SUM, (value,), d))
+        if chain:
+            state.contribute(c.index, rx, chain[-1], reason)
+        else:
+            state.pass_on(c.index, rx, dy, reason)
+
+
+def _temp(rx: str, chain: list[Apply]) -> str:
+    """An intermediate's name: the gradient's, primed once per statement before it."""
+    return grad_name(rx) + "'" * len(chain)
