@@ -327,14 +327,14 @@ class _Backward:
             self.pass_on(index, rx, out, reason)
 
     def pass_on(self, index: int, rx: str, dy: Tensor, reason: str) -> None:
-        """The cotangent ``dy`` passed on unchanged: borrowed as ``rx``'s gradient when it is already in its
-        sharding, else resharded into it; added to a gradient ``rx`` has."""
-        base, invariant = self.fresh_target(rx)
-        if rx not in self.grad:
-            if dy.layout() == base.layout() and not invariant:
-                self.borrow(rx, dy)
-            else:
-                self.emit(index, rx, Arrow(dy, base), reason, final=True)
+        """The cotangent ``dy`` passed on unchanged: borrowed as ``rx``'s gradient (resharded into its sharding
+        first when it is not in it); added to a gradient ``rx`` already has."""
+        base, _ = self.fresh_target(rx)
+        if rx not in self.grad:  # a resharding keeps the value (and its name): still the cotangent, borrowed
+            moved = dy
+            if dy.layout() != base.layout():
+                moved = self.emit(index, rx, Arrow(dy, replace(base, name=dy.name)), reason)
+            self.borrow(rx, moved)
             return
         have = self.grad[rx]
         target = _strip_invariant(have) if rx not in self.borrowed else base

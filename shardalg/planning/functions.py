@@ -82,7 +82,9 @@ def reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None, axe
     """The one-line reason of a function's step."""
     fn = rec.op.value
     if rec.shape == Kind.ELEMENTWISE and rec.derivative_of is not None:
-        return f"{fn}: the cotangent times {rec.derivative_of}'s derivative, elementwise on each device's block"
+        return (
+            f"{fn}: the cotangent times {rec.derivative_of}'s derivative, elementwise on each device's block"
+        )
     if rec.shape == Kind.ELEMENTWISE:
         partial = sorted({a for t in inputs for a in t.unreduced})
         extra = (
@@ -93,7 +95,9 @@ def reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None, axe
     sharded = t.axes_of(dim) if dim is not None else ()
     if rec.shape == Kind.DERIVATIVE and not rec.statistics:
         where = f"{dim}_{subscript(sharded)}" if sharded else dim
-        return f"{fn} over {where}: the cotangent broadcast along {dim} on each device's block, no communication"
+        return (
+            f"{fn} over {where}: the cotangent broadcast along {dim} on each device's block, no communication"
+        )
     if not sharded:
         return f"{fn} over {dim}: {dim} is whole on each device, no communication"
     if not rec.statistics:

@@ -1,0 +1,223 @@
+"""The backward of the notation's functions (issue 26 item 4): each function statement's derived backward, run
+on the executor's virtual mesh, equals the gradient of the dense program (central differences), over the
+function forms, a random-layout property test and a program mixing products with gelu, softmax, rmsnorm and a
+residual add; each derivative record equals the finite difference of its function's dense meaning."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.ops.derivatives import DERIVATIVE
+from shardalg.algebra.registry import RECORDS
+from shardalg.errors import NoPlan, ShardalgError
+from shardalg.notation.jsonread import from_json
+from shardalg.notation.parse import parse
+from shardalg.notation.printing import latex, text, to_json, unicode
+from shardalg.notation.syntax import Apply, Arrow, Dim, Op, Program, Tensor
+from shardalg.planning.backward import backward
+from shardalg.planning.forward import analyze
+
+from .fnbackward import check_against_finite_differences
+
+SIZES = {"B": 4, "D": 8, "F": 8, "S": 8, "T": 4}
+
+STATEMENTS = {
+    "gelu": ("gelu(H[B, F_Y]) -> G[B, F_Y]", "Y=2"),
+    "silu": ("silu(H[B_X, F]) -> G[B_X, F]", "X=2"),
+    "exp": ("exp(A[B_X, T]) -> E[B_X, T]", "X=2"),
+    "relu": ("relu(A[B, T_X]) -> E[B, T_X]", "X=2"),
+    "scale": ("scale_{0.125}(S[B_X, T]) -> R[B_X, T]", "X=2"),
+    "add broadcast": ("X[B_X, D] + A[D_Y] -> R[B_X, D_Y]", "X=2,Y=2"),
+    "subtract": ("X[B_X, D] - A[B_X, D] -> R[B_X, D]", "X=2"),
+    "subtract broadcast": ("X[B, D_Y] - A[D_Y] -> R[B, D_Y]", "Y=2"),
+    "multiply": ("G[B, F_Y] .* U[B, F_Y] -> R[B, F_Y]", "Y=2"),
+    "multiply broadcast": ("G[B_X, F] .* U[F] -> R[B_X, F]", "X=2"),
+    "sum sharded": ("sum_D(X[B, D_X]) -> S[B]{U_X}", "X=2"),
+    "sum reduced": ("sum_D(X[B, D_X]) -> S[B]", "X=2"),
+    "mean": ("mean_D(X[B_Y, D_X]) -> S[B_Y]{U_X}", "X=2,Y=2"),
+    "max": ("max_D(X[B, D_X]) -> M[B]", "X=2"),
+    "softmax": ("softmax_S(Sc[B_Y, S_X]) -> P[B_Y, S_X]", "X=2,Y=2"),
+    "rmsnorm": ("rmsnorm_D(X[B, D_X]) -> Y[B, D_X]", "X=2"),
+    "layernorm": ("layernorm_D(X[B_Y, D_X]) -> Y[B_Y, D_X]", "X=2,Y=2"),
+}
+
+PROGRAM = (
+    "X[B_X, D] * W1[D, F_Y] -> H[B_X, F_Y]; gelu(H[B_X, F_Y]) -> G[B_X, F_Y]; "
+    "G[B_X, F_Y] * W2[F_Y, D] -> O[B_X, D]; O[B_X, D] + X[B_X, D] -> R[B_X, D]; "
+    "rmsnorm_D(R[B_X, D]) -> N[B_X, D]; N[B_X, D] * Wq[D, S_Y] -> Sc[B_X, S_Y]; "
+    "softmax_S(Sc[B_X, S_Y]) -> P[B_X, S_Y]"
+)
+
+
+def _check(text_: str, mesh: str, seed: int = 0):
+    prog = parse(text_)
+    bw = backward(prog, mesh, SIZES)
+    fw = analyze(prog, bw.mesh, dict(SIZES))
+    check_against_finite_differences(bw, fw, SIZES, seed)
+    return bw
+
+
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+def test_each_function_statements_backward_equals_the_dense_gradient(name: str) -> None:
+    bw = _check(*STATEMENTS[name])
+    assert bw.grads
+
+
+def test_the_program_mixing_products_and_functions() -> None:
+    bw = _check(PROGRAM, "X=2,Y=2")
+    ops = {s.op for s in bw.steps}
+    assert {Op.SOFTMAX_D, Op.RMSNORM_D, Op.GELU_D, Op.ADD, Op.EINSUM} <= ops
+    # X feeds the residual add and the first product: its two contributions are added
+    assert bw.gradient("X").name == "dX"
+
+
+def test_the_transpose_of_a_sum_over_a_sharded_dim_is_a_broadcast() -> None:
+    """A {U_X} result's cotangent is replicated; sum' writes each device's block, no communication."""
+    bw = backward("sum_D(X[B, D_X]) -> S[B]{U_X}", "X=2", SIZES)
+    assert bw.seeds[0].unreduced == ()
+    assert [text(s) for s in bw.program().statements] == ["sum'_D(X[B, D_X], dS[B]) -> dX[B, D_X]"]
+    assert bw.collectives == ()
+
+
+@pytest.mark.parametrize(
+    ("name", "collectives"),
+    [
+        ("softmax", (("softmax'", ("X",)),)),  # its step all-reduces the row dot product (its statistics)
+        ("gelu", ()),
+        # dX = dR in X's own sharding [B_X, D] (gathered over Y); dA = sum_B(dR), a partial sum over X
+        ("add broadcast", (("AllGather", ("Y",)), ("AllReduce", ("X",)))),
+    ],
+)
+def test_what_the_backward_communicates(name: str, collectives) -> None:
+    bw = backward(STATEMENTS[name][0], STATEMENTS[name][1], SIZES)
+    assert bw.collectives == collectives
+
+
+def test_softmax_backward_all_reduces_the_row_dot_product_over_the_sharded_dim() -> None:
+    bw = backward("softmax_S(Sc[B_Y, S_X]) -> P[B_Y, S_X]", "X=2,Y=2", SIZES)
+    (step,) = bw.steps
+    assert step.op is Op.SOFTMAX_D and step.axes == ("X",)
+    assert "AllReduce_X" in step.reason and "dot" in step.reason
+    assert [text(t) for t in bw.grads[0].reads] == ["P[B_Y, S_X]"]  # it reads the forward's result
+
+
+def test_what_the_backward_reads_from_the_forward() -> None:
+    bw = backward("gelu(H[B, F_Y]) -> G[B, F_Y]", "Y=2", SIZES)
+    assert [text(t) for t in bw.grads[0].reads] == ["H[B, F_Y]"]
+    bw = backward("G[B, F_Y] .* U[B, F_Y] -> R[B, F_Y]", "Y=2", SIZES)
+    assert [[text(t) for t in g.reads] for g in bw.grads] == [["U[B, F_Y]"], ["G[B, F_Y]"]]
+
+
+def test_a_wrong_derivative_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check is not vacuous: gelu' off by a factor is caught."""
+    rec = RECORDS[Op.GELU_D]
+    dense = rec.dense
+    wrong = dataclasses.replace(rec, dense=lambda xs, axis, c: 1.01 * dense(xs, axis, c))
+    monkeypatch.setitem(RECORDS, Op.GELU_D, wrong)
+    with pytest.raises(AssertionError):
+        _check(*STATEMENTS["gelu"])
+
+
+# ---- each derivative record against the finite difference of its function ------------------------------
+
+
+@pytest.mark.parametrize("op", list(DERIVATIVE), ids=lambda o: o.value)
+def test_each_derivative_record_is_the_vjp_of_its_function(op: Op) -> None:
+    rng = np.random.default_rng(3)
+    fwd, der = RECORDS[op], RECORDS[DERIVATIVE[op]]
+    x = rng.standard_normal((3, 5))
+    axis = 1 if op.takes_dim else None
+    y = fwd.dense([x], axis, None)
+    dy = rng.standard_normal(y.shape)
+    primal = y if op is Op.SOFTMAX else x
+    dy_aligned = np.expand_dims(dy, 1) if fwd.reduces() else dy
+    dx = der.dense([primal, dy_aligned], axis, None)
+    h = 1e-6
+    for _ in range(3):
+        delta = rng.standard_normal(x.shape)
+        up = np.vdot(dy, fwd.dense([x + h * delta], axis, None))
+        down = np.vdot(dy, fwd.dense([x - h * delta], axis, None))
+        assert abs((up - down) / (2 * h) - np.vdot(dx, delta)) < 1e-6 * max(1.0, abs(np.vdot(dx, delta)))
+
+
+# ---- the notation of the backward ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+def test_the_backward_program_round_trips_in_the_three_syntaxes(name: str) -> None:
+    bw = backward(STATEMENTS[name][0], STATEMENTS[name][1], SIZES)
+    prog = bw.program()
+    for fmt in (text, unicode, latex):
+        assert [s for s in parse(fmt(prog)).statements] == list(prog.statements), fmt
+    assert from_json(to_json(prog)).statements == prog.statements
+
+
+def test_a_derivative_refuses_a_cotangent_of_the_wrong_shape() -> None:
+    from shardalg import plans
+
+    with pytest.raises(ShardalgError, match="takes the cotangent of the result of sum_D"):
+        plans("sum'_D(X[B, D], dS[B, D]) -> dX[B, D]", mesh="X=2", sizes=SIZES)
+
+
+# ---- random layouts -----------------------------------------------------------------------------------
+
+UNARY = [
+    Op.GELU,
+    Op.SILU,
+    Op.EXP,
+    Op.RELU,
+    Op.SCALE,
+    Op.SUM,
+    Op.MEAN,
+    Op.MAX,
+    Op.SOFTMAX,
+    Op.RMSNORM,
+    Op.LAYERNORM,
+]
+BINARY = [Op.ADD, Op.SUBTRACT, Op.MULTIPLY]
+
+
+@st.composite
+def statements(draw):
+    mesh = Mesh(X=2, Y=2)
+
+    def tensor(name: str, dims: list[str]) -> Tensor:
+        where = {a: draw(st.sampled_from([*dims, None])) for a in ("X", "Y")}
+        return Tensor(name, tuple(Dim(d, tuple(a for a in ("X", "Y") if where[a] == d)) for d in dims))
+
+    op = draw(st.sampled_from(UNARY + BINARY))
+    if op in BINARY:
+        left = tensor("A", ["B", "D"])
+        right = tensor("C", draw(st.sampled_from([["B", "D"], ["D"], ["B"]])))
+        apply = Apply(op, (left, right))
+    else:
+        x = tensor("A", ["B", "D"])
+        dim = "D" if op.takes_dim else None
+        apply = Apply(op, (x,), dim, factor=0.5 if op is Op.SCALE else None)
+    try:
+        natural = RECORDS[op].result(apply.operands, apply.dim)
+    except ShardalgError:
+        assume(False)
+    result = Tensor("R", natural.dims, natural.unreduced)
+    if draw(st.booleans()):  # a result laid out as the user asks: the planner reshards
+        result = tensor("R", list(natural.dim_names))
+    return Program((Arrow(apply, result),)), mesh
+
+
+@settings(max_examples=40, deadline=None)
+@given(statements(), st.integers(0, 2**16))
+def test_random_layouts_backward_equals_the_dense_gradient(case, seed: int) -> None:
+    prog, mesh = case
+    sizes = {"B": 4, "D": 4}
+    try:
+        bw = backward(prog, mesh, sizes)
+    except NoPlan:
+        assume(False)
+    fw = analyze(prog, mesh, sizes)
+    check_against_finite_differences(bw, fw, sizes, seed, tries=1)
