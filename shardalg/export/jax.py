@@ -66,6 +66,7 @@ from .harness import (
     run_driver,
     unreduced_in_mesh_order,
 )
+from .jaxgrads import DERIVATIVES, derivative_lines
 from .permute import permute_pairs
 from .specs import partition_spec_source
 
@@ -259,12 +260,16 @@ def _function(b: _Body, s: Step) -> frozenset[str]:
         b.lines.append(f"{y} = {_BINARY_SRC[s.op].format(a=left, b=right)}")
         return vary
     t = s.inputs[0]
-    i = t.dim_names.index(s.dim)
+    i = t.dim_names.index(s.dim) if s.dim is not None else -1
     axes = _axes_src(tuple(a for a in b.mesh.names if a in s.axes)) if s.axes else ""
     parts = 1
-    for a in t.axes_of(s.dim):
+    for a in t.axes_of(s.dim) if s.dim is not None else ():
         parts *= b.mesh.size(a)
     n = f"{x}.shape[{i}] * {parts}"  # the dim's global extent
+    if s.op in DERIVATIVES:  # a derivative f'(X, dY): the cotangent aligned to the operand's dims
+        dy = _aligned_src(b.var(s.inputs[1]), s.inputs[1], s.output)
+        b.lines.extend(derivative_lines(s.op, y, x, dy, i, n, axes or None))
+        return vary
     if s.op in (Op.SUM, Op.MEAN):  # over a sharded dim, this device's share of the total (a partial sum)
         scale = "" if s.op is Op.SUM else f" / ({n})"
         b.lines.append(f"{y} = jnp.sum({x}, axis={i}){scale}")
