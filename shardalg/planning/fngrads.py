@@ -20,17 +20,27 @@ A cotangent passed on unchanged in the gradient's own sharding is not copied: th
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from shardalg.algebra.ops.derivatives import DERIVATIVE
 from shardalg.algebra.registry import RECORDS
 from shardalg.notation.printing import unicode
 from shardalg.notation.syntax import Apply, Arrow, Expr, Op, Tensor
 
-from .forward import Call, grad_name
+from .forward import Call, Forward, grad_name
 
-if TYPE_CHECKING:
-    from .backward import _Backward
+
+class _Backward(Protocol):
+    """What the gradients of a function need of the backward's state (:class:`.backward._Backward`)."""
+
+    fw: Forward
+    grad: dict[str, Tensor]
+
+    def emit(self, index: int, rx: str, statement: Arrow, reason: str) -> Tensor: ...
+
+    def contribute(self, index: int, rx: str, expr: Apply, reason: str) -> None: ...
+
+    def pass_on(self, index: int, rx: str, dy: Tensor, reason: str) -> None: ...
 
 __all__ = ["call_gradients"]
 
