@@ -225,6 +225,7 @@ class BackwardProgram:
                     "einsum": g.einsum,
                     "statement": text(g.statement),
                     "accumulate": g.accumulate,
+                    "reads": [text(t) for t in g.reads],
                     "reason": g.reason,
                     "steps": [to_json(s) for s in g.plan.steps],
                 }
@@ -303,6 +304,8 @@ class _Backward:
         made = {*self.grad.values(), *(g.plan.output for g in self.steps)}  # cotangents, not forward values
         operands = expr.operands if isinstance(expr, Apply) else ()
         reads = tuple(t for t in operands if isinstance(t, Tensor) and t not in made)
+        if reads:  # what the forward keeps for this gradient
+            reason += f"; reads {', '.join(text(t) for t in reads)} from the forward"
         stmt = Arrow(expr, p.output)
         self.steps.append(
             GradStep(

@@ -6,6 +6,7 @@ residual add; each derivative record equals the finite difference of its functio
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -221,3 +222,30 @@ def test_random_layouts_backward_equals_the_dense_gradient(case, seed: int) -> N
         assume(False)
     fw = analyze(prog, mesh, sizes)
     check_against_finite_differences(bw, fw, sizes, seed, tries=1)
+
+
+# ---- the command line ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+def test_shardalg_backward_of_each_function_statement_runs(
+    capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    from shardalg.cli import main
+
+    source, mesh = STATEMENTS[name]
+    for fmt in ("text", "json"):
+        assert main(["backward", source, "--mesh", mesh, "--format", fmt]) == 0
+        out, err = capsys.readouterr()
+        assert err == "" and out
+    doc = json.loads(out)
+    assert doc["kind"] == "backward" and doc["grads"]
+
+
+def test_shardalg_backward_of_the_program(capsys: pytest.CaptureFixture[str]) -> None:
+    from shardalg.cli import main
+
+    assert main(["backward", PROGRAM, "--mesh", "X=2,Y=2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    reads = {r for g in doc["grads"] for r in g["reads"]}
+    assert {"H[B_X, F_Y]", "R[B_X, D]", "P[B_X, S_Y]"} <= reads  # gelu's X, rmsnorm's X, softmax's result
