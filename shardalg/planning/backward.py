@@ -150,8 +150,18 @@ class BackwardProgram:
             lines.append(f"kept copies in all: {self.kept_bytes} bytes per device")
         return lines
 
+    def passed_on(self) -> list[str]:
+        """The gradients that are another value's cotangent, passed on unchanged (a ``+``'s operands), one line
+        each (no comment mark)."""
+        return [
+            f"d{r} is {text(t)}: the cotangent passed on unchanged"
+            for r, t in self.gradients
+            if t.name != grad_name(r)
+        ]
+
     def _with_memory(self, body: str, mark: str) -> str:
-        return "\n".join([body, *(f"{mark} {line}" for line in self.memory_lines())])
+        lines = [*self.passed_on(), *self.memory_lines()]
+        return "\n".join([*([body] if body else []), *(f"{mark} {line}" for line in lines)])
 
     def gradient(self, name: str) -> Tensor:
         for n, t in self.gradients:
@@ -170,7 +180,7 @@ class BackwardProgram:
                 if t not in made:
                     inputs.setdefault(t)
             made.add(s.output)
-        last = self.grads[-1].plan.output
+        last = self.grads[-1].plan.output if self.grads else self.seeds[-1]
         return Plan(tuple(inputs), self.steps, last, note="backward")
 
     def program(self) -> Program:
@@ -186,7 +196,7 @@ class BackwardProgram:
     def latex(self) -> str:
         out = self._with_memory(latex(self.plan()), "%")
         return (
-            out + "\n" if self.memory_lines() else out
+            out + "\n" if self.memory_lines() or self.passed_on() else out
         )  # a comment ends its line, or it hides what follows ($$)
 
     def _repr_latex_(self) -> str:

@@ -193,6 +193,14 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
                     span=s.span,
                     source=program.source,
                 )
+            if expr.op.value.endswith("'"):
+                raise UsageError(
+                    f"{expr.op.value} is a derivative, a statement of a backward: shardalg derives first-order "
+                    "backward passes of forward programs, not the backward of a backward",
+                    span=s.span,
+                    source=program.source,
+                    fix="differentiate the forward program it came from",
+                )
             operands = tuple(x for x in expr.operands if isinstance(x, Tensor))
             roots = tuple(see(x, "operand") for x in operands)
             out_name = _named(result, "the result")

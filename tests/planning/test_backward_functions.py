@@ -46,6 +46,13 @@ STATEMENTS = {
     "softmax": ("softmax_S(Sc[B_Y, S_X]) -> P[B_Y, S_X]", "X=2,Y=2"),
     "rmsnorm": ("rmsnorm_D(X[B, D_X]) -> Y[B, D_X]", "X=2"),
     "layernorm": ("layernorm_D(X[B_Y, D_X]) -> Y[B_Y, D_X]", "X=2,Y=2"),
+    # partial sums: the gradient of a partial operand is the gradient of the sum
+    "silu of partials": ("silu(H[B, F]{U_Y}) -> G[B, F_Y]", "Y=2"),
+    "add of partials": ("X[B, D]{U_X} + A[B, D]{U_X} -> R[B, D]{U_X}", "X=2"),
+    "multiply a partial": ("A[B, D]{U_X} .* C[B, D] -> R[B, D]{U_X}", "X=2"),
+    # one value on both sides: its two contributions added
+    "add itself": ("X[B, D] + X[B, D] -> R[B, D]", "X=2"),
+    "square": ("X[B_X, D] .* X[B_X, D] -> R[B_X, D]", "X=2"),
 }
 
 PROGRAM = (
@@ -67,7 +74,8 @@ def _check(text_: str, mesh: str, seed: int = 0):
 @pytest.mark.parametrize("name", sorted(STATEMENTS))
 def test_each_function_statements_backward_equals_the_dense_gradient(name: str) -> None:
     bw = _check(*STATEMENTS[name])
-    assert bw.grads
+    values = {t.name for t in bw.forward.statements[0].expr.operands} | {bw.forward.statements[0].result.name}
+    assert {r for r, _ in bw.gradients} == values
 
 
 def test_the_program_mixing_products_and_functions() -> None:
@@ -239,7 +247,7 @@ def test_shardalg_backward_of_each_function_statement_runs(
         out, err = capsys.readouterr()
         assert err == "" and out
     doc = json.loads(out)
-    assert doc["kind"] == "backward" and doc["grads"]
+    assert doc["kind"] == "backward" and doc["gradients"]
 
 
 def test_shardalg_backward_of_the_program(capsys: pytest.CaptureFixture[str]) -> None:
@@ -249,3 +257,20 @@ def test_shardalg_backward_of_the_program(capsys: pytest.CaptureFixture[str]) ->
     doc = json.loads(capsys.readouterr().out)
     reads = {r for g in doc["grads"] for r in g["reads"]}
     assert {"H[B_X, F_Y]", "R[B_X, D]", "P[B_X, S_Y]"} <= reads  # gelu's X, rmsnorm's X, softmax's result
+
+
+def test_a_backward_that_only_passes_cotangents_on_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    from shardalg.cli import main
+
+    assert main(["backward", "X[B, D]{U_X} + A[B, D]{U_X} -> R[B, D]{U_X}", "--mesh", "X=2"]) == 0
+    assert capsys.readouterr().out == (
+        "# dX is dR[B, D]: the cotangent passed on unchanged\n# dA is dR[B, D]: the cotangent passed on unchanged\n"
+    )
+
+
+def test_the_backward_of_a_derivative_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from shardalg.cli import main
+
+    assert main(["backward", "sum'_D(X[B, D], dS[B]) -> dX[B, D]", "--mesh", "X=2"]) == 2
+    err = capsys.readouterr().err
+    assert "sum' is a derivative, a statement of a backward" in err and "Traceback" not in err
