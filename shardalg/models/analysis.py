@@ -203,17 +203,17 @@ class Analysis:
     # ---- what the backward keeps
     @cached_property
     def backward_reads(self) -> tuple[str, ...]:
-        """Activations the gradient einsums read (each product's other operand), in program order."""
+        """Activations the gradients read (each product's other operand, a function's operand or softmax's
+        result), in program order."""
         bw = self.backward
         if bw is None:
             return ()
         read: set[str] = set()
         for g in bw.grads:
-            product = g.statement.expr
-            other = product.right if g.side == "left" else product.left
-            v = self.model.value_named(other.name)
-            if v is not None and v.is_activation:
-                read.add(v.name)
+            for t in g.reads:
+                v = self.model.value_named(t.name) if t.name else None
+                if v is not None and v.is_activation:
+                    read.add(v.name)
         return tuple(n for n in self.model.values if n in read)
 
     @cached_property

@@ -10,7 +10,7 @@ import math
 
 from shardalg.notation.syntax import Op
 
-from .function import function_record, np
+from .function import Dense, np, records
 
 __all__ = [
     "GELU",
@@ -42,68 +42,73 @@ def _silu(x: np.ndarray) -> np.ndarray:
 
 _SAME = "same layout: the cotangent's, multiplied by the derivative at the saved operand"
 
-GELU = function_record(
-    Op.GELU,
-    "gelu: [..]  -> [..]        elementwise, any layout; refuses {U_X} (not linear)",
-    dense=lambda xs, axis, c: gelu(xs[0]),
-    vector_flops=8,
-    transpose_note=_SAME,
-)
-SILU = function_record(
-    Op.SILU,
-    "silu: [..]  -> [..]        elementwise x·sigmoid(x), any layout; refuses {U_X} (not linear)",
-    dense=lambda xs, axis, c: _silu(xs[0]),
-    vector_flops=4,
-    transpose_note=_SAME,
-)
-EXP = function_record(
-    Op.EXP,
-    "exp: [..]  -> [..]         elementwise, any layout; refuses {U_X} (not linear)",
-    dense=lambda xs, axis, c: np.exp(xs[0]),
-    vector_flops=1,
-    transpose_note=_SAME,
-)
-RELU = function_record(
-    Op.RELU,
-    "relu: [..]  -> [..]        elementwise max(x, 0), any layout; refuses {U_X} (not linear)",
-    dense=lambda xs, axis, c: np.maximum(xs[0], 0.0),
-    vector_flops=1,
-    transpose_note=_SAME,
-)
-SCALE = function_record(
-    Op.SCALE,
-    "scale_c: [..]{U_A} -> [..]{U_A}   elementwise c·x, linear: partial sums stay partial",
-    dense=lambda xs, axis, c: float(c) * xs[0],
-    linear=True,
-    vector_flops=1,
-    transpose_note="scale_c of the cotangent, same layout",
-)
-ADD = function_record(
-    Op.ADD,
-    "+: [..]{U_A} + [..]{U_A} -> [..]{U_A}   operands in one layout (broadcast over missing dims); linear",
-    arity=2,
-    dense=lambda xs, axis, c: xs[0] + xs[1],
-    linear=True,
-    vector_flops=1,
-    transpose_note="the cotangent to each operand, summed over the dims it was broadcast along",
-)
-SUBTRACT = function_record(
-    Op.SUBTRACT,
-    "-: [..]{U_A} - [..]{U_A} -> [..]{U_A}   operands in one layout (broadcast over missing dims); linear",
-    arity=2,
-    dense=lambda xs, axis, c: xs[0] - xs[1],
-    linear=True,
-    vector_flops=1,
-    transpose_note="the cotangent to the left, its negation to the right, summed over broadcast dims",
-)
-MULTIPLY = function_record(
-    Op.MULTIPLY,
-    "⊙: [..]{U_A} ⊙ [..] -> [..]{U_A}   operands in one layout; linear in each: one partial factor at most",
-    arity=2,
-    dense=lambda xs, axis, c: xs[0] * xs[1],
-    bilinear=True,
-    vector_flops=1,
-    transpose_note="the cotangent times the other operand, to each, summed over broadcast dims",
+# One row per function: (op, its signature and rule, its dense meaning, its facts). Unary ones are not linear
+# unless the row says so; binary ones take two operands that meet in one layout.
+_ROWS: tuple[tuple[Op, str, Dense, dict[str, object]], ...] = (
+    (
+        Op.GELU,
+        "gelu: [..]  -> [..]        elementwise, any layout; refuses {U_X} (not linear)",
+        lambda xs, axis, c: gelu(xs[0]),
+        {"vector_flops": 8, "transpose_note": _SAME},
+    ),
+    (
+        Op.SILU,
+        "silu: [..]  -> [..]        elementwise x·sigmoid(x), any layout; refuses {U_X} (not linear)",
+        lambda xs, axis, c: _silu(xs[0]),
+        {"vector_flops": 4, "transpose_note": _SAME},
+    ),
+    (
+        Op.EXP,
+        "exp: [..]  -> [..]         elementwise, any layout; refuses {U_X} (not linear)",
+        lambda xs, axis, c: np.exp(xs[0]),
+        {"vector_flops": 1, "transpose_note": _SAME},
+    ),
+    (
+        Op.RELU,
+        "relu: [..]  -> [..]        elementwise max(x, 0), any layout; refuses {U_X} (not linear)",
+        lambda xs, axis, c: np.maximum(xs[0], 0.0),
+        {"vector_flops": 1, "transpose_note": _SAME},
+    ),
+    (
+        Op.SCALE,
+        "scale_c: [..]{U_A} -> [..]{U_A}   elementwise c·x, linear: partial sums stay partial",
+        lambda xs, axis, c: float(c) * xs[0],
+        {"linear": True, "vector_flops": 1, "transpose_note": "scale_c of the cotangent, same layout"},
+    ),
+    (
+        Op.ADD,
+        "+: [..]{U_A} + [..]{U_A} -> [..]{U_A}   operands in one layout (broadcast over missing dims); linear",
+        lambda xs, axis, c: xs[0] + xs[1],
+        {
+            "arity": 2,
+            "linear": True,
+            "vector_flops": 1,
+            "transpose_note": "the cotangent to each operand, summed over the dims it was broadcast along",
+        },
+    ),
+    (
+        Op.SUBTRACT,
+        "-: [..]{U_A} - [..]{U_A} -> [..]{U_A}   operands in one layout (broadcast over missing dims); linear",
+        lambda xs, axis, c: xs[0] - xs[1],
+        {
+            "arity": 2,
+            "linear": True,
+            "vector_flops": 1,
+            "transpose_note": "the cotangent to the left, its negation to the right, summed over broadcast dims",
+        },
+    ),
+    (
+        Op.MULTIPLY,
+        "⊙: [..]{U_A} ⊙ [..] -> [..]{U_A}   operands in one layout; linear in each: one partial factor at most",
+        lambda xs, axis, c: xs[0] * xs[1],
+        {
+            "arity": 2,
+            "bilinear": True,
+            "vector_flops": 1,
+            "transpose_note": "the cotangent times the other operand, to each, summed over broadcast dims",
+        },
+    ),
 )
 
-RECORDS = (GELU, SILU, EXP, RELU, SCALE, ADD, SUBTRACT, MULTIPLY)
+RECORDS = records(_ROWS)
+GELU, SILU, EXP, RELU, SCALE, ADD, SUBTRACT, MULTIPLY = RECORDS

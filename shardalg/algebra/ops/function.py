@@ -32,7 +32,16 @@ from ..mesh import Mesh
 from ..traffic import Volume
 from .record import DimMap, OpRecord, Transpose
 
-__all__ = ["FunctionRecord", "Kind", "elementwise", "statistics_tensor", "np"]
+__all__ = [
+    "FunctionRecord",
+    "Kind",
+    "Dense",
+    "elementwise",
+    "statistics_tensor",
+    "function_record",
+    "records",
+    "np",
+]
 
 
 class _Numpy:
@@ -249,6 +258,13 @@ def statistics_tensor(rec: FunctionRecord, operand: Tensor, dim: str) -> Tensor:
     rows = tuple(d for d in operand.dims if d.label != dim)
     extra = (Dim(None, size=len(rec.statistics)),) if len(rec.statistics) > 1 else ()
     return Tensor("stats", rows + extra, (), (), DType.FP32)
+
+
+def records(
+    rows: Sequence[tuple[Any, str, Dense, dict[str, object]]], **common: object
+) -> tuple[FunctionRecord, ...]:
+    """The records of a table of functions: each row (op, doc, dense meaning, facts), with ``common`` facts."""
+    return tuple(function_record(op, doc, dense=dense, **common, **facts) for op, doc, dense, facts in rows)  # type: ignore[arg-type]
 
 
 def function_record(

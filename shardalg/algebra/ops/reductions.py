@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from shardalg.notation.syntax import Op
 
-from .function import Kind, function_record, np
+from .function import Dense, Kind, np, records
 
 __all__ = ["SUM", "MEAN", "MAX", "RECORDS"]
 
@@ -19,31 +19,35 @@ def _max_grouped(blocks: Sequence[np.ndarray], axis: int, n: int) -> list[np.nda
     return [whole for _ in blocks]
 
 
-SUM = function_record(
-    Op.SUM,
-    "sum_D: [.., D_A, ..]{U_B} -> [..]{U_AB}   over a sharded D a partial sum (no communication)",
-    shape=Kind.REDUCTION,
-    dense=lambda xs, axis, c: xs[0].sum(axis=axis),
-    linear=True,
-    transpose_note="a broadcast of the cotangent along D (over a sharded D: each device's block)",
-)
-MEAN = function_record(
-    Op.MEAN,
-    "mean_D: [.., D_A, ..]{U_B} -> [..]{U_AB}  the sum over D divided by |D|: over a sharded D a partial sum",
-    shape=Kind.REDUCTION,
-    dense=lambda xs, axis, c: xs[0].mean(axis=axis),
-    linear=True,
-    transpose_note="a broadcast of the cotangent along D, divided by |D|",
-)
-MAX = function_record(
-    Op.MAX,
-    "max_D: [.., D_A, ..] -> [..]     over a sharded D: local maxima, then AllReduce_A (max) of them",
-    shape=Kind.REDUCTION,
-    dense=lambda xs, axis, c: xs[0].max(axis=axis),
-    statistics=("max",),
-    stat_reduce="max",
-    grouped=_max_grouped,
-    transpose_note="the cotangent to the position of the maximum (same layout as the operand)",
+# One row per reduction: (op, its signature and rule, its dense meaning, its facts).
+_ROWS: tuple[tuple[Op, str, Dense, dict[str, object]], ...] = (
+    (
+        Op.SUM,
+        "sum_D: [.., D_A, ..]{U_B} -> [..]{U_AB}   over a sharded D a partial sum (no communication)",
+        lambda xs, axis, c: xs[0].sum(axis=axis),
+        {
+            "linear": True,
+            "transpose_note": "a broadcast of the cotangent along D (over a sharded D: each device's block)",
+        },
+    ),
+    (
+        Op.MAX,
+        "max_D: [.., D_A, ..] -> [..]     over a sharded D: local maxima, then AllReduce_A (max) of them",
+        lambda xs, axis, c: xs[0].max(axis=axis),
+        {
+            "statistics": ("max",),
+            "stat_reduce": "max",
+            "grouped": _max_grouped,
+            "transpose_note": "the cotangent to the position of the maximum (same layout as the operand)",
+        },
+    ),
+    (
+        Op.MEAN,
+        "mean_D: [.., D_A, ..]{U_B} -> [..]{U_AB}  the sum over D divided by |D|: over a sharded D a partial sum",
+        lambda xs, axis, c: xs[0].mean(axis=axis),
+        {"linear": True, "transpose_note": "a broadcast of the cotangent along D, divided by |D|"},
+    ),
 )
 
-RECORDS = (SUM, MAX, MEAN)
+RECORDS = records(_ROWS, shape=Kind.REDUCTION)
+SUM, MAX, MEAN = RECORDS
