@@ -184,6 +184,8 @@ class StepCost:
         if self._hbm is None:
             s, hbm = self.step, self.opts.costs.hbm
             moved = (*s.inputs, s.output) if s.op is Op.EINSUM or s.op.function else ()
+            if s.op.function and RECORDS[s.op].shape_only:  # a broadcast reads its first operand's shape only
+                moved = moved[1:]
             self._hbm = add(*(local_bytes(t, self.opts) for t in moved if hbm is None or t.name in hbm))
         return self._hbm
 

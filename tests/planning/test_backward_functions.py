@@ -274,3 +274,21 @@ def test_the_backward_of_a_derivative_is_refused(capsys: pytest.CaptureFixture[s
     assert main(["backward", "sum'_D(X[B, D], dS[B]) -> dX[B, D]", "--mesh", "X=2"]) == 2
     err = capsys.readouterr().err
     assert "sum' is a derivative, a statement of a backward" in err and "Traceback" not in err
+
+
+def test_a_broadcast_reads_its_operand_for_its_shape_only() -> None:
+    """sum'_D's HBM bytes: the cotangent read and the result written, not X (bf16, X=4: B·D/4 elements)."""
+    import sympy
+
+    import shardalg
+
+    def hbm(statement: str) -> sympy.Expr:
+        p = shardalg.plans(statement, mesh="X=4")[0]
+        return shardalg.cost(p, mesh="X=4").memory
+
+    b, d, w = (
+        next(s for s in hbm("gelu'(X[B, D_X], dS[B, D_X]) -> dX[B, D_X]").free_symbols if s.name == n)
+        for n in ("B", "D", "W_hbm")
+    )
+    assert sympy.simplify(hbm("sum'_D(X[B, D_X], dS[B]) -> dX[B, D_X]") - (b * d / 2 + 2 * b) / w) == 0
+    assert sympy.simplify(hbm("gelu'(X[B, D_X], dS[B, D_X]) -> dX[B, D_X]") - 3 * b * d / 2 / w) == 0

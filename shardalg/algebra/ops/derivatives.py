@@ -180,6 +180,7 @@ SUM_D = _over_dim(
     _broadcast(False),
     1,
     drops_dim=True,
+    shape_only=True,
 )
 MEAN_D = _over_dim(
     Op.MEAN_D,
@@ -187,6 +188,7 @@ MEAN_D = _over_dim(
     _broadcast(True),
     1,
     drops_dim=True,
+    shape_only=True,
 )
 MAX_D = _over_dim(
     Op.MAX_D,

@@ -95,6 +95,7 @@ class FunctionRecord(OpRecord):
     grouped: Grouped | None = None  # the evaluation over a sharded dim, statistics combined (``statistics``)
     derivative_of: str | None = None  # a derivative's forward function (its second operand is a cotangent)
     drops_dim: bool = False  # a reduction's derivative: the cotangent lacks the dim the forward removed
+    shape_only: bool = False  # its first operand is read for its shape only (sum', mean': a broadcast)
     move: ClassVar[bool] = False  # not a planner move: a function is planned as a statement
 
     @property
