@@ -61,6 +61,7 @@ class Op(metaclass=_OpKind):
     SOFTMAX: ClassVar[Op]
     RMSNORM: ClassVar[Op]
     LAYERNORM: ClassVar[Op]
+    ATTEND: ClassVar[Op]
 
     name: str  # the Python name (``ALL_GATHER``)
     value: str  # the book's name (``AllGather``)
@@ -142,3 +143,9 @@ Op.MEAN = Op.define("MEAN", "mean", takes_dim=True, communicates=False, function
 Op.SOFTMAX = Op.define("SOFTMAX", "softmax", takes_dim=True, communicates=False, function=True)
 Op.RMSNORM = Op.define("RMSNORM", "rmsnorm", takes_dim=True, communicates=False, function=True)
 Op.LAYERNORM = Op.define("LAYERNORM", "layernorm", takes_dim=True, communicates=False, function=True)
+# One block of attention with the softmax statistics rescaled online (ring attention's step, flash
+# attention's inner loop): ``attend_{S,0}(Q, K, V)`` starts the state, ``attend_{S,k}(Q, K, V, O)`` merges in
+# the K and V blocks that came k devices round the ring (the offset says which keys they are, for a mask).
+Op.ATTEND = Op.define(
+    "ATTEND", "attend", takes_dim=True, takes_offset=True, communicates=False, function=True
+)

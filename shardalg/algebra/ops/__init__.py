@@ -18,6 +18,7 @@ from . import (
     all_gather,
     all_reduce,
     all_to_all,
+    attend,
     einsum,
     elementwise,
     norms,
@@ -48,5 +49,5 @@ __all__ = [
 for _module in (all_gather, reduce_scatter, all_reduce, all_to_all, slice, permute, shift, send, einsum):
     register_op(_module.RECORD)
 # the functions of the notation (elementwise, reductions, softmax and norms), in the order their ops are defined
-for _record in (*elementwise.RECORDS, *reductions.RECORDS, *norms.RECORDS):
+for _record in (*elementwise.RECORDS, *reductions.RECORDS, *norms.RECORDS, attend.RECORD):
     register_op(_record)
