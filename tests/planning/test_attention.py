@@ -19,7 +19,7 @@ from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import priced
 from shardalg.errors import ParseError, UsageError
 from shardalg.notation.jsonread import from_json
-from shardalg.notation.parse import parse, parse_statement
+from shardalg.notation.parse import parse_statement
 from shardalg.notation.printing import latex, text, to_json, unicode
 from shardalg.notation.syntax import Op
 from shardalg.numeric.execute import run_plan
@@ -69,16 +69,31 @@ def test_the_flags_and_the_ring_block_round_trip_in_every_syntax(source: str) ->
 
 def test_the_latex_form_of_a_causal_softmax() -> None:
     node = parse_statement(FORMS[0])
-    assert latex(node) == r"\mathrm{softmax}_{S,\text{causal}}(\text{Sc}[B, H, T_X, S]) \rightarrow P[B, H, T_X, S]"
+    assert (
+        latex(node)
+        == r"\mathrm{softmax}_{S,\text{causal}}(\text{Sc}[B, H, T_X, S]) \rightarrow P[B, H, T_X, S]"
+    )
     assert node.expr.flags == ("causal",) and node.expr.dim == "S"
 
 
 BAD = [
-    ("softmax_{S,flash,causal}(Sc[B, S])", "after its dim, softmax's subscript takes the flags causal and flash"),
-    ("softmax_{S,causal,causal}(Sc[B, S])", "after its dim, softmax's subscript takes the flags causal and flash"),
+    (
+        "softmax_{S,flash,causal}(Sc[B, S])",
+        "after its dim, softmax's subscript takes the flags causal and flash",
+    ),
+    (
+        "softmax_{S,causal,causal}(Sc[B, S])",
+        "after its dim, softmax's subscript takes the flags causal and flash",
+    ),
     ("rmsnorm_{D,causal}(X[B, D])", "rmsnorm names the one dim it works along"),
-    ("attend_S(Q[T, E], K[S, E], V[S, E])", "attend's subscript ends in the devices its K and V came round the ring"),
-    ("attend_{S,0}(Q[T, E], K[S, E])", "attend takes Q, K, V and the state so far (optional), not 2 operands"),
+    (
+        "attend_S(Q[T, E], K[S, E], V[S, E])",
+        "attend's subscript ends in the devices its K and V came round the ring",
+    ),
+    (
+        "attend_{S,0}(Q[T, E], K[S, E])",
+        "attend takes Q, K, V and the state so far (optional), not 2 operands",
+    ),
 ]
 
 
@@ -102,7 +117,10 @@ def test_with_the_sequence_sharded_the_plans_gather_k_and_v_or_pass_them_round_a
     assert len(shifts) == 6 and all(s.axes == ("X",) and s.offset == 1 for s in shifts)
     assert [s.inputs[0].name for s in shifts] == ["K", "V"] * 3
     assert [s.offset for s in ring.steps if s.op is Op.ATTEND] == [0, 1, 2, 3]
-    assert [(s.op, s.inputs[0].name) for s in gather.steps[:2]] == [(Op.ALL_GATHER, "K"), (Op.ALL_GATHER, "V")]
+    assert [(s.op, s.inputs[0].name) for s in gather.steps[:2]] == [
+        (Op.ALL_GATHER, "K"),
+        (Op.ALL_GATHER, "V"),
+    ]
     # bytes: the ring moves (X − 1)/X of K and V, one local block per shift; the gathers all of them (bf16)
     assert str(plan_bytes(ring, Mesh(X=4), Sizes({}))) == "3*B*E*H*S"
     assert str(plan_bytes(gather, Mesh(X=4), Sizes({}))) == "4*B*E*H*S"
@@ -119,7 +137,9 @@ def test_the_ring_hides_its_shifts_behind_the_blocks_when_the_blocks_are_long() 
     overlapped, serial = _seconds(ring, sizes), _seconds(ring, sizes, "serial")
     costs = CostModel.of("tpu-v5e")
     steps = priced(ring, Mesh(X=4), sizes, costs).steps
-    compute = sum(float(s.duration.evaluate(costs_values(ring, sizes))) for s in steps if s.step.op is Op.ATTEND)
+    compute = sum(
+        float(s.duration.evaluate(costs_values(ring, sizes))) for s in steps if s.step.op is Op.ATTEND
+    )
     assert overlapped < serial
     assert overlapped == pytest.approx(compute, rel=0.3)  # the shifts (but the last block's) are hidden
 
@@ -155,7 +175,9 @@ def test_flash_fuses_the_gathered_plan_into_one_block() -> None:
 
 def test_a_program_that_is_not_an_attention_core_is_still_refused() -> None:
     with pytest.raises(UsageError, match="plan takes one statement \\(or an attention core"):
-        shardalg.plans("A[I, J] · B[J, K] -> C[I, K]\nC[I, K] · D[K, L] -> E[I, L]\nE[I, L] -> E[I_X, L]", mesh=Mesh(X=4))
+        shardalg.plans(
+            "A[I, J] · B[J, K] -> C[I, K]\nC[I, K] · D[K, L] -> E[I, L]\nE[I, L] -> E[I_X, L]", mesh=Mesh(X=4)
+        )
 
 
 def test_the_cli_lists_the_gather_and_the_ring_each_with_its_seconds(capsys) -> None:
@@ -193,7 +215,9 @@ def test_every_plan_of_the_core_equals_dense_attention(n, blocks, b, h, e, flags
     q, k, v = (rng.standard_normal((b, n, h, e)[:1] + (t, h, e)) for _ in range(3))
     want = dense_attention(q, k, v, "causal" in flags)
     found = shardalg.plans(core(flags=flags, h=hh), mesh=mesh, sizes=sizes)
-    assert any(p.note.startswith("ring") for p in found) and any(p.note.startswith("AllGather_X") for p in found)
+    assert any(p.note.startswith("ring") for p in found) and any(
+        p.note.startswith("AllGather_X") for p in found
+    )
     for plan in found:
         got = run_plan(plan, mesh, sizes, inputs={"Q": q, "K": k, "V": v})
         assert got.ok, (plan.note, got.max_error)
