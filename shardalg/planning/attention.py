@@ -9,7 +9,8 @@ statements.
 a product of that with a third tensor). :func:`attention_plans` lists its plans, each a plan of the whole core
 (inputs Q, K, V; output O):
 
-- **as written**: each statement's own default plan, one after the other;
+- **as written**: each statement's own default plan, one after the other (not with ``flash``: the statements'
+  own products would write the scores to HBM);
 - **gather K and V**: AllGather K and V over the axes that shard S (context parallelism's all-gather form),
   then the three statements on whole keys, or with ``flash`` one fused ``attend`` step (scores never in HBM);
 - **ring**: when the query dim T and the key dim S are sharded over the same one axis X (context
@@ -154,6 +155,10 @@ def _chain(statements: list[Statement], plan_one: PlanOne) -> tuple[Step, ...] |
 
 
 def _written(core: Core, plan_one: PlanOne) -> Plan | None:
+    if (
+        core.flash
+    ):  # fused: the statements' separate products would write the scores the flag keeps out of HBM
+        return None
     steps = _chain(list(core.statements), plan_one)
     if steps is None:
         return None
@@ -170,10 +175,15 @@ def _gathered(core: Core, mesh: Mesh, plan_one: PlanOne) -> Plan | None:
     axes = core.k.axes_of(core.key)
     if not axes:
         return None
-    k, v = _whole(core.k, core.key), _whole(core.v, core.key)
-    lead = _chain([Arrow(core.k, k), Arrow(core.v, v)], plan_one)
-    if lead is None:
-        return None
+    gather = RECORDS[Op.ALL_GATHER]
+    lead: tuple[Step, ...] = ()
+    for t in (core.k, core.v):  # AllGather over the axes of S: the gather form of context parallelism
+        try:
+            whole = gather.apply(t, axes, None, mesh)
+        except ShardalgError:
+            return None
+        lead += (Step(Op.ALL_GATHER, (t,), whole, axes, reason=gather.reason(axes, t, whole, None)),)
+    k, v = lead[0].output, lead[1].output
     what = f"AllGather_{subscript(axes)} of {core.k.name} and {core.v.name}"
     if core.flash:
         try:
@@ -278,7 +288,8 @@ def _ring(core: Core, mesh: Mesh, sizes: Sizes, plan_one: PlanOne) -> Plan | Non
     steps.extend(finish)
     note = (
         f"ring: {core.k.name} and {core.v.name} passed round {x} by {2 * (n - 1)} Shift_{{{x},+1}}, "
-        "softmax statistics rescaled online; each shift overlaps a block's compute"
+        "softmax statistics rescaled online; a shift waits only for the one before it, so it can run while a "
+        "block computes"
     )
     return Plan((core.q, core.k, core.v), tuple(steps), steps[-1].output, note=note)
 
