@@ -310,4 +310,8 @@ def attention_plans(
             found.setdefault(tuple(s.signature for s in make.steps), made)
     plans = list(found.values())
     sort_plans(plans, key)
-    return Plans(plans)
+    axes = core.k.axes_of(core.key)
+    note = ""
+    if len(axes) == 1 and core.q.axes_of(core.query) == axes and mesh[axes[0]].size is None:
+        note = f"the ring is not listed: it has one block per device of {axes[0]}, whose size is symbolic"
+    return Plans(plans, True, note)

@@ -150,6 +150,12 @@ def costs_values(plan, sizes):
     return Options.of(CostModel.of("tpu-v5e"), Mesh(X=4), sizes).point
 
 
+def test_on_a_symbolic_axis_the_ring_is_not_listed_and_the_plans_say_so() -> None:
+    found = shardalg.plans(core(), mesh=Mesh(X=None))
+    assert not any(p.note.startswith("ring") for p in found)
+    assert found.note == "the ring is not listed: it has one block per device of X, whose size is symbolic"
+
+
 def test_causal_halves_the_attention_flops() -> None:
     sizes = {"B": 2, "T": 1024, "S": 1024, "H": 4, "E": 64}
     costs = CostModel.of("tpu-v5e")
