@@ -163,16 +163,22 @@ class StepCost:
     def flops(self) -> Term:
         if self._flops is None:
             s = self.step
-            self._flops = einsum_flops(s.inputs[0], s.inputs[1], self.opts) if s.op is Op.EINSUM else ZERO
+            products = _products(s)
+            flops = einsum_flops(s.inputs[0], s.inputs[1], self.opts) if products else ZERO
+            self._flops = flops * _t(products) if products not in (0, 1) else flops
         return self._flops
 
     @property
     def compute(self) -> Term:
         if self._compute is None:
             s = self.step
-            if s.op is Op.EINSUM:
-                left, right = s.inputs
-                self._compute = _compute_term(_shape_key(left), _shape_key(right), left, right, self.opts)
+            products = _products(s)
+            if products:
+                left, right = s.inputs[:2]
+                matmul = _compute_term(_shape_key(left), _shape_key(right), left, right, self.opts)
+                matmul = matmul if products == 1 else matmul * _t(products)
+                # a block of attention is fused (flash): its compute or its HBM traffic, whichever is longer
+                self._compute = matmul if s.op is Op.EINSUM else maximum(matmul, self.memory)
             elif s.op.function:  # HBM-bound: its bytes read and written at W_hbm (its FLOPs: vector_flops)
                 self._compute = self.memory
             else:
@@ -230,6 +236,14 @@ class StepCost:
                 a: {"formula": str(b), "value": numeric(b, values)} for a, b in self.comm.axis_bytes
             }
         return out
+
+
+def _products(step: Step) -> object:
+    """How many einsums the size of its first two operands' a step takes (0: none): an einsum one; a block of
+    attention two (Q·Kᵀ and P·V span the same dims); halved when ``causal`` (the masked keys' half is
+    skipped)."""
+    n = 1 if step.op is Op.EINSUM else 2 if step.op is Op.ATTEND else 0
+    return sympy.Rational(n, 2) if n and "causal" in step.flags else n
 
 
 def _statistics(step: Step) -> Tensor:
@@ -346,7 +360,9 @@ def seconds_of(step: Step, opts: Options) -> float | None:
                     flops /= k
         at = opts.point
         c = _t(sc.FLOPS).evaluate(at)
-        return None if c is None else float(_t(sc.FLOPS_PER_MAC).evaluate(at) or 0) * flops / c
+        if c is None:
+            return None
+        return float(_t(sc.FLOPS_PER_MAC).evaluate(at) or 0) * flops * float(_products(step)) / c
     parts, overlapped = _unit_numbers(op, step.axes, opts, step.offset)
     if parts is None:
         return 0.0

@@ -66,6 +66,7 @@ from .harness import (
     run_driver,
     unreduced_in_mesh_order,
 )
+from .jaxattention import attend_lines, causal_lines, index_src
 from .jaxgrads import DERIVATIVES, derivative_lines
 from .permute import permute_pairs
 from .specs import partition_spec_source
@@ -249,6 +250,9 @@ def _aligned_src(var: str, t: Tensor, out: Tensor) -> str:
 def _function(b: _Body, s: Step) -> frozenset[str]:
     x, y = b.var(s.inputs[0]), b.var(s.output)
     vary = frozenset().union(*(b.vary[t] for t in s.inputs))
+    if s.op is Op.ATTEND:  # a block of attention, its state's statistics beside it (export.jaxattention)
+        b.lines.extend(attend_lines(s, [b.var(t) for t in s.inputs], y, b.mesh))
+        return vary
     if s.op in _UNARY_SRC:
         b.lines.append(f"{y} = {_UNARY_SRC[s.op].format(x=x)}")
         return vary
@@ -281,6 +285,15 @@ def _function(b: _Body, s: Step) -> frozenset[str]:
         return vary - frozenset(s.axes)
     red = (lambda e: f"jax.lax.psum({e}, {axes})") if s.axes else (lambda e: e)
     if s.op is Op.SOFTMAX:
+        if "causal" in s.flags:  # the keys after each query at -inf first (the query dim is the one before S)
+            if i == 0:
+                raise UsageError(f"a causal softmax_{s.dim} masks by the dim before {s.dim}; {t} has none")
+            tq, sk = t.axes_of(t.dims[i - 1].label), t.axes_of(s.dim)
+            nq, nk = (b.mesh.group_size(a) if a else 1 for a in (tq, sk))
+            starts = tuple(f"{index_src(a, b.mesh)} * {x}.shape[{j}]" for a, j in ((tq, i - 1), (sk, i)))
+            totals = (f"{x}.shape[{i - 1}] * {nq}", f"{x}.shape[{i}] * {nk}")
+            b.lines.extend(causal_lines(f"{y}_in", x, i - 1, i, len(t.dims), starts, totals))  # type: ignore[arg-type]
+            x = f"{y}_in"
         m = f"jax.lax.stop_gradient(jnp.max({x}, axis={i}, keepdims=True))"  # a shift: no gradient flows
         m = f"jax.lax.pmax({m}, {axes})" if s.axes else m
         b.lines.append(f"{y} = jnp.exp({x} - {m})")

@@ -13,9 +13,9 @@ scheduled with it as their dependencies allow (``schedule``: each einsum lasts m
 
 An op is one statement of the program with its plan (the collectives the planner puts around its product),
 except the attention: the products that read a value of the ``kvcache`` role (``Q·Kc`` and ``P·Vc`` of a
-decode program) are one op, the attention core, whose HBM time is the KV-cache read. The notation has no
-softmax between those two products (it enters as the input ``P``), so the two are priced as one fused op, as
-an attention kernel runs them. A KV cache that the program declares but no product reads is read by that op
+decode program) are one op, the attention core, whose HBM time is the KV-cache read; the softmax of the
+scores between them (``softmax_S(Sc) -> P``, when the program writes it; else ``P`` enters as an input) is
+part of that op too: the three are priced as one fused op, as an attention kernel runs them. A KV cache that the program declares but no product reads is read by that op
 all the same: its local bytes, from the role, over ``W_hbm`` (a note says so).
 
 :attr:`Roofline.WHOLE_STEP` keeps the older accounting: one max over the whole part (all compute, all HBM
@@ -44,7 +44,7 @@ from shardalg.costs.terms import ZERO, Term, add, maximum
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.printing import text
-from shardalg.notation.syntax import Op
+from shardalg.notation.syntax import Apply, Arrow, Op, Tensor
 
 from .analysis import Analysis
 from .quantities import tensor_bytes
@@ -125,16 +125,19 @@ def inference_ops(
     infos = {s.index: s for s in m.statements}
     groups: list[tuple[str, list[int], bool]] = []
     attention: tuple[str, list[int], bool] | None = None
+    made: set[str] = set()  # the values the attention's statements made (its scores, their softmax)
     for i in sorted(a.forward_plans):
         info = infos[i]
         if info.once != once:
             continue
         reads_kv = any(m.aliases.get(r, r) in kv_names for r in info.reads)
-        if reads_kv:
+        if reads_kv or (attention is not None and _softmax_of(info.statement, made)):
             if attention is None:
                 attention = (ATTENTION, [], True)
                 groups.append(attention)
             attention[1].append(i)
+            if isinstance(info.statement, Arrow) and info.statement.result.name is not None:
+                made.add(info.statement.result.name)
         else:
             groups.append((text(info.statement), [i], False))
     # a KV cache the program declares but no product reads: this part's attention reads it all the same
@@ -162,6 +165,15 @@ def inference_ops(
             name = f"{ATTENTION} (KV-cache read: {', '.join(shown)})"
         out.append(OpRoofline(name, tuple(indices), kv, compute, hbm, hbm_bytes, comms, total))
     return out
+
+
+def _softmax_of(stmt: object, made: set[str]) -> bool:
+    """Whether ``stmt`` is the softmax of scores the attention made (``softmax_S(Sc) -> P`` between ``Q·Kc``
+    and ``P·Vc``): part of the attention op, fused with its products as an attention kernel runs it."""
+    body = stmt.expr if isinstance(stmt, Arrow) else stmt
+    if not isinstance(body, Apply) or body.op is not Op.SOFTMAX:
+        return False
+    return any(isinstance(t, Tensor) and t.name in made for t in body.operands)
 
 
 def _with_read(total: Term, compute: Term, hbm: Term, comms: Term, policy: OverlapPolicy) -> Term:

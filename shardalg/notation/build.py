@@ -22,6 +22,7 @@ from shardalg.errors import ParseError, Span
 
 from .lalr import Transformer, v_args
 from .syntax import (
+    FLAGS,
     Apply,
     Arrow,
     Collective,
@@ -108,7 +109,9 @@ class RoleLine:
 
 
 Head = tuple[Op, tuple[str, ...], str | None, int | None]  # a collective's op, axes, target dim, offset
-FnHead = tuple[Op, str | None, Fraction | None]  # a function's op, the dim it works along, a scale's factor
+# a function's op, the dim it works along, a scale's factor, its flags (``causal``, ``flash``), a block of
+# attention's ring offset
+FnHead = tuple[Op, str | None, Fraction | None, tuple[str, ...], int | None]
 
 
 def _is_token(x: object) -> bool:
@@ -270,25 +273,49 @@ class Builders:
             factor = Fraction(str(items[0]))
             if factor == 0 or len(str(items[0])) > _OFFSET_DIGITS:
                 raise ParseError(f"a scale's factor is a nonzero decimal, not {items[0]}", span=span)
-            return op, None, factor
+            return op, None, factor, (), None
+        offset = None
+        if op.takes_offset and items and items[-1].type == "DECIMAL" and str(items[-1]).isdigit():
+            if len(str(items[-1])) > _OFFSET_DIGITS:
+                raise ParseError(f"{op.value}'s offset has at most {_OFFSET_DIGITS} digits", span=span)
+            offset, items = int(str(items[-1])), items[:-1]
+        elif op.takes_offset:
+            raise ParseError(
+                f"{op.value}'s subscript ends in the devices its K and V came round the ring: "
+                f"{op.value}_{{S,0}}(Q[..], K[..], V[..])",
+                span=span,
+            )
         if op.takes_dim:
-            if len(items) != 1 or items[0].type == "DECIMAL":
+            words = [str(x) for x in items[1:]]
+            flagged = op in (Op.SOFTMAX, Op.ATTEND)
+            if not items or any(x.type == "DECIMAL" for x in items) or (words and not flagged):
                 raise ParseError(
                     f"{op.value} names the one dim it works along: {op.value}_D(X[B, D])", span=span
                 )
-            return op, str(items[0]), None
+            if any(w not in FLAGS for w in words) or words != sorted(set(words), key=FLAGS.index):
+                raise ParseError(
+                    f"after its dim, {op.value}'s subscript takes the flags {' and '.join(FLAGS)}, each once "
+                    f"and in that order: {op.value}_{{S,causal}}(...), {op.value}_{{S,causal,flash}}(...)",
+                    span=span,
+                )
+            return op, str(items[0]), None, tuple(words), offset
         if items:
             raise ParseError(
                 f"{op.value} is elementwise and takes no subscript: {op.value}(X[B, D])", span=span
             )
-        return op, None, None
+        return op, None, None, (), None
 
     def apply(self, meta: Any, head: FnHead, *args: Any) -> Apply:
-        op, dim, factor = head
-        if len(args) != op.operands:
+        op, dim, factor, flags, offset = head
+        if op is Op.ATTEND and len(args) not in (3, 4):
+            raise ParseError(
+                f"attend takes Q, K, V and the state so far (optional), not {len(args)} operands",
+                span=_span(meta),
+            )
+        if op is not Op.ATTEND and len(args) != op.operands:
             want = "one operand" if op.operands == 1 else f"{op.operands} operands"
             raise ParseError(f"{op.value} takes {want}, not {len(args)}", span=_span(meta))
-        return Apply(op, args, dim, factor, span=_span(meta))
+        return Apply(op, args, dim, factor, flags, offset, span=_span(meta))
 
     def add(self, meta: Any, left: Any, right: Any) -> Apply:
         return Apply(Op.ADD, (left, right), span=_span(meta))

@@ -77,6 +77,11 @@ def _contract(j: Json) -> tuple[str, ...] | None:
     return None if value is None else _strs(value, "contract")
 
 
+def _flags(j: Json) -> tuple[str, ...]:
+    """A function's flags (``"causal"``, ``"flash"``): absent means none."""
+    return _strs(j["flags"], "flags") if "flags" in j else ()
+
+
 def _factor(j: Json) -> Fraction | None:
     """A scale's factor, written as a fraction's text ("1/8", "0.125"); absent for other ops."""
     if "factor" not in j:
@@ -113,6 +118,8 @@ _READERS: dict[str, Callable[[Json], Any]] = {
         tuple(from_json(x) for x in _field(j, "operands", list)),
         _field(j, "dim", str, True),
         _factor(j),
+        _flags(j),
+        _offset(j),
     ),
     "arrow": lambda j: Arrow(from_json(j["expr"]), from_json(j["result"])),
     "mesh": lambda j: MeshDecl(_pairs(j["axes"], "mesh axes")),
@@ -141,6 +148,7 @@ _READERS: dict[str, Callable[[Json], Any]] = {
         str(j.get("reason", "")),
         _offset(j),
         _factor(j),
+        _flags(j),
     ),
     "plan": lambda j: Plan(
         tuple(from_json(t) for t in _field(j, "inputs", list)),

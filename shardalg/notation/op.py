@@ -72,6 +72,7 @@ class Op(metaclass=_OpKind):
     SOFTMAX_D: ClassVar[Op]
     RMSNORM_D: ClassVar[Op]
     LAYERNORM_D: ClassVar[Op]
+    ATTEND: ClassVar[Op]
 
     name: str  # the Python name (``ALL_GATHER``)
     value: str  # the book's name (``AllGather``)
@@ -176,3 +177,10 @@ for _name, _value, _dim in (
     setattr(
         Op, _name, Op.define(_name, _value, takes_dim=_dim, communicates=False, function=True, operands=2)
     )
+
+# One block of attention with the softmax statistics rescaled online (ring attention's step, flash
+# attention's inner loop): ``attend_{S,0}(Q, K, V)`` starts the state, ``attend_{S,k}(Q, K, V, O)`` merges in
+# the K and V blocks that came k devices round the ring (the offset says which keys they are, for a mask).
+Op.ATTEND = Op.define(
+    "ATTEND", "attend", takes_dim=True, takes_offset=True, communicates=False, function=True
+)

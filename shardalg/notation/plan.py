@@ -45,6 +45,7 @@ class Step:
     reason: str = field(default="", compare=False)
     offset: int | None = None  # a Shift's signed step (device x sends to x + offset); None for other ops
     factor: Fraction | None = None  # a scale's factor; None for other ops
+    flags: tuple[str, ...] = ()  # a softmax's or a block of attention's (``causal``, ``flash``)
 
     def __post_init__(self) -> None:
         if (self.offset is not None) != self.op.takes_offset:
@@ -56,7 +57,14 @@ class Step:
     def signature(self) -> tuple[Any, ...]:
         """The step as plain values, cheap to hash: op, axes, dim and the layouts it reads and writes (equal
         within one einsum's plans only when the steps are equal: names, dims and dtypes are fixed there)."""
-        return self.op, self.axes, self.dim, tuple([t.layout() for t in self.inputs]), self.output.layout()
+        return (
+            self.op,
+            self.axes,
+            self.dim,
+            tuple([t.layout() for t in self.inputs]),
+            self.output.layout(),
+            self.flags,
+        )
 
     @property
     def communicates(self) -> bool:
@@ -70,7 +78,9 @@ class Step:
             left, right = self.inputs
             return Arrow(Product(left, right, self.contract or None, self.local), self.output)
         if self.op.function:
-            return Arrow(Apply(self.op, self.inputs, self.dim, self.factor), self.output)
+            return Arrow(
+                Apply(self.op, self.inputs, self.dim, self.factor, self.flags, self.offset), self.output
+            )
         (arg,) = self.inputs
         return Arrow(Collective(self.op, self.axes, arg, self.dim, self.offset), self.output)
 

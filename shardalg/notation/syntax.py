@@ -39,6 +39,7 @@ __all__ = [
     "Product",
     "Collective",
     "Apply",
+    "FLAGS",
     "Arrow",
     "MeshDecl",
     "Role",
@@ -303,21 +304,45 @@ class Collective(Node):
             raise ValueError("a Shift has an offset and no other collective has one")
 
 
+FLAGS = (
+    "causal",
+    "flash",
+)  # the words a softmax's (or a block of attention's) subscript may add after its dim
+
+
 @dataclass(frozen=True, repr=False)
 class Apply(Node):
     """A function of the notation applied to its operands: elementwise (``gelu(H[B, F_Y])``,
     ``scale_{0.125}(S[B, T])``, ``X[B, D] + Att[B, D]``, ``G[B, F] ⊙ U[B, F]``), a reduction over a named dim
     (``sum_D(X[B, D_X])``, ``max_D``, ``mean_D``) or a composite over one (``softmax_S``, ``rmsnorm_D``,
     ``layernorm_D``). ``dim`` is the dim a reduction or composite works along; ``factor`` a scale's factor.
-    Operations of several operands (``attention(Q, K, V)``) are the same node with more ``operands``."""
+    Operations of several operands (``attend_S(Q, K, V)``) are the same node with more ``operands``.
+    ``flags`` are the words after the dim in the subscript, in :data:`FLAGS` order: ``causal`` (a softmax or
+    a block of attention that masks the keys after each query: ``softmax_{S,causal}``) and ``flash`` (fused
+    with its products: the scores are never written to HBM). ``offset``: a block of attention's, the devices
+    its K and V blocks came round the ring (``attend_{S,causal,1}``), so a mask knows which keys they are."""
 
     op: Op
     operands: tuple[Expr, ...]
     dim: str | None = None
     factor: Fraction | None = None
+    flags: tuple[str, ...] = ()
+    offset: int | None = None  # a block of attention's: how many devices round the ring its K, V came
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "operands", tuple(self.operands))
+        object.__setattr__(self, "flags", tuple(self.flags))
+        if (self.offset is not None) != self.op.takes_offset or (self.offset or 0) < 0:
+            raise ValueError("a block of attention has an offset (k >= 0) and no other function has one")
+        if self.flags:
+            if self.op not in (Op.SOFTMAX, Op.ATTEND):
+                raise ValueError(
+                    f"{self.op.value} takes no flags; softmax and attend take {', '.join(FLAGS)}"
+                )
+            if any(f not in FLAGS for f in self.flags) or list(self.flags) != sorted(
+                set(self.flags), key=FLAGS.index
+            ):
+                raise ValueError(f"flags are {', '.join(FLAGS)}, each once, in that order")
         if not self.op.function:
             raise ValueError(f"{self.op.value} is not a function of the notation")
         if (self.dim is not None) != self.op.takes_dim:

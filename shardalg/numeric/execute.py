@@ -43,6 +43,7 @@ from shardalg.notation.printing.display import pretty_text, short
 from shardalg.notation.syntax import Tensor
 from shardalg.planning.planner import plans
 
+from . import attention as _attention  # noqa: F401  (registers attention's steps: causal softmax, attend)
 from . import functions as _functions  # noqa: F401  (registers the functions' data movement)
 from .devices import (
     Buffers,
@@ -99,8 +100,9 @@ def apply_step(
     then checked against ``step.output``: a step that claims another layout is an error."""
     move = MOVES.lookup(step.op)  # an op the executor has no data movement for is refused first, by name
     vm = as_virtual(mesh)
-    arity = RECORDS[step.op].operands
-    if len(step.inputs) != arity or len(inputs) != arity:
+    rec = RECORDS[step.op]
+    arity = rec.operands
+    if not rec.takes(len(step.inputs)) or len(inputs) != len(step.inputs):
         raise UsageError(f"{step.op.value} takes {arity} input(s)")
     for t in step.inputs:
         check_tensor(t, vm)

@@ -159,7 +159,14 @@ def function_plans(
         if any(steps is None for steps in legs):
             continue
         step = Step(
-            body.op, cand, out, axes, body.dim, factor=body.factor, reason=reason(rec, cand, body.dim, axes)
+            body.op,
+            cand,
+            out,
+            axes,
+            body.dim,
+            factor=body.factor,
+            reason=reason(rec, cand, body.dim, axes) + _flags_said(body.flags),
+            flags=body.flags,
         )
         finish: tuple[Step, ...] = ()
         final = out
@@ -178,6 +185,15 @@ def function_plans(
     plans = list(found.values())
     sort_plans(plans, key)
     return Plans(plans)
+
+
+def _flags_said(flags: tuple[str, ...]) -> str:
+    """What a softmax's flags add to its step's reason."""
+    said = {
+        "causal": "the keys after each query masked (the query dim is the one before the softmax's)",
+        "flash": "fused with its products (flash): the scores are not written to HBM",
+    }
+    return "".join(f"; {said[f]}" for f in flags)
 
 
 def _note(steps: tuple[Step, ...], step: Step) -> str:

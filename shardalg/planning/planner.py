@@ -39,6 +39,7 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import display
 from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Statement, Tensor
 
+from .attention import attention_plans, core_of
 from .einsum_plans import EinsumPlanner
 from .functions import function_plans
 from .noplan import no_plan
@@ -75,15 +76,20 @@ def prepare(
         expr = parse(expr)
     written = expr
     if isinstance(expr, Program):
-        if len(expr.statements) != 1:
+        core = core_of(expr) if len(expr.statements) == 3 else None
+        if len(expr.statements) != 1 and core is None:
             raise UsageError(
-                f"plan takes one statement, not {len(expr.statements)}; check a program with check_program"
+                f"plan takes one statement (or an attention core: Q · K -> Sc; softmax_S(Sc) -> P; "
+                f"P · V -> O), not {len(expr.statements)}; check a program with check_program"
             )
         prog_sizes = dict(expr.sizes)
         if expr.mesh is not None:
             prog_mesh = Mesh(dict(expr.mesh.axes))
-        expr = expr.statements[0]
-    if not isinstance(expr, Arrow | Product | Collective | Tensor | Apply):
+        if core is None:
+            expr = expr.statements[0]
+        else:  # the attention core, planned whole (planning.attention)
+            expr = Program(expr.statements)
+    if not isinstance(expr, Arrow | Product | Collective | Tensor | Apply | Program):
         raise UsageError(f"plan takes a statement (text or AST), not {type(expr).__name__}")
     m = as_mesh(mesh) if mesh is not None else prog_mesh
     if m is None:
@@ -168,6 +174,16 @@ def _plans(
     """The plans of ``p``; on the mesh refined into the factors its sub-axes cut when it names any, and for
     a resharding also on the mesh refined into prime factors (XLA's plans use sub-axes there: its own plan
     for ``[I_Y] -> [I_X]`` on X=2, Y=4 gathers over ``Y:(1)2``), merged with the whole-axis plans."""
+    if isinstance(p.statement, Program):  # the attention core: each statement planned by this planner
+        if p.target is not None:
+            raise UsageError("the attention core's plans end in its written O; give no target")
+        core = core_of(p.statement)
+        assert core is not None  # prepare made it so
+
+        def plan_one(stmt: Statement) -> Plans:
+            return _plans(Problem(stmt, p.mesh, p.sizes, None), key, weigh, limits, overlap, by)
+
+        return attention_plans(core, p.mesh, p.sizes, plan_one, key or default_key(p.mesh, p.sizes))
     written = [a for n in (p.statement, p.target) for a in axes_in(n) if is_subaxis(a)]
     body = p.statement.expr if isinstance(p.statement, Arrow) else p.statement
     used = {parent_of(a) for n in (p.statement, p.target) for a in axes_in(n)}  # split the axes it uses

@@ -195,3 +195,22 @@ def test_step_cli_takes_the_efficiencies_and_the_roofline(capsys):
     assert (
         "the HBM efficiency is a fraction of peak HBM bandwidth in (0, 1], not 1.5" in capsys.readouterr().err
     )
+
+
+def test_a_decode_attention_core_written_whole_is_one_op_whose_hbm_time_is_the_kv_read():
+    """Q·Kc, softmax_S, P·Vc of one decode step (T = 1, the cache's context S over Y): one attention op, the
+    softmax fused into it, whose HBM bytes are the cache's local bytes (plus the small Q, scores and O)."""
+    from shardalg.models.inference import inference_ops
+
+    src = (
+        "kvcache Kc, Vc\ntokens B\n"
+        "Q[B, H_X, E] · Kc[B, S_Y, H_X, E] -> Sc[B, H_X, S_Y]\n"
+        "softmax_S(Sc[B, H_X, S_Y]) -> P[B, H_X, S_Y]\n"
+        "P[B, H_X, S_Y] · Vc[B, S_Y, H_X, E] -> O[B, H_X, E]{U_Y}"
+    )
+    a = analyze(model_program(src, "X=4,Y=4", "B=8,S=4096,H=8,E=128"), "infer")
+    (op,) = inference_ops(a, False, CostModel.of("tpu-v5e"))
+    assert op.kv_read and op.statements == (0, 1, 2) and op.name == "attention (KV-cache read: Kc, Vc)"
+    cache = 2 * 8 * (4096 // 4) * (8 // 4) * 128 * 2  # Kc and Vc, bf16, S over Y, H over X
+    small = 2 * (8 * 2 * 128 * 2) + 2 * (8 * 2 * 1024 * 2)  # Q and O (bf16); the scores, written and read
+    assert op.hbm_bytes.evaluate({}) == cache + small

@@ -18,6 +18,7 @@ from . import (
     all_gather,
     all_reduce,
     all_to_all,
+    attend,
     derivatives,
     einsum,
     elementwise,
@@ -48,7 +49,13 @@ __all__ = [
 # the builtin operations, in the order the planner tries their moves
 for _module in (all_gather, reduce_scatter, all_reduce, all_to_all, slice, permute, shift, send, einsum):
     register_op(_module.RECORD)
-# the functions of the notation (elementwise, reductions, softmax and norms) and their derivatives, in the order
-# their ops are defined
-for _record in (*elementwise.RECORDS, *reductions.RECORDS, *norms.RECORDS, *derivatives.RECORDS):
+# the functions of the notation (elementwise, reductions, softmax and norms), their derivatives and attention's
+# block, in the order their ops are defined
+for _record in (
+    *elementwise.RECORDS,
+    *reductions.RECORDS,
+    *norms.RECORDS,
+    *derivatives.RECORDS,
+    attend.RECORD,
+):
     register_op(_record)

@@ -113,6 +113,10 @@ class OpRecord:
         True  # a one-operand record is a planner move, but a function's (planned as a statement)
     )
 
+    def takes(self, n: int) -> bool:
+        """Whether a step of it may read ``n`` operands (its ``operands``; a block of attention 3 or 4)."""
+        return n == self.operands
+
     @property
     def communicates(self) -> bool:
         """Whether a step of it moves data between devices (the op's own: ``Op.define(communicates=)``)."""

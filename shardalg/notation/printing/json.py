@@ -90,6 +90,10 @@ class JsonPrinter(Printer):
         }
         if a.factor is not None:  # a scale only: its factor as an exact fraction's text ("1/8")
             out["factor"] = str(a.factor)
+        if a.flags:  # a softmax's or a block of attention's: "causal", "flash"
+            out["flags"] = list(a.flags)
+        if a.offset is not None:  # a block of attention's ring offset
+            out["offset"] = a.offset
         return self._with_span(a, out)
 
     def _print_Arrow(self, a: Node) -> Json:
@@ -143,6 +147,8 @@ class JsonPrinter(Printer):
             out["offset"] = s.offset
         if s.factor is not None:
             out["factor"] = str(s.factor)
+        if s.flags:
+            out["flags"] = list(s.flags)
         return out
 
     def _print_Plan(self, p: Node) -> Json:

@@ -168,6 +168,9 @@ class LatexPrinter(TextPrinter):
     def _op(self, name: str) -> str:
         return rf"\textbf{{{name}}}"
 
+    def _flag(self, word: str) -> str:
+        return rf"\text{{{word}}}"
+
     def _fn(self, name: str) -> str:
         return rf"\mathrm{{{name}}}"
 

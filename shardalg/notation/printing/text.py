@@ -131,13 +131,19 @@ class TextPrinter(Printer):
             digits += str(d)
         return sign + (f"{whole}.{digits}" if digits else str(whole))
 
+    def _flag(self, word: str) -> str:
+        """A function's flag in its subscript (``causal``, ``flash``)."""
+        return word
+
     def _print_Apply(self, a: Node) -> str:
         level = INFIX.get(a.op.value)
         if level is not None:
             left, right = a.operands
             lhs, rhs = self._operand(left, False, level), self._operand(right, True, level)
             return lhs + self.g(a.op.value) + rhs
-        items = [self._dim_word(a.dim)] if a.dim is not None else []
+        items = [self._dim_word(a.dim), *(self._flag(f) for f in a.flags)] if a.dim is not None else []
+        if a.offset is not None:
+            items.append(str(a.offset))
         if a.factor is not None:
             items = [self._decimal(a.factor)]
         sub = self._sub(items) if items else ""
