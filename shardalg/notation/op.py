@@ -173,4 +173,6 @@ for _name, _value, _dim in (
     ("RMSNORM_D", "rmsnorm'", True),
     ("LAYERNORM_D", "layernorm'", True),
 ):
-    setattr(Op, _name, Op.define(_name, _value, takes_dim=_dim, communicates=False, function=True, operands=2))
+    setattr(
+        Op, _name, Op.define(_name, _value, takes_dim=_dim, communicates=False, function=True, operands=2)
+    )

@@ -65,16 +65,15 @@ def _function(vm: VirtualMesh, net: Net, step: Step, *bufs: Buffers) -> tuple[Bu
     out: dict = {}
     derivative = rec.shape == Kind.DERIVATIVE
     group = step.axes or (t.axes_of(step.dim) if derivative else ())
-    if group:  # statistics all-reduced over the dim's axes (a derivative: its blocks along it), group by group
+    # statistics all-reduced over the dim's axes (a derivative: its blocks along it), group by group
+    if group:
         axis = t.dim_names.index(step.dim)
         for c in vm.coords:
             if vm.rank(c, group) != 0:
                 continue
             members = vm.group(c, group)
             if derivative:  # each device's (operand block, cotangent block aligned to the operand's dims)
-                blocks = [
-                    (bufs[0][g], align(bufs[1][g], step.inputs[1], step.output)) for g in members
-                ]
+                blocks = [(bufs[0][g], align(bufs[1][g], step.inputs[1], step.output)) for g in members]
             else:
                 blocks = [bufs[0][g] for g in members]
             first = bufs[0][members[0]]

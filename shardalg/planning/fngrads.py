@@ -42,6 +42,7 @@ class _Backward(Protocol):
 
     def pass_on(self, index: int, rx: str, dy: Tensor, reason: str) -> None: ...
 
+
 __all__ = ["call_gradients"]
 
 
