@@ -65,9 +65,8 @@ def _function(vm: VirtualMesh, net: Net, step: Step, *bufs: Buffers) -> tuple[Bu
     out: dict = {}
     derivative = rec.shape == Kind.DERIVATIVE
     group = step.axes or (t.axes_of(step.dim) if derivative else ())
-    if (
-        group
-    ):  # statistics all-reduced over the dim's axes (a derivative: its blocks along it), group by group
+    # statistics all-reduced over the dim's axes (a derivative: its blocks along it), group by group
+    if group:
         axis = t.dim_names.index(step.dim)
         for c in vm.coords:
             if vm.rank(c, group) != 0:
