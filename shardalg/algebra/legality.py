@@ -305,7 +305,7 @@ def collective_precondition(c: Collective, ctx: Context) -> Iterator[Found]:
     """The rule's own precondition (shardalg.algebra.ops); problems of the argument tensor itself (an axis used
     twice, not in the mesh) are reported by the tensor rules, once. Without a mesh, sizes are unknown, so
     a Permute (legal only between axes that keep the local shape) is judged only on naming two axes."""
-    if ctx.mesh is None and c.op is Op.PERMUTE and len(c.axes) == 2:
+    if ctx.mesh is None and c.op is Op.PERMUTE and len(c.axes) >= 2 and len(set(c.axes)) == len(c.axes):
         return
     t = value_of(c.arg, ctx)
     mesh = ctx.mesh or _symbolic_mesh(t, c)

@@ -246,7 +246,8 @@ def _transpose_one(s: LocalStep, mesh: Mesh) -> list[LocalStep]:
     if rec is not None and rec.kinds is None and rec.transpose.op is not None:  # transposed whole
         back = rec.transpose.op
         offset = None if s.offset is None else -s.offset
-        return [LocalStep(back, start, end, s.axes, None, _reason(back, s), offset)]
+        axes = s.axes[::-1] if rec.transpose.reverse_axes and len(s.axes) > 2 else s.axes
+        return [LocalStep(back, start, end, axes, None, _reason(back, s), offset)]
     out: list[LocalStep] = []
     cur = start
     groups = _groups(s)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["GroupAxes", "axes_of_groups"]
+__all__ = ["GroupAxes", "axes_of_groups", "permute_axes", "permute_cycle", "refinement"]
 
 
 @dataclass(frozen=True)
@@ -109,3 +109,65 @@ def permute_axes(
     if not moved:
         return GroupAxes((), "the permute's pairs are not on the mesh")
     return GroupAxes(tuple(names[k] for k in moved))
+
+
+def _factor(axis: str) -> tuple[str, int, int] | None:
+    """``Y:(k)m`` as (Y, k, m); None for a whole axis."""
+    if ":" not in axis:
+        return None
+    name, rest = axis.split(":")
+    return name, int(rest[1 : rest.index(")")]), int(rest[rest.index(")") + 1 :])
+
+
+def refinement(mesh: dict[str, int], used: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Each axis of ``mesh`` that the sub-axes in ``used`` cut, as its factors major first (``Y=4`` cut by
+    ``Y:(1)2``: ``(Y:(1)2, Y:(2)2)``); axes no sub-axis cuts are left out."""
+    cuts: dict[str, set[int]] = {}
+    for a in used:
+        f = _factor(a)
+        if f is not None:
+            name, k, m = f
+            cuts.setdefault(name, {1, mesh[name]}).update({k, k * m})
+    out = {}
+    for name, points in cuts.items():
+        edges = sorted(points)
+        out[name] = tuple(f"{name}:({lo}){hi // lo}" for lo, hi in zip(edges, edges[1:], strict=False))
+    return out
+
+
+def permute_cycle(
+    before: Sequence[Sequence[str]], after: Sequence[Sequence[str]], mesh: dict[str, int]
+) -> tuple[str, ...] | None:
+    """The notation's ``Permute_{A,B,...}`` (A renamed to B, B to ..., the last to A) that takes a layout
+    whose dims are sharded over ``before`` (per dim, major first) to ``after``, over the mesh refined into
+    the factors either side names; None when the move is not one cycle of names of one size (the axes a
+    tensor is replicated over fill the cycle: they are the names its shards leave and arrive on)."""
+    used = [a for axes in [*before, *after] for a in axes]
+    refine = refinement(mesh, used)
+
+    def flat(dims: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+        return [tuple(f for a in axes for f in refine.get(a, (a,))) for axes in dims]
+
+    def size(a: str) -> int:
+        f = _factor(a)
+        return mesh[a] if f is None else f[2]
+
+    src, dst = flat(before), flat(after)
+    if [len(d) for d in src] != [len(d) for d in dst]:
+        return None
+    rename = {a: b for s, d in zip(src, dst, strict=True) for a, b in zip(s, d, strict=True) if a != b}
+    if len(set(rename.values())) != len(rename):
+        return None
+    # names only arrived on map back to names only left (one each, else the cycle is not determined)
+    arrived = [b for b in rename.values() if b not in rename]
+    left = [a for a in rename if a not in rename.values()]
+    if len(arrived) != len(left) or len(arrived) > 1:
+        return None
+    rename.update(zip(arrived, left, strict=True))
+    if not rename or len({size(a) for a in rename}) != 1:
+        return None
+    start = next(iter(rename))
+    cycle = [start]
+    while rename[cycle[-1]] != start:
+        cycle.append(rename[cycle[-1]])
+    return tuple(cycle) if len(cycle) == len(rename) else None

@@ -25,7 +25,7 @@ from typing import Any
 
 from shardalg.errors import UsageError
 
-from .groups import GroupAxes, axes_of_groups, permute_axes
+from .groups import GroupAxes, axes_of_groups, permute_axes, permute_cycle
 from .hlo import HloCollective, collectives
 
 __all__ = ["Layout", "XlaStep", "Statement", "AuditProgram", "build", "dtype_of"]
@@ -432,7 +432,9 @@ def _on_operand(
             if sliced != t:
                 sub = sliced.dims[c.dim][1][-1]
                 st.before.append(XlaStep("Slice", (sub,), pc, t, sliced, dim, problem=""))
-            st.before.append(XlaStep("Permute", pg.axes, pc, sliced, moved, dim))
+            # the notation's Permute renames axes in a cycle (XLA's K_{X,Y:(1)2} -> K_Y: X to Y:(1)2 to Y:(2)2)
+            cycle = permute_cycle([a for _, a in sliced.dims], [a for _, a in moved.dims], dict(mesh))
+            st.before.append(XlaStep("Permute", cycle or pg.axes, pc, sliced, moved, dim))
             st.before.append(XlaStep(c.kind, axes, c, moved, t.replace_dim(dim, ()), dim))
             return True
     return False

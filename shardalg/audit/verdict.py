@@ -5,7 +5,9 @@ Per statement: shardalg's plans (the planner's, ranked by seconds on the chip), 
 same collectives on the same tensors over the same axes; a free Slice is invisible in HLO, so a plan that
 differs from XLA's only by slices counts as XLA's), XLA's bytes and seconds against the best plan's, and a
 flag with the ratio where XLA's costs more. A step XLA runs over a sub-axis (``Y:(1)2``) is written in
-Shardy's spelling; the notation cannot price it yet, and the verdict says so instead of guessing.
+Shardy's spelling and priced like the rest (a collective-permute that renames several axes is the notation's
+``Permute_{X,Y:(1)2,Y:(2)2}``); shardalg's plans of that statement are then searched on the mesh with the cut
+axes declared factored (``Y=2x2``), the same sub-axes XLA used.
 
 Backward (``jax.grad``): each backward collective is paired with a forward collective whose transpose it is
 (the op records' ``transpose``: AllGather ⇄ ReduceScatter, AllReduce ⇄ AllReduce, ...; same axes, same
@@ -34,6 +36,7 @@ from shardalg.notation.syntax import Op
 from shardalg.planning.backward import backward as derive_backward
 from shardalg.planning.order import plan_bytes
 
+from .groups import refinement
 from .hlo import HloCollective, collectives
 from .program import AuditProgram, Statement, XlaStep, group_axes
 
@@ -88,78 +91,84 @@ def _number(x: Any) -> float | None:
         return None
 
 
+def _factored(prog: AuditProgram, st: Statement) -> tuple[Mesh, str]:
+    """The mesh shardalg plans ``st`` on: ``prog``'s, with every axis XLA's steps cut into sub-axes declared
+    factored (``Y=2x2``), so that shardalg's plans range over the same sub-axes as XLA's; and a note saying
+    so ("" when no axis is cut)."""
+    cut = refinement(prog.mesh, [a for s in st.steps for a in s.sub_axes])
+    if not cut:
+        return Mesh(prog.mesh), ""
+
+    def size(f: str) -> str:
+        return f.rsplit(")", 1)[1]
+
+    text = ",".join(
+        f"{k}={'x'.join(size(f) for f in cut[k])}" if k in cut else f"{k}={n}" for k, n in prog.mesh.items()
+    )
+    return Mesh(text), f"XLA's steps use sub-axes, so shardalg's plans are searched on --mesh {text}"
+
+
 def judge(prog: AuditProgram, costs: CostModel) -> list[StatementVerdict]:
     """The verdict of every statement of ``prog`` under ``costs``."""
-    mesh = Mesh(prog.mesh)
-    out = []
-    for st in prog.statements:
-        ours = all_plans(st.text, mesh, prog.sizes, hw=costs.chip, overlap=costs.overlap)
-        best = ours[0]
-        cut = [] if getattr(ours, "complete", True) else [f"shardalg's plan list was cut: {ours.note}"]
-        best_cost = costed(best, mesh, prog.sizes, costs)
-        best_bytes = _number(plan_bytes(best, mesh, Sizes(prog.sizes)).json())
-        xla_text = st.plan_text()
-        unmapped = [s for s in st.steps if s.before is None]
-        if st.steps and (unmapped or any(s.sub_axes for s in st.steps)):
-            why = (
-                unmapped[0].problem
-                if unmapped
-                else "XLA runs a step over a sub-axis, which the notation cannot price yet"
-            )
-            out.append(
-                StatementVerdict(
-                    st,
-                    xla_text,
-                    None,
-                    None,
-                    str(best),
-                    best_bytes,
-                    best_cost.seconds,
-                    None,
-                    len(ours),
-                    why,
-                    list(cut),
-                )
-            )
-            continue
-        try:
-            node = parse(xla_text)
-            xla_plan, notes = program_plan(node, mesh, prog.sizes)
-            xla_cost = costed(xla_plan, mesh, prog.sizes, costs)
-        except ShardalgError as err:
-            out.append(
-                StatementVerdict(
-                    st,
-                    xla_text,
-                    None,
-                    None,
-                    str(best),
-                    best_bytes,
-                    best_cost.seconds,
-                    None,
-                    len(ours),
-                    f"XLA's plan is not a legal plan in the notation: {str(err).splitlines()[0]}",
-                    list(cut),
-                )
-            )
-            continue
-        sig = _signature_of_steps(st.steps)
-        rank = next((k + 1 for k, p in enumerate(ours) if _signature_of_steps(p.steps) == sig), None)
-        out.append(
-            StatementVerdict(
-                st,
-                xla_text,
-                _number(plan_bytes(xla_plan, mesh, Sizes(prog.sizes)).json()),
-                xla_cost.seconds,
-                str(best),
-                best_bytes,
-                best_cost.seconds,
-                rank,
-                len(ours),
-                notes=[*cut, *notes],
-            )
+    return [_judge_one(prog, st, costs) for st in prog.statements]
+
+
+def _judge_one(prog: AuditProgram, st: Statement, costs: CostModel) -> StatementVerdict:
+    mesh, factored = _factored(prog, st)
+    ours = all_plans(st.text, mesh, prog.sizes, hw=costs.chip, overlap=costs.overlap)
+    best = ours[0]
+    cut = [] if getattr(ours, "complete", True) else [f"shardalg's plan list was cut: {ours.note}"]
+    cut += [factored] if factored else []
+    best_cost = costed(best, mesh, prog.sizes, costs)
+    best_bytes = _number(plan_bytes(best, mesh, Sizes(prog.sizes)).json())
+    xla_text = st.plan_text()
+    unmapped = [s for s in st.steps if s.before is None]
+    if unmapped:
+        return StatementVerdict(
+            st,
+            xla_text,
+            None,
+            None,
+            str(best),
+            best_bytes,
+            best_cost.seconds,
+            None,
+            len(ours),
+            unmapped[0].problem,
+            list(cut),
         )
-    return out
+    try:
+        node = parse(xla_text)
+        xla_plan, notes = program_plan(node, mesh, prog.sizes)
+        xla_cost = costed(xla_plan, mesh, prog.sizes, costs)
+    except ShardalgError as err:
+        return StatementVerdict(
+            st,
+            xla_text,
+            None,
+            None,
+            str(best),
+            best_bytes,
+            best_cost.seconds,
+            None,
+            len(ours),
+            f"XLA's plan is not a legal plan in the notation: {str(err).splitlines()[0]}",
+            list(cut),
+        )
+    sig = _signature_of_steps(st.steps)
+    rank = next((k + 1 for k, p in enumerate(ours) if _signature_of_steps(p.steps) == sig), None)
+    return StatementVerdict(
+        st,
+        xla_text,
+        _number(plan_bytes(xla_plan, mesh, Sizes(prog.sizes)).json()),
+        xla_cost.seconds,
+        str(best),
+        best_bytes,
+        best_cost.seconds,
+        rank,
+        len(ours),
+        notes=[*cut, *notes],
+    )
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ import argparse
 import json
 from typing import Any
 
-from shardalg.errors import ShardalgError
+from shardalg.errors import ShardalgError, UsageError
 from shardalg.notation.printing import render, text
 from shardalg.notation.syntax import Op, Product
 from shardalg.planning.overlap import OverlapPolicy
@@ -110,7 +110,44 @@ def plan_json(
     }
 
 
+def _statements(source: str) -> list[str] | None:
+    """A program of several statements (a file ``search --emit-program`` wrote) as one source per
+    statement, each with the program's ``mesh`` and ``where`` lines; None for one statement."""
+    from shardalg.notation.parse import parse
+    from shardalg.notation.syntax import Program
+
+    try:
+        node = parse(source)
+    except ShardalgError:
+        return None  # the planner reports it, with its caret
+    if not isinstance(node, Program) or len(node.statements) < 2:
+        return None
+    head = []
+    if node.mesh is not None:
+        head.append(text(node.mesh))
+    if node.sizes:
+        head.append("where " + ", ".join(f"{k}={v}" for k, v in node.sizes))
+    return ["\n".join([*head, text(st)]) for st in node.statements]
+
+
 def _plan(args: argparse.Namespace) -> int:
+    if args.expr == "-":  # standard input is read once, here
+        args = argparse.Namespace(**{**vars(args), "expr": _source(args)})
+    statements = _statements(_source(args))
+    if statements is None:
+        return _plan_one(args)
+    if args.json or args.format == "json":
+        raise UsageError(
+            f"plan --json takes one statement, not {len(statements)}: plan each statement of the program"
+        )
+    for k, source in enumerate(statements, 1):
+        comment = "%" if args.format == "latex" else "#"
+        print(f"{comment} statement {k} of {len(statements)}: {source.splitlines()[-1]}")
+        _plan_one(argparse.Namespace(**{**vars(args), "expr": source}))
+    return EXIT_OK
+
+
+def _plan_one(args: argparse.Namespace) -> int:
     from shardalg.costs.plancost import priced
     from shardalg.planning.planset import Plans
     from shardalg.planning.redistribute import plan_bytes

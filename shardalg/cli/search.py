@@ -106,8 +106,14 @@ def _search(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     slice_notes = getattr(args, "slice_notes", [])
+    if args.emit_program is not None:
+        _emit(result, args.emit_program)
     if args.json:
         data = result.to_json()
+        if args.explain:
+            from shardalg.search.emit import explain_json
+
+            data["explain"] = explain_json(result)
         if layout is not None:
             data["slice"] = {**layout.topology.to_json(), "mesh": layout.to_json()["axes"]}
         print(json.dumps(data, indent=2, ensure_ascii=False))
@@ -119,9 +125,32 @@ def _search(args: argparse.Namespace) -> int:
             print(f"% note: {k}: {v}")
     else:
         print(result)
+        if args.explain:
+            from shardalg.search.emit import explain
+
+            print()
+            print(explain(result))
         for k, v in slice_notes:
             print(f"note: {k}: {v}")
+        if args.emit_program is not None:
+            print(f"note: the winner's program written to {args.emit_program}")
     return EXIT_OK
+
+
+def _emit(result: Any, path: str) -> None:
+    """Write the winner as a program file; no winner (nothing fits) is a UsageError, nothing written."""
+    from shardalg.search.emit import program_file
+
+    if result.winner is None:
+        raise UsageError(
+            f"--emit-program {path}: no candidate fits the memory cap, so there is no winner to write",
+            fix="raise --memory or use a larger mesh",
+        )
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(program_file(result, path))
+    except OSError as err:
+        raise UsageError(f"--emit-program {path}: cannot write it ({err.strerror})") from None
 
 
 def _mesh_of(args: argparse.Namespace):
@@ -240,6 +269,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, metavar="K", help="rows of the ranked table (default 10)")
     p.add_argument("--format", choices=("text", "latex"), default="text", help="the table as text or LaTeX")
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
+    p.add_argument(
+        "--emit-program",
+        metavar="FILE.sa",
+        help="write the winner as a program (its mesh and sizes as lines, the search's settings as comments) "
+        "that plan, backward, step, memory and export take",
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="print why each named strategy lost, in numbers: its time and memory against the winner's "
+        "and the cap (JSON: 'explain')",
+    )
     p.add_argument(
         "--per-statement",
         action="store_true",

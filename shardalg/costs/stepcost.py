@@ -481,7 +481,9 @@ def _links_of(axes: tuple[str, ...], opts: Options) -> list[Link]:
         if len(names) == 1:
             out.append(opts.link(names[0]))
             continue
-        n, whole = opts.mesh.known_group(tuple(names)), opts.mesh[parent].size
+        # a mesh declared factored (Y=2x2) holds only the factors, not the parent
+        whole = opts.mesh[parent].size if parent in opts.mesh else None
+        n = opts.mesh.known_group(tuple(names))
         if n is not None and n == whole:
             out.append(opts.link(parent))
         else:

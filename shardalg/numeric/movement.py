@@ -314,22 +314,22 @@ def _zero_pad(vm: VirtualMesh, step: Step, bufs: Buffers) -> tuple[Buffers, Layo
 
 @MOVES.register(Op.PERMUTE)  # [I_X, J_Y] -> [I_Y, J_X]
 def _permute(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
-    """``Permute_{X,Y}: [I_X, J_Y] -> [I_Y, J_X]``. Swap the roles of two axes. Devices that hold the same block (and the same partial) under the old
-    layout are matched, in device order, with the devices that need it under the new one: a bijection,
-    so every device receives at most one shard."""
+    """``Permute_{X,Y}: [I_X, J_Y] -> [I_Y, J_X]``. Swap the roles of two axes (or rename several in a cycle,
+    ``Permute_{X,Y,Z}``: X to Y, Y to Z, Z to X). Devices that hold the same block (and the same partial)
+    under the old layout are matched, in device order, with the devices that need it under the new one: a
+    bijection, so every device receives at most one shard."""
     (t,) = step.inputs
-    if len(step.axes) != 2 or step.axes[0] == step.axes[1]:
-        raise step_error(step, "Permute_{X,Y} swaps two distinct axes")
-    x, y = step.axes
-    swap = {x: y, y: x}
+    if len(step.axes) < 2 or len(set(step.axes)) != len(step.axes):
+        raise step_error(step, "Permute renames two or more distinct axes")
+    axes = step.axes
+    swap = {a: axes[(i + 1) % len(axes)] for i, a in enumerate(axes)}
     dims = tuple(tuple(swap.get(a, a) for a in d.axes) for d in t.dims)
     unred = tuple(swap.get(a, a) for a in t.unreduced)
     if [vm.size(d.axes) for d in t.dims] != [vm.size(e) for e in dims] or vm.size(t.unreduced) != vm.size(
         unred
     ):
-        raise step_error(
-            step, f"|{x}| = {vm.size([x])} and |{y}| = {vm.size([y])}: the local shape would change"
-        )
+        shown = " and ".join(f"|{a}| = {vm.size([a])}" for a in axes)
+        raise step_error(step, f"{shown}: the local shape would change")
     old: dict[tuple, list[Coord]] = {}
     new: dict[tuple, list[Coord]] = {}
     for c in vm.coords:

@@ -199,7 +199,7 @@ def _t_permute(s: Step) -> Step:
         Op.PERMUTE,
         (s.output,),
         s.inputs[0],
-        s.axes,
+        s.axes[::-1] if len(s.axes) > 2 else s.axes,  # a cycle's inverse; a swap is its own
         reason=f"transpose of Permute_{{{','.join(s.axes)}}}: the inverse permutation",
     )
 

@@ -8,6 +8,7 @@ order), so its conditions stay the book's symbolic ones; sizes, mesh and chip on
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,9 +224,10 @@ def _cap(memory: float | str | None, chip: Any) -> float | bool | None:
     if memory == "hbm":
         if chip is None:
             raise UsageError("memory='hbm' needs a chip", rule="parameters", fix="give hw='tpu-v5p' (--hw)")
-        return float(chip.hbm_capacity.value)
+        return _finite(chip.hbm_capacity.value, f"the HBM of {getattr(chip, 'name', 'the chip')}")
     if memory == "symbolic":
         return True
+    given = memory
     if isinstance(memory, str):
         try:
             memory = float(memory)
@@ -233,9 +235,27 @@ def _cap(memory: float | str | None, chip: Any) -> float | bool | None:
             raise UsageError(
                 f"the memory cap is bytes (e.g. 95e9), 'hbm' or 'symbolic', not {memory!r}", rule="parameters"
             ) from None
-    if isinstance(memory, bool) or not isinstance(memory, int | float) or not 0 < memory < float("inf"):
+    if isinstance(memory, bool) or not isinstance(memory, int | float) or not 0 < memory:
         raise UsageError(f"the memory cap is a positive number of bytes, not {memory!r}", rule="parameters")
-    return float(memory)
+    return _finite(memory, "the memory cap", given)
+
+
+def _finite(value: Any, what: str, given: Any = None) -> float:
+    """``value`` as a float of bytes; a UsageError when it is beyond a float's range (an int of 400 digits,
+    ``1e400``): no cap that large can be compared with a byte count, and rounding it to infinity would be
+    silent."""
+    try:
+        out = float(value)
+    except OverflowError:
+        out = float("inf")
+    if out != out or out == float("inf"):
+        shown = str(given if given is not None else value)
+        shown = shown if len(shown) <= 40 else f"{shown[:20]}... ({len(shown)} characters)"
+        raise UsageError(
+            f"{what} is a finite number of bytes (at most {sys.float_info.max:.3g}), not {shown}",
+            rule="parameters",
+        )
+    return out
 
 
 def _covered(s: sympy.Symbol, params: Sequence[Expr]) -> bool:

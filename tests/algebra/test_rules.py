@@ -180,8 +180,8 @@ REFUSED = [
         None,
         "A[I_X, J]",
         IllegalCollective,
-        "Permute swaps two mesh axes, not 1 (X)",
-        "write Permute_{X,Y}",
+        "Permute swaps two mesh axes (or renames several distinct ones in a cycle), not 1 (X)",
+        "write Permute_{X,Y} (a swap) or Permute_{X,Y,Z} (X to Y, Y to Z, Z to X)",
     ),
     (
         Op.SHIFT,

@@ -13,9 +13,15 @@ from shardalg.cli import main
 
 pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]'); CI installs it")
 
+from shardalg.algebra.mesh import Mesh  # noqa: E402
+from shardalg.api import plans as plans_of  # noqa: E402
 from shardalg.audit.report import report_json, report_text  # noqa: E402
 from shardalg.audit.run import AuditJob, audit_files, run_jobs  # noqa: E402
+from shardalg.costs.costmodel import CostModel  # noqa: E402
+from shardalg.costs.plancost import costed  # noqa: E402
+from shardalg.costs.programplan import program_plan  # noqa: E402
 from shardalg.errors import ShardalgError  # noqa: E402
+from shardalg.notation.parse import parse  # noqa: E402
 
 CASES = str(Path(__file__).with_name("cases.py"))
 SIZES = {"I": 64, "J": 128, "K": 32, "B": 64, "D": 128, "F": 256}
@@ -116,18 +122,37 @@ def test_xlas_plan_is_among_shardalg_plan_all(audits, name, capsys):
 
 def test_a_resharding_through_a_sub_axis_is_written_with_it(audits):
     """Case 4 on X=2, Y=4: XLA slices B's K block over the major half of Y (a dynamic-slice), permutes the
-    blocks to K_Y and gathers over Y. The sub-axis is found from the permute's source-target pairs."""
+    blocks to K_Y and gathers over Y. The sub-axis is found from the permute's source-target pairs; the
+    permute renames X to Y:(1)2 to Y:(2)2 (one collective-permute, a cycle of three names)."""
     a = audits["subaxis"]
     (v,) = a.verdicts
     assert v.xla_plan.splitlines()[:3] == [
         "Slice_{Y:(1)2,K}(B[J, K_X]) -> B[J, K_{X,Y:(1)2}]",
-        "Permute_XY(B[J, K_{X,Y:(1)2}]) -> B[J, K_Y]",
+        "Permute_{X,Y:(1)2,Y:(2)2}(B[J, K_{X,Y:(1)2}]) -> B[J, K_Y]",
         "AllGather_Y(B[J, K_Y]) -> B[J, K]",
     ]
-    assert a.program.sub_axes == ("Y:(1)2",)
-    assert v.rank is None and "sub-axis" in v.problem
+    assert a.program.sub_axes == ("Y:(1)2", "Y:(2)2")
     data = report_json(a)
     assert data["statements"][0]["xla_steps"][0]["sub_axes"] == ["Y:(1)2"]
+
+
+def test_a_sub_axis_plan_is_priced_against_the_best_plan_on_the_factored_mesh(audits):
+    """XLA's sub-axis plan is priced like any other (no "cannot be priced"), and shardalg's plans are searched
+    on X=2, Y=2x2, the sub-axes XLA used. The prices are the cost model's of each plan as written: XLA's
+    (a permute over three names, then a gather over Y=4) costs more than gathering B over X alone."""
+    a = audits["subaxis"]
+    (v,) = a.verdicts
+    assert v.problem == "" and v.xla_seconds is not None and v.xla_bytes is not None
+    assert "--mesh X=2,Y=2x2" in " ".join(v.notes)
+    mesh = Mesh("X=2,Y=4")
+    sizes = {"I": 64, "J": 128, "K": 32}
+    costs = CostModel.of("tpu-v5p")
+    xla = costed(program_plan(parse(v.xla_plan), mesh, sizes)[0], mesh, sizes, costs).seconds
+    assert v.xla_seconds == pytest.approx(xla)
+    ours = plans_of(v.statement.text, Mesh("X=2,Y=2x2"), sizes, hw="tpu-v5p")
+    assert v.best_seconds == pytest.approx(costed(ours[0], mesh, sizes, costs).seconds)
+    assert v.flagged and v.ratio == pytest.approx(xla / v.best_seconds)
+    assert "FLAG" in report_text(a) and "cannot be priced" not in report_text(a)
 
 
 def test_a_poor_sharding_is_flagged_with_the_cheaper_plan_and_the_ratio(audits):

@@ -218,3 +218,46 @@ def test_a_wrong_transpose_fails_the_dot_product_test() -> None:
     step = S("Shift_{Y,+1}(A[I_Y, J]) -> A[I_Y, J]")
     wrong = Step(Op.SHIFT, step.inputs, step.output, step.axes, offset=1)
     assert not np.array_equal(operator_matrix(wrong, MESH), operator_matrix(step, MESH).T)
+
+
+# ---------------------------------------------------------------- a Permute over a cycle of names
+
+CYCLES = [  # Permute_{X,Y,Z}: X to Y, Y to Z, Z to X (one collective-permute, as XLA runs K_{X,Y:(1)2} -> K_Y)
+    ("Permute_{X,Y,Z}(A[I_XY, J]) -> A[I_YZ, J]", Mesh(X=2, Y=2, Z=2)),
+    ("Permute_{X,Y,Z}(C[I_Y, K]{U_X}) -> C[I_Z, K]{U_Y}", Mesh(X=2, Y=2, Z=2)),
+    ("Permute_{X,Y,Z}(A[I_XY, J]) -> A[I_YZ, J]", Mesh(X=2, Y=3, Z=2)),  # |X||Y| = |Y||Z|: shape kept
+]
+
+
+@pytest.mark.parametrize(("text", "mesh"), CYCLES)
+def test_a_cycle_permute_runs_transposes_to_the_reversed_cycle_and_is_a_permutation(
+    text: str, mesh: Mesh
+) -> None:
+    s = S(text)
+    t = transpose_step(s)
+    assert t.axes == s.axes[::-1] and t.inputs == (s.output,) and t.output == s.inputs[0]
+    assert transpose_matches(s, mesh) and dot_test(s, mesh) < 1e-13
+    m = operator_matrix(s, mesh)
+    assert (m.sum(axis=0) == 1).all() and (m.sum(axis=1) == 1).all()
+    assert np.array_equal(m @ m.T, np.eye(m.shape[0], dtype=m.dtype))
+
+
+def test_a_cycle_over_sub_axes_runs_equal_to_dense() -> None:
+    """XLA's permute of the audit's sub-axis resharding, K_{X,Y:(1)2} -> K_Y on X=2, Y=4, then its gather."""
+    from shardalg.numeric.execute import run_plan
+    from tests.shared.plans import P
+
+    plan = P(
+        "Permute_{X,Y:(1)2,Y:(2)2}(B[J, K_{X,Y:(1)2}]) -> B[J, K_Y]", "AllGather_Y(B[J, K_Y]) -> B[J, K]"
+    )
+    r = run_plan(plan, Mesh(X=2, Y=4), rng=np.random.default_rng(5))
+    assert r.ok, str(r)
+
+
+def test_a_cycle_that_changes_the_local_shape_is_refused() -> None:
+    from shardalg.algebra.legality import check
+
+    bad = check("Permute_{X,Y,Z}(A[I_X, J]) -> A[I_Y, J]", Mesh(X=2, Y=3, Z=2))
+    assert bad and "local shape" in str(bad)
+    assert check("Permute_{X,Y,X}(A[I_X, J]) -> A[I_Y, J]", Mesh(X=2, Y=2))
+    assert not check("Permute_{X,Y,Z}(A[I_XY, J]) -> A[I_YZ, J]", Mesh(X=2, Y=3, Z=2))

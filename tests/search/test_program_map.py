@@ -212,3 +212,25 @@ def test_memory_cap_refusals():
     for bad in ("lots", -1, float("inf"), True):
         with pytest.raises(UsageError, match="memory cap"):
             sa.strategy_map(MLP, memory=bad)
+
+
+@pytest.mark.parametrize("huge", [10**400, "9" * 400, "1e400"])
+def test_a_memory_cap_beyond_a_float_is_refused_not_an_overflow(huge):
+    """An int of 400 digits raised OverflowError in float(); a string of one became inf silently."""
+    with pytest.raises(UsageError, match="finite number of bytes") as e:
+        sa.strategy_map(MLP, mesh="X=4,Y=4,Z=4", hw="tpu-v5p", sizes=V5P, memory=huge)
+    assert len(str(e.value)) < 200  # the number is shortened, not printed whole
+
+
+def test_a_memory_cap_at_the_top_of_the_float_range_is_a_cap():
+    m = sa.strategy_map(MLP, mesh="X=4,Y=4,Z=4", hw="tpu-v5p", sizes=V5P, memory=10**308)
+    assert any("memory cap H" in n for n in m.notes)
+
+
+def test_the_cli_refuses_a_memory_cap_beyond_a_float_with_exit_2(capsys):
+    from shardalg.cli import main
+
+    prog = "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; Tmp[B, F] * W_out[F, D] -> Out[B, D]"
+    assert main(["strategy-map", prog, "--mesh", "X=4", "--hw", "tpu-v5p", "--memory", "9" * 400]) == 2
+    err = capsys.readouterr().err
+    assert "finite number of bytes" in err and "Traceback" not in err

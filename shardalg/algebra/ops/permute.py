@@ -1,4 +1,4 @@
-"""Permute: swap two axis names everywhere (whole shards move point to point): its rule (precondition, effect,
+"""Permute: swap two axis names (or rename several in a cycle) everywhere (whole shards move point to point): its rule (precondition, effect,
 moves), transpose, bytes and printed form, in one record.
 """
 
@@ -19,38 +19,48 @@ from .shared import show, swap
 
 
 def permute_problem(lay: Layout, axes: Axes, mesh: Mesh) -> str | None:
-    """Why Permute_{x,y} cannot move ``lay`` (None when it can): it moves whole shards, so every device's
-    local shape must stay, and partial sums cannot be re-split over an axis of another size."""
-    x, y = axes
-    sx, sy = mesh[x].size, mesh[y].size
-    if sx is not None and sx == sy:
+    """Why Permute over ``axes`` cannot move ``lay`` (None when it can): it moves whole shards, so every
+    device's local shape must stay, and partial sums cannot be re-split over an axis of another size."""
+    sizes = [mesh[a].size for a in axes]
+    if sizes[0] is not None and all(n == sizes[0] for n in sizes):
         return None
     after = swap(lay, axes)
+    shown = " and ".join(f"|{a}| = {n or a}" for a, n in zip(axes, sizes, strict=True))
+
+    def same(before: Axes, now: Axes) -> bool:  # the same number of blocks (by name when a size is unknown)
+        known = [mesh[a].size for a in (*before, *now)]
+        if all(n is not None for n in known):
+            return mesh.known_group(tuple(before)) == mesh.known_group(tuple(now))
+        return sorted(before) == sorted(now)
+
     for before_axes, after_axes in zip(lay.dims, after.dims, strict=True):
-        if sorted(before_axes) != sorted(after_axes):
-            return f"|{x}| = {sx or x} and |{y}| = {sy or y} differ, so the local shape would change"
-    if (x in lay.unreduced) != (y in lay.unreduced):
-        return f"partial sums over {x} cannot become partial sums over {y} of another size"
+        if not same(before_axes, after_axes):
+            return f"{shown} differ, so the local shape would change"
+    if not same(lay.unreduced, after.unreduced):
+        was, now = ", ".join(lay.unreduced), ", ".join(after.unreduced)
+        return f"partial sums over {was} cannot become partial sums over {now} of another size"
     return None
 
 
 def permute_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
-    if len(axes) != 2:
+    if len(axes) < 2 or len(set(axes)) != len(axes):
         raise IllegalCollective(
-            f"Permute swaps two mesh axes, not {len(axes)} ({', '.join(axes)})", fix="write Permute_{X,Y}"
+            f"Permute swaps two mesh axes (or renames several distinct ones in a cycle), not {len(axes)} "
+            f"({', '.join(axes)})",
+            fix="write Permute_{X,Y} (a swap) or Permute_{X,Y,Z} (X to Y, Y to Z, Z to X)",
         )
     why = permute_problem(Layout.of(t), axes, mesh)
     if why is not None:
         raise IllegalCollective(
-            f"Permute_{{{axes[0]},{axes[1]}}} cannot re-lay {show(t)}: {why}",
-            fix=f"AllGather then Slice, or AllToAll, to move the sharding between {axes[0]} and {axes[1]}",
+            f"Permute_{{{','.join(axes)}}} cannot re-lay {show(t)}: {why}",
+            fix=f"AllGather then Slice, or AllToAll, to move the sharding between {' and '.join(axes)}",
         )
 
 
 def permute_effect(lay: Layout, axes: Axes, dim: int | None) -> Layout:
-    """The swap of two axes; anything else (its precondition's to refuse) leaves the layout as it is, so the
-    value of an illegal Permute can still be read while its error is reported."""
-    return swap(lay, axes) if len(axes) == 2 else lay
+    """The cyclic renaming of the axes (two: a swap); anything else (its precondition's to refuse) leaves the
+    layout as it is, so the value of an illegal Permute can still be read while its error is reported."""
+    return swap(lay, axes) if len(axes) >= 2 and len(set(axes)) == len(axes) else lay
 
 
 def permute_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
@@ -66,6 +76,9 @@ def permute_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
 def permute_explain(axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
     what = "blocks of partial sums" if set(axes) & set(before.unreduced) else "shards"
     name = before.name or "the tensor"
+    if len(axes) > 2:
+        cycle = ", ".join(f"{a} to {axes[(i + 1) % len(axes)]}" for i, a in enumerate(axes))
+        return f"Permute: rename {cycle} in {name}; whole {what} move point to point"
     return f"Permute: swap {axes[0]} and {axes[1]} in {name}; whole {what} move point to point"
 
 
@@ -74,8 +87,10 @@ RECORD = CollectiveRecord(
     doc="""Permute_{X,Y}: A[I_X, J] -> A[I_Y, J], I_XY -> I_YX   swap the names X and Y; shards move point to point
     A[I_X] on X=2, Y=2:  (x,y)=(0,0): a0  (0,1): a0  (1,0): a1  (1,1): a1
                      ->  (x,y)=(0,0): a0  (0,1): a1  (1,0): a0  (1,1): a1   device (x,y) fetches from (y,x)
-    legal when no device's local shape changes; backward: Permute_{X,Y} (the swap is its own inverse)""",
-    transpose=Transpose(Op.PERMUTE, DimMap.NONE, "the inverse permutation", "a swap is self-inverse"),
+    Permute_{X,Y,Z} renames X to Y, Y to Z, Z to X (one collective-permute; XLA's K_{X,Y:(1)2} -> K_Y)
+    legal when no device's local shape changes; backward: the inverse cycle, Permute_{Z,Y,X} (a swap is its
+    own inverse)""",
+    transpose=Transpose(Op.PERMUTE, DimMap.NONE, "the inverse permutation", "the cycle reversed", True),
     volume=Volume.INPUT_LOCAL,
     factor=Fraction(1),
     group_view=False,

@@ -66,6 +66,7 @@ class Transpose:
     dim: DimMap
     placement: str
     note: str
+    reverse_axes: bool = False  # the backward runs over 3+ axes in reverse order (a cycle's inverse)
 
 
 # (layout, axes, dim index) -> None or raise; the Tensor is passed for messages.

@@ -91,11 +91,12 @@ def ordered_subsets(axes: Axes) -> Iterator[Axes]:
 
 
 def swap(lay: Layout, axes: Axes) -> Layout:
-    x, y = axes
-    sw = {x: y, y: x}
+    """The names of ``axes`` renamed in a cycle, each to the next (``(X, Y)``: a swap; ``(X, Y, Z)``: X to Y,
+    Y to Z, Z to X), in every dim, the partial sums and the invariants."""
+    sw = {a: axes[(i + 1) % len(axes)] for i, a in enumerate(axes)}
 
     def s(names: Axes) -> Axes:
-        if x not in names and y not in names:
+        if not set(names) & sw.keys():
             return names
         return tuple(sw.get(a, a) for a in names)
 
