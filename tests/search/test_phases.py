@@ -120,7 +120,10 @@ def test_each_step_is_priced_once_and_the_whole_is_joined_from_the_phases(monkey
     whole = part.cost.whole
     assert [ph.name for ph in part.cost.phases] == ["forward", "backward"]
     assert len(calls) == len(whole.steps)
-    assert all(a is b for a, b in zip(whole.steps, [s for ph in part.cost.phases for s in ph.cost.steps]))
+    assert all(
+        a is b
+        for a, b in zip(whole.steps, [s for ph in part.cost.phases for s in ph.cost.steps], strict=True)
+    )
     assert r.seconds == pytest.approx(sum(ph.cost.seconds for ph in part.cost.phases))
     # one set of accessors over light terms serves a plan's cost and a phased one (costs/totals.py)
     assert part.cost.term("total") == part.cost.total and part.cost.flops == whole.flops
