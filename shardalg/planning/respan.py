@@ -2,12 +2,13 @@
 
 The planner's memos (:mod:`shardalg.cache`) are keyed by value, and a span takes no part in ``==``: an answer,
 or a piece of one, made for an equal statement written elsewhere (another text, extra spaces, or built in
-code) holds tensors that carry that statement's positions. :func:`respanned` gives every tensor of the plans
-the spans of the statement the caller wrote, whatever made it: a tensor named as one of the statement's
-tensors takes that tensor's span (any other tensor none), and each of its dims the span of the dim with the
-same label in the statement's tensor of that name, else in the first of the statement's tensors that has
-one (else none). So an answer's spans are a function of its value and the caller's statement alone: a warm
-answer points where a fresh one does. Values passed on by identity stay so (one new tensor for each).
+code) holds tensors that carry that statement's positions. :func:`respanned` points every located tensor of
+the plans into the statement the caller wrote, whatever made it: a tensor with a span, named as one of the
+statement's tensors, takes that tensor's span (any other tensor none), and each dim with a span the span of
+the dim with the same label in the statement's tensor of that name, else in the first of the statement's
+tensors that has one (else none); what has no span keeps none (a tensor the planner made, not read from
+the text). A warm answer then points where a fresh one does. Values passed on by identity stay so (one new
+tensor for each).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class _Spans:
         self.made: dict[int, Tensor] = {}
 
     def of_dim(self, name: str | None, d: Dim) -> Dim:
+        if d.span is None:
+            return d
         key = (name, d.label)
         span = self.dim[key] if key in self.dim else self.label.get(d.label)
         return d if d.span is span else Dim(d.name, d.axes, d.size, span=span)
@@ -64,7 +67,7 @@ class _Spans:
         if got is not None:
             return got
         dims = tuple([self.of_dim(t.name, d) for d in t.dims])
-        span = self.tensor.get(t.name)
+        span = None if t.span is None else self.tensor.get(t.name)
         if span is t.span and all(a is b for a, b in zip(dims, t.dims, strict=True)):
             got = t
         else:
