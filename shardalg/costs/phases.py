@@ -22,14 +22,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sympy import Expr
-
+from shardalg.notation.plan import Plan
 from shardalg.planning.overlap import OverlapPolicy
 
-from .plancost import PlanCost
+from .costmodel import CostModel
+from .plancost import PlanCost, joined, priced
 from .terms import Term, add
+from .totals import CostTotals
 
-__all__ = ["Phase", "PhasedCost", "phased", "PHASES"]
+__all__ = ["Phase", "PhasedCost", "phased", "priced_by_phase", "PHASES"]
 
 PHASES = ("forward", "backward")  # the phases of a training step, in order
 
@@ -42,7 +43,7 @@ class Phase:
     cost: PlanCost
 
 
-class PhasedCost:
+class PhasedCost(CostTotals):
     """A step's cost from its phases. ``whole`` is every step of the step as one plan (its compute, HBM and
     FLOPs are the same whatever overlaps; under ``schedule`` and ``serial`` its total is the step's);
     under ``steady`` ``total`` is the sum over phases of each phase's steady total, and ``comms`` the sum of
@@ -69,26 +70,6 @@ class PhasedCost:
     def evaluate(self, expr: object) -> float | None:
         return self.whole.evaluate(expr)
 
-    @property
-    def compute(self) -> Expr:
-        return self.light("compute").sympy()
-
-    @property
-    def comms(self) -> Expr:
-        return self.light("comms").sympy()
-
-    @property
-    def memory(self) -> Expr:
-        return self.light("memory").sympy()
-
-    @property
-    def total(self) -> Expr:
-        return self.light("total").sympy()
-
-    @property
-    def seconds(self) -> float | None:
-        return self.evaluate(self.light("total"))
-
     def phase_of(self, index: int) -> str:
         """The phase the ``index``-th step of ``whole`` belongs to (phases list their steps in order)."""
         at = 0
@@ -106,3 +87,23 @@ def phased(whole: PlanCost, phases: Sequence[Phase]) -> PhasedCost:
     if sum(len(p.cost.steps) for p in got.phases) != len(whole.steps):
         raise ValueError("the phases' steps must be the whole step's, in order")
     return got
+
+
+def _as_plan(plans: Sequence[Plan], note: str) -> Plan | None:
+    steps = tuple(s for p in plans for s in p.steps)
+    return Plan((), steps, steps[-1].output, note=note) if steps else None
+
+
+def priced_by_phase(
+    name: str, phases: Sequence[tuple[str, Sequence[Plan]]], mesh, sizes, costs: CostModel
+) -> PhasedCost | None:
+    """The step ``name`` whose phases run ``phases`` (each a phase's name and its plans, in order) on
+    ``mesh`` with ``sizes`` under ``costs``: each phase's plans priced once, as one plan, and the whole step
+    joined from them (:func:`~shardalg.costs.plancost.joined`: every step priced once, the whole's schedule
+    over all of them); None when no phase has a step."""
+    named = [(n, _as_plan(plans, f"{name} {n}")) for n, plans in phases]
+    parts = [Phase(n, priced(plan, mesh, sizes, costs)) for n, plan in named if plan is not None]
+    whole = _as_plan([plan for _, plan in named if plan is not None], name)
+    if whole is None:
+        return None
+    return phased(joined(whole, [p.cost for p in parts]), parts)

@@ -15,7 +15,7 @@ sympy expressions made on first use.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import sympy
 from sympy import Expr
@@ -40,10 +40,12 @@ from .schedule import OverlapPolicy
 from .stepcost import Options, _collective
 from .steps import StepCost, fast_seconds, numeric, step_cost, step_weights
 from .terms import ZERO, Point, Term, add, maximum, point
+from .totals import TERMS, CostTotals
 
 __all__ = [
     "PlanCost",
     "plan_cost",
+    "joined",
     "priced",
     "plan_of",
     "cost",
@@ -53,10 +55,8 @@ __all__ = [
     "collective_cost",
 ]
 
-TERMS = ("comms", "compute", "memory", "total", "flops")
 
-
-class PlanCost:
+class PlanCost(CostTotals):
     """A plan's cost: per-step breakdown and totals under an overlap policy.
 
     ``overlap`` is the policy (``schedule``, ``steady`` or ``serial``, see :mod:`shardalg.costs.schedule`):
@@ -146,34 +146,8 @@ class PlanCost:
         return got
 
     @property
-    def comms(self) -> Expr:
-        return self.light("comms").sympy()
-
-    @property
     def comms_serial(self) -> Expr:
         return add(*(s.comms for s in self.steps)).sympy()
-
-    @property
-    def flops(self) -> Expr:
-        return self.light("flops").sympy()
-
-    @property
-    def compute(self) -> Expr:
-        return self.light("compute").sympy()
-
-    @property
-    def memory(self) -> Expr:
-        return self.light("memory").sympy()
-
-    @property
-    def total(self) -> Expr:
-        return self.light("total").sympy()
-
-    def term(self, name: str) -> Expr:
-        """One of ``comms``, ``compute``, ``memory``, ``total`` by name (the derivations' regimes)."""
-        if name not in ("comms", "compute", "memory", "total"):
-            raise UsageError(f"a plan cost has comms, compute, memory and total, not {name!r}")
-        return self.light(name).sympy()
 
     def evaluate(self, expr: object) -> float | None:
         """A term or sympy expression at the chip's numbers; None while a symbol is unbound."""
@@ -181,10 +155,6 @@ class PlanCost:
             got = expr.evaluate(self._point)
             return None if got is None else float(got)
         return numeric(expr, self.values)
-
-    @property
-    def seconds(self) -> float | None:
-        return self.evaluate(self.light("total"))
 
     def latex(self) -> str:
         return sympy.latex(self.total, symbol_names=latex_names())
@@ -259,6 +229,22 @@ class PlanCost:
 def _priced(plan: Plan, opts: Options, costs: CostModel, notes: tuple[str, ...] = ()) -> PlanCost:
     steps = tuple([step_cost(s, opts) for s in plan.steps])
     return PlanCost(steps, costs, dict(opts.values), notes, at=opts.point, producers=plan.producers)
+
+
+def joined(plan: Plan, parts: Sequence[PlanCost]) -> PlanCost:
+    """The cost of ``plan``, whose steps are ``parts``' steps in order, each part priced already under one
+    cost model, mesh and sizes: no step is priced again; the schedule is ``plan``'s (a step may wait for a
+    step of an earlier part)."""
+    if not parts:
+        raise ValueError("a joined cost needs at least one part")
+    first = parts[0]
+    if any(p.costs != first.costs or p.values != first.values for p in parts[1:]):
+        raise ValueError("the parts of a joined cost are priced under one cost model and one set of sizes")
+    steps = tuple(s for p in parts for s in p.steps)
+    if tuple(s.step for s in steps) != plan.steps:
+        raise ValueError("the parts' steps must be the plan's, in order")
+    notes = tuple(n for p in parts for n in p.notes)
+    return PlanCost(steps, first.costs, first.values, notes, at=first._point, producers=plan.producers)
 
 
 def plan_cost(

@@ -31,8 +31,7 @@ from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.efficiency import Efficiencies
 from shardalg.costs.hardware import Chip
-from shardalg.costs.phases import PHASES, Phase, PhasedCost, phased
-from shardalg.costs.plancost import priced
+from shardalg.costs.phases import PHASES, PhasedCost, priced_by_phase
 from shardalg.costs.schedule import OverlapPolicy, lanes_of
 from shardalg.costs.terms import Term, point
 from shardalg.errors import UsageError
@@ -69,25 +68,12 @@ def _cost_model(
     return CostModel.of(chip, overlap=policy, hbm=_hbm_names(a), efficiency=efficiency)
 
 
-def _as_plan(plans: list[Plan], name: str) -> Plan | None:
-    steps = tuple(s for p in plans for s in p.steps)
-    return Plan((), steps, steps[-1].output, note=name) if steps else None
-
-
 def _part_cost(name: str, phases: list[list[Plan]], a: Analysis, costs: CostModel) -> PhasedCost | None:
-    """The plans of one part as one plan, priced under the cost model, with each phase's plans priced apart
-    (what overlaps what: :mod:`shardalg.costs.phases`); None when it has no step."""
-    m = a.model
-    plan = _as_plan([p for phase in phases for p in phase], name)
-    if plan is None:
-        return None
-    whole = priced(plan, m.mesh, m.sizes, costs)
-    parts = []
-    for phase_name, plans in zip(PHASES, phases, strict=False):
-        got = _as_plan(plans, f"{name} {phase_name}")
-        if got is not None:
-            parts.append(Phase(phase_name, priced(got, m.mesh, m.sizes, costs)))
-    return phased(whole, parts)
+    """The plans of one part priced by phase (what overlaps what: :mod:`shardalg.costs.phases`): each phase's
+    plans once, the part as a whole joined from them; None when it has no step."""
+    if len(phases) > len(PHASES):
+        raise ValueError(f"a part has at most {len(PHASES)} phases ({', '.join(PHASES)}), not {len(phases)}")
+    return priced_by_phase(name, list(zip(PHASES, phases, strict=False)), a.model.mesh, a.model.sizes, costs)
 
 
 def _whole_step(policy: OverlapPolicy, compute, memory, comms, scheduled, *, add, big):

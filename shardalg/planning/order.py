@@ -13,11 +13,8 @@ from typing import Any
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Bytes, Sizes, move_bytes, rank_table, step_rank
-from shardalg.cache import Kind, memoized
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
-
-from .memo import Memo, per_object
 
 __all__ = ["plan_bytes", "default_key", "BytesKey", "HeadKey", "weighed_key", "sort_plans", "plan_text_key"]
 
@@ -39,14 +36,9 @@ class BytesKey:
 
     def __init__(self, mesh: Mesh, sizes: Sizes):
         self.mesh, self.sizes, self.table = mesh, sizes, rank_table(mesh)
-        # per step object, shared by the keys of one mesh and sizes (the planner's and a ranking's)
-        self._ranks: Memo = step_ranks(mesh, sizes)
 
     def head(self, plan: Plan) -> tuple[int, int]:
-        ranks = self._ranks
-        if len(ranks) >= RANKS_KEPT:
-            ranks.clear()
-        ranked = sum([per_object(ranks, s, self._rank) for s in plan.steps])
+        ranked = sum([self._rank(s) for s in plan.steps])
         return ranked, len(plan.steps)
 
     def _rank(self, s: Step) -> int:
@@ -54,15 +46,6 @@ class BytesKey:
 
     def __call__(self, plan: Plan) -> Any:
         return (*self.head(plan), plan_text_key(plan))
-
-
-RANKS_KEPT = 1 << 14  # step ranks kept per mesh and sizes before the memo starts again
-
-
-@memoized(Kind.PIECE)
-def step_ranks(mesh: Mesh, sizes: Sizes) -> Memo:
-    """The memo of step ranks by step object for one mesh and sizes (see :class:`BytesKey`)."""
-    return {}
 
 
 def default_key(mesh: Mesh, sizes: Sizes) -> BytesKey:

@@ -47,6 +47,7 @@ from .order import default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .ranking import Key, Ranking, Weigh
 from .redistribute import plan_bytes, redistribute
+from .respan import respanned, written_tensors
 from .space import searching
 
 __all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
@@ -160,7 +161,10 @@ def plans(
     found = _plans(p, key, weigh, limits, overlap, by)
     if not found.complete:
         warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
-    return Plans(found, found.complete, found.note, columns)
+    # the one place spans are settled: memos are keyed by value, so pieces may come from an equal statement
+    # written elsewhere; every tensor points into what this caller wrote
+    own = respanned(found, written_tensors(p.statement, p.target))
+    return Plans(own, found.complete, found.note, columns)
 
 
 def _plans(

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from shardalg.cache import Kind, memoized
+
 from .conditions import Atom
 
 __all__ = ["TOL", "slack", "nonempty", "implies", "simplify", "interior_point", "contained"]
@@ -29,13 +31,15 @@ def _matrix(atoms: Sequence[Atom]) -> tuple[list[list[float]], list[float]]:
     return rows, rhs
 
 
-LP_CALLS = [0]  # linear programs solved since import (read before and after a map to count its LPs)
+# Linear programs posed since import (read before and after a map to count its LPs). Each is answered once per
+# value of its atoms through the cache layer; a repeat counts too, so a map's count does not depend on what
+# ran before it.
+LP_CALLS = [0]
 
 
 def _linprog(c, a_ub, b_ub, bounds):
     from scipy.optimize import linprog  # lazy: scipy's import costs ~0.3 s
 
-    LP_CALLS[0] += 1
     return linprog(c, A_ub=a_ub or None, b_ub=b_ub or None, bounds=bounds, method="highs")
 
 
@@ -43,6 +47,15 @@ def _solve_slack(atoms: Sequence[Atom], dims: int, box: float = BOX) -> tuple[fl
     """(largest slack, a point attaining it): maximize s subject to λ·y + s <= -log c, s <= 1, |y| <= box."""
     if not atoms:
         return 1.0, [0.0] * dims
+    LP_CALLS[0] += 1
+    s, y = _slack_lp(tuple(atoms), dims, box)
+    return s, None if y is None else list(y)
+
+
+@memoized(Kind.PIECE)
+def _slack_lp(atoms: tuple[Atom, ...], dims: int, box: float) -> tuple[float, tuple[float, ...] | None]:
+    """:func:`_solve_slack`'s LP, by the atoms' values (the regions of one map, and the maps of one program
+    under other formats or chips, pose the same LPs)."""
     rows, rhs = _matrix(atoms)
     a_ub = [r + [1.0] for r in rows]
     res = _linprog([0.0] * dims + [-1.0], a_ub, rhs, [(-box, box)] * dims + [(None, 1.0)])
@@ -50,7 +63,7 @@ def _solve_slack(atoms: Sequence[Atom], dims: int, box: float = BOX) -> tuple[fl
         return float("-inf"), None
     if res.status != 0:
         raise RuntimeError(f"HiGHS failed on a region's feasibility LP: {res.message}")
-    return -float(res.fun), [float(v) for v in res.x[:dims]]
+    return -float(res.fun), tuple([float(v) for v in res.x[:dims]])
 
 
 def slack(atoms: Sequence[Atom], dims: int) -> float:
@@ -92,6 +105,13 @@ def implies(atoms: Sequence[Atom], target: Atom, dims: int) -> bool:
         return False
     if _parallel(atoms, target):
         return True
+    LP_CALLS[0] += 1
+    return _implies_lp(tuple(atoms), target, dims)
+
+
+@memoized(Kind.PIECE)
+def _implies_lp(atoms: tuple[Atom, ...], target: Atom, dims: int) -> bool:
+    """:func:`implies`'s LP (maximize the target's left side over the polyhedron), by the atoms' values."""
     rows, rhs = _matrix(atoms)
     c = [-float(k) for k in target.lam]
     res = _linprog(c, rows, rhs, [(-BOX, BOX)] * dims)

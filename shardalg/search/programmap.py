@@ -32,8 +32,7 @@ from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.symbols import axis_size, device_count, dim_size, links, quantity
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
-from shardalg.costs.phases import Phase, PhasedCost, phased
-from shardalg.costs.plancost import priced
+from shardalg.costs.phases import PhasedCost, priced_by_phase
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.models.analysis import analyze
@@ -187,20 +186,14 @@ def _plans(
     return chosen, [(k, v) for k, v in report.notes if k not in ("layers", "mode")], state, kept
 
 
-def _as_plan(plans: list[Plan]) -> Plan:
-    steps = tuple(s for p in plans for s in p.steps)
-    return Plan((), steps, steps[-1].output)
-
-
 def _cost(
     phases: list[tuple[str, list[Plan]]], axes: tuple[str, ...], costs: CostModel
 ) -> tuple[PhasedCost, dict[str, Expr]]:
     """The passes priced by phase (:mod:`shardalg.costs.phases`: under ``steady`` each collective overlaps
     its own phase's compute), and the parts that name its terms."""
-    mesh = Mesh({ax: None for ax in axes})
-    whole = priced(_as_plan([p for _, phase in phases for p in phase]), mesh, {}, costs)
-    named = [Phase(n, priced(_as_plan(ps), mesh, {}, costs)) for n, ps in phases if ps]
-    pc = phased(whole, named)
+    pc = priced_by_phase("step", phases, Mesh({ax: None for ax in axes}), {}, costs)
+    if pc is None:
+        raise UsageError("the strategy's passes have no step to price", rule="parameters")
     parts: dict[str, Expr] = {"compute": pc.compute}
     for s in pc.steps:
         if s.step.communicates:

@@ -88,3 +88,46 @@ def test_a_plan_does_not_depend_on_what_an_earlier_query_closed() -> None:
     sa.backward("In[B_X, D] · W[D_X, F] -> Out[B_X, F]", MESH, sizes=sizes)
     assert texts() == alone
     assert any("Slice_{Y,K}" in t for t in alone)
+
+
+def _tensor_spans(found: Any) -> list[tuple[object, ...]]:
+    """Every tensor of every plan (inputs, each step's inputs and output, the output) with its own span and
+    its dims' spans, in order."""
+    out = []
+    for p in found:
+        for t in (*p.inputs, *(x for s in p.steps for x in (*s.inputs, s.output)), p.output):
+            out.append((t.name, t.span, *(d.span for d in t.dims)))
+    return out
+
+
+SPACED = "X[B_X,   D_Y]  ·  W[D_Y,  F]   ->   Z[B,  F_X]"
+
+
+def test_an_equal_statement_written_with_other_spaces_gets_its_own_spans() -> None:
+    """The same statement written with extra spaces, after the first: its plans' tensors point into its own
+    text, as in a fresh process (the planner's memos are keyed by value, and spans take no part in ==)."""
+    sa.clear_caches()
+    alone = _tensor_spans(sa.plans(SPACED, "X=2,Y=2"))
+    sa.clear_caches()
+    sa.plans("X[B_X, D_Y] · W[D_Y, F] -> Z[B, F_X]", "X=2,Y=2")
+    assert _tensor_spans(sa.plans(SPACED, "X=2,Y=2")) == alone
+    assert any(span is not None for row in alone for span in row[1:])
+
+
+def test_a_statement_built_without_text_gets_no_spans_of_an_earlier_text() -> None:
+    from shardalg.notation.parse import parse
+    from shardalg.notation.syntax import Node
+
+    def bare(x: Any) -> Any:  # the same value, made without spans (as code builds one)
+        if isinstance(x, Node):
+            return type(x)(*(bare(a) for a in x.args))
+        return tuple(bare(a) for a in x) if isinstance(x, tuple) else x
+
+    text = "X[B_X, D_Y] · W[D_Y, F] -> Z[B, F_X]"
+    stmt = bare(parse(text).statements[0])
+    assert stmt.result.span is None and stmt.result.dims[0].span is None
+    sa.clear_caches()
+    alone = _tensor_spans(sa.plans(stmt, "X=2,Y=2"))
+    sa.clear_caches()
+    sa.plans(text, "X=2,Y=2")
+    assert _tensor_spans(sa.plans(stmt, "X=2,Y=2")) == alone

@@ -99,3 +99,31 @@ def test_a_step_is_its_phases_under_steady():
     assert serial.seconds == pytest.approx(
         whole.evaluate(whole.light("compute")) + whole.evaluate(whole.light("comms"))
     )
+
+
+def test_each_step_is_priced_once_and_the_whole_is_joined_from_the_phases(monkeypatch):
+    """The phases are priced, the whole step is made of their step costs (not priced again): one step_cost
+    call per step of the step, and the whole's step costs are the phases' own objects, in order."""
+    import shardalg.costs.plancost as plancost
+
+    calls = []
+    real = plancost.step_cost
+
+    def counting(step, opts):
+        calls.append(step)
+        return real(step, opts)
+
+    monkeypatch.setattr(plancost, "step_cost", counting)
+    p = "params W\nIn[B_X, D] * W[D, F] -> Out[B_X, F]"
+    r = sa.step_time(p, mesh="X=8", sizes={"B": 8, "D": 8192, "F": 8192}, hw="tpu-v5p", overlap="steady")
+    (part,) = r.parts
+    whole = part.cost.whole
+    assert [ph.name for ph in part.cost.phases] == ["forward", "backward"]
+    assert len(calls) == len(whole.steps)
+    assert all(
+        a is b
+        for a, b in zip(whole.steps, [s for ph in part.cost.phases for s in ph.cost.steps], strict=True)
+    )
+    assert r.seconds == pytest.approx(sum(ph.cost.seconds for ph in part.cost.phases))
+    # one set of accessors over light terms serves a plan's cost and a phased one (costs/totals.py)
+    assert part.cost.term("total") == part.cost.total and part.cost.flops == whole.flops

@@ -234,3 +234,21 @@ def test_the_cli_refuses_a_memory_cap_beyond_a_float_with_exit_2(capsys):
     assert main(["strategy-map", prog, "--mesh", "X=4", "--hw", "tpu-v5p", "--memory", "9" * 400]) == 2
     err = capsys.readouterr().err
     assert "finite number of bytes" in err and "Traceback" not in err
+
+
+def test_a_map_poses_the_same_linear_programs_whatever_ran_before_and_solves_each_once(monkeypatch):
+    """Each LP is answered once per value of its atoms (the cache layer): the same map again, in another
+    format or on another chip, solves none, and reports the same count of LPs posed."""
+    from shardalg.search import polyhedra
+
+    solved = []
+    real = polyhedra._linprog
+    monkeypatch.setattr(polyhedra, "_linprog", lambda *a: solved.append(1) or real(*a))
+    program = "params W\nIn[B, D] * W[D, F] -> Out[B, F]"
+    sa.clear_caches()
+    first = sa.strategy_map(program, mesh="X=4", hw="tpu-v5p", names=("DP", "FSDP", "TP"))
+    assert first.lps >= len(solved) > 0  # a repeat within the map is answered from the first
+    before = len(solved)
+    again = sa.strategy_map(program, mesh="X=4", hw="h100", names=("DP", "FSDP", "TP"))
+    assert again.lps == first.lps and len(solved) == before
+    assert str(again.map) == str(first.map)
