@@ -217,7 +217,17 @@ def _draw(
     labels = []
     try:
         cmap = ListedColormap(["white"] + [COLORS[k % len(COLORS)] for k in range(len(parents))])
-        ax.pcolormesh(xs, ys, cat + 1, cmap=cmap, vmin=0, vmax=len(parents), shading="nearest", alpha=0.35)
+        ax.pcolormesh(
+            xs,
+            ys,
+            cat + 1,
+            cmap=cmap,
+            vmin=0,
+            vmax=len(parents),
+            shading="nearest",
+            alpha=0.35,
+            rasterized=True,  # one image in a PDF or SVG, not a path per pixel (57,600 at the default grid)
+        )
         if len(shares) > 1:
             ax.contour(xs, ys, cat, levels=np.arange(len(parents)) + 0.5, colors="black", linewidths=0.8)
         for k, p in enumerate(parents):
