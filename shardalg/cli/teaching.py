@@ -258,7 +258,7 @@ def _plot(args: argparse.Namespace) -> int:
     caption = f"{what} on {hw_name}; mesh {the_mesh.text().removeprefix('mesh ')}" + (
         f"; {given}" if given else ""
     )
-    title = args.title if args.title is not None else f"{what} against {args.over}"
+    title = args.title if args.title is not None else f"{what} against ${args.over}$"
     try:
         curves = crossover_plot(
             cost_a, cost_b, over=over, lo=lo, hi=hi, out=args.out, labels=labels, title=title, caption=caption

@@ -21,8 +21,8 @@ from shardalg.notation.printing import latex
 from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.numeric.proofs import run_all, sym_latex
 
-from .costs import QUESTION_4, draw_question_4, fsdp_tp_cost
-from .document import Display, Math, Prose, Raw, Section, md_text, tex_text, text_math
+from .costs import QUESTION_4, draw_question_4, fsdp_tp_cost, question_4_caption
+from .document import Display, Figure, Math, Prose, Raw, Section, md_text, tex_text, text_math
 from .mathtext import number_latex
 
 __all__ = ["derivations", "proofs", "seed_questions", "question_4_costs", "aligned_derivation", "lemma_block"]
@@ -279,14 +279,7 @@ def _question_4(out_dir: Path | None) -> Section:
         figure = draw_question_4(out_dir / FIGURE)
         if figure is not None:
             draw_question_4(out_dir / WEB_FIGURE)
-            blocks.append(
-                Raw(
-                    "\\begin{center}\n\\includegraphics[width=0.8\\textwidth]{"
-                    + FIGURE
-                    + "}\n\\end{center}\n",
-                    f"![Question 4: the crossover of the two strategies]({WEB_FIGURE})\n",
-                )
-            )
+            blocks.append(Figure(FIGURE, WEB_FIGURE, question_4_caption()))
     return Section("Question 4: AllGather the weights, or AllReduce the partial sums?", tuple(blocks))
 
 

@@ -43,7 +43,9 @@ IMPLEMENTATION_WORDS = ("engine", "executor", "module", "sympy", "numpy", "lambd
 def module_names() -> set[str]:
     import shardalg
 
-    return {part for m in pkgutil.walk_packages(shardalg.__path__, "shardalg.") for part in m.name.split(".")[1:]}
+    return {
+        part for m in pkgutil.walk_packages(shardalg.__path__, "shardalg.") for part in m.name.split(".")[1:]
+    }
 
 
 def implementation_words(text: str) -> list[str]:
@@ -73,7 +75,9 @@ def test_the_course_notes_build_a_pdf_with_contents_and_no_implementation_words(
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"shardalg-notes\.pdf \(pdflatex ran [23] times", done.stdout), done.stdout
     pdf = tmp_path / "n" / "shardalg-notes.pdf"
-    layout = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True)
+    layout = subprocess.run(
+        ["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True
+    )
     contents = layout.stdout.split("Contents", 1)[1].split("\f", 1)[0]
     # each section is listed with its number and page: the contents list is filled, not left for a rerun
     for number, title in (
@@ -84,7 +88,10 @@ def test_the_course_notes_build_a_pdf_with_contents_and_no_implementation_words(
         ("9", "Inference: serving under a memory cap"),
         ("A", "Proofs"),
     ):
-        assert re.search(rf"^{number}\s+{re.escape(title)}.*?\d+\s*$", contents, flags=re.M), (title, contents)
+        assert re.search(rf"^{number}\s+{re.escape(title)}.*?\d+\s*$", contents, flags=re.M), (
+            title,
+            contents,
+        )
     body = layout.stdout.split("\f", 1)[1]
     # the proofs come after the chapters, not in the body
     assert body.index("Inference: serving") < body.index("Lemma 1")
