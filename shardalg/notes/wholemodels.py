@@ -18,6 +18,7 @@ from shardalg.models.memory import memory
 from shardalg.models.step import step_time
 from shardalg.notation.printing.display import bytes_both
 from shardalg.numeric.proofs import sym_latex
+from shardalg.pictures.regionmap import region_map
 from shardalg.search.numeric import search
 from shardalg.search.price import time_text
 from shardalg.search.programresult import strategy_map
@@ -139,12 +140,11 @@ def training_strategies(out_dir: Path | None = None) -> Section:
 
 def _draw_map(m: object, out_dir: Path) -> Figure | None:
     try:
-        from shardalg.pictures.regionmap import region_map
-
-        pic = region_map(m, out_dir / MAP_FIGURE)
-        region_map(m, out_dir / MAP_WEB_FIGURE)
-    except ImportError:  # matplotlib is the optional [plot] extra
+        import matplotlib  # noqa: F401
+    except ModuleNotFoundError:  # the optional [plot] extra: the notes go without the picture
         return None
+    pic = region_map(m, out_dir / MAP_FIGURE)
+    region_map(m, out_dir / MAP_WEB_FIGURE)
     v = m.values  # type: ignore[attr-defined]
     names = {s.name: x for s, x in v.items()}
     sizes = _sizes_text(MAP_ON["sizes"])
