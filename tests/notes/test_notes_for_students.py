@@ -157,3 +157,12 @@ def test_markdown_figure_is_for_a_browser() -> None:
     assert figures and all(f.endswith((".svg", ".png")) for f in figures), figures
     for f in figures:
         assert (out / f).read_text().lstrip().startswith(("<?xml", "<svg")) if f.endswith(".svg") else True
+
+
+def test_no_identity_is_shown_as_a_result() -> None:
+    """A derived condition that is the book's, as printed, is shown once ("the same relation"), never as
+    ``Y < F M_Y W/C <=> Y < F M_Y W/C``."""
+    tex = (notes_dir() / "shardalg-notes.tex").read_text()
+    pairs = re.findall(r"\$([^$]*?) \\iff ([^$]*?)\$", tex)
+    assert all(a.strip() != b.strip() for a, b in pairs), [a for a, b in pairs if a.strip() == b.strip()]
+    assert "the same relation" in tex
