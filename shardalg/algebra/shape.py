@@ -134,7 +134,8 @@ _BINARY = (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB
 def _scaled(n: int, units: tuple[tuple[str, int], ...]) -> str | None:
     for unit, scale in units:
         if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
+            v = n / scale  # 1,000 to 1,023 of a binary unit (under the next one) is written out, not 1.02e+03
+            return f"{v:.3g} {unit}" if abs(v) < 1000 else f"{v:,.0f} {unit}"
     return None
 
 

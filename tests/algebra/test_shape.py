@@ -140,6 +140,7 @@ def test_format_bytes():
         format_bytes(-503_621_834_752) == "-503,621,834,752 bytes (-504 GB, -469 GiB)"
     )  # a negative headroom
     assert format_bytes(999) == "999 bytes"
+    assert format_bytes(1_073_000_000) == "1,073,000,000 bytes (1.07 GB, 1,023 MiB)"  # no 1.02e+03
     assert format_bytes(Fraction(3, 2)) == "3/2 bytes"
 
 
