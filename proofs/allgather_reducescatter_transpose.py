@@ -29,7 +29,7 @@ def prove(model=None) -> Lemma:
         r"\textbf{AllGather} = (u \otimes I_n) \otimes I_p, \quad "
         r"\textbf{ReduceScatter} = (u^{T} \otimes I_n) \otimes I_p = \textbf{AllGather}^{T}",
         "Broadcast and reduce are transposes, and the transpose of a Kronecker product is the product of the"
-        " transposes; the executor's operators are exactly these Kronecker products on the stacked buffers.",
+        " transposes; the per-device operators built from the rules are exactly these Kronecker products on the stacked buffers.",
     )
     checks = {
         "reduce": (r"u^{T} \otimes I_n = (u \otimes I_n)^{T}", []),
@@ -74,7 +74,7 @@ def prove(model=None) -> Lemma:
         proof.fact(
             rf"{claim} \quad ({cases})",
             all(results) and len(results) == len(PS) * len(NS),
-            f"exact sympy matrices, all {len(results)} cases",
+            f"exact matrices, all {len(results)} cases",
         )
     k = kron_forms(2, 1)
     x, y = sympy.Matrix([7, 5]), sympy.Matrix([8, 9, 1, 2])
@@ -91,6 +91,6 @@ def prove(model=None) -> Lemma:
         "device 0 keeps 8 + 1, device 1 keeps 9 + 2",
     )
     proof.record(
-        rf"\textbf{{AllGather}}_X = {sym_latex(k.all_gather_op)}", "the executor's matrix, p = 2, n = 1"
+        rf"\textbf{{AllGather}}_X = {sym_latex(k.all_gather_op)}", "the operator's matrix, p = 2, n = 1"
     )
     return proof.lemma()

@@ -36,13 +36,13 @@ def prove(model=None) -> Lemma:
     )
     proof.given(r"V", V, "bytes of the gathered array bf16[I]")
     symbolic = comms_time(plan, ring_mesh(None), model)
-    proof.given(r"T_{\text{engine}}(|X|)", symbolic, "the cost model, axis size left symbolic")
+    proof.given(r"T_{\text{cost}}(|X|)", symbolic, "the cost model, axis size left symbolic")
     bandwidth = sympy.simplify(symbolic.subs(T_min, 0))
     proof.equal(
         bandwidth,
         V / W,
-        "bandwidth-bound (T_min -> 0) term of the engine's cost",
-        name=r"T_{\text{engine}}\big|_{T_{\min}=0}",
+        "bandwidth-bound (T_min -> 0) term of the cost model's time",
+        name=r"T_{\text{cost}}\big|_{T_{\min}=0}",
     )
     proof.zero(
         sympy.diff(bandwidth, X),
@@ -55,7 +55,7 @@ def prove(model=None) -> Lemma:
         complete = all(held == frozenset(range(n)) for held in sched.received)
         one_shard_per_hop &= all(sched.busiest(i) == 1 for i in range(sched.hops))
         proof.fact(
-            rf"\text{{ring of {n}: every device holds all {n} shards after {sched.hops} hops}}",
+            rf"\text{{ring of {n}: every device holds all {n} shards after {sched.hops} hop{'s' if sched.hops != 1 else ''}}}",
             complete and sched.hops == n // 2,
             "simulated bidirectional ring schedule",
         )
@@ -64,8 +64,8 @@ def prove(model=None) -> Lemma:
         proof.equal(
             engine,
             simulated,
-            f"engine cost = simulated ring time for |X| = {n}",
-            name=rf"T_{{\text{{engine}}}}({n})",
+            f"the cost model = simulated ring time for |X| = {n}",
+            name=rf"T_{{\text{{cost}}}}({n})",
             numeric=True,
         )
     proof.fact(
@@ -83,7 +83,7 @@ def prove(model=None) -> Lemma:
     proof.equal(
         (X / 2) * hop,
         bandwidth,
-        "|X|/2 hops of T_hop = the engine's bandwidth term",
+        "|X|/2 hops of T_hop = the cost model's bandwidth term",
         name=r"\frac{|X|}{2} T_{\text{hop}}",
     )
     return proof.lemma()

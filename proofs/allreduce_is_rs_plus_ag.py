@@ -83,7 +83,7 @@ def prove(model=None) -> Lemma:
         proof.fact(
             rf"\textbf{{AllReduce}} = \textbf{{AllGather}} \cdot \textbf{{ReduceScatter}} \text{{ on }} {where}",
             m_ar.shape == (m_ag @ m_rs).shape and bool(np.array_equal(m_ar, m_ag @ m_rs)),
-            f"executor matrices for {tensor}, exact integers",
+            f"per-device matrices for {tensor}, exact integers",
         )
         group = int(np.prod([axes_sizes[a] for a in axes]))
         proof.fact(

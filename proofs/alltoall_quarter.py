@@ -68,8 +68,8 @@ def prove(model=None) -> Lemma:
         proof.equal(
             engine,
             per_device,
-            f"engine AllToAll on a ring of {n} (bandwidth term)",
-            name=rf"T^{{\text{{engine}}}}_{{\textbf{{AllToAll}}}}({n})",
+            f"the cost model's AllToAll on a ring of {n} (bandwidth term)",
+            name=rf"T^{{\text{{cost}}}}_{{\textbf{{AllToAll}}}}({n})",
         )
     ratio = sympy.simplify(
         comms_time(alltoall, ring_mesh(None), model).subs(T_min, 0)
@@ -78,7 +78,7 @@ def prove(model=None) -> Lemma:
     proof.equal(
         ratio,
         sympy.Rational(1, 4),
-        "the engine's AllToAll over its AllGather, |X| symbolic",
+        "the cost model's AllToAll over its AllGather, |X| symbolic",
         name=r"T_{\textbf{AllToAll}} / T_{\textbf{AllGather}}",
     )
     return proof.lemma()

@@ -179,7 +179,7 @@ def bound_steps(
     from shardalg.numeric.proofs import sym_latex
 
     result = derivation.result
-    proof.record(sym_latex(result), "derived by the engine from the plans' costs")
+    proof.record(sym_latex(result), "derived from the plans' costs")
     proof.fact(
         r"\text{the derived condition holds exactly where } " + sym_latex(sympy.Gt(lhs, rhs, evaluate=False)),
         agrees_on_samples(result, lhs, rhs),

@@ -33,7 +33,7 @@ def prove(model=None) -> Lemma:
     pc = fsdp_tp_cost(model)
     x_opt = optimum(pc, over=X, subject_to=sympy.Eq(X * Y, N)).result
     at = {X: x_opt, Y: N / x_opt}
-    proof.given(r"|X|_{\text{opt}}", x_opt, "the engine's optimum (the lemma on the optimal split)")
+    proof.given(r"|X|_{\text{opt}}", x_opt, "the derived optimum (the lemma on the optimal split)")
     comms = proof.given(
         r"T_{\text{comms}}(|X|_{\text{opt}})", sympy.simplify(pc.comms.subs(at)), "the cost model"
     )

@@ -69,7 +69,7 @@ def prove(model=None) -> Lemma:
     on_d = [p for p in parts if D in p.free_symbols]
     rest = [p for p in parts if D not in p.free_symbols]
     proof.fact(
-        r"\text{large batch: } T^{(2)} < T^{(1)}_{\text{compute}} \text{ solved by the engine}",
+        r"\text{large batch: } T^{(2)} < T^{(1)}_{\text{compute}} \text{ solved}",
         agrees_on_samples(result, one.compute, sympy.Max(two.compute, two.comms)),
         "checked at 300 random positive points",
     )
@@ -95,6 +95,6 @@ def prove(model=None) -> Lemma:
         proof.fact(
             rf"\text{{{label} on 4 devices}} = X \cdot Y \text{{ (dense)}}",
             ok,
-            "run by the numeric executor on random data",
+            "run on random data",
         )
     return proof.lemma()

@@ -52,7 +52,7 @@ def prove(model=None) -> Lemma:
     x_opt = d.result
     proof.record(
         rf"|X|_{{\text{{opt}}}} = {sym_latex(x_opt)}",
-        "derived by the engine (where the two terms of the cost cross)",
+        "derived (where the two terms of the cost cross)",
     )
     proof.equal(x_opt, expected, "the book's optimum (its training chapter)", name=r"|X|_{\text{opt}}")
     along = sympy.simplify(comms.subs(Y, N / X))

@@ -50,7 +50,7 @@ def prove(model=None) -> Lemma:
         proof.equal(
             y_max.subs({W_hbm: beta * W, M: 1}),
             F / (B * beta),
-            "with beta = W_hbm / W_ici and one link per axis: the book's Y_max",
+            "with one link per axis and the ratio of bandwidths defined above: the book's Y_max",
             name=r"|Y|_{\max}",
         )
     else:

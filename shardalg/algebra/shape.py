@@ -125,25 +125,30 @@ def _shape_text(dtype: DType, dims: tuple[Size, ...]) -> str:
     return f"{dtype.value}[{', '.join(_str(d) for d in dims)}]"
 
 
-_UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
+# The one unit policy: a byte count is given exactly, then in decimal units (GB = 10^9 bytes, as chips' HBM and
+# memory caps are written) and in binary ones (GiB = 2^30 bytes, as allocators report), each labelled.
+_DECIMAL = (("PB", 10**15), ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
+_BINARY = (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def _scaled(n: int, units: tuple[tuple[str, int], ...]) -> str | None:
+    for unit, scale in units:
+        if abs(n) >= scale:
+            v = n / scale  # 1,000 to 1,023 of a binary unit (under the next one) is written out, not 1.02e+03
+            return f"{v:.3g} {unit}" if abs(v) < 1000 else f"{v:,.0f} {unit}"
+    return None
 
 
 def format_bytes(n: Size) -> str:
-    """``1,048,576 bytes (1 MiB)``; symbolic sizes print as their expression with ``bytes``."""
+    """``1,048,576 bytes (1.05 MB, 1 MiB)``: exact, then in GB-style (10^3) and GiB-style (2^10) units, each
+    labelled (a negative count too); symbolic sizes print as their expression with ``bytes``."""
     if isinstance(n, Fraction) and n.denominator != 1:
         return f"{_str(n)} bytes"
     if not isinstance(n, int | Fraction):
         return f"{n} bytes"
     n = int(n)
-    unit, scaled = "", float(n)
-    for u in _UNITS:
-        if scaled < 1024:
-            break
-        unit, scaled = u, scaled / 1024
-    if not unit:
-        return f"{n:,} bytes"
-    amount = f"{scaled:.0f}" if scaled == int(scaled) else f"{scaled:.3g}"
-    return f"{n:,} bytes ({amount} {unit})"
+    units = [u for u in (_scaled(n, _DECIMAL), _scaled(n, _BINARY)) if u is not None]
+    return f"{n:,} bytes" + (f" ({', '.join(units)})" if units else "")
 
 
 def _normalize(v: Size) -> Size:

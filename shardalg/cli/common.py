@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import textwrap
-from pathlib import Path
 
-from shardalg.errors import FileError, UsageError, closest
+from shardalg.errors import FileError, UsageError
+from shardalg.notation.programarg import PROGRAM_FORMS, looks_like_notation
 from shardalg.planning.overlap import OverlapPolicy
 
 # shtab's marker for "complete a file name here" (shtab.FILE), written out so shtab stays optional
@@ -76,12 +75,6 @@ def read_source(text: str) -> str:
         ) from None
 
 
-# A PROGRAM argument is notation when it holds any of these (no file name or preset name does); else a word.
-_NOTATION = re.compile(r"[\s\[\](){};=,*@·→'\\]|->")
-PROGRAM_FILES = (".sa", ".tex", ".txt")  # what a file name that does not exist is recognised by
-PROGRAM_FORMS = "notation text, - for standard input, a file (.sa, .tex, .txt) or a model preset"
-
-
 def program_text(arg: str) -> str:
     """The notation a PROGRAM (or EXPR) argument gives: the text itself; standard input for ``-``; the file it
     names; or, for a model preset's name (``llama-3-70b``), the program ``shardalg model show NAME`` prints.
@@ -89,10 +82,12 @@ def program_text(arg: str) -> str:
     of these are errors (a FileError; a UsageError with the closest preset)."""
     if arg == "-":
         text = read_source(arg)
-    elif _NOTATION.search(arg) or not arg:
+    elif looks_like_notation(arg):
         text = arg
     else:
-        text = _named_program(arg)
+        from shardalg.models.source import named_program  # the presets load only for a word
+
+        text = named_program(arg)
     if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
         where = {"-": "standard input"}.get(arg, repr(arg))
         raise UsageError(
@@ -100,35 +95,6 @@ def program_text(arg: str) -> str:
             fix=f"give a PROGRAM: {PROGRAM_FORMS} (shardalg model list)",
         )
     return text
-
-
-def _named_program(word: str) -> str:
-    """The program of a file or model preset called ``word``."""
-    from shardalg.models import presets
-
-    path = Path(word).expanduser()
-    if path.is_file() or path.is_dir():
-        try:
-            return path.read_text(encoding="utf-8")
-        except OSError as err:
-            raise file_error(err, "read") from None
-        except UnicodeDecodeError as err:
-            raise FileError(f"cannot read {word}: not UTF-8 text (byte at offset {err.start})") from None
-    if word.lower() in presets.PRESETS:
-        from shardalg.models.expand import expand
-        from shardalg.notation.printing import render
-
-        return render(expand(presets.get(word), "train", None, None), "text")
-    if path.suffix in PROGRAM_FILES or os.sep in word or "/" in word:
-        raise FileError(
-            f"cannot read {word}: no such file", fix=f"PROGRAM is {PROGRAM_FORMS} (shardalg model list)"
-        )
-    near = closest(word, presets.names())
-    guess = f"did you mean {near}? " if near else ""
-    raise UsageError(
-        f"{word!r} is not notation, a file or a model preset",
-        fix=f"{guess}PROGRAM is {PROGRAM_FORMS}: {', '.join(presets.names())}",
-    )
 
 
 def reset_stdin() -> None:

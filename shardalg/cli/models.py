@@ -104,15 +104,27 @@ def _memory(args: argparse.Namespace) -> int:
 
 def _with_remedies(report: Any, as_json: bool) -> dict[str, Any] | str:
     """The report, and when it does not fit, what would make it fit (each change priced)."""
-    from shardalg.models.advice import to_fit
+    from shardalg.models.advice import smallest, to_fit
 
     remedies = to_fit(report)
+    best = smallest(remedies)
     if as_json:
-        return {**report.to_json(), "to_fit": [r.to_json() for r in remedies]}
+        return {
+            **report.to_json(),
+            "to_fit": [r.to_json() for r in remedies],
+            "smallest_change": best.change if best is not None else None,
+        }
     lines = [str(report)]
     if remedies:
         lines.append("to fit (each change alone, priced):")
         lines += [f"  {r}" for r in remedies]
+        if best is not None:
+            how = (
+                "a change of layout: the model, the batch and the devices stay"
+                if best.change_factor == 0
+                else f"it changes the run as asked by {best.change_factor:.0%}, the least of those that fit"
+            )
+            lines.append(f"smallest change that fits: {best.change} ({how})")
     return "\n".join(lines)
 
 

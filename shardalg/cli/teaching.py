@@ -1,7 +1,7 @@
 """Subcommands for teachers: ``proofs``, ``notes``, ``plot``, ``latex``.
 
 shardalg proofs [NAME ...] [--format text|latex|markdown|json]
-shardalg notes --out DIR
+shardalg notes [--sections ch3,ch5,ch6,ch7] [--pdf | --tex] --out DIR
 shardalg plot PROGRAM_A PROGRAM_B --over D --range 128:65536 --mesh X=8 --sizes B=1024,F=8192 --out d.png
 shardalg latex EXPR [--mesh X=4,Y=2 --plan] [--markdown]
 """
@@ -44,16 +44,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = sub.add_parser(
         "notes",
-        help="write the lecture notes (LaTeX and Markdown) generated from the engine",
-        description="Write lecture notes built from the engine: the notation, the four cases, the collectives, "
-        "the transposes, derivations, the proofs and the book's questions, as a LaTeX article (shardalg-notes.tex, "
-        "for pdflatex) and Markdown with $...$ math (shardalg-notes.md), with a crossover figure when matplotlib "
-        "is installed; or (--format html) a static web page, index.html, with the project's own KaTeX beside it "
-        "(npm ci in the checkout installs it), which renders with no network. DIR is created if its parent "
-        "exists. pdflatex needs two runs over the .tex: the first writes the contents, the second prints them.",
+        help="write the lecture notes (LaTeX, Markdown, PDF or a web page), chapter by chapter of the book",
+        description="Write lecture notes computed by shardalg, chapter by chapter of the book: ch3 (the notation, "
+        "the four cases, the collectives, the transposes, derivations and the chapter's questions), ch5 (the "
+        "training strategies: where each is compute-bound, the strategy map and its picture, a search), ch6 "
+        "(LLaMA 3 70B: memory by part and step time), ch7 (inference: a search under a memory cap); the proofs "
+        "follow in an appendix. Written as a LaTeX article (shardalg-notes.tex, for pdflatex) and Markdown with "
+        "$...$ math (shardalg-notes.md), with the figures when matplotlib is installed; or (--format html) a "
+        "static web page, index.html, with the project's own KaTeX beside it (npm ci in the checkout installs "
+        "it), which renders with no network. DIR is created if its parent exists. --pdf runs pdflatex as often "
+        "as the contents need (two or three runs: the first writes the contents, the next print them); --tex "
+        "prints the LaTeX source instead of writing files.",
         epilog=examples(
-            "shardalg notes --out notes --pdf",
-            "shardalg notes --out notes && (cd notes && pdflatex shardalg-notes.tex && pdflatex shardalg-notes.tex)",
+            "shardalg notes --sections ch3,ch5,ch6,ch7 --pdf --out notes",
+            "shardalg notes --sections ch3 --tex > ch3.tex",
             "shardalg notes --format html --out site",
         ),
     )
@@ -66,9 +70,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="latex: shardalg-notes.tex and .md (default); html: index.html and katex/",
     )
     p.add_argument(
+        "--sections",
+        default=None,
+        metavar="ch3,ch5,ch6,ch7",
+        help="the chapters, comma separated: ch3, ch5, ch6, ch7 (default: all); the proofs always follow",
+    )
+    p.add_argument(
         "--pdf",
         action="store_true",
         help="also compile shardalg-notes.pdf with pdflatex, run as often as the contents need",
+    )
+    p.add_argument(
+        "--tex",
+        action="store_true",
+        help="print the LaTeX source to standard output and write no file (figures are left out)",
     )
     p.set_defaults(handler=_notes)
 
@@ -181,8 +196,17 @@ def _proofs(args: argparse.Namespace) -> int:
 
 
 def _notes(args: argparse.Namespace) -> int:
-    from shardalg.notes import TEX_NAME, write_notes
+    from shardalg.notes import TEX_NAME, build_notes, parse_sections, write_notes
 
+    chosen = parse_sections(args.sections)
+    if args.tex:
+        if args.pdf or args.format != "latex":
+            raise UsageError("--tex prints the LaTeX source: it goes without --pdf and --format html")
+        doc = build_notes(None, chosen)
+        print(doc.latex(), end="")
+        for problem in doc.problems:
+            print(f"error: {problem} [notes]", file=sys.stderr)
+        return EXIT_OK if not doc.problems else EXIT_FAILED
     if args.pdf and args.format != "latex":
         raise UsageError("--pdf compiles the LaTeX notes: it goes with --format latex, not html")
     if args.pdf:
@@ -190,7 +214,7 @@ def _notes(args: argparse.Namespace) -> int:
 
         require_pdflatex()  # before the notes are built
     try:
-        written, problems = write_notes(Path(args.out), args.format)
+        written, problems = write_notes(Path(args.out), args.format, chosen)
     except OSError as err:
         raise file_error(err, "write the notes to") from None
     for path in written:
@@ -199,7 +223,7 @@ def _notes(args: argparse.Namespace) -> int:
         from shardalg.notes.pdf import compile_pdf
 
         pdf, runs = compile_pdf(Path(args.out) / TEX_NAME)
-        print(f"{pdf} (pdflatex ran {runs} times: the contents need a second run)")
+        print(f"{pdf} (pdflatex ran {runs} times: until the contents list stopped changing)")
     for problem in problems:
         print(f"error: {problem} [notes]", file=sys.stderr)
     return EXIT_OK if not problems else EXIT_FAILED
@@ -234,7 +258,7 @@ def _plot(args: argparse.Namespace) -> int:
     caption = f"{what} on {hw_name}; mesh {the_mesh.text().removeprefix('mesh ')}" + (
         f"; {given}" if given else ""
     )
-    title = args.title if args.title is not None else f"{what} against {args.over}"
+    title = args.title if args.title is not None else f"{what} against ${args.over}$"
     try:
         curves = crossover_plot(
             cost_a, cost_b, over=over, lo=lo, hi=hi, out=args.out, labels=labels, title=title, caption=caption

@@ -6,11 +6,14 @@
     >>> [r.change for r in sa.to_fit(report)][:1]
     ['--remat block']
 
-The changes, in the order they are tried (the cheapest to make first): keep only each layer's input for the
-backward (``--remat block``, training); a smaller value of each ``tokens`` dim (the largest that fits,
+The changes, in the order they are tried: shard the parameters, with their gradients and optimizer state,
+over the data-parallel axes (``--zero 3``, training, when it saves bytes); keep only each layer's input for the backward
+(``--remat block``, training); a smaller value of each ``tokens`` dim (the largest that fits,
 :func:`.fit.largest`); a larger slice (:func:`.fit.smallest_slice`: the fewest devices whose HBM holds each
-tensor once, so the program must then shard every tensor over them). Each :class:`Remedy` says the change,
-the bytes per device after it (when the change keeps the mesh) and whether it fits.
+tensor once, so the program must then shard every tensor over them). Each is priced with the report's own
+choices (optimizer, precision, ZeRO stage, ...) but the one it changes. Each :class:`Remedy` says the change,
+the bytes per device after it (when the change keeps the mesh), whether it fits, and how much of the run as
+asked it changes (:attr:`Remedy.change_factor`); :func:`smallest` picks the one that fits and changes least.
 
 Imports: :mod:`.memory`, :mod:`.analysis`, :mod:`.fit`, :mod:`.program`; the display helpers.
 """
@@ -28,7 +31,7 @@ from .memory import MemoryReport, model_memory
 from .program import model_program
 from .quantities import as_json
 
-__all__ = ["Remedy", "to_fit"]
+__all__ = ["Remedy", "to_fit", "smallest"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class Remedy:
     what: str
     bytes: float | None
     fits: bool
+    # how much of the run as asked the change gives up: 0 for a change of layout alone (ZeRO, remat: the
+    # model, batch and devices stay), 1 - new/old for a smaller size, |new/old - 1| for the devices of another slice
+    change_factor: float = 0.0
 
     def __str__(self) -> str:
         after = f": {bytes_both(self.bytes)} per device" if self.bytes is not None else ""
@@ -47,7 +53,37 @@ class Remedy:
         return f"{self.change} ({self.what}){after}, {verdict}"
 
     def to_json(self) -> dict[str, object]:
-        return {"change": self.change, "what": self.what, "bytes_per_device": self.bytes, "fits": self.fits}
+        return {
+            "change": self.change,
+            "what": self.what,
+            "bytes_per_device": self.bytes,
+            "fits": self.fits,
+            "change_factor": self.change_factor,
+        }
+
+
+def smallest(remedies: list[Remedy]) -> Remedy | None:
+    """The remedy that fits and changes least (:attr:`Remedy.change_factor`); among equals, the one that leaves
+    the fewest bytes per device. None when none fits."""
+    fitting = [r for r in remedies if r.fits]
+    if not fitting:
+        return None
+    return min(fitting, key=lambda r: (r.change_factor, r.bytes if r.bytes is not None else float("inf")))
+
+
+def _again(report: MemoryReport, analysis: object, **override: object) -> MemoryReport:
+    """``report``'s count again on ``analysis`` with its own choices, but those in ``override``."""
+    c = report.choices
+    kw: dict[str, object] = {
+        "precision": c.precision,
+        "zero": c.zero,
+        "offload": c.offload,
+        "microbatches": c.microbatches,
+        "host_link": c.host_link,
+        "logits": c.logits,
+    }
+    kw.update(override)
+    return model_memory(analysis, report.chip, c.optimizer, c.grads, **kw)  # type: ignore[arg-type]
 
 
 def to_fit(report: MemoryReport) -> list[Remedy]:
@@ -57,13 +93,22 @@ def to_fit(report: MemoryReport) -> list[Remedy]:
         return []
     out: list[Remedy] = []
     a = report.analysis
+    if a.mode == "train" and report.zero.stage < 3:
+        try:
+            sharded = _again(report, a, zero=3)
+        except UsageError:
+            sharded = None  # no data-parallel axis to shard the parameters over
+        if sharded is not None and float(as_json(sharded.total)) < float(as_json(report.total)):  # type: ignore[arg-type]
+            out.append(
+                Remedy(
+                    "--zero 3",
+                    "shard the parameters, their gradients and optimizer state over the data-parallel axes",
+                    float(as_json(sharded.total)),  # type: ignore[arg-type]
+                    bool(sharded.fits),
+                )
+            )
     if a.mode == "train" and a.remat.policy != "block":
-        again = model_memory(
-            analyze(a.model, a.mode if a.mode_chosen else None, "block"),
-            report.chip,
-            report.optimizer,
-            report.grads,
-        )
+        again = _again(report, analyze(a.model, a.mode if a.mode_chosen else None, "block"))
         out.append(
             Remedy(
                 "--remat block",
@@ -81,20 +126,17 @@ def to_fit(report: MemoryReport) -> list[Remedy]:
             continue  # the memory does not depend on it, or nothing else is bound
         if 0 < best < a.model.sizes[dim]:
             resized = model_program(a.model.program, a.model.mesh, {**a.model.sizes, dim: best})
-            smaller = model_memory(
-                analyze(resized, a.mode if a.mode_chosen else None, a.remat),
-                report.chip,
-                report.optimizer,
-                report.grads,
-            )
+            smaller = _again(report, analyze(resized, a.mode if a.mode_chosen else None, a.remat))
             out.append(
                 Remedy(
                     f"--sizes {dim}={best}",
                     f"the largest {dim} that fits, from {a.model.sizes[dim]}",
                     float(as_json(smaller.total)),  # type: ignore[arg-type]
                     bool(smaller.fits),
+                    1 - best / a.model.sizes[dim],
                 )
             )
+    devices = as_json(a.model.devices)
     try:
         d, pick = smallest_slice(report)
         out.append(
@@ -103,6 +145,7 @@ def to_fit(report: MemoryReport) -> list[Remedy]:
                 f"{pick.devices} devices, the fewest whose HBM holds each tensor once: shard every tensor over them",
                 None,
                 True,
+                abs(pick.devices / devices - 1) if isinstance(devices, int) and devices > 0 else float("inf"),
             )
         )
     except UsageError:

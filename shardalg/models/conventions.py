@@ -37,7 +37,7 @@ def memory_conventions(report: Any) -> list[tuple[str, str]]:
         (
             "params",
             "from the program's tensors ('params' times the layers, plus 'embeddings'); bytes per device, "
-            "GiB = 2^30 bytes",
+            "GB = 10^9 bytes, GiB = 2^30 bytes",
         ),
     ]
     if report.analysis.mode == "train":

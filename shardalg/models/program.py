@@ -37,6 +37,7 @@ from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Role, Roles, Statement, Tensor
 
 from .quantities import dim_value, elements, tensor_bytes
+from .source import program_source
 
 __all__ = ["Value", "StatementInfo", "ModelProgram", "model_program"]
 
@@ -204,10 +205,11 @@ def model_program(
     mesh: Mesh | Mapping[str, int] | str | None = None,
     sizes: Mapping[str, int] | str | None = None,
 ) -> ModelProgram:
-    """Read ``program`` (text or a Program) as a model on ``mesh`` with ``sizes`` (the program's ``mesh`` line
-    and ``where`` clause apply too). Checks legality, and that every role names a tensor of the program."""
+    """Read ``program`` (notation text, a file's name, a model preset's name, or a Program) as a model on
+    ``mesh`` with ``sizes`` (the program's ``mesh`` line and ``where`` clause apply too). Checks legality, and
+    that every role names a tensor of the program."""
     if isinstance(program, str):
-        program = parse(program)
+        program = parse(program_source(program))
     if not isinstance(program, Program):
         raise UsageError(f"a model is a program in the notation, not {type(program).__name__}")
     ctx = context_for(program, mesh, sizes)

@@ -17,7 +17,15 @@ from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Arrow, Collective, Product
 from shardalg.pictures.plot import crossover_plot
 
-__all__ = ["FSDP_TP", "QUESTION_4", "fsdp_tp_cost", "program_costs", "program_label", "draw_question_4"]
+__all__ = [
+    "FSDP_TP",
+    "QUESTION_4",
+    "fsdp_tp_cost",
+    "program_costs",
+    "program_label",
+    "draw_question_4",
+    "question_4_caption",
+]
 
 # The book's chapter 3, question 4: the two strategies for X[B, D] ._D Y[D_X, F] -> Z[B, F].
 QUESTION_4 = (
@@ -84,26 +92,44 @@ def program_label(program: str) -> str:
     return ", ".join(found) or "local product"
 
 
+# question 4's picture: TPU v5p, mesh X = 8, B and F fixed, D swept
+Q4_CHIP, Q4_MESH, Q4_SIZES, Q4_RANGE = "tpu-v5p", {"X": 8}, {"B": 1024, "F": 16384}, (256, 65536)
+Q4_LABELS = (
+    r"$\mathrm{AllGather}_X(Y)$: gather the weights",
+    r"$\mathrm{AllReduce}_X(Z)$: local matmul, then reduce",
+)
+
+
+def question_4_caption() -> str:
+    """The figure's caption: what is drawn, on which chip, mesh and sizes."""
+    sizes = ", ".join(f"{k} = {v:,}" for k, v in Q4_SIZES.items())
+    mesh = ", ".join(f"{k} = {v}" for k, v in Q4_MESH.items())
+    lo, hi = Q4_RANGE
+    return (
+        f"Question 4: the communication time of the two strategies, in seconds, against D from {lo:,} to "
+        f"{hi:,} elements, on {Q4_CHIP}, mesh {mesh}, {sizes}; the dashed line marks the crossover."
+    )
+
+
 def draw_question_4(path: Path) -> Path | None:
-    """The two strategies of the chapter's question 4 against D on TPU v5p numbers, B = 1024, F = 16384,
-    mesh X = 8; None when matplotlib is not installed."""
+    """The two strategies of the chapter's question 4 against D (see :data:`Q4_SIZES`); the caption is the
+    document's (:func:`question_4_caption`). None when matplotlib is not installed."""
     try:
         import matplotlib  # noqa: F401
     except ModuleNotFoundError:
         return None
 
     gather, reduce = program_costs(
-        QUESTION_4, mesh=Mesh(X=8), sizes={"B": 1024, "F": 16384}, hw="tpu-v5p", regime="comms"
+        QUESTION_4, mesh=Mesh(**Q4_MESH), sizes=Q4_SIZES, hw=Q4_CHIP, regime="comms"
     )
     crossover_plot(
         gather,
         reduce,
         over=dim_size("D"),
-        lo=256,
-        hi=65536,
+        lo=Q4_RANGE[0],
+        hi=Q4_RANGE[1],
         out=path,
-        labels=("AllGather_X(Y): gather the weights", "AllReduce_X(Z): local matmul, then reduce"),
-        title="Question 4: gather the weights, or reduce the product?",
-        caption="communication time on tpu-v5p; mesh X=8; B = 1024, F = 16384",
+        labels=Q4_LABELS,
+        title="Gather the weights, or reduce the product?",
     )
     return path

@@ -25,6 +25,7 @@ __all__ = [
     "Display",
     "Table",
     "Raw",
+    "Figure",
     "Section",
     "Document",
     "PREAMBLE",
@@ -86,10 +87,10 @@ def text_math(text: str) -> list[str]:
 class Prose:
     """A paragraph: plain-text pieces and inline math."""
 
-    parts: tuple[str | Math, ...]
+    parts: tuple[str | Math | Code, ...]
 
     @classmethod
-    def of(cls, *parts: str | Math) -> Prose:
+    def of(cls, *parts: str | Math | Code) -> Prose:
         return cls(tuple(parts))
 
 
@@ -121,7 +122,18 @@ class Raw:
     fragments: tuple[str, ...] = ()
 
 
-Block = Prose | Display | Table | Raw
+@dataclass(frozen=True)
+class Figure:
+    """A picture with a numbered caption: ``pdf`` for the LaTeX notes, ``web`` (SVG) for Markdown and the web
+    page, both file names in the notes' folder; the caption is running text (its math set as math)."""
+
+    pdf: str
+    web: str
+    caption: str
+    width: str = "0.8"  # of the text width
+
+
+Block = Prose | Display | Table | Raw | Figure
 
 
 @dataclass(frozen=True)
@@ -136,6 +148,7 @@ class Document:
     title: str
     author: str
     sections: list[Section] = field(default_factory=list)
+    appendix: list[Section] = field(default_factory=list)  # after \\appendix: lettered sections (the proofs)
     problems: list[str] = field(default_factory=list)  # sections that could not be generated, and why
 
     # ---- fragments -------------------------------------------------------------------------------
@@ -159,6 +172,8 @@ class Document:
                     if isinstance(c, str)
                     for m in text_math(c)
                 ]
+            elif isinstance(block, Figure):
+                out += [(m, False, path) for m in text_math(block.caption)]
             else:
                 out += [(f, True, path) for f in block.fragments]
         return out
@@ -171,7 +186,7 @@ class Document:
             for sub in sec.subsections:
                 yield from walk(sub, here)
 
-        for s in self.sections:
+        for s in [*self.sections, *self.appendix]:
             yield from walk(s, "")
 
     # ---- LaTeX -----------------------------------------------------------------------------------
@@ -189,6 +204,9 @@ class Document:
         ]
         for s in self.sections:
             lines.append(_section_latex(s, 0))
+        if self.appendix:
+            lines.append(r"\appendix")
+            lines += [_section_latex(s, 0) for s in self.appendix]
         if self.problems:
             lines.append(r"\section*{Sections that could not be generated}")
             lines += [tex_text(p) + r"\par" for p in self.problems]
@@ -199,8 +217,15 @@ class Document:
 
     def markdown(self) -> str:
         lines = [f"# {self.title}", "", f"*{self.author}*", ""]
+        figures = [0]
         for s in self.sections:
-            lines.append(_section_markdown(s, 2))
+            lines.append(_section_markdown(s, 2, figures))
+        for k, s in enumerate(self.appendix):
+            lines.append(
+                _section_markdown(
+                    Section(f"Appendix {chr(65 + k)}: {s.title}", s.blocks, s.subsections), 2, figures
+                )
+            )
         if self.problems:
             lines += ["## Sections that could not be generated", ""]
             lines += [f"- {p}" for p in self.problems]
@@ -217,10 +242,15 @@ def _section_latex(sec: Section, depth: int) -> str:
     return "\n".join(out)
 
 
-def _section_markdown(sec: Section, level: int) -> str:
+def _section_markdown(sec: Section, level: int, figures: list[int]) -> str:
     out = [f"{'#' * min(level, 6)} {md_text(sec.title)}", ""]
-    out += [block_markdown(b) for b in sec.blocks]
-    out += [_section_markdown(s, level + 1) for s in sec.subsections]
+    for b in sec.blocks:
+        if isinstance(b, Figure):
+            figures[0] += 1
+            out.append(figure_markdown(b, figures[0]))
+        else:
+            out.append(block_markdown(b))
+    out += [_section_markdown(s, level + 1, figures) for s in sec.subsections]
     return "\n".join(out)
 
 
@@ -254,13 +284,33 @@ def block_latex(block: Block) -> str:
             f"\\begin{{center}}\\{block.size}\n\\begin{{tabular}}{{{spec}}}\n\\toprule\n{body}\n"
             f"\\bottomrule\n\\end{{tabular}}\n{caption}\\end{{center}}\n"
         )
+    if isinstance(block, Figure):
+        return (
+            f"\\begin{{figure}}[htbp]\n\\centering\n\\includegraphics[width={block.width}\\textwidth]{{{block.pdf}}}\n"
+            f"\\caption{{{tex_text(block.caption)}}}\n\\end{{figure}}\n"
+        )
     return block.latex
+
+
+def figure_markdown(block: Figure, number: int) -> str:
+    """A figure in Markdown: the SVG, then its numbered caption (LaTeX numbers it the same, in order)."""
+    return f"![Figure {number}]({block.web})\n\n*Figure {number}: {md_text(block.caption)}*\n"
 
 
 def block_markdown(block: Block) -> str:
     """One block as Markdown with ``$...$`` math."""
     if isinstance(block, Prose):
-        return "".join(f"${p.latex}$" if isinstance(p, Math) else md_text(p) for p in block.parts) + "\n"
+        return (
+            "".join(
+                f"${p.latex}$"
+                if isinstance(p, Math)
+                else f"`{p.text}`"
+                if isinstance(p, Code)
+                else md_text(p)
+                for p in block.parts
+            )
+            + "\n"
+        )
     if isinstance(block, Display):
         label = md_text(block.label) + "\n\n" if block.label else ""
         return f"{label}$$\n{block.latex}\n$$\n"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from shardalg.errors import UsageError
 
-from .document import Code, Display, Document, Math, Prose, Raw, Section, Table
+from .document import Code, Display, Document, Figure, Math, Prose, Raw, Section, Table
 from .mathtext import MathPart, split_math
 
 __all__ = ["HTML_NAME", "document_html", "katex_dist", "write_site"]
@@ -106,6 +106,14 @@ def _raw(block: Raw) -> str:
     return "\n".join(out)
 
 
+def _figure(block: Figure, number: int) -> str:
+    caption = f"Figure {number}: {block.caption}"
+    return (
+        f'<figure><img src="{html.escape(block.web)}" alt="Figure {number}">'
+        f"<figcaption>{_text(caption)}</figcaption></figure>"
+    )
+
+
 def _block(block: Prose | Display | Table | Raw) -> str:
     if isinstance(block, Prose):
         return "<p>" + "".join(_cell(p) if not isinstance(p, str) else _text(p) for p in block.parts) + "</p>"
@@ -120,19 +128,25 @@ def _block(block: Prose | Display | Table | Raw) -> str:
     return _raw(block)
 
 
-def _section(sec: Section, level: int, number: str) -> str:
+def _section(sec: Section, level: int, number: str, figures: list[int]) -> str:
     out = [f'<h{min(level, 6)} id="s{number}">{number} {_text(sec.title)}</h{min(level, 6)}>']
-    out += [_block(b) for b in sec.blocks]
-    out += [_section(s, level + 1, f"{number}.{i + 1}") for i, s in enumerate(sec.subsections)]
+    for b in sec.blocks:
+        if isinstance(b, Figure):
+            figures[0] += 1
+            out.append(_figure(b, figures[0]))
+        else:
+            out.append(_block(b))
+    out += [_section(s, level + 1, f"{number}.{i + 1}", figures) for i, s in enumerate(sec.subsections)]
     return "\n".join(out)
 
 
 def document_html(doc: Document) -> str:
     """The whole page: title, contents, the sections, the problems (sections that could not be generated)."""
-    contents = "".join(
-        f'<li><a href="#s{i + 1}">{_text(s.title)}</a></li>' for i, s in enumerate(doc.sections)
-    )
-    body = "\n".join(_section(s, 2, str(i + 1)) for i, s in enumerate(doc.sections))
+    numbered = [(str(i + 1), s) for i, s in enumerate(doc.sections)]
+    numbered += [(chr(65 + i), s) for i, s in enumerate(doc.appendix)]  # the appendix is lettered
+    contents = "".join(f'<li><a href="#s{n}">{n} {_text(s.title)}</a></li>' for n, s in numbered)
+    figures = [0]
+    body = "\n".join(_section(s, 2, n, figures) for n, s in numbered)
     problems = ""
     if doc.problems:
         problems = "<h2>Sections that could not be generated</h2><ul>"
@@ -142,7 +156,7 @@ def document_html(doc: Document) -> str:
         f"<title>{html.escape(doc.title)}</title>\n"
         '<link rel="stylesheet" href="katex/katex.min.css">\n<script src="katex/katex.min.js"></script>\n'
         f"<style>{_STYLE}</style>\n</head>\n<body>\n<h1>{_text(doc.title)}</h1>\n"
-        f"<p><em>{html.escape(doc.author)}</em></p>\n<nav><h2>Contents</h2><ol>{contents}</ol></nav>\n"
+        f"<p><em>{html.escape(doc.author)}</em></p>\n<nav><h2>Contents</h2><ul>{contents}</ul></nav>\n"
         f"{body}\n{problems}\n<script>{_RENDER}</script>\n</body>\n</html>\n"
     )
 

@@ -5,10 +5,13 @@ model, rule table); this module only chooses the examples and arranges them.
 
 from __future__ import annotations
 
+import re
+
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops import RULES
 from shardalg.algebra.shape import shape
-from shardalg.costs.plancost import collective_cost, plan_cost
+from shardalg.costs import hardware
+from shardalg.costs.plancost import collective_cost, cost, plan_cost
 from shardalg.notation.parse import parse_statement
 from shardalg.notation.plan import Step
 from shardalg.notation.printing import latex, text
@@ -33,6 +36,20 @@ NOTATION_EXAMPLES: tuple[tuple[str, str], ...] = (
     ("local product", "A[I, J_X] *_LOCAL B[J_X, K] -> C[I, K]{U_X}"),
     ("collective", "AllGather_X(A[I_X, J]) -> A[I, J]"),
     ("collective with a dim", "ReduceScatter_{X,K}(C[I, K]{U_X}) -> C[I, K_X]"),
+)
+
+# the symbols of chapter 3, each with its unit, defined before any formula uses them
+SYMBOLS: tuple[tuple[str, str], ...] = (
+    ("X, Y, Z", "mesh axes; in a cost, X also stands for the axis's size |X| in devices"),
+    ("I, J, K, B, D, F", "array dims; in a cost, the dim's size in elements"),
+    ("V", "the bytes of an array"),
+    (r"W_{\text{ici}}", "the bidirectional ICI bandwidth of one link, in bytes per second"),
+    (r"T_{\min}", "the latency of one ICI hop, in seconds"),
+    ("C", "the chip's peak FLOP/s (floating-point operations per second)"),
+    (r"\alpha", "the latency of one message on a GPU switch, in seconds"),
+    (r"\beta", "the bandwidth of one GPU link, in bytes per second"),
+    ("M_X, M_Y", "the links each device has along X and Y"),
+    ("N", "the number of devices"),
 )
 
 SHAPE_MESH = Mesh(X=4, Y=2)
@@ -63,6 +80,8 @@ CASES: tuple[tuple[str, str, str], ...] = (
     ),
 )
 CASE_MESH = Mesh(X=4, Y=2)
+CASE_CHIP = "tpu-v5e"  # the chip of the book's chapter 3
+CASE_SIZES = {"I": 8192, "J": 8192, "K": 8192}
 PLANS_SHOWN = 3
 
 
@@ -89,7 +108,12 @@ def notation() -> Section:
         info = shape(source, mesh=SHAPE_MESH, sizes=SHAPE_SIZES)
         local = ", ".join(str(v) for v in info.local_shape)
         shapes.append(
-            (Math(_latex(info.tensor)), f"[{local}]", f"{info.bytes_per_device:,}", str(info.replication))
+            (
+                Math(_latex(info.tensor)),
+                f"[{local}]",
+                f"{info.bytes_per_device:,} bytes",
+                f"{info.replication} cop{'y' if info.replication == 1 else 'ies'}",
+            )
         )
     return Section(
         "Notation",
@@ -99,7 +123,12 @@ def notation() -> Section:
                 "(a subscript), holds partial sums (",
                 Math(r"\{U_X\}"),
                 "), or replicates it (the axis "
-                "appears nowhere). The forms below are parsed and printed back by shardalg.",
+                "appears nowhere). The forms below are parsed and printed back.",
+            ),
+            Table(
+                ("symbol", "meaning"),
+                tuple((Math(sym), what) for sym, what in SYMBOLS),
+                caption="The symbols of the costs that follow; a time is in seconds, a size in bytes.",
             ),
             Table(
                 ("meaning", "typed as", "printed"),
@@ -127,42 +156,76 @@ def notation() -> Section:
     )
 
 
-def _plans_found(n: int, shown: list) -> str:
-    """How many plans the planner found and which are shown, in words a reader expects."""
-    time = "bandwidth-bound communication time on a ring"
-    if n == 1:
-        return f"The planner finds one plan, with its {time}:"
-    which = (
-        "here they are by bytes communicated"
-        if len(shown) == n
-        else f"the {len(shown)} that communicate fewest bytes"
-    )
-    text = f"The planner finds {n} plans; {which}, with their {time}"
-    if any("spare axes" in (p.note or "") for p in shown):
-        text += (
-            " (a plan that slices onto a spare axis first moves the same bytes over more links, so it can be "
-            "faster than one listed before it)"
-        )
-    return text + ":"
+def book_case(lines: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The planner's classification lines split as the book reads them: (the statement's case, the roles of
+    the other dims). Case 4 (two dims of the result on one axis) decides the statement when it is there; else
+    the contracted dims' cases do."""
+    collisions = tuple(line for line in lines if line.startswith("case 4"))
+    contracted = tuple(line for line in lines if re.match(r"case [123]\b", line))
+    case = collisions or contracted
+    return case, tuple(re.sub(r"^case \d: ", "", line) for line in lines if line not in case)
+
+
+_CASE_REASON = re.compile(r"\bcase \d\b(?! alternative)")
+
+
+def is_books_plan(p: object) -> bool:
+    """A plan that does what the book says for the case: every step is the case's own remedy (its reason
+    cites the case), with no slice, permutation or AllToAll the book does not ask for."""
+    return all(_CASE_REASON.search(s.reason) for s in p.steps)  # type: ignore[attr-defined]
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f}"
 
 
 def four_cases() -> Section:
+    hw = hardware.get(CASE_CHIP)
+    sizes = ", ".join(f"{k} = {v:,}" for k, v in CASE_SIZES.items())
     subs = []
     for title, source, gist in CASES:
         stmt = _statement(source)
         found = plans(stmt, mesh=CASE_MESH)
+        priced = sorted(
+            (
+                (cost(p, mesh=CASE_MESH, sizes=CASE_SIZES, hw=CASE_CHIP).seconds or 0.0, k, p)
+                for k, p in enumerate(found)
+            ),
+            key=lambda t: (t[0], t[1]),
+        )
         blocks: list = [Prose.of(gist), Display(_latex(stmt), "The matmul:")]
         if found and found[0].cases:
-            blocks.append(Prose.of("Classification: " + "; ".join(found[0].cases) + "."))
-        shown = found[:PLANS_SHOWN]
-        blocks.append(Prose.of(_plans_found(len(found), shown)))
-        for i, p in enumerate(shown, 1):
+            case, roles = book_case(found[0].cases)
+            blocks.append(Prose.of("The book's case: " + "; ".join(case) + "."))
+            if roles:
+                blocks.append(Prose.of("The other dims: " + "; ".join(roles) + "."))
+        books = [p for _, _, p in priced if is_books_plan(p)]
+        book = books[0] if books else None
+        shown = [t for t in priced[:PLANS_SHOWN]]
+        if book is not None and all(p is not book for _, _, p in shown):
+            shown.append(next(t for t in priced if t[2] is book))
+        many = (
+            f"{len(found)} plans; the {len(shown)} fastest"
+            if len(shown) < len(found)
+            else f"{len(found)} plan{'s' if len(found) > 1 else ''}"
+        )
+        if len(shown) > PLANS_SHOWN:
+            many = f"{len(found)} plans; the {PLANS_SHOWN} fastest and the book's"
+        blocks.append(
+            Prose.of(
+                f"There are {many}, fastest first by their time on {hw.name} ({sizes} in bf16), each with its "
+                "bandwidth-bound communication time:"
+            )
+        )
+        for i, (seconds, _, p) in enumerate(shown, 1):
             comms = plan_cost(p, CASE_MESH, latency=False).comms
-            blocks.append(Display(_latex(p, reasons=False), f"Plan {i} ({p.note or 'no communication'}):"))
+            whose = "; the book's plan" if p is book else ""
+            label = f"Plan {i} ({p.note or 'no communication'}{whose}), {_us(seconds)} microseconds:"
+            blocks.append(Display(_latex(p, reasons=False), label))
             blocks.append(
                 Prose.of(
                     "Communication: ",
-                    Math("T = " + sym_latex(comms)),
+                    Math("T_{\\text{comms}} = " + sym_latex(comms)),
                     ". Why each step: " + " ".join(f"({k}) {s.reason}." for k, s in enumerate(p.steps, 1)),
                 )
             )
@@ -171,11 +234,12 @@ def four_cases() -> Section:
         "The four cases of a sharded matmul",
         (
             Prose.of(
-                "Each case below is planned by shardalg on the mesh ",
+                "Each case below is planned on the mesh ",
                 Math(r"X = 4,\ Y = 2"),
-                " and priced by its cost model (bf16, sizes symbolic, ",
+                " and priced by the cost model (bf16, sizes symbolic, ",
                 Math(r"W_{\text{ici}}"),
-                " the bidirectional link bandwidth).",
+                " the bidirectional link bandwidth in bytes per second); the plans are ordered by their time "
+                f"on {hw.name} with {sizes}, and the plan the book gives for the case is named.",
             ),
         ),
         tuple(subs),
@@ -212,14 +276,17 @@ def collectives() -> Section:
                 Math(r"T_{\min}"),
                 " (a ring: ",
                 Math("X/2"),
-                " hops), and the alpha-beta ring of a GPU "
-                "switch. AllReduce is a ReduceScatter followed by an AllGather; AllToAll moves a quarter; "
+                " hops), and the alpha-beta ring of a GPU switch (",
+                Math(r"\alpha"),
+                " per message, ",
+                Math(r"\beta"),
+                " bytes per second). AllReduce is a ReduceScatter followed by an AllGather; AllToAll moves a quarter; "
                 f"{', '.join(free) or 'nothing'} communicates nothing.",
             ),
             Table(
                 ("collective", "ICI, bandwidth", "ICI with latency", "alpha-beta"),
                 tuple(rows),
-                caption="From shardalg's cost model.",
+                caption="From the cost model; times in seconds.",
                 size="footnotesize",
             ),
         ),
@@ -249,12 +316,12 @@ def transposes() -> Section:
             Table(
                 ("forward", "backward", "placement", "why"),
                 tuple(rows),
-                caption="From shardalg's rule table.",
+                caption="From the table of rules.",
                 size="footnotesize",
             ),
             Display(
                 "\\begin{aligned}\n" + " \\\\\n".join(examples) + "\n\\end{aligned}",
-                "Each example collective and the transpose shardalg derives for it:",
+                "Each example collective and its derived transpose:",
             ),
         ),
     )

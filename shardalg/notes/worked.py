@@ -21,8 +21,8 @@ from shardalg.notation.printing import latex
 from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.numeric.proofs import run_all, sym_latex
 
-from .costs import QUESTION_4, draw_question_4, fsdp_tp_cost
-from .document import Display, Math, Prose, Raw, Section, md_text, tex_text, text_math
+from .costs import QUESTION_4, draw_question_4, fsdp_tp_cost, question_4_caption
+from .document import Display, Figure, Math, Prose, Raw, Section, md_text, tex_text, text_math
 from .mathtext import number_latex
 
 __all__ = ["derivations", "proofs", "seed_questions", "question_4_costs", "aligned_derivation", "lemma_block"]
@@ -68,18 +68,25 @@ def derivations() -> Section:
         ("Question 4 at large batch (plan b compute-bound):", large),
         ("The FSDP+TP split that communicates least:", best),
         ("When the weight-gradient AllReduce of data parallelism hides under the backward matmul:", dp),
-        ("The buffer size below which an AllGather on TPU v5e is latency-bound:", crit),
+        ("The buffer size below which an AllGather on TPU v5e is latency-bound, in bytes:", crit),
     ):
-        blocks.append(Display(aligned_derivation(d), title))
+        unit = "bytes" if d is crit else ""
+        blocks.append(Display(aligned_derivation(d, unit), title))
         value = (
-            () if d.value is None else (" (", Math("= " + number_latex(d.value)), " with the chip's numbers)")
+            ()
+            if d.value is None
+            else (
+                " (",
+                Math("= " + number_latex(d.value) + rf"\ \text{{{unit}}}"),
+                " with the chip's numbers)",
+            )
         )
         blocks.append(Prose.of("Result: ", Math(sym_latex(d.result)), *value, "."))
     return Section(
         "Derivations",
         (
             Prose.of(
-                "Each derivation below is computed by shardalg from plans and the cost model; each row is one "
+                "Each derivation below is computed from plans and the cost model; each row is one "
                 "recorded step, aligned on its relation, the step named on the right."
             ),
             *blocks,
@@ -92,7 +99,7 @@ def proofs() -> Section:
     held = sum(lemma.holds for lemma in lemmas)
     blocks: list = [
         Prose.of(
-            f"Each lemma is derived from the sharding rules and checked with sympy against an independent "
+            f"Each lemma is derived from the sharding rules and checked symbolically against an independent "
             f"route. {held} of {len(lemmas)} hold."
         )
     ]
@@ -101,7 +108,7 @@ def proofs() -> Section:
     return Section("Proofs", tuple(blocks))
 
 
-def aligned_derivation(d: object) -> str:
+def aligned_derivation(d: object, unit: str = "") -> str:
     """A derivation's steps as an ``aligned`` block: each relation aligned on its sign (``&<``, ``&=``), an
     expression as ``name &= ...``, and the step named in a right-hand ``\\text{}``."""
     rows = []
@@ -112,7 +119,7 @@ def aligned_derivation(d: object) -> str:
         before = expr
         name = latex_escape_text(label)
         if isinstance(expr, sympy.Float):  # a value on the chip's numbers
-            body = rf"&\phantom{{=}} {number_latex(float(expr))}"
+            body = rf"&\phantom{{=}} {number_latex(float(expr))}" + (rf"\ \text{{{unit}}}" if unit else "")
         elif isinstance(expr, sympy.core.relational.Relational):
             sign = sym_latex(type(expr)(sympy.Symbol("a"), sympy.Symbol("b"), evaluate=False)).split(" ")[1]
             body = f"{sym_latex(expr.lhs)} &{sign} {sym_latex(expr.rhs)}"
@@ -137,7 +144,7 @@ def lemma_block(n: int, lemma: object) -> Raw:
     if prose:
         tex.append(tex_text(prose))
         md += [md_text(prose), ""]
-    tex.append(r"\emph{Proof, as computed by shardalg:}")
+    tex.append(r"\emph{Proof, step by step, each step checked:}")
     items = []
     for s in lemma.steps:  # type: ignore[attr-defined]
         mark = r"$\checkmark$" if s.holds else r"\textbf{FAILS}"
@@ -272,14 +279,7 @@ def _question_4(out_dir: Path | None) -> Section:
         figure = draw_question_4(out_dir / FIGURE)
         if figure is not None:
             draw_question_4(out_dir / WEB_FIGURE)
-            blocks.append(
-                Raw(
-                    "\\begin{center}\n\\includegraphics[width=0.8\\textwidth]{"
-                    + FIGURE
-                    + "}\n\\end{center}\n",
-                    f"![Question 4: the crossover of the two strategies]({WEB_FIGURE})\n",
-                )
-            )
+            blocks.append(Figure(FIGURE, WEB_FIGURE, question_4_caption()))
     return Section("Question 4: AllGather the weights, or AllReduce the partial sums?", tuple(blocks))
 
 
@@ -288,7 +288,7 @@ def seed_questions(out_dir: Path | None = None) -> Section:
         "Worked examples: the questions of chapter 3",
         (
             Prose.of(
-                "The questions of chapter 3, answered by shardalg from the notation and the chip presets."
+                "The questions of chapter 3, answered from the notation and the chips' published numbers."
             ),
         ),
         (_quick_memory(), _quick_allgather(), _question_1(), _question_2_3(), _question_4(out_dir)),

@@ -258,6 +258,8 @@ class Proof:
                 if (va > 0) != (vb > 0):
                     ok = False
                     break
+        if ok and sym_latex(a) == sym_latex(b):  # the same relation as printed: say so, show it once
+            return self._add(sym_latex(a), ok, f"{note}, the same relation")
         claim = f"{sym_latex(a)} \\iff {sym_latex(b)}" if ok else f"{sym_latex(a)} \\not\\iff {sym_latex(b)}"
         return self._add(claim, ok, note)
 

@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.shape import shape
 from shardalg.errors import ParseError, UsageError
 from shardalg.notation.parse import parse_tensor
-from shardalg.notation.printing import unicode
+from shardalg.notation.printing import latex
+from shardalg.notation.printing.display import bytes_both
 from shardalg.notation.syntax import Tensor
 
-from .plot import _pyplot, save_figure
+from .plot import PAPER_RC, _pyplot, as_mathtext, save_figure
 from .show import Block, _as_tensor, _before_after, _checked, _split, _values, device_blocks
 
 __all__ = ["PICTURE_FORMATS", "draw_tensor", "draw_show"]
@@ -58,7 +60,8 @@ def _palette(regions: Sequence[Region]) -> dict[Region, Any]:
 
 
 def _text(node: object) -> str:
-    return unicode(node)
+    """A title: the notation typeset as math (the LaTeX printer's output, as mathtext)."""
+    return as_mathtext(latex(node))
 
 
 def draw_tensor(
@@ -68,8 +71,10 @@ def draw_tensor(
     *,
     colours: Mapping[Region, Any] | None = None,
     title: str | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> None:
-    """Draw ``tensor``'s device grid on ``mesh`` into the matplotlib axes ``ax``."""
+    """Draw ``tensor``'s device grid on ``mesh`` into the matplotlib axes ``ax``; with ``sizes`` (every dim's),
+    the note under it gives each device's block in elements and bytes."""
     from matplotlib.patches import Rectangle
 
     t = _as_tensor(tensor)
@@ -102,7 +107,10 @@ def draw_tensor(
                 ha="center",
                 va="center",
                 fontsize=9,
-                fontweight="bold" if partial else "normal",
+                # the hatching of a partial sum stops at the label
+                bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none", "pad": 1.5}
+                if partial
+                else None,
             )
     for j, c in enumerate(cols):
         ax.text(
@@ -129,7 +137,12 @@ def draw_tensor(
     ax.set_ylim(-len(rows) - 0.1, 0.6)
     ax.set_aspect("equal")
     ax.axis("off")
-    note = f"partial sums over {', '.join(t.unreduced)} hatched" if t.unreduced else ""
+    notes = [f"partial sums over {', '.join(t.unreduced)} hatched"] if t.unreduced else []
+    if sizes and all(d.name in sizes for d in t.dims):
+        info = shape(t, mesh=m, sizes=dict(sizes))
+        local = " x ".join(f"{n:,}" for n in info.local_shape)
+        notes.append(f"each device holds {local} elements, {bytes_both(info.bytes_per_device)}")
+    note = "; ".join(notes)
     ax.set_title(title if title is not None else _text(t), fontsize=11)
     if note:
         ax.text(0.5, -0.02, note, transform=ax.transAxes, ha="center", va="top", fontsize=8, color="0.3")
@@ -175,11 +188,18 @@ def draw_show(
         except ParseError:
             tensor = None
     plt = _pyplot(backend)
+    with plt.rc_context(PAPER_RC):  # the notes' type: Computer Modern math, a serif for the text
+        return _draw_show_in(plt, expr, tensor, m, path, sizes)
+
+
+def _draw_show_in(
+    plt: Any, expr: object, tensor: Tensor | None, m: Mesh, path: Path, sizes: Mapping[str, int] | None
+) -> Path:
     if tensor is not None:
         _checked(tensor, m)
         fig, (ax,) = _figure(plt, 1, m)
         try:
-            draw_tensor(ax, tensor, m)
+            draw_tensor(ax, tensor, m, sizes=sizes)
             fig.tight_layout()
             save_figure(
                 fig, path, bbox_inches="tight", pad_inches=0.15
@@ -192,8 +212,8 @@ def draw_show(
     colours = _palette(regions)
     fig, (left, middle, right) = _figure(plt, 3, m)
     try:
-        draw_tensor(left, before, m, colours=colours, title="before: " + _text(before))
-        draw_tensor(right, after, m, colours=colours, title="after: " + _text(after))
+        draw_tensor(left, before, m, colours=colours, title="before: " + _text(before), sizes=sizes)
+        draw_tensor(right, after, m, colours=colours, title="after: " + _text(after), sizes=sizes)
         middle.axis("off")
         middle.set_xlim(0, 1)
         middle.set_ylim(0, 1)
@@ -203,8 +223,8 @@ def draw_show(
             xytext=(0.02, 0.5),
             arrowprops={"arrowstyle": "-|>", "linewidth": 2.5, "color": "black"},
         )
-        middle.text(0.5, 0.58, op, ha="center", va="bottom", fontsize=11, fontweight="bold")
-        middle.text(0.5, 0.42, f"{op}_{sub}", ha="center", va="top", fontsize=8, family="monospace")
+        middle.text(0.5, 0.58, op, ha="center", va="bottom", fontsize=12)
+        middle.text(0.5, 0.42, as_mathtext(rf"\mathrm{{{op}}}_{{{sub}}}"), ha="center", va="top", fontsize=9)
         fig.tight_layout()
         save_figure(
             fig, path, bbox_inches="tight", pad_inches=0.15

@@ -12,6 +12,7 @@ bisection on the exact expressions, and also solved symbolically where sympy can
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,10 +24,38 @@ import sympy
 from shardalg.algebra.symbols import as_expr
 from shardalg.errors import UsageError
 
-__all__ = ["Crossover", "CostCurves", "cost_curves", "crossover_plot", "FORMATS"]
+__all__ = ["Crossover", "CostCurves", "cost_curves", "crossover_plot", "FORMATS", "PAPER_RC", "as_mathtext"]
 
 # Output formats by file suffix, and the matplotlib backend that writes each.
 FORMATS: dict[str, str] = {".png": "agg", ".pdf": "pdf", ".pgf": "pgf", ".svg": "svg"}
+
+# The pictures' type matches the notes' (Latin Modern, set by LaTeX): Computer Modern for the math (matplotlib's
+# mathtext "cm") and a serif for the text, with the tick labels set as math too.
+PAPER_RC: dict[str, object] = {
+    "mathtext.fontset": "cm",
+    "font.family": "serif",
+    "font.serif": ["cmr10", "DejaVu Serif"],
+    "axes.formatter.use_mathtext": True,
+    "axes.unicode_minus": False,
+}
+
+
+def as_mathtext(latex: str) -> str:
+    """The package's LaTeX of a formula (its printers') as matplotlib mathtext between dollars: the
+    ``\\textbf`` and ``\\text`` that mathtext lacks become ``\\mathbf`` and ``\\mathrm``."""
+    return "$" + latex.replace(r"\textbf{", r"\mathbf{").replace(r"\text{", r"\mathrm{") + "$"
+
+
+_SUBSCRIPTED = re.compile(r"\b([A-Za-z][A-Za-z0-9]*)_(\{[^{}]*\}|[A-Za-z0-9]+)")
+
+
+def math_label(text: str) -> str:
+    """A label as drawn: notation written in ASCII (``AllGather_X(Y)``) set as math, the subscript lowered
+    (``$\\mathrm{AllGather}_{X}$(Y)``); text that already has mathtext (a ``$``) is left as it is."""
+    if "$" in text:
+        return text
+    return _SUBSCRIPTED.sub(lambda m: rf"$\mathrm{{{m[1]}}}_{{{m[2].strip('{}')}}}$", text)
+
 
 _GRID_POINTS = 400
 _BISECTION_STEPS = 80
@@ -212,7 +241,7 @@ def crossover_plot(
         if path is not None:
             save_figure(ax.figure, path)
         return curves
-    rc = {"pgf.texsystem": _pgf_texsystem()} if backend == "pgf" else {}
+    rc = {**PAPER_RC, **({"pgf.texsystem": _pgf_texsystem()} if backend == "pgf" else {})}
     plt = _pyplot(backend or "agg")
     with plt.rc_context(rc):
         fig, own = plt.subplots(figsize=(6.4, 4.3))
@@ -241,6 +270,28 @@ def _drawable(s: str, what: str) -> None:
         ) from None
 
 
+# a region's label is about this tall, as a fraction of the axes' height
+_LABEL_BAND = 0.08
+
+
+def _free_band(curves: CostCurves, lo_x: float, hi_x: float, ylim: tuple[float, float]) -> tuple[float, str]:
+    """Where a region's label goes, in axes fraction: at the top or at the bottom, whichever band no curve
+    runs through between ``lo_x`` and ``hi_x`` (the farther from the curves when both or neither are free)."""
+    lo, hi = ylim
+    fracs = [
+        (math.log(y) - lo) / (hi - lo)
+        for k in (0, 1)
+        for x, y in zip(curves.xs, curves.ys[k], strict=True)
+        if lo_x <= x <= hi_x
+    ]
+    if not fracs:
+        return 0.97, "top"
+    top_gap, bottom_gap = 0.97 - max(fracs), min(fracs) - 0.03
+    if top_gap >= _LABEL_BAND or top_gap >= bottom_gap:
+        return 0.97, "top"
+    return 0.03, "bottom"
+
+
 def _draw(
     ax: Any,
     curves: CostCurves,
@@ -254,11 +305,13 @@ def _draw(
     over = curves.over
     colors = ("tab:blue", "tab:orange")
     for k in (0, 1):
-        ax.plot(curves.xs, curves.ys[k], color=colors[k], label=labels[k], linewidth=2)
+        ax.plot(curves.xs, curves.ys[k], color=colors[k], label=math_label(labels[k]), linewidth=2)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel(str(over))
+    ax.set_xlabel(as_mathtext(sympy.latex(over)))
     ax.set_ylabel(f"time ({unit})")
+    ax.autoscale_view()
+    y_lo, y_hi = (math.log(v) for v in ax.get_ylim())
     bounds = [curves.xs[0], *(c.at for c in curves.crossovers), curves.xs[-1]]
     regions = list(zip(bounds, bounds[1:], strict=False))
     for k, (lo_x, hi_x) in enumerate(regions):
@@ -267,20 +320,21 @@ def _draw(
         ax.axvspan(lo_x, hi_x, color=colors[who], alpha=0.08)
         # the region's label: the plan's name (the legend has its description), kept inside its region - the
         # first against its left edge, the last against its right edge - so neighbours never overlap
-        name = labels[who].split(":")[0].strip() or labels[who]
+        name = math_label(labels[who].split(":")[0].strip() or labels[who])
         x, dx, ha = mid, 0, "center"
         if len(regions) > 1 and k == 0:
             x, dx, ha = lo_x, 4, "left"
         elif len(regions) > 1 and k == len(regions) - 1:
             x, dx, ha = hi_x, -4, "right"
+        y, va = _free_band(curves, lo_x, hi_x, (y_lo, y_hi))
         ax.annotate(
             f"{name} cheaper",
-            (x, 0.97),
+            (x, y),
             xycoords=ax.get_xaxis_transform(),
             xytext=(dx, 0),
             textcoords="offset points",
             ha=ha,
-            va="top",
+            va=va,
             fontsize=9,
             color=colors[who],
         )
@@ -288,15 +342,16 @@ def _draw(
         ax.axvline(c.at, color="black", linestyle="--", linewidth=1)
         ax.plot([c.at], [c.cost], "ko")
         ax.annotate(
-            f"crossover {over} = {c.at:.4g}",
+            "crossover " + as_mathtext(f"{sympy.latex(over)} = {c.at:.4g}"),
             (c.at, c.cost),
             textcoords="offset points",
             xytext=(6, -14),
             fontsize=9,
         )
     if title:
-        ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=9)
+        ax.set_title(math_label(title))
+    # under the axes, where neither a curve nor a region's label runs
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=9, frameon=False)
     if not caption:
         if own_figure:
             ax.figure.tight_layout()

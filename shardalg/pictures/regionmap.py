@@ -26,7 +26,7 @@ from sympy import Expr
 from shardalg.errors import UsageError
 from shardalg.search.monotext import parameter
 
-from .plot import FORMATS, _pyplot, save_figure
+from .plot import FORMATS, PAPER_RC, _pyplot, save_figure
 
 __all__ = ["RegionPicture", "region_map", "MAX_GRID"]
 
@@ -173,7 +173,7 @@ def region_map(
         shares,
         (math.exp(px), math.exp(py)),
         here,
-        (sympy.sstr(m.parameters[ix]), sympy.sstr(m.parameters[iy])),
+        (sympy.latex(m.parameters[ix]), sympy.latex(m.parameters[iy])),
         title,
     )
     return RegionPicture(
@@ -211,13 +211,40 @@ def _draw(
     title: str | None,
 ) -> tuple[str, ...]:
     plt = _pyplot(backend)
+    with plt.rc_context(PAPER_RC):  # the notes' type: Computer Modern math, a serif for the text
+        return _draw_in(plt, path, xs, ys, cat, parents, shares, point, here, names, title)
+
+
+def _draw_in(
+    plt: Any,
+    path: Path,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    cat: np.ndarray,
+    parents: list[str],
+    shares: Mapping[str, float],
+    point: tuple[float, float],
+    here: str | None,
+    names: tuple[str, str],
+    title: str | None,
+) -> tuple[str, ...]:
     from matplotlib.colors import ListedColormap
 
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
     labels = []
     try:
         cmap = ListedColormap(["white"] + [COLORS[k % len(COLORS)] for k in range(len(parents))])
-        ax.pcolormesh(xs, ys, cat + 1, cmap=cmap, vmin=0, vmax=len(parents), shading="nearest", alpha=0.35)
+        ax.pcolormesh(
+            xs,
+            ys,
+            cat + 1,
+            cmap=cmap,
+            vmin=0,
+            vmax=len(parents),
+            shading="nearest",
+            alpha=0.35,
+            rasterized=True,  # one image in a PDF or SVG, not a path per pixel (57,600 at the default grid)
+        )
         if len(shares) > 1:
             ax.contour(xs, ys, cat, levels=np.arange(len(parents)) + 0.5, colors="black", linewidths=0.8)
         for k, p in enumerate(parents):
@@ -229,8 +256,7 @@ def _draw(
                     p,
                     ha="center",
                     va="center",
-                    fontsize=11,
-                    weight="bold",
+                    fontsize=13,  # Computer Modern has no bold text face: larger instead
                     color=COLORS[k % len(COLORS)],
                 )
                 labels.append(p)
@@ -244,9 +270,9 @@ def _draw(
         )
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel(names[0])
-        ax.set_ylabel(names[1])
-        ax.set_title(title or f"fastest strategy over {names[0]} and {names[1]}")
+        ax.set_xlabel(f"${names[0]}$")
+        ax.set_ylabel(f"${names[1]}$")
+        ax.set_title(title or f"the fastest strategy over ${names[0]}$ and ${names[1]}$")
         fig.tight_layout()
         save_figure(fig, path)
     finally:

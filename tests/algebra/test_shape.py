@@ -124,16 +124,23 @@ def test_human_output():
         "dtype             fp32\n"
         "global shape      fp32[1024, 4096]\n"
         "local shape       fp32[64, 4096]\n"
-        "bytes per device  1,048,576 bytes (1 MiB)\n"
-        "total bytes       16,777,216 bytes (16 MiB)\n"
+        "bytes per device  1,048,576 bytes (1.05 MB, 1 MiB)\n"
+        "total bytes       16,777,216 bytes (16.8 MB, 16 MiB)\n"
         "replication       1"
     )
 
 
 def test_format_bytes():
-    assert format_bytes(16_384) == "16,384 bytes (16 KiB)"
-    assert format_bytes(1536) == "1,536 bytes (1.5 KiB)"
-    assert format_bytes(1000) == "1,000 bytes"
+    # the one unit policy: exact, then decimal (GB = 10^9) and binary (GiB = 2^30) units, each labelled
+    assert format_bytes(16_384) == "16,384 bytes (16.4 kB, 16 KiB)"
+    assert format_bytes(1536) == "1,536 bytes (1.54 kB, 1.5 KiB)"
+    assert format_bytes(1000) == "1,000 bytes (1 kB)"
+    assert format_bytes(96 * 10**9) == "96,000,000,000 bytes (96 GB, 89.4 GiB)"
+    assert (
+        format_bytes(-503_621_834_752) == "-503,621,834,752 bytes (-504 GB, -469 GiB)"
+    )  # a negative headroom
+    assert format_bytes(999) == "999 bytes"
+    assert format_bytes(1_073_000_000) == "1,073,000,000 bytes (1.07 GB, 1,023 MiB)"  # no 1.02e+03
     assert format_bytes(Fraction(3, 2)) == "3/2 bytes"
 
 

@@ -32,7 +32,7 @@ def chip_file(tmp_path):
 
 def test_memory_text_and_json(capsys):
     code, out, _ = run(capsys, "memory", FSDP, "--mesh", "X=4", "--sizes", SIZES, "--hw", "tpu-v5e")
-    assert code == 0 and "params       4,194,304 bytes (4 MiB)" in out and "fits         yes" in out
+    assert code == 0 and "params       4,194,304 bytes (4.19 MB, 4 MiB)" in out and "fits         yes" in out
     assert "note: optimizer: adam (default" in out
     code, out, _ = run(
         capsys,

@@ -27,7 +27,7 @@ def test_quick_question_fp32_on_8x2(capsys):
     code, out, err = run(capsys, "shape", "A: fp32[I_XY, J] where I=1024, J=4096", "--mesh", "X=8,Y=2")
     assert code == 0 and err == ""
     assert "local shape       fp32[64, 4096]\n" in out
-    assert "bytes per device  1,048,576 bytes (1 MiB)\n" in out
+    assert "bytes per device  1,048,576 bytes (1.05 MB, 1 MiB)\n" in out
     code, out, _ = run(
         capsys, "shape", "A: fp32[I_XY, J]", "--mesh", "X=8,Y=2", "--sizes", "I=1024,J=4096", "--json"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 
 import pytest
 
@@ -18,15 +19,64 @@ SECTIONS = [
     "The collectives and what they cost",
     "Backward: the transposes",
     "Derivations",
-    "Proofs",
     "Worked examples: the questions of chapter 3",
+    "Training: the parallel strategies (the book's chapter 5)",
+    "Training LLaMA 3 70B (the book's chapter 6)",
+    "Inference: serving under a memory cap (the book's chapter 7)",
 ]
 
 
 def test_the_notes_have_every_section_and_no_problem():
     doc = notes_document()
     assert [s.title for s in doc.sections] == SECTIONS
+    assert [s.title for s in doc.appendix] == ["Proofs"]  # the proofs after the chapters, not in the body
     assert doc.problems == []
+
+
+def test_sections_choose_the_chapters_and_an_unknown_one_is_refused():
+    from shardalg.errors import UsageError
+    from shardalg.notes import parse_sections
+
+    assert parse_sections("ch7, ch3") == ("ch3", "ch7")  # in the book's order
+    assert parse_sections(None) == ("ch3", "ch5", "ch6", "ch7")
+    with pytest.raises(UsageError, match=r"no chapter 'CH5'.*did you mean ch5\?.*ch3, ch5, ch6, ch7"):
+        parse_sections("ch3,CH5")
+
+
+def test_cli_notes_tex_prints_the_source_of_the_chapters_chosen(capsys):
+    from shardalg.cli import main
+
+    assert main(["notes", "--sections", "ch6", "--tex", "--quiet"]) == 0
+    tex = capsys.readouterr().out
+    assert tex.startswith("\\documentclass") and "Training LLaMA 3 70B" in tex
+    assert "The four cases" not in tex and "\\appendix" in tex  # ch6 alone, then the proofs
+    assert main(["notes", "--tex", "--pdf"]) == 2
+
+
+def test_the_four_cases_are_ordered_by_time_and_name_the_book_s_plan():
+    from shardalg.notes.sections import four_cases
+
+    text = "\n".join(
+        b.label
+        for sub in four_cases().subsections
+        for b in sub.blocks
+        if getattr(b, "label", "").startswith("Plan")
+    )
+    times = [float(t.replace(",", "")) for t in re.findall(r"([\d,]+\.\d) microseconds", text)]
+    cases = four_cases().subsections
+    assert len(cases) == 4
+    for sub in cases:
+        plans = [b.label for b in sub.blocks if getattr(b, "label", "").startswith("Plan")]
+        secs = [float(re.search(r"([\d,]+\.\d) microseconds", p)[1].replace(",", "")) for p in plans]
+        assert secs == sorted(secs), plans  # fastest first, on the chapter's chip
+        assert sum("the book's plan" in p for p in plans) == 1, plans
+    assert times
+    case4 = [b for b in cases[3].blocks if isinstance(getattr(b, "parts", None), tuple)]
+    said = " ".join(p for b in case4 for p in b.parts if isinstance(p, str))
+    assert "The book's case: case 4: I of A and K of B are both sharded over X." in said  # not "case 1: ..."
+    assert "AllGather_X(A); the book's plan" in " ".join(
+        b.label for b in cases[3].blocks if getattr(b, "label", "")
+    )
 
 
 def test_the_notes_carry_engine_results():
@@ -47,6 +97,7 @@ def test_markdown_has_the_same_content_with_dollar_math():
     assert md.startswith("# Sharded matrices")
     for title in SECTIONS:
         assert f"## {title}" in md
+    assert "## Appendix A: Proofs" in md
     assert "$$" in md and "$D > 2 B$" in md
     assert "\\documentclass" not in md
 
@@ -105,7 +156,7 @@ def test_blocks_render_to_latex_and_markdown():
 
 
 def test_cli_notes_writes_files(tmp_path, capsys):
-    assert main(["notes", "--out", str(tmp_path / "n")]) == 0
+    assert main(["notes", "--sections", "ch3", "--out", str(tmp_path / "n")]) == 0  # one chapter: quick
     out = capsys.readouterr().out
     assert "shardalg-notes.tex" in out and (tmp_path / "n" / "shardalg-notes.md").exists()
 

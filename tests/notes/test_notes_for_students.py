@@ -122,14 +122,11 @@ def test_typed_notation_is_monospace_and_derivations_align_on_the_relation() -> 
 
 def test_derivations_read_as_a_student_writes_them() -> None:
     """Word subscripts upright (X_opt is X with 'opt', not o·p·t), a value on the chip's numbers as a number
-    (45,000, not 45000.0 or 4.5e+04), and no row repeated as the result."""
+    (45,000 bytes, with its unit; not 45000.0 or 4.5e+04), and no row repeated as the result."""
     tex = (notes_dir() / "shardalg-notes.tex").read_text()
     assert r"X_{\text{opt}} &=" in tex and r"V_{\text{shard}} &=" in tex
     assert "X_{opt}" not in tex and "V_{shard}" not in tex and "45000.0" not in tex
-    assert (
-        r"(= $= 45{,}000$ with the chip's numbers)" not in tex
-        and r"($= 45{,}000$ with the chip's numbers)" in tex
-    )
+    assert r"(= $= 45{,}000" not in tex and r"($= 45{,}000\ \text{bytes}$ with the chip's numbers)" in tex
     for block in re.findall(r"\\begin\{aligned\}(.*?)\\end\{aligned\}", tex, flags=re.S):
         relations = [row.split("&&")[0].strip() for row in block.split("\\\\")]
         assert all(a != b for a, b in zip(relations, relations[1:], strict=False)), block
@@ -160,3 +157,12 @@ def test_markdown_figure_is_for_a_browser() -> None:
     assert figures and all(f.endswith((".svg", ".png")) for f in figures), figures
     for f in figures:
         assert (out / f).read_text().lstrip().startswith(("<?xml", "<svg")) if f.endswith(".svg") else True
+
+
+def test_no_identity_is_shown_as_a_result() -> None:
+    """A derived condition that is the book's, as printed, is shown once ("the same relation"), never as
+    ``Y < F M_Y W/C <=> Y < F M_Y W/C``."""
+    tex = (notes_dir() / "shardalg-notes.tex").read_text()
+    pairs = re.findall(r"\$([^$]*?) \\iff ([^$]*?)\$", tex)
+    assert all(a.strip() != b.strip() for a, b in pairs), [a for a, b in pairs if a.strip() == b.strip()]
+    assert "the same relation" in tex

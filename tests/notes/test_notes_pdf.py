@@ -1,10 +1,11 @@
 """``shardalg notes --pdf`` runs pdflatex as often as the contents need, so the PDF opens with a filled contents
-list (read back with pdftotext). Skips, saying why, when pdflatex or pdftotext is missing; without pdflatex
+list (read back with pdftotext), and the notes speak of the mathematics, never of the program's parts. Skips, saying why, when pdflatex or pdftotext is missing; without pdflatex
 ``--pdf`` is a usage error that says what to install."""
 
 from __future__ import annotations
 
 import os
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -29,26 +30,75 @@ def _notes(out: Path, *extra: str, path: str | None = None) -> subprocess.Comple
     )
 
 
+# The package's module names that are also ordinary English words, which the notes may use as words ("the
+# memory of each device"); every other module name (plancost, regionmap, stepreport, ...) must not appear.
+ENGLISH_MODULE_NAMES = frozenset(
+    "backward cache costs deferred devices fit forward gradients inference latex memory mesh notation notes "
+    "operators optimum overlap permute plan program proofs run schedule search sections send serving shape "
+    "shift slice solve step steps symbols terms traffic transpose worked zero".split()
+)
+IMPLEMENTATION_WORDS = ("engine", "executor", "module", "sympy", "numpy", "lambdify", "shardalg.", ".py")
+
+
+def module_names() -> set[str]:
+    import shardalg
+
+    return {
+        part for m in pkgutil.walk_packages(shardalg.__path__, "shardalg.") for part in m.name.split(".")[1:]
+    }
+
+
+def implementation_words(text: str) -> list[str]:
+    """The words of the program's parts in ``text``: "engine", "executor", module names, dotted paths."""
+    lower = text.lower()
+    found = [w for w in IMPLEMENTATION_WORDS if w in lower]
+    words = set(re.findall(r"[a-z_]+", lower))
+    return found + sorted((module_names() - ENGLISH_MODULE_NAMES) & words)
+
+
+def test_the_implementation_word_check_has_teeth():
+    assert implementation_words("the engine cost T_engine") == ["engine"]
+    assert implementation_words("Computed by shardalg's shape module") == ["module"]
+    assert implementation_words("from plancost and regionmap") == ["plancost", "regionmap"]
+    assert implementation_words("the memory of each device, in bytes") == []
+
+
 @pytest.mark.skipif(
     shutil.which("pdflatex") is None, reason="pdflatex missing (apt-get install texlive-latex-base)"
 )
 @pytest.mark.skipif(
     shutil.which("pdftotext") is None, reason="pdftotext missing (apt-get install poppler-utils)"
 )
-def test_pdf_has_a_filled_contents_list(tmp_path):
-    done = _notes(tmp_path / "n", "--pdf")
+def test_the_course_notes_build_a_pdf_with_contents_and_no_implementation_words(tmp_path):
+    """The suite's one pdflatex build: chapters 3, 5, 6 and 7, the proofs in an appendix."""
+    done = _notes(tmp_path / "n", "--sections", "ch3,ch5,ch6,ch7", "--pdf")
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"shardalg-notes\.pdf \(pdflatex ran [23] times", done.stdout), done.stdout
-    text = subprocess.run(
-        ["pdftotext", "-layout", str(tmp_path / "n" / "shardalg-notes.pdf"), "-"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    contents = text.split("Contents", 1)[1].split("\f", 1)[0]
-    # each section of the notes is listed with its page number
-    for title in ("Notation", "The four cases of a sharded matmul", "Proofs"):
-        assert re.search(rf"\d\s+{re.escape(title)}.*?\d+\s*$", contents, flags=re.M), (title, contents[:800])
+    pdf = tmp_path / "n" / "shardalg-notes.pdf"
+    layout = subprocess.run(
+        ["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True
+    )
+    contents = layout.stdout.split("Contents", 1)[1].split("\f", 1)[0]
+    # each section is listed with its number and page: the contents list is filled, not left for a rerun
+    for number, title in (
+        ("1", "Notation"),
+        ("2", "The four cases of a sharded matmul"),
+        ("7", "Training: the parallel strategies"),
+        ("8", "Training LLaMA 3 70B"),
+        ("9", "Inference: serving under a memory cap"),
+        ("A", "Proofs"),
+    ):
+        assert re.search(rf"^{number}\s+{re.escape(title)}.*?\d+\s*$", contents, flags=re.M), (
+            title,
+            contents,
+        )
+    body = layout.stdout.split("\f", 1)[1]
+    # the proofs come after the chapters, not in the body
+    assert body.index("Inference: serving") < body.index("Lemma 1")
+    text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+    assert implementation_words(text) == []
+    assert "Figure 1:" in text and "Figure 2:" in text  # the crossover and the strategy map, numbered
+    assert "the book's plan" in text.replace("\u2019", "'")
 
 
 def test_pdf_without_pdflatex_says_what_to_install(tmp_path):

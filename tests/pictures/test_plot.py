@@ -109,7 +109,11 @@ def test_draws_into_the_callers_axes(tmp_path):
         )
         assert not left.lines and len(right.lines) >= 2  # only the given axes are drawn on
         assert right.get_title() == "q4"
-        assert [t.get_text() for t in right.get_legend().get_texts()] == ["AllGather_X(Y)", "AllReduce_X(Z)"]
+        # drawn as math: the subscript lowered, the name upright
+        assert [t.get_text() for t in right.get_legend().get_texts()] == [
+            r"$\mathrm{AllGather}_{X}$(Y)",
+            r"$\mathrm{AllReduce}_{X}$(Z)",
+        ]
         assert "mesh X=8" in [t.get_text() for t in right.texts]
         assert curves.crossovers[0].at == pytest.approx(2048, rel=1e-9)
     finally:
@@ -161,8 +165,8 @@ def test_plot_command_title_labels_caption_and_json(tmp_path, capsys):
     assert crossover["at"] == pytest.approx(2048, rel=1e-6)  # D = 2B, the book's answer
     assert crossover["cheaper_above"] == "AllReduce_X(Z)"
     svg = out.read_text()
-    for text in ("Question 4", "AllReduce_X(Z)", "AllGather_X(Y)", "tpu-v5p"):
-        assert text in svg  # matplotlib keeps text as text in SVG (svg.fonttype none) or in comments
+    for text in ("Question 4", r"$\mathrm{AllReduce}_{X}$(Z)", r"$\mathrm{AllGather}_{X}$(Y)", "tpu-v5p"):
+        assert text in svg  # matplotlib keeps each text, as typed, in a comment beside its glyphs
 
 
 def test_show_png_of_a_reducescatter_on_4x2(tmp_path, capsys):
