@@ -34,6 +34,7 @@ from shardalg.algebra.subaxes import axes_in, declared_cuts, prime_cuts, refine
 from shardalg.algebra.traffic import Sizes
 from shardalg.cache import Kind, memoized
 from shardalg.errors import IncompleteWarning, NoPlan, UsageError
+from shardalg.notation import printing
 from shardalg.notation.parse import parse, parse_tensor
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import display
@@ -47,6 +48,7 @@ from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .ranking import Key, Ranking, Weigh
 from .redistribute import plan_bytes, redistribute
 from .space import searching
+from .symbolic import NeedsSizes, choose
 
 __all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
 
@@ -132,6 +134,7 @@ def plans(
     lift it) when a budget of the search cut the answer, and an :class:`~shardalg.errors.IncompleteWarning`
     says so (on stderr unless filtered); ``limits`` raises the budgets."""
     p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)
+    given_key = key is not None  # the caller's own order: no symbolic choice is made for it
     by = None  # the ranking, when its functions are the ones the search reads (keys the plans' memo)
     columns: dict[str, Callable[[Plan], object]] = {
         "bytes communicated": lambda q: display.bytes_text(str(plan_bytes(q, p.mesh, p.sizes)))
@@ -154,7 +157,10 @@ def plans(
     found = _plans(p, key, weigh, limits, overlap, by)
     if not found.complete:
         warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
-    return Plans(found, found.complete, found.note, columns)
+    ordered, choice = (
+        (list(found), None) if given_key else choose(found, lambda q: plan_bytes(q, p.mesh, p.sizes))
+    )
+    return Plans(ordered, found.complete, found.note, columns, choice)
 
 
 def _plans(
@@ -331,11 +337,22 @@ def plan(
     overlap: Overlap | None = None,
     rank: Ranking | None = None,
 ) -> Plan:
-    """The default (first) of :func:`plans`."""
+    """The default (first) of :func:`plans`; :class:`~.symbolic.NeedsSizes` when which plan is the cheapest
+    depends on sizes not given (the error holds the :class:`~.symbolic.Choice`: the contenders, and where
+    each is the cheapest when that is one size's interval)."""
     found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits, overlap=overlap, rank=rank)
     if not found:
         raise NoPlan(f"the search found no plan before a limit cut it: {found.note}")
+    if found.choice is not None and not found.choice.decided:
+        raise NeedsSizes(f"plan of {_statement_text(expr)}", found.choice)
     return found[0]
+
+
+def _statement_text(expr: object) -> str:
+    """The statement planned, as text for a message."""
+    if isinstance(expr, Problem):
+        expr = expr.statement
+    return expr if isinstance(expr, str) else printing.text(expr)
 
 
 def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:
