@@ -16,6 +16,10 @@ one place that decides.
 - Several contenders over two or more unknown sizes: the choice needs sizes. The answer names them and
   the contenders; it does not claim where each is cheapest.
 
+A piecewise answer is made by :func:`piecewise`: it runs a query, and when the query needs one plan whose
+choice is piecewise in one size, runs it again under each piece's interval (:func:`assuming`: within it the
+choice is decided, or splits again), so each piece of the answer holds its condition and its result.
+
 An answer that needs one plan (:func:`shardalg.planning.planner.plan`, a backward's gradient plans, a
 program's costs) raises :class:`NeedsSizes` when the choice is not decided; the ``plans`` listing carries
 the :class:`Choice` and says which plans are the cheapest where, or which sizes it needs.
@@ -23,9 +27,11 @@ the :class:`Choice` and says which plans are the cheapest where, or which sizes 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from shardalg.algebra.traffic import Bytes
 from shardalg.errors import UsageError
@@ -33,7 +39,19 @@ from shardalg.notation.plan import Plan
 
 from .order import plan_text_key
 
-__all__ = ["Piece", "Choice", "NeedsSizes", "choose", "beaten_everywhere", "symbols_of", "summary"]
+__all__ = [
+    "Piece",
+    "Choice",
+    "NeedsSizes",
+    "choose",
+    "beaten_everywhere",
+    "symbols_of",
+    "summary",
+    "assuming",
+    "piecewise",
+]
+
+T = TypeVar("T")
 
 Factor = tuple[str, str]  # ("dim", name) or ("axis", name), as traffic's monomials name them
 DIGITS = 50  # the precision of a comparison at a point strictly between two crossings
@@ -72,16 +90,20 @@ class Piece:
 
     def condition(self, symbol: str | None) -> str:
         """The interval as text (``B > 4096``, ``2048 < B < 4096``), or "" when it is the whole range."""
-        if symbol is None:
-            return ""
-        lo, hi = self.low, self.high
-        if lo is not None and hi is not None:
-            return f"{lo} < {symbol} < {hi}"
-        if lo is not None:
-            return f"{symbol} > {lo}"
-        if hi is not None:
-            return f"{symbol} < {hi}"
+        return interval_text(symbol, self.low, self.high)
+
+
+def interval_text(symbol: str | None, lo: Any, hi: Any) -> str:
+    """``lo < s < hi`` as text, either bound None when absent; "" for the whole range."""
+    if symbol is None:
         return ""
+    if lo is not None and hi is not None:
+        return f"{lo} < {symbol} < {hi}"
+    if lo is not None:
+        return f"{symbol} > {lo}"
+    if hi is not None:
+        return f"{symbol} < {hi}"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -96,6 +118,7 @@ class Choice:
     contenders: tuple[Piece, ...]
     symbols: tuple[str, ...]
     piecewise: bool
+    factor: Factor | None = None  # the one size of a piecewise choice, as traffic names it
 
     @property
     def decided(self) -> bool:
@@ -174,7 +197,7 @@ def choose(plans: Sequence[Plan], cost: Callable[[Plan], Bytes]) -> tuple[list[P
     beaten = {c: sum(beaten_everywhere(c, o) for o in distinct) for c in distinct}
     kept = [c for c in distinct if not beaten[c]]
     factors = sorted({f for a in kept for b in kept for f in symbols_of(a + b.scale(-1))})
-    pieces = _pieces(kept, factors[0]) if len(factors) == 1 else None
+    pieces = _pieces(kept, factors[0], *_range(factors[0])) if len(factors) == 1 else None
     if pieces is None:
         contenders = tuple(Piece(plans[first[c]], c) for c in kept)
     else:
@@ -186,13 +209,14 @@ def choose(plans: Sequence[Plan], cost: Callable[[Plan], Bytes]) -> tuple[list[P
         base,
         key=lambda i: (lead.get(id(plans[i]), len(lead)), beaten[costs[i]], len(plans[i].steps)),
     )
-    choice = Choice(contenders, tuple(_name(f) for f in factors), pieces is not None and len(contenders) > 1)
+    split = pieces is not None and len(contenders) > 1
+    choice = Choice(contenders, tuple(_name(f) for f in factors), split, factors[0] if split else None)
     return [plans[i] for i in ordered], choice
 
 
-def _pieces(costs: list[Bytes], factor: Factor) -> list[tuple[Bytes, Any, Any]] | None:
-    """The intervals of ``factor`` where each cost is the least (exact crossings); None when a cost depends
-    on another unknown size too (the differences cancel it, but the values do not)."""
+def _pieces(costs: list[Bytes], factor: Factor, low: Any, high: Any) -> list[tuple[Bytes, Any, Any]] | None:
+    """The intervals of ``factor`` within (``low``, ``high``) where each cost is the least (exact crossings);
+    None when a cost depends on another unknown size too (the differences cancel it, but the values do not)."""
     import sympy
 
     from shardalg.algebra.symbols import axis_size, dim_size
@@ -206,10 +230,10 @@ def _pieces(costs: list[Bytes], factor: Factor) -> list[tuple[Bytes, Any, Any]] 
         for b in exprs[i + 1 :]:
             num = sympy.numer(sympy.together(a - b))
             for r in sympy.Poly(num, s).real_roots():
-                if r.is_positive:
-                    roots.add(sympy.nsimplify(r) if r.is_rational else r)
+                if r.is_positive and (low is None or r > low) and (high is None or r < high):
+                    roots.add(r)
     cuts = sorted(roots, key=lambda r: sympy.N(r, DIGITS))
-    bounds = [None, *cuts, None]
+    bounds = [low, *cuts, high]
     out: list[tuple[Bytes, Any, Any]] = []
     for lo, hi in zip(bounds, bounds[1:], strict=False):
         point = _inside(lo, hi)
@@ -233,3 +257,56 @@ def _inside(lo: Any, hi: Any) -> Any:
     if hi is None:
         return lo * 2
     return (lo + hi) / 2
+
+
+# The intervals assumed of unknown sizes while a piecewise answer runs a query again under one piece:
+# ((factor, low, high), ...); :func:`choose` decides within them.
+_ASSUMED: ContextVar[tuple[tuple[Factor, Any, Any], ...]] = ContextVar("shardalg_assumed", default=())
+
+
+def _range(factor: Factor) -> tuple[Any, Any]:
+    """The interval of ``factor`` assumed now (None, None: every positive value)."""
+    lo = hi = None
+    for f, a, b in _ASSUMED.get():
+        if f == factor:
+            lo = a if lo is None or (a is not None and a > lo) else lo
+            hi = b if hi is None or (b is not None and b < hi) else hi
+    return lo, hi
+
+
+@contextmanager
+def assuming(factor: Factor, low: Any, high: Any) -> Iterator[None]:
+    """Within the block, ``factor`` lies in the open interval (``low``, ``high``) (None: no bound): a
+    choice piecewise in it is made within that interval."""
+    token = _ASSUMED.set((*_ASSUMED.get(), (factor, low, high)))
+    try:
+        yield
+    finally:
+        _ASSUMED.reset(token)
+
+
+MAX_PIECES = 16  # pieces one piecewise answer may split into (each runs the query once more)
+
+
+def piecewise(run: Callable[[], T]) -> list[tuple[str, T]]:
+    """``run()``'s answer, as pieces: [("", answer)] when every plan it needs is decided; else, when a choice
+    is piecewise in one size, ``run()`` under each piece's interval, each answer with its condition
+    (``B > 32768/5``). A choice that needs sizes (two or more unknown ones) raises its :class:`NeedsSizes`."""
+    out: list[tuple[str, T]] = []
+    _split(run, out)
+    return out
+
+
+def _split(run: Callable[[], T], out: list[tuple[str, T]]) -> None:
+    try:
+        answer = run()
+    except NeedsSizes as err:
+        choice = err.choice
+        if not choice.piecewise or choice.factor is None or len(out) + len(choice.contenders) > MAX_PIECES:
+            raise
+        for piece in choice.contenders:
+            with assuming(choice.factor, piece.low, piece.high):
+                _split(run, out)
+        return
+    where = [interval_text(_name(f), *_range(f)) for f in dict.fromkeys(f for f, _a, _b in _ASSUMED.get())]
+    out.append((" and ".join(w for w in where if w), answer))
