@@ -48,7 +48,7 @@ from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .ranking import Key, Ranking, Weigh
 from .redistribute import plan_bytes, redistribute
 from .space import searching
-from .symbolic import NeedsSizes, choose
+from .symbolic import NeedsSizes, beaten_everywhere, choose
 
 __all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
 
@@ -206,15 +206,23 @@ def _plans(
         whole = list(whole_set)
         if whole:
             sort_plans(whole, rank)
-            best = _head(rank, whole[0])
             found = [
                 q
                 for q in found
-                if _head(rank, q) <= best and any(is_subaxis(a) for s in q.steps for a in s.axes)
+                if _not_dearer(q, whole, rank, p) and any(is_subaxis(a) for s in q.steps for a in s.axes)
             ]
         found = list(dict.fromkeys([*whole, *found]))
     sort_plans(found, rank)
     return Plans.of(found, notes)
+
+
+def _not_dearer(q: Plan, whole: list[Plan], rank: Key, p: Problem) -> bool:
+    """Whether the sub-axis plan ``q`` costs no more than the best whole-axis plan: by ``rank`` when the
+    bytes are numbers, else when no whole-axis plan moves fewer bytes at every size (no size made up)."""
+    mine = plan_bytes(q, p.mesh, p.sizes)
+    if mine.is_number and plan_bytes(whole[0], p.mesh, p.sizes).is_number:
+        return _head(rank, q) <= _head(rank, whole[0])
+    return not any(beaten_everywhere(mine, plan_bytes(w, p.mesh, p.sizes)) for w in whole)
 
 
 def _head(rank: Key, q: Plan) -> object:

@@ -49,6 +49,7 @@ __all__ = [
     "summary",
     "assuming",
     "piecewise",
+    "first",
 ]
 
 T = TypeVar("T")
@@ -181,6 +182,15 @@ class NeedsSizes(UsageError):
             + f"; {where}:\n{listed}",
         )
         self.choice = choice
+
+
+def first(found: Sequence[Plan], what: str) -> Plan:
+    """The cheapest of ``found`` (a :class:`~.planset.Plans` list, cheapest first), or :class:`NeedsSizes`
+    when its :class:`Choice` is not decided (``what`` names the statement in the message)."""
+    choice = getattr(found, "choice", None)
+    if choice is not None and not choice.decided:
+        raise NeedsSizes(what, choice)
+    return found[0]
 
 
 def choose(plans: Sequence[Plan], cost: Callable[[Plan], Bytes]) -> tuple[list[Plan], Choice | None]:

@@ -126,7 +126,7 @@ def _exhaustive(left: Gradient, right: Gradient, dc, mesh: Mesh, sizes: dict[str
             for v in _versions(p1, dc):
                 for q in candidates(other, v, mesh, sizes):
                     total = cost(p1.steps) + cost(q.steps, frozenset(p1.steps))
-                    if fewer(total, baseline) and total.rank() < best.rank():
+                    if fewer(total, baseline) and fewer(total, best):
                         best = total
     return best
 
