@@ -30,7 +30,7 @@ from shardalg.planning.search import MAX_LABELS
 from shardalg.progress import task
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import add_overlap, examples, program_text
+from .common import add_overlap, examples, no_made_up_sizes, program_text
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
@@ -112,6 +112,7 @@ def plan_json(
     }
 
 
+@no_made_up_sizes
 def _plan(args: argparse.Namespace) -> int:
     from shardalg.costs.plancost import priced
     from shardalg.planning.planset import Plans

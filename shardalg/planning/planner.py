@@ -31,7 +31,7 @@ from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
 from shardalg.algebra.subaxes import axes_in, declared_cuts, prime_cuts, refine
-from shardalg.algebra.traffic import Sizes
+from shardalg.algebra.traffic import Bytes, Sizes
 from shardalg.cache import Kind, memoized
 from shardalg.errors import IncompleteWarning, NoPlan, UsageError
 from shardalg.notation import printing
@@ -48,7 +48,7 @@ from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .ranking import Key, Ranking, Weigh
 from .redistribute import plan_bytes, redistribute
 from .space import searching
-from .symbolic import NeedsSizes, beaten_everywhere, choose
+from .symbolic import beaten_everywhere, choose, first, is_strict
 
 __all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
 
@@ -157,10 +157,18 @@ def plans(
     found = _plans(p, key, weigh, limits, overlap, by)
     if not found.complete:
         warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
-    ordered, choice = (
-        (list(found), None) if given_key else choose(found, lambda q: plan_bytes(q, p.mesh, p.sizes))
-    )
-    return Plans(ordered, found.complete, found.note, columns, choice)
+    if given_key:
+        return Plans(found, found.complete, found.note, columns)
+    listed = list(found)
+
+    def cost(q: Plan) -> Bytes:
+        return plan_bytes(q, p.mesh, p.sizes)
+
+    if is_strict():  # an order that makes up no size, and the choice with it
+        ordered, choice = choose(listed, cost)
+        return Plans(ordered, found.complete, found.note, columns, choice)
+    # the planner's own order; the choice is made when asked for (Plans.choice)
+    return Plans(listed, found.complete, found.note, columns, lambda: choose(listed, cost)[1])
 
 
 def _plans(
@@ -345,15 +353,14 @@ def plan(
     overlap: Overlap | None = None,
     rank: Ranking | None = None,
 ) -> Plan:
-    """The default (first) of :func:`plans`; :class:`~.symbolic.NeedsSizes` when which plan is the cheapest
-    depends on sizes not given (the error holds the :class:`~.symbolic.Choice`: the contenders, and where
-    each is the cheapest when that is one size's interval)."""
+    """The default (first) of :func:`plans`; under :func:`~.symbolic.strict`, :class:`~.symbolic.NeedsSizes`
+    when which plan is the cheapest depends on sizes not given (the error holds the
+    :class:`~.symbolic.Choice`: the contenders, and where each is the cheapest when that is one size's
+    interval)."""
     found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits, overlap=overlap, rank=rank)
     if not found:
         raise NoPlan(f"the search found no plan before a limit cut it: {found.note}")
-    if found.choice is not None and not found.choice.decided:
-        raise NeedsSizes(f"plan of {_statement_text(expr)}", found.choice)
-    return found[0]
+    return first(found, f"plan of {_statement_text(expr)}")
 
 
 def _statement_text(expr: object) -> str:

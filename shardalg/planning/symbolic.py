@@ -20,9 +20,13 @@ A piecewise answer is made by :func:`piecewise`: it runs a query, and when the q
 choice is piecewise in one size, runs it again under each piece's interval (:func:`assuming`: within it the
 choice is decided, or splits again), so each piece of the answer holds its condition and its result.
 
-An answer that needs one plan (:func:`shardalg.planning.planner.plan`, a backward's gradient plans, a
-program's costs) raises :class:`NeedsSizes` when the choice is not decided; the ``plans`` listing carries
-the :class:`Choice` and says which plans are the cheapest where, or which sizes it needs.
+Under :func:`strict` (what the commands ``plan``, ``backward``, ``cost``, ``step``, ``compare`` and
+``optimum`` run under, and :func:`piecewise`), an answer that needs one plan (:func:`shardalg.planning.
+planner.plan`, a backward's gradient plans, a program's costs: :func:`first`) raises :class:`NeedsSizes`
+when the choice is not decided, and the ``plans`` listing comes in an order that makes up no size with its
+:class:`Choice`, which says which plans are the cheapest where, or which sizes it needs. Outside it (the
+library's other callers: the memory and search layers, the strategy map, the notes) the first plan of the
+planner's own order is taken, as before; ``Plans.choice`` says whether that order was decided.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ __all__ = [
     "assuming",
     "piecewise",
     "first",
+    "strict",
+    "is_strict",
 ]
 
 T = TypeVar("T")
@@ -184,12 +190,32 @@ class NeedsSizes(UsageError):
         self.choice = choice
 
 
+# Whether an undecided choice raises NeedsSizes (see the module docstring): set by strict() and piecewise().
+_STRICT: ContextVar[bool] = ContextVar("shardalg_strict", default=False)
+
+
+def is_strict() -> bool:
+    return _STRICT.get()
+
+
+@contextmanager
+def strict() -> Iterator[None]:
+    """Within the block, no plan is chosen where the choice depends on sizes not given: :func:`first`
+    raises :class:`NeedsSizes`, and plan lists come in an order that makes up no size."""
+    token = _STRICT.set(True)
+    try:
+        yield
+    finally:
+        _STRICT.reset(token)
+
+
 def first(found: Sequence[Plan], what: str) -> Plan:
-    """The cheapest of ``found`` (a :class:`~.planset.Plans` list, cheapest first), or :class:`NeedsSizes`
-    when its :class:`Choice` is not decided (``what`` names the statement in the message)."""
-    choice = getattr(found, "choice", None)
-    if choice is not None and not choice.decided:
-        raise NeedsSizes(what, choice)
+    """The cheapest of ``found`` (a :class:`~.planset.Plans` list, cheapest first); under :func:`strict`,
+    :class:`NeedsSizes` when its :class:`Choice` is not decided (``what`` names the statement)."""
+    if _STRICT.get():
+        choice = getattr(found, "choice", None)
+        if choice is not None and not choice.decided:
+            raise NeedsSizes(what, choice)
     return found[0]
 
 
@@ -303,7 +329,8 @@ def piecewise(run: Callable[[], T]) -> list[tuple[str, T]]:
     is piecewise in one size, ``run()`` under each piece's interval, each answer with its condition
     (``B > 32768/5``). A choice that needs sizes (two or more unknown ones) raises its :class:`NeedsSizes`."""
     out: list[tuple[str, T]] = []
-    _split(run, out)
+    with strict():
+        _split(run, out)
     return out
 
 
