@@ -68,7 +68,6 @@ class Plans(PlanTable):
 
     complete: bool
     note: str
-    choice: Any  # a symbolic.Choice when some plan's bytes depend on unknown sizes, else None
 
     def __init__(
         self,
@@ -81,7 +80,15 @@ class Plans(PlanTable):
         super().__init__(plans, columns)
         self.complete = complete
         self.note = note
-        self.choice = choice
+        self._choice = choice  # a Choice, None, or a function that makes it when first asked for
+
+    @property
+    def choice(self) -> Any:
+        """A :class:`~.symbolic.Choice` when some plan's bytes depend on unknown sizes, else None (made when
+        first asked for, outside :func:`~.symbolic.strict`)."""
+        if callable(self._choice):
+            self._choice = self._choice()
+        return self._choice
 
     @classmethod
     def of(cls, plans: Iterable[Plan], cuts: Iterable[str]) -> Plans:
