@@ -16,7 +16,7 @@ from shardalg.notation.parse import parse_tensor as T
 from shardalg.notation.syntax import Op
 from shardalg.planning.backward import backward
 from shardalg.planning.forward import analyze
-from shardalg.planning.symbolic import NeedsSizes
+from shardalg.planning.symbolic import NeedsSizes, strict
 from shardalg.planning.gradients import Gradient, candidates, fewer
 from shardalg.planning.redistribute import plan_bytes
 
@@ -109,7 +109,7 @@ def test_planned_alone_the_same_gradients_move_720896_bytes():
 def test_symbolic_sizes_keep_the_baseline_unless_the_pair_is_cheaper_for_every_size():
     # FSDP: gathering dOut (B·F) instead of W (D·F) and reduce-scattering dW (D·F) wins only when B is small;
     # with B, D, F unknown no plan is chosen (no size is made up): the answer asks for them
-    with pytest.raises(NeedsSizes) as err:
+    with pytest.raises(NeedsSizes) as err, strict():
         backward("In[B_X, D] * W[D_X, F] -> Out[B_X, F]", Mesh(X=4))
     assert err.value.choice.symbols == ("B", "D", "F") and not err.value.choice.piecewise
     bw = backward("In[B_X, D] * W[D_X, F] -> Out[B_X, F]", Mesh(X=4), {"B": 65536, "D": 1024, "F": 4096})
