@@ -114,7 +114,9 @@ def test_cli_backward_defer_and_latex(capsys):
         == 0
     )
     assert json.loads(capsys.readouterr().out)["gradients"]["W"] == "dW[D, F]{U_X}"
-    assert main(["backward", DP, "--mesh", "X=4", "--sizes", "B=65536,D=1024,F=4096", "--format", "latex"]) == 0
+    assert (
+        main(["backward", DP, "--mesh", "X=4", "--sizes", "B=65536,D=1024,F=4096", "--format", "latex"]) == 0
+    )
     assert "\\cdot" in capsys.readouterr().out
 
 

@@ -16,13 +16,17 @@ from shardalg.notation.parse import parse_tensor as T
 from shardalg.notation.syntax import Op
 from shardalg.planning.backward import backward
 from shardalg.planning.forward import analyze
-from shardalg.planning.symbolic import NeedsSizes, strict
 from shardalg.planning.gradients import Gradient, candidates, fewer
 from shardalg.planning.redistribute import plan_bytes
+from shardalg.planning.symbolic import NeedsSizes, strict
 
 AG, RS, AR = "AllGather", "ReduceScatter", "AllReduce"
 CASE4 = "A[I_X, J] · B[J, K_X] -> C[I_X, K]"
-CASE4_SIZES = {"I": 64, "J": 64, "K": 64}  # gathering B (2JK bytes) beats gathering A (2IJ + IK/2): sizes decide
+CASE4_SIZES = {
+    "I": 64,
+    "J": 64,
+    "K": 64,
+}  # gathering B (2JK bytes) beats gathering A (2IJ + IK/2): sizes decide
 JOINT = "A[I, J] · B[J, K] -> C[I_X, K_Y]"
 JOINT_MESH, JOINT_SIZES = Mesh(X=2, Y=4), {"I": 256, "J": 256, "K": 1024}
 TP = "In[B, D_Y] * W_in[D, F_Y] -> H[B, F_Y]; H[B, F_Y] * W_out[F_Y, D] -> Out[B, D_Y]"

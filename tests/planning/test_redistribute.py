@@ -45,7 +45,9 @@ def test_cheapest_first(src: str, dst: str, mesh: str, first: list[str]) -> None
     assert ops(found[0]) == first
     assert all(p.output == T(dst) for p in found)
     m = Mesh.parse(mesh)
-    costs = [plan_bytes(p, m, Sizes()) for p in found]  # I and J unknown: no later plan is fewer at every size
+    costs = [
+        plan_bytes(p, m, Sizes()) for p in found
+    ]  # I and J unknown: no later plan is fewer at every size
     assert not any(beaten_everywhere(a, b) for i, a in enumerate(costs) for b in costs[i + 1 :])
     assert all(run_plan(p, mesh).ok for p in found)
 
