@@ -55,6 +55,8 @@ _EXPORTS: dict[str, str] = {
     "run_plan": "numeric.execute",
     "plans": "api",
     "plan": "api",
+    "piecewise": "planning.symbolic",
+    "NeedsSizes": "planning.symbolic",
     # costs and derivations
     "cost": "costs.plancost",
     "plan_cost": "costs.plancost",

@@ -79,5 +79,7 @@ def plan(
     overlap: object = None,
     **options: Any,
 ) -> Any:
-    """The default (first) of :func:`plans`."""
-    return plans(expr, mesh, sizes, target, key=key, hw=hw, model=model, overlap=overlap, **options)[0]
+    """The default (first) of :func:`plans` (the planner's :func:`~shardalg.planning.planner.plan`: a
+    :class:`~shardalg.planning.symbolic.NeedsSizes` error when the cheapest plan depends on sizes not given)."""
+    rank = None if hw is None else BySeconds(CostModel.of(hw, model, overlap, **options))
+    return planner.plan(expr, mesh, sizes, target, key=key, rank=rank)

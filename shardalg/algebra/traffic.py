@@ -8,8 +8,11 @@ Slice and a local einsum send nothing. A tensor with no dtype counts as bf16 (2 
 
 Sizes are exact: a known dim is an integer, an unknown one a positive symbol (:func:`shardalg.algebra.symbols.dim_size`),
 so traffic is a small polynomial (:class:`Bytes`) kept without sympy for speed, converted on demand.
-Ranking with unknown sizes uses :meth:`Bytes.rank`: every unknown dim is taken as 4096 and every unknown
-axis as 4, a deterministic order that agrees with the symbolic one whenever a single term dominates.
+No size is made up to rank plans: which plan is the cheapest when sizes are unknown is decided in one place,
+:mod:`shardalg.planning.symbolic` (plans beaten at every size, and the intervals of one size where each of
+the others is the cheapest). :func:`step_rank` is the searches' order of exploration (which candidates the
+planner's searches look for first and keep when a budget cuts them): with an unknown size it counts a dim as
+``SEARCH_DIM`` and an axis as ``SEARCH_AXIS``; it never chooses among the plans found.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ __all__ = [
 ]
 
 DEFAULT_DTYPE = DType.BF16
-RANK_DIM = 4096
-RANK_AXIS = 4
+# the searches' order of exploration with unknown sizes (never a choice: see the module docstring)
+SEARCH_DIM = 4096
+SEARCH_AXIS = 4
 
 # A factor of a monomial: ("dim", name) or ("axis", name), with an integer exponent.
 Factor = tuple[str, str]
@@ -83,13 +87,6 @@ class Bytes:
         if not self.is_number:
             raise ValueError("symbolic traffic has no number")
         return sum((c for _, c in self.terms), Fraction(0))
-
-    def rank(self) -> Fraction:
-        """A deterministic total order: unknown dims at 4096, unknown axes at 4."""
-        total = Fraction(0)
-        for m, c in self.terms:
-            total += c * prod(Fraction(RANK_DIM if kind == "dim" else RANK_AXIS) ** e for (kind, _), e in m)
-        return total
 
     def sympy(self):  # -> sympy.Expr
         import sympy
@@ -278,7 +275,7 @@ def rank_table(mesh: Mesh) -> RankTable:
     """Per mesh, for :func:`step_rank`: each axis's ranking size (unknown at 4) and their product. A caller
     that ranks many steps on one mesh passes it to ``step_rank(..., table=)``."""
     axis = _AxisSizes(mesh)
-    axis.update((a.name, a.size or RANK_AXIS) for a in mesh)
+    axis.update((a.name, a.size or SEARCH_AXIS) for a in mesh)
     return axis, prod(axis.values())
 
 
@@ -291,7 +288,7 @@ class _AxisSizes(dict):
         self.mesh = mesh
 
     def __missing__(self, name: str) -> int:
-        size = self.mesh[name].size or RANK_AXIS
+        size = self.mesh[name].size or SEARCH_AXIS
         return size
 
 
@@ -321,7 +318,7 @@ def step_rank(
         for d, d_axes in zip(t.dims, lay, strict=True):
             for a in d_axes:
                 group *= axis[a]
-            dims *= (d.size if d.size is not None else sizes.known.get(d.name)) or RANK_DIM
+            dims *= (d.size if d.size is not None else sizes.known.get(d.name)) or SEARCH_DIM
         return devices // group * dims * int(8 * t.dtype.bytes * STATS_FACTOR)
     if volume is Volume.NONE:
         return 0
@@ -334,7 +331,7 @@ def step_rank(
             if a not in skip:
                 group *= axis[a]
         n = d.size if d.size is not None else known.get(d.name)  # a named dim's label is its name
-        dims *= n or RANK_DIM
+        dims *= n or SEARCH_DIM
     dtype = before.dtype or DEFAULT_DTYPE
     scale = _RANK_SCALE.get((op, dtype))
     if scale is None:

@@ -35,21 +35,30 @@ def _dump(obj: object) -> str:
 
 def _backward(args: argparse.Namespace) -> int:
     from shardalg.planning.backward import backward
+    from shardalg.planning.symbolic import piecewise
 
-    bw = backward(
-        _text(args.program),
-        _mesh(args),
-        args.sizes,
-        defer_reductions=args.defer_reductions,
-        keep_gathered=args.keep_gathered,
+    program, mesh = _text(args.program), _mesh(args)
+    pieces = piecewise(
+        lambda: backward(
+            program,
+            mesh,
+            args.sizes,
+            defer_reductions=args.defer_reductions,
+            keep_gathered=args.keep_gathered,
+        )
     )
     fmt = "json" if args.json else args.format
     if fmt == "json":
-        print(_dump(bw.to_json()))
-    elif fmt == "text":
-        print(str(bw))
-    else:
-        print(getattr(bw, fmt)())
+        if len(pieces) == 1:
+            print(_dump(pieces[0][1].to_json()))
+        else:  # a plan's choice is piecewise in one size: each piece's backward with its condition
+            print(_dump({"pieces": [{"where": where, **bw.to_json()} for where, bw in pieces]}))
+        return EXIT_OK
+    comment = "%" if fmt == "latex" else "#"
+    for where, bw in pieces:
+        if where:  # the cheapest plans differ with a size not given: this piece's backward
+            print(f"{comment} where {where}:")
+        print(str(bw) if fmt == "text" else getattr(bw, fmt)())
     return EXIT_OK
 
 

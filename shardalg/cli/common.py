@@ -8,9 +8,11 @@ the command modules import it; :func:`program_text` imports the model presets wh
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import textwrap
+from collections.abc import Callable
 
 from shardalg.errors import FileError, UsageError
 from shardalg.notation.programarg import PROGRAM_FORMS, looks_like_notation
@@ -108,3 +110,17 @@ def file_error(err: OSError, doing: str = "use") -> FileError:
     where = err.filename if err.filename is not None else "a file"
     why = err.strerror or (os.strerror(err.errno) if err.errno else str(err))
     return FileError(f"cannot {doing} {where}: {why}")
+
+
+def no_made_up_sizes(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """A command that answers with one plan per statement: where the cheapest plan depends on sizes not
+    given, it asks for them (:func:`shardalg.planning.symbolic.strict`), never choosing by a made-up size."""
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        from shardalg.planning.symbolic import strict
+
+        with strict():
+            return handler(args)
+
+    return run

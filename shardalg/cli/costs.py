@@ -28,7 +28,7 @@ from shardalg.errors import UsageError
 from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
-from .common import add_overlap, examples, program_text
+from .common import add_overlap, examples, no_made_up_sizes, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
@@ -118,6 +118,7 @@ def _notes(notes) -> None:
         print(f"shardalg: note: {n}", file=sys.stderr)
 
 
+@no_made_up_sizes
 def _cost(args: argparse.Namespace) -> int:
     from shardalg.costs.plancost import cost
 
@@ -136,6 +137,7 @@ def _cost(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@no_made_up_sizes
 def _compare(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import compare
 
@@ -153,6 +155,7 @@ def _compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@no_made_up_sizes
 def _optimum(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import optimum
     from shardalg.costs.plancost import cost

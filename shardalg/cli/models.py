@@ -235,19 +235,41 @@ def _step(args: argparse.Namespace) -> int:
     from shardalg.models.analysis import analyze
     from shardalg.models.step import model_step
     from shardalg.models.trainstate import TrainState
+    from shardalg.planning.symbolic import piecewise
 
     layout = slice_layout(args)
     hw, notes = slice_chip(args, layout)
-    analysis = analyze(_model(args, layout), args.mode, args.remat)
-    report = model_step(
-        analysis,
-        hw,
-        args.overlap,
-        args.mfu and _number(args.mfu, "--mfu"),
-        _number(args.tokens, "--tokens"),
-        **efficiency_options(args),  # type: ignore[arg-type]
-        state=TrainState(**{k: v for k, v in _state(args).items() if k in ("zero", "microbatches")}),
-    )
+    model = _model(args, layout)
+
+    def run() -> tuple[Any, Any]:
+        analysis = analyze(model, args.mode, args.remat)
+        report = model_step(
+            analysis,
+            hw,
+            args.overlap,
+            args.mfu and _number(args.mfu, "--mfu"),
+            _number(args.tokens, "--tokens"),
+            **efficiency_options(args),  # type: ignore[arg-type]
+            state=TrainState(**{k: v for k, v in _state(args).items() if k in ("zero", "microbatches")}),
+        )
+        return analysis, report
+
+    pieces = piecewise(run)
+    if len(pieces) > 1:  # a plan's choice is piecewise in one size: each piece's step with its condition
+        _refuse_pipeline_schedule(args)
+        if args.pipeline is not None or layout is not None:
+            raise UsageError(
+                "the step's plans differ with a size not given, and --pipeline or --slice time one plan",
+                fix="give the size (--sizes)",
+            )
+        for _where, (_a, r) in pieces:
+            r.notes.extend(notes)
+        if args.json:
+            _print({"pieces": [{"where": w, **r.to_json()} for w, (_a, r) in pieces]}, True)
+        else:
+            print("\n".join(f"where {w}:\n" + str(r) for w, (_a, r) in pieces))
+        return EXIT_OK
+    analysis, report = pieces[0][1]
     report.notes.extend(notes)
     if args.pipeline is not None:
         _with_pipeline(args, analysis, report.chip, report.to_json(), str(report))

@@ -30,7 +30,7 @@ from shardalg.planning.search import MAX_LABELS
 from shardalg.progress import task
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import add_overlap, examples, program_text
+from .common import add_overlap, examples, no_made_up_sizes, program_text
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
@@ -93,7 +93,9 @@ def plan_json(
         }
 
     complete = getattr(found, "complete", True)
+    choice = getattr(found, "choice", None)
     return {
+        **({} if choice is None else {"choice": choice.to_json()}),
         **({} if seconds is None or overlap is None else {"overlap": overlap.value}),
         "complete": complete,
         **({"note": found.note} if getattr(found, "note", "") else {}),  # type: ignore[attr-defined]
@@ -132,6 +134,7 @@ def _statements(source: str) -> list[str] | None:
     return ["\n".join([*head, text(st)]) for st in node.statements]
 
 
+@no_made_up_sizes
 def _plan(args: argparse.Namespace) -> int:
     if args.expr == "-":  # standard input is read once, here
         args = argparse.Namespace(**{**vars(args), "expr": _source(args)})
@@ -156,7 +159,9 @@ def _plan_one(args: argparse.Namespace) -> int:
 
     problem, found, costs = _problem(args)
     sizes = problem.sizes
-    shown = Plans(found if args.all else found[:1], found.complete, found.note)
+    choice = found.choice if found.choice is not None and not found.choice.decided else None
+    first = [c.plan for c in choice.contenders] if choice is not None else found[:1]
+    shown = Plans(found if args.all else first, found.complete, found.note, choice=found.choice)
     fmt = "json" if args.json else args.format
     seconds = None if costs is None else [priced(p, problem.mesh, sizes.known, costs).seconds for p in shown]
     if fmt == "json":
@@ -177,10 +182,26 @@ def _plan_one(args: argparse.Namespace) -> int:
         return EXIT_OK
     for line in found[0].cases:
         print(f"{comment} {line}")
+    where = {} if choice is None else {id(c.plan): c.condition(choice.symbol) for c in choice.contenders}
+    for line in [] if choice is None else choice.lines():
+        print(f"{comment} {line.strip()}")
     for n, p in enumerate(shown, 1):
-        head = (
-            f"plan {n} of {len(found)}" if args.all else f"default plan (1 of {len(found)}; --all lists them)"
-        )
+        if choice is not None:
+            said = where.get(id(p))
+            mark = (
+                ""
+                if said is None
+                else f" (the cheapest where {said})"
+                if said
+                else " (not beaten at every size)"
+            )
+            head = f"plan {found.index(p) + 1} of {len(found)}{mark}"
+        else:
+            head = (
+                f"plan {n} of {len(found)}"
+                if args.all
+                else f"default plan (1 of {len(found)}; --all lists them)"
+            )
         timing = ""
         if costs is not None and seconds is not None:
             t = seconds[n - 1]

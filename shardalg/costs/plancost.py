@@ -30,6 +30,7 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text, unicode
 from shardalg.notation.printing.display import html_table, pretty_text, seconds_text, short
 from shardalg.notation.syntax import Node, Op, Tensor
+from shardalg.planning import symbolic
 
 from . import schedule as sched
 from .commcost import CommCost
@@ -304,7 +305,7 @@ def _chooser(opts: Options, policy: OverlapPolicy):
             if all(t is not None for t, _ in timed):
                 _, best = min(timed)  # type: ignore[type-var]
                 return found[best], f"by seconds on {opts.costs.chip.name} under overlap {policy}"  # type: ignore[union-attr]
-        return found[0], "by bytes communicated"
+        return symbolic.first(found, "a statement to price"), "by bytes communicated"
 
     return choose
 

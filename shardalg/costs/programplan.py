@@ -19,6 +19,7 @@ from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Apply, Arrow, Collective, Node, Op, Product, Program, Tensor
+from shardalg.planning import symbolic
 from shardalg.planning.planner import plans
 
 __all__ = ["plan_of", "program_plan"]
@@ -40,7 +41,15 @@ def _meets(local: Tensor | None, result: Tensor | None) -> bool:
 
 
 def _first(found: list[Plan]) -> tuple[Plan, str]:
-    return found[0], "by bytes communicated"
+    return symbolic.first(found, "a statement to price"), "by bytes communicated"
+
+
+def _located(pick: Chooser, found: list[Plan], stmt: Node) -> tuple[Plan, str]:
+    """``pick(found)``; a choice that needs sizes names the statement it is about."""
+    try:
+        return pick(found)
+    except symbolic.NeedsSizes as err:
+        raise symbolic.NeedsSizes(f"the plan of {text(stmt)}", err.choice) from None
 
 
 def program_plan(
@@ -81,7 +90,7 @@ def program_plan(
                 product = Product(left, right, expr.contract, expr.local)
                 stmt = Arrow(product, result) if result is not None else product
                 found = plans(stmt, ctx.mesh, ctx.sizes)
-                best, how = (choose or _first)(found)
+                best, how = _located((choose or _first), found, stmt)
                 steps.extend(best.steps)
                 for t in best.inputs:
                     leaf(t)
@@ -100,7 +109,7 @@ def program_plan(
             call = Apply(expr.op, operands, expr.dim, expr.factor)
             stmt = Arrow(call, result) if result is not None else call
             found = plans(stmt, ctx.mesh, ctx.sizes)
-            best, how = (choose or _first)(found)
+            best, how = _located((choose or _first), found, stmt)
             steps.extend(best.steps)
             out = best.output
             if len(best.steps) > 1:

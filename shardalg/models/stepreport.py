@@ -11,6 +11,8 @@ from typing import Any
 import sympy
 from sympy import Expr
 
+from shardalg.algebra.symbols import QUANTITIES, quantity
+from shardalg.costs.derive import compute_bound
 from shardalg.costs.efficiency import Efficiencies
 from shardalg.costs.hardware import Chip
 from shardalg.costs.phases import PhasedCost
@@ -148,6 +150,39 @@ class StepReport(Shown):
             return None
         return self.train_tokens / rate / SECONDS_PER_DAY
 
+    @property
+    def unknown_sizes(self) -> tuple[sympy.Symbol, ...]:
+        """The dim sizes the step's time still depends on (not the chip's quantities, links or axes)."""
+        axes = {a.name for a in self.model.mesh}
+        free = self.total.free_symbols
+        return tuple(
+            sorted(
+                (
+                    s
+                    for s in free
+                    if s.name not in QUANTITIES and s.name not in axes and not s.name.startswith("M_")
+                ),
+                key=lambda s: s.name,
+            )
+        )
+
+    @property
+    def compute_bound(self) -> Any:
+        """A training step with a size left symbolic: the condition for every phase's compute to exceed its
+        communication (each part, forward and backward apart, under the step's policy), from bandwidth
+        terms alone (``T_min`` taken as 0, the book's bandwidth-bound regime), at the step's efficiencies,
+        solved for the first unknown size; None for inference or when every size is known."""
+        sizes = self.unknown_sizes
+        if self.analysis.mode != "train" or not sizes:
+            return None
+        mapping = {quantity("T_min"): sympy.Integer(0), **self.efficiency.scaling()}
+        found = [
+            compute_bound(phase.cost, sizes[0], substitute=mapping).result
+            for p in self.parts
+            for phase in p.cost.phases
+        ]
+        return sympy.And(*found)
+
     def to_json(self) -> dict[str, Any]:
         """The documented JSON (README, "JSON of shardalg step")."""
 
@@ -188,6 +223,17 @@ class StepReport(Shown):
                 for p in self.parts
             ],
             "step": term(self.total),
+            **(
+                {}
+                if (bound := self.compute_bound) is None
+                else {
+                    "compute_bound": {
+                        "condition": sympy.sstr(bound),
+                        "on_chip": None if self.chip is None else sympy.sstr(bound.subs(self.values)),
+                        "latency": False,
+                    }
+                }
+            ),
             "flops": {
                 "forward": as_json(self.flops.forward),
                 "backward": as_json(self.flops.backward),
@@ -279,6 +325,17 @@ class StepReport(Shown):
                     f"-> {t(o.total)}" + (f" ({b}-bound)" if b else "")
                 )
         lines.append(f"{'step time':<12} {t(self.total)}")
+        bound = self.compute_bound
+        if bound is not None:
+            chip = (
+                f"; on {self.chip.name}: {sympy.sstr(bound.subs(self.values))}"
+                if self.chip is not None
+                else ""
+            )
+            lines.append(
+                f"{'compute':<12} bound when {sympy.sstr(bound)}{chip} (each phase's compute over its "
+                "communication; bandwidth terms, T_min not counted)"
+            )
         lines.append(
             f"{'FLOPs':<12} {as_text(self.flops.total)} in all, {as_text(self.flops.total_per_device)} "
             "per device"

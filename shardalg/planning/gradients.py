@@ -29,10 +29,12 @@ from dataclasses import dataclass
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Bytes, Sizes, step_bytes
 from shardalg.errors import ShardalgError
+from shardalg.notation import printing
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Op, Product, Tensor
 
-from .order import sort_plans
+from . import symbolic
+from .order import plan_bytes, sort_plans
 from .planner import plans
 from .redistribute import default_key
 
@@ -63,7 +65,8 @@ class Chosen:
 
 
 def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, int]) -> list[Plan]:
-    """Every plan of ``g`` from ``cotangent`` to any of its targets, cheapest first (the planner's order)."""
+    """Every plan of ``g`` from ``cotangent`` to any of its targets, cheapest first (the planner's order);
+    :class:`~.symbolic.NeedsSizes` when which is the cheapest depends on sizes not given."""
     found: list[Plan] = []
     last: ShardalgError | None = None
     for t in g.targets:
@@ -74,7 +77,13 @@ def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, i
     if not found:
         assert last is not None
         raise last
-    sort_plans(found, default_key(mesh, Sizes(sizes)))  # bytes first; the steps' text only among ties
+    known = Sizes(sizes)
+    sort_plans(found, default_key(mesh, known))  # bytes first; the steps' text only among ties
+    if symbolic.is_strict():  # no plan chosen where sizes not given decide
+        found, choice = symbolic.choose(found, lambda p: plan_bytes(p, mesh, known))
+        if choice is not None and not choice.decided:
+            product = printing.text(Arrow(g.product(cotangent), g.targets[0]))
+            raise symbolic.NeedsSizes(f"the gradient {product}", choice)
     return found
 
 
@@ -103,6 +112,14 @@ def fewer(a: Bytes, b: Bytes) -> bool:
     """Whether ``a`` is fewer bytes than ``b`` for every size: ``b - a`` has terms, none negative."""
     diff = b + a.scale(-1)
     return bool(diff.terms) and all(c > 0 for _, c in diff.terms)
+
+
+def _least(priced: list[tuple[Bytes, int]]) -> tuple[Bytes, int]:
+    """The first cost that no other is fewer than at every size (the least one when all are numbers)."""
+    for c, i in priced:
+        if not any(fewer(o, c) for o, _ in priced):
+            return c, i
+    raise AssertionError("a finite set of costs has one no other is fewer than everywhere")
 
 
 def _prep(p: Plan) -> tuple[Step, ...]:
@@ -140,10 +157,10 @@ def choose(
         for p in listed:
             c = cost(p.steps)
             for v in _versions(p, cotangent):
-                if v not in maker or c.rank() < maker[v][0].rank():
+                if v not in maker or fewer(c, maker[v][0]):
                     maker[v] = (c, p)
         for v, (c1, p1) in maker.items():
-            if c1.rank() >= best[0].rank():
+            if not fewer(c1, best[0]):
                 continue  # a pair costs at least its first plan (bytes are never negative): it cannot win
             try:
                 seconds = candidates(other, v, mesh, sizes)
@@ -151,8 +168,8 @@ def choose(
                 continue
             shared = frozenset(p1.steps)
             priced = [(cost(q.steps, shared), i) for i, q in enumerate(seconds)]
-            c2, i2 = min(priced, key=lambda ci: (ci[0].rank(), ci[1]))
+            c2, i2 = _least(priced)
             total = c1 + c2
-            if fewer(total, baseline) and total.rank() < best[0].rank():
+            if fewer(total, baseline) and fewer(total, best[0]):
                 best = (total, (Chosen(one, p1), Chosen(other, seconds[i2], v)))
     return best[1]

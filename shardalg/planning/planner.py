@@ -31,9 +31,10 @@ from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
 from shardalg.algebra.subaxes import axes_in, declared_cuts, prime_cuts, refine
-from shardalg.algebra.traffic import Sizes
+from shardalg.algebra.traffic import Bytes, Sizes
 from shardalg.cache import Kind, memoized
 from shardalg.errors import IncompleteWarning, NoPlan, UsageError
+from shardalg.notation import printing
 from shardalg.notation.parse import parse, parse_tensor
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import display
@@ -49,6 +50,7 @@ from .ranking import Key, Ranking, Weigh
 from .redistribute import plan_bytes, redistribute
 from .respan import respanned, written_tensors
 from .space import searching
+from .symbolic import beaten_everywhere, choose, first, is_strict
 
 __all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
 
@@ -139,6 +141,7 @@ def plans(
     lift it) when a budget of the search cut the answer, and an :class:`~shardalg.errors.IncompleteWarning`
     says so (on stderr unless filtered); ``limits`` raises the budgets."""
     p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)
+    given_key = key is not None  # the caller's own order: no symbolic choice is made for it
     by = None  # the ranking, when its functions are the ones the search reads (keys the plans' memo)
     columns: dict[str, Callable[[Plan], object]] = {
         "bytes communicated": lambda q: display.bytes_text(str(plan_bytes(q, p.mesh, p.sizes)))
@@ -164,7 +167,18 @@ def plans(
     # the one place spans are settled: memos are keyed by value, so pieces may come from an equal statement
     # written elsewhere; every tensor points into what this caller wrote
     own = respanned(found, written_tensors(p.statement, p.target))
-    return Plans(own, found.complete, found.note, columns)
+    if given_key:
+        return Plans(own, found.complete, found.note, columns)
+    listed = list(own)
+
+    def cost(q: Plan) -> Bytes:
+        return plan_bytes(q, p.mesh, p.sizes)
+
+    if is_strict():  # an order that makes up no size, and the choice with it
+        ordered, choice = choose(listed, cost)
+        return Plans(ordered, found.complete, found.note, columns, choice)
+    # the planner's own order; the choice is made when asked for (Plans.choice)
+    return Plans(listed, found.complete, found.note, columns, lambda: choose(listed, cost)[1])
 
 
 def _plans(
@@ -220,15 +234,23 @@ def _plans(
         whole = list(whole_set)
         if whole:
             sort_plans(whole, rank)
-            best = _head(rank, whole[0])
             found = [
                 q
                 for q in found
-                if _head(rank, q) <= best and any(is_subaxis(a) for s in q.steps for a in s.axes)
+                if _not_dearer(q, whole, rank, p) and any(is_subaxis(a) for s in q.steps for a in s.axes)
             ]
         found = list(dict.fromkeys([*whole, *found]))
     sort_plans(found, rank)
     return Plans.of(found, notes)
+
+
+def _not_dearer(q: Plan, whole: list[Plan], rank: Key, p: Problem) -> bool:
+    """Whether the sub-axis plan ``q`` costs no more than the best whole-axis plan: by ``rank`` when the
+    bytes are numbers, else when no whole-axis plan moves fewer bytes at every size (no size made up)."""
+    mine = plan_bytes(q, p.mesh, p.sizes)
+    if mine.is_number and plan_bytes(whole[0], p.mesh, p.sizes).is_number:
+        return _head(rank, q) <= _head(rank, whole[0])
+    return not any(beaten_everywhere(mine, plan_bytes(w, p.mesh, p.sizes)) for w in whole)
 
 
 def _head(rank: Key, q: Plan) -> object:
@@ -351,11 +373,21 @@ def plan(
     overlap: Overlap | None = None,
     rank: Ranking | None = None,
 ) -> Plan:
-    """The default (first) of :func:`plans`."""
+    """The default (first) of :func:`plans`; under :func:`~.symbolic.strict`, :class:`~.symbolic.NeedsSizes`
+    when which plan is the cheapest depends on sizes not given (the error holds the
+    :class:`~.symbolic.Choice`: the contenders, and where each is the cheapest when that is one size's
+    interval)."""
     found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits, overlap=overlap, rank=rank)
     if not found:
         raise NoPlan(f"the search found no plan before a limit cut it: {found.note}")
-    return found[0]
+    return first(found, f"plan of {_statement_text(expr)}")
+
+
+def _statement_text(expr: object) -> str:
+    """The statement planned, as text for a message."""
+    if isinstance(expr, Problem):
+        expr = expr.statement
+    return expr if isinstance(expr, str) else printing.text(expr)
 
 
 def _collective_plan(c: Collective, result: Tensor | None, p: Problem) -> Plan:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from html import escape
+from typing import Any
 
 from shardalg.notation.plan import Plan
 from shardalg.notation.plan import Plans as PlanTable
@@ -61,7 +62,9 @@ class Overlap:
 class Plans(PlanTable):
     """A list of plans, cheapest first, that says whether it holds every plan (``complete``) and, when it
     does not, which limit cut it and how to lift it (``note``). In a notebook, a table (``columns``: bytes,
-    seconds on a chip, as the ranking gave them)."""
+    seconds on a chip, as the ranking gave them). ``choice``: when the plans' bytes depend on unknown sizes,
+    the :class:`~.symbolic.Choice` that says which plans are the cheapest where, or which sizes it needs
+    (the list is then in an order that makes up no size: :func:`~.symbolic.choose`)."""
 
     complete: bool
     note: str
@@ -72,10 +75,20 @@ class Plans(PlanTable):
         complete: bool = True,
         note: str = "",
         columns: Mapping[str, Callable[[Plan], object]] | None = None,
+        choice: Any = None,
     ):
         super().__init__(plans, columns)
         self.complete = complete
         self.note = note
+        self._choice = choice  # a Choice, None, or a function that makes it when first asked for
+
+    @property
+    def choice(self) -> Any:
+        """A :class:`~.symbolic.Choice` when some plan's bytes depend on unknown sizes, else None (made when
+        first asked for, outside :func:`~.symbolic.strict`)."""
+        if callable(self._choice):
+            self._choice = self._choice()
+        return self._choice
 
     @classmethod
     def of(cls, plans: Iterable[Plan], cuts: Iterable[str]) -> Plans:

@@ -20,7 +20,7 @@ from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Arrow, Collective, Node, Product, Program, Statement, Tensor
 
-from .planner import plans
+from .planner import plan
 from .redistribute import redistribute
 
 __all__ = ["check_program"]
@@ -103,7 +103,7 @@ def check_program(
                     fix=_fix(have, use, m, known),
                 )
         try:
-            p = plans(stmt, mesh=m, sizes=known)[0]
+            p = plan(stmt, mesh=m, sizes=known)
         except ShardalgError as err:
             if err.span is None:
                 err.span = getattr(stmt, "span", None)

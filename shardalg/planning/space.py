@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from shardalg.algebra.layout import Layout
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops import RECORDS, RULES
-from shardalg.algebra.traffic import DEFAULT_DTYPE, RANK_AXIS, RANK_DIM, Sizes, Volume
+from shardalg.algebra.traffic import DEFAULT_DTYPE, SEARCH_AXIS, SEARCH_DIM, Sizes, Volume
 from shardalg.cache import Kind, memo, memoized
 from shardalg.notation.syntax import DType, Op, Tensor
 
@@ -134,16 +134,17 @@ class Space:
     """The layouts of one shape on one mesh, with each layout's moves and their ranks computed once.
 
     A rank is the move's bytes (:mod:`shardalg.algebra.traffic`) scaled to an exact integer: unknown dims
-    count 4096 and unknown axes 4 (as :meth:`Bytes.rank` does), and multiplying by 8 x the product of all
+    count 4096 and unknown axes 4 in the search's order of exploration (a common factor of one layout space
+    for a dim; the plans found are chosen among by :mod:`.symbolic`, never by it), and multiplying by 8 x the product of all
     axis sizes clears every denominator (a group size divides that product; 8 x bytes per element x the
     op's factor is whole). Searches from a state are kept here (``searches``), so every query from that
     state, for any target, resumes one search."""
 
     def __init__(self, sizes: tuple[int | None, ...], dtype: DType, mesh: Mesh):
         self.sizes, self.dtype, self.mesh = sizes, dtype, mesh
-        self.axis = {a.name: a.size or RANK_AXIS for a in mesh}
+        self.axis = {a.name: a.size or SEARCH_AXIS for a in mesh}
         self.devices = prod(self.axis.values())
-        self.elements = prod(n or RANK_DIM for n in sizes)
+        self.elements = prod(n or SEARCH_DIM for n in sizes)
         self.unit = {op: int(8 * dtype.bytes * r.factor) for op, r in RECORDS.items()}
         self.searches: dict[object, object] = {}
         self._next: dict[State, tuple[Edge, ...]] = {}

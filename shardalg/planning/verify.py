@@ -39,6 +39,7 @@ from .backward import BackwardProgram, backward
 from .findings import ERROR, WARNING, Finding, VerifyReport
 from .forward import Forward, analyze, grad_name
 from .redistribute import plan_bytes
+from .symbolic import beaten_everywhere
 
 __all__ = ["verify", "Finding", "VerifyReport"]
 
@@ -483,7 +484,7 @@ def verify(
     quiet = any(
         f.severity == ERROR or f.rule in ("wasteful-allreduce", "wasteful-shift") for f in checker.findings
     )
-    if checker.bytes.rank() > derived_bytes.rank() and not quiet:
+    if beaten_everywhere(checker.bytes, derived_bytes) and not quiet:  # more at every size
         checker.add(
             WARNING,
             "extra-communication",

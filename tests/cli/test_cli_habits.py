@@ -265,7 +265,11 @@ STDIN_COMMANDS = [
     (["simulate", "-", "--mesh", "X=2"], "A[I_X, J] -> A[I, J]", "plan 1 of 2: ok"),
     (["latex", "-"], "A[I_X, J]", "A[I_X, J]\n"),
     (["cost", "-", "--mesh", "X=4"], "AllGather_X(A[I_X, J])", "total"),
-    (["backward", "-", "--mesh", "X=4"], "In[B_X, D] · W[D, F] -> Out[B_X, F]", "dW"),
+    (
+        ["backward", "-", "--mesh", "X=4", "--sizes", "B=65536,D=1024,F=4096"],
+        "In[B_X, D] · W[D, F] -> Out[B_X, F]",
+        "dW",
+    ),
     (["show", "-", "--mesh", "X=2"], "A[I_X, J]", "A[I_X, J]"),
     (["export", "jax", "-", "--mesh", "X=2"], "A[I_X, J] · B[J, K] -> C[I_X, K]", "def forward_local"),
     (

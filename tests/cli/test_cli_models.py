@@ -241,7 +241,14 @@ def test_mesh_options_on_every_mesh_command(capsys, mesh):
         ["check", EINSUM, "--mesh", mesh],
         ["shape", "A[I_X, J]", "--mesh", mesh],
         ["simulate", "A[I_X, J] · B[J, K] -> C[I_X, K]", "--mesh", mesh],
-        ["backward", "In[B_X, D] · W[D_X, F] -> Out[B_X, F]", "--mesh", mesh],
+        [
+            "backward",
+            "In[B_X, D] · W[D_X, F] -> Out[B_X, F]",
+            "--mesh",
+            mesh,
+            "--sizes",
+            "B=65536,D=1024,F=4096",
+        ],
         [
             "verify",
             "In[B_X, D] · W[D, F] -> Out[B_X, F]",

@@ -114,18 +114,21 @@ def test_cli_backward_defer_and_latex(capsys):
         == 0
     )
     assert json.loads(capsys.readouterr().out)["gradients"]["W"] == "dW[D, F]{U_X}"
-    assert main(["backward", DP, "--mesh", "X=4", "--format", "latex"]) == 0
+    assert (
+        main(["backward", DP, "--mesh", "X=4", "--sizes", "B=65536,D=1024,F=4096", "--format", "latex"]) == 0
+    )
     assert "\\cdot" in capsys.readouterr().out
 
 
 def test_cli_verify_exit_codes(capsys):
     right = "dOut[B_X, F] * W[D, F] -> dIn[B_X, D]; In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}; AllReduce_X: dW[D, F]{U_X} -> dW[D, F]"
-    assert main(["verify", DP, right, "--mesh", "X=4"]) == 0
+    big = ["--sizes", "B=65536,D=1024,F=4096"]  # the derived backward's plans are chosen at sizes given
+    assert main(["verify", DP, right, "--mesh", "X=4", *big]) == 0
     assert capsys.readouterr().out.startswith("ok")
     wrong = right.split("; AllReduce")[0]
-    assert main(["verify", "--forward", DP, "--backward", wrong, "--mesh", "X=4"]) == 1
+    assert main(["verify", "--forward", DP, "--backward", wrong, "--mesh", "X=4", *big]) == 1
     assert "missing-reduction" in capsys.readouterr().err
-    assert main(["verify", DP, wrong, "--mesh", "X=4", "--json"]) == 1
+    assert main(["verify", DP, wrong, "--mesh", "X=4", "--json", *big]) == 1
     j = json.loads(capsys.readouterr().out)
     assert j["ok"] is False and j["findings"][0]["rule"] == "missing-reduction"
     assert main(["verify", DP, "--mesh", "X=4"]) == 2

@@ -17,6 +17,7 @@ from shardalg.notation.syntax import Dim, Tensor
 from shardalg.numeric.execute import run_plan
 from shardalg.planning.planner import plans
 from shardalg.planning.redistribute import plan_bytes, redistribute
+from shardalg.planning.symbolic import beaten_everywhere
 
 T = parse_tensor
 
@@ -44,8 +45,10 @@ def test_cheapest_first(src: str, dst: str, mesh: str, first: list[str]) -> None
     assert ops(found[0]) == first
     assert all(p.output == T(dst) for p in found)
     m = Mesh.parse(mesh)
-    costs = [plan_bytes(p, m, Sizes()).rank() for p in found]
-    assert costs == sorted(costs)
+    costs = [
+        plan_bytes(p, m, Sizes()) for p in found
+    ]  # I and J unknown: no later plan is fewer at every size
+    assert not any(beaten_everywhere(a, b) for i, a in enumerate(costs) for b in costs[i + 1 :])
     assert all(run_plan(p, mesh).ok for p in found)
 
 
