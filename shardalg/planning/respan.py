@@ -14,6 +14,7 @@ tensor for each).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from shardalg.errors import Span
 from shardalg.notation.plan import Plan, Step
@@ -80,7 +81,7 @@ class _Spans:
         output = self.of(s.output)
         if output is s.output and all(a is b for a, b in zip(inputs, s.inputs, strict=True)):
             return s
-        return Step(s.op, inputs, output, s.axes, s.dim, s.contract, s.local, s.reason, s.offset, s.factor)
+        return replace(s, inputs=inputs, output=output)  # every other field (flags, offset, ...) kept
 
     def plan(self, p: Plan) -> Plan:
         inputs = tuple([self.of(t) for t in p.inputs])
