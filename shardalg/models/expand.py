@@ -31,7 +31,18 @@ from shardalg.algebra.legality import check_or_raise
 from shardalg.errors import UsageError
 from shardalg.notation.build import split_axes
 from shardalg.notation.parse import parse
-from shardalg.notation.syntax import Arrow, Collective, DType, Op, Product, Program, Role, Tensor, dtype_named
+from shardalg.notation.syntax import (
+    Apply,
+    Arrow,
+    Collective,
+    DType,
+    Op,
+    Product,
+    Program,
+    Role,
+    Tensor,
+    dtype_named,
+)
 
 from .presets import ModelConfig, get
 
@@ -141,15 +152,48 @@ def _apply(t: Tensor, mapping: Mapping[str, tuple[str, ...]]) -> Tensor:
     return replace(t, dims=tuple(dims[d.label] for d in t.dims))
 
 
+def _sequence_dim(prog: Program) -> str:
+    """The sequence dim Megatron SP shards: the last ``tokens`` dim after the first (``T`` of ``tokens B, T``)."""
+    tokens = prog.roles.tokens if prog.roles is not None else ()
+    if len(tokens) < 2:
+        raise UsageError(
+            "Megatron sequence parallelism shards the sequence dim, and the program declares none "
+            f"({'tokens ' + ', '.join(tokens) if tokens else 'no tokens declaration'})",
+            fix="declare the batch and sequence dims, e.g. 'tokens B, T' (a decode step has no sequence dim)",
+        )
+    return tokens[-1]
+
+
+def _map_tensors(expr, f):
+    """``expr`` with ``f`` applied to each tensor it reads (products, collectives and functions)."""
+    if isinstance(expr, Tensor):
+        return f(expr)
+    if isinstance(expr, Product):
+        return replace(expr, left=_map_tensors(expr.left, f), right=_map_tensors(expr.right, f))
+    if isinstance(expr, Collective):
+        return replace(expr, arg=_map_tensors(expr.arg, f))
+    if isinstance(expr, Apply):
+        return replace(expr, operands=tuple(_map_tensors(o, f) for o in expr.operands))
+    return expr
+
+
 def shard(
     program: Program | str,
     params: Mapping[str, tuple[str, ...]] | str | None = None,
     activations: Mapping[str, tuple[str, ...]] | str | None = None,
     mesh=None,
+    sequence: tuple[str, ...] | str | None = None,
 ) -> Program:
     """``program`` with every parameter sharded by ``params`` ({dim: axes}) and every other tensor by
     ``activations``; a parameter sharded over an axis that shards, in its product's other operand, a dim the
-    product keeps is gathered over that axis before the product (FSDP). Checks legality on ``mesh`` if given."""
+    product keeps is gathered over that axis before the product (FSDP). Checks legality on ``mesh`` if given.
+
+    ``sequence`` (axes, ``"Y"``) is Megatron sequence parallelism on those tensor-parallel axes: an activation
+    that does not use such an axis (the residual stream, the norms' and the elementwise ops' operands and
+    results) has its sequence dim (the last ``tokens`` dim) sharded over it; before a product whose other
+    operand is sharded over the axis the activation is gathered (``AllGather``: the weights are not), and a
+    product whose local results are partial sums over the axis ends in a ``ReduceScatter`` onto the sequence
+    dim instead of an ``AllReduce``."""
     prog = parse(program) if isinstance(program, str) else program
     pmap = parse_dim_map(params) if isinstance(params, str) or params is None else dict(params)
     amap = (
@@ -168,10 +212,8 @@ def shard(
             ]
             given = pmap if what == "--params" else amap
             refuse_unknown_dims(given, (d for t in kind for d in t.dim_names), what, where)
-
-    def sharded(t: Tensor) -> Tensor:
-        role = roles.role_of(t.name) if roles is not None and t.name else None
-        return _apply(t, pmap if role in (Role.PARAMS, Role.EMBEDDINGS) else amap)
+    seq_axes = _sequence_axes(prog, pmap, amap, sequence)
+    seq = _sequence_dim(prog) if seq_axes else ""
 
     def is_param(t: Tensor) -> bool:
         return (
@@ -180,8 +222,19 @@ def shard(
             and roles.role_of(t.name) in (Role.PARAMS, Role.EMBEDDINGS)
         )
 
+    def sharded(t: Tensor) -> Tensor:
+        if is_param(t):
+            return _apply(t, pmap)
+        out = _apply(t, amap)
+        if seq in out.dim_names and not out.axes_of(seq):
+            free = tuple(a for a in seq_axes if a not in out.used_axes)
+            if free:
+                out = out.with_axes(seq, free)
+        return out
+
     out: list = []
     gathered: dict[str, Tensor] = {}
+    seq_gathered: dict[Tensor, Tensor] = {}
     for s in prog.statements:
         expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
         if (
@@ -189,11 +242,25 @@ def shard(
             or not isinstance(expr.left, Tensor)
             or not isinstance(expr.right, Tensor)
         ):
-            out.append(sharded(s) if isinstance(s, Tensor) else s)
+            if isinstance(s, Arrow):
+                out.append(replace(s, expr=_map_tensors(expr, sharded), result=sharded(s.result)))
+            else:
+                out.append(_map_tensors(s, sharded))
             continue
         left, right = sharded(expr.left), sharded(expr.right)
         res = sharded(result) if result is not None else None
         operands = [left, right]
+        # Megatron SP: an activation sharded over the sequence by an axis the other operand uses is gathered
+        for k, t in enumerate(operands):
+            other = operands[1 - k]
+            hit = tuple(a for a in (t.axes_of(seq) if seq in t.dim_names else ()) if a in other.used_axes)
+            if is_param(t) or not hit:
+                continue
+            if t not in seq_gathered:
+                whole = t.with_axes(seq, tuple(a for a in t.axes_of(seq) if a not in hit))
+                out.append(Arrow(Collective(Op.ALL_GATHER, hit, t), whole))
+                seq_gathered[t] = whole
+            operands[k] = seq_gathered[t]
         for k, t in enumerate(operands):
             if not is_param(t):
                 continue
@@ -226,8 +293,54 @@ def shard(
             if clash:
                 gathered[t.name] = operands[k] = version
         product = Product(operands[0], operands[1], expr.contract, expr.local)
+        scatter = _partial_over_sequence(operands, res, seq, seq_axes)
+        if res is not None and scatter:
+            partial = replace(
+                res.with_axes(seq, tuple(a for a in res.axes_of(seq) if a not in scatter)),
+                unreduced=tuple(sorted((*res.unreduced, *scatter))),
+            )
+            out.append(Arrow(product, partial))
+            out.append(Arrow(Collective(Op.REDUCE_SCATTER, scatter, partial, dim=seq), res))
+            continue
         out.append(Arrow(product, res) if res is not None else product)
     made = Program(tuple(out), prog.mesh, prog.sizes, prog.roles, source=None)
     if mesh is not None:
         check_or_raise(made, mesh)
     return made
+
+
+def _partial_over_sequence(
+    operands: list[Tensor], res: Tensor | None, seq: str, seq_axes: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The sequence-parallel axes a product's result is sharded over on the sequence dim while its local
+    products are partial sums over them (a dim both operands shard over the axis is contracted): the
+    ReduceScatter that ends the tensor-parallel region."""
+    if res is None or seq not in res.dim_names:
+        return ()
+    left, right = operands
+    contracted = (set(left.dim_names) & set(right.dim_names)) - set(res.dim_names)
+    partial = {a for d in contracted for a in left.axes_of(d) if a in right.axes_of(d)}
+    return tuple(a for a in res.axes_of(seq) if a in seq_axes and a in partial)
+
+
+def _sequence_axes(prog: Program, pmap, amap, sequence) -> tuple[str, ...]:
+    """The axes of Megatron sequence parallelism, checked: each shards a parameter (a tensor-parallel axis)
+    and not the activations' sequence dim already."""
+    if not sequence:
+        return ()
+    axes = split_axes(sequence) if isinstance(sequence, str) else tuple(sequence)
+    seq = _sequence_dim(prog)
+    tp = {a for dims in pmap.values() for a in dims}
+    for a in axes:
+        if a not in tp:
+            raise UsageError(
+                f"Megatron sequence parallelism over {a}: {a} shards no parameter, so there is no "
+                "tensor-parallel region to leave",
+                fix=f"shard the weights over {a} (e.g. --params F={a},K={a}) or drop {a} from the sequence axes",
+            )
+        if a in amap.get(seq, ()):
+            raise UsageError(
+                f"Megatron sequence parallelism over {a}: the activations already shard {seq} over {a}",
+                fix=f"drop {seq}={a} from --activations",
+            )
+    return axes

@@ -34,7 +34,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.symbols import dim_size
 from shardalg.errors import UsageError
 from shardalg.notation.parse import parse
-from shardalg.notation.syntax import Arrow, Collective, Product, Program, Role, Roles, Statement, Tensor
+from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Role, Roles, Statement, Tensor
 
 from .quantities import dim_value, elements, tensor_bytes
 
@@ -88,6 +88,15 @@ class ModelProgram:
     hidden_makers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     layer_inputs: tuple[str, ...] = ()
     layer_output: str | None = None
+    held: dict[str, Tensor] = field(
+        default_factory=dict
+    )  # value -> the version it lives in, when not its first
+
+    def kept_tensor(self, name: str) -> Tensor:
+        """The version of value ``name`` the program holds: as first written, or as a collective other than an
+        AllGather last rewrote it (``ReduceScatter_{Y,T}(Att[B, T, D]{U_Y}) -> Att[B, T_Y, D]``: the partial
+        sums are gone); an AllGather's copy is the backward's to make again, as it gathers again."""
+        return self.held.get(name, self.values[name].tensor)
 
     # ---- values by role
     def with_role(self, *roles: Role | None) -> list[Value]:
@@ -223,6 +232,7 @@ def model_program(
     root: dict[str, str] = {}
     first: dict[str, Tensor] = {}
     made_by: dict[str, int] = {}
+    held: dict[str, Tensor] = {}
     infos: list[StatementInfo] = []
     once_values: set[str] = set()
     embeddings = set(roles.embeddings)
@@ -254,6 +264,8 @@ def model_program(
             if result is not None and reads:
                 name = _named(result, program)
                 root.setdefault(name, reads[0])  # a new version of the value it reads
+                if isinstance(expr, Collective) and not _gathers(expr) and root[name] == reads[0]:
+                    held[reads[0]] = result
         else:
             kind = "declaration"
         once = any(r in embeddings or r in once_values for r in reads)
@@ -280,8 +292,18 @@ def model_program(
     for name in roles.embeddings:
         values[name] = replace(values[name], once=True)
     model = ModelProgram(program, ctx.mesh, dict(ctx.sizes), roles, values, tuple(infos), layers, notes, root)
+    model.held = held
     _hidden_steps(model)
     return model
+
+
+def _gathers(expr: object) -> bool:
+    """Whether a collective statement's chain includes an AllGather."""
+    while isinstance(expr, Collective):
+        if expr.op is Op.ALL_GATHER:
+            return True
+        expr = expr.arg
+    return False
 
 
 def _hidden_steps(m: ModelProgram) -> None:
@@ -296,7 +318,8 @@ def _hidden_steps(m: ModelProgram) -> None:
         for info in reversed([s for s in m.statements if s.once == once]):
             if info.kind == "product" and info.result is not None and info.result not in read_later:
                 dangling.insert(0, info.result)
-            read_later.update(info.reads)
+            if info.kind != "collective":  # a collective makes a new version of what it reads: no consumer
+                read_later.update(info.reads)
         last = products[-1].result
         if not once:
             m.layer_output = last
