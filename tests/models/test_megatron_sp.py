@@ -46,7 +46,9 @@ def test_the_tensor_parallel_regions_begin_with_an_allgather_and_end_with_a_redu
     ops = [s.op for p in layer for s in p.steps]
     assert ops.count(Op.ALL_GATHER) == 2 and ops.count(Op.REDUCE_SCATTER) == 2
     assert Op.ALL_REDUCE not in ops  # the TP layer's two AllReduces are gone
-    tp = [s.op for i, p in _layer(None).forward_plans.items() if not a.model.statements[i].once for s in p.steps]
+    tp = [
+        s.op for i, p in _layer(None).forward_plans.items() if not a.model.statements[i].once for s in p.steps
+    ]
     assert tp.count(Op.ALL_REDUCE) == 2 and Op.REDUCE_SCATTER not in tp
 
 
@@ -91,7 +93,9 @@ M[B, T, F] * W_out[F, D] -> Out[B, T, D]"""
 def test_the_search_names_megatron_sp_and_it_saves_activation_memory_over_tp():
     r = search(MLP, mesh="X=4", sizes="B=2,T=1024,D=1024,F=4096", hw="h100", mode="train")
     meg, tp = r.best["Megatron-SP"], r.best["TP"]
-    assert meg.assignment.megatron == ("X",) and meg.assignment.params_text == tp.assignment.params_text == "F=X"
+    assert (
+        meg.assignment.megatron == ("X",) and meg.assignment.params_text == tp.assignment.params_text == "F=X"
+    )
     assert "ReduceScatter_{X,T}" in text(meg.program) and "AllReduce" not in text(meg.program)
     assert meg.parts["activations"] < tp.parts["activations"]
     assert meg.to_json()["megatron_sp"] == "X" and tp.to_json()["megatron_sp"] is None
