@@ -60,14 +60,19 @@ def expand(
     phase: str = "train",
     dtype: DType | str | None = None,
     kv_dtype: DType | str | None = None,
+    functions: bool = False,
 ) -> Program:
     """The program of ``config`` for ``phase`` (``train``: one layer's forward and the unembedding;
     ``prefill``: the prompt's tokens with the attention core over their cache; ``decode``: one new token per
     sequence over a KV cache). ``dtype`` is the parameters' (default bf16),
-    ``kv_dtype`` the KV cache's (default ``dtype``)."""
+    ``kv_dtype`` the KV cache's (default ``dtype``). ``functions`` writes the norms, the softmax, the gated
+    activation and the residual adds in the notation (:func:`_written`) instead of entering their results
+    as inputs."""
     c = get(config) if isinstance(config, str) else config
     if phase not in PHASES:
         raise UsageError(f"the phase is one of {', '.join(PHASES)}, not {phase!r}")
+    if functions:
+        return _written(c, phase, dtype_named(dtype) if isinstance(dtype, str) else dtype, kv_dtype)
     p = dtype_named(dtype) if isinstance(dtype, str) else dtype
     kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
     decode = phase == "decode"
@@ -112,6 +117,79 @@ def expand(
     unembed = _t("W_emb", "V, D", p) if c.tied else _t("W_unemb", "D, V", p)
     last = "B" if core else tok  # serving needs the logits of each sequence's last position only
     lines.append(f"Xf[{last}, D] * {unembed} -> Logits[{last}, V]")
+    if c.sizes:
+        lines.append("where " + ", ".join(f"{k}={v}" for k, v in c.sizes.items()))
+    return parse("\n".join(lines))
+
+
+def _written(c: ModelConfig, phase: str, p: DType | None, kv_dtype: DType | str | None) -> Program:
+    """The program of ``c`` with its functions written: per layer ``rmsnorm_D(In) ⊙ g_attn -> Ha``, the Q, K,
+    V projections of ``Ha``, the attention core (prefill and decode: ``Q·Kc -> Sc``, ``softmax_S(Sc) -> P``,
+    ``P·Vc -> A``; training: ``A`` an input, as the key positions ``S`` of ``K`` are the tokens ``T`` of the
+    projection, which the notation cannot rename), ``A·W_o -> Att``, the residual ``In + Att -> Rs``,
+    ``rmsnorm_D(Rs) ⊙ g_mlp -> Hn``, the gated MLP ``silu(Gt) ⊙ U -> M`` and the residual ``Rs + Out -> Y``
+    (the layer's output); the head ``rmsnorm_D(Xl) ⊙ g_final -> Xf`` before the unembedding, ``Xl`` the last
+    layer's output. Mixtral's router is ``softmax_E``; its experts read ``X[E, C, D]`` and write
+    ``Out[E, C, D]`` (the dispatch, the combine and the residual after them are not written). The scores'
+    scale 1/sqrt(H) is folded into ``W_q`` (not written)."""
+    kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
+    decode = phase == "decode"
+    core = phase != "train"
+    tok = "B" if decode else "B, T"
+    layer_params = ["W_q", "W_k", "W_v", "W_o"] + (["W_r"] if c.moe else []) + ["W_gate", "W_in", "W_out"]
+    layer_params += ["g_attn", "g_mlp"] if c.norms else []
+    outside = ["W_emb"] + ([] if c.tied else ["W_unemb"]) + (["g_final"] if c.norms else [])
+    lines = [f"params {', '.join(layer_params)}", f"embeddings {', '.join(outside)}"]
+    if core:
+        lines.append("kvcache Kc, Vc")
+    lines += [f"tokens {tok}", "layers L", _t("W_emb", "V, D", p)]
+
+    def norm(x: str, gain: str, out: str, rows: str) -> str:
+        if not c.norms:
+            return x
+        lines.append(f"rmsnorm_D({x}[{rows}, D]) .* {_t(gain, 'D', p)} -> {out}[{rows}, D]")
+        return out
+
+    q = "B, K, G, H" if decode else "B, T, K, G, H"
+    h = norm("In", "g_attn", "Ha", tok)
+    lines += [
+        f"{h}[{tok}, D] * {_t('W_q', 'D, K, G, H', p)} -> Q[{q}]",
+        f"{h}[{tok}, D] * {_t('W_k', 'D, K, H', p)} -> {'Kn' if decode else 'Kp'}[{tok}, K, H]",
+        f"{h}[{tok}, D] * {_t('W_v', 'D, K, H', p)} -> {'Vn' if decode else 'Vp'}[{tok}, K, H]",
+    ]
+    if core:
+        scores = "B, K, G, S" if decode else "B, T, K, G, S"
+        lines += [
+            f"Q[{q}] * {_t('Kc', 'B, S, K, H', kv)} -> Sc[{scores}]",
+            f"softmax_S(Sc[{scores}]) -> P[{scores}]",
+            f"P[{scores}] * {_t('Vc', 'B, S, K, H', kv)} -> A[{q}]",
+        ]
+    lines += [
+        f"A[{q}] * {_t('W_o', 'K, G, H, D', p)} -> Att[{tok}, D]",
+        f"In[{tok}, D] + Att[{tok}, D] -> Rs[{tok}, D]",
+    ]
+    hn = norm("Rs", "g_mlp", "Hn", tok)
+    if c.moe:
+        lines += [
+            f"{hn}[{tok}, D] * {_t('W_r', 'D, E', p)} -> R[{tok}, E]",
+            f"softmax_E(R[{tok}, E]) -> Pr[{tok}, E]",
+            f"X[E, C, D] * {_t('W_gate', 'E, D, F', p)} -> Gt[E, C, F]",
+            f"X[E, C, D] * {_t('W_in', 'E, D, F', p)} -> U[E, C, F]",
+            "silu(Gt[E, C, F]) .* U[E, C, F] -> M[E, C, F]",
+            f"M[E, C, F] * {_t('W_out', 'E, F, D', p)} -> Out[E, C, D]",
+        ]
+    else:
+        lines += [
+            f"{hn}[{tok}, D] * {_t('W_gate', 'D, F', p)} -> Gt[{tok}, F]",
+            f"{hn}[{tok}, D] * {_t('W_in', 'D, F', p)} -> U[{tok}, F]",
+            f"silu(Gt[{tok}, F]) .* U[{tok}, F] -> M[{tok}, F]",
+            f"M[{tok}, F] * {_t('W_out', 'F, D', p)} -> Out[{tok}, D]",
+            f"Rs[{tok}, D] + Out[{tok}, D] -> Y[{tok}, D]",
+        ]
+    last = "B" if core else tok
+    xf = norm("Xl", "g_final", "Xf", last) if c.norms else "Xf"
+    unembed = _t("W_emb", "V, D", p) if c.tied else _t("W_unemb", "D, V", p)
+    lines.append(f"{xf}[{last}, D] * {unembed} -> Logits[{last}, V]")
     if c.sizes:
         lines.append("where " + ", ".join(f"{k}={v}" for k, v in c.sizes.items()))
     return parse("\n".join(lines))

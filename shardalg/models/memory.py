@@ -314,6 +314,7 @@ def _rows(a: Analysis, per_device: bool = True) -> list[tuple[str, str, Expr, Ex
     ]
     if per_device:  # the forward's gathered copies the backward keeps (keep_gathered): held like activations
         rows += [("activations", f"kept {name}", b, n) for name, b, n in a.kept()]
+        rows += [("activations", label, b, n) for label, b, n in a.statistics()]  # norms', softmax's rows
     return rows
 
 

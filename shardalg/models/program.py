@@ -34,7 +34,18 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.symbols import dim_size
 from shardalg.errors import UsageError
 from shardalg.notation.parse import parse
-from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Role, Roles, Statement, Tensor
+from shardalg.notation.syntax import (
+    Apply,
+    Arrow,
+    Collective,
+    Op,
+    Product,
+    Program,
+    Role,
+    Roles,
+    Statement,
+    Tensor,
+)
 
 from .quantities import dim_value, elements, tensor_bytes
 
@@ -66,7 +77,7 @@ class StatementInfo:
 
     index: int
     statement: Statement
-    kind: str  # "product", "collective", "declaration"
+    kind: str  # "product", "function", "collective", "declaration"
     reads: tuple[str, ...]
     result: str | None
     once: bool
@@ -123,6 +134,14 @@ class ModelProgram:
     def product_statements(self, once: bool | None = None) -> list[StatementInfo]:
         return [s for s in self.statements if s.kind == "product" and (once is None or s.once == once)]
 
+    def computing_statements(self, once: bool | None = None) -> list[StatementInfo]:
+        """The statements that compute a new value: products and functions (norms, softmax, residual adds)."""
+        return [
+            s
+            for s in self.statements
+            if s.kind in ("product", "function") and (once is None or s.once == once)
+        ]
+
     # ---- sizes
     def bytes_of(self, t: Tensor, *, per_device: bool = True) -> Expr:
         """Bytes of ``t`` on one device (its sharding), or in all (``per_device=False``: once, unsharded)."""
@@ -172,6 +191,8 @@ def _leaves(expr: object) -> list[Tensor]:
         return _leaves(expr.left) + _leaves(expr.right)
     if isinstance(expr, Collective):
         return _leaves(expr.arg)
+    if isinstance(expr, Apply):
+        return [t for o in expr.operands for t in _leaves(o)]
     return []
 
 
@@ -246,13 +267,13 @@ def model_program(
             if r not in reads:
                 reads.append(r)
         out: str | None = None
-        if isinstance(expr, Product):
-            kind = "product"
+        if isinstance(expr, Product) or _applies(expr):
+            kind = "product" if isinstance(expr, Product) else "function"
             if result is not None:
                 out = _named(result, program)
                 if out in root:
                     raise UsageError(
-                        f"{out} is made twice; give each product's result a new name",
+                        f"{out} is made twice; give each {kind}'s result a new name",
                         span=result.span,
                         source=program.source,
                     )
@@ -297,6 +318,11 @@ def model_program(
     return model
 
 
+def _applies(expr: object) -> bool:
+    """Whether an expression is a function of the notation (possibly of products: ``X + A·B``)."""
+    return isinstance(expr, Apply)
+
+
 def _gathers(expr: object) -> bool:
     """Whether a collective statement's chain includes an AllGather."""
     while isinstance(expr, Collective):
@@ -310,12 +336,15 @@ def _hidden_steps(m: ModelProgram) -> None:
     """Find the layer's inputs and output and the inputs made by steps the notation does not show (their
     makers: the dangling results since the previous such input); see the module docstring."""
     for once in (False, True):
-        products = m.product_statements(once)
+        products = m.computing_statements(once)
         if not products:
             continue
         read_later: set[str] = set()
         dangling: list[str] = []
         for info in reversed([s for s in m.statements if s.once == once]):
+            if info.kind == "function":  # a written function is a shown step: its result is no trace
+                read_later.update(info.reads)
+                continue
             if info.kind == "product" and info.result is not None and info.result not in read_later:
                 dangling.insert(0, info.result)
             if info.kind != "collective":  # a collective makes a new version of what it reads: no consumer

@@ -99,3 +99,20 @@ def test_the_search_names_megatron_sp_and_it_saves_activation_memory_over_tp():
     assert "ReduceScatter_{X,T}" in text(meg.program) and "AllReduce" not in text(meg.program)
     assert meg.parts["activations"] < tp.parts["activations"]
     assert meg.to_json()["megatron_sp"] == "X" and tp.to_json()["megatron_sp"] is None
+
+
+def test_with_the_norms_written_they_run_on_an_eighth_of_the_sequence():
+    def layer(sequence):
+        program = shard(expand("llama-3-8b", functions=True), TP, TP, sequence=sequence)
+        return analyze(model_program(program, "Y=8", SIZES), "train")
+
+    sp, tp = layer("Y"), layer(None)
+    lines = [text(s) for s in sp.model.program.statements]
+    assert "rmsnorm_D(In[B, T_Y, D]) .* g_attn[D] -> Ha[B, T_Y, D]" in lines
+    assert "In[B, T_Y, D] + Att[B, T_Y, D] -> Rs[B, T_Y, D]" in lines
+    assert "AllGather_Y(Ha[B, T_Y, D]) -> Ha[B, T, D]" in lines
+    kept_sp, kept_tp = _activations(sp), _activations(tp)
+    for name in ("In", "Rs", "Ha", "Hn"):  # the norms' inputs and outputs
+        assert kept_sp[name] * 8 == kept_tp[name]
+    stats = "rmsnorm_D statistics (1 fp32 a row) of Hn"
+    assert kept_sp[stats] * 8 == kept_tp[stats]
