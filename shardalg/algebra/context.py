@@ -104,6 +104,8 @@ def tensors_of(node: object) -> list[Tensor]:
         return tensors_of(node.left) + tensors_of(node.right)
     if isinstance(node, Collective):
         return tensors_of(node.arg)
+    if isinstance(node, Apply):
+        return [t for o in node.operands for t in tensors_of(o)]
     return []
 
 

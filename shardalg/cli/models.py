@@ -317,9 +317,9 @@ def _model_show(args: argparse.Namespace) -> int:
     from shardalg.notation.printing import render
 
     config = presets.get(args.name)
-    program = expand(config, args.phase, args.dtype, args.kv_dtype)
-    if args.params or args.activations:
-        program = shard(program, args.params, args.activations)
+    program = expand(config, args.phase, args.dtype, args.kv_dtype, functions=args.functions)
+    if args.params or args.activations or args.megatron_sp:
+        program = shard(program, args.params, args.activations, sequence=args.megatron_sp)
     if args.format == "json":
         _print(
             {"model": config.to_json(), "phase": args.phase, "program": render(program, "json", spans=False)},
@@ -545,6 +545,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--kv-dtype", metavar="DTYPE", help="the KV cache's dtype (default: --dtype)")
     q.add_argument("--params", metavar="D=X,F=Y", help="shard the parameters: DIM=AXES (S=XY for two axes)")
     q.add_argument("--activations", metavar="B=X", help="shard the activations and KV cache: DIM=AXES")
+    q.add_argument(
+        "--functions",
+        action="store_true",
+        help="write the norms, the softmax, the gated activation and the residual adds in the notation "
+        "(rmsnorm_D, softmax_S, silu, +) instead of entering their results as inputs",
+    )
+    q.add_argument(
+        "--megatron-sp",
+        metavar="AXES",
+        help="Megatron sequence parallelism on these tensor-parallel axes (e.g. Y): the norm and elementwise "
+        "regions sharded over the sequence dim, AllGather before and ReduceScatter after each "
+        "tensor-parallel region instead of an AllReduce",
+    )
     q.add_argument(
         "--format",
         choices=("text", "unicode", "latex", "json"),

@@ -37,6 +37,7 @@ from functools import cached_property
 import sympy
 from sympy import Expr, Integer
 
+from shardalg.algebra.registry import RECORDS
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import plan_of
 from shardalg.costs.stepcost import Options
@@ -44,11 +45,12 @@ from shardalg.costs.steps import einsum_flops
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
-from shardalg.notation.syntax import Arrow, Op, Product, Program, Tensor
+from shardalg.notation.syntax import Apply, Arrow, DType, Op, Product, Program, Tensor
 from shardalg.planning.backward import backward
 from shardalg.planning.planner import plan
 
 from .program import ModelProgram, StatementInfo
+from .quantities import local_elements
 
 __all__ = ["Remat", "remat_named", "Analysis", "analyze", "Flops", "MODES"]
 
@@ -102,6 +104,19 @@ def remat_named(spec: str | Iterable[str] | Remat | None, model: ModelProgram) -
     return Remat("names", tuple(dict.fromkeys(names)))
 
 
+def _applied(s) -> list[Apply]:
+    """The functions a function statement applies, outermost first (``rmsnorm_D(X) ⊙ g``: ⊙, rmsnorm)."""
+    out, todo = [], [s.expr if isinstance(s, Arrow) else s]
+    while todo:
+        e = todo.pop(0)
+        if isinstance(e, Apply):
+            out.append(e)
+            todo.extend(e.operands)
+        elif isinstance(e, Product):
+            todo.extend((e.left, e.right))
+    return out
+
+
 def _strip(t: Tensor) -> Tensor:
     """The same tensor unsharded (its global shape)."""
     return replace(t, dims=tuple(d.with_axes(()) for d in t.dims), unreduced=(), invariant=(), span=None)
@@ -117,6 +132,8 @@ class Flops:
     forward_per_device: Expr
     backward_per_device: Expr
     recompute_per_device: Expr
+    vector: Expr = Integer(0)  # the forward's functions (norms, softmax, ...), apart from the matmul FLOPs
+    vector_per_device: Expr = Integer(0)
 
     @property
     def total(self) -> Expr:
@@ -137,6 +154,7 @@ class Analysis:
     mode_chosen: bool = True
     own_notes: list[tuple[str, str]] = field(default_factory=list)
     keep_gathered: bool = False  # the backward reads the forward's gathered copies (memory) or gathers again
+    fused_attention: bool = False  # a fused (flash) attention: its scores are not kept (:attr:`scores`)
 
     @property
     def notes(self) -> list[tuple[str, str]]:
@@ -170,11 +188,12 @@ class Analysis:
         if self.mode != "train" or not self.model.product_statements():
             return None
         m = self.model
+        # The backward of the functions (norms, softmax, residual adds) is not derived yet (issue 26 item 4):
+        # the products' backward is, with each function's result an input and its operands outputs, as for the
+        # steps the notation does not show; what the functions' backward reads is kept (:attr:`needed`).
+        shown = tuple(m.statements[i].statement for i in self.shown)
         return backward(
-            Program(m.program.statements, source=m.program.source),
-            m.mesh,
-            m.sizes,
-            keep_gathered=self.keep_gathered,
+            Program(shown, source=m.program.source), m.mesh, m.sizes, keep_gathered=self.keep_gathered
         )
 
     def kept(self) -> list[tuple[str, Expr, Expr]]:
@@ -198,7 +217,13 @@ class Analysis:
         if bw is None:
             return []
         by_index = {s.index: s for s in self.model.statements}
-        return [(by_index[g.einsum], g.plan) for g in bw.grads]
+        return [(by_index[self.shown[g.einsum]], g.plan) for g in bw.grads]
+
+    @cached_property
+    def shown(self) -> tuple[int, ...]:
+        """The program's statement index of each statement of the backward's program (the functions left out:
+        :attr:`backward`)."""
+        return tuple(info.index for info in self.model.statements if info.kind != "function")
 
     # ---- what the backward keeps
     @cached_property
@@ -223,8 +248,67 @@ class Analysis:
         if self.mode != "train":
             return ()
         makers = {n for made in self.model.hidden_makers.values() for n in made}
-        keep = set(self.backward_reads) | makers
+        keep = set(self.backward_reads) | makers | set(self.function_reads)
+        if self.fused_attention:  # a fused kernel recomputes the scores in its backward: they are not kept
+            keep -= set(self.scores)
         return tuple(n for n, v in self.model.values.items() if n in keep and v.is_activation)
+
+    @cached_property
+    def function_reads(self) -> tuple[str, ...]:
+        """Values the backward of the program's functions reads: a nonlinear function's operands (a norm's
+        input, an activation function's input, softmax's scores), both factors of an elementwise product;
+        a linear one (``+``, ``-``, ``scale``, ``sum``, ``mean``) reads none."""
+        if self.mode != "train":
+            return ()
+        m, read = self.model, []
+        for info in m.statements:
+            if info.kind != "function":
+                continue
+            if not all(RECORDS[f.op].linear for f in _applied(info.statement)):
+                read += [r for r in info.reads if r not in read]
+        return tuple(read)
+
+    @cached_property
+    def scores(self) -> tuple[str, ...]:
+        """The attention scores: a softmax's operand made by a product and its result read by a product
+        (``Q·K -> Sc``, ``softmax_S(Sc) -> P``, ``P·V -> O``). The one place their memory is decided: kept for
+        the backward unless the attention is fused (:attr:`fused_attention`, a flash kernel keeps only each
+        row's statistics and recomputes them)."""
+        m, out = self.model, []
+        readers = {r for info in m.product_statements() for r in info.reads}
+        for info in m.statements:
+            if info.kind != "function" or all(f.op is not Op.SOFTMAX for f in _applied(info.statement)):
+                continue
+            made = [r for r in info.reads if m.values[r].made_by is not None]
+            if made and info.result in readers:
+                out += [*made, info.result]
+        return tuple(dict.fromkeys(out))
+
+    def statistics(self) -> list[tuple[str, Expr, Expr]]:
+        """The per-row statistics the functions' backward reads (a norm's, a softmax's: fp32, one value per
+        statistic a row, as the forward plan's step holds its block's rows), kept for the backward like
+        activations: (label, bytes per device, count)."""
+        if self.mode != "train":
+            return []
+        m, out = self.model, []
+        for info in m.statements:
+            fused = self.scores if self.fused_attention else ()  # a flash kernel keeps the statistics alone
+            acts = [r for r in info.reads if m.values[r].is_activation and r not in fused]
+            if info.kind != "function" or not all(r in self.saved for r in acts):
+                continue  # recomputed under the remat policy with the operands it is made from
+            for st in self.forward_plans[info.index].steps:
+                rec = RECORDS[st.op] if st.op.function else None
+                if rec is None or not rec.statistics or st.dim is None:
+                    continue
+                t = st.output
+                row = replace(
+                    t, dims=tuple(d for d in t.dims if d.label != st.dim), unreduced=(), dtype=DType.FP32
+                )
+                label = (
+                    f"{st.op.value}_{st.dim} statistics ({len(rec.statistics)} fp32 a row) of {info.result}"
+                )
+                out.append((label, m.bytes_of(row) * len(rec.statistics), m.factor(info.once)))
+        return out
 
     @cached_property
     def saved(self) -> tuple[str, ...]:
@@ -296,7 +380,16 @@ class Analysis:
             t, d = self._plan_flops(self.forward_plans[i])
             rec[0] += t * m.factor(by_index[i].once)
             rec[1] += d * m.factor(by_index[i].once)
-        return Flops(*(sympy.expand(x) for x in (fwd[0], bwd[0], rec[0], fwd[1], bwd[1], rec[1])))
+        vec = [Integer(0), Integer(0)]
+        for i, p in self.forward_plans.items():
+            for st in p.steps:
+                if st.op.function:
+                    per = RECORDS[st.op].vector_flops
+                    big = max((*st.inputs, st.output), key=lambda t: len(t.dims))
+                    vec[0] += per * m.elements_of(_strip(big)) * m.factor(by_index[i].once)
+                    vec[1] += per * local_elements(big, m.mesh, m.sizes) * m.factor(by_index[i].once)
+        main = (fwd[0], bwd[0], rec[0], fwd[1], bwd[1], rec[1])
+        return Flops(*(sympy.expand(x) for x in main), sympy.expand(vec[0]), sympy.expand(vec[1]))
 
     # ---- transient gathered weights
     def gathered(self) -> list[tuple[str, Step, bool]]:

@@ -41,12 +41,20 @@ def memory_conventions(report: Any) -> list[tuple[str, str]]:
         ),
     ]
     if report.analysis.mode == "train":
+        written = (
+            "; counted: what the written functions' backward reads (a nonlinear function's operands, the "
+            "attention scores unless the attention is fused, each norm's and softmax's per-row statistics in "
+            "fp32)"
+            if _functions(report)
+            else ""
+        )
         out.append(
             (
                 "activations",
-                "what the backward reads, kept under the remat policy, for one microbatch; not counted: the "
-                "inner state of the steps the notation does not show (norm and softmax statistics, attention "
-                "probabilities, dropout masks)",
+                "what the backward reads, kept under the remat policy, for one microbatch"
+                + written
+                + "; not counted: the inner state of the steps the notation does not show (norm and softmax "
+                "statistics, attention probabilities, dropout masks)",
             )
         )
         if report.zero.stage:
@@ -69,10 +77,30 @@ def step_conventions(report: Any) -> list[tuple[str, str]]:
         if train
         else ""
     )
-    return [
+    out = [
         (
             "flops",
             f"{flops}; not counted: {UNSHOWN}, the attention core unless written, the optimizer update",
         ),
         ("dtypes", "each tensor in its declared dtype (bf16 default), gradients communicated in it"),
     ]
+    if _functions(report):
+        out.append(
+            (
+                "functions",
+                "the written functions (norms, softmax, elementwise) priced as HBM-bound steps, their FLOPs "
+                "counted apart as vector FLOPs"
+                + (
+                    "; their backward is not derived yet (issue 26 item 4): it costs nothing here, and what "
+                    "it reads is kept"
+                    if train
+                    else ""
+                ),
+            )
+        )
+    return out
+
+
+def _functions(report: Any) -> bool:
+    """Whether the program writes a function (a norm, softmax, an elementwise op)."""
+    return any(s.kind == "function" for s in report.analysis.model.statements)

@@ -31,7 +31,18 @@ from shardalg.algebra.legality import check_or_raise
 from shardalg.errors import UsageError
 from shardalg.notation.build import split_axes
 from shardalg.notation.parse import parse
-from shardalg.notation.syntax import Arrow, Collective, DType, Op, Product, Program, Role, Tensor, dtype_named
+from shardalg.notation.syntax import (
+    Apply,
+    Arrow,
+    Collective,
+    DType,
+    Op,
+    Product,
+    Program,
+    Role,
+    Tensor,
+    dtype_named,
+)
 
 from .presets import ModelConfig, get
 
@@ -49,14 +60,19 @@ def expand(
     phase: str = "train",
     dtype: DType | str | None = None,
     kv_dtype: DType | str | None = None,
+    functions: bool = False,
 ) -> Program:
     """The program of ``config`` for ``phase`` (``train``: one layer's forward and the unembedding;
     ``prefill``: the prompt's tokens with the attention core over their cache; ``decode``: one new token per
     sequence over a KV cache). ``dtype`` is the parameters' (default bf16),
-    ``kv_dtype`` the KV cache's (default ``dtype``)."""
+    ``kv_dtype`` the KV cache's (default ``dtype``). ``functions`` writes the norms, the softmax, the gated
+    activation and the residual adds in the notation (:func:`_written`) instead of entering their results
+    as inputs."""
     c = get(config) if isinstance(config, str) else config
     if phase not in PHASES:
         raise UsageError(f"the phase is one of {', '.join(PHASES)}, not {phase!r}")
+    if functions:
+        return _written(c, phase, dtype_named(dtype) if isinstance(dtype, str) else dtype, kv_dtype)
     p = dtype_named(dtype) if isinstance(dtype, str) else dtype
     kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
     decode = phase == "decode"
@@ -106,6 +122,79 @@ def expand(
     return parse("\n".join(lines))
 
 
+def _written(c: ModelConfig, phase: str, p: DType | None, kv_dtype: DType | str | None) -> Program:
+    """The program of ``c`` with its functions written: per layer ``rmsnorm_D(In) ⊙ g_attn -> Ha``, the Q, K,
+    V projections of ``Ha``, the attention core (prefill and decode: ``Q·Kc -> Sc``, ``softmax_S(Sc) -> P``,
+    ``P·Vc -> A``; training: ``A`` an input, as the key positions ``S`` of ``K`` are the tokens ``T`` of the
+    projection, which the notation cannot rename), ``A·W_o -> Att``, the residual ``In + Att -> Rs``,
+    ``rmsnorm_D(Rs) ⊙ g_mlp -> Hn``, the gated MLP ``silu(Gt) ⊙ U -> M`` and the residual ``Rs + Out -> Y``
+    (the layer's output); the head ``rmsnorm_D(Xl) ⊙ g_final -> Xf`` before the unembedding, ``Xl`` the last
+    layer's output. Mixtral's router is ``softmax_E``; its experts read ``X[E, C, D]`` and write
+    ``Out[E, C, D]`` (the dispatch, the combine and the residual after them are not written). The scores'
+    scale 1/sqrt(H) is folded into ``W_q`` (not written)."""
+    kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
+    decode = phase == "decode"
+    core = phase != "train"
+    tok = "B" if decode else "B, T"
+    layer_params = ["W_q", "W_k", "W_v", "W_o"] + (["W_r"] if c.moe else []) + ["W_gate", "W_in", "W_out"]
+    layer_params += ["g_attn", "g_mlp"] if c.norms else []
+    outside = ["W_emb"] + ([] if c.tied else ["W_unemb"]) + (["g_final"] if c.norms else [])
+    lines = [f"params {', '.join(layer_params)}", f"embeddings {', '.join(outside)}"]
+    if core:
+        lines.append("kvcache Kc, Vc")
+    lines += [f"tokens {tok}", "layers L", _t("W_emb", "V, D", p)]
+
+    def norm(x: str, gain: str, out: str, rows: str) -> str:
+        if not c.norms:
+            return x
+        lines.append(f"rmsnorm_D({x}[{rows}, D]) .* {_t(gain, 'D', p)} -> {out}[{rows}, D]")
+        return out
+
+    q = "B, K, G, H" if decode else "B, T, K, G, H"
+    h = norm("In", "g_attn", "Ha", tok)
+    lines += [
+        f"{h}[{tok}, D] * {_t('W_q', 'D, K, G, H', p)} -> Q[{q}]",
+        f"{h}[{tok}, D] * {_t('W_k', 'D, K, H', p)} -> {'Kn' if decode else 'Kp'}[{tok}, K, H]",
+        f"{h}[{tok}, D] * {_t('W_v', 'D, K, H', p)} -> {'Vn' if decode else 'Vp'}[{tok}, K, H]",
+    ]
+    if core:
+        scores = "B, K, G, S" if decode else "B, T, K, G, S"
+        lines += [
+            f"Q[{q}] * {_t('Kc', 'B, S, K, H', kv)} -> Sc[{scores}]",
+            f"softmax_S(Sc[{scores}]) -> P[{scores}]",
+            f"P[{scores}] * {_t('Vc', 'B, S, K, H', kv)} -> A[{q}]",
+        ]
+    lines += [
+        f"A[{q}] * {_t('W_o', 'K, G, H, D', p)} -> Att[{tok}, D]",
+        f"In[{tok}, D] + Att[{tok}, D] -> Rs[{tok}, D]",
+    ]
+    hn = norm("Rs", "g_mlp", "Hn", tok)
+    if c.moe:
+        lines += [
+            f"{hn}[{tok}, D] * {_t('W_r', 'D, E', p)} -> R[{tok}, E]",
+            f"softmax_E(R[{tok}, E]) -> Pr[{tok}, E]",
+            f"X[E, C, D] * {_t('W_gate', 'E, D, F', p)} -> Gt[E, C, F]",
+            f"X[E, C, D] * {_t('W_in', 'E, D, F', p)} -> U[E, C, F]",
+            "silu(Gt[E, C, F]) .* U[E, C, F] -> M[E, C, F]",
+            f"M[E, C, F] * {_t('W_out', 'E, F, D', p)} -> Out[E, C, D]",
+        ]
+    else:
+        lines += [
+            f"{hn}[{tok}, D] * {_t('W_gate', 'D, F', p)} -> Gt[{tok}, F]",
+            f"{hn}[{tok}, D] * {_t('W_in', 'D, F', p)} -> U[{tok}, F]",
+            f"silu(Gt[{tok}, F]) .* U[{tok}, F] -> M[{tok}, F]",
+            f"M[{tok}, F] * {_t('W_out', 'F, D', p)} -> Out[{tok}, D]",
+            f"Rs[{tok}, D] + Out[{tok}, D] -> Y[{tok}, D]",
+        ]
+    last = "B" if core else tok
+    xf = norm("Xl", "g_final", "Xf", last) if c.norms else "Xf"
+    unembed = _t("W_emb", "V, D", p) if c.tied else _t("W_unemb", "D, V", p)
+    lines.append(f"{xf}[{last}, D] * {unembed} -> Logits[{last}, V]")
+    if c.sizes:
+        lines.append("where " + ", ".join(f"{k}={v}" for k, v in c.sizes.items()))
+    return parse("\n".join(lines))
+
+
 # ---- sharding a program by dim -------------------------------------------------------------------------
 
 
@@ -141,15 +230,48 @@ def _apply(t: Tensor, mapping: Mapping[str, tuple[str, ...]]) -> Tensor:
     return replace(t, dims=tuple(dims[d.label] for d in t.dims))
 
 
+def _sequence_dim(prog: Program) -> str:
+    """The sequence dim Megatron SP shards: the last ``tokens`` dim after the first (``T`` of ``tokens B, T``)."""
+    tokens = prog.roles.tokens if prog.roles is not None else ()
+    if len(tokens) < 2:
+        raise UsageError(
+            "Megatron sequence parallelism shards the sequence dim, and the program declares none "
+            f"({'tokens ' + ', '.join(tokens) if tokens else 'no tokens declaration'})",
+            fix="declare the batch and sequence dims, e.g. 'tokens B, T' (a decode step has no sequence dim)",
+        )
+    return tokens[-1]
+
+
+def _map_tensors(expr, f):
+    """``expr`` with ``f`` applied to each tensor it reads (products, collectives and functions)."""
+    if isinstance(expr, Tensor):
+        return f(expr)
+    if isinstance(expr, Product):
+        return replace(expr, left=_map_tensors(expr.left, f), right=_map_tensors(expr.right, f))
+    if isinstance(expr, Collective):
+        return replace(expr, arg=_map_tensors(expr.arg, f))
+    if isinstance(expr, Apply):
+        return replace(expr, operands=tuple(_map_tensors(o, f) for o in expr.operands))
+    return expr
+
+
 def shard(
     program: Program | str,
     params: Mapping[str, tuple[str, ...]] | str | None = None,
     activations: Mapping[str, tuple[str, ...]] | str | None = None,
     mesh=None,
+    sequence: tuple[str, ...] | str | None = None,
 ) -> Program:
     """``program`` with every parameter sharded by ``params`` ({dim: axes}) and every other tensor by
     ``activations``; a parameter sharded over an axis that shards, in its product's other operand, a dim the
-    product keeps is gathered over that axis before the product (FSDP). Checks legality on ``mesh`` if given."""
+    product keeps is gathered over that axis before the product (FSDP). Checks legality on ``mesh`` if given.
+
+    ``sequence`` (axes, ``"Y"``) is Megatron sequence parallelism on those tensor-parallel axes: an activation
+    that does not use such an axis (the residual stream, the norms' and the elementwise ops' operands and
+    results) has its sequence dim (the last ``tokens`` dim) sharded over it; before a product whose other
+    operand is sharded over the axis the activation is gathered (``AllGather``: the weights are not), and a
+    product whose local results are partial sums over the axis ends in a ``ReduceScatter`` onto the sequence
+    dim instead of an ``AllReduce``."""
     prog = parse(program) if isinstance(program, str) else program
     pmap = parse_dim_map(params) if isinstance(params, str) or params is None else dict(params)
     amap = (
@@ -168,10 +290,8 @@ def shard(
             ]
             given = pmap if what == "--params" else amap
             refuse_unknown_dims(given, (d for t in kind for d in t.dim_names), what, where)
-
-    def sharded(t: Tensor) -> Tensor:
-        role = roles.role_of(t.name) if roles is not None and t.name else None
-        return _apply(t, pmap if role in (Role.PARAMS, Role.EMBEDDINGS) else amap)
+    seq_axes = _sequence_axes(prog, pmap, amap, sequence)
+    seq = _sequence_dim(prog) if seq_axes else ""
 
     def is_param(t: Tensor) -> bool:
         return (
@@ -180,8 +300,19 @@ def shard(
             and roles.role_of(t.name) in (Role.PARAMS, Role.EMBEDDINGS)
         )
 
+    def sharded(t: Tensor) -> Tensor:
+        if is_param(t):
+            return _apply(t, pmap)
+        out = _apply(t, amap)
+        if seq in out.dim_names and not out.axes_of(seq):
+            free = tuple(a for a in seq_axes if a not in out.used_axes)
+            if free:
+                out = out.with_axes(seq, free)
+        return out
+
     out: list = []
     gathered: dict[str, Tensor] = {}
+    seq_gathered: dict[Tensor, Tensor] = {}
     for s in prog.statements:
         expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
         if (
@@ -189,11 +320,25 @@ def shard(
             or not isinstance(expr.left, Tensor)
             or not isinstance(expr.right, Tensor)
         ):
-            out.append(sharded(s) if isinstance(s, Tensor) else s)
+            if isinstance(s, Arrow):
+                out.append(replace(s, expr=_map_tensors(expr, sharded), result=sharded(s.result)))
+            else:
+                out.append(_map_tensors(s, sharded))
             continue
         left, right = sharded(expr.left), sharded(expr.right)
         res = sharded(result) if result is not None else None
         operands = [left, right]
+        # Megatron SP: an activation sharded over the sequence by an axis the other operand uses is gathered
+        for k, t in enumerate(operands):
+            other = operands[1 - k]
+            hit = tuple(a for a in (t.axes_of(seq) if seq in t.dim_names else ()) if a in other.used_axes)
+            if is_param(t) or not hit:
+                continue
+            if t not in seq_gathered:
+                whole = t.with_axes(seq, tuple(a for a in t.axes_of(seq) if a not in hit))
+                out.append(Arrow(Collective(Op.ALL_GATHER, hit, t), whole))
+                seq_gathered[t] = whole
+            operands[k] = seq_gathered[t]
         for k, t in enumerate(operands):
             if not is_param(t):
                 continue
@@ -226,8 +371,54 @@ def shard(
             if clash:
                 gathered[t.name] = operands[k] = version
         product = Product(operands[0], operands[1], expr.contract, expr.local)
+        scatter = _partial_over_sequence(operands, res, seq, seq_axes)
+        if res is not None and scatter:
+            partial = replace(
+                res.with_axes(seq, tuple(a for a in res.axes_of(seq) if a not in scatter)),
+                unreduced=tuple(sorted((*res.unreduced, *scatter))),
+            )
+            out.append(Arrow(product, partial))
+            out.append(Arrow(Collective(Op.REDUCE_SCATTER, scatter, partial, dim=seq), res))
+            continue
         out.append(Arrow(product, res) if res is not None else product)
     made = Program(tuple(out), prog.mesh, prog.sizes, prog.roles, source=None)
     if mesh is not None:
         check_or_raise(made, mesh)
     return made
+
+
+def _partial_over_sequence(
+    operands: list[Tensor], res: Tensor | None, seq: str, seq_axes: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The sequence-parallel axes a product's result is sharded over on the sequence dim while its local
+    products are partial sums over them (a dim both operands shard over the axis is contracted): the
+    ReduceScatter that ends the tensor-parallel region."""
+    if res is None or seq not in res.dim_names:
+        return ()
+    left, right = operands
+    contracted = (set(left.dim_names) & set(right.dim_names)) - set(res.dim_names)
+    partial = {a for d in contracted for a in left.axes_of(d) if a in right.axes_of(d)}
+    return tuple(a for a in res.axes_of(seq) if a in seq_axes and a in partial)
+
+
+def _sequence_axes(prog: Program, pmap, amap, sequence) -> tuple[str, ...]:
+    """The axes of Megatron sequence parallelism, checked: each shards a parameter (a tensor-parallel axis)
+    and not the activations' sequence dim already."""
+    if not sequence:
+        return ()
+    axes = split_axes(sequence) if isinstance(sequence, str) else tuple(sequence)
+    seq = _sequence_dim(prog)
+    tp = {a for dims in pmap.values() for a in dims}
+    for a in axes:
+        if a not in tp:
+            raise UsageError(
+                f"Megatron sequence parallelism over {a}: {a} shards no parameter, so there is no "
+                "tensor-parallel region to leave",
+                fix=f"shard the weights over {a} (e.g. --params F={a},K={a}) or drop {a} from the sequence axes",
+            )
+        if a in amap.get(seq, ()):
+            raise UsageError(
+                f"Megatron sequence parallelism over {a}: the activations already shard {seq} over {a}",
+                fix=f"drop {seq}={a} from --activations",
+            )
+    return axes

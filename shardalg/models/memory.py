@@ -306,7 +306,7 @@ def _rows(a: Analysis, per_device: bool = True) -> list[tuple[str, str, Expr, Ex
     """(part, tensor, bytes, count) of the saved activations and the KV cache."""
     m = a.model
     rows = [
-        ("activations", n, m.bytes_of(m.values[n].tensor, per_device=per_device), m.factor(m.values[n]))
+        ("activations", n, m.bytes_of(m.kept_tensor(n), per_device=per_device), m.factor(m.values[n]))
         for n in a.saved
     ]
     rows += [
@@ -314,6 +314,7 @@ def _rows(a: Analysis, per_device: bool = True) -> list[tuple[str, str, Expr, Ex
     ]
     if per_device:  # the forward's gathered copies the backward keeps (keep_gathered): held like activations
         rows += [("activations", f"kept {name}", b, n) for name, b, n in a.kept()]
+        rows += [("activations", label, b, n) for label, b, n in a.statistics()]  # norms', softmax's rows
     return rows
 
 

@@ -34,7 +34,18 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.symbols import dim_size
 from shardalg.errors import UsageError
 from shardalg.notation.parse import parse
-from shardalg.notation.syntax import Arrow, Collective, Product, Program, Role, Roles, Statement, Tensor
+from shardalg.notation.syntax import (
+    Apply,
+    Arrow,
+    Collective,
+    Op,
+    Product,
+    Program,
+    Role,
+    Roles,
+    Statement,
+    Tensor,
+)
 
 from .quantities import dim_value, elements, tensor_bytes
 from .source import program_source
@@ -67,7 +78,7 @@ class StatementInfo:
 
     index: int
     statement: Statement
-    kind: str  # "product", "collective", "declaration"
+    kind: str  # "product", "function", "collective", "declaration"
     reads: tuple[str, ...]
     result: str | None
     once: bool
@@ -89,6 +100,15 @@ class ModelProgram:
     hidden_makers: dict[str, tuple[str, ...]] = field(default_factory=dict)
     layer_inputs: tuple[str, ...] = ()
     layer_output: str | None = None
+    held: dict[str, Tensor] = field(
+        default_factory=dict
+    )  # value -> the version it lives in, when not its first
+
+    def kept_tensor(self, name: str) -> Tensor:
+        """The version of value ``name`` the program holds: as first written, or as a collective other than an
+        AllGather last rewrote it (``ReduceScatter_{Y,T}(Att[B, T, D]{U_Y}) -> Att[B, T_Y, D]``: the partial
+        sums are gone); an AllGather's copy is the backward's to make again, as it gathers again."""
+        return self.held.get(name, self.values[name].tensor)
 
     # ---- values by role
     def with_role(self, *roles: Role | None) -> list[Value]:
@@ -114,6 +134,14 @@ class ModelProgram:
 
     def product_statements(self, once: bool | None = None) -> list[StatementInfo]:
         return [s for s in self.statements if s.kind == "product" and (once is None or s.once == once)]
+
+    def computing_statements(self, once: bool | None = None) -> list[StatementInfo]:
+        """The statements that compute a new value: products and functions (norms, softmax, residual adds)."""
+        return [
+            s
+            for s in self.statements
+            if s.kind in ("product", "function") and (once is None or s.once == once)
+        ]
 
     # ---- sizes
     def bytes_of(self, t: Tensor, *, per_device: bool = True) -> Expr:
@@ -164,6 +192,8 @@ def _leaves(expr: object) -> list[Tensor]:
         return _leaves(expr.left) + _leaves(expr.right)
     if isinstance(expr, Collective):
         return _leaves(expr.arg)
+    if isinstance(expr, Apply):
+        return [t for o in expr.operands for t in _leaves(o)]
     return []
 
 
@@ -225,6 +255,7 @@ def model_program(
     root: dict[str, str] = {}
     first: dict[str, Tensor] = {}
     made_by: dict[str, int] = {}
+    held: dict[str, Tensor] = {}
     infos: list[StatementInfo] = []
     once_values: set[str] = set()
     embeddings = set(roles.embeddings)
@@ -238,13 +269,13 @@ def model_program(
             if r not in reads:
                 reads.append(r)
         out: str | None = None
-        if isinstance(expr, Product):
-            kind = "product"
+        if isinstance(expr, Product) or _applies(expr):
+            kind = "product" if isinstance(expr, Product) else "function"
             if result is not None:
                 out = _named(result, program)
                 if out in root:
                     raise UsageError(
-                        f"{out} is made twice; give each product's result a new name",
+                        f"{out} is made twice; give each {kind}'s result a new name",
                         span=result.span,
                         source=program.source,
                     )
@@ -256,6 +287,8 @@ def model_program(
             if result is not None and reads:
                 name = _named(result, program)
                 root.setdefault(name, reads[0])  # a new version of the value it reads
+                if isinstance(expr, Collective) and not _gathers(expr) and root[name] == reads[0]:
+                    held[reads[0]] = result
         else:
             kind = "declaration"
         once = any(r in embeddings or r in once_values for r in reads)
@@ -282,23 +315,42 @@ def model_program(
     for name in roles.embeddings:
         values[name] = replace(values[name], once=True)
     model = ModelProgram(program, ctx.mesh, dict(ctx.sizes), roles, values, tuple(infos), layers, notes, root)
+    model.held = held
     _hidden_steps(model)
     return model
+
+
+def _applies(expr: object) -> bool:
+    """Whether an expression is a function of the notation (possibly of products: ``X + A·B``)."""
+    return isinstance(expr, Apply)
+
+
+def _gathers(expr: object) -> bool:
+    """Whether a collective statement's chain includes an AllGather."""
+    while isinstance(expr, Collective):
+        if expr.op is Op.ALL_GATHER:
+            return True
+        expr = expr.arg
+    return False
 
 
 def _hidden_steps(m: ModelProgram) -> None:
     """Find the layer's inputs and output and the inputs made by steps the notation does not show (their
     makers: the dangling results since the previous such input); see the module docstring."""
     for once in (False, True):
-        products = m.product_statements(once)
+        products = m.computing_statements(once)
         if not products:
             continue
         read_later: set[str] = set()
         dangling: list[str] = []
         for info in reversed([s for s in m.statements if s.once == once]):
+            if info.kind == "function":  # a written function is a shown step: its result is no trace
+                read_later.update(info.reads)
+                continue
             if info.kind == "product" and info.result is not None and info.result not in read_later:
                 dangling.insert(0, info.result)
-            read_later.update(info.reads)
+            if info.kind != "collective":  # a collective makes a new version of what it reads: no consumer
+                read_later.update(info.reads)
         last = products[-1].result
         if not once:
             m.layer_output = last

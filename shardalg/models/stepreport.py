@@ -240,6 +240,8 @@ class StepReport(Shown):
                 "recompute": as_json(self.flops.recompute),
                 "total": as_json(self.flops.total),
                 "per_device": as_json(self.flops.total_per_device),
+                "vector": as_json(self.flops.vector),
+                "vector_per_device": as_json(self.flops.vector_per_device),
             },
             "tokens_per_step": as_json(self.tokens),
             "tokens_per_second": self.tokens_per_second,
@@ -340,6 +342,11 @@ class StepReport(Shown):
             f"{'FLOPs':<12} {as_text(self.flops.total)} in all, {as_text(self.flops.total_per_device)} "
             "per device"
         )
+        if self.flops.vector != 0:
+            lines.append(
+                f"{'vector FLOPs':<12} {as_text(self.flops.vector)} in all, "
+                f"{as_text(self.flops.vector_per_device)} per device (the functions' forward, apart)"
+            )
         if self.tokens is not None:
             rate = self.tokens_per_second
             lines.append(

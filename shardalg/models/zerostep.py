@@ -166,7 +166,7 @@ def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[list[Plan]]
     per_step: list[Plan] = []
     for g in a.backward.grads if a.backward else ():
         p = g.plan
-        if by_index[g.einsum].once != once:
+        if by_index[a.shown[g.einsum]].once != once:
             continue
         v = m.value_named(g.of)
         if v is None or v.name not in zeroed:

@@ -124,6 +124,7 @@ class Entry:
             "strategy": self.strategy,
             "params": self.assignment.params_text,
             "activations": self.assignment.activations_text,
+            "megatron_sp": self.assignment.megatron_text if self.assignment.megatron else None,
             "fits": self.fits,
             "bytes_per_device": self.bytes,
             "memory": {k: v for k, v in self.parts.items()},
@@ -152,7 +153,7 @@ class Pricer:
     def __call__(self, a: Assignment) -> Entry | None:
         st = self.settings
         try:
-            program = shard(self.base, a.param_map, a.activation_map)
+            program = shard(self.base, a.param_map, a.activation_map, sequence=a.megatron)
             if program in self.seen:
                 self.pruned.equivalent += 1
                 return None

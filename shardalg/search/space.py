@@ -26,7 +26,7 @@ divisible by their axes (*illegal*); :mod:`.price` drops those whose sharded pro
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import permutations, product
 from math import prod
 
@@ -38,7 +38,16 @@ __all__ = ["Assignment", "Space", "space_of", "enumerate_space", "Pruned", "STRA
 
 MAX_CANDIDATES = 20_000  # assignments in the space before pruning: above this the search refuses up front
 
-STRATEGIES = ("DP", "FSDP", "TP", "DP+TP", "FSDP+TP", "SP", "EP")  # the named ones, in the order printed
+STRATEGIES = (
+    "DP",
+    "FSDP",
+    "TP",
+    "DP+TP",
+    "FSDP+TP",
+    "SP",
+    "EP",
+    "Megatron-SP",
+)  # the named ones, in the order printed
 
 
 def _tensors(expr: object) -> list[Tensor]:
@@ -60,6 +69,7 @@ class Assignment:
     axes: tuple[str, ...]
     params: tuple[str | None, ...]
     activations: tuple[str | None, ...]
+    megatron: tuple[str, ...] = ()  # tensor-parallel axes with Megatron sequence parallelism
 
     @staticmethod
     def _map(axes: tuple[str, ...], dims: tuple[str | None, ...]) -> dict[str, tuple[str, ...]]:
@@ -92,8 +102,14 @@ class Assignment:
     def activations_text(self) -> str:
         return self._text(self.activation_map)
 
+    @property
+    def megatron_text(self) -> str:
+        """``Y`` (``-``: none): the axes ``shardalg model show --megatron-sp`` takes."""
+        return "".join(self.megatron) if all(len(a) == 1 for a in self.megatron) else "+".join(self.megatron)
+
     def __str__(self) -> str:
-        return f"params {self.params_text}; activations {self.activations_text}"
+        sp = f"; megatron-sp {self.megatron_text}" if self.megatron else ""
+        return f"params {self.params_text}; activations {self.activations_text}{sp}"
 
 
 @dataclass(frozen=True)
@@ -111,10 +127,20 @@ class Space:
         return (None, *((param,) if param is not None else ()), *self.batch_dims)
 
     @property
+    def sequence_dim(self) -> str | None:
+        """The dim Megatron sequence parallelism shards: the last batch dim after the first (``T``)."""
+        return self.batch_dims[-1] if len(self.batch_dims) > 1 else None
+
+    @property
     def size(self) -> int:
-        """Assignments before pruning: per axis, (parameter dims + none) x (none, follow, batch dims)."""
+        """Assignments before pruning: per axis, (parameter dims + none) x (none, follow, batch dims); and
+        with a sequence dim, each assignment with a tensor-parallel axis once more with Megatron SP on them."""
         per_axis = sum(len(self.activation_choices(p)) for p in (None, *self.param_dims))
-        return per_axis ** len(self.mesh.axes)
+        n = len(self.mesh.axes)
+        if self.sequence_dim is None:
+            return per_axis**n
+        tp = len([p for p in self.param_dims if p not in self.expert_dims])  # one "follow" choice each
+        return per_axis**n + per_axis**n - (per_axis - tp) ** n
 
     def strategy(self, a: Assignment) -> str:
         """The classic strategy an assignment is: DP, FSDP, TP, their sums, SP, EP, or ``replicated``."""
@@ -124,9 +150,12 @@ class Space:
                 kinds.add("SP" if self.batch_dims.index(d) > 0 else "FSDP" if p is not None else "DP")
             elif p is not None:
                 kinds.add("EP" if p in self.expert_dims else "TP")
+        if a.megatron:  # every tensor-parallel axis runs Megatron SP (the variant the space adds)
+            kinds.discard("TP")
+            kinds.add("Megatron-SP")
         if "FSDP" in kinds:
             kinds.discard("DP")
-        parts = [k for k in ("FSDP", "DP", "TP", "SP", "EP") if k in kinds]
+        parts = [k for k in ("FSDP", "DP", "TP", "SP", "EP", "Megatron-SP") if k in kinds]
         return "+".join(parts) or "replicated"
 
 
@@ -228,15 +257,31 @@ def enumerate_space(space: Space, pruned: Pruned, *, symmetry: bool = True) -> I
     names = space.mesh.names
     perms = _classes(space.mesh)[1:] if symmetry else []
     per_axis = [(p, d) for p in (None, *space.param_dims) for d in space.activation_choices(p)]
+    seq = space.sequence_dim
     for combo in product(per_axis, repeat=len(names)):
-        pruned.visited += 1
+        tp = tuple(ax for ax, (p, d) in zip(names, combo, strict=True) if _tensor_parallel(space, p, d))
+        variants = 2 if seq is not None and tp else 1  # with a sequence dim, Megatron SP on the TP axes too
+        pruned.visited += variants
         if perms:
             keys = [(p or "", d or "") for p, d in combo]
             if any([keys[perm[i]] for i in range(len(keys))] < keys for perm in perms):
-                pruned.symmetric += 1
+                pruned.symmetric += variants
                 continue
         a = Assignment(names, tuple(p for p, _ in combo), tuple(d for _, d in combo))
         if not (_divides(space, a.param_map) and _divides(space, a.activation_map)):
-            pruned.illegal += 1
+            pruned.illegal += variants
             continue
         yield a
+        if variants == 1:
+            continue
+        assert seq is not None
+        if not _divides(space, {**a.activation_map, seq: (*a.activation_map.get(seq, ()), *tp)}):
+            pruned.illegal += 1
+            continue
+        yield replace(a, megatron=tp)
+
+
+def _tensor_parallel(space: Space, param: str | None, activation: str | None) -> bool:
+    """Whether an axis is tensor-parallel: it shards a parameter dim (not an expert dim) and the
+    activations follow."""
+    return param is not None and activation == param and param not in space.expert_dims

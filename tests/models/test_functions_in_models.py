@@ -1,0 +1,129 @@
+"""Whole models see the functions of the notation (issue 26 item 5): a written norm, softmax, activation
+function or residual add makes a value, is priced as an HBM-bound step with its FLOPs counted apart, and what
+its backward reads is kept for it (a nonlinear function's operands, its per-row statistics, the attention
+scores unless the attention is fused)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from shardalg.algebra.registry import RECORDS
+from shardalg.costs.costmodel import CostModel
+from shardalg.costs.hardware import get as chip_named
+from shardalg.costs.plancost import priced
+from shardalg.models.analysis import analyze
+from shardalg.models.expand import expand
+from shardalg.models.memory import model_memory
+from shardalg.models.program import model_program
+from shardalg.models.step import step_time
+from shardalg.notation.printing import text
+from shardalg.notation.syntax import Op
+
+SIZES = {"B": 8, "T": 512, "D": 1024, "F": 4096}
+
+MLP = """params W_in, W_gate, W_out, g
+tokens B, T
+rmsnorm_D(X[B, T, D]) .* g[D] -> Hn[B, T, D]
+Hn[B, T, D] * W_gate[D, F] -> Gt[B, T, F]
+Hn[B, T, D] * W_in[D, F] -> U[B, T, F]
+silu(Gt[B, T, F]) .* U[B, T, F] -> M[B, T, F]
+M[B, T, F] * W_out[F, D] -> O[B, T, D]
+X[B, T, D] + O[B, T, D] -> Y[B, T, D]"""
+
+CORE = """params W_o
+tokens B, T
+Q[B, T, H] * K[B, S, H] -> Sc[B, T, S]
+softmax_S(Sc[B, T, S]) -> P[B, T, S]
+P[B, T, S] * V[B, S, H] -> O[B, T, H]
+O[B, T, H] * W_o[H, D] -> Att[B, T, D]"""
+
+
+def _activations(a) -> dict[str, int]:
+    rows = model_memory(a, "h100").to_json()["tensors"]
+    return {r["tensor"]: r["bytes_per_device"] for r in rows if r["part"] == "activations"}
+
+
+def test_a_function_makes_a_value_and_the_layer_starts_at_the_norm():
+    m = model_program(MLP, "X=2", SIZES)
+    assert [s.kind for s in m.statements] == [
+        "function",
+        "product",
+        "product",
+        "function",
+        "product",
+        "function",
+    ]
+    assert m.values["M"].made_by == 3 and m.values["Hn"].made_by == 0
+    assert m.layer_inputs == ("X",) and m.layer_output == "Y"
+    assert not m.hidden_makers  # every step is written: nothing enters from a step the notation does not show
+
+
+def test_what_the_functions_backward_reads_is_kept():
+    kept = _activations(analyze(model_program(MLP, "X=2", SIZES), "train"))
+    b, t, d, f = (SIZES[k] for k in "BTDF")
+    assert kept["X"] == b * t * d * 2  # the norm's input (the residual add reads nothing)
+    assert kept["Gt"] == kept["U"] == b * t * f * 2  # silu's input, and both factors of the product
+    assert "Y" not in kept and "O" not in kept  # a residual add is linear: its backward reads nothing
+    assert kept["rmsnorm_D statistics (1 fp32 a row) of Hn"] == b * t * 4
+
+
+def test_the_attention_scores_are_kept_unless_the_attention_is_fused():
+    a = analyze(model_program(CORE, "X=2", {"B": 2, "T": 256, "S": 256, "H": 64, "D": 128}), "train")
+    assert a.scores == ("Sc", "P")
+    kept = _activations(a)
+    assert kept["Sc"] == kept["P"] == 2 * 256 * 256 * 2
+    assert "softmax_S statistics (2 fp32 a row) of P" in kept
+    fused = replace(a, fused_attention=True)
+    assert "Sc" not in fused.needed and "P" not in fused.needed and "Q" in fused.needed
+    assert "softmax_S statistics (2 fp32 a row) of P" in _activations(fused)  # a flash kernel keeps them
+
+
+def test_the_functions_flops_are_counted_apart_and_their_time_priced():
+    a = analyze(model_program(MLP, "X=2", SIZES), "train")
+    b, t, d, f = (SIZES[k] for k in "BTDF")
+    per = {op: RECORDS[op].vector_flops for op in (Op.RMSNORM, Op.MULTIPLY, Op.SILU, Op.ADD)}
+    expected = (per[Op.RMSNORM] + per[Op.MULTIPLY]) * b * t * d
+    expected += (per[Op.SILU] + per[Op.MULTIPLY]) * b * t * f + per[Op.ADD] * b * t * d
+    flops = a.flops()
+    assert flops.vector == expected and flops.vector_per_device == expected  # replicated over X
+    assert flops.forward == 2 * 3 * b * t * d * f  # the matmul FLOPs as before: three products
+    for i in (0, 3, 5):  # each function's plan is priced on the chip: its bytes read and written over W_hbm
+        cost = priced(a.forward_plans[i], a.model.mesh, a.model.sizes, CostModel.of(chip_named("h100")))
+        assert cost.light("memory").sympy() != 0
+
+
+@pytest.mark.parametrize("mode", ["train", "infer"])
+def test_step_text_says_the_vector_flops_and_the_functions_convention(mode):
+    report = step_time(MLP, mesh="X=2", sizes=SIZES, hw="h100", mode=mode)
+    text = str(report)
+    assert "vector FLOPs" in text
+    assert "convention: functions:" in text
+    assert ("their backward is not derived yet" in text) == (mode == "train")
+
+
+@pytest.mark.parametrize("name", ["llama-2-13b", "llama-3-8b", "llama-3-70b", "mixtral-8x7b"])
+def test_the_presets_with_their_functions_written_keep_their_parameters_and_flops(name):
+    sizes = {"B": 1, "T": 256, "S": 256, "C": 64}
+    for phase in ("train", "prefill", "decode"):
+        written = model_program(expand(name, phase, functions=True), "X=1", sizes)
+        bare = model_program(expand(name, phase), "X=1", sizes)
+        assert sum(s.kind == "function" for s in written.statements) >= 4
+        mode = "train" if phase == "train" else "infer"
+        a, b = analyze(written, mode), analyze(bare, mode)
+        assert a.flops().forward == b.flops().forward  # the same products: the functions' FLOPs are apart
+        assert a.flops().vector > 0
+        assert model_memory(a, "h100").params == model_memory(b, "h100").params
+    core = expand(name, "prefill", functions=True)
+    assert "softmax_S(Sc[B, T, K, G, S]) -> P[B, T, K, G, S]" in text(core)
+
+
+def test_a_preset_with_functions_keeps_its_norm_inputs_for_the_backward():
+    sizes = {"B": 1, "T": 4096}
+    a = analyze(model_program(expand("llama-3-8b", functions=True), "X=1", sizes), "train")
+    kept = _activations(a)
+    for name in ("In", "Rs", "Gt", "U", "Xl"):  # the norms' and silu's inputs, the gate's factors
+        assert name in kept
+    assert kept["rmsnorm_D statistics (1 fp32 a row) of Ha"] == 4096 * 4
+    assert "Y" not in kept  # the residual add is linear

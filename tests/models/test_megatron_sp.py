@@ -1,0 +1,118 @@
+"""Megatron sequence parallelism (issue 32 item 6): on a TP=8 axis for one LLaMA layer, the norm and
+elementwise regions are sharded over the sequence, the tensor-parallel regions begin with an AllGather of the
+activation and end with a ReduceScatter onto the sequence (no AllReduce), and the activations of the norm
+regions take an eighth of the memory; the search names the strategy and lays it out."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from shardalg.errors import UsageError
+from shardalg.models.analysis import analyze
+from shardalg.models.expand import expand, shard
+from shardalg.models.memory import model_memory
+from shardalg.models.program import model_program
+from shardalg.notation.printing import text
+from shardalg.notation.syntax import Op
+from shardalg.search.numeric import search
+
+TP = "F=Y,K=Y"
+SIZES = {"B": 1, "T": 4096}
+
+
+def _layer(sequence: str | None):
+    """One LLaMA-3 8B layer (and the head), tensor-parallel over Y=8, with or without Megatron SP."""
+    program = shard(expand("llama-3-8b"), TP, TP, sequence=sequence)
+    return analyze(model_program(program, "Y=8", SIZES), "train")
+
+
+def _activations(a) -> dict[str, int]:
+    rows = model_memory(a, "h100").to_json()["tensors"]
+    return {r["tensor"]: r["bytes_per_device"] for r in rows if r["part"] == "activations"}
+
+
+def test_the_tensor_parallel_regions_begin_with_an_allgather_and_end_with_a_reducescatter():
+    a = _layer("Y")
+    lines = [text(s) for s in a.model.program.statements]
+    assert "AllGather_Y(In[B, T_Y, D]) -> In[B, T, D]" in lines
+    assert "AllGather_Y(Hn[B, T_Y, D]) -> Hn[B, T, D]" in lines
+    assert "ReduceScatter_{Y,T}(Att[B, T, D]{U_Y}) -> Att[B, T_Y, D]" in lines
+    assert "ReduceScatter_{Y,T}(Out[B, T, D]{U_Y}) -> Out[B, T_Y, D]" in lines
+    layer = [p for i, p in a.forward_plans.items() if not a.model.statements[i].once]
+    ops = [s.op for p in layer for s in p.steps]
+    assert ops.count(Op.ALL_GATHER) == 2 and ops.count(Op.REDUCE_SCATTER) == 2
+    assert Op.ALL_REDUCE not in ops  # the TP layer's two AllReduces are gone
+    tp = [
+        s.op for i, p in _layer(None).forward_plans.items() if not a.model.statements[i].once for s in p.steps
+    ]
+    assert tp.count(Op.ALL_REDUCE) == 2 and Op.REDUCE_SCATTER not in tp
+
+
+def test_the_norm_regions_take_an_eighth_of_the_activation_memory():
+    tp, sp = _activations(_layer(None)), _activations(_layer("Y"))
+    residual = ("In", "Att", "Hn", "Xf")  # the norms' and residual adds' operands: [B, T, D]
+    for name in residual:
+        assert sp[name] * 8 == tp[name] == 1 * 4096 * 4096 * 2
+    for name in ("Q", "Kp", "Vp", "A", "Gt", "U", "M"):  # inside the tensor-parallel regions: as TP
+        assert sp[name] == tp[name]
+    assert sp["Logits"] * 8 == tp["Logits"]  # the head's input is sharded over the sequence too
+
+
+def test_megatron_sp_is_refused_without_a_tensor_parallel_axis_or_a_sequence_dim():
+    with pytest.raises(UsageError, match="X shards no parameter"):
+        shard(expand("llama-3-8b"), TP, TP, sequence="X")
+    with pytest.raises(UsageError, match="declares none"):
+        shard(expand("llama-3-8b", "decode"), TP, TP, sequence="Y")
+    with pytest.raises(UsageError, match="already shard T over Y"):
+        shard(expand("llama-3-8b"), TP, "T=Y", sequence="Y")
+
+
+def test_model_show_lays_it_out():
+    done = subprocess.run(
+        [sys.executable, "-m", "shardalg", "model", "show", "llama-3-8b", "--params", TP, "--activations", TP]
+        + ["--megatron-sp", "Y"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ReduceScatter_{Y,T}(Out[B, T, D]{U_Y}) -> Out[B, T_Y, D]" in done.stdout
+
+
+MLP = """params W_in, W_out
+tokens B, T
+Hn[B, T, D] * W_in[D, F] -> U[B, T, F]
+M[B, T, F] * W_out[F, D] -> Out[B, T, D]"""
+
+
+def test_the_search_names_megatron_sp_and_it_saves_activation_memory_over_tp():
+    r = search(MLP, mesh="X=4", sizes="B=2,T=1024,D=1024,F=4096", hw="h100", mode="train")
+    meg, tp = r.best["Megatron-SP"], r.best["TP"]
+    assert (
+        meg.assignment.megatron == ("X",) and meg.assignment.params_text == tp.assignment.params_text == "F=X"
+    )
+    assert "ReduceScatter_{X,T}" in text(meg.program) and "AllReduce" not in text(meg.program)
+    assert meg.parts["activations"] < tp.parts["activations"]
+    assert meg.to_json()["megatron_sp"] == "X" and tp.to_json()["megatron_sp"] is None
+
+
+def test_with_the_norms_written_they_run_on_an_eighth_of_the_sequence():
+    def layer(sequence):
+        program = shard(expand("llama-3-8b", functions=True), TP, TP, sequence=sequence)
+        return analyze(model_program(program, "Y=8", SIZES), "train")
+
+    sp, tp = layer("Y"), layer(None)
+    lines = [text(s) for s in sp.model.program.statements]
+    assert "rmsnorm_D(In[B, T_Y, D]) .* g_attn[D] -> Ha[B, T_Y, D]" in lines
+    assert "In[B, T_Y, D] + Att[B, T_Y, D] -> Rs[B, T_Y, D]" in lines
+    assert "AllGather_Y(Ha[B, T_Y, D]) -> Ha[B, T, D]" in lines
+    kept_sp, kept_tp = _activations(sp), _activations(tp)
+    for name in ("In", "Rs", "Ha", "Hn"):  # the norms' inputs and outputs
+        assert kept_sp[name] * 8 == kept_tp[name]
+    stats = "rmsnorm_D statistics (1 fp32 a row) of Hn"
+    assert kept_sp[stats] * 8 == kept_tp[stats]
