@@ -234,6 +234,10 @@ def test_random_layouts_backward_equals_the_dense_gradient(case, seed: int) -> N
 
 # ---- the command line ---------------------------------------------------------------------------------
 
+CLI_SIZES = (
+    "B=64,D=256,F=512,S=128,T=128"  # every dim the statements name: a plan over a sharded dim depends on them
+)
+
 
 @pytest.mark.parametrize("name", sorted(STATEMENTS))
 def test_shardalg_backward_of_each_function_statement_runs(
@@ -243,7 +247,8 @@ def test_shardalg_backward_of_each_function_statement_runs(
 
     source, mesh = STATEMENTS[name]
     for fmt in ("text", "json"):
-        assert main(["backward", source, "--mesh", mesh, "--format", fmt]) == 0
+        # sizes given: the cheapest plan of a statement over a sharded dim depends on them (none is made up)
+        assert main(["backward", source, "--mesh", mesh, "--sizes", CLI_SIZES, "--format", fmt]) == 0
         out, err = capsys.readouterr()
         assert err == "" and out
     doc = json.loads(out)
@@ -253,7 +258,7 @@ def test_shardalg_backward_of_each_function_statement_runs(
 def test_shardalg_backward_of_the_program(capsys: pytest.CaptureFixture[str]) -> None:
     from shardalg.cli import main
 
-    assert main(["backward", PROGRAM, "--mesh", "X=2,Y=2", "--json"]) == 0
+    assert main(["backward", PROGRAM, "--mesh", "X=2,Y=2", "--sizes", CLI_SIZES, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     reads = {r for g in doc["grads"] for r in g["reads"]}
     assert {"H[B_X, F_Y]", "R[B_X, D]", "P[B_X, S_Y]"} <= reads  # gelu's X, rmsnorm's X, softmax's result
