@@ -45,6 +45,26 @@ def add_overlap(p: argparse.ArgumentParser, help: str, default: OverlapPolicy | 
     p.add_argument("--overlap", choices=OverlapPolicy.names(), default=default, help=help)
 
 
+def add_keep(p: argparse.ArgumentParser) -> None:
+    """``--keep-gathered`` / ``--gather-again``: force what training's backward does with the forward's gathered
+    copies (``args.keep_gathered`` True or False); neither: None, each strategy takes the faster that fits."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--keep-gathered",
+        dest="keep_gathered",
+        action="store_true",
+        default=None,
+        help="training: the backward keeps the forward's gathered copies (memory) "
+        "(default: the faster of keeping and gathering again that fits the cap, said)",
+    )
+    g.add_argument(
+        "--gather-again",
+        dest="keep_gathered",
+        action="store_false",
+        help="training: the backward gathers the forward's gathered copies again (time)",
+    )
+
+
 def examples(*commands: str) -> str:
     """An epilog: each command on its own line after ``$``, as the user would type it."""
     return "examples:\n" + "\n".join(f"  $ {c}" for c in commands)

@@ -20,7 +20,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
-from .common import HelpFormatter, add_overlap, examples, program_text
+from .common import HelpFormatter, add_keep, add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 
 DELAY = 1.0  # seconds before a progress bar shows
@@ -85,6 +85,11 @@ def _search(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--per-statement prices the book's recipe as written: --zero and --precision do not apply"
             )
+        if args.keep_gathered:
+            raise UsageError(
+                "--per-statement's backward gathers again (its cap is a knapsack on parameter bytes, blind "
+                "to kept copies): --keep-gathered does not apply"
+            )
         return _per_statement(program, args)
     bar = _Bar(not args.quiet)
     try:
@@ -102,6 +107,7 @@ def _search(args: argparse.Namespace) -> int:
             progress=bar,
             precision=args.precision,
             zero=args.zero,
+            keep_gathered=args.keep_gathered,
         )
     finally:
         bar.close()
@@ -266,6 +272,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="steady (compute and each axis's collectives overlap; the default), serial (they add) "
         "or schedule (one layer's steps as their dependencies allow)",
     )
+    add_keep(p)
     p.add_argument("--top", type=int, metavar="K", help="rows of the ranked table (default 10)")
     p.add_argument("--format", choices=("text", "latex"), default="text", help="the table as text or LaTeX")
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")

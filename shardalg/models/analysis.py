@@ -199,12 +199,17 @@ class Analysis:
     def kept(self) -> list[tuple[str, Expr, Expr]]:
         """The forward's gathered copies the backward keeps (``keep_gathered``): (tensor, bytes per device,
         how many per step: one per layer for the repeated layer), held from the forward to the backward."""
+        return self.gathered_copies(kept_only=True)
+
+    def gathered_copies(self, kept_only: bool = False) -> list[tuple[str, Expr, Expr]]:
+        """The forward's gathered copies the backward reads, kept or gathered again (``kept_only``: the kept
+        ones): (tensor, bytes per device, how many per step). Empty: there is nothing to keep."""
         bw = self.backward
         if bw is None:
             return []
         m, out = self.model, []
         for c in bw.gathered:
-            if c.kept:
+            if c.kept or not kept_only:
                 v = m.value_named(c.source.name)
                 count = m.factor(v) if v is not None else Integer(1)
                 out.append((text(c.tensor), m.bytes_of(c.tensor), count))

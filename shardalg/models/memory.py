@@ -488,6 +488,7 @@ def memory(
     remat: str | Iterable[str] | Remat | None = None,
     grads: str = "param",
     mode: str | None = None,
+    keep_gathered: bool = False,
     **choices: Any,
 ) -> MemoryReport:
     """Bytes per device by part for ``program`` (text, a Program or a :class:`ModelProgram`) on ``mesh``.
@@ -498,9 +499,10 @@ def memory(
     ``none``; ``mode``: ``train`` or ``infer`` (default: infer when the program declares a KV cache).
     ``choices``: ``precision`` (a recipe of :mod:`.precision`, default book), ``zero`` (stage 0-3, default 0:
     as written), ``offload`` (``optimizer``, ``params``), ``microbatches`` (default 1), ``host_link`` (bytes/s
-    per direction)."""
+    per direction). ``keep_gathered``: training's backward keeps the forward's gathered copies (counted with
+    the activations) instead of gathering them again."""
     model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
-    return model_memory(analyze(model, mode, remat), hw, optimizer, grads, **choices)
+    return model_memory(analyze(model, mode, remat, keep_gathered), hw, optimizer, grads, **choices)
 
 
 def param_bytes(

@@ -315,16 +315,18 @@ def step_time(
     hbm_efficiency: float | str | None = None,
     network_efficiency: float | str | None = None,
     roofline: object = None,
+    keep_gathered: bool = False,
     **state: Any,
 ) -> StepReport:
     """The time of one step of ``program`` on ``mesh`` (training, or an inference step when the program
     declares a KV cache or ``mode="infer"``); ``tokens``: train on that many tokens (days to train);
     ``mfu``, ``hbm_efficiency``, ``network_efficiency``: fractions of peak (default: the chip's measured
     ones, else peak, said in the notes); ``roofline``: ``per-op`` (default) or ``whole-step`` (inference);
-    ``state``: ``zero`` and ``microbatches`` (:class:`shardalg.models.trainstate.TrainState`)."""
+    ``state``: ``zero`` and ``microbatches`` (:class:`shardalg.models.trainstate.TrainState`);
+    ``keep_gathered``: training's backward keeps the forward's gathered copies instead of gathering again."""
     model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
     return model_step(
-        analyze(model, mode, remat),
+        analyze(model, mode, remat, keep_gathered),
         hw,
         overlap,
         mfu,

@@ -74,7 +74,7 @@ def microbatch(a: Analysis, n: int, notes: list[tuple[str, str]]) -> tuple[Analy
                 fix=f"pick a divisor of {size}",
             )
         notes.append(("microbatches", f"{n} of {b} = {size // n} each"))
-        return analyze(m.with_sizes(**{b: size // n}), mode, a.remat), {}
+        return analyze(m.with_sizes(**{b: size // n}), mode, a.remat, a.keep_gathered), {}
     notes.append(("microbatches", f"{n} of {b}/{n} each"))
     return a, {dim_size(b): dim_size(b) / n}
 

@@ -199,7 +199,8 @@ def _choices(
     dominance: bool = True,
     tick: Any = None,
 ) -> tuple[list[Choice], int]:
-    pricer = Pricer(sub, space, replace(settings, cap=inf), pruned)
+    # the cap is a knapsack on parameter bytes, blind to kept copies: the backward gathers again (said)
+    pricer = Pricer(sub, space, replace(settings, cap=inf, keep=False), pruned)
     out: list[Choice] = []
     for a in enumerate_space(space, pruned, symmetry=False):
         if tick is not None:
@@ -349,4 +350,12 @@ def chain_problem(
             + "; activations and transients are not in it",
         )
     )
+    if chosen_mode == "train":
+        notes.append(
+            (
+                "gathered",
+                "each statement's backward gathers the forward's gathered copies again (the knapsack "
+                "cannot hold the copies a backward would keep)",
+            )
+        )
     return ChainProblem(prog, subs, choices, edges, settings, pruned, dominated, notes)

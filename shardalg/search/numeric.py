@@ -15,7 +15,7 @@ the whole space: the tests check it against a brute force over all assignments.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shardalg.algebra.context import context_for
@@ -88,6 +88,20 @@ def _mfu_text(mfu: float | None, short: bool = False) -> str:
     if round(mfu, 2) >= 1:
         return "peak" if short else "1.00 (peak: the step is priced at the chip's peak FLOP/s)"
     return f"{mfu:.2f}"
+
+
+def _keep_note(keep: bool | None) -> str:
+    """What the backward does with the forward's gathered copies, as chosen or by default."""
+    if keep is None:
+        return (
+            "each candidate's backward keeps the forward's gathered copies or gathers them again, the faster "
+            "that fits the cap (default; --keep-gathered or --gather-again forces one)"
+        )
+    return (
+        "the backward keeps the forward's gathered copies (forced)"
+        if keep
+        else ("the backward gathers the forward's gathered copies again (forced)")
+    )
 
 
 def _key(e: Entry, order: int) -> tuple:
@@ -198,16 +212,20 @@ class SearchResult(Shown):
         for s, e in self.best.items():
             verdict = "winner" if e is w else self.reason(e)
             lines.append(f"{s:<11} {e.assignment}: {verdict}")
+            if e.keep is not None:
+                lines.append(f"{'':<11} its backward {e.keep.text()}")
         lines.append("")
-        head = f"{'#':>3}  {'strategy':<9} {'params':<10} {'activations':<12} {'time':>9} {'memory':>9} {'MFU':>5}  reason"
-        lines.append(head)
+        train = self.settings.mode == "train"  # training has a column for the backward's gathered copies
+        head = f"{'#':>3}  {'strategy':<9} {'params':<10} {'activations':<12} {'time':>9} {'memory':>9} {'MFU':>5}  "
+        lines.append(head + ("gathered  " if train else "") + "reason")
         for rank, e in self.rows():
             t = time_text(e.seconds) if e.seconds is not None else "-"
             mfu = _mfu_text(e.mfu, short=True) if e.mfu is not None else "-"
             lines.append(
                 f"{rank:>3}  {e.strategy:<9} {e.assignment.params_text:<10} "
                 f"{e.assignment.activations_text:<12} {t:>9} {size_text(e.bytes):>9} {mfu:>5}  "
-                f"{self.reason(e)}"
+                + (f"{e.gathered:<8}  " if train else "")
+                + self.reason(e)
             )
         if w is not None:
             lines.append("")
@@ -245,10 +263,12 @@ class SearchResult(Shown):
     def latex(self) -> str:
         """The ranked table as a LaTeX ``tabular``."""
 
+        train = self.settings.mode == "train"
         lines = [
-            r"\begin{tabular}{rlllrrrl}",
+            r"\begin{tabular}{rlllrrrl" + ("l}" if train else "}"),
             r"\# & strategy & params & activations & time & memory & MFU & "
-            r"reason \\ \hline",
+            + ("gathered & " if train else "")
+            + r"reason \\ \hline",
         ]
         for rank, e in self.rows():
             t = time_text(e.seconds) if e.seconds is not None else "--"
@@ -261,6 +281,7 @@ class SearchResult(Shown):
                 t,
                 size_text(e.bytes),
                 mfu,
+                *([e.gathered] if train else []),
                 self.reason(e),
             ]
             lines.append(" & ".join(latex_escape_text(c) for c in cells) + r" \\")
@@ -281,6 +302,7 @@ class SearchResult(Shown):
     def table(self) -> Table:
         """The ranked table (the CLI's): the top fitting candidates, then the best rejected one of each
         strategy that has no fitting one, each with the reason it is not the winner."""
+        train = self.settings.mode == "train"
         rows = tuple(
             (
                 rank,
@@ -290,13 +312,16 @@ class SearchResult(Shown):
                 time_text(e.seconds) if e.seconds is not None else "-",
                 size_text(e.bytes),
                 f"{e.mfu:.2f}" if e.mfu is not None else "-",
+                *([e.gathered] if train else []),
                 self.reason(e),
             )
             for rank, e in self.rows()
         )
         head = "; ".join(f"{k} {v}" for k, v in self._head())
         return Table(
-            ("#", "strategy", "params", "activations", "time", "memory", "MFU", "reason"),
+            ("#", "strategy", "params", "activations", "time", "memory", "MFU")
+            + (("gathered",) if train else ())
+            + ("reason",),
             rows,
             f"search: {head}",
             code=(2, 3),
@@ -400,13 +425,16 @@ def search(
     progress: Progress | None = None,
     precision: str | None = None,
     zero: int | str | None = None,
+    keep_gathered: bool | None = None,
 ) -> SearchResult:
     """The fastest sharding of ``program`` (unsharded, with ``params`` declared) on ``mesh`` that fits
     ``memory`` per device (default: the chip's HBM), and the best of each named strategy.
 
     ``mode``: ``train`` (default; forward, derived backward, optimizer state) or ``infer``; ``overlap``:
     ``steady`` (default), ``serial`` or ``schedule``; ``progress(done, total)`` is called as assignments are handled;
-    ``precision`` and ``zero``: the training state's recipe and ZeRO stage (:mod:`shardalg.models.trainstate`)."""
+    ``precision`` and ``zero``: the training state's recipe and ZeRO stage (:mod:`shardalg.models.trainstate`);
+    ``keep_gathered``: training's backward keeps the forward's gathered copies (True) or gathers them again
+    (False); None (default): each candidate is priced both ways and takes the faster that fits the cap."""
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UsageError(f"--top takes a positive number of rows, not {top!r}")
     prog, space, settings, notes = prepare_search(
@@ -423,6 +451,9 @@ def search(
         TrainState(optimizer, precision=precision, zero=zero),
     )
     chosen_mode = settings.mode
+    if chosen_mode == "train":
+        settings = replace(settings, keep=keep_gathered)
+        notes.append(("gathered", _keep_note(keep_gathered)))
     pruned = Pruned()
     pricer = Pricer(prog, space, settings, pruned)
     fitting: list[tuple[Entry, int]] = []
