@@ -361,9 +361,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--remat",
         metavar="POLICY",
-        help="what the backward keeps: none (every activation it reads), "
-        "block (the layer's input), saved (the program's saved list) or names such as G,U,Out; default: "
-        "the program's saved list, else none",
+        help="what the backward keeps, over the whole model: none (every activation it reads, the "
+        "logits too), block (each layer's input and the head's; the logits made again), saved (the "
+        "program's saved list) or names such as G,U,Out (the logits kept when named); default: the "
+        "program's saved list, else none",
     )
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
 
@@ -392,8 +393,8 @@ def _memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--logits",
         metavar="POLICY",
-        help="the head's logits: kept for the backward (the default), recomputed, or chunked=N "
-        "(a chunked loss: one chunk of tokens held at a time, none kept)",
+        help="the head's logits: kept for the backward, recomputed, or chunked=N (a chunked loss: one "
+        "chunk of tokens held at a time, none kept); default: as --remat does",
     )
     p.add_argument(
         "--host-link",

@@ -25,7 +25,10 @@ names (``G,U,Out``, or the program's ``saved`` list)
 
 Recomputing a value reruns the product that makes it (its FLOPs are counted again) and whatever that product
 reads and is not kept; a value made by a step the notation does not show costs the values it is made from.
-The part outside the repeated layer (``embeddings``) is never rematerialised.
+The policies cover the whole model: outside the repeated layer (``embeddings``, the head) the head is one more
+block. ``none`` keeps its logits; ``block`` keeps its input (``Xf``) and makes the logits again for the backward
+(the head's product reruns, its FLOPs counted); a list keeps the logits when it names them. The other values
+outside the layer (the head's input, what the embeddings make) are always kept: they are that block's input.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from shardalg.notation.syntax import Apply, Arrow, DType, Op, Product, Program, 
 from shardalg.planning.backward import backward
 from shardalg.planning.planner import plan
 
+from .head import head_outputs
 from .program import ModelProgram, StatementInfo
 from .quantities import local_elements
 
@@ -321,9 +325,11 @@ class Analysis:
         if self.mode != "train":
             return ()
         m = self.model
-        once = tuple(n for n in self.needed if m.values[n].once)
         if self.remat.policy == "none":
             return self.needed
+        # outside the layer the head is one more block: its input is kept, its logits made again
+        logits = set(head_outputs(m))
+        once = tuple(n for n in self.needed if m.values[n].once and n not in logits)
         if self.remat.policy == "block":
             return tuple(dict.fromkeys((*m.layer_inputs, *once)))
         return tuple(dict.fromkeys((*self.remat.names, *once)))
@@ -334,7 +340,9 @@ class Analysis:
         if self.mode != "train" or self.remat.policy == "none":
             return ()
         m = self.model
-        available = set(self.saved) | set(m.layer_inputs) | {n for n, v in m.values.items() if v.once}
+        logits = set(head_outputs(m))
+        outside = {n for n, v in m.values.items() if v.once and n not in logits}
+        available = set(self.saved) | set(m.layer_inputs) | outside
         todo = [n for n in self.needed if n not in available]
         done: set[str] = set()
         rerun: set[int] = set()

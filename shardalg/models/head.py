@@ -5,7 +5,9 @@
 
 The logits are the results of the products outside the repeated layer that no statement reads (the
 unembedding's ``Logits[B, T, V]``): they feed the loss, a step the notation does not show, whose backward
-reads them. ``kept`` (the default) keeps them with the saved activations. ``recomputed`` frees them after the
+reads them. Without ``--logits`` the remat policy decides (:mod:`.analysis`: ``none`` keeps them, ``block``
+makes them again from the head's input, a list keeps them when it names them). ``kept`` keeps them with the
+saved activations. ``recomputed`` frees them after the
 loss and makes them again for the backward: they are held only while the head runs (a transient beside the
 head's gathered weights), and the head's product runs once more. ``chunked=N`` makes them N chunks of tokens at
 a time, each chunk's loss and its gradient at once (a fused cross-entropy, as Liger-Kernel's and
@@ -34,10 +36,14 @@ class Logits:
     chosen: bool = True
 
     def describe(self) -> str:
+        again = (
+            "memory only: step reruns the head's product only when the remat policy does"
+            if self.chosen
+            else "the head's product runs again, its FLOPs counted"
+        )
         return {
             "kept": "kept for the backward with the saved activations",
-            "recomputed": "freed after the loss and made again for the backward (held while the head runs; "
-            "memory only: step does not price the head's second run)",
+            "recomputed": f"freed after the loss and made again for the backward (held while the head runs; {again})",
             "chunked": f"made in {self.chunks} chunks of tokens, each chunk's loss and gradient at once "
             "(one chunk held, none kept)",
         }[self.policy]

@@ -23,7 +23,7 @@ state or saved activations. Every default the user did not choose is in ``notes`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
@@ -38,7 +38,7 @@ from shardalg.notation.syntax import DType
 
 from .analysis import Analysis, Remat, analyze
 from .conventions import memory_conventions
-from .head import head_outputs
+from .head import Logits, head_outputs
 from .offload import Offload, host_link
 from .optimizers import Optimizer
 from .precision import Precision
@@ -318,6 +318,17 @@ def _rows(a: Analysis, per_device: bool = True) -> list[tuple[str, str, Expr, Ex
     return rows
 
 
+def _kept_head(a: Analysis, name: str, per_device: bool, per_micro: Mapping) -> tuple[str, str, Expr, Expr]:
+    """The row of a head's logits ``--logits kept`` keeps with the activations (the remat policy would not)."""
+    m = a.model
+    return (
+        "activations",
+        name,
+        m.bytes_of(m.values[name].tensor, per_device=per_device).subs(per_micro),
+        Integer(1),
+    )
+
+
 def _sum(rows: Iterable[tuple[str, str, Expr, Expr]], part: str) -> Expr:
     return sympy.Add(*(b * n for p, _, b, n in rows if p == part))
 
@@ -355,12 +366,27 @@ def _param_rows(
     return rows
 
 
-def _heads(a: Analysis, c: TrainState, notes: list[tuple[str, str]]) -> tuple[str, ...]:
-    """The head's logits that the policy does not keep (held as a transient instead); the default stated."""
+def _heads(
+    a: Analysis, c: TrainState, notes: list[tuple[str, str]]
+) -> tuple[TrainState, tuple[str, ...], tuple[str, ...]]:
+    """The state with the head's logits' policy in effect: as ``--logits`` says, else as the remat policy does
+    (kept when it keeps them, recomputed when it makes them again; stated); the logits not kept (held as a
+    transient while the head runs instead), and those kept that the remat policy would make again."""
     names = head_outputs(a.model) if a.mode == "train" else ()
-    if names and not c.head.chosen:
-        notes.append(("logits", f"kept (default: {', '.join(names)} {c.head.describe()})"))
-    return () if c.head.policy == "kept" else names
+    if not names:
+        return c, (), ()
+    again = tuple(n for n in names if n not in a.saved)
+    if c.head.chosen:
+        return c, (() if c.head.policy == "kept" else names), (again if c.head.policy == "kept" else ())
+    head = Logits("recomputed" if again else "kept", chosen=False)
+    notes.append(
+        (
+            "logits",
+            f"{head.policy} (default: as the remat policy, {a.remat.describe()}: {', '.join(names)} "
+            f"{head.describe()})",
+        )
+    )
+    return replace(c, logits=head), again, ()
 
 
 def _transient(
@@ -424,10 +450,11 @@ def model_memory(
         notes += check_zero(a.model, c.stage, require_axes=strict)
     micro, per_micro = microbatch(a, c.micro, notes) if train else (a, {})
     rows = _param_rows(a.model, True, c, train)
-    heads = _heads(a, c, notes)
+    c, heads, also = _heads(a, c, notes)
     rows += [
         (p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro) if p == "activations" and n not in heads
     ]
+    rows += [_kept_head(micro, n, True, per_micro) for n in also]
     rows += [r for r in _rows(a) if r[0] == "kv_cache"]
     read = computed_with(a.model)
     m = a.model
@@ -527,11 +554,15 @@ def global_bytes(report: MemoryReport) -> dict[str, Expr]:
     a, c = report.analysis, report.choices
     micro, per_micro = report.micro or (a, {})
     rows = _param_rows(a.model, False, c, a.mode == "train")
-    dropped = () if c.head.policy == "kept" else head_outputs(a.model)
+    train = a.mode == "train"
+    heads = head_outputs(a.model) if train else ()
+    dropped = () if c.head.policy == "kept" else heads
     rows += [
         (p, n, b.subs(per_micro), k)
         for p, n, b, k in _rows(micro, False)
         if p == "activations" and n not in dropped
     ]
+    if c.head.policy == "kept":  # kept by --logits although the remat policy makes them again
+        rows += [_kept_head(micro, n, False, per_micro) for n in heads if n not in a.saved]
     rows += [r for r in _rows(a, False) if r[0] == "kv_cache"]
     return {p: Integer(0) if p in c.place.parts else _sum(rows, p) for p in PARTS if p != "transient"}

@@ -308,9 +308,10 @@ def test_offload_is_a_training_choice():
 def test_the_heads_logits_kept_recomputed_or_chunked():
     on = dict(mesh="X=8", sizes={"B": 8, "T": 4096}, remat="block")
     logits = 8 * 4096 * 32000 * 2 // 8  # Logits[B_X, T, V] in bf16 on one device
-    kept = memory(LLAMA, **on)
-    assert ("logits", "kept (default: Logits kept for the backward with the saved activations)") in kept.notes
+    kept = memory(LLAMA, **on, logits="kept")
+    assert memory(LLAMA, **dict(on, remat="none")).choices.head.policy == "kept"  # the remat policy's
     again = memory(LLAMA, **on, logits="recomputed")
+    assert memory(LLAMA, **on).parts == again.parts  # block makes them again: the remat policy's choice
     chunked = memory(LLAMA, **on, logits="chunked=8")
     assert kept.parts["activations"] - again.parts["activations"] == logits
     assert again.parts["transient"] - kept.parts["transient"] == logits  # held while the head runs
@@ -318,7 +319,7 @@ def test_the_heads_logits_kept_recomputed_or_chunked():
     assert chunked.parts["transient"] == logits // 8
     fsdp = shard(expand("llama-2-13b"), params="D=X", activations="B=X")
     big = dict(on, sizes={"B": 16, "T": 4096})  # the head's W_unemb and its logits outgrow a layer's weights
-    layer = memory(fsdp, **big).parts["transient"]
+    layer = memory(fsdp, **big, logits="kept").parts["transient"]
     f = memory(fsdp, **big, logits="recomputed")
     assert f.parts["transient"] == 5120 * 32000 * 2 + 2 * logits > layer
     with pytest.raises(UsageError, match="--logits takes kept, recomputed, chunked=N, not 'chunked'"):

@@ -1,0 +1,65 @@
+"""Remat policies over the whole model (issue 27, item 7): outside the repeated layer the head is one more
+block. ``none`` keeps its logits, ``block`` keeps its input and makes the logits again for the backward (the
+head's product reruns, its FLOPs counted), a list keeps them when it names them; ``--logits`` overrides. The
+logits not kept are held only while the head runs, so the total moves when a layer holds more than the head."""
+
+from __future__ import annotations
+
+import json
+
+import shardalg as sa
+from shardalg.cli import main
+from shardalg.models.analysis import analyze
+from shardalg.models.expand import expand, shard
+from shardalg.models.program import model_program
+from shardalg.notation.printing import text
+
+FSDP = shard(expand("llama-2-13b"), params="D=X", activations="B=X")
+ON = {"mesh": "X=8", "sizes": {"B": 8, "T": 4096}, "hw": "h100"}
+LOGITS = 8 // 8 * 4096 * 32000 * 2  # Logits[B_X, T, V] in bf16 on one device
+
+
+def test_the_remat_policy_chooses_what_happens_to_the_logits_and_the_total_moves():
+    named = sa.memory(FSDP, **ON, remat="In")
+    with_logits = sa.memory(FSDP, **ON, remat="In,Logits")
+    assert named.choices.head.policy == "recomputed" and with_logits.choices.head.policy == "kept"
+    assert with_logits.parts["activations"] - named.parts["activations"] == LOGITS
+    # a layer's gathered weights outweigh the head's W_unemb and its logits: held while the head runs, the
+    # logits add nothing to the peak, so the total moves by all of them
+    assert named.parts["transient"] == with_logits.parts["transient"]
+    assert with_logits.total - named.total == LOGITS
+    block = sa.memory(FSDP, **ON, remat="block")
+    assert block.total == named.total and block.choices.head.policy == "recomputed"
+    none = sa.memory(FSDP, **ON, remat="none")
+    assert none.choices.head.policy == "kept" and "Logits" in none.analysis.saved
+    # --logits still decides when given
+    kept = sa.memory(FSDP, **ON, remat="block", logits="kept")
+    assert kept.total == with_logits.total and kept.parts == with_logits.parts
+
+
+def test_block_reruns_the_heads_product():
+    model = model_program(FSDP, ON["mesh"], ON["sizes"])
+    again, kept = analyze(model, "train", "In"), analyze(model, "train", "In,Logits")
+    head = 2 * 8 * 4096 * 5120 * 32000  # Xf[B, T, D] * W_unemb[D, V], in all
+    assert again.flops().recompute - kept.flops().recompute == head
+    assert "Logits" not in again.saved and "Xf" in again.saved  # the head's input is its checkpoint
+
+
+def test_cli_memory_of_a_preset_says_the_remat_policys_choice(capsys):
+    base = ["memory", text(FSDP), "--mesh", "X=8", "--sizes", "B=8,T=4096", "--hw", "h100"]
+    assert main([*base, "--remat", "block"]) == 0
+    out = capsys.readouterr().out
+    assert "total        21,877,849,600 bytes (20.4 GiB)" in out
+    assert (
+        "note: logits: recomputed (default: as the remat policy, block: keep the layer's input, recompute the "
+        "rest: Logits freed after the loss and made again for the backward (held while the head runs; the "
+        "head's product runs again, its FLOPs counted))"
+    ) in out
+    assert main([*base, "--remat", "In,Logits", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["logits"] == {"policy": "kept", "chunks": 1}
+    assert data["bytes_per_device"]["total"] == 21_877_849_600 + LOGITS
+    assert main([*base, "--remat", "block", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["logits"] == {"policy": "recomputed", "chunks": 1}
+    assert "Logits" in data["remat"]["recomputed"] and "Xf" in data["remat"]["saved"]
