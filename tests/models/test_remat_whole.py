@@ -49,7 +49,7 @@ def test_cli_memory_of_a_preset_says_the_remat_policys_choice(capsys):
     base = ["memory", text(FSDP), "--mesh", "X=8", "--sizes", "B=8,T=4096", "--hw", "h100"]
     assert main([*base, "--remat", "block"]) == 0
     out = capsys.readouterr().out
-    assert "total        21,877,849,600 bytes (20.4 GiB)" in out
+    assert "total        21,877,849,600 bytes (21.9 GB, 20.4 GiB)" in out
     assert (
         "note: logits: recomputed (default: as the remat policy, block: keep the layer's input, recompute the "
         "rest: Logits freed after the loss and made again for the backward (held while the head runs; the "
