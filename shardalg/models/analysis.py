@@ -192,7 +192,7 @@ class Analysis:
         if self.mode != "train" or not self.model.product_statements():
             return None
         m = self.model
-        # The backward of the functions (norms, softmax, residual adds) is not derived yet (issue 26 item 4):
+        # The whole model's backward leaves the functions (norms, softmax, residual adds) out for now:
         # the products' backward is, with each function's result an input and its operands outputs, as for the
         # steps the notation does not show; what the functions' backward reads is kept (:attr:`needed`).
         shown = tuple(m.statements[i].statement for i in self.shown)

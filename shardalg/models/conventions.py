@@ -91,8 +91,8 @@ def step_conventions(report: Any) -> list[tuple[str, str]]:
                 "the written functions (norms, softmax, elementwise) priced as HBM-bound steps, their FLOPs "
                 "counted apart as vector FLOPs"
                 + (
-                    "; their backward is not derived yet (issue 26 item 4): it costs nothing here, and what "
-                    "it reads is kept"
+                    "; a whole model's step leaves their backward out (shardalg backward derives it per program): "
+                    "it costs nothing here, and what it reads is kept"
                     if train
                     else ""
                 ),

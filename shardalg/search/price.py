@@ -126,6 +126,9 @@ class Entry:
     flops: float = 0.0  # model FLOPs per device per step (forward + backward, no recompute)
     mfu: float | None = None
     cap: float = 0.0
+    hbm_counted: bool = (
+        True  # whether the step's time counts HBM (inference's rooflines; a training step does not)
+    )
     keep: KeepChoice | None = None  # training: the backward's gathered copies kept or gathered again
 
     @property
@@ -138,7 +141,7 @@ class Entry:
         """The term that binds the step: ``compute``, ``HBM`` or ``comms X`` (the busiest axis)."""
         if self.seconds is None:
             return None
-        terms = {"compute": self.compute, "HBM": self.hbm}
+        terms = {"compute": self.compute, "HBM": self.hbm} if self.hbm_counted else {"compute": self.compute}
         for a, s in self.axes.items():
             terms[f"comms {a}"] = s
         return max(terms, key=lambda k: (terms[k], k))
@@ -155,7 +158,11 @@ class Entry:
         bound = self.bound
         rest = {"compute": self.compute, "HBM": self.hbm, "comms": self.comms}
         name = bound.split()[0] if bound else "compute"
-        others = ", ".join(f"{k} {time_text(v) if v else '0'}" for k, v in rest.items() if k != name)
+        others = ", ".join(
+            f"{k} {time_text(v) if v else '0'}{'' if k != 'HBM' or self.hbm_counted else ' not counted in training'}"
+            for k, v in rest.items()
+            if k != name
+        )
         what = {"compute": self.compute, "HBM": self.hbm}.get(
             bound or "", self.axes.get((bound or " ").split()[-1], 0)
         )
@@ -273,6 +280,7 @@ class Pricer:
             flops=model_flops,
             mfu=model_flops / (seconds * peak) if seconds > 0 else None,
             cap=st.cap,
+            hbm_counted=st.mode != "train",
         )
         copies = float(sum(b * n for _, b, n in analysis.gathered_copies())) if st.mode == "train" else 0.0
         return entry, copies
