@@ -48,6 +48,18 @@ def causal_mask(t_start: int, t_len: int, s_start: int, s_len: int, t_total: int
     return s > t + (s_total - t_total)
 
 
+def _keys_cover_queries(step: Step, t_total: int, s_total: int) -> None:
+    """A causal mask over fewer keys than queries leaves the first queries no key to attend to (a softmax
+    of nothing): refused, naming the sizes."""
+    if s_total < t_total:
+        raise step_error(
+            step,
+            f"a causal mask needs at least as many keys as queries: {step.dim}={s_total} keys against "
+            f"{t_total} queries leaves the first {t_total - s_total} queries no key",
+            rule="causal-keys",
+        )
+
+
 def _letters(*tensors: Tensor) -> dict[str, str]:
     out: dict[str, str] = {}
     for t in tensors:
@@ -75,6 +87,7 @@ def attend_block(
     rows = "".join(ltr[d] for d in qt.dim_names if d != head)
     scores = np.einsum(f"{qs},{ks}->{rows}{ltr[key]}", q, k)
     if "causal" in step.flags:
+        _keys_cover_queries(step, *totals)
         mask = causal_mask(
             starts[0],
             q.shape[qt.dim_names.index(query)],
@@ -176,6 +189,7 @@ def _masked(step: Step, arr: np.ndarray, starts: tuple[int, int], totals: tuple[
     s_axis = t.dim_names.index(step.dim)
     if s_axis == 0:
         raise step_error(step, f"a causal softmax_{step.dim} masks by the query dim just before {step.dim}")
+    _keys_cover_queries(step, *totals)
     mask = causal_mask(starts[0], arr.shape[s_axis - 1], starts[1], arr.shape[s_axis], *totals)
     shape = [1] * arr.ndim
     shape[s_axis - 1], shape[s_axis] = mask.shape

@@ -228,3 +228,15 @@ def test_every_plan_of_the_core_equals_dense_attention(n, blocks, b, h, e, flags
         got = run_plan(plan, mesh, sizes, inputs={"Q": q, "K": k, "V": v})
         assert got.ok, (plan.note, got.max_error)
         assert np.allclose(got.output, want, atol=1e-10), plan.note
+
+
+@pytest.mark.parametrize("flags", ["causal", "causal,flash"])
+def test_a_causal_mask_over_fewer_keys_than_queries_is_refused_not_nan(flags) -> None:
+    """Found by the fuzzer: with S=1 key and T=16 queries the first 15 queries see no key, and their softmax
+    was NaN (and the check of the replicas failed on NaN != NaN). The executor names the sizes instead."""
+    from shardalg.errors import ShardalgError
+
+    sizes = {"B": 1, "E": 2, "H": 2, "S": 2, "T": 16}
+    for plan in shardalg.plans(core(flags=flags), mesh=Mesh(X=2), sizes=sizes):
+        with pytest.raises(ShardalgError, match="at least as many keys as queries: S=2 keys against 16"):
+            run_plan(plan, Mesh(X=2), sizes)
