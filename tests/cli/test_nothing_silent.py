@@ -15,28 +15,34 @@ from shardalg.cli import EXIT_PIPE, main
 from tests.shared import ROOT
 
 NOT_MEETING = "A[I_X, J] · B[J_X, K] -> C[I_X, K]"
-PRICED = (
-    "its operands do not meet; priced by its cheapest plan (3 found, by bytes communicated): AllGather_X(B)"
-)
+PRICED = "its operands do not meet; priced by its cheapest plan (3 found, by {by}): AllGather_X(B)"
+BYTES, SECONDS = "bytes communicated", "seconds on tpu-v5p under overlap steady"
+# sizes that decide the cheapest plan (with I, J, K symbolic it depends on them, and the command asks)
+SIZES = ["--sizes", "I=4096,J=1024,K=1024"]
 GATHER = "X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]"
 
 
 @pytest.mark.parametrize(
-    ("argv", "prefixes"),
+    ("argv", "prefixes", "by"),
     [
-        (["compare", NOT_MEETING, GATHER, "--mesh", "X=4"], ["plan a: "]),
-        (["compare", GATHER, NOT_MEETING, "--mesh", "X=4"], ["plan b: "]),
-        (["bound", NOT_MEETING, "--mesh", "X=4", "--hw", "tpu-v5p"], [""]),
+        (["compare", NOT_MEETING, GATHER, "--mesh", "X=4", *SIZES], ["plan a: "], BYTES),
+        (["compare", GATHER, NOT_MEETING, "--mesh", "X=4", *SIZES], ["plan b: "], BYTES),
+        (["bound", NOT_MEETING, "--mesh", "X=4", "--hw", "tpu-v5p", *SIZES], [""], SECONDS),
     ],
 )
-def test_a_derivation_says_it_priced_a_statement_by_a_plan(capsys, argv, prefixes):
+def test_a_derivation_says_it_priced_a_statement_by_a_plan(capsys, argv, prefixes, by):
     assert main(argv) == 0
     _, err = capsys.readouterr()
-    said = [f"{p}A[I_X, J] * B[J_X, K] -> C[I_X, K]: {PRICED}" for p in prefixes]
+    said = [f"{p}A[I_X, J] * B[J_X, K] -> C[I_X, K]: {PRICED.format(by=by)}" for p in prefixes]
     assert err == "".join(f"shardalg: note: {s}\n" for s in said)
     assert main([*argv, "--json"]) == 0
     out, _ = capsys.readouterr()
     assert json.loads(out)["notes"] == said
+
+
+def test_a_derivation_of_a_statement_whose_plan_depends_on_sizes_asks_for_them(capsys):
+    assert main(["compare", NOT_MEETING, GATHER, "--mesh", "X=4"]) == 2
+    assert "depends on sizes not given (I, J, K)" in capsys.readouterr().err
 
 
 def test_a_derivation_of_plans_as_written_has_no_notes(capsys):

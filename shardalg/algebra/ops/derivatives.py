@@ -97,7 +97,7 @@ EXP_D = function_record(
     "exp': [..], [..] -> [..]    dY ⊙ exp(X), elementwise; reads X",
     arity=2,
     derivative_of="exp",
-    dense=_pointwise(np.exp),
+    dense=_pointwise(lambda x: np.exp(x)),  # numpy on first use (np is lazy here)
     vector_flops=2,
     transpose_note=_SAME,
 )
