@@ -45,7 +45,15 @@ COMMANDS = [
         "--hw",
         "tpu-v5p",
     ],
-    ["backward", "In[B_X, D] · W[D, F_Y] -> Out[B_X, F_Y]", "--mesh", "X=2,Y=2"],
+    # sizes given: the gradient's cheapest plan depends on them, and the command asks for them otherwise
+    [
+        "backward",
+        "In[B_X, D] · W[D, F_Y] -> Out[B_X, F_Y]",
+        "--mesh",
+        "X=2,Y=2",
+        "--sizes",
+        "B=64,D=256,F=1024",
+    ],
     ["search", PROGRAM, "--mesh", "X=2,Y=2", "--sizes", "B=64,D=256,F=1024", "--hw", "tpu-v5e", "--json"],
 ]
 

@@ -91,7 +91,11 @@ M[B, T, F] * W_out[F, D] -> Out[B, T, D]"""
 
 
 def test_the_search_names_megatron_sp_and_it_saves_activation_memory_over_tp():
-    r = search(MLP, mesh="X=4", sizes="B=2,T=1024,D=1024,F=4096", hw="h100", mode="train")
+    # gathering again in the backward, as Megatron does: keeping the gathered activations (the search's other
+    # choice) holds the whole sequence from the forward to the backward, and would undo the saving
+    r = search(
+        MLP, mesh="X=4", sizes="B=2,T=1024,D=1024,F=4096", hw="h100", mode="train", keep_gathered=False
+    )
     meg, tp = r.best["Megatron-SP"], r.best["TP"]
     assert (
         meg.assignment.megatron == ("X",) and meg.assignment.params_text == tp.assignment.params_text == "F=X"
