@@ -91,8 +91,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "plot",
         help="draw two plans' costs against one parameter, crossover marked",
         description="Price PROGRAM_A and PROGRAM_B on a chip, sweep one dim size along the x axis and draw both "
-        "times, the crossover marked; the title, labels and a caption (chip, mesh, sizes) are in the picture. "
-        "Prints the crossover (or says there is none in the range) and the file written.",
+        "times, the crossover marked, with the title and labels in the picture. Prints the crossover (or says "
+        "there is none in the range), the file written, and a LaTeX figure that includes it under a caption "
+        "(chip, mesh, sizes) for the document to number.",
         epilog=examples(
             'shardalg plot "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]" '
             '"X[B, D] · AllGather_X(Y[D_X, F]) -> Z[B, F]" --over D --range 128:65536 --mesh X=8 '
@@ -232,7 +233,7 @@ def _notes(args: argparse.Namespace) -> int:
 def _plot(args: argparse.Namespace) -> int:
     from shardalg.algebra.symbols import dim_size
     from shardalg.notes.costs import program_costs, program_label
-    from shardalg.pictures.plot import crossover_plot
+    from shardalg.pictures.plot import crossover_plot, latex_figure
 
     if not _IDENT.match(args.over):
         raise UsageError(f"--over names a dim, like D; not {args.over!r}")
@@ -261,7 +262,7 @@ def _plot(args: argparse.Namespace) -> int:
     title = args.title if args.title is not None else f"{what} against ${args.over}$"
     try:
         curves = crossover_plot(
-            cost_a, cost_b, over=over, lo=lo, hi=hi, out=args.out, labels=labels, title=title, caption=caption
+            cost_a, cost_b, over=over, lo=lo, hi=hi, out=args.out, labels=labels, title=title
         )
     except OSError as err:
         raise file_error(err, "write the picture") from None
@@ -276,6 +277,7 @@ def _plot(args: argparse.Namespace) -> int:
             "regime": args.regime,
             "title": title,
             "caption": caption,
+            "latex_figure": latex_figure(args.out, caption),
             "out": args.out,
             "crossovers": [
                 {"at": c.at, "time": c.cost, "cheaper_above": labels[c.cheaper_above]}
@@ -291,6 +293,8 @@ def _plot(args: argparse.Namespace) -> int:
     if not curves.crossovers:
         print(f"no crossover in {lo:g}..{hi:g}: {labels[curves.cheaper(lo)]} is cheaper throughout")
     print(args.out)
+    print("the figure for a LaTeX document (its caption is not drawn in the picture: \\caption numbers it):")
+    print(latex_figure(args.out, caption))
     return EXIT_OK
 
 

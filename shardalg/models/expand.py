@@ -330,15 +330,16 @@ def shard(
         operands = [left, right]
         # Megatron SP: an activation sharded over the sequence by an axis the other operand uses is gathered
         for k, t in enumerate(operands):
+            if t in seq_gathered:  # gathered once: later products read the whole copy (the program moved on)
+                operands[k] = seq_gathered[t]
+                continue
             other = operands[1 - k]
             hit = tuple(a for a in (t.axes_of(seq) if seq in t.dim_names else ()) if a in other.used_axes)
             if is_param(t) or not hit:
                 continue
-            if t not in seq_gathered:
-                whole = t.with_axes(seq, tuple(a for a in t.axes_of(seq) if a not in hit))
-                out.append(Arrow(Collective(Op.ALL_GATHER, hit, t), whole))
-                seq_gathered[t] = whole
-            operands[k] = seq_gathered[t]
+            whole = t.with_axes(seq, tuple(a for a in t.axes_of(seq) if a not in hit))
+            out.append(Arrow(Collective(Op.ALL_GATHER, hit, t), whole))
+            seq_gathered[t] = operands[k] = whole
         for k, t in enumerate(operands):
             if not is_param(t):
                 continue

@@ -23,6 +23,7 @@ import sympy
 
 from shardalg.algebra.symbols import as_expr
 from shardalg.errors import UsageError
+from shardalg.notation.printing.symbology import latex_escape_prose
 
 __all__ = ["Crossover", "CostCurves", "cost_curves", "crossover_plot", "FORMATS", "PAPER_RC", "as_mathtext"]
 
@@ -208,11 +209,11 @@ def crossover_plot(
     labels: Sequence[str] = ("plan A", "plan B"),
     unit: str = "s",
     title: str | None = None,
-    caption: str | None = None,
     ax: Any = None,
 ) -> CostCurves:
     """Draw both costs against ``over`` on log axes; mark each crossover and label the regions by the
-    plan that is cheaper there; ``caption`` (e.g. the chip, mesh and sizes) goes in a line under the plot.
+    plan that is cheaper there. The caption (chip, mesh, sizes) is not drawn: it belongs to the document,
+    whose ``\\caption`` numbers the figure (``shardalg plot`` prints one, :func:`latex_figure`).
 
     With ``out`` the picture is written, its format following the suffix (.png, .pdf, .pgf, .svg). With
     ``ax`` (a matplotlib Axes) the curves are drawn into it, for a figure of the caller's; ``out`` then
@@ -233,11 +234,10 @@ def crossover_plot(
         *(("label", label) for label in labels),
         ("title", title or ""),
         ("unit", unit),
-        ("caption", caption or ""),
     ):
         _drawable(s, what)
     if ax is not None:
-        _draw(ax, curves, labels, unit, title, caption, own_figure=False)
+        _draw(ax, curves, labels, unit, title, own_figure=False)
         if path is not None:
             save_figure(ax.figure, path)
         return curves
@@ -246,11 +246,34 @@ def crossover_plot(
     with plt.rc_context(rc):
         fig, own = plt.subplots(figsize=(6.4, 4.3))
         try:
-            _draw(own, curves, labels, unit, title, caption, own_figure=True)
+            _draw(own, curves, labels, unit, title, own_figure=True)
             save_figure(fig, path)
         finally:
             plt.close(fig)
     return curves
+
+
+def latex_figure(path: str | Path, caption: str) -> str:
+    """A LaTeX figure that includes the picture at ``path`` under ``caption`` (escaped as running text): the
+    document numbers it. A .pgf picture is ``\\input`` (its text set in the document's fonts), an .svg needs
+    the ``svg`` package's ``\\includesvg``, the rest ``\\includegraphics``."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".pgf":
+        include = rf"\input{{{p.as_posix()}}}"
+    elif suffix == ".svg":
+        include = rf"\includesvg[width=\linewidth]{{{p.with_suffix('').as_posix()}}}"
+    else:
+        include = rf"\includegraphics[width=\linewidth]{{{p.as_posix()}}}"
+    return "\n".join(
+        [
+            r"\begin{figure}[htbp]",
+            r"  \centering",
+            f"  {include}",
+            rf"  \caption{{{latex_escape_prose(caption)}}}",
+            r"\end{figure}",
+        ]
+    )
 
 
 def _drawable(s: str, what: str) -> None:
@@ -298,7 +321,6 @@ def _draw(
     labels: Sequence[str],
     unit: str,
     title: str | None,
-    caption: str | None,
     *,
     own_figure: bool,
 ) -> None:
@@ -352,12 +374,5 @@ def _draw(
         ax.set_title(math_label(title))
     # under the axes, where neither a curve nor a region's label runs
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), fontsize=9, frameon=False)
-    if not caption:
-        if own_figure:
-            ax.figure.tight_layout()
-        return
     if own_figure:
-        ax.figure.tight_layout(rect=(0, 0.06, 1, 1))
-        ax.figure.text(0.5, 0.015, caption, ha="center", va="bottom", fontsize=8, color="0.25")
-    else:
-        ax.text(0.01, 0.01, caption, transform=ax.transAxes, ha="left", va="bottom", fontsize=7, color="0.25")
+        ax.figure.tight_layout()

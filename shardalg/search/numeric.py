@@ -23,6 +23,7 @@ from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.models.analysis import MODES
+from shardalg.models.source import program_source
 from shardalg.models.step import DEFAULT_POLICY
 from shardalg.models.trainstate import TrainState
 from shardalg.notation.parse import parse
@@ -208,22 +209,27 @@ class SearchResult(Shown):
                 f"{size_text(w.bytes)} per device, MFU {_mfu_text(w.mfu)}"
             )
         lines.append("")
-        lines.append("strategy    best candidate and why it is not the winner")
+        ws = max([11, *(len(s) + 1 for s in self.best)])  # the widest strategy name sets the column
+        lines.append(f"{'strategy':<{ws}} best candidate and why it is not the winner")
         for s, e in self.best.items():
             verdict = "winner" if e is w else self.reason(e)
-            lines.append(f"{s:<11} {e.assignment}: {verdict}")
+            lines.append(f"{s:<{ws}} {e.assignment}: {verdict}")
             if e.keep is not None:
-                lines.append(f"{'':<11} its backward {e.keep.text()}")
+                lines.append(f"{'':<{ws}} its backward {e.keep.text()}")
         lines.append("")
         train = self.settings.mode == "train"  # training has a column for the backward's gathered copies
-        head = f"{'#':>3}  {'strategy':<9} {'params':<10} {'activations':<12} {'time':>9} {'memory':>9} {'MFU':>5}  "
+        rows = self.rows()
+        w1 = max([9, *(len(e.strategy) for _, e in rows)])  # each column as wide as its widest entry
+        w2 = max([10, *(len(e.assignment.params_text) for _, e in rows)])
+        w3 = max([12, *(len(e.assignment.activations_text) for _, e in rows)])
+        head = f"{'#':>3}  {'strategy':<{w1}} {'params':<{w2}} {'activations':<{w3}} {'time':>9} {'memory':>9} {'MFU':>5}  "
         lines.append(head + ("gathered  " if train else "") + "reason")
-        for rank, e in self.rows():
+        for rank, e in rows:
             t = time_text(e.seconds) if e.seconds is not None else "-"
             mfu = _mfu_text(e.mfu, short=True) if e.mfu is not None else "-"
             lines.append(
-                f"{rank:>3}  {e.strategy:<9} {e.assignment.params_text:<10} "
-                f"{e.assignment.activations_text:<12} {t:>9} {size_text(e.bytes):>9} {mfu:>5}  "
+                f"{rank:>3}  {e.strategy:<{w1}} {e.assignment.params_text:<{w2}} "
+                f"{e.assignment.activations_text:<{w3}} {t:>9} {size_text(e.bytes):>9} {mfu:>5}  "
                 + (f"{e.gathered:<8}  " if train else "")
                 + self.reason(e)
             )
@@ -359,7 +365,7 @@ def prepare_search(
     """What every search checks and defaults first: the program, mesh, chip and sizes (all bound), the mode,
     the memory cap, the overlap policy, the optimizer and remat; each default the user did not choose is a
     note. Returns the program, its whole space, the settings and the notes."""
-    prog = parse(program) if isinstance(program, str) else program
+    prog = parse(program_source(program)) if isinstance(program, str) else program
     if not isinstance(prog, Program):
         raise UsageError("the search takes a program in the notation with its params declared")
     ctx = context_for(prog, mesh, sizes)

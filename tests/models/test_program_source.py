@@ -19,6 +19,19 @@ def test_a_preset_name_is_the_preset_s_program():
     assert sa.step_time("llama-3-70b", **ON).seconds == sa.step_time(sa.expand("llama-3-70b"), **ON).seconds
 
 
+def test_the_search_takes_a_preset_name_as_the_cli_does(capsys):
+    where = {"mesh": "X=4", "sizes": {"B": 8, "T": 1024}, "hw": "tpu-v5p", "top": 1}
+    by_name = sa.search("llama-3-8b", **where)
+    assert by_name.to_json() == sa.search(sa.expand("llama-3-8b"), **where).to_json()
+    argv = ["search", "llama-3-8b", "--mesh", "X=4", "--sizes", "B=8,T=1024", "--hw", "tpu-v5p", "--top", "1"]
+    assert main([*argv, "--json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["winner"] == by_name.to_json()["winner"]
+    with pytest.raises(sa.UsageError, match="did you mean llama-3-8b"):
+        sa.search("llama-3-8c", **where)
+
+
 def test_a_file_name_is_the_file_s_program(tmp_path, capsys):
     assert main(["model", "show", "llama-3-8b", "--params", "D=X", "--activations", "B=X"]) == 0
     path = tmp_path / "l8.sa"

@@ -51,6 +51,25 @@ def test_deepspeed_formula_on_llama_2_13b(llama, stage, params, grads, optimizer
     assert r.parts["params"] + r.parts["grads"] + r.parts["optimizer"] == formula
 
 
+def test_the_readme_s_zero_table_is_what_memory_gives(llama):
+    """The README's table (issue 32): each stage's params, grads and optimizer bytes under DeepSpeed's recipe
+    as ``memory`` gives them, their sum as DeepSpeed's formula, and the book recipe's sum."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = [line.split("|")[1:-1] for line in readme.splitlines() if line.startswith("| ZeRO-")]
+    assert [r[0].strip() for r in rows] == ["ZeRO-1", "ZeRO-2", "ZeRO-3"]
+    for stage, row in enumerate(rows, start=1):
+        numbers = [int(c.strip().replace(",", "")) for c in row[1:5]]
+        deepspeed = _report(llama, zero=stage, precision="deepspeed")
+        book = _report(llama, zero=stage, precision="book")
+        parts = [deepspeed.parts[p] for p in ("params", "grads", "optimizer")]
+        psi = deepspeed.params
+        formula = {1: 4 * psi + 12 * psi / N, 2: 2 * psi + 14 * psi / N, 3: 16 * psi / N}[stage]
+        assert numbers == [*parts, formula]
+        assert int(row[6].strip().replace(",", "")) == sum(book.parts[p] for p in ("params", "grads", "optimizer"))
+
+
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_the_book_recipe_gives_the_book_numbers(llama, stage):
     """The book: bf16 parameters and fp32 Adam moments, 2 + 8 = 10 bytes per parameter, gradients in bf16."""

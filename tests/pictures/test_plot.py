@@ -105,7 +105,6 @@ def test_draws_into_the_callers_axes(tmp_path):
             ax=right,
             labels=("AllGather_X(Y)", "AllReduce_X(Z)"),
             title="q4",
-            caption="mesh X=8",
         )
         assert not left.lines and len(right.lines) >= 2  # only the given axes are drawn on
         assert right.get_title() == "q4"
@@ -114,7 +113,13 @@ def test_draws_into_the_callers_axes(tmp_path):
             r"$\mathrm{AllGather}_{X}$(Y)",
             r"$\mathrm{AllReduce}_{X}$(Z)",
         ]
-        assert "mesh X=8" in [t.get_text() for t in right.texts]
+        # only the regions' labels and the crossover are written on the axes: the caption is the document's
+        assert [t.get_text() for t in right.texts] == [
+            r"$\mathrm{AllGather}_{X}$(Y) cheaper",
+            r"$\mathrm{AllReduce}_{X}$(Z) cheaper",
+            "crossover $D = 2048$",
+        ]
+        assert not right.figure.texts
         assert curves.crossovers[0].at == pytest.approx(2048, rel=1e-9)
     finally:
         plt.close(fig)
@@ -164,9 +169,16 @@ def test_plot_command_title_labels_caption_and_json(tmp_path, capsys):
     (crossover,) = data["crossovers"]
     assert crossover["at"] == pytest.approx(2048, rel=1e-6)  # D = 2B, the book's answer
     assert crossover["cheaper_above"] == "AllReduce_X(Z)"
+    assert data["latex_figure"].splitlines()[2:4] == [
+        rf"  \includegraphics[width=\linewidth]{{{out.with_suffix('').as_posix()}}}".replace(
+            "includegraphics", "includesvg"
+        ),
+        r"  \caption{communication time on tpu-v5p; mesh X=8; B = 1024, F = 8192}",
+    ]
     svg = out.read_text()
-    for text in ("Question 4", r"$\mathrm{AllReduce}_{X}$(Z)", r"$\mathrm{AllGather}_{X}$(Y)", "tpu-v5p"):
+    for text in ("Question 4", r"$\mathrm{AllReduce}_{X}$(Z)", r"$\mathrm{AllGather}_{X}$(Y)"):
         assert text in svg  # matplotlib keeps each text, as typed, in a comment beside its glyphs
+    assert "tpu-v5p" not in svg  # the caption is not drawn in the picture: the document numbers it
 
 
 def test_show_png_of_a_reducescatter_on_4x2(tmp_path, capsys):
