@@ -67,7 +67,9 @@ def test_the_readme_s_zero_table_is_what_memory_gives(llama):
         psi = deepspeed.params
         formula = {1: 4 * psi + 12 * psi / N, 2: 2 * psi + 14 * psi / N, 3: 16 * psi / N}[stage]
         assert numbers == [*parts, formula]
-        assert int(row[6].strip().replace(",", "")) == sum(book.parts[p] for p in ("params", "grads", "optimizer"))
+        assert int(row[6].strip().replace(",", "")) == sum(
+            book.parts[p] for p in ("params", "grads", "optimizer")
+        )
 
 
 @pytest.mark.parametrize("stage", [1, 2, 3])
