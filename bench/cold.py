@@ -58,6 +58,8 @@ def readme_commands(readme: Path = ROOT / "README.md") -> list[list[str]]:
             continue
         for part in line[2:].split(" && "):
             argv = shlex.split(part)
+            if "|" in argv:  # the command, not what the README pipes its output through
+                argv = argv[: argv.index("|")]
             if argv and argv[-1] == "2>&1":
                 argv = argv[:-1]
             if len(argv) > 1 and argv[0] == "shardalg" and argv[1] in ("plan", "compare"):
