@@ -48,12 +48,14 @@ def _run(args: argparse.Namespace) -> int:
     )
     picture: Any = None
     if args.plot:
+        from shardalg.pictures.plot import latex_figure
         from shardalg.pictures.regionmap import region_map
 
         over = parameters_text(args.over)
         if len(over) < 2:
             raise UsageError("--plot draws two parameters: give --over with two, e.g. --over B/N,F")
         picture = region_map(result, args.plot, over[0], over[1], decades=args.decades)
+        caption = _caption(args, result, over[0], over[1])
     if args.format == "json":
         data = result.to_json()
         if picture is not None:
@@ -61,6 +63,8 @@ def _run(args: argparse.Namespace) -> int:
                 "path": str(picture.path),
                 "labels": list(picture.labels),
                 "shares": picture.shares,
+                "caption": caption,
+                "latex_figure": latex_figure(picture.path, caption),
             }
         print(json.dumps(data, indent=2, ensure_ascii=False))
     elif args.format == "latex":
@@ -71,7 +75,23 @@ def _run(args: argparse.Namespace) -> int:
         print(f"note: {n}", file=sys.stderr)
     if picture is not None:
         print(f"wrote {picture.path}: {', '.join(picture.labels)}", file=sys.stderr)
+        print("the figure for a LaTeX document (\\caption numbers it):", file=sys.stderr)
+        print(latex_figure(picture.path, caption), file=sys.stderr)
     return EXIT_OK
+
+
+def _caption(args: argparse.Namespace, result: Any, x: str, y: str) -> str:
+    """The picture's caption: what it shows, and the chip, mesh, sizes and memory cap of the point marked."""
+    from shardalg.notation.printing.display import bytes_both
+
+    parts = [f"The fastest strategy over {x} and {y}, the point marked at"]
+    where = [f"chip {getattr(chip(args.hw), 'name', args.hw)}" if args.hw else "no chip (symbolic)"]
+    where.append(f"mesh {args.mesh}" if args.mesh else "a symbolic mesh")
+    if args.sizes:
+        where.append(f"sizes {args.sizes}")
+    cap = {str(k): v for k, v in result.values.items()}.get("H")
+    where.append(f"memory cap {bytes_both(float(cap))} per device" if cap else "no memory cap")
+    return f"{parts[0]} {', '.join(where)}."
 
 
 def register(sub: argparse._SubParsersAction) -> None:

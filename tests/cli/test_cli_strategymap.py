@@ -79,6 +79,10 @@ def test_memory_cap_and_its_picture(capsys, tmp_path):
     assert code == 0 and "D*F/H" in data["map"]["parameters"]
     assert {r["candidate"] for r in data["map"]["regions"]} >= {"DP", "FSDP", "TP"}
     assert set(data["plot"]["labels"]) == {"DP", "FSDP", "TP", "FSDP+TP"}
+    # the caption is the document's, with chip, mesh, sizes and cap: a LaTeX figure numbers it
+    caption = data["plot"]["caption"]
+    assert "chip tpu-v5p" in caption and "mesh X=4,Y=4,Z=4" in caption and "memory cap 96 GB" in caption
+    assert f"\\caption{{{caption}}}" in data["plot"]["latex_figure"]
     code, _, err = run(capsys, "strategy-map", MLP, "--memory", "lots")
     assert code == 2 and "the memory cap is bytes" in err
 
