@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.statements import apply_statement
 from shardalg.errors import ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.plan import Plan, Step
@@ -193,7 +194,7 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
                     span=s.span,
                     source=program.source,
                 )
-            if expr.op.value.endswith("'"):
+            if getattr(RECORDS.get(expr.op), "derivative_of", None) is not None:
                 raise UsageError(
                     f"{expr.op.value} is a derivative, a statement of a backward: shardalg derives first-order "
                     "backward passes of forward programs, not the backward of a backward",
