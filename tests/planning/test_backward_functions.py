@@ -140,6 +140,7 @@ def test_a_wrong_derivative_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> 
 def test_each_derivative_record_is_the_vjp_of_its_function(op: Op) -> None:
     rng = np.random.default_rng(3)
     fwd, der = RECORDS[op], RECORDS[DERIVATIVE[op]]
+    assert der.derivative_of == op.value and der.arity == 2
     x = rng.standard_normal((3, 5))
     axis = 1 if op.takes_dim else None
     y = fwd.dense([x], axis, None)
