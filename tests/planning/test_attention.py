@@ -258,3 +258,13 @@ def test_a_block_of_attention_is_applied_by_the_function_rule_and_names_no_axes(
     with pytest.raises(IllegalOperand, match="no axis"):
         rec.apply((q, k, v), "S", Mesh(X=4), axes=("X",))
 
+
+def test_the_planner_says_which_programs_it_plans_as_one_problem() -> None:
+    """The CLI asks the planner (one_problem) whether to plan a program whole or statement by statement."""
+    from shardalg.notation.parse import parse
+    from shardalg.planning.planner import one_problem
+
+    assert one_problem(parse(core()))  # the attention core, planned whole
+    assert one_problem(parse("A[I_X, J] -> A[I, J]"))
+    assert not one_problem(parse("A[I_X, J] -> A[I, J]\nB[I_X, J] -> B[I, J]"))
+    assert not one_problem(parse(core().replace("softmax", "gelu").replace("_S(", "(")))
