@@ -30,6 +30,7 @@ from shardalg.notation.syntax import Op, Tensor
 
 from .order import default_key, plan_bytes, sort_plans, weighed_key
 from .planset import DEFAULT_LIMITS, Limits, Plans
+from .respan import respanned, written_tensors
 from .search import Search, k_best, routes, search_from, search_to, toward
 from .space import SLICE, Move, State, searching, space_of, state_of
 from .steps import build_steps, step_reason, with_spare_axes
@@ -325,7 +326,7 @@ def redistribute(
             seen.add(variant.steps)
             plans.append(variant)
     sort_plans(plans, key or default_key(m, sz))
-    return Plans.of(plans, [found.why])
+    return Plans.of(respanned(plans, written_tensors(src, dst)), [found.why])
 
 
 W = TypeVar("W")
