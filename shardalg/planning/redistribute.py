@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from shardalg.algebra.layout import Layout, tensor_with, validate
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.cache import Kind, memoized
 from shardalg.errors import NoPlan, ShapeMismatch, UsageError
@@ -270,7 +270,7 @@ def _check_pair(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes) -> None:
 def redistribute(
     src: Tensor,
     dst: Tensor,
-    mesh: Mesh | Mapping[str, int] | str,
+    mesh: Mesh,
     sizes: Mapping[str, int] | None = None,
     *,
     limit: int = 6,
@@ -285,9 +285,7 @@ def redistribute(
     redistribute`) the search itself weighs each step by it, and without a ``key`` the plans come lightest
     first: ranked by seconds, a multi-axis gather beats a single-axis one that moves the same bytes, so the
     cheapest sequence never costs more than a path through any other sharding."""
-    m = as_mesh(mesh)
-    if m is None:
-        raise UsageError("redistribute needs a mesh, e.g. X=4,Y=2")
+    m = a_mesh(mesh, "redistribute (shardalg.redistribute takes text)")
     if not isinstance(src, Tensor) or not isinstance(dst, Tensor):
         raise UsageError("redistribute takes two tensors: the same tensor in two shardings")
     sz = Sizes(sizes)
