@@ -28,7 +28,7 @@ from shardalg.errors import UnknownAxis, UsageError
 
 from .factors import SUBAXIS, factor_of
 
-__all__ = ["Axis", "Mesh", "as_mesh", "MESH_TEXT"]
+__all__ = ["Axis", "Mesh", "as_mesh", "a_mesh", "MESH_TEXT"]
 
 _AXIS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*\Z")
 
@@ -404,3 +404,12 @@ def as_mesh(mesh: Mesh | Mapping[str, int | None] | str | None) -> Mesh | None:
     if isinstance(mesh, Mapping):
         return Mesh(mesh)
     raise UsageError(f"a mesh is a Mesh, a mapping of axis sizes or text like 'X=4,Y=2', not {mesh!r}")
+
+
+def a_mesh(mesh: object, what: str) -> Mesh:
+    """``mesh`` as the layers below the public functions take it: a :class:`Mesh`, which the public function
+    or the CLI made once from what the user gave (:func:`as_mesh`); anything else is a UsageError naming
+    ``what`` (text is not parsed again down here)."""
+    if not isinstance(mesh, Mesh):
+        raise UsageError(f"{what} takes a Mesh, not {mesh!r}", fix="as_mesh('X=4,Y=2') or Mesh(X=4, Y=2)")
+    return mesh

@@ -123,7 +123,15 @@ def _judge_one(prog: AuditProgram, st: Statement, costs: CostModel) -> Statement
     best_bytes = _number(plan_bytes(best, mesh, Sizes(prog.sizes)).json())
     xla_text = st.plan_text()
     unmapped = [s for s in st.steps if s.before is None]
-    if unmapped:
+    problem = unmapped[0].problem if unmapped else None
+    if problem is None:
+        try:
+            node = parse(xla_text)
+            xla_plan, notes = program_plan(node, mesh, prog.sizes)
+            xla_cost = costed(xla_plan, mesh, prog.sizes, costs)
+        except ShardalgError as err:
+            problem = f"XLA's plan is not a legal plan in the notation: {str(err).splitlines()[0]}"
+    if problem is not None:
         return StatementVerdict(
             st,
             xla_text,
@@ -134,25 +142,7 @@ def _judge_one(prog: AuditProgram, st: Statement, costs: CostModel) -> Statement
             best_cost.seconds,
             None,
             len(ours),
-            unmapped[0].problem,
-            list(cut),
-        )
-    try:
-        node = parse(xla_text)
-        xla_plan, notes = program_plan(node, mesh, prog.sizes)
-        xla_cost = costed(xla_plan, mesh, prog.sizes, costs)
-    except ShardalgError as err:
-        return StatementVerdict(
-            st,
-            xla_text,
-            None,
-            None,
-            str(best),
-            best_bytes,
-            best_cost.seconds,
-            None,
-            len(ours),
-            f"XLA's plan is not a legal plan in the notation: {str(err).splitlines()[0]}",
+            problem,
             list(cut),
         )
     sig = _signature_of_steps(st.steps)

@@ -114,17 +114,17 @@ def plan_json(
 
 def _statements(source: str) -> list[str] | None:
     """A program of several statements (a file ``search --emit-program`` wrote) as one source per
-    statement, each with the program's ``mesh`` and ``where`` lines; None for one statement or an attention
-    core (its three statements are planned as one problem)."""
+    statement, each with the program's ``mesh`` and ``where`` lines; None for what the planner plans as one
+    problem (:func:`shardalg.planning.planner.one_problem`)."""
     from shardalg.notation.parse import parse
     from shardalg.notation.syntax import Program
-    from shardalg.planning.attention import core_of
+    from shardalg.planning.planner import one_problem
 
     try:
         node = parse(source)
     except ShardalgError:
         return None  # the planner reports it, with its caret
-    if not isinstance(node, Program) or len(node.statements) < 2 or core_of(node) is not None:
+    if not isinstance(node, Program) or one_problem(node):
         return None
     head = []
     if node.mesh is not None:

@@ -206,7 +206,7 @@ REGIMES: dict[str, Regime] = {
         "each plan takes max(compute, comms)",
         OverlapPolicy.STEADY,
     ),
-    "serial": (
+    OverlapPolicy.SERIAL.value: (  # the regime named for the policy it forces
         lambda c: c.light("total"),
         lambda c: c.light("total"),
         "compute and comms add up",

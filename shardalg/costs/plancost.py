@@ -21,7 +21,7 @@ import sympy
 from sympy import Expr
 
 from shardalg.algebra.context import context_for
-from shardalg.algebra.mesh import as_mesh
+from shardalg.algebra.mesh import a_mesh, as_mesh
 from shardalg.algebra.symbols import latex_names
 from shardalg.errors import UsageError
 from shardalg.lazy import cached
@@ -316,7 +316,7 @@ def step_seconds(mesh, sizes=None, hw=None, model=None, **options) -> Callable[[
     steps add up under every policy), and the product's weight when the planner looks for the cheapest plan
     over every compute layout (a compute layout that shards more computes less). Memoized per step; a
     symbol left unbound is an error. ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
-    return step_weights(as_mesh(mesh), sizes, CostModel.of(hw, model, **options))
+    return step_weights(a_mesh(mesh, "step_seconds"), sizes, CostModel.of(hw, model, **options))
 
 
 def collective_cost(
@@ -332,5 +332,5 @@ def collective_cost(
 ) -> CommCost:
     """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``.
     ``hw``, ``model`` and ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
-    opts = Options.of(CostModel.of(hw, model, **options), as_mesh(mesh), sizes)
+    opts = Options.of(CostModel.of(hw, model, **options), a_mesh(mesh, "collective_cost"), sizes)
     return _collective(op, tensor, tuple(axes), opts, offset)

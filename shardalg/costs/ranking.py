@@ -20,6 +20,7 @@ from typing import Any
 
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.traffic import Sizes
+from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.printing.display import seconds_text
 from shardalg.notation.syntax import Tensor
@@ -110,5 +111,8 @@ def redistribute(
     redistribute`). With ``hw`` (a chip or preset name; every size bound) the search weighs each step by its
     seconds on that chip (serial time, ``model`` as in :mod:`shardalg.costs.stepcost`) and the plans come
     fastest first."""
-    weigh = step_seconds(as_mesh(mesh), sizes, hw, model) if hw is not None else None
-    return resharding.redistribute(src, dst, mesh, sizes, limit=limit, key=key, weigh=weigh)
+    m = as_mesh(mesh)
+    if m is None:
+        raise UsageError("redistribute needs a mesh, e.g. X=4,Y=2")
+    weigh = step_seconds(m, sizes, hw, model) if hw is not None else None
+    return resharding.redistribute(src, dst, m, sizes, limit=limit, key=key, weigh=weigh)

@@ -41,15 +41,7 @@ def shift_hops(link: AxisLink, offset: int) -> tuple[Expr, Expr]:
 
 def shift_unit(model: str, link: AxisLink, offset: int, t_min: tm.Term, one_way: tm.Term) -> CommCost | None:
     """The cost of shifting one byte per device by ``offset`` along ``link`` (None when nothing moves)."""
-    path, load = shift_hops(link, offset)
-    if load == 0:
-        return None
-    if model != "ici":
-        return ab_permute(tm.ONE, (link,))
-    if link.dcn:
-        return CommCost(((tm.ZERO, tm.ONE / link.rate),), True)
-    moved = from_sympy(load)
-    return CommCost(((t_min * from_sympy(path), moved / (link.rate * one_way)),), True, ((link.name, moved),))
+    return _unit(shift_hops(link, offset), model, link, t_min, one_way)
 
 
 def send_hops(link: AxisLink, offset: int) -> tuple[Expr, Expr]:
@@ -62,7 +54,15 @@ def send_hops(link: AxisLink, offset: int) -> tuple[Expr, Expr]:
 
 def send_unit(model: str, link: AxisLink, offset: int, t_min: tm.Term, one_way: tm.Term) -> CommCost | None:
     """The cost of sending one byte per device by ``offset`` along ``link`` (None when nothing moves)."""
-    path, load = send_hops(link, offset)
+    return _unit(send_hops(link, offset), model, link, t_min, one_way)
+
+
+def _unit(
+    hops: tuple[Expr, Expr], model: str, link: AxisLink, t_min: tm.Term, one_way: tm.Term
+) -> CommCost | None:
+    """The cost of one byte per device moved along ``link`` on a path of ``hops`` (the path in hops, the blocks
+    the busiest link carries); None when nothing moves."""
+    path, load = hops
     if load == 0:
         return None
     if model != "ici":

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shardalg.algebra.factors import is_subaxis
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh
 from shardalg.algebra.subaxes import axes_in, mesh_is_fine, names_subaxes, refine
 from shardalg.errors import UsageError
 from shardalg.notation.parse import parse
@@ -145,13 +145,13 @@ def _plans_of(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None) -> list[
     return out
 
 
-def as_flow(obj: object, mesh: Mesh | str, sizes: Mapping[str, int] | None = None) -> Flow:
+def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> Flow:
     """Chain the plans of ``obj`` into one flow. Inputs are the values no earlier step produced; outputs
     are the plan results no later step reads (at least the last)."""
     if isinstance(obj, Flow):
         return obj
-    m = as_mesh(mesh)
-    if m is None or not m.is_numeric:
+    m = a_mesh(mesh, "as_flow")
+    if not m.is_numeric:
         raise UsageError("export needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
     plans = _plans_of(obj, m, sizes)
     fine: Mesh | None = None

@@ -346,22 +346,13 @@ def _permute(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buff
 def _shift(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers, Layout]:
     """``Shift_{X,k}: [I_X] -> [I_X]``: device x sends its whole buffer to device x + k (mod |X|) along X, the
     other coordinates unchanged (JAX's ``ppermute`` with a cyclic permutation); the layout is the same."""
-    (t,) = step.inputs
-    if len(step.axes) != 1 or step.offset is None:
-        raise step_error(step, "a Shift moves blocks around one axis by an offset: Shift_{X,+1}")
-    (axis,) = step.axes
-    at, n, rank, out = vm.names.index(axis), vm.size(step.axes), len(t.dims), {}
-    for c in vm.coords:
-        dst = c[:at] + ((c[at] + step.offset) % n,) + c[at + 1 :]
-        out[dst] = net.recv(dst, c, bufs[c], rank).copy()
-    return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced))
+    return _along(vm, net, step, bufs, wrap=True)
 
 
 @DENSE.register(Op.SHIFT)
 def _shift_dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
-    if step.offset is None or len(step.axes) != 1:
-        raise step_error(step, "a Shift moves blocks around one axis by an offset: Shift_{X,+1}")
-    return shift_dense(values[0], step.inputs[0], step.axes[0], step.offset, vm)
+    axis, offset = _axis_offset(step)
+    return shift_dense(values[0], step.inputs[0], axis, offset, vm)
 
 
 @MOVES.register(Op.SEND)  # [S_X] -> [S_X], slice x's block now on x + k; the first k slices get zeros
@@ -369,48 +360,44 @@ def _send(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffers
     """``Send_{X,k}: [S_X] -> [S_X]``: device x sends its whole buffer to device x + k along X where that
     device exists, the other coordinates unchanged (JAX's ``ppermute`` with the pairs that exist); a device
     nobody sends to holds zeros. The layout is the same."""
-    (t,) = step.inputs
-    if len(step.axes) != 1 or step.offset is None:
-        raise step_error(step, "a Send moves blocks along one axis by an offset: Send_{X,+1}")
-    (axis,) = step.axes
-    at, n, rank, out = vm.names.index(axis), vm.size(step.axes), len(t.dims), {}
-    for c in vm.coords:
-        src = c[:at] + (c[at] - step.offset,) + c[at + 1 :]
-        got = bufs[src] if 0 <= src[at] < n else None
-        out[c] = np.zeros_like(bufs[c]) if got is None else net.recv(c, src, got, rank).copy()
-    return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced))
+    return _along(vm, net, step, bufs, wrap=False)
 
 
 @DENSE.register(Op.SEND)
 def _send_dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
-    if step.offset is None or len(step.axes) != 1:
-        raise step_error(step, "a Send moves blocks along one axis by an offset: Send_{X,+1}")
-    return send_dense(values[0], step.inputs[0], step.axes[0], step.offset, vm)
+    axis, offset = _axis_offset(step)
+    return send_dense(values[0], step.inputs[0], axis, offset, vm)
+
+
+def _axis_offset(step: Step) -> tuple[str, int]:
+    """The one axis and the offset of a Shift or a Send step."""
+    if len(step.axes) != 1 or step.offset is None:
+        name, how = step.op.value, "around" if step.op is Op.SHIFT else "along"
+        raise step_error(step, f"a {name} moves blocks {how} one axis by an offset: {name}_{{X,+1}}")
+    return step.axes[0], step.offset
+
+
+def _along(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers, wrap: bool) -> tuple[Buffers, Layout]:
+    """Each device receives the whole buffer of the device ``offset`` before it along the axis (mod its size
+    with ``wrap``; without, a device with none before it holds zeros); the layout is the same."""
+    axis, offset = _axis_offset(step)
+    (t,) = step.inputs
+    at, n, rank, out = vm.names.index(axis), vm.size(step.axes), len(t.dims), {}
+    for c in vm.coords:
+        k = (c[at] - offset) % n if wrap else c[at] - offset
+        src = c[:at] + (k,) + c[at + 1 :]
+        out[c] = net.recv(c, src, bufs[src], rank).copy() if 0 <= k < n else np.zeros_like(bufs[c])
+    return out, (tuple(d.axes for d in t.dims), frozenset(t.unreduced))
 
 
 def send_dense(arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualMesh) -> np.ndarray:
     """The global value after ``Send_{axis,offset}`` of ``t`` (dense ``arr``): the blocks of the dim the axis
     shards move ``offset`` places in the axis's digit of the block index, with zeros where nothing arrives
     (a shift with no wrap-around: the roll of :func:`shift_dense` with the wrapped blocks zeroed)."""
-    for i, d in enumerate(t.dims):
-        if axis in d.axes:
-            sizes = [vm.size([a]) for a in d.axes]
-            extent = arr.shape[i]
-            if extent % vm.size(d.axes):
-                raise IndivisibleDim(f"dim {d.label} of {extent} does not split over {''.join(d.axes)}")
-            split = arr.reshape(
-                arr.shape[:i] + tuple(sizes) + (extent // vm.size(d.axes),) + arr.shape[i + 1 :]
-            )
-            at = i + d.axes.index(axis)
-            rolled = np.roll(split, offset, axis=at)
-            n = split.shape[at]
-            wrapped = range(min(offset, n)) if offset >= 0 else range(max(n + offset, 0), n)
-            index = [slice(None)] * rolled.ndim
-            for j in wrapped:
-                index[at] = slice(j, j + 1)
-                rolled[tuple(index)] = 0
-            return rolled.reshape(arr.shape)
-    raise IndivisibleDim(f"Send_{{{axis},{offset:+d}}} needs {axis} to shard a dim of the tensor")
+    moved = _rolled(arr, t, axis, offset, vm, wrap=False)
+    if moved is None:
+        raise IndivisibleDim(f"Send_{{{axis},{offset:+d}}} needs {axis} to shard a dim of the tensor")
+    return moved
 
 
 @DENSE.register(Op.EINSUM)
@@ -424,6 +411,15 @@ def shift_dense(arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualM
     its blocks along that dim are rolled by ``offset`` in the axis's digit of the block index (major axes
     first, as :mod:`.devices` numbers blocks); where it replicates or leaves partial sums, the value is the
     same (the copies, or the partials of one sum, only change devices)."""
+    moved = _rolled(arr, t, axis, offset, vm, wrap=True)
+    return arr if moved is None else moved
+
+
+def _rolled(
+    arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualMesh, wrap: bool
+) -> np.ndarray | None:
+    """``arr`` with the blocks of the dim ``axis`` shards rolled by ``offset`` in the axis's digit of the block
+    index (without ``wrap``, the blocks that wrapped round zeroed); None when the axis shards no dim."""
     for i, d in enumerate(t.dims):
         if axis in d.axes:
             sizes = [vm.size([a]) for a in d.axes]
@@ -433,9 +429,16 @@ def shift_dense(arr: np.ndarray, t: Tensor, axis: str, offset: int, vm: VirtualM
             split = arr.reshape(
                 arr.shape[:i] + tuple(sizes) + (extent // vm.size(d.axes),) + arr.shape[i + 1 :]
             )
-            rolled = np.roll(split, offset, axis=i + d.axes.index(axis))
+            at = i + d.axes.index(axis)
+            rolled = np.roll(split, offset, axis=at)
+            n = split.shape[at]
+            wrapped = () if wrap else range(min(offset, n)) if offset >= 0 else range(max(n + offset, 0), n)
+            index = [slice(None)] * rolled.ndim
+            for j in wrapped:
+                index[at] = slice(j, j + 1)
+                rolled[tuple(index)] = 0
             return rolled.reshape(arr.shape)
-    return arr
+    return None
 
 
 # ---------------------------------------------------------------- local einsum

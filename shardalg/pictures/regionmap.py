@@ -163,19 +163,21 @@ def region_map(
     shares = {p: float(np.mean(cat == k)) for k, p in enumerate(parents) if np.any(cat == k)}
     px, py = center[ix], center[iy]
     here = result.here.parent if result.here is not None else None
-    labels = _draw(
-        backend,
-        path,
-        np.exp(gx),
-        np.exp(gy),
-        cat,
-        parents,
-        shares,
-        (math.exp(px), math.exp(py)),
-        here,
-        (sympy.latex(m.parameters[ix]), sympy.latex(m.parameters[iy])),
-        title,
-    )
+    plt = _pyplot(backend)
+    with plt.rc_context(PAPER_RC):  # the notes' type: Computer Modern math, a serif for the text
+        labels = _draw(
+            plt,
+            path,
+            np.exp(gx),
+            np.exp(gy),
+            cat,
+            parents,
+            shares,
+            (math.exp(px), math.exp(py)),
+            here,
+            (sympy.latex(m.parameters[ix]), sympy.latex(m.parameters[iy])),
+            title,
+        )
     return RegionPicture(
         path,
         m.parameters[ix],
@@ -198,24 +200,6 @@ def _label_spot(cat: np.ndarray, k: int, xs: np.ndarray, ys: np.ndarray) -> tupl
 
 
 def _draw(
-    backend: str,
-    path: Path,
-    xs: np.ndarray,
-    ys: np.ndarray,
-    cat: np.ndarray,
-    parents: list[str],
-    shares: Mapping[str, float],
-    point: tuple[float, float],
-    here: str | None,
-    names: tuple[str, str],
-    title: str | None,
-) -> tuple[str, ...]:
-    plt = _pyplot(backend)
-    with plt.rc_context(PAPER_RC):  # the notes' type: Computer Modern math, a serif for the text
-        return _draw_in(plt, path, xs, ys, cat, parents, shares, point, here, names, title)
-
-
-def _draw_in(
     plt: Any,
     path: Path,
     xs: np.ndarray,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.statements import apply_statement
 from shardalg.errors import ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.plan import Plan, Step
@@ -146,6 +147,21 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
         fw.latest[r] = t
         fw.origin.setdefault(r, t)
 
+    def produce(s: Statement, result: Tensor, what: str) -> tuple[str, Plan]:
+        """Plan ``s``, whose result is a new global value (its name not used before, or a UsageError)."""
+        out_name = _named(result, "the result")
+        if out_name in fw.root:
+            raise UsageError(
+                f"{out_name} is assigned twice; give each {what} a new name",
+                span=result.span,
+                source=program.source,
+            )
+        p = _planned(s, program, mesh, sizes)
+        fw.plans.append(p)
+        fw.produced.add(out_name)
+        make(result, out_name)
+        return out_name, p
+
     for i, s in enumerate(program.statements):
         expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
         if isinstance(expr, Product):
@@ -163,19 +179,8 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
                     source=program.source,
                 )
             roots = (see(left, "operand"), see(right, "operand"))
-            out_name = _named(result, "the result")
-            if out_name in fw.root:
-                raise UsageError(
-                    f"{out_name} is assigned twice; give each product a new name",
-                    span=result.span,
-                    source=program.source,
-                )
-            p = _planned(s, program, mesh, sizes)
-            fw.plans.append(p)
+            out_name, p = produce(s, result, "product")
             read, kept = _operands(p, fw)
-            fw.root[out_name] = out_name
-            fw.produced.add(out_name)
-            make(result, out_name)
             fw.einsums.append(
                 Einsum(i, left, right, result, expr.contract, (*roots, out_name), s, p, read, kept)
             )
@@ -193,7 +198,7 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
                     span=s.span,
                     source=program.source,
                 )
-            if expr.op.value.endswith("'"):
+            if getattr(RECORDS.get(expr.op), "derivative_of", None) is not None:
                 raise UsageError(
                     f"{expr.op.value} is a derivative, a statement of a backward: shardalg derives first-order "
                     "backward passes of forward programs, not the backward of a backward",
@@ -203,17 +208,7 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
                 )
             operands = tuple(x for x in expr.operands if isinstance(x, Tensor))
             roots = tuple(see(x, "operand") for x in operands)
-            out_name = _named(result, "the result")
-            if out_name in fw.root:
-                raise UsageError(
-                    f"{out_name} is assigned twice; give each statement a new name",
-                    span=result.span,
-                    source=program.source,
-                )
-            p = _planned(s, program, mesh, sizes)
-            fw.plans.append(p)
-            fw.produced.add(out_name)
-            make(result, out_name)
+            out_name, p = produce(s, result, "statement")
             fw.calls.append(Call(i, expr, operands, result, (*roots, out_name), s, p))
             fw.nodes.append(fw.calls[-1])
         elif isinstance(expr, Collective) or (isinstance(expr, Tensor) and result is not None):

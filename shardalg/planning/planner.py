@@ -52,7 +52,7 @@ from .respan import respanned, written_tensors
 from .space import searching
 from .symbolic import beaten_everywhere, choose, first, is_strict
 
-__all__ = ["plans", "plan", "Problem", "prepare", "Key", "Weigh", "Ranking", "Plans", "Limits"]
+__all__ = ["plans", "plan", "Problem", "prepare", "one_problem", "Key", "Weigh", "Ranking", "Plans", "Limits"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,13 @@ class Problem:
     sizes: Sizes
     target: Tensor | None
     checked: bool = field(default=False, compare=False)  # by the legality rules (prepare): not checked again
+
+
+def one_problem(program: Program) -> bool:
+    """Whether the planner plans ``program`` as one problem: one statement, or an attention core (its three
+    statements planned whole, :mod:`shardalg.planning.attention`); an empty program too (:func:`prepare`
+    refuses it). A program of other statements is planned statement by statement."""
+    return len(program.statements) <= 1 or core_of(program) is not None
 
 
 def prepare(
@@ -79,8 +86,7 @@ def prepare(
         expr = parse(expr)
     written = expr
     if isinstance(expr, Program):
-        core = core_of(expr) if len(expr.statements) == 3 else None
-        if len(expr.statements) != 1 and core is None:
+        if not expr.statements or not one_problem(expr):
             raise UsageError(
                 f"plan takes one statement (or an attention core: Q · K -> Sc; softmax_S(Sc) -> P; "
                 f"P · V -> O), not {len(expr.statements)}; check a program with check_program"
@@ -88,7 +94,7 @@ def prepare(
         prog_sizes = dict(expr.sizes)
         if expr.mesh is not None:
             prog_mesh = Mesh(dict(expr.mesh.axes))
-        if core is None:
+        if len(expr.statements) == 1:
             expr = expr.statements[0]
         else:  # the attention core, planned whole (planning.attention)
             expr = Program(expr.statements)

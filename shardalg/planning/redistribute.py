@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from shardalg.algebra.layout import Layout, tensor_with, validate
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.cache import Kind, memoized
 from shardalg.errors import NoPlan, ShapeMismatch, UsageError
@@ -30,6 +30,7 @@ from shardalg.notation.syntax import Op, Tensor
 
 from .order import default_key, plan_bytes, sort_plans, weighed_key
 from .planset import DEFAULT_LIMITS, Limits, Plans
+from .respan import respanned, written_tensors
 from .search import Search, k_best, routes, search_from, search_to, toward
 from .space import SLICE, Move, State, searching, space_of, state_of
 from .steps import build_steps, step_reason, with_spare_axes
@@ -269,7 +270,7 @@ def _check_pair(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes) -> None:
 def redistribute(
     src: Tensor,
     dst: Tensor,
-    mesh: Mesh | Mapping[str, int] | str,
+    mesh: Mesh,
     sizes: Mapping[str, int] | None = None,
     *,
     limit: int = 6,
@@ -284,9 +285,7 @@ def redistribute(
     redistribute`) the search itself weighs each step by it, and without a ``key`` the plans come lightest
     first: ranked by seconds, a multi-axis gather beats a single-axis one that moves the same bytes, so the
     cheapest sequence never costs more than a path through any other sharding."""
-    m = as_mesh(mesh)
-    if m is None:
-        raise UsageError("redistribute needs a mesh, e.g. X=4,Y=2")
+    m = a_mesh(mesh, "redistribute (shardalg.redistribute takes text)")
     if not isinstance(src, Tensor) or not isinstance(dst, Tensor):
         raise UsageError("redistribute takes two tensors: the same tensor in two shardings")
     sz = Sizes(sizes)
@@ -325,7 +324,7 @@ def redistribute(
             seen.add(variant.steps)
             plans.append(variant)
     sort_plans(plans, key or default_key(m, sz))
-    return Plans.of(plans, [found.why])
+    return Plans.of(respanned(plans, written_tensors(src, dst)), [found.why])
 
 
 W = TypeVar("W")

@@ -3,12 +3,14 @@
 The planner's memos (:mod:`shardalg.cache`) are keyed by value, and a span takes no part in ``==``: an answer,
 or a piece of one, made for an equal statement written elsewhere (another text, extra spaces, or built in
 code) holds tensors that carry that statement's positions. :func:`respanned` points every located tensor of
-the plans into the statement the caller wrote, whatever made it: a tensor with a span, named as one of the
-statement's tensors, takes that tensor's span (any other tensor none), and each dim with a span the span of
-the dim with the same label in the statement's tensor of that name, else in the first of the statement's
-tensors that has one (else none); what has no span keeps none (a tensor the planner made, not read from
+the plans into the statement the caller wrote, whatever made it: a tensor equal to one the caller wrote takes
+its spans (its own and its dims'); another tensor with a span, named as one of the statement's tensors,
+takes that tensor's span (any other tensor none), and each dim with a span the span of the dim with the same
+label in the statement's tensor of that name, else in the first of the statement's tensors that has one
+(else none); what has no span keeps none (a tensor the planner made, not read from
 the text). A warm answer then points where a fresh one does. Values passed on by identity stay so (one new
-tensor for each).
+tensor for each). The planner's :func:`~.planner.plans` and :func:`~.redistribute.redistribute` (which
+``check_program``, the search and the functions' planner call directly) run it on what they hand back.
 """
 
 from __future__ import annotations
@@ -49,26 +51,36 @@ class _Spans:
         self.tensor: dict[str | None, Span | None] = {}
         self.dim: dict[tuple[str | None, str], Span | None] = {}
         self.label: dict[str, Span | None] = {}
+        self.exact: dict[Tensor, Tensor] = {}
         for t in written:
+            self.exact.setdefault(t, t)
             self.tensor.setdefault(t.name, t.span)
             for d in t.dims:
                 self.dim.setdefault((t.name, d.label), d.span)
                 self.label.setdefault(d.label, d.span)
         self.made: dict[int, Tensor] = {}
 
-    def of_dim(self, name: str | None, d: Dim) -> Dim:
+    def of_dim(self, name: str | None, d: Dim, written: Dim | None = None) -> Dim:
         if d.span is None:
             return d
-        key = (name, d.label)
-        span = self.dim[key] if key in self.dim else self.label.get(d.label)
+        if written is not None:
+            span = written.span
+        else:
+            key = (name, d.label)
+            span = self.dim[key] if key in self.dim else self.label.get(d.label)
         return d if d.span is span else Dim(d.name, d.axes, d.size, span=span)
 
     def of(self, t: Tensor) -> Tensor:
         got = self.made.get(id(t))
         if got is not None:
             return got
-        dims = tuple([self.of_dim(t.name, d) for d in t.dims])
-        span = None if t.span is None else self.tensor.get(t.name)
+        same = self.exact.get(t)  # one of the written tensors (==): its own spans
+        if same is not None:
+            dims = tuple([self.of_dim(t.name, d, w) for d, w in zip(t.dims, same.dims, strict=True)])
+            span = None if t.span is None else same.span
+        else:
+            dims = tuple([self.of_dim(t.name, d) for d in t.dims])
+            span = None if t.span is None else self.tensor.get(t.name)
         if span is t.span and all(a is b for a, b in zip(dims, t.dims, strict=True)):
             got = t
         else:

@@ -240,3 +240,31 @@ def test_a_causal_mask_over_fewer_keys_than_queries_is_refused_not_nan(flags) ->
     for plan in shardalg.plans(core(flags=flags), mesh=Mesh(X=2), sizes=sizes):
         with pytest.raises(ShardalgError, match="at least as many keys as queries: S=2 keys against 16"):
             run_plan(plan, Mesh(X=2), sizes)
+
+
+def test_a_block_of_attention_is_applied_by_the_function_rule_and_names_no_axes() -> None:
+    """attend's record is built by function_record (its own kind) and applied by FunctionRecord.apply: three
+    or four operands, the result laid out as Q, and a step that says it all-reduces over an axis refused."""
+    from shardalg.algebra.ops.attend import AttendRecord
+    from shardalg.algebra.registry import RECORDS
+    from shardalg.errors import IllegalOperand
+    from shardalg.notation.parse import parse_tensor
+
+    rec = RECORDS[Op.ATTEND]
+    assert type(rec) is AttendRecord and rec.takes(3) and rec.takes(4) and not rec.takes(2)
+    q, k, v = (parse_tensor(t) for t in ("Q[B, T_X, H, E]", "K[B, S_X, H, E]", "V[B, S_X, H, E]"))
+    out = rec.apply((q, k, v), "S", Mesh(X=4), name="O")
+    assert str(out) == "O[B, T_X, H, E]"
+    with pytest.raises(IllegalOperand, match="no axis"):
+        rec.apply((q, k, v), "S", Mesh(X=4), axes=("X",))
+
+
+def test_the_planner_says_which_programs_it_plans_as_one_problem() -> None:
+    """The CLI asks the planner (one_problem) whether to plan a program whole or statement by statement."""
+    from shardalg.notation.parse import parse
+    from shardalg.planning.planner import one_problem
+
+    assert one_problem(parse(core()))  # the attention core, planned whole
+    assert one_problem(parse("A[I_X, J] -> A[I, J]"))
+    assert not one_problem(parse("A[I_X, J] -> A[I, J]\nB[I_X, J] -> B[I, J]"))
+    assert not one_problem(parse(core().replace("softmax", "gelu").replace("_S(", "(")))

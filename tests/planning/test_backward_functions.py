@@ -140,6 +140,7 @@ def test_a_wrong_derivative_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> 
 def test_each_derivative_record_is_the_vjp_of_its_function(op: Op) -> None:
     rng = np.random.default_rng(3)
     fwd, der = RECORDS[op], RECORDS[DERIVATIVE[op]]
+    assert der.derivative_of == op.value and der.arity == 2
     x = rng.standard_normal((3, 5))
     axis = 1 if op.takes_dim else None
     y = fwd.dense([x], axis, None)
@@ -297,3 +298,19 @@ def test_a_broadcast_reads_its_operand_for_its_shape_only() -> None:
     )
     assert sympy.simplify(hbm("sum'_D(X[B, D_X], dS[B]) -> dX[B, D_X]") - (b * d / 2 + 2 * b) / w) == 0
     assert sympy.simplify(hbm("gelu'(X[B, D_X], dS[B, D_X]) -> dX[B, D_X]") - 3 * b * d / 2 / w) == 0
+
+
+def test_a_derivative_is_known_by_its_record_not_its_spelling() -> None:
+    """The refusal reads the record's ``derivative_of``: a derivative named without a prime is refused too."""
+    from shardalg.algebra.ops import forget_op, register_op
+    from shardalg.errors import UsageError
+
+    op = Op.define("TOY_GELU_D", "toygelu", function=True, operands=2)
+    register_op(dataclasses.replace(RECORDS[Op.GELU_D], op=op))
+    try:
+        stmt = parse("gelu'(H[B, F], dG[B, F]) -> dH[B, F]").statements[0]
+        toy = dataclasses.replace(stmt, expr=dataclasses.replace(stmt.expr, op=op))
+        with pytest.raises(UsageError, match="toygelu is a derivative, a statement of a backward"):
+            analyze(Program((toy,)), Mesh(X=2), {})
+    finally:
+        forget_op(op)

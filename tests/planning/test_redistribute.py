@@ -41,7 +41,7 @@ CASES = [
 
 @pytest.mark.parametrize("src, dst, mesh, first", CASES)
 def test_cheapest_first(src: str, dst: str, mesh: str, first: list[str]) -> None:
-    found = redistribute(T(src), T(dst), mesh)
+    found = redistribute(T(src), T(dst), Mesh.parse(mesh))
     assert ops(found[0]) == first
     assert all(p.output == T(dst) for p in found)
     m = Mesh.parse(mesh)
@@ -53,16 +53,16 @@ def test_cheapest_first(src: str, dst: str, mesh: str, first: list[str]) -> None
 
 
 def test_alternatives_are_listed() -> None:
-    found = [ops(p) for p in redistribute(T("A[I_X, J]"), T("A[I, J_X]"), "X=4")]
+    found = [ops(p) for p in redistribute(T("A[I_X, J]"), T("A[I, J_X]"), Mesh.parse("X=4"))]
     assert ["AllGather_X", "Slice_X,J"] in found
     # gathering the major axis of I_XY takes a permutation first (or gathering both)
-    found = [ops(p) for p in redistribute(T("A[I_XY, J]"), T("A[I_Y, J]"), "X=2,Y=2")]
+    found = [ops(p) for p in redistribute(T("A[I_XY, J]"), T("A[I_Y, J]"), Mesh.parse("X=2,Y=2"))]
     assert ["Permute_XY", "AllGather_X"] in found
 
 
 def test_seed_question_2_spare_axis() -> None:
     # [B_X, D_Y] -> [B, D_Y] on a 4x4x4 cube: AllGather_X, or slice onto the idle Z first and gather over XZ
-    found = redistribute(T("A[B_X, D_Y]"), T("A[B, D_Y]"), "X=4,Y=4,Z=4", {"B": 1024, "D": 4096})
+    found = redistribute(T("A[B_X, D_Y]"), T("A[B, D_Y]"), Mesh.parse("X=4,Y=4,Z=4"), {"B": 1024, "D": 4096})
     assert ops(found[0]) == ["AllGather_X"]
     assert ["Slice_Z,B", "AllGather_XZ"] in [ops(p) for p in found]
     m = Mesh(X=4, Y=4, Z=4)
@@ -71,7 +71,7 @@ def test_seed_question_2_spare_axis() -> None:
 
 def test_making_a_value_unreduced_is_no_plan_with_the_reason() -> None:
     with pytest.raises(NoPlan) as info:
-        redistribute(T("A[I, J]"), T("A[I, J]{U_X}"), "X=2")
+        redistribute(T("A[I, J]"), T("A[I, J]{U_X}"), Mesh.parse("X=2"))
     assert info.value.message == (
         "no rule makes A[I, J] unreduced over X: the global value of A[I, J]{U_X} is the sum of the partials "
         "over X, so all but one replica would have to be zeroed, and no collective does that"
@@ -83,9 +83,9 @@ def test_making_a_value_unreduced_is_no_plan_with_the_reason() -> None:
 
 def test_not_the_same_tensor() -> None:
     with pytest.raises(ShapeMismatch):
-        redistribute(T("A[I, J]"), T("A[I, K]"), "X=2")
+        redistribute(T("A[I, J]"), T("A[I, K]"), Mesh.parse("X=2"))
     with pytest.raises(ShapeMismatch):
-        redistribute(T("A[I, J]"), T("B[I, J]"), "X=2")
+        redistribute(T("A[I, J]"), T("B[I, J]"), Mesh.parse("X=2"))
 
 
 def test_planner_accepts_a_resharding_request() -> None:

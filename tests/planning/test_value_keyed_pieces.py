@@ -131,3 +131,21 @@ def test_a_statement_built_without_text_gets_no_spans_of_an_earlier_text() -> No
     sa.clear_caches()
     sa.plans(text, "X=2,Y=2")
     assert _tensor_spans(sa.plans(stmt, "X=2,Y=2")) == alone
+
+
+def test_redistribute_called_directly_points_into_its_own_tensors() -> None:
+    """redistribute, as check_program, search and the functions' planner call it (not through plans): after
+    the same resharding written elsewhere, its plans (the gather's spare-axes variant, kept by value,
+    included) point into the tensors it was given, as in a fresh process."""
+    from shardalg.algebra.mesh import Mesh
+    from shardalg.notation.parse import parse_tensor
+    from shardalg.planning.redistribute import redistribute
+
+    mesh, sizes = Mesh(X=2, Y=4), {"I": 16, "J": 16}
+    src, dst = parse_tensor("A[   I_X,    J_Y]"), parse_tensor("A[ I,  J]")
+    sa.clear_caches()
+    alone = _tensor_spans(redistribute(src, dst, mesh, sizes))
+    sa.clear_caches()
+    redistribute(parse_tensor("A[I_X, J_Y]"), parse_tensor("A[I, J]"), mesh, sizes)
+    assert _tensor_spans(redistribute(src, dst, mesh, sizes)) == alone
+    assert any(span is not None for row in alone for span in row[1:])

@@ -21,13 +21,12 @@ blocks are skipped, as a balanced (zigzag) layout lets every device skip half).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from shardalg.errors import IllegalOperand
 from shardalg.notation.syntax import Op, Tensor
 
-from ..layout import Axes, subscript, validate
-from ..mesh import Mesh
+from ..layout import subscript
 from .function import FunctionRecord, Kind, function_record
 
 __all__ = ["RECORD", "AttendRecord", "roles"]
@@ -51,25 +50,11 @@ def roles(operands: Sequence[Tensor], dim: str) -> tuple[str, str]:
 
 @dataclass(frozen=True, kw_only=True)
 class AttendRecord(FunctionRecord):
-    """The block of attention's record: three operands (the state starts), or four (the state goes on)."""
+    """The block of attention's record: three operands (the state starts), or four (the state goes on); its
+    step, as every function's (:meth:`FunctionRecord.apply`), all-reduces nothing (it has no statistics)."""
 
     def takes(self, n: int) -> bool:
         return n in (3, 4)
-
-    def apply(
-        self,
-        operands: Sequence[Tensor],
-        dim: str | None,
-        mesh: Mesh,
-        axes: Axes = (),
-        name: str | None = None,
-    ) -> Tensor:
-        for t in operands:
-            validate(t, mesh)
-        out = self.result(operands, dim)
-        if tuple(axes):
-            raise IllegalOperand("a block of attention reduces nothing across devices: it names no axes")
-        return Tensor(name, out.dims, (), (), out.dtype)
 
     def result(self, operands: Sequence[Tensor], dim: str | None) -> Tensor:
         if len(operands) not in (3, 4):
@@ -118,5 +103,5 @@ RECORD = function_record(
     statistics=(),
     vector_flops=5,
     transpose_note="the backward of a block of attention is the flash backward (not derived here)",
+    kind=AttendRecord,
 )
-RECORD = AttendRecord(**{f.name: getattr(RECORD, f.name) for f in fields(RECORD) if f.init})

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from shardalg.notation.syntax import Op
 
 from .elementwise import GELU_C, GELU_K
-from .function import Kind, function_record, np
+from .function import Dense, Kind, function_record, np, records
 from .norms import EPS
 
 __all__ = [
@@ -68,48 +68,41 @@ def _silu_prime(x: np.ndarray) -> np.ndarray:
     return s * (1.0 + x * (1.0 - s))
 
 
-def _pointwise(prime: Callable[[np.ndarray], np.ndarray]):
+def _pointwise(prime: Callable[[np.ndarray], np.ndarray]) -> Dense:
     return lambda xs, axis, c: xs[1] * prime(xs[0])
 
 
 _SAME = "a derivative: the backward of the backward is not derived (first-order only)"
 
-GELU_D = function_record(
-    Op.GELU_D,
-    "gelu': [..], [..] -> [..]   dY ⊙ gelu'(X), elementwise in the layout X and dY meet in; reads X",
-    arity=2,
-    derivative_of="gelu",
-    dense=_pointwise(_gelu_prime),
-    vector_flops=14,
-    transpose_note=_SAME,
+# One row per function's derivative: (op, its signature and rule, its dense meaning, its facts); each takes the
+# operand and the cotangent, in the layout the two meet in.
+_POINTWISE: tuple[tuple[Op, str, Dense, dict[str, object]], ...] = (
+    (
+        Op.GELU_D,
+        "gelu': [..], [..] -> [..]   dY ⊙ gelu'(X), elementwise in the layout X and dY meet in; reads X",
+        _pointwise(_gelu_prime),
+        {"derivative_of": "gelu", "vector_flops": 14},
+    ),
+    (
+        Op.SILU_D,
+        "silu': [..], [..] -> [..]   dY ⊙ σ(X)(1 + X(1 − σ(X))), elementwise; reads X",
+        _pointwise(_silu_prime),
+        {"derivative_of": "silu", "vector_flops": 7},
+    ),
+    (
+        Op.EXP_D,
+        "exp': [..], [..] -> [..]    dY ⊙ exp(X), elementwise; reads X",
+        _pointwise(lambda x: np.exp(x)),  # numpy on first use (np is lazy here)
+        {"derivative_of": "exp", "vector_flops": 2},
+    ),
+    (
+        Op.RELU_D,
+        "relu': [..], [..] -> [..]   dY where X > 0, else 0, elementwise; reads X",
+        _pointwise(lambda x: (x > 0).astype(x.dtype)),
+        {"derivative_of": "relu", "vector_flops": 1},
+    ),
 )
-SILU_D = function_record(
-    Op.SILU_D,
-    "silu': [..], [..] -> [..]   dY ⊙ σ(X)(1 + X(1 − σ(X))), elementwise; reads X",
-    arity=2,
-    derivative_of="silu",
-    dense=_pointwise(_silu_prime),
-    vector_flops=7,
-    transpose_note=_SAME,
-)
-EXP_D = function_record(
-    Op.EXP_D,
-    "exp': [..], [..] -> [..]    dY ⊙ exp(X), elementwise; reads X",
-    arity=2,
-    derivative_of="exp",
-    dense=_pointwise(lambda x: np.exp(x)),  # numpy on first use (np is lazy here)
-    vector_flops=2,
-    transpose_note=_SAME,
-)
-RELU_D = function_record(
-    Op.RELU_D,
-    "relu': [..], [..] -> [..]   dY where X > 0, else 0, elementwise; reads X",
-    arity=2,
-    derivative_of="relu",
-    dense=_pointwise(lambda x: (x > 0).astype(x.dtype)),
-    vector_flops=1,
-    transpose_note=_SAME,
-)
+GELU_D, SILU_D, EXP_D, RELU_D = records(_POINTWISE, arity=2, transpose_note=_SAME)
 
 
 # ---- over a dim: evaluated group by group along it ---------------------------------------------------------

@@ -276,11 +276,13 @@ def function_record(
     shape: str = Kind.ELEMENTWISE,
     dense: Dense,
     transpose_note: str,
+    kind: type[FunctionRecord] = FunctionRecord,
     **facts: object,
 ) -> FunctionRecord:
-    """A function's record: a local step (no collective of its own) whose backward is derived from its
-    global meaning (``transpose_note`` says how)."""
-    return FunctionRecord(
+    """A function's record (a ``kind``, :class:`FunctionRecord` or a subclass with a rule of its own): a local
+    step (no collective of its own) whose backward is derived from its global meaning (``transpose_note``
+    says how)."""
+    return kind(
         op=op,
         doc=doc,
         arity=arity,

@@ -5,25 +5,20 @@ wrap-around (JAX's ppermute with the pairs ``(i, i + k)`` that exist; a pipeline
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from fractions import Fraction
+from dataclasses import replace
 
 from shardalg.errors import IllegalCollective
 from shardalg.notation.syntax import Op, Tensor
 
-from ..layout import Axes, Layout
+from ..layout import Axes
 from ..mesh import Mesh
-from ..traffic import Volume
-from .record import CollectiveRecord, DimMap, Transpose
+from . import shift
+from .record import DimMap, Transpose
 from .shared import show
 
 
 def send_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
-    if len(axes) != 1:
-        raise IllegalCollective(
-            f"Send moves blocks along one axis, not {len(axes)} axes ({', '.join(axes)})",
-            fix=f"send along one axis: Send_{{{axes[0]},+1}}; a send along several is one Send per axis",
-        )
+    shift.one_axis(Op.SEND, axes, "along one axis")
     (axis,) = axes
     if not any(axis in d.axes for d in t.dims):
         raise IllegalCollective(
@@ -33,16 +28,10 @@ def send_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
         )
 
 
-def send_effect(lay: Layout, axes: Axes, dim: int | None) -> Layout:
-    return lay  # the layout is the same; which slice holds which block is what moves
-
-
-def send_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
-    # never a planner's move: it drops the last k blocks and puts zeros in the first k (not the identity)
-    return iter(())
-
-
-RECORD = CollectiveRecord(
+# A Send is a Shift that does not wrap round: the same layout (effect), bytes (each device sends one block,
+# |k| hops) and never a planner's move (it drops the last k blocks and puts zeros in the first k).
+RECORD = replace(
+    shift.RECORD,
     op=Op.SEND,
     doc="""Send_{A,k}: [.., d_{..A..}, ..] -> [.., d_{..A..}, ..]   layout unchanged; slice a of A sends its block to a + k
     H[S_X] on X=4, k=+1:  x=0: h0  x=1: h1  x=2: h2  x=3: h3
@@ -55,12 +44,6 @@ RECORD = CollectiveRecord(
         "the send back",
         "Send_{A,-k}: the cotangent goes back",
     ),
-    volume=Volume.INPUT_LOCAL,  # each device sends one block, |k| hops
-    factor=Fraction(1),
-    group_view=False,
-    identity_on_values=False,
     as_transpose="the cotangent is sent back to the slice the block came from",
     precondition=send_pre,
-    effect=send_effect,
-    moves=send_moves,
 )

@@ -16,12 +16,18 @@ from ..traffic import Volume
 from .record import CollectiveRecord, DimMap, Transpose
 
 
-def shift_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
+def one_axis(op: Op, axes: Axes, how: str) -> None:
+    """A Shift or a Send moves blocks along one axis (``how``: around a ring, or along the axis)."""
     if len(axes) != 1:
+        name, verb = op.value, op.value.lower()
         raise IllegalCollective(
-            f"Shift moves blocks around one ring, not {len(axes)} axes ({', '.join(axes)})",
-            fix=f"shift along one axis: Shift_{{{axes[0]},+1}}; a shift along several is one Shift per axis",
+            f"{name} moves blocks {how}, not {len(axes)} axes ({', '.join(axes)})",
+            fix=f"{verb} along one axis: {name}_{{{axes[0]},+1}}; a {verb} along several is one {name} per axis",
         )
+
+
+def shift_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
+    one_axis(Op.SHIFT, axes, "around one ring")
 
 
 def shift_effect(lay: Layout, axes: Axes, dim: int | None) -> Layout:
