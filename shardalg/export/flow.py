@@ -133,7 +133,8 @@ def _plans_of(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None) -> list[
     if isinstance(obj, list | tuple) and all(isinstance(p, Plan) for p in obj):
         return list(obj)
     if hasattr(obj, "grads") and hasattr(obj, "seeds"):  # a shardalg.planning.backward.BackwardProgram
-        return [g.plan for g in obj.grads]
+        # the forward plans it reads statistics of (a core's ring: O's log-sum-exp) run first
+        return [*getattr(obj, "runs_first", ()), *(g.plan for g in obj.grads)]
     if isinstance(obj, str):
         obj = parse(obj)
     statements = obj.statements if isinstance(obj, Program) else (obj,)

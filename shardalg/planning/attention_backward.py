@@ -34,7 +34,7 @@ from shardalg.notation.syntax import Op, Tensor
 from .attention import CAUSAL_NOTE, Core
 from .forward import grad_name
 
-__all__ = ["ring_backward", "is_ring"]
+__all__ = ["ring_backward", "is_ring", "named_apart"]
 
 
 def is_ring(plan: Plan) -> bool:
@@ -159,3 +159,20 @@ def ring_backward(forward: Plan, core: Core, mesh: Mesh) -> Plan:
         note += f"; {CAUSAL_NOTE}"
     inputs = (core.q, core.k, core.v, out, do)
     return Plan(inputs, tuple(steps), steps[-1].output, note=note)
+
+
+def named_apart(ring: Plan) -> Plan:
+    """The forward ring with each shifted K, V block named apart (K', K'', ...): run before its backward in one
+    flow (an export), the home K and V the backward starts from are kept (a flow names values by value)."""
+    renamed: dict[int, Tensor] = {}
+    count: dict[str, int] = {}
+    steps = []
+    for s in ring.steps:
+        ins = tuple(renamed.get(id(t), t) for t in s.inputs)
+        out = s.output
+        if s.op is Op.SHIFT:
+            count[out.name or ""] = count.get(out.name or "", 0) + 1
+            out = replace(out, name=f"{out.name}{chr(39) * count[out.name or '']}")
+        renamed[id(s.output)] = out
+        steps.append(replace(s, inputs=ins, output=out))
+    return replace(ring, steps=tuple(steps), output=steps[-1].output)

@@ -13,10 +13,9 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.export.flow import Flow, as_flow
 from shardalg.export.harness import check_sizes, dense_outputs, random_inputs
 from shardalg.notation.parse import parse
-from shardalg.notation.plan import Plan
-from shardalg.notation.syntax import Op
 from shardalg.planning.attention import core_of
-from shardalg.planning.attention_backward import is_ring, ring_backward
+from shardalg.planning.attention_backward import is_ring, named_apart, ring_backward
+from shardalg.planning.backward import backward
 from shardalg.planning.planner import plans
 
 pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]'); CI installs it")
@@ -50,36 +49,24 @@ def dense_grads(q, k, v, do, causal):
     return np.einsum("bhts,bshe->bthe", ds, k), np.einsum("bhts,bthe->bshe", ds, q), dv
 
 
-def forward_apart(ring: Plan) -> Plan:
-    """The forward ring with each shifted K, V block named apart (K', K'', ...), so that the one flow of forward
-    and backward keeps the home K and V the backward starts from (a flow names values by their value)."""
-    renamed: dict[int, object] = {}
-    count: dict[str, int] = {}
-    steps = []
-    for s in ring.steps:
-        ins = tuple(renamed.get(id(t), t) for t in s.inputs)
-        out = s.output
-        if s.op is Op.SHIFT:
-            count[out.name] = count.get(out.name, 0) + 1
-            out = replace(out, name=out.name + "'" * count[out.name])
-        renamed[id(s.output)] = out
-        steps.append(replace(s, inputs=ins, output=out))
-    return replace(ring, steps=tuple(steps), output=steps[-1].output)
-
-
-def grad_flow(flags: str) -> Flow:
+def grad_flow(flags: str, derived: bool) -> Flow:
+    """The forward ring (its shifted blocks named apart) and its derived backward as one flow, out dQ, dK, dV:
+    ``backward``'s own (its forward runs first), or put together here from the planner's plans."""
+    if derived:
+        return as_flow(backward(core(flags), MESH, SIZES), MESH, SIZES)
     prog = parse(core(flags))
     ring = next(p for p in plans(prog, MESH, SIZES) if is_ring(p))
     bw = ring_backward(ring, core_of(prog), MESH)
-    flow = as_flow([forward_apart(ring), bw], MESH, SIZES)
+    flow = as_flow([named_apart(ring), bw], MESH, SIZES)
     last = {s.output.name: s.output for s in bw.steps}
     return replace(flow, outputs=tuple(last[n] for n in ("dQ", "dK", "dV")))
 
 
-@pytest.mark.parametrize("flags", ["", "causal"])
-def test_the_ring_backward_runs_in_jax_and_equals_dense_gradients(flags: str) -> None:
-    flow = grad_flow(flags)
+@pytest.mark.parametrize(("flags", "derived"), [("", False), ("causal", True)])
+def test_the_ring_backward_runs_in_jax_and_equals_dense_gradients(flags: str, derived: bool) -> None:
+    flow = grad_flow(flags, derived)
     assert [t.name for t in flow.inputs] == ["Q", "K", "V", "dO"]
+    assert [t.name for t in flow.outputs] == ["dQ", "dK", "dV"]
     arrays = random_inputs(flow, MESH, check_sizes(flow, MESH, SIZES), 0)  # what check_jax draws (seed 0)
     want = dense_grads(*(np.asarray(a, dtype=np.float64) for a in arrays), causal=bool(flags))
     for got, w in zip(dense_outputs(flow, arrays, MESH), want, strict=True):

@@ -8,11 +8,15 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
+from shardalg.algebra.transpose import transpose
+from shardalg.costs.costmodel import CostModel
+from shardalg.costs.plancost import priced
 from shardalg.errors import ParseError
 from shardalg.export.flow import Flow, as_flow
 from shardalg.notation.jsonread import from_json
@@ -24,6 +28,7 @@ from shardalg.numeric.devices import as_virtual, unshard
 from shardalg.numeric.execute import execute_plan, place_inputs
 from shardalg.planning.attention import core_of
 from shardalg.planning.attention_backward import is_ring, ring_backward
+from shardalg.planning.backward import backward, core_backwards
 from shardalg.planning.planner import plans
 from shardalg.planning.redistribute import plan_bytes
 
@@ -174,3 +179,55 @@ def test_a_wrong_block_backward_is_caught():
     got, want = run_grads(core(flags="causal"), mesh, SIZES, 1, cut=last_hop)
     assert np.max(np.abs(got[0] - want[0])) < 1e-9  # dQ untouched
     assert np.max(np.abs(got[2] - want[2])) > 1e-3
+
+
+# ---- `backward` of the core: each forward plan's backward, and its costs -----------------------------------
+
+BIG = {"B": 1, "T": 32768, "S": 32768, "H": 8, "E": 128}
+
+
+def test_backward_of_the_core_is_the_backward_of_the_ring_the_planner_picks():
+    bw = backward(core(flags="causal"), Mesh(X=4), BIG)
+    assert bw.note.startswith("backward of the forward's ring plan")
+    assert bw.collectives == (("Shift", ("X",)),) * 12
+    assert [g.of for g in bw.grads] == ["Q", "K", "V"]
+    assert {n: text(t) for n, t in bw.gradients} == {
+        "Q": "dQ[B, T_X, H, E]",
+        "K": "dK[B, S_X, H, E]",
+        "V": "dV[B, S_X, H, E]",
+    }
+    assert str(bw).startswith("# backward of the forward's ring plan")
+    assert bw.to_json()["note"] == bw.note
+
+
+def _costs(plan: Plan, overlap: str = "serial"):
+    return priced(plan, Mesh(X=4), {}, CostModel.of("tpu-v5e", overlap=overlap))
+
+
+def test_each_backward_plan_with_its_bytes_and_time_symbolic():
+    """The ring's backward moves 4 blocks a hop (K, V again; dK, dV), 12 shifts on X=4: 6·B·E·H·S bytes, twice
+    the forward's; the gathered plan's backward gathers K and V again and reduce-scatters dK and dV (the
+    gathers' transposes): 8·B·E·H·S, twice its forward's. Times: the ring's 12 shifts, each as the forward's
+    6; its blocks' FLOPs 4 times the forward's (8 block products against 2: three passes that each remake
+    the scores)."""
+    mesh = Mesh(X=4)
+    both = core_backwards(core(flags="causal"), mesh, BIG)
+    (ring, rbw), (gather, gbw) = both[0], both[1]
+    assert is_ring(ring) and gather.note.startswith("AllGather_X of K and V")
+    assert str(plan_bytes(rbw.plan(), mesh, Sizes({}))) == "6*B*E*H*S"
+    assert str(plan_bytes(gbw.plan(), mesh, Sizes({}))) == "8*B*E*H*S"
+    assert str(plan_bytes(gather, mesh, Sizes({}))) == "4*B*E*H*S"
+    gathers = [s for s in gather.steps if s.op is Op.ALL_GATHER]
+    scatters = [s for s in gbw.steps if s.op is Op.REDUCE_SCATTER]
+    assert [t.op for g in gathers for t in transpose(g, mesh)] == [Op.REDUCE_SCATTER] * 2
+    assert [(s.inputs[0].name, s.axes) for s in scatters] == [("dV", ("X",)), ("dK", ("X",))]
+    fw, bw = _costs(ring), _costs(rbw.plan())
+    assert sympy.simplify(bw.comms - 2 * fw.comms) == 0
+    assert str(fw.comms) == "6*Max(3*T_min, B*E*H*S/W_ici)"
+    assert sympy.simplify(bw.flops - 4 * fw.flops) == 0
+    assert sympy.simplify(_costs(gbw.plan()).comms - 2 * _costs(gather).comms) == 0
+    # on numbers (tpu-v5e, the sizes above): the ring's backward against the gathered plan's
+    costs = CostModel.of("tpu-v5e", overlap="schedule")
+    ring_s = priced(rbw.plan(), mesh, BIG, costs).seconds
+    gather_s = priced(gbw.plan(), mesh, BIG, costs).seconds
+    assert 0 < ring_s < gather_s
