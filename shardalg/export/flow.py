@@ -162,6 +162,7 @@ def as_flow(obj: object, mesh: Mesh | str, sizes: Mapping[str, int] | None = Non
     produced: set[Tensor] = set()
     inputs: list[Tensor] = []
     steps: list[Step] = []
+    ends: list[int] = []  # each plan's end in ``steps``
     for p in plans:
         for t in p.inputs:
             if t not in produced and t not in inputs:
@@ -174,8 +175,10 @@ def as_flow(obj: object, mesh: Mesh | str, sizes: Mapping[str, int] | None = Non
                     )
             steps.append(s)
             produced.add(s.output)
-    read = {t for s in steps for t in s.inputs}
-    outputs = [p.output for p in plans if p.output not in read]
+        ends.append(len(steps))
+    # a value a step reads after the plan that made it (an equal value made again, as an accumulated
+    # gradient's ``dW + dW' -> dW``, is read before it is made: the last one is an output)
+    outputs = [p.output for p, end in zip(plans, ends, strict=True) if not _read(p.output, steps[end:])]
     if not outputs or plans[-1].output not in outputs:
         outputs.append(plans[-1].output)
     outputs = list(dict.fromkeys(outputs))
@@ -196,6 +199,16 @@ def as_flow(obj: object, mesh: Mesh | str, sizes: Mapping[str, int] | None = Non
         names[t] = candidate
     title = tuple(step_text(s) for s in steps)
     return Flow(tuple(inputs), tuple(steps), tuple(outputs), names, title, fine)
+
+
+def _read(t: Tensor, steps: list[Step]) -> bool:
+    """Whether a step of ``steps`` reads ``t`` before one makes it again."""
+    for s in steps:
+        if t in s.inputs:
+            return True
+        if s.output == t:
+            return False
+    return False
 
 
 def as_jobs(objs: object) -> list[object]:
