@@ -28,7 +28,11 @@ COVERAGE: list[tuple[Layer, list[Op]]] = [
     (UNIT_COSTS, list(Op)),
     (NODE_FORMULAS, MOVING),
     (jax.EMITTERS, list(Op)),  # the functions too (jnp and the statistics over the axes)
-    (torch_export.EMITTERS, [op for op in BUILTINS if op is not Op.SEND]),
+    (  # the functions too, but the blocks of attention (torch.distributed calls, the statistics all-reduced)
+        torch_export.EMITTERS,
+        [op for op in BUILTINS if op is not Op.SEND]
+        + [op for op in FUNCTIONS if op not in (Op.ATTEND, Op.ATTEND_D)],
+    ),
     (torch_dtensor.EMITTERS, [op for op in BUILTINS if op not in (Op.SHIFT, Op.SEND)]),
 ]
 

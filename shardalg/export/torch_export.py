@@ -184,9 +184,9 @@ def _einsum(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = torch.einsum({spec!r}, {b.var(left)}, {b.var(right)})")
 
 
-@EMITTERS.register(*(op for op in Op if op.function))
+@EMITTERS.register(*(op for op in Op if op.function and op not in (Op.ATTEND, Op.ATTEND_D)))
 def _function(b: _Body, s: Step) -> None:
-    """A function of the notation or a derivative (:mod:`.torch_functions`)."""
+    """A function of the notation or a derivative (:mod:`.torch_functions`); not a block of attention."""
     function_lines(b, s)
 
 

@@ -11,7 +11,7 @@
 | softmax_S (causal), rmsnorm_D, layernorm_D | their per-row statistics all-reduced over D's axes |
 | gelu', ..., layernorm' | the derivatives' statistics all-reduced as the forward's |
 
-A block of attention (``attend``, ``attend'``) has no torch form yet: the exporter refuses it by name.
+A block of attention (``attend``, ``attend'``) has no torch form yet: the exporter's registry refuses it by name.
 """
 
 from __future__ import annotations
@@ -136,8 +136,6 @@ def _causal(b: _Body, s: Step, x: str, y: str, i: int) -> str:
 def function_lines(b: _Body, s: Step) -> None:
     """The lines of one function step (a function of the notation or a derivative) on this rank's blocks."""
     x, y = b.var(s.inputs[0]), b.var(s.output)
-    if s.op in (Op.ATTEND, Op.ATTEND_D):
-        raise UsageError(f"the torch exporter has no form for {s.op.value} yet (the JAX exporter has)")
     if s.op in _UNARY:
         b.lines.append(f"{y} = {_UNARY[s.op].format(x=x)}")
         return

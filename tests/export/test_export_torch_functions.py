@@ -98,5 +98,5 @@ def test_attention_blocks_are_refused_by_name() -> None:
         "P[B, H, T_X, S] · V[B, S_X, H, E] -> O[B, T_X, H, E]"
     )
     ring = next(p for p in shardalg.plans(core, mesh="X=4", sizes=SIZES) if p.note.startswith("ring"))
-    with pytest.raises(shardalg.ShardalgError, match="no form for attend"):
+    with pytest.raises(shardalg.ShardalgError, match="has no method for attend"):
         export_torch(ring, "X=4")
