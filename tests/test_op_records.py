@@ -28,7 +28,11 @@ COVERAGE: list[tuple[Layer, list[Op]]] = [
     (UNIT_COSTS, list(Op)),
     (NODE_FORMULAS, MOVING),
     (jax.EMITTERS, list(Op)),  # the functions too (jnp and the statistics over the axes)
-    (torch_export.EMITTERS, [op for op in BUILTINS if op is not Op.SEND]),
+    (  # the functions too, but the blocks of attention (torch.distributed calls, the statistics all-reduced)
+        torch_export.EMITTERS,
+        [op for op in BUILTINS if op is not Op.SEND]
+        + [op for op in FUNCTIONS if op not in (Op.ATTEND, Op.ATTEND_D)],
+    ),
     (torch_dtensor.EMITTERS, [op for op in BUILTINS if op not in (Op.SHIFT, Op.SEND)]),
 ]
 
@@ -63,7 +67,8 @@ def test_only_the_shift_the_send_the_einsum_and_the_functions_change_global_valu
 def test_a_functions_record_is_not_a_move_and_says_its_rule(op: Op) -> None:
     rec = RECORDS[op]
     assert op not in RULES and not rec.move
-    # one or two operands; a block of attention Q, K, V and the state so far (3 or 4)
-    assert [n for n in range(6) if rec.takes(n)] == ([3, 4] if op is Op.ATTEND else [rec.operands])
-    assert rec.operands in ((3,) if op is Op.ATTEND else (1, 2))
+    # one or two operands; a block of attention Q, K, V and the state so far (3 or 4); its backward Q, K, V,
+    # O and dO (5)
+    assert [n for n in range(7) if rec.takes(n)] == ([3, 4] if op is Op.ATTEND else [rec.operands])
+    assert rec.operands in ((3,) if op is Op.ATTEND else (5,) if op is Op.ATTEND_D else (1, 2))
     assert rec.transpose.note  # how its backward is derived

@@ -240,9 +240,13 @@ class StepCost:
 
 def _products(step: Step) -> object:
     """How many einsums the size of its first two operands' a step takes (0: none): an einsum one; a block of
-    attention two (Q·Kᵀ and P·V span the same dims); halved when ``causal`` (the masked keys' half is
+    attention two (Q·Kᵀ and P·V span the same dims), its backward 2 (dv) or 3 (dq, dk); halved when ``causal`` (the masked keys' half is
     skipped)."""
     n = 1 if step.op is Op.EINSUM else 2 if step.op is Op.ATTEND else 0
+    if (
+        step.op is Op.ATTEND_D
+    ):  # a block's backward: the scores again, then Pᵀ·dO (dv) or dO·Vᵀ and dS's product
+        n = 2 if "dv" in step.flags else 3
     return sympy.Rational(n, 2) if n and "causal" in step.flags else n
 
 

@@ -133,7 +133,8 @@ def _plans_of(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None) -> list[
     if isinstance(obj, list | tuple) and all(isinstance(p, Plan) for p in obj):
         return list(obj)
     if hasattr(obj, "grads") and hasattr(obj, "seeds"):  # a shardalg.planning.backward.BackwardProgram
-        return [g.plan for g in obj.grads]
+        # the forward plans it reads statistics of (a core's ring: O's log-sum-exp) run first
+        return [*getattr(obj, "runs_first", ()), *(g.plan for g in obj.grads)]
     if isinstance(obj, str):
         obj = parse(obj)
     statements = obj.statements if isinstance(obj, Program) else (obj,)
@@ -161,6 +162,7 @@ def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> 
     produced: set[Tensor] = set()
     inputs: list[Tensor] = []
     steps: list[Step] = []
+    ends: list[int] = []  # each plan's end in ``steps``
     for p in plans:
         for t in p.inputs:
             if t not in produced and t not in inputs:
@@ -173,8 +175,10 @@ def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> 
                     )
             steps.append(s)
             produced.add(s.output)
-    read = {t for s in steps for t in s.inputs}
-    outputs = [p.output for p in plans if p.output not in read]
+        ends.append(len(steps))
+    # a value a step reads after the plan that made it (an equal value made again, as an accumulated
+    # gradient's ``dW + dW' -> dW``, is read before it is made: the last one is an output)
+    outputs = [p.output for p, end in zip(plans, ends, strict=True) if not _read(p.output, steps[end:])]
     if not outputs or plans[-1].output not in outputs:
         outputs.append(plans[-1].output)
     outputs = list(dict.fromkeys(outputs))
@@ -195,6 +199,16 @@ def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> 
         names[t] = candidate
     title = tuple(step_text(s) for s in steps)
     return Flow(tuple(inputs), tuple(steps), tuple(outputs), names, title, fine)
+
+
+def _read(t: Tensor, steps: list[Step]) -> bool:
+    """Whether a step of ``steps`` reads ``t`` before one makes it again."""
+    for s in steps:
+        if t in s.inputs:
+            return True
+        if s.output == t:
+            return False
+    return False
 
 
 def as_jobs(objs: object) -> list[object]:

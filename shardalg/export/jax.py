@@ -66,7 +66,7 @@ from .harness import (
     run_driver,
     unreduced_in_mesh_order,
 )
-from .jaxattention import attend_lines, causal_lines, index_src
+from .jaxattention import attend_grad_lines, attend_lines, causal_lines, index_src
 from .jaxgrads import DERIVATIVES, derivative_lines
 from .permute import permute_pairs
 from .specs import partition_spec_source
@@ -252,6 +252,9 @@ def _function(b: _Body, s: Step) -> frozenset[str]:
     vary = frozenset().union(*(b.vary[t] for t in s.inputs))
     if s.op is Op.ATTEND:  # a block of attention, its state's statistics beside it (export.jaxattention)
         b.lines.extend(attend_lines(s, [b.var(t) for t in s.inputs], y, b.mesh))
+        return vary
+    if s.op is Op.ATTEND_D:  # a block's backward, from the forward O's statistics (export.jaxattention)
+        b.lines.extend(attend_grad_lines(s, [b.var(t) for t in s.inputs], y, b.mesh))
         return vary
     if s.op in _UNARY_SRC:
         b.lines.append(f"{y} = {_UNARY_SRC[s.op].format(x=x)}")

@@ -1,5 +1,6 @@
 """The JAX source of attention's own steps (:mod:`shardalg.export.jax` registers them): the causal mask of a
-``softmax_{S,causal}`` and a block of attention ``attend_{S,k}`` with its online rescaling, inside
+``softmax_{S,causal}``, a block of attention ``attend_{S,k}`` with its online rescaling and its backward
+``attend'`` (from the forward's row log-sum-exp), inside
 ``shard_map`` (a device's block positions from ``jax.lax.axis_index``), as the executor runs them
 (:mod:`shardalg.numeric.attention`)."""
 
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 from shardalg.algebra.mesh import Mesh
 from shardalg.notation.plan import Step
 
-__all__ = ["index_src", "causal_lines", "attend_lines"]
+__all__ = ["index_src", "causal_lines", "attend_lines", "attend_grad_lines"]
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -43,20 +44,26 @@ def causal_lines(
     return [f"{out} = jnp.where(jnp.reshape({mask}, ({', '.join(shape)},)), -jnp.inf, {x})"]
 
 
-def attend_lines(step: Step, names: Sequence[str], out: str, mesh: Mesh) -> list[str]:
-    """A block of attention on each device: scores, their row max and sum, P·V; with a state, both rescaled
-    to their common log-sum-exp and added. ``names`` are the operands' variables; the state's log-sum-exp is
-    ``<state>_lse`` and the result's ``<out>_lse``."""
+def _letters(step: Step) -> tuple[dict[str, str], str, str, str]:
+    """Einsum letters of a block's dims, and Q's, K's and the scores' rows' subscripts (rows: Q's but the head)."""
     qt, kt = step.inputs[0], step.inputs[1]
-    head, key = qt.dims[-1].label, step.dim
-    query = next(d for d in qt.dim_names if d not in kt.dim_names)
+    head = qt.dims[-1].label
     ltr: dict[str, str] = {}
     for t in (qt, kt):
         for d in t.dim_names:
             ltr.setdefault(d, _LETTERS[len(ltr)])
     qs, ks = "".join(ltr[d] for d in qt.dim_names), "".join(ltr[d] for d in kt.dim_names)
-    rows = "".join(ltr[d] for d in qt.dim_names if d != head)
-    q, k, v = names[:3]
+    return ltr, qs, ks, "".join(ltr[d] for d in qt.dim_names if d != head)
+
+
+def _scores_lines(step: Step, q: str, k: str, out: str, mesh: Mesh) -> list[str]:
+    """Lines that set ``<out>_sc`` to the block's scores Q·Kᵀ, the keys after each query at -inf when causal
+    (positions from this device's index and the step's offset round the ring)."""
+    qt, kt = step.inputs[0], step.inputs[1]
+    key = step.dim
+    assert key is not None
+    query = next(d for d in qt.dim_names if d not in kt.dim_names)
+    ltr, qs, ks, rows = _letters(step)
     lines = [f"{out}_sc = jnp.einsum('{qs},{ks}->{rows}{ltr[key]}', {q}, {k})"]
     if "causal" in step.flags:
         axes, keys = qt.axes_of(query), kt.axes_of(key)
@@ -73,12 +80,23 @@ def attend_lines(step: Step, names: Sequence[str], out: str, mesh: Mesh) -> list
             (f"{mine} * {tq}", f"{theirs} * {sk}"),
             (f"{tq} * {n}", f"{sk} * {n if keys else 1}"),
         )
+    return lines
+
+
+def attend_lines(step: Step, names: Sequence[str], out: str, mesh: Mesh) -> list[str]:
+    """A block of attention on each device: scores, their row max and sum, P·V; with a state, both rescaled
+    to their common log-sum-exp and added. ``names`` are the operands' variables; the state's log-sum-exp is
+    ``<state>_lse`` and the result's ``<out>_lse``."""
+    ltr, qs, ks, rows = _letters(step)
+    key = ltr[step.dim or ""]
+    q, k, v = names[:3]
+    lines = _scores_lines(step, q, k, out, mesh)
     lines += [
         f"{out}_m = jnp.max({out}_sc, axis=-1, keepdims=True)",
         f"{out}_m = jax.lax.stop_gradient(jnp.where(jnp.isfinite({out}_m), {out}_m, 0.0))",
         f"{out}_e = jnp.exp({out}_sc - {out}_m)",
         f"{out}_l = jnp.sum({out}_e, axis=-1, keepdims=True)",
-        f"{out}_b = jnp.einsum('{rows}{ltr[key]},{ks}->{qs}', {out}_e / jnp.where({out}_l > 0, {out}_l, 1.0), {v})",
+        f"{out}_b = jnp.einsum('{rows}{key},{ks}->{qs}', {out}_e / jnp.where({out}_l > 0, {out}_l, 1.0), {v})",
         f"{out}_blse = {out}_m + jnp.log({out}_l)",  # the block's (the state's may have the same name)
     ]
     if len(names) == 4:
@@ -92,3 +110,22 @@ def attend_lines(step: Step, names: Sequence[str], out: str, mesh: Mesh) -> list
     else:
         lines += [f"{out} = {out}_b", f"{out}_lse = {out}_blse"]
     return lines
+
+
+def attend_grad_lines(step: Step, names: Sequence[str], out: str, mesh: Mesh) -> list[str]:
+    """A block's backward (``attend'``) on each device: P remade from the forward's ``<O>_lse``, then dV = Pᵀ·dO,
+    or dS = P ⊙ (dO·Vᵀ − sum_E(dO ⊙ O)) and dQ = dS·K or dK = dSᵀ·Q, as the step's flag says."""
+    ltr, qs, ks, rows = _letters(step)
+    key = ltr[step.dim or ""]
+    q, k, v, o, do = names
+    lines = _scores_lines(step, q, k, out, mesh)
+    lines.append(f"{out}_p = jnp.exp({out}_sc - {o}_lse)")
+    if "dv" in step.flags:
+        return [*lines, f"{out} = jnp.einsum('{rows}{key},{qs}->{ks}', {out}_p, {do})"]
+    lines += [
+        f"{out}_d = jnp.sum({do} * {o}, axis=-1, keepdims=True)",
+        f"{out}_ds = {out}_p * (jnp.einsum('{qs},{ks}->{rows}{key}', {do}, {v}) - {out}_d)",
+    ]
+    if "dq" in step.flags:
+        return [*lines, f"{out} = jnp.einsum('{rows}{key},{ks}->{qs}', {out}_ds, {k})"]
+    return [*lines, f"{out} = jnp.einsum('{rows}{key},{qs}->{ks}', {out}_ds, {q})"]

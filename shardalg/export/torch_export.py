@@ -17,6 +17,7 @@ the helpers its steps use are written out. ``forward(*blocks, mesh)`` runs the s
 | Slice / its transpose | ``narrow`` at this rank's index / zeros with the block written in place |
 | Permute | ``batch_isend_irecv``: one shard to one peer |
 | local einsum | ``torch.einsum`` |
+| a function, a derivative | ``torch`` on the blocks, statistics all-reduced (:mod:`.torch_functions`) |
 
 A group over several axes is the group of their flattened mesh, whose rank order is the mesh order of the
 axes; an op over axes in another order (``I_YX`` gathered over Y, X) passes the block order explicitly.
@@ -50,6 +51,7 @@ from .flow import Flow, node_text, step_text
 from .permute import permute_sources
 from .specs import placements_source
 from .torch_dtensor import export_dtensor
+from .torch_functions import function_lines
 from .torch_helpers import helpers_source, mesh_source
 
 __all__ = ["export_torch"]
@@ -180,6 +182,12 @@ def _einsum(b: _Body, s: Step) -> None:
     left, right = s.inputs
     spec = einsum_subscripts(left, right, s.output)
     b.lines.append(f"{b.var(s.output)} = torch.einsum({spec!r}, {b.var(left)}, {b.var(right)})")
+
+
+@EMITTERS.register(*(op for op in Op if op.function and op not in (Op.ATTEND, Op.ATTEND_D)))
+def _function(b: _Body, s: Step) -> None:
+    """A function of the notation or a derivative (:mod:`.torch_functions`); not a block of attention."""
+    function_lines(b, s)
 
 
 def _placements_note(t: Tensor, mesh: Mesh) -> str:

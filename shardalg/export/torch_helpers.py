@@ -83,6 +83,15 @@ def _all_reduce(x, group):
 """,
         (),
     ),
+    "_all_reduce_max": (
+        """
+def _all_reduce_max(x, group):
+    out = x.clone()
+    dist.all_reduce(out, op=dist.ReduceOp.MAX, group=group)
+    return out
+""",
+        (),
+    ),
     "_all_to_all": (
         """
 def _all_to_all(x, group, split_dim, concat_dim, order=None):

@@ -23,6 +23,7 @@ from shardalg.errors import ParseError, Span
 from .lalr import Transformer, v_args
 from .syntax import (
     FLAGS,
+    GRADIENT_FLAGS,
     Apply,
     Arrow,
     Collective,
@@ -37,6 +38,7 @@ from .syntax import (
     Statement,
     Tensor,
     dtype_named,
+    flags_of,
 )
 
 _OFFSET_DIGITS = 18  # longer offsets are refused before int() sees them
@@ -287,12 +289,22 @@ class Builders:
             )
         if op.takes_dim:
             words = [str(x) for x in items[1:]]
-            flagged = op in (Op.SOFTMAX, Op.ATTEND)
-            if not items or any(x.type == "DECIMAL" for x in items) or (words and not flagged):
+            allowed = flags_of(op)
+            if not items or any(x.type == "DECIMAL" for x in items) or (words and not allowed):
                 raise ParseError(
                     f"{op.value} names the one dim it works along: {op.value}_D(X[B, D])", span=span
                 )
-            if any(w not in FLAGS for w in words) or words != sorted(set(words), key=FLAGS.index):
+            if op is Op.ATTEND_D and (
+                len([w for w in words if w in GRADIENT_FLAGS]) != 1
+                or any(w not in allowed for w in words)
+                or words != sorted(set(words), key=allowed.index)
+            ):
+                raise ParseError(
+                    f"{op.value}'s subscript names its dim, causal (optional) and the one gradient it writes "
+                    f"(dq, dk or dv), then the offset: {op.value}_{{S,causal,dk,1}}(Q, K, V, O, dO)",
+                    span=span,
+                )
+            if any(w not in allowed for w in words) or words != sorted(set(words), key=allowed.index):
                 raise ParseError(
                     f"after its dim, {op.value}'s subscript takes the flags {' and '.join(FLAGS)}, each once "
                     f"and in that order: {op.value}_{{S,causal}}(...), {op.value}_{{S,causal,flash}}(...)",
@@ -310,6 +322,11 @@ class Builders:
         if op is Op.ATTEND and len(args) not in (3, 4):
             raise ParseError(
                 f"attend takes Q, K, V and the state so far (optional), not {len(args)} operands",
+                span=_span(meta),
+            )
+        if op is Op.ATTEND_D and len(args) != 5:
+            raise ParseError(
+                f"attend' takes Q, K, V, the forward's O and its cotangent dO, not {len(args)} operands",
                 span=_span(meta),
             )
         if op is not Op.ATTEND and len(args) != op.operands:

@@ -73,6 +73,7 @@ class Op(metaclass=_OpKind):
     RMSNORM_D: ClassVar[Op]
     LAYERNORM_D: ClassVar[Op]
     ATTEND: ClassVar[Op]
+    ATTEND_D: ClassVar[Op]
 
     name: str  # the Python name (``ALL_GATHER``)
     value: str  # the book's name (``AllGather``)
@@ -183,4 +184,16 @@ for _name, _value, _dim in (
 # the K and V blocks that came k devices round the ring (the offset says which keys they are, for a mask).
 Op.ATTEND = Op.define(
     "ATTEND", "attend", takes_dim=True, takes_offset=True, communicates=False, function=True
+)
+# A block of attention's backward (flash attention's backward on one block, from the forward's row statistics):
+# ``attend'_{S,dq,k}(Q, K, V, O, dO)`` is the block's share of dQ (``dk``, ``dv``: the gradient of the K or V
+# block the device holds after k shifts round the ring).
+Op.ATTEND_D = Op.define(
+    "ATTEND_D",
+    "attend'",
+    takes_dim=True,
+    takes_offset=True,
+    communicates=False,
+    function=True,
+    operands=5,
 )

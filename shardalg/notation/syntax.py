@@ -40,6 +40,8 @@ __all__ = [
     "Collective",
     "Apply",
     "FLAGS",
+    "GRADIENT_FLAGS",
+    "flags_of",
     "Arrow",
     "MeshDecl",
     "Role",
@@ -308,6 +310,15 @@ FLAGS = (
     "causal",
     "flash",
 )  # the words a softmax's (or a block of attention's) subscript may add after its dim
+GRADIENT_FLAGS = ("dq", "dk", "dv")  # which gradient a block of attention's backward (``attend'``) writes
+
+
+def flags_of(op: Op) -> tuple[str, ...]:
+    """The flags ``op``'s subscript may take, in their order: a block's backward takes ``causal`` and the
+    gradient it writes; softmax and attend take :data:`FLAGS`; other functions none."""
+    if op is Op.ATTEND_D:
+        return ("causal", *GRADIENT_FLAGS)
+    return FLAGS if op in (Op.SOFTMAX, Op.ATTEND) else ()
 
 
 @dataclass(frozen=True, repr=False)
@@ -335,14 +346,20 @@ class Apply(Node):
         if (self.offset is not None) != self.op.takes_offset or (self.offset or 0) < 0:
             raise ValueError("a block of attention has an offset (k >= 0) and no other function has one")
         if self.flags:
-            if self.op not in (Op.SOFTMAX, Op.ATTEND):
+            allowed = flags_of(self.op)
+            if not allowed:
                 raise ValueError(
                     f"{self.op.value} takes no flags; softmax and attend take {', '.join(FLAGS)}"
                 )
-            if any(f not in FLAGS for f in self.flags) or list(self.flags) != sorted(
-                set(self.flags), key=FLAGS.index
+            if any(f not in allowed for f in self.flags) or list(self.flags) != sorted(
+                set(self.flags), key=allowed.index
             ):
-                raise ValueError(f"flags are {', '.join(FLAGS)}, each once, in that order")
+                raise ValueError(f"flags are {', '.join(allowed)}, each once, in that order")
+        picked = [f for f in self.flags if f in GRADIENT_FLAGS]
+        if (len(picked) != 1) if self.op is Op.ATTEND_D else bool(picked):
+            raise ValueError(
+                "attend' names the one gradient it writes (dq, dk or dv); no other function takes those flags"
+            )
         if not self.op.function:
             raise ValueError(f"{self.op.value} is not a function of the notation")
         if (self.dim is not None) != self.op.takes_dim:

@@ -28,7 +28,7 @@ from .kernels import freeze
 from .movement import DENSE, MOVES, Net
 from .steprules import Layout, step_error
 
-__all__ = ["State", "causal_mask", "attend_block"]
+__all__ = ["State", "causal_mask", "attend_block", "attend_grad_block"]
 
 
 class State(np.ndarray):
@@ -227,3 +227,116 @@ MOVES.register(Op.ATTEND)(_attend)
 DENSE.register(Op.ATTEND)(_attend_dense)
 MOVES.register(Op.SOFTMAX)(_softmax)
 DENSE.register(Op.SOFTMAX)(_softmax_dense)
+
+
+def attend_grad_block(
+    step: Step,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    o: np.ndarray,
+    do: np.ndarray,
+    starts: tuple[int, int],
+    totals: tuple[int, int],
+) -> np.ndarray:
+    """One device's block backward (``attend'``): the block's probabilities remade from O's rows' log-sum-exp,
+    then the gradient the step's flag names (dq, dk or dv), as flash attention's backward computes it."""
+    lse = getattr(o, "lse", None)
+    if lse is None:
+        raise step_error(
+            step,
+            "a block's backward reads the rows' log-sum-exp the forward's attend keeps beside O; this O has "
+            "none (run the forward's blocks first)",
+            rule="attend-statistics",
+        )
+    qt, kt = step.inputs[0], step.inputs[1]
+    head, key = qt.dims[-1].label, step.dim
+    query = next(d for d in qt.dim_names if d not in kt.dim_names)
+    ltr = _letters(qt, kt)
+    qs, ks = "".join(ltr[d] for d in qt.dim_names), "".join(ltr[d] for d in kt.dim_names)
+    rows = "".join(ltr[d] for d in qt.dim_names if d != head)
+    sk = f"{rows}{ltr[key]}"
+    scores = np.einsum(f"{qs},{ks}->{sk}", q, k)
+    if "causal" in step.flags:
+        _keys_cover_queries(step, *totals)
+        mask = causal_mask(
+            starts[0],
+            q.shape[qt.dim_names.index(query)],
+            starts[1],
+            k.shape[kt.dim_names.index(key)],
+            *totals,
+        )
+        shape = [1] * scores.ndim
+        shape[rows.index(ltr[query])], shape[-1] = mask.shape
+        scores = np.where(mask.reshape(shape), -np.inf, scores)
+    p = np.exp(scores - np.asarray(lse))  # lse: Q's dims, the head dim of size 1 (the rows', then 1)
+    which = next(f for f in step.flags if f in ("dq", "dk", "dv"))
+    if which == "dv":
+        return np.einsum(f"{sk},{qs}->{ks}", p, do)
+    d = np.sum(np.asarray(do) * np.asarray(o), axis=-1, keepdims=True)
+    ds = p * (np.einsum(f"{qs},{ks}->{sk}", do, v) - d)
+    if which == "dq":
+        return np.einsum(f"{sk},{ks}->{qs}", ds, k)
+    return np.einsum(f"{sk},{qs}->{ks}", ds, q)
+
+
+def _attend_grad(vm: VirtualMesh, net: Net, step: Step, *bufs: Buffers) -> tuple[Buffers, Layout]:
+    rec = RECORDS[step.op]
+    try:
+        made = rec.apply(step.inputs, step.dim, vm.mesh, step.axes, flags=step.flags)
+    except ShardalgError as err:
+        raise step_error(step, err.message) from None
+    qt, kt = step.inputs[0], step.inputs[1]
+    query = next(d for d in qt.dim_names if d not in kt.dim_names)
+    axes, keys = qt.axes_of(query), kt.axes_of(step.dim)
+    n = vm.size(axes) if axes else 1
+    nk = vm.size(keys) if keys else 1
+    out: dict = {}
+    for c in vm.coords:
+        q, k, v, o, do = (b[c] for b in bufs)
+        tl, sl = q.shape[qt.dim_names.index(query)], k.shape[kt.dim_names.index(step.dim)]
+        mine = vm.rank(c, axes) if axes else 0
+        theirs = (mine - (step.offset or 0)) % n if keys else 0
+        got = attend_grad_block(step, q, k, v, o, do, (mine * tl, theirs * sl), (tl * n, sl * nk))
+        out[c] = freeze(got)
+    return out, (tuple(d.axes for d in made.dims), frozenset(made.unreduced))
+
+
+def _attend_grad_dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
+    """On whole arrays, block by block of the query dim's axes as :func:`_attend_dense`: dQ's blocks side by
+    side; dK's and dV's side by side when the keys are sharded with the queries (block b is the block the
+    device of block b holds), summed when every device holds every key."""
+    qt, kt = step.inputs[0], step.inputs[1]
+    query = next(d for d in qt.dim_names if d not in kt.dim_names)
+    axes, keys = qt.axes_of(query), kt.axes_of(step.dim)
+    n = vm.size(axes) if axes else 1
+    nk = n if keys else 1
+    qa, ka = qt.dim_names.index(query), kt.dim_names.index(step.dim)
+    q, k, v, o, do = values
+    tl, sl = q.shape[qa] // n, k.shape[ka] // nk
+    which = next(f for f in step.flags if f in ("dq", "dk", "dv"))
+    parts = []
+    for b in range(n):
+        kb = (b - (step.offset or 0)) % n if keys else 0
+        kpos = b if keys else 0
+        ob = _block(o, qa, b, tl).view(State)
+        ob.lse = _block(o.lse, qa, b, tl) if getattr(o, "lse", None) is not None else None  # type: ignore[attr-defined]
+        parts.append(
+            attend_grad_block(
+                step,
+                _block(q, qa, b, tl),
+                _block(k, ka, kpos, sl),
+                _block(v, ka, kpos, sl),
+                ob,
+                _block(do, qa, b, tl),
+                (b * tl, kb * sl),
+                (q.shape[qa], k.shape[ka]),
+            )
+        )
+    if which == "dq":
+        return np.concatenate(parts, axis=qa)
+    return np.concatenate(parts, axis=ka) if keys else sum(parts[1:], parts[0])
+
+
+MOVES.register(Op.ATTEND_D)(_attend_grad)
+DENSE.register(Op.ATTEND_D)(_attend_grad_dense)

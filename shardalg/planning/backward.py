@@ -49,12 +49,14 @@ from shardalg.notation.printing import latex, text, to_json, unicode
 from shardalg.notation.printing.display import pretty_text, short
 from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Program, Statement, Tensor
 
+from .attention import core_of
+from .attention_backward import is_ring, named_apart, ring_backward
 from .fngrads import call_gradients
 from .forward import Call, Einsum, Forward, analyze, grad_name
 from .gradients import Chosen, Gradient, candidates, choose
 from .planner import plans
 
-__all__ = ["backward", "BackwardProgram", "GradStep", "GatheredCopy"]
+__all__ = ["backward", "core_backwards", "BackwardProgram", "GradStep", "GatheredCopy"]
 
 
 # ---- the backward program -----------------------------------------------------------------------------
@@ -108,6 +110,10 @@ class BackwardProgram:
     defer_reductions: bool = False
     keep_gathered: bool = False
     gathered: tuple[GatheredCopy, ...] = ()
+    note: str = ""  # which forward plan's backward this is, when the forward is planned whole (a core's ring)
+    runs_first: tuple[
+        Plan, ...
+    ] = ()  # forward plans an export runs first: the backward reads their statistics
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -161,7 +167,8 @@ class BackwardProgram:
 
     def _with_memory(self, body: str, mark: str) -> str:
         lines = [*self.passed_on(), *self.memory_lines()]
-        return "\n".join([*([body] if body else []), *(f"{mark} {line}" for line in lines)])
+        head = [f"{mark} {self.note}"] if self.note else []
+        return "\n".join([*head, *([body] if body else []), *(f"{mark} {line}" for line in lines)])
 
     def gradient(self, name: str) -> Tensor:
         for n, t in self.gradients:
@@ -211,8 +218,10 @@ class BackwardProgram:
         pretty_text(self, p, cycle)
 
     def to_json(self) -> dict[str, Any]:
+        note = {"note": self.note} if self.note else {}  # a core's backward: which forward plan it transposes
         return {
             "kind": "backward",
+            **note,
             "defer_reductions": self.defer_reductions,
             "keep_gathered": self.keep_gathered,
             "gathered_copies": [
@@ -455,6 +464,48 @@ def backward(
     bound = dict(program.sizes)
     bound.update(as_sizes(sizes))
     _legal(program, m, bound)
+    core = core_of(program) if len(program.statements) == 3 else None
+    if core is not None and not defer_reductions and not keep_gathered:
+        forward = plans(Program(program.statements), m, bound)
+        if forward and is_ring(forward[0]):  # the forward the planner picks is the ring: its own backward
+            return _ring_program(program, m, bound, core, forward[0])
+    return _derived(program, m, bound, defer_reductions, keep_gathered)
+
+
+def core_backwards(
+    program: Program | str,
+    mesh: Mesh | Mapping[str, int] | str,
+    sizes: Mapping[str, int] | str | None = None,
+) -> list[tuple[Plan, BackwardProgram]]:
+    """Each plan of an attention core's forward (ranked as ``plan`` ranks them) with its backward: the ring's
+    derived from it (:mod:`.attention_backward`); K and V gathered (or as written), the statements'
+    gradients, whose collectives are the gathers' transposes (``ReduceScatter`` of dK and dV) and the gathers
+    again (the gathered copies are not kept)."""
+    if isinstance(program, str):
+        program = parse(program)
+    m = as_mesh(mesh)
+    if m is None:
+        raise UsageError("core_backwards needs a mesh, e.g. Mesh(X=4)")
+    bound = {**dict(program.sizes), **as_sizes(sizes)}
+    _legal(program, m, bound)
+    core = core_of(program) if len(program.statements) == 3 else None
+    if core is None:
+        raise UsageError(
+            "core_backwards takes an attention core: Q · K -> Sc; softmax_S(Sc) -> P; P · V -> O"
+        )
+    out = []
+    for fp in plans(Program(program.statements), m, bound):
+        if is_ring(fp):
+            out.append((fp, _ring_program(program, m, bound, core, fp)))
+        elif not core.flash:  # flash's fused block keeps no P for the statements' gradients
+            out.append((fp, _derived(program, m, bound, False, False)))
+    return out
+
+
+def _derived(
+    program: Program, m: Mesh, bound: dict[str, int], defer_reductions: bool, keep_gathered: bool
+) -> BackwardProgram:
+    """The statements' gradients, in reverse order, each planned (the global view)."""
     fw = analyze(program, m, bound)
 
     state = _Backward(fw, m, bound, defer_reductions, keep_gathered)
@@ -516,3 +567,33 @@ def _reuse(p: Plan, made: set[Step]) -> Plan:
     if not reused:
         return p
     return replace(p, inputs=tuple(dict.fromkeys((*p.inputs, *reused))), steps=tuple(kept))
+
+
+def _ring_program(program: Program, mesh: Mesh, sizes: dict[str, int], core, ring: Plan) -> BackwardProgram:
+    """The backward of an attention core whose forward is the ring (:mod:`.attention_backward`): one
+    gradient a part of the derived plan (dQ's steps, then dK's, then dV's, as the ring makes them)."""
+    bw = ring_backward(ring, core, mesh)
+    primals = (core.q, core.k, core.v)
+    ends = [max(i for i, s in enumerate(bw.steps) if s.output.name == grad_name(t.name)) for t in primals]
+    grads, start = [], 0
+    for t, end in zip(primals, ends, strict=True):
+        part, made = bw.steps[start : end + 1], {s.output for s in bw.steps[:start]}
+        inputs = tuple(dict.fromkeys([*bw.inputs, *(x for s in part for x in s.inputs if x in made)]))
+        last = part[-1].statement()
+        assert isinstance(last, Arrow)
+        plan = Plan(inputs, part, part[-1].output, note=bw.note)
+        grads.append(GradStep(t.name, 0, "core", last, plan, False, bw.note, bw.inputs[:4]))
+        start = end + 1
+    gradients = tuple((t.name, bw.steps[e].output) for t, e in zip(primals, ends, strict=True))
+    note = f"backward of the forward's ring plan: {bw.note}"
+    return BackwardProgram(
+        program,
+        mesh,
+        tuple(sorted(sizes.items())),
+        (bw.inputs[4],),
+        tuple(grads),
+        gradients,
+        (ring,),
+        note=note,
+        runs_first=(named_apart(ring),),
+    )

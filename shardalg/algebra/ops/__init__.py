@@ -57,5 +57,6 @@ for _record in (
     *norms.RECORDS,
     *derivatives.RECORDS,
     attend.RECORD,
+    attend.GRAD_RECORD,
 ):
     register_op(_record)

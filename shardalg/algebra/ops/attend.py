@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from shardalg.errors import IllegalOperand
 from shardalg.notation.syntax import Op, Tensor
 
-from ..layout import subscript
+from ..layout import Axes, subscript, validate
+from ..mesh import Mesh
 from .function import FunctionRecord, Kind, function_record
 
-__all__ = ["RECORD", "AttendRecord", "roles"]
+__all__ = ["RECORD", "GRAD_RECORD", "AttendRecord", "AttendGradRecord", "roles", "gradient_of"]
 
 
 def roles(operands: Sequence[Tensor], dim: str) -> tuple[str, str]:
@@ -102,6 +103,77 @@ RECORD = function_record(
     dense=lambda xs, axis, c: xs[0],  # never read: the executor's movement of a block (numeric.attention)
     statistics=(),
     vector_flops=5,
-    transpose_note="the backward of a block of attention is the flash backward (not derived here)",
+    transpose_note=(
+        "a chain of blocks is attention over the union of their keys: its backward is one attend' per block "
+        "(dq, dk, dv), each from the forward's final O and its rows' log-sum-exp"
+    ),
     kind=AttendRecord,
+)
+
+
+def gradient_of(flags: Sequence[str]) -> str:
+    """Which gradient a block's backward writes: ``dq``, ``dk`` or ``dv``."""
+    return next(f for f in flags if f in ("dq", "dk", "dv"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttendGradRecord(FunctionRecord):
+    """A block of attention's backward: ``attend'_{S,dq|dk|dv,k}(Q, K, V, O, dO)``, flash attention's
+    backward on one block. From the forward's final ``O`` and its rows' log-sum-exp L (kept beside O on the
+    device) it remakes the block's probabilities ``P = exp(Q·Kᵀ − L)``, and with ``D = sum_E(dO ⊙ O)``:
+    ``dV = Pᵀ·dO``, ``dS = P ⊙ (dO·Vᵀ − D)``, ``dQ = dS·K``, ``dK = dSᵀ·Q``. The subscript's flag says which
+    of the three it writes (``dq``: Q's layout; ``dk``, ``dv``: the block's, K's). FLOPs: its products, 2
+    (dv: the scores and Pᵀ·dO) or 3 (dq, dk: the scores, dO·Vᵀ and one more), each the size of one of the
+    forward block's two; a fused kernel that writes all three shares the first two (5 in all, not 8)."""
+
+    def takes(self, n: int) -> bool:
+        return n == 5
+
+    def apply(
+        self,
+        operands: Sequence[Tensor],
+        dim: str | None,
+        mesh: Mesh,
+        axes: Axes = (),
+        name: str | None = None,
+        flags: Sequence[str] = ("dq",),
+    ) -> Tensor:
+        for t in operands:
+            validate(t, mesh)
+        if tuple(axes):
+            raise IllegalOperand("a block of attention's backward reduces nothing across devices: no axes")
+        out = self.grad_result(operands, dim, gradient_of(flags))
+        return Tensor(name, out.dims, out.unreduced, (), out.dtype)
+
+    def result(self, operands: Sequence[Tensor], dim: str | None) -> Tensor:
+        return self.grad_result(operands, dim, "dq")
+
+    def flagged_result(self, operands: Sequence[Tensor], dim: str | None, flags: Sequence[str]) -> Tensor:
+        return self.grad_result(operands, dim, gradient_of(flags))
+
+    def grad_result(self, operands: Sequence[Tensor], dim: str | None, which: str) -> Tensor:
+        if len(operands) != 5:
+            raise IllegalOperand(f"attend' takes Q, K, V, O and dO, not {len(operands)} operands")
+        q, k = operands[0], operands[1]
+        RECORD.result(operands[:3], dim)  # Q, K and V meet as a forward block's do
+        for t in operands[3:]:
+            if t.dim_names != q.dim_names or t.layout()[:2] != q.layout()[:2]:
+                raise IllegalOperand(f"{t} has Q's dims and layout ({q})", span=t.span)
+        like = q if which == "dq" else k
+        query, _ = roles(operands, dim)  # type: ignore[arg-type]
+        # whole keys (every device holds every key): each device's share of dK, dV is a partial sum
+        partial = q.axes_of(query) if which != "dq" and not k.axes_of(dim) else ()  # type: ignore[arg-type]
+        return Tensor(None, like.dims, tuple(partial), (), like.dtype)
+
+
+GRAD_RECORD = function_record(
+    Op.ATTEND_D,
+    "attend': [Q, K, V, O, dO] -> [dQ | dK | dV]   one block's flash backward from O's row statistics",
+    arity=5,
+    shape=Kind.COMPOSITE,
+    dense=lambda xs, axis, c: xs[0],  # never read: the executor's movement of a block (numeric.attention)
+    statistics=(),
+    vector_flops=5,
+    transpose_note="a derivative: the backward of the backward is not derived (first-order only)",
+    kind=AttendGradRecord,
 )

@@ -112,6 +112,10 @@ class FunctionRecord(OpRecord):
             return ()
         return operand.axes_of(dim)
 
+    def flagged_result(self, operands: Sequence[Tensor], dim: str | None, flags: Sequence[str]) -> Tensor:
+        """The result as :meth:`result`, for a function whose flags choose its result (a block's backward)."""
+        return self.result(operands, dim)
+
     def apply(
         self,
         operands: Sequence[Tensor],
