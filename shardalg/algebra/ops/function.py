@@ -73,6 +73,7 @@ class Kind:
     REDUCTION = "reduction"
     COMPOSITE = "composite"
     DERIVATIVE = "derivative"  # a reduction's or composite's derivative: f'_D(X, dY) has X's dims and layout
+    ROUTE = "route"  # a MoE routing (dispatch, combine): its own rule, its dims change (ops.route)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,11 +277,12 @@ def function_record(
     shape: str = Kind.ELEMENTWISE,
     dense: Dense,
     transpose_note: str,
+    record: type[FunctionRecord] | None = None,
     **facts: object,
 ) -> FunctionRecord:
-    """A function's record: a local step (no collective of its own) whose backward is derived from its
-    global meaning (``transpose_note`` says how)."""
-    return FunctionRecord(
+    """A function's record (of type ``record``, FunctionRecord by default): a local step (no collective of its
+    own) whose backward is derived from its global meaning (``transpose_note`` says how)."""
+    return (record or FunctionRecord)(
         op=op,
         doc=doc,
         arity=arity,

@@ -1,0 +1,272 @@
+"""A MoE layer's routing, top-k with a capacity: ``dispatch`` and ``combine``, one record each, and the rule they
+share (issue 28, item 5).
+
+    dispatch_{C,k,cf}: H[T_A, D] · G[T_A, E] -> H[E, C_A, D]     each token to the slots of its top-k experts
+    combine_{T,k,cf}:  Y[E, C_A, F] · G[T_A, E] -> O[T_A, F]     each token's k slots back, weighted by its gates
+    on A=2, T=4 tokens t0..t3, E=2 experts, k=1, cf=1 (C = cf·k·T/E = 2 slots an expert, 1 a device):
+        a=0: t0 -> e1, t1 -> e0   dispatch ->  a=0: [e0: t1 | e1: t0]        a=1: [e0: t3 | e1: t2]
+        a=1: t2 -> e1, t3 -> e0   then AllToAll_{A,E} -> a=0: expert e0's slots [t1, t3], a=1: e1's [t0, t2]
+
+G holds the router's logits; a token's experts are the k largest (ties to the lower index), its gates the
+softmax of those k logits. The capacity is C = cf·k·T/E slots an expert, a whole number (each expert holds cf
+times its even share of the T·k choices); the devices that shard T each fill their own share C/|A| of every
+expert's slots (GShard's groups): the top-1 choices first, then the top-2 and on, in token order, and a choice
+past its expert's share is dropped (its gate lost). The routing itself is local (no bytes): expert parallelism
+is the AllToAll_{A,E} that follows dispatch (to ``H[E_A, C, D]``, each device its experts' slots) and the
+AllToAll_{A,C} before combine, each moving the group's [E, C, D] buffer, cf·k·T·D elements (DESIGN.md
+section 5: AllToAll's V/4 over a bidirectional ring). Backward: combine is dispatch's transpose (the slots'
+cotangents back to their tokens), dispatch combine's (the cotangent to the slots); the gates' gradient flows
+through combine's G.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from shardalg.errors import IllegalOperand
+from shardalg.notation.syntax import Dim, Op, Tensor
+
+from ..layout import Axes, Layout, subscript, tensor_with, validate
+from ..mesh import Mesh
+from .function import FunctionRecord, Kind, function_record
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["RouteRecord", "DISPATCH", "COMBINE", "RECORDS", "capacity", "top_k", "slots"]
+
+def capacity(tokens: Any, experts: Any, k: Any, cf: Any) -> Any:
+    """C = cf·k·T/E: each expert's slots (ints and Fractions give a Fraction, sympy symbols an expression)."""
+    return cf * k * tokens / experts
+
+
+@dataclass(frozen=True, kw_only=True)
+class RouteRecord(FunctionRecord):
+    """A routing's record: two operands (the tokens or the experts' slots, and the router's logits)."""
+
+    def apply(
+        self,
+        operands: Sequence[Tensor],
+        dim: str | None,
+        mesh: Mesh,
+        axes: Axes = (),
+        name: str | None = None,
+    ) -> Tensor:
+        for t in operands:
+            validate(t, mesh)
+        if tuple(axes):
+            raise IllegalOperand(f"{self.op.value} routes on each device: it names no axes")
+        out = self.result(operands, dim)
+        return Tensor(name, out.dims, (), (), out.dtype)
+
+    def compute_layouts(self, operands: Sequence[Tensor]) -> Iterator[tuple[Tensor, ...]]:
+        """The operands' layouts a step of it may read: as they are (the router's token sharding is the
+        routing's groups); for combine, also the slots with the expert dim whole and the capacity dim sharded
+        as G's tokens (the AllToAll of expert parallelism's way back)."""
+        yield tuple(operands)
+        data, g = operands
+        if self.op is Op.COMBINE and len(g.dims) == 2 and len(data.dims) >= 3:
+            token_axes = g.axes_of(g.dims[0].label)
+            rest = tuple(tuple(a for a in d.axes if a not in token_axes) for d in data.dims[2:])
+            yield (tensor_with(data, Layout(((), token_axes, *rest), (), ())), g)
+
+    def roles(self, operands: Sequence[Tensor], dim: str | None) -> tuple[str, str, str]:
+        """(the token dim, the expert dim, the capacity dim) of a step of it, or IllegalOperand."""
+        fn = self.op.value
+        if len(operands) != 2:
+            raise IllegalOperand(f"{fn} takes 2 operands (its data and the router's logits G[T, E])")
+        data, g = operands
+        if dim is None:
+            raise IllegalOperand(f"{fn} names its new dim")
+        for t in operands:
+            if t.unreduced:
+                raise IllegalOperand(
+                    f"{t} is unreduced: a routing is not linear in it",
+                    fix=f"AllReduce_{subscript(tuple(t.unreduced))}({t}) first",
+                    span=t.span,
+                )
+        if len(g.dims) != 2:
+            raise IllegalOperand(f"the router's logits are G[T, E] (tokens, experts), not {g}", span=g.span)
+        token, expert = g.dim_names
+        if self.op is Op.DISPATCH:
+            if data.dim_names[:1] != (token,) or len(data.dims) < 2:
+                raise IllegalOperand(
+                    f"dispatch routes the tokens of {data}: its first dim is G's token dim {token}, then its "
+                    "features (flatten batch and sequence into one token dim)",
+                    span=data.span,
+                )
+            if dim in data.dim_names or dim == expert:
+                raise IllegalOperand(f"dispatch's new capacity dim {dim} is a dim already", span=data.span)
+            cap = dim
+        else:
+            if data.dim_names[:1] != (expert,) or len(data.dims) < 3:
+                raise IllegalOperand(
+                    f"combine takes the experts' slots [{expert}, C, ..] (the expert dim first, then the "
+                    f"capacity dim), not {data}",
+                    span=data.span,
+                )
+            if dim != token:
+                raise IllegalOperand(
+                    f"combine's new dim is G's token dim {token}, not {dim}", span=data.span
+                )
+            cap = data.dim_names[1]
+        tok_axes = g.axes_of(token)
+        if g.axes_of(expert):
+            raise IllegalOperand(
+                f"each device routes its tokens among all the experts: G's expert dim {expert} is whole, "
+                f"not {expert}_{subscript(g.axes_of(expert))}",
+                fix=f"AllGather_{subscript(g.axes_of(expert))}({g}) first",
+                span=g.span,
+            )
+        if self.op is Op.DISPATCH:
+            mine = data.axes_of(token)
+            what = f"the tokens {token} of {data}"
+        else:
+            mine = data.axes_of(cap)
+            what = f"the slots {cap} of {data}"
+            if data.axes_of(expert):
+                raise IllegalOperand(
+                    f"combine takes each device's own tokens' slots of every expert: {expert} whole, "
+                    f"{cap} sharded as G's {token} (not {expert}_{subscript(data.axes_of(expert))})",
+                    fix=f"AllToAll_{{{subscript(data.axes_of(expert))},{cap}}}({data}) first",
+                    span=data.span,
+                )
+        if mine != tok_axes:
+            raise IllegalOperand(
+                f"a device routes the tokens it holds with their logits: {what} are sharded as G's {token} "
+                f"({subscript(tok_axes) or 'whole'}), not {subscript(mine) or 'whole'}",
+                span=data.span,
+            )
+        return token, expert, cap
+
+    def result(self, operands: Sequence[Tensor], dim: str | None) -> Tensor:
+        data, g = operands
+        token, expert, cap = self.roles(operands, dim)
+        axes = g.axes_of(token)
+        if self.op is Op.DISPATCH:
+            dims = (g.dims[1].with_axes(()), Dim(cap, axes), *data.dims[1:])
+        else:
+            dims = (Dim(token, axes), *data.dims[2:])
+        return Tensor(None, dims, (), (), data.dtype)
+
+    def check_sizes(
+        self, operands: Sequence[Tensor], dim: str | None, k: int, cf: Fraction, sizes: Mapping[str, int]
+    ) -> None:
+        """IllegalOperand unless k <= E and the capacity dim's size, where bound, is cf·k·T/E."""
+        data, g = operands
+        token, expert, cap = self.roles(operands, dim)
+        size = {d.label: (d.size if d.size is not None else sizes.get(d.label)) for d in g.dims}
+        size[cap] = sizes.get(cap)
+        n_tok, n_exp = size[token], size[expert]
+        if n_exp is not None and k > n_exp:
+            raise IllegalOperand(f"k={k}: a token goes to at most the {n_exp} experts of {expert}", span=g.span)
+        if n_tok is None or n_exp is None:
+            return
+        want = capacity(Fraction(n_tok), n_exp, k, cf)
+        if want.denominator != 1:
+            raise IllegalOperand(
+                f"the capacity cf·k·{token}/{expert} = {float(cf):g}·{k}·{n_tok}/{n_exp} = {float(want):g} is not a "
+                "whole number of slots",
+                fix=f"choose cf or {token} so that cf·k·{token}/{expert} is whole",
+                span=g.span,
+            )
+        if size[cap] is None:
+            raise IllegalOperand(
+                f"the capacity {cap} = cf·k·{token}/{expert} = {want} slots an expert: bind it ({cap}={want})",
+                span=data.span,
+            )
+        if size[cap] != want:
+            raise IllegalOperand(
+                f"the capacity {cap} is cf·k·{token}/{expert} = {float(cf):g}·{k}·{n_tok}/{n_exp} = {want} slots an "
+                f"expert, not {size[cap]}",
+                fix=f"bind {cap}={want}",
+                span=data.span,
+            )
+
+
+# ---------------------------------------------------------------- the routing on numbers
+
+
+def top_k(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's k experts (largest logit first, ties to the lower index) and their gates (the softmax of the
+    k logits): two [T, k] arrays."""
+    from .function import np
+
+    order = np.argsort(-logits, axis=-1, kind="stable")[..., :k]
+    chosen = np.take_along_axis(logits, order, axis=-1)
+    w = np.exp(chosen - chosen.max(axis=-1, keepdims=True))
+    return order, w / w.sum(axis=-1, keepdims=True)
+
+
+def slots(experts: np.ndarray, n_experts: int, share: int) -> np.ndarray:
+    """Each (token, choice)'s slot in its expert's share of ``share`` slots (-1: dropped): the top-1 choices
+    first, then the top-2, each in token order."""
+    from .function import np
+
+    filled = [0] * n_experts
+    out = np.full(experts.shape, -1, dtype=np.int64)
+    for j in range(experts.shape[1]):
+        for t in range(experts.shape[0]):
+            e = int(experts[t, j])
+            if filled[e] < share:
+                out[t, j], filled[e] = filled[e], filled[e] + 1
+    return out
+
+
+def dispatch_block(h: np.ndarray, logits: np.ndarray, k: int, share: int) -> np.ndarray:
+    """One group's dispatch: [T, ..] tokens into [E, share, ..] slots (zeros where no token is)."""
+    from .function import np
+
+    experts, _ = top_k(logits, k)
+    where = slots(experts, logits.shape[-1], share)
+    out = np.zeros((logits.shape[-1], share, *h.shape[1:]), dtype=np.result_type(h, np.float64))
+    for t, j in zip(*np.nonzero(where >= 0), strict=True):
+        out[experts[t, j], where[t, j]] = h[t]
+    return out
+
+
+def combine_block(y: np.ndarray, logits: np.ndarray, k: int) -> np.ndarray:
+    """One group's combine: [E, share, ..] slots back into [T, ..] tokens, each its kept choices' gated sum."""
+    from .function import np
+
+    experts, gates = top_k(logits, k)
+    where = slots(experts, logits.shape[-1], y.shape[1])
+    out = np.zeros((logits.shape[0], *y.shape[2:]), dtype=np.result_type(y, np.float64))
+    for t, j in zip(*np.nonzero(where >= 0), strict=True):
+        out[t] += gates[t, j] * y[experts[t, j], where[t, j]]
+    return out
+
+
+def _unused_dense(xs: Sequence[np.ndarray], axis: int | None, c: Fraction | None) -> np.ndarray:
+    raise AssertionError("a routing's dense meaning needs its groups: shardalg.numeric.routing")
+
+
+DISPATCH, COMBINE = (
+    function_record(
+        op,
+        doc,
+        arity=2,
+        shape=Kind.ROUTE,
+        dense=_unused_dense,  # never read: the executor's routing (numeric.routing) has the groups
+        transpose_note=note,
+        record=RouteRecord,
+    )
+    for op, doc, note in (
+        (
+            Op.DISPATCH,
+            __doc__.split("\n\n")[1].strip(),
+            "combine is dispatch's transpose: each slot's cotangent back to its token (ungated)",
+        ),
+        (
+            Op.COMBINE,
+            "combine_{T,k,cf}: Y[E, C_A, F] · G[T_A, E] -> O[T_A, F]   each token's kept slots, gated and summed"
+            "\n    the inverse of dispatch_{C,k,cf}(H[T_A, D], G[T_A, E]); backward: dispatch of the cotangent, "
+            "gated",
+            "dispatch is combine's transpose: the cotangent to each token's slots, times its gate",
+        ),
+    )
+)
+RECORDS = (DISPATCH, COMBINE)
