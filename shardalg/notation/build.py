@@ -145,7 +145,9 @@ def _route_head(op: Op, items: tuple[Any, ...], span: Span | None) -> FnHead:
         )
     k, cf = keyed
     if not k.value.isdigit() or int(k.value) < 1 or len(k.value) > _OFFSET_DIGITS:
-        raise ParseError(f"k is how many experts each token goes to, a whole number >= 1, not {k.value}", span=k.span)
+        raise ParseError(
+            f"k is how many experts each token goes to, a whole number >= 1, not {k.value}", span=k.span
+        )
     if cf.value.startswith("-") or Fraction(cf.value) == 0 or len(cf.value) > _OFFSET_DIGITS:
         raise ParseError(
             f"cf is the capacity factor, a positive decimal (1.25: each expert holds 1.25x its even share), "

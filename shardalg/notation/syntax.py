@@ -350,7 +350,9 @@ class Apply(Node):
         if (self.dim is not None) != self.op.takes_dim:
             raise ValueError(f"{self.op.value} {'takes' if self.op.takes_dim else 'takes no'} dim")
         if (self.factor is not None) != (self.op is Op.SCALE or self.op in ROUTES):
-            raise ValueError("a scale has a factor, a routing its capacity factor, and no other function has one")
+            raise ValueError(
+                "a scale has a factor, a routing its capacity factor, and no other function has one"
+            )
 
 
 @dataclass(frozen=True, repr=False)

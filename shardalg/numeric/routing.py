@@ -31,7 +31,9 @@ def share_of(step: Step, tokens: int, experts: int) -> int:
     """A group's slots an expert, cf·k·(its tokens)/E: a whole number, or the step's error."""
     share = capacity(Fraction(tokens), experts, step.offset, step.factor)
     if share.denominator != 1:
-        raise step_error(step, f"a group of {tokens} tokens has cf·k·{tokens}/{experts} = {share} slots an expert")
+        raise step_error(
+            step, f"a group of {tokens} tokens has cf·k·{tokens}/{experts} = {share} slots an expert"
+        )
     return int(share)
 
 

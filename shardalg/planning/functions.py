@@ -201,9 +201,13 @@ def _route_reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | No
     """A routing step's reason: where each device's tokens go, and that it moves nothing."""
     token, expert, cap = rec.roles(inputs, dim)  # type: ignore[attr-defined]
     axes = inputs[1].axes_of(token)
-    share = f"its share {cap}/{subscript(axes)} of each expert's slots" if axes else f"each expert's {cap} slots"
+    share = (
+        f"its share {cap}/{subscript(axes)} of each expert's slots" if axes else f"each expert's {cap} slots"
+    )
     if rec.op.value == "dispatch":
-        return f"dispatch: each device sends its tokens to their top-k experts, into {share}; no communication"
+        return (
+            f"dispatch: each device sends its tokens to their top-k experts, into {share}; no communication"
+        )
     return f"combine: each device gathers its tokens' kept slots from {share}, gated; no communication"
 
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RouteRecord", "DISPATCH", "COMBINE", "RECORDS", "capacity", "top_k", "slots"]
 
+
 def capacity(tokens: Any, experts: Any, k: Any, cf: Any) -> Any:
     """C = cf·k·T/E: each expert's slots (ints and Fractions give a Fraction, sympy symbols an expression)."""
     return cf * k * tokens / experts
@@ -109,9 +110,7 @@ class RouteRecord(FunctionRecord):
                     span=data.span,
                 )
             if dim != token:
-                raise IllegalOperand(
-                    f"combine's new dim is G's token dim {token}, not {dim}", span=data.span
-                )
+                raise IllegalOperand(f"combine's new dim is G's token dim {token}, not {dim}", span=data.span)
             cap = data.dim_names[1]
         tok_axes = g.axes_of(token)
         if g.axes_of(expert):
@@ -162,7 +161,9 @@ class RouteRecord(FunctionRecord):
         size[cap] = sizes.get(cap)
         n_tok, n_exp = size[token], size[expert]
         if n_exp is not None and k > n_exp:
-            raise IllegalOperand(f"k={k}: a token goes to at most the {n_exp} experts of {expert}", span=g.span)
+            raise IllegalOperand(
+                f"k={k}: a token goes to at most the {n_exp} experts of {expert}", span=g.span
+            )
         if n_tok is None or n_exp is None:
             return
         want = capacity(Fraction(n_tok), n_exp, k, cf)
