@@ -20,8 +20,8 @@ from shardalg.cache import Kind, memoized
 from shardalg.lazy import cached
 
 from . import printing
-from .printing import display
 from .op import ROUTES
+from .printing import display
 from .syntax import Apply, Arrow, Collective, Op, Product, Statement, Tensor
 
 __all__ = ["Step", "Plan", "Plans", "chained_plan", "producers_of"]

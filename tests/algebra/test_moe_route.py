@@ -18,8 +18,8 @@ import shardalg
 from shardalg.algebra.ops.route import capacity, top_k
 from shardalg.cli import main
 from shardalg.errors import NoPlan, ParseError
-from shardalg.notation.printing import latex, to_json, unicode
 from shardalg.notation.jsonread import from_json
+from shardalg.notation.printing import latex, to_json, unicode
 from shardalg.numeric.execute import run_plan
 
 DISPATCH = "dispatch_{C,k=2,cf=1.25}(H[T_X, D], G[T_X, E]) -> Hd[E_X, C, D]"
