@@ -24,9 +24,9 @@ from typing import Protocol
 
 from shardalg.algebra.ops.derivatives import DERIVATIVE
 from shardalg.algebra.registry import RECORDS
-from shardalg.notation.printing import unicode
 from shardalg.errors import UsageError
 from shardalg.notation.op import ROUTES
+from shardalg.notation.printing import unicode
 from shardalg.notation.syntax import Apply, Arrow, Expr, Op, Tensor
 
 from .forward import Call, Forward, grad_name
