@@ -128,13 +128,12 @@ _ROUTE_KEYS = ("k", "cf")  # a routing's settings, in this order: top-k, then th
 
 
 def _route_head(op: Op, items: tuple[Any, ...], span: Span | None) -> FnHead:
-    """A routing's head: its new dim (dispatch's capacity dim, combine's token dim), k (a whole number of
+    """A routing's head: its capacity dim (the slots dispatch makes and combine reads), k (a whole number of
     experts a token goes to) and cf (the capacity factor, a positive decimal), as the step's offset and factor."""
-    new = "C" if op is Op.DISPATCH else "T"
-    example = f"{op.value}_{{{new},k=2,cf=1.25}}(...)"
+    example = f"{op.value}_{{C,k=2,cf=1.25}}(...)"
     if not items or isinstance(items[0], Keyed) or items[0].type != "NAME":
         raise ParseError(
-            f"{op.value}'s subscript names its new dim first, then k and cf: {example}", span=span
+            f"{op.value}'s subscript names the capacity dim first, then k and cf: {example}", span=span
         )
     keyed = items[1:]
     if [x.key if isinstance(x, Keyed) else str(x) for x in keyed] != list(_ROUTE_KEYS):

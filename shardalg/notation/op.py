@@ -189,7 +189,7 @@ Op.ATTEND = Op.define(
 
 # A MoE layer's routing (top-k of a router's logits, each expert's tokens up to its capacity): ``dispatch`` sends
 # each token to its k experts' slots, ``[T, D] -> [E, C, D]``; ``combine`` brings the experts' outputs back, each
-# weighted by its gate, ``[E, C, D] -> [T, D]``. The subscript names the new dim, then ``k`` (the step's offset)
+# weighted by its gate, ``[E, C, D] -> [T, D]``. The subscript names the capacity dim, then ``k`` (the step's offset)
 # and the capacity factor ``cf`` (its factor): ``dispatch_{C,k=2,cf=1.25}(H[T_X, D], G[T_X, E])``.
 Op.DISPATCH = Op.define(
     "DISPATCH", "dispatch", takes_dim=True, takes_offset=True, communicates=False, function=True, operands=2

@@ -199,16 +199,17 @@ def function_plans(
 
 def _route_reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None) -> str:
     """A routing step's reason: where each device's tokens go, and that it moves nothing."""
-    token, expert, cap = rec.roles(inputs, dim)  # type: ignore[attr-defined]
-    axes = inputs[1].axes_of(token)
-    share = (
-        f"its share {cap}/{subscript(axes)} of each expert's slots" if axes else f"each expert's {cap} slots"
+    r = rec.roles(inputs, dim)  # type: ignore[attr-defined]
+    where = (
+        f"its share {r.capacity}/{subscript(r.groups)} of each expert's slots"
+        if r.groups
+        else f"each expert's {r.capacity} slots"
     )
     if rec.op.value == "dispatch":
         return (
-            f"dispatch: each device sends its tokens to their top-k experts, into {share}; no communication"
+            f"dispatch: each device sends its tokens to their top-k experts, into {where}; no communication"
         )
-    return f"combine: each device gathers its tokens' kept slots from {share}, gated; no communication"
+    return f"combine: each device gathers its tokens' kept slots from {where}, gated; no communication"
 
 
 def _flags_said(flags: tuple[str, ...]) -> str:

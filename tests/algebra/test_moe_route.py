@@ -1,4 +1,4 @@
-"""A MoE layer's routing (issue 28 item 5): ``dispatch_{C,k,cf}`` and ``combine_{T,k,cf}`` parse and print in
+"""A MoE layer's routing (issue 28 item 5): ``dispatch_{C,k,cf}`` and ``combine_{C,k,cf}`` parse and print in
 the three notations, refuse bad k and cf with a caret, check the capacity C = cf·k·T/E against the sizes, plan
 as a local routing plus the AllToAll of expert parallelism, whose bytes follow from T, k, cf and D (the
 AllToAll record's own cost, derived symbolically and checked on numbers), and run on numbers: dispatch, the
@@ -23,7 +23,7 @@ from shardalg.notation.printing import latex, to_json, unicode
 from shardalg.numeric.execute import run_plan
 
 DISPATCH = "dispatch_{C,k=2,cf=1.25}(H[T_X, D], G[T_X, E]) -> Hd[E_X, C, D]"
-COMBINE = "combine_{T,k=2,cf=1.25}(Y[E_X, C, F], G[T_X, E]) -> O[T_X, F]"
+COMBINE = "combine_{C,k=2,cf=1.25}(Y[E_X, C, F], G[T_X, E]) -> O[T_X, F]"
 SIZES = {"T": 64, "E": 8, "D": 16, "C": 20, "F": 32}  # C = 1.25·2·64/8
 
 
@@ -166,7 +166,7 @@ def test_dispatch_experts_and_combine_equal_a_dense_moe(seed: int, ek: tuple[int
     (experts, *_) = shardalg.plans("Hd[E_X, C_Y, D] * W[E_X, D, F] -> Y[E_X, C_Y, F]", mesh=mesh, sizes=sizes)
     y = _output(experts, sizes, {"Hd": hd, "W": w})
     (combine, *_) = shardalg.plans(
-        f"combine_{{T,{sub}}}(Y[E_X, C_Y, F], G[T_XY, E]) -> O[T_XY, F]", mesh=mesh, sizes=sizes
+        f"combine_{{C,{sub}}}(Y[E_X, C_Y, F], G[T_XY, E]) -> O[T_XY, F]", mesh=mesh, sizes=sizes
     )
     assert "AllToAll" in [s.op.value for s in combine.steps]
     out = _output(combine, sizes, {"Y": y, "G": g})
@@ -186,7 +186,37 @@ def test_a_choice_past_its_experts_share_is_dropped() -> None:
     assert run.ok
     np.testing.assert_array_equal(run.output[:, :, 0], [[1.0, 3.0], [0.0, 0.0]])
     (combine, *_) = shardalg.plans(
-        "combine_{T,k=1,cf=1}(Y[E, C_X, D], G[T_X, E]) -> O[T_X, D]", mesh="X=2", sizes=sizes
+        "combine_{C,k=1,cf=1}(Y[E, C_X, D], G[T_X, E]) -> O[T_X, D]", mesh="X=2", sizes=sizes
     )
     back = run_plan(combine, "X=2", sizes, inputs={"Y": run.output, "G": g})
     np.testing.assert_array_equal(back.output[:, 0], [1.0, 0.0, 3.0, 0.0])
+
+
+def test_a_batch_of_sequences_routes_its_b_t_tokens() -> None:
+    """Two token dims (H[B_X, T_Y, D], G[B_X, T_Y, E]): the capacity counts B·T tokens, the groups are the
+    devices of X and Y, and the MoE layer over both axes equals the dense one."""
+    b, t, e, k, d, f = 4, 6, 4, 2, 3, 2
+    c = int(capacity(Fraction(b * t), e, k, Fraction(2)))
+    sizes = {"B": b, "T": t, "E": e, "D": d, "F": f, "C": c}
+    rng = np.random.default_rng(7)
+    h, g, w = rng.normal(size=(b, t, d)), rng.normal(size=(b, t, e)), rng.normal(size=(e, d, f))
+    mesh = "X=2,Y=2"
+    (dispatch, *_) = shardalg.plans(
+        "dispatch_{C,k=2,cf=2}(H[B_X, T_Y, D], G[B_X, T_Y, E]) -> Hd[E_XY, C, D]", mesh=mesh, sizes=sizes
+    )
+    assert str(dispatch).splitlines()[1].startswith("AllToAll_{XY,E}(Hd[E, C_XY, D]) -> Hd[E_XY, C, D]")
+    hd = _output(dispatch, sizes, {"H": h, "G": g})
+    (experts, *_) = shardalg.plans("Hd[E_XY, C, D] * W[E_XY, D, F] -> Y[E_XY, C, F]", mesh=mesh, sizes=sizes)
+    y = _output(experts, sizes, {"Hd": hd, "W": w})
+    (combine, *_) = shardalg.plans(
+        "combine_{C,k=2,cf=2}(Y[E_XY, C, F], G[B_X, T_Y, E]) -> O[B_X, T_Y, F]", mesh=mesh, sizes=sizes
+    )
+    out = _output(combine, sizes, {"Y": y, "G": g})
+    dense = _dense_moe(h.reshape(b * t, d), g.reshape(b * t, e), w, k).reshape(b, t, f)
+    np.testing.assert_allclose(out, dense, rtol=1e-9, atol=1e-9)
+    with pytest.raises(NoPlan, match=r"the capacity C is cf·k·B·T/E = 2·2·24/4 = 24 slots an expert, not 12"):
+        shardalg.plans(
+            "dispatch_{C,k=2,cf=2}(H[B_X, T_Y, D], G[B_X, T_Y, E]) -> Hd[E_XY, C, D]",
+            mesh=mesh,
+            sizes={**sizes, "C": 12},
+        )

@@ -2,12 +2,13 @@
 share (issue 28, item 5).
 
     dispatch_{C,k,cf}: H[T_A, D] · G[T_A, E] -> H[E, C_A, D]     each token to the slots of its top-k experts
-    combine_{T,k,cf}:  Y[E, C_A, F] · G[T_A, E] -> O[T_A, F]     each token's k slots back, weighted by its gates
+    combine_{C,k,cf}:  Y[E, C_A, F] · G[T_A, E] -> O[T_A, F]     each token's k slots back, weighted by its gates
     on A=2, T=4 tokens t0..t3, E=2 experts, k=1, cf=1 (C = cf·k·T/E = 2 slots an expert, 1 a device):
         a=0: t0 -> e1, t1 -> e0   dispatch ->  a=0: [e0: t1 | e1: t0]        a=1: [e0: t3 | e1: t2]
         a=1: t2 -> e1, t3 -> e0   then AllToAll_{A,E} -> a=0: expert e0's slots [t1, t3], a=1: e1's [t0, t2]
 
-G holds the router's logits; a token's experts are the k largest (ties to the lower index), its gates the
+G holds the router's logits (its last dim the experts, the dims before it the tokens: G[B, T, E] routes the
+B·T tokens of H[B, T, D], a device's block of them in row-major order); a token's experts are the k largest (ties to the lower index), its gates the
 softmax of those k logits. The capacity is C = cf·k·T/E slots an expert, a whole number (each expert holds cf
 times its even share of the T·k choices); the devices that shard T each fill their own share C/|A| of every
 expert's slots (GShard's groups): the top-1 choices first, then the top-2 and on, in token order, and a choice
@@ -36,7 +37,17 @@ from .function import FunctionRecord, Kind, function_record
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["RouteRecord", "DISPATCH", "COMBINE", "RECORDS", "capacity", "top_k", "slots"]
+__all__ = [
+    "RouteRecord",
+    "Roles",
+    "DISPATCH",
+    "COMBINE",
+    "RECORDS",
+    "capacity",
+    "capacity_of",
+    "top_k",
+    "slots",
+]
 
 
 def capacity(tokens: Any, experts: Any, k: Any, cf: Any) -> Any:
@@ -66,22 +77,22 @@ class RouteRecord(FunctionRecord):
     def compute_layouts(self, operands: Sequence[Tensor]) -> Iterator[tuple[Tensor, ...]]:
         """The operands' layouts a step of it may read: as they are (the router's token sharding is the
         routing's groups); for combine, also the slots with the expert dim whole and the capacity dim sharded
-        as G's tokens (the AllToAll of expert parallelism's way back)."""
+        over G's token axes (the AllToAll of expert parallelism's way back)."""
         yield tuple(operands)
         data, g = operands
-        if self.op is Op.COMBINE and len(g.dims) == 2 and len(data.dims) >= 3:
-            token_axes = g.axes_of(g.dims[0].label)
+        if self.op is Op.COMBINE and len(g.dims) >= 2 and len(data.dims) >= 3:
+            token_axes = tuple(a for d in g.dims[:-1] for a in d.axes)
             rest = tuple(tuple(a for a in d.axes if a not in token_axes) for d in data.dims[2:])
             yield (tensor_with(data, Layout(((), token_axes, *rest), (), ())), g)
 
-    def roles(self, operands: Sequence[Tensor], dim: str | None) -> tuple[str, str, str]:
-        """(the token dim, the expert dim, the capacity dim) of a step of it, or IllegalOperand."""
+    def roles(self, operands: Sequence[Tensor], dim: str | None) -> Roles:
+        """The token dims, the expert dim and the capacity dim of a step of it, or IllegalOperand."""
         fn = self.op.value
         if len(operands) != 2:
             raise IllegalOperand(f"{fn} takes 2 operands (its data and the router's logits G[T, E])")
         data, g = operands
         if dim is None:
-            raise IllegalOperand(f"{fn} names its new dim")
+            raise IllegalOperand(f"{fn} names the capacity dim")
         for t in operands:
             if t.unreduced:
                 raise IllegalOperand(
@@ -89,30 +100,39 @@ class RouteRecord(FunctionRecord):
                     fix=f"AllReduce_{subscript(tuple(t.unreduced))}({t}) first",
                     span=t.span,
                 )
-        if len(g.dims) != 2:
-            raise IllegalOperand(f"the router's logits are G[T, E] (tokens, experts), not {g}", span=g.span)
-        token, expert = g.dim_names
+        if len(g.dims) < 2:
+            raise IllegalOperand(
+                f"the router's logits are G[T, E] (tokens, then experts), not {g}", span=g.span
+            )
+        tokens, expert = g.dim_names[:-1], g.dim_names[-1]
+        n = len(tokens)
         if self.op is Op.DISPATCH:
-            if data.dim_names[:1] != (token,) or len(data.dims) < 2:
+            if data.dim_names[:n] != tokens or len(data.dims) <= n:
                 raise IllegalOperand(
-                    f"dispatch routes the tokens of {data}: its first dim is G's token dim {token}, then its "
-                    "features (flatten batch and sequence into one token dim)",
+                    f"dispatch routes the tokens of {data}: its first dims are G's token dims "
+                    f"({', '.join(tokens)}), then its features",
                     span=data.span,
                 )
             if dim in data.dim_names or dim == expert:
                 raise IllegalOperand(f"dispatch's new capacity dim {dim} is a dim already", span=data.span)
-            cap = dim
+            mine = tuple(data.axes_of(d) for d in tokens)
+            what = f"the tokens {', '.join(tokens)} of {data} are"
         else:
-            if data.dim_names[:1] != (expert,) or len(data.dims) < 3:
+            if data.dim_names[:2] != (expert, dim) or len(data.dims) < 3:
                 raise IllegalOperand(
-                    f"combine takes the experts' slots [{expert}, C, ..] (the expert dim first, then the "
-                    f"capacity dim), not {data}",
+                    f"combine_{{{dim},..}} takes the experts' slots [{expert}, {dim}, ..] (G's expert dim, then "
+                    f"the capacity dim), not {data}",
                     span=data.span,
                 )
-            if dim != token:
-                raise IllegalOperand(f"combine's new dim is G's token dim {token}, not {dim}", span=data.span)
-            cap = data.dim_names[1]
-        tok_axes = g.axes_of(token)
+            if data.axes_of(expert):
+                raise IllegalOperand(
+                    f"combine takes each device's own tokens' slots of every expert: {expert} whole, "
+                    f"{dim} sharded as G's tokens (not {expert}_{subscript(data.axes_of(expert))})",
+                    fix=f"AllToAll_{{{subscript(data.axes_of(expert))},{dim}}}({data}) first",
+                    span=data.span,
+                )
+            mine = (data.axes_of(dim),)
+            what = f"the slots {dim} of {data} are"
         if g.axes_of(expert):
             raise IllegalOperand(
                 f"each device routes its tokens among all the experts: G's expert dim {expert} is whole, "
@@ -120,35 +140,27 @@ class RouteRecord(FunctionRecord):
                 fix=f"AllGather_{subscript(g.axes_of(expert))}({g}) first",
                 span=g.span,
             )
+        groups = tuple(a for d in tokens for a in g.axes_of(d))
         if self.op is Op.DISPATCH:
-            mine = data.axes_of(token)
-            what = f"the tokens {token} of {data}"
+            same = mine == tuple(g.axes_of(d) for d in tokens)
         else:
-            mine = data.axes_of(cap)
-            what = f"the slots {cap} of {data}"
-            if data.axes_of(expert):
-                raise IllegalOperand(
-                    f"combine takes each device's own tokens' slots of every expert: {expert} whole, "
-                    f"{cap} sharded as G's {token} (not {expert}_{subscript(data.axes_of(expert))})",
-                    fix=f"AllToAll_{{{subscript(data.axes_of(expert))},{cap}}}({data}) first",
-                    span=data.span,
-                )
-        if mine != tok_axes:
+            same = mine == (groups,)
+        if not same:
+            got = subscript(tuple(a for m in mine for a in m)) or "whole"
             raise IllegalOperand(
-                f"a device routes the tokens it holds with their logits: {what} are sharded as G's {token} "
-                f"({subscript(tok_axes) or 'whole'}), not {subscript(mine) or 'whole'}",
+                f"a device routes the tokens it holds with their logits: {what} sharded as G's "
+                f"{', '.join(tokens)} ({subscript(groups) or 'whole'}), not {got}",
                 span=data.span,
             )
-        return token, expert, cap
+        return Roles(tokens, expert, dim, groups)
 
     def result(self, operands: Sequence[Tensor], dim: str | None) -> Tensor:
         data, g = operands
-        token, expert, cap = self.roles(operands, dim)
-        axes = g.axes_of(token)
+        r = self.roles(operands, dim)
         if self.op is Op.DISPATCH:
-            dims = (g.dims[1].with_axes(()), Dim(cap, axes), *data.dims[1:])
+            dims = (g.dims[-1].with_axes(()), Dim(r.capacity, r.groups), *data.dims[len(r.tokens) :])
         else:
-            dims = (Dim(token, axes), *data.dims[2:])
+            dims = (*g.dims[:-1], *data.dims[2:])
         return Tensor(None, dims, (), (), data.dtype)
 
     def check_sizes(
@@ -156,36 +168,64 @@ class RouteRecord(FunctionRecord):
     ) -> None:
         """IllegalOperand unless k <= E and the capacity dim's size, where bound, is cf·k·T/E."""
         data, g = operands
-        token, expert, cap = self.roles(operands, dim)
+        r = self.roles(operands, dim)
         size = {d.label: (d.size if d.size is not None else sizes.get(d.label)) for d in g.dims}
-        size[cap] = sizes.get(cap)
-        n_tok, n_exp = size[token], size[expert]
+        n_exp, bound = size[r.expert], sizes.get(r.capacity)
         if n_exp is not None and k > n_exp:
             raise IllegalOperand(
-                f"k={k}: a token goes to at most the {n_exp} experts of {expert}", span=g.span
+                f"k={k}: a token goes to at most the {n_exp} experts of {r.expert}", span=g.span
             )
-        if n_tok is None or n_exp is None:
+        want = capacity_of(r, g, k, cf, sizes)
+        if want is None:
             return
-        want = capacity(Fraction(n_tok), n_exp, k, cf)
+        tok = "·".join(r.tokens)
+        said = f"cf·k·{tok}/{r.expert} = {float(cf):g}·{k}·{_tokens(r, g, sizes)}/{n_exp}"
         if want.denominator != 1:
             raise IllegalOperand(
-                f"the capacity cf·k·{token}/{expert} = {float(cf):g}·{k}·{n_tok}/{n_exp} = {float(want):g} is not a "
-                "whole number of slots",
-                fix=f"choose cf or {token} so that cf·k·{token}/{expert} is whole",
+                f"the capacity {said} = {float(want):g} is not a whole number of slots",
+                fix=f"choose cf or the tokens so that cf·k·{tok}/{r.expert} is whole",
                 span=g.span,
             )
-        if size[cap] is None:
+        if bound is None:
             raise IllegalOperand(
-                f"the capacity {cap} = cf·k·{token}/{expert} = {want} slots an expert: bind it ({cap}={want})",
+                f"the capacity {r.capacity} = {said} = {want} slots an expert: bind it ({r.capacity}={want})",
                 span=data.span,
             )
-        if size[cap] != want:
+        if bound != want:
             raise IllegalOperand(
-                f"the capacity {cap} is cf·k·{token}/{expert} = {float(cf):g}·{k}·{n_tok}/{n_exp} = {want} slots an "
-                f"expert, not {size[cap]}",
-                fix=f"bind {cap}={want}",
+                f"the capacity {r.capacity} is {said} = {want} slots an expert, not {bound}",
+                fix=f"bind {r.capacity}={want}",
                 span=data.span,
             )
+
+
+@dataclass(frozen=True)
+class Roles:
+    """What each dim of a routing step is: the token dims (G's but its last), the expert dim (G's last), the
+    capacity dim and the axes that shard the tokens (the groups, in order: the capacity dim's sharding)."""
+
+    tokens: tuple[str, ...]
+    expert: str
+    capacity: str
+    groups: Axes
+
+
+def _tokens(r: Roles, g: Tensor, sizes: Mapping[str, int]) -> int | None:
+    total = 1
+    for d in g.dims[:-1]:
+        n = d.size if d.size is not None else sizes.get(d.label)
+        if n is None:
+            return None
+        total *= n
+    return total
+
+
+def capacity_of(r: Roles, g: Tensor, k: int, cf: Fraction, sizes: Mapping[str, int]) -> Fraction | None:
+    """The capacity cf·k·T/E of a routing step (T the product of its token dims), None while a size is unknown."""
+    last = g.dims[-1]
+    n_exp = last.size if last.size is not None else sizes.get(last.label)
+    n_tok = _tokens(r, g, sizes)
+    return None if n_tok is None or n_exp is None else capacity(Fraction(n_tok), n_exp, k, cf)
 
 
 # ---------------------------------------------------------------- the routing on numbers
@@ -263,7 +303,7 @@ DISPATCH, COMBINE = (
         ),
         (
             Op.COMBINE,
-            "combine_{T,k,cf}: Y[E, C_A, F] · G[T_A, E] -> O[T_A, F]   each token's kept slots, gated and summed"
+            "combine_{C,k,cf}: Y[E, C_A, F] · G[T_A, E] -> O[T_A, F]   each token's kept slots, gated and summed"
             "\n    the inverse of dispatch_{C,k,cf}(H[T_A, D], G[T_A, E]); backward: dispatch of the cotangent, "
             "gated",
             "dispatch is combine's transpose: the cotangent to each token's slots, times its gate",
