@@ -25,17 +25,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shardalg.errors import IllegalOperand
-from shardalg.notation.syntax import Dim, Op, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Dim, Op, Tensor
 
 from ..layout import Axes, Layout, subscript, tensor_with, validate
 from ..mesh import Mesh
-from .function import FunctionRecord, Kind, function_record
-
-if TYPE_CHECKING:
-    import numpy as np
+from ..registry import RECORDS as BY_OP
+from .function import FunctionRecord, Kind, function_record, np
 
 __all__ = [
     "RouteRecord",
@@ -228,14 +226,41 @@ def capacity_of(r: Roles, g: Tensor, k: int, cf: Fraction, sizes: Mapping[str, i
     return None if n_tok is None or n_exp is None else capacity(Fraction(n_tok), n_exp, k, cf)
 
 
+def derived_capacities(statements: Sequence[object], sizes: Mapping[str, int]) -> dict[str, tuple[int, str]]:
+    """The capacity dims of a program's routings that ``sizes`` leaves unbound but whose tokens and experts it
+    binds: each dim's cf·k·T/E (a whole number) and the line that says how it was derived."""
+    out: dict[str, tuple[int, str]] = {}
+    for stmt in statements:
+        call = stmt.expr if isinstance(stmt, Arrow) else stmt
+        if not isinstance(call, Apply) or not isinstance(BY_OP.get(call.op), RouteRecord):
+            continue
+        if not all(isinstance(x, Tensor) for x in call.operands) or call.dim in sizes or call.dim in out:
+            continue
+        whole = [tensor_with(t, Layout(tuple(() for _ in t.dims), (), ())) for t in call.operands]  # type: ignore[union-attr]
+        try:
+            r = BY_OP[call.op].roles(whole, call.dim)
+        except IllegalOperand:
+            continue  # the rule refuses it where the statement is planned
+        g = whole[1]
+        k, cf = call.offset or 0, call.factor or Fraction(0)
+        want = capacity_of(r, g, k, cf, sizes)
+        if want is None or want.denominator != 1:
+            continue
+        said = (
+            f"{r.capacity} = cf·k·{'·'.join(r.tokens)}/{r.expert} = {float(cf):g}·{k}·{_tokens(r, g, sizes)}/"
+            f"{sizes.get(r.expert, g.dims[-1].size)} = {want} slots an expert (derived from {call.op.value}'s k "
+            "and cf)"
+        )
+        out[call.dim] = (int(want), said)  # type: ignore[index]
+    return out
+
+
 # ---------------------------------------------------------------- the routing on numbers
 
 
 def top_k(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Each row's k experts (largest logit first, ties to the lower index) and their gates (the softmax of the
     k logits): two [T, k] arrays."""
-    from .function import np
-
     order = np.argsort(-logits, axis=-1, kind="stable")[..., :k]
     chosen = np.take_along_axis(logits, order, axis=-1)
     w = np.exp(chosen - chosen.max(axis=-1, keepdims=True))
@@ -245,8 +270,6 @@ def top_k(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 def slots(experts: np.ndarray, n_experts: int, share: int) -> np.ndarray:
     """Each (token, choice)'s slot in its expert's share of ``share`` slots (-1: dropped): the top-1 choices
     first, then the top-2, each in token order."""
-    from .function import np
-
     filled = [0] * n_experts
     out = np.full(experts.shape, -1, dtype=np.int64)
     for j in range(experts.shape[1]):
@@ -259,8 +282,6 @@ def slots(experts: np.ndarray, n_experts: int, share: int) -> np.ndarray:
 
 def dispatch_block(h: np.ndarray, logits: np.ndarray, k: int, share: int) -> np.ndarray:
     """One group's dispatch: [T, ..] tokens into [E, share, ..] slots (zeros where no token is)."""
-    from .function import np
-
     experts, _ = top_k(logits, k)
     where = slots(experts, logits.shape[-1], share)
     out = np.zeros((logits.shape[-1], share, *h.shape[1:]), dtype=np.result_type(h, np.float64))
@@ -271,8 +292,6 @@ def dispatch_block(h: np.ndarray, logits: np.ndarray, k: int, share: int) -> np.
 
 def combine_block(y: np.ndarray, logits: np.ndarray, k: int) -> np.ndarray:
     """One group's combine: [E, share, ..] slots back into [T, ..] tokens, each its kept choices' gated sum."""
-    from .function import np
-
     experts, gates = top_k(logits, k)
     where = slots(experts, logits.shape[-1], y.shape[1])
     out = np.zeros((logits.shape[0], *y.shape[2:]), dtype=np.result_type(y, np.float64))
