@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import shardalg
 from shardalg.algebra.ops.route import capacity, top_k
 from shardalg.cli import main
-from shardalg.errors import NoPlan, ParseError
+from shardalg.errors import NoPlan, ParseError, UsageError
 from shardalg.notation.jsonread import from_json
 from shardalg.notation.printing import latex, to_json, unicode
 from shardalg.numeric.execute import run_plan
@@ -220,3 +220,40 @@ def test_a_batch_of_sequences_routes_its_b_t_tokens() -> None:
             mesh=mesh,
             sizes={**sizes, "C": 12},
         )
+
+
+@pytest.mark.parametrize(
+    ("export", "layer"),
+    [
+        ("shardalg.export.jax:export_jax", "the JAX exporter (shardalg.export.jax)"),
+        (
+            "shardalg.export.torch_export:export_torch",
+            "the torch.distributed exporter (shardalg.export.torch_export)",
+        ),
+        (
+            "shardalg.export.torch_dtensor:export_dtensor",
+            "the DTensor exporter (shardalg.export.torch_dtensor)",
+        ),
+    ],
+)
+def test_each_exporter_refuses_a_routing_by_name(export: str, layer: str) -> None:
+    import importlib
+
+    module, name = export.split(":")
+    (plan, *_) = shardalg.plans(DISPATCH, mesh="X=4", sizes=SIZES)
+    with pytest.raises(UsageError) as err:
+        getattr(importlib.import_module(module), name)(plan, "X=4", sizes=SIZES)
+    assert err.value.message.startswith(f"{layer} has no method for dispatch (dispatch_{{C,k=2,cf=1.25}}(")
+
+
+def test_the_backward_of_a_routing_is_refused_by_name() -> None:
+    program = "\n".join(
+        [
+            "params W",
+            "dispatch_{C,k=2,cf=1.25}(H[T_X, D], G[T_X, E]) -> Hd[E_X, C, D]",
+            "Hd[E_X, C, D] * W[E_X, D, F] -> Y[E_X, C, F]",
+            "combine_{C,k=2,cf=1.25}(Y[E_X, C, F], G[T_X, E]) -> O[T_X, F]",
+        ]
+    )
+    with pytest.raises(UsageError, match=r"the backward of combine \(a MoE routing\) is not derived"):
+        shardalg.backward(program, mesh="X=4", sizes={**SIZES})
