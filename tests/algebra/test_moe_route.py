@@ -85,15 +85,27 @@ def test_the_capacity_is_derived_and_checked(sizes: dict[str, int], message: str
     assert message in err.value.message
 
 
-def test_a_router_sharded_over_experts_or_unlike_the_tokens_is_refused() -> None:
-    with pytest.raises(NoPlan, match="G's expert dim E is whole, not E_X"):
-        shardalg.plans(
-            "dispatch_{C,k=2,cf=1.25}(H[T_X, D], G[T, E_X]) -> Hd[E_X, C, D]", mesh="X=4", sizes=SIZES
-        )
-    with pytest.raises(NoPlan, match=r"the tokens T of H\[T, D\] are sharded as G's T \(X\), not whole"):
-        shardalg.plans(
-            "dispatch_{C,k=2,cf=1.25}(H[T, D], G[T_X, E]) -> Hd[E_X, C, D]", mesh="X=4", sizes=SIZES
-        )
+def test_the_planner_reshards_the_router_or_the_tokens_to_route_them() -> None:
+    (plan, *_) = shardalg.plans(
+        "dispatch_{C,k=2,cf=1.25}(H[T_X, D], G[T, E_X]) -> Hd[E_X, C, D]", mesh="X=4", sizes=SIZES
+    )
+    assert str(plan).splitlines()[0] == (
+        "AllToAll_{X,T}(G[T, E_X]) -> G[T_X, E]  # AllToAll: move X of G from E to T"
+    )  # each device routes its tokens among all the experts
+    (plan, *_) = shardalg.plans(
+        "dispatch_{C,k=2,cf=1.25}(H[T, D_X], G[T_X, E]) -> Hd[E_X, C, D]", mesh="X=4", sizes=SIZES
+    )
+    assert [s.op.value for s in plan.steps] == ["AllToAll", "dispatch", "AllToAll"]
+    assert run_plan(plan, "X=4", SIZES).ok
+
+
+def test_a_routing_of_the_wrong_dims_is_refused() -> None:
+    found = shardalg.check("dispatch_{C,k=2,cf=1.25}(H[D, T], G[T, E]) -> Hd[E, C, D]")
+    assert found[0].message == (
+        "dispatch routes the tokens of H[D, T]: its first dims are G's token dims (T), then its features"
+    )
+    found = shardalg.check("combine_{S,k=2,cf=1.25}(Y[E, C, D], G[T, E]) -> O[T, D]")
+    assert found[0].message.startswith("combine_{S,..} takes the experts' slots [E, S, ..]")
 
 
 def test_the_alltoall_bytes_follow_from_tokens_k_capacity_factor_and_d() -> None:

@@ -73,15 +73,33 @@ class RouteRecord(FunctionRecord):
         return Tensor(name, out.dims, (), (), out.dtype)
 
     def compute_layouts(self, operands: Sequence[Tensor]) -> Iterator[tuple[Tensor, ...]]:
-        """The operands' layouts a step of it may read: as they are (the router's token sharding is the
-        routing's groups); for combine, also the slots with the expert dim whole and the capacity dim sharded
-        over G's token axes (the AllToAll of expert parallelism's way back)."""
+        """The operands' layouts a step of it may read (the planner reshards to each): as they are; the
+        router's expert dim whole; the tokens of the data sharded as the router's, or the router's as the
+        data's, or whole (the tokens' sharding is the routing's groups); for combine, the slots with the
+        expert dim whole and the capacity dim sharded over the router's token axes (expert parallelism's
+        AllToAll back)."""
         yield tuple(operands)
         data, g = operands
-        if self.op is Op.COMBINE and len(g.dims) >= 2 and len(data.dims) >= 3:
-            token_axes = tuple(a for d in g.dims[:-1] for a in d.axes)
-            rest = tuple(tuple(a for a in d.axes if a not in token_axes) for d in data.dims[2:])
-            yield (tensor_with(data, Layout(((), token_axes, *rest), (), ())), g)
+        if len(g.dims) < 2:
+            return
+        n = len(g.dims) - 1
+        g_tokens = tuple(d.axes for d in g.dims[:-1])
+        routers = [_laid(g, (*g_tokens, ()))]
+        if self.op is Op.DISPATCH and len(data.dims) > n:
+            d_tokens = tuple(d.axes for d in data.dims[:n])
+            routers.append(_laid(g, (*d_tokens, ())))
+            routers.append(_laid(g, (*((),) * n, ())))
+            for r in routers:
+                tokens = tuple(d.axes for d in r.dims[:-1])
+                used = {a for axes in tokens for a in axes}
+                rest = tuple(tuple(a for a in d.axes if a not in used) for d in data.dims[n:])
+                yield (_laid(data, (*tokens, *rest)), r)
+        elif self.op is Op.COMBINE and len(data.dims) >= 3:
+            routers.append(_laid(g, (*((),) * n, ())))
+            for r in routers:
+                groups = tuple(a for d in r.dims[:-1] for a in d.axes)
+                rest = tuple(tuple(a for a in d.axes if a not in groups) for d in data.dims[2:])
+                yield (_laid(data, ((), groups, *rest)), r)
 
     def roles(self, operands: Sequence[Tensor], dim: str | None) -> Roles:
         """The token dims, the expert dim and the capacity dim of a step of it, or IllegalOperand."""
@@ -195,6 +213,11 @@ class RouteRecord(FunctionRecord):
                 fix=f"bind {r.capacity}={want}",
                 span=data.span,
             )
+
+
+def _laid(t: Tensor, axes: tuple[Axes, ...]) -> Tensor:
+    """``t`` with each dim sharded over ``axes`` (one entry a dim), no partial sums."""
+    return tensor_with(t, Layout(axes, (), ()))
 
 
 @dataclass(frozen=True)
