@@ -8,8 +8,8 @@ share (issue 28, item 5).
         a=1: t2 -> e1, t3 -> e0   then AllToAll_{A,E} -> a=0: expert e0's slots [t1, t3], a=1: e1's [t0, t2]
 
 G holds the router's logits (its last dim the experts, the dims before it the tokens: G[B, T, E] routes the
-B·T tokens of H[B, T, D], a device's block of them in row-major order); a token's experts are the k largest (ties to the lower index), its gates the
-softmax of those k logits. The capacity is C = cf·k·T/E slots an expert, a whole number (each expert holds cf
+B·T tokens of H[B, T, D], a device's block of them in row-major order); a token's experts are the k largest
+(ties to the lower index), its gates the softmax of those k logits. The capacity is C = cf·k·T/E slots an expert, a whole number (each expert holds cf
 times its even share of the T·k choices); the devices that shard T each fill their own share C/|A| of every
 expert's slots (GShard's groups): the top-1 choices first, then the top-2 and on, in token order, and a choice
 past its expert's share is dropped (its gate lost). The routing itself is local (no bytes): expert parallelism
@@ -43,6 +43,7 @@ __all__ = [
     "RECORDS",
     "capacity",
     "capacity_of",
+    "derived_capacities",
     "top_k",
     "slots",
 ]
