@@ -1,6 +1,7 @@
 """Every builtin operation is one record, and each layer that runs operations has a method for each one it
 supports: the table below is what each layer refuses (the DTensor exporter has no form for a Shift or a Send;
-the torch.distributed exporter none for a Send, whose receivers without a sender hold zeros)."""
+the torch.distributed exporter none for a Send, whose receivers without a sender hold zeros; the JAX exporter
+none for a MoE routing)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from shardalg.algebra.registry import Layer
 from shardalg.costs.hierarchy import NODE_FORMULAS
 from shardalg.costs.stepcost import UNIT_COSTS
 from shardalg.export import jax, torch_dtensor, torch_export
+from shardalg.notation.op import ROUTES
 from shardalg.notation.syntax import Op
 from shardalg.numeric.movement import DENSE, MOVES
 from shardalg.numeric.operators import TRANSPOSE_OF
@@ -27,11 +29,12 @@ COVERAGE: list[tuple[Layer, list[Op]]] = [
     (TRANSPOSE_OF, COLLECTIVES),
     (UNIT_COSTS, list(Op)),
     (NODE_FORMULAS, MOVING),
-    (jax.EMITTERS, list(Op)),  # the functions too (jnp and the statistics over the axes)
+    # the functions too (jnp and the statistics over the axes), but a MoE routing (dispatch, combine): no form yet
+    (jax.EMITTERS, [op for op in Op if op not in ROUTES]),
     (  # the functions too, but the blocks of attention (torch.distributed calls, the statistics all-reduced)
         torch_export.EMITTERS,
         [op for op in BUILTINS if op is not Op.SEND]
-        + [op for op in FUNCTIONS if op not in (Op.ATTEND, Op.ATTEND_D)],
+        + [op for op in FUNCTIONS if op not in (Op.ATTEND, Op.ATTEND_D, *ROUTES)],
     ),
     (torch_dtensor.EMITTERS, [op for op in BUILTINS if op not in (Op.SHIFT, Op.SEND)]),
 ]

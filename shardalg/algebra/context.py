@@ -209,6 +209,11 @@ def value_of(expr: Node, ctx: Context, result: Tensor | None = None) -> Tensor:
         try:
             return RECORDS[expr.op].flagged_result(operands, expr.dim, expr.flags)
         except IllegalOperand:  # best effort: the function rule reports it
+            whole = [tensor_with(t, Layout(tuple(() for _ in t.dims), (), ())) for t in operands]
+            try:  # the dims a layout cannot change (a routing's result, its operands laid out otherwise)
+                return RECORDS[expr.op].result(whole, expr.dim)
+            except IllegalOperand:
+                pass
             t = operands[0]
             keep = tuple(d for d in t.dims if d.label != expr.dim or not RECORDS[expr.op].reduces())
             return Tensor(None, keep or t.dims, (), (), t.dtype)

@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import re
+from fractions import Fraction
 from typing import Any
 
 from shardalg.errors import UsageError
@@ -313,11 +314,14 @@ def _model_list(args: argparse.Namespace) -> int:
 
 def _model_show(args: argparse.Namespace) -> int:
     from shardalg.models import presets
-    from shardalg.models.expand import expand, shard
+    from shardalg.models.expand import CAPACITY_FACTOR, expand, shard
     from shardalg.notation.printing import render
 
     config = presets.get(args.name)
-    program = expand(config, args.phase, args.dtype, args.kv_dtype, functions=args.functions)
+    cf = _capacity_factor(args.capacity_factor) or CAPACITY_FACTOR
+    program = expand(
+        config, args.phase, args.dtype, args.kv_dtype, functions=args.functions, capacity_factor=cf
+    )
     if args.params or args.activations or args.megatron_sp:
         program = shard(program, args.params, args.activations, sequence=args.megatron_sp)
     if args.format == "json":
@@ -332,8 +336,25 @@ def _model_show(args: argparse.Namespace) -> int:
         print(f"{comment}   {line}")
     if config.check:
         print(f"{comment}   published: {config.check}")
+    if config.moe and args.functions:
+        given = (
+            "given" if args.capacity_factor is not None else "default, a choice: --capacity-factor sets it"
+        )
+        print(
+            f"{comment}   routing: top-{config.top_k.value if config.top_k else 1}, capacity factor "
+            f"{float(cf):g} ({given}; Mixtral itself drops no token): C = cf·k·B·T/E slots an expert"
+        )
     print(render(program, args.format))
     return EXIT_OK
+
+
+def _capacity_factor(text: str | None) -> Fraction | None:
+    """``--capacity-factor``: a positive decimal (1.25), or None (the default)."""
+    if text is None:
+        return None
+    if not re.fullmatch(r"[0-9]{1,6}(\.[0-9]{1,6})?", text) or Fraction(text) == 0:
+        raise UsageError(f"--capacity-factor is a positive decimal such as 1.25, not {text!r}")
+    return Fraction(text)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -551,6 +572,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="write the norms, the softmax, the gated activation and the residual adds in the notation "
         "(rmsnorm_D, softmax_S, silu, +) instead of entering their results as inputs",
+    )
+    q.add_argument(
+        "--capacity-factor",
+        metavar="CF",
+        help="with --functions, a MoE's capacity factor: each expert holds CF times its even share of the "
+        "tokens' top-k choices (default 1.25, said in the output)",
     )
     q.add_argument(
         "--megatron-sp",

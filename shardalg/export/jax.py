@@ -44,6 +44,7 @@ from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.ops import norms
 from shardalg.algebra.registry import Layer
 from shardalg.errors import UsageError
+from shardalg.notation.op import ROUTES
 from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
 
@@ -246,7 +247,7 @@ def _aligned_src(var: str, t: Tensor, out: Tensor) -> str:
     return f"jnp.expand_dims({src}, {missing!r})" if missing else src
 
 
-@EMITTERS.register(*(op for op in Op if op.function))
+@EMITTERS.register(*(op for op in Op if op.function and op not in ROUTES))  # a MoE routing: refused by name
 def _function(b: _Body, s: Step) -> frozenset[str]:
     x, y = b.var(s.inputs[0]), b.var(s.output)
     vary = frozenset().union(*(b.vary[t] for t in s.inputs))

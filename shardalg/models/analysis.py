@@ -46,10 +46,12 @@ from shardalg.costs.plancost import plan_of
 from shardalg.costs.stepcost import Options
 from shardalg.costs.steps import einsum_flops
 from shardalg.errors import UsageError
+from shardalg.notation.op import ROUTES
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Apply, Arrow, DType, Op, Product, Program, Tensor
 from shardalg.planning.backward import backward
+from shardalg.planning.forward import grad_name
 from shardalg.planning.planner import plan
 
 from .head import head_outputs
@@ -227,6 +229,25 @@ class Analysis:
             return []
         by_index = {s.index: s for s in self.model.statements}
         return [(by_index[self.shown[g.einsum]], g.plan) for g in bw.grads]
+
+    @cached_property
+    def routing_transposes(self) -> list[tuple[StatementInfo, Plan]]:
+        """The backward's communication of each MoE routing (training): each collective of its forward plan
+        transposed, last first (the cotangent's AllToAll back to the layout it came from: the same bytes); the
+        routing's local work is left out of the backward, as the other functions' is (:attr:`backward`)."""
+        if self.mode != "train":
+            return []
+        m, out = self.model, []
+        for info in m.statements:
+            s = info.statement
+            expr = s.expr if isinstance(s, Arrow) else s
+            if not isinstance(expr, Apply) or expr.op not in ROUTES:
+                continue
+            for step in reversed(self.forward_plans[info.index].steps):
+                if step.communicates:
+                    dy, dx = (replace(t, name=grad_name(t.name or "")) for t in (step.output, step.inputs[0]))
+                    out.append((info, plan(Arrow(dy, dx), m.mesh, m.sizes)))
+        return out
 
     @cached_property
     def shown(self) -> tuple[int, ...]:

@@ -95,6 +95,11 @@ def step_conventions(report: Any) -> list[tuple[str, str]]:
                     "it costs nothing here, and what it reads is kept"
                     if train
                     else ""
+                )
+                + (
+                    "; a MoE routing's backward counted as its AllToAlls transposed (the same bytes back)"
+                    if train and report.analysis.routing_transposes
+                    else ""
                 ),
             )
         )

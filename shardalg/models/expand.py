@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from fractions import Fraction
 
 from shardalg.algebra.context import refuse_unknown_dims, tensors_of
 from shardalg.algebra.legality import check_or_raise
@@ -46,9 +47,12 @@ from shardalg.notation.syntax import (
 
 from .presets import ModelConfig, get
 
-__all__ = ["expand", "shard", "parse_dim_map", "PHASES"]
+__all__ = ["expand", "shard", "parse_dim_map", "PHASES", "CAPACITY_FACTOR"]
 
 PHASES = ("train", "prefill", "decode")
+# a MoE's capacity factor when none is given: a choice (GShard and Switch train at 1.25; Mixtral itself drops
+# no token), said wherever a program is printed with it
+CAPACITY_FACTOR = Fraction(5, 4)
 
 
 def _t(name: str, dims: str, dtype: DType | None) -> str:
@@ -61,18 +65,21 @@ def expand(
     dtype: DType | str | None = None,
     kv_dtype: DType | str | None = None,
     functions: bool = False,
+    capacity_factor: Fraction = CAPACITY_FACTOR,
 ) -> Program:
     """The program of ``config`` for ``phase`` (``train``: one layer's forward and the unembedding;
     ``prefill``: the prompt's tokens with the attention core over their cache; ``decode``: one new token per
     sequence over a KV cache). ``dtype`` is the parameters' (default bf16),
     ``kv_dtype`` the KV cache's (default ``dtype``). ``functions`` writes the norms, the softmax, the gated
     activation and the residual adds in the notation (:func:`_written`) instead of entering their results
-    as inputs."""
+    as inputs; a MoE's routing then takes ``capacity_factor`` (default :data:`CAPACITY_FACTOR`)."""
     c = get(config) if isinstance(config, str) else config
     if phase not in PHASES:
         raise UsageError(f"the phase is one of {', '.join(PHASES)}, not {phase!r}")
     if functions:
-        return _written(c, phase, dtype_named(dtype) if isinstance(dtype, str) else dtype, kv_dtype)
+        return _written(
+            c, phase, dtype_named(dtype) if isinstance(dtype, str) else dtype, kv_dtype, capacity_factor
+        )
     p = dtype_named(dtype) if isinstance(dtype, str) else dtype
     kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
     decode = phase == "decode"
@@ -122,16 +129,30 @@ def expand(
     return parse("\n".join(lines))
 
 
-def _written(c: ModelConfig, phase: str, p: DType | None, kv_dtype: DType | str | None) -> Program:
+def _decimal(x: Fraction) -> str:
+    """A capacity factor as the decimal the notation writes (1.25; a whole number without a point)."""
+    if x <= 0 or 10**6 % x.denominator:
+        raise UsageError(f"the capacity factor is a positive decimal of at most 6 places, not {float(x):g}")
+    return f"{float(x):.6f}".rstrip("0").rstrip(".")
+
+
+def _written(
+    c: ModelConfig,
+    phase: str,
+    p: DType | None,
+    kv_dtype: DType | str | None,
+    capacity_factor: Fraction = CAPACITY_FACTOR,
+) -> Program:
     """The program of ``c`` with its functions written: per layer ``rmsnorm_D(In) ⊙ g_attn -> Ha``, the Q, K,
     V projections of ``Ha``, the attention core (prefill and decode: ``Q·Kc -> Sc``, ``softmax_S(Sc) -> P``,
     ``P·Vc -> A``; training: ``A`` an input, as the key positions ``S`` of ``K`` are the tokens ``T`` of the
     projection, which the notation cannot rename), ``A·W_o -> Att``, the residual ``In + Att -> Rs``,
     ``rmsnorm_D(Rs) ⊙ g_mlp -> Hn``, the gated MLP ``silu(Gt) ⊙ U -> M`` and the residual ``Rs + Out -> Y``
     (the layer's output); the head ``rmsnorm_D(Xl) ⊙ g_final -> Xf`` before the unembedding, ``Xl`` the last
-    layer's output. Mixtral's router is ``softmax_E``; its experts read ``X[E, C, D]`` and write
-    ``Out[E, C, D]`` (the dispatch, the combine and the residual after them are not written). The scores'
-    scale 1/sqrt(H) is folded into ``W_q`` (not written)."""
+    layer's output. Mixtral's router writes the logits ``R``; ``dispatch_{C,k,cf}(Hn, R) -> X[E, C, D]`` sends
+    each token to its top-k experts' slots (C = cf·k·B·T/E an expert, ``capacity_factor`` cf), the experts
+    write ``Out[E, C, D]`` and ``combine_{C,k,cf}(Out, R) -> Mo`` brings them back, gated, before the residual.
+    The scores' scale 1/sqrt(H) is folded into ``W_q`` (not written)."""
     kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
     decode = phase == "decode"
     core = phase != "train"
@@ -170,13 +191,16 @@ def _written(c: ModelConfig, phase: str, p: DType | None, kv_dtype: DType | str 
     ]
     hn = norm("Rs", "g_mlp", "Hn", tok)
     if c.moe:
+        route = f"{{C,k={c.top_k.value if c.top_k else 1},cf={_decimal(capacity_factor)}}}"
         lines += [
             f"{hn}[{tok}, D] * {_t('W_r', 'D, E', p)} -> R[{tok}, E]",
-            f"softmax_E(R[{tok}, E]) -> Pr[{tok}, E]",
+            f"dispatch_{route}({hn}[{tok}, D], R[{tok}, E]) -> X[E, C, D]",
             f"X[E, C, D] * {_t('W_gate', 'E, D, F', p)} -> Gt[E, C, F]",
             f"X[E, C, D] * {_t('W_in', 'E, D, F', p)} -> U[E, C, F]",
             "silu(Gt[E, C, F]) .* U[E, C, F] -> M[E, C, F]",
             f"M[E, C, F] * {_t('W_out', 'E, F, D', p)} -> Out[E, C, D]",
+            f"combine_{route}(Out[E, C, D], R[{tok}, E]) -> Mo[{tok}, D]",
+            f"Rs[{tok}, D] + Mo[{tok}, D] -> Y[{tok}, D]",
         ]
     else:
         lines += [

@@ -31,6 +31,7 @@ from sympy import Expr, Integer
 from shardalg.algebra.context import as_sizes, context_for, refuse_unknown_dims, tensors_of
 from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.ops.route import derived_capacities
 from shardalg.algebra.symbols import dim_size
 from shardalg.errors import UsageError
 from shardalg.notation.parse import parse
@@ -242,6 +243,9 @@ def model_program(
         program = parse(program_source(program))
     if not isinstance(program, Program):
         raise UsageError(f"a model is a program in the notation, not {type(program).__name__}")
+    derived = derived_capacities(program.statements, {**dict(program.sizes), **as_sizes(sizes)})
+    if derived:  # a routing's capacity, from its tokens, k and cf
+        sizes = {**as_sizes(sizes), **{dim: n for dim, (n, _) in derived.items()}}
     ctx = context_for(program, mesh, sizes)
     if ctx.mesh is None:
         raise UsageError(
@@ -251,6 +255,7 @@ def model_program(
     roles = program.roles or Roles()
     notes: list[tuple[str, str]] = []
     layers = _layer_count(roles, ctx.sizes, notes)
+    notes += [("capacity", said) for _, said in derived.values()]
 
     root: dict[str, str] = {}
     first: dict[str, Tensor] = {}

@@ -137,6 +137,7 @@ def _part_plans(a: Analysis, once: bool) -> list[list[Plan]]:
     forward = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
     backward = [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
     backward += [p for info, p in a.grad_plans if info.once == once]
+    backward += [p for info, p in a.routing_transposes if info.once == once]
     return [forward, backward]
 
 

@@ -21,6 +21,7 @@ from shardalg.cache import Kind, memoized
 from shardalg.errors import ParseError, Span
 
 from .lalr import Transformer, v_args
+from .op import ROUTES
 from .syntax import (
     FLAGS,
     GRADIENT_FLAGS,
@@ -114,6 +115,47 @@ Head = tuple[Op, tuple[str, ...], str | None, int | None]  # a collective's op, 
 # a function's op, the dim it works along, a scale's factor, its flags (``causal``, ``flash``), a block of
 # attention's ring offset
 FnHead = tuple[Op, str | None, Fraction | None, tuple[str, ...], int | None]
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """A keyed setting in a function's subscript (``k=2``, ``cf=1.25``): its key, its text and its span."""
+
+    key: str
+    value: str
+    span: Span | None
+
+
+_ROUTE_KEYS = ("k", "cf")  # a routing's settings, in this order: top-k, then the capacity factor
+
+
+def _route_head(op: Op, items: tuple[Any, ...], span: Span | None) -> FnHead:
+    """A routing's head: its capacity dim (the slots dispatch makes and combine reads), k (a whole number of
+    experts a token goes to) and cf (the capacity factor, a positive decimal), as the step's offset and factor."""
+    example = f"{op.value}_{{C,k=2,cf=1.25}}(...)"
+    if not items or isinstance(items[0], Keyed) or items[0].type != "NAME":
+        raise ParseError(
+            f"{op.value}'s subscript names the capacity dim first, then k and cf: {example}", span=span
+        )
+    keyed = items[1:]
+    if [x.key if isinstance(x, Keyed) else str(x) for x in keyed] != list(_ROUTE_KEYS):
+        raise ParseError(
+            f"after its dim, {op.value}'s subscript takes k= (top-k) and cf= (capacity factor), each once and "
+            f"in that order: {example}",
+            span=next((x.span for x in keyed if isinstance(x, Keyed) and x.key not in _ROUTE_KEYS), span),
+        )
+    k, cf = keyed
+    if not k.value.isdigit() or int(k.value) < 1 or len(k.value) > _OFFSET_DIGITS:
+        raise ParseError(
+            f"k is how many experts each token goes to, a whole number >= 1, not {k.value}", span=k.span
+        )
+    if cf.value.startswith("-") or Fraction(cf.value) == 0 or len(cf.value) > _OFFSET_DIGITS:
+        raise ParseError(
+            f"cf is the capacity factor, a positive decimal (1.25: each expert holds 1.25x its even share), "
+            f"not {cf.value}",
+            span=cf.span,
+        )
+    return op, str(items[0]), Fraction(cf.value), (), int(k.value)
 
 
 def _is_token(x: object) -> bool:
@@ -262,10 +304,21 @@ class Builders:
     def fn_sub(self, meta: Any, *items: Token) -> tuple[Token, ...]:
         return items
 
+    def keyed(self, meta: Any, key: Token, value: Token) -> Keyed:
+        return Keyed(str(key), str(value), _span(meta))
+
     def fn_head(self, meta: Any, word: Token, sub: tuple[Token, ...] | None) -> FnHead:
         op = Op(str(word))
         span = _span(meta)
         items = sub or ()
+        if op in ROUTES:
+            return _route_head(op, items, span)
+        keyed = next((x for x in items if isinstance(x, Keyed)), None)
+        if keyed is not None:
+            raise ParseError(
+                f"{op.value} takes no keyed setting ({keyed.key}=); dispatch and combine take k= and cf=",
+                span=keyed.span or span,
+            )
         if op is Op.SCALE:
             if len(items) != 1 or items[0].type != "DECIMAL":
                 raise ParseError(

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from shardalg.errors import UsageError
 
-__all__ = ["Op"]
+__all__ = ["Op", "ROUTES"]
 
 
 class _OpKind(type):
@@ -74,6 +74,8 @@ class Op(metaclass=_OpKind):
     LAYERNORM_D: ClassVar[Op]
     ATTEND: ClassVar[Op]
     ATTEND_D: ClassVar[Op]
+    DISPATCH: ClassVar[Op]
+    COMBINE: ClassVar[Op]
 
     name: str  # the Python name (``ALL_GATHER``)
     value: str  # the book's name (``AllGather``)
@@ -197,3 +199,15 @@ Op.ATTEND_D = Op.define(
     function=True,
     operands=5,
 )
+
+# A MoE layer's routing (top-k of a router's logits, each expert's tokens up to its capacity): ``dispatch`` sends
+# each token to its k experts' slots, ``[T, D] -> [E, C, D]``; ``combine`` brings the experts' outputs back, each
+# weighted by its gate, ``[E, C, D] -> [T, D]``. The subscript names the capacity dim, then ``k`` (the step's offset)
+# and the capacity factor ``cf`` (its factor): ``dispatch_{C,k=2,cf=1.25}(H[T_X, D], G[T_X, E])``.
+Op.DISPATCH = Op.define(
+    "DISPATCH", "dispatch", takes_dim=True, takes_offset=True, communicates=False, function=True, operands=2
+)
+Op.COMBINE = Op.define(
+    "COMBINE", "combine", takes_dim=True, takes_offset=True, communicates=False, function=True, operands=2
+)
+ROUTES = (Op.DISPATCH, Op.COMBINE)  # the functions whose subscript holds k (offset) and cf (factor)

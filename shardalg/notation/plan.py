@@ -20,6 +20,7 @@ from shardalg.cache import Kind, memoized
 from shardalg.lazy import cached
 
 from . import printing
+from .op import ROUTES
 from .printing import display
 from .syntax import Apply, Arrow, Collective, Op, Product, Statement, Tensor
 
@@ -50,8 +51,8 @@ class Step:
     def __post_init__(self) -> None:
         if (self.offset is not None) != self.op.takes_offset:
             raise ValueError("a Shift step has an offset and no other step has one")
-        if (self.factor is not None) != (self.op is Op.SCALE):
-            raise ValueError("a scale step has a factor and no other step has one")
+        if (self.factor is not None) != (self.op is Op.SCALE or self.op in ROUTES):
+            raise ValueError("a scale step has a factor, a routing its capacity factor, no other step one")
 
     @cached
     def signature(self) -> tuple[Any, ...]:

@@ -27,7 +27,7 @@ from shardalg.errors import Span, UsageError
 from shardalg.lazy import cached
 
 from . import printing
-from .op import Op
+from .op import ROUTES, Op
 from .printing import display
 
 __all__ = [
@@ -344,7 +344,9 @@ class Apply(Node):
         object.__setattr__(self, "operands", tuple(self.operands))
         object.__setattr__(self, "flags", tuple(self.flags))
         if (self.offset is not None) != self.op.takes_offset or (self.offset or 0) < 0:
-            raise ValueError("a block of attention has an offset (k >= 0) and no other function has one")
+            raise ValueError(
+                "a block of attention has an offset (k >= 0), a routing its k, and no other function has one"
+            )
         if self.flags:
             allowed = flags_of(self.op)
             if not allowed:
@@ -364,8 +366,10 @@ class Apply(Node):
             raise ValueError(f"{self.op.value} is not a function of the notation")
         if (self.dim is not None) != self.op.takes_dim:
             raise ValueError(f"{self.op.value} {'takes' if self.op.takes_dim else 'takes no'} dim")
-        if (self.factor is not None) != (self.op is Op.SCALE):
-            raise ValueError("a scale has a factor and no other function has one")
+        if (self.factor is not None) != (self.op is Op.SCALE or self.op in ROUTES):
+            raise ValueError(
+                "a scale has a factor, a routing its capacity factor, and no other function has one"
+            )
 
 
 @dataclass(frozen=True, repr=False)

@@ -45,6 +45,7 @@ from shardalg.planning.planner import plans
 
 from . import attention as _attention  # noqa: F401  (registers attention's steps: causal softmax, attend)
 from . import functions as _functions  # noqa: F401  (registers the functions' data movement)
+from . import routing as _routing  # noqa: F401  (registers a MoE routing's steps: dispatch, combine)
 from .devices import (
     Buffers,
     Coord,

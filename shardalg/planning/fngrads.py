@@ -24,6 +24,8 @@ from typing import Protocol
 
 from shardalg.algebra.ops.derivatives import DERIVATIVE
 from shardalg.algebra.registry import RECORDS
+from shardalg.errors import UsageError
+from shardalg.notation.op import ROUTES
 from shardalg.notation.printing import unicode
 from shardalg.notation.syntax import Apply, Arrow, Expr, Op, Tensor
 
@@ -50,6 +52,13 @@ def _first(state: _Backward, c: Call, i: int, dy: Tensor) -> Expr:
     """Operand ``i``'s share of the gradient before any sum over a dim it was broadcast along (``dy`` itself
     when the cotangent passes on unchanged)."""
     a, operand = c.apply, c.operands[i]
+    if a.op in ROUTES:
+        raise UsageError(
+            f"the backward of {a.op.value} (a MoE routing) is not derived: its transpose is "
+            f"{'combine' if a.op is Op.DISPATCH else 'dispatch'} of the cotangent, with the gates' gradient "
+            "through the router, which the backward does not write yet",
+            fix="price the forward alone (step --mode infer)",
+        )
     if a.op in DERIVATIVE:
         primal = c.out if a.op is Op.SOFTMAX else state.fw.stored(operand)
         return Apply(DERIVATIVE[a.op], (primal, dy), a.dim)

@@ -13,11 +13,13 @@ reduce-scattered first works on a shard). Legal plans are deduplicated and ranke
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from fractions import Fraction
 from typing import Any
 
 from shardalg.algebra.layout import Layout, subscript, tensor_with
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops.function import FunctionRecord, Kind
+from shardalg.algebra.ops.route import RouteRecord
 from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.traffic import Sizes
 from shardalg.errors import IllegalOperand, NoPlan, ShardalgError, UsageError
@@ -55,6 +57,9 @@ def _candidates(
     rec: FunctionRecord, body: Apply, ops: tuple[Tensor, ...], result: Tensor | None
 ) -> Iterator[tuple[Tensor, ...]]:
     dim = body.dim
+    if isinstance(rec, RouteRecord):  # routed as the tokens are written: their sharding is the groups
+        yield from rec.compute_layouts(ops)
+        return
     if len(ops) == 1:
         (t,) = ops
         yield (t,)
@@ -81,6 +86,8 @@ def _candidates(
 def reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None, axes: tuple[str, ...]) -> str:
     """The one-line reason of a function's step."""
     fn = rec.op.value
+    if rec.shape == Kind.ROUTE:
+        return _route_reason(rec, inputs, dim)
     if rec.shape == Kind.ELEMENTWISE and rec.derivative_of is not None:
         return (
             f"{fn}: the cotangent times {rec.derivative_of}'s derivative, elementwise on each device's block"
@@ -145,6 +152,8 @@ def function_plans(
         try:
             axes = rec.stats_axes(cand[0], body.dim) if rec.shape != Kind.ELEMENTWISE else ()
             out = rec.apply(cand, body.dim, mesh, axes, name)
+            if isinstance(rec, RouteRecord):
+                rec.check_sizes(cand, body.dim, body.offset or 0, body.factor or Fraction(0), sizes.known)
         except IllegalOperand as err:
             refused.append(err.message)
             continue
@@ -164,6 +173,7 @@ def function_plans(
             out,
             axes,
             body.dim,
+            offset=body.offset if body.op.takes_offset else None,
             factor=body.factor,
             reason=reason(rec, cand, body.dim, axes) + _flags_said(body.flags),
             flags=body.flags,
@@ -185,6 +195,21 @@ def function_plans(
     plans = list(found.values())
     sort_plans(plans, key)
     return Plans(plans)
+
+
+def _route_reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None) -> str:
+    """A routing step's reason: where each device's tokens go, and that it moves nothing."""
+    r = rec.roles(inputs, dim)  # type: ignore[attr-defined]
+    where = (
+        f"its share {r.capacity}/{subscript(r.groups)} of each expert's slots"
+        if r.groups
+        else f"each expert's {r.capacity} slots"
+    )
+    if rec.op.value == "dispatch":
+        return (
+            f"dispatch: each device sends its tokens to their top-k experts, into {where}; no communication"
+        )
+    return f"combine: each device gathers its tokens' kept slots from {where}, gated; no communication"
 
 
 def _flags_said(flags: tuple[str, ...]) -> str:

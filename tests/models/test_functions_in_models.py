@@ -6,15 +6,17 @@ scores unless the attention is fused)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 
 import pytest
 
+from shardalg.algebra.ops.route import capacity
 from shardalg.algebra.registry import RECORDS
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.hardware import get as chip_named
 from shardalg.costs.plancost import priced
 from shardalg.models.analysis import analyze
-from shardalg.models.expand import expand
+from shardalg.models.expand import CAPACITY_FACTOR, expand
 from shardalg.models.memory import model_memory
 from shardalg.models.program import model_program
 from shardalg.models.step import step_time
@@ -105,10 +107,14 @@ def test_step_text_says_the_vector_flops_and_the_functions_convention(mode):
 
 @pytest.mark.parametrize("name", ["llama-2-13b", "llama-3-8b", "llama-3-70b", "mixtral-8x7b"])
 def test_the_presets_with_their_functions_written_keep_their_parameters_and_flops(name):
-    sizes = {"B": 1, "T": 256, "S": 256, "C": 64}
+    moe = name == "mixtral-8x7b"  # its routing written: the capacity C = cf·k·tokens/E derived, whole
+    sizes = {"B": 16 if moe else 1, "T": 256, "S": 256}
     for phase in ("train", "prefill", "decode"):
+        tokens = sizes["B"] * (1 if phase == "decode" else sizes["T"])
+        c = {"C": int(capacity(Fraction(tokens), 8, 2, CAPACITY_FACTOR))} if moe else {}
         written = model_program(expand(name, phase, functions=True), "X=1", sizes)
-        bare = model_program(expand(name, phase), "X=1", sizes)
+        assert written.sizes.get("C") == c.get("C")
+        bare = model_program(expand(name, phase), "X=1", {**sizes, **c})
         assert sum(s.kind == "function" for s in written.statements) >= 4
         mode = "train" if phase == "train" else "infer"
         a, b = analyze(written, mode), analyze(bare, mode)

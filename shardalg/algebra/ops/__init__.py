@@ -26,6 +26,7 @@ from . import (
     permute,
     reduce_scatter,
     reductions,
+    route,
     send,
     shift,
     slice,
@@ -58,5 +59,6 @@ for _record in (
     *derivatives.RECORDS,
     attend.RECORD,
     attend.GRAD_RECORD,
+    *route.RECORDS,
 ):
     register_op(_record)

@@ -73,6 +73,7 @@ class Kind:
     REDUCTION = "reduction"
     COMPOSITE = "composite"
     DERIVATIVE = "derivative"  # a reduction's or composite's derivative: f'_D(X, dY) has X's dims and layout
+    ROUTE = "route"  # a MoE routing (dispatch, combine): its own rule, its dims change (ops.route)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,6 +21,7 @@ __all__ = ["TextPrinter", "text"]
 
 _BARE = re.compile(r"[A-Z]+|[A-Za-z0-9]\Z")  # subscripts written without braces: _X, _XY, _LOCAL, _D
 _CAPITALS = re.compile(r"[A-Z]{2,}\Z")
+ROUTED = ("dispatch", "combine")  # the functions whose subscript is a dim, k= and cf= (a MoE routing)
 
 
 def _letter_axes(axes: tuple[str, ...]) -> bool:
@@ -146,6 +147,9 @@ class TextPrinter(Printer):
             items.append(str(a.offset))
         if a.factor is not None:
             items = [self._decimal(a.factor)]
+        if a.op.value in ROUTED:  # a routing: its new dim, then k and the capacity factor
+            bind = self.g("bind")
+            items = [self._dim_word(a.dim), f"k{bind}{a.offset}", f"cf{bind}{self._decimal(a.factor)}"]
         sub = self._sub(items) if items else ""
         args = self.g("sep").join(self._print(x) for x in a.operands)
         return self._fn(a.op.value) + sub + self.g("paren_open") + args + self.g("paren_close")
