@@ -184,7 +184,9 @@ def _einsum(b: _Body, s: Step) -> None:
     b.lines.append(f"{b.var(s.output)} = torch.einsum({spec!r}, {b.var(left)}, {b.var(right)})")
 
 
-@EMITTERS.register(*(op for op in Op if op.function and op not in (Op.ATTEND, Op.ATTEND_D)))
+@EMITTERS.register(
+    *(op for op in Op if op.function and op not in (Op.ATTEND, Op.ATTEND_D, Op.DISPATCH, Op.COMBINE))
+)
 def _function(b: _Body, s: Step) -> None:
     """A function of the notation or a derivative (:mod:`.torch_functions`); not a block of attention."""
     function_lines(b, s)
