@@ -34,6 +34,8 @@ DEFERRED: tuple[str, ...] = (
     "importlib.resources",  # notation.grammar: the grammar found inside an installed wheel
     "subprocess",  # notation.grammar: regenerating the parser
     "difflib",  # errors.closest: a "did you mean" for a word that is wrong
+    "json",  # cli.common.json_text, costs.derive: the --json output (plan and compare start without it)
+    "html",  # notation.printing.display.html_escape: a notebook's HTML tables
 )
 
 DEFERRING_PACKAGES: tuple[str, ...] = ("shardalg.cli",)

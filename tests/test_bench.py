@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import subprocess
 import sys
 import textwrap
 
@@ -13,6 +14,7 @@ import pytest
 
 from bench.cold import readme_commands
 from bench.common import find_caches, read_cost
+from tests.shared import ROOT
 
 
 def test_the_cold_start_times_the_readmes_plan_and_compare() -> None:
@@ -23,6 +25,35 @@ def test_the_cold_start_times_the_readmes_plan_and_compare() -> None:
         assert not any(a in ("&&", "2>&1", "shardalg", "|") for a in argv)  # the command alone, no pipe
     compare = next(a for a in found if a[0] == "compare")
     assert compare[-2:] == ["--solve-for", "D"] and "--mesh" in compare
+
+
+def test_the_readmes_plan_and_compare_start_without_what_they_do_not_use() -> None:
+    # what their cold start leaves out (shardalg.deferred): json (only --json prints it), html (a notebook's
+    # tables), pickle (lark's cache and save/load, which the generated parser never runs); --json still works
+    code = textwrap.dedent("""
+        import ast, contextlib, io, sys
+        from shardalg.cli import main
+        for argv in ast.literal_eval(sys.argv[1]):
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert main(argv) == 0, argv
+        print([m for m in ("json", "html", "pickle", "base64") if m in sys.modules])
+    """)
+    commands = readme_commands()
+    done = subprocess.run(
+        [sys.executable, "-c", code, repr(commands)], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    compare = next(argv for argv in commands if argv[0] == "compare")
+    done = subprocess.run(
+        [sys.executable, "-m", "shardalg", *compare, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "result" in json.loads(done.stdout)
 
 
 def test_caches_are_found_by_the_registry_and_cleared_by_kind(tmp_path, monkeypatch) -> None:

@@ -68,12 +68,12 @@ def test_an_import_inside_a_function_not_listed_is_found(tmp_path: Path) -> None
     (package / "__init__.py").write_text("")
     (package / "cli" / "__init__.py").write_text("def run():\n    from shardalg.costs import plan\n")
     (package / "costs.py").write_text(
-        "import json\n\ndef plot():\n    import matplotlib.pyplot\n\ndef load(s):\n    import json\n"
+        "import csv\n\ndef plot():\n    import matplotlib.pyplot\n\ndef load(s):\n    import csv\n"
         "    from . import cli\n\nclass C:\n    def m(self):\n        import tomllib\n"
     )
     (package / "notes.py").write_text("def f():\n    import scipy.optimize\n    import pandas\n")
     assert not_allowed(imports_inside_functions(package)) == [
-        "shardalg.costs:7 imports json inside a function",
+        "shardalg.costs:7 imports csv inside a function",
         "shardalg.costs:8 imports shardalg.cli inside a function",
         "shardalg.notes:3 imports pandas inside a function",
     ]

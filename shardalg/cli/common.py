@@ -13,6 +13,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Callable
+from typing import Any
 
 from shardalg.errors import FileError, UsageError
 from shardalg.notation.programarg import PROGRAM_FORMS, looks_like_notation
@@ -63,6 +64,14 @@ def add_keep(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="training: the backward gathers the forward's gathered copies again (time)",
     )
+
+
+def json_text(obj: object, **options: Any) -> str:
+    """``json.dumps(obj, **options)``, the ``--json`` output. :mod:`json` is imported here: a command run
+    without ``--json`` (the README's ``plan`` and ``compare``) starts without it (~3 ms of a cold start)."""
+    import json
+
+    return json.dumps(obj, **options)
 
 
 def examples(*commands: str) -> str:

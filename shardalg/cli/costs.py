@@ -19,7 +19,6 @@ integer). No user text reaches a sympy parser.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from typing import TYPE_CHECKING
@@ -28,7 +27,7 @@ from shardalg.errors import UsageError
 from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
-from .common import add_overlap, examples, no_made_up_sizes, program_text
+from .common import add_overlap, examples, json_text, no_made_up_sizes, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
@@ -108,7 +107,7 @@ def _print_derivation(d, as_json: bool, key: str) -> None:
     if as_json:
         data = d.to_json()
         data[key] = data["result"]
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(json_text(data, indent=2, ensure_ascii=False))
     else:
         print(d)
 
@@ -129,7 +128,7 @@ def _cost(args: argparse.Namespace) -> int:
     pc = cost(_parse(args.expr), overlap=overlap, latency=not args.no_latency, **_options(args))
     _notes(pc.notes)
     if args.json:
-        print(json.dumps(pc.to_json(), indent=2, ensure_ascii=False))
+        print(json_text(pc.to_json(), indent=2, ensure_ascii=False))
         return EXIT_OK
     print(pc)
     if args.schedule:
@@ -201,7 +200,7 @@ def _hw_list(args: argparse.Namespace) -> int:
 
     chips = [hardware.get(n) for n in hardware.names()]
     if args.json:
-        print(json.dumps([c.to_json() for c in chips], indent=2))
+        print(json_text([c.to_json() for c in chips], indent=2))
     else:
         for c in chips:
             print(f"{c.name:<8} {c.model:<11} {c.description}")
@@ -212,7 +211,7 @@ def _hw_show(args: argparse.Namespace) -> int:
     from shardalg.costs.chipspec import chip_from_text
 
     chip = chip_from_text(args.name)  # what --hw accepts: a preset, a TOML file or NAME=VALUE pairs
-    print(json.dumps(chip.to_json(), indent=2) if args.json else str(chip))
+    print(json_text(chip.to_json(), indent=2) if args.json else str(chip))
     return EXIT_OK
 
 
@@ -222,7 +221,7 @@ def _hw_slice(args: argparse.Namespace) -> int:
     topology = slice_topology(args.name)
     layout = topology.layout(args.mesh)
     if args.json:
-        print(json.dumps({**topology.to_json(), "mesh": layout.to_json()["axes"]}, indent=2))
+        print(json_text({**topology.to_json(), "mesh": layout.to_json()["axes"]}, indent=2))
     else:
         print(topology)
         print("mesh: " + "; ".join(layout.lines()))

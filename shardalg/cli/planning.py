@@ -19,7 +19,6 @@ virtual mesh and compares it with the dense result; it exits 1 when any plan is 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from shardalg.errors import ShardalgError, UsageError
@@ -30,7 +29,7 @@ from shardalg.planning.search import MAX_LABELS
 from shardalg.progress import task
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import add_overlap, examples, no_made_up_sizes, program_text
+from .common import add_overlap, examples, json_text, no_made_up_sizes, program_text
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
@@ -166,7 +165,7 @@ def _plan_one(args: argparse.Namespace) -> int:
     seconds = None if costs is None else [priced(p, problem.mesh, sizes.known, costs).seconds for p in shown]
     if fmt == "json":
         print(
-            json.dumps(
+            json_text(
                 plan_json(shown, problem.mesh, sizes, seconds, None if costs is None else costs.overlap),
                 indent=2,
                 ensure_ascii=False,
@@ -230,7 +229,7 @@ def _simulate(args: argparse.Namespace) -> int:
             tick(p.note)
     if args.json:
         print(
-            json.dumps(
+            json_text(
                 {
                     "plans": [
                         {"ok": r.ok, "max_error": r.max_error, "note": p.note}

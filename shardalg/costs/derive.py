@@ -21,10 +21,8 @@ otherwise; a PlanCost passed in keeps its own policy unless ``overlap=`` is give
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from html import escape
 
 import sympy
 from sympy import Expr
@@ -33,7 +31,7 @@ from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.symbols import as_expr, dim_size, latex_names, quantity, symbol
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
-from shardalg.notation.printing.display import html_table, pretty_text, short
+from shardalg.notation.printing.display import html_escape, html_table, pretty_text, short
 from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Op, Tensor
 
@@ -107,7 +105,7 @@ class Derivation:
         """The steps as a table (label, expression), titled, with the notes under it."""
         rows = [["overlap", str(self.overlap)]] if self.overlap else []
         rows += [[label, sympy.sstr(e)] for label, e in self.steps]
-        notes = "".join(f"<p>note: {escape(n)}</p>" for n in self.notes)
+        notes = "".join(f"<p>note: {html_escape(n)}</p>" for n in self.notes)
         return html_table(["step", "expression"], rows, self.title, code=(1,)) + notes
 
     def __str__(self) -> str:
@@ -133,6 +131,8 @@ class Derivation:
         }
 
     def to_json_text(self) -> str:
+        import json  # the JSON output only: a command without --json starts without it
+
         return json.dumps(self.to_json(), indent=2)
 
 

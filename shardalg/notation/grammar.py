@@ -66,6 +66,25 @@ def lalr_parser() -> Lark:
     return parser
 
 
+# The generator's line for tables it would compress (``-c``, which we do not pass: the tables are literals).
+# pickle costs a cold start ~3 ms, and only lark's grammar cache and ``Lark.save``/``load`` use it, which the
+# standalone parser never runs; the generated module says where the line went.
+PICKLE_LINE = "import pickle, zlib, base64"
+PICKLE_NOTE = (
+    f"# {PICKLE_LINE}: left out by shardalg.notation.grammar (tables are literals; no cache, save or load)"
+)
+
+
+def unpickled(generated: str) -> str:
+    """The generator's output without its import of pickle, zlib and base64 (see :data:`PICKLE_LINE`)."""
+    lines = generated.split("\n")
+    if lines.count(PICKLE_LINE) != 1:
+        raise RuntimeError(
+            f"lark's standalone output has {lines.count(PICKLE_LINE)} lines {PICKLE_LINE!r}, not 1"
+        )
+    return "\n".join(PICKLE_NOTE if line == PICKLE_LINE else line for line in lines)
+
+
 def generate(out: Path = GENERATED) -> None:
     """Write the standalone parser of the grammar to ``out``, with lark's generator in a new process (lark's
     table construction orders states by set iteration, so two runs may number them differently); written
@@ -79,7 +98,8 @@ def generate(out: Path = GENERATED) -> None:
             [sys.executable, *GENERATOR, str(grammar_path()), "-o", str(made)], env=env, check=True
         )
         made.write_text(
-            HEADER.format(command=" ".join(GENERATOR)) + made.read_text(encoding="utf-8"), encoding="utf-8"
+            HEADER.format(command=" ".join(GENERATOR)) + unpickled(made.read_text(encoding="utf-8")),
+            encoding="utf-8",
         )
         os.replace(
             made, out

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from html import escape
 from typing import Any
 
 from shardalg.notation.plan import Plan
 from shardalg.notation.plan import Plans as PlanTable
+from shardalg.notation.printing.display import html_escape
 
 from .overlap import OverlapPolicy
 from .search import MAX_LABELS, MAX_TIES
@@ -103,4 +103,4 @@ class Plans(PlanTable):
 
     def _repr_html_(self) -> str:
         shown = super()._repr_html_()
-        return shown if self.complete else shown + f"<p><b>incomplete:</b> {escape(self.note)}</p>"
+        return shown if self.complete else shown + f"<p><b>incomplete:</b> {html_escape(self.note)}</p>"
