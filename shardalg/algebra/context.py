@@ -207,7 +207,7 @@ def value_of(expr: Node, ctx: Context, result: Tensor | None = None) -> Tensor:
     if isinstance(expr, Apply):
         operands = [value_of(x, ctx) for x in expr.operands]
         try:
-            return RECORDS[expr.op].result(operands, expr.dim)
+            return RECORDS[expr.op].result(operands, expr.dim, expr.flags)
         except IllegalOperand:  # best effort: the function rule reports it
             t = operands[0]
             keep = tuple(d for d in t.dims if d.label != expr.dim or not RECORDS[expr.op].reduces())

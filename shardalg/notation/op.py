@@ -73,6 +73,7 @@ class Op(metaclass=_OpKind):
     RMSNORM_D: ClassVar[Op]
     LAYERNORM_D: ClassVar[Op]
     ATTEND: ClassVar[Op]
+    RENAME: ClassVar[Op]
 
     name: str  # the Python name (``ALL_GATHER``)
     value: str  # the book's name (``AllGather``)
@@ -184,3 +185,8 @@ for _name, _value, _dim in (
 Op.ATTEND = Op.define(
     "ATTEND", "attend", takes_dim=True, takes_offset=True, communicates=False, function=True
 )
+
+# A dim of a value called by another name (``rename_{T,S}(Kp[B, T, N]) -> K[B, S, N]``: the keys' positions S
+# are the projection's tokens T): the same blocks on the same devices, so a step of it moves nothing; the
+# subscript names the dim, then its new name.
+Op.RENAME = Op.define("RENAME", "rename", takes_dim=True, communicates=False, function=True)

@@ -53,6 +53,11 @@ class Step:
         if (self.factor is not None) != (self.op is Op.SCALE):
             raise ValueError("a scale step has a factor and no other step has one")
 
+    @property
+    def to(self) -> str | None:
+        """A rename's new name for its dim (its one flag; None for other steps)."""
+        return self.flags[0] if self.op is Op.RENAME else None
+
     @cached
     def signature(self) -> tuple[Any, ...]:
         """The step as plain values, cheap to hash: op, axes, dim and the layouts it reads and writes (equal

@@ -320,7 +320,8 @@ class Apply(Node):
     ``flags`` are the words after the dim in the subscript, in :data:`FLAGS` order: ``causal`` (a softmax or
     a block of attention that masks the keys after each query: ``softmax_{S,causal}``) and ``flash`` (fused
     with its products: the scores are never written to HBM). ``offset``: a block of attention's, the devices
-    its K and V blocks came round the ring (``attend_{S,causal,1}``), so a mask knows which keys they are."""
+    its K and V blocks came round the ring (``attend_{S,causal,1}``), so a mask knows which keys they are.
+    A rename's one flag is the new name of its dim (``rename_{T,S}``: dim T, flags ``("S",)``; :attr:`to`)."""
 
     op: Op
     operands: tuple[Expr, ...]
@@ -334,7 +335,14 @@ class Apply(Node):
         object.__setattr__(self, "flags", tuple(self.flags))
         if (self.offset is not None) != self.op.takes_offset or (self.offset or 0) < 0:
             raise ValueError("a block of attention has an offset (k >= 0) and no other function has one")
-        if self.flags:
+        if self.op is Op.RENAME:
+            if (
+                len(self.flags) != 1
+                or not self.flags[0].isidentifier()
+                or self.flags[0] in (self.dim, *FLAGS)
+            ):
+                raise ValueError("a rename names its dim, then the dim's new name: rename_{T,S}")
+        elif self.flags:
             if self.op not in (Op.SOFTMAX, Op.ATTEND):
                 raise ValueError(
                     f"{self.op.value} takes no flags; softmax and attend take {', '.join(FLAGS)}"
@@ -349,6 +357,11 @@ class Apply(Node):
             raise ValueError(f"{self.op.value} {'takes' if self.op.takes_dim else 'takes no'} dim")
         if (self.factor is not None) != (self.op is Op.SCALE):
             raise ValueError("a scale has a factor and no other function has one")
+
+    @property
+    def to(self) -> str | None:
+        """A rename's new name for its dim (None for other functions)."""
+        return self.flags[0] if self.op is Op.RENAME else None
 
 
 @dataclass(frozen=True, repr=False)

@@ -26,6 +26,7 @@ from . import (
     permute,
     reduce_scatter,
     reductions,
+    rename,
     send,
     shift,
     slice,
@@ -57,5 +58,6 @@ for _record in (
     *norms.RECORDS,
     *derivatives.RECORDS,
     attend.RECORD,
+    rename.RECORD,
 ):
     register_op(_record)

@@ -71,7 +71,7 @@ class AttendRecord(FunctionRecord):
             raise IllegalOperand("a block of attention reduces nothing across devices: it names no axes")
         return Tensor(name, out.dims, (), (), out.dtype)
 
-    def result(self, operands: Sequence[Tensor], dim: str | None) -> Tensor:
+    def result(self, operands: Sequence[Tensor], dim: str | None, flags: tuple[str, ...] = ()) -> Tensor:
         if len(operands) not in (3, 4):
             raise IllegalOperand(f"attend takes Q, K, V and the state so far (optional), not {len(operands)}")
         if dim is None:
