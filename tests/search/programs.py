@@ -26,7 +26,8 @@ LAYER = {"mesh": "X=2,Y=2,Z=2", "sizes": "B=8,T=2048,D=8192,N=8192,F=32768", "hw
 # pays (a ring would pass them instead)
 TRANSFORMER_FN = """params W_q, W_k, W_v, W_o, W_gate, W_in, W_out, g_attn, g_mlp
 tokens B, T
-rmsnorm_D(In[B, T, D]) .* g_attn[D] -> Ha[B, T, D]
+rmsnorm_D(In[B, T, D]) -> Hr[B, T, D]
+Hr[B, T, D] .* g_attn[D] -> Ha[B, T, D]
 Ha[B, T, D] * W_q[D, H, E] -> Q[B, T, H, E]
 Ha[B, T, D] * W_k[D, H, E] -> Kp[B, T, H, E]
 Ha[B, T, D] * W_v[D, H, E] -> Vp[B, T, H, E]
@@ -37,10 +38,12 @@ softmax_{S,causal}(Sc[B, H, T, S]) -> P[B, H, T, S]
 P[B, H, T, S] * V[B, S, H, E] -> A[B, T, H, E]
 A[B, T, H, E] * W_o[H, E, D] -> Att[B, T, D]
 In[B, T, D] + Att[B, T, D] -> Rs[B, T, D]
-rmsnorm_D(Rs[B, T, D]) .* g_mlp[D] -> Hn[B, T, D]
+rmsnorm_D(Rs[B, T, D]) -> Hm[B, T, D]
+Hm[B, T, D] .* g_mlp[D] -> Hn[B, T, D]
 Hn[B, T, D] * W_gate[D, F] -> Gt[B, T, F]
 Hn[B, T, D] * W_in[D, F] -> U[B, T, F]
-silu(Gt[B, T, F]) .* U[B, T, F] -> M[B, T, F]
+silu(Gt[B, T, F]) -> Sg[B, T, F]
+Sg[B, T, F] .* U[B, T, F] -> M[B, T, F]
 M[B, T, F] * W_out[F, D] -> Out[B, T, D]
 Rs[B, T, D] + Out[B, T, D] -> Y[B, T, D]"""
 LAYER_TRAIN = {
