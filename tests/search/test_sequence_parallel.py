@@ -70,14 +70,16 @@ def test_sp_gathers_k_and_v_over_the_sequence_axis(serial):
 def test_sp_is_strictly_slower_than_dp_when_communication_is_not_hidden(serial):
     dp, sp = _pure(serial, "B=X"), _pure(serial, "T=X")
     assert dp.fits and sp.fits
-    assert sp.compute == pytest.approx(dp.compute)  # the same FLOPs on each device
+    assert sp.flops == pytest.approx(dp.flops)  # the same matmul FLOPs on each device
     assert sp.comms > dp.comms  # the gathers of K and V (and their gradients' reduce-scatters)
     assert sp.seconds > dp.seconds
+    assert sp.seconds - dp.seconds > (dp.compute - sp.compute)  # not the functions' HBM time: the comms
     assert serial.ranked.index(sp) > serial.ranked.index(dp)
 
 
-def test_sp_ranks_after_dp_on_its_extra_communication_under_steady_overlap(steady):
+def test_sp_communicates_more_than_dp_under_steady_overlap(serial, steady):
+    """Under the default overlap the gathers hide behind compute at these sizes (compute-bound), so the times
+    stay within a fraction of a percent; the communication they add is still counted and shown."""
     dp, sp = _pure(steady, "B=X"), _pure(steady, "T=X")
     assert sp.comms > dp.comms
-    assert steady.ranked.index(sp) > steady.ranked.index(dp)
-    assert sp.seconds >= dp.seconds
+    assert sp.comms - dp.comms == pytest.approx(_pure(serial, "T=X").comms - _pure(serial, "B=X").comms)
