@@ -207,7 +207,7 @@ def value_of(expr: Node, ctx: Context, result: Tensor | None = None) -> Tensor:
     if isinstance(expr, Apply):
         operands = [value_of(x, ctx) for x in expr.operands]
         try:
-            return RECORDS[expr.op].flagged_result(operands, expr.dim, expr.flags)
+            return RECORDS[expr.op].result(operands, expr.dim, expr.flags)
         except IllegalOperand:  # best effort: the function rule reports it
             whole = [tensor_with(t, Layout(tuple(() for _ in t.dims), (), ())) for t in operands]
             try:  # the dims a layout cannot change (a routing's result, its operands laid out otherwise)

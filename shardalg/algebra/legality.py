@@ -390,7 +390,7 @@ def function_operands(a: Apply, ctx: Context) -> Iterator[Found]:
         return  # reported by function_shape: no layout fixes it
     operands = [value_of(x, ctx) for x in a.operands]
     try:
-        RECORDS[a.op].result(operands, a.dim)
+        RECORDS[a.op].result(operands, a.dim, a.flags)
     except IllegalOperand as err:
         yield err.message, err.span or a.span, err.fix
 
@@ -403,7 +403,7 @@ def _function_shape_error(a: Apply, ctx: Context) -> IllegalOperand | None:
         for t in map(lambda x: value_of(x, ctx), a.operands)
     ]
     try:
-        RECORDS[a.op].result(whole, a.dim)
+        RECORDS[a.op].result(whole, a.dim, a.flags)
     except IllegalOperand as err:
         return err
     return None

@@ -326,7 +326,12 @@ def _model_show(args: argparse.Namespace) -> int:
         program = shard(program, args.params, args.activations, sequence=args.megatron_sp)
     if args.format == "json":
         _print(
-            {"model": config.to_json(), "phase": args.phase, "program": render(program, "json", spans=False)},
+            {
+                "model": config.to_json(),
+                "phase": args.phase,
+                "functions": args.functions,
+                "program": render(program, "json", spans=False),
+            },
             True,
         )
         return EXIT_OK
@@ -344,6 +349,12 @@ def _model_show(args: argparse.Namespace) -> int:
             f"{comment}   routing: top-{config.top_k.value if config.top_k else 1}, capacity factor "
             f"{float(cf):g} ({given}; Mixtral itself drops no token): C = cf·k·B·T/E slots an expert"
         )
+    print(
+        f"{comment} functions written (norms, softmax, gated activation, residual adds; --no-functions enters "
+        "their results as inputs)"
+        if args.functions
+        else f"{comment} functions not written: their results are inputs (--no-functions)"
+    )
     print(render(program, args.format))
     return EXIT_OK
 
@@ -569,9 +580,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--activations", metavar="B=X", help="shard the activations and KV cache: DIM=AXES")
     q.add_argument(
         "--functions",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="write the norms, the softmax, the gated activation and the residual adds in the notation "
-        "(rmsnorm_D, softmax_S, silu, +) instead of entering their results as inputs",
+        "(rmsnorm_D, softmax_S, silu, +; the default); --no-functions enters their results as inputs",
     )
     q.add_argument(
         "--capacity-factor",

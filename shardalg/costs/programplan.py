@@ -106,7 +106,7 @@ def program_plan(
                 )
         elif isinstance(expr, Apply):  # a function: priced by its cheapest plan (a single step when it meets)
             operands = tuple(emit(x, None) for x in expr.operands)
-            call = Apply(expr.op, operands, expr.dim, expr.factor, offset=expr.offset)
+            call = Apply(expr.op, operands, expr.dim, expr.factor, expr.flags, offset=expr.offset)
             stmt = Arrow(call, result) if result is not None else call
             found = plans(stmt, ctx.mesh, ctx.sizes)
             best, how = _located((choose or _first), found, stmt)

@@ -192,6 +192,8 @@ class StepCost:
             moved = (*s.inputs, s.output) if s.op is Op.EINSUM or s.op.function else ()
             if s.op.function and RECORDS[s.op].shape_only:  # a broadcast reads its first operand's shape only
                 moved = moved[1:]
+            if s.op is Op.RENAME:  # the same blocks under another name: nothing read or written
+                moved = ()
             self._hbm = add(*(local_bytes(t, self.opts) for t in moved if hbm is None or t.name in hbm))
         return self._hbm
 

@@ -263,6 +263,9 @@ def _function(b: _Body, s: Step) -> frozenset[str]:
     if s.op is Op.SCALE:
         b.lines.append(f"{y} = {float(s.factor)!r} * {x}")
         return vary
+    if s.op is Op.RENAME:  # the same block, its dim called by another name
+        b.lines.append(f"{y} = {x}")
+        return vary
     if s.op in _BINARY_SRC:
         left, right = (_aligned_src(b.var(t), t, s.output) for t in s.inputs)
         b.lines.append(f"{y} = {_BINARY_SRC[s.op].format(a=left, b=right)}")

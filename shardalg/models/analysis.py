@@ -194,9 +194,8 @@ class Analysis:
         if self.mode != "train" or not self.model.product_statements():
             return None
         m = self.model
-        # The whole model's backward leaves the functions (norms, softmax, residual adds) out for now:
-        # the products' backward is, with each function's result an input and its operands outputs, as for the
-        # steps the notation does not show; what the functions' backward reads is kept (:attr:`needed`).
+        # every statement the program writes, products and functions (norms, softmax, residual adds: their
+        # derivatives ``f'(X, dY)``); a step the notation does not show is an input of the backward
         shown = tuple(m.statements[i].statement for i in self.shown)
         return backward(
             Program(shown, source=m.program.source), m.mesh, m.sizes, keep_gathered=self.keep_gathered
@@ -251,9 +250,9 @@ class Analysis:
 
     @cached_property
     def shown(self) -> tuple[int, ...]:
-        """The program's statement index of each statement of the backward's program (the functions left out:
-        :attr:`backward`)."""
-        return tuple(info.index for info in self.model.statements if info.kind != "function")
+        """The program's statement index of each statement of the backward's program (every one it writes,
+        products and functions: :attr:`backward`)."""
+        return tuple(info.index for info in self.model.statements)
 
     # ---- what the backward keeps
     @cached_property

@@ -91,8 +91,8 @@ def step_conventions(report: Any) -> list[tuple[str, str]]:
                 "the written functions (norms, softmax, elementwise) priced as HBM-bound steps, their FLOPs "
                 "counted apart as vector FLOPs"
                 + (
-                    "; a whole model's step leaves their backward out (shardalg backward derives it per program): "
-                    "it costs nothing here, and what it reads is kept"
+                    "; their backward derived (each derivative f'(X, dY), or the rename back, as shardalg "
+                    "backward writes it), priced the same way"
                     if train
                     else ""
                 )

@@ -64,15 +64,15 @@ def expand(
     phase: str = "train",
     dtype: DType | str | None = None,
     kv_dtype: DType | str | None = None,
-    functions: bool = False,
+    functions: bool = True,
     capacity_factor: Fraction = CAPACITY_FACTOR,
 ) -> Program:
     """The program of ``config`` for ``phase`` (``train``: one layer's forward and the unembedding;
     ``prefill``: the prompt's tokens with the attention core over their cache; ``decode``: one new token per
     sequence over a KV cache). ``dtype`` is the parameters' (default bf16),
-    ``kv_dtype`` the KV cache's (default ``dtype``). ``functions`` writes the norms, the softmax, the gated
-    activation and the residual adds in the notation (:func:`_written`) instead of entering their results
-    as inputs; a MoE's routing then takes ``capacity_factor`` (default :data:`CAPACITY_FACTOR`)."""
+    ``kv_dtype`` the KV cache's (default ``dtype``). ``functions`` (default) writes the norms, the softmax, the
+    gated activation and the residual adds in the notation (:func:`_written`); ``functions=False`` enters their
+    results as inputs instead; a MoE's routing takes ``capacity_factor`` (default :data:`CAPACITY_FACTOR`)."""
     c = get(config) if isinstance(config, str) else config
     if phase not in PHASES:
         raise UsageError(f"the phase is one of {', '.join(PHASES)}, not {phase!r}")
@@ -143,16 +143,18 @@ def _written(
     kv_dtype: DType | str | None,
     capacity_factor: Fraction = CAPACITY_FACTOR,
 ) -> Program:
-    """The program of ``c`` with its functions written: per layer ``rmsnorm_D(In) ⊙ g_attn -> Ha``, the Q, K,
+    """The program of ``c`` with its functions written: per layer ``rmsnorm_D(In) -> Har`` and
+    ``Har ⊙ g_attn -> Ha`` (one function a statement, as the backward differentiates them), the Q, K,
     V projections of ``Ha``, the attention core (prefill and decode: ``Q·Kc -> Sc``, ``softmax_S(Sc) -> P``,
-    ``P·Vc -> A``; training: ``A`` an input, as the key positions ``S`` of ``K`` are the tokens ``T`` of the
-    projection, which the notation cannot rename), ``A·W_o -> Att``, the residual ``In + Att -> Rs``,
-    ``rmsnorm_D(Rs) ⊙ g_mlp -> Hn``, the gated MLP ``silu(Gt) ⊙ U -> M`` and the residual ``Rs + Out -> Y``
-    (the layer's output); the head ``rmsnorm_D(Xl) ⊙ g_final -> Xf`` before the unembedding, ``Xl`` the last
-    layer's output. Mixtral's router writes the logits ``R``; ``dispatch_{C,k,cf}(Hn, R) -> X[E, C, D]`` sends
-    each token to its top-k experts' slots (C = cf·k·B·T/E an expert, ``capacity_factor`` cf), the experts
-    write ``Out[E, C, D]`` and ``combine_{C,k,cf}(Out, R) -> Mo`` brings them back, gated, before the residual.
-    The scores' scale 1/sqrt(H) is folded into ``W_q`` (not written)."""
+    ``P·Vc -> A``; training: ``A`` an input, not yet written over ``rename_{T,S}`` of ``Kp`` and ``Vp`` as
+    ``tests/search/programs.py``'s layer is), ``A·W_o -> Att``, the residual ``In + Att -> Rs``,
+    ``rmsnorm_D(Rs) ⊙ g_mlp -> Hn``, the gated MLP ``silu(Gt) -> Sg``, ``Sg ⊙ U -> M`` and the residual
+    ``Rs + Out -> Y`` (the layer's output); the head ``rmsnorm_D(Xl) ⊙ g_final -> Xf`` before the
+    unembedding, ``Xl`` the last layer's output. Mixtral's router writes the logits ``R``;
+    ``dispatch_{C,k,cf}(Hn, R) -> X[E, C, D]`` sends each token to its top-k experts' slots (C = cf·k·B·T/E an
+    expert, ``capacity_factor`` cf), the experts write ``Out[E, C, D]`` and ``combine_{C,k,cf}(Out, R) -> Mo``
+    brings them back, gated, before the residual. The scores' scale 1/sqrt(H) is folded into ``W_q`` (not
+    written)."""
     kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
     decode = phase == "decode"
     core = phase != "train"
@@ -168,7 +170,9 @@ def _written(
     def norm(x: str, gain: str, out: str, rows: str) -> str:
         if not c.norms:
             return x
-        lines.append(f"rmsnorm_D({x}[{rows}, D]) .* {_t(gain, 'D', p)} -> {out}[{rows}, D]")
+        # one function a statement (the backward differentiates each): the norm, then its gain
+        lines.append(f"rmsnorm_D({x}[{rows}, D]) -> {out}r[{rows}, D]")
+        lines.append(f"{out}r[{rows}, D] .* {_t(gain, 'D', p)} -> {out}[{rows}, D]")
         return out
 
     q = "B, K, G, H" if decode else "B, T, K, G, H"
@@ -197,7 +201,8 @@ def _written(
             f"dispatch_{route}({hn}[{tok}, D], R[{tok}, E]) -> X[E, C, D]",
             f"X[E, C, D] * {_t('W_gate', 'E, D, F', p)} -> Gt[E, C, F]",
             f"X[E, C, D] * {_t('W_in', 'E, D, F', p)} -> U[E, C, F]",
-            "silu(Gt[E, C, F]) .* U[E, C, F] -> M[E, C, F]",
+            "silu(Gt[E, C, F]) -> Sg[E, C, F]",
+            "Sg[E, C, F] .* U[E, C, F] -> M[E, C, F]",
             f"M[E, C, F] * {_t('W_out', 'E, F, D', p)} -> Out[E, C, D]",
             f"combine_{route}(Out[E, C, D], R[{tok}, E]) -> Mo[{tok}, D]",
             f"Rs[{tok}, D] + Mo[{tok}, D] -> Y[{tok}, D]",
@@ -206,7 +211,8 @@ def _written(
         lines += [
             f"{hn}[{tok}, D] * {_t('W_gate', 'D, F', p)} -> Gt[{tok}, F]",
             f"{hn}[{tok}, D] * {_t('W_in', 'D, F', p)} -> U[{tok}, F]",
-            f"silu(Gt[{tok}, F]) .* U[{tok}, F] -> M[{tok}, F]",
+            f"silu(Gt[{tok}, F]) -> Sg[{tok}, F]",
+            f"Sg[{tok}, F] .* U[{tok}, F] -> M[{tok}, F]",
             f"M[{tok}, F] * {_t('W_out', 'F, D', p)} -> Out[{tok}, D]",
             f"Rs[{tok}, D] + Out[{tok}, D] -> Y[{tok}, D]",
         ]

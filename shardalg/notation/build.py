@@ -340,6 +340,13 @@ class Builders:
                 f"{op.value}_{{S,0}}(Q[..], K[..], V[..])",
                 span=span,
             )
+        if op is Op.RENAME:
+            if len(items) != 2 or any(x.type == "DECIMAL" for x in items) or str(items[0]) == str(items[1]):
+                raise ParseError(
+                    "rename names the dim, then its new name: rename_{T,S}(K[B, T, N]) -> K2[B, S, N]",
+                    span=span,
+                )
+            return op, str(items[0]), None, (str(items[1]),), None
         if op.takes_dim:
             words = [str(x) for x in items[1:]]
             allowed = flags_of(op)

@@ -79,6 +79,8 @@ def _contract(j: Json) -> tuple[str, ...] | None:
 
 def _flags(j: Json) -> tuple[str, ...]:
     """A function's flags (``"causal"``, ``"flash"``): absent means none."""
+    if "to" in j:  # a rename's new name for its dim, held as its one flag
+        return (_field(j, "to", str),)
     return _strs(j["flags"], "flags") if "flags" in j else ()
 
 

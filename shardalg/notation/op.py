@@ -76,6 +76,7 @@ class Op(metaclass=_OpKind):
     ATTEND_D: ClassVar[Op]
     DISPATCH: ClassVar[Op]
     COMBINE: ClassVar[Op]
+    RENAME: ClassVar[Op]
 
     name: str  # the Python name (``ALL_GATHER``)
     value: str  # the book's name (``AllGather``)
@@ -211,3 +212,8 @@ Op.COMBINE = Op.define(
     "COMBINE", "combine", takes_dim=True, takes_offset=True, communicates=False, function=True, operands=2
 )
 ROUTES = (Op.DISPATCH, Op.COMBINE)  # the functions whose subscript holds k (offset) and cf (factor)
+
+# A dim of a value called by another name (``rename_{T,S}(Kp[B, T, N]) -> K[B, S, N]``: the keys' positions S
+# are the projection's tokens T): the same blocks on the same devices, so a step of it moves nothing; the
+# subscript names the dim, then its new name.
+Op.RENAME = Op.define("RENAME", "rename", takes_dim=True, communicates=False, function=True)

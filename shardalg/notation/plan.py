@@ -54,6 +54,11 @@ class Step:
         if (self.factor is not None) != (self.op is Op.SCALE or self.op in ROUTES):
             raise ValueError("a scale step has a factor, a routing its capacity factor, no other step one")
 
+    @property
+    def to(self) -> str | None:
+        """A rename's new name for its dim (its one flag; None for other steps)."""
+        return self.flags[0] if self.op is Op.RENAME else None
+
     @cached
     def signature(self) -> tuple[Any, ...]:
         """The step as plain values, cheap to hash: op, axes, dim and the layouts it reads and writes (equal

@@ -331,7 +331,8 @@ class Apply(Node):
     ``flags`` are the words after the dim in the subscript, in :data:`FLAGS` order: ``causal`` (a softmax or
     a block of attention that masks the keys after each query: ``softmax_{S,causal}``) and ``flash`` (fused
     with its products: the scores are never written to HBM). ``offset``: a block of attention's, the devices
-    its K and V blocks came round the ring (``attend_{S,causal,1}``), so a mask knows which keys they are."""
+    its K and V blocks came round the ring (``attend_{S,causal,1}``), so a mask knows which keys they are.
+    A rename's one flag is the new name of its dim (``rename_{T,S}``: dim T, flags ``("S",)``; :attr:`to`)."""
 
     op: Op
     operands: tuple[Expr, ...]
@@ -347,7 +348,14 @@ class Apply(Node):
             raise ValueError(
                 "a block of attention has an offset (k >= 0), a routing its k, and no other function has one"
             )
-        if self.flags:
+        if self.op is Op.RENAME:
+            if (
+                len(self.flags) != 1
+                or not self.flags[0].isidentifier()
+                or self.flags[0] in (self.dim, *FLAGS, *GRADIENT_FLAGS)
+            ):
+                raise ValueError("a rename names its dim, then the dim's new name: rename_{T,S}")
+        elif self.flags:
             allowed = flags_of(self.op)
             if not allowed:
                 raise ValueError(
@@ -357,7 +365,7 @@ class Apply(Node):
                 set(self.flags), key=allowed.index
             ):
                 raise ValueError(f"flags are {', '.join(allowed)}, each once, in that order")
-        picked = [f for f in self.flags if f in GRADIENT_FLAGS]
+        picked = [f for f in self.flags if f in GRADIENT_FLAGS and self.op is not Op.RENAME]
         if (len(picked) != 1) if self.op is Op.ATTEND_D else bool(picked):
             raise ValueError(
                 "attend' names the one gradient it writes (dq, dk or dv); no other function takes those flags"
@@ -370,6 +378,11 @@ class Apply(Node):
             raise ValueError(
                 "a scale has a factor, a routing its capacity factor, and no other function has one"
             )
+
+    @property
+    def to(self) -> str | None:
+        """A rename's new name for its dim (None for other functions)."""
+        return self.flags[0] if self.op is Op.RENAME else None
 
 
 @dataclass(frozen=True, repr=False)

@@ -55,7 +55,7 @@ def _evaluate(
 def _function(vm: VirtualMesh, net: Net, step: Step, *bufs: Buffers) -> tuple[Buffers, Layout]:
     rec: FunctionRecord = RECORDS[step.op]
     try:
-        made = rec.apply(step.inputs, step.dim, vm.mesh, step.axes)
+        made = rec.apply(step.inputs, step.dim, vm.mesh, step.axes, flags=step.flags)
     except ShardalgError as err:  # the rule's refusal, as the executor's error on this step
         raise step_error(step, err.message) from None
     if made.dim_names != step.output.dim_names:

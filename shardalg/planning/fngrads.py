@@ -8,7 +8,7 @@ reduced: a ``{U_X}`` result's cotangent is replicated):
   .derivatives`), which reads the forward's ``X`` (softmax's reads its result ``P``): elementwise in the layout
   the two meet in; over a sharded dim the derivative's step all-reduces its statistics as the forward's does
   (or the planner gathers the dim, whichever is cheaper);
-- a scale writes ``scale_c(dY) -> dX``;
+- a scale writes ``scale_c(dY) -> dX``; a rename writes the rename back, ``rename_{S,T}(dY) -> dX``;
 - ``+`` and ``-`` pass the cotangent on (``scale_{-1}`` of it to the right of a ``-``), and ``⊙`` multiplies it
   by the other operand; an operand broadcast over a dim gets the sum over that dim (``sum_D``; over a sharded D
   a partial sum the planner reduces into the gradient's sharding).
@@ -64,6 +64,8 @@ def _first(state: _Backward, c: Call, i: int, dy: Tensor) -> Expr:
         return Apply(DERIVATIVE[a.op], (primal, dy), a.dim)
     if a.op is Op.SCALE:
         return Apply(Op.SCALE, (dy,), factor=a.factor)
+    if a.op is Op.RENAME:  # the rename back: the cotangent's dim called by the operand's name
+        return Apply(Op.RENAME, (dy,), a.to, flags=(a.dim,))
     if a.op is Op.SUBTRACT and i == 1:
         return Apply(Op.SCALE, (dy,), factor=Fraction(-1))
     if a.op is Op.MULTIPLY:
@@ -74,7 +76,7 @@ def _first(state: _Backward, c: Call, i: int, dy: Tensor) -> Expr:
 
 def _natural(expr: Apply, name: str) -> Tensor:
     """The result of ``expr`` in the layout its operands give it, named."""
-    got = RECORDS[expr.op].result(expr.operands, expr.dim)
+    got = RECORDS[expr.op].result(expr.operands, expr.dim, expr.flags)
     return Tensor(name, got.dims, got.unreduced, (), got.dtype)
 
 
@@ -85,7 +87,8 @@ def call_gradients(state: _Backward, c: Call) -> None:
     for i, rx in enumerate(c.roots[:-1]):
         reason = f"gradient of statement {c.index + 1} ({unicode(c.statement)}) for {rx}: {note}"
         first = _first(state, c, i, dy)
-        summed = [d for d in dy.dim_names if d not in c.operands[i].dim_names]  # broadcast in the forward
+        renamed = c.apply.to
+        summed = [d for d in dy.dim_names if d not in c.operands[i].dim_names and d != renamed]  # broadcast
         chain: list[Apply] = [first] if isinstance(first, Apply) else []
         value: Tensor = dy
         for d in summed:

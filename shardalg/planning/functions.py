@@ -24,7 +24,7 @@ from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.traffic import Sizes
 from shardalg.errors import IllegalOperand, NoPlan, ShardalgError, UsageError
 from shardalg.notation.plan import Plan, Step
-from shardalg.notation.syntax import Apply, Tensor
+from shardalg.notation.syntax import Apply, Dim, Tensor
 
 from .order import sort_plans
 from .planset import Limits, Plans
@@ -53,6 +53,12 @@ def _whole(t: Tensor, dim: str | None) -> Tensor:
     return tensor_with(t, Layout(dims, (), ()))
 
 
+def _renamed_back(result: Tensor, to: str, dim: str | None) -> Tensor:
+    """A rename's requested result with its new dim called by the operand's name again."""
+    dims = tuple(Dim(dim, d.axes) if d.label == to else d for d in result.dims)
+    return tensor_with(Tensor(result.name, dims, (), (), result.dtype), Layout.of(result))
+
+
 def _candidates(
     rec: FunctionRecord, body: Apply, ops: tuple[Tensor, ...], result: Tensor | None
 ) -> Iterator[tuple[Tensor, ...]]:
@@ -66,6 +72,8 @@ def _candidates(
         yield (_whole(t, None),)
         if dim is not None:
             yield (_whole(t, dim),)
+        if result is not None and body.to is not None:  # a rename: the dim already as its new name wants it
+            yield (_project(t, _renamed_back(result, body.to, dim), True),)
         if result is not None:
             for keep in (True, False):
                 yield (_project(t, result, keep),)
@@ -83,11 +91,20 @@ def _candidates(
             yield (_project(left, ref, keep), _project(right, ref, keep))
 
 
-def reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None, axes: tuple[str, ...]) -> str:
-    """The one-line reason of a function's step."""
+def reason(
+    rec: FunctionRecord,
+    inputs: tuple[Tensor, ...],
+    dim: str | None,
+    axes: tuple[str, ...],
+    to: str | None = None,
+) -> str:
+    """The one-line reason of a function's step (``to``: a rename's new name for ``dim``)."""
     fn = rec.op.value
     if rec.shape == Kind.ROUTE:
         return _route_reason(rec, inputs, dim)
+    if rec.shape == Kind.RENAME:
+        where = f"{dim}_{subscript(inputs[0].axes_of(dim))}" if dim and inputs[0].axes_of(dim) else dim
+        return f"rename: {where} called {to}, each device's block unchanged, nothing moved"
     if rec.shape == Kind.ELEMENTWISE and rec.derivative_of is not None:
         return (
             f"{fn}: the cotangent times {rec.derivative_of}'s derivative, elementwise on each device's block"
@@ -151,7 +168,7 @@ def function_plans(
     for cand in _candidates(rec, body, ops, result):
         try:
             axes = rec.stats_axes(cand[0], body.dim) if rec.shape != Kind.ELEMENTWISE else ()
-            out = rec.apply(cand, body.dim, mesh, axes, name)
+            out = rec.apply(cand, body.dim, mesh, axes, name, body.flags)
             if isinstance(rec, RouteRecord):
                 rec.check_sizes(cand, body.dim, body.offset or 0, body.factor or Fraction(0), sizes.known)
         except IllegalOperand as err:
@@ -175,7 +192,7 @@ def function_plans(
             body.dim,
             offset=body.offset if body.op.takes_offset else None,
             factor=body.factor,
-            reason=reason(rec, cand, body.dim, axes) + _flags_said(body.flags),
+            reason=reason(rec, cand, body.dim, axes, body.to) + _flags_said(body.flags),
             flags=body.flags,
         )
         finish: tuple[Step, ...] = ()
@@ -213,12 +230,12 @@ def _route_reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | No
 
 
 def _flags_said(flags: tuple[str, ...]) -> str:
-    """What a softmax's flags add to its step's reason."""
+    """What a softmax's flags add to its step's reason (a rename's flag is a dim's name: nothing to add)."""
     said = {
         "causal": "the keys after each query masked (the query dim is the one before the softmax's)",
         "flash": "fused with its products (flash): the scores are not written to HBM",
     }
-    return "".join(f"; {said[f]}" for f in flags)
+    return "".join(f"; {said[f]}" for f in flags if f in said)
 
 
 def _note(steps: tuple[Step, ...], step: Step) -> str:

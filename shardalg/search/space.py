@@ -188,8 +188,10 @@ def space_of(program: Program, mesh: Mesh, sizes: dict[str, int] | None = None) 
             into = param_dims if t.name in params else act_dims
             into += [d.label for d in t.dims if d.label not in into]
         expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
-        if isinstance(expr, Product) and result is not None:
-            both = set(_tensors(expr.left)[0].dim_names) & set(_tensors(expr.right)[0].dim_names)
+        operands = [_tensors(expr.left)[0], _tensors(expr.right)[0]] if isinstance(expr, Product) else []
+        if operands and result is not None and any(t.name in params for t in operands):
+            # a product of activations (the attention core's Q·K, P·V) keeps its heads and batch: not experts
+            both = set(operands[0].dim_names) & set(operands[1].dim_names)
             expert += [d for d in result.dim_names if d in both and d not in expert]
     declared = [d for d in (roles.tokens if roles is not None else ()) if d in act_dims]
     batch = declared or [d for d in act_dims if d not in param_dims]

@@ -27,10 +27,12 @@ SIZES = {"B": 8, "T": 512, "D": 1024, "F": 4096}
 
 MLP = """params W_in, W_gate, W_out, g
 tokens B, T
-rmsnorm_D(X[B, T, D]) .* g[D] -> Hn[B, T, D]
+rmsnorm_D(X[B, T, D]) -> Hr[B, T, D]
+Hr[B, T, D] .* g[D] -> Hn[B, T, D]
 Hn[B, T, D] * W_gate[D, F] -> Gt[B, T, F]
 Hn[B, T, D] * W_in[D, F] -> U[B, T, F]
-silu(Gt[B, T, F]) .* U[B, T, F] -> M[B, T, F]
+silu(Gt[B, T, F]) -> Sg[B, T, F]
+Sg[B, T, F] .* U[B, T, F] -> M[B, T, F]
 M[B, T, F] * W_out[F, D] -> O[B, T, D]
 X[B, T, D] + O[B, T, D] -> Y[B, T, D]"""
 
@@ -51,13 +53,15 @@ def test_a_function_makes_a_value_and_the_layer_starts_at_the_norm():
     m = model_program(MLP, "X=2", SIZES)
     assert [s.kind for s in m.statements] == [
         "function",
+        "function",
         "product",
         "product",
+        "function",
         "function",
         "product",
         "function",
     ]
-    assert m.values["M"].made_by == 3 and m.values["Hn"].made_by == 0
+    assert m.values["M"].made_by == 5 and m.values["Hn"].made_by == 1
     assert m.layer_inputs == ("X",) and m.layer_output == "Y"
     assert not m.hidden_makers  # every step is written: nothing enters from a step the notation does not show
 
@@ -66,9 +70,10 @@ def test_what_the_functions_backward_reads_is_kept():
     kept = _activations(analyze(model_program(MLP, "X=2", SIZES), "train"))
     b, t, d, f = (SIZES[k] for k in "BTDF")
     assert kept["X"] == b * t * d * 2  # the norm's input (the residual add reads nothing)
-    assert kept["Gt"] == kept["U"] == b * t * f * 2  # silu's input, and both factors of the product
+    assert kept["Gt"] == kept["U"] == kept["Sg"] == b * t * f * 2  # silu's input, both factors of the product
+    assert kept["Hr"] == b * t * d * 2  # a factor of the gain's product
     assert "Y" not in kept and "O" not in kept  # a residual add is linear: its backward reads nothing
-    assert kept["rmsnorm_D statistics (1 fp32 a row) of Hn"] == b * t * 4
+    assert kept["rmsnorm_D statistics (1 fp32 a row) of Hr"] == b * t * 4
 
 
 def test_the_attention_scores_are_kept_unless_the_attention_is_fused():
@@ -91,7 +96,13 @@ def test_the_functions_flops_are_counted_apart_and_their_time_priced():
     flops = a.flops()
     assert flops.vector == expected and flops.vector_per_device == expected  # replicated over X
     assert flops.forward == 2 * 3 * b * t * d * f  # the matmul FLOPs as before: three products
-    for i in (0, 3, 5):  # each function's plan is priced on the chip: its bytes read and written over W_hbm
+    for i in (
+        0,
+        1,
+        4,
+        5,
+        7,
+    ):  # each function's plan is priced on the chip: its bytes read and written over W_hbm
         cost = priced(a.forward_plans[i], a.model.mesh, a.model.sizes, CostModel.of(chip_named("h100")))
         assert cost.light("memory").sympy() != 0
 
@@ -102,7 +113,7 @@ def test_step_text_says_the_vector_flops_and_the_functions_convention(mode):
     text = str(report)
     assert "vector FLOPs" in text
     assert "convention: functions:" in text
-    assert ("leaves their backward out" in text) == (mode == "train")
+    assert ("their backward derived" in text) == (mode == "train")
 
 
 @pytest.mark.parametrize("name", ["llama-2-13b", "llama-3-8b", "llama-3-70b", "mixtral-8x7b"])
@@ -114,7 +125,7 @@ def test_the_presets_with_their_functions_written_keep_their_parameters_and_flop
         c = {"C": int(capacity(Fraction(tokens), 8, 2, CAPACITY_FACTOR))} if moe else {}
         written = model_program(expand(name, phase, functions=True), "X=1", sizes)
         assert written.sizes.get("C") == c.get("C")
-        bare = model_program(expand(name, phase), "X=1", {**sizes, **c})
+        bare = model_program(expand(name, phase, functions=False), "X=1", {**sizes, **c})
         assert sum(s.kind == "function" for s in written.statements) >= 4
         mode = "train" if phase == "train" else "infer"
         a, b = analyze(written, mode), analyze(bare, mode)
@@ -131,5 +142,24 @@ def test_a_preset_with_functions_keeps_its_norm_inputs_for_the_backward():
     kept = _activations(a)
     for name in ("In", "Rs", "Gt", "U", "Xl"):  # the norms' and silu's inputs, the gate's factors
         assert name in kept
-    assert kept["rmsnorm_D statistics (1 fp32 a row) of Ha"] == 4096 * 4
+    assert kept["rmsnorm_D statistics (1 fp32 a row) of Har"] == 4096 * 4
     assert "Y" not in kept  # the residual add is linear
+
+
+def test_a_whole_models_backward_derives_its_functions_and_its_step_prices_them():
+    """The functions' derivatives are in the whole model's backward (no longer left out): each nonlinear
+    function's f'(X, dY) is a gradient plan, and the step with them is longer than the products' alone."""
+    a = analyze(model_program(MLP, "X=2", SIZES), "train")
+    ops = {s.op for _, p in a.grad_plans for s in p.steps if s.op.function}
+    assert {Op.RMSNORM_D, Op.SILU_D, Op.MULTIPLY} <= ops
+    made = {info.statement.result.name for info, _ in a.grad_plans}
+    assert {"Hr", "Sg"} <= made  # the gradients of the norm and silu (a residual add passes its cotangent on)
+    with_fns = step_time(MLP, mesh="X=2", sizes=SIZES, hw="h100", mode="train")
+    assert "their backward derived" in str(with_fns)
+
+
+def test_presets_write_their_functions_by_default():
+    assert text(expand("llama-3-8b")) == text(expand("llama-3-8b", functions=True))
+    assert "rmsnorm_D" in text(expand("llama-3-8b")) and "rmsnorm_D" not in text(
+        expand("llama-3-8b", functions=False)
+    )

@@ -25,8 +25,9 @@ SIZES = {"B": 1, "T": 4096}
 
 
 def _layer(sequence: str | None):
-    """One LLaMA-3 8B layer (and the head), tensor-parallel over Y=8, with or without Megatron SP."""
-    program = shard(expand("llama-3-8b"), TP, TP, sequence=sequence)
+    """One LLaMA-3 8B layer (and the head), its functions not written, tensor-parallel over Y=8, with or
+    without Megatron SP."""
+    program = shard(expand("llama-3-8b", functions=False), TP, TP, sequence=sequence)
     return analyze(model_program(program, "Y=8", SIZES), "train")
 
 

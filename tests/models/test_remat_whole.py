@@ -14,7 +14,7 @@ from shardalg.models.expand import expand, shard
 from shardalg.models.program import model_program
 from shardalg.notation.printing import text
 
-FSDP = shard(expand("llama-2-13b"), params="D=X", activations="B=X")
+FSDP = shard(expand("llama-2-13b", functions=False), params="D=X", activations="B=X")  # the products only
 ON = {"mesh": "X=8", "sizes": {"B": 8, "T": 4096}, "hw": "h100"}
 LOGITS = 8 // 8 * 4096 * 32000 * 2  # Logits[B_X, T, V] in bf16 on one device
 

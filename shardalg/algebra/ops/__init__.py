@@ -26,6 +26,7 @@ from . import (
     permute,
     reduce_scatter,
     reductions,
+    rename,
     route,
     send,
     shift,
@@ -60,5 +61,6 @@ for _record in (
     attend.RECORD,
     attend.GRAD_RECORD,
     *route.RECORDS,
+    rename.RECORD,
 ):
     register_op(_record)

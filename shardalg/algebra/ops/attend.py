@@ -57,7 +57,7 @@ class AttendRecord(FunctionRecord):
     def takes(self, n: int) -> bool:
         return n in (3, 4)
 
-    def result(self, operands: Sequence[Tensor], dim: str | None) -> Tensor:
+    def result(self, operands: Sequence[Tensor], dim: str | None, flags: tuple[str, ...] = ()) -> Tensor:
         if len(operands) not in (3, 4):
             raise IllegalOperand(f"attend takes Q, K, V and the state so far (optional), not {len(operands)}")
         if dim is None:
@@ -113,7 +113,7 @@ RECORD = function_record(
 
 def gradient_of(flags: Sequence[str]) -> str:
     """Which gradient a block's backward writes: ``dq``, ``dk`` or ``dv``."""
-    return next(f for f in flags if f in ("dq", "dk", "dv"))
+    return next((f for f in flags if f in ("dq", "dk", "dv")), "dq")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,10 +145,7 @@ class AttendGradRecord(FunctionRecord):
         out = self.grad_result(operands, dim, gradient_of(flags))
         return Tensor(name, out.dims, out.unreduced, (), out.dtype)
 
-    def result(self, operands: Sequence[Tensor], dim: str | None) -> Tensor:
-        return self.grad_result(operands, dim, "dq")
-
-    def flagged_result(self, operands: Sequence[Tensor], dim: str | None, flags: Sequence[str]) -> Tensor:
+    def result(self, operands: Sequence[Tensor], dim: str | None, flags: tuple[str, ...] = ()) -> Tensor:
         return self.grad_result(operands, dim, gradient_of(flags))
 
     def grad_result(self, operands: Sequence[Tensor], dim: str | None, which: str) -> Tensor:

@@ -74,6 +74,7 @@ class Kind:
     COMPOSITE = "composite"
     DERIVATIVE = "derivative"  # a reduction's or composite's derivative: f'_D(X, dY) has X's dims and layout
     ROUTE = "route"  # a MoE routing (dispatch, combine): its own rule, its dims change (ops.route)
+    RENAME = "rename"  # a dim called by another name: the same blocks, nothing read or written
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,10 +114,6 @@ class FunctionRecord(OpRecord):
             return ()
         return operand.axes_of(dim)
 
-    def flagged_result(self, operands: Sequence[Tensor], dim: str | None, flags: Sequence[str]) -> Tensor:
-        """The result as :meth:`result`, for a function whose flags choose its result (a block's backward)."""
-        return self.result(operands, dim)
-
     def apply(
         self,
         operands: Sequence[Tensor],
@@ -124,13 +121,14 @@ class FunctionRecord(OpRecord):
         mesh: Mesh,
         axes: Axes = (),
         name: str | None = None,
+        flags: tuple[str, ...] = (),
     ) -> Tensor:
         """The result of the function on ``operands`` in their layouts, its statistics all-reduced over
         ``axes`` (which must be the axes of a sharded ``dim`` exactly when the function has statistics);
         IllegalOperand, naming the fix, when the rule refuses."""
         for t in operands:
             validate(t, mesh)
-        out = self.result(operands, dim)
+        out = self.result(operands, dim, flags)
         want = self.stats_axes(operands[0], dim) if self.shape != Kind.ELEMENTWISE else ()
         if tuple(axes) != tuple(want):
             raise IllegalOperand(
@@ -139,9 +137,9 @@ class FunctionRecord(OpRecord):
             )
         return Tensor(name, out.dims, out.unreduced, (), out.dtype)
 
-    def result(self, operands: Sequence[Tensor], dim: str | None) -> Tensor:
-        """The (unnamed) result of the function on ``operands`` as they are laid out; IllegalOperand, naming
-        the fix, when the rule refuses them."""
+    def result(self, operands: Sequence[Tensor], dim: str | None, flags: tuple[str, ...] = ()) -> Tensor:
+        """The (unnamed) result of the function on ``operands`` as they are laid out (``flags``: the
+        subscript's words after the dim); IllegalOperand, naming the fix, when the rule refuses them."""
         fn = self.op.value
         if len(operands) != self.arity:
             raise IllegalOperand(f"{fn} takes {self.arity} operand(s), not {len(operands)}")

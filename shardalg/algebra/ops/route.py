@@ -65,6 +65,7 @@ class RouteRecord(FunctionRecord):
         mesh: Mesh,
         axes: Axes = (),
         name: str | None = None,
+        flags: tuple[str, ...] = (),
     ) -> Tensor:
         for t in operands:
             validate(t, mesh)
@@ -171,7 +172,7 @@ class RouteRecord(FunctionRecord):
             )
         return Roles(tokens, expert, dim, groups)
 
-    def result(self, operands: Sequence[Tensor], dim: str | None) -> Tensor:
+    def result(self, operands: Sequence[Tensor], dim: str | None, flags: tuple[str, ...] = ()) -> Tensor:
         data, g = operands
         r = self.roles(operands, dim)
         if self.op is Op.DISPATCH:

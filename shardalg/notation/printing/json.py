@@ -90,7 +90,9 @@ class JsonPrinter(Printer):
         }
         if a.factor is not None:  # a scale only: its factor as an exact fraction's text ("1/8")
             out["factor"] = str(a.factor)
-        if a.flags:  # a softmax's or a block of attention's: "causal", "flash"
+        if a.to is not None:  # a rename's new name for its dim
+            out["to"] = a.to
+        elif a.flags:  # a softmax's or a block of attention's: "causal", "flash"
             out["flags"] = list(a.flags)
         if a.offset is not None:  # a block of attention's ring offset
             out["offset"] = a.offset
@@ -147,7 +149,9 @@ class JsonPrinter(Printer):
             out["offset"] = s.offset
         if s.factor is not None:
             out["factor"] = str(s.factor)
-        if s.flags:
+        if s.to is not None:
+            out["to"] = s.to
+        elif s.flags:
             out["flags"] = list(s.flags)
         return out
 

@@ -142,7 +142,8 @@ class TextPrinter(Printer):
             left, right = a.operands
             lhs, rhs = self._operand(left, False, level), self._operand(right, True, level)
             return lhs + self.g(a.op.value) + rhs
-        items = [self._dim_word(a.dim), *(self._flag(f) for f in a.flags)] if a.dim is not None else []
+        word = self._dim_word if a.to is not None else self._flag  # a rename's flag is a dim's new name
+        items = [self._dim_word(a.dim), *(word(f) for f in a.flags)] if a.dim is not None else []
         if a.offset is not None:
             items.append(str(a.offset))
         if a.factor is not None:
