@@ -233,14 +233,12 @@ class Analysis:
     def routing_transposes(self) -> list[tuple[StatementInfo, Plan]]:
         """The backward's communication of each MoE routing (training): each collective of its forward plan
         transposed, last first (the cotangent's AllToAll back to the layout it came from: the same bytes); the
-        routing's local work is left out of the backward, as the other functions' is (:attr:`backward`)."""
+        routing's local work is left out of the backward (:attr:`shown`)."""
         if self.mode != "train":
             return []
         m, out = self.model, []
         for info in m.statements:
-            s = info.statement
-            expr = s.expr if isinstance(s, Arrow) else s
-            if not isinstance(expr, Apply) or expr.op not in ROUTES:
+            if not _routes(info.statement):
                 continue
             for step in reversed(self.forward_plans[info.index].steps):
                 if step.communicates:
@@ -251,8 +249,9 @@ class Analysis:
     @cached_property
     def shown(self) -> tuple[int, ...]:
         """The program's statement index of each statement of the backward's program (every one it writes,
-        products and functions: :attr:`backward`)."""
-        return tuple(info.index for info in self.model.statements)
+        products and functions: :attr:`backward`), but a MoE routing: its backward is not derived, its
+        transposed communication is counted apart (:attr:`routing_transposes`)."""
+        return tuple(info.index for info in self.model.statements if not _routes(info.statement))
 
     # ---- what the backward keeps
     @cached_property
@@ -488,3 +487,9 @@ def analyze(
             )
         )
     return Analysis(model, mode, policy, chosen, notes, keep_gathered)
+
+
+def _routes(s: object) -> bool:
+    """Whether statement ``s`` is a MoE routing (dispatch or combine)."""
+    expr = s.expr if isinstance(s, Arrow) else s
+    return isinstance(expr, Apply) and expr.op in ROUTES
