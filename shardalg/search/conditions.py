@@ -143,13 +143,45 @@ class Atom:
             return not self.strict
         return not _at_least(self.coef, 1)
 
+    def __hash__(self) -> int:  # the fields' hash once (atoms key the engine's tables, in tuples)
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:  # the hashes first: unequal atoms differ there, at once
+        if self is other:
+            return True
+        if not isinstance(other, Atom) or self._hash != other._hash:
+            return False
+        return (self.lam, self.coef, self.lhs, self.rhs, self.strict, self.bracket, self.why) == (
+            other.lam,
+            other.coef,
+            other.lhs,
+            other.rhs,
+            other.strict,
+            other.bracket,
+            other.why,
+        )
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.lam, self.coef, self.lhs, self.rhs, self.strict, self.bracket, self.why))
+
     @cached_property
     def log_coef(self) -> float:
         return float(sympy.log(self.coef).evalf(30))
 
+    @cached_property
+    def vec(self) -> tuple[float, ...]:
+        """λ in floats."""
+        return tuple(float(k) for k in self.lam)
+
+    @cached_property
+    def half(self) -> tuple[float, ...]:
+        """The half-space alone (λ and log c in floats), whatever the comparison was written as or for."""
+        return (*self.vec, self.log_coef)
+
     def margin(self, y: Sequence[float]) -> float:
         """-log(ratio) at the point y: positive inside the half-space."""
-        return -(sum(float(k) * v for k, v in zip(self.lam, y, strict=True)) + self.log_coef)
+        return -(sum(k * v for k, v in zip(self.vec, y, strict=True)) + self.log_coef)
 
     def negated(self) -> Atom:
         """The complement. A boundary has measure zero, so a non-constant atom stays strict (regions are

@@ -18,6 +18,7 @@ import sympy
 from sympy import Expr, Max, Rational
 
 from shardalg.algebra.symbols import as_expr
+from shardalg.cache import Kind, memoized
 from shardalg.errors import UsageError
 
 __all__ = [
@@ -37,6 +38,7 @@ MAX_PIECES = 4096  # a normal form with more maxima than this is refused (bounde
 Exps = tuple[tuple[sympy.Symbol, Rational], ...]
 
 
+@memoized(Kind.PIECE)
 def _key(s: sympy.Symbol) -> tuple[str, str]:
     """A total order on symbols that does not depend on hashing: name, then assumptions."""
     return (s.name, str(sorted(s.assumptions0.items())))

@@ -17,7 +17,17 @@ from shardalg.cache import Kind, memoized
 
 from .conditions import Atom
 
-__all__ = ["TOL", "slack", "nonempty", "implies", "simplify", "interior_point", "contained"]
+__all__ = [
+    "TOL",
+    "slack",
+    "nonempty",
+    "implies",
+    "simplify",
+    "interior_point",
+    "contained",
+    "slack_certificate",
+    "implication_certificate",
+]
 
 TOL = 1e-7  # a region thinner than this in log space (a factor 1 + 1e-7) counts as empty
 # Every LP works in the box |log p| <= BOX: parameters a float can hold (e^700 ~ 1e304). The box keeps
@@ -26,7 +36,7 @@ BOX = 700.0
 
 
 def _matrix(atoms: Sequence[Atom]) -> tuple[list[list[float]], list[float]]:
-    rows = [[float(k) for k in a.lam] for a in atoms]
+    rows = [list(a.vec) for a in atoms]
     rhs = [-a.log_coef for a in atoms]
     return rows, rhs
 
@@ -35,6 +45,7 @@ def _matrix(atoms: Sequence[Atom]) -> tuple[list[list[float]], list[float]]:
 # value of its atoms through the cache layer; a repeat counts too, so a map's count does not depend on what
 # ran before it.
 LP_CALLS = [0]
+DUAL = 1e-12  # a dual value below this (in size) leaves its atom out of a certificate's support
 
 
 def _linprog(c, a_ub, b_ub, bounds):
@@ -43,27 +54,42 @@ def _linprog(c, a_ub, b_ub, bounds):
     return linprog(c, A_ub=a_ub or None, b_ub=b_ub or None, bounds=bounds, method="highs")
 
 
+def _support(res, n: int) -> tuple[int, ...]:
+    """The rows with a non-zero dual value: by LP duality those atoms alone (with the box) give the same
+    optimum, so what the LP proved holds for any polyhedron that has them."""
+    return tuple(i for i, m in enumerate(res.ineqlin.marginals[:n]) if abs(m) > DUAL)
+
+
 def _solve_slack(atoms: Sequence[Atom], dims: int, box: float = BOX) -> tuple[float, list[float] | None]:
     """(largest slack, a point attaining it): maximize s subject to λ·y + s <= -log c, s <= 1, |y| <= box."""
-    if not atoms:
-        return 1.0, [0.0] * dims
-    LP_CALLS[0] += 1
-    s, y = _slack_lp(tuple(atoms), dims, box)
+    s, y, _ = slack_certificate(atoms, dims, box)
     return s, None if y is None else list(y)
 
 
+def slack_certificate(
+    atoms: Sequence[Atom], dims: int, box: float = BOX
+) -> tuple[float, tuple[float, ...] | None, tuple[int, ...]]:
+    """(largest slack, a point attaining it, the support: the indices of the atoms that bound the slack)."""
+    if not atoms:
+        return 1.0, (0.0,) * dims, ()
+    LP_CALLS[0] += 1
+    return _slack_lp(tuple(atoms), dims, box)
+
+
 @memoized(Kind.PIECE)
-def _slack_lp(atoms: tuple[Atom, ...], dims: int, box: float) -> tuple[float, tuple[float, ...] | None]:
-    """:func:`_solve_slack`'s LP, by the atoms' values (the regions of one map, and the maps of one program
-    under other formats or chips, pose the same LPs)."""
+def _slack_lp(
+    atoms: tuple[Atom, ...], dims: int, box: float
+) -> tuple[float, tuple[float, ...] | None, tuple[int, ...]]:
+    """:func:`slack_certificate`'s LP, by the atoms' values (the regions of one map, and the maps of one
+    program under other formats or chips, pose the same LPs)."""
     rows, rhs = _matrix(atoms)
     a_ub = [r + [1.0] for r in rows]
     res = _linprog([0.0] * dims + [-1.0], a_ub, rhs, [(-box, box)] * dims + [(None, 1.0)])
     if res.status == 2:  # infeasible: only when the box itself cuts every point off
-        return float("-inf"), None
+        return float("-inf"), None, tuple(range(len(atoms)))
     if res.status != 0:
         raise RuntimeError(f"HiGHS failed on a region's feasibility LP: {res.message}")
-    return -float(res.fun), tuple([float(v) for v in res.x[:dims]])
+    return -float(res.fun), tuple([float(v) for v in res.x[:dims]]), _support(res, len(atoms))
 
 
 def slack(atoms: Sequence[Atom], dims: int) -> float:
@@ -105,21 +131,33 @@ def implies(atoms: Sequence[Atom], target: Atom, dims: int) -> bool:
         return False
     if _parallel(atoms, target):
         return True
+    return implication_certificate(atoms, target, dims)[0] <= TOL
+
+
+def implication_certificate(
+    atoms: Sequence[Atom], target: Atom, dims: int
+) -> tuple[float, tuple[float, ...] | None, tuple[int, ...]]:
+    """(the largest value of the target's left side ``λ·y + log c`` over the polyhedron's closure, a point
+    attaining it, the support: the indices of the atoms that bound it). The target is implied when the
+    value is at most TOL; an empty closure gives -inf, no point, and every atom as the support."""
     LP_CALLS[0] += 1
-    return _implies_lp(tuple(atoms), target, dims)
+    return _implies_lp(tuple(atoms), target.half, dims)
 
 
 @memoized(Kind.PIECE)
-def _implies_lp(atoms: tuple[Atom, ...], target: Atom, dims: int) -> bool:
-    """:func:`implies`'s LP (maximize the target's left side over the polyhedron), by the atoms' values."""
+def _implies_lp(
+    atoms: tuple[Atom, ...], target: tuple[float, ...], dims: int
+) -> tuple[float, tuple[float, ...] | None, tuple[int, ...]]:
+    """:func:`implication_certificate`'s LP (maximize the target's left side over the polyhedron), by the
+    atoms' values."""
     rows, rhs = _matrix(atoms)
-    c = [-float(k) for k in target.lam]
-    res = _linprog(c, rows, rhs, [(-BOX, BOX)] * dims)
+    res = _linprog([-k for k in target[:dims]], rows, rhs, [(-BOX, BOX)] * dims)
     if res.status == 2:  # empty: implies anything
-        return True
+        return float("-inf"), None, tuple(range(len(atoms)))
     if res.status != 0:
         raise RuntimeError(f"HiGHS failed on an implication LP: {res.message}")
-    return -float(res.fun) + target.log_coef <= TOL
+    point = tuple([float(v) for v in res.x[:dims]])
+    return -float(res.fun) + target[dims], point, _support(res, len(atoms))
 
 
 def simplify(atoms: Sequence[Atom], dims: int, keep: Sequence[Atom] = ()) -> tuple[Atom, ...]:

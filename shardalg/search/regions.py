@@ -41,6 +41,7 @@ from .conditions import (
     negate,
 )
 from .logspace import Term, normal_form, substitute
+from .prover import Prover
 from .strategymap import Region, StrategyMap
 
 __all__ = ["strategy_map"]
@@ -59,6 +60,7 @@ class _Space:
         self._points: dict[Poly, tuple[float, ...] | None] = {}
         self._implies: dict[tuple[Poly, Atom], bool] = {}
         self._solved: dict[Atom, sympy.Basic] = {}
+        self.prover = Prover(self.dims)
 
     def nonempty(self, poly: Poly, hint: Poly | None = None) -> bool:
         """Whether the polyhedron (within the domain) has an interior. A point found inside ``hint`` (a
@@ -69,8 +71,7 @@ class _Space:
             if seed is not None and all(a.margin(seed) > lp.TOL for a in poly):
                 self._points[poly] = seed
             else:
-                y = lp.interior_point(self.domain + poly, self.dims)
-                self._points[poly] = tuple(y) if y is not None else None
+                self._points[poly] = self.prover.interior(self.domain + poly)
         return self._points[poly] is not None
 
     def implied(self, poly: Poly, conj: Poly) -> bool:
@@ -86,7 +87,7 @@ class _Space:
                 elif point is not None and a.margin(point) < -lp.TOL:
                     self._implies[key] = False
                 else:
-                    self._implies[key] = lp.implies(self.domain + poly, a, self.dims)
+                    self._implies[key] = self.prover.implies(self.domain + poly, a)
             if not self._implies[key]:
                 return False
         return True
@@ -94,7 +95,7 @@ class _Space:
     def tidy(self, pieces: Sequence[Piece]) -> tuple[tuple[Poly, ...], int]:
         """The polyhedra without redundant facets, those inside another dropped; and the largest bracket
         factor among the pieces kept (a dropped piece's points are claimed by the one that holds it)."""
-        simple = [(lp.simplify(p, self.dims, keep=self.domain), b) for p, b in pieces]
+        simple = [(self.prover.simplify(p, keep=self.domain), b) for p, b in pieces]
         out: list[Piece] = []
         for i, (p, b) in enumerate(simple):
             inside = any(
@@ -139,10 +140,11 @@ class _Space:
         out: list[Piece] = []
         exact = [g for g in f.parts if brackets(g) == 1]
         outside = negate(either(*exact)) if exact else True  # where no exact part holds
+        by_bracket = sorted(f.parts, key=brackets)  # the first part that holds has the least bracket
         for p, b in polys:
-            holding = [brackets(g) for g in f.parts if self.holds(p, g)]
-            if holding:
-                pieces = [(p, max(b, min(holding)))]
+            holding = next((brackets(g) for g in by_bracket if self.holds(p, g)), None)
+            if holding is not None:
+                pieces = [(p, max(b, holding))]
             else:
                 pieces = []
                 for g in f.parts:
