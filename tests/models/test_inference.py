@@ -25,7 +25,9 @@ from shardalg.models.step import model_step, step_seconds, step_time
 from shardalg.notation.printing import render
 
 # LLaMA-3 70B in int8, decoding: the MLP over all 16 chips, the KV heads over X and the cache's context over Y
-DECODE_70B = shard(expand("llama-3-70b", "decode", dtype="int8", functions=False), "F=XY,K=X,V=XY", "F=XY,K=X,S=Y,V=XY")
+DECODE_70B = shard(
+    expand("llama-3-70b", "decode", dtype="int8", functions=False), "F=XY,K=X,V=XY", "F=XY,K=X,S=Y,V=XY"
+)
 ON_V5E = {"mesh": "X=4,Y=4", "sizes": "B=256,S=2048", "hw": "tpu-v5e"}
 
 
