@@ -186,3 +186,19 @@ def test_sizes_decide_traffic_and_the_planner_sees_them():
         found.choice is None
         and plan_bytes(found[0], MESH, Sizes({**DF, "B": 65536})).number == 4 * 4096 * 4096
     )
+
+
+def test_factors_common_to_the_costs_cancel_before_deciding_what_to_ask():
+    # 2*B*D against 4*B: B is common to both, so only D decides (the pieces are exact intervals of D)
+    with strict():
+        choice = sa.plans("sum_D(X[B, D_X]) -> S[B]", "X=4").choice
+    assert choice.symbols == ("D",) and choice.piecewise
+    assert [(p.low, p.high) for p in choice.contenders] == [(None, 2), (2, None)]
+    assert [_signature(p.plan) for p in choice.contenders] == [["AllGather_X"], ["AllReduce_X"]]
+    for d in (4, 8, 4096):  # D > 2 at every legal D (a multiple of 4): the AllReduce, whatever B
+        for b in (1, 64, 65536):
+            numeric = sa.plans("sum_D(X[B, D_X]) -> S[B]", "X=4", {"B": b, "D": d})
+            assert numeric[0] == choice.contenders[1].plan
+    with strict(), pytest.raises(NeedsSizes) as err:  # with B given and D not, it asks for D alone
+        sa.plan("sum_D(X[B, D_X]) -> S[B]", "X=4", {"B": 64})
+    assert err.value.choice.symbols == ("D",)
