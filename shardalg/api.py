@@ -21,10 +21,12 @@ import sympy
 
 from .algebra.symbols import latex_names
 from .costs.costmodel import CostModel
+from .costs.plancost import cost as price
 from .costs.ranking import BySeconds
 from .errors import UsageError
 from .notation import printing
 from .planning import planner
+from .planning.backward import backward as derive
 from .planning.planset import DEFAULT_LIMITS
 from .planning.symbolic import strict
 
@@ -101,8 +103,6 @@ def backward(
     """The backward program of ``program``: :func:`shardalg.planning.backward.backward`, with no plan chosen
     by a made-up size (:class:`~shardalg.planning.symbolic.NeedsSizes` where sizes not given decide a
     forward or gradient plan)."""
-    from .planning.backward import backward as derive
-
     with strict():
         return derive(program, mesh, sizes, defer_reductions, keep_gathered)
 
@@ -119,7 +119,5 @@ def cost(
     """The cost of a plan, a program, a statement or notation text: :func:`shardalg.costs.plancost.cost`,
     with no plan chosen by a made-up size (:class:`~shardalg.planning.symbolic.NeedsSizes` where sizes not
     given decide a statement's plan)."""
-    from .costs.plancost import cost as price
-
     with strict():
         return price(x, mesh, sizes, hw, model, overlap, **options)
