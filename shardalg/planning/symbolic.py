@@ -20,13 +20,17 @@ A piecewise answer is made by :func:`piecewise`: it runs a query, and when the q
 choice is piecewise in one size, runs it again under each piece's interval (:func:`assuming`: within it the
 choice is decided, or splits again), so each piece of the answer holds its condition and its result.
 
-Under :func:`strict` (what the commands ``plan``, ``backward``, ``cost``, ``step``, ``compare`` and
-``optimum`` run under, and :func:`piecewise`), an answer that needs one plan (:func:`shardalg.planning.
+Before deciding which sizes matter, the factors common to the contenders' bytes are cancelled (they are
+positive, so the order stays): ``2*B*D`` against ``4*B`` is decided by D alone.
+
+Under :func:`strict` (what the commands ``plan``, ``backward``, ``cost``, ``step``, ``compare``, ``optimum``,
+``memory`` and ``search`` run under, the public ``plan``, ``backward`` and ``cost`` of
+:mod:`shardalg.api`, and :func:`piecewise`), an answer that needs one plan (:func:`shardalg.planning.
 planner.plan`, a backward's gradient plans, a program's costs: :func:`first`) raises :class:`NeedsSizes`
 when the choice is not decided, and the ``plans`` listing comes in an order that makes up no size with its
 :class:`Choice`, which says which plans are the cheapest where, or which sizes it needs. Outside it (the
-library's other callers: the memory and search layers, the strategy map, the notes) the first plan of the
-planner's own order is taken, as before; ``Plans.choice`` says whether that order was decided.
+library's other callers: ``fit``, the models layer called from Python, the strategy map, the notes) the first
+plan of the planner's own order is taken, as before; ``Plans.choice`` says whether that order was decided.
 """
 
 from __future__ import annotations
