@@ -49,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     "redistribute": "costs.ranking",
     "check_program": "planning.programs",
     "simulate": "numeric.execute",
-    "backward": "planning.backward",
+    "backward": "api",
     "verify": "planning.verify",
     "transpose": "algebra.transpose",
     "run_plan": "numeric.execute",
@@ -58,7 +58,7 @@ _EXPORTS: dict[str, str] = {
     "piecewise": "planning.symbolic",
     "NeedsSizes": "planning.symbolic",
     # costs and derivations
-    "cost": "costs.plancost",
+    "cost": "api",
     "plan_cost": "costs.plancost",
     "PlanCost": "costs.plancost",
     "Chip": "costs.hardware",

@@ -1,9 +1,13 @@
-"""The public ``plans``, ``plan`` and ``latex``. ``plans`` and ``plan`` are the planner's, with the keyword options of a call (``hw``, ``model``,
+"""The public ``plans``, ``plan``, ``backward``, ``cost`` and ``latex``. ``plans`` and ``plan`` are the planner's, with the keyword options of a call (``hw``, ``model``,
 ``overlap``, ``exact``, ...) folded once into the :class:`~shardalg.costs.costmodel.CostModel` it ranks by
 (strings become values here, at the edge).
 
 Imports: :mod:`shardalg.costs` and :mod:`shardalg.planning`; nothing below imports it (``shardalg`` loads it on
 first use of ``shardalg.plans``, so ``import shardalg`` stays cheap).
+
+``plan``, ``backward`` and ``cost`` choose no plan by a made-up size: where the cheapest plan of a statement
+depends on sizes not given, they raise :class:`~shardalg.planning.symbolic.NeedsSizes` (its ``choice`` holds the
+contenders; ``shardalg.piecewise`` answers per interval where one unknown size decides).
 
 ``latex`` prints whatever the package returns: notation (a tensor, a statement, a program), a sympy value (a
 cost's total, with the book's symbol names, ``Max`` included), or a result that has its own ``latex()``.
@@ -17,13 +21,16 @@ import sympy
 
 from .algebra.symbols import latex_names
 from .costs.costmodel import CostModel
+from .costs.plancost import cost as price
 from .costs.ranking import BySeconds
 from .errors import UsageError
 from .notation import printing
 from .planning import planner
+from .planning.backward import backward as derive
 from .planning.planset import DEFAULT_LIMITS
+from .planning.symbolic import strict
 
-__all__ = ["plans", "plan", "latex"]
+__all__ = ["plans", "plan", "backward", "cost", "latex"]
 
 
 def latex(x: Any, **settings: Any) -> str:
@@ -82,4 +89,35 @@ def plan(
     """The default (first) of :func:`plans` (the planner's :func:`~shardalg.planning.planner.plan`: a
     :class:`~shardalg.planning.symbolic.NeedsSizes` error when the cheapest plan depends on sizes not given)."""
     rank = None if hw is None else BySeconds(CostModel.of(hw, model, overlap, **options))
-    return planner.plan(expr, mesh, sizes, target, key=key, rank=rank)
+    with strict():
+        return planner.plan(expr, mesh, sizes, target, key=key, rank=rank)
+
+
+def backward(
+    program: Any,
+    mesh: Any = None,
+    sizes: Any = None,
+    defer_reductions: bool = False,
+    keep_gathered: bool = False,
+) -> Any:
+    """The backward program of ``program``: :func:`shardalg.planning.backward.backward`, with no plan chosen
+    by a made-up size (:class:`~shardalg.planning.symbolic.NeedsSizes` where sizes not given decide a
+    forward or gradient plan)."""
+    with strict():
+        return derive(program, mesh, sizes, defer_reductions, keep_gathered)
+
+
+def cost(
+    x: Any,
+    mesh: Any = None,
+    sizes: Any = None,
+    hw: Any = None,
+    model: Any = None,
+    overlap: object = None,
+    **options: Any,
+) -> Any:
+    """The cost of a plan, a program, a statement or notation text: :func:`shardalg.costs.plancost.cost`,
+    with no plan chosen by a made-up size (:class:`~shardalg.planning.symbolic.NeedsSizes` where sizes not
+    given decide a statement's plan)."""
+    with strict():
+        return price(x, mesh, sizes, hw, model, overlap, **options)

@@ -30,7 +30,10 @@ QUERIES = [
             "A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]", mesh="X=4,Y=2", sizes="I=4096,J=4096,K=4096", hw="tpu-v5p"
         ).seconds
     ),
-    lambda: str(sa.backward("In[B_X, D] · W[D, F_Y] -> Out[B_X, F_Y]", mesh="X=2,Y=2")),
+    # sizes given: the gradient's cheapest plan depends on them, and sa.backward raises NeedsSizes otherwise
+    lambda: str(
+        sa.backward("In[B_X, D] · W[D, F_Y] -> Out[B_X, F_Y]", mesh="X=2,Y=2", sizes="B=64,D=256,F=1024")
+    ),
     lambda: str(sa.search(PROGRAM, mesh="X=2,Y=2", sizes="B=64,D=256,F=1024", hw="tpu-v5e", mode="infer")),
 ]
 COMMANDS = [

@@ -22,7 +22,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import HelpFormatter, add_overlap, examples, program_text
+from .common import HelpFormatter, add_overlap, examples, no_made_up_sizes, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 from .serving import add_efficiencies, efficiency_options
 
@@ -93,6 +93,7 @@ def _print(data: dict[str, Any] | str, as_json: bool) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else data)
 
 
+@no_made_up_sizes
 def _memory(args: argparse.Namespace) -> int:
     report = _memory_report(args)
     if args.pipeline is not None:

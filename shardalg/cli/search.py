@@ -20,7 +20,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
-from .common import HelpFormatter, add_keep, add_overlap, examples, program_text
+from .common import HelpFormatter, add_keep, add_overlap, examples, no_made_up_sizes, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 
 DELAY = 1.0  # seconds before a progress bar shows
@@ -67,6 +67,7 @@ class _Bar:
             print(file=sys.stderr)
 
 
+@no_made_up_sizes
 def _search(args: argparse.Namespace) -> int:
     from shardalg.models.program import refuse_sizes_it_lacks
     from shardalg.notation.parse import parse

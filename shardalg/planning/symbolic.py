@@ -20,13 +20,17 @@ A piecewise answer is made by :func:`piecewise`: it runs a query, and when the q
 choice is piecewise in one size, runs it again under each piece's interval (:func:`assuming`: within it the
 choice is decided, or splits again), so each piece of the answer holds its condition and its result.
 
-Under :func:`strict` (what the commands ``plan``, ``backward``, ``cost``, ``step``, ``compare`` and
-``optimum`` run under, and :func:`piecewise`), an answer that needs one plan (:func:`shardalg.planning.
+Before deciding which sizes matter, the factors common to the contenders' bytes are cancelled (they are
+positive, so the order stays): ``2*B*D`` against ``4*B`` is decided by D alone.
+
+Under :func:`strict` (what the commands ``plan``, ``backward``, ``cost``, ``step``, ``compare``, ``optimum``,
+``memory`` and ``search`` run under, the public ``plan``, ``backward`` and ``cost`` of
+:mod:`shardalg.api`, and :func:`piecewise`), an answer that needs one plan (:func:`shardalg.planning.
 planner.plan`, a backward's gradient plans, a program's costs: :func:`first`) raises :class:`NeedsSizes`
 when the choice is not decided, and the ``plans`` listing comes in an order that makes up no size with its
 :class:`Choice`, which says which plans are the cheapest where, or which sizes it needs. Outside it (the
-library's other callers: the memory and search layers, the strategy map, the notes) the first plan of the
-planner's own order is taken, as before; ``Plans.choice`` says whether that order was decided.
+library's other callers: ``fit``, the models layer called from Python, the strategy map, the notes) the first
+plan of the planner's own order is taken, as before; ``Plans.choice`` says whether that order was decided.
 """
 
 from __future__ import annotations
@@ -232,8 +236,9 @@ def choose(plans: Sequence[Plan], cost: Callable[[Plan], Bytes]) -> tuple[list[P
     distinct = list(first)
     beaten = {c: sum(beaten_everywhere(c, o) for o in distinct) for c in distinct}
     kept = [c for c in distinct if not beaten[c]]
-    factors = sorted({f for a in kept for b in kept for f in symbols_of(a + b.scale(-1))})
-    pieces = _pieces(kept, factors[0], *_range(factors[0])) if len(factors) == 1 else None
+    exprs, named = _cancelled(kept)
+    factors = sorted({named[x] for a in exprs for b in exprs for x in (a - b).free_symbols})
+    pieces = _pieces(kept, exprs, factors[0], named, *_range(factors[0])) if len(factors) == 1 else None
     if pieces is None:
         contenders = tuple(Piece(plans[first[c]], c) for c in kept)
     else:
@@ -250,17 +255,46 @@ def choose(plans: Sequence[Plan], cost: Callable[[Plan], Bytes]) -> tuple[list[P
     return [plans[i] for i in ordered], choice
 
 
-def _pieces(costs: list[Bytes], factor: Factor, low: Any, high: Any) -> list[tuple[Bytes, Any, Any]] | None:
-    """The intervals of ``factor`` within (``low``, ``high``) where each cost is the least (exact crossings);
-    None when a cost depends on another unknown size too (the differences cancel it, but the values do not)."""
+def _cancelled(costs: list[Bytes]) -> tuple[list[Any], dict[Any, Factor]]:
+    """The costs as sympy, with every factor common to all of them cancelled (it is positive, so the order
+    stays), and the sizes' symbols named as traffic names them: ``2*B*D`` against ``4*B`` is ``D`` against
+    ``2``, decided by D alone. A common factor that could be negative (a coefficient below 0) is kept."""
     import sympy
 
     from shardalg.algebra.symbols import axis_size, dim_size
 
-    if any(f != factor for c in costs for f in symbols_of(c)):
-        return None
-    s = dim_size(factor[1]) if factor[0] == "dim" else axis_size(factor[1])
+    named = {(dim_size(f[1]) if f[0] == "dim" else axis_size(f[1])): f for c in costs for f in symbols_of(c)}
     exprs = [c.sympy() for c in costs]
+    if not named or len(exprs) < 2:
+        return exprs, named
+    gens = sorted(named, key=str)
+
+    def positive(e: Any) -> bool:
+        if e.is_number:
+            return bool(e > 0)
+        return all(k > 0 for k in sympy.Poly(e, *gens).coeffs())
+
+    over = sympy.lcm_list([sympy.fraction(sympy.together(e))[1] for e in exprs])
+    if not positive(over):
+        return exprs, named
+    polys = [sympy.expand(sympy.cancel(e * over)) for e in exprs]
+    common = sympy.gcd_list(polys)
+    if common == 0 or not positive(common):
+        return exprs, named
+    return [sympy.expand(sympy.cancel(q / common)) for q in polys], named
+
+
+def _pieces(
+    costs: list[Bytes], exprs: list[Any], factor: Factor, named: dict[Any, Factor], low: Any, high: Any
+) -> list[tuple[Bytes, Any, Any]] | None:
+    """The intervals of ``factor`` within (``low``, ``high``) where each cost is the least (exact crossings;
+    ``exprs`` are the costs with their common factors cancelled); None when a cost depends on another
+    unknown size too (the differences cancel it, but the values do not)."""
+    import sympy
+
+    if any(named[x] != factor for e in exprs for x in e.free_symbols):
+        return None
+    s = next(x for x, f in named.items() if f == factor)
     roots: set[Any] = set()
     for i, a in enumerate(exprs):
         for b in exprs[i + 1 :]:

@@ -73,7 +73,9 @@ def results() -> dict[str, object]:
         "PlanCost": sa.plan_cost(plans[0], mesh, hw="tpu-v5e"),
         "Derivation (compare)": sa.compare(plans[0], plans[-1], mesh=mesh),
         "Derivation (fit)": sa.largest(memory, "B"),
-        "BackwardProgram": sa.backward("In[B_X, D] * W[D_X, F] -> Out[B_X, F]", mesh),
+        "BackwardProgram": sa.backward(
+            "In[B_X, D] * W[D_X, F] -> Out[B_X, F]", mesh, {"B": 8192, "D": 4096, "F": 16384}
+        ),  # the sizes that decide its plans
         "Program": llama,
         "Violations": sa.check("A[I_X, J_X]", mesh),
         "ShapeInfo": sa.shape("A: fp32[I_X, J] where I=1024, J=4096", mesh),
@@ -160,7 +162,10 @@ def test_search_repr_latex_is_math_not_a_tabular(results):
 
 def test_symbols_are_the_package_s():
     mesh = sa.Mesh(X=4, Y=2)
-    cost = sa.plan_cost(sa.plan("A[I, J_X] * B[J_X, K] -> C[I, K]", mesh), mesh, hw="tpu-v5e")
+    chosen = sa.plan(
+        "A[I, J_X] * B[J_X, K] -> C[I, K]", mesh, {"I": 1024, "J": 8192, "K": 4096}
+    )  # sizes decide
+    cost = sa.plan_cost(chosen, mesh, hw="tpu-v5e")
     t_min = sa.symbols.T_min
     assert t_min in cost.total.free_symbols
     assert t_min not in cost.total.subs(t_min, 0).free_symbols

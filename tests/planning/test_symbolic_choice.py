@@ -186,3 +186,54 @@ def test_sizes_decide_traffic_and_the_planner_sees_them():
         found.choice is None
         and plan_bytes(found[0], MESH, Sizes({**DF, "B": 65536})).number == 4 * 4096 * 4096
     )
+
+
+def test_factors_common_to_the_costs_cancel_before_deciding_what_to_ask():
+    # 2*B*D against 4*B: B is common to both, so only D decides (the pieces are exact intervals of D)
+    with strict():
+        choice = sa.plans("sum_D(X[B, D_X]) -> S[B]", "X=4").choice
+    assert choice.symbols == ("D",) and choice.piecewise
+    assert [(p.low, p.high) for p in choice.contenders] == [(None, 2), (2, None)]
+    assert [_signature(p.plan) for p in choice.contenders] == [["AllGather_X"], ["AllReduce_X"]]
+    for d in (4, 8, 4096):  # D > 2 at every legal D (a multiple of 4): the AllReduce, whatever B
+        for b in (1, 64, 65536):
+            numeric = sa.plans("sum_D(X[B, D_X]) -> S[B]", "X=4", {"B": b, "D": d})
+            assert numeric[0] == choice.contenders[1].plan
+    with strict(), pytest.raises(NeedsSizes) as err:  # with B given and D not, it asks for D alone
+        sa.plan("sum_D(X[B, D_X]) -> S[B]", "X=4", {"B": 64})
+    assert err.value.choice.symbols == ("D",)
+
+
+def test_the_python_api_makes_up_no_size():
+    # sa.plan, sa.backward and sa.cost raise NeedsSizes where sizes not given decide
+    fsdp = "In[B_X, D] · W[D_X, F] -> Out[B_X, F]"
+    for call in (
+        lambda: sa.plan(fsdp, "X=4"),
+        lambda: sa.backward(fsdp, "X=4"),
+        lambda: sa.cost(fsdp, "X=4"),
+    ):
+        with pytest.raises(NeedsSizes) as err:
+            call()
+        assert err.value.choice.symbols == ("B", "D", "F")
+    sizes = {"B": 8192, "D": 4096, "F": 16384}  # B > 4*D*F/(D + 4*F) = 3855.06: gathering W is cheaper
+    assert list(sa.backward(fsdp, "X=4", sizes).collectives) == [
+        ("AllGather", ("X",)),
+        ("ReduceScatter", ("X",)),
+    ]
+    assert sa.cost(fsdp, "X=4", sizes).total == sa.cost(sa.plan(fsdp, "X=4", sizes), "X=4", sizes).total
+
+
+def test_memory_asks_for_the_size_that_decides_a_gradient_plan(capsys):
+    mlp = (
+        "params W_in, W_out; In[B_X, D] * W_in[D, F] -> Tmp[B_X, F]; Tmp[B_X, F] * W_out[F, D] -> Out[B_X, D]"
+    )
+    argv = ["memory", mlp, "--mesh", "X=8", "--hw", "tpu-v5p"]
+    assert main([*argv, "--sizes", "D=4096,F=16384"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "[needs-sizes]" in err
+        and "give B (--sizes B=...)" in err
+        and "B > 32768/5: AllReduce_X(dW_out)" in err
+    )
+    assert main([*argv, "--sizes", "B=8192,D=4096,F=16384"]) == 0
+    assert "activations" in capsys.readouterr().out

@@ -63,7 +63,7 @@ def test_a_tensor_written_elsewhere_keeps_its_own_source_spans() -> None:
     sa.clear_caches()
     alone = _spans(sa.backward(expr, MESH, sizes=sizes))
     sa.clear_caches()
-    sa.backward("In[B_X, D] · W[D, F] -> Out[B_X, F]", MESH)  # Out's dims two characters earlier
+    sa.backward("In[B_X, D] · W[D, F] -> Out[B_X, F]", MESH, sizes=sizes)  # Out's dims two characters earlier
     assert _spans(sa.backward(expr, MESH, sizes=sizes)) == alone
     assert any(span is not None for span in alone)
 

@@ -44,18 +44,33 @@ def mesh(name: str) -> sa.Mesh:
     return sa.Mesh({a: None for a in STRATEGIES[name][1]})
 
 
+# Which plan is the cheapest depends on the sizes (FSDP's forward: B against F): no size is made up, so each
+# plan is chosen at sizes of the regime the book studies (a large batch, 8 devices an axis) and the
+# programs are then priced on the symbolic mesh.
+CHOSEN_AT = {"B": 1 << 16, "D": 8192, "F": 32768}
+
+
+def chosen_mesh(name: str) -> sa.Mesh:
+    return sa.Mesh({a: 8 for a in STRATEGIES[name][1]})
+
+
 @cache
 def forward(name: str) -> Program:
-    """Each statement replaced by the statements of the planner's plan for it."""
-    m = mesh(name)
+    """Each statement replaced by the statements of the planner's plan for it at CHOSEN_AT."""
+    m = chosen_mesh(name)
     return Program(
-        tuple(s.statement() for st in sa.parse(STRATEGIES[name][0]).statements for s in sa.plan(st, m).steps)
+        tuple(
+            s.statement()
+            for st in sa.parse(STRATEGIES[name][0]).statements
+            for s in sa.plan(st, m, CHOSEN_AT).steps
+        )
     )
 
 
 @cache
 def backward(name: str) -> Program:
-    return sa.backward(forward(name), mesh(name)).program()
+    """The derived backward's statements, its plans chosen at CHOSEN_AT (the sizes left out)."""
+    return Program(sa.backward(forward(name), chosen_mesh(name), CHOSEN_AT).program().statements)
 
 
 def program(name: str, passes: str) -> Program:
