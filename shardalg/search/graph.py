@@ -30,7 +30,15 @@ from scipy.sparse import lil_matrix
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Program, Tensor
 
-from .chain import MAX_EDGE_PAIRS, _choices, _edges, _operands, _space, _sub_program, layout_key
+from .chain import (
+    MAX_EDGE_PAIRS,
+    _choices,
+    _edges,
+    _operands,
+    _space,
+    _sub_program,
+    layout_key,
+)
 from .numeric import prepare_search
 from .price import Settings, size_text, time_text
 from .space import Pruned
