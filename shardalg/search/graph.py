@@ -20,7 +20,7 @@ device. The result names its solver and whether it is optimal. The tests check b
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,12 +28,15 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
 from shardalg.errors import UsageError
+from shardalg.models.expand import shard
 from shardalg.notation.syntax import Program, Tensor
 
 from .chain import (
     MAX_EDGE_PAIRS,
+    Choice,
     _choices,
     _edges,
+    _find,
     _operands,
     _space,
     _sub_program,
@@ -131,6 +134,25 @@ def _statements(prog: Program) -> list[tuple[Any, Tensor, str]]:
     return out
 
 
+def _shape(s: Any, act: Tensor) -> tuple:
+    """A statement without its tensors' names: the operands' and result's dims, and which side is the
+    activation (two statements of one shape have the same choices at the same prices)."""
+    left, right, result = _operands(s)  # type: ignore[misc]
+    return (left.dim_names, right.dim_names, result.dim_names, left is act)
+
+
+def _renamed(c: Choice, sub: Program, act: Tensor, result: Tensor) -> Choice:
+    """A choice of one statement for another of the same shape: its own sharded program and layouts."""
+    a = c.assignment
+    program = shard(sub, a.param_map, a.activation_map)
+    return replace(
+        c,
+        entry=replace(c.entry, program=program),
+        reads=_find(program, act.name, False),
+        writes=_find(program, result.name, True),
+    )
+
+
 def graph_problem(
     program: Program | str,
     mesh: Any = None,
@@ -159,11 +181,19 @@ def graph_problem(
     )
     stmts = _statements(prog)
     names, choices, pruned, dominated = [], [], [], []
+    alike: dict[tuple, list[Choice]] = {}  # statements that differ only in their tensors' names
     for s, act, param in stmts:
         sub = _sub_program(prog, s, param)
         space = _space(sub, act, s.result, whole.batch_dims, settings)
         p = Pruned()
-        got, dropped = _choices(sub, space, act, s.result, settings, p, dominance)
+        shape = _shape(s, act)
+        if shape in alike:  # priced once: the first such statement's choices, renamed
+            got = [_renamed(c, sub, act, s.result) for c in alike[shape]]
+            dropped = 0
+            notes.append(("priced once", f"{s.result.name}'s statement as {alike[shape][0].writes.name}'s"))
+        else:
+            got, dropped = _choices(sub, space, act, s.result, settings, p, dominance)
+            alike[shape] = got
         if not got:
             raise UsageError(
                 f"no choice of {s.result.name}'s statement fits: its parameters alone exceed "

@@ -97,3 +97,27 @@ def test_a_chain_agrees_with_the_chain_search():
     assert (g.solver, g.optimal) == ("dp", True)
     assert g.seconds == pytest.approx(c.seconds, rel=1e-12)
     assert "solver      dp (optimal" in str(g) and g.to_json()["solver"] == "dp"
+
+
+def test_statements_alike_are_priced_once(attention):
+    """K's and V's statements are Q's with other names: their choices are Q's renamed, and equal to pricing
+    K's statement alone (its own programs, layouts and seconds)."""
+    from shardalg.search.chain import _choices, _space, _sub_program
+    from shardalg.search.graph import _statements
+    from shardalg.search.numeric import prepare_search
+    from shardalg.search.space import Pruned
+
+    assert ("priced once", "Kp's statement as Q's") in attention.notes
+    st = attention.settings
+    prog, whole, _, _ = prepare_search(
+        ATTENTION, ON["mesh"], ON["sizes"], "tpu-v5e", None, st.mode, None, None, None, ""
+    )
+    s, act, param = _statements(prog)[1]
+    sub = _sub_program(prog, s, param)
+    own, _ = _choices(sub, _space(sub, act, s.result, whole.batch_dims, st), act, s.result, st, Pruned())
+
+    def table(cs):
+        return {c.entry.program: (c.reads, c.writes, c.param_bytes, c.seconds) for c in cs}
+
+    assert table(attention.choices[1]) == table(own)
+    assert all(c.writes.name == "Kp" and "W_k" in str(c.entry.program) for c in attention.choices[1])
