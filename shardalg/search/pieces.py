@@ -22,8 +22,8 @@ The test ``tests/search/test_pieces.py`` checks candidates of the search's progr
 price: same seconds, communication, FLOPs and bytes by part. :func:`.numeric.search` does not use it yet: in
 its space every activation follows one map, so two candidates rarely shard a statement alike (question 7's
 MLP: never, each statement has every dim), and with the planner's own caches warm the whole program costs
-less than its pieces (40 layer candidates on 2x2x2 in training: 0.74 s whole, 3.0 s in 190 pieces). The
-pieces pay where a statement's options are combined freely: :mod:`.graph`.
+less than its pieces (40 layer candidates on 2x2x2 in training: 0.74 s whole, 3.0 s in 190 pieces).
+Pricing each statement's options once pays where they are combined freely: :mod:`.graph` does that.
 """
 
 from __future__ import annotations
