@@ -144,7 +144,7 @@ def _shape(s: Any, act: Tensor) -> tuple:
 def _renamed(c: Choice, sub: Program, act: Tensor, result: Tensor) -> Choice:
     """A choice of one statement for another of the same shape: its own sharded program and layouts."""
     a = c.assignment
-    program = shard(sub, a.param_map, a.activation_map)
+    program = shard(sub, a.param_map, a.activation_map, sequence=a.megatron)
     return replace(
         c,
         entry=replace(c.entry, program=program),
