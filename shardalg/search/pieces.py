@@ -340,6 +340,8 @@ def pricer_for(
     why = whole_program_reason(base, settings)
     if why is not None:
         notes.append(("pricing", f"each candidate's whole program ({why})"))
-        return Pricer(base, space, settings, pruned)
+        whole = Pricer(base, space, settings, pruned)
+        whole.why = why
+        return whole
     notes.append(("pricing", "each statement's shardings priced once, candidates assembled from them"))
     return StatementPricer(base, space, settings, pruned)
