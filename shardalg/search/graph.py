@@ -46,7 +46,15 @@ from .numeric import prepare_search
 from .price import Settings, size_text, time_text
 from .space import Pruned
 
-__all__ = ["InputLayout", "GraphProblem", "GraphResult", "graph_problem", "search_graph", "solve_graph"]
+__all__ = [
+    "InputLayout",
+    "GraphProblem",
+    "GraphResult",
+    "graph_problem",
+    "is_graph",
+    "search_graph",
+    "solve_graph",
+]
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,19 @@ def _statements(prog: Program) -> list[tuple[Any, Tensor, str]]:
         param, act = (left, right) if left.name in params else (right, left)
         out.append((s, act, param.name))
     return out
+
+
+def is_graph(program: Program) -> bool:
+    """Whether ``program`` is products of an activation by a parameter that do not form a chain (a
+    statement reads an input or a result other than the one before's: Q, K and V read one input), which
+    the graph search takes and the chain search refuses; False for a chain and for what neither takes."""
+    try:
+        stmts = _statements(program)
+    except UsageError:
+        return False
+    return len(stmts) >= 2 and any(
+        act.name != stmts[i - 1][0].result.name for i, (_, act, _) in enumerate(stmts) if i
+    )
 
 
 def _shape(s: Any, act: Tensor) -> tuple:

@@ -121,3 +121,32 @@ def test_statements_alike_are_priced_once(attention):
 
     assert table(attention.choices[1]) == table(own)
     assert all(c.writes.name == "Kp" and "W_k" in str(c.entry.program) for c in attention.choices[1])
+
+
+def test_the_cli_searches_a_graph_per_statement(capsys):
+    """``search --per-statement`` takes the attention block the chain search refuses: the graph search, its
+    solver and whether it is optimal in the text and the JSON; the integer program when the cap binds."""
+    from shardalg.cli import main
+    from shardalg.search.graph import is_graph
+
+    argv = ["search", ATTENTION, "--per-statement", "--mesh", ON["mesh"], "--sizes", ON["sizes"]]
+    argv += ["--hw", "tpu-v5e", "--mode", "infer", "--quiet"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "solver      dp (optimal; the graph is a forest: 4 nodes, 3 edges)" in out
+    assert "input In" in out
+    free = search_graph(ATTENTION, mode="infer", **ON)
+    assert main([*argv, "--memory", f"{free.bytes / 2:.0f}", "--json"]) == 0
+    import json
+
+    data = json.loads(capsys.readouterr().out)
+    assert data["solver"] == "milp" and data["optimal"] is True
+    assert data["param_bytes_per_device"] <= free.bytes / 2 and data["seconds"] >= free.seconds
+    chain = "params W1, W2\nIn[B, D] * W1[D, F] -> H[B, F]\nH[B, F] * W2[F, D] -> O[B, D]"
+    assert is_graph(parse_program(ATTENTION)) and not is_graph(parse_program(chain))
+
+
+def parse_program(text: str):
+    from shardalg.notation.parse import parse
+
+    return parse(text)
