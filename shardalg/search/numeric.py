@@ -190,8 +190,7 @@ class SearchResult(Shown):
                 "dims",
                 f"parameters {', '.join(self.space.param_dims)}; batch {', '.join(self.space.batch_dims)}",
             ),
-            ("space", counted),
-            ("solver", _solver_text(self.solver)),
+            ("space", f"{counted} ({_solver_text(self.solver)})"),
         ]
 
     def rows(self) -> list[tuple[str, Entry]]:
@@ -499,13 +498,11 @@ def solver_of(pricer: Pricer) -> dict[str, Any]:
 
 
 def _solver_text(solver: dict[str, Any]) -> str:
-    """``enumeration (optimal over the space); each statement's shardings priced once: 12 pieces``."""
-    head = f"{solver.get('method', 'enumeration')} (optimal over the space)"
+    """``enumerated, optimal over the space; 42 sharded statements priced once, candidates summed from them``."""
+    head = "enumerated, optimal over the space"
     if solver.get("pricing") == "statements":
         whole = solver["priced_whole"]
-        return (
-            f"{head}; each statement's shardings priced once, candidates assembled from them: "
-            f"{solver['pieces']:,} pieces"
-            + (f", {whole:,} candidates priced whole (Megatron SP over a shared input)" if whole else "")
+        return f"{head}; {solver['pieces']:,} sharded statements priced once, candidates summed from them" + (
+            f", {whole:,} priced whole (Megatron SP over a shared input)" if whole else ""
         )
-    return f"{head}; each candidate's whole program priced ({solver.get('why')})"
+    return f"{head}; each candidate's whole program priced: {solver.get('why')}"

@@ -130,7 +130,9 @@ def test_the_search_has_the_same_winner_and_ranking(monkeypatch, program, kw):
         assert e.bytes == w.bytes and (e.seconds is None) == (w.seconds is None), s
         assert e.seconds is None or e.seconds == pytest.approx(w.seconds, rel=1e-12), s
     text = str(got)
-    assert "solver      enumeration (optimal over the space); each statement's shardings priced once" in text
+    assert (
+        f"priced (enumerated, optimal over the space; {got.solver['pieces']:,} sharded statements priced once" in text
+    )
     assert got.to_json()["solver"]["pieces"] == got.solver["pieces"] > 0
 
 
@@ -144,5 +146,5 @@ def test_a_search_priced_whole_says_why():
         "pricing": "whole program",
         "why": "overlap schedule is not a sum of statements",
     }
-    assert "each candidate's whole program priced (overlap schedule is not a sum of statements)" in str(r)
+    assert "each candidate's whole program priced: overlap schedule is not a sum of statements)" in str(r)
     assert r.to_json()["solver"]["why"] == r.solver["why"]
