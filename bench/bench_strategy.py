@@ -7,9 +7,10 @@ In process: ``sa.search`` on question 7 (MLP, TPU v5e 2x2, 300 MB, forward) and 
 (attention + MLP, 2x2x2, forward, the chip's HBM), median of N runs each, with sympy's cache and the
 planner's whole-query caches (a statement's plans, an einsum's optimum: ``bench.common``'s warm clearing)
 cleared before each run, next to the baseline of the same run: planning the question's two statements once.
-With ``--train-mesh`` (e.g. ``X=2,Y=2``): the layer in training on that mesh, in CPU seconds, by the whole-program
-search (every candidate planned again: the baseline) and by the per-statement graph search
-(:mod:`shardalg.search.graph`: each statement's choices priced once, solved by the tree DP or the ILP).
+With ``--train-mesh`` (e.g. ``X=2,Y=2``): the layer in training on that mesh, in CPU seconds, by the numeric
+search (every assignment of its space enumerated and priced, from its statements' prices where they sum: the
+baseline) and by the per-statement graph search (:mod:`shardalg.search.graph`: each statement's choices priced
+once and combined freely, solved by the tree DP or the ILP; its space is larger, so its step may be faster).
 Cold: ``shardalg search`` on question 7 in a new process, median of N, next to ``python -c pass``.
 """
 
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if "train_whole_cpu_s" in out:
             print(
-                f"layer, training, {args.train_mesh}: whole-program search {out['train_whole_cpu_s']:.1f} s CPU "
+                f"layer, training, {args.train_mesh}: numeric search {out['train_whole_cpu_s']:.1f} s CPU "
                 f"(winner {out['train_whole_seconds']:.4g} s per step); per-statement graph search "
                 f"{out['train_graph_cpu_s']:.1f} s CPU ({out['train_graph_solver']}, "
                 f"{out['train_graph_seconds']:.4g} s per step)"
