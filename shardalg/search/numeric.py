@@ -460,11 +460,13 @@ def search(
         settings = replace(settings, keep=keep_gathered)
         notes.append(("gathered", _keep_note(keep_gathered)))
     pruned = Pruned()
-    pricer = pricer_for(prog, space, settings, pruned, [])  # said in the result's solver
+    pricer: Pricer | None = None  # made at the first assignment: a space over the limit is refused first
     fitting: list[tuple[Entry, int]] = []
     rejected: list[Entry] = []
     total = space.size
     for order, a in enumerate(enumerate_space(space, pruned)):
+        if pricer is None:
+            pricer = pricer_for(prog, space, settings, pruned, [])  # said in the result's solver
         e = pricer(a)
         if e is not None:
             (fitting.append((e, order)) if e.fits else rejected.append(e))
@@ -484,6 +486,8 @@ def search(
         notes.append(
             ("inference", "memory counts parameters, KV cache and gathered weights (no activations)")
         )
+    if pricer is None:
+        pricer = pricer_for(prog, space, settings, pruned, [])
     return SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
 
 
@@ -498,11 +502,11 @@ def solver_of(pricer: Pricer) -> dict[str, Any]:
 
 
 def _solver_text(solver: dict[str, Any]) -> str:
-    """``enumerated, optimal over the space; 42 sharded statements priced once, candidates summed from them``."""
-    head = "enumerated, optimal over the space"
+    """``enumerated: optimal over the space; 42 sharded statements priced once``."""
+    head = "enumerated: optimal over the space"
     if solver.get("pricing") == "statements":
         whole = solver["priced_whole"]
-        return f"{head}; {solver['pieces']:,} sharded statements priced once, candidates summed from them" + (
-            f", {whole:,} priced whole (Megatron SP over a shared input)" if whole else ""
+        return f"{head}; {solver['pieces']:,} sharded statements priced once" + (
+            f", {whole:,} candidates priced whole (Megatron SP over a shared input)" if whole else ""
         )
-    return f"{head}; each candidate's whole program priced: {solver.get('why')}"
+    return f"{head}; whole programs priced: {solver.get('why')}"

@@ -131,7 +131,8 @@ def test_the_search_has_the_same_winner_and_ranking(monkeypatch, program, kw):
         assert e.seconds is None or e.seconds == pytest.approx(w.seconds, rel=1e-12), s
     text = str(got)
     assert (
-        f"priced (enumerated, optimal over the space; {got.solver['pieces']:,} sharded statements priced once" in text
+        f"priced (enumerated: optimal over the space; {got.solver['pieces']:,} sharded statements priced once)"
+        in text
     )
     assert got.to_json()["solver"]["pieces"] == got.solver["pieces"] > 0
 
@@ -146,5 +147,8 @@ def test_a_search_priced_whole_says_why():
         "pricing": "whole program",
         "why": "overlap schedule is not a sum of statements",
     }
-    assert "each candidate's whole program priced: overlap schedule is not a sum of statements)" in str(r)
+    assert (
+        "priced (enumerated: optimal over the space; whole programs priced: overlap schedule is not a sum of statements)"
+        in str(r)
+    )
     assert r.to_json()["solver"]["why"] == r.solver["why"]
