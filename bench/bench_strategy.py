@@ -1,11 +1,16 @@
 """Benchmark of the numeric strategy search: the book's question 7 and one transformer layer.
 
-    python bench/bench_strategy.py [--repeat N] [--layer-repeat N] [--json]      (or: python -m bench strategy)
+    python bench/bench_strategy.py [--repeat N] [--layer-repeat N] [--train-mesh M] [--json]
+    (or: python -m bench strategy)
 
 In process: ``sa.search`` on question 7 (MLP, TPU v5e 2x2, 300 MB, forward) and on one transformer layer
 (attention + MLP, 2x2x2, forward, the chip's HBM), median of N runs each, with sympy's cache and the
 planner's whole-query caches (a statement's plans, an einsum's optimum: ``bench.common``'s warm clearing)
 cleared before each run, next to the baseline of the same run: planning the question's two statements once.
+With ``--train-mesh`` (e.g. ``X=2,Y=2``): the layer in training on that mesh, in CPU seconds, by the numeric
+search (every assignment of its space enumerated and priced, from its statements' prices where they sum: the
+baseline) and by the per-statement graph search (:mod:`shardalg.search.graph`: each statement's choices priced
+once and combined freely, solved by the tree DP or the ILP; its space is larger, so its step may be faster).
 Cold: ``shardalg search`` on question 7 in a new process, median of N, next to ``python -c pass``.
 """
 
@@ -29,6 +34,7 @@ import sympy  # noqa: E402
 
 from bench.common import find_caches  # noqa: E402
 from shardalg.planning import planner  # noqa: E402
+from shardalg.search.graph import search_graph  # noqa: E402
 from shardalg.search.numeric import search  # noqa: E402
 from tests.search.programs import LAYER, MLP, Q7, TRANSFORMER  # noqa: E402
 
@@ -63,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--layer-repeat", type=int, default=1)
+    ap.add_argument("--train-mesh", default=None, help="also time the layer in training on this mesh")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -99,6 +106,20 @@ def main(argv: list[str] | None = None) -> int:
             ],
             args.repeat,
         )
+    if args.train_mesh is not None:
+        on = {**LAYER, "mesh": args.train_mesh, "mode": "train"}
+
+        def cpu(fn):
+            _clear()
+            t0 = time.process_time()
+            got = fn()
+            return time.process_time() - t0, got
+
+        out["train_whole_cpu_s"], whole = cpu(lambda: search(TRANSFORMER, **on))
+        out["train_graph_cpu_s"], graph = cpu(lambda: search_graph(TRANSFORMER, **on))
+        out["train_whole_seconds"] = whole.winner.seconds if whole.winner is not None else None
+        out["train_graph_seconds"] = graph.seconds
+        out["train_graph_solver"] = f"{graph.solver}, {'optimal' if graph.optimal else 'not proven optimal'}"
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -111,6 +132,13 @@ def main(argv: list[str] | None = None) -> int:
             f"transformer layer search {out['layer_search_s']:8.2f} s   median of {args.layer_repeat} "
             f"({out['layer_priced']} priced)"
         )
+        if "train_whole_cpu_s" in out:
+            print(
+                f"layer, training, {args.train_mesh}: numeric search {out['train_whole_cpu_s']:.1f} s CPU "
+                f"(winner {out['train_whole_seconds']:.4g} s per step); per-statement graph search "
+                f"{out['train_graph_cpu_s']:.1f} s CPU ({out['train_graph_solver']}, "
+                f"{out['train_graph_seconds']:.4g} s per step)"
+            )
         if "cold_q7_cli_s" in out:
             print(
                 f"shardalg search (q7)     {out['cold_q7_cli_s']:8.2f} s   new process, median of {args.repeat} "

@@ -172,11 +172,14 @@ def _hw_of(args: argparse.Namespace):
 
 def _per_statement(program, args: argparse.Namespace) -> int:
     from shardalg.search.chainsolve import search_chain
+    from shardalg.search.graph import is_graph
 
     if args.format != "text" or args.top is not None:
         raise UsageError(
             "--per-statement prints one choice per statement: --format latex and --top do not apply"
         )
+    if is_graph(program):
+        return _per_statement_graph(program, args)
     bar = _Bar(not args.quiet)
     try:
         result = search_chain(
@@ -193,6 +196,34 @@ def _per_statement(program, args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
+    slice_notes = getattr(args, "slice_notes", [])
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        for k, v in [*result.problem.notes, *slice_notes]:
+            print(f"note: {k}: {v}", file=sys.stderr)
+    else:
+        print(result)
+        for k, v in slice_notes:
+            print(f"note: {k}: {v}")
+    return EXIT_OK
+
+
+def _per_statement_graph(program, args: argparse.Namespace) -> int:
+    """A per-statement search over a dataflow graph that is not a chain (Q, K and V from one input): the tree
+    DP or the integer program, its solver and whether it is optimal in the text and the JSON."""
+    from shardalg.search.graph import search_graph
+
+    result = search_graph(
+        program,
+        mesh=_mesh_of(args),
+        sizes=args.sizes,
+        hw=_hw_of(args),
+        memory=args.memory,
+        mode=args.mode,
+        optimizer=args.optimizer,
+        remat=args.remat,
+        overlap=args.overlap,
+    )
     slice_notes = getattr(args, "slice_notes", [])
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
@@ -292,8 +323,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--per-statement",
         action="store_true",
-        help="a chain of layers (each statement fed by the "
-        "one before): a sharding per statement, resharding between them, parameters within the cap "
-        "(solved exactly by a DP, or an integer program when the cap binds)",
+        help="products of an activation by a parameter, a chain of layers (each statement fed by the "
+        "one before) or a graph (statements reading one input, as Q, K and V): a sharding per statement, "
+        "resharding between them, parameters within the cap (solved exactly by a DP on a chain or a tree, "
+        "or an integer program when the cap binds or the graph has a cycle; the output names the solver "
+        "and whether it is optimal)",
     )
     p.set_defaults(handler=_search)

@@ -226,13 +226,12 @@ def _choices(
         return out, 0
     # dominated: another choice with the same layouts, no slower and no heavier (the first such kept)
     kept: list[Choice] = []
+    lightest: dict[tuple, float] = {}  # per pair of layouts, the fewest bytes of a kept choice
     for c in sorted(out, key=lambda c: (c.seconds, c.param_bytes)):
         key = (layout_key(c.reads), layout_key(c.writes))
-        if any(
-            (layout_key(k.reads), layout_key(k.writes)) == key and k.param_bytes <= c.param_bytes
-            for k in kept
-        ):
+        if key in lightest and lightest[key] <= c.param_bytes:
             continue
+        lightest[key] = min(lightest.get(key, c.param_bytes), c.param_bytes)
         kept.append(c)
     order = {id(c): n for n, c in enumerate(out)}
     kept.sort(key=lambda c: order[id(c)])

@@ -32,6 +32,7 @@ from shardalg.notation.printing.display import Shown, Table
 from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Program
 
+from .pieces import StatementPricer, pricer_for
 from .price import Entry, Pricer, Settings, size_text, time_text
 from .space import STRATEGIES, Pruned, Space, enumerate_space, space_of
 
@@ -122,6 +123,9 @@ class SearchResult(Shown):
     pruned: Pruned
     top: int = 10
     notes: list[tuple[str, str]] = field(default_factory=list)
+    solver: dict[str, Any] = field(
+        default_factory=dict
+    )  # how the winner was found and priced (``solver_of``)
 
     @property
     def winner(self) -> Entry | None:
@@ -187,7 +191,7 @@ class SearchResult(Shown):
                 "dims",
                 f"parameters {', '.join(self.space.param_dims)}; batch {', '.join(self.space.batch_dims)}",
             ),
-            ("space", counted),
+            ("space", f"{counted} ({_solver_text(self.solver)})"),
         ]
 
     def rows(self) -> list[tuple[str, Entry]]:
@@ -257,6 +261,7 @@ class SearchResult(Shown):
             "space": self.space.size,
             "pruned": self.pruned.to_json(),
             "priced": len(self.ranked) + len(self.rejected) - self.pruned.over_cap,
+            "solver": dict(self.solver),
             "winner": self.winner.to_json() if self.winner is not None else None,
             "winner_program": self.winner_program,
             "strategies": {s: {**e.to_json(), "reason": self.reason(e)} for s, e in self.best.items()},
@@ -461,11 +466,13 @@ def search(
         settings = replace(settings, keep=keep_gathered)
         notes.append(("gathered", _keep_note(keep_gathered)))
     pruned = Pruned()
-    pricer = Pricer(prog, space, settings, pruned)
+    pricer: Pricer | None = None  # made at the first assignment: a space over the limit is refused first
     fitting: list[tuple[Entry, int]] = []
     rejected: list[Entry] = []
     total = space.size
     for order, a in enumerate(enumerate_space(space, pruned)):
+        if pricer is None:
+            pricer = pricer_for(prog, space, settings, pruned, [])  # said in the result's solver
         e = pricer(a)
         if e is not None:
             (fitting.append((e, order)) if e.fits else rejected.append(e))
@@ -485,4 +492,27 @@ def search(
         notes.append(
             ("inference", "memory counts parameters, KV cache and gathered weights (no activations)")
         )
-    return SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes)
+    if pricer is None:
+        pricer = pricer_for(prog, space, settings, pruned, [])
+    return SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
+
+
+def solver_of(pricer: Pricer) -> dict[str, Any]:
+    """The search's solver: every assignment of the space enumerated (the winner optimal over the space), and
+    how each was priced: its statements' prices summed (``statements``: how many pieces were priced, how many
+    candidates were priced whole all the same) or its whole program (``why`` not)."""
+    got: dict[str, Any] = {"method": "enumeration", "optimal": True}
+    if isinstance(pricer, StatementPricer):
+        return {**got, "pricing": "statements", "pieces": len(pricer.table), "priced_whole": pricer.whole}
+    return {**got, "pricing": "whole program", "why": pricer.why}
+
+
+def _solver_text(solver: dict[str, Any]) -> str:
+    """``enumerated: optimal over the space; 42 sharded statements priced once``."""
+    head = "enumerated: optimal over the space"
+    if solver.get("pricing") == "statements":
+        whole = solver["priced_whole"]
+        return f"{head}; {solver['pieces']:,} sharded statements priced once" + (
+            f", {whole:,} candidates priced whole (Megatron SP over a shared input)" if whole else ""
+        )
+    return f"{head}; whole programs priced: {solver.get('why')}"

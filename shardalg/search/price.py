@@ -199,7 +199,10 @@ class Entry:
 
 class Pricer:
     """Prices assignments of one space under one set of settings; remembers the programs seen (equivalent
-    assignments are priced once) and counts what it drops in ``pruned``."""
+    assignments are priced once) and counts what it drops in ``pruned``. ``why``: why a search prices each
+    candidate's whole program rather than summing its statements (:func:`.pieces.pricer_for`)."""
+
+    why: str | None = None
 
     def __init__(self, base: Program, space: Space, settings: Settings, pruned: Pruned):
         self.base = base

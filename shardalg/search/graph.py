@@ -1,0 +1,467 @@
+"""The per-statement search over a program's dataflow graph, not only a chain: a choice per statement, a
+resharding edge wherever one statement's result is another's operand, and an *input node* for a program
+input that several statements read (as Q, K and V read one ``In``): its layout is a choice of its own,
+priced nothing, each reader paying the resharding from it.
+
+    >>> r = search_graph(ATTENTION, mesh="X=2,Y=2", sizes="B=8,T=8,D=16,N=16", hw="tpu-v5e", mode="infer")
+    >>> r.solver, r.optimal                                               # doctest: +SKIP
+    ('dp', True)
+
+Each statement's choices are those of :mod:`.chain` (its assignments priced once, equivalent and dominated
+ones dropped, counted); the edges are priced by the planner's redistribution as there (training: with the
+gradient's way back). Solved exactly: where the graph is a forest (a chain, a star of readers, a tree) a
+dynamic program over it, rooted at each component's first statement, without the cap; when its optimum is
+over the memory cap, or the graph has a cycle, an integer program with ``scipy.optimize.milp`` (HiGHS, gap 0):
+a binary per choice, one per node, a binary per costly pair of layouts on each edge
+(``x[u, writes a] + x[v, reads b] - 1 <= y[e, a, b]``) and the cap as a knapsack row on parameter bytes per
+device. The result names its solver and whether it is optimal. The tests check both against a brute force.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import lil_matrix
+
+from shardalg.errors import UsageError
+from shardalg.models.expand import shard
+from shardalg.notation.syntax import Program, Tensor
+
+from .chain import (
+    MAX_EDGE_PAIRS,
+    Choice,
+    _choices,
+    _edges,
+    _find,
+    _operands,
+    _space,
+    _sub_program,
+    layout_key,
+)
+from .numeric import prepare_search
+from .price import Settings, size_text, time_text
+from .space import Pruned
+
+__all__ = [
+    "InputLayout",
+    "GraphProblem",
+    "GraphResult",
+    "graph_problem",
+    "is_graph",
+    "search_graph",
+    "solve_graph",
+]
+
+
+@dataclass(frozen=True)
+class InputLayout:
+    """A choice of an input node: the layout the shared input is held in (it costs nothing itself)."""
+
+    layout: Tensor
+    seconds: float = 0.0
+    param_bytes: float = 0.0
+    strategy: str = "input"
+
+    @property
+    def reads(self) -> Tensor:
+        return self.layout
+
+    @property
+    def writes(self) -> Tensor:
+        return self.layout
+
+
+@dataclass
+class GraphProblem:
+    """The nodes (statements, then input nodes), each one's choices, and the edges ``(u, v, prices)``: u's
+    choice writes a layout that v's reads, ``prices[(layout u writes, layout v reads)]`` in seconds (a pair
+    absent costs nothing)."""
+
+    program: Program
+    names: list[str]
+    choices: list[list[Any]]
+    edges: list[tuple[int, int, dict[tuple, float]]]
+    settings: Settings
+    pruned: list[Pruned]
+    dominated: list[int]
+    notes: list[tuple[str, str]] = field(default_factory=list)
+
+    def edge(self, e: int, cu: Any, cv: Any) -> float:
+        return self.edges[e][2].get((layout_key(cu.writes), layout_key(cv.reads)), 0.0)
+
+    def total(self, picks: list[int]) -> float:
+        cs = [self.choices[i][k] for i, k in enumerate(picks)]
+        return sum(c.seconds for c in cs) + sum(
+            self.edge(e, cs[u], cs[v]) for e, (u, v, _) in enumerate(self.edges)
+        )
+
+    def param_bytes(self, picks: list[int]) -> float:
+        return sum(self.choices[i][k].param_bytes for i, k in enumerate(picks))
+
+    @property
+    def is_forest(self) -> bool:
+        """No cycle in the undirected graph (a union-find over the edges)."""
+        parent = list(range(len(self.choices)))
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for u, v, _ in self.edges:
+            ru, rv = root(u), root(v)
+            if ru == rv:
+                return False
+            parent[ru] = rv
+        return True
+
+
+def _statements(prog: Program) -> list[tuple[Any, Tensor, str]]:
+    roles = prog.roles
+    params = set(roles.params) | set(roles.embeddings) if roles is not None else set()
+    out = []
+    for i, s in enumerate(prog.statements):
+        ops = _operands(s)
+        where = {"span": getattr(s, "span", None), "source": prog.source}
+        if ops is None:
+            raise UsageError("a per-statement search takes products 'A * W -> R', one per line", **where)
+        left, right, _ = ops
+        kinds = [t for t in (left, right) if t.name in params]
+        if len(kinds) != 1:
+            raise UsageError(
+                f"statement {i + 1} multiplies one activation by one parameter, not {len(kinds)} parameters",
+                **where,
+            )
+        param, act = (left, right) if left.name in params else (right, left)
+        out.append((s, act, param.name))
+    return out
+
+
+def is_graph(program: Program) -> bool:
+    """Whether ``program`` is products of an activation by a parameter that do not form a chain (a
+    statement reads an input or a result other than the one before's: Q, K and V read one input), which
+    the graph search takes and the chain search refuses; False for a chain and for what neither takes."""
+    try:
+        stmts = _statements(program)
+    except UsageError:
+        return False
+    return len(stmts) >= 2 and any(
+        act.name != stmts[i - 1][0].result.name for i, (_, act, _) in enumerate(stmts) if i
+    )
+
+
+def _shape(s: Any, act: Tensor) -> tuple:
+    """A statement without its tensors' names: the operands' and result's dims, and which side is the
+    activation (two statements of one shape have the same choices at the same prices)."""
+    left, right, result = _operands(s)  # type: ignore[misc]
+    return (left.dim_names, right.dim_names, result.dim_names, left is act)
+
+
+def _renamed(c: Choice, sub: Program, act: Tensor, result: Tensor) -> Choice:
+    """A choice of one statement for another of the same shape: its own sharded program and layouts."""
+    a = c.assignment
+    program = shard(sub, a.param_map, a.activation_map, sequence=a.megatron)
+    return replace(
+        c,
+        entry=replace(c.entry, program=program),
+        reads=_find(program, act.name, False),
+        writes=_find(program, result.name, True),
+    )
+
+
+def graph_problem(
+    program: Program | str,
+    mesh: Any = None,
+    sizes: Mapping[str, int] | str | None = None,
+    hw: Any = None,
+    memory: str | float | None = None,
+    mode: str | None = None,
+    optimizer: str | None = None,
+    remat: str | None = None,
+    overlap: str | None = None,
+    *,
+    dominance: bool = True,
+) -> GraphProblem:
+    """Every statement's choices, the input nodes and the edges (see the module's doc)."""
+    prog, whole, settings, notes = prepare_search(
+        program,
+        mesh,
+        sizes,
+        hw,
+        memory,
+        mode,
+        optimizer,
+        remat,
+        overlap,
+        "applied to each statement and each resharding on its own",
+    )
+    stmts = _statements(prog)
+    names, choices, pruned, dominated = [], [], [], []
+    alike: dict[tuple, list[Choice]] = {}  # statements that differ only in their tensors' names
+    for s, act, param in stmts:
+        sub = _sub_program(prog, s, param)
+        space = _space(sub, act, s.result, whole.batch_dims, settings)
+        p = Pruned()
+        shape = _shape(s, act)
+        if shape in alike:  # priced once: the first such statement's choices, renamed
+            got = [_renamed(c, sub, act, s.result) for c in alike[shape]]
+            dropped = 0
+            notes.append(("priced once", f"{s.result.name}'s statement as {alike[shape][0].writes.name}'s"))
+        else:
+            got, dropped = _choices(sub, space, act, s.result, settings, p, dominance)
+            alike[shape] = got
+        if not got:
+            raise UsageError(
+                f"no choice of {s.result.name}'s statement fits: its parameters alone exceed "
+                f"{size_text(settings.cap)} on every assignment",
+                span=getattr(s, "span", None),
+                source=prog.source,
+            )
+        names.append(s.result.name)
+        choices.append(got)
+        pruned.append(p)
+        dominated.append(dropped)
+    producer = {s.result.name: i for i, (s, _, _) in enumerate(stmts)}
+    readers: dict[str, list[int]] = {}
+    for i, (_, act, _) in enumerate(stmts):
+        readers.setdefault(act.name, []).append(i)
+    pairs: list[tuple[int, int]] = []
+    for name, rs in readers.items():
+        if name in producer:
+            pairs += [(producer[name], r) for r in rs]
+        elif len(rs) > 1:  # a shared input: a node of its own, one choice per layout a reader reads it in
+            layouts = {layout_key(c.reads): c.reads for r in rs for c in choices[r]}
+            names.append(f"input {name}")
+            choices.append([InputLayout(t) for t in layouts.values()])
+            pruned.append(Pruned())
+            dominated.append(0)
+            pairs += [(len(choices) - 1, r) for r in rs]
+    count = sum(
+        len({layout_key(c.writes) for c in choices[u]}) * len({layout_key(c.reads) for c in choices[v]})
+        for u, v in pairs
+    )
+    if count > MAX_EDGE_PAIRS:
+        raise UsageError(
+            f"the graph has {count:,} layout pairs on its edges, over the limit of {MAX_EDGE_PAIRS:,} "
+            "(MAX_EDGE_PAIRS)",
+            fix="use fewer mesh axes or fewer statements",
+        )
+    edges = [(u, v, _edges(choices[u], choices[v], settings)) for u, v in pairs]
+    notes.append(
+        (
+            "objective",
+            "the sum of each statement's step seconds (each priced alone under the overlap policy) and "
+            "each resharding's",
+        )
+    )
+    notes.append(("memory cap", "a knapsack on parameter bytes per device; activations are not in it"))
+    return GraphProblem(prog, names, choices, edges, settings, pruned, dominated, notes)
+
+
+def _argmin(costs: list[float]) -> int:
+    return min(range(len(costs)), key=lambda k: (costs[k], k))
+
+
+def solve_tree(p: GraphProblem) -> list[int]:
+    """The cheapest assignment of a forest, the cap ignored: each component rooted at its first node; each
+    node's subtree cost per choice, children first (ties to the earlier choice)."""
+    adj: dict[int, list[tuple[int, int]]] = {i: [] for i in range(len(p.choices))}
+    for e, (u, v, _) in enumerate(p.edges):
+        adj[u].append((v, e))
+        adj[v].append((u, e))
+    picks = [-1] * len(p.choices)
+    seen: set[int] = set()
+    for root in range(len(p.choices)):
+        if root in seen:
+            continue
+        order: list[int] = []
+        parent: dict[int, tuple[int, int]] = {root: (-1, -1)}
+        children: dict[int, list[int]] = {}
+        stack = [root]
+        seen.add(root)
+        while stack:  # preorder: a node before its descendants
+            n = stack.pop()
+            order.append(n)
+            for m, e in adj[n]:
+                if m not in seen:
+                    seen.add(m)
+                    parent[m] = (n, e)
+                    children.setdefault(n, []).append(m)
+                    stack.append(m)
+        up: dict[int, list[float]] = {}  # up[n][k]: n's subtree and its edge, the parent at choice k
+        via: dict[int, list[int]] = {}  # via[n][k]: n's best choice, the parent at choice k
+        sub: list[float] = []
+        for n in reversed(order):
+            sub = [c.seconds for c in p.choices[n]]
+            for m in children.get(n, ()):
+                sub = [s + up[m][k] for k, s in enumerate(sub)]
+            par, e = parent[n]
+            if par < 0:
+                break
+            forward = p.edges[e][0] == par
+            up[n], via[n] = [], []
+            for cp in p.choices[par]:
+                costs = [
+                    sub[k] + (p.edge(e, cp, c) if forward else p.edge(e, c, cp))
+                    for k, c in enumerate(p.choices[n])
+                ]
+                k = _argmin(costs)
+                up[n].append(costs[k])
+                via[n].append(k)
+        picks[root] = _argmin(sub)
+        for n in order[1:]:
+            picks[n] = via[n][picks[parent[n][0]]]
+    return picks
+
+
+def solve_milp(p: GraphProblem, rhs: float = 1.0) -> tuple[list[int] | None, bool]:
+    """The cheapest assignment within the cap (None: none fits) by ``scipy.optimize.milp`` and whether
+    HiGHS proved it optimal (gap 0). An answer over the cap by HiGHS's row tolerance is solved again with
+    the cap tightened by 2e-6 (relative), and a note says so."""
+    col: dict[tuple, int] = {}
+    for i, cs in enumerate(p.choices):
+        for k in range(len(cs)):
+            col[("x", i, k)] = len(col)
+    for e, (_, _, prices) in enumerate(p.edges):
+        for ab, s in prices.items():
+            if s > 0:
+                col[("y", e, ab)] = len(col)
+    values = [c.seconds for cs in p.choices for c in cs] + [s for *_, d in p.edges for s in d.values()]
+    scale = max(values) or 1.0
+    cost = np.zeros(len(col))
+    for key, j in col.items():
+        cost[j] = (p.choices[key[1]][key[2]].seconds if key[0] == "x" else p.edges[key[1]][2][key[2]]) / scale
+    ys = [key for key in col if key[0] == "y"]
+    rows = len(p.choices) + len(ys) + 1
+    a = lil_matrix((rows, len(col)))
+    lo, hi = np.zeros(rows), np.zeros(rows)
+    for i, cs in enumerate(p.choices):  # one choice per node
+        for k in range(len(cs)):
+            a[i, col[("x", i, k)]] = 1
+        lo[i] = hi[i] = 1
+    for r, (_, e, (ka, kb)) in enumerate(ys, start=len(p.choices)):  # x_u,a + x_v,b - 1 <= y_e,a,b
+        u, v, _ = p.edges[e]
+        for k, c in enumerate(p.choices[u]):
+            if layout_key(c.writes) == ka:
+                a[r, col[("x", u, k)]] = 1
+        for k, c in enumerate(p.choices[v]):
+            if layout_key(c.reads) == kb:
+                a[r, col[("x", v, k)]] = 1
+        a[r, col[("y", e, (ka, kb))]] = -1
+        lo[r], hi[r] = -np.inf, 1
+    cap = p.settings.cap
+    for i, cs in enumerate(p.choices):  # the knapsack, in units of the cap
+        for k, c in enumerate(cs):
+            a[rows - 1, col[("x", i, k)]] = c.param_bytes / cap
+    lo[-1], hi[-1] = -np.inf, rhs
+    res = milp(
+        cost,
+        constraints=LinearConstraint(a.tocsr(), lo, hi),
+        integrality=np.ones(len(col)),
+        bounds=Bounds(0, 1),
+        options={"mip_rel_gap": 0},
+    )
+    if res.status == 2:  # infeasible: nothing fits
+        return None, True
+    if res.x is None:
+        raise UsageError(f"the integer program did not finish: {res.message}")  # pragma: no cover
+    picks = [max(range(len(cs)), key=lambda k: res.x[col[("x", i, k)]]) for i, cs in enumerate(p.choices)]
+    if p.param_bytes(picks) > cap and rhs == 1.0:
+        p.notes.append(("milp", "over the cap within HiGHS's tolerance; solved again with the cap tightened"))
+        return solve_milp(p, 1 - 2e-6)
+    return picks, res.status == 0
+
+
+def solve_graph(p: GraphProblem, solver: str | None = None) -> tuple[list[int] | None, str, bool]:
+    """``solver``: ``dp`` (a forest, the cap ignored), ``milp``, or None (the DP on a forest when its optimum
+    fits the cap, else the integer program). Returns the picks, the solver and whether it is optimal."""
+    if solver not in (None, "dp", "milp"):
+        raise UsageError(f"the graph is solved by dp or milp, not {solver!r}")
+    forest = p.is_forest
+    if solver == "dp" and not forest:
+        raise UsageError("the DP takes a chain or a tree: this graph has a cycle", fix="solver='milp'")
+    if solver != "milp" and forest:
+        picks = solve_tree(p)
+        if solver == "dp" or p.param_bytes(picks) <= p.settings.cap:
+            return picks, "dp", p.param_bytes(picks) <= p.settings.cap
+    got, optimal = solve_milp(p)
+    return got, "milp", optimal
+
+
+@dataclass
+class GraphResult:
+    """The graph search's answer: a choice per node (``picks``; None: nothing fits), the solver that found
+    it (``dp`` or ``milp``) and whether it is proven optimal."""
+
+    problem: GraphProblem
+    picks: list[int] | None
+    solver: str
+    optimal: bool
+
+    @property
+    def seconds(self) -> float | None:
+        return self.problem.total(self.picks) if self.picks is not None else None
+
+    @property
+    def bytes(self) -> float | None:
+        return self.problem.param_bytes(self.picks) if self.picks is not None else None
+
+    def __str__(self) -> str:
+        p = self.problem
+        lines = [
+            f"solver      {self.solver} ({'optimal' if self.optimal else 'not proven optimal'}; "
+            f"the graph is {'a forest' if p.is_forest else 'not a tree'}: {len(p.choices)} nodes, "
+            f"{len(p.edges)} edges)"
+        ]
+        if self.picks is None:
+            lines.append("winner      none fits: every assignment is over the memory cap")
+        else:
+            lines.append(
+                f"winner      {time_text(self.seconds)} per step, {size_text(self.bytes)} parameter bytes "  # type: ignore[arg-type]
+                "per device"
+            )
+            for name, cs, k in zip(p.names, p.choices, self.picks, strict=True):
+                c = cs[k]
+                what = (
+                    f"held as {c.layout}" if isinstance(c, InputLayout) else f"{c.strategy}: {c.assignment}"
+                )
+                lines.append(f"  {name:<12} {what}")
+        lines += [f"note: {k}: {v}" for k, v in p.notes]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.problem
+        return {
+            "solver": self.solver,
+            "optimal": self.optimal,
+            "forest": p.is_forest,
+            "seconds": self.seconds,
+            "param_bytes_per_device": self.bytes,
+            "nodes": [
+                {
+                    "name": n,
+                    "choices": len(cs),
+                    "pick": None
+                    if self.picks is None
+                    else str(
+                        cs[self.picks[i]].layout
+                        if isinstance(cs[self.picks[i]], InputLayout)
+                        else cs[self.picks[i]].assignment
+                    ),
+                }
+                for i, (n, cs) in enumerate(zip(p.names, p.choices, strict=True))
+            ],
+            "notes": [{"key": k, "value": v} for k, v in p.notes],
+        }
+
+
+def search_graph(program: Program | str, *, solver: str | None = None, **kw: Any) -> GraphResult:
+    """The per-statement search of ``program`` over its dataflow graph (arguments as :func:`graph_problem`)."""
+    p = graph_problem(program, **kw)
+    picks, used, optimal = solve_graph(p, solver)
+    return GraphResult(p, picks, used, optimal)

@@ -1,0 +1,347 @@
+"""Statements priced once: a candidate's step and memory assembled from its statements' prices.
+
+The whole-program search (:mod:`.numeric`) prices each assignment by planning its whole sharded program
+again (forward plans, derived backward, step, memory): most of that work repeats, since two assignments that
+shard one statement alike give that statement the same plans. Here each sharded statement (a product with
+the statements written before it: FSDP's gathers, a norm, a residual add) is a *piece*: a one-product program
+analysed alone, its forward plans and derived backward priced under the search's
+:class:`~shardalg.costs.costmodel.CostModel`, once per search and per way the backward treats the forward's
+gathered copies (kept or gathered again). A candidate's price is assembled from its pieces:
+
+- seconds, per part of the step (the repeated layer, priced once and multiplied by the layer count; the part
+  outside it once) and per phase (forward, backward): compute and HBM time add up, each lane's collectives
+  (a mesh axis, or the chip for a function's statistics) add up on that lane; under ``steady`` each phase
+  takes max(its compute, its busiest lane) and the part the sum of its phases (:mod:`shardalg.costs.phases`),
+  under ``serial`` compute plus every collective; inference: each op's roofline
+  (:func:`shardalg.models.inference.inference_ops`), the part their sum;
+- memory: parameters, gradients and optimizer state by parameter, saved activations by value (the whole
+  program's saved list, which does not depend on the sharding), the kept gathered copies and the functions'
+  statistics by piece, the transient gathered weights as
+  :meth:`shardalg.models.analysis.Analysis.transient` combines them.
+
+Where a step is not a sum of its statements, :func:`pricer_for` keeps the whole-program
+:class:`.price.Pricer` and says why: overlap ``schedule`` (steps as their dependencies allow), a remat policy
+other than ``none`` (which statements rerun depends on the whole layer), a ZeRO stage, a precision recipe or
+microbatches (priced over the whole step), an inference step that reads a KV cache (the attention core is one
+op over several statements), and functions written outside a product's piece.
+
+The test ``tests/search/test_pieces.py`` checks every candidate of the search's programs against the
+whole-program price: the same seconds, communication, FLOPs, bytes by part and keep choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+from sympy import Expr, Integer
+
+from shardalg.costs.phases import PHASES
+from shardalg.costs.schedule import OverlapPolicy, lanes_of
+from shardalg.costs.terms import point
+from shardalg.models.analysis import Analysis, analyze
+from shardalg.models.inference import inference_ops
+from shardalg.models.memory import PARTS, model_memory
+from shardalg.models.program import model_program
+from shardalg.models.step import _cost_model, _part_cost  # the step's own cost model and part pricing
+from shardalg.models.trainstate import TrainState
+from shardalg.notation.plan import Op, Plan
+from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Roles
+
+from .price import Entry, Pricer, Settings
+from .space import Assignment, Pruned, Space, _tensors
+
+__all__ = ["Piece", "Seconds", "StatementPricer", "pricer_for", "split_statements"]
+
+PARAM_PARTS = ("params", "grads", "optimizer")
+
+
+@dataclass
+class Seconds:
+    """One phase's plans in seconds: compute, HBM, every collective's sum, each lane's sum (a mesh axis, or
+    the chip for a function's statistics: what ``steady`` takes the busiest of) and each axis's sum as a step
+    reports it (:func:`shardalg.models.step.step_seconds`); in inference, its ops' rooflines summed."""
+
+    compute: float = 0.0
+    hbm: float = 0.0
+    comms: float = 0.0
+    lanes: dict[str, float] = field(default_factory=dict)
+    axes: dict[str, float] = field(default_factory=dict)
+    ops: float = 0.0  # inference: the sum of its ops' rooflines
+    ops_comms: float = 0.0  # inference: the sum of its ops' unhidden communication
+
+    def add(self, other: Seconds) -> None:
+        self.compute += other.compute
+        self.hbm += other.hbm
+        self.comms += other.comms
+        self.ops += other.ops
+        self.ops_comms += other.ops_comms
+        for mine, theirs in ((self.lanes, other.lanes), (self.axes, other.axes)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0.0) + v
+
+    @property
+    def empty(self) -> bool:
+        return not (self.compute or self.hbm or self.comms or self.lanes or self.axes or self.ops)
+
+
+@dataclass
+class Piece:
+    """One sharded statement priced alone: its seconds by phase (forward, backward), its FLOPs (forward +
+    backward, in all), its memory rows (``(part, name) -> bytes per device``: parameters, gradients,
+    optimizer state, KV cache, kept gathered copies, functions' statistics), the bytes of each value it holds,
+    the weights its plans gather (name -> bytes) and the bytes of the gathered copies its backward reads."""
+
+    phases: tuple[Seconds, ...]
+    flops: Expr
+    rows: dict[tuple[str, str], Expr]
+    values: dict[str, Expr]
+    gathered: dict[str, Expr]
+    copies: float
+
+
+def _is_product(s: object) -> bool:
+    return isinstance(s, Arrow) and isinstance(s.expr, Product)
+
+
+def split_statements(program: Program) -> list[tuple[Any, ...]]:
+    """The statements of a sharded program in pieces: each product with the statements written before it
+    (its gathers, a norm) and those right after it that read its result (the reduction of its partial sums,
+    as Megatron SP's ReduceScatter: its backward needs them); statements after the last product join it."""
+    out: list[tuple[Any, ...]] = []
+    run: list[Any] = []
+    last: str | None = None  # the result of the product that ended the last piece
+    for s in program.statements:
+        if _is_product(s):
+            out.append((*run, s))
+            run, last = [], s.result.name
+        elif not run and out and last is not None and last in _names((s,)):
+            out[-1] = (*out[-1], s)
+        else:
+            run.append(s)
+    if run:
+        if out:
+            out[-1] = out[-1] + tuple(run)
+        else:
+            out.append(tuple(run))
+    return out
+
+
+def _leaves(expr: object) -> list[Any]:
+    """Every tensor of a statement, a function's operands among them (``rmsnorm_D(In) .* g``)."""
+    if isinstance(expr, Apply):
+        return [t for o in expr.operands for t in _leaves(o)]
+    if isinstance(expr, Arrow):
+        return _leaves(expr.expr) + _leaves(expr.result)
+    if isinstance(expr, Product | Collective):
+        return [
+            t
+            for part in (
+                getattr(expr, "left", None),
+                getattr(expr, "right", None),
+                getattr(expr, "arg", None),
+            )
+            if part is not None
+            for t in _leaves(part)
+        ]
+    return _tensors(expr)
+
+
+def _names(statements: tuple[Any, ...]) -> set[str]:
+    return {t.name for s in statements for t in _leaves(s) if t.name is not None}
+
+
+def _sub_program(program: Program, statements: tuple[Any, ...]) -> Program:
+    roles = program.roles or Roles()
+    names = _names(statements)
+    keep = {k: tuple(n for n in getattr(roles, k) if n in names) for k in ("params", "embeddings", "kvcache")}
+    return Program(
+        statements, program.mesh, program.sizes, Roles(**keep, tokens=roles.tokens, layers=roles.layers)
+    )
+
+
+def _phase(plans: list[Plan], a: Analysis, costs: Any, at: Any) -> Seconds:
+    cost = _part_cost("piece", [plans], a, costs)
+    got = Seconds()
+    if cost is None:
+        return got
+    for sc in cost.steps:
+        got.compute += float(sc.compute.evaluate(at) or 0.0)
+        got.hbm += float(sc.memory.evaluate(at) or 0.0)
+        c = float(sc.comms.evaluate(at) or 0.0)
+        got.comms += c
+        for lane in lanes_of(sc.step):
+            got.lanes[lane] = got.lanes.get(lane, 0.0) + c
+        for lane in lanes_of(sc.step) if sc.step.op is not Op.EINSUM else ():
+            got.axes[lane] = got.axes.get(lane, 0.0) + c
+    return got
+
+
+def _price_piece(sub: Program, st: Settings, keep: bool) -> Piece:
+    model = model_program(sub, st.mesh, st.sizes)
+    a = analyze(model, st.mode, "none" if st.mode == "train" else None, keep_gathered=keep)
+    costs = _cost_model(a, st.chip, st.policy)
+    at = point(costs.efficiency.effective(st.chip.values()))
+    if st.mode == "train":
+        phases = (
+            _phase(list(a.forward_plans.values()), a, costs, at),
+            _phase([p for _, p in a.grad_plans], a, costs, at),
+        )
+    else:
+        forward = _phase(list(a.forward_plans.values()), a, costs, at)
+        for once in (False, True):
+            for o in inference_ops(a, once, costs):
+                forward.ops += float(o.total.evaluate(at) or 0.0)
+                forward.ops_comms += float(o.comms.evaluate(at) or 0.0)
+        phases = (forward,)
+    flops = a.flops()
+    report = model_memory(a, st.chip, st.optimizer, strict=False)
+    rows = {(part, name): b * n for part, name, b, n in report.rows if part in (*PARAM_PARTS, "kv_cache")}
+    rows.update({("activations", f"kept {name}"): b * n for name, b, n in a.kept()})
+    rows.update({("activations", label): b * n for label, b, n in a.statistics()})
+    values = {n: model.bytes_of(model.kept_tensor(n)) * model.factor(v) for n, v in model.values.items()}
+    gathered: dict[str, Expr] = {}
+    for name, step, _ in a.gathered():
+        size = model.bytes_of(step.output)
+        gathered[name] = size if name not in gathered else sympy.Max(gathered[name], size)
+    copies = float(sum(b * n for _, b, n in a.gathered_copies())) if st.mode == "train" else 0.0
+    return Piece(phases, flops.forward + flops.backward, rows, values, gathered, copies)
+
+
+class StatementPricer(Pricer):
+    """The :class:`.price.Pricer` of a search, its candidates' prices assembled from their statements'
+    (each sharded statement priced once per search and per keep choice: ``table``)."""
+
+    def __init__(self, base: Program, space: Space, settings: Settings, pruned: Pruned):
+        super().__init__(base, space, settings, pruned)
+        self.table: dict[tuple[Program, bool], Piece] = {}
+        whole = analyze(model_program(base, settings.mesh, settings.sizes), settings.mode, settings.remat)
+        self._saved = whole.saved  # names, the same under every sharding
+        self._once = [s.once for s in whole.model.statements if s.kind == "product"]
+        readers: dict[str, int] = {}
+        for s in whole.model.statements:
+            if s.kind == "product":
+                for r in set(s.reads) - {v.name for v in whole.model.params}:
+                    readers[r] = readers.get(r, 0) + 1
+        self._shared = {r for r, n in readers.items() if n > 1}  # read by several products (Q, K, V's In)
+        self.whole = 0  # candidates priced whole (see _priced)
+
+    def piece(self, sub: Program, keep: bool) -> Piece:
+        got = self.table.get((sub, keep))
+        if got is None:
+            got = self.table[(sub, keep)] = _price_piece(sub, self.settings, keep)
+        return got
+
+    def _priced(
+        self, a: Assignment, strategy: str, program: Program, model: Any, keep: bool
+    ) -> tuple[Entry, float]:
+        groups = split_statements(program)
+        if a.megatron and self._shared or len(groups) != len(self._once):
+            # Megatron SP reshards a shared input's gradient once, after its readers' parts are summed: each
+            # piece alone would reshard its own part (the whole program's price, counted in ``whole``)
+            self.whole += 1
+            return super()._priced(a, strategy, program, model, keep)
+        pieces = [self.piece(_sub_program(program, g), keep) for g in groups]
+        return self._entry(a, strategy, program, model, pieces), sum(p.copies for p in pieces)
+
+    def _entry(
+        self, a: Assignment, strategy: str, program: Program, model: Any, pieces: list[Piece]
+    ) -> Entry:
+        st = self.settings
+        parts_s = {once: [Seconds() for _ in PHASES] for once in (False, True)}
+        rows: dict[tuple[str, str], Expr] = {}
+        values: dict[str, Expr] = {}
+        gathered: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
+        flops: Expr = Integer(0)
+        for k, p in enumerate(pieces):
+            once = self._once[k]
+            for mine, theirs in zip(parts_s[once], p.phases, strict=False):
+                mine.add(theirs)
+            flops += p.flops
+            rows.update(p.rows)
+            values.update(p.values)
+            for name, b in p.gathered.items():
+                held = gathered[once].get(name)
+                gathered[once][name] = b if held is None else sympy.Max(held, b)
+        memory = {part: Integer(0) for part in PARTS}
+        for (part, _), b in rows.items():
+            memory[part] += b
+        if st.mode == "train":
+            memory["activations"] += sympy.Add(*(values[n] for n in self._saved))
+        sums = {once: sympy.Add(*d.values()) for once, d in gathered.items()}
+        memory["transient"] = sympy.Max(sums[False], sums[True])
+        parts = {k: float(memory[k]) for k in PARTS}
+        total_bytes = sum(parts.values())
+        seconds = compute = comms = hbm = 0.0
+        axes: dict[str, float] = {}
+        for once, phases in parts_s.items():
+            if all(s.empty for s in phases):
+                continue
+            count = 1.0 if once else float(model.layers)
+            if st.mode != "train":
+                t, c = phases[0].ops, phases[0].ops_comms
+            elif st.policy is OverlapPolicy.SERIAL:
+                c = sum(s.comms for s in phases)
+                t = sum(s.compute for s in phases) + c
+            else:  # steady: each phase max(its compute, its busiest lane), the part their sum
+                busiest = [max(s.lanes.values(), default=0.0) for s in phases]
+                c = sum(busiest)
+                t = sum(max(s.compute, b) for s, b in zip(phases, busiest, strict=True))
+            seconds += count * t
+            compute += count * sum(s.compute for s in phases)
+            comms += count * c
+            hbm += count * sum(s.hbm for s in phases)
+            for s in phases:
+                for ax, v in s.axes.items():
+                    axes[ax] = axes.get(ax, 0.0) + count * v
+        model_flops = float(flops) / float(model.devices)
+        peak = st.chip.flops.value
+        return Entry(
+            a,
+            strategy,
+            program,
+            total_bytes,
+            parts,
+            total_bytes <= st.cap,
+            seconds,
+            compute=compute,
+            comms=comms,
+            hbm=hbm,
+            axes=axes,
+            flops=model_flops,
+            mfu=model_flops / (seconds * peak) if seconds > 0 else None,
+            cap=st.cap,
+            hbm_counted=st.mode != "train",
+        )
+
+
+def whole_program_reason(base: Program, settings: Settings) -> str | None:
+    """Why a step of ``base`` under ``settings`` is not a sum of its statements' prices (None: it is)."""
+    st = settings
+    if st.policy is OverlapPolicy.SCHEDULE:
+        return "overlap schedule is not a sum of statements"
+    whole = analyze(model_program(base, st.mesh, st.sizes), st.mode, st.remat)
+    if st.mode == "train":
+        if whole.remat.policy != "none":
+            return f"remat {whole.remat.policy} reruns statements by the whole layer"
+        if st.state.stage.stage != 0 or st.state.recipe != TrainState().recipe or st.state.micro != 1:
+            return "a ZeRO stage, a precision recipe or microbatches are priced over the whole step"
+    elif whole.model.kv_cache:
+        return "the attention core that reads the KV cache is one op over several statements"
+    return None
+
+
+def pricer_for(
+    base: Program, space: Space, settings: Settings, pruned: Pruned, notes: list[tuple[str, str]]
+) -> Pricer:
+    """The statement pricer, or the whole-program one where a step is not a sum of its statements
+    (:func:`whole_program_reason`), with a note saying which."""
+    why = whole_program_reason(base, settings)
+    if why is not None:
+        notes.append(("pricing", f"each candidate's whole program ({why})"))
+        whole = Pricer(base, space, settings, pruned)
+        whole.why = why
+        return whole
+    notes.append(("pricing", "each statement's shardings priced once, candidates assembled from them"))
+    return StatementPricer(base, space, settings, pruned)
