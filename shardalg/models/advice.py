@@ -28,7 +28,7 @@ from shardalg.notation.printing.display import bytes_both
 from .analysis import analyze
 from .fit import largest, smallest_slice
 from .memory import MemoryReport, model_memory
-from .program import model_program
+from .program import resized
 from .quantities import as_json
 
 __all__ = ["Remedy", "to_fit", "smallest"]
@@ -125,8 +125,8 @@ def to_fit(report: MemoryReport) -> list[Remedy]:
         except UsageError:
             continue  # the memory does not depend on it, or nothing else is bound
         if 0 < best < a.model.sizes[dim]:
-            resized = model_program(a.model.program, a.model.mesh, {**a.model.sizes, dim: best})
-            smaller = _again(report, analyze(resized, a.mode if a.mode_chosen else None, a.remat))
+            smaller_model = resized(a.model, {dim: best})
+            smaller = _again(report, analyze(smaller_model, a.mode if a.mode_chosen else None, a.remat))
             out.append(
                 Remedy(
                     f"--sizes {dim}={best}",

@@ -30,7 +30,7 @@ from shardalg.errors import UsageError
 
 from .analysis import analyze
 from .memory import MemoryReport, global_bytes
-from .program import model_program
+from .program import resized
 from .slices import Slice, slice_shapes
 
 __all__ = ["largest", "fewest_devices", "smallest_slice", "largest_params", "shard_group"]
@@ -80,8 +80,7 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
     """The largest value of ``dim`` for which the memory per device fits in HBM (every other size bound).
     ``report`` may have ``dim`` bound or not: it is rebuilt with ``dim`` free."""
     m = report.model
-    sizes = {k: v for k, v in m.sizes.items() if k != dim}
-    free = model_program(m.program, m.mesh, sizes)
+    free = resized(m, {}, free=(dim,))
     a = report.analysis
     again = report.again(analyze(free, a.mode if a.mode_chosen else None, a.remat))
     x = dim_size(dim)
@@ -122,7 +121,7 @@ def _concrete_total(report: MemoryReport, dim: str, value: int) -> Expr:
     """The memory per device with ``dim`` bound to ``value``, the model planned again at that size (a plan the
     planner picks, and so a transient, may depend on the size)."""
     m = report.model
-    bound = model_program(m.program, m.mesh, {**m.sizes, dim: value})
+    bound = resized(m, {dim: value})
     a = report.analysis
     return report.again(analyze(bound, a.mode if a.mode_chosen else None, a.remat)).total
 

@@ -22,7 +22,7 @@ steps cost no FLOPs here, and their backward reads their inputs (:mod:`.analysis
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import sympy
@@ -31,7 +31,7 @@ from sympy import Expr, Integer
 from shardalg.algebra.context import as_sizes, context_for, refuse_unknown_dims, tensors_of
 from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh
-from shardalg.algebra.ops.route import derived_capacities
+from shardalg.algebra.ops.route import capacity_dims, derived_capacities
 from shardalg.algebra.symbols import dim_size
 from shardalg.errors import UsageError
 from shardalg.notation.parse import parse
@@ -229,6 +229,14 @@ def refuse_sizes_it_lacks(program: Program, sizes: Mapping[str, int] | str | Non
         [layers] if isinstance(layers, str) else []
     )
     refuse_unknown_dims(given, known, "--sizes", "the program")
+
+
+def resized(m: ModelProgram, changes: Mapping[str, int], free: Sequence[str] = ()) -> ModelProgram:
+    """``m`` again with ``changes`` bound and the dims in ``free`` unbound; a routing's capacity, derived from
+    its tokens, is derived again (a smaller batch routes fewer tokens)."""
+    again = capacity_dims(m.program.statements)
+    sizes = {k: v for k, v in m.sizes.items() if k not in free and k not in again}
+    return model_program(m.program, m.mesh, {**sizes, **changes})
 
 
 def model_program(

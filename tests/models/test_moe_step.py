@@ -79,3 +79,14 @@ def test_the_cli_shows_the_mixtral_step(capsys: pytest.CaptureFixture[str], tmp_
     assert "-> X[E_X, C, D]: compute 0 ns, comms 1.864 ms" in out
     assert "note: capacity: C = cf·k·B·T/E = 1.25·2·65536/8 = 20480 slots an expert" in out
     assert main(["model", "show", "mixtral-8x7b", "--functions", "--capacity-factor", "-1"]) != 0
+
+
+def test_a_smaller_batch_derives_the_capacity_again():
+    """fit's remedies price the model again at another batch: the routing's capacity follows the tokens (the
+    remedies of Mixtral's memory failed with 'C is 1280, not 10240' when the old capacity was kept)."""
+    from shardalg.models.expand import expand
+    from shardalg.models.program import model_program, resized
+
+    m = model_program(expand("mixtral-8x7b"), "X=8", {"B": 8, "T": 4096})
+    assert m.sizes["C"] == 10240  # 1.25·2·8·4096/8
+    assert resized(m, {"B": 1}).sizes["C"] == 1280

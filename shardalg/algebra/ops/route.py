@@ -43,6 +43,7 @@ __all__ = [
     "RECORDS",
     "capacity",
     "capacity_of",
+    "capacity_dims",
     "derived_capacities",
     "top_k",
     "slots",
@@ -249,6 +250,16 @@ def capacity_of(r: Roles, g: Tensor, k: int, cf: Fraction, sizes: Mapping[str, i
     n_exp = last.size if last.size is not None else sizes.get(last.label)
     n_tok = _tokens(r, g, sizes)
     return None if n_tok is None or n_exp is None else capacity(Fraction(n_tok), n_exp, k, cf)
+
+
+def capacity_dims(statements: Sequence[object]) -> frozenset[str]:
+    """The capacity dims of a program's routings (each derived from its tokens, k and cf)."""
+    out = set()
+    for stmt in statements:
+        call = stmt.expr if isinstance(stmt, Arrow) else stmt
+        if isinstance(call, Apply) and isinstance(BY_OP.get(call.op), RouteRecord) and call.dim is not None:
+            out.add(call.dim)
+    return frozenset(out)
 
 
 def derived_capacities(statements: Sequence[object], sizes: Mapping[str, int]) -> dict[str, tuple[int, str]]:
