@@ -150,7 +150,11 @@ class SearchResult(Shown):
             return e.binding_reason()
         ratio = e.seconds / w.seconds  # type: ignore[operator]
         if ratio > 1 + 1e-9:
-            than = f"{ratio:.3g}x the winner's time"
+            than = (  # a ratio that rounds to 1x says its excess instead
+                f"{ratio:.3g}x the winner's time"
+                if ratio >= 1.005
+                else f"{100 * (ratio - 1):.2g}% over the winner's time"
+            )
         elif e.comms > w.comms:
             than = "as fast as the winner, more communication"
         elif e.bytes > w.bytes:
