@@ -321,6 +321,10 @@ def whole_program_reason(base: Program, settings: Settings) -> str | None:
     st = settings
     if st.policy is OverlapPolicy.SCHEDULE:
         return "overlap schedule is not a sum of statements"
+    exprs = [s.expr if isinstance(s, Arrow) else s for s in base.statements]
+    ops = {e.op for e in exprs if isinstance(e, Apply)}
+    if ops & {Op.SOFTMAX, Op.RENAME}:  # its pieces do not add up to the whole (tests/search/test_pieces.py)
+        return "the attention core (a softmax between products, K and V renamed) is priced as one program"
     whole = analyze(model_program(base, st.mesh, st.sizes), st.mode, st.remat)
     if st.mode == "train":
         if whole.remat.policy != "none":

@@ -35,7 +35,7 @@ def _notes(out: Path, *extra: str, path: str | None = None) -> subprocess.Comple
 ENGLISH_MODULE_NAMES = frozenset(
     "backward cache costs deferred devices fit forward gradients inference latex memory mesh notation notes "
     "operators optimum overlap permute plan program proofs run schedule search sections send serving shape "
-    "shift slice solve step steps symbolic symbols terms traffic transpose worked zero".split()
+    "rename route routing shift slice solve step steps symbolic symbols terms traffic transpose worked zero".split()
 )
 IMPLEMENTATION_WORDS = ("engine", "executor", "module", "sympy", "numpy", "lambdify", "shardalg.", ".py")
 

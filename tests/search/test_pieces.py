@@ -8,11 +8,14 @@ from dataclasses import replace
 import pytest
 
 from shardalg.notation.parse import parse
-from shardalg.search.numeric import prepare_search
+from shardalg.search.numeric import prepare_search, search
 from shardalg.search.pieces import StatementPricer, pricer_for, split_statements
 from shardalg.search.price import Pricer
 from shardalg.search.space import Pruned, enumerate_space
 from tests.search.programs import MLP, Q7, TRANSFORMER, TRANSFORMER_FN
+
+# the layer with its attention core: H heads of E, the keys' positions S (the tokens T renamed)
+SIZES_FN = "B=8,T=8,S=8,D=16,H=2,E=8,F=32"
 
 
 def _both(program, mesh, sizes, mode, overlap, limit=None):
@@ -46,11 +49,13 @@ def test_mlp_every_candidate(mode, overlap):
 
 @pytest.mark.parametrize(
     ("program", "mode", "limit"),
-    [(TRANSFORMER, "train", 40), (TRANSFORMER_FN, "train", 20), (TRANSFORMER_FN, "infer", 40)],
+    [(TRANSFORMER, "train", 40), (TRANSFORMER_FN, "infer", 40)],
 )
 def test_transformer_layer_candidates(program, mode, limit):
-    """The first candidates of each layer (every candidate agrees too: 52 s, 136 s and 39 s of CPU)."""
-    seen, new = _both(program, "X=2,Y=2", "B=8,T=8,D=16,N=16,F=32", mode, "steady", limit=limit)
+    """The first candidates of each layer (every candidate agrees too: 52 s and 39 s of CPU). In training, the
+    layer with its attention core is priced whole: its statements' prices do not add up to it (a test below)."""
+    sizes = "B=8,T=8,D=16,N=16,F=32" if program is TRANSFORMER else SIZES_FN
+    seen, new = _both(program, "X=2,Y=2", sizes, mode, "steady", limit=limit)
     assert seen >= 15 and new.whole < seen / 2
     assert (
         len({sub for sub, _ in new.table}) < 6 * seen
@@ -96,6 +101,7 @@ def _searches(monkeypatch, program, **kw):
 
 
 SMALL = {"mesh": "X=2,Y=2", "sizes": "B=8,T=8,D=16,N=16,F=32", "hw": "tpu-v5e"}
+SMALL_FN = {**SMALL, "sizes": SIZES_FN}
 
 
 @pytest.mark.parametrize(
@@ -104,8 +110,6 @@ SMALL = {"mesh": "X=2,Y=2", "sizes": "B=8,T=8,D=16,N=16,F=32", "hw": "tpu-v5e"}
         (MLP, Q7),
         (MLP, {**Q7, "mode": "train", "memory": None}),
         (TRANSFORMER, {**SMALL, "mode": "infer"}),
-        (TRANSFORMER_FN, {**SMALL, "mesh": "X=4", "mode": "infer", "memory": "40kB"}),
-        (TRANSFORMER_FN, {**SMALL, "mesh": "X=4", "mode": "train"}),
     ],
 )
 def test_the_search_has_the_same_winner_and_ranking(monkeypatch, program, kw):
@@ -131,7 +135,7 @@ def test_the_search_has_the_same_winner_and_ranking(monkeypatch, program, kw):
         assert e.seconds is None or e.seconds == pytest.approx(w.seconds, rel=1e-12), s
     text = str(got)
     assert (
-        f"priced (enumerated: optimal over the space; {got.solver['pieces']:,} sharded statements priced once)"
+        f"priced (enumerated: optimal over the space; {got.solver['pieces']:,} sharded statements priced once"
         in text
     )
     assert got.to_json()["solver"]["pieces"] == got.solver["pieces"] > 0
@@ -152,3 +156,13 @@ def test_a_search_priced_whole_says_why():
         in str(r)
     )
     assert r.to_json()["solver"]["why"] == r.solver["why"]
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+def test_a_layer_with_its_attention_core_is_priced_whole(mode):
+    """The attention core (a softmax between products, K and V renamed from the tokens) is priced as one
+    program: summed from its statements, the training layer's replicated candidate came to 169 ns against the
+    whole program's 184 ns."""
+    got = search(TRANSFORMER_FN, mesh="X=4", sizes=SIZES_FN, hw="tpu-v5e", mode=mode, memory="40kB")
+    assert got.solver["pricing"] == "whole program"
+    assert "attention core" in got.solver["why"]
