@@ -196,16 +196,7 @@ def _per_statement(program, args: argparse.Namespace) -> int:
         )
     finally:
         bar.close()
-    slice_notes = getattr(args, "slice_notes", [])
-    if args.json:
-        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
-        for k, v in [*result.problem.notes, *slice_notes]:
-            print(f"note: {k}: {v}", file=sys.stderr)
-    else:
-        print(result)
-        for k, v in slice_notes:
-            print(f"note: {k}: {v}")
-    return EXIT_OK
+    return _print_per_statement(result, args)
 
 
 def _per_statement_graph(program, args: argparse.Namespace) -> int:
@@ -224,6 +215,12 @@ def _per_statement_graph(program, args: argparse.Namespace) -> int:
         remat=args.remat,
         overlap=args.overlap,
     )
+    return _print_per_statement(result, args)
+
+
+def _print_per_statement(result: Any, args: argparse.Namespace) -> int:
+    """A per-statement search's result, text or JSON; the slice's notes after it (JSON: the problem's notes
+    too, on stderr)."""
     slice_notes = getattr(args, "slice_notes", [])
     if args.json:
         print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
