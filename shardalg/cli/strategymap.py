@@ -45,6 +45,7 @@ def _run(args: argparse.Namespace) -> int:
         remat=args.remat,
         memory=args.memory,
         optimizer=args.optimizer,
+        names=_names(args.strategies),
     )
     picture: Any = None
     if args.plot:
@@ -78,6 +79,15 @@ def _run(args: argparse.Namespace) -> int:
         print("the figure for a LaTeX document (\\caption numbers it):", file=sys.stderr)
         print(latex_figure(picture.path, caption), file=sys.stderr)
     return EXIT_OK
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    """``--strategies DP,ZeRO-1,FSDP`` as names (the map checks them); the default, the book's four."""
+    from shardalg.search.programmap import STRATEGY_NAMES
+
+    if text is None:
+        return STRATEGY_NAMES
+    return tuple(n.strip() for n in text.split(","))
 
 
 def _caption(args: argparse.Namespace, result: Any, x: str, y: str) -> str:
@@ -148,6 +158,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--optimizer",
         metavar="NAME",
         help="the optimizer state the cap counts (see shardalg memory; default adam)",
+    )
+    p.add_argument(
+        "--strategies",
+        metavar="DP,FSDP,...",
+        help="the strategies to map, comma-separated: DP, FSDP, TP, FSDP+TP (the default) and FSDP's family's "
+        "ZeRO-1, ZeRO-2 and ZeRO-3 (which is FSDP)",
     )
     p.add_argument(
         "--plot",

@@ -7,6 +7,7 @@
   hands over), :mod:`.regions` (the engine: cells and winner regions), :mod:`.strategymap` (the result and
   its printers), :mod:`.splits` (integer axis sizes next to a continuous optimum);
 - :mod:`.programmap` (the named strategies of a program: shardings built, costed by the engine),
+  :mod:`.zerofamily` (ZeRO-1 and ZeRO-2 as members of FSDP's family, from DP under that stage; ZeRO-3 is FSDP),
   :mod:`.monotext` (map parameters written as text), :mod:`.programresult` (``program_map`` and its result;
   ``strategy_map`` takes a program or a list of candidates).
 

@@ -44,11 +44,11 @@ from .programmap import (
     mesh_devices,
     parameters,
     state_parameter,
-    strategies_of,
 )
 from .regions import strategy_map as engine_map
 from .splits import AxisSplits, axis_splits, divisors, torus_splits
 from .strategymap import Region, StrategyMap
+from .zerofamily import cap_notes, family_strategies
 
 __all__ = ["ProgramMap", "program_map", "strategy_map"]
 
@@ -342,13 +342,16 @@ def program_map(
     to N >= 1, M_X >= 1, M_Y >= 1. ``memory``: a cap per device on the parameters, their gradients and the
     optimizer state (the models layer's parts; activations and gathered weights are not counted), in bytes
     or ``"hbm"`` (the chip's); its symbol is H and the map gains the parameter D*F/H. ``keep_gathered``: the
-    backward reads the forward's gathered copies (memory, said in the notes) instead of gathering again."""
+    backward reads the forward's gathered copies (memory, said in the notes) instead of gathering again.
+    ``names``: the strategies to map, of DP, FSDP, TP, FSDP+TP and the ZeRO members of FSDP's family
+    (ZeRO-1, ZeRO-2; ZeRO-3 is FSDP: :mod:`.zerofamily`)."""
     before = polyhedra.LP_CALLS[0]
     notes: list[str] = []
     overlap = OverlapPolicy.of(overlap)
-    strategies = strategies_of(program, overlap, passes, remat, names, optimizer, keep_gathered)
+    strategies, family = family_strategies(program, overlap, passes, remat, names, optimizer, keep_gathered)
     for k, v in strategies[0].notes:
         notes.append(f"{k}: {v}")
+    notes += family
     notes += keep_notes(strategies)
     chip, numbers = chip_values(hw)
     cap = _cap(memory, chip)
@@ -363,6 +366,7 @@ def program_map(
             "memory cap H on the parameters, gradients and optimizer state per device (activations and "
             "gathered weights not counted)"
         )
+        notes += cap_notes(strategies)
     cands = candidates_of(strategies, capped=cap is not None)
     params, added = coordinates_for(cands, parameters(over, known_symbols(strategies)), extras)
     if added:
