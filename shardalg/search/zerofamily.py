@@ -142,18 +142,23 @@ def _resolve(names: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
 
 
 def _said(z: Strategy, dp: Strategy) -> str:
-    """What a member is and how its cost stands to DP's (read off the two costs)."""
+    """What a member is, and how its cost and its bytes stand to DP's (read off both, never assumed)."""
     stage = STAGES[z.name]
-    same = sympy.simplify(z.cost.total - dp.cost.total) == 0
+    held, dp_held = (sympy.expand(s.state.subs(s.substitute)) for s in (z, dp))
+    cost = (
+        "its cost equals DP's (ReduceScatter + AllGather move the bytes of the AllReduce)"
+        if sympy.simplify(z.cost.total - dp.cost.total) == 0
+        else f"its cost {sympy.sstr(z.cost.total)} against DP's {sympy.sstr(dp.cost.total)}"
+    )
+    memory = (
+        f"it holds what DP holds ({sympy.sstr(held)} bytes per device)"
+        if sympy.simplify(held - dp_held) == 0
+        else f"it holds {sympy.sstr(held)} bytes per device against DP's {sympy.sstr(dp_held)}"
+    )
     return (
         f"{z.name}: DP's sharding with {SHARDS[stage]} sharded over X (models.zero); the gradients "
-        "reduce-scattered over X and the parameters all-gathered once per step (models.zerostep); "
-        + (
-            "its cost equals DP's (ReduceScatter + AllGather move the bytes of the AllReduce); it differs in "
-            "memory, so it wins only where a memory cap leaves DP out"
-            if same
-            else f"its cost differs from DP's: {sympy.sstr(z.cost.total)} against {sympy.sstr(dp.cost.total)}"
-        )
+        f"reduce-scattered over X and the parameters all-gathered once per step (models.zerostep); {cost}; "
+        f"{memory}"
     )
 
 

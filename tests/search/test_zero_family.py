@@ -188,3 +188,23 @@ def test_the_default_map_has_no_members():
         sa.strategy_map(MLP, names=("ZeRO",))
     m = sa.strategy_map(MLP, names=("DP", "FSDP"))
     assert [s.name for s in m.strategies] == ["DP", "FSDP"] and not any("ZeRO" in n for n in m.notes)
+
+
+def test_what_the_notes_say_is_read_off_the_costs_and_bytes():
+    """Without optimizer state (SGD) ZeRO-1 holds what DP holds, and the note says so rather than a
+    difference; ZeRO-2 still divides the gradients."""
+    m = sa.strategy_map(MLP, names=("DP", "ZeRO-1", "ZeRO-2"), optimizer="sgd")
+    said = {n.split(":")[0]: n for n in m.notes if n.startswith("ZeRO")}
+    assert said["ZeRO-1"].endswith("it holds what DP holds (8*D*F bytes per device)")
+    assert said["ZeRO-2"].endswith("it holds 4*D*F + 4*D*F/N bytes per device against DP's 8*D*F")
+
+
+@pytest.mark.parametrize("passes", ["step", "backward"])
+def test_a_recomputed_forward_is_in_the_step_and_not_in_the_backward_pass(passes):
+    """Under remat 'block' the backward recomputes the forward: in a member's step as in DP's, and left out of
+    the backward pass alone as DP's is (the costs stay equal: 10·B·D·F/(C·N) in the step's backward phase)."""
+    m = sa.strategy_map(MLP, names=("DP", "ZeRO-1", "ZeRO-2"), passes=passes, remat="block")
+    dp, z1, z2 = m.strategies
+    assert sympy.simplify(z1.cost.total - dp.cost.total) == 0
+    assert sympy.simplify(z2.cost.total - dp.cost.total) == 0
+    assert (10 * B * D * F / (C * X) in dp.cost.total.atoms(sympy.Mul)) == (passes == "step")
