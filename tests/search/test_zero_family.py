@@ -208,3 +208,18 @@ def test_a_recomputed_forward_is_in_the_step_and_not_in_the_backward_pass(passes
     assert sympy.simplify(z1.cost.total - dp.cost.total) == 0
     assert sympy.simplify(z2.cost.total - dp.cost.total) == 0
     assert (10 * B * D * F / (C * X) in dp.cost.total.atoms(sympy.Mul)) == (passes == "step")
+
+
+def test_under_schedule_the_once_a_step_gather_is_not_hidden():
+    """Under ``schedule`` (one step's dependencies) the parameters' AllGather follows their ReduceScatter with
+    no compute left to hide it: a member costs more than DP where the backward's compute would hide DP's
+    AllReduce, never less (both wholly comms-bound, or wholly compute-bound, they are equal), and its note
+    gives both costs instead of calling them equal."""
+    m = sa.strategy_map(MLP, names=("DP", "ZeRO-1"), overlap="schedule")
+    dp, z1 = m.strategies
+    gap = sympy.lambdify((B, D, F, C, W, M_X, X), z1.cost.total - dp.cost.total)
+    points = [(64 * 10 ** (k / 4), 8192, 32768, 4.59e14, 1.8e11, 1, 64) for k in range(33)]  # B/N: 1 to 1e8
+    gaps = [gap(*p) for p in points]
+    assert all(g >= -1e-15 for g in gaps) and max(gaps) > 0
+    (said,) = [n for n in m.notes if n.startswith("ZeRO-1")]
+    assert "its cost equals DP's" not in said and f"against DP's {sympy.sstr(dp.cost.total)}" in said
