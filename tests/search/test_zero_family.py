@@ -134,25 +134,30 @@ def test_at_a_point_the_fastest_is_the_first_of_the_family_that_fits(cap, fastes
     assert held[fastest] <= cap and all(held[n] > cap for n in FAMILY[:k])
 
 
+@pytest.mark.parametrize("overlap", ["steady", "serial", "schedule"])
 @pytest.mark.parametrize("stage", [1, 2])
-def test_the_maps_cost_at_a_point_is_step_zero(stage, capsys):
+def test_the_maps_cost_at_a_point_is_step_zero(stage, overlap, capsys):
     """The map's ZeRO-N cost at B, D, F on 64 v5p chips (one axis X, M_X = 1) equals ``shardalg step --zero N``
     of DP's program at the same sizes: the step prices each collective as the larger of its bandwidth and its
     latency (T_min a hop), the map its bandwidth only (the book's); here the bandwidth binds, so both are
-    13.68 ms, and with T_min = 0 the step's cost is the map's at every size."""
+    13.68 ms under steady (17.19 ms serial, 15.44 ms schedule), and with T_min = 0 the step's cost is the map's
+    at every size."""
     from shardalg.cli import main
 
     name = f"ZeRO-{stage}"
-    m = sa.strategy_map(MLP, mesh="X=64", hw="tpu-v5p", sizes=V5P, names=(name,))
+    m = sa.strategy_map(MLP, mesh="X=64", hw="tpu-v5p", sizes=V5P, names=(name,), overlap=overlap)
     (s,) = m.strategies
     mapped = float(s.cost.total.subs(s.substitute).subs(m.values))
-    r = sa.step_time(sa.shard(MLP, activations="B=X"), mesh="X=64", sizes=V5P, hw="tpu-v5p", zero=stage)
+    r = sa.step_time(
+        sa.shard(MLP, activations="B=X"), mesh="X=64", sizes=V5P, hw="tpu-v5p", zero=stage, overlap=overlap
+    )
+    assert round(r.seconds * 1e5) == {"steady": 1368, "serial": 1719, "schedule": 1544}[overlap]
     assert r.seconds == pytest.approx(mapped, rel=1e-12)
     t_min = next(x for x in r.total.free_symbols if x.name == "T_min")
     bandwidth_only = r.total.subs(t_min, 0).subs({k: v for k, v in r.values.items() if k != t_min})
     assert float(bandwidth_only) == pytest.approx(mapped, rel=1e-12)
     args = ["step", DP_TEXT, "--mesh", "X=64", "--sizes", "B=48000,D=8192,F=32768", "--hw", "tpu-v5p"]
-    assert main([*args, "--zero", str(stage), "--json"]) == 0
+    assert main([*args, "--zero", str(stage), "--overlap", overlap, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["step"]["seconds"] == pytest.approx(mapped, rel=1e-12)
 
