@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import combinations, product
+from itertools import product
 from math import prod
 from typing import Any
 
@@ -208,17 +208,17 @@ def _set_partitions(items: tuple[str, ...]) -> Iterator[list[tuple[str, ...]]]:
 
 def degree_points(topo: Topology, layers: int) -> list[tuple[Degrees, tuple[int, ...]]]:
     """Every degree point of ``topo`` for a model of ``layers`` layers, each with the microbatch counts it
-    tries (``(None,)``-like empty tuple: no pipeline). A pipeline's chips must divide the layer count."""
+    tries (empty: no pipeline). A pipeline's chips must divide the layer count; of the points that differ only
+    by interchangeable physical axes (the same size, kind and wraparound), the first is kept."""
     sizes = {a.name: a.size for a in topo.axes}
     order = tuple(a.name for a in topo.axes)
     dcn = tuple(a.name for a in topo.axes if a.kind == "dcn")
     ici = tuple(a.name for a in topo.axes if a.kind != "dcn")
-    pipes: list[tuple[str, ...]] = [()]
-    if dcn:
-        pipes.append(dcn)
-    for r in range(1, len(ici) + 1):
-        pipes += [tuple(c) for c in combinations(ici, r)]
+    # a pipeline axis is the pods or one torus side: a Send along a product of sides is not priced yet
+    pipes: list[tuple[str, ...]] = [(), *((n,) for n in dcn + ici)]
     out: list[tuple[Degrees, tuple[int, ...]]] = []
+    kinds = {a.name: (a.size, a.kind, a.wraps) for a in topo.axes}
+    seen: set[tuple[Any, ...]] = set()  # points equal up to interchangeable sides (same size, kind, ring)
     for pipe in pipes:
         p = prod(sizes[n] for n in pipe)
         if pipe and (p < 2 or layers % p):
@@ -231,6 +231,13 @@ def degree_points(topo: Topology, layers: int) -> list[tuple[Degrees, tuple[int,
                 continue
             blocks = sorted(blocks, key=lambda b: order.index(b[0]))
             named = tuple(zip(LOGICAL_NAMES, blocks, strict=False))
+            key = (
+                tuple(kinds[n] for n in pipe),
+                tuple(tuple(kinds[n] for n in b) for b in blocks),
+            )
+            if key in seen:
+                continue
+            seen.add(key)
             out.append((Degrees(pipe, pods, named), micro))
     return out
 
@@ -320,7 +327,8 @@ def search_degrees(
     notes.append(
         (
             "degrees",
-            f"{total_points} points: the pipeline over none, the pods or torus sides whose chips divide the "
+            f"{total_points} points: the pipeline over none, the pods or one torus side (a Send along a product of "
+            "sides is not priced yet) whose chips divide the "
             f"{layers} layers, m = {', '.join(f'{f}p' for f in MICROBATCH_FACTORS)} microbatches (schedule "
             f"1f1b), the pods over DCN as a data axis {PODS}, the other sides in at most {MAX_LOGICAL} "
             "logical axes",
