@@ -36,6 +36,7 @@ from itertools import product
 from math import prod
 from typing import Any
 
+from shardalg.algebra.context import context_for
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.topology import Topology, slice_topology
 from shardalg.errors import IllegalSharding, UsageError
@@ -50,6 +51,7 @@ from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Program
 
 from .degreestext import result_json, result_text
+from .numeric import parse_bytes
 from .price import size_text
 from .space import Assignment, space_of
 
@@ -276,10 +278,6 @@ def search_degrees(
 ) -> DegreesResult:
     """The fastest degrees and FSDP/TP dimension map of ``program`` (training) on the slice ``slice_name`` that
     fit ``memory`` per device (default: the chip's HBM); see the module."""
-    from shardalg.algebra.context import context_for
-
-    from .numeric import parse_bytes
-
     base = parse(program_source(program)) if isinstance(program, str) else program
     if not isinstance(base, Program):
         raise UsageError("the degrees search takes a program in the notation with its params declared")
