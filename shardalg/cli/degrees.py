@@ -51,16 +51,23 @@ def search_degrees_cli(args: argparse.Namespace) -> int:
     program = parse(program_text(args.program))
     if isinstance(program, Program):  # a size for a dim the program lacks would be ignored without a word
         refuse_sizes_it_lacks(program, args.sizes)
-    result = search_degrees(
-        program,
-        args.slice,
-        args.sizes,
-        args.hw,
-        args.memory,
-        args.optimizer,
-        args.remat,
-        args.overlap,
-    )
+    from .search import _Bar
+
+    bar = _Bar(not args.quiet)  # a progress bar on a terminal after a second, over the degree points
+    try:
+        result = search_degrees(
+            program,
+            args.slice,
+            args.sizes,
+            args.hw,
+            args.memory,
+            args.optimizer,
+            args.remat,
+            args.overlap,
+            progress=bar,
+        )
+    finally:
+        bar.close()
     top = 10 if args.top is None else args.top
     if args.emit_program is not None:
         _emit(result, args.emit_program)

@@ -133,6 +133,10 @@ def result_text(result: Any, top: int = 10, explain: bool = False) -> str:
         )
         if w.pipeline is not None:
             lines += ["  " + line for line in w.pipeline.lines()]
+            if w.pipeline.hbm != result.cap:  # the lines above compare with the HBM, the search with its cap
+                lines.append(
+                    f"  {'cap':<12} {size_text(w.bytes)} of the search's cap of {size_text(result.cap)}"
+                )
     lines.append("")
     lines.append(
         f"{'#':>3}  {'mesh':<22} {'stages':>6} {'micro':>5}  {'strategy':<8} {'time':>9} {'memory':>9}  map"
