@@ -135,3 +135,19 @@ def test_refusals(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
     monkeypatch.setattr(degrees, "MAX_POINTS", 4)
     with pytest.raises(UsageError, match="10 degree points on v5e-8 \\(over the limit of 4\\)"):
         _search(FITS)
+
+
+def test_the_pods_over_dcn_pipeline_or_hold_data() -> None:
+    topo = slice_topology("v5e-512")  # two 16x16 pods over DCN; 16 does not divide 8 layers
+    pts = degree_points(topo, 8)
+    assert [(d.mesh_text, m) for d, m in pts] == [
+        ("R=pod,X=x,Y=y", ()),
+        ("R=pod,X=x*y", ()),
+        ("P=pod,X=x,Y=y", (2, 4, 8, 16)),
+        ("P=pod,X=x*y", (2, 4, 8, 16)),
+    ]
+    mesh = topo.layout(pts[0][0].factoring).mesh
+    assert mesh["R"].dcn and mesh["R"].size == 2 and not mesh["X"].dcn
+    # the pods' axis holds data only (DP or FSDP over DCN); an ICI axis may also shard a dim for TP
+    assert degrees._roles(("D", "F"), data=True) == [(None, "B"), ("D", "B"), ("F", "B")]
+    assert ("F", "F") in degrees._roles(("D", "F"), data=False)
