@@ -25,22 +25,42 @@ FITS = "B=512,D=4096,F=16384,L=8"  # shardable dims: FSDP/TP fit a v5e's 16 GB w
 ODD = "B=512,D=4095,F=16383,L=8"  # odd dims: no axis shards a weight, only a pipeline splits them
 
 
-def _search(sizes: str, memory: str | None = None):
+def _search(sizes: str, memory: str | None = None, overlap: str | None = None):
     with strict():
-        return search_degrees(MLP, "v5e-8", sizes, memory=memory)
+        return search_degrees(MLP, "v5e-8", sizes, memory=memory, overlap=overlap)
 
 
-def test_no_pipeline_where_the_model_fits_and_the_bubble_costs_more() -> None:
-    r = _search(FITS)
+# compute and collectives added (serial): a pipeline's smaller stage mesh saves communication
+SAVES_LESS = "B=32,D=8192,F=32768,L=8"  # 16 sequences a chip: m <= 16; the best, 2 stages, a bubble of 1/17
+SAVES_MORE = "B=64,D=8192,F=32768,L=8"  # 32 a chip: m = 32, a bubble of 3/35
+
+
+def test_no_pipeline_where_the_model_fits_and_the_bubble_costs_more_than_it_saves() -> None:
+    r = _search(SAVES_LESS, overlap="serial")
     assert r.winner is not None and r.winner.pipeline is None
     b = bubble_against(r)
     pipe, flat = r.best_pipeline(), r.best_without_pipeline()
     assert b is not None and pipe is not None and flat is not None
     # the pipeline's step is its m ticks and its bubble: it loses exactly by its bubble less what it saves
     assert pipe.seconds == pytest.approx(flat.seconds - b["saved_seconds"] + b["bubble_seconds"], rel=1e-12)
-    assert b["bubble_seconds"] > b["saved_seconds"] and not b["pipeline_wins"]
+    assert 0 < b["saved_seconds"] < b["bubble_seconds"] and not b["pipeline_wins"]
     assert pipe.seconds > flat.seconds
     assert "no pipeline wins" in r.text(explain=True)
+
+
+def test_a_pipeline_where_it_saves_more_than_its_bubble() -> None:
+    r = _search(SAVES_MORE, overlap="serial")
+    assert r.winner is not None and r.winner.pipeline is not None
+    assert (r.winner.stages, r.winner.microbatches) == (4, 32)
+    b = bubble_against(r)
+    assert b is not None and b["saved_seconds"] > b["bubble_seconds"] > 0 and b["pipeline_wins"]
+
+
+def test_no_pipeline_where_tp_overlaps_its_collectives() -> None:
+    r = _search(FITS)  # steady: the collectives hide under compute, the stages save nothing
+    assert r.winner is not None and r.winner.pipeline is None
+    b = bubble_against(r)
+    assert b is not None and b["saved_seconds"] < 0 < b["bubble_seconds"]
 
 
 def test_a_pipeline_of_four_stages_where_the_model_does_not_fit_without_one(
