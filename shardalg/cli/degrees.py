@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from shardalg.errors import UsageError
 
@@ -27,8 +28,9 @@ _REFUSED = (
 )
 
 
-def search_degrees_cli(args: argparse.Namespace) -> int:
-    """The handler of ``search --choose-degrees`` (called by :mod:`.search`)."""
+def search_degrees_cli(args: argparse.Namespace, bar: Any = None) -> int:
+    """The handler of ``search --choose-degrees`` (called by :mod:`.search`, with its progress bar over the
+    degree points: called with (done, total), closed at the end)."""
     from shardalg.search.degrees import search_degrees
 
     if not args.slice:
@@ -51,9 +53,6 @@ def search_degrees_cli(args: argparse.Namespace) -> int:
     program = parse(program_text(args.program))
     if isinstance(program, Program):  # a size for a dim the program lacks would be ignored without a word
         refuse_sizes_it_lacks(program, args.sizes)
-    from .search import _Bar
-
-    bar = _Bar(not args.quiet)  # a progress bar on a terminal after a second, over the degree points
     try:
         result = search_degrees(
             program,
@@ -67,7 +66,8 @@ def search_degrees_cli(args: argparse.Namespace) -> int:
             progress=bar,
         )
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     top = 10 if args.top is None else args.top
     if args.emit_program is not None:
         _emit(result, args.emit_program)

@@ -77,7 +77,7 @@ def _search(args: argparse.Namespace) -> int:
     if args.choose_degrees:  # the outer search over the slice's degrees (shardalg.cli.degrees)
         from .degrees import search_degrees_cli
 
-        return search_degrees_cli(args)
+        return search_degrees_cli(args, _Bar(not args.quiet))
     program = parse(program_text(args.program))
     if isinstance(program, Program):  # a size for a dim the program lacks would be ignored without a word
         refuse_sizes_it_lacks(program, args.sizes)
