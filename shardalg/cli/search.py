@@ -74,6 +74,10 @@ def _search(args: argparse.Namespace) -> int:
     from shardalg.notation.syntax import Program
     from shardalg.search.numeric import search
 
+    if args.choose_degrees:  # the outer search over the slice's degrees (shardalg.cli.degrees)
+        from .degrees import search_degrees_cli
+
+        return search_degrees_cli(args, _Bar(not args.quiet))
     program = parse(program_text(args.program))
     if isinstance(program, Program):  # a size for a dim the program lacks would be ignored without a word
         refuse_sizes_it_lacks(program, args.sizes)
@@ -325,5 +329,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "resharding between them, parameters within the cap (solved exactly by a DP on a chain or a tree, "
         "or an integer program when the cap binds or the graph has a cycle; the output names the solver "
         "and whether it is optimal)",
+    )
+    p.add_argument(
+        "--choose-degrees",
+        action="store_true",
+        help="with --slice, training: choose the pipeline axis and microbatches, the pods over DCN and the "
+        "factoring of the torus sides too, with an FSDP/TP dimension map inside each (the winner's step and "
+        "memory commands printed)",
     )
     p.set_defaults(handler=_search)

@@ -4,8 +4,8 @@
 ``export`` take as it is: the mesh (``mesh X=2, Y=2``) and sizes (``where B=128, ...``) as lines of the
 program, the search's settings (chip, mode, optimizer, remat, overlap, the cap) as comments, with the
 command line that prices it as the search did. A mesh axis's links, torus sides or DCN cannot be written in a
-``mesh`` line; the file then says which ``--mesh`` to give. The search chooses no pipeline: the file says so
-(``step --pipeline AXIS`` prices one).
+``mesh`` line; the file then says which ``--mesh`` to give. The search on one mesh chooses no pipeline: the file
+says so (``search --slice NAME --choose-degrees``, :mod:`.degrees`, chooses the pipeline, pods and mesh).
 
 ``explain`` is, per named strategy, its best candidate's time and memory against the winner's and the cap:
 a ratio of times where it fits, the bytes over the cap where it does not (its time too, when it was priced).
@@ -66,7 +66,7 @@ def program_file(result: Any, path: str = "FILE.sa") -> str:
             if st.mode == "train"
             else ""
         ),
-        "# no pipeline: the search chooses none (shardalg step --pipeline AXIS prices one)",
+        "# no pipeline: a search on one mesh chooses none (search --slice NAME --choose-degrees chooses one)",
         f"# priced as the search did by: {_command(result, path)}",
     ]
     flag = mesh_flag(st.mesh)

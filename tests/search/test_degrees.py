@@ -1,0 +1,180 @@
+"""The whole-model search over a slice's degrees (shardalg.search.degrees): no pipeline where the model fits
+and the bubble costs more than the stages save; a pipeline of 4 stages where the model does not fit without
+one; the winner's step and memory equal to what `shardalg step` and `shardalg memory` print for it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from shardalg.cli import main
+from shardalg.costs.topology import slice_topology
+from shardalg.errors import UsageError
+from shardalg.planning.symbolic import strict
+from shardalg.search import degrees
+from shardalg.search.degrees import degree_points, search_degrees
+from shardalg.search.degreestext import bubble_against
+
+MLP = """params W1, W2; tokens B; layers L
+In[B, D] * W1[D, F] -> H[B, F]
+H[B, F] * W2[F, D] -> Out[B, D]
+"""
+FITS = "B=512,D=4096,F=16384,L=8"  # shardable dims: FSDP/TP fit a v5e's 16 GB without a pipeline
+ODD = "B=512,D=4095,F=16383,L=8"  # odd dims: no axis shards a weight, only a pipeline splits them
+
+
+def _search(sizes: str, memory: str | None = None, overlap: str | None = None):
+    with strict():
+        return search_degrees(MLP, "v5e-8", sizes, memory=memory, overlap=overlap)
+
+
+# compute and collectives added (serial): a pipeline's smaller stage mesh saves communication
+SAVES_LESS = "B=32,D=8192,F=32768,L=8"  # 16 sequences a chip: m <= 16; the best, 2 stages, a bubble of 1/17
+SAVES_MORE = "B=64,D=8192,F=32768,L=8"  # 32 a chip: m = 32, a bubble of 3/35
+
+
+def test_no_pipeline_where_the_model_fits_and_the_bubble_costs_more_than_it_saves() -> None:
+    r = _search(SAVES_LESS, overlap="serial")
+    assert r.winner is not None and r.winner.pipeline is None
+    b = bubble_against(r)
+    pipe, flat = r.best_pipeline(), r.best_without_pipeline()
+    assert b is not None and pipe is not None and flat is not None
+    # the pipeline's step is its m ticks and its bubble: it loses exactly by its bubble less what it saves
+    assert pipe.seconds == pytest.approx(flat.seconds - b["saved_seconds"] + b["bubble_seconds"], rel=1e-12)
+    assert 0 < b["saved_seconds"] < b["bubble_seconds"] and not b["pipeline_wins"]
+    assert pipe.seconds > flat.seconds
+    assert "no pipeline wins" in r.text(explain=True)
+
+
+def test_a_pipeline_where_it_saves_more_than_its_bubble() -> None:
+    r = _search(SAVES_MORE, overlap="serial")
+    assert r.winner is not None and r.winner.pipeline is not None
+    assert (r.winner.stages, r.winner.microbatches) == (4, 32)
+    b = bubble_against(r)
+    assert b is not None and b["saved_seconds"] > b["bubble_seconds"] > 0 and b["pipeline_wins"]
+
+
+def test_no_pipeline_where_tp_overlaps_its_collectives() -> None:
+    r = _search(FITS)  # steady: the collectives hide under compute, the stages save nothing
+    assert r.winner is not None and r.winner.pipeline is None
+    b = bubble_against(r)
+    assert b is not None and b["saved_seconds"] < 0 < b["bubble_seconds"]
+
+
+def test_a_pipeline_of_four_stages_where_the_model_does_not_fit_without_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = [
+        "search",
+        MLP,
+        "--slice",
+        "v5e-8",
+        "--choose-degrees",
+        "--sizes",
+        ODD,
+        "--memory",
+        "8GB",
+        "--explain",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "winner      P=y,X=x (pipeline 4 stages x 32 microbatches)" in out
+    assert "bubble       (p - 1)/(m + p - 1) = 3/35 = 8.6%" in out
+    for s in range(4):
+        assert f"  stage {s}      " in out
+    assert "nothing fits the cap without a pipeline" in out
+    r = _search(ODD, "8GB")
+    assert r.best_without_pipeline() is None
+    flat = [c for c in r.refused if c.pipeline is None]
+    assert flat and all("before any plan" in c.refused for c in flat)
+    assert max(s.total for s in r.winner.pipeline.memory) <= 8e9 < min(c.bytes for c in flat)
+
+
+@pytest.mark.parametrize(
+    ("program", "where", "sizes", "extra"),
+    [
+        (MLP, "v5e-8", FITS, []),
+        (MLP, "v5e-8", ODD, ["--memory", "8GB"]),
+        ("llama-3-70b", "v5p-8960", "B=1280,T=4096", ["--remat", "block"]),  # the issue's must-show, ~7 s CPU
+    ],
+)
+def test_the_winner_is_what_step_and_memory_report(
+    program: str, where: str, sizes: str, extra: list[str], tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "winner.sa"
+    args = ["search", program, "--slice", where, "--choose-degrees", "--sizes", sizes, "--json", *extra]
+    args += ["--emit-program", str(path)]
+    assert main(args) == 0
+    got = json.loads(capsys.readouterr().out)
+    w = got["winner"]
+    step_cmd, memory_cmd = (shlex.split(c)[1:] for c in got["commands"])
+    assert step_cmd[1] == "FILE.sa" and memory_cmd[1] == "FILE.sa"
+    assert main([step_cmd[0], str(path), *step_cmd[2:], "--json"]) == 0
+    step = json.loads(capsys.readouterr().out)
+    assert main([memory_cmd[0], str(path), *memory_cmd[2:], "--json"]) == 0
+    mem = json.loads(capsys.readouterr().out)
+    if w["pipeline"] is None:
+        assert step["step"]["seconds"] == pytest.approx(w["seconds"], rel=1e-9)
+        assert mem["bytes_per_device"]["total"] == pytest.approx(w["bytes"], rel=1e-9)
+    else:
+        assert step["pipeline"]["seconds"] == pytest.approx(w["seconds"], rel=1e-9)
+        worst = max(s["total"] for s in mem["pipeline"]["memory_per_stage"])
+        assert worst == pytest.approx(w["bytes"], rel=1e-9)
+        assert len(mem["pipeline"]["memory_per_stage"]) == w["stages"]
+
+
+def test_degree_points_of_the_v5p_pod() -> None:
+    topo = slice_topology("v5p-8960")
+    pts = degree_points(topo, 80)
+    # a pipeline over one torus side whose chips divide the 80 layers: x (16) or y (20), never z (28)
+    assert {d.pipeline for d, _ in pts} == {(), ("x",), ("y",)}
+    for d, micro in pts:
+        mesh = topo.layout(d.factoring).mesh
+        assert mesh.devices == 8960
+        assert micro == (
+            (16, 32, 64, 128) if d.pipeline == ("x",) else (20, 40, 80, 160) if d.pipeline else ()
+        )
+    assert len(pts) == 9  # 5 factorings of x, y, z; 2 of the two sides each pipeline leaves
+
+
+def test_interchangeable_sides_are_one_point() -> None:
+    pts = degree_points(slice_topology("v5p-8"), 8)  # 2x2x2: x, y, z alike
+    assert [d.mesh_text for d, _ in pts] == [
+        "X=x,Y=y,Z=z",
+        "X=x*y,Y=z",
+        "X=x,Y=y*z",
+        "X=x*y*z",
+        "P=x,X=y,Y=z",
+        "P=x,X=y*z",
+    ]
+
+
+def test_refusals(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["search", MLP, "--choose-degrees", "--sizes", FITS]
+    assert main(base) == 2
+    assert "add --slice v5p-8960" in capsys.readouterr().err
+    assert main([*base, "--slice", "v5e-8", "--mesh", "X=x*y"]) == 2
+    assert "chooses the factoring" in capsys.readouterr().err
+    assert main([*base, "--slice", "v5e-8", "--mode", "infer"]) == 2
+    capsys.readouterr()
+    monkeypatch.setattr(degrees, "MAX_POINTS", 4)
+    with pytest.raises(UsageError, match="10 degree points on v5e-8 \\(over the limit of 4\\)"):
+        _search(FITS)
+
+
+def test_the_pods_over_dcn_pipeline_or_hold_data() -> None:
+    topo = slice_topology("v5e-512")  # two 16x16 pods over DCN; 16 does not divide 8 layers
+    pts = degree_points(topo, 8)
+    assert [(d.mesh_text, m) for d, m in pts] == [
+        ("R=pod,X=x,Y=y", ()),
+        ("R=pod,X=x*y", ()),
+        ("P=pod,X=x,Y=y", (2, 4, 8, 16)),
+        ("P=pod,X=x*y", (2, 4, 8, 16)),
+    ]
+    mesh = topo.layout(pts[0][0].factoring).mesh
+    assert mesh["R"].dcn and mesh["R"].size == 2 and not mesh["X"].dcn
+    # the pods' axis holds data only (DP or FSDP over DCN); an ICI axis may also shard a dim for TP
+    assert degrees._roles(("D", "F"), data=True) == [(None, "B"), ("D", "B"), ("F", "B")]
+    assert ("F", "F") in degrees._roles(("D", "F"), data=False)
