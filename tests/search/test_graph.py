@@ -92,7 +92,7 @@ def test_a_binding_cap_goes_to_the_integer_program(attention):
 
 def test_a_chain_agrees_with_the_chain_search():
     mlp = "params W1, W2\nIn[B, D] * W1[D, F] -> H[B, F]\nH[B, F] * W2[F, D] -> Out[B, D]"
-    on = {"mesh": "X=2,Y=2", "sizes": "B=64,D=256,F=1024", "hw": "tpu-v5e", "mode": "infer"}
+    on = {"mesh": Mesh.parse("X=2,Y=2"), "sizes": "B=64,D=256,F=1024", "hw": "tpu-v5e", "mode": "infer"}
     g = search_graph(mlp, **on)
     c = search_chain(mlp, **on)
     assert (g.solver, g.optimal) == ("dp", True)
