@@ -19,6 +19,7 @@ from typing import Any
 
 import sympy
 
+from .algebra.mesh import as_mesh
 from .algebra.symbols import latex_names
 from .costs.costmodel import CostModel
 from .costs.plancost import cost as price
@@ -71,7 +72,9 @@ def plans(
     communicated, then steps. ``hw``, ``model``, ``overlap`` and ``options`` (``exact``, ``ring``, ...) are
     folded here, once, into the :class:`~shardalg.costs.costmodel.CostModel` the planner ranks by."""
     rank = None if hw is None else BySeconds(CostModel.of(hw, model, overlap, **options))
-    return planner.plans(expr, mesh, sizes, target, key=key, rank=rank, limits=limits or DEFAULT_LIMITS)
+    return planner.plans(
+        expr, as_mesh(mesh), sizes, target, key=key, rank=rank, limits=limits or DEFAULT_LIMITS
+    )
 
 
 def plan(
@@ -90,7 +93,7 @@ def plan(
     :class:`~shardalg.planning.symbolic.NeedsSizes` error when the cheapest plan depends on sizes not given)."""
     rank = None if hw is None else BySeconds(CostModel.of(hw, model, overlap, **options))
     with strict():
-        return planner.plan(expr, mesh, sizes, target, key=key, rank=rank)
+        return planner.plan(expr, as_mesh(mesh), sizes, target, key=key, rank=rank)
 
 
 def backward(
@@ -120,4 +123,4 @@ def cost(
     with no plan chosen by a made-up size (:class:`~shardalg.planning.symbolic.NeedsSizes` where sizes not
     given decide a statement's plan)."""
     with strict():
-        return price(x, mesh, sizes, hw, model, overlap, **options)
+        return price(x, as_mesh(mesh), sizes, hw, model, overlap, **options)

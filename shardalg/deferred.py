@@ -36,6 +36,9 @@ DEFERRED: tuple[str, ...] = (
     "difflib",  # errors.closest: a "did you mean" for a word that is wrong
     "json",  # cli.common.json_text, costs.derive: the --json output (plan and compare start without it)
     "html",  # notation.printing.display.html_escape: a notebook's HTML tables
+    # a layer a cold command loads only when its input needs it
+    "shardalg.planning.planner",  # costs.programplan: a written statement that does not meet (compare starts
+    # without the planner's ~30 modules when every statement of both plans is written out)
 )
 
 DEFERRING_PACKAGES: tuple[str, ...] = ("shardalg.cli",)

@@ -11,6 +11,7 @@ import pytest
 from shardalg import limits
 from shardalg.algebra.legality import check
 from shardalg.algebra.mesh import Mesh
+from shardalg.api import plan, plans
 from shardalg.cli import build_parser
 from shardalg.errors import LimitExceeded, UsageError
 from shardalg.notation.parse import parse
@@ -18,7 +19,6 @@ from shardalg.numeric.devices import VirtualMesh
 from shardalg.numeric.execute import run_plan
 from shardalg.pictures.show import show
 from shardalg.planning.backward import backward
-from shardalg.planning.planner import plan, plans
 from tests.shared import ROOT
 
 EIGHT_AXES = ",".join(f"A{i}=2" for i in range(8))
@@ -43,7 +43,7 @@ CASES = [
     ("statements", lambda: parse("A[I]\n" * 1001)),
     ("dims", lambda: check(DIMS_33)),
     ("axes", lambda: check("A[I_A0]", EIGHT_AXES)),
-    ("devices", lambda: VirtualMesh("X=16,Y=32")),
+    ("devices", lambda: VirtualMesh(Mesh.parse("X=16,Y=32"))),
     ("devices", lambda: show("A[I_X, J]", "X=16,Y=32")),
     ("elements", lambda: run_plan(plan("A[I_X, J] -> A[I, J]", "X=2"), "X=2", {"I": 2048, "J": 2048})),
 ]

@@ -126,7 +126,7 @@ def test_the_executor_refuses_the_toy_by_name(priced: Op) -> None:
 def test_each_exporter_refuses_the_toy_by_name(priced: Op, export: object, layer: str) -> None:
     plan = shardalg.plans(QUERY, mesh=MESH, sizes=SIZES)[0]
     with pytest.raises(UsageError) as err:
-        export(plan, MESH, sizes=SIZES)  # type: ignore[operator]
+        export(plan, shardalg.Mesh.parse(MESH), sizes=SIZES)  # type: ignore[operator]
     assert err.value.message == f"{layer} has no method for ToyGather (ToyGather_T(A[I_T, J]) -> A[I, J])"
     assert err.value.fix == "register the op's emitter: @EMITTERS.register(op)"
 

@@ -1,7 +1,7 @@
 """What an expression means where it stands: the mesh and dim sizes bound to it, and the layout it produces.
 
-    >>> from shardalg import parse
-    >>> ctx = context_for(parse("A[I_X, J] -> A[I, J]"), mesh="X=4", sizes="I=1024")
+    >>> from shardalg import Mesh, parse
+    >>> ctx = context_for(parse("A[I_X, J] -> A[I, J]"), mesh=Mesh.parse("X=4"), sizes="I=1024")
     >>> ctx.mesh.names, dict(ctx.sizes)
     (('X',), {'I': 1024})
 
@@ -23,7 +23,7 @@ from shardalg.notation.syntax import Apply, Arrow, Collective, Dim, Node, Produc
 
 from .factors import is_subaxis
 from .layout import Layout, tensor_with
-from .mesh import Mesh, as_mesh
+from .mesh import Mesh, a_mesh_or_none
 from .ops import RECORDS
 from .ops import RULES as COLLECTIVES
 from .subaxes import axes_in, mesh_is_fine, names_subaxes, refine
@@ -78,10 +78,10 @@ def as_sizes(sizes: Mapping[str, int] | str | None) -> dict[str, int]:
     raise UsageError(f"sizes are a mapping or text like 'I=1024,J=4096', not {sizes!r}")
 
 
-def context_for(node: Node, mesh=None, sizes=None, source: str | None = None) -> Context:
-    """The mesh (argument, else the program's ``mesh`` line) and sizes (the program's ``where``, then the
+def context_for(node: Node, mesh: Mesh | None = None, sizes=None, source: str | None = None) -> Context:
+    """The mesh (argument, a :class:`Mesh` the API made, else the program's ``mesh`` line) and sizes (the program's ``where``, then the
     ``sizes`` argument, which wins) that apply to ``node``."""
-    m = as_mesh(mesh)
+    m = a_mesh_or_none(mesh, "context_for")
     bound: dict[str, int] = {}
     if isinstance(node, Program):
         if m is None and node.mesh is not None:

@@ -55,7 +55,7 @@ from .context import Context, as_sizes, context_for, product_dims, target_index,
 from .einsum import NotLocal
 from .factors import is_subaxis, parent_of
 from .findings import CheckFn, Found, head_span, suffix_span, text_of
-from .mesh import Mesh
+from .mesh import Mesh, as_mesh
 from .ops import RECORDS
 from .ops import RULES as COLLECTIVES
 from .product_rules import (
@@ -571,7 +571,7 @@ def check(node_or_text: Node | str, mesh=None, sizes=None) -> Violations:
     ``sizes`` (a mapping or ``"I=1024"``) binds dim sizes beyond the literal ones and the ``where`` clause.
     Over a limit of :mod:`shardalg.limits` (mesh axes, dims per tensor) it refuses up front.
     """
-    return Violations(_findings(node_or_text, mesh, sizes, "error"))
+    return Violations(_findings(node_or_text, as_mesh(mesh), sizes, "error"))
 
 
 def notes(node_or_text: Node | str, mesh=None, sizes=None) -> list[Violation]:

@@ -406,6 +406,11 @@ def as_mesh(mesh: Mesh | Mapping[str, int | None] | str | None) -> Mesh | None:
     raise UsageError(f"a mesh is a Mesh, a mapping of axis sizes or text like 'X=4,Y=2', not {mesh!r}")
 
 
+def a_mesh_or_none(mesh: object, what: str) -> Mesh | None:
+    """:func:`a_mesh`, where no mesh (None) is an answer too (the program's ``mesh`` line may give one)."""
+    return None if mesh is None else a_mesh(mesh, what)
+
+
 def a_mesh(mesh: object, what: str) -> Mesh:
     """``mesh`` as the layers below the public functions take it: a :class:`Mesh`, which the public function
     or the CLI made once from what the user gave (:func:`as_mesh`); anything else is a UsageError naming

@@ -12,6 +12,7 @@ first, so there these rules are notes (what the plan must fix), not errors.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import product
 
 from shardalg.errors import ShapeMismatch
@@ -212,13 +213,17 @@ def case_4(p: Product, ctx: Context) -> Iterator[Found]:
 def unreduced_result(s: Arrow, ctx: Context) -> Iterator[Found]:
     """A product's written result may ask for partial sums only over axes some plan can leave them on:
     an operand's partial sums, or axes sliced onto a contracted dim in both operands (case 3), renamed by
-    Permutes between axes of one size."""
+    Permutes between axes of one size. A local product (``·_LOCAL``) has no choice: only its own partial sums
+    (the operands' and its contraction's), reduced or renamed."""
     if not s.result.unreduced or ctx.mesh is None:
         return
     if isinstance(s.expr, Tensor):
         yield from _resharded_unreduced(s, ctx)
         return
     if not isinstance(s.expr, Product):
+        return
+    if s.expr.local:
+        yield from _local_unreduced(s, ctx)
         return
     left, right = value_of(s.expr.left, ctx), value_of(s.expr.right, ctx)
     if any(a not in ctx.mesh for a in s.result.unreduced + left.unreduced + right.unreduced):
@@ -243,6 +248,28 @@ def unreduced_result(s: Arrow, ctx: Context) -> Iterator[Found]:
         s.result.span,
         "request the result reduced (drop its {U_..}), or shard a contracted dim over those axes in both "
         "operands",
+    )
+
+
+def _local_unreduced(s: Arrow, ctx: Context) -> Iterator[Found]:
+    """A local product leaves partial sums over its operands' unreduced axes and the axes its contraction
+    leaves partial (case 3); the planner reshards that value into the result, and no rule makes partial
+    sums over another axis (Permutes rename them between axes of one size): its NoPlan says the same."""
+    assert isinstance(s.expr, Product) and ctx.mesh is not None
+    made = replace(value_of(s.expr, ctx), name=s.result.name)
+    if any(a not in ctx.mesh for a in s.result.unreduced + made.unreduced):
+        return  # the unknown-axis rule reports it
+    if partial_sums_reach(set(made.unreduced), s.result.unreduced, ctx.mesh):
+        return
+    want = ", ".join(a for a in s.result.unreduced if a not in made.unreduced)
+    has = f"unreduced over {', '.join(made.unreduced)}" if made.unreduced else "reduced"
+    yield (
+        f"the local product gives {text_of(made)} ({has}: its operands' partial sums and its contraction's), "
+        f"and no rule makes it unreduced over {want}: a reduction drops partial sums and a Permute renames "
+        "them only between axes of one size",
+        s.result.span,
+        f"request {text_of(replace(s.result, unreduced=made.unreduced))}, or drop _LOCAL to let the planner "
+        "choose the product",
     )
 
 

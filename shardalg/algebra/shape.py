@@ -32,7 +32,7 @@ from shardalg.notation.syntax import DType, Node, Program, Tensor
 
 from .factors import is_subaxis
 from .legality import check_or_raise, context_for
-from .mesh import Mesh
+from .mesh import Mesh, as_mesh
 from .subaxes import refine
 from .traffic import DEFAULT_DTYPE
 
@@ -189,7 +189,7 @@ def shape(
     else:
         node = tensor_or_text
     tensor = _the_tensor(node)
-    ctx = context_for(node, mesh, sizes)
+    ctx = context_for(node, as_mesh(mesh), sizes)
     if ctx.mesh is None:
         raise UsageError(
             "shape needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2) or write 'mesh X=4, Y=2'"

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh
 from shardalg.api import plans as all_plans
 from shardalg.costs.costmodel import CostModel
 from shardalg.errors import ShardalgError, UsageError
@@ -319,7 +319,7 @@ def _statements(
 
 
 def audit_dtensor(
-    target: str, mesh: Mesh | str, *, hw: object = None, overlap: object = None, timeout: float = 600.0
+    target: str, mesh: Mesh, *, hw: object = None, overlap: object = None, timeout: float = 600.0
 ) -> DTensorAudit:
     """Run ``FILE.py:FUNCTION`` (see the module docstring) on ``mesh.devices`` gloo processes."""
     require_extra("torch", "torch", "a DTensor audit")
@@ -327,9 +327,7 @@ def audit_dtensor(
     if not sep or not file or not function:
         raise UsageError(f"an audit target is FILE.py:FUNCTION, not {target!r}")
     _defines(file, function)
-    m = as_mesh(mesh)
-    if m is None:
-        raise UsageError("a DTensor audit needs a mesh: X=4")
+    m = a_mesh(mesh, "a DTensor audit")
     names = list(m.names)
     with tempfile.TemporaryDirectory(prefix="shardalg-dtensor-") as tmp:
         work = Path(tmp)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from shardalg import limits
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh, as_mesh
 from shardalg.costs.costmodel import CostModel
 from shardalg.errors import ShardalgError, UsageError
 from shardalg.export.harness import require_extra, run_driver
@@ -62,9 +62,7 @@ class AuditJob:
         if not sep or not file or not function:
             raise UsageError(f"an audit target is FILE.py:FUNCTION, not {target!r}")
         _defines(file, function)
-        m = as_mesh(mesh)
-        if m is None:
-            raise UsageError("an audit needs a mesh: --mesh X=2,Y=4")
+        m = a_mesh(mesh, "an audit job")
         limits.require(
             "devices",
             m.devices,
@@ -243,7 +241,10 @@ def audit_file(
     overlap: object = None,
 ) -> Audit:
     """Audit ``FILE.py:FUNCTION`` (see the module docstring); a failure is a :class:`ShardalgError`."""
-    job = AuditJob.of(target, inputs, mesh, sizes, backward=backward)
+    m = as_mesh(mesh)
+    if m is None:
+        raise UsageError("an audit needs a mesh: --mesh X=2,Y=4")
+    job = AuditJob.of(target, inputs, m, sizes, backward=backward)
     (result,) = audit_files([job], hw=hw, overlap=overlap)
     if isinstance(result, ShardalgError):
         raise result

@@ -259,8 +259,9 @@ def compare(
         raise UsageError(f"unknown regime {regime!r}; known: {', '.join(REGIMES)}")
     time_a, time_b, assumption, forced = REGIMES[regime]
     costs = CostModel.of(hw, model, latency=latency, **options)
-    ca = _costs(plan_a, mesh, sizes, costs, overlap, forced)
-    cb = _costs(plan_b, mesh, sizes, costs, ca.overlap)
+    m = as_mesh(mesh)
+    ca = _costs(plan_a, m, sizes, costs, overlap, forced)
+    cb = _costs(plan_b, m, sizes, costs, ca.overlap)
     policy = ca.overlap
     notes = (*(f"plan a: {n}" for n in ca.notes), *(f"plan b: {n}" for n in cb.notes))
     d = Derivation(
@@ -309,7 +310,7 @@ def compute_bound(
     inputs that the condition involves); comms under ``overlap`` (default: a PlanCost's own, else ``steady``)."""
     if bound not in ("compute", "memory"):
         raise UsageError(f"bound is 'compute' or 'memory', not {bound!r}")
-    pc = _costs(plan, mesh, sizes, CostModel.of(hw, model, latency=latency, **options), overlap)
+    pc = _costs(plan, as_mesh(mesh), sizes, CostModel.of(hw, model, latency=latency, **options), overlap)
     policy = pc.overlap
     d = Derivation(
         f"when does {bound} dominate communication? (overlap {policy})",

@@ -21,7 +21,7 @@ import sympy
 from sympy import Expr
 
 from shardalg.algebra.context import context_for
-from shardalg.algebra.mesh import a_mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh, as_mesh
 from shardalg.algebra.symbols import latex_names
 from shardalg.errors import UsageError
 from shardalg.lazy import cached
@@ -260,12 +260,12 @@ def plan_cost(
     :class:`~shardalg.costs.costmodel.CostModel` has them (``hbm`` restricts HBM traffic to the named tensors,
     e.g. the weights, in the book's decode accounting). They are folded into one CostModel here.
     """
-    return priced(plan, mesh, sizes, CostModel.of(hw, model, overlap, **options))
+    return priced(plan, as_mesh(mesh), sizes, CostModel.of(hw, model, overlap, **options))
 
 
-def priced(plan: Plan, mesh, sizes, costs: CostModel) -> PlanCost:
-    """The cost of ``plan`` on ``mesh`` with ``sizes`` under the cost model ``costs``."""
-    return _priced(plan, Options.of(costs, as_mesh(mesh), sizes), costs)
+def priced(plan: Plan, mesh: Mesh, sizes, costs: CostModel) -> PlanCost:
+    """The cost of ``plan`` on ``mesh`` (a :class:`Mesh`; :func:`plan_cost` reads text) with ``sizes`` under the cost model ``costs``."""
+    return _priced(plan, Options.of(costs, a_mesh(mesh, "priced"), sizes), costs)
 
 
 def cost(

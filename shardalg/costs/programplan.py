@@ -10,9 +10,9 @@ collective at zero).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from shardalg.algebra.context import context_for, product_dims, value_of
+from shardalg.algebra.context import Context, context_for, product_dims, value_of
 from shardalg.algebra.einsum import Spec, local_output_or_none
 from shardalg.algebra.legality import check_or_raise
 from shardalg.errors import UsageError
@@ -20,7 +20,6 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Apply, Arrow, Collective, Node, Op, Product, Program, Tensor
 from shardalg.planning import symbolic
-from shardalg.planning.planner import plans
 
 __all__ = ["plan_of", "program_plan"]
 
@@ -50,6 +49,15 @@ def _located(pick: Chooser, found: list[Plan], stmt: Node) -> tuple[Plan, str]:
         return pick(found)
     except symbolic.NeedsSizes as err:
         raise symbolic.NeedsSizes(f"the plan of {text(stmt)}", err.choice) from None
+
+
+def _planned(stmt: Node, ctx: Context) -> Sequence[Plan]:
+    """The planner's plans of a statement the program does not spell out. The planner is imported here, when
+    a statement needs it (:data:`shardalg.deferred.DEFERRED`): a program whose statements all meet, as the
+    README's ``compare`` writes them, is priced without loading it."""
+    from shardalg.planning.planner import plans
+
+    return plans(stmt, ctx.mesh, ctx.sizes)
 
 
 def program_plan(
@@ -89,7 +97,7 @@ def program_plan(
             else:
                 product = Product(left, right, expr.contract, expr.local)
                 stmt = Arrow(product, result) if result is not None else product
-                found = plans(stmt, ctx.mesh, ctx.sizes)
+                found = _planned(stmt, ctx)
                 best, how = _located((choose or _first), found, stmt)
                 steps.extend(best.steps)
                 for t in best.inputs:
@@ -108,7 +116,7 @@ def program_plan(
             operands = tuple(emit(x, None) for x in expr.operands)
             call = Apply(expr.op, operands, expr.dim, expr.factor, expr.flags, offset=expr.offset)
             stmt = Arrow(call, result) if result is not None else call
-            found = plans(stmt, ctx.mesh, ctx.sizes)
+            found = _planned(stmt, ctx)
             best, how = _located((choose or _first), found, stmt)
             steps.extend(best.steps)
             out = best.output

@@ -53,7 +53,7 @@ from shardalg.algebra.context import as_sizes
 from shardalg.algebra.factors import parent_of
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS, Layer
-from shardalg.algebra.subaxes import with_parts
+from shardalg.algebra.subaxes import refine, with_parts
 from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
 from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.cache import Kind, memoized
@@ -399,7 +399,19 @@ def group_bytes(op: Op, tensor: Tensor, axes: Iterable[str], opts: Options) -> T
     that lies inside ``axes`` counts as gathered too)."""
     if not RECORDS[op].group_view:
         return local_bytes(tensor, opts, ())
-    return local_bytes(tensor, opts, with_parts(tensor.sharded_axes, tuple(axes), opts.mesh))
+    seen, full = group_view(tensor, tuple(axes), opts.mesh)
+    return local_bytes(seen, opts, full)
+
+
+def group_view(tensor: Tensor, axes: tuple[str, ...], mesh: Mesh) -> tuple[Tensor, tuple[str, ...]]:
+    """``tensor`` as the group of a collective over ``axes`` sees it, and the axes it counts at full size
+    (:func:`with_parts`). A whole axis of the tensor that ``axes`` names a part of is first written as its
+    parts: ``AllGather_{X:(2)2}`` of ``K[S_X]`` on X=4 gathers 2 of X's 4 shards, so V is a quarter of K
+    times 2, not a quarter."""
+    cut = [a for a in axes if ":" in a and parent_of(a) in tensor.sharded_axes]
+    if cut:
+        tensor = refine(mesh, cut).expand(tensor)
+    return tensor, with_parts(tensor.sharded_axes, axes, mesh)
 
 
 def _formula(model: str, op: Op, v: Term, group: tuple[Link, ...]) -> CommCost:

@@ -18,7 +18,6 @@ import sympy
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS
-from shardalg.algebra.subaxes import with_parts
 from shardalg.algebra.symbols import axis_size, dim_size
 from shardalg.algebra.traffic import DEFAULT_DTYPE, statistics_of
 from shardalg.cache import Kind, memo, memoized
@@ -33,7 +32,7 @@ from . import stepcost as sc
 from .commcost import NOTHING, CommCost
 from .costmodel import CostModel
 from .fromsympy import from_sympy
-from .stepcost import Options, _collective, _t, group_bytes, local_bytes, moved_share, unit_cost
+from .stepcost import Options, _collective, _t, group_bytes, group_view, local_bytes, moved_share, unit_cost
 from .terms import ZERO, Mono, Term, add, atom_id, maximum
 
 __all__ = ["StepCost", "step_cost", "einsum_flops", "numeric", "seconds_of", "fast_seconds", "step_weights"]
@@ -372,10 +371,10 @@ def seconds_of(step: Step, opts: Options) -> float | None:
     parts, overlapped = _unit_numbers(op, step.axes, opts, step.offset)
     if parts is None:
         return 0.0
-    t = step.inputs[0]
-    v = _bytes_number(
-        t, opts, with_parts(t.sharded_axes, step.axes, opts.mesh) if RECORDS[op].group_view else ()
+    t, full = (
+        group_view(step.inputs[0], step.axes, opts.mesh) if RECORDS[op].group_view else (step.inputs[0], ())
     )
+    v = _bytes_number(t, opts, full)
     if v is None or any(lat is None or b is None for lat, b in parts):
         return None
     if not opts.costs.latency:

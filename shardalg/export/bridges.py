@@ -18,7 +18,7 @@ import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import UsageError
 from shardalg.notation.parse import parse_tensor
 from shardalg.notation.syntax import DType, Tensor
@@ -54,15 +54,15 @@ def _torch_placements() -> tuple[Any, Any, Any]:
     return Shard, Replicate, Partial
 
 
-def _mesh(mesh: Any) -> Mesh:
-    """A shardalg mesh from ours, text, a mapping, or a torch ``DeviceMesh`` (its dim names and shape)."""
+def _mesh(mesh: Any) -> Any:
+    """A torch ``DeviceMesh`` as a shardalg mesh (its dim names and shape); any other mesh as given, which
+    the placements' functions read (:func:`.specs.to_placements`)."""
     names = getattr(mesh, "mesh_dim_names", None)
     if names is not None and hasattr(mesh, "shape"):
         return Mesh({str(n): int(s) for n, s in zip(names, tuple(mesh.shape), strict=True)})
-    m = as_mesh(mesh)
-    if m is None:
+    if mesh is None:
         raise UsageError("placements need a mesh, e.g. 'X=4,Y=2'")
-    return m
+    return mesh
 
 
 def to_torch_placements(tensor: Tensor | str, mesh: Any) -> list[Any]:

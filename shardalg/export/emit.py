@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh
 from shardalg.algebra.registry import Layer
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Step
@@ -80,10 +80,9 @@ def einsum_subscripts(left: Tensor, right: Tensor, out: Tensor) -> str:
 
 
 # ------------------------------------------------------------------------------------ the generated body
-def start(plan_or_program: object, mesh: Mesh | str, sizes: Mapping[str, int] | None) -> tuple[Mesh, Flow]:
-    """The mesh and the flow an export writes code for."""
-    m = as_mesh(mesh)
-    assert m is not None
+def start(plan_or_program: object, mesh: Mesh, sizes: Mapping[str, int] | None) -> tuple[Mesh, Flow]:
+    """The mesh and the flow an export writes code for (the export function read the mesh)."""
+    m = a_mesh(mesh, "an export")
     flow = as_flow(plan_or_program, m, sizes)
     return flow.mesh_on(m), flow
 

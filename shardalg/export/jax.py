@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh, as_mesh
 from shardalg.algebra.ops import norms
 from shardalg.algebra.registry import Layer
 from shardalg.errors import UsageError
@@ -341,7 +341,7 @@ def export_jax(
     name: str = "forward",
 ) -> str:
     """Python source of a module whose ``name(*inputs, mesh=None)`` runs the plan with ``jax.shard_map``."""
-    m, flow = start(plan_or_program, mesh, sizes)
+    m, flow = start(plan_or_program, as_mesh(mesh), sizes)
     body = _Body(flow, m)
     for t in flow.inputs:
         if t.unreduced:
@@ -507,7 +507,7 @@ def _prepare(plans: object, mesh: Mesh, sizes: Mapping[str, int] | None, seed: i
 
 def check_jax(
     plans: object | Sequence[object],
-    mesh: Mesh | str,
+    mesh: Mesh,
     *,
     sizes: Mapping[str, int] | None = None,
     seed: int = 0,
@@ -518,8 +518,7 @@ def check_jax(
     all of them) and compare with the dense einsum of the same random inputs. With ``vjp``, each result
     also lists the collectives of ``jax.vjp`` of the forward (see :func:`jax_backward_collectives`)."""
     require_extra("jax", "jax", "the JAX check")
-    m = as_mesh(mesh)
-    assert m is not None
+    m = a_mesh(mesh, "check_jax")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="shardalg-jax-") as tmp:
         workdir = Path(tmp)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh
 from shardalg.errors import UsageError
 from shardalg.numeric.execute import ExecutionError, shard, unshard
 
@@ -73,7 +73,7 @@ if __name__ == "__main__":
 
 def check_torch(
     plans: object | Sequence[object],
-    mesh: Mesh | str,
+    mesh: Mesh,
     *,
     sizes: Mapping[str, int] | None = None,
     seed: int = 0,
@@ -84,8 +84,7 @@ def check_torch(
     reassembled outputs with the dense einsum. With ``dtensor``, the DTensor form: every rank gets the global
     inputs, ``distribute`` places them, and the outputs come back through ``full_tensor()``."""
     require_extra("torch", "torch", "the torch check")
-    m = as_mesh(mesh)
-    assert m is not None
+    m = a_mesh(mesh, "check_torch")
     coords = list(itertools.product(*(range(n) for n in m.shape)))
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="shardalg-torch-") as tmp:

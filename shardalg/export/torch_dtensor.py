@@ -91,7 +91,7 @@ def _einsum(b: _Body, s: Step) -> None:
 
 def export_dtensor(
     plan_or_program: object,
-    mesh: Mesh | str,
+    mesh: Mesh,
     *,
     sizes: Mapping[str, int] | None = None,
     name: str = "forward",

@@ -32,7 +32,7 @@ import itertools
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 
-from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.registry import Layer
 from shardalg.errors import ShardalgError, UsageError
 from shardalg.notation.plan import Step
@@ -210,8 +210,8 @@ def export_torch(
     """Python source of a module whose ``name(*blocks, mesh)`` runs the plan on this rank's blocks; with
     ``dtensor=True``, whose ``name(*dtensors)`` runs it on DTensors (see :mod:`.torch_dtensor`)."""
     if dtensor:
-        return export_dtensor(plan_or_program, mesh, sizes=sizes, name=name)
-    m, flow = start(plan_or_program, mesh, sizes)
+        return export_dtensor(plan_or_program, as_mesh(mesh), sizes=sizes, name=name)
+    m, flow = start(plan_or_program, as_mesh(mesh), sizes)
     body = _Body(flow, m)
     body.emit_steps(EMITTERS)
     body.lines.append("return " + ", ".join(body.var(t) for t in flow.outputs))

@@ -30,7 +30,7 @@ from sympy import Expr, Integer
 
 from shardalg.algebra.context import as_sizes, context_for, refuse_unknown_dims, tensors_of
 from shardalg.algebra.legality import check_or_raise
-from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.ops.route import capacity_dims, derived_capacities
 from shardalg.algebra.symbols import dim_size
 from shardalg.errors import UsageError
@@ -254,7 +254,7 @@ def model_program(
     derived = derived_capacities(program.statements, {**dict(program.sizes), **as_sizes(sizes)})
     if derived:  # a routing's capacity, from its tokens, k and cf
         sizes = {**as_sizes(sizes), **{dim: n for dim, (n, _) in derived.items()}}
-    ctx = context_for(program, mesh, sizes)
+    ctx = context_for(program, as_mesh(mesh), sizes)
     if ctx.mesh is None:
         raise UsageError(
             "a model needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2) or write 'mesh X=4'"

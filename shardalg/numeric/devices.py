@@ -15,7 +15,7 @@ from math import prod
 import numpy as np
 
 from shardalg import limits
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh
 from shardalg.errors import AxisUsedTwice, IndivisibleDim, ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Tensor
@@ -50,9 +50,9 @@ class ExecutionError(ShardalgError):
 class VirtualMesh:
     """The devices of a numeric mesh and the groups a collective over some axes acts on."""
 
-    def __init__(self, mesh: Mesh | Mapping[str, int] | str) -> None:
-        m = as_mesh(mesh)
-        if m is None or not m.is_numeric:
+    def __init__(self, mesh: Mesh) -> None:
+        m = a_mesh(mesh, "the executor")  # the public functions (run_plan, simulate) read text
+        if not m.is_numeric:
             raise UsageError("the executor needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
         limits.require("devices", m.devices, f"the mesh {', '.join(f'{a.name}={a.size}' for a in m)}")
         self.mesh: Mesh = m
@@ -92,7 +92,7 @@ class VirtualMesh:
         return f"VirtualMesh({self.mesh!r}, devices={len(self.coords)})"
 
 
-def as_virtual(mesh: VirtualMesh | Mesh | Mapping[str, int] | str) -> VirtualMesh:
+def as_virtual(mesh: VirtualMesh | Mesh) -> VirtualMesh:
     return mesh if isinstance(mesh, VirtualMesh) else VirtualMesh(mesh)
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from shardalg import limits
 from shardalg.algebra.factors import is_subaxis
-from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.subaxes import axes_in, mesh_is_fine, names_subaxes, refine
 from shardalg.errors import ShapeMismatch, UsageError
@@ -302,7 +302,7 @@ def run_plan(
 ) -> ExecResult:
     """Run ``plan`` on random (or given) dense inputs, cut by their shardings (``place_inputs``, then
     ``execute_plan``), and compare the output with the dense computation."""
-    vm = as_virtual(mesh)
+    vm = mesh if isinstance(mesh, VirtualMesh) else VirtualMesh(as_mesh(mesh))
     if names_subaxes(plan) and not mesh_is_fine(vm.mesh, plan):
         # run on the mesh refined into the factors the plan names: a sub-axis's devices are those that
         # differ only in its digit of the parent's coordinate (major factor first, as Shardy numbers them)
@@ -337,11 +337,12 @@ def simulate(
     seed: int = 0,
 ) -> list[ExecResult]:
     """Run a plan, a list of plans, or every plan the planner finds for an expression (text or AST)."""
+    vm = mesh if isinstance(mesh, VirtualMesh) else VirtualMesh(as_mesh(mesh))
     if isinstance(expr_or_plan, Plan):
         todo = [expr_or_plan]
     elif isinstance(expr_or_plan, Sequence) and not isinstance(expr_or_plan, str):
         todo = list(expr_or_plan)
     else:
-        todo = list(plans(expr_or_plan, mesh=as_virtual(mesh).mesh, sizes=sizes))
+        todo = list(plans(expr_or_plan, mesh=vm.mesh, sizes=sizes))
     rngs = [_seeded(seed) for _ in todo]
-    return [run_plan(p, mesh, sizes, rng) for p, rng in zip(todo, rngs, strict=True)]
+    return [run_plan(p, vm, sizes, rng) for p, rng in zip(todo, rngs, strict=True)]

@@ -1,7 +1,7 @@
 """Device grids drawn with matplotlib (PNG, SVG, PDF): which block of a tensor lives on which device.
 
     >>> from shardalg.pictures.grids import draw_show
-    >>> draw_show("ReduceScatter_{X,K}(C[I, K]{U_X})", "X=4,Y=2", out="rs.png")
+    >>> draw_show("ReduceScatter_{X,K}(C[I, K]{U_X})", Mesh.parse("X=4,Y=2"), out="rs.png")
 
 One box per device, laid out as the text picture of :mod:`shardalg.pictures.show` lays it out (rows: the first
 half of the mesh axes, columns: the rest); each box says which block of every dim the device holds (``I1`` is
@@ -22,7 +22,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh
 from shardalg.algebra.shape import shape
 from shardalg.errors import ParseError, UsageError
 from shardalg.notation.parse import parse_tensor
@@ -165,7 +165,7 @@ def _figure(plt: Any, panels: int, mesh: Mesh) -> tuple[Any, list[Any]]:
 
 def draw_show(
     expr: object,
-    mesh: Mesh | str | Mapping[str, int],
+    mesh: Mesh,
     out: str | Path,
     *,
     sizes: Mapping[str, int] | None = None,
@@ -176,9 +176,7 @@ def draw_show(
     backend = PICTURE_FORMATS.get(path.suffix.lower())
     if backend is None:
         raise UsageError(f"unknown picture format {path.suffix!r}; use one of {', '.join(PICTURE_FORMATS)}")
-    m = as_mesh(mesh)
-    if m is None:
-        raise UsageError("show needs a mesh, e.g. X=4,Y=2")
+    m = a_mesh(mesh, "draw_show")
     tensor: Tensor | None = None
     if isinstance(expr, Tensor):
         tensor = expr

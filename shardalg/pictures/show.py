@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from shardalg import limits
 from shardalg.algebra.layout import validate
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
 from shardalg.errors import UsageError
 from shardalg.notation.parse import parse_statement, parse_tensor
@@ -52,9 +52,9 @@ def _rank(mesh: Mesh, c: Coord, axes: Sequence[str]) -> int:
     return r
 
 
-def _checked(tensor: Tensor, mesh: Mesh | str | Mapping[str, int]) -> Mesh:
-    m = as_mesh(mesh)
-    if m is None or not m.is_numeric:
+def _checked(tensor: Tensor, mesh: Mesh) -> Mesh:
+    m = a_mesh(mesh, "a picture")
+    if not m.is_numeric:
         raise UsageError("show needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
     limits.require("devices", m.devices, f"the mesh {', '.join(f'{a.name}={a.size}' for a in m)}")
     validate(tensor, m)
@@ -192,7 +192,7 @@ def show(
 ) -> str:
     """A text picture of ``tensor`` on ``mesh``: the device grid, and the block grid for one or two dims."""
     t = _as_tensor(tensor)
-    m = _checked(t, mesh)
+    m = _checked(t, as_mesh(mesh))
     lines = _summary(t, m) + ["", "devices (what each holds):"] + _device_grid(t, m, sizes or {})
     if 1 <= len(t.dims) <= 2:
         ranks = "device numbers: row-major over " + ", ".join(m.names)
@@ -258,7 +258,7 @@ def show_tikz(tensor: Tensor | str, mesh: Mesh | str | Mapping[str, int], *, cap
     """A ``tikzpicture`` of the device grid: one box per device with the blocks it holds (unreduced
     cells shaded). Self-contained: needs ``\\usepackage{tikz}`` and nothing else (no amsmath)."""
     t = _as_tensor(tensor)
-    m = _checked(t, mesh)
+    m = _checked(t, as_mesh(mesh))
     body = _tikz_grid(t, m, caption=_tex_tensor(t) if caption else None)
     return "\n".join([_TIKZ_OPEN, *body, r"\end{tikzpicture}"])
 

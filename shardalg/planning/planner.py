@@ -28,7 +28,7 @@ from shardalg.algebra.context import as_sizes
 from shardalg.algebra.factors import is_subaxis, parent_of
 from shardalg.algebra.layout import subscript, validate
 from shardalg.algebra.legality import check_or_raise
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh
 from shardalg.algebra.statements import apply_statement
 from shardalg.algebra.subaxes import axes_in, declared_cuts, prime_cuts, refine
 from shardalg.algebra.traffic import Bytes, Sizes
@@ -100,7 +100,7 @@ def prepare(
             expr = Program(expr.statements)
     if not isinstance(expr, Arrow | Product | Collective | Tensor | Apply | Program):
         raise UsageError(f"plan takes a statement (text or AST), not {type(expr).__name__}")
-    m = as_mesh(mesh) if mesh is not None else prog_mesh
+    m = a_mesh(mesh, "the planner") if mesh is not None else prog_mesh
     if m is None:
         raise UsageError(
             "planning needs a mesh: mesh=Mesh(X=4, Y=2), --mesh X=4,Y=2, or 'mesh X=4' in the text"

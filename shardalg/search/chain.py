@@ -2,7 +2,7 @@
 each statement, their seconds and parameter bytes, and the resharding edges between consecutive statements.
 
     >>> p = chain_problem("params W1, W2\\nIn[B, D] * W1[D, F] -> H[B, F]\\nH[B, F] * W2[F, D] -> Out[B, D]",
-    ...                   mesh="X=2,Y=2", sizes="B=64,D=256,F=1024", hw="tpu-v5e", mode="infer")
+    ...                   mesh=Mesh.parse("X=2,Y=2"), sizes="B=64,D=256,F=1024", hw="tpu-v5e", mode="infer")
     >>> [len(c) for c in p.choices]                                        # doctest: +SKIP
 
 Each statement is a program of its own (its parameters declared, the whole program's batch dims kept) and

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shardalg.algebra.mesh import as_mesh
 from shardalg.errors import UsageError
 from shardalg.notation.printing.display import Shown, Table
 from shardalg.notation.syntax import Program
@@ -288,6 +289,8 @@ def search_chain(
 ) -> ChainResult:
     """The fastest per-statement sharding of a chain of layers within the memory cap (see the module);
     ``progress(done, total)`` is called as assignments are priced."""
-    p = chain_problem(program, mesh, sizes, hw, memory, mode, optimizer, remat, overlap, progress=progress)
+    p = chain_problem(
+        program, as_mesh(mesh), sizes, hw, memory, mode, optimizer, remat, overlap, progress=progress
+    )
     picks, how = solve(p, method)
     return ChainResult(p, picks, how)

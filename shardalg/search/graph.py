@@ -3,7 +3,7 @@ resharding edge wherever one statement's result is another's operand, and an *in
 input that several statements read (as Q, K and V read one ``In``): its layout is a choice of its own,
 priced nothing, each reader paying the resharding from it.
 
-    >>> r = search_graph(ATTENTION, mesh="X=2,Y=2", sizes="B=8,T=8,D=16,N=16", hw="tpu-v5e", mode="infer")
+    >>> r = search_graph(ATTENTION, mesh=Mesh(X=2, Y=2), sizes="B=8,T=8,D=16,N=16", hw="tpu-v5e", mode="infer")
     >>> r.solver, r.optimal                                               # doctest: +SKIP
     ('dp', True)
 

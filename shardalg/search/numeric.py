@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shardalg.algebra.context import context_for
+from shardalg.algebra.mesh import Mesh, a_mesh_or_none, as_mesh
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
@@ -360,7 +361,7 @@ def _mode(program: Program, mode: str | None, notes: list[tuple[str, str]]) -> s
 
 def prepare_search(
     program: Program | str,
-    mesh: Any,
+    mesh: Mesh | None,
     sizes: Mapping[str, int] | str | None,
     hw: Any,
     memory: str | float | None,
@@ -377,7 +378,7 @@ def prepare_search(
     prog = parse(program_source(program)) if isinstance(program, str) else program
     if not isinstance(prog, Program):
         raise UsageError("the search takes a program in the notation with its params declared")
-    ctx = context_for(prog, mesh, sizes)
+    ctx = context_for(prog, a_mesh_or_none(mesh, "the search"), sizes)
     if ctx.mesh is None:
         raise UsageError("a search needs a mesh: --mesh X=2,Y=2 (API: mesh='X=2,Y=2')")
     chip = as_chip_text(hw)
@@ -454,7 +455,7 @@ def search(
         raise UsageError(f"--top takes a positive number of rows, not {top!r}")
     prog, space, settings, notes = prepare_search(
         program,
-        mesh,
+        as_mesh(mesh),
         sizes,
         hw,
         memory,

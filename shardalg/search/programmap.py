@@ -28,7 +28,7 @@ from typing import Any
 import sympy
 from sympy import Expr
 
-from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.mesh import Mesh, a_mesh_or_none
 from shardalg.algebra.symbols import axis_size, device_count, dim_size, links, quantity
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
@@ -366,8 +366,8 @@ def dim_symbols(strategies: Sequence[Strategy]) -> dict[str, sympy.Symbol]:
     return {n: dim_size(n) for n in sorted(names)}
 
 
-def mesh_devices(mesh: Any) -> tuple[Mesh | None, int | None]:
-    m = as_mesh(mesh)
+def mesh_devices(mesh: Mesh | None) -> tuple[Mesh | None, int | None]:
+    m = a_mesh_or_none(mesh, "the strategy map")
     if m is None:
         return None, None
     sizes = [a.size for a in m.axes]

@@ -16,6 +16,7 @@ from typing import Any
 import sympy
 from sympy import Expr
 
+from shardalg.algebra.mesh import as_mesh
 from shardalg.algebra.symbols import latex_names
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
@@ -387,7 +388,7 @@ def program_map(
         values[H] = cap
     used = set().union(*(s.cost.total.free_symbols for s in strategies))
     values.update({k: v for k, v in numbers.items() if k in used})
-    mesh_, n = mesh_devices(mesh)
+    mesh_, n = mesh_devices(as_mesh(mesh))
     splits = None
     if n is not None:
         values[N] = n

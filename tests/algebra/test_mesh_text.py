@@ -55,13 +55,21 @@ def test_mistakes(text, message):
 def test_ring_and_line_override_the_chips_rule_and_links_multiply_bandwidth():
     # v5e wraps an axis only at length 16: X=4 is a line unless the mesh says ring.
     line = cost(
-        "AllGather_X(A[I_X, J])", mesh="X=4", sizes="I=1024,J=1024", hw="tpu-v5e", latency=False
+        "AllGather_X(A[I_X, J])", mesh=Mesh.parse("X=4"), sizes="I=1024,J=1024", hw="tpu-v5e", latency=False
     ).seconds
     ring = cost(
-        "AllGather_X(A[I_X, J])", mesh="X=4:ring", sizes="I=1024,J=1024", hw="tpu-v5e", latency=False
+        "AllGather_X(A[I_X, J])",
+        mesh=Mesh.parse("X=4:ring"),
+        sizes="I=1024,J=1024",
+        hw="tpu-v5e",
+        latency=False,
     ).seconds
     two = cost(
-        "AllGather_X(A[I_X, J])", mesh="X=4*2:ring", sizes="I=1024,J=1024", hw="tpu-v5e", latency=False
+        "AllGather_X(A[I_X, J])",
+        mesh=Mesh.parse("X=4*2:ring"),
+        sizes="I=1024,J=1024",
+        hw="tpu-v5e",
+        latency=False,
     ).seconds
     assert ring == pytest.approx(2 * 1024 * 1024 / 9e10)  # V / W_ici
     assert line == pytest.approx(ring * 2 * 3 / 4)  # (|X|-1)/|X| of V at the one-way W_ici/2

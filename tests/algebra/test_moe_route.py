@@ -254,7 +254,7 @@ def test_each_exporter_refuses_a_routing_by_name(export: str, layer: str) -> Non
     module, name = export.split(":")
     (plan, *_) = shardalg.plans(DISPATCH, mesh="X=4", sizes=SIZES)
     with pytest.raises(UsageError) as err:
-        getattr(importlib.import_module(module), name)(plan, "X=4", sizes=SIZES)
+        getattr(importlib.import_module(module), name)(plan, shardalg.Mesh.parse("X=4"), sizes=SIZES)
     assert err.value.message.startswith(f"{layer} has no method for dispatch (dispatch_{{C,k=2,cf=1.25}}(")
 
 

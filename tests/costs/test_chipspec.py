@@ -8,6 +8,7 @@ import builtins
 import pytest
 import sympy
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.costs import hardware
 from shardalg.costs.chipspec import chip_from_text
 from shardalg.costs.plancost import cost
@@ -42,7 +43,7 @@ def test_a_toml_file_with_sources(tmp_path):
     assert chip.wraps(8) and chip.wraps(16) and not chip.wraps(4)
     # and it prices a collective like any chip
     assert cost(
-        "AllGather_X(A[I_X, J])", mesh="X=8", sizes="I=1024,J=1024", hw=chip
+        "AllGather_X(A[I_X, J])", mesh=Mesh.parse("X=8"), sizes="I=1024,J=1024", hw=chip
     ).seconds == pytest.approx(2 * 1024 * 1024 / 9e10)
 
 

@@ -171,14 +171,16 @@ def test_plan_cost_of_a_hand_built_plan_matches_the_notation():
 
 
 def test_plan_of_nested_expressions_makes_one_step_each():
-    plan = plan_of(parse("AllGather_X(A[I, J_X]) · B[J, K] -> C[I, K]"), "X=4")
+    plan = plan_of(parse("AllGather_X(A[I, J_X]) · B[J, K] -> C[I, K]"), Mesh.parse("X=4"))
     assert [s.op for s in plan.steps] == [Op.ALL_GATHER, Op.EINSUM]
     assert plan.steps[1].inputs[0] == plan.steps[0].output
     assert plan.output.name == "C"
 
 
 def test_to_json_has_formula_latex_seconds_and_steps():
-    data = cost("AllGather_Y(bf16[E_Y, F])", "X=8,Y=4", {"E": 2048, "F": 8192}, hw="tpu-v5e").to_json()
+    data = cost(
+        "AllGather_Y(bf16[E_Y, F])", Mesh.parse("X=8,Y=4"), {"E": 2048, "F": 8192}, hw="tpu-v5e"
+    ).to_json()
     assert data["formula"] == "Max(3*T_min, 50331648/W_ici)"
     assert "W_{\\text{ici}}" in data["latex"] and data["seconds"] == pytest.approx(559.24e-6, rel=1e-4)
     assert data["steps"][0]["op"] == "AllGather" and data["steps"][0]["bytes"] == "33554432"
@@ -196,10 +198,10 @@ def test_errors_are_shardalg_errors():
     with pytest.raises(UsageError):
         cost("AllGather_X(A[I_X, J])")  # no mesh
     with pytest.raises(UsageError):
-        cost("AllGather_X(A[I_X, J])", "X=4", model="smoke-signals")
+        cost("AllGather_X(A[I_X, J])", Mesh.parse("X=4"), model="smoke-signals")
     with pytest.raises(UsageError):
-        cost("A[I_X, J] -> A[I, J_X]", "X=4")  # a resharding request: plan it first
+        cost("A[I_X, J] -> A[I, J_X]", Mesh.parse("X=4"))  # a resharding request: plan it first
     with pytest.raises(UnknownAxis):
-        cost("AllGather_X(A[I_X, J])", "X=4", dcn_axes=("P",))
+        cost("AllGather_X(A[I_X, J])", Mesh.parse("X=4"), dcn_axes=("P",))
     with pytest.raises(UsageError):
-        cost(42, "X=4")  # type: ignore[arg-type]
+        cost(42, Mesh.parse("X=4"))  # type: ignore[arg-type]

@@ -79,7 +79,7 @@ def test_the_public_keywords_and_the_value_price_alike() -> None:
 
 def test_step_seconds_takes_every_option_of_the_model() -> None:
     """Ranking weights read the same CostModel as the plan's price: a DCN axis is slower (it was refused)."""
-    found = plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p")
+    found = plans(STATEMENT, Mesh.parse("X=4"), SIZES, hw="tpu-v5p")
     step = next(s for s in found[0].steps if s.communicates)
     ici = step_seconds(Mesh(X=4), SIZES, "tpu-v5p")(step)
     dcn = step_seconds(Mesh(X=4), SIZES, "tpu-v5p", dcn_axes=("X",))(step)
@@ -89,9 +89,9 @@ def test_step_seconds_takes_every_option_of_the_model() -> None:
 
 def test_plans_rank_by_a_cost_model_given_as_a_value() -> None:
     costs = CostModel.of("tpu-v5p", overlap="serial", exact=True)
-    p = prepare(STATEMENT, "X=4", SIZES)
+    p = prepare(STATEMENT, Mesh.parse("X=4"), SIZES)
     assert list(planner.plans(p, rank=BySeconds(costs))) == list(
-        plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="serial", exact=True)
+        plans(STATEMENT, Mesh.parse("X=4"), SIZES, hw="tpu-v5p", overlap="serial", exact=True)
     )
 
 
@@ -99,14 +99,14 @@ def test_the_planner_ranks_by_any_value_of_the_ranking_protocol() -> None:
     costs = BySeconds(CostModel.of("tpu-v5e"))
     assert isinstance(costs, Ranking)  # the planner's protocol, which the ranking by a cost model implements
     assert not isinstance(CostModel(), Ranking)  # the cost model itself is a value and nothing more
-    found = planner.plans(STATEMENT, "X=4", SIZES, rank=costs)
-    assert list(found) == list(plans(STATEMENT, "X=4", SIZES, hw="tpu-v5e"))
+    found = planner.plans(STATEMENT, Mesh.parse("X=4"), SIZES, rank=costs)
+    assert list(found) == list(plans(STATEMENT, Mesh.parse("X=4"), SIZES, hw="tpu-v5e"))
     assert list(found.columns) == ["bytes communicated", "time on tpu-v5e (schedule)"]
-    assert list(planner.plans(STATEMENT, "X=4", SIZES).columns) == ["bytes communicated"]
+    assert list(planner.plans(STATEMENT, Mesh.parse("X=4"), SIZES).columns) == ["bytes communicated"]
     with pytest.raises(UsageError, match=r"rank is a ranking such as BySeconds\(CostModel"):
-        planner.plans(STATEMENT, "X=4", SIZES, rank="tpu-v5e")  # type: ignore[arg-type]
+        planner.plans(STATEMENT, Mesh.parse("X=4"), SIZES, rank="tpu-v5e")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="ranking by seconds needs a chip"):
-        planner.plans(STATEMENT, "X=4", SIZES, rank=BySeconds(CostModel()))
+        planner.plans(STATEMENT, Mesh.parse("X=4"), SIZES, rank=BySeconds(CostModel()))
 
 
 def test_plans_under_equal_cost_models_share_the_answer() -> None:
@@ -116,12 +116,12 @@ def test_plans_under_equal_cost_models_share_the_answer() -> None:
     from shardalg.cache import clear_caches
 
     clear_caches()
-    first = plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="steady")
+    first = plans(STATEMENT, Mesh.parse("X=4"), SIZES, hw="tpu-v5p", overlap="steady")
     before = planner._einsum_plans_by.cache_info()
-    again = plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="steady")
+    again = plans(STATEMENT, Mesh.parse("X=4"), SIZES, hw="tpu-v5p", overlap="steady")
     assert list(again) == list(first)
     assert planner._einsum_plans_by.cache_info().hits == before.hits + 1
-    plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", overlap="serial")
+    plans(STATEMENT, Mesh.parse("X=4"), SIZES, hw="tpu-v5p", overlap="serial")
     assert planner._einsum_plans_by.cache_info().misses == before.misses + 1
 
 
@@ -141,7 +141,9 @@ def test_a_derivation_folds_its_options_once() -> None:
 
 
 def test_a_plan_cost_carries_its_cost_model() -> None:
-    pc = cost("AllGather_X(A[I_X, J]) -> A[I, J]", "X=4", {"I": 4096, "J": 8192}, "tpu-v5p", exact=True)
+    pc = cost(
+        "AllGather_X(A[I_X, J]) -> A[I, J]", Mesh.parse("X=4"), {"I": 4096, "J": 8192}, "tpu-v5p", exact=True
+    )
     assert pc.costs == CostModel.of("tpu-v5p", exact=True) and (pc.model, pc.exact, pc.ring) == (
         "ici",
         True,
@@ -156,9 +158,9 @@ def test_a_model_whose_numbers_the_chip_lacks_is_named_not_called_an_unbound_siz
     """alpha-beta on a TPU: every size is bound, but the chip gives no alpha or beta (it said "needs every
     size bound"); an unbound size is still named as one."""
     with pytest.raises(UsageError) as err:
-        plans(STATEMENT, "X=4", SIZES, hw="tpu-v5p", model="alpha-beta")
+        plans(STATEMENT, Mesh.parse("X=4"), SIZES, hw="tpu-v5p", model="alpha-beta")
     assert "under the alpha-beta model needs alpha, beta, which tpu-v5p does not give" in str(err.value)
     assert "or rank under the model the chip has, ici" in str(err.value)
     unbound = {k: v for k, v in SIZES.items() if k != next(iter(SIZES))}
     with pytest.raises(UsageError, match=f"is symbolic in {next(iter(SIZES))}"):
-        plans(STATEMENT, "X=4", unbound, hw="tpu-v5p")
+        plans(STATEMENT, Mesh.parse("X=4"), unbound, hw="tpu-v5p")

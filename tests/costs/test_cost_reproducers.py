@@ -35,8 +35,8 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 # ---- operands that do not meet ----------------------------------------------------------------------------
 def test_a_statement_whose_operands_do_not_meet_costs_its_cheapest_plan():
-    pc = cost(NOT_MEETING, "X=4")
-    best = plans(NOT_MEETING, "X=4")[0]
+    pc = cost(NOT_MEETING, Mesh.parse("X=4"))
+    best = plans(NOT_MEETING, Mesh.parse("X=4"))[0]
     assert pc.total == plan_cost(best, "X=4").total and pc.comms != 0
     assert len(pc.notes) == 1 and "do not meet" in pc.notes[0] and "cheapest plan" in pc.notes[0]
     assert str(pc).startswith("note: ")
@@ -44,17 +44,20 @@ def test_a_statement_whose_operands_do_not_meet_costs_its_cheapest_plan():
 
 def test_with_a_chip_the_cheapest_plan_is_the_fastest():
     sizes, hw = {"I": 4096, "J": 8192, "K": 1024}, "tpu-v5p"
-    pc = cost(NOT_MEETING, "X=4", sizes, hw=hw)
-    times = [plan_cost(p, "X=4", sizes, hw=hw).seconds for p in plans(NOT_MEETING, "X=4", sizes)]
+    pc = cost(NOT_MEETING, Mesh.parse("X=4"), sizes, hw=hw)
+    times = [
+        plan_cost(p, Mesh.parse("X=4"), sizes, hw=hw).seconds
+        for p in plans(NOT_MEETING, Mesh.parse("X=4"), sizes)
+    ]
     assert pc.seconds == pytest.approx(min(times))
     assert "by seconds on tpu-v5p under overlap schedule" in pc.notes[0]
 
 
 def test_a_product_whose_local_result_is_not_the_one_written_is_planned():
-    pc = cost("A[I, J_X] · B[J_X, K] -> C[I, K]", "X=4")  # the local product is C{U_X}
+    pc = cost("A[I, J_X] · B[J_X, K] -> C[I, K]", Mesh.parse("X=4"))  # the local product is C{U_X}
     assert [s.step.op.value for s in pc.steps] == ["Einsum", "AllReduce"]
     assert "the local product is C[I, K]{U_X}, not C[I, K]" in pc.notes[0]
-    assert cost("A[I, J_X] ·_LOCAL B[J_X, K] -> C[I, K]{U_X}", "X=4").notes == ()
+    assert cost("A[I, J_X] ·_LOCAL B[J_X, K] -> C[I, K]{U_X}", Mesh.parse("X=4")).notes == ()
 
 
 def test_cli_says_it_planned(capsys):

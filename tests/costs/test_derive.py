@@ -89,7 +89,7 @@ def test_q4_the_other_way_round_is_the_complement():
 
 def test_q4_numbers_agree_with_the_condition():
     # v5p-like numbers: with B = 1024, D = 8192 > 2B the local+AllReduce plan's comms are smaller.
-    hw = {"mesh": "X=4", "sizes": {"B": 1024, "D": 8192, "F": 16384}, "hw": "tpu-v5p", "latency": False}
+    hw = {"mesh": Mesh(X=4), "sizes": {"B": 1024, "D": 8192, "F": 16384}, "hw": "tpu-v5p", "latency": False}
     a, b = cost(parse(LOCAL_THEN_ALLREDUCE), **hw), cost(parse(GATHER_WEIGHTS), **hw)
     assert a.evaluate(a.comms) < b.evaluate(b.comms)
     hw["sizes"] = {"B": 8192, "D": 8192, "F": 16384}
@@ -219,7 +219,7 @@ def test_roofline_rule_from_the_case_3_plan():
 @pytest.mark.parametrize("n", [2, 8])
 def test_roofline_rule_predicts_the_seed_table(b, d_f, n):
     d, f = d_f
-    pc = cost(parse(CASE3), f"X={n}", {"B": b, "D": d, "F": f}, hw="h100")
+    pc = cost(parse(CASE3), Mesh.parse(f"X={n}"), {"B": b, "D": d, "F": f}, hw="h100")
     compute_slower = pc.evaluate(pc.compute) > pc.evaluate(pc.comms)
     rule = compute_bound(parse(CASE3), "D", mesh=Mesh(X=n), sizes={"B": b, "F": f}, hw="h100")
     assert compute_slower == bool(rule.result.subs(rule.values).subs(D, d))
@@ -227,7 +227,7 @@ def test_roofline_rule_predicts_the_seed_table(b, d_f, n):
 
 def test_small_batch_is_latency_dominated_despite_the_rule():
     # seed 003: B = 16, D = 8192 on 2 GPUs passes the bandwidth rule but communication is slower (alpha).
-    pc = cost(parse(CASE3), "X=2", {"B": 16, "D": 8192, "F": 28672}, hw="h100")
+    pc = cost(parse(CASE3), Mesh.parse("X=2"), {"B": 16, "D": 8192, "F": 28672}, hw="h100")
     assert pc.evaluate(pc.comms) > pc.evaluate(pc.compute)
     rule = compute_bound(parse(CASE3), "D", mesh=Mesh(X=2), sizes={"B": 16, "F": 28672}, hw="h100")
     assert bool(rule.result.subs(rule.values).subs(D, 8192))
@@ -294,7 +294,9 @@ def test_q4_from_the_planners_two_strategies():
     # X for free, multiply locally and AllReduce; comparing the two plans it made gives D > 2B again.
     from shardalg.planning.planner import plans
 
-    found = {tuple(s.op for s in p.steps): p for p in plans("X[B, D] · Y[D_X, F] -> Z[B, F]", "X=4")}
+    found = {
+        tuple(s.op for s in p.steps): p for p in plans("X[B, D] · Y[D_X, F] -> Z[B, F]", Mesh.parse("X=4"))
+    }
     gather = found[(Op.ALL_GATHER, Op.EINSUM)]
     local = found[(Op.SLICE, Op.EINSUM, Op.ALL_REDUCE)]
     assert same(compare(local, gather, solve_for="D", mesh=Mesh(X=4)).result, D > 2 * B)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import sympy
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.symbols import quantity
 from shardalg.costs.hierarchy import hierarchical_parts
 from shardalg.costs.plancost import cost
@@ -17,7 +18,12 @@ V = 2 * 4096 * 65536  # bf16[D_X, F] with D = 4096, F = 65536 (the chapter's exa
 
 
 def gather(mesh: str, op: str = "AllGather_X", hw: str | None = "h100"):
-    return cost(f"{op}(A[D_X, F])" if op == "AllGather_X" else op, mesh=mesh, sizes="D=4096,F=65536", hw=hw)
+    return cost(
+        f"{op}(A[D_X, F])" if op == "AllGather_X" else op,
+        mesh=Mesh.parse(mesh),
+        sizes="D=4096,F=65536",
+        hw=hw,
+    )
 
 
 def test_across_nodes_the_scale_out_network_binds():
@@ -38,10 +44,16 @@ def test_within_one_node_it_is_the_ring_over_nvlink():
 
 
 def test_allreduce_is_two_levels_twice_and_alltoall_loses_the_node_bisection():
-    ar = cost("AllReduce_X(A[D, F]{U_X})", mesh="X=16:node8", sizes="D=4096,F=65536", hw="h100").steps[0].comm
+    ar = (
+        cost("AllReduce_X(A[D, F]{U_X})", mesh=Mesh.parse("X=16:node8"), sizes="D=4096,F=65536", hw="h100")
+        .steps[0]
+        .comm
+    )
     assert len(ar.parts) == 2 and ar.parts[0] == ar.parts[1]
     a2a = (
-        cost("AllToAll_{X,F}(A[D_X, F])", mesh="X=16:node8", sizes="D=4096,F=65536", hw="h100").steps[0].comm
+        cost("AllToAll_{X,F}(A[D_X, F])", mesh=Mesh.parse("X=16:node8"), sizes="D=4096,F=65536", hw="h100")
+        .steps[0]
+        .comm
     )
     (latency, bandwidth) = (t.sympy() for t in a2a.parts[0])  # the parts are light terms
     assert latency == 15 * ALPHA

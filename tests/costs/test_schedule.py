@@ -276,5 +276,5 @@ def test_a_statement_priced_by_its_plan_is_scheduled_like_its_plan():
         Product(Tensor("A", (Dim("I", ("X",)), Dim("J"))), Tensor("B", (Dim("J", ("X",)), Dim("K")))),
         Tensor("C", (Dim("I", ("X",)), Dim("K"))),
     )
-    best = plans(stmt, "X=4")[0]
-    assert cost(stmt, "X=4").total == plan_cost(best, "X=4").total
+    best = plans(stmt, Mesh.parse("X=4"))[0]
+    assert cost(stmt, Mesh.parse("X=4")).total == plan_cost(best, Mesh.parse("X=4")).total

@@ -10,9 +10,10 @@ import shardalg
 
 pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]'); CI installs it")
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.export.jax import check_jax  # noqa: E402
 
-MESH = "X=4,Y=2"
+MESH = Mesh.parse("X=4,Y=2")
 SIZES = {"B": 2, "T": 8, "S": 8, "H": 2, "E": 4}
 
 

@@ -16,7 +16,10 @@ import pytest
 
 pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]'); CI installs it")
 
-from shardalg.algebra.mesh import as_mesh  # noqa: E402
+from shardalg.algebra.mesh import (
+    Mesh,
+    as_mesh,  # noqa: E402
+)
 from shardalg.export.flow import as_flow  # noqa: E402
 from shardalg.export.harness import run_driver  # noqa: E402
 from shardalg.export.jax import check_jax, export_jax  # noqa: E402
@@ -25,7 +28,7 @@ from shardalg.planning.backward import backward  # noqa: E402
 from shardalg.planning.forward import analyze  # noqa: E402
 from tests.planning.fnbackward import run_backward, shape_of  # noqa: E402
 
-MESH = "X=2,Y=4"
+MESH = Mesh.parse("X=2,Y=4")
 SIZES = {"B": 8, "D": 16, "F": 16, "S": 16, "T": 8}
 PROGRAMS = {
     "gelu": "gelu(H[B, F_Y]) -> G[B, F_Y]",

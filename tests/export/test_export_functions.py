@@ -10,9 +10,10 @@ import shardalg
 
 pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]'); CI installs it")
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.export.jax import check_jax  # noqa: E402
 
-MESH = "X=2,Y=4"
+MESH = Mesh.parse("X=2,Y=4")
 SIZES = {"B": 8, "D": 16, "F": 16, "S": 16, "T": 8}
 QUERIES = [
     "gelu(H[B, F_Y]) -> G[B, F_Y]",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 import shardalg
+from shardalg.algebra.mesh import Mesh
 from shardalg.notation.syntax import Op
 
 pytest.importorskip("torch", reason="torch is not installed (pip install 'shardalg[torch]'); CI installs it")
@@ -18,7 +19,7 @@ from shardalg.export.torch_check import check_torch  # noqa: E402
 from shardalg.export.torch_export import export_torch  # noqa: E402
 from shardalg.planning.backward import backward  # noqa: E402
 
-MESH = "X=2,Y=4"
+MESH = Mesh.parse("X=2,Y=4")
 SIZES = {"B": 8, "D": 16, "F": 16, "S": 16, "T": 8}
 FORWARD = [
     "gelu(H[B, F_Y]) -> G[B, F_Y]",

@@ -239,7 +239,7 @@ def _chip(data: bytes) -> float:
     path = _scratch() / "chip.toml"
     path.write_bytes(data)
     chip = chip_from_text(str(path))
-    return cost("AllGather_X(A[I_X, J])", mesh="X=4", sizes="I=64,J=64", hw=chip).seconds
+    return cost("AllGather_X(A[I_X, J])", mesh=Mesh(X=4), sizes="I=64,J=64", hw=chip).seconds
 
 
 @contextmanager

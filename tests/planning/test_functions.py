@@ -82,16 +82,16 @@ def test_every_plan_of_an_elementwise_operator_equals_dense(
 
 
 def test_a_sum_over_a_sharded_dim_is_a_partial_sum() -> None:
-    (plan,) = shardalg.plans("sum_D(X[B, D_X]) -> S[B]{U_X}", mesh="X=4")
+    (plan,) = shardalg.plans("sum_D(X[B, D_X]) -> S[B]{U_X}", mesh=Mesh.parse("X=4"))
     assert [text(s.statement()) for s in plan.steps] == ["sum_D(X[B, D_X]) -> S[B]{U_X}"]
     assert not plan.collectives
-    first = shardalg.plans("sum_D(X[B, D_X]) -> S[B]", mesh="X=4", sizes={"B": 64, "D": 4096})[0]
+    first = shardalg.plans("sum_D(X[B, D_X]) -> S[B]", mesh=Mesh.parse("X=4"), sizes={"B": 64, "D": 4096})[0]
     assert [s.op.value for s in first.steps] == ["sum", "AllReduce"]  # reduce the B-sized partials, not X
 
 
 def test_a_nonlinearity_of_a_partial_sum_is_refused_with_its_fix() -> None:
     # as a statement to plan it is a note (the plan reduces first, as for a product of partial sums) ...
-    (err,) = notes("gelu(H[B, F]{U_X}) -> G[B, F]", mesh="X=2")
+    (err,) = notes("gelu(H[B, F]{U_X}) -> G[B, F]", mesh=Mesh.parse("X=2"))
     assert err.message == (
         "gelu is not linear: applied to the partial sums of H[B, F]{U_X} (unreduced over X) it does not "
         "give the function of their sum"
@@ -102,19 +102,19 @@ def test_a_nonlinearity_of_a_partial_sum_is_refused_with_its_fix() -> None:
     assert (nested.rule, nested.fix) == ("function-operand", err.fix)
     # linear functions take partial sums; the planner fixes the nonlinear one with the cheapest reduction
     assert not shardalg.check("scale_{2}(H[B, F]{U_X}) + A[B, F]{U_X} -> G[B, F]{U_X}", mesh="X=2")
-    plan = shardalg.plans("gelu(H[B, F]{U_X}) -> G[B, F_X]", mesh="X=2")[0]
+    plan = shardalg.plans("gelu(H[B, F]{U_X}) -> G[B, F_X]", mesh=Mesh.parse("X=2"))[0]
     assert [s.op.value for s in plan.steps] == ["ReduceScatter", "gelu"]
 
 
 def test_operands_that_do_not_meet_are_refused_as_written_and_planned() -> None:
-    (err,) = notes("A[B_X, D] + C[B, D] -> R[B_X, D]", mesh="X=2")
+    (err,) = notes("A[B_X, D] + C[B, D] -> R[B_X, D]", mesh=Mesh.parse("X=2"))
     assert err.message.startswith("the operands of add do not meet in one layout: dim B is B_X in")
-    plan = shardalg.plans("A[B_X, D] + C[B, D] -> R[B_X, D]", mesh="X=2")[0]
+    plan = shardalg.plans("A[B_X, D] + C[B, D] -> R[B_X, D]", mesh=Mesh.parse("X=2"))[0]
     assert [s.op.value for s in plan.steps] == ["Slice", "add"]  # the free slice of C, then the local add
 
 
 def test_an_elementwise_step_is_hbm_bound_and_its_flops_are_apart() -> None:
-    plan = shardalg.plan("gelu(H[B, F_X]) -> G[B, F_X]", mesh="X=4")
+    plan = shardalg.plan("gelu(H[B, F_X]) -> G[B, F_X]", mesh=Mesh.parse("X=4"))
     cost = shardalg.plan_cost(plan, mesh="X=4")
     s = {x.name: x for x in cost.total.free_symbols}
     b, f, w_hbm = s["B"], s["F"], s["W_hbm"]

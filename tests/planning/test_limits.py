@@ -9,10 +9,11 @@ import warnings
 
 import pytest
 
+from shardalg import plans
 from shardalg.cache import clear_caches
 from shardalg.cli import main
 from shardalg.errors import IncompleteWarning
-from shardalg.planning.planner import Limits, plans
+from shardalg.planning.planner import Limits
 
 RS3 = "A[I, J_{X,Y,Z}] · B[J_{X,Y,Z}, K] -> C[I, K_{X,Y,Z}]"
 MESH3 = "X=2,Y=2,Z=2"

@@ -6,15 +6,17 @@ lost the caret and the fix that check shows)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from shardalg import cost, plans
 from shardalg.algebra.legality import check, notes
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.shape import shape
 from shardalg.cli import main
-from shardalg.costs.plancost import cost
 from shardalg.errors import (
     IllegalSharding,
     IndivisibleDim,
@@ -26,7 +28,6 @@ from shardalg.errors import (
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Tensor
 from shardalg.numeric.execute import simulate
 from shardalg.planning.backward import backward
-from shardalg.planning.planner import plans
 
 from ..shared.layouts import sharded
 from .test_planner import einsums
@@ -49,6 +50,10 @@ ILLEGAL = [
     # raised KeyError in the unreduced-result rule
     ("A[D_Y] ·_F B[J, F] -> C[D, J]{U_X}", "X=4,Y=2", None, ShapeMismatch),
     ("A[F_X, K] ·_{I,J} B[F, J_X]{U_Z} -> W[D]{U_Z}", "X=4,Z=2", None, ShapeMismatch),
+    # fuzzing (issue 25): a local product leaves partial sums over X only (its contraction's); check called
+    # these legal, plan said NoPlan. Y=4 would be legal: a Permute renames X into Y.
+    ("A[I, J_X] ·_LOCAL B[J_X, K] -> C[I, K]{U_J}", "X=4,J=2", None, UnreachableUnreduced),
+    ("A[I, J_X] ·_LOCAL B[J_X, K] -> C[I, K]{U_Y}", "X=4,Y=2", None, UnreachableUnreduced),
 ]
 
 # statements the planner plans: check says legal (notes what the plans fix), and the plans run right
@@ -58,6 +63,7 @@ LEGAL = [
     ("A[I, J]{U_X} · B[J, K]{U_X} -> C[I, K]", "X=2", None),
     ("P[B_X, D] · Q[B_Y, D, F] -> R[B, F]", "X=2,Y=2", None),
     ("AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", {"I": 2, "J": 2, "K": 1}),
+    ("A[I, J_X] ·_LOCAL B[J_X, K] -> C[I, K]{U_Y}", "X=2,Y=2", None),
 ]
 
 
@@ -91,7 +97,7 @@ def test_a_lone_tensor_may_repeat_a_dim_and_every_stage_says_so():
 
 
 def test_case_4_is_a_note_on_a_request_and_an_error_as_a_local_product():
-    (note,) = notes("A[I_X, J] · B[J, K_X] -> C[I_X, K]", "X=4")
+    (note,) = notes("A[I_X, J] · B[J, K_X] -> C[I_X, K]", Mesh.parse("X=4"))
     assert note.rule == "case-4"
     assert note.note().startswith("note: case 4: the result dims I and K are both sharded over X;")
     assert [v.rule for v in check("A[I_X, J] ·_LOCAL B[J, K_X] -> C[I_X, K]", "X=4")] == ["case-4"]
@@ -137,6 +143,19 @@ def _agree(stmt: object, mesh: Mesh, sizes: dict[str, int] | None = None) -> Non
 def test_check_legal_iff_an_einsum_is_planned(case: tuple[Mesh, Tensor, Tensor, Tensor | None]) -> None:
     mesh, a, b, c = case
     _agree(Arrow(Product(a, b), c) if c is not None else Product(a, b), mesh)
+
+
+@given(einsums(), st.data())
+def test_check_legal_iff_a_local_product_is_planned(
+    case: tuple[Mesh, Tensor, Tensor, Tensor | None], data: st.DataObject
+) -> None:
+    mesh, a, b, c = case
+    assume(c is not None)
+    assert c is not None
+    unreduced = data.draw(st.lists(st.sampled_from(list(mesh.names)), max_size=2, unique=True))
+    free = {ax for d in c.dims for ax in d.axes}
+    out = replace(c, unreduced=tuple(x for x in unreduced if x not in free))
+    _agree(Arrow(Product(a, b, local=True), out), mesh)
 
 
 @st.composite

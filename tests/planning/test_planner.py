@@ -53,7 +53,7 @@ def test_case_1_needs_nothing() -> None:
         "A[I, J] · B[J, K_Y] -> C[I, K_Y]",
         "A[I_X, J] · B[J, K_Y] -> C[I_X, K_Y]",
     ):
-        ps = plans(expr, mesh="X=4,Y=2")
+        ps = plans(expr, mesh=Mesh.parse("X=4,Y=2"))
         assert [sig(p) for p in ps] == [["Einsum"]], expr
         assert (
             ps[0].steps[0].reason
@@ -63,7 +63,7 @@ def test_case_1_needs_nothing() -> None:
 
 
 def test_case_2_gathers_and_lists_slice_then_reduce() -> None:
-    ps = plans("A[I, J_X] · B[J, K] -> C[I, K]", mesh="X=4")
+    ps = plans("A[I, J_X] · B[J, K] -> C[I, K]", mesh=Mesh.parse("X=4"))
     assert [sig(p) for p in ps] == [
         ["AllGather_X(A)", "Einsum"],
         ["Slice_X,J(B)", "Einsum", "AllReduce_X(C)"],
@@ -77,7 +77,7 @@ def test_case_2_gathers_and_lists_slice_then_reduce() -> None:
 
 
 def test_case_3_gives_unreduced_and_both_finishes() -> None:
-    ps = plans("A[I, J_X] · B[J_X, K]", mesh="X=4")
+    ps = plans("A[I, J_X] · B[J_X, K]", mesh=Mesh.parse("X=4"))
     assert [sig(p) for p in ps] == [
         ["Einsum"],
         ["Einsum", "ReduceScatter_X,I(C)"],
@@ -88,15 +88,18 @@ def test_case_3_gives_unreduced_and_both_finishes() -> None:
     assert [p.output for p in ps[1:]] == [T("C[I_X, K]"), T("C[I, K_X]"), T("C[I, K]")]
     assert all_ok(ps, "X=4")
     # with a requested result: AllReduce first, gathering both operands listed too
-    assert sigs("A[I, J_X] · B[J_X, K] -> C[I, K]", "X=4") == [
+    assert sigs("A[I, J_X] · B[J_X, K] -> C[I, K]", Mesh.parse("X=4")) == [
         ["Einsum", "AllReduce_X(C)"],
         ["AllGather_X(A)", "AllGather_X(B)", "Einsum"],
     ]
-    assert sigs("A[I, J_X] · B[J_X, K] -> C[I, K_X]", "X=4")[0] == ["Einsum", "ReduceScatter_X,K(C)"]
+    assert sigs("A[I, J_X] · B[J_X, K] -> C[I, K_X]", Mesh.parse("X=4"))[0] == [
+        "Einsum",
+        "ReduceScatter_X,K(C)",
+    ]
 
 
 def test_case_4_lists_both_gathers() -> None:
-    ps = plans("A[I_X, J] · B[J, K_X]", mesh="X=4")
+    ps = plans("A[I_X, J] · B[J, K_X]", mesh=Mesh.parse("X=4"))
     assert [sig(p) for p in ps] == [["AllGather_X(A)", "Einsum"], ["AllGather_X(B)", "Einsum"]]
     assert [p.output for p in ps] == [T("C[I, K_X]"), T("C[I_X, K]")]
     assert "case 4: I of A and K of B are both sharded over X" in ps[0].cases
@@ -104,14 +107,14 @@ def test_case_4_lists_both_gathers() -> None:
 
 
 def test_mismatched_contracting_axes() -> None:
-    ps = plans("A[I, J_X] · B[J_Y, K] -> C[I, K]", mesh="X=2,Y=2")
+    ps = plans("A[I, J_X] · B[J_Y, K] -> C[I, K]", mesh=Mesh.parse("X=2,Y=2"))
     got = [sig(p) for p in ps]
     assert ["AllGather_X(A)", "AllGather_Y(B)", "Einsum"] in got
     assert ["Permute_XY(B)", "Einsum", "AllReduce_X(C)"] in got  # permute into place (equal sizes)
     assert ["Permute_XY(A)", "Einsum", "AllReduce_Y(C)"] in got
     assert all_ok(ps, "X=2,Y=2")
     # unequal sizes: a permute may only reorder the axes of one dim (J_XY -> J_YX), never J_X -> J_Y
-    ps = plans("A[I, J_X] · B[J_Y, K] -> C[I, K]", mesh="X=4,Y=2")
+    ps = plans("A[I, J_X] · B[J_Y, K] -> C[I, K]", mesh=Mesh.parse("X=4,Y=2"))
     permutes = [s for p in ps for s in p.steps if s.op is Op.PERMUTE]
     assert permutes and all(
         sorted(s.inputs[0].axes_of("J")) == sorted(s.output.axes_of("J")) == ["X", "Y"] for s in permutes
@@ -124,15 +127,15 @@ def test_mismatched_contracting_axes() -> None:
 
 
 def test_seed_000_gather_inputs_or_gather_the_output() -> None:
-    got = sigs("A[I_X, J] · B[J, K_Y] -> C[I, K]", "X=4,Y=2")
+    got = sigs("A[I_X, J] · B[J, K_Y] -> C[I, K]", Mesh.parse("X=4,Y=2"))
     assert got[0] == ["Einsum", "AllGather_XY(C)"]
     assert ["AllGather_X(A)", "AllGather_Y(B)", "Einsum"] in got
-    got = sigs("A[I_X, J] · B[J, K] -> C[I, K]", "X=4")
+    got = sigs("A[I_X, J] · B[J, K] -> C[I, K]", Mesh.parse("X=4"))
     assert sorted(got) == sorted([["AllGather_X(A)", "Einsum"], ["Einsum", "AllGather_X(C)"]])
 
 
 def test_seed_000_reduce_scatter_instead_of_all_reduce() -> None:
-    p = plan("A[I, J_X] · B[J_X, K] -> C[I, K_X]", mesh="X=4")
+    p = plan("A[I, J_X] · B[J_X, K] -> C[I, K_X]", mesh=Mesh.parse("X=4"))
     assert sig(p) == ["Einsum", "ReduceScatter_X,K(C)"]
     assert str(p) == (
         "A[I, J_X] *_LOCAL B[J_X, K] -> C[I, K]{U_X}  # case 3: both operands shard J over X, so the local product is C{U_X}\n"
@@ -142,7 +145,10 @@ def test_seed_000_reduce_scatter_instead_of_all_reduce() -> None:
 
 def test_seed_000_question_4_two_strategies_and_d_greater_than_2b() -> None:
     expr = "X[B, D] ·_D Y[D_X, F] -> Z[B, F]"
-    assert sigs(expr, "X=4") == [["AllGather_X(Y)", "Einsum"], ["Slice_X,D(X)", "Einsum", "AllReduce_X(Z)"]]
+    assert sigs(expr, Mesh.parse("X=4")) == [
+        ["AllGather_X(Y)", "Einsum"],
+        ["Slice_X,D(X)", "Einsum", "AllReduce_X(Z)"],
+    ]
     mesh = Mesh(X=4)
     small_batch = {"B": 128, "D": 8192, "F": 32768}  # D > 2B: AllReduce of the partials moves less
     ps = plans(expr, mesh=mesh, sizes=small_batch)
@@ -155,19 +161,19 @@ def test_seed_000_question_4_two_strategies_and_d_greater_than_2b() -> None:
 
 
 def test_seed_000_question_6() -> None:
-    p = plan("A[I_X, J_Y] ·_J B[J_Y, K] -> C[I_X, K]", mesh="X=4,Y=4")
+    p = plan("A[I_X, J_Y] ·_J B[J_Y, K] -> C[I_X, K]", mesh=Mesh.parse("X=4,Y=4"))
     assert sig(p) == ["Einsum", "AllReduce_Y(C)"]
 
 
 def test_seed_000_all_to_all_resharding() -> None:
-    p = plan("A[I_X, J] -> A[I, J_X]", mesh="X=4")
+    p = plan("A[I_X, J] -> A[I, J_X]", mesh=Mesh.parse("X=4"))
     assert sig(p) == ["AllToAll_X,J(A)"]
 
 
 def test_seed_004_column_and_row_partition() -> None:
-    col = plans("x[B, D] · W[D, F_X] -> y[B, F_X]", mesh="X=2")
+    col = plans("x[B, D] · W[D, F_X] -> y[B, F_X]", mesh=Mesh.parse("X=2"))
     assert [sig(p) for p in col] == [["Einsum"]]  # each device computes x·W_i: concatenate, no communication
-    row = plans("x[B, D_X] · W[D_X, F] -> y[B, F]", mesh="X=2")
+    row = plans("x[B, D_X] · W[D_X, F] -> y[B, F]", mesh=Mesh.parse("X=2"))
     assert sig(row[0]) == ["Einsum", "AllReduce_X(y)"]  # x_1 W_1 + x_2 W_2: a sum
     sizes = {"B": 1, "D": 2, "F": 4}
     x = np.array([[2.0, 3.0]])
@@ -178,7 +184,7 @@ def test_seed_004_column_and_row_partition() -> None:
 
 
 def test_spare_axis_variant_is_listed() -> None:
-    ps = plans("A[I_X, J] · B[J, K] -> C[I, K]", mesh="X=4,Z=2")
+    ps = plans("A[I_X, J] · B[J, K] -> C[I, K]", mesh=Mesh.parse("X=4,Z=2"))
     got = [sig(p) for p in ps]
     assert ["Slice_Z,I(A)", "AllGather_XZ(A)", "Einsum"] in got
     assert all_ok(ps, "X=4,Z=2")
@@ -186,50 +192,55 @@ def test_spare_axis_variant_is_listed() -> None:
 
 def test_batch_dims_attention_style() -> None:
     expr = "Q[B_X, S, H_Y, D] · K[B_X, T, H_Y, D] -> L[B_X, S, H_Y, T]"
-    ps = plans(expr, mesh="X=2,Y=2")
+    ps = plans(expr, mesh=Mesh.parse("X=2,Y=2"))
     assert sig(ps[0]) == ["Einsum"]
-    ps = plans("Q[B_X, S, D] · K[B, T, D] -> L[B_X, S, T]", mesh="X=2")
+    ps = plans("Q[B_X, S, D] · K[B, T, D] -> L[B_X, S, T]", mesh=Mesh.parse("X=2"))
     assert sig(ps[0]) == ["Slice_X,B(K)", "Einsum"]
     assert all_ok(ps, "X=2")
 
 
 def test_unreduced_inputs() -> None:
-    ps = plans("A[I, J]{U_X} · B[J, K]{U_X} -> C[I, K]", mesh="X=2")
+    ps = plans("A[I, J]{U_X} · B[J, K]{U_X} -> C[I, K]", mesh=Mesh.parse("X=2"))
     assert all(any(s.startswith("AllReduce_X(") for s in sig(p)[:2]) for p in ps)
     assert all_ok(ps, "X=2")
 
 
 def test_local_product_as_written() -> None:
-    ps = plans("A[I, J_X] ·_LOCAL B[J_X, K]", mesh="X=2")
+    ps = plans("A[I, J_X] ·_LOCAL B[J_X, K]", mesh=Mesh.parse("X=2"))
     assert [sig(p) for p in ps] == [["Einsum"]] and ps[0].output == T("C[I, K]{U_X}")
     with pytest.raises(NotLocal):  # the legality says so before the planner starts (check agrees)
-        plans("A[I, J_X] ·_LOCAL B[J, K]", mesh="X=2")
+        plans("A[I, J_X] ·_LOCAL B[J, K]", mesh=Mesh.parse("X=2"))
 
 
 def test_collective_statement_is_its_own_plan() -> None:
-    p = plan("AllGather_X(A[I_X, J]) -> A[I, J]", mesh="X=4")
+    p = plan("AllGather_X(A[I_X, J]) -> A[I, J]", mesh=Mesh.parse("X=4"))
     assert sig(p) == ["AllGather_X(A)"] and p.output == T("A[I, J]")
 
 
 def test_requests_that_cannot_be_met() -> None:
     # the legality (one for check and plan) refuses it before planning, with the facts that make it unreachable
     with pytest.raises(UnreachableUnreduced) as unreachable:
-        plans("A[I] · B[K] -> C[I, K]{U_X}", mesh="X=2")
+        plans("A[I] · B[K] -> C[I, K]{U_X}", mesh=Mesh.parse("X=2"))
     assert unreachable.value.message == (
         "the result is unreduced over X, but no plan leaves partial sums there: a product has them only where an "
         "operand does, or where both shard a contracted dim (case 3), and a Permute renames them only between "
         "axes of one size; this product contracts no dim"
     )
     with pytest.raises(ShardalgError) as info:
-        plans("A[I, J] · B[J, K] -> C[I, K]", mesh="X=4", sizes={"I": 6, "J": 4, "K": 4}, target="C[I_X, K]")
+        plans(
+            "A[I, J] · B[J, K] -> C[I, K]",
+            mesh=Mesh.parse("X=4"),
+            sizes={"I": 6, "J": 4, "K": 4},
+            target="C[I_X, K]",
+        )
     assert info.value.rule == "indivisible-dim"
     with pytest.raises(UsageError):
         plans("A[I, J] · B[J, K] -> C[I, K]")
 
 
 def test_deterministic_and_without_duplicates() -> None:
-    a = plans("A[I, J_X] · B[J_Y, K]", mesh="X=2,Y=2")
-    b = plans("A[I, J_X] · B[J_Y, K]", mesh="X=2,Y=2")
+    a = plans("A[I, J_X] · B[J_Y, K]", mesh=Mesh.parse("X=2,Y=2"))
+    b = plans("A[I, J_X] · B[J_Y, K]", mesh=Mesh.parse("X=2,Y=2"))
     assert a == b
     assert len({p.steps for p in a}) == len(a)
 
@@ -354,6 +365,6 @@ def junk(draw: st.DrawFn) -> str:
 @given(junk())
 def test_illegal_input_raises_only_our_errors(expr: str) -> None:
     try:
-        plans(expr, mesh="X=2,Y=2")
+        plans(expr, mesh=Mesh.parse("X=2,Y=2"))
     except ShardalgError:
         pass

@@ -89,7 +89,7 @@ def test_not_the_same_tensor() -> None:
 
 
 def test_planner_accepts_a_resharding_request() -> None:
-    p = plans("A[I_X, J] -> A[I, J_X]", mesh="X=4")
+    p = plans("A[I_X, J] -> A[I, J_X]", mesh=Mesh.parse("X=4"))
     assert ops(p[0]) == ["AllToAll_X,J"]
 
 

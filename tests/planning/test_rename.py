@@ -136,5 +136,5 @@ def test_a_rename_exported_to_jax_equals_dense_with_its_vjp() -> None:
             "rename_{T,S}(Kp[B, T_X, N]) -> K[B, S_X, N]",
         )
     ]
-    for got in check_jax(plans, "X=2,Y=4", sizes=sizes, vjp=True):
+    for got in check_jax(plans, Mesh.parse("X=2,Y=4"), sizes=sizes, vjp=True):
         assert got.ok, got

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 import shardalg as sa
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import UsageError
 from shardalg.search.chain import chain_problem
 from shardalg.search.chainsolve import solve, solve_dp, solve_milp
@@ -28,13 +29,13 @@ CHAIN = (
     "H2[B, G] * W3[G, D] -> Out[B, D]"
 )
 TRAIN = {
-    "mesh": "X=2,Y=2",
+    "mesh": Mesh.parse("X=2,Y=2"),
     "sizes": "B=2048,D=1024,F=8192,G=256",
     "hw": "tpu-v5e",
     "mode": "train",
     "overlap": "serial",
 }
-INFER = {"mesh": "X=2,Y=2", "sizes": "B=64,D=256,F=4096,G=512", "hw": "tpu-v5e", "mode": "infer"}
+INFER = {"mesh": Mesh.parse("X=2,Y=2"), "sizes": "B=64,D=256,F=4096,G=512", "hw": "tpu-v5e", "mode": "infer"}
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ def test_dropping_dominated_choices_keeps_the_optimum(infer):
 def test_random_sizes_dp_milp_and_brute_force_agree(b, d, f, g, overlap):
     p = chain_problem(
         CHAIN,
-        mesh="X=2,Y=2",
+        mesh=Mesh.parse("X=2,Y=2"),
         sizes={"B": b, "D": d, "F": f, "G": g},
         hw="tpu-v5e",
         mode="infer",

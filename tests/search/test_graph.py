@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.errors import UsageError
 from shardalg.search.chain import chain_problem
 from shardalg.search.chainsolve import search_chain
@@ -23,7 +24,7 @@ ATTENTION = (
     "params W_q, W_k, W_v\ntokens B, T\nIn[B, T, D] * W_q[D, N] -> Q[B, T, N]\n"
     "In[B, T, D] * W_k[D, N] -> Kp[B, T, N]\nIn[B, T, D] * W_v[D, N] -> Vp[B, T, N]"
 )
-ON = {"mesh": "X=2,Y=2", "sizes": "B=32,T=256,D=16,N=16", "hw": "tpu-v5e"}
+ON = {"mesh": Mesh.parse("X=2,Y=2"), "sizes": "B=32,T=256,D=16,N=16", "hw": "tpu-v5e"}
 
 
 def brute(p: GraphProblem) -> tuple[float, np.ndarray, np.ndarray]:
@@ -91,7 +92,7 @@ def test_a_binding_cap_goes_to_the_integer_program(attention):
 
 def test_a_chain_agrees_with_the_chain_search():
     mlp = "params W1, W2\nIn[B, D] * W1[D, F] -> H[B, F]\nH[B, F] * W2[F, D] -> Out[B, D]"
-    on = {"mesh": "X=2,Y=2", "sizes": "B=64,D=256,F=1024", "hw": "tpu-v5e", "mode": "infer"}
+    on = {"mesh": Mesh.parse("X=2,Y=2"), "sizes": "B=64,D=256,F=1024", "hw": "tpu-v5e", "mode": "infer"}
     g = search_graph(mlp, **on)
     c = search_chain(mlp, **on)
     assert (g.solver, g.optimal) == ("dp", True)
@@ -129,7 +130,7 @@ def test_the_cli_searches_a_graph_per_statement(capsys):
     from shardalg.cli import main
     from shardalg.search.graph import is_graph
 
-    argv = ["search", ATTENTION, "--per-statement", "--mesh", ON["mesh"], "--sizes", ON["sizes"]]
+    argv = ["search", ATTENTION, "--per-statement", "--mesh", "X=2,Y=2", "--sizes", ON["sizes"]]
     argv += ["--hw", "tpu-v5e", "--mode", "infer", "--quiet"]
     assert main(argv) == 0
     out = capsys.readouterr().out

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.notation.parse import parse
 from shardalg.search.numeric import prepare_search, search
 from shardalg.search.pieces import StatementPricer, pricer_for, split_statements
@@ -19,7 +20,9 @@ SIZES_FN = "B=8,T=8,S=8,D=16,H=2,E=8,F=32"
 
 
 def _both(program, mesh, sizes, mode, overlap, limit=None):
-    prog, space, st, _ = prepare_search(program, mesh, sizes, "tpu-v5e", None, mode, None, None, overlap, "")
+    prog, space, st, _ = prepare_search(
+        program, Mesh.parse(mesh), sizes, "tpu-v5e", None, mode, None, None, overlap, ""
+    )
     old, new = Pricer(prog, space, st, Pruned()), StatementPricer(prog, space, st, Pruned())
     seen = 0
     for n, a in enumerate(enumerate_space(space, Pruned())):
@@ -65,7 +68,7 @@ def test_transformer_layer_candidates(program, mode, limit):
 def test_remat_block_keeps_whole_program_pricing():
     prog = "params W_in, W_out\nIn[B, D] * W_in[D, F] -> Tmp[B, F]\nTmp[B, F] * W_out[F, D] -> Out[B, D]"
     p, space, st, _ = prepare_search(
-        prog, "X=2", "B=8,D=16,F=32", "tpu-v5e", None, "train", None, "block", "steady", ""
+        prog, Mesh.parse("X=2"), "B=8,D=16,F=32", "tpu-v5e", None, "train", None, "block", "steady", ""
     )
     notes: list = []
     assert type(pricer_for(p, space, st, Pruned(), notes)) is Pricer
@@ -80,7 +83,16 @@ def test_split_keeps_gathers_with_their_product():
 
 def test_schedule_keeps_whole_program_pricing():
     prog, space, st, _ = prepare_search(
-        MLP, "X=2,Y=2", "B=128,D=8192,F=32768", "tpu-v5e", None, "train", None, None, "schedule", ""
+        MLP,
+        Mesh.parse("X=2,Y=2"),
+        "B=128,D=8192,F=32768",
+        "tpu-v5e",
+        None,
+        "train",
+        None,
+        None,
+        "schedule",
+        "",
     )
     notes: list = []
     assert type(pricer_for(prog, space, st, Pruned(), notes)) is Pricer
