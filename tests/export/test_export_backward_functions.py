@@ -1,8 +1,9 @@
 """The derived backward of the notation's functions against JAX (issue 26 item 4), on 8 fake CPU devices
-(X=2, Y=4): for each function statement and a program mixing products with gelu, softmax, rmsnorm and a
-residual add, the gradients shardalg's backward computes (its plans run on the executor's virtual mesh) equal
-``jax.vjp`` of the exported forward (``jax.shard_map`` of the generated code, in float64) for the same inputs
-and cotangents; and each derived backward, exported itself, runs in JAX and equals its dense meaning."""
+(X=2, Y=4): for each function statement, a program mixing products with gelu, softmax, rmsnorm and a residual
+add, and a product over a sub-axis, the gradients shardalg's backward computes (its plans run on the
+executor's virtual mesh) equal ``jax.vjp`` of the exported forward (``jax.shard_map`` of the generated code,
+in float64) for the same inputs and cotangents; and each derived backward, exported itself, runs in JAX and
+equals its dense meaning."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ PROGRAMS = {
         "rmsnorm_D(R[B_X, D]) -> N[B_X, D]; N[B_X, D] * Wq[D, S_Y] -> Sc[B_X, S_Y]; "
         "softmax_S(Sc[B_X, S_Y]) -> P[B_X, S_Y]"
     ),
+    "sub-axis product": "X[B_{Y:(1)2}, D] * W[D, F_X] -> H[B_{Y:(1)2}, F_X]",  # Y's major half (issue 26 item 6)
 }
 
 _DRIVER = r"""
