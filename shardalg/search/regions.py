@@ -152,6 +152,7 @@ class _Space:
                     if brackets(g) > 1:  # an approximate part matters only where no exact part holds
                         got = [(q, qb if self.refine([(q, 1)], outside) else b) for q, qb in got]
                     pieces += got
+                pieces = self.outermost(pieces)
             out += [x for x in pieces if x not in out]
             if len(out) > MAX_POLYHEDRA:
                 raise UsageError(
@@ -160,6 +161,19 @@ class _Space:
                     fix="map fewer candidates or parameters at once",
                 )
         return out
+
+    def outermost(self, pieces: list[Piece]) -> list[Piece]:
+        """The pieces one polyhedron split into, without those inside another of them (no more exact than
+        it): their union is the same, and what a later formula splits they no longer multiply. Of two equal
+        pieces the first stays."""
+        return [
+            (q, b)
+            for k, (q, b) in enumerate(pieces)
+            if not any(
+                m != k and c <= b and self.implied(q, r) and (m < k or not self.implied(r, q))
+                for m, (r, c) in enumerate(pieces)
+            )
+        ]
 
     def solve(self, a: Atom) -> sympy.Basic:
         if a not in self._solved:
@@ -267,7 +281,7 @@ def _ties(
     """Later candidates whose cost equals the winner's there: throughout the region, or in part of it (where
     the same sum binds them too: for a maximum of monomials, the same term)."""
     e, out = entries[i], []
-    piece = next(p for p in e.cost if sympy.Add(*(x.expr() for x in p)) == cell.cost)
+    piece = _binding(e, cell)
     monos = sorted((x.mono for x in piece), key=str)
     for f in entries[i + 1 :]:
         if f.cost == e.cost:
@@ -286,23 +300,42 @@ def _ties(
     return tuple(out)
 
 
-def _regions(i: int, entries: Sequence[Priced], cells: Sequence[Region], space: _Space) -> list[Region]:
+def _clauses(i: int, piece: tuple[Term, ...], entries: Sequence[Priced], space: _Space) -> list[Formula]:
+    """Where ``entries[i]`` meets its constraints and beats each other entry (or the other breaks one of
+    its own), within a cell of its cost where the sum ``piece`` binds: there its cost is that sum, so each
+    comparison reads the one sum, not the maximum of all (``max_P P <= Q`` would be a conjunction over the
+    sums P, each a disjunction over the other's sums, split polyhedron by polyhedron)."""
     e = entries[i]
+    mine = (piece,)
     clauses = [_feasible(e, space)]
     for j, f in enumerate(entries):
         if j == i:
             continue
         why = f"{e.name} faster than {f.name}"
         beats = (
-            cost_less(e.cost, f.cost, space.coords, why=why)
+            cost_less(mine, f.cost, space.coords, why=why)
             if j < i
-            else negate(cost_less(f.cost, e.cost, space.coords, why=why))
+            else negate(cost_less(f.cost, mine, space.coords, why=why))
         )
         clauses.append(either(beats, _infeasible(f, space)))
+    return clauses
+
+
+def _binding(e: Priced, cell: Region) -> tuple[Term, ...]:
+    """The sum of ``e``'s cost that binds in ``cell``."""
+    return next(p for p in e.cost if sympy.Add(*(x.expr() for x in p)) == cell.cost)
+
+
+def _regions(i: int, entries: Sequence[Priced], cells: Sequence[Region], space: _Space) -> list[Region]:
+    e = entries[i]
+    by_piece: dict[tuple[Term, ...], list[Formula]] = {}
     out = []
     for cell in cells:
+        piece = _binding(e, cell)
+        if piece not in by_piece:
+            by_piece[piece] = _clauses(i, piece, entries, space)
         pieces = [(p, 1) for p in cell.polyhedra]
-        for clause in clauses:
+        for clause in by_piece[piece]:
             pieces = space.refine(pieces, clause)
         if not pieces:
             continue
