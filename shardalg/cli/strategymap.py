@@ -19,7 +19,7 @@ from shardalg.errors import UsageError
 from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
-from .common import HelpFormatter, add_overlap, examples, program_text
+from .common import HelpFormatter, add_keep, add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 EXAMPLE = (
@@ -45,6 +45,7 @@ def _run(args: argparse.Namespace) -> int:
         remat=args.remat,
         memory=args.memory,
         optimizer=args.optimizer,
+        keep_gathered=args.keep_gathered,
     )
     picture: Any = None
     if args.plot:
@@ -149,6 +150,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="the optimizer state the cap counts (see shardalg memory; default adam)",
     )
+    add_keep(p)
     p.add_argument(
         "--plot",
         metavar="OUT.png",
