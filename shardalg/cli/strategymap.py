@@ -19,7 +19,7 @@ from shardalg.errors import UsageError
 from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
-from .common import HelpFormatter, add_overlap, examples, program_text
+from .common import HelpFormatter, add_keep, add_overlap, examples, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 EXAMPLE = (
@@ -46,6 +46,7 @@ def _run(args: argparse.Namespace) -> int:
         memory=args.memory,
         optimizer=args.optimizer,
         names=_names(args.strategies),
+        keep_gathered=args.keep_gathered,
     )
     picture: Any = None
     if args.plot:
@@ -159,6 +160,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="the optimizer state the cap counts (see shardalg memory; default adam)",
     )
+    add_keep(p)
     p.add_argument(
         "--strategies",
         metavar="DP,FSDP,...",

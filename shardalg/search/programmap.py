@@ -58,6 +58,7 @@ __all__ = [
     "H",
     "state_parameter",
     "keep_notes",
+    "choice_notes",
 ]
 
 X, Y, N = axis_size("X"), axis_size("Y"), device_count()
@@ -88,9 +89,37 @@ class Strategy:
     kept: Expr | None = (
         None  # bytes per device of the gathered copies the backward keeps (None: gathers again)
     )
+    book: str = ""  # the book's strategy this is ("FSDP+TP" for "FSDP+TP kept"); empty: the name
+
+    @property
+    def strategy(self) -> str:
+        """The book's strategy (``FSDP+TP``), whether the backward keeps its gathered copies or not."""
+        return self.book or self.name
+
+    def held(self) -> Expr:
+        """What the cap H holds: the state, and the kept copies when the backward keeps them. Over a split
+        that is minimized (FSDP+TP's X) each term of the copies is taken at its largest over the range."""
+        if not self.kept:
+            return self.state
+        copies = sympy.expand(sympy.sympify(self.kept).subs(self.substitute))
+        if self.minimize is not None and self.minimize.over in copies.free_symbols:
+            x, lo, hi = self.minimize.over, self.minimize.lower, self.minimize.upper
+            copies = sympy.Add(
+                *(sympy.Max(t.subs(x, lo), t.subs(x, hi)) for t in sympy.Add.make_args(copies))
+            )
+        return self.state + copies
+
+    def capped(self) -> tuple[sympy.Basic, ...]:
+        """The cap on what it holds. With kept copies that is a sum of k terms, whose boundary is no half-space
+        of the map: each term is held to H/k, so the sum fits wherever the map keeps them (it may gather
+        again where they would just fit, within a factor k; said in the notes)."""
+        if not self.kept:
+            return (sympy.LessThan(self.state, H, evaluate=False),)
+        terms = sympy.Add.make_args(self.held())
+        return tuple(sympy.LessThan(len(terms) * t, H, evaluate=False) for t in terms)
 
     def candidate(self, capped: bool = False) -> Candidate:
-        constraints = (sympy.LessThan(self.state, H, evaluate=False),) if capped else ()
+        constraints = self.capped() if capped else ()
         return Candidate(
             self.name,
             self.cost.total,
@@ -170,7 +199,7 @@ def _plans(
 ) -> tuple[list[tuple[str, list[Plan]]], list[tuple[str, str]], Expr, Expr]:
     """The plans of the chosen passes by phase (forward; backward: the recomputed forward, then the
     gradients), the models layer's notes, the bytes per device of STATE, and of the forward's gathered
-    copies the backward keeps (``keep``: it reads them instead of gathering again)."""
+    copies the backward reads (``keep``: it keeps them instead of gathering again; 0: there are none)."""
     a = analyze(model_program(prog, Mesh({ax: None for ax in axes}), {}), "train", remat, keep)
     fwd = list(a.forward_plans.values())
     bwd = [a.forward_plans[i] for i in a.recomputed] + [p for _, p in a.grad_plans]
@@ -182,8 +211,8 @@ def _plans(
     }[passes]
     report = model_memory(a, None, optimizer)
     state = sympy.Add(*(report.parts[p] for p in STATE))
-    kept = sympy.Add(*(b * n for _, b, n in a.kept()))
-    return chosen, [(k, v) for k, v in report.notes if k not in ("layers", "mode")], state, kept
+    copies = sympy.Add(*(b * n for _, b, n in a.gathered_copies()))
+    return chosen, [(k, v) for k, v in report.notes if k not in ("layers", "mode")], state, copies
 
 
 def _cost(
@@ -209,11 +238,13 @@ def strategies_of(
     remat: Any = None,
     names: Sequence[str] = STRATEGY_NAMES,
     optimizer: Any = None,
-    keep_gathered: bool = False,
+    keep_gathered: bool | None = None,
 ) -> tuple[Strategy, ...]:
     """The named strategies of ``program``, each sharded, planned and costed by the engine. The backward
-    gathers again what the forward gathered (time; FSDP frees its gathered weights), or with
-    ``keep_gathered`` reads the forward's copies (memory: their bytes are in ``kept``, said in the notes)."""
+    gathers again what the forward gathered (``keep_gathered=False``: time; FSDP frees its gathered weights),
+    or reads the forward's copies (``True``: memory, their bytes in ``kept``, said in the notes); ``None``
+    (default): both, a strategy whose backward reads gathered copies is placed twice, gathering again under
+    its name and keeping them as ``NAME kept``, and the map says where each wins."""
     costs = CostModel(
         overlap=OverlapPolicy.of(overlap), latency=False, symbolic_links=True
     )  # the book's symbols
@@ -244,33 +275,65 @@ def strategies_of(
     for name in names:
         params, acts, axes, subs, mini = table[name]
         sharded = shard(prog, params=params, activations=acts)
-        plans, notes, state, kept = _plans(sharded, axes, passes, remat, optimizer, keep_gathered)
-        pc, parts = _cost(plans, axes, costs)
-        out.append(
-            Strategy(
-                name,
-                sharded,
-                axes,
-                pc,
-                parts,
-                subs,
-                mini,
-                tuple(notes),
-                state,
-                kept if keep_gathered else None,
+        ways = [bool(keep_gathered)]
+        if keep_gathered is None and passes != "forward":  # the forward alone is the same either way
+            ways = [False, True]
+        for keep in ways:
+            plans, notes, state, copies = _plans(sharded, axes, passes, remat, optimizer, keep)
+            pc, parts = _cost(plans, axes, costs)
+            label = f"{name} kept" if keep and len(ways) > 1 else name
+            out.append(
+                Strategy(
+                    label,
+                    sharded,
+                    axes,
+                    pc,
+                    parts,
+                    subs,
+                    mini,
+                    tuple(notes),
+                    state,
+                    copies if keep else None,
+                    name,
+                )
             )
-        )
+            if not copies:
+                break  # the backward reads nothing the forward gathered: one way only
     return tuple(out)
 
 
-def keep_notes(strategies: Sequence[Strategy]) -> list[str]:
-    """What each strategy's backward does with the forward's gathered copies it keeps (keep_gathered)."""
+def keep_notes(strategies: Sequence[Strategy], capped: bool = False) -> list[str]:
+    """What each strategy's backward does with the forward's gathered copies it keeps."""
+    under = (
+        "under the memory cap with the state (each term at its largest over the split it is minimized over; "
+        "the state and each term of the copies held to H/k, k the number of terms, so that their sum fits)"
+        if capped
+        else "not under a memory cap"
+    )
     return [
         f"{s.name}: the backward keeps the forward's gathered copies (keep_gathered): {sympy.sstr(s.kept)} "
-        "bytes per device a layer, held from the forward to the backward, not under the memory cap"
+        f"bytes per device a layer, held from the forward to the backward, {under}"
         for s in strategies
         if s.kept
     ]
+
+
+def choice_notes(strategies: Sequence[Strategy], winners: Sequence[str], capped: bool) -> list[str]:
+    """Where keeping the gathered copies wins, for each strategy placed both ways (``winners``: the names
+    that win a region of the map)."""
+    out = []
+    for s in strategies:
+        if s.name == s.strategy:
+            continue
+        where = (
+            f"keeping its gathered copies wins where '{s.name}' wins (its backward moves less); "
+            f"elsewhere '{s.strategy}' gathers again at no more cost"
+            + (", or the cap H leaves no room for the copies" if capped else "")
+            if s.name in winners
+            else f"keeping its gathered copies wins nowhere on the map ('{s.name}' is never faster)"
+        )
+        out.append(f"{s.strategy}: {where}")
+    return out
 
 
 def candidates_of(strategies: Sequence[Strategy], capped: bool = False) -> list[Candidate]:
@@ -291,7 +354,8 @@ def _exponents(candidates: Sequence[Candidate]) -> tuple[list[sympy.Symbol], lis
                 bound = [t.mono for piece in k.rhs for t in piece]
                 pairs += [(t.mono, b) for piece in k.lhs for t in piece for b in bound]
     syms = sorted({s for a, b in pairs for s in (*a.powers, *b.powers)}, key=lambda s: s.name)
-    return syms, [[a.powers.get(s, 0) - b.powers.get(s, 0) for s in syms] for a, b in pairs]
+    rows = [tuple(a.powers.get(s, 0) - b.powers.get(s, 0) for s in syms) for a, b in pairs]
+    return syms, [list(r) for r in dict.fromkeys(rows)]  # each distinct ratio once: the rank is the same
 
 
 def coordinates_for(

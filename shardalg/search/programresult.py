@@ -38,6 +38,7 @@ from .programmap import (
     Y,
     candidates_of,
     chip_values,
+    choice_notes,
     coordinates_for,
     dim_symbols,
     keep_notes,
@@ -96,8 +97,9 @@ class ProgramMap(Shown):
 
     @property
     def x_opt(self) -> Expr | None:
-        """FSDP+TP's continuous optimum X_opt: None without FSDP+TP, or when its cost has no single stationary
-        point (:attr:`x_opt_note` then says how many)."""
+        """FSDP+TP's continuous optimum X_opt (keeping the gathered copies when the map places it both ways):
+        None without FSDP+TP, or when its cost has no single stationary point (:attr:`x_opt_note` says how
+        many)."""
         e = self._fsdp_tp()
         return e.minimum.optimum if e is not None and len(e.minimum.optima) == 1 else None
 
@@ -109,8 +111,30 @@ class ProgramMap(Shown):
             return None
         return f"FSDP+TP has no single X_opt: its cost has {len(e.minimum.optima)} stationary points in {e.minimum.x}"
 
-    def _fsdp_tp(self) -> Any:
-        return next((e for e in self.map.entries if e.parent == "FSDP+TP" and e.minimum is not None), None)
+    def _fsdp_tp(self, name: str | None = None) -> Any:
+        """FSDP+TP's minimized entry: keeping the gathered copies when the map places it both ways."""
+        names = (name,) if name else ("FSDP+TP kept", "FSDP+TP")
+        for n in names:
+            e = next((e for e in self.map.entries if e.parent == n and e.minimum is not None), None)
+            if e is not None:
+                return e
+        return None
+
+    def _x_opt_lines(self) -> list[str]:
+        """``FSDP+TP X_opt = ...`` for each way FSDP+TP is placed, or why it has none."""
+        out = []
+        for n in ("FSDP+TP", "FSDP+TP kept"):
+            e = self._fsdp_tp(n)
+            if e is None:
+                continue
+            if len(e.minimum.optima) == 1:
+                out.append(f"{n} X_opt = {sympy.sstr(e.minimum.optimum)}")
+            else:
+                out.append(
+                    f"{n} has no single X_opt: its cost has {len(e.minimum.optima)} stationary points in "
+                    f"{e.minimum.x}"
+                )
+        return out
 
     # ---- printers ---------------------------------------------------------------------------------------
     def _point_text(self) -> list[str]:
@@ -143,10 +167,7 @@ class ProgramMap(Shown):
                 f"  {s.name}: {'; '.join(str(st) for st in s.program.statements if 'params' not in str(st))}"
             )
         lines.append(str(self.map))
-        if self.x_opt is not None:
-            lines.append(f"FSDP+TP X_opt = {sympy.sstr(self.x_opt)}")
-        elif self.x_opt_note is not None:
-            lines.append(self.x_opt_note)
+        lines += self._x_opt_lines()
         lines += self._point_text()
         if self.splits is not None:
             lines.append(str(self.splits))
@@ -173,8 +194,7 @@ class ProgramMap(Shown):
         """The map's regions, with the current point and FSDP+TP's splits under it."""
         t = self.map.table()
         extra = [*self._point_text()]
-        if self.x_opt is not None:
-            extra.append(f"FSDP+TP X_opt = {sympy.sstr(self.x_opt)}")
+        extra += [x for x in self._x_opt_lines() if "X_opt =" in x]
         if self.splits is not None:
             extra.append(" ".join(str(self.splits).split()))
         return Table(
@@ -199,11 +219,17 @@ class ProgramMap(Shown):
                     "cost": sympy.sstr(s.cost.total),
                     "substitute": {str(k): sympy.sstr(v) for k, v in s.substitute.items()},
                     "kept_gathered": None if s.kept is None else sympy.sstr(s.kept),
+                    "strategy": s.strategy,
                 }
                 for s in self.strategies
             ],
             "map": self.map.to_json(),
             "x_opt": None if self.x_opt is None else sympy.sstr(self.x_opt),
+            "x_opts": {
+                n: (None if len(e.minimum.optima) != 1 else sympy.sstr(e.minimum.optimum))
+                for n in ("FSDP+TP", "FSDP+TP kept")
+                if (e := self._fsdp_tp(n)) is not None
+            },
             "values": {str(k): v for k, v in sorted(self.values.items(), key=lambda kv: kv[0].name)},
             "point": None
             if y is None
@@ -301,7 +327,7 @@ def _splits(
     if missing:
         notes.append(f"FSDP+TP's integer splits need values for {', '.join(missing)}")
         return None
-    e = next(e for e in m.entries if e.parent == "FSDP+TP" and e.minimum is not None)
+    e = next(e for e in m.entries if e.parent == s.name and e.minimum is not None)
     got = axis_splits(
         s.cost.total,
         X,
@@ -333,7 +359,7 @@ def program_map(
     domain: Sequence[sympy.Basic] = (),
     memory: float | str | None = None,
     optimizer: Any = None,
-    keep_gathered: bool = False,
+    keep_gathered: bool | None = None,
 ) -> ProgramMap:
     """The strategy map of ``program`` (an MLP-like block with ``params`` declared) over ``over``.
 
@@ -342,10 +368,12 @@ def program_map(
     pass alone (the book reads each strategy's condition off the pass it names); ``domain`` adds conditions
     to N >= 1, M_X >= 1, M_Y >= 1. ``memory``: a cap per device on the parameters, their gradients and the
     optimizer state (the models layer's parts; activations and gathered weights are not counted), in bytes
-    or ``"hbm"`` (the chip's); its symbol is H and the map gains the parameter D*F/H. ``keep_gathered``: the
-    backward reads the forward's gathered copies (memory, said in the notes) instead of gathering again.
-    ``names``: the strategies to map, of DP, FSDP, TP, FSDP+TP and the ZeRO members of FSDP's family
-    (ZeRO-1, ZeRO-2; ZeRO-3 is FSDP: :mod:`.zerofamily`)."""
+    or ``"hbm"`` (the chip's); its symbol is H and the map gains the parameter D*F/H. ``keep_gathered``:
+    None (default) places each strategy whose backward reads the forward's gathered copies both ways,
+    gathering again (its name) and keeping them (``NAME kept``: memory, under the cap when there is one),
+    and says where keeping wins; True keeps them, False gathers again. ``names``: the strategies to map, of
+    DP, FSDP, TP, FSDP+TP and the ZeRO members of FSDP's family (ZeRO-1, ZeRO-2; ZeRO-3 is FSDP:
+    :mod:`.zerofamily`)."""
     before = polyhedra.LP_CALLS[0]
     notes: list[str] = []
     overlap = OverlapPolicy.of(overlap)
@@ -353,9 +381,15 @@ def program_map(
     for k, v in strategies[0].notes:
         notes.append(f"{k}: {v}")
     notes += family
-    notes += keep_notes(strategies)
     chip, numbers = chip_values(hw)
     cap = _cap(memory, chip)
+    notes += keep_notes(strategies, cap is not None)
+    if keep_gathered is None and any(s.name != s.strategy for s in strategies):
+        notes.append(
+            "gathered copies: each strategy whose backward reads the forward's gathered copies is placed "
+            "gathering them again (its name) and keeping them ('NAME kept'), the faster wins (default; "
+            "keep_gathered / --keep-gathered or --gather-again forces one)"
+        )
     extras = EXTRAS
     if cap is None:
         notes.append(
@@ -364,8 +398,8 @@ def program_map(
     else:
         extras = (state_parameter(strategies), *EXTRAS)
         notes.append(
-            "memory cap H on the parameters, gradients and optimizer state per device (activations and "
-            "gathered weights not counted)"
+            "memory cap H on the parameters, gradients and optimizer state per device, and the gathered "
+            "copies a backward keeps (activations and the forward's transient gathered weights not counted)"
         )
         notes += cap_notes(strategies)
     cands = candidates_of(strategies, capped=cap is not None)
@@ -374,6 +408,7 @@ def program_map(
         notes.append("also mapped over " + ", ".join(map(sympy.sstr, added)) + " (the costs depend on them)")
     dom = tuple(_ge(s, 1) for s in (N, M_X, M_Y) if _covered(s, params)) + tuple(domain)
     m = engine_map(cands, over=params, domain=dom)
+    notes += choice_notes(strategies, [r.parent for r in m.regions], cap is not None)
     values: dict[sympy.Symbol, float] = {}
     dims = dim_symbols(strategies)
     for k, v in dict(sizes or {}).items():
@@ -393,8 +428,11 @@ def program_map(
     if n is not None:
         values[N] = n
         pairs = _links(mesh_, values, notes)
-        fsdp_tp = next((s for s in strategies if s.name == "FSDP+TP"), None)
+        named = {s.name: s for s in strategies}
+        fsdp_tp = named.get("FSDP+TP kept") or named.get("FSDP+TP")
         if fsdp_tp is not None:
+            if fsdp_tp.name != "FSDP+TP":
+                notes.append("FSDP+TP's integer splits are priced keeping the gathered copies")
             splits = _splits(fsdp_tp, m, values, pairs, n, notes)
     elif mesh_ is not None:
         notes.append("the mesh has a symbolic size: N stays a symbol")

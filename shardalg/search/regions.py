@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import sympy
 from sympy import Expr
@@ -152,6 +152,7 @@ class _Space:
                     if brackets(g) > 1:  # an approximate part matters only where no exact part holds
                         got = [(q, qb if self.refine([(q, 1)], outside) else b) for q, qb in got]
                     pieces += got
+                pieces = self.outermost(pieces)
             out += [x for x in pieces if x not in out]
             if len(out) > MAX_POLYHEDRA:
                 raise UsageError(
@@ -160,6 +161,19 @@ class _Space:
                     fix="map fewer candidates or parameters at once",
                 )
         return out
+
+    def outermost(self, pieces: list[Piece]) -> list[Piece]:
+        """The pieces one polyhedron split into, without those inside another of them (no more exact than
+        it): their union is the same, and what a later formula splits they no longer multiply. Of two equal
+        pieces the first stays."""
+        return [
+            (q, b)
+            for k, (q, b) in enumerate(pieces)
+            if not any(
+                m != k and c <= b and self.implied(q, r) and (m < k or not self.implied(r, q))
+                for m, (r, c) in enumerate(pieces)
+            )
+        ]
 
     def solve(self, a: Atom) -> sympy.Basic:
         if a not in self._solved:
@@ -222,16 +236,24 @@ def _cells(e: Priced, space: _Space) -> list[Region]:
     for piece in e.cost:
         others = [q for q in e.cost if q is not piece]
         labels = list(dict.fromkeys(x.name for x in piece))
+        where: list[Piece] = [((), 1)]  # where the sum binds, shared by its terms
+        for q in (
+            others
+        ):  # one comparison at a time: a sum that binds nowhere stops at the first that rules it out
+            where = space.refine(
+                where, less(q, piece, space.coords, why=f"{_sum_name(piece)} above {_sum_name(q)}")
+            )
+            if not where:
+                break
         for t in piece:
             f = both(
-                *(less(q, piece, space.coords, why=f"{t.name} above {_sum_name(q)}") for q in others),
                 *(
                     cost_less(((o,),), ((t,),), space.coords, why=f"{t.name} above {o.name}")
                     for o in piece
                     if o is not t
                 ),
             )
-            pieces = space.refine([((), 1)], f)
+            pieces = space.refine(where, f)
             if not pieces:
                 continue
             polys_t, _ = space.tidy(pieces)
@@ -267,7 +289,7 @@ def _ties(
     """Later candidates whose cost equals the winner's there: throughout the region, or in part of it (where
     the same sum binds them too: for a maximum of monomials, the same term)."""
     e, out = entries[i], []
-    piece = next(p for p in e.cost if sympy.Add(*(x.expr() for x in p)) == cell.cost)
+    piece = _binding(e, cell)
     monos = sorted((x.mono for x in piece), key=str)
     for f in entries[i + 1 :]:
         if f.cost == e.cost:
@@ -286,24 +308,62 @@ def _ties(
     return tuple(out)
 
 
-def _regions(i: int, entries: Sequence[Priced], cells: Sequence[Region], space: _Space) -> list[Region]:
+def _clauses(
+    i: int,
+    piece: tuple[Term, ...],
+    entries: Sequence[Priced],
+    space: _Space,
+    ways: _Ways,
+    made: list[Formula],
+) -> Iterator[Formula]:
+    """Where ``entries[i]`` meets its constraints and beats each other entry (or the other breaks one of
+    its own), within a cell of its cost where the sum ``piece`` binds: there its cost is that sum, so each
+    comparison reads the one sum, not the maximum of all (``max_P P <= Q`` would be a conjunction over the
+    sums P, each a disjunction over the other's sums, split polyhedron by polyhedron). Each clause is written
+    when first asked for (a cell found empty asks no further) and kept in ``made`` for the piece's next cell."""
     e = entries[i]
-    clauses = [_feasible(e, space)]
-    for j, f in enumerate(entries):
-        if j == i:
-            continue
-        why = f"{e.name} faster than {f.name}"
-        beats = (
-            cost_less(e.cost, f.cost, space.coords, why=why)
-            if j < i
-            else negate(cost_less(f.cost, e.cost, space.coords, why=why))
-        )
-        clauses.append(either(beats, _infeasible(f, space)))
+    mine = (piece,)
+    yield ways.feasible[i]
+    others = [j for j in range(len(entries)) if j != i]
+    for k, j in enumerate(others):
+        if k == len(made):
+            f = entries[j]
+            why = f"{e.name} faster than {f.name}"
+            beats = (
+                cost_less(mine, f.cost, space.coords, why=why)
+                if j < i
+                else negate(cost_less(f.cost, mine, space.coords, why=why))
+            )
+            made.append(either(beats, ways.infeasible[j]))
+        yield made[k]
+
+
+def _binding(e: Priced, cell: Region) -> tuple[Term, ...]:
+    """The sum of ``e``'s cost that binds in ``cell``."""
+    return next(p for p in e.cost if sympy.Add(*(x.expr() for x in p)) == cell.cost)
+
+
+class _Ways:
+    """Where each entry meets its constraints and where it breaks one, written once for every comparison."""
+
+    def __init__(self, entries: Sequence[Priced], space: _Space) -> None:
+        self.feasible = [_feasible(e, space) for e in entries]
+        self.infeasible = [_infeasible(e, space) for e in entries]
+
+
+def _regions(
+    i: int, entries: Sequence[Priced], cells: Sequence[Region], space: _Space, ways: _Ways
+) -> list[Region]:
+    e = entries[i]
+    by_piece: dict[tuple[Term, ...], list[Formula]] = {}
     out = []
     for cell in cells:
+        piece = _binding(e, cell)
         pieces = [(p, 1) for p in cell.polyhedra]
-        for clause in clauses:
+        for clause in _clauses(i, piece, entries, space, ways, by_piece.setdefault(piece, [])):
             pieces = space.refine(pieces, clause)
+            if not pieces:
+                break
         if not pieces:
             continue
         polys_t, bracket = space.tidy(pieces)
@@ -410,7 +470,8 @@ def strategy_map(
     order = tuple(coords.params.index(s) for s in solve) + tuple(range(len(coords.params)))
     space = _Space(coords, _domain(domain, common, coords), order)
     cells = {e.name: _cells(e, space) for e in entries}
-    regions = [r for i, e in enumerate(entries) for r in _regions(i, entries, cells[e.name], space)]
+    ways = _Ways(entries, space)
+    regions = [r for i, e in enumerate(entries) for r in _regions(i, entries, cells[e.name], space, ways)]
     notes += _notes(entries, regions, common)
     return StrategyMap(
         tuple(over),

@@ -169,7 +169,7 @@ def family_strategies(
     remat: Any = None,
     names: Sequence[str] = STRATEGY_NAMES,
     optimizer: Any = None,
-    keep_gathered: bool = False,
+    keep_gathered: bool | None = None,
 ) -> tuple[tuple[Strategy, ...], list[str]]:
     """The strategies ``names`` asks for, in that order (the book's four from
     :func:`.programmap.strategies_of`, the ZeRO members built here), and the notes on the members."""
@@ -177,18 +177,19 @@ def family_strategies(
     if not any(n in STAGES for n in wanted):
         return strategies_of(program, overlap, passes, remat, wanted, optimizer, keep_gathered), notes
     book = tuple(n for n in STRATEGY_NAMES if n in wanted or n == "DP")  # the members start from DP
-    built = {
-        s.name: s for s in strategies_of(program, overlap, passes, remat, book, optimizer, keep_gathered)
-    }
-    for n, s in built.items():  # their stage is 0 (as each writes its parameters); the members say theirs
+    built: dict[str, list[Strategy]] = {}
+    for s in strategies_of(program, overlap, passes, remat, book, optimizer, keep_gathered):
+        # their stage is 0 (as each writes its parameters); the members say theirs
+        n = s.strategy
         said = tuple((k, f"{v} for {n}; each ZeRO member its own" if k == "zero" else v) for k, v in s.notes)
-        built[n] = replace(s, notes=said)
-    dp = built["DP"]
+        built.setdefault(n, []).append(replace(s, notes=said))  # "NAME kept" beside NAME
+    (dp,) = built["DP"]  # DP gathers nothing: placed once
     for n in wanted:
         if n in STAGES:
-            built[n] = zero_strategy(dp, STAGES[n], overlap, passes, remat, optimizer, keep_gathered)
-            notes.append(_said(built[n], dp))
-    return tuple(built[n] for n in wanted), notes
+            member = zero_strategy(dp, STAGES[n], overlap, passes, remat, optimizer, bool(keep_gathered))
+            built[n] = [member]
+            notes.append(_said(member, dp))
+    return tuple(s for n in wanted for s in built[n]), notes
 
 
 def cap_notes(strategies: Sequence[Strategy]) -> list[str]:

@@ -278,3 +278,16 @@ def test_any_map_agrees_with_the_oracle(cands, points):
         best = min(fits.values())
         assert region.winner in fits
         assert fits[region.winner] <= best * region.bracket * (1 + 1e-9)
+
+
+def test_a_cell_compares_the_sum_that_binds_there():
+    """Inside a cell of a candidate's cost the sum that binds is its cost, so each comparison reads that one
+    sum: TP compute-bound (its cost 12·B·D·F/(C·N)) beats DP exactly where B/N < C/(M_X·W). Comparing all of
+    TP's sums with DP's, bracketed, once left this point (TP fastest, tied with FSDP+TP) to no candidate."""
+    logs = {"b": 2.1141659, "N": 5.9835550, "F": 7.6152494, "cw": 2.3640701, "mx": 0.0624966, "my": 0.7662520}
+    values = point({**logs, "h": 0.0}, False)
+    m = strategy("steady", False)
+    region = m.locate(values)
+    assert region is not None and region.winner == "TP" and region.term.label == "compute"
+    assert region.bracket == 1
+    check(values, "steady", False)
