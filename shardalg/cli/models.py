@@ -181,10 +181,12 @@ def _with_pipeline(
     print("\n".join(lines + [f"note: {n}" for n in ([*notes.split("\nnote: ")] if notes else []) + extra]))
 
 
+@no_made_up_sizes
 def _fit(args: argparse.Namespace) -> int:
     from shardalg.models import fit
     from shardalg.models.conventions import memory_conventions
     from shardalg.models.slices import parse_slices
+    from shardalg.planning.symbolic import piecewise
 
     if args.check or args.solve_for is None:
         report = _memory_report(args)  # the program is read first, as by every command
@@ -196,7 +198,10 @@ def _fit(args: argparse.Namespace) -> int:
     target = args.solve_for
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", target):
         raise UsageError(f"--solve-for takes a dim name, devices, slice or params, not {target!r}")
-    report = _memory_report(args)
+    if target in ("devices", "slice", "params"):
+        report = _memory_report(args)
+    else:  # the dim solved for may decide plans: any piece's report serves (fit.largest plans it again)
+        report = piecewise(lambda: _memory_report(args))[0][1]
     if report.chip is None:
         raise UsageError(
             "fit needs a chip for its HBM", fix="add --hw tpu-v5p (or --hw base=tpu-v5p,hbm=96e9)"

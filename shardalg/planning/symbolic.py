@@ -56,6 +56,7 @@ __all__ = [
     "symbols_of",
     "summary",
     "assuming",
+    "assumed_range",
     "piecewise",
     "first",
     "strict",
@@ -332,6 +333,12 @@ def _inside(lo: Any, hi: Any) -> Any:
 # The intervals assumed of unknown sizes while a piecewise answer runs a query again under one piece:
 # ((factor, low, high), ...); :func:`choose` decides within them.
 _ASSUMED: ContextVar[tuple[tuple[Factor, Any, Any], ...]] = ContextVar("shardalg_assumed", default=())
+
+
+def assumed_range(factor: Factor) -> tuple[Any, Any]:
+    """The open interval of ``factor`` (``("dim", "B")``) assumed now, within a piece of :func:`piecewise`
+    (None, None: every positive value; either bound None when absent)."""
+    return _range(factor)
 
 
 def _range(factor: Factor) -> tuple[Any, Any]:
