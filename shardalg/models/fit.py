@@ -96,7 +96,7 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
         return again, sympy.expand(again.total), symbolic.assumed_range(("dim", dim))
 
     try:
-        pieces = _merged([answer for _where, answer in symbolic.piecewise(run)])
+        pieces = [answer for _where, answer in symbolic.piecewise(run)]
     except symbolic.NeedsSizes as err:
         if set(err.choice.symbols) != {dim}:
             raise  # another size decides a plan: it must be given (a fit binds every size but dim)
@@ -115,6 +115,8 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
     micro = again.choices.micro if a.mode == "train" and dim == _first_token_dim(again) else 1
     if micro > 1:  # each microbatch is a whole multiple of the shard group
         group *= micro
+    legal = [p for p in pieces if _holds_a_multiple(group, *p[2])]
+    pieces = _merged(legal or pieces[:1])  # an interval with no legal value of dim (B < 1/1024) is no answer
     if len(pieces) > 1:
         d.add(
             f"the plans change with {dim}: the memory is one formula per interval of {dim} (intervals)",
@@ -147,6 +149,12 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
     d.result = Integer(best)
     d.add("result", d.result)
     return d
+
+
+def _holds_a_multiple(group: int, lo: object, hi: object) -> bool:
+    """Whether a positive multiple of ``group`` lies strictly inside (``lo``, ``hi``) (None: 0, no bound)."""
+    first = group if lo is None else (int(sympy.floor(lo / group)) + 1) * group
+    return hi is None or first < hi
 
 
 def _merged(pieces: list[tuple[MemoryReport, Expr, tuple[object, object]]]) -> list:
