@@ -284,3 +284,11 @@ def test_fit_solves_per_interval_of_the_size_it_solves_for_and_memory_agrees_at_
         assert got is fits
     report = sa.memory(FSDP, "X=4", {"D": 4096, "F": 16384, "B": 64}, hw=chip)
     assert int(sa.largest(report, "B").result) == want  # the Python API: the same answer
+
+
+def test_compare_from_python_makes_up_no_size():
+    fsdp, dp = "In[B_X, D] · W[D_X, F] -> Out[B_X, F]", "In[B_X, D] · W[D, F] -> Out[B_X, F]"
+    with pytest.raises(NeedsSizes) as err:  # FSDP's plan depends on B, D and F: as `shardalg compare` asks
+        sa.compare(dp, fsdp, mesh="X=4")
+    assert err.value.choice.symbols == ("B", "D", "F")
+    assert sa.compare(dp, fsdp, mesh="X=4", sizes={"B": 65536, "D": 1024, "F": 4096}).result is sympy.true
