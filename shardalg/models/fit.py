@@ -158,10 +158,11 @@ def _holds_a_multiple(group: int, lo: object, hi: object) -> bool:
 
 
 def _merged(pieces: list[tuple[MemoryReport, Expr, tuple[object, object]]]) -> list:
-    """Neighbouring intervals whose memory is the same formula, as one (their plans differ in time only)."""
+    """Neighbouring intervals whose memory is the same formula, as one (their plans differ in time only; an
+    interval between them that holds no legal value was left out)."""
     out: list = []
     for again, total, (lo, hi) in pieces:
-        if out and out[-1][1] == total and out[-1][2][1] == lo:
+        if out and out[-1][1] == total:
             out[-1] = (out[-1][0], total, (out[-1][2][0], hi))
         else:
             out.append((again, total, (lo, hi)))
