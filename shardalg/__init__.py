@@ -64,7 +64,7 @@ _EXPORTS: dict[str, str] = {
     "Chip": "costs.hardware",
     "slice_mesh": "costs.topology",
     "slice_topology": "costs.topology",
-    "compare": "costs.derive",
+    "compare": "api",
     "optimum": "costs.derive",
     "compute_bound": "costs.derive",
     "critical": "costs.derive",

@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from shardalg.errors import UsageError
@@ -55,14 +56,26 @@ def _model(args: argparse.Namespace, layout: Any = None) -> Any:
 
 
 def _memory_report(args: argparse.Namespace) -> Any:
+    return _memory_reporter(args)()
+
+
+def _memory_reporter(args: argparse.Namespace) -> Callable[[], Any]:
+    """The program read (once: it may be standard input) and the memory report to make of it, as a call
+    (``fit`` makes it again under each interval of a piecewise plan choice)."""
     from shardalg.models.analysis import analyze
     from shardalg.models.memory import model_memory
 
     layout = slice_layout(args)
     hw, notes = slice_chip(args, layout)
-    analysis = analyze(_model(args, layout), args.mode, args.remat)
-    report = model_memory(analysis, hw, args.optimizer, args.grads, **_state(args))
-    report.notes.extend(notes)
+    model = _model(args, layout)
+
+    def report() -> Any:
+        made = model_memory(
+            analyze(model, args.mode, args.remat), hw, args.optimizer, args.grads, **_state(args)
+        )
+        made.notes.extend(notes)
+        return made
+
     return report
 
 
@@ -181,10 +194,12 @@ def _with_pipeline(
     print("\n".join(lines + [f"note: {n}" for n in ([*notes.split("\nnote: ")] if notes else []) + extra]))
 
 
+@no_made_up_sizes
 def _fit(args: argparse.Namespace) -> int:
     from shardalg.models import fit
     from shardalg.models.conventions import memory_conventions
     from shardalg.models.slices import parse_slices
+    from shardalg.planning.symbolic import NeedsSizes, piecewise
 
     if args.check or args.solve_for is None:
         report = _memory_report(args)  # the program is read first, as by every command
@@ -196,8 +211,18 @@ def _fit(args: argparse.Namespace) -> int:
     target = args.solve_for
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", target):
         raise UsageError(f"--solve-for takes a dim name, devices, slice or params, not {target!r}")
-    report = _memory_report(args)
-    if report.chip is None:
+    make = _memory_reporter(args)
+    try:
+        if target in ("devices", "slice", "params"):
+            report = make()
+        else:  # the dim solved for may decide plans: any piece's report serves (fit.largest plans it again)
+            report = piecewise(make)[0][1]
+    except NeedsSizes:
+        if args.hw is None and getattr(args, "slice", None) is None:  # what is missing first: the chip
+            report = None
+        else:
+            raise
+    if report is None or report.chip is None:
         raise UsageError(
             "fit needs a chip for its HBM", fix="add --hw tpu-v5p (or --hw base=tpu-v5p,hbm=96e9)"
         )

@@ -242,6 +242,9 @@ def _fraction(k: object):
 def _solve_sympy(
     lhs: Expr, rhs: Expr, x: sympy.Symbol | None, steps: Steps, divided: bool = False
 ) -> sympy.Basic:
+    if not divided and rhs == 0:  # a cost is never below nothing (costs are positive or 0)
+        steps.add("the right side is 0: a cost is never less", sympy.StrictLessThan(lhs, 0, evaluate=False))
+        return sympy.false
     ratio = simplify(lhs / rhs) if not divided else lhs
     if not divided:
         steps.add("divide by the right side", sympy.StrictLessThan(ratio, 1, evaluate=False))

@@ -27,6 +27,7 @@ from sympy import Expr, Integer
 from shardalg.algebra.symbols import dim_size
 from shardalg.costs.derive import Derivation
 from shardalg.errors import UsageError
+from shardalg.planning import symbolic
 
 from .analysis import analyze
 from .memory import MemoryReport, global_bytes
@@ -78,43 +79,114 @@ def _numeric(expr: Expr, what: str) -> Expr:
 
 def largest(report: MemoryReport, dim: str) -> Derivation:
     """The largest value of ``dim`` for which the memory per device fits in HBM (every other size bound).
-    ``report`` may have ``dim`` bound or not: it is rebuilt with ``dim`` free."""
+    ``report`` may have ``dim`` bound (to any value) or not: it is rebuilt with ``dim`` free.
+
+    No plan is chosen by a made-up value of ``dim``: where the cheapest plan of a statement (a transient, a
+    kept activation) changes with ``dim``, the memory is a formula per interval of ``dim``
+    (:func:`shardalg.planning.symbolic.piecewise`), each interval is solved on its own formula, and the
+    largest fitting value of any interval is the answer; it is then confirmed on the model planned at that
+    value and the next (:func:`_check`)."""
     m = report.model
     free = resized(m, {}, free=(dim,))
     a = report.analysis
-    again = report.again(analyze(free, a.mode if a.mode_chosen else None, a.remat))
     x = dim_size(dim)
-    total = sympy.expand(again.total)
+
+    def run() -> tuple[MemoryReport, Expr, tuple[object, object]]:
+        again = report.again(analyze(free, a.mode if a.mode_chosen else None, a.remat))
+        return again, sympy.expand(again.total), symbolic.assumed_range(("dim", dim))
+
+    try:
+        pieces = [answer for _where, answer in symbolic.piecewise(run)]
+    except symbolic.NeedsSizes as err:
+        if set(err.choice.symbols) != {dim}:
+            raise  # another size decides a plan: it must be given (a fit binds every size but dim)
+        pieces = []  # more intervals than a piecewise answer holds: plan at each value tried
+    again = pieces[0][0] if pieces else report
     hbm = _hbm(again)
     d = Derivation(f"the largest {dim} whose memory per device fits in HBM ({again.chip.name})")
-    d.add("bytes per device", total)
-    if x not in total.free_symbols:
-        raise UsageError(
-            f"the memory per device does not depend on {dim}",
-            fix="solve for a dim of the activations or the KV cache, e.g. B",
-        )
-    _numeric(total.subs(x, 1), f"the memory per device besides {dim}")
-    d.add("fits in HBM", sympy.LessThan(total, hbm, evaluate=False))
+    for _, total, _ in pieces:
+        if x not in total.free_symbols:
+            raise UsageError(
+                f"the memory per device does not depend on {dim}",
+                fix="solve for a dim of the activations or the KV cache, e.g. B",
+            )
+        _numeric(total.subs(x, 1), f"the memory per device besides {dim}")
     group = shards = shard_group(again, dim)
     micro = again.choices.micro if a.mode == "train" and dim == _first_token_dim(again) else 1
     if micro > 1:  # each microbatch is a whole multiple of the shard group
-        d.add(f"{micro} microbatches of {dim}/{micro}, each a multiple of {group}", Integer(micro * group))
         group *= micro
-    slope = sympy.diff(total, x)
-    base = total.subs(x, 0)
-    if not slope.free_symbols and sympy.expand(total - base - slope * x) == 0:
-        bound = (hbm - base) / slope
-        d.add(f"solve for {dim}", sympy.LessThan(x, bound, evaluate=False))
-        d.add("that is", sympy.LessThan(x, sympy.Float(bound, 6), evaluate=False))
-        best = int(sympy.floor(bound / group)) * group if bound >= 0 else 0
-    else:
-        best = _search(lambda n: bool(total.subs(x, n) <= hbm), group)
+    legal = [p for p in pieces if _holds_a_multiple(group, *p[2])]
+    pieces = _merged(legal or pieces[:1])  # an interval with no legal value of dim (B < 1/1024) is no answer
+    if len(pieces) > 1:
+        d.add(
+            f"the plans change with {dim}: the memory is one formula per interval of {dim} (intervals)",
+            Integer(len(pieces)),
+        )
+    elif pieces:
+        d.add("bytes per device", pieces[0][1])
+        d.add("fits in HBM", sympy.LessThan(pieces[0][1], hbm, evaluate=False))
+    if micro > 1:
+        d.add(f"{micro} microbatches of {dim}/{micro}, each a multiple of {group // micro}", Integer(group))
+    best = 0
+    for _, total, (lo, hi) in pieces:
+        where = symbolic.interval_text(dim, lo, hi) if len(pieces) > 1 else ""
+        label = f"where {where}: " if where else ""
+        if where:
+            d.add(f"{label}bytes per device", total)
+        there = _largest_in(total, x, hbm, group, lo, hi, d, label)
+        if where:
+            d.add(f"{label}the largest multiple of {group} there that fits (0: none)", Integer(there))
+        best = max(best, there)
+    if not pieces:
+        d.add(
+            f"the plans change with {dim} in more than {symbolic.MAX_PIECES} intervals: planned at each "
+            f"value tried",
+            x,
+        )
     if shards > 1 and micro == 1:
         d.add(f"{dim} is sharded over {group} devices: a multiple of {group}", Integer(group))
     best = _check(again, dim, best, group, hbm, d)
     d.result = Integer(best)
     d.add("result", d.result)
     return d
+
+
+def _holds_a_multiple(group: int, lo: object, hi: object) -> bool:
+    """Whether a positive multiple of ``group`` lies strictly inside (``lo``, ``hi``) (None: 0, no bound)."""
+    first = group if lo is None else (int(sympy.floor(lo / group)) + 1) * group
+    return hi is None or first < hi
+
+
+def _merged(pieces: list[tuple[MemoryReport, Expr, tuple[object, object]]]) -> list:
+    """Neighbouring intervals whose memory is the same formula, as one (their plans differ in time only; an
+    interval between them that holds no legal value was left out)."""
+    out: list = []
+    for again, total, (lo, hi) in pieces:
+        if out and out[-1][1] == total:
+            out[-1] = (out[-1][0], total, (out[-1][2][0], hi))
+        else:
+            out.append((again, total, (lo, hi)))
+    return out
+
+
+def _largest_in(
+    total: Expr, x: Expr, hbm: Expr, group: int, lo: object, hi: object, d: Derivation, label: str
+) -> int:
+    """The largest multiple of ``group`` strictly inside (``lo``, ``hi``) (None: 0, no bound) where
+    ``total`` fits in ``hbm`` (0 when none does); the linear case's solution is recorded in ``d``."""
+    below = None if hi is None else (int(sympy.ceiling(hi / group)) - 1) * group  # the largest multiple < hi
+    slope = sympy.diff(total, x)
+    base = total.subs(x, 0)
+    if not slope.free_symbols and slope > 0 and sympy.expand(total - base - slope * x) == 0:
+        bound = (hbm - base) / slope
+        d.add(f"{label}solve for {x}", sympy.LessThan(x, bound, evaluate=False))
+        d.add(f"{label}that is", sympy.LessThan(x, sympy.Float(bound, 6), evaluate=False))
+        best = int(sympy.floor(bound / group)) * group if bound >= 0 else 0
+    else:
+        best = _search(lambda n: (hi is None or n < hi) and bool(total.subs(x, n) <= hbm), group)
+    if below is not None:
+        best = min(best, below)
+    return best if best > 0 and (lo is None or best > lo) else 0
 
 
 def _concrete_total(report: MemoryReport, dim: str, value: int) -> Expr:

@@ -35,6 +35,7 @@ from shardalg.costs.hardware import Chip
 from shardalg.errors import UsageError
 from shardalg.notation.printing.display import Shown, Table, bytes_both
 from shardalg.notation.syntax import DType
+from shardalg.planning import symbolic
 
 from .analysis import Analysis, Remat, analyze
 from .conventions import memory_conventions
@@ -527,9 +528,14 @@ def memory(
     ``choices``: ``precision`` (a recipe of :mod:`.precision`, default book), ``zero`` (stage 0-3, default 0:
     as written), ``offload`` (``optimizer``, ``params``), ``microbatches`` (default 1), ``host_link`` (bytes/s
     per direction). ``keep_gathered``: training's backward keeps the forward's gathered copies (counted with
-    the activations) instead of gathering them again."""
-    model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
-    return model_memory(analyze(model, mode, remat, keep_gathered), hw, optimizer, grads, **choices)
+    the activations) instead of gathering them again.
+
+    No plan is chosen by a made-up size: where the cheapest plan of a statement (a transient, a kept
+    activation) depends on sizes not given, :class:`~shardalg.planning.symbolic.NeedsSizes` is raised, as
+    ``shardalg memory`` asks for them (its ``choice`` says which plan is the cheapest where)."""
+    with symbolic.strict():
+        model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
+        return model_memory(analyze(model, mode, remat, keep_gathered), hw, optimizer, grads, **choices)
 
 
 def param_bytes(

@@ -37,6 +37,7 @@ from shardalg.costs.terms import Term, point
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Op
+from shardalg.planning import symbolic
 
 from .analysis import Analysis, Remat, analyze
 from .inference import Roofline, inference_ops
@@ -324,16 +325,22 @@ def step_time(
     ``mfu``, ``hbm_efficiency``, ``network_efficiency``: fractions of peak (default: the chip's measured
     ones, else peak, said in the notes); ``roofline``: ``per-op`` (default) or ``whole-step`` (inference);
     ``state``: ``zero`` and ``microbatches`` (:class:`shardalg.models.trainstate.TrainState`);
-    ``keep_gathered``: training's backward keeps the forward's gathered copies instead of gathering again."""
-    model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
-    return model_step(
-        analyze(model, mode, remat, keep_gathered),
-        hw,
-        overlap,
-        mfu,
-        tokens,
-        hbm_efficiency=hbm_efficiency,
-        network_efficiency=network_efficiency,
-        roofline=roofline,
-        state=TrainState(**state),
-    )
+    ``keep_gathered``: training's backward keeps the forward's gathered copies instead of gathering again.
+
+    No plan is chosen by a made-up size: where the cheapest plan of a statement depends on sizes not given,
+    :class:`~shardalg.planning.symbolic.NeedsSizes` is raised; where one size decides,
+    ``shardalg.piecewise(lambda: step_time(...))`` gives each piece's step with its condition, as ``shardalg
+    step`` prints them."""
+    with symbolic.strict():
+        model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
+        return model_step(
+            analyze(model, mode, remat, keep_gathered),
+            hw,
+            overlap,
+            mfu,
+            tokens,
+            hbm_efficiency=hbm_efficiency,
+            network_efficiency=network_efficiency,
+            roofline=roofline,
+            state=TrainState(**state),
+        )

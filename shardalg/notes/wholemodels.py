@@ -12,16 +12,23 @@ from pathlib import Path
 
 import sympy
 
+from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.traffic import SEARCH_AXIS, SEARCH_DIM
 from shardalg.costs import hardware
+from shardalg.models.analysis import analyze
 from shardalg.models.expand import expand, shard
 from shardalg.models.memory import memory
+from shardalg.models.program import model_program
 from shardalg.models.step import step_time
+from shardalg.notation.printing import text
 from shardalg.notation.printing.display import bytes_both
 from shardalg.numeric.proofs import sym_latex
 from shardalg.pictures.regionmap import region_map
+from shardalg.planning.planner import plans
+from shardalg.planning.symbolic import summary
 from shardalg.search.numeric import search
 from shardalg.search.price import time_text
-from shardalg.search.programresult import strategy_map
+from shardalg.search.programresult import ProgramMap, strategy_map
 
 from .document import Code, Display, Figure, Math, Prose, Section, Table
 from .mathtext import number_latex
@@ -71,6 +78,26 @@ def _sizes_text(sizes: dict[str, int]) -> str:
     return ", ".join(f"{k} = {v:,}" for k, v in sizes.items())
 
 
+def _plans_taken(m: ProgramMap) -> list[tuple[str, str, str, str, str]]:
+    """Each forward plan of the map's strategies that sizes not given decide: (strategy, statement, the plan
+    the map prices, the sizes that decide, the other plans that are the cheapest at some sizes)."""
+    out = []
+    for s in m.strategies:
+        mesh = Mesh({ax: None for ax in s.axes})
+        model = model_program(s.program, mesh, {})
+        taken = analyze(model, "train").forward_plans
+        for info in model.statements:
+            if info.index not in taken:
+                continue
+            choice = plans(info.statement, mesh).choice
+            if choice is None or choice.decided:
+                continue
+            chosen = taken[info.index]
+            others = "; ".join(summary(p.plan) for p in choice.contenders if p.plan != chosen)
+            out.append((s.name, text(info.statement), summary(chosen), ", ".join(choice.symbols), others))
+    return out
+
+
 def training_strategies(out_dir: Path | None = None) -> Section:
     """Chapter 5: the strategies, where each is compute-bound, X_opt, the strategy map and a search."""
     m = strategy_map(MLP, passes="forward", memory="hbm", **MAP_ON)
@@ -114,6 +141,17 @@ def training_strategies(out_dir: Path | None = None) -> Section:
             caption="Solved from each strategy's forward cost on the mesh's axes, no number substituted.",
         ),
     ]
+    taken = _plans_taken(m)
+    if taken:
+        blocks.append(
+            Table(
+                ("strategy", "statement", "plan the map prices", "depends on", "also the cheapest somewhere"),
+                tuple((name, Code(stmt), plan, names, others) for name, stmt, plan, names, others in taken),
+                caption="Where sizes not given decide a forward plan, the map prices the plan ranked first with "
+                f"unknown dims counted as {SEARCH_DIM} and unknown axes as {SEARCH_AXIS}, "
+                "not the cheapest plan in each region of the map.",
+            )
+        )
     if m.x_opt is not None:
         value = m.x_opt.subs(m.values)
         blocks.append(

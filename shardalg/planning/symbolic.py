@@ -24,13 +24,13 @@ Before deciding which sizes matter, the factors common to the contenders' bytes 
 positive, so the order stays): ``2*B*D`` against ``4*B`` is decided by D alone.
 
 Under :func:`strict` (what the commands ``plan``, ``backward``, ``cost``, ``step``, ``compare``, ``optimum``,
-``memory`` and ``search`` run under, the public ``plan``, ``backward`` and ``cost`` of
-:mod:`shardalg.api`, and :func:`piecewise`), an answer that needs one plan (:func:`shardalg.planning.
+``memory``, ``fit`` and ``search`` run under, the public ``plan``, ``backward``, ``cost`` and ``compare`` of
+:mod:`shardalg.api`, ``memory``, ``step_time`` and ``search``, and :func:`piecewise`), an answer that needs one plan (:func:`shardalg.planning.
 planner.plan`, a backward's gradient plans, a program's costs: :func:`first`) raises :class:`NeedsSizes`
 when the choice is not decided, and the ``plans`` listing comes in an order that makes up no size with its
 :class:`Choice`, which says which plans are the cheapest where, or which sizes it needs. Outside it (the
-library's other callers: ``fit``, the models layer called from Python, the strategy map, the notes) the first
-plan of the planner's own order is taken, as before; ``Plans.choice`` says whether that order was decided.
+library's other callers: the strategy map, which the notes' chapter 5 says) the first plan of the planner's own
+order is taken, as before; ``Plans.choice`` says whether that order was decided.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ __all__ = [
     "symbols_of",
     "summary",
     "assuming",
+    "assumed_range",
     "piecewise",
     "first",
     "strict",
@@ -332,6 +333,12 @@ def _inside(lo: Any, hi: Any) -> Any:
 # The intervals assumed of unknown sizes while a piecewise answer runs a query again under one piece:
 # ((factor, low, high), ...); :func:`choose` decides within them.
 _ASSUMED: ContextVar[tuple[tuple[Factor, Any, Any], ...]] = ContextVar("shardalg_assumed", default=())
+
+
+def assumed_range(factor: Factor) -> tuple[Any, Any]:
+    """The open interval of ``factor`` (``("dim", "B")``) assumed now, within a piece of :func:`piecewise`
+    (None, None: every positive value; either bound None when absent)."""
+    return _range(factor)
 
 
 def _range(factor: Factor) -> tuple[Any, Any]:

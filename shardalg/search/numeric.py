@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shardalg.algebra.context import context_for
+from shardalg.algebra.context import context_for, tensors_of
 from shardalg.algebra.mesh import Mesh, a_mesh_or_none, as_mesh
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.schedule import OverlapPolicy
@@ -32,6 +32,7 @@ from shardalg.notation.printing import text
 from shardalg.notation.printing.display import Shown, Table
 from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Program
+from shardalg.planning import symbolic
 
 from .pieces import StatementPricer, pricer_for
 from .price import Entry, Pricer, Settings, size_text, time_text
@@ -412,7 +413,10 @@ def prepare_search(
             )
     sizes_known = dict(ctx.sizes)
     space = space_of(prog, ctx.mesh, sizes_known)
-    missing = [d for d in (*space.param_dims, *space.batch_dims) if d not in sizes_known]
+    written = (d for t in tensors_of(prog) for d in t.dim_names)  # a dim only an activation has counts too
+    missing = [
+        d for d in dict.fromkeys((*space.param_dims, *space.batch_dims, *written)) if d not in sizes_known
+    ]
     layers = prog.roles.layers if prog.roles is not None else None
     if isinstance(layers, str) and layers not in sizes_known and layers not in missing:
         missing.append(layers)  # the layer count multiplies every figure: a symbol cannot be ranked or fit
@@ -450,9 +454,48 @@ def search(
     ``steady`` (default), ``serial`` or ``schedule``; ``progress(done, total)`` is called as assignments are handled;
     ``precision`` and ``zero``: the training state's recipe and ZeRO stage (:mod:`shardalg.models.trainstate`);
     ``keep_gathered``: training's backward keeps the forward's gathered copies (True) or gathers them again
-    (False); None (default): each candidate is priced both ways and takes the faster that fits the cap."""
+    (False); None (default): each candidate is priced both ways and takes the faster that fits the cap.
+
+    Every size is bound, so every plan is ranked on numbers: no plan is chosen by a made-up size (a choice
+    left undecided raises :class:`~shardalg.planning.symbolic.NeedsSizes`, as ``shardalg search`` does)."""
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UsageError(f"--top takes a positive number of rows, not {top!r}")
+    with symbolic.strict():
+        return _search(
+            program,
+            mesh,
+            sizes,
+            hw,
+            memory,
+            mode,
+            optimizer,
+            remat,
+            overlap,
+            top,
+            progress,
+            precision,
+            zero,
+            keep_gathered,
+        )
+
+
+def _search(
+    program: Program | str,
+    mesh: Any,
+    sizes: Mapping[str, int] | str | None,
+    hw: Any,
+    memory: str | float | None,
+    mode: str | None,
+    optimizer: str | None,
+    remat: str | None,
+    overlap: object,
+    top: int,
+    progress: Progress | None,
+    precision: str | None,
+    zero: int | str | None,
+    keep_gathered: bool | None,
+) -> SearchResult:
+    """:func:`search` under :func:`~shardalg.planning.symbolic.strict`."""
     prog, space, settings, notes = prepare_search(
         program,
         as_mesh(mesh),

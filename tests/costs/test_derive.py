@@ -301,3 +301,14 @@ def test_q4_from_the_planners_two_strategies():
     local = found[(Op.SLICE, Op.EINSUM, Op.ALL_REDUCE)]
     assert same(compare(local, gather, solve_for="D", mesh=Mesh(X=4)).result, D > 2 * B)
     assert same(compare(local, gather, solve_for="D", regime="compute", mesh=Mesh(X=4)).result, D > 2 * C / W)
+
+
+def test_a_plan_is_never_faster_than_one_that_communicates_nothing():
+    # the second plan moves nothing (T_b = 0): the comparison is False, said as a step (was a TypeError on zoo)
+    import shardalg as sa
+
+    fsdp, dp = "In[B_X, D] * W[D_X, F] -> Out[B_X, F]", "In[B_X, D] * W[D, F] -> Out[B_X, F]"
+    sizes = {"B": 65536, "D": 1024, "F": 4096}
+    d = sa.compare(fsdp, dp, mesh="X=4", sizes=sizes)
+    assert d.result is sympy.false and "the right side is 0: a cost is never less" in dict(d.steps)
+    assert sa.compare(dp, fsdp, mesh="X=4", sizes=sizes).result is sympy.true

@@ -24,17 +24,19 @@ def test_adam_is_10_bytes_per_parameter_and_the_largest_dp_model_on_a_v5p():
     # TPU memory / 10 parameters, so e.g. on a TPUv5p pod with 96GB of HBM and pure data parallelism this is
     # about 10B parameters" (takeaway: "roughly 9B").
     v5p_96gb = chip_from_text("base=tpu-v5p,hbm=96e9")  # the book's 96GB
-    r = memory(DP_MLP, mesh="X=8", sizes="D=4096,F=16384", hw=v5p_96gb, optimizer="adam", grads="none")
+    # a batch decides the gradients' plans (no size is made up for them); the bytes per parameter do not need it
+    sizes = "B=8192,D=4096,F=16384"
+    r = memory(DP_MLP, mesh="X=8", sizes=sizes, hw=v5p_96gb, optimizer="adam", grads="none")
     d = largest_params(r)
     per_param = dict(d.steps)["bytes per parameter on a device"]
     assert per_param == 10
     assert int(d.result) == 9_600_000_000  # 96e9 / 10
     # On the preset's HBM: HBM / 10, the book's "about 10B" ("roughly 9B" in its takeaway).
-    preset = largest_params(memory(DP_MLP, mesh="X=8", sizes="D=4096,F=16384", hw="tpu-v5p", grads="none"))
+    preset = largest_params(memory(DP_MLP, mesh="X=8", sizes=sizes, hw="tpu-v5p", grads="none"))
     assert int(preset.result) == int(chip_from_text("tpu-v5p").hbm_capacity.value // 10)
     assert 9e9 <= int(preset.result) <= 1.03e10
     # Counting the bf16 gradients too (the default) is 12 bytes per parameter.
-    with_grads = largest_params(memory(DP_MLP, mesh="X=8", sizes="D=4096,F=16384", hw=v5p_96gb))
+    with_grads = largest_params(memory(DP_MLP, mesh="X=8", sizes=sizes, hw=v5p_96gb))
     assert dict(with_grads.steps)["bytes per parameter on a device"] == 12
     assert int(with_grads.result) == 8_000_000_000
 
@@ -97,7 +99,8 @@ def test_largest_batch_for_128k_sequences_on_a_v5e_4x4(kv_heads, book_batch):
     # The book's 128k is 128e3 tokens (262e3 * 128e3 = 33.5GB per sequence). Parameters and KV cache are
     # sharded over all 16 chips (model parallelism: activations split on D, the cache on its sequence).
     program = shard(expand(_ch7(kv_heads), "decode", dtype="int8"), "F=XY,D=XY", "F=XY,D=XY,S=XY")
-    r = memory(program, mesh="X=4,Y=4", sizes="S=128000", hw="tpu-v5e")
+    # B decides plans, so the report is made at a batch (any: largest plans again with B free, per interval)
+    r = memory(program, mesh="X=4,Y=4", sizes="S=128000,B=1", hw="tpu-v5e")
     assert r.analysis.mode == "infer"
     if kv_heads == 8:
         assert int(r.params) == 18_385_207_296  # the book: 18.4e9

@@ -136,7 +136,7 @@ def test_a_chip_carries_a_measured_efficiency_with_its_source(tmp_path):
     assert notes["hbm"].startswith("HBM efficiency 0.9")
     assert notes["network"].startswith("network efficiency peak")
     # given on the call, a factor wins over the chip's, and says so
-    given = step_time(FSDP, mesh="X=4", hw=chip, mfu=0.3)
+    given = step_time(FSDP, mesh="X=4", sizes="B=4096,D=1024,F=4096", hw=chip, mfu=0.3)
     assert given.efficiency.compute.source == "given" and "compute" not in dict(given.notes)
     assert "mfu = 0.6 of peak (measured); our profile of run 42" in str(chip)
     with pytest.raises(UsageError, match="fraction of peak"):

@@ -11,6 +11,7 @@ from shardalg.errors import UsageError
 from shardalg.models.analysis import analyze
 from shardalg.models.memory import memory
 from shardalg.models.program import model_program
+from shardalg.planning.symbolic import NeedsSizes, piecewise
 
 B, D, F, L, S = (dim_size(n) for n in "BDFLS")
 
@@ -22,17 +23,35 @@ In[B_X, D] * W_in[D_X, F] -> U[B_X, F]
 H[B_X, F] * W_out[F_X, D] -> Out[B_X, D]"""
 DP = "params W\nIn[B_X, D] * W[D, F] -> Out[B_X, F]"
 FSDP = "params W\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]"
+LOCAL = "params W\nIn[B, D] * W[D, F] -> Out[B, F]"  # nothing sharded: every plan decided without sizes
+
+
+# sizes at which every plan is decided: the gradients all-reduce, FSDP gathers W (B > 4*D*F/(D + 4*F))
+AT = {B: 65536, D: 1024, F: 4096}
+SIZES = {str(k): v for k, v in AT.items()}
 
 
 def test_dp_replicates_parameters_and_fsdp_shards_them():
-    dp, fsdp = memory(DP, mesh="X=4"), memory(FSDP, mesh="X=4")
-    assert dp.parts["params"] == 2 * D * F and fsdp.parts["params"] == D * F / 2
-    assert (
-        dp.parts["optimizer"] == 8 * D * F and fsdp.parts["optimizer"] == 2 * D * F
+    dp, fsdp = memory(DP, mesh="X=4", sizes=SIZES), memory(FSDP, mesh="X=4", sizes=SIZES)
+    assert dp.parts["params"] == (2 * D * F).subs(AT) and fsdp.parts["params"] == (D * F / 2).subs(AT)
+    assert dp.parts["optimizer"] == (8 * D * F).subs(AT) and fsdp.parts["optimizer"] == (2 * D * F).subs(
+        AT
     )  # adam: 8 bytes a param
     assert dp.parts["grads"] == dp.parts["params"]  # the gradient ends in the parameter's sharding
-    assert dp.params == fsdp.params == D * F
-    assert dp.parts["transient"] == 0 and fsdp.parts["transient"] == 2 * D * F  # FSDP holds the gathered W
+    assert dp.params == fsdp.params == (D * F).subs(AT)
+    assert dp.parts["transient"] == 0 and fsdp.parts["transient"] == (2 * D * F).subs(AT)  # the gathered W
+
+
+def test_memory_chooses_no_plan_by_a_made_up_size():
+    # FSDP's plan depends on B: below 6144 it moves the activations (nothing gathered), above it gathers W
+    with pytest.raises(NeedsSizes) as err:
+        memory(FSDP, mesh="X=4", sizes="D=4096,F=16384")
+    assert err.value.choice.symbols == ("B",) and err.value.choice.contenders[-1].low == 6144
+    pieces = piecewise(lambda: memory(FSDP, mesh="X=4", sizes="D=4096,F=16384").parts["transient"])
+    assert [w for w, _ in pieces] == ["B < 16384/9", "16384/9 < B < 6144", "B > 6144"]
+    assert [t for _, t in pieces] == [0, 0, 4096 * 16384 * 2]
+    for b, (_, t) in zip((1024, 4096, 8192), pieces, strict=True):  # each piece is the numeric plan's answer
+        assert memory(FSDP, mesh="X=4", sizes=f"B={b},D=4096,F=16384").parts["transient"] == t
 
 
 @pytest.mark.parametrize(
@@ -55,12 +74,13 @@ def test_remat_policies_keep_and_recompute(remat, saved, recomputed):
 
 
 def test_activations_follow_their_sharding_and_the_layer_count():
-    r = memory(GATED, mesh="X=4", remat="none")
-    assert sympy.expand(r.parts["activations"] - L * (B * D / 4 * 2 + 3 * B * F / 4 * 2)) == 0  # In; G, U, H
+    r = memory(GATED, mesh="X=4", sizes={**SIZES, "L": 8}, remat="none")
+    want = (L * (B * D / 4 * 2 + 3 * B * F / 4 * 2)).subs({**AT, L: 8})  # In; G, U, H
+    assert r.parts["activations"] == want
 
 
 def test_the_program_saved_list_is_the_default_policy_and_is_stated():
-    r = memory(GATED + "\nsaved G, U, Out", mesh="X=4")
+    r = memory(GATED + "\nsaved G, U, Out", mesh="X=4", sizes={**SIZES, "L": 8})
     assert r.analysis.remat.names == ("G", "U", "Out") and not r.analysis.remat.chosen
     assert ("remat", "keep G, U, Out (the program's saved list)") in r.notes
 
@@ -109,7 +129,7 @@ def test_json_numbers_when_bound_formulas_otherwise():
     }
     assert bound["params"] == 1024 * 4096 and bound["fits"] is True
     assert bound["bytes_per_device"]["params"] == 1024 * 4096 // 2 and bound["hbm_bytes"] == 16_000_000_000
-    free = memory(FSDP, mesh="X=4").to_json()
+    free = memory(LOCAL, mesh="X=1").to_json()  # nothing sharded: no plan to choose, formulas in the sizes
     assert free["params"] == "D*F" and free["fits"] is None and free["hbm_bytes"] is None
 
 
@@ -144,10 +164,10 @@ def test_errors_name_the_problem(program, kw, message):
 def test_a_model_needs_a_mesh_and_a_number_for_the_optimizer_works():
     with pytest.raises(UsageError, match="a model needs a mesh"):
         memory(DP)
-    assert memory(DP, mesh="X=1", optimizer="12").parts["optimizer"] == 12 * D * F
+    assert memory(LOCAL, mesh="X=1", optimizer="12").parts["optimizer"] == 12 * D * F
     assert (
         sympy.simplify(
-            memory(DP, mesh="X=1", optimizer=2.5).parts["optimizer"] - sympy.Rational(5, 2) * D * F
+            memory(LOCAL, mesh="X=1", optimizer=2.5).parts["optimizer"] - sympy.Rational(5, 2) * D * F
         )
         == 0
     )

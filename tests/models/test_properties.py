@@ -15,6 +15,7 @@ from shardalg.models.fit import largest, shard_group
 from shardalg.models.memory import memory
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Tensor
+from shardalg.planning.symbolic import piecewise
 from tests.shared.strategies import tensors
 
 AXES = ("X", "Y")
@@ -82,11 +83,16 @@ MLPS = [
 )
 def test_the_largest_batch_fits_and_the_next_does_not(program, x, width, optimizer, remat, budget):
     sizes = f"D={width},F={4 * width}"
-    base = memory(program, mesh=f"X={x}", sizes=sizes, optimizer=optimizer, remat=remat, mode="train")
+    # B decides plans (FSDP gathers W above a batch): the memory is a formula per interval of B, and the
+    # smallest batch's interval comes first
+    pieces = piecewise(
+        lambda: memory(program, mesh=f"X={x}", sizes=sizes, optimizer=optimizer, remat=remat, mode="train")
+    )
+    base = pieces[0][1]
     fixed = int(base.total.subs({s: 0 for s in base.total.free_symbols}))
     chip = chip_from_text(f"base=tpu-v5e,hbm={fixed + budget * width * 8}")
-    report = memory(
-        program, mesh=f"X={x}", sizes=sizes, hw=chip, optimizer=optimizer, remat=remat, mode="train"
+    report = memory(  # made at a batch: largest plans again with B free
+        program, mesh=f"X={x}", sizes=f"{sizes},B=64", hw=chip, optimizer=optimizer, remat=remat, mode="train"
     )
     b = int(largest(report, "B").result)
     group = shard_group(report, "B")

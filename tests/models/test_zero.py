@@ -19,6 +19,9 @@ from shardalg.models.trainstate import TrainState
 
 B, D, F = (dim_size(n) for n in "BDF")
 # data parallelism: weights replicated over X; the functions not written (ZeRO-3 does not gather the norms' gains)
+# sizes at which every plan is decided (the gradients all-reduce): no size is made up to choose one
+AT = {B: 65536, D: 1024, F: 4096}
+SIZES = {str(k): v for k, v in AT.items()}
 LLAMA = shard(expand("llama-2-13b", functions=False), activations="B=X")
 N = 64
 
@@ -123,20 +126,18 @@ def test_recipes_and_their_changes():
         "deepspeed,grads=fp32": (2, 4, 12),
         "deepspeed,master=none": (2, 2, 8),
     }
+    df = (D * F).subs(AT)
     for recipe, (p, g, o) in per_param.items():
-        r = memory(prog, mesh="X=4", precision=recipe)
-        assert (r.parts["params"], r.parts["grads"], r.parts["optimizer"]) == (
-            p * D * F,
-            g * D * F,
-            o * D * F,
-        )
+        r = memory(prog, mesh="X=4", sizes=SIZES, precision=recipe)
+        assert (r.parts["params"], r.parts["grads"], r.parts["optimizer"]) == (p * df, g * df, o * df)
     declared = memory(
-        "params W\nIn[B_X, D] * W: int8[D, F] -> Out[B_X, F]", mesh="X=4", precision="deepspeed"
+        "params W\nIn[B_X, D] * W: int8[D, F] -> Out[B_X, F]", mesh="X=4", sizes=SIZES, precision="deepspeed"
     )
-    assert declared.parts["params"] == D * F  # a declared dtype wins over the recipe's
-    assert memory(prog, mesh="X=4", optimizer="adam-fp32").parts["optimizer"] == 12 * D * F  # its own master
-    sgd = memory(prog, mesh="X=4", optimizer="sgd", precision="deepspeed")
-    assert sgd.parts["optimizer"] == 4 * D * F  # mixed-precision SGD keeps the fp32 master copy
+    assert declared.parts["params"] == df  # a declared dtype wins over the recipe's
+    adam32 = memory(prog, mesh="X=4", sizes=SIZES, optimizer="adam-fp32")
+    assert adam32.parts["optimizer"] == 12 * df  # its own master
+    sgd = memory(prog, mesh="X=4", sizes=SIZES, optimizer="sgd", precision="deepspeed")
+    assert sgd.parts["optimizer"] == 4 * df  # mixed-precision SGD keeps the fp32 master copy
 
 
 @pytest.mark.parametrize(
@@ -169,8 +170,8 @@ def test_zero_below_3_refuses_parameters_written_sharded_over_a_data_axis():
 
 def test_zero_shards_over_the_data_axes_only():
     """Tensor parallelism over Y, data parallelism over X: ZeRO shards over X, the weights keep their Y."""
-    r = memory("params W\nIn[B_X, D] * W[D, F_Y] -> Out[B_X, F_Y]", mesh="X=4,Y=2", zero=1)
-    assert r.parts["optimizer"] == 8 * D * F / 8 and r.parts["params"] == 2 * D * F / 2
+    r = memory("params W\nIn[B_X, D] * W[D, F_Y] -> Out[B_X, F_Y]", mesh="X=4,Y=2", sizes=SIZES, zero=1)
+    assert r.parts["optimizer"] == (8 * D * F / 8).subs(AT) and r.parts["params"] == (2 * D * F / 2).subs(AT)
     assert ("zero", "data axes X (the axes that shard the layer's input In)") in r.notes
 
 
@@ -204,10 +205,11 @@ def test_microbatches_keep_one_microbatch_of_activations():
         big.parts["activations"] == small.parts["activations"]
         and big.parts["params"] == small.parts["params"]
     )
-    symbolic = memory("params W\ntokens B\nIn[B_X, D] * W[D, F] -> Out[B_X, F]", mesh="X=4", microbatches=4)
-    assert symbolic.parts["activations"] == 2 * B * D / 4 / 4  # In[B_X, D] in bf16, a quarter of B
+    prog = "params W\ntokens B\nIn[B_X, D] * W[D, F] -> Out[B_X, F]"
+    quarter = memory(prog, mesh="X=4", sizes=SIZES, microbatches=4)
+    assert quarter.parts["activations"] == (2 * B * D / 4 / 4).subs(AT)  # In[B_X, D] in bf16, a quarter of B
     with pytest.raises(UsageError, match="the first 'tokens' dim, and the program declares none"):
-        memory("params W\nIn[B_X, D] * W[D, F] -> Out[B_X, F]", mesh="X=4", microbatches=2)
+        memory("params W\nIn[B_X, D] * W[D, F] -> Out[B_X, F]", mesh="X=4", sizes=SIZES, microbatches=2)
 
 
 def _collectives(report):
@@ -288,8 +290,13 @@ def test_the_largest_batch_with_microbatches():
     from shardalg.models.fit import largest
 
     on = dict(
-        mesh="X=8", sizes={"T": 512}, hw="base=h100,hbm=20e9", remat="block", precision="deepspeed", zero=3
-    )
+        mesh="X=8",
+        sizes={"T": 512, "B": 64},
+        hw="base=h100,hbm=20e9",
+        remat="block",
+        precision="deepspeed",
+        zero=3,
+    )  # made at a batch (B decides plans): largest plans again with B free
     one = largest(memory(LLAMA, **on), "B")
     four = largest(memory(LLAMA, **on, microbatches=4), "B")
     assert four.result == 4 * one.result  # one microbatch's activations in the same memory

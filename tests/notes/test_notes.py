@@ -275,3 +275,19 @@ def test_fragments_of_engine_objects():
     assert to_markdown(table).startswith("| a |")
     with pytest.raises(Exception, match="no LaTeX form"):
         to_latex(object())
+
+
+def test_the_strategy_map_section_says_which_plan_it_took_where_sizes_decide():
+    # the map plans with sizes unknown; where they decide a forward plan the notes say which plan the map
+    # prices, why (ranked first at made-up sizes), which sizes decide and which plans are the cheapest elsewhere
+    from shardalg.planning.planner import plans
+
+    md = (notes_dir() / "shardalg-notes.md").read_text()
+    assert "Where sizes not given decide a forward plan, the map prices the plan ranked first with" in md
+    tp = "In[B, D_Y] * W_in[D, F_Y] -> Tmp[B, F_Y]"
+    row = next(line for line in md.splitlines() if line.startswith("| TP |") and tp in line)
+    taken, others = row.split(" | ")[2], row.split(" | ")[4]
+    assert taken == r"$\textbf{AllGather}_Y(\text{In})$"
+    assert others == r"$\textbf{AllToAll}_Y(W_{\text{in}})$, $\textbf{ReduceScatter}_Y(\text{Tmp})$ |"
+    choice = plans(tp, "Y").choice  # the row is the planner's: undecided over B, D, F
+    assert not choice.decided and "B, D, F" in row and choice.symbols == ("B", "D", "F")

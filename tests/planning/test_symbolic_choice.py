@@ -17,6 +17,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.symbols import dim_size, quantity
 from shardalg.algebra.traffic import Bytes, Sizes
 from shardalg.cli import main
+from shardalg.errors import IndivisibleDim, UsageError
 from shardalg.planning.redistribute import plan_bytes
 from shardalg.planning.symbolic import NeedsSizes, beaten_everywhere, choose, strict
 
@@ -237,3 +238,57 @@ def test_memory_asks_for_the_size_that_decides_a_gradient_plan(capsys):
     )
     assert main([*argv, "--sizes", "B=8192,D=4096,F=16384"]) == 0
     assert "activations" in capsys.readouterr().out
+
+
+FSDP = "params W\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]"  # gathers W only above B = 6144 at D=4096, F=16384
+
+
+def test_memory_and_step_time_from_python_make_up_no_size():
+    # as the CLI's memory and step: NeedsSizes where a size not given decides a plan; piecewise per interval
+    for call in (sa.memory, sa.step_time):
+        with pytest.raises(NeedsSizes) as err:
+            call(FSDP, "X=4", "D=4096,F=16384", hw="tpu-v5p")
+        assert err.value.choice.symbols == ("B",) and err.value.choice.piecewise
+    program = "params W_in, W_out\n" + MLP.replace("; ", "\n")
+    pieces = sa.piecewise(lambda: sa.step_time(program, "X=2,Y=2,Z=2", DF, hw="tpu-v5p"))
+    assert [w for w, _ in pieces] == ["B < 32768/9", "32768/9 < B < 32768/5", "B > 32768/5"]
+    assert pieces[-1][1].to_json()["compute_bound"]["condition"] == "B > 8*C/(3*W_ici)"  # as `shardalg step`
+
+
+def test_the_search_needs_every_size_a_statement_reads():
+    # S is read by an activation only (not a parameter's dim, not a batch dim): it was ranked as a symbol
+    program = "params W\nsum_S(In[B, S, D]) -> M[B, D]\nM[B, D] * W[D, F] -> Out[B, F]"
+    with pytest.raises(UsageError, match="a numeric search needs every size: S unbound"):
+        sa.search(program, "X=4", {"B": 64, "D": 4096, "F": 16384}, hw="tpu-v5p")
+
+
+@pytest.mark.parametrize(("hbm", "want"), [(3e8, 6140), (1e9, 324440)])
+def test_fit_solves_per_interval_of_the_size_it_solves_for_and_memory_agrees_at_the_boundary(
+    capsys, hbm, want
+):
+    # the memory is one formula below B = 6144 (W stays sharded) and another above (W gathered): the largest
+    # B that fits is read from each interval's own formula, not from one plan chosen by a made-up B
+    chip = f"base=tpu-v5p,hbm={hbm:.0e}"
+    argv = ["fit", FSDP, "--mesh", "X=4", "--hw", chip, "--sizes", "D=4096,F=16384", "--solve-for", "B"]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert int(data["result"]) == want
+    labels = [s["label"] for s in data["steps"]]
+    assert "where B < 6144: bytes per device" in labels and "where B > 6144: bytes per device" in labels
+    for b, fits in ((want, True), (want + 4, False), (want + 1, None)):  # B_X on X=4: a multiple of 4
+        at = {"D": 4096, "F": 16384, "B": b}
+        try:
+            got = sa.memory(FSDP, "X=4", at, hw=chip).fits
+        except IndivisibleDim:
+            got = None  # want + 1 is no legal batch
+        assert got is fits
+    report = sa.memory(FSDP, "X=4", {"D": 4096, "F": 16384, "B": 64}, hw=chip)
+    assert int(sa.largest(report, "B").result) == want  # the Python API: the same answer
+
+
+def test_compare_from_python_makes_up_no_size():
+    fsdp, dp = "In[B_X, D] · W[D_X, F] -> Out[B_X, F]", "In[B_X, D] · W[D, F] -> Out[B_X, F]"
+    with pytest.raises(NeedsSizes) as err:  # FSDP's plan depends on B, D and F: as `shardalg compare` asks
+        sa.compare(dp, fsdp, mesh="X=4")
+    assert err.value.choice.symbols == ("B", "D", "F")
+    assert sa.compare(dp, fsdp, mesh="X=4", sizes={"B": 65536, "D": 1024, "F": 4096}).result is sympy.true
