@@ -358,14 +358,19 @@ class Analysis:
             return (
                 "attention",
                 f"fused (the softmax says flash): the scores {names} are not kept for the backward, each row's "
-                "softmax statistics are (fp32); the FLOPs as materialized (the kernel's recomputation of the "
-                "scores in the backward not counted)",
+                "softmax statistics are (fp32); the FLOPs as materialized"
+                + (
+                    " (the kernel's recomputation of the scores in the backward not counted)"
+                    if self.remat.policy == "none"
+                    else ""
+                ),
             )
+        kept = [n for n in self.scores if n in self.saved]
+        where = f"{', '.join(kept)} kept for the backward" if kept else "recomputed under the remat policy"
         return (
             "attention",
-            f"materialized: the scores {names} are written and kept as the backward reads them; a fused "
-            "(flash) attention, softmax_{S,flash} (model show --attention fused), keeps each row's statistics "
-            "instead",
+            f"materialized: the scores are written to HBM, {where}; a fused (flash) attention "
+            "(softmax_{S,flash}, --attention fused) keeps each row's statistics instead",
         )
 
     def statistics(self) -> list[tuple[str, Expr, Expr]]:

@@ -36,6 +36,7 @@ from shardalg.errors import UsageError
 from shardalg.notation.build import split_axes
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import (
+    FLAGS,
     Apply,
     Arrow,
     Collective,
@@ -50,7 +51,16 @@ from shardalg.notation.syntax import (
 
 from .presets import ModelConfig, get
 
-__all__ = ["expand", "shard", "parse_dim_map", "attention_form", "PHASES", "CAPACITY_FACTOR", "ATTENTION"]
+__all__ = [
+    "expand",
+    "shard",
+    "parse_dim_map",
+    "attention_form",
+    "with_attention",
+    "PHASES",
+    "CAPACITY_FACTOR",
+    "ATTENTION",
+]
 
 PHASES = ("train", "prefill", "decode")
 # the training core's forms (the first the default: the presets' models train with a fused kernel)
@@ -154,6 +164,44 @@ def attention_form(attention: str | None, phase: str = "train", functions: bool 
             fix="drop --attention" if phase != "train" else "write the functions (drop --no-functions)",
         )
     return (attention or ATTENTION[0]), attention is not None
+
+
+def with_attention(program: Program, form: str) -> Program:
+    """``program`` with each attention core's softmax (its operand a product's result, its result a product's
+    operand: ``Q·K -> Sc``, ``softmax_S(Sc) -> P``, ``P·V -> O``) ``fused`` (``flash`` added to its flags) or
+    ``materialized`` (``flash`` removed); a UsageError when the program writes no core."""
+    if form not in ATTENTION:
+        raise UsageError(f"the attention is {' or '.join(ATTENTION)}, not {form!r}")
+    made = {s.result.name for s in program.statements if isinstance(s, Arrow) and isinstance(s.expr, Product)}
+    read = {
+        t.name
+        for s in program.statements
+        for e in ((s.expr,) if isinstance(s, Arrow) else (s,))
+        if isinstance(e, Product)
+        for t in (e.left, e.right)
+        if isinstance(t, Tensor)
+    }
+    out, found = [], False
+    for s in program.statements:
+        f = s.expr if isinstance(s, Arrow) else None
+        if (
+            isinstance(f, Apply)
+            and f.op is Op.SOFTMAX
+            and isinstance(f.operands[0], Tensor)
+            and f.operands[0].name in made
+            and s.result.name in read
+        ):
+            wanted = {*f.flags, "flash"} if form == "fused" else set(f.flags) - {"flash"}
+            s = replace(s, expr=replace(f, flags=tuple(x for x in FLAGS if x in wanted)))
+            found = True
+        out.append(s)
+    if not found:
+        raise UsageError(
+            f"--attention {form}: the program writes no attention core (Q·K -> Sc, softmax_S(Sc) -> P, "
+            "P·V -> O) whose form it could set",
+            fix="drop --attention, or write the core's three statements",
+        )
+    return Program(tuple(out), program.mesh, program.sizes, program.roles, source=None)
 
 
 def _decimal(x: Fraction) -> str:

@@ -88,7 +88,9 @@ def test_the_attention_scores_are_kept_unless_the_attention_is_fused():
     assert "Sc" not in fused.saved and "P" not in fused.saved and "Q" in fused.saved
     kept_fused = _activations(fused)
     assert "P" not in kept_fused
-    assert kept_fused["softmax_S statistics (2 fp32 a row) of P"] == 2 * 256 * 2 * 4  # a flash kernel keeps them
+    assert (
+        kept_fused["softmax_S statistics (2 fp32 a row) of P"] == 2 * 256 * 2 * 4
+    )  # a flash kernel keeps them
     assert dict(fused.notes)["attention"].startswith("fused (the softmax says flash)")
     assert dict(a.notes)["attention"].startswith("materialized")
 

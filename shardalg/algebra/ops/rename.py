@@ -88,5 +88,8 @@ def tied_sizes(statements: Sequence[object], sizes: Mapping[str, int]) -> dict[s
                 fix=f"drop {to}={bound} (it is derived: {to} = {dim}) or bind {to}={source}",
             )
         if bound is None:
-            out[to] = (source, f"{to} = {dim} = {source} (rename_{{{dim},{to}}}: the same positions, derived)")
+            out[to] = (
+                source,
+                f"{to} = {dim} = {source} (rename_{{{dim},{to}}}: the same positions, derived)",
+            )
     return out
