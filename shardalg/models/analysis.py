@@ -349,6 +349,18 @@ class Analysis:
             out |= {p.index for p in m.product_statements() if info.result in p.reads}
         return frozenset(out)
 
+    def in_hbm(self) -> tuple[str, ...] | None:
+        """The tensors a training step reads and writes in HBM: None (every one) unless an attention core is
+        fused, whose scores and their cotangents (``Sc``, ``P``, ``dSc``, ``dP``) stay on chip; every other
+        tensor of the forward, recomputed and backward plans otherwise."""
+        if not self.fused_scores:
+            return None
+        gone = {*self.fused_scores, *(grad_name(n) for n in self.fused_scores)}
+        plans = [*self.forward_plans.values(), *(p for _, p in self.grad_plans)]
+        plans += [p for _, p in self.routing_transposes]
+        names = {t.name for p in plans for st in p.steps for t in (*st.inputs, st.output) if t.name}
+        return tuple(sorted(names - gone))
+
     def attention_note(self) -> tuple[str, str] | None:
         """What the program's attention keeps for the backward (training with an attention core): said."""
         if self.mode != "train" or not self.cores:
@@ -357,8 +369,9 @@ class Analysis:
         if self.fused_attention:
             return (
                 "attention",
-                f"fused (the softmax says flash): the scores {names} are not kept for the backward, each row's "
-                "softmax statistics are (fp32); the FLOPs as materialized"
+                f"fused (the softmax says flash): the scores {names} stay on chip (no HBM traffic in a step) "
+                "and are not kept for the backward, each row's softmax statistics are (fp32); the FLOPs as "
+                "materialized"
                 + (
                     " (the kernel's recomputation of the scores in the backward not counted)"
                     if self.remat.policy == "none"

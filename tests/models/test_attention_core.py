@@ -197,3 +197,19 @@ def test_memory_and_step_take_the_attention_and_say_it():
 def test_step_time_counts_the_core():
     with_core = step_time(expand("llama-3-8b"), mesh="X=1", sizes={"B": 1, "T": 256}, hw="h100", mode="train")
     assert "renamed: S = T = 256" in str(with_core)
+
+
+def test_a_fused_cores_scores_move_no_hbm_bytes_in_a_training_step():
+    """Fused, the step's HBM bytes lose exactly the scores' and their cotangents' traffic; the FLOPs stay."""
+    sizes = {"B": 1, "T": 256}
+    fused = analyze(model_program(expand("llama-3-8b"), "X=1", sizes), "train")
+    mat = analyze(model_program(expand("llama-3-8b", attention="materialized"), "X=1", sizes), "train")
+    assert mat.in_hbm() is None
+    kept = set(fused.in_hbm())
+    assert not kept & {"Sc", "P", "dSc", "dP"} and {"Q", "Ks", "Vs", "A", "dA"} <= kept
+    f = step_time(expand("llama-3-8b"), mesh="X=1", sizes=sizes, hw="h100", mode="train")
+    m = step_time(
+        expand("llama-3-8b", attention="materialized"), mesh="X=1", sizes=sizes, hw="h100", mode="train"
+    )
+    assert f.to_json()["flops"] == m.to_json()["flops"]
+    assert f.to_json()["step"]["seconds"] < m.to_json()["step"]["seconds"]
