@@ -342,6 +342,13 @@ def model_program(
     model = ModelProgram(program, ctx.mesh, dict(ctx.sizes), roles, values, tuple(infos), layers, notes, root)
     model.held = held
     model.ties = {to: src for to, src in renamed_dims(program.statements).items() if to not in ctx.sizes}
+    notes += [
+        (
+            "renamed",
+            f"{to} = {src} (rename_{{{src},{to}}}: the same positions; {src} unbound, {to} written as {src})",
+        )
+        for to, src in model.ties.items()
+    ]
     _hidden_steps(model)
     return model
 

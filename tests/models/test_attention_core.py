@@ -64,6 +64,7 @@ def test_s_is_derived_from_t_and_refused_when_bound_otherwise():
     assert again.sizes["S"] == 1024
     free = resized(m, {}, free=("T",))  # T symbolic: S is T, one symbol
     assert free.ties == {"S": "T"}
+    assert ("renamed", "S = T (rename_{T,S}: the same positions; T unbound, S written as T)") in free.notes
     ks = free.values["Ks"].tensor
     assert free.bytes_of(ks).free_symbols == {dim_size("T")}  # B=1 bound; no S
 
