@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import sympy
 
+from shardalg.algebra.context import tensors_of
 from shardalg.algebra.symbols import dim_size
 from shardalg.errors import UsageError
 from shardalg.models.analysis import analyze
-from shardalg.models.expand import expand, with_attention
+from shardalg.models.expand import expand, shard, with_attention
 from shardalg.models.memory import model_memory
 from shardalg.models.presets import get
 from shardalg.models.program import model_program, resized
@@ -89,8 +90,6 @@ def test_the_attention_flops_are_the_causal_half_of_four_btsnh_a_layer(name):
         core = expand(name)
         bare = expand(name, functions=False)
         if params:
-            from shardalg.models.expand import shard
-
             core, bare = shard(core, params, params), shard(bare, params, params)
         a = analyze(model_program(core, mesh, sizes), "train").flops()
         z = analyze(model_program(bare, mesh, resized_sizes(bare, sizes)), "train").flops()
@@ -109,8 +108,6 @@ def resized_sizes(program, sizes):
 
 
 def _tensors(s):
-    from shardalg.algebra.context import tensors_of
-
     return tensors_of(s)
 
 
@@ -137,7 +134,6 @@ def test_fused_and_materialized_differ_by_the_scores_bytes_and_not_in_flops(rema
     b, t = 2, 256
     c = get("llama-3-8b")
     n, layers = c.heads.value, c.layers.value
-    from shardalg.models.expand import shard
 
     def report(form):
         prog = shard(expand("llama-3-8b", attention=form), "K=X", "K=X")
