@@ -44,7 +44,12 @@ def _number(text: str | None, what: str) -> float | None:
 def _program(args: argparse.Namespace) -> Any:
     from shardalg.notation.parse import parse
 
-    return parse(program_text(args.program))
+    program = parse(program_text(args.program))
+    if getattr(args, "attention", None) is not None:  # the attention core's form, set on its softmax
+        from shardalg.models.expand import with_attention
+
+        program = with_attention(program, args.attention)
+    return program
 
 
 def _model(args: argparse.Namespace, layout: Any = None) -> Any:
@@ -353,6 +358,13 @@ def _common(p: argparse.ArgumentParser) -> None:
         "logits too), block (each layer's input and the head's; the logits made again), saved (the "
         "program's saved list) or names such as G,U,Out (the logits kept when named); default: the "
         "program's saved list, else none",
+    )
+    p.add_argument(
+        "--attention",
+        choices=("fused", "materialized"),
+        help="the attention core's form, set on its softmax: fused (flash: the scores are not kept for "
+        "the backward, each row's softmax statistics are) or materialized (the scores kept); the FLOPs "
+        "are the same; default: as PROGRAM writes it (a preset's training program: fused)",
     )
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
 

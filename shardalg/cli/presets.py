@@ -30,14 +30,22 @@ def _model_list(args: argparse.Namespace) -> int:
 
 def _model_show(args: argparse.Namespace) -> int:
     from shardalg.models import presets
-    from shardalg.models.expand import CAPACITY_FACTOR, expand, shard
+    from shardalg.models.expand import CAPACITY_FACTOR, attention_form, expand, shard
     from shardalg.notation.printing import render
 
     config = presets.get(args.name)
     cf = _capacity_factor(args.capacity_factor) or CAPACITY_FACTOR
     program = expand(
-        config, args.phase, args.dtype, args.kv_dtype, functions=args.functions, capacity_factor=cf
+        config,
+        args.phase,
+        args.dtype,
+        args.kv_dtype,
+        functions=args.functions,
+        capacity_factor=cf,
+        attention=args.attention,
     )
+    form, chosen = attention_form(args.attention, args.phase, args.functions)
+    core = args.phase == "train" and args.functions  # the training core's form is written
     if args.params or args.activations or args.megatron_sp:
         program = shard(program, args.params, args.activations, sequence=args.megatron_sp)
     if args.format == "json":
@@ -46,6 +54,7 @@ def _model_show(args: argparse.Namespace) -> int:
                 "model": config.to_json(),
                 "phase": args.phase,
                 "functions": args.functions,
+                "attention": {"form": form, "chosen": chosen} if core else None,
                 "program": render(program, "json", spans=False),
             },
             True,
@@ -71,6 +80,21 @@ def _model_show(args: argparse.Namespace) -> int:
         if args.functions
         else f"{comment} functions not written: their results are inputs (--no-functions)"
     )
+    if core:
+        print(
+            f"{comment} attention: {form}"
+            + (
+                " (flash: softmax_{S,causal,flash}; the scores are not kept for the backward, each row's "
+                "softmax statistics are"
+                if form == "fused"
+                else " (softmax_{S,causal}: the scores are written and kept for the backward"
+            )
+            + (
+                "; given)"
+                if chosen
+                else "; the default, as the models train: --attention materialized keeps the scores)"
+            )
+        )
     print(render(program, args.format))
     return EXIT_OK
 
@@ -127,6 +151,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=True,
         help="write the norms, the softmax, the gated activation and the residual adds in the notation "
         "(rmsnorm_D, softmax_S, silu, +; the default); --no-functions enters their results as inputs",
+    )
+    q.add_argument(
+        "--attention",
+        choices=("fused", "materialized"),
+        help="the training core's form: fused (flash, softmax_{S,causal,flash}: the scores are not kept for "
+        "the backward, each row's softmax statistics are; the default, said in the output) or materialized "
+        "(the scores kept); the FLOPs are the same",
     )
     q.add_argument(
         "--capacity-factor",

@@ -79,6 +79,13 @@ def _slice(b: _Body, s: Step) -> None:
     )
 
 
+@EMITTERS.register(Op.RENAME)
+def _rename(b: _Body, s: Step) -> None:
+    """The same DTensor: its dim keeps its place (and its placements), only the notation's name changes."""
+    (t,) = s.inputs
+    b.lines.append(f"{b.var(s.output)} = {b.var(t)}")
+
+
 @EMITTERS.register(Op.EINSUM)
 def _einsum(b: _Body, s: Step) -> None:
     left, right = s.inputs

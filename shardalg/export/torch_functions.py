@@ -7,6 +7,7 @@
 |---|---|
 | gelu, silu, exp, relu | ``F.gelu(x, approximate="tanh")``, ``F.silu``, ``torch.exp``, ``torch.relu`` |
 | scale_c, ``+``, ``-``, ``⊙`` | ``c * x``, ``a + b``, ``a - b``, ``a * b`` (operands aligned to the result's dims) |
+| rename_{T,S} | ``y = x``: the same block, its dim called by another name |
 | sum_D, mean_D, max_D | ``torch.sum`` / ``torch.amax`` over D (a max over a sharded D all-reduced with MAX) |
 | softmax_S (causal), rmsnorm_D, layernorm_D | their per-row statistics all-reduced over D's axes |
 | gelu', ..., layernorm' | the derivatives' statistics all-reduced as the forward's |
@@ -141,6 +142,9 @@ def function_lines(b: _Body, s: Step) -> None:
         return
     if s.op is Op.SCALE:
         b.lines.append(f"{y} = {float(s.factor or 0)!r} * {x}")
+        return
+    if s.op is Op.RENAME:  # the same block, its dim called by another name: nothing moved
+        b.lines.append(f"{y} = {x}")
         return
     if s.op in _BINARY:
         left, right = (_aligned(b.var(t), t, s.output) for t in s.inputs)

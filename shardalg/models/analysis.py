@@ -160,7 +160,6 @@ class Analysis:
     mode_chosen: bool = True
     own_notes: list[tuple[str, str]] = field(default_factory=list)
     keep_gathered: bool = False  # the backward reads the forward's gathered copies (memory) or gathers again
-    fused_attention: bool = False  # a fused (flash) attention: its scores are not kept (:attr:`scores`)
 
     @property
     def notes(self) -> list[tuple[str, str]]:
@@ -183,7 +182,7 @@ class Analysis:
             )
             resharding = isinstance(s, Arrow) and isinstance(expr, Tensor)
             if plain or resharding:
-                out[info.index] = plan(s, m.mesh, m.sizes)
+                out[info.index] = _causal(plan(s, m.mesh, m.sizes), info.index in self.causal_products)
             else:
                 out[info.index] = plan_of(Program((s,)), m.mesh, m.sizes)
         return out
@@ -227,7 +226,11 @@ class Analysis:
         if bw is None:
             return []
         by_index = {s.index: s for s in self.model.statements}
-        return [(by_index[self.shown[g.einsum]], g.plan) for g in bw.grads]
+        out = []
+        for g in bw.grads:
+            i = self.shown[g.einsum]
+            out.append((by_index[i], _causal(g.plan, i in self.causal_products)))
+        return out
 
     @cached_property
     def routing_transposes(self) -> list[tuple[StatementInfo, Plan]]:
@@ -272,19 +275,19 @@ class Analysis:
     @cached_property
     def needed(self) -> tuple[str, ...]:
         """Everything the backward needs kept or recomputed: what its einsums read and what the steps the
-        notation does not show read (policy ``none`` keeps all of it)."""
+        notation does not show read (policy ``none`` keeps all of it but a fused attention's scores, which its
+        kernel recomputes: :attr:`saved`)."""
         if self.mode != "train":
             return ()
         makers = {n for made in self.model.hidden_makers.values() for n in made}
         keep = set(self.backward_reads) | makers | set(self.function_reads)
-        if self.fused_attention:  # a fused kernel recomputes the scores in its backward: they are not kept
-            keep -= set(self.scores)
         return tuple(n for n, v in self.model.values.items() if n in keep and v.is_activation)
 
     @cached_property
     def function_reads(self) -> tuple[str, ...]:
         """Values the backward of the program's functions reads: a nonlinear function's operands (a norm's
-        input, an activation function's input, softmax's scores), both factors of an elementwise product;
+        input, an activation function's input), softmax's result (``P``: its backward reads no scores), both
+        factors of an elementwise product;
         a linear one (``+``, ``-``, ``scale``, ``sum``, ``mean``) reads none."""
         if self.mode != "train":
             return ()
@@ -292,36 +295,115 @@ class Analysis:
         for info in m.statements:
             if info.kind != "function":
                 continue
-            if not all(RECORDS[f.op].linear for f in _applied(info.statement)):
+            applied = _applied(info.statement)
+            if len(applied) == 1 and applied[0].op is Op.SOFTMAX and info.result is not None:
+                # softmax's backward reads its result, P ⊙ (dP − sum(dP ⊙ P)), not its scores
+                read += [info.result] if info.result not in read else []
+            elif not all(RECORDS[f.op].linear for f in applied):
                 read += [r for r in info.reads if r not in read]
         return tuple(read)
 
     @cached_property
-    def scores(self) -> tuple[str, ...]:
-        """The attention scores: a softmax's operand made by a product and its result read by a product
-        (``Q·K -> Sc``, ``softmax_S(Sc) -> P``, ``P·V -> O``). The one place their memory is decided: kept for
-        the backward unless the attention is fused (:attr:`fused_attention`, a flash kernel keeps only each
-        row's statistics and recomputes them)."""
+    def cores(self) -> tuple[tuple[StatementInfo, Apply, tuple[str, ...]], ...]:
+        """Each attention core: its softmax's statement, the softmax, and its scores (the softmax's operand
+        made by a product, ``Q·K -> Sc``, and its result read by a product, ``P·V -> O``)."""
         m, out = self.model, []
         readers = {r for info in m.product_statements() for r in info.reads}
         for info in m.statements:
-            if info.kind != "function" or all(f.op is not Op.SOFTMAX for f in _applied(info.statement)):
+            softmax = [f for f in _applied(info.statement) if f.op is Op.SOFTMAX]
+            if info.kind != "function" or not softmax:
                 continue
             made = [r for r in info.reads if m.values[r].made_by is not None]
             if made and info.result in readers:
-                out += [*made, info.result]
-        return tuple(dict.fromkeys(out))
+                out.append((info, softmax[0], (*made, info.result)))
+        return tuple(out)
+
+    @cached_property
+    def scores(self) -> tuple[str, ...]:
+        """The attention scores (:attr:`cores`). The one place their memory is decided: kept for the backward
+        unless the attention is fused (:attr:`fused_scores`, a flash kernel keeps only each row's statistics
+        and recomputes them)."""
+        return tuple(dict.fromkeys(n for _, _, names in self.cores for n in names))
+
+    @cached_property
+    def fused_scores(self) -> tuple[str, ...]:
+        """The scores of the fused attention cores: their softmax says ``flash`` (``softmax_{S,causal,flash}``,
+        a property of the attention the program writes), so the scores are never in HBM and not kept."""
+        return tuple(dict.fromkeys(n for _, f, names in self.cores if "flash" in f.flags for n in names))
+
+    @property
+    def fused_attention(self) -> bool:
+        """Whether the program's attention is fused (every core's softmax says ``flash``)."""
+        return bool(self.cores) and len(self.fused_scores) == len(self.scores)
+
+    @cached_property
+    def causal_products(self) -> frozenset[int]:
+        """The statements of the causal cores' two products (``Q·K -> Sc`` and ``P·V -> O`` around a
+        ``softmax_{S,causal}``): the keys after each query are masked, so their einsums, forward and
+        gradients, skip that half (each step flagged ``causal``: FLOPs and compute halved)."""
+        m, out = self.model, set()
+        for info, f, _ in self.cores:
+            if "causal" not in f.flags:
+                continue
+            out |= {m.values[r].made_by for r in info.reads if m.values[r].made_by is not None}
+            out |= {p.index for p in m.product_statements() if info.result in p.reads}
+        return frozenset(out)
+
+    def in_hbm(self) -> tuple[str, ...] | None:
+        """The tensors a training step reads and writes in HBM: None (every one) unless an attention core is
+        fused, whose scores and their cotangents (``Sc``, ``P``, ``dSc``, ``dP``) stay on chip; every other
+        tensor of the forward, recomputed and backward plans otherwise."""
+        if not self.fused_scores:
+            return None
+        gone = {*self.fused_scores, *(grad_name(n) for n in self.fused_scores)}
+        plans = [*self.forward_plans.values(), *(p for _, p in self.grad_plans)]
+        plans += [p for _, p in self.routing_transposes]
+        names = {t.name for p in plans for st in p.steps for t in (*st.inputs, st.output) if t.name}
+        return tuple(sorted(names - gone))
+
+    def attention_note(self) -> tuple[str, str] | None:
+        """What the program's attention keeps for the backward (training with an attention core): said."""
+        if self.mode != "train" or not self.cores:
+            return None
+        names = ", ".join(self.scores)
+        if self.fused_attention:
+            return (
+                "attention",
+                f"fused (the softmax says flash): the scores {names} stay on chip (no HBM traffic in a step) "
+                "and are not kept for the backward, each row's softmax statistics are (fp32); the FLOPs as "
+                "materialized"
+                + (
+                    " (the kernel's recomputation of the scores in the backward not counted)"
+                    if self.remat.policy == "none"
+                    else ""
+                ),
+            )
+        kept = [n for n in self.scores if n in self.saved]
+        where = f"{', '.join(kept)} kept for the backward" if kept else "recomputed under the remat policy"
+        return (
+            "attention",
+            f"materialized: the scores are written to HBM, {where}; a fused (flash) attention "
+            "(softmax_{S,flash}, --attention fused) keeps each row's statistics instead",
+        )
 
     def statistics(self) -> list[tuple[str, Expr, Expr]]:
-        """The per-row statistics the functions' backward reads (a norm's, a softmax's: fp32, one value per
-        statistic a row, as the forward plan's step holds its block's rows), kept for the backward like
-        activations: (label, bytes per device, count)."""
+        """The per-row statistics the functions' backward reads (a norm's, a fused attention's softmax: fp32,
+        one value per statistic a row, as the forward plan's step holds its block's rows), kept for the
+        backward like activations when the function's operands are (a fused core's: its products' operands):
+        (label, bytes per device, count). A materialized softmax keeps its result instead (its backward reads
+        ``P``)."""
         if self.mode != "train":
             return []
         m, out = self.model, []
+        fused = {info.index: names for info, f, names in self.cores if "flash" in f.flags}
         for info in m.statements:
-            fused = self.scores if self.fused_attention else ()  # a flash kernel keeps the statistics alone
-            acts = [r for r in info.reads if m.values[r].is_activation and r not in fused]
+            if info.index in fused:  # a flash kernel keeps the statistics alone, with the core's inputs
+                made = [m.values[r].made_by for r in info.reads if m.values[r].made_by is not None]
+                acts = [r for i in made for r in m.statements[i].reads if m.values[r].is_activation]
+            elif any(f.op is Op.SOFTMAX for f in _applied(info.statement)) and info.result in self.saved:
+                continue  # its backward reads its result, kept: no statistics
+            else:
+                acts = [r for r in info.reads if m.values[r].is_activation]
             if info.kind != "function" or not all(r in self.saved for r in acts):
                 continue  # recomputed under the remat policy with the operands it is made from
             for st in self.forward_plans[info.index].steps:
@@ -344,8 +426,8 @@ class Analysis:
         if self.mode != "train":
             return ()
         m = self.model
-        if self.remat.policy == "none":
-            return self.needed
+        if self.remat.policy == "none":  # a fused kernel recomputes its scores in the backward: not kept
+            return tuple(n for n in self.needed if n not in self.fused_scores)
         # outside the layer the head is one more block: its input is kept, its logits made again
         logits = set(head_outputs(m))
         once = tuple(n for n in self.needed if m.values[n].once and n not in logits)
@@ -389,9 +471,10 @@ class Analysis:
         for s in p.steps:
             if s.op is Op.EINSUM:
                 left, right = s.inputs
-                local += einsum_flops(left, right, self._opts).sympy()
-                total += einsum_flops(_strip(left), _strip(right), self._opts).sympy()
-        return total, local
+                half = sympy.Rational(1, 2) if "causal" in s.flags else 1  # the masked half skipped
+                local += half * einsum_flops(left, right, self._opts).sympy()
+                total += half * einsum_flops(_strip(left), _strip(right), self._opts).sympy()
+        return self.model.tied(total), self.model.tied(local)
 
     def flops(self) -> Flops:
         """FLOPs of one step: forward, backward (training), recomputed forward (remat), in all and per device."""
@@ -419,7 +502,7 @@ class Analysis:
                     per = RECORDS[st.op].vector_flops
                     big = max((*st.inputs, st.output), key=lambda t: len(t.dims))
                     vec[0] += per * m.elements_of(_strip(big)) * m.factor(by_index[i].once)
-                    vec[1] += per * local_elements(big, m.mesh, m.sizes) * m.factor(by_index[i].once)
+                    vec[1] += per * m.tied(local_elements(big, m.mesh, m.sizes)) * m.factor(by_index[i].once)
         main = (fwd[0], bwd[0], rec[0], fwd[1], bwd[1], rec[1])
         return Flops(*(sympy.expand(x) for x in main), sympy.expand(vec[0]), sympy.expand(vec[1]))
 
@@ -486,7 +569,25 @@ def analyze(
                 policy.describe() + (" (the program's saved list)" if model.roles.saved else " (default)"),
             )
         )
-    return Analysis(model, mode, policy, chosen, notes, keep_gathered)
+    a = Analysis(model, mode, policy, chosen, notes, keep_gathered)
+    said = a.attention_note()
+    if said is not None:
+        notes.append(said)
+    return a
+
+
+def _causal(p: Plan, causal: bool) -> Plan:
+    """``p`` with its einsum steps flagged ``causal`` (a causal core's product: its FLOPs and compute
+    halved, the masked half skipped), or ``p`` itself."""
+    if not causal:
+        return p
+    steps = tuple(
+        replace(s, flags=("causal",), reason=f"{s.reason}; causal: the masked half skipped")
+        if s.op is Op.EINSUM
+        else s
+        for s in p.steps
+    )
+    return replace(p, steps=steps)
 
 
 def _routes(s: object) -> bool:

@@ -42,9 +42,9 @@ def memory_conventions(report: Any) -> list[tuple[str, str]]:
     ]
     if report.analysis.mode == "train":
         written = (
-            "; counted: what the written functions' backward reads (a nonlinear function's operands, the "
-            "attention scores unless the attention is fused, each norm's and softmax's per-row statistics in "
-            "fp32)"
+            "; counted: what the written functions' backward reads (a nonlinear function's operands, a "
+            "softmax's result P unless the attention is fused, each norm's and a fused softmax's per-row "
+            "statistics in fp32)"
             if _functions(report)
             else ""
         )

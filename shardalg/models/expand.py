@@ -3,16 +3,19 @@
     >>> print(expand("dense").statements[4])                              # doctest: +SKIP
     In[B, T, D] * W_q[D, K, G, H] -> Q[B, T, K, G, H]
 
-Dims: ``B`` sequences, ``T`` tokens per sequence, ``S`` the context a decode step attends to, ``D`` the model
+Dims: ``B`` sequences, ``T`` tokens per sequence, ``S`` the keys' positions (a decode step's context), ``D`` the model
 width, ``F`` the MLP width, ``K`` KV heads, ``G`` query heads per KV head (``N = K*G``), ``H`` the head dim,
-``V`` the vocabulary, ``L`` layers, ``E`` experts and ``C`` tokens per expert. The training program is one
-layer's products (the Q, K, V and output projections, the gated MLP) and, outside the repeated layer, the
-unembedding. What the notation does not show enters as an input: the attention core's output ``A``
-(softmax(Q·Kᵀ)·V, whose 4·B·T²·N·H FLOPs are not counted), the normalised residual ``Hn``, the MLP's gated
-activation ``M``. The decode program reads a KV cache (``Kc``, ``Vc`` over ``S`` tokens) for one new token
-per sequence, and includes the attention core's two products. The prefill program is the training program's
-layer with the attention core's two products over the cache of the prompt (``S`` its length, the same as
-``T``): every (T, S) pair is counted, without causal masking's half; its unembedding is the last position's
+``V`` the vocabulary, ``L`` layers, ``E`` experts and ``C`` tokens per expert. The training program
+(:func:`expand`, functions written) is one layer's forward: the norms, the Q, K, V projections, the causal
+attention core over the keys' positions ``S`` (the tokens ``T`` renamed, ``rename_{T,S}``: S's size is T's,
+derived, never bound apart), fused (flash, the default) or materialized, the output projection, the residual
+adds and the gated MLP; and, outside the repeated layer, the head's norm and the unembedding. With
+``functions=False`` what the notation does not show enters as an input: the attention core's output ``A``
+(its 4·B·T·S·N·H FLOPs then not counted), the normalised residual ``Hn``, the MLP's gated activation ``M``.
+The decode program reads a KV cache (``Kc``, ``Vc`` over ``S`` tokens) for one new token per sequence, and
+includes the attention core's two products. The prefill program is the training program's layer with the
+attention core's two products over the cache of the prompt (``S`` its length, the same as ``T``): every
+(T, S) pair is counted, without causal masking's half; its unembedding is the last position's
 only (the logits of the first generated token).
 
 :func:`shard` applies a dim-to-axes map to the parameters and another to the activations (and KV cache); where
@@ -33,6 +36,7 @@ from shardalg.errors import UsageError
 from shardalg.notation.build import split_axes
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import (
+    FLAGS,
     Apply,
     Arrow,
     Collective,
@@ -47,9 +51,20 @@ from shardalg.notation.syntax import (
 
 from .presets import ModelConfig, get
 
-__all__ = ["expand", "shard", "parse_dim_map", "PHASES", "CAPACITY_FACTOR"]
+__all__ = [
+    "expand",
+    "shard",
+    "parse_dim_map",
+    "attention_form",
+    "with_attention",
+    "PHASES",
+    "CAPACITY_FACTOR",
+    "ATTENTION",
+]
 
 PHASES = ("train", "prefill", "decode")
+# the training core's forms (the first the default: the presets' models train with a fused kernel)
+ATTENTION = ("fused", "materialized")
 # a MoE's capacity factor when none is given: a choice (GShard and Switch train at 1.25; Mixtral itself drops
 # no token), said wherever a program is printed with it
 CAPACITY_FACTOR = Fraction(5, 4)
@@ -66,19 +81,23 @@ def expand(
     kv_dtype: DType | str | None = None,
     functions: bool = True,
     capacity_factor: Fraction = CAPACITY_FACTOR,
+    attention: str | None = None,
 ) -> Program:
     """The program of ``config`` for ``phase`` (``train``: one layer's forward and the unembedding;
     ``prefill``: the prompt's tokens with the attention core over their cache; ``decode``: one new token per
     sequence over a KV cache). ``dtype`` is the parameters' (default bf16),
     ``kv_dtype`` the KV cache's (default ``dtype``). ``functions`` (default) writes the norms, the softmax, the
     gated activation and the residual adds in the notation (:func:`_written`); ``functions=False`` enters their
-    results as inputs instead; a MoE's routing takes ``capacity_factor`` (default :data:`CAPACITY_FACTOR`)."""
+    results as inputs instead; a MoE's routing takes ``capacity_factor`` (default :data:`CAPACITY_FACTOR`).
+    ``attention`` is the training core's form (:data:`ATTENTION`): ``fused`` (flash, the default:
+    :func:`attention_form`) or ``materialized``."""
     c = get(config) if isinstance(config, str) else config
     if phase not in PHASES:
         raise UsageError(f"the phase is one of {', '.join(PHASES)}, not {phase!r}")
+    form, _ = attention_form(attention, phase, functions)
     if functions:
         return _written(
-            c, phase, dtype_named(dtype) if isinstance(dtype, str) else dtype, kv_dtype, capacity_factor
+            c, phase, dtype_named(dtype) if isinstance(dtype, str) else dtype, kv_dtype, capacity_factor, form
         )
     p = dtype_named(dtype) if isinstance(dtype, str) else dtype
     kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
@@ -129,6 +148,62 @@ def expand(
     return parse("\n".join(lines))
 
 
+def attention_form(attention: str | None, phase: str = "train", functions: bool = True) -> tuple[str, bool]:
+    """The training core's form and whether it was chosen: ``fused`` (flash: a kernel that never writes the
+    scores ``Sc`` and ``P`` to HBM, keeps each row's softmax statistics for the backward and recomputes the
+    scores from them, as LLaMA's and Mixtral's training runs do; written ``softmax_{S,causal,flash}``) or
+    ``materialized`` (the scores written and kept for the backward); ``None`` is ``fused``, a default said
+    wherever the program is shown. Only the training program with its functions writes the core's form."""
+    if attention is not None and attention not in ATTENTION:
+        raise UsageError(f"the attention is {' or '.join(ATTENTION)}, not {attention!r}")
+    if attention is not None and (phase != "train" or not functions):
+        where = f"the {phase} program" if phase != "train" else "a program without its functions (no softmax)"
+        raise UsageError(
+            f"the attention's form ({attention}) is a choice of the training program's core, which {where} "
+            "does not write",
+            fix="drop --attention" if phase != "train" else "write the functions (drop --no-functions)",
+        )
+    return (attention or ATTENTION[0]), attention is not None
+
+
+def with_attention(program: Program, form: str) -> Program:
+    """``program`` with each attention core's softmax (its operand a product's result, its result a product's
+    operand: ``Q·K -> Sc``, ``softmax_S(Sc) -> P``, ``P·V -> O``) ``fused`` (``flash`` added to its flags) or
+    ``materialized`` (``flash`` removed); a UsageError when the program writes no core."""
+    if form not in ATTENTION:
+        raise UsageError(f"the attention is {' or '.join(ATTENTION)}, not {form!r}")
+    made = {s.result.name for s in program.statements if isinstance(s, Arrow) and isinstance(s.expr, Product)}
+    read = {
+        t.name
+        for s in program.statements
+        for e in ((s.expr,) if isinstance(s, Arrow) else (s,))
+        if isinstance(e, Product)
+        for t in (e.left, e.right)
+        if isinstance(t, Tensor)
+    }
+    out, found = [], False
+    for s in program.statements:
+        f = s.expr if isinstance(s, Arrow) else None
+        if (
+            isinstance(f, Apply)
+            and f.op is Op.SOFTMAX
+            and isinstance(f.operands[0], Tensor)
+            and f.operands[0].name in made
+            and s.result.name in read
+        ):
+            wanted = {*f.flags, "flash"} if form == "fused" else set(f.flags) - {"flash"}
+            s = replace(s, expr=replace(f, flags=tuple(x for x in FLAGS if x in wanted)))
+            found = True
+        out.append(s)
+    if not found:
+        raise UsageError(
+            f"--attention {form}: the program writes no attention core (Q·K -> Sc, softmax_S(Sc) -> P, "
+            "P·V -> O) whose form it could set",
+            fix="drop --attention, or write the core's three statements",
+        )
+    return Program(tuple(out), program.mesh, program.sizes, program.roles, source=None)
+
+
 def _decimal(x: Fraction) -> str:
     """A capacity factor as the decimal the notation writes (1.25; a whole number without a point)."""
     if x <= 0 or 10**6 % x.denominator:
@@ -142,12 +217,14 @@ def _written(
     p: DType | None,
     kv_dtype: DType | str | None,
     capacity_factor: Fraction = CAPACITY_FACTOR,
+    attention: str = ATTENTION[0],
 ) -> Program:
     """The program of ``c`` with its functions written: per layer ``rmsnorm_D(In) -> Har`` and
     ``Har ⊙ g_attn -> Ha`` (one function a statement, as the backward differentiates them), the Q, K,
     V projections of ``Ha``, the attention core (prefill and decode: ``Q·Kc -> Sc``, ``softmax_S(Sc) -> P``,
-    ``P·Vc -> A``; training: ``A`` an input, not yet written over ``rename_{T,S}`` of ``Kp`` and ``Vp`` as
-    ``tests/search/programs.py``'s layer is), ``A·W_o -> Att``, the residual ``In + Att -> Rs``,
+    ``P·Vc -> A``; training: ``rename_{T,S}`` of ``Kp`` and ``Vp`` to ``Ks`` and ``Vs``, ``Q·Ks -> Sc``,
+    ``softmax_{S,causal[,flash]}(Sc) -> P`` (``flash`` when ``attention`` is ``fused``), ``P·Vs -> A``),
+    ``A·W_o -> Att``, the residual ``In + Att -> Rs``,
     ``rmsnorm_D(Rs) ⊙ g_mlp -> Hn``, the gated MLP ``silu(Gt) -> Sg``, ``Sg ⊙ U -> M`` and the residual
     ``Rs + Out -> Y`` (the layer's output); the head ``rmsnorm_D(Xl) ⊙ g_final -> Xf`` before the
     unembedding, ``Xl`` the last layer's output. Mixtral's router writes the logits ``R``;
@@ -188,6 +265,16 @@ def _written(
             f"Q[{q}] * {_t('Kc', 'B, S, K, H', kv)} -> Sc[{scores}]",
             f"softmax_S(Sc[{scores}]) -> P[{scores}]",
             f"P[{scores}] * {_t('Vc', 'B, S, K, H', kv)} -> A[{q}]",
+        ]
+    else:  # training: the core over the keys' and values' positions S, the tokens T renamed (S's size is T's)
+        scores = "B, T, K, G, S"
+        flags = "S,causal,flash" if attention == "fused" else "S,causal"
+        lines += [
+            "rename_{T,S}(Kp[B, T, K, H]) -> Ks[B, S, K, H]",
+            "rename_{T,S}(Vp[B, T, K, H]) -> Vs[B, S, K, H]",
+            f"Q[{q}] * Ks[B, S, K, H] -> Sc[{scores}]",
+            f"softmax_{{{flags}}}(Sc[{scores}]) -> P[{scores}]",
+            f"P[{scores}] * Vs[B, S, K, H] -> A[{q}]",
         ]
     lines += [
         f"A[{q}] * {_t('W_o', 'K, G, H, D', p)} -> Att[{tok}, D]",

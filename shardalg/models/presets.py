@@ -196,8 +196,8 @@ PRESETS: dict[str, ModelConfig] = {
         _config(
             "mixtral-8x7b",
             "Mixtral 8x7B (Jiang et al. 2024): 8 experts, top-2 routing, grouped-query "
-            "attention; the experts read X[E, C, D], C tokens per expert (C = B*T*top_k/E at capacity "
-            "factor 1: bind C with B and T)",
+            "attention; the experts read X[E, C, D], C tokens per expert (C = cf*top_k*B*T/E, derived by "
+            "the routing from B and T at its capacity factor cf)",
             "mistralai/Mixtral-8x7B-v0.1",
             "46.7B parameters (Jiang et al. 2024, 'Mixtral of Experts': 46.7B total, 12.9B active)",
             layers=32,

@@ -31,6 +31,7 @@ from sympy import Expr, Integer
 from shardalg.algebra.context import as_sizes, context_for, refuse_unknown_dims, tensors_of
 from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh, as_mesh
+from shardalg.algebra.ops.rename import renamed_dims, tied_sizes
 from shardalg.algebra.ops.route import capacity_dims, derived_capacities
 from shardalg.algebra.symbols import dim_size
 from shardalg.errors import UsageError
@@ -104,6 +105,13 @@ class ModelProgram:
     held: dict[str, Tensor] = field(
         default_factory=dict
     )  # value -> the version it lives in, when not its first
+    ties: dict[str, str] = field(default_factory=dict)  # a renamed dim -> its unbound source (S -> T)
+
+    def tied(self, x: Expr) -> Expr:
+        """``x`` with each renamed dim's symbol as its source's (``rename_{T,S}`` with T unbound: S is T)."""
+        if not self.ties or not isinstance(x, sympy.Basic):
+            return x
+        return x.subs({dim_size(to): dim_size(src) for to, src in self.ties.items()})
 
     def kept_tensor(self, name: str) -> Tensor:
         """The version of value ``name`` the program holds: as first written, or as a collective other than an
@@ -147,10 +155,10 @@ class ModelProgram:
     # ---- sizes
     def bytes_of(self, t: Tensor, *, per_device: bool = True) -> Expr:
         """Bytes of ``t`` on one device (its sharding), or in all (``per_device=False``: once, unsharded)."""
-        return tensor_bytes(t, self.mesh if per_device else None, self.sizes)
+        return self.tied(tensor_bytes(t, self.mesh if per_device else None, self.sizes))
 
     def elements_of(self, t: Tensor) -> Expr:
-        return elements(t, self.sizes)
+        return self.tied(elements(t, self.sizes))
 
     @property
     def devices(self) -> Expr:
@@ -233,8 +241,9 @@ def refuse_sizes_it_lacks(program: Program, sizes: Mapping[str, int] | str | Non
 
 def resized(m: ModelProgram, changes: Mapping[str, int], free: Sequence[str] = ()) -> ModelProgram:
     """``m`` again with ``changes`` bound and the dims in ``free`` unbound; a routing's capacity, derived from
-    its tokens, is derived again (a smaller batch routes fewer tokens)."""
-    again = capacity_dims(m.program.statements)
+    its tokens, is derived again (a smaller batch routes fewer tokens), and so is a renamed dim (S of
+    ``rename_{T,S}``: T's size)."""
+    again = capacity_dims(m.program.statements) | set(renamed_dims(m.program.statements))
     sizes = {k: v for k, v in m.sizes.items() if k not in free and k not in again}
     return model_program(m.program, m.mesh, {**sizes, **changes})
 
@@ -251,9 +260,11 @@ def model_program(
         program = parse(program_source(program))
     if not isinstance(program, Program):
         raise UsageError(f"a model is a program in the notation, not {type(program).__name__}")
-    derived = derived_capacities(program.statements, {**dict(program.sizes), **as_sizes(sizes)})
-    if derived:  # a routing's capacity, from its tokens, k and cf
-        sizes = {**as_sizes(sizes), **{dim: n for dim, (n, _) in derived.items()}}
+    given = {**dict(program.sizes), **as_sizes(sizes)}
+    tied = tied_sizes(program.statements, given)  # a renamed dim's size is its source's (S of rename_{T,S})
+    derived = derived_capacities(program.statements, {**given, **{d: n for d, (n, _) in tied.items()}})
+    if derived or tied:  # a routing's capacity, from its tokens, k and cf; a renamed dim's size
+        sizes = {**as_sizes(sizes), **{dim: n for dim, (n, _) in {**tied, **derived}.items()}}
     ctx = context_for(program, as_mesh(mesh), sizes)
     if ctx.mesh is None:
         raise UsageError(
@@ -264,6 +275,7 @@ def model_program(
     notes: list[tuple[str, str]] = []
     layers = _layer_count(roles, ctx.sizes, notes)
     notes += [("capacity", said) for _, said in derived.values()]
+    notes += [("renamed", said) for _, said in tied.values()]
 
     root: dict[str, str] = {}
     first: dict[str, Tensor] = {}
@@ -329,6 +341,14 @@ def model_program(
         values[name] = replace(values[name], once=True)
     model = ModelProgram(program, ctx.mesh, dict(ctx.sizes), roles, values, tuple(infos), layers, notes, root)
     model.held = held
+    model.ties = {to: src for to, src in renamed_dims(program.statements).items() if to not in ctx.sizes}
+    notes += [
+        (
+            "renamed",
+            f"{to} = {src} (rename_{{{src},{to}}}: the same positions; {src} unbound, {to} written as {src})",
+        )
+        for to, src in model.ties.items()
+    ]
     _hidden_steps(model)
     return model
 

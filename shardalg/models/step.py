@@ -122,10 +122,10 @@ def _part(
 
 
 def _hbm_names(a: Analysis) -> tuple[str, ...] | None:
-    """The tensors whose HBM reads an inference step counts (its parameters and KV cache); None in training
-    (every einsum operand and result)."""
+    """The tensors whose HBM reads an inference step counts (its parameters and KV cache); in training every
+    einsum operand and result (None) but a fused attention's scores (:meth:`Analysis.in_hbm`)."""
     if a.mode != "infer":
-        return None
+        return a.in_hbm()
     m = a.model
     keep = {v.name for v in (*m.params, *m.kv_cache)}
     return tuple(n for n, root in m.aliases.items() if root in keep)

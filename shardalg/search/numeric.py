@@ -20,6 +20,7 @@ from typing import Any
 
 from shardalg.algebra.context import context_for, tensors_of
 from shardalg.algebra.mesh import Mesh, a_mesh_or_none, as_mesh
+from shardalg.algebra.ops.rename import tied_sizes
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
@@ -412,6 +413,9 @@ def prepare_search(
                 )
             )
     sizes_known = dict(ctx.sizes)
+    for dim, (n, said) in tied_sizes(prog.statements, sizes_known).items():
+        sizes_known[dim] = n  # a renamed dim's size is its source's (the model derives it too)
+        notes.append(("renamed", said))
     space = space_of(prog, ctx.mesh, sizes_known)
     written = (d for t in tensors_of(prog) for d in t.dim_names)  # a dim only an activation has counts too
     missing = [

@@ -33,6 +33,8 @@ def _jobs() -> dict[str, object]:
     jobs["megatron forward"] = parse(MEGATRON)
     jobs["megatron backward"] = backward(parse(MEGATRON), MESH)
     jobs["partial input"] = plan(parse("C[I, K]{U_X} -> C[I, K_X]").statements[0], MESH, SIZES)
+    # a rename moves nothing; its result then gathered over X (the keys of sequence parallelism)
+    jobs["rename"] = plan(parse("rename_{I,J}(A[I_X, K_Y]) -> Ar[J, K_Y]").statements[0], MESH, SIZES)
     return jobs
 
 
@@ -42,7 +44,9 @@ def results() -> dict[str, object]:
     return dict(zip(jobs, check_torch(list(jobs.values()), MESH, dtensor=True), strict=True))
 
 
-@pytest.mark.parametrize("name", [*BOOK_CASES, "megatron forward", "megatron backward", "partial input"])
+@pytest.mark.parametrize(
+    "name", [*BOOK_CASES, "megatron forward", "megatron backward", "partial input", "rename"]
+)
 def test_dtensor_form_equals_dense(results: dict, name: str) -> None:
     r = results[name]
     assert r.ok, r.message

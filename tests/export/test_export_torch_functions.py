@@ -37,6 +37,8 @@ FORWARD = [
     "softmax_{S,causal}(Sc[B, T_Y, S_X]) -> P[B, T_Y, S_X]",
     "rmsnorm_D(X[B, D_X]) -> Y[B, D_X]",
     "layernorm_D(X[B_Y, D_X]) -> Y[B_Y, D_X]",
+    "rename_{I,J}(K[B_Y, I_X]) -> Kr[B_Y, J_X]",  # the same blocks: nothing moved
+    "rename_{I,J}(K[B_Y, I_X]) -> Kr[B_Y, J]",  # the rename, then J gathered over X
 ]
 BACKWARD = [  # each derivative's backward, the statistics over a sharded dim where it has them
     "gelu(H[B, F_Y]) -> G[B, F_Y]",
@@ -49,6 +51,7 @@ BACKWARD = [  # each derivative's backward, the statistics over a sharded dim wh
     "softmax_S(Sc[B_Y, S_X]) -> P[B_Y, S_X]",
     "rmsnorm_D(X[B, D_X]) -> Y[B, D_X]",
     "layernorm_D(X[B_Y, D_X]) -> Y[B_Y, D_X]",
+    "rename_{I,J}(K[B_Y, I_X]) -> Kr[B_Y, J_X]",  # its backward the rename back
 ]
 
 
@@ -101,3 +104,11 @@ def test_attention_blocks_are_refused_by_name() -> None:
     ring = next(p for p in shardalg.plans(core, mesh="X=4", sizes=SIZES) if p.note.startswith("ring"))
     with pytest.raises(shardalg.ShardalgError, match="has no method for attend"):
         export_torch(ring, "X=4")
+
+
+def test_a_rename_moves_nothing_on_the_ranks() -> None:
+    src = export_torch(
+        shardalg.plans("rename_{I,J}(K[B_Y, I_X]) -> Kr[B_Y, J_X]", mesh=MESH, sizes=SIZES)[0], MESH
+    )
+    assert "\n    Kr = K\n" in src  # the same block under its new name
+    assert "_all_gather" not in src and "_permute" not in src

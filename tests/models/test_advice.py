@@ -109,7 +109,7 @@ def test_fit_check_exits_1_and_says_what_would_fit():
     assert done.returncode == 1, done.stderr
     assert "fits         NO" in done.stdout and "to fit (each change alone, priced):" in done.stdout
     assert (
-        "  --sizes T=157 (the largest T that fits, from 4096): 95.9 GB (89.3 GiB) per device, fits"
+        "  --sizes T=157 (the largest T that fits, from 4096): 96 GB (89.4 GiB) per device, fits"
         in done.stdout
     )
     assert "smallest change that fits: --sizes T=157 (it changes the run as asked by 96%" in done.stdout

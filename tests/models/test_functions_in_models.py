@@ -5,7 +5,6 @@ scores unless the attention is fused)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -77,14 +76,23 @@ def test_what_the_functions_backward_reads_is_kept():
 
 
 def test_the_attention_scores_are_kept_unless_the_attention_is_fused():
-    a = analyze(model_program(CORE, "X=2", {"B": 2, "T": 256, "S": 256, "H": 64, "D": 128}), "train")
-    assert a.scores == ("Sc", "P")
+    sizes = {"B": 2, "T": 256, "S": 256, "H": 64, "D": 128}
+    a = analyze(model_program(CORE, "X=2", sizes), "train")
+    assert a.scores == ("Sc", "P") and not a.fused_attention
     kept = _activations(a)
-    assert kept["Sc"] == kept["P"] == 2 * 256 * 256 * 2
-    assert "softmax_S statistics (2 fp32 a row) of P" in kept
-    fused = replace(a, fused_attention=True)
-    assert "Sc" not in fused.needed and "P" not in fused.needed and "Q" in fused.needed
-    assert "softmax_S statistics (2 fp32 a row) of P" in _activations(fused)  # a flash kernel keeps them
+    assert kept["P"] == 2 * 256 * 256 * 2  # softmax's backward reads its result, P ⊙ (dP − sum(dP ⊙ P))
+    assert "Sc" not in kept  # ... and no scores: Q·K's gradients read Q and K
+    assert "softmax_S statistics (2 fp32 a row) of P" not in kept  # P kept: no statistics needed
+    fused = analyze(model_program(CORE.replace("softmax_S(", "softmax_{S,flash}("), "X=2", sizes), "train")
+    assert fused.fused_attention and fused.fused_scores == ("Sc", "P")
+    assert "Sc" not in fused.saved and "P" not in fused.saved and "Q" in fused.saved
+    kept_fused = _activations(fused)
+    assert "P" not in kept_fused
+    assert (
+        kept_fused["softmax_S statistics (2 fp32 a row) of P"] == 2 * 256 * 2 * 4
+    )  # a flash kernel keeps them
+    assert dict(fused.notes)["attention"].startswith("fused (the softmax says flash)")
+    assert dict(a.notes)["attention"].startswith("materialized")
 
 
 def test_the_functions_flops_are_counted_apart_and_their_time_priced():
@@ -129,7 +137,13 @@ def test_the_presets_with_their_functions_written_keep_their_parameters_and_flop
         assert sum(s.kind == "function" for s in written.statements) >= 4
         mode = "train" if phase == "train" else "infer"
         a, b = analyze(written, mode), analyze(bare, mode)
-        assert a.flops().forward == b.flops().forward  # the same products: the functions' FLOPs are apart
+        # the same products (the functions' FLOPs are apart), but in training the written attention core's
+        # (bare, its output A is an input): Q·K and P·V over the causal half, 2·(2·B·T·S·N·H)/2 a layer
+        core = 0
+        if phase == "train":
+            n = {"llama-2-13b": 40, "llama-3-8b": 32, "llama-3-70b": 64, "mixtral-8x7b": 32}[name]
+            core = 2 * sizes["B"] * sizes["T"] * sizes["T"] * n * 128 * a.model.layers
+        assert a.flops().forward == b.flops().forward + core
         assert a.flops().vector > 0
         assert model_memory(a, "h100").params == model_memory(b, "h100").params
     core = expand(name, "prefill", functions=True)

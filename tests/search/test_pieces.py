@@ -50,9 +50,14 @@ def test_mlp_every_candidate(mode, overlap):
     assert len({sub for sub, _ in new.table}) <= 2 * seen  # two statements per candidate, none priced twice
 
 
+# a causal core's products are halved only with their softmax in view (models.analysis.causal_products), so
+# a causal layer's statements do not add up (pricer_for prices it whole); its non-causal form does
+NONCAUSAL_FN = TRANSFORMER_FN.replace("softmax_{S,causal}", "softmax_S")
+
+
 @pytest.mark.parametrize(
     ("program", "mode", "limit"),
-    [(TRANSFORMER, "train", 40), (TRANSFORMER_FN, "infer", 40)],
+    [(TRANSFORMER, "train", 40), (NONCAUSAL_FN, "infer", 40)],
 )
 def test_transformer_layer_candidates(program, mode, limit):
     """The first candidates of each layer (every candidate agrees too: 52 s and 39 s of CPU). In training, the

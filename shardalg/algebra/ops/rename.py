@@ -11,15 +11,15 @@ transpose is the rename back, ``rename_{S,T}(dK) -> dKp``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 
-from shardalg.errors import IllegalOperand
-from shardalg.notation.syntax import Dim, Op, Tensor
+from shardalg.errors import IllegalOperand, UsageError
+from shardalg.notation.syntax import Apply, Arrow, Dim, Op, Tensor
 
 from .function import FunctionRecord, Kind, function_record
 
-__all__ = ["RECORD", "RenameRecord"]
+__all__ = ["RECORD", "RenameRecord", "renamed_dims", "tied_sizes"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,3 +58,38 @@ RECORD = function_record(
     transpose_note="the rename back, rename_{S,T}(dY): the same blocks, nothing moved",
 )
 RECORD = RenameRecord(**{f.name: getattr(RECORD, f.name) for f in fields(RECORD) if f.init})
+
+
+def renamed_dims(statements: Sequence[object]) -> dict[str, str]:
+    """Each dim a program's renames name anew, with the dim it renames (``rename_{T,S}``: {"S": "T"})."""
+    out: dict[str, str] = {}
+    for stmt in statements:
+        call = stmt.expr if isinstance(stmt, Arrow) else stmt
+        if isinstance(call, Apply) and call.op is Op.RENAME and call.dim is not None and call.to is not None:
+            out.setdefault(call.to, call.dim)
+    return out
+
+
+def tied_sizes(statements: Sequence[object], sizes: Mapping[str, int]) -> dict[str, tuple[int, str]]:
+    """The sizes a program's renames derive: a dim ``rename_{T,S}`` names is T's size, so S is never a size of
+    its own. Returns each derived dim's size and the line that says so, for the renamed dims ``sizes`` leaves
+    unbound and whose source it binds; a UsageError when ``sizes`` binds one otherwise (S=1024 with
+    T=2048)."""
+    out: dict[str, tuple[int, str]] = {}
+    for to, dim in renamed_dims(statements).items():
+        source = sizes.get(dim)
+        if source is None:
+            continue
+        bound = sizes.get(to)
+        if bound is not None and bound != source:
+            raise UsageError(
+                f"{to} is bound to {bound}, but rename_{{{dim},{to}}} makes {to} the dim {dim} under another "
+                f"name: its size is {dim}'s, {source}",
+                fix=f"drop {to}={bound} (it is derived: {to} = {dim}) or bind {to}={source}",
+            )
+        if bound is None:
+            out[to] = (
+                source,
+                f"{to} = {dim} = {source} (rename_{{{dim},{to}}}: the same positions, derived)",
+            )
+    return out
