@@ -107,7 +107,13 @@ def _keep_note(keep: bool | None) -> str:
 
 
 def _key(e: Entry, order: int) -> tuple:
-    return (e.seconds, e.comms, e.bytes, order)
+    """Seconds, then communication, then bytes, then the space's order; times to 12 significant digits, so a
+    tie is a tie however its sum was taken (a candidate priced whole or from its statements)."""
+    return (_digits(e.seconds), _digits(e.comms), e.bytes, order)
+
+
+def _digits(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.12g}")
 
 
 @dataclass(repr=False)
