@@ -1,6 +1,6 @@
 """Benchmark of the numeric strategy search: the book's question 7 and one transformer layer.
 
-    python bench/bench_strategy.py [--repeat N] [--layer-repeat N] [--train-mesh M] [--json]
+    python bench/bench_strategy.py [--repeat N] [--layer-repeat N] [--train-mesh M] [--core-mesh M] [--json]
     (or: python -m bench strategy)
 
 In process: ``sa.search`` on question 7 (MLP, TPU v5e 2x2, 300 MB, forward) and on one transformer layer
@@ -11,6 +11,10 @@ With ``--train-mesh`` (e.g. ``X=2,Y=2``): the layer in training on that mesh, in
 search (every assignment of its space enumerated and priced, from its statements' prices where they sum: the
 baseline) and by the per-statement graph search (:mod:`shardalg.search.graph`: each statement's choices priced
 once and combined freely, solved by the tree DP or the ILP; its space is larger, so its step may be faster).
+With ``--core-mesh`` (e.g. ``X=2,Y=2``; the issue's case is ``X=2,Y=2,Z=2``): the layer with its attention core,
+norms and residuals (``TRANSFORMER_FN``, ``LAYER_TRAIN``'s sizes) in training on that mesh, in CPU seconds, its
+candidates priced from their statements against the baseline of the same run: every candidate's whole program
+priced (the brute force); the two winners must be one.
 Cold: ``shardalg search`` on question 7 in a new process, median of N, next to ``python -c pass``.
 """
 
@@ -36,7 +40,7 @@ from bench.common import find_caches  # noqa: E402
 from shardalg.planning import planner  # noqa: E402
 from shardalg.search.graph import search_graph  # noqa: E402
 from shardalg.search.numeric import search  # noqa: E402
-from tests.search.programs import LAYER, MLP, Q7, TRANSFORMER  # noqa: E402
+from tests.search.programs import LAYER, LAYER_TRAIN, MLP, Q7, TRANSFORMER, TRANSFORMER_FN  # noqa: E402
 
 _CACHES = find_caches()
 
@@ -70,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--layer-repeat", type=int, default=1)
     ap.add_argument("--train-mesh", default=None, help="also time the layer in training on this mesh")
+    ap.add_argument(
+        "--core-mesh", default=None, help="also time the layer with its attention core in training"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -120,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         out["train_whole_seconds"] = whole.winner.seconds if whole.winner is not None else None
         out["train_graph_seconds"] = graph.seconds
         out["train_graph_solver"] = f"{graph.solver}, {'optimal' if graph.optimal else 'not proven optimal'}"
+    if args.core_mesh is not None:
+        out.update(_core(args.core_mesh))
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -139,12 +148,48 @@ def main(argv: list[str] | None = None) -> int:
                 f"{out['train_graph_cpu_s']:.1f} s CPU ({out['train_graph_solver']}, "
                 f"{out['train_graph_seconds']:.4g} s per step)"
             )
+        if "core_pieces_cpu_s" in out:
+            print(
+                f"layer with its core, training, {args.core_mesh}: from statements {out['core_pieces_cpu_s']:.1f} s "
+                f"CPU, every whole program (baseline) {out['core_whole_cpu_s']:.1f} s CPU; winner "
+                f"{out['core_winner']} ({'the same' if out['core_same_winner'] else 'NOT the same'})"
+            )
         if "cold_q7_cli_s" in out:
             print(
                 f"shardalg search (q7)     {out['cold_q7_cli_s']:8.2f} s   new process, median of {args.repeat} "
                 f"(python -c pass {out['cold_python_s']:.2f} s)"
             )
     return 0
+
+
+def _core(mesh: str) -> dict[str, object]:
+    """The layer with its attention core in training on ``mesh``: CPU seconds priced from statements and with
+    every candidate's whole program (the brute force, the baseline), and whether the winners agree."""
+    from shardalg.search import numeric
+    from shardalg.search.price import Pricer
+
+    on = {**LAYER_TRAIN, "mesh": mesh}
+    _clear()
+    t0 = time.process_time()
+    pieces = numeric.search(TRANSFORMER_FN, **on)
+    took = time.process_time() - t0
+    whole_pricer = numeric.pricer_for
+    numeric.pricer_for = lambda base, space, st, pruned, notes: Pricer(base, space, st, pruned)
+    try:
+        _clear()
+        t0 = time.process_time()
+        whole = numeric.search(TRANSFORMER_FN, **on)
+        brute = time.process_time() - t0
+    finally:
+        numeric.pricer_for = whole_pricer
+    w = pieces.winner
+    return {
+        "core_pieces_cpu_s": took,
+        "core_whole_cpu_s": brute,
+        "core_winner": f"{w.strategy}: {w.assignment}" if w is not None else "none",
+        "core_same_winner": (w is None and whole.winner is None)
+        or (w is not None and whole.winner is not None and w.assignment == whole.winner.assignment),
+    }
 
 
 if __name__ == "__main__":

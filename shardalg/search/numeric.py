@@ -167,6 +167,11 @@ class SearchResult(Shown):
             than = "as fast as the winner, more memory"
         else:
             than = "tied with the winner (listed after it in the space's order)"
+        if ratio < 1.005 and e.comms > w.comms and e.gathers:  # within a hair of the winner: what it pays
+            than += (
+                f", gathering {', '.join(e.gathers)} in the forward ({time_text(e.comms)} of communication "
+                f"against {time_text(w.comms)})"
+            )
         return f"{than}; {e.binding_reason()}"
 
     @property

@@ -52,7 +52,7 @@ from shardalg.models.trainstate import TrainState
 from shardalg.notation.plan import Op, Plan
 from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Roles
 
-from .price import Entry, Pricer, Settings
+from .price import Entry, Pricer, Settings, activation_gathers
 from .space import Assignment, Pruned, Space, _tensors
 
 __all__ = ["Piece", "Seconds", "StatementPricer", "pricer_for", "split_statements"]
@@ -102,6 +102,7 @@ class Piece:
     values: dict[str, Expr]
     gathered: dict[str, Expr]
     copies: float
+    gathers: tuple[str, ...] = ()  # the values (not parameters) its forward gathers
 
 
 def _is_product(s: object) -> bool:
@@ -248,7 +249,9 @@ def _price_piece(sub: Program, st: Settings, keep: bool) -> Piece:
         size = model.bytes_of(step.output)
         gathered[name] = size if name not in gathered else sympy.Max(gathered[name], size)
     copies = float(sum(b * n for _, b, n in a.gathered_copies())) if st.mode == "train" else 0.0
-    return Piece(phases, flops.forward + flops.backward, rows, values, gathered, copies)
+    return Piece(
+        phases, flops.forward + flops.backward, rows, values, gathered, copies, activation_gathers(a)
+    )
 
 
 class StatementPricer(Pricer):
@@ -365,6 +368,7 @@ class StatementPricer(Pricer):
             mfu=model_flops / (seconds * peak) if seconds > 0 else None,
             cap=st.cap,
             hbm_counted=st.mode != "train",
+            gathers=tuple(dict.fromkeys(n for p in pieces for n in p.gathers)),
         )
 
 

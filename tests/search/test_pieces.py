@@ -31,6 +31,7 @@ def _both(program, mesh, sizes, mode, overlap, limit=None):
             continue
         seen += 1
         assert en.parts == eo.parts and en.bytes == eo.bytes and en.fits == eo.fits, a
+        assert en.gathers == eo.gathers, a  # the values its forward gathers, named the same
         if eo.seconds is None:
             continue
         for k in ("seconds", "comms", "compute", "hbm", "flops"):
