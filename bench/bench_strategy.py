@@ -1,6 +1,6 @@
 """Benchmark of the numeric strategy search: the book's question 7 and one transformer layer.
 
-    python bench/bench_strategy.py [--repeat N] [--layer-repeat N] [--train-mesh M] [--json]
+    python bench/bench_strategy.py [--repeat N] [--layer-repeat N] [--train-mesh M] [--core-mesh M] [--json]
     (or: python -m bench strategy)
 
 In process: ``sa.search`` on question 7 (MLP, TPU v5e 2x2, 300 MB, forward) and on one transformer layer
@@ -11,6 +11,10 @@ With ``--train-mesh`` (e.g. ``X=2,Y=2``): the layer in training on that mesh, in
 search (every assignment of its space enumerated and priced, from its statements' prices where they sum: the
 baseline) and by the per-statement graph search (:mod:`shardalg.search.graph`: each statement's choices priced
 once and combined freely, solved by the tree DP or the ILP; its space is larger, so its step may be faster).
+With ``--core-mesh`` (e.g. ``X=2,Y=2``; the issue's case is ``X=2,Y=2,Z=2``): the layer with its attention core,
+norms and residuals (``TRANSFORMER_FN``, ``LAYER_TRAIN``'s sizes) in training on that mesh, in CPU seconds, its
+candidates priced from their statements against the baseline of the same run: every candidate's whole program
+priced (the brute force); the two winners must be one.
 Cold: ``shardalg search`` on question 7 in a new process, median of N, next to ``python -c pass``.
 With ``--degrees``: LLaMA-3 70B in training on ``v5p-8960`` (B=1280, T=4096, remat block, the chip's HBM) by
 the degrees search (:mod:`shardalg.search.degrees`), in CPU seconds (target < 60 s), next to the baseline of the
@@ -39,7 +43,7 @@ from bench.common import find_caches  # noqa: E402
 from shardalg.planning import planner  # noqa: E402
 from shardalg.search.graph import search_graph  # noqa: E402
 from shardalg.search.numeric import search  # noqa: E402
-from tests.search.programs import LAYER, MLP, Q7, TRANSFORMER  # noqa: E402
+from tests.search.programs import LAYER, LAYER_TRAIN, MLP, Q7, TRANSFORMER, TRANSFORMER_FN  # noqa: E402
 
 _CACHES = find_caches()
 
@@ -75,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-mesh", default=None, help="also time the layer in training on this mesh")
     ap.add_argument(
         "--degrees", action="store_true", help="also time LLaMA-3 70B's degrees search on v5p-8960"
+    )
+    ap.add_argument(
+        "--core-mesh", default=None, help="also time the layer with its attention core in training"
     )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -128,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         out["train_graph_solver"] = f"{graph.solver}, {'optimal' if graph.optimal else 'not proven optimal'}"
     if args.degrees:
         out.update(_degrees())
+    if args.core_mesh is not None:
+        out.update(_core(args.core_mesh))
     if args.json:
         print(json.dumps(out, indent=2))
     else:
@@ -146,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"(winner {out['train_whole_seconds']:.4g} s per step); per-statement graph search "
                 f"{out['train_graph_cpu_s']:.1f} s CPU ({out['train_graph_solver']}, "
                 f"{out['train_graph_seconds']:.4g} s per step)"
+            )
+        if "core_pieces_cpu_s" in out:
+            print(
+                f"layer with its core, training, {args.core_mesh}: from statements {out['core_pieces_cpu_s']:.1f} s "
+                f"CPU, every whole program (baseline) {out['core_whole_cpu_s']:.1f} s CPU; winner "
+                f"{out['core_winner']} ({'the same' if out['core_same_winner'] else 'NOT the same'})"
             )
         if "cold_q7_cli_s" in out:
             print(
@@ -191,6 +206,36 @@ def _degrees() -> dict[str, object]:
         "degrees_seconds": w.seconds,
         "degrees_bytes": w.bytes,
         "degrees_points": r.points,
+    }
+
+
+def _core(mesh: str) -> dict[str, object]:
+    """The layer with its attention core in training on ``mesh``: CPU seconds priced from statements and with
+    every candidate's whole program (the brute force, the baseline), and whether the winners agree."""
+    from shardalg.search import numeric
+    from shardalg.search.price import Pricer
+
+    on = {**LAYER_TRAIN, "mesh": mesh}
+    _clear()
+    t0 = time.process_time()
+    pieces = numeric.search(TRANSFORMER_FN, **on)
+    took = time.process_time() - t0
+    whole_pricer = numeric.pricer_for
+    numeric.pricer_for = lambda base, space, st, pruned, notes: Pricer(base, space, st, pruned)
+    try:
+        _clear()
+        t0 = time.process_time()
+        whole = numeric.search(TRANSFORMER_FN, **on)
+        brute = time.process_time() - t0
+    finally:
+        numeric.pricer_for = whole_pricer
+    w = pieces.winner
+    return {
+        "core_pieces_cpu_s": took,
+        "core_whole_cpu_s": brute,
+        "core_winner": f"{w.strategy}: {w.assignment}" if w is not None else "none",
+        "core_same_winner": (w is None and whole.winner is None)
+        or (w is not None and whole.winner is not None and w.assignment == whole.winner.assignment),
     }
 
 

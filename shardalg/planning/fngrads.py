@@ -22,6 +22,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Protocol
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops.derivatives import DERIVATIVE
 from shardalg.algebra.registry import RECORDS
 from shardalg.errors import UsageError
@@ -37,6 +38,8 @@ class _Backward(Protocol):
 
     fw: Forward
     grad: dict[str, Tensor]
+    mesh: Mesh
+    sizes: dict[str, int]
 
     def emit(self, index: int, rx: str, statement: Arrow, reason: str) -> Tensor: ...
 
@@ -89,6 +92,7 @@ def call_gradients(state: _Backward, c: Call) -> None:
         first = _first(state, c, i, dy)
         renamed = c.apply.to
         summed = [d for d in dy.dim_names if d not in c.operands[i].dim_names and d != renamed]  # broadcast
+        summed = _largest_first(dy, summed, state)
         chain: list[Apply] = [first] if isinstance(first, Apply) else []
         value: Tensor = dy
         for d in summed:
@@ -101,6 +105,27 @@ def call_gradients(state: _Backward, c: Call) -> None:
             state.contribute(c.index, rx, chain[-1], reason)
         else:
             state.pass_on(c.index, rx, dy, reason)
+
+
+def _largest_first(dy: Tensor, summed: list[str], state: _Backward) -> list[str]:
+    """The broadcast dims to sum over, the one with the most elements on each device first (then in ``dy``'s
+    order), so each sum's intermediate is the smallest the one-dim sums allow: a reduction over several dims
+    is one pass over the cotangent (as a fused kernel reads it once), and summing a sharded dim first would
+    leave an intermediate as large as the whole of the other dims (``sum_B`` of ``dy[B_X, T, D]`` is ``T*D``
+    per device, ``sum_T`` of it ``B*D/X``), making one sharding's gradient dearer than another's for nothing.
+    In ``dy``'s order where a size is not known."""
+    if len(summed) < 2:
+        return summed
+    local: dict[str, float] = {}
+    for d in dy.dims:
+        if d.name in summed:
+            n = d.size if d.size is not None else state.sizes.get(d.name)
+            if not isinstance(n, int) or any(state.mesh[a].size is None for a in d.axes):
+                return summed
+            for a in d.axes:
+                n //= state.mesh.size(a)
+            local[d.name] = n
+    return sorted(summed, key=lambda d: -local[d])
 
 
 def _temp(rx: str, chain: list[Apply]) -> str:

@@ -160,7 +160,7 @@ def function_plans(
         if src.layout() == dst.layout():
             return ()
         try:
-            got = redistribute(src, dst, mesh, sizes.known, key=key, weigh=weigh, limits=limits)
+            got = redistribute(src, dst, mesh, sizes.known, limit=1, key=key, weigh=weigh, limits=limits)
         except ShardalgError:
             return None
         return got[0].steps if got else None

@@ -110,7 +110,13 @@ def _keep_note(keep: bool | None) -> str:
 
 
 def _key(e: Entry, order: int) -> tuple:
-    return (e.seconds, e.comms, e.bytes, order)
+    """Seconds, then communication, then bytes, then the space's order; times to 12 significant digits, so a
+    tie is a tie however its sum was taken (a candidate priced whole or from its statements)."""
+    return (_digits(e.seconds), _digits(e.comms), e.bytes, order)
+
+
+def _digits(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.12g}")
 
 
 @dataclass(repr=False)
@@ -164,6 +170,11 @@ class SearchResult(Shown):
             than = "as fast as the winner, more memory"
         else:
             than = "tied with the winner (listed after it in the space's order)"
+        if ratio < 1.005 and e.comms > w.comms and e.gathers:  # within a hair of the winner: what it pays
+            than += (
+                f", gathering {', '.join(e.gathers)} in the forward ({time_text(e.comms)} of communication "
+                f"against {time_text(w.comms)})"
+            )
         return f"{than}; {e.binding_reason()}"
 
     @property

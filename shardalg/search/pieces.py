@@ -23,7 +23,9 @@ Where a step is not a sum of its statements, :func:`pricer_for` keeps the whole-
 :class:`.price.Pricer` and says why: overlap ``schedule`` (steps as their dependencies allow), a remat policy
 other than ``none`` (which statements rerun depends on the whole layer), a ZeRO stage, a precision recipe or
 microbatches (priced over the whole step), an inference step that reads a KV cache (the attention core is one
-op over several statements), and functions written outside a product's piece.
+op over several statements). A value read by a function and by a statement of another piece (the residual
+stream: a norm and a residual add) has its gradient's parts added in a step of the backward's own, which no piece
+writes: those additions are found on the unsharded program and priced at each candidate's sharding.
 
 The test ``tests/search/test_pieces.py`` checks every candidate of the search's programs against the
 whole-program price: the same seconds, communication, FLOPs, bytes by part and keep choice.
@@ -31,7 +33,8 @@ whole-program price: the same seconds, communication, FLOPs, bytes by part and k
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
@@ -49,7 +52,7 @@ from shardalg.models.trainstate import TrainState
 from shardalg.notation.plan import Op, Plan
 from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Roles
 
-from .price import Entry, Pricer, Settings
+from .price import Entry, Pricer, Settings, activation_gathers
 from .space import Assignment, Pruned, Space, _tensors
 
 __all__ = ["Piece", "Seconds", "StatementPricer", "pricer_for", "split_statements"]
@@ -99,6 +102,7 @@ class Piece:
     values: dict[str, Expr]
     gathered: dict[str, Expr]
     copies: float
+    gathers: tuple[str, ...] = ()  # the values (not parameters) its forward gathers
 
 
 def _is_product(s: object) -> bool:
@@ -161,6 +165,45 @@ def _sub_program(program: Program, statements: tuple[Any, ...]) -> Program:
     )
 
 
+def _added(a: Analysis) -> Counter[tuple[str, bool]]:
+    """The backward's additions of a gradient's parts as their own step (``dY + dRs -> dRs``: a value read by
+    a function and by another statement), by gradient and part (once or in the repeated layer)."""
+    return Counter(
+        (s.output.name, info.once)
+        for info, p in a.grad_plans
+        for s in p.steps
+        if s.op is Op.ADD and s.output.name is not None
+    )
+
+
+def _joins(base: Program, whole: Analysis, st: Settings) -> tuple[tuple[str, bool], ...]:
+    """The values whose gradient's parts the whole backward adds in a step of its own while their readers lie
+    in different pieces (none of the pieces writes that addition): (name, whether it is outside the repeated
+    layer), once per such addition. Found on the unsharded program (the additions are the program's, whatever its sharding)."""
+    if st.mode != "train":
+        return ()
+    split = Counter[tuple[str, bool]]()
+    for g in split_statements(base):
+        sub = model_program(_sub_program(base, g), st.mesh, st.sizes)
+        split.update(_added(analyze(sub, st.mode, "none")))
+    missing = _added(whole) - split
+    return tuple((name[1:], once) for (name, once), n in sorted(missing.items()) for _ in range(n))
+
+
+def _join_program(program: Program, name: str) -> Program:
+    """The addition of two parts of ``name``'s gradient (``dRs' + dRs'' -> dRs``) as a program of its own, in
+    ``name``'s sharding in ``program``: its forward is the backward's step."""
+    (t, *_) = [t for s in program.statements for t in _leaves(s) if t.name == name]
+    parts = (replace(t, name=f"d{name}'"), replace(t, name=f"d{name}''"))
+    roles = program.roles or Roles()
+    return Program(
+        (Arrow(Apply(Op.ADD, parts), replace(t, name=f"d{name}")),),
+        program.mesh,
+        program.sizes,
+        Roles(tokens=roles.tokens, layers=roles.layers),
+    )
+
+
 def _phase(plans: list[Plan], a: Analysis, costs: Any, at: Any) -> Seconds:
     cost = _part_cost("piece", [plans], a, costs)
     got = Seconds()
@@ -206,7 +249,9 @@ def _price_piece(sub: Program, st: Settings, keep: bool) -> Piece:
         size = model.bytes_of(step.output)
         gathered[name] = size if name not in gathered else sympy.Max(gathered[name], size)
     copies = float(sum(b * n for _, b, n in a.gathered_copies())) if st.mode == "train" else 0.0
-    return Piece(phases, flops.forward + flops.backward, rows, values, gathered, copies)
+    return Piece(
+        phases, flops.forward + flops.backward, rows, values, gathered, copies, activation_gathers(a)
+    )
 
 
 class StatementPricer(Pricer):
@@ -225,6 +270,7 @@ class StatementPricer(Pricer):
                 for r in set(s.reads) - {v.name for v in whole.model.params}:
                     readers[r] = readers.get(r, 0) + 1
         self._shared = {r for r, n in readers.items() if n > 1}  # read by several products (Q, K, V's In)
+        self._joins = _joins(base, whole, settings)
         self.whole = 0  # candidates priced whole (see _priced)
 
     def piece(self, sub: Program, keep: bool) -> Piece:
@@ -243,10 +289,17 @@ class StatementPricer(Pricer):
             self.whole += 1
             return super()._priced(a, strategy, program, model, keep)
         pieces = [self.piece(_sub_program(program, g), keep) for g in groups]
-        return self._entry(a, strategy, program, model, pieces), sum(p.copies for p in pieces)
+        joins = [self.piece(_join_program(program, name), keep) for name, _ in self._joins]
+        return self._entry(a, strategy, program, model, pieces, joins), sum(p.copies for p in pieces)
 
     def _entry(
-        self, a: Assignment, strategy: str, program: Program, model: Any, pieces: list[Piece]
+        self,
+        a: Assignment,
+        strategy: str,
+        program: Program,
+        model: Any,
+        pieces: list[Piece],
+        joins: list[Piece] = (),  # type: ignore[assignment]
     ) -> Entry:
         st = self.settings
         parts_s = {once: [Seconds() for _ in PHASES] for once in (False, True)}
@@ -264,6 +317,8 @@ class StatementPricer(Pricer):
             for name, b in p.gathered.items():
                 held = gathered[once].get(name)
                 gathered[once][name] = b if held is None else sympy.Max(held, b)
+        for j, (_, once) in zip(joins, self._joins, strict=True):  # a gradient's parts added
+            parts_s[once][-1].add(j.phases[0])
         memory = {part: Integer(0) for part in PARTS}
         for (part, _), b in rows.items():
             memory[part] += b
@@ -313,6 +368,7 @@ class StatementPricer(Pricer):
             mfu=model_flops / (seconds * peak) if seconds > 0 else None,
             cap=st.cap,
             hbm_counted=st.mode != "train",
+            gathers=tuple(dict.fromkeys(n for p in pieces for n in p.gathers)),
         )
 
 
@@ -321,11 +377,9 @@ def whole_program_reason(base: Program, settings: Settings) -> str | None:
     st = settings
     if st.policy is OverlapPolicy.SCHEDULE:
         return "overlap schedule is not a sum of statements"
-    exprs = [s.expr if isinstance(s, Arrow) else s for s in base.statements]
-    ops = {e.op for e in exprs if isinstance(e, Apply)}
-    if ops & {Op.SOFTMAX, Op.RENAME}:  # its pieces do not add up to the whole (tests/search/test_pieces.py)
-        return "the attention core (a softmax between products, K and V renamed) is priced as one program"
     whole = analyze(model_program(base, st.mesh, st.sizes), st.mode, st.remat)
+    if whole.causal_products:
+        return "a causal attention core's products are halved by its mask, seen only with its softmax"
     if st.mode == "train":
         if whole.remat.policy != "none":
             return f"remat {whole.remat.policy} reruns statements by the whole layer"

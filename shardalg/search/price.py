@@ -25,12 +25,13 @@ from shardalg.models.program import model_program
 from shardalg.models.step import step_seconds
 from shardalg.models.trainstate import TrainState
 from shardalg.models.zero import check_zero
+from shardalg.notation.plan import Op
 from shardalg.notation.printing.display import short
 from shardalg.notation.syntax import Program
 
 from .space import Assignment, Pruned, Space
 
-__all__ = ["Settings", "KeepChoice", "Entry", "Pricer", "size_text", "time_text"]
+__all__ = ["Settings", "KeepChoice", "Entry", "Pricer", "size_text", "time_text", "activation_gathers"]
 
 
 def size_text(b: float) -> str:
@@ -46,6 +47,22 @@ def time_text(s: float) -> str:
         if s >= scale:
             return f"{s / scale:.3g} {unit}"
     return f"{s * 1e9:.3g} ns"
+
+
+def activation_gathers(analysis: Any) -> tuple[str, ...]:
+    """The values (not parameters) the forward's plans gather, named by the statement that gathers them: a
+    sequence split over an axis gathers the keys and values before the attention core (``K``, ``V``)."""
+    m = analysis.model
+    by_index = {s.index: s for s in m.statements}
+    out: list[str] = []
+    for i, plan in analysis.forward_plans.items():
+        for step in plan.steps:
+            v = m.value_named(step.inputs[0].name) if step.op is Op.ALL_GATHER else None
+            if step.op is Op.ALL_GATHER and (v is None or not v.is_param):
+                name = by_index[i].statement.result.name
+                if name not in out:
+                    out.append(name)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -130,6 +147,7 @@ class Entry:
         True  # whether the step's time counts HBM (inference's rooflines; a training step does not)
     )
     keep: KeepChoice | None = None  # training: the backward's gathered copies kept or gathered again
+    gathers: tuple[str, ...] = ()  # the values (not parameters) its forward gathers (activation_gathers)
 
     @property
     def gathered(self) -> str:
@@ -194,6 +212,7 @@ class Entry:
             "bound": self.bound,
             "reason": self.binding_reason() if self.fits else self.memory_reason(),
             "gathered": None if self.keep is None else self.keep.to_json(),
+            "gathers": list(self.gathers),
         }
 
 
@@ -284,6 +303,7 @@ class Pricer:
             mfu=model_flops / (seconds * peak) if seconds > 0 else None,
             cap=st.cap,
             hbm_counted=st.mode != "train",
+            gathers=activation_gathers(analysis),
         )
         copies = float(sum(b * n for _, b, n in analysis.gathered_copies())) if st.mode == "train" else 0.0
         return entry, copies
