@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shardalg.algebra.context import context_for
+from shardalg.algebra.ops.route import derived_capacities
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
@@ -410,6 +411,9 @@ def prepare_search(
                 )
             )
     sizes_known = dict(ctx.sizes)
+    for dim, (n, said) in derived_capacities(prog.statements, sizes_known).items():
+        sizes_known[dim] = n  # a routing's capacity, from its tokens, k and cf (the model derives it too)
+        notes.append(("capacity", said))
     space = space_of(prog, ctx.mesh, sizes_known)
     missing = [d for d in (*space.param_dims, *space.batch_dims) if d not in sizes_known]
     layers = prog.roles.layers if prog.roles is not None else None
@@ -489,7 +493,7 @@ def search(
         (
             "space",
             "an activation dim is split only over the axes that split it in the parameters, or "
-            "when it is a batch dim; a dim split over several axes takes them in mesh order",
+            "when it is a batch dim; a dim split over several axes takes them in mesh order" + _wider(space),
         )
     )
     if chosen_mode == "infer":
@@ -499,6 +503,22 @@ def search(
     if pricer is None:
         pricer = pricer_for(prog, space, settings, pruned, [])
     return SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
+
+
+def _wider(space: Space) -> str:
+    """What the space holds beyond one dim per axis: Megatron TP's sets, EP's experts with the batch."""
+    said = []
+    if space.together:
+        sets = ", ".join("{" + ", ".join(t) + "}" for t in space.together)
+        said.append(
+            f"an axis may shard several parameter dims no parameter holds two of (Megatron TP): {sets}"
+        )
+    if space.expert_dims:
+        said.append(
+            f"an axis sharding the experts {', '.join(space.expert_dims)} may shard the batch "
+            f"{space.batch_dims[0]} too (EP: the routing's AllToAlls)"
+        )
+    return "".join(f"; {s}" for s in said)
 
 
 def solver_of(pricer: Pricer) -> dict[str, Any]:
