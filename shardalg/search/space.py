@@ -178,14 +178,28 @@ class Space:
 
     @property
     def size(self) -> int:
-        """Assignments before pruning: per axis, its :attr:`choices`; and with a sequence dim, each assignment
-        with a tensor-parallel axis once more with Megatron SP on them."""
-        choices = self.choices
-        per_axis, n = len(choices), len(self.mesh.axes)
-        if self.sequence_dim is None:
-            return per_axis**n
-        tp = sum(1 for p, d in choices if _tensor_parallel(self, p, d))
-        return per_axis**n + per_axis**n - (per_axis - tp) ** n
+        """Assignments before pruning: per axis, its :attr:`choices`, where a dim an axis shards with others
+        another axis shards only with the same set (:func:`_apart`); and with a sequence dim, each assignment
+        with a tensor-parallel axis once more with Megatron SP on them. Counted axis by axis, the state being
+        the sets of :attr:`together` placed so far and their dims placed alone."""
+        seq = self.sequence_dim is not None
+        tracked = {d for t in self.together for d in t}
+        State = tuple[frozenset[Dims], frozenset[str], bool]  # sets placed, their dims placed alone, TP
+        counts: dict[State, int] = {(frozenset(), frozenset(), False): 1}
+        for _ in self.mesh.axes:
+            after: dict[State, int] = {}
+            for (sets, alone, tp), n in counts.items():
+                for p, d in self.choices:
+                    if not _fits(sets, alone, p):
+                        continue
+                    key = (
+                        sets | {p} if len(p) > 1 else sets,
+                        alone | (set(p) & tracked) if len(p) == 1 else alone,
+                        tp or (seq and _tensor_parallel(self, p, d)),
+                    )
+                    after[key] = after.get(key, 0) + n
+            counts = after
+        return sum(n * (2 if tp else 1) for (_, _, tp), n in counts.items())
 
     def strategy(self, a: Assignment) -> str:
         """The classic strategy an assignment is: DP, FSDP, TP, Megatron TP (an axis sharding several
@@ -230,6 +244,13 @@ def _together(param_dims: list[str], tensors: list[tuple[str, ...]], expert: lis
 
     grow((), 0)
     return tuple(sorted(out, key=lambda t: (len(t), [param_dims.index(d) for d in t])))
+
+
+def _some_axis_divides(mesh: Mesh, sizes: dict[str, int] | None, dim: str) -> bool:
+    """Whether some axis of ``mesh`` divides ``dim`` (True when its size is unknown): a set holding a dim no
+    axis divides would be illegal on every axis, so :attr:`Space.together` leaves it out."""
+    n = (sizes or {}).get(dim)
+    return n is None or any(n % mesh.size(a) == 0 for a in mesh.names)
 
 
 def space_of(program: Program, mesh: Mesh, sizes: dict[str, int] | None = None) -> Space:
@@ -283,7 +304,7 @@ def space_of(program: Program, mesh: Mesh, sizes: dict[str, int] | None = None) 
         tuple(param_dims),
         tuple(batch),
         tuple(experts),
-        _together(param_dims, held, experts),
+        _together([d for d in param_dims if _some_axis_divides(mesh, sizes, d)], held, experts),
     )
 
 
@@ -344,6 +365,8 @@ def enumerate_space(space: Space, pruned: Pruned, *, symmetry: bool = True) -> I
     per_axis = space.choices
     seq = space.sequence_dim
     for combo in product(per_axis, repeat=len(names)):
+        if not _apart(combo):
+            continue  # not in the space (nor counted in its size)
         tp = tuple(ax for ax, (p, d) in zip(names, combo, strict=True) if _tensor_parallel(space, p, d))
         variants = 2 if seq is not None and tp else 1  # with a sequence dim, Megatron SP on the TP axes too
         pruned.visited += variants
@@ -364,6 +387,26 @@ def enumerate_space(space: Space, pruned: Pruned, *, symmetry: bool = True) -> I
             pruned.illegal += 1
             continue
         yield replace(a, megatron=tp)
+
+
+def _fits(sets: frozenset[Dims], alone: frozenset[str], p: Dims) -> bool:
+    """Whether an axis may shard the parameter dims ``p`` next to the sets of :attr:`Space.together` other
+    axes shard (``sets``) and the dims of those sets they shard alone (``alone``)."""
+    if len(p) > 1:
+        return not set(p) & alone and all(t == p or not set(t) & set(p) for t in sets)
+    return not any(set(p) & set(t) for t in sets)
+
+
+def _apart(combo: tuple[Choice, ...]) -> bool:
+    """Whether each dim an axis shards together with others (Megatron TP) is sharded by the other axes only
+    with the same set (``N=XY,F=XY`` is in the space; ``F=XY`` with ``N=Y`` is not)."""
+    sets: frozenset[Dims] = frozenset()
+    alone: frozenset[str] = frozenset()
+    for p, _ in combo:
+        if not _fits(sets, alone, p):
+            return False
+        sets, alone = (sets | {p}, alone) if len(p) > 1 else (sets, alone | set(p))
+    return True
 
 
 def _tensor_parallel(space: Space, params: Dims, activations: Dims) -> bool:
