@@ -35,7 +35,7 @@ from shardalg.notation.syntax import Program
 
 from .pieces import StatementPricer, pricer_for
 from .price import Entry, Pricer, Settings, size_text, time_text
-from .space import STRATEGIES, Pruned, Space, enumerate_space, space_of
+from .space import MAX_TOGETHER, STRATEGIES, Pruned, Space, enumerate_space, space_of
 
 __all__ = ["SearchResult", "search", "parse_bytes", "Progress"]
 
@@ -511,7 +511,8 @@ def _wider(space: Space) -> str:
     if space.together:
         sets = ", ".join("{" + ", ".join(t) + "}" for t in space.together)
         said.append(
-            f"an axis may shard several parameter dims no parameter holds two of (Megatron TP): {sets}"
+            f"an axis may shard several parameter dims no parameter holds two of, at most {MAX_TOGETHER} "
+            f"(MAX_TOGETHER), another axis sharding them only all together (Megatron TP): {sets}"
         )
     if space.expert_dims:
         said.append(
