@@ -21,6 +21,7 @@ from typing import Any
 from shardalg.algebra.context import context_for, tensors_of
 from shardalg.algebra.mesh import Mesh, a_mesh_or_none, as_mesh
 from shardalg.algebra.ops.rename import tied_sizes
+from shardalg.algebra.ops.route import derived_capacities
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
@@ -37,7 +38,7 @@ from shardalg.planning import symbolic
 
 from .pieces import StatementPricer, pricer_for
 from .price import Entry, Pricer, Settings, size_text, time_text
-from .space import STRATEGIES, Pruned, Space, enumerate_space, space_of
+from .space import STRATEGIES, Pruned, Space, enumerate_space, space_of, wider_note
 
 __all__ = ["SearchResult", "search", "parse_bytes", "Progress"]
 
@@ -427,6 +428,9 @@ def prepare_search(
     for dim, (n, said) in tied_sizes(prog.statements, sizes_known).items():
         sizes_known[dim] = n  # a renamed dim's size is its source's (the model derives it too)
         notes.append(("renamed", said))
+    for dim, (n, said) in derived_capacities(prog.statements, sizes_known).items():
+        sizes_known[dim] = n  # a routing's capacity, from its tokens, k and cf (the model derives it too)
+        notes.append(("capacity", said))
     space = space_of(prog, ctx.mesh, sizes_known)
     written = (d for t in tensors_of(prog) for d in t.dim_names)  # a dim only an activation has counts too
     missing = [
@@ -548,7 +552,8 @@ def _search(
         (
             "space",
             "an activation dim is split only over the axes that split it in the parameters, or "
-            "when it is a batch dim; a dim split over several axes takes them in mesh order",
+            "when it is a batch dim; a dim split over several axes takes them in mesh order"
+            + wider_note(space),
         )
     )
     if chosen_mode == "infer":

@@ -7,9 +7,11 @@ for the activations, and the names of the classic strategies in it.
     >>> s.param_dims, s.batch_dims, s.size
     (('D', 'F'), ('B',), 64)
 
-An :class:`Assignment` gives each mesh axis (in mesh order) a dim of the parameters or none, and a dim of the
-activations or none. A dim sharded over several axes takes them in mesh order (another order holds the same
-blocks on other devices). Per tensor where needed: a parameter's axis may shard its ``D`` while the same axis
+An :class:`Assignment` gives each mesh axis (in mesh order) the dims it shards in the parameters and in the
+activations (each a tuple, empty: none). An axis shards one parameter dim, or, with the activations following
+them, a set of dims no parameter holds two of (*Megatron TP*: the attention heads and the MLP's ``F`` over one
+axis, :attr:`Space.together`). A dim sharded over several axes takes them in mesh order (another order holds
+the same blocks on other devices). Per tensor where needed: a parameter's axis may shard its ``D`` while the same axis
 shards the activations' batch ``B`` (FSDP: ``In[B_X, D] · W[D_X, F]``, the weight gathered before use). An
 activation's dim is sharded over an axis only when the parameters shard that dim over it too (tensor
 parallelism: the activations follow the weights) or when it is a batch dim (a dim no parameter has: data
@@ -34,9 +36,20 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
 
-__all__ = ["Assignment", "Space", "space_of", "enumerate_space", "Pruned", "STRATEGIES", "MAX_CANDIDATES"]
+__all__ = [
+    "Assignment",
+    "Space",
+    "space_of",
+    "enumerate_space",
+    "Pruned",
+    "STRATEGIES",
+    "MAX_CANDIDATES",
+    "MAX_TOGETHER",
+    "wider_note",
+]
 
 MAX_CANDIDATES = 20_000  # assignments in the space before pruning: above this the search refuses up front
+MAX_TOGETHER = 3  # parameter dims one axis shards together (Megatron TP: heads, F and the vocabulary)
 
 STRATEGIES = (
     "DP",
@@ -44,8 +57,12 @@ STRATEGIES = (
     "TP",
     "DP+TP",
     "FSDP+TP",
+    "Megatron-TP",
+    "DP+Megatron-TP",
+    "FSDP+Megatron-TP",
     "SP",
     "EP",
+    "DP+EP",
     "Megatron-SP",
 )  # the named ones, in the order printed
 
@@ -62,20 +79,32 @@ def _tensors(expr: object) -> list[Tensor]:
     return []
 
 
+Dims = tuple[str, ...]  # the dims one axis shards, in the order they are mapped
+
+
+def _dims(x: Dims | str | None) -> Dims:
+    return () if x is None else (x,) if isinstance(x, str) else tuple(x)
+
+
 @dataclass(frozen=True)
 class Assignment:
-    """Per mesh axis (in mesh order): the dim it shards in the parameters and in the activations (None: none)."""
+    """Per mesh axis (in mesh order): the dims it shards in the parameters and in the activations (``()``:
+    none; a dim name or None is taken as one dim or none)."""
 
     axes: tuple[str, ...]
-    params: tuple[str | None, ...]
-    activations: tuple[str | None, ...]
+    params: tuple[Dims, ...]
+    activations: tuple[Dims, ...]
     megatron: tuple[str, ...] = ()  # tensor-parallel axes with Megatron sequence parallelism
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(_dims(d) for d in self.params))
+        object.__setattr__(self, "activations", tuple(_dims(d) for d in self.activations))
+
     @staticmethod
-    def _map(axes: tuple[str, ...], dims: tuple[str | None, ...]) -> dict[str, tuple[str, ...]]:
+    def _map(axes: tuple[str, ...], dims: tuple[Dims, ...]) -> dict[str, tuple[str, ...]]:
         out: dict[str, tuple[str, ...]] = {}
-        for a, d in zip(axes, dims, strict=True):
-            if d is not None:
+        for a, ds in zip(axes, dims, strict=True):
+            for d in ds:
                 out[d] = out.get(d, ()) + (a,)
         return out
 
@@ -112,19 +141,36 @@ class Assignment:
         return f"params {self.params_text}; activations {self.activations_text}{sp}"
 
 
+Choice = tuple[Dims, Dims]  # one axis's (parameter dims, activation dims)
+
+
 @dataclass(frozen=True)
 class Space:
     """The dims a search may place: the parameters', the batch dims (the first data, later ones sequence),
-    and the expert dims (a parameter dim its product keeps, as ``E`` in ``X[E, C, D] · W[E, D, F]``)."""
+    the expert dims (a parameter dim its product keeps, as ``E`` in ``X[E, C, D] · W[E, D, F]``), and the sets
+    of parameter dims one axis may shard together (no parameter holds two of them: Megatron TP's heads and
+    ``F``), each of at most :data:`MAX_TOGETHER` dims and with a dim no routing's experts are."""
 
     mesh: Mesh
     sizes: dict[str, int]
     param_dims: tuple[str, ...]
     batch_dims: tuple[str, ...]
     expert_dims: tuple[str, ...]
+    together: tuple[Dims, ...] = ()
 
-    def activation_choices(self, param: str | None) -> tuple[str | None, ...]:
-        return (None, *((param,) if param is not None else ()), *self.batch_dims)
+    def activation_choices(self, param: str | None) -> tuple[Dims, ...]:
+        """With one parameter dim (or none): none, the activations following it, a batch dim, and for an
+        expert dim the batch with it (EP: the batch first, as ``B=X,E=X``)."""
+        follow = ((param,),) if param is not None else ()
+        experts = tuple((b, param) for b in self.batch_dims[:1]) if param in self.expert_dims else ()
+        return ((), *follow, *((b,) for b in self.batch_dims), *experts)
+
+    @property
+    def choices(self) -> tuple[Choice, ...]:
+        """One axis's choices, in order: per parameter dim (none first) its activation choices, then each
+        set of :attr:`together` with the activations following it."""
+        one = [((p,) if p else (), d) for p in (None, *self.param_dims) for d in self.activation_choices(p)]
+        return (*one, *((t, t) for t in self.together))
 
     @property
     def sequence_dim(self) -> str | None:
@@ -133,30 +179,79 @@ class Space:
 
     @property
     def size(self) -> int:
-        """Assignments before pruning: per axis, (parameter dims + none) x (none, follow, batch dims); and
-        with a sequence dim, each assignment with a tensor-parallel axis once more with Megatron SP on them."""
-        per_axis = sum(len(self.activation_choices(p)) for p in (None, *self.param_dims))
-        n = len(self.mesh.axes)
-        if self.sequence_dim is None:
-            return per_axis**n
-        tp = len([p for p in self.param_dims if p not in self.expert_dims])  # one "follow" choice each
-        return per_axis**n + per_axis**n - (per_axis - tp) ** n
+        """Assignments before pruning: per axis, its :attr:`choices`, where a dim an axis shards with others
+        another axis shards only with the same set (:func:`_apart`); and with a sequence dim, each assignment
+        with a tensor-parallel axis once more with Megatron SP on them. Counted axis by axis, the state being
+        the sets of :attr:`together` placed so far and their dims placed alone."""
+        seq = self.sequence_dim is not None
+        tracked = {d for t in self.together for d in t}
+        State = tuple[frozenset[Dims], frozenset[str], bool]  # sets placed, their dims placed alone, TP
+        counts: dict[State, int] = {(frozenset(), frozenset(), False): 1}
+        for _ in self.mesh.axes:
+            after: dict[State, int] = {}
+            for (sets, alone, tp), n in counts.items():
+                for p, d in self.choices:
+                    if not _fits(sets, alone, p):
+                        continue
+                    key = (
+                        sets | {p} if len(p) > 1 else sets,
+                        alone | (set(p) & tracked) if len(p) == 1 else alone,
+                        tp or (seq and _tensor_parallel(self, p, d)),
+                    )
+                    after[key] = after.get(key, 0) + n
+            counts = after
+        return sum(n * (2 if tp else 1) for (_, _, tp), n in counts.items())
 
     def strategy(self, a: Assignment) -> str:
-        """The classic strategy an assignment is: DP, FSDP, TP, their sums, SP, EP, or ``replicated``."""
+        """The classic strategy an assignment is: DP, FSDP, TP, Megatron TP (an axis sharding several
+        parameter dims), their sums, SP, EP (experts and the tokens' batch over one axis), or ``replicated``."""
         kinds: set[str] = set()
         for p, d in zip(a.params, a.activations, strict=True):
-            if d is not None and d in self.batch_dims:
-                kinds.add("SP" if self.batch_dims.index(d) > 0 else "FSDP" if p is not None else "DP")
-            elif p is not None:
-                kinds.add("EP" if p in self.expert_dims else "TP")
+            batch = [x for x in d if x in self.batch_dims]
+            if batch and any(x in self.expert_dims for x in d):
+                kinds.add("EP")
+            elif batch:
+                kinds.add("SP" if self.batch_dims.index(batch[0]) > 0 else "FSDP" if p else "DP")
+            elif len(p) > 1:
+                kinds.add("Megatron-TP")
+            elif p:
+                kinds.add("TP")
         if a.megatron:  # every tensor-parallel axis runs Megatron SP (the variant the space adds)
-            kinds.discard("TP")
+            kinds -= {"TP", "Megatron-TP"}
             kinds.add("Megatron-SP")
         if "FSDP" in kinds:
             kinds.discard("DP")
-        parts = [k for k in ("FSDP", "DP", "TP", "SP", "EP", "Megatron-SP") if k in kinds]
+        parts = [k for k in ("FSDP", "DP", "TP", "Megatron-TP", "SP", "EP", "Megatron-SP") if k in kinds]
         return "+".join(parts) or "replicated"
+
+
+def _together(param_dims: list[str], tensors: list[tuple[str, ...]], expert: list[str]) -> tuple[Dims, ...]:
+    """The sets of 2 to :data:`MAX_TOGETHER` parameter dims no parameter holds two of, in the order of
+    ``param_dims`` (each set's dims too), with at least one dim that is not an expert dim."""
+    apart = {
+        (a, b): not any(a in t and b in t for t in tensors) for a in param_dims for b in param_dims if a != b
+    }
+    out: list[Dims] = []
+
+    def grow(chosen: Dims, start: int) -> None:
+        if len(chosen) > 1 and any(d not in expert for d in chosen):
+            out.append(chosen)
+        if len(chosen) == MAX_TOGETHER:
+            return
+        for k in range(start, len(param_dims)):
+            d = param_dims[k]
+            if all(apart[(c, d)] for c in chosen):
+                grow((*chosen, d), k + 1)
+
+    grow((), 0)
+    return tuple(sorted(out, key=lambda t: (len(t), [param_dims.index(d) for d in t])))
+
+
+def _some_axis_divides(mesh: Mesh, sizes: dict[str, int] | None, dim: str) -> bool:
+    """Whether some axis of ``mesh`` divides ``dim`` (True when its size is unknown): a set holding a dim no
+    axis divides would be illegal on every axis, so :attr:`Space.together` leaves it out."""
+    n = (sizes or {}).get(dim)
+    return n is None or any(n % mesh.size(a) == 0 for a in mesh.names)
 
 
 def space_of(program: Program, mesh: Mesh, sizes: dict[str, int] | None = None) -> Space:
@@ -176,8 +271,11 @@ def space_of(program: Program, mesh: Mesh, sizes: dict[str, int] | None = None) 
     param_dims: list[str] = []
     act_dims: list[str] = []
     expert: list[str] = []
+    held: list[tuple[str, ...]] = []  # each parameter's dims: one axis shards at most one of them
     for s in program.statements:
         for t in _tensors(s):
+            if t.name in params:
+                held.append(t.dim_names)
             if t.used_axes or t.unreduced:
                 raise UsageError(
                     f"the search chooses the shardings, but {t} already has one",
@@ -200,8 +298,14 @@ def space_of(program: Program, mesh: Mesh, sizes: dict[str, int] | None = None) 
             "no batch dim: every activation dim is also a parameter's",
             fix="declare the dims that count tokens, e.g. 'tokens B, T'",
         )
+    experts = [d for d in expert if d in param_dims]
     return Space(
-        mesh, dict(sizes or {}), tuple(param_dims), tuple(batch), tuple(d for d in expert if d in param_dims)
+        mesh,
+        dict(sizes or {}),
+        tuple(param_dims),
+        tuple(batch),
+        tuple(experts),
+        _together([d for d in param_dims if _some_axis_divides(mesh, sizes, d)], held, experts),
     )
 
 
@@ -250,22 +354,25 @@ def enumerate_space(space: Space, pruned: Pruned, *, symmetry: bool = True) -> I
     """Every assignment of the space, in a fixed order, without the symmetric (``symmetry``) and illegal ones
     (counted in ``pruned``). Refuses up front above :data:`MAX_CANDIDATES`."""
     if space.size > MAX_CANDIDATES:
+        together = f" ({len(space.together)} sets of them one axis shards together)" if space.together else ""
         raise UsageError(
             f"the search space has {space.size:,} assignments, over the limit of {MAX_CANDIDATES:,} "
-            f"(MAX_CANDIDATES): {len(space.param_dims)} parameter dims and {len(space.batch_dims)} batch dims on "
-            f"{len(space.mesh.axes)} mesh axes",
+            f"(MAX_CANDIDATES): {len(space.param_dims)} parameter dims{together} and {len(space.batch_dims)} "
+            f"batch dims on {len(space.mesh.axes)} mesh axes",
             fix="use fewer mesh axes, or merge dims the search need not split",
         )
     names = space.mesh.names
     perms = _classes(space.mesh)[1:] if symmetry else []
-    per_axis = [(p, d) for p in (None, *space.param_dims) for d in space.activation_choices(p)]
+    per_axis = space.choices
     seq = space.sequence_dim
     for combo in product(per_axis, repeat=len(names)):
+        if not _apart(combo):
+            continue  # not in the space (nor counted in its size)
         tp = tuple(ax for ax, (p, d) in zip(names, combo, strict=True) if _tensor_parallel(space, p, d))
         variants = 2 if seq is not None and tp else 1  # with a sequence dim, Megatron SP on the TP axes too
         pruned.visited += variants
         if perms:
-            keys = [(p or "", d or "") for p, d in combo]
+            keys = [(",".join(p), ",".join(d)) for p, d in combo]
             if any([keys[perm[i]] for i in range(len(keys))] < keys for perm in perms):
                 pruned.symmetric += variants
                 continue
@@ -283,7 +390,44 @@ def enumerate_space(space: Space, pruned: Pruned, *, symmetry: bool = True) -> I
         yield replace(a, megatron=tp)
 
 
-def _tensor_parallel(space: Space, param: str | None, activation: str | None) -> bool:
-    """Whether an axis is tensor-parallel: it shards a parameter dim (not an expert dim) and the
-    activations follow."""
-    return param is not None and activation == param and param not in space.expert_dims
+def _fits(sets: frozenset[Dims], alone: frozenset[str], p: Dims) -> bool:
+    """Whether an axis may shard the parameter dims ``p`` next to the sets of :attr:`Space.together` other
+    axes shard (``sets``) and the dims of those sets they shard alone (``alone``)."""
+    if len(p) > 1:
+        return not set(p) & alone and all(t == p or not set(t) & set(p) for t in sets)
+    return not any(set(p) & set(t) for t in sets)
+
+
+def _apart(combo: tuple[Choice, ...]) -> bool:
+    """Whether each dim an axis shards together with others (Megatron TP) is sharded by the other axes only
+    with the same set (``N=XY,F=XY`` is in the space; ``F=XY`` with ``N=Y`` is not)."""
+    sets: frozenset[Dims] = frozenset()
+    alone: frozenset[str] = frozenset()
+    for p, _ in combo:
+        if not _fits(sets, alone, p):
+            return False
+        sets, alone = (sets | {p}, alone) if len(p) > 1 else (sets, alone | set(p))
+    return True
+
+
+def _tensor_parallel(space: Space, params: Dims, activations: Dims) -> bool:
+    """Whether an axis is tensor-parallel: it shards parameter dims (not only expert dims) and the
+    activations follow them."""
+    return bool(params) and activations == params and any(p not in space.expert_dims for p in params)
+
+
+def wider_note(space: Space) -> str:
+    """What the space holds beyond one dim per axis: Megatron TP's sets, EP's experts with the batch."""
+    said = []
+    if space.together:
+        sets = ", ".join("{" + ", ".join(t) + "}" for t in space.together)
+        said.append(
+            f"an axis may shard several parameter dims no parameter holds two of, at most {MAX_TOGETHER} "
+            f"(MAX_TOGETHER), another axis sharding them only all together (Megatron TP): {sets}"
+        )
+    if space.expert_dims:
+        said.append(
+            f"an axis sharding the experts {', '.join(space.expert_dims)} may shard the batch "
+            f"{space.batch_dims[0]} too (EP: the routing's AllToAlls)"
+        )
+    return "".join(f"; {s}" for s in said)

@@ -31,7 +31,9 @@ def test_the_search_prices_every_assignment_of_a_routed_layer(
     args = ["search", str(path), "--mesh", "X=8", "--sizes", sizes, "--hw", "tpu-v5p", "--mode", "infer"]
     assert main([*args, "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
-    assert found["pruned"]["illegal"] == 0 and found["priced"] == 17
+    # 16 choices an axis: none, B, T; D and F each none, followed, B, T; E those and B with E (EP)
+    assert found["pruned"]["illegal"] == 0 and found["priced"] == 18
     assert found["winner"]["strategy"] == "EP" and found["winner"]["comms"] > 0
+    assert found["winner"]["activations"] == "B=X,E=X"  # the tokens over the axis: the AllToAlls route them
     assert "dispatch_{C,k=2,cf=1.25}(" in found["winner_program"]
     assert main([*args[:5], "B=16,T=4096,D=4096,F=14336,E=8,C=4096", *args[6:]]) != 0  # C is 20480

@@ -159,7 +159,17 @@ def test_named_strategies():
         assert space.strategy(Assignment(names, params, acts)) == name
     moe = space_of(parse("params W\nX[E, C, D] * W[E, D, F] -> U[E, C, F]"), Mesh(X=2))
     assert moe.expert_dims == ("E",)
-    assert moe.strategy(Assignment(("X",), ("E",), ("E",))) == "EP"
+    # the experts split with every token on every device is tensor parallelism over E; EP splits the tokens too
+    assert moe.strategy(Assignment(("X",), ("E",), ("E",))) == "TP"
+    routed = space_of(
+        parse(
+            "params W_r, W\ntokens B\nH[B, D] * W_r[D, E] -> R[B, E]\n"
+            "dispatch_{C,k=1,cf=1}(H[B, D], R[B, E]) -> X[E, C, D]\nX[E, C, D] * W[E, D, F] -> U[E, C, F]"
+        ),
+        Mesh(X=2),
+    )
+    assert routed.expert_dims == ("E",) and (("E",), ("B", "E")) in routed.choices
+    assert routed.strategy(Assignment(("X",), ("E",), (("B", "E"),))) == "EP"
 
 
 def test_outputs_json_and_latex(q7):
