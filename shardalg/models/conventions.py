@@ -53,8 +53,13 @@ def memory_conventions(report: Any) -> list[tuple[str, str]]:
                 "activations",
                 "what the backward reads, kept under the remat policy, for one microbatch"
                 + written
-                + "; not counted: the inner state of the steps the notation does not show (norm and softmax "
-                "statistics, attention probabilities, dropout masks)",
+                + "; not counted: the inner state of the steps the notation does not show ("
+                + (
+                    "dropout masks"
+                    if written
+                    else "norm and softmax statistics, attention probabilities, dropout masks"
+                )
+                + ")",
             )
         )
         if report.zero.stage:
