@@ -153,3 +153,18 @@ def no_made_up_sizes(handler: Callable[[argparse.Namespace], int]) -> Callable[[
             return handler(args)
 
     return run
+
+
+def write_winner(result: Any, path: str, program_file: Callable[[Any, str], str], larger: str) -> None:
+    """``--emit-program``: write a search's winner as a program file (``program_file`` writes its text); no
+    winner (nothing fits the cap) is a UsageError naming ``larger`` (a mesh, a slice) and nothing is written."""
+    if result.winner is None:
+        raise UsageError(
+            f"--emit-program {path}: no candidate fits the memory cap, so there is no winner to write",
+            fix=f"raise --memory or use {larger}",
+        )
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(program_file(result, path))
+    except OSError as err:
+        raise UsageError(f"--emit-program {path}: cannot write it ({err.strerror})") from None

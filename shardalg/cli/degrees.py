@@ -14,6 +14,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
+from .common import write_winner
 
 # flags of the inner search that the degrees search does not take, each with why
 _REFUSED = (
@@ -80,16 +81,8 @@ def search_degrees_cli(args: argparse.Namespace, bar: Any = None) -> int:
     return EXIT_OK
 
 
-def _emit(result, path: str) -> None:
+def _emit(result: Any, path: str) -> None:
+    """Write the winner as a program file (:func:`.common.write_winner`)."""
     from shardalg.search.degreestext import program_file
 
-    if result.winner is None:
-        raise UsageError(
-            f"--emit-program {path}: no candidate fits the memory cap, so there is no winner to write",
-            fix="raise --memory or use a larger slice",
-        )
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(program_file(result, path))
-    except OSError as err:
-        raise UsageError(f"--emit-program {path}: cannot write it ({err.strerror})") from None
+    write_winner(result, path, program_file, "a larger slice")

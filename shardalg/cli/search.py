@@ -20,7 +20,15 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
-from .common import HelpFormatter, add_keep, add_overlap, examples, no_made_up_sizes, program_text
+from .common import (
+    HelpFormatter,
+    add_keep,
+    add_overlap,
+    examples,
+    no_made_up_sizes,
+    program_text,
+    write_winner,
+)
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 
 DELAY = 1.0  # seconds before a progress bar shows
@@ -149,19 +157,10 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _emit(result: Any, path: str) -> None:
-    """Write the winner as a program file; no winner (nothing fits) is a UsageError, nothing written."""
+    """Write the winner as a program file (:func:`.common.write_winner`)."""
     from shardalg.search.emit import program_file
 
-    if result.winner is None:
-        raise UsageError(
-            f"--emit-program {path}: no candidate fits the memory cap, so there is no winner to write",
-            fix="raise --memory or use a larger mesh",
-        )
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(program_file(result, path))
-    except OSError as err:
-        raise UsageError(f"--emit-program {path}: cannot write it ({err.strerror})") from None
+    write_winner(result, path, program_file, "a larger mesh")
 
 
 def _mesh_of(args: argparse.Namespace):

@@ -480,9 +480,9 @@ def search(
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise UsageError(f"--top takes a positive number of rows, not {top!r}")
     with symbolic.strict():
-        return _search(
+        prog, space, settings, notes = prepare_search(
             program,
-            mesh,
+            as_mesh(mesh),
             sizes,
             hw,
             memory,
@@ -490,79 +490,44 @@ def search(
             optimizer,
             remat,
             overlap,
-            top,
-            progress,
-            precision,
-            zero,
-            keep_gathered,
+            "compute and each axis's collectives overlap across layers",
+            TrainState(optimizer, precision=precision, zero=zero),
         )
-
-
-def _search(
-    program: Program | str,
-    mesh: Any,
-    sizes: Mapping[str, int] | str | None,
-    hw: Any,
-    memory: str | float | None,
-    mode: str | None,
-    optimizer: str | None,
-    remat: str | None,
-    overlap: object,
-    top: int,
-    progress: Progress | None,
-    precision: str | None,
-    zero: int | str | None,
-    keep_gathered: bool | None,
-) -> SearchResult:
-    """:func:`search` under :func:`~shardalg.planning.symbolic.strict`."""
-    prog, space, settings, notes = prepare_search(
-        program,
-        as_mesh(mesh),
-        sizes,
-        hw,
-        memory,
-        mode,
-        optimizer,
-        remat,
-        overlap,
-        "compute and each axis's collectives overlap across layers",
-        TrainState(optimizer, precision=precision, zero=zero),
-    )
-    chosen_mode = settings.mode
-    if chosen_mode == "train":
-        settings = replace(settings, keep=keep_gathered)
-        notes.append(("gathered", _keep_note(keep_gathered)))
-    pruned = Pruned()
-    pricer: Pricer | None = None  # made at the first assignment: a space over the limit is refused first
-    fitting: list[tuple[Entry, int]] = []
-    rejected: list[Entry] = []
-    total = space.size
-    for order, a in enumerate(enumerate_space(space, pruned)):
-        if pricer is None:
-            pricer = pricer_for(prog, space, settings, pruned, [])  # said in the result's solver
-        e = pricer(a)
-        if e is not None:
-            (fitting.append((e, order)) if e.fits else rejected.append(e))
+        chosen_mode = settings.mode
+        if chosen_mode == "train":
+            settings = replace(settings, keep=keep_gathered)
+            notes.append(("gathered", _keep_note(keep_gathered)))
+        pruned = Pruned()
+        pricer: Pricer | None = None  # made at the first assignment: a space over the limit is refused first
+        fitting: list[tuple[Entry, int]] = []
+        rejected: list[Entry] = []
+        total = space.size
+        for order, a in enumerate(enumerate_space(space, pruned)):
+            if pricer is None:
+                pricer = pricer_for(prog, space, settings, pruned, [])  # said in the result's solver
+            e = pricer(a)
+            if e is not None:
+                (fitting.append((e, order)) if e.fits else rejected.append(e))
+            if progress is not None:
+                progress(pruned.visited, total)
         if progress is not None:
-            progress(pruned.visited, total)
-    if progress is not None:
-        progress(total, total)
-    ranked = [e for e, _ in sorted(fitting, key=lambda x: _key(*x))]
-    notes.append(
-        (
-            "space",
-            "an activation dim is split only over the axes that split it in the parameters, or "
-            "when it is a batch dim; a dim split over several axes takes them in mesh order"
-            + wider_note(space),
-        )
-    )
-    if chosen_mode == "infer":
+            progress(total, total)
+        ranked = [e for e, _ in sorted(fitting, key=lambda x: _key(*x))]
         notes.append(
-            ("inference", "memory counts parameters, KV cache and gathered weights (no activations)")
+            (
+                "space",
+                "an activation dim is split only over the axes that split it in the parameters, or "
+                "when it is a batch dim; a dim split over several axes takes them in mesh order"
+                + wider_note(space),
+            )
         )
-    if pricer is None:
-        pricer = pricer_for(prog, space, settings, pruned, [])
-    return SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
+        if chosen_mode == "infer":
+            notes.append(
+                ("inference", "memory counts parameters, KV cache and gathered weights (no activations)")
+            )
+        if pricer is None:
+            pricer = pricer_for(prog, space, settings, pruned, [])
+        return SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
 
 
 def solver_of(pricer: Pricer) -> dict[str, Any]:
