@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from shardalg.algebra.mesh import Mesh  # noqa: E402
 from shardalg.cli import main
 
 pytest.importorskip("torch", reason="torch is not installed (pip install 'shardalg[torch]'); CI installs it")
@@ -19,7 +20,7 @@ TARGET = f"{Path(__file__).with_name('dtensor_cases.py')}:megatron_mlp"
 
 @pytest.fixture(scope="module")
 def megatron():
-    return audit_dtensor(TARGET, "Y=4")
+    return audit_dtensor(TARGET, Mesh.parse("Y=4"))
 
 
 def test_the_module_is_written_in_the_notation_with_its_placements(megatron):

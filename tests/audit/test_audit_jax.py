@@ -46,7 +46,7 @@ JOBS = {
 
 @pytest.fixture(scope="module")
 def audits() -> dict[str, object]:
-    jobs = [AuditJob.of(t, [i], m, s, backward=b) for t, i, m, s, b in JOBS.values()]
+    jobs = [AuditJob.of(t, [i], Mesh.parse(m), s, backward=b) for t, i, m, s, b in JOBS.values()]
     return dict(zip(JOBS, audit_files(jobs), strict=True))
 
 
@@ -203,7 +203,7 @@ def test_a_name_that_is_no_function_is_one_error(audits):
 
 
 def test_a_mesh_larger_than_the_devices_is_one_error():
-    job = AuditJob.of(MATMUL, ["A[I_X, J]; B[J, K]"], "X=8", SIZES)
+    job = AuditJob.of(MATMUL, ["A[I_X, J]; B[J, K]"], Mesh.parse("X=8"), SIZES)
     from shardalg.audit.run import _job_json
 
     (run,) = run_jobs([_job_json(job)], devices=4)

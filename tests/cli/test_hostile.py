@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from shardalg.algebra.mesh import Mesh
 from shardalg.cli import main
 from shardalg.costs.chipspec import chip_from_text
 from shardalg.errors import FileError
@@ -241,7 +242,7 @@ def test_a_pdf_grid_has_no_date(tmp_path):
     from shardalg.pictures.grids import draw_show
 
     one, two = (
-        draw_show("A[I_X, J_Y]", "X=2,Y=2", tmp_path / "1.pdf"),
-        draw_show("A[I_X, J_Y]", "X=2,Y=2", tmp_path / "2.pdf"),
+        draw_show("A[I_X, J_Y]", Mesh.parse("X=2,Y=2"), tmp_path / "1.pdf"),
+        draw_show("A[I_X, J_Y]", Mesh.parse("X=2,Y=2"), tmp_path / "2.pdf"),
     )
     assert one.read_bytes() == two.read_bytes() and b"/CreationDate" not in one.read_bytes()

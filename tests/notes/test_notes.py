@@ -280,6 +280,7 @@ def test_fragments_of_engine_objects():
 def test_the_strategy_map_section_says_which_plan_it_took_where_sizes_decide():
     # the map plans with sizes unknown; where they decide a forward plan the notes say which plan the map
     # prices, why (ranked first at made-up sizes), which sizes decide and which plans are the cheapest elsewhere
+    from shardalg.algebra.mesh import as_mesh
     from shardalg.planning.planner import plans
 
     md = (notes_dir() / "shardalg-notes.md").read_text()
@@ -289,5 +290,5 @@ def test_the_strategy_map_section_says_which_plan_it_took_where_sizes_decide():
     taken, others = row.split(" | ")[2], row.split(" | ")[4]
     assert taken == r"$\textbf{AllGather}_Y(\text{In})$"
     assert others == r"$\textbf{AllToAll}_Y(W_{\text{in}})$, $\textbf{ReduceScatter}_Y(\text{Tmp})$ |"
-    choice = plans(tp, "Y").choice  # the row is the planner's: undecided over B, D, F
+    choice = plans(tp, as_mesh("Y")).choice  # the row is the planner's: undecided over B, D, F
     assert not choice.decided and "B, D, F" in row and choice.symbols == ("B", "D", "F")
