@@ -248,6 +248,16 @@ def resized(m: ModelProgram, changes: Mapping[str, int], free: Sequence[str] = (
     return model_program(m.program, m.mesh, {**sizes, **changes})
 
 
+def derived_sizes(statements: Sequence[object], given: Mapping[str, int]) -> dict[str, tuple[str, int, str]]:
+    """The sizes a program derives from ``given``, each dim with its kind (``renamed``: S of ``rename_{T,S}``
+    is T's size; ``capacity``: a routing's capacity from its tokens, k and cf), its size and the line that
+    says so. The model and the search both bind them."""
+    tied = tied_sizes(statements, given)
+    derived = derived_capacities(statements, {**given, **{d: n for d, (n, _) in tied.items()}})
+    out = {d: ("renamed", n, said) for d, (n, said) in tied.items()}
+    return out | {d: ("capacity", n, said) for d, (n, said) in derived.items()}
+
+
 def model_program(
     program: Program | str,
     mesh: Mesh | Mapping[str, int] | str | None = None,
@@ -260,11 +270,9 @@ def model_program(
         program = parse(program_source(program))
     if not isinstance(program, Program):
         raise UsageError(f"a model is a program in the notation, not {type(program).__name__}")
-    given = {**dict(program.sizes), **as_sizes(sizes)}
-    tied = tied_sizes(program.statements, given)  # a renamed dim's size is its source's (S of rename_{T,S})
-    derived = derived_capacities(program.statements, {**given, **{d: n for d, (n, _) in tied.items()}})
-    if derived or tied:  # a routing's capacity, from its tokens, k and cf; a renamed dim's size
-        sizes = {**as_sizes(sizes), **{dim: n for dim, (n, _) in {**tied, **derived}.items()}}
+    found = derived_sizes(program.statements, {**dict(program.sizes), **as_sizes(sizes)})
+    if found:
+        sizes = {**as_sizes(sizes), **{dim: n for dim, (_, n, _) in found.items()}}
     ctx = context_for(program, as_mesh(mesh), sizes)
     if ctx.mesh is None:
         raise UsageError(
@@ -274,8 +282,7 @@ def model_program(
     roles = program.roles or Roles()
     notes: list[tuple[str, str]] = []
     layers = _layer_count(roles, ctx.sizes, notes)
-    notes += [("capacity", said) for _, said in derived.values()]
-    notes += [("renamed", said) for _, said in tied.values()]
+    notes += [(k, said) for k in ("capacity", "renamed") for key, _, said in found.values() if key == k]
 
     root: dict[str, str] = {}
     first: dict[str, Tensor] = {}

@@ -20,12 +20,11 @@ from typing import Any
 
 from shardalg.algebra.context import context_for, tensors_of
 from shardalg.algebra.mesh import Mesh, a_mesh_or_none, as_mesh
-from shardalg.algebra.ops.rename import tied_sizes
-from shardalg.algebra.ops.route import derived_capacities
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.models.analysis import MODES
+from shardalg.models.program import derived_sizes
 from shardalg.models.source import program_source
 from shardalg.models.step import DEFAULT_POLICY
 from shardalg.models.trainstate import TrainState
@@ -425,12 +424,9 @@ def prepare_search(
                 )
             )
     sizes_known = dict(ctx.sizes)
-    for dim, (n, said) in tied_sizes(prog.statements, sizes_known).items():
-        sizes_known[dim] = n  # a renamed dim's size is its source's (the model derives it too)
-        notes.append(("renamed", said))
-    for dim, (n, said) in derived_capacities(prog.statements, sizes_known).items():
-        sizes_known[dim] = n  # a routing's capacity, from its tokens, k and cf (the model derives it too)
-        notes.append(("capacity", said))
+    for dim, (kind, n, said) in derived_sizes(prog.statements, sizes_known).items():
+        sizes_known[dim] = n  # a renamed dim's size, a routing's capacity: as the model derives them
+        notes.append((kind, said))
     space = space_of(prog, ctx.mesh, sizes_known)
     written = (d for t in tensors_of(prog) for d in t.dim_names)  # a dim only an activation has counts too
     missing = [

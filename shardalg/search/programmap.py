@@ -101,7 +101,7 @@ class Strategy:
         that is minimized (FSDP+TP's X) each term of the copies is taken at its largest over the range."""
         if not self.kept:
             return self.state
-        copies = sympy.expand(sympy.sympify(self.kept).subs(self.substitute))
+        copies = sympy.expand(self.kept.subs(self.substitute))
         if self.minimize is not None and self.minimize.over in copies.free_symbols:
             x, lo, hi = self.minimize.over, self.minimize.lower, self.minimize.upper
             copies = sympy.Add(
