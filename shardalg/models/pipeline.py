@@ -12,11 +12,18 @@ microbatches a schedule runs ``m + p − 1`` ticks of forward and as many of bac
 the bubble, the idle fraction of each stage, is ``(p − 1)/(m + p − 1)`` (:data:`SCHEDULES`, as data).
 
 A tick is one microbatch through one stage: the stage's step time (:func:`.step.model_step` of its
-``layers/p`` layers plus the part outside, on the whole batch) over ``m`` (the costs are taken linear in the
-batch: the latency terms, which are not, are counted ``m`` times over, as a microbatch pays each), plus the
-stage boundary: ``Send_{P,+1}`` of the microbatch's layer input forward and ``Send_{P,-1}`` of its cotangent
-backward, each priced by the :class:`~shardalg.costs.costmodel.CostModel` through the Send's record
-(:mod:`shardalg.algebra.ops.send`) and counted serially with the compute (no overlap: stated in the notes).
+``layers/p`` layers, and on the one stage that holds it the part outside, on the whole batch) over ``m`` (the
+costs are taken linear in the batch: the latency terms, which are not, are counted ``m`` times over, as a
+microbatch pays each), plus the stage boundary: ``Send_{P,+1}`` of the microbatch's layer input forward and
+``Send_{P,-1}`` of its cotangent backward, each priced by the
+:class:`~shardalg.costs.costmodel.CostModel` through the Send's record (:mod:`shardalg.algebra.ops.send`) and
+counted serially with the compute (no overlap: stated in the notes).
+
+The step with stage ticks ``t_s``: the slowest stage runs ``m`` ticks and every other stage's tick is paid
+once in the fill and the drain, ``Σ t_s + (m − 1)·max t_s`` (a flow shop of ``m`` equal jobs; exact for GPipe,
+and for 1F1B when the slowest stage is the last, where the head is). With equal stages it is
+``(m + p − 1)·t``. The part outside the repeated layer is not split over the stages: the stage that holds it
+(the head reads the last layer's output) has the longest tick, the others fill and drain at their own.
 
 Memory per stage: the parameters, gradients and optimizer state of its ``layers/p`` layers (and the part
 outside on stage 0), and the saved activations of each microbatch in flight: GPipe keeps all ``m``, 1F1B keeps
@@ -113,6 +120,7 @@ class PipelineReport:
     layers_per_stage: int
     stage_seconds: float  # the critical stage's compute and collectives on the whole batch, no bubble
     send_seconds: float  # one microbatch's Send forward and its cotangent's back
+    outside_seconds: float  # of stage_seconds, the part outside the repeated layer (on one stage only)
     send_statement: str
     memory: tuple[StageMemory, ...]
     hbm: float | None
@@ -127,16 +135,26 @@ class PipelineReport:
         return self.microbatches + self.stages - 1
 
     @property
+    def stage_ticks(self) -> tuple[float, ...]:
+        """Each stage's tick: its layers (and on one stage the part outside) over m, and the sends."""
+        m = self.microbatches
+        light = (self.stage_seconds - self.outside_seconds) / m + self.send_seconds
+        return (self.tick_seconds,) + (light,) * (self.stages - 1)
+
+    @property
     def tick_seconds(self) -> float:
+        """The slowest stage's tick (the one holding the part outside the repeated layer)."""
         return self.stage_seconds / self.microbatches + self.send_seconds
 
     @property
     def seconds(self) -> float:
-        return self.ticks * self.tick_seconds
+        """The slowest stage's m ticks and each other stage's tick once (fill and drain)."""
+        return (self.microbatches - 1) * self.tick_seconds + sum(self.stage_ticks)
 
     @property
     def bubble_seconds(self) -> float:
-        return (self.stages - 1) * self.tick_seconds
+        """The fill and drain: the step less the slowest stage's m ticks."""
+        return sum(self.stage_ticks) - self.tick_seconds
 
     @property
     def fits(self) -> bool | None:
@@ -153,6 +171,8 @@ class PipelineReport:
             "bubble_fraction": float(self.bubble),
             "ticks": self.ticks,
             "stage_seconds": self.stage_seconds,
+            "outside_seconds": self.outside_seconds,
+            "stage_ticks": list(self.stage_ticks),
             "send": self.send_statement,
             "send_seconds": self.send_seconds,
             "tick_seconds": self.tick_seconds,
@@ -171,12 +191,26 @@ class PipelineReport:
             f"{'pipeline':<12} {self.axis}: {p} stages of {self.layers_per_stage} layers, {m} microbatches, "
             f"schedule {self.schedule.name} ({self.schedule.description}); the lines above are the model "
             "without it, every layer on each device",
-            f"{'bubble':<12} (p - 1)/(m + p - 1) = {self.bubble} = {float(self.bubble):.1%}: "
-            f"{self.bubble_seconds:.4g} s idle of {self.seconds:.4g} s",
+            f"{'bubble':<12} (p - 1)/(m + p - 1) = {self.bubble} = {float(self.bubble):.1%}"
+            + (" of equal stages" if self.outside_seconds else "")
+            + f": {self.bubble_seconds:.4g} s idle of {self.seconds:.4g} s",
             f"{'stage send':<12} {self.send_statement} and its cotangent back: {self.send_seconds:.4g} s a microbatch",
-            f"{'step':<12} {self.ticks} ticks x ({self.stage_seconds:.4g} s / {m} + {self.send_seconds:.4g} s) "
-            f"= {self.seconds:.4g} s",
         ]
+        if not self.outside_seconds:
+            out.append(
+                f"{'step':<12} {self.ticks} ticks x ({self.stage_seconds:.4g} s / {m} + {self.send_seconds:.4g} s) "
+                f"= {self.seconds:.4g} s"
+            )
+        else:
+            light = self.stage_ticks[-1]
+            out += [
+                f"{'outside':<12} the part outside the repeated layer on one stage: {self.outside_seconds:.4g} s "
+                f"of its {self.stage_seconds:.4g} s (its layers {self.stage_seconds - self.outside_seconds:.4g} s)",
+                f"{'step':<12} {m} ticks of that stage x ({self.stage_seconds:.4g} s / {m} + "
+                f"{self.send_seconds:.4g} s) + {p - 1} of the others x "
+                f"({self.stage_seconds - self.outside_seconds:.4g} s / {m} + {self.send_seconds:.4g} s) = "
+                f"{m * self.tick_seconds:.4g} s + {(p - 1) * light:.4g} s = {self.seconds:.4g} s",
+            ]
         for s in self.memory:
             out.append(
                 f"{'stage ' + str(s.stage):<12} {s.total / 1e9:.4g} GB: weights {s.weights / 1e9:.4g} GB, "
@@ -258,10 +292,14 @@ def model_pipeline(
 
     # the critical stage's step on the whole batch: layers/p repeated layers and the part outside
     report = model_step(a, chip_, policy)
-    stage = 0.0
+    stage = outside = 0.0
     for part in report.parts:
         seconds = _number(report.seconds_of(part.total), "step")
-        stage += seconds * (per_stage if part.name == "layer" else _number(part.count, "step"))
+        if part.name == "layer":
+            stage += seconds * per_stage
+        else:
+            outside += seconds * _number(part.count, "step")
+    stage += outside
 
     # the stage boundary: the layer input of one microbatch, sent forward; its cotangent sent back
     send, send_text = _send_seconds(a, chip_, axis, p, m, notes)
@@ -269,7 +307,9 @@ def model_pipeline(
         (
             "pipeline",
             f"a tick is the stage's step over {m} microbatches (costs taken linear in the batch) plus the sends, "
-            "counted serially with the compute; the part outside the repeated layer is on stage 0",
+            "counted serially with the compute; the part outside the repeated layer is on one stage, its memory "
+            "counted on stage 0 (the most microbatches in flight); the step is that stage's m ticks and each "
+            "other stage's tick once (fill and drain)",
         )
     )
 
@@ -296,7 +336,9 @@ def model_pipeline(
         w = weights_layer * per_stage + transient + (weights_once if s == 0 else 0.0)
         act = (acts_layer * per_stage + (acts_once if s == 0 else 0.0)) * flight / m
         stages.append(StageMemory(s, flight, w, act))
-    return PipelineReport(axis, p, m, sched, per_stage, stage, send, send_text, tuple(stages), hbm, notes)
+    return PipelineReport(
+        axis, p, m, sched, per_stage, stage, send, outside, send_text, tuple(stages), hbm, notes
+    )
 
 
 def _send_seconds(

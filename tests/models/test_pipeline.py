@@ -137,3 +137,67 @@ def test_the_schedules_are_data() -> None:
         "gpipe": Fraction(3, 11),
     }
     assert SCHEDULES["1f1b"].in_flight(4, 2, 0) == 2  # fewer microbatches than stages: all of them
+
+
+HEAD = """params W1, W2; embeddings W_un; layers L
+In[B_X, D] * W1[D, F_Y] -> H[B_X, F_Y]
+H[B_X, F_Y] * W2[F_Y, D] -> Out[B_X, D]{U_Y}
+Xl[B_X, D] * W_un[D, V] -> Lg[B_X, V]
+"""  # a head outside the repeated layer: one stage carries it, the others do not
+
+
+def _simulate(forward: list[float], backward: list[float], m: int, schedule: str) -> float:
+    """The makespan of a pipeline schedule, op by op: stage s runs its forwards and backwards in the
+    schedule's order (1F1B: p - s - 1 warm-up forwards, then one forward one backward; GPipe: every forward
+    then every backward), each after its own stage's previous op and the op it reads (the forward of the
+    stage before, the backward of the stage after)."""
+    p = len(forward)
+    order = []
+    for s in range(p):
+        warm = m if schedule == "gpipe" else min(p - s - 1, m)
+        ops, nf, nb = [("F", j) for j in range(warm)], warm, 0
+        while nf < m:
+            ops += [("F", nf), ("B", nb)]
+            nf, nb = nf + 1, nb + 1
+        ops += [("B", j) for j in range(nb, m)]
+        order.append(ops)
+    done: dict[tuple[str, int, int], float] = {}
+    free, at = [0.0] * p, [0] * p
+    while any(at[s] < 2 * m for s in range(p)):
+        for s in range(p):
+            while at[s] < 2 * m:
+                kind, j = order[s][at[s]]
+                if kind == "F":
+                    dep = ("F", s - 1, j) if s else None
+                else:
+                    dep = ("B", s + 1, j) if s < p - 1 else ("F", s, j)
+                if dep is not None and dep not in done:
+                    break
+                end = max(free[s], done[dep] if dep else 0.0) + (forward if kind == "F" else backward)[s]
+                done[(kind, s, j)] = free[s] = end
+                at[s] += 1
+    return max(free)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_a_stage_holding_the_head_fills_and_drains_at_the_others_ticks(schedule: str) -> None:
+    """The head on one stage makes its tick the longest: the step is that stage's m ticks and each other
+    stage's tick once, as a schedule run op by op gives it (the head on the last stage, which reads the last
+    layer's output). Counting every fill and drain tick at the longest tick, (m + p - 1) x max, overstates it."""
+    sizes = "B=512,D=8192,F=32768,L=32,V=65536"
+    r = pipeline_price(HEAD, MESH4, sizes, "tpu-v5p", axis="P", microbatches=8, schedule=schedule)
+    whole = shardalg.step_time(HEAD, MESH4, sizes, "tpu-v5p")
+    seconds = {p.name: whole.seconds_of(p.total) * (8 if p.name == "layer" else 1) for p in whole.parts}
+    assert r.outside_seconds == pytest.approx(seconds["outside"]) and r.outside_seconds > 0
+    light = seconds["layer"] / 8 + r.send_seconds
+    heavy = (seconds["layer"] + seconds["outside"]) / 8 + r.send_seconds
+    ticks = [light, light, light, heavy]  # stage 3, the last, holds the head
+    simulated = _simulate([t / 3 for t in ticks], [2 * t / 3 for t in ticks], 8, schedule)
+    assert r.seconds == pytest.approx(simulated, rel=1e-12)
+    assert r.seconds == pytest.approx(8 * heavy + 3 * light, rel=1e-12)
+    assert r.bubble_seconds == pytest.approx(3 * light, rel=1e-12)
+    assert r.seconds < 0.91 * r.ticks * heavy  # what (m + p - 1) x the longest tick charged
+    # equal stages (no part outside): the same simulation gives (m + p - 1) ticks
+    eq = pipeline_price(STAGE, MESH4, SIZES4, "tpu-v5p", axis="P", microbatches=8, schedule=schedule)
+    t = eq.tick_seconds
+    assert eq.seconds == pytest.approx(_simulate([t / 3] * 4, [2 * t / 3] * 4, 8, schedule), rel=1e-12)
