@@ -69,6 +69,7 @@ def bubble_against(result: Any) -> dict[str, Any] | None:
         "bubble": str(r.bubble),
         "bubble_seconds": r.bubble_seconds,
         "saved_seconds": flat.seconds - busy,
+        "outside_seconds": r.outside_seconds,
         "pipeline_seconds": pipe.seconds,
         "no_pipeline_seconds": flat.seconds,
         "pipeline_wins": pipe.seconds < flat.seconds,
@@ -97,6 +98,8 @@ def explain_lines(result: Any) -> list[str]:
             if saved >= 0
             else f"its stages save nothing: its ticks take {time_text(-saved)} more than the step without it"
         )
+        if b["outside_seconds"]:
+            saves += f" (of its ticks, the part outside the repeated layer, on one stage: {time_text(b['outside_seconds'])})"
         out.append(
             f"  the best pipeline against none: the bubble {b['bubble']} costs {time_text(b['bubble_seconds'])}, "
             f"{saves} ({time_text(b['no_pipeline_seconds'])} without a pipeline, "
