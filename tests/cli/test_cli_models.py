@@ -164,6 +164,32 @@ def test_model_list_and_show(capsys):
     assert json.loads(out)["model"]["numbers"]["experts"]["value"] == 8
 
 
+@pytest.mark.parametrize(
+    ("show", "sizes"),
+    [
+        (["llama-3-8b", "--params", "D=X", "--activations", "B=X"], "B=8,T=4096"),
+        (["mixtral-8x7b", "--phase", "decode", "--dtype", "int8"], "B=16,S=4096"),
+    ],
+)
+def test_model_show_in_every_format_is_a_program_memory_reads_back(capsys, tmp_path, show, sizes):
+    """The LaTeX printer's provenance and notes are `%` comments, LaTeX's own: `memory` reads the LaTeX
+    (and Unicode) output as the same program as the text output, to the byte of its JSON."""
+    got = {}
+    for fmt in ("text", "unicode", "latex"):
+        code, out, _ = run(capsys, "model", "show", *show, "--format", fmt)
+        assert code == 0
+        if fmt == "latex":
+            assert out.startswith("% " + show[0]) and "\\begin{aligned}" in out
+        path = tmp_path / f"model.{fmt}"
+        path.write_text(out)
+        code, out, err = run(
+            capsys, "memory", str(path), "--mesh", "X=8", "--hw", "tpu-v5p", "--sizes", sizes, "--json"
+        )
+        assert code == 0, err
+        got[fmt] = out
+    assert got["latex"] == got["text"] and got["unicode"] == got["text"]
+
+
 CHIPS = ["base=tpu-v5p,hbm=96e9,W_ici=9e10", "FILE"]
 MESHES = ["X=4*2:ring", "X=4:line", "X=4:ring,Y=2"]
 EINSUM = "X[B, D] · Y[D_X, F] -> Z[B, F]"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from hypothesis import given
+from hypothesis import strategies as st
 
 from shardalg.notation.jsonread import from_json
 from shardalg.notation.parse import parse, parse_statement, parse_tensor
@@ -47,3 +48,20 @@ def test_json_round_trip(p) -> None:
     j = to_json(p)
     assert from_json(json.loads(json.dumps(j))) == p
     assert to_json(from_json(j), spans=False) == to_json(p, spans=False)
+
+
+@given(
+    programs(),
+    st.lists(st.text(st.characters(blacklist_characters="\n\r"), max_size=20), max_size=4),
+    st.data(),
+)
+def test_latex_with_percent_comments_round_trip(p, comments, data) -> None:
+    """`%` runs a comment to the end of its line, as in LaTeX (the printers write a program's provenance so):
+    comment lines anywhere among a LaTeX program's lines, and after a line's end, leave the program as it was."""
+    for mode in ("inline", "display"):
+        lines = latex(p, mode=mode).split("\n")
+        for c in comments:
+            at = data.draw(st.integers(0, len(lines)))
+            lines.insert(at, "% " + c)
+        lines[-1] += " % " + (comments[0] if comments else "")
+        assert parse("\n".join(lines)) == p, lines
