@@ -304,6 +304,24 @@ class Layout:
                 out.append((f"{axis.name}:({factor.pre}){factor.size}", _factor_hops(axis, factor)))
         return tuple(out)
 
+    def factors(self, logical: str) -> list[dict[str, object]]:
+        """The factors of torus axes under a logical axis, each as priced: a ring or a line, the links a step
+        crosses and the groups that share each link (its bandwidth is W_ici over that)."""
+        out: list[dict[str, object]] = []
+        for axis, f in _merged(tuple(self.topology._piece(n) for n in self.pieces[logical])):
+            if f is None:
+                continue
+            stride, _ = _stride(axis, f)
+            ring = f.pre == 1 and axis.wraps
+            shape = f"a {'ring' if ring else 'line'} of {f.size}" + (
+                f", {stride} links a step, each link shared by {stride} groups (W_ici/{stride})"
+                if stride > 1
+                else " neighbours"
+            )
+            piece = f"{axis.name}:({f.pre}){f.size}"
+            out.append({"piece": piece, "ring": ring, "stride": stride, "shared_by": stride, "shape": shape})
+        return out
+
     def lines(self) -> list[str]:
         out = []
         for a in self.mesh:
@@ -318,6 +336,7 @@ class Layout:
             )
             if a.node is not None:
                 extra = f", {a.node} a node" + (f", {a.leaf} a leaf group" if a.leaf is not None else "")
+            extra += "".join(f"; {f['piece']} {f['shape']}" for f in self.factors(a.name))
             count = f"{a.size} pods over DCN" if a.dcn else f"{a.size} chips"
             out.append(f"{a.name} = {what} ({count}{extra})")
         return out
@@ -332,6 +351,7 @@ class Layout:
                     "size": a.size,
                     "links": a.links,
                     "hops": dict(self.hops(a.name)),
+                    "factors": self.factors(a.name),
                     "dcn": a.dcn,
                     "node": a.node,
                     "leaf": a.leaf,

@@ -166,3 +166,23 @@ def test_a_shift_along_a_strided_factor_is_refused_and_along_a_contiguous_one_pr
     line = slice_mesh("v5p-8960", "X=x*y*z:(1)7,Y=z:(7)4")
     one = collective_cost(Op.SHIFT, t, ("Y",), line, {"E": 4, "F": 8}, hw="tpu-v5p", offset=1)
     assert one.parts[0][0].sympy() == 3 * T_MIN  # a line of 4: the carry from the last to the first is 3 hops
+
+
+def test_the_layout_says_how_each_factor_is_priced_in_text_and_json():
+    layout = slice_topology("v5p-8960").layout("X=x*y*z:(4)7,Y=z:(1)4")
+    assert layout.lines()[1] == (
+        "Y = z:(1)4 (4 chips, 1 link, hops z:(1)4 14 = 14; z:(1)4 a ring of 4, 7 links a step, each link "
+        "shared by 7 groups (W_ici/7))"
+    )
+    assert layout.lines()[0].endswith("; z:(4)7 a line of 7 neighbours)")
+    axes = {a["name"]: a for a in layout.to_json()["axes"]}  # type: ignore[union-attr]
+    assert axes["Y"]["factors"] == [
+        {
+            "piece": "z:(1)4",
+            "ring": True,
+            "stride": 7,
+            "shared_by": 7,
+            "shape": layout.factors("Y")[0]["shape"],
+        }
+    ]
+    assert slice_topology("v5p-8960").layout("X=x*y,Y=z").factors("Y") == []
