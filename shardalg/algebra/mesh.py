@@ -57,8 +57,10 @@ class Axis:
     devices per leaf switch group (a scalable unit) along the axis, when it spans several (a spine level
     joins them); None when the axis lies under one leaf group. ``torus``: the sides of the physical torus
     axes under the axis (their product is the size, their count the links): each side is its own ring, so a
-    collective's hops are summed per side, not counted over the whole size. ``dcn``: the axis joins slices
-    over the data-center network."""
+    collective's hops are summed per side, not counted over the whole size. ``strides``: per torus side, the
+    physical links one step along it crosses and the physical side it is a factor of, when a side is a
+    factor of a physical torus axis (``z:(1)4``; :mod:`shardalg.costs.topology` derives them, and
+    :mod:`shardalg.costs.stepcost` prices them); empty when every side is a whole physical axis. ``dcn``: the axis joins slices over the data-center network."""
 
     name: str
     size: int | None
@@ -69,6 +71,7 @@ class Axis:
     torus: tuple[int, ...] = ()
     dcn: bool = False
     factors: tuple[int, ...] = ()  # declared factored (Y=2x2), major first: the planner uses its sub-axes
+    strides: tuple[tuple[int, int], ...] = ()  # per torus side: (links a step crosses, its physical side)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not (
@@ -121,6 +124,17 @@ class Axis:
                     f"mesh axis {self.name} stands on {len(self.torus)} torus axes but says {self.links} links",
                     fix=f"one link per torus axis: {self.name}={prod(self.torus)}*{len(self.torus)}",
                 )
+        if self.strides and (
+            len(self.strides) != len(self.torus)
+            or not all(
+                isinstance(k, int) and isinstance(s, int) and k >= 1 and s % (k * n) == 0
+                for (k, s), n in zip(self.strides, self.torus, strict=False)
+            )
+        ):
+            raise UsageError(
+                f"mesh axis {self.name}: each torus side needs (links a step crosses, the physical side it is "
+                f"a factor of), the side a multiple of the stride times the factor; not {self.strides}"
+            )
         if self.dcn and (self.node is not None or self.torus):
             raise UsageError(f"mesh axis {self.name} runs over DCN: it has no node or torus sides")
 
@@ -295,6 +309,8 @@ class Mesh:
                 extra.append(f"leaf={a.leaf}")
             if a.torus:
                 extra.append(f"torus={'x'.join(map(str, a.torus))}")
+            if a.strides:
+                extra.append("strides=" + ",".join(f"{k}of{s}" for k, s in a.strides))
             if a.dcn:
                 extra.append("dcn")
             if a.factors:

@@ -44,7 +44,8 @@ def mesh(text: str | None) -> Any:
 SLICE_HELP = (
     "a real slice: v5p-8960 (the 16x20x28 pod), v5e-256, v4-4096, h100-1024 (128 nodes of 8); its physical "
     "axes are the mesh (x, y, z on a torus, pod over DCN; gpu, node, su on a GPU network), or --mesh factors "
-    "them into logical axes: X=x*y,Y=z; its chip is the default --hw"
+    "them into logical axes: X=x*y,Y=z, or with factors of a torus axis: X=x*y*z:(1)7,Y=z:(7)4; its chip is "
+    "the default --hw"
 )
 
 

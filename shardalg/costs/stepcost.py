@@ -124,15 +124,24 @@ class Link:
     number: int | None = None  # the size when it is a number
     node: int | None = None  # GPU devices per node along the axis (X=64:node8); priced by .hierarchy
     leaf: int | None = None  # GPU devices per leaf switch group along the axis (X=1024:node8:leaf256)
-    sides: tuple[tuple[int, bool], ...] = ()  # the physical torus axes under the axis (a real slice) and
-    # whether each wraps: a collective crosses them side by side, each as an axis of its own
+    sides: tuple[tuple[int, bool, int], ...] = ()  # the physical torus axes under the axis (a real slice),
+    # whether each wraps and the links one step along it crosses: a collective crosses them side by side
+    stride: int = (
+        1  # physical links one step crosses (a strided factor of a torus axis), shared by as many groups
+    )
 
     def side_links(self) -> tuple[Link, ...]:
         """The torus sides under an axis of a real slice, each as a one-link axis of its own (empty otherwise):
         a collective over the axis is priced as over these sides together."""
         return tuple(
-            Link(self.name, const(n), tm.ONE, w, False, self.uni, self.exact, n) for n, w in self.sides
+            Link(self.name, const(n), tm.ONE, w, False, self.uni, self.exact, n, stride=k)
+            for n, w, k in self.sides
         )
+
+    @property
+    def strided(self) -> bool:
+        """A side under the axis steps over more than one physical link (a strided factor of a torus axis)."""
+        return any(k != 1 for _, _, k in self.sides)
 
     @property
     def one_way(self) -> bool:
@@ -145,9 +154,13 @@ class Link:
             return ZERO
         if self.sides:  # each physical torus axis is its own ring (or line): hops add up side by side
             return add(*(side.hops for side in self.side_links()))
-        if self.wraps and not self.uni:
-            return self.size * _t(RING_HOPS)
-        return self._less_one()
+        if self.stride == 1:
+            return self.size * _t(RING_HOPS) if self.wraps and not self.uni else self._less_one()
+        # a strided factor (its size a number): floor(n/2) steps round a ring (the book's n/2 for an even n,
+        # exact for an odd one, as the slice's hop counts are), each crossing ``stride`` links
+        n = self.number if self.number is not None else 0
+        steps = n // 2 if self.wraps and not self.uni else n - 1
+        return const(steps * self.stride)
 
     def _less_one(self) -> Term:
         """|X| − 1: a number, or the expression kept whole for a symbolic size."""
@@ -157,8 +170,11 @@ class Link:
 
     @property
     def rate(self) -> Term:
-        """Bidirectional bandwidth out of one device along this axis."""
-        return _t(W_DCN) if self.dcn else _t(W_ICI) * self.links
+        """Bidirectional bandwidth out of one device along this axis; a strided factor of a torus axis shares
+        each link with the other groups whose steps cross it (``stride`` of them), so it gets W_ici/stride."""
+        if self.dcn:
+            return _t(W_DCN)
+        return _t(W_ICI) * self.links / const(self.stride) if self.stride != 1 else _t(W_ICI) * self.links
 
     @property
     def gather_rate(self) -> Term:
@@ -331,11 +347,11 @@ class Options:
         wraps = ax.wraps
         whole = self.mesh[parent_of(name)] if ":" in name and parent_of(name) in self.mesh else ax
         sides = tuple(  # a real slice: the chip's rule per side (a ring when nothing says otherwise)
-            (n, wraps if wraps is not None else costs.chip.wraps(n) if costs.chip is not None else True)
-            for n in ax.torus
+            (n, _side_wraps(n, k, side, wraps, costs), k)
+            for n, (k, side) in zip(ax.torus, ax.strides or tuple((1, n) for n in ax.torus), strict=True)
         )
         if sides:
-            wraps = all(w for _, w in sides)
+            wraps = all(w for _, w, _ in sides)
         if wraps is None:  # the chip's rule, read on the whole axis (a sub-axis is on its parent's ring)
             wraps = (
                 costs.chip.wraps(whole.size, whole.links)
@@ -360,6 +376,17 @@ class Options:
         if d.label in self.sizes:
             return Integer(self.sizes[d.label])
         return dim_size(d.label)
+
+
+def _side_wraps(n: int, stride: int, side: int, wraps: bool | None, costs: CostModel) -> bool:
+    """Whether a torus side of ``n`` chips, each step ``stride`` links along a physical side of ``side`` chips,
+    is a ring: it spans the whole physical side (``n·stride == side``) and that side wraps (the axis's own
+    ring or line, else the chip's rule, else a ring). A factor with a pre-size above 1 is a line."""
+    if n * stride != side:
+        return False
+    if wraps is not None:
+        return wraps
+    return costs.chip.wraps(side) if costs.chip is not None else True
 
 
 @memoized(Kind.PIECE)
@@ -474,7 +501,19 @@ def _shift(axes: tuple[str, ...], opts: Options, offset: int) -> CommCost | None
             "yet (its path depends on where each block wraps from one side to the next)",
             fix="shift along a logical axis that is one torus axis of the slice (e.g. --mesh X=x,Y=y*z)",
         )
+    _no_strided_path(link, "Shift")
     return None if link.number == 1 else shift_unit(opts.costs.model, link, offset, _t(T_MIN), _t(ONE_WAY))
+
+
+def _no_strided_path(link: Link, what: str) -> None:
+    """A Shift or Send along a strided factor of a torus axis is refused: its path crosses ``stride`` links a
+    step, shared with the other groups, which the point-to-point formulas of :mod:`.shift` do not count."""
+    if link.strided:
+        raise UsageError(
+            f"a {what} along {link.name}, a strided factor of a torus axis of a slice, is not priced yet (each "
+            "step crosses several physical links, shared with the other groups)",
+            fix=f"{what.lower()} along a whole torus axis or a contiguous factor of one (e.g. z:(4)7 of z=28)",
+        )
 
 
 def _links_of(axes: tuple[str, ...], opts: Options) -> list[Link]:
@@ -520,6 +559,7 @@ def _send(axes: tuple[str, ...], opts: Options, offset: int) -> CommCost | None:
             "yet (its path depends on where each block crosses from one side to the next)",
             fix="send along a logical axis that is one torus axis or the pods of a slice (e.g. --mesh P=pod)",
         )
+    _no_strided_path(link, "Send")
     return None if link.number == 1 else send_unit(opts.costs.model, link, offset, _t(T_MIN), _t(ONE_WAY))
 
 

@@ -19,8 +19,27 @@ the switches of a unit and their radix): the NVLink node (axis ``gpu``), the lea
 A logical axis is a product of physical axes (``X=x*y``): on a torus it stands on as many links as it has
 physical axes (the book's M), and a collective over it crosses each physical axis's ring in turn, so its
 hops are the sum of each side's (``16/2 + 20/2`` for ``x*y`` of a v5p pod), not half its chip count. On a GPU
-network its devices per node and per leaf group tell :mod:`.hierarchy` which levels it spans. A factor of one
-physical axis (a sub-axis, ``x:(1)4``) is refused for now, naming the hook (:func:`_piece`) that reads it.
+network its devices per node and per leaf group tell :mod:`.hierarchy` which levels it spans.
+
+A logical axis may also take a factor of a torus axis, in Shardy's spelling: ``z:(k)n`` is the factor of ``n``
+chips of ``z`` after a pre-size ``k`` (``X=x*y*z:(4)7,Y=z:(1)4`` splits z=28 into its major 4 and its minor
+7). The factors of one physical axis tile it (pre-sizes 1, then each the product before it), each in one
+logical axis; factors that follow each other in one logical axis are joined (``z:(1)4*z:(4)7`` is ``z``). A
+chip's coordinate along a side of S chips is read row-major, so the factor ``(k)n`` holds chips a stride
+``s = S/(k·n)`` apart (the product of the factors minor to it), and it is priced as what it is on the wires:
+
+- a *contiguous* factor (``s = 1``, ``n < S``: ``z:(4)7`` of 28) is a line of ``n`` chips (no wraparound:
+  the side's wraparound link joins other groups), ``n − 1`` hops, the line's one-way bandwidth;
+- a factor spanning the side (``k = 1``: ``z:(1)4`` of 28, chips 7 apart) is a ring of ``n`` when the side
+  wraps (its last step takes the wraparound), else a line; a factor with ``k > 1`` and ``s > 1`` is a line;
+- each step of a strided factor crosses ``s`` physical links, so its latency is ``s`` hops a step; and every
+  one of the ``s`` interleaved groups of that factor runs the same collective at once (SPMD), crossing the
+  same links, so each gets ``1/s`` of a link's bandwidth (the busiest link carries ``s`` groups' steps: a
+  link of a ring of stride ``s`` is crossed by exactly ``s`` groups, one step each).
+
+The stride and the physical side are carried on the mesh axis (``Axis.strides``) and priced in
+:mod:`.stepcost`; a logical axis of whole physical axes has none and is priced as before. A Shift or Send
+along a strided factor is refused (its point-to-point path is not modelled).
 Every collective over a product axis is priced as over its torus axes together (a property test checks each);
 a Shift along one is refused, since its path depends on where blocks carry from one side to the next.
 """
@@ -32,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import prod
 
+from shardalg.algebra.factors import Factor, factor_of
 from shardalg.algebra.mesh import Axis, Mesh
 from shardalg.errors import UsageError, closest
 
@@ -44,7 +64,8 @@ SLICE_TEXT = (
 )
 FACTORING_TEXT = (
     "LOGICAL=PHYSICAL*PHYSICAL, comma separated: X=x*y,Y=z (a logical axis is a product of the slice's "
-    "physical axes; each physical axis in exactly one)"
+    "physical axes; each physical axis in exactly one), or of factors of a torus axis: X=x*y*z:(4)7,Y=z:(1)4 "
+    "(Shardy's spelling: z:(1)4 is z's major factor of 4, z:(4)7 its minor factor of 7)"
 )
 
 __all__ = [
@@ -135,19 +156,15 @@ class Topology:
             }
         else:
             raise UsageError(f"a factoring is text like 'X=x*y,Y=z' or a mapping, not {factoring!r}")
-        used: dict[str, str] = {}
+        used: dict[str, list[tuple[Factor | None, str]]] = {}
         for logical, names in pieces.items():
             if not names:
                 raise UsageError(f"the logical axis {logical} is made of no physical axis")
             for n in names:
-                _piece(n)
-                self.axis(n)
-                if n in used:
-                    raise UsageError(
-                        f"the physical axis {n} of {self.name} is in both {used[n]} and {logical}",
-                        fix="each physical axis goes into exactly one logical axis",
-                    )
-                used[n] = logical
+                axis, factor = self._piece(n)
+                used.setdefault(axis.name, []).append((factor, logical))
+        for name, uses in used.items():
+            _tiles(self, name, uses)
         missing = [a.name for a in self.axes if a.name not in used]
         if missing:
             given = ",".join(f"{k}={'*'.join(v)}" for k, v in pieces.items())
@@ -155,14 +172,44 @@ class Topology:
                 f"the physical axes {', '.join(missing)} of {self.name} are in no logical axis",
                 fix=f"put each in one: e.g. {given}*{'*'.join(missing)}",
             )
-        axes = [self._logical(k, tuple(self.axis(n) for n in v)) for k, v in pieces.items()]
+        axes = [self._logical(k, tuple(self._piece(n) for n in v)) for k, v in pieces.items()]
         return Layout(self, {k: tuple(v) for k, v in pieces.items()}, Mesh(axes))
 
-    def _logical(self, name: str, parts: tuple[PhysicalAxis, ...]) -> Axis:
-        size = prod(p.size for p in parts)
-        kinds = {p.kind for p in parts}
+    def _piece(self, text: str) -> tuple[PhysicalAxis, Factor | None]:
+        """One piece of a factoring: a physical axis (``z``) or a factor of a torus axis (``z:(4)7``, Shardy's
+        spelling: the factor of 7 chips after a pre-size of 4), checked against the slice."""
+        factor = factor_of(text)
+        if factor is None:
+            if not re.fullmatch(r"[a-z]+", text):
+                raise UsageError(
+                    f"a logical axis is a product of physical axes or their factors; {text!r} is neither",
+                    fix=f"write {FACTORING_TEXT}",
+                )
+            return self.axis(text), None
+        axis = self.axis(factor.parent)
+        if axis.kind != "torus":
+            raise UsageError(
+                f"{text}: factors of {'pods over DCN' if axis.kind == 'dcn' else 'a GPU network level'} "
+                f"({axis.name}={axis.size}) are not modelled; only a torus axis may be split",
+                fix=f"use {axis.name} whole",
+            )
+        if factor.size < 2 or factor.pre < 1 or axis.size % (factor.pre * factor.size):
+            raise UsageError(
+                f"{text} is not a factor of {axis.name}={axis.size}: its pre-size times its size, "
+                f"{factor.pre}·{factor.size}, must divide {axis.size} (and its size be at least 2)",
+                fix=f"e.g. {axis.name}:(1){_least_factor(axis.size)}",
+            )
+        return axis, (None if factor.size == axis.size else factor)
+
+    def _logical(self, name: str, parts: tuple[tuple[PhysicalAxis, Factor | None], ...]) -> Axis:
+        parts = _merged(parts)
+        size = prod(f.size if f is not None else p.size for p, f in parts)
+        kinds = {p.kind for p, _ in parts}
         if kinds == {"torus"}:
-            return Axis(name, size, len(parts), torus=tuple(p.size for p in parts))
+            sides = tuple(f.size if f is not None else p.size for p, f in parts)
+            strides = tuple(_stride(p, f) for p, f in parts) if any(f for _, f in parts) else ()
+            return Axis(name, size, len(parts), torus=sides, strides=strides)
+        parts_ = tuple(p for p, _ in parts)
         if kinds == {"dcn"}:
             return Axis(name, size, dcn=True)
         if "dcn" in kinds:
@@ -171,7 +218,7 @@ class Topology:
                 "priced as one",
                 fix="make the pods their own logical axis, e.g. P=pod",
             )
-        by = {p.kind: p.size for p in parts}
+        by = {p.kind: p.size for p in parts_}
         if not kinds & {"leaf", "spine"}:  # inside one node: NVLink only
             return Axis(name, size)
         node = by.get("nvlink", 1)
@@ -249,11 +296,31 @@ class Layout:
     def hops(self, logical: str) -> tuple[tuple[str, int], ...]:
         """The hops of each torus axis under a logical axis (empty off a torus)."""
         out = []
-        for n in self.pieces[logical]:
-            h = self.topology.axis(n).hops
-            if h is not None:
-                out.append((n, h))
+        for axis, factor in _merged(tuple(self.topology._piece(n) for n in self.pieces[logical])):
+            if factor is None:
+                if axis.hops is not None:
+                    out.append((axis.name, axis.hops))
+            else:
+                out.append((f"{axis.name}:({factor.pre}){factor.size}", _factor_hops(axis, factor)))
         return tuple(out)
+
+    def factors(self, logical: str) -> list[dict[str, object]]:
+        """The factors of torus axes under a logical axis, each as priced: a ring or a line, the links a step
+        crosses and the groups that share each link (its bandwidth is W_ici over that)."""
+        out: list[dict[str, object]] = []
+        for axis, f in _merged(tuple(self.topology._piece(n) for n in self.pieces[logical])):
+            if f is None:
+                continue
+            stride, _ = _stride(axis, f)
+            ring = f.pre == 1 and axis.wraps
+            shape = f"a {'ring' if ring else 'line'} of {f.size}" + (
+                f", {stride} links a step, each link shared by {stride} groups (W_ici/{stride})"
+                if stride > 1
+                else " neighbours"
+            )
+            piece = f"{axis.name}:({f.pre}){f.size}"
+            out.append({"piece": piece, "ring": ring, "stride": stride, "shared_by": stride, "shape": shape})
+        return out
 
     def lines(self) -> list[str]:
         out = []
@@ -269,6 +336,7 @@ class Layout:
             )
             if a.node is not None:
                 extra = f", {a.node} a node" + (f", {a.leaf} a leaf group" if a.leaf is not None else "")
+            extra += "".join(f"; {f['piece']} {f['shape']}" for f in self.factors(a.name))
             count = f"{a.size} pods over DCN" if a.dcn else f"{a.size} chips"
             out.append(f"{a.name} = {what} ({count}{extra})")
         return out
@@ -283,6 +351,7 @@ class Layout:
                     "size": a.size,
                     "links": a.links,
                     "hops": dict(self.hops(a.name)),
+                    "factors": self.factors(a.name),
                     "dcn": a.dcn,
                     "node": a.node,
                     "leaf": a.leaf,
@@ -292,17 +361,80 @@ class Layout:
         }
 
 
-def _piece(text: str) -> str:
-    """One physical axis of a factoring. The hook for sub-axes: a factor of a physical axis (``x:(1)4``, in
-    Shardy's spelling) would be read here into (axis, pre-size, size), and :meth:`Topology._logical` would
-    price it as a strided ring or a line; until the notation has sub-axes it is refused."""
-    if not re.fullmatch(r"[a-z]+", text):
+def _stride(axis: PhysicalAxis, factor: Factor | None) -> tuple[int, int]:
+    """(the physical links one step along a piece crosses, the physical side it is a factor of). The factor
+    ``(pre)size`` of a side of S chips, in Shardy's row-major order, holds the chips ``size`` apart by the
+    product of the factors minor to it, ``S/(pre·size)``: ``z:(1)4`` of z=28 steps 7 links, ``z:(4)7`` 1."""
+    if factor is None:
+        return 1, axis.size
+    return axis.size // (factor.pre * factor.size), axis.size
+
+
+def _factor_hops(axis: PhysicalAxis, factor: Factor) -> int:
+    """The hops a collective crosses a factor of a torus axis in, counted in physical links: a ring of
+    ``size`` (it spans the side, pre-size 1, and the side wraps) takes size/2 steps, else a line size − 1;
+    each step crosses ``stride`` links."""
+    stride, _ = _stride(axis, factor)
+    ring = factor.pre == 1 and axis.wraps
+    return (factor.size // 2 if ring else factor.size - 1) * stride
+
+
+def _merged(
+    parts: tuple[tuple[PhysicalAxis, Factor | None], ...],
+) -> tuple[tuple[PhysicalAxis, Factor | None], ...]:
+    """The pieces of one logical axis with the factors of one physical axis that follow each other (each
+    pre-size the end of the one before) joined into one: ``z:(1)4*z:(4)7`` is the group of ``z`` itself, and
+    is priced as it."""
+    out: list[tuple[PhysicalAxis, Factor | None]] = []
+    for axis, f in parts:
+        i = next((j for j, (a, g) in enumerate(out) if a.name == axis.name and g is not None), None)
+        if f is not None and i is not None:
+            g = out[i][1]
+            assert g is not None
+            lo, hi = sorted((g, f), key=lambda h: h.pre)
+            if lo.pre * lo.size == hi.pre:
+                size = lo.size * hi.size
+                out[i] = (axis, None if size == axis.size else Factor(axis.name, lo.pre, size))
+                continue
+        out.append((axis, f))
+    return tuple(out)
+
+
+def _least_factor(n: int) -> int:
+    return next(d for d in range(2, n + 1) if n % d == 0)
+
+
+def _tiles(topology: Topology, name: str, uses: list[tuple[Factor | None, str]]) -> None:
+    """The pieces of physical axis ``name`` across the logical axes: the whole axis once, or factors that
+    tile it (pre-sizes 1, then each the product before it, up to the side), each in one logical axis."""
+    side = topology.axis(name).size
+    if any(f is None for f, _ in uses):
+        if len(uses) > 1:
+            where = sorted({logical for _, logical in uses})
+            raise UsageError(
+                f"the physical axis {name} of {topology.name} is in both {where[0]} and {where[-1]}"
+                if len(where) > 1
+                else f"the physical axis {name} of {topology.name} is used twice in {where[0]}",
+                fix="each physical axis goes into exactly one logical axis (or its factors, e.g. z:(1)4 and "
+                "z:(4)7, into one each)",
+            )
+        return
+    at = 1
+    for f, _ in sorted(uses, key=lambda u: u[0].pre):  # type: ignore[union-attr]
+        assert f is not None
+        if f.pre != at:
+            raise UsageError(
+                f"the factors of {name}={side} ({', '.join(f'{name}:({g.pre}){g.size}' for g, _ in uses)}) "
+                f"{'overlap' if f.pre < at else 'leave a gap'} at pre-size {min(f.pre, at)}",
+                fix=f"factors that tile {name}: each pre-size the product of the sizes before it, e.g. "
+                f"{name}:(1){_least_factor(side)} and {name}:({_least_factor(side)}){side // _least_factor(side)}",
+            )
+        at = f.pre * f.size
+    if at != side:
         raise UsageError(
-            f"a logical axis is a product of whole physical axes; {text!r} is not one",
-            fix="factors of one physical axis (sub-axes such as x:(1)4) are not supported yet: "
-            f"write {FACTORING_TEXT}",
+            f"the factors of {name}={side} cover {at} of its {side} chips",
+            fix=f"add {name}:({at}){side // at}",
         )
-    return text
 
 
 def _read_factoring(text: str) -> dict[str, tuple[str, ...]]:

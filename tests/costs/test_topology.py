@@ -122,7 +122,7 @@ def test_a_logical_axis_is_a_product_of_physical_axes():
         ("X=x*y", "the physical axes z of v5p-8960 are in no logical axis"),
         ("X=x*y,Y=y*z", "the physical axis y of v5p-8960 is in both X and Y"),
         ("X=x*w,Y=y*z", "the slice v5p-8960 has no physical axis 'w'"),
-        ("X=x:(1)4,Y=y*z", "a logical axis is a product of whole physical axes"),
+        ("X=x:(1)4,Y=y*z", "the factors of x=16 cover 4 of its 16 chips"),
         ("X x", "bad logical axis"),
     ],
 )
