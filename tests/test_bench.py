@@ -183,6 +183,32 @@ def test_a_whole_query_cache_hit_is_flagged(monkeypatch) -> None:
     assert q.whole_query_hit
 
 
+def test_a_timed_run_does_not_walk_the_garbage_of_the_run_before_it(monkeypatch) -> None:
+    """The young generation is collected before the timing starts: the query starts with it (nearly) empty,
+    however many objects were made before it (without that, the warm run after a fresh one paid the
+    collector's walk over the fresh run's objects)."""
+    import gc
+
+    from bench import plans as bench_plans
+
+    q = bench_plans.Query("A[I, J_X] · B[J_X, K] -> C[I, K]", "X=2,Y=4")
+    young_at_start: list[int] = []
+
+    def plans(stmt, mesh, sizes):
+        young_at_start.append(len(gc.get_objects(0)))
+        return []
+
+    monkeypatch.setattr(q, "_plans", plans)
+    gc.disable()
+    try:
+        left = [[i] for i in range(5000)]  # young objects of "the run before"
+        q.run()
+    finally:
+        gc.enable()
+    assert len(left) == 5000
+    assert young_at_start[0] < 100
+
+
 class _Lazy:
     def __init__(self) -> None:
         self.calls = 0
