@@ -10,8 +10,8 @@ sympy's too), a *warm* run (whole-query caches cleared, the caches of pieces war
 cache cleared (how much of warm is sympy's memo), five warm runs back to back (*warm, repeated*: a REPL asking
 again; printed, not a verdict: the verdicts use the first warm run after a fresh one), and one XLA compile of
 the same matmul on 8 CPU devices. Each timed run starts with the collector's young generation collected
-(outside the timing): a run pays for the collections its own allocations trigger, not for the garbage of
-the run before it. Warm and fresh are also given in CPU time (the machine may be shared).
+(outside the timing) and ends by collecting it (inside): a run pays for collecting what it made, not what
+the run before it made. Warm and fresh are also given in CPU time (the machine may be shared).
 The multi-axis queries run in a child process each, stopped after ``--budget`` seconds (reported so); 5 axes
 is over the default ``axes`` limit (4), so each child lifts it (``shardalg.limits.lifted(axes=5)``).
 """
@@ -75,14 +75,21 @@ class Query:
         costs = [read_cost(self._plan_cost(p, self.mesh, SIZES, hw=HW)) for p in found]
         return found, costs
 
+    def collected(self) -> tuple[Any, list[tuple[Any, float | None]]]:
+        """The query, then the young generation collected (what the query left)."""
+        out = self()
+        gc.collect(0)
+        return out
+
     def run(self) -> float:
-        """One timed query. The young generation is collected first, outside the timing, so the query pays for
-        the collections its own allocations trigger and not for the objects the query before it left (a fresh
-        run leaves ~2,000 young objects on case 2, and the collector's counter stopped 27 short of its threshold:
-        the next warm run walked them all, 0.45 ms, in 20 of 21 rounds)."""
+        """One timed query, which pays for collecting the young objects it leaves (it ends with the young
+        generation collected) and for no one else's: the young generation is collected before the timing
+        starts. Without that, a run paid for whichever run's objects the collector's counter happened to
+        cross its threshold on: on case 2 a fresh run left ~2,000 young objects with the counter 27 short,
+        and the warm run after it walked them all (0.45 ms) in 20 of 21 rounds."""
         gc.collect(0)
         cpu0 = time.process_time()
-        seconds, (found, _) = timed(self)
+        seconds, (found, _) = timed(self.collected)
         self.cpu = time.process_time() - cpu0
         last = self.last
         if last is not None and (
