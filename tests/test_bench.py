@@ -183,6 +183,37 @@ def test_a_whole_query_cache_hit_is_flagged(monkeypatch) -> None:
     assert q.whole_query_hit
 
 
+def test_a_timed_run_collects_what_it_made_and_not_what_the_run_before_it_made(monkeypatch) -> None:
+    """The young generation is collected before the timing starts (the query starts with it nearly empty,
+    however many objects were made before it) and again at the end of the timed run (what the query made
+    is walked inside its own timing). Without that, the warm run after a fresh one paid the collector's walk
+    over the fresh run's objects."""
+    import gc
+
+    from bench import plans as bench_plans
+
+    q = bench_plans.Query("A[I, J_X] · B[J_X, K] -> C[I, K]", "X=2,Y=4")
+    young_at_start: list[int] = []
+    made: list[list[int]] = []
+
+    def plans(stmt, mesh, sizes):
+        young_at_start.append(len(gc.get_objects(0)))
+        made.extend([i] for i in range(5000))  # young objects the query leaves
+        return []
+
+    monkeypatch.setattr(q, "_plans", plans)
+    gc.disable()
+    try:
+        left = [[i] for i in range(5000)]  # young objects of "the run before"
+        q.run()
+        young_at_end = len(gc.get_objects(0))
+    finally:
+        gc.enable()
+    assert len(left) == len(made) == 5000
+    assert young_at_start[0] < 100
+    assert young_at_end < 100
+
+
 class _Lazy:
     def __init__(self) -> None:
         self.calls = 0

@@ -58,7 +58,7 @@ from shardalg.algebra.symbols import axis_size, dim_size, links, quantity
 from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.cache import Kind, memoized
 from shardalg.errors import UsageError
-from shardalg.notation.syntax import Op, Tensor
+from shardalg.notation.syntax import Dim, Op, Tensor
 
 from . import terms as tm
 from .commcost import (
@@ -87,6 +87,7 @@ __all__ = [
     "unit_cost",
     "UNIT_COSTS",
     "local_bytes",
+    "local_size",
     "moved_share",
 ]
 
@@ -396,11 +397,18 @@ def _made(costs: CostModel, mesh: Mesh, sizes: tuple[tuple[str, int], ...]) -> O
 
 def local_bytes(t: Tensor, opts: Options, full: Iterable[str] = ()) -> Term:
     """The local bytes of ``t`` (axes in ``full`` counted at full size), built as one monomial."""
-    width = (t.dtype or DEFAULT_DTYPE).bytes
-    num, den = width.numerator, width.denominator
+    return local_size(t.dims, opts, (t.dtype or DEFAULT_DTYPE).bytes, full)
+
+
+def local_size(
+    dims: Iterable[Dim], opts: Options, scale: int | Fraction = 1, full: Iterable[str] = ()
+) -> Mono:
+    """``scale`` × the product of the local sizes of ``dims`` (axes in ``full`` counted at full size), built
+    as one monomial."""
+    num, den = scale.numerator, scale.denominator
     powers: dict[int, int] = {}
     sizes, mesh = opts.sizes, opts.mesh
-    for d in t.dims:
+    for d in dims:
         if d.size is not None:
             num *= d.size
         elif d.label in sizes:

@@ -12,19 +12,17 @@ integer; an einsum's FLOPs over ``C``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from fractions import Fraction
 
 import sympy
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS
-from shardalg.algebra.symbols import axis_size, dim_size
-from shardalg.algebra.traffic import DEFAULT_DTYPE, statistics_of
+from shardalg.algebra.traffic import statistics_of
 from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
-from shardalg.notation.syntax import Op, Tensor
+from shardalg.notation.syntax import Dim, Op, Tensor
 from shardalg.planning.overlap import OverlapPolicy
 
 from . import schedule as sched
@@ -32,61 +30,38 @@ from . import stepcost as sc
 from .commcost import NOTHING, CommCost
 from .costmodel import CostModel
 from .fromsympy import from_sympy
-from .stepcost import Options, _collective, _t, group_bytes, group_view, local_bytes, moved_share, unit_cost
-from .terms import ZERO, Mono, Term, add, atom_id, maximum
+from .stepcost import (
+    Options,
+    _collective,
+    _t,
+    group_bytes,
+    group_view,
+    local_bytes,
+    local_size,
+    moved_share,
+    unit_cost,
+)
+from .terms import ZERO, Term, add, maximum
 
 __all__ = ["StepCost", "step_cost", "einsum_flops", "numeric", "seconds_of", "fast_seconds", "step_weights"]
 
 
-def _local_sizes(left: Tensor, right: Tensor, opts: Options) -> tuple[int, int, dict[int, int]]:
-    """The product of the local sizes of every dim of the einsum (each dim counted once) as numerator,
-    denominator and powers of the symbols left."""
-    seen: set[str] = set()
-    num, den = 1, 1
-    powers: dict[int, int] = {}
-    sizes, mesh = opts.sizes, opts.mesh
-    for t in (left, right):
-        for d in t.dims:
-            label = d.label
-            if label in seen:
-                continue
-            seen.add(label)
-            if d.size is not None:
-                num *= d.size
-            elif label in sizes:
-                num *= sizes[label]
-            else:
-                i = atom_id(dim_size(label))
-                powers[i] = powers.get(i, 0) + 1
-            for a in d.axes:
-                n = mesh[a].size
-                if n is not None:
-                    den *= n
-                else:
-                    i = atom_id(axis_size(a))
-                    powers[i] = powers.get(i, 0) - 1
-    return num, den, powers
-
-
-def _mono(num: int, den: int, powers: dict[int, int]) -> Mono:
-    coeff = num // den if num % den == 0 else Fraction(num, den)
-    return Mono(coeff, tuple(sorted((i, k) for i, k in powers.items() if k != 0)))
+def _einsum_dims(left: Tensor, right: Tensor) -> list[Dim]:
+    """Every dim of the einsum, each label once (where it first appears)."""
+    once: dict[str, Dim] = {}
+    for d in (*left.dims, *right.dims):
+        once.setdefault(d.label, d)
+    return list(once.values())
 
 
 def einsum_flops(left: Tensor, right: Tensor, opts: Options) -> Term:
     """2 × the product of the local sizes of every dim of the einsum (each dim counted once)."""
-    return _t(sc.FLOPS_PER_MAC) * _mono(*_local_sizes(left, right, opts))
+    return _t(sc.FLOPS_PER_MAC) * local_size(_einsum_dims(left, right), opts)
 
 
 def _einsum_time(left: Tensor, right: Tensor, opts: Options) -> Term:
-    """The einsum's FLOPs over C, built as one monomial."""
-    num, den, powers = _local_sizes(left, right, opts)
-    per_mac, rate = sc.FLOPS_PER_MAC, sc.FLOPS
-    if type(per_mac) is not int or not isinstance(rate, sympy.Symbol):  # replaced by something else
-        return _t(per_mac) * _mono(num, den, powers) / _t(rate)
-    c = atom_id(rate)
-    powers[c] = powers.get(c, 0) - 1
-    return _mono(per_mac * num, den, powers)
+    """The einsum's FLOPs over C."""
+    return einsum_flops(left, right, opts) / _t(sc.FLOPS)
 
 
 def _shape_key(t: Tensor) -> tuple:
@@ -210,8 +185,7 @@ class StepCost:
             return ZERO
         per = RECORDS[s.op].vector_flops
         biggest = max((*s.inputs, s.output), key=lambda t: len(t.dims))
-        width = (biggest.dtype or DEFAULT_DTYPE).bytes
-        return local_bytes(biggest, self.opts) * _t(sympy.Rational(per * width.denominator, width.numerator))
+        return _t(per) * local_size(biggest.dims, self.opts)
 
     @property
     def duration(self) -> Term:
