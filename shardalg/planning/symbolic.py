@@ -45,6 +45,7 @@ from shardalg.algebra.traffic import Bytes
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 
+from . import atpoint
 from .order import plan_text_key
 
 __all__ = [
@@ -237,6 +238,14 @@ def choose(plans: Sequence[Plan], cost: Callable[[Plan], Bytes]) -> tuple[list[P
     distinct = list(first)
     beaten = {c: sum(beaten_everywhere(c, o) for o in distinct) for c in distinct}
     kept = [c for c in distinct if not beaten[c]]
+    at = atpoint.decide(kept) if len(kept) > 1 else None
+    if at is not None:  # decided at a point of the one size the bytes depend on (a fit's run)
+        winner = plans[first[kept[at]]]
+        ordered = sorted(
+            base, key=lambda i: (plans[i] is not winner, beaten[costs[i]], len(plans[i].steps))
+        )
+        names = tuple(sorted({_name(f) for c in kept for f in symbols_of(c)}))
+        return [plans[i] for i in ordered], Choice((Piece(winner, kept[at]),), names, False)
     exprs, named = _cancelled(kept)
     factors = sorted({named[x] for a in exprs for b in exprs for x in (a - b).free_symbols})
     pieces = _pieces(kept, exprs, factors[0], named, *_range(factors[0])) if len(factors) == 1 else None
