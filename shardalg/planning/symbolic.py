@@ -241,9 +241,7 @@ def choose(plans: Sequence[Plan], cost: Callable[[Plan], Bytes]) -> tuple[list[P
     at = atpoint.decide(kept) if len(kept) > 1 else None
     if at is not None:  # decided at a point of the one size the bytes depend on (a fit's run)
         winner = plans[first[kept[at]]]
-        ordered = sorted(
-            base, key=lambda i: (plans[i] is not winner, beaten[costs[i]], len(plans[i].steps))
-        )
+        ordered = sorted(base, key=lambda i: (plans[i] is not winner, beaten[costs[i]], len(plans[i].steps)))
         names = tuple(sorted({_name(f) for c in kept for f in symbols_of(c)}))
         return [plans[i] for i in ordered], Choice((Piece(winner, kept[at]),), names, False)
     exprs, named = _cancelled(kept)
