@@ -66,7 +66,7 @@ def _memory_report(args: argparse.Namespace) -> Any:
 
 def _memory_reporter(args: argparse.Namespace) -> Callable[[], Any]:
     """The program read (once: it may be standard input) and the memory report to make of it, as a call
-    (``fit`` makes it again under each interval of a piecewise plan choice)."""
+    (``fit`` makes it again at a point of each interval of the size it solves for)."""
     from shardalg.models.analysis import analyze
     from shardalg.models.memory import model_memory
 

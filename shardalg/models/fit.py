@@ -84,9 +84,10 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
     ``report`` may have ``dim`` bound (to any value) or not: it is rebuilt with ``dim`` free.
 
     No plan is chosen by a made-up value of ``dim``: where the cheapest plan of a statement (a transient, a
-    kept activation) changes with ``dim``, the memory is a formula per interval of ``dim``
-    (:func:`shardalg.planning.symbolic.piecewise`), each interval is solved on its own formula, and the
-    largest fitting value of any interval is the answer; it is then confirmed on the model planned at that
+    kept activation) changes with ``dim``, the memory is a formula per interval of ``dim`` (:func:`_intervals`:
+    one planning per interval, with ``dim`` a symbol and each choice it decides made at a point of the
+    interval, from the interval of the first legal value up), each interval is solved on its own formula, and
+    the largest fitting value of any interval is the answer; it is then confirmed on the model planned at that
     value and the next (:func:`_check`)."""
     free = resized(report.model, {}, free=(dim,))
     x = dim_size(dim)

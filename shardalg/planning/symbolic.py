@@ -31,6 +31,10 @@ when the choice is not decided, and the ``plans`` listing comes in an order that
 :class:`Choice`, which says which plans are the cheapest where, or which sizes it needs. Outside it (the
 library's other callers: the strategy map, which the notes' chapter 5 says) the first plan of the planner's own
 order is taken, as before; ``Plans.choice`` says whether that order was decided.
+
+Within :func:`.atpoint.deciding_at` (a fit's plannings), a choice between contenders whose bytes depend on
+the point's one size alone is decided at that size's value (the cheapest there leads) and recorded: no
+crossing is solved while planning, and the interval where the plans hold is read from the recorded choices.
 """
 
 from __future__ import annotations
