@@ -75,3 +75,46 @@ def test_the_plans_decided_at_a_point_are_the_symbolic_choice_within_its_interva
         there = backward(program, "X=2,Y=2,Z=2", sizes)
     assert str(here) == str(there)
     assert made and (lo, hi) != (None, None)  # B decided some choice, and the plans change with B
+
+
+class _Planned:
+    """A stand-in for a memory report planned at a point: a first choice crossing at B = 10 and, where its
+    flat plan wins (B > 10), a second choice crossing at B = 12 that a planning below 10 never meets."""
+
+    class analysis:  # noqa: N801 - read as report.analysis by fit
+        mode, mode_chosen, remat = "train", False, None
+
+    def __init__(self) -> None:
+        self.at: list[Fraction] = []
+
+    def again(self, _analysis: object) -> _Planned:
+        x = atpoint._AT.get()[1]
+        self.at.append(x)
+        b = sympy.Symbol("B", positive=True)
+        first = atpoint.decide([_b((0, 100)), _b((1, 10))])
+        second = atpoint.decide([_b((1, 1), (0, 12)), _b((1, 2))]) if first == 0 else None
+        done = _Planned()
+        done.total = b * (1 + first) + (0 if second is None else 1000 * (1 + second))
+        return done
+
+
+@pytest.mark.parametrize("start", [4, 10])
+def test_the_walk_finds_every_interval_once_even_past_a_choice_the_last_planning_did_not_make(
+    monkeypatch, start
+):
+    # from 4: (0, 10) planned at 4; past 10 the next planning (at 20) meets the second choice and finds
+    # (12, oo), so the gap (10, 12) is planned on its own (at 11). From 10, a crossing: planned past it.
+    from shardalg.models import fit
+
+    monkeypatch.setattr(fit, "analyze", lambda *_a: None)
+    report = _Planned()
+    found = fit._intervals(report, None, "B", start)  # type: ignore[arg-type]
+    spans = [leaf[2] for leaf in found]
+    b = sympy.Symbol("B", positive=True)
+    if start == 4:
+        assert spans == [(None, 10), (10, 12), (12, None)]
+        assert [leaf[1] for leaf in found] == [2 * b, b + 2000, b + 1000]
+        assert report.at == [4, 20, 11]
+    else:
+        assert spans == [(10, 12), (12, None)]
+        assert report.at == [10, 11, 12 * 2]  # 10 is a crossing; past (10, 12), the next crossing is none
