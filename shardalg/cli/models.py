@@ -66,7 +66,7 @@ def _memory_report(args: argparse.Namespace) -> Any:
 
 def _memory_reporter(args: argparse.Namespace) -> Callable[[], Any]:
     """The program read (once: it may be standard input) and the memory report to make of it, as a call
-    (``fit`` makes it again under each interval of a piecewise plan choice)."""
+    (``fit`` makes it again at a point of each interval of the size it solves for)."""
     from shardalg.models.analysis import analyze
     from shardalg.models.memory import model_memory
 
@@ -204,6 +204,7 @@ def _fit(args: argparse.Namespace) -> int:
     from shardalg.models import fit
     from shardalg.models.conventions import memory_conventions
     from shardalg.models.slices import parse_slices
+    from shardalg.planning.atpoint import deciding_at
     from shardalg.planning.symbolic import NeedsSizes, piecewise
 
     if args.check or args.solve_for is None:
@@ -220,8 +221,14 @@ def _fit(args: argparse.Namespace) -> int:
     try:
         if target in ("devices", "slice", "params"):
             report = make()
-        else:  # the dim solved for may decide plans: any piece's report serves (fit.largest plans it again)
-            report = piecewise(make)[0][1]
+        else:  # the dim solved for may decide plans: any value's serves (fit.largest plans it again)
+            try:
+                with deciding_at(("dim", target), 1):
+                    report = make()
+            except NeedsSizes as err:
+                if target in err.choice.symbols:
+                    raise
+                report = piecewise(make)[0][1]  # another size decides: as memory, one piece per interval
     except NeedsSizes:
         if args.hw is None and getattr(args, "slice", None) is None:  # what is missing first: the chip
             report = None

@@ -19,7 +19,9 @@ largest such multiple.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from math import lcm
+from typing import Any
 
 import sympy
 from sympy import Expr, Integer
@@ -27,11 +29,11 @@ from sympy import Expr, Integer
 from shardalg.algebra.symbols import dim_size
 from shardalg.costs.derive import Derivation
 from shardalg.errors import UsageError
-from shardalg.planning import symbolic
+from shardalg.planning import atpoint, symbolic
 
 from .analysis import analyze
 from .memory import MemoryReport, global_bytes
-from .program import resized
+from .program import ModelProgram, resized
 from .slices import Slice, slice_shapes
 
 __all__ = ["largest", "fewest_devices", "smallest_slice", "largest_params", "shard_group"]
@@ -82,25 +84,26 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
     ``report`` may have ``dim`` bound (to any value) or not: it is rebuilt with ``dim`` free.
 
     No plan is chosen by a made-up value of ``dim``: where the cheapest plan of a statement (a transient, a
-    kept activation) changes with ``dim``, the memory is a formula per interval of ``dim``
-    (:func:`shardalg.planning.symbolic.piecewise`), each interval is solved on its own formula, and the
-    largest fitting value of any interval is the answer; it is then confirmed on the model planned at that
+    kept activation) changes with ``dim``, the memory is a formula per interval of ``dim`` (:func:`_intervals`:
+    one planning per interval, with ``dim`` a symbol and each choice it decides made at a point of the
+    interval, from the interval of the first legal value up), each interval is solved on its own formula, and
+    the largest fitting value of any interval is the answer; it is then confirmed on the model planned at that
     value and the next (:func:`_check`)."""
-    m = report.model
-    free = resized(m, {}, free=(dim,))
-    a = report.analysis
+    free = resized(report.model, {}, free=(dim,))
     x = dim_size(dim)
-
-    def run() -> tuple[MemoryReport, Expr, tuple[object, object]]:
-        again = report.again(analyze(free, a.mode if a.mode_chosen else None, a.remat))
-        return again, sympy.expand(again.total), symbolic.assumed_range(("dim", dim))
-
-    try:
-        pieces = [answer for _where, answer in symbolic.piecewise(run)]
-    except symbolic.NeedsSizes as err:
-        if set(err.choice.symbols) != {dim}:
-            raise  # another size decides a plan: it must be given (a fit binds every size but dim)
-        pieces = []  # more intervals than a piecewise answer holds: plan at each value tried
+    if not any(d.label == dim for v in free.values.values() for d in v.tensor.dims):
+        raise UsageError(
+            f"the memory per device does not depend on {dim}",
+            fix="solve for a dim of the activations or the KV cache, e.g. B",
+        )
+    group = shards = shard_group(report, dim)
+    a = report.analysis
+    micro = report.choices.micro if a.mode == "train" and dim == _first_token_dim(report) else 1
+    if micro > 1:  # each microbatch is a whole multiple of the shard group
+        group *= micro
+    pieces = _intervals(report, free, dim, group)
+    if pieces is None:  # more intervals than a piecewise answer holds: plan at each value tried
+        pieces = []
     again = pieces[0][0] if pieces else report
     hbm = _hbm(again)
     d = Derivation(f"the largest {dim} whose memory per device fits in HBM ({again.chip.name})")
@@ -111,10 +114,6 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
                 fix="solve for a dim of the activations or the KV cache, e.g. B",
             )
         _numeric(total.subs(x, 1), f"the memory per device besides {dim}")
-    group = shards = shard_group(again, dim)
-    micro = again.choices.micro if a.mode == "train" and dim == _first_token_dim(again) else 1
-    if micro > 1:  # each microbatch is a whole multiple of the shard group
-        group *= micro
     legal = [p for p in pieces if _holds_a_multiple(group, *p[2])]
     pieces = _merged(legal or pieces[:1])  # an interval with no legal value of dim (B < 1/1024) is no answer
     if len(pieces) > 1:
@@ -149,6 +148,89 @@ def largest(report: MemoryReport, dim: str) -> Derivation:
     d.result = Integer(best)
     d.add("result", d.result)
     return d
+
+
+Leaf = tuple[MemoryReport, Expr, tuple[Any, Any]]
+
+
+def _intervals(report: MemoryReport, free: ModelProgram, dim: str, start: int) -> list[Leaf] | None:
+    """The memory of ``free`` (every size bound but ``dim``) as a formula per interval of ``dim``, from the
+    interval holding ``start`` up (below the first multiple of the shard group no value is legal): each
+    interval found by one planning at a point of it, every plan choice ``dim`` decides made at that point
+    (:func:`shardalg.planning.atpoint.deciding_at`); the interval is where none of those choices changes.
+    Each item: the report, its total expanded, and its open interval (None: no bound). None when there are
+    more than :data:`~shardalg.planning.symbolic.MAX_PIECES` intervals."""
+    a = report.analysis
+    factor = ("dim", dim)
+
+    def run(at: Fraction) -> tuple[MemoryReport, list[atpoint.Crossing]]:
+        with symbolic.strict(), atpoint.deciding_at(factor, at) as made:
+            again = report.again(analyze(free, a.mode if a.mode_chosen else None, a.remat))
+        return again, made
+
+    out: list[Leaf] = []
+    ahead: list[tuple[Leaf, list[atpoint.Crossing], tuple[Any, Any]]] = []  # found past a gap
+    point, edge, cap = Fraction(start), None, None  # edge: where the next interval starts
+    for _ in range(4 * symbolic.MAX_PIECES):
+        again, made = run(point)
+        span = atpoint.around(made, point)
+        if span is None:  # the point is a crossing: try between it and the next one
+            point = _between(point, _least(atpoint.after(made, point), cap))
+            continue
+        leaf = (again, sympy.expand(again.total), _exact(span))
+        if edge is not None and not _same(span[0], edge):  # an interval lies between: look there first
+            ahead.append((leaf, made, span))
+            cap = span[0]
+            point = _between(edge, cap)
+            continue
+        while True:
+            out.append(leaf)
+            if len(out) > symbolic.MAX_PIECES:
+                return None
+            edge = span[1]
+            follows = [n for n in ahead if edge is not None and _same(n[2][0], edge)]
+            if not follows:
+                break
+            ahead.remove(follows[0])
+            leaf, made, span = follows[0]
+        if edge is None:
+            return out
+        cap = None
+        for n in ahead:
+            cap = _least(cap, n[2][0])
+        point = _between(edge, _least(atpoint.after(made, edge), cap))
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two bounds are the same number (exact sympy roots compared to 50 digits)."""
+    if a is None or b is None:
+        return a is b
+    if isinstance(a, Fraction) and isinstance(b, Fraction):
+        return a == b
+    return bool(sympy.N(sympy.sympify(a) - sympy.sympify(b), 50) == 0)
+
+
+def _least(a: Any, b: Any) -> Any:
+    """The smaller of two bounds (None: no bound)."""
+    if a is None or b is None:
+        return b if a is None else a
+    return a if bool(a < b) else b
+
+
+def _between(lo: Any, hi: Any) -> Fraction:
+    """A rational point strictly inside (``lo``, ``hi``) (``hi`` None: no bound)."""
+    if isinstance(lo, Fraction) and (hi is None or isinstance(hi, Fraction)):
+        return lo * 2 if hi is None else (lo + hi) / 2
+    mid = sympy.sympify(lo) * 2 if hi is None else (sympy.sympify(lo) + sympy.sympify(hi)) / 2
+    return Fraction(str(sympy.N(mid, 60)))
+
+
+def _exact(span: tuple[Any, Any]) -> tuple[Any, Any]:
+    """An interval's bounds as sympy numbers (a Fraction as its Rational)."""
+    return tuple(  # type: ignore[return-value]
+        sympy.Rational(b.numerator, b.denominator) if isinstance(b, Fraction) else b for b in span
+    )
 
 
 def _holds_a_multiple(group: int, lo: object, hi: object) -> bool:

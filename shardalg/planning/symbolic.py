@@ -31,6 +31,10 @@ when the choice is not decided, and the ``plans`` listing comes in an order that
 :class:`Choice`, which says which plans are the cheapest where, or which sizes it needs. Outside it (the
 library's other callers: the strategy map, which the notes' chapter 5 says) the first plan of the planner's own
 order is taken, as before; ``Plans.choice`` says whether that order was decided.
+
+Within :func:`.atpoint.deciding_at` (a fit's plannings), a choice between contenders whose bytes depend on
+the point's one size alone is decided at that size's value (the cheapest there leads) and recorded: no
+crossing is solved while planning, and the interval where the plans hold is read from the recorded choices.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from shardalg.algebra.traffic import Bytes
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 
+from . import atpoint
 from .order import plan_text_key
 
 __all__ = [
@@ -237,6 +242,12 @@ def choose(plans: Sequence[Plan], cost: Callable[[Plan], Bytes]) -> tuple[list[P
     distinct = list(first)
     beaten = {c: sum(beaten_everywhere(c, o) for o in distinct) for c in distinct}
     kept = [c for c in distinct if not beaten[c]]
+    at = atpoint.decide(kept) if len(kept) > 1 else None
+    if at is not None:  # decided at a point of the one size the bytes depend on (a fit's run)
+        winner = plans[first[kept[at]]]
+        ordered = sorted(base, key=lambda i: (plans[i] is not winner, beaten[costs[i]], len(plans[i].steps)))
+        names = tuple(sorted({_name(f) for c in kept for f in symbols_of(c)}))
+        return [plans[i] for i in ordered], Choice((Piece(winner, kept[at]),), names, False)
     exprs, named = _cancelled(kept)
     factors = sorted({named[x] for a in exprs for b in exprs for x in (a - b).free_symbols})
     pieces = _pieces(kept, exprs, factors[0], named, *_range(factors[0])) if len(factors) == 1 else None

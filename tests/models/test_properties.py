@@ -6,16 +6,18 @@ from __future__ import annotations
 
 from math import prod
 
+import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardalg.costs.chipspec import chip_from_text
 from shardalg.errors import IndivisibleDim
-from shardalg.models.fit import largest, shard_group
+from shardalg.models.fit import _intervals, largest, shard_group
 from shardalg.models.memory import memory
+from shardalg.models.program import resized
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Tensor
-from shardalg.planning.symbolic import piecewise
+from shardalg.planning.symbolic import interval_text, piecewise
 from tests.shared.strategies import tensors
 
 AXES = ("X", "Y")
@@ -128,3 +130,32 @@ def test_the_largest_batch_fits_and_the_next_does_not(program, x, width, optimiz
         ).fits
     except IndivisibleDim:
         assert group > 1
+
+
+@settings(max_examples=max(6, settings.default.max_examples // 6))
+@given(
+    st.sampled_from(MLPS),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([256, 512, 1024]),
+    st.sampled_from(["adam", "sgd"]),
+    st.sampled_from(["none", "block"]),
+)
+def test_fit_plans_each_interval_once_at_a_point_and_finds_the_symbolic_pieces(
+    program, x, width, optimizer, remat
+):
+    # fit finds the intervals of B by planning at a point of each (the choices B decides made there), from the
+    # interval of the first legal batch up: the same intervals and formulas as planning with B a symbol and
+    # splitting at each choice it decides
+    sizes = f"D={width},F={4 * width}"
+    options = {"mesh": f"X={x}", "optimizer": optimizer, "remat": remat, "mode": "train", "hw": "tpu-v5e"}
+    report = memory(program, sizes=f"{sizes},B=64", **options)
+    group = shard_group(report, "B")
+    found = _intervals(report, resized(report.model, {}, free=("B",)), "B", group)
+    pieces = piecewise(lambda: memory(program, sizes=sizes, **options))
+    assert found is not None and len(found) <= len(pieces)
+    tail = pieces[len(pieces) - len(found) :]
+    assert [interval_text("B", *f[2]) for f in found] == [w for w, _ in tail]
+    assert [f[1] for f in found] == [sympy.expand(m.total) for _, m in tail]
+    first = found[0][2]
+    assert first[0] is None or first[0] < group  # the first interval holds the first legal batch
+    assert first[1] is None or first[1] >= group
