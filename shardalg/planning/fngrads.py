@@ -65,12 +65,18 @@ def passes_partial_sums(fw: Forward, r: str) -> bool:
     """Whether the gradient of global value ``r`` may stay unreduced on the axes ``r`` is replicated over: a
     function of one operand, linear and keeping the layout (a rename, a scale), made ``r``, so its gradient
     (the rename back, the scale) is linear in the cotangent alone and is planned from partial sums as well as
-    from their sum; and every statement that reads ``r`` is a product, whose gradient einsum can leave its
-    part unreduced (the sum of the parts is then one sum of partials). The reduction happens once, in the
+    from their sum; and one product reads ``r``, once, so its gradient einsum is the gradient's one part and
+    is planned to either target, the cheaper chosen (a second part would have to meet the first's layout,
+    which a product without a contracted dim cannot leave unreduced). The reduction happens once, in the
     function's gradient's plan, where it is cheapest."""
     makers = [n for n in fw.nodes if isinstance(n, Call) and n.roots[-1] == r]
     readers = [n for n in fw.nodes if r in n.roots[:-1]]
-    if not makers or not readers or not all(isinstance(n, Einsum) for n in readers):
+    if (
+        not makers
+        or len(readers) != 1
+        or not isinstance(readers[0], Einsum)
+        or readers[0].roots[0] == readers[0].roots[1]
+    ):
         return False
     rec = RECORDS[makers[0].apply.op]
     return bool(getattr(rec, "linear", False)) and rec.operands == 1 and rec.shape in _SELF_TRANSPOSED
