@@ -14,7 +14,7 @@ made (a program input before any collective, an einsum's output), with its unred
 gradient of a partial sum is the gradient of the sum) and its invariant axes kept. So a weight gathered in
 forward (FSDP) gets its gradient reduce-scattered back to its shards. With ``defer_reductions`` a gradient
 may stay unreduced where its primal is replicated (not invariant), so a reduction can be deferred and
-fused later; a renamed value's always may, its rename back reducing it (SP's dK: :mod:`.fngrads`).
+fused later; so may a renamed value's, read by one product: the rename back reduces it (:mod:`.fngrads`).
 
 Operands. The cotangent operand is the gradient accumulated so far; the primal operand is the value as the
 forward keeps it. A product whose operands do not meet as written (case 4: ``A[I_X, J] · B[J, K_X]``) is

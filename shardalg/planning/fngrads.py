@@ -16,11 +16,12 @@ reduced: a ``{U_X}`` result's cotangent is replicated):
 A cotangent passed on unchanged in the gradient's own sharding is not copied: the gradient *is* that tensor
 (``borrowed``); a second contribution to a borrowed gradient is written as ``+`` of the two.
 
-A value a rename (or a scale) made may keep its gradient a sum of partials (:func:`passes_partial_sums`): the
-cotangent of a replicated value is unreduced (the transpose rule, ``R <-> U``), and the function's gradient,
-linear in it, carries the partial sums to its own plan, which reduces them into the operand's sharding. Where
-the forward gathered the operand (sequence parallelism's ``rename_{T,S}(Kp[B, T_X]) -> K[B, S]``) that is a
-``ReduceScatter``, the transpose of the gather, where the gradient einsum would have all-reduced and sliced.
+A value a rename (or a scale) made, read by one product, may keep its gradient a sum of partials
+(:func:`passes_partial_sums`): the cotangent of a replicated value is unreduced (the transpose rule,
+``R <-> U``), and the function's gradient, linear in it, carries the partial sums to its own plan, which
+reduces them into the operand's sharding. Where the forward gathered the operand (sequence parallelism's
+``rename_{T,S}(Kp[B, T_X]) -> K[B, S]``) that is a ``ReduceScatter``, the transpose of the gather, where the
+gradient einsum would have all-reduced and sliced.
 """
 
 from __future__ import annotations
