@@ -14,7 +14,7 @@ made (a program input before any collective, an einsum's output), with its unred
 gradient of a partial sum is the gradient of the sum) and its invariant axes kept. So a weight gathered in
 forward (FSDP) gets its gradient reduce-scattered back to its shards. With ``defer_reductions`` a gradient
 may stay unreduced where its primal is replicated (not invariant), so a reduction can be deferred and
-fused later.
+fused later; so may a renamed value's, read by one product: the rename back reduces it (:mod:`.fngrads`).
 
 Operands. The cotangent operand is the gradient accumulated so far; the primal operand is the value as the
 forward keeps it. A product whose operands do not meet as written (case 4: ``A[I_X, J] · B[J, K_X]``) is
@@ -51,7 +51,7 @@ from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Prog
 
 from .attention import core_of
 from .attention_backward import is_ring, named_apart, ring_backward
-from .fngrads import call_gradients
+from .fngrads import call_gradients, passes_partial_sums
 from .forward import Call, Einsum, Forward, analyze, grad_name
 from .gradients import Chosen, Gradient, candidates, choose
 from .planner import plans
@@ -388,7 +388,8 @@ class _Backward:
         base = _target(self.fw.origin[rx], grad_name(rx), self.mesh)
         invariant = base.invariant
         base = _strip_invariant(base)
-        free = _deferrable(self.fw.origin[rx], self.mesh) if self.defer else ()
+        partial = self.defer or passes_partial_sums(self.fw, rx)  # the rename back reduces a renamed K
+        free = _deferrable(self.fw.origin[rx], self.mesh) if partial else ()
         targets = tuple(
             replace(base, unreduced=sub) for k in range(len(free), -1, -1) for sub in combinations(free, k)
         )

@@ -15,6 +15,13 @@ reduced: a ``{U_X}`` result's cotangent is replicated):
 
 A cotangent passed on unchanged in the gradient's own sharding is not copied: the gradient *is* that tensor
 (``borrowed``); a second contribution to a borrowed gradient is written as ``+`` of the two.
+
+A value a rename (or a scale) made, read by one product, may keep its gradient a sum of partials
+(:func:`passes_partial_sums`): the cotangent of a replicated value is unreduced (the transpose rule,
+``R <-> U``), and the function's gradient, linear in it, carries the partial sums to its own plan, which
+reduces them into the operand's sharding. Where the forward gathered the operand (sequence parallelism's
+``rename_{T,S}(Kp[B, T_X]) -> K[B, S]``) that is a ``ReduceScatter``, the transpose of the gather, where the
+gradient einsum would have all-reduced and sliced.
 """
 
 from __future__ import annotations
@@ -24,13 +31,14 @@ from typing import Protocol
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops.derivatives import DERIVATIVE
+from shardalg.algebra.ops.function import Kind
 from shardalg.algebra.registry import RECORDS
 from shardalg.errors import UsageError
 from shardalg.notation.op import ROUTES
 from shardalg.notation.printing import unicode
 from shardalg.notation.syntax import Apply, Arrow, Expr, Op, Tensor
 
-from .forward import Call, Forward, grad_name
+from .forward import Call, Einsum, Forward, grad_name
 
 
 class _Backward(Protocol):
@@ -48,7 +56,31 @@ class _Backward(Protocol):
     def pass_on(self, index: int, rx: str, dy: Tensor, reason: str) -> None: ...
 
 
-__all__ = ["call_gradients"]
+__all__ = ["call_gradients", "passes_partial_sums"]
+
+# the functions whose gradient is the same function of the cotangent alone, in its layout (``_first``)
+_SELF_TRANSPOSED = (Kind.RENAME, Kind.ELEMENTWISE)
+
+
+def passes_partial_sums(fw: Forward, r: str) -> bool:
+    """Whether the gradient of global value ``r`` may stay unreduced on the axes ``r`` is replicated over: a
+    function of one operand, linear and keeping the layout (a rename, a scale), made ``r``, so its gradient
+    (the rename back, the scale) is linear in the cotangent alone and is planned from partial sums as well as
+    from their sum; and one product reads ``r``, once, so its gradient einsum is the gradient's one part and
+    is planned to either target, the cheaper chosen (a second part would have to meet the first's layout,
+    which a product without a contracted dim cannot leave unreduced). The reduction happens once, in the
+    function's gradient's plan, where it is cheapest."""
+    makers = [n for n in fw.nodes if isinstance(n, Call) and n.roots[-1] == r]
+    readers = [n for n in fw.nodes if r in n.roots[:-1]]
+    if (
+        not makers
+        or len(readers) != 1
+        or not isinstance(readers[0], Einsum)
+        or readers[0].roots[0] == readers[0].roots[1]
+    ):
+        return False
+    rec = RECORDS[makers[0].apply.op]
+    return bool(getattr(rec, "linear", False)) and rec.operands == 1 and rec.shape in _SELF_TRANSPOSED
 
 
 def _first(state: _Backward, c: Call, i: int, dy: Tensor) -> Expr:

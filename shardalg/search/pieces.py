@@ -111,16 +111,20 @@ def _is_product(s: object) -> bool:
 
 def split_statements(program: Program) -> list[tuple[Any, ...]]:
     """The statements of a sharded program in pieces: each product with the statements written before it
-    (its gathers, a norm) and those right after it that read its result (the reduction of its partial sums,
-    as Megatron SP's ReduceScatter: its backward needs them); statements after the last product join it."""
+    that it reads (its gathers, a norm; one it does not read waits for the next product: a rename of V written
+    with K's goes with ``P·V``, whose backward reduces dV through it) and those right after it that read its
+    result (the reduction of its partial sums, as Megatron SP's ReduceScatter: its backward needs them);
+    statements after the last product join it."""
     out: list[tuple[Any, ...]] = []
     run: list[Any] = []
     last: str | None = None  # the result of the product that ended the last piece
+    waiting = 0  # statements written before it that it did not read, carried on
     for s in program.statements:
         if _is_product(s):
-            out.append((*run, s))
-            run, last = [], s.result.name
-        elif not run and out and last is not None and last in _names((s,)):
+            mine, run = _read_by(run, s)
+            out.append((*mine, s))
+            last, waiting = s.result.name, len(run)
+        elif len(run) == waiting and out and last is not None and last in _names((s,)):
             out[-1] = (*out[-1], s)
         else:
             run.append(s)
@@ -130,6 +134,18 @@ def split_statements(program: Program) -> list[tuple[Any, ...]]:
         else:
             out.append(tuple(run))
     return out
+
+
+def _read_by(run: list[Any], product: Any) -> tuple[list[Any], list[Any]]:
+    """The statements of ``run`` whose results ``product`` reads, directly or through one another (in order),
+    and the others; a statement without a named result stays with the product."""
+    needed, mine = _names((product.expr,)), set()
+    for i in range(len(run) - 1, -1, -1):
+        made = run[i].result.name if isinstance(run[i], Arrow) else None
+        if made is None or made in needed:
+            mine.add(i)
+            needed |= _names((run[i],))
+    return [s for i, s in enumerate(run) if i in mine], [s for i, s in enumerate(run) if i not in mine]
 
 
 def _leaves(expr: object) -> list[Any]:

@@ -22,7 +22,8 @@ def dense_forward(fw: Forward, inputs: dict[str, np.ndarray]) -> dict[str, np.nd
     for node in fw.nodes:
         if isinstance(node, Call):
             a = node.apply
-            step = Step(a.op, node.operands, node.out, (), a.dim, factor=a.factor)
+            # its flags too: a causal softmax masks (dropping them differentiated the unmasked one)
+            step = Step(a.op, node.operands, node.out, (), a.dim, factor=a.factor, flags=a.flags)
             args = [vals[r] for r in node.roots[:-1]]
             vals[node.roots[-1]] = np.asarray(DENSE[a.op](step, args, VirtualMesh(fw.mesh)))
             continue

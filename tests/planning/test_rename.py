@@ -124,6 +124,32 @@ def test_the_backward_of_a_rename_is_the_rename_back_and_equals_the_dense_gradie
     assert [(s.dim, s.to) for s in renames] == [("S", "T")]
 
 
+SP_KEYS = "rename_{T,S}(Kp[B, T_X, N]) -> K[B, S, N]; Q[B, T_X, N] * K[B, S, N] -> Sc[B, T_X, S]"
+
+
+@pytest.mark.parametrize(
+    ("query", "scattered"),
+    [
+        (SP_KEYS, True),  # the gather's transpose: dK's partials reduce-scattered into Kp's shards
+        # read by a second product with no contracted dim (which cannot leave its part of dK unreduced): dK
+        # is its primal's own gradient, reduced, and the rename back slices it, as before
+        (SP_KEYS + "; K[B, S, N] * M[B, S, N] -> Z[B, S, N]", False),
+    ],
+)
+def test_a_renamed_values_gradient_is_reduced_by_the_rename_back(query: str, scattered: bool) -> None:
+    """The cotangent of K, replicated over X, is a sum of partials over X (each device's queries' part);
+    read by one product, it stays so, and the rename back's plan reduces it into Kp's shards: a
+    ReduceScatter, not an AllReduce and a Slice (SP's 373 us a layer on the searched transformer)."""
+    prog = parse(query)
+    bw = backward(prog, MESH, SIZES)
+    moves = [(s.op, s.axes) for s in bw.steps if s.communicates and s.inputs[0].name == "dK"]
+    assert (moves == [(Op.REDUCE_SCATTER, ("X",))]) is scattered, moves
+    (back,) = [g for g in bw.grads if g.of == "Kp"]
+    first = Op.REDUCE_SCATTER if scattered else Op.SLICE
+    assert [s.op for s in back.plan.steps] == [first, Op.RENAME]
+    check_against_finite_differences(bw, analyze(prog, bw.mesh, dict(SIZES)), SIZES, 1)
+
+
 def test_a_rename_exported_to_jax_equals_dense_with_its_vjp() -> None:
     pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]'); CI installs it")
     from shardalg.export.jax import check_jax

@@ -104,6 +104,15 @@ def test_split_keeps_gathers_with_their_product():
     assert [len(g) for g in split_statements(s)] == [2]
 
 
+def test_split_puts_a_rename_with_the_product_that_reads_it():
+    """K's and V's renames are written together before ``Q·K``; V's goes with ``P·V``, which reads it, so the
+    piece's backward reduces dV through the rename back (a ReduceScatter under SP), as the whole program's
+    does: split with ``Q·K``, the piece of ``P·V`` would all-reduce dV as an input's gradient."""
+    groups = split_statements(parse(NONCAUSAL_FN))
+    made = [[s.result.name for s in g] for g in groups]
+    assert made[3:5] == [["K", "Sc", "P"], ["V", "A"]]
+
+
 def test_schedule_keeps_whole_program_pricing():
     prog, space, st, _ = prepare_search(
         MLP,
