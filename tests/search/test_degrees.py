@@ -12,10 +12,12 @@ import pytest
 from shardalg.cli import main
 from shardalg.costs.topology import slice_topology
 from shardalg.errors import UsageError
+from shardalg.notation.parse import parse
 from shardalg.planning.symbolic import strict
 from shardalg.search import degrees
 from shardalg.search.degrees import degree_points, search_degrees
 from shardalg.search.degreestext import bubble_against
+from shardalg.search.space import space_of
 
 MLP = """params W1, W2; tokens B; layers L
 In[B, D] * W1[D, F] -> H[B, F]
@@ -176,5 +178,10 @@ def test_the_pods_over_dcn_pipeline_or_hold_data() -> None:
     mesh = topo.layout(pts[0][0].factoring).mesh
     assert mesh["R"].dcn and mesh["R"].size == 2 and not mesh["X"].dcn
     # the pods' axis holds data only (DP or FSDP over DCN); an ICI axis may also shard a dim for TP
-    assert degrees._roles(("D", "F"), data=True) == [(None, "B"), ("D", "B"), ("F", "B")]
-    assert ("F", "F") in degrees._roles(("D", "F"), data=False)
+    space = space_of(parse(MLP), mesh, {"B": 512, "D": 4096, "F": 16384})
+    assert degrees._axis_choices(space, "R", 2, space.sizes) == (
+        ((), ("B",)),
+        (("D",), ("B",)),
+        (("F",), ("B",)),
+    )
+    assert (("F",), ("F",)) in degrees._axis_choices(space, "X", 16, space.sizes)
