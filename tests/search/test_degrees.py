@@ -185,3 +185,41 @@ def test_the_pods_over_dcn_pipeline_or_hold_data() -> None:
         (("F",), ("B",)),
     )
     assert (("F",), ("F",)) in degrees._axis_choices(space, "X", 16, space.sizes)
+
+
+MOE = """params W_r, W_gate, W_in, W_out
+tokens B, T
+layers L
+Hn[B, T, D] * W_r[D, E] -> R[B, T, E]
+dispatch_{C,k=2,cf=1.25}(Hn[B, T, D], R[B, T, E]) -> Xd[E, C, D]
+Xd[E, C, D] * W_gate[E, D, F] -> Gt[E, C, F]
+Xd[E, C, D] * W_in[E, D, F] -> U[E, C, F]
+silu(Gt[E, C, F]) -> Sg[E, C, F]
+Sg[E, C, F] .* U[E, C, F] -> M[E, C, F]
+M[E, C, F] * W_out[E, F, D] -> Out[E, C, D]
+combine_{C,k=2,cf=1.25}(Out[E, C, D], R[B, T, E]) -> Mo[B, T, D]
+"""
+
+
+def test_each_point_searches_sp_megatron_sp_and_ep() -> None:
+    """The space inside a point is the ordinary search's: on a routed layer with a sequence dim, EP (the
+    experts with the tokens' batch over an axis) wins; SP, Megatron TP with Megatron SP are priced too."""
+    with strict():
+        r = search_degrees(MOE, "v5e-4", "B=16,T=512,D=1024,F=2048,E=8,L=2")
+    kinds = {c.strategy for c in r.ranked + r.refused}
+    assert {"EP", "SP", "Megatron-SP", "DP+EP", "FSDP+SP"} <= kinds
+    assert r.winner is not None and r.winner.strategy == "EP"
+    assert r.winner.assignment.activations_text in ("B=XY,E=XY", "B=X,E=X")
+    assert any(c.assignment.megatron for c in r.ranked)
+    note = dict(r.notes)["space"]
+    assert "(T: SP)" in note and "Megatron SP" in note and "the experts E with the batch B (EP)" in note
+    assert "sequence parallelism, Megatron SP and experts are the inner search's" not in r.text()
+
+
+def test_too_many_maps_are_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(degrees, "MAX_MAPS", 10)
+    with pytest.raises(
+        UsageError,
+        match=r"88 dimension maps over the 4 factorings of v5e-8, over the limit of 10 \(MAX_MAPS\)",
+    ):
+        _search(FITS)
