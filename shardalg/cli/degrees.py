@@ -1,5 +1,5 @@
 """``shardalg search --choose-degrees``: the whole-model search over a slice's degrees (pipeline axis and
-microbatches, pods over DCN, the factoring of the torus sides) with the FSDP/TP dimension maps inside
+microbatches, pods over DCN, the factoring of the torus sides) with the search space's dimension maps inside
 (:mod:`shardalg.search.degrees`), as text or JSON, the winner written as a program with ``--emit-program``.
 
     shardalg search llama-3-70b --slice v5p-8960 --choose-degrees --sizes B=1280,T=4096 --remat block

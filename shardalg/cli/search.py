@@ -333,7 +333,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--choose-degrees",
         action="store_true",
         help="with --slice, training: choose the pipeline axis and microbatches, the pods over DCN and the "
-        "factoring of the torus sides too, with an FSDP/TP dimension map inside each (the winner's step and "
+        "factoring of the torus sides too, with a dimension map of the search space inside each (the winner's step and "
         "memory commands printed)",
     )
     p.set_defaults(handler=_search)

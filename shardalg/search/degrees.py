@@ -14,13 +14,17 @@ pods over DCN) into roles, since a logical axis is a product of whole physical a
 - the other torus sides grouped into at most :data:`MAX_LOGICAL` logical axes ``X``, ``Y``, ``Z`` (each set
   partition, in the slice's order).
 
-Inside each point, every dimension map of the FSDP/TP family (:data:`FAMILY`) is a candidate: each logical axis
-either holds data (the first batch dim in the activations; the parameters whole, DP, or sharded along one dim,
-FSDP) or shards one parameter dim and the activations that follow it (TP). A dim that its axes do not divide and
-a sharding the planner calls illegal are dropped, counted; a candidate whose parameters, gradients and optimizer
-state alone (over the stages) pass the cap is refused before any plan, with the bytes.
+Inside each point, every dimension map of the ordinary search's space (:mod:`.space`: DP, FSDP, TP, Megatron
+TP's dim sets with Megatron SP, sequence parallelism, EP for a program with experts) on the logical axes is a
+candidate; the pods' axis holds data only (the first batch dim; the parameters whole, DP, or along one dim,
+FSDP). An axis takes only the choices whose dims its size divides; more than :data:`MAX_MAPS` dimension maps over
+all the factorings is refused up front. A map its axes do not divide, one symmetric to another (interchangeable
+axes), a sharding the planner calls illegal and one whose program another map wrote are dropped, counted; a
+candidate whose parameters, gradients and optimizer state alone (over the stages) pass the cap is refused
+before any plan, with the bytes.
 
-Each candidate is priced by the model's own machinery: :func:`shardalg.models.step.model_step` and
+Each candidate is priced by the model's own machinery: :func:`shardalg.models.step.step_seconds` (the parts of
+:func:`shardalg.models.step.model_step` in seconds, without its formula) and
 :func:`shardalg.models.memory.model_memory` (one repeated layer priced once, times the layer count), and with a
 pipeline :func:`shardalg.models.pipeline.model_pipeline` per microbatch count, on the same analysis. So the
 winner's seconds and bytes are what ``shardalg step`` and ``shardalg memory`` (with ``--pipeline P
@@ -31,8 +35,7 @@ winner's seconds and bytes are what ``shardalg step`` and ``shardalg memory`` (w
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from itertools import product
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Any
 
@@ -46,17 +49,17 @@ from shardalg.models.memory import model_memory, param_bytes
 from shardalg.models.pipeline import PipelineReport, model_pipeline
 from shardalg.models.program import model_program
 from shardalg.models.source import program_source
-from shardalg.models.step import DEFAULT_POLICY, model_step
+from shardalg.models.step import DEFAULT_POLICY, step_seconds
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Program
 
 from .degreestext import result_json, result_text
 from .numeric import parse_bytes
 from .price import size_text
-from .space import Assignment, space_of
+from .space import MAX_TOGETHER, Assignment, Choice, Pruned, Space, assignments_over, space_of
 
 __all__ = [
-    "FAMILY",
+    "MAX_MAPS",
     "MAX_POINTS",
     "MAX_LOGICAL",
     "MICROBATCH_FACTORS",
@@ -67,8 +70,10 @@ __all__ = [
     "search_degrees",
 ]
 
-FAMILY = ("DP", "FSDP", "TP", "DP+TP", "FSDP+TP")  # what the inner dimension maps are (space.strategy names)
 MAX_POINTS = 256  # degree points (pipeline axis x pods x factoring x microbatches): above, refused up front
+# dimension maps over all the factorings (each axis the dims it divides, symmetric maps dropped), each priced
+# whole (about 0.2 s of CPU on LLaMA-3 70B): above, refused up front
+MAX_MAPS = 2_000
 MAX_LOGICAL = 3  # logical ICI axes a point factors the torus sides into
 MICROBATCH_FACTORS = (1, 2, 4, 8)  # a pipeline of p stages tries m = p, 2p, 4p, 8p microbatches
 LOGICAL_NAMES = ("X", "Y", "Z")
@@ -244,21 +249,17 @@ def degree_points(topo: Topology, layers: int) -> list[tuple[Degrees, tuple[int,
     return out
 
 
-def _roles(param_dims: tuple[str, ...], data: bool) -> list[tuple[str | None, str | None]]:
-    """(params dim, activations dim) choices of one logical axis; ``"B"`` stands for the batch dim."""
-    out: list[tuple[str | None, str | None]] = [(None, "B"), *((d, "B") for d in param_dims)]
-    if not data:
-        out += [(d, d) for d in param_dims]
-    return out
-
-
-def _maps(
-    axes: tuple[str, ...], choice: tuple[tuple[str | None, str | None], ...], batch: str
-) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]], Assignment]:
-    params = tuple(p for p, _ in choice)
-    acts = tuple(batch if a == "B" else a for _, a in choice)
-    a = Assignment(axes, params, acts)
-    return a.param_map, a.activation_map, a
+def _axis_choices(space: Space, name: str, size: int, known: Mapping[str, int]) -> tuple[Choice, ...]:
+    """The choices of one logical axis (of :attr:`Space.choices`, in their order) whose dims its size divides;
+    the pods' axis ``R`` holds data only: the first batch dim, the parameters whole or along one dim."""
+    batch = space.batch_dims[:1]
+    out = []
+    for p, d in space.choices:
+        if name == PODS and (d != batch or len(p) > 1):
+            continue
+        if all(known.get(x, 0) % size == 0 for x in (*p, *d)):
+            out.append((p, d))
+    return tuple(out)
 
 
 def _count(dropped: dict[str, int], why: str, n: int = 1) -> None:
@@ -276,7 +277,7 @@ def search_degrees(
     overlap: object = None,
     progress: Any = None,
 ) -> DegreesResult:
-    """The fastest degrees and FSDP/TP dimension map of ``program`` (training) on the slice ``slice_name`` that
+    """The fastest degrees and dimension map of ``program`` (training) on the slice ``slice_name`` that
     fit ``memory`` per device (default: the chip's HBM); see the module."""
     base = parse(program_source(program)) if isinstance(program, str) else program
     if not isinstance(base, Program):
@@ -314,7 +315,6 @@ def search_degrees(
             f"a numeric search needs every size: {', '.join(missing)} unbound",
             fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing),
         )
-    batch = space.batch_dims[0]
     points = degree_points(topo, layers)
     total_points = sum(max(1, len(m)) for _, m in points)
     if total_points > MAX_POINTS:
@@ -332,23 +332,24 @@ def search_degrees(
             "logical axes",
         )
     )
-    notes.append(
-        (
-            "space",
-            f"each logical axis holds data ({batch} in the activations; parameters whole or sharded along one "
-            "dim: DP, FSDP) or shards one parameter dim and its activations (TP); sequence parallelism, Megatron "
-            "SP and experts are the inner search's (search --slice --mesh)",
+    dropped: dict[str, int] = {}
+    inners = [_inner(base, topo, deg, known, dropped) for deg, _ in points]
+    maps = sum(len(inner[3]) for inner in inners)
+    if maps > MAX_MAPS:
+        raise UsageError(
+            f"{maps:,} dimension maps over the {len(points)} factorings of {topo.name}, over the limit of "
+            f"{MAX_MAPS:,} (MAX_MAPS) before any is priced",
+            fix="a smaller slice, or fix the factoring: search --slice NAME --mesh X=...",
         )
-    )
+    notes.append(("space", _space_note(inners[0][1], maps)))
     ranked: list[Candidate] = []
     refused: list[Candidate] = []
-    dropped: dict[str, int] = {}
-    for i, (deg, micro) in enumerate(points):
+    for i, ((deg, micro), inner) in enumerate(zip(points, inners, strict=True)):
         _price_point(
             base,
-            topo,
             deg,
             micro,
+            inner,
             known,
             sizes,
             chip,
@@ -356,8 +357,6 @@ def search_degrees(
             remat,
             optimizer,
             policy,
-            batch,
-            space,
             ranked,
             refused,
             dropped,
@@ -371,11 +370,55 @@ def search_degrees(
     )
 
 
+def _space_note(space: Space, maps: int) -> str:
+    """What each point searches: the ordinary search's space on its logical axes, the pods' axis data only."""
+    batch = space.batch_dims[0]
+    held = [
+        f"data ({batch}; parameters whole or along one dim: DP, FSDP)",
+        "one parameter dim with the activations following it (TP)",
+    ]
+    if len(space.batch_dims) > 1:
+        held.append(f"a later tokens dim ({', '.join(space.batch_dims[1:])}: SP)")
+    if space.together:
+        held.append(f"a set of up to {MAX_TOGETHER} parameter dims no parameter holds two of (Megatron TP)")
+    if space.sequence_dim is not None:
+        held.append(f"with Megatron SP on the tensor-parallel axes ({space.sequence_dim})")
+    if space.expert_dims:
+        held.append(f"the experts {', '.join(space.expert_dims)} with the batch {batch} (EP)")
+    return (
+        f"each logical axis holds {'; or '.join(held)}; the pods' axis {PODS} holds data only; an axis takes "
+        f"only the dims its size divides: {maps:,} dimension maps over the factorings, symmetric ones "
+        f"dropped (limit {MAX_MAPS:,}, MAX_MAPS)"
+    )
+
+
+Inner = tuple[Any, Space, tuple[str, ...], list[Assignment]]  # a point's mesh, space, inner axes, maps
+
+
+def _inner(
+    base: Program, topo: Topology, deg: Degrees, known: Mapping[str, int], dropped: dict[str, int]
+) -> Inner:
+    """One point's mesh, its space, its inner axes (all but the pipeline's) and its dimension maps: each axis
+    takes the choices its size divides (:func:`_axis_choices`), without the symmetric and indivisible maps
+    (counted in ``dropped``)."""
+    mesh = topo.layout(deg.factoring).mesh
+    space = space_of(base, mesh, dict(known))
+    inner = tuple(a.name for a in mesh.axes if a.name != PIPE)
+    choices = tuple(_axis_choices(space, n, int(mesh.size(n)), known) for n in inner)
+    every = prod(len(_axis_choices(space, n, 1, known)) for n in inner)
+    pruned = Pruned()
+    maps = list(assignments_over(space, inner, choices, pruned))
+    _count(dropped, "a dim its axes do not divide", every - prod(len(c) for c in choices) + pruned.illegal)
+    if pruned.symmetric:
+        _count(dropped, "symmetric (interchangeable axes)", pruned.symmetric)
+    return mesh, space, inner, maps
+
+
 def _price_point(
     base: Program,
-    topo: Topology,
     deg: Degrees,
     micro: tuple[int, ...],
+    inner: Inner,
     known: dict[str, int],
     sizes: Any,
     chip: Any,
@@ -383,31 +426,27 @@ def _price_point(
     remat: str | None,
     optimizer: str | None,
     policy: str,
-    batch: str,
-    space: Any,
     ranked: list[Candidate],
     refused: list[Candidate],
     dropped: dict[str, int],
 ) -> None:
-    """Every FSDP/TP dimension map of one degree point, priced (each microbatch count with a pipeline)."""
-    mesh = topo.layout(deg.factoring).mesh
+    """Every dimension map of one degree point (the search space's: DP, FSDP, TP, Megatron TP, SP, Megatron
+    SP, EP), priced (each microbatch count with a pipeline)."""
+    mesh, space, axes, maps = inner
     axis_size = {a.name: int(a.size) for a in mesh.axes}
-    inner = tuple(a.name for a in mesh.axes if a.name != PIPE)
     stages = axis_size.get(PIPE, 1)
-    choices = [_roles(space.param_dims, data=(n == PODS)) for n in inner]
+    batch = space.batch_dims[0]
     seen: set[Program] = set()
-    for choice in product(*choices):
-        pm, am, a = _maps(inner, choice, batch)
-        if any(known.get(d, 0) % prod(axis_size[x] for x in axes) for d, axes in (*pm.items(), *am.items())):
-            _count(dropped, "a dim its axes do not divide")
-            continue
-        full = Assignment((PIPE, *inner), (None, *a.params), (None, *a.activations)) if stages > 1 else a
+    for a in maps:
+        pm, am = a.param_map, a.activation_map
+        full = (
+            replace(a, axes=(PIPE, *axes), params=((), *a.params), activations=((), *a.activations))
+            if stages > 1
+            else a
+        )
         strategy = space.strategy(a)
-        if strategy not in FAMILY:
-            _count(dropped, "not of the FSDP/TP family")
-            continue
         try:
-            sharded = shard(base, pm, am, mesh=mesh)
+            sharded = shard(base, pm, am, mesh=mesh, sequence=a.megatron)
             if sharded in seen:
                 _count(dropped, "equivalent (the same program)")
                 continue
@@ -426,13 +465,13 @@ def _price_point(
             refused.append(Candidate(deg, strategy, full, None, None, lower, why, sharded))
             continue
         analysis = analyze(model, "train", remat)
-        step = model_step(analysis, chip, policy)
-        if stages == 1:
-            mem = model_memory(analysis, chip, optimizer)
-            total = float(mem.total)
-            c = Candidate(deg, strategy, full, None, step.seconds, total, "", sharded)
-            c.compute = sum(float(p.count) * step.seconds_of(p.compute) for p in step.parts)
-            c.comms = sum(float(p.count) * step.seconds_of(p.comms) for p in step.parts)
+        if stages == 1:  # model_step's parts in seconds without its formula (step_seconds: the fast path)
+            parts = step_seconds(analysis, chip, policy)
+            total = float(model_memory(analysis, chip, optimizer).total)
+            seconds = sum(float(p.count) * p.total for p in parts)
+            c = Candidate(deg, strategy, full, None, seconds, total, "", sharded)
+            c.compute = sum(float(p.count) * p.compute for p in parts)
+            c.comms = sum(float(p.count) * p.comms for p in parts)
             if total > cap:
                 c.refused = f"{size_text(total)} per device > {size_text(cap)}"
                 refused.append(c)

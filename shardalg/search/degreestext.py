@@ -125,7 +125,7 @@ def result_text(result: Any, top: int = 10, explain: bool = False) -> str:
         f"{'degrees':<11} {result.points} points (pipeline x pods x factoring x microbatches); "
         f"{len(result.ranked):,} candidates fit, {len(result.refused):,} over the cap; dropped: "
         f"{_dropped_text(result.dropped)}",
-        f"{'solver':<11} enumerated: optimal over the degree points and the FSDP/TP dimension maps",
+        f"{'solver':<11} enumerated: optimal over the degree points and the dimension maps inside each",
         "",
     ]
     if w is None:

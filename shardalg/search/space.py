@@ -2,7 +2,7 @@
 for the activations, and the names of the classic strategies in it.
 
     >>> from shardalg.notation.parse import parse
-    >>> from shardalg.algebra.mesh import Mesh
+    >>> from shardalg.algebra.mesh import Axis, Mesh
     >>> s = space_of(parse("params W\\nIn[B, D] * W[D, F] -> Out[B, F]"), Mesh(X=2, Y=2))
     >>> s.param_dims, s.batch_dims, s.size
     (('D', 'F'), ('B',), 64)
@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from itertools import permutations, product
 from math import prod
 
-from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.mesh import Axis, Mesh
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
 
@@ -41,6 +41,8 @@ __all__ = [
     "Space",
     "space_of",
     "enumerate_space",
+    "assignments_over",
+    "Choice",
     "Pruned",
     "STRATEGIES",
     "MAX_CANDIDATES",
@@ -330,10 +332,9 @@ class Pruned:
         }
 
 
-def _classes(mesh: Mesh) -> list[tuple[int, ...]]:
-    """The permutations of axis indices that map each axis to an interchangeable one (same size, links,
-    wraparound, node), the identity first."""
-    axes = mesh.axes
+def _classes(axes: tuple[Axis, ...]) -> list[tuple[int, ...]]:
+    """The permutations of indices into ``axes`` that map each axis to an interchangeable one (same size,
+    links, wraparound, node), the identity first."""
     key = [(a.size, a.links, a.wraps, a.node) for a in axes]
     out = []
     for perm in permutations(range(len(axes))):
@@ -362,10 +363,24 @@ def enumerate_space(space: Space, pruned: Pruned, *, symmetry: bool = True) -> I
             fix="use fewer mesh axes, or merge dims the search need not split",
         )
     names = space.mesh.names
-    perms = _classes(space.mesh)[1:] if symmetry else []
-    per_axis = space.choices
+    yield from assignments_over(space, names, (space.choices,) * len(names), pruned, symmetry=symmetry)
+
+
+def assignments_over(
+    space: Space,
+    names: tuple[str, ...],
+    per_axis: tuple[tuple[Choice, ...], ...],
+    pruned: Pruned,
+    *,
+    symmetry: bool = True,
+) -> Iterator[Assignment]:
+    """The assignments of the axes ``names`` (of ``space.mesh``), each axis taking one of its ``per_axis``
+    choices (a subset of :attr:`Space.choices`, in their order), with Megatron SP's variants, without the
+    symmetric (``symmetry``: interchangeable axes of ``names``) and illegal ones (counted in ``pruned``)."""
+    axes = tuple(space.mesh[n] for n in names)
+    perms = _classes(axes)[1:] if symmetry else []
     seq = space.sequence_dim
-    for combo in product(per_axis, repeat=len(names)):
+    for combo in product(*per_axis):
         if not _apart(combo):
             continue  # not in the space (nor counted in its size)
         tp = tuple(ax for ax, (p, d) in zip(names, combo, strict=True) if _tensor_parallel(space, p, d))

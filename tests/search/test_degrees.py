@@ -12,10 +12,12 @@ import pytest
 from shardalg.cli import main
 from shardalg.costs.topology import slice_topology
 from shardalg.errors import UsageError
+from shardalg.notation.parse import parse
 from shardalg.planning.symbolic import strict
 from shardalg.search import degrees
 from shardalg.search.degrees import degree_points, search_degrees
 from shardalg.search.degreestext import bubble_against
+from shardalg.search.space import space_of
 
 MLP = """params W1, W2; tokens B; layers L
 In[B, D] * W1[D, F] -> H[B, F]
@@ -176,5 +178,48 @@ def test_the_pods_over_dcn_pipeline_or_hold_data() -> None:
     mesh = topo.layout(pts[0][0].factoring).mesh
     assert mesh["R"].dcn and mesh["R"].size == 2 and not mesh["X"].dcn
     # the pods' axis holds data only (DP or FSDP over DCN); an ICI axis may also shard a dim for TP
-    assert degrees._roles(("D", "F"), data=True) == [(None, "B"), ("D", "B"), ("F", "B")]
-    assert ("F", "F") in degrees._roles(("D", "F"), data=False)
+    space = space_of(parse(MLP), mesh, {"B": 512, "D": 4096, "F": 16384})
+    assert degrees._axis_choices(space, "R", 2, space.sizes) == (
+        ((), ("B",)),
+        (("D",), ("B",)),
+        (("F",), ("B",)),
+    )
+    assert (("F",), ("F",)) in degrees._axis_choices(space, "X", 16, space.sizes)
+
+
+MOE = """params W_r, W_gate, W_in, W_out
+tokens B, T
+layers L
+Hn[B, T, D] * W_r[D, E] -> R[B, T, E]
+dispatch_{C,k=2,cf=1.25}(Hn[B, T, D], R[B, T, E]) -> Xd[E, C, D]
+Xd[E, C, D] * W_gate[E, D, F] -> Gt[E, C, F]
+Xd[E, C, D] * W_in[E, D, F] -> U[E, C, F]
+silu(Gt[E, C, F]) -> Sg[E, C, F]
+Sg[E, C, F] .* U[E, C, F] -> M[E, C, F]
+M[E, C, F] * W_out[E, F, D] -> Out[E, C, D]
+combine_{C,k=2,cf=1.25}(Out[E, C, D], R[B, T, E]) -> Mo[B, T, D]
+"""
+
+
+def test_each_point_searches_sp_megatron_sp_and_ep() -> None:
+    """The space inside a point is the ordinary search's: on a routed layer with a sequence dim, EP (the
+    experts with the tokens' batch over an axis) wins; SP, Megatron TP with Megatron SP are priced too."""
+    with strict():
+        r = search_degrees(MOE, "v5e-4", "B=16,T=512,D=1024,F=2048,E=8,L=2")
+    kinds = {c.strategy for c in r.ranked + r.refused}
+    assert {"EP", "SP", "Megatron-SP", "DP+EP", "FSDP+SP"} <= kinds
+    assert r.winner is not None and r.winner.strategy == "EP"
+    assert r.winner.assignment.activations_text in ("B=XY,E=XY", "B=X,E=X")
+    assert any(c.assignment.megatron for c in r.ranked)
+    note = dict(r.notes)["space"]
+    assert "(T: SP)" in note and "Megatron SP" in note and "the experts E with the batch B (EP)" in note
+    assert "sequence parallelism, Megatron SP and experts are the inner search's" not in r.text()
+
+
+def test_too_many_maps_are_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(degrees, "MAX_MAPS", 10)
+    with pytest.raises(
+        UsageError,
+        match=r"88 dimension maps over the 4 factorings of v5e-8, over the limit of 10 \(MAX_MAPS\)",
+    ):
+        _search(FITS)
