@@ -109,15 +109,32 @@ def _is_product(s: object) -> bool:
     return isinstance(s, Arrow) and isinstance(s.expr, Product)
 
 
+def _is_softmax(s: object) -> bool:
+    return isinstance(s, Arrow) and isinstance(s.expr, Apply) and s.expr.op is Op.SOFTMAX
+
+
+def _softmax_read(s: Any, before: tuple[Any, ...]) -> bool:
+    """Whether statement ``s`` reads the result of a softmax among ``before`` (``P·V`` after ``softmax(Sc) -> P``)."""
+    made = {r.result.name for r in before if _is_softmax(r)}
+    return bool(made & _names((s,)))
+
+
 def split_statements(program: Program) -> list[tuple[Any, ...]]:
     """The statements of a sharded program in pieces: each product with the statements written before it
     (its gathers, a norm) and those right after it that read its result (the reduction of its partial sums,
-    as Megatron SP's ReduceScatter: its backward needs them); statements after the last product join it."""
+    as Megatron SP's ReduceScatter: its backward needs them); statements after the last product join it.
+
+    An attention core is one piece: the renames of K and V, ``Q·K -> Sc``, the softmax and ``P·V -> O``
+    (the product after a softmax joins the piece of the product before it), so a causal softmax's mask,
+    which halves both products forward and backward, is seen inside the piece."""
     out: list[tuple[Any, ...]] = []
     run: list[Any] = []
     last: str | None = None  # the result of the product that ended the last piece
     for s in program.statements:
-        if _is_product(s):
+        if _is_product(s) and out and _softmax_read(s, (*out[-1], *run)):
+            out[-1] = (*out[-1], *run, s)  # the core's second product: with its first and its softmax
+            run, last = [], s.result.name
+        elif _is_product(s):
             out.append((*run, s))
             run, last = [], s.result.name
         elif not run and out and last is not None and last in _names((s,)):
@@ -263,7 +280,13 @@ class StatementPricer(Pricer):
         self.table: dict[tuple[Program, bool], Piece] = {}
         whole = analyze(model_program(base, settings.mesh, settings.sizes), settings.mode, settings.remat)
         self._saved = whole.saved  # names, the same under every sharding
-        self._once = [s.once for s in whole.model.statements if s.kind == "product"]
+        once = iter([s.once for s in whole.model.statements if s.kind == "product"])
+        # each piece's part (the repeated layer or once): its first product's (a core's two products are one)
+        self._once = [
+            [next(once) for s in g if _is_product(s)][0]
+            for g in split_statements(base)
+            if any(map(_is_product, g))
+        ]
         readers: dict[str, int] = {}
         for s in whole.model.statements:
             if s.kind == "product":
@@ -378,8 +401,6 @@ def whole_program_reason(base: Program, settings: Settings) -> str | None:
     if st.policy is OverlapPolicy.SCHEDULE:
         return "overlap schedule is not a sum of statements"
     whole = analyze(model_program(base, st.mesh, st.sizes), st.mode, st.remat)
-    if whole.causal_products:
-        return "a causal attention core's products are halved by its mask, seen only with its softmax"
     if st.mode == "train":
         if whole.remat.policy != "none":
             return f"remat {whole.remat.policy} reruns statements by the whole layer"
