@@ -3,7 +3,8 @@
 The whole-program search (:mod:`.numeric`) prices each assignment by planning its whole sharded program
 again (forward plans, derived backward, step, memory): most of that work repeats, since two assignments that
 shard one statement alike give that statement the same plans. Here each sharded statement (a product with
-the statements written before it: FSDP's gathers, a norm, a residual add) is a *piece*: a one-product program
+the statements written before it: FSDP's gathers, a norm, a residual add; an attention core's two products
+with its softmax and the renames of K and V, so a causal mask that halves both is seen) is a *piece*: a one-product program
 analysed alone, its forward plans and derived backward priced under the search's
 :class:`~shardalg.costs.costmodel.CostModel`, once per search and per way the backward treats the forward's
 gathered copies (kept or gathered again). A candidate's price is assembled from its pieces:

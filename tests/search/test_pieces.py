@@ -165,6 +165,7 @@ SMALL_FN = {**SMALL, "sizes": SIZES_FN}
         (MLP, {**Q7, "mode": "train", "memory": None}),
         (TRANSFORMER, {**SMALL, "mode": "infer"}),
         (NONCAUSAL_FN, {**SMALL_FN, "mesh": "X=2", "mode": "train"}),
+        (TRANSFORMER_FN, {**SMALL_FN, "mesh": "X=2", "mode": "train"}),
     ],
 )
 def test_the_search_has_the_same_winner_and_ranking(monkeypatch, program, kw):
@@ -215,9 +216,9 @@ def test_a_search_priced_whole_says_why():
 
 @pytest.mark.parametrize("mode", ["infer", "train"])
 def test_a_layer_with_its_attention_core_is_priced_by_statements(mode):
-    """The attention core (a softmax between products, K and V renamed from the tokens) is priced from its
-    statements like the rest of the layer (its non-causal form: a causal one is priced whole, below)."""
-    got = search(NONCAUSAL_FN, mesh="X=4", sizes=SIZES_FN, hw="tpu-v5e", mode=mode, memory="40kB")
+    """The attention core (a softmax between products, K and V renamed from the tokens), causal, is priced
+    from its statements like the rest of the layer (its products, softmax and renames one piece)."""
+    got = search(TRANSFORMER_FN, mesh="X=4", sizes=SIZES_FN, hw="tpu-v5e", mode=mode, memory="40kB")
     assert got.solver["pricing"] == "statements"
 
 
