@@ -279,6 +279,8 @@ class StatementPricer(Pricer):
     def __init__(self, base: Program, space: Space, settings: Settings, pruned: Pruned):
         super().__init__(base, space, settings, pruned)
         self.table: dict[tuple[Program, bool], Piece] = {}
+        self.priced = 0  # pieces priced: a piece whose backward reads no gathered copy is priced once, not
+        # once per keep choice
         whole = analyze(model_program(base, settings.mesh, settings.sizes), settings.mode, settings.remat)
         self._saved = whole.saved  # names, the same under every sharding
         once = iter([s.once for s in whole.model.statements if s.kind == "product"])
@@ -300,7 +302,13 @@ class StatementPricer(Pricer):
     def piece(self, sub: Program, keep: bool) -> Piece:
         got = self.table.get((sub, keep))
         if got is None:
-            got = self.table[(sub, keep)] = _price_piece(sub, self.settings, keep)
+            other = self.table.get((sub, not keep))
+            if other is not None and not other.copies:  # its backward reads no gathered copy: keeping is moot
+                got = other
+            else:
+                got = _price_piece(sub, self.settings, keep)
+                self.priced += 1
+            self.table[(sub, keep)] = got
         return got
 
     def _priced(
