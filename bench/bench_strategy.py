@@ -87,10 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     def baseline() -> None:
+        from shardalg.algebra.mesh import Mesh
         from shardalg.notation.parse import parse
 
         for s in parse(MLP).statements:
-            planner.plan(s, "X=2,Y=2", {"B": 128, "D": 8192, "F": 32768})
+            planner.plan(s, Mesh.parse("X=2,Y=2"), {"B": 128, "D": 8192, "F": 32768})
 
     out: dict[str, float] = {"baseline_plan_q7_s": _median(baseline, args.repeat)}
     out["q7_search_s"] = _median(lambda: search(MLP, **Q7), args.repeat)

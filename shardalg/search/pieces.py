@@ -3,7 +3,8 @@
 The whole-program search (:mod:`.numeric`) prices each assignment by planning its whole sharded program
 again (forward plans, derived backward, step, memory): most of that work repeats, since two assignments that
 shard one statement alike give that statement the same plans. Here each sharded statement (a product with
-the statements written before it: FSDP's gathers, a norm, a residual add) is a *piece*: a one-product program
+the statements written before it: FSDP's gathers, a norm, a residual add; an attention core's two products
+with its softmax and the renames of K and V, so a causal mask that halves both is seen) is a *piece*: a one-product program
 analysed alone, its forward plans and derived backward priced under the search's
 :class:`~shardalg.costs.costmodel.CostModel`, once per search and per way the backward treats the forward's
 gathered copies (kept or gathered again). A candidate's price is assembled from its pieces:
@@ -109,18 +110,35 @@ def _is_product(s: object) -> bool:
     return isinstance(s, Arrow) and isinstance(s.expr, Product)
 
 
+def _is_softmax(s: object) -> bool:
+    return isinstance(s, Arrow) and isinstance(s.expr, Apply) and s.expr.op is Op.SOFTMAX
+
+
+def _softmax_read(s: Any, before: tuple[Any, ...]) -> bool:
+    """Whether statement ``s`` reads the result of a softmax among ``before`` (``P·V`` after ``softmax(Sc) -> P``)."""
+    made = {r.result.name for r in before if _is_softmax(r)}
+    return bool(made & _names((s,)))
+
+
 def split_statements(program: Program) -> list[tuple[Any, ...]]:
     """The statements of a sharded program in pieces: each product with the statements written before it
     that it reads (its gathers, a norm; one it does not read waits for the next product: a rename of V written
     with K's goes with ``P·V``, whose backward reduces dV through it) and those right after it that read its
     result (the reduction of its partial sums, as Megatron SP's ReduceScatter: its backward needs them);
-    statements after the last product join it."""
+    statements after the last product join it.
+
+    An attention core is one piece: the renames of K and V, ``Q·K -> Sc``, the softmax and ``P·V -> O``
+    (the product after a softmax joins the piece of the product before it), so a causal softmax's mask,
+    which halves both products forward and backward, is seen inside the piece."""
     out: list[tuple[Any, ...]] = []
     run: list[Any] = []
     last: str | None = None  # the result of the product that ended the last piece
     waiting = 0  # statements written before it that it did not read, carried on
     for s in program.statements:
-        if _is_product(s):
+        if _is_product(s) and out and _softmax_read(s, (*out[-1], *run)):
+            out[-1] = (*out[-1], *run, s)  # the core's second product: with its first and its softmax
+            run, last, waiting = [], s.result.name, 0
+        elif _is_product(s):
             mine, run = _read_by(run, s)
             out.append((*mine, s))
             last, waiting = s.result.name, len(run)
@@ -277,9 +295,17 @@ class StatementPricer(Pricer):
     def __init__(self, base: Program, space: Space, settings: Settings, pruned: Pruned):
         super().__init__(base, space, settings, pruned)
         self.table: dict[tuple[Program, bool], Piece] = {}
+        self.priced = 0  # pieces priced: a piece whose backward reads no gathered copy is priced once, not
+        # once per keep choice
         whole = analyze(model_program(base, settings.mesh, settings.sizes), settings.mode, settings.remat)
         self._saved = whole.saved  # names, the same under every sharding
-        self._once = [s.once for s in whole.model.statements if s.kind == "product"]
+        once = iter([s.once for s in whole.model.statements if s.kind == "product"])
+        # each piece's part (the repeated layer or once): its first product's (a core's two products are one)
+        self._once = [
+            [next(once) for s in g if _is_product(s)][0]
+            for g in split_statements(base)
+            if any(map(_is_product, g))
+        ]
         readers: dict[str, int] = {}
         for s in whole.model.statements:
             if s.kind == "product":
@@ -292,7 +318,13 @@ class StatementPricer(Pricer):
     def piece(self, sub: Program, keep: bool) -> Piece:
         got = self.table.get((sub, keep))
         if got is None:
-            got = self.table[(sub, keep)] = _price_piece(sub, self.settings, keep)
+            other = self.table.get((sub, not keep))
+            if other is not None and not other.copies:  # its backward reads no gathered copy: keeping is moot
+                got = other
+            else:
+                got = _price_piece(sub, self.settings, keep)
+                self.priced += 1
+            self.table[(sub, keep)] = got
         return got
 
     def _priced(
@@ -394,8 +426,6 @@ def whole_program_reason(base: Program, settings: Settings) -> str | None:
     if st.policy is OverlapPolicy.SCHEDULE:
         return "overlap schedule is not a sum of statements"
     whole = analyze(model_program(base, st.mesh, st.sizes), st.mode, st.remat)
-    if whole.causal_products:
-        return "a causal attention core's products are halved by its mask, seen only with its softmax"
     if st.mode == "train":
         if whole.remat.policy != "none":
             return f"remat {whole.remat.policy} reruns statements by the whole layer"

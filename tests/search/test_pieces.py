@@ -51,8 +51,7 @@ def test_mlp_every_candidate(mode, overlap):
     assert len({sub for sub, _ in new.table}) <= 2 * seen  # two statements per candidate, none priced twice
 
 
-# a causal core's products are halved only with their softmax in view (models.analysis.causal_products), so
-# a causal layer's statements do not add up (pricer_for prices it whole); its non-causal form does
+# the layer's non-causal form: its core's products are not halved (a causal core is tested below)
 NONCAUSAL_FN = TRANSFORMER_FN.replace("softmax_{S,causal}", "softmax_S")
 
 
@@ -71,21 +70,41 @@ def test_transformer_layer_candidates(program, mode, limit):
     )  # a statement without F (or N) is shared by candidates that differ there
 
 
-def test_a_causal_core_is_priced_whole():
-    """Its products' FLOPs are halved by the mask only with the softmax in view: its statements' prices would
-    not add up (tested above on the non-causal form)."""
-    p, space, st, _ = prepare_search(
-        TRANSFORMER_FN, Mesh.parse("X=2"), SIZES_FN, "tpu-v5e", None, "train", None, None, "steady", ""
+def test_the_attention_core_is_one_piece():
+    """The renames of K and V, Q·K, the softmax and P·V: one piece, so a causal mask is seen inside it."""
+    pieces = [[s.result.name for s in g] for g in split_statements(parse(TRANSFORMER_FN))]
+    assert ["K", "V", "Sc", "P", "A"] in pieces
+    assert sum(map(len, pieces)) == len(parse(TRANSFORMER_FN).statements)
+
+
+# one candidate of each of these strategies (SP's sequence split gathers K and V before the causal core)
+CAUSAL_STRATEGIES = ("DP", "SP", "TP", "FSDP", "Megatron-SP", "DP+SP", "FSDP+SP", "TP+SP")
+
+
+@pytest.mark.parametrize("overlap", ["steady", "serial"])
+def test_a_causal_core_priced_by_statements(overlap):
+    """A causal core's products are halved by its mask (models.analysis.causal_products), seen inside its
+    piece: each candidate's price from its statements equals its whole program's (seconds, communication,
+    compute, FLOPs to 1e-12 relative; bytes by part exactly), SP's among them."""
+    prog, space, st, _ = prepare_search(
+        TRANSFORMER_FN, Mesh.parse("X=2,Y=2"), SIZES_FN, "tpu-v5e", None, "train", None, None, overlap, ""
     )
     notes: list = []
-    pricer = pricer_for(p, space, st, Pruned(), notes)
-    assert type(pricer) is Pricer and "causal" in pricer.why
-    (said,) = [v for k, v in notes if k == "pricing"]
-    assert said.startswith("each candidate's whole program (a causal attention core")
-    noncausal, *_ = prepare_search(
-        NONCAUSAL_FN, Mesh.parse("X=2"), SIZES_FN, "tpu-v5e", None, "train", None, None, "steady", ""
-    )
-    assert type(pricer_for(noncausal, space, st, Pruned(), [])) is StatementPricer
+    new = pricer_for(prog, space, st, Pruned(), notes)
+    assert type(new) is StatementPricer and "each statement's shardings" in notes[0][1]
+    old = Pricer(prog, space, st, Pruned())
+    chosen: dict[str, object] = {}
+    for a in enumerate_space(space, Pruned()):
+        chosen.setdefault(space.strategy(a), a)
+    for name in CAUSAL_STRATEGIES:
+        a = chosen[name]
+        eo, en = old(a), new(a)
+        assert eo.seconds and en.parts == eo.parts and en.gathers == eo.gathers, (name, a)
+        for k in ("seconds", "comms", "compute", "flops"):
+            assert getattr(en, k) == pytest.approx(getattr(eo, k), rel=1e-12, abs=1e-30), (name, k)
+        assert en.axes == pytest.approx(eo.axes, rel=1e-12)
+    sp = Pricer(prog, space, st, Pruned())(chosen["SP"])  # a new pricer: the first has seen its program
+    assert "T=" in chosen["SP"].activations_text and sp.gathers == ("K", "V")  # SP gathers K and V
 
 
 def test_remat_block_keeps_whole_program_pricing():
@@ -155,6 +174,7 @@ SMALL_FN = {**SMALL, "sizes": SIZES_FN}
         (MLP, {**Q7, "mode": "train", "memory": None}),
         (TRANSFORMER, {**SMALL, "mode": "infer"}),
         (NONCAUSAL_FN, {**SMALL_FN, "mesh": "X=2", "mode": "train"}),
+        (TRANSFORMER_FN, {**SMALL_FN, "mesh": "X=2", "mode": "train"}),
     ],
 )
 def test_the_search_has_the_same_winner_and_ranking(monkeypatch, program, kw):
@@ -205,9 +225,9 @@ def test_a_search_priced_whole_says_why():
 
 @pytest.mark.parametrize("mode", ["infer", "train"])
 def test_a_layer_with_its_attention_core_is_priced_by_statements(mode):
-    """The attention core (a softmax between products, K and V renamed from the tokens) is priced from its
-    statements like the rest of the layer (its non-causal form: a causal one is priced whole, below)."""
-    got = search(NONCAUSAL_FN, mesh="X=4", sizes=SIZES_FN, hw="tpu-v5e", mode=mode, memory="40kB")
+    """The attention core (a softmax between products, K and V renamed from the tokens), causal, is priced
+    from its statements like the rest of the layer (its products, softmax and renames one piece)."""
+    got = search(TRANSFORMER_FN, mesh="X=4", sizes=SIZES_FN, hw="tpu-v5e", mode=mode, memory="40kB")
     assert got.solver["pricing"] == "statements"
 
 
