@@ -136,7 +136,8 @@ def split_statements(program: Program) -> list[tuple[Any, ...]]:
     waiting = 0  # statements written before it that it did not read, carried on
     for s in program.statements:
         if _is_product(s) and out and _softmax_read(s, (*out[-1], *run)):
-            out[-1] = (*out[-1], *run, s)  # the core's second product: with its first and its softmax
+            # the core's second product: with its first and its softmax, in the order they are written
+            out[-1] = tuple(sorted((*out[-1], *run, s), key=program.statements.index))
             run, last, waiting = [], s.result.name, 0
         elif _is_product(s):
             mine, run = _read_by(run, s)
