@@ -124,6 +124,12 @@ def test_a_logical_axis_is_a_product_of_physical_axes():
         ("X=x*w,Y=y*z", "the slice v5p-8960 has no physical axis 'w'"),
         ("X=x:(1)4,Y=y*z", "the factors of x=16 cover 4 of its 16 chips"),
         ("X x", "bad logical axis"),
+        ("X=x*y*z:(1)4,Y=z:(2)7", "the factors of z=28 (z:(1)4, z:(2)7) overlap at pre-size 2"),
+        ("X=x*y*z:(1)4", "the factors of z=28 cover 4 of its 28 chips"),
+        ("X=x*y*z:(1)3,Y=z:(3)9", "z:(1)3 is not a factor of z=28"),
+        ("X=x*y*z,Y=z:(1)4", "the physical axis z of v5p-8960 is in both X and Y"),
+        ("X=x*y,Y=z:(1)2,Z=z:(4)7", "the factors of z=28 (z:(1)2, z:(4)7) leave a gap at pre-size 2"),
+        ("X=x*y,Y=z-1", "'z-1' is neither"),
     ],
 )
 def test_bad_factorings_say_what_is_wrong(factoring, message):

@@ -138,22 +138,6 @@ def test_the_books_tp_factor_contiguous_or_strided_on_the_pod():
     assert _gather(far.mesh, "Y", 16) == (14, sympy.Integer(v) * 7 / W_ICI)
 
 
-@pytest.mark.parametrize(
-    ("factoring", "message"),
-    [
-        ("X=x*y*z:(1)4,Y=z:(2)7", "the factors of z=28 (z:(1)4, z:(2)7) overlap at pre-size 2"),
-        ("X=x*y*z:(1)4", "the factors of z=28 cover 4 of its 28 chips"),
-        ("X=x*y*z:(1)3,Y=z:(3)9", "z:(1)3 is not a factor of z=28"),
-        ("X=x*y*z,Y=z:(1)4", "the physical axis z of v5p-8960 is in both X and Y"),
-        ("X=x*y,Y=z:(1)2,Z=z:(4)7", "the factors of z=28 (z:(1)2, z:(4)7) leave a gap at pre-size 2"),
-        ("X=x*y,Y=z-1", "'z-1' is neither"),
-    ],
-)
-def test_bad_factors_say_what_is_wrong(factoring, message):
-    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)").replace("*", r"\*")):
-        slice_mesh("v5p-8960", factoring)
-
-
 def test_factors_of_pods_or_gpu_levels_are_refused():
     with pytest.raises(UsageError, match=r"factors of pods over DCN \(pod=2\) are not modelled"):
         slice_mesh("v5e-512", "X=x*y,P=pod:(1)2")
