@@ -51,7 +51,7 @@ from .analysis import Analysis, Remat, analyze
 from .memory import model_memory
 from .program import model_program
 from .quantities import dim_value
-from .step import model_step
+from .step import step_seconds
 
 __all__ = ["Schedule", "SCHEDULES", "StageMemory", "PipelineReport", "pipeline_price", "model_pipeline"]
 
@@ -291,14 +291,12 @@ def model_pipeline(
         raise UsageError("a pipeline's step in seconds needs a chip", fix="--hw tpu-v5p")
 
     # the critical stage's step on the whole batch: layers/p repeated layers and the part outside
-    report = model_step(a, chip_, policy)
     stage = outside = 0.0
-    for part in report.parts:
-        seconds = _number(report.seconds_of(part.total), "step")
+    for part in step_seconds(a, chip_, policy):  # model_step's parts, in seconds without their formulas
         if part.name == "layer":
-            stage += seconds * per_stage
+            stage += part.total * per_stage
         else:
-            outside += seconds * _number(part.count, "step")
+            outside += part.total * part.count
     stage += outside
 
     # the stage boundary: the layer input of one microbatch, sent forward; its cotangent sent back

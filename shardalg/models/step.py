@@ -168,8 +168,8 @@ def step_seconds(
 ) -> list[PartSeconds]:
     """The parts of a step (as :func:`model_step` prices them; efficiencies default to the chip's measured
     ones, else peak) straight in seconds, without building a formula: the fast path of a search over many
-    shardings. Every size must be bound."""
-    policy = OverlapPolicy.of(policy)
+    shardings. Every size must be bound. None is :data:`DEFAULT_POLICY`, as in :func:`model_step`."""
+    policy = OverlapPolicy.of(policy, DEFAULT_POLICY)
     a = analysis
     hw = as_chip_text(chip)
     if hw is None:
