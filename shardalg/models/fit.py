@@ -208,7 +208,7 @@ def _same(a: Any, b: Any) -> bool:
         return a is b
     if isinstance(a, Fraction) and isinstance(b, Fraction):
         return a == b
-    return bool(sympy.N(sympy.sympify(a) - sympy.sympify(b), 50) == 0)
+    return bool(sympy.N(_number(a) - _number(b), 50) == 0)
 
 
 def _least(a: Any, b: Any) -> Any:
@@ -222,15 +222,18 @@ def _between(lo: Any, hi: Any) -> Fraction:
     """A rational point strictly inside (``lo``, ``hi``) (``hi`` None: no bound)."""
     if isinstance(lo, Fraction) and (hi is None or isinstance(hi, Fraction)):
         return lo * 2 if hi is None else (lo + hi) / 2
-    mid = sympy.sympify(lo) * 2 if hi is None else (sympy.sympify(lo) + sympy.sympify(hi)) / 2
+    mid = _number(lo) * 2 if hi is None else (_number(lo) + _number(hi)) / 2
     return Fraction(str(sympy.N(mid, 60)))
+
+
+def _number(b: Any) -> Any:
+    """A bound as a sympy number: a Fraction as its Rational; an exact root (already sympy) as it is."""
+    return sympy.Rational(b.numerator, b.denominator) if isinstance(b, Fraction) else b
 
 
 def _exact(span: tuple[Any, Any]) -> tuple[Any, Any]:
     """An interval's bounds as sympy numbers (a Fraction as its Rational)."""
-    return tuple(  # type: ignore[return-value]
-        sympy.Rational(b.numerator, b.denominator) if isinstance(b, Fraction) else b for b in span
-    )
+    return tuple(_number(b) for b in span)  # type: ignore[return-value]
 
 
 def _holds_a_multiple(group: int, lo: object, hi: object) -> bool:
