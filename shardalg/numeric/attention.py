@@ -13,7 +13,7 @@ blocks seen so far, normalized, with its rows' log-sum-exp kept beside it on the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -68,24 +68,19 @@ def _letters(*tensors: Tensor) -> dict[str, str]:
     return out
 
 
-def attend_block(
-    step: Step,
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    state: np.ndarray | None,
-    starts: tuple[int, int],
-    totals: tuple[int, int],
-) -> State:
-    """One device's block: its queries (starting at ``starts[0]`` of ``totals[0]``) against its keys and
-    values (starting at ``starts[1]`` of ``totals[1]``), merged into ``state`` (or starting one)."""
+def _scores(
+    step: Step, q: np.ndarray, k: np.ndarray, starts: tuple[int, int], totals: tuple[int, int]
+) -> tuple[np.ndarray, str, str, str]:
+    """A block's scores ``Q·K`` (the keys after each query masked to -inf when the step is causal), with the
+    einsum letters of Q, of K and of the scores (Q's dims but the head, then the key dim)."""
     qt, kt = step.inputs[0], step.inputs[1]
     head, key = qt.dims[-1].label, step.dim
     query = next(d for d in qt.dim_names if d not in kt.dim_names)
     ltr = _letters(qt, kt)
     qs, ks = "".join(ltr[d] for d in qt.dim_names), "".join(ltr[d] for d in kt.dim_names)
     rows = "".join(ltr[d] for d in qt.dim_names if d != head)
-    scores = np.einsum(f"{qs},{ks}->{rows}{ltr[key]}", q, k)
+    sk = f"{rows}{ltr[key]}"
+    scores = np.einsum(f"{qs},{ks}->{sk}", q, k)
     if "causal" in step.flags:
         _keys_cover_queries(step, *totals)
         mask = causal_mask(
@@ -98,13 +93,28 @@ def attend_block(
         shape = [1] * scores.ndim
         shape[rows.index(ltr[query])], shape[-1] = mask.shape
         scores = np.where(mask.reshape(shape), -np.inf, scores)
+    return scores, qs, ks, sk
+
+
+def attend_block(
+    step: Step,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    state: np.ndarray | None,
+    starts: tuple[int, int],
+    totals: tuple[int, int],
+) -> State:
+    """One device's block: its queries (starting at ``starts[0]`` of ``totals[0]``) against its keys and
+    values (starting at ``starts[1]`` of ``totals[1]``), merged into ``state`` (or starting one)."""
+    scores, qs, ks, sk = _scores(step, q, k, starts, totals)
     m = scores.max(axis=-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(scores - m)
     l_ = e.sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore"):
         lse = m + np.log(l_)  # -inf for a row whose keys here are all masked
-    o = np.einsum(f"{rows}{ltr[key]},{ks}->{qs}", e / np.where(l_ > 0, l_, 1.0), v)
+    o = np.einsum(f"{sk},{ks}->{qs}", e / np.where(l_ > 0, l_, 1.0), v)
     # lse: Q's dims with the head dim (Q's last) of size 1, as the rows' dims are Q's but the head
     if state is not None:
         prev = getattr(state, "lse", None)
@@ -119,10 +129,15 @@ def attend_block(
     return out
 
 
-def _attend(vm: VirtualMesh, net: Net, step: Step, *bufs: Buffers) -> tuple[Buffers, Layout]:
+def _on_devices(
+    vm: VirtualMesh, step: Step, bufs: Sequence[Buffers], block: Callable[..., np.ndarray]
+) -> tuple[Buffers, Layout]:
+    """A block of attention (forward or backward) on each device: ``block(values, starts, totals)`` on the
+    device's buffers, its queries starting at its rank × their local size, its keys those of the block
+    ``offset`` before it round the ring (or every key, when the key dim is whole)."""
     rec = RECORDS[step.op]
     try:
-        made = rec.apply(step.inputs, step.dim, vm.mesh, step.axes)
+        made = rec.apply(step.inputs, step.dim, vm.mesh, step.axes, flags=step.flags)
     except ShardalgError as err:
         raise step_error(step, err.message) from None
     qt, kt = step.inputs[0], step.inputs[1]
@@ -132,14 +147,20 @@ def _attend(vm: VirtualMesh, net: Net, step: Step, *bufs: Buffers) -> tuple[Buff
     nk = vm.size(keys) if keys else 1  # n (paired blocks), or 1 (every device holds every key)
     out: dict = {}
     for c in vm.coords:
-        q, k, v = (b[c] for b in bufs[:3])
-        tl, sl = q.shape[qt.dim_names.index(query)], k.shape[kt.dim_names.index(step.dim)]
+        values = [b[c] for b in bufs]
+        tl, sl = values[0].shape[qt.dim_names.index(query)], values[1].shape[kt.dim_names.index(step.dim)]
         mine = vm.rank(c, axes) if axes else 0
         theirs = (mine - (step.offset or 0)) % n if keys else 0
-        state = bufs[3][c] if len(bufs) == 4 else None
-        got = attend_block(step, q, k, v, state, (mine * tl, theirs * sl), (tl * n, sl * nk))
-        out[c] = freeze(got)
-    return out, (tuple(d.axes for d in made.dims), frozenset())
+        out[c] = freeze(block(values, (mine * tl, theirs * sl), (tl * n, sl * nk)))
+    return out, (tuple(d.axes for d in made.dims), frozenset(made.unreduced))
+
+
+def _attend(vm: VirtualMesh, net: Net, step: Step, *bufs: Buffers) -> tuple[Buffers, Layout]:
+    def block(values: list[np.ndarray], starts: tuple[int, int], totals: tuple[int, int]) -> State:
+        state = values[3] if len(values) == 4 else None
+        return attend_block(step, *values[:3], state, starts, totals)
+
+    return _on_devices(vm, step, bufs, block)
 
 
 def _block(a: np.ndarray, axis: int, i: int, width: int) -> np.ndarray:
@@ -249,26 +270,7 @@ def attend_grad_block(
             "none (run the forward's blocks first)",
             rule="attend-statistics",
         )
-    qt, kt = step.inputs[0], step.inputs[1]
-    head, key = qt.dims[-1].label, step.dim
-    query = next(d for d in qt.dim_names if d not in kt.dim_names)
-    ltr = _letters(qt, kt)
-    qs, ks = "".join(ltr[d] for d in qt.dim_names), "".join(ltr[d] for d in kt.dim_names)
-    rows = "".join(ltr[d] for d in qt.dim_names if d != head)
-    sk = f"{rows}{ltr[key]}"
-    scores = np.einsum(f"{qs},{ks}->{sk}", q, k)
-    if "causal" in step.flags:
-        _keys_cover_queries(step, *totals)
-        mask = causal_mask(
-            starts[0],
-            q.shape[qt.dim_names.index(query)],
-            starts[1],
-            k.shape[kt.dim_names.index(key)],
-            *totals,
-        )
-        shape = [1] * scores.ndim
-        shape[rows.index(ltr[query])], shape[-1] = mask.shape
-        scores = np.where(mask.reshape(shape), -np.inf, scores)
+    scores, qs, ks, sk = _scores(step, q, k, starts, totals)
     p = np.exp(scores - np.asarray(lse))  # lse: Q's dims, the head dim of size 1 (the rows', then 1)
     which = next(f for f in step.flags if f in ("dq", "dk", "dv"))
     if which == "dv":
@@ -281,25 +283,10 @@ def attend_grad_block(
 
 
 def _attend_grad(vm: VirtualMesh, net: Net, step: Step, *bufs: Buffers) -> tuple[Buffers, Layout]:
-    rec = RECORDS[step.op]
-    try:
-        made = rec.apply(step.inputs, step.dim, vm.mesh, step.axes, flags=step.flags)
-    except ShardalgError as err:
-        raise step_error(step, err.message) from None
-    qt, kt = step.inputs[0], step.inputs[1]
-    query = next(d for d in qt.dim_names if d not in kt.dim_names)
-    axes, keys = qt.axes_of(query), kt.axes_of(step.dim)
-    n = vm.size(axes) if axes else 1
-    nk = vm.size(keys) if keys else 1
-    out: dict = {}
-    for c in vm.coords:
-        q, k, v, o, do = (b[c] for b in bufs)
-        tl, sl = q.shape[qt.dim_names.index(query)], k.shape[kt.dim_names.index(step.dim)]
-        mine = vm.rank(c, axes) if axes else 0
-        theirs = (mine - (step.offset or 0)) % n if keys else 0
-        got = attend_grad_block(step, q, k, v, o, do, (mine * tl, theirs * sl), (tl * n, sl * nk))
-        out[c] = freeze(got)
-    return out, (tuple(d.axes for d in made.dims), frozenset(made.unreduced))
+    def block(values: list[np.ndarray], starts: tuple[int, int], totals: tuple[int, int]) -> np.ndarray:
+        return attend_grad_block(step, *values, starts, totals)
+
+    return _on_devices(vm, step, bufs, block)
 
 
 def _attend_grad_dense(step: Step, values: Sequence[np.ndarray], vm: VirtualMesh) -> np.ndarray:
