@@ -27,6 +27,7 @@ __all__ = [
     "as_json",
     "as_text",
     "bytes_text",
+    "time_text",
     "is_number",
 ]
 
@@ -92,6 +93,14 @@ def as_text(x: Expr | int | float) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return f"{value:.4g}"
+
+
+def time_text(seconds: float) -> str:
+    """Seconds for people, to four significant digits in s, ms, us or ns: ``2.5 ms``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds * 1e9:.4g} ns"
 
 
 def bytes_text(x: Expr) -> str:

@@ -42,7 +42,7 @@ from .expand import expand, shard
 from .inference import Roofline, inference_ops
 from .memory import MemoryReport, model_memory
 from .program import model_program
-from .quantities import as_json, bytes_text
+from .quantities import as_json, bytes_text, time_text
 from .step import StepReport, _cost_model, _part_plans, _whole_step, model_step
 
 __all__ = ["ServeReport", "serve"]
@@ -150,13 +150,7 @@ class ServeReport:
 
     def text(self, steps: bool = False) -> str:
         """The figures and the defaults; with ``steps``, the prefill step and the last decode step op by op."""
-
-        def t(s: float) -> str:
-            for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-                if s >= scale:
-                    return f"{s / scale:.4g} {unit}"
-            return f"{s * 1e9:.4g} ns"
-
+        t = time_text
         chip = self.prefill.chip.name if self.prefill.chip is not None else "?"
         lines = [
             f"{'serve':<14} prefill {self.prefill_tokens:,} tokens + {self.generate:,} generated, batch "

@@ -26,6 +26,7 @@ from shardalg.costs.topology import Layout
 from shardalg.errors import UsageError
 from shardalg.notation.syntax import Op
 
+from .quantities import time_text
 from .step import StepReport
 
 __all__ = ["AxisComms", "PartComms", "slice_comms", "slice_lines"]
@@ -95,13 +96,6 @@ def _seconds(cost: Any, term: Any) -> float:
     return got
 
 
-def _time(s: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if s >= scale:
-            return f"{s / scale:.4g} {unit}"
-    return f"{s * 1e9:.4g} ns"
-
-
 def slice_lines(report: StepReport, layout: Layout) -> list[str]:
     """The slice, its logical mesh and each part's communication as text lines."""
     t = layout.topology
@@ -113,6 +107,6 @@ def slice_lines(report: StepReport, layout: Layout) -> list[str]:
             )
             lines.append(
                 f"{part.part + ' comms':<12} {'_'.join(c.axes) or '-'}: {c.count} collective{'' if c.count == 1 else 's'}, bandwidth "
-                f"{_time(c.bandwidth)}, latency {_time(c.latency)}{hops}"
+                f"{time_text(c.bandwidth)}, latency {time_text(c.latency)}{hops}"
             )
     return lines

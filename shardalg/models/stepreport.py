@@ -24,7 +24,7 @@ from .analysis import Analysis, Flops
 from .conventions import step_conventions
 from .inference import Roofline
 from .program import ModelProgram
-from .quantities import as_json, as_text
+from .quantities import as_json, as_text, time_text
 from .trainstate import TrainState
 
 __all__ = ["StepReport", "Part", "OpPart", "SECONDS_PER_DAY"]
@@ -254,7 +254,7 @@ class StepReport(Shown):
 
     def _t(self, e: Expr) -> str:
         s = self.seconds_of(e)
-        return _time(s) if s is not None else sympy.sstr(e)
+        return time_text(s) if s is not None else sympy.sstr(e)
 
     def _what(self) -> str:
         mode = "training" if self.analysis.mode == "train" else "inference"
@@ -359,10 +359,3 @@ class StepReport(Shown):
             lines.append(f"note: {k}: {v}")
         lines += [f"convention: {k}: {v}" for k, v in step_conventions(self)]
         return "\n".join(lines)
-
-
-def _time(s: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if s >= scale:
-            return f"{s / scale:.4g} {unit}"
-    return f"{s * 1e9:.4g} ns"
