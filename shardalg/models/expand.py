@@ -74,6 +74,18 @@ def _t(name: str, dims: str, dtype: DType | None) -> str:
     return f"{name}: {dtype.value}[{dims}]" if dtype is not None else f"{name}[{dims}]"
 
 
+def _declarations(c: ModelConfig, p: DType | None, core: bool, tok: str) -> list[str]:
+    """A program's first lines: its parameters, embeddings, KV cache (``core``: the attention core's products
+    over it), token dims ``tok`` and layers, and ``W_emb``."""
+    layer_params = ["W_q", "W_k", "W_v", "W_o"] + (["W_r"] if c.moe else []) + ["W_gate", "W_in", "W_out"]
+    layer_params += ["g_attn", "g_mlp"] if c.norms else []
+    outside = ["W_emb"] + ([] if c.tied else ["W_unemb"]) + (["g_final"] if c.norms else [])
+    lines = [f"params {', '.join(layer_params)}", f"embeddings {', '.join(outside)}"]
+    if core:
+        lines.append("kvcache Kc, Vc")
+    return lines + [f"tokens {tok}", "layers L", _t("W_emb", "V, D", p)]
+
+
 def expand(
     config: ModelConfig | str,
     phase: str = "train",
@@ -104,14 +116,7 @@ def expand(
     decode = phase == "decode"
     core = phase != "train"  # the attention core's products over a KV cache
     tok = "B" if decode else "B, T"  # the dims of one token stream
-
-    layer_params = ["W_q", "W_k", "W_v", "W_o"] + (["W_r"] if c.moe else []) + ["W_gate", "W_in", "W_out"]
-    layer_params += ["g_attn", "g_mlp"] if c.norms else []
-    outside = ["W_emb"] + ([] if c.tied else ["W_unemb"]) + (["g_final"] if c.norms else [])
-    lines = [f"params {', '.join(layer_params)}", f"embeddings {', '.join(outside)}"]
-    if core:
-        lines.append("kvcache Kc, Vc")
-    lines += [f"tokens {tok}", "layers L", _t("W_emb", "V, D", p)]
+    lines = _declarations(c, p, core, tok)
     if c.norms:
         lines += [_t("g_final", "D", p), _t("g_attn", "D", p), _t("g_mlp", "D", p)]
     q = "B, K, G, H" if decode else "B, T, K, G, H"
@@ -234,15 +239,9 @@ def _written(
     written)."""
     kv = dtype_named(kv_dtype) if isinstance(kv_dtype, str) else kv_dtype if kv_dtype is not None else p
     decode = phase == "decode"
-    core = phase != "train"
-    tok = "B" if decode else "B, T"
-    layer_params = ["W_q", "W_k", "W_v", "W_o"] + (["W_r"] if c.moe else []) + ["W_gate", "W_in", "W_out"]
-    layer_params += ["g_attn", "g_mlp"] if c.norms else []
-    outside = ["W_emb"] + ([] if c.tied else ["W_unemb"]) + (["g_final"] if c.norms else [])
-    lines = [f"params {', '.join(layer_params)}", f"embeddings {', '.join(outside)}"]
-    if core:
-        lines.append("kvcache Kc, Vc")
-    lines += [f"tokens {tok}", "layers L", _t("W_emb", "V, D", p)]
+    core = phase != "train"  # the attention core's products over a KV cache
+    tok = "B" if decode else "B, T"  # the dims of one token stream
+    lines = _declarations(c, p, core, tok)
 
     def norm(x: str, gain: str, out: str, rows: str) -> str:
         if not c.norms:
