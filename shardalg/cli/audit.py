@@ -14,12 +14,11 @@ when the audit ran (flags included), 2 when it could not (the file, the function
 from __future__ import annotations
 
 import argparse
-import json
 
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
-from .common import add_overlap, examples
+from .common import add_overlap, examples, json_text
 from .hwmesh import MESH_HELP, add_hw, chip
 
 
@@ -40,7 +39,7 @@ def _audit(args: argparse.Namespace) -> int:
             raise UsageError("--dtensor reports as text or json")
         d = audit_dtensor(args.target, Mesh.parse(args.mesh), hw=chip(args.hw), overlap=args.overlap)
         print(
-            json.dumps(d.to_json(), indent=2) if args.format == "json" else d.text(),
+            json_text(d.to_json(), ensure_ascii=True) if args.format == "json" else d.text(),
             end="\n" if args.format == "json" else "",
         )
         return EXIT_OK
@@ -56,7 +55,7 @@ def _audit(args: argparse.Namespace) -> int:
         overlap=args.overlap,
     )
     if args.format == "json":
-        print(json.dumps(report_json(a), indent=2))
+        print(json_text(report_json(a), ensure_ascii=True))
     elif args.format == "latex":
         print(report_latex(a), end="")
     elif args.format == "html":

@@ -10,38 +10,24 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from . import EXIT_ILLEGAL, EXIT_OK, EXIT_USAGE
-from .common import examples, program_text
+from .common import examples, json_text, program_text
+from .hwmesh import mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
-
-
-def _text(arg: str) -> str:
-    return program_text(arg)
-
-
-def _mesh(args: argparse.Namespace):
-    from shardalg.algebra.mesh import Mesh
-
-    return Mesh.parse(args.mesh) if args.mesh else None
-
-
-def _dump(obj: object) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False)
 
 
 def _backward(args: argparse.Namespace) -> int:
     from shardalg.planning.backward import backward
     from shardalg.planning.symbolic import piecewise
 
-    program, mesh = _text(args.program), _mesh(args)
+    program, the_mesh = program_text(args.program), mesh(args.mesh or None)
     pieces = piecewise(
         lambda: backward(
             program,
-            mesh,
+            the_mesh,
             args.sizes,
             defer_reductions=args.defer_reductions,
             keep_gathered=args.keep_gathered,
@@ -50,9 +36,9 @@ def _backward(args: argparse.Namespace) -> int:
     fmt = "json" if args.json else args.format
     if fmt == "json":
         if len(pieces) == 1:
-            print(_dump(pieces[0][1].to_json()))
+            print(json_text(pieces[0][1].to_json()))
         else:  # a plan's choice is piecewise in one size: each piece's backward with its condition
-            print(_dump({"pieces": [{"where": where, **bw.to_json()} for where, bw in pieces]}))
+            print(json_text({"pieces": [{"where": where, **bw.to_json()} for where, bw in pieces]}))
         return EXIT_OK
     comment = "%" if fmt == "latex" else "#"
     for where, bw in pieces:
@@ -74,10 +60,14 @@ def _verify(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     report = verify(
-        _text(forward), _text(written), _mesh(args), args.sizes, defer_reductions=args.defer_reductions
+        program_text(forward),
+        program_text(written),
+        mesh(args.mesh or None),
+        args.sizes,
+        defer_reductions=args.defer_reductions,
     )
     if args.json:
-        print(_dump(report.to_json()))
+        print(json_text(report.to_json()))
     elif report.ok:
         print(str(report))
     if not report.ok:

@@ -66,12 +66,13 @@ def add_keep(p: argparse.ArgumentParser) -> None:
     )
 
 
-def json_text(obj: object, **options: Any) -> str:
-    """``json.dumps(obj, **options)``, the ``--json`` output. :mod:`json` is imported here: a command run
-    without ``--json`` (the README's ``plan`` and ``compare``) starts without it (~3 ms of a cold start)."""
+def json_text(obj: object, ensure_ascii: bool = False) -> str:
+    """The ``--json`` output: ``obj`` indented by two, its text as written (``ensure_ascii``: escaped).
+    :mod:`json` is imported here: a command run without ``--json`` (the README's ``plan`` and ``compare``)
+    starts without it (~3 ms of a cold start)."""
     import json
 
-    return json.dumps(obj, **options)
+    return json.dumps(obj, indent=2, ensure_ascii=ensure_ascii)
 
 
 def examples(*commands: str) -> str:

@@ -39,16 +39,6 @@ _CONSTRAINT = re.compile(
 )
 
 
-def _source(text: str) -> str:
-    return program_text(text)
-
-
-def _mesh(text: str | None):
-    """The mesh text of every command (:meth:`shardalg.algebra.mesh.Mesh.parse`): ``X=4,Y=2``, ``X=16*2``,
-    ``X=4:ring``, ``Y=4:line``, or ``X`` alone (a symbolic size)."""
-    return mesh(text)
-
-
 def _name(text: str | None, what: str) -> str | None:
     if text is None:
         return None
@@ -82,7 +72,7 @@ def _options(args: argparse.Namespace) -> dict:
     hw, notes = slice_chip(args, layout)
     _notes(f"{k}: {v}" for k, v in notes)
     out: dict = {
-        "mesh": layout.mesh if layout is not None else _mesh(args.mesh),
+        "mesh": layout.mesh if layout is not None else mesh(args.mesh),
         "sizes": args.sizes,
         "hw": hw,
         "model": args.model,
@@ -100,14 +90,14 @@ def _options(args: argparse.Namespace) -> dict:
 def _parse(text: str):
     from shardalg.notation.parse import parse
 
-    return parse(_source(text))
+    return parse(program_text(text))
 
 
 def _print_derivation(d, as_json: bool, key: str) -> None:
     if as_json:
         data = d.to_json()
         data[key] = data["result"]
-        print(json_text(data, indent=2, ensure_ascii=False))
+        print(json_text(data))
     else:
         print(d)
 
@@ -128,7 +118,7 @@ def _cost(args: argparse.Namespace) -> int:
     pc = cost(_parse(args.expr), overlap=overlap, latency=not args.no_latency, **_options(args))
     _notes(pc.notes)
     if args.json:
-        print(json_text(pc.to_json(), indent=2, ensure_ascii=False))
+        print(json_text(pc.to_json()))
         return EXIT_OK
     print(pc)
     if args.schedule:
@@ -200,7 +190,7 @@ def _hw_list(args: argparse.Namespace) -> int:
 
     chips = [hardware.get(n) for n in hardware.names()]
     if args.json:
-        print(json_text([c.to_json() for c in chips], indent=2))
+        print(json_text([c.to_json() for c in chips], ensure_ascii=True))
     else:
         for c in chips:
             print(f"{c.name:<8} {c.model:<11} {c.description}")
@@ -211,7 +201,7 @@ def _hw_show(args: argparse.Namespace) -> int:
     from shardalg.costs.chipspec import chip_from_text
 
     chip = chip_from_text(args.name)  # what --hw accepts: a preset, a TOML file or NAME=VALUE pairs
-    print(json_text(chip.to_json(), indent=2) if args.json else str(chip))
+    print(json_text(chip.to_json(), ensure_ascii=True) if args.json else str(chip))
     return EXIT_OK
 
 
@@ -221,7 +211,7 @@ def _hw_slice(args: argparse.Namespace) -> int:
     topology = slice_topology(args.name)
     layout = topology.layout(args.mesh)
     if args.json:
-        print(json_text({**topology.to_json(), "mesh": layout.to_json()["axes"]}, indent=2))
+        print(json_text({**topology.to_json(), "mesh": layout.to_json()["axes"]}, ensure_ascii=True))
     else:
         print(topology)
         print("mesh: " + "; ".join(layout.lines()))

@@ -26,10 +26,6 @@ PICTURES = ("png", "svg")
 BACKENDS = ("jax", "torch")
 
 
-def _source(args: argparse.Namespace) -> str:
-    return program_text(args.expr)
-
-
 def _mesh(args: argparse.Namespace, program: object):
     from shardalg.algebra.mesh import Mesh
 
@@ -45,7 +41,7 @@ def _export(args: argparse.Namespace) -> int:
     from shardalg.algebra.legality import as_sizes
     from shardalg.notation.parse import parse
 
-    program = parse(_source(args))
+    program = parse(program_text(args.expr))
     mesh = _mesh(args, program)
     sizes = dict(program.sizes)
     sizes.update(as_sizes(args.sizes))
@@ -95,7 +91,7 @@ def _show(args: argparse.Namespace) -> int:
     from shardalg.notation.parse import parse_statement, parse_tensor
     from shardalg.pictures.show import show, show_collective, show_tikz
 
-    text = _source(args).strip()
+    text = program_text(args.expr).strip()
     mesh = Mesh.parse(args.mesh)
     sizes = as_sizes(args.sizes)
     fmt = args.format or (Path(args.out).suffix.lstrip(".").lower() if args.out else "text")

@@ -12,7 +12,6 @@ PROGRAM is the notation with role declarations (``params``, ``embeddings``, ``sa
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from typing import Any
 from shardalg.errors import UsageError
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import HelpFormatter, add_overlap, examples, no_made_up_sizes, program_text
+from .common import HelpFormatter, add_overlap, examples, json_text, no_made_up_sizes, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
 from .serving import add_efficiencies, efficiency_options
 
@@ -106,7 +105,7 @@ def _state(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _print(data: dict[str, Any] | str, as_json: bool) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else data)
+    print(json_text(data) if as_json else data)
 
 
 @no_made_up_sizes

@@ -10,34 +10,24 @@ EXPR may be ``-`` to read it from standard input. ``--sizes`` is strictly ``NAME
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import examples, program_text
+from .common import examples, json_text, program_text
+from .hwmesh import mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
 
 
-def _source(args: argparse.Namespace) -> str:
-    return program_text(args.expr)
-
-
-def _mesh(args: argparse.Namespace):
-    from shardalg.algebra.mesh import Mesh
-
-    return Mesh.parse(args.mesh) if args.mesh else None
-
-
 def _dump(obj: object) -> str:
-    return obj if isinstance(obj, str) else json.dumps(obj, indent=2, ensure_ascii=False)
+    return obj if isinstance(obj, str) else json_text(obj)
 
 
 def _parse(args: argparse.Namespace) -> int:
     from shardalg.notation import printing
     from shardalg.notation.parse import parse
 
-    program = parse(_source(args))
+    program = parse(program_text(args.expr))
     out = printing.to_json(program) if args.format == "json" else getattr(printing, args.format)(program)
     print(_dump(out))
     return EXIT_OK
@@ -48,9 +38,9 @@ def _check(args: argparse.Namespace) -> int:
     from shardalg.notation.parse import parse
     from shardalg.notation.printing import text
 
-    program = parse(_source(args))
-    found = check(program, _mesh(args), args.sizes)
-    noted = [] if found else notes(program, _mesh(args), args.sizes)
+    program = parse(program_text(args.expr))
+    found = check(program, mesh(args.mesh or None), args.sizes)
+    noted = [] if found else notes(program, mesh(args.mesh or None), args.sizes)
     if args.json:
         print(
             _dump(
@@ -73,7 +63,7 @@ def _shape(args: argparse.Namespace) -> int:
     from shardalg.algebra.shape import shape
     from shardalg.notation.parse import parse
 
-    info = shape(parse(_source(args)), _mesh(args), args.sizes)
+    info = shape(parse(program_text(args.expr)), mesh(args.mesh or None), args.sizes)
     print(_dump(info.to_json()) if args.json else str(info))
     return EXIT_OK
 

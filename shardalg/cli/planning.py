@@ -35,10 +35,6 @@ from .hwmesh import HW_HELP, add_hw, chip, mesh
 FORMATS = ("text", "unicode", "latex", "json")
 
 
-def _source(args: argparse.Namespace) -> str:
-    return program_text(args.expr)
-
-
 def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """The prepared problem, its plans, and the one CostModel of the call (None without --hw), which ranks
     the plans and prices each one printed."""
@@ -48,7 +44,7 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shardalg.planning.planner import plans, prepare
     from shardalg.planning.planset import Limits
 
-    source = _source(args)
+    source = program_text(args.expr)
     limits = Limits(max_labels=args.max_labels) if args.max_labels is not None else Limits()
     try:
         problem = prepare(source, mesh(args.mesh), as_sizes(args.sizes))
@@ -136,8 +132,8 @@ def _statements(source: str) -> list[str] | None:
 @no_made_up_sizes
 def _plan(args: argparse.Namespace) -> int:
     if args.expr == "-":  # standard input is read once, here
-        args = argparse.Namespace(**{**vars(args), "expr": _source(args)})
-    statements = _statements(_source(args))
+        args = argparse.Namespace(**{**vars(args), "expr": program_text(args.expr)})
+    statements = _statements(program_text(args.expr))
     if statements is None:
         return _plan_one(args)
     if args.json or args.format == "json":
@@ -166,9 +162,7 @@ def _plan_one(args: argparse.Namespace) -> int:
     if fmt == "json":
         print(
             json_text(
-                plan_json(shown, problem.mesh, sizes, seconds, None if costs is None else costs.overlap),
-                indent=2,
-                ensure_ascii=False,
+                plan_json(shown, problem.mesh, sizes, seconds, None if costs is None else costs.overlap)
             )
         )
         return EXIT_OK
@@ -236,7 +230,7 @@ def _simulate(args: argparse.Namespace) -> int:
                         for p, r in zip(found, results, strict=True)
                     ]
                 },
-                indent=2,
+                ensure_ascii=True,
             )
         )
     else:

@@ -13,13 +13,12 @@ default not chosen (efficiencies at peak said in words). ``--json``: ``ttft_s``,
 from __future__ import annotations
 
 import argparse
-import json
 import re
 
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
-from .common import HelpFormatter, add_overlap, examples
+from .common import HelpFormatter, add_overlap, examples, json_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+")
@@ -90,9 +89,7 @@ def _serve(args: argparse.Namespace) -> int:
         mfu=number(args.mfu, "--mfu"),
         **efficiency_options(args),  # type: ignore[arg-type]
     )
-    print(
-        json.dumps(report.to_json(), indent=2, ensure_ascii=False) if args.json else report.text(args.steps)
-    )
+    print(json_text(report.to_json()) if args.json else report.text(args.steps))
     return EXIT_OK
 
 

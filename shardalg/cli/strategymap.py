@@ -10,7 +10,6 @@ one, or - for standard input. Every default not chosen is stated in the output (
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import textwrap
 from typing import Any
@@ -19,7 +18,7 @@ from shardalg.errors import UsageError
 from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
-from .common import HelpFormatter, add_keep, add_overlap, examples, program_text
+from .common import HelpFormatter, add_keep, add_overlap, examples, json_text, program_text
 from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
 
 EXAMPLE = (
@@ -68,7 +67,7 @@ def _run(args: argparse.Namespace) -> int:
                 "caption": caption,
                 "latex_figure": latex_figure(picture.path, caption),
             }
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(json_text(data))
     elif args.format == "latex":
         print(result.latex())
     else:

@@ -9,7 +9,6 @@ shardalg latex EXPR [--mesh X=4,Y=2 --plan] [--markdown]
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 from shardalg import limits
 from shardalg.errors import UsageError
 
-from .common import DIR_COMPLETION, FILE_COMPLETION, examples, file_error, program_text
+from .common import DIR_COMPLETION, FILE_COMPLETION, examples, file_error, json_text, program_text
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -183,7 +182,7 @@ def _proofs(args: argparse.Namespace) -> int:
 
     lemmas = run_all(args.names or None)
     if args.format == "json":
-        print(json.dumps([lemma.to_json() for lemma in lemmas], indent=2))
+        print(json_text([lemma.to_json() for lemma in lemmas], ensure_ascii=True))
     elif args.format == "latex":
         print("\n".join(lemma.latex() for lemma in lemmas))
     elif args.format == "markdown":
@@ -286,7 +285,7 @@ def _plot(args: argparse.Namespace) -> int:
             "exact": [str(e) for e in curves.exact],
             "cheaper_throughout": None if curves.crossovers else labels[curves.cheaper(lo)],
         }
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(json_text(data))
         return EXIT_OK
     for c in curves.crossovers:
         print(f"crossover: {args.over} = {c.at:.6g} ({labels[c.cheaper_above]} cheaper above)")
