@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from shardalg.numeric.proofs import tex_prose
+from shardalg.notation.printing.symbology import latex_escape_prose
 
 from .mathtext import MathPart, split_math
 
@@ -70,7 +70,9 @@ class Code:
 
 def tex_text(text: str) -> str:
     """Running text as LaTeX: math runs in ``$...$`` (:func:`.mathtext.split_math`), the rest escaped."""
-    return "".join(f"${p.latex}$" if isinstance(p, MathPart) else tex_prose(p) for p in split_math(text))
+    return "".join(
+        f"${p.latex}$" if isinstance(p, MathPart) else latex_escape_prose(p) for p in split_math(text)
+    )
 
 
 def md_text(text: str) -> str:
@@ -256,7 +258,7 @@ def _section_markdown(sec: Section, level: int, figures: list[int]) -> str:
 
 def _cell_latex(cell: str | Math | Code) -> str:
     if isinstance(cell, Code):
-        return r"\texttt{" + tex_prose(cell.text) + "}"
+        return r"\texttt{" + latex_escape_prose(cell.text) + "}"
     return f"${cell.latex}$" if isinstance(cell, Math) else tex_text(cell)
 
 

@@ -90,26 +90,18 @@ def collective_examples() -> tuple[tuple[Op, str], ...]:
     return tuple((op, r.example) for op, r in RULES.items() if r.example)
 
 
-def _statement(text: str):  # -> Statement
-    return parse_statement(text)
-
-
-def _latex(node: object, **settings: object) -> str:
-    return latex(node, **settings)
-
-
 def notation() -> Section:
     rows = []
     for what, source in NOTATION_EXAMPLES:
-        node = _statement(source)
-        rows.append((what, Code(text(node)), Math(_latex(node))))
+        node = parse_statement(source)
+        rows.append((what, Code(text(node)), Math(latex(node))))
     shapes = []
     for source in SHAPE_EXAMPLES:
         info = shape(source, mesh=SHAPE_MESH, sizes=SHAPE_SIZES)
         local = ", ".join(str(v) for v in info.local_shape)
         shapes.append(
             (
-                Math(_latex(info.tensor)),
+                Math(latex(info.tensor)),
                 f"[{local}]",
                 f"{info.bytes_per_device:,} bytes",
                 f"{info.replication} cop{'y' if info.replication == 1 else 'ies'}",
@@ -184,7 +176,7 @@ def four_cases() -> Section:
     sizes = ", ".join(f"{k} = {v:,}" for k, v in CASE_SIZES.items())
     subs = []
     for title, source, gist in CASES:
-        stmt = _statement(source)
+        stmt = parse_statement(source)
         found = plans(stmt, mesh=CASE_MESH)
         priced = sorted(
             (
@@ -193,7 +185,7 @@ def four_cases() -> Section:
             ),
             key=lambda t: (t[0], t[1]),
         )
-        blocks: list = [Prose.of(gist), Display(_latex(stmt), "The matmul:")]
+        blocks: list = [Prose.of(gist), Display(latex(stmt), "The matmul:")]
         if found and found[0].cases:
             case, roles = book_case(found[0].cases)
             blocks.append(Prose.of("The book's case: " + "; ".join(case) + "."))
@@ -221,7 +213,7 @@ def four_cases() -> Section:
             comms = plan_cost(p, CASE_MESH, latency=False).comms
             whose = "; the book's plan" if p is book else ""
             label = f"Plan {i} ({p.note or 'no communication'}{whose}), {_us(seconds)} microseconds:"
-            blocks.append(Display(_latex(p, reasons=False), label))
+            blocks.append(Display(latex(p, reasons=False), label))
             blocks.append(
                 Prose.of(
                     "Communication: ",
@@ -250,13 +242,13 @@ def collectives() -> Section:
     mesh = Mesh(X=None)
     rows, free = [], []
     for op, source in collective_examples():
-        stmt = _statement(source)
+        stmt = parse_statement(source)
         arg = stmt.expr.arg
         ici = collective_cost(op, arg, stmt.expr.axes, mesh, model="ici")
         ab = collective_cost(op, arg, stmt.expr.axes, mesh, model="alpha-beta")
         rows.append(
             (
-                Math(_latex(stmt)),
+                Math(latex(stmt)),
                 Math(sym_latex(ici.total(latency=False))),
                 Math(sym_latex(ici.total())),
                 Math(sym_latex(ab.total())),
@@ -302,7 +294,7 @@ def transposes() -> Section:
         rows.append((op.value, back, placement, t.note))
     examples = []
     for _, source in collective_examples():
-        stmt = _statement(source)
+        stmt = parse_statement(source)
         step = Step(stmt.expr.op, (stmt.expr.arg,), stmt.result, stmt.expr.axes, stmt.expr.dim)
         back = transpose_step(step)
         examples.append(rf"{latex(step.statement())} &\quad\Longrightarrow\quad {latex(back.statement())}")

@@ -31,10 +31,6 @@ FIGURE = "question4-crossover.pdf"  # for the LaTeX notes
 WEB_FIGURE = "question4-crossover.svg"  # for the Markdown notes: a browser shows SVG inline
 
 
-def _latex(node: object, **settings: object) -> str:
-    return latex(node, **settings)
-
-
 def _us(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1e6:.3g} microseconds"
 
@@ -176,14 +172,14 @@ def _quick_memory() -> Section:
         (
             Prose.of(
                 "fp32[1024, 4096] as ",
-                Math(_latex(a.tensor)),
+                Math(latex(a.tensor)),
                 " on X = 8, Y = 2: local shape ",
                 f"[{', '.join(map(str, a.local_shape))}], {a.bytes_per_device:,} bytes per device; loading it at "
                 f"the H100's {h100.hbm_bandwidth.value / 1e12:.3g} TB/s of HBM takes {load * 1e9:.0f} ns.",
             ),
             Prose.of(
                 "int8[128, 2048] as ",
-                Math(_latex(b.tensor)),
+                Math(latex(b.tensor)),
                 " on X = 2, Y = 8, Z = 2: "
                 f"{b.bytes_per_device:,} bytes per device, {b.total_bytes:,} bytes on all "
                 f"{b.devices} devices (replication {b.replication}).",
@@ -194,7 +190,7 @@ def _quick_memory() -> Section:
 
 def _quick_allgather() -> Section:
     source = "AllGather_Y(bf16[E_Y, F]) -> bf16[E, F]"
-    stmt_latex = _latex(parse_statement(source))
+    stmt_latex = latex(parse_statement(source))
     big = {"E": 2048, "F": 8192}
     line = cost(source, mesh=Mesh(X=8, Y=4), sizes=big, hw="tpu-v5e")
     ring = cost(source, mesh=Mesh([Axis("X", 8), Axis("Y", 4, wraps=True)]), sizes=big, hw="tpu-v5e")
@@ -220,7 +216,7 @@ def _question_1() -> Section:
         "Question 1: replicated sharding",
         (
             Prose.of(
-                Math(_latex(a.tensor)),
+                Math(latex(a.tensor)),
                 f" on X = 4, Y = 8, Z = 2 is replicated over Y and Z: all chips together "
                 f"hold {a.replication} copies' worth of the array (the replication factor).",
             ),
@@ -237,7 +233,7 @@ def _question_2_3() -> Section:
         "AllReduce_Z(bf16[B_X, D_Y]{U_Z}) -> bf16[B_X, D_Y]",
     ):
         c = cost(source, mesh=mesh, sizes=sizes, hw="tpu-v4p")
-        rows.append(Prose.of(Math(_latex(parse_statement(source))), f": {_us(c.seconds)}."))
+        rows.append(Prose.of(Math(latex(parse_statement(source))), f": {_us(c.seconds)}."))
     small = "AllGather_X(bf16[B_X]) -> bf16[B]"
     tiny = cost(small, mesh=mesh, sizes={"B": 128}, hw="tpu-v4p")
     return Section(
@@ -247,7 +243,7 @@ def _question_2_3() -> Section:
             *rows,
             Prose.of(
                 "With B = 128, ",
-                Math(_latex(parse_statement(small))),
+                Math(latex(parse_statement(small))),
                 f" takes {_us(tiny.seconds)}: ",
                 Math("T = " + sym_latex(tiny.total)),
                 ", latency-bound.",
@@ -259,14 +255,14 @@ def _question_2_3() -> Section:
 def _question_4(out_dir: Path | None) -> Section:
     one, two = question_4_costs()
     blocks: list = [
-        Display(_latex(parse(QUESTION_4[0]), reasons=False), "Strategy 1: gather the weights (case 2)."),
+        Display(latex(parse(QUESTION_4[0]), reasons=False), "Strategy 1: gather the weights (case 2)."),
         Prose.of(
             "Its time: ",
             Math(r"\max\left(" + sym_latex(one.compute) + ", " + sym_latex(one.comms) + r"\right)"),
             ".",
         ),
         Display(
-            _latex(parse(QUESTION_4[1]), reasons=False),
+            latex(parse(QUESTION_4[1]), reasons=False),
             "Strategy 2: multiply locally, then AllReduce (case 3).",
         ),
         Prose.of(

@@ -36,20 +36,10 @@ from shardalg.errors import UsageError
 from shardalg.notation.printing.display import pretty_text, short
 from shardalg.notation.printing.symbology import latex_escape_prose, latex_escape_text
 
-__all__ = ["ProofStep", "Lemma", "Proof", "discover", "load", "prove", "run_all", "sym_latex", "tex_text"]
+__all__ = ["ProofStep", "Lemma", "Proof", "discover", "load", "prove", "run_all", "sym_latex"]
 
 # Modules of proofs/ that are not lemmas.
 _NOT_LEMMAS = frozenset({"run", "common"})
-
-
-def tex_prose(text: str) -> str:
-    """Plain text made safe for a LaTeX document's running text (a paragraph, a heading)."""
-    return latex_escape_prose(text)
-
-
-def tex_text(text: str) -> str:
-    """Plain text made safe for TeX's text mode (inside ``\\text{}`` or a paragraph): the printers' escapes."""
-    return latex_escape_text(text)
 
 
 def sym_latex(expr: Any) -> str:
@@ -68,7 +58,7 @@ class ProofStep:
 
     def latex_row(self) -> str:
         mark = "" if self.holds else r"\quad\text{(FAILS)}"
-        note = rf"&& \text{{{tex_text(self.note)}}}" if self.note else ""
+        note = rf"&& \text{{{latex_escape_text(self.note)}}}" if self.note else ""
         return f"& {self.claim}{mark} {note}"
 
 
@@ -109,7 +99,7 @@ class Lemma:
         items = []
         for s in self.steps:
             mark = r"$\checkmark$" if s.holds else r"\textbf{FAILS}"
-            note = tex_prose(s.note) + ": " if s.note else ""
+            note = latex_escape_prose(s.note) + ": " if s.note else ""
             items.append(rf"\item[{mark}] {note}${s.claim}$")
         return "\\begin{itemize}\\small\n" + "\n".join(items) + "\n\\end{itemize}"
 
@@ -117,16 +107,16 @@ class Lemma:
         """The lemma as a block of a LaTeX document: title, statement, derivation, verdict."""
         verdict = "holds" if self.holds else "does NOT hold"
         parts = [
-            rf"\paragraph{{Lemma ({tex_prose(self.name)}): {tex_prose(self.title)}.}}",
+            rf"\paragraph{{Lemma ({latex_escape_prose(self.name)}): {latex_escape_prose(self.title)}.}}",
             rf"\[ {self.statement} \]",
         ]
         if self.prose:
-            parts.append(tex_prose(self.prose))
+            parts.append(latex_escape_prose(self.prose))
         parts.append(r"\emph{Proof, as computed by shardalg:}")
         parts.append(self.steps_latex())
         parts.append(rf"\emph{{Checked: the lemma {verdict} ({len(self.steps)} steps).}}")
         if self.failure:
-            parts.append(r"\emph{Failure:} " + tex_prose(self.failure))
+            parts.append(r"\emph{Failure:} " + latex_escape_prose(self.failure))
         return "\n".join(parts) + "\n"
 
     def markdown(self) -> str:
