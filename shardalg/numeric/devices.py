@@ -96,17 +96,13 @@ def as_virtual(mesh: VirtualMesh | Mesh) -> VirtualMesh:
     return mesh if isinstance(mesh, VirtualMesh) else VirtualMesh(mesh)
 
 
-def _show(t: Tensor) -> str:
-    return text(t)
-
-
 def check_tensor(t: Tensor, vm: VirtualMesh) -> None:
     """Known axes, each used once (a tensor on ``A[I_X, J_X]`` has no consistent blocks)."""
     seen: set[str] = set()
     for a in t.used_axes:
         vm.size([a])  # UnknownAxis
         if a in seen:
-            raise AxisUsedTwice(f"mesh axis {a} is used twice in {_show(t)}", span=t.span)
+            raise AxisUsedTwice(f"mesh axis {a} is used twice in {text(t)}", span=t.span)
         seen.add(a)
 
 
@@ -131,7 +127,7 @@ def local_shape(t: Tensor, mesh: VirtualMesh | Mesh, sizes: Mapping[str, int]) -
     for d in t.dims:
         n, g = dim_extent(d.label, d.size, sizes), vm.size(d.axes)
         if n % g:
-            raise IndivisibleDim(f"dim {d.label} = {n} of {_show(t)} does not split into {g} blocks")
+            raise IndivisibleDim(f"dim {d.label} = {n} of {text(t)} does not split into {g} blocks")
         out.append(n // g)
     return tuple(out)
 
@@ -172,10 +168,10 @@ def shard(
     vm, arr = as_virtual(mesh), np.asarray(global_array)
     check_tensor(tensor, vm)
     if arr.ndim != len(tensor.dims):
-        raise ShapeMismatch(f"{_show(tensor)} has {len(tensor.dims)} dims, the array {arr.ndim}")
+        raise ShapeMismatch(f"{text(tensor)} has {len(tensor.dims)} dims, the array {arr.ndim}")
     for d, n in zip(tensor.dims, arr.shape, strict=True):
         if d.size is not None and d.size != n:
-            raise ShapeMismatch(f"dim {d.label} of {_show(tensor)} has size {d.size}, the array {n}")
+            raise ShapeMismatch(f"dim {d.label} of {text(tensor)} has size {d.size}, the array {n}")
     loc = local_shape(tensor, vm, {d.label: n for d, n in zip(tensor.dims, arr.shape, strict=True)})
     rng = rng if rng is not None else np.random.default_rng(0)
     parts_of: dict[tuple[int, ...], list[np.ndarray]] = {}
@@ -217,12 +213,12 @@ def unshard(buffers: Mapping[Coord, np.ndarray], tensor: Tensor, mesh: VirtualMe
     vm = as_virtual(mesh)
     check_tensor(tensor, vm)
     if set(buffers) != set(vm.coords):
-        raise ExecutionError(f"the buffers of {_show(tensor)} do not cover the {len(vm.coords)} devices")
+        raise ExecutionError(f"the buffers of {text(tensor)} do not cover the {len(vm.coords)} devices")
     rank = len(tensor.dims)
     first = buffers[vm.coords[0]]
     loc = first.shape[:rank]
     if len(loc) != rank or any(b.shape != first.shape for b in buffers.values()):
-        raise ExecutionError(f"the devices of {_show(tensor)} hold blocks of different shapes")
+        raise ExecutionError(f"the devices of {text(tensor)} hold blocks of different shapes")
     scale = max(1.0, max(float(np.max(np.abs(b), initial=0.0)) for b in buffers.values()))
     reps: dict[tuple[tuple[int, ...], int], Coord] = {}
     for c in vm.coords:
@@ -233,7 +229,7 @@ def unshard(buffers: Mapping[Coord, np.ndarray], tensor: Tensor, mesh: VirtualMe
             buffers[c], buffers[reps[k]], rtol=1e-9, atol=1e-12 * scale
         ):
             raise ExecutionError(
-                f"devices {reps[k]} and {c} should hold the same block of {_show(tensor)} but do not"
+                f"devices {reps[k]} and {c} should hold the same block of {text(tensor)} but do not"
             )
     shape = tuple(s * vm.size(d.axes) for s, d in zip(loc, tensor.dims, strict=True)) + first.shape[rank:]
     total = allocate(shape, first.dtype, zero=True)

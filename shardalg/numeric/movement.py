@@ -18,11 +18,12 @@ import numpy as np
 from shardalg.algebra.registry import RECORDS, Layer
 from shardalg.errors import IndivisibleDim
 from shardalg.notation.plan import Step
+from shardalg.notation.printing import text
 from shardalg.notation.syntax import Op, Tensor
 
 from .devices import Buffers, Coord, VirtualMesh
 from .kernels import allocate, contiguous, contract, freeze, readonly_view
-from .steprules import Layout, _show, einsum_rule, step_error
+from .steprules import Layout, einsum_rule, step_error
 
 __all__ = [
     "MOVES",
@@ -97,7 +98,7 @@ def _dim_pos(step: Step, t: Tensor, name: str | None) -> int:
     for i, d in enumerate(t.dims):
         if d.label == name:
             return i
-    raise step_error(step, f"{_show(t)} has no dim {name}", rule="shape-mismatch")
+    raise step_error(step, f"{text(t)} has no dim {name}", rule="shape-mismatch")
 
 
 def _minor_suffix(step: Step, t: Tensor, axes: Sequence[str]) -> dict[int, tuple[str, ...]]:
@@ -115,7 +116,7 @@ def _minor_suffix(step: Step, t: Tensor, axes: Sequence[str]) -> dict[int, tuple
             found[i] = mine
     missing = [a for a in axes if not any(a in m for m in found.values())]
     if missing:
-        raise step_error(step, f"{', '.join(missing)} does not shard {_show(t)}")
+        raise step_error(step, f"{', '.join(missing)} does not shard {text(t)}")
     return found
 
 
@@ -165,7 +166,7 @@ def _need_unreduced(step: Step, t: Tensor) -> None:
     bad = [a for a in step.axes if a not in t.unreduced]
     if bad:
         raise step_error(
-            step, f"{', '.join(bad)} is not unreduced in {_show(t)}; only a {{U_..}} value is summed"
+            step, f"{', '.join(bad)} is not unreduced in {text(t)}; only a {{U_..}} value is summed"
         )
 
 
@@ -280,7 +281,7 @@ def _slice(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buffer
     busy = [a for a in step.axes if a in t.sharded_axes or a in t.unreduced]
     if busy:
         raise step_error(
-            step, f"{', '.join(busy)} is already used by {_show(t)}; only a replicated axis is sliced"
+            step, f"{', '.join(busy)} is already used by {text(t)}; only a replicated axis is sliced"
         )
     at, rank, parts = _dim_pos(step, t, step.dim), len(t.dims), vm.size(step.axes)
     views: dict[tuple[int, int], np.ndarray] = {}  # (buffer, piece) -> its view; replicas share it

@@ -15,13 +15,9 @@ __all__ = ["Layout", "einsum_rule", "step_error"]
 Layout = tuple[tuple[tuple[str, ...], ...], frozenset[str]]  # axes per dim, unreduced axes
 
 
-def _show(t: Tensor) -> str:
-    return text(t)
-
-
 def step_error(step: Step, why: str, rule: str = "collective-precondition") -> IllegalSharding:
     head = step.op.value + ("_{" + ",".join(step.axes) + "}" if step.axes else "")
-    return IllegalSharding(f"{head}({', '.join(_show(t) for t in step.inputs)}): {why}", rule=rule)
+    return IllegalSharding(f"{head}({', '.join(text(t) for t in step.inputs)}): {why}", rule=rule)
 
 
 def einsum_rule(step: Step) -> tuple[str, Layout]:
@@ -31,7 +27,7 @@ def einsum_rule(step: Step) -> tuple[str, Layout]:
 
     def sub(t: Tensor) -> str:
         if len(set(t.dim_names)) != len(t.dim_names):
-            raise ShapeMismatch(f"{_show(t)} names a dim twice")
+            raise ShapeMismatch(f"{text(t)} names a dim twice")
         if len(letters | dict.fromkeys(t.dim_names)) > len(string.ascii_letters):
             raise UsageError(f"an einsum of more than {len(string.ascii_letters)} distinct dims")
         return "".join(letters.setdefault(n, string.ascii_letters[len(letters)]) for n in t.dim_names)
@@ -40,7 +36,7 @@ def einsum_rule(step: Step) -> tuple[str, Layout]:
     out_names = step.output.dim_names
     if any(n not in letters for n in out_names) or len(set(out_names)) != len(out_names):
         raise ShapeMismatch(
-            f"the result {_show(step.output)} has a dim that is not an operand's, or one twice"
+            f"the result {text(step.output)} has a dim that is not an operand's, or one twice"
         )
     spec += "".join(letters[n] for n in out_names)
     both = set(left.unreduced) & set(right.unreduced)
@@ -55,8 +51,8 @@ def einsum_rule(step: Step) -> tuple[str, Layout]:
         if clash:
             raise step_error(
                 step,
-                f"{_show(t)} is unreduced over {', '.join(sorted(clash))}, which shards "
-                f"{_show(other)}: reduce it first",
+                f"{text(t)} is unreduced over {', '.join(sorted(clash))}, which shards "
+                f"{text(other)}: reduce it first",
                 rule="unreduced-product",
             )
     axes_l = {d.label: d.axes for d in left.dims}

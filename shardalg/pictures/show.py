@@ -161,14 +161,10 @@ def _block_grid(tensor: Tensor, m: Mesh) -> list[str]:
     )
 
 
-def _text(t: Tensor) -> str:
-    return text(t)
-
-
 def _summary(tensor: Tensor, m: Mesh) -> list[str]:
     local = ", ".join(d.label if not d.axes else f"{d.label}/{m.group_size(d.axes)}" for d in tensor.dims)
     lines = [
-        f"{_text(tensor)} on the mesh {', '.join(f'{a.name}={a.size}' for a in m)}: local shape [{local}]"
+        f"{text(tensor)} on the mesh {', '.join(f'{a.name}={a.size}' for a in m)}: local shape [{local}]"
     ]
     what = []
     for d in tensor.dims:
