@@ -25,6 +25,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from math import prod
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +199,7 @@ class DTensorAudit:
     def text(self) -> str:
         mesh = ", ".join(f"{k}={n}" for k, n in self.mesh.items())
         lines = [
-            f"# DTensor audit of {self.name} on {len(self.mesh) and _prod(self.mesh.values())} gloo processes, mesh {mesh}"
+            f"# DTensor audit of {self.name} on {len(self.mesh) and prod(self.mesh.values())} gloo processes, mesh {mesh}"
         ]
         lines += ["# the module's products, in DTensor's placements", *self.program]
 
@@ -230,13 +231,6 @@ class DTensorAudit:
             "backward_matches": self.backward_matches,
             "notes": self.notes,
         }
-
-
-def _prod(xs: Any) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 def _counts(raw: Mapping[str, int], names: Sequence[str], notes: list[str]) -> Counter:

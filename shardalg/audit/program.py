@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from math import prod
 from typing import Any
 
 from shardalg.errors import UsageError
@@ -80,13 +81,6 @@ class Layout:
         return replace(self, dims=tuple((d, axes if d == dim else a) for d, a in self.dims))
 
 
-def _prod(xs: Any) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
-
-
 @dataclass(frozen=True)
 class XlaStep:
     """One collective of XLA's, in the notation: ``op``, axes (sub-axes in Shardy's spelling), the tensor
@@ -126,7 +120,7 @@ class XlaStep:
         if self.hlo is None or self.op == "Slice":
             return 0
         width = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8, "s32": 4, "s8": 1, "u8": 1}.get(self.hlo.dtype, 4)
-        return _prod(self.hlo.operand) * width
+        return prod(self.hlo.operand) * width
 
 
 @dataclass
