@@ -194,18 +194,6 @@ class ModelProgram:
 # ---- reading a program ---------------------------------------------------------------------------------
 
 
-def _leaves(expr: object) -> list[Tensor]:
-    if isinstance(expr, Tensor):
-        return [expr]
-    if isinstance(expr, Product):
-        return _leaves(expr.left) + _leaves(expr.right)
-    if isinstance(expr, Collective):
-        return _leaves(expr.arg)
-    if isinstance(expr, Apply):
-        return [t for o in expr.operands for t in _leaves(o)]
-    return []
-
-
 def _named(t: Tensor, program: Program) -> str:
     if not t.name:
         raise UsageError(
@@ -294,7 +282,7 @@ def model_program(
     for i, s in enumerate(program.statements):
         expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
         reads: list[str] = []
-        for t in _leaves(expr):
+        for t in tensors_of(expr):
             name = _named(t, program)
             r = root.setdefault(name, name)
             first.setdefault(r, t)
