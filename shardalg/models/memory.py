@@ -240,10 +240,9 @@ class MemoryReport(Shown):
 
     def __str__(self) -> str:
         m = self.model
-        mesh = ", ".join(f"{a.name}={a.size if a.size is not None else a.name}" for a in m.mesh.axes)
         head = [
             ("parameters", f"{as_text(self.params)} ({as_text(m.layers)} layers)"),
-            ("mesh", f"{mesh} ({as_text(m.devices)} devices)"),
+            ("mesh", f"{self._mesh_text()} ({as_text(m.devices)} devices)"),
             ("mode", self.analysis.mode),
         ]
         if self.analysis.mode == "train":
