@@ -190,6 +190,12 @@ def draw_show(
         return _draw_show_in(plt, expr, tensor, m, path, sizes)
 
 
+def _save(fig: Any, path: Path) -> None:
+    """Lay the figure out and write it, with the titles and the note outside the axes."""
+    fig.tight_layout()
+    save_figure(fig, path, bbox_inches="tight", pad_inches=0.15)
+
+
 def _draw_show_in(
     plt: Any, expr: object, tensor: Tensor | None, m: Mesh, path: Path, sizes: Mapping[str, int] | None
 ) -> Path:
@@ -198,10 +204,7 @@ def _draw_show_in(
         fig, (ax,) = _figure(plt, 1, m)
         try:
             draw_tensor(ax, tensor, m, sizes=sizes)
-            fig.tight_layout()
-            save_figure(
-                fig, path, bbox_inches="tight", pad_inches=0.15
-            )  # the titles and the note outside the axes too
+            _save(fig, path)
         finally:
             plt.close(fig)
         return path
@@ -223,10 +226,7 @@ def _draw_show_in(
         )
         middle.text(0.5, 0.58, op, ha="center", va="bottom", fontsize=12)
         middle.text(0.5, 0.42, as_mathtext(rf"\mathrm{{{op}}}_{{{sub}}}"), ha="center", va="top", fontsize=9)
-        fig.tight_layout()
-        save_figure(
-            fig, path, bbox_inches="tight", pad_inches=0.15
-        )  # the titles and the note outside the axes too
+        _save(fig, path)
     finally:
         plt.close(fig)
     return path
