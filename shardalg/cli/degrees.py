@@ -8,12 +8,13 @@ microbatches, pods over DCN, the factoring of the torus sides) with the search s
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from shardalg.errors import UsageError
 
 from . import EXIT_OK
-from .common import json_text, write_winner
+from .common import write_winner
 
 # flags of the inner search that the degrees search does not take, each with why
 _REFUSED = (
@@ -72,7 +73,7 @@ def search_degrees_cli(args: argparse.Namespace, bar: Any = None) -> int:
     if args.emit_program is not None:
         _emit(result, args.emit_program)
     if args.json:
-        print(json_text(result.to_json(top, args.explain)))
+        print(json.dumps(result.to_json(top, args.explain), indent=2, ensure_ascii=False))
     else:
         print(result.text(top, args.explain))
         if args.emit_program is not None:
