@@ -108,15 +108,8 @@ def _search(args: argparse.Namespace) -> int:
     try:
         result = search(
             program,
-            _mesh_of(args),
-            args.sizes,
-            _hw_of(args),
-            args.memory,
-            args.mode,
-            args.optimizer,
-            args.remat,
-            args.overlap,
-            10 if args.top is None else args.top,
+            **_settings(args),
+            top=10 if args.top is None else args.top,
             progress=bar,
             precision=args.precision,
             zero=args.zero,
@@ -173,6 +166,21 @@ def _hw_of(args: argparse.Namespace):
     return getattr(args, "hw_value", None) or args.hw
 
 
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What every search of the command takes from it: the mesh and the chip (or the slice's), the sizes, the
+    memory cap, the mode, the optimizer, the remat policy and the overlap policy."""
+    return {
+        "mesh": _mesh_of(args),
+        "sizes": args.sizes,
+        "hw": _hw_of(args),
+        "memory": args.memory,
+        "mode": args.mode,
+        "optimizer": args.optimizer,
+        "remat": args.remat,
+        "overlap": args.overlap,
+    }
+
+
 def _per_statement(program, args: argparse.Namespace) -> int:
     from shardalg.search.chainsolve import search_chain
     from shardalg.search.graph import is_graph
@@ -185,18 +193,7 @@ def _per_statement(program, args: argparse.Namespace) -> int:
         return _per_statement_graph(program, args)
     bar = _Bar(not args.quiet)
     try:
-        result = search_chain(
-            program,
-            _mesh_of(args),
-            args.sizes,
-            _hw_of(args),
-            args.memory,
-            args.mode,
-            args.optimizer,
-            args.remat,
-            args.overlap,
-            progress=bar,
-        )
+        result = search_chain(program, **_settings(args), progress=bar)
     finally:
         bar.close()
     return _print_per_statement(result, args)
@@ -207,17 +204,7 @@ def _per_statement_graph(program, args: argparse.Namespace) -> int:
     DP or the integer program, its solver and whether it is optimal in the text and the JSON."""
     from shardalg.search.graph import search_graph
 
-    result = search_graph(
-        program,
-        mesh=_mesh_of(args),
-        sizes=args.sizes,
-        hw=_hw_of(args),
-        memory=args.memory,
-        mode=args.mode,
-        optimizer=args.optimizer,
-        remat=args.remat,
-        overlap=args.overlap,
-    )
+    result = search_graph(program, **_settings(args))
     return _print_per_statement(result, args)
 
 
