@@ -11,7 +11,6 @@ a line on stderr) shows on a terminal when the search takes more than a second; 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import textwrap
 import time
@@ -25,6 +24,7 @@ from .common import (
     add_keep,
     add_overlap,
     examples,
+    json_text,
     no_made_up_sizes,
     program_text,
     write_winner,
@@ -128,7 +128,7 @@ def _search(args: argparse.Namespace) -> int:
             data["explain"] = explain_json(result)
         if layout is not None:
             data["slice"] = {**layout.topology.to_json(), "mesh": layout.to_json()["axes"]}
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        print(json_text(data))
         for k, v in [*result.notes, *slice_notes]:
             print(f"note: {k}: {v}", file=sys.stderr)
     elif args.format == "latex":
@@ -213,7 +213,7 @@ def _print_per_statement(result: Any, args: argparse.Namespace) -> int:
     too, on stderr)."""
     slice_notes = getattr(args, "slice_notes", [])
     if args.json:
-        print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+        print(json_text(result.to_json()))
         for k, v in [*result.problem.notes, *slice_notes]:
             print(f"note: {k}: {v}", file=sys.stderr)
     else:
