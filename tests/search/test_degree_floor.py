@@ -5,6 +5,7 @@ and the search pruned by it ranks the same candidates, winner first, as the sear
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -23,6 +24,15 @@ from shardalg.search.degrees import PIPE, degree_points, search_degrees
 from .test_degrees import FITS, MLP, MOE, ODD
 
 MOE_SIZES = "B=16,T=512,D=1024,F=2048,E=8,L=2"
+ROUTED = """params W_r, W_in, W_out
+tokens B, T
+layers L
+Hn[B, T, D] * W_r[D, E] -> R[B, T, E]
+dispatch_{C,k=2,cf=1.25}(Hn[B, T, D], R[B, T, E]) -> Xd[E, C, D]
+Xd[E, C, D] * W_in[E, D, F] -> U[E, C, F]
+U[E, C, F] * W_out[E, F, D] -> Out[E, C, D]
+combine_{C,k=2,cf=1.25}(Out[E, C, D], R[B, T, E]) -> Mo[B, T, D]
+"""  # a routed layer without the gate: fewer statements to price
 
 
 @pytest.mark.parametrize(
@@ -102,3 +112,29 @@ def test_the_limit_counts_the_maps_the_floor_leaves(monkeypatch: pytest.MonkeyPa
         assert search_degrees(MLP, "v5e-8", FITS, memory="2GB").floored.count == 34  # 54 left: priced
     with pytest.raises(UsageError, match=r"88 dimension maps .* over the limit of 60"):
         search_degrees(MLP, "v5e-8", FITS)  # nothing pruned at 16 GB
+
+
+def test_a_routed_layer_chooses_ep_under_a_cap_and_its_winner_is_what_step_and_memory_report(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's MoE must-show at a CI-sized scale: expert parallelism chosen among the degrees with maps
+    pruned by the floor, its step and memory those `shardalg step` and `shardalg memory` print (the Mixtral
+    preset on v5e-64 takes ~40 s of CPU: `python -m bench strategy --moe`)."""
+    path = tmp_path / "winner.sa"
+    sizes = "B=16,T=512,D=1024,F=8192,E=8,L=1"  # the experts' state 0.4 GB a chip at 4 ways, 0.805 GB at 2
+    args = ["search", ROUTED, "--slice", "v5e-4", "--choose-degrees", "--sizes", sizes, "--memory", "0.8GB"]
+    assert main([*args, "--json", "--explain", "--quiet", "--emit-program", str(path)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    w = got["winner"]
+    assert w["strategy"] == "EP" and w["activations"] in ("B=XY,E=XY", "B=X,E=X") and w["pipeline"] is None
+    assert got["floor"]["pruned"] > 0 and got["floor"]["least"]["bytes"] > 0.8e9
+    rows = got["best_per_strategy"]
+    assert rows and all(r["against_winner"] >= 1 for r in rows if r["fits"])
+    assert any(not r["fits"] for r in rows)  # a strategy none of whose maps fits, by its least memory
+    step_cmd, memory_cmd = (shlex.split(c)[1:] for c in got["commands"])
+    assert main([step_cmd[0], str(path), *step_cmd[2:], "--json"]) == 0
+    step = json.loads(capsys.readouterr().out)
+    assert main([memory_cmd[0], str(path), *memory_cmd[2:], "--json"]) == 0
+    mem = json.loads(capsys.readouterr().out)
+    assert step["step"]["seconds"] == pytest.approx(w["seconds"], rel=1e-9)
+    assert mem["bytes_per_device"]["total"] == pytest.approx(w["bytes"], rel=1e-9)
