@@ -93,17 +93,18 @@ def test_the_pruned_search_ranks_what_the_unpruned_one_does(
 
 
 def test_the_pruned_count_is_said_in_text_json_and_stderr(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["search", MLP, "--slice", "v5e-8", "--choose-degrees", "--sizes", FITS, "--memory", "2GB"]
+    args = ["search", MLP, "--slice", "v5e-8", "--choose-degrees", "--sizes", ODD, "--memory", "8GB"]
     assert main([*args, "--quiet"]) == 0
     out, err = capsys.readouterr()
-    assert "34 of 88 maps pruned by the memory floor" in out
-    assert "note: floor: 34 of 88 dimension maps pruned before any program is written" in out
-    assert "shardalg: note: floor: 34 of 88 dimension maps pruned" in err
-    assert "3.22 GB > 2 GB: pruned by the memory floor, no program written" in out
+    assert "6 of 10 maps pruned by the memory floor" in out
+    assert "note: floor: 6 of 10 dimension maps pruned before any program is written" in out
+    assert "shardalg: note: floor: 6 of 10 dimension maps pruned" in err
+    assert "12.9 GB > 8 GB: pruned by the memory floor, no program written" in out
     assert main([*args, "--quiet", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)["floor"]
-    assert (got["maps"], got["pruned"]) == (88, 34)
-    assert got["least"]["bytes"] == pytest.approx(3.22e9, rel=1e-3) and not got["least"]["fits"]
+    assert (got["maps"], got["pruned"]) == (10, 6)
+    # replicated: two weights of D x F over 8 layers, 2 + 2 + 8 bytes each (bf16 params and grads, Adam's fp32)
+    assert got["least"]["bytes"] == 2 * 4095 * 16383 * 8 * (2 + 2 + 8) and not got["least"]["fits"]
 
 
 def test_the_limit_counts_the_maps_the_floor_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
