@@ -19,6 +19,9 @@ Cold: ``shardalg search`` on question 7 in a new process, median of N, next to `
 With ``--degrees``: LLaMA-3 70B in training on ``v5p-8960`` (B=1280, T=4096, remat block, the chip's HBM) by
 the degrees search (:mod:`shardalg.search.degrees`), in CPU seconds (target < 60 s), next to the baseline of the
 same run: pricing its winner once (``model_step`` and ``model_memory``), which the search does per candidate.
+With ``--moe``: Mixtral 8x7B in training on ``v5e-64`` (B=16, T=4096, remat block, the chip's HBM) by the degrees
+search, in CPU seconds, with the maps its memory floor pruned, its winner priced once (the baseline) and its best
+expert-parallel candidate against the winner; and on ``v5p-8`` the maps before and after the floor.
 """
 
 from __future__ import annotations
@@ -81,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         "--degrees", action="store_true", help="also time LLaMA-3 70B's degrees search on v5p-8960"
     )
     ap.add_argument(
+        "--moe",
+        action="store_true",
+        help="also time Mixtral 8x7B's degrees search on v5e-64 (and count its maps on v5p-8)",
+    )
+    ap.add_argument(
         "--core-mesh", default=None, help="also time the layer with its attention core in training"
     )
     ap.add_argument("--json", action="store_true")
@@ -136,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         out["train_graph_solver"] = f"{graph.solver}, {'optimal' if graph.optimal else 'not proven optimal'}"
     if args.degrees:
         out.update(_degrees())
+    if args.moe:
+        out.update(_moe())
     if args.core_mesh is not None:
         out.update(_core(args.core_mesh))
     if args.json:
@@ -174,7 +184,68 @@ def main(argv: list[str] | None = None) -> int:
                 f"baseline: its winner priced once {out['degrees_baseline_cpu_s']:.2f} s); winner "
                 f"{out['degrees_winner']}, {out['degrees_seconds']:.4g} s per step, {out['degrees_bytes'] / 1e9:.3g} GB"
             )
+        if "moe_cpu_s" in out:
+            print(
+                f"Mixtral 8x7B on {MOE_SLICE}, degrees search: {out['moe_cpu_s']:.1f} s CPU, "
+                f"{out['moe_maps_priced']:,} maps priced of {out['moe_maps']:,} (the memory floor pruned the rest; "
+                f"baseline: its winner priced once {out['moe_baseline_cpu_s']:.2f} s); winner {out['moe_winner']}, "
+                f"{out['moe_seconds']:.4g} s per step, {out['moe_bytes'] / 1e9:.3g} GB; the best EP: "
+                f"{out['moe_best_ep']}; on v5p-8: {out['moe_v5p8']}"
+            )
     return 0
+
+
+MOE_SLICE, MOE_SIZES = "v5e-64", "B=16,T=4096"
+
+
+def _moe() -> dict[str, object]:
+    """Mixtral 8x7B's degrees search on v5e-64 (training, remat block, the chip's HBM) in CPU seconds, the maps
+    the memory floor pruned, its winner priced once again (the baseline) and its best expert-parallel candidate;
+    and on v5p-8, the maps before and after the floor (more than MAX_MAPS are left: refused, said)."""
+    from shardalg.costs.topology import slice_topology
+    from shardalg.errors import UsageError
+    from shardalg.models.analysis import analyze
+    from shardalg.models.memory import model_memory
+    from shardalg.models.program import model_program
+    from shardalg.models.step import model_step
+    from shardalg.planning.symbolic import strict
+    from shardalg.search.degrees import search_degrees
+
+    _clear()
+    t0 = time.process_time()
+    with strict():
+        r = search_degrees("mixtral-8x7b", MOE_SLICE, MOE_SIZES, remat="block")
+    cpu = time.process_time() - t0
+    w = r.winner
+    ep = next((c for c in r.ranked if "EP" in c.strategy.split("+")), None)
+    _clear()
+    t0 = time.process_time()
+    mesh = slice_topology(MOE_SLICE).layout(w.degrees.factoring).mesh
+    with strict():
+        a = analyze(model_program(w.program, mesh, MOE_SIZES), "train", "block")
+        model_step(a, "tpu-v5e", r.policy), model_memory(a, "tpu-v5e")
+    baseline = time.process_time() - t0
+    try:
+        search_degrees("mixtral-8x7b", "v5p-8", MOE_SIZES, remat="block")
+        v5p8 = "searched"
+    except UsageError as e:
+        v5p8 = str(e).splitlines()[0].removeprefix("error: ")
+    return {
+        "moe_cpu_s": cpu,
+        "moe_baseline_cpu_s": baseline,
+        "moe_maps": r.floored.maps,
+        "moe_maps_priced": r.floored.maps - r.floored.count,
+        "moe_winner": w.text(),
+        "moe_seconds": w.seconds,
+        "moe_bytes": w.bytes,
+        "moe_best_ep": (
+            f"{ep.text()}, {ep.seconds:.4g} s = {ep.seconds / w.seconds:.3g}x the winner's, compute "
+            f"{ep.compute:.4g} s, communication {ep.comms:.4g} s"
+            if ep is not None
+            else "none fits"
+        ),
+        "moe_v5p8": v5p8,
+    }
 
 
 def _degrees() -> dict[str, object]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from shardalg.errors import UsageError
@@ -69,6 +70,10 @@ def search_degrees_cli(args: argparse.Namespace, bar: Any = None) -> int:
     finally:
         if bar is not None:
             bar.close()
+    if (
+        result.floored.count
+    ):  # the maps the memory floor pruned, on stderr too: the table holds what was priced
+        print(f"shardalg: note: floor: {result.floored.text(result.cap)}", file=sys.stderr)
     top = 10 if args.top is None else args.top
     if args.emit_program is not None:
         _emit(result, args.emit_program)

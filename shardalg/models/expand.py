@@ -54,6 +54,7 @@ from .presets import ModelConfig, get
 __all__ = [
     "expand",
     "shard",
+    "param_axes",
     "parse_dim_map",
     "attention_form",
     "with_attention",
@@ -344,6 +345,18 @@ def _apply(t: Tensor, mapping: Mapping[str, tuple[str, ...]]) -> Tensor:
         used |= set(axes)
         dims[label] = d.with_axes(axes)
     return replace(t, dims=tuple(dims[d.label] for d in t.dims))
+
+
+def param_axes(program: Program, params: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """The axes :func:`shard` shards each parameter (and embedding) of ``program`` over with ``params``, by
+    name, without writing the program: what a parameter's bytes per device are divided by."""
+    roles = program.roles
+    kinds = (Role.PARAMS, Role.EMBEDDINGS)
+    return {
+        t.name: _apply(t, params).used_axes
+        for t in tensors_of(program)
+        if roles is not None and t.name is not None and roles.role_of(t.name) in kinds
+    }
 
 
 def _sequence_dim(prog: Program) -> str:

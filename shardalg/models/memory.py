@@ -49,7 +49,7 @@ from .trainstate import GRADS, TrainState
 from .zero import Zero, check_zero, computed_with, shard_axes, shard_count
 from .zerostep import microbatch
 
-__all__ = ["MemoryReport", "memory", "model_memory", "param_bytes", "PARTS", "GRADS"]
+__all__ = ["MemoryReport", "memory", "model_memory", "param_bytes", "param_bytes_each", "PARTS", "GRADS"]
 
 PARTS: tuple[str, ...] = ("params", "grads", "optimizer", "activations", "kv_cache", "transient")
 
@@ -547,9 +547,25 @@ def param_bytes(
     """Bytes per device of the parameters, their gradients and optimizer state (training; the parameters
     alone in inference) on the device: the part of :func:`model_memory`'s total that needs no plan, a lower
     bound of it."""
+    return sympy.Add(*param_bytes_each(model, mode, optimizer, grads, **choices).values())
+
+
+def param_bytes_each(
+    model: ModelProgram,
+    mode: str,
+    optimizer: str | Optimizer | None = None,
+    grads: str = "param",
+    **choices: Any,
+) -> dict[str, Expr]:
+    """:func:`param_bytes` by parameter (its name), in the model's order: with ZeRO's stage 0 each is its
+    tensor's local elements times the bytes an element takes (and times the layers), so dividing an unsharded
+    parameter's by the sizes of the axes that shard it gives the sharded one's."""
     c = TrainState(optimizer, grads, **choices)
-    rows = _param_rows(model, True, c, mode == "train")
-    return sympy.Add(*(b * n for p, _, b, n in rows if p not in c.place.parts))
+    out: dict[str, Expr] = {}
+    for p, name, b, n in _param_rows(model, True, c, mode == "train"):
+        if p not in c.place.parts:
+            out[name] = out.get(name, Integer(0)) + b * n
+    return out
 
 
 def global_bytes(report: MemoryReport) -> dict[str, Expr]:

@@ -18,10 +18,12 @@ Inside each point, every dimension map of the ordinary search's space (:mod:`.sp
 TP's dim sets with Megatron SP, sequence parallelism, EP for a program with experts) on the logical axes is a
 candidate; the pods' axis holds data only (the first batch dim; the parameters whole, DP, or along one dim,
 FSDP). An axis takes only the choices whose dims its size divides; more than :data:`MAX_MAPS` dimension maps over
-all the factorings is refused up front. A map its axes do not divide, one symmetric to another (interchangeable
-axes), a sharding the planner calls illegal and one whose program another map wrote are dropped, counted; a
-candidate whose parameters, gradients and optimizer state alone (over the stages) pass the cap is refused
-before any plan, with the bytes.
+all the factorings is refused up front. A map its axes do not divide and one symmetric to another
+(interchangeable axes) are dropped, counted; then a map whose parameters, gradients and optimizer state alone
+(over the stages) pass the cap is pruned by its memory floor (:mod:`.degreefloor`, from its parameter dims,
+no program written), counted with the least such map in the result, its JSON and on stderr; :data:`MAX_MAPS`
+counts the maps left. Of those, a sharding the planner calls illegal and one whose program another map wrote
+are dropped, counted.
 
 Each candidate is priced by the model's own machinery: :func:`shardalg.models.step.step_seconds` (the parts of
 :func:`shardalg.models.step.model_step` in seconds, without its formula) and
@@ -53,6 +55,7 @@ from shardalg.models.step import DEFAULT_POLICY, step_seconds
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Program
 
+from .degreefloor import Floor
 from .degreestext import result_json, result_text
 from .numeric import parse_bytes
 from .price import size_text
@@ -157,6 +160,30 @@ class Candidate:
         }
 
 
+@dataclass(frozen=True)
+class Floored:
+    """The maps the memory floor pruned (:mod:`.degreefloor`): of how many, and the one of the least floor
+    (a candidate without a program, its floor as its bytes)."""
+
+    maps: int
+    count: int
+    least: Candidate | None
+
+    def text(self, cap: float) -> str:
+        least = f"; the least: {self.least.text()}, {size_text(self.least.bytes)}" if self.least else ""
+        return (
+            f"{self.count:,} of {self.maps:,} dimension maps pruned before any program is written: their "
+            f"parameters, gradients and optimizer state alone (over the stages) pass {size_text(cap)}{least}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "maps": self.maps,
+            "pruned": self.count,
+            "least": self.least.to_json() if self.least is not None else None,
+        }
+
+
 @dataclass
 class DegreesResult:
     """The search's winner, every priced candidate (fastest first among those that fit), the refusals counted
@@ -175,6 +202,7 @@ class DegreesResult:
     base: Program
     given: dict[str, int]
     notes: list[tuple[str, str]] = field(default_factory=list)
+    floored: Floored = field(default_factory=lambda: Floored(0, 0, None))
 
     def __str__(self) -> str:
         return result_text(self)
@@ -334,16 +362,25 @@ def search_degrees(
     )
     dropped: dict[str, int] = {}
     inners = [_inner(base, topo, deg, known, dropped) for deg, _ in points]
+    before = sum(len(inner[3]) for inner in inners)
+    ranked: list[Candidate] = []
+    refused: list[Candidate] = []
+    floored: list[Candidate] = []  # per point, its pruned map of the least floor
+    inners = [
+        _prune(base, deg, inner, sizes, optimizer, cap, floored)
+        for (deg, _), inner in zip(points, inners, strict=True)
+    ]
     maps = sum(len(inner[3]) for inner in inners)
+    pruned = Floored(before, before - maps, min(floored, key=lambda c: c.bytes, default=None))
     if maps > MAX_MAPS:
         raise UsageError(
-            f"{maps:,} dimension maps over the {len(points)} factorings of {topo.name}, over the limit of "
-            f"{MAX_MAPS:,} (MAX_MAPS) before any is priced",
+            f"{maps:,} dimension maps over the {len(points)} factorings of {topo.name} after the memory floor "
+            f"pruned {pruned.count:,} of {before:,}, over the limit of {MAX_MAPS:,} (MAX_MAPS) before any is "
+            "priced",
             fix="a smaller slice, or fix the factoring: search --slice NAME --mesh X=...",
         )
     notes.append(("space", _space_note(inners[0][1], maps)))
-    ranked: list[Candidate] = []
-    refused: list[Candidate] = []
+    notes.append(("floor", pruned.text(cap)))
     for i, ((deg, micro), inner) in enumerate(zip(points, inners, strict=True)):
         _price_point(
             base,
@@ -366,7 +403,20 @@ def search_degrees(
     order = {id(c): k for k, c in enumerate(ranked)}
     ranked.sort(key=lambda c: (c.seconds, c.bytes, order[id(c)]))
     return DegreesResult(
-        topo.name, known, chip, cap, remat, policy, total_points, ranked, refused, dropped, base, given, notes
+        topo.name,
+        known,
+        chip,
+        cap,
+        remat,
+        policy,
+        total_points,
+        ranked,
+        refused,
+        dropped,
+        base,
+        given,
+        notes,
+        pruned,
     )
 
 
@@ -387,8 +437,8 @@ def _space_note(space: Space, maps: int) -> str:
         held.append(f"the experts {', '.join(space.expert_dims)} with the batch {batch} (EP)")
     return (
         f"each logical axis holds {'; or '.join(held)}; the pods' axis {PODS} holds data only; an axis takes "
-        f"only the dims its size divides: {maps:,} dimension maps over the factorings, symmetric ones "
-        f"dropped (limit {MAX_MAPS:,}, MAX_MAPS)"
+        f"only the dims its size divides: {maps:,} dimension maps over the factorings to price, symmetric ones "
+        f"dropped and those the memory floor prunes (limit {MAX_MAPS:,}, MAX_MAPS)"
     )
 
 
@@ -412,6 +462,43 @@ def _inner(
     if pruned.symmetric:
         _count(dropped, "symmetric (interchangeable axes)", pruned.symmetric)
     return mesh, space, inner, maps
+
+
+def _with_pipeline(a: Assignment, stages: int) -> Assignment:
+    """The map on the whole mesh: with a pipeline, the pipeline's axis first, sharding no dim."""
+    if stages == 1:
+        return a
+    return replace(a, axes=(PIPE, *a.axes), params=((), *a.params), activations=((), *a.activations))
+
+
+def _prune(
+    base: Program,
+    deg: Degrees,
+    inner: Inner,
+    sizes: Any,
+    optimizer: str | None,
+    cap: float,
+    floored: list[Candidate],
+) -> Inner:
+    """One point's maps without those whose memory floor (:class:`.degreefloor.Floor`: parameters, gradients
+    and optimizer state over the stages) passes ``cap``; the pruned one of the least floor appended to
+    ``floored``. The floor depends on the parameters' dims only: computed once for each of them."""
+    mesh, space, axes, maps = inner
+    stages = int(mesh.size(PIPE)) if deg.pipeline else 1
+    floor = Floor(base, mesh, sizes, optimizer, stages)
+    by_params = {p: floor.bytes(a) for p, a in {a.params: a for a in reversed(maps)}.items()}
+    kept = [a for a in maps if by_params[a.params] <= cap]
+    over = [a for a in maps if by_params[a.params] > cap]
+    if over:
+        a = min(over, key=lambda a: by_params[a.params])  # the first of the least floor, in the maps' order
+        b = by_params[a.params]
+        why = (
+            f"params, grads and optimizer {size_text(b)}"
+            + (f" over {stages} stages" if stages > 1 else "")
+            + f" > {size_text(cap)}: pruned by the memory floor, no program written"
+        )
+        floored.append(Candidate(deg, space.strategy(a), _with_pipeline(a, stages), None, None, b, why))
+    return mesh, space, axes, kept
 
 
 def _price_point(
@@ -439,11 +526,7 @@ def _price_point(
     seen: set[Program] = set()
     for a in maps:
         pm, am = a.param_map, a.activation_map
-        full = (
-            replace(a, axes=(PIPE, *axes), params=((), *a.params), activations=((), *a.activations))
-            if stages > 1
-            else a
-        )
+        full = _with_pipeline(a, stages)
         strategy = space.strategy(a)
         try:
             sharded = shard(base, pm, am, mesh=mesh, sequence=a.megatron)

@@ -76,6 +76,54 @@ def bubble_against(result: Any) -> dict[str, Any] | None:
     }
 
 
+def best_per_strategy(result: Any) -> list[dict[str, Any]]:
+    """Each strategy the search met other than the winner's (DP, FSDP, TP, Megatron TP and SP, SP, EP and their
+    sums), by its fastest fitting candidate against the winner, fastest first; then each of which none fits, by its least memory
+    (a map the memory floor pruned counts by its floor)."""
+    w = result.winner
+    best: dict[str, Any] = {}
+    for c in result.ranked[1:]:
+        if c.strategy != w.strategy:
+            best.setdefault(c.strategy, c)
+    over: dict[str, Any] = {}
+    least = [result.floored.least] if result.floored.least is not None else []
+    for c in sorted([*result.refused, *least], key=lambda c: c.bytes):
+        if c.strategy not in best and c.strategy != w.strategy:
+            over.setdefault(c.strategy, c)
+    out = []
+    for c in [*best.values(), *over.values()]:
+        row = {"strategy": c.strategy, "candidate": c.text(), "fits": c.fits, "bytes": c.bytes}
+        if c.fits:
+            row |= {"seconds": c.seconds, "against_winner": c.seconds / w.seconds}
+            if c.pipeline is None:
+                row |= {"compute_seconds": c.compute, "comms_seconds": c.comms}
+        else:
+            row["refused"] = c.refused
+        out.append(row)
+    return out
+
+
+def _strategy_lines(result: Any) -> list[str]:
+    rows = best_per_strategy(result)
+    if not rows:
+        return []
+    out = [f"  the best of each strategy against the winner's {result.winner.strategy}:"]
+    for r in rows:
+        if not r["fits"]:
+            out.append(f"    {r['strategy']}: none fits; the least memory: {r['candidate']}: {r['refused']}")
+            continue
+        parts = (
+            f"; compute {time_text(r['compute_seconds'])}, communication {time_text(r['comms_seconds'])}"
+            if "compute_seconds" in r
+            else ""
+        )
+        out.append(
+            f"    {r['strategy']}: {time_text(r['seconds'])} = {r['against_winner']:.4g}x, "
+            f"{size_text(r['bytes'])} per device{parts}: {r['candidate']}"
+        )
+    return out
+
+
 def explain_lines(result: Any) -> list[str]:
     """Why the runner-up (the best of other degrees) lost, and the best pipeline against no pipeline."""
     w, ru = result.winner, result.runner_up()
@@ -109,7 +157,7 @@ def explain_lines(result: Any) -> list[str]:
         out.append("  no pipeline fits the cap (or divides the layers)")
     else:
         out.append("  nothing fits the cap without a pipeline")
-    return out
+    return out + _strategy_lines(result)
 
 
 def _dropped_text(dropped: dict[str, int]) -> str:
@@ -123,7 +171,8 @@ def result_text(result: Any, top: int = 10, explain: bool = False) -> str:
     lines = [
         f"{'slice':<11} {result.slice} ({chips}), training, cap {size_text(result.cap)} per device",
         f"{'degrees':<11} {result.points} points (pipeline x pods x factoring x microbatches); "
-        f"{len(result.ranked):,} candidates fit, {len(result.refused):,} over the cap; dropped: "
+        f"{len(result.ranked):,} candidates fit, {len(result.refused):,} over the cap; "
+        f"{result.floored.count:,} of {result.floored.maps:,} maps pruned by the memory floor; dropped: "
         f"{_dropped_text(result.dropped)}",
         f"{'solver':<11} enumerated: optimal over the degree points and the dimension maps inside each",
         "",
@@ -149,7 +198,8 @@ def result_text(result: Any, top: int = 10, explain: bool = False) -> str:
             f"{i + 1:>3}  {c.degrees.mesh_text:<22} {c.stages:>6} {c.microbatches or '-':>5}  {c.strategy:<8} "
             f"{time_text(c.seconds):>9} {size_text(c.bytes):>9}  {c.assignment}"
         )
-    best_refused = min(result.refused, key=lambda c: c.bytes, default=None)
+    least = [result.floored.least] if result.floored.least is not None else []
+    best_refused = min([*result.refused, *least], key=lambda c: c.bytes, default=None)
     if best_refused is not None:
         lines.append(f"  -  the least memory over the cap: {best_refused.text()}: {best_refused.refused}")
     if explain:
@@ -169,6 +219,7 @@ def result_json(result: Any, top: int = 10, explain: bool = False) -> dict[str, 
         "points": result.points,
         "fitting": len(result.ranked),
         "over_cap": len(result.refused),
+        "floor": result.floored.to_json(),
         "dropped": dict(sorted(result.dropped.items())),
         "winner": w.to_json() if w is not None else None,
         "winner_program": text(w.program) if w is not None else None,
@@ -179,4 +230,5 @@ def result_json(result: Any, top: int = 10, explain: bool = False) -> dict[str, 
     }
     if explain:
         out["explain"] = explain_lines(result)[1:]
+        out["best_per_strategy"] = best_per_strategy(result) if w is not None else []
     return out

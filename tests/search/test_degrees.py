@@ -89,9 +89,10 @@ def test_a_pipeline_of_four_stages_where_the_model_does_not_fit_without_one(
     assert "nothing fits the cap without a pipeline" in out
     r = _search(ODD, "8GB")
     assert r.best_without_pipeline() is None
-    flat = [c for c in r.refused if c.pipeline is None]
-    assert flat and all("before any plan" in c.refused for c in flat)
-    assert max(s.total for s in r.winner.pipeline.memory) <= 8e9 < min(c.bytes for c in flat)
+    # every map without a pipeline is pruned by the memory floor (its parameters alone pass 8 GB): none written
+    assert not [c for c in r.refused if c.pipeline is None] and r.floored.least is not None
+    assert "pruned by the memory floor" in r.floored.least.refused
+    assert max(s.total for s in r.winner.pipeline.memory) <= 8e9 < r.floored.least.bytes
 
 
 @pytest.mark.parametrize(
@@ -220,6 +221,7 @@ def test_too_many_maps_are_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(degrees, "MAX_MAPS", 10)
     with pytest.raises(
         UsageError,
-        match=r"88 dimension maps over the 4 factorings of v5e-8, over the limit of 10 \(MAX_MAPS\)",
+        match=r"88 dimension maps over the 4 factorings of v5e-8 after the memory floor pruned 0 of 88, over the "
+        r"limit of 10 \(MAX_MAPS\)",
     ):
         _search(FITS)
