@@ -75,10 +75,11 @@ class StepCost:
     formula): bytes V its collective moves, its CommCost, FLOPs and HBM bytes, and times. Each is worked out
     when first asked for (a ranking needs only the times)."""
 
-    __slots__ = ("step", "opts", "_unit", "_comm", "_comms", "_flops", "_compute", "_hbm")  # fmt: skip
+    __slots__ = ("step", "opts", "lanes", "_unit", "_comm", "_comms", "_flops", "_compute", "_hbm")  # fmt: skip
 
     def __init__(self, step: Step, opts: Options):
         self.step, self.opts = step, opts
+        self.lanes = sched.lanes_of(step)  # the resources it holds, read by every schedule of a plan with it
         # the collective's cost for one byte (or None): working it out now raises a model's refusal now
         self._unit = None if step.op is Op.EINSUM else unit_cost(step.op, step.axes, opts, step.offset)
         self._comm: CommCost | None = None
