@@ -88,8 +88,17 @@ class _Spans:
         if same is not None:
             dims = tuple([self.of_dim(t.name, d, w) for d, w in zip(t.dims, same.dims, strict=True)])
             span = None if t.span is None else same.span
-        else:
-            dims = tuple([self.of_dim(t.name, d) for d in t.dims])
+        else:  # of_dim's answer for each dim, read here: most dims keep their span, or have none
+            by_dim, by_label, name, out = self.dim, self.label, t.name, []
+            for d in t.dims:
+                if d.span is not None:
+                    label = d.label
+                    key = (name, label)
+                    span = by_dim[key] if key in by_dim else by_label.get(label)
+                    if d.span is not span:
+                        d = Dim(d.name, d.axes, d.size, span=span)
+                out.append(d)
+            dims = tuple(out)
             span = None if t.span is None else self.tensor.get(t.name)
         if span is t.span and all(map(is_, dims, t.dims)):
             got = t
