@@ -211,7 +211,7 @@ def _plans(
     named = [a for n in (p.statement, p.target) for a in axes_in(n)]
     written = [a for a in named if is_subaxis(a)]
     body = p.statement.expr if isinstance(p.statement, Arrow) else p.statement
-    cuts = {}
+    cuts: dict[str, set[int]] = {}
     if isinstance(body, Tensor) and p.mesh.is_numeric:  # split the axes it uses
         cuts = prime_cuts(p.mesh, {parent_of(a) for a in named})
     declared = declared_cuts(p.mesh)  # axes the mesh declares factored (Y=2x2): always searched
