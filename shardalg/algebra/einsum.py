@@ -26,6 +26,7 @@ from shardalg.errors import (
     ShapeMismatch,
     UnreducedProduct,
 )
+from shardalg.lazy import hashed_once
 from shardalg.notation.syntax import Dim, Tensor
 
 from .layout import subscript, validate
@@ -78,6 +79,7 @@ def default_name(*taken: str | None) -> str:
     return f"Out{i}"
 
 
+@hashed_once  # a planner's memos of local products are keyed by it, once per candidate
 @dataclass(frozen=True)
 class Spec:
     """The structure of a two-operand einsum: dim labels of each operand and of the output, in order."""

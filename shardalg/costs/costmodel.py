@@ -21,9 +21,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from shardalg.errors import UsageError
+from shardalg.lazy import hashed_once
 from shardalg.planning.overlap import OverlapPolicy
 
-from .efficiency import Efficiencies
+from .efficiency import PEAKS, Efficiencies
 from .hardware import MODELS, Chip, as_chip
 
 __all__ = ["CostModel", "RINGS", "check_model"]
@@ -41,6 +42,7 @@ def check_model(model: str, ring: str) -> None:
         raise UsageError(f"ring='uni' counts hops on the ici torus; the {model} model has no rings")
 
 
+@hashed_once
 @dataclass(frozen=True)
 class CostModel:
     """``chip``: its numbers give seconds, its rule the wraparound (None: symbolic); ``model``: ``ici``,
@@ -62,7 +64,7 @@ class CostModel:
     hbm: tuple[str, ...] | None = None
     exact: bool = False
     ring: str = "bi"
-    efficiency: Efficiencies = Efficiencies()
+    efficiency: Efficiencies = PEAKS
 
     def __post_init__(self) -> None:
         check_model(self.model, self.ring)

@@ -23,8 +23,9 @@ import sympy
 
 from shardalg.algebra.symbols import quantity
 from shardalg.errors import UsageError
+from shardalg.lazy import hashed_once
 
-__all__ = ["Efficiency", "Efficiencies", "KINDS", "PEAK"]
+__all__ = ["Efficiency", "Efficiencies", "KINDS", "PEAK", "PEAKS"]
 
 # kind -> (what it is called, the symbols it scales, the chip field that may carry a measured one, flag)
 KINDS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
@@ -55,6 +56,7 @@ def _fraction(value: object, what: str, flag: str) -> Fraction:
     return f
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Efficiency:
     """One factor: its value (a fraction of peak) and its source (``peak``, ``given``, or a chip's)."""
@@ -78,6 +80,7 @@ PEAK = Efficiency()
 GIVEN = "given"
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Efficiencies:
     """The compute (MFU), HBM and network efficiencies of a cost model."""
@@ -105,6 +108,8 @@ class Efficiencies:
                 )
             else:
                 got[kind] = PEAK
+        if cls is Efficiencies and all([e is PEAK for e in got.values()]):
+            return PEAKS  # nothing below peak: the one value that says so (hashed once, compared by identity)
         return cls(**got)
 
     def items(self) -> tuple[tuple[str, Efficiency], ...]:
@@ -149,3 +154,6 @@ class Efficiencies:
     def label(self) -> str:
         """``MFU peak, HBM peak, network peak`` or ``MFU 0.4, HBM 0.9, network peak``: the header's words."""
         return f"MFU {self.compute.text()}, HBM {self.hbm.text()}, network {self.network.text()}"
+
+
+PEAKS = Efficiencies()  # every factor at peak: a cost model's default

@@ -26,6 +26,7 @@ import sympy
 
 from shardalg.algebra.symbols import quantity
 from shardalg.errors import UsageError, closest
+from shardalg.lazy import hashed_once
 from shardalg.notation.printing.display import html_table, pretty_text, short
 
 __all__ = ["Sourced", "WrapRule", "Chip", "PRESETS", "get", "names", "as_chip"]
@@ -79,6 +80,7 @@ def _product_of(size: int, k: int, sides: tuple[int, ...]) -> bool:
     return any(size % s == 0 and _product_of(size // s, k - 1, sides) for s in sides if s > 1)
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Chip:
     """One accelerator. Rates are bytes/s or FLOP/s; times are seconds.

@@ -103,9 +103,10 @@ class PlanCost(CostTotals):
 
     @cached
     def _shape(self) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[int, ...], ...]]:
-        steps = [s.step for s in self.steps]
-        deps = self._producers if self._producers is not None else sched.dependencies(steps)
-        return tuple([sched.lanes_of(s) for s in steps]), deps
+        deps = self._producers
+        if deps is None:
+            deps = sched.dependencies([s.step for s in self.steps])
+        return tuple([s.lanes for s in self.steps]), deps
 
     def schedule_of(self, overlap: object = None, *, compute: bool = True) -> sched.Schedule:
         """The steps on their resources under ``overlap`` (default: this cost's policy); with

@@ -75,10 +75,22 @@ class StepCost:
     formula): bytes V its collective moves, its CommCost, FLOPs and HBM bytes, and times. Each is worked out
     when first asked for (a ranking needs only the times)."""
 
-    __slots__ = ("step", "opts", "_unit", "_comm", "_comms", "_flops", "_compute", "_hbm")  # fmt: skip
+    __slots__ = (
+        "step",
+        "opts",
+        "lanes",
+        "_unit",
+        "_comm",
+        "_comms",
+        "_flops",
+        "_compute",
+        "_hbm",
+        "_duration",
+    )
 
     def __init__(self, step: Step, opts: Options):
         self.step, self.opts = step, opts
+        self.lanes = sched.lanes_of(step)  # the resources it holds, read by every schedule of a plan with it
         # the collective's cost for one byte (or None): working it out now raises a model's refusal now
         self._unit = None if step.op is Op.EINSUM else unit_cost(step.op, step.axes, opts, step.offset)
         self._comm: CommCost | None = None
@@ -86,6 +98,7 @@ class StepCost:
         self._flops: Term | None = None
         self._compute: Term | None = None
         self._hbm: Term | None = None
+        self._duration: Term | None = None
 
     @property
     def comm(self) -> CommCost:
@@ -191,10 +204,15 @@ class StepCost:
     def duration(self) -> Term:
         """Its time on its resource: the collective's, the local einsum's compute, or a function's HBM time
         and then its statistics' AllReduce (between its two passes over the block)."""
-        s = self.step
-        if s.op.function:
-            return add(self.compute, self.comms)
-        return self.compute if s.op is Op.EINSUM else self.comms
+        got = self._duration
+        if got is None:  # every schedule of a plan with this step reads it
+            s = self.step
+            if s.op.function:
+                got = add(self.compute, self.comms)
+            else:
+                got = self.compute if s.op is Op.EINSUM else self.comms
+            self._duration = got
+        return got
 
     def to_json(self, values: Mapping[sympy.Symbol, float]) -> dict[str, object]:
         out: dict[str, object] = {

@@ -163,10 +163,14 @@ class Mono(Term):
 
     def _eval(self, values: Mapping, memo: dict) -> object:
         fp = self._fpowers
-        if fp is None:
-            fp = self._fpowers = tuple((a, k if type(k) is int else float(k)) for a, k in self.powers)
-        v: object = self.coeff if type(self.coeff) is not Fraction else float(self.coeff)
-        for a, k in fp:
+        if fp is None:  # the coefficient and exponents as the numbers evaluating multiplies by, made once
+            c = self.coeff
+            fp = self._fpowers = (
+                c if type(c) is not Fraction else float(c),
+                tuple((a, k if type(k) is int else float(k)) for a, k in self.powers),
+            )
+        v, powers = fp
+        for a, k in powers:
             x = values.get(a)
             if x is None:
                 x = at.atom_value(at._ATOMS[a], values)

@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from shardalg.cache import Kind, memoized
-from shardalg.lazy import cached
+from shardalg.lazy import cached, hashed_once
 
 from . import printing
 from .op import ROUTES
@@ -27,6 +27,7 @@ from .syntax import Apply, Arrow, Collective, Op, Product, Statement, Tensor
 __all__ = ["Step", "Plan", "Plans", "chained_plan", "producers_of"]
 
 
+@hashed_once  # the memos of a step's cost, spare axes and reasons each hash it
 @dataclass(frozen=True, repr=False)
 class Step:
     """One rule application. ``inputs`` has one tensor for a collective and two for an einsum.

@@ -93,6 +93,7 @@ class EinsumPlanner:
         self.choices = AxisChoices(self.left, self.right, self.spec, self.target, self.local)
         self.cuts: list[str] = []  # notes of the limits that cut the answer
         self.layouts_tried = 0
+        self.heads: list[tuple[int, int]] = []  # each plan's BytesKey head, once plans() has run
         self._layouts: dict[tuple[int, tuple[Place, ...], tuple[str, ...]], Tensor] = {}
 
     # -- compute layouts ---------------------------------------------------------------------------
@@ -203,6 +204,8 @@ class EinsumPlanner:
         return unique
 
     def plans(self) -> list[Plan]:
+        """Every plan found (unsorted); :attr:`heads` then holds each one's :class:`~.order.BytesKey` head, in
+        the same order (the bound of the optimum reads them, and so does the planner's sort)."""
         found: list[Plan] = []
         seen: set[tuple[Any, ...]] = set()
         legal = self._legal()
@@ -211,9 +214,10 @@ class EinsumPlanner:
         for left, right, out, _changes, reasons in legal:
             for p in self._assemble(left, right, out, reasons):
                 self._add(p, found, seen)
+        key = BytesKey(self.mesh, self.sizes)
+        heads = self.heads = [key.head(p) for p in found]
         if self.target is not None and not self.local:
-            key = BytesKey(self.mesh, self.sizes)
-            bound = min((key.head(p)[0] for p in found), default=float("inf"))
+            bound = min((h[0] for h in heads), default=float("inf"))
             optima = [cheapest_plan(self.query, bound)]
             if self.weigh is not None:
                 if self.overlap is None:  # steps add up: the weights' optimum
@@ -227,6 +231,7 @@ class EinsumPlanner:
                 self.cuts.extend(cuts)
                 if best is not None:
                     self._add(best, found, seen)
+        heads.extend([key.head(p) for p in found[len(heads) :]])
         return found
 
     def _add(self, p: Plan, found: list[Plan], seen: set[tuple[Any, ...]]) -> None:

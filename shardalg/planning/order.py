@@ -97,18 +97,22 @@ class HeadKey:
         return (*self.head(plan), plan_text_key(plan))
 
 
-def sort_plans(plans: list[Plan], key: Callable[[Plan], Any]) -> None:
+def sort_plans(plans: list[Plan], key: Callable[[Plan], Any], heads: list[Any] | None = None) -> None:
     """Sort in place by ``key``; a :class:`BytesKey` or a :class:`HeadKey` sorts by its head first and breaks
-    ties by text."""
+    ties by text. ``heads``: each plan's ``key.head``, in the plans' order, when the caller has them (the
+    einsum planner's, :attr:`~.einsum_plans.EinsumPlanner.heads`)."""
     if not isinstance(key, BytesKey | HeadKey):
         plans.sort(key=key)
         return
-    heads = {id(p): key.head(p) for p in plans}
-    plans.sort(key=lambda p: heads[id(p)])
+    if heads is None:
+        heads = [key.head(p) for p in plans]
+    order = sorted(range(len(plans)), key=heads.__getitem__)  # stable: equal heads keep their order
+    plans[:] = [plans[k] for k in order]
+    heads = [heads[k] for k in order]
     i = 0
     while i < len(plans):
         j = i + 1
-        while j < len(plans) and heads[id(plans[j])] == heads[id(plans[i])]:
+        while j < len(plans) and heads[j] == heads[i]:
             j += 1
         if j - i > 1:
             plans[i:j] = sorted(plans[i:j], key=plan_text_key)

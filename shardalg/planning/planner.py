@@ -208,10 +208,12 @@ def _plans(
             return _plans(Problem(stmt, p.mesh, p.sizes, None), key, weigh, limits, overlap, by)
 
         return attention_plans(core, p.mesh, p.sizes, plan_one, key or default_key(p.mesh, p.sizes))
-    written = [a for n in (p.statement, p.target) for a in axes_in(n) if is_subaxis(a)]
+    named = [a for n in (p.statement, p.target) for a in axes_in(n)]
+    written = [a for a in named if is_subaxis(a)]
     body = p.statement.expr if isinstance(p.statement, Arrow) else p.statement
-    used = {parent_of(a) for n in (p.statement, p.target) for a in axes_in(n)}  # split the axes it uses
-    cuts = prime_cuts(p.mesh, used) if isinstance(body, Tensor) and p.mesh.is_numeric else {}
+    cuts: dict[str, set[int]] = {}
+    if isinstance(body, Tensor) and p.mesh.is_numeric:  # split the axes it uses
+        cuts = prime_cuts(p.mesh, {parent_of(a) for a in named})
     declared = declared_cuts(p.mesh)  # axes the mesh declares factored (Y=2x2): always searched
     if declared:  # then only those are refined (and written sub-axes), whatever the mesh's size
         cuts = declared
@@ -304,7 +306,7 @@ def _plans_on(
         return function_plans(body, result, p.mesh, p.sizes, rank, weigh, limits)
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    found, cuts = _ranked_einsum_plans(body, result, p, limits, weigh, overlap, by)
+    found, cuts, heads = _ranked_einsum_plans(body, result, p, limits, weigh, overlap, by)
     found = list(found)
     if not found:
         if cuts:
@@ -312,8 +314,13 @@ def _plans_on(
         planner = EinsumPlanner(body, result, p.mesh, p.sizes, limits, weigh, overlap)
         planner.plans()  # again, for the facts the message states
         raise no_plan(stmt, planner)
-    sort_plans(found, rank)
+    # the planner's own heads are the default ranking's (bytes, then steps, on this mesh and sizes)
+    sort_plans(found, rank, list(heads) if key is None else None)
     return Plans.of(found, cuts)
+
+
+# an einsum's plans (unsorted), the notes of the limits that cut them, and each plan's BytesKey head
+EinsumAnswer = tuple[tuple[Plan, ...], tuple[str, ...], tuple[tuple[int, int], ...]]
 
 
 def _ranked_einsum_plans(
@@ -324,7 +331,7 @@ def _ranked_einsum_plans(
     weigh: Weigh | None,
     overlap: Overlap | None,
     rank: Ranking | None,
-) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
+) -> EinsumAnswer:
     """:func:`_einsum_plans`, keyed by the ranking's value when ``weigh`` and ``overlap`` are the ranking's
     own and it is hashable (so equal queries under an equal cost model share the answer: the functions it hands out are new at
     each call, and a function is equal only to itself)."""
@@ -342,7 +349,7 @@ def _einsum_plans_by(
     limits: Limits,
     rank: Ranking,
     checked: bool,
-) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
+) -> EinsumAnswer:
     """The plans of one product under the ranking ``rank`` (its step weights and overlap), by its value."""
     ranked = rank.ranking(mesh, sizes)
     return _einsum_plans(body, result, mesh, sizes, limits, ranked.weigh, ranked.overlap, checked)
@@ -358,13 +365,13 @@ def _einsum_plans(
     weigh: Any,
     overlap: Any = None,
     checked: bool = False,
-) -> tuple[tuple[Plan, ...], tuple[str, ...]]:
-    """The plans of one product, unsorted, and the notes of the limits that cut them: memoized, since a
-    strategy search plans the same sharded statement for many candidates (plans are immutable; spans take no
-    part in the key)."""
+) -> EinsumAnswer:
+    """The plans of one product, unsorted, the notes of the limits that cut them, and each plan's head under
+    the default ranking (:attr:`.einsum_plans.EinsumPlanner.heads`): memoized, since a strategy search plans
+    the same sharded statement for many candidates (plans are immutable; spans take no part in the key)."""
     planner = EinsumPlanner(body, result, mesh, sizes, limits, weigh, overlap, checked=checked)
     found = tuple(planner.plans())
-    return found, tuple(planner.cuts)
+    return found, tuple(planner.cuts), tuple(planner.heads)
 
 
 def plan(

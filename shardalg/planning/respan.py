@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from operator import is_
 
 from shardalg.errors import Span
 from shardalg.notation.plan import Plan, Step
-from shardalg.notation.syntax import Dim, Node, Tensor
+from shardalg.notation.syntax import Arrow, Dim, Node, Product, Tensor
 
 __all__ = ["respanned", "written_tensors"]
 
@@ -32,6 +33,12 @@ def written_tensors(*nodes: object) -> tuple[Tensor, ...]:
     def walk(x: object) -> None:
         if isinstance(x, Tensor):
             out.append(x)
+        elif isinstance(x, Arrow):  # a statement and a product, as their args would give them, read directly
+            walk(x.expr)
+            walk(x.result)
+        elif isinstance(x, Product):
+            walk(x.left)
+            walk(x.right)
         elif isinstance(x, Node):
             for a in x.args:
                 walk(a)
@@ -75,13 +82,25 @@ class _Spans:
         if got is not None:
             return got
         same = self.exact.get(t)  # one of the written tensors (==): its own spans
+        if same is t:  # that very tensor: it points where it was written
+            self.made[id(t)] = t
+            return t
         if same is not None:
             dims = tuple([self.of_dim(t.name, d, w) for d, w in zip(t.dims, same.dims, strict=True)])
             span = None if t.span is None else same.span
-        else:
-            dims = tuple([self.of_dim(t.name, d) for d in t.dims])
+        else:  # of_dim's answer for each dim, read here: most dims keep their span, or have none
+            by_dim, by_label, name, out = self.dim, self.label, t.name, []
+            for d in t.dims:
+                if d.span is not None:
+                    label = d.label
+                    key = (name, label)
+                    span = by_dim[key] if key in by_dim else by_label.get(label)
+                    if d.span is not span:
+                        d = Dim(d.name, d.axes, d.size, span=span)
+                out.append(d)
+            dims = tuple(out)
             span = None if t.span is None else self.tensor.get(t.name)
-        if span is t.span and all(a is b for a, b in zip(dims, t.dims, strict=True)):
+        if span is t.span and all(map(is_, dims, t.dims)):
             got = t
         else:
             got = Tensor(t.name, dims, t.unreduced, t.invariant, t.dtype, span=span)
@@ -91,7 +110,7 @@ class _Spans:
     def step(self, s: Step) -> Step:
         inputs = tuple([self.of(t) for t in s.inputs])
         output = self.of(s.output)
-        if output is s.output and all(a is b for a, b in zip(inputs, s.inputs, strict=True)):
+        if output is s.output and all(map(is_, inputs, s.inputs)):
             return s
         return replace(s, inputs=inputs, output=output)  # every other field (flags, offset, ...) kept
 
@@ -99,14 +118,23 @@ class _Spans:
         inputs = tuple([self.of(t) for t in p.inputs])
         steps = tuple([self.step(s) for s in p.steps])
         output = self.of(p.output)
-        same = output is p.output and all(a is b for a, b in zip(inputs, p.inputs, strict=True))
-        if same and all(a is b for a, b in zip(steps, p.steps, strict=True)):
+        same = output is p.output and all(map(is_, inputs, p.inputs))
+        if same and all(map(is_, steps, p.steps)):
             return p
         return Plan(inputs, steps, output, p.cases, note=p.note)
 
 
 def respanned(plans: Sequence[Plan], written: Iterable[Tensor]) -> list[Plan]:
     """``plans`` with the spans of the ``written`` tensors (the caller's statement's, see the module's
-    docstring); a plan whose tensors point there already is handed back as it is."""
+    docstring); a plan whose tensors point there already is handed back as it is.
+
+    The plans of one answer share their tensors (each operand's layouts, the product, the result): each
+    distinct tensor is looked at once, and when every one points where it should (a query answered from the
+    pieces of the statement the caller wrote) the plans are handed back without a walk over their steps."""
     spans = _Spans(written)
+    tensors = {id(t): t for p in plans for s in p.steps for t in (*s.inputs, s.output)}
+    tensors.update((id(t), t) for p in plans for t in (*p.inputs, p.output))
+    of = spans.of
+    if all([of(t) is t for t in tensors.values()]):
+        return list(plans)
     return [spans.plan(p) for p in plans]
