@@ -9,7 +9,9 @@ fastest that fits the memory cap, the best of each named strategy, and why each 
 Ranking: fitting candidates by seconds, then communication seconds, then bytes per device, then the order
 of the space (deterministic). Every assignment in the space is either priced or dropped for a reason that is
 counted (symmetric, illegal, equivalent, over the cap before pricing), so the winner is the optimum over
-the whole space: the tests check it against a brute force over all assignments.
+the whole space: the tests check it against a brute force over all assignments. Each printed row that lost
+says what it pays beyond the winner: the collectives of its plans the winner's do not run (:mod:`.paid`,
+worked out for the printed rows once the search is done).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Program
 from shardalg.planning import symbolic
 
+from .paid import Move, attach, paid, paid_json, paid_text
 from .pieces import StatementPricer, pricer_for
 from .price import Entry, Pricer, Settings, size_text, time_text
 from .space import STRATEGIES, Pruned, Space, enumerate_space, space_of, wider_note
@@ -151,7 +154,8 @@ class SearchResult(Shown):
         return {s: out[s] for s in named}
 
     def reason(self, e: Entry) -> str:
-        """Why ``e`` is not the winner, in numbers."""
+        """Why ``e`` is not the winner, in numbers: its time against the winner's, what binds its step, and the
+        collectives it runs beyond the winner's (:meth:`pays`)."""
         if not e.fits:
             return e.memory_reason()
         w = self.winner
@@ -170,12 +174,25 @@ class SearchResult(Shown):
             than = "as fast as the winner, more memory"
         else:
             than = "tied with the winner (listed after it in the space's order)"
-        if ratio < 1.005 and e.comms > w.comms and e.gathers:  # within a hair of the winner: what it pays
-            than += (
-                f", gathering {', '.join(e.gathers)} in the forward ({time_text(e.comms)} of communication "
-                f"against {time_text(w.comms)})"
-            )
-        return f"{than}; {e.binding_reason()}"
+        more = self.pays(e)
+        beyond = f"; beyond the winner's collectives: {paid_text(more)}" if more else ""
+        return f"{than}; {e.binding_reason()}{beyond}"
+
+    def pays(self, e: Entry) -> tuple[Move, ...]:
+        """The collectives ``e``'s plans run that the winner's do not (:func:`.paid.paid`; empty for the
+        winner, or where a row's plans were not worked out)."""
+        w = self.winner
+        if w is None or e is w or e.detail is None or w.detail is None:
+            return ()
+        return paid(e.detail, w.detail)
+
+    def shown(self) -> list[Entry]:
+        """The entries the printers show: the ranked rows and each strategy's best."""
+        out: list[Entry] = []
+        for e in [e for _, e in self.rows()] + list(self.best.values()):
+            if not any(e is x for x in out):
+                out.append(e)
+        return out
 
     @property
     def winner_program(self) -> str | None:
@@ -282,8 +299,14 @@ class SearchResult(Shown):
             "solver": dict(self.solver),
             "winner": self.winner.to_json() if self.winner is not None else None,
             "winner_program": self.winner_program,
-            "strategies": {s: {**e.to_json(), "reason": self.reason(e)} for s, e in self.best.items()},
-            "ranked": [{**e.to_json(), "rank": i + 1} for i, e in enumerate(self.ranked[: self.top])],
+            "strategies": {
+                s: {**e.to_json(), "reason": self.reason(e), "pays": paid_json(self.pays(e))}
+                for s, e in self.best.items()
+            },
+            "ranked": [
+                {**e.to_json(), "rank": i + 1, "pays": paid_json(self.pays(e))}
+                for i, e in enumerate(self.ranked[: self.top])
+            ],
             "fitting": len(self.ranked),
             "rejected": len(self.rejected),
             "defaults": [{"key": k, "value": v} for k, v in self.notes],
@@ -523,7 +546,9 @@ def search(
             )
         if pricer is None:
             pricer = pricer_for(prog, space, settings, pruned, [])
-        return SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
+        result = SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
+        attach(result.shown() + ([result.winner] if result.winner is not None else []), settings)
+        return result
 
 
 def solver_of(pricer: Pricer) -> dict[str, Any]:
