@@ -159,8 +159,9 @@ class SearchResult(Shown):
         if not e.fits:
             return e.memory_reason()
         w = self.winner
+        off = e.detail.off_text(e) if e.detail is not None else ""
         if w is None or e is w:
-            return e.binding_reason()
+            return e.binding_reason() + off
         ratio = e.seconds / w.seconds  # type: ignore[operator]
         if ratio > 1 + 1e-9:
             than = (  # a ratio that rounds to 1x says its excess instead
@@ -176,7 +177,7 @@ class SearchResult(Shown):
             than = "tied with the winner (listed after it in the space's order)"
         more = self.pays(e)
         beyond = f"; beyond the winner's collectives: {paid_text(more)}" if more else ""
-        return f"{than}; {e.binding_reason()}{beyond}"
+        return f"{than}; {e.binding_reason()}{off}{beyond}"
 
     def pays(self, e: Entry) -> tuple[Move, ...]:
         """The collectives ``e``'s plans run that the winner's do not (:func:`.paid.paid`; empty for the

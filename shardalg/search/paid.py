@@ -104,6 +104,21 @@ class Breakdown:
     phases: tuple[PhaseTime, ...]
     moves: tuple[Move, ...]
     serial: bool = False  # overlap ``serial``: a phase is its compute plus every collective
+    sums: bool = True  # its phases sum to the step (training under ``steady`` or ``serial``)
+
+    def off_text(self, e: Entry) -> str:
+        """Where the phases should sum to ``e``'s priced step and do not (a price assembled from statements
+        off its whole program's): ``; its whole program's plans take 304 us (its statements' sum: 339 us)``."""
+        if (
+            not self.sums
+            or e.seconds is None
+            or abs(self.seconds - e.seconds) <= 1e-9 * max(e.seconds, 1e-30)
+        ):
+            return ""
+        return (
+            f"; its whole program's plans take {time_text(self.seconds)} (its statements' sum: "
+            f"{time_text(e.seconds)})"
+        )
 
     @property
     def seconds(self) -> float:
@@ -215,7 +230,8 @@ def breakdown(program: Any, settings: Settings, keep: bool) -> Breakdown:
                 moves.append(
                     Move(name, float(count), ph.name, step.op, tuple(step.axes), tensor, size, c, hidden)
                 )
-    return Breakdown(tuple(phases), tuple(moves), st.policy is OverlapPolicy.SERIAL)
+    sums = st.mode == "train" and st.policy is not OverlapPolicy.SCHEDULE
+    return Breakdown(tuple(phases), tuple(moves), st.policy is OverlapPolicy.SERIAL, sums)
 
 
 def paid(mine: Breakdown, theirs: Breakdown) -> tuple[Move, ...]:

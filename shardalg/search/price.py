@@ -194,8 +194,11 @@ class Entry:
             self.seconds is not None and abs(what - self.seconds) > 1e-9 * self.seconds
         ):  # its figure, the step
             how = "its ops' rooflines summed" if self.hbm_counted else "its phases summed"
-            every = ", ".join(f"{k} {time_text(v) if v else '0'}" for k, v in rest.items())
-            return f"{bound}-bound, {how}: {time_text(self.seconds)} ({every}{'' if self.hbm_counted else ', HBM not counted in training'})"
+            unsaid = "" if self.hbm_counted else " not counted in training"
+            every = ", ".join(
+                f"{k} {time_text(v) if v else '0'}{unsaid if k == 'HBM' else ''}" for k, v in rest.items()
+            )
+            return f"{bound}-bound, {how}: {time_text(self.seconds)} ({every})"
         return f"{bound}-bound: {time_text(what)} ({others})"
 
     def __repr__(self) -> str:
