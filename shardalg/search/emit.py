@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .paid import paid_json
 from .price import Entry, size_text, time_text
 
 __all__ = ["program_file", "explain", "explain_json", "mesh_flag"]
@@ -103,7 +102,7 @@ def explain_json(result: Any) -> list[dict[str, Any]]:
     collectives it runs beyond the winner's (``pays``)."""
     w, cap = result.winner, result.settings.cap
     return [
-        {**_against(e, w, cap), "reason": result.reason(e), "pays": paid_json(result.pays(e))}
+        {**_against(e, w, cap), "reason": result.reason(e), **result._pays_json(e)}
         for e in result.best.values()
     ]
 

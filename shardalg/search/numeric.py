@@ -37,7 +37,7 @@ from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Program
 from shardalg.planning import symbolic
 
-from .paid import Move, attach, paid, paid_json, paid_text
+from .paid import Move, against, attach, beyond_text, paid, pays_json
 from .pieces import StatementPricer, pricer_for
 from .price import Entry, Pricer, Settings, size_text, time_text
 from .space import STRATEGIES, Pruned, Space, enumerate_space, space_of, wider_note
@@ -175,17 +175,23 @@ class SearchResult(Shown):
             than = "as fast as the winner, more memory"
         else:
             than = "tied with the winner (listed after it in the space's order)"
-        more = self.pays(e)
-        beyond = f"; beyond the winner's collectives: {paid_text(more)}" if more else ""
-        return f"{than}; {e.binding_reason()}{off}{beyond}"
+        return f"{than}; {e.binding_reason()}{off}{self._beyond(e)}"
+
+    def against(self, e: Entry) -> Entry | None:
+        """What ``e`` is set against (:func:`.paid.against`: the fastest above it with its parameters laid out
+        alike, else the winner)."""
+        return against(self.ranked, e)
 
     def pays(self, e: Entry) -> tuple[Move, ...]:
-        """The collectives ``e``'s plans run that the winner's do not (:func:`.paid.paid`; empty for the
-        winner, or where a row's plans were not worked out)."""
-        w = self.winner
-        if w is None or e is w or e.detail is None or w.detail is None:
-            return ()
-        return paid(e.detail, w.detail)
+        """The collectives ``e``'s plans run that those of :meth:`against` do not (:func:`.paid.paid`)."""
+        ref = self.against(e)
+        return () if ref is None or e.detail is None or ref.detail is None else paid(e.detail, ref.detail)
+
+    def _beyond(self, e: Entry) -> str:
+        return beyond_text(self.pays(e), self.against(e), self.winner)
+
+    def _pays_json(self, e: Entry) -> dict[str, Any]:
+        return pays_json(self.pays(e), self.against(e))
 
     def shown(self) -> list[Entry]:
         """The entries the printers show: the ranked rows and each strategy's best."""
@@ -301,11 +307,11 @@ class SearchResult(Shown):
             "winner": self.winner.to_json() if self.winner is not None else None,
             "winner_program": self.winner_program,
             "strategies": {
-                s: {**e.to_json(), "reason": self.reason(e), "pays": paid_json(self.pays(e))}
+                s: {**e.to_json(), "reason": self.reason(e), **self._pays_json(e)}
                 for s, e in self.best.items()
             },
             "ranked": [
-                {**e.to_json(), "rank": i + 1, "pays": paid_json(self.pays(e))}
+                {**e.to_json(), "rank": i + 1, **self._pays_json(e)}
                 for i, e in enumerate(self.ranked[: self.top])
             ],
             "fitting": len(self.ranked),
@@ -548,7 +554,8 @@ def search(
         if pricer is None:
             pricer = pricer_for(prog, space, settings, pruned, [])
         result = SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
-        attach(result.shown() + ([result.winner] if result.winner is not None else []), settings)
+        shown = result.shown() + ([result.winner] if result.winner is not None else [])
+        attach(shown + [x for e in shown if (x := result.against(e)) is not None], settings)
         return result
 
 

@@ -1,5 +1,6 @@
 """What a candidate of the search pays that a better one does not: its step by phase and the collectives its
-plans run, read off the plans the search priced, and the difference of two candidates' collectives.
+plans run, read off the plans the search priced, and the difference of two candidates' collectives (against
+the fastest candidate above it with its parameters laid out alike, else the winner: :func:`against`).
 
 A row of the ranked table says why a candidate lost. Its step is a sum over parts (the repeated layer, the
 part outside it) and phases (forward, backward): under ``steady`` each phase takes max(its compute, its busiest
@@ -32,7 +33,18 @@ from shardalg.notation.plan import Op
 
 from .price import Entry, Settings, size_text, time_text
 
-__all__ = ["Move", "PhaseTime", "Breakdown", "breakdown", "paid", "paid_text", "paid_json", "attach"]
+__all__ = [
+    "Move",
+    "PhaseTime",
+    "Breakdown",
+    "breakdown",
+    "paid",
+    "paid_text",
+    "against",
+    "beyond_text",
+    "pays_json",
+    "attach",
+]
 
 
 @dataclass(frozen=True)
@@ -284,8 +296,46 @@ def _times(n: int, size: str) -> str:
     return f"{n} x {size}" if n > 1 else size
 
 
-def paid_json(moves: tuple[Move, ...]) -> list[dict[str, Any]]:
-    return [m.to_json() for m in moves]
+def against(ranked: list[Entry], e: Entry) -> Entry | None:
+    """What ``e`` (a candidate of a search's ``ranked``, fastest first) is set against: the fastest candidate
+    ranked above it with the parameters laid out alike (SP's whole parameters against DP's: what splitting
+    the sequence rather than the batch costs), else the winner; None for the winner and a candidate over the
+    cap."""
+    if not ranked or e is ranked[0] or not e.fits:
+        return None
+    for x in ranked:
+        if x is e:
+            break
+        if x.assignment.params_text == e.assignment.params_text:
+            return x
+    return ranked[0]
+
+
+def beyond_text(moves: tuple[Move, ...], ref: Entry | None, winner: Entry | None) -> str:
+    """``; beyond the winner's collectives: ...`` or ``; beyond the collectives of DP: params -; activations
+    B=X (the fastest with these parameters): ...``; empty when it pays nothing more."""
+    if not moves or ref is None:
+        return ""
+    whose = (
+        "the winner's collectives"
+        if ref is winner
+        else f"the collectives of {ref.strategy}: {ref.assignment} (the fastest with these parameters)"
+    )
+    return f"; beyond {whose}: {paid_text(moves)}"
+
+
+def pays_json(moves: tuple[Move, ...], ref: Entry | None) -> dict[str, Any]:
+    """JSON's ``pays`` (the collectives) and ``pays_against`` (the candidate they are set against)."""
+    return {
+        "pays": [m.to_json() for m in moves],
+        "pays_against": None
+        if ref is None
+        else {
+            "strategy": ref.strategy,
+            "params": ref.assignment.params_text,
+            "activations": ref.assignment.activations_text,
+        },
+    }
 
 
 def attach(entries: list[Entry], settings: Settings) -> None:

@@ -92,7 +92,8 @@ def test_the_json_and_explain_say_what_sp_pays(steady):
         ("ReduceScatter", "dV", 16777216.0, True),
         ("ReduceScatter", "dK", 16777216.0, True),
     ]
-    assert data["strategies"]["DP"]["pays"] == []
+    assert data["strategies"]["SP"]["pays_against"] == {"strategy": "DP", "params": "-", "activations": "B=X"}
+    assert data["strategies"]["DP"]["pays"] == [] and data["strategies"]["DP"]["pays_against"] is None
     from shardalg.search.emit import explain
 
     (lost,) = [line for line in explain(steady).splitlines() if line.startswith("    lost: 0.0011%")][:1]
@@ -103,9 +104,13 @@ def test_under_serial_what_sp_pays_is_exposed(serial):
     sp = _pure(serial, "T=X")
     moves = serial.pays(sp)
     assert serial.winner.strategy == "FSDP"  # under serial the weights' reduce-scatters beat DP's all-reduces
-    assert {m.tensor for m in moves} == {"K", "V", "dK", "dV", "dW_gate", "dW_in", "dW_out"}
+    assert serial.against(sp) is _pure(serial, "B=X")  # the fastest with whole parameters, not the winner
+    assert {m.tensor for m in moves} == {"K", "V", "dK", "dV"}
     assert not any(m.hidden for m in moves)
-    assert "AllGather_X of K, V: 2 x 16.8 MB, 373 us (forward, exposed)" in serial.reason(sp)
+    assert (
+        "; beyond the collectives of DP: params -; activations B=X (the fastest with these parameters): "
+        "AllGather_X of K, V: 2 x 16.8 MB, 373 us (forward, exposed)"
+    ) in serial.reason(sp)
     # the figure of a serial step is its compute plus its communication, not its compute alone
     assert f"in series: {time_text(sp.seconds)}" in sp.binding_reason()
     assert sp.seconds == pytest.approx(sp.compute + sp.comms, rel=1e-12)
