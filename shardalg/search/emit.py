@@ -10,7 +10,8 @@ says so (``search --slice NAME --choose-degrees``, :mod:`.degrees`, chooses the 
 ``explain`` is, per named strategy, its best candidate's time and memory against the winner's and the cap:
 a ratio of times where it fits, the bytes over the cap where it does not (its time too, when it was priced).
 
-Imports: :mod:`.numeric`'s result (duck-typed: ``settings``, ``best``, ``winner``, ``winner_program``).
+Imports: :mod:`.numeric`'s result (duck-typed: ``settings``, ``best``, ``winner``, ``winner_program``,
+``reason``, ``pays``).
 """
 
 from __future__ import annotations
@@ -97,9 +98,13 @@ def _against(e: Entry, w: Entry | None, cap: float) -> dict[str, Any]:
 
 
 def explain_json(result: Any) -> list[dict[str, Any]]:
-    """Per named strategy: its best candidate's time and memory, against the winner's and the cap."""
+    """Per named strategy: its best candidate's time and memory, against the winner's and the cap, and the
+    collectives it runs beyond the winner's (``pays``)."""
     w, cap = result.winner, result.settings.cap
-    return [{**_against(e, w, cap), "reason": result.reason(e)} for e in result.best.values()]
+    return [
+        {**_against(e, w, cap), "reason": result.reason(e), **result._pays_json(e)}
+        for e in result.best.values()
+    ]
 
 
 def explain(result: Any) -> str:

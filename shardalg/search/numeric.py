@@ -9,7 +9,9 @@ fastest that fits the memory cap, the best of each named strategy, and why each 
 Ranking: fitting candidates by seconds, then communication seconds, then bytes per device, then the order
 of the space (deterministic). Every assignment in the space is either priced or dropped for a reason that is
 counted (symmetric, illegal, equivalent, over the cap before pricing), so the winner is the optimum over
-the whole space: the tests check it against a brute force over all assignments.
+the whole space: the tests check it against a brute force over all assignments. Each printed row that lost
+says what it pays beyond the winner: the collectives of its plans the winner's do not run (:mod:`.paid`,
+worked out for the printed rows once the search is done).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Program
 from shardalg.planning import symbolic
 
+from .paid import Move, against, attach, beyond_text, paid, pays_json
 from .pieces import StatementPricer, pricer_for
 from .price import Entry, Pricer, Settings, size_text, time_text
 from .space import STRATEGIES, Pruned, Space, enumerate_space, space_of, wider_note
@@ -151,12 +154,14 @@ class SearchResult(Shown):
         return {s: out[s] for s in named}
 
     def reason(self, e: Entry) -> str:
-        """Why ``e`` is not the winner, in numbers."""
+        """Why ``e`` is not the winner, in numbers: its time against the winner's, what binds its step, and the
+        collectives it runs beyond the winner's (:meth:`pays`)."""
         if not e.fits:
             return e.memory_reason()
         w = self.winner
+        off = e.detail.off_text(e) if e.detail is not None else ""
         if w is None or e is w:
-            return e.binding_reason()
+            return e.binding_reason() + off
         ratio = e.seconds / w.seconds  # type: ignore[operator]
         if ratio > 1 + 1e-9:
             than = (  # a ratio that rounds to 1x says its excess instead
@@ -170,12 +175,31 @@ class SearchResult(Shown):
             than = "as fast as the winner, more memory"
         else:
             than = "tied with the winner (listed after it in the space's order)"
-        if ratio < 1.005 and e.comms > w.comms and e.gathers:  # within a hair of the winner: what it pays
-            than += (
-                f", gathering {', '.join(e.gathers)} in the forward ({time_text(e.comms)} of communication "
-                f"against {time_text(w.comms)})"
-            )
-        return f"{than}; {e.binding_reason()}"
+        return f"{than}; {e.binding_reason()}{off}{self._beyond(e)}"
+
+    def against(self, e: Entry) -> Entry | None:
+        """What ``e`` is set against (:func:`.paid.against`: the fastest above it with its parameters laid out
+        alike, else the winner)."""
+        return against(self.ranked, e)
+
+    def pays(self, e: Entry) -> tuple[Move, ...]:
+        """The collectives ``e``'s plans run that those of :meth:`against` do not (:func:`.paid.paid`)."""
+        ref = self.against(e)
+        return () if ref is None or e.detail is None or ref.detail is None else paid(e.detail, ref.detail)
+
+    def _beyond(self, e: Entry) -> str:
+        return beyond_text(self.pays(e), self.against(e), self.winner)
+
+    def _pays_json(self, e: Entry) -> dict[str, Any]:
+        return pays_json(self.pays(e), self.against(e))
+
+    def shown(self) -> list[Entry]:
+        """The entries the printers show: the ranked rows and each strategy's best."""
+        out: list[Entry] = []
+        for e in [e for _, e in self.rows()] + list(self.best.values()):
+            if not any(e is x for x in out):
+                out.append(e)
+        return out
 
     @property
     def winner_program(self) -> str | None:
@@ -282,8 +306,14 @@ class SearchResult(Shown):
             "solver": dict(self.solver),
             "winner": self.winner.to_json() if self.winner is not None else None,
             "winner_program": self.winner_program,
-            "strategies": {s: {**e.to_json(), "reason": self.reason(e)} for s, e in self.best.items()},
-            "ranked": [{**e.to_json(), "rank": i + 1} for i, e in enumerate(self.ranked[: self.top])],
+            "strategies": {
+                s: {**e.to_json(), "reason": self.reason(e), **self._pays_json(e)}
+                for s, e in self.best.items()
+            },
+            "ranked": [
+                {**e.to_json(), "rank": i + 1, **self._pays_json(e)}
+                for i, e in enumerate(self.ranked[: self.top])
+            ],
             "fitting": len(self.ranked),
             "rejected": len(self.rejected),
             "defaults": [{"key": k, "value": v} for k, v in self.notes],
@@ -523,7 +553,10 @@ def search(
             )
         if pricer is None:
             pricer = pricer_for(prog, space, settings, pruned, [])
-        return SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
+        result = SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
+        shown = result.shown() + ([result.winner] if result.winner is not None else [])
+        attach(shown + [x for e in shown if (x := result.against(e)) is not None], settings)
+        return result
 
 
 def solver_of(pricer: Pricer) -> dict[str, Any]:

@@ -148,6 +148,7 @@ class Entry:
     )
     keep: KeepChoice | None = None  # training: the backward's gathered copies kept or gathered again
     gathers: tuple[str, ...] = ()  # the values (not parameters) its forward gathers (activation_gathers)
+    detail: Any = None  # its step by phase and its collectives (:class:`.paid.Breakdown`), for a printed row
 
     @property
     def gathered(self) -> str:
@@ -172,7 +173,12 @@ class Entry:
         return f"{size_text(self.bytes)} per device > {size_text(self.cap)}{before} ({shown})"
 
     def binding_reason(self) -> str:
-        """Why the step takes its time: ``HBM-bound: 331 us (compute 70 us, comms 0)``."""
+        """Why the step takes its time, its figure the step: ``HBM-bound: 331 us (compute 70 us, comms 0)``; a
+        training step with its phases worked out (``detail``) phase by phase (:meth:`.paid.Breakdown.bound_text`);
+        a step that is not its binding term's total (inference's ops each at its roofline) says so."""
+        phased = self.detail.bound_text(self) if self.detail is not None else None
+        if phased is not None:
+            return phased
         bound = self.bound
         rest = {"compute": self.compute, "HBM": self.hbm, "comms": self.comms}
         name = bound.split()[0] if bound else "compute"
@@ -184,6 +190,15 @@ class Entry:
         what = {"compute": self.compute, "HBM": self.hbm}.get(
             bound or "", self.axes.get((bound or " ").split()[-1], 0)
         )
+        if (
+            self.seconds is not None and abs(what - self.seconds) > 1e-9 * self.seconds
+        ):  # its figure, the step
+            how = "its ops' rooflines summed" if self.hbm_counted else "its phases summed"
+            unsaid = "" if self.hbm_counted else " not counted in training"
+            every = ", ".join(
+                f"{k} {time_text(v) if v else '0'}{unsaid if k == 'HBM' else ''}" for k, v in rest.items()
+            )
+            return f"{bound}-bound, {how}: {time_text(self.seconds)} ({every})"
         return f"{bound}-bound: {time_text(what)} ({others})"
 
     def __repr__(self) -> str:
