@@ -28,6 +28,10 @@ op over several statements). A value read by a function and by a statement of an
 stream: a norm and a residual add) has its gradient's parts added in a step of the backward's own, which no piece
 writes: those additions are found on the unsharded program and priced at each candidate's sharding.
 
+A piece is priced once per orbit of the mesh's interchangeable axes (:mod:`.symmetry`: on ``X=2,Y=2,Z=2`` a
+piece sharded over X alone is priced once for X, Y and Z), its seconds by lane and axis and its kept copies'
+rows renamed back to the piece's own axes.
+
 The test ``tests/search/test_pieces.py`` checks every candidate of the search's programs against the
 whole-program price: the same seconds, communication, FLOPs, bytes by part and keep choice.
 """
