@@ -28,6 +28,10 @@ op over several statements). A value read by a function and by a statement of an
 stream: a norm and a residual add) has its gradient's parts added in a step of the backward's own, which no piece
 writes: those additions are found on the unsharded program and priced at each candidate's sharding.
 
+A piece is priced once per orbit of the mesh's interchangeable axes (:mod:`.symmetry`: on ``X=2,Y=2,Z=2`` a
+piece sharded over X alone is priced once for X, Y and Z), its seconds by lane and axis and its kept copies'
+rows renamed back to the piece's own axes.
+
 The test ``tests/search/test_pieces.py`` checks every candidate of the search's programs against the
 whole-program price: the same seconds, communication, FLOPs, bytes by part and keep choice.
 """
@@ -51,10 +55,11 @@ from shardalg.models.program import model_program
 from shardalg.models.step import _cost_model, _part_cost  # the step's own cost model and part pricing
 from shardalg.models.trainstate import TrainState
 from shardalg.notation.plan import Op, Plan
-from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Roles
+from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Roles, Tensor
 
 from .price import Entry, Pricer, Settings, activation_gathers
 from .space import Assignment, Pruned, Space, _tensors
+from .symmetry import rename_axes, rename_keys, renamings
 
 __all__ = ["Piece", "Seconds", "StatementPricer", "pricer_for", "split_statements"]
 
@@ -99,7 +104,7 @@ class Piece:
 
     phases: tuple[Seconds, ...]
     flops: Expr
-    rows: dict[tuple[str, str], Expr]
+    rows: dict[tuple[str, str | Tensor], Expr]  # a kept gathered copy's row by its tensor
     values: dict[str, Expr]
     gathered: dict[str, Expr]
     copies: float
@@ -256,6 +261,16 @@ def _phase(plans: list[Plan], a: Analysis, costs: Any, at: Any) -> Seconds:
     return got
 
 
+def _piece_renamed(p: Piece, m: dict[str, str]) -> Piece:
+    """A piece priced with its axes renamed, its lanes, axes and kept copies' rows renamed by ``m`` (nothing
+    else names an axis: its bytes and FLOPs are numbers, its other rows and values named by tensor)."""
+    if not m:
+        return p
+    phases = tuple(replace(s, lanes=rename_keys(s.lanes, m), axes=rename_keys(s.axes, m)) for s in p.phases)
+    rows = {(part, rename_axes(n, m) if isinstance(n, Tensor) else n): b for (part, n), b in p.rows.items()}
+    return replace(p, phases=phases, rows=rows)
+
+
 def _price_piece(sub: Program, st: Settings, keep: bool) -> Piece:
     model = model_program(sub, st.mesh, st.sizes)
     a = analyze(model, st.mode, "none" if st.mode == "train" else None, keep_gathered=keep)
@@ -276,7 +291,9 @@ def _price_piece(sub: Program, st: Settings, keep: bool) -> Piece:
     flops = a.flops()
     report = model_memory(a, st.chip, st.optimizer, strict=False)
     rows = {(part, name): b * n for part, name, b, n in report.rows if part in (*PARAM_PARTS, "kv_cache")}
-    rows.update({("activations", f"kept {name}"): b * n for name, b, n in a.kept()})
+    # a kept copy's row by its tensor (its sharding names axes: renamed with the piece, :func:`_piece_renamed`)
+    copied = [c.tensor for c in a.backward.gathered if c.kept] if a.backward is not None else []
+    rows.update({("activations", t): b * n for t, (_, b, n) in zip(copied, a.kept(), strict=True)})
     rows.update({("activations", label): b * n for label, b, n in a.statistics()})
     values = {n: model.bytes_of(model.kept_tensor(n)) * model.factor(v) for n, v in model.values.items()}
     gathered: dict[str, Expr] = {}
@@ -315,18 +332,33 @@ class StatementPricer(Pricer):
         self._shared = {r for r, n in readers.items() if n > 1}  # read by several products (Q, K, V's In)
         self._joins = _joins(base, whole, settings)
         self.whole = 0  # candidates priced whole (see _priced)
+        # the mesh's renamings among interchangeable axes (:mod:`.symmetry`), each with its inverse
+        self._renamings = [(m, {v: k for k, v in m.items()}) for m in renamings(settings.mesh)]
 
     def piece(self, sub: Program, keep: bool) -> Piece:
+        """``sub``'s piece with the backward keeping the forward's gathered copies or not: looked up, else
+        another of its orbit's renamed back (:mod:`.symmetry`), else priced."""
         got = self.table.get((sub, keep))
         if got is None:
-            other = self.table.get((sub, not keep))
-            if other is not None and not other.copies:  # its backward reads no gathered copy: keeping is moot
-                got = other
-            else:
+            got = self._renamed(sub, keep)
+            if got is None:
                 got = _price_piece(sub, self.settings, keep)
                 self.priced += 1
             self.table[(sub, keep)] = got
         return got
+
+    def _renamed(self, sub: Program, keep: bool) -> Piece | None:
+        """A piece priced already for ``sub`` with its axes renamed (or for ``sub`` itself the other keep
+        choice, where its backward reads no gathered copy: keeping is moot), renamed back to ``sub``'s axes."""
+        for m, back in self._renamings:
+            there = rename_axes(sub, m)
+            got = self.table.get((there, keep))
+            if got is None:
+                other = self.table.get((there, not keep))
+                got = other if other is not None and not other.copies else None
+            if got is not None:
+                return _piece_renamed(got, back)
+        return None
 
     def _priced(
         self, a: Assignment, strategy: str, program: Program, model: Any, keep: bool
@@ -352,7 +384,7 @@ class StatementPricer(Pricer):
     ) -> Entry:
         st = self.settings
         parts_s = {once: [Seconds() for _ in PHASES] for once in (False, True)}
-        rows: dict[tuple[str, str], Expr] = {}
+        rows: dict[tuple[str, str | Tensor], Expr] = {}
         values: dict[str, Expr] = {}
         gathered: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
         flops: Expr = Integer(0)
@@ -399,6 +431,10 @@ class StatementPricer(Pricer):
             for s in phases:
                 for ax, v in s.axes.items():
                     axes[ax] = axes.get(ax, 0.0) + count * v
+        # each axis's sum, the mesh's axes in mesh order (a lane that is no axis first): one order whichever
+        # member of a piece's orbit was priced (:mod:`.symmetry`)
+        where = {name: i for i, name in enumerate(st.mesh.names)}
+        axes = {ax: axes[ax] for ax in sorted(axes, key=lambda ax: where.get(ax, -1))}
         model_flops = float(flops) / float(model.devices)
         peak = st.chip.flops.value
         return Entry(
