@@ -387,11 +387,15 @@ class Analysis:
         )
 
     def statistics(self) -> list[tuple[str, Expr, Expr]]:
+        """:meth:`owned_statistics` without the value each row is of: (label, bytes per device, count)."""
+        return [(label, b, n) for label, b, n, _ in self.owned_statistics()]
+
+    def owned_statistics(self) -> list[tuple[str, Expr, Expr, str]]:
         """The per-row statistics the functions' backward reads (a norm's, a fused attention's softmax: fp32,
         one value per statistic a row, as the forward plan's step holds its block's rows), kept for the
         backward like activations when the function's operands are (a fused core's: its products' operands):
-        (label, bytes per device, count). A materialized softmax keeps its result instead (its backward reads
-        ``P``)."""
+        (label, bytes per device, count, the function's result). A materialized softmax keeps its result
+        instead (its backward reads ``P``)."""
         if self.mode != "train":
             return []
         m, out = self.model, []
@@ -417,7 +421,7 @@ class Analysis:
                 label = (
                     f"{st.op.value}_{st.dim} statistics ({len(rec.statistics)} fp32 a row) of {info.result}"
                 )
-                out.append((label, m.bytes_of(row) * len(rec.statistics), m.factor(info.once)))
+                out.append((label, m.bytes_of(row) * len(rec.statistics), m.factor(info.once), info.result))
         return out
 
     @cached_property

@@ -6,13 +6,14 @@ schedule, the stage boundaries as sends, and the memory of each stage.
     >>> r.bubble, r.seconds, [s.total for s in r.stages]                     # doctest: +SKIP
 
 The program is one stage's sharding: its tensors are sharded over the other axes, never over the pipeline
-axis ``P`` (of ``p`` slices). The ``layers`` repeated layers are split evenly, ``layers/p`` a stage; the part
-outside the repeated layer (embeddings, head) is placed on stage 0, which is the critical one. With ``m``
+axis ``P`` (of ``p`` slices). The ``layers`` repeated layers are split evenly, ``layers/p`` a stage; of the
+part outside the repeated layer, the embedding is on stage 0 and the head on the last stage (:mod:`.stages`).
+With ``m``
 microbatches a schedule runs ``m + p − 1`` ticks of forward and as many of backward (GPipe and 1F1B alike);
 the bubble, the idle fraction of each stage, is ``(p − 1)/(m + p − 1)`` (:data:`SCHEDULES`, as data).
 
 A tick is one microbatch through one stage: the stage's step time (:func:`.step.model_step` of its
-``layers/p`` layers, and on the one stage that holds it the part outside, on the whole batch) over ``m`` (the
+``layers/p`` layers, and on the last stage the part outside, on the whole batch) over ``m`` (the
 costs are taken linear in the batch: the latency terms, which are not, are counted ``m`` times over, as a
 microbatch pays each), plus the stage boundary: ``Send_{P,+1}`` of the microbatch's layer input forward and
 ``Send_{P,-1}`` of its cotangent backward, each priced by the
@@ -22,12 +23,14 @@ counted serially with the compute (no overlap: stated in the notes).
 The step with stage ticks ``t_s``: the slowest stage runs ``m`` ticks and every other stage's tick is paid
 once in the fill and the drain, ``Σ t_s + (m − 1)·max t_s`` (a flow shop of ``m`` equal jobs; exact for GPipe,
 and for 1F1B when the slowest stage is the last, where the head is). With equal stages it is
-``(m + p − 1)·t``. The part outside the repeated layer is not split over the stages: the stage that holds it
-(the head reads the last layer's output) has the longest tick, the others fill and drain at their own.
+``(m + p − 1)·t``. The part outside the repeated layer is not split over the stages: its time is all counted
+on the last stage (the head reads the last layer's output; an embedding's lookup, when the program writes one
+as a product, is counted there too), whose tick is the longest, the others fill and drain at their own.
 
-Memory per stage: the parameters, gradients and optimizer state of its ``layers/p`` layers (and the part
-outside on stage 0), and the saved activations of each microbatch in flight: GPipe keeps all ``m``, 1F1B keeps
-``min(p − s, m)`` on stage ``s`` (a microbatch's activations are the whole batch's over ``m``).
+Memory per stage: the parameters, gradients and optimizer state of its ``layers/p`` layers (and of the part
+outside that it holds: the embedding on stage 0, the head's norm gain and unembedding on the last stage), and
+the saved activations of each microbatch in flight (the logits on the last stage): GPipe keeps all ``m``, 1F1B
+keeps ``min(p − s, m)`` on stage ``s`` (a microbatch's activations are the whole batch's over ``m``).
 
 :func:`pipeline_price` is the price of one configuration (axis, microbatches, schedule); a search over the
 pipeline degree and the microbatch count calls it per candidate.
@@ -48,9 +51,10 @@ from shardalg.costs.plancost import costed
 from shardalg.errors import UsageError
 
 from .analysis import Analysis, Remat, analyze
-from .memory import model_memory
+from .memory import MemoryReport, model_memory
 from .program import model_program
 from .quantities import dim_value
+from .stages import End, outside_ends, row_owners, stage_ends
 from .step import step_seconds
 
 __all__ = ["Schedule", "SCHEDULES", "StageMemory", "PipelineReport", "pipeline_price", "model_pipeline"]
@@ -136,14 +140,14 @@ class PipelineReport:
 
     @property
     def stage_ticks(self) -> tuple[float, ...]:
-        """Each stage's tick: its layers (and on one stage the part outside) over m, and the sends."""
+        """Each stage's tick: its layers (and on the last stage the part outside) over m, and the sends."""
         m = self.microbatches
         light = (self.stage_seconds - self.outside_seconds) / m + self.send_seconds
-        return (self.tick_seconds,) + (light,) * (self.stages - 1)
+        return (light,) * (self.stages - 1) + (self.tick_seconds,)
 
     @property
     def tick_seconds(self) -> float:
-        """The slowest stage's tick (the one holding the part outside the repeated layer)."""
+        """The slowest stage's tick (the last, holding the part outside the repeated layer)."""
         return self.stage_seconds / self.microbatches + self.send_seconds
 
     @property
@@ -202,9 +206,9 @@ class PipelineReport:
                 f"= {self.seconds:.4g} s"
             )
         else:
-            light = self.stage_ticks[-1]
+            light = self.stage_ticks[0]
             out += [
-                f"{'outside':<12} the part outside the repeated layer on one stage: {self.outside_seconds:.4g} s "
+                f"{'outside':<12} the part outside the repeated layer on the last stage: {self.outside_seconds:.4g} s "
                 f"of its {self.stage_seconds:.4g} s (its layers {self.stage_seconds - self.outside_seconds:.4g} s)",
                 f"{'step':<12} {m} ticks of that stage x ({self.stage_seconds:.4g} s / {m} + "
                 f"{self.send_seconds:.4g} s) + {p - 1} of the others x "
@@ -305,38 +309,60 @@ def model_pipeline(
         (
             "pipeline",
             f"a tick is the stage's step over {m} microbatches (costs taken linear in the batch) plus the sends, "
-            "counted serially with the compute; the part outside the repeated layer is on one stage, its memory "
-            "counted on stage 0 (the most microbatches in flight); the step is that stage's m ticks and each "
-            "other stage's tick once (fill and drain)",
+            "counted serially with the compute; the part outside the repeated layer is on the ends: the "
+            "embedding on stage 0, the head (and the time of all the part outside) on the last stage; the step is "
+            "the last stage's m ticks and each other stage's tick once (fill and drain)",
         )
     )
 
     mem = model_memory(a, chip_)
-    hbm = mem.hbm
-    weights_layer = weights_once = acts_layer = acts_once = 0.0
-    for part, _name, b, count in mem.rows:
-        bytes_ = _number(b, "memory")
-        once = count == 1
-        if part == "activations":
-            if once:
-                acts_once += bytes_
-            else:
-                acts_layer += bytes_
-        elif part in ("params", "grads", "optimizer"):
-            if once:
-                weights_once += bytes_
-            else:
-                weights_layer += bytes_
-    transient = _number(mem.parts.get("transient", 0), "memory")
-    stages = []
-    for s in range(p):
-        flight = sched.in_flight(p, m, s)
-        w = weights_layer * per_stage + transient + (weights_once if s == 0 else 0.0)
-        act = (acts_layer * per_stage + (acts_once if s == 0 else 0.0)) * flight / m
-        stages.append(StageMemory(s, flight, w, act))
+    stages = _stage_memory(mem, sched, p, m, per_stage)
     return PipelineReport(
-        axis, p, m, sched, per_stage, stage, send, outside, send_text, tuple(stages), hbm, notes
+        axis, p, m, sched, per_stage, stage, send, outside, send_text, stages, mem.hbm, notes
     )
+
+
+def _stage_memory(
+    mem: MemoryReport, sched: Schedule, p: int, m: int, per_stage: int
+) -> tuple[StageMemory, ...]:
+    """Each stage's bytes: its ``per_stage`` repeated layers' rows of the memory report, and the rows outside
+    the layer at the ends that hold them (:mod:`.stages`: the embedding side on stage 0, the head on the last).
+    A microbatch's activations are the batch's over ``m``, times the microbatches the stage holds in flight; a
+    weight's kept gathered copy is held once; the transient is the larger of a layer's gathered weights and
+    those of the part outside the stage holds (the logits held while the head runs: one microbatch's)."""
+    model = mem.analysis.model
+    ends = outside_ends(model)
+    micro = mem.micro[0] if mem.micro is not None else mem.analysis
+    owners = row_owners(micro)
+    sums: dict[tuple[str, End | None], float] = {}
+    for part, name, b, _count in mem.rows:
+        owner = owners.get(name, name)
+        value = model.value_named(owner)
+        kind = {"params": "weights", "grads": "weights", "optimizer": "weights"}.get(part, part)
+        if kind == "activations" and value is not None and value.is_param:
+            kind = "copies"  # a weight's gathered copy the backward keeps: held once, not a microbatch's
+        bytes_ = _number(b, "memory")
+        if kind == "transient" and (value is None or not value.is_param):
+            bytes_ /= m  # the head's logits, held while it runs on one microbatch
+        for end in ends.get(owner, (None,)):
+            sums[kind, end] = sums.get((kind, end), 0.0) + bytes_
+
+    def at(kind: str, held: frozenset[End]) -> float:
+        return sum(sums.get((kind, e), 0.0) for e in held)
+
+    out = []
+    for s in range(p):
+        flight, held = sched.in_flight(p, m, s), stage_ends(s, p)
+        layer = {k: sums.get((k, None), 0.0) * per_stage for k in ("weights", "activations", "copies")}
+        transient = max(sums.get(("transient", None), 0.0), at("transient", held))
+        w = layer["weights"] + at("weights", held) + transient
+        act = (
+            (layer["activations"] + at("activations", held)) * flight / m
+            + layer["copies"]
+            + at("copies", held)
+        )
+        out.append(StageMemory(s, flight, w, act))
+    return tuple(out)
 
 
 def _send_seconds(

@@ -147,7 +147,7 @@ def explain_lines(result: Any) -> list[str]:
             else f"its stages save nothing: its ticks take {time_text(-saved)} more than the step without it"
         )
         if b["outside_seconds"]:
-            saves += f" (of its ticks, the part outside the repeated layer, on one stage: {time_text(b['outside_seconds'])})"
+            saves += f" (of its ticks, the part outside the repeated layer, on the last stage: {time_text(b['outside_seconds'])})"
         out.append(
             f"  the best pipeline against none: the bubble {b['bubble']} costs {time_text(b['bubble_seconds'])}, "
             f"{saves} ({time_text(b['no_pipeline_seconds'])} without a pipeline, "

@@ -1,0 +1,71 @@
+"""Which pipeline stage holds what lies outside the repeated layer: the embedding side on stage 0, the head on
+the last stage.
+
+    >>> m = model_program("params W; embeddings E, U; layers L\\nE[V, D]\\nIn[B, D] * W[D, F] -> Out[B, F]\\n"
+    ...                   "Xl[B, D] * U[D, V] -> Lg[B, V]", mesh="X=4")
+    >>> sorted((n, sorted(e.name for e in ends)) for n, ends in outside_ends(m).items())
+    [('E', ['FIRST']), ('Lg', ['LAST']), ('U', ['LAST']), ('Xl', ['LAST'])]
+
+A statement outside the repeated layer (:mod:`.program`: it reads an ``embeddings`` tensor or a value such a
+statement makes) that comes before the layer's first product or function is on the embedding side, stage 0
+(the embedding table, declared or looked up before the layer); one after it is the head, on the last stage,
+which reads the last layer's output (the final norm's gain, the unembedding, the logits). Each value outside
+the layer is where the statements that read or make it are: a tied embedding, the table declared before the
+layer and read by the head's product, is on both (a copy on each, as Megatron-LM keeps it, its gradients
+summed between them).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from .analysis import Analysis
+from .program import ModelProgram
+
+__all__ = ["End", "outside_ends", "row_owners", "stage_ends"]
+
+
+class End(Enum):
+    """An end of the pipeline: the stage that holds a part outside the repeated layer."""
+
+    FIRST = "stage 0"  # the embedding side, before the repeated layer
+    LAST = "the last stage"  # the head, after it
+
+
+def outside_ends(model: ModelProgram) -> dict[str, frozenset[End]]:
+    """Each value outside the repeated layer (parameter or activation) and the ends of the pipeline holding it."""
+    layer = [s.index for s in model.statements if not s.once and s.kind in ("product", "function")]
+    start = layer[0] if layer else len(model.statements)
+    ends: dict[str, set[End]] = {}
+    for s in model.statements:
+        if not s.once:
+            continue
+        end = End.FIRST if s.index < start else End.LAST
+        for name in (*s.reads, *((s.result,) if s.result is not None else ())):
+            if model.values[name].once:
+                ends.setdefault(name, set()).add(end)
+    for name, v in model.values.items():
+        if v.once and name not in ends:  # declared outside, touched by no statement: with the embedding
+            ends[name] = {End.FIRST}
+    return {name: frozenset(e) for name, e in ends.items()}
+
+
+def row_owners(analysis: Analysis) -> dict[str, str]:
+    """The value each memory row not named by its value is of (:func:`.memory.model_memory`'s rows): a norm's
+    or a fused softmax's statistics, the function's result; a kept gathered copy (``kept W[D, V]``), its
+    parameter."""
+    a = analysis
+    owners = {label: owner for label, _, _, owner in a.owned_statistics()}
+    bw = a.backward
+    if bw is not None:
+        copies = [c for c in bw.gathered if c.kept]
+        for (label, _, _), c in zip(a.kept(), copies, strict=True):
+            v = a.model.value_named(c.source.name)
+            if v is not None:
+                owners[f"kept {label}"] = v.name  # as model_memory labels the row
+    return owners
+
+
+def stage_ends(stage: int, stages: int) -> frozenset[End]:
+    """The ends stage ``stage`` of ``stages`` is: stage 0 the first, the last the last (one stage: both)."""
+    return frozenset(e for e, at in ((End.FIRST, stage == 0), (End.LAST, stage == stages - 1)) if at)
