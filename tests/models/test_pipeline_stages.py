@@ -1,0 +1,81 @@
+"""What each pipeline stage holds of the part outside the repeated layer: the embedding on stage 0, the head (its
+weights and the logits) on the last stage, each figure derived here from the model's dims."""
+
+from __future__ import annotations
+
+import pytest
+
+from shardalg.models.analysis import analyze
+from shardalg.models.expand import expand, shard
+from shardalg.models.pipeline import model_pipeline, pipeline_price
+from shardalg.models.program import model_program
+
+BF16 = 2
+STATE = BF16 + BF16 + 8  # bf16 params, bf16 grads, Adam's two fp32 moments: bytes per parameter
+HEADED = """params W1, W2; embeddings W_emb, W_un; layers L
+W_emb[V, D]
+In[B_X, D] * W1[D, F] -> H[B_X, F]
+H[B_X, F] * W2[F, D] -> Out[B_X, D]
+Xl[B_X, D] * W_un[D, V] -> Lg[B_X, V]
+"""  # the embedding table declared before the layer, the unembedding after it
+B, D, F, V, L = 64, 256, 1024, 4096, 8
+MESH, SIZES = "P=4,X=2", f"B={B},D={D},F={F},V={V},L={L}"
+P, M = 4, 4  # stages and microbatches: 2 layers a stage
+
+
+def test_stage_0_holds_the_embedding_and_the_last_stage_the_head() -> None:
+    r = pipeline_price(HEADED, MESH, SIZES, "tpu-v5p", axis="P", microbatches=M)
+    per_stage, local_b = L // P, B // 2  # B over X=2
+    layer_weights = per_stage * 2 * D * F * STATE
+    layer_acts = per_stage * local_b * (D + F) * BF16  # In and H, kept for the backward
+    embedding = V * D * STATE
+    unembedding = D * V * STATE
+    head_acts = local_b * (D + V) * BF16  # Xl and the logits Lg (B/2 x V in bf16)
+    assert [s.in_flight for s in r.memory] == [4, 3, 2, 1]
+    assert [s.weights for s in r.memory] == pytest.approx(
+        [layer_weights + embedding, layer_weights, layer_weights, layer_weights + unembedding]
+    )
+    assert [s.activations for s in r.memory] == pytest.approx(
+        [layer_acts * 4 / M, layer_acts * 3 / M, layer_acts * 2 / M, (layer_acts + head_acts) * 1 / M]
+    )
+    # the part outside runs on the last stage: its tick is the longest
+    assert r.outside_seconds > 0
+    assert r.stage_ticks[-1] == pytest.approx(r.tick_seconds)
+    assert max(r.stage_ticks[:-1]) < r.tick_seconds
+
+
+def test_a_tied_embedding_is_held_at_both_ends() -> None:
+    tied = HEADED.replace("embeddings W_emb, W_un", "embeddings W_emb").replace(
+        "W_un[D, V] -> Lg", "W_emb[V, D] -> Lg"
+    )
+    r = pipeline_price(tied, MESH, SIZES, "tpu-v5p", axis="P", microbatches=M)
+    layer_weights = L // P * 2 * D * F * STATE
+    table = V * D * STATE
+    assert [s.weights for s in r.memory] == pytest.approx(
+        [layer_weights + table, layer_weights, layer_weights, layer_weights + table]
+    )
+
+
+def test_llama_3_8b_four_stages_puts_the_head_on_stage_3() -> None:
+    """LLaMA-3 8B, its parameters whole on each chip, 32 sequences of 4096 tokens a chip (B=256 over X=8),
+    4 stages of 8 layers, 8 microbatches: the unembedding's 6.30 GB of weight state and the logits (33.6 GB for
+    the chip's batch, 4.2 GB a microbatch) are on stage 3, the embedding table's 6.30 GB on stage 0."""
+    vocab, d, local_tokens = 128256, 4096, 256 // 8 * 4096
+    program = shard(expand("llama-3-8b"), None, "B=X")
+    a = analyze(model_program(program, "P=4,X=8", {"B": 256, "T": 4096}), "train")
+    r = model_pipeline(a, "tpu-v5p", "P", 8)
+    table = vocab * d * STATE
+    assert table / 1e9 == pytest.approx(6.30, abs=0.005)
+    logits = local_tokens * vocab * BF16
+    assert logits / 1e9 == pytest.approx(33.6, abs=0.05)
+    head_input = local_tokens * d * BF16  # Xf, the normed input of the unembedding
+    final_gain = d * STATE
+    inner = r.memory[1]  # a stage of layers alone
+    stage0, stage3 = r.memory[0], r.memory[3]
+    assert stage0.weights - inner.weights == pytest.approx(table)
+    assert stage3.weights - inner.weights == pytest.approx(table + final_gain)
+    per_micro = inner.activations / inner.in_flight  # one microbatch of its 8 layers
+    assert stage0.activations == pytest.approx(per_micro * 4)
+    assert stage3.activations == pytest.approx(per_micro + (logits + head_input) / 8)
+    assert (logits / 8) / 1e9 == pytest.approx(4.2, abs=0.005)
+    assert max(r.memory, key=lambda s: s.total) is stage0 and r.fits is False
