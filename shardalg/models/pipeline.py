@@ -124,7 +124,7 @@ class PipelineReport:
     layers_per_stage: int
     stage_seconds: float  # the critical stage's compute and collectives on the whole batch, no bubble
     send_seconds: float  # one microbatch's Send forward and its cotangent's back
-    outside_seconds: float  # of stage_seconds, the part outside the repeated layer (on one stage only)
+    outside_seconds: float  # of stage_seconds, the part outside the repeated layer (on the last stage only)
     send_statement: str
     memory: tuple[StageMemory, ...]
     hbm: float | None

@@ -79,3 +79,33 @@ def test_llama_3_8b_four_stages_puts_the_head_on_stage_3() -> None:
     assert stage3.activations == pytest.approx(per_micro + (logits + head_input) / 8)
     assert (logits / 8) / 1e9 == pytest.approx(4.2, abs=0.005)
     assert max(r.memory, key=lambda s: s.total) is stage0 and r.fits is False
+
+
+def test_the_heads_kept_gathered_copy_is_on_the_last_stage_once() -> None:
+    """The unembedding sharded over X and gathered for its product: kept for the backward (keep_gathered), its
+    gathered copy (D x V in bf16) is on the last stage, held once for every microbatch in flight; a layer's
+    copies are each stage's own; the other stages gather nothing."""
+    fsdp = HEADED.replace(
+        "Xl[B_X, D] * W_un[D, V]", "AllGather_X(W_un[D_X, V]) -> W_un[D, V]\nXl[B_X, D] * W_un[D, V]"
+    )
+    a = analyze(model_program(fsdp, MESH, SIZES), "train", keep_gathered=True)
+    r = model_pipeline(a, "tpu-v5p", "P", M)
+    plain = pipeline_price(HEADED, MESH, SIZES, "tpu-v5p", axis="P", microbatches=M)
+    copy = D * V * BF16
+    half = V * D * STATE / 2  # the unembedding's state, now over X=2
+    assert [s.activations for s in r.memory] == pytest.approx(
+        [s.activations for s in plain.memory[:3]] + [plain.memory[3].activations + copy]
+    )
+    assert [s.weights for s in r.memory] == pytest.approx(
+        [s.weights for s in plain.memory[:3]] + [plain.memory[3].weights - half + copy]
+    )  # the gathered copy is also the transient the head holds while it runs (as model_memory counts it)
+
+
+def test_logits_made_again_are_held_on_the_last_stage_one_microbatch_at_a_time() -> None:
+    """Under ``--remat block`` the logits are made again for the backward, held only while the head runs: on
+    the last stage, one microbatch's (B/2 x V in bf16 over m), and on no other stage."""
+    r = pipeline_price(HEADED, MESH, SIZES, "tpu-v5p", axis="P", microbatches=M, remat="block")
+    kept = pipeline_price(HEADED, MESH, SIZES, "tpu-v5p", axis="P", microbatches=M)
+    logits = B // 2 * V * BF16
+    weights = [s.weights for s in kept.memory]
+    assert [s.weights for s in r.memory] == pytest.approx(weights[:3] + [weights[3] + logits / M])
