@@ -7,7 +7,11 @@
 The declarations (``params``, ``embeddings``, ``saved``, ``kvcache``, ``tokens``, ``layers``; see
 :class:`shardalg.notation.syntax.Roles`) say what each tensor is. Every statement that reads an
 ``embeddings`` tensor, or a value made by such a statement, is *once*: outside the repeated layer (the
-unembedding); every other statement is repeated ``layers`` times.
+unembedding); so is the head's part that reads no ``embeddings`` tensor: a product or function after the
+layer's last output (the last that depends on the layer's inputs) that depends on nothing the layer takes or
+makes, whose result only once statements read (the final norm of the last layer's output, ``rmsnorm_D(Xl) ->
+Xfr`` read by ``Xfr .* g_final``), and a collective of what only such statements read. Every other statement
+is repeated ``layers`` times.
 
 A value is one global tensor of the program, named by the name it first has (a collective that writes
 ``-> W_g[...]`` makes a new version of the same value). Its ``tensor`` is the tensor as first written: the
@@ -316,6 +320,7 @@ def model_program(
             once_values.add(out)
         infos.append(StatementInfo(i, s, kind, tuple(reads), out, once))
 
+    infos = _with_head(infos, made_by, roles)
     declared = [n for role in Role for n in roles.names(role)]
     unknown = [n for n in declared if n not in first]
     if unknown:
@@ -346,6 +351,39 @@ def model_program(
     ]
     _hidden_steps(model)
     return model
+
+
+def _with_head(infos: list[StatementInfo], made_by: Mapping[str, int], roles: Roles) -> list[StatementInfo]:
+    """``infos`` with the head's statements once: those after the layer's last output that depend on nothing
+    the layer takes or makes and whose results only the part outside the layer reads (the final norm of the
+    last layer's output, ``rmsnorm_D(Xl) -> Xfr``, read by ``Xfr .* g_final``); see the module docstring."""
+    layer = [s for s in infos if not s.once and s.kind in ("product", "function")]
+    if not layer:
+        return infos
+    from_layer = {r for r in layer[0].reads if r not in made_by and roles.role_of(r) in (None, Role.SAVED)}
+    end = layer[0].index
+    for s in infos:
+        if not s.once and s.kind in ("product", "function") and from_layer.intersection(s.reads):
+            from_layer.update((s.result,) if s.result is not None else ())
+            end = s.index
+    head: set[int] = set()
+    for s in reversed(infos):
+        if s.once or s.index <= end or s.kind not in ("product", "function") or s.result is None:
+            continue
+        readers = [t for t in infos if s.result in t.reads]
+        if readers and all(t.once or t.index in head for t in readers):
+            head.add(s.index)
+    head_reads = {r for s in infos if s.index in head for r in s.reads}
+    for s in infos:  # a collective of what only the head reads is the head's
+        if (
+            not s.once
+            and s.kind == "collective"
+            and s.index > end
+            and s.reads
+            and head_reads.issuperset(s.reads)
+        ):
+            head.add(s.index)
+    return [replace(s, once=True) if s.index in head else s for s in infos]
 
 
 def _applies(expr: object) -> bool:
