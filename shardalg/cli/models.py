@@ -177,7 +177,10 @@ def _with_pipeline(
 ) -> None:
     """Print the report with the pipeline of ``--pipeline`` (:mod:`shardalg.models.pipeline`)."""
     from shardalg.models.pipeline import model_pipeline
+    from shardalg.models.trainstate import TrainState
 
+    chosen = {k: v for k, v in _state(args).items() if k != "microbatches"}  # the pipeline's are its own
+    state = TrainState(getattr(args, "optimizer", None), getattr(args, "grads", "param"), **chosen)
     if args.microbatches is None:
         analysis.own_notes.append(("microbatches", "1 (default: --microbatches N)"))
     pipe = model_pipeline(
@@ -187,6 +190,7 @@ def _with_pipeline(
         _microbatches(args) or 1,
         args.pipeline_schedule,
         getattr(args, "overlap", None),
+        state,
     )
     if args.json:
         _print({**data, "pipeline": pipe.to_json()}, True)

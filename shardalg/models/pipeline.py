@@ -56,6 +56,7 @@ from .program import model_program
 from .quantities import dim_value
 from .stages import End, outside_ends, row_owners, stage_ends
 from .step import step_seconds
+from .trainstate import TrainState
 
 __all__ = ["Schedule", "SCHEDULES", "StageMemory", "PipelineReport", "pipeline_price", "model_pipeline"]
 
@@ -263,8 +264,11 @@ def model_pipeline(
     microbatches: int,
     schedule: str | None = None,
     policy: object = None,
+    state: TrainState | None = None,
 ) -> PipelineReport:
-    """The price of one pipeline configuration of an analysed training program (see the module)."""
+    """The price of one pipeline configuration of an analysed training program (see the module); ``state``
+    the memory's choices (optimizer, grads, precision, ZeRO, offload, host link, logits; its microbatches are
+    not the pipeline's, which are ``microbatches``)."""
     a = analysis
     if a.mode != "train":
         raise UsageError("a pipeline is priced for training (forward and backward ticks)", fix="--mode train")
@@ -315,7 +319,18 @@ def model_pipeline(
         )
     )
 
-    mem = model_memory(a, chip_)
+    c = state if state is not None else TrainState()
+    mem = model_memory(
+        a,
+        chip_,
+        c.optimizer,
+        c.grads,
+        precision=c.precision,
+        zero=c.zero,
+        offload=c.offload,
+        host_link=c.host_link,
+        logits=c.logits,
+    )
     stages = _stage_memory(mem, sched, p, m, per_stage)
     return PipelineReport(
         axis, p, m, sched, per_stage, stage, send, outside, send_text, stages, mem.hbm, notes
@@ -425,9 +440,11 @@ def pipeline_price(
     schedule: str | None = None,
     remat: str | Iterable[str] | Remat | None = None,
     overlap: object = None,
+    state: TrainState | None = None,
 ) -> PipelineReport:
     """The price of a pipeline configuration: ``program`` (one stage's sharding, never over ``axis``) on
-    ``mesh``, ``axis`` as the stages, ``microbatches`` and a schedule (``1f1b`` or ``gpipe``). The function a
-    search over the pipeline degree and the microbatch count calls per candidate."""
+    ``mesh``, ``axis`` as the stages, ``microbatches`` and a schedule (``1f1b`` or ``gpipe``), the memory
+    with ``state``'s choices (optimizer, precision, ZeRO...). The function a search over the pipeline degree and
+    the microbatch count calls per candidate."""
     a = analyze(model_program(program, mesh, sizes), "train", remat)
-    return model_pipeline(a, hw if hw is not None else "", axis, microbatches, schedule, overlap)
+    return model_pipeline(a, hw if hw is not None else "", axis, microbatches, schedule, overlap, state)

@@ -52,6 +52,7 @@ from shardalg.models.pipeline import PipelineReport, model_pipeline
 from shardalg.models.program import model_program
 from shardalg.models.source import program_source
 from shardalg.models.step import DEFAULT_POLICY, step_seconds
+from shardalg.models.trainstate import TrainState
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Program
 
@@ -203,6 +204,7 @@ class DegreesResult:
     given: dict[str, int]
     notes: list[tuple[str, str]] = field(default_factory=list)
     floored: Floored = field(default_factory=lambda: Floored(0, 0, None))
+    optimizer: str | None = None  # as given (None: the default), in the winner's commands
 
     def __str__(self) -> str:
         return result_text(self)
@@ -417,6 +419,7 @@ def search_degrees(
         given,
         notes,
         pruned,
+        optimizer,
     )
 
 
@@ -566,7 +569,7 @@ def _price_point(
             if local % m:
                 _count(dropped, "microbatches that do not divide the batch a chip holds")
                 continue
-            pipe = model_pipeline(analysis, chip, PIPE, m, None, policy)
+            pipe = model_pipeline(analysis, chip, PIPE, m, None, policy, TrainState(optimizer))
             worst = max(s.total for s in pipe.memory)
             c = Candidate(deg, strategy, full, m, pipe.seconds, worst, "", sharded, pipe)
             if worst > cap:

@@ -33,7 +33,8 @@ def commands(result: Any, path: str = "FILE.sa") -> list[str]:
     if w.pipeline is not None:
         words += ["--pipeline", w.pipeline.axis, "--microbatches", str(w.microbatches)]
     tail = " ".join(words)
-    return [f"shardalg step {tail} --overlap {result.policy}", f"shardalg memory {tail}"]
+    state = f" --optimizer {result.optimizer}" if result.optimizer else ""  # memory's alone: step has none
+    return [f"shardalg step {tail} --overlap {result.policy}", f"shardalg memory {tail}{state}"]
 
 
 def program_file(result: Any, path: str = "FILE.sa") -> str:
