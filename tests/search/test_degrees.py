@@ -100,6 +100,7 @@ def test_a_pipeline_of_four_stages_where_the_model_does_not_fit_without_one(
     [
         (MLP, "v5e-8", FITS, []),
         (MLP, "v5e-8", ODD, ["--memory", "8GB"]),
+        (MLP, "v5e-8", ODD, ["--memory", "8GB", "--optimizer", "sgd"]),  # each stage without Adam's state
         ("llama-3-70b", "v5p-8960", "B=1280,T=4096", ["--remat", "block"]),  # the must-show, ~7 s CPU
     ],
 )
