@@ -26,9 +26,9 @@ names (``G,U,Out``, or the program's ``saved`` list)
 Recomputing a value reruns the product that makes it (its FLOPs are counted again) and whatever that product
 reads and is not kept; a value made by a step the notation does not show costs the values it is made from.
 The policies cover the whole model: outside the repeated layer (``embeddings``, the head) the head is one more
-block. ``none`` keeps its logits; ``block`` keeps its input (``Xf``) and makes the logits again for the backward
-(the head's product reruns, its FLOPs counted); a list keeps the logits when it names them. The other values
-outside the layer (the head's input, what the embeddings make) are always kept: they are that block's input.
+block. ``none`` keeps its logits; ``block`` keeps what it reads (``Xl``, the final norm's ``Xfr``, ``Xf``) and
+makes the logits again for the backward (the head's product reruns, its FLOPs counted); a list keeps the logits
+when it names them. The other values outside the layer (the head's, what the embeddings make) are always kept.
 """
 
 from __future__ import annotations
