@@ -16,8 +16,11 @@ of DESIGN.md section 5:
 ``ici`` (the book's torus)
     AllGather / ReduceScatter of V bytes over the axes A_i: ``max(T_min·Σ hops_i, V / Σ rate_i)``; a ring
     (wraparound) axis has ``|X|/2`` hops and rate ``W_ici·M``; a line has ``|X| − 1`` hops and rate
-    ``W_ici·M·(1/2)·|X|/(|X| − 1)`` (one-way links, ``(|X|−1)·(V/|X|)/W_one_way``). AllReduce is
-    ReduceScatter + AllGather. AllToAll: ``V·max_i(|X_i|/rate_i)/(4·N)`` (``V/(4·W_ici)`` on one ring).
+    ``W_ici·M·(1/2)·|X|/(|X| − 1)`` (one-way links, ``(|X|−1)·(V/|X|)/W_one_way``), right for one line alone:
+    several axes or sides with a line cost at least ``(N − 1)/N·V / Σ in_i`` (what each of N devices receives;
+    ``in_i`` into the worst-placed: ``W_ici·M`` on a ring, half at a line's end), lines alone exactly that
+    (:func:`_ici_gather`). AllReduce is ReduceScatter + AllGather.
+    AllToAll: ``V·max_i(|X_i|/rate_i)/(4·N)`` (``V/(4·W_ici)`` on one ring).
     Permute: one shard S per device, hop by hop over the longest path: ``Σ hops_i·S/(rate_i/2)``.
     Shift by k along one axis, and Send (no wrap-around): :mod:`shardalg.costs.shift`.
 ``alpha-beta`` (seed 003, a GPU switch)
@@ -27,10 +30,10 @@ of DESIGN.md section 5:
     as ``alpha-beta`` but AllReduce by recursive doubling, ``log2(n)·(α + V/β)`` (not RS + AG).
 
 Two options change the ici counting. ``exact=True`` keeps the ring's (N − 1)/N of a gather's bytes (N the
-group's size: what ``jax.experimental.roofline`` counts; the book's V/W drops it; a line already counts it);
-``ring="uni"`` makes every ring carry data one way only (W_ici/2 per device, |X| − 1 hops): AllGather costs
-2·V/W_ici and AllToAll half of that, V/W_ici, against V/W_ici and V/(4·W_ici) on a bidirectional ring (the
-book's chapter 3 counting exercise; seed 000, footnote 5).
+group's size: what ``jax.experimental.roofline`` counts; the book's V/W drops it; a line already counts it): a
+group costs its receive floor. ``ring="uni"`` makes every ring carry data one way only (W_ici/2 per device,
+|X| − 1 hops): AllGather costs 2·V/W_ici and AllToAll half of that, V/W_ici, against V/W_ici and V/(4·W_ici)
+on a bidirectional ring (the book's chapter 3 counting exercise; seed 000, footnote 5).
 
 V is the bytes of the array as one gather group sees it: dims sharded on other axes count at their local size.
 Slice and a local einsum communicate nothing; an einsum costs 2·Π(local dim sizes) FLOPs at C FLOP/s and
@@ -127,9 +130,7 @@ class Link:
     leaf: int | None = None  # GPU devices per leaf switch group along the axis (X=1024:node8:leaf256)
     sides: tuple[tuple[int, bool, int], ...] = ()  # the physical torus axes under the axis (a real slice),
     # whether each wraps and the links one step along it crosses: a collective crosses them side by side
-    stride: int = (
-        1  # physical links one step crosses (a strided factor of a torus axis), shared by as many groups
-    )
+    stride: int = 1  # links one step crosses (a strided factor of a torus axis), shared by as many groups
 
     def side_links(self) -> tuple[Link, ...]:
         """The torus sides under an axis of a real slice, each as a one-link axis of its own (empty otherwise):
@@ -191,7 +192,8 @@ class Link:
 
     @property
     def spread_rate(self) -> Term:
-        """Bandwidth of an AllToAll along this axis: both ways on a ring, one way on a line or one-way ring."""
+        """Bandwidth of an AllToAll along this axis, and into a gather's worst-placed device: both ways on a
+        ring, one way on a line (its end has one neighbour) or one-way ring."""
         return self.rate * _t(ONE_WAY) if self.one_way else self.rate
 
 
@@ -227,11 +229,22 @@ def _split(moved: Term, rates: list[Term], group: tuple[Link, ...]) -> tuple[tup
 
 # ---- ici: the book's torus -------------------------------------------------------------------------
 def _ici_gather(v: Term, group: tuple[Link, ...]) -> CommCost:
-    hops = add(*(g.hops for g in group))
-    if group and group[0].exact:
-        v = v * _exact_share(group)
-    rates = [g.gather_rate for g in group]
-    return CommCost(((_t(T_MIN) * hops, v / add(*rates)),), True, _split(v, rates, group))
+    """The book's ``V / Σ gather_rate_i``, held at ``(N − 1)/N·V / Σ in_i`` (what each device receives, the
+    worst-placed over ``in_i``) when a line is among several axes or sides: lines alone cost this floor (above
+    the folded sum: (N − 1)/N >= (|X_i| − 1)/|X_i|), ring + line the larger: the book's count where physical
+    (its dropped (N − 1)/N over-prices, as on rings), the floor where a line's folded rate beats physics (N is
+    the group's: no (N − 1)/N is the line's). The split is the binding term's (the book's if both stay)."""
+    latency = _t(T_MIN) * add(*(g.hops for g in group))
+    sides = [g.side_links() or (g,) for g in group]  # the physical axes under each mesh axis
+    parts, lines = sum(map(len, sides)), sum(1 for s in sides for p in s if not p.wraps and not p.dcn)
+    moved, rates = v, [g.gather_rate for g in group]
+    time = moved / add(*rates)
+    if group[0].exact or (lines and parts > 1):  # in_i: both ways on a ring, one way at a line's end
+        floor_moved, floor_rates = v * _exact_share(group), [add(*(p.spread_rate for p in s)) for s in sides]
+        floor = floor_moved / add(*floor_rates)
+        time = floor if group[0].exact or lines == parts else maximum(time, floor)
+        moved, rates = (floor_moved, floor_rates) if time == floor else (moved, rates)
+    return CommCost(((latency, time),), True, _split(moved, rates, group))
 
 
 def _spread(g: Link) -> Term:

@@ -93,8 +93,12 @@ def test_z_1_4_and_z_4_2_of_a_4x4x8_slice():
     assert layout.hops("X") == (("x", 2), ("y", 2), ("z:(4)2", 1))
     v = 32 * 1024 * BF16
     assert _gather(layout.mesh, "Y", 32) == (4, sympy.Integer(v) / (W_ICI / 2))
-    # X: two rings at W_ici and a line of two at W_ici (one way, half of V): the rates add
-    assert _gather(layout.mesh, "X", 32) == (2 + 2 + 1, sympy.Integer(v) / (3 * W_ICI))
+    # X: two rings (W_ici into each chip) and a line of two (W_ici/2 into each end): every chip receives
+    # 31/32 of V over those links (the line's folded rate, W_ici, would price it at V/(3·W_ici), too fast)
+    assert _gather(layout.mesh, "X", 32) == (
+        2 + 2 + 1,
+        sympy.Rational(31 * v, 32) / (W_ICI + W_ICI + W_ICI / 2),
+    )
     seconds = _gather(layout.mesh, "Y", 32)[1].subs(get("tpu-v5p").values())
     assert float(seconds) == pytest.approx(v / (get("tpu-v5p").ici_bandwidth.value / 2))
 

@@ -46,7 +46,8 @@ def test_every_torus_axis_is_crossed_in_at_most_16_hops(run):
 def test_per_layer_communication_per_axis_is_bandwidth(run):
     layout, report = run
     layer = {c.axes: c for c in next(p for p in slice_comms(report, layout) if p.part == "layer").axes}
-    expected_ms = {("S", "X"): 2.065, ("S",): 0.9787, ("Y",): 2.866, ("X",): 1.118}  # what the step reports
+    # what the step reports; S_X and X group lines (x:(8)2, y:(5)4) with a ring: priced at the receive floor
+    expected_ms = {("S", "X"): 2.936, ("S",): 0.9787, ("Y",): 2.866, ("X",): 1.264}
     for axes, ms in expected_ms.items():
         assert layer[axes].bandwidth * 1e3 == pytest.approx(ms, rel=1e-3), axes
         assert layer[axes].bandwidth > 5 * layer[axes].latency, axes  # from bandwidth, not hops
@@ -62,4 +63,4 @@ def test_the_step_is_compute_bound_as_the_book_says_of_fsdp_plus_tp_at_this_batc
     layer = next(p for p in report.parts if p.name == "layer")
     assert layer.bound(report.values) == "compute"
     assert report.seconds_of(layer.compute) > report.seconds_of(layer.comms)
-    assert report.seconds == pytest.approx(0.5489, rel=1e-3)
+    assert report.seconds == pytest.approx(0.5492, rel=1e-3)

@@ -33,7 +33,9 @@ def _search(sizes: str, memory: str | None = None, overlap: str | None = None):
 
 
 # compute and collectives added (serial): a pipeline's smaller stage mesh saves communication
-SAVES_LESS = "B=32,D=8192,F=32768,L=8"  # 16 sequences a chip: m <= 16; the best, 2 stages, a bubble of 1/17
+# 4 layers: the stages save less than their bubble costs (at L=8 they save more: TP over all eight chips, x*y,
+# two lines of 2 and 4, is priced at what each chip receives over its links, 7/8 of V over 1.5·W_ici)
+SAVES_LESS = "B=32,D=8192,F=32768,L=4"  # 16 sequences a chip: m <= 16
 SAVES_MORE = "B=64,D=8192,F=32768,L=8"  # 32 a chip: m = 32, a bubble of 3/35
 
 
