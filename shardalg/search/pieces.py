@@ -26,14 +26,18 @@ other than ``none`` (which statements rerun depends on the whole layer), a ZeRO 
 microbatches (priced over the whole step), an inference step that reads a KV cache (the attention core is one
 op over several statements). A value read by a function and by a statement of another piece (the residual
 stream: a norm and a residual add) has its gradient's parts added in a step of the backward's own, which no piece
-writes: those additions are found on the unsharded program and priced at each candidate's sharding.
+writes: those additions are found on the unsharded program and priced at each candidate's sharding. A
+training candidate with Megatron SP over an input several products read (Q, K and V's) is priced whole (its
+pieces alone would each reshard their part of that input's gradient: 77 of the causal layer's 280 candidates
+on 2x2 came out wrong so), counted in ``StatementPricer.whole``; in inference it is the sum of its pieces.
 
 A piece is priced once per orbit of the mesh's interchangeable axes (:mod:`.symmetry`: on ``X=2,Y=2,Z=2`` a
 piece sharded over X alone is priced once for X, Y and Z), its seconds by lane and axis and its kept copies'
 rows renamed back to the piece's own axes.
 
-The test ``tests/search/test_pieces.py`` checks every candidate of the search's programs against the
-whole-program price: the same seconds, communication, FLOPs, bytes by part and keep choice.
+The test ``tests/search/test_pieces.py`` checks candidates of the search's programs against the
+whole-program price: the same seconds, communication, FLOPs, bytes by part and keep choice (a spread of each
+layer's candidates; every one under the long profile, docs/testing.md).
 """
 
 from __future__ import annotations
@@ -364,9 +368,10 @@ class StatementPricer(Pricer):
         self, a: Assignment, strategy: str, program: Program, model: Any, keep: bool
     ) -> tuple[Entry, float]:
         groups = split_statements(program)
-        if a.megatron and self._shared or len(groups) != len(self._once):
+        if (self.settings.mode == "train" and a.megatron and self._shared) or len(groups) != len(self._once):
             # Megatron SP reshards a shared input's gradient once, after its readers' parts are summed: each
-            # piece alone would reshard its own part (the whole program's price, counted in ``whole``)
+            # piece alone would reshard its own part (the whole program's price, counted in ``whole``); its
+            # forward alone (inference) is the sum of its pieces
             self.whole += 1
             return super()._priced(a, strategy, program, model, keep)
         pieces = [self.piece(_sub_program(program, g), keep) for g in groups]

@@ -33,6 +33,8 @@ from .space import Assignment, Pruned, Space
 
 __all__ = ["Settings", "KeepChoice", "Entry", "Pricer", "size_text", "time_text", "activation_gathers"]
 
+TIE = 1e-12  # seconds equal to this, relative, are a tie (the keep choice)
+
 
 def size_text(b: float) -> str:
     """Bytes for a table: ``1.07 GB`` (decimal units, as a memory cap is written)."""
@@ -277,7 +279,9 @@ class Pricer:
             entry.keep = KeepChoice(st.keep, True, copies)
             return entry
         kept, _ = self._priced(a, strategy, program, model, True)  # the other way: keeping them
-        wins = kept.fits and kept.seconds < entry.seconds  # type: ignore[operator]
+        # keeping wins when faster by more than TIE: a tie goes to gathering again, whichever way the
+        # seconds were summed (whole, or from statements: their last bits differ)
+        wins = kept.fits and kept.seconds < entry.seconds * (1 - TIE)  # type: ignore[operator]
         chosen = kept if wins else entry
         chosen.keep = KeepChoice(wins, False, copies, entry.seconds, kept.seconds, kept.fits, kept.bytes)
         return chosen
