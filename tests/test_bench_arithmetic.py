@@ -38,9 +38,11 @@ def test_sympys_max_keeps_a_lane_the_light_maximum_drops() -> None:
         sa.plans(BOOK_CASES[2][1], BOOK_MESH, SIZES)[2], BOOK_MESH, SIZES, hw=HW, overlap="steady"
     )
     total = total_of(pc, ar)
-    assert str(pc.total) == "Max(34359738368/C, Max(2*T_min, 8388608/W_ici) + Max(3*T_min, 33554432/W_ici))"
+    assert (
+        str(pc.total) == "Max(34359738368/C, Max(2*T_min, 8388608/W_ici) + Max(3*T_min, 117440512/(3*W_ici)))"
+    )
     assert str(total) == (
-        "Max(34359738368/C, 3*T_min, 33554432/W_ici, Max(2*T_min, 8388608/W_ici) + Max(3*T_min, 33554432/W_ici))"
+        "Max(34359738368/C, 3*T_min, 117440512/(3*W_ici), Max(2*T_min, 8388608/W_ici) + Max(3*T_min, 117440512/(3*W_ici)))"
     )
     assert Evaluators(dict(pc.values)).sympy_lambdify(total) == pytest.approx(pc.seconds, rel=1e-12)
 
