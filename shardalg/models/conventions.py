@@ -82,10 +82,12 @@ def step_conventions(report: Any) -> list[tuple[str, str]]:
         if train
         else ""
     )
+    # a program that writes its functions has them counted (the ``functions`` line); only what it leaves out is not
+    unshown = "the steps the program does not write" if _functions(report) else UNSHOWN
     out = [
         (
             "flops",
-            f"{flops}; not counted: {UNSHOWN}, the attention core unless written, the optimizer update",
+            f"{flops}; not counted: {unshown}, the attention core unless written, the optimizer update",
         ),
         ("dtypes", "each tensor in its declared dtype (bf16 default), gradients communicated in it"),
     ]
