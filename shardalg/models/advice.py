@@ -27,7 +27,7 @@ from shardalg.notation.printing.display import bytes_both
 
 from .analysis import analyze
 from .fit import largest, smallest_slice
-from .memory import MemoryReport, model_memory
+from .memory import MemoryReport, memory_with
 from .program import resized
 from .quantities import as_json
 
@@ -73,17 +73,7 @@ def smallest(remedies: list[Remedy]) -> Remedy | None:
 
 def _again(report: MemoryReport, analysis: object, **override: object) -> MemoryReport:
     """``report``'s count again on ``analysis`` with its own choices, but those in ``override``."""
-    c = report.choices
-    kw: dict[str, object] = {
-        "precision": c.precision,
-        "zero": c.zero,
-        "offload": c.offload,
-        "microbatches": c.microbatches,
-        "host_link": c.host_link,
-        "logits": c.logits,
-    }
-    kw.update(override)
-    return model_memory(analysis, report.chip, c.optimizer, c.grads, **kw)  # type: ignore[arg-type]
+    return memory_with(analysis, report.chip, report.choices, **override)
 
 
 def to_fit(report: MemoryReport) -> list[Remedy]:

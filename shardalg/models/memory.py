@@ -49,7 +49,16 @@ from .trainstate import GRADS, TrainState
 from .zero import Zero, check_zero, computed_with, shard_axes, shard_count
 from .zerostep import microbatch
 
-__all__ = ["MemoryReport", "memory", "model_memory", "param_bytes", "param_bytes_each", "PARTS", "GRADS"]
+__all__ = [
+    "MemoryReport",
+    "memory",
+    "model_memory",
+    "memory_with",
+    "param_bytes",
+    "param_bytes_each",
+    "PARTS",
+    "GRADS",
+]
 
 PARTS: tuple[str, ...] = ("params", "grads", "optimizer", "activations", "kv_cache", "transient")
 
@@ -102,19 +111,7 @@ class MemoryReport(Shown):
 
     def again(self, analysis: Analysis) -> MemoryReport:
         """The report of ``analysis`` under the same chip and choices (the same defaults stated)."""
-        c = self.choices
-        return model_memory(
-            analysis,
-            self.chip,
-            c.optimizer,
-            c.grads,
-            precision=c.precision,
-            zero=c.zero,
-            offload=c.offload,
-            microbatches=c.microbatches,
-            host_link=c.host_link,
-            logits=c.logits,
-        )
+        return memory_with(analysis, self.chip, self.choices)
 
     @property
     def model(self) -> ModelProgram:
@@ -411,6 +408,17 @@ def _transient(
         return Integer(0), []
     total = sympy.Max(sums[False], sums[True]) if groups[True] and groups[False] else sums[bool(groups[True])]
     return total, [(n, b) for g in groups.values() for n, b in g.items()]
+
+
+def memory_with(analysis: Analysis, chip: Chip | None, state: TrainState, **override: Any) -> MemoryReport:
+    """``analysis``'s memory under the choices of ``state`` (its optimizer, gradients, precision, ZeRO, offload,
+    microbatches, host link, logits), but those named in ``override``."""
+    kw: dict[str, Any] = {
+        name: getattr(state, name)
+        for name in ("precision", "zero", "offload", "microbatches", "host_link", "logits")
+    }
+    kw.update(override)
+    return model_memory(analysis, chip, state.optimizer, state.grads, **kw)
 
 
 def model_memory(

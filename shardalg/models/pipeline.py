@@ -51,7 +51,7 @@ from shardalg.costs.plancost import costed
 from shardalg.errors import UsageError
 
 from .analysis import Analysis, Remat, analyze
-from .memory import MemoryReport, model_memory
+from .memory import MemoryReport, memory_with
 from .program import model_program
 from .quantities import dim_value
 from .stages import End, outside_ends, row_owners, stage_ends
@@ -319,18 +319,8 @@ def model_pipeline(
         )
     )
 
-    c = state if state is not None else TrainState()
-    mem = model_memory(
-        a,
-        chip_,
-        c.optimizer,
-        c.grads,
-        precision=c.precision,
-        zero=c.zero,
-        offload=c.offload,
-        host_link=c.host_link,
-        logits=c.logits,
-    )
+    # the pipeline's own microbatches, not the state's
+    mem = memory_with(a, chip_, state if state is not None else TrainState(), microbatches=None)
     stages = _stage_memory(mem, sched, p, m, per_stage)
     return PipelineReport(
         axis, p, m, sched, per_stage, stage, send, outside, send_text, stages, mem.hbm, notes

@@ -9,18 +9,10 @@ from shardalg.models.analysis import analyze
 from shardalg.models.expand import expand, shard
 from shardalg.models.pipeline import model_pipeline, pipeline_price
 from shardalg.models.program import model_program
+from tests.models.headed import HEADED, MESH, SIZES, B, D, F, L, M, P, V
 
 BF16 = 2
 STATE = BF16 + BF16 + 8  # bf16 params, bf16 grads, Adam's two fp32 moments: bytes per parameter
-HEADED = """params W1, W2; embeddings W_emb, W_un; layers L
-W_emb[V, D]
-In[B_X, D] * W1[D, F] -> H[B_X, F]
-H[B_X, F] * W2[F, D] -> Out[B_X, D]
-Xl[B_X, D] * W_un[D, V] -> Lg[B_X, V]
-"""  # the embedding table declared before the layer, the unembedding after it
-B, D, F, V, L = 64, 256, 1024, 4096, 8
-MESH, SIZES = "P=4,X=2", f"B={B},D={D},F={F},V={V},L={L}"
-P, M = 4, 4  # stages and microbatches: 2 layers a stage
 
 
 def test_stage_0_holds_the_embedding_and_the_last_stage_the_head() -> None:

@@ -10,16 +10,8 @@ import pytest
 from shardalg.cli import main
 from shardalg.models.pipeline import pipeline_price
 from shardalg.models.trainstate import TrainState
+from tests.models.headed import HEADED, MESH, SIZES, D, F, L, M, P, V
 
-HEADED = """params W1, W2; embeddings W_emb, W_un; layers L
-W_emb[V, D]
-In[B_X, D] * W1[D, F] -> H[B_X, F]
-H[B_X, F] * W2[F, D] -> Out[B_X, D]
-Xl[B_X, D] * W_un[D, V] -> Lg[B_X, V]
-"""
-B, D, F, V, L = 64, 256, 1024, 4096, 8
-MESH, SIZES = "P=4,X=2", f"B={B},D={D},F={F},V={V},L={L}"
-P, M = 4, 4  # 2 layers a stage
 ADAM = 8  # Adam's two fp32 moments, bytes per parameter (the default)
 
 
