@@ -179,8 +179,7 @@ def _with_pipeline(
     from shardalg.models.pipeline import model_pipeline
     from shardalg.models.trainstate import TrainState
 
-    chosen = {k: v for k, v in _state(args).items() if k != "microbatches"}  # the pipeline's are its own
-    state = TrainState(getattr(args, "optimizer", None), getattr(args, "grads", "param"), **chosen)
+    state = TrainState(getattr(args, "optimizer", None), getattr(args, "grads", "param"), **_state(args))
     if args.microbatches is None:
         analysis.own_notes.append(("microbatches", "1 (default: --microbatches N)"))
     pipe = model_pipeline(

@@ -327,6 +327,10 @@ def model_pipeline(
     )
 
 
+# a memory report's part as a stage holds it: the weights' three parts together (held whatever is in flight)
+_STAGE_KIND = {"params": "weights", "grads": "weights", "optimizer": "weights"}
+
+
 def _stage_memory(
     mem: MemoryReport, sched: Schedule, p: int, m: int, per_stage: int
 ) -> tuple[StageMemory, ...]:
@@ -343,7 +347,7 @@ def _stage_memory(
     for part, name, b, _count in mem.rows:
         owner = owners.get(name, name)
         value = model.value_named(owner)
-        kind = {"params": "weights", "grads": "weights", "optimizer": "weights"}.get(part, part)
+        kind = _STAGE_KIND.get(part, part)
         if kind == "activations" and value is not None and value.is_param:
             kind = "copies"  # a weight's gathered copy the backward keeps: held once, not a microbatch's
         bytes_ = _number(b, "memory")

@@ -89,6 +89,11 @@ class StatementInfo:
     result: str | None
     once: bool
 
+    @property
+    def computes(self) -> bool:
+        """Whether it computes a new value: a product or a function (a norm, softmax, a residual add)."""
+        return self.kind in ("product", "function")
+
 
 @dataclass
 class ModelProgram:
@@ -150,11 +155,7 @@ class ModelProgram:
 
     def computing_statements(self, once: bool | None = None) -> list[StatementInfo]:
         """The statements that compute a new value: products and functions (norms, softmax, residual adds)."""
-        return [
-            s
-            for s in self.statements
-            if s.kind in ("product", "function") and (once is None or s.once == once)
-        ]
+        return [s for s in self.statements if s.computes and (once is None or s.once == once)]
 
     # ---- sizes
     def bytes_of(self, t: Tensor, *, per_device: bool = True) -> Expr:
@@ -357,18 +358,18 @@ def _with_head(infos: list[StatementInfo], made_by: Mapping[str, int], roles: Ro
     """``infos`` with the head's statements once: those after the layer's last output that depend on nothing
     the layer takes or makes and whose results only the part outside the layer reads (the final norm of the
     last layer's output, ``rmsnorm_D(Xl) -> Xfr``, read by ``Xfr .* g_final``); see the module docstring."""
-    layer = [s for s in infos if not s.once and s.kind in ("product", "function")]
+    layer = [s for s in infos if not s.once and s.computes]
     if not layer:
         return infos
     from_layer = {r for r in layer[0].reads if r not in made_by and roles.role_of(r) in (None, Role.SAVED)}
     end = layer[0].index
     for s in infos:
-        if not s.once and s.kind in ("product", "function") and from_layer.intersection(s.reads):
+        if not s.once and s.computes and from_layer.intersection(s.reads):
             from_layer.update((s.result,) if s.result is not None else ())
             end = s.index
     head: set[int] = set()
     for s in reversed(infos):
-        if s.once or s.index <= end or s.kind not in ("product", "function") or s.result is None:
+        if s.once or s.index <= end or not s.computes or s.result is None:
             continue
         readers = [t for t in infos if s.result in t.reads]
         if readers and all(t.once or t.index in head for t in readers):

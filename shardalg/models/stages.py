@@ -1,6 +1,7 @@
 """Which pipeline stage holds what lies outside the repeated layer: the embedding side on stage 0, the head on
 the last stage.
 
+    >>> from shardalg.models.program import model_program
     >>> m = model_program("params W; embeddings E, U; layers L\\nE[V, D]\\nIn[B, D] * W[D, F] -> Out[B, F]\\n"
     ...                   "Xl[B, D] * U[D, V] -> Lg[B, V]", mesh="X=4")
     >>> sorted((n, sorted(e.name for e in ends)) for n, ends in outside_ends(m).items())
@@ -34,7 +35,7 @@ class End(Enum):
 
 def outside_ends(model: ModelProgram) -> dict[str, frozenset[End]]:
     """Each value outside the repeated layer (parameter or activation) and the ends of the pipeline holding it."""
-    layer = [s.index for s in model.statements if not s.once and s.kind in ("product", "function")]
+    layer = [s.index for s in model.computing_statements(once=False)]
     start = layer[0] if layer else len(model.statements)
     ends: dict[str, set[End]] = {}
     for s in model.statements:

@@ -103,3 +103,13 @@ def test_logits_made_again_are_held_on_the_last_stage_one_microbatch_at_a_time()
     logits = B // 2 * V * BF16
     weights = [s.weights for s in kept.memory]
     assert [s.weights for s in r.memory] == pytest.approx(weights[:3] + [weights[3] + logits / M])
+
+
+def test_the_stages_module_example_runs() -> None:
+    """The example in :mod:`shardalg.models.stages`' docstring prints what it says."""
+    import doctest
+
+    from shardalg.models import stages
+
+    result = doctest.testmod(stages)
+    assert result.attempted >= 3 and result.failed == 0
