@@ -4,6 +4,7 @@ list (read back with pdftotext), and the notes speak of the mathematics, never o
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pkgutil
 import re
@@ -97,7 +98,10 @@ def test_the_course_notes_build_a_pdf_with_contents_and_no_implementation_words(
     assert body.index("Inference: serving") < body.index("Lemma 1")
     text = subprocess.run(["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True).stdout
     assert implementation_words(text) == []
-    assert "Figure 1:" in text and "Figure 2:" in text  # the crossover and the strategy map, numbered
+    if importlib.util.find_spec("matplotlib") is not None:  # the [plot] extra draws the figures
+        assert "Figure 1:" in text and "Figure 2:" in text  # the crossover and the strategy map, numbered
+    else:  # the README's test command installs [test] alone: the notes say no figure rather than a blank one
+        assert "Figure 1:" not in text
     assert "the book's plan" in text.replace("\u2019", "'")
 
 
