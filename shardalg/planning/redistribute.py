@@ -294,7 +294,8 @@ def redistribute(
         dst = dst.replace(name=src.name)  # type: ignore[assignment]
     if weigh is not None and key is None:
         key = weighed_key(weigh)
-    best = routes(_shared_search(src, m, sz, limits), state_of(dst), max_ties=1, what=str(src))
+    shared = _shared_search(src, m, sz, limits)
+    best = routes(shared, state_of(dst), max_ties=1, what=str(src))
     if not best.paths:
         if not best.complete:
             return Plans((), False, best.why)
@@ -308,6 +309,7 @@ def redistribute(
         max_steps,
         edge_weight(src, weigh) if weigh is not None else None,
         limits.max_labels,
+        shared if weigh is None else None,
     )
     # detours (more than one step beyond the shortest of the cheapest) are not worth listing
     # (ranked by seconds, the fastest path sets the bar: it may be longer than the fewest-bytes one)

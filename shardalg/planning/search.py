@@ -337,10 +337,14 @@ def k_best(
     max_steps: int,
     weight: Weight | None = None,
     max_labels: int = MAX_LABELS,
+    first: Search | None = None,
 ) -> Routes:
     """Yen's ``k`` shortest simple sequences from ``start`` to ``goal`` of at most ``max_steps`` moves,
-    cheapest (weight, then steps) first; ties keep the order the searches find them in."""
-    first = Search(space, start, weight, max_labels=max_labels)
+    cheapest (weight, then steps) first; ties keep the order the searches find them in. ``first``: a search
+    from ``start`` with this ``weight`` already under way (the one an unweighted query shares with every
+    other target of its source: a state's first label within a bound does not depend on when it is asked)."""
+    if first is None:
+        first = Search(space, start, weight, max_labels=max_labels)
     lab = first.settle(goal, max_steps)
     if lab is None:
         return Routes((), None, not first.stopped, _cut(first, "the source") if first.stopped else "")
