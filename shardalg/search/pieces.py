@@ -27,9 +27,13 @@ microbatches (priced over the whole step), an inference step that reads a KV cac
 op over several statements). A value read by a function and by a statement of another piece (the residual
 stream: a norm and a residual add) has its gradient's parts added in a step of the backward's own, which no piece
 writes: those additions are found on the unsharded program and priced at each candidate's sharding. A
-training candidate with Megatron SP over an input several products read (Q, K and V's) is priced whole (its
-pieces alone would each reshard their part of that input's gradient: 77 of the causal layer's 280 candidates
-on 2x2 came out wrong so), counted in ``StatementPricer.whole``; in inference it is the sum of its pieces.
+training candidate with Megatron SP over an input several products read (Q, K and V's) is priced by *blocks*:
+the layer's statements cut only where the residual stream is written (the attention block, the MLP block). Its
+backward hands cotangents between statements in layouts other than the forward's (the core's backward gathers
+the scores' cotangent, and Q's projection reads a whole ``dQ``) and reshards the shared input's gradient once,
+after its readers' parts are summed: pieces cut inside a block came out wrong on 77 of the causal layer's 280
+candidates on 2x2 (each resharding its own part), cut between the readers and the core on 28. In inference it
+is the sum of its pieces.
 
 A piece is priced once per orbit of the mesh's interchangeable axes (:mod:`.symmetry`: on ``X=2,Y=2,Z=2`` a
 piece sharded over X alone is priced once for X, Y and Z), its seconds by lane and axis and its kept copies'
@@ -113,6 +117,16 @@ class Piece:
     gathered: dict[str, Expr]
     copies: float
     gathers: tuple[str, ...] = ()  # the values (not parameters) its forward gathers
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a candidate's statements are priced: the places of :func:`split_statements`'s groups in each piece
+    (``runs``) and the additions of a gradient's parts that no piece writes (``joins``: the value's name and
+    whether it is outside the repeated layer, :func:`_joins`)."""
+
+    runs: tuple[tuple[int, ...], ...]
+    joins: tuple[tuple[str, bool], ...]
 
 
 def _is_product(s: object) -> bool:
@@ -220,18 +234,45 @@ def _added(a: Analysis) -> Counter[tuple[str, bool]]:
     )
 
 
-def _joins(base: Program, whole: Analysis, st: Settings) -> tuple[tuple[str, bool], ...]:
+def _joins(
+    base: Program, whole: Analysis, st: Settings, runs: tuple[tuple[int, ...], ...]
+) -> tuple[tuple[str, bool], ...]:
     """The values whose gradient's parts the whole backward adds in a step of its own while their readers lie
     in different pieces (none of the pieces writes that addition): (name, whether it is outside the repeated
-    layer), once per such addition. Found on the unsharded program (the additions are the program's, whatever its sharding)."""
+    layer), once per such addition. Found on the unsharded program (the additions are the program's, whatever
+    its sharding), its statements in pieces as ``runs`` joins them (:func:`_runs`)."""
     if st.mode != "train":
         return ()
     split = Counter[tuple[str, bool]]()
-    for g in split_statements(base):
+    for g in _joined(base, split_statements(base), runs):
         sub = model_program(_sub_program(base, g), st.mesh, st.sizes)
         split.update(_added(analyze(sub, st.mode, "none")))
     missing = _added(whole) - split
     return tuple((name[1:], once) for (name, once), n in sorted(missing.items()) for _ in range(n))
+
+
+def _blocks(groups: list[tuple[Any, ...]], stream: set[str]) -> tuple[tuple[int, ...], ...]:
+    """The places of ``groups`` (:func:`split_statements`) in blocks priced as one piece, each ending with a
+    group that writes one of the ``stream`` values (the residual stream: a value whose gradient's parts the
+    backward adds in a step of its own) or with the last group."""
+    blocks: list[tuple[int, ...]] = []
+    run: list[int] = []
+    for k, g in enumerate(groups):
+        run.append(k)
+        if any(isinstance(s, Arrow) and s.result.name in stream for s in g):
+            blocks.append(tuple(run))
+            run = []
+    if run:
+        blocks.append(tuple(run))
+    return tuple(blocks)
+
+
+def _joined(
+    program: Program, groups: list[tuple[Any, ...]], runs: tuple[tuple[int, ...], ...]
+) -> list[tuple[Any, ...]]:
+    """Each run's groups as one group, its statements in the order the program writes them."""
+    where = {s: i for i, s in enumerate(program.statements)}
+    return [tuple(sorted((s for k in run for s in groups[k]), key=where.__getitem__)) for run in runs]
 
 
 def _join_program(program: Program, name: str) -> Program:
@@ -323,10 +364,9 @@ class StatementPricer(Pricer):
         self._saved = whole.saved  # names, the same under every sharding
         once = iter([s.once for s in whole.model.statements if s.kind == "product"])
         # each piece's part (the repeated layer or once): its first product's (a core's two products are one)
+        groups = split_statements(base)
         self._once = [
-            [next(once) for s in g if _is_product(s)][0]
-            for g in split_statements(base)
-            if any(map(_is_product, g))
+            [next(once) for s in g if _is_product(s)][0] for g in groups if any(map(_is_product, g))
         ]
         readers: dict[str, int] = {}
         for s in whole.model.statements:
@@ -334,7 +374,11 @@ class StatementPricer(Pricer):
                 for r in set(s.reads) - {v.name for v in whole.model.params}:
                     readers[r] = readers.get(r, 0) + 1
         self._shared = {r for r, n in readers.items() if n > 1}  # read by several products (Q, K, V's In)
-        self._joins = _joins(base, whole, settings)
+        alone = tuple((k,) for k in range(len(groups)))
+        self.alone = Split(alone, _joins(base, whole, settings, alone))
+        # Megatron SP over a shared input, in training: whole blocks of the layer (see _priced)
+        blocks = _blocks(groups, {name for name, _ in self.alone.joins})
+        self.blocks = Split(blocks, _joins(base, whole, settings, blocks))
         self.whole = 0  # candidates priced whole (see _priced)
         # the mesh's renamings among interchangeable axes (:mod:`.symmetry`), each with its inverse
         self._renamings = [(m, {v: k for k, v in m.items()}) for m in renamings(settings.mesh)]
@@ -368,15 +412,22 @@ class StatementPricer(Pricer):
         self, a: Assignment, strategy: str, program: Program, model: Any, keep: bool
     ) -> tuple[Entry, float]:
         groups = split_statements(program)
-        if (self.settings.mode == "train" and a.megatron and self._shared) or len(groups) != len(self._once):
-            # Megatron SP reshards a shared input's gradient once, after its readers' parts are summed: each
-            # piece alone would reshard its own part (the whole program's price, counted in ``whole``); its
-            # forward alone (inference) is the sum of its pieces
+        if len(groups) != len(self._once):
             self.whole += 1
             return super()._priced(a, strategy, program, model, keep)
-        pieces = [self.piece(_sub_program(program, g), keep) for g in groups]
-        joins = [self.piece(_join_program(program, name), keep) for name, _ in self._joins]
-        return self._entry(a, strategy, program, model, pieces, joins), sum(p.copies for p in pieces)
+        # Megatron SP over an input several products read, in training: its backward hands a cotangent on
+        # in a layout other than its forward's (the core's gathers dSc, and Q's projection takes a whole dQ
+        # with no gather) and reshards the shared input's gradient once, after its readers' parts are summed;
+        # pieces cut there would each reshard their own (8 ways of being wrong: SPLIT_WRONG in the tests).
+        # So its pieces are whole blocks of the layer, cut where the residual stream is written, whose
+        # gradient's parts are added in the stream's own layout. Inference: the sum of its pieces
+        blocks = self.settings.mode == "train" and a.megatron and bool(self._shared)
+        split = self.blocks if blocks else self.alone
+        pieces = [self.piece(_sub_program(program, g), keep) for g in _joined(program, groups, split.runs)]
+        joins = [self.piece(_join_program(program, name), keep) for name, _ in split.joins]
+        once = [self._once[run[0]] for run in split.runs]
+        entry = self._entry(a, strategy, program, model, pieces, once, joins, split.joins)
+        return entry, sum(p.copies for p in pieces)
 
     def _entry(
         self,
@@ -385,7 +436,9 @@ class StatementPricer(Pricer):
         program: Program,
         model: Any,
         pieces: list[Piece],
-        joins: list[Piece] = (),  # type: ignore[assignment]
+        once_of: list[bool],
+        joins: list[Piece],
+        joined: tuple[tuple[str, bool], ...],
     ) -> Entry:
         st = self.settings
         parts_s = {once: [Seconds() for _ in PHASES] for once in (False, True)}
@@ -393,18 +446,17 @@ class StatementPricer(Pricer):
         values: dict[str, Expr] = {}
         gathered: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
         flops: Expr = Integer(0)
-        for k, p in enumerate(pieces):
-            once = self._once[k]
-            for mine, theirs in zip(parts_s[once], p.phases, strict=False):
+        for p, outside in zip(pieces, once_of, strict=True):
+            for mine, theirs in zip(parts_s[outside], p.phases, strict=False):
                 mine.add(theirs)
             flops += p.flops
             rows.update(p.rows)
             values.update(p.values)
             for name, b in p.gathered.items():
-                held = gathered[once].get(name)
-                gathered[once][name] = b if held is None else sympy.Max(held, b)
-        for j, (_, once) in zip(joins, self._joins, strict=True):  # a gradient's parts added
-            parts_s[once][-1].add(j.phases[0])
+                held = gathered[outside].get(name)
+                gathered[outside][name] = b if held is None else sympy.Max(held, b)
+        for j, (_, outside) in zip(joins, joined, strict=True):  # a gradient's parts added
+            parts_s[outside][-1].add(j.phases[0])
         memory = {part: Integer(0) for part in PARTS}
         for (part, _), b in rows.items():
             memory[part] += b
