@@ -510,8 +510,11 @@ class Analysis:
 
     # ---- transient gathered weights
     def gathered(self) -> list[tuple[str, Step, bool]]:
-        """Every AllGather of a parameter in the forward and backward plans: (value name, step, once)."""
-        m = self.model
+        """Every AllGather of a parameter in the forward and backward plans: (value name, step, once); but one
+        that makes a copy the backward keeps (``keep_gathered``): held from the forward to the backward, that
+        one buffer is counted with the activations (:meth:`kept`), not again as a transient."""
+        m, bw = self.model, self.backward
+        kept = {(m.value_named(c.source.name), c.tensor.dims) for c in bw.gathered if c.kept} if bw else set()
         plans = [(i, p, "forward") for i, p in self.forward_plans.items()]
         plans += [(info.index, p, "backward") for info, p in self.grad_plans]
         plans += [(i, self.forward_plans[i], "recompute") for i in self.recomputed]
@@ -521,29 +524,9 @@ class Analysis:
             for s in p.steps:
                 if s.op is Op.ALL_GATHER:
                     v = m.value_named(s.inputs[0].name)
-                    if v is not None and v.is_param:
+                    if v is not None and v.is_param and (v, s.output.dims) not in kept:
                         out.append((v.name, s, by_index[i].once))
         return out
-
-    def transient(self) -> tuple[Expr, list[tuple[str, Expr]]]:
-        """Bytes per device of the weights one layer gathers at once (the larger of the repeated layer and the
-        part outside it), and those tensors: an FSDP layer holds its gathered weights while it runs."""
-        m = self.model
-        parts: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
-        for name, step, once in self.gathered():
-            size = m.bytes_of(step.output)
-            held = parts[once].get(name)
-            parts[once][name] = size if held is None else sympy.Max(held, size)
-        sums = {once: sympy.Add(*d.values()) if d else Integer(0) for once, d in parts.items()}
-        if sums[False] == 0 and sums[True] == 0:
-            return Integer(0), []
-        pick = False if sums[True] == 0 else True if sums[False] == 0 else None
-        if pick is None:
-            total = sympy.Max(sums[False], sums[True])
-            items = list(parts[False].items()) + list(parts[True].items())
-        else:
-            total, items = sums[pick], list(parts[pick].items())
-        return total, items
 
 
 def analyze(

@@ -91,8 +91,8 @@ def test_the_heads_kept_gathered_copy_is_on_the_last_stage_once() -> None:
         [s.activations for s in plain.memory[:3]] + [plain.memory[3].activations + copy]
     )
     assert [s.weights for s in r.memory] == pytest.approx(
-        [s.weights for s in plain.memory[:3]] + [plain.memory[3].weights - half + copy]
-    )  # the gathered copy is also the transient the head holds while it runs (as model_memory counts it)
+        [s.weights for s in plain.memory[:3]] + [plain.memory[3].weights - half]
+    )  # the kept copy is the buffer the head gathered: not a transient besides (it was: + copy, 2,097,152)
 
 
 def test_logits_made_again_are_held_on_the_last_stage_one_microbatch_at_a_time() -> None:
