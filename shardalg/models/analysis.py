@@ -26,9 +26,10 @@ names (``G,U,Out``, or the program's ``saved`` list)
 Recomputing a value reruns the product that makes it (its FLOPs are counted again) and whatever that product
 reads and is not kept; a value made by a step the notation does not show costs the values it is made from.
 The policies cover the whole model: outside the repeated layer (``embeddings``, the head) the head is one more
-block. ``none`` keeps its logits; ``block`` keeps what it reads (``Xl``, the final norm's ``Xfr``, ``Xf``) and
-makes the logits again for the backward (the head's product reruns, its FLOPs counted); a list keeps the logits
-when it names them. The other values outside the layer (the head's, what the embeddings make) are always kept.
+block. ``none`` keeps its logits; ``block`` keeps its input (``Xl``, the last layer's output) as a layer keeps
+``In``, and makes the rest again for the backward (the final norm's ``Xfr``, ``Xf``, the logits: the head's
+product reruns, its FLOPs counted); a list keeps the logits when it names them and the head's other values.
+What the embeddings make is always kept.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from shardalg.planning.backward import backward
 from shardalg.planning.forward import grad_name
 from shardalg.planning.planner import plan
 
-from .head import head_outputs
+from .head import made_again
 from .program import ModelProgram, StatementInfo
 from .quantities import local_elements
 
@@ -432,12 +433,9 @@ class Analysis:
         m = self.model
         if self.remat.policy == "none":  # a fused kernel recomputes its scores in the backward: not kept
             return tuple(n for n in self.needed if n not in self.fused_scores)
-        # outside the layer the head is one more block: its input is kept, its logits made again
-        logits = set(head_outputs(m))
-        once = tuple(n for n in self.needed if m.values[n].once and n not in logits)
-        if self.remat.policy == "block":
-            return tuple(dict.fromkeys((*m.layer_inputs, *once)))
-        return tuple(dict.fromkeys((*self.remat.names, *once)))
+        once = tuple(n for n in self.needed if m.values[n].once and n not in made_again(m, self.remat.policy))
+        first = m.layer_inputs if self.remat.policy == "block" else self.remat.names
+        return tuple(dict.fromkeys((*first, *once)))
 
     @cached_property
     def recomputed(self) -> tuple[int, ...]:
@@ -445,8 +443,8 @@ class Analysis:
         if self.mode != "train" or self.remat.policy == "none":
             return ()
         m = self.model
-        logits = set(head_outputs(m))
-        outside = {n for n, v in m.values.items() if v.once and n not in logits}
+        again = made_again(m, self.remat.policy)
+        outside = {n for n, v in m.values.items() if v.once and n not in again}
         available = set(self.saved) | set(m.layer_inputs) | outside
         todo = [n for n in self.needed if n not in available]
         done: set[str] = set()
@@ -512,8 +510,11 @@ class Analysis:
 
     # ---- transient gathered weights
     def gathered(self) -> list[tuple[str, Step, bool]]:
-        """Every AllGather of a parameter in the forward and backward plans: (value name, step, once)."""
-        m = self.model
+        """Every AllGather of a parameter in the forward and backward plans: (value name, step, once); but one
+        that makes a copy the backward keeps (``keep_gathered``): held from the forward to the backward, that
+        one buffer is counted with the activations (:meth:`kept`), not again as a transient."""
+        m, bw = self.model, self.backward
+        kept = {(m.value_named(c.source.name), c.tensor.dims) for c in bw.gathered if c.kept} if bw else set()
         plans = [(i, p, "forward") for i, p in self.forward_plans.items()]
         plans += [(info.index, p, "backward") for info, p in self.grad_plans]
         plans += [(i, self.forward_plans[i], "recompute") for i in self.recomputed]
@@ -523,29 +524,9 @@ class Analysis:
             for s in p.steps:
                 if s.op is Op.ALL_GATHER:
                     v = m.value_named(s.inputs[0].name)
-                    if v is not None and v.is_param:
+                    if v is not None and v.is_param and (v, s.output.dims) not in kept:
                         out.append((v.name, s, by_index[i].once))
         return out
-
-    def transient(self) -> tuple[Expr, list[tuple[str, Expr]]]:
-        """Bytes per device of the weights one layer gathers at once (the larger of the repeated layer and the
-        part outside it), and those tensors: an FSDP layer holds its gathered weights while it runs."""
-        m = self.model
-        parts: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
-        for name, step, once in self.gathered():
-            size = m.bytes_of(step.output)
-            held = parts[once].get(name)
-            parts[once][name] = size if held is None else sympy.Max(held, size)
-        sums = {once: sympy.Add(*d.values()) if d else Integer(0) for once, d in parts.items()}
-        if sums[False] == 0 and sums[True] == 0:
-            return Integer(0), []
-        pick = False if sums[True] == 0 else True if sums[False] == 0 else None
-        if pick is None:
-            total = sympy.Max(sums[False], sums[True])
-            items = list(parts[False].items()) + list(parts[True].items())
-        else:
-            total, items = sums[pick], list(parts[pick].items())
-        return total, items
 
 
 def analyze(

@@ -22,7 +22,7 @@ from shardalg.errors import UsageError
 
 from .program import ModelProgram
 
-__all__ = ["Logits", "logits_named", "head_outputs", "LOGITS_POLICIES"]
+__all__ = ["Logits", "logits_named", "head_outputs", "made_again", "LOGITS_POLICIES"]
 
 LOGITS_POLICIES: tuple[str, ...] = ("kept", "recomputed", "chunked=N")
 
@@ -72,3 +72,17 @@ def head_outputs(model: ModelProgram) -> tuple[str, ...]:
     return tuple(
         s.result for s in model.product_statements(once=True) if s.result is not None and s.result not in read
     )
+
+
+def made_again(model: ModelProgram, policy: str) -> frozenset[str]:
+    """What a remat policy (``none``, ``block``, ``names``) makes again for the backward outside the repeated
+    layer, where the head is one more block: ``block`` all that the head makes, its input kept as a layer keeps
+    its own (the final norm's ``Xfr``, ``Xf``, the logits: not ``Xl``, nor what the embedding side makes
+    before the layer); a list the logits (kept when it names them); ``none`` nothing."""
+    if policy == "none":
+        return frozenset()
+    if policy != "block":
+        return frozenset(head_outputs(model))
+    layer = model.computing_statements(once=False)
+    start = layer[0].index if layer else len(model.statements)
+    return frozenset(s.result for s in model.computing_statements(once=True) if s.index > start and s.result)

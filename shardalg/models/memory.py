@@ -14,7 +14,8 @@ the repeated layer):
 ``optimizer``    the optimizer's state bytes per parameter (:mod:`.optimizers`), sharded like the parameter;
 ``activations``  what the backward keeps under the remat policy (:mod:`.analysis`);
 ``kv_cache``     every ``kvcache`` tensor;
-``transient``    the weights one layer gathers and holds while it runs (FSDP), once, not per layer.
+``transient``    the weights one layer gathers and holds while it runs (FSDP), once, not per layer (a copy
+                 the backward keeps, ``keep_gathered``, is one buffer: counted with the activations).
 
 Inference (``mode="infer"``, the default when the program declares a KV cache) counts no gradients, optimizer
 state or saved activations. Every default the user did not choose is in ``notes`` and in the output.
@@ -392,8 +393,6 @@ def _transient(
     """The weights one layer holds gathered: the plans' gathers and ``extra`` (ZeRO-3's and offload's
     fetches of parameters the plans do not gather), the larger of the repeated layer and the part outside;
     ``width`` rescales a parameter the recipe counts in another dtype than the plans (its ratio)."""
-    if not extra and not width:
-        return a.transient()
     have = {name for name, _, _ in a.gathered()}
     groups: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
     for name, step, once in a.gathered():

@@ -13,7 +13,7 @@ microbatches a schedule runs ``m + p − 1`` ticks of forward and as many of bac
 the bubble, the idle fraction of each stage, is ``(p − 1)/(m + p − 1)`` (:data:`SCHEDULES`, as data).
 
 A tick is one microbatch through one stage: the stage's step time (:func:`.step.model_step` of its
-``layers/p`` layers, and on the last stage the part outside, on the whole batch) over ``m`` (the
+``layers/p`` layers, and at the ends the part outside that runs there, on the whole batch) over ``m`` (the
 costs are taken linear in the batch: the latency terms, which are not, are counted ``m`` times over, as a
 microbatch pays each), plus the stage boundary: ``Send_{P,+1}`` of the microbatch's layer input forward and
 ``Send_{P,-1}`` of its cotangent backward, each priced by the
@@ -23,9 +23,9 @@ counted serially with the compute (no overlap: stated in the notes).
 The step with stage ticks ``t_s``: the slowest stage runs ``m`` ticks and every other stage's tick is paid
 once in the fill and the drain, ``Σ t_s + (m − 1)·max t_s`` (a flow shop of ``m`` equal jobs; exact for GPipe,
 and for 1F1B when the slowest stage is the last, where the head is). With equal stages it is
-``(m + p − 1)·t``. The part outside the repeated layer is not split over the stages: its time is all counted
-on the last stage (the head reads the last layer's output; an embedding's lookup, when the program writes one
-as a product, is counted there too), whose tick is the longest, the others fill and drain at their own.
+``(m + p − 1)·t``. The part outside the repeated layer runs at the ends (:mod:`.stages`), each piece priced
+apart: the head on the last stage (it reads the last layer's output), whose tick is then the longest, and an
+embedding's lookup, when the program writes one as a product before the layer, on stage 0.
 
 Memory per stage: the parameters, gradients and optimizer state of its ``layers/p`` layers (and of the part
 outside that it holds: the embedding on stage 0, the head's norm gain and unembedding on the last stage), and
@@ -123,13 +123,16 @@ class PipelineReport:
     microbatches: int
     schedule: Schedule
     layers_per_stage: int
-    stage_seconds: float  # the critical stage's compute and collectives on the whole batch, no bubble
+    stage_seconds: float  # the last stage's compute and collectives on the whole batch (its layers, the head)
     send_seconds: float  # one microbatch's Send forward and its cotangent's back
-    outside_seconds: float  # of stage_seconds, the part outside the repeated layer (on the last stage only)
+    outside_seconds: (
+        float  # of stage_seconds, the head's: the part outside the repeated layer the last stage runs
+    )
     send_statement: str
     memory: tuple[StageMemory, ...]
     hbm: float | None
     notes: list[tuple[str, str]] = field(default_factory=list)
+    first_seconds: float = 0.0  # the embedding side's: the part outside the repeated layer stage 0 runs
 
     @property
     def bubble(self) -> Fraction:
@@ -141,15 +144,18 @@ class PipelineReport:
 
     @property
     def stage_ticks(self) -> tuple[float, ...]:
-        """Each stage's tick: its layers (and on the last stage the part outside) over m, and the sends."""
+        """Each stage's tick: its layers (stage 0 with the embedding side, the last with the head) over m, and
+        the sends."""
         m = self.microbatches
-        light = (self.stage_seconds - self.outside_seconds) / m + self.send_seconds
-        return (light,) * (self.stages - 1) + (self.tick_seconds,)
+        ticks = [(self.stage_seconds - self.outside_seconds) / m + self.send_seconds] * self.stages
+        ticks[0] += self.first_seconds / m
+        ticks[-1] += self.outside_seconds / m
+        return tuple(ticks)
 
     @property
     def tick_seconds(self) -> float:
-        """The slowest stage's tick (the last, holding the part outside the repeated layer)."""
-        return self.stage_seconds / self.microbatches + self.send_seconds
+        """The slowest stage's tick (the last, with the head, unless the embedding side weighs more)."""
+        return max(self.stage_ticks)
 
     @property
     def seconds(self) -> float:
@@ -177,6 +183,7 @@ class PipelineReport:
             "ticks": self.ticks,
             "stage_seconds": self.stage_seconds,
             "outside_seconds": self.outside_seconds,
+            "first_seconds": self.first_seconds,
             "stage_ticks": list(self.stage_ticks),
             "send": self.send_statement,
             "send_seconds": self.send_seconds,
@@ -197,11 +204,23 @@ class PipelineReport:
             f"schedule {self.schedule.name} ({self.schedule.description}); the lines above are the model "
             "without it, every layer on each device",
             f"{'bubble':<12} (p - 1)/(m + p - 1) = {self.bubble} = {float(self.bubble):.1%}"
-            + (" of equal stages" if self.outside_seconds else "")
+            + (" of equal stages" if self.outside_seconds or self.first_seconds else "")
             + f": {self.bubble_seconds:.4g} s idle of {self.seconds:.4g} s",
             f"{'stage send':<12} {self.send_statement} and its cotangent back: {self.send_seconds:.4g} s a microbatch",
         ]
-        if not self.outside_seconds:
+        if self.first_seconds:  # both ends weigh: stage 0 the embedding side, the last stage the head
+            layers, ticks = self.stage_seconds - self.outside_seconds, self.stage_ticks
+            slowest = max(range(p), key=lambda s: (ticks[s], s))  # the last of equal ticks
+            out += [
+                f"{'outside':<12} the part outside the repeated layer at the ends: the embedding side on stage 0, "
+                f"{self.first_seconds:.4g} s, the head on the last stage, {self.outside_seconds:.4g} s (a stage's "
+                f"layers {layers:.4g} s)",
+                f"{'step':<12} {m} ticks of stage {slowest} x {self.tick_seconds:.4g} s + the other stages' ticks "
+                f"once (stage 0's {ticks[0]:.4g} s, the last's {ticks[-1]:.4g} s, the others' "
+                f"{ticks[1] if p > 2 else 0:.4g} s) = {m * self.tick_seconds:.4g} s + {self.bubble_seconds:.4g} s "
+                f"= {self.seconds:.4g} s",
+            ]
+        elif not self.outside_seconds:
             out.append(
                 f"{'step':<12} {self.ticks} ticks x ({self.stage_seconds:.4g} s / {m} + {self.send_seconds:.4g} s) "
                 f"= {self.seconds:.4g} s"
@@ -298,14 +317,15 @@ def model_pipeline(
     if chip_ is None:
         raise UsageError("a pipeline's step in seconds needs a chip", fix="--hw tpu-v5p")
 
-    # the critical stage's step on the whole batch: layers/p repeated layers and the part outside
-    stage = outside = 0.0
-    for part in step_seconds(a, chip_, policy):  # model_step's parts, in seconds without their formulas
-        if part.name == "layer":
+    # the last stage's step on the whole batch: layers/p repeated layers and the head; the embedding side on
+    # stage 0 (model_step's parts in seconds without their formulas, the part outside priced at each end)
+    stage, ends = 0.0, dict.fromkeys(End, 0.0)
+    for part in step_seconds(a, chip_, policy, by_end=True):
+        if part.end is None:
             stage += part.total * per_stage
         else:
-            outside += part.total * part.count
-    stage += outside
+            ends[part.end] += part.total * part.count
+    stage += ends[End.LAST]
 
     # the stage boundary: the layer input of one microbatch, sent forward; its cotangent sent back
     send, send_text = _send_seconds(a, chip_, axis, p, m, notes)
@@ -314,7 +334,7 @@ def model_pipeline(
             "pipeline",
             f"a tick is the stage's step over {m} microbatches (costs taken linear in the batch) plus the sends, "
             "counted serially with the compute; the part outside the repeated layer is on the ends: the "
-            "embedding on stage 0, the head (and the time of all the part outside) on the last stage; the step is "
+            "embedding on stage 0 (and an embedding lookup's time), the head on the last stage; the step is "
             "the last stage's m ticks and each other stage's tick once (fill and drain)",
         )
     )
@@ -323,7 +343,19 @@ def model_pipeline(
     mem = memory_with(a, chip_, state if state is not None else TrainState(), microbatches=None)
     stages = _stage_memory(mem, sched, p, m, per_stage)
     return PipelineReport(
-        axis, p, m, sched, per_stage, stage, send, outside, send_text, stages, mem.hbm, notes
+        axis,
+        p,
+        m,
+        sched,
+        per_stage,
+        stage,
+        send,
+        ends[End.LAST],
+        send_text,
+        stages,
+        mem.hbm,
+        notes,
+        ends[End.FIRST],
     )
 
 

@@ -23,7 +23,7 @@ from enum import Enum
 from .analysis import Analysis
 from .program import ModelProgram
 
-__all__ = ["End", "outside_ends", "row_owners", "stage_ends"]
+__all__ = ["End", "outside_ends", "row_owners", "stage_ends", "statement_ends"]
 
 
 class End(Enum):
@@ -33,15 +33,19 @@ class End(Enum):
     LAST = "the last stage"  # the head, after it
 
 
-def outside_ends(model: ModelProgram) -> dict[str, frozenset[End]]:
-    """Each value outside the repeated layer (parameter or activation) and the ends of the pipeline holding it."""
+def statement_ends(model: ModelProgram) -> dict[int, End]:
+    """Each statement outside the repeated layer (its index) and the end of the pipeline that runs it: before
+    the layer's first product or function, stage 0; after it, the last stage."""
     layer = [s.index for s in model.computing_statements(once=False)]
     start = layer[0] if layer else len(model.statements)
+    return {s.index: End.FIRST if s.index < start else End.LAST for s in model.statements if s.once}
+
+
+def outside_ends(model: ModelProgram) -> dict[str, frozenset[End]]:
+    """Each value outside the repeated layer (parameter or activation) and the ends of the pipeline holding it."""
     ends: dict[str, set[End]] = {}
-    for s in model.statements:
-        if not s.once:
-            continue
-        end = End.FIRST if s.index < start else End.LAST
+    for i, end in statement_ends(model).items():
+        s = model.statements[i]
         for name in (*s.reads, *((s.result,) if s.result is not None else ())):
             if model.values[name].once:
                 ends.setdefault(name, set()).add(end)

@@ -42,6 +42,7 @@ from shardalg.planning import symbolic
 from .analysis import Analysis, Remat, analyze
 from .inference import Roofline, inference_ops
 from .program import ModelProgram, model_program
+from .stages import End, statement_ends
 from .stepreport import SECONDS_PER_DAY, OpPart, Part, StepReport
 from .trainstate import TrainState
 from .zerostep import pass_analysis, step_parts
@@ -131,14 +132,18 @@ def _hbm_names(a: Analysis) -> tuple[str, ...] | None:
     return tuple(n for n, root in m.aliases.items() if root in keep)
 
 
-def _part_plans(a: Analysis, once: bool) -> list[list[Plan]]:
+def _part_plans(a: Analysis, once: bool, end: End | None = None) -> list[list[Plan]]:
     """The plans one part of a step runs, by phase: the forward; the backward (the forward it recomputes,
-    then the gradients)."""
-    by_index = {s.index: s for s in a.model.statements}
-    forward = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
-    backward = [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
-    backward += [p for info, p in a.grad_plans if info.once == once]
-    backward += [p for info, p in a.routing_transposes if info.once == once]
+    then the gradients); ``end``: of the part outside, the statements at that end of a pipeline alone."""
+    ends = statement_ends(a.model) if end is not None else {}
+
+    def part(i: int) -> bool:
+        return a.model.statements[i].once == once and (end is None or ends.get(i) is end)
+
+    forward = [p for i, p in a.forward_plans.items() if part(i)]
+    backward = [a.forward_plans[i] for i in a.recomputed if part(i)]
+    backward += [p for info, p in a.grad_plans if part(info.index)]
+    backward += [p for info, p in a.routing_transposes if part(info.index)]
     return [forward, backward]
 
 
@@ -146,7 +151,8 @@ def _part_plans(a: Analysis, once: bool) -> list[list[Plan]]:
 class PartSeconds:
     """One part of a step in seconds on a chip (count: times per step), with each mesh axis's communication
     (under ``steady`` the part's comms is their maximum, under ``serial`` the sum of every collective); in an
-    inference step priced per op, ``ops`` gives each op's (name, total)."""
+    inference step priced per op, ``ops`` gives each op's (name, total); ``end``: the end of a pipeline that
+    runs this piece of the part outside the repeated layer (:func:`step_seconds`' ``by_end``)."""
 
     name: str
     count: float
@@ -156,6 +162,7 @@ class PartSeconds:
     total: float
     axes: tuple[tuple[str, float], ...]
     ops: tuple[tuple[str, float], ...] = ()
+    end: End | None = None
 
 
 def step_seconds(
@@ -165,10 +172,13 @@ def step_seconds(
     efficiency: Efficiencies | None = None,
     roofline: object = None,
     state: TrainState | None = None,
+    by_end: bool = False,
 ) -> list[PartSeconds]:
     """The parts of a step (as :func:`model_step` prices them; efficiencies default to the chip's measured
     ones, else peak) straight in seconds, without building a formula: the fast path of a search over many
-    shardings. Every size must be bound. None is :data:`DEFAULT_POLICY`, as in :func:`model_step`."""
+    shardings. Every size must be bound. None is :data:`DEFAULT_POLICY`, as in :func:`model_step`.
+    ``by_end`` (a pipeline, one pass as written): the part outside priced apart at each end that runs it, the
+    embedding side on stage 0 and the head on the last stage (:mod:`.stages`), each a part with its ``end``."""
     policy = OverlapPolicy.of(policy, DEFAULT_POLICY)
     a = analysis
     hw = as_chip_text(chip)
@@ -180,7 +190,13 @@ def step_seconds(
     costs = _cost_model(a, hw, policy, efficiency)
     at = point(costs.efficiency.effective(hw.values()))
     shape = Roofline.of(roofline) if a.mode == "infer" else None
-    for once, name, count, plans in step_parts(a, state, _part_plans, state.micro):
+    parts = [(*part, None) for part in step_parts(a, state, _part_plans, state.micro)]
+    if by_end:  # the part outside, each end's statements priced apart (a pipeline runs them on two stages)
+        if state.stage.stage or state.micro > 1:
+            raise ValueError("the ends of a pipeline are priced for one pass of a step as written")
+        parts = [p for p in parts if not p[0]]
+        parts += [(True, "outside", sympy.Integer(1), _part_plans(a, True, e), e) for e in End]
+    for once, name, count, plans, end in parts:
         cost = _part_cost(name, plans, a, costs)
         if cost is None:
             continue
@@ -214,6 +230,7 @@ def step_seconds(
                 float(total),
                 tuple(axes.items()),
                 ops,
+                end,
             )
         )
     return out

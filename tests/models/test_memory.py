@@ -171,3 +171,25 @@ def test_a_model_needs_a_mesh_and_a_number_for_the_optimizer_works():
         )
         == 0
     )
+
+
+def test_a_kept_gathered_copy_is_one_buffer_counted_once():
+    """With ``keep_gathered`` the forward's gathered copy of a weight is held until the backward reads it: one
+    buffer, counted with the activations (``kept``), not again as the transient the layer gathers. LLaMA-3 8B,
+    FSDP over X=64, B=64 of 4096 tokens, no remat: every gathered weight but the norms' gains is kept (each
+    layer's W_q, ..., W_out, and W_unemb[D, V] = 4096 * 128256 * 2 = 1,050,673,152 bytes); the transient is the
+    larger of what a layer gathers and does not keep, g_attn and g_mlp (2 x 4096 * 2 = 16,384), and the head's
+    g_final (8,192): 16,384, where the old count held W_unemb again (1,050,681,344)."""
+    from shardalg.models.expand import expand, shard
+
+    program = shard(expand("llama-3-8b"), params="D=X", activations="B=X")
+    on = {"mesh": "X=64", "sizes": {"B": 64, "T": 4096}, "hw": "tpu-v5p"}
+    kept, again = memory(program, **on, keep_gathered=True), memory(program, **on)
+    unemb = 4096 * 128256 * 2
+    rows = {name: b * n for part, name, b, n in kept.rows if part == "activations"}
+    assert rows["kept W_unemb[D, V]"] == unemb == 1_050_673_152
+    assert kept.parts["transient"] == 2 * 4096 * 2 == 16_384
+    assert again.parts["transient"] == unemb + 4096 * 2  # gathered again: the head's W_unemb and g_final
+    assert kept.parts["activations"] - again.parts["activations"] == sum(
+        b for name, b in rows.items() if name.startswith("kept ")
+    )

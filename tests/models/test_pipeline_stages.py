@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import shardalg
 from shardalg.models.analysis import analyze
 from shardalg.models.expand import expand, shard
 from shardalg.models.pipeline import model_pipeline, pipeline_price
@@ -91,8 +92,8 @@ def test_the_heads_kept_gathered_copy_is_on_the_last_stage_once() -> None:
         [s.activations for s in plain.memory[:3]] + [plain.memory[3].activations + copy]
     )
     assert [s.weights for s in r.memory] == pytest.approx(
-        [s.weights for s in plain.memory[:3]] + [plain.memory[3].weights - half + copy]
-    )  # the gathered copy is also the transient the head holds while it runs (as model_memory counts it)
+        [s.weights for s in plain.memory[:3]] + [plain.memory[3].weights - half]
+    )  # the kept copy is the buffer the head gathered: not a transient besides (it was: + copy, 2,097,152)
 
 
 def test_logits_made_again_are_held_on_the_last_stage_one_microbatch_at_a_time() -> None:
@@ -113,3 +114,29 @@ def test_the_stages_module_example_runs() -> None:
 
     result = doctest.testmod(stages)
     assert result.attempted >= 3 and result.failed == 0
+
+
+def test_an_embedding_lookups_time_is_on_stage_0() -> None:
+    """An embedding lookup written as a product before the layer (``Tok[B, V] * W_emb[V, D]``) runs on stage
+    0, not on the last stage with the head: stage 0's tick grows by its time over m, the last stage's does not.
+    Here the lookup alone (its step: compute 0.585 us, its gradient's AllReduce over X 3.913 us, comms-bound)
+    takes 4.059 us, as the head does (the same sizes); a stage's 2 layers 8.146 us, the send 2 us a microbatch:
+    ticks 8.146/4 + 2 = 4.037 us, stage 0 and the last 4.037 + 4.059/4 = 5.051 us; the step the ticks once and
+    the slowest 3 times more, 2 x 5.051 + 2 x 4.037 + 3 x 5.051 = 33.33 us, the plain model's 32.31 us and the
+    lookup's 4.059/4 = 1.015 us on stage 0. The old count put the lookup on the last stage, priced with the
+    head as one part (8.118 us: the last tick 6.066 us, stage 0's 4.037 us, the step 36.37 us)."""
+    lookup = HEADED.replace("W_emb[V, D]\n", "Tok[B_X, V] * W_emb[V, D] -> X0[B_X, D]\n")
+    r = pipeline_price(lookup, MESH, SIZES, "tpu-v5p", axis="P", microbatches=M)
+    plain = pipeline_price(HEADED, MESH, SIZES, "tpu-v5p", axis="P", microbatches=M)
+    alone = shardalg.step_time(
+        "embeddings W_emb\nTok[B_X, V] * W_emb[V, D] -> X0[B_X, D]", MESH, SIZES, "tpu-v5p"
+    )
+    first = alone.seconds
+    assert first == pytest.approx(4.059e-6, rel=1e-3) and r.first_seconds == pytest.approx(first)
+    assert r.outside_seconds == pytest.approx(plain.outside_seconds)  # the head's alone, on the last stage
+    ticks = plain.stage_ticks
+    assert r.stage_ticks == pytest.approx((ticks[0] + first / M, *ticks[1:]))
+    assert r.stage_ticks == pytest.approx((5.051e-6, 4.037e-6, 4.037e-6, 5.051e-6), rel=1e-3)
+    assert r.seconds == pytest.approx(plain.seconds + first / M) and r.seconds == pytest.approx(
+        33.33e-6, rel=1e-3
+    )

@@ -11,9 +11,12 @@ import pytest
 import shardalg as sa
 from shardalg.cli import main
 
-MLP = "params W_in, W_out\nIn[B, D] * W_in[D, F] -> Tmp[B, F]\nTmp[B, F] * W_out[F, D] -> Out[B, D]"
-WHERE = {"mesh": "X=8", "sizes": "B=256,D=4096,F=16384", "hw": "tpu-v5e"}
-COPIES = 2 * 4096 * 16384 * 2  # W_in and W_out gathered whole over X, bf16
+MLP = "params W_in, W_out\nlayers L\nIn[B, D] * W_in[D, F] -> Tmp[B, F]\nTmp[B, F] * W_out[F, D] -> Out[B, D]"
+WHERE = {"mesh": "X=8", "sizes": "B=256,D=4096,F=16384,L=2", "hw": "tpu-v5e"}
+COPIES = 2 * 4096 * 16384 * 2  # a layer's W_in and W_out gathered whole over X, bf16: 268,435,456 bytes
+# Kept, the L = 2 layers' copies are held (2 x COPIES) and they are the buffers each layer gathered: no transient
+# besides; gathered again, one layer's gathered weights are the transient (COPIES). Keeping costs COPIES more:
+# 673,710,080 bytes gathering again, 942,145,536 keeping (with one layer keeping would cost nothing more).
 
 
 def fsdp(memory: str, keep: bool | None = None):
@@ -26,26 +29,26 @@ def test_keeping_wins_when_memory_allows():
     e = fsdp("16GB")
     kept, again = fsdp("16GB", True), fsdp("16GB", False)
     assert e.keep is not None and e.keep.kept and not e.keep.forced
-    assert e.keep.copies == COPIES
+    assert e.keep.copies == 2 * COPIES
     assert e.seconds == kept.seconds < again.seconds
     assert e.keep.again == again.seconds and e.keep.keep == kept.seconds
-    assert e.bytes - again.bytes == COPIES
+    assert e.bytes - again.bytes == COPIES == 942_145_536 - 673_710_080
     assert e.gathered == "kept"
-    assert e.keep.text().startswith("keeps the gathered copies (268 MB): 5.39 ms against 5.48 ms")
+    assert e.keep.text().startswith("keeps the gathered copies (537 MB): 10.8 ms against 11 ms")
 
 
 def test_the_cap_forces_gathering_again():
-    """600 MB holds FSDP gathering again (471 MB) but not keeping (739 MB): the faster way does not fit."""
-    e = fsdp("600MB")
+    """900 MB holds FSDP gathering again (674 MB) but not keeping (942 MB): the faster way does not fit."""
+    e = fsdp("900MB")
     assert e.fits and not e.keep.kept
-    assert e.keep.keep_fits is False and e.keep.keep_bytes > 600e6 >= e.bytes
+    assert e.keep.keep_fits is False and e.keep.keep_bytes > 900e6 >= e.bytes
     assert e.keep.keep < e.keep.again  # keeping would be faster
     assert e.seconds == e.keep.again
     assert (
         e.keep.text()
-        == "gathers again: keeping the gathered copies (268 MB) goes over the cap (740 MB per device)"
+        == "gathers again: keeping the gathered copies (537 MB) goes over the cap (942 MB per device)"
     )
-    forced = fsdp("600MB", True)  # forced, it is over the cap and says so
+    forced = fsdp("900MB", True)  # forced, it is over the cap and says so
     assert forced.keep.forced and forced.keep.kept and not forced.fits
 
 
@@ -59,9 +62,9 @@ def test_a_backward_that_gathers_nothing_has_no_choice():
 
 def test_cli_says_the_choice_in_text_and_json(capsys):
     argv = ["search", MLP.replace("\n", "; "), "--mesh", "X=8", "--sizes", WHERE["sizes"], "--hw", "tpu-v5e"]
-    assert main([*argv, "--memory", "600MB"]) == 0
+    assert main([*argv, "--memory", "900MB"]) == 0
     out = capsys.readouterr().out
-    assert "its backward gathers again: keeping the gathered copies (268 MB) goes over the cap" in out
+    assert "its backward gathers again: keeping the gathered copies (537 MB) goes over the cap" in out
     assert "gathered  reason" in out
     assert (
         "note: gathered: each candidate's backward keeps the forward's gathered copies or gathers them again"
@@ -70,7 +73,7 @@ def test_cli_says_the_choice_in_text_and_json(capsys):
     assert main([*argv, "--memory", "16GB", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     g = data["strategies"]["FSDP"]["gathered"]
-    assert g["kept"] is True and g["forced"] is False and g["copies_bytes"] == COPIES
+    assert g["kept"] is True and g["forced"] is False and g["copies_bytes"] == 2 * COPIES
     assert g["seconds_keeping"] < g["seconds_gathering_again"]
     assert data["strategies"]["DP"]["gathered"] is None
     assert main([*argv, "--memory", "16GB", "--gather-again", "--json"]) == 0
