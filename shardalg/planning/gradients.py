@@ -34,7 +34,7 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Op, Product, Tensor
 
 from . import symbolic
-from .order import plan_bytes, sort_plans
+from .order import bytes_are_numbers, plan_bytes, sort_plans
 from .planner import plans
 from .redistribute import default_key
 
@@ -79,7 +79,7 @@ def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, i
         raise last
     known = Sizes(sizes)
     sort_plans(found, default_key(mesh, known))  # bytes first; the steps' text only among ties
-    if symbolic.is_strict():  # no plan chosen where sizes not given decide
+    if symbolic.is_strict() and not bytes_are_numbers(found, mesh, known):  # no size-dependent choice made
         found, choice = symbolic.choose(found, lambda p: plan_bytes(p, mesh, known))
         if choice is not None and not choice.decided:
             product = printing.text(Arrow(g.product(cotangent), g.targets[0]))

@@ -44,7 +44,7 @@ from .attention import attention_plans, core_of
 from .einsum_plans import EinsumPlanner
 from .functions import function_plans
 from .noplan import no_plan
-from .order import default_key, sort_plans
+from .order import bytes_are_numbers, default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .ranking import Key, Ranking, Weigh
 from .redistribute import plan_bytes, redistribute
@@ -181,6 +181,8 @@ def plans(
         return plan_bytes(q, p.mesh, p.sizes)
 
     if is_strict():  # an order that makes up no size, and the choice with it
+        if bytes_are_numbers(listed, p.mesh, p.sizes):  # nothing to choose: the numeric order stands
+            return Plans(listed, found.complete, found.note, columns)
         ordered, choice = choose(listed, cost)
         return Plans(ordered, found.complete, found.note, columns, choice)
     # the planner's own order; the choice is made when asked for (Plans.choice)
