@@ -7,7 +7,8 @@ each operand as it is; with its partial sums reduced (a nonlinearity needs them 
 function works along gathered (the other way to meet a sharded dim: no statistics to reduce, more bytes to
 move); one operand's layout for the other (operands meet in one layout, as einsum operands do); and the
 requested result's layout (computing where the result lives: an elementwise function of a partial sum
-reduce-scattered first works on a shard). Legal plans are deduplicated and ranked by the planner's key.
+reduce-scattered first works on a shard). Each compute layout is tried once (the ways above often name the same
+one); legal plans are deduplicated and ranked by the planner's key.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def function_plans(
             return None
         return got[0].steps if got else None
 
-    for cand in _candidates(rec, body, ops, result):
+    for cand in dict.fromkeys(_candidates(rec, body, ops, result)):  # each compute layout once (many repeat)
         try:
             axes = rec.stats_axes(cand[0], body.dim) if rec.shape != Kind.ELEMENTWISE else ()
             out = rec.apply(cand, body.dim, mesh, axes, name, body.flags)
