@@ -54,7 +54,7 @@ from .attention_backward import is_ring, named_apart, ring_backward
 from .fngrads import call_gradients, passes_partial_sums
 from .forward import Call, Einsum, Forward, analyze, grad_name
 from .gradients import Chosen, Gradient, candidates, choose
-from .planner import plans
+from .planner import first_plan, plans
 
 __all__ = ["backward", "core_backwards", "BackwardProgram", "GradStep", "GatheredCopy"]
 
@@ -316,7 +316,7 @@ class _Backward:
         final: bool = False,
     ) -> Tensor:
         """Plan one statement of a function's gradient and run it; ``final``: its output is ``rx``'s gradient."""
-        p = plans(statement, self.mesh, self.sizes)[0]
+        p = first_plan(statement, self.mesh, self.sizes)
         if final:
             p = _with_invariant(p, self.fresh_target(rx)[1])
         expr = statement.expr

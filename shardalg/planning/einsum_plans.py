@@ -209,8 +209,11 @@ class EinsumPlanner:
         found: list[Plan] = []
         seen: set[tuple[Any, ...]] = set()
         legal = self._legal()
-        if legal and self.target is not None:  # one backward search serves every product's finish
-            close(legal[0][2], [c[2] for c in legal], self.mesh, self.sizes)
+        # one backward search serves every finish: its space closed from the products that need a reshard
+        target = self.target
+        ends = [c[2] for c in legal if c[2].layout() != target.layout()] if target is not None else []
+        if ends:
+            close(ends[0], ends, self.mesh, self.sizes)
         for left, right, out, _changes, reasons in legal:
             for p in self._assemble(left, right, out, reasons):
                 self._add(p, found, seen)

@@ -7,7 +7,8 @@ each operand as it is; with its partial sums reduced (a nonlinearity needs them 
 function works along gathered (the other way to meet a sharded dim: no statistics to reduce, more bytes to
 move); one operand's layout for the other (operands meet in one layout, as einsum operands do); and the
 requested result's layout (computing where the result lives: an elementwise function of a partial sum
-reduce-scattered first works on a shard). Legal plans are deduplicated and ranked by the planner's key.
+reduce-scattered first works on a shard). Each compute layout is tried once (the ways above often name the same
+one); legal plans are deduplicated and ranked by the planner's key.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .order import sort_plans
 from .planset import Limits, Plans
 from .redistribute import redistribute
 
-__all__ = ["function_plans", "reason"]
+__all__ = ["function_plans", "free_plan", "reason"]
 
 
 def _project(t: Tensor, ref: Tensor, keep_partial: bool) -> Tensor:
@@ -165,36 +166,17 @@ def function_plans(
             return None
         return got[0].steps if got else None
 
-    for cand in _candidates(rec, body, ops, result):
-        try:
-            axes = rec.stats_axes(cand[0], body.dim) if rec.shape != Kind.ELEMENTWISE else ()
-            out = rec.apply(cand, body.dim, mesh, axes, name, body.flags)
-            if isinstance(rec, RouteRecord):
-                rec.check_sizes(cand, body.dim, body.offset or 0, body.factor or Fraction(0), sizes.known)
-        except IllegalOperand as err:
-            refused.append(err.message)
+    for cand in dict.fromkeys(_candidates(rec, body, ops, result)):  # each compute layout once (many repeat)
+        made = _computed(rec, body, cand, name, mesh, sizes)
+        if isinstance(made, str):
+            refused.append(made)
             continue
-        if sizes.known or any(d.size is not None for t in cand for d in t.dims):
-            try:
-                sizes.require_divisible(out, mesh)
-                for t in cand:
-                    sizes.require_divisible(t, mesh)
-            except ShardalgError:
-                continue
+        if made is None:
+            continue
         legs = [leg(src, dst) for src, dst in zip(ops, cand, strict=True)]
         if any(steps is None for steps in legs):
             continue
-        step = Step(
-            body.op,
-            cand,
-            out,
-            axes,
-            body.dim,
-            offset=body.offset if body.op.takes_offset else None,
-            factor=body.factor,
-            reason=reason(rec, cand, body.dim, axes, body.to) + _flags_said(body.flags),
-            flags=body.flags,
-        )
+        step, out = made
         finish: tuple[Step, ...] = ()
         final = out
         if result is not None and out.layout() != result.layout():
@@ -212,6 +194,63 @@ def function_plans(
     plans = list(found.values())
     sort_plans(plans, key)
     return Plans(plans)
+
+
+def _computed(
+    rec: FunctionRecord, body: Apply, cand: tuple[Tensor, ...], name: str | None, mesh: Mesh, sizes: Sizes
+) -> tuple[Step, Tensor] | str | None:
+    """The function's step on the compute layout ``cand`` and its output; the refusal's message when the
+    operands cannot meet there; None when a known dim does not divide."""
+    try:
+        axes = rec.stats_axes(cand[0], body.dim) if rec.shape != Kind.ELEMENTWISE else ()
+        out = rec.apply(cand, body.dim, mesh, axes, name, body.flags)
+        if isinstance(rec, RouteRecord):
+            rec.check_sizes(cand, body.dim, body.offset or 0, body.factor or Fraction(0), sizes.known)
+    except IllegalOperand as err:
+        return err.message
+    if sizes.known or any(d.size is not None for t in cand for d in t.dims):
+        try:
+            sizes.require_divisible(out, mesh)
+            for t in cand:
+                sizes.require_divisible(t, mesh)
+        except ShardalgError:
+            return None
+    step = Step(
+        body.op,
+        cand,
+        out,
+        axes,
+        body.dim,
+        offset=body.offset if body.op.takes_offset else None,
+        factor=body.factor,
+        reason=reason(rec, cand, body.dim, axes, body.to) + _flags_said(body.flags),
+        flags=body.flags,
+    )
+    return step, out
+
+
+def free_plan(body: Apply, result: Tensor | None, mesh: Mesh, sizes: Sizes) -> Plan | None:
+    """The plan of ``body`` that communicates nothing, in one step on its operands as they are, when they are
+    one of its compute layouts and the step's result is ``result`` as requested. By bytes, then steps, no
+    plan ranks before it: every plan takes the function's step, and any other compute layout needs at least
+    one more to reach; so it is the first of :func:`function_plans` under the default ranking, found without
+    planning the other compute layouts. None otherwise (then plan them all)."""
+    if not all(isinstance(x, Tensor) for x in body.operands):
+        return None
+    rec: FunctionRecord = RECORDS[body.op]
+    ops: tuple[Tensor, ...] = body.operands  # type: ignore[assignment]
+    try:
+        if ops not in _candidates(rec, body, ops, result):
+            return None
+        made = _computed(rec, body, ops, result.name if result is not None else None, mesh, sizes)
+    except ShardalgError:
+        return None  # planned in full, to fail as it does there
+    if not isinstance(made, tuple):
+        return None
+    step, out = made
+    if step.communicates or (result is not None and out.layout() != result.layout()):
+        return None
+    return Plan(ops, (step,), out, note=_note((step,), step))
 
 
 def _route_reason(rec: FunctionRecord, inputs: tuple[Tensor, ...], dim: str | None) -> str:

@@ -27,14 +27,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shardalg.algebra.mesh import Mesh
-from shardalg.algebra.traffic import Bytes, Sizes, step_bytes
+from shardalg.algebra.traffic import Bytes, Sizes, rank_table, step_bytes, step_rank
 from shardalg.errors import ShardalgError
 from shardalg.notation import printing
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Op, Product, Tensor
 
 from . import symbolic
-from .order import plan_bytes, sort_plans
+from .order import bytes_are_numbers, plan_bytes, sort_plans
 from .planner import plans
 from .redistribute import default_key
 
@@ -79,7 +79,7 @@ def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, i
         raise last
     known = Sizes(sizes)
     sort_plans(found, default_key(mesh, known))  # bytes first; the steps' text only among ties
-    if symbolic.is_strict():  # no plan chosen where sizes not given decide
+    if symbolic.is_strict() and not bytes_are_numbers(found, mesh, known):  # no size-dependent choice made
         found, choice = symbolic.choose(found, lambda p: plan_bytes(p, mesh, known))
         if choice is not None and not choice.decided:
             product = printing.text(Arrow(g.product(cotangent), g.targets[0]))
@@ -87,34 +87,50 @@ def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, i
     return found
 
 
+Cost = Bytes | int  # a polynomial in unknown sizes, or with every size known the step ranks' integer sum
+
+
 class _Cost:
-    """Bytes a set of steps communicates (each distinct step once), free steps excluded."""
+    """Bytes a set of steps communicates (each distinct step once), free steps excluded. With ``numbers``
+    (every size known) a step costs its :func:`~shardalg.algebra.traffic.step_rank`, an integer that is its
+    bytes times one factor of the mesh: sums compare as the bytes do, without polynomials."""
 
-    def __init__(self, mesh: Mesh, sizes: Mapping[str, int], made: set[Step]):
+    def __init__(self, mesh: Mesh, sizes: Mapping[str, int], made: set[Step], numbers: bool = False):
         self.mesh, self.sizes, self.made = mesh, Sizes(sizes), made
-        self._bytes: dict[Step, Bytes] = {}  # each step priced once (the candidate plans share most steps)
+        self.table = rank_table(mesh) if numbers else None
+        self._bytes: dict[Step, Cost] = {}  # each step priced once (the candidate plans share most steps)
 
-    def __call__(self, steps: tuple[Step, ...], also_free: frozenset[Step] = frozenset()) -> Bytes:
-        total = Bytes()
+    def __call__(self, steps: tuple[Step, ...], also_free: frozenset[Step] = frozenset()) -> Cost:
+        total: Cost = Bytes() if self.table is None else 0
         for s in dict.fromkeys(steps):
             if s.communicates and s not in self.made and s not in also_free:
                 total = total + self._step(s)
         return total
 
-    def _step(self, s: Step) -> Bytes:
+    def _step(self, s: Step) -> Cost:
         got = self._bytes.get(s)
         if got is None:
-            got = self._bytes[s] = step_bytes(s.op, s.axes, s.inputs[0], s.output, self.mesh, self.sizes)
+            args = (s.op, s.axes, s.inputs[0], s.output, self.mesh, self.sizes)
+            got = self._bytes[s] = step_bytes(*args) if self.table is None else step_rank(*args, self.table)
         return got
 
 
-def fewer(a: Bytes, b: Bytes) -> bool:
-    """Whether ``a`` is fewer bytes than ``b`` for every size: ``b - a`` has terms, none negative."""
-    diff = b + a.scale(-1)
+def fewer(a: Cost, b: Cost) -> bool:
+    """Whether ``a`` is fewer bytes than ``b`` for every size: ``b - a`` has terms, none negative (numbers:
+    ``a < b``)."""
+    if isinstance(a, int):
+        return a < b  # type: ignore[operator]
+    diff = b + a.scale(-1)  # type: ignore[operator]
     return bool(diff.terms) and all(c > 0 for _, c in diff.terms)
 
 
-def _least(priced: list[tuple[Bytes, int]]) -> tuple[Bytes, int]:
+def _sized(tensors: tuple[Tensor, ...], mesh: Mesh, sizes: Mapping[str, int]) -> bool:
+    """Whether every axis and every dim of ``tensors`` has a size (then so has every tensor a gradient's plan
+    moves: its dims are theirs)."""
+    return mesh.is_numeric and all(d.size is not None or d.label in sizes for t in tensors for d in t.dims)
+
+
+def _least(priced: list[tuple[Cost, int]]) -> tuple[Cost, int]:
     """The first cost that no other is fewer than at every size (the least one when all are numbers)."""
     for c, i in priced:
         if not any(fewer(o, c) for o, _ in priced):
@@ -146,14 +162,14 @@ def choose(
     left: Gradient, right: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, int], made: set[Step]
 ) -> tuple[Chosen, Chosen]:
     """The two gradients' plans, chosen together, in the order they run (see the module docstring)."""
-    cost = _Cost(mesh, sizes, made)
+    cost = _Cost(mesh, sizes, made, _sized((cotangent, left.primal, right.primal), mesh, sizes))
     first_l = candidates(left, cotangent, mesh, sizes)
     first_r = candidates(right, cotangent, mesh, sizes)
     pl, pr = first_l[0], first_r[0]
     baseline = cost(pl.steps + pr.steps)
     best = (baseline, (Chosen(left, pl), Chosen(right, pr)))
     for one, other, listed in ((left, right, first_l), (right, left, first_r)):
-        maker: dict[Tensor, tuple[Bytes, Plan]] = {}
+        maker: dict[Tensor, tuple[Cost, Plan]] = {}
         for p in listed:
             c = cost(p.steps)
             for v in _versions(p, cotangent):

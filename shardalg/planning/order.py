@@ -8,7 +8,7 @@ every plan costs more than the rest of the sort.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh
@@ -16,7 +16,16 @@ from shardalg.algebra.traffic import Bytes, Sizes, move_bytes, rank_table, step_
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Op, Tensor
 
-__all__ = ["plan_bytes", "default_key", "BytesKey", "HeadKey", "weighed_key", "sort_plans", "plan_text_key"]
+__all__ = [
+    "plan_bytes",
+    "bytes_are_numbers",
+    "default_key",
+    "BytesKey",
+    "HeadKey",
+    "weighed_key",
+    "sort_plans",
+    "plan_text_key",
+]
 
 
 def plan_bytes(plan: Plan, mesh: Mesh, sizes: Sizes) -> Bytes:
@@ -29,6 +38,22 @@ def plan_bytes(plan: Plan, mesh: Mesh, sizes: Sizes) -> Bytes:
         dims_before, dims_after = tuple(d.axes for d in before.dims), tuple(d.axes for d in after.dims)
         total = total + move_bytes(s.op, s.axes, before, dims_before, dims_after, mesh, sizes)
     return total
+
+
+def bytes_are_numbers(plans: Iterable[Plan], mesh: Mesh, sizes: Sizes) -> bool:
+    """Whether every plan's bytes are numbers: every mesh axis has a size, and so does every dim of the
+    tensors its steps move. Then :func:`.symbolic.choose` has nothing to decide (the numeric ranking does),
+    and no plan's bytes need be priced as a polynomial to find that out."""
+    if not mesh.is_numeric:
+        return False
+    known = sizes.known
+    for plan in plans:
+        for s in plan.steps:
+            if s.op is not Op.EINSUM:
+                for d in s.inputs[0].dims:
+                    if d.size is None and d.label not in known:
+                        return False
+    return True
 
 
 class BytesKey:

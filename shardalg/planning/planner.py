@@ -42,9 +42,9 @@ from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program,
 
 from .attention import attention_plans, core_of
 from .einsum_plans import EinsumPlanner
-from .functions import function_plans
+from .functions import free_plan, function_plans
 from .noplan import no_plan
-from .order import default_key, sort_plans
+from .order import bytes_are_numbers, default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .ranking import Key, Ranking, Weigh
 from .redistribute import plan_bytes, redistribute
@@ -52,7 +52,19 @@ from .respan import respanned, written_tensors
 from .space import searching
 from .symbolic import beaten_everywhere, choose, first, is_strict
 
-__all__ = ["plans", "plan", "Problem", "prepare", "one_problem", "Key", "Weigh", "Ranking", "Plans", "Limits"]
+__all__ = [
+    "plans",
+    "plan",
+    "first_plan",
+    "Problem",
+    "prepare",
+    "one_problem",
+    "Key",
+    "Weigh",
+    "Ranking",
+    "Plans",
+    "Limits",
+]
 
 
 @dataclass(frozen=True)
@@ -181,6 +193,8 @@ def plans(
         return plan_bytes(q, p.mesh, p.sizes)
 
     if is_strict():  # an order that makes up no size, and the choice with it
+        if bytes_are_numbers(listed, p.mesh, p.sizes):  # nothing to choose: the numeric order stands
+            return Plans(listed, found.complete, found.note, columns)
         ordered, choice = choose(listed, cost)
         return Plans(ordered, found.complete, found.note, columns, choice)
     # the planner's own order; the choice is made when asked for (Plans.choice)
@@ -390,10 +404,39 @@ def plan(
     when which plan is the cheapest depends on sizes not given (the error holds the
     :class:`~.symbolic.Choice`: the contenders, and where each is the cheapest when that is one size's
     interval)."""
-    found = plans(expr, mesh, sizes, target, key=key, weigh=weigh, limits=limits, overlap=overlap, rank=rank)
+    p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes, target)
+    if key is None and weigh is None and rank is None and overlap is None:
+        free = _free(p)
+        if free is not None:
+            return free
+    found = plans(p, key=key, weigh=weigh, limits=limits, overlap=overlap, rank=rank)
     if not found:
         raise NoPlan(f"the search found no plan before a limit cut it: {found.note}")
     return first(found, f"plan of {_statement_text(expr)}")
+
+
+def first_plan(
+    expr: object, mesh: Mesh | Mapping[str, int] | str | None = None, sizes: Mapping[str, int] | None = None
+) -> Plan:
+    """The first of :func:`plans` (by bytes, then steps; under :func:`~.symbolic.strict` the first of an order
+    that makes up no size, whether or not the choice is decided)."""
+    p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes)
+    return _free(p) or plans(p)[0]
+
+
+def _free(p: Problem) -> Plan | None:
+    """The first of the default ranking's plans when it is a function's free plan (:func:`.functions.free_plan`):
+    then no plan ranks before it, by bytes at every size either (its bytes are 0, every other plan's a sum of
+    positive terms), so the other compute layouts are not planned. None for anything else."""
+    stmt = p.statement
+    body = stmt.expr if isinstance(stmt, Arrow) else stmt
+    if not isinstance(body, Apply) or declared_cuts(p.mesh):
+        return None
+    if any(is_subaxis(a) for n in (p.statement, p.target) for a in axes_in(n)):
+        return None  # planned on the refined mesh too: as plans does
+    result = p.target if p.target is not None else (stmt.result if isinstance(stmt, Arrow) else None)
+    got = free_plan(body, result, p.mesh, p.sizes)
+    return None if got is None else respanned([got], written_tensors(p.statement, p.target))[0]
 
 
 def _statement_text(expr: object) -> str:
