@@ -83,6 +83,5 @@ def made_again(model: ModelProgram, policy: str) -> frozenset[str]:
         return frozenset()
     if policy != "block":
         return frozenset(head_outputs(model))
-    layer = model.computing_statements(once=False)
-    start = layer[0].index if layer else len(model.statements)
+    start = model.layer_start
     return frozenset(s.result for s in model.computing_statements(once=True) if s.index > start and s.result)

@@ -157,6 +157,13 @@ class ModelProgram:
         """The statements that compute a new value: products and functions (norms, softmax, residual adds)."""
         return [s for s in self.statements if s.computes and (once is None or s.once == once)]
 
+    @property
+    def layer_start(self) -> int:
+        """The index of the repeated layer's first product or function (the statement count when there is
+        none): the part outside written before it is the embedding side, after it the head."""
+        layer = self.computing_statements(once=False)
+        return layer[0].index if layer else len(self.statements)
+
     # ---- sizes
     def bytes_of(self, t: Tensor, *, per_device: bool = True) -> Expr:
         """Bytes of ``t`` on one device (its sharding), or in all (``per_device=False``: once, unsharded)."""

@@ -36,8 +36,7 @@ class End(Enum):
 def statement_ends(model: ModelProgram) -> dict[int, End]:
     """Each statement outside the repeated layer (its index) and the end of the pipeline that runs it: before
     the layer's first product or function, stage 0; after it, the last stage."""
-    layer = [s.index for s in model.computing_statements(once=False)]
-    start = layer[0] if layer else len(model.statements)
+    start = model.layer_start
     return {s.index: End.FIRST if s.index < start else End.LAST for s in model.statements if s.once}
 
 

@@ -34,7 +34,7 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Op, Product, Tensor
 
 from . import symbolic
-from .order import bytes_are_numbers, plan_bytes, sort_plans
+from .order import bytes_are_numbers, plan_bytes, sized, sort_plans
 from .planner import plans
 from .redistribute import default_key
 
@@ -124,12 +124,6 @@ def fewer(a: Cost, b: Cost) -> bool:
     return bool(diff.terms) and all(c > 0 for _, c in diff.terms)
 
 
-def _sized(tensors: tuple[Tensor, ...], mesh: Mesh, sizes: Mapping[str, int]) -> bool:
-    """Whether every axis and every dim of ``tensors`` has a size (then so has every tensor a gradient's plan
-    moves: its dims are theirs)."""
-    return mesh.is_numeric and all(d.size is not None or d.label in sizes for t in tensors for d in t.dims)
-
-
 def _least(priced: list[tuple[Cost, int]]) -> tuple[Cost, int]:
     """The first cost that no other is fewer than at every size (the least one when all are numbers)."""
     for c, i in priced:
@@ -162,7 +156,8 @@ def choose(
     left: Gradient, right: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, int], made: set[Step]
 ) -> tuple[Chosen, Chosen]:
     """The two gradients' plans, chosen together, in the order they run (see the module docstring)."""
-    cost = _Cost(mesh, sizes, made, _sized((cotangent, left.primal, right.primal), mesh, sizes))
+    # every size known for the operands and the cotangent, so for every tensor the plans move (their dims)
+    cost = _Cost(mesh, sizes, made, sized((cotangent, left.primal, right.primal), mesh, sizes))
     first_l = candidates(left, cotangent, mesh, sizes)
     first_r = candidates(right, cotangent, mesh, sizes)
     pl, pr = first_l[0], first_r[0]

@@ -8,7 +8,7 @@ every plan costs more than the rest of the sort.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from shardalg.algebra.mesh import Mesh
@@ -19,6 +19,7 @@ from shardalg.notation.syntax import Op, Tensor
 __all__ = [
     "plan_bytes",
     "bytes_are_numbers",
+    "sized",
     "default_key",
     "BytesKey",
     "HeadKey",
@@ -40,20 +41,17 @@ def plan_bytes(plan: Plan, mesh: Mesh, sizes: Sizes) -> Bytes:
     return total
 
 
+def sized(tensors: Iterable[Tensor], mesh: Mesh, known: Mapping[str, int]) -> bool:
+    """Whether every mesh axis and every dim of ``tensors`` has a size (written, or in ``known``)."""
+    return mesh.is_numeric and all(d.size is not None or d.label in known for t in tensors for d in t.dims)
+
+
 def bytes_are_numbers(plans: Iterable[Plan], mesh: Mesh, sizes: Sizes) -> bool:
     """Whether every plan's bytes are numbers: every mesh axis has a size, and so does every dim of the
     tensors its steps move. Then :func:`.symbolic.choose` has nothing to decide (the numeric ranking does),
     and no plan's bytes need be priced as a polynomial to find that out."""
-    if not mesh.is_numeric:
-        return False
-    known = sizes.known
-    for plan in plans:
-        for s in plan.steps:
-            if s.op is not Op.EINSUM:
-                for d in s.inputs[0].dims:
-                    if d.size is None and d.label not in known:
-                        return False
-    return True
+    moved = (s.inputs[0] for plan in plans for s in plan.steps if s.op is not Op.EINSUM)
+    return sized(moved, mesh, sizes.known)
 
 
 class BytesKey:
