@@ -289,12 +289,6 @@ def build(
         dims = tuple((dim_name(v, d), tuple(spec[d])) for d in range(n))
         return Layout(name_of(v), dims, (), dtype_of(values[str(v)]["dtype"]))
 
-    sizes: dict[str, int] = {}
-    for v, info in values.items():
-        for d, n in enumerate(info["shape"]):
-            r = dims.find((int(v), d))
-            if r in dims.names:
-                sizes[dims.names[r]] = n
     statements: list[Statement] = []
     by_line: dict[int | None, list[Statement]] = {}
     for e in rec["eqns"]:
@@ -304,6 +298,7 @@ def build(
         st = Statement(lhs, rhs, layout(e["outs"][0]), e["line"])
         statements.append(st)
         by_line.setdefault(e["line"], []).append(st)
+    sizes: dict[str, int] = {}  # of the dims named: given, or by the layouts above
     for v, info in values.items():
         for d, n in enumerate(info["shape"]):
             r = dims.find((int(v), d))

@@ -17,7 +17,7 @@ runs the DP first: when its optimum fits the cap, that is the answer (``dp``); e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ from shardalg.notation.syntax import Program
 from .chain import ChainProblem, Choice, chain_problem, layout_key
 from .price import size_text, time_text
 
-__all__ = ["ChainResult", "search_chain", "solve", "solve_dp", "solve_milp"]
+__all__ = ["ChainResult", "milp_picks", "search_chain", "solve", "solve_dp", "solve_milp"]
 
 
 def solve_dp(p: ChainProblem) -> list[int]:
@@ -56,9 +56,10 @@ def solve_milp(p: ChainProblem) -> list[int] | None:
     """The fastest chain within the cap (None: none fits), by ``scipy.optimize.milp``. HiGHS allows a row
     a feasibility tolerance (1e-6 relative here); an answer over the cap by that is solved again with the cap
     tightened by 2e-6, and a note says so."""
-    picks = _milp(p, 1.0)
+    edges = [(i, i + 1, prices) for i, prices in enumerate(p.edges)]
+    picks, optimal = milp_picks(p.choices, edges, p.settings.cap, 1.0)
     if picks is not None and p.param_bytes(picks) > p.settings.cap:
-        picks = _milp(p, 1 - 2e-6)
+        picks, optimal = milp_picks(p.choices, edges, p.settings.cap, 1 - 2e-6)
         p.notes.append(
             (
                 "milp",
@@ -66,45 +67,56 @@ def solve_milp(p: ChainProblem) -> list[int] | None:
                 "again with the cap tightened by 2e-6 (relative)",
             )
         )
+    if not optimal:
+        raise UsageError("the integer program did not finish")  # pragma: no cover
     return picks
 
 
-def _milp(p: ChainProblem, rhs: float) -> list[int] | None:
+def milp_picks(
+    choices: Sequence[Sequence[Any]],
+    edges: Sequence[tuple[int, int, Mapping[tuple, float]]],
+    cap: float,
+    rhs: float,
+) -> tuple[list[int] | None, bool]:
+    """The cheapest choice per node by ``scipy.optimize.milp`` (HiGHS, gap 0), the edges ``(u, v, prices)``
+    priced per (layout u writes, layout v reads), parameter bytes within ``rhs`` times ``cap``: the picks
+    (None: none fits) and whether HiGHS proved them optimal."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import lil_matrix
 
     col: dict[tuple, int] = {}
-    for i, cs in enumerate(p.choices):
+    for i, cs in enumerate(choices):
         for k in range(len(cs)):
             col[("x", i, k)] = len(col)
-    for i, edges in enumerate(p.edges):
-        for ab, s in edges.items():
+    for e, (_, _, prices) in enumerate(edges):
+        for ab, s in prices.items():
             if s > 0:
-                col[("y", i, ab)] = len(col)
-    scale = max([c.seconds for cs in p.choices for c in cs] + [s for e in p.edges for s in e.values()]) or 1.0
+                col[("y", e, ab)] = len(col)
+    values = [c.seconds for cs in choices for c in cs] + [s for *_, d in edges for s in d.values()]
+    scale = max(values) or 1.0
     cost = np.zeros(len(col))
     for key, j in col.items():
-        cost[j] = (p.choices[key[1]][key[2]].seconds if key[0] == "x" else p.edges[key[1]][key[2]]) / scale
+        cost[j] = (choices[key[1]][key[2]].seconds if key[0] == "x" else edges[key[1]][2][key[2]]) / scale
     ys = [key for key in col if key[0] == "y"]
-    rows = len(p.choices) + len(ys) + 1
+    rows = len(choices) + len(ys) + 1
     a = lil_matrix((rows, len(col)))
     lo, hi = np.zeros(rows), np.zeros(rows)
-    for i, cs in enumerate(p.choices):  # one choice per statement
+    for i, cs in enumerate(choices):  # one choice per node
         for k in range(len(cs)):
             a[i, col[("x", i, k)]] = 1
         lo[i] = hi[i] = 1
-    for r, (_, i, (ka, kb)) in enumerate(ys, start=len(p.choices)):  # x_i,a + x_i+1,b - 1 <= y_ab
-        for k, c in enumerate(p.choices[i]):
+    for r, (_, e, (ka, kb)) in enumerate(ys, start=len(choices)):  # x_u,a + x_v,b - 1 <= y_e,a,b
+        u, v, _ = edges[e]
+        for k, c in enumerate(choices[u]):
             if layout_key(c.writes) == ka:
-                a[r, col[("x", i, k)]] = 1
-        for k, c in enumerate(p.choices[i + 1]):
+                a[r, col[("x", u, k)]] = 1
+        for k, c in enumerate(choices[v]):
             if layout_key(c.reads) == kb:
-                a[r, col[("x", i + 1, k)]] = 1
-        a[r, col[("y", i, (ka, kb))]] = -1
+                a[r, col[("x", v, k)]] = 1
+        a[r, col[("y", e, (ka, kb))]] = -1
         lo[r], hi[r] = -np.inf, 1
-    cap = p.settings.cap
-    for i, cs in enumerate(p.choices):  # the knapsack, in units of the cap
+    for i, cs in enumerate(choices):  # the knapsack, in units of the cap
         for k, c in enumerate(cs):
             a[rows - 1, col[("x", i, k)]] = c.param_bytes / cap
     lo[-1], hi[-1] = -np.inf, rhs
@@ -115,11 +127,12 @@ def _milp(p: ChainProblem, rhs: float) -> list[int] | None:
         bounds=Bounds(0, 1),
         options={"mip_rel_gap": 0},
     )
-    if res.status == 2:  # infeasible: no chain fits
-        return None
-    if res.status != 0 or res.x is None:
+    if res.status == 2:  # infeasible: nothing fits
+        return None, True
+    if res.x is None:
         raise UsageError(f"the integer program did not finish: {res.message}")  # pragma: no cover
-    return [max(range(len(cs)), key=lambda k: res.x[col[("x", i, k)]]) for i, cs in enumerate(p.choices)]
+    picks = [max(range(len(cs)), key=lambda k: res.x[col[("x", i, k)]]) for i, cs in enumerate(choices)]
+    return picks, res.status == 0
 
 
 def solve(p: ChainProblem, method: str | None = None) -> tuple[list[int] | None, str]:

@@ -23,10 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import lil_matrix
-
 from shardalg.errors import UsageError
 from shardalg.models.expand import shard
 from shardalg.notation.syntax import Program, Tensor
@@ -42,6 +38,7 @@ from .chain import (
     _sub_program,
     layout_key,
 )
+from .chainsolve import milp_picks
 from .numeric import prepare_search
 from .price import Settings, size_text, time_text
 from .space import Pruned
@@ -323,58 +320,11 @@ def solve_milp(p: GraphProblem, rhs: float = 1.0) -> tuple[list[int] | None, boo
     """The cheapest assignment within the cap (None: none fits) by ``scipy.optimize.milp`` and whether
     HiGHS proved it optimal (gap 0). An answer over the cap by HiGHS's row tolerance is solved again with
     the cap tightened by 2e-6 (relative), and a note says so."""
-    col: dict[tuple, int] = {}
-    for i, cs in enumerate(p.choices):
-        for k in range(len(cs)):
-            col[("x", i, k)] = len(col)
-    for e, (_, _, prices) in enumerate(p.edges):
-        for ab, s in prices.items():
-            if s > 0:
-                col[("y", e, ab)] = len(col)
-    values = [c.seconds for cs in p.choices for c in cs] + [s for *_, d in p.edges for s in d.values()]
-    scale = max(values) or 1.0
-    cost = np.zeros(len(col))
-    for key, j in col.items():
-        cost[j] = (p.choices[key[1]][key[2]].seconds if key[0] == "x" else p.edges[key[1]][2][key[2]]) / scale
-    ys = [key for key in col if key[0] == "y"]
-    rows = len(p.choices) + len(ys) + 1
-    a = lil_matrix((rows, len(col)))
-    lo, hi = np.zeros(rows), np.zeros(rows)
-    for i, cs in enumerate(p.choices):  # one choice per node
-        for k in range(len(cs)):
-            a[i, col[("x", i, k)]] = 1
-        lo[i] = hi[i] = 1
-    for r, (_, e, (ka, kb)) in enumerate(ys, start=len(p.choices)):  # x_u,a + x_v,b - 1 <= y_e,a,b
-        u, v, _ = p.edges[e]
-        for k, c in enumerate(p.choices[u]):
-            if layout_key(c.writes) == ka:
-                a[r, col[("x", u, k)]] = 1
-        for k, c in enumerate(p.choices[v]):
-            if layout_key(c.reads) == kb:
-                a[r, col[("x", v, k)]] = 1
-        a[r, col[("y", e, (ka, kb))]] = -1
-        lo[r], hi[r] = -np.inf, 1
-    cap = p.settings.cap
-    for i, cs in enumerate(p.choices):  # the knapsack, in units of the cap
-        for k, c in enumerate(cs):
-            a[rows - 1, col[("x", i, k)]] = c.param_bytes / cap
-    lo[-1], hi[-1] = -np.inf, rhs
-    res = milp(
-        cost,
-        constraints=LinearConstraint(a.tocsr(), lo, hi),
-        integrality=np.ones(len(col)),
-        bounds=Bounds(0, 1),
-        options={"mip_rel_gap": 0},
-    )
-    if res.status == 2:  # infeasible: nothing fits
-        return None, True
-    if res.x is None:
-        raise UsageError(f"the integer program did not finish: {res.message}")  # pragma: no cover
-    picks = [max(range(len(cs)), key=lambda k: res.x[col[("x", i, k)]]) for i, cs in enumerate(p.choices)]
-    if p.param_bytes(picks) > cap and rhs == 1.0:
+    picks, optimal = milp_picks(p.choices, p.edges, p.settings.cap, rhs)
+    if picks is not None and p.param_bytes(picks) > p.settings.cap and rhs == 1.0:
         p.notes.append(("milp", "over the cap within HiGHS's tolerance; solved again with the cap tightened"))
         return solve_milp(p, 1 - 2e-6)
-    return picks, res.status == 0
+    return picks, optimal
 
 
 def solve_graph(p: GraphProblem, solver: str | None = None) -> tuple[list[int] | None, str, bool]:
