@@ -368,11 +368,16 @@ class Analysis:
             return None
         names = ", ".join(self.scores)
         if self.fused_attention:
+            again = all(info.index in self.recomputed for info, _, _ in self.cores)
+            stats = (
+                "nor are each row's softmax statistics (the backward runs the core again under the remat policy)"
+                if again
+                else "each row's softmax statistics are (fp32)"
+            )
             return (
                 "attention",
                 f"fused (the softmax says flash): the scores {names} stay on chip (no HBM traffic in a step) "
-                "and are not kept for the backward, each row's softmax statistics are (fp32); the FLOPs as "
-                "materialized"
+                f"and are not kept for the backward, {stats}; the FLOPs as materialized"
                 + (
                     " (the kernel's recomputation of the scores in the backward not counted)"
                     if self.remat.policy == "none"
@@ -394,8 +399,9 @@ class Analysis:
     def owned_statistics(self) -> list[tuple[str, Expr, Expr, str]]:
         """The per-row statistics the functions' backward reads (a norm's, a fused attention's softmax: fp32,
         one value per statistic a row, as the forward plan's step holds its block's rows), kept for the
-        backward like activations when the function's operands are (a fused core's: its products' operands):
-        (label, bytes per device, count, the function's result). A materialized softmax keeps its result
+        backward like activations when the function's operands are (a fused core's: its products' operands)
+        and the backward does not run the function again (under ``block`` remat it reruns the layer's norms,
+        remaking their statistics): (label, bytes per device, count, the function's result). A materialized softmax keeps its result
         instead (its backward reads ``P``)."""
         if self.mode != "train":
             return []
@@ -411,6 +417,8 @@ class Analysis:
                 acts = [r for r in info.reads if m.values[r].is_activation]
             if info.kind != "function" or not all(r in self.saved for r in acts):
                 continue  # recomputed under the remat policy with the operands it is made from
+            if info.index in self.recomputed:
+                continue  # the backward runs the function again (block remat: its norm), remaking them
             for st in self.forward_plans[info.index].steps:
                 rec = RECORDS[st.op] if st.op.function else None
                 if rec is None or not rec.statistics or st.dim is None:

@@ -69,14 +69,25 @@ def test_block_keeps_the_heads_input_and_makes_its_final_norm_again():
     """The head (the final norm, its gain, the unembedding) is one more block: under ``block`` it keeps its
     input ``Xl`` and makes ``Xfr``, ``Xf`` and the logits again from it, as a layer keeps ``In`` and makes the
     rest. LLaMA-3 8B, FSDP over X=64, B=64 of 4096 tokens: a chip's B/64 x T x D rows in bf16 are 4096 * 4096 *
-    2 = 33,554,432 bytes; kept: 32 layers' In (1,073,741,824), Xl (33,554,432), and the fp32 statistics of the
-    norms whose operand is kept (the layer's first norm, 4096 * 4 = 16,384 a layer: 524,288; the final norm's:
-    16,384), 1,107,836,928 bytes in all; the old count kept Xfr and Xf besides, 2 x 33,554,432 more
-    (1,174,945,792)."""
+    2 = 33,554,432 bytes; kept: 32 layers' In (1,073,741,824) and Xl (33,554,432), 1,107,296,256 bytes in all.
+    No norm's statistics are kept: the backward runs each norm again (the layer's first norm from the kept In,
+    the final norm from Xl), remaking them; an older count kept those of the norms whose operand is kept (4096 *
+    4 = 16,384 a norm, 33 norms: 540,672 more), and one before it Xfr and Xf besides (2 x 33,554,432 more).
+    Under ``none`` every norm's statistics are kept (the backward reads them and runs no norm again)."""
     program = shard(expand("llama-3-8b"), params="D=X", activations="B=X")
     r = sa.memory(program, mesh="X=64", sizes={"B": 64, "T": 4096}, hw="tpu-v5p", remat="block")
     row = 64 // 64 * 4096 * 4096 * 2
     assert row == 33_554_432
     assert r.analysis.saved == ("In", "Xl")
     assert {"Xfr", "Xf", "Logits"} <= {r.model.statements[i].result for i in r.analysis.recomputed}
-    assert r.parts["activations"] == 32 * row + row + 32 * 4096 * 4 + 4096 * 4 == 1_107_836_928
+    assert r.parts["activations"] == 32 * row + row == 1_107_296_256
+    assert r.analysis.statistics() == []
+    assert (
+        "nor are each row's softmax statistics (the backward runs the core again"
+        in r.analysis.attention_note()[1]
+    )
+    kept = sa.memory(program, mesh="X=64", sizes={"B": 64, "T": 4096}, hw="tpu-v5p", remat="none").analysis
+    assert (
+        len([label for label, _, _ in kept.statistics() if label.startswith("rmsnorm")]) == 3
+    )  # 2 a layer, 1 after
+    assert "each row's softmax statistics are (fp32)" in kept.attention_note()[1]

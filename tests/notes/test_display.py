@@ -133,7 +133,7 @@ def test_tables_in_html(results, name):
 
 def test_html_tables_hold_the_numbers(results):
     memory = results["MemoryReport"]._repr_html_()
-    assert "<td>42,464,204,800</td><td>42.5 GB (39.5 GiB)</td>" in memory
+    assert "<td>42,458,896,384</td><td>42.5 GB (39.5 GiB)</td>" in memory
     assert "<td>9.83 s</td>" in results["StepReport"]._repr_html_()
     assert "<td>result</td><td><code>192</code></td>" in results["Derivation (fit)"]._repr_html_()
     search = results["SearchResult"]._repr_html_()
