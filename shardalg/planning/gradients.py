@@ -69,16 +69,19 @@ def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, i
     :class:`~.symbolic.NeedsSizes` when which is the cheapest depends on sizes not given."""
     found: list[Plan] = []
     last: ShardalgError | None = None
+    reached = 0
     for t in g.targets:
         try:
             found.extend(plans(Arrow(g.product(cotangent), t), mesh, sizes))
+            reached += 1
         except ShardalgError as err:  # an unreachable target is one candidate fewer
             last = err
     if not found:
         assert last is not None
         raise last
     known = Sizes(sizes)
-    sort_plans(found, default_key(mesh, known))  # bytes first; the steps' text only among ties
+    if reached > 1:  # one target's plans are in the planner's order already (or in its choice's, made again)
+        sort_plans(found, default_key(mesh, known))  # bytes first; the steps' text only among ties
     if symbolic.is_strict() and not bytes_are_numbers(found, mesh, known):  # no size-dependent choice made
         found, choice = symbolic.choose(found, lambda p: plan_bytes(p, mesh, known))
         if choice is not None and not choice.decided:

@@ -320,7 +320,7 @@ def _plans_on(
         return function_plans(body, result, p.mesh, p.sizes, rank, weigh, limits)
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
-    found, cuts, heads = _ranked_einsum_plans(body, result, p, limits, weigh, overlap, by)
+    found, cuts = _ranked_einsum_plans(body, result, p, limits, weigh, overlap, by)
     found = list(found)
     if not found:
         if cuts:
@@ -328,13 +328,13 @@ def _plans_on(
         planner = EinsumPlanner(body, result, p.mesh, p.sizes, limits, weigh, overlap)
         planner.plans()  # again, for the facts the message states
         raise no_plan(stmt, planner)
-    # the planner's own heads are the default ranking's (bytes, then steps, on this mesh and sizes)
-    sort_plans(found, rank, list(heads) if key is None else None)
+    if key is not None:  # the answer is in the default ranking's order (bytes, then steps): the caller's
+        sort_plans(found, key)
     return Plans.of(found, cuts)
 
 
-# an einsum's plans (unsorted), the notes of the limits that cut them, and each plan's BytesKey head
-EinsumAnswer = tuple[tuple[Plan, ...], tuple[str, ...], tuple[tuple[int, int], ...]]
+# an einsum's plans in the default ranking's order, and the notes of the limits that cut them
+EinsumAnswer = tuple[tuple[Plan, ...], tuple[str, ...]]
 
 
 def _ranked_einsum_plans(
@@ -380,12 +380,14 @@ def _einsum_plans(
     overlap: Any = None,
     checked: bool = False,
 ) -> EinsumAnswer:
-    """The plans of one product, unsorted, the notes of the limits that cut them, and each plan's head under
-    the default ranking (:attr:`.einsum_plans.EinsumPlanner.heads`): memoized, since a strategy search plans
-    the same sharded statement for many candidates (plans are immutable; spans take no part in the key)."""
+    """The plans of one product, sorted by the default ranking (bytes, then steps, then their text: sorted
+    once here, not at each query the memo answers), and the notes of the limits that cut them: memoized, since
+    a strategy search plans the same sharded statement for many candidates (plans are immutable; spans take
+    no part in the key)."""
     planner = EinsumPlanner(body, result, mesh, sizes, limits, weigh, overlap, checked=checked)
-    found = tuple(planner.plans())
-    return found, tuple(planner.cuts), tuple(planner.heads)
+    found = planner.plans()
+    sort_plans(found, default_key(mesh, sizes), planner.heads)  # the planner's heads are the default key's
+    return tuple(found), tuple(planner.cuts)
 
 
 def plan(
