@@ -565,7 +565,7 @@ def solver_of(pricer: Pricer) -> dict[str, Any]:
     candidates were priced whole all the same) or its whole program (``why`` not)."""
     got: dict[str, Any] = {"method": "enumeration", "optimal": True}
     if isinstance(pricer, StatementPricer):
-        return {**got, "pricing": "statements", "pieces": len(pricer.table), "priced_whole": pricer.whole}
+        return {**got, "pricing": "statements", "pieces": pricer.priced, "priced_whole": pricer.whole}
     return {**got, "pricing": "whole program", "why": pricer.why}
 
 

@@ -342,3 +342,22 @@ def test_the_gradients_added_across_pieces_are_priced():
     short = StatementPricer(prog, space, st, Pruned())
     short.alone = replace(short.alone, joins=())
     assert short(a).seconds < whole.seconds - 1e-8  # 15 ns short without the two additions
+
+
+def test_the_pieces_said_are_those_priced(monkeypatch):
+    """The space line's count of sharded statements priced once is the pieces priced, not the table's entries
+    (a piece of an axis orbit renamed, or read under the other keep choice, is looked up, not priced): the
+    layer with its core in training on X=2 prices 179 pieces and its table holds 226 entries."""
+    from shardalg.search import numeric, pieces
+
+    priced = []
+    price = pieces._price_piece
+
+    def counted(*args):
+        priced.append(args)
+        return price(*args)
+
+    monkeypatch.setattr(pieces, "_price_piece", counted)
+    got = numeric.search(TRANSFORMER_FN, **{**SMALL_FN, "mesh": "X=2", "mode": "train"})
+    assert got.solver["pieces"] == len(priced) == 179
+    assert f"{len(priced):,} sharded statements priced once" in str(got)
