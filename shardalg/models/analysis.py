@@ -370,7 +370,8 @@ class Analysis:
         if self.fused_attention:
             again = all(info.index in self.recomputed for info, _, _ in self.cores)
             stats = (
-                "nor are each row's softmax statistics (the backward runs the core again under the remat policy)"
+                "nor are each row's softmax statistics (the backward runs the core again under the remat "
+                "policy)"
                 if again
                 else "each row's softmax statistics are (fp32)"
             )
@@ -401,8 +402,8 @@ class Analysis:
         one value per statistic a row, as the forward plan's step holds its block's rows), kept for the
         backward like activations when the function's operands are (a fused core's: its products' operands)
         and the backward does not run the function again (under ``block`` remat it reruns the layer's norms,
-        remaking their statistics): (label, bytes per device, count, the function's result). A materialized softmax keeps its result
-        instead (its backward reads ``P``)."""
+        remaking their statistics): (label, bytes per device, count, the function's result). A materialized
+        softmax keeps its result instead (its backward reads ``P``)."""
         if self.mode != "train":
             return []
         m, out = self.model, []

@@ -71,8 +71,9 @@ def test_block_keeps_the_heads_input_and_makes_its_final_norm_again():
     rest. LLaMA-3 8B, FSDP over X=64, B=64 of 4096 tokens: a chip's B/64 x T x D rows in bf16 are 4096 * 4096 *
     2 = 33,554,432 bytes; kept: 32 layers' In (1,073,741,824) and Xl (33,554,432), 1,107,296,256 bytes in all.
     No norm's statistics are kept: the backward runs each norm again (the layer's first norm from the kept In,
-    the final norm from Xl), remaking them; an older count kept those of the norms whose operand is kept (4096 *
-    4 = 16,384 a norm, 33 norms: 540,672 more), and one before it Xfr and Xf besides (2 x 33,554,432 more).
+    the final norm from Xl), remaking them; an older count kept those of the norms whose operand is kept
+    (4096 * 4 = 16,384 a norm, 33 norms: 540,672 more), and one before it Xfr and Xf besides (2 x 33,554,432
+    more).
     Under ``none`` every norm's statistics are kept (the backward reads them and runs no norm again)."""
     program = shard(expand("llama-3-8b"), params="D=X", activations="B=X")
     r = sa.memory(program, mesh="X=64", sizes={"B": 64, "T": 4096}, hw="tpu-v5p", remat="block")
