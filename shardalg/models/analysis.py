@@ -368,12 +368,12 @@ class Analysis:
             return None
         names = ", ".join(self.scores)
         if self.fused_attention:
-            again = all(info.index in self.recomputed for info, _, _ in self.cores)
+            kept = {owner for *_, owner in self.owned_statistics()}  # the memory's rows say which are kept
             stats = (
-                "nor are each row's softmax statistics (the backward runs the core again under the remat "
+                "each row's softmax statistics are (fp32)"
+                if any(info.result in kept for info, _, _ in self.cores)
+                else "nor are each row's softmax statistics (the backward runs the core again under the remat "
                 "policy)"
-                if again
-                else "each row's softmax statistics are (fp32)"
             )
             return (
                 "attention",

@@ -53,20 +53,10 @@ def solve_dp(p: ChainProblem) -> list[int]:
 
 
 def solve_milp(p: ChainProblem) -> list[int] | None:
-    """The fastest chain within the cap (None: none fits), by ``scipy.optimize.milp``. HiGHS allows a row
-    a feasibility tolerance (1e-6 relative here); an answer over the cap by that is solved again with the cap
-    tightened by 2e-6, and a note says so."""
+    """The fastest chain within the cap (None: none fits), by ``scipy.optimize.milp`` (:func:`milp_picks`: a
+    chain is a graph whose edges join each statement to the next)."""
     edges = [(i, i + 1, prices) for i, prices in enumerate(p.edges)]
-    picks, optimal = milp_picks(p.choices, edges, p.settings.cap, 1.0)
-    if picks is not None and p.param_bytes(picks) > p.settings.cap:
-        picks, optimal = milp_picks(p.choices, edges, p.settings.cap, 1 - 2e-6)
-        p.notes.append(
-            (
-                "milp",
-                "the integer program's answer was over the cap within HiGHS's tolerance; solved "
-                "again with the cap tightened by 2e-6 (relative)",
-            )
-        )
+    picks, optimal = milp_picks(p.choices, edges, p.settings.cap, p.notes)
     if not optimal:
         raise UsageError("the integer program did not finish")  # pragma: no cover
     return picks
@@ -76,11 +66,32 @@ def milp_picks(
     choices: Sequence[Sequence[Any]],
     edges: Sequence[tuple[int, int, Mapping[tuple, float]]],
     cap: float,
-    rhs: float,
+    notes: list[tuple[str, str]],
 ) -> tuple[list[int] | None, bool]:
     """The cheapest choice per node by ``scipy.optimize.milp`` (HiGHS, gap 0), the edges ``(u, v, prices)``
-    priced per (layout u writes, layout v reads), parameter bytes within ``rhs`` times ``cap``: the picks
-    (None: none fits) and whether HiGHS proved them optimal."""
+    priced per (layout u writes, layout v reads), parameter bytes within ``cap``: the picks (None: none fits)
+    and whether HiGHS proved them optimal. HiGHS allows a row a feasibility tolerance (1e-6 relative); an
+    answer over the cap by that is solved again with the cap tightened by 2e-6, and ``notes`` says so."""
+    picks, optimal = _milp(choices, edges, cap, 1.0)
+    if picks is not None and sum(choices[i][k].param_bytes for i, k in enumerate(picks)) > cap:
+        picks, optimal = _milp(choices, edges, cap, 1 - 2e-6)
+        notes.append(
+            (
+                "milp",
+                "the integer program's answer was over the cap within HiGHS's tolerance; solved "
+                "again with the cap tightened by 2e-6 (relative)",
+            )
+        )
+    return picks, optimal
+
+
+def _milp(
+    choices: Sequence[Sequence[Any]],
+    edges: Sequence[tuple[int, int, Mapping[tuple, float]]],
+    cap: float,
+    rhs: float,
+) -> tuple[list[int] | None, bool]:
+    """:func:`milp_picks`' integer program, parameter bytes within ``rhs`` times ``cap``."""
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import lil_matrix

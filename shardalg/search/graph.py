@@ -316,15 +316,10 @@ def solve_tree(p: GraphProblem) -> list[int]:
     return picks
 
 
-def solve_milp(p: GraphProblem, rhs: float = 1.0) -> tuple[list[int] | None, bool]:
+def solve_milp(p: GraphProblem) -> tuple[list[int] | None, bool]:
     """The cheapest assignment within the cap (None: none fits) by ``scipy.optimize.milp`` and whether
-    HiGHS proved it optimal (gap 0). An answer over the cap by HiGHS's row tolerance is solved again with
-    the cap tightened by 2e-6 (relative), and a note says so."""
-    picks, optimal = milp_picks(p.choices, p.edges, p.settings.cap, rhs)
-    if picks is not None and p.param_bytes(picks) > p.settings.cap and rhs == 1.0:
-        p.notes.append(("milp", "over the cap within HiGHS's tolerance; solved again with the cap tightened"))
-        return solve_milp(p, 1 - 2e-6)
-    return picks, optimal
+    HiGHS proved it optimal (gap 0): :func:`.chainsolve.milp_picks`."""
+    return milp_picks(p.choices, p.edges, p.settings.cap, p.notes)
 
 
 def solve_graph(p: GraphProblem, solver: str | None = None) -> tuple[list[int] | None, str, bool]:

@@ -151,3 +151,21 @@ def parse_program(text: str):
     from shardalg.notation.parse import parse
 
     return parse(text)
+
+
+def test_an_answer_over_the_cap_within_highs_tolerance_is_solved_again():
+    """HiGHS lets a row exceed its bound by its feasibility tolerance: a choice over the cap by 5e-8 (relative)
+    is its answer; ``milp_picks`` (the chain's and the graph's integer program) sees it over the cap, solves
+    again with the cap tightened by 2e-6 and says so."""
+    from types import SimpleNamespace
+
+    from shardalg.search.chainsolve import _milp, milp_picks
+
+    def choice(seconds: float, param_bytes: float) -> SimpleNamespace:
+        return SimpleNamespace(seconds=seconds, param_bytes=param_bytes, writes=None, reads=None)
+
+    choices = [[choice(1.0, 1 + 5e-8), choice(2.0, 0.5)]]
+    assert _milp(choices, [], 1.0, 1.0) == ([0], True)  # HiGHS's own answer: over the cap
+    notes: list[tuple[str, str]] = []
+    assert milp_picks(choices, [], 1.0, notes) == ([1], True)
+    assert notes and notes[0][0] == "milp" and "tightened by 2e-6" in notes[0][1]
