@@ -30,14 +30,16 @@ writes: those additions are found on the unsharded program and priced at each ca
 training candidate with Megatron SP over an input several products read (Q, K and V's) is priced by *blocks*:
 the layer's statements cut only where the residual stream is written (the attention block, the MLP block). Its
 backward hands cotangents between statements in layouts other than the forward's (the core's backward gathers
-the scores' cotangent, and Q's projection reads a whole ``dQ``) and reshards the shared input's gradient once,
-after its readers' parts are summed: pieces cut inside a block came out wrong on 77 of the causal layer's 280
-candidates on 2x2 (each resharding its own part), cut between the readers and the core on 28. In inference it
-is the sum of its pieces.
+the scores' cotangent, and Q's projection reads a whole ``dQ``): with the readers of the shared input in one
+piece and the core in another, 28 of the causal layer's 89 Megatron SP candidates on 2x2 came out wrong. (The
+layer without its core has no such hand-over: its 50 agree piece by piece, but the rule, an input several
+products read, prices them by blocks too.) In inference it is the sum of its pieces.
 
-A piece is priced once per orbit of the mesh's interchangeable axes (:mod:`.symmetry`: on ``X=2,Y=2,Z=2`` a
-piece sharded over X alone is priced once for X, Y and Z), its seconds by lane and axis and its kept copies'
-rows renamed back to the piece's own axes.
+A piece is priced for its own axes, never looked up as another piece with interchangeable axes renamed: the
+planner breaks a tie between plans of equal bytes by their text, which names the axes, so a renamed piece may
+take the other plan and put a collective on another axis (on ``X=2,Y=2,Z=2``, 2 us of a norm's scale gathered
+moved between Y and Z in 6 of 547 candidates sampled; pricing every piece of an axis orbit costs about 10% more
+CPU on the causal layer there).
 
 The test ``tests/search/test_pieces.py`` checks candidates of the search's programs against the
 whole-program price: the same seconds, communication, FLOPs, bytes by part and keep choice (a spread of each
@@ -67,7 +69,6 @@ from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program,
 
 from .price import Entry, Pricer, Settings, activation_gathers
 from .space import Assignment, Pruned, Space, _tensors
-from .symmetry import rename_axes, rename_keys, renamings
 
 __all__ = ["Piece", "Seconds", "StatementPricer", "pricer_for", "split_statements"]
 
@@ -150,6 +151,12 @@ def split_statements(program: Program) -> list[tuple[Any, ...]]:
     result (the reduction of its partial sums, as Megatron SP's ReduceScatter: its backward needs them);
     statements after the last product join it.
 
+    Products that read one operand are one piece (Q's, K's and V's projections of ``Ha``; the gate's and the
+    up projection of ``Hn``): the whole program reshards that operand once for all of them, forward and
+    backward (a gradient plan reads a version another made, free), and keeps one gathered copy of it; priced
+    apart, each piece paid for its own (on ``X=2,Y=2,Z=2``, 9 of 107 of the causal layer's candidates
+    sampled came out with more communication, or more bytes kept, than their whole program).
+
     An attention core is one piece: the renames of K and V, ``Q·K -> Sc``, the softmax and ``P·V -> O``
     (the product after a softmax joins the piece of the product before it), so a causal softmax's mask,
     which halves both products forward and backward, is seen inside the piece."""
@@ -157,11 +164,21 @@ def split_statements(program: Program) -> list[tuple[Any, ...]]:
     run: list[Any] = []
     last: str | None = None  # the result of the product that ended the last piece
     waiting = 0  # statements written before it that it did not read, carried on
+    order = program.statements.index
     for s in program.statements:
         if _is_product(s) and out and _softmax_read(s, (*out[-1], *run)):
             # the core's second product: with its first and its softmax, in the order they are written
-            out[-1] = tuple(sorted((*out[-1], *run, s), key=program.statements.index))
+            out[-1] = tuple(sorted((*out[-1], *run, s), key=order))
             run, last, waiting = [], s.result.name, 0
+        elif (
+            _is_product(s)
+            and out
+            and _operands(s) & {n for r in out[-1] if _is_product(r) for n in _operands(r)}
+        ):
+            # a sibling of the last piece's product: it reads one of its operands
+            mine, run = _read_by(run, s)
+            out[-1] = tuple(sorted((*out[-1], *mine, s), key=order))
+            last, waiting = s.result.name, len(run)
         elif _is_product(s):
             mine, run = _read_by(run, s)
             out.append((*mine, s))
@@ -176,6 +193,11 @@ def split_statements(program: Program) -> list[tuple[Any, ...]]:
         else:
             out.append(tuple(run))
     return out
+
+
+def _operands(product: Any) -> set[str]:
+    """The names of a product statement's operands."""
+    return _names((product.expr,))
 
 
 def _read_by(run: list[Any], product: Any) -> tuple[list[Any], list[Any]]:
@@ -306,16 +328,6 @@ def _phase(plans: list[Plan], a: Analysis, costs: Any, at: Any) -> Seconds:
     return got
 
 
-def _piece_renamed(p: Piece, m: dict[str, str]) -> Piece:
-    """A piece priced with its axes renamed, its lanes, axes and kept copies' rows renamed by ``m`` (nothing
-    else names an axis: its bytes and FLOPs are numbers, its other rows and values named by tensor)."""
-    if not m:
-        return p
-    phases = tuple(replace(s, lanes=rename_keys(s.lanes, m), axes=rename_keys(s.axes, m)) for s in p.phases)
-    rows = {(part, rename_axes(n, m) if isinstance(n, Tensor) else n): b for (part, n), b in p.rows.items()}
-    return replace(p, phases=phases, rows=rows)
-
-
 def _price_piece(sub: Program, st: Settings, keep: bool) -> Piece:
     model = model_program(sub, st.mesh, st.sizes)
     a = analyze(model, st.mode, "none" if st.mode == "train" else None, keep_gathered=keep)
@@ -336,7 +348,7 @@ def _price_piece(sub: Program, st: Settings, keep: bool) -> Piece:
     flops = a.flops()
     report = model_memory(a, st.chip, st.optimizer, strict=False)
     rows = {(part, name): b * n for part, name, b, n in report.rows if part in (*PARAM_PARTS, "kv_cache")}
-    # a kept copy's row by its tensor (its sharding names axes: renamed with the piece, :func:`_piece_renamed`)
+    # a kept copy's row by its tensor (two pieces keep one copy once)
     copied = [c.tensor for c in a.backward.gathered if c.kept] if a.backward is not None else []
     rows.update({("activations", t): b * n for t, (_, b, n) in zip(copied, a.kept(), strict=True)})
     rows.update({("activations", label): b * n for label, b, n in a.statistics()})
@@ -380,33 +392,20 @@ class StatementPricer(Pricer):
         blocks = _blocks(groups, {name for name, _ in self.alone.joins})
         self.blocks = Split(blocks, _joins(base, whole, settings, blocks))
         self.whole = 0  # candidates priced whole (see _priced)
-        # the mesh's renamings among interchangeable axes (:mod:`.symmetry`), each with its inverse
-        self._renamings = [(m, {v: k for k, v in m.items()}) for m in renamings(settings.mesh)]
 
     def piece(self, sub: Program, keep: bool) -> Piece:
-        """``sub``'s piece with the backward keeping the forward's gathered copies or not: looked up, else
-        another of its orbit's renamed back (:mod:`.symmetry`), else priced."""
+        """``sub``'s piece with the backward keeping the forward's gathered copies or not: looked up (under the
+        other keep choice too, where its backward reads no gathered copy: keeping is moot), else priced."""
         got = self.table.get((sub, keep))
         if got is None:
-            got = self._renamed(sub, keep)
-            if got is None:
+            other = self.table.get((sub, not keep))
+            if other is not None and not other.copies:
+                got = other
+            else:
                 got = _price_piece(sub, self.settings, keep)
                 self.priced += 1
             self.table[(sub, keep)] = got
         return got
-
-    def _renamed(self, sub: Program, keep: bool) -> Piece | None:
-        """A piece priced already for ``sub`` with its axes renamed (or for ``sub`` itself the other keep
-        choice, where its backward reads no gathered copy: keeping is moot), renamed back to ``sub``'s axes."""
-        for m, back in self._renamings:
-            there = rename_axes(sub, m)
-            got = self.table.get((there, keep))
-            if got is None:
-                other = self.table.get((there, not keep))
-                got = other if other is not None and not other.copies else None
-            if got is not None:
-                return _piece_renamed(got, back)
-        return None
 
     def _priced(
         self, a: Assignment, strategy: str, program: Program, model: Any, keep: bool
@@ -417,9 +416,8 @@ class StatementPricer(Pricer):
             return super()._priced(a, strategy, program, model, keep)
         # Megatron SP over an input several products read, in training: its backward hands a cotangent on
         # in a layout other than its forward's (the core's gathers dSc, and Q's projection takes a whole dQ
-        # with no gather) and reshards the shared input's gradient once, after its readers' parts are summed;
-        # pieces cut there would each reshard their own (8 ways of being wrong: SPLIT_WRONG in the tests).
-        # So its pieces are whole blocks of the layer, cut where the residual stream is written, whose
+        # with no gather); pieces cut between the core and the projections are wrong (CUT_AT_CORE_WRONG in
+        # the tests). So its pieces are whole blocks of the layer, cut where the residual stream is written, whose
         # gradient's parts are added in the stream's own layout. Inference: the sum of its pieces
         blocks = self.settings.mode == "train" and a.megatron and bool(self._shared)
         split = self.blocks if blocks else self.alone
@@ -488,8 +486,8 @@ class StatementPricer(Pricer):
             for s in phases:
                 for ax, v in s.axes.items():
                     axes[ax] = axes.get(ax, 0.0) + count * v
-        # each axis's sum, the mesh's axes in mesh order (a lane that is no axis first): one order whichever
-        # member of a piece's orbit was priced (:mod:`.symmetry`)
+        # each axis's sum, the mesh's axes in mesh order (a lane that is no axis first), whatever order the
+        # pieces met them in
         where = {name: i for i, name in enumerate(st.mesh.names)}
         axes = {ax: axes[ax] for ax in sorted(axes, key=lambda ax: where.get(ax, -1))}
         model_flops = float(flops) / float(model.devices)
