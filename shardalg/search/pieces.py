@@ -27,13 +27,14 @@ microbatches (priced over the whole step), an inference step that reads a KV cac
 op over several statements). A value read by a function and by a statement of another piece (the residual
 stream: a norm and a residual add) has its gradient's parts added in a step of the backward's own, which no piece
 writes: those additions are found on the unsharded program and priced at each candidate's sharding. A
-training candidate with Megatron SP over an input several products read (Q, K and V's) is priced by *blocks*:
-the layer's statements cut only where the residual stream is written (the attention block, the MLP block). Its
-backward hands cotangents between statements in layouts other than the forward's (the core's backward gathers
-the scores' cotangent, and Q's projection reads a whole ``dQ``): with the readers of the shared input in one
-piece and the core in another, 28 of the causal layer's 89 Megatron SP candidates on 2x2 came out wrong. (The
-layer without its core has no such hand-over: its 50 agree piece by piece, but the rule, an input several
-products read, prices them by blocks too.) In inference it is the sum of its pieces.
+training candidate with Megatron SP in a layer with an attention core is priced by *blocks*: the layer's
+statements cut only where the residual stream is written (the attention block, the MLP block). Its backward
+hands cotangents between statements in layouts other than the forward's (the core's backward gathers the
+scores' cotangent, and Q's projection reads a whole ``dQ``): with Q's, K's and V's projections one piece and
+the core another, 28 of the causal layer's 89 Megatron SP candidates on 2x2 came out wrong. The layer without
+its core has no such hand-over: its Megatron SP candidates are the sum of their pieces (all 171 of its
+candidates on 2x2 and 520 on 2x2x2, every second, agree with their whole programs). In inference it is
+the sum of its pieces.
 
 A piece is priced for its own axes, never looked up as another piece with interchangeable axes renamed: the
 planner breaks a tie between plans of equal bytes by their text, which names the axes, so a renamed piece may
@@ -380,15 +381,10 @@ class StatementPricer(Pricer):
         self._once = [
             [next(once) for s in g if _is_product(s)][0] for g in groups if any(map(_is_product, g))
         ]
-        readers: dict[str, int] = {}
-        for s in whole.model.statements:
-            if s.kind == "product":
-                for r in set(s.reads) - {v.name for v in whole.model.params}:
-                    readers[r] = readers.get(r, 0) + 1
-        self._shared = {r for r, n in readers.items() if n > 1}  # read by several products (Q, K, V's In)
+        self._core = any(map(_is_softmax, base.statements))  # an attention core (see _priced)
         alone = tuple((k,) for k in range(len(groups)))
         self.alone = Split(alone, _joins(base, whole, settings, alone))
-        # Megatron SP over a shared input, in training: whole blocks of the layer (see _priced)
+        # Megatron SP in a layer with an attention core, in training: whole blocks of the layer (see _priced)
         blocks = _blocks(groups, {name for name, _ in self.alone.joins})
         self.blocks = Split(blocks, _joins(base, whole, settings, blocks))
         self.whole = 0  # candidates priced whole (see _priced)
@@ -414,12 +410,12 @@ class StatementPricer(Pricer):
         if len(groups) != len(self._once):
             self.whole += 1
             return super()._priced(a, strategy, program, model, keep)
-        # Megatron SP over an input several products read, in training: its backward hands a cotangent on
-        # in a layout other than its forward's (the core's gathers dSc, and Q's projection takes a whole dQ
-        # with no gather); pieces cut between the core and the projections are wrong (CUT_AT_CORE_WRONG in
-        # the tests). So its pieces are whole blocks of the layer, cut where the residual stream is written, whose
+        # Megatron SP in a layer with an attention core, in training: the core's backward hands a cotangent
+        # on in a layout other than its forward's (it gathers dSc, and Q's projection takes a whole dQ with no
+        # gather); pieces cut between the core and the projections are wrong (CUT_AT_CORE_WRONG in the tests).
+        # So its pieces are whole blocks of the layer, cut where the residual stream is written, whose
         # gradient's parts are added in the stream's own layout. Inference: the sum of its pieces
-        blocks = self.settings.mode == "train" and a.megatron and bool(self._shared)
+        blocks = self.settings.mode == "train" and a.megatron and self._core
         split = self.blocks if blocks else self.alone
         pieces = [self.piece(_sub_program(program, g), keep) for g in _joined(program, groups, split.runs)]
         joins = [self.piece(_join_program(program, name), keep) for name, _ in split.joins]

@@ -11,7 +11,7 @@ import pytest
 from shardalg.algebra.mesh import Mesh
 from shardalg.notation.parse import parse
 from shardalg.search.numeric import prepare_search, search
-from shardalg.search.pieces import StatementPricer, pricer_for, split_statements
+from shardalg.search.pieces import StatementPricer, _is_product, pricer_for, split_statements
 from shardalg.search.price import Pricer
 from shardalg.search.space import Assignment, Pruned, enumerate_space
 from tests.search.programs import LAYER_TRAIN, MLP, Q7, TRANSFORMER, TRANSFORMER_FN
@@ -98,14 +98,13 @@ def _on_2x2(params, activations, megatron):
     return Assignment(("X", "Y"), params, activations, megatron)
 
 
-# Megatron SP candidates, checked every time. A training candidate with Megatron SP over an input several
-# products read (Ha: Q, K and V; Hn: the gate and W_in; In in the layer without its core) is priced by blocks
-# (the attention block, the MLP block). Before products reading one operand were one piece, its pieces cut
-# at each product, each resharding its own part of the shared input's gradient, disagreed with the whole
-# program on 77 of the causal layer's 280 candidates and 28 of the plain layer's 171 (steady), these eight
-# among them. With Q, K and V's projections one piece, cut from the core (whose backward hands Q's
-# projection a whole dQ from the gathered dSc), 28 of the causal layer's 89 Megatron SP candidates still
-# disagree: CUT_AT_CORE_WRONG (the plain layer's 50 agree).
+# Megatron SP candidates, checked every time. A training candidate with Megatron SP in a layer with an
+# attention core is priced by blocks (the attention block, the MLP block). Before products reading one operand
+# were one piece, its pieces cut at each product, each resharding its own part of the shared input's
+# gradient, disagreed with the whole program on 77 of the causal layer's 280 candidates and 28 of the plain
+# layer's 171 (steady), these eight among them. With Q, K and V's projections one piece, cut from the core
+# (whose backward hands Q's projection a whole dQ from the gathered dSc), 28 of the causal layer's 89 Megatron
+# SP candidates still disagree: CUT_AT_CORE_WRONG. The plain layer's agree, priced by pieces (the last here).
 MEGATRON_SP = (
     _on_2x2(((), ("D",)), ((), ("D",)), ("Y",)),
     _on_2x2(((), ("H",)), ((), ("H",)), ("Y",)),
@@ -150,6 +149,17 @@ def test_megatron_sp_is_priced_by_blocks():
         priced = whole(a)
         assert _differences(priced, blocks(a)) == []
         assert (_differences(priced, cut(a)) != []) is (a in CUT_AT_CORE_WRONG)
+
+
+def test_megatron_sp_without_a_core_is_priced_by_pieces():
+    """The layer without its attention core hands no cotangent on in another layout: its Megatron SP candidate
+    is the sum of its pieces (the projections, W_o's, W_in's, W_out's), no piece a block of several of them."""
+    prog, space, st, _ = _prepared(TRANSFORMER, "X=2,Y=2", SIZES, "train", "steady")
+    pricer = StatementPricer(prog, space, st, Pruned())
+    a = MEGATRON_SP[7]
+    assert _differences(Pricer(prog, space, st, Pruned())(a), pricer(a)) == []
+    products = [sum(map(_is_product, sub.statements)) for sub, _ in pricer.table]
+    assert max(products) == 3 and len(products) >= 4  # Q, K and V's projections; each of the others alone
 
 
 def test_products_reading_one_operand_are_one_piece():
