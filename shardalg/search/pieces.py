@@ -171,18 +171,13 @@ def split_statements(program: Program) -> list[tuple[Any, ...]]:
             # the core's second product: with its first and its softmax, in the order they are written
             out[-1] = tuple(sorted((*out[-1], *run, s), key=order))
             run, last, waiting = [], s.result.name, 0
-        elif (
-            _is_product(s)
-            and out
-            and _operands(s) & {n for r in out[-1] if _is_product(r) for n in _operands(r)}
-        ):
-            # a sibling of the last piece's product: it reads one of its operands
-            mine, run = _read_by(run, s)
-            out[-1] = tuple(sorted((*out[-1], *mine, s), key=order))
-            last, waiting = s.result.name, len(run)
         elif _is_product(s):
             mine, run = _read_by(run, s)
-            out.append((*mine, s))
+            if out and _operands(s) & {n for r in out[-1] if _is_product(r) for n in _operands(r)}:
+                # a sibling of the last piece's product: it reads one of its operands
+                out[-1] = tuple(sorted((*out[-1], *mine, s), key=order))
+            else:
+                out.append((*mine, s))
             last, waiting = s.result.name, len(run)
         elif len(run) == waiting and out and last is not None and last in _names((s,)):
             out[-1] = (*out[-1], s)
@@ -204,7 +199,7 @@ def _operands(product: Any) -> set[str]:
 def _read_by(run: list[Any], product: Any) -> tuple[list[Any], list[Any]]:
     """The statements of ``run`` whose results ``product`` reads, directly or through one another (in order),
     and the others; a statement without a named result stays with the product."""
-    needed, mine = _names((product.expr,)), set()
+    needed, mine = _operands(product), set()
     for i in range(len(run) - 1, -1, -1):
         made = run[i].result.name if isinstance(run[i], Arrow) else None
         if made is None or made in needed:

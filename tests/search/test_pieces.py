@@ -115,7 +115,7 @@ MEGATRON_SP = (
     _on_2x2((("F",), ("H",)), (("F",), ("B",)), ("X",)),
     _on_2x2(((), ("N",)), ((), ("N",)), ("Y",)),  # the plain layer
 )
-CUT_AT_CORE_WRONG = (MEGATRON_SP[0], MEGATRON_SP[4], MEGATRON_SP[5])  # seconds, bytes; seconds; bytes
+CUT_AT_CORE_WRONG = (MEGATRON_SP[0], MEGATRON_SP[4], MEGATRON_SP[5])  # bytes; the first two seconds too
 
 
 @pytest.mark.parametrize("case", list(LAYERS))
@@ -397,8 +397,8 @@ def test_a_piece_is_priced_for_its_own_axes():
 
 def test_the_pieces_said_are_those_priced(monkeypatch):
     """The space line's count of sharded statements priced once is the pieces priced, not the table's entries
-    (a piece read under the other keep choice is looked up, not priced): the
-    layer with its core in training on X=2 prices 111 pieces and its table holds 144 entries."""
+    (a piece read under the other keep choice is looked up, not priced): the layer with its core in training on
+    X=2 prices 111 pieces and its table holds 144 entries."""
     from shardalg.search import numeric, pieces
 
     priced = []
