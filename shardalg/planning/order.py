@@ -90,14 +90,21 @@ def weighed_key(weigh: Callable[[Step], float]) -> Callable[[Plan], Any]:
 
 
 def plan_text_key(plan: Plan) -> tuple[Any, ...]:
-    """The steps as plain tuples: a total order among plans that tie on everything else."""
+    """The steps as plain tuples: a total order among plans that tie on everything else. A tensor is named by
+    its place among the plan's inputs and output (its name only when it is none of them), so the order does
+    not depend on what the tensors are called: the plans of a statement renamed are its plans renamed."""
     memo: dict[int, tuple[Any, ...]] = {}
+    places: dict[str, int] = {}
+    for i, x in enumerate((*plan.inputs, plan.output)):
+        if x.name:
+            places.setdefault(x.name, i)
 
     def t(x: Tensor) -> tuple[Any, ...]:
         got = memo.get(id(x))
         if got is None:
+            name = x.name or ""
             got = memo[id(x)] = (
-                x.name or "",
+                (places[name], "") if name in places else (len(places), name),
                 tuple((d.label, d.axes) for d in x.dims),
                 x.unreduced,
                 x.invariant,
