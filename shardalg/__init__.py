@@ -89,6 +89,8 @@ _EXPORTS: dict[str, str] = {
     "search": "search.numeric",
     "search_chain": "search.chainsolve",
     "ChainResult": "search.chainsolve",
+    "search_graph": "search.graph",
+    "GraphResult": "search.graph",
     "strategy_map": "search.programresult",
     "StrategyMap": "search.strategymap",
     "ProgramMap": "search.programresult",

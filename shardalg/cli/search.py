@@ -204,7 +204,11 @@ def _per_statement_graph(program, args: argparse.Namespace) -> int:
     DP or the integer program, its solver and whether it is optimal in the text and the JSON."""
     from shardalg.search.graph import search_graph
 
-    result = search_graph(program, **_settings(args))
+    bar = _Bar(not args.quiet)
+    try:
+        result = search_graph(program, **_settings(args), progress=bar)
+    finally:
+        bar.close()
     return _print_per_statement(result, args)
 
 

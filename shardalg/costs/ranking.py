@@ -36,7 +36,7 @@ from .schedule import lanes_of
 from .stepcost import Options
 from .steps import fast_seconds, step_weights
 
-__all__ = ["BySeconds", "redistribute", "seconds_key"]
+__all__ = ["BySeconds", "redistribute", "reshardings", "seconds_key"]
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,22 @@ def redistribute(
     redistribute`). With ``hw`` (a chip or preset name; every size bound) the search weighs each step by its
     seconds on that chip (serial time, ``model`` as in :mod:`shardalg.costs.stepcost`) and the plans come
     fastest first."""
+    return reshardings(src, mesh, sizes, hw=hw, model=model).to(dst, limit=limit, key=key)
+
+
+def reshardings(
+    src: Tensor,
+    mesh: Mesh | Mapping[str, int] | str,
+    sizes: Mapping[str, int] | None = None,
+    *,
+    hw: Any = None,
+    model: str | None = None,
+) -> resharding.Reshardings:
+    """The reshardings of ``src`` to any number of targets, one search of its layout space shared by them
+    (:class:`shardalg.planning.redistribute.Reshardings`); ``hw`` and ``model`` weigh each step as
+    :func:`redistribute`'s do."""
     m = as_mesh(mesh)
     if m is None:
         raise UsageError("redistribute needs a mesh, e.g. X=4,Y=2")
     weigh = step_seconds(m, sizes, hw, model) if hw is not None else None
-    return resharding.redistribute(src, dst, m, sizes, limit=limit, key=key, weigh=weigh)
+    return resharding.Reshardings(src, m, sizes, weigh=weigh)

@@ -4,7 +4,7 @@ The searches run over canonical layouts (:mod:`.space`: each state's moves are e
 table allows) with :mod:`.search`: the planner's :func:`best_sequences` asks the shared search from the
 source for every cheapest sequence (bytes, then steps; exact, of any length), and :func:`redistribute`
 lists Yen's ``limit`` best simple sequences of at most ``len(mesh) + 3`` rules (or more, when the cheapest
-needs more).
+needs more); :class:`Reshardings` answers it for one source and many targets from one search.
 
     >>> redistribute(parse_tensor("A[I_X, J]"), parse_tensor("A[I, J_X]"), Mesh(X=4))[0]  # AllToAll_{X,J}
 
@@ -37,6 +37,7 @@ from .steps import build_steps, step_reason, with_spare_axes
 
 __all__ = [
     "redistribute",
+    "Reshardings",
     "best_sequences",
     "Sequences",
     "plan_bytes",
@@ -285,48 +286,82 @@ def redistribute(
     redistribute`) the search itself weighs each step by it, and without a ``key`` the plans come lightest
     first: ranked by seconds, a multi-axis gather beats a single-axis one that moves the same bytes, so the
     cheapest sequence never costs more than a path through any other sharding."""
-    m = a_mesh(mesh, "redistribute (shardalg.redistribute takes text)")
-    if not isinstance(src, Tensor) or not isinstance(dst, Tensor):
-        raise UsageError("redistribute takes two tensors: the same tensor in two shardings")
-    sz = Sizes(sizes)
-    _check_pair(src, dst, m, sz)
-    if dst.name is None and src.name is not None:
-        dst = dst.replace(name=src.name)  # type: ignore[assignment]
-    if weigh is not None and key is None:
-        key = weighed_key(weigh)
-    shared = _shared_search(src, m, sz, limits)
-    best = routes(shared, state_of(dst), max_ties=1, what=str(src))
-    if not best.paths:
-        if not best.complete:
-            return Plans((), False, best.why)
-        raise NoPlan(f"no sequence of rules moves {src} to {dst}", span=dst.span)
-    max_steps = max(len(m) + 3, len(best.paths[0]) + 1)
-    found = k_best(
-        space_of(src, m, sz),
-        state_of(src),
-        state_of(dst),
-        limit,
-        max_steps,
-        edge_weight(src, weigh) if weigh is not None else None,
-        limits.max_labels,
-        shared if weigh is None else None,
-    )
-    # detours (more than one step beyond the shortest of the cheapest) are not worth listing
-    # (ranked by seconds, the fastest path sets the bar: it may be longer than the fewest-bytes one)
-    shortest = len(found.paths[0]) if weigh is not None else min(len(p) for p in found.paths)
-    plans = [
-        Plan((src,), build_steps(src, dst, moves), dst, note="redistribute")
-        for moves in found.paths
-        if len(moves) <= shortest + 1
-    ]
-    seen = {p.steps for p in plans}
-    for p in list(plans):
-        variant = with_spare_axes(p, m, sz)
-        if variant is not None and variant.steps not in seen:
-            seen.add(variant.steps)
-            plans.append(variant)
-    sort_plans(plans, key or default_key(m, sz))
-    return Plans.of(respanned(plans, written_tensors(src, dst)), [found.why])
+    return Reshardings(src, mesh, sizes, weigh=weigh, limits=limits).to(dst, limit=limit, key=key)
+
+
+class Reshardings:
+    """The reshardings of one source to any number of targets (:func:`redistribute` to each), sharing one
+    search of the source's layout space: a weighted search from ``src`` runs once and is resumed for each
+    target, as the unweighted one is shared by every query. A state's first label within a bound does not
+    depend on which target asked for it first (:mod:`.search`), so each answer is the one
+    :func:`redistribute` gives that target alone (a test checks them against each other); a source priced
+    to many targets (the resharding edges of a per-statement search) searches its space once, not once per
+    target."""
+
+    def __init__(
+        self,
+        src: Tensor,
+        mesh: Mesh,
+        sizes: Mapping[str, int] | None = None,
+        *,
+        weigh: Callable[[Step], float] | None = None,
+        limits: Limits = DEFAULT_LIMITS,
+    ):
+        self.mesh = a_mesh(mesh, "redistribute (shardalg.redistribute takes text)")
+        if not isinstance(src, Tensor):
+            raise UsageError("redistribute takes two tensors: the same tensor in two shardings")
+        self.src, self.sizes, self.weigh, self.limits = src, Sizes(sizes), weigh, limits
+        self._weight = edge_weight(src, weigh) if weigh is not None else None
+        self._first: Search | None = None  # the weighted search from src, made at the first target
+
+    @searching
+    def to(self, dst: Tensor, *, limit: int = 6, key: Callable[[Plan], Any] | None = None) -> Plans:
+        """:func:`redistribute` from the source to ``dst``."""
+        src, m, sz, limits = self.src, self.mesh, self.sizes, self.limits
+        if not isinstance(dst, Tensor):
+            raise UsageError("redistribute takes two tensors: the same tensor in two shardings")
+        _check_pair(src, dst, m, sz)
+        if dst.name is None and src.name is not None:
+            dst = dst.replace(name=src.name)  # type: ignore[assignment]
+        if self.weigh is not None and key is None:
+            key = weighed_key(self.weigh)
+        shared = _shared_search(src, m, sz, limits)
+        best = routes(shared, state_of(dst), max_ties=1, what=str(src))
+        if not best.paths:
+            if not best.complete:
+                return Plans((), False, best.why)
+            raise NoPlan(f"no sequence of rules moves {src} to {dst}", span=dst.span)
+        max_steps = max(len(m) + 3, len(best.paths[0]) + 1)
+        if self._weight is not None and self._first is None:
+            self._first = Search(
+                space_of(src, m, sz), state_of(src), self._weight, max_labels=limits.max_labels
+            )
+        found = k_best(
+            space_of(src, m, sz) if self._first is None else self._first.space,
+            state_of(src),
+            state_of(dst),
+            limit,
+            max_steps,
+            self._weight,
+            limits.max_labels,
+            shared if self._weight is None else self._first,
+        )
+        # detours (more than one step beyond the shortest of the cheapest) are not worth listing
+        # (ranked by seconds, the fastest path sets the bar: it may be longer than the fewest-bytes one)
+        shortest = len(found.paths[0]) if self._weight is not None else min(len(p) for p in found.paths)
+        plans = [
+            Plan((src,), build_steps(src, dst, moves), dst, note="redistribute")
+            for moves in found.paths
+            if len(moves) <= shortest + 1
+        ]
+        seen = {p.steps for p in plans}
+        for p in list(plans):
+            variant = with_spare_axes(p, m, sz)
+            if variant is not None and variant.steps not in seen:
+                seen.add(variant.steps)
+                plans.append(variant)
+        sort_plans(plans, key or default_key(m, sz))
+        return Plans.of(respanned(plans, written_tensors(src, dst)), [found.why])
 
 
 W = TypeVar("W")

@@ -17,7 +17,8 @@ output layouts, no more seconds and no more parameter bytes) is dropped. All cou
 An edge prices moving statement i's output, as its choice writes it, to the layout statement i+1's choice
 reads: zero when equal, else the fastest sequence of collectives :func:`shardalg.costs.ranking.redistribute`
 finds on the chip, priced by :func:`shardalg.costs.plancost.plan_cost` under the overlap policy; when training,
-plus the gradient's way back (the same move reversed).
+plus the gradient's way back (the same move reversed). A layout's moves to every layout of the other side are one
+search of its space (:func:`shardalg.costs.ranking.reshardings`), not one per pair.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from math import inf
 from typing import Any
 
 from shardalg.costs.plancost import plan_cost
-from shardalg.costs.ranking import redistribute
+from shardalg.costs.ranking import reshardings
 from shardalg.errors import NoPlan, UsageError
 from shardalg.notation.syntax import Arrow, Product, Program, Roles, Tensor
 
@@ -238,33 +239,45 @@ def _choices(
     return kept, len(out) - len(kept)
 
 
-def _move_seconds(src: Tensor, dst: Tensor, settings: Settings) -> float:
+def _moves(src: Tensor, dsts: list[Tensor], settings: Settings) -> list[float]:
+    """The seconds of the fastest redistribution of ``src`` to each of ``dsts`` (one search of its layout
+    space, resumed for each: :func:`shardalg.costs.ranking.reshardings`), each priced under the overlap
+    policy."""
     st = settings
-    try:
-        plans = redistribute(src, dst.replace(name=src.name), st.mesh, st.sizes, limit=1, hw=st.chip)
-    except NoPlan as e:  # pragma: no cover - every layout of the space is reachable from every other
-        raise UsageError(f"no redistribution moves {src} to {dst}: {e}") from None
-    if not plans:
-        raise UsageError(f"no redistribution found from {src} to {dst}")  # pragma: no cover
-    cost = plan_cost(plans[0], st.mesh, st.sizes, hw=st.chip, overlap=st.policy)
-    seconds = cost.evaluate(cost.light("total"))
-    if seconds is None:  # pragma: no cover - every size is bound
-        raise UsageError(f"the redistribution of {src} is symbolic: bind every size")
-    return float(seconds)
+    moves = reshardings(src, st.mesh, st.sizes, hw=st.chip)
+    out = []
+    for dst in dsts:
+        try:
+            plans = moves.to(dst.replace(name=src.name), limit=1)
+        except NoPlan as e:  # pragma: no cover - every layout of the space is reachable from every other
+            raise UsageError(f"no redistribution moves {src} to {dst}: {e}") from None
+        if not plans:
+            raise UsageError(f"no redistribution found from {src} to {dst}")  # pragma: no cover
+        cost = plan_cost(plans[0], st.mesh, st.sizes, hw=st.chip, overlap=st.policy)
+        seconds = cost.evaluate(cost.light("total"))
+        if seconds is None:  # pragma: no cover - every size is bound
+            raise UsageError(f"the redistribution of {src} is symbolic: bind every size")
+        out.append(float(seconds))
+    return out
 
 
 def _edges(left: list[Choice], right: list[Choice], settings: Settings) -> dict[tuple, float]:
+    """The seconds of each pair of a layout ``left`` writes and another ``right`` reads: the fastest
+    redistribution, and in training the gradient's way back too. Each layout's redistributions to the other
+    side's are one search from it."""
     outs = {layout_key(c.writes): c.writes for c in left}
     ins = {layout_key(c.reads): c.reads for c in right}
     edges: dict[tuple, float] = {}
     for ka, a in outs.items():
+        kbs = [kb for kb in ins if kb != ka]
+        edges.update(
+            ((ka, kb), s) for kb, s in zip(kbs, _moves(a, [ins[kb] for kb in kbs], settings), strict=True)
+        )
+    if settings.mode == "train":  # the gradient's way back
         for kb, b in ins.items():
-            if ka == kb:
-                continue
-            s = _move_seconds(a, b, settings)
-            if settings.mode == "train":
-                s += _move_seconds(b, a, settings)  # the gradient's way back
-            edges[(ka, kb)] = s
+            kas = [ka for ka in outs if ka != kb]
+            for ka, s in zip(kas, _moves(b, [outs[ka] for ka in kas], settings), strict=True):
+                edges[(ka, kb)] += s
     return edges
 
 

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shardalg.algebra.mesh import as_mesh
 from shardalg.errors import UsageError
 from shardalg.models.expand import shard
 from shardalg.notation.syntax import Program, Tensor
@@ -154,7 +155,8 @@ def is_graph(program: Program) -> bool:
 
 def _shape(s: Any, act: Tensor) -> tuple:
     """A statement without its tensors' names: the operands' and result's dims, and which side is the
-    activation (two statements of one shape have the same choices at the same prices)."""
+    activation (two statements of one shape have the same choices at the same prices: the planner does not
+    read the tensors' names, even to order plans that tie, ``tests/planning/test_names.py``)."""
     left, right, result = _operands(s)  # type: ignore[misc]
     return (left.dim_names, right.dim_names, result.dim_names, left is act)
 
@@ -183,11 +185,14 @@ def graph_problem(
     overlap: str | None = None,
     *,
     dominance: bool = True,
+    progress: Any = None,
 ) -> GraphProblem:
-    """Every statement's choices, the input nodes and the edges (see the module's doc)."""
+    """Every statement's choices, the input nodes and the edges (see the module's doc); ``progress(done,
+    total)`` is called as assignments are priced (total: the spaces of the statements priced, one of each
+    shape)."""
     prog, whole, settings, notes = prepare_search(
         program,
-        mesh,
+        as_mesh(mesh),
         sizes,
         hw,
         memory,
@@ -198,19 +203,30 @@ def graph_problem(
         "applied to each statement and each resharding on its own",
     )
     stmts = _statements(prog)
+    subs = [_sub_program(prog, s, param) for s, _, param in stmts]
+    spaces = [
+        _space(sub, act, s.result, whole.batch_dims, settings)
+        for sub, (s, act, _) in zip(subs, stmts, strict=True)
+    ]
+    shapes = [_shape(s, act) for s, act, _ in stmts]
+    total = sum(spaces[shapes.index(shape)].size for shape in dict.fromkeys(shapes))
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+
     names, choices, pruned, dominated = [], [], [], []
     alike: dict[tuple, list[Choice]] = {}  # statements that differ only in their tensors' names
-    for s, act, param in stmts:
-        sub = _sub_program(prog, s, param)
-        space = _space(sub, act, s.result, whole.batch_dims, settings)
+    for (s, act, _), sub, space, shape in zip(stmts, subs, spaces, shapes, strict=True):
         p = Pruned()
-        shape = _shape(s, act)
         if shape in alike:  # priced once: the first such statement's choices, renamed
             got = [_renamed(c, sub, act, s.result) for c in alike[shape]]
             dropped = 0
             notes.append(("priced once", f"{s.result.name}'s statement as {alike[shape][0].writes.name}'s"))
         else:
-            got, dropped = _choices(sub, space, act, s.result, settings, p, dominance)
+            got, dropped = _choices(sub, space, act, s.result, settings, p, dominance, tick)
             alike[shape] = got
         if not got:
             raise UsageError(

@@ -3,6 +3,8 @@ numbers by the executor; unreachable targets are a NoPlan that says why."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -18,6 +20,7 @@ from shardalg.numeric.execute import run_plan
 from shardalg.planning.planner import plans
 from shardalg.planning.redistribute import plan_bytes, redistribute
 from shardalg.planning.symbolic import beaten_everywhere
+from tests.shared.layouts import laid_out, sharded
 
 T = parse_tensor
 
@@ -130,3 +133,29 @@ def test_every_sequence_checks_out(case: tuple[Mesh, Tensor, Tensor]) -> None:
         assert p.output == dst
         res = run_plan(p, mesh, rng=np.random.default_rng(0))
         assert res.ok, f"{src} -> {dst}\n{p}\n{res}"
+
+
+def _outcome(run) -> object:
+    """A query's plans (their steps and outputs), or the error it raised (its type and message)."""
+    try:
+        return [(p.steps, p.output) for p in run()]
+    except (NoPlan, ShapeMismatch) as e:
+        return type(e).__name__, str(e)
+
+
+@given(sharded(), st.data())
+def test_one_search_answers_each_target_as_a_query_of_its_own(drawn, data) -> None:
+    """The reshardings of one source share one search of its space (resumed for each target): every target's
+    plans are those redistribute finds for it alone, by bytes and by seconds on a chip, the best and the
+    next ones (Yen's spurs), and a target it cannot reach is the same error."""
+    from shardalg.costs.ranking import redistribute as by_seconds
+    from shardalg.costs.ranking import reshardings
+
+    mesh, src = drawn
+    targets = data.draw(st.lists(laid_out(mesh, len(src.dims)), min_size=2, max_size=5))
+    sizes = {"I": 1728, "J": 3456, "K": 6912}  # every product of three axes of sizes 1-4 divides them
+    for hw in (None, "tpu-v5e", "tpu-v4p"):  # v4: a 2-axis is a line, a 4-axis a ring
+        shared = reshardings(src, mesh, sizes, hw=hw)
+        for t, limit in itertools.product(targets, (1, 3)):
+            alone = _outcome(lambda: by_seconds(src, t, mesh, sizes, limit=limit, hw=hw))  # noqa: B023
+            assert _outcome(lambda: shared.to(t, limit=limit)) == alone  # noqa: B023

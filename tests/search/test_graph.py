@@ -169,3 +169,34 @@ def test_an_answer_over_the_cap_within_highs_tolerance_is_solved_again():
     notes: list[tuple[str, str]] = []
     assert milp_picks(choices, [], 1.0, notes) == ([1], True)
     assert notes and notes[0][0] == "milp" and "tightened by 2e-6" in notes[0][1]
+
+
+def test_progress_counts_the_statements_priced():
+    """``progress(done, total)`` as assignments are priced: Q's space once (K's and V's statements are Q's
+    renamed, not priced), counted to its end."""
+    from shardalg.search.chain import _space, _sub_program
+    from shardalg.search.graph import _statements
+    from shardalg.search.numeric import prepare_search
+
+    seen: list[tuple[int, int]] = []
+    graph_problem(ATTENTION, mode="infer", progress=lambda d, t: seen.append((d, t)), **ON)
+    prog, whole, st, _ = prepare_search(
+        ATTENTION, ON["mesh"], ON["sizes"], "tpu-v5e", None, "infer", None, None, None, ""
+    )
+    s, act, param = _statements(prog)[0]
+    q = _space(_sub_program(prog, s, param), act, s.result, whole.batch_dims, st).size
+    assert seen == [(d, q) for d in range(1, q + 1)] and q > 1
+
+
+def test_the_mesh_may_be_text_as_the_other_searches_take_it():
+    """``sa.search_graph`` takes ``mesh="X=2,Y=2"`` as ``sa.search`` and ``sa.search_chain`` do (it refused
+    it, and ``python -m bench strategy --train-mesh`` with it)."""
+    import shardalg as sa
+
+    on = {"sizes": "B=32,T=256,D=16,N=16", "hw": "tpu-v5e", "mode": "infer"}
+    text = sa.search_graph(ATTENTION, mesh="X=2,Y=2", **on)
+    assert (text.solver, text.optimal, text.seconds) == (
+        "dp",
+        True,
+        search_graph(ATTENTION, **ON | on).seconds,
+    )

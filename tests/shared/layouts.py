@@ -22,18 +22,22 @@ def sharded(draw: st.DrawFn, max_rank: int = 3) -> tuple[Mesh, Tensor]:
     """A mesh of 1-3 axes of sizes 1-4 and a legal tensor of rank 1-3 on it (multi-axis dims, U axes)."""
     n = draw(st.integers(1, 3))
     mesh = Mesh(dict(zip(AXES, draw(st.lists(st.integers(1, 4), min_size=n, max_size=n)), strict=False)))
-    rank = draw(st.integers(1, max_rank))
+    return mesh, draw(laid_out(mesh, draw(st.integers(1, max_rank))))
+
+
+@st.composite
+def laid_out(draw: st.DrawFn, mesh: Mesh, rank: int) -> Tensor:
+    """A legal tensor ``A`` of ``rank`` dims (``I``, ``J``, ``K``) on ``mesh``: each axis shards a dim,
+    makes it unreduced or is unused, in a random order (multi-axis dims)."""
     dims: list[list[str]] = [[] for _ in range(rank)]
     unreduced = []
-    for a in draw(st.permutations(AXES[:n])):
+    for a in draw(st.permutations(mesh.names)):
         where = draw(st.integers(-2, rank - 1))  # -2: replicated, -1: unreduced, else the dim it shards
         if where >= 0:
             dims[where].append(a)
         elif where == -1:
             unreduced.append(a)
-    return mesh, Tensor(
-        "A", tuple(Dim(d, tuple(ax)) for d, ax in zip(DIMS, dims, strict=False)), tuple(unreduced)
-    )
+    return Tensor("A", tuple(Dim(d, tuple(ax)) for d, ax in zip(DIMS, dims, strict=False)), tuple(unreduced))
 
 
 def _with(t: Tensor, dims: list[tuple[str, ...]], unreduced: list[str]) -> Tensor:
