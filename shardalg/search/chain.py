@@ -31,6 +31,7 @@ from typing import Any
 from shardalg.costs.plancost import plan_cost
 from shardalg.costs.ranking import reshardings
 from shardalg.errors import NoPlan, UsageError
+from shardalg.models.expand import shard
 from shardalg.notation.syntax import Arrow, Product, Program, Roles, Tensor
 
 from .numeric import prepare_search
@@ -183,6 +184,26 @@ def _find(program: Program, name: str | None, result: bool) -> Tensor:
     raise UsageError(f"internal: {name} not found in {program}")  # pragma: no cover
 
 
+def _shape(s: Any, act: Tensor) -> tuple:
+    """A statement without its tensors' names: the operands' and result's dims, and which side is the
+    activation (two statements of one shape have the same choices at the same prices: the planner does not
+    read the tensors' names, even to order plans that tie, ``tests/planning/test_names.py``)."""
+    left, right, result = _operands(s)  # type: ignore[misc]
+    return (left.dim_names, right.dim_names, result.dim_names, left is act)
+
+
+def _renamed(c: Choice, sub: Program, act: Tensor, result: Tensor) -> Choice:
+    """A choice of one statement for another of the same shape: its own sharded program and layouts."""
+    a = c.assignment
+    program = shard(sub, a.param_map, a.activation_map, sequence=a.megatron)
+    return replace(
+        c,
+        entry=replace(c.entry, program=program),
+        reads=_find(program, act.name, False),
+        writes=_find(program, result.name, True),
+    )
+
+
 def _space(sub: Program, act: Tensor, result: Tensor, batch: tuple[str, ...], settings: Settings) -> Space:
     """A statement's space, with the whole program's batch dims (those the statement has)."""
     space = space_of(sub, settings.mesh, settings.sizes)
@@ -297,7 +318,8 @@ def chain_problem(
 ) -> ChainProblem:
     """Every statement's choices and the edges between them (see the module's doc); :func:`.chainsolve.
     search_chain` solves it. ``dominance=False`` keeps the dominated choices (the tests' oracle);
-    ``progress(done, total)`` is called as assignments are priced (total: every statement's space)."""
+    ``progress(done, total)`` is called as assignments are priced (total: the spaces of the statements
+    priced, one of each shape: a statement of a shape priced before takes its choices renamed)."""
     prog, whole, settings, notes = prepare_search(
         program,
         mesh,
@@ -316,7 +338,8 @@ def chain_problem(
     spaces = [
         _space(_sub_program(prog, s, w), act, s.result, whole.batch_dims, settings) for s, act, w in links
     ]
-    total = sum(sp.size for sp in spaces)
+    shapes = [_shape(s, act) for s, act, _ in links]
+    total = sum(spaces[shapes.index(shape)].size for shape in dict.fromkeys(shapes))
     done = [0]
 
     def tick() -> None:
@@ -324,10 +347,18 @@ def chain_problem(
         if progress is not None:
             progress(done[0], total)
 
-    for (s, act, param), space in zip(links, spaces, strict=True):
+    first: dict[tuple, int] = {}  # a shape -> its first statement: a layer repeated is priced once
+    for i, ((s, act, param), space, shape) in enumerate(zip(links, spaces, shapes, strict=True)):
         sub = _sub_program(prog, s, param)
-        p = Pruned()
-        got, dropped = _choices(sub, space, act, s.result, settings, p, dominance, tick)
+        if shape in first:
+            k = first[shape]
+            got = [_renamed(c, sub, act, s.result) for c in choices[k]]
+            p, dropped = pruned[k], dominated[k]
+            notes.append(("priced once", f"{s.result.name}'s statement as {choices[k][0].writes.name}'s"))
+        else:
+            p = Pruned()
+            got, dropped = _choices(sub, space, act, s.result, settings, p, dominance, tick)
+            first[shape] = i
         if not got:
             raise UsageError(
                 f"no choice of statement {len(subs) + 1} fits: its parameters alone exceed "

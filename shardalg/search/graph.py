@@ -20,12 +20,11 @@ device. The result names its solver and whether it is optimal. The tests check b
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from shardalg.algebra.mesh import as_mesh
 from shardalg.errors import UsageError
-from shardalg.models.expand import shard
 from shardalg.notation.syntax import Program, Tensor
 
 from .chain import (
@@ -33,8 +32,9 @@ from .chain import (
     Choice,
     _choices,
     _edges,
-    _find,
     _operands,
+    _renamed,
+    _shape,
     _space,
     _sub_program,
     layout_key,
@@ -150,26 +150,6 @@ def is_graph(program: Program) -> bool:
         return False
     return len(stmts) >= 2 and any(
         act.name != stmts[i - 1][0].result.name for i, (_, act, _) in enumerate(stmts) if i
-    )
-
-
-def _shape(s: Any, act: Tensor) -> tuple:
-    """A statement without its tensors' names: the operands' and result's dims, and which side is the
-    activation (two statements of one shape have the same choices at the same prices: the planner does not
-    read the tensors' names, even to order plans that tie, ``tests/planning/test_names.py``)."""
-    left, right, result = _operands(s)  # type: ignore[misc]
-    return (left.dim_names, right.dim_names, result.dim_names, left is act)
-
-
-def _renamed(c: Choice, sub: Program, act: Tensor, result: Tensor) -> Choice:
-    """A choice of one statement for another of the same shape: its own sharded program and layouts."""
-    a = c.assignment
-    program = shard(sub, a.param_map, a.activation_map, sequence=a.megatron)
-    return replace(
-        c,
-        entry=replace(c.entry, program=program),
-        reads=_find(program, act.name, False),
-        writes=_find(program, result.name, True),
     )
 
 

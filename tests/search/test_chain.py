@@ -259,3 +259,40 @@ def test_progress_reaches_the_end():
     seen: list[tuple[int, int]] = []
     sa.search_chain(CHAIN, progress=lambda d, t: seen.append((d, t)), **INFER)
     assert seen[-1] == (3 * 64, 3 * 64) and [d for d, _ in seen] == list(range(1, 3 * 64 + 1))
+
+
+# an MLP of two blocks: statements 3 and 4 are statements 1 and 2 with other names
+REPEATED = (
+    "params W1, W2, W3, W4\nIn[B, D] * W1[D, F] -> H1[B, F]\nH1[B, F] * W2[F, D] -> H2[B, D]\n"
+    "H2[B, D] * W3[D, F] -> H3[B, F]\nH3[B, F] * W4[F, D] -> Out[B, D]"
+)
+
+
+@pytest.mark.parametrize("mode", ["infer", "train"])
+def test_a_repeated_layer_is_priced_once(mode):
+    """A statement of a shape priced before takes its choices renamed (said in the notes, not counted in
+    the progress' total), and they are what pricing it alone gives: its own programs, layouts, seconds
+    and parameter bytes."""
+    from shardalg.search.chain import _choices, _links, _space, _sub_program
+    from shardalg.search.numeric import prepare_search
+
+    on = {**INFER, "mode": mode}
+    totals: list[int] = []
+    p = chain_problem(REPEATED, progress=lambda d, t: totals.append(t), **on)
+    assert ("priced once", "H3's statement as H1's") in p.notes
+    assert ("priced once", "Out's statement as H2's") in p.notes
+    assert set(totals) == {p.pruned[0].visited + p.pruned[1].visited}
+    prog, whole, _, _ = prepare_search(
+        REPEATED, on["mesh"], on["sizes"], on["hw"], None, mode, None, None, None, ""
+    )
+
+    def table(cs):
+        return {c.entry.program: (c.reads, c.writes, c.param_bytes, c.seconds) for c in cs}
+
+    for i in (2, 3):
+        s, act, param = _links(prog)[i]
+        sub = _sub_program(prog, s, param)
+        space = _space(sub, act, s.result, whole.batch_dims, p.settings)
+        own, _ = _choices(sub, space, act, s.result, p.settings, Pruned())
+        assert table(p.choices[i]) == table(own) and len(own) > 1
+    assert p.total(solve_dp(p)) == pytest.approx(p.total(solve_milp(p)), rel=1e-9)
