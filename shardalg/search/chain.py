@@ -18,7 +18,7 @@ An edge prices moving statement i's output, as its choice writes it, to the layo
 reads: zero when equal, else the fastest sequence of collectives :func:`shardalg.costs.ranking.redistribute`
 finds on the chip, priced by :func:`shardalg.costs.plancost.plan_cost` under the overlap policy; when training,
 plus the gradient's way back (the same move reversed). A layout's moves to every layout of the other side are one
-search of its space (:func:`shardalg.costs.ranking.reshardings`), not one per pair.
+search of its space (:class:`Moves`), not one per pair.
 """
 
 from __future__ import annotations
@@ -260,14 +260,30 @@ def _choices(
     return kept, len(out) - len(kept)
 
 
-def _moves(src: Tensor, dsts: list[Tensor], settings: Settings) -> list[float]:
-    """The seconds of the fastest redistribution of ``src`` to each of ``dsts`` (one search of its layout
-    space, resumed for each: :func:`shardalg.costs.ranking.reshardings`), each priced under the overlap
-    policy."""
-    st = settings
-    moves = reshardings(src, st.mesh, st.sizes, hw=st.chip)
-    out = []
-    for dst in dsts:
+class Moves:
+    """The seconds of moving a tensor from one layout to another: the fastest redistribution on the chip,
+    priced under the overlap policy, for one search. A source's redistributions are one search of its layout
+    space, resumed for each target (:func:`shardalg.costs.ranking.reshardings`), and a pair is priced once
+    however many edges it is on (Q's, K's and V's projections read one input in the same layouts)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._searches: dict[tuple, Any] = {}  # (name, layout) -> the source's Reshardings
+        self._seconds: dict[tuple, float] = {}  # (name, layout, target layout) -> seconds
+
+    def __call__(self, src: Tensor, dst: Tensor) -> float:
+        key = (src.name, layout_key(src), layout_key(dst))
+        got = self._seconds.get(key)
+        if got is None:
+            got = self._seconds[key] = self._price(src, dst)
+        return got
+
+    def _price(self, src: Tensor, dst: Tensor) -> float:
+        st = self.settings
+        source = (src.name, layout_key(src))
+        moves = self._searches.get(source)
+        if moves is None:
+            moves = self._searches[source] = reshardings(src, st.mesh, st.sizes, hw=st.chip)
         try:
             plans = moves.to(dst.replace(name=src.name), limit=1)
         except NoPlan as e:  # pragma: no cover - every layout of the space is reachable from every other
@@ -278,27 +294,20 @@ def _moves(src: Tensor, dsts: list[Tensor], settings: Settings) -> list[float]:
         seconds = cost.evaluate(cost.light("total"))
         if seconds is None:  # pragma: no cover - every size is bound
             raise UsageError(f"the redistribution of {src} is symbolic: bind every size")
-        out.append(float(seconds))
-    return out
+        return float(seconds)
 
 
-def _edges(left: list[Choice], right: list[Choice], settings: Settings) -> dict[tuple, float]:
+def _edges(left: list[Choice], right: list[Choice], moves: Moves) -> dict[tuple, float]:
     """The seconds of each pair of a layout ``left`` writes and another ``right`` reads: the fastest
-    redistribution, and in training the gradient's way back too. Each layout's redistributions to the other
-    side's are one search from it."""
+    redistribution, and in training the gradient's way back too."""
     outs = {layout_key(c.writes): c.writes for c in left}
     ins = {layout_key(c.reads): c.reads for c in right}
-    edges: dict[tuple, float] = {}
-    for ka, a in outs.items():
-        kbs = [kb for kb in ins if kb != ka]
-        edges.update(
-            ((ka, kb), s) for kb, s in zip(kbs, _moves(a, [ins[kb] for kb in kbs], settings), strict=True)
-        )
-    if settings.mode == "train":  # the gradient's way back
+    edges = {(ka, kb): moves(a, b) for ka, a in outs.items() for kb, b in ins.items() if ka != kb}
+    if moves.settings.mode == "train":  # the gradient's way back, from each layout read
         for kb, b in ins.items():
-            kas = [ka for ka in outs if ka != kb]
-            for ka, s in zip(kas, _moves(b, [outs[ka] for ka in kas], settings), strict=True):
-                edges[(ka, kb)] += s
+            for ka, a in outs.items():
+                if ka != kb:
+                    edges[(ka, kb)] += moves(b, a)
     return edges
 
 
@@ -377,7 +386,8 @@ def chain_problem(
             f"{MAX_EDGE_PAIRS:,} (MAX_EDGE_PAIRS)",
             fix="use fewer mesh axes or fewer statements",
         )
-    edges = [_edges(a, b, settings) for a, b in zip(choices, choices[1:], strict=False)]
+    moves = Moves(settings)
+    edges = [_edges(a, b, moves) for a, b in zip(choices, choices[1:], strict=False)]
     notes.append(
         (
             "objective",

@@ -30,6 +30,7 @@ from shardalg.notation.syntax import Program, Tensor
 from .chain import (
     MAX_EDGE_PAIRS,
     Choice,
+    Moves,
     _choices,
     _edges,
     _operands,
@@ -244,7 +245,8 @@ def graph_problem(
             "(MAX_EDGE_PAIRS)",
             fix="use fewer mesh axes or fewer statements",
         )
-    edges = [(u, v, _edges(choices[u], choices[v], settings)) for u, v in pairs]
+    moves = Moves(settings)  # a pair of layouts on several edges (an input's readers) is priced once
+    edges = [(u, v, _edges(choices[u], choices[v], moves)) for u, v in pairs]
     notes.append(
         (
             "objective",
