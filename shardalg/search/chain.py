@@ -260,6 +260,57 @@ def _choices(
     return kept, len(out) - len(kept)
 
 
+def _statement_choices(
+    prog: Program,
+    stmts: list[tuple[Any, Tensor, str]],
+    batch: tuple[str, ...],
+    settings: Settings,
+    dominance: bool,
+    progress: Any,
+    notes: list[tuple[str, str]],
+) -> tuple[list[Program], list[list[Choice]], list[Pruned], list[int]]:
+    """Each statement's one-statement program, its choices, what its space pruned and how many choices were
+    dominated. A statement of the shape of one before it (a layer repeated; K's projection after Q's) takes
+    that one's choices renamed, said in ``notes``; ``progress(done, total)`` counts the assignments priced
+    (total: the spaces of the statements priced)."""
+    subs = [_sub_program(prog, s, param) for s, _, param in stmts]
+    spaces = [
+        _space(sub, act, s.result, batch, settings) for sub, (s, act, _) in zip(subs, stmts, strict=True)
+    ]
+    shapes = [_shape(s, act) for s, act, _ in stmts]
+    total = sum(spaces[shapes.index(shape)].size for shape in dict.fromkeys(shapes))
+    done = [0]
+
+    def tick() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total)
+
+    choices: list[list[Choice]] = []
+    pruned: list[Pruned] = []
+    dominated: list[int] = []
+    first: dict[tuple, int] = {}  # a shape -> its first statement, whose choices are priced
+    for i, ((s, act, _), sub, space, shape) in enumerate(zip(stmts, subs, spaces, shapes, strict=True)):
+        if shape in first:
+            k = first[shape]
+            got = [_renamed(c, sub, act, s.result) for c in choices[k]]
+            p, dropped = pruned[k], dominated[k]
+            notes.append(("priced once", f"{s.result.name}'s statement as {choices[k][0].writes.name}'s"))
+        else:
+            p = Pruned()
+            got, dropped = _choices(sub, space, act, s.result, settings, p, dominance, tick)
+            first[shape] = i
+        if not got:
+            raise UsageError(
+                f"no choice of {s.result.name}'s statement fits: its parameters alone exceed "
+                f"{size_text(settings.cap)} on every assignment",
+                span=getattr(s, "span", None),
+                source=prog.source,
+            )
+        choices.append(got), pruned.append(p), dominated.append(dropped)
+    return subs, choices, pruned, dominated
+
+
 class Moves:
     """The seconds of moving a tensor from one layout to another: the fastest redistribution on the chip,
     priced under the overlap policy, for one search. A source's redistributions are one search of its layout
@@ -343,39 +394,9 @@ def chain_problem(
     )
     chosen_mode = settings.mode
     links = _links(prog)
-    subs, choices, pruned, dominated = [], [], [], []
-    spaces = [
-        _space(_sub_program(prog, s, w), act, s.result, whole.batch_dims, settings) for s, act, w in links
-    ]
-    shapes = [_shape(s, act) for s, act, _ in links]
-    total = sum(spaces[shapes.index(shape)].size for shape in dict.fromkeys(shapes))
-    done = [0]
-
-    def tick() -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], total)
-
-    first: dict[tuple, int] = {}  # a shape -> its first statement: a layer repeated is priced once
-    for i, ((s, act, param), space, shape) in enumerate(zip(links, spaces, shapes, strict=True)):
-        sub = _sub_program(prog, s, param)
-        if shape in first:
-            k = first[shape]
-            got = [_renamed(c, sub, act, s.result) for c in choices[k]]
-            p, dropped = pruned[k], dominated[k]
-            notes.append(("priced once", f"{s.result.name}'s statement as {choices[k][0].writes.name}'s"))
-        else:
-            p = Pruned()
-            got, dropped = _choices(sub, space, act, s.result, settings, p, dominance, tick)
-            first[shape] = i
-        if not got:
-            raise UsageError(
-                f"no choice of statement {len(subs) + 1} fits: its parameters alone exceed "
-                f"{size_text(settings.cap)} on every assignment",
-                span=getattr(s, "span", None),
-                source=prog.source,
-            )
-        subs.append(sub), choices.append(got), pruned.append(p), dominated.append(dropped)
+    subs, choices, pruned, dominated = _statement_choices(
+        prog, links, whole.batch_dims, settings, dominance, progress, notes
+    )
     pairs = sum(
         len({layout_key(c.writes) for c in a}) * len({layout_key(c.reads) for c in b})
         for a, b in zip(choices, choices[1:], strict=False)

@@ -29,15 +29,10 @@ from shardalg.notation.syntax import Program, Tensor
 
 from .chain import (
     MAX_EDGE_PAIRS,
-    Choice,
     Moves,
-    _choices,
     _edges,
     _operands,
-    _renamed,
-    _shape,
-    _space,
-    _sub_program,
+    _statement_choices,
     layout_key,
 )
 from .chainsolve import milp_picks
@@ -184,42 +179,10 @@ def graph_problem(
         "applied to each statement and each resharding on its own",
     )
     stmts = _statements(prog)
-    subs = [_sub_program(prog, s, param) for s, _, param in stmts]
-    spaces = [
-        _space(sub, act, s.result, whole.batch_dims, settings)
-        for sub, (s, act, _) in zip(subs, stmts, strict=True)
-    ]
-    shapes = [_shape(s, act) for s, act, _ in stmts]
-    total = sum(spaces[shapes.index(shape)].size for shape in dict.fromkeys(shapes))
-    done = [0]
-
-    def tick() -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], total)
-
-    names, choices, pruned, dominated = [], [], [], []
-    alike: dict[tuple, list[Choice]] = {}  # statements that differ only in their tensors' names
-    for (s, act, _), sub, space, shape in zip(stmts, subs, spaces, shapes, strict=True):
-        p = Pruned()
-        if shape in alike:  # priced once: the first such statement's choices, renamed
-            got = [_renamed(c, sub, act, s.result) for c in alike[shape]]
-            dropped = 0
-            notes.append(("priced once", f"{s.result.name}'s statement as {alike[shape][0].writes.name}'s"))
-        else:
-            got, dropped = _choices(sub, space, act, s.result, settings, p, dominance, tick)
-            alike[shape] = got
-        if not got:
-            raise UsageError(
-                f"no choice of {s.result.name}'s statement fits: its parameters alone exceed "
-                f"{size_text(settings.cap)} on every assignment",
-                span=getattr(s, "span", None),
-                source=prog.source,
-            )
-        names.append(s.result.name)
-        choices.append(got)
-        pruned.append(p)
-        dominated.append(dropped)
+    _, choices, pruned, dominated = _statement_choices(
+        prog, stmts, whole.batch_dims, settings, dominance, progress, notes
+    )
+    names = [s.result.name for s, _, _ in stmts]
     producer = {s.result.name: i for i, (s, _, _) in enumerate(stmts)}
     readers: dict[str, list[int]] = {}
     for i, (_, act, _) in enumerate(stmts):
