@@ -33,6 +33,7 @@ from shardalg.costs.ranking import reshardings
 from shardalg.errors import NoPlan, UsageError
 from shardalg.models.expand import shard
 from shardalg.notation.syntax import Arrow, Product, Program, Roles, Tensor
+from shardalg.planning.redistribute import Reshardings
 
 from .numeric import prepare_search
 from .price import Entry, Pricer, Settings, size_text
@@ -319,7 +320,7 @@ class Moves:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self._searches: dict[tuple, Any] = {}  # (name, layout) -> the source's Reshardings
+        self._searches: dict[tuple, Reshardings] = {}  # (name, layout) -> the source's searches
         self._seconds: dict[tuple, float] = {}  # (name, layout, target layout) -> seconds
 
     def __call__(self, src: Tensor, dst: Tensor) -> float:
@@ -353,13 +354,13 @@ def _edges(left: list[Choice], right: list[Choice], moves: Moves) -> dict[tuple,
     redistribution, and in training the gradient's way back too."""
     outs = {layout_key(c.writes): c.writes for c in left}
     ins = {layout_key(c.reads): c.reads for c in right}
-    edges = {(ka, kb): moves(a, b) for ka, a in outs.items() for kb, b in ins.items() if ka != kb}
-    if moves.settings.mode == "train":  # the gradient's way back, from each layout read
-        for kb, b in ins.items():
-            for ka, a in outs.items():
-                if ka != kb:
-                    edges[(ka, kb)] += moves(b, a)
-    return edges
+    back = moves.settings.mode == "train"  # the gradient's way back
+    return {
+        (ka, kb): moves(a, b) + (moves(b, a) if back else 0.0)
+        for ka, a in outs.items()
+        for kb, b in ins.items()
+        if ka != kb
+    }
 
 
 def chain_problem(
