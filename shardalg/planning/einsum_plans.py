@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from itertools import product
 from typing import Any
 
-from shardalg.algebra.einsum import Spec, case_lines, default_name
 from shardalg.algebra.layout import Layout, subscript, tensor_with, validate
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
@@ -62,33 +61,18 @@ class EinsumPlanner:
         assert isinstance(self.left, Tensor) and isinstance(self.right, Tensor)
         self.local = body.local
         self.contract = body.contract
-        self.target = result
         self.mesh, self.sizes, self.limits, self.weigh = mesh, sizes, limits, weigh
         self.overlap = overlap if weigh is not None else None
         if not checked:
             for t in (self.left, self.right) + ((result,) if result is not None else ()):
                 validate(t, self.mesh)
                 self.sizes.require_divisible(t, self.mesh)
-        self.spec = Spec.of(self.left, self.right, body.contract, result)
-        self.name = (result.name if result is not None else None) or default_name(
-            self.left.name, self.right.name
-        )
-        dtype = self.left.dtype or self.right.dtype
-        if result is not None and (result.name is None or (result.dtype is None and dtype is not None)):
-            self.target = result.replace(name=self.name, dtype=result.dtype or dtype)  # type: ignore[assignment]
-        self.cases = case_lines(self.left, self.right, self.spec)
-        self.query = EinsumQuery(
-            self.left,
-            self.right,
-            self.target,
-            self.contract,
-            self.local,
-            self.spec,
-            self.name,
-            self.mesh,
-            self.sizes,
-            self.limits,
-            self.cases,
+        self.query = EinsumQuery.of(body, result, mesh, sizes, limits)
+        self.spec, self.name, self.target, self.cases = (
+            self.query.spec,
+            self.query.name,
+            self.query.target,
+            self.query.cases,
         )
         self.choices = AxisChoices(self.left, self.right, self.spec, self.target, self.local)
         self.cuts: list[str] = []  # notes of the limits that cut the answer

@@ -1,0 +1,88 @@
+"""The two gradients of a product chosen together (:func:`shardalg.planning.gradients.choose`) plan a version of
+the cotangent for the second gradient only when the pair could still win (with every size known: the second
+gradient's cheapest plan over every compute layout, less what it could get free, against what is left). The
+bound changes no choice: on random products, shardings, sizes, targets and steps already made, the pair is
+the one ``choose`` picks planning every version (``bounded=False``), and fewer plannings are made."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+import shardalg.planning.gradients as gradients
+from shardalg.algebra.mesh import Mesh
+from shardalg.errors import ShardalgError
+from shardalg.notation.parse import parse_tensor as T
+from shardalg.notation.syntax import Tensor
+from shardalg.planning.gradients import Gradient, candidates, choose
+
+from .test_never_beaten import AXES, _sharded
+
+
+def _targets(draw: st.DrawFn, base: Tensor, mesh: Mesh) -> tuple[Tensor, ...]:
+    """The gradient's layout, and, as the backward offers when a reduction may be deferred, the same with
+    partial sums left over a free axis."""
+    free = [a for a in mesh.names if a not in base.used_axes]
+    if free and draw(st.booleans()):
+        return (base, replace(base, unreduced=(draw(st.sampled_from(free)),)))
+    return (base,)
+
+
+@st.composite
+def pairs(draw: st.DrawFn) -> tuple[Any, ...]:
+    """``A[I, J] · B[J, K] -> C[I, K]``'s two gradients from a cotangent ``dC`` (partial sums too), on 1-3
+    axes, sizes from 16 to 4096 (so that which version wins varies), and the steps an earlier gradient made
+    (none, or a plan of one of these gradients)."""
+    n = draw(st.integers(1, 3))
+    mesh = Mesh({a: draw(st.sampled_from([2, 4])) if n <= 2 else 2 for a in AXES[:n]})
+    sizes = {d: draw(st.sampled_from([16, 256, 4096])) for d in "IJK"}
+    a = _sharded(draw, "A", ["I", "J"], mesh, False)
+    b = _sharded(draw, "B", ["J", "K"], mesh, False)
+    dc = _sharded(draw, "dC", ["I", "K"], mesh, True)
+    left = Gradient("left", b, _targets(draw, a.replace(name="dA"), mesh))
+    right = Gradient("right", a, _targets(draw, b.replace(name="dB"), mesh))
+    made_by = draw(st.sampled_from([None, left, right]))
+    return mesh, sizes, left, right, dc, made_by, draw(st.integers(0, 5))
+
+
+def _choice(left, right, dc, mesh, sizes, made, bounded: bool) -> Any:
+    try:
+        return choose(left, right, dc, mesh, sizes, made, bounded=bounded)
+    except ShardalgError as e:
+        return type(e).__name__
+
+
+@given(pairs())
+def test_the_bound_changes_no_choice(case) -> None:
+    mesh, sizes, left, right, dc, made_by, k = case
+    made: set = set()
+    if made_by is not None:
+        try:
+            found = candidates(made_by, dc, mesh, sizes)
+        except ShardalgError:
+            found = []
+        if found:
+            made = set(found[k % len(found)].steps)
+    every = _choice(left, right, dc, mesh, sizes, made, bounded=False)
+    bounded = _choice(left, right, dc, mesh, sizes, made, bounded=True)
+    assert bounded == every
+
+
+def test_the_bound_plans_fewer_versions(monkeypatch) -> None:
+    """Case 4 on X=2,Y=2,Z=2 (a pair wins: dC gathered once for both gradients): 7 plannings of a gradient
+    without the bound (the two first ones, then 5 versions), 4 with it, the same pair."""
+    mesh, sizes = Mesh(X=2, Y=2, Z=2), {"I": 64, "J": 128, "K": 256}
+    a, b, dc = T("A[I_X, J]"), T("B[J, K_X]"), T("dC[I_X, K]")
+    left = Gradient("left", b, (a.replace(name="dA"),))
+    right = Gradient("right", a, (b.replace(name="dB"),))
+    real = gradients.candidates
+    asked: list[object] = []
+    monkeypatch.setattr(gradients, "candidates", lambda g, v, *x: asked.append(v) or real(g, v, *x))
+    every = choose(left, right, dc, mesh, sizes, set(), bounded=False)
+    planned_every, asked[:] = len(asked), []
+    got = choose(left, right, dc, mesh, sizes, set())
+    assert got == every and got[1].shared is not None
+    assert (planned_every, len(asked)) == (7, 4)
