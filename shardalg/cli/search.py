@@ -63,10 +63,10 @@ class _Bar:
                 self.bar.start()
                 self.task = self.bar.add_task("search", total=total)
         if self.bar is not None:
-            self.bar.update(self.task, completed=done)
+            self.bar.update(self.task, completed=done, total=total)  # a per-statement search's grows
         elif now - self.last > 0.2 or done == total:
             self.last = now
-            print(f"\rsearch: {done:,}/{total:,} assignments", end="", file=sys.stderr, flush=True)
+            print(f"\rsearch: {done:,}/{total:,}", end="", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:

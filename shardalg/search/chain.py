@@ -261,31 +261,42 @@ def _choices(
     return kept, len(out) - len(kept)
 
 
+class Ticks:
+    """The progress of a per-statement search, ``progress(done, total)`` at each unit of work: the assignments
+    priced, then the layout pairs of its edges, whose count is known only once the choices are (the total
+    grows then)."""
+
+    def __init__(self, progress: Any = None):
+        self.progress, self.done, self.total = progress, 0, 0
+
+    def grow(self, n: int) -> None:
+        self.total += n
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
 def _statement_choices(
     prog: Program,
     stmts: list[tuple[Any, Tensor, str]],
     batch: tuple[str, ...],
     settings: Settings,
     dominance: bool,
-    progress: Any,
+    tick: Ticks,
     notes: list[tuple[str, str]],
 ) -> tuple[list[Program], list[list[Choice]], list[Pruned], list[int]]:
     """Each statement's one-statement program, its choices, what its space pruned and how many choices were
     dominated. A statement of the shape of one before it (a layer repeated; K's projection after Q's) takes
-    that one's choices renamed, said in ``notes``; ``progress(done, total)`` counts the assignments priced
-    (total: the spaces of the statements priced)."""
+    that one's choices renamed, said in ``notes``; ``tick`` counts the assignments priced (its total grows by
+    the spaces of the statements priced)."""
     subs = [_sub_program(prog, s, param) for s, _, param in stmts]
     spaces = [
         _space(sub, act, s.result, batch, settings) for sub, (s, act, _) in zip(subs, stmts, strict=True)
     ]
     shapes = [_shape(s, act) for s, act, _ in stmts]
-    total = sum(spaces[shapes.index(shape)].size for shape in dict.fromkeys(shapes))
-    done = [0]
-
-    def tick() -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(done[0], total)
+    tick.grow(sum(spaces[shapes.index(shape)].size for shape in dict.fromkeys(shapes)))
 
     choices: list[list[Choice]] = []
     pruned: list[Pruned] = []
@@ -349,18 +360,19 @@ class Moves:
         return float(seconds)
 
 
-def _edges(left: list[Choice], right: list[Choice], moves: Moves) -> dict[tuple, float]:
+def _edges(left: list[Choice], right: list[Choice], moves: Moves, tick: Ticks) -> dict[tuple, float]:
     """The seconds of each pair of a layout ``left`` writes and another ``right`` reads: the fastest
-    redistribution, and in training the gradient's way back too."""
+    redistribution, and in training the gradient's way back too (``tick`` once a pair)."""
     outs = {layout_key(c.writes): c.writes for c in left}
     ins = {layout_key(c.reads): c.reads for c in right}
     back = moves.settings.mode == "train"  # the gradient's way back
-    return {
-        (ka, kb): moves(a, b) + (moves(b, a) if back else 0.0)
-        for ka, a in outs.items()
-        for kb, b in ins.items()
-        if ka != kb
-    }
+    out: dict[tuple, float] = {}
+    for ka, a in outs.items():
+        for kb, b in ins.items():
+            if ka != kb:
+                out[(ka, kb)] = moves(a, b) + (moves(b, a) if back else 0.0)
+            tick()
+    return out
 
 
 def chain_problem(
@@ -380,7 +392,8 @@ def chain_problem(
     """Every statement's choices and the edges between them (see the module's doc); :func:`.chainsolve.
     search_chain` solves it. ``dominance=False`` keeps the dominated choices (the tests' oracle);
     ``progress(done, total)`` is called as assignments are priced (total: the spaces of the statements
-    priced, one of each shape: a statement of a shape priced before takes its choices renamed)."""
+    priced, one of each shape: a statement of a shape priced before takes its choices renamed), then as the
+    edges' layout pairs are (the total grows by their count then)."""
     prog, whole, settings, notes = prepare_search(
         program,
         mesh,
@@ -395,8 +408,9 @@ def chain_problem(
     )
     chosen_mode = settings.mode
     links = _links(prog)
+    tick = Ticks(progress)
     subs, choices, pruned, dominated = _statement_choices(
-        prog, links, whole.batch_dims, settings, dominance, progress, notes
+        prog, links, whole.batch_dims, settings, dominance, tick, notes
     )
     pairs = sum(
         len({layout_key(c.writes) for c in a}) * len({layout_key(c.reads) for c in b})
@@ -408,8 +422,9 @@ def chain_problem(
             f"{MAX_EDGE_PAIRS:,} (MAX_EDGE_PAIRS)",
             fix="use fewer mesh axes or fewer statements",
         )
+    tick.grow(pairs)
     moves = Moves(settings)
-    edges = [_edges(a, b, moves) for a, b in zip(choices, choices[1:], strict=False)]
+    edges = [_edges(a, b, moves, tick) for a, b in zip(choices, choices[1:], strict=False)]
     notes.append(
         (
             "objective",

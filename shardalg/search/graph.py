@@ -30,6 +30,7 @@ from shardalg.notation.syntax import Program, Tensor
 from .chain import (
     MAX_EDGE_PAIRS,
     Moves,
+    Ticks,
     _edges,
     _operands,
     _statement_choices,
@@ -165,7 +166,7 @@ def graph_problem(
 ) -> GraphProblem:
     """Every statement's choices, the input nodes and the edges (see the module's doc); ``progress(done,
     total)`` is called as assignments are priced (total: the spaces of the statements priced, one of each
-    shape)."""
+    shape), then as the edges' layout pairs are (the total grows by their count then)."""
     prog, whole, settings, notes = prepare_search(
         program,
         as_mesh(mesh),
@@ -179,8 +180,9 @@ def graph_problem(
         "applied to each statement and each resharding on its own",
     )
     stmts = _statements(prog)
+    tick = Ticks(progress)
     _, choices, pruned, dominated = _statement_choices(
-        prog, stmts, whole.batch_dims, settings, dominance, progress, notes
+        prog, stmts, whole.batch_dims, settings, dominance, tick, notes
     )
     names = [s.result.name for s, _, _ in stmts]
     producer = {s.result.name: i for i, (s, _, _) in enumerate(stmts)}
@@ -208,8 +210,9 @@ def graph_problem(
             "(MAX_EDGE_PAIRS)",
             fix="use fewer mesh axes or fewer statements",
         )
+    tick.grow(count)
     moves = Moves(settings)  # a pair of layouts on several edges (an input's readers) is priced once
-    edges = [(u, v, _edges(choices[u], choices[v], moves)) for u, v in pairs]
+    edges = [(u, v, _edges(choices[u], choices[v], moves, tick)) for u, v in pairs]
     notes.append(
         (
             "objective",

@@ -17,7 +17,7 @@ from hypothesis import strategies as hs
 import shardalg as sa
 from shardalg.algebra.mesh import Mesh
 from shardalg.errors import UsageError
-from shardalg.search.chain import chain_problem
+from shardalg.search.chain import chain_problem, layout_key
 from shardalg.search.chainsolve import solve, solve_dp, solve_milp
 from shardalg.search.numeric import search
 from shardalg.search.price import Pricer, Settings
@@ -258,7 +258,9 @@ def test_cli_per_statement():
 def test_progress_reaches_the_end():
     seen: list[tuple[int, int]] = []
     sa.search_chain(CHAIN, progress=lambda d, t: seen.append((d, t)), **INFER)
-    assert seen[-1] == (3 * 64, 3 * 64) and [d for d, _ in seen] == list(range(1, 3 * 64 + 1))
+    # the three statements' assignments, then the layout pairs of the two edges (the total grows by them)
+    assert [d for d, _ in seen] == list(range(1, len(seen) + 1)) and seen[-1][0] == seen[-1][1]
+    assert {t for _, t in seen[: 3 * 64]} == {3 * 64} and len(seen) > 3 * 64
 
 
 # an MLP of two blocks: statements 3 and 4 are statements 1 and 2 with other names
@@ -281,7 +283,12 @@ def test_a_repeated_layer_is_priced_once(mode):
     p = chain_problem(REPEATED, progress=lambda d, t: totals.append(t), **on)
     assert ("priced once", "H3's statement as H1's") in p.notes
     assert ("priced once", "Out's statement as H2's") in p.notes
-    assert set(totals) == {p.pruned[0].visited + p.pruned[1].visited}
+    pairs = sum(
+        len({layout_key(c.writes) for c in a}) * len({layout_key(c.reads) for c in b})
+        for a, b in zip(p.choices, p.choices[1:], strict=False)
+    )
+    priced = p.pruned[0].visited + p.pruned[1].visited  # statements 1 and 2 only, then the edges' pairs
+    assert totals == [priced] * priced + [priced + pairs] * pairs
     prog, whole, _, _ = prepare_search(
         REPEATED, on["mesh"], on["sizes"], on["hw"], None, mode, None, None, None, ""
     )

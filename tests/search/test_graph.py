@@ -171,21 +171,27 @@ def test_an_answer_over_the_cap_within_highs_tolerance_is_solved_again():
     assert notes and notes[0][0] == "milp" and "tightened by 2e-6" in notes[0][1]
 
 
-def test_progress_counts_the_statements_priced():
+def test_progress_counts_the_statements_priced_then_the_edges():
     """``progress(done, total)`` as assignments are priced: Q's space once (K's and V's statements are Q's
-    renamed, not priced), counted to its end."""
-    from shardalg.search.chain import _space, _sub_program
+    renamed, not priced), counted to its end; then the total grows by the edges' layout pairs, each counted
+    as it is priced (a search on 2x2x2 in training spent seconds on them after the bar was full)."""
+    from shardalg.search.chain import _space, _sub_program, layout_key
     from shardalg.search.graph import _statements
     from shardalg.search.numeric import prepare_search
 
     seen: list[tuple[int, int]] = []
-    graph_problem(ATTENTION, mode="infer", progress=lambda d, t: seen.append((d, t)), **ON)
+    p = graph_problem(ATTENTION, mode="infer", progress=lambda d, t: seen.append((d, t)), **ON)
     prog, whole, st, _ = prepare_search(
         ATTENTION, ON["mesh"], ON["sizes"], "tpu-v5e", None, "infer", None, None, None, ""
     )
     s, act, param = _statements(prog)[0]
     q = _space(_sub_program(prog, s, param), act, s.result, whole.batch_dims, st).size
-    assert seen == [(d, q) for d in range(1, q + 1)] and q > 1
+    pairs = sum(
+        len({layout_key(c.writes) for c in p.choices[u]}) * len({layout_key(c.reads) for c in p.choices[v]})
+        for u, v, _ in p.edges
+    )
+    assert seen[:q] == [(d, q) for d in range(1, q + 1)] and q > 1
+    assert seen[q:] == [(d, q + pairs) for d in range(q + 1, q + pairs + 1)] and pairs > 1
 
 
 def test_the_mesh_may_be_text_as_the_other_searches_take_it():
