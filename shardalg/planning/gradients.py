@@ -21,7 +21,8 @@ the second plan costs at least the second gradient's cheapest plan over every co
 (:func:`~.optimum.cheapest_plan`, a search bounded by what is left to win) less every step it could get
 free (the first plan's and the earlier gradients' steps on the tensors it moves). The bound changes no
 choice, only what is planned (``tests/planning/test_gradient_pairs.py`` checks the pairs against ``choose``
-without it); on the causal layer's search on 2x2x2 it skips 62% of the versions' plannings.
+without it); in the causal layer's search in training on 2x2x2 (every 24th candidate) it skipped 1,845 of the
+2,972 versions that passed the first test.
 
     >>> first, second = choose(left, right, dC, Mesh(X=2, Y=4), sizes, made=set())
     >>> second.shared        # the version of dC the first plan made and the second reads
