@@ -44,6 +44,7 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Arrow, Op, Product, Tensor
 
 from . import symbolic
+from .anonymous import Renaming
 from .einsum_query import EinsumQuery
 from .optimum import cheapest_plan
 from .order import bytes_are_numbers, plan_bytes, sized, sort_plans
@@ -206,7 +207,43 @@ def choose(
     bounded: bool = True,
 ) -> tuple[Chosen, Chosen]:
     """The two gradients' plans, chosen together, in the order they run (see the module docstring);
-    ``bounded=False`` plans every version, as the tests' oracle."""
+    ``bounded=False`` plans every version, as the tests' oracle.
+
+    Chosen under stand-in names (:mod:`.anonymous`; the steps already made renamed alike) and renamed back: the
+    gradients of products that differ only by their names (Q's, K's and V's projections of one input) meet in
+    the planner's memo. An error is raised under the names as written."""
+    renaming = Renaming((cotangent, left.primal, *left.targets, right.primal, *right.targets))
+    if renaming.usable:
+        mine = {}
+        for g in (left, right):
+            anon = Gradient(g.side, renaming.to(g.primal), tuple([renaming.to(t) for t in g.targets]))
+            mine[anon] = g
+        (al, ar), cot = mine, renaming.to(cotangent)
+        try:
+            got = _choose(al, ar, cot, mesh, sizes, {renaming.to_step(s) for s in made}, bounded)
+        except ShardalgError:
+            pass  # its message names the stand-ins: raised again below
+        else:
+            return tuple(  # type: ignore[return-value]
+                Chosen(
+                    mine[c.gradient],
+                    renaming.plan(c.plan),
+                    None if c.shared is None else renaming.tensor(c.shared),
+                )
+                for c in got
+            )
+    return _choose(left, right, cotangent, mesh, sizes, made, bounded)
+
+
+def _choose(
+    left: Gradient,
+    right: Gradient,
+    cotangent: Tensor,
+    mesh: Mesh,
+    sizes: Mapping[str, int],
+    made: set[Step],
+    bounded: bool,
+) -> tuple[Chosen, Chosen]:
     # every size known for the operands and the cotangent, so for every tensor the plans move (their dims)
     cost = _Cost(mesh, sizes, made, sized((cotangent, left.primal, right.primal), mesh, sizes))
     first_l = candidates(left, cotangent, mesh, sizes)

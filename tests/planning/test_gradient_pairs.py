@@ -86,3 +86,43 @@ def test_the_bound_plans_fewer_versions(monkeypatch) -> None:
     got = choose(left, right, dc, mesh, sizes, set())
     assert got == every and got[1].shared is not None
     assert (planned_every, len(asked)) == (7, 4)
+
+
+def _printed(chosen: Any) -> Any:
+    """A choice with everything it prints: its gradient, plan (every reason, case line and note) and shared
+    version."""
+    if isinstance(chosen, str):
+        return chosen
+    return [
+        (c.gradient, c.plan, tuple(s.reason for s in c.plan.steps), c.plan.cases, c.plan.note, c.shared)
+        for c in chosen
+    ]
+
+
+@given(pairs(), st.permutations(("A", "B", "dC", "dA", "dB", "W_q", "h1", "Zz")))
+def test_the_pair_chosen_under_stand_in_names_is_the_pair_chosen_as_written(case, names) -> None:
+    """``choose`` plans under stand-in names (:mod:`shardalg.planning.anonymous`) and renames back: the
+    pair, every text of its plans and the version shared are those chosen under the names as written, and
+    each choice carries the caller's own gradient."""
+    mesh, sizes, left, right, dc, made_by, k = case
+    new = dict(zip(("A", "B", "dC", "dA", "dB"), names, strict=False))
+    a, b = (right.primal.replace(name=new["A"]), left.primal.replace(name=new["B"]))
+    left = Gradient("left", b, tuple(t.replace(name=new["dA"]) for t in left.targets))
+    right = Gradient("right", a, tuple(t.replace(name=new["dB"]) for t in right.targets))
+    dc = dc.replace(name=new["dC"])
+    made: set = set()
+    if made_by is not None:
+        try:
+            found = candidates(left if made_by.side == "left" else right, dc, mesh, sizes)
+        except ShardalgError:
+            found = []
+        if found:
+            made = set(found[k % len(found)].steps)
+    try:
+        written = gradients._choose(left, right, dc, mesh, sizes, made, True)
+    except ShardalgError as e:
+        written = type(e).__name__
+    got = _choice(left, right, dc, mesh, sizes, made, bounded=True)
+    assert _printed(got) == _printed(written)
+    if not isinstance(got, str):
+        assert {id(c.gradient) for c in got} == {id(left), id(right)}
