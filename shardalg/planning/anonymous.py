@@ -10,6 +10,7 @@ projections of one input do, then meet in the planner's memo as one.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Tensor
@@ -45,19 +46,7 @@ class Renaming:
         """A step of tensors under their stand-ins (as it is when none of them has one)."""
         if not any(t.name in self.names for t in (*s.inputs, s.output)):
             return s
-        return Step(
-            s.op,
-            tuple([self.to(t) for t in s.inputs]),
-            self.to(s.output),
-            s.axes,
-            s.dim,
-            s.contract,
-            s.local,
-            s.reason,
-            s.offset,
-            s.factor,
-            s.flags,
-        )
+        return replace(s, inputs=tuple([self.to(t) for t in s.inputs]), output=self.to(s.output))
 
     def text(self, s: str) -> str:
         """A text with its stand-ins renamed back."""
@@ -78,19 +67,8 @@ class Renaming:
 
     def step(self, s: Step) -> Step:
         """``s`` renamed back, its reason too."""
-        return Step(
-            s.op,
-            tuple([self.tensor(t) for t in s.inputs]),
-            self.tensor(s.output),
-            s.axes,
-            s.dim,
-            s.contract,
-            s.local,
-            self.text(s.reason),
-            s.offset,
-            s.factor,
-            s.flags,
-        )
+        inputs = tuple([self.tensor(t) for t in s.inputs])
+        return replace(s, inputs=inputs, output=self.tensor(s.output), reason=self.text(s.reason))
 
     def plan(self, p: Plan) -> Plan:
         """``p`` renamed back: its tensors, its steps' reasons, its cases and its note."""
