@@ -214,7 +214,7 @@ def choose(
     the planner's memo. An error is raised under the names as written."""
     renaming = Renaming((cotangent, left.primal, *left.targets, right.primal, *right.targets))
     if renaming.usable:
-        mine = {}
+        mine: dict[Gradient, Gradient] = {}  # each gradient under stand-ins -> the caller's own
         for g in (left, right):
             anon = Gradient(g.side, renaming.to(g.primal), tuple([renaming.to(t) for t in g.targets]))
             mine[anon] = g
