@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -52,7 +53,7 @@ def _choice(left, right, dc, mesh, sizes, made, bounded: bool) -> Any:
     try:
         return choose(left, right, dc, mesh, sizes, made, bounded=bounded)
     except ShardalgError as e:
-        return type(e).__name__
+        return f"{type(e).__name__}: {e}"  # the message names the tensors as written
 
 
 @given(pairs())
@@ -103,7 +104,7 @@ def _printed(chosen: Any) -> Any:
 def test_the_pair_chosen_under_stand_in_names_is_the_pair_chosen_as_written(case, names) -> None:
     """``choose`` plans under stand-in names (:mod:`shardalg.planning.anonymous`) and renames back: the
     pair, every text of its plans and the version shared are those chosen under the names as written, and
-    each choice carries the caller's own gradient."""
+    each choice carries the caller's own gradient; an error names the tensors as written."""
     mesh, sizes, left, right, dc, made_by, k = case
     new = dict(zip(("A", "B", "dC", "dA", "dB"), names, strict=False))
     a, b = (right.primal.replace(name=new["A"]), left.primal.replace(name=new["B"]))
@@ -121,8 +122,20 @@ def test_the_pair_chosen_under_stand_in_names_is_the_pair_chosen_as_written(case
     try:
         written = gradients._choose(left, right, dc, mesh, sizes, made, True)
     except ShardalgError as e:
-        written = type(e).__name__
+        written = f"{type(e).__name__}: {e}"
     got = _choice(left, right, dc, mesh, sizes, made, bounded=True)
     assert _printed(got) == _printed(written)
     if not isinstance(got, str):
         assert {id(c.gradient) for c in got} == {id(left), id(right)}
+
+
+def test_an_error_names_the_tensors_as_written() -> None:
+    """With J and K unknown, which plan of dA is cheapest depends on them: the error the choice raises names
+    the gradient as the backward writes it, not its stand-ins."""
+    from shardalg.planning.backward import backward
+    from shardalg.planning.symbolic import NeedsSizes, strict
+
+    with pytest.raises(NeedsSizes) as err, strict():
+        backward("A[I, J] · B[J, K] -> C[I_X, K_Y]", Mesh(X=4, Y=2), {"I": 256})
+    assert "the gradient dC[I_X, K_Y] * B[J, K] -> dA[I, J]" in str(err.value)
+    assert "⟨" not in str(err.value)
