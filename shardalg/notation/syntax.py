@@ -344,6 +344,10 @@ class Apply(Node):
     def __post_init__(self) -> None:
         object.__setattr__(self, "operands", tuple(self.operands))
         object.__setattr__(self, "flags", tuple(self.flags))
+        if isinstance(self.factor, int | float) and not isinstance(self.factor, bool):
+            # a factor given in code as a number: the decimal it reads as (0.1 is 1/10, as ``scale_{0.1}``
+            # parses), so it prints, prices and compares as the text would
+            object.__setattr__(self, "factor", Fraction(repr(self.factor)))
         if (self.offset is not None) != self.op.takes_offset or (self.offset or 0) < 0:
             raise ValueError(
                 "a block of attention has an offset (k >= 0), a routing its k, and no other function has one"

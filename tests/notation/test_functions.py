@@ -204,3 +204,13 @@ def test_bad_derivative_forms(source: str, message: str | None) -> None:
 def test_a_tensor_named_with_a_prime_is_still_a_tensor() -> None:
     """The prime makes a function's derivative only where an argument or subscript follows."""
     assert parse_statement("gelu'[B, F]") == Tensor("gelu'", (Dim("B"), Dim("F")))
+
+
+@pytest.mark.parametrize(("given", "written"), [(0.5, "{0.5}"), (0.1, "{0.1}"), (2, "2"), (-1.25, "{-1.25}")])
+def test_a_scale_given_a_number_in_code_is_the_decimal_it_reads_as(given: float, written: str) -> None:
+    """``Apply(Op.SCALE, ..., factor=0.5)`` built in code, as a notebook or a test strategy may: its factor is
+    the Fraction the text ``scale_{0.5}`` parses to, so it prints and compares as the text does (a float
+    factor raised AttributeError when printed; the fuzz profile of the functions' backward found it)."""
+    built = Apply(Op.SCALE, (X,), factor=given)
+    assert built == parse_statement(f"scale_{written}(X[B, D])")
+    assert text(built) == f"scale_{written}(X[B, D])" and isinstance(built.factor, Fraction)
