@@ -260,6 +260,8 @@ def _transpose_one(s: LocalStep, mesh: Mesh) -> list[LocalStep]:
                 f"on {', '.join(axes)} is not what {s.op.value} does, so it has no transpose"
             ) from None
         dim = {"input": d_in, "output": d_out}.get(_takes_dim(back))
+        if k_in is Kind.S and d_in is not None:  # back onto the dim they came from, in their order there
+            axes = tuple([a for a in s.input.axes_of(d_in) if a in axes])
         nxt = end if i == len(groups) - 1 else _set(cur, axes, COTANGENT[k_in], d_in)
         out.append(LocalStep(back, cur, nxt, axes, dim, _reason(back, s)))
         cur = nxt

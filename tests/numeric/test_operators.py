@@ -261,3 +261,14 @@ def test_a_cycle_that_changes_the_local_shape_is_refused() -> None:
     assert bad and "local shape" in str(bad)
     assert check("Permute_{X,Y,X}(A[I_X, J]) -> A[I_Y, J]", Mesh(X=2, Y=2))
     assert not check("Permute_{X,Y,Z}(A[I_XY, J]) -> A[I_YZ, J]", Mesh(X=2, Y=3, Z=2))
+
+
+def test_transpose_py_moves_an_all_to_alls_axes_back_in_the_order_they_held() -> None:
+    """``AllToAll_{YX,J}`` takes X and Y off ``I_XY`` and lays them on J as ``J_YX``; its transpose lays them
+    back on I as ``I_XY``, so over ``XY``: it was ``AllToAll_{YX,I}``, which makes ``I_YX`` (a run of the
+    property with 300 random examples found it)."""
+    mesh, sizes = Mesh(X=2, Y=2), {"I": 4, "J": 4}
+    step = S("AllToAll_{YX,J}(A[I_XY, J]) -> A[I, J_YX]")
+    (back,) = _their_steps(step, mesh)
+    assert back.axes == ("X", "Y") and back.dim == "I" and str(back.output) == "A[I_XY, J]"
+    assert np.array_equal(operator_matrix(back, mesh, sizes), operator_matrix(step, mesh, sizes).T)
