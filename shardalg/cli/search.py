@@ -35,8 +35,9 @@ DELAY = 1.0  # seconds before a progress bar shows
 
 
 class _Bar:
-    """A progress callback for :func:`shardalg.search.numeric.search`: after :data:`DELAY` seconds, a rich
-    bar on a terminal's stderr (a plain line when rich is not installed); nothing off a terminal."""
+    """A progress callback for the searches (numeric, chain, graph; a per-statement search's total grows once
+    its edges are counted): after :data:`DELAY` seconds, a rich bar on a terminal's stderr (a plain line when
+    rich is not installed); nothing off a terminal."""
 
     def __init__(self, enabled: bool):
         self.enabled = enabled and sys.stderr.isatty()

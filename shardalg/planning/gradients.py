@@ -214,13 +214,13 @@ def choose(
     the planner's memo. An error is raised under the names as written."""
     renaming = Renaming((cotangent, left.primal, *left.targets, right.primal, *right.targets))
     if renaming.usable:
-        mine: dict[Gradient, Gradient] = {}  # each gradient under stand-ins -> the caller's own
-        for g in (left, right):
-            anon = Gradient(g.side, renaming.to(g.primal), tuple([renaming.to(t) for t in g.targets]))
-            mine[anon] = g
-        (al, ar), cot = mine, renaming.to(cotangent)
+        al, ar = (
+            Gradient(g.side, renaming.to(g.primal), tuple(map(renaming.to, g.targets))) for g in (left, right)
+        )
+        mine = {al: left, ar: right}  # each gradient under stand-ins -> the caller's own
+        made_alike = {renaming.to_step(s) for s in made}  # the steps made, renamed alike
         try:
-            got = _choose(al, ar, cot, mesh, sizes, {renaming.to_step(s) for s in made}, bounded)
+            got = _choose(al, ar, renaming.to(cotangent), mesh, sizes, made_alike, bounded)
         except ShardalgError:
             pass  # its message names the stand-ins: raised again below
         else:

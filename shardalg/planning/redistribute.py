@@ -314,6 +314,17 @@ class Reshardings:
         self._weight = edge_weight(src, weigh) if weigh is not None else None
         self._first: Search | None = None  # the weighted search from src, made at the first target
 
+    def _weighted(self) -> Search:
+        """The weighted search from the source, made at the first target and resumed for the others."""
+        if self._first is None:
+            self._first = Search(
+                space_of(self.src, self.mesh, self.sizes),
+                state_of(self.src),
+                self._weight,
+                max_labels=self.limits.max_labels,
+            )
+        return self._first
+
     @searching
     def to(self, dst: Tensor, *, limit: int = 6, key: Callable[[Plan], Any] | None = None) -> Plans:
         """:func:`redistribute` from the source to ``dst``."""
@@ -332,19 +343,16 @@ class Reshardings:
                 return Plans((), False, best.why)
             raise NoPlan(f"no sequence of rules moves {src} to {dst}", span=dst.span)
         max_steps = max(len(m) + 3, len(best.paths[0]) + 1)
-        if self._weight is not None and self._first is None:
-            self._first = Search(
-                space_of(src, m, sz), state_of(src), self._weight, max_labels=limits.max_labels
-            )
+        first = shared if self._weight is None else self._weighted()
         found = k_best(
-            space_of(src, m, sz) if self._first is None else self._first.space,
+            first.space,
             state_of(src),
             state_of(dst),
             limit,
             max_steps,
             self._weight,
             limits.max_labels,
-            shared if self._weight is None else self._first,
+            first,
         )
         # detours (more than one step beyond the shortest of the cheapest) are not worth listing
         # (ranked by seconds, the fastest path sets the bar: it may be longer than the fewest-bytes one)

@@ -39,7 +39,7 @@ from .numeric import prepare_search
 from .price import Entry, Pricer, Settings, size_text
 from .space import Assignment, Pruned, Space, enumerate_space, space_of
 
-__all__ = ["Choice", "ChainProblem", "chain_problem", "MAX_EDGE_PAIRS"]
+__all__ = ["Choice", "ChainProblem", "chain_problem", "edge_tables", "MAX_EDGE_PAIRS"]
 
 MAX_EDGE_PAIRS = (
     200_000  # layout pairs between consecutive statements, over all edges: above, refuse up front
@@ -375,6 +375,26 @@ def _edges(left: list[Choice], right: list[Choice], moves: Moves, tick: Ticks) -
     return out
 
 
+def edge_tables(
+    sides: list[tuple[list[Choice], list[Choice]]], settings: Settings, tick: Ticks, what: str
+) -> list[dict[tuple, float]]:
+    """Each edge's table (:func:`_edges`) for the choices on its two sides, a pair of layouts on several edges
+    priced once (:class:`Moves`); ``tick`` counts the pairs after growing its total by them. Refused up front,
+    naming ``what`` (the chain, the graph), over :data:`MAX_EDGE_PAIRS` layout pairs in all."""
+    count = sum(
+        len({layout_key(c.writes) for c in a}) * len({layout_key(c.reads) for c in b}) for a, b in sides
+    )
+    if count > MAX_EDGE_PAIRS:
+        raise UsageError(
+            f"the {what} has {count:,} layout pairs on its edges, over the limit of {MAX_EDGE_PAIRS:,} "
+            "(MAX_EDGE_PAIRS)",
+            fix="use fewer mesh axes or fewer statements",
+        )
+    tick.grow(count)
+    moves = Moves(settings)
+    return [_edges(a, b, moves, tick) for a, b in sides]
+
+
 def chain_problem(
     program: Program | str,
     mesh: Any = None,
@@ -412,19 +432,7 @@ def chain_problem(
     subs, choices, pruned, dominated = _statement_choices(
         prog, links, whole.batch_dims, settings, dominance, tick, notes
     )
-    pairs = sum(
-        len({layout_key(c.writes) for c in a}) * len({layout_key(c.reads) for c in b})
-        for a, b in zip(choices, choices[1:], strict=False)
-    )
-    if pairs > MAX_EDGE_PAIRS:
-        raise UsageError(
-            f"the chain has {pairs:,} layout pairs between statements, over the limit of "
-            f"{MAX_EDGE_PAIRS:,} (MAX_EDGE_PAIRS)",
-            fix="use fewer mesh axes or fewer statements",
-        )
-    tick.grow(pairs)
-    moves = Moves(settings)
-    edges = [_edges(a, b, moves, tick) for a, b in zip(choices, choices[1:], strict=False)]
+    edges = edge_tables(list(zip(choices, choices[1:], strict=False)), settings, tick, "chain")
     notes.append(
         (
             "objective",

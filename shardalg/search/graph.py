@@ -28,12 +28,10 @@ from shardalg.errors import UsageError
 from shardalg.notation.syntax import Program, Tensor
 
 from .chain import (
-    MAX_EDGE_PAIRS,
-    Moves,
     Ticks,
-    _edges,
     _operands,
     _statement_choices,
+    edge_tables,
     layout_key,
 )
 from .chainsolve import milp_picks
@@ -200,19 +198,9 @@ def graph_problem(
             pruned.append(Pruned())
             dominated.append(0)
             pairs += [(len(choices) - 1, r) for r in rs]
-    count = sum(
-        len({layout_key(c.writes) for c in choices[u]}) * len({layout_key(c.reads) for c in choices[v]})
-        for u, v in pairs
-    )
-    if count > MAX_EDGE_PAIRS:
-        raise UsageError(
-            f"the graph has {count:,} layout pairs on its edges, over the limit of {MAX_EDGE_PAIRS:,} "
-            "(MAX_EDGE_PAIRS)",
-            fix="use fewer mesh axes or fewer statements",
-        )
-    tick.grow(count)
-    moves = Moves(settings)  # a pair of layouts on several edges (an input's readers) is priced once
-    edges = [(u, v, _edges(choices[u], choices[v], moves, tick)) for u, v in pairs]
+    # a pair of layouts on several edges (an input's readers) is priced once
+    tables = edge_tables([(choices[u], choices[v]) for u, v in pairs], settings, tick, "graph")
+    edges = [(u, v, t) for (u, v), t in zip(pairs, tables, strict=True)]
     notes.append(
         (
             "objective",

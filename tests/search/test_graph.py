@@ -206,3 +206,23 @@ def test_the_mesh_may_be_text_as_the_other_searches_take_it():
         True,
         search_graph(ATTENTION, **ON | on).seconds,
     )
+
+
+CHAIN_OF_TWO = "params W1, W2\nIn[B, D] * W1[D, F] -> H[B, F]\nH[B, F] * W2[F, D] -> Out[B, D]"
+
+
+@pytest.mark.parametrize("what", ["graph", "chain"])
+def test_too_many_layout_pairs_are_refused_before_any_is_priced(monkeypatch, what):
+    """Over ``MAX_EDGE_PAIRS`` layout pairs on its edges, a per-statement search refuses up front, naming the
+    count and the limit, and prices no pair (the progress never passes the statements' assignments)."""
+    import shardalg.search.chain as chain
+
+    monkeypatch.setattr(chain, "MAX_EDGE_PAIRS", 10)
+    seen: list[tuple[int, int]] = []
+    program, on = (ATTENTION, ON) if what == "graph" else (CHAIN_OF_TWO, {**ON, "sizes": "B=32,D=16,F=64"})
+    build = graph_problem if what == "graph" else chain_problem
+    with pytest.raises(
+        UsageError, match=rf"the {what} has [\d,]+ layout pairs on its edges, over the limit of 10 "
+    ):
+        build(program, mode="infer", progress=lambda d, t: seen.append((d, t)), **on)
+    assert seen and all(t == seen[0][1] for _, t in seen)  # the total never grew by the pairs
