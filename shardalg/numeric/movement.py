@@ -318,7 +318,9 @@ def _permute(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buff
     """``Permute_{X,Y}: [I_X, J_Y] -> [I_Y, J_X]``. Swap the roles of two axes (or rename several in a cycle,
     ``Permute_{X,Y,Z}``: X to Y, Y to Z, Z to X). Devices that hold the same block (and the same partial)
     under the old layout are matched, in device order, with the devices that need it under the new one: a
-    bijection, so every device receives at most one shard."""
+    bijection, so every device receives at most one shard. A partial's place is its rank over the unreduced
+    axes taken in mesh order, so ``Permute_{X,Y}(A[I]{U_XY})`` moves nothing, as ``Permute_{X,Y}(A[I])``
+    does not, which it is the transpose of."""
     (t,) = step.inputs
     if len(step.axes) < 2 or len(set(step.axes)) != len(step.axes):
         raise step_error(step, "Permute renames two or more distinct axes")
@@ -331,11 +333,16 @@ def _permute(vm: VirtualMesh, net: Net, step: Step, bufs: Buffers) -> tuple[Buff
     ):
         shown = " and ".join(f"|{a}| = {vm.size([a])}" for a in axes)
         raise step_error(step, f"{shown}: the local shape would change")
+    # a partial's place is its rank over the unreduced axes in mesh order (a sum has no order): a Permute
+    # that keeps the set of unreduced axes moves no partial, and a transpose's matching is the inverse of
+    # its forward's, which matched the devices holding one block in device order
+    in_mesh = vm.names.index
+    summed, resummed = sorted(t.unreduced, key=in_mesh), sorted(unred, key=in_mesh)
     old: dict[tuple, list[Coord]] = {}
     new: dict[tuple, list[Coord]] = {}
     for c in vm.coords:
-        old.setdefault((tuple(vm.rank(c, d.axes) for d in t.dims), vm.rank(c, t.unreduced)), []).append(c)
-        new.setdefault((tuple(vm.rank(c, e) for e in dims), vm.rank(c, unred)), []).append(c)
+        old.setdefault((tuple(vm.rank(c, d.axes) for d in t.dims), vm.rank(c, summed)), []).append(c)
+        new.setdefault((tuple(vm.rank(c, e) for e in dims), vm.rank(c, resummed)), []).append(c)
     rank, out = len(t.dims), {}
     for key, dsts in new.items():
         for src, dst in zip(old[key], dsts, strict=True):

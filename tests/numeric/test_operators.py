@@ -272,3 +272,28 @@ def test_transpose_py_moves_an_all_to_alls_axes_back_in_the_order_they_held() ->
     (back,) = _their_steps(step, mesh)
     assert back.axes == ("X", "Y") and back.dim == "I" and str(back.output) == "A[I_XY, J]"
     assert np.array_equal(operator_matrix(back, mesh, sizes), operator_matrix(step, mesh, sizes).T)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Permute_{X,Y}(A[I]) -> A[I]",
+        "Permute_{X,Y}(A[I]{U_XY}) -> A[I]{U_XY}",
+        "Permute_{X,Y}(A[I_X]{U_Y}) -> A[I_Y]{U_X}",
+        "Permute_{X,Y}(A[I]{U_X}) -> A[I]{U_Y}",
+    ],
+)
+def test_a_permute_and_its_transpose_are_inverse_permutations_on_the_stacked_buffers(text: str) -> None:
+    """A partial's place is its rank over the unreduced axes in mesh order: ``Permute_{X,Y}`` of a replicated
+    ``A[I]`` moves nothing, and neither does its transpose on the cotangent ``A[I]{U_XY}`` (it swapped the
+    partials of X and Y: the property with 300 random examples found it)."""
+    mesh, sizes = Mesh(X=2, Y=2), {"I": 4}
+    step = S(text)
+    fwd = operator_matrix(step, mesh, sizes)
+    product = np.eye(fwd.shape[0], dtype=np.int64)
+    for s in _their_steps(step, mesh):
+        product = operator_matrix(s, mesh, sizes) @ product
+    assert np.array_equal(product, fwd.T)
+    assert np.array_equal(product @ fwd, np.eye(fwd.shape[0], dtype=np.int64))
+    if step.inputs[0].unreduced == step.output.unreduced and not any(d.axes for d in step.output.dims):
+        assert np.array_equal(fwd, np.eye(fwd.shape[0], dtype=np.int64))  # the same set: nothing moves
