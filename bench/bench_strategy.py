@@ -13,8 +13,8 @@ baseline) and by the per-statement graph search (:mod:`shardalg.search.graph`: e
 once and combined freely, solved by the tree DP or the ILP; its space is larger, so its step may be faster).
 With ``--core-mesh`` (e.g. ``X=2,Y=2``; the issue's case is ``X=2,Y=2,Z=2``): the layer with its attention core,
 norms and residuals (``TRANSFORMER_FN``, ``LAYER_TRAIN``'s sizes) in training on that mesh, in CPU seconds, its
-candidates priced from their statements against the baseline of the same run: every candidate's whole program
-priced (the brute force); the two winners must be one.
+candidates priced from their statements under the branch and bound (:mod:`shardalg.search.branchbound`) against the
+baseline of the same run: every candidate's whole program priced (the brute force); the two winners must be one.
 Cold: ``shardalg search`` on question 7 in a new process, median of N, next to ``python -c pass``.
 With ``--degrees``: LLaMA-3 70B in training on ``v5p-8960`` (B=1280, T=4096, remat block, the chip's HBM) by
 the degrees search (:mod:`shardalg.search.degrees`), in CPU seconds (target < 60 s), next to the baseline of the
@@ -170,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         if "core_pieces_cpu_s" in out:
             print(
                 f"layer with its core, training, {args.core_mesh}: from statements {out['core_pieces_cpu_s']:.1f} s "
-                f"CPU, every whole program (baseline) {out['core_whole_cpu_s']:.1f} s CPU; winner "
+                f"CPU ({out['core_priced']:,} candidates priced, {out['core_unpriced']:,} left unpriced by the bound, "
+                f"{out['core_statements_priced']:,} sharded statements priced), every whole program (baseline) "
+                f"{out['core_whole_cpu_s']:.1f} s CPU; winner "
                 f"{out['core_winner']} ({'the same' if out['core_same_winner'] else 'NOT the same'})"
             )
         if "cold_q7_cli_s" in out:
@@ -304,6 +306,9 @@ def _core(mesh: str) -> dict[str, object]:
     w = pieces.winner
     return {
         "core_pieces_cpu_s": took,
+        "core_priced": len(pieces.ranked) + len(pieces.rejected) - pieces.pruned.over_cap,
+        "core_unpriced": pieces.solver.get("bound", {}).get("unpriced", 0),
+        "core_statements_priced": pieces.solver.get("pieces"),
         "core_whole_cpu_s": brute,
         "core_winner": f"{w.strategy}: {w.assignment}" if w is not None else "none",
         "core_same_winner": (w is None and whole.winner is None)

@@ -297,7 +297,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "or schedule (one layer's steps as their dependencies allow)",
     )
     add_keep(p)
-    p.add_argument("--top", type=int, metavar="K", help="rows of the ranked table (default 10)")
+    p.add_argument(
+        "--top",
+        type=int,
+        metavar="K",
+        help="rows of the ranked table (default 10); in training a candidate bounded out of every row and of "
+        "its strategy's best is left unpriced",
+    )
     p.add_argument("--format", choices=("text", "latex"), default="text", help="the table as text or LaTeX")
     p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
     p.add_argument(

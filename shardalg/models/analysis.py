@@ -172,21 +172,18 @@ class Analysis:
     def forward_plans(self) -> dict[int, Plan]:
         """Statement index -> its forward plan (products planned, collectives as written)."""
         m = self.model
-        out: dict[int, Plan] = {}
-        for info in m.statements:
-            s = info.statement
-            expr = s.expr if isinstance(s, Arrow) else s
-            if info.kind == "declaration":
-                continue
-            plain = (
-                isinstance(expr, Product) and isinstance(expr.left, Tensor) and isinstance(expr.right, Tensor)
-            )
-            resharding = isinstance(s, Arrow) and isinstance(expr, Tensor)
-            if plain or resharding:
-                out[info.index] = _causal(plan(s, m.mesh, m.sizes), info.index in self.causal_products)
-            else:
-                out[info.index] = plan_of(Program((s,)), m.mesh, m.sizes)
-        return out
+        return {info.index: self.forward_plan(info) for info in m.statements if info.kind != "declaration"}
+
+    def forward_plan(self, info: StatementInfo) -> Plan:
+        """One statement's forward plan: its own, whatever the other statements are (a product of a causal
+        core flagged ``causal``: :attr:`causal_products`)."""
+        m, s = self.model, info.statement
+        expr = s.expr if isinstance(s, Arrow) else s
+        plain = isinstance(expr, Product) and isinstance(expr.left, Tensor) and isinstance(expr.right, Tensor)
+        resharding = isinstance(s, Arrow) and isinstance(expr, Tensor)
+        if plain or resharding:
+            return _causal(plan(s, m.mesh, m.sizes), info.index in self.causal_products)
+        return plan_of(Program((s,)), m.mesh, m.sizes)
 
     @cached_property
     def backward(self):  # -> BackwardProgram | None
@@ -543,10 +540,14 @@ def analyze(
     mode: str | None = None,
     remat: str | Iterable[str] | Remat | None = None,
     keep_gathered: bool = False,
+    *,
+    attention_said: bool = True,
 ) -> Analysis:
     """The analysis of ``model`` in ``mode`` (``train``, or ``infer``; default: ``infer`` when the program
     declares a KV cache, else ``train``) under a remat policy (training only; see :func:`remat_named`);
-    ``keep_gathered``: the backward reads the forward's gathered copies instead of gathering them again."""
+    ``keep_gathered``: the backward reads the forward's gathered copies instead of gathering them again;
+    ``attention_said``: what an attention core keeps for the backward is a note (:meth:`Analysis.attention_note`:
+    it derives the backward; False where only the forward is wanted)."""
     chosen = mode is not None
     notes: list[tuple[str, str]] = []
     if mode is None:
@@ -564,7 +565,7 @@ def analyze(
             )
         )
     a = Analysis(model, mode, policy, chosen, notes, keep_gathered)
-    said = a.attention_note()
+    said = a.attention_note() if attention_said else None
     if said is not None:
         notes.append(said)
     return a

@@ -16,6 +16,7 @@ worked out for the printed rows once the search is done).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -37,6 +38,7 @@ from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Program
 from shardalg.planning import symbolic
 
+from .branchbound import Bounds, price_bounded
 from .paid import Move, against, attach, beyond_text, paid, pays_json
 from .pieces import StatementPricer, pricer_for
 from .price import Entry, Pricer, Settings, size_text, time_text
@@ -528,15 +530,22 @@ def search(
         fitting: list[tuple[Entry, int]] = []
         rejected: list[Entry] = []
         total = space.size
-        for order, a in enumerate(enumerate_space(space, pruned)):
+        bounds: Bounds | None = None
+        assignments = enumerate_space(space, pruned)
+        for order, a in enumerate(assignments):
             if pricer is None:
                 pricer = pricer_for(prog, space, settings, pruned, [])  # said in the result's solver
+                if isinstance(pricer, StatementPricer) and chosen_mode == "train":
+                    fitting, rejected, bounds = price_bounded(
+                        pricer, itertools.chain([a], assignments), top, progress, total
+                    )
+                    break
             e = pricer(a)
             if e is not None:
                 (fitting.append((e, order)) if e.fits else rejected.append(e))
             if progress is not None:
                 progress(pruned.visited, total)
-        if progress is not None:
+        if progress is not None and bounds is None:
             progress(total, total)
         ranked = [e for e, _ in sorted(fitting, key=lambda x: _key(*x))]
         notes.append(
@@ -553,17 +562,22 @@ def search(
             )
         if pricer is None:
             pricer = pricer_for(prog, space, settings, pruned, [])
-        result = SearchResult(settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer))
+        result = SearchResult(
+            settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer, bounds)
+        )
         shown = result.shown() + ([result.winner] if result.winner is not None else [])
         attach(shown + [x for e in shown if (x := result.against(e)) is not None], settings)
         return result
 
 
-def solver_of(pricer: Pricer) -> dict[str, Any]:
+def solver_of(pricer: Pricer, bounds: Bounds | None = None) -> dict[str, Any]:
     """The search's solver: every assignment of the space enumerated (the winner optimal over the space), and
     how each was priced: its statements' prices summed (``statements``: how many pieces were priced, how many
-    candidates were priced whole all the same) or its whole program (``why`` not)."""
+    candidates were priced whole all the same) or its whole program (``why`` not); in training, the
+    candidates that the branch and bound left unpriced (:mod:`.bound`: ``bound``)."""
     got: dict[str, Any] = {"method": "enumeration", "optimal": True}
+    if bounds is not None:
+        got["bound"] = bounds.to_json()
     if isinstance(pricer, StatementPricer):
         return {**got, "pricing": "statements", "pieces": pricer.priced, "priced_whole": pricer.whole}
     return {**got, "pricing": "whole program", "why": pricer.why}
@@ -572,6 +586,12 @@ def solver_of(pricer: Pricer) -> dict[str, Any]:
 def _solver_text(solver: dict[str, Any]) -> str:
     """``enumerated: optimal over the space; 42 sharded statements priced once``."""
     head = "enumerated: optimal over the space"
+    if solver.get("bound", {}).get("unpriced"):
+        head += (
+            f"; branch and bound: {solver['bound']['unpriced']:,} candidates left unpriced (its forward plans "
+            "and the backward's least compute put each above the top rows, its strategy's best and the best "
+            "with its parameters)"
+        )
     if solver.get("pricing") == "statements":
         whole = solver["priced_whole"]
         return f"{head}; {solver['pieces']:,} sharded statements priced once" + (

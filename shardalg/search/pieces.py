@@ -71,7 +71,15 @@ from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program,
 from .price import Entry, Pricer, Settings, activation_gathers
 from .space import Assignment, Pruned, Space, _tensors
 
-__all__ = ["Piece", "Seconds", "StatementPricer", "pricer_for", "split_statements"]
+__all__ = [
+    "Piece",
+    "Seconds",
+    "StatementPricer",
+    "phase_of",
+    "phase_seconds",
+    "pricer_for",
+    "split_statements",
+]
 
 PARAM_PARTS = ("params", "grads", "optimizer")
 
@@ -307,7 +315,16 @@ def _join_program(program: Program, name: str) -> Program:
     )
 
 
-def _phase(plans: list[Plan], a: Analysis, costs: Any, at: Any) -> Seconds:
+def phase_seconds(s: Seconds, policy: OverlapPolicy) -> float:
+    """A training phase's seconds: under ``serial`` its compute plus every collective, under ``steady`` max(its
+    compute, its busiest lane) (:mod:`shardalg.costs.phases`)."""
+    if policy is OverlapPolicy.SERIAL:
+        return s.compute + s.comms
+    return max(s.compute, max(s.lanes.values(), default=0.0))
+
+
+def phase_of(plans: list[Plan], a: Analysis, costs: Any, at: Any) -> Seconds:
+    """``plans`` priced as one phase of ``a``'s step under ``costs`` at the point ``at``, in seconds."""
     cost = _part_cost("piece", [plans], a, costs)
     got = Seconds()
     if cost is None:
@@ -331,11 +348,11 @@ def _price_piece(sub: Program, st: Settings, keep: bool) -> Piece:
     at = point(costs.efficiency.effective(st.chip.values()))
     if st.mode == "train":
         phases = (
-            _phase(list(a.forward_plans.values()), a, costs, at),
-            _phase([p for _, p in a.grad_plans], a, costs, at),
+            phase_of(list(a.forward_plans.values()), a, costs, at),
+            phase_of([p for _, p in a.grad_plans], a, costs, at),
         )
     else:
-        forward = _phase(list(a.forward_plans.values()), a, costs, at)
+        forward = phase_of(list(a.forward_plans.values()), a, costs, at)
         for once in (False, True):
             for o in inference_ops(a, once, costs):
                 forward.ops += float(o.total.evaluate(at) or 0.0)
@@ -467,9 +484,8 @@ class StatementPricer(Pricer):
                 c = sum(s.comms for s in phases)
                 t = sum(s.compute for s in phases) + c
             else:  # steady: each phase max(its compute, its busiest lane), the part their sum
-                busiest = [max(s.lanes.values(), default=0.0) for s in phases]
-                c = sum(busiest)
-                t = sum(max(s.compute, b) for s, b in zip(phases, busiest, strict=True))
+                c = sum(max(s.lanes.values(), default=0.0) for s in phases)
+                t = sum(phase_seconds(s, st.policy) for s in phases)
             seconds += count * t
             compute += count * sum(s.compute for s in phases)
             comms += count * c

@@ -12,7 +12,7 @@ plans are made (*over the cap before pricing*), its reason in numbers all the sa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.costs.hardware import Chip
@@ -31,7 +31,16 @@ from shardalg.notation.syntax import Program
 
 from .space import Assignment, Pruned, Space
 
-__all__ = ["Settings", "KeepChoice", "Entry", "Pricer", "size_text", "time_text", "activation_gathers"]
+__all__ = [
+    "Settings",
+    "KeepChoice",
+    "Admitted",
+    "Entry",
+    "Pricer",
+    "size_text",
+    "time_text",
+    "activation_gathers",
+]
 
 TIE = 1e-12  # seconds equal to this, relative, are a tie (the keep choice)
 
@@ -125,6 +134,16 @@ class KeepChoice:
             "bytes_keeping": self.keep_bytes,
             "reason": self.text(),
         }
+
+
+class Admitted(NamedTuple):
+    """A candidate that passed the checks made before any plan (:meth:`Pricer.admit`): its sharded program and
+    that program's model."""
+
+    assignment: Assignment
+    strategy: str
+    program: Program
+    model: Any
 
 
 @dataclass
@@ -248,6 +267,13 @@ class Pricer:
         self.seen: set[Program] = set()
 
     def __call__(self, a: Assignment) -> Entry | None:
+        got = self.admit(a)
+        return self.price(got) if isinstance(got, Admitted) else got
+
+    def admit(self, a: Assignment) -> Admitted | Entry | None:
+        """``a`` sharded and checked before any plan: its program and strategy (``Admitted``), or None when it
+        is dropped (a program seen already, an illegal sharding, left out by the ZeRO stage), or its rejected
+        entry when its parameters alone exceed the cap (each counted in ``pruned``)."""
         st = self.settings
         try:
             program = shard(self.base, a.param_map, a.activation_map, sequence=a.megatron)
@@ -272,6 +298,13 @@ class Pricer:
             self.pruned.over_cap += 1
             parts = {"params, grads and optimizer" if st.mode == "train" else "params": lower}
             return Entry(a, strategy, program, lower, parts, False, cap=st.cap)
+        return Admitted(a, strategy, program, model)
+
+    def price(self, admitted: Admitted) -> Entry:
+        """An admitted candidate priced: in training with the backward's gathered copies kept or gathered again
+        as the settings say, else the faster of the two that fits the cap."""
+        st = self.settings
+        a, strategy, program, model = admitted
         entry, copies = self._priced(a, strategy, program, model, bool(st.keep))
         if not copies:
             return entry  # inference, or a backward that reads no copy the forward gathered: nothing to keep

@@ -1,0 +1,105 @@
+"""The branch and bound of a training search (shardalg.search.branchbound): every bound is at most its candidate's
+step, and the result shows what pricing every candidate shows while it leaves candidates unpriced."""
+
+from __future__ import annotations
+
+import pytest
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.models.trainstate import TrainState
+from shardalg.planning import symbolic
+from shardalg.search import branchbound, numeric
+from shardalg.search.pieces import StatementPricer
+from shardalg.search.price import Admitted
+from shardalg.search.space import Pruned, enumerate_space
+from tests.search.programs import MLP, Q7, TRANSFORMER, TRANSFORMER_FN
+from tests.search.test_pieces import SMALL_FN
+
+# a layer repeated L times with an unembedding once after it: the bound's two parts
+HEADED = """params W1, W2; embeddings W_un; layers L
+In[B, D] * W1[D, F] -> H[B, F]
+H[B, F] * W2[F, D] -> Out[B, D]
+Out[B, D] * W_un[D, V] -> Lg[B, V]
+"""
+HEADED_ON = {"mesh": "X=2,Y=2", "sizes": "B=64,D=256,F=1024,V=4096,L=8", "hw": "tpu-v5e", "mode": "train"}
+MLP_TRAIN = {**Q7, "mode": "train", "memory": None}
+LAYER_2X2 = {"mesh": "X=2,Y=2", "sizes": "B=8,T=2048,D=8192,N=8192,F=32768", "hw": "tpu-v5e", "mode": "train"}
+
+CASES = [
+    pytest.param(MLP, MLP_TRAIN, id="mlp"),
+    pytest.param(MLP, {**MLP_TRAIN, "overlap": "serial"}, id="mlp-serial"),
+    pytest.param(HEADED, HEADED_ON, id="headed"),
+    pytest.param(TRANSFORMER, LAYER_2X2, id="layer"),
+]
+
+
+def _bounds_and_steps(program: str, kw: dict) -> list[tuple[str, float, float]]:
+    """(candidate, its bound, its step) for every admitted candidate of the search's space."""
+    mesh, sizes, hw, mode = Mesh.parse(kw["mesh"]), kw["sizes"], kw["hw"], kw["mode"]
+    with symbolic.strict():
+        prog, space, st, _ = numeric.prepare_search(
+            program, mesh, sizes, hw, kw.get("memory"), mode, None, None, kw.get("overlap"), "x", TrainState()
+        )
+        pruned = Pruned()
+        pricer = StatementPricer(prog, space, st, pruned)
+        floor, prices = branchbound._floor(prog, st), {}
+        out = []
+        for a in enumerate_space(space, pruned):
+            got = pricer.admit(a)
+            if isinstance(got, Admitted):
+                e = pricer.price(got)
+                out.append((str(a), branchbound.lower_bound(got, st, floor, prices), e.seconds))
+                if e.keep is not None and e.keep.again is not None and e.keep.keep is not None:
+                    out.append((f"{a} (other keep choice)", out[-1][1], max(e.keep.again, e.keep.keep)))
+    return out
+
+
+@pytest.mark.parametrize(("program", "kw"), CASES)
+def test_every_bound_is_at_most_its_candidates_step(program: str, kw: dict) -> None:
+    """The forward priced exactly plus the backward's least compute never exceeds a priced step, under each
+    keep choice; and the bound is no trivial zero (it is within 2x of the step for most candidates)."""
+    rows = _bounds_and_steps(program, kw)
+    assert rows
+    over = [(a, b, s) for a, b, s in rows if b > s * (1 + 1e-12)]
+    assert not over
+    assert sum(b > s / 2 for _, b, s in rows) > len(rows) / 2
+
+
+@pytest.mark.parametrize(("program", "kw"), CASES)
+def test_the_bounded_search_shows_what_pricing_every_candidate_shows(program: str, kw: dict) -> None:
+    """The same winner, ranked rows, best of each strategy, reasons and what each is set against as the search
+    that prices every candidate (``top`` above the space's size leaves nothing unpriced); some are unpriced,
+    counted in the space line and the JSON."""
+    got = numeric.search(program, **kw)
+    every = numeric.search(program, **kw, top=10**6)
+    every.top = got.top
+    unpriced = got.solver["bound"]["unpriced"]
+    assert unpriced > 0 and every.solver["bound"]["unpriced"] == 0
+    assert len(got.ranked) + len(got.rejected) + unpriced == len(every.ranked) + len(every.rejected)
+    mine, theirs = str(got).splitlines(), str(every).splitlines()
+    (line,) = [x for x in mine if x.startswith("space")]
+    assert f"branch and bound: {unpriced:,} candidates left unpriced" in line
+    assert [x for x in mine if not x.startswith("space")] == [x for x in theirs if not x.startswith("space")]
+    a, b = got.to_json(), every.to_json()
+    for key in ("winner", "winner_program", "strategies", "ranked"):
+        assert a[key] == b[key], key
+    assert a["solver"]["bound"]["unpriced"] == unpriced
+    assert got.solver["pieces"] < every.solver["pieces"]
+
+
+def test_the_bound_says_its_progress_and_the_total_grows_by_the_candidates_priced() -> None:
+    """Progress runs over the space's assignments, then over the admitted candidates in the order of their
+    bounds: the total grows once, never goes down, and the last call is done == total."""
+    calls: list[tuple[int, int]] = []
+    numeric.search(MLP, **MLP_TRAIN, progress=lambda d, t: calls.append((d, t)))
+    totals = [t for _, t in calls]
+    assert totals == sorted(totals) and len(set(totals)) == 2
+    assert calls[-1][0] == calls[-1][1] and all(d <= t for d, t in calls)
+
+
+def test_inference_and_the_whole_program_pricer_have_no_bound() -> None:
+    """Inference prices only a forward (nothing to bound); a step priced whole (overlap schedule) has no
+    statements' sum to bound: neither says a bound."""
+    assert "bound" not in numeric.search(MLP, **Q7).solver
+    assert "bound" not in numeric.search(MLP, **{**MLP_TRAIN, "overlap": "schedule"}).solver
+    assert "bound" in numeric.search(TRANSFORMER_FN, **{**SMALL_FN, "mesh": "X=2", "mode": "train"}).solver
