@@ -526,27 +526,24 @@ def search(
             settings = replace(settings, keep=keep_gathered)
             notes.append(("gathered", _keep_note(keep_gathered)))
         pruned = Pruned()
-        pricer: Pricer | None = None  # made at the first assignment: a space over the limit is refused first
+        assignments = enumerate_space(space, pruned)
+        first = next(assignments, None)  # a space over the limit is refused here, before any pricing
+        candidates = assignments if first is None else itertools.chain([first], assignments)
+        pricer = pricer_for(prog, space, settings, pruned, [])  # said in the result's solver
+        bounds: Bounds | None = None
         fitting: list[tuple[Entry, int]] = []
         rejected: list[Entry] = []
-        total = space.size
-        bounds: Bounds | None = None
-        assignments = enumerate_space(space, pruned)
-        for order, a in enumerate(assignments):
-            if pricer is None:
-                pricer = pricer_for(prog, space, settings, pruned, [])  # said in the result's solver
-                if isinstance(pricer, StatementPricer) and chosen_mode == "train":
-                    fitting, rejected, bounds = price_bounded(
-                        pricer, itertools.chain([a], assignments), top, progress, total
-                    )
-                    break
-            e = pricer(a)
-            if e is not None:
-                (fitting.append((e, order)) if e.fits else rejected.append(e))
+        if isinstance(pricer, StatementPricer) and chosen_mode == "train":
+            fitting, rejected, bounds = price_bounded(pricer, candidates, top, progress, space.size)
+        else:
+            for order, a in enumerate(candidates):
+                e = pricer(a)
+                if e is not None:
+                    (fitting.append((e, order)) if e.fits else rejected.append(e))
+                if progress is not None:
+                    progress(pruned.visited, space.size)
             if progress is not None:
-                progress(pruned.visited, total)
-        if progress is not None and bounds is None:
-            progress(total, total)
+                progress(space.size, space.size)
         ranked = [e for e, _ in sorted(fitting, key=lambda x: _key(*x))]
         notes.append(
             (
@@ -560,8 +557,6 @@ def search(
             notes.append(
                 ("inference", "memory counts parameters, KV cache and gathered weights (no activations)")
             )
-        if pricer is None:
-            pricer = pricer_for(prog, space, settings, pruned, [])
         result = SearchResult(
             settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer, bounds)
         )
@@ -574,7 +569,7 @@ def solver_of(pricer: Pricer, bounds: Bounds | None = None) -> dict[str, Any]:
     """The search's solver: every assignment of the space enumerated (the winner optimal over the space), and
     how each was priced: its statements' prices summed (``statements``: how many pieces were priced, how many
     candidates were priced whole all the same) or its whole program (``why`` not); in training, the
-    candidates that the branch and bound left unpriced (:mod:`.bound`: ``bound``)."""
+    candidates that the branch and bound left unpriced (:mod:`.branchbound`: ``bound``)."""
     got: dict[str, Any] = {"method": "enumeration", "optimal": True}
     if bounds is not None:
         got["bound"] = bounds.to_json()
