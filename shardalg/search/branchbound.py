@@ -19,26 +19,46 @@ under ``serial``, at least its compute under both, and a part of the step its ph
 (the repeated layer's, or once). The candidates are then priced in the order of their bounds; one is left
 unpriced when its bound is above every place it could take: the ``top``-th fitting candidate so far, its
 strategy's best so far and the best so far with its parameters laid out alike (what :func:`.paid.against`
-sets a shown candidate against). Bounds only grow along that order and those places only come down, so a
-candidate left unpriced takes none of them: the winner, the ranked rows, each strategy's best and what each
-is set against are those of pricing every candidate (``tests/search/test_branchbound.py`` checks both, and that
-every bound is at most its candidate's step). The fitting candidates of the result are the priced ones; how
-many were left unpriced is said in the result, its JSON and the CLI's summary.
+sets a shown candidate against).
+
+Candidates share pieces, so as pieces are priced a waiting candidate's bound is raised before it is priced:
+its backward phase holds the backward of each of its pieces (and additions of a gradient's parts) priced so
+far, exactly, and each other piece's compute at least that piece unsharded over the devices (the floor above,
+piece by piece: :func:`group_floors`); its bound is the least over the keep choices it may take. A candidate
+whose bound so raised is above the next one's waits its turn again. With every piece of a candidate priced,
+its bound is the least step of its keep choices.
+
+Bounds only grow and the places only come down, so a candidate left unpriced takes none of them: the winner,
+the ranked rows, each strategy's best and what each is set against are those of pricing every candidate
+(``tests/search/test_branchbound.py`` checks both, and that every bound, first or raised, is at most its
+candidate's step). The fitting candidates of the result are the priced ones; how many were left unpriced is
+said in the result, its JSON and the CLI's summary.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.costs.terms import point
 from shardalg.models.analysis import analyze
 from shardalg.models.program import model_program
 from shardalg.models.step import _cost_model  # the step's own cost model
 from shardalg.notation.syntax import Program
 
-from .pieces import Seconds, phase_of, phase_seconds
-from .price import Admitted, Entry, Pricer, Settings
+from .pieces import (
+    Pieces,
+    Seconds,
+    StatementPricer,
+    _price_piece,
+    _sub_program,
+    phase_of,
+    phase_seconds,
+    split_statements,
+)
+from .price import Admitted, Entry, Settings
 from .space import Assignment
 
 __all__ = ["Bounds", "price_bounded"]
@@ -78,10 +98,9 @@ def _floor(base: Program, st: Settings) -> dict[bool, float]:
 Prices = dict[tuple[object, bool, object], Seconds]  # (statement, causal, cost model) -> its forward's
 
 
-def lower_bound(admitted: Admitted, st: Settings, floor: dict[bool, float], prices: Prices) -> float:
-    """A step ``admitted``'s pricing cannot beat (the module docstring): its forward phase exact, its backward
-    at the floor, per part. Each sharded statement's forward is priced once per search (``prices``: the
-    candidates of a space share most of their statements), the parts' phases summed from them."""
+def forward_phase(admitted: Admitted, st: Settings, prices: Prices) -> dict[bool, Seconds]:
+    """``admitted``'s forward phase per part of the step (True: once), exact. Each sharded statement's forward
+    is priced once per search (``prices``: the candidates of a space share most of their statements)."""
     model = admitted.model
     a = analyze(model, "train", "none", attention_said=False)
     costs = _cost_model(a, st.chip, st.policy)
@@ -95,17 +114,88 @@ def lower_bound(admitted: Admitted, st: Settings, floor: dict[bool, float], pric
         if got is None:
             got = prices[key] = phase_of([a.forward_plan(info)], a, costs, at)
         forward[info.once].add(got)
+    return forward
+
+
+Known = dict[bool, tuple[Seconds, float]]  # per part: the backward's seconds priced, the floor of the rest
+
+
+def bound_of(
+    forward: dict[bool, Seconds], known: Known, layers: float, st: Settings, floor: dict[bool, float]
+) -> float:
+    """A step whose forward phase is ``forward`` per part (True: once), whose backward phase holds the pieces
+    priced so far (``known``: their seconds, and the compute floor of the pieces not priced yet) and takes at
+    least ``floor``'s compute, cannot be faster than this. The backward phase takes at least its compute: at
+    least the floor, and at least the priced pieces' compute plus the others' floors; under ``steady`` at least
+    each lane's sum of the priced pieces' collectives, under ``serial`` their sum on top of its compute."""
     total = 0.0
     for once, phase in forward.items():
-        if phase.empty and not floor[once]:
+        priced, rest = known[once]
+        if phase.empty and priced.empty and not floor[once]:
             continue
-        count = 1.0 if once else float(model.layers)
-        total += count * (phase_seconds(phase, st.policy) + floor[once])
+        compute = max(floor[once], priced.compute + rest)
+        if st.policy is OverlapPolicy.SERIAL:
+            back = compute + priced.comms
+        else:
+            back = max(compute, max(priced.lanes.values(), default=0.0))
+        total += (1.0 if once else layers) * (phase_seconds(phase, st.policy) + back)
     return total
 
 
+NOTHING: Known = {False: (Seconds(), 0.0), True: (Seconds(), 0.0)}  # no piece priced: the floor alone
+
+
+def lower_bound(admitted: Admitted, st: Settings, floor: dict[bool, float], prices: Prices) -> float:
+    """A step ``admitted``'s pricing cannot beat before any of its backward is priced (the module
+    docstring): its forward phase exact, its backward at the floor, per part."""
+    return bound_of(forward_phase(admitted, st, prices), NOTHING, float(admitted.model.layers), st, floor)
+
+
+def group_floors(pricer: StatementPricer) -> list[float]:
+    """Each group of the search's program (:func:`.pieces.split_statements`'s places) unsharded, its
+    backward's compute over the devices, in seconds: what any sharding of it takes at least (the module
+    docstring's floor, piece by piece)."""
+    st = pricer.settings
+    devices = float(st.mesh.devices)
+    return [
+        _price_piece(_sub_program(pricer.base, g), st, False).phases[-1].compute / devices
+        for g in split_statements(pricer.base)
+    ]
+
+
+@dataclass
+class _Candidate:
+    """An admitted candidate waiting to be priced: its forward per part and its pieces (found when first
+    bounded again)."""
+
+    admitted: Admitted
+    forward: dict[bool, Seconds]
+    pieces: Pieces | None = None
+
+
+def bound_again(
+    pricer: StatementPricer, c: _Candidate, floor: dict[bool, float], floors: list[float]
+) -> float:
+    """``c``'s bound with the backward of its pieces priced so far, each other piece at its floor
+    (``floors``: :func:`group_floors`): the least over the keep choices it may take (the settings' own, or
+    either)."""
+    st = pricer.settings
+    layers = float(c.admitted.model.layers)
+    if c.pieces is None:
+        c.pieces = pricer.pieces_of(c.admitted.assignment, c.admitted.program)
+    if c.pieces is None:  # priced whole: nothing of it is known before
+        return bound_of(c.forward, NOTHING, layers, st, floor)
+    keeps = (st.keep,) if st.keep is not None else (False, True)
+    out = []
+    for keep in keeps:
+        got = pricer.priced_backward(c.pieces, keep)
+        known = {once: (s, sum(floors[k] for run in rest for k in run)) for once, (s, rest) in got.items()}
+        out.append(bound_of(c.forward, known, layers, st, floor))
+    return min(out)
+
+
 def price_bounded(
-    pricer: Pricer,
+    pricer: StatementPricer,
     assignments: Iterable[Assignment],
     top: int,
     progress: Callable[[int, int], None] | None,
@@ -116,44 +206,59 @@ def price_bounded(
     ``progress(done, total)`` as assignments are admitted and then as they are priced (the total grows by
     the candidates admitted)."""
     st = pricer.settings
-    floor = _floor(pricer.base, st)
+    floor, floors = _floor(pricer.base, st), group_floors(pricer)
     bounds = Bounds(floor_layer=floor[False], floor_once=floor[True])
     rejected: list[tuple[int, Entry]] = []  # in the space's order, as pricing every candidate lists them
-    admitted: list[tuple[float, int, Admitted]] = []
+    waiting: list[_Candidate] = []
+    orders: list[int] = []  # each one's place in the space's order
+    heap: list[tuple[float, int]] = []  # (bound, place in the space's order), the least first
     prices: Prices = {}
     for order, a in enumerate(assignments):
         got = pricer.admit(a)
         if isinstance(got, Admitted):
-            admitted.append((lower_bound(got, st, floor, prices), order, got))
+            c = _Candidate(got, forward_phase(got, st, prices))
+            heap.append((bound_of(c.forward, NOTHING, float(got.model.layers), st, floor), len(waiting)))
+            waiting.append(c)
+            orders.append(order)
         elif got is not None:
             rejected.append((order, got))  # over the cap before any plan
         if progress is not None:
             progress(pricer.pruned.visited, total)
-    done, total = pricer.pruned.visited, pricer.pruned.visited + len(admitted)
+    heapq.heapify(heap)
+    done, total = pricer.pruned.visited, pricer.pruned.visited + len(waiting)
     fitting: list[tuple[Entry, int]] = []
     best: list[float] = []  # the fitting seconds so far, fastest first, ``top`` of them
     of_strategy: dict[str, float] = {}
     of_params: dict[str, float] = {}
-    for bound, order, got in sorted(admitted, key=lambda x: x[:2]):
-        params = got.assignment.params_text
+    while heap:
+        bound, k = heapq.heappop(heap)
+        c = waiting[k]
+        params = c.admitted.assignment.params_text
         place = max(
             best[-1] if len(best) >= top else float("inf"),
-            of_strategy.get(got.strategy, float("inf")),
+            of_strategy.get(c.admitted.strategy, float("inf")),
             of_params.get(params, float("inf")),
         )
+        if bound <= place * (1 + MARGIN):
+            # the pieces priced since it was bounded may raise its bound: then it waits its turn again
+            again = max(bound, bound_again(pricer, c, floor, floors))
+            if again > bound and heap and again > heap[0][0]:
+                heapq.heappush(heap, (again, k))
+                continue
+            bound = again
         done += 1
         if progress is not None:
             progress(done, total)
         if bound > place * (1 + MARGIN):
             bounds.unpriced += 1
             continue
-        e = pricer.price(got)
+        e = pricer.price(c.admitted)
         if not e.fits:
-            rejected.append((order, e))
+            rejected.append((orders[k], e))
             continue
-        fitting.append((e, order))
+        fitting.append((e, orders[k]))
         seconds = e.seconds if e.seconds is not None else float("inf")
         best = sorted([*best, seconds])[:top]
-        of_strategy[got.strategy] = min(of_strategy.get(got.strategy, seconds), seconds)
+        of_strategy[c.admitted.strategy] = min(of_strategy.get(c.admitted.strategy, seconds), seconds)
         of_params[params] = min(of_params.get(params, seconds), seconds)
     return fitting, [e for _, e in sorted(rejected, key=lambda x: x[0])], bounds

@@ -73,6 +73,7 @@ from .space import Assignment, Pruned, Space, _tensors
 
 __all__ = [
     "Piece",
+    "Pieces",
     "Seconds",
     "StatementPricer",
     "phase_of",
@@ -127,6 +128,16 @@ class Piece:
     gathered: dict[str, Expr]
     copies: float
     gathers: tuple[str, ...] = ()  # the values (not parameters) its forward gathers
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """The sub-programs a candidate is priced by: its pieces (``subs``, one per run of ``split``) and the
+    additions of its gradients' parts that no piece writes (``joins``, one per ``split.joins``)."""
+
+    split: Split
+    subs: tuple[Program, ...]
+    joins: tuple[Program, ...]
 
 
 @dataclass(frozen=True)
@@ -404,24 +415,19 @@ class StatementPricer(Pricer):
     def piece(self, sub: Program, keep: bool) -> Piece:
         """``sub``'s piece with the backward keeping the forward's gathered copies or not: looked up (under the
         other keep choice too, where its backward reads no gathered copy: keeping is moot), else priced."""
-        got = self.table.get((sub, keep))
+        got = self.found(sub, keep)
         if got is None:
-            other = self.table.get((sub, not keep))
-            if other is not None and not other.copies:
-                got = other
-            else:
-                got = _price_piece(sub, self.settings, keep)
-                self.priced += 1
-            self.table[(sub, keep)] = got
+            got = _price_piece(sub, self.settings, keep)
+            self.priced += 1
+        self.table[(sub, keep)] = got
         return got
 
-    def _priced(
-        self, a: Assignment, strategy: str, program: Program, model: Any, keep: bool
-    ) -> tuple[Entry, float]:
+    def pieces_of(self, a: Assignment, program: Program) -> Pieces | None:
+        """The sub-programs ``program`` (``a``'s) is priced by: its pieces and its gradients' additions, with
+        how it is split (None: it is not split as the search's program is, and is priced whole)."""
         groups = split_statements(program)
         if len(groups) != len(self._once):
-            self.whole += 1
-            return super()._priced(a, strategy, program, model, keep)
+            return None
         # Megatron SP in a layer with an attention core, in training: the core's backward hands a cotangent
         # on in a layout other than its forward's (it gathers dSc, and Q's projection takes a whole dQ with no
         # gather); pieces cut between the core and the projections are wrong (CUT_AT_CORE_WRONG in the tests).
@@ -429,10 +435,53 @@ class StatementPricer(Pricer):
         # gradient's parts are added in the stream's own layout. Inference: the sum of its pieces
         blocks = self.settings.mode == "train" and a.megatron and self._core
         split = self.blocks if blocks else self.alone
-        pieces = [self.piece(_sub_program(program, g), keep) for g in _joined(program, groups, split.runs)]
-        joins = [self.piece(_join_program(program, name), keep) for name, _ in split.joins]
-        once = [self._once[run[0]] for run in split.runs]
-        entry = self._entry(a, strategy, program, model, pieces, once, joins, split.joins)
+        subs = tuple(_sub_program(program, g) for g in _joined(program, groups, split.runs))
+        joins = tuple(_join_program(program, name) for name, _ in split.joins)
+        return Pieces(split, subs, joins)
+
+    def found(self, sub: Program, keep: bool) -> Piece | None:
+        """``sub``'s piece under ``keep`` if priced already (under the other keep choice too, where keeping is
+        moot), else None: nothing is priced."""
+        got = self.table.get((sub, keep))
+        if got is None:
+            other = self.table.get((sub, not keep))
+            got = other if other is not None and not other.copies else None
+        return got
+
+    def priced_backward(
+        self, pieces: Pieces, keep: bool
+    ) -> dict[bool, tuple[Seconds, list[tuple[int, ...]]]]:
+        """Per part of the step (True: once): the backward's seconds of the candidate's pieces and gradients'
+        additions priced so far under ``keep`` (a part of its backward), and the runs of groups
+        (:func:`split_statements`'s places) whose pieces are not priced yet."""
+        got: dict[bool, tuple[Seconds, list[tuple[int, ...]]]] = {
+            False: (Seconds(), []),
+            True: (Seconds(), []),
+        }
+        for sub, run in zip(pieces.subs, pieces.split.runs, strict=True):
+            p = self.found(sub, keep)
+            seconds, unpriced = got[self._once[run[0]]]
+            if p is None:
+                unpriced.append(run)
+            else:
+                seconds.add(p.phases[-1])
+        for sub, (_, outside) in zip(pieces.joins, pieces.split.joins, strict=True):
+            p = self.found(sub, keep)
+            if p is not None:
+                got[outside][0].add(p.phases[0])  # the addition is a step of the backward
+        return got
+
+    def _priced(
+        self, a: Assignment, strategy: str, program: Program, model: Any, keep: bool
+    ) -> tuple[Entry, float]:
+        of = self.pieces_of(a, program)
+        if of is None:
+            self.whole += 1
+            return super()._priced(a, strategy, program, model, keep)
+        pieces = [self.piece(sub, keep) for sub in of.subs]
+        joins = [self.piece(sub, keep) for sub in of.joins]
+        once = [self._once[run[0]] for run in of.split.runs]
+        entry = self._entry(a, strategy, program, model, pieces, once, joins, of.split.joins)
         return entry, sum(p.copies for p in pieces)
 
     def _entry(

@@ -33,8 +33,10 @@ CASES = [
 ]
 
 
-def _bounds_and_steps(program: str, kw: dict) -> list[tuple[str, float, float]]:
-    """(candidate, its bound, its step) for every admitted candidate of the search's space."""
+def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, float, float, float, float]]:
+    """For every admitted candidate of the search's space, priced in the space's order: (candidate, its first
+    bound, its bound again just before it is priced (the pieces of the candidates before it priced), its bound
+    again once every candidate is priced, its step, and the least step of its keep choices)."""
     mesh, sizes, hw, mode = Mesh.parse(kw["mesh"]), kw["sizes"], kw["hw"], kw["mode"]
     with symbolic.strict():
         prog, space, st, _ = numeric.prepare_search(
@@ -42,27 +44,40 @@ def _bounds_and_steps(program: str, kw: dict) -> list[tuple[str, float, float]]:
         )
         pruned = Pruned()
         pricer = StatementPricer(prog, space, st, pruned)
-        floor, prices = branchbound._floor(prog, st), {}
-        out = []
+        floor, floors, prices = branchbound._floor(prog, st), branchbound.group_floors(pricer), {}
+        rows = []
         for a in enumerate_space(space, pruned):
             got = pricer.admit(a)
             if isinstance(got, Admitted):
+                c = branchbound._Candidate(got, branchbound.forward_phase(got, st, prices))
+                before = branchbound.bound_again(pricer, c, floor, floors)
                 e = pricer.price(got)
-                out.append((str(a), branchbound.lower_bound(got, st, floor, prices), e.seconds))
-                if e.keep is not None and e.keep.again is not None and e.keep.keep is not None:
-                    out.append((f"{a} (other keep choice)", out[-1][1], max(e.keep.again, e.keep.keep)))
-    return out
+                keeps = [e.seconds] if e.keep is None else [e.keep.again, e.keep.keep]
+                least = min(x for x in keeps if x is not None)
+                rows.append(
+                    (str(a), branchbound.lower_bound(got, st, floor, prices), before, c, e.seconds, least)
+                )
+        return [
+            (a, first, before, branchbound.bound_again(pricer, c, floor, floors), step, least)
+            for a, first, before, c, step, least in rows
+        ]
 
 
 @pytest.mark.parametrize(("program", "kw"), CASES)
 def test_every_bound_is_at_most_its_candidates_step(program: str, kw: dict) -> None:
     """The forward priced exactly plus the backward's least compute never exceeds a priced step, under each
-    keep choice; and the bound is no trivial zero (it is within 2x of the step for most candidates)."""
-    rows = _bounds_and_steps(program, kw)
+    keep choice, nor does the bound again with some of its pieces priced (those of the candidates before it)
+    or all of them; with all of them priced it is the least step of its keep choices. The first bound is no
+    trivial zero (it is within 2x of the step for most candidates), and pieces priced raise some bounds."""
+    rows = _priced_every_candidate(program, kw)
     assert rows
-    over = [(a, b, s) for a, b, s in rows if b > s * (1 + 1e-12)]
-    assert not over
-    assert sum(b > s / 2 for _, b, s in rows) > len(rows) / 2
+    for a, first, before, after, step, least in rows:
+        assert first <= least * (1 + 1e-12), a
+        assert first <= before * (1 + 1e-12) and before <= least * (1 + 1e-12), a
+        assert after == pytest.approx(least, rel=1e-9), a
+        assert least <= step
+    assert sum(first > step / 2 for _, first, *_, step, _ in rows) > len(rows) / 2
+    assert any(after > first * (1 + 1e-9) for _, first, _, after, *_ in rows)
 
 
 @pytest.mark.parametrize(("program", "kw"), CASES)
