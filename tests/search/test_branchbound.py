@@ -3,6 +3,8 @@ step, and the result shows what pricing every candidate shows while it leaves ca
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from shardalg.algebra.mesh import Mesh
@@ -28,6 +30,7 @@ LAYER_2X2 = {"mesh": "X=2,Y=2", "sizes": "B=8,T=2048,D=8192,N=8192,F=32768", "hw
 CASES = [
     pytest.param(MLP, MLP_TRAIN, id="mlp"),
     pytest.param(MLP, {**MLP_TRAIN, "overlap": "serial"}, id="mlp-serial"),
+    pytest.param(MLP, {**MLP_TRAIN, "keep_gathered": True}, id="mlp-kept"),
     pytest.param(HEADED, HEADED_ON, id="headed"),
     pytest.param(TRANSFORMER, LAYER_2X2, id="layer"),
 ]
@@ -42,6 +45,7 @@ def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, fl
         prog, space, st, _ = numeric.prepare_search(
             program, mesh, sizes, hw, kw.get("memory"), mode, None, None, kw.get("overlap"), "x", TrainState()
         )
+        st = replace(st, keep=kw.get("keep_gathered"))
         pruned = Pruned()
         pricer = StatementPricer(prog, space, st, pruned)
         floor, floors, prices = branchbound._floor(prog, st), branchbound.group_floors(pricer), {}
@@ -52,8 +56,8 @@ def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, fl
                 c = branchbound._Candidate(got, branchbound.forward_phase(got, st, prices))
                 before = branchbound.bound_again(pricer, c, floor, floors)
                 e = pricer.price(got)
-                keeps = [e.seconds] if e.keep is None else [e.keep.again, e.keep.keep]
-                least = min(x for x in keeps if x is not None)
+                keeps = [] if e.keep is None else [e.keep.again, e.keep.keep]  # None: not priced
+                least = min([x for x in keeps if x is not None] or [e.seconds])
                 rows.append(
                     (str(a), branchbound.lower_bound(got, st, floor, prices), before, c, e.seconds, least)
                 )
