@@ -52,7 +52,7 @@ from .pieces import (
     Pieces,
     Seconds,
     StatementPricer,
-    _price_piece,
+    _price_piece,  # a group unsharded priced as the pieces price it (its floor)
     _sub_program,
     phase_of,
     phase_seconds,
