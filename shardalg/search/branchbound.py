@@ -39,9 +39,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from shardalg.costs.schedule import OverlapPolicy
 from shardalg.costs.terms import point
 from shardalg.models.analysis import analyze
 from shardalg.models.program import model_program
@@ -125,30 +124,39 @@ def bound_of(
 ) -> float:
     """A step whose forward phase is ``forward`` per part (True: once), whose backward phase holds the pieces
     priced so far (``known``: their seconds, and the compute floor of the pieces not priced yet) and takes at
-    least ``floor``'s compute, cannot be faster than this. The backward phase takes at least its compute: at
-    least the floor, and at least the priced pieces' compute plus the others' floors; under ``steady`` at least
-    each lane's sum of the priced pieces' collectives, under ``serial`` their sum on top of its compute."""
+    least ``floor``'s compute, cannot be faster than this: the backward is the priced pieces' phase with its
+    compute raised to at least the floor and at least the priced compute plus the others' floors, taken as a
+    phase is (:func:`.pieces.phase_seconds`: more compute or more on a lane never makes it shorter)."""
     total = 0.0
     for once, phase in forward.items():
         priced, rest = known[once]
         if phase.empty and priced.empty and not floor[once]:
             continue
-        compute = max(floor[once], priced.compute + rest)
-        if st.policy is OverlapPolicy.SERIAL:
-            back = compute + priced.comms
-        else:
-            back = max(compute, max(priced.lanes.values(), default=0.0))
-        total += (1.0 if once else layers) * (phase_seconds(phase, st.policy) + back)
+        back = replace(priced, compute=max(floor[once], priced.compute + rest))
+        total += (1.0 if once else layers) * (
+            phase_seconds(phase, st.policy) + phase_seconds(back, st.policy)
+        )
     return total
 
 
 NOTHING: Known = {False: (Seconds(), 0.0), True: (Seconds(), 0.0)}  # no piece priced: the floor alone
 
 
-def lower_bound(admitted: Admitted, st: Settings, floor: dict[bool, float], prices: Prices) -> float:
-    """A step ``admitted``'s pricing cannot beat before any of its backward is priced (the module
-    docstring): its forward phase exact, its backward at the floor, per part."""
-    return bound_of(forward_phase(admitted, st, prices), NOTHING, float(admitted.model.layers), st, floor)
+@dataclass
+class _Candidate:
+    """An admitted candidate waiting to be priced: its place in the space's order, its forward per part and
+    its pieces (found when first bounded again)."""
+
+    order: int
+    admitted: Admitted
+    forward: dict[bool, Seconds]
+    pieces: Pieces | None = None
+
+
+def lower_bound(c: _Candidate, st: Settings, floor: dict[bool, float]) -> float:
+    """A step ``c``'s pricing cannot beat before any of its backward is priced (the module docstring): its
+    forward phase exact, its backward at the floor, per part."""
+    return bound_of(c.forward, NOTHING, float(c.admitted.model.layers), st, floor)
 
 
 def group_floors(pricer: StatementPricer) -> list[float]:
@@ -163,16 +171,6 @@ def group_floors(pricer: StatementPricer) -> list[float]:
     ]
 
 
-@dataclass
-class _Candidate:
-    """An admitted candidate waiting to be priced: its forward per part and its pieces (found when first
-    bounded again)."""
-
-    admitted: Admitted
-    forward: dict[bool, Seconds]
-    pieces: Pieces | None = None
-
-
 def bound_again(
     pricer: StatementPricer, c: _Candidate, floor: dict[bool, float], floors: list[float]
 ) -> float:
@@ -180,11 +178,11 @@ def bound_again(
     (``floors``: :func:`group_floors`): the least over the keep choices it may take (the settings' own, or
     either)."""
     st = pricer.settings
-    layers = float(c.admitted.model.layers)
     if c.pieces is None:
         c.pieces = pricer.pieces_of(c.admitted.assignment, c.admitted.program)
     if c.pieces is None:  # priced whole: nothing of it is known before
-        return bound_of(c.forward, NOTHING, layers, st, floor)
+        return lower_bound(c, st, floor)
+    layers = float(c.admitted.model.layers)
     keeps = (st.keep,) if st.keep is not None else (False, True)
     out = []
     for keep in keeps:
@@ -210,16 +208,14 @@ def price_bounded(
     bounds = Bounds(floor_layer=floor[False], floor_once=floor[True])
     rejected: list[tuple[int, Entry]] = []  # in the space's order, as pricing every candidate lists them
     waiting: list[_Candidate] = []
-    orders: list[int] = []  # each one's place in the space's order
-    heap: list[tuple[float, int]] = []  # (bound, place in the space's order), the least first
+    heap: list[tuple[float, int]] = []  # (bound, place in ``waiting``), the least first
     prices: Prices = {}
     for order, a in enumerate(assignments):
         got = pricer.admit(a)
         if isinstance(got, Admitted):
-            c = _Candidate(got, forward_phase(got, st, prices))
-            heap.append((bound_of(c.forward, NOTHING, float(got.model.layers), st, floor), len(waiting)))
+            c = _Candidate(order, got, forward_phase(got, st, prices))
+            heap.append((lower_bound(c, st, floor), len(waiting)))
             waiting.append(c)
-            orders.append(order)
         elif got is not None:
             rejected.append((order, got))  # over the cap before any plan
         if progress is not None:
@@ -254,9 +250,9 @@ def price_bounded(
             continue
         e = pricer.price(c.admitted)
         if not e.fits:
-            rejected.append((orders[k], e))
+            rejected.append((c.order, e))
             continue
-        fitting.append((e, orders[k]))
+        fitting.append((e, c.order))
         seconds = e.seconds if e.seconds is not None else float("inf")
         best = sorted([*best, seconds])[:top]
         of_strategy[c.admitted.strategy] = min(of_strategy.get(c.admitted.strategy, seconds), seconds)

@@ -583,9 +583,9 @@ def _solver_text(solver: dict[str, Any]) -> str:
     head = "enumerated: optimal over the space"
     if solver.get("bound", {}).get("unpriced"):
         head += (
-            f"; branch and bound: {solver['bound']['unpriced']:,} candidates left unpriced (its forward plans "
-            "and the backward's least compute put each above the top rows, its strategy's best and the best "
-            "with its parameters)"
+            f"; branch and bound: {solver['bound']['unpriced']:,} candidates left unpriced (its forward plans, "
+            "the backward of its statements priced for others and the least compute of the rest put each above "
+            "the top rows, its strategy's best and the best with its parameters)"
         )
     if solver.get("pricing") == "statements":
         whole = solver["priced_whole"]

@@ -53,14 +53,12 @@ def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, fl
         for a in enumerate_space(space, pruned):
             got = pricer.admit(a)
             if isinstance(got, Admitted):
-                c = branchbound._Candidate(got, branchbound.forward_phase(got, st, prices))
+                c = branchbound._Candidate(0, got, branchbound.forward_phase(got, st, prices))
                 before = branchbound.bound_again(pricer, c, floor, floors)
                 e = pricer.price(got)
                 keeps = [] if e.keep is None else [e.keep.again, e.keep.keep]  # None: not priced
                 least = min([x for x in keeps if x is not None] or [e.seconds])
-                rows.append(
-                    (str(a), branchbound.lower_bound(got, st, floor, prices), before, c, e.seconds, least)
-                )
+                rows.append((str(a), branchbound.lower_bound(c, st, floor), before, c, e.seconds, least))
         return [
             (a, first, before, branchbound.bound_again(pricer, c, floor, floors), step, least)
             for a, first, before, c, step, least in rows
