@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
+from typing import TypeVar
 
 from shardalg.errors import Span, UsageError
 from shardalg.lazy import cached
@@ -50,6 +51,7 @@ __all__ = [
     "Expr",
     "Statement",
     "dtype_named",
+    "without_spans",
 ]
 
 
@@ -471,3 +473,16 @@ class Program(Node):
 
 Expr = Tensor | Product | Collective | Apply
 Statement = Arrow | Tensor | Product | Collective | Apply
+_N = TypeVar("_N")
+
+
+def without_spans(node: _N) -> _N:
+    """``node`` (a node, or a tuple of them) made again with no source spans: equal to it (spans take no part in
+    ``==``), for work that never points into the text, such as a search pricing thousands of shardings of one
+    program (the planner then has no span to settle on its answers: :mod:`shardalg.planning.respan`)."""
+    if isinstance(node, tuple):
+        return tuple(without_spans(x) for x in node)  # type: ignore[return-value]
+    if not isinstance(node, Node):
+        return node
+    kept = {f.name: without_spans(getattr(node, f.name)) for f in fields(node) if f.init and f.name != "span"}
+    return type(node)(**kept)  # type: ignore[return-value]

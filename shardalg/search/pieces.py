@@ -393,6 +393,7 @@ class StatementPricer(Pricer):
 
     def __init__(self, base: Program, space: Space, settings: Settings, pruned: Pruned):
         super().__init__(base, space, settings, pruned)
+        base = self.base  # without spans
         self.table: dict[tuple[Program, bool], Piece] = {}
         self.priced = 0  # pieces priced: a piece whose backward reads no gathered copy is priced once, not
         # once per keep choice

@@ -27,7 +27,7 @@ from shardalg.models.trainstate import TrainState
 from shardalg.models.zero import check_zero
 from shardalg.notation.plan import Op
 from shardalg.notation.printing.display import short
-from shardalg.notation.syntax import Program
+from shardalg.notation.syntax import Program, without_spans
 
 from .space import Assignment, Pruned, Space
 
@@ -260,7 +260,9 @@ class Pricer:
     why: str | None = None
 
     def __init__(self, base: Program, space: Space, settings: Settings, pruned: Pruned):
-        self.base = base
+        # priced without source spans: a candidate's plans are never shown against the text, and with no
+        # span on its tensors the planner has none to settle on each answer (planning.respan)
+        self.base = without_spans(base)
         self.space = space
         self.settings = settings
         self.pruned = pruned

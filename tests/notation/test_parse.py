@@ -4,10 +4,25 @@ bad inputs with the full ParseError text each gets (message, source line, caret)
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
 
 from shardalg.errors import LimitExceeded, ParseError, Span, UsageError
 from shardalg.notation.parse import grammar_path, parse, parse_statement, parse_tensor, split_axes
-from shardalg.notation.syntax import Arrow, Collective, Dim, DType, MeshDecl, Op, Product, Program, Tensor
+from shardalg.notation.printing import text
+from shardalg.notation.syntax import (
+    Arrow,
+    Collective,
+    Dim,
+    DType,
+    MeshDecl,
+    Node,
+    Op,
+    Product,
+    Program,
+    Tensor,
+    without_spans,
+)
+from tests.shared.strategies import programs
 
 
 def T(
@@ -391,6 +406,25 @@ def test_spans_locate_every_node() -> None:
 def test_spans_do_not_take_part_in_equality() -> None:
     assert parse("A[I_X, J]") == parse("  A[ I_X ,J ]  ")
     assert hash(parse_tensor("A[I_X, J]")) == hash(parse_tensor("A[I_X,   J]"))
+
+
+def _spans(node: object) -> list[object]:
+    """Every span in ``node`` and the nodes (and tuples of them) under it."""
+    if isinstance(node, tuple):
+        return [s for x in node for s in _spans(x)]
+    if not isinstance(node, Node):
+        return []
+    return [s for s in (node.span,) if s is not None] + [s for a in node.args for s in _spans(a)]
+
+
+@given(programs())
+def test_a_program_without_spans_is_the_program_with_none(p) -> None:
+    """``without_spans`` (what a search prices) is equal to the program parsed, prints the same and has no span
+    left in any node; the parsed program keeps its own."""
+    parsed = parse(text(p))
+    bare = without_spans(parsed)
+    assert bare == parsed and text(bare) == text(parsed) and type(bare) is Program
+    assert (_spans(parsed) or not parsed.statements) and not _spans(bare)
 
 
 def test_split_axes_rule() -> None:
