@@ -25,8 +25,12 @@ Candidates share pieces, so as pieces are priced a waiting candidate's bound is 
 its backward phase holds the backward of each of its pieces (and additions of a gradient's parts) priced so
 far, exactly, and each other piece's compute at least that piece unsharded over the devices (the floor above,
 piece by piece: :func:`group_floors`); its bound is the least over the keep choices it may take. A candidate
-whose bound so raised is above the next one's waits its turn again. With every piece of a candidate priced,
-its bound is the least step of its keep choices.
+whose bound so raised is above the next one's waits its turn again. A candidate at the head of the queue is
+priced one piece at a time: of the keep choice that gives its bound, the piece not priced yet whose floor is
+the largest (the one most likely to raise it), then it is bounded again and waits its turn again; so a
+candidate whose first pieces put it above its places is left with the rest of them unpriced (on
+``X=2,Y=2,Z=2`` the causal layer's search then prices 1,730 pieces, not 2,441). With every piece of a
+candidate priced, its bound is the least step of its keep choices.
 
 Bounds only grow and the places only come down, so a candidate left unpriced takes none of them: the winner,
 the ranked rows, each strategy's best and what each is set against are those of pricing every candidate
@@ -177,19 +181,36 @@ def bound_again(
     """``c``'s bound with the backward of its pieces priced so far, each other piece at its floor
     (``floors``: :func:`group_floors`): the least over the keep choices it may take (the settings' own, or
     either)."""
+    return _bound_and_next(pricer, c, floor, floors)[0]
+
+
+Next = tuple[Program, bool]  # a piece not priced yet, and the keep choice it is priced under
+
+
+def _bound_and_next(
+    pricer: StatementPricer, c: _Candidate, floor: dict[bool, float], floors: list[float]
+) -> tuple[float, Next | None]:
+    """:func:`bound_again`, and the piece to price next to raise it: of the keep choice that gives the bound
+    (keeping on a tie: a backward that reads the kept copies is the cheaper to plan), the unpriced piece whose
+    floor is the largest (None: every piece of that choice is priced)."""
     st = pricer.settings
     if c.pieces is None:
         c.pieces = pricer.pieces_of(c.admitted.assignment, c.admitted.program)
     if c.pieces is None:  # priced whole: nothing of it is known before
-        return lower_bound(c, st, floor)
+        return lower_bound(c, st, floor), None
     layers = float(c.admitted.model.layers)
-    keeps = (st.keep,) if st.keep is not None else (False, True)
+    keeps = (st.keep,) if st.keep is not None else (True, False)
     out = []
     for keep in keeps:
         got = pricer.priced_backward(c.pieces, keep)
         known = {once: (s, sum(floors[k] for run in rest for k in run)) for once, (s, rest) in got.items()}
-        out.append(bound_of(c.forward, known, layers, st, floor))
-    return min(out)
+        rest = [run for _, runs in got.values() for run in runs]
+        out.append((bound_of(c.forward, known, layers, st, floor), keep, rest))
+    bound, keep, rest = min(out, key=lambda x: x[0])  # the first of a tie: keeping
+    if not rest:
+        return bound, None
+    run = max(rest, key=lambda r: sum(floors[k] for k in r))
+    return bound, (c.pieces.subs[c.pieces.split.runs.index(run)], bool(keep))
 
 
 def price_bounded(
@@ -237,11 +258,18 @@ def price_bounded(
         )
         if bound <= place * (1 + MARGIN):
             # the pieces priced since it was bounded may raise its bound: then it waits its turn again
-            again = max(bound, bound_again(pricer, c, floor, floors))
+            again, missing = _bound_and_next(pricer, c, floor, floors)
+            again = max(bound, again)
             if again > bound and heap and again > heap[0][0]:
                 heapq.heappush(heap, (again, k))
                 continue
             bound = again
+            if missing is not None and bound <= place * (1 + MARGIN):
+                # one more of its pieces priced, then bounded again: it may fall behind another one, or
+                # above its places, before the rest of it is priced
+                pricer.piece(*missing)
+                heapq.heappush(heap, (bound, k))
+                continue
         done += 1
         if progress is not None:
             progress(done, total)

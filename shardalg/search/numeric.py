@@ -584,7 +584,7 @@ def _solver_text(solver: dict[str, Any]) -> str:
     if solver.get("bound", {}).get("unpriced"):
         head += (
             f"; branch and bound: {solver['bound']['unpriced']:,} candidates left unpriced (its forward plans, "
-            "the backward of its statements priced for others and the least compute of the rest put each above "
+            "the backward of its statements priced so far and the least compute of the rest put each above "
             "the top rows, its strategy's best and the best with its parameters)"
         )
     if solver.get("pricing") == "statements":

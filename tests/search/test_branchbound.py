@@ -120,3 +120,45 @@ def test_inference_and_the_whole_program_pricer_have_no_bound() -> None:
     assert "bound" not in numeric.search(MLP, **Q7).solver
     assert "bound" not in numeric.search(MLP, **{**MLP_TRAIN, "overlap": "schedule"}).solver
     assert "bound" in numeric.search(TRANSFORMER_FN, **{**SMALL_FN, "mesh": "X=2", "mode": "train"}).solver
+
+
+@pytest.mark.parametrize(("program", "kw"), CASES)
+def test_pieces_priced_one_at_a_time_raise_the_bound_to_the_step(program: str, kw: dict) -> None:
+    """The search prices a candidate's pieces one at a time, bounding it again after each: the piece it names
+    is one of the candidate's not priced yet; the bound never falls as they are priced, never exceeds the
+    least step of the candidate's keep choices, and once no piece is left to name (every piece of the keep
+    choice that gives the bound priced) it is that choice's step but for its gradients' additions (priced with
+    the candidate), so at most the least step and within 1e-9 of it where the candidate has none."""
+    mesh, sizes, hw, mode = Mesh.parse(kw["mesh"]), kw["sizes"], kw["hw"], kw["mode"]
+    with symbolic.strict():
+        prog, space, st, _ = numeric.prepare_search(
+            program, mesh, sizes, hw, kw.get("memory"), mode, None, None, kw.get("overlap"), "x", TrainState()
+        )
+        st = replace(st, keep=kw.get("keep_gathered"))
+        pricer = StatementPricer(prog, space, st, Pruned())
+        floor, floors, prices = branchbound._floor(prog, st), branchbound.group_floors(pricer), {}
+        named = exact = 0
+        for a in enumerate_space(space, pricer.pruned):
+            got = pricer.admit(a)
+            if not isinstance(got, Admitted):
+                continue
+            c = branchbound._Candidate(0, got, branchbound.forward_phase(got, st, prices))
+            bounds, nxt = [], None
+            for _ in range(2 * len(got.program.statements) + 1):
+                bound, nxt = branchbound._bound_and_next(pricer, c, floor, floors)
+                bounds.append(bound)
+                if nxt is None:
+                    break
+                assert c.pieces is not None and nxt[0] in c.pieces.subs, a
+                assert pricer.found(*nxt) is None, a  # not priced yet
+                pricer.piece(*nxt)
+                named += 1
+            assert nxt is None, a  # every piece named ends it
+            e = pricer.price(got)
+            keeps = [] if e.keep is None else [e.keep.again, e.keep.keep]
+            least = min([x for x in keeps if x is not None] or [e.seconds])
+            assert bounds == sorted(bounds) and bounds[-1] <= least * (1 + 1e-12), a
+            if c.pieces is not None and not c.pieces.joins:
+                assert bounds[-1] == pytest.approx(least, rel=1e-9), a
+                exact += 1
+        assert named > 0 and (exact > 0 or program == TRANSFORMER)
