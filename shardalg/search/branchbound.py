@@ -51,16 +51,8 @@ from shardalg.models.program import model_program
 from shardalg.models.step import _cost_model  # the step's own cost model
 from shardalg.notation.syntax import Program
 
-from .pieces import (
-    Pieces,
-    Seconds,
-    StatementPricer,
-    _price_piece,  # a group unsharded priced as the pieces price it (its floor)
-    _sub_program,
-    phase_of,
-    phase_seconds,
-    split_statements,
-)
+from .groups import Pieces, split_statements, sub_program
+from .pieces import Seconds, StatementPricer, phase_of, phase_seconds, price_piece
 from .price import Admitted, Entry, Settings
 from .space import Assignment
 
@@ -170,7 +162,7 @@ def group_floors(pricer: StatementPricer) -> list[float]:
     st = pricer.settings
     devices = float(st.mesh.devices)
     return [
-        _price_piece(_sub_program(pricer.base, g), st, False).phases[-1].compute / devices
+        price_piece(sub_program(pricer.base, g), st, False).phases[-1].compute / devices
         for g in split_statements(pricer.base)
     ]
 

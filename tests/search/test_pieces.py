@@ -10,8 +10,9 @@ import pytest
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.notation.parse import parse
+from shardalg.search.groups import is_product, split_statements
 from shardalg.search.numeric import prepare_search, search
-from shardalg.search.pieces import StatementPricer, _is_product, pricer_for, split_statements
+from shardalg.search.pieces import StatementPricer, pricer_for
 from shardalg.search.price import Pricer
 from shardalg.search.space import Assignment, Pruned, enumerate_space
 from tests.search.programs import LAYER_TRAIN, MLP, Q7, TRANSFORMER, TRANSFORMER_FN
@@ -158,7 +159,7 @@ def test_megatron_sp_without_a_core_is_priced_by_pieces():
     pricer = StatementPricer(prog, space, st, Pruned())
     a = MEGATRON_SP[7]
     assert _differences(Pricer(prog, space, st, Pruned())(a), pricer(a)) == []
-    products = [sum(map(_is_product, sub.statements)) for sub, _ in pricer.table]
+    products = [sum(map(is_product, sub.statements)) for sub, _ in pricer.table]
     assert max(products) == 3 and len(products) >= 4  # Q, K and V's projections; each of the others alone
 
 
@@ -402,13 +403,13 @@ def test_the_pieces_said_are_those_priced(monkeypatch):
     from shardalg.search import numeric, pieces
 
     priced = []
-    price = pieces._price_piece
+    price = pieces.price_piece
 
     def counted(*args):
         priced.append(args)
         return price(*args)
 
-    monkeypatch.setattr(pieces, "_price_piece", counted)
+    monkeypatch.setattr(pieces, "price_piece", counted)
     got = numeric.search(TRANSFORMER_FN, **{**SMALL_FN, "mesh": "X=2", "mode": "train"})
     assert got.solver["pieces"] == len(priced) == 102
     assert f"{len(priced):,} sharded statements priced once" in str(got)
