@@ -139,12 +139,13 @@ def _project(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes) -> tuple[Tensor
     (or both unknown) are interchangeable: a move's bytes depend only on the axes, and divisibility only on
     the size, so swapping the two maps every sequence onto one of the same cost. At any moment at most one
     dim per mesh axis holds an axis, so a sequence that parks axes on untouched dims can park them on the
-    first ``len(mesh)`` of each size instead: the others are dropped, and the search runs over the rest (on
+    last ``len(mesh)`` of each size instead: the others are dropped, and the search runs over the rest (on
     a product with 24 untouched dims, 3 on a 3-axis mesh instead of 24; issue 31, ``python -m bench wide``).
-    The moves found are lifted back with the index map (:func:`_lift`)."""
+    The last, because among sequences that tie the search names the later dim (:func:`.search._order`): the
+    one it names is kept. The moves found are lifted back with the index map (:func:`_lift`)."""
     kept: dict[int | None, int] = {}
     keep: list[int] = []
-    for i, (a, b) in enumerate(zip(src.dims, dst.dims, strict=True)):
+    for i, (a, b) in reversed(list(enumerate(zip(src.dims, dst.dims, strict=True)))):
         if a.axes or b.axes:
             keep.append(i)
             continue
@@ -152,6 +153,7 @@ def _project(src: Tensor, dst: Tensor, mesh: Mesh, sizes: Sizes) -> tuple[Tensor
         kept[size] = kept.get(size, 0) + 1
         if kept[size] <= len(mesh):
             keep.append(i)
+    keep.reverse()
     if len(keep) == len(src.dims):
         return src, dst, tuple(keep)
     return _without(src, keep), _without(dst, keep), tuple(keep)

@@ -216,8 +216,9 @@ class Search:
     ) -> list[tuple[Move, ...]]:
         """The move sequences between the origin and a settled label (in the order they are applied), one per
         sequence of ops (ties that apply the same ops in the same order differ only in which axes they name:
-        another decomposition of one permutation into swaps, or where a spare axis is sliced), in a fixed
-        order, at most ``cap + 1``. With ``keep``, only sequences whose every move it keeps."""
+        another decomposition of one permutation into swaps, or where a spare axis is sliced: the least by
+        :func:`_order`), in a fixed order, at most ``cap + 1``. With ``keep``, only sequences whose every move
+        it keeps."""
         return list(_reps(label, {}, keep, self.backward).values())[: cap + 1]
 
 
@@ -233,17 +234,29 @@ def _reps(
     got = memo.get(id(lab))
     if got is not None:
         return got
-    got = {} if lab.links else {(): ()}
+    got: dict[tuple[str, ...], tuple[Move, ...]] = {} if lab.links else {(): ()}
     for link, move in lab.links:
         if keep is not None and not keep(move):
             continue
         for ops, moves in _reps(link, memo, keep, backward).items():
             if backward:
-                got.setdefault((move[0],) + ops, (move,) + moves)
+                key, seq = (move[0],) + ops, (move,) + moves
             else:
-                got.setdefault(ops + (move[0],), moves + (move,))
+                key, seq = ops + (move[0],), moves + (move,)
+            had = got.get(key)
+            if had is None or _order(seq) < _order(had):
+                got[key] = seq
     memo[id(lab)] = got
     return got
+
+
+def _order(moves: tuple[Move, ...]) -> tuple[tuple[tuple[str, ...], int], ...]:
+    """A sequence's place among those of the same ops: by the axes each move names, then the dim it moves
+    them onto, the later dim first (``ReduceScatter_{X,K}`` of ``C[I, K]{U_X}``, as the book writes case 3).
+    A rule on the moves, not the order the search met them in: the projected search
+    (:func:`.redistribute._project`, which keeps the last untouched dims of each size, in their order) picks
+    the sequence the search over every dim picks."""
+    return tuple([(axes, 1 if dim is None else -dim) for _, axes, dim in moves])
 
 
 def _dominated(keys: list[tuple[float, int]], w: float, steps: int) -> bool:

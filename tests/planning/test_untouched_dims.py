@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import shardalg
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
+from shardalg.notation.parse import parse_tensor
 from shardalg.notation.syntax import Dim, Tensor
 from shardalg.numeric.execute import run_plan
 from shardalg.planning import redistribute, space
@@ -54,6 +55,24 @@ def test_same_sequences_as_the_search_over_every_dim(a, b, extra) -> None:  # ty
         redistribute._project = saved  # type: ignore[assignment]
         shardalg.clear_caches()
     assert projected == whole
+
+
+def test_a_tie_is_broken_onto_the_same_dim_with_or_without_the_untouched_ones() -> None:
+    # RS_Y onto I (then AllGather_XY from I) and RS_Y onto J (then from I and J) tie; the rule names the later
+    # dim, J, which the projection keeps: on 5e311ce the projected search said I, the whole one J
+    mesh = Mesh.parse("X=2,Y=2")
+    src, dst = _widen(parse_tensor("A[I_X, J]{U_Y}"), 2), _widen(parse_tensor("A[I, J]"), 2)
+    shardalg.clear_caches()
+    projected = _answer(src, dst, mesh)
+    assert projected == [(("ReduceScatter", ("Y",), "J"), ("AllGather", ("X", "Y"), None))]
+    saved = redistribute._project
+    redistribute._project = _whole  # type: ignore[assignment]
+    try:
+        shardalg.clear_caches()
+        assert _answer(src, dst, mesh) == projected
+    finally:
+        redistribute._project = saved  # type: ignore[assignment]
+        shardalg.clear_caches()
 
 
 def _states(n: int) -> int:
