@@ -256,7 +256,7 @@ def _local_unreduced(s: Arrow, ctx: Context) -> Iterator[Found]:
     leaves partial (case 3); the planner reshards that value into the result, and no rule makes partial
     sums over another axis (Permutes rename them between axes of one size): its NoPlan says the same."""
     assert isinstance(s.expr, Product) and ctx.mesh is not None
-    made = replace(value_of(s.expr, ctx), name=s.result.name)
+    made = replace(value_of(s.expr, ctx, s.result), name=s.result.name)  # its dims as the result names them
     if any(a not in ctx.mesh for a in s.result.unreduced + made.unreduced):
         return  # the unknown-axis rule reports it
     if partial_sums_reach(set(made.unreduced), s.result.unreduced, ctx.mesh):

@@ -54,6 +54,9 @@ ILLEGAL = [
     # these legal, plan said NoPlan. Y=4 would be legal: a Permute renames X into Y.
     ("A[I, J_X] ·_LOCAL B[J_X, K] -> C[I, K]{U_J}", "X=4,J=2", None, UnreachableUnreduced),
     ("A[I, J_X] ·_LOCAL B[J_X, K] -> C[I, K]{U_Y}", "X=4,Y=2", None, UnreachableUnreduced),
+    # random examples (stop 50): L is kept by the written result, so the local product gives C[L_X, I],
+    # reduced; the rule took L as contracted too (C[I]{U_X}) and called it legal, plan said NoPlan
+    ("A[K, L_X, I] ·_LOCAL B[L_X, K] -> C[L, I]{U_X}", "X=2", None, UnreachableUnreduced),
 ]
 
 # statements the planner plans: check says legal (notes what the plans fix), and the plans run right
@@ -64,6 +67,7 @@ LEGAL = [
     ("P[B_X, D] · Q[B_Y, D, F] -> R[B, F]", "X=2,Y=2", None),
     ("AllToAll_{Y,I}(A[J_Y, K, I])", "X=2,Y=2", {"I": 2, "J": 2, "K": 1}),
     ("A[I, J_X] ·_LOCAL B[J_X, K] -> C[I, K]{U_Y}", "X=2,Y=2", None),
+    ("A[K, L_X, I] ·_LOCAL B[L_X, K] -> C[I]{U_X}", "X=2", None),
 ]
 
 
