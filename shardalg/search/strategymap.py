@@ -24,7 +24,7 @@ from shardalg.notation.printing.symbology import latex_escape_text
 from . import polyhedra
 from .candidates import Priced
 from .conditions import Atom, Coordinates
-from .logspace import Term
+from .logspace import Term, to_expr
 
 __all__ = ["Region", "StrategyMap"]
 
@@ -98,6 +98,19 @@ class Region:
         }
 
 
+def _fits(e: Priced, at: Mapping[sympy.Symbol, Expr]) -> bool | None:
+    """Whether the entry's constraints hold at the point (each ``lhs <= rhs``, or ``<`` when strict); None
+    when the signs of a symbol the point does not give leave it undecided."""
+    holds: bool | None = True
+    for c in e.constraints:
+        room = to_expr(c.rhs).subs(at) - to_expr(c.lhs).subs(at)
+        ok = room.is_positive if c.strict else room.is_nonnegative
+        if ok is False:
+            return False
+        holds = None if ok is None else holds
+    return holds
+
+
 def _text_conditions(r: Region, indent: str) -> list[str]:
     common, rest = r.factored()
     lines = [f"{indent}  {sympy.sstr(c)}" for c in common]
@@ -167,11 +180,29 @@ class StrategyMap(Shown):
         return tuple(r for r in self.regions if r.winner == name or r.parent == name)
 
     def locate(self, values: Mapping[sympy.Symbol, float]) -> Region | None:
-        """The region that holds the point (symbol values), or None outside the domain. On a boundary (within
-        1e-9 in log space) the region the point lies deepest in is returned."""
+        """The region that holds the point (symbol values), or None outside the domain. Regions are open: on
+        a boundary (within 1e-9 in log space of the deepest region's depth) every region there is a choice,
+        and the one whose winner fits at the point and is fastest there (its region's cost at the point) is
+        returned (where they tie, the candidate listed first). The deepest alone would name a candidate that is slower on the boundary of
+        a faster one's memory cap: at ``1/(P^2*Q^2) <= 1`` the capped candidate fits, and wins."""
         y = self.coords.logs(dict(values))
-        best = max(self.regions, key=lambda r: r.margin(y), default=None)
-        return best if best is not None and best.margin(y) > -1e-9 else None
+        depths = [r.margin(y) for r in self.regions]
+        deepest = max(depths, default=-float("inf"))
+        if deepest <= -1e-9:
+            return None
+        there = [r for r, d in zip(self.regions, depths, strict=True) if d >= deepest - 1e-9]
+        if len(there) == 1:
+            return there[0]
+        entries = {e.name: e for e in self.entries}
+        at = {k: sympy.Float(v) for k, v in values.items()}
+        costs = [r.cost.subs(at) for r in there]
+        fits = [_fits(entries[r.winner], at) for r in there]
+        listed = list(entries)
+        fit = sorted((i for i, f in enumerate(fits) if f), key=lambda i: listed.index(there[i].winner))
+        for i in fit:  # a symbol the point does not give (a factor of every cost) is compared by its sign
+            if all((costs[j] - costs[i]).is_nonnegative for j in fit) and None not in fits:
+                return there[i]
+        return self.regions[depths.index(deepest)]  # undecided: the deepest (the first listed of those)
 
     def example(self, region: Region) -> tuple[float, ...]:
         """A point (log of each parameter) inside the region's first polyhedron and the domain, with every
