@@ -252,7 +252,7 @@ def _reps(
 
 def _order(moves: tuple[Move, ...]) -> tuple[tuple[tuple[str, ...], int], ...]:
     """A sequence's place among those of the same ops: by the axes each move names, then the dim it moves
-    them onto, the later dim first (``ReduceScatter_{X,K}`` of ``C[I, K]{U_X}``, as the book writes case 3).
+    them onto, the later dim first (``ReduceScatter_{X,K}`` of ``C[I, K]{U_X}``, not ``_{X,I}``).
     A rule on the moves, not the order the search met them in: the projected search
     (:func:`.redistribute._project`, which keeps the last untouched dims of each size, in their order) picks
     the sequence the search over every dim picks."""

@@ -195,14 +195,17 @@ class StrategyMap(Shown):
             return there[0]
         entries = {e.name: e for e in self.entries}
         at = {k: sympy.Float(v) for k, v in values.items()}
-        costs = [r.cost.subs(at) for r in there]
+        deepest_region = self.regions[depths.index(deepest)]  # where it is undecided (the first listed)
         fits = [_fits(entries[r.winner], at) for r in there]
+        if None in fits:
+            return deepest_region
+        costs = [r.cost.subs(at) for r in there]
         listed = list(entries)
         fit = sorted((i for i, f in enumerate(fits) if f), key=lambda i: listed.index(there[i].winner))
         for i in fit:  # a symbol the point does not give (a factor of every cost) is compared by its sign
-            if all((costs[j] - costs[i]).is_nonnegative for j in fit) and None not in fits:
+            if all((costs[j] - costs[i]).is_nonnegative for j in fit):
                 return there[i]
-        return self.regions[depths.index(deepest)]  # undecided: the deepest (the first listed of those)
+        return deepest_region
 
     def example(self, region: Region) -> tuple[float, ...]:
         """A point (log of each parameter) inside the region's first polyhedron and the domain, with every
