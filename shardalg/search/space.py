@@ -383,26 +383,76 @@ def assignments_over(
     for combo in product(*per_axis):
         if not _apart(combo):
             continue  # not in the space (nor counted in its size)
-        tp = tuple(ax for ax, (p, d) in zip(names, combo, strict=True) if _tensor_parallel(space, p, d))
-        variants = 2 if seq is not None and tp else 1  # with a sequence dim, Megatron SP on the TP axes too
-        pruned.visited += variants
+        a = _assignment(space, names, combo)
+        tp = _tp_axes(space, names, combo)
+        # with a sequence dim, Megatron SP on the TP axes too
+        variants = [a, replace(a, megatron=tp)] if seq is not None and tp else [a]
+        pruned.visited += len(variants)
         if perms:
-            keys = [(",".join(p), ",".join(d)) for p, d in combo]
-            if any([keys[perm[i]] for i in range(len(keys))] < keys for perm in perms):
-                pruned.symmetric += variants
-                continue
-        a = Assignment(names, tuple(p for p, _ in combo), tuple(d for _, d in combo))
+            kept = [v for v in variants if not _symmetric(space, names, combo, v, perms)]
+            pruned.symmetric += len(variants) - len(kept)
+            variants = kept
+        if not variants:
+            continue
         if not (_divides(space, a.param_map) and _divides(space, a.activation_map)):
-            pruned.illegal += variants
+            pruned.illegal += len(variants)
             continue
-        yield a
-        if variants == 1:
+        for v in variants:
+            if v.megatron:
+                assert seq is not None
+                if not _divides(
+                    space, {**a.activation_map, seq: (*a.activation_map.get(seq, ()), *v.megatron)}
+                ):
+                    pruned.illegal += 1
+                    continue
+            yield v
+
+
+def _assignment(space: Space, names: tuple[str, ...], combo: tuple[Choice, ...]) -> Assignment:
+    return Assignment(names, tuple(p for p, _ in combo), tuple(d for _, d in combo))
+
+
+def _tp_axes(space: Space, names: tuple[str, ...], combo: tuple[Choice, ...]) -> tuple[str, ...]:
+    """The tensor-parallel axes of ``combo``, in mesh order (Megatron SP's variant splits the sequence over them)."""
+    return tuple(ax for ax, (p, d) in zip(names, combo, strict=True) if _tensor_parallel(space, p, d))
+
+
+def _symmetric(
+    space: Space,
+    names: tuple[str, ...],
+    combo: tuple[Choice, ...],
+    a: Assignment,
+    perms: list[tuple[int, ...]],
+) -> bool:
+    """Whether ``a`` (of ``combo``, or its Megatron SP variant) is another assignment of the space with its
+    interchangeable axes renamed, one that comes first (its choices, axis by axis, sort lower): that one is
+    priced and ``a`` is not. Only where the renaming is exact: a dim split over several axes takes them in mesh
+    order, so a renaming that swaps two of them (``D=XY, B=X`` into ``D=YX, B=Y``) names a layout the space
+    does not hold, and ``D=XY, B=Y`` is another candidate, priced apart (on 2x2 their steps differ)."""
+    keys = [(",".join(p), ",".join(d)) for p, d in combo]
+    for perm in perms:
+        if not [keys[perm[i]] for i in range(len(keys))] < keys:
             continue
-        assert seq is not None
-        if not _divides(space, {**a.activation_map, seq: (*a.activation_map.get(seq, ()), *tp)}):
-            pruned.illegal += 1
-            continue
-        yield replace(a, megatron=tp)
+        image_combo = tuple(combo[perm[i]] for i in range(len(combo)))
+        image = _assignment(space, names, image_combo)
+        if a.megatron:
+            image = replace(image, megatron=_tp_axes(space, names, image_combo))
+        rename = {names[perm[i]]: names[i] for i in range(len(names))}
+        if _renamed(a, rename) == (image.param_map, image.activation_map, image.megatron):
+            return True
+    return False
+
+
+def _renamed(
+    a: Assignment, rename: dict[str, str]
+) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """``a``'s maps (parameters, activations, Megatron SP's axes) with its axes renamed, each dim's axes in the
+    order ``a`` gives them."""
+
+    def moved(m: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        return {d: tuple(rename[x] for x in axes) for d, axes in m.items()}
+
+    return moved(a.param_map), moved(a.activation_map), tuple(rename[x] for x in a.megatron)
 
 
 def _fits(sets: frozenset[Dims], alone: frozenset[str], p: Dims) -> bool:
