@@ -18,8 +18,9 @@ A phase takes max(its compute, its busiest lane) under ``steady`` and its comput
 under ``serial``, at least its compute under both, and a part of the step its phases' sum times its count
 (the repeated layer's, or once). The candidates are then priced in the order of their bounds; one is left
 unpriced when its bound is above every place it could take: the ``top``-th fitting candidate so far, its
-strategy's best so far and the best so far with its parameters laid out alike (what :func:`.paid.against`
-sets a shown candidate against).
+strategy's best so far (and that of each other strategy whose assignment writes the same program:
+:attr:`.price.Pricer.aliases`) and the best so far with its parameters laid out alike (what
+:func:`.paid.against` sets a shown candidate against).
 
 Candidates share pieces, so as pieces are priced a waiting candidate's bound is raised before it is priced:
 its backward phase holds the backward of each of its pieces (and additions of a gradient's parts) priced so
@@ -243,9 +244,11 @@ def price_bounded(
         bound, k = heapq.heappop(heap)
         c = waiting[k]
         params = c.admitted.assignment.params_text
+        # its strategy's best, and that of each strategy another assignment writing its program is of
+        strategies = (c.admitted.strategy, *pricer.aliases.get(c.admitted.program, {}))
         place = max(
             best[-1] if len(best) >= top else float("inf"),
-            of_strategy.get(c.admitted.strategy, float("inf")),
+            *(of_strategy.get(s, float("inf")) for s in strategies),
             of_params.get(params, float("inf")),
         )
         if bound <= place * (1 + MARGIN):
@@ -275,6 +278,7 @@ def price_bounded(
         fitting.append((e, c.order))
         seconds = e.seconds if e.seconds is not None else float("inf")
         best = sorted([*best, seconds])[:top]
-        of_strategy[c.admitted.strategy] = min(of_strategy.get(c.admitted.strategy, seconds), seconds)
+        for s in strategies:
+            of_strategy[s] = min(of_strategy.get(s, seconds), seconds)
         of_params[params] = min(of_params.get(params, seconds), seconds)
     return fitting, [e for _, e in sorted(rejected, key=lambda x: x[0])], bounds

@@ -42,7 +42,7 @@ from .branchbound import Bounds, price_bounded
 from .paid import Move, against, attach, beyond_text, paid, pays_json
 from .pieces import StatementPricer, pricer_for
 from .price import Entry, Pricer, Settings, size_text, time_text
-from .space import STRATEGIES, Pruned, Space, enumerate_space, space_of, wider_note
+from .space import STRATEGIES, Assignment, Pruned, Space, enumerate_space, space_of, wider_note
 
 __all__ = ["SearchResult", "search", "parse_bytes", "Progress"]
 
@@ -140,6 +140,18 @@ class SearchResult(Shown):
     solver: dict[str, Any] = field(
         default_factory=dict
     )  # how the winner was found and priced (``solver_of``)
+    # a program another strategy's assignment writes too: that strategy's first such assignment
+    # (:attr:`.price.Pricer.aliases`)
+    aliases: dict[Program, dict[str, Assignment]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # each candidate as the best of a strategy whose assignment writes its program too: made once, so
+        # every read of ``best`` gives the same entries
+        self._as: dict[tuple[int, str], Entry] = {
+            (id(e), s): replace(e, assignment=a, strategy=s, same_as=e, detail=None)
+            for e in (*self.ranked, *self.rejected)
+            for s, a in self.aliases.get(e.program, {}).items()
+        }
 
     @property
     def winner(self) -> Entry | None:
@@ -147,17 +159,24 @@ class SearchResult(Shown):
 
     @property
     def best(self) -> dict[str, Entry]:
+        """Each named strategy's best candidate: the fastest fitting, else the one nearest to fitting. A
+        candidate whose program an assignment of another strategy writes too counts for that strategy as
+        well, as that assignment (its entry's ``same_as`` the candidate)."""
         out: dict[str, Entry] = {}
-        for e in self.ranked:
+        for e in (*self.ranked, *sorted(self.rejected, key=lambda e: e.bytes)):
             out.setdefault(e.strategy, e)
-        for e in sorted(self.rejected, key=lambda e: e.bytes):
-            out.setdefault(e.strategy, e)
+            for s in self.aliases.get(e.program, {}):
+                out.setdefault(s, self._as[(id(e), s)])
         named = [s for s in STRATEGIES if s in out] + sorted(s for s in out if s not in STRATEGIES)
         return {s: out[s] for s in named}
 
     def reason(self, e: Entry) -> str:
         """Why ``e`` is not the winner, in numbers: its time against the winner's, what binds its step, and the
         collectives it runs beyond the winner's (:meth:`pays`)."""
+        if e.same_as is not None:  # another assignment of its program, priced as that one
+            src = e.same_as
+            why = "the winner" if src is self.winner else self.reason(src)
+            return f"the same program as {src.strategy}'s {src.assignment}: {why}"
         if not e.fits:
             return e.memory_reason()
         w = self.winner
@@ -193,12 +212,23 @@ class SearchResult(Shown):
         return beyond_text(self.pays(e), self.against(e), self.winner)
 
     def _pays_json(self, e: Entry) -> dict[str, Any]:
+        if e.same_as is not None:
+            src = e.same_as
+            a = src.assignment
+            same = {
+                "strategy": src.strategy,
+                "params": a.params_text,
+                "activations": a.activations_text,
+                "megatron_sp": a.megatron_text if a.megatron else None,
+            }
+            return {"same_program_as": same, **pays_json(self.pays(src), self.against(src))}
         return pays_json(self.pays(e), self.against(e))
 
     def shown(self) -> list[Entry]:
         """The entries the printers show: the ranked rows and each strategy's best."""
         out: list[Entry] = []
         for e in [e for _, e in self.rows()] + list(self.best.values()):
+            e = e.same_as or e  # another assignment of a candidate's program: the candidate's own rows
             if not any(e is x for x in out):
                 out.append(e)
         return out
@@ -558,7 +588,16 @@ def search(
                 ("inference", "memory counts parameters, KV cache and gathered weights (no activations)")
             )
         result = SearchResult(
-            settings, space, prog, ranked, rejected, pruned, top, notes, solver_of(pricer, bounds)
+            settings,
+            space,
+            prog,
+            ranked,
+            rejected,
+            pruned,
+            top,
+            notes,
+            solver_of(pricer, bounds),
+            pricer.aliases,
         )
         shown = result.shown() + ([result.winner] if result.winner is not None else [])
         attach(shown + [x for e in shown if (x := result.against(e)) is not None], settings)

@@ -170,6 +170,9 @@ class Entry:
     keep: KeepChoice | None = None  # training: the backward's gathered copies kept or gathered again
     gathers: tuple[str, ...] = ()  # the values (not parameters) its forward gathers (activation_gathers)
     detail: Any = None  # its step by phase and its collectives (:class:`.paid.Breakdown`), for a printed row
+    # the candidate priced for this entry's program, written by another strategy's assignment (this entry is
+    # that candidate as this assignment: :attr:`.numeric.SearchResult.best`); None: priced as itself
+    same_as: Entry | None = None
 
     @property
     def gathered(self) -> str:
@@ -266,7 +269,10 @@ class Pricer:
         self.space = space
         self.settings = settings
         self.pruned = pruned
-        self.seen: set[Program] = set()
+        self.seen: dict[Program, str] = {}  # each program admitted, by its first assignment's strategy
+        # the first assignment of each other strategy that writes an admitted program again: one candidate,
+        # priced once, the best of those strategies too (:attr:`.numeric.SearchResult.best`)
+        self.aliases: dict[Program, dict[str, Assignment]] = {}
 
     def __call__(self, a: Assignment) -> Entry | None:
         got = self.admit(a)
@@ -277,17 +283,20 @@ class Pricer:
         is dropped (a program seen already, an illegal sharding, left out by the ZeRO stage), or its rejected
         entry when its parameters alone exceed the cap (each counted in ``pruned``)."""
         st = self.settings
+        strategy = self.space.strategy(a)
         try:
             program = shard(self.base, a.param_map, a.activation_map, sequence=a.megatron)
-            if program in self.seen:
+            first = self.seen.get(program)
+            if first is not None:
                 self.pruned.equivalent += 1
+                if strategy != first:
+                    self.aliases.setdefault(program, {}).setdefault(strategy, a)
                 return None
-            self.seen.add(program)
+            self.seen[program] = strategy
             model = model_program(program, st.mesh, st.sizes)
         except IllegalSharding:
             self.pruned.illegal += 1
             return None
-        strategy = self.space.strategy(a)
         state = {"precision": st.state.precision, "zero": st.state.zero}
         if st.mode == "train":
             try:  # ZeRO-1/2 keep the parameters whole over the data axes: an FSDP candidate is ZeRO-3

@@ -1,0 +1,116 @@
+"""The numeric search against a brute force, on random small programs: its winner is the fastest fitting
+candidate of pricing every assignment of the space (no symmetry dropped, each candidate's whole program
+priced by a fresh :class:`~shardalg.search.price.Pricer`), and so is each named strategy's best.
+
+The search prunes interchangeable axes, bounds candidates it leaves unpriced (branch and bound, training) and
+assembles each candidate from its statements' prices (:mod:`shardalg.search.pieces`); the oracle does none of
+that. Programs are an MLP (one or two products) with what a layer writes around it: a norm and its scale, an
+activation function, a gated product, a residual add, a tokens dim; on 2x2, 4 or 2x4, trained or served,
+under either overlap policy that sums statements, with a memory cap that may bind."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardalg.algebra.mesh import Mesh
+from shardalg.models.trainstate import TrainState
+from shardalg.planning import symbolic
+from shardalg.search.numeric import prepare_search, search
+from shardalg.search.price import Entry, Pricer
+from shardalg.search.space import Pruned, enumerate_space
+
+
+@st.composite
+def programs(draw: st.DrawFn) -> str:
+    """A small layer: an optional norm (with its scale) before the first product, an optional activation
+    function (or a gated product) between two products, an optional residual add; a tokens dim or not."""
+    tokens = draw(st.booleans())
+    ts = "T, " if tokens else ""
+    act = lambda d: f"[B, {ts}{d}]"  # noqa: E731  an activation's dims
+    params, lines = ["W1"], []
+    x = "In"
+    if draw(st.booleans()):
+        lines.append(f"rmsnorm_D(In{act('D')}) -> Hr{act('D')}")
+        if draw(st.booleans()):
+            params.append("g")
+            lines.append(f"Hr{act('D')} .* g[D] -> Hn{act('D')}")
+            x = "Hn"
+        else:
+            x = "Hr"
+    lines.append(f"{x}{act('D')} * W1[D, F] -> H{act('F')}")
+    if draw(st.booleans()):  # a second product back to D
+        middle = draw(st.sampled_from(["none", "silu", "gated"]))
+        h = "H"
+        if middle == "silu":
+            lines.append(f"silu(H{act('F')}) -> G{act('F')}")
+            h = "G"
+        elif middle == "gated":
+            params.append("Wg")
+            lines.append(f"{x}{act('D')} * Wg[D, F] -> Gt{act('F')}")
+            lines.append(f"Gt{act('F')} .* H{act('F')} -> M{act('F')}")
+            h = "M"
+        params.append("W2")
+        lines.append(f"{h}{act('F')} * W2[F, D] -> Out{act('D')}")
+        if draw(st.booleans()):
+            lines.append(f"In{act('D')} + Out{act('D')} -> Y{act('D')}")
+    head = [f"params {', '.join(params)}"] + (["tokens B, T"] if tokens else [])
+    return "\n".join(head + lines)
+
+
+def _settings_of(program: str, mesh: str, sizes: dict[str, int], mode: str, overlap: str, cap: float):
+    prog, space, st_, _ = prepare_search(
+        program, Mesh.parse(mesh), sizes, "tpu-v5e", cap, mode, None, None, overlap, "steady", TrainState()
+    )
+    return prog, space, st_
+
+
+def _brute_force(program: str, mesh: str, sizes: dict[str, int], mode: str, overlap: str, cap: float):
+    """Every assignment of the space, none dropped as symmetric, each priced whole: the fastest fitting entry
+    overall and by strategy (the first met on a tie)."""
+    with symbolic.strict():
+        prog, space, st_ = _settings_of(program, mesh, sizes, mode, overlap, cap)
+        best: Entry | None = None
+        by: dict[str, Entry] = {}
+        for a in enumerate_space(space, Pruned(), symmetry=False):
+            e = Pricer(prog, space, st_, Pruned())(a)  # a fresh pricer: nothing skipped as seen
+            if not isinstance(e, Entry) or not e.fits:
+                continue
+            if best is None or e.seconds < best.seconds:
+                best = e
+            if e.strategy not in by or e.seconds < by[e.strategy].seconds:
+                by[e.strategy] = e
+        return best, by
+
+
+MESHES = {"X=2,Y=2": 4, "X=4": 4, "X=2,Y=4": 8}
+
+
+@settings(max_examples=max(4, settings.default.max_examples // 10))
+@given(
+    program=programs(),
+    mesh=st.sampled_from(sorted(MESHES)),
+    b=st.sampled_from([16, 64, 512]),
+    t=st.sampled_from([256, 2048]),
+    d=st.sampled_from([256, 1024, 4096]),
+    f=st.sampled_from([1024, 4096, 16384]),
+    mode=st.sampled_from(["train", "infer"]),
+    overlap=st.sampled_from(["steady", "serial"]),
+    cap_log=st.floats(min_value=5.0, max_value=10.0),
+)
+def test_the_search_is_the_brute_force(program, mesh, b, t, d, f, mode, overlap, cap_log):
+    sizes = {"B": b, "D": d, "F": f} | ({"T": t} if "tokens" in program else {})
+    cap = math.floor(10**cap_log)
+    got = search(program, mesh=mesh, sizes=sizes, hw="tpu-v5e", memory=cap, mode=mode, overlap=overlap)
+    want, by = _brute_force(program, mesh, sizes, mode, overlap, cap)
+    assert (got.winner is None) == (want is None)
+    if want is not None:
+        assert got.winner.seconds == pytest.approx(want.seconds, rel=1e-12), (got.winner, want)
+        assert got.winner.bytes <= cap
+    fitting = {name: e for name, e in got.best.items() if e.fits}
+    assert sorted(fitting) == sorted(by)
+    for name, e in by.items():
+        assert fitting[name].seconds == pytest.approx(e.seconds, rel=1e-12), name
