@@ -30,7 +30,8 @@ whose bound so raised is above the next one's waits its turn again. A candidate 
 priced one piece at a time: of the keep choice that gives its bound, the piece not priced yet whose floor is
 the largest (the one most likely to raise it), then it is bounded again and waits its turn again; so a
 candidate whose first pieces put it above its places is left with the rest of them unpriced (on
-``X=2,Y=2,Z=2`` the causal layer's search then prices 1,725 pieces, not 2,436). With every piece of a
+``X=2,Y=2,Z=2`` the causal layer's search priced 1,725 pieces, not 2,436, when this landed; the space has
+since kept candidates it had dropped as symmetric, and it prices 2,820). With every piece of a
 candidate priced, its bound is the least step of its keep choices.
 
 Bounds only grow and the places only come down, so a candidate left unpriced takes none of them: the winner,

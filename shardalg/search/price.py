@@ -171,7 +171,7 @@ class Entry:
     gathers: tuple[str, ...] = ()  # the values (not parameters) its forward gathers (activation_gathers)
     detail: Any = None  # its step by phase and its collectives (:class:`.paid.Breakdown`), for a printed row
     # the candidate priced for this entry's program, written by another strategy's assignment (this entry is
-    # that candidate as this assignment: :attr:`.numeric.SearchResult.best`); None: priced as itself
+    # that candidate as this assignment: :attr:`.searchresult.SearchResult.best`); None: priced as itself
     same_as: Entry | None = None
 
     @property
@@ -271,7 +271,7 @@ class Pricer:
         self.pruned = pruned
         self.seen: dict[Program, str] = {}  # each program admitted, by its first assignment's strategy
         # the first assignment of each other strategy that writes an admitted program again: one candidate,
-        # priced once, the best of those strategies too (:attr:`.numeric.SearchResult.best`)
+        # priced once, the best of those strategies too (:attr:`.searchresult.SearchResult.best`)
         self.aliases: dict[Program, dict[str, Assignment]] = {}
 
     def __call__(self, a: Assignment) -> Entry | None:

@@ -1,16 +1,20 @@
 """The numeric search against a brute force, on random small programs: its winner is the fastest fitting
 candidate of pricing every assignment of the space (no symmetry dropped, each candidate's whole program
-priced by a fresh :class:`~shardalg.search.price.Pricer`), and so is each named strategy's best.
+priced by a fresh :class:`~shardalg.search.price.Pricer`), and so is each named strategy's best (a
+candidate written by assignments of several strategies counts for each).
 
 The search prunes interchangeable axes, bounds candidates it leaves unpriced (branch and bound, training) and
 assembles each candidate from its statements' prices (:mod:`shardalg.search.pieces`); the oracle does none of
 that. Programs are an MLP (one or two products) with what a layer writes around it: a norm and its scale, an
-activation function, a gated product, a residual add, a tokens dim; on 2x2, 4 or 2x4, trained or served,
-under either overlap policy that sums statements, with a memory cap that may bind."""
+activation function, a gated product, a residual add, a tokens dim; on 2x2, 4 or 2x4 of a v5e or a v5p,
+trained (the backward's gathered copies kept, gathered again, or the faster) or served, under either overlap
+policy that sums statements, with a memory cap that may bind."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -61,18 +65,24 @@ def programs(draw: st.DrawFn) -> str:
     return "\n".join(head + lines)
 
 
-def _settings_of(program: str, mesh: str, sizes: dict[str, int], mode: str, overlap: str, cap: float):
-    prog, space, st_, _ = prepare_search(
-        program, Mesh.parse(mesh), sizes, "tpu-v5e", cap, mode, None, None, overlap, "steady", TrainState()
-    )
-    return prog, space, st_
-
-
-def _brute_force(program: str, mesh: str, sizes: dict[str, int], mode: str, overlap: str, cap: float):
+def _brute_force(program: str, on: dict[str, Any]) -> tuple[Entry | None, dict[str, Entry]]:
     """Every assignment of the space, none dropped as symmetric, each priced whole: the fastest fitting entry
-    overall and by strategy (the first met on a tie)."""
+    overall and by strategy."""
     with symbolic.strict():
-        prog, space, st_ = _settings_of(program, mesh, sizes, mode, overlap, cap)
+        prog, space, st_, _ = prepare_search(
+            program,
+            Mesh.parse(on["mesh"]),
+            on["sizes"],
+            on["hw"],
+            on["memory"],
+            on["mode"],
+            None,
+            None,
+            on["overlap"],
+            "steady",
+            TrainState(),
+        )
+        st_ = replace(st_, keep=on["keep_gathered"])
         best: Entry | None = None
         by: dict[str, Entry] = {}
         for a in enumerate_space(space, Pruned(), symmetry=False):
@@ -86,30 +96,37 @@ def _brute_force(program: str, mesh: str, sizes: dict[str, int], mode: str, over
         return best, by
 
 
-MESHES = {"X=2,Y=2": 4, "X=4": 4, "X=2,Y=4": 8}
-
-
 @settings(max_examples=max(4, settings.default.max_examples // 10))
 @given(
     program=programs(),
-    mesh=st.sampled_from(sorted(MESHES)),
+    mesh=st.sampled_from(["X=2,Y=2", "X=4", "X=2,Y=4"]),
+    hw=st.sampled_from(["tpu-v5e", "tpu-v5p"]),
     b=st.sampled_from([16, 64, 512]),
     t=st.sampled_from([256, 2048]),
     d=st.sampled_from([256, 1024, 4096]),
     f=st.sampled_from([1024, 4096, 16384]),
     mode=st.sampled_from(["train", "infer"]),
     overlap=st.sampled_from(["steady", "serial"]),
+    keep=st.sampled_from([None, True, False]),
     cap_log=st.floats(min_value=5.0, max_value=10.0),
 )
-def test_the_search_is_the_brute_force(program, mesh, b, t, d, f, mode, overlap, cap_log):
+def test_the_search_is_the_brute_force(program, mesh, hw, b, t, d, f, mode, overlap, keep, cap_log):
     sizes = {"B": b, "D": d, "F": f} | ({"T": t} if "tokens" in program else {})
-    cap = math.floor(10**cap_log)
-    got = search(program, mesh=mesh, sizes=sizes, hw="tpu-v5e", memory=cap, mode=mode, overlap=overlap)
-    want, by = _brute_force(program, mesh, sizes, mode, overlap, cap)
+    on = {
+        "mesh": mesh,
+        "sizes": sizes,
+        "hw": hw,
+        "memory": math.floor(10**cap_log),
+        "mode": mode,
+        "overlap": overlap,
+        "keep_gathered": keep if mode == "train" else None,
+    }
+    got = search(program, **on)
+    want, by = _brute_force(program, on)
     assert (got.winner is None) == (want is None)
     if want is not None:
         assert got.winner.seconds == pytest.approx(want.seconds, rel=1e-12), (got.winner, want)
-        assert got.winner.bytes <= cap
+        assert got.winner.bytes <= on["memory"]
     fitting = {name: e for name, e in got.best.items() if e.fits}
     assert sorted(fitting) == sorted(by)
     for name, e in by.items():
