@@ -383,7 +383,7 @@ def assignments_over(
     for combo in product(*per_axis):
         if not _apart(combo):
             continue  # not in the space (nor counted in its size)
-        a = _assignment(space, names, combo)
+        a = _assignment(names, combo)
         tp = _tp_axes(space, names, combo)
         # with a sequence dim, Megatron SP on the TP axes too
         variants = [a, replace(a, megatron=tp)] if seq is not None and tp else [a]
@@ -408,7 +408,8 @@ def assignments_over(
             yield v
 
 
-def _assignment(space: Space, names: tuple[str, ...], combo: tuple[Choice, ...]) -> Assignment:
+def _assignment(names: tuple[str, ...], combo: tuple[Choice, ...]) -> Assignment:
+    """The assignment of ``combo``: each axis of ``names`` its (parameter dims, activation dims)."""
     return Assignment(names, tuple(p for p, _ in combo), tuple(d for _, d in combo))
 
 
@@ -434,7 +435,7 @@ def _symmetric(
         if not [keys[perm[i]] for i in range(len(keys))] < keys:
             continue
         image_combo = tuple(combo[perm[i]] for i in range(len(combo)))
-        image = _assignment(space, names, image_combo)
+        image = _assignment(names, image_combo)
         if a.megatron:
             image = replace(image, megatron=_tp_axes(space, names, image_combo))
         rename = {names[perm[i]]: names[i] for i in range(len(names))}
