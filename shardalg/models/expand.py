@@ -449,10 +449,17 @@ def shard(
             or not isinstance(expr.left, Tensor)
             or not isinstance(expr.right, Tensor)
         ):
+            # an activation gathered over the sequence before a product is whole from then on (the program
+            # moved on): a later function or elementwise statement reads the whole copy, and its plan slices
+            # it back for free (a residual add of the layer's input after its first product)
+            def read(t: Tensor) -> Tensor:
+                mine = sharded(t)
+                return seq_gathered.get(mine, mine)
+
             if isinstance(s, Arrow):
-                out.append(replace(s, expr=_map_tensors(expr, sharded), result=sharded(s.result)))
+                out.append(replace(s, expr=_map_tensors(expr, read), result=sharded(s.result)))
             else:
-                out.append(_map_tensors(s, sharded))
+                out.append(_map_tensors(s, read))
             continue
         left, right = sharded(expr.left), sharded(expr.right)
         res = sharded(result) if result is not None else None

@@ -136,3 +136,21 @@ def test_a_region_partly_outside_tensor_parallelism_reads_the_gathered_copy():
     assert model_memory(a, "h100").total > 0
     found = search(expand("llama-3-8b", functions=False), "Y=4", {"B": 8, "T": 1024}, "tpu-v5p", top=1)
     assert found.winner is not None
+
+
+def test_a_residual_add_after_the_gather_reads_the_gathered_copy():
+    """The layer's input feeds its first product directly and the residual add after it: Megatron SP gathers
+    In before the product, and the add reads that whole copy, its plan slicing it back for free (it read
+    In[B, T_XY, D] after the program had made it whole, and the search of this program failed
+    with a shape mismatch; found by the search's brute-force oracle)."""
+    prog = (
+        "params W1, W2\ntokens B, T\nIn[B, T, D] * W1[D, F] -> H[B, T, F]\nH[B, T, F] * W2[F, D] -> Out[B, T, D]\n"
+        "In[B, T, D] + Out[B, T, D] -> Y[B, T, D]"
+    )
+    program = shard(prog, "F=XY", "F=XY", sequence="XY")
+    lines = [text(s) for s in program.statements]
+    assert lines[0] == "AllGather_XY(In[B, T_XY, D]) -> In[B, T, D]"
+    assert lines[-1] == "In[B, T, D] + Out[B, T_XY, D] -> Y[B, T_XY, D]"
+    sizes = {"B": 16, "T": 256, "D": 256, "F": 1024}
+    a = analyze(model_program(program, "X=2,Y=2", sizes), "train")
+    assert a.backward is not None and model_memory(a, "tpu-v5e").total > 0

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from shardalg.algebra.mesh import Mesh
@@ -109,6 +109,20 @@ def _brute_force(program: str, on: dict[str, Any]) -> tuple[Entry | None, dict[s
     overlap=st.sampled_from(["steady", "serial"]),
     keep=st.sampled_from([None, True, False]),
     cap_log=st.floats(min_value=5.0, max_value=10.0),
+)
+@example(  # Megatron SP gathers In before the first product, and the residual add reads In after it
+    program="params W1, W2\ntokens B, T\nIn[B, T, D] * W1[D, F] -> H[B, T, F]\nH[B, T, F] * W2[F, D] -> Out[B, T, D]\n"
+    "In[B, T, D] + Out[B, T, D] -> Y[B, T, D]",
+    mesh="X=2,Y=2",
+    hw="tpu-v5e",
+    b=16,
+    t=256,
+    d=256,
+    f=1024,
+    mode="train",
+    overlap="steady",
+    keep=None,
+    cap_log=7.0,
 )
 def test_the_search_is_the_brute_force(program, mesh, hw, b, t, d, f, mode, overlap, keep, cap_log):
     sizes = {"B": b, "D": d, "F": f} | ({"T": t} if "tokens" in program else {})
