@@ -442,6 +442,14 @@ def shard(
     out: list = []
     gathered: dict[str, Tensor] = {}
     seq_gathered: dict[Tensor, Tensor] = {}
+
+    def read(t: Tensor) -> Tensor:
+        """An operand of a function or elementwise statement: an activation gathered over the sequence before
+        an earlier product is whole from then on (the program moved on), so it reads the whole copy, and its
+        plan slices it back for free (a residual add of the layer's input after its first product)."""
+        mine = sharded(t)
+        return seq_gathered.get(mine, mine)
+
     for s in prog.statements:
         expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
         if (
@@ -449,13 +457,6 @@ def shard(
             or not isinstance(expr.left, Tensor)
             or not isinstance(expr.right, Tensor)
         ):
-            # an activation gathered over the sequence before a product is whole from then on (the program
-            # moved on): a later function or elementwise statement reads the whole copy, and its plan slices
-            # it back for free (a residual add of the layer's input after its first product)
-            def read(t: Tensor) -> Tensor:
-                mine = sharded(t)
-                return seq_gathered.get(mine, mine)
-
             if isinstance(s, Arrow):
                 out.append(replace(s, expr=_map_tensors(expr, read), result=sharded(s.result)))
             else:

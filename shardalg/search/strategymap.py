@@ -183,8 +183,9 @@ class StrategyMap(Shown):
         """The region that holds the point (symbol values), or None outside the domain. Regions are open: on
         a boundary (within 1e-9 in log space of the deepest region's depth) every region there is a choice,
         and the one whose winner fits at the point and is fastest there (its region's cost at the point) is
-        returned (where they tie, the candidate listed first). The deepest alone would name a candidate that is slower on the boundary of
-        a faster one's memory cap: at ``1/(P^2*Q^2) <= 1`` the capped candidate fits, and wins."""
+        returned (where they tie, the candidate listed first). The deepest alone would name a candidate that
+        is slower on the boundary of a faster one's memory cap: at ``1/(P^2*Q^2) <= 1`` the capped candidate
+        fits, and wins."""
         y = self.coords.logs(dict(values))
         depths = [r.margin(y) for r in self.regions]
         deepest = max(depths, default=-float("inf"))
