@@ -42,6 +42,7 @@ import sympy
 from sympy import Expr, Integer
 
 from shardalg.algebra.registry import RECORDS
+from shardalg.algebra.traffic import Sizes
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.plancost import plan_of
 from shardalg.costs.stepcost import Options
@@ -53,7 +54,7 @@ from shardalg.notation.printing import text
 from shardalg.notation.syntax import Apply, Arrow, DType, Op, Product, Program, Tensor
 from shardalg.planning.backward import backward
 from shardalg.planning.forward import grad_name
-from shardalg.planning.planner import plan
+from shardalg.planning.planner import Problem, plan
 
 from .head import made_again
 from .program import ModelProgram, StatementInfo
@@ -182,7 +183,9 @@ class Analysis:
         plain = isinstance(expr, Product) and isinstance(expr.left, Tensor) and isinstance(expr.right, Tensor)
         resharding = isinstance(s, Arrow) and isinstance(expr, Tensor)
         if plain or resharding:
-            return _causal(plan(s, m.mesh, m.sizes), info.index in self.causal_products)
+            # the program was checked when it was read (model_program): its statements are not checked again
+            problem = Problem(s, m.mesh, Sizes(m.sizes), None, checked=True)
+            return _causal(plan(problem), info.index in self.causal_products)
         return plan_of(Program((s,)), m.mesh, m.sizes)
 
     @cached_property

@@ -48,7 +48,7 @@ from .anonymous import Renaming
 from .einsum_query import EinsumQuery
 from .optimum import cheapest_plan
 from .order import bytes_are_numbers, plan_bytes, sized, sort_plans
-from .planner import plans
+from .planner import Problem, plans
 from .planset import DEFAULT_LIMITS
 from .redistribute import default_key
 
@@ -84,19 +84,21 @@ def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, i
     found: list[Plan] = []
     last: ShardalgError | None = None
     reached = 0
+    known = Sizes(sizes)
     for t in g.targets:
         try:
-            found.extend(plans(Arrow(g.product(cotangent), t), mesh, sizes))
+            found.extend(plans(Problem(Arrow(g.product(cotangent), t), mesh, known, None, checked=True)))
             reached += 1
         except ShardalgError as err:  # an unreachable target is one candidate fewer
             last = err
     if not found:
         assert last is not None
         raise last
-    known = Sizes(sizes)
     if reached > 1:  # one target's plans are in the planner's order already (or in its choice's, made again)
         sort_plans(found, default_key(mesh, known))  # bytes first; the steps' text only among ties
-    if symbolic.is_strict() and not bytes_are_numbers(found, mesh, known):  # no size-dependent choice made
+    # no size-dependent choice made (a plan moves only tensors with the dims of the einsum's)
+    numbers = sized((cotangent, g.primal, *g.targets), mesh, sizes) or bytes_are_numbers(found, mesh, known)
+    if symbolic.is_strict() and not numbers:
         found, choice = symbolic.choose(found, lambda p: plan_bytes(p, mesh, known))
         if choice is not None and not choice.decided:
             product = printing.text(Arrow(g.product(cotangent), g.targets[0]))

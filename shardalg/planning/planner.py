@@ -44,7 +44,7 @@ from .attention import attention_plans, core_of
 from .einsum_plans import EinsumPlanner
 from .functions import free_plan, function_plans
 from .noplan import no_plan
-from .order import bytes_are_numbers, default_key, sort_plans
+from .order import bytes_are_numbers, default_key, sized, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .ranking import Key, Ranking, Weigh
 from .redistribute import plan_bytes, redistribute
@@ -184,7 +184,8 @@ def plans(
         warnings.warn(f"the plans may be incomplete: {found.note}", IncompleteWarning, stacklevel=2)
     # the one place spans are settled: memos are keyed by value, so pieces may come from an equal statement
     # written elsewhere; every tensor points into what this caller wrote
-    own = respanned(found, written_tensors(p.statement, p.target))
+    written = written_tensors(p.statement, p.target)
+    own = respanned(found, written)
     if given_key:
         return Plans(own, found.complete, found.note, columns)
     listed = list(own)
@@ -193,7 +194,8 @@ def plans(
         return plan_bytes(q, p.mesh, p.sizes)
 
     if is_strict():  # an order that makes up no size, and the choice with it
-        if bytes_are_numbers(listed, p.mesh, p.sizes):  # nothing to choose: the numeric order stands
+        # nothing to choose: the numeric order stands (a plan moves only tensors with the written ones' dims)
+        if sized(written, p.mesh, p.sizes.known) or bytes_are_numbers(listed, p.mesh, p.sizes):
             return Plans(listed, found.complete, found.note, columns)
         ordered, choice = choose(listed, cost)
         return Plans(ordered, found.complete, found.note, columns, choice)
