@@ -86,6 +86,8 @@ def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, i
     reached = 0
     known = Sizes(sizes)
     for t in g.targets:
+        # made from a checked product, its target the operand's layout: planned without the rules run again
+        # (an unreachable target is refused by the planner: NoPlan)
         try:
             found.extend(plans(Problem(Arrow(g.product(cotangent), t), mesh, known, None, checked=True)))
             reached += 1
