@@ -230,9 +230,12 @@ def unreduced_result(s: Arrow, ctx: Context) -> Iterator[Found]:
         return  # the unknown-axis rule reports it
     contracted, _ = product_dims(left, right, s.expr.contract, ctx.result or s.result)
     sizes = [_known_size(d, left, right, ctx) for d in contracted]
-    have = set(left.unreduced) | set(right.unreduced)
+    # each operand's partial sums are a sum of their own, kept, reduced or renamed apart from the other's: two
+    # operands unreduced over Y leave partial sums over two axes (A[I]{U_Y} · B[J]{U_Y} -> C[I, J]{U_YZ} permutes
+    # B's onto Z), so they are counted once for each operand
+    have = (*left.unreduced, *right.unreduced)
     if any(
-        partial_sums_reach(have | set(sliced), s.result.unreduced, ctx.mesh)
+        partial_sums_reach((*have, *sliced), s.result.unreduced, ctx.mesh)
         for sliced in _sliceable(ctx.mesh, sizes)
     ):
         return

@@ -9,13 +9,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shardalg.algebra.legality import check
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Sizes
 from shardalg.errors import NoPlan, UnreachableUnreduced
 from shardalg.notation.syntax import Arrow, Dim, Product, Tensor
 from shardalg.numeric.execute import run_plan
 from shardalg.planning.order import plan_bytes
-from shardalg.planning.planner import plans
+from shardalg.planning.planner import Problem, plans
 from shardalg.planning.redistribute import redistribute
 
 from .bruteforce import Brute, best_bytes, key
@@ -43,6 +44,17 @@ def test_permute_renames_partial_sums() -> None:
     mesh = Mesh({"X": 2, "Y": 2})
     found = plans("A[I]{U_X} -> A[I]{U_Y}", mesh, SIZES)
     assert [(s.op.value, s.axes) for s in found[0].steps] == [("Permute", ("X", "Y"))]
+    _ok(found, mesh)
+
+
+def test_two_operands_unreduced_over_one_axis_leave_partial_sums_over_two() -> None:
+    """Each operand's partial sums are a sum of their own: B's are permuted onto Z, and the product of a sum over
+    Y and a sum over Z is a sum over YZ. The rule counted the operands' axes as one set and refused it."""
+    mesh = Mesh({"X": 2, "Y": 2, "Z": 2})
+    source = "A[I]{U_Y} · B[J]{U_Y} -> C[I, J]{U_YZ}"
+    assert not check(source, mesh, SIZES)
+    found = plans(source, mesh, SIZES)
+    assert [(s.op.value, s.axes) for s in found[0].steps] == [("Permute", ("Y", "Z")), ("Einsum", ())]
     _ok(found, mesh)
 
 
@@ -99,6 +111,36 @@ def test_every_reachable_unreduced_product_is_planned(case: tuple[Mesh, Tensor, 
     if brute is not None:
         assert plan_bytes(found[0], mesh, sizes).number <= brute[0]
     _ok(found[:3], mesh)
+
+
+def _divides(case: tuple[Mesh, Tensor, Tensor, Tensor]) -> bool:
+    mesh, *tensors = case
+    sizes = Sizes(SIZES)
+    return all(sizes.check_divisible(t, mesh, tuple(d.axes for d in t.dims)) for t in tensors)
+
+
+@settings(max_examples=60, deadline=None)
+@given(unreduced_einsums())
+def test_the_planner_alone_refuses_what_the_unreduced_rule_refuses(
+    case: tuple[Mesh, Tensor, Tensor, Tensor],
+) -> None:
+    """A gradient einsum is planned without the rules run again (``gradients.candidates``: its targets leave
+    partial sums on axes the product may not reach): the planner alone must refuse exactly the results the
+    unreduced-result rule refuses, and plan every other one."""
+    if not _divides(case):
+        return
+    mesh, a, b, c = case
+    stmt = Arrow(Product(a, b), c)
+    refused = [v.rule for v in check(stmt, mesh, SIZES)]
+    try:
+        found = plans(Problem(stmt, mesh, Sizes(SIZES), None, checked=True))
+    except NoPlan as err:
+        assert refused == ["unreduced-result"], (
+            f"{stmt} on {mesh}: the rules say {refused}, the planner {err}"
+        )
+        return
+    assert found, f"{stmt} on {mesh}: no plan and no NoPlan"
+    assert not refused, f"{stmt} on {mesh}: planned without the rules, yet they refuse it: {refused}"
 
 
 @st.composite
