@@ -91,6 +91,9 @@ STRATEGIES = {
     "case 4": ("A[I_X, J] * B[J, K_X] -> C[I_X, K]", {"X": 4}),
     "tp row": ("In[B, D_Y] * W_in[D, F_Y] -> H[B, F_Y]; H[B, F_Y] * W_out[F_Y, D] -> Out[B, D_Y]", {"Y": 4}),
     "case 4 twice": ("A[I_X, J] * B[J, K_X] -> C[I_X, K]; C[I_X, K] * B[J, K_X] -> E[I_X, J]", {"X": 2}),
+    # two operands unreduced over one axis and no contracted dim, the result over two (B's partial sums
+    # permuted onto Z)
+    "unreduced twice": ("A[I]{U_Y} * B[J]{U_Y} -> C[I, J]{U_YZ}", {"X": 2, "Y": 2, "Z": 2}),
 }
 
 
