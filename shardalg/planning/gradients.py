@@ -98,9 +98,9 @@ def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, i
         raise last
     if reached > 1:  # one target's plans are in the planner's order already (or in its choice's, made again)
         sort_plans(found, default_key(mesh, known))  # bytes first; the steps' text only among ties
-    # no size-dependent choice made (a plan moves only tensors with the dims of the einsum's)
-    numbers = sized((cotangent, g.primal, *g.targets), mesh, sizes) or bytes_are_numbers(found, mesh, known)
-    if symbolic.is_strict() and not numbers:
+    # no size-dependent choice made (the einsum's tensors hold every dim its plans move)
+    written = (cotangent, g.primal, *g.targets)
+    if symbolic.is_strict() and not bytes_are_numbers(found, mesh, known, written):
         found, choice = symbolic.choose(found, lambda p: plan_bytes(p, mesh, known))
         if choice is not None and not choice.decided:
             product = printing.text(Arrow(g.product(cotangent), g.targets[0]))

@@ -46,10 +46,15 @@ def sized(tensors: Iterable[Tensor], mesh: Mesh, known: Mapping[str, int]) -> bo
     return mesh.is_numeric and all(d.size is not None or d.label in known for t in tensors for d in t.dims)
 
 
-def bytes_are_numbers(plans: Iterable[Plan], mesh: Mesh, sizes: Sizes) -> bool:
+def bytes_are_numbers(
+    plans: Iterable[Plan], mesh: Mesh, sizes: Sizes, written: tuple[Tensor, ...] = ()
+) -> bool:
     """Whether every plan's bytes are numbers: every mesh axis has a size, and so does every dim of the
     tensors its steps move. Then :func:`.symbolic.choose` has nothing to decide (the numeric ranking does),
-    and no plan's bytes need be priced as a polynomial to find that out."""
+    and no plan's bytes need be priced as a polynomial to find that out. ``written``: the statement's tensors,
+    whose dims are every dim a plan of it moves; when each has a size, the plans are not walked."""
+    if written and sized(written, mesh, sizes.known):
+        return True
     moved = (s.inputs[0] for plan in plans for s in plan.steps if s.op is not Op.EINSUM)
     return sized(moved, mesh, sizes.known)
 

@@ -44,7 +44,7 @@ from .attention import attention_plans, core_of
 from .einsum_plans import EinsumPlanner
 from .functions import free_plan, function_plans
 from .noplan import no_plan
-from .order import bytes_are_numbers, default_key, sized, sort_plans
+from .order import bytes_are_numbers, default_key, sort_plans
 from .planset import DEFAULT_LIMITS, Limits, Overlap, Plans
 from .ranking import Key, Ranking, Weigh
 from .redistribute import plan_bytes, redistribute
@@ -194,8 +194,7 @@ def plans(
         return plan_bytes(q, p.mesh, p.sizes)
 
     if is_strict():  # an order that makes up no size, and the choice with it
-        # nothing to choose: the numeric order stands (a plan moves only tensors with the written ones' dims)
-        if sized(written, p.mesh, p.sizes.known) or bytes_are_numbers(listed, p.mesh, p.sizes):
+        if bytes_are_numbers(listed, p.mesh, p.sizes, written):  # nothing to choose: the numeric order stands
             return Plans(listed, found.complete, found.note, columns)
         ordered, choice = choose(listed, cost)
         return Plans(ordered, found.complete, found.note, columns, choice)
