@@ -197,8 +197,13 @@ class Analysis:
         # every statement the program writes, products and functions (norms, softmax, residual adds: their
         # derivatives ``f'(X, dY)``); a step the notation does not show is an input of the backward
         shown = tuple(m.statements[i].statement for i in self.shown)
+        # checked with the whole program when it was read (model_program): not checked again
         return backward(
-            Program(shown, source=m.program.source), m.mesh, m.sizes, keep_gathered=self.keep_gathered
+            Program(shown, source=m.program.source),
+            m.mesh,
+            m.sizes,
+            keep_gathered=self.keep_gathered,
+            checked=True,
         )
 
     def kept(self) -> list[tuple[str, Expr, Expr]]:

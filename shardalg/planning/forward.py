@@ -20,11 +20,12 @@ from dataclasses import dataclass, field, replace
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.statements import apply_statement
+from shardalg.algebra.traffic import Sizes
 from shardalg.errors import ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Program, Statement, Tensor
 
-from .planner import plan
+from .planner import Problem, plan
 
 __all__ = ["Forward", "Einsum", "Call", "grad_name", "analyze"]
 
@@ -123,9 +124,11 @@ def _same_layout(a: Tensor, b: Tensor) -> bool:
     return a.dim_names == b.dim_names and a.layout() == b.layout()
 
 
-def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
+def analyze(program: Program, mesh: Mesh, sizes: dict[str, int], checked: bool = False) -> Forward:
     """Read a forward program statement by statement; a ShapeMismatch when a statement reads a value in a
-    sharding that is not the one the program last gave it."""
+    sharding that is not the one the program last gave it. ``checked``: the program passed every legality
+    rule already (a model's program, checked when it was read), so its statements are planned without the
+    rules run again."""
     fw = Forward(program, mesh, sizes)
 
     def see(t: Tensor, what: str) -> str:
@@ -156,7 +159,7 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
                 span=result.span,
                 source=program.source,
             )
-        p = _planned(s, program, mesh, sizes)
+        p = _planned(s, program, mesh, sizes, checked)
         fw.plans.append(p)
         fw.produced.add(out_name)
         make(result, out_name)
@@ -230,7 +233,7 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
                     "Shift_{X,+k} is Shift_{X,-k}, of Send_{X,+k} Send_{X,-k})",
                 )
             r = see(arg, "operand")
-            fw.plans.append(_planned(s, program, mesh, sizes))
+            fw.plans.append(_planned(s, program, mesh, sizes, checked))
             if isinstance(expr, Collective):
                 out = apply_statement(s if isinstance(s, Arrow) else expr, mesh, sizes)
                 if out.name is None:
@@ -250,9 +253,14 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int]) -> Forward:
     return fw
 
 
-def _planned(s: Statement, program: Program, mesh: Mesh, sizes: dict[str, int]) -> Plan:
-    """The statement's default plan; a planner error is located in the program's source."""
+def _planned(
+    s: Statement, program: Program, mesh: Mesh, sizes: dict[str, int], checked: bool = False
+) -> Plan:
+    """The statement's default plan (planned as a checked Problem when the program passed the rules); a
+    planner error is located in the program's source."""
     try:
+        if checked:
+            return plan(Problem(s, mesh, Sizes(sizes), None, checked=True))
         return plan(s, mesh, sizes)
     except ShardalgError as err:
         if err.span is None:

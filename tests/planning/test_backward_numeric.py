@@ -106,6 +106,19 @@ def test_strategy_gradients_match_finite_differences(name, defer, keep):
     check_gradients(text, Mesh(axes), sizes, defer=defer, keep=keep)
 
 
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+@pytest.mark.parametrize("defer", [False, True])
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_checked_program_gets_the_backward_the_checks_give(name, defer, keep):
+    """``checked=True`` (a model's program, checked when it was read) skips the rules, not the planning: the
+    same backward, statement for statement, as the derivation that checks the program and each statement."""
+    text, axes = STRATEGIES[name]
+    prog, mesh, sizes = parse(text), Mesh(axes), {d: 8 for d in "BDFIJK"}
+    assert not check(prog, mesh, sizes)
+    checked = backward(prog, mesh, sizes, defer_reductions=defer, keep_gathered=keep, checked=True)
+    assert checked == backward(prog, mesh, sizes, defer_reductions=defer, keep_gathered=keep)
+
+
 def test_the_joint_backward_matches_finite_differences():
     """The sizes of the 720,896 -> 524,288 case: one AllGather_XY(dC) serves both gradients."""
     bw = check_gradients("A[I, J] * B[J, K] -> C[I_X, K_Y]", Mesh(X=2, Y=4), {"I": 16, "J": 16, "K": 64})
