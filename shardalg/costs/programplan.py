@@ -61,12 +61,14 @@ def _planned(stmt: Node, ctx: Context) -> Sequence[Plan]:
 
 
 def program_plan(
-    node: Node, mesh=None, sizes=None, choose: Chooser | None = None
+    node: Node, mesh=None, sizes=None, choose: Chooser | None = None, *, checked: bool = False
 ) -> tuple[Plan, tuple[str, ...]]:
     """The plan a program (or one statement) spells out, and a note for each statement that had to be
     planned (see the module's docstring). ``choose`` picks the cheapest of a statement's plans (default:
-    the planner's first, by bytes communicated)."""
-    check_or_raise(node, mesh, sizes)
+    the planner's first, by bytes communicated). ``checked``: ``node`` passed the legality rules already (a
+    statement of a model's program, checked when it was read): not checked again."""
+    if not checked:
+        check_or_raise(node, mesh, sizes)
     ctx = context_for(node, mesh, sizes)
     statements = node.statements if isinstance(node, Program) else (node,)
     steps: list[Step] = []
@@ -142,9 +144,10 @@ def program_plan(
     return Plan(tuple(leaves), tuple(steps), steps[-1].output, note="; ".join(notes)), tuple(notes)
 
 
-def plan_of(node: Node, mesh=None, sizes=None) -> Plan:
+def plan_of(node: Node, mesh=None, sizes=None, *, checked: bool = False) -> Plan:
     """The explicit plan a program (or one statement) spells out: one step per collective and product,
     inner expressions first; a product that needs communication it does not write is replaced by its
-    cheapest plan (the plan's ``note`` says so). Checks legality first; a bare resharding request
-    (``A[I_X] -> A[I_Y]``) has no steps of its own and is a UsageError (plan it with the planner)."""
-    return program_plan(node, mesh, sizes)[0]
+    cheapest plan (the plan's ``note`` says so). Checks legality first (unless ``checked``, as
+    :func:`program_plan`); a bare resharding request (``A[I_X] -> A[I_Y]``) has no steps of its own and is a
+    UsageError (plan it with the planner)."""
+    return program_plan(node, mesh, sizes, checked=checked)[0]

@@ -186,7 +186,7 @@ class Analysis:
             # the program was checked when it was read (model_program): its statements are not checked again
             problem = Problem(s, m.mesh, Sizes(m.sizes), None, checked=True)
             return _causal(plan(problem), info.index in self.causal_products)
-        return plan_of(Program((s,)), m.mesh, m.sizes)
+        return plan_of(Program((s,)), m.mesh, m.sizes, checked=True)
 
     @cached_property
     def backward(self):  # -> BackwardProgram | None

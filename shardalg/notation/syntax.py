@@ -438,6 +438,12 @@ class Roles(Node):
     def __post_init__(self) -> None:
         for name in (*(role.value for role in Role), "tokens"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+        # each declared tensor's role, by its name (the first role that names it, if a checker let two)
+        by_name: dict[str, Role] = {}
+        for role in Role:
+            for n in self.names(role):
+                by_name.setdefault(n, role)
+        self.__dict__["_by_name"] = by_name
 
     def names(self, role: Role) -> tuple[str, ...]:
         """The tensors declared with ``role`` (the field is named by the keyword)."""
@@ -445,7 +451,7 @@ class Roles(Node):
 
     def role_of(self, name: str) -> Role | None:
         """The role of tensor ``name``, or None."""
-        return next((role for role in Role if name in self.names(role)), None)
+        return self.__dict__["_by_name"].get(name)
 
     @property
     def empty(self) -> bool:

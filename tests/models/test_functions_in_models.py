@@ -177,3 +177,31 @@ def test_presets_write_their_functions_by_default():
     assert "rmsnorm_D" in text(expand("llama-3-8b")) and "rmsnorm_D" not in text(
         expand("llama-3-8b", functions=False)
     )
+
+
+@pytest.mark.parametrize("program", [MLP, CORE], ids=["mlp", "core"])
+@pytest.mark.parametrize("mesh", ["X=2,Y=2", "X=4"])
+def test_a_models_statements_are_planned_as_they_are_alone(program, mesh):
+    """A model's program is checked once, when it is read; its statements' forward plans and its backward are
+    then made without the rules run again, and are each statement's own plan and the derived backward of the
+    program as the public functions make them (which check)."""
+    from shardalg.costs.programplan import plan_of
+    from shardalg.models.expand import shard
+    from shardalg.notation.syntax import Program
+    from shardalg.planning.backward import backward
+    from shardalg.planning.planner import plan
+
+    sizes = {**SIZES, "S": 512, "H": 1024}
+    sharded = shard(program, "D=X", "B=X", mesh=mesh)
+    a = analyze(model_program(sharded, mesh, sizes), "train", "none")
+    m = a.model
+    for info in m.statements:
+        if info.kind == "declaration":
+            continue
+        s = info.statement
+        alone = (
+            plan(s, m.mesh, m.sizes) if info.kind == "product" else plan_of(Program((s,)), m.mesh, m.sizes)
+        )
+        assert a.forward_plan(info) == alone, text(s)
+    shown = Program(tuple(m.statements[i].statement for i in a.shown))
+    assert a.backward == backward(shown, m.mesh, m.sizes)
