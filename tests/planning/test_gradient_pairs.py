@@ -74,7 +74,8 @@ def test_the_bound_changes_no_choice(case) -> None:
 
 def test_the_bound_plans_fewer_versions(monkeypatch) -> None:
     """Case 4 on X=2,Y=2,Z=2 (a pair wins: dC gathered once for both gradients): 7 plannings of a gradient
-    without the bound (the two first ones, then 5 versions), 4 with it, the same pair."""
+    without the bound (the two first ones, then 5 versions), 3 with it, the same pair (4 when the bound took
+    the steps that make a version as ones a plan from it might get free)."""
     mesh, sizes = Mesh(X=2, Y=2, Z=2), {"I": 64, "J": 128, "K": 256}
     a, b, dc = T("A[I_X, J]"), T("B[J, K_X]"), T("dC[I_X, K]")
     left = Gradient("left", b, (a.replace(name="dA"),))
@@ -86,7 +87,7 @@ def test_the_bound_plans_fewer_versions(monkeypatch) -> None:
     planned_every, asked[:] = len(asked), []
     got = choose(left, right, dc, mesh, sizes, set())
     assert got == every and got[1].shared is not None
-    assert (planned_every, len(asked)) == (7, 4)
+    assert (planned_every, len(asked)) == (7, 3)
 
 
 def _printed(chosen: Any) -> Any:
