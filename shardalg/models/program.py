@@ -26,7 +26,7 @@ steps cost no FLOPs here, and their backward reads their inputs (:mod:`.analysis
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import sympy
@@ -262,10 +262,14 @@ def model_program(
     program: Program | str,
     mesh: Mesh | Mapping[str, int] | str | None = None,
     sizes: Mapping[str, int] | str | None = None,
+    *,
+    check: Callable[[Program, Mesh, dict[str, int]], object] = check_or_raise,
 ) -> ModelProgram:
     """Read ``program`` (notation text, a file's name, a model preset's name, or a Program) as a model on
     ``mesh`` with ``sizes`` (the program's ``mesh`` line and ``where`` clause apply too). Checks legality, and
-    that every role names a tensor of the program."""
+    that every role names a tensor of the program. ``check(program, mesh, sizes)`` checks it, with every size
+    bound (default: :func:`~shardalg.algebra.legality.check_or_raise`; a search passes one that checks each
+    statement once per search: :meth:`shardalg.search.price.Pricer.check`)."""
     if isinstance(program, str):
         program = parse(program_source(program))
     if not isinstance(program, Program):
@@ -278,7 +282,7 @@ def model_program(
         raise UsageError(
             "a model needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2) or write 'mesh X=4'"
         )
-    check_or_raise(program, ctx.mesh, ctx.sizes)
+    check(program, ctx.mesh, ctx.sizes)
     roles = program.roles or Roles()
     notes: list[tuple[str, str]] = []
     layers = _layer_count(roles, ctx.sizes, notes)

@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh
+from shardalg.algebra.subaxes import names_subaxes
 from shardalg.costs.hardware import Chip
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import IllegalSharding, UsageError
@@ -27,7 +29,7 @@ from shardalg.models.trainstate import TrainState
 from shardalg.models.zero import check_zero
 from shardalg.notation.plan import Op
 from shardalg.notation.printing.display import short
-from shardalg.notation.syntax import Program, without_spans
+from shardalg.notation.syntax import Program, Statement, without_spans
 
 from .space import Assignment, Pruned, Space
 
@@ -273,6 +275,9 @@ class Pricer:
         # the first assignment of each other strategy that writes an admitted program again: one candidate,
         # priced once, the best of those strategies too (:attr:`.searchresult.SearchResult.best`)
         self.aliases: dict[Program, dict[str, Assignment]] = {}
+        # the statements that passed the legality rules, with the sizes they were checked under: the candidates
+        # of a space share most of their statements, each checked once per search (:meth:`check`)
+        self.legal: set[tuple[Statement, tuple[tuple[str, int], ...]]] = set()
 
     def __call__(self, a: Assignment) -> Entry | None:
         got = self.admit(a)
@@ -293,7 +298,7 @@ class Pricer:
                     self.aliases.setdefault(program, {}).setdefault(strategy, a)
                 return None
             self.seen[program] = strategy
-            model = model_program(program, st.mesh, st.sizes)
+            model = model_program(program, st.mesh, st.sizes, check=self.check)
         except IllegalSharding:
             self.pruned.illegal += 1
             return None
@@ -310,6 +315,20 @@ class Pricer:
             parts = {"params, grads and optimizer" if st.mode == "train" else "params": lower}
             return Entry(a, strategy, program, lower, parts, False, cap=st.cap)
         return Admitted(a, strategy, program, model)
+
+    def check(self, program: Program, mesh: Mesh, sizes: dict[str, int]) -> None:
+        """:func:`~shardalg.algebra.legality.check_or_raise` on ``program``, statement by statement, each
+        statement once per search and sizes: the rules run at each site of a statement in the program's mesh
+        and sizes, so a program passes when each of its statements does, and the first violation raised is the
+        program's first. A program that names sub-axes is checked whole (its mesh is refined by all of them)."""
+        if names_subaxes(program):
+            check_or_raise(program, mesh, sizes)
+            return
+        bound = tuple(sorted(sizes.items()))
+        for s in program.statements:
+            if (s, bound) not in self.legal:
+                check_or_raise(s, mesh, sizes)
+                self.legal.add((s, bound))
 
     def price(self, admitted: Admitted) -> Entry:
         """An admitted candidate priced: in training with the backward's gathered copies kept or gathered again
