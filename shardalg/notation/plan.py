@@ -120,6 +120,15 @@ class Plan:
         return tuple(s for s in self.steps if s.op is not Op.EINSUM and (not s.op.function or s.axes))
 
     @cached
+    def located(self) -> bool:
+        """Whether a tensor of the plan, or a dim of one, points into a source text (has a span); worked out
+        once (:func:`shardalg.planning.respan.respanned` hands a plan that points nowhere to a caller that wrote
+        nowhere as it is)."""
+        tensors = {id(t): t for s in self.steps for t in (*s.inputs, s.output)}
+        tensors.update((id(t), t) for t in (*self.inputs, self.output))
+        return any(t.span is not None or any(d.span is not None for d in t.dims) for t in tensors.values())
+
+    @cached
     def producers(self) -> tuple[tuple[int, ...], ...]:
         """For each step, the earlier steps whose outputs it reads (see :func:`producers_of`); made once."""
         return producers_of(self.steps, self.inputs)

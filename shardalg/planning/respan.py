@@ -130,7 +130,14 @@ def respanned(plans: Sequence[Plan], written: Iterable[Tensor]) -> list[Plan]:
 
     The plans of one answer share their tensors (each operand's layouts, the product, the result): each
     distinct tensor is looked at once, and when every one points where it should (a query answered from the
-    pieces of the statement the caller wrote) the plans are handed back without a walk over their steps."""
+    pieces of the statement the caller wrote) the plans are handed back without a walk over their steps. When
+    neither the caller's tensors nor the plans point anywhere (a search's span-free statements, answered from
+    the memos again and again), nothing is looked at: each plan knows whether it points anywhere
+    (:attr:`~shardalg.notation.plan.Plan.located`, worked out once)."""
+    written = tuple(written)
+    if not any(t.span is not None or any(d.span is not None for d in t.dims) for t in written):
+        if not any(p.located for p in plans):
+            return list(plans)
     spans = _Spans(written)
     tensors = {id(t): t for p in plans for s in p.steps for t in (*s.inputs, s.output)}
     tensors.update((id(t), t) for p in plans for t in (*p.inputs, p.output))

@@ -57,3 +57,23 @@ def test_plans_made_for_other_text_point_into_this_one() -> None:
     spans = {t.name: t.span for t in written_tensors(stmt)}
     located = [t for p in found for s in p.steps for t in (*s.inputs, s.output) if t.span is not None]
     assert located and all(t.span is spans[t.name] for t in located)
+
+
+def test_a_statement_written_nowhere_gets_plans_that_point_nowhere() -> None:
+    """A search's statements have no spans (``without_spans``): answered from the pieces of an equal statement
+    written in a text, their plans point nowhere (the respan re-makes every located tensor); those plans handed
+    to the respan again come back as they are (each plan knows it points nowhere)."""
+    from shardalg.notation.syntax import without_spans
+
+    mesh = Mesh.parse("X=2,Y=4")
+    sa.clear_caches()
+    written = parse(BOOK[3]).statements[0]
+    first = sa.plans(written, mesh, SIZES)
+    assert any(p.located for p in first)  # the memos now hold pieces that point into that text
+    bare = without_spans(written)
+    found = sa.plans(bare, mesh, SIZES)
+    tensors = [t for p in found for s in p.steps for t in (*s.inputs, s.output)]
+    assert tensors and all(t.span is None and all(d.span is None for d in t.dims) for t in tensors)
+    assert not any(p.located for p in found)
+    again = respanned(found, written_tensors(bare))
+    assert len(again) == len(found) and all(a is b for a, b in zip(again, found, strict=True))
