@@ -28,14 +28,16 @@ microbatches (priced over the whole step), an inference step that reads a KV cac
 op over several statements). A value read by a function and by a statement of another piece (the residual
 stream: a norm and a residual add) has its gradient's parts added in a step of the backward's own, which no piece
 writes: those additions are found on the unsharded program and priced at each candidate's sharding. A
-training candidate with Megatron SP in a layer with an attention core is priced by *blocks*: the layer's
-statements cut only where the residual stream is written (the attention block, the MLP block). Its backward
-hands cotangents between statements in layouts other than the forward's (the core's backward gathers the
-scores' cotangent, and Q's projection reads a whole ``dQ``): with Q's, K's and V's projections one piece and
-the core another, 28 of the causal layer's 89 Megatron SP candidates on 2x2 came out wrong. The layer without
-its core has no such hand-over: its Megatron SP candidates are the sum of their pieces (all 171 of its
-candidates on 2x2 and 520 on 2x2x2, every second, agree with their whole programs). In inference it is
-the sum of its pieces.
+training candidate with Megatron SP is priced by *blocks*: the layer's statements cut only where the
+residual stream is written (the attention block, the MLP block). Its backward hands cotangents between
+statements in layouts other than the forward's (the core's backward gathers the scores' cotangent, and Q's
+projection reads a whole ``dQ``): with Q's, K's and V's projections one piece and the core another, 28 of the
+causal layer's 89 Megatron SP candidates on 2x2 came out wrong. A layer without a core does it too: priced
+product by product, 18 of the 110 candidates of an MLP of two products and a residual add (B=512, T=256,
+D=F=4096) on 2x2 differed from their whole programs (``params D=Y; activations D=Y; megatron-sp Y``: the
+backward's communication), and the best Megatron SP one on 2x4 without the add was 2% slow (the property
+against the brute force found it).
+In inference a candidate is the sum of its pieces.
 
 A piece is priced for its own axes, never looked up as another piece with interchangeable axes renamed: the
 planner breaks a tie between plans of equal bytes by their text, which names the axes, so a renamed piece may
@@ -73,7 +75,6 @@ from .groups import (
     Split,
     blocks,
     is_product,
-    is_softmax,
     join_program,
     joined,
     joins_of,
@@ -129,13 +130,15 @@ class Seconds:
 class Piece:
     """One sharded statement priced alone: its seconds by phase (forward, backward), its FLOPs (forward +
     backward, in all), its memory rows (``(part, name) -> bytes per device``: parameters, gradients,
-    optimizer state, KV cache, kept gathered copies, functions' statistics), the bytes of each value it holds,
-    the weights its plans gather (name -> bytes) and the bytes of the gathered copies its backward reads."""
+    optimizer state, KV cache, kept gathered copies, functions' statistics), the bytes of each value as the
+    piece first writes it and as a collective other than an AllGather last rewrites it there (``held``), the
+    weights its plans gather (name -> bytes) and the bytes of the gathered copies its backward reads."""
 
     phases: tuple[Seconds, ...]
     flops: Expr
     rows: dict[tuple[str, str | Tensor], Expr]  # a kept gathered copy's row by its tensor
     values: dict[str, Expr]
+    held: dict[str, Expr]
     gathered: dict[str, Expr]
     copies: float
     gathers: tuple[str, ...] = ()  # the values (not parameters) its forward gathers
@@ -191,14 +194,15 @@ def price_piece(sub: Program, st: Settings, keep: bool) -> Piece:
     copied = [c.tensor for c in a.backward.gathered if c.kept] if a.backward is not None else []
     rows.update({("activations", t): b * n for t, (_, b, n) in zip(copied, a.kept(), strict=True)})
     rows.update({("activations", label): b * n for label, b, n in a.statistics()})
-    values = {n: model.bytes_of(model.kept_tensor(n)) * model.factor(v) for n, v in model.values.items()}
+    values = {n: model.bytes_of(v.tensor) * model.factor(v) for n, v in model.values.items()}
+    held = {n: model.bytes_of(t) * model.factor(model.values[n]) for n, t in model.held.items()}
     gathered: dict[str, Expr] = {}
     for name, step, _ in a.gathered():
         size = model.bytes_of(step.output)
         gathered[name] = size if name not in gathered else sympy.Max(gathered[name], size)
     copies = float(sum(b * n for _, b, n in a.gathered_copies())) if st.mode == "train" else 0.0
     return Piece(
-        phases, flops.forward + flops.backward, rows, values, gathered, copies, activation_gathers(a)
+        phases, flops.forward + flops.backward, rows, values, held, gathered, copies, activation_gathers(a)
     )
 
 
@@ -218,10 +222,9 @@ class StatementPricer(Pricer):
         # each piece's part (the repeated layer or once): its first product's (a core's two products are one)
         groups = split_statements(base)
         self._once = [[next(once) for s in g if is_product(s)][0] for g in groups if any(map(is_product, g))]
-        self._core = any(map(is_softmax, base.statements))  # an attention core (see _priced)
         alone = tuple((k,) for k in range(len(groups)))
         self.alone = Split(alone, joins_of(base, whole, settings, alone))
-        # Megatron SP in a layer with an attention core, in training: whole blocks of the layer (see _priced)
+        # Megatron SP in training: whole blocks of the layer (see pieces_of)
         runs = blocks(groups, {name for name, _ in self.alone.joins})
         self.blocks = Split(runs, joins_of(base, whole, settings, runs))
         self.whole = 0  # candidates priced whole (see _priced)
@@ -242,12 +245,12 @@ class StatementPricer(Pricer):
         groups = split_statements(program)
         if len(groups) != len(self._once):
             return None
-        # Megatron SP in a layer with an attention core, in training: the core's backward hands a cotangent
-        # on in a layout other than its forward's (it gathers dSc, and Q's projection takes a whole dQ with no
-        # gather); pieces cut between the core and the projections are wrong (CUT_AT_CORE_WRONG in the tests).
-        # So its pieces are whole blocks of the layer, cut where the residual stream is written, whose
-        # gradient's parts are added in the stream's own layout. Inference: the sum of its pieces
-        blocks = self.settings.mode == "train" and a.megatron and self._core
+        # Megatron SP in training: the backward hands a cotangent on in a layout other than its forward's (an
+        # attention core gathers dSc, and Q's projection takes a whole dQ with no gather; an MLP with D sharded
+        # too); pieces cut between its statements are wrong (CUT_AT_CORE_WRONG in the tests). So its pieces are
+        # whole blocks of the layer, cut where the residual stream is written, whose gradient's parts are added
+        # in the stream's own layout. Inference: the sum of its pieces
+        blocks = self.settings.mode == "train" and a.megatron
         split = self.blocks if blocks else self.alone
         subs = tuple(sub_program(program, g) for g in joined(program, groups, split.runs))
         joins = tuple(join_program(program, name) for name, _ in split.joins)
@@ -313,6 +316,7 @@ class StatementPricer(Pricer):
         parts_s = {once: [Seconds() for _ in PHASES] for once in (False, True)}
         rows: dict[tuple[str, str | Tensor], Expr] = {}
         values: dict[str, Expr] = {}
+        rewritten: dict[str, Expr] = {}
         gathered: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
         flops: Expr = Integer(0)
         for p, outside in zip(pieces, once_of, strict=True):
@@ -320,7 +324,12 @@ class StatementPricer(Pricer):
                 mine.add(theirs)
             flops += p.flops
             rows.update(p.rows)
-            values.update(p.values)
+            # a value is held as the program first writes it (in the first piece that has it: a later piece
+            # may read it gathered, as its own input), or as a collective other than an AllGather last
+            # rewrote it (:meth:`shardalg.models.program.ModelProgram.kept_tensor`)
+            for name, b in p.values.items():
+                values.setdefault(name, b)
+            rewritten.update(p.held)
             for name, b in p.gathered.items():
                 held = gathered[outside].get(name)
                 gathered[outside][name] = b if held is None else sympy.Max(held, b)
@@ -330,6 +339,7 @@ class StatementPricer(Pricer):
         for (part, _), b in rows.items():
             memory[part] += b
         if st.mode == "train":
+            values.update(rewritten)
             memory["activations"] += sympy.Add(*(values[n] for n in self._saved))
         sums = {once: sympy.Add(*d.values()) for once, d in gathered.items()}
         memory["transient"] = sympy.Max(sums[False], sums[True])
