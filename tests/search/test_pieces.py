@@ -99,13 +99,14 @@ def _on_2x2(params, activations, megatron):
     return Assignment(("X", "Y"), params, activations, megatron)
 
 
-# Megatron SP candidates, checked every time. A training candidate with Megatron SP in a layer with an
-# attention core is priced by blocks (the attention block, the MLP block). Before products reading one operand
+# Megatron SP candidates, checked every time. A training candidate with Megatron SP is priced by blocks (the
+# attention block, the MLP block; the layer without a core is one block: test_megatron_sp_without_a_core...). Before products reading one operand
 # were one piece, its pieces cut at each product, each resharding its own part of the shared input's
 # gradient, disagreed with the whole program on 77 of the causal layer's 280 candidates and 28 of the plain
 # layer's 171 (steady), these eight among them. With Q, K and V's projections one piece, cut from the core
 # (whose backward hands Q's projection a whole dQ from the gathered dSc), 28 of the causal layer's 89 Megatron
-# SP candidates still disagree: CUT_AT_CORE_WRONG. The plain layer's agree, priced by pieces (the last here).
+# SP candidates still disagree: CUT_AT_CORE_WRONG. The plain layer's agreed priced by pieces (the last here),
+# at these sizes; an MLP with D sharded did not (test_megatron_sp_without_a_core_is_priced_by_blocks).
 MEGATRON_SP = (
     _on_2x2(((), ("D",)), ((), ("D",)), ("Y",)),
     _on_2x2(((), ("H",)), ((), ("H",)), ("Y",)),
