@@ -318,6 +318,8 @@ def _plans_on(
     if isinstance(body, Collective):
         return Plans([_collective_plan(body, result, p)])
     if isinstance(body, Apply):
+        if key is None and weigh is None:  # the planner's own order: the answer by the statement's value
+            return Plans(_function_plans(body, result, p.mesh, p.sizes, limits))
         return function_plans(body, result, p.mesh, p.sizes, rank, weigh, limits)
     if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
         raise UsageError("plan takes a product of two tensors; write nested products as separate statements")
@@ -332,6 +334,16 @@ def _plans_on(
     if key is not None:  # the answer is in the default ranking's order (bytes, then steps): the caller's
         sort_plans(found, key)
     return Plans.of(found, cuts)
+
+
+@memoized(Kind.ANSWER)
+def _function_plans(
+    body: Apply, result: Tensor | None, mesh: Mesh, sizes: Sizes, limits: Limits
+) -> tuple[Plan, ...]:
+    """A function's plans in the default ranking (bytes, then steps, then their text), memoized as an einsum's
+    are (:func:`_einsum_plans`): a strategy search plans the same sharded norm or residual add for many
+    candidates (on the causal layer's search in training on 2x2x2, 14,867 queries of 2,023 statements)."""
+    return tuple(function_plans(body, result, mesh, sizes, default_key(mesh, sizes), None, limits))
 
 
 # an einsum's plans in the default ranking's order, and the notes of the limits that cut them

@@ -159,3 +159,35 @@ def test_a_norm_over_a_sharded_dim_all_reduces_its_statistics_when_the_dim_is_lo
         )
         chosen = ranked[0]
         assert any(s.op.function and s.axes for s in chosen.steps) is stats_first, (rows, boundary)
+
+
+def test_a_functions_plans_are_memoized_by_value_and_each_caller_gets_its_own_list() -> None:
+    """A function's plans in the planner's own order are memoized by the statement's value, as an einsum's are
+    (a strategy search asks for one sharded norm for many candidates): an equal statement written again is
+    answered from the memo with the function planner's plans, in the planner's order, in a list of its own (a
+    caller that empties its list takes nothing from the next one), pointing into the text it was written in."""
+    from shardalg.algebra.traffic import Sizes
+    from shardalg.cache import clear_caches
+    from shardalg.notation.parse import parse
+    from shardalg.planning import planner
+    from shardalg.planning.functions import function_plans
+    from shardalg.planning.order import default_key
+    from shardalg.planning.planset import DEFAULT_LIMITS
+
+    clear_caches()
+    mesh, sizes = Mesh(X=2, Y=2), {"B": 8, "D": 64}
+    first = shardalg.plans("rmsnorm_D(X[B, D_X]) -> H[B, D]", mesh=mesh, sizes=sizes)
+    assert len(first) > 1  # the statistics' AllReduce, and the gather before the norm
+    first.clear()
+    written = "  rmsnorm_D( X[B, D_X] )  ->  H[B, D]"
+    before = planner._function_plans.cache_info()
+    again = shardalg.plans(written, mesh=mesh, sizes=sizes)
+    assert planner._function_plans.cache_info().hits == before.hits + 1
+    (stmt,) = parse(written).statements
+    known = Sizes(sizes)
+    direct = function_plans(
+        stmt.expr, stmt.result, mesh, known, default_key(mesh, known), None, DEFAULT_LIMITS
+    )
+    assert [text(p) for p in again] == [text(p) for p in direct]
+    source = again[0].inputs[0].span
+    assert source is not None and written[source.start : source.end] == "X[B, D_X]"
