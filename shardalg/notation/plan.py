@@ -124,9 +124,9 @@ class Plan:
         """Whether a tensor of the plan, or a dim of one, points into a source text (has a span); worked out
         once (:func:`shardalg.planning.respan.respanned` hands a plan that points nowhere to a caller that wrote
         nowhere as it is)."""
-        tensors = {id(t): t for s in self.steps for t in (*s.inputs, s.output)}
-        tensors.update((id(t), t) for t in (*self.inputs, self.output))
-        return any(t.span is not None or any(d.span is not None for d in t.dims) for t in tensors.values())
+        return any(t.located for t in (*self.inputs, self.output)) or any(
+            t.located for s in self.steps for t in (*s.inputs, s.output)
+        )
 
     @cached
     def producers(self) -> tuple[tuple[int, ...], ...]:

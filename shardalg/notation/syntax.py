@@ -236,6 +236,11 @@ class Tensor(Node):
         return self.dim(name).axes
 
     @cached
+    def located(self) -> bool:
+        """Whether the tensor, or one of its dims, points into a source text (has a span)."""
+        return self.span is not None or any(d.span is not None for d in self.dims)
+
+    @cached
     def sharded_axes(self) -> tuple[str, ...]:
         """Every axis that shards some dim, in dim order, major first."""
         return tuple([a for d in self.dims for a in d.axes])
@@ -438,12 +443,6 @@ class Roles(Node):
     def __post_init__(self) -> None:
         for name in (*(role.value for role in Role), "tokens"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        # each declared tensor's role, by its name (the first role that names it, if a checker let two)
-        by_name: dict[str, Role] = {}
-        for role in Role:
-            for n in self.names(role):
-                by_name.setdefault(n, role)
-        self.__dict__["_by_name"] = by_name
 
     def names(self, role: Role) -> tuple[str, ...]:
         """The tensors declared with ``role`` (the field is named by the keyword)."""
@@ -451,7 +450,16 @@ class Roles(Node):
 
     def role_of(self, name: str) -> Role | None:
         """The role of tensor ``name``, or None."""
-        return self.__dict__["_by_name"].get(name)
+        return self._by_name.get(name)
+
+    @cached
+    def _by_name(self) -> dict[str, Role]:
+        """Each declared tensor's role, by its name (the first role that names it, if a checker let two)."""
+        out: dict[str, Role] = {}
+        for role in Role:
+            for n in self.names(role):
+                out.setdefault(n, role)
+        return out
 
     @property
     def empty(self) -> bool:

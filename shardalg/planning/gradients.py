@@ -136,8 +136,8 @@ class _Cost:
         ``first`` and of the earlier gradients on a tensor that plan moves (the most it could get free) but
         those that make ``cotangent`` itself, costs that much or more. A plan from ``cotangent`` never makes it
         again: its steps from it are a cheapest sequence, and those are simple (:mod:`.search`), as are the
-        optimum's; a spare-axes variant's gather makes what the plain one's does. True where no bound is taken: symbolic sizes, and a mesh with sub-axes,
-        whose plans the optimum does not search."""
+        optimum's; a spare-axes variant's gather makes what the plain one's does. True where no bound is
+        taken: symbolic sizes, and a mesh with sub-axes, whose plans the optimum does not search."""
         if self.table is None or declared_cuts(self.mesh):
             return True
         if any(is_subaxis(a) for t in (cotangent, g.primal, *g.targets) for a in t.used_axes):

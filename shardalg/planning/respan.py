@@ -135,7 +135,7 @@ def respanned(plans: Sequence[Plan], written: Iterable[Tensor]) -> list[Plan]:
     the memos again and again), nothing is looked at: each plan knows whether it points anywhere
     (:attr:`~shardalg.notation.plan.Plan.located`, worked out once)."""
     written = tuple(written)
-    if not any(t.span is not None or any(d.span is not None for d in t.dims) for t in written):
+    if not any(t.located for t in written):
         if not any(p.located for p in plans):
             return list(plans)
     spans = _Spans(written)
