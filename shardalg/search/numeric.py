@@ -38,7 +38,7 @@ from shardalg.planning import symbolic
 from .branchbound import Bounds, price_bounded
 from .paid import attach
 from .pieces import StatementPricer, pricer_for
-from .price import Entry, Pricer, Settings, size_text
+from .price import Entry, Pricer, Settings, rank_key, size_text
 from .searchresult import SearchResult
 from .space import Pruned, Space, enumerate_space, space_of, wider_note
 
@@ -100,16 +100,6 @@ def _keep_note(keep: bool | None) -> str:
         if keep
         else ("the backward gathers the forward's gathered copies again (forced)")
     )
-
-
-def _key(e: Entry, order: int) -> tuple:
-    """Seconds, then communication, then bytes, then the space's order; times to 12 significant digits, so a
-    tie is a tie however its sum was taken (a candidate priced whole or from its statements)."""
-    return (_digits(e.seconds), _digits(e.comms), e.bytes, order)
-
-
-def _digits(x: float | None) -> float | None:
-    return None if x is None else float(f"{x:.12g}")
 
 
 def _mode(program: Program, mode: str | None, notes: list[tuple[str, str]]) -> str:
@@ -266,7 +256,7 @@ def search(
                     progress(pruned.visited, space.size)
             if progress is not None:
                 progress(space.size, space.size)
-        ranked = [e for e, _ in sorted(fitting, key=lambda x: _key(*x))]
+        ranked = [e for e, _ in sorted(fitting, key=lambda x: rank_key(*x))]
         notes.append(
             (
                 "space",

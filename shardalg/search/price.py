@@ -42,6 +42,7 @@ __all__ = [
     "size_text",
     "time_text",
     "activation_gathers",
+    "rank_key",
 ]
 
 TIE = 1e-12  # seconds equal to this, relative, are a tie (the keep choice)
@@ -255,6 +256,17 @@ class Entry:
             "gathered": None if self.keep is None else self.keep.to_json(),
             "gathers": list(self.gathers),
         }
+
+
+def rank_key(e: Entry, order: int) -> tuple:
+    """A fitting candidate's place in the ranked table: seconds, then communication, then bytes, then the
+    space's order (``order``); times to 12 significant digits, so a tie is a tie however its sum was taken (a
+    candidate priced whole or from its statements)."""
+    return (_digits(e.seconds), _digits(e.comms), e.bytes, order)
+
+
+def _digits(x: float | None) -> float | None:
+    return None if x is None else float(f"{x:.12g}")
 
 
 class Pricer:

@@ -331,7 +331,8 @@ def _solver_text(solver: dict[str, Any]) -> str:
         head += (
             f"; branch and bound: {solver['bound']['unpriced']:,} candidates left unpriced (its forward plans, "
             "the backward of its statements priced so far and the least compute of the rest put each above "
-            "the top rows, its strategy's best and the best with its parameters)"
+            "the top rows, its strategy's best and the best with its parameters where a shown candidate has "
+            "them)"
         )
     if solver.get("pricing") == "statements":
         whole = solver["priced_whole"]

@@ -32,6 +32,9 @@ CASES = [
     pytest.param(MLP, {**MLP_TRAIN, "overlap": "serial"}, id="mlp-serial"),
     pytest.param(MLP, {**MLP_TRAIN, "keep_gathered": True}, id="mlp-kept"),
     pytest.param(HEADED, HEADED_ON, id="headed"),
+    # one ranked row: a shown candidate (a strategy's best) is set against a candidate priced only as the best
+    # with its parameters, once the shown ones are known (the second round)
+    pytest.param(HEADED, {**HEADED_ON, "top": 1}, id="headed-top1"),
     pytest.param(TRANSFORMER, LAYER_2X2, id="layer"),
 ]
 
@@ -88,7 +91,7 @@ def test_the_bounded_search_shows_what_pricing_every_candidate_shows(program: st
     that prices every candidate (``top`` above the space's size leaves nothing unpriced); some are unpriced,
     counted in the space line and the JSON."""
     got = numeric.search(program, **kw)
-    every = numeric.search(program, **kw, top=10**6)
+    every = numeric.search(program, **{**kw, "top": 10**6})
     every.top = got.top
     unpriced = got.solver["bound"]["unpriced"]
     assert unpriced > 0 and every.solver["bound"]["unpriced"] == 0
