@@ -4,8 +4,11 @@ step, and the result shows what pricing every candidate shows while it leaves ca
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.models.trainstate import TrainState
@@ -16,6 +19,7 @@ from shardalg.search.price import Admitted
 from shardalg.search.space import Pruned, enumerate_space
 from tests.search.programs import MLP, Q7, TRANSFORMER, TRANSFORMER_FN
 from tests.search.test_pieces import SMALL_FN
+from tests.search.test_search_oracle import programs
 
 # a layer repeated L times with an unembedding once after it: the bound's two parts
 HEADED = """params W1, W2; embeddings W_un; layers L
@@ -85,25 +89,52 @@ def test_every_bound_is_at_most_its_candidates_step(program: str, kw: dict) -> N
     assert any(after > first * (1 + 1e-9) for _, first, _, after, *_ in rows)
 
 
-@pytest.mark.parametrize(("program", "kw"), CASES)
-def test_the_bounded_search_shows_what_pricing_every_candidate_shows(program: str, kw: dict) -> None:
-    """The same winner, ranked rows, best of each strategy, reasons and what each is set against as the search
-    that prices every candidate (``top`` above the space's size leaves nothing unpriced); some are unpriced,
-    counted in the space line and the JSON."""
+def _shows_what_pricing_every_candidate_shows(program: str, kw: dict) -> tuple[Any, Any]:
+    """The bounded search and the one that prices every candidate (``top`` above the space's size leaves
+    nothing unpriced), shown alike: the same lines but the space line's counts, and the same JSON winner,
+    program, strategies (each one's best, its reason and what it is set against) and ranked rows."""
     got = numeric.search(program, **kw)
     every = numeric.search(program, **{**kw, "top": 10**6})
     every.top = got.top
-    unpriced = got.solver["bound"]["unpriced"]
-    assert unpriced > 0 and every.solver["bound"]["unpriced"] == 0
-    assert len(got.ranked) + len(got.rejected) + unpriced == len(every.ranked) + len(every.rejected)
     mine, theirs = str(got).splitlines(), str(every).splitlines()
-    (line,) = [x for x in mine if x.startswith("space")]
-    assert f"branch and bound: {unpriced:,} candidates left unpriced" in line
     assert [x for x in mine if not x.startswith("space")] == [x for x in theirs if not x.startswith("space")]
     a, b = got.to_json(), every.to_json()
     for key in ("winner", "winner_program", "strategies", "ranked"):
         assert a[key] == b[key], key
-    assert a["solver"]["bound"]["unpriced"] == unpriced
+    return got, every
+
+
+@settings(max_examples=max(3, settings.default.max_examples // 20))
+@given(
+    program=programs(),
+    mesh=st.sampled_from(["X=2,Y=2", "X=4", "X=2,Y=4"]),
+    b=st.sampled_from([16, 512]),
+    d=st.sampled_from([256, 4096]),
+    f=st.sampled_from([1024, 16384]),
+    overlap=st.sampled_from(["steady", "serial"]),
+    top=st.integers(1, 4),
+)
+def test_on_random_layers_the_bounded_search_shows_what_pricing_every_candidate_shows(
+    program: str, mesh: str, b: int, d: int, f: int, overlap: str, top: int
+) -> None:
+    """On the oracle's random layers in training, few ranked rows (so most strategies' bests, and what they
+    are set against, lie below them), the bounded search shows what pricing every candidate shows."""
+    sizes = {"B": b, "D": d, "F": f} | ({"T": 256} if "tokens" in program else {})
+    kw = {"mesh": mesh, "sizes": sizes, "hw": "tpu-v5e", "mode": "train", "overlap": overlap, "top": top}
+    _shows_what_pricing_every_candidate_shows(program, kw)
+
+
+@pytest.mark.parametrize(("program", "kw"), CASES)
+def test_the_bounded_search_shows_what_pricing_every_candidate_shows(program: str, kw: dict) -> None:
+    """The same winner, ranked rows, best of each strategy, reasons and what each is set against as the search
+    that prices every candidate; some are unpriced, counted in the space line and the JSON."""
+    got, every = _shows_what_pricing_every_candidate_shows(program, kw)
+    unpriced = got.solver["bound"]["unpriced"]
+    assert unpriced > 0 and every.solver["bound"]["unpriced"] == 0
+    assert len(got.ranked) + len(got.rejected) + unpriced == len(every.ranked) + len(every.rejected)
+    (line,) = [x for x in str(got).splitlines() if x.startswith("space")]
+    assert f"branch and bound: {unpriced:,} candidates left unpriced" in line
+    assert got.to_json()["solver"]["bound"]["unpriced"] == unpriced
     assert got.solver["pieces"] < every.solver["pieces"]
 
 
