@@ -265,9 +265,8 @@ def price_bounded(
     later: list[tuple[float, int]] = []  # above its table places: wanted only as its parameters' best
     shown: set[str] | None = None  # the parameters of the shown candidates, once the first round is over
     while heap or shown is None:
-        if (
-            not heap
-        ):  # the rows and each strategy's best are known: the parameters' bests they are set against
+        if not heap:
+            # the rows and each strategy's best are known: now the parameters' bests they are set against
             shown = shown_params(fitting, top, pricer.aliases)
             heap = [x for x in later if waiting[x[1]].admitted.assignment.params_text in shown]
             bounds.unpriced += len(later) - len(heap)
