@@ -59,7 +59,7 @@ from shardalg.notation.syntax import Program
 
 from .groups import Pieces, split_statements, sub_program
 from .pieces import Seconds, StatementPricer, phase_of, phase_seconds, price_piece
-from .price import Admitted, Entry, Settings, rank_key
+from .price import Admitted, Entry, Settings, rank_key, strategy_firsts
 from .space import Assignment
 
 __all__ = ["Bounds", "price_bounded", "shown_params"]
@@ -218,14 +218,8 @@ def shown_params(
     its ``top`` fastest fitting ones and each strategy's fastest (a candidate counts for each strategy whose
     assignment writes its program too), ``fitting`` with their places in the space's order."""
     ranked = [e for e, _ in sorted(fitting, key=lambda x: rank_key(*x))]
-    out = {e.assignment.params_text for e in ranked[:top]}
-    seen: set[str] = set()
-    for e in ranked:
-        strategies = {e.strategy, *aliases.get(e.program, {})}
-        if not strategies <= seen:
-            out.add(e.assignment.params_text)
-            seen |= strategies
-    return out
+    bests = [e for e, _ in strategy_firsts(ranked, aliases).values()]
+    return {e.assignment.params_text for e in (*ranked[:top], *bests)}
 
 
 def price_bounded(

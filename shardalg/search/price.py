@@ -11,6 +11,7 @@ plans are made (*over the cap before pricing*), its reason in numbers all the sa
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -43,6 +44,7 @@ __all__ = [
     "time_text",
     "activation_gathers",
     "rank_key",
+    "strategy_firsts",
 ]
 
 TIE = 1e-12  # seconds equal to this, relative, are a tie (the keep choice)
@@ -267,6 +269,19 @@ def rank_key(e: Entry, order: int) -> tuple:
 
 def _digits(x: float | None) -> float | None:
     return None if x is None else float(f"{x:.12g}")
+
+
+def strategy_firsts(
+    entries: Iterable[Entry], aliases: Mapping[Program, Mapping[str, Assignment]]
+) -> dict[str, tuple[Entry, bool]]:
+    """Each strategy's first entry of ``entries`` (in the order given), and whether it counts for that
+    strategy as another strategy's assignment writing its program (``aliases``: :attr:`Pricer.aliases`)."""
+    out: dict[str, tuple[Entry, bool]] = {}
+    for e in entries:
+        out.setdefault(e.strategy, (e, False))
+        for s in aliases.get(e.program, {}):
+            out.setdefault(s, (e, True))
+    return out
 
 
 class Pricer:

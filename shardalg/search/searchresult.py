@@ -12,7 +12,7 @@ from shardalg.notation.printing.symbology import latex_escape_text
 from shardalg.notation.syntax import Program
 
 from .paid import Move, against, beyond_text, paid, pays_json
-from .price import Entry, Settings, size_text, time_text
+from .price import Entry, Settings, size_text, strategy_firsts, time_text
 from .space import STRATEGIES, Assignment, Pruned, Space
 
 __all__ = ["SearchResult"]
@@ -66,11 +66,8 @@ class SearchResult(Shown):
         """Each named strategy's best candidate: the fastest fitting, else the one nearest to fitting. A
         candidate whose program an assignment of another strategy writes too counts for that strategy as
         well, as that assignment (its entry's ``same_as`` the candidate)."""
-        out: dict[str, Entry] = {}
-        for e in (*self.ranked, *sorted(self.rejected, key=lambda e: e.bytes)):
-            out.setdefault(e.strategy, e)
-            for s in self.aliases.get(e.program, {}):
-                out.setdefault(s, self._as[(id(e), s)])
+        firsts = strategy_firsts((*self.ranked, *sorted(self.rejected, key=lambda e: e.bytes)), self.aliases)
+        out = {s: self._as[(id(e), s)] if alias else e for s, (e, alias) in firsts.items()}
         named = [s for s in STRATEGIES if s in out] + sorted(s for s in out if s not in STRATEGIES)
         return {s: out[s] for s in named}
 
