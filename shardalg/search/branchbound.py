@@ -41,8 +41,8 @@ candidate priced, its bound is the least step of its keep choices.
 Bounds only grow and the places only come down, so a candidate put aside or left unpriced takes none of
 them: the winner, the ranked rows, each strategy's best and what each is set against are those of pricing
 every candidate (``tests/search/test_branchbound.py`` checks both, and that every bound, first or raised, is
-at most its candidate's step). The fitting candidates of the result are the priced ones; how many were left unpriced is
-said in the result, its JSON and the CLI's summary.
+at most its candidate's step). The fitting candidates of the result are the priced ones; how many were left
+unpriced is said in the result, its JSON and the CLI's summary.
 """
 
 from __future__ import annotations
@@ -257,61 +257,60 @@ def price_bounded(
     of_strategy: dict[str, float] = {}
     of_params: dict[str, float] = {}
     later: list[tuple[float, int]] = []  # above its table places: wanted only as its parameters' best
-    shown: set[str] | None = None  # the parameters of the shown candidates, once the first round is over
-    while heap or shown is None:
-        if not heap:
-            # the rows and each strategy's best are known: now the parameters' bests they are set against
+    # the first round: the rows and each strategy's best; the second: the parameters' bests they are set against
+    for second in (False, True):
+        while heap:
+            bound, k = heapq.heappop(heap)
+            c = waiting[k]
+            params = c.admitted.assignment.params_text
+            # its strategy's best, and that of each strategy another assignment writing its program is of
+            strategies = (c.admitted.strategy, *pricer.aliases.get(c.admitted.program, {}))
+            if second:
+                place = of_params.get(params, float("inf"))
+            else:
+                place = max(
+                    best[-1] if len(best) >= top else float("inf"),
+                    *(of_strategy.get(s, float("inf")) for s in strategies),
+                )
+            if bound <= place * (1 + MARGIN):
+                # the pieces priced since it was bounded may raise its bound: then it waits its turn again
+                again, missing = _bound_and_next(pricer, c, floor, floors)
+                again = max(bound, again)
+                if again > bound and heap and again > heap[0][0]:
+                    heapq.heappush(heap, (again, k))
+                    continue
+                bound = again
+                if missing is not None and bound <= place * (1 + MARGIN):
+                    # one more of its pieces priced, then bounded again: it may fall behind another one, or
+                    # above its places, before the rest of it is priced
+                    pricer.piece(*missing)
+                    heapq.heappush(heap, (bound, k))
+                    continue
+            if bound > place * (1 + MARGIN) and not second:
+                later.append((bound, k))
+                continue
+            done += 1
+            if progress is not None:
+                progress(done, total)
+            if bound > place * (1 + MARGIN):
+                bounds.unpriced += 1
+                continue
+            e = pricer.price(c.admitted)
+            if not e.fits:
+                rejected.append((c.order, e))
+                continue
+            fitting.append((e, c.order))
+            seconds = e.seconds if e.seconds is not None else float("inf")
+            best = sorted([*best, seconds])[:top]
+            for s in strategies:
+                of_strategy[s] = min(of_strategy.get(s, seconds), seconds)
+            of_params[params] = min(of_params.get(params, seconds), seconds)
+        if not second:
             shown = shown_params(fitting, top, pricer.aliases)
             heap = [x for x in later if waiting[x[1]].admitted.assignment.params_text in shown]
+            heapq.heapify(heap)
             bounds.unpriced += len(later) - len(heap)
             done += len(later) - len(heap)
             if progress is not None:
                 progress(done, total)
-            heapq.heapify(heap)
-            continue
-        bound, k = heapq.heappop(heap)
-        c = waiting[k]
-        params = c.admitted.assignment.params_text
-        # its strategy's best, and that of each strategy another assignment writing its program is of
-        strategies = (c.admitted.strategy, *pricer.aliases.get(c.admitted.program, {}))
-        if shown is None:
-            place = max(
-                best[-1] if len(best) >= top else float("inf"),
-                *(of_strategy.get(s, float("inf")) for s in strategies),
-            )
-        else:
-            place = of_params.get(params, float("inf"))
-        if bound <= place * (1 + MARGIN):
-            # the pieces priced since it was bounded may raise its bound: then it waits its turn again
-            again, missing = _bound_and_next(pricer, c, floor, floors)
-            again = max(bound, again)
-            if again > bound and heap and again > heap[0][0]:
-                heapq.heappush(heap, (again, k))
-                continue
-            bound = again
-            if missing is not None and bound <= place * (1 + MARGIN):
-                # one more of its pieces priced, then bounded again: it may fall behind another one, or
-                # above its places, before the rest of it is priced
-                pricer.piece(*missing)
-                heapq.heappush(heap, (bound, k))
-                continue
-        if bound > place * (1 + MARGIN) and shown is None:
-            later.append((bound, k))
-            continue
-        done += 1
-        if progress is not None:
-            progress(done, total)
-        if bound > place * (1 + MARGIN):
-            bounds.unpriced += 1
-            continue
-        e = pricer.price(c.admitted)
-        if not e.fits:
-            rejected.append((c.order, e))
-            continue
-        fitting.append((e, c.order))
-        seconds = e.seconds if e.seconds is not None else float("inf")
-        best = sorted([*best, seconds])[:top]
-        for s in strategies:
-            of_strategy[s] = min(of_strategy.get(s, seconds), seconds)
-        of_params[params] = min(of_params.get(params, seconds), seconds)
     return fitting, [e for _, e in sorted(rejected, key=lambda x: x[0])], bounds
