@@ -30,12 +30,10 @@ from typing import Any
 import sympy
 from sympy import Expr, Integer, Rational
 
-from shardalg.algebra.traffic import DEFAULT_DTYPE
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.hardware import Chip
 from shardalg.errors import UsageError
 from shardalg.notation.printing.display import Shown, Table, bytes_both
-from shardalg.notation.syntax import DType
 from shardalg.planning import symbolic
 
 from .analysis import Analysis, Remat, analyze
@@ -47,6 +45,7 @@ from .precision import Precision
 from .program import ModelProgram, model_program
 from .quantities import as_json, as_text, bytes_text, local_elements
 from .trainstate import GRADS, TrainState
+from .unplanned import dtype_width, held_rows, param_rows
 from .zero import Zero, check_zero, computed_with, shard_axes, shard_count
 from .zerostep import microbatch
 
@@ -55,8 +54,6 @@ __all__ = [
     "memory",
     "model_memory",
     "memory_with",
-    "param_bytes",
-    "param_bytes_each",
     "PARTS",
     "GRADS",
 ]
@@ -302,14 +299,7 @@ def _amount(x: Expr) -> str:
 
 def _rows(a: Analysis, per_device: bool = True) -> list[tuple[str, str, Expr, Expr]]:
     """(part, tensor, bytes, count) of the saved activations and the KV cache."""
-    m = a.model
-    rows = [
-        ("activations", n, m.bytes_of(m.kept_tensor(n), per_device=per_device), m.factor(m.values[n]))
-        for n in a.saved
-    ]
-    rows += [
-        ("kv_cache", v.name, m.bytes_of(v.tensor, per_device=per_device), m.factor(v)) for v in m.kv_cache
-    ]
+    rows = held_rows(a.model, a.saved, per_device)
     if per_device:  # the forward's gathered copies the backward keeps (keep_gathered): held like activations
         rows += [("activations", f"kept {name}", b, n) for name, b, n in a.kept()]
         rows += [("activations", label, b, n) for label, b, n in a.statistics()]  # norms', softmax's rows
@@ -329,39 +319,6 @@ def _kept_head(a: Analysis, name: str, per_device: bool, per_micro: Mapping) -> 
 
 def _sum(rows: Iterable[tuple[str, str, Expr, Expr]], part: str) -> Expr:
     return sympy.Add(*(b * n for p, _, b, n in rows if p == part))
-
-
-def _width(dtype: DType | None) -> Expr:
-    """Bytes per element of ``dtype`` (bf16 when None: the book's default)."""
-    w = (dtype or DEFAULT_DTYPE).bytes
-    return Rational(w.numerator, w.denominator)
-
-
-def _param_rows(
-    model: ModelProgram, per_device: bool, c: TrainState, train: bool
-) -> list[tuple[str, str, Expr, Expr]]:
-    """(part, tensor, bytes, count) of the parameters, their gradients and their optimizer state: each in the
-    recipe's dtype, sharded like the parameter and further over the data axes as the ZeRO stage says."""
-    rows: list[tuple[str, str, Expr, Expr]] = []
-    opt, rec, zero = c.opt, c.recipe, c.stage
-    state = Rational(opt.state_under(rec)) if train else Integer(0)
-    for part in ("params", "grads", "optimizer"):
-        if not train and part != "params" or part == "grads" and c.grads == "none":
-            continue
-        if part == "optimizer" and not state:
-            continue
-        for v in model.params:
-            count = (
-                local_elements(v.tensor, model.mesh, model.sizes) / shard_count(model, v, zero, part)
-                if per_device
-                else model.elements_of(v.tensor)
-            )
-            dtype = rec.param_dtype(v.tensor.dtype) if train else v.tensor.dtype
-            width = {"params": _width(dtype), "grads": _width(rec.grad_dtype(dtype)), "optimizer": state}[
-                part
-            ]
-            rows.append((part, v.name, count * width, model.factor(v)))
-    return rows
 
 
 def _heads(
@@ -456,7 +413,7 @@ def model_memory(
         notes += c.default_notes()
         notes += check_zero(a.model, c.stage, require_axes=strict)
     micro, per_micro = microbatch(a, c.micro, notes) if train else (a, {})
-    rows = _param_rows(a.model, True, c, train)
+    rows = param_rows(a.model, True, c, train)
     c, heads, also = _heads(a, c, notes)
     rows += [
         (p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro) if p == "activations" and n not in heads
@@ -466,7 +423,7 @@ def model_memory(
     read = computed_with(a.model)
     m = a.model
     ratio = {  # a parameter the recipe counts in another dtype than it declares (fp8: 1 byte, not bf16's 2)
-        v.name: _width(c.recipe.param_dtype(v.tensor.dtype)) / _width(v.tensor.dtype)
+        v.name: dtype_width(c.recipe.param_dtype(v.tensor.dtype)) / dtype_width(v.tensor.dtype)
         for v in m.params
         if train and c.recipe.param_dtype(v.tensor.dtype) != v.tensor.dtype
     }
@@ -507,7 +464,7 @@ def _transfers(report: MemoryReport) -> list[tuple[str, str, Expr, str]]:
         for v in m.params:
             share = local_elements(v.tensor, m.mesh, m.sizes) / shard_count(m, v, c.stage, what)
             dtype = c.recipe.param_dtype(v.tensor.dtype)
-            width = _width(c.recipe.grad_dtype(dtype) if part == "grads" else dtype)
+            width = dtype_width(c.recipe.grad_dtype(dtype) if part == "grads" else dtype)
             total += share * width * m.factor(v)
         out.append((part, direction, times * total, why))
     return out
@@ -544,44 +501,13 @@ def memory(
         return model_memory(analyze(model, mode, remat, keep_gathered), hw, optimizer, grads, **choices)
 
 
-def param_bytes(
-    model: ModelProgram,
-    mode: str,
-    optimizer: str | Optimizer | None = None,
-    grads: str = "param",
-    **choices: Any,
-) -> Expr:
-    """Bytes per device of the parameters, their gradients and optimizer state (training; the parameters
-    alone in inference) on the device: the part of :func:`model_memory`'s total that needs no plan, a lower
-    bound of it."""
-    return sympy.Add(*param_bytes_each(model, mode, optimizer, grads, **choices).values())
-
-
-def param_bytes_each(
-    model: ModelProgram,
-    mode: str,
-    optimizer: str | Optimizer | None = None,
-    grads: str = "param",
-    **choices: Any,
-) -> dict[str, Expr]:
-    """:func:`param_bytes` by parameter (its name), in the model's order: with ZeRO's stage 0 each is its
-    tensor's local elements times the bytes an element takes (and times the layers), so dividing an unsharded
-    parameter's by the sizes of the axes that shard it gives the sharded one's."""
-    c = TrainState(optimizer, grads, **choices)
-    out: dict[str, Expr] = {}
-    for p, name, b, n in _param_rows(model, True, c, mode == "train"):
-        if p not in c.place.parts:
-            out[name] = out.get(name, Integer(0)) + b * n
-    return out
-
-
 def global_bytes(report: MemoryReport) -> dict[str, Expr]:
     """The model's bytes in all, by part, each tensor once and unsharded (no replicas, no transients): what
     a set of devices must hold between them (:func:`shardalg.models.fit.fewest_devices`). Offloaded parts
     are in host memory and not counted."""
     a, c = report.analysis, report.choices
     micro, per_micro = report.micro or (a, {})
-    rows = _param_rows(a.model, False, c, a.mode == "train")
+    rows = param_rows(a.model, False, c, a.mode == "train")
     train = a.mode == "train"
     heads = head_outputs(a.model) if train else ()
     dropped = () if c.head.policy == "kept" else heads

@@ -24,7 +24,7 @@ top rows and each strategy's best: :func:`shown_params`). In the second, a candi
 only as the best with its parameters laid out alike, which :func:`.paid.against` sets a shown candidate
 against: it is left unpriced when no shown candidate has its parameters, or when its bound is above the
 best with them so far. (Before the two rounds, every layout's best was priced: on ``X=2,Y=2,Z=2`` the causal
-layer's search priced 538 candidates and 2,820 pieces; it now prices 419 and 2,601.)
+layer's search priced 538 candidates and 2,820 pieces; it now prices 418 and 2,598.)
 
 Candidates share pieces, so as pieces are priced a waiting candidate's bound is raised before it is priced:
 its backward phase holds the backward of each of its pieces (and additions of a gradient's parts) priced so
@@ -35,7 +35,7 @@ priced one piece at a time: of the keep choice that gives its bound, the piece n
 the largest (the one most likely to raise it), then it is bounded again and waits its turn again; so a
 candidate whose first pieces put it above its places is left with the rest of them unpriced (on
 ``X=2,Y=2,Z=2`` the causal layer's search priced 1,725 pieces, not 2,436, when this landed; the space has
-since kept candidates it had dropped as symmetric, and it prices 2,601). With every piece of a
+since kept candidates it had dropped as symmetric, and it prices 2,598). With every piece of a
 candidate priced, its bound is the least step of its keep choices.
 
 Bounds only grow and the places only come down, so a candidate put aside or left unpriced takes none of

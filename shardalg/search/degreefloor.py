@@ -5,9 +5,9 @@ cannot fit is pruned before its program is written and priced, and the limit on 
     >>> floor = Floor(base, mesh, sizes, optimizer=None, stages=1)     # doctest: +SKIP
     >>> floor.bytes(assignment)                                        # doctest: +SKIP
 
-The floor is the same number the search refuses a written program by (:func:`shardalg.models.memory.param_bytes`
+The floor is the same number the search refuses a written program by (:func:`shardalg.models.unplanned.param_bytes`
 of the sharded model, over the stages), computed without writing it: each parameter's bytes unsharded
-(:func:`shardalg.models.memory.param_bytes_each` of the unsharded model on the point's mesh), divided by the
+(:func:`shardalg.models.unplanned.param_bytes_each` of the unsharded model on the point's mesh), divided by the
 sizes of the axes :func:`shardalg.models.expand.shard` would shard it over
 (:func:`shardalg.models.expand.param_axes`). Exact with ZeRO's stage 0 (the degrees search takes no
 ``--zero``): a map is pruned exactly when its written program's parameters alone pass the cap, and the
@@ -26,8 +26,8 @@ import sympy
 
 from shardalg.errors import UsageError
 from shardalg.models.expand import param_axes
-from shardalg.models.memory import param_bytes_each
 from shardalg.models.program import model_program
+from shardalg.models.unplanned import param_bytes_each
 from shardalg.notation.syntax import Program
 
 from .space import Assignment

@@ -47,12 +47,13 @@ from shardalg.costs.topology import Topology, slice_topology
 from shardalg.errors import IllegalSharding, UsageError
 from shardalg.models.analysis import analyze
 from shardalg.models.expand import shard
-from shardalg.models.memory import model_memory, param_bytes
+from shardalg.models.memory import model_memory
 from shardalg.models.pipeline import PipelineReport, model_pipeline
 from shardalg.models.program import model_program
 from shardalg.models.source import program_source
 from shardalg.models.step import DEFAULT_POLICY, step_seconds
 from shardalg.models.trainstate import TrainState
+from shardalg.models.unplanned import param_bytes
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Program
 

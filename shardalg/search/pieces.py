@@ -216,8 +216,7 @@ class StatementPricer(Pricer):
         self.table: dict[tuple[Program, bool], Piece] = {}
         self.priced = 0  # pieces priced: a piece whose backward reads no gathered copy is priced once, not
         # once per keep choice
-        whole = analyze(model_program(base, settings.mesh, settings.sizes), settings.mode, settings.remat)
-        self._saved = whole.saved  # names, the same under every sharding
+        whole = self.unsharded
         once = iter([s.once for s in whole.model.statements if s.kind == "product"])
         # each piece's part (the repeated layer or once): its first product's (a core's two products are one)
         groups = split_statements(base)
@@ -340,7 +339,7 @@ class StatementPricer(Pricer):
             memory[part] += b
         if st.mode == "train":
             values.update(rewritten)
-            memory["activations"] += sympy.Add(*(values[n] for n in self._saved))
+            memory["activations"] += sympy.Add(*(values[n] for n in self.saved))
         sums = {once: sympy.Add(*d.values()) for once, d in gathered.items()}
         memory["transient"] = sympy.Max(sums[False], sums[True])
         parts = {k: float(memory[k]) for k in PARTS}

@@ -23,10 +23,11 @@ from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import IllegalSharding, UsageError
 from shardalg.models.analysis import analyze
 from shardalg.models.expand import shard
-from shardalg.models.memory import PARTS, model_memory, param_bytes
+from shardalg.models.memory import PARTS, model_memory
 from shardalg.models.program import model_program
 from shardalg.models.step import step_seconds
 from shardalg.models.trainstate import TrainState
+from shardalg.models.unplanned import unplanned_bytes
 from shardalg.models.zero import check_zero
 from shardalg.notation.plan import Op
 from shardalg.notation.printing.display import short
@@ -305,6 +306,12 @@ class Pricer:
         # the statements that passed the legality rules, with the sizes they were checked under: the candidates
         # of a space share most of their statements, each checked once per search (:meth:`check`)
         self.legal: set[tuple[Statement, tuple[tuple[str, int], ...]]] = set()
+        # the program analysed unsharded, once: the activations the backward keeps are the same values under
+        # every sharding (``saved``), so a candidate's bytes of them are counted before any plan (:meth:`admit`)
+        self.unsharded = analyze(
+            model_program(self.base, settings.mesh, settings.sizes), settings.mode, settings.remat
+        )
+        self.saved = self.unsharded.saved
 
     def __call__(self, a: Assignment) -> Entry | None:
         got = self.admit(a)
@@ -313,7 +320,9 @@ class Pricer:
     def admit(self, a: Assignment) -> Admitted | Entry | None:
         """``a`` sharded and checked before any plan: its program and strategy (``Admitted``), or None when it
         is dropped (a program seen already, an illegal sharding, left out by the ZeRO stage), or its rejected
-        entry when its parameters alone exceed the cap (each counted in ``pruned``)."""
+        entry when what needs no plan exceeds the cap: its parameters with their gradients and optimizer state,
+        the activations the backward keeps and the KV cache (:func:`~shardalg.models.unplanned.unplanned_bytes`;
+        each counted in ``pruned``)."""
         st = self.settings
         strategy = self.space.strategy(a)
         try:
@@ -336,10 +345,15 @@ class Pricer:
             except UsageError:
                 self.pruned.zero += 1
                 return None
-        lower = float(param_bytes(model, st.mode, st.optimizer, **state))
+        # what needs no plan: the parameters, their gradients and optimizer state, the activations the backward
+        # keeps as the program holds them, the KV cache
+        parts = {
+            k: float(v) for k, v in unplanned_bytes(model, st.mode, self.saved, st.optimizer, **state).items()
+        }
+        lower = sum(parts.values())
         if lower > st.cap:
             self.pruned.over_cap += 1
-            parts = {"params, grads and optimizer" if st.mode == "train" else "params": lower}
+            parts = {k: v for i, (k, v) in enumerate(parts.items()) if v or i == 0}  # the parameters' always
             return Entry(a, strategy, program, lower, parts, False, cap=st.cap)
         return Admitted(a, strategy, program, model)
 

@@ -13,8 +13,8 @@ from shardalg.cli import main
 from shardalg.costs.topology import slice_topology
 from shardalg.errors import IllegalSharding, UsageError
 from shardalg.models.expand import shard
-from shardalg.models.memory import param_bytes
 from shardalg.models.program import model_program
+from shardalg.models.unplanned import param_bytes
 from shardalg.notation.parse import parse
 from shardalg.planning.symbolic import strict
 from shardalg.search import degrees
