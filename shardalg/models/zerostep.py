@@ -33,9 +33,9 @@ from shardalg.planning.planner import plan
 from .analysis import Analysis, analyze
 from .program import ModelProgram, Value
 from .trainstate import TrainState
-from .zero import check_zero, computed_with, shard_axes
+from .zero import Zero, check_zero, computed_with, shard_axes
 
-__all__ = ["step_parts", "pass_analysis", "WHEN", "microbatch"]
+__all__ = ["step_parts", "pass_analysis", "WHEN", "microbatch", "check_zero_divides"]
 
 # stage -> collective -> "microbatch" (each pass) or "step" (once, with the last pass)
 #   reduce: the gradient reduction of a parameter ZeRO shards (stage 0: the program's AllReduce)
@@ -106,6 +106,18 @@ def pass_analysis(
             fix=f"bind it: --sizes {b}=...",
         )
     return one, notes
+
+
+def check_zero_divides(model: ModelProgram, zero: Zero) -> None:
+    """Refuse (:class:`UsageError`, as pricing the step does) a program in which ``zero`` shards a parameter
+    over the data axes and no unsharded dim of it divides by them: its gradient's reduction (stages 1 to 3)
+    and its gather (stage 3) are planned onto such a dim (a gradient is laid out as its parameter)."""
+    if zero.stage == 0:
+        return
+    for v in model.params:
+        axes = shard_axes(model, v)
+        if axes:
+            _sharded_dim(model, v.tensor, axes)
 
 
 def _sharded_dim(m: ModelProgram, t: Tensor, axes: tuple[str, ...]) -> int:

@@ -29,6 +29,7 @@ from shardalg.models.step import step_seconds
 from shardalg.models.trainstate import TrainState
 from shardalg.models.unplanned import unplanned_bytes
 from shardalg.models.zero import check_zero
+from shardalg.models.zerostep import check_zero_divides
 from shardalg.notation.plan import Op
 from shardalg.notation.printing.display import short
 from shardalg.notation.syntax import Program, Statement, without_spans
@@ -344,6 +345,11 @@ class Pricer:
                 check_zero(model, st.state.stage, require_axes=False)
             except UsageError:
                 self.pruned.zero += 1
+                return None
+            try:  # ZeRO shards each parameter (and its gradient) over the data axes on a dim they divide
+                check_zero_divides(model, st.state.stage)
+            except UsageError:
+                self.pruned.undivided += 1
                 return None
         # what needs no plan: the parameters, their gradients and optimizer state, the activations the backward
         # keeps as the program holds them, the KV cache

@@ -154,6 +154,12 @@ class SearchResult(Shown):
             f"(a dim not divisible), {p.equivalent:,} equivalent (same program), {p.over_cap:,} over the "
             f"cap before pricing, "
             + (f"{p.zero:,} left out by ZeRO-{st.state.stage.stage} (FSDP), " if p.zero else "")
+            + (
+                f"{p.undivided:,} left out by ZeRO-{st.state.stage.stage} (a parameter with no unsharded dim "
+                "the data axes divide), "
+                if p.undivided
+                else ""
+            )
             + f"{len(self.ranked) + len(self.rejected) - p.over_cap:,} priced"
         )
         return [

@@ -321,6 +321,8 @@ class Pruned:
     over_cap: int = 0
     visited: int = 0  # assignments looked at so far (the progress bar's count)
     zero: int = 0  # left out by a ZeRO stage (1, 2) that keeps the parameters whole over the data axes
+    # left out by a ZeRO stage that shards a parameter over the data axes where no unsharded dim of it divides
+    undivided: int = 0
 
     def to_json(self) -> dict[str, int]:
         return {
@@ -329,6 +331,7 @@ class Pruned:
             "equivalent": self.equivalent,
             "over_cap_before_pricing": self.over_cap,
             **({"zero": self.zero} if self.zero else {}),
+            **({"zero_undivided": self.undivided} if self.undivided else {}),
         }
 
 

@@ -16,6 +16,7 @@ from shardalg.models.expand import shard
 from shardalg.models.program import model_program
 from shardalg.models.trainstate import TrainState
 from shardalg.models.unplanned import unplanned_bytes
+from shardalg.models.zero import check_zero
 from shardalg.search import price
 from shardalg.search.numeric import prepare_search, search
 from shardalg.search.price import Admitted, Pricer
@@ -67,7 +68,7 @@ UNPLANNED_CASES = [
     pytest.param(TRANSFORMER_FN, LAYER_SIZES, "train", None, None, id="layer"),
     pytest.param(TRANSFORMER_FN, LAYER_SIZES, "train", "block", None, id="layer-block"),
     pytest.param(
-        TRANSFORMER_FN, LAYER_SIZES, "train", None, TrainState(precision="deepspeed"), id="deepspeed"
+        TRANSFORMER_FN, LAYER_SIZES, "train", None, TrainState(zero=3, precision="deepspeed"), id="zero3"
     ),
     pytest.param(HEADED, "B=64,D=256,F=1024,V=4096,L=8", "train", None, None, id="headed"),
     pytest.param(HEADED, "B=64,D=256,F=1024,V=4096,L=8", "train", "block", None, id="headed-block"),
@@ -138,3 +139,57 @@ def test_a_candidate_whose_activations_alone_exceed_the_cap_is_refused_before_an
     assert rows and rows == [(e.assignment, e.seconds, e.bytes, e.comms) for e in old.ranked]
     fitting = {s: e.assignment for s, e in got.best.items() if e.fits}
     assert fitting == {s: e.assignment for s, e in old.best.items() if e.fits}
+
+
+# a norm's gain: one dim, which a candidate that shards it leaves none free for ZeRO to shard over the data axes
+NORMED = """params W, g
+tokens B
+rmsnorm_D(In[B, D]) -> Hr[B, D]
+Hr[B, D] .* g[D] -> Hg[B, D]
+Hg[B, D] * W[D, F] -> Out[B, F]"""
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_a_candidate_zero_cannot_shard_is_left_out_exactly_when_pricing_it_refuses(stage):
+    """ZeRO shards each parameter and its gradient over the data axes onto a dim it leaves unsharded: where
+    none divides (``g[D_Y]`` with the batch over X), pricing the step refuses the candidate. Admission leaves
+    exactly those out (counted), so the search answers where it stopped at the first one."""
+    prog, space, st, _ = prepare_search(
+        NORMED,
+        Mesh.parse("X=2,Y=2"),
+        "B=16,D=32,F=64",
+        "tpu-v5e",
+        None,
+        "train",
+        None,
+        None,
+        None,
+        "",
+        TrainState(zero=stage),
+    )
+    pricer = Pricer(prog, space, st, Pruned())
+    left_out = refused = 0
+    for a in enumerate_space(space, Pruned()):
+        program = shard(pricer.base, a.param_map, a.activation_map, sequence=a.megatron)
+        model = model_program(program, st.mesh, st.sizes)
+        try:
+            check_zero(model, st.state.stage, require_axes=False)
+        except ShardalgError:
+            continue  # ZeRO-1/2 and FSDP: left out before (their own count)
+        before = pricer.pruned.undivided
+        admitted = isinstance(pricer.admit(a), Admitted)
+        out = pricer.pruned.undivided > before
+        try:
+            pricer.price(Admitted(a, space.strategy(a), program, model))
+        except ShardalgError as err:
+            assert "no unsharded dim of it divides" in str(err)
+            assert out, a
+            refused += 1
+        else:
+            assert not out, a
+            left_out += admitted
+    assert refused and left_out
+    got = search(NORMED, mesh="X=2,Y=2", sizes="B=16,D=32,F=64", hw="tpu-v5e", mode="train", zero=stage)
+    assert got.pruned.undivided == refused and got.winner is not None
+    assert f"{refused} left out by ZeRO-{stage} (a parameter with no unsharded dim" in str(got)
+    assert got.to_json()["pruned"]["zero_undivided"] == refused
