@@ -88,6 +88,24 @@ def param_bytes(
     return sympy.Add(*param_bytes_each(model, mode, optimizer, grads, **choices).values())
 
 
+def param_bytes_each(
+    model: ModelProgram,
+    mode: str,
+    optimizer: str | Optimizer | None = None,
+    grads: str = "param",
+    **choices: Any,
+) -> dict[str, Expr]:
+    """:func:`param_bytes` by parameter (its name), in the model's order: with ZeRO's stage 0 each is its
+    tensor's local elements times the bytes an element takes (and times the layers), so dividing an unsharded
+    parameter's by the sizes of the axes that shard it gives the sharded one's."""
+    c = TrainState(optimizer, grads, **choices)
+    out: dict[str, Expr] = {}
+    for p, name, b, n in param_rows(model, True, c, mode == "train"):
+        if p not in c.place.parts:
+            out[name] = out.get(name, Integer(0)) + b * n
+    return out
+
+
 def unplanned_bytes(
     model: ModelProgram,
     mode: str,
@@ -117,21 +135,3 @@ def unplanned_bytes(
         if part not in c.place.parts:
             parts[part] = parts.get(part, Integer(0)) + b * n
     return parts
-
-
-def param_bytes_each(
-    model: ModelProgram,
-    mode: str,
-    optimizer: str | Optimizer | None = None,
-    grads: str = "param",
-    **choices: Any,
-) -> dict[str, Expr]:
-    """:func:`param_bytes` by parameter (its name), in the model's order: with ZeRO's stage 0 each is its
-    tensor's local elements times the bytes an element takes (and times the layers), so dividing an unsharded
-    parameter's by the sizes of the axes that shard it gives the sharded one's."""
-    c = TrainState(optimizer, grads, **choices)
-    out: dict[str, Expr] = {}
-    for p, name, b, n in param_rows(model, True, c, mode == "train"):
-        if p not in c.place.parts:
-            out[name] = out.get(name, Integer(0)) + b * n
-    return out

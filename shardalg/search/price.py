@@ -359,7 +359,6 @@ class Pricer:
         lower = sum(parts.values())
         if lower > st.cap:
             self.pruned.over_cap += 1
-            parts = {k: v for i, (k, v) in enumerate(parts.items()) if v or i == 0}  # the parameters' always
             return Entry(a, strategy, program, lower, parts, False, cap=st.cap)
         return Admitted(a, strategy, program, model)
 
