@@ -49,7 +49,8 @@ class CostModel:
     ``alpha-beta`` or ``alpha-beta-rd``; ``overlap``: the policy a plan's steps are scheduled under;
     ``latency=False`` keeps only bandwidth terms (the bandwidth-bound regime of the book's derivations);
     ``symbolic_links`` writes each axis's link count as the symbol M_X; ``dcn_axes`` run over DCN; ``hbm``
-    restricts HBM traffic to the named tensors (None: every einsum operand and result); ``exact`` keeps the
+    restricts HBM traffic to the named tensors (None: every einsum operand and result), and ``on_chip`` names
+    tensors that never reach HBM (a fused attention's scores and their cotangents); ``exact`` keeps the
     ring's (N − 1)/N; ``ring="uni"`` uses each ring one way (see :mod:`shardalg.costs.stepcost`);
     ``efficiency``: the fractions of peak compute (MFU), HBM and network bandwidth a step reaches, each with its
     source (:mod:`shardalg.costs.efficiency`; peak unless given or carried by the chip). The whole-model
@@ -65,6 +66,7 @@ class CostModel:
     exact: bool = False
     ring: str = "bi"
     efficiency: Efficiencies = PEAKS
+    on_chip: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_model(self.model, self.ring)
@@ -83,6 +85,7 @@ class CostModel:
         exact: bool = False,
         ring: str = "bi",
         efficiency: Efficiencies | None = None,
+        on_chip: Iterable[str] = (),
     ) -> CostModel:
         """The cost model the public functions' arguments name: ``hw`` a Chip or preset name, ``model``
         default the chip's (else ``ici``), ``overlap`` a policy or its name (default ``schedule``),
@@ -99,6 +102,7 @@ class CostModel:
             exact,
             ring,
             efficiency if efficiency is not None else Efficiencies.of(chip),
+            tuple(on_chip),
         )
 
     def under(self, overlap: object) -> CostModel:

@@ -175,13 +175,14 @@ class StepCost:
     @property
     def hbm_bytes(self) -> Term:
         if self._hbm is None:
-            s, hbm = self.step, self.opts.costs.hbm
+            s, hbm, on_chip = self.step, self.opts.costs.hbm, self.opts.costs.on_chip
             moved = (*s.inputs, s.output) if s.op is Op.EINSUM or s.op.function else ()
             if s.op.function and RECORDS[s.op].shape_only:  # a broadcast reads its first operand's shape only
                 moved = moved[1:]
             if s.op is Op.RENAME:  # the same blocks under another name: nothing read or written
                 moved = ()
-            self._hbm = add(*(local_bytes(t, self.opts) for t in moved if hbm is None or t.name in hbm))
+            moved = tuple(t for t in moved if (hbm is None or t.name in hbm) and t.name not in on_chip)
+            self._hbm = add(*(local_bytes(t, self.opts) for t in moved))
         return self._hbm
 
     @property

@@ -355,17 +355,14 @@ class Analysis:
             out |= {p.index for p in m.product_statements() if info.result in p.reads}
         return frozenset(out)
 
-    def in_hbm(self) -> tuple[str, ...] | None:
-        """The tensors a training step reads and writes in HBM: None (every one) unless an attention core is
-        fused, whose scores and their cotangents (``Sc``, ``P``, ``dSc``, ``dP``) stay on chip; every other
-        tensor of the forward, recomputed and backward plans otherwise."""
-        if not self.fused_scores:
-            return None
-        gone = {*self.fused_scores, *(grad_name(n) for n in self.fused_scores)}
-        plans = [*self.forward_plans.values(), *(p for _, p in self.grad_plans)]
-        plans += [p for _, p in self.routing_transposes]
-        names = {t.name for p in plans for st in p.steps for t in (*st.inputs, st.output) if t.name}
-        return tuple(sorted(names - gone))
+    @property
+    def on_chip(self) -> tuple[str, ...]:
+        """The tensors a training step never reads or writes in HBM: a fused attention core's scores and their
+        cotangents (``Sc``, ``P``, ``dSc``, ``dP``); none in inference (its HBM reads are the parameters' and the KV
+        cache's alone)."""
+        if self.mode != "train":
+            return ()
+        return (*self.fused_scores, *(grad_name(n) for n in self.fused_scores))
 
     def attention_note(self) -> tuple[str, str] | None:
         """What the program's attention keeps for the backward (training with an attention core): said."""

@@ -67,7 +67,7 @@ def _cost_model(
 ) -> CostModel:
     """The cost model a step is priced under: the chip, the policy, the efficiencies (default: the chip's
     measured ones, else peak), and in inference the HBM reads of its parameters and KV cache alone."""
-    return CostModel.of(chip, overlap=policy, hbm=_hbm_names(a), efficiency=efficiency)
+    return CostModel.of(chip, overlap=policy, hbm=_hbm_names(a), efficiency=efficiency, on_chip=a.on_chip)
 
 
 def _part_cost(name: str, phases: list[list[Plan]], a: Analysis, costs: CostModel) -> PhasedCost | None:
@@ -124,9 +124,9 @@ def _part(
 
 def _hbm_names(a: Analysis) -> tuple[str, ...] | None:
     """The tensors whose HBM reads an inference step counts (its parameters and KV cache); in training every
-    einsum operand and result (None) but a fused attention's scores (:meth:`Analysis.in_hbm`)."""
+    einsum operand and result (None), but those that stay on chip (:attr:`Analysis.on_chip`)."""
     if a.mode != "infer":
-        return a.in_hbm()
+        return None
     m = a.model
     keep = {v.name for v in (*m.params, *m.kv_cache)}
     return tuple(n for n, root in m.aliases.items() if root in keep)
