@@ -1,14 +1,13 @@
 """Branch and bound over a training search's candidates: each one's step bounded below without its backward.
 
 Most of a search's time is the derived backward of each sharded statement (:mod:`.pieces`), and most
-candidates can take no place in the result. So, where a step is the sum of its statements
-(:func:`.pieces.whole_program_reason` None) in training, each admitted candidate's step is first bounded
-below from what needs no backward:
+candidates can take no place in the result. So, in training (:func:`bounded`), each admitted candidate's step
+is first bounded below from what needs no backward:
 
 - its forward phase, exact: a forward plan is each statement's own (:attr:`~shardalg.models.analysis.Analysis.
   forward_plans` plans each statement alone), priced as the pieces price it, each sharded statement once per
-  search (under a fused attention the cost model reads the backward's tensors, so there the bound derives
-  the backward all the same, and saves only the pricing);
+  search (the cost model needs no backward: a fused attention's scores are named on chip,
+  :attr:`~shardalg.models.analysis.Analysis.on_chip`);
 - its backward phase at least the backward's compute, and that at least the unsharded program's backward
   compute over the devices (``floor``): a local product's FLOPs are at least its whole FLOPs over the devices
   (no mesh axis splits two dims of one local product), a function's HBM bytes at least its whole bytes over
@@ -38,6 +37,11 @@ candidate whose first pieces put it above its places is left with the rest of th
 since kept candidates it had dropped as symmetric, and it prices 2,598). With every piece of a
 candidate priced, its bound is the least step of its keep choices.
 
+Where a step is not the sum of its statements only because of remat (:func:`bounded`), candidates are priced
+whole, and bounded the same way but for pieces: the forward runs the same plans, and the statements a remat
+policy reruns add compute and collectives to the backward phase, which more work never shortens. The
+README's search (LLaMA-3 70B on v5p-512, ``--remat block``) prices 134 of its 252 admitted candidates so.
+
 Bounds only grow and the places only come down, so a candidate put aside or left unpriced takes none of
 them: the winner, the ranked rows, each strategy's best and what each is set against are those of pricing
 every candidate (``tests/search/test_branchbound.py`` checks both, and that every bound, first or raised, is
@@ -58,13 +62,20 @@ from shardalg.models.step import _cost_model  # the step's own cost model
 from shardalg.notation.syntax import Program
 
 from .groups import Pieces, split_statements, sub_program
-from .pieces import Seconds, StatementPricer, phase_of, phase_seconds, price_piece
-from .price import Admitted, Entry, Settings, rank_key, strategy_firsts
+from .pieces import Seconds, StatementPricer, phase_of, phase_seconds, price_piece, whole_program_reason
+from .price import Admitted, Entry, Pricer, Settings, rank_key, strategy_firsts
 from .space import Assignment
 
 __all__ = ["Bounds", "price_bounded", "shown_params"]
 
 MARGIN = 1e-9  # relative: a bound this close to a place is priced (the two sums' last bits differ)
+
+
+def bounded(base: Program, st: Settings) -> bool:
+    """Whether a search's candidates are bounded below before they are priced: in training, where a step is
+    the sum of its statements' prices, or would be under remat ``none`` (:func:`.pieces.whole_program_reason`:
+    a remat policy adds rerun statements to the backward phase and changes nothing else the bound reads)."""
+    return st.mode == "train" and whole_program_reason(base, replace(st, remat="none")) is None
 
 
 @dataclass
@@ -173,9 +184,7 @@ def group_floors(pricer: StatementPricer) -> list[float]:
     ]
 
 
-def bound_again(
-    pricer: StatementPricer, c: _Candidate, floor: dict[bool, float], floors: list[float]
-) -> float:
+def bound_again(pricer: Pricer, c: _Candidate, floor: dict[bool, float], floors: list[float]) -> float:
     """``c``'s bound with the backward of its pieces priced so far, each other piece at its floor
     (``floors``: :func:`group_floors`): the least over the keep choices it may take (the settings' own, or
     either)."""
@@ -186,13 +195,13 @@ Next = tuple[Program, bool]  # a piece not priced yet, and the keep choice it is
 
 
 def _bound_and_next(
-    pricer: StatementPricer, c: _Candidate, floor: dict[bool, float], floors: list[float]
+    pricer: Pricer, c: _Candidate, floor: dict[bool, float], floors: list[float]
 ) -> tuple[float, Next | None]:
     """:func:`bound_again`, and the piece to price next to raise it: of the keep choice that gives the bound
     (keeping on a tie: a backward that reads the kept copies is the cheaper to plan), the unpriced piece whose
-    floor is the largest (None: every piece of that choice is priced)."""
+    floor is the largest (None: every piece of that choice is priced, or the candidate is priced whole)."""
     st = pricer.settings
-    if c.pieces is None:
+    if c.pieces is None and isinstance(pricer, StatementPricer):
         c.pieces = pricer.pieces_of(c.admitted.assignment, c.admitted.program)
     if c.pieces is None:  # priced whole: nothing of it is known before
         return lower_bound(c, st, floor), None
@@ -223,7 +232,7 @@ def shown_params(
 
 
 def price_bounded(
-    pricer: StatementPricer,
+    pricer: Pricer,
     assignments: Iterable[Assignment],
     top: int,
     progress: Callable[[int, int], None] | None,
@@ -234,7 +243,8 @@ def price_bounded(
     ``progress(done, total)`` as assignments are admitted and then as they are priced (the total grows by
     the candidates admitted)."""
     st = pricer.settings
-    floor, floors = _floor(pricer.base, st), group_floors(pricer)
+    floor = _floor(pricer.base, st)
+    floors = group_floors(pricer) if isinstance(pricer, StatementPricer) else []
     bounds = Bounds(floor_layer=floor[False], floor_once=floor[True])
     rejected: list[tuple[int, Entry]] = []  # in the space's order, as pricing every candidate lists them
     waiting: list[_Candidate] = []

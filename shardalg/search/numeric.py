@@ -35,7 +35,7 @@ from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Program
 from shardalg.planning import symbolic
 
-from .branchbound import Bounds, price_bounded
+from .branchbound import Bounds, bounded, price_bounded
 from .paid import attach
 from .pieces import StatementPricer, pricer_for
 from .price import Entry, Pricer, Settings, rank_key, size_text
@@ -245,7 +245,7 @@ def search(
         bounds: Bounds | None = None
         fitting: list[tuple[Entry, int]] = []
         rejected: list[Entry] = []
-        if isinstance(pricer, StatementPricer) and chosen_mode == "train":
+        if bounded(prog, settings):
             fitting, rejected, bounds = price_bounded(pricer, candidates, top, progress, space.size)
         else:
             for order, a in enumerate(candidates):

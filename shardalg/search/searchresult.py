@@ -331,11 +331,15 @@ def _solver_text(solver: dict[str, Any]) -> str:
     """``enumerated: optimal over the space; 42 sharded statements priced once``."""
     head = "enumerated: optimal over the space"
     if solver.get("bound", {}).get("unpriced"):
+        known = (
+            "its forward plans, the backward of its statements priced so far and the least compute of the rest"
+            if solver.get("pricing") == "statements"
+            else "its forward plans and the least compute of its backward, which a rerun statement only adds to"
+        )
         head += (
-            f"; branch and bound: {solver['bound']['unpriced']:,} candidates left unpriced (its forward plans, "
-            "the backward of its statements priced so far and the least compute of the rest put each above "
-            "the top rows, its strategy's best and the best with its parameters where a shown candidate has "
-            "them)"
+            f"; branch and bound: {solver['bound']['unpriced']:,} candidates left unpriced ({known} put each "
+            "above the top rows, its strategy's best and the best with its parameters "
+            "where a shown candidate has them)"
         )
     if solver.get("pricing") == "statements":
         whole = solver["priced_whole"]

@@ -14,7 +14,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.models.trainstate import TrainState
 from shardalg.planning import symbolic
 from shardalg.search import branchbound, numeric
-from shardalg.search.pieces import StatementPricer
+from shardalg.search.pieces import StatementPricer, pricer_for
 from shardalg.search.price import Admitted
 from shardalg.search.space import Pruned, enumerate_space
 from tests.search.programs import MLP, Q7, TRANSFORMER, TRANSFORMER_FN
@@ -41,6 +41,20 @@ CASES = [
     pytest.param(HEADED, {**HEADED_ON, "top": 1}, id="headed-top1"),
     pytest.param(TRANSFORMER, LAYER_2X2, id="layer"),
 ]
+# priced whole (remat reruns statements by the whole layer), bounded all the same: a fused attention's cost model
+# names its scores on chip, so the forward's bound derives no backward
+FLASH_FN = TRANSFORMER_FN.replace("softmax_{S,causal}", "softmax_{S,causal,flash}")
+FLASH_ON = {
+    "mesh": "X=2",
+    "sizes": "B=64,T=512,S=512,D=1024,H=8,E=128,F=4096",
+    "hw": "tpu-v5e",
+    "mode": "train",
+    "remat": "block",
+}
+WHOLE = [
+    pytest.param(HEADED, {**HEADED_ON, "remat": "block"}, id="headed-remat"),
+    pytest.param(FLASH_FN, {**FLASH_ON, "top": 3}, id="flash-remat"),
+]
 
 
 def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, float, float, float, float]]:
@@ -50,11 +64,21 @@ def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, fl
     mesh, sizes, hw, mode = Mesh.parse(kw["mesh"]), kw["sizes"], kw["hw"], kw["mode"]
     with symbolic.strict():
         prog, space, st, _ = numeric.prepare_search(
-            program, mesh, sizes, hw, kw.get("memory"), mode, None, None, kw.get("overlap"), "x", TrainState()
+            program,
+            mesh,
+            sizes,
+            hw,
+            kw.get("memory"),
+            mode,
+            None,
+            kw.get("remat"),
+            kw.get("overlap"),
+            "x",
+            TrainState(),
         )
         st = replace(st, keep=kw.get("keep_gathered"))
         pruned = Pruned()
-        pricer = StatementPricer(prog, space, st, pruned)
+        pricer = pricer_for(prog, space, st, pruned, [])
         floor, floors, prices = branchbound._floor(prog, st), branchbound.group_floors(pricer), {}
         rows = []
         for a in enumerate_space(space, pruned):
@@ -72,21 +96,29 @@ def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, fl
         ]
 
 
-@pytest.mark.parametrize(("program", "kw"), CASES)
+@pytest.mark.parametrize(("program", "kw"), CASES + WHOLE)
 def test_every_bound_is_at_most_its_candidates_step(program: str, kw: dict) -> None:
     """The forward priced exactly plus the backward's least compute never exceeds a priced step, under each
     keep choice, nor does the bound again with some of its pieces priced (those of the candidates before it)
     or all of them; with all of them priced it is the least step of its keep choices. The first bound is no
-    trivial zero (it is within 2x of the step for most candidates), and pieces priced raise some bounds."""
+    trivial zero (it is within 2x of the step for most candidates), and pieces priced raise some bounds. A
+    candidate priced whole (remat) has no pieces: its bound is the first, below its step by what remat reruns."""
     rows = _priced_every_candidate(program, kw)
+    whole = "remat" in kw
     assert rows
     for a, first, before, after, step, least in rows:
         assert first <= least * (1 + 1e-12), a
         assert first <= before * (1 + 1e-12) and before <= least * (1 + 1e-12), a
-        assert after == pytest.approx(least, rel=1e-9), a
+        if whole:
+            assert first == before == after, a
+        else:
+            assert after == pytest.approx(least, rel=1e-9), a
         assert least <= step
-    assert sum(first > step / 2 for _, first, *_, step, _ in rows) > len(rows) / 2
-    assert any(after > first * (1 + 1e-9) for _, first, _, after, *_ in rows)
+    # no trivial zero: within 2x of the step for most candidates (3x priced whole: remat reruns the forward)
+    share = 3 if whole else 2
+    assert sum(first > step / share for _, first, *_, step, _ in rows) > len(rows) / 2
+    if not whole:
+        assert any(after > first * (1 + 1e-9) for _, first, _, after, *_ in rows)
 
 
 def _shows_what_pricing_every_candidate_shows(program: str, kw: dict) -> tuple[Any, Any]:
@@ -124,10 +156,11 @@ def test_on_random_layers_the_bounded_search_shows_what_pricing_every_candidate_
     _shows_what_pricing_every_candidate_shows(program, kw)
 
 
-@pytest.mark.parametrize(("program", "kw"), CASES)
+@pytest.mark.parametrize(("program", "kw"), CASES + WHOLE)
 def test_the_bounded_search_shows_what_pricing_every_candidate_shows(program: str, kw: dict) -> None:
     """The same winner, ranked rows, best of each strategy, reasons and what each is set against as the search
-    that prices every candidate; some are unpriced, counted in the space line and the JSON."""
+    that prices every candidate; some are unpriced, counted in the space line and the JSON (and, priced from
+    statements, fewer statements are priced; priced whole, the line says what the bound read)."""
     got, every = _shows_what_pricing_every_candidate_shows(program, kw)
     unpriced = got.solver["bound"]["unpriced"]
     assert unpriced > 0 and every.solver["bound"]["unpriced"] == 0
@@ -135,7 +168,13 @@ def test_the_bounded_search_shows_what_pricing_every_candidate_shows(program: st
     (line,) = [x for x in str(got).splitlines() if x.startswith("space")]
     assert f"branch and bound: {unpriced:,} candidates left unpriced" in line
     assert got.to_json()["solver"]["bound"]["unpriced"] == unpriced
-    assert got.solver["pieces"] < every.solver["pieces"]
+    if "remat" in kw:
+        assert (
+            got.solver["pricing"] == "whole program"
+            and "the least compute of its backward, which a rerun" in line
+        )
+    else:
+        assert got.solver["pieces"] < every.solver["pieces"]
 
 
 def test_the_bound_says_its_progress_and_the_total_grows_by_the_candidates_priced() -> None:
@@ -149,10 +188,14 @@ def test_the_bound_says_its_progress_and_the_total_grows_by_the_candidates_price
 
 
 def test_inference_and_the_whole_program_pricer_have_no_bound() -> None:
-    """Inference prices only a forward (nothing to bound); a step priced whole (overlap schedule) has no
-    statements' sum to bound: neither says a bound."""
+    """Inference prices only a forward (nothing to bound); a step priced whole under overlap ``schedule`` (steps
+    as their dependencies allow, no phases) or with ZeRO has no bound of its phases: neither says a bound. Under
+    remat alone it has (the rerun statements only add to the backward phase)."""
     assert "bound" not in numeric.search(MLP, **Q7).solver
     assert "bound" not in numeric.search(MLP, **{**MLP_TRAIN, "overlap": "schedule"}).solver
+    zero = {**MLP_TRAIN, "zero": 1, "remat": "block"}
+    assert "bound" not in numeric.search(MLP, **zero).solver
+    assert "bound" in numeric.search(MLP, **{**MLP_TRAIN, "remat": "block"}).solver
     assert "bound" in numeric.search(TRANSFORMER_FN, **{**SMALL_FN, "mesh": "X=2", "mode": "train"}).solver
 
 
