@@ -334,7 +334,7 @@ def _solver_text(solver: dict[str, Any]) -> str:
         known = (
             "its forward plans, the backward of its statements priced so far and the least compute of the rest"
             if solver.get("pricing") == "statements"
-            else "its forward plans and the least compute of its backward, which a rerun statement only adds to"
+            else "its forward plans and the least compute of its backward"
         )
         head += (
             f"; branch and bound: {solver['bound']['unpriced']:,} candidates left unpriced ({known} put each "

@@ -54,6 +54,9 @@ FLASH_ON = {
 WHOLE = [
     pytest.param(HEADED, {**HEADED_ON, "remat": "block"}, id="headed-remat"),
     pytest.param(FLASH_FN, {**FLASH_ON, "top": 3}, id="flash-remat"),
+    # ZeRO adds the parameters' gathers and reduces the gradients onto shards: priced whole, bounded too
+    pytest.param(HEADED, {**HEADED_ON, "zero": 3}, id="headed-zero3"),
+    pytest.param(MLP, {**MLP_TRAIN, "zero": 1, "remat": "block", "top": 1}, id="mlp-zero1-remat"),
 ]
 
 
@@ -74,7 +77,7 @@ def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, fl
             kw.get("remat"),
             kw.get("overlap"),
             "x",
-            TrainState(),
+            TrainState(zero=kw.get("zero")),
         )
         st = replace(st, keep=kw.get("keep_gathered"))
         pruned = Pruned()
@@ -104,7 +107,7 @@ def test_every_bound_is_at_most_its_candidates_step(program: str, kw: dict) -> N
     trivial zero (it is within 2x of the step for most candidates), and pieces priced raise some bounds. A
     candidate priced whole (remat) has no pieces: its bound is the first, below its step by what remat reruns."""
     rows = _priced_every_candidate(program, kw)
-    whole = "remat" in kw
+    whole = "remat" in kw or "zero" in kw
     assert rows
     for a, first, before, after, step, least in rows:
         assert first <= least * (1 + 1e-12), a
@@ -145,15 +148,17 @@ def _shows_what_pricing_every_candidate_shows(program: str, kw: dict) -> tuple[A
     f=st.sampled_from([1024, 16384]),
     overlap=st.sampled_from(["steady", "serial"]),
     top=st.integers(1, 4),
+    whole=st.sampled_from([{}, {"remat": "block"}, {"zero": 1}, {"zero": 3}]),
 )
 def test_on_random_layers_the_bounded_search_shows_what_pricing_every_candidate_shows(
-    program: str, mesh: str, b: int, d: int, f: int, overlap: str, top: int
+    program: str, mesh: str, b: int, d: int, f: int, overlap: str, top: int, whole: dict
 ) -> None:
     """On the oracle's random layers in training, few ranked rows (so most strategies' bests, and what they
-    are set against, lie below them), the bounded search shows what pricing every candidate shows."""
+    are set against, lie below them), the bounded search shows what pricing every candidate shows: priced
+    from statements, or whole under remat or a ZeRO stage."""
     sizes = {"B": b, "D": d, "F": f} | ({"T": 256} if "tokens" in program else {})
     kw = {"mesh": mesh, "sizes": sizes, "hw": "tpu-v5e", "mode": "train", "overlap": overlap, "top": top}
-    _shows_what_pricing_every_candidate_shows(program, kw)
+    _shows_what_pricing_every_candidate_shows(program, {**kw, **whole})
 
 
 @pytest.mark.parametrize(("program", "kw"), CASES + WHOLE)
@@ -168,10 +173,10 @@ def test_the_bounded_search_shows_what_pricing_every_candidate_shows(program: st
     (line,) = [x for x in str(got).splitlines() if x.startswith("space")]
     assert f"branch and bound: {unpriced:,} candidates left unpriced" in line
     assert got.to_json()["solver"]["bound"]["unpriced"] == unpriced
-    if "remat" in kw:
+    if "remat" in kw or "zero" in kw:
         assert (
             got.solver["pricing"] == "whole program"
-            and "the least compute of its backward, which a rerun" in line
+            and "its forward plans and the least compute of its backward put" in line
         )
     else:
         assert got.solver["pieces"] < every.solver["pieces"]
@@ -189,13 +194,12 @@ def test_the_bound_says_its_progress_and_the_total_grows_by_the_candidates_price
 
 def test_inference_and_the_whole_program_pricer_have_no_bound() -> None:
     """Inference prices only a forward (nothing to bound); a step priced whole under overlap ``schedule`` (steps
-    as their dependencies allow, no phases) or with ZeRO has no bound of its phases: neither says a bound. Under
-    remat alone it has (the rerun statements only add to the backward phase)."""
+    as their dependencies allow, no phases) or a precision recipe (other dtypes: other compute rates) has no
+    bound: none says a bound. Under remat or ZeRO it has (they only add work to the phases)."""
     assert "bound" not in numeric.search(MLP, **Q7).solver
     assert "bound" not in numeric.search(MLP, **{**MLP_TRAIN, "overlap": "schedule"}).solver
-    zero = {**MLP_TRAIN, "zero": 1, "remat": "block"}
-    assert "bound" not in numeric.search(MLP, **zero).solver
-    assert "bound" in numeric.search(MLP, **{**MLP_TRAIN, "remat": "block"}).solver
+    assert "bound" not in numeric.search(MLP, **{**MLP_TRAIN, "precision": "fp8", "zero": 1}).solver
+    assert "bound" in numeric.search(MLP, **{**MLP_TRAIN, "zero": 2, "remat": "block"}).solver
     assert "bound" in numeric.search(TRANSFORMER_FN, **{**SMALL_FN, "mesh": "X=2", "mode": "train"}).solver
 
 
