@@ -37,10 +37,10 @@ candidate whose first pieces put it above its places is left with the rest of th
 since kept candidates it had dropped as symmetric, and it prices 2,598). With every piece of a
 candidate priced, its bound is the least step of its keep choices.
 
-Where a step is not the sum of its statements only because of remat or a ZeRO stage (:func:`bounded`),
-candidates are priced whole, and bounded the same way but for pieces: the forward runs the same plans (ZeRO-3
-gathers the parameters before them), and remat and ZeRO add work to the phases, which more work never
-shortens. The README's search (LLaMA-3 70B on v5p-512, ``--remat block``) prices 134 of its 252 admitted
+Where a step is not the sum of its statements because of remat, a ZeRO stage or a precision recipe
+(:func:`bounded`), candidates are priced whole, and bounded the same way but for pieces: the forward runs the
+same plans (ZeRO-3 gathers the parameters before them), and remat and ZeRO add work to the phases, which more
+work never shortens. The README's search (LLaMA-3 70B on v5p-512, ``--remat block``) prices 134 of its 252 admitted
 candidates so; LLaMA-3 8B on ``X=2,Y=2`` with ``--zero 3`` 333 of 779.
 
 Bounds only grow and the places only come down, so a candidate put aside or left unpriced takes none of
@@ -56,6 +56,7 @@ import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from shardalg.costs.schedule import OverlapPolicy
 from shardalg.costs.terms import point
 from shardalg.models.analysis import analyze
 from shardalg.models.program import model_program
@@ -63,7 +64,7 @@ from shardalg.models.step import _cost_model  # the step's own cost model
 from shardalg.notation.syntax import Program
 
 from .groups import Pieces, split_statements, sub_program
-from .pieces import Seconds, StatementPricer, phase_of, phase_seconds, price_piece, whole_program_reason
+from .pieces import Seconds, StatementPricer, phase_of, phase_seconds, price_piece
 from .price import Admitted, Entry, Pricer, Settings, rank_key, strategy_firsts
 from .space import Assignment
 
@@ -72,17 +73,16 @@ __all__ = ["Bounds", "price_bounded", "shown_params"]
 MARGIN = 1e-9  # relative: a bound this close to a place is priced (the two sums' last bits differ)
 
 
-def bounded(base: Program, st: Settings) -> bool:
-    """Whether a search's candidates are bounded below before they are priced: in training, where a step is
-    the sum of its statements' prices, or would be under remat ``none`` and no ZeRO stage
-    (:func:`.pieces.whole_program_reason`). A remat policy adds the statements it reruns to the backward phase;
-    a ZeRO stage adds collectives (the parameters gathered: stage 3 before the forward and the backward, stages
-    1 and 2 once after the update) and reduces the gradients onto shards (:mod:`shardalg.models.zerostep`), in
-    the backward, whose collectives the bound does not read. Neither changes the forward's plans or lowers the
-    backward's compute. Microbatches and a precision recipe change what a forward pass computes and at what
-    rate: no bound there."""
-    plain = replace(st, remat="none", state=replace(st.state, zero=None))
-    return st.mode == "train" and whole_program_reason(base, plain) is None
+def bounded(st: Settings) -> bool:
+    """Whether a search's candidates are bounded below before they are priced: in training, with its steps in
+    phases (``steady`` or ``serial``: under ``schedule`` steps run as their dependencies allow) and one pass a
+    step. Priced from statements or whole (:func:`.pieces.whole_program_reason`): a remat policy adds the
+    statements it reruns to the backward phase; a ZeRO stage adds collectives (the parameters gathered: stage 3
+    before the forward and the backward, stages 1 and 2 once after the update) and reduces the gradients onto
+    shards (:mod:`shardalg.models.zerostep`) in the backward, whose collectives the bound does not read; a
+    precision recipe changes the bytes held, not the seconds (a step prices the program's own dtypes). None
+    changes the forward's plans or lowers the backward's compute."""
+    return st.mode == "train" and st.policy is not OverlapPolicy.SCHEDULE and st.state.micro == 1
 
 
 @dataclass

@@ -245,7 +245,7 @@ def search(
         bounds: Bounds | None = None
         fitting: list[tuple[Entry, int]] = []
         rejected: list[Entry] = []
-        if bounded(prog, settings):
+        if bounded(settings):
             fitting, rejected, bounds = price_bounded(pricer, candidates, top, progress, space.size)
         else:
             for order, a in enumerate(candidates):

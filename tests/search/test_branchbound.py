@@ -57,6 +57,8 @@ WHOLE = [
     # ZeRO adds the parameters' gathers and reduces the gradients onto shards: priced whole, bounded too
     pytest.param(HEADED, {**HEADED_ON, "zero": 3}, id="headed-zero3"),
     pytest.param(MLP, {**MLP_TRAIN, "zero": 1, "remat": "block", "top": 1}, id="mlp-zero1-remat"),
+    # a precision recipe changes the bytes held, not the seconds
+    pytest.param(HEADED, {**HEADED_ON, "precision": "fp8"}, id="headed-fp8"),
 ]
 
 
@@ -77,7 +79,7 @@ def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, fl
             kw.get("remat"),
             kw.get("overlap"),
             "x",
-            TrainState(zero=kw.get("zero")),
+            TrainState(zero=kw.get("zero"), precision=kw.get("precision")),
         )
         st = replace(st, keep=kw.get("keep_gathered"))
         pruned = Pruned()
@@ -107,7 +109,7 @@ def test_every_bound_is_at_most_its_candidates_step(program: str, kw: dict) -> N
     trivial zero (it is within 2x of the step for most candidates), and pieces priced raise some bounds. A
     candidate priced whole (remat) has no pieces: its bound is the first, below its step by what remat reruns."""
     rows = _priced_every_candidate(program, kw)
-    whole = "remat" in kw or "zero" in kw
+    whole = any(k in kw for k in ("remat", "zero", "precision"))
     assert rows
     for a, first, before, after, step, least in rows:
         assert first <= least * (1 + 1e-12), a
@@ -148,14 +150,14 @@ def _shows_what_pricing_every_candidate_shows(program: str, kw: dict) -> tuple[A
     f=st.sampled_from([1024, 16384]),
     overlap=st.sampled_from(["steady", "serial"]),
     top=st.integers(1, 4),
-    whole=st.sampled_from([{}, {"remat": "block"}, {"zero": 1}, {"zero": 3}]),
+    whole=st.sampled_from([{}, {"remat": "block"}, {"zero": 1}, {"zero": 3}, {"precision": "fp8"}]),
 )
 def test_on_random_layers_the_bounded_search_shows_what_pricing_every_candidate_shows(
     program: str, mesh: str, b: int, d: int, f: int, overlap: str, top: int, whole: dict
 ) -> None:
     """On the oracle's random layers in training, few ranked rows (so most strategies' bests, and what they
     are set against, lie below them), the bounded search shows what pricing every candidate shows: priced
-    from statements, or whole under remat or a ZeRO stage."""
+    from statements, or whole under remat, a ZeRO stage or a precision recipe."""
     sizes = {"B": b, "D": d, "F": f} | ({"T": 256} if "tokens" in program else {})
     kw = {"mesh": mesh, "sizes": sizes, "hw": "tpu-v5e", "mode": "train", "overlap": overlap, "top": top}
     _shows_what_pricing_every_candidate_shows(program, {**kw, **whole})
@@ -173,7 +175,7 @@ def test_the_bounded_search_shows_what_pricing_every_candidate_shows(program: st
     (line,) = [x for x in str(got).splitlines() if x.startswith("space")]
     assert f"branch and bound: {unpriced:,} candidates left unpriced" in line
     assert got.to_json()["solver"]["bound"]["unpriced"] == unpriced
-    if "remat" in kw or "zero" in kw:
+    if any(k in kw for k in ("remat", "zero", "precision")):
         assert (
             got.solver["pricing"] == "whole program"
             and "its forward plans and the least compute of its backward put" in line
@@ -194,12 +196,16 @@ def test_the_bound_says_its_progress_and_the_total_grows_by_the_candidates_price
 
 def test_inference_and_the_whole_program_pricer_have_no_bound() -> None:
     """Inference prices only a forward (nothing to bound); a step priced whole under overlap ``schedule`` (steps
-    as their dependencies allow, no phases) or a precision recipe (other dtypes: other compute rates) has no
-    bound: none says a bound. Under remat or ZeRO it has (they only add work to the phases)."""
+    as their dependencies allow, no phases) has no bound: neither says a bound. Under remat, ZeRO or a precision
+    recipe it has (they add work to the phases, or bytes)."""
     assert "bound" not in numeric.search(MLP, **Q7).solver
     assert "bound" not in numeric.search(MLP, **{**MLP_TRAIN, "overlap": "schedule"}).solver
-    assert "bound" not in numeric.search(MLP, **{**MLP_TRAIN, "precision": "fp8", "zero": 1}).solver
-    assert "bound" in numeric.search(MLP, **{**MLP_TRAIN, "zero": 2, "remat": "block"}).solver
+    both = {**MLP_TRAIN, "overlap": "schedule", "remat": "block"}
+    assert "bound" not in numeric.search(MLP, **both).solver
+    assert (
+        "bound"
+        in numeric.search(MLP, **{**MLP_TRAIN, "zero": 2, "remat": "block", "precision": "fp8"}).solver
+    )
     assert "bound" in numeric.search(TRANSFORMER_FN, **{**SMALL_FN, "mesh": "X=2", "mode": "train"}).solver
 
 
