@@ -77,10 +77,10 @@ def _brute_force(program: str, on: dict[str, Any]) -> tuple[Entry | None, dict[s
             on["memory"],
             on["mode"],
             None,
-            None,
+            on.get("remat"),
             on["overlap"],
             "steady",
-            TrainState(),
+            TrainState(precision=on.get("precision"), zero=on.get("zero")),
         )
         st_ = replace(st_, keep=on["keep_gathered"])
         best: Entry | None = None
@@ -126,6 +126,8 @@ MLP_TOKENS = (
     overlap=st.sampled_from(["steady", "serial"]),
     keep=st.sampled_from([None, True, False]),
     cap_log=st.floats(min_value=5.0, max_value=10.0),
+    # priced whole in training (the bound holds there too): remat, a ZeRO stage, a precision recipe
+    whole=st.sampled_from([{}, {}, {"remat": "block"}, {"zero": 1}, {"zero": 3}, {"precision": "fp8"}]),
 )
 @example(  # Megatron SP gathers In before the first product, and the residual add reads In after it
     program="params W1, W2\ntokens B, T\nIn[B, T, D] * W1[D, F] -> H[B, T, F]\nH[B, T, F] * W2[F, D] -> Out[B, T, D]\n"
@@ -140,13 +142,19 @@ MLP_TOKENS = (
     overlap="steady",
     keep=None,
     cap_log=7.0,
+    whole={},
 )
 # In gathered for the first product, read whole by the residual add: the candidate's memory took In's bytes from
 # the last piece that reads it (whole) and nothing fitted the cap
-@example(program=MLP_TOKENS + "\nIn[B, T, D] + Out[B, T, D] -> Y[B, T, D]", mesh="X=2,Y=2", **LONG_PROFILE)
+@example(
+    program=MLP_TOKENS + "\nIn[B, T, D] + Out[B, T, D] -> Y[B, T, D]",
+    mesh="X=2,Y=2",
+    whole={},
+    **LONG_PROFILE,
+)
 # Megatron SP with D sharded, priced by its two products apart, was 2% slow
-@example(program=MLP_TOKENS, mesh="X=2,Y=4", **LONG_PROFILE)
-def test_the_search_is_the_brute_force(program, mesh, hw, b, t, d, f, mode, overlap, keep, cap_log):
+@example(program=MLP_TOKENS, mesh="X=2,Y=4", whole={}, **LONG_PROFILE)
+def test_the_search_is_the_brute_force(program, mesh, hw, b, t, d, f, mode, overlap, keep, cap_log, whole):
     sizes = {"B": b, "D": d, "F": f} | ({"T": t} if "tokens" in program else {})
     on = {
         "mesh": mesh,
@@ -156,6 +164,7 @@ def test_the_search_is_the_brute_force(program, mesh, hw, b, t, d, f, mode, over
         "mode": mode,
         "overlap": overlap,
         "keep_gathered": keep if mode == "train" else None,
+        **(whole if mode == "train" else {}),
     }
     got = search(program, **on)
     want, by = _brute_force(program, on)
