@@ -62,6 +62,11 @@ WHOLE = [
 ]
 
 
+def _priced_whole(kw: dict) -> bool:
+    """Whether a case's candidates are priced whole (each of WHOLE's settings makes a step no sum of statements)."""
+    return any(k in kw for k in ("remat", "zero", "precision"))
+
+
 def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, float, float, float, float]]:
     """For every admitted candidate of the search's space, priced in the space's order: (candidate, its first
     bound, its bound again just before it is priced (the pieces of the candidates before it priced), its bound
@@ -109,7 +114,7 @@ def test_every_bound_is_at_most_its_candidates_step(program: str, kw: dict) -> N
     trivial zero (it is within 2x of the step for most candidates), and pieces priced raise some bounds. A
     candidate priced whole (remat) has no pieces: its bound is the first, below its step by what remat reruns."""
     rows = _priced_every_candidate(program, kw)
-    whole = any(k in kw for k in ("remat", "zero", "precision"))
+    whole = _priced_whole(kw)
     assert rows
     for a, first, before, after, step, least in rows:
         assert first <= least * (1 + 1e-12), a
@@ -175,7 +180,7 @@ def test_the_bounded_search_shows_what_pricing_every_candidate_shows(program: st
     (line,) = [x for x in str(got).splitlines() if x.startswith("space")]
     assert f"branch and bound: {unpriced:,} candidates left unpriced" in line
     assert got.to_json()["solver"]["bound"]["unpriced"] == unpriced
-    if any(k in kw for k in ("remat", "zero", "precision")):
+    if _priced_whole(kw):
         assert (
             got.solver["pricing"] == "whole program"
             and "its forward plans and the least compute of its backward put" in line
