@@ -379,21 +379,21 @@ def _with_head(infos: list[StatementInfo], made_by: Mapping[str, int], roles: Ro
             from_layer.update((s.result,) if s.result is not None else ())
             end = s.index
     head: set[int] = set()
+
+    def outside(name: str) -> bool:
+        """Whether only the part outside the layer reads ``name``: a collective of it (the gather of the final
+        norm's result before the unembedding, under Megatron SP) is no reader of its own, as whatever reads
+        the version it makes reads the value."""
+        readers = [t for t in infos if name in t.reads and t.kind != "collective"]
+        return bool(readers) and all(t.once or t.index in head for t in readers)
+
     for s in reversed(infos):
         if s.once or s.index <= end or not s.computes or s.result is None:
             continue
-        readers = [t for t in infos if s.result in t.reads]
-        if readers and all(t.once or t.index in head for t in readers):
+        if outside(s.result):
             head.add(s.index)
-    head_reads = {r for s in infos if s.index in head for r in s.reads}
-    for s in infos:  # a collective of what only the head reads is the head's
-        if (
-            not s.once
-            and s.kind == "collective"
-            and s.index > end
-            and s.reads
-            and head_reads.issuperset(s.reads)
-        ):
+    for s in infos:  # a collective of what only the part outside the layer reads is the head's
+        if not s.once and s.kind == "collective" and s.index > end and s.reads and all(map(outside, s.reads)):
             head.add(s.index)
     return [replace(s, once=True) if s.index in head else s for s in infos]
 

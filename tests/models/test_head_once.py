@@ -76,3 +76,29 @@ def test_llama_3_8b_memory_drops_by_the_final_norm_over_the_other_31_layers() ->
     assert per_layer / 1e9 == pytest.approx(2.15, abs=0.005)
     assert (layers - 1) * per_layer / 1e9 == pytest.approx(66.6, abs=0.05)
     assert _rows(preset)["Xfr"] == (tensor, 1) and _rows(preset)["Xl"] == (tensor, 1)
+
+
+def test_the_final_norm_is_once_when_its_result_is_gathered_for_the_unembedding() -> None:
+    """Under Megatron SP the head's norm runs on the sequence's shards and its result is gathered before the
+    unembedding: the gather reads the norm's result too, and it is the head's (a collective of what only the
+    head reads), so the norm stays once. It was counted once a layer before: its result and statistics in
+    every layer's activations, its time in every layer's step."""
+    sharded = (
+        NORMED.replace("[B_X, ", "[B, T_X, ")
+        .replace("Xfr[B, T_X, D] .* g_final[D] -> Xf[B, T_X, D]\n", "")
+        .replace(
+            "Xf[B, T_X, D] * W_un",
+            "AllGather_X(Xfr[B, T_X, D]) -> Xfr[B, T, D]\nXfr[B, T, D] * W_un",
+        )
+        .replace("-> Lg[B, T_X, V]", "-> Lg[B, T, V_X]")
+        .replace("W_un[D, V]", "W_un[D, V_X]")
+        .replace("g_final, W_un; layers L\n", "W_un; tokens B, T; layers L\n")
+    )
+    assert "AllGather_X(Xfr[B, T_X, D]) -> Xfr[B, T, D]" in sharded
+    t = 128
+    m = model_program(sharded, f"X={X}", f"B={B},T={t},D={D},F={F},V={V},L={L}")
+    assert [s.once for s in m.statements][-3:] == [True, True, True]
+    rows = _rows(model_memory(analyze(m, "train")))
+    local = B * t // X
+    assert rows["Xfr"] == (local * D * BF16, 1)
+    assert rows["rmsnorm_D statistics (1 fp32 a row) of Xfr"] == (local * FP32, 1)
