@@ -198,7 +198,7 @@ def bound_again(pricer: Pricer, c: _Candidate, floor: dict[bool, float], floors:
     return _bound_and_next(pricer, c, floor, floors)[0]
 
 
-Next = tuple[Program, bool]  # a piece not priced yet, and the keep choice it is priced under
+Next = tuple[Program, bool, bool]  # a piece not priced yet, the keep choice it is priced under, its part
 
 
 def _bound_and_next(
@@ -224,7 +224,7 @@ def _bound_and_next(
     if not rest:
         return bound, None
     run = max(rest, key=lambda r: sum(floors[k] for k in r))
-    return bound, (c.pieces.subs[c.pieces.split.runs.index(run)], bool(keep))
+    return bound, (c.pieces.subs[c.pieces.split.runs.index(run)], bool(keep), pricer.once(run))
 
 
 def shown_params(

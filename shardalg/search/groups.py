@@ -194,13 +194,19 @@ def joins_of(
     return tuple((name[1:], once) for (name, once), n in sorted(missing.items()) for _ in range(n))
 
 
-def blocks(groups: list[tuple[Any, ...]], stream: set[str]) -> tuple[tuple[int, ...], ...]:
+def blocks(
+    groups: list[tuple[Any, ...]], stream: set[str], parts: list[bool | None]
+) -> tuple[tuple[int, ...], ...]:
     """The places of ``groups`` (:func:`split_statements`) in blocks priced as one piece, each ending with a
     group that writes one of the ``stream`` values (the residual stream: a value whose gradient's parts the
-    backward adds in a step of its own) or with the last group."""
+    backward adds in a step of its own), before a group of another part of the step (``parts``: each group's,
+    True outside the repeated layer: the layer's last block before the head) or with the last group."""
     blocks: list[tuple[int, ...]] = []
     run: list[int] = []
     for k, g in enumerate(groups):
+        if run and parts[k] != parts[run[-1]]:
+            blocks.append(tuple(run))
+            run = []
         run.append(k)
         if any(isinstance(s, Arrow) and s.result.name in stream for s in g):
             blocks.append(tuple(run))

@@ -39,6 +39,13 @@ backward's communication), and the best Megatron SP one on 2x4 without the add w
 against the brute force found it).
 In inference a candidate is the sum of its pieces.
 
+Each piece is of one part of the step, as the whole program counts its statements: Megatron SP's last block
+ends where the layer does (run on into the head, the head was counted once a layer: LLaMA-3 8B's best
+Megatron SP on 2x2 came to 660 ms against its whole program's 221 ms), a piece of the head is priced with each
+of its values once (alone, the head's final norm is a layer of its own program, nothing written before it),
+and where a piece would hold statements of both parts (a head with no product of its own joins the layer's
+last piece) the candidates are priced whole.
+
 A piece is priced for its own axes, never looked up as another piece with interchangeable axes renamed: the
 planner breaks a tie between plans of equal bytes by their text, which names the axes, so a renamed piece may
 take the other plan and put a collective on another axis (on ``X=2,Y=2,Z=2``, 2 us of a norm's scale gathered
@@ -52,7 +59,7 @@ layer's candidates; every one under the long profile, docs/testing.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
@@ -170,7 +177,13 @@ def phase_of(plans: list[Plan], a: Analysis, costs: Any, at: Any) -> Seconds:
     return got
 
 
-def price_piece(sub: Program, st: Settings, keep: bool) -> Piece:
+def price_piece(sub: Program, st: Settings, keep: bool, once: bool = False) -> Piece:
+    """``sub`` (a piece of a candidate's program) priced alone with the backward keeping the forward's gathered
+    copies or not; ``once``: the piece is of the part of the step outside the repeated layer (the head), so
+    each of its values occurs once, as the whole program holds them (priced alone, the head's final norm is
+    a layer of its own: nothing is written before it)."""
+    if once and sub.roles is not None:
+        sub = replace(sub, roles=replace(sub.roles, layers=None))
     model = model_program(sub, st.mesh, st.sizes)
     a = analyze(model, st.mode, "none" if st.mode == "train" else None, keep_gathered=keep)
     costs = _cost_model(a, st.chip, st.policy)
@@ -217,32 +230,40 @@ class StatementPricer(Pricer):
         self.priced = 0  # pieces priced: a piece whose backward reads no gathered copy is priced once, not
         # once per keep choice
         whole = self.unsharded
-        once = iter([s.once for s in whole.model.statements if s.kind == "product"])
-        # each piece's part (the repeated layer or once): its first product's (a core's two products are one)
+        part = {info.statement: info.once for info in whole.model.statements if info.computes}
         groups = split_statements(base)
-        self._once = [[next(once) for s in g if is_product(s)][0] for g in groups if any(map(is_product, g))]
+        # each group's part of the step (True: once, outside the repeated layer); None where its statements
+        # are in both, or it computes nothing: the candidates are then priced whole (pieces_of)
+        parts = [got.pop() if len(got := {part[s] for s in g if s in part}) == 1 else None for g in groups]
+        self._once = [p for g, p in zip(groups, parts, strict=True) if any(map(is_product, g))]
         alone = tuple((k,) for k in range(len(groups)))
         self.alone = Split(alone, joins_of(base, whole, settings, alone))
-        # Megatron SP in training: whole blocks of the layer (see pieces_of)
-        runs = blocks(groups, {name for name, _ in self.alone.joins})
+        # Megatron SP in training: whole blocks of the layer (see pieces_of), none across the parts
+        runs = blocks(groups, {name for name, _ in self.alone.joins}, parts)
         self.blocks = Split(runs, joins_of(base, whole, settings, runs))
         self.whole = 0  # candidates priced whole (see _priced)
 
-    def piece(self, sub: Program, keep: bool) -> Piece:
-        """``sub``'s piece with the backward keeping the forward's gathered copies or not: looked up (under the
-        other keep choice too, where its backward reads no gathered copy: keeping is moot), else priced."""
+    def piece(self, sub: Program, keep: bool, once: bool) -> Piece:
+        """``sub``'s piece with the backward keeping the forward's gathered copies or not (``once``: of the part
+        outside the repeated layer): looked up (under the other keep choice too, where its backward reads no
+        gathered copy: keeping is moot), else priced."""
         got = self.found(sub, keep)
         if got is None:
-            got = price_piece(sub, self.settings, keep)
+            got = price_piece(sub, self.settings, keep, once)
             self.priced += 1
         self.table[(sub, keep)] = got
         return got
+
+    def once(self, run: tuple[int, ...]) -> bool:
+        """Whether a run of groups (:func:`split_statements`'s places) is of the part of the step outside the
+        repeated layer (the head)."""
+        return bool(self._once[run[0]])
 
     def pieces_of(self, a: Assignment, program: Program) -> Pieces | None:
         """The sub-programs ``program`` (``a``'s) is priced by: its pieces and its gradients' additions, with
         how it is split (None: it is not split as the search's program is, and is priced whole)."""
         groups = split_statements(program)
-        if len(groups) != len(self._once):
+        if len(groups) != len(self._once) or None in self._once:
             return None
         # Megatron SP in training: the backward hands a cotangent on in a layout other than its forward's (an
         # attention core gathers dSc, and Q's projection takes a whole dQ with no gather; an MLP with D sharded
@@ -276,7 +297,7 @@ class StatementPricer(Pricer):
         }
         for sub, run in zip(pieces.subs, pieces.split.runs, strict=True):
             p = self.found(sub, keep)
-            seconds, unpriced = got[self._once[run[0]]]
+            seconds, unpriced = got[self.once(run)]
             if p is None:
                 unpriced.append(run)
             else:
@@ -294,9 +315,11 @@ class StatementPricer(Pricer):
         if of is None:
             self.whole += 1
             return super()._priced(a, strategy, program, model, keep)
-        pieces = [self.piece(sub, keep) for sub in of.subs]
-        joins = [self.piece(sub, keep) for sub in of.joins]
-        once = [self._once[run[0]] for run in of.split.runs]
+        once = [self.once(run) for run in of.split.runs]
+        pieces = [self.piece(sub, keep, o) for sub, o in zip(of.subs, once, strict=True)]
+        joins = [
+            self.piece(sub, keep, outside) for sub, (_, outside) in zip(of.joins, of.split.joins, strict=True)
+        ]
         entry = self._entry(a, strategy, program, model, pieces, once, joins, of.split.joins)
         return entry, sum(p.copies for p in pieces)
 

@@ -52,3 +52,13 @@ LAYER_TRAIN = {
     "hw": "tpu-v5e",
     "mode": "train",
 }
+
+# The layer with a head, as the presets write a whole model: the layer repeated L times, then the final norm
+# of its last output and the unembedding, once (``embeddings`` and ``layers`` declared)
+HEADED_FN = (
+    TRANSFORMER_FN.replace("tokens B, T", "embeddings W_un, g_final\ntokens B, T\nlayers L")
+    + """
+rmsnorm_D(Xl[B, T, D]) -> Xr[B, T, D]
+Xr[B, T, D] .* g_final[D] -> Xf[B, T, D]
+Xf[B, T, D] * W_un[D, V] -> Lg[B, T, V]"""
+)

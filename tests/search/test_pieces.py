@@ -15,10 +15,11 @@ from shardalg.search.numeric import prepare_search, search
 from shardalg.search.pieces import StatementPricer, pricer_for
 from shardalg.search.price import Pricer
 from shardalg.search.space import Assignment, Pruned, enumerate_space
-from tests.search.programs import LAYER_TRAIN, MLP, Q7, TRANSFORMER, TRANSFORMER_FN
+from tests.search.programs import HEADED_FN, LAYER_TRAIN, MLP, Q7, TRANSFORMER, TRANSFORMER_FN
 
 # the layer with its attention core: H heads of E, the keys' positions S (the tokens T renamed)
 SIZES_FN = "B=8,T=8,S=8,D=16,H=2,E=8,F=32"
+SIZES_HEADED = SIZES_FN + ",V=32,L=4"
 
 
 def _differences(eo, en) -> list[str]:
@@ -91,6 +92,8 @@ LAYERS = {
     "TRANSFORMER_FN infer": (TRANSFORMER_FN, SIZES_FN, "infer", "steady", 4),
     "NONCAUSAL_FN train": (NONCAUSAL_FN, SIZES_FN, "train", "steady", 8),
     "NONCAUSAL_FN infer": (NONCAUSAL_FN, SIZES_FN, "infer", "steady", 4),
+    "HEADED_FN train": (HEADED_FN, SIZES_HEADED, "train", "steady", 8),
+    "HEADED_FN infer": (HEADED_FN, SIZES_HEADED, "infer", "steady", 8),
 }
 
 
@@ -151,6 +154,47 @@ def test_megatron_sp_is_priced_by_blocks():
         priced = whole(a)
         assert _differences(priced, blocks(a)) == []
         assert (_differences(priced, cut(a)) != []) is (a in CUT_AT_CORE_WRONG)
+
+
+def test_a_block_ends_where_the_layer_does():
+    """Megatron SP's blocks never join the layer with the head after it: a block is priced in one part of the
+    step (the repeated layer, or once). The MLP block ran on into the head before (no residual stream is read
+    after the layer's last ``+``), so the head was counted L times: every one of this model's 202 Megatron SP
+    candidates on 2x2 came out wrong (LLaMA-3 8B's best Megatron SP on 2x2, B=8, T=1024: 660 ms against its
+    whole program's 221 ms)."""
+    prog, space, st, _ = _prepared(HEADED_FN, "X=2,Y=2", SIZES_HEADED, "train", "steady")
+    pricer = StatementPricer(prog, space, st, Pruned())
+    assert pricer.blocks.runs == ((0, 1, 2), (3, 4), (5,))
+    seen, wrong, _ = disagreements(
+        HEADED_FN, "X=2,Y=2", SIZES_HEADED, "train", "steady", lambda n, a: bool(a.megatron) and n % 4 == 0
+    )
+    assert seen >= 40 and wrong == []
+
+
+def test_a_piece_outside_the_layer_is_counted_once():
+    """The head's final norm, priced alone, is a layer of its own program (nothing before it): its statistics
+    and its result were counted L times in every candidate's activations (13,056 bytes over the whole
+    program's 168,192 for the replicated one here). A piece of the part outside the layer is priced with
+    each of its values once, as the whole program holds them."""
+    prog, space, st, _ = _prepared(HEADED_FN, "X=2,Y=2", SIZES_HEADED, "train", "steady")
+    a = next(enumerate_space(space, Pruned()))
+    assert str(a) == "params -; activations -"
+    whole, summed = Pricer(prog, space, st, Pruned())(a), StatementPricer(prog, space, st, Pruned())(a)
+    assert summed.parts == whole.parts and whole.parts["activations"] == 168_192
+
+
+def test_a_piece_in_both_parts_is_priced_whole():
+    """A head with no product of its own (a final norm and its gain) joins the layer's last piece: a piece in
+    both parts of the step, which no part's count fits, so its candidates are priced whole, and agree."""
+    program = MLP_ADD.replace("tokens B, T", "embeddings g_f\ntokens B, T\nlayers L") + (
+        "\nrmsnorm_D(Xl[B, T, D]) -> Xr[B, T, D]\nXr[B, T, D] .* g_f[D] -> Xf[B, T, D]"
+    )
+    prog, space, st, _ = _prepared(program, "X=2,Y=2", "B=16,T=16,D=32,F=64,L=4", "train", "steady")
+    assert StatementPricer(prog, space, st, Pruned())._once == [False, None]
+    seen, wrong, new = disagreements(
+        program, "X=2,Y=2", "B=16,T=16,D=32,F=64,L=4", "train", "steady", lambda n, a: n % 8 == 0
+    )
+    assert seen >= 10 and wrong == [] and new.whole >= seen and not new.table  # no piece priced
 
 
 MLP_ADD = """params W1, W2
