@@ -19,7 +19,7 @@ from shardalg.search.price import Admitted
 from shardalg.search.space import Pruned, enumerate_space
 from tests.search.programs import MLP, Q7, TRANSFORMER, TRANSFORMER_FN
 from tests.search.test_pieces import SMALL_FN
-from tests.search.test_search_oracle import programs
+from tests.search.test_search_oracle import programs, sizes_of
 
 # a layer repeated L times with an unembedding once after it: the bound's two parts
 HEADED = """params W1, W2; embeddings W_un; layers L
@@ -163,7 +163,7 @@ def test_on_random_layers_the_bounded_search_shows_what_pricing_every_candidate_
     """On the oracle's random layers in training, few ranked rows (so most strategies' bests, and what they
     are set against, lie below them), the bounded search shows what pricing every candidate shows: priced
     from statements, or whole under remat, a ZeRO stage or a precision recipe."""
-    sizes = {"B": b, "D": d, "F": f} | ({"T": 256} if "tokens" in program else {})
+    sizes = sizes_of(program, b, d, f, 256)
     kw = {"mesh": mesh, "sizes": sizes, "hw": "tpu-v5e", "mode": "train", "overlap": overlap, "top": top}
     _shows_what_pricing_every_candidate_shows(program, {**kw, **whole})
 
@@ -241,9 +241,10 @@ def test_pieces_priced_one_at_a_time_raise_the_bound_to_the_step(program: str, k
                 bounds.append(bound)
                 if nxt is None:
                     break
-                assert c.pieces is not None and nxt[0] in c.pieces.subs, a
-                assert pricer.found(*nxt) is None, a  # not priced yet
-                pricer.piece(*nxt)
+                sub, keep, once = nxt
+                assert c.pieces is not None and sub in c.pieces.subs, a
+                assert pricer.found(sub, keep) is None, a  # not priced yet
+                pricer.piece(sub, keep, once)
                 named += 1
             assert nxt is None, a  # every piece named ends it
             e = pricer.price(got)

@@ -6,7 +6,8 @@ candidate written by assignments of several strategies counts for each).
 The search prunes interchangeable axes, bounds candidates it leaves unpriced (branch and bound, training) and
 assembles each candidate from its statements' prices (:mod:`shardalg.search.pieces`); the oracle does none of
 that. Programs are an MLP (one or two products) with what a layer writes around it: a norm and its scale, an
-activation function, a gated product, a residual add, a tokens dim; on 2x2, 4 or 2x4 of a v5e or a v5p,
+activation function, a gated product, a residual add, a tokens dim, and a head after the layer (a final norm,
+its scale, the unembedding: once, the layer repeated 4 times); on 2x2, 4 or 2x4 of a v5e or a v5p,
 trained (the backward's gathered copies kept, gathered again, or the faster) or served, under either overlap
 policy that sums statements, with a memory cap that may bind."""
 
@@ -61,8 +62,31 @@ def programs(draw: st.DrawFn) -> str:
         lines.append(f"{h}{act('F')} * W2[F, D] -> Out{act('D')}")
         if draw(st.booleans()):
             lines.append(f"In{act('D')} + Out{act('D')} -> Y{act('D')}")
-    head = [f"params {', '.join(params)}"] + (["tokens B, T"] if tokens else [])
-    return "\n".join(head + lines)
+    roles = [f"params {', '.join(params)}"] + (["tokens B, T"] if tokens else [])
+    if draw(
+        st.booleans()
+    ):  # a head after the layer, once: the final norm of its last output, the unembedding
+        embeddings, xl = ["W_u"], "Xl"
+        if draw(st.booleans()):
+            lines.append(f"rmsnorm_D(Xl{act('D')}) -> Xr{act('D')}")
+            xl = "Xr"
+            if draw(st.booleans()):
+                embeddings.append("g_f")
+                lines.append(f"Xr{act('D')} .* g_f[D] -> Xf{act('D')}")
+                xl = "Xf"
+        lines.append(f"{xl}{act('D')} * W_u[D, V] -> Lg{act('V')}")
+        roles += [f"embeddings {', '.join(embeddings)}", "layers L"]
+    return "\n".join(roles + lines)
+
+
+def sizes_of(program: str, b: int, d: int, f: int, t: int) -> dict[str, int]:
+    """The sizes of a program :func:`programs` draws: T where it has a tokens dim, the vocabulary V and 4 layers
+    where it has a head."""
+    return (
+        {"B": b, "D": d, "F": f}
+        | ({"T": t} if "tokens" in program else {})
+        | ({"V": 2 * f, "L": 4} if "layers L" in program else {})
+    )
 
 
 def _brute_force(program: str, on: dict[str, Any]) -> tuple[Entry | None, dict[str, Entry]]:
@@ -155,7 +179,7 @@ MLP_TOKENS = (
 # Megatron SP with D sharded, priced by its two products apart, was 2% slow
 @example(program=MLP_TOKENS, mesh="X=2,Y=4", whole={}, **LONG_PROFILE)
 def test_the_search_is_the_brute_force(program, mesh, hw, b, t, d, f, mode, overlap, keep, cap_log, whole):
-    sizes = {"B": b, "D": d, "F": f} | ({"T": t} if "tokens" in program else {})
+    sizes = sizes_of(program, b, d, f, t)
     on = {
         "mesh": mesh,
         "sizes": sizes,
