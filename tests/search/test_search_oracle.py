@@ -63,9 +63,8 @@ def programs(draw: st.DrawFn) -> str:
         if draw(st.booleans()):
             lines.append(f"In{act('D')} + Out{act('D')} -> Y{act('D')}")
     roles = [f"params {', '.join(params)}"] + (["tokens B, T"] if tokens else [])
-    if draw(
-        st.booleans()
-    ):  # a head after the layer, once: the final norm of its last output, the unembedding
+    # a head after the layer, once: the final norm of its last output (and its scale), the unembedding
+    if draw(st.booleans()):
         embeddings, xl = ["W_u"], "Xl"
         if draw(st.booleans()):
             lines.append(f"rmsnorm_D(Xl{act('D')}) -> Xr{act('D')}")
