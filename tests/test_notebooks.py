@@ -24,7 +24,18 @@ def test_there_is_a_notebook():
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[n.name for n in NOTEBOOKS])
 def test_notebook_runs(notebook, tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbmake", str(notebook), "-q", "-p", "no:cacheprovider"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbmake",
+            str(notebook),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "0",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
