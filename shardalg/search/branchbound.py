@@ -65,12 +65,15 @@ from shardalg.notation.syntax import Program
 
 from .groups import Pieces, split_statements, sub_program
 from .pieces import Seconds, StatementPricer, phase_of, phase_seconds, price_piece
-from .price import Admitted, Entry, Pricer, Settings, rank_key, strategy_firsts
+from .price import Admitted, Entry, Pricer, Settings, digits, rank_key, strategy_firsts
 from .space import Assignment
 
 __all__ = ["Bounds", "price_bounded", "shown_params"]
 
-MARGIN = 1e-9  # relative: a bound this close to a place is priced (the two sums' last bits differ)
+# relative: how far a bound's float sums may fall above the priced ones, which add the same terms in another
+# order (their last bits differ); a bound is lowered by it before it is compared with a place
+EPS = 1e-13
+INF: tuple = (float("inf"),)  # a place no candidate holds yet: above every key
 
 
 def bounded(st: Settings) -> bool:
@@ -173,6 +176,31 @@ class _Candidate:
     pieces: Pieces | None = None
 
 
+def comms_of(forward: dict[bool, Seconds], known: Known, layers: float, st: Settings) -> float:
+    """The communication of a step whose forward phase is ``forward`` per part and whose backward holds the
+    pieces priced so far (``known``) is at least this, counted as an entry counts it
+    (:meth:`.pieces.StatementPricer._entry`): per phase its busiest lane under ``steady`` (a lane's sum only
+    grows as the other pieces are added), every collective under ``serial``; a part's phases times its count."""
+    total = 0.0
+    for once, phase in forward.items():
+        priced, _ = known[once]
+        total += (1.0 if once else layers) * (_comms(phase, st.policy) + _comms(priced, st.policy))
+    return total
+
+
+def _comms(s: Seconds, policy: OverlapPolicy) -> float:
+    return s.comms if policy is OverlapPolicy.SERIAL else max(s.lanes.values(), default=0.0)
+
+
+def low_key(c: _Candidate, bound: float, comms: float) -> tuple:
+    """The least :func:`.price.rank_key` ``c`` can have, its step at least ``bound``, its communication at
+    least ``comms`` and its bytes at least those counted before any plan: each lowered by :data:`EPS` and
+    taken to 12 digits as the key takes them (rounding is monotone), so each is at most the key's own and the
+    tuple at most the key in their order."""
+    low = 1 - EPS
+    return (digits(bound * low), digits(comms * low), c.admitted.lower * low, c.order)
+
+
 def lower_bound(c: _Candidate, st: Settings, floor: dict[bool, float]) -> float:
     """A step ``c``'s pricing cannot beat before any of its backward is priced (the module docstring): its
     forward phase exact, its backward at the floor, per part."""
@@ -198,33 +226,50 @@ def bound_again(pricer: Pricer, c: _Candidate, floor: dict[bool, float], floors:
     return _bound_and_next(pricer, c, floor, floors)[0]
 
 
+def comms_again(pricer: Pricer, c: _Candidate, floor: dict[bool, float], floors: list[float]) -> float:
+    """``c``'s communication at least (:func:`comms_of`), with the backward of its pieces priced so far: the
+    least over the keep choices it may take."""
+    return _bound_and_next(pricer, c, floor, floors)[1]
+
+
 Next = tuple[Program, bool, bool]  # a piece not priced yet, the keep choice it is priced under, its part
 
 
 def _bound_and_next(
     pricer: Pricer, c: _Candidate, floor: dict[bool, float], floors: list[float]
-) -> tuple[float, Next | None]:
-    """:func:`bound_again`, and the piece to price next to raise it: of the keep choice that gives the bound
-    (keeping on a tie: a backward that reads the kept copies is the cheaper to plan), the unpriced piece whose
-    floor is the largest (None: every piece of that choice is priced, or the candidate is priced whole)."""
+) -> tuple[float, float, Next | None]:
+    """:func:`bound_again`, :func:`comms_again`, and the piece to price next to raise them: of the keep choice
+    that gives the least bound and communication (keeping on a tie: a backward that reads the kept copies is
+    the cheaper to plan), the unpriced piece whose floor is the largest (None: every piece of that choice is
+    priced, or the candidate is priced whole)."""
     st = pricer.settings
+    layers = float(c.admitted.model.layers)
     if c.pieces is None and isinstance(pricer, StatementPricer):
         c.pieces = pricer.pieces_of(c.admitted.assignment, c.admitted.program)
     if c.pieces is None:  # priced whole: nothing of it is known before
-        return lower_bound(c, st, floor), None
-    layers = float(c.admitted.model.layers)
+        return lower_bound(c, st, floor), comms_of(c.forward, NOTHING, layers, st), None
     keeps = (st.keep,) if st.keep is not None else (True, False)
     out = []
     for keep in keeps:
         got = pricer.priced_backward(c.pieces, keep)
         known = {once: (s, sum(floors[k] for run in rest for k in run)) for once, (s, rest) in got.items()}
         rest = [run for _, runs in got.values() for run in runs]
-        out.append((bound_of(c.forward, known, layers, st, floor), keep, rest))
-    bound, keep, rest = min(out, key=lambda x: x[0])  # the first of a tie: keeping
+        out.append(
+            (
+                bound_of(c.forward, known, layers, st, floor),
+                comms_of(c.forward, known, layers, st),
+                keep,
+                rest,
+            )
+        )
+    # each keep choice's step and communication at least these: the candidate's, whichever it takes, at
+    # least their least each
+    bound, comms = min(x[0] for x in out), min(x[1] for x in out)
+    _, _, keep, rest = min(out, key=lambda x: x[:2])  # the first of a tie: keeping
     if not rest:
-        return bound, None
+        return bound, comms, None
     run = max(rest, key=lambda r: sum(floors[k] for k in r))
-    return bound, (c.pieces.subs[c.pieces.split.runs.index(run)], bool(keep), pricer.once(run))
+    return bound, comms, (c.pieces.subs[c.pieces.split.runs.index(run)], bool(keep), pricer.once(run))
 
 
 def shown_params(
@@ -270,9 +315,11 @@ def price_bounded(
     heapq.heapify(heap)
     done, total = pricer.pruned.visited, pricer.pruned.visited + len(waiting)
     fitting: list[tuple[Entry, int]] = []
-    best: list[float] = []  # the fitting seconds so far, fastest first, ``top`` of them
-    of_strategy: dict[str, float] = {}
-    of_params: dict[str, float] = {}
+    # the places, as rank keys (:func:`.price.rank_key`): the ``top`` fitting keys so far, least first, and
+    # each strategy's and each parameter layout's least so far
+    best: list[tuple] = []
+    of_strategy: dict[str, tuple] = {}
+    of_params: dict[str, tuple] = {}
     later: list[tuple[float, int]] = []  # above its table places: wanted only as its parameters' best
     # the first round: the rows and each strategy's best; the second: the parameters' bests they are set against
     for second in (False, True):
@@ -283,33 +330,34 @@ def price_bounded(
             # its strategy's best, and that of each strategy another assignment writing its program is of
             strategies = (c.admitted.strategy, *pricer.aliases.get(c.admitted.program, {}))
             if second:
-                place = of_params.get(params, float("inf"))
+                place = of_params.get(params, INF)
             else:
                 place = max(
-                    best[-1] if len(best) >= top else float("inf"),
-                    *(of_strategy.get(s, float("inf")) for s in strategies),
+                    best[-1] if len(best) >= top else INF, *(of_strategy.get(s, INF) for s in strategies)
                 )
-            if bound <= place * (1 + MARGIN):
+            low = low_key(c, bound, 0.0)
+            if low <= place:
                 # the pieces priced since it was bounded may raise its bound: then it waits its turn again
-                again, missing = _bound_and_next(pricer, c, floor, floors)
+                again, comms, missing = _bound_and_next(pricer, c, floor, floors)
                 again = max(bound, again)
                 if again > bound and heap and again > heap[0][0]:
                     heapq.heappush(heap, (again, k))
                     continue
                 bound = again
-                if missing is not None and bound <= place * (1 + MARGIN):
+                low = low_key(c, bound, comms)
+                if missing is not None and low <= place:
                     # one more of its pieces priced, then bounded again: it may fall behind another one, or
                     # above its places, before the rest of it is priced
                     pricer.piece(*missing)
                     heapq.heappush(heap, (bound, k))
                     continue
-            if bound > place * (1 + MARGIN) and not second:
+            if low > place and not second:
                 later.append((bound, k))
                 continue
             done += 1
             if progress is not None:
                 progress(done, total)
-            if bound > place * (1 + MARGIN):
+            if low > place:
                 bounds.unpriced += 1
                 continue
             e = pricer.price(c.admitted)
@@ -317,11 +365,11 @@ def price_bounded(
                 rejected.append((c.order, e))
                 continue
             fitting.append((e, c.order))
-            seconds = e.seconds if e.seconds is not None else float("inf")
-            best = sorted([*best, seconds])[:top]
+            key = rank_key(e, c.order)
+            best = sorted([*best, key])[:top]
             for s in strategies:
-                of_strategy[s] = min(of_strategy.get(s, seconds), seconds)
-            of_params[params] = min(of_params.get(params, seconds), seconds)
+                of_strategy[s] = min(of_strategy.get(s, key), key)
+            of_params[params] = min(of_params.get(params, key), key)
         if not second:
             shown = shown_params(fitting, top, pricer.aliases)
             heap = [x for x in later if waiting[x[1]].admitted.assignment.params_text in shown]

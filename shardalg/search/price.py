@@ -144,13 +144,14 @@ class KeepChoice:
 
 
 class Admitted(NamedTuple):
-    """A candidate that passed the checks made before any plan (:meth:`Pricer.admit`): its sharded program and
-    that program's model."""
+    """A candidate that passed the checks made before any plan (:meth:`Pricer.admit`): its sharded program,
+    that program's model and the bytes per device counted before any plan (at most its priced bytes)."""
 
     assignment: Assignment
     strategy: str
     program: Program
     model: Any
+    lower: float = 0.0
 
 
 @dataclass
@@ -266,10 +267,12 @@ def rank_key(e: Entry, order: int) -> tuple:
     """A fitting candidate's place in the ranked table: seconds, then communication, then bytes, then the
     space's order (``order``); times to 12 significant digits, so a tie is a tie however its sum was taken (a
     candidate priced whole or from its statements)."""
-    return (_digits(e.seconds), _digits(e.comms), e.bytes, order)
+    return (digits(e.seconds), digits(e.comms), e.bytes, order)
 
 
-def _digits(x: float | None) -> float | None:
+def digits(x: float | None) -> float | None:
+    """``x`` to 12 significant digits (:func:`rank_key`'s times); monotone: ``x <= y`` gives
+    ``digits(x) <= digits(y)``."""
     return None if x is None else float(f"{x:.12g}")
 
 
@@ -360,7 +363,7 @@ class Pricer:
         if lower > st.cap:
             self.pruned.over_cap += 1
             return Entry(a, strategy, program, lower, parts, False, cap=st.cap)
-        return Admitted(a, strategy, program, model)
+        return Admitted(a, strategy, program, model, lower)
 
     def check(self, program: Program, mesh: Mesh, sizes: dict[str, int]) -> None:
         """:func:`~shardalg.algebra.legality.check_or_raise` on ``program``, statement by statement, each
@@ -380,7 +383,7 @@ class Pricer:
         """An admitted candidate priced: in training with the backward's gathered copies kept or gathered again
         as the settings say, else the faster of the two that fits the cap."""
         st = self.settings
-        a, strategy, program, model = admitted
+        a, strategy, program, model, _ = admitted
         entry, copies = self._priced(a, strategy, program, model, bool(st.keep))
         if not copies:
             return entry  # inference, or a backward that reads no copy the forward gathered: nothing to keep

@@ -338,8 +338,8 @@ def _solver_text(solver: dict[str, Any]) -> str:
         )
         head += (
             f"; branch and bound: {solver['bound']['unpriced']:,} candidates left unpriced ({known} put each "
-            "above the top rows, its strategy's best and the best with its parameters "
-            "where a shown candidate has them)"
+            "behind the top rows, its strategy's best and the best with its parameters "
+            "where a shown candidate has them: in seconds or, on a tie, in communication and bytes)"
         )
     if solver.get("pricing") == "statements":
         whole = solver["priced_whole"]

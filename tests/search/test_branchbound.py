@@ -15,7 +15,7 @@ from shardalg.models.trainstate import TrainState
 from shardalg.planning import symbolic
 from shardalg.search import branchbound, numeric
 from shardalg.search.pieces import StatementPricer, pricer_for
-from shardalg.search.price import Admitted
+from shardalg.search.price import Admitted, rank_key
 from shardalg.search.space import Pruned, enumerate_space
 from tests.search.programs import MLP, Q7, TRANSFORMER, TRANSFORMER_FN
 from tests.search.test_pieces import SMALL_FN
@@ -67,10 +67,11 @@ def _priced_whole(kw: dict) -> bool:
     return any(k in kw for k in ("remat", "zero", "precision"))
 
 
-def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, float, float, float, float]]:
+def _priced_every_candidate(program: str, kw: dict) -> list[tuple[Any, ...]]:
     """For every admitted candidate of the search's space, priced in the space's order: (candidate, its first
     bound, its bound again just before it is priced (the pieces of the candidates before it priced), its bound
-    again once every candidate is priced, its step, and the least step of its keep choices)."""
+    again once every candidate is priced, its step, the least step of its keep choices, its least rank key
+    just before it is priced and once every candidate is (:func:`branchbound.low_key`), and its rank key)."""
     mesh, sizes, hw, mode = Mesh.parse(kw["mesh"]), kw["sizes"], kw["hw"], kw["mode"]
     with symbolic.strict():
         prog, space, st, _ = numeric.prepare_search(
@@ -96,39 +97,58 @@ def _priced_every_candidate(program: str, kw: dict) -> list[tuple[str, float, fl
             if isinstance(got, Admitted):
                 c = branchbound._Candidate(0, got, branchbound.forward_phase(got, st, prices))
                 before = branchbound.bound_again(pricer, c, floor, floors)
+                low = branchbound.low_key(c, before, branchbound.comms_again(pricer, c, floor, floors))
                 e = pricer.price(got)
                 keeps = [] if e.keep is None else [e.keep.again, e.keep.keep]  # None: not priced
                 least = min([x for x in keeps if x is not None] or [e.seconds])
-                rows.append((str(a), branchbound.lower_bound(c, st, floor), before, c, e.seconds, least))
-        return [
-            (a, first, before, branchbound.bound_again(pricer, c, floor, floors), step, least)
-            for a, first, before, c, step, least in rows
-        ]
+                key = rank_key(e, c.order) if e.fits else None
+                rows.append(
+                    (str(a), branchbound.lower_bound(c, st, floor), before, c, e.seconds, least, low, key)
+                )
+        out = []
+        for a, first, before, c, step, least, low, key in rows:
+            after = branchbound.bound_again(pricer, c, floor, floors)
+            low_after = branchbound.low_key(c, after, branchbound.comms_again(pricer, c, floor, floors))
+            out.append((a, first, before, after, step, least, low, low_after, key))
+        return out
 
 
 @pytest.mark.parametrize(("program", "kw"), CASES + WHOLE)
 def test_every_bound_is_at_most_its_candidates_step(program: str, kw: dict) -> None:
     """The forward priced exactly plus the backward's least compute never exceeds a priced step, under each
     keep choice, nor does the bound again with some of its pieces priced (those of the candidates before it)
-    or all of them; with all of them priced it is the least step of its keep choices. The first bound is no
+    or all of them (the float sums of a bound and of a step differ in their last bits: by less than the
+    search's ``EPS``); with all of them priced it is the least step of its keep choices. The first bound is no
     trivial zero (it is within 2x of the step for most candidates), and pieces priced raise some bounds. A
-    candidate priced whole (remat) has no pieces: its bound is the first, below its step by what remat reruns."""
+    candidate priced whole (remat) has no pieces: its bound is the first, below its step by what remat reruns.
+
+    What the search compares with a place, the least rank key a candidate can have (that bound, its
+    communication at least, its bytes counted before any plan), is at most its rank key before its pieces are
+    priced and with all of them; its communication is no trivial zero either (with its pieces priced)."""
     rows = _priced_every_candidate(program, kw)
     whole = _priced_whole(kw)
+    eps = branchbound.EPS
     assert rows
-    for a, first, before, after, step, least in rows:
-        assert first <= least * (1 + 1e-12), a
-        assert first <= before * (1 + 1e-12) and before <= least * (1 + 1e-12), a
+    for a, first, before, after, step, least, low, low_after, key in rows:
+        assert first <= least * (1 + eps), a
+        assert first <= before * (1 + eps) and before <= least * (1 + eps), a
         if whole:
             assert first == before == after, a
         else:
             assert after == pytest.approx(least, rel=1e-9), a
         assert least <= step
+        if key is not None:
+            assert low <= low_after <= key, a
     # no trivial zero: within 2x of the step for most candidates (3x priced whole: remat reruns the forward)
     share = 3 if whole else 2
-    assert sum(first > step / share for _, first, *_, step, _ in rows) > len(rows) / 2
+    assert sum(r[1] > r[4] / share for r in rows) > len(rows) / 2
     if not whole:
-        assert any(after > first * (1 + 1e-9) for _, first, _, after, *_ in rows)
+        assert any(r[3] > r[1] * (1 + 1e-9) for r in rows)
+    # the communication a candidate's key holds: at least half of it bounded, with its pieces priced, for most
+    # that communicate (priced whole, only its forward's is known)
+    talk = [r for r in rows if r[8] is not None and r[8][1]]
+    if not whole:
+        assert sum(r[7][1] >= r[8][1] / 2 for r in talk) > len(talk) / 2
 
 
 def _shows_what_pricing_every_candidate_shows(program: str, kw: dict) -> tuple[Any, Any]:
@@ -237,7 +257,7 @@ def test_pieces_priced_one_at_a_time_raise_the_bound_to_the_step(program: str, k
             c = branchbound._Candidate(0, got, branchbound.forward_phase(got, st, prices))
             bounds, nxt = [], None
             for _ in range(2 * len(got.program.statements) + 1):
-                bound, nxt = branchbound._bound_and_next(pricer, c, floor, floors)
+                bound, _, nxt = branchbound._bound_and_next(pricer, c, floor, floors)
                 bounds.append(bound)
                 if nxt is None:
                     break
