@@ -271,12 +271,18 @@ def _cells(e: Priced, space: _Space) -> list[Region]:
                     polys_t,
                     space.solved(polys_t),
                     1,
-                    len(piece),
+                    len(piece) * _minimum_bracket(e),
                     (),
                     d,
                 )
             )
     return out
+
+
+def _minimum_bracket(e: Priced) -> int:
+    """The factor ``e``'s cost is known within: a minimum over a split with no closed form is its largest
+    term's minimum, the true one between that and this factor times it (:mod:`.minimize`); 1 otherwise."""
+    return e.minimum.bracket if e.minimum is not None else 1
 
 
 def _sum_name(piece: tuple[Term, ...]) -> str:
@@ -367,6 +373,9 @@ def _regions(
         if not pieces:
             continue
         polys_t, bracket = space.tidy(pieces)
+        # where e's cost is only bracketed (its minimum over a split), it may win here by its largest term's
+        # minimum yet be up to that factor slower than another candidate
+        bracket *= _minimum_bracket(e)
         d = _derivation(f"where {e.name} is fastest and {cell.term.name} binds", e, polys_t, space)
         d.result = sympy.Or(*(sympy.And(*c) for c in space.solved(polys_t)))
         ties = _ties(i, cell, polys_t, entries, space)

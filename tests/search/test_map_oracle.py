@@ -14,7 +14,7 @@ from functools import cache
 import numpy as np
 import pytest
 import sympy
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
@@ -125,6 +125,9 @@ LOGS = st.fixed_dictionaries(
 @pytest.mark.parametrize("policy", ["steady", "serial"])
 @pytest.mark.parametrize("memory", [False, True])
 @given(logs=LOGS)
+# the random profile's find: under steady with the cap, FSDP+TP's region named it 1.2% slower than FSDP, its
+# cost there its largest term's minimum over the split (no closed form), while the region said it was exact
+@example(logs={"b": 6.40625, "N": 2.0, "F": 6.375, "cw": 7.09375, "mx": 0.65625, "my": 0.625, "h": 0.0})
 def test_the_numeric_winner_lies_in_its_region(policy, memory, logs):
     check(point(logs, memory), policy, memory)
 
