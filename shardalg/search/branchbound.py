@@ -74,7 +74,7 @@ from shardalg.models.step import _cost_model  # the step's own cost model
 from shardalg.notation.syntax import Program
 
 from .groups import Pieces, split_statements, sub_program
-from .pieces import Seconds, StatementPricer, phase_of, phase_seconds, price_piece
+from .pieces import Seconds, StatementPricer, phase_comms, phase_of, phase_seconds, price_piece
 from .price import Admitted, Entry, Pricer, Settings, digits, rank_key, strategy_firsts
 from .space import Assignment
 
@@ -194,12 +194,8 @@ def comms_of(forward: dict[bool, Seconds], known: Known, layers: float, st: Sett
     total = 0.0
     for once, phase in forward.items():
         priced, _ = known[once]
-        total += (1.0 if once else layers) * (_comms(phase, st.policy) + _comms(priced, st.policy))
+        total += (1.0 if once else layers) * (phase_comms(phase, st.policy) + phase_comms(priced, st.policy))
     return total
-
-
-def _comms(s: Seconds, policy: OverlapPolicy) -> float:
-    return s.comms if policy is OverlapPolicy.SERIAL else max(s.lanes.values(), default=0.0)
 
 
 def low_key(c: _Candidate, bound: float, comms: float) -> tuple:

@@ -95,6 +95,7 @@ __all__ = [
     "Piece",
     "Seconds",
     "StatementPricer",
+    "phase_comms",
     "phase_of",
     "phase_seconds",
     "price_piece",
@@ -151,12 +152,20 @@ class Piece:
     gathers: tuple[str, ...] = ()  # the values (not parameters) its forward gathers
 
 
+def phase_comms(s: Seconds, policy: OverlapPolicy) -> float:
+    """A training phase's communication as a step counts it: under ``serial`` every collective, under
+    ``steady`` its busiest lane (the others overlap it)."""
+    if policy is OverlapPolicy.SERIAL:
+        return s.comms
+    return max(s.lanes.values(), default=0.0)
+
+
 def phase_seconds(s: Seconds, policy: OverlapPolicy) -> float:
     """A training phase's seconds: under ``serial`` its compute plus every collective, under ``steady`` max(its
     compute, its busiest lane) (:mod:`shardalg.costs.phases`)."""
     if policy is OverlapPolicy.SERIAL:
-        return s.compute + s.comms
-    return max(s.compute, max(s.lanes.values(), default=0.0))
+        return s.compute + phase_comms(s, policy)
+    return max(s.compute, phase_comms(s, policy))
 
 
 def phase_of(plans: list[Plan], a: Analysis, costs: Any, at: Any) -> Seconds:
@@ -375,11 +384,8 @@ class StatementPricer(Pricer):
             count = 1.0 if once else float(model.layers)
             if st.mode != "train":
                 t, c = phases[0].ops, phases[0].ops_comms
-            elif st.policy is OverlapPolicy.SERIAL:
-                c = sum(s.comms for s in phases)
-                t = sum(s.compute for s in phases) + c
-            else:  # steady: each phase max(its compute, its busiest lane), the part their sum
-                c = sum(max(s.lanes.values(), default=0.0) for s in phases)
+            else:  # the part: its phases' sum (steady: each max(its compute, its busiest lane))
+                c = sum(phase_comms(s, st.policy) for s in phases)
                 t = sum(phase_seconds(s, st.policy) for s in phases)
             seconds += count * t
             compute += count * sum(s.compute for s in phases)
