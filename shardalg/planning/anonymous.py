@@ -3,8 +3,9 @@
 The planner does not read the tensors' names: the plans of a statement renamed are its plans renamed, in the
 same order, their reasons naming the new names where they named the old (``tests/planning/test_names.py``).
 So a query may be planned under stand-ins (``⟨0⟩``, ``⟨1⟩``, ... in the order the names are first met) and
-its answer renamed back: two queries that differ only by their names, as the gradients of Q's, K's and V's
-projections of one input do, then meet in the planner's memo as one.
+its answer renamed back: two queries that differ only by their names then meet in the planner's memo as one.
+:func:`.planner.plan` plans a product so (Q's, K's and V's projections of one input, sharded alike, as every
+candidate of a strategy search shards them), and :func:`.gradients.choose` a product's two gradients.
 """
 
 from __future__ import annotations

@@ -33,13 +33,14 @@ from shardalg.algebra.statements import apply_statement
 from shardalg.algebra.subaxes import axes_in, declared_cuts, prime_cuts, refine
 from shardalg.algebra.traffic import Bytes, Sizes
 from shardalg.cache import Kind, memoized
-from shardalg.errors import IncompleteWarning, NoPlan, UsageError
+from shardalg.errors import IncompleteWarning, NoPlan, ShardalgError, UsageError
 from shardalg.notation import printing
 from shardalg.notation.parse import parse, parse_tensor
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import display
 from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Statement, Tensor
 
+from .anonymous import Renaming
 from .attention import attention_plans, core_of
 from .einsum_plans import EinsumPlanner
 from .functions import free_plan, function_plans
@@ -424,6 +425,13 @@ def plan(
         free = _free(p)
         if free is not None:
             return free
+        anonymous = _under_stand_ins(p)
+        if anonymous is not None:
+            renaming, stand_in = anonymous
+            try:
+                return renaming.plan(plan(stand_in, limits=limits))
+            except ShardalgError:
+                pass  # its message names the stand-ins: planned again under the names as written
     found = plans(p, key=key, weigh=weigh, limits=limits, overlap=overlap, rank=rank)
     if not found:
         raise NoPlan(f"the search found no plan before a limit cut it: {found.note}")
@@ -437,6 +445,29 @@ def first_plan(
     that makes up no size, whether or not the choice is decided)."""
     p = expr if isinstance(expr, Problem) else prepare(expr, mesh, sizes)
     return _free(p) or plans(p)[0]
+
+
+def _under_stand_ins(p: Problem) -> tuple[Renaming, Problem] | None:
+    """A product's problem with its tensors under stand-in names (:mod:`.anonymous`), and the renaming that
+    takes its plan back: the planner does not read names, so two products that differ only by their names (Q's,
+    K's and V's projections of one input, an MLP's gate and up projections) are one query of the planner's
+    memo. None for anything else, or a product already under stand-ins or with an unnamed tensor."""
+    stmt = p.statement
+    if not isinstance(stmt, Arrow) or not isinstance(stmt.expr, Product):
+        return None
+    body = stmt.expr
+    if not isinstance(body.left, Tensor) or not isinstance(body.right, Tensor):
+        return None
+    written = (body.left, body.right, stmt.result, *((p.target,) if p.target is not None else ()))
+    renaming = Renaming(written)
+    if not renaming.usable:
+        return None
+    to = renaming.to
+    renamed = replace(
+        stmt, expr=replace(body, left=to(body.left), right=to(body.right)), result=to(stmt.result)
+    )
+    target = None if p.target is None else to(p.target)
+    return renaming, Problem(renamed, p.mesh, p.sizes, target, checked=p.checked)
 
 
 def _free(p: Problem) -> Plan | None:

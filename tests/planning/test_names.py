@@ -49,3 +49,27 @@ def test_the_plans_of_a_statement_renamed_are_its_plans_renamed(case, names, hw,
         assert renamed == mine
         return
     assert [_shape(p, back) for p in renamed] == [_shape(p, {}) for p in mine]
+
+
+def test_products_that_differ_only_by_names_are_one_query_of_the_planner() -> None:
+    """``plan`` plans a product under stand-in names and renames its plan back, so Q's and K's projections of
+    one input, sharded alike (as a layer's candidate shards them), are planned once: the second is a hit of the
+    planner's memo, and its plan names K's tensors, reasons included."""
+    from shardalg import clear_caches
+    from shardalg.api import plan
+    from shardalg.notation.parse import parse
+    from shardalg.planning import planner
+
+    mesh, sizes = Mesh(X=2, Y=2), {"B": 64, "D": 256, "H": 8, "E": 32}
+    q = parse("Ha[B_X, D] * W_q[D_X, H_Y, E] -> Q[B_X, H_Y, E]").statements[0]
+    k = parse("Ha[B_X, D] * W_k[D_X, H_Y, E] -> Kp[B_X, H_Y, E]").statements[0]
+    clear_caches()
+    mine = plan(q, mesh, sizes)
+    before = planner._einsum_plans.cache_info()
+    theirs = plan(k, mesh, sizes)
+    after = planner._einsum_plans.cache_info()
+    assert (after.misses, after.hits) == (before.misses, before.hits + 1)
+    assert len(mine.steps) > 1  # collectives around the product: its reasons name the operands
+    assert [_shape(p, {}) for p in (theirs,)] == [_shape(mine, {"W_q": "W_k", "Q": "Kp"})]
+    text = " ".join(s.reason for s in theirs.steps)
+    assert "W_k" in text and "W_q" not in text and "⟨" not in text
