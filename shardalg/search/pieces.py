@@ -59,12 +59,15 @@ layer's candidates; every one under the long profile, docs/testing.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
 from sympy import Expr, Integer
 
+from shardalg.algebra.legality import check_or_raise
+from shardalg.algebra.mesh import Mesh
 from shardalg.costs.phases import PHASES
 from shardalg.costs.schedule import OverlapPolicy, lanes_of
 from shardalg.costs.terms import point
@@ -103,6 +106,7 @@ __all__ = [
 ]
 
 PARAM_PARTS = ("params", "grads", "optimizer")
+Check = Callable[[Program, Mesh, dict[str, int]], object]  # a program's legality check (model_program's)
 
 
 @dataclass
@@ -186,14 +190,17 @@ def phase_of(plans: list[Plan], a: Analysis, costs: Any, at: Any) -> Seconds:
     return got
 
 
-def price_piece(sub: Program, st: Settings, keep: bool, once: bool = False) -> Piece:
+def price_piece(
+    sub: Program, st: Settings, keep: bool, once: bool = False, check: Check = check_or_raise
+) -> Piece:
     """``sub`` (a piece of a candidate's program) priced alone with the backward keeping the forward's gathered
     copies or not; ``once``: the piece is of the part of the step outside the repeated layer (the head), so
     each of its values occurs once, as the whole program holds them (priced alone, the head's final norm is
-    a layer of its own: nothing is written before it)."""
+    a layer of its own: nothing is written before it). ``check``: its legality (a search's checks each
+    statement once: its candidates' statements were checked when they were admitted)."""
     if once and sub.roles is not None:
         sub = replace(sub, roles=replace(sub.roles, layers=None))
-    model = model_program(sub, st.mesh, st.sizes)
+    model = model_program(sub, st.mesh, st.sizes, check=check)
     a = analyze(model, st.mode, "none" if st.mode == "train" else None, keep_gathered=keep)
     costs = _cost_model(a, st.chip, st.policy)
     at = point(costs.efficiency.effective(st.chip.values()))
@@ -258,7 +265,7 @@ class StatementPricer(Pricer):
         gathered copy: keeping is moot), else priced."""
         got = self.found(sub, keep)
         if got is None:
-            got = price_piece(sub, self.settings, keep, once)
+            got = price_piece(sub, self.settings, keep, once, self.check)
             self.priced += 1
         self.table[(sub, keep)] = got
         return got
