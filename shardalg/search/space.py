@@ -363,7 +363,9 @@ def enumerate_space(space: Space, pruned: Pruned, *, symmetry: bool = True) -> I
             f"the search space has {space.size:,} assignments, over the limit of {MAX_CANDIDATES:,} "
             f"(MAX_CANDIDATES): {len(space.param_dims)} parameter dims{together} and {len(space.batch_dims)} "
             f"batch dims on {len(space.mesh.axes)} mesh axes",
-            fix="use fewer mesh axes, or merge dims the search need not split",
+            fix="use fewer mesh axes, or merge dims the search need not split; for a whole model on a real "
+            "slice, the degrees search: shardalg search MODEL --slice NAME --choose-degrees "
+            "(in Python: shardalg.search.degrees.search_degrees)",
         )
     names = space.mesh.names
     yield from assignments_over(space, names, (space.choices,) * len(names), pruned, symmetry=symmetry)

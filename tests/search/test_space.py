@@ -162,8 +162,9 @@ def test_expert_parallelism_is_a_candidate_and_its_alltoalls_are_the_by_hand_one
 def test_a_space_over_the_limit_names_the_sets_and_the_limit():
     with pytest.raises(
         UsageError, match=r"over the limit of 20,000 \(MAX_CANDIDATES\).*sets of them one axis"
-    ):
+    ) as got:
         search(expand("llama-3-70b"), mesh="X=2,Y=2,Z=2", sizes={"B": 8, "T": 8}, hw="tpu-v5e")  # 51,269
+    assert "--choose-degrees" in got.value.fix  # a whole model's way on a real slice
 
 
 def test_a_candidate_is_dropped_as_symmetric_only_when_it_is_another_renamed():
