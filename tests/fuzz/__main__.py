@@ -84,64 +84,76 @@ def main(argv: list[str] | None = None) -> int:
             args.json.write_text(out + "\n", encoding="utf-8")
         return out
 
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill PID stops the run like Ctrl-C
-    # The modules and tables imported so far live as long as the process: out of the collector's way. Automatic
-    # collection is off: a collection fired inside a stage scans the whole run's heap (hypothesis's record of the
-    # chunk: a 2.58 s collection was billed to a backward that takes 0.06 s), which says nothing of the stage.
-    # The harness collects between inputs instead; a stage that makes unbounded garbage still meets the memory cap.
-    gc.collect()
-    gc.freeze()
-    gc.disable()
-    thresholds = gc.get_threshold()
-    chunk = 0
-    while done() < args.inputs:
-        quota = min(args.chunk, args.inputs - done())  # hypothesis may run a few more: all are counted
+    # the process-wide settings the run changes are put back when it ends: a test runs it inside pytest's
+    # worker, whose later tests need the collector on and whose own SIGTERM must not raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill PID stops the run like Ctrl-C
+    collecting = gc.isenabled()
+    try:
+        # The modules and tables imported so far live as long as the process: out of the collector's way.
+        # Automatic collection is off: a collection fired inside a stage scans the whole run's heap
+        # (hypothesis's record of the chunk: a 2.58 s collection was billed to a backward that takes 0.06 s),
+        # which says nothing of the stage. The harness collects between inputs instead; a stage that makes
+        # unbounded garbage still meets the memory cap.
+        gc.collect()
+        gc.freeze()
+        gc.disable()
+        thresholds = gc.get_threshold()
+        chunk = 0
+        while done() < args.inputs:
+            quota = min(args.chunk, args.inputs - done())  # hypothesis may run a few more: all are counted
 
-        @seed(args.seed * 100_003 + chunk)
-        @settings(
-            max_examples=quota,
-            database=None,
-            deadline=None,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
-        @given(st.data())
-        def one(data: st.DataObject) -> None:
-            kind, source = data.draw(sources())
-            run_stages(
-                source,
-                kind,
-                lambda program: data.draw(mesh_and_sizes(program)),
-                tally,
-                chip_file=data.draw(chip_files()),
+            @seed(args.seed * 100_003 + chunk)
+            @settings(
+                max_examples=quota,
+                database=None,
+                deadline=None,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
             )
-            n = done()
-            if args.full_gc and n % args.full_gc == 0:
-                collect(2)
-            elif gc.get_count()[0] > thresholds[0]:
-                collect(1)
-            if args.progress and n % args.progress == 0:
-                write(complete=False)
-                print(
-                    f"{n} inputs, {time.perf_counter() - start:.0f} s, failures {dict(tally.failure_kinds)}",
-                    file=sys.stderr,
-                    flush=True,
+            @given(st.data())
+            def one(data: st.DataObject) -> None:
+                kind, source = data.draw(sources())
+                run_stages(
+                    source,
+                    kind,
+                    lambda program: data.draw(mesh_and_sizes(program)),
+                    tally,
+                    chip_file=data.draw(chip_files()),
                 )
+                n = done()
+                if args.full_gc and n % args.full_gc == 0:
+                    collect(2)
+                elif gc.get_count()[0] > thresholds[0]:
+                    collect(1)
+                if args.progress and n % args.progress == 0:
+                    write(complete=False)
+                    print(
+                        f"{n} inputs, {time.perf_counter() - start:.0f} s, failures {dict(tally.failure_kinds)}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
 
-        before = done()
-        try:
-            one()
-        except KeyboardInterrupt:  # stopped (SIGINT or SIGTERM): the figures so far, marked incomplete
-            print(f"stopped after {done()} inputs", file=sys.stderr, flush=True)
-            break
-        chunk += 1
-        collect(2)  # hypothesis's record of the chunk is garbage now (a 3.07 s collection was measured here)
-        write(complete=False)
-        if done() == before:
-            break  # hypothesis found nothing new to try: stop rather than loop
-    out = write(complete=done() >= args.inputs)
-    print(out)
-    return 1 if tally.failure_kinds or done() < args.inputs else 0
+            before = done()
+            try:
+                one()
+            except KeyboardInterrupt:  # stopped (SIGINT or SIGTERM): the figures so far, marked incomplete
+                print(f"stopped after {done()} inputs", file=sys.stderr, flush=True)
+                break
+            chunk += 1
+            collect(
+                2
+            )  # hypothesis's record of the chunk is garbage now (a 3.07 s collection was measured here)
+            write(complete=False)
+            if done() == before:
+                break  # hypothesis found nothing new to try: stop rather than loop
+        out = write(complete=done() >= args.inputs)
+        print(out)
+        return 1 if tally.failure_kinds or done() < args.inputs else 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
 
 
 if __name__ == "__main__":

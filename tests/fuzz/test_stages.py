@@ -84,6 +84,7 @@ def test_the_long_run_collects_garbage_between_chunks_outside_the_stages(monkeyp
     """A chunk's hypothesis record is collected between chunks, not in the next input's first stage (a long run
     billed a 3 s collection to a parse of 0.03 s)."""
     import gc
+    import signal
 
     from tests.fuzz.__main__ import main
 
@@ -92,5 +93,10 @@ def test_the_long_run_collects_garbage_between_chunks_outside_the_stages(monkeyp
     monkeypatch.setattr(gc, "collect", lambda *a: calls.append(1) or real(*a))
     monkeypatch.setattr("resource.setrlimit", lambda *a: None)  # no address-space cap on the test process
     out = tmp_path / "f.json"
+    handler = signal.getsignal(signal.SIGTERM)
     main(["--inputs", "6", "--chunk", "2", "--progress", "0", "--json", str(out)])
     assert len(calls) >= 3 and json.loads(out.read_text())["inputs"] >= 6
+    # the run puts back what it changed in the process: the collector is on and SIGTERM is the worker's own
+    # (left to raise KeyboardInterrupt, it did so in pytest's worker at its end)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert signal.getsignal(signal.SIGTERM) is handler
