@@ -140,9 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"stopped after {done()} inputs", file=sys.stderr, flush=True)
                 break
             chunk += 1
-            collect(
-                2
-            )  # hypothesis's record of the chunk is garbage now (a 3.07 s collection was measured here)
+            # hypothesis's record of the chunk is garbage now (a 3.07 s collection was measured here)
+            collect(2)
             write(complete=False)
             if done() == before:
                 break  # hypothesis found nothing new to try: stop rather than loop
