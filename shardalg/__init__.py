@@ -66,7 +66,7 @@ _EXPORTS: dict[str, str] = {
     "slice_topology": "costs.topology",
     "compare": "api",
     "optimum": "costs.derive",
-    "compute_bound": "costs.derive",
+    "compute_bound": "api",
     "critical": "costs.derive",
     "Derivation": "costs.derive",
     "lambdify": "costs.sweep",

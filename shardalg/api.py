@@ -1,11 +1,11 @@
-"""The public ``plans``, ``plan``, ``backward``, ``cost``, ``compare`` and ``latex``. ``plans`` and ``plan`` are the planner's, with the keyword options of a call (``hw``, ``model``,
+"""The public ``plans``, ``plan``, ``backward``, ``cost``, ``compare``, ``compute_bound`` and ``latex``. ``plans`` and ``plan`` are the planner's, with the keyword options of a call (``hw``, ``model``,
 ``overlap``, ``exact``, ...) folded once into the :class:`~shardalg.costs.costmodel.CostModel` it ranks by
 (strings become values here, at the edge).
 
 Imports: :mod:`shardalg.costs` and :mod:`shardalg.planning`; nothing below imports it (``shardalg`` loads it on
 first use of ``shardalg.plans``, so ``import shardalg`` stays cheap).
 
-``plan``, ``backward``, ``cost`` and ``compare`` choose no plan by a made-up size: where the cheapest plan of a statement
+``plan``, ``backward``, ``cost``, ``compare`` and ``compute_bound`` choose no plan by a made-up size: where the cheapest plan of a statement
 depends on sizes not given, they raise :class:`~shardalg.planning.symbolic.NeedsSizes` (its ``choice`` holds the
 contenders; ``shardalg.piecewise`` answers per interval where one unknown size decides).
 
@@ -23,6 +23,7 @@ from .algebra.mesh import as_mesh
 from .algebra.symbols import latex_names
 from .costs.costmodel import CostModel
 from .costs.derive import compare as derive_compare
+from .costs.derive import compute_bound as derive_bound
 from .costs.plancost import cost as price
 from .costs.ranking import BySeconds
 from .errors import UsageError
@@ -32,7 +33,7 @@ from .planning.backward import backward as derive
 from .planning.planset import DEFAULT_LIMITS
 from .planning.symbolic import strict
 
-__all__ = ["plans", "plan", "backward", "cost", "compare", "latex"]
+__all__ = ["plans", "plan", "backward", "cost", "compare", "compute_bound", "latex"]
 
 
 def latex(x: Any, **settings: Any) -> str:
@@ -134,3 +135,12 @@ def compare(plan_a: Any, plan_b: Any, solve_for: Any = None, regime: str = "comm
     ``shardalg compare`` asks for them."""
     with strict():
         return derive_compare(plan_a, plan_b, solve_for, regime, **options)
+
+
+def compute_bound(plan: Any, solve_for: Any = None, **options: Any) -> Any:
+    """The condition for compute (or HBM time) to dominate a plan's communication:
+    :func:`shardalg.costs.derive.compute_bound` (its keyword ``options``: ``bound``, ``mesh``, ``sizes``, ``hw``,
+    ...), with no plan of a statement given as text chosen by a made-up size (:class:`~shardalg.planning.symbolic.
+    NeedsSizes` where sizes not given decide it), as ``shardalg bound`` asks for them."""
+    with strict():
+        return derive_bound(plan, solve_for, **options)

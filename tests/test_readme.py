@@ -75,3 +75,15 @@ def test_every_picture_the_readme_shows_is_in_the_checkout():
     assert pictures, "the README shows the strategy map"
     for path in pictures:
         assert (ROOT / path).is_file(), path
+
+
+def test_the_notation_the_readme_writes_in_its_prose_parses():
+    # "The notation in five lines" writes whole expressions in code spans; each one parses as written, an
+    # operand written "..." read as A[I, J]
+    from shardalg.notation.parse import parse
+
+    section = README.split("## The notation in five lines", 1)[1].split("\n## ", 1)[0]
+    spans = [s.replace("...", "A[I, J]") for s in re.findall(r"`([^`]+)`", section) if "[" in s or "(" in s]
+    assert len(spans) >= 9
+    for s in spans:
+        parse(s)

@@ -169,6 +169,7 @@ def _optimum(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@no_made_up_sizes
 def _bound(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import compute_bound
 

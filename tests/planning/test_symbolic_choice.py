@@ -294,3 +294,19 @@ def test_compare_from_python_makes_up_no_size():
         sa.compare(dp, fsdp, mesh="X=4")
     assert err.value.choice.symbols == ("B", "D", "F")
     assert sa.compare(dp, fsdp, mesh="X=4", sizes={"B": 65536, "D": 1024, "F": 4096}).result is sympy.true
+
+
+BOUND = "In[B, D_Y] · W[D, F_Y] -> Out[B, F]"  # three plans, none the cheapest at every size
+
+
+def test_the_compute_bound_asks_for_sizes_as_cost_and_compare_do(capsys):
+    assert main(["bound", BOUND, "--mesh", "Y"]) == 2
+    err = capsys.readouterr().err
+    assert "[needs-sizes]" in err and "no size is assumed" in err
+    with pytest.raises(NeedsSizes):
+        sa.compute_bound(BOUND, mesh="Y")
+    # with the sizes that decide the plan, a condition: the same from the CLI and from Python
+    assert main(["bound", BOUND, "--mesh", "Y=4", "--sizes", "B=8192,D=4096,F=16384", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["condition"] == str(
+        sa.compute_bound(BOUND, mesh="Y=4", sizes={"B": 8192, "D": 4096, "F": 16384}).result
+    )
