@@ -225,7 +225,16 @@ def _with_hw(chip: str, mesh: str, tmp: str) -> list[list[str]]:
             "--hw",
             chip,
         ],  # symbolic sizes with numeric links and ring / line
-        ["bound", "In[B_X, D] · W[D_X, F] -> Out[B_X, F]", "--mesh", mesh, "--solve-for", "B", "--hw", chip],
+        [  # FSDP's plan written out: which plan is cheapest depends on B, the size solved for
+            "bound",
+            "In[B_X, D] · AllGather_X(W[D_X, F]) -> Out[B_X, F]",
+            "--mesh",
+            mesh,
+            "--solve-for",
+            "B",
+            "--hw",
+            chip,
+        ],
         [
             "plot",
             "X[B, D_X] ·_LOCAL Y[D_X, F] -> Z[B, F]{U_X}; AllReduce_X(Z[B, F]{U_X}) -> Z[B, F]",
