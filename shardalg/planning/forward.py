@@ -25,6 +25,7 @@ from shardalg.errors import ShapeMismatch, ShardalgError, UsageError
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Program, Statement, Tensor
 
+from .held import Held
 from .planner import Problem, plan
 
 __all__ = ["Forward", "Einsum", "Call", "grad_name", "analyze"]
@@ -120,23 +121,23 @@ def _named(t: Tensor, what: str) -> str:
     return t.name
 
 
-def _same_layout(a: Tensor, b: Tensor) -> bool:
-    return a.dim_names == b.dim_names and a.layout() == b.layout()
-
-
 def analyze(program: Program, mesh: Mesh, sizes: dict[str, int], checked: bool = False) -> Forward:
     """Read a forward program statement by statement; a ShapeMismatch when a statement reads a value in a
     sharding that is not the one the program last gave it. ``checked``: the program passed every legality
     rule already (a model's program, checked when it was read), so its statements are planned without the
     rules run again."""
     fw = Forward(program, mesh, sizes)
+    held = (
+        Held()
+    )  # each global value's layouts (:mod:`.held`): a collective's output is held beside its input
 
     def see(t: Tensor, what: str) -> str:
         name = _named(t, what)
         r = fw.root.setdefault(name, name)
         if r not in fw.latest:
             fw.origin[r] = fw.latest[r] = t
-        elif not _same_layout(fw.latest[r], t):
+            held.computed(r, t)
+        elif held.find(r, t) is None:
             raise ShapeMismatch(
                 f"{t} is read in a sharding the program did not give it: it was last {fw.latest[r]}",
                 span=t.span,
@@ -145,10 +146,14 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int], checked: bool =
             )
         return r
 
-    def make(t: Tensor, r: str) -> None:
+    def make(t: Tensor, r: str, moved: bool = False) -> None:
         fw.root[_named(t, "the result")] = r
         fw.latest[r] = t
         fw.origin.setdefault(r, t)
+        if moved:  # a collective or a resharding: the value is held in one more layout
+            held.moved(r, r, t)
+        else:
+            held.computed(r, t)
 
     def produce(s: Statement, result: Tensor, what: str) -> tuple[str, Plan]:
         """Plan ``s``, whose result is a new global value (its name not used before, or a UsageError)."""
@@ -243,7 +248,7 @@ def analyze(program: Program, mesh: Mesh, sizes: dict[str, int], checked: bool =
             else:
                 assert result is not None
                 out = result if result.name else replace(result, name=arg.name)
-            make(out, r)
+            make(out, r, moved=True)
         elif isinstance(expr, Tensor):
             see(expr, "declared")
         else:

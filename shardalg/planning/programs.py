@@ -1,9 +1,9 @@
 """Programs: check a multi-statement program statement by statement (a forward pass, say).
 
-Each named tensor's current sharding is tracked: a statement's result (``-> H[B_X, F_Y]``), a collective
-applied to it (``AllReduce_X(C[I, K]{U_X})`` re-lays C), or a bare declaration (``W[D_X, F]``). A statement
-that uses a tensor in another sharding than the one the program left it in is a ShapeMismatch pointing at
-that use, whose fix is the cheapest resharding (:func:`shardalg.planning.redistribute.redistribute`). Each statement
+Each named tensor's shardings are tracked (:mod:`.held`): a statement's result (``-> H[B_X, F_Y]``) or a bare
+declaration (``W[D_X, F]``) gives it a value in one sharding, and a collective applied to it
+(``AllReduce_X(C[I, K]{U_X})``) holds it in one more. A statement that uses a tensor in a sharding the program
+does not hold it in is a ShapeMismatch pointing at that use, whose fix is the cheapest resharding (:func:`shardalg.planning.redistribute.redistribute`). Each statement
 is then planned (:func:`shardalg.planning.planner.plans`): its default plan says what communication it needs.
 
     >>> check_program(parse("In[B_X, D] · W[D, F_Y] -> H[B_X, F_Y]"), Mesh(X=2, Y=2))[0].steps  # no collective
@@ -20,6 +20,7 @@ from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Arrow, Collective, Node, Product, Program, Statement, Tensor
 
+from .held import Held
 from .planner import plan
 from .redistribute import redistribute
 
@@ -79,14 +80,14 @@ def check_program(
         raise UsageError("checking a program needs a mesh: an argument, or a 'mesh X=4, Y=2' line")
     known = {**dict(program.sizes), **dict(sizes or {})}
     source = program.source
-    current: dict[str, Tensor] = {}
+    held = Held()  # every layout each name's value is held in
     made_by: dict[str, str] = {}  # name -> "statement 2 made it" / "statement 1 used it"
     out: list[Plan] = []
     for n, stmt in enumerate(program.statements, 1):
         for use in _leaves(stmt.expr if isinstance(stmt, Arrow) else stmt):
-            have = current.get(use.name) if use.name is not None else None
-            if have is None:
+            if use.name is None or use.name not in held or held.find(use.name, use, _same_place):
                 continue
+            have = held.latest(use.name)
             if have.dim_names != use.dim_names:
                 raise ShapeMismatch(
                     f"statement {n} uses {use}, but {made_by[use.name]} as {have}, "  # type: ignore[index]
@@ -112,9 +113,26 @@ def check_program(
             raise
         out.append(p)
         for t in _leaves(stmt.expr if isinstance(stmt, Arrow) else stmt):
-            if t.name is not None and t.name not in current:
-                current[t.name], made_by[t.name] = t, f"statement {n} used it"
+            if t.name is not None and t.name not in held:
+                held.computed(t.name, t)
+                made_by[t.name] = f"statement {n} used it"
         produced = _produced(stmt, p)
         if produced is not None and produced.name is not None:
-            current[produced.name], made_by[produced.name] = produced, f"statement {n} made it"
+            moved = _moved_from(stmt)
+            if moved is None:
+                held.computed(produced.name, produced)
+            else:
+                held.moved(produced.name, moved, produced)
+            made_by[produced.name] = f"statement {n} made it"
     return out
+
+
+def _moved_from(stmt: Statement) -> str | None:
+    """The name whose value a statement only moves (a collective or a resharding: the identity on the global
+    value), None when it computes a value."""
+    expr = stmt.expr if isinstance(stmt, Arrow) else stmt
+    while isinstance(expr, Collective):
+        expr = expr.arg
+    if isinstance(expr, Tensor) and (isinstance(stmt, Collective) or expr is not stmt):
+        return expr.name
+    return None

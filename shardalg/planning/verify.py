@@ -38,6 +38,7 @@ from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Te
 from .backward import BackwardProgram, backward
 from .findings import ERROR, WARNING, Finding, VerifyReport
 from .forward import Forward, analyze, grad_name
+from .held import Held
 from .redistribute import plan_bytes
 from .symbolic import beaten_everywhere
 
@@ -62,6 +63,9 @@ class _Checker:
         self.sizes = Sizes(sizes)
         self.findings: list[Finding] = []
         self.env: dict[str, Tensor] = {grad_name(r): derived.gradient(r) for r in fw.outputs}
+        self.held = Held()  # every layout each name's value is held in (env: the latest)
+        for name, t in self.env.items():
+            self.held.computed(name, t)
         self.written: dict[str, int] = {}
         self.tainted: set[str] = set()  # names already reported: later checks stay quiet about them
         self.history: dict[str, list[tuple[int, Op, tuple[str, ...], str | None, Tensor, Tensor]]] = {}
@@ -118,6 +122,9 @@ class _Checker:
             return t
         if actual.layout() == t.layout() or name in self.tainted:
             return actual
+        held = self.held.find(name, t, lambda h, w: h.layout() == w.layout())
+        if held is not None:  # a layout a collective made of the value, still held
+            return held
         self.mismatch(t, actual, i, span, op, axes)
         self.tainted.add(name)
         return t
@@ -236,6 +243,7 @@ class _Checker:
                 span,
             )
         self.env[name] = actual
+        self.held.computed(name, actual)
         self.written[name] = i
 
     def role(self, a: Tensor, b: Tensor, out: Tensor, i: int, span: Span | None) -> None:
@@ -331,6 +339,7 @@ class _Checker:
         if result is not None and result.name != c.arg.name:
             self.grad_roots.setdefault(name, self.grad_roots.get(c.arg.name or "", name))
         self.env[name] = out
+        self.held.moved(name, c.arg.name or "", out)
         self.written[name] = i
 
     # ---- the end -------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from shardalg.notation.syntax import Arrow, Dim, Product, Program, Tensor
 from shardalg.numeric.execute import run_plan
 from shardalg.planning.backward import backward
 from shardalg.planning.forward import analyze, grad_name
+from shardalg.planning.programs import check_program
+from shardalg.planning.verify import verify
 
 
 def dense_forward(fw, values):
@@ -94,6 +96,12 @@ STRATEGIES = {
     # two operands unreduced over one axis and no contracted dim, the result over two (B's partial sums
     # permuted onto Z)
     "unreduced twice": ("A[I]{U_Y} * B[J]{U_Y} -> C[I, J]{U_YZ}", {"X": 2, "Y": 2, "Z": 2}),
+    # A read in its own layout after it was gathered: the gather's output is a new buffer, A[I_X, J] still
+    # held (shardalg.planning.held)
+    "read after a gather": (
+        "AllGather_X(A[I_X, J]) -> A[I, J]; A[I_X, J] * B[J, K] -> C[I_X, K]; A[I, J] * B[J, K] -> E[I, K]",
+        {"X": 4},
+    ),
 }
 
 
@@ -203,3 +211,23 @@ def test_random_two_statement_programs_match_the_numeric_gradient(case, seed, de
         assume(False)
     check_gradients(prog, mesh, sizes, seed=seed, defer=defer, keep=keep)
     assert bw.grads
+    # the backward as a program reads each cotangent in a layout it holds: its own checks take it. check_program
+    # reads it alone, so not where it reads the forward's gathered copies (kept: a forward value in a second
+    # layout, which verify knows); verify not where a gradient's second contribution is reduced before it is
+    # added (the program's text writes the addition as a second product into the name, which verify reads as
+    # added before the reduction)
+    if not keep:
+        check_program(bw.program(), mesh, sizes)
+    if not any(g.accumulate for g in bw.grads):
+        assert verify(prog, bw.program(), mesh, sizes, defer_reductions=defer).ok
+
+
+def test_a_backward_that_reads_a_cotangent_in_two_layouts_is_a_program_its_checks_take():
+    """dH is sliced for dIn's product and read whole by dW's: the slice's buffer is new, dH[B, F] still held
+    (shardalg.planning.held)."""
+    prog, mesh, sizes = "In[B, D] * W[D, F_X] -> H[B, F]", Mesh(X=4), {"B": 64, "D": 256, "F": 1024}
+    bw = check_gradients(prog, mesh, sizes)
+    reads = [t for s in bw.steps for t in s.inputs if t.name == "dH"]
+    assert {str(t) for t in reads} == {"dH[B, F]", "dH[B, F_X]"}
+    assert verify(prog, bw.program(), mesh, sizes).ok
+    assert len(check_program(bw.program(), mesh, sizes)) == len(bw.steps)

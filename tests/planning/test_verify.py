@@ -144,3 +144,23 @@ def test_report_json_and_usage_errors():
     assert j["derived"]["collectives"] == [{"op": "AllReduce", "axes": ["X"]}]
     with pytest.raises(UsageError):
         verify(DP, DP_RIGHT)  # no mesh
+
+
+def test_what_backward_prints_is_a_backward_verify_takes(tmp_path, capsys):
+    # the printed backward reads dH whole for dW after slicing it for dIn: both layouts are held
+    from shardalg.cli import main
+
+    forward, argv = "In[B, D] * W[D, F_X] -> H[B, F]", ["--mesh", "X=4", "--sizes", "B=64,D=256,F=1024"]
+    assert main(["backward", forward, *argv]) == 0
+    printed = capsys.readouterr().out
+    assert "Slice_{X,F}(dH[B, F]) -> dH[B, F_X]" in printed and "In[B, D] * dH[B, F] -> dW[D, F]" in printed
+    (tmp_path / "bw.txt").write_text(printed, encoding="utf-8")
+    assert main(["verify", forward, str(tmp_path / "bw.txt"), *argv]) == 0
+    # a layout no collective made is still an error: dH[B_X, F]
+    wrong = "\n".join(line.split("#")[0] for line in printed.splitlines()).replace(
+        "In[B, D] * dH[B, F]", "In[B, D] * dH[B_X, F]"
+    )
+    found = verify(forward, wrong, "X=4", {"B": 64, "D": 256, "F": 1024}).findings
+    assert ("layout", "dH[B_X, F] is read, but the program made dH[B, F_X]") in [
+        (f.rule, f.message) for f in found
+    ]
