@@ -11,18 +11,24 @@ saved activations. ``recomputed`` frees them after the
 loss and makes them again for the backward: they are held only while the head runs (a transient beside the
 head's gathered weights), and the head's product runs once more. ``chunked=N`` makes them N chunks of tokens at
 a time, each chunk's loss and its gradient at once (a fused cross-entropy, as Liger-Kernel's and
-torchtune's chunked losses do): one chunk is held, none kept.
+torchtune's chunked losses do): one chunk is held, none kept. The chunks are whole tokens: N must divide the
+tokens one device holds (:func:`check_chunks`, refused as ``--microbatches`` is when it does not divide the
+batch), checked only where those tokens are a number.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+import sympy
 
 from shardalg.errors import UsageError
 
 from .program import ModelProgram
+from .quantities import dim_value
 
-__all__ = ["Logits", "logits_named", "head_outputs", "made_again", "LOGITS_POLICIES"]
+__all__ = ["Logits", "logits_named", "check_chunks", "head_outputs", "made_again", "LOGITS_POLICIES"]
 
 LOGITS_POLICIES: tuple[str, ...] = ("kept", "recomputed", "chunked=N")
 
@@ -64,6 +70,38 @@ def logits_named(spec: str | Logits | None) -> Logits:
     raise UsageError(
         f"--logits takes {', '.join(LOGITS_POLICIES)}, not {spec!r}", fix="e.g. --logits chunked=8"
     )
+
+
+def check_chunks(model: ModelProgram, logits: Logits, names: Iterable[str], micro: bool = False) -> None:
+    """Refuse ``chunked=N`` when N does not divide the tokens one device holds of a logits tensor in ``names``
+    (more chunks than tokens included): the ``tokens`` dims at their local sizes, one microbatch's when
+    ``micro``. Where those tokens are a formula (a size unbound), or the program declares no ``tokens``, nothing
+    is refused: no size is made up."""
+    if logits.policy != "chunked":
+        return
+    n = logits.chunks
+    for name in names:
+        dims = [d for d in model.values[name].tensor.dims if d.label in model.roles.tokens]
+        local = {
+            d.label: model.tied(
+                dim_value(d, model.sizes) / sympy.Mul(*(model.mesh.size_expr(a) for a in d.axes))
+            )
+            for d in dims
+        }
+        tokens = sympy.Mul(*local.values())
+        if not dims or not tokens.is_Integer or not tokens % n:
+            continue
+        held = ", ".join(f"{k} = {v}" for k, v in local.items())
+        cut = (
+            "into more chunks than tokens"
+            if n > tokens
+            else f"into equal chunks, and {n} does not divide them"
+        )
+        raise UsageError(
+            f"--logits chunked={n} cuts the {tokens} tokens per device{' in a microbatch' if micro else ''} "
+            f"({held} of {name}) {cut}",
+            fix=f"pick a divisor of {tokens}, at most {tokens} (one token a chunk)",
+        )
 
 
 def head_outputs(model: ModelProgram) -> tuple[str, ...]:

@@ -38,7 +38,7 @@ from shardalg.planning import symbolic
 
 from .analysis import Analysis, Remat, analyze
 from .conventions import memory_conventions
-from .head import Logits, head_outputs
+from .head import Logits, check_chunks, head_outputs
 from .offload import Offload, host_link
 from .optimizers import Optimizer
 from .precision import Precision
@@ -241,7 +241,7 @@ class MemoryReport(Shown):
             ("mode", self.analysis.mode),
         ]
         if self.analysis.mode == "train":
-            head.append(("optimizer", f"{self.optimizer.name} ({self.optimizer.description})"))
+            head.append(("optimizer", f"{self.optimizer.name} ({self.optimizer.describe(self.precision)})"))
             head.append(("precision", f"{self.precision.name} ({self.precision.describe()})"))
             head.append(("zero", self.zero.describe()))
             if self.offload:
@@ -415,6 +415,7 @@ def model_memory(
     micro, per_micro = microbatch(a, c.micro, notes) if train else (a, {})
     rows = param_rows(a.model, True, c, train)
     c, heads, also = _heads(a, c, notes)
+    check_chunks(micro.model, c.head, heads, c.micro > 1)
     rows += [
         (p, n, b.subs(per_micro), k) for p, n, b, k in _rows(micro) if p == "activations" and n not in heads
     ]

@@ -90,9 +90,7 @@ class TrainState:
         notes: list[tuple[str, str]] = []
         o, r = self.opt, self.recipe
         if self.optimizer is None:
-            notes.append(
-                ("optimizer", f"{o.name} (default: {o.description}, {o.state_bytes} bytes per parameter)")
-            )
+            notes.append(("optimizer", f"{o.name} (default: {o.describe(r)}, {o.per_parameter(r)})"))
         if self.precision is None:
             notes.append(("precision", f"{r.name} (default: the book's recipe)"))
         if o.moments is None and (r.master is not None or self.precision is not None):

@@ -27,6 +27,7 @@ from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.models.analysis import MODES
+from shardalg.models.optimizers import optimizer_named
 from shardalg.models.program import derived_sizes
 from shardalg.models.source import program_source
 from shardalg.models.step import DEFAULT_POLICY
@@ -153,11 +154,12 @@ def prepare_search(
         notes.append(("overlap", f"{overlap} (default: {overlap_default})"))
     overlap = OverlapPolicy.of(overlap)
     if chosen_mode == "train":
-        if optimizer is None:
-            notes.append(("optimizer", "adam (default: fp32 moments, 8 bytes per parameter)"))
+        state = state or TrainState()
+        if optimizer is None:  # what the search's memory counts: the default under the recipe
+            o, r = optimizer_named(None), state.recipe
+            notes.append(("optimizer", f"{o.name} (default: {o.in_brief(r)}, {o.per_parameter(r)})"))
         if remat is None:
             notes.append(("remat", "the program's saved list, else none (default)"))
-        state = state or TrainState()
         notes += [(k, v) for k, v in state.default_notes() if k != "optimizer"]
         if state.stage.stage in (1, 2):
             notes.append(
