@@ -20,8 +20,9 @@ Rematerialisation policies (:class:`Remat`):
 ``block``
     keep one checkpoint per layer, the layer's input; the backward recomputes what it reads from it;
 names (``G,U,Out``, or the program's ``saved`` list)
-    keep exactly those per layer; the layer's input is the previous layer's output (list that output to
-    count it), and what the backward reads besides is recomputed from what is kept.
+    keep those per layer, and what the backward reads besides is recomputed from what is kept; the layer's
+    input is the previous layer's output, so a list that names that output keeps it so, and one that does not
+    keeps the input as well where the backward reads it (counted, and said in the notes).
 
 Recomputing a value reruns the product that makes it (its FLOPs are counted again) and whatever that product
 reads and is not kept; a value made by a step the notation does not show costs the values it is made from.
@@ -444,9 +445,27 @@ class Analysis:
         m = self.model
         if self.remat.policy == "none":  # a fused kernel recomputes its scores in the backward: not kept
             return tuple(n for n in self.needed if n not in self.fused_scores)
+        return tuple(dict.fromkeys((*self.unlisted_inputs, *self._kept)))
+
+    @cached_property
+    def _kept(self) -> tuple[str, ...]:
+        """What a ``block`` or list policy keeps by its own words: the layer's input or the list, and the
+        values outside the layer it does not make again."""
+        m = self.model
         once = tuple(n for n in self.needed if m.values[n].once and n not in made_again(m, self.remat.policy))
         first = m.layer_inputs if self.remat.policy == "block" else self.remat.names
         return tuple(dict.fromkeys((*first, *once)))
+
+    @cached_property
+    def unlisted_inputs(self) -> tuple[str, ...]:
+        """Under a list policy that does not name the layer's output: the layer's inputs that the backward
+        reads or reruns a statement from. No rerun makes them (each is the previous layer's output), so they
+        are kept though the list does not name them: counted in :attr:`saved`, and said (:func:`analyze`)."""
+        m = self.model
+        if self.mode != "train" or self.remat.policy != "names" or m.layer_output in self.remat.names:
+            return ()
+        read = set(self.needed) | {r for i in self.recomputed for r in m.statements[i].reads}
+        return tuple(n for n in m.layer_inputs if n in read and n not in self.remat.names)
 
     @cached_property
     def recomputed(self) -> tuple[int, ...]:
@@ -456,7 +475,7 @@ class Analysis:
         m = self.model
         again = made_again(m, self.remat.policy)
         outside = {n for n, v in m.values.items() if v.once and n not in again}
-        available = set(self.saved) | set(m.layer_inputs) | outside
+        available = set(self._kept) | set(m.layer_inputs) | outside  # the layer's inputs: kept (unlisted_inputs)
         todo = [n for n in self.needed if n not in available]
         done: set[str] = set()
         rerun: set[int] = set()
@@ -570,6 +589,15 @@ def analyze(
             )
         )
     a = Analysis(model, mode, policy, chosen, notes, keep_gathered)
+    if a.unlisted_inputs:
+        inputs = ", ".join(a.unlisted_inputs)
+        notes.append(
+            (
+                "remat",
+                f"{policy.describe()}, and the layer's input {inputs}: the backward reads it, and the list does "
+                f"not name the layer's output {model.layer_output}, which the next layer reads as its input",
+            )
+        )
     said = a.attention_note() if attention_said else None
     if said is not None:
         notes.append(said)

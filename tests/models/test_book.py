@@ -52,11 +52,21 @@ def test_llama_2_13b_parameters_optimizer_and_three_checkpoints_per_layer():
     assert int(r.params) == pytest.approx(13.1e9, rel=1e-2)
     assert int(r.parts["params"] + r.parts["optimizer"]) == 10 * 13_015_864_320  # the book: ~130GB
     assert int(r.parts["params"] + r.parts["optimizer"]) == pytest.approx(130e9, rel=2e-3)
-    per_layer = [(name, b, n) for part, name, b, n in r.rows if part == "activations" and n == 40]
+    # the book's layer is its three matmuls, no residual stream: its Out is the next layer's input, so the
+    # three checkpoints are all a layer keeps (the preset's products alone)
+    products = memory(
+        expand("llama-2-13b", functions=False), mesh="X=1", sizes="B=4000,T=4000", remat="Gt,U,Out"
+    )
+    per_layer = [(name, b, n) for part, name, b, n in products.rows if part == "activations" and n == 40]
     assert [name for name, _, _ in per_layer] == ["Gt", "U", "Out"]
     checkpoints = sum(int(b * n) for _, b, n in per_layer)
     assert checkpoints == 2 * 40 * 16_000_000 * (5120 + 2 * 13824)  # the book's 2*L*B*T*(D + 2F)
     assert checkpoints == pytest.approx(4.2e13, rel=2e-2)
+    # with the residual stream (Y = Rs + Out, the next layer's In) the layer's input is kept besides: the
+    # backward reruns the attention block from it
+    per_layer = [(name, int(b * n)) for part, name, b, n in r.rows if part == "activations" and n == 40]
+    assert [name for name, _ in per_layer] == ["In", "Gt", "U", "Out"]
+    assert sum(b for _, b in per_layer) == checkpoints + 2 * 40 * 16_000_000 * 5120
 
 
 def test_kv_cache_per_token_with_grouped_query_attention():

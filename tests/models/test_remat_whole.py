@@ -92,3 +92,19 @@ def test_block_keeps_the_heads_input_and_makes_its_final_norm_again():
         len([label for label, _, _ in kept.statistics() if label.startswith("rmsnorm")]) == 3
     )  # 2 a layer, 1 after
     assert "each row's softmax statistics are (fp32)" in kept.attention_note()[1]
+
+
+def test_a_list_that_does_not_name_the_layers_output_keeps_its_input_and_says_so():
+    """``G`` alone: the backward reads In (dW1 = Inᵀ·dH, and H's rerun reads it too), which no rerun makes (it
+    is the previous layer's output), so In is kept, counted and said; the list ``G,Out`` keeps the same bytes
+    as each layer's Out, the next layer's In."""
+    mlp = (
+        "params W1, W2; tokens B; layers L; In[B, D] * W1[D, F] -> H[B, F]; gelu(H[B, F]) -> G[B, F]; "
+        "G[B, F] * W2[F, D] -> Out[B, D]"
+    )
+    on = {"mesh": "X=1", "sizes": {"B": 1024, "D": 1024, "F": 4096, "L": 10}}
+    alone, with_out = sa.memory(mlp, **on, remat="G"), sa.memory(mlp, **on, remat="G,Out")
+    assert alone.analysis.saved == ("In", "G") and alone.analysis.recomputed == (0,)
+    assert alone.parts["activations"] == 10 * (1024 * 4096 + 1024 * 1024) * 2 == with_out.parts["activations"]
+    assert "the layer's input In: the backward reads it" in dict(alone.notes)["remat"]
+    assert "remat" not in dict(with_out.notes) and with_out.analysis.saved == ("G", "Out")
