@@ -9,9 +9,11 @@ A second product into the same gradient name adds to it (a value used twice).
 Each finding names the statement it concerns (with a caret when there is source text). Exact semantic errors
 are errors: a gradient that would be wrong (a missing reduction, a partial value used as the full value, a
 replicated value summed again so the gradient is scaled by the axis size, a collective on the wrong axis, a
-missing or doubled contribution, a gradient left in a sharding other than its parameter's). Correct but
+missing or doubled contribution, a gradient left in a sharding other than its value's). Correct but
 wasteful choices are warnings, with the bytes they cost (an AllReduce then a Slice where one ReduceScatter
-does it).
+does it). A fix starts from what the program holds: a gradient in the wrong sharding gets the cheapest
+resharding (:func:`.redistribute.redistribute`) of the tensor the program ends with, or of the one it held
+before its last collectives on the gradient, when dropping or replacing those is cheaper.
 
     >>> report = verify("In[B_X, D] * W[D, F] -> Out[B_X, F]",
     ...                 "In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}; dOut[B_X, F] * W[D, F] -> dIn[B_X, D]",
@@ -30,8 +32,9 @@ from shardalg.algebra.legality import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.ops import RULES
 from shardalg.algebra.traffic import Bytes, Sizes, step_bytes
-from shardalg.errors import ShardalgError, Span, UsageError
+from shardalg.errors import NoPlan, ShardalgError, Span, UsageError
 from shardalg.notation.parse import parse
+from shardalg.notation.plan import Plan
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Tensor
 
@@ -39,7 +42,7 @@ from .backward import BackwardProgram, backward
 from .findings import ERROR, WARNING, Finding, VerifyReport
 from .forward import Forward, analyze, grad_name
 from .held import Held
-from .redistribute import plan_bytes
+from .redistribute import plan_bytes, redistribute
 from .symbolic import beaten_everywhere
 
 __all__ = ["verify", "Finding", "VerifyReport"]
@@ -53,6 +56,13 @@ def _sub(axes: tuple[str, ...]) -> str:
     return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
 
 
+def _statements(numbers: list[int]) -> str:
+    """``statement 5``, ``statements 4 and 5``, ``statements 3, 4 and 5``."""
+    if len(numbers) == 1:
+        return f"statement {numbers[0]}"
+    return f"statements {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+
+
 class _Checker:
     """Walks the hand-written backward, tracking what each name really holds (its actual layout)."""
 
@@ -60,13 +70,14 @@ class _Checker:
         self, fw: Forward, derived: BackwardProgram, program: Program, mesh: Mesh, sizes: dict[str, int]
     ):
         self.fw, self.derived, self.program, self.mesh = fw, derived, program, mesh
-        self.sizes = Sizes(sizes)
+        self.sizes, self.known = Sizes(sizes), dict(sizes)
         self.findings: list[Finding] = []
         self.env: dict[str, Tensor] = {grad_name(r): derived.gradient(r) for r in fw.outputs}
         self.held = Held()  # every layout each name's value is held in (env: the latest)
         for name, t in self.env.items():
             self.held.computed(name, t)
         self.written: dict[str, int] = {}
+        self.made: dict[str, int] = {}  # the statement whose product last wrote each name
         self.tainted: set[str] = set()  # names already reported: later checks stay quiet about them
         self.history: dict[str, list[tuple[int, Op, tuple[str, ...], str | None, Tensor, Tensor]]] = {}
         self.contributions: dict[tuple[int, str], int] = {}
@@ -244,7 +255,7 @@ class _Checker:
             )
         self.env[name] = actual
         self.held.computed(name, actual)
-        self.written[name] = i
+        self.written[name] = self.made[name] = i
 
     def role(self, a: Tensor, b: Tensor, out: Tensor, i: int, span: Span | None) -> None:
         """Which gradient einsum of the forward this product is; an error when it is none, or a repeat."""
@@ -388,28 +399,94 @@ class _Checker:
                     f"a different partial sum of the gradient of {r}",
                     i,
                     None,
-                    f"reduce it: {self._derived_fix(r)}",
+                    self._reduction_fix(got, want),
                 )
             else:
                 self.add(
                     ERROR,
                     "gradient-sharding",
-                    f"{name} ends as {_show(got)}, but {r} is {_show(self.fw.origin[r])}: the optimizer "
-                    f"needs the gradient in its parameter's sharding, {_show(want)}",
+                    f"{name} ends as {_show(got)}, but {r} is {_show(self.fw.origin[r])}: a gradient is handed "
+                    f"on (to the optimizer, or to the backward of what made {r}) in {r}'s own sharding, "
+                    f"{_show(want)}",
                     i,
                     None,
-                    self._derived_fix(r),
+                    self._sharding_fix(name, r, got, want),
                 )
 
     def _last_write(self, name: str) -> int | None:
         return self.written.get(name)
 
-    def _derived_fix(self, r: str) -> str:
-        steps = [s for g in self.derived.grads if g.of == r for s in g.plan.steps if s.communicates]
-        return (
-            "; ".join(text(s.statement()) for s in steps[-1:])
-            or f"end with {_show(self.derived.gradient(r))}"
-        )
+    def _cheapest(self, have: Tensor, want: Tensor) -> Plan:
+        """The cheapest resharding of ``have`` into ``want`` (the planner's :func:`.redistribute.redistribute`,
+        as a program's fix is found); NoPlan when no sequence of collectives does it."""
+        return redistribute(have, replace(want, name=have.name), self.mesh, self.known, limit=1)[0]
+
+    def _reduction_fix(self, got: Tensor, want: Tensor) -> str:
+        """Reduce the partial gradient the program holds, ``got``, into ``want``."""
+        if got.dim_names != want.dim_names:
+            return f"end with {_show(want)}"
+        try:
+            steps = self._cheapest(got, want).steps
+        except NoPlan as err:
+            return f"no collective turns {_show(got)} into {_show(want)}: {err.message}"
+        return "reduce it: " + "; ".join(text(s.statement()) for s in steps)
+
+    def _trailing(self, name: str, got: Tensor) -> list[tuple[int, Tensor, Bytes]]:
+        """The collectives the program ran on ``name`` since a product last wrote it, in order, as an unbroken
+        chain that ends in ``got``: each its statement, the layout it read and the bytes it moved."""
+        run: list[tuple[int, Tensor, Bytes]] = []
+        at = got
+        for i, op, axes, _dim, before, after in reversed(self.history.get(name, [])):
+            s = self.program.statements[i - 1]
+            into = s.result.name if isinstance(s, Arrow) and s.result.name else name
+            overwritten = not run and i != self.written.get(name)  # a later statement wrote the name
+            if (
+                overwritten
+                or i <= self.made.get(name, 0)
+                or into != name
+                or after.layout()[:2] != at.layout()[:2]
+            ):
+                break
+            run.insert(0, (i, before, step_bytes(op, axes, before, after, self.mesh, self.sizes)))
+            at = before
+        return run
+
+    def _sharding_fix(self, name: str, r: str, got: Tensor, want: Tensor) -> str:
+        """The cheapest way from what the program holds to ``want``: reshard ``got``, or drop or replace the
+        program's last collectives on the gradient (keeping the first k of them, for every k) when that moves
+        fewer bytes at every size (or as many, in fewer statements)."""
+        if got.dim_names != want.dim_names:  # another tensor than the gradient (already reported)
+            return f"end with {_show(want)}"
+        run = self._trailing(name, got)
+        best: tuple[int, Plan, Bytes] | None = None
+        failure = ""
+        for k in range(len(run), -1, -1):
+            start = run[k][1] if k < len(run) else got
+            try:
+                plan = self._cheapest(start, want)
+            except NoPlan as err:
+                failure = failure or err.message
+                continue
+            cost = sum((b for _i, _t, b in run[:k]), Bytes()) + plan_bytes(plan, self.mesh, self.sizes)
+            if best is not None:
+                tie = not (best[2] + cost.scale(-1)).terms
+                if not (
+                    beaten_everywhere(best[2], cost)
+                    or (tie and k + len(plan.steps) < best[0] + len(best[1].steps))
+                ):
+                    continue
+            best = (k, plan, cost)
+        if best is None:
+            return f"no collective turns {_show(got)} into {_show(want)}: {failure}"
+        k, plan, _cost = best
+        steps = "; ".join(text(s.statement()) for s in plan.steps)
+        if k == len(run):
+            return steps
+        which = _statements([i for i, _t, _b in run[k:]])
+        if steps:
+            return f"replace {which} with {steps}"
+        it = "it" if len(run) - k == 1 else "them"
+        return f"drop {which}: before {it} the gradient was already {_show(run[k][1])}, {r}'s sharding"
 
     def wasteful_allreduce(self, name: str, got: Tensor, want: Tensor) -> None:
         """AllReduce_A of a gradient whose parameter is sharded over A: a ReduceScatter does it in half."""
@@ -446,7 +523,7 @@ class _Checker:
                         WARNING,
                         "wasteful-allreduce",
                         f"{rs_text} instead of AllReduce_{_sub(axes)} would leave {name} in its "
-                        f"parameter's sharding and save {saved} bytes",
+                        f"value's sharding and save {saved} bytes",
                         i,
                         None,
                         f"{rs_text}({_show(before)}) -> {_show(rs_out)}",

@@ -64,7 +64,9 @@ def test_allreduce_leaving_the_gradient_replicated_is_an_error_with_the_cheaper_
     report = verify(FSDP, FSDP_HEAD + "AllReduce_X: dW[D, F]{U_X} -> dW[D, F]", mesh="X=4", sizes=SIZES)
     assert not report.ok
     assert rules(report) == [("error", "gradient-sharding", 4), ("warning", "wasteful-allreduce", 4)]
-    assert report.findings[0].fix == "ReduceScatter_{X,D}(dW[D, F]{U_X}) -> dW[D_X, F]"
+    assert (
+        report.findings[0].fix == "replace statement 4 with ReduceScatter_{X,D}(dW[D, F]{U_X}) -> dW[D_X, F]"
+    )
 
 
 def test_missing_reduction_for_a_replicated_parameter():
@@ -164,3 +166,61 @@ def test_what_backward_prints_is_a_backward_verify_takes(tmp_path, capsys):
     assert ("layout", "dH[B_X, F] is read, but the program made dH[B, F_X]") in [
         (f.rule, f.message) for f in found
     ]
+
+
+# ---- the fix for a gradient left in the wrong sharding starts from what the program holds ----------------
+
+FSDP_GATHERED_DIN = FSDP_HEAD + (
+    "ReduceScatter_{X,D}: dW[D, F]{U_X} -> dW[D_X, F]\nAllGather_X: dIn[B_X, D] -> dIn[B, D]"
+)
+
+
+@pytest.mark.parametrize("batch", [8192, 512])
+def test_a_collective_after_the_gradient_was_right_is_dropped(batch):
+    # dIn was already In's sharding before statement 5 gathered it; the derived plan of the gradient (an
+    # AllGather of W, or at B=512 an AllToAll of a dIn[B, D_X] the program never holds) is not the fix
+    report = verify(FSDP, FSDP_GATHERED_DIN, mesh="X=4", sizes={**SIZES, "B": batch})
+    assert rules(report) == [("error", "gradient-sharding", 5)]
+    (f,) = report.findings
+    assert f.fix == "drop statement 5: before it the gradient was already dIn[B_X, D], In's sharding"
+    # In is an activation: the message does not call it a parameter
+    assert "parameter" not in f.message
+    assert f.message.endswith("in In's own sharding, dIn[B_X, D]")
+
+
+def test_a_gradient_made_in_the_wrong_sharding_gets_the_resharding_of_what_it_holds():
+    # the forward gathers In before its product: the product leaves dIn[B, D], and the fix slices that tensor
+    # (the derived backward's last collective, which is no Slice, gave only "end with dIn[B_X, D]")
+    forward = "AllGather_X(In[B_X, D]) -> In[B, D]; In[B, D] * W[D, F] -> Out[B, F]"
+    written = "dOut[B, F] * W[D, F] -> dIn[B, D]; In[B, D] * dOut[B, F] -> dW[D, F]"
+    report = verify(forward, written, mesh="X=4")
+    assert rules(report) == [("error", "gradient-sharding", 1)]
+    assert report.findings[0].fix == "Slice_{X,B}(dIn[B, D]) -> dIn[B_X, D]"
+
+
+def test_a_reduce_scatter_over_the_wrong_dim_is_replaced_by_the_right_one():
+    written = FSDP_HEAD + "ReduceScatter_{X,F}: dW[D, F]{U_X} -> dW[D, F_X]"
+    report = verify(FSDP, written, mesh="X=4", sizes={**SIZES, "B": 512})
+    assert rules(report) == [("error", "gradient-sharding", 4)]
+    assert (
+        report.findings[0].fix == "replace statement 4 with ReduceScatter_{X,D}(dW[D, F]{U_X}) -> dW[D_X, F]"
+    )
+
+
+def test_a_missing_reduction_reduces_the_tensor_the_program_holds():
+    # statement 3 reduced over X; what is left is to sum dW[D, F]{U_Y} over Y, not to AllReduce_XY the
+    # dW[D, F]{U_XY} statement 3 consumed
+    forward = "In[B_XY, D] * W[D, F] -> Out[B_XY, F]"
+    written = (
+        "dOut[B_XY, F] * W[D, F] -> dIn[B_XY, D]\n"
+        "In[B_XY, D] * dOut[B_XY, F] -> dW[D, F]{U_XY}\n"
+        "AllReduce_X: dW[D, F]{U_XY} -> dW[D, F]{U_Y}"
+    )
+    report = verify(forward, written, mesh="X=2,Y=2", sizes=SIZES)
+    assert rules(report) == [("error", "missing-reduction", 3)]
+    fix = report.findings[0].fix
+    assert fix.startswith("reduce it: ") and "U_XY" not in fix, fix
+    # the planner's cheapest resharding (on a mesh with a spare axis X, a Slice, a ReduceScatter over Y and an
+    # AllGather move fewer bytes than AllReduce_Y), from the tensor statement 3 left to the one wanted
+    steps = fix.removeprefix("reduce it: ").split("; ")
+    assert "(dW[D, F]{U_Y})" in steps[0] and steps[-1].endswith("-> dW[D, F]")
