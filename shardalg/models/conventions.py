@@ -59,7 +59,13 @@ def memory_conventions(report: Any) -> list[tuple[str, str]]:
                     if written
                     else "norm and softmax statistics, attention probabilities, dropout masks"
                 )
-                + ")",
+                + ")"
+                + (
+                    ", nor what the backward makes again under the remat policy (held while the rerun part's "
+                    "backward runs)"
+                    if report.analysis.recomputed
+                    else ""
+                ),
             )
         )
         if report.zero.stage:
