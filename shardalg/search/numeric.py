@@ -161,6 +161,14 @@ def prepare_search(
         if remat is None:
             notes.append(("remat", "the program's saved list, else none (default)"))
         notes += [(k, v) for k, v in state.default_notes() if k != "optimizer"]
+        if state.precision is not None:  # the bytes held follow the recipe; the seconds, the program's dtypes
+            notes.append(
+                (
+                    "precision",
+                    f"{state.recipe.name} sets the bytes held; a step's collectives and HBM traffic are priced "
+                    "in the program's own dtypes (as shardalg step prices them)",
+                )
+            )
         if state.stage.stage in (1, 2):
             notes.append(
                 (

@@ -266,3 +266,14 @@ def test_a_strategy_whose_assignment_writes_another_candidates_program_counts_it
     assert all(
         e.same_as is None for e in (*r.ranked, *r.rejected)
     )  # the ranked table lists each program once
+
+
+def test_a_chosen_precision_recipe_says_what_it_changes():
+    # a recipe changes the bytes held (fp32 gradients: 2 bytes a parameter more), not the seconds: said
+    on = {"mesh": "X=2,Y=2", "sizes": "B=65536,D=2048,F=2048", "hw": "tpu-v5e", "mode": "train"}
+    book = search(MLP, **on)
+    fp32 = search(MLP, **on, precision="deepspeed,grads=fp32")
+    note = dict(fp32.notes)["precision"]
+    assert "sets the bytes held" in note and "priced in the program's own dtypes" in note
+    assert "precision" not in dict(book.notes) or "sets the bytes held" not in dict(book.notes)["precision"]
+    assert fp32.winner.seconds == book.winner.seconds and fp32.winner.bytes > book.winner.bytes
