@@ -442,7 +442,6 @@ class Analysis:
         """The activations kept for the backward under the policy (names of values)."""
         if self.mode != "train":
             return ()
-        m = self.model
         if self.remat.policy == "none":  # a fused kernel recomputes its scores in the backward: not kept
             return tuple(n for n in self.needed if n not in self.fused_scores)
         return tuple(dict.fromkeys((*self.unlisted_inputs, *self._kept)))
@@ -475,7 +474,8 @@ class Analysis:
         m = self.model
         again = made_again(m, self.remat.policy)
         outside = {n for n, v in m.values.items() if v.once and n not in again}
-        available = set(self._kept) | set(m.layer_inputs) | outside  # the layer's inputs: kept (unlisted_inputs)
+        # the layer's inputs are kept (:attr:`unlisted_inputs` where a list does not keep them)
+        available = set(self._kept) | set(m.layer_inputs) | outside
         todo = [n for n in self.needed if n not in available]
         done: set[str] = set()
         rerun: set[int] = set()
