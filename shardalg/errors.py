@@ -18,6 +18,7 @@ __all__ = [
     "Span",
     "ShardalgError",
     "IncompleteWarning",
+    "NoteWarning",
     "ParseError",
     "IllegalSharding",
     "AxisUsedTwice",
@@ -214,3 +215,9 @@ class NoPlan(ShardalgError):
 class IncompleteWarning(UserWarning):
     """A search hit a budget: the answer it gives may be a subset (its ``complete`` is False and its note
     names the limit and how to lift it)."""
+
+
+class NoteWarning(UserWarning):
+    """Something the caller should know about an answer that has no notes of its own to say it in: a value
+    the caller gave in place of one the program writes (``--sizes L=2`` for its ``where L=80``, ``--mesh`` for
+    its ``mesh`` line). The command line prints it on stderr as ``shardalg: note: ...``."""

@@ -6,20 +6,23 @@
     (('X',), {'I': 1024})
 
 ``context_for`` resolves the mesh (argument, else the program's ``mesh`` line) and the sizes (the ``where``
-clause, then the argument); ``value_of`` gives the tensor a product or a collective produces, by the rules
-of :mod:`shardalg.algebra.ops`; ``product_dims`` splits the shared dims of a product into contracted and batch.
-The legality rules (:mod:`shardalg.algebra.legality`), the cost model and the shape report all read them.
+clause, then the argument), merged by :func:`merged_sizes` and :func:`chosen_mesh`, which tell what the
+caller's replaced of the program's (said: :func:`say_replaced`, or in a result's notes); ``value_of`` gives
+the tensor a product or a collective produces, by the rules of :mod:`shardalg.algebra.ops`; ``product_dims``
+splits the shared dims of a product into contracted and batch. The legality rules
+(:mod:`shardalg.algebra.legality`), the cost model and the shape report all read them.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from shardalg import limits
-from shardalg.errors import IllegalOperand, UsageError, closest
-from shardalg.notation.syntax import Apply, Arrow, Collective, Dim, Node, Product, Program, Tensor
+from shardalg.errors import IllegalOperand, NoteWarning, UsageError, closest
+from shardalg.notation.syntax import Apply, Arrow, Collective, Dim, MeshDecl, Node, Product, Program, Tensor
 
 from .factors import is_subaxis
 from .layout import Layout, tensor_with
@@ -32,6 +35,9 @@ __all__ = [
     "Context",
     "context_for",
     "as_sizes",
+    "merged_sizes",
+    "chosen_mesh",
+    "say_replaced",
     "value_of",
     "product_dims",
     "tensors_of",
@@ -48,6 +54,7 @@ class Context:
     sizes: Mapping[str, int]
     source: str | None
     result: Tensor | None = None
+    replaced: tuple[str, ...] = ()  # what the caller's mesh and sizes replaced of the program's (said)
 
 
 # ---- sizes and the context of a node ---------------------------------------------------------------
@@ -78,18 +85,59 @@ def as_sizes(sizes: Mapping[str, int] | str | None) -> dict[str, int]:
     raise UsageError(f"sizes are a mapping or text like 'I=1024,J=4096', not {sizes!r}")
 
 
+def merged_sizes(
+    written: Iterable[tuple[str, int]] | Mapping[str, int], given: Mapping[str, int] | str | None
+) -> tuple[dict[str, int], tuple[str, ...]]:
+    """The sizes a program's ``where`` binds (``written``), then ``given`` (which wins), and a line for each
+    size ``given`` replaced: ``--sizes L=2 replaces the program's L=80``. Replacing is allowed (a 2-layer
+    model is a fair question), never silent: the caller says the lines (:func:`say_replaced`, or a result's
+    notes)."""
+    bound = dict(written.items() if isinstance(written, Mapping) else written)
+    own = as_sizes(given)
+    said = tuple(
+        f"--sizes {d}={n} replaces the program's {d}={bound[d]}"
+        for d, n in own.items()
+        if d in bound and bound[d] != n
+    )
+    return {**bound, **own}, said
+
+
+def chosen_mesh(written: MeshDecl | None, given: Mesh | None) -> tuple[Mesh | None, tuple[str, ...]]:
+    """The mesh: ``given`` (the caller's), else the program's ``mesh`` line; and a line when ``given``
+    replaced a different mesh line: ``--mesh X=8 replaces the program's mesh X=4``. An axis given without
+    a size (a search's symbolic degree) replaces nothing."""
+    if written is None:
+        return given, ()
+    own = Mesh(dict(written.axes))
+    if given is None:
+        return own, ()
+    sizes = dict(written.axes)
+    if given.names == own.names and all(a.size in (None, sizes[a.name]) for a in given.axes):
+        return given, ()
+    text = ",".join(f"{a.name}={a.size}" if a.size is not None else a.name for a in given.axes)
+    return given, (f"--mesh {text} replaces the program's {own.text()}",)
+
+
+def say_replaced(said: Iterable[str]) -> None:
+    """Say each line of what the caller's mesh or sizes replaced, as a :class:`~shardalg.errors.NoteWarning`
+    (the command line prints it on stderr as ``shardalg: note: ...``), for an answer with no notes of its own
+    (a plan, a check, a shape). Issued from here, so that a line said by two entry points of one call (a plan
+    checks, a backward plans) is said once, as warnings are."""
+    for line in said:
+        warnings.warn(line, NoteWarning, stacklevel=1)
+
+
 def context_for(node: Node, mesh: Mesh | None = None, sizes=None, source: str | None = None) -> Context:
     """The mesh (argument, a :class:`Mesh` the API made, else the program's ``mesh`` line) and sizes (the program's ``where``, then the
-    ``sizes`` argument, which wins) that apply to ``node``."""
+    ``sizes`` argument, which wins) that apply to ``node``, with what the arguments replaced of the program's
+    (``replaced``: :func:`merged_sizes`, :func:`chosen_mesh`; the caller says it)."""
     m = a_mesh_or_none(mesh, "context_for")
-    bound: dict[str, int] = {}
-    if isinstance(node, Program):
-        if m is None and node.mesh is not None:
-            m = Mesh(dict(node.mesh.axes))
-        bound.update(node.sizes)
-        source = source if source is not None else node.source
-    bound.update(as_sizes(sizes))
-    return Context(m, bound, source)
+    if not isinstance(node, Program):
+        return Context(m, as_sizes(sizes), source)
+    m, mesh_said = chosen_mesh(node.mesh, m)
+    bound, sizes_said = merged_sizes(node.sizes, sizes)
+    source = source if source is not None else node.source
+    return Context(m, bound, source, replaced=mesh_said + sizes_said)
 
 
 def tensors_of(node: object) -> list[Tensor]:

@@ -51,7 +51,7 @@ from shardalg.notation.parse import parse
 from shardalg.notation.printing.display import html_table, short
 from shardalg.notation.syntax import Apply, Arrow, Collective, Node, Op, Product, Program, Tensor
 
-from .context import Context, as_sizes, context_for, product_dims, target_index, value_of
+from .context import Context, as_sizes, context_for, product_dims, say_replaced, target_index, value_of
 from .einsum import NotLocal
 from .factors import is_subaxis, parent_of
 from .findings import CheckFn, Found, head_span, suffix_span, text_of
@@ -569,21 +569,34 @@ def check(node_or_text: Node | str, mesh=None, sizes=None) -> Violations:
 
     ``mesh`` (a Mesh, a mapping or ``"X=4,Y=2"``) enables the unknown-axis and divisibility rules;
     ``sizes`` (a mapping or ``"I=1024"``) binds dim sizes beyond the literal ones and the ``where`` clause.
-    Over a limit of :mod:`shardalg.limits` (mesh axes, dims per tensor) it refuses up front.
+    Over a limit of :mod:`shardalg.limits` (mesh axes, dims per tensor) it refuses up front. A mesh or size
+    that replaces the program's own (its ``mesh`` line, its ``where``) is said, as a
+    :class:`~shardalg.errors.NoteWarning` (:func:`~.context.say_replaced`).
     """
-    return Violations(_findings(node_or_text, as_mesh(mesh), sizes, "error"))
+    node = _parsed(node_or_text)
+    say_replaced(context_for(node, as_mesh(mesh), sizes).replaced)
+    return _violations(node, mesh, sizes)
+
+
+def _violations(node: Node, mesh, sizes) -> Violations:
+    """:func:`check` without saying what the arguments replaced (the caller that merged them says it)."""
+    return Violations(_findings(node, as_mesh(mesh), sizes, "error"))
 
 
 def notes(node_or_text: Node | str, mesh=None, sizes=None) -> list[Violation]:
     """What the plans of a legal statement must fix: the findings of the local-product rules on products
     the planner plans (case 4, unreduced operands, batch dims sharded differently)."""
-    return list(_findings(node_or_text, mesh, sizes, "note"))
+    node = _parsed(node_or_text)
+    say_replaced(context_for(node, as_mesh(mesh), sizes).replaced)
+    return list(_findings(node, mesh, sizes, "note"))
 
 
 def check_or_raise(node_or_text: Node | str, mesh=None, sizes=None) -> Node:
-    """Raise the first violation as its error class; return the (parsed) node when it is legal."""
+    """Raise the first violation as its error class; return the (parsed) node when it is legal. What the
+    mesh and sizes replace of the program's is its caller's to say (the caller merged them:
+    :func:`~.context.merged_sizes`)."""
     node = _parsed(node_or_text)
-    found = check(node, mesh, sizes)
+    found = _violations(node, mesh, sizes)
     if found:
         raise found[0].to_error()
     return node

@@ -30,8 +30,9 @@ from shardalg.notation.printing import text, unicode
 from shardalg.notation.printing.display import pretty_text, short
 from shardalg.notation.syntax import DType, Node, Program, Tensor
 
+from .context import context_for, say_replaced
 from .factors import is_subaxis
-from .legality import check_or_raise, context_for
+from .legality import check_or_raise
 from .mesh import Mesh, as_mesh
 from .subaxes import refine
 from .traffic import DEFAULT_DTYPE
@@ -181,8 +182,10 @@ def shape(
     """The global and local shape, bytes per device, total bytes and replication of a tensor on ``mesh``.
 
     ``tensor_or_text`` is a Tensor, a one-tensor Program, or text (``"A: int8[I_XY, J] where I=128"``).
-    ``mesh`` may be omitted when the text declares one (``mesh X=4, Y=2``). Raises the tensor's first
-    legality violation (an axis used twice, not in the mesh, an indivisible dim) before measuring.
+    ``mesh`` may be omitted when the text declares one (``mesh X=4, Y=2``); one given in place of the
+    text's, or a size in place of its ``where``, is said (a :class:`~shardalg.errors.NoteWarning`). Raises
+    the tensor's first legality violation (an axis used twice, not in the mesh, an indivisible dim) before
+    measuring.
     """
     if isinstance(tensor_or_text, str):
         node: Node = parse(tensor_or_text)
@@ -194,6 +197,7 @@ def shape(
         raise UsageError(
             "shape needs a mesh: pass mesh='X=4,Y=2' (CLI: --mesh X=4,Y=2) or write 'mesh X=4, Y=2'"
         )
+    say_replaced(ctx.replaced)
     check_or_raise(node, ctx.mesh, ctx.sizes)
     m = ctx.mesh
 

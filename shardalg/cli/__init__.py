@@ -6,7 +6,7 @@ subcommands; a subcommand's handler takes the parsed arguments and returns the e
 :mod:`shardalg.limits` included), 3 an internal error (a bug: any exception that is not shardalg's own, reported
 in one line, never as a traceback), 141 the reader of the output went away (``| head``: the shell's SIGPIPE
 code, said by nothing). Messages go to stderr as ``error: <message> [rule]``, with the caret and the fix below
-when they are known. Every subcommand that reads notation also takes ``--max-<limit> N`` for each limit a user
+when they are known; a note (a size or mesh given in place of the program's) as ``shardalg: note: <line>``. Every subcommand that reads notation also takes ``--max-<limit> N`` for each limit a user
 may lift.
 
 Imports: any layer; nothing imports this package but ``shardalg.__main__`` and the ``shardalg`` script. A
@@ -29,7 +29,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from shardalg import __version__, limits
-from shardalg.errors import IllegalSharding, IncompleteWarning, NoPlan, ShardalgError
+from shardalg.errors import IllegalSharding, IncompleteWarning, NoPlan, NoteWarning, ShardalgError
 from shardalg.progress import listening
 
 from .common import HelpFormatter, examples, file_error, reset_stdin
@@ -178,8 +178,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _warn(message: Any, category: type[Warning], *_: Any, **__: Any) -> None:
-    """A warning as one line on stderr (an incomplete answer is never silent)."""
-    print(f"shardalg: warning: {message}", file=sys.stderr)
+    """A warning as one line on stderr (an incomplete answer is never silent); a note as a note."""
+    kind = "note" if issubclass(category, NoteWarning) else "warning"
+    print(f"shardalg: {kind}: {message}", file=sys.stderr)
 
 
 def _positive(text: str) -> int:
@@ -211,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with warnings.catch_warnings():
         warnings.simplefilter("always", IncompleteWarning)
+        warnings.simplefilter("default", NoteWarning)  # each line once, however many steps of a call say it
         warnings.showwarning = _warn
         return _handle(args)
 

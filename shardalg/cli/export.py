@@ -27,24 +27,24 @@ BACKENDS = ("jax", "torch")
 
 
 def _mesh(args: argparse.Namespace, program: object):
+    from shardalg.algebra.context import chosen_mesh, say_replaced
     from shardalg.algebra.mesh import Mesh
 
-    if args.mesh:
-        return Mesh.parse(args.mesh)
-    decl = getattr(program, "mesh", None)
-    if decl is not None:
-        return Mesh(dict(decl.axes))
-    raise UsageError("give the mesh: --mesh X=4,Y=2 (or a 'mesh X=4, Y=2' line in the program)")
+    m, said = chosen_mesh(getattr(program, "mesh", None), Mesh.parse(args.mesh) if args.mesh else None)
+    if m is None:
+        raise UsageError("give the mesh: --mesh X=4,Y=2 (or a 'mesh X=4, Y=2' line in the program)")
+    say_replaced(said)
+    return m
 
 
 def _export(args: argparse.Namespace) -> int:
-    from shardalg.algebra.legality import as_sizes
+    from shardalg.algebra.context import merged_sizes, say_replaced
     from shardalg.notation.parse import parse
 
     program = parse(program_text(args.expr))
     mesh = _mesh(args, program)
-    sizes = dict(program.sizes)
-    sizes.update(as_sizes(args.sizes))
+    sizes, said = merged_sizes(program.sizes, args.sizes)
+    say_replaced(said)
     obj: object = program
     name = "forward"
     if args.backward:

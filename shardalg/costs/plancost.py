@@ -292,7 +292,7 @@ def costed(x: Plan | Node | str, mesh, sizes, costs: CostModel) -> PlanCost:
         raise UsageError("a cost needs a mesh: pass mesh='X=4,Y=2' or write 'mesh X=4, Y=2'")
     opts = Options.of(costs, ctx.mesh, ctx.sizes)
     plan, notes = program_plan(x, ctx.mesh, ctx.sizes, _chooser(opts, costs.overlap))
-    return _priced(plan, opts, costs, notes)
+    return _priced(plan, opts, costs, ctx.replaced + notes)  # what the caller's mesh and sizes replaced, said
 
 
 def _chooser(opts: Options, policy: OverlapPolicy):

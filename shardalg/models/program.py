@@ -32,7 +32,8 @@ from dataclasses import dataclass, field, replace
 import sympy
 from sympy import Expr, Integer
 
-from shardalg.algebra.context import as_sizes, context_for, refuse_unknown_dims, tensors_of
+from shardalg.algebra.context import as_sizes, context_for, merged_sizes, refuse_unknown_dims, tensors_of
+from shardalg.algebra.factors import parent_of
 from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.ops.rename import renamed_dims, tied_sizes
@@ -115,6 +116,7 @@ class ModelProgram:
         default_factory=dict
     )  # value -> the version it lives in, when not its first
     ties: dict[str, str] = field(default_factory=dict)  # a renamed dim -> its unbound source (S -> T)
+    replaced: tuple[str, ...] = ()  # what the caller's mesh and sizes replaced of the program's (in notes)
 
     def tied(self, x: Expr) -> Expr:
         """``x`` with each renamed dim's symbol as its source's (``rename_{T,S}`` with T unbound: S is T)."""
@@ -200,7 +202,7 @@ class ModelProgram:
 
     def with_sizes(self, **sizes: int) -> ModelProgram:
         """The same program with more sizes bound."""
-        return model_program(self.program, self.mesh, {**self.sizes, **sizes})
+        return _again(self, {**self.sizes, **sizes})
 
 
 # ---- reading a program ---------------------------------------------------------------------------------
@@ -245,7 +247,44 @@ def resized(m: ModelProgram, changes: Mapping[str, int], free: Sequence[str] = (
     ``rename_{T,S}``: T's size)."""
     again = capacity_dims(m.program.statements) | set(renamed_dims(m.program.statements))
     sizes = {k: v for k, v in m.sizes.items() if k not in free and k not in again}
-    return model_program(m.program, m.mesh, {**sizes, **changes})
+    return _again(m, {**sizes, **changes})
+
+
+def _again(m: ModelProgram, sizes: Mapping[str, int]) -> ModelProgram:
+    """``m``'s program read again with ``sizes`` (over its ``where``, as any read): a size bound here is the
+    tool's (a microbatch's B, a solved-for dim), not one the caller gave in place of the program's, so only
+    what ``m``'s caller replaced is said again."""
+    bare = replace(m.program, mesh=None, sizes=())  # nothing of its own for ``sizes`` to replace
+    out = model_program(bare, m.mesh, {**dict(m.program.sizes), **sizes})
+    out.program, out.replaced = m.program, m.replaced
+    out.notes[:0] = _replaced_notes(m.replaced)
+    return out
+
+
+def _replaced_notes(replaced: Sequence[str]) -> list[tuple[str, str]]:
+    """The notes of what the caller's mesh and sizes replaced of the program's
+    (:func:`~shardalg.algebra.context.merged_sizes`): ``sizes: --sizes L=2 replaces the program's L=80``."""
+    return [("mesh" if line.startswith("--mesh") else "sizes", line) for line in replaced]
+
+
+def _unsharded_axes(m: ModelProgram) -> list[tuple[str, str]]:
+    """A note naming the mesh axes (of more than one device) that shard no tensor of the program: over them
+    every device holds the same copy of everything (the model is replicated), and no collective runs."""
+    used = {parent_of(a) for t in tensors_of(m.program) for a in (*t.sharded_axes, *t.unreduced)}
+    idle = [a for a in m.mesh.axes if a.name not in used and a.size != 1]
+    if not idle:
+        return []
+    names = ", ".join(a.name if a.size is None else f"{a.name}={a.size}" for a in idle)
+    ways = sympy.Mul(*(m.mesh.size_expr(a.name) for a in idle))
+    count = f"{int(ways):,}" if ways.is_Integer else str(ways)
+    over = "it" if len(idle) == 1 else "them"
+    return [
+        (
+            "replicated",
+            f"no tensor of the program is sharded over {names}: every device holds the same copy over {over} "
+            f"({count} ways)",
+        )
+    ]
 
 
 def derived_sizes(statements: Sequence[object], given: Mapping[str, int]) -> dict[str, tuple[str, int, str]]:
@@ -274,7 +313,7 @@ def model_program(
         program = parse(program_source(program))
     if not isinstance(program, Program):
         raise UsageError(f"a model is a program in the notation, not {type(program).__name__}")
-    found = derived_sizes(program.statements, {**dict(program.sizes), **as_sizes(sizes)})
+    found = derived_sizes(program.statements, merged_sizes(program.sizes, sizes)[0])
     if found:
         sizes = {**as_sizes(sizes), **{dim: n for dim, (_, n, _) in found.items()}}
     ctx = context_for(program, as_mesh(mesh), sizes)
@@ -284,7 +323,7 @@ def model_program(
         )
     check(program, ctx.mesh, ctx.sizes)
     roles = program.roles or Roles()
-    notes: list[tuple[str, str]] = []
+    notes = _replaced_notes(ctx.replaced)
     layers = _layer_count(roles, ctx.sizes, notes)
     notes += [(k, said) for k in ("capacity", "renamed") for key, _, said in found.values() if key == k]
 
@@ -353,6 +392,8 @@ def model_program(
         values[name] = replace(values[name], once=True)
     model = ModelProgram(program, ctx.mesh, dict(ctx.sizes), roles, values, tuple(infos), layers, notes, root)
     model.held = held
+    model.replaced = ctx.replaced
+    notes += _unsharded_axes(model)
     model.ties = {to: src for to, src in renamed_dims(program.statements).items() if to not in ctx.sizes}
     notes += [
         (

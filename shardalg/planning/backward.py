@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from itertools import combinations
 
-from shardalg.algebra.legality import as_sizes, check
+from shardalg.algebra.context import chosen_mesh, merged_sizes, say_replaced
+from shardalg.algebra.legality import check
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.traffic import DEFAULT_DTYPE, Sizes, local_elements
 from shardalg.errors import UsageError
@@ -266,13 +267,11 @@ def backward(
         if not isinstance(program, (Arrow, Product, Collective, Tensor)):
             raise UsageError(f"backward takes a program, a statement or notation text, not {program!r}")
         program = Program((program,))
-    m = as_mesh(mesh)
-    if m is None and program.mesh is not None:
-        m = Mesh(dict(program.mesh.axes))
+    m, mesh_said = chosen_mesh(program.mesh, as_mesh(mesh))
     if m is None:
         raise UsageError("backward needs a mesh, e.g. mesh=Mesh(X=4) or --mesh X=4")
-    bound = dict(program.sizes)
-    bound.update(as_sizes(sizes))
+    bound, sizes_said = merged_sizes(program.sizes, sizes)
+    say_replaced(mesh_said + sizes_said)
     if not checked:
         _legal(program, m, bound)
     core = core_of(program) if len(program.statements) == 3 else None
@@ -297,7 +296,8 @@ def core_backwards(
     m = as_mesh(mesh)
     if m is None:
         raise UsageError("core_backwards needs a mesh, e.g. Mesh(X=4)")
-    bound = {**dict(program.sizes), **as_sizes(sizes)}
+    bound, said = merged_sizes(program.sizes, sizes)
+    say_replaced(said + chosen_mesh(program.mesh, m)[1])
     _legal(program, m, bound)
     core = core_of(program) if len(program.statements) == 3 else None
     if core is None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shardalg.algebra.context import as_sizes
+from shardalg.algebra.context import chosen_mesh, merged_sizes, say_replaced
 from shardalg.algebra.factors import is_subaxis, parent_of
 from shardalg.algebra.layout import subscript, validate
 from shardalg.algebra.legality import check_or_raise
@@ -38,7 +38,7 @@ from shardalg.notation import printing
 from shardalg.notation.parse import parse, parse_tensor
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import display
-from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Statement, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Collective, MeshDecl, Product, Program, Statement, Tensor
 
 from .anonymous import Renaming
 from .attention import attention_plans, core_of
@@ -92,9 +92,11 @@ def prepare(
     sizes: Mapping[str, int] | None = None,
     target: Tensor | str | None = None,
 ) -> Problem:
-    """Normalize the API's arguments: text or AST, a one-statement program, the mesh and sizes it declares."""
-    prog_sizes: dict[str, int] = {}
-    prog_mesh: Mesh | None = None
+    """Normalize the API's arguments: text or AST, a one-statement program, the mesh and sizes it declares
+    (a mesh or size given in place of the program's is said:
+    :func:`~shardalg.algebra.context.say_replaced`)."""
+    prog_sizes: tuple[tuple[str, int], ...] = ()
+    prog_mesh: MeshDecl | None = None
     if isinstance(expr, str):
         expr = parse(expr)
     written = expr
@@ -104,24 +106,22 @@ def prepare(
                 f"plan takes one statement (or an attention core: Q · K -> Sc; softmax_S(Sc) -> P; "
                 f"P · V -> O), not {len(expr.statements)}; check a program with check_program"
             )
-        prog_sizes = dict(expr.sizes)
-        if expr.mesh is not None:
-            prog_mesh = Mesh(dict(expr.mesh.axes))
+        prog_sizes, prog_mesh = expr.sizes, expr.mesh
         if len(expr.statements) == 1:
             expr = expr.statements[0]
         else:  # the attention core, planned whole (planning.attention)
             expr = Program(expr.statements)
     if not isinstance(expr, Arrow | Product | Collective | Tensor | Apply | Program):
         raise UsageError(f"plan takes a statement (text or AST), not {type(expr).__name__}")
-    m = a_mesh(mesh, "the planner") if mesh is not None else prog_mesh
+    m, mesh_said = chosen_mesh(prog_mesh, a_mesh(mesh, "the planner") if mesh is not None else None)
     if m is None:
         raise UsageError(
             "planning needs a mesh: mesh=Mesh(X=4, Y=2), --mesh X=4,Y=2, or 'mesh X=4' in the text"
         )
     if isinstance(target, str):
         target = parse_tensor(target)
-    given = as_sizes(sizes) if isinstance(sizes, str) else dict(sizes) if sizes else {}
-    known = {**prog_sizes, **given}
+    known, sizes_said = merged_sizes(prog_sizes, sizes)
+    say_replaced(mesh_said + sizes_said)
     # the one legality (shardalg.algebra.legality): plan refuses what check refuses, with its span and fix
     check_or_raise(written, m, known)
     if target is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from shardalg.algebra.context import chosen_mesh, merged_sizes, say_replaced
 from shardalg.algebra.layout import Layout
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.errors import NoPlan, ShapeMismatch, ShardalgError, UsageError
@@ -75,10 +76,11 @@ def check_program(
         program = parse(program)
     if not isinstance(program, Program):
         raise UsageError(f"check_program takes a program (text or Program), not {type(program).__name__}")
-    m = as_mesh(mesh) if mesh is not None else (Mesh(dict(program.mesh.axes)) if program.mesh else None)
+    m, mesh_said = chosen_mesh(program.mesh, as_mesh(mesh))
     if m is None:
         raise UsageError("checking a program needs a mesh: an argument, or a 'mesh X=4, Y=2' line")
-    known = {**dict(program.sizes), **dict(sizes or {})}
+    known, sizes_said = merged_sizes(program.sizes, sizes)
+    say_replaced(mesh_said + sizes_said)
     source = program.source
     held = Held()  # every layout each name's value is held in
     made_by: dict[str, str] = {}  # name -> "statement 2 made it" / "statement 1 used it"

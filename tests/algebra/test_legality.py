@@ -16,6 +16,7 @@ from shardalg.errors import (
     IllegalOperand,
     IllegalSharding,
     IndivisibleDim,
+    NoteWarning,
     ParseError,
     SameAxisResultDims,
     ShapeMismatch,
@@ -313,8 +314,9 @@ def test_seed_expressions_are_legal(source):
 def test_mesh_and_sizes_come_from_the_program():
     assert [v.rule for v in check("mesh X=4\nA[I_Y, J]")] == ["unknown-axis"]
     assert [v.rule for v in check("A[I_X, J] where I=6", mesh=Mesh(X=4))] == ["indivisible-dim"]
-    # the sizes argument wins over the where clause
-    assert check("A[I_X, J] where I=6", mesh=Mesh(X=4), sizes={"I": 8}) == []
+    # the sizes argument wins over the where clause, and says so
+    with pytest.warns(NoteWarning, match=r"^--sizes I=8 replaces the program's I=6$"):
+        assert check("A[I_X, J] where I=6", mesh=Mesh(X=4), sizes={"I": 8}) == []
     # unknown sizes and a symbolic mesh axis cannot be judged divisible or not
     assert check("A[I_X, J]", mesh=Mesh(X=None)) == []
     assert check("A[I_X, J]", mesh="X=3") == []

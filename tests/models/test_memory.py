@@ -193,3 +193,14 @@ def test_a_kept_gathered_copy_is_one_buffer_counted_once():
     assert kept.parts["activations"] - again.parts["activations"] == sum(
         b for name, b in rows.items() if name.startswith("kept ")
     )
+
+
+def test_a_model_read_again_says_only_what_its_caller_replaced():
+    from shardalg.models.program import resized
+
+    m = model_program("params W; layers L\nIn[B_X, D] * W[D, F] -> Out[B_X, F]\nwhere L=4, B=8", "X=2", "L=2")
+    said = [("sizes", "--sizes L=2 replaces the program's L=4")]
+    assert [n for n in m.notes if n[0] == "sizes"] == said
+    for again in (m.with_sizes(B=4), resized(m, {"B": 2})):  # B the tool's (a microbatch): not the caller's
+        assert [n for n in again.notes if n[0] == "sizes"] == said
+        assert again.program is m.program and again.layers == 2

@@ -73,3 +73,25 @@ def test_an_illegal_statement_is_located() -> None:
 def test_needs_a_mesh() -> None:
     with pytest.raises(UsageError):
         check_program("A[I, J] · B[J, K] -> C[I, K]")
+
+
+def test_a_mesh_or_sizes_in_place_of_the_programs_are_said_not_silently_used() -> None:
+    from shardalg.errors import NoteWarning
+    from shardalg.planning.backward import backward
+    from shardalg.planning.planner import plans
+
+    with pytest.warns(NoteWarning) as said:
+        check_program(MLP, Mesh(X=2, Y=4), {"B": 8, "D": 4, "F": 16})
+    assert [str(w.message) for w in said] == [
+        "--mesh X=2,Y=4 replaces the program's mesh X=2, Y=2",
+        "--sizes F=16 replaces the program's F=8",
+    ]
+    with pytest.warns(NoteWarning, match=r"^--sizes D=8 replaces the program's D=4$"):
+        backward(MLP, None, {"D": 8})
+    with pytest.warns(NoteWarning, match=r"^--sizes I=8 replaces the program's I=16$"):
+        plans("A[I_X, J] -> A[I, J] where I=16", Mesh(X=4), {"I": 8})
+
+
+def test_the_programs_own_mesh_and_sizes_given_again_replace_nothing(recwarn) -> None:
+    check_program(MLP, Mesh(X=2, Y=2), {"B": 8, "F": 8})
+    assert recwarn.list == []
