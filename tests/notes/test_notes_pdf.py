@@ -34,7 +34,7 @@ def _notes(out: Path, *extra: str, path: str | None = None) -> subprocess.Comple
 # The package's module names that are also ordinary English words, which the notes may use as words ("the
 # memory of each device"); every other module name (plancost, regionmap, stepreport, ...) must not appear.
 ENGLISH_MODULE_NAMES = frozenset(
-    "backward cache costs deferred devices fit forward gradients inference latex memory mesh notation notes "
+    "backward cache costs deferred devices fit forward gradients held inference latex memory mesh notation notes "
     "operators optimum overlap permute plan program proofs run schedule search sections send serving shape "
     "rename route routing shift slice solve step steps symbolic symbols terms traffic transpose worked zero".split()
 )
