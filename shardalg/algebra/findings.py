@@ -2,20 +2,24 @@
 offending part of a node (a dim ``J_X``, the ``{U_X}`` suffix, a collective's name and subscript).
 
 The rules of :mod:`shardalg.algebra.legality` and :mod:`shardalg.algebra.product_rules` yield findings; the
-table there turns them into violations.
+table there turns them into violations (:class:`Violation`, one broken rule as it is reported).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
-from shardalg.errors import Span
+from shardalg.errors import IllegalSharding, Span, render_caret
 from shardalg.notation.printing import text
+from shardalg.notation.printing.display import html_table, short
 from shardalg.notation.syntax import Collective, Node, Tensor
 
 from .context import Context
 
 __all__ = [
+    "Violation",
+    "Violations",
     "Found",
     "CheckFn",
     "text_of",
@@ -78,3 +82,48 @@ def dim_span(t: Tensor, label: str) -> Span | None:
 def operand_dim_span(expr: Node, label: str) -> Span | None:
     """A dim of a product's operand when the operand is written as a tensor, else the whole operand."""
     return dim_span(expr, label) if isinstance(expr, Tensor) else expr.span
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule: which, where (``span`` into ``source``), why and what would fix it."""
+
+    rule: str
+    error: type[IllegalSharding]
+    message: str
+    span: Span | None = None
+    fix: str | None = None
+    source: str | None = field(default=None, compare=False, repr=False)
+
+    def to_error(self) -> IllegalSharding:
+        return self.error(self.message, span=self.span, source=self.source, fix=self.fix, rule=self.rule)
+
+    def __str__(self) -> str:
+        return str(self.to_error())
+
+    def note(self) -> str:
+        """The finding as a note on a statement the planner plans: what every plan must fix first."""
+        lines = [
+            f"note: {self.message}; the shards cannot simply be multiplied, so a plan communicates first "
+            f"[{self.rule}]"
+        ]
+        if self.source is not None and self.span is not None:
+            lines.append(render_caret(self.source, self.span))
+        if self.fix:
+            lines.append(f"  plans: {self.fix}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return short("Violation", f"[{self.rule}] {self.message}")
+
+
+class Violations(list):
+    """What :func:`check` found: a list of :class:`Violation` (empty when legal), a table in a notebook."""
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for v in self:
+            where = render_caret(v.source, v.span) if v.source is not None and v.span is not None else ""
+            rows.append([v.rule, v.message, where, v.fix or ""])
+        caption = "legal: no rule is broken" if not self else f"{len(self)} broken rule(s)"
+        return html_table(["rule", "what is wrong", "where", "fix"], rows, caption, code=(2,))

@@ -25,7 +25,7 @@ The mesh and sizes a check sees, and the layout an expression produces, come fro
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from shardalg import limits
@@ -45,16 +45,14 @@ from shardalg.errors import (
     UnreachableUnreduced,
     UnreducedProduct,
     UsageError,
-    render_caret,
 )
 from shardalg.notation.parse import parse
-from shardalg.notation.printing.display import html_table, short
 from shardalg.notation.syntax import Apply, Arrow, Collective, Node, Op, Product, Program, Tensor
 
 from .context import Context, as_sizes, context_for, product_dims, say_replaced, target_index, value_of
 from .einsum import NotLocal
 from .factors import is_subaxis, parent_of
-from .findings import CheckFn, Found, head_span, suffix_span, text_of
+from .findings import CheckFn, Found, Violation, Violations, head_span, suffix_span, text_of
 from .mesh import Mesh, as_mesh
 from .ops import RECORDS
 from .ops import RULES as COLLECTIVES
@@ -84,51 +82,6 @@ __all__ = [
     "value_of",
     "product_dims",
 ]
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken rule: which, where (``span`` into ``source``), why and what would fix it."""
-
-    rule: str
-    error: type[IllegalSharding]
-    message: str
-    span: Span | None = None
-    fix: str | None = None
-    source: str | None = field(default=None, compare=False, repr=False)
-
-    def to_error(self) -> IllegalSharding:
-        return self.error(self.message, span=self.span, source=self.source, fix=self.fix, rule=self.rule)
-
-    def __str__(self) -> str:
-        return str(self.to_error())
-
-    def note(self) -> str:
-        """The finding as a note on a statement the planner plans: what every plan must fix first."""
-        lines = [
-            f"note: {self.message}; the shards cannot simply be multiplied, so a plan communicates first "
-            f"[{self.rule}]"
-        ]
-        if self.source is not None and self.span is not None:
-            lines.append(render_caret(self.source, self.span))
-        if self.fix:
-            lines.append(f"  plans: {self.fix}")
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return short("Violation", f"[{self.rule}] {self.message}")
-
-
-class Violations(list):
-    """What :func:`check` found: a list of :class:`Violation` (empty when legal), a table in a notebook."""
-
-    def _repr_html_(self) -> str:
-        rows = []
-        for v in self:
-            where = render_caret(v.source, v.span) if v.source is not None and v.span is not None else ""
-            rows.append([v.rule, v.message, where, v.fix or ""])
-        caption = "legal: no rule is broken" if not self else f"{len(self)} broken rule(s)"
-        return html_table(["rule", "what is wrong", "where", "fix"], rows, caption, code=(2,))
 
 
 @dataclass(frozen=True)
