@@ -86,13 +86,19 @@ def as_sizes(sizes: Mapping[str, int] | str | None) -> dict[str, int]:
 
 
 def merged_sizes(
-    written: Iterable[tuple[str, int]] | Mapping[str, int], given: Mapping[str, int] | str | None
+    written: Iterable[tuple[str, int]] | Mapping[str, int],
+    given: Mapping[str, int] | Iterable[tuple[str, int]] | str | None,
 ) -> tuple[dict[str, int], tuple[str, ...]]:
     """The sizes a program's ``where`` binds (``written``), then ``given`` (which wins), and a line for each
     size ``given`` replaced: ``--sizes L=2 replaces the program's L=80``. Replacing is allowed (a 2-layer
     model is a fair question), never silent: the caller says the lines (:func:`say_replaced`, or a result's
     notes)."""
     bound = dict(written.items() if isinstance(written, Mapping) else written)
+    if given is not None and not isinstance(given, str | Mapping):  # pairs, as a Program's sizes are
+        try:
+            given = dict(given)
+        except (TypeError, ValueError):
+            pass  # as_sizes says what sizes are
     own = as_sizes(given)
     said = tuple(
         f"--sizes {d}={n} replaces the program's {d}={bound[d]}"
