@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.shape import shape
 from shardalg.costs.chipspec import chip_from_text
 from shardalg.costs.plancost import cost, plan_cost
-from shardalg.errors import IllegalSharding, NoPlan, ShardalgError
+from shardalg.errors import IllegalSharding, NoPlan, NoteWarning, ShardalgError
 from shardalg.notation.jsonread import from_json
 from shardalg.notation.parse import parse, parse_statement, parse_tensor
 from shardalg.notation.printing import latex, text, to_json, unicode
@@ -286,7 +287,21 @@ def run_stages(
 ) -> None:
     """Run every stage on ``source`` (drawn from the start rule ``kind``); ``setting`` picks the mesh and the
     sizes for the parsed program; ``chip_file``, when given, is read as a chip. Everything is recorded in
-    ``tally``."""
+    ``tally``. The setting replaces the program's own mesh and sizes on purpose: the notes saying so
+    (:class:`~shardalg.errors.NoteWarning`) are expected, and not shown."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoteWarning)
+        _run_stages(source, kind, setting, tally, limit, chip_file)
+
+
+def _run_stages(
+    source: str,
+    kind: str,
+    setting: Callable[[Program], Setting],
+    tally: Tally,
+    limit: float,
+    chip_file: bytes | None,
+) -> None:
     tally.inputs[kind] += 1
     run = _Run(source, tally, limit)
     if chip_file is not None:
