@@ -34,25 +34,33 @@ def _parse(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from shardalg.algebra.context import as_sizes
     from shardalg.algebra.legality import check, notes
+    from shardalg.errors import ShapeMismatch
     from shardalg.notation.parse import parse
     from shardalg.notation.printing import text
+    from shardalg.planning.programs import check_program
 
     program = parse(program_text(args.expr))
-    found = check(program, mesh(args.mesh or None), args.sizes)
+    found = [v.to_error() for v in check(program, mesh(args.mesh or None), args.sizes)]
+    if not found and len(program.statements) > 1 and (args.mesh or program.mesh is not None):
+        try:  # what each statement reads: a layout the program holds the value in (as backward reads it)
+            check_program(program, mesh(args.mesh or None), as_sizes(args.sizes))
+        except ShapeMismatch as err:
+            found = [err]
     noted = [] if found else notes(program, mesh(args.mesh or None), args.sizes)
     if args.json:
         print(
             _dump(
                 {
                     "legal": not found,
-                    "violations": [v.to_error().to_json() for v in found],
+                    "violations": [e.to_json() for e in found],
                     "notes": [v.to_error().to_json() for v in noted],
                 }
             )
         )
     if found:
-        print("\n".join(str(v) for v in found), file=sys.stderr)
+        print("\n".join(str(e) for e in found), file=sys.stderr)
         return EXIT_ILLEGAL
     if not args.json:
         print("\n".join([f"legal: {text(program)}", *(v.note() for v in noted)]))

@@ -95,3 +95,22 @@ def test_a_mesh_or_sizes_in_place_of_the_programs_are_said_not_silently_used() -
 def test_the_programs_own_mesh_and_sizes_given_again_replace_nothing(recwarn) -> None:
     check_program(MLP, Mesh(X=2, Y=2), {"B": 8, "F": 8})
     assert recwarn.list == []
+
+
+def test_the_cli_check_reads_a_program_as_backward_does(capsys) -> None:
+    # a statement that reads a value in a layout the program never gave it: illegal in check too, not only in
+    # backward and check_program (each statement alone is legal)
+    from shardalg.cli import main
+
+    wrong = "A[I_X, J] * B[J, K] -> C[I_X, K]; C[I, K] * D[K, L] -> E[I, L]"
+    assert main(["check", wrong, "--mesh", "X=4"]) == 1
+    assert (
+        "statement 2 uses C[I, K], but statement 1 made it as C[I_X, K] [shape-mismatch]"
+        in capsys.readouterr().err
+    )
+    with pytest.raises(ShapeMismatch):
+        check_program(wrong, Mesh(X=4))
+    # a layout a collective made, still held: legal in all three
+    held = "AllGather_X(A[I_X, J]) -> A[I, J]; A[I_X, J] * B[J, K] -> C[I_X, K]"
+    assert main(["check", held, "--mesh", "X=4"]) == 0
+    assert len(check_program(held, Mesh(X=4))) == 2
