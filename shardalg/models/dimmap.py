@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from shardalg.errors import UsageError
 from shardalg.notation.build import split_axes
-from shardalg.notation.syntax import Tensor
+from shardalg.notation.syntax import Dim, Tensor
 
 __all__ = [
     "parse_dim_map",
@@ -94,8 +94,8 @@ def refuse_dropped(
     what: str,
     where: str,
     tokens: tuple[str, ...] = (),
-) -> None:
-    """A UsageError when an entry of ``mapping`` (the map of ``what``, e.g. ``--activations B=X,T=X``) cannot
+) -> dict[Tensor, tuple[Dim, ...]]:
+    """Each of ``tensors``' dims under ``mapping`` (:func:`place`), the map checked on the way: a UsageError when an entry of ``mapping`` (the map of ``what``, e.g. ``--activations B=X,T=X``) cannot
     be applied as written and would be dropped silently: it would shard none of ``tensors`` (``where``: the
     activations) that have its dim, each of them having an earlier mapped dim on the same axis (``D=X,F=X``:
     every parameter with F has D, which takes X); or it shares an axis with an earlier one of the ``tokens``
@@ -105,8 +105,10 @@ def refuse_dropped(
     ``F=XY,D=XY``: ``W_in[D, F_XY]``, ``W_q[D_XY, K, G, H]``) and is kept."""
     placed: dict[str, Tensor] = {}  # a dim the map shards somewhere: the first tensor it shards
     dropped: dict[str, tuple[Tensor, str, str]] = {}  # a dim the map gives way: (a tensor, the dim, the axis)
+    dims: dict[Tensor, tuple[Dim, ...]] = {}
     for t in tensors:
         after, skipped = place(t, mapping)
+        dims[t] = after.dims
         for d in after.dims:
             if d.axes and not t.axes_of(d.label):
                 placed.setdefault(d.label, after)
@@ -138,6 +140,7 @@ def refuse_dropped(
             + (f" ({label}={spare})" if spare else "")
             + f", or shard {other} over more axes{more} and drop {mine}",
         )
+    return dims
 
 
 def axes_text(axes: tuple[str, ...]) -> str:

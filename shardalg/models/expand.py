@@ -40,6 +40,7 @@ from shardalg.notation.syntax import (
     Apply,
     Arrow,
     Collective,
+    Dim,
     DType,
     Op,
     Product,
@@ -385,6 +386,7 @@ def shard(
     )
     roles = prog.roles
     written = list(dict.fromkeys(tensors_of(prog)))
+    placed: dict[Tensor, tuple[Dim, ...]] = {}  # each tensor's dims under its map, found once
     for text, given, role_dims, what, where in (
         (params, pmap, lambda r: r in (Role.PARAMS, Role.EMBEDDINGS), "--params", "the parameters"),
         (
@@ -401,7 +403,7 @@ def shard(
         for dim, axes in given.items():
             refuse_repeated_axis(dim, tuple(axes), f"{what} {map_text(given)}")
         tokens = roles.tokens if roles is not None and given is amap else ()
-        refuse_dropped(kind, given, f"{what} {map_text(given)}", where, tokens)
+        placed.update(refuse_dropped(kind, given, f"{what} {map_text(given)}", where, tokens))
     seq_axes = _sequence_axes(prog, pmap, amap, sequence)
     seq = _sequence_dim(prog) if seq_axes else ""
 
@@ -413,9 +415,13 @@ def shard(
         )
 
     def sharded(t: Tensor) -> Tensor:
+        dims = placed.get(t)
+        if dims is None:
+            out = apply_map(t, pmap if is_param(t) else amap)
+        else:
+            out = t if dims == t.dims else replace(t, dims=dims)
         if is_param(t):
-            return apply_map(t, pmap)
-        out = apply_map(t, amap)
+            return out
         if seq in out.dim_names and not out.axes_of(seq):
             free = tuple(a for a in seq_axes if a not in out.used_axes)
             if free:
