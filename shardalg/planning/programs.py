@@ -23,7 +23,7 @@ from shardalg.notation.syntax import Arrow, Collective, Node, Product, Program, 
 
 from .held import Held
 from .planner import plan
-from .redistribute import redistribute
+from .redistribute import cheapest_resharding
 
 __all__ = ["check_program"]
 
@@ -48,9 +48,9 @@ def _same_place(a: Tensor, b: Tensor) -> bool:
 
 def _fix(have: Tensor, want: Tensor, mesh: Mesh, sizes: Mapping[str, int]) -> str:
     try:
-        best = redistribute(have, want.replace(name=have.name), mesh, sizes, limit=1)[0]  # type: ignore[arg-type]
+        best = cheapest_resharding(have, want, mesh, sizes)
     except NoPlan as err:
-        return f"no collective turns {have} into {want}: {err.message}"
+        return err.message
     lines = "; ".join(str(s.statement()) for s in best.steps)
     return f"insert {lines}" if lines else "nothing to insert"
 

@@ -37,6 +37,7 @@ from .steps import build_steps, step_reason, with_spare_axes
 
 __all__ = [
     "redistribute",
+    "cheapest_resharding",
     "Reshardings",
     "best_sequences",
     "Sequences",
@@ -289,6 +290,18 @@ def redistribute(
     first: ranked by seconds, a multi-axis gather beats a single-axis one that moves the same bytes, so the
     cheapest sequence never costs more than a path through any other sharding."""
     return Reshardings(src, mesh, sizes, weigh=weigh, limits=limits).to(dst, limit=limit, key=key)
+
+
+def cheapest_resharding(
+    have: Tensor, want: Tensor, mesh: Mesh, sizes: Mapping[str, int] | None = None
+) -> Plan:
+    """The cheapest resharding of ``have`` into ``want``'s sharding (``want`` read as ``have``'s value, whatever
+    its name): the fix a program's checks suggest (check_program, verify). NoPlan, naming both, when no
+    sequence of collectives does it."""
+    try:
+        return redistribute(have, want.replace(name=have.name), mesh, sizes, limit=1)[0]
+    except NoPlan as err:
+        raise NoPlan(f"no collective turns {have} into {want}: {err.message}") from None
 
 
 class Reshardings:

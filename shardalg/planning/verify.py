@@ -12,7 +12,7 @@ replicated value summed again so the gradient is scaled by the axis size, a coll
 missing or doubled contribution, a gradient left in a sharding other than its value's). Correct but
 wasteful choices are warnings, with the bytes they cost (an AllReduce then a Slice where one ReduceScatter
 does it). A fix starts from what the program holds: a gradient in the wrong sharding gets the cheapest
-resharding (:func:`.redistribute.redistribute`) of the tensor the program ends with, or of the one it held
+resharding (:func:`.redistribute.cheapest_resharding`) of the tensor the program ends with, or of the one it held
 before its last collectives on the gradient, when dropping or replacing those is cheaper.
 
     >>> report = verify("In[B_X, D] * W[D, F] -> Out[B_X, F]",
@@ -42,7 +42,7 @@ from .backward import BackwardProgram, backward
 from .findings import ERROR, WARNING, Finding, VerifyReport
 from .forward import Forward, analyze, grad_name
 from .held import Held
-from .redistribute import plan_bytes, redistribute
+from .redistribute import cheapest_resharding, plan_bytes
 from .symbolic import beaten_everywhere
 
 __all__ = ["verify", "Finding", "VerifyReport"]
@@ -417,9 +417,8 @@ class _Checker:
         return self.written.get(name)
 
     def _cheapest(self, have: Tensor, want: Tensor) -> Plan:
-        """The cheapest resharding of ``have`` into ``want`` (the planner's :func:`.redistribute.redistribute`,
-        as a program's fix is found); NoPlan when no sequence of collectives does it."""
-        return redistribute(have, replace(want, name=have.name), self.mesh, self.known, limit=1)[0]
+        """:func:`.redistribute.cheapest_resharding` on this program's mesh and sizes."""
+        return cheapest_resharding(have, want, self.mesh, self.known)
 
     def _reduction_fix(self, got: Tensor, want: Tensor) -> str:
         """Reduce the partial gradient the program holds, ``got``, into ``want``."""
@@ -428,7 +427,7 @@ class _Checker:
         try:
             steps = self._cheapest(got, want).steps
         except NoPlan as err:
-            return f"no collective turns {_show(got)} into {_show(want)}: {err.message}"
+            return err.message
         return "reduce it: " + "; ".join(text(s.statement()) for s in steps)
 
     def _trailing(self, name: str, got: Tensor) -> list[tuple[int, Tensor, Bytes]]:
@@ -477,7 +476,7 @@ class _Checker:
                     continue
             best = (k, plan, cost)
         if best is None:
-            return f"no collective turns {_show(got)} into {_show(want)}: {failure}"
+            return failure
         k, plan, _cost = best
         steps = "; ".join(text(s.statement()) for s in plan.steps)
         if k == len(run):
