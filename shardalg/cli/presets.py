@@ -46,7 +46,7 @@ def _model_show(args: argparse.Namespace) -> int:
     )
     form, chosen = attention_form(args.attention, args.phase, args.functions)
     core = args.phase == "train" and args.functions  # the training core's form is written
-    if args.params or args.activations or args.megatron_sp:
+    if args.params or args.activations or args.megatron_sp is not None:
         program = shard(program, args.params, args.activations, sequence=args.megatron_sp)
     if args.format == "json":
         _print(

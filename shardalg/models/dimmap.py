@@ -22,6 +22,7 @@ __all__ = [
     "place",
     "refuse_dropped",
     "refuse_repeated_axis",
+    "sequence_axes",
     "map_text",
     "axes_text",
 ]
@@ -44,6 +45,29 @@ def parse_dim_map(text: str | None) -> dict[str, tuple[str, ...]]:
         out[dim] = tuple(a for w in words for a in (split_axes(w) if len(words) == 1 else (w,)))
         refuse_repeated_axis(dim, out[dim], repr(text))
     return out
+
+
+def sequence_axes(sequence: tuple[str, ...] | str) -> tuple[str, ...]:
+    """The axes of ``--megatron-sp`` (``"Y"``, ``"XY"``, ``"data+model"``, or the axes as a tuple), refused
+    (UsageError) as a dim map's axes are: empty or not axis names (``Y,Z``), or naming an axis twice (``YY``
+    would shard the sequence ``T_YY``, an illegal tensor)."""
+    words = sequence.split("+") if isinstance(sequence, str) else list(sequence)
+    if not all(isinstance(w, str) and w.isalnum() and w[0].isalpha() for w in words):
+        given = sequence if isinstance(sequence, str) else tuple(sequence)
+        raise UsageError(
+            f"bad axes {given!r} for --megatron-sp: axis names, e.g. Y, XY or data+model",
+            fix="name the tensor-parallel axes to run Megatron sequence parallelism on (--megatron-sp Y), "
+            "or drop --megatron-sp",
+        )
+    axes = tuple(a for w in words for a in (split_axes(w) if len(words) == 1 else (w,)))
+    twice = next((a for k, a in enumerate(axes) if a in axes[:k]), None)
+    if twice is not None:
+        raise UsageError(
+            f"--megatron-sp {sequence if isinstance(sequence, str) else axes_text(axes)} names {twice} twice: "
+            "a mesh axis shards the sequence dim once",
+            fix=f"name each axis once (--megatron-sp {axes_text(tuple(dict.fromkeys(axes)))})",
+        )
+    return axes
 
 
 def map_text(mapping: Mapping[str, tuple[str, ...]]) -> str:

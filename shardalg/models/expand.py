@@ -33,7 +33,6 @@ from fractions import Fraction
 from shardalg.algebra.context import refuse_unknown_dims, tensors_of
 from shardalg.algebra.legality import check_or_raise
 from shardalg.errors import UsageError
-from shardalg.notation.build import split_axes
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import (
     FLAGS,
@@ -50,7 +49,14 @@ from shardalg.notation.syntax import (
     dtype_named,
 )
 
-from .dimmap import apply_map, map_text, parse_dim_map, refuse_dropped, refuse_repeated_axis
+from .dimmap import (
+    apply_map,
+    map_text,
+    parse_dim_map,
+    refuse_dropped,
+    refuse_repeated_axis,
+    sequence_axes,
+)
 from .presets import ModelConfig, get
 
 __all__ = [
@@ -531,9 +537,9 @@ def _partial_over_sequence(
 def _sequence_axes(prog: Program, pmap, amap, sequence) -> tuple[str, ...]:
     """The axes of Megatron sequence parallelism, checked: each shards a parameter (a tensor-parallel axis)
     and not the activations' sequence dim already."""
-    if not sequence:
+    if sequence is None or (not isinstance(sequence, str) and not sequence):  # "" is refused, () is none
         return ()
-    axes = split_axes(sequence) if isinstance(sequence, str) else tuple(sequence)
+    axes = sequence_axes(sequence)
     seq = _sequence_dim(prog)
     tp = {a for dims in pmap.values() for a in dims}
     for a in axes:

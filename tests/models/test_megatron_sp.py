@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from shardalg.cli import main
 from shardalg.errors import UsageError
 from shardalg.models.analysis import analyze
 from shardalg.models.expand import expand, shard
@@ -154,3 +155,46 @@ def test_a_residual_add_after_the_gather_reads_the_gathered_copy():
     sizes = {"B": 16, "T": 256, "D": 256, "F": 1024}
     a = analyze(model_program(program, "X=2,Y=2", sizes), "train")
     assert a.backward is not None and model_memory(a, "tpu-v5e").total > 0
+
+
+@pytest.mark.parametrize("given", ["YY", "Y+Y", ("Y", "Y")])
+def test_an_axis_named_twice_in_the_megatron_sp_axes_is_refused(capsys, given):
+    """As ``--params D=XX`` is: ``--megatron-sp YY`` would shard the sequence ``T_YY``, an illegal tensor (it
+    was accepted silently and wrote ``AllGather_YY(Ha[B, T_YY, D])``)."""
+    with pytest.raises(UsageError, match="names Y twice") as refused:
+        shard(expand("llama-3-8b"), TP, TP, sequence=given)
+    assert refused.value.fix is not None and "--megatron-sp Y)" in refused.value.fix
+    if isinstance(given, str):
+        code = main(
+            ["model", "show", "llama-3-8b", "--params", TP, "--activations", TP, "--megatron-sp", given]
+        )
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "", out
+        assert f"--megatron-sp {given} names Y twice" in err.splitlines()[0] and "[usage]" in err
+        assert "fix: name each axis once (--megatron-sp Y)" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("given", ["", " ", "Y,Z", "1", "Y+", "Y Z"])
+def test_empty_or_malformed_megatron_sp_axes_are_refused(capsys, given):
+    """An empty value was ignored silently; ``Y,Z`` and ``1`` were taken for one axis named ``Y,Z`` or ``1``."""
+    with pytest.raises(UsageError, match="--megatron-sp"):
+        shard(expand("llama-3-8b"), TP, TP, sequence=given)
+    code = main(["model", "show", "llama-3-8b", "--params", TP, "--activations", TP, "--megatron-sp", given])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", out
+    assert "--megatron-sp" in err and "axis names" in err and "Traceback" not in err
+
+
+def test_megatron_sp_over_an_axis_outside_the_mesh_is_refused():
+    with pytest.raises(UsageError, match="Z shards no parameter"):
+        shard(MLP, "F=Y", "F=Y", mesh="Y=4", sequence="Z")
+
+
+def test_multi_letter_megatron_sp_axes_are_written_as_the_search_names_them():
+    """``data+model``, as the search's ``megatron_sp`` writes multi-letter axes (it was taken for one axis)."""
+    program = shard(MLP, "F=data+model", "F=data+model", sequence="data+model")
+    lines = [text(s) for s in program.statements]
+    assert lines[0] == "AllGather_{data,model}(Hn[B, T_{data,model}, D]) -> Hn[B, T, D]"
+    assert (
+        lines[-1] == "ReduceScatter_{data,model,T}(Out[B, T, D]{U_{data,model}}) -> Out[B, T_{data,model}, D]"
+    )
