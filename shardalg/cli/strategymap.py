@@ -33,8 +33,9 @@ def _run(args: argparse.Namespace) -> int:
     from shardalg.search.monotext import parameters_text
     from shardalg.search.programresult import program_map
 
+    text = program_text(args.program)
     result = program_map(
-        program_text(args.program),
+        text,
         mesh(args.mesh),
         chip(args.hw),
         parameters_text(args.over),
@@ -56,7 +57,7 @@ def _run(args: argparse.Namespace) -> int:
         if len(over) < 2:
             raise UsageError("--plot draws two parameters: give --over with two, e.g. --over B/N,F")
         picture = region_map(result, args.plot, over[0], over[1], decades=args.decades)
-        caption = _caption(args, result, over[0], over[1])
+        caption = _caption(args, text, result, over[0], over[1])
     if args.format == "json":
         data = result.to_json()
         if picture is not None:
@@ -90,15 +91,26 @@ def _names(text: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(","))
 
 
-def _caption(args: argparse.Namespace, result: Any, x: str, y: str) -> str:
-    """The picture's caption: what it shows, and the chip, mesh, sizes and memory cap of the point marked."""
+def _caption(args: argparse.Namespace, text: str, result: Any, x: str, y: str) -> str:
+    """The picture's caption: what it shows, and the chip, mesh, sizes and memory cap of the point marked
+    (the mesh and sizes: ``--mesh`` and ``--sizes`` over the program's own mesh line and sizes)."""
+    from shardalg.algebra.context import merged_sizes
+    from shardalg.notation.parse import parse
     from shardalg.notation.printing.display import bytes_both
 
+    prog = parse(text)
+    own_mesh = getattr(prog, "mesh", None)
+    sizes = merged_sizes(getattr(prog, "sizes", ()), args.sizes)[0]
     parts = [f"The fastest strategy over {x} and {y}, the point marked at"]
     where = [f"chip {getattr(chip(args.hw), 'name', args.hw)}" if args.hw else "no chip (symbolic)"]
-    where.append(f"mesh {args.mesh}" if args.mesh else "a symbolic mesh")
-    if args.sizes:
-        where.append(f"sizes {args.sizes}")
+    if args.mesh:
+        where.append(f"mesh {args.mesh}")
+    elif own_mesh is not None:
+        where.append("mesh " + ",".join(f"{a}={n}" for a, n in own_mesh.axes))
+    else:
+        where.append("a symbolic mesh")
+    if sizes:
+        where.append("sizes " + ",".join(f"{d}={n}" for d, n in sizes.items()))
     cap = {str(k): v for k, v in result.values.items()}.get("H")
     where.append(f"memory cap {bytes_both(float(cap))} per device" if cap else "no memory cap")
     return f"{parts[0]} {', '.join(where)}."

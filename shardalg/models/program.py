@@ -57,7 +57,7 @@ from shardalg.notation.syntax import (
 from .quantities import dim_value, elements, tensor_bytes
 from .source import program_source
 
-__all__ = ["Value", "StatementInfo", "ModelProgram", "model_program"]
+__all__ = ["Value", "StatementInfo", "ModelProgram", "model_program", "replaced_notes"]
 
 
 @dataclass(frozen=True)
@@ -257,11 +257,11 @@ def _again(m: ModelProgram, sizes: Mapping[str, int]) -> ModelProgram:
     bare = replace(m.program, mesh=None, sizes=())  # nothing of its own for ``sizes`` to replace
     out = model_program(bare, m.mesh, {**dict(m.program.sizes), **sizes})
     out.program, out.replaced = m.program, m.replaced
-    out.notes[:0] = _replaced_notes(m.replaced)
+    out.notes[:0] = replaced_notes(m.replaced)
     return out
 
 
-def _replaced_notes(replaced: Sequence[str]) -> list[tuple[str, str]]:
+def replaced_notes(replaced: Sequence[str]) -> list[tuple[str, str]]:
     """The notes of what the caller's mesh and sizes replaced of the program's
     (:func:`~shardalg.algebra.context.merged_sizes`): ``sizes: --sizes L=2 replaces the program's L=80``."""
     return [("mesh" if line.startswith("--mesh") else "sizes", line) for line in replaced]
@@ -323,7 +323,7 @@ def model_program(
         )
     check(program, ctx.mesh, ctx.sizes)
     roles = program.roles or Roles()
-    notes = _replaced_notes(ctx.replaced)
+    notes = replaced_notes(ctx.replaced)
     layers = _layer_count(roles, ctx.sizes, notes)
     notes += [(k, said) for k in ("capacity", "renamed") for key, _, said in found.values() if key == k]
 

@@ -42,6 +42,7 @@ from math import prod
 from typing import Any
 
 from shardalg.algebra.context import context_for
+from shardalg.algebra.mesh import Mesh
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.topology import Topology, slice_topology
 from shardalg.errors import IllegalSharding, UsageError
@@ -49,7 +50,7 @@ from shardalg.models.analysis import analyze
 from shardalg.models.expand import shard
 from shardalg.models.memory import model_memory
 from shardalg.models.pipeline import PipelineReport, model_pipeline
-from shardalg.models.program import model_program
+from shardalg.models.program import model_program, replaced_notes
 from shardalg.models.source import program_source
 from shardalg.models.step import DEFAULT_POLICY, step_seconds
 from shardalg.models.trainstate import TrainState
@@ -330,6 +331,12 @@ def search_degrees(
         notes.append(("overlap", f"{policy} (default)"))
     whole = topo.layout(None).mesh
     ctx = context_for(base, whole, sizes)
+    # said first: what --sizes replaced of the program's, and its mesh line, which the slice's degrees replace
+    said = [n for n in replaced_notes(ctx.replaced) if n[0] == "sizes"]
+    if base.mesh is not None:
+        mine = Mesh(dict(base.mesh.axes)).text()
+        said.insert(0, ("mesh", f"--slice {topo.name} replaces the program's {mine}"))
+    notes[:0] = said
     known = dict(ctx.sizes)
     own = dict(context_for(base, whole, None).sizes)
     given = {k: v for k, v in known.items() if k not in own}

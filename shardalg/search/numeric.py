@@ -28,7 +28,7 @@ from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.models.analysis import MODES
 from shardalg.models.optimizers import optimizer_named
-from shardalg.models.program import derived_sizes
+from shardalg.models.program import derived_sizes, replaced_notes
 from shardalg.models.source import program_source
 from shardalg.models.step import DEFAULT_POLICY
 from shardalg.models.trainstate import TrainState
@@ -142,7 +142,7 @@ def prepare_search(
     chip = as_chip_text(hw)
     if chip is None:
         raise UsageError("a search needs a chip for its seconds and HBM: --hw tpu-v5e (API: hw='tpu-v5e')")
-    notes: list[tuple[str, str]] = []
+    notes = replaced_notes(ctx.replaced)  # what --mesh and --sizes replaced of the program's, said first
     chosen_mode = _mode(prog, mode, notes)
     if memory is None:
         cap = chip.hbm_capacity.value

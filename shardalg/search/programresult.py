@@ -16,10 +16,12 @@ from typing import Any
 import sympy
 from sympy import Expr
 
+from shardalg.algebra.context import chosen_mesh, merged_sizes
 from shardalg.algebra.mesh import as_mesh
 from shardalg.algebra.symbols import latex_names
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
+from shardalg.models.program import replaced_notes
 from shardalg.notation.printing.display import Shown, Table
 
 from . import polyhedra
@@ -36,6 +38,7 @@ from .programmap import (
     Strategy,
     X,
     Y,
+    _program,
     candidates_of,
     chip_values,
     choice_notes,
@@ -418,12 +421,17 @@ def program_map(
             )
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise UsageError(f"the size of {k} is a positive integer, not {v!r}", rule="parameters")
-        values[dims[k]] = v
+    # the program's own mesh line and sizes place the point too; what ``mesh`` and ``sizes`` replace is said
+    prog = _program(program)
+    bound, said = merged_sizes(prog.sizes, sizes)
+    chosen, mesh_said = chosen_mesh(prog.mesh, as_mesh(mesh))
+    notes[:0] = [f"{k}: {v}" for k, v in replaced_notes((*mesh_said, *said))]
+    values.update({dims[k]: v for k, v in bound.items() if k in dims})
     if cap is not None and cap is not True:
         values[H] = cap
     used = set().union(*(s.cost.total.free_symbols for s in strategies))
     values.update({k: v for k, v in numbers.items() if k in used})
-    mesh_, n = mesh_devices(as_mesh(mesh))
+    mesh_, n = mesh_devices(chosen)
     splits = None
     if n is not None:
         values[N] = n

@@ -144,3 +144,98 @@ def test_sizes_that_replace_the_programs_are_in_a_costs_notes(capsys):
     assert _notes(capsys.readouterr().err) == ["--sizes I=8 replaces the program's I=16"]
     assert main([*argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["notes"] == ["--sizes I=8 replaces the program's I=16"]
+
+
+# a program with its own mesh line and sizes, for the searches and the strategy map
+OWN = (
+    "params W_in, W_out\nmesh X=4\nIn[B, D] * W_in[D, F] -> Tmp[B, F]\nTmp[B, F] * W_out[F, D] -> Out[B, D]\n"
+)
+OWN += "where B=128, D=1024, F=4096"
+SEARCH_SAID = [
+    ("mesh", "--mesh X=2,Y=2 replaces the program's mesh X=4"),
+    ("sizes", "--sizes B=64 replaces the program's B=128"),
+]
+
+
+def test_sizes_and_a_mesh_that_replace_the_programs_are_in_a_searchs_notes_json_and_output(capsys):
+    from shardalg.search.numeric import search
+
+    r = search(OWN, mesh="X=2,Y=2", sizes="B=64", hw="tpu-v5e", mode="infer", top=1)
+    assert r.notes[:2] == SEARCH_SAID
+    assert r.to_json()["defaults"][:2] == [{"key": k, "value": v} for k, v in SEARCH_SAID]
+    argv = ["search", OWN, "--mesh", "X=2,Y=2", "--sizes", "B=64", "--hw", "tpu-v5e", "--mode", "infer"]
+    assert main([*argv, "--top", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [f"note: {k}: {v}" for k, v in SEARCH_SAID] == [line for line in out if "replaces" in line]
+    assert main([*argv, "--top", "1", "--quiet", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["defaults"][:2] == [{"key": k, "value": v} for k, v in SEARCH_SAID]
+    assert [f"note: {k}: {v}" for k, v in SEARCH_SAID] == [
+        line for line in err.splitlines() if "replaces" in line
+    ]
+    assert main([*argv, "--per-statement", "--quiet"]) == 0  # prepare_search's notes: the chain search's too
+    out = capsys.readouterr().out.splitlines()
+    assert [f"note: {k}: {v}" for k, v in SEARCH_SAID] == [line for line in out if "replaces" in line]
+
+
+def test_sizes_equal_to_the_programs_replace_nothing_in_a_search():
+    from shardalg.search.numeric import search
+
+    r = search(OWN, mesh="X=4", sizes="B=128", hw="tpu-v5e", mode="infer", top=1)
+    assert not [v for _, v in r.notes if "replaces" in v]
+
+
+DEGREES = (
+    "params W1, W2; tokens B; layers L\nIn[B, D] * W1[D, F] -> H[B, F]\nH[B, F] * W2[F, D] -> Out[B, D]\n"
+)
+
+
+def test_sizes_and_a_mesh_that_replace_the_programs_are_in_a_degrees_searchs_notes(capsys):
+    from shardalg.planning.symbolic import strict
+    from shardalg.search.degrees import search_degrees
+
+    program = "mesh X=8\n" + DEGREES + "where B=512, D=4096, F=16384, L=8"
+    said = [
+        ("mesh", "--slice v5e-8 replaces the program's mesh X=8"),
+        ("sizes", "--sizes L=4 replaces the program's L=8"),
+    ]
+    with strict():
+        r = search_degrees(program, "v5e-8", "L=4")
+    assert [(k, v) for k, v in r.notes if "replaces" in v] == said
+    argv = ["search", program, "--slice", "v5e-8", "--choose-degrees", "--sizes", "L=4", "--quiet"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [f"note: {k}: {v}" for k, v in said] == [line for line in out if "replaces" in line]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [d for d in data["defaults"] if "replaces" in d["value"]] == [
+        {"key": k, "value": v} for k, v in said
+    ]
+
+
+def test_the_strategy_map_places_its_point_by_the_programs_sizes_and_says_what_sizes_replace(capsys):
+    """The map took only --sizes for its current point, the program's own sizes and mesh line unread (with
+    --sizes B=64: "no current point: no values for D, F"); now the program's place it, and what --sizes and
+    --mesh replace of them is said."""
+    argv = ["strategy-map", OWN, "--hw", "tpu-v5p", "--strategies", "DP,TP", "--over", "B/N"]
+    assert main([*argv, "--mesh", "X=8", "--sizes", "B=64", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    said = [
+        "mesh: --mesh X=8 replaces the program's mesh X=4",
+        "sizes: --sizes B=64 replaces the program's B=128",
+    ]
+    assert [n for n in data["notes"] if "replaces" in n] == said
+    assert [line for line in err.splitlines() if "replaces" in line] == [f"note: {n}" for n in said]
+    assert not [n for n in data["notes"] if n.startswith("no current point")]
+    assert main(argv) == 0  # the program's own mesh and sizes place the point, and nothing is replaced
+    out, err = capsys.readouterr()
+    assert "no current point" not in out + err and "replaces" not in out + err
+
+
+def test_the_strategy_maps_caption_names_the_programs_mesh_and_sizes(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    argv = ["strategy-map", OWN, "--hw", "tpu-v5p", "--strategies", "DP,TP", "--over", "B/N,F"]
+    assert main([*argv, "--sizes", "B=64", "--plot", str(tmp_path / "m.png"), "--format", "json"]) == 0
+    caption = json.loads(capsys.readouterr().out)["plot"]["caption"]
+    assert "mesh X=4" in caption and "sizes B=64,D=1024,F=4096" in caption, caption
