@@ -113,13 +113,14 @@ def _show(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: a picture is .png or .svg (text and tikz go to standard output)")
     if args.out:
         raise UsageError(f"--format {fmt} prints to standard output; --out is for png and svg")
+    # the pictures are given the text, not the parsed node: an error then shows its caret under the source
     try:
-        tensor = parse_tensor(text)
+        parse_tensor(text)
     except ParseError:
-        statement = parse_statement(text)
-        print(show_collective(statement, mesh, format=fmt, sizes=sizes))
+        parse_statement(text)
+        print(show_collective(text, mesh, format=fmt, sizes=sizes))
         return EXIT_OK
-    print(show_tikz(tensor, mesh) if fmt == "tikz" else show(tensor, mesh, sizes))
+    print(show_tikz(text, mesh) if fmt == "tikz" else show(text, mesh, sizes))
     return EXIT_OK
 
 

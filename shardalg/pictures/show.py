@@ -11,6 +11,10 @@ separated by commas and the partial sums that add up to it joined by ``+``.
 
 :func:`show_tikz` draws the device grid for LaTeX notes, and :func:`show_collective` a collective as a
 before/after pair. The block arithmetic is :func:`device_blocks`, the same as the executor's.
+
+A sub-axis (``A[I_{Y:(1)2}, J]`` on ``X=2, Y=4``) is drawn on the user's mesh: a device's coordinate along
+``Y:(p)n`` is the digit ``(y // (|Y| / (p·n))) % n`` of its Y coordinate (:mod:`shardalg.algebra.factors`),
+which is where the executor, running on the mesh refined into factors, puts the block.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from shardalg import limits
-from shardalg.algebra.layout import validate
+from shardalg.algebra.factors import factor_of
+from shardalg.algebra.legality import check_or_raise
 from shardalg.algebra.mesh import Mesh, a_mesh, as_mesh
 from shardalg.algebra.statements import apply_statement
-from shardalg.errors import UsageError
+from shardalg.algebra.subaxes import refine, within
+from shardalg.errors import ShardalgError, UnknownAxis, UsageError
 from shardalg.notation.parse import parse_statement, parse_tensor
 from shardalg.notation.plan import Step
 from shardalg.notation.printing import text
@@ -44,27 +50,73 @@ class Block:
     partials: int
 
 
+def _parent(mesh: Mesh, a: str) -> tuple[int, int, int]:
+    """(index of the mesh axis, divisor, size): a device's coordinate along axis ``a`` is
+    ``c[index] // divisor % size``; for a sub-axis ``Y:(p)n`` the divisor is ``|Y| / (p·n)``."""
+    if a in mesh.names:
+        i = mesh.names.index(a)
+        return i, 1, mesh.shape[i]
+    f = factor_of(a)
+    if f is None or f.parent not in mesh.names:
+        mesh[a]  # noqa: B018 -- raises UnknownAxis, saying why
+        raise UnknownAxis(f"mesh axis {a} is not in the mesh ({', '.join(mesh.names)})")
+    return mesh.names.index(f.parent), mesh.size(f.parent) // f.stop, f.size
+
+
+def _digit(mesh: Mesh, c: Coord, a: str) -> int:
+    """Device ``c``'s coordinate along axis ``a``, a mesh axis or a sub-axis of one."""
+    i, div, n = _parent(mesh, a)
+    return c[i] // div % n
+
+
 def _rank(mesh: Mesh, c: Coord, axes: Sequence[str]) -> int:
+    """Mixed-radix index of device ``c`` over ``axes``, the first axis major (the executor's)."""
     r = 0
     for a in axes:
-        i = mesh.names.index(a)
-        r = r * mesh.shape[i] + c[i]
+        r = r * mesh.size(a) + _digit(mesh, c, a)
     return r
 
 
-def _checked(tensor: Tensor, mesh: Mesh) -> Mesh:
-    m = a_mesh(mesh, "a picture")
-    if not m.is_numeric:
-        raise UsageError("show needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
-    limits.require("devices", m.devices, f"the mesh {', '.join(f'{a.name}={a.size}' for a in m)}")
-    validate(tensor, m)
+def _off(mesh: Mesh, c: Coord, axes: Sequence[str]) -> Coord:
+    """``c`` with its digits along ``axes`` set to 0: the devices that differ only there share it."""
+    out = list(c)
+    for a in axes:
+        i, div, _ = _parent(mesh, a)
+        out[i] -= _digit(mesh, c, a) * div
+    return tuple(out)
+
+
+def _mesh_order(mesh: Mesh, axes: Sequence[str]) -> tuple[str, ...]:
+    """``axes`` in the mesh's order, the sub-axes of one axis major first."""
+    return tuple(sorted(axes, key=lambda a: (_parent(mesh, a)[0], -_parent(mesh, a)[1])))
+
+
+def _subaxes(tensor: Tensor, mesh: Mesh) -> list[str]:
+    """The sub-axes ``tensor`` names that are not axes of ``mesh`` itself."""
+    return [a for a in tensor.used_axes if a not in mesh.names and factor_of(a) is not None]
+
+
+def _checked(tensor: Tensor, mesh: Mesh, source: str | None = None) -> Mesh:
+    """The numeric mesh, once ``tensor`` is legal on it (the legality rules: known axes, each used once, no
+    sub-axis overlapping its parent, the sub-axes of one axis nesting); an error carries ``source`` (the
+    text) for its caret."""
+    try:
+        m = a_mesh(mesh, "a picture")
+        if not m.is_numeric:
+            raise UsageError("show needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
+        limits.require("devices", m.devices, f"the mesh {', '.join(f'{a.name}={a.size}' for a in m)}")
+        check_or_raise(tensor, m)  # refuses sub-axes that do not nest too: no refinement holds them
+    except ShardalgError as err:
+        if source is not None:
+            err.with_source(source)
+        raise
     return m
 
 
 def device_blocks(tensor: Tensor, mesh: Mesh | str | Mapping[str, int]) -> dict[Coord, Block]:
     """For each device (mesh coordinates, row-major), the block of ``tensor`` it holds."""
     m = _checked(tensor, mesh)
-    unreduced = tuple(a for a in m.names if a in tensor.unreduced)
+    unreduced = _mesh_order(m, tensor.unreduced)
     out = {}
     for c in itertools.product(*(range(n) for n in m.shape)):
         dims = tuple((_rank(m, c, d.axes), m.group_size(d.axes)) for d in tensor.dims)
@@ -142,8 +194,7 @@ def _block_grid(tensor: Tensor, m: Mesh) -> list[str]:
         b = blocks[c]
         key = tuple(i for i, _ in b.dims)
         # devices summing to one copy: same block, same coordinates off the unreduced axes
-        copy = _rank(m, c, [a for a in m.names if a not in tensor.unreduced])
-        holders.setdefault(key, {}).setdefault(copy, []).append(rank)
+        holders.setdefault(key, {}).setdefault(_off(m, c, tensor.unreduced), []).append(rank)
 
     def cell(key: tuple[int, ...]) -> str:
         return ", ".join("+".join(map(str, devs)) for devs in holders[key].values())
@@ -161,23 +212,47 @@ def _block_grid(tensor: Tensor, m: Mesh) -> list[str]:
     )
 
 
+def _joined(axes: Sequence[str]) -> str:
+    return "".join(axes) if all(len(a) == 1 for a in axes) else ",".join(axes)
+
+
+def _factor_line(m: Mesh, a: str) -> str:
+    """What sub-axis ``a`` is: which digit of its parent's coordinate is a device's coordinate along it."""
+    i, div, n = _parent(m, a)
+    parent = m.names[i]
+    digit = "c" if div == 1 else f"c // {div}"
+    if div * n < m.shape[i]:  # below the major factor: keep the digit only
+        digit = f"{digit} % {n}" if div == 1 else f"({digit}) % {n}"
+    return f"{a} is a factor of {parent}={m.shape[i]}: a device at {parent}=c is at {a} = {digit}"
+
+
+def _free(tensor: Tensor, m: Mesh) -> list[str]:
+    """The mesh axes (or the factors of them) ``tensor`` does not use: it is replicated over them."""
+    used = tensor.used_axes
+    subs = _subaxes(tensor, m)
+    if not subs:
+        return [a for a in m.names if a not in used]
+    r = refine(m, subs)
+    return list(r.coarsen_axes(tuple(a for a in r.fine.names if not within(a, used, m))))
+
+
 def _summary(tensor: Tensor, m: Mesh) -> list[str]:
     local = ", ".join(d.label if not d.axes else f"{d.label}/{m.group_size(d.axes)}" for d in tensor.dims)
     lines = [
         f"{text(tensor)} on the mesh {', '.join(f'{a.name}={a.size}' for a in m)}: local shape [{local}]"
     ]
-    what = []
+    what = [_factor_line(m, a) for a in dict.fromkeys(_mesh_order(m, _subaxes(tensor, m)))]
     for d in tensor.dims:
         if d.axes:
             what.append(
-                f"{d.label}k = block k of {m.group_size(d.axes)} (over {''.join(d.axes)}, {d.axes[0]} major)"
+                f"{d.label}k = block k of {m.group_size(d.axes)} (over {_joined(d.axes)}, {d.axes[0]} major)"
             )
     if tensor.unreduced:
         what.append(
             f"+k = partial sum k of {m.group_size(tensor.unreduced)}: the value is their sum over "
             f"{', '.join(tensor.unreduced)}"
         )
-    free = [a for a in m.names if a not in tensor.used_axes]
+    free = _free(tensor, m)
     if free or tensor.invariant:
         what.append("replicated over " + ", ".join(free + [f"{a} (invariant)" for a in tensor.invariant]))
     return lines + [f"  {w}" for w in what]
@@ -188,7 +263,7 @@ def show(
 ) -> str:
     """A text picture of ``tensor`` on ``mesh``: the device grid, and the block grid for one or two dims."""
     t = _as_tensor(tensor)
-    m = _checked(t, as_mesh(mesh))
+    m = _checked(t, as_mesh(mesh), tensor if isinstance(tensor, str) else None)
     lines = _summary(t, m) + ["", "devices (what each holds):"] + _device_grid(t, m, sizes or {})
     if 1 <= len(t.dims) <= 2:
         ranks = "device numbers: row-major over " + ", ".join(m.names)
@@ -254,13 +329,29 @@ def show_tikz(tensor: Tensor | str, mesh: Mesh | str | Mapping[str, int], *, cap
     """A ``tikzpicture`` of the device grid: one box per device with the blocks it holds (unreduced
     cells shaded). Self-contained: needs ``\\usepackage{tikz}`` and nothing else (no amsmath)."""
     t = _as_tensor(tensor)
-    m = _checked(t, as_mesh(mesh))
+    m = _checked(t, as_mesh(mesh), tensor if isinstance(tensor, str) else None)
     body = _tikz_grid(t, m, caption=_tex_tensor(t) if caption else None)
     return "\n".join([_TIKZ_OPEN, *body, r"\end{tikzpicture}"])
 
 
+def _tex_word(name: str) -> str:
+    """A name as the LaTeX printer writes an axis (one letter italic, a longer name upright, a sub-axis's
+    colon braced so TeX does not space it as a relation), upright by ``\\mathrm`` rather than the printer's
+    ``\\text``: the picture needs no amsmath."""
+    parent, colon, factor = name.partition(":")
+    word = parent if len(parent) == 1 else rf"\mathrm{{{parent}}}"
+    return word + "{:}" + factor if colon else word
+
+
 def _tex_coord(axes: Sequence[str], values: Sequence[int]) -> str:
-    return ",".join(f"{a}={v}" for a, v in zip(axes, values, strict=True))
+    return ",".join(f"{_tex_word(a)}={v}" for a, v in zip(axes, values, strict=True))
+
+
+def _tex_sub(axes: Sequence[str], dim: str | None) -> str:
+    """A collective's subscript in TeX: ``XY``, ``X,K``, ``\\mathrm{data}``, ``X,Y{:}(1)2``."""
+    words = [_tex_word(a) for a in axes]
+    items = ["".join(words) if all(len(a) == 1 for a in axes) else ",".join(words)]
+    return ",".join(items + ([_tex_word(dim)] if dim else []))
 
 
 # ------------------------------------------------------------------------------------ collectives
@@ -270,20 +361,28 @@ def _sub(axes: Sequence[str], dim: str | None) -> str:
     return sub if len(sub) == 1 else "{" + sub + "}"
 
 
-def _before_after(stmt: object, m: Mesh, sizes: Mapping[str, int] | None) -> tuple[Tensor, Tensor, str, str]:
-    """(before, after, op name, subscript)."""
+def _collective(
+    stmt: object, m: Mesh, sizes: Mapping[str, int] | None
+) -> tuple[Tensor, Tensor, str, tuple[str, ...], str | None]:
+    """(before, after, op name, axes, dim)."""
     if isinstance(stmt, Step):
         if len(stmt.inputs) != 1:
             raise UsageError("show_collective takes a collective step, not an einsum")
         (before,) = stmt.inputs
-        return before, stmt.output, stmt.op.value, _sub(stmt.axes, stmt.dim)
+        return before, stmt.output, stmt.op.value, tuple(stmt.axes), stmt.dim
     if isinstance(stmt, str):
         stmt = parse_statement(stmt)
     expr = stmt.expr if isinstance(stmt, Arrow) else stmt
     if not isinstance(expr, Collective) or not isinstance(expr.arg, Tensor):
         raise UsageError("show_collective takes one collective of a tensor, e.g. AllGather_X(A[I_X, J])")
     after = apply_statement(stmt, m, dict(sizes or {}))
-    return expr.arg, after, expr.op.value, _sub(expr.axes, expr.dim)
+    return expr.arg, after, expr.op.value, tuple(expr.axes), expr.dim
+
+
+def _before_after(stmt: object, m: Mesh, sizes: Mapping[str, int] | None) -> tuple[Tensor, Tensor, str, str]:
+    """(before, after, op name, subscript)."""
+    before, after, op, axes, dim = _collective(stmt, m, sizes)
+    return before, after, op, _sub(axes, dim)
 
 
 def show_collective(
@@ -297,11 +396,19 @@ def show_collective(
     m = as_mesh(mesh)
     if m is None:
         raise UsageError("show needs a mesh, e.g. X=4,Y=2")
-    before, after, op, sub = _before_after(stmt, m, sizes)
-    if format == "tikz":
-        return _tikz_pair(before, after, m, op, sub)
-    if format != "text":
+    if format not in ("text", "tikz"):
         raise UsageError(f"unknown format {format!r}: text or tikz")
+    try:
+        before, after, op, axes, dim = _collective(stmt, m, sizes)
+        _checked(before, m)
+        _checked(after, m)
+    except ShardalgError as err:  # the spans point into the statement's text: show the caret
+        if isinstance(stmt, str):
+            err.with_source(stmt)
+        raise
+    if format == "tikz":
+        return _tikz_pair(before, after, m, op, _tex_sub(axes, dim))
+    sub = _sub(axes, dim)
     return "\n".join(
         [
             "before:",
@@ -318,12 +425,11 @@ def show_collective(
 
 def _tikz_pair(before: Tensor, after: Tensor, m: Mesh, op: str, sub: str) -> str:
     """Before and after in one ``tikzpicture``, the collective's arrow between the two grids: side by side
-    for a mesh of one or two columns, one above the other for a wider one (to stay within a page)."""
-    _checked(before, m)
-    _checked(after, m)
+    for a mesh of one or two columns, one above the other for a wider one (to stay within a page). ``sub``
+    is the subscript in TeX (:func:`_tex_sub`)."""
     row_axes, col_axes = _split(m)
     cols, rows = len(_values(m, col_axes)), len(_values(m, row_axes))
-    label = rf"$\mathbf{{{op}}}_{{{sub.strip('{}')}}}$"
+    label = rf"$\mathbf{{{op}}}_{{{sub}}}$"
     if cols <= 2:
         dx = cols - 0.5 + 2.3 + (0.8 if row_axes else 0.0)
         mid = -(rows - 1) / 2

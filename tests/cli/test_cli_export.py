@@ -64,6 +64,20 @@ def test_show_text_tikz_and_a_collective(capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0 and "| AllGather_X" in out and "after:" in out
 
 
+@pytest.mark.parametrize("fmt", ["text", "tikz"])
+@pytest.mark.parametrize("expr", ["A[I_{Y:(1)2}, J]", "Permute_{X,Y:(1)2}(A[I_{X,Y:(2)2}, J]) -> A[I_Y, J]"])
+def test_show_draws_sub_axes(capsys: pytest.CaptureFixture[str], expr: str, fmt: str) -> None:
+    code, out, err = run(capsys, "show", expr, "--mesh", "X=2,Y=4", "--format", fmt)
+    assert code == 0, err
+    assert "I1 J" in out if fmt == "text" else r"$I_{1}\,J$" in out
+
+
+def test_show_refuses_a_bad_sub_axis(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "show", "A[I_{Y:(1)3}, J]", "--mesh", "X=2,Y=4")
+    assert code == 1 and out == ""
+    assert "sub-axis Y:(1)3 is not a factor of Y=4" in err and "^^^" in err and "internal" not in err
+
+
 def test_check_jax_runs_the_code(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("jax", reason="jax is not installed (pip install 'shardalg[jax]')")
     code, _, err = run(capsys, "export", "jax", FSDP, "--mesh", "X=4,Y=2", "--backward", "--check")

@@ -14,7 +14,10 @@ from hypothesis import strategies as st
 from shardalg.algebra.mesh import Mesh
 from shardalg.errors import IllegalSharding, UsageError
 from shardalg.notation.parse import parse_tensor as T
+from shardalg.notation.syntax import Tensor
 from shardalg.pictures.show import device_blocks, show, show_collective, show_tikz
+
+README_PERMUTE = "Permute_{X,Y:(1)2}(A[I_{X,Y:(2)2}, J]) -> A[I_Y, J]"  # the README's sub-axis plan
 
 
 @st.composite
@@ -149,6 +152,8 @@ def test_tikz_compiles(tmp_path: Path) -> None:
             show_tikz("A: fp32[I_XY, J]{U_Z}", Mesh(X=2, Y=2, Z=2)),
             show_collective("ReduceScatter_{X,K}(C[I, K]{U_X})", Mesh(X=4, Y=2), format="tikz"),
             show_collective("AllToAll_{X,J}: A[I_X, J] -> A[I, J_X]", Mesh(X=4), format="tikz"),
+            show_collective(README_PERMUTE, "X=2,Y=4", format="tikz"),
+            show_tikz("A[I_{data}, J]{U_{model}}", "data=2,model=2"),
         ]
     )
     # self-contained: tikz and nothing else (no amsmath, no TikZ library)
@@ -165,3 +170,148 @@ def test_tikz_compiles(tmp_path: Path) -> None:
         pytest.skip("the TeX installation has no tikz")
     assert run.returncode == 0, run.stdout[-2000:]
     assert (tmp_path / "pic.pdf").stat().st_size > 1000
+
+
+# ------------------------------------------------------------------------------------ sub-axes
+
+
+def _executor_buffers(t: Tensor, mesh: Mesh, dense: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
+    """The executor's placement of ``dense`` by ``t``, keyed by coordinates of ``mesh`` (the executor runs a
+    sub-axis on the refined mesh; a coarse coordinate is the factors' digits, major first)."""
+    from shardalg.algebra.factors import is_subaxis
+    from shardalg.algebra.subaxes import refine
+    from shardalg.numeric.execute import shard
+
+    r = refine(mesh, [a for a in t.used_axes if is_subaxis(a)])
+    bufs = shard(dense, r.expand(t), r.fine)
+    out = {}
+    for fine, buf in bufs.items():
+        digits = dict(zip(r.fine.names, fine, strict=True))
+        coarse = []
+        for a in mesh.names:
+            parts = dict(r.parts).get(a)
+            if parts is None:
+                coarse.append(digits[a])
+            else:
+                v = 0
+                for f in parts:
+                    v = v * f.size + digits[f.name]
+                coarse.append(v)
+        out[tuple(coarse)] = buf
+    return out
+
+
+@pytest.mark.parametrize(
+    ("text", "mesh"),
+    [
+        ("A[I_{Y:(1)2}, J]", "X=2,Y=4"),
+        ("A[I_{Y:(2)2}, J]", "X=2,Y=4"),
+        ("A[I_{X,Y:(2)2}, J]", "X=2,Y=4"),
+        ("A[I_{Y:(2)2,X}, J_{Y:(1)2}]", "X=2,Y=4"),
+        ("A[I_{Y:(2)2}, J]{U_{Y:(1)2}}", "X=2,Y=4"),
+        ("A[I_{Z:(2)2}, J_X]{U_{Z:(4)2}}", "X=2,Z=8"),
+        ("A[I_{Y:(1)2}, J_{Y:(2)3}]", "Y=6"),
+    ],
+)
+def test_subaxis_blocks_are_the_executors(text: str, mesh: str) -> None:
+    """A sub-axis is a digit of its parent's coordinate: device_blocks puts each block where the executor does
+    (partial sums of one copy adding up to the block)."""
+    t, m = T(text), Mesh.parse(mesh)
+    n = {"I": 4 * m.devices, "J": 2 * m.devices}
+    dense = np.arange(n["I"] * n["J"], dtype=float).reshape(n["I"], n["J"])
+    bufs = _executor_buffers(t, m, dense)
+    blocks = device_blocks(t, m)
+    assert set(blocks) == set(bufs)
+    parts: dict[tuple[int, int], dict[int, np.ndarray]] = {}
+    wholes: dict[tuple[int, int], np.ndarray] = {}
+    for c, b in blocks.items():
+        (i, pi), (j, pj) = b.dims
+        block = dense[i * n["I"] // pi : (i + 1) * n["I"] // pi, j * n["J"] // pj : (j + 1) * n["J"] // pj]
+        if b.partials == 1:
+            assert np.array_equal(bufs[c], block), c
+        else:  # one block and partial index, one part of the executor's; the parts add up to the block
+            assert np.array_equal(parts.setdefault((i, j), {}).setdefault(b.partial, bufs[c]), bufs[c]), c
+            wholes[i, j] = block
+    for key, by_partial in parts.items():
+        assert len(by_partial) == blocks[next(iter(blocks))].partials
+        assert np.allclose(sum(by_partial.values()), wholes[key])
+
+
+def test_subaxis_single_tensor_text_is_pinned() -> None:
+    assert show("A[I_{Y:(1)2}, J]", "X=2,Y=4") == "\n".join(
+        [
+            "A[I_{Y:(1)2}, J] on the mesh X=2, Y=4: local shape [I/2, J]",
+            "  Y:(1)2 is a factor of Y=4: a device at Y=c is at Y:(1)2 = c // 2",
+            "  Ik = block k of 2 (over Y:(1)2, Y:(1)2 major)",
+            "  replicated over X, Y:(2)2",
+            "",
+            "devices (what each holds):",
+            "      Y=0    Y=1    Y=2    Y=3  ",
+            "    +------+------+------+------+",
+            "X=0 | I0 J | I0 J | I1 J | I1 J |",
+            "X=1 | I0 J | I0 J | I1 J | I1 J |",
+            "    +------+------+------+------+",
+            "",
+            "blocks (who holds each; device numbers: row-major over X, Y):",
+            "         J0     ",
+            "   +------------+",
+            "I0 | 0, 1, 4, 5 |",
+            "I1 | 2, 3, 6, 7 |",
+            "   +------------+",
+        ]
+    )
+
+
+def test_subaxis_whole_axis_and_partials() -> None:
+    # Y:(1)4 of Y=4 is Y itself: the same blocks
+    assert device_blocks(T("A[I_{Y:(1)4}, J]"), Mesh(X=2, Y=4)) == device_blocks(
+        T("A[I_Y, J]"), Mesh(X=2, Y=4)
+    )
+    out = show("A[I_{Y:(2)2}, J]{U_{Y:(1)2}}", "X=2,Y=4")
+    assert "X=0 | I0 J +0 | I1 J +0 | I0 J +1 | I1 J +1 |" in out
+    assert "I0 | 0+2, 4+6 |" in out  # two copies (X), each the sum of the two partials (Y's major half)
+    assert "replicated over X" in out and "Y:(1)2" in out
+
+
+def test_readme_subaxis_permute_text_and_tikz() -> None:
+    out = show_collective(README_PERMUTE, "X=2,Y=4")
+    before, after = out.split("    | Permute_{X,Y:(1)2}\n    v")
+    assert "X=0 | I0 J | I1 J | I0 J | I1 J |" in before  # block x·2 + (y % 2)
+    assert "X=1 | I2 J | I3 J | I2 J | I3 J |" in before
+    assert "X=0 | I0 J | I1 J | I2 J | I3 J |" in after
+    assert "X=1 | I0 J | I1 J | I2 J | I3 J |" in after
+    tex = show_collective(README_PERMUTE, "X=2,Y=4", format="tikz")
+    assert r"\mathbf{Permute}_{X,Y{:}(1)2}" in tex  # the colon braced, as the LaTeX printer writes it
+    assert tex.count(r"\draw[thick]") == 16
+    assert r"\node at (3, -1) {$I_{3}\,J$};" in tex  # before: device x=1, y=3 holds block 3
+
+
+def test_subaxis_tikz_single_tensor() -> None:
+    tex = show_tikz("A[I_{Y:(1)2}, J]", "X=2,Y=4")
+    assert tex.count(r"\draw[thick]") == 8
+    assert r"\node at (2, 0) {$I_{1}\,J$};" in tex
+    assert r"\node at (1, -1) {$I_{0}\,J$};" in tex
+    assert r"{$A[I_{Y{:}(1)2}, J]$}" in tex  # the caption
+
+
+def test_tikz_axis_names_upright() -> None:
+    """An axis name of several letters is upright, as the LaTeX printer writes it (``\\text{data}``), set
+    with ``\\mathrm`` so the picture still needs no amsmath; one letter stays italic, as in the printer."""
+    from shardalg.notation.printing import latex
+
+    assert r"\text{data}" in latex(T("A[I_{data}, J]"))
+    tex = show_tikz("A[I_{data}, J]", "data=2,model=2")
+    assert r"{$\mathrm{data}=0$}" in tex and r"{$\mathrm{model}=1$}" in tex
+    assert "$data=" not in tex and "$model=" not in tex
+    assert r"{$X=0$}" in show_tikz("A[I_X, J]", "X=2,Y=2")
+    pair = show_collective("AllGather_{data}(A[I_{data}, J])", "data=2", format="tikz")
+    assert r"\mathbf{AllGather}_{\mathrm{data}}" in pair
+
+
+def test_subaxis_bad_input_is_a_shardalg_error() -> None:
+    with pytest.raises(IllegalSharding):  # overlaps its parent
+        show("A[I_{Y:(1)2}, J_Y]", "X=2,Y=4")
+    with pytest.raises(IllegalSharding):  # not a factor of Y=4
+        show_tikz("A[I_{Y:(1)3}, J]", "X=2,Y=4")
+    with pytest.raises(UsageError, match="do not nest"):  # no refinement of Y=6 holds both
+        show("A[I_{Y:(1)2}, J_{Y:(3)2}]", "Y=6")
