@@ -132,6 +132,17 @@ def _drop(t: Tensor, axis: str, kind: str, index: int) -> Tensor:
     return replace(t, **{kind: tuple(a for a in getattr(t, kind) if a != axis)})
 
 
+def _once(t: Tensor, axis: str) -> Tensor:
+    """``t`` with ``axis`` named at most once in each set (unreduced, invariant), where it first was."""
+    sets = {}
+    for kind in ("unreduced", "invariant"):
+        axes = getattr(t, kind)
+        if axes.count(axis) > 1:
+            first = axes.index(axis)
+            sets[kind] = tuple(a for i, a in enumerate(axes) if a != axis or i == first)
+    return replace(t, **sets) if sets else t
+
+
 def axis_used_twice(t: Tensor, ctx: Context) -> Iterator[Found]:
     used = t.used_axes
     if len(set(used)) == len(used):  # the common case, without walking the places and their spans
@@ -154,7 +165,11 @@ def axis_used_twice(t: Tensor, ctx: Context) -> Iterator[Found]:
             yield f"mesh axis {axis} shards both {l1} and {label}", span, fix
         else:
             uses = [_USE[k].format(label=lb, axis=axis) for k, lb in ((k1, l1), (kind, label))]
-            fix = f"use {axis} in one place: {text_of(_drop(t, axis, kind, index))} or {text_of(_drop(t, axis, k1, i1))}"
+            if k1 == kind:  # twice in one set, {U_X, U_X}: dropping it from the set drops both
+                fix = f"write {axis} once: {text_of(_once(t, axis))}"
+            else:  # each way keeps one use, so a set that repeats it ({U_X, U_X}) names it once there
+                ways = [_once(_drop(t, axis, k, i), axis) for k, i in ((kind, index), (k1, i1))]
+                fix = f"use {axis} in one place: {text_of(ways[0])} or {text_of(ways[1])}"
             yield f"mesh axis {axis} {uses[0]} and {uses[1]}", span, fix
 
 

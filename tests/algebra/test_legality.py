@@ -49,6 +49,56 @@ PINNED = [
         "  fix: use X in one place: A[I_X] or A[I]{U_X}",
     ),
     (
+        "A[I, J]{U_X, U_X}",
+        None,
+        None,
+        AxisUsedTwice,
+        "error: mesh axis X is unreduced ({U_X}) and is unreduced ({U_X}) [axis-used-twice]\n"
+        "  A[I, J]{U_X, U_X}\n"
+        "         ^^^^^^^^^^\n"
+        "  fix: write X once: A[I, J]{U_X}",
+    ),
+    (
+        "A[I]{U_X, U_Y, U_X}",
+        None,
+        None,
+        AxisUsedTwice,
+        "error: mesh axis X is unreduced ({U_X}) and is unreduced ({U_X}) [axis-used-twice]\n"
+        "  A[I]{U_X, U_Y, U_X}\n"
+        "      ^^^^^^^^^^^^^^^\n"
+        "  fix: write X once: A[I]{U_XY}",
+    ),
+    (
+        "A[I]{I_X, I_X}",
+        None,
+        None,
+        AxisUsedTwice,
+        "error: mesh axis X is invariant ({I_X}) and is invariant ({I_X}) [axis-used-twice]\n"
+        "  A[I]{I_X, I_X}\n"
+        "      ^^^^^^^^^^\n"
+        "  fix: write X once: A[I]{I_X}",
+    ),
+    (
+        "A[I]{U_X, I_X}",
+        None,
+        None,
+        AxisUsedTwice,
+        "error: mesh axis X is unreduced ({U_X}) and is invariant ({I_X}) [axis-used-twice]\n"
+        "  A[I]{U_X, I_X}\n"
+        "      ^^^^^^^^^^\n"
+        "  fix: use X in one place: A[I]{U_X} or A[I]{I_X}",
+    ),
+    (
+        "A[I_X]{U_X, U_X}",
+        None,
+        None,
+        AxisUsedTwice,
+        "error: mesh axis X shards I and is unreduced ({U_X}) [axis-used-twice]\n"
+        "  A[I_X]{U_X, U_X}\n"
+        "        ^^^^^^^^^^\n"
+        "  fix: use X in one place: A[I_X] or A[I]{U_X}",
+    ),
+    (
         "A[I_XX, J]",
         None,
         None,
