@@ -1,13 +1,15 @@
 """Reading the JSON dict form back: :func:`from_json` is the inverse of :func:`shardalg.notation.printing.to_json`
-(the forms are listed in :mod:`shardalg.notation.printing.json`); anything malformed is a UsageError."""
+(the forms are listed in :mod:`shardalg.notation.printing.json`); it reads the dict or its JSON text. Anything
+malformed is a UsageError; text that is not JSON says where :func:`json.loads` stopped, with a caret there."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
-from shardalg.errors import UsageError
+from shardalg.errors import Span, UsageError
 
 from .plan import Plan, Step
 from .syntax import Apply, Arrow, Collective, Dim, MeshDecl, Op, Product, Program, Roles, Tensor, dtype_named
@@ -162,8 +164,23 @@ _READERS: dict[str, Callable[[Json], Any]] = {
 }
 
 
+def _loads(source: str) -> Any:
+    """The value JSON text ``source`` holds; a UsageError saying where it stops being JSON."""
+    try:
+        return json.loads(source)
+    except json.JSONDecodeError as err:
+        raise UsageError(
+            f"the text is not valid JSON: {err}", span=Span(err.pos, err.pos + 1), source=source
+        ) from None
+    except RecursionError:
+        raise UsageError("the JSON text nests too deeply to read") from None
+
+
 def from_json(j: Any) -> Any:
-    """The node a :func:`to_json` dict describes; a UsageError for anything malformed."""
+    """The node a :func:`to_json` dict describes (the dict, or its JSON text); a UsageError for anything
+    malformed."""
+    if isinstance(j, str):
+        j = _loads(j)
     kind = _field(j, "kind", str)
     reader = _READERS.get(kind)
     if reader is None:

@@ -252,6 +252,30 @@ def test_from_json_rejects_malformed(bad: object) -> None:
         from_json(bad)
 
 
+@pytest.mark.parametrize(
+    ("bad", "where", "caret"),
+    [
+        ("not json", "Expecting value: line 1 column 1 (char 0)", "  not json\n  ^"),
+        ('{"kind": "tensor",}', "line 1 column 19 (char 18)", "  " + " " * 18 + "^"),
+        ("", "Expecting value: line 1 column 1 (char 0)", None),
+    ],
+)
+def test_from_json_says_text_is_not_json(bad: str, where: str, caret: str | None) -> None:
+    with pytest.raises(UsageError) as err:
+        from_json(bad)
+    message = str(err.value)
+    assert message.startswith("error: the text is not valid JSON: ") and where in message
+    assert "missing 'kind'" not in message
+    assert err.value.span is not None and err.value.source == bad
+    if caret is not None:
+        assert caret in message
+
+
+def test_from_json_reads_json_text() -> None:
+    t = parse_tensor("A[I_X, J]{U_Y}")
+    assert from_json(json.dumps(to_json(t))) == t
+
+
 def _katex_available() -> bool:
     return (
         shutil.which("node") is not None
