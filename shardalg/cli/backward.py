@@ -44,7 +44,10 @@ def _backward(args: argparse.Namespace) -> int:
     for where, bw in pieces:
         if where:  # the cheapest plans differ with a size not given: this piece's backward
             print(f"{comment} where {where}:")
-        print(str(bw) if fmt == "text" else getattr(bw, fmt)())
+        out = str(bw) if fmt == "text" else getattr(bw, fmt)()
+        # one newline ends it, as a plan's: LaTeX's ends its last `%` note with one of its own, and a blank line
+        # would end a paragraph inside the math that includes it (`\[ \input{bw.tex} \]`)
+        print(out.rstrip("\n"))
     return EXIT_OK
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 
 import shardalg
 from shardalg.cli import main
-from shardalg.notation.parse import parse_statement, parse_tensor
+from shardalg.notation.parse import parse, parse_statement, parse_tensor
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -89,6 +91,54 @@ def test_plan_accepts_a_resharding_and_latex(capsys) -> None:
     assert code == 0
     assert r"\textbf{AllToAll}_{X,J}(A[I_X, J]) \rightarrow A[I, J_X]" in out
     assert out.startswith("% default plan")
+
+
+BACKWARD = [
+    "backward",
+    "In[B_X, D] · W_in[D_X, F] -> Out[B_X, F]",
+    "--mesh",
+    "X=4",
+    "--sizes",
+    "B=8192,D=4096,F=16384",
+]
+
+
+def test_backward_latex_ends_as_a_plans_does(capsys) -> None:
+    """One newline ends it, as it ends a plan's, never a blank line (which ends a paragraph, and math refuses
+    one); it parses back to the statements of the text form."""
+    code, out, _ = run(capsys, *BACKWARD, "--format", "latex")
+    assert code == 0 and out.endswith("\n") and "\n\n" not in out, out[-300:]
+    assert out.rstrip("\n").splitlines()[-1].startswith("% not kept")  # its note, ended by the one newline
+    _, plan_out, _ = run(
+        capsys, "plan", "A[I, J_X] · B[J_X, K] -> C[I, K_X]", "--mesh", "X=4", "--format", "latex"
+    )
+    assert plan_out.endswith("\\end{aligned}\n") and "\n\n" not in plan_out
+    _, text_out, _ = run(capsys, *BACKWARD)
+    assert parse(out).statements == parse(text_out).statements
+
+
+def test_backward_latex_inputs_into_display_math(capsys, tmp_path) -> None:
+    r"""``\[ \input{bw.tex} \]`` compiles in pdflatex (it stopped at "Missing $ inserted" on a last blank line)."""
+    if shutil.which("pdflatex") is None:
+        pytest.skip(
+            "pdflatex is not installed (apt-get install texlive-latex-base texlive-latex-recommended)"
+        )
+    code, out, _ = run(capsys, *BACKWARD, "--format", "latex")
+    assert code == 0
+    (tmp_path / "bw.tex").write_text(out)
+    (tmp_path / "doc.tex").write_text(
+        "\\documentclass{article}\n\\usepackage{amsmath}\n\\begin{document}\n\\[ \\input{bw.tex} \\]\n"
+        "\\end{document}\n"
+    )
+    proc = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
 
 
 def test_plan_errors_and_exit_codes(capsys) -> None:

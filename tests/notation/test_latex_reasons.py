@@ -44,8 +44,8 @@ def printed() -> list[str]:
 
 def test_reasons_quote_the_notation_as_math(printed):
     case3 = printed[0]
-    assert r"\text{(case 3 finish: $\mathrm{ReduceScatter}_{X,K}$ sums } \\" in case3
-    assert r"& \qquad \text{the local product is $C\{U_{X}\}$)} \\" in case3
+    assert r"\hbox{(case 3 finish: $\mathrm{ReduceScatter}_{X,K}$ sums } \\" in case3
+    assert r"& \qquad \hbox{the local product is $C\{U_{X}\}$)} \\" in case3
     for out in printed:
         assert r"$\{$" not in out and r"$\_$" not in out and r"\_" not in out, out
         assert "-$>$" not in out and "->" not in out
@@ -55,13 +55,13 @@ def test_pieces_and_rows():
     pieces = latex_module.reason_pieces("x -> y with W_in[D, F_XY] and C{U_X, U_Y}")
     assert [t for math, t in pieces if math] == ["->", "W_in[D, F_XY]", "C{U_X, U_Y}"]
     assert latex_module.reason_latex("x -> y with W_in[D, F_XY] and C{U_X, U_Y}") == [
-        r"\text{(x $\rightarrow$ y with $W_{\mathrm{in}}[D, F_{XY}]$ and $C\{U_{X}, U_{Y}\}$)}"
+        r"\hbox{(x $\rightarrow$ y with $W_{\mathrm{in}}[D, F_{XY}]$ and $C\{U_{X}, U_{Y}\}$)}"
     ]
     long = "word " * 30
     rows = latex_module.reason_latex(long, 40)
-    assert len(rows) == 4 and all(len(r) <= len(r"\text{}") + 41 for r in rows)
-    assert [len(r) for r in latex_module.reason_latex(long)] == [len(long.strip()) + len(r"\text{()}")]
-    assert latex_module.reason_latex("100% & $5") == [r"\text{(100$\%$ $\&$ $\$$5)}"]
+    assert len(rows) == 4 and all(len(r) <= len(r"\hbox{}") + 41 for r in rows)
+    assert [len(r) for r in latex_module.reason_latex(long)] == [len(long.strip()) + len(r"\hbox{()}")]
+    assert latex_module.reason_latex("100% & $5") == [r"\hbox{(100$\%$ $\&$ $\$$5)}"]
 
 
 def test_katex_renders_them(printed):

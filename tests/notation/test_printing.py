@@ -134,9 +134,9 @@ def test_plan_and_step_printing() -> None:
     assert latex(plan) == (
         "\\begin{aligned}\n"
         "A[I, J_X] \\cdot_{\\text{LOCAL},J} B[J_X, K] &\\rightarrow C[I, K] \\{U_X\\} \\\\\n"
-        "& \\qquad \\text{(case 3: the local product is $C\\{U_{X}\\}$)} \\\\\n"
+        "& \\qquad \\hbox{(case 3: the local product is $C\\{U_{X}\\}$)} \\\\\n"
         "\\textbf{ReduceScatter}_{X,K}(C[I, K] \\{U_X\\}) &\\rightarrow C[I, K_X] \\\\\n"
-        "& \\qquad \\text{(50$\\%$ $\\&$ $\\sim$ cheaper than $\\mathrm{AllReduce}_{X}$ here)}\n"
+        "& \\qquad \\hbox{(50$\\%$ $\\&$ $\\sim$ cheaper than $\\mathrm{AllReduce}_{X}$ here)}\n"
         "\\end{aligned}"
     )
     assert text(plan.steps[1]) == text(plan).splitlines()[1]

@@ -5,9 +5,11 @@
 Words of more than one letter are set upright with ``\\text{...}`` (``\\text{In}``, ``W_{\\text{in}}``,
 ``I_{\\text{data},\\text{model}}``). A program of several lines is an ``aligned`` block with ``&`` before each
 arrow. A plan's reasons quote the notation as math (``\\mathrm{ReduceScatter}_{X,K}``, ``C\\{U_{X}\\}``,
-``\\rightarrow``) and set the words as ``\\text``; in a block each reason takes the rows under its statement,
-at most about :data:`REASON_WIDTH` characters a row, so a plan stays within a page; a single step's follows it
-after ``\\quad``.
+``\\{X, Y{:}(2)2\\}``, ``\\rightarrow``) and set the words as text; in a block each reason takes the rows under
+its statement, at most about :data:`REASON_WIDTH` characters a row, so a plan stays within a page; a single
+step's follows it after ``\\quad``. Every row of a reason is one ``\\hbox{...}`` (:data:`REASON_BOX`), which
+the notation never uses otherwise: the grammar skips it as a remark whatever its words (``LATEX_REASON``), so
+a printed plan parses back to its statements, and pdflatex, KaTeX and MathJax set it as text.
 """
 
 from __future__ import annotations
@@ -21,22 +23,32 @@ from .base import Node
 from .symbology import LATEX, latex_escape_text
 from .text import TextPrinter
 
-__all__ = ["LatexPrinter", "latex", "reason_latex", "REASON_WIDTH"]
+__all__ = ["LatexPrinter", "latex", "reason_latex", "REASON_WIDTH", "REASON_BOX"]
 
 # A reason's characters per row in a block (a plan of several steps), so a reason stays on a page.
 REASON_WIDTH = 44
+# The box each row of a reason is set in: text in pdflatex (a primitive), KaTeX and MathJax (both base), with
+# math between ``$``; no name of the notation is written with it, so the grammar reads it as a remark.
+REASON_BOX = r"\hbox"
 
+# The characters of the notation inside brackets and braces (``K_{Y:(1)2}``, ``Shift_{X,+1}``), and those with
+# braced groups one deep (``C[I, K_{Y:(1)2}]``, ``{U_{data,model}}``): nothing that math would take for a command,
+# a comment or a column (``\ % & # $``), and braces that balance, so a reason's box always closes.
+_CH = r"[A-Za-z0-9_ ,:()'+.\-]"
+_IN = rf"(?:{_CH}|\{{{_CH}*\}})*"
 # Notation inside a reason's words: a name with a subscript, dims or an unreduced mark (``ReduceScatter_{X,K}``,
-# ``C[I, K_Y]``, ``C{U_X, U_Y}``), a bare mark (``{U_X}``), an arrow or a comparison.
+# ``C[I, K_Y]``, ``C{U_X, U_Y}``), a bare mark or set of axes (``{U_X}``, ``{X,Y:(2)2}``), an arrow or a
+# comparison. A word before a set of axes is a word (``over {Y:(1)2}``): only a mark (``U_``, ``I_``) joins it.
 _NOTATION = re.compile(
-    r"[A-Za-z][A-Za-z0-9']*(?:_(?:\{[^{}]*\}|[A-Za-z0-9]+))?(?:\[[^\[\]]*\])?(?: ?\{[^{}]*\})?"
-    r"|\{[^{}]*\}|->|<=|>=|[<>]"
+    rf"[A-Za-z][A-Za-z0-9']*(?:_(?:\{{{_CH}*\}}|[A-Za-z0-9]+))?(?:\[{_IN}\])?(?: ?\{{ ?[UI]_{_IN}\}})?"
+    rf"|\{{{_IN}\}}|->|<=|>=|[<>]"
 )
 _RELATIONS = {"->": r"\rightarrow", "<=": r"\le", ">=": r"\ge", "<": "<", ">": ">"}
 _PIECE = re.compile(
-    r"(?P<name>[A-Za-z][A-Za-z0-9']*)?(?:_(?:\{(?P<bsub>[^{}]*)\}|(?P<sub>[A-Za-z0-9]+)))?"
-    r"(?:\[(?P<dims>[^\[\]]*)\])?(?: ?\{(?P<mark>[^{}]*)\})?"
+    rf"(?P<name>[A-Za-z][A-Za-z0-9']*)?(?:_(?:\{{(?P<bsub>{_CH}*)\}}|(?P<sub>[A-Za-z0-9]+)))?"
+    rf"(?:\[(?P<dims>{_IN})\])?(?: ?\{{(?P<mark>{_IN})\}})?"
 )
+_MARK = re.compile(r"\s*[UI]_")  # an item of an unreduced or invariant mark, not an axis
 
 
 def _word(word: str) -> str:
@@ -44,19 +56,40 @@ def _word(word: str) -> str:
     return word if len(word) == 1 else rf"\mathrm{{{word}}}"
 
 
+def _items(text: str) -> list[str]:
+    """``text`` split at its commas outside braces (``I_{X,Y}, K`` is two items), each stripped, none empty."""
+    items, depth, at = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            items.append(text[at:i])
+            at = i + 1
+    items.append(text[at:])
+    return [item.strip() for item in items if item.strip()]
+
+
+def _axis(axis: str) -> str:
+    """One axis of a subscript or a set of axes; a sub-axis as the LaTeX printer writes it, the colon braced so
+    TeX sets it as punctuation, not a relation (``Y{:}(1)2``, ``\\mathrm{data}{:}(1)2``)."""
+    parent, colon, factor = axis.strip().partition(":")
+    return _word(parent) + "{:}" + factor.replace(" ", "") if colon else _word(parent)
+
+
 def _named(text: str) -> str:
     r"""``K_YX`` as ``K_{YX}``, ``ReduceScatter_{X,K}`` as ``\mathrm{ReduceScatter}_{X,K}``, ``W_in`` as
-    ``W_{\mathrm{in}}``."""
+    ``W_{\mathrm{in}}``, ``K_{Y:(1)2}`` as ``K_{Y{:}(1)2}``."""
     name, _, sub = text.strip().partition("_")
-    sub = sub.strip("{}").replace(" ", "")
+    sub = sub.strip().removeprefix("{").removesuffix("}").replace(" ", "")
     if not sub:
         return _word(name)
+    if ":" in sub:  # sub-axes among the items: each item on its own (``_{X,Y{:}(2)2}``)
+        return _word(name) + "_{" + ",".join(_axis(a) for a in _items(sub)) + "}"
     return _word(name) + "_{" + (rf"\mathrm{{{sub}}}" if any(c.islower() for c in sub) else sub) + "}"
 
 
 def _math(token: str) -> str:
     """One piece of notation from a reason as math: names of more than one letter upright, subscripts braced,
-    dims in brackets, the unreduced mark in escaped braces."""
+    dims in brackets, the unreduced mark in escaped braces, a set of axes in escaped braces."""
     if token in _RELATIONS:
         return _RELATIONS[token]
     m = _PIECE.fullmatch(token)
@@ -67,9 +100,13 @@ def _math(token: str) -> str:
         sub = m["bsub"] if m["bsub"] is not None else m["sub"]
         out = _named(m["name"] + (f"_{sub}" if sub else ""))
     if m["dims"] is not None:
-        out += "[" + ", ".join(_named(d) for d in m["dims"].split(",") if d.strip()) + "]"
+        out += "[" + ", ".join(_named(d) for d in _items(m["dims"])) + "]"
     if m["mark"] is not None:
-        out += r"\{" + ", ".join(_named(u) for u in m["mark"].split(",") if u.strip()) + r"\}"
+        items = _items(m["mark"])
+        if all(_MARK.match(u) for u in items):
+            out += r"\{" + ", ".join(_named(u) for u in items) + r"\}"
+        else:  # a set of axes, as a reason names the axes a step works over: ``{X,Y:(2)2}``
+            out += r"\{" + ", ".join(_axis(a) for a in items) + r"\}"
     return out
 
 
@@ -91,10 +128,15 @@ def reason_pieces(reason: str) -> list[tuple[bool, str]]:
 
 
 def _render(pieces: list[tuple[bool, str]]) -> str:
-    """One ``\\text`` holding the words, escaped, and the notation as math between ``$`` (math inside
-    ``\\text`` renders alike in pdflatex, KaTeX and MathJax; and the parser reads a ``\\text`` remark back as
-    a remark)."""
-    return r"\text{" + "".join(f"${_math(t)}$" if math else latex_escape_text(t) for math, t in pieces) + "}"
+    """One row of a reason: one :data:`REASON_BOX` holding the words, escaped, and the notation as math between
+    ``$`` (math inside a text box renders alike in pdflatex, KaTeX and MathJax; and the parser skips the box
+    as a remark, whatever it holds)."""
+    body = "".join(f"${_math(t)}$" if math else latex_escape_text(t) for math, t in pieces)
+    return REASON_BOX + "{" + body + "}"
+
+
+# Punctuation that stays on the row of what it follows, so no row of a reason opens with it.
+_CLINGS = tuple(",.;:)")
 
 
 def reason_latex(reason: str, width: int | None = None) -> list[str]:
@@ -114,7 +156,7 @@ def reason_latex(reason: str, width: int | None = None) -> list[str]:
             used += len(text)
             continue
         for word in re.split(r"(?<= )", text):
-            if used + len(word) > width and used and word.strip():
+            if used + len(word) > width and used and word.strip() and not word.startswith(_CLINGS):
                 rows.append([])
                 used = 0
             rows[-1].append((False, word))

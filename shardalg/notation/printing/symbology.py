@@ -71,7 +71,7 @@ GLYPHS: dict[str, Glyph] = {
     "layers": Glyph("layers ", "layers ", r"\text{layers}\; "),
     # program layout
     "line_sep": Glyph("\n", "\n", " \\\\\n"),
-    "comment": Glyph("  # ", "  # ", r" \quad\text{("),
+    "comment": Glyph("  # ", "  # ", r" \quad\hbox{("),  # LaTeX: a reason's box (printing/latex.py)
     "comment_end": Glyph("", "", ")}"),
 }
 
