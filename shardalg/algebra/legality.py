@@ -51,7 +51,7 @@ from shardalg.notation.syntax import Apply, Arrow, Collective, Node, Op, Product
 
 from .context import Context, as_sizes, context_for, product_dims, say_replaced, target_index, value_of
 from .einsum import NotLocal
-from .factors import is_subaxis, parent_of
+from .factors import factor_of, is_subaxis, parent_of
 from .findings import CheckFn, Found, Violation, Violations, head_span, suffix_span, text_of
 from .mesh import Mesh, as_mesh
 from .ops import RECORDS
@@ -196,16 +196,19 @@ def unknown_axis(t: Tensor, ctx: Context) -> Iterator[Found]:
     mesh = ctx.mesh
     if mesh is None or mesh.has_all(t.used_axes):
         return
-    names = ", ".join(ctx.mesh.names)
     seen: set[str] = set()
     for axis, _kind, _index, span in _places(t, ctx.source):
         if axis not in ctx.mesh and axis not in seen:
             seen.add(axis)
-            yield (
-                _not_in_mesh(axis, ctx.mesh),
-                span,
-                f"use an axis of the mesh ({names}), or add {axis} to it",
-            )
+            yield _not_in_mesh(axis, ctx.mesh), span, _fix_unknown(axis, ctx.mesh)
+
+
+def _fix_unknown(axis: str, mesh: Mesh) -> str:
+    """The fix for an axis the mesh lacks: a sub-axis as large as its axis is the axis, so write that."""
+    f = factor_of(axis)
+    if f is not None and f.parent in mesh.names and f.stop == f.size == mesh[f.parent].size:
+        return f"write {f.parent}"
+    return f"use an axis of the mesh ({', '.join(mesh.names)}), or add {axis} to it"
 
 
 def _not_in_mesh(axis: str, mesh: Mesh) -> str:
@@ -261,7 +264,7 @@ def collective_unknown_axis(c: Collective, ctx: Context) -> Iterator[Found]:
                 if ":" not in axis
                 else f"{c.op.value} names {_not_in_mesh(axis, ctx.mesh)}",
                 head_span(c, ctx.source),
-                f"use an axis of the mesh ({names}), or add {axis} to it",
+                _fix_unknown(axis, ctx.mesh),
             )
 
 

@@ -341,6 +341,8 @@ def _factor_axis(mesh: Mesh, name: str) -> Axis | str:
             f"sub-axis {name} is not a factor of {f.parent}={parent.size}: its pre-size times its size, "
             f"{f.pre}·{f.size} = {f.stop}, must divide {parent.size}"
         )
+    if parent.size is not None and f.pre == 1 and f.size == parent.size:  # Shardy refuses it too
+        return f"sub-axis {name} is the whole of {f.parent}={parent.size}: write {f.parent}"
     return Axis(name, f.size, parent.links, parent.wraps, dcn=parent.dcn)
 
 

@@ -120,7 +120,7 @@ def _show(args: argparse.Namespace) -> int:
         parse_statement(text)
         print(show_collective(text, mesh, format=fmt, sizes=sizes))
         return EXIT_OK
-    print(show_tikz(text, mesh) if fmt == "tikz" else show(text, mesh, sizes))
+    print(show_tikz(text, mesh, sizes=sizes) if fmt == "tikz" else show(text, mesh, sizes))
     return EXIT_OK
 
 

@@ -306,7 +306,11 @@ def run_plan(
     if names_subaxes(plan) and not mesh_is_fine(vm.mesh, plan):
         # run on the mesh refined into the factors the plan names: a sub-axis's devices are those that
         # differ only in its digit of the parent's coordinate (major factor first, as Shardy numbers them)
+        for a in dict.fromkeys(axes_in(plan)):
+            vm.mesh[a]  # noqa: B018 -- an UnknownAxis that says why (Y:(1)4 of Y=4 is Y: write Y)
         r = refine(vm.mesh, [a for a in axes_in(plan) if is_subaxis(a)])
+        if r.trivial:  # a guard on the runner itself: refining by nothing would run this again, forever
+            raise ExecutionError("the plan's sub-axes refine no axis of the mesh")
         given = (
             None
             if inputs is None

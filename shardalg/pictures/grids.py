@@ -78,7 +78,7 @@ def draw_tensor(
     from matplotlib.patches import Rectangle
 
     t = _as_tensor(tensor)
-    m = _checked(t, mesh)
+    m = _checked(t, mesh, sizes=sizes)
     blocks = device_blocks(t, m)
     colours = colours or _palette([_region(b) for b in blocks.values()])
     row_axes, col_axes = _split(m)
@@ -199,8 +199,9 @@ def _save(fig: Any, path: Path) -> None:
 def _draw_show_in(
     plt: Any, expr: object, tensor: Tensor | None, m: Mesh, path: Path, sizes: Mapping[str, int] | None
 ) -> Path:
+    source = expr.strip() if isinstance(expr, str) else None  # an error shows its caret under the text
     if tensor is not None:
-        _checked(tensor, m)
+        _checked(tensor, m, source, sizes)
         fig, (ax,) = _figure(plt, 1, m)
         try:
             draw_tensor(ax, tensor, m, sizes=sizes)
@@ -209,6 +210,8 @@ def _draw_show_in(
             plt.close(fig)
         return path
     before, after, op, sub = _before_after(expr, m, sizes)
+    _checked(before, m, source, sizes)
+    _checked(after, m, source, sizes)
     regions = [_region(b) for t in (before, after) for b in device_blocks(t, m).values()]
     colours = _palette(regions)
     fig, (left, middle, right) = _figure(plt, 3, m)

@@ -96,16 +96,19 @@ def _subaxes(tensor: Tensor, mesh: Mesh) -> list[str]:
     return [a for a in tensor.used_axes if a not in mesh.names and factor_of(a) is not None]
 
 
-def _checked(tensor: Tensor, mesh: Mesh, source: str | None = None) -> Mesh:
-    """The numeric mesh, once ``tensor`` is legal on it (the legality rules: known axes, each used once, no
-    sub-axis overlapping its parent, the sub-axes of one axis nesting); an error carries ``source`` (the
-    text) for its caret."""
+def _checked(
+    tensor: Tensor, mesh: Mesh, source: str | None = None, sizes: Mapping[str, int] | None = None
+) -> Mesh:
+    """The numeric mesh, once ``tensor`` is legal on it with ``sizes`` (the legality rules: known axes, each
+    used once, no sub-axis overlapping its parent, the sub-axes of one axis nesting, every size divisible by
+    its dim's shards: a block the picture cannot draw is refused, never dropped); an error carries ``source``
+    (the text) for its caret."""
     try:
         m = a_mesh(mesh, "a picture")
         if not m.is_numeric:
             raise UsageError("show needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
         limits.require("devices", m.devices, f"the mesh {', '.join(f'{a.name}={a.size}' for a in m)}")
-        check_or_raise(tensor, m)  # refuses sub-axes that do not nest too: no refinement holds them
+        check_or_raise(tensor, m, sizes)  # refuses sub-axes that do not nest too: no refinement holds them
     except ShardalgError as err:
         if source is not None:
             err.with_source(source)
@@ -263,7 +266,7 @@ def show(
 ) -> str:
     """A text picture of ``tensor`` on ``mesh``: the device grid, and the block grid for one or two dims."""
     t = _as_tensor(tensor)
-    m = _checked(t, as_mesh(mesh), tensor if isinstance(tensor, str) else None)
+    m = _checked(t, as_mesh(mesh), tensor if isinstance(tensor, str) else None, sizes)
     lines = _summary(t, m) + ["", "devices (what each holds):"] + _device_grid(t, m, sizes or {})
     if 1 <= len(t.dims) <= 2:
         ranks = "device numbers: row-major over " + ", ".join(m.names)
@@ -325,11 +328,18 @@ def _tex_tensor(t: Tensor) -> str:
 _TIKZ_OPEN = r"\begin{tikzpicture}[x=2.2cm, y=0.9cm, every node/.style={font=\small}]"
 
 
-def show_tikz(tensor: Tensor | str, mesh: Mesh | str | Mapping[str, int], *, caption: bool = True) -> str:
+def show_tikz(
+    tensor: Tensor | str,
+    mesh: Mesh | str | Mapping[str, int],
+    *,
+    caption: bool = True,
+    sizes: Mapping[str, int] | None = None,
+) -> str:
     """A ``tikzpicture`` of the device grid: one box per device with the blocks it holds (unreduced
-    cells shaded). Self-contained: needs ``\\usepackage{tikz}`` and nothing else (no amsmath)."""
+    cells shaded). Self-contained: needs ``\\usepackage{tikz}`` and nothing else (no amsmath). ``sizes``
+    are checked (a size its shards do not divide is refused), not drawn."""
     t = _as_tensor(tensor)
-    m = _checked(t, as_mesh(mesh), tensor if isinstance(tensor, str) else None)
+    m = _checked(t, as_mesh(mesh), tensor if isinstance(tensor, str) else None, sizes)
     body = _tikz_grid(t, m, caption=_tex_tensor(t) if caption else None)
     return "\n".join([_TIKZ_OPEN, *body, r"\end{tikzpicture}"])
 
@@ -400,8 +410,8 @@ def show_collective(
         raise UsageError(f"unknown format {format!r}: text or tikz")
     try:
         before, after, op, axes, dim = _collective(stmt, m, sizes)
-        _checked(before, m)
-        _checked(after, m)
+        _checked(before, m, sizes=sizes)
+        _checked(after, m, sizes=sizes)
     except ShardalgError as err:  # the spans point into the statement's text: show the caret
         if isinstance(stmt, str):
             err.with_source(stmt)

@@ -70,7 +70,7 @@ def test_the_mesh_resolves_a_subaxis_to_its_size_and_its_parents_links() -> None
     m = Mesh.parse("X=2,Y=4*2:ring")
     ax = m["Y:(2)2"]
     assert (ax.size, ax.links, ax.wraps) == (2, 2, True)
-    assert "Y:(1)4" in m and "Y:(1)3" not in m and "Z:(1)2" not in m
+    assert "Y:(1)2" in m and "Y:(1)3" not in m and "Z:(1)2" not in m
     with pytest.raises(UnknownAxis, match=r"1·3 = 3, must divide 4"):
         m["Y:(1)3"]
 
@@ -170,3 +170,20 @@ def test_shape_of_a_tensor_over_a_subaxis() -> None:
     assert info.local_shape == (4, 8)
     assert info.replication == 4
     assert shape("A[I_{Y:(1)2}, J_{Y:(2)2}]", MESH, {"I": 8, "J": 8}).replication == 2
+
+
+@pytest.mark.parametrize("mesh", ["X=2,Y=4", "X=2,Y=2x2"])
+def test_a_subaxis_as_large_as_its_axis_is_refused_naming_the_axis(mesh: str) -> None:
+    """Y:(1)4 on Y=4 is Y itself: refused as Shardy refuses it ("sub-axis size is equal to the full axis
+    size"), with the fix to write Y. It was taken as an axis of its own: shape said replication 8 (A[I_Y, J]
+    has 2), and the executor refined the mesh by nothing and recursed."""
+    m = Mesh.parse(mesh)
+    assert "Y:(1)4" not in m
+    with pytest.raises(UnknownAxis, match=r"sub-axis Y:\(1\)4 is the whole of Y=4: write Y"):
+        m["Y:(1)4"]
+    found = check("AllGather_{Y:(1)4}(A[I_{Y:(1)4}, J]) -> A[I, J]", m, {"I": 8, "J": 8})
+    assert [(f.error, f.fix) for f in found] == [(UnknownAxis, "write Y"), (UnknownAxis, "write Y")]
+    from shardalg.algebra.shape import shape
+
+    with pytest.raises(UnknownAxis, match="write Y"):
+        shape("A[I_{Y:(1)4}, J]", m, {"I": 8, "J": 8})

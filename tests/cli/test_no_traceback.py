@@ -132,6 +132,28 @@ REPRODUCERS = [
         )
         for command in ("check", "plan", "simulate")
     ],
+    # a sub-axis as large as its axis is the axis: refused alike, with the fix (shape said replication 8;
+    # plan and simulate recursed without end)
+    *[
+        ([command, expr, "--mesh", "X=2,Y=4", "--sizes", "I=8,J=8"], 1, "fix: write Y")
+        for command, expr in (
+            ("check", "A[I_{Y:(1)4}, J]"),
+            ("shape", "A[I_{Y:(1)4}, J]"),
+            ("show", "A[I_{Y:(1)4}, J]"),
+            ("plan", "AllGather_{Y:(1)4}(A[I_{Y:(1)4}, J]) -> A[I, J]"),
+            ("simulate", "AllGather_{Y:(1)4}(A[I_{Y:(1)4}, J]) -> A[I, J]"),
+        )
+    ],
+    # a picture refuses sizes the mesh does not divide, as check does (it drew I[0:2] ... I[6:8] of I=10)
+    *[
+        (
+            ["show", expr, "--mesh", "X=4", "--sizes", "I=10", *fmt],
+            1,
+            "error: dim I has size 10, not divisible by |X| = 4",
+        )
+        for expr in ("A[I_X, J]", "AllGather_X(A[I_X, J])")
+        for fmt in ([], ["--format", "tikz"])
+    ],
     (["check", "A[4, 4]"], 0, ""),
     (["simulate", "A[4, 4]", "--mesh", "X=2"], 0, ""),
 ]

@@ -435,3 +435,20 @@ def test_random_illegal_steps_raise_our_error(
     except ShardalgError:
         return
     assert r.ok, str(r)
+
+
+def test_a_plan_naming_a_subaxis_as_large_as_its_axis_is_refused_not_recursed() -> None:
+    """AllGather_{Y:(1)4} on Y=4 (Y itself, :mod:`shardalg.algebra.subaxes`): an UnknownAxis that says to
+    write Y; the runner recursed (RecursionError) when the mesh refined by nothing."""
+    a = T("A[I_{Y:(1)4}, J]")
+    step = Step(Op.ALL_GATHER, (a,), T("A[I, J]"), axes=("Y:(1)4",))
+    with pytest.raises(IllegalSharding, match="write Y"):
+        run_plan(Plan((a,), (step,), step.output), Mesh(X=2, Y=4), {"I": 8, "J": 8})
+
+
+def test_a_plan_naming_an_axis_that_is_no_factor_is_refused_not_recursed() -> None:
+    """An axis name with a colon that spells no factor (built in Python, not parsed) refines nothing."""
+    a = T("A[I, J]").with_axes("I", ("Y:x",))
+    step = Step(Op.ALL_GATHER, (a,), T("A[I, J]"), axes=("Y:x",))
+    with pytest.raises(IllegalSharding, match="Y:x"):
+        run_plan(Plan((a,), (step,), step.output), Mesh(X=2, Y=4), {"I": 8, "J": 8})

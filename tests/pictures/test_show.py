@@ -108,6 +108,36 @@ def test_sizes_give_index_ranges_and_rank_three_has_no_block_grid() -> None:
     assert "blocks" not in show("A[B_X, S, D_Y]", Mesh(X=2, Y=2))
 
 
+INDIVISIBLE = "dim I has size 10, not divisible by |X| = 4"  # as check words it
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda: show("A[I_X, J]", Mesh(X=4), sizes={"I": 10}),
+        lambda: show_tikz("A[I_X, J]", Mesh(X=4), sizes={"I": 10}),
+        lambda: show_collective("AllGather_X(A[I_X, J])", Mesh(X=4), sizes={"I": 10}),
+        lambda: show_collective("AllGather_X(A[I_X, J])", Mesh(X=4), format="tikz", sizes={"I": 10}),
+    ],
+    ids=["text", "tikz", "collective", "collective-tikz"],
+)
+def test_sizes_the_mesh_does_not_divide_are_refused(draw) -> None:
+    """I=10 on X=4: the picture drew I[0:2] ... I[6:8] and lost I[8:10]; refused, as check refuses it."""
+    with pytest.raises(IllegalSharding, match=INDIVISIBLE) as err:
+        draw()
+    assert err.value.fix == "replicate I: A[I, J], or make its size a multiple of 4"
+
+
+@pytest.mark.parametrize("expr", ["A[I_X, J]", "AllGather_X(A[I_X, J])"])
+def test_a_drawn_picture_refuses_sizes_the_mesh_does_not_divide(tmp_path: Path, expr: str) -> None:
+    pytest.importorskip("matplotlib")
+    from shardalg.pictures.grids import draw_show
+
+    with pytest.raises(IllegalSharding, match=INDIVISIBLE):
+        draw_show(expr, Mesh(X=4), tmp_path / "grid.png", sizes={"I": 10})
+    assert not (tmp_path / "grid.png").exists()
+
+
 def test_collective_pair() -> None:
     out = show_collective("AllGather_X(A[I_X, J])", Mesh(X=2, Y=2))
     before, after = out.split("    | AllGather_X\n    v")
@@ -263,10 +293,9 @@ def test_subaxis_single_tensor_text_is_pinned() -> None:
 
 
 def test_subaxis_whole_axis_and_partials() -> None:
-    # Y:(1)4 of Y=4 is Y itself: the same blocks
-    assert device_blocks(T("A[I_{Y:(1)4}, J]"), Mesh(X=2, Y=4)) == device_blocks(
-        T("A[I_Y, J]"), Mesh(X=2, Y=4)
-    )
+    # Y:(1)4 of Y=4 is Y itself: refused with the fix to write Y, as shape, check and simulate refuse it
+    with pytest.raises(IllegalSharding, match="is the whole of Y=4: write Y"):
+        device_blocks(T("A[I_{Y:(1)4}, J]"), Mesh(X=2, Y=4))
     out = show("A[I_{Y:(2)2}, J]{U_{Y:(1)2}}", "X=2,Y=4")
     assert "X=0 | I0 J +0 | I1 J +0 | I0 J +1 | I1 J +1 |" in out
     assert "I0 | 0+2, 4+6 |" in out  # two copies (X), each the sum of the two partials (Y's major half)
