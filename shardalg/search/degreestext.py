@@ -9,6 +9,7 @@ Imports: :mod:`.degrees`'s result (duck-typed).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from shardalg.notation.printing import text
@@ -37,6 +38,15 @@ def commands(result: Any, path: str = "FILE.sa") -> list[str]:
     return [f"shardalg step {tail} --overlap {result.policy}", f"shardalg memory {tail}{state}"]
 
 
+def winner_text(result: Any, whole: bool) -> str:
+    """The winner in the notation with no mesh line (``--slice`` and ``--mesh`` give the mesh: the program's
+    own is stale) and the sizes the search used as its ``where`` line: always (``whole``: the file the
+    commands price) or where the program wrote one."""
+    p = result.winner.program
+    sizes = tuple(result.sizes.items()) if whole or p.sizes else ()
+    return text(replace(p, mesh=None, sizes=sizes, source=None))
+
+
 def program_file(result: Any, path: str = "FILE.sa") -> str:
     """The winner as a program file: its sharded program, with its degrees and the commands as comments."""
     w = result.winner
@@ -51,7 +61,7 @@ def program_file(result: Any, path: str = "FILE.sa") -> str:
         f"# {time_text(w.seconds)} per step, {size_text(w.bytes)} per device (cap {size_text(result.cap)}); {pipe}",
         "# the mesh is the slice factored as below (a mesh line cannot hold torus sides): priced by",
         *(f"#   {c}" for c in commands(result, path)),
-        text(w.program),
+        winner_text(result, whole=True),
     ]
     return "\n".join(lines) + "\n"
 
@@ -223,7 +233,7 @@ def result_json(result: Any, top: int = 10, explain: bool = False) -> dict[str, 
         "floor": result.floored.to_json(),
         "dropped": dict(sorted(result.dropped.items())),
         "winner": w.to_json() if w is not None else None,
-        "winner_program": text(w.program) if w is not None else None,
+        "winner_program": winner_text(result, whole=False) if w is not None else None,
         "commands": commands(result) if w is not None else [],
         "ranked": [{**c.to_json(), "rank": i + 1} for i, c in enumerate(result.ranked[:top])],
         "pipeline_against_none": bubble_against(result),

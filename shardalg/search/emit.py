@@ -10,13 +10,15 @@ says so (``search --slice NAME --choose-degrees``, :mod:`.degrees`, chooses the 
 ``explain`` is, per named strategy, its best candidate's time and memory against the winner's and the cap:
 a ratio of times where it fits, the bytes over the cap where it does not (its time too, when it was priced).
 
-Imports: :mod:`.numeric`'s result (duck-typed: ``settings``, ``best``, ``winner``, ``winner_program``,
-``reason``, ``pays``).
+Imports: :mod:`.numeric`'s result (duck-typed: ``settings``, ``best``, ``winner``, ``reason``, ``pays``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
+
+from shardalg.notation.printing import text
 
 from .price import Entry, size_text, time_text
 
@@ -75,7 +77,8 @@ def program_file(result: Any, path: str = "FILE.sa") -> str:
         lines.append(f"# the mesh line below holds only sizes; the search's mesh is {flag}: give it again")
     lines.append(st.mesh.text())
     lines.append("where " + ", ".join(f"{k}={v}" for k, v in st.sizes.items()))
-    lines += (result.winner_program or "").splitlines()
+    # the program's own mesh and where lines (--mesh and --sizes replaced them) go: the search's say it once
+    lines += text(replace(result.winner.program, mesh=None, sizes=(), source=None)).splitlines()
     return "\n".join(lines) + "\n"
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from shardalg.notation.printing import text
 from shardalg.notation.printing.display import Shown, Table
 from shardalg.notation.printing.symbology import latex_escape_text
-from shardalg.notation.syntax import Program
+from shardalg.notation.syntax import MeshDecl, Program
 
 from .paid import Move, against, beyond_text, paid, pays_json
 from .price import Entry, Settings, size_text, strategy_firsts, time_text
@@ -136,8 +136,17 @@ class SearchResult(Shown):
 
     @property
     def winner_program(self) -> str | None:
-        """The winner as a program in the notation (what ``plan``, ``backward`` and ``export`` take)."""
-        return text(self.winner.program) if self.winner is not None else None
+        """The winner as a program in the notation (what ``plan``, ``backward`` and ``export`` take); where
+        the program wrote a mesh or sizes of its own, the search's stand there (``--mesh`` and ``--sizes``
+        replaced the program's, which are stale)."""
+        if self.winner is None:
+            return None
+        p, st = self.winner.program, self.settings
+        mesh = MeshDecl(tuple((a.name, a.size) for a in st.mesh.axes))
+        sizes = tuple(st.sizes.items())
+        return text(
+            replace(p, mesh=mesh if p.mesh is not None else None, sizes=sizes if p.sizes else (), source=None)
+        )
 
     # ---- printers
     def _head(self) -> list[tuple[str, str]]:

@@ -83,3 +83,44 @@ def test_explain_gives_each_strategys_time_and_memory_against_the_winner_and_the
         capsys, ["search", MLP, *ARGS, "--memory", "300MB", "--mode", "infer", "-q", "--explain"]
     )
     assert "why each strategy lost" in out and "over the cap of 300 MB" in out and "the winner, " in out
+
+
+OWN = """params W_in, W_out
+mesh X=4
+where B=128, D=1024, F=4096
+In[B, D] * W_in[D, F] -> Tmp[B, F]
+Tmp[B, F] * W_out[F, D] -> Out[B, D]
+"""
+
+
+def test_a_program_with_its_own_mesh_and_sizes_is_emitted_with_the_searchs_once(tmp_path, capsys):
+    """The program's mesh X=4 and B=128, replaced by --mesh and --sizes: the file held both mesh and where
+    lines (step refused it: a program declares its mesh at most once) and the printed winner the stale ones."""
+    src, path = tmp_path / "mlp.sa", tmp_path / "winner.sa"
+    src.write_text(OWN)
+    argv = ["search", str(src), "--mesh", "X=2,Y=2", "--sizes", "B=64", "--hw", "tpu-v5e"]
+    code, out, _ = _run(capsys, [*argv, "--emit-program", str(path), "--json", "-q"])
+    assert code == 0
+    data = json.loads(out)
+    lines = data["winner_program"].splitlines()
+    assert "mesh X=2, Y=2" in lines and "where B=64, D=1024, F=4096" in lines
+    assert "mesh X=4" not in data["winner_program"] and "B=128" not in data["winner_program"]
+    code, out, _ = _run(capsys, [*argv, "-q"])
+    assert "\n  mesh X=2, Y=2\n" in out and "\n  where B=64, D=1024, F=4096" in out
+    assert "  mesh X=4" not in out and "where B=128" not in out
+    lines = path.read_text().splitlines()
+    assert [x for x in lines if x.startswith(("mesh", "where"))] == [
+        "mesh X=2, Y=2",
+        "where B=64, D=1024, F=4096",
+    ]
+    code, out, err = _run(capsys, ["step", str(path), "--hw", "tpu-v5e", "--overlap", "steady", "--json"])
+    assert code == 0, err
+    assert json.loads(out)["step"]["seconds"] == pytest.approx(data["winner"]["seconds"], rel=1e-12)
+    assert "replaces" not in err  # nothing of the file is replaced: it states what the search used
+    code, out, _ = _run(capsys, ["memory", str(path), "--json"])
+    assert code == 0
+    assert json.loads(out)["bytes_per_device"]["total"] == pytest.approx(
+        data["winner"]["bytes_per_device"], rel=1e-12
+    )
+    code, out, err = _run(capsys, ["plan", str(path), "--hw", "tpu-v5e"])
+    assert code == 0 and out.count("# statement ") == 2, err

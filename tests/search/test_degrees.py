@@ -104,6 +104,9 @@ def test_a_pipeline_of_four_stages_where_the_model_does_not_fit_without_one(
         (MLP, "v5e-8", ODD, ["--memory", "8GB"]),
         (MLP, "v5e-8", ODD, ["--memory", "8GB", "--optimizer", "sgd"]),  # each stage without Adam's state
         ("llama-3-70b", "v5p-8960", "B=1280,T=4096", ["--remat", "block"]),  # the must-show, ~7 s CPU
+        # the program's own mesh line and sizes, B replaced by --sizes: the file held the stale mesh X=4 and
+        # B=1024, and its commands (no --sizes B: the program binds B) priced B=1024, not the search's 512
+        ("mesh X=4\n" + MLP + "where B=1024, D=4096, F=16384, L=8", "v5e-8", "B=512", []),
     ],
 )
 def test_the_winner_is_what_step_and_memory_report(
@@ -115,6 +118,10 @@ def test_the_winner_is_what_step_and_memory_report(
     assert main(args) == 0
     got = json.loads(capsys.readouterr().out)
     w = got["winner"]
+    lines = path.read_text().splitlines()
+    assert not [x for x in lines if x.startswith("mesh")]  # the slice gives it
+    own = [x for x in got["winner_program"].splitlines() if x.startswith(("mesh", "where"))]
+    assert set(own) <= {x for x in lines if x.startswith("where")}  # the sizes searched, where it has any
     step_cmd, memory_cmd = (shlex.split(c)[1:] for c in got["commands"])
     assert step_cmd[1] == "FILE.sa" and memory_cmd[1] == "FILE.sa"
     assert main([step_cmd[0], str(path), *step_cmd[2:], "--json"]) == 0
