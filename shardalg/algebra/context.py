@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from shardalg import limits
@@ -37,6 +39,7 @@ __all__ = [
     "as_sizes",
     "merged_sizes",
     "chosen_mesh",
+    "mesh_given_as",
     "say_replaced",
     "value_of",
     "product_dims",
@@ -108,10 +111,26 @@ def merged_sizes(
     return {**bound, **own}, said
 
 
+_GIVEN_AS: ContextVar[str | None] = ContextVar("shardalg_mesh_given_as", default=None)
+
+
+@contextmanager
+def mesh_given_as(words: str | None) -> Iterator[None]:
+    """Inside: the caller's mesh is the one ``words`` give (``--slice v5e-8``: the user typed no ``--mesh``),
+    and the line of what it replaces of a program's mesh line names them (:func:`chosen_mesh`); None changes
+    nothing."""
+    token = _GIVEN_AS.set(words if words is not None else _GIVEN_AS.get())
+    try:
+        yield
+    finally:
+        _GIVEN_AS.reset(token)
+
+
 def chosen_mesh(written: MeshDecl | None, given: Mesh | None) -> tuple[Mesh | None, tuple[str, ...]]:
     """The mesh: ``given`` (the caller's), else the program's ``mesh`` line; and a line when ``given``
-    replaced a different mesh line: ``--mesh X=8 replaces the program's mesh X=4``. An axis given without
-    a size (a search's symbolic degree) replaces nothing."""
+    replaced a different mesh line: ``--mesh X=8 replaces the program's mesh X=4``, or, where the mesh came
+    from other words (:func:`mesh_given_as`), ``--slice v5e-8 gives the mesh x=2,y=4, which replaces the
+    program's mesh X=4``. An axis given without a size (a search's symbolic degree) replaces nothing."""
     if written is None:
         return given, ()
     own = Mesh(dict(written.axes))
@@ -121,6 +140,9 @@ def chosen_mesh(written: MeshDecl | None, given: Mesh | None) -> tuple[Mesh | No
     if given.names == own.names and all(a.size in (None, sizes[a.name]) for a in given.axes):
         return given, ()
     text = ",".join(f"{a.name}={a.size}" if a.size is not None else a.name for a in given.axes)
+    words = _GIVEN_AS.get()
+    if words is not None:
+        return given, (f"{words} gives the mesh {text}, which replaces the program's {own.text()}",)
     return given, (f"--mesh {text} replaces the program's {own.text()}",)
 
 

@@ -33,6 +33,7 @@ from shardalg.errors import IllegalSharding, IncompleteWarning, NoPlan, NoteWarn
 from shardalg.progress import listening
 
 from .common import HelpFormatter, examples, file_error, reset_stdin
+from .hwmesh import slice_words
 from .progressline import for_stderr
 
 # One module per group of subcommands, in the order they appear in --help.
@@ -223,7 +224,7 @@ def _handle(args: argparse.Namespace) -> int:
         line = for_stderr(args.quiet)
         # --quiet silences; a terminal gets the progress line; otherwise a listener installed by the caller
         # (a test, a notebook) keeps listening
-        with limits.lifted(**_lifted(args)):
+        with limits.lifted(**_lifted(args)), _mesh_given_as(args):
             with listening(None) if args.quiet else listening(line) if line is not None else nullcontext():
                 return int(args.handler(args))
     except (IllegalSharding, NoPlan) as err:
@@ -246,6 +247,17 @@ def _handle(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _mesh_given_as(args: argparse.Namespace) -> Any:
+    """With ``--slice``, the slice gives the mesh: a note on what it replaces of a program's mesh line names
+    ``--slice`` (:func:`shardalg.algebra.context.mesh_given_as`), not a ``--mesh`` the user never typed."""
+    words = slice_words(args)
+    if words is None:
+        return nullcontext()
+    from shardalg.algebra.context import mesh_given_as
+
+    return mesh_given_as(words)
 
 
 def _quiet_stdout() -> None:

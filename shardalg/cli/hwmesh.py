@@ -63,6 +63,16 @@ def slice_layout(args: argparse.Namespace) -> Any:
     return slice_topology(args.slice).layout(args.mesh)
 
 
+def slice_words(args: argparse.Namespace) -> str | None:
+    """What the user typed for the mesh when ``--slice`` gives it (``--slice v5e-8``, with the ``--mesh`` that
+    factors it), for the note on what it replaces of a program's mesh line; None without ``--slice``."""
+    name = getattr(args, "slice", None)
+    if not name:
+        return None
+    factored = getattr(args, "mesh", None)
+    return f"--slice {name}" + (f" --mesh {factored}" if factored else "")
+
+
 def slice_chip(args: argparse.Namespace, layout: Any) -> tuple[Any, list[tuple[str, str]]]:
     """The chip of ``--hw``, or the slice's when ``--hw`` is not given (said in a note); a UsageError when
     ``--hw`` names another product than the slice's."""

@@ -263,8 +263,9 @@ def _again(m: ModelProgram, sizes: Mapping[str, int]) -> ModelProgram:
 
 def replaced_notes(replaced: Sequence[str]) -> list[tuple[str, str]]:
     """The notes of what the caller's mesh and sizes replaced of the program's
-    (:func:`~shardalg.algebra.context.merged_sizes`): ``sizes: --sizes L=2 replaces the program's L=80``."""
-    return [("mesh" if line.startswith("--mesh") else "sizes", line) for line in replaced]
+    (:func:`~shardalg.algebra.context.merged_sizes`): ``sizes: --sizes L=2 replaces the program's L=80``; a
+    mesh's line may start with the words that gave it (``--slice v5e-8 gives the mesh ...``)."""
+    return [("sizes" if line.startswith("--sizes ") else "mesh", line) for line in replaced]
 
 
 def _unsharded_axes(m: ModelProgram) -> list[tuple[str, str]]:

@@ -239,3 +239,34 @@ def test_the_strategy_maps_caption_names_the_programs_mesh_and_sizes(capsys, tmp
     assert main([*argv, "--sizes", "B=64", "--plot", str(tmp_path / "m.png"), "--format", "json"]) == 0
     caption = json.loads(capsys.readouterr().out)["plot"]["caption"]
     assert "mesh X=4" in caption and "sizes B=64,D=1024,F=4096" in caption, caption
+
+
+SLICE_SAID = "--slice v5e-8 gives the mesh x=2,y=4, which replaces the program's mesh X=4"
+
+
+@pytest.mark.parametrize(
+    ("command", "extra"),
+    [("search", ["--mode", "infer", "--top", "1"]), ("step", []), ("memory", [])],
+)
+def test_a_mesh_a_slice_gives_is_said_as_the_slices_not_as_a_mesh_flag(capsys, command, extra):
+    """--slice alone: the note said "--mesh x=2,y=4 replaces ...", a flag the user never typed."""
+    assert main([command, OWN, "--slice", "v5e-8", *extra, "--quiet"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"note: mesh: {SLICE_SAID}" in out and not [line for line in out if "--mesh" in line]
+    factored = [command, OWN, "--slice", "v5e-8", "--mesh", "X=x,Y=y", *extra, "--quiet"]
+    assert main(factored) == 0
+    said = "--slice v5e-8 --mesh X=x,Y=y gives the mesh X=2,Y=4, which replaces the program's mesh X=4"
+    assert f"note: mesh: {said}" in capsys.readouterr().out.splitlines()
+
+
+def test_a_mesh_the_caller_gives_as_a_slice_is_said_so_by_the_api():
+    from shardalg.algebra.context import mesh_given_as
+    from shardalg.costs.topology import slice_topology
+    from shardalg.search.numeric import search
+
+    mesh = slice_topology("v5e-8").layout(None).mesh
+    with mesh_given_as("--slice v5e-8"):
+        r = search(OWN, mesh=mesh, hw="tpu-v5e", mode="infer", top=1)
+    assert ("mesh", SLICE_SAID) in r.notes
+    r = search(OWN, mesh=mesh, hw="tpu-v5e", mode="infer", top=1)  # outside: the mesh as given
+    assert ("mesh", "--mesh x=2,y=4 replaces the program's mesh X=4") in r.notes
