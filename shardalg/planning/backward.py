@@ -48,6 +48,7 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Program, Statement, Tensor
 
+from .accumulate import added, unfinished, without_tail
 from .attention import core_of
 from .attention_backward import is_ring, named_apart, ring_backward
 from .backward_program import BackwardProgram, GatheredCopy, GradStep
@@ -88,7 +89,7 @@ def _reason(e: Einsum, side: str, of: str, accumulate: bool) -> str:
     other = e.roots[1] if side == "left" else e.roots[0]
     formula = f"d{of} = d{c}·{other}ᵀ" if side == "left" else f"d{of} = {other}ᵀ·d{c}"
     text = f"gradient of statement {e.index + 1} ({e.roots[0]}·{e.roots[1]} -> {c}): {formula}"
-    return text + (f", added to d{of} (the value is used twice)" if accumulate else "")
+    return text + (f", added to d{of} (the value is read more than once)" if accumulate else "")
 
 
 class _Backward:
@@ -123,15 +124,18 @@ class _Backward:
     ) -> Tensor:
         """Plan one statement of a function's gradient and run it; ``final``: its output is ``rx``'s gradient."""
         p = first_plan(statement, self.mesh, self.sizes)
+        expr = statement.expr
+        if accumulate:  # planned into a name of its own, then added
+            p = self.add_to(rx, p)
+            statement = Arrow(expr, replace(statement.result, name=f"{statement.result.name}'"))
         if final:
             p = _with_invariant(p, self.fresh_target(rx)[1])
-        expr = statement.expr
         made = {*self.grad.values(), *(g.plan.output for g in self.steps)}  # cotangents, not forward values
         operands = expr.operands if isinstance(expr, Apply) else ()
         reads = tuple(t for t in operands if isinstance(t, Tensor) and t not in made)
         if reads:  # what the forward keeps for this gradient
             reason += f"; reads {', '.join(text(t) for t in reads)} from the forward"
-        stmt = Arrow(expr, p.output)
+        stmt = Arrow(expr, statement.result if accumulate else p.output)
         self.steps.append(
             GradStep(
                 rx, index, "operand", stmt, _reuse(_annotate(p, reason), self.made), accumulate, reason, reads
@@ -189,8 +193,11 @@ class _Backward:
         """What to plan for the gradient of one operand: its global value, the problem, invariant axes."""
         rx = e.roots[0] if side == "left" else e.roots[1]
         primal = self.primal(e, 1 if side == "left" else 0)
-        if rx in self.grad and rx not in self.borrowed:
-            return rx, Gradient(side, primal, (_strip_invariant(self.grad[rx]),)), self.grad[rx].invariant
+        if rx in self.grad and rx not in self.borrowed:  # added to the gradient so far
+            have = _strip_invariant(self.grad[rx])
+            u = unfinished(self.steps, grad_name(rx), self.grad[rx])
+            targets = (have,) if u is None else u.targets(have)
+            return rx, Gradient(side, primal, targets), self.grad[rx].invariant
         base = _target(self.fw.origin[rx], grad_name(rx), self.mesh)
         invariant = base.invariant
         base = _strip_invariant(base)
@@ -201,17 +208,32 @@ class _Backward:
         )
         return rx, Gradient(side, primal, targets), invariant
 
+    def add_to(self, rx: str, p: Plan) -> Plan:
+        """``p``, a contribution to ``rx``'s gradient, planned into a name of its own and added to the
+        gradient so far (:mod:`.accumulate`): in its unfinished layout when ``p`` ends there, the finish then
+        moved after the addition."""
+        name, have = grad_name(rx), self.grad[rx]
+        u = unfinished(self.steps, name, have)
+        if u is not None and p.output.layout() == replace(u.at, invariant=()).layout():
+            self.steps[u.index] = without_tail(self.steps[u.index], u)
+            return added(p, u.at, name, self.mesh, self.sizes, u.tail)
+        return added(p, have, name, self.mesh, self.sizes)
+
     def record(self, e: Einsum, rx: str, chosen: Chosen, invariant: tuple[str, ...], dc: Tensor) -> None:
         g = chosen.gradient
-        p = _with_invariant(chosen.plan, invariant)
         borrowed = rx in self.borrowed
         accumulate = rx in self.grad and not borrowed
         cot = chosen.shared if chosen.shared is not None else dc
+        reason = _reason(e, g.side, rx, accumulate)
+        p = chosen.plan
         stmt = Arrow(g.product(cot), p.output)
+        if accumulate:
+            p = self.add_to(rx, p)
+            stmt = Arrow(g.product(cot), replace(stmt.result, name=f"{stmt.result.name}'"))
+        p = _with_invariant(p, invariant)
         had = self.grad.get(rx)
         self.grad[rx] = p.output
         self.borrowed.discard(rx)
-        reason = _reason(e, g.side, rx, accumulate)
         if chosen.shared is not None:
             reason += f"; reads {chosen.shared}, made for the other gradient of this product"
         reads = (g.primal,)

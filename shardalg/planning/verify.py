@@ -4,7 +4,9 @@ The hand-written backward is read as a per-device program (the local view): each
 of the shards (its result is what the case rules give: a contraction sharded alike on both sides is
 unreduced), each collective does exactly what its rule does. Gradients are named ``d`` + the value
 (``dW``, ``dIn``); the cotangent of each forward output (``dOut``) is given, in the output's sharding.
-A second product into the same gradient name adds to it (a value used twice).
+A value read more than once gets a contribution from each reader: one may be written into a name of its own
+and added, ``dW[D, F]{U_X} + dW'[D, F]{U_X} -> dW[D, F]{U_X}`` (as ``backward`` writes it), or written as a
+second product into the gradient's name, which adds to it.
 
 Each finding names the statement it concerns (with a caret when there is source text). Exact semantic errors
 are errors: a gradient that would be wrong (a missing reduction, a partial value used as the full value, a
@@ -32,44 +34,35 @@ from shardalg.algebra.legality import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.ops import RULES
 from shardalg.algebra.traffic import Bytes, Sizes, step_bytes
-from shardalg.errors import NoPlan, ShardalgError, Span, UsageError
+from shardalg.errors import ShardalgError, Span, UsageError
 from shardalg.notation.parse import parse
-from shardalg.notation.plan import Plan
-from shardalg.notation.printing import text
-from shardalg.notation.syntax import Arrow, Collective, Op, Product, Program, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Program, Roles, Tensor
 
 from .backward import BackwardProgram, backward
 from .findings import ERROR, WARNING, Finding, VerifyReport
 from .forward import Forward, analyze, grad_name
 from .held import Held
-from .redistribute import cheapest_resharding, plan_bytes
+from .redistribute import plan_bytes
 from .symbolic import beaten_everywhere
+from .verify_ends import GradientEnds, axes_sub, shown, whole_name
 
 __all__ = ["verify", "Finding", "VerifyReport"]
 
 
-def _show(t: Tensor) -> str:
-    return text(t)
-
-
-def _sub(axes: tuple[str, ...]) -> str:
-    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
-
-
-def _statements(numbers: list[int]) -> str:
-    """``statement 5``, ``statements 4 and 5``, ``statements 3, 4 and 5``."""
-    if len(numbers) == 1:
-        return f"statement {numbers[0]}"
-    return f"statements {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
-
-
-class _Checker:
+class _Checker(GradientEnds):
     """Walks the hand-written backward, tracking what each name really holds (its actual layout)."""
 
     def __init__(
-        self, fw: Forward, derived: BackwardProgram, program: Program, mesh: Mesh, sizes: dict[str, int]
+        self,
+        fw: Forward,
+        derived: BackwardProgram,
+        program: Program,
+        mesh: Mesh,
+        sizes: dict[str, int],
+        roles: Roles | None = None,
     ):
         self.fw, self.derived, self.program, self.mesh = fw, derived, program, mesh
+        self.roles = roles  # the forward's declarations: which values are parameters
         self.sizes, self.known = Sizes(sizes), dict(sizes)
         self.findings: list[Finding] = []
         self.env: dict[str, Tensor] = {grad_name(r): derived.gradient(r) for r in fw.outputs}
@@ -86,21 +79,15 @@ class _Checker:
         for e in fw.einsums:
             for t, r in zip((e.left, e.right, e.out), e.roots, strict=True):
                 self.primal_layouts.setdefault(r, set()).add(t.layout())
+            for copy, r in zip(e.kept, e.roots, strict=False):  # a copy the forward's plan made (a kept one)
+                if copy is not None:
+                    self.primal_layouts.setdefault(r, set()).add(copy.layout())
         for r in fw.origin:
             self.primal_layouts.setdefault(r, set()).update({fw.origin[r].layout(), fw.latest[r].layout()})
         for made, src in fw.gathered.items():
             r = fw.root.get(src.name or "", src.name or "")
             self.primal_layouts.setdefault(r, set()).update({made.layout(), src.layout()})
         self.grad_roots = {grad_name(r): r for r in fw.origin}
-
-    # ---- findings ------------------------------------------------------------------------------------
-
-    def add(
-        self, severity: str, rule: str, message: str, i: int | None, span: Span | None, fix: str | None = None
-    ):
-        if span is None and i is not None and 0 < i <= len(self.program.statements):
-            span = self.program.statements[i - 1].span
-        self.findings.append(Finding(severity, rule, message, i, span, fix))
 
     # ---- reading a value -----------------------------------------------------------------------------
 
@@ -114,19 +101,19 @@ class _Checker:
         elif name in self.fw.root:
             r = self.fw.root[name]
             if t.layout() not in self.primal_layouts.get(r, set()):
-                have = _show(replace(self.fw.origin[r], name=name))
+                have = shown(replace(self.fw.origin[r], name=name))
                 self.add(
                     ERROR,
                     "layout",
-                    f"{_show(t)} is not a sharding the forward gave {name}; it holds {have}",
+                    f"{shown(t)} is not a sharding the forward gave {name}; it holds {have}",
                     i,
                     t.span or span,
-                    f"read {have} and let a collective make {_show(t)}",
+                    f"read {have} and let a collective make {shown(t)}",
                 )
             return t
         else:
             self.add(
-                ERROR, "undefined", f"{_show(t)} is read before any statement computes it", i, t.span or span
+                ERROR, "undefined", f"{shown(t)} is read before any statement computes it", i, t.span or span
             )
             self.env[name] = t
             self.tainted.add(name)
@@ -136,6 +123,10 @@ class _Checker:
         held = self.held.find(name, t, lambda h, w: h.layout() == w.layout())
         if held is not None:  # a layout a collective made of the value, still held
             return held
+        if name in self.fw.root and t.layout() in self.primal_layouts.get(self.fw.root[name], set()):
+            return (
+                t  # a forward value as the forward holds it: a collective of the backward made a new buffer
+            )
         self.mismatch(t, actual, i, span, op, axes)
         self.tainted.add(name)
         return t
@@ -151,11 +142,11 @@ class _Checker:
             self.add(
                 ERROR,
                 "wrong-axis",
-                f"{op.value}_{_sub(axes)} sums over {', '.join(axes)}, but {_show(actual)} is partial over "
+                f"{op.value}_{axes_sub(axes)} sums over {', '.join(axes)}, but {shown(actual)} is partial over "
                 f"{', '.join(want)}: the partial sums over {', '.join(want)} are never added",
                 i,
                 span,
-                f"{op.value}_{_sub(want)}",
+                f"{op.value}_{axes_sub(want)}",
             )
             return
         scaled = (said_u - real_u) & real_r
@@ -166,7 +157,7 @@ class _Checker:
             self.add(
                 ERROR,
                 "scaled-gradient",
-                f"{_show(t)} reads {_show(actual)}, a replicated value, as partial sums over "
+                f"{shown(t)} reads {shown(actual)}, a replicated value, as partial sums over "
                 f"{', '.join(sorted(scaled))}: every device holds the whole value, so summing the copies "
                 f"makes the gradient {n}{times} times too large",
                 i,
@@ -179,20 +170,20 @@ class _Checker:
             self.add(
                 ERROR,
                 "partial-as-replicated",
-                f"{_show(t)} reads {_show(actual)}, which holds partial sums over {', '.join(sorted(partial))}, "
+                f"{shown(t)} reads {shown(actual)}, which holds partial sums over {', '.join(sorted(partial))}, "
                 f"as the whole value: each device would use only its own partial sum",
                 i,
                 t.span or span,
-                f"reduce it first: AllReduce_{_sub(tuple(sorted(partial)))}({_show(actual)})",
+                f"reduce it first: AllReduce_{axes_sub(tuple(sorted(partial)))}({shown(actual)})",
             )
             return
         self.add(
             ERROR,
             "layout",
-            f"{_show(t)} is read, but the program made {_show(actual)}",
+            f"{shown(t)} is read, but the program made {shown(actual)}",
             i,
             t.span or span,
-            f"write {_show(actual)}, or add the collective that makes {_show(t)}",
+            f"write {shown(actual)}, or add the collective that makes {shown(t)}",
         )
 
     # ---- statements ----------------------------------------------------------------------------------
@@ -210,7 +201,7 @@ class _Checker:
             self.add(
                 ERROR,
                 "not-local",
-                f"{_show(left)} · {_show(right)} is not a local product: {err.message}",
+                f"{shown(left)} · {shown(right)} is not a local product: {err.message}",
                 i,
                 s.span,
                 err.fix,
@@ -221,24 +212,24 @@ class _Checker:
         if out.layout() != result.layout():
             partial = set(out.unreduced) - set(result.unreduced)
             if partial and out.layout()[0] == result.layout()[0]:
-                axes = _sub(tuple(sorted(partial)))
+                axes = axes_sub(tuple(sorted(partial)))
                 self.add(
                     ERROR,
                     "partial-as-replicated",
-                    f"the local product is {_show(out)}: each device holds a partial sum over "
-                    f"{', '.join(sorted(partial))}; written as {_show(result)} it is used as the whole value",
+                    f"the local product is {shown(out)}: each device holds a partial sum over "
+                    f"{', '.join(sorted(partial))}; written as {shown(result)} it is used as the whole value",
                     i,
                     result.span or s.span,
-                    f"write {_show(out)} and reduce it: AllReduce_{axes} or ReduceScatter_{axes}",
+                    f"write {shown(out)} and reduce it: AllReduce_{axes} or ReduceScatter_{axes}",
                 )
             else:
                 self.add(
                     ERROR,
                     "layout",
-                    f"the local product is {_show(out)}, not {_show(result)}",
+                    f"the local product is {shown(out)}, not {shown(result)}",
                     i,
                     result.span or s.span,
-                    f"write the result as {_show(out)}",
+                    f"write the result as {shown(out)}",
                 )
             self.tainted.add(result.name)
         self.assign(result, out, i, s.span)
@@ -249,7 +240,7 @@ class _Checker:
             self.add(
                 ERROR,
                 "layout",
-                f"{name} is added to in two shardings: {_show(self.env[name])} and {_show(actual)}",
+                f"{name} is added to in two shardings: {shown(self.env[name])} and {shown(actual)}",
                 i,
                 span,
             )
@@ -263,7 +254,9 @@ class _Checker:
             dc = grad_name(e.roots[2])
             for side, (x, other) in (("left", (e.roots[0], e.roots[1])), ("right", (e.roots[1], e.roots[0]))):
                 names = {a.name, b.name}
-                if out.name == grad_name(x) and names == {dc, other} | ({dc} if dc == other else set()):
+                if whole_name(out.name) == grad_name(x) and names == {dc, other} | (
+                    {dc} if dc == other else set()
+                ):
                     key = (e.index, side)
                     if key in self.contributions:
                         self.add(
@@ -286,6 +279,43 @@ class _Checker:
             span,
         )
 
+    def addition(self, s: Arrow, i: int) -> None:
+        """``dW + dW' -> dW``: two parts of one gradient added, each device its own buffers, so in one layout."""
+        parts = s.expr.operands  # type: ignore[union-attr]
+        name = s.result.name or ""
+        if len(parts) != 2 or not all(isinstance(t, Tensor) and whole_name(t.name) == name for t in parts):
+            raise UsageError(
+                f"verify reads an addition of two parts of one gradient, {name}[...] + {name}'[...] -> "
+                f"{name}[...], not {s}",
+                span=s.span,
+            )
+        left, right = (self.read(t, i, s.span) for t in parts)  # type: ignore[arg-type]
+        if left.layout() != right.layout():
+            self.add(
+                ERROR,
+                "layout",
+                f"{shown(left)} and {shown(right)} are added in two shardings: each device would add "
+                "blocks of different parts of the gradient",
+                i,
+                s.span,
+                f"reshard {shown(right)} into {shown(left)}'s sharding first",
+            )
+            self.tainted.add(name)
+        elif s.result.layout() != left.layout():
+            self.add(
+                ERROR,
+                "layout",
+                f"the sum is {shown(replace(left, name=name))}, not {shown(s.result)}",
+                i,
+                s.result.span or s.span,
+                f"write the result as {shown(replace(left, name=name))}",
+            )
+            self.tainted.add(name)
+        total = replace(left, name=name)
+        self.env[name] = total
+        self.held.computed(name, total)
+        self.written[name] = self.made[name] = i
+
     def shift(self, c: Collective, actual: Tensor, i: int, span: Span | None) -> None:
         """A Shift in a backward: where its axis shards a dim it rolls the gradient's blocks (a wrong
         gradient: the forward has no shift, every value's gradient sits where the value did); elsewhere it
@@ -296,7 +326,7 @@ class _Checker:
             self.add(
                 ERROR,
                 "shifted-gradient",
-                f"{head} rolls the blocks of {_show(actual)} along {sharded[0]}: every device then holds "
+                f"{head} rolls the blocks of {shown(actual)} along {sharded[0]}: every device then holds "
                 "another device's block of the gradient",
                 i,
                 span,
@@ -307,7 +337,7 @@ class _Checker:
             self.add(
                 WARNING,
                 "wasteful-shift",
-                f"{_show(actual)} is not sharded over {', '.join(c.axes)} (copies or partial sums of one "
+                f"{shown(actual)} is not sharded over {', '.join(c.axes)} (copies or partial sums of one "
                 f"value), so {head} moves bytes and changes nothing",
                 i,
                 span,
@@ -341,10 +371,10 @@ class _Checker:
             self.add(
                 ERROR,
                 "layout",
-                f"{c.op.value}_{_sub(c.axes)} gives {_show(out)}, not {_show(result)}",
+                f"{c.op.value}_{axes_sub(c.axes)} gives {shown(out)}, not {shown(result)}",
                 i,
                 result.span or s.span,
-                f"write the result as {_show(out)}",
+                f"write the result as {shown(out)}",
             )
         name = (result.name if result is not None else None) or c.arg.name or ""
         if result is not None and result.name != c.arg.name:
@@ -352,182 +382,6 @@ class _Checker:
         self.env[name] = out
         self.held.moved(name, c.arg.name or "", out)
         self.written[name] = i
-
-    # ---- the end -------------------------------------------------------------------------------------
-
-    def finish(self, defer: bool) -> None:
-        last = len(self.program.statements) or None
-        for g in self.derived.grads:
-            if (g.einsum, g.side) not in self.contributions and grad_name(g.of) not in self.tainted:
-                self.add(
-                    ERROR,
-                    "missing-contribution",
-                    f"no statement computes {g.statement.result.name}'s contribution from statement "
-                    f"{g.einsum + 1} of the forward: {g.reason.split(': ', 1)[-1]}",
-                    last,
-                    None,
-                    f"add {_show(g.statement.expr.left)} · {_show(g.statement.expr.right)} -> ...",
-                )
-        for r in self.fw.inputs:
-            want = self.derived.gradient(r)
-            name = grad_name(r)
-            if name not in self.env:
-                if name not in self.tainted:
-                    self.add(
-                        ERROR,
-                        "missing-gradient",
-                        f"the backward never computes {name}",
-                        last,
-                        None,
-                        f"end with {_show(want)}",
-                    )
-                continue
-            got = self.env[name]
-            self.wasteful_allreduce(name, got, want)
-            if name in self.tainted or got.layout()[:2] == want.layout()[:2]:
-                continue
-            free = {a for a in self.mesh.names if a not in self.fw.origin[r].used_axes}
-            extra_u = set(got.unreduced) - set(want.unreduced)
-            if defer and extra_u <= free and got.layout()[0] == want.layout()[0]:
-                continue
-            i = self._last_write(name)
-            if extra_u and got.layout()[0] == want.layout()[0]:
-                self.add(
-                    ERROR,
-                    "missing-reduction",
-                    f"{_show(got)} is still partial over {', '.join(sorted(extra_u))}: every device holds "
-                    f"a different partial sum of the gradient of {r}",
-                    i,
-                    None,
-                    self._reduction_fix(got, want),
-                )
-            else:
-                self.add(
-                    ERROR,
-                    "gradient-sharding",
-                    f"{name} ends as {_show(got)}, but {r} is {_show(self.fw.origin[r])}: a gradient is handed "
-                    f"on (to the optimizer, or to the backward of what made {r}) in {r}'s own sharding, "
-                    f"{_show(want)}",
-                    i,
-                    None,
-                    self._sharding_fix(name, r, got, want),
-                )
-
-    def _last_write(self, name: str) -> int | None:
-        return self.written.get(name)
-
-    def _cheapest(self, have: Tensor, want: Tensor) -> Plan:
-        """:func:`.redistribute.cheapest_resharding` on this program's mesh and sizes."""
-        return cheapest_resharding(have, want, self.mesh, self.known)
-
-    def _reduction_fix(self, got: Tensor, want: Tensor) -> str:
-        """Reduce the partial gradient the program holds, ``got``, into ``want``."""
-        if got.dim_names != want.dim_names:
-            return f"end with {_show(want)}"
-        try:
-            steps = self._cheapest(got, want).steps
-        except NoPlan as err:
-            return err.message
-        return "reduce it: " + "; ".join(text(s.statement()) for s in steps)
-
-    def _trailing(self, name: str, got: Tensor) -> list[tuple[int, Tensor, Bytes]]:
-        """The collectives the program ran on ``name`` since a product last wrote it, in order, as an unbroken
-        chain that ends in ``got``: each its statement, the layout it read and the bytes it moved."""
-        run: list[tuple[int, Tensor, Bytes]] = []
-        at = got
-        for i, op, axes, _dim, before, after in reversed(self.history.get(name, [])):
-            s = self.program.statements[i - 1]
-            into = s.result.name if isinstance(s, Arrow) and s.result.name else name
-            overwritten = not run and i != self.written.get(name)  # a later statement wrote the name
-            if (
-                overwritten
-                or i <= self.made.get(name, 0)
-                or into != name
-                or after.layout()[:2] != at.layout()[:2]
-            ):
-                break
-            run.insert(0, (i, before, step_bytes(op, axes, before, after, self.mesh, self.sizes)))
-            at = before
-        return run
-
-    def _sharding_fix(self, name: str, r: str, got: Tensor, want: Tensor) -> str:
-        """The cheapest way from what the program holds to ``want``: reshard ``got``, or drop or replace the
-        program's last collectives on the gradient (keeping the first k of them, for every k) when that moves
-        fewer bytes at every size (or as many, in fewer statements)."""
-        if got.dim_names != want.dim_names:  # another tensor than the gradient (already reported)
-            return f"end with {_show(want)}"
-        run = self._trailing(name, got)
-        best: tuple[int, Plan, Bytes] | None = None
-        failure = ""
-        for k in range(len(run), -1, -1):
-            start = run[k][1] if k < len(run) else got
-            try:
-                plan = self._cheapest(start, want)
-            except NoPlan as err:
-                failure = failure or err.message
-                continue
-            cost = sum((b for _i, _t, b in run[:k]), Bytes()) + plan_bytes(plan, self.mesh, self.sizes)
-            if best is not None:
-                tie = not (best[2] + cost.scale(-1)).terms
-                if not (
-                    beaten_everywhere(best[2], cost)
-                    or (tie and k + len(plan.steps) < best[0] + len(best[1].steps))
-                ):
-                    continue
-            best = (k, plan, cost)
-        if best is None:
-            return failure
-        k, plan, _cost = best
-        steps = "; ".join(text(s.statement()) for s in plan.steps)
-        if k == len(run):
-            return steps
-        which = _statements([i for i, _t, _b in run[k:]])
-        if steps:
-            return f"replace {which} with {steps}"
-        it = "it" if len(run) - k == 1 else "them"
-        return f"drop {which}: before {it} the gradient was already {_show(run[k][1])}, {r}'s sharding"
-
-    def wasteful_allreduce(self, name: str, got: Tensor, want: Tensor) -> None:
-        """AllReduce_A of a gradient whose parameter is sharded over A: a ReduceScatter does it in half."""
-        for i, op, axes, _dim, before, after in self.history.get(name, []):
-            if op is not Op.ALL_REDUCE:
-                continue
-            target = [(a, d.label) for a in axes for d in want.dims if a in d.axes]
-            if not target:
-                continue
-            dim = target[0][1]
-            rs_axes = tuple(a for a, d in target if d == dim)
-            try:
-                rs_out = RULES[Op.REDUCE_SCATTER].apply(before, rs_axes, dim, self.mesh)
-            except ShardalgError:
-                continue
-            ar = step_bytes(Op.ALL_REDUCE, axes, before, after, self.mesh, self.sizes)
-            rs = step_bytes(Op.REDUCE_SCATTER, rs_axes, before, rs_out, self.mesh, self.sizes)
-            saved = ar + rs.scale(-1)
-            rs_text = f"ReduceScatter_{{{','.join(rs_axes)},{dim}}}"
-            if got.layout()[:2] == want.layout()[:2]:
-                self.add(
-                    WARNING,
-                    "wasteful-allreduce",
-                    f"AllReduce_{_sub(axes)} of {_show(before)} then a slice to {_show(want)}: the parameter is "
-                    f"sharded over {', '.join(rs_axes)} (the forward gathered it), so {rs_text} does both "
-                    f"and saves {saved} bytes",
-                    i,
-                    None,
-                    f"{rs_text}({_show(before)}) -> {_show(rs_out)}",
-                )
-            else:
-                self.findings.append(
-                    Finding(
-                        WARNING,
-                        "wasteful-allreduce",
-                        f"{rs_text} instead of AllReduce_{_sub(axes)} would leave {name} in its "
-                        f"value's sharding and save {saved} bytes",
-                        i,
-                        None,
-                        f"{rs_text}({_show(before)}) -> {_show(rs_out)}",
-                    )
-                )
 
 
 def verify(
@@ -551,7 +405,7 @@ def verify(
     bound = dict(fwd.sizes) | dict(bwd.sizes) | as_sizes(sizes)
     derived = backward(fwd, m, bound, defer_reductions=defer_reductions)
     fw = analyze(fwd, m, bound)
-    checker = _Checker(fw, derived, bwd, m, bound)
+    checker = _Checker(fw, derived, bwd, m, bound, fwd.roles)
     for n, s in enumerate(bwd.statements, 1):
         expr = s.expr if isinstance(s, Arrow) else s
         if isinstance(expr, Product) and isinstance(s, Arrow):
@@ -560,6 +414,8 @@ def verify(
             checker.collective(s, n)  # type: ignore[arg-type]
         elif isinstance(expr, Tensor):
             checker.read(expr, n, s.span)
+        elif isinstance(expr, Apply) and expr.op is Op.ADD and isinstance(s, Arrow):
+            checker.addition(s, n)
         else:
             raise UsageError(f"verify cannot read the statement {s}", span=s.span, source=bwd.source)
     checker.finish(defer_reductions)

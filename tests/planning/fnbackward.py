@@ -2,7 +2,7 @@
 gradient statement's plan on the executor's virtual mesh, and the dense loss for finite differences.
 
 Values are kept by name: a gradient statement reads the forward's values (by their global value's name) and the
-cotangents made so far (by their own names), and writes its output's name (added to it when it accumulates)."""
+cotangents made so far (by their own names), and writes its output's name (an added contribution's plan reads the gradient so far and writes the sum)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def run_backward(
         res = run_plan(g.plan, bw.mesh, sizes, rng, inputs=given)
         assert res.ok, str(res)
         out = g.plan.output.name
-        named[out] = named[out] + res.output if g.accumulate else res.output
+        named[out] = res.output  # an added contribution's plan reads the gradient so far: the sum
     return {r: named[bw.gradient(r).name] for r in fw.inputs}
 
 

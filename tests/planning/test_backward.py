@@ -60,6 +60,41 @@ def test_a_value_used_twice_gets_its_gradients_summed():
     assert "added to dW" in bw.grads[-1].reason
 
 
+QKV = (
+    "params Wq, Wk, Wv\nX[B, D] * Wq[D, H_Y] -> Q[B, H_Y]\nX[B, D] * Wk[D, H_Y] -> K[B, H_Y]\n"
+    "X[B, D] * Wv[D, H_Y] -> V[B, H_Y]"
+)
+SHARED_FSDP = "params W\nX[B_X, D] * W[D_X, F] -> H[B_X, F]\nY[B_X, D] * W[D_X, F] -> G[B_X, F]"
+
+
+def test_partial_sums_of_a_gradient_are_added_before_one_reduction():
+    """Megatron's backward: Q's, K's and V's projections each give X a partial sum over Y; they are added and
+    all-reduced once (three AllReduces before shardalg.planning.accumulate). FSDP's weight read twice: one
+    ReduceScatter of the summed partials."""
+    bw = backward(QKV, Mesh(Y=4), {"B": 512, "D": 4096, "H": 4096})
+    assert bw.collectives == (("AllReduce", ("Y",)),)
+    adds = [str(s.statement()) for s in bw.steps if s.op.value == "add"]
+    assert adds == ["dX[B, D]{U_Y} + dX'[B, D]{U_Y} -> dX[B, D]{U_Y}"] * 2
+    assert sa.verify(QKV, bw.program(), Mesh(Y=4), {"B": 512, "D": 4096, "H": 4096}).ok
+    shared = backward(SHARED_FSDP, Mesh(X=4), {"B": 4096, "D": 128, "F": 256})
+    assert [c for c in shared.collectives if c[0] == "ReduceScatter"] == [("ReduceScatter", ("X",))]
+    assert [str(g.statement) for g in shared.grads if g.accumulate] == [
+        "X[B_X, D] * dH[B_X, F] -> dW'[D, F]{U_X}"
+    ]
+    assert sa.verify(SHARED_FSDP, shared.program(), Mesh(X=4), {"B": 4096, "D": 128, "F": 256}).ok
+
+
+def test_a_contribution_whose_plan_ends_finished_is_added_after_it():
+    """With no partial sum to share (each contribution gathered whole), the second contribution is written
+    into dX' and added to the finished dX: the program says where it adds, and verify reads it so."""
+    sizes = {"B": 4096, "D": 1024, "H": 1024}
+    bw = backward(QKV, Mesh(Y=4), sizes)
+    assert "AllReduce" not in {op for op, _ in bw.collectives}
+    adds = [str(s.statement()) for s in bw.steps if s.op.value == "add"]
+    assert adds == ["dX[B, D] + dX'[B, D] -> dX[B, D]"] * 2
+    assert sa.verify(QKV, bw.program(), Mesh(Y=4), sizes).ok
+
+
 def test_reading_a_value_in_a_sharding_the_program_did_not_give_it_is_an_error():
     with pytest.raises(ShapeMismatch, match="it was last W\\[D_X, F\\]"):
         analyze(parse("W[D_X, F] * V[F, K] -> H[D_X, K]; In[B, D] * W[D, F] -> Out[B, F]"), Mesh(X=4), {})

@@ -66,7 +66,7 @@ def check_gradients(
         given_ = {t: named[t.name] for t in g.plan.inputs}
         res = run_plan(g.plan, mesh, sizes, rng, inputs=given_)
         assert res.ok, str(res)
-        grads[g.of] = grads[g.of] + res.output if g.accumulate else res.output
+        grads[g.of] = res.output  # an added contribution's plan reads the gradient so far and writes the sum
     for r in fw.inputs:
         for _ in range(2):
             delta = rng.standard_normal(inputs[r].shape)
@@ -213,13 +213,10 @@ def test_random_two_statement_programs_match_the_numeric_gradient(case, seed, de
     assert bw.grads
     # the backward as a program reads each cotangent in a layout it holds: its own checks take it. check_program
     # reads it alone, so not where it reads the forward's gathered copies (kept: a forward value in a second
-    # layout, which verify knows); verify not where a gradient's second contribution is reduced before it is
-    # added (the program's text writes the addition as a second product into the name, which verify reads as
-    # added before the reduction)
+    # layout, which verify knows). A gradient's parts are added in one layout (shardalg.planning.accumulate)
     if not keep:
         check_program(bw.program(), mesh, sizes)
-    if not any(g.accumulate for g in bw.grads):
-        assert verify(prog, bw.program(), mesh, sizes, defer_reductions=defer).ok
+    assert verify(prog, bw.program(), mesh, sizes, defer_reductions=defer).ok
 
 
 def test_a_backward_that_reads_a_cotangent_in_two_layouts_is_a_program_its_checks_take():
@@ -231,3 +228,74 @@ def test_a_backward_that_reads_a_cotangent_in_two_layouts_is_a_program_its_check
     assert {str(t) for t in reads} == {"dH[B, F]", "dH[B, F_X]"}
     assert verify(prog, bw.program(), mesh, sizes).ok
     assert len(check_program(bw.program(), mesh, sizes)) == len(bw.steps)
+
+
+@pytest.mark.parametrize(
+    "text, axes, sizes",
+    [
+        (
+            "params W\nX[B_X, D] * W[D_X, F] -> H[B_X, F]\nY[B_X, D] * W[D_X, F] -> G[B_X, F]",
+            {"X": 4},
+            {"B": 16, "D": 8, "F": 8},
+        ),
+        (
+            "X[B, D] * Wq[D, H_Y] -> Q[B, H_Y]; X[B, D] * Wk[D, H_Y] -> K[B, H_Y]; X[B, D] * Wv[D, H_Y] -> V[B, H_Y]",
+            {"Y": 4},
+            {"B": 4, "D": 16, "H": 16},
+        ),
+    ],
+)
+def test_the_backward_as_one_flow_returns_every_contribution(text, axes, sizes):
+    """What export runs (the backward's plans chained into one flow) returns the whole gradient of a value read
+    twice: as a second product into dW it returned the last contribution alone, and `export --check` agreed
+    with it (the flow's own dense meaning)."""
+    from shardalg.export.flow import as_flow
+    from shardalg.export.harness import dense_outputs
+
+    prog, mesh = parse(text), Mesh(axes)
+    bw = backward(prog, mesh, sizes)
+    fw = analyze(prog, mesh, sizes)
+    rng = np.random.default_rng(0)
+    values = {r: rng.standard_normal(tuple(sizes[d] for d in fw.origin[r].dim_names)) for r in fw.inputs}
+    seeds = {r: rng.standard_normal(tuple(sizes[d] for d in fw.latest[r].dim_names)) for r in fw.outputs}
+    vals = dense_forward(fw, values)
+    named = {r: v for r, v in vals.items()} | {grad_name(r): s for r, s in seeds.items()}
+    flow = as_flow(bw, mesh, sizes)
+    got = dict(
+        zip(
+            (t.name for t in flow.outputs),
+            dense_outputs(flow, [named[t.name] for t in flow.inputs], mesh),
+            strict=True,
+        )
+    )
+    wanted = dict(zip(fw.inputs, _gradients(fw, values, seeds), strict=True))
+    assert set(got) == {grad_name(r) for r in wanted}
+    for r, g in wanted.items():
+        assert np.allclose(got[grad_name(r)], g), r
+
+
+def _gradients(fw, values, seeds):
+    """Each input's gradient of the loss, by the product rule on the dense einsums (the programs are linear in
+    each operand)."""
+    grads = {r: np.zeros_like(v) for r, v in values.items()}
+    vals = dense_forward(fw, values)
+    cot = dict(seeds)
+    for e in reversed(fw.einsums):
+        letters: dict[str, str] = {}
+        for t in (e.left, e.right, e.out):
+            for d in t.dim_names:
+                letters.setdefault(d, chr(ord("a") + len(letters)))
+        a, b, c = ("".join(letters[d] for d in t.dim_names) for t in (e.left, e.right, e.out))
+        dc = cot.get(e.roots[2])
+        if dc is None:
+            continue
+        for root, spec, other in (
+            (e.roots[0], f"{c},{b}->{a}", e.roots[1]),
+            (e.roots[1], f"{a},{c}->{b}", e.roots[0]),
+        ):
+            g = np.einsum(spec, dc, vals[other]) if root == e.roots[0] else np.einsum(spec, vals[other], dc)
+            if root in grads:
+                grads[root] = grads[root] + g
+            else:
+                cot[root] = cot.get(root, 0) + g
+    return [grads[r] for r in fw.inputs]

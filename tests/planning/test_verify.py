@@ -224,3 +224,30 @@ def test_a_missing_reduction_reduces_the_tensor_the_program_holds():
     # AllGather move fewer bytes than AllReduce_Y), from the tensor statement 3 left to the one wanted
     steps = fix.removeprefix("reduce it: ").split("; ")
     assert "(dW[D, F]{U_Y})" in steps[0] and steps[-1].endswith("-> dW[D, F]")
+
+
+GATHERED_INPUT = "AllGather_X(In[B, D_X]) -> In[B, D]; In[B, D] * W[D, F_X] -> Out[B, F_X]"
+ALLREDUCED_INPUT = (
+    "dOut[B, F_X] * W[D, F_X] -> dIn[B, D]{U_X}; AllReduce_X(dIn[B, D]{U_X}) -> dIn[B, D]; "
+    "Slice_{X,D}(dIn[B, D]) -> dIn[B, D_X]; In[B, D] *_LOCAL dOut[B, F_X] -> dW[D, F_X]"
+)
+
+
+@pytest.mark.parametrize(
+    ("declared", "said"),
+    [("params W; ", "the activation In is sharded"), ("", "the value In is sharded")],
+)
+def test_a_wasteful_allreduce_of_an_activations_gradient_does_not_call_it_a_parameter(declared, said):
+    """The sequence-parallel gather of an activation, whose gradient is all-reduced then sliced: the warning
+    said "the parameter is sharded over X" of In, which ``params W`` declares an activation."""
+    report = verify(declared + GATHERED_INPUT, ALLREDUCED_INPUT, mesh="X=4", sizes=SIZES)
+    (w,) = report.findings
+    assert (w.rule, w.statement) == ("wasteful-allreduce", 2)
+    assert said in w.message and "parameter" not in w.message
+    assert w.fix == "ReduceScatter_{X,D}(dIn[B, D]{U_X}) -> dIn[B, D_X]"
+
+
+def test_a_wasteful_allreduce_of_a_declared_parameters_gradient_names_the_parameter():
+    written = FSDP_HEAD + "AllReduce_X: dW[D, F]{U_X} -> dW[D, F]\nSlice_{X,D}: dW[D, F] -> dW[D_X, F]"
+    (w,) = verify("params W\n" + FSDP, written, mesh="X=4", sizes=SIZES).findings
+    assert "the parameter W is sharded over X (the forward gathered it)" in w.message
