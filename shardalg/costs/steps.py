@@ -166,7 +166,8 @@ class StepCost:
                 matmul = matmul if products == 1 else matmul * _t(products)
                 # a block of attention is fused (flash): its compute or its HBM traffic, whichever is longer
                 self._compute = matmul if s.op is Op.EINSUM else maximum(matmul, self.memory)
-            elif s.op.function:  # HBM-bound: its bytes read and written at W_hbm (its FLOPs: vector_flops)
+            elif s.op.function and not _epilogue(s, self.opts.costs.on_chip):
+                # HBM-bound: its bytes read and written at W_hbm (its FLOPs: vector_flops)
                 self._compute = self.memory
             else:
                 self._compute = ZERO
@@ -230,6 +231,16 @@ class StepCost:
                 a: {"formula": str(b), "value": numeric(b, values)} for a, b in self.comm.axis_bytes
             }
         return out
+
+
+def _epilogue(step: Step, on_chip: tuple[str, ...]) -> bool:
+    """Whether ``step`` adds a gradient's part that stays on chip (``dX'``: the analysis names them,
+    :attr:`shardalg.models.analysis.Analysis.gradient_parts`) to the gradient so far: the epilogue of the product
+    that makes the part, as a matmul accumulating into its output runs it. It takes no time of its own; its HBM
+    bytes, the gradient so far read and written, are counted."""
+    return step.op is Op.ADD and any(
+        t.name is not None and t.name.endswith("'") and t.name in on_chip for t in step.inputs
+    )
 
 
 def _products(step: Step) -> object:

@@ -35,6 +35,7 @@ What the embeddings make is always kept.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -53,6 +54,7 @@ from shardalg.notation.op import ROUTES
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Apply, Arrow, DType, Op, Product, Program, Tensor
+from shardalg.planning.accumulate import part_name
 from shardalg.planning.backward import backward
 from shardalg.planning.forward import grad_name
 from shardalg.planning.planner import Problem, plan
@@ -317,7 +319,19 @@ class Analysis:
         cache's alone)."""
         if self.mode != "train":
             return ()
-        return (*self.fused_scores, *(grad_name(n) for n in self.fused_scores))
+        return (*self.fused_scores, *(grad_name(n) for n in self.fused_scores), *self.gradient_parts)
+
+    @cached_property
+    def gradient_parts(self) -> tuple[str, ...]:
+        """The names the backward plans a gradient's later contributions into before it adds them, ``dX'``
+        (:mod:`shardalg.planning.accumulate`), of each value more than one product reads (Q's, K's and V's
+        projections of one input): the product that makes a part adds it to the gradient so far as it writes it
+        (a matmul's epilogue), so the part stays on chip. A part a function makes (a value a norm and a residual
+        add read) is written, and added by an elementwise add of its own, as the backward writes it."""
+        reads = Counter(
+            n for info in self.model.statements if info.kind == "product" for n in set(info.reads)
+        )
+        return tuple(part_name(grad_name(n)) for n, k in sorted(reads.items()) if k > 1)
 
     def attention_note(self) -> tuple[str, str] | None:
         """What the program's attention keeps for the backward (training with an attention core): said."""

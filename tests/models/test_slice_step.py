@@ -42,10 +42,13 @@ def test_llama_3_70b_on_v5p_8960_communicates_per_layer_from_bandwidth(capsys, l
         per_collective = c["latency"] / c["collectives"]
         assert per_collective <= 2 * 16 * 1e-6 + 1e-12  # T_min = 1 us per hop, two phases for an AllReduce
         assert c["bandwidth"] > c["latency"]  # communication from bandwidth, not from a flat axis's hops
+    # under steady each phase takes its busiest lane: the forward's is Y (Megatron's AllReduces), the backward's X
+    # (the weights gathered again, their gradients reduce-scattered), so the layer's communication is more than
+    # the busiest axis's over the step and less than every axis's
     layer_part = next(p for p in data["parts"] if p["part"] == "layer")
-    assert layer_part["comms"]["seconds"] == pytest.approx(
-        max(c["bandwidth"] for c in layer["axes"]), rel=0.05
-    )
+    busiest = max(c["bandwidth"] for c in layer["axes"])
+    every = sum(c["bandwidth"] + c["latency"] for c in layer["axes"])
+    assert busiest < layer_part["comms"]["seconds"] < every
 
 
 def test_the_text_output_names_each_axis_hops_and_its_sources_on_request(capsys, llama70b):
