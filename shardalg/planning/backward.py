@@ -256,9 +256,25 @@ class _Backward:
                 self.record(e, rx, Chosen(g, plan), inv, dc)
             return
         (rl, gl, il), (rr, gr, ir) = self.gradient(e, "left"), self.gradient(e, "right")
-        for chosen in choose(gl, gr, dc, self.mesh, self.sizes, self.made):
+        for chosen in _reads_first(choose(gl, gr, dc, self.mesh, self.sizes, self.made), dc):
             rx, inv = (rl, il) if chosen.gradient is gl else (rr, ir)
             self.record(e, rx, chosen, inv, dc)
+
+
+def _reads_first(pair: tuple[Chosen, Chosen], dc: Tensor) -> tuple[Chosen, Chosen]:
+    """The two gradients' plans in the order they can run: a plan that reads the cotangent's partial sums
+    runs before the other one reduces them (a reduction leaves only its output: :mod:`.held`), where it reads
+    nothing the other makes."""
+    first, second = pair
+
+    def partial(t: Tensor) -> bool:  # the cotangent, or a version of it, still partial sums
+        return t.name == dc.name and bool(t.unreduced)
+
+    reduces = any(
+        s.op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER) and partial(s.inputs[0]) for s in first.plan.steps
+    )
+    reads = any(partial(t) for s in second.plan.steps for t in s.inputs)
+    return (second, first) if reduces and reads and second.shared is None else pair
 
 
 def _legal(program: Program, mesh: Mesh, sizes: dict[str, int]) -> None:

@@ -299,3 +299,21 @@ def _gradients(fw, values, seeds):
             else:
                 cot[root] = cot.get(root, 0) + g
     return [grads[r] for r in fw.inputs]
+
+
+@pytest.mark.parametrize(
+    "text, keep",
+    [
+        ("A[I_XY, J] * B[I, J, K] -> C[K]; C[K] * D[J_Y, L] -> E[K_XY, J, L]", False),
+        ("A[I_XY, J] * B[I, J, K] -> C[K]; C[K] * D[L_XY] -> E[K_X, L]", True),
+    ],
+)
+def test_a_gradient_that_reads_the_cotangents_partial_sums_runs_before_they_are_reduced(text, keep):
+    """With reductions deferred, dB reads dC{U_Y} and dA all-reduces dC first: dB's plan runs first (the random
+    profile found dB reading the partial sums after the AllReduce had summed them: check_program and verify
+    refused the derived backward)."""
+    mesh, sizes = Mesh(X=2, Y=2), {"I": 4, "J": 4, "K": 4, "L": 4}
+    bw = check_gradients(text, mesh, sizes, defer=True, keep=keep)
+    assert verify(text, bw.program(), mesh, sizes, defer_reductions=True).ok
+    if not keep:
+        check_program(bw.program(), mesh, sizes)
