@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 
 import pytest
 
 import shardalg
 from shardalg.cli import main
 from shardalg.notation.parse import parse, parse_statement, parse_tensor
+from tests.shared.latex import pdflatex
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -126,17 +126,11 @@ def test_backward_latex_inputs_into_display_math(capsys, tmp_path) -> None:
     code, out, _ = run(capsys, *BACKWARD, "--format", "latex")
     assert code == 0
     (tmp_path / "bw.tex").write_text(out)
-    (tmp_path / "doc.tex").write_text(
+    proc = pdflatex(
+        tmp_path,
+        "doc",
         "\\documentclass{article}\n\\usepackage{amsmath}\n\\begin{document}\n\\[ \\input{bw.tex} \\]\n"
-        "\\end{document}\n"
-    )
-    proc = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+        "\\end{document}\n",
     )
     assert proc.returncode == 0, proc.stdout[-2000:]
 

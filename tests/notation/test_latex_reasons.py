@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from tests.shared.latex import pdflatex
 from tests.shared.notes_corpus import katex_errors
 
 latex_module = importlib.import_module("shardalg.notation.printing.latex")
@@ -75,17 +76,11 @@ def test_pdflatex_sets_them_with_no_overfull_box(printed, tmp_path):
             "pdflatex is not installed (apt-get install texlive-latex-base texlive-latex-recommended)"
         )
     body = "\n".join(f"\\[\n{out.strip()}\n\\]" for out in printed)
-    (tmp_path / "plans.tex").write_text(
+    proc = pdflatex(
+        tmp_path,
+        "plans",
         "\\documentclass[11pt]{article}\n\\usepackage[T1]{fontenc}\\usepackage{lmodern}\\usepackage{amsmath}\n"
-        "\\usepackage[margin=2.5cm]{geometry}\n\\begin{document}\n" + body + "\n\\end{document}\n"
-    )
-    proc = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "plans.tex"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+        "\\usepackage[margin=2.5cm]{geometry}\n\\begin{document}\n" + body + "\n\\end{document}\n",
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     log = (tmp_path / "plans.log").read_text(errors="replace")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from shardalg.errors import IllegalSharding, UsageError
 from shardalg.notation.parse import parse_tensor as T
 from shardalg.notation.syntax import Tensor
 from shardalg.pictures.show import device_blocks, show, show_collective, show_tikz
+from tests.shared.latex import pdflatex
 
 README_PERMUTE = "Permute_{X,Y:(1)2}(A[I_{X,Y:(2)2}, J]) -> A[I_Y, J]"  # the README's sub-axis plan
 
@@ -188,14 +188,7 @@ def test_tikz_compiles(tmp_path: Path) -> None:
     )
     # self-contained: tikz and nothing else (no amsmath, no TikZ library)
     doc = "\\documentclass{article}\n\\usepackage{tikz}\n\\begin{document}\n" + body + "\n\\end{document}\n"
-    (tmp_path / "pic.tex").write_text(doc)
-    run = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "pic.tex"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = pdflatex(tmp_path, "pic", doc, timeout=120)
     if "tikz.sty' not found" in run.stdout:
         pytest.skip("the TeX installation has no tikz")
     assert run.returncode == 0, run.stdout[-2000:]
