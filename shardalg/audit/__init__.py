@@ -15,7 +15,7 @@ The job is split one module a step, parent side first:
 - :mod:`.hlo`: the collectives of the HLO text; :mod:`.groups`: replica groups as mesh axes and sub-axes;
 - :mod:`.program`: the program in the notation and XLA's collectives as each statement's steps;
 - :mod:`.verdict`: XLA's plan among shardalg's, priced under one ``CostModel``; backward pairs;
-- :mod:`.report`: text and JSON.
+- :mod:`.report`: one report record, printed as text, LaTeX and HTML; and JSON.
 
 Imports: :mod:`shardalg.api` and the layers below it, and :func:`shardalg.export.harness.run_driver` (the
 subprocess runner the export checks use); nothing imports it but the CLI.

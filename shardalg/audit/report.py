@@ -4,14 +4,17 @@ The text opens with what was audited and assumed (mesh, sizes, chip, overlap pol
 the notation with XLA's shardings, then per statement XLA's plan (its steps in the notation, sub-axes in
 Shardy's spelling), where it ranks among ``shardalg plan --all``'s plans, its bytes and seconds against the
 best plan's, and a ``FLAG`` line with the ratio and the cheaper plan where XLA's costs more; then the backward
-pairs (``jax.grad``), the collectives that could not be mapped, and the notes. The JSON holds the same; the
-LaTeX fragment writes the program and plans with the notation's LaTeX printer (which parses back), the HTML
-one a table of the statements.
+pairs (``jax.grad``), the collectives that could not be mapped, the verdict and the notes. The report is
+one record (:func:`report_lines`, a :class:`Line` each) that text, LaTeX and HTML each print, so all three
+carry the same lines; the JSON holds the same facts as data. The LaTeX fragment writes the program and plans
+with the notation's LaTeX printer (which parses back), a plan's reasons listed under it; the HTML writes them
+as ``<pre>`` blocks.
 """
 
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from typing import Any
 
 from shardalg.errors import ShardalgError
@@ -20,9 +23,9 @@ from shardalg.notation.printing import latex
 
 from .program import XlaStep
 from .run import Audit
-from .verdict import StatementVerdict
+from .verdict import BackwardVerdict, StatementVerdict
 
-__all__ = ["report_text", "report_json", "report_latex", "report_html"]
+__all__ = ["Line", "report_lines", "report_text", "report_json", "report_latex", "report_html"]
 
 
 def _seconds(x: float | None) -> str:
@@ -47,72 +50,124 @@ def _where(v: StatementVerdict) -> str:
     return f"not among shardalg's {v.plans} plans"
 
 
-def report_text(a: Audit) -> str:
+@dataclass(frozen=True)
+class Line:
+    """One line of the report record, which every format prints. ``kind``: ``title`` (what was audited and
+    assumed), ``say`` (a line of prose), ``item`` (one of a list: the backward pairs), ``flag``, ``note``, or
+    ``plan`` (a program or plan in the notation, one statement a line, each maybe with a ``  # reason``). A
+    ``{ratio}`` in ``text`` stands for ``ratio``, which each format writes its own way (``3.2x``,
+    ``$3.2\\times$``)."""
+
+    kind: str
+    text: str
+    ratio: float | None = None
+
+    def parts(self) -> tuple[str, str, str]:
+        """The text before the ratio, the ratio as ``3.2`` ("" without one), the text after it."""
+        if self.ratio is None:
+            return self.text, "", ""
+        before, after = self.text.split("{ratio}", 1)
+        return before, f"{self.ratio:.3g}", after
+
+
+def report_lines(a: Audit) -> list[Line]:
+    """The audit as one record: what the text, LaTeX and HTML reports each print, line by line."""
     p = a.program
     mesh = ", ".join(f"{k}={n}" for k, n in p.mesh.items())
     sizes = ", ".join(f"{k}={n}" for k, n in sorted(p.sizes.items()))
     chip = f"{a.chip}{' (default)' if a.chip_default else ''}"
     lines = [
-        f"# audit of {a.name} on mesh {mesh}; sizes {sizes}; priced on {chip}",
-        "# XLA's plans are matched to shardalg's by their collectives (op, axes, tensor), free slices aside",
-        "# the program, in XLA's shardings",
+        Line("title", f"audit of {a.name} on mesh {mesh}; sizes {sizes}; priced on {chip}"),
+        Line(
+            "say",
+            "XLA's plans are matched to shardalg's by their collectives (op, axes, tensor), free slices aside",
+        ),
+        Line("say", "the program, in XLA's shardings"),
+        Line("plan", "\n".join(st.text for st in p.statements)),
     ]
-    lines += [st.text for st in p.statements]
     for k, v in enumerate(a.verdicts, 1):
-        lines.append(f"# statement {k}: {v.statement.text}")
-        lines.append(f"# XLA's plan ({_where(v)}): {_bytes(v.xla_bytes)} bytes, {_seconds(v.xla_seconds)}")
-        lines += v.xla_plan.splitlines()
+        lines.append(Line("say", f"statement {k}: {v.statement.text}"))
+        lines.append(
+            Line("say", f"XLA's plan ({_where(v)}): {_bytes(v.xla_bytes)} bytes, {_seconds(v.xla_seconds)}")
+        )
+        lines.append(Line("plan", v.xla_plan))
         if v.flagged:
             lines.append(
-                f"# FLAG: XLA's plan costs {v.ratio:.3g}x shardalg's best ({_bytes(v.best_bytes)} bytes, "
-                f"{_seconds(v.best_seconds)}):"
+                Line(
+                    "flag",
+                    f"XLA's plan costs {{ratio}} shardalg's best ({_bytes(v.best_bytes)} bytes, "
+                    f"{_seconds(v.best_seconds)}):",
+                    v.ratio,
+                )
             )
-            lines += v.best_plan.splitlines()
+            lines.append(Line("plan", v.best_plan))
         elif v.ratio is not None:
             lines.append(
-                f"# XLA's plan is the cheapest: shardalg's best costs the same ({_seconds(v.best_seconds)})"
+                Line(
+                    "say",
+                    f"XLA's plan is the cheapest: shardalg's best costs the same ({_seconds(v.best_seconds)})",
+                )
             )
         else:
-            lines.append(f"# shardalg's best: {_bytes(v.best_bytes)} bytes, {_seconds(v.best_seconds)}")
-            lines += v.best_plan.splitlines()
-        for n in v.notes:
-            lines.append(f"# note: {n}")
-    if a.backward is not None:
-        b = a.backward
-        lines.append(
-            "# backward (jax.grad of the sum of the output): each collective and its forward transpose"
-        )
-        for pair in b.pairs:
-            axes = (
-                "".join(pair.axes) if all(len(x) == 1 for x in pair.axes) else "{" + ",".join(pair.axes) + "}"
+            lines.append(
+                Line("say", f"shardalg's best: {_bytes(v.best_bytes)} bytes, {_seconds(v.best_seconds)}")
             )
-            head = f"{pair.op}_{axes} ({pair.shard_bytes} bytes a shard, line {pair.line})"
-            if pair.forward is not None:
-                lines.append(f"#   {head} is the transpose of the forward {pair.forward.text}")
-            else:
-                lines.append(f"#   {head}: no forward collective transposes to it")
-        derived = ", ".join(f"{op}_{''.join(ax)}" for op, ax in b.derived) or "none"
-        same = "the same" if b.matches_derived else "not the same"
-        lines.append(
-            f"# shardalg's derived backward (planned by bytes, as shardalg backward plans it) communicates: "
-            f"{derived} ({same} as XLA's)"
-        )
-        paired = sum(x.forward is not None for x in b.pairs)
-        lines.append(f"# {paired} of {len(b.pairs)} backward collectives are transposes of forward ones")
-    for s in p.outside:
-        lines.append(f"# not mapped: {s.text}")
+            lines.append(Line("plan", v.best_plan))
+        lines += [Line("note", n) for n in v.notes]
+    if a.backward is not None:
+        lines += _backward_lines(a.backward)
+    lines += [Line("say", f"not mapped: {s.text}") for s in p.outside]
     flagged = a.flagged
+    worst = max((v.ratio or 0 for v in flagged), default=None)
     lines.append(
-        f"# verdict: {len(flagged)} of {len(a.verdicts)} statements flagged"
-        + (
-            "; worst " + f"{max(v.ratio or 0 for v in flagged):.3g}x"
-            if flagged
-            else "; XLA's plans cost no more than shardalg's best"
+        Line(
+            "say",
+            f"verdict: {len(flagged)} of {len(a.verdicts)} statements flagged"
+            + ("; worst {ratio}" if flagged else "; XLA's plans cost no more than shardalg's best"),
+            worst,
         )
     )
-    for n in a.notes:
-        lines.append(f"# note: {n}")
-    return "\n".join(lines) + "\n"
+    lines += [Line("note", n) for n in a.notes]
+    return lines
+
+
+def _backward_lines(b: BackwardVerdict) -> list[Line]:
+    lines = [
+        Line("say", "backward (jax.grad of the sum of the output): each collective and its forward transpose")
+    ]
+    for pair in b.pairs:
+        axes = "".join(pair.axes) if all(len(x) == 1 for x in pair.axes) else "{" + ",".join(pair.axes) + "}"
+        head = f"{pair.op}_{axes} ({pair.shard_bytes} bytes a shard, line {pair.line})"
+        if pair.forward is not None:
+            lines.append(Line("item", f"{head} is the transpose of the forward {pair.forward.text}"))
+        else:
+            lines.append(Line("item", f"{head}: no forward collective transposes to it"))
+    derived = ", ".join(f"{op}_{''.join(ax)}" for op, ax in b.derived) or "none"
+    same = "the same" if b.matches_derived else "not the same"
+    lines.append(
+        Line(
+            "say",
+            f"shardalg's derived backward (planned by bytes, as shardalg backward plans it) communicates: "
+            f"{derived} ({same} as XLA's)",
+        )
+    )
+    paired = sum(x.forward is not None for x in b.pairs)
+    lines.append(
+        Line("say", f"{paired} of {len(b.pairs)} backward collectives are transposes of forward ones")
+    )
+    return lines
+
+
+_TEXT_HEAD = {"title": "# ", "say": "# ", "item": "#   ", "flag": "# FLAG: ", "note": "# note: ", "plan": ""}
+
+
+def report_text(a: Audit) -> str:
+    """The audit as text: every line of :func:`report_lines`, prose as ``#`` comments."""
+    out = []
+    for line in report_lines(a):
+        before, ratio, after = line.parts()
+        out.append(_TEXT_HEAD[line.kind] + before + (f"{ratio}x" if ratio else "") + after)
+    return "\n".join(out) + "\n"
 
 
 def _step_json(s: XlaStep) -> dict[str, Any]:
@@ -198,27 +253,51 @@ def _latex_block(text: str) -> str:
         return "\\begin{verbatim}\n" + text + "\n\\end{verbatim}"
 
 
+def _reasons(plan: str) -> tuple[str, list[str]]:
+    """A plan's statements without their ``  # reason`` comments, and the reasons as ``step k: reason``."""
+    steps, reasons = [], []
+    for k, line in enumerate(plan.splitlines(), 1):
+        step, _, reason = line.partition("  # ")
+        steps.append(step)
+        if reason:
+            reasons.append(f"step {k}: {reason}")
+    return "\n".join(steps), reasons
+
+
+def _runs(lines: list[Line]) -> list[list[Line]]:
+    """The record with consecutive items grouped (one list each); every other line alone."""
+    out: list[list[Line]] = []
+    for line in lines:
+        if line.kind == "item" and out and out[-1][0].kind == "item":
+            out[-1].append(line)
+        else:
+            out.append([line])
+    return out
+
+
 def report_latex(a: Audit) -> str:
-    """The audit as a LaTeX fragment (needs amsmath): the program, and per statement XLA's plan, its rank
-    and cost, and shardalg's cheaper plan where XLA's is flagged."""
-    p = a.program
-    mesh = ", ".join(f"${k}={n}$" for k, n in p.mesh.items())
-    out = [
-        f"\\paragraph{{Audit of \\texttt{{{_tex(a.name)}}}}} on the mesh {mesh}, priced on {_tex(a.chip)}."
-    ]
-    out.append(_latex_block(p.text))
-    for k, v in enumerate(a.verdicts, 1):
-        out.append(
-            f"\\noindent Statement {k}: XLA's plan ({_tex(_where(v))}), {_bytes(v.xla_bytes)} bytes, "
-            f"{_tex(_seconds(v.xla_seconds))}:"
-        )
-        out.append(_latex_block(v.xla_plan))
-        if v.flagged:
-            best = "\n".join(line.split("  #")[0] for line in v.best_plan.splitlines())
-            out.append(f"\\noindent\\textbf{{Flag}}: it costs ${v.ratio:.3g}\\times$ shardalg's best:")
-            out.append(_latex_block(best))
-    for n in a.notes:
-        out.append(f"\\noindent Note: {_tex(n)}")
+    """The audit as a LaTeX fragment (needs amsmath): every line of :func:`report_lines`, the programs and
+    plans with the notation's LaTeX printer (each parses back), a plan's reasons listed under it."""
+    out = []
+    for run in _runs(report_lines(a)):
+        line = run[0]
+        if line.kind == "item":
+            out.append(
+                "\\begin{itemize}\n" + "\n".join(f"\\item {_tex(x.text)}" for x in run) + "\n\\end{itemize}"
+            )
+        elif line.kind == "plan":
+            steps, reasons = _reasons(line.text)
+            out.append(_latex_block(steps))
+            if reasons:
+                items = "\n".join(f"\\item {_tex(r)}" for r in reasons)
+                out.append("\\begin{itemize}\n" + items + "\n\\end{itemize}")
+        elif line.kind == "title":
+            out.append(f"\\paragraph{{{_tex(line.text)}}}")
+        else:
+            before, ratio, after = line.parts()
+            head = {"flag": "\\textbf{FLAG}: ", "note": "\\emph{note}: "}.get(line.kind, "")
+            times = f"${ratio}\\times$" if ratio else ""
+            out.append(f"\\noindent {head}{_tex(before)}{times}{_tex(after)}")
     return "\n\n".join(out) + "\n"
 
 
@@ -236,25 +315,20 @@ def _tex(s: str) -> str:
 
 
 def report_html(a: Audit) -> str:
-    """The audit as an HTML fragment: one table row per statement."""
-    rows = []
-    for k, v in enumerate(a.verdicts, 1):
-        ratio = f"{v.ratio:.3g}x" if v.ratio is not None else ""
-        rows.append(
-            "<tr>"
-            f"<td>{k}</td><td><pre>{html.escape(v.statement.text)}</pre></td>"
-            f"<td><pre>{html.escape(v.xla_plan)}</pre></td><td>{html.escape(_where(v))}</td>"
-            f"<td>{_bytes(v.xla_bytes)}</td><td>{html.escape(_seconds(v.xla_seconds))}</td>"
-            f"<td>{html.escape(_seconds(v.best_seconds))}</td>"
-            f"<td>{'<b>FLAG ' + ratio + '</b>' if v.flagged else ratio}</td>"
-            "</tr>"
-        )
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in a.notes)
-    return (
-        f"<h3>Audit of <code>{html.escape(a.name)}</code></h3>\n<table>\n"
-        "<tr><th>#</th><th>statement</th><th>XLA's plan</th><th>among shardalg's</th><th>bytes</th>"
-        "<th>seconds</th><th>best seconds</th><th>XLA / best</th></tr>\n"
-        + "\n".join(rows)
-        + "\n</table>\n"
-        + (f"<ul>{notes}</ul>\n" if notes else "")
-    )
+    """The audit as an HTML fragment: every line of :func:`report_lines`, the programs and plans (with their
+    reasons) as ``<pre>`` blocks."""
+    out = []
+    for run in _runs(report_lines(a)):
+        line = run[0]
+        if line.kind == "item":
+            out.append("<ul>" + "".join(f"<li>{html.escape(x.text)}</li>" for x in run) + "</ul>")
+        elif line.kind == "plan":
+            out.append(f"<pre>{html.escape(line.text)}</pre>")
+        elif line.kind == "title":
+            out.append(f"<h3>{html.escape(line.text)}</h3>")
+        else:
+            before, ratio, after = line.parts()
+            head = {"flag": "<b>FLAG</b>: ", "note": "<em>note</em>: "}.get(line.kind, "")
+            times = f"<b>{ratio}x</b>" if ratio else ""
+            out.append(f"<p>{head}{html.escape(before)}{times}{html.escape(after)}</p>")
+    return "\n".join(out) + "\n"

@@ -282,7 +282,7 @@ def test_latex_report_parses_back_and_html_flags(audits):
     blocks = re.findall(r"\\\[\n(.*?)\n\\\]", tex, flags=re.S)
     assert parse(blocks[0]) == parse(a.program.text)
     assert parse(blocks[1]) == parse(a.verdicts[0].xla_plan)
-    assert "\\textbf{Flag}" in tex and f"${a.verdicts[0].ratio:.3g}\\times$" in tex
+    assert "\\textbf{FLAG}" in tex and f"${a.verdicts[0].ratio:.3g}\\times$" in tex
     assert "<b>FLAG" in report_html(a)
     sub = report_latex(audits["subaxis"])
     assert "verbatim" not in sub and "Y{:}(1)2" in sub
