@@ -140,7 +140,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "latex",
         help="print an expression (or its plan) as LaTeX",
         description="Print EXPR as a LaTeX fragment (amsmath), or with --plan its default plan as an aligned "
-        "display; --markdown wraps it in $$...$$ for Markdown, KaTeX and MathJax.",
+        "display (where the cheapest plan depends on sizes not given, the plans not beaten at every size, with "
+        "plan's note in %% comments and on stderr); --markdown wraps it in $$...$$ for Markdown, KaTeX and "
+        "MathJax.",
         epilog=examples(
             'shardalg latex "A[I_X, J] · B[J, K] -> C[I_X, K]"',
             'shardalg latex "A[I, J_X] · B[J_X, K] -> C[I, K_X]" --mesh X=4 --plan --markdown',
@@ -304,15 +306,57 @@ def _latex(args: argparse.Namespace) -> int:
     if args.plan:
         if args.mesh is None:
             raise UsageError("--plan needs --mesh, e.g. --mesh X=4,Y=2")
-        from shardalg.planning.planner import plan
-
         if len(program.statements) != 1:
             raise UsageError("--plan takes one statement (an einsum or a resharding)")
-        out = plan(program.statements[0], mesh=mesh(args.mesh), sizes=parse_sizes(args.sizes) or None).latex()
-    else:
-        from shardalg.notation.printing import latex
+        said, blocks = _latex_plans(program.statements[0], args)
+        for line in said:
+            print(f"shardalg: note: {line.strip()}", file=sys.stderr)
+        if args.markdown:
+            notes = [f"`{line.strip()}`" if line.startswith("  ") else line for line in said]
+            parts = ["\n".join(notes)] if notes else []
+            parts += [(f"{head}\n\n" if head else "") + f"$$\n{body}\n$$" for head, body in blocks]
+            print("\n\n".join(parts))
+        else:
+            lines = [f"% {line.strip()}" for line in said]
+            for head, body in blocks:
+                lines += [f"% {head}"] if head else []
+                lines.append(body)
+            print("\n".join(lines))
+        return EXIT_OK
+    from shardalg.notation.printing import latex
 
-        node = program.statements[0] if len(program.statements) == 1 else program
-        out = latex(node)
+    node = program.statements[0] if len(program.statements) == 1 else program
+    out = latex(node)
     print(f"$$\n{out}\n$$" if args.markdown else out)
     return EXIT_OK
+
+
+def _latex_plans(statement: object, args: argparse.Namespace) -> tuple[list[str], list[tuple[str, str]]]:
+    """What ``latex --plan`` says and prints, as ``plan`` does: one plan, or where the cheapest depends on
+    sizes not given, the plans not beaten at every size (or the cheapest where each says) with ``plan``'s
+    note; a cut search is said too. Returns the notes and (heading, aligned LaTeX) per plan shown; the
+    heading is empty where one plan is the cheapest at every size."""
+    from shardalg.notation.printing import render
+    from shardalg.planning.planner import plan, plans, prepare
+    from shardalg.planning.redistribute import plan_bytes
+
+    problem = prepare(statement, mesh(args.mesh), parse_sizes(args.sizes) or None)
+    found = plans(problem)
+    if not found:
+        raise UsageError(f"no plan: the search found no plan before a limit cut it: {found.note}")
+    choice = found.choice if found.choice is not None and not found.choice.decided else None
+    said = [] if found.complete else [f"incomplete: {found.note}"]
+    if choice is None:
+        return said, [("", plan(problem).latex())]
+    said += choice.lines()
+    blocks = []
+    for piece in choice.contenders:
+        where = piece.condition(choice.symbol)
+        mark = f"the cheapest where {where}" if where else "not beaten at every size"
+        bytes_ = plan_bytes(piece.plan, problem.mesh, problem.sizes)
+        head = (
+            f"plan {found.index(piece.plan) + 1} of {len(found)} ({mark}): {bytes_} bytes communicated; "
+            f"{piece.plan.note}"
+        )
+        blocks.append((head, render(piece.plan, "latex")))
+    return said, blocks

@@ -82,9 +82,9 @@ def test_the_four_cases_are_ordered_by_time_and_name_the_book_s_plan():
 def test_the_notes_carry_engine_results():
     tex = (notes_dir() / "shardalg-notes.tex").read_text()
     assert tex.startswith("\\documentclass") and tex.rstrip().endswith("\\end{document}")
-    for used in ("amsmath", "amssymb", "booktabs", "graphicx"):
+    for used in ("amsmath", "amssymb", "booktabs", "graphicx", "array"):
         assert f"\\usepackage{{{used}}}" in tex
-    assert tex.count("\\usepackage") == 6  # fontenc and the five above: standard packages only
+    assert tex.count("\\usepackage") == 7  # fontenc, lmodern and the five above: standard packages only
     assert "D > 2 B" in tex  # question 4, derived
     assert r"\textbf{ReduceScatter}" in tex and r"\{U_X\}" in tex
     assert "10 of 10 hold" in tex  # every proof ran and held
@@ -188,9 +188,13 @@ def test_cli_proofs_exit_1_when_a_lemma_fails(monkeypatch, capsys):
 def test_cli_latex(capsys):
     assert main(["latex", "A[I_X, J] * B[J, K_Y] -> C[I_X, K_Y]"]) == 0
     assert capsys.readouterr().out.strip() == r"A[I_X, J] \cdot B[J, K_Y] \rightarrow C[I_X, K_Y]"
-    assert main(["latex", "A[I, J_X] * B[J_X, K] -> C[I, K]", "--plan", "--mesh", "X=4", "--markdown"]) == 0
+    case3 = ["latex", "A[I, J_X] * B[J_X, K] -> C[I, K]", "--plan", "--mesh", "X=4", "--markdown"]
+    assert main([*case3, "--sizes", "I=64,J=64,K=64"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("$$") and r"\textbf{AllReduce}_X" in out
+    assert main(case3) == 0  # the plans not beaten at every size, with plan's note: no size is made up
+    out = capsys.readouterr().out
+    assert out.startswith("the cheapest plan depends on") and r"\textbf{AllReduce}_X" in out
     assert main(["latex", "A[I, J_X] * B[J_X, K] -> C[I, K]", "--plan"]) == 2
     assert main(["latex", "A[I_X, J"]) == 2  # a parse error
 
