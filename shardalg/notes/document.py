@@ -5,8 +5,9 @@ listed (:meth:`Document.fragments`) and checked on its own (KaTeX). Prose is pla
 formulas in it (``C{U_X}``, ``N^2/4``) are set as math by :mod:`.mathtext`, the rest escaped for TeX; a
 :class:`Code` cell is shown as typed, in monospace.
 
-The LaTeX uses the article class with lmodern, amsmath, amssymb, booktabs and graphicx only (all in any TeX
-distribution's base or recommended set).
+The LaTeX uses the article class with lmodern, amsmath, amssymb, booktabs, graphicx and array only (all in any
+TeX distribution's base or recommended set); a wide table wraps its long columns (:func:`ragged`) to fit the
+text width.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "PREAMBLE",
     "tex_text",
     "md_text",
+    "ragged",
 ]
 
 PREAMBLE = r"""\documentclass[10pt]{article}
@@ -40,6 +42,7 @@ PREAMBLE = r"""\documentclass[10pt]{article}
 \usepackage{amssymb}
 \usepackage{booktabs}
 \usepackage{graphicx}
+\usepackage{array}
 \setlength{\textwidth}{6.3in}
 \setlength{\oddsidemargin}{0.1in}
 \setlength{\evensidemargin}{0.1in}
@@ -102,6 +105,12 @@ class Display:
 
     latex: str
     label: str = ""  # plain text shown before the math
+
+
+def ragged(width: str) -> str:
+    """A table column (for :attr:`Table.columns`) ``width`` wide, e.g. ``0.3\\linewidth``, whose cells wrap
+    ragged right: a long cell breaks into lines instead of running past the text width."""
+    return rf">{{\raggedright\arraybackslash}}p{{{width}}}"
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,16 @@ from shardalg.search.numeric import search
 from shardalg.search.price import time_text
 from shardalg.search.programresult import ProgramMap, strategy_map
 
-from .document import Code, Display, Figure, Math, Prose, Section, Table
+from .document import Code, Display, Figure, Math, Prose, Section, Table, ragged
 from .mathtext import number_latex
 
 __all__ = ["training_strategies", "llama_step", "inference_search", "MAP_FIGURE", "MAP_WEB_FIGURE"]
+
+# The plans-taken table's columns: the statement, the plan and the other cheapest plans wrap, so the table fits
+# the text width (written on one line each it ran 169pt past it).
+PLANS_TAKEN_COLUMNS = (
+    "l" + ragged(r"0.24\linewidth") + ragged(r"0.22\linewidth") + "l" + ragged(r"0.23\linewidth")
+)
 
 MLP = "params W_in, W_out\nIn[B, D] * W_in[D, F] -> Tmp[B, F]\nTmp[B, F] * W_out[F, D] -> Out[B, D]"
 STRATEGIES = ("DP", "FSDP", "TP", "FSDP+TP")
@@ -150,6 +156,7 @@ def training_strategies(out_dir: Path | None = None) -> Section:
                 caption="Where sizes not given decide a forward plan, the map prices the plan ranked first with "
                 f"unknown dims counted as {SEARCH_DIM} and unknown axes as {SEARCH_AXIS}, "
                 "not the cheapest plan in each region of the map.",
+                columns=PLANS_TAKEN_COLUMNS,
             )
         )
     if m.x_opt is not None:

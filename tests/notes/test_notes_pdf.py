@@ -1,6 +1,7 @@
 """``shardalg notes --pdf`` runs pdflatex as often as the contents need, so the PDF opens with a filled contents
-list (read back with pdftotext), and the notes speak of the mathematics, never of the program's parts. Skips, saying why, when pdflatex or pdftotext is missing; without pdflatex
-``--pdf`` is a usage error that says what to install."""
+list (read back with pdftotext), no line or table runs past the text width (pdflatex's log), and the notes
+speak of the mathematics, never of the program's parts. Skips, saying why, when pdflatex or pdftotext is
+missing; without pdflatex ``--pdf`` is a usage error that says what to install."""
 
 from __future__ import annotations
 
@@ -57,6 +58,34 @@ def implementation_words(text: str) -> list[str]:
     return found + sorted((module_names() - ENGLISH_MODULE_NAMES) & words)
 
 
+# How far a line or table may run past the text width, in points, before the build fails: pdflatex reports
+# anything past 0.1pt, and a point or two of a long formula is invisible in print; a cut-off column is not.
+OVERFULL_TOLERANCE_PT = 3.0
+
+
+def overfull_hboxes(log: str, tolerance: float = OVERFULL_TOLERANCE_PT) -> list[str]:
+    """The pdflatex log's "Overfull \\hbox (...pt too wide) ..." lines wider than ``tolerance`` points."""
+    found = re.finditer(r"^Overfull \\hbox \((\d+(?:\.\d+)?)pt too wide\).*$", log, flags=re.M)
+    return [m.group(0) for m in found if float(m.group(1)) > tolerance]
+
+
+def test_the_overfull_check_has_teeth():
+    log = (
+        "Overfull \\hbox (169.3583pt too wide) in paragraph at lines 501--511\n [] \n"
+        "Overfull \\hbox (0.8pt too wide) in paragraph at lines 12--12\n"
+        "Overfull \\vbox (40.0pt too high) has occurred while \\output is active\n"
+        "Underfull \\hbox (badness 10000) in paragraph at lines 465--466\n"
+    )
+    assert overfull_hboxes(log) == ["Overfull \\hbox (169.3583pt too wide) in paragraph at lines 501--511"]
+    assert overfull_hboxes("Overfull \\hbox (3.5pt too wide) detected at line 7\n") == [
+        "Overfull \\hbox (3.5pt too wide) detected at line 7"
+    ]
+    assert overfull_hboxes(log, tolerance=0.5) == [
+        "Overfull \\hbox (169.3583pt too wide) in paragraph at lines 501--511",
+        "Overfull \\hbox (0.8pt too wide) in paragraph at lines 12--12",
+    ]
+
+
 def test_the_implementation_word_check_has_teeth():
     assert implementation_words("the engine cost T_engine") == ["engine"]
     assert implementation_words("Computed by shardalg's shape module") == ["module"]
@@ -76,6 +105,9 @@ def test_the_course_notes_build_a_pdf_with_contents_and_no_implementation_words(
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"shardalg-notes\.pdf \(pdflatex ran [23] times", done.stdout), done.stdout
     pdf = tmp_path / "n" / "shardalg-notes.pdf"
+    # no line or table runs past the text width (a table once ran 169pt past it, its last column cut off)
+    log = pdf.with_suffix(".log").read_text(encoding="latin-1")
+    assert overfull_hboxes(log) == [], overfull_hboxes(log)
     layout = subprocess.run(
         ["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True
     )
