@@ -33,7 +33,8 @@ backward's pieces priced so far: :func:`comms_of`) and its bytes counted before 
 (its FLOPs over the devices at the chip's peak), the communication decides the rows, and now the bound too:
 compared by seconds alone, the causal layer's search on ``X=2,Y=2`` priced 106 candidates, 29 of them shown or
 set against a shown one, and the others, those sampled, within a microsecond of the place they were priced
-for; compared by key it prices 67. On ``X=2,Y=2,Z=2``: 155 candidates and 2,286 pieces, not 418 and 2,598.
+for; compared by key it prices 67. On ``X=2,Y=2,Z=2``: 152 candidates and 2,285 pieces, not 418 and 2,598
+(155 and 2,286 before a gradient's partial sums were added before one reduction).
 
 Candidates share pieces, so as pieces are priced a waiting candidate's bound is raised before it is priced:
 its backward phase holds the backward of each of its pieces (and additions of a gradient's parts) priced so
