@@ -18,18 +18,19 @@ from tests.shared.notes_corpus import katex_errors
 
 latex_module = importlib.import_module("shardalg.notation.printing.latex")
 
+# sizes given: one plan each (without them latex --plan shows every plan not beaten at every size, with a note)
 PLANS = (
-    ("A[I, J_X] * B[J_X, K] -> C[I, K]", "X=4,Y=2"),
-    ("X[B, D] * Y[D_X, F] -> Z[B, F]", "X=4"),
-    ("A[I_X, J] * B[J, K_X] -> C[I, K_X]", "X=4,Y=2"),
-    ("In[B_X, D_Y] * Win[D_X, F_Y] -> Tmp[B_X, F_Y]", "X=2,Y=2"),
-    ("A[I_X, J_Y] -> A[I_Y, J_X]", "X=2,Y=2"),
+    ("A[I, J_X] * B[J_X, K] -> C[I, K]", "X=4,Y=2", "I=64,J=4096,K=64"),
+    ("X[B, D] * Y[D_X, F] -> Z[B, F]", "X=4", "B=64,D=4096,F=64"),
+    ("A[I_X, J] * B[J, K_X] -> C[I, K_X]", "X=4,Y=2", "I=64,J=4096,K=64"),
+    ("In[B_X, D_Y] * Win[D_X, F_Y] -> Tmp[B_X, F_Y]", "X=2,Y=2", "B=64,D=4096,F=64"),
+    ("A[I_X, J_Y] -> A[I_Y, J_X]", "X=2,Y=2", "I=64,J=64"),
 )
 
 
-def _latex_plan(expr: str, mesh: str) -> str:
+def _latex_plan(expr: str, mesh: str, sizes: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "shardalg", "latex", expr, "--plan", "--mesh", mesh],
+        [sys.executable, "-m", "shardalg", "latex", expr, "--plan", "--mesh", mesh, "--sizes", sizes],
         capture_output=True,
         text=True,
         check=False,
@@ -40,7 +41,7 @@ def _latex_plan(expr: str, mesh: str) -> str:
 
 @pytest.fixture(scope="module")
 def printed() -> list[str]:
-    return [_latex_plan(e, m) for e, m in PLANS]
+    return [_latex_plan(*p) for p in PLANS]
 
 
 def test_reasons_quote_the_notation_as_math(printed):
@@ -66,7 +67,7 @@ def test_pieces_and_rows():
 
 
 def test_katex_renders_them(printed):
-    errors = katex_errors([(out.strip(), True, expr) for out, (expr, _) in zip(printed, PLANS, strict=True)])
+    errors = katex_errors([(out.strip(), True, expr) for out, (expr, *_) in zip(printed, PLANS, strict=True)])
     assert not errors, errors
 
 
