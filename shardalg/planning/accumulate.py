@@ -75,9 +75,14 @@ def unfinished(steps: Sequence[GradStep], name: str, have: Tensor) -> Unfinished
 
 
 def without_tail(g: GradStep, u: Unfinished) -> GradStep:
-    """``g`` (the step ``u`` names) ending where its tail starts: its finish runs after the next addition."""
-    plan = g.plan
-    return replace(g, plan=replace(plan, steps=plan.steps[: -len(u.tail)], output=u.at))
+    """``g`` (the step ``u`` names) ending where its tail starts, its statement's result too: its finish runs
+    after the next addition."""
+    plan, result = g.plan, replace(u.at, name=g.statement.result.name)
+    return replace(
+        g,
+        plan=replace(plan, steps=plan.steps[: -len(u.tail)], output=u.at),
+        statement=replace(g.statement, result=result),
+    )
 
 
 def added(

@@ -76,6 +76,8 @@ def test_partial_sums_of_a_gradient_are_added_before_one_reduction():
     adds = [str(s.statement()) for s in bw.steps if s.op.value == "add"]
     assert adds == ["dX[B, D]{U_Y} + dX'[B, D]{U_Y} -> dX[B, D]{U_Y}"] * 2
     assert sa.verify(QKV, bw.program(), Mesh(Y=4), {"B": 512, "D": 4096, "H": 4096}).ok
+    # the first contribution ends where its finish started: its statement says so too
+    assert str(bw.grads[0].statement) == "dV[B, H_Y] * Wv[D, H_Y] -> dX[B, D]{U_Y}"
     shared = backward(SHARED_FSDP, Mesh(X=4), {"B": 4096, "D": 128, "F": 256})
     assert [c for c in shared.collectives if c[0] == "ReduceScatter"] == [("ReduceScatter", ("X",))]
     assert [str(g.statement) for g in shared.grads if g.accumulate] == [
