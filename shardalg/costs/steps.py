@@ -234,13 +234,10 @@ class StepCost:
 
 
 def _epilogue(step: Step, on_chip: tuple[str, ...]) -> bool:
-    """Whether ``step`` adds a gradient's part that stays on chip (``dX'``: the analysis names them,
-    :attr:`shardalg.models.analysis.Analysis.gradient_parts`) to the gradient so far: the epilogue of the product
-    that makes the part, as a matmul accumulating into its output runs it. It takes no time of its own; its HBM
-    bytes, the gradient so far read and written, are counted."""
-    return step.op is Op.ADD and any(
-        t.name is not None and t.name.endswith("'") and t.name in on_chip for t in step.inputs
-    )
+    """Whether ``step`` adds a value that stays on chip (a gradient's part ``dX'``:
+    :attr:`shardalg.models.analysis.Analysis.gradient_parts`): the epilogue of the op that makes it, as a matmul
+    accumulating into its output runs it. It takes no time of its own; its HBM bytes are counted."""
+    return step.op is Op.ADD and any(t.name in on_chip for t in step.inputs)
 
 
 def _products(step: Step) -> object:

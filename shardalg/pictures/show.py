@@ -20,7 +20,7 @@ which is where the executor, running on the mesh refined into factors, puts the 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from shardalg import limits
@@ -33,6 +33,7 @@ from shardalg.errors import ShardalgError, UnknownAxis, UsageError
 from shardalg.notation.parse import parse_statement, parse_tensor
 from shardalg.notation.plan import Step
 from shardalg.notation.printing import text
+from shardalg.notation.printing.latex import axis_latex
 from shardalg.notation.syntax import Arrow, Collective, Tensor
 
 __all__ = ["Block", "device_blocks", "show", "show_tikz", "show_collective"]
@@ -215,8 +216,10 @@ def _block_grid(tensor: Tensor, m: Mesh) -> list[str]:
     )
 
 
-def _joined(axes: Sequence[str]) -> str:
-    return "".join(axes) if all(len(a) == 1 for a in axes) else ",".join(axes)
+def _joined(axes: Sequence[str], word: Callable[[str], str] = str) -> str:
+    """Axes side by side (``XY``), or separated by commas when a name has more than one letter; each written
+    by ``word``."""
+    return ("" if all(len(a) == 1 for a in axes) else ",").join(map(word, axes))
 
 
 def _factor_line(m: Mesh, a: str) -> str:
@@ -344,30 +347,18 @@ def show_tikz(
     return "\n".join([_TIKZ_OPEN, *body, r"\end{tikzpicture}"])
 
 
-def _tex_word(name: str) -> str:
-    """A name as the LaTeX printer writes an axis (one letter italic, a longer name upright, a sub-axis's
-    colon braced so TeX does not space it as a relation), upright by ``\\mathrm`` rather than the printer's
-    ``\\text``: the picture needs no amsmath."""
-    parent, colon, factor = name.partition(":")
-    word = parent if len(parent) == 1 else rf"\mathrm{{{parent}}}"
-    return word + "{:}" + factor if colon else word
-
-
 def _tex_coord(axes: Sequence[str], values: Sequence[int]) -> str:
-    return ",".join(f"{_tex_word(a)}={v}" for a, v in zip(axes, values, strict=True))
+    return ",".join(f"{axis_latex(a)}={v}" for a, v in zip(axes, values, strict=True))
 
 
 def _tex_sub(axes: Sequence[str], dim: str | None) -> str:
     """A collective's subscript in TeX: ``XY``, ``X,K``, ``\\mathrm{data}``, ``X,Y{:}(1)2``."""
-    words = [_tex_word(a) for a in axes]
-    items = ["".join(words) if all(len(a) == 1 for a in axes) else ",".join(words)]
-    return ",".join(items + ([_tex_word(dim)] if dim else []))
+    return ",".join([_joined(axes, axis_latex)] + ([axis_latex(dim)] if dim else []))
 
 
 # ------------------------------------------------------------------------------------ collectives
 def _sub(axes: Sequence[str], dim: str | None) -> str:
-    items = ["".join(axes) if all(len(a) == 1 for a in axes) else ",".join(axes)] + ([dim] if dim else [])
-    sub = ",".join(items)
+    sub = ",".join([_joined(axes)] + ([dim] if dim else []))
     return sub if len(sub) == 1 else "{" + sub + "}"
 
 

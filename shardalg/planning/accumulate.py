@@ -27,12 +27,17 @@ from shardalg.notation.syntax import Apply, Arrow, Op, Tensor
 from .backward_program import GradStep
 from .planner import first_plan
 
-__all__ = ["Unfinished", "added", "part_name", "unfinished"]
+__all__ = ["Unfinished", "added", "part_name", "unfinished", "whole_name"]
 
 
 def part_name(name: str) -> str:
     """The name a contribution to gradient ``name`` is planned into before it is added: ``dW'``."""
     return f"{name}'"
+
+
+def whole_name(name: str | None) -> str:
+    """The gradient a part is of (:func:`part_name`'s inverse): ``dW'`` is a part of ``dW``."""
+    return (name or "").rstrip("'")
 
 
 @dataclass(frozen=True)
@@ -44,10 +49,14 @@ class Unfinished:
     at: Tensor
     tail: tuple[Step, ...]
 
+    @property
+    def bare(self) -> Tensor:
+        """The unfinished gradient as a target: its invariant axes left to the finish."""
+        return replace(self.at, invariant=())
+
     def targets(self, finished: Tensor) -> tuple[Tensor, ...]:
         """A contribution's targets: the finished layout, and the unfinished one where it differs."""
-        at = replace(self.at, invariant=())
-        return (finished,) if at.layout() == finished.layout() else (finished, at)
+        return (finished,) if self.bare.layout() == finished.layout() else (finished, self.bare)
 
 
 def unfinished(steps: Sequence[GradStep], name: str, have: Tensor) -> Unfinished | None:

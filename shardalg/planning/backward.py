@@ -48,7 +48,7 @@ from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
 from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Program, Statement, Tensor
 
-from .accumulate import added, unfinished, without_tail
+from .accumulate import added, part_name, unfinished, without_tail
 from .attention import core_of
 from .attention_backward import is_ring, named_apart, ring_backward
 from .backward_program import BackwardProgram, GatheredCopy, GradStep
@@ -127,7 +127,7 @@ class _Backward:
         expr = statement.expr
         if accumulate:  # planned into a name of its own, then added
             p = self.add_to(rx, p)
-            statement = Arrow(expr, replace(statement.result, name=f"{statement.result.name}'"))
+            statement = Arrow(expr, replace(statement.result, name=part_name(statement.result.name or "")))
         if final:
             p = _with_invariant(p, self.fresh_target(rx)[1])
         made = {*self.grad.values(), *(g.plan.output for g in self.steps)}  # cotangents, not forward values
@@ -214,7 +214,7 @@ class _Backward:
         moved after the addition."""
         name, have = grad_name(rx), self.grad[rx]
         u = unfinished(self.steps, name, have)
-        if u is not None and p.output.layout() == replace(u.at, invariant=()).layout():
+        if u is not None and p.output.layout() == u.bare.layout():
             self.steps[u.index] = without_tail(self.steps[u.index], u)
             return added(p, u.at, name, self.mesh, self.sizes, u.tail)
         return added(p, have, name, self.mesh, self.sizes)
@@ -229,7 +229,7 @@ class _Backward:
         stmt = Arrow(g.product(cot), p.output)
         if accumulate:
             p = self.add_to(rx, p)
-            stmt = Arrow(g.product(cot), replace(stmt.result, name=f"{stmt.result.name}'"))
+            stmt = Arrow(g.product(cot), replace(stmt.result, name=part_name(stmt.result.name or "")))
         p = _with_invariant(p, invariant)
         had = self.grad.get(rx)
         self.grad[rx] = p.output

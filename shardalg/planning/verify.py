@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from shardalg.algebra.einsum import Spec, local_output
+from shardalg.algebra.layout import subscript
 from shardalg.algebra.legality import as_sizes
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.ops import RULES
@@ -38,13 +39,14 @@ from shardalg.errors import ShardalgError, Span, UsageError
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Program, Roles, Tensor
 
+from .accumulate import whole_name
 from .backward import BackwardProgram, backward
 from .findings import ERROR, WARNING, Finding, VerifyReport
 from .forward import Forward, analyze, grad_name
 from .held import Held
 from .redistribute import plan_bytes
 from .symbolic import beaten_everywhere
-from .verify_ends import GradientEnds, axes_sub, shown, whole_name
+from .verify_ends import GradientEnds, shown
 
 __all__ = ["verify", "Finding", "VerifyReport"]
 
@@ -142,11 +144,11 @@ class _Checker(GradientEnds):
             self.add(
                 ERROR,
                 "wrong-axis",
-                f"{op.value}_{axes_sub(axes)} sums over {', '.join(axes)}, but {shown(actual)} is partial over "
+                f"{op.value}_{subscript(axes)} sums over {', '.join(axes)}, but {shown(actual)} is partial over "
                 f"{', '.join(want)}: the partial sums over {', '.join(want)} are never added",
                 i,
                 span,
-                f"{op.value}_{axes_sub(want)}",
+                f"{op.value}_{subscript(want)}",
             )
             return
         scaled = (said_u - real_u) & real_r
@@ -174,7 +176,7 @@ class _Checker(GradientEnds):
                 f"as the whole value: each device would use only its own partial sum",
                 i,
                 t.span or span,
-                f"reduce it first: AllReduce_{axes_sub(tuple(sorted(partial)))}({shown(actual)})",
+                f"reduce it first: AllReduce_{subscript(tuple(sorted(partial)))}({shown(actual)})",
             )
             return
         self.add(
@@ -212,7 +214,7 @@ class _Checker(GradientEnds):
         if out.layout() != result.layout():
             partial = set(out.unreduced) - set(result.unreduced)
             if partial and out.layout()[0] == result.layout()[0]:
-                axes = axes_sub(tuple(sorted(partial)))
+                axes = subscript(tuple(sorted(partial)))
                 self.add(
                     ERROR,
                     "partial-as-replicated",
@@ -371,7 +373,7 @@ class _Checker(GradientEnds):
             self.add(
                 ERROR,
                 "layout",
-                f"{c.op.value}_{axes_sub(c.axes)} gives {shown(out)}, not {shown(result)}",
+                f"{c.op.value}_{subscript(c.axes)} gives {shown(out)}, not {shown(result)}",
                 i,
                 result.span or s.span,
                 f"write the result as {shown(out)}",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shardalg.algebra.layout import subscript
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops import RULES
 from shardalg.algebra.traffic import Bytes, Sizes, step_bytes
@@ -23,20 +24,11 @@ from .symbolic import beaten_everywhere
 if TYPE_CHECKING:
     from .backward_program import BackwardProgram
 
-__all__ = ["GradientEnds", "axes_sub", "shown", "whole_name"]
+__all__ = ["GradientEnds", "shown"]
 
 
 def shown(t: Tensor) -> str:
     return text(t)
-
-
-def whole_name(name: str | None) -> str:
-    """The gradient a part is of: ``dW'`` is a part of ``dW``."""
-    return (name or "").rstrip("'")
-
-
-def axes_sub(axes: tuple[str, ...]) -> str:
-    return "".join(axes) if all(len(a) == 1 for a in axes) else "{" + ",".join(axes) + "}"
 
 
 def _statements(numbers: list[int]) -> str:
@@ -235,7 +227,7 @@ class GradientEnds:
                 self.add(
                     WARNING,
                     "wasteful-allreduce",
-                    f"AllReduce_{axes_sub(axes)} of {shown(before)} then a slice to {shown(want)}: {self.what(name)} is "
+                    f"AllReduce_{subscript(axes)} of {shown(before)} then a slice to {shown(want)}: {self.what(name)} is "
                     f"sharded over {', '.join(rs_axes)} (the forward gathered it), so {rs_text} does both "
                     f"and saves {saved} bytes",
                     i,
@@ -247,7 +239,7 @@ class GradientEnds:
                     Finding(
                         WARNING,
                         "wasteful-allreduce",
-                        f"{rs_text} instead of AllReduce_{axes_sub(axes)} would leave {name} in its "
+                        f"{rs_text} instead of AllReduce_{subscript(axes)} would leave {name} in its "
                         f"value's sharding and save {saved} bytes",
                         i,
                         None,

@@ -15,6 +15,7 @@ a printed plan parses back to its statements, and pdflatex, KaTeX and MathJax se
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from shardalg.errors import UsageError
@@ -23,7 +24,7 @@ from .base import Node
 from .symbology import LATEX, latex_escape_text
 from .text import TextPrinter
 
-__all__ = ["LatexPrinter", "latex", "reason_latex", "REASON_WIDTH", "REASON_BOX"]
+__all__ = ["LatexPrinter", "axis_latex", "latex", "reason_latex", "REASON_WIDTH", "REASON_BOX"]
 
 # A reason's characters per row in a block (a plan of several steps), so a reason stays on a page.
 REASON_WIDTH = 44
@@ -68,11 +69,12 @@ def _items(text: str) -> list[str]:
     return [item.strip() for item in items if item.strip()]
 
 
-def _axis(axis: str) -> str:
-    """One axis of a subscript or a set of axes; a sub-axis as the LaTeX printer writes it, the colon braced so
-    TeX sets it as punctuation, not a relation (``Y{:}(1)2``, ``\\mathrm{data}{:}(1)2``)."""
+def axis_latex(axis: str, upright: Callable[[str], str] = _word) -> str:
+    """One axis in LaTeX, a name of more than one letter ``upright`` (``\\mathrm`` by default, which needs no
+    amsmath); a sub-axis with its colon braced so TeX sets it as punctuation, not a relation (``Y{:}(1)2``,
+    ``\\mathrm{data}{:}(1)2``)."""
     parent, colon, factor = axis.strip().partition(":")
-    return _word(parent) + "{:}" + factor.replace(" ", "") if colon else _word(parent)
+    return upright(parent) + "{:}" + factor.replace(" ", "") if colon else upright(parent)
 
 
 def _named(text: str) -> str:
@@ -83,7 +85,7 @@ def _named(text: str) -> str:
     if not sub:
         return _word(name)
     if ":" in sub:  # sub-axes among the items: each item on its own (``_{X,Y{:}(2)2}``)
-        return _word(name) + "_{" + ",".join(_axis(a) for a in _items(sub)) + "}"
+        return _word(name) + "_{" + ",".join(axis_latex(a) for a in _items(sub)) + "}"
     return _word(name) + "_{" + (rf"\mathrm{{{sub}}}" if any(c.islower() for c in sub) else sub) + "}"
 
 
@@ -106,7 +108,7 @@ def _math(token: str) -> str:
         if all(_MARK.match(u) for u in items):
             out += r"\{" + ", ".join(_named(u) for u in items) + r"\}"
         else:  # a set of axes, as a reason names the axes a step works over: ``{X,Y:(2)2}``
-            out += r"\{" + ", ".join(_axis(a) for a in items) + r"\}"
+            out += r"\{" + ", ".join(axis_latex(a) for a in items) + r"\}"
     return out
 
 
@@ -199,10 +201,7 @@ class LatexPrinter(TextPrinter):
         return self._upright(name)
 
     def _axis_word(self, name: str) -> str:
-        parent, colon, factor = name.partition(":")
-        if colon:  # a sub-axis, Y:(1)2: the colon braced, so TeX sets it as punctuation, not a relation
-            return self._upright(parent) + "{:}" + factor
-        return self._upright(name)
+        return axis_latex(name, self._upright)
 
     def _dtype(self, dtype: Any) -> str:
         return rf"\text{{{dtype.value}}}"
