@@ -62,7 +62,7 @@ def memory_conventions(report: Any) -> list[tuple[str, str]]:
                 + ")"
                 + (
                     ", nor what the backward makes again under the remat policy (held while the rerun part's "
-                    "backward runs)"
+                    "backward runs: counted in the transient)"
                     if report.analysis.recomputed
                     else ""
                 ),
@@ -74,7 +74,13 @@ def memory_conventions(report: Any) -> list[tuple[str, str]]:
         (
             "transient",
             "the weights one layer gathers or fetches, held once; a parameter no product reads (an "
-            "embedding table, a norm's gain) is not gathered",
+            "embedding table, a norm's gain) is not gathered"
+            + (
+                "; with them, the activations the backward makes again for one layer under the remat policy "
+                "(rerun rows), held while that layer's backward runs"
+                if report.analysis.mode == "train" and report.analysis.recomputed
+                else ""
+            ),
         )
     )
     return out

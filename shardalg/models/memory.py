@@ -15,7 +15,9 @@ the repeated layer):
 ``activations``  what the backward keeps under the remat policy (:mod:`.analysis`);
 ``kv_cache``     every ``kvcache`` tensor;
 ``transient``    the weights one layer gathers and holds while it runs (FSDP), once, not per layer (a copy
-                 the backward keeps, ``keep_gathered``, is one buffer: counted with the activations).
+                 the backward keeps, ``keep_gathered``, is one buffer: counted with the activations), and under
+                 a remat policy the activations the backward makes again for that layer, held beside them
+                 while its backward runs (:func:`rerun_held`).
 
 Inference (``mode="infer"``, the default when the program declares a KV cache) counts no gradients, optimizer
 state or saved activations. Every default the user did not choose is in ``notes`` and in the output.
@@ -56,8 +58,12 @@ __all__ = [
     "memory_with",
     "PARTS",
     "GRADS",
+    "RERUN",
+    "rerun_held",
 ]
 
+# the label of a transient row of an activation the backward makes again (:func:`rerun_held`)
+RERUN = "rerun "
 PARTS: tuple[str, ...] = ("params", "grads", "optimizer", "activations", "kv_cache", "transient")
 
 
@@ -347,8 +353,9 @@ def _heads(
 def _transient(
     a: Analysis, extra: list[tuple[str, Expr, bool]], width: Mapping[str, Expr]
 ) -> tuple[Expr, list[tuple[str, Expr]]]:
-    """The weights one layer holds gathered: the plans' gathers and ``extra`` (ZeRO-3's and offload's
-    fetches of parameters the plans do not gather), the larger of the repeated layer and the part outside;
+    """What one layer holds while it runs: the plans' gathered weights and ``extra`` (ZeRO-3's and offload's
+    fetches of parameters the plans do not gather, the head's logits, the activations a remat policy makes
+    again), the larger of the repeated layer and the part outside;
     ``width`` rescales a parameter the recipe counts in another dtype than the plans (its ratio)."""
     have = {name for name, _, _ in a.gathered()}
     groups: dict[bool, dict[str, Expr]] = {False: {}, True: {}}
@@ -364,6 +371,21 @@ def _transient(
         return Integer(0), []
     total = sympy.Max(sums[False], sums[True]) if groups[True] and groups[False] else sums[bool(groups[True])]
     return total, [(n, b) for g in groups.values() for n, b in g.items()]
+
+
+def rerun_held(a: Analysis) -> list[tuple[str, Expr, bool]]:
+    """The activations the backward makes again under the remat policy, held while the rerun part's backward
+    runs (beside that part's gathered weights): what the backward reads that the policy does not keep, but the
+    head's logits (their own policy holds them) and a fused core's scores (on chip): (``rerun NAME``, bytes per
+    device of one copy, outside the repeated layer). One layer's at a time, so counted once in the transient:
+    under ``block`` a layer's rerun holds what ``none`` would keep of that layer."""
+    if not a.recomputed:
+        return []
+    m = a.model
+    skip = set(a.saved) | set(a.on_chip) | set(head_outputs(m))
+    return [
+        (f"{RERUN}{n}", m.bytes_of(m.kept_tensor(n)), m.values[n].once) for n in a.needed if n not in skip
+    ]
 
 
 def memory_with(analysis: Analysis, chip: Chip | None, state: TrainState, **override: Any) -> MemoryReport:
@@ -437,6 +459,7 @@ def model_memory(
         and (c.stage.shards("params") and shard_axes(m, v) or "params" in c.place.parts)
     ]
     held = [(n, micro.model.bytes_of(micro.model.values[n].tensor) / c.head.chunks, True) for n in heads]
+    held += rerun_held(micro)
     transient, gathered = _transient(micro, fetched + held, ratio)
     transient = transient.subs(per_micro)
     parts = {p: _sum(rows, p) for p in PARTS if p != "transient"}

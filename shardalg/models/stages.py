@@ -21,6 +21,7 @@ from __future__ import annotations
 from enum import Enum
 
 from .analysis import Analysis
+from .memory import RERUN, rerun_held
 from .program import ModelProgram
 
 __all__ = ["End", "outside_ends", "row_owners", "stage_ends", "statement_ends"]
@@ -57,9 +58,10 @@ def outside_ends(model: ModelProgram) -> dict[str, frozenset[End]]:
 def row_owners(analysis: Analysis) -> dict[str, str]:
     """The value each memory row not named by its value is of (:func:`.memory.model_memory`'s rows): a norm's
     or a fused softmax's statistics, the function's result; a kept gathered copy (``kept W[D, V]``), its
-    parameter."""
+    parameter; an activation the backward makes again (``rerun Gt``), that activation."""
     a = analysis
     owners = {label: owner for label, _, _, owner in a.owned_statistics()}
+    owners.update({label: label.removeprefix(RERUN) for label, _, _ in rerun_held(a)})  # a rerun activation
     bw = a.backward
     if bw is not None:
         copies = [c for c in bw.gathered if c.kept]

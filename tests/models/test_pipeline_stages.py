@@ -98,12 +98,19 @@ def test_the_heads_kept_gathered_copy_is_on_the_last_stage_once() -> None:
 
 def test_logits_made_again_are_held_on_the_last_stage_one_microbatch_at_a_time() -> None:
     """Under ``--remat block`` the logits are made again for the backward, held only while the head runs: on
-    the last stage, one microbatch's (B/2 x V in bf16 over m), and on no other stage."""
+    the last stage, one microbatch's (B/2 x V in bf16 over m). A layer's backward makes its H again from the
+    layer's input, held while that layer's backward runs: one microbatch's (B/2 x F in bf16 over m) on each
+    stage of layers; on the last stage not beside the logits (the head's backward runs before its layers'),
+    the larger of the two."""
     r = pipeline_price(HEADED, MESH, SIZES, "tpu-v5p", axis="P", microbatches=M, remat="block")
     kept = pipeline_price(HEADED, MESH, SIZES, "tpu-v5p", axis="P", microbatches=M)
     logits = B // 2 * V * BF16
+    rerun = B // 2 * F * BF16
+    assert (logits / M, rerun / M) == (65536, 16384)
     weights = [s.weights for s in kept.memory]
-    assert [s.weights for s in r.memory] == pytest.approx(weights[:3] + [weights[3] + logits / M])
+    assert [s.weights for s in r.memory] == pytest.approx(
+        [w + rerun / M for w in weights[:3]] + [weights[3] + logits / M]
+    )
 
 
 def test_the_stages_module_example_runs() -> None:

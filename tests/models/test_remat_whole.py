@@ -17,6 +17,9 @@ from shardalg.notation.printing import text
 FSDP = shard(expand("llama-2-13b", functions=False), params="D=X", activations="B=X")  # the products only
 ON = {"mesh": "X=8", "sizes": {"B": 8, "T": 4096}, "hw": "h100"}
 LOGITS = 8 // 8 * 4096 * 32000 * 2  # Logits[B_X, T, V] in bf16 on one device
+# what a layer's backward makes again from its kept In under block (or In, Logits), held while it runs: Q, Kp,
+# Vp, A, Att and Hn (T x D in bf16 on one device) and Gt, U and M (T x F)
+RERUN = 6 * 4096 * 5120 * 2 + 3 * 4096 * 13824 * 2
 
 
 def test_the_remat_policy_chooses_what_happens_to_the_logits_and_the_total_moves():
@@ -49,7 +52,11 @@ def test_cli_memory_of_a_preset_says_the_remat_policys_choice(capsys):
     base = ["memory", text(FSDP), "--mesh", "X=8", "--sizes", "B=8,T=4096", "--hw", "h100"]
     assert main([*base, "--remat", "block"]) == 0
     out = capsys.readouterr().out
-    assert "total        21,877,849,600 bytes (21.9 GB, 20.4 GiB)" in out
+    # the layer's gathered weights and its rerun activations, beside every part of the step
+    assert RERUN == 591_396_864
+    assert "total        22,469,246,464 bytes (22.5 GB, 20.9 GiB)" in out
+    gathered = 4 * 5120 * 5120 * 2 + 3 * 5120 * 13824 * 2  # W_q, W_k, W_v, W_o; W_gate, W_in, W_out
+    assert f"transient    {gathered + RERUN:,} bytes" in out  # 1,225,785,344
     assert (
         "note: logits: recomputed (default: as the remat policy, block: keep the layer's input, recompute the "
         "rest: Logits freed after the loss and made again for the backward (held while the head runs; the "
@@ -58,7 +65,7 @@ def test_cli_memory_of_a_preset_says_the_remat_policys_choice(capsys):
     assert main([*base, "--remat", "In,Logits", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["logits"] == {"policy": "kept", "chunks": 1}
-    assert data["bytes_per_device"]["total"] == 21_877_849_600 + LOGITS
+    assert data["bytes_per_device"]["total"] == 21_877_849_600 + RERUN + LOGITS
     assert main([*base, "--remat", "block", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["logits"] == {"policy": "recomputed", "chunks": 1}

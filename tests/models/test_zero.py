@@ -337,10 +337,17 @@ def test_offload_is_a_training_choice():
 def test_the_heads_logits_kept_recomputed_or_chunked():
     on = dict(mesh="X=8", sizes={"B": 8, "T": 4096}, remat="block")
     logits = 8 * 4096 * 32000 * 2 // 8  # Logits[B_X, T, V] in bf16 on one device
-    kept = memory(LLAMA, **on, logits="kept")
     assert memory(LLAMA, **dict(on, remat="none")).choices.head.policy == "kept"  # the remat policy's
+    block = memory(LLAMA, **on, logits="recomputed")
+    assert memory(LLAMA, **on).parts == block.parts  # block makes them again: the remat policy's choice
+    # under block a layer's backward holds what it makes again (Q, Kp, Vp, A, Att, Hn: T x D; Gt, U, M: T x F,
+    # in bf16 on one device), more than the logits the head's holds: the peak is the layer's
+    rerun = 6 * 4096 * 5120 * 2 + 3 * 4096 * 13824 * 2
+    assert block.parts["transient"] == rerun > logits
+    # with the layer's activations kept (none), the head's logits alone are held while the head runs
+    on = dict(on, remat="none")
+    kept = memory(LLAMA, **on, logits="kept")
     again = memory(LLAMA, **on, logits="recomputed")
-    assert memory(LLAMA, **on).parts == again.parts  # block makes them again: the remat policy's choice
     chunked = memory(LLAMA, **on, logits="chunked=8")
     assert kept.parts["activations"] - again.parts["activations"] == logits
     assert again.parts["transient"] - kept.parts["transient"] == logits  # held while the head runs
