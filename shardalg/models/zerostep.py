@@ -31,7 +31,7 @@ from shardalg.notation.syntax import Arrow, Tensor
 from shardalg.planning.planner import plan
 
 from .analysis import Analysis, analyze
-from .program import ModelProgram, Value
+from .program import ModelProgram, Value, resized
 from .trainstate import TrainState
 from .zero import Zero, check_zero, computed_with, shard_axes
 
@@ -74,7 +74,12 @@ def microbatch(a: Analysis, n: int, notes: list[tuple[str, str]]) -> tuple[Analy
                 fix=f"pick a divisor of {size}",
             )
         notes.append(("microbatches", f"{n} of {b} = {size // n} each"))
-        return analyze(m.with_sizes(**{b: size // n}), mode, a.remat, a.keep_gathered), {}
+        # resized: a routing's capacity is derived again from the microbatch's tokens (fewer tokens, fewer slots)
+        one = analyze(resized(m, {b: size // n}), mode, a.remat, a.keep_gathered)
+        notes += [
+            (k, f"each microbatch: {v}") for k, v in one.notes if k == "capacity" and (k, v) not in a.notes
+        ]
+        return one, {}
     notes.append(("microbatches", f"{n} of {b}/{n} each"))
     return a, {dim_size(b): dim_size(b) / n}
 
@@ -176,9 +181,10 @@ def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[list[Plan]]
     forward = [p for i, p in a.forward_plans.items() if by_index[i].once == once]
     backward = [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
     per_step: list[Plan] = []
-    for g in a.backward.grads if a.backward else ():
-        p = g.plan
-        if by_index[a.shown[g.einsum]].once != once:
+    grads = a.backward.grads if a.backward else []
+    # each gradient's plan as the step prices it (:attr:`Analysis.grad_plans`: a causal core's einsums halved)
+    for g, (info, p) in zip(grads, a.grad_plans, strict=True):
+        if info.once != once:
             continue
         v = m.value_named(g.of)
         if v is None or v.name not in zeroed:
@@ -189,6 +195,7 @@ def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[list[Plan]]
         if reduction is not None:
             when, _ = _when(stage, "reduce")
             (backward if when == "microbatch" else per_step).append(reduction)
+    backward += [p for info, p in a.routing_transposes if info.once == once]  # a MoE routing's, transposed
     when, times = _when(stage, "gather")
     read = computed_with(m) if stage == 3 else set(zeroed)
     for v in (v for v in zeroed.values() if v.name in read):
