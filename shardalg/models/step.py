@@ -108,7 +108,7 @@ def _part(
 
     compute, comms, memory = f(cost.compute), f(cost.comms), f(cost.memory)
     if a.mode == "train":
-        return Part(name, count, cost, compute, comms, memory, f(cost.total))
+        return Part(name, count, cost, compute, comms, memory, f(cost.total), hbm_counted=False)
     if roofline is Roofline.WHOLE_STEP:
         total = _whole_step(
             costs.overlap, compute, memory, comms, f(cost.total), add=sympy.Add, big=sympy.Max

@@ -71,12 +71,15 @@ class Part:
     memory: Expr
     total: Expr
     ops: tuple[OpPart, ...] = ()
+    hbm_counted: bool = True  # False in training: the step's time is compute and communication alone
 
     def bound(self, values: Mapping[sympy.Symbol, float]) -> str | None:
-        """Which term is the largest with the chip's numbers, or None while symbolic; per op, the bound of the
-        ops that take the most of the part's time."""
+        """Which term the part's time is bound by with the chip's numbers (of those its time counts: in
+        training compute and communication, the HBM time beside), or None while symbolic; per op, the bound of
+        the ops that take the most of the part's time."""
         if not self.ops:
-            return _largest({"compute": self.compute, "comms": self.comms, "hbm": self.memory}, values)
+            terms = {"compute": self.compute, "comms": self.comms}
+            return _largest({**terms, "hbm": self.memory} if self.hbm_counted else terms, values)
         share: dict[str, Expr] = {}
         for op in self.ops:
             b = op.bound(values)
@@ -84,6 +87,14 @@ class Part:
                 return None
             share[b] = share.get(b, sympy.Integer(0)) + op.total
         return _largest(share, values)
+
+    def hbm_above(self, values: Mapping[sympy.Symbol, float]) -> bool:
+        """Whether the HBM time, which a training step's time does not count, exceeds the part's time (the
+        part would be HBM-bound if it did): said beside the bound, not hidden behind it."""
+        if self.hbm_counted:
+            return False
+        gap = (self.memory - self.total).subs(values)
+        return not getattr(gap, "free_symbols", None) and float(gap) > 0
 
 
 @dataclass(repr=False)
@@ -206,6 +217,7 @@ class StepReport(Shown):
                     "hbm": term(p.memory),
                     "total": term(p.total),
                     "bound": p.bound(self.values),
+                    "hbm_counted": p.hbm_counted,
                     "ops": [
                         {
                             "op": o.name,
@@ -316,9 +328,12 @@ class StepReport(Shown):
         ]
         for p in self.parts:
             bound = p.bound(self.values)
+            beside = (
+                f"; HBM {t(p.memory)} above it, not counted in training" if p.hbm_above(self.values) else ""
+            )
             lines.append(
                 f"{p.name:<12} x{as_text(p.count)}: compute {t(p.compute)}, comms {t(p.comms)}, "
-                f"HBM {t(p.memory)} -> {t(p.total)}" + (f" ({bound}-bound)" if bound else "")
+                f"HBM {t(p.memory)} -> {t(p.total)}" + (f" ({bound}-bound{beside})" if bound else "")
             )
             for o in p.ops:
                 b = o.bound(self.values)
