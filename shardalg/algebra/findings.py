@@ -16,6 +16,8 @@ from shardalg.notation.printing.display import html_table, short
 from shardalg.notation.syntax import Collective, Node, Tensor
 
 from .context import Context
+from .factors import Factor, factor_of, parent_of
+from .mesh import Mesh
 
 __all__ = [
     "Violation",
@@ -28,6 +30,8 @@ __all__ = [
     "head_span",
     "dim_span",
     "operand_dim_span",
+    "unknown_axis_fix",
+    "factors_apart",
 ]
 
 # a check yields (message, span, fix)
@@ -82,6 +86,47 @@ def dim_span(t: Tensor, label: str) -> Span | None:
 def operand_dim_span(expr: Node, label: str) -> Span | None:
     """A dim of a product's operand when the operand is written as a tensor, else the whole operand."""
     return dim_span(expr, label) if isinstance(expr, Tensor) else expr.span
+
+
+# ---- fixes that name axes
+
+
+def unknown_axis_fix(axis: str, mesh: Mesh) -> str:
+    """The fix for an axis the mesh lacks: a sub-axis as large as its axis is the axis, so write that; a
+    sub-axis that is no factor of its axis gets the factors there are (adding it to the mesh would not do)."""
+    f = factor_of(axis)
+    if f is None or f.parent not in mesh.names:  # a sub-axis of an axis the mesh lacks: add the axis
+        return f"use an axis of the mesh ({', '.join(mesh.names)}), or add {parent_of(axis)} to it"
+    n = mesh[f.parent].size
+    if f.stop == f.size == n:
+        return f"write {f.parent}"
+    rule = f"its pre-size times its size must divide {n}" if n is not None else f"give {f.parent} a size"
+    if n is None or n > FACTORS_LISTED:
+        return f"use a factor of {f.parent} ({rule}), or {f.parent} itself"
+    factors = [
+        Factor(f.parent, pre, size).name
+        for pre in range(1, n // 2 + 1)
+        for size in range(2, n // pre + 1)
+        if n % (pre * size) == 0 and size < n
+    ]
+    if not factors:
+        return f"{f.parent}={n} has no factor smaller than itself: write {f.parent}"
+    shown = ", ".join(factors[:6]) + (f", ... ({len(factors)} in all)" if len(factors) > 6 else "")
+    return f"use a factor of {f.parent}={n} ({shown}), or {f.parent} itself"
+
+
+FACTORS_LISTED = 4096  # the largest axis whose factors the fix lists (the rest get the rule)
+
+
+def factors_apart(first: str, second: str, mesh: Mesh | None) -> str:
+    """Two factors that do not overlap, for the fix of an overlap: the first sub-axis named and the rest of
+    its axis beside it (``Y:(1)2 and Y:(2)4 of Y=8``), or the rule's example when the size is not known."""
+    f = factor_of(first) or factor_of(second)
+    n = mesh[f.parent].size if f is not None and mesh is not None and f.parent in mesh else None
+    if f is None or n is None or n % f.stop:
+        return "Y:(1)2 and Y:(2)2 of Y=4"
+    rest = Factor(f.parent, f.stop, n // f.stop) if f.stop < n else Factor(f.parent, 1, f.pre)
+    return f"{f.name} and {rest.name} of {f.parent}={n}"
 
 
 @dataclass(frozen=True)

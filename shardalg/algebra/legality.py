@@ -51,8 +51,18 @@ from shardalg.notation.syntax import Apply, Arrow, Collective, Node, Op, Product
 
 from .context import Context, as_sizes, context_for, product_dims, say_replaced, target_index, value_of
 from .einsum import NotLocal
-from .factors import factor_of, is_subaxis, parent_of
-from .findings import CheckFn, Found, Violation, Violations, head_span, suffix_span, text_of
+from .factors import is_subaxis, parent_of
+from .findings import (
+    CheckFn,
+    Found,
+    Violation,
+    Violations,
+    factors_apart,
+    head_span,
+    suffix_span,
+    text_of,
+    unknown_axis_fix,
+)
 from .mesh import Mesh, as_mesh
 from .ops import RECORDS
 from .ops import RULES as COLLECTIVES
@@ -118,59 +128,66 @@ _USE = {
     "unreduced": "is unreduced ({{U_{axis}}})",
     "invariant": "is invariant ({{I_{axis}}})",
 }
+_TIMES = {2: "twice"}
 
 
-def _drop(t: Tensor, axis: str, kind: str, index: int) -> Tensor:
-    """``t`` without one use of ``axis`` (the last one in the subscript of dim ``index``)."""
+def _without(t: Tensor, axis: str, kind: str, index: int) -> Tensor:
+    """``t`` without ``axis`` in one place: the subscript of dim ``index``, or the set ``kind``."""
     if kind == "dim":
         d = t.dims[index]
-        axes = list(d.axes)
-        del axes[len(axes) - 1 - axes[::-1].index(axis)]
-        return replace(
-            t, dims=tuple(d.with_axes(tuple(axes)) if i == index else e for i, e in enumerate(t.dims))
-        )
+        axes = tuple(a for a in d.axes if a != axis)
+        return replace(t, dims=tuple(d.with_axes(axes) if i == index else e for i, e in enumerate(t.dims)))
     return replace(t, **{kind: tuple(a for a in getattr(t, kind) if a != axis)})
 
 
-def _once(t: Tensor, axis: str) -> Tensor:
-    """``t`` with ``axis`` named at most once in each set (unreduced, invariant), where it first was."""
-    sets = {}
-    for kind in ("unreduced", "invariant"):
-        axes = getattr(t, kind)
-        if axes.count(axis) > 1:
-            first = axes.index(axis)
-            sets[kind] = tuple(a for i, a in enumerate(axes) if a != axis or i == first)
-    return replace(t, **sets) if sets else t
+def _once(t: Tensor) -> Tensor:
+    """``t`` with each axis named at most once in each place (a dim's subscript, the unreduced set, the
+    invariant set), where it first was there: what every fix writes (a repeat is never meant)."""
+
+    def first_only(axes: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(axes))
+
+    dims = tuple(d.with_axes(first_only(d.axes)) if len(set(d.axes)) < len(d.axes) else d for d in t.dims)
+    return replace(t, dims=dims, unreduced=first_only(t.unreduced), invariant=first_only(t.invariant))
 
 
 def axis_used_twice(t: Tensor, ctx: Context) -> Iterator[Found]:
+    """An axis named more than once: in two places (two dims, a dim and a set, two sets), one finding for
+    each place after its first; else repeated in its one place, one finding for that place. In reading
+    order; each fix names the axis once wherever it stays."""
     used = t.used_axes
     if len(set(used)) == len(used):  # the common case, without walking the places and their spans
         return
-    first: dict[str, tuple[str, int]] = {}
-    for axis, kind, index, span in _places(t, ctx.source):
-        if axis not in first:
-            first[axis] = (kind, index)
-            continue
-        k1, i1 = first[axis]
-        label, l1 = (t.dims[index].label if index >= 0 else ""), (t.dims[i1].label if i1 >= 0 else "")
-        if (k1, kind) == ("dim", "dim") and i1 == index:
-            yield (
-                f"mesh axis {axis} shards {label} twice",
-                span,
-                f"name each axis once: {text_of(_drop(t, axis, kind, index))}",
+    uses: dict[str, dict[tuple[str, int], list[tuple[int, Span | None]]]] = {}  # axis -> place -> uses
+    for n, (axis, kind, index, span) in enumerate(_places(t, ctx.source)):
+        uses.setdefault(axis, {}).setdefault((kind, index), []).append((n, span))
+    found: list[tuple[int, Found]] = []
+    for axis, places in uses.items():
+        (k1, i1), *others = places
+        l1 = t.dims[i1].label if i1 >= 0 else ""
+        here = places[(k1, i1)]
+        if not others and len(here) > 1:  # repeated in its one place: A[I_XX], {U_X, U_X}
+            n, span = here[1]  # pointed at from its second use
+            times = _TIMES.get(len(here), f"{len(here)} times")
+            what, how = (
+                (f"shards {l1} {times}", "name each axis once")
+                if k1 == "dim"
+                else (f"is named {times} in the {k1} set", f"write {axis} once")
             )
-        elif (k1, kind) == ("dim", "dim"):
-            fix = f"shard {label} over another axis, or replicate it: {text_of(_drop(t, axis, kind, index))}"
-            yield f"mesh axis {axis} shards both {l1} and {label}", span, fix
-        else:
-            uses = [_USE[k].format(label=lb, axis=axis) for k, lb in ((k1, l1), (kind, label))]
-            if k1 == kind:  # twice in one set, {U_X, U_X}: dropping it from the set drops both
-                fix = f"write {axis} once: {text_of(_once(t, axis))}"
-            else:  # each way keeps one use, so a set that repeats it ({U_X, U_X}) names it once there
-                ways = [_once(_drop(t, axis, k, i), axis) for k, i in ((kind, index), (k1, i1))]
-                fix = f"use {axis} in one place: {text_of(ways[0])} or {text_of(ways[1])}"
-            yield f"mesh axis {axis} {uses[0]} and {uses[1]}", span, fix
+            found.append((n, (f"mesh axis {axis} {what}", span, f"{how}: {text_of(_once(t))}")))
+        for kind, index in others:
+            n, span = places[(kind, index)][0]
+            label = t.dims[index].label if index >= 0 else ""
+            if (k1, kind) == ("dim", "dim"):
+                kept = text_of(_once(_without(t, axis, kind, index)))
+                what = f"shards both {l1} and {label}"
+                fix = f"shard {label} over another axis, or replicate it: {kept}"
+            else:
+                said = [_USE[k].format(label=lb, axis=axis) for k, lb in ((k1, l1), (kind, label))]
+                ways = [text_of(_once(_without(t, axis, k, i))) for k, i in ((kind, index), (k1, i1))]
+                what, fix = f"{said[0]} and {said[1]}", f"use {axis} in one place: {ways[0]} or {ways[1]}"
+            found.append((n, (f"mesh axis {axis} {what}", span, fix)))
+    yield from (f for _, f in sorted(found, key=lambda nf: nf[0]))
 
 
 def subaxis_overlap(t: Tensor, ctx: Context) -> Iterator[Found]:
@@ -188,7 +205,7 @@ def subaxis_overlap(t: Tensor, ctx: Context) -> Iterator[Found]:
             f"{what}, and both are used by {text_of(t)}: a sub-axis and its parent, or two overlapping "
             "sub-axes, never both shard one tensor",
             t.span,
-            f"use one of {first} and {second}, or factors that do not overlap (Y:(1)2 and Y:(2)2 of Y=4)",
+            f"use one of {first} and {second}, or factors that do not overlap ({factors_apart(first, second, ctx.mesh)})",
         )
 
 
@@ -200,15 +217,7 @@ def unknown_axis(t: Tensor, ctx: Context) -> Iterator[Found]:
     for axis, _kind, _index, span in _places(t, ctx.source):
         if axis not in ctx.mesh and axis not in seen:
             seen.add(axis)
-            yield _not_in_mesh(axis, ctx.mesh), span, _fix_unknown(axis, ctx.mesh)
-
-
-def _fix_unknown(axis: str, mesh: Mesh) -> str:
-    """The fix for an axis the mesh lacks: a sub-axis as large as its axis is the axis, so write that."""
-    f = factor_of(axis)
-    if f is not None and f.parent in mesh.names and f.stop == f.size == mesh[f.parent].size:
-        return f"write {f.parent}"
-    return f"use an axis of the mesh ({', '.join(mesh.names)}), or add {axis} to it"
+            yield _not_in_mesh(axis, ctx.mesh), span, unknown_axis_fix(axis, ctx.mesh)
 
 
 def _not_in_mesh(axis: str, mesh: Mesh) -> str:
@@ -264,7 +273,7 @@ def collective_unknown_axis(c: Collective, ctx: Context) -> Iterator[Found]:
                 if ":" not in axis
                 else f"{c.op.value} names {_not_in_mesh(axis, ctx.mesh)}",
                 head_span(c, ctx.source),
-                _fix_unknown(axis, ctx.mesh),
+                unknown_axis_fix(axis, ctx.mesh),
             )
 
 

@@ -53,7 +53,7 @@ PINNED = [
         None,
         None,
         AxisUsedTwice,
-        "error: mesh axis X is unreduced ({U_X}) and is unreduced ({U_X}) [axis-used-twice]\n"
+        "error: mesh axis X is named twice in the unreduced set [axis-used-twice]\n"
         "  A[I, J]{U_X, U_X}\n"
         "         ^^^^^^^^^^\n"
         "  fix: write X once: A[I, J]{U_X}",
@@ -63,7 +63,7 @@ PINNED = [
         None,
         None,
         AxisUsedTwice,
-        "error: mesh axis X is unreduced ({U_X}) and is unreduced ({U_X}) [axis-used-twice]\n"
+        "error: mesh axis X is named twice in the unreduced set [axis-used-twice]\n"
         "  A[I]{U_X, U_Y, U_X}\n"
         "      ^^^^^^^^^^^^^^^\n"
         "  fix: write X once: A[I]{U_XY}",
@@ -73,7 +73,7 @@ PINNED = [
         None,
         None,
         AxisUsedTwice,
-        "error: mesh axis X is invariant ({I_X}) and is invariant ({I_X}) [axis-used-twice]\n"
+        "error: mesh axis X is named twice in the invariant set [axis-used-twice]\n"
         "  A[I]{I_X, I_X}\n"
         "      ^^^^^^^^^^\n"
         "  fix: write X once: A[I]{I_X}",
