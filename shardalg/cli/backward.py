@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import EXIT_ILLEGAL, EXIT_OK, EXIT_USAGE
-from .common import examples, json_text, program_text
+from shardalg.errors import UsageError
+
+from . import EXIT_ILLEGAL, EXIT_OK
+from .common import add_format_or_json, examples, json_text, program_text
 from .hwmesh import mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
@@ -51,17 +53,34 @@ def _backward(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _verify_programs(args: argparse.Namespace) -> tuple[str, str]:
+    """FORWARD and BACKWARD: each from its option (``--forward``, ``--backward``) or else from the
+    positional arguments, in order (``verify --forward F B`` reads B as the backward); a program given both
+    ways, or one missing, is a UsageError."""
+    roles = {"forward": args.forward_opt, "backward": args.backward_opt}
+    given = [text for text in (args.forward, args.backward) if text is not None]
+    free = [role for role, text in roles.items() if text is None]
+    if len(given) > len(free):
+        said = " and ".join(f"--{role}" for role, text in roles.items() if text is not None)
+        raise UsageError(
+            f"{len(given)} programs given as arguments besides {said}: verify reads one forward and one "
+            "backward",
+            fix="give each program once: FORWARD BACKWARD, or --forward F --backward B",
+        )
+    roles.update(zip(free, given, strict=False))
+    missing = [role for role, text in roles.items() if text is None]
+    if missing:
+        raise UsageError(
+            f"verify needs the {' and the '.join(missing)} program",
+            fix="give FORWARD BACKWARD, or --forward F --backward B",
+        )
+    return roles["forward"], roles["backward"]
+
+
 def _verify(args: argparse.Namespace) -> int:
     from shardalg.planning.verify import verify
 
-    forward = args.forward_opt or args.forward
-    written = args.backward_opt or args.backward
-    if not forward or not written:
-        print(
-            "shardalg verify: give the forward and the backward (FORWARD BACKWARD, or --forward/--backward)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+    forward, written = _verify_programs(args)
     report = verify(
         program_text(forward),
         program_text(written),
@@ -80,7 +99,7 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, json: bool = True) -> None:
     p.add_argument("--mesh", metavar="X=4,Y=2", help="the mesh (required unless the program declares one)")
     p.add_argument("--sizes", metavar="B=1024,D=4096", help="dim sizes, NAME=INT separated by commas")
     p.add_argument(
@@ -88,7 +107,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="let gradients stay unreduced where their primal is replicated (not invariant)",
     )
-    p.add_argument("--json", action="store_true", help="print JSON")
+    if json:
+        p.add_argument("--json", action="store_true", help="print JSON")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -105,14 +125,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "program", metavar="PROGRAM", help="the forward program (quote it), or - for standard input"
     )
-    p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    add_format_or_json(p, FORMATS, "print JSON (= --format json)")
     p.add_argument(
         "--keep-gathered",
         action="store_true",
         help="read the forward's gathered copies instead of gathering again (costs their memory, "
         "shown in bytes per device)",
     )
-    _common(p)
+    _common(p, json=False)
     p.set_defaults(handler=_backward)
 
     p = subparsers.add_parser(

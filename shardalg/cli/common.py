@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardalg.errors import FileError, UsageError
-from shardalg.notation.programarg import PROGRAM_FORMS, looks_like_notation
+from shardalg.notation.programarg import PROGRAM_FORMS, holds_nothing, looks_like_notation
 from shardalg.planning.overlap import OverlapPolicy
 
 # shtab's marker for "complete a file name here" (shtab.FILE), written out so shtab stays optional
@@ -66,6 +66,42 @@ def add_keep(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _FormatOrJson(argparse.Action):
+    """``--format FMT`` or ``--json``: stores the option's value, and refuses the other option given after
+    it asking for another format (``--format json --json`` agree). (argparse's mutually exclusive groups
+    compare a value with the default by identity, so in-process ``main(["--json", "--format", "text"])``
+    would pass where the shell's would not.)"""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        fmt = "json" if self.nargs == 0 else values
+        given = getattr(namespace, "_format_or_json", None)  # (option, the format it asked for)
+        if given is not None and given[1] != fmt:
+            raise argparse.ArgumentError(self, f"not allowed with argument {given[0]} (one output format)")
+        namespace._format_or_json = (option_string, fmt)
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+
+
+def add_format_or_json(
+    p: argparse.ArgumentParser, choices: tuple[str, ...], json_help: str, format_help: str | None = None
+) -> None:
+    """``--format FMT`` and ``--json``, one or the other: ``--json --format latex`` is a usage error, never
+    one of the two silently dropped (``args.format`` defaults to text, ``args.json`` to False)."""
+    p.add_argument(
+        "--format",
+        choices=choices,
+        default="text",
+        action=_FormatOrJson,
+        help=format_help or "output format (default: text)",
+    )
+    p.add_argument("--json", nargs=0, default=False, action=_FormatOrJson, help=json_help)
+
+
 def json_text(obj: object, ensure_ascii: bool = False) -> str:
     """The ``--json`` output: ``obj`` indented by two, its text as written (``ensure_ascii``: escaped).
     :mod:`json` is imported here: a command run without ``--json`` (the README's ``plan`` and ``compare``)
@@ -110,8 +146,8 @@ def read_source(text: str) -> str:
 def program_text(arg: str) -> str:
     """The notation a PROGRAM (or EXPR) argument gives: the text itself; standard input for ``-``; the file it
     names; or, for a model preset's name (``llama-3-70b``), the program ``shardalg model show NAME`` prints.
-    An empty program (nothing but blanks and comments), a file that cannot be read and a word that is none
-    of these are errors (a FileError; a UsageError with the closest preset)."""
+    An empty program (nothing but blanks, separators such as ``;`` and comments), a file that cannot be read
+    and a word that is none of these are errors (a FileError; a UsageError with the closest preset)."""
     if arg == "-":
         text = read_source(arg)
     elif looks_like_notation(arg):
@@ -120,13 +156,28 @@ def program_text(arg: str) -> str:
         from shardalg.models.source import named_program  # the presets load only for a word
 
         text = named_program(arg)
-    if all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
+    if holds_nothing(text) or ("[" not in text and _reads_as_nothing(text)):
         where = {"-": "standard input"}.get(arg, repr(arg))
         raise UsageError(
             f"the program is empty: {where} holds no notation",
             fix=f"give a PROGRAM: {PROGRAM_FORMS} (shardalg model list)",
         )
     return text
+
+
+def _reads_as_nothing(text: str) -> bool:
+    """Whether the parser reads ``text`` as a program with nothing in it (no statement, mesh, sizes or roles:
+    LaTeX remarks and spacing only, ``\\text{(a remark)}``). Asked only of text without a ``[`` (every
+    statement has a tensor), so a program is not parsed twice; a text that does not parse is not nothing
+    (the command reports its error)."""
+    from shardalg.errors import ShardalgError
+    from shardalg.notation.parse import parse
+
+    try:
+        program = parse(text)
+    except ShardalgError:
+        return False
+    return not program.statements and (program.mesh, program.sizes, program.roles) == (None, (), None)
 
 
 def reset_stdin() -> None:

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from shardalg.errors import ParseError, UsageError
+from shardalg.errors import UsageError
 from shardalg.progress import task
 
 from . import EXIT_ILLEGAL, EXIT_OK
@@ -86,14 +86,13 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from shardalg.algebra.legality import as_sizes
-    from shardalg.algebra.mesh import Mesh
-    from shardalg.notation.parse import parse_statement, parse_tensor
+    from shardalg.algebra.context import merged_sizes, say_replaced
+    from shardalg.errors import ShardalgError
+    from shardalg.notation.parse import parse
+    from shardalg.notation.syntax import Tensor
     from shardalg.pictures.show import show, show_collective, show_tikz
 
-    text = program_text(args.expr).strip()
-    mesh = Mesh.parse(args.mesh)
-    sizes = as_sizes(args.sizes)
+    text = program_text(args.expr)
     fmt = args.format or (Path(args.out).suffix.lstrip(".").lower() if args.out else "text")
     if fmt in PICTURES:
         if not args.out:
@@ -102,25 +101,34 @@ def _show(args: argparse.Namespace) -> int:
             )
         if Path(args.out).suffix.lower() != f".{fmt}":
             raise UsageError(f"--out {args.out} does not end in .{fmt}")
-        from shardalg.pictures.grids import draw_show
-
-        try:
-            print(draw_show(text, mesh, args.out, sizes=sizes))
-        except OSError as err:
-            raise file_error(err, "write the picture") from None
-        return EXIT_OK
-    if fmt not in ("text", "tikz"):
+    elif fmt not in ("text", "tikz"):
         raise UsageError(f"--out {args.out}: a picture is .png or .svg (text and tikz go to standard output)")
-    if args.out:
+    elif args.out:
         raise UsageError(f"--format {fmt} prints to standard output; --out is for png and svg")
-    # the pictures are given the text, not the parsed node: an error then shows its caret under the source
-    try:
-        parse_tensor(text)
-    except ParseError:
-        parse_statement(text)
-        print(show_collective(text, mesh, format=fmt, sizes=sizes))
-        return EXIT_OK
-    print(show_tikz(text, mesh, sizes=sizes) if fmt == "tikz" else show(text, mesh, sizes))
+    program = parse(text)  # read as every command reads a program: its mesh and where-sizes count
+    if len(program.statements) != 1:
+        raise UsageError(
+            f"show draws one tensor or one collective, not {len(program.statements)} statements",
+            fix="show each statement on its own",
+        )
+    (statement,) = program.statements
+    mesh = _mesh(args, program)
+    sizes, said = merged_sizes(program.sizes, args.sizes)
+    say_replaced(said)
+    try:  # the statement's spans point into the program's text: an error shows its caret there
+        if fmt in PICTURES:
+            from shardalg.pictures.grids import draw_show
+
+            try:
+                print(draw_show(statement, mesh, args.out, sizes=sizes))
+            except OSError as err:
+                raise file_error(err, "write the picture") from None
+        elif not isinstance(statement, Tensor):
+            print(show_collective(statement, mesh, format=fmt, sizes=sizes))
+        else:
+            print(show_tikz(statement, mesh, sizes=sizes) if fmt == "tikz" else show(statement, mesh, sizes))
+    except ShardalgError as err:
+        raise err.with_source(text) from None
     return EXIT_OK
 
 
@@ -170,7 +178,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     s.add_argument("expr", metavar="EXPR", help="a tensor like 'A[I_X, J]{U_Y}' or a collective, or -")
-    s.add_argument("--mesh", metavar="X=4,Y=2", required=True, help="the mesh (numeric sizes)")
+    s.add_argument(
+        "--mesh", metavar="X=4,Y=2", help="the mesh (numeric sizes; required unless EXPR declares one)"
+    )
     s.add_argument("--sizes", metavar="I=1024,J=4096", help="dim sizes: cells show index ranges")
     s.add_argument(
         "--format",

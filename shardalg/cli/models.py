@@ -44,6 +44,11 @@ def _program(args: argparse.Namespace) -> Any:
     from shardalg.notation.parse import parse
 
     program = parse(program_text(args.program))
+    if not program.statements:  # a mesh, sizes or roles alone: a model of nothing, never measured as zero
+        raise UsageError(
+            "the program has no statement: there is no model to measure",
+            fix="give a PROGRAM with its products (shardalg model show NAME prints one), or a preset",
+        )
     if getattr(args, "attention", None) is not None:  # the attention core's form, set on its softmax
         from shardalg.models.expand import with_attention
 

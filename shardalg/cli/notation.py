@@ -36,12 +36,18 @@ def _parse(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from shardalg.algebra.context import as_sizes
     from shardalg.algebra.legality import check, notes
-    from shardalg.errors import ShapeMismatch
+    from shardalg.errors import ParseError, ShapeMismatch
     from shardalg.notation.parse import parse
     from shardalg.notation.printing import text
     from shardalg.planning.programs import check_program
 
-    program = parse(program_text(args.expr))
+    source = program_text(args.expr)
+    try:
+        program = parse(source)
+    except ParseError as err:  # --json answers in JSON whatever was wrong (and the error is said on stderr)
+        if args.json:
+            print(_dump({"legal": False, "violations": [err.to_json()], "notes": []}))
+        raise
     found = [v.to_error() for v in check(program, mesh(args.mesh or None), args.sizes)]
     if not found and len(program.statements) > 1 and (args.mesh or program.mesh is not None):
         try:  # what each statement reads: a layout the program holds the value in (as backward reads it)

@@ -29,7 +29,14 @@ from shardalg.planning.search import MAX_LABELS
 from shardalg.progress import task
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import add_overlap, examples, json_text, no_made_up_sizes, program_text
+from .common import (
+    add_format_or_json,
+    add_overlap,
+    examples,
+    json_text,
+    no_made_up_sizes,
+    program_text,
+)
 from .hwmesh import HW_HELP, add_hw, chip, mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
@@ -286,10 +293,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the communication model for --hw (default: the chip's)",
     )
     add_overlap(p, help="with --hw: what runs at once (default schedule: a step waits for its inputs)")
-    p.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
-    p.add_argument(
-        "--json", action="store_true", help="the JSON documented in the module help (= --format json)"
-    )
+    add_format_or_json(p, FORMATS, "the JSON documented in the module help (= --format json)")
     p.set_defaults(handler=_plan)
 
     p = subparsers.add_parser(

@@ -21,6 +21,7 @@ from shardalg.errors import UsageError
 from . import EXIT_OK
 from .common import (
     HelpFormatter,
+    add_format_or_json,
     add_keep,
     add_overlap,
     examples,
@@ -304,8 +305,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="rows of the ranked table (default 10); in training a candidate bounded out of every row and of "
         "its strategy's best is left unpriced",
     )
-    p.add_argument("--format", choices=("text", "latex"), default="text", help="the table as text or LaTeX")
-    p.add_argument("--json", action="store_true", help="print the JSON documented in the README")
+    add_format_or_json(
+        p, ("text", "latex"), "print the JSON documented in the README", "the table as text or LaTeX"
+    )
     p.add_argument(
         "--emit-program",
         metavar="FILE.sa",

@@ -13,7 +13,6 @@ import re
 import sys
 from pathlib import Path
 
-from shardalg import limits
 from shardalg.errors import UsageError
 
 from .common import DIR_COMPLETION, FILE_COMPLETION, examples, file_error, json_text, program_text
@@ -141,7 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="print an expression (or its plan) as LaTeX",
         description="Print EXPR as a LaTeX fragment (amsmath), or with --plan its default plan as an aligned "
         "display (where the cheapest plan depends on sizes not given, the plans not beaten at every size, with "
-        "plan's note in %% comments and on stderr); --markdown wraps it in $$...$$ for Markdown, KaTeX and "
+        "plan's note in % comments and on stderr); --markdown wraps it in $$...$$ for Markdown, KaTeX and "
         "MathJax.",
         epilog=examples(
             'shardalg latex "A[I_X, J] · B[J, K] -> C[I_X, K]"',
@@ -149,7 +148,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         ),
     )
     p.add_argument("expr", metavar="EXPR", help="the notation (quote it), or - to read standard input")
-    p.add_argument("--mesh", default=None, metavar="X=4,Y=2", help="the mesh, needed with --plan")
+    p.add_argument(
+        "--mesh", default=None, metavar="X=4,Y=2", help="the mesh for --plan (unless EXPR declares one)"
+    )
     p.add_argument("--sizes", default="", metavar="B=1024", help="dim sizes, NAME=INT separated by commas")
     p.add_argument("--plan", action="store_true", help="print the default plan instead of the expression")
     p.add_argument("--markdown", action="store_true", help="wrap as Markdown display math ($$...$$)")
@@ -157,16 +158,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def parse_sizes(text: str) -> dict[str, int]:
-    """``B=1024,F=8192`` to a dict; names must be identifiers and sizes positive integers."""
-    out: dict[str, int] = {}
-    for part in re.split(r"[,\s]+", text.strip()):
-        if not part:
-            continue
-        m = re.fullmatch(r"([A-Za-z][A-Za-z0-9]*)=(\d+)", part)
-        if m is None or limits.require_digits(m[2], f"the size of {m[1]}") < 1:
-            raise UsageError(f"bad size {part!r}: write NAME=POSITIVE_INTEGER, e.g. B=1024")
-        out[m[1]] = limits.require_digits(m[2], f"the size of {m[1]}")
-    return out
+    """``B=1024,F=8192`` to a dict, read as every ``--sizes`` is (:func:`~shardalg.algebra.context.as_sizes`:
+    names, positive integers, each name once); blank text is no sizes."""
+    from shardalg.algebra.context import as_sizes
+
+    return as_sizes(text) if text.strip() else {}
 
 
 def parse_range(text: str) -> tuple[float, float]:
@@ -303,12 +299,10 @@ def _latex(args: argparse.Namespace) -> int:
     from shardalg.notation.parse import parse
 
     program = parse(program_text(args.expr))
-    if args.plan:
-        if args.mesh is None:
-            raise UsageError("--plan needs --mesh, e.g. --mesh X=4,Y=2")
-        if len(program.statements) != 1:
-            raise UsageError("--plan takes one statement (an einsum or a resharding)")
-        said, blocks = _latex_plans(program.statements[0], args)
+    if (
+        args.plan
+    ):  # planned as plan plans it: the program's mesh and where-sizes count, --mesh and --sizes win
+        said, blocks = _latex_plans(program, args)
         for line in said:
             print(f"shardalg: note: {line.strip()}", file=sys.stderr)
         if args.markdown:
@@ -325,13 +319,13 @@ def _latex(args: argparse.Namespace) -> int:
         return EXIT_OK
     from shardalg.notation.printing import latex
 
-    node = program.statements[0] if len(program.statements) == 1 else program
-    out = latex(node)
+    alone = len(program.statements) == 1 and (program.mesh, program.sizes, program.roles) == (None, (), None)
+    out = latex(program.statements[0] if alone else program)  # a mesh, sizes or roles are printed too
     print(f"$$\n{out}\n$$" if args.markdown else out)
     return EXIT_OK
 
 
-def _latex_plans(statement: object, args: argparse.Namespace) -> tuple[list[str], list[tuple[str, str]]]:
+def _latex_plans(program: object, args: argparse.Namespace) -> tuple[list[str], list[tuple[str, str]]]:
     """What ``latex --plan`` says and prints, as ``plan`` does: one plan, or where the cheapest depends on
     sizes not given, the plans not beaten at every size (or the cheapest where each says) with ``plan``'s
     note; a cut search is said too. Returns the notes and (heading, aligned LaTeX) per plan shown; the
@@ -340,7 +334,7 @@ def _latex_plans(statement: object, args: argparse.Namespace) -> tuple[list[str]
     from shardalg.planning.planner import plan, plans, prepare
     from shardalg.planning.redistribute import plan_bytes
 
-    problem = prepare(statement, mesh(args.mesh), parse_sizes(args.sizes) or None)
+    problem = prepare(program, mesh(args.mesh) if args.mesh else None, parse_sizes(args.sizes) or None)
     found = plans(problem)
     if not found:
         raise UsageError(f"no plan: the search found no plan before a limit cut it: {found.note}")

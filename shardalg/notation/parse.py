@@ -14,32 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from shardalg import limits
-from shardalg.errors import ParseError, ShardalgError, Span, UsageError
+from shardalg.errors import UsageError
 
-from .build import LOCAL, split_axes, transformer
-from .grammar import START, grammar_path, grammar_text, lalr_parser
-from .lalr import UnexpectedInput, VisitError
-from .syntax import Apply, Arrow, Collective, Node, Product, Program, Statement, Tensor
-from .syntaxerrors import parse_error
+from .build import LOCAL, split_axes
+from .grammar import START, grammar_path, grammar_text
+from .syntax import Program, Statement, Tensor, nesting
+from .syntaxerrors import parsed
 
 __all__ = ["parse", "parse_tensor", "parse_statement", "grammar_text", "grammar_path", "split_axes", "LOCAL"]
-
-
-def _depth(statement: Node) -> int:
-    """How many products, collectives and functions nest in a statement (walked without recursion)."""
-    deepest, todo = 0, [(statement, 0)]
-    while todo:
-        node, level = todo.pop()
-        if isinstance(node, Arrow):
-            todo.append((node.expr, level))
-        elif isinstance(node, Product):
-            todo += [(node.left, level + 1), (node.right, level + 1)]
-        elif isinstance(node, Collective):
-            todo.append((node.arg, level + 1))
-        elif isinstance(node, Apply):
-            todo += [(a, level + 1) for a in node.operands]
-        deepest = max(deepest, level)
-    return deepest
 
 
 def _bounded(node: Any, text: str) -> Any:
@@ -48,7 +30,7 @@ def _bounded(node: Any, text: str) -> Any:
     statements = node.statements if isinstance(node, Program) else (node,)
     limits.require("statements", len(statements), "the program")
     for s in statements:
-        depth = _depth(s)
+        depth = nesting(s)
         if depth > limits.value("depth"):
             raise limits.refuse("depth", f"a statement nests {depth} levels", span=s.span).with_source(text)
     return node
@@ -59,26 +41,7 @@ def _run(text: object, kind: str) -> Any:
         raise UsageError(f"parse takes text (a str), not {type(text).__name__}")
     limits.require("text", len(text), "the input")
     start = START[kind]
-    return _bounded(_parse(text, start), text)
-
-
-def _parse(text: str, start: str) -> Any:
-    try:
-        tree = lalr_parser().parse(text, start=start)
-        return transformer().transform(tree)
-    except UnexpectedInput as err:
-        raise parse_error(err, text, start) from None
-    except VisitError as err:
-        inner = err.orig_exc
-        if isinstance(inner, ShardalgError):
-            raise inner.with_source(text) from None
-        raise ParseError(f"not in the notation: {inner}", span=Span(0, len(text)), source=text) from None
-    except RecursionError:
-        raise limits.refuse(
-            "depth",
-            "the input nests too deeply to read (parentheses, products or collectives)",
-            span=Span(0, len(text)),
-        ).with_source(text) from None
+    return _bounded(parsed(text, start), text)
 
 
 def parse(text: str) -> Program:

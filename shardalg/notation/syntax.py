@@ -52,6 +52,7 @@ __all__ = [
     "Statement",
     "dtype_named",
     "without_spans",
+    "nesting",
 ]
 
 
@@ -178,7 +179,11 @@ class Dim(Node):
 
     def __post_init__(self) -> None:
         if (self.name is None) == (self.size is None):
-            raise ValueError("a Dim has a name or a literal size, not both and not neither")
+            raise UsageError(
+                "a Dim has a name or a literal size, not both and not neither: "
+                f"Dim({self.name!r}, {self.axes!r}, {self.size!r})",
+                fix="Dim('I', ('X',)) for I_X; Dim(None, (), 1024) for a dim of size 1024",
+            )
         if type(self.axes) is not tuple:
             object.__setattr__(self, "axes", tuple(self.axes))
 
@@ -500,3 +505,20 @@ def without_spans(node: _N) -> _N:
         return node
     kept = {f.name: without_spans(getattr(node, f.name)) for f in fields(node) if f.init and f.name != "span"}
     return type(node)(**kept)  # type: ignore[return-value]
+
+
+def nesting(statement: Node) -> int:
+    """How many products, collectives and functions nest in a statement (walked without recursion)."""
+    deepest, todo = 0, [(statement, 0)]
+    while todo:
+        node, level = todo.pop()
+        if isinstance(node, Arrow):
+            todo.append((node.expr, level))
+        elif isinstance(node, Product):
+            todo += [(node.left, level + 1), (node.right, level + 1)]
+        elif isinstance(node, Collective):
+            todo.append((node.arg, level + 1))
+        elif isinstance(node, Apply):
+            todo += [(a, level + 1) for a in node.operands]
+        deepest = max(deepest, level)
+    return deepest

@@ -7,14 +7,17 @@ spelling, or in JAX's or PyTorch's words (``psum_X(...)``, ``all_gather``, ``Sha
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
+from shardalg import limits
 from shardalg.cache import Kind, memoized
-from shardalg.errors import ParseError, Span, closest
+from shardalg.errors import ParseError, ShardalgError, Span, closest
 
-from .grammar import lalr_parser
-from .lalr import Token, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from .build import transformer
+from .grammar import START, lalr_parser
+from .lalr import Token, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from .op import Op
 
 # How expected terminals read in a message; None hides one (its plain spelling is listed already).
@@ -43,7 +46,9 @@ _DESCRIBE: dict[str, str | None] = {
 }
 
 # Common mistakes: an error whose parser state and offending token kind match those of one of these
-# inputs gets the label (lark's match_examples, keyed exactly on the token kind).
+# inputs gets the label (lark's match_examples, keyed exactly on the token kind). A label in _STATEMENTS_ONLY
+# is learnt for a program or a statement only: where one tensor is read, `AllGather` lexes as a tensor's name, so
+# its examples fail in the state every name followed by a stray word does (`A b[I]`), which is no collective.
 _MISTAKES: dict[str, list[str]] = {
     "write a product with '·', '*' or '@', or put the two expressions on separate lines": [
         "A[I] B[I]",
@@ -64,6 +69,8 @@ _MISTAKES: dict[str, list[str]] = {
     "dims are separated by ','": ["A[I J]", "A[I_X J]", "A[I_{X} J]", "A[I 1]", "A[I_X 1]"],
 }
 
+
+_STATEMENTS_ONLY = frozenset({"a collective needs its mesh axes as a subscript, e.g. AllGather_X(A[I_X, J])"})
 
 # The notation's operations, as the grammar's OP_WORD spells them.
 OPERATIONS = tuple(
@@ -138,6 +145,8 @@ def _mistake_index(start: str) -> dict[tuple[int, str], str]:
     """(parser state, token kind) -> label, from the failures of the _MISTAKES examples."""
     index: dict[tuple[int, str], str] = {}
     for label, examples in _MISTAKES.items():
+        if label in _STATEMENTS_ONLY and start == START["tensor"]:
+            continue
         for example in examples:
             try:
                 lalr_parser().parse(example, start=start)
@@ -195,6 +204,22 @@ def _token_text(tok: Token) -> str:
     return f"'{tok}'"
 
 
+def _character_fix(char: str) -> str | None:
+    """What to write for a character the notation does not read that looks like one it does: a Unicode
+    space or an invisible character (pasted from a web page: a plain space or nothing), a letter or digit
+    in another form (fullwidth ``Ａ``, bold ``𝐀``: its ASCII form). None for anything else (``Ω``)."""
+    if char.isascii():
+        return None
+    name = unicodedata.name(char, "an unnamed character")
+    code = f"U+{ord(char):04X} {name}"
+    if char.isspace() or unicodedata.category(char) in ("Zs", "Cf"):
+        return f"{code} is not a plain space: write a space, or nothing"
+    plain = unicodedata.normalize("NFKC", char)
+    if plain.isascii() and plain.isalnum():
+        return f"write {plain!r}: {code} is not ASCII (names are ASCII letters and digits)"
+    return None
+
+
 def parse_error(err: UnexpectedInput, text: str, start: str) -> ParseError:
     label: str | None = None
     if isinstance(err, UnexpectedToken):
@@ -208,6 +233,9 @@ def parse_error(err: UnexpectedInput, text: str, start: str) -> ParseError:
         else:
             message = f"unexpected character {text[pos]!r}; expected {_describe(err.allowed or ())}"
             span = Span(pos, pos + 1)
+            fix = _character_fix(text[pos])
+            if fix is not None:
+                return ParseError(message, span=span, source=text, fix=fix)
     elif isinstance(err, UnexpectedToken):
         tok = err.token
         pos = tok.start_pos if tok.type != "$END" else len(text)
@@ -224,3 +252,24 @@ def parse_error(err: UnexpectedInput, text: str, start: str) -> ParseError:
     if label:
         message = f"{message} ({label})"
     return ParseError(message, span=span, source=text, fix=_operation_hint(text, span.start))
+
+
+def parsed(text: str, start: str) -> Any:
+    """``text`` read from the start rule ``start`` and built into nodes (:mod:`.build`); every failure a
+    ParseError (a LimitExceeded for nesting too deep to read), with ``text`` as its source."""
+    try:
+        tree = lalr_parser().parse(text, start=start)
+        return transformer().transform(tree)
+    except UnexpectedInput as err:
+        raise parse_error(err, text, start) from None
+    except VisitError as err:
+        inner = err.orig_exc
+        if isinstance(inner, ShardalgError):
+            raise inner.with_source(text) from None
+        raise ParseError(f"not in the notation: {inner}", span=Span(0, len(text)), source=text) from None
+    except RecursionError:
+        raise limits.refuse(
+            "depth",
+            "the input nests too deeply to read (parentheses, products or collectives)",
+            span=Span(0, len(text)),
+        ).with_source(text) from None

@@ -368,14 +368,19 @@ def _collective(
     """(before, after, op name, axes, dim)."""
     if isinstance(stmt, Step):
         if len(stmt.inputs) != 1:
-            raise UsageError("show_collective takes a collective step, not an einsum")
+            raise UsageError("show draws a collective's step before and after, not an einsum's")
         (before,) = stmt.inputs
         return before, stmt.output, stmt.op.value, tuple(stmt.axes), stmt.dim
     if isinstance(stmt, str):
         stmt = parse_statement(stmt)
     expr = stmt.expr if isinstance(stmt, Arrow) else stmt
     if not isinstance(expr, Collective) or not isinstance(expr.arg, Tensor):
-        raise UsageError("show_collective takes one collective of a tensor, e.g. AllGather_X(A[I_X, J])")
+        raise UsageError(
+            "show draws a tensor, or one collective of a tensor and its result, e.g. AllGather_X(A[I_X, J]); "
+            f"not {type(expr).__name__.lower()} {text(stmt)}",
+            fix="draw each operand, or the collectives of its plan (shardalg plan)",
+        )
+    check_or_raise(stmt, m, sizes)  # the legality rules first: each refusal with its span and fix
     after = apply_statement(stmt, m, dict(sizes or {}))
     return expr.arg, after, expr.op.value, tuple(expr.axes), expr.dim
 

@@ -30,6 +30,11 @@ class Printer:
         self._settings: dict[str, Any] = {**self._default_settings, **settings}
 
     def doprint(self, node: object) -> Any:
+        if isinstance(node, str):  # notation text: the printers take what the parser makes of it
+            raise UsageError(
+                f"{type(self).__name__} prints a node, not text: {node[:60]!r}",
+                fix="parse it first: shardalg.parse(text) (or parse_tensor, parse_statement)",
+            )
         return self._print(node)
 
     def _print(self, node: object) -> Any:
@@ -40,4 +45,10 @@ class Printer:
         return self.emptyPrinter(node)
 
     def emptyPrinter(self, node: object) -> Any:  # noqa: N802 - sympy's name
+        if isinstance(node, str):  # inside a node made by hand: Tensor("A", ("I",))
+            raise UsageError(
+                f"{type(self).__name__} cannot print the str {node[:60]!r} inside a node: a Tensor's dims are "
+                "Dim values, its name and axes str",
+                fix="Tensor('A', (Dim('I', ('X',)),)) for A[I_X], or parse it: shardalg.parse_tensor('A[I_X]')",
+            )
         raise UsageError(f"{type(self).__name__} cannot print a {type(node).__name__}")

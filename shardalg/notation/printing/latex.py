@@ -181,7 +181,7 @@ class LatexPrinter(TextPrinter):
 
     def doprint(self, node: object) -> str:
         opening, closing = _MODES[self._settings["mode"]]
-        return opening + self._print(node) + closing
+        return opening + super().doprint(node) + closing
 
     # ------------------------------------------------------------------ words
     @staticmethod
