@@ -101,10 +101,12 @@ def added(
     mesh: Mesh,
     sizes: Mapping[str, int],
     tail: tuple[Step, ...] = (),
+    result: Tensor | None = None,
 ) -> Plan:
     """``p`` (a contribution to the gradient ``name``, ending in ``have``'s layout) planned into
     :func:`part_name` and added to ``have``, then finished by ``tail`` (the gradient's finish, moved after
-    the addition)."""
+    the addition); ``result``: the sum's layout when it is not ``have``'s (``have``'s partial sums reduced
+    first, where the contribution is whole)."""
     part = part_name(name)
 
     def renamed(t: Tensor) -> Tensor:
@@ -112,9 +114,10 @@ def added(
 
     steps = [replace(s, inputs=tuple(map(renamed, s.inputs)), output=renamed(s.output)) for s in p.steps]
     total = replace(have, span=None)
-    add = first_plan(Arrow(Apply(Op.ADD, (total, renamed(p.output))), total), mesh, dict(sizes))
+    out = total if result is None else replace(result, name=name, span=None)
+    add = first_plan(Arrow(Apply(Op.ADD, (total, renamed(p.output))), out), mesh, dict(sizes))
     why = f"{name}'s contributions added" + (f" before {name} is finished once" if tail else "")
-    steps += [replace(s, reason=why) for s in add.steps]
+    steps += [replace(s, reason=why) if s.op is Op.ADD else s for s in add.steps]  # a reduction says its own
     steps += tail
     inputs = tuple(dict.fromkeys((*p.inputs, total)))
     return replace(p, inputs=inputs, steps=tuple(steps), output=steps[-1].output)

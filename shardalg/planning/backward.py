@@ -38,11 +38,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from itertools import combinations
 
-from shardalg.algebra.context import chosen_mesh, merged_sizes, say_replaced
+from shardalg.algebra.context import chosen_mesh, merged_sizes, say_replaced, tensors_of
 from shardalg.algebra.legality import check
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.traffic import DEFAULT_DTYPE, Sizes, local_elements
-from shardalg.errors import UsageError
+from shardalg.errors import NoPlan, UsageError
 from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
@@ -102,6 +102,9 @@ class _Backward:
         self.made: set[Step] = set()
         self.copies: dict[Tensor, GatheredCopy] = {}
         self.borrowed: set[str] = set()  # values whose gradient is another value's cotangent, passed on
+        # cotangents passed on to a gradient that has a part already, added when it is complete (:meth:`flush`)
+        self.pending: dict[str, list[tuple[int, Tensor, str]]] = {}
+        self.lent: dict[str, tuple[int, str]] = {}  # a borrowed gradient's statement and reason
 
     # ---- a function's gradients (:mod:`.fngrads`) write through these
     def fresh_target(self, rx: str) -> tuple[Tensor, tuple[str, ...]]:
@@ -151,7 +154,13 @@ class _Backward:
         base, _ = self.fresh_target(rx)
         if rx in self.grad and rx not in self.borrowed:
             g = _strip_invariant(self.grad[rx])
-            self.emit(index, rx, Arrow(expr, g), reason + f", added to d{rx}", accumulate=True, final=True)
+            why = reason + f", added to d{rx}"
+            try:
+                self.emit(index, rx, Arrow(expr, g), why, accumulate=True, final=True)
+            except NoPlan:  # a derivative is never partial sums: made whole, added to the gradient reduced
+                if not g.unreduced:
+                    raise
+                self.emit(index, rx, Arrow(expr, replace(g, unreduced=())), why, accumulate=True, final=True)
             return
         borrowed = rx in self.grad
         out = self.emit(index, rx, Arrow(expr, base), reason, final=not borrowed)
@@ -160,17 +169,34 @@ class _Backward:
 
     def pass_on(self, index: int, rx: str, dy: Tensor, reason: str) -> None:
         """The cotangent ``dy`` passed on unchanged: borrowed as ``rx``'s gradient (resharded into its sharding
-        first when it is not in it); added to a gradient ``rx`` already has."""
+        first when it is not in it); added to a gradient ``rx`` already has once that gradient is complete
+        (:meth:`flush`): its products' parts, partial sums, are then added before they are finished, and
+        finished once (Q's, K's and V's input gradients beside a residual's cotangent: one AllReduce)."""
         base, _ = self.fresh_target(rx)
         if rx not in self.grad:  # a resharding keeps the value (and its name): still the cotangent, borrowed
             moved = dy
             if dy.layout() != base.layout():
                 moved = self.emit(index, rx, Arrow(dy, replace(base, name=dy.name)), reason)
             self.borrow(rx, moved)
+            self.lent[rx] = (index, reason)
             return
+        self.pending.setdefault(rx, []).append((index, dy, reason))
+
+    def flush(self, rx: str) -> None:
+        """Add the cotangents passed on to ``rx`` and held back (:meth:`pass_on`): before a step reads its
+        gradient, or at the end."""
+        for index, dy, reason in self.pending.pop(rx, []):
+            self.add_passed(index, rx, dy, reason)
+
+    def add_passed(self, index: int, rx: str, dy: Tensor, reason: str) -> None:
+        """``dy``, a cotangent passed on unchanged, added to the gradient ``rx`` has."""
+        base, _ = self.fresh_target(rx)
         have = self.grad[rx]
         target = _strip_invariant(have) if rx not in self.borrowed else base
-        target = replace(target, name=grad_name(rx))
+        # partial sums over an axis are added to partial sums only: the part that is whole there (a residual's
+        # cotangent beside a deferred dW{U_X}) would be added once per device, so the other is reduced first
+        both = tuple(a for a in target.unreduced if a in dy.unreduced)
+        target = replace(target, name=grad_name(rx), unreduced=both)
         self.emit(
             index, rx, Arrow(Apply(Op.ADD, (have, dy)), target), reason + f", added to d{rx}", final=True
         )
@@ -217,7 +243,10 @@ class _Backward:
         if u is not None and p.output.layout() == u.bare.layout():
             self.steps[u.index] = without_tail(self.steps[u.index], u)
             return added(p, u.at, name, self.mesh, self.sizes, u.tail)
-        return added(p, have, name, self.mesh, self.sizes)
+        # partial sums are added to partial sums only: where ``p`` is whole, the gradient so far is reduced first
+        both = tuple(a for a in have.unreduced if a in p.output.unreduced)
+        result = replace(have, unreduced=both) if both != have.unreduced else None
+        return added(p, have, name, self.mesh, self.sizes, result=result)
 
     def record(self, e: Einsum, rx: str, chosen: Chosen, invariant: tuple[str, ...], dc: Tensor) -> None:
         g = chosen.gradient
@@ -243,7 +272,8 @@ class _Backward:
             )
         )
         if borrowed and had is not None:  # the gradient so far was a cotangent passed on: add it
-            self.pass_on(e.index, rx, had, reason)
+            index, why = self.lent.pop(rx, (e.index, reason))  # as the statement that passed it on says
+            self.pass_on(index, rx, had, why)
 
     def product(self, e: Einsum) -> None:
         """The two gradients of one forward einsum, planned together (one after the other when both
@@ -283,6 +313,26 @@ def _legal(program: Program, mesh: Mesh, sizes: dict[str, int]) -> None:
     found = [v for v in check(program, mesh, sizes) if v.rule != "case-4"]
     if found:
         raise found[0].to_error()
+
+
+def _names_apart(program: Program) -> None:
+    """A UsageError when a value is named as another value's gradient (``A`` and ``dA``, or ``dA'``, a part
+    of it): the backward writes the gradient of ``A`` into ``dA``, and a gradient step that reads the forward's
+    ``dA`` after that would read the gradient instead."""
+    written = [t for t in tensors_of(program) if t.name]
+    names: dict[str | None, Tensor] = {}
+    for t in written:
+        names.setdefault(t.name, t)  # where each name is first written
+    for t in written:
+        for clash in (grad_name(t.name or ""), part_name(grad_name(t.name or ""))):
+            if clash in names:
+                raise UsageError(
+                    f"the program names a value {clash}, which is the name the backward gives the gradient "
+                    f"of {t.name}",
+                    span=names[clash].span,
+                    source=program.source,
+                    fix=f"rename {clash}: in the backward, d followed by a value's name is that value's gradient",
+                )
 
 
 def backward(
@@ -362,6 +412,7 @@ def _derived(
     """The statements' gradients, in reverse order, each planned (the global view); ``checked``: the program
     passed every legality rule already."""
     fw = analyze(program, m, bound, checked)
+    _names_apart(program)
 
     state = _Backward(fw, m, bound, defer_reductions, keep_gathered)
     seeds = []
@@ -372,11 +423,14 @@ def _derived(
     for node in reversed(fw.nodes):
         if node.roots[-1] not in state.grad:  # the value feeds nothing that has a gradient
             continue
+        state.flush(node.roots[-1])  # its gradient is complete: this node's gradients read it
         if isinstance(node, Call):
             call_gradients(state, node)
         else:
             state.product(node)
 
+    for r in [*fw.inputs, *state.pending]:
+        state.flush(r)
     order = [*fw.inputs, *(e.roots[-1] for e in fw.nodes)]
     gradients = tuple((r, state.grad[r]) for r in order if r in state.grad)
     return BackwardProgram(
@@ -390,6 +444,7 @@ def _derived(
         defer_reductions,
         keep_gathered,
         tuple(state.copies.values()),
+        inputs=tuple(fw.inputs),
     )
 
 
@@ -427,6 +482,7 @@ def _reuse(p: Plan, made: set[Step]) -> Plan:
 def _ring_program(program: Program, mesh: Mesh, sizes: dict[str, int], core, ring: Plan) -> BackwardProgram:
     """The backward of an attention core whose forward is the ring (:mod:`.attention_backward`): one
     gradient a part of the derived plan (dQ's steps, then dK's, then dV's, as the ring makes them)."""
+    _names_apart(program)
     bw = ring_backward(ring, core, mesh)
     primals = (core.q, core.k, core.v)
     ends = [max(i for i, s in enumerate(bw.steps) if s.output.name == grad_name(t.name)) for t in primals]
@@ -451,4 +507,5 @@ def _ring_program(program: Program, mesh: Mesh, sizes: dict[str, int], core, rin
         (ring,),
         note=note,
         runs_first=(named_apart(ring),),
+        inputs=tuple(t.name for t in primals),
     )

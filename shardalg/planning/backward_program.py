@@ -74,6 +74,7 @@ class BackwardProgram:
     runs_first: tuple[
         Plan, ...
     ] = ()  # forward plans an export runs first: the backward reads their statistics
+    inputs: tuple[str, ...] = ()  # the forward's inputs (the values it reads and does not make), in order
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -129,6 +130,14 @@ class BackwardProgram:
         lines = [*self.passed_on(), *self.memory_lines()]
         head = [f"{mark} {self.note}"] if self.note else []
         return "\n".join([*head, *([body] if body else []), *(f"{mark} {line}" for line in lines)])
+
+    @property
+    def input_gradients(self) -> tuple[Tensor, ...]:
+        """The gradient of each of the forward's inputs that has one, in the inputs' order: what a caller of
+        the backward wants back (an input's gradient may be a cotangent passed on unchanged, which later
+        statements also read)."""
+        have = dict(self.gradients)
+        return tuple(have[r] for r in self.inputs if r in have)
 
     def gradient(self, name: str) -> Tensor:
         for n, t in self.gradients:

@@ -407,6 +407,15 @@ def verify(
     bound = dict(fwd.sizes) | dict(bwd.sizes) | as_sizes(sizes)
     derived = backward(fwd, m, bound, defer_reductions=defer_reductions)
     fw = analyze(fwd, m, bound)
+    if fw.calls:  # a function's gradient (gelu', a cotangent passed on by +) is not a product's: unread
+        call = fw.calls[0]
+        raise UsageError(
+            f"verify checks the backward of products and collectives; statement {call.index + 1} of the "
+            f"forward, {call.statement}, is a function, whose gradient it does not read",
+            span=call.statement.span,
+            source=fwd.source,
+            fix="`shardalg backward` derives the whole backward, functions too; verify the products alone",
+        )
     checker = _Checker(fw, derived, bwd, m, bound, fwd.roles)
     for n, s in enumerate(bwd.statements, 1):
         expr = s.expr if isinstance(s, Arrow) else s
