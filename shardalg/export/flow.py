@@ -134,7 +134,11 @@ def _plans_of(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None) -> list[
         return list(obj)
     if hasattr(obj, "grads") and hasattr(obj, "seeds"):  # a shardalg.planning.backward.BackwardProgram
         # the forward plans it reads statistics of (a core's ring: O's log-sum-exp) run first
-        return [*getattr(obj, "runs_first", ()), *(g.plan for g in obj.grads)]
+        plans = [*getattr(obj, "runs_first", ()), *(g.plan for g in obj.grads)]
+        if not plans:  # every gradient is a cotangent passed on unchanged (X + Y -> R: dX and dY are dR)
+            passed = "; ".join(getattr(obj, "passed_on", list)())
+            raise UsageError(f"nothing to export: the backward runs no step ({passed or 'no gradient'})")
+        return plans
     if isinstance(obj, str):
         obj = parse(obj)
     statements = obj.statements if isinstance(obj, Program) else (obj,)
@@ -148,17 +152,22 @@ def _plans_of(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None) -> list[
 
 def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> Flow:
     """Chain the plans of ``obj`` into one flow. Inputs are the values no earlier step produced; outputs
-    are the plan results no later step reads (at least the last)."""
+    are the plan results no later step reads (at least the last), and for a backward program the gradient
+    of each of the forward's inputs."""
     if isinstance(obj, Flow):
         return obj
     m = a_mesh(mesh, "as_flow")
     if not m.is_numeric:
         raise UsageError("export needs a mesh with numeric axis sizes, e.g. X=4,Y=2")
     plans = _plans_of(obj, m, sizes)
+    # a backward returns every input's gradient, also one that later steps read (a cotangent passed on
+    # unchanged, as the dX of X + A -> R is dR, which A's gradient sums)
+    wanted: list[Tensor] = list(getattr(obj, "input_gradients", ()))
     fine: Mesh | None = None
     if any(names_subaxes(p) for p in plans) and not all(mesh_is_fine(m, p) for p in plans):
         r = refine(m, [a for p in plans for a in axes_in(p) if is_subaxis(a)])
         plans, fine, m = [r.expand(p) for p in plans], r.fine, r.fine
+        wanted = [r.expand(t) for t in wanted]
     produced: set[Tensor] = set()
     inputs: list[Tensor] = []
     steps: list[Step] = []
@@ -181,6 +190,7 @@ def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> 
     outputs = [p.output for p, end in zip(plans, ends, strict=True) if not _read(p.output, steps[end:])]
     if not outputs or plans[-1].output not in outputs:
         outputs.append(plans[-1].output)
+    outputs.extend(t for t in wanted if t in produced or t in inputs)
     outputs = list(dict.fromkeys(outputs))
     for t in inputs:
         for a in t.used_axes:

@@ -11,6 +11,7 @@ mesh)`` (global tensors to DTensors with the inputs' ``Shard``/``Replicate``/``P
 | a collective, Slice, Permute | ``x.redistribute(mesh, placements of the result)`` |
 | Slice to unreduced (S -> U) | the block zero-padded in place, ``DTensor.from_local(..., [.., Partial(), ..])`` |
 | local einsum | ``torch.einsum`` on ``to_local()`` blocks, ``DTensor.from_local`` with the result's placements |
+| a function, ``+``, a derivative | the rank form's lines (:mod:`.torch_functions`) on the ``to_local()`` blocks, the same |
 
 Each step's placements are the plan's (``A[I_X, J]{U_Y}`` on ``(X, Y)`` is ``[Shard(0), Partial()]``), so the
 redistributions are the plan's and not ones DTensor's sharding propagation would choose. A tensor whose
@@ -23,7 +24,8 @@ Imports: the export package's siblings (emit, flow, specs, helpers) and the laye
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import Layer
@@ -34,6 +36,7 @@ from shardalg.notation.syntax import Op, Tensor
 from .emit import Body, einsum_subscripts, generated_by, is_zero_pad, removed_suffixes, start
 from .flow import Flow, node_text
 from .specs import placements_source
+from .torch_functions import function_lines
 from .torch_helpers import helpers_source, mesh_source
 
 __all__ = ["export_dtensor"]
@@ -96,6 +99,49 @@ def _einsum(b: _Body, s: Step) -> None:
     )
 
 
+class _Blocks:
+    """A function step as the rank form writes it (:func:`.torch_functions.function_lines`): each operand is
+    its DTensor's local block (``_x0``, ``_x1``), the result a local tensor ``_y`` that the emitter wraps with
+    the result's placements. Names that start with ``_`` are no tensor's variable (see ``flow._identifier``)."""
+
+    OUT = "<result>"  # the result's name in the step the forms read: never an operand's (dX + dX' -> dX)
+
+    def __init__(self, b: _Body, operands: Mapping[Tensor, str]) -> None:
+        self.lines, self.mesh, self._b, self._operands = b.lines, b.mesh, b, operands
+
+    def var(self, t: Tensor) -> str:
+        return "_y" if t.name == self.OUT else self._operands[t]
+
+    def call(self, helper: str, args: str) -> str:
+        self._b.used.add(helper)
+        return f"{helper}({args})"
+
+    def group(self, axes: Sequence[str]) -> tuple[str, str]:
+        group = tuple(a for a in self.mesh.names if a in axes)
+        src = f"mesh.get_group({group[0]!r})" if len(group) == 1 else self.call("_group", f"mesh, {group!r}")
+        return src, ""
+
+
+@EMITTERS.register(
+    *(
+        op
+        for op in Op
+        if op.function and op not in (Op.RENAME, Op.ATTEND, Op.ATTEND_D, Op.DISPATCH, Op.COMBINE)
+    )
+)
+def _function(b: _Body, s: Step) -> None:
+    """A function of the notation, ``+`` or a derivative: the rank form's lines on the local blocks (over a
+    sharded dim its statistics all-reduced over the dim's axes), the result with the plan's placements
+    (``Partial`` for a sum over a sharded dim)."""
+    operands = {t: f"_x{k}" for k, t in enumerate(dict.fromkeys(s.inputs))}
+    for t, local in operands.items():
+        b.lines.append(f"{local} = {b.var(t)}.to_local()")
+    function_lines(_Blocks(b, operands), replace(s, output=replace(s.output, name=_Blocks.OUT)))
+    b.lines.append(
+        f"{b.var(s.output)} = DTensor.from_local(_y, mesh, {b.placements(s.output)}, run_check=False)"
+    )
+
+
 def export_dtensor(
     plan_or_program: object,
     mesh: Mesh,
@@ -122,6 +168,8 @@ def export_dtensor(
         f"        {body.var(t)}: {node_text(t)}, placements {body.placements(t)}" for t in flow.outputs
     )
     first = body.var(flow.inputs[0])
+    # the functions' statistics all-reduced on the local blocks (the helpers call torch.distributed)
+    dist = "import torch.distributed as dist\n" if body.used & {"_all_reduce", "_all_reduce_max"} else ""
     return f'''"""{generated_by(flow, m)} ({m.devices} ranks, row-major: the last axis fastest), as DTensors.
 
 On every rank, after dist.init_process_group(world_size={m.devices}):
@@ -131,7 +179,7 @@ with each argument the global tensor (the same on every rank); outputs are DTens
 """
 
 import torch
-from torch.distributed.device_mesh import init_device_mesh
+{dist}from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 
 {mesh_source(m)}
