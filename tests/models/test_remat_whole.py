@@ -1,7 +1,8 @@
 """Remat policies over the whole model (issue 27, item 7): outside the repeated layer the head is one more
 block. ``none`` keeps its logits, ``block`` keeps its input and makes the logits again for the backward (the
 head's product reruns, its FLOPs counted), a list keeps them when it names them; ``--logits`` overrides. The
-logits not kept are held only while the head runs, so the total moves when a layer holds more than the head."""
+logits not kept are held only while the head runs, so where a layer holds more than the head (its gathered
+weights and what its backward makes again) the total moves by what is kept."""
 
 from __future__ import annotations
 
