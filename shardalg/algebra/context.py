@@ -65,6 +65,17 @@ class Context:
 _SIZE_ITEM = re.compile(r"([A-Za-z][A-Za-z0-9]*)=([1-9][0-9]*)")
 
 
+def _size_fix(part: str) -> str:
+    """What a ``--sizes`` item that is not NAME=INT should be: a dim's integer that is not a positive one
+    (``I=0``, ``I=-1``, ``I=007``) is said so; anything else is shown the NAME=INT form."""
+    named = re.fullmatch(r"([A-Za-z][A-Za-z0-9]*)=(-?[0-9]+)", part)
+    if named is None:
+        return "write NAME=INT, e.g. I=1024,J=4096"
+    value = named[2]
+    zeros = " written without leading zeros" if value.isdigit() and value.strip("0") else ""
+    return f"the size of {named[1]} must be a positive integer{zeros}, not {value} (e.g. {named[1]}=1024)"
+
+
 def as_sizes(sizes: Mapping[str, int] | str | None) -> dict[str, int]:
     """Dim sizes from a mapping or from text ``"I=1024,J=4096"`` (strictly NAME=INT, comma separated)."""
     if sizes is None:
@@ -74,7 +85,7 @@ def as_sizes(sizes: Mapping[str, int] | str | None) -> dict[str, int]:
         for part in (p.strip() for p in sizes.split(",")):
             m = _SIZE_ITEM.fullmatch(part)
             if m is None:
-                raise UsageError(f"bad size {part!r}: write NAME=INT, e.g. I=1024,J=4096")
+                raise UsageError(f"bad size {part!r}: {_size_fix(part)}")
             if m[1] in out:
                 raise UsageError(f"size of {m[1]} given twice")
             out[m[1]] = limits.require_digits(m[2], f"the size of {m[1]}")

@@ -95,7 +95,7 @@ class ShapeInfo:
         mesh = ", ".join(f"{a.name}={a.size if a.size is not None else a.name}" for a in self.mesh.axes)
         rows = [
             ("tensor", text(self.tensor)),
-            ("mesh", f"{mesh} ({_str(self.devices)} devices)"),
+            ("mesh", f"{mesh} ({_str(self.devices)} device{'' if self.devices == 1 else 's'})"),
             ("dtype", dtype),
             ("global shape", _shape_text(self.dtype, self.global_shape)),
             ("local shape", _shape_text(self.dtype, self.local_shape)),

@@ -242,8 +242,11 @@ class MemoryReport(Shown):
     def __str__(self) -> str:
         m = self.model
         head = [
-            ("parameters", f"{as_text(self.params)} ({as_text(m.layers)} layers)"),
-            ("mesh", f"{self._mesh_text()} ({as_text(m.devices)} devices)"),
+            (
+                "parameters",
+                f"{as_text(self.params)} ({as_text(m.layers)} layer{'' if m.layers == 1 else 's'})",
+            ),
+            ("mesh", f"{self._mesh_text()} ({as_text(m.devices)} device{'' if m.devices == 1 else 's'})"),
             ("mode", self.analysis.mode),
         ]
         if self.analysis.mode == "train":

@@ -104,7 +104,8 @@ def prepare(
         if not expr.statements or not one_problem(expr):
             raise UsageError(
                 f"plan takes one statement (or an attention core: Q · K -> Sc; softmax_S(Sc) -> P; "
-                f"P · V -> O), not {len(expr.statements)}; check a program with check_program"
+                f"P · V -> O), not {len(expr.statements)}: give one statement, or check the whole program "
+                "with `shardalg check PROGRAM --mesh ...` (check_program in Python)"
             )
         prog_sizes, prog_mesh = expr.sizes, expr.mesh
         if len(expr.statements) == 1:

@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 from shardalg.algebra.traffic import Bytes
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
+from shardalg.notation.printing.text import axes_subscript
 
 from . import atpoint
 from .order import plan_text_key
@@ -87,7 +88,10 @@ def symbols_of(b: Bytes) -> tuple[Factor, ...]:
 
 def summary(plan: Plan) -> str:
     """A plan in one line: its collectives in order (``AllReduce_XYZ(dW)``), or "no communication"."""
-    moves = [f"{s.op.value}_{''.join(s.axes)}({s.inputs[0].name})" for s in plan.collectives]
+    moves = [
+        f"{s.op.value}{axes_subscript(s.axes, one_item=s.op.takes_dim)}({s.inputs[0].name})"
+        for s in plan.collectives
+    ]
     return ", ".join(moves) or "no communication"
 
 

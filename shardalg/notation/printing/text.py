@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from .base import Node, Printer
 from .symbology import ASCII, GLYPHS, INFIX, PRECEDENCE, ROLE_KEYWORDS, precedence
 
-__all__ = ["TextPrinter", "text"]
+__all__ = ["TextPrinter", "axes_subscript", "text"]
 
 _BARE = re.compile(r"[A-Z]+|[A-Za-z0-9]\Z")  # subscripts written without braces: _X, _XY, _LOCAL, _D
 _CAPITALS = re.compile(r"[A-Z]{2,}\Z")
@@ -211,3 +211,10 @@ class TextPrinter(Printer):
 def text(node: object, **settings: Any) -> str:
     """``node`` in the canonical ASCII notation."""
     return TextPrinter(**settings).doprint(node)
+
+
+def axes_subscript(axes: tuple[str, ...], *, one_item: bool = False) -> str:
+    """The subscript naming ``axes`` as a collective's step prints it (``_XY``, ``_{X:(1)2}``,
+    ``_{data,model}``); ``one_item`` as for a ReduceScatter, AllToAll or Slice without its target dim."""
+    printer = TextPrinter()
+    return printer._sub(printer._axes_items(tuple(axes), one_item=one_item))
