@@ -39,9 +39,16 @@ def _mesh(args: argparse.Namespace, program: object):
 
 def _export(args: argparse.Namespace) -> int:
     from shardalg.algebra.context import merged_sizes, say_replaced
+    from shardalg.models.program import refuse_sizes_it_lacks
     from shardalg.notation.parse import parse
 
+    if args.keep_gathered and not args.backward:  # it changes only the backward: without it, ignored
+        raise UsageError(
+            "--keep-gathered changes only the backward program, and this exports the forward",
+            fix="add --backward, or drop --keep-gathered",
+        )
     program = parse(program_text(args.expr))
+    refuse_sizes_it_lacks(program, args.sizes)  # a size for a dim the program lacks would be ignored
     mesh = _mesh(args, program)
     sizes, said = merged_sizes(program.sizes, args.sizes)
     say_replaced(said)

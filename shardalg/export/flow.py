@@ -23,7 +23,7 @@ from shardalg.notation.printing import text
 from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
 from shardalg.planning.planner import plan as plan_one
 
-__all__ = ["Flow", "as_flow", "as_jobs", "node_text", "step_text"]
+__all__ = ["Flow", "as_flow", "as_jobs", "gradient_note", "node_text", "returns_line", "step_text"]
 
 
 # ------------------------------------------------------------------------------------ text of nodes
@@ -67,6 +67,8 @@ class Flow:
     names: Mapping[Tensor, str] = field(default_factory=dict)
     title: tuple[str, ...] = ()
     mesh: Mesh | None = None  # the mesh refined into the factors the plans name (sub-axes), else None
+    # a backward's: each returned gradient and the forward inputs it is the gradient of (empty: a forward)
+    gradient_of: Mapping[Tensor, tuple[str, ...]] = field(default_factory=dict)
 
     def mesh_on(self, mesh: Mesh) -> Mesh:
         """The mesh the code runs on: ``mesh``, reshaped into the factors of its sub-axes when the plans
@@ -163,11 +165,14 @@ def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> 
     # a backward returns every input's gradient, also one that later steps read (a cotangent passed on
     # unchanged, as the dX of X + A -> R is dR, which A's gradient sums)
     wanted: list[Tensor] = list(getattr(obj, "input_gradients", ()))
+    have = dict(getattr(obj, "gradients", ()))
+    of = [(r, have[r]) for r in getattr(obj, "inputs", ()) if r in have]  # (input, its gradient)
     fine: Mesh | None = None
     if any(names_subaxes(p) for p in plans) and not all(mesh_is_fine(m, p) for p in plans):
         r = refine(m, [a for p in plans for a in axes_in(p) if is_subaxis(a)])
         plans, fine, m = [r.expand(p) for p in plans], r.fine, r.fine
         wanted = [r.expand(t) for t in wanted]
+        of = [(n, r.expand(t)) for n, t in of]
     produced: set[Tensor] = set()
     inputs: list[Tensor] = []
     steps: list[Step] = []
@@ -208,7 +213,32 @@ def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> 
         taken.add(candidate)
         names[t] = candidate
     title = tuple(step_text(s) for s in steps)
-    return Flow(tuple(inputs), tuple(steps), tuple(outputs), names, title, fine)
+    gradient_of: dict[Tensor, tuple[str, ...]] = {}
+    for n, t in of:
+        gradient_of[t] = (*gradient_of.get(t, ()), n)
+    return Flow(tuple(inputs), tuple(steps), tuple(outputs), names, title, fine, gradient_of)
+
+
+def gradient_note(flow: Flow, t: Tensor) -> str:
+    """What output ``t`` of a backward flow is: "the gradient of X" (of X and Y when one tensor is both
+    gradients); "" for a forward flow, whose outputs are its results."""
+    if not flow.gradient_of:
+        return ""
+    of = flow.gradient_of.get(t)
+    return f"the gradient of {' and '.join(of)}" if of else "no input's gradient"
+
+
+def returns_line(flow: Flow) -> str:
+    """For a backward flow, one line naming each returned value and the input it is the gradient of, in the
+    order returned (``returns: dW (gradient of W), dA (of A), dR_1 (of X)``); "" for a forward flow."""
+    if not flow.gradient_of:
+        return ""
+    items = []
+    for t in flow.outputs:
+        of = flow.gradient_of.get(t)
+        what = f"of {' and '.join(of)}" if of else "no input's gradient"
+        items.append(f"{flow.name(t)} ({'gradient ' if not items and of else ''}{what})")
+    return "returns: " + ", ".join(items)
 
 
 def _read(t: Tensor, steps: list[Step]) -> bool:

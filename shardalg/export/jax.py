@@ -57,7 +57,7 @@ from .emit import (
     removed_suffixes,
     start,
 )
-from .flow import Flow, node_text, step_text
+from .flow import Flow, node_text, returns_line, step_text
 from .harness import (
     CheckResult,
     check_inputs,
@@ -375,6 +375,8 @@ def export_jax(
         else ""
     )
     names, shape = tuple(m.names), tuple(m.shape)
+    said = returns_line(flow)  # a backward's: which returned value is the gradient of which input
+    returns = f"\n\n    {said}\n    " if said else ""
     return f'''"""{generated_by(flow, m)}.
 {note}"""
 
@@ -402,7 +404,7 @@ def {name}_local({args}):
 
 
 def {name}({args}{", " if args else ""}mesh=None):
-    """The plan on global arrays: shard them by IN_SPECS, run {name}_local on every device."""
+    """The plan on global arrays: shard them by IN_SPECS, run {name}_local on every device.{returns}"""
     mesh = make_mesh() if mesh is None else mesh
     placed = [jax.device_put(x, NamedSharding(mesh, s)) for x, s in zip({_tuple_src([body.var(t) for t in flow.inputs])}, IN_SPECS)]
     run = jax.shard_map({name}_local, mesh=mesh, in_specs=IN_SPECS, out_specs=OUT_SPECS, check_vma=CHECK_VMA)

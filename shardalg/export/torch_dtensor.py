@@ -34,7 +34,7 @@ from shardalg.notation.plan import Step
 from shardalg.notation.syntax import Op, Tensor
 
 from .emit import Body, einsum_subscripts, generated_by, is_zero_pad, removed_suffixes, start
-from .flow import Flow, node_text
+from .flow import Flow, gradient_note, node_text
 from .specs import placements_source
 from .torch_functions import function_lines
 from .torch_helpers import helpers_source, mesh_source
@@ -164,8 +164,10 @@ def export_dtensor(
         f"        {body.var(t)}: {node_text(t)}, placements {p}"
         for t, p in zip(flow.inputs, ins, strict=True)
     )
-    doc_out = "\n".join(
-        f"        {body.var(t)}: {node_text(t)}, placements {body.placements(t)}" for t in flow.outputs
+    doc_out = "\n".join(  # a backward's outputs also say which input each is the gradient of
+        f"        {body.var(t)}: {node_text(t)}, placements {body.placements(t)}"
+        + (f"; {g}" if (g := gradient_note(flow, t)) else "")
+        for t in flow.outputs
     )
     first = body.var(flow.inputs[0])
     # the functions' statistics all-reduced on the local blocks (the helpers call torch.distributed)

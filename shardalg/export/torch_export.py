@@ -47,7 +47,7 @@ from .emit import (
     removed_suffixes,
     start,
 )
-from .flow import Flow, node_text, step_text
+from .flow import Flow, gradient_note, node_text, step_text
 from .permute import permute_sources
 from .specs import placements_source
 from .torch_dtensor import export_dtensor
@@ -220,8 +220,9 @@ def export_torch(
         f"        {body.var(t)}: {node_text(t)}, DTensor placements {_placements_note(t, m)}"
         for t in flow.inputs
     )
-    outs = "\n".join(
+    outs = "\n".join(  # a backward's outputs also say which input each is the gradient of
         f"        {body.var(t)}: {node_text(t)}, DTensor placements {_placements_note(t, m)}"
+        + (f"; {g}" if (g := gradient_note(flow, t)) else "")
         for t in flow.outputs
     )
     return f'''"""{generated_by(flow, m)} ({m.devices} ranks, row-major: the last axis fastest).

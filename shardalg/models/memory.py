@@ -421,6 +421,13 @@ def model_memory(
     a = analysis
     c = TrainState(optimizer, grads, precision, zero, offload, microbatches, host_link, logits)
     notes = list(a.notes)
+    if not a.model.params:  # parameters 0 is the program's lack of a declaration, not a small model
+        notes.append(
+            (
+                "params",
+                "0: no tensor is declared a parameter ('params W, ...' or 'embeddings E'), so none is counted",
+            )
+        )
     train = a.mode == "train"
     if a.mode == "infer":
         given = [(k, c.opt.name if k == "optimizer" else v) for k, v in c.training_only() if v is not None]
