@@ -114,7 +114,7 @@ def test_every_repr_fits_a_screen(results):
 
 def test_reports_repr_as_one_line_saying_what_they_are(results):
     assert repr(results["MemoryReport"]) == (
-        "<MemoryReport 70,553,706,496 parameters on X=16, Y=4 (train): 42.5 GB (39.5 GiB) per device, fits "
+        "<MemoryReport 70,553,706,496 parameters on X=16, Y=4 (train): 43 GB (40 GiB) per device, fits "
         "in HBM 96 GB (89.4 GiB) on tpu-v5p*>"
     )
     assert repr(results["StepReport"]).startswith("<StepReport step 9.83 s (training on tpu-v5p")
@@ -133,7 +133,7 @@ def test_tables_in_html(results, name):
 
 def test_html_tables_hold_the_numbers(results):
     memory = results["MemoryReport"]._repr_html_()
-    assert "<td>42,458,896,384</td><td>42.5 GB (39.5 GiB)</td>" in memory
+    assert "<td>42,995,767,296</td><td>43 GB (40 GiB)</td>" in memory
     assert "<td>9.83 s</td>" in results["StepReport"]._repr_html_()
     assert "<td>result</td><td><code>192</code></td>" in results["Derivation (fit)"]._repr_html_()
     search = results["SearchResult"]._repr_html_()
