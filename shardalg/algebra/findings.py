@@ -90,6 +90,8 @@ def operand_dim_span(expr: Node, label: str) -> Span | None:
 
 # ---- fixes that name axes
 
+FACTORS_LISTED = 4096  # the largest axis whose factors the fix lists (the rest get the rule)
+
 
 def unknown_axis_fix(axis: str, mesh: Mesh) -> str:
     """The fix for an axis the mesh lacks: a sub-axis as large as its axis is the axis, so write that; a
@@ -113,9 +115,6 @@ def unknown_axis_fix(axis: str, mesh: Mesh) -> str:
         return f"{f.parent}={n} has no factor smaller than itself: write {f.parent}"
     shown = ", ".join(factors[:6]) + (f", ... ({len(factors)} in all)" if len(factors) > 6 else "")
     return f"use a factor of {f.parent}={n} ({shown}), or {f.parent} itself"
-
-
-FACTORS_LISTED = 4096  # the largest axis whose factors the fix lists (the rest get the rule)
 
 
 def factors_apart(first: str, second: str, mesh: Mesh | None) -> str:

@@ -177,7 +177,7 @@ def _reads_as_nothing(text: str) -> bool:
         program = parse(text)
     except ShardalgError:
         return False
-    return not program.statements and (program.mesh, program.sizes, program.roles) == (None, (), None)
+    return not program.statements and program.declares_nothing
 
 
 def reset_stdin() -> None:

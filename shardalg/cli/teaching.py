@@ -319,7 +319,7 @@ def _latex(args: argparse.Namespace) -> int:
         return EXIT_OK
     from shardalg.notation.printing import latex
 
-    alone = len(program.statements) == 1 and (program.mesh, program.sizes, program.roles) == (None, (), None)
+    alone = len(program.statements) == 1 and program.declares_nothing
     out = latex(program.statements[0] if alone else program)  # a mesh, sizes or roles are printed too
     print(f"$$\n{out}\n$$" if args.markdown else out)
     return EXIT_OK

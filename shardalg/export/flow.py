@@ -164,14 +164,11 @@ def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> 
     plans = _plans_of(obj, m, sizes)
     # a backward returns every input's gradient, also one that later steps read (a cotangent passed on
     # unchanged, as the dX of X + A -> R is dR, which A's gradient sums)
-    wanted: list[Tensor] = list(getattr(obj, "input_gradients", ()))
-    have = dict(getattr(obj, "gradients", ()))
-    of = [(r, have[r]) for r in getattr(obj, "inputs", ()) if r in have]  # (input, its gradient)
+    of: list[tuple[str, Tensor]] = list(getattr(obj, "input_gradients", ()))  # (input, its gradient)
     fine: Mesh | None = None
     if any(names_subaxes(p) for p in plans) and not all(mesh_is_fine(m, p) for p in plans):
         r = refine(m, [a for p in plans for a in axes_in(p) if is_subaxis(a)])
         plans, fine, m = [r.expand(p) for p in plans], r.fine, r.fine
-        wanted = [r.expand(t) for t in wanted]
         of = [(n, r.expand(t)) for n, t in of]
     produced: set[Tensor] = set()
     inputs: list[Tensor] = []
@@ -195,7 +192,7 @@ def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> 
     outputs = [p.output for p, end in zip(plans, ends, strict=True) if not _read(p.output, steps[end:])]
     if not outputs or plans[-1].output not in outputs:
         outputs.append(plans[-1].output)
-    outputs.extend(t for t in wanted if t in produced or t in inputs)
+    outputs.extend(t for _, t in of if t in produced or t in inputs)
     outputs = list(dict.fromkeys(outputs))
     for t in inputs:
         for a in t.used_axes:
@@ -219,13 +216,20 @@ def as_flow(obj: object, mesh: Mesh, sizes: Mapping[str, int] | None = None) -> 
     return Flow(tuple(inputs), tuple(steps), tuple(outputs), names, title, fine, gradient_of)
 
 
+def _of(flow: Flow, t: Tensor) -> str:
+    """Which inputs a backward flow's output ``t`` is the gradient of: "of X" ("of X and Y" when one tensor is
+    both gradients), or "no input's gradient"."""
+    of = flow.gradient_of.get(t)
+    return f"of {' and '.join(of)}" if of else "no input's gradient"
+
+
 def gradient_note(flow: Flow, t: Tensor) -> str:
-    """What output ``t`` of a backward flow is: "the gradient of X" (of X and Y when one tensor is both
-    gradients); "" for a forward flow, whose outputs are its results."""
+    """What output ``t`` of a backward flow is: "the gradient of X"; "" for a forward flow, whose outputs are
+    its results."""
     if not flow.gradient_of:
         return ""
-    of = flow.gradient_of.get(t)
-    return f"the gradient of {' and '.join(of)}" if of else "no input's gradient"
+    what = _of(flow, t)
+    return what if t not in flow.gradient_of else f"the gradient {what}"
 
 
 def returns_line(flow: Flow) -> str:
@@ -235,9 +239,8 @@ def returns_line(flow: Flow) -> str:
         return ""
     items = []
     for t in flow.outputs:
-        of = flow.gradient_of.get(t)
-        what = f"of {' and '.join(of)}" if of else "no input's gradient"
-        items.append(f"{flow.name(t)} ({'gradient ' if not items and of else ''}{what})")
+        what = _of(flow, t)
+        items.append(f"{flow.name(t)} ({'gradient ' if not items and t in flow.gradient_of else ''}{what})")
     return "returns: " + ", ".join(items)
 
 

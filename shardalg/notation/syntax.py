@@ -489,6 +489,11 @@ class Program(Node):
         if self.roles is not None and self.roles.empty:
             object.__setattr__(self, "roles", None)
 
+    @property
+    def declares_nothing(self) -> bool:
+        """Whether it is its statements alone: no mesh, ``where`` sizes or roles declared with them."""
+        return (self.mesh, self.sizes, self.roles) == (None, (), None)
+
 
 Expr = Tensor | Product | Collective | Apply
 Statement = Arrow | Tensor | Product | Collective | Apply

@@ -75,6 +75,13 @@ def _strip_invariant(t: Tensor) -> Tensor:
     return replace(t, invariant=()) if t.invariant else t
 
 
+def _summed(have: Tensor, part: Tensor) -> Tensor:
+    """``have`` as its sum with ``part`` is laid out: partial sums over an axis are added to partial sums only
+    (a part whole there would be added once per device), so an axis only one of them is unreduced over is
+    reduced first."""
+    return replace(have, unreduced=tuple(a for a in have.unreduced if a in part.unreduced))
+
+
 def _with_invariant(p: Plan, invariant: tuple[str, ...]) -> Plan:
     """Mark the plan's final output invariant on ``invariant`` (the planner places I like R)."""
     if not invariant or not p.steps:
@@ -193,10 +200,8 @@ class _Backward:
         base, _ = self.fresh_target(rx)
         have = self.grad[rx]
         target = _strip_invariant(have) if rx not in self.borrowed else base
-        # partial sums over an axis are added to partial sums only: the part that is whole there (a residual's
-        # cotangent beside a deferred dW{U_X}) would be added once per device, so the other is reduced first
-        both = tuple(a for a in target.unreduced if a in dy.unreduced)
-        target = replace(target, name=grad_name(rx), unreduced=both)
+        # a residual's cotangent, whole, beside a deferred dW{U_X}: dW is reduced first
+        target = replace(_summed(target, dy), name=grad_name(rx))
         self.emit(
             index, rx, Arrow(Apply(Op.ADD, (have, dy)), target), reason + f", added to d{rx}", final=True
         )
@@ -243,9 +248,8 @@ class _Backward:
         if u is not None and p.output.layout() == u.bare.layout():
             self.steps[u.index] = without_tail(self.steps[u.index], u)
             return added(p, u.at, name, self.mesh, self.sizes, u.tail)
-        # partial sums are added to partial sums only: where ``p`` is whole, the gradient so far is reduced first
-        both = tuple(a for a in have.unreduced if a in p.output.unreduced)
-        result = replace(have, unreduced=both) if both != have.unreduced else None
+        summed = _summed(have, p.output)  # where ``p`` is whole, the gradient so far is reduced first
+        result = summed if summed.unreduced != have.unreduced else None
         return added(p, have, name, self.mesh, self.sizes, result=result)
 
     def record(self, e: Einsum, rx: str, chosen: Chosen, invariant: tuple[str, ...], dc: Tensor) -> None:

@@ -132,12 +132,12 @@ class BackwardProgram:
         return "\n".join([*head, *([body] if body else []), *(f"{mark} {line}" for line in lines)])
 
     @property
-    def input_gradients(self) -> tuple[Tensor, ...]:
-        """The gradient of each of the forward's inputs that has one, in the inputs' order: what a caller of
+    def input_gradients(self) -> tuple[tuple[str, Tensor], ...]:
+        """Each of the forward's inputs that has a gradient, with it, in the inputs' order: what a caller of
         the backward wants back (an input's gradient may be a cotangent passed on unchanged, which later
         statements also read)."""
         have = dict(self.gradients)
-        return tuple(have[r] for r in self.inputs if r in have)
+        return tuple((r, have[r]) for r in self.inputs if r in have)
 
     def gradient(self, name: str) -> Tensor:
         for n, t in self.gradients:

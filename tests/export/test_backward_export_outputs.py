@@ -30,7 +30,11 @@ def test_a_backward_returns_the_gradient_of_every_input() -> None:
     assert node_text(bw.gradient("X")) == "dR[B, D]"  # passed on unchanged by the +
     flow = as_flow(bw, MESH, SIZES)
     assert [node_text(t) for t in flow.outputs] == ["dW[D, F_Y]", "dA[D]", "dR[B, D]"]
-    assert [node_text(t) for t in bw.input_gradients] == ["dR[B, D]", "dA[D]", "dW[D, F_Y]"]
+    assert [(n, node_text(t)) for n, t in bw.input_gradients] == [
+        ("X", "dR[B, D]"),
+        ("A", "dA[D]"),
+        ("W", "dW[D, F_Y]"),
+    ]
     # dX, as the flow returns it, is dO·Wᵀ (on the dense meaning of the flow)
     arrays = random_inputs(flow, MESH, SIZES)
     by_name = {node_text(t): a.astype(np.float64) for t, a in zip(flow.inputs, arrays, strict=True)}
