@@ -50,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "check_program": "planning.programs",
     "simulate": "numeric.execute",
     "backward": "api",
+    "gradcheck": "numeric.gradcheck",
     "verify": "planning.verify",
     "transpose": "algebra.transpose",
     "run_plan": "numeric.execute",

@@ -13,9 +13,10 @@ import argparse
 import sys
 
 from shardalg.errors import UsageError
+from shardalg.progress import task
 
 from . import EXIT_ILLEGAL, EXIT_OK
-from .common import add_format_or_json, examples, json_text, program_text
+from .common import add_format_or_json, add_seed, examples, json_text, program_text
 from .hwmesh import mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
@@ -36,12 +37,21 @@ def _backward(args: argparse.Namespace) -> int:
         )
     )
     fmt = "json" if args.json else args.format
+    checks = [_derivative(bw, args.seed) for _, bw in pieces] if args.check else [None] * len(pieces)
     if fmt == "json":
+        got = [
+            {**bw.to_json(), **({"check": c.to_json()} if c else {})}
+            for (_, bw), c in zip(pieces, checks, strict=True)
+        ]
         if len(pieces) == 1:
-            print(json_text(pieces[0][1].to_json()))
+            print(json_text(got[0]))
         else:  # a plan's choice is piecewise in one size: each piece's backward with its condition
-            print(json_text({"pieces": [{"where": where, **bw.to_json()} for where, bw in pieces]}))
-        return EXIT_OK
+            print(
+                json_text(
+                    {"pieces": [{"where": where, **j} for (where, _), j in zip(pieces, got, strict=True)]}
+                )
+            )
+        return _checked(pieces, checks)
     comment = "%" if fmt == "latex" else "#"
     for where, bw in pieces:
         if where:  # the cheapest plans differ with a size not given: this piece's backward
@@ -50,7 +60,27 @@ def _backward(args: argparse.Namespace) -> int:
         # one newline ends it, as a plan's: LaTeX's ends its last `%` note with one of its own, and a blank line
         # would end a paragraph inside the math that includes it (`\[ \input{bw.tex} \]`)
         print(out.rstrip("\n"))
-    return EXIT_OK
+    return _checked(pieces, checks)
+
+
+def _derivative(bw: object, seed: int) -> object:
+    """``--check``: the derived backward against the forward's derivative (:mod:`shardalg.numeric.gradcheck`)."""
+    from shardalg.numeric.gradcheck import gradcheck
+
+    with task("checking the backward against the forward's derivative"):
+        return gradcheck(bw, seed=seed)  # type: ignore[arg-type]
+
+
+def _checked(pieces: list, checks: list) -> int:
+    """Each check's line on stderr (after its piece's condition where the backward is piecewise); exit 1 when
+    one failed, 0 otherwise (or without ``--check``)."""
+    failed = False
+    for (where, _), c in zip(pieces, checks, strict=True):
+        if c is None:
+            continue
+        print(f"{'where ' + where + ': ' if where else ''}{c}", file=sys.stderr)
+        failed = failed or not c.ok
+    return EXIT_ILLEGAL if failed else EXIT_OK
 
 
 def _verify_programs(args: argparse.Namespace) -> tuple[str, str]:
@@ -133,6 +163,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "shown in bytes per device)",
     )
     _common(p, json=False)
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="run the backward's plans on per-device buffers and hold each input's gradient against central "
+        "differences of the forward (float64; small sizes for dims not given); exit 1 on a mismatch",
+    )
+    add_seed(p)
     p.set_defaults(handler=_backward)
 
     p = subparsers.add_parser(

@@ -220,3 +220,15 @@ def write_winner(result: Any, path: str, program_file: Callable[[Any, str], str]
             f.write(program_file(result, path))
     except OSError as err:
         raise UsageError(f"--emit-program {path}: cannot write it ({err.strerror})") from None
+
+
+def _seed(text: str) -> int:
+    """``--seed``: a non-negative integer (numpy's generators take no negative seed)."""
+    if not text.isdigit() or len(text) > 19:
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0 to 2**63, not {text!r}")
+    return int(text)
+
+
+def add_seed(p: argparse.ArgumentParser) -> None:
+    """``--seed N``: the random data of a numeric run (simulate, backward --check)."""
+    p.add_argument("--seed", type=_seed, default=0, help="random seed for the data, 0 or more (default 0)")

@@ -6,7 +6,9 @@
     shardalg show "AllGather_X(A[I_X, J])" --mesh X=4 --format tikz
 
 ``--check`` runs the generated code (8 fake CPU devices for JAX, one gloo process per device for torch)
-against the dense einsum and exits 0 only when they agree (1 when they do not, 2 when it cannot run).
+against the dense einsum and exits 0 only when they agree (1 when they do not, 2 when it cannot run). With
+``--backward`` that dense backward is also held against the forward's derivative (central differences:
+:mod:`shardalg.numeric.gradcheck`), so the check does not rest on the derivation it exports.
 """
 
 from __future__ import annotations
@@ -87,9 +89,17 @@ def _export(args: argparse.Namespace) -> int:
             f"check: ok on {where}, max relative error {result.max_error:.2g} ({result.seconds:.1f} s)",
             file=sys.stderr,
         )
-        return EXIT_OK
-    print(f"check: FAILED on {where}: {result.message}", file=sys.stderr)
-    return EXIT_ILLEGAL
+    else:
+        print(f"check: FAILED on {where}: {result.message}", file=sys.stderr)
+    derivative = True
+    if args.backward:  # the dense backward the code was held against, held against the forward's derivative
+        from shardalg.numeric.gradcheck import gradcheck
+
+        with task("checking the backward against the forward's derivative"):
+            got = gradcheck(obj)  # type: ignore[arg-type]
+        print(got, file=sys.stderr)
+        derivative = got.ok
+    return EXIT_OK if result.ok and derivative else EXIT_ILLEGAL
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -169,7 +179,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--keep-gathered", action="store_true", help="with --backward: read the forward's gathered copies"
     )
     p.add_argument(
-        "--check", action="store_true", help="run the code against the dense einsum; exit 1 on a mismatch"
+        "--check",
+        action="store_true",
+        help="run the code against the dense einsum (with --backward, also the backward against central "
+        "differences of the forward); exit 1 on a mismatch",
     )
     p.set_defaults(handler=_export)
 

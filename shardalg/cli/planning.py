@@ -32,6 +32,7 @@ from . import EXIT_ILLEGAL, EXIT_OK
 from .common import (
     add_format_or_json,
     add_overlap,
+    add_seed,
     examples,
     json_text,
     no_made_up_sizes,
@@ -248,13 +249,6 @@ def _simulate(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.ok for r in results) else EXIT_ILLEGAL
 
 
-def _seed(text: str) -> int:
-    """``--seed``: a non-negative integer (numpy's generators take no negative seed)."""
-    if not text.isdigit() or len(text) > 19:
-        raise argparse.ArgumentTypeError(f"a seed is an integer from 0 to 2**63, not {text!r}")
-    return int(text)
-
-
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "expr", metavar="EXPR", help="an einsum, a collective or a resharding (quote it), or - for stdin"
@@ -303,6 +297,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=examples('shardalg simulate "A[I_X, J] · B[J, K_X] -> C[I_X, K]" --mesh X=4'),
     )
     _common(p)
-    p.add_argument("--seed", type=_seed, default=0, help="random seed for the data, 0 or more (default 0)")
+    add_seed(p)
     p.add_argument("--json", action="store_true", help='print {"plans": [{"ok", "max_error", "note"}]}')
     p.set_defaults(handler=_simulate)

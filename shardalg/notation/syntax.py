@@ -215,6 +215,12 @@ class Tensor(Node):
         # normalized only when needed: the planner makes many tensors, most of them from tuples already sorted
         if type(self.dims) is not tuple:
             object.__setattr__(self, "dims", tuple(self.dims))
+        for d in self.dims:
+            if type(d) is not Dim:  # made by hand: Tensor("A", ("I",)) would fail later, far from here
+                raise UsageError(
+                    f"a Tensor's dims are Dim values, not {type(d).__name__} ({d!r})",
+                    fix="Tensor('A', (Dim('I', ('X',)), Dim('J'))) for A[I_X, J], or parse('A[I_X, J]')",
+                )
         for name in ("unreduced", "invariant"):
             axes = getattr(self, name)
             if type(axes) is not tuple or len(axes) > 1:

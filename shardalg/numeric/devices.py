@@ -143,7 +143,7 @@ def default_sizes(tensors: Sequence[Tensor], mesh: VirtualMesh | Mesh) -> dict[s
                 axes.setdefault(d.name, set()).update(d.axes)
     out = {}
     for name, used in axes.items():
-        g = vm.size(sorted(used))
+        g = prod(vm.mesh[a].size for a in used)  # a sub-axis too (Y:(1)2 of Y=4: 2)
         out[name] = g * (3 if g == 1 else 2 if g < 8 else 1)
     return out
 

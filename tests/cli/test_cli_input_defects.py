@@ -402,3 +402,11 @@ def test_a_printer_given_text_says_to_parse_it():
     assert caught.value.fix == "parse it first: shardalg.parse(text) (or parse_tensor, parse_statement)"
     with pytest.raises(UsageError, match="a Tensor's dims are Dim values"):
         sa.text(sa.Tensor("A", ("I",)))
+
+
+def test_a_tensor_made_with_text_dims_is_refused_where_it_is_made():
+    """sa.check(sa.Tensor("A", ("I",))) raised AttributeError: 'str' object has no attribute 'label'."""
+    with pytest.raises(UsageError, match=r"a Tensor's dims are Dim values, not str \('I'\)") as caught:
+        sa.check(sa.Tensor("A", ("I",)))
+    assert "parse('A[I_X, J]')" in caught.value.fix
+    assert list(sa.check(sa.Tensor("A", (sa.Dim("I", ("X",)),)), mesh="X=2")) == []
