@@ -9,12 +9,18 @@ first use of ``shardalg.plans``, so ``import shardalg`` stays cheap).
 depends on sizes not given, they raise :class:`~shardalg.planning.symbolic.NeedsSizes` (its ``choice`` holds the
 contenders; ``shardalg.piecewise`` answers per interval where one unknown size decides).
 
+A flat mesh larger than a GPU chip's node (``mesh="X=64", hw="h100"``) is placed into nodes here, once, for
+every function that takes ``hw`` (:func:`shardalg.costs.nodes.place_in_nodes`: ``X=64`` priced as
+``X=64:node8``): a cost or derivation says so in its ``notes``; ``plans`` and ``plan``, which have none, as a
+:class:`~shardalg.errors.NoteWarning`.
+
 ``latex`` prints whatever the package returns: notation (a tensor, a statement, a program), a sympy value (a
 cost's total, with the book's symbol names, ``Max`` included), or a result that has its own ``latex()``.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import sympy
@@ -24,9 +30,11 @@ from .algebra.symbols import latex_names
 from .costs.costmodel import CostModel
 from .costs.derive import compare as derive_compare
 from .costs.derive import compute_bound as derive_bound
+from .costs.hardware import as_chip
+from .costs.nodes import place_in_nodes, subaxis_parents
 from .costs.plancost import cost as price
 from .costs.ranking import BySeconds
-from .errors import UsageError
+from .errors import NoteWarning, UsageError
 from .notation import printing
 from .planning import planner
 from .planning.backward import backward as derive
@@ -49,6 +57,28 @@ def latex(x: Any, **settings: Any) -> str:
     if callable(own) and not settings:
         return own(x)
     return printing.latex(x, **settings)
+
+
+def _in_nodes(mesh: Any, hw: Any, options: dict[str, Any], *programs: Any) -> tuple[Any, tuple[str, ...]]:
+    """``mesh`` (text, a mapping or a Mesh) as priced on ``hw`` for ``programs``: placed into the chip's nodes,
+    and the notes that say so (:func:`~shardalg.costs.nodes.place_in_nodes`; ``options``' ``dcn_axes`` stay
+    outside; an axis whose sub-axes a program names is left whole)."""
+    done = place_in_nodes(
+        as_mesh(mesh), as_chip(hw), options.get("dcn_axes") or (), subaxis_parents(*programs)
+    )
+    return done.mesh, done.notes
+
+
+def _say(notes: tuple[str, ...]) -> None:
+    for n in notes:
+        warnings.warn(n, NoteWarning, stacklevel=3)
+
+
+def _noted(result: Any, notes: tuple[str, ...]) -> Any:
+    """``result`` (a plan's cost, a derivation) with ``notes`` before its own."""
+    if notes:
+        result.notes = (*notes, *result.notes)
+    return result
 
 
 def plans(
@@ -74,9 +104,9 @@ def plans(
     communicated, then steps. ``hw``, ``model``, ``overlap`` and ``options`` (``exact``, ``ring``, ...) are
     folded here, once, into the :class:`~shardalg.costs.costmodel.CostModel` the planner ranks by."""
     rank = None if hw is None else BySeconds(CostModel.of(hw, model, overlap, **options))
-    return planner.plans(
-        expr, as_mesh(mesh), sizes, target, key=key, rank=rank, limits=limits or DEFAULT_LIMITS
-    )
+    mesh, notes = _in_nodes(mesh, hw, options, expr, target)
+    _say(notes)
+    return planner.plans(expr, mesh, sizes, target, key=key, rank=rank, limits=limits or DEFAULT_LIMITS)
 
 
 def plan(
@@ -94,8 +124,10 @@ def plan(
     """The default (first) of :func:`plans` (the planner's :func:`~shardalg.planning.planner.plan`: a
     :class:`~shardalg.planning.symbolic.NeedsSizes` error when the cheapest plan depends on sizes not given)."""
     rank = None if hw is None else BySeconds(CostModel.of(hw, model, overlap, **options))
+    mesh, notes = _in_nodes(mesh, hw, options, expr, target)
+    _say(notes)
     with strict():
-        return planner.plan(expr, as_mesh(mesh), sizes, target, key=key, rank=rank)
+        return planner.plan(expr, mesh, sizes, target, key=key, rank=rank)
 
 
 def backward(
@@ -124,8 +156,9 @@ def cost(
     """The cost of a plan, a program, a statement or notation text: :func:`shardalg.costs.plancost.cost`,
     with no plan chosen by a made-up size (:class:`~shardalg.planning.symbolic.NeedsSizes` where sizes not
     given decide a statement's plan)."""
+    mesh, notes = _in_nodes(mesh, hw, options, x)
     with strict():
-        return price(x, as_mesh(mesh), sizes, hw, model, overlap, **options)
+        return _noted(price(x, mesh, sizes, hw, model, overlap, **options), notes)
 
 
 def compare(plan_a: Any, plan_b: Any, solve_for: Any = None, regime: str = "comms", **options: Any) -> Any:
@@ -133,8 +166,9 @@ def compare(plan_a: Any, plan_b: Any, solve_for: Any = None, regime: str = "comm
     keyword ``options``: ``mesh``, ``sizes``, ``hw``, ...), with no plan of a statement given as text chosen
     by a made-up size (:class:`~shardalg.planning.symbolic.NeedsSizes` where sizes not given decide it), as
     ``shardalg compare`` asks for them."""
+    options["mesh"], notes = _in_nodes(options.get("mesh"), options.get("hw"), options, plan_a, plan_b)
     with strict():
-        return derive_compare(plan_a, plan_b, solve_for, regime, **options)
+        return _noted(derive_compare(plan_a, plan_b, solve_for, regime, **options), notes)
 
 
 def compute_bound(plan: Any, solve_for: Any = None, **options: Any) -> Any:
@@ -142,5 +176,6 @@ def compute_bound(plan: Any, solve_for: Any = None, **options: Any) -> Any:
     :func:`shardalg.costs.derive.compute_bound` (its keyword ``options``: ``bound``, ``mesh``, ``sizes``, ``hw``,
     ...), with no plan of a statement given as text chosen by a made-up size (:class:`~shardalg.planning.symbolic.
     NeedsSizes` where sizes not given decide it), as ``shardalg bound`` asks for them."""
+    options["mesh"], notes = _in_nodes(options.get("mesh"), options.get("hw"), options, plan)
     with strict():
-        return derive_bound(plan, solve_for, **options)
+        return _noted(derive_bound(plan, solve_for, **options), notes)

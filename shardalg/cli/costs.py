@@ -28,7 +28,7 @@ from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
 from .common import add_overlap, examples, json_text, no_made_up_sizes, program_text
-from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, chip_and_mesh, slice_layout
 
 if TYPE_CHECKING:  # sympy is imported by the handlers only: the CLI's cold start stays light
     import sympy
@@ -67,12 +67,15 @@ def _constraint(text: str) -> sympy.Eq:
     return sympy.Eq(lhs, rhs)
 
 
-def _options(args: argparse.Namespace) -> dict:
+def _options(args: argparse.Namespace, *programs: object) -> dict:
+    """The keyword options of pricing ``programs``; the slice's notes are said here, the mesh's (a flat mesh
+    placed into a GPU chip's nodes) are kept in ``args.mesh_notes`` for the result to carry (:func:`_noted`)."""
     layout = slice_layout(args)  # --slice: its logical mesh (--mesh factors it) and its chip by default
-    hw, notes = slice_chip(args, layout)
-    _notes(f"{k}: {v}" for k, v in notes)
+    hw, the_mesh, notes = chip_and_mesh(args, layout, *programs)
+    _notes(f"{k}: {v}" for k, v in notes if k != "mesh")
+    args.mesh_notes = tuple(f"{k}: {v}" for k, v in notes if k == "mesh")
     out: dict = {
-        "mesh": layout.mesh if layout is not None else mesh(args.mesh),
+        "mesh": the_mesh,
         "sizes": args.sizes,
         "hw": hw,
         "model": args.model,
@@ -107,6 +110,13 @@ def _notes(notes) -> None:
         print(f"shardalg: note: {n}", file=sys.stderr)
 
 
+def _noted(result, args: argparse.Namespace):
+    """``result`` (a plan's cost or a derivation) carrying the mesh's notes of :func:`_options` first, so its
+    text, its JSON and stderr say them."""
+    result.notes = (*getattr(args, "mesh_notes", ()), *result.notes)
+    return result
+
+
 @no_made_up_sizes
 def _cost(args: argparse.Namespace) -> int:
     from shardalg.costs.plancost import cost
@@ -115,7 +125,8 @@ def _cost(args: argparse.Namespace) -> int:
     if args.serial and overlap not in (None, OverlapPolicy.SERIAL):
         raise UsageError(f"--serial is --overlap serial; it contradicts --overlap {overlap}")
     overlap = OverlapPolicy.SERIAL if args.serial else overlap
-    pc = cost(_parse(args.expr), overlap=overlap, latency=not args.no_latency, **_options(args))
+    program = _parse(args.expr)
+    pc = _noted(cost(program, overlap=overlap, latency=not args.no_latency, **_options(args, program)), args)
     _notes(pc.notes)
     if args.json:
         print(json_text(pc.to_json()))
@@ -130,16 +141,17 @@ def _cost(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import compare
 
+    a, b = _parse(args.program_a), _parse(args.program_b)
     d = compare(
-        _parse(args.program_a),
-        _parse(args.program_b),
+        a,
+        b,
         _name(args.solve_for, "--solve-for"),
         args.regime,
         latency=args.latency,
         overlap=args.overlap,
-        **_options(args),
+        **_options(args, a, b),
     )
-    _notes(d.notes)
+    _notes(_noted(d, args).notes)
     _print_derivation(d, args.json, "condition")
     return EXIT_OK
 
@@ -149,13 +161,14 @@ def _optimum(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import optimum
     from shardalg.costs.plancost import cost
 
+    program = _parse(args.program)
     pc = cost(
-        _parse(args.program),
+        program,
         latency=args.latency,
         overlap=OverlapPolicy.of(args.overlap, OverlapPolicy.STEADY),
-        **_options(args),
+        **_options(args, program),
     )
-    _notes(pc.notes)
+    _notes(_noted(pc, args).notes)
     over = _name(args.over, "--over")
     d = optimum(
         pc,
@@ -173,15 +186,16 @@ def _optimum(args: argparse.Namespace) -> int:
 def _bound(args: argparse.Namespace) -> int:
     from shardalg.costs.derive import compute_bound
 
+    program = _parse(args.program)
     d = compute_bound(
-        _parse(args.program),
+        program,
         _name(args.solve_for, "--solve-for"),
         bound=args.bound,
         latency=args.latency,
         overlap=args.overlap,
-        **_options(args),
+        **_options(args, program),
     )
-    _notes(d.notes)
+    _notes(_noted(d, args).notes)
     _print_derivation(d, args.json, "condition")
     return EXIT_OK
 

@@ -2,7 +2,9 @@
 (:mod:`shardalg.costs.chipspec`: a preset, a TOML file, or NAME=VALUE pairs) and one of mesh text
 (:meth:`shardalg.algebra.mesh.Mesh.parse`: sizes, ``*M`` links, ``:ring``/``:line``, ``:nodeN``); and
 ``--slice`` (:mod:`shardalg.costs.topology`: a real slice, whose physical axes ``--mesh`` then factors into
-logical axes, and whose chip is the default ``--hw``).
+logical axes, and whose chip is the default ``--hw``). :func:`chip_and_mesh` is where a command that prices
+meets chip and mesh: a flat mesh larger than a GPU chip's node is placed into nodes there
+(:mod:`shardalg.costs.nodes`), and said in a note.
 
 Imports: :mod:`shardalg.costs` and :mod:`shardalg.algebra` (lazily, inside the functions).
 """
@@ -10,6 +12,7 @@ Imports: :mod:`shardalg.costs` and :mod:`shardalg.algebra` (lazily, inside the f
 from __future__ import annotations
 
 import argparse
+import warnings
 from typing import Any
 
 HW_HELP = (
@@ -93,3 +96,47 @@ def slice_chip(args: argparse.Namespace, layout: Any) -> tuple[Any, list[tuple[s
             fix=f"drop --hw (the slice gives {topo.chip}) or use base={topo.chip},... to change its numbers",
         )
     return got, notes
+
+
+def placed(
+    the_mesh: Any, hw: Any, dcn: str | None = None, programs: tuple[Any, ...] = ()
+) -> tuple[Any, list[tuple[str, str]]]:
+    """``the_mesh`` placed into the nodes of the chip ``hw`` (:func:`shardalg.costs.nodes.place_in_nodes`;
+    ``dcn``: ``--dcn``'s axes, outside the node; an axis whose sub-axes ``programs`` name is left whole), and
+    the notes that say so, as ``(key, text)`` pairs."""
+    from shardalg.costs.nodes import place_in_nodes, subaxis_parents
+
+    dcn_axes = tuple(a for a in (dcn or "").split(",") if a)
+    done = place_in_nodes(the_mesh, hw, dcn_axes, subaxis_parents(*programs))
+    return done.mesh, [tuple(n.split(": ", 1)) for n in done.notes]  # type: ignore[misc]
+
+
+def chip_and_mesh(
+    args: argparse.Namespace, layout: Any = None, *programs: Any
+) -> tuple[Any, Any, list[tuple[str, str]]]:
+    """The chip and the mesh a command prices ``programs`` on, with its notes: ``--slice``'s (its layout's
+    mesh, its chip unless ``--hw`` names one: :func:`slice_chip`), else ``--hw`` and ``--mesh``, a flat mesh
+    larger than the chip's node placed into nodes (:func:`placed`)."""
+    hw, notes = slice_chip(args, layout)
+    if layout is not None:  # a slice places its axes in nodes itself
+        return hw, layout.mesh, notes
+    the_mesh, more = placed(mesh(getattr(args, "mesh", None)), hw, getattr(args, "dcn", None), programs)
+    return hw, the_mesh, notes + more
+
+
+def say(notes: list[tuple[str, str]]) -> None:
+    """The mesh's notes of :func:`placed` on stderr (as :class:`~shardalg.errors.NoteWarning`, which the CLI
+    prints as ``shardalg: note: ...``), for a command whose result carries them too."""
+    from shardalg.errors import NoteWarning
+
+    for k, v in notes:
+        if k == "mesh":
+            warnings.warn(f"{k}: {v}", NoteWarning, stacklevel=2)
+
+
+def priced_mesh(text: str | None, hw: Any, *programs: Any) -> Any:
+    """The Mesh of ``--mesh`` as priced on the chip ``hw`` for ``programs``: placed into its nodes
+    (:func:`placed`), each placement said on stderr; for a command whose result has no notes."""
+    the_mesh, notes = placed(mesh(text), hw, None, programs)
+    say(notes)
+    return the_mesh

@@ -21,7 +21,7 @@ from shardalg.errors import UsageError
 
 from . import EXIT_ILLEGAL, EXIT_OK
 from .common import HelpFormatter, add_overlap, examples, json_text, no_made_up_sizes, program_text
-from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, chip_and_mesh, say, slice_layout
 from .serving import add_efficiencies, efficiency_options
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
@@ -56,12 +56,14 @@ def _program(args: argparse.Namespace) -> Any:
     return program
 
 
-def _model(args: argparse.Namespace, layout: Any = None) -> Any:
+def _model(args: argparse.Namespace, the_mesh: Any = None) -> Any:
+    """The model program of the command, on ``the_mesh`` (``--slice``'s or ``--mesh``, as priced on the chip:
+    :func:`.hwmesh.chip_and_mesh`)."""
     from shardalg.models.program import model_program, refuse_sizes_it_lacks
 
     program = _program(args)
     refuse_sizes_it_lacks(program, args.sizes)
-    return model_program(program, layout.mesh if layout is not None else mesh(args.mesh), args.sizes)
+    return model_program(program, the_mesh, args.sizes)
 
 
 def _memory_report(args: argparse.Namespace) -> Any:
@@ -75,8 +77,9 @@ def _memory_reporter(args: argparse.Namespace) -> Callable[[], Any]:
     from shardalg.models.memory import model_memory
 
     layout = slice_layout(args)
-    hw, notes = slice_chip(args, layout)
-    model = _model(args, layout)
+    hw, the_mesh, notes = chip_and_mesh(args, layout)
+    say(notes)
+    model = _model(args, the_mesh)
 
     def report() -> Any:
         made = model_memory(
@@ -282,8 +285,9 @@ def _step(args: argparse.Namespace) -> int:
     from shardalg.planning.symbolic import piecewise
 
     layout = slice_layout(args)
-    hw, notes = slice_chip(args, layout)
-    model = _model(args, layout)
+    hw, the_mesh, notes = chip_and_mesh(args, layout)
+    say(notes)
+    model = _model(args, the_mesh)
 
     def run() -> tuple[Any, Any]:
         analysis = analyze(model, args.mode, args.remat)

@@ -38,7 +38,7 @@ from .common import (
     no_made_up_sizes,
     program_text,
 )
-from .hwmesh import HW_HELP, add_hw, chip, mesh
+from .hwmesh import HW_HELP, add_hw, chip, priced_mesh
 
 FORMATS = ("text", "unicode", "latex", "json")
 
@@ -55,8 +55,8 @@ def _problem(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     source = program_text(args.expr)
     limits = Limits(max_labels=args.max_labels) if args.max_labels is not None else Limits()
     try:
-        problem = prepare(source, mesh(args.mesh), as_sizes(args.sizes))
         hw = chip(getattr(args, "hw", None))
+        problem = prepare(source, priced_mesh(args.mesh, hw, source), as_sizes(args.sizes))
         costs = (
             None
             if hw is None

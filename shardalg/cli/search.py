@@ -30,7 +30,7 @@ from .common import (
     program_text,
     write_winner,
 )
-from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, mesh, slice_chip, slice_layout
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, add_slice, chip_and_mesh, mesh, slice_layout
 
 DELAY = 1.0  # seconds before a progress bar shows
 
@@ -92,9 +92,9 @@ def _search(args: argparse.Namespace) -> int:
     if isinstance(program, Program):  # a size for a dim the program lacks would be ignored without a word
         refuse_sizes_it_lacks(program, args.sizes)
     layout = slice_layout(args)
-    if layout is not None:  # the slice's logical mesh, and its chip unless --hw names one
-        hw, notes = slice_chip(args, layout)
-        args.mesh_value, args.hw_value, args.slice_notes = layout.mesh, hw, notes
+    # the slice's logical mesh, and its chip unless --hw names one; else --mesh placed into --hw's nodes
+    hw, the_mesh, notes = chip_and_mesh(args, layout)
+    args.mesh_value, args.hw_value, args.slice_notes = the_mesh, hw, notes
     if args.per_statement:
         if args.zero is not None or args.precision is not None:
             raise UsageError(

@@ -19,7 +19,7 @@ from shardalg.errors import UsageError
 
 from . import EXIT_OK
 from .common import HelpFormatter, add_overlap, examples, json_text
-from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh, placed, say
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+")
 _WHOLE = re.compile(r"[0-9]+")
@@ -73,11 +73,14 @@ def efficiency_options(args: argparse.Namespace) -> dict[str, object]:
 def _serve(args: argparse.Namespace) -> int:
     from shardalg.models.serving import serve
 
+    hw = chip(args.hw)
+    the_mesh, notes = placed(mesh(args.mesh), hw)  # a flat mesh larger than a GPU node: placed into nodes
+    say(notes)
     report = serve(
         args.name,
-        mesh(args.mesh),
+        the_mesh,
         args.sizes,
-        chip(args.hw),
+        hw,
         _whole(args.prefill, "--prefill"),
         _whole(args.generate, "--generate"),
         params=args.params,
@@ -89,6 +92,7 @@ def _serve(args: argparse.Namespace) -> int:
         mfu=number(args.mfu, "--mfu"),
         **efficiency_options(args),  # type: ignore[arg-type]
     )
+    report.notes[:0] = notes
     print(json_text(report.to_json()) if args.json else report.text(args.steps))
     return EXIT_OK
 

@@ -19,7 +19,7 @@ from shardalg.planning.overlap import OverlapPolicy
 
 from . import EXIT_OK
 from .common import HelpFormatter, add_keep, add_overlap, examples, json_text, program_text
-from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, priced_mesh
 
 EXAMPLE = (
     'shardalg strategy-map "params W_in, W_out; In[B, D] * W_in[D, F] -> Tmp[B, F]; '
@@ -36,7 +36,7 @@ def _run(args: argparse.Namespace) -> int:
     text = program_text(args.program)
     result = program_map(
         text,
-        mesh(args.mesh),
+        priced_mesh(args.mesh, chip(args.hw), text),
         chip(args.hw),
         parameters_text(args.over),
         overlap=args.overlap,

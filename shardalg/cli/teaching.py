@@ -16,7 +16,7 @@ from pathlib import Path
 from shardalg.errors import UsageError
 
 from .common import DIR_COMPLETION, FILE_COMPLETION, examples, file_error, json_text, program_text
-from .hwmesh import HW_HELP, add_hw, chip, mesh
+from .hwmesh import HW_HELP, add_hw, chip, mesh, priced_mesh
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -246,9 +246,9 @@ def _plot(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.sizes)
     if args.over in sizes:
         raise UsageError(f"{args.over} is swept; do not also give it in --sizes")
-    the_mesh = mesh(args.mesh)
-    over = dim_size(args.over)
     hw = chip(args.hw)
+    the_mesh = priced_mesh(args.mesh, hw, *programs)
+    over = dim_size(args.over)
     cost_a, cost_b = program_costs(programs, mesh=the_mesh, sizes=sizes, hw=hw, regime=args.regime)
     what = "communication time" if args.regime == "comms" else "total time"
     given = ", ".join(f"{k} = {v}" for k, v in sizes.items())

@@ -8,7 +8,8 @@
 
 Keys are the cost model's symbols (``C``, ``W_hbm``, ``W_ici``, ``T_min``, ``alpha``, ``beta``, ``W_dcn``),
 ``hbm`` (HBM capacity in bytes) and measured efficiencies (``mfu``, ``eff_hbm``, ``eff_net``: fractions of peak
-FLOP/s, HBM and network bandwidth, each with its source in a TOML table), plus ``name``, ``description``, ``model`` (``ici``, ``alpha-beta``,
+FLOP/s, HBM and network bandwidth, each with its source in a TOML table), ``node`` (devices per NVLink domain, a
+whole number: 8 for an H100 node; a flat GPU mesh larger than it is placed into nodes, :mod:`.nodes`), plus ``name``, ``description``, ``model`` (``ici``, ``alpha-beta``,
 ``alpha-beta-rd``), ``wrap`` (``always``, ``never``, ``lengthN``, ``cubesN``) and ``base`` (a preset whose
 numbers the others override). A TOML file has the same keys at the top level; there a number may also be a
 table ``{value = 4.6e14, source = "..."}`` that says where it comes from, and ``wrap`` may be a table
@@ -45,6 +46,7 @@ NUMBER_KEYS: dict[str, str] = {
     "mfu": "mfu",  # measured efficiencies, fractions of peak in (0, 1]
     "eff_hbm": "hbm_efficiency",
     "eff_net": "network_efficiency",
+    "node": "node",  # devices per NVLink domain (a GPU node: 8), a whole number
 }
 _REQUIRED = ("C", "W_hbm", "hbm", "W_ici", "T_min")
 _TEXT_KEYS = ("name", "description", "model", "wrap", "base")
@@ -156,6 +158,11 @@ def _build(entries: dict[str, Any], where: str, default_name: str) -> Chip:
     for key, field in NUMBER_KEYS.items():
         if key in entries:
             value, source = entries[key]
+            if key == "node" and not value.is_integer():
+                raise UsageError(
+                    f"chip key node {where} is a whole number of devices per NVLink domain, not {value:g}",
+                    fix="e.g. node=8 (an HGX/DGX node of 8 GPUs)",
+                )
             fields[field] = Sourced(value, source)
     model = entries.get("model")
     if model is not None and model not in MODELS:

@@ -15,6 +15,8 @@ A TPU preset knows its wraparound rule (when a mesh axis of a given length is a 
 v5e and v6e get wraparound links only on an axis of length 16; v4p and v5p on an axis whose every physical
 side is a multiple of 4 (full cubes), so a whole v5p pod (16x20x28) wraps however it is written.
 GPUs sit on an NVLink switch, so every group is all-to-all connected and the alpha-beta model is the default.
+A GPU preset also knows its NVLink domain, ``node`` (8 GPUs in an HGX/DGX node): a flat mesh larger than it is
+placed into nodes by :mod:`shardalg.costs.nodes` (``X=64`` on h100 is priced as ``X=64:node8``). TPUs have none.
 A user can define a chip with :class:`Chip` (and :class:`Sourced` numbers) and pass it wherever ``hw=`` is taken.
 """
 
@@ -105,10 +107,13 @@ class Chip:
     mfu: Sourced | None = None  # a measured fraction of peak FLOP/s, with its source
     hbm_efficiency: Sourced | None = None  # a measured fraction of peak HBM bandwidth
     network_efficiency: Sourced | None = None  # a measured fraction of peak network bandwidth
+    node: Sourced | None = None  # devices per NVLink domain (a GPU node); None for a TPU
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise UsageError(f"unknown communication model {self.model!r}; known: {', '.join(MODELS)}")
+        if self.node is not None and not self.node.value.is_integer():
+            raise UsageError(f"the chip's node is a whole number of devices, not {self.node.value:g}")
         for key in ("mfu", "hbm_efficiency", "network_efficiency"):
             e = getattr(self, key)
             if e is not None and not e.value <= 1:
@@ -143,22 +148,35 @@ class Chip:
     def wraps(self, size: int, links: int = 1) -> bool:
         return self.wrap.wraps(size, links)
 
+    @property
+    def devices_per_node(self) -> int | None:
+        """The devices in one NVLink domain (8 for an H100 node), or None (a TPU, or a chip that says none)."""
+        return None if self.node is None else int(self.node.value)
+
     def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "model": self.model,
-            "hbm_capacity": {"value": self.hbm_capacity.value, "source": self.hbm_capacity.source},
-            "numbers": {k: {"value": v.value, "source": v.source} for k, v in self.numbers().items()},
-            "wraparound": _wrap_text(self.wrap),
-        } | (
+        return (
             {
-                "efficiencies": {
-                    k: {"value": v.value, "source": v.source} for k, v in self.efficiencies().items()
-                }
+                "name": self.name,
+                "description": self.description,
+                "model": self.model,
+                "hbm_capacity": {"value": self.hbm_capacity.value, "source": self.hbm_capacity.source},
+                "numbers": {k: {"value": v.value, "source": v.source} for k, v in self.numbers().items()},
+                "wraparound": _wrap_text(self.wrap),
             }
-            if self.efficiencies()
-            else {}
+            | (
+                {"node": {"value": self.devices_per_node, "source": self.node.source}}
+                if self.node is not None
+                else {}
+            )
+            | (
+                {
+                    "efficiencies": {
+                        k: {"value": v.value, "source": v.source} for k, v in self.efficiencies().items()
+                    }
+                }
+                if self.efficiencies()
+                else {}
+            )
         )
 
     def __str__(self) -> str:
@@ -167,6 +185,10 @@ class Chip:
             rows.append(f"  {k:<6} = {v.value:<10.4g} {v.source}")
         rows.append(f"  HBM    = {self.hbm_capacity.value:<10.4g} bytes; {self.hbm_capacity.source}")
         rows.append(f"  wraparound: {_wrap_text(self.wrap)}")
+        if self.node is not None:
+            rows.append(
+                f"  node   = {self.devices_per_node:<10} devices per NVLink domain; {self.node.source}"
+            )
         for k, v in self.efficiencies().items():
             rows.append(f"  {k} = {v.value:g} of peak (measured); {v.source}")
         return "\n".join(rows)
@@ -242,6 +264,9 @@ _CUBE_WRAP = WrapRule(
 )
 _SWITCH = WrapRule(always=True, source="NVLink switch: every GPU pair is one hop apart")
 _CX7 = "one single-port ConnectX-7 per GPU, '400Gb/s' = 5e10 bytes/s"
+_NODE_BOOK = (
+    f"{_BOOK_GPU}: a node is 8 GPUs joined all-to-all by NVSwitches; beyond it, the scale-out network"
+)
 
 # The presets, as data: a test per number checks value, quote and source (tests/costs/test_presets.py).
 PRESETS: dict[str, Chip] = {
@@ -369,6 +394,16 @@ PRESETS: dict[str, Chip] = {
                 _nvidia("DGX H100", "https://www.nvidia.com/en-us/data-center/dgx-h100/", "400Gb/s", _CX7),
             ),
             wrap=_SWITCH,
+            node=Sourced(
+                8,
+                _nvidia(
+                    "DGX H100",
+                    "https://www.nvidia.com/en-us/data-center/dgx-h100/",
+                    "8x NVIDIA H100 Tensor Core GPUs",
+                    "on 4 NVSwitches: one NVLink domain of 8",
+                )
+                + f"; {_NODE_BOOK}",
+            ),
         ),
         Chip(
             "h200",
@@ -404,6 +439,15 @@ PRESETS: dict[str, Chip] = {
                 _nvidia("DGX H200", "https://www.nvidia.com/en-us/data-center/dgx-h200/", "400Gb/s", _CX7),
             ),
             wrap=_SWITCH,
+            node=Sourced(
+                8,
+                _nvidia(
+                    "DGX H200",
+                    "https://www.nvidia.com/en-us/data-center/dgx-h200/",
+                    "8x NVIDIA H200 Tensor Core GPUs",
+                    "on 4 NVSwitches: one NVLink domain of 8",
+                ),
+            ),
         ),
         Chip(
             "b200",
@@ -456,6 +500,16 @@ PRESETS: dict[str, Chip] = {
             ),
             dcn_bandwidth=Sourced(5e10, _nvidia("DGX B200", _B200_URL, "400Gb/s", _CX7)),
             wrap=_SWITCH,
+            node=Sourced(
+                8,
+                _nvidia(
+                    "DGX B200",
+                    _B200_URL,
+                    "8x NVIDIA Blackwell GPUs",
+                    "on 2 NVSwitches: one NVLink domain of 8 (an HGX B200 board is 8 GPUs too)",
+                )
+                + f"; {_NODE_BOOK}",
+            ),
         ),
     )
 }

@@ -231,6 +231,34 @@ ROWS = [
         "https://www.nvidia.com/en-us/data-center/dgx-b200/",
         [],
     ),
+    # devices per NVLink domain: a DGX node's 8 GPUs
+    (
+        "h100",
+        "node",
+        8,
+        "8x NVIDIA H100 Tensor Core GPUs",
+        1,
+        "https://www.nvidia.com/en-us/data-center/dgx-h100/",
+        [],
+    ),
+    (
+        "h200",
+        "node",
+        8,
+        "8x NVIDIA H200 Tensor Core GPUs",
+        1,
+        "https://www.nvidia.com/en-us/data-center/dgx-h200/",
+        [],
+    ),
+    (
+        "b200",
+        "node",
+        8,
+        "8x NVIDIA Blackwell GPUs",
+        1,
+        "https://www.nvidia.com/en-us/data-center/dgx-b200/",
+        [],
+    ),
 ]
 
 
@@ -256,6 +284,7 @@ def _fields(chip) -> list[str]:
         "alpha",
         "link_bandwidth",
         "dcn_bandwidth",
+        "node",
     ]
     return [n for n in names if getattr(chip, n) is not None]
 

@@ -1,0 +1,118 @@
+"""Placing a flat mesh's axes into a GPU chip's nodes: ``--hw h100 --mesh X=64`` is 8 nodes of 8, not one
+NVLink domain of 64.
+
+    >>> from shardalg.algebra.mesh import Mesh
+    >>> from shardalg.costs.hardware import get
+    >>> placed = place_in_nodes(Mesh.parse("X=8,Y=8"), get("h100"))
+    >>> placed.mesh
+    Mesh(X=8(node=1), Y=8)
+    >>> print(placed.notes[0])
+    mesh: X=8,Y=8 spans 8 h100 nodes of 8 GPUs; priced as X=8:node1,Y=8 (the last axis innermost); write :nodeN to place it yourself
+
+A chip that knows its NVLink domain (:attr:`~shardalg.costs.hardware.Chip.node`: 8 GPUs in an HGX/DGX node)
+meets a mesh whose devices exceed one node: its axes are placed into nodes as ``torch``'s ``init_device_mesh``
+and ``jax.make_mesh`` order devices, the last axis varying fastest. The last axis fills the node first, then
+the one before it: an axis whose devices fit in what is left of the node stays inside it (no ``:node``); an
+axis that spans nodes gets ``:nodeK``, K its devices per node (1 once the inner axes fill the node). Axes over
+DCN (``:dcn``, ``dcn_axes``) are not in the node. The mesh is left as written, with a note, when it already
+places itself (some axis has ``:node``), when an axis size is symbolic, or when an axis that would span nodes
+has sub-axes, declared (``X=2x4``) or named by the program (``X:(1)8``: :func:`subaxis_parents`), which a
+node-spanning axis cannot have; and when it fits in one node,
+silently. Sizes that do not tile the node (3 on a node of 8) are a UsageError: the user writes ``:nodeN``.
+
+Imports: :mod:`shardalg.algebra` and :mod:`.hardware`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from math import gcd, prod
+
+from shardalg.algebra.mesh import Axis, Mesh
+from shardalg.errors import UsageError
+
+from .hardware import Chip
+
+__all__ = ["Placed", "place_in_nodes", "subaxis_parents"]
+
+_HOW = "(the last axis innermost); write :nodeN to place it yourself"
+_NAMED_SUBAXIS = re.compile(r"([A-Za-z][A-Za-z0-9]*):\([0-9]+\)[0-9]+")
+
+
+def subaxis_parents(*programs: object) -> frozenset[str]:
+    """The axes whose factors (``X:(1)8``) the programs name, read from their printed text (a program, a
+    statement, a plan or notation text)."""
+    return frozenset(m[1] for p in programs if p is not None for m in _NAMED_SUBAXIS.finditer(str(p)))
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A mesh as priced on a chip's nodes, and the notes that say what was placed (empty when nothing was)."""
+
+    mesh: Mesh | None
+    notes: tuple[str, ...] = ()
+
+
+def _text(axes: Iterable[Axis]) -> str:
+    """``X=8:node1,Y=8``: the axes as mesh text, with the node split (their other options are unchanged)."""
+    return ",".join(f"{a.name}={a.size}" + (f":node{a.node}" if a.node is not None else "") for a in axes)
+
+
+def place_in_nodes(
+    mesh: Mesh | None, chip: Chip | None, dcn_axes: Iterable[str] = (), factored: Iterable[str] = ()
+) -> Placed:
+    """``mesh`` with each axis that spans ``chip``'s nodes given ``:nodeK`` (the last axis innermost), and a
+    note per placement; ``mesh`` unchanged where the chip has no node, the mesh fits one node or places itself
+    (see the module docstring). ``factored``: axes whose sub-axes the program names (:func:`subaxis_parents`)."""
+    if mesh is None or chip is None or chip.devices_per_node is None or any(a.node is not None for a in mesh):
+        return Placed(mesh)
+    per_node = chip.devices_per_node
+    over_dcn = set(dcn_axes)
+    inside = [a for a in mesh.axes if not a.dcn and a.name not in over_dcn]
+    symbolic = [a.name for a in inside if a.size is None]
+    if symbolic:
+        return Placed(
+            mesh,
+            (
+                f"mesh: {', '.join(symbolic)} {'has no size' if len(symbolic) == 1 else 'have no sizes'}: "
+                f"whether the mesh spans {chip.name} nodes of {per_node} GPUs is not known, so it is priced "
+                "as one NVLink domain; write :nodeN to place it in nodes",
+            ),
+        )
+    sizes = {a.name: a.size for a in inside if a.size is not None}
+    devices = prod(sizes.values())
+    if devices <= per_node:
+        return Placed(mesh)
+    left = per_node  # devices of the node not yet taken by the axes after this one
+    node: dict[str, int] = {}
+    for a in reversed(inside):
+        size = sizes[a.name]
+        if left % size == 0:
+            left //= size
+        elif size % left == 0:
+            node[a.name] = left
+            left = 1
+        else:
+            raise UsageError(
+                f"the mesh {_text(inside)} does not tile {chip.name} nodes of {per_node} GPUs: axis {a.name}={size} "
+                f"neither divides the {left} devices of a node the axes after it leave, nor is a multiple of them",
+                fix=f"write :nodeN yourself, N the devices of {a.name} in one node, e.g. {a.name}={size}:node{gcd(size, left)}",
+            )
+    nodes = devices // per_node
+    where = f"{_text(inside)} spans {nodes} {chip.name} nodes of {per_node} GPUs"
+    named = set(factored)
+    split = [a.name for a in inside if a.name in node and (a.factors or a.name in named)]
+    if split:
+        return Placed(
+            mesh,
+            (
+                f"mesh: {where}, but {', '.join(split)} {'has' if len(split) == 1 else 'have'} sub-axes (declared "
+                "X=AxB, or named X:(k)n) and an axis that spans nodes has none: priced as one NVLink domain, the "
+                "node split not priced; write :nodeN (and no sub-axes of it) to price it",
+            ),
+        )
+    placed = Mesh([replace(a, node=node[a.name]) if a.name in node else a for a in mesh.axes])
+    shown = [placed[a.name] for a in inside]
+    return Placed(placed, (f"mesh: {where}; priced as {_text(shown)} {_HOW}",))
