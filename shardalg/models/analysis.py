@@ -60,6 +60,7 @@ from shardalg.planning.forward import grad_name
 from shardalg.planning.planner import Problem, plan
 
 from .head import made_again
+from .lookup import LookupGradient, analysis_lookup
 from .program import ModelProgram, StatementInfo
 from .quantities import local_elements
 from .remat import Remat, remat_named
@@ -194,6 +195,11 @@ class Analysis:
             i = self.shown[g.einsum]
             out.append((by_index[i], _causal(g.plan, i in self.causal_products)))
         return out
+
+    @cached_property
+    def lookup_grads(self) -> list[LookupGradient]:
+        """The unwritten embedding lookup's gradient and its reduction, once (training): :mod:`.lookup`."""
+        return analysis_lookup(self)
 
     @cached_property
     def routing_transposes(self) -> list[tuple[StatementInfo, Plan]]:

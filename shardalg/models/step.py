@@ -134,7 +134,8 @@ def _hbm_names(a: Analysis) -> tuple[str, ...] | None:
 
 def _part_plans(a: Analysis, once: bool, end: End | None = None) -> list[list[Plan]]:
     """The plans one part of a step runs, by phase: the forward; the backward (the forward it recomputes,
-    then the gradients); ``end``: of the part outside, the statements at that end of a pipeline alone."""
+    then the gradients, and outside the layer the embedding lookup's: :mod:`.lookup`); ``end``: of the part
+    outside, the statements at that end of a pipeline alone."""
     ends = statement_ends(a.model) if end is not None else {}
 
     def part(i: int) -> bool:
@@ -144,6 +145,8 @@ def _part_plans(a: Analysis, once: bool, end: End | None = None) -> list[list[Pl
     backward = [a.forward_plans[i] for i in a.recomputed if part(i)]
     backward += [p for info, p in a.grad_plans if part(info.index)]
     backward += [p for info, p in a.routing_transposes if part(info.index)]
+    if once and end in (None, End.FIRST):  # the embedding lookup's gradient, on the embedding side
+        backward += [g.plan for g in a.lookup_grads]
     return [forward, backward]
 
 

@@ -183,10 +183,14 @@ def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[list[Plan]]
     per_step: list[Plan] = []
     grads = a.backward.grads if a.backward else []
     # each gradient's plan as the step prices it (:attr:`Analysis.grad_plans`: a causal core's einsums halved)
-    for g, (info, p) in zip(grads, a.grad_plans, strict=True):
-        if info.once != once:
-            continue
-        v = m.value_named(g.of)
+    made = [
+        (m.value_named(g.of), p)
+        for g, (info, p) in zip(grads, a.grad_plans, strict=True)
+        if info.once == once
+    ]
+    # and outside the layer the embedding lookup's gradient, reduced as any weight's (:mod:`.lookup`)
+    made += [(g.table, g.plan) for g in a.lookup_grads if once]
+    for v, p in made:
         if v is None or v.name not in zeroed:
             backward.append(p)
             continue

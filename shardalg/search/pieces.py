@@ -73,6 +73,7 @@ from shardalg.costs.schedule import OverlapPolicy, lanes_of
 from shardalg.costs.terms import point
 from shardalg.models.analysis import Analysis, analyze
 from shardalg.models.inference import inference_ops
+from shardalg.models.lookup import lookup_gradients, lookup_table
 from shardalg.models.memory import PARTS, model_memory
 from shardalg.models.program import model_program
 from shardalg.models.step import _cost_model, _part_cost  # the step's own cost model and part pricing
@@ -339,6 +340,24 @@ class StatementPricer(Pricer):
         entry = self._entry(a, strategy, program, model, pieces, once, joins, of.split.joins)
         return entry, sum(p.copies for p in pieces)
 
+    def lookup_seconds(self, model: Any) -> Seconds:
+        """The unwritten embedding lookup's gradient reduction (:mod:`shardalg.models.lookup`), a step of the
+        backward outside the layer that no piece writes: planned and priced at the candidate's sharding."""
+        st = self.settings
+        found = lookup_table(model) if st.mode == "train" else None
+        if found is None:
+            return Seconds()
+        a = analyze(model, st.mode, "none", attention_said=False)
+        # a tied table's part reduced with its derived gradient where that plan reduces: the whole backward's
+        tied = any(found[0].name in s.reads for s in model.statements if s.kind != "declaration")
+        grads = a.lookup_grads if tied else lookup_gradients(model)
+        if not grads:
+            return Seconds()
+        costs = _cost_model(a, st.chip, st.policy)
+        return phase_of(
+            [g.plan for g in grads], a, costs, point(costs.efficiency.effective(st.chip.values()))
+        )
+
     def _entry(
         self,
         a: Assignment,
@@ -373,6 +392,7 @@ class StatementPricer(Pricer):
                 gathered[outside][name] = b if held is None else sympy.Max(held, b)
         for j, (_, outside) in zip(joins, joined, strict=True):  # a gradient's parts added
             parts_s[outside][-1].add(j.phases[0])
+        parts_s[True][-1].add(self.lookup_seconds(model))
         memory = {part: Integer(0) for part in PARTS}
         for (part, _), b in rows.items():
             memory[part] += b

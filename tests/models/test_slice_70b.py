@@ -63,4 +63,5 @@ def test_the_step_is_compute_bound_as_the_book_says_of_fsdp_plus_tp_at_this_batc
     layer = next(p for p in report.parts if p.name == "layer")
     assert layer.bound(report.values) == "compute"
     assert report.seconds_of(layer.compute) > report.seconds_of(layer.comms)
-    assert report.seconds == pytest.approx(0.5492, rel=1e-3)
+    # with the input embedding's gradient reduced outside the layer (shardalg.models.lookup): 0.5492 s without
+    assert report.seconds == pytest.approx(0.5511, rel=1e-3)
