@@ -14,9 +14,10 @@ adds and the gated MLP; and, outside the repeated layer, the head's norm and the
 (its 4·B·T·S·N·H FLOPs then not counted), the normalised residual ``Hn``, the MLP's gated activation ``M``.
 The decode program reads a KV cache (``Kc``, ``Vc`` over ``S`` tokens) for one new token per sequence, and
 includes the attention core's two products. The prefill program is the training program's layer with the
-attention core's two products over the cache of the prompt (``S`` its length, the same as ``T``): every
-(T, S) pair is counted, without causal masking's half; its unembedding is the last position's
-only (the logits of the first generated token).
+attention core's two products over the cache of the prompt (``S`` its length, the same as ``T``), causal as
+the training core is (``softmax_{S,causal}``, with its functions written: half the (T, S) pairs counted,
+T·S/2, the training core's convention); its unembedding is the last position's only (the logits of the first
+generated token).
 
 :func:`shard` applies a dim-to-axes map to the parameters and another to the activations (and KV cache); where
 an axis shards a parameter and, on another dim, the batch its product keeps (FSDP: ``In[B_X, D] · W_in[D_X, F]``),
@@ -135,7 +136,7 @@ def expand(
         f"In[{tok}, D] * {_t('W_v', 'D, K, H', p)} -> {'Vn' if decode else 'Vp'}[{tok}, K, H]",
     ]
     if core:
-        scores = "B, K, G, S" if decode else "B, T, K, G, S"
+        scores = "B, K, G, S" if decode else "B, K, G, T, S"
         lines += [
             f"Q[{q}] * {_t('Kc', 'B, S, K, H', kv)} -> Sc[{scores}]",
             f"P[{scores}] * {_t('Vc', 'B, S, K, H', kv)} -> A[{q}]",
@@ -235,8 +236,8 @@ def _written(
 ) -> Program:
     """The program of ``c`` with its functions written: per layer ``rmsnorm_D(In) -> Har`` and
     ``Har ⊙ g_attn -> Ha`` (one function a statement, as the backward differentiates them), the Q, K,
-    V projections of ``Ha``, the attention core (prefill and decode: ``Q·Kc -> Sc``, ``softmax_S(Sc) -> P``,
-    ``P·Vc -> A``; training: ``rename_{T,S}`` of ``Kp`` and ``Vp`` to ``Ks`` and ``Vs``, ``Q·Ks -> Sc``,
+    V projections of ``Ha``, the attention core (prefill and decode: ``Q·Kc -> Sc``, ``softmax_S(Sc) -> P``
+    (prefill: ``softmax_{S,causal}``, the prompt's keys after each query masked), ``P·Vc -> A``; training: ``rename_{T,S}`` of ``Kp`` and ``Vp`` to ``Ks`` and ``Vs``, ``Q·Ks -> Sc``,
     ``softmax_{S,causal[,flash]}(Sc) -> P`` (``flash`` when ``attention`` is ``fused``), ``P·Vs -> A``),
     ``A·W_o -> Att``, the residual ``In + Att -> Rs``,
     ``rmsnorm_D(Rs) ⊙ g_mlp -> Hn``, the gated MLP ``silu(Gt) -> Sg``, ``Sg ⊙ U -> M`` and the residual
@@ -268,14 +269,16 @@ def _written(
         f"{h}[{tok}, D] * {_t('W_v', 'D, K, H', p)} -> {'Vn' if decode else 'Vp'}[{tok}, K, H]",
     ]
     if core:
-        scores = "B, K, G, S" if decode else "B, T, K, G, S"
+        scores = "B, K, G, S" if decode else "B, K, G, T, S"
+        # prefill: causal as the training core, the prompt's keys after each query masked (half the pairs)
+        softmax = "softmax_S" if decode else "softmax_{S,causal}"
         lines += [
             f"Q[{q}] * {_t('Kc', 'B, S, K, H', kv)} -> Sc[{scores}]",
-            f"softmax_S(Sc[{scores}]) -> P[{scores}]",
+            f"{softmax}(Sc[{scores}]) -> P[{scores}]",
             f"P[{scores}] * {_t('Vc', 'B, S, K, H', kv)} -> A[{q}]",
         ]
     else:  # training: the core over the keys' and values' positions S, the tokens T renamed (S's size is T's)
-        scores = "B, T, K, G, S"
+        scores = "B, K, G, T, S"
         flags = "S,causal,flash" if attention == "fused" else "S,causal"
         lines += [
             "rename_{T,S}(Kp[B, T, K, H]) -> Ks[B, S, K, H]",

@@ -18,6 +18,13 @@ scores between them (``softmax_S(Sc) -> P``, when the program writes it; else ``
 part of that op too: the three are priced as one fused op, as an attention kernel runs them. A KV cache that the program declares but no product reads is read by that op
 all the same: its local bytes, from the role, over ``W_hbm`` (a note says so).
 
+A causal core (``softmax_{S,causal}``: the preset's prefill, its prompt's keys after each query masked) does
+half of its (T, S) pairs, and its two products' FLOPs and compute count that half (:mod:`shardalg.costs.steps`
+halves a ``causal`` step: T·S/2, the training core's convention, the diagonal's T/2 not counted); its HBM bytes
+are the whole K/V read (a causal kernel still reads every K/V block). That holds where the keys are the
+queries' own, S = T (a whole prompt); a cache of another length is refused (:func:`causal_keys_are_queries`).
+A decode core is not causal (its one query sees the whole cache): every pair counted.
+
 :attr:`Roofline.WHOLE_STEP` keeps the older accounting: one max over the whole part (all compute, all HBM
 reads, all communication) under ``steady``, their sum under ``serial``.
 
@@ -44,12 +51,12 @@ from shardalg.costs.terms import ZERO, Term, add, maximum
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan
 from shardalg.notation.printing import text
-from shardalg.notation.syntax import Apply, Arrow, Op, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Op, Product, Tensor
 
 from .analysis import Analysis
 from .quantities import tensor_bytes
 
-__all__ = ["Roofline", "OpRoofline", "inference_ops", "ATTENTION"]
+__all__ = ["Roofline", "OpRoofline", "inference_ops", "causal_keys_are_queries", "ATTENTION"]
 
 ATTENTION = "attention"
 
@@ -146,6 +153,7 @@ def inference_ops(
     if unread and attention is None:
         attention = (ATTENTION, [], True)
         groups.append(attention)
+    causal_keys_are_queries(a, sizes)
     out: list[OpRoofline] = []
     for name, indices, kv in groups:
         steps = tuple(s for i in indices for s in a.forward_plans[i].steps)
@@ -181,3 +189,53 @@ def _with_read(total: Term, compute: Term, hbm: Term, comms: Term, policy: Overl
     if policy is OverlapPolicy.SERIAL:
         return add(maximum(compute, hbm), comms)
     return maximum(total, compute, hbm, comms)
+
+
+def causal_keys_are_queries(a: Analysis, sizes: Mapping[str, int] | None = None) -> None:
+    """A UsageError unless each causal core over a KV cache (the prefill's ``Q·Kc -> Sc`` and ``P·Vc -> A``
+    around ``softmax_{S,causal}``) has as many keys as queries (``S = T``, a whole prompt), where its
+    ``causal`` steps count T·S/2 pairs, the training core's convention. With a prefix already cached (S > T) a
+    causal kernel does T·S − T²/2 pairs, which the halved steps (FLOPs and compute) would not count; with fewer
+    keys than queries (S < T) the first queries have none. T is the query dim, the one just before S
+    (:func:`_query_dim`). Sizes not bound are not checked. A core over keys a statement makes
+    (training's ``rename_{T,S}``: S's size is T's) is not here."""
+    m = a.model
+    sizes = m.sizes if sizes is None else sizes
+    kv_names = {v.name for v in m.kv_cache}
+    for _, f, names in a.cores:
+        if "causal" not in f.flags or f.dim is None:
+            continue
+        maker = m.values[names[0]].made_by
+        stmt = m.statements[maker].statement if maker is not None else None
+        expr = stmt.expr if isinstance(stmt, Arrow) else None
+        if not isinstance(stmt, Arrow) or not isinstance(expr, Product):
+            continue
+        keys = [t for t in (expr.left, expr.right) if isinstance(t, Tensor) and f.dim in t.dim_names]
+        queries = [t for t in (expr.left, expr.right) if isinstance(t, Tensor) and f.dim not in t.dim_names]
+        if len(keys) != 1 or len(queries) != 1 or m.aliases.get(keys[0].name, keys[0].name) not in kv_names:
+            continue
+        t_dim = _query_dim(stmt.result, f.dim)
+        if t_dim is None or t_dim == f.dim or t_dim not in sizes or f.dim not in sizes:
+            continue
+        t, s = sizes[t_dim], sizes[f.dim]
+        if s < t:
+            raise UsageError(
+                f"a causal core needs at least as many keys as queries: {f.dim}={s} keys against "
+                f"{t_dim}={t} queries leaves the first {t - s} queries no key",
+                fix=f"bind {f.dim} = {t_dim} (a whole prompt)",
+            )
+        if s > t:
+            raise UsageError(
+                f"a causal core over a cache longer than its queries ({f.dim}={s} keys, {t_dim}={t} queries: a "
+                f"prefix of {s - t} tokens already cached) does {t_dim}·{f.dim} − {t_dim}²/2 pairs, and its "
+                f"halved products would count {t_dim}·{f.dim}/2: not priced",
+                fix=f"bind {f.dim} = {t_dim} (a whole prompt), or write softmax_{f.dim} to count every pair",
+            )
+
+
+def _query_dim(scores: Tensor, key_dim: str) -> str | None:
+    """The query dim of a causal core's scores: the one just before the softmax's (the notation's rule, as the
+    executor and the export mask: ``Sc[B, K, G, T, S]``: T)."""
+    dims = scores.dim_names
+    at = dims.index(key_dim) if key_dim in dims else 0
+    return dims[at - 1] if at > 0 else None

@@ -6,7 +6,10 @@ per user and per chip, and cost per million tokens from a price per chip-hour.
     >>> r.ttft_s, r.tokens_per_s_per_user, r.cost_per_million_tokens                          # doctest: +SKIP
 
 The prefill step is the prefill program (:func:`.expand.expand` phase ``prefill``: ``T = S = P``) priced by
-:func:`.step.model_step`; it yields the first token, so the time to first token (TTFT) is that step. Each
+:func:`.step.model_step`; it yields the first token, so the time to first token (TTFT) is that step. Its
+attention core is causal (``softmax_{S,causal}``): the two products count half the prompt's (T, S) pairs,
+T·S/2 = P²/2 (the training core's convention, :mod:`.inference`), and read the whole K/V cache; a decode step's
+core counts every pair (its one new token attends to all S). Each
 later token is one decode step (phase ``decode``) over a context of ``S = P + i`` tokens (the prompt and the
 ``i`` tokens generated before it), for ``i`` = 1 .. N − 1: every decode step is priced as a sum of per-op
 rooflines (:mod:`.inference`) at its own ``S``, and the generation is their sum. The plans are made once: the
@@ -312,8 +315,9 @@ def serve(
         notes.append(
             (
                 "prefill",
-                "the preset's prefill program: its attention core counts every (T, S) pair of the prompt (no "
-                "causal masking's half), its unembedding the last position only",
+                "the preset's prefill program: its attention core is causal (softmax_{S,causal}), its two "
+                "products' FLOPs and compute over half the prompt's (T, S) pairs (T·S/2 at S = T = P, the "
+                "training core's convention), its K/V read whole; its unembedding the last position only",
             )
         )
 

@@ -40,9 +40,9 @@ def test_the_training_program_writes_the_causal_core_over_the_renamed_tokens(nam
     for line in (
         "rename_{T,S}(Kp[B, T, K, H]) -> Ks[B, S, K, H]",
         "rename_{T,S}(Vp[B, T, K, H]) -> Vs[B, S, K, H]",
-        "Q[B, T, K, G, H] * Ks[B, S, K, H] -> Sc[B, T, K, G, S]",
-        "softmax_{S,causal,flash}(Sc[B, T, K, G, S]) -> P[B, T, K, G, S]",
-        "P[B, T, K, G, S] * Vs[B, S, K, H] -> A[B, T, K, G, H]",
+        "Q[B, T, K, G, H] * Ks[B, S, K, H] -> Sc[B, K, G, T, S]",
+        "softmax_{S,causal,flash}(Sc[B, K, G, T, S]) -> P[B, K, G, T, S]",
+        "P[B, K, G, T, S] * Vs[B, S, K, H] -> A[B, T, K, G, H]",
     ):
         assert line in written
     assert "softmax_{S,causal}(Sc" in text(expand(name, attention="materialized"))

@@ -139,15 +139,15 @@ def test_the_presets_with_their_functions_written_keep_their_parameters_and_flop
         a, b = analyze(written, mode), analyze(bare, mode)
         # the same products (the functions' FLOPs are apart), but in training the written attention core's
         # (bare, its output A is an input): Q·K and P·V over the causal half, 2·(2·B·T·S·N·H)/2 a layer
-        core = 0
-        if phase == "train":
-            n = {"llama-2-13b": 40, "llama-3-8b": 32, "llama-3-70b": 64, "mixtral-8x7b": 32}[name]
-            core = 2 * sizes["B"] * sizes["T"] * sizes["T"] * n * 128 * a.model.layers
+        # in prefill both write the core's products, the written one causal (softmax_{S,causal}): half its pairs
+        n = {"llama-2-13b": 40, "llama-3-8b": 32, "llama-3-70b": 64, "mixtral-8x7b": 32}[name]
+        half = 2 * sizes["B"] * sizes["T"] * sizes["T"] * n * 128 * a.model.layers
+        core = {"train": half, "prefill": -half, "decode": 0}[phase]
         assert a.flops().forward == b.flops().forward + core
         assert a.flops().vector > 0
         assert model_memory(a, "h100").params == model_memory(b, "h100").params
     core = expand(name, "prefill", functions=True)
-    assert "softmax_S(Sc[B, T, K, G, S]) -> P[B, T, K, G, S]" in text(core)
+    assert "softmax_{S,causal}(Sc[B, K, G, T, S]) -> P[B, K, G, T, S]" in text(core)
 
 
 def test_a_preset_with_functions_keeps_its_norm_inputs_for_the_backward():
