@@ -16,6 +16,7 @@ from shardalg.cli import main
 from shardalg.errors import UsageError
 from shardalg.models.analysis import Analysis, analyze
 from shardalg.models.expand import expand
+from shardalg.models.presets import names
 from shardalg.models.program import model_program
 from shardalg.models.serving import serve
 from shardalg.models.step import model_step
@@ -151,3 +152,15 @@ def test_the_cli_step_of_the_preset_prefill_counts_half_the_pairs(tmp_path, caps
     a, _ = _step(expand(PRESET, "prefill"), {"B": B, "T": T, "S": T})
     assert op["compute"]["formula"] == f"{4 * B * T * T * _heads(a) // 2}/C"  # half of every pair's FLOPs
     assert op["hbm_bytes"] == 2 * B * T * a.model.sizes["K"] * a.model.sizes["H"] * 2  # Kc, Vc whole, bf16
+
+
+@pytest.mark.parametrize("phase", ["train", "prefill"])
+@pytest.mark.parametrize("name", names())
+def test_a_preset_core_masks_by_its_tokens(name, phase):
+    """A causal softmax masks by the dim just before S (the executor, the JAX export). The presets wrote
+    Sc[B, T, K, G, S], whose dim before S is G, the query group: the mask was between G and S."""
+    program = expand(name, phase)
+    applied = [s.expr for s in program.statements if isinstance(s, Arrow) and isinstance(s.expr, Apply)]
+    (core,) = [f for f in applied if "causal" in f.flags]
+    dims = core.operands[0].dim_names
+    assert dims[dims.index(core.dim) - 1] in program.roles.tokens
