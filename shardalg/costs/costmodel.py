@@ -49,8 +49,9 @@ class CostModel:
     ``alpha-beta`` or ``alpha-beta-rd``; ``overlap``: the policy a plan's steps are scheduled under;
     ``latency=False`` keeps only bandwidth terms (the bandwidth-bound regime of the book's derivations);
     ``symbolic_links`` writes each axis's link count as the symbol M_X; ``dcn_axes`` run over DCN; ``hbm``
-    restricts HBM traffic to the named tensors (None: every einsum operand and result), and ``on_chip`` names
-    tensors that never reach HBM (a fused attention's scores and their cotangents); ``exact`` keeps the
+    restricts an einsum's HBM traffic to the named tensors (None: every operand and result; a function, elementwise,
+    reads and writes its operands whatever), and ``on_chip`` names tensors that never reach HBM (a fused attention's
+    scores and their cotangents); ``exact`` keeps the
     ring's (N − 1)/N; ``ring="uni"`` uses each ring one way (see :mod:`shardalg.costs.stepcost`);
     ``efficiency``: the fractions of peak compute (MFU), HBM and network bandwidth a step reaches, each with its
     source (:mod:`shardalg.costs.efficiency`; peak unless given or carried by the chip). The whole-model

@@ -182,7 +182,13 @@ class StepCost:
                 moved = moved[1:]
             if s.op is Op.RENAME:  # the same blocks under another name: nothing read or written
                 moved = ()
-            moved = tuple(t for t in moved if (hbm is None or t.name in hbm) and t.name not in on_chip)
+            if s.op.function and s.inputs and all(t.name in on_chip for t in s.inputs):
+                moved = ()  # it runs in the kernel that holds its operands (a fused softmax's statistics)
+            # ``hbm`` names the tensors an einsum reads from HBM (inference: parameters and KV cache); a function
+            # is elementwise, HBM-bound: it reads and writes its operands whatever they are
+            moved = tuple(
+                t for t in moved if (hbm is None or s.op.function or t.name in hbm) and t.name not in on_chip
+            )
             self._hbm = add(*(local_bytes(t, self.opts) for t in moved))
         return self._hbm
 

@@ -320,11 +320,11 @@ class Analysis:
 
     @property
     def on_chip(self) -> tuple[str, ...]:
-        """The tensors a training step never reads or writes in HBM: a fused attention core's scores and their
-        cotangents (``Sc``, ``P``, ``dSc``, ``dP``); none in inference (its HBM reads are the parameters' and the KV
-        cache's alone)."""
+        """The tensors a step never reads or writes in HBM: in training a fused attention core's scores and their
+        cotangents (``Sc``, ``P``, ``dSc``, ``dP``); in inference every core's scores (its attention is one op, as
+        a kernel runs it: :mod:`.inference`)."""
         if self.mode != "train":
-            return ()
+            return self.scores
         return (*self.fused_scores, *(grad_name(n) for n in self.fused_scores), *self.gradient_parts)
 
     @cached_property

@@ -116,7 +116,8 @@ def _terms(cost: PlanCost, plan: Plan, policy: OverlapPolicy) -> tuple[Term, Ter
 
 
 def _hbm_bytes(cost: PlanCost) -> Term:
-    return add(*(s.hbm_bytes for s in cost.steps if s.step.op is Op.EINSUM))
+    """The bytes the op's einsums and functions read and write in HBM (its ``memory`` time's)."""
+    return add(*(s.hbm_bytes for s in cost.steps if s.step.op is Op.EINSUM or s.step.op.function))
 
 
 def inference_ops(

@@ -214,5 +214,25 @@ def test_a_decode_attention_core_written_whole_is_one_op_whose_hbm_time_is_the_k
     (op,) = inference_ops(a, False, CostModel.of("tpu-v5e"))
     assert op.kv_read and op.statements == (0, 1, 2) and op.name == "attention (KV-cache read: Kc, Vc)"
     cache = 2 * 8 * (4096 // 4) * (8 // 4) * 128 * 2  # Kc and Vc, bf16, S over Y, H over X
-    small = 2 * (8 * 2 * 128 * 2) + 2 * (8 * 2 * 1024 * 2)  # Q and O (bf16); the scores, written and read
+    # Q and O (bf16); the scores Sc and P, each written and read (this cost model keeps nothing on chip: the
+    # products write and read them, the softmax reads Sc and writes P)
+    small = 2 * (8 * 2 * 128 * 2) + 4 * (8 * 2 * 1024 * 2)
     assert op.hbm_bytes.evaluate({}) == cache + small
+
+
+def test_an_inference_function_reads_and_writes_its_operands():
+    """An elementwise function is HBM-bound in inference as in training: a prefill's norm over B·T·D read and
+    wrote nothing (0 ns: the inference HBM reads were the parameters' and the KV cache's alone), 400.6 us of
+    LLaMA-2 13B's prefill on H100 per norm. An einsum still reads only its parameters."""
+    from shardalg.models.analysis import analyze
+    from shardalg.models.program import model_program
+    from shardalg.models.step import model_step
+
+    b, t, d, f = 4, 256, 512, 1024
+    program = "params W\ntokens B, T\nrmsnorm_D(In[B, T, D]) -> H[B, T, D]\nH[B, T, D] * W[D, F] -> O[B, T, F]"
+    sizes = {"B": b, "T": t, "D": d, "F": f}
+    report = model_step(analyze(model_program(program, "X=1", sizes), "infer"), "h100")
+    norm, product = report.parts[0].ops
+    assert float(norm.hbm_bytes) == 2 * b * t * d * 2  # In read, H written, bf16
+    assert float(report.seconds_of(norm.total)) == pytest.approx(2 * b * t * d * 2 / 3.35e12, rel=1e-9)
+    assert float(product.hbm_bytes) == d * f * 2  # W alone: the einsum's activations are not counted
