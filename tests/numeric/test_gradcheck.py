@@ -12,8 +12,11 @@ import pytest
 import shardalg as sa
 from shardalg.cli import main
 from shardalg.errors import LimitExceeded, UsageError
+from shardalg.models.expand import shard
+from shardalg.notation.parse import parse
 from shardalg.numeric.gradcheck import TOLERANCE, gradcheck
 from shardalg.planning.backward import backward
+from tests.search.programs import TRANSFORMER_FN
 
 MLP = (
     "X[B_X, D] · W1[D, F_Y] -> H[B_X, F_Y]; gelu(H[B_X, F_Y]) -> G[B_X, F_Y]; "
@@ -50,6 +53,12 @@ CASES = {
         {"B": 2, "T": 8, "S": 8, "H": 2, "E": 4},
         {},
     ),
+    "a transformer layer: TP over X, FSDP and DP over Y": (
+        "layer",
+        "X=2,Y=2",
+        {"B": 4, "T": 8, "S": 8, "D": 8, "H": 2, "E": 4, "F": 16},
+        {},
+    ),
     "a sub-axis": (
         "X[B_{Y:(1)2}, D] · W[D, F_X] -> H[B_{Y:(1)2}, F_X]",
         "X=2,Y=4",
@@ -62,6 +71,8 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_derived_backward_is_the_forward_derivative(name):
     program, mesh, sizes, options = CASES[name]
+    if program == "layer":  # the searched layer (norms, the causal core, residuals, the gated MLP), sharded
+        program = shard(parse(TRANSFORMER_FN), "H=X,F=X,D=Y", "B=Y,H=X,F=X")
     bw = backward(program, mesh, sizes, **options)
     assert bool(bw.runs_first) == name.startswith("ring")
     got = gradcheck(bw)
