@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Arrow, Role, Tensor
@@ -38,9 +38,6 @@ from shardalg.planning.forward import grad_name
 from shardalg.planning.planner import plan
 
 from .program import ModelProgram, Value
-
-if TYPE_CHECKING:
-    from .analysis import Analysis
 
 __all__ = ["LookupGradient", "analysis_lookup", "lookup_gradients", "lookup_table"]
 
@@ -121,8 +118,9 @@ def lookup_gradients(
     return [LookupGradient(table, x, partial, plan(Arrow(partial, whole), m.mesh, m.sizes))]
 
 
-def analysis_lookup(a: Analysis) -> list[LookupGradient]:
-    """:func:`lookup_gradients` of a training step's analysis, with its derived gradients (none in inference)."""
+def analysis_lookup(a: Any) -> list[LookupGradient]:
+    """:func:`lookup_gradients` of a training step's :class:`~.analysis.Analysis` (which reads this module: not
+    imported here), with its derived gradients (none in inference)."""
     if a.mode != "train":
         return []
     grads = a.backward.grads if a.backward is not None else []
