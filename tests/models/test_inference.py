@@ -229,7 +229,9 @@ def test_an_inference_function_reads_and_writes_its_operands():
     from shardalg.models.step import model_step
 
     b, t, d, f = 4, 256, 512, 1024
-    program = "params W\ntokens B, T\nrmsnorm_D(In[B, T, D]) -> H[B, T, D]\nH[B, T, D] * W[D, F] -> O[B, T, F]"
+    program = (
+        "params W\ntokens B, T\nrmsnorm_D(In[B, T, D]) -> H[B, T, D]\nH[B, T, D] * W[D, F] -> O[B, T, F]"
+    )
     sizes = {"B": b, "T": t, "D": d, "F": f}
     report = model_step(analyze(model_program(program, "X=1", sizes), "infer"), "h100")
     norm, product = report.parts[0].ops
