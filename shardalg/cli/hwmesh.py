@@ -108,7 +108,7 @@ def placed(
 
     dcn_axes = tuple(a for a in (dcn or "").split(",") if a)
     done = place_in_nodes(the_mesh, hw, dcn_axes, subaxis_parents(*programs))
-    return done.mesh, [tuple(n.split(": ", 1)) for n in done.notes]  # type: ignore[misc]
+    return done.mesh, done.pairs()
 
 
 def chip_and_mesh(

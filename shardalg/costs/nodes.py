@@ -54,6 +54,10 @@ class Placed:
     mesh: Mesh | None
     notes: tuple[str, ...] = ()
 
+    def pairs(self) -> list[tuple[str, str]]:
+        """The notes as ``(key, text)`` pairs (``("mesh", "X=64 spans ...")``), as results list their notes."""
+        return [(k, v) for k, _, v in (n.partition(": ") for n in self.notes)]
+
 
 def _text(axes: Iterable[Axis]) -> str:
     """``X=8:node1,Y=8``: the axes as mesh text, with the node split (their other options are unchanged)."""

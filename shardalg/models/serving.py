@@ -31,9 +31,11 @@ from typing import Any
 import sympy
 
 from shardalg.algebra.context import as_sizes
+from shardalg.algebra.mesh import as_mesh
 from shardalg.algebra.symbols import dim_size
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
+from shardalg.costs.nodes import place_in_nodes
 from shardalg.costs.plancost import priced
 from shardalg.costs.terms import Term, add, maximum, point
 from shardalg.errors import IndivisibleDim, UsageError
@@ -290,6 +292,8 @@ def serve(
     chip = as_chip_text(hw)
     if chip is None:
         raise UsageError("serving needs a chip for its seconds", fix="add --hw h100 (or another preset)")
+    placed = place_in_nodes(as_mesh(mesh), chip)  # a flat mesh larger than a GPU chip's node: placed, said
+    mesh = placed.mesh if placed.mesh is not None else mesh
     given = dict(as_sizes(sizes))
     for dim, why in (("T", "--prefill"), ("S", "--prefill and --generate")):
         if dim in given:
@@ -304,7 +308,7 @@ def serve(
     if pre_report.seconds is None:
         raise UsageError("the prefill step stays symbolic: bind every size", fix="e.g. --sizes B=32")
     devices = _devices(pre)
-    notes = list(pre_report.notes)
+    notes = [*placed.pairs(), *pre_report.notes]
     notes.append(
         (
             "ttft",

@@ -26,11 +26,13 @@ from typing import Any
 import sympy
 from sympy import Expr
 
+from shardalg.algebra.mesh import as_mesh
 from shardalg.algebra.symbols import quantity
 from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.efficiency import Efficiencies
 from shardalg.costs.hardware import Chip
+from shardalg.costs.nodes import Placed, place_in_nodes, subaxis_parents
 from shardalg.costs.phases import PHASES, PhasedCost, priced_by_phase
 from shardalg.costs.schedule import OverlapPolicy, lanes_of
 from shardalg.costs.terms import Term, point
@@ -295,8 +297,13 @@ def model_step(
                     "attention",
                     "the products that read the KV cache ("
                     + ", ".join(v.name for v in m.kv_cache)
-                    + ") are one op, the attention core, whose HBM time is the KV-cache read (the softmax "
-                    "between them is not in the notation; a cache no product reads is read by it from its role)",
+                    + ") are one op, the attention core, whose HBM time is the KV-cache read ("
+                    + (
+                        "the softmax between them is part of it, its scores kept on chip"
+                        if a.cores
+                        else "the program writes no softmax between them"
+                    )
+                    + "; a cache no product reads is read by it from its role)",
                 )
             )
     elif roofline is not None:
@@ -351,9 +358,13 @@ def step_time(
     :class:`~shardalg.planning.symbolic.NeedsSizes` is raised; where one size decides,
     ``shardalg.piecewise(lambda: step_time(...))`` gives each piece's step with its condition, as ``shardalg
     step`` prints them."""
+    placed = Placed(None)
+    if not isinstance(program, ModelProgram):  # a flat mesh larger than a GPU chip's node: placed, said
+        placed = place_in_nodes(as_mesh(mesh), as_chip_text(hw), (), subaxis_parents(program))
+        mesh = placed.mesh if placed.mesh is not None else mesh
     with symbolic.strict():
         model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
-        return model_step(
+        report = model_step(
             analyze(model, mode, remat, keep_gathered),
             hw,
             overlap,
@@ -364,3 +375,5 @@ def step_time(
             roofline=roofline,
             state=TrainState(**state),
         )
+    report.notes[:0] = placed.pairs()
+    return report

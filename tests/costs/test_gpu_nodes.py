@@ -12,7 +12,7 @@ import shardalg
 from shardalg.algebra.mesh import Mesh
 from shardalg.costs import hardware
 from shardalg.costs.chipspec import chip_from_pairs, chip_from_toml
-from shardalg.costs.nodes import place_in_nodes, subaxis_parents
+from shardalg.costs.nodes import _HOW, place_in_nodes, subaxis_parents
 from shardalg.errors import NoteWarning, UsageError
 
 H100 = hardware.get("h100")
@@ -172,3 +172,21 @@ def test_the_api_plan_says_the_placement() -> None:
 def test_the_api_derivations_note_the_placement() -> None:
     d = shardalg.compute_bound(GATHER, mesh="X=64", sizes=SIZES, hw="h100")
     assert d.notes[0].startswith("mesh: X=64 spans 8 h100 nodes")
+
+
+def test_the_models_api_places_a_flat_mesh_and_says_so():
+    """shardalg.step_time and shardalg.serve priced X=64 on h100 as one NVLink domain, with no note (the CLI placed it)."""
+
+    prog = "params W\ntokens B\nlayers L\nIn[B_X, D] * W[D, F] -> Out[B_X, F]"
+    sizes = {"B": 4096, "D": 4096, "F": 16384, "L": 2}
+    flat = shardalg.step_time(prog, mesh="X=64", sizes=sizes, hw="h100")
+    placed = shardalg.step_time(prog, mesh="X=64:node8", sizes=sizes, hw="h100")
+    assert flat.seconds == placed.seconds
+    assert flat.notes[0] == ("mesh", f"X=64 spans 8 h100 nodes of 8 GPUs; priced as X=64:node8 {_HOW}")
+    assert "mesh" not in dict(placed.notes)
+    served = shardalg.serve("llama-3-8b", "X=16", "B=16", "h100", 128, 2, params="F=X", activations="F=X")
+    assert served.notes[0] == ("mesh", f"X=16 spans 2 h100 nodes of 8 GPUs; priced as X=16:node8 {_HOW}")
+    again = shardalg.serve(
+        "llama-3-8b", "X=16:node8", "B=16", "h100", 128, 2, params="F=X", activations="F=X"
+    )
+    assert again.ttft_s == served.ttft_s and "mesh" not in dict(again.notes)
