@@ -238,3 +238,19 @@ def test_an_inference_function_reads_and_writes_its_operands():
     assert float(norm.hbm_bytes) == 2 * b * t * d * 2  # In read, H written, bf16
     assert float(report.seconds_of(norm.total)) == pytest.approx(2 * b * t * d * 2 / 3.35e12, rel=1e-9)
     assert float(product.hbm_bytes) == d * f * 2  # W alone: the einsum's activations are not counted
+
+
+def test_the_attention_note_says_whether_the_softmax_is_written():
+    """The note said "the softmax between them is not in the notation" beside a program that writes it."""
+    from shardalg.models.step import model_step
+
+    core = "kvcache Kc, Vc\ntokens B\nQ[B, H, E] · Kc[B, S, H, E] -> Sc[B, H, S]\n{}P[B, H, S] · Vc[B, S, H, E] -> O[B, H, E]"
+    sizes = "B=8,S=4096,H=8,E=128"
+    written = core.format("softmax_S(Sc[B, H, S]) -> P[B, H, S]\n")
+    bare = core.format("").replace("P[B, H, S] ·", "Sc[B, H, S] ·")
+    for src, says in (
+        (written, "the softmax between them is part of it"),
+        (bare, "writes no softmax between"),
+    ):
+        notes = dict(model_step(analyze(model_program(src, "X=1", sizes), "infer"), "h100").notes)
+        assert says in notes["attention"] and "not in the notation" not in notes["attention"]
