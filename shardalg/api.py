@@ -31,7 +31,7 @@ from .costs.costmodel import CostModel
 from .costs.derive import compare as derive_compare
 from .costs.derive import compute_bound as derive_bound
 from .costs.hardware import as_chip
-from .costs.nodes import place_in_nodes, subaxis_parents
+from .costs.nodes import place_in_nodes
 from .costs.plancost import cost as price
 from .costs.ranking import BySeconds
 from .errors import NoteWarning, UsageError
@@ -63,9 +63,7 @@ def _in_nodes(mesh: Any, hw: Any, options: dict[str, Any], *programs: Any) -> tu
     """``mesh`` (text, a mapping or a Mesh) as priced on ``hw`` for ``programs``: placed into the chip's nodes,
     and the notes that say so (:func:`~shardalg.costs.nodes.place_in_nodes`; ``options``' ``dcn_axes`` stay
     outside; an axis whose sub-axes a program names is left whole)."""
-    done = place_in_nodes(
-        as_mesh(mesh), as_chip(hw), options.get("dcn_axes") or (), subaxis_parents(*programs)
-    )
+    done = place_in_nodes(as_mesh(mesh), as_chip(hw), options.get("dcn_axes") or (), programs)
     return done.mesh, done.notes
 
 

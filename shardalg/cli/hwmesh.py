@@ -104,10 +104,10 @@ def placed(
     """``the_mesh`` placed into the nodes of the chip ``hw`` (:func:`shardalg.costs.nodes.place_in_nodes`;
     ``dcn``: ``--dcn``'s axes, outside the node; an axis whose sub-axes ``programs`` name is left whole), and
     the notes that say so, as ``(key, text)`` pairs."""
-    from shardalg.costs.nodes import place_in_nodes, subaxis_parents
+    from shardalg.costs.nodes import place_in_nodes
 
     dcn_axes = tuple(a for a in (dcn or "").split(",") if a)
-    done = place_in_nodes(the_mesh, hw, dcn_axes, subaxis_parents(*programs))
+    done = place_in_nodes(the_mesh, hw, dcn_axes, programs)
     return done.mesh, done.pairs()
 
 

@@ -19,7 +19,7 @@ from shardalg.errors import UsageError
 
 from . import EXIT_OK
 from .common import HelpFormatter, add_overlap, examples, json_text
-from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh, placed, say
+from .hwmesh import HW_HELP, MESH_HELP, add_hw, chip, mesh, say
 
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+")
 _WHOLE = re.compile(r"[0-9]+")
@@ -73,14 +73,11 @@ def efficiency_options(args: argparse.Namespace) -> dict[str, object]:
 def _serve(args: argparse.Namespace) -> int:
     from shardalg.models.serving import serve
 
-    hw = chip(args.hw)
-    the_mesh, notes = placed(mesh(args.mesh), hw)  # a flat mesh larger than a GPU node: placed into nodes
-    say(notes)
-    report = serve(
+    report = serve(  # a flat mesh larger than a GPU node is placed into nodes there, and noted
         args.name,
-        the_mesh,
+        mesh(args.mesh),
         args.sizes,
-        hw,
+        chip(args.hw),
         _whole(args.prefill, "--prefill"),
         _whole(args.generate, "--generate"),
         params=args.params,
@@ -92,7 +89,7 @@ def _serve(args: argparse.Namespace) -> int:
         mfu=number(args.mfu, "--mfu"),
         **efficiency_options(args),  # type: ignore[arg-type]
     )
-    report.notes[:0] = notes
+    say(report.notes)  # the placement's note on stderr too
     print(json_text(report.to_json()) if args.json else report.text(args.steps))
     return EXIT_OK
 

@@ -65,11 +65,12 @@ def _text(axes: Iterable[Axis]) -> str:
 
 
 def place_in_nodes(
-    mesh: Mesh | None, chip: Chip | None, dcn_axes: Iterable[str] = (), factored: Iterable[str] = ()
+    mesh: Mesh | None, chip: Chip | None, dcn_axes: Iterable[str] = (), programs: Iterable[object] = ()
 ) -> Placed:
     """``mesh`` with each axis that spans ``chip``'s nodes given ``:nodeK`` (the last axis innermost), and a
     note per placement; ``mesh`` unchanged where the chip has no node, the mesh fits one node or places itself
-    (see the module docstring). ``factored``: axes whose sub-axes the program names (:func:`subaxis_parents`)."""
+    (see the module docstring). ``programs``: what is priced on it, whose named sub-axes
+    (:func:`subaxis_parents`) leave their axis whole."""
     if mesh is None or chip is None or chip.devices_per_node is None or any(a.node is not None for a in mesh):
         return Placed(mesh)
     per_node = chip.devices_per_node
@@ -106,7 +107,7 @@ def place_in_nodes(
             )
     nodes = devices // per_node
     where = f"{_text(inside)} spans {nodes} {chip.name} nodes of {per_node} GPUs"
-    named = set(factored)
+    named = subaxis_parents(*programs)
     split = [a.name for a in inside if a.name in node and (a.factors or a.name in named)]
     if split:
         return Placed(

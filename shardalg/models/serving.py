@@ -293,7 +293,7 @@ def serve(
     if chip is None:
         raise UsageError("serving needs a chip for its seconds", fix="add --hw h100 (or another preset)")
     placed = place_in_nodes(as_mesh(mesh), chip)  # a flat mesh larger than a GPU chip's node: placed, said
-    mesh = placed.mesh if placed.mesh is not None else mesh
+    mesh = placed.mesh
     given = dict(as_sizes(sizes))
     for dim, why in (("T", "--prefill"), ("S", "--prefill and --generate")):
         if dim in given:

@@ -32,7 +32,7 @@ from shardalg.costs.chipspec import as_chip_text
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.efficiency import Efficiencies
 from shardalg.costs.hardware import Chip
-from shardalg.costs.nodes import Placed, place_in_nodes, subaxis_parents
+from shardalg.costs.nodes import Placed, place_in_nodes
 from shardalg.costs.phases import PHASES, PhasedCost, priced_by_phase
 from shardalg.costs.schedule import OverlapPolicy, lanes_of
 from shardalg.costs.terms import Term, point
@@ -360,8 +360,8 @@ def step_time(
     step`` prints them."""
     placed = Placed(None)
     if not isinstance(program, ModelProgram):  # a flat mesh larger than a GPU chip's node: placed, said
-        placed = place_in_nodes(as_mesh(mesh), as_chip_text(hw), (), subaxis_parents(program))
-        mesh = placed.mesh if placed.mesh is not None else mesh
+        placed = place_in_nodes(as_mesh(mesh), as_chip_text(hw), (), (program,))
+        mesh = placed.mesh
     with symbolic.strict():
         model = program if isinstance(program, ModelProgram) else model_program(program, mesh, sizes)
         report = model_step(

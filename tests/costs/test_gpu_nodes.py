@@ -126,7 +126,7 @@ def test_a_factored_axis_that_would_span_nodes_is_left_and_said() -> None:
 def test_an_axis_whose_sub_axes_the_program_names_is_left_and_said() -> None:
     first = "AllGather_{X:(8)2}(K[S_X]) -> K[S_{X:(1)8}]"
     assert subaxis_parents(first, None, "A[I_Y]") == {"X"}
-    done = place_in_nodes(Mesh.parse("X=16"), H100, (), subaxis_parents(first))
+    done = place_in_nodes(Mesh.parse("X=16"), H100, (), (first,))
     assert done.mesh == Mesh.parse("X=16") and "but X has sub-axes" in done.notes[0]
     pc = shardalg.cost(first, mesh="X=16", sizes={"S": 2**20}, hw="h100")  # not refused: priced whole
     assert pc.notes[0].startswith("mesh: X=16 spans 2 h100 nodes of 8 GPUs, but X has sub-axes")
