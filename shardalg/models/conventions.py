@@ -102,13 +102,19 @@ def step_conventions(report: Any) -> list[tuple[str, str]]:
             f"{flops}; not counted: {unshown}, the attention core unless written, the optimizer update",
         ),
         ("dtypes", "each tensor in its declared dtype (bf16 default), gradients communicated in it"),
+        (
+            "plans",
+            "each statement's plan the fewest bytes communicated (the planner's first), not the fewest seconds "
+            "on the chip: shardalg plan --hw ranks a statement's plans by seconds and may pick another",
+        ),
     ]
     if _functions(report):
         out.append(
             (
                 "functions",
-                "the written functions (norms, softmax, elementwise) priced as HBM-bound steps, their FLOPs "
-                "counted apart as vector FLOPs"
+                "the written functions (norms, softmax, elementwise) priced as HBM-bound steps, each its own "
+                "kernel that reads its operands and writes its result (a fused kernel, a residual add with the "
+                "norm after it, moves fewer bytes: not modelled), their FLOPs counted apart as vector FLOPs"
                 + (
                     "; their backward derived (each derivative f'(X, dY), or the rename back, as shardalg "
                     "backward writes it), priced the same way"

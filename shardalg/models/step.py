@@ -301,7 +301,8 @@ def model_step(
                     + (
                         "the softmax between them is part of it, its scores kept on chip"
                         if a.cores
-                        else "the program writes no softmax between them"
+                        else "the program writes no softmax between them, so no causal mask: every query is "
+                        "priced against every key (softmax_{S,causal} halves a prefill's pairs)"
                     )
                     + "; a cache no product reads is read by it from its role)",
                 )

@@ -250,7 +250,7 @@ def test_the_attention_note_says_whether_the_softmax_is_written():
     bare = core.format("").replace("P[B, H, S] ·", "Sc[B, H, S] ·")
     for src, says in (
         (written, "the softmax between them is part of it"),
-        (bare, "writes no softmax between"),
+        (bare, "writes no softmax between them, so no causal mask: every query is priced against every key"),
     ):
         notes = dict(model_step(analyze(model_program(src, "X=1", sizes), "infer"), "h100").notes)
         assert says in notes["attention"] and "not in the notation" not in notes["attention"]

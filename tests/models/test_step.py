@@ -7,7 +7,7 @@ import pytest
 import sympy
 
 from shardalg.algebra.symbols import dim_size, quantity
-from shardalg.errors import UsageError
+from shardalg.errors import NoteWarning, UsageError
 from shardalg.models.inference import Roofline
 from shardalg.models.step import step_time
 from shardalg.planning.overlap import OverlapPolicy
@@ -214,3 +214,22 @@ def test_seconds_of_refuses_text():
     assert s.seconds_of(2.5) == 2.5
     with pytest.raises(UsageError, match="seconds_of takes an expression"):
         s.seconds_of("__import__('os').getcwd()")
+
+
+def test_a_step_plans_each_statement_by_bytes_as_its_plans_convention_says():
+    """The ``plans`` convention is what the step does: its statement runs the planner's first plan by bytes,
+    here not the one ``plan --hw`` ranks first by seconds (a ReduceScatter over both axes of an h100 mesh
+    across nodes against a gather over the node's axis), and the output says so."""
+    import shardalg as sa
+
+    stmt = "A[I, J_XY] · B[J_XY, K] -> C[I_X, K_Y]"
+    mesh, sizes = "X=16,Y=8", "I=4096,J=8192,K=8192"
+    by_bytes = sa.plan(stmt, mesh=mesh, sizes=sizes)
+    with pytest.warns(NoteWarning, match="spans 16 h100 nodes"):  # placed in nodes, as the step is
+        by_seconds = sa.plan(stmt, mesh=mesh, sizes=sizes, hw="h100")
+    assert str(by_bytes) != str(by_seconds)  # the two rankings disagree on this statement
+    report = step_time(f"params B\ntokens I\n{stmt}", mesh=mesh, sizes=sizes, hw="h100")
+    (planned,) = report.analysis.forward_plans.values()
+    assert str(planned) == str(by_bytes)
+    said = {c["key"]: c["value"] for c in report.to_json()["conventions"]}
+    assert "fewest bytes communicated" in said["plans"] and "plan --hw" in said["plans"]
