@@ -342,7 +342,11 @@ def serve(
         lo = analyze(dec_model, "infer")
         hi = analyze(dec_model.with_sizes(S=lengths[-1]), "infer") if len(lengths) > 1 else lo
         first = model_step(lo, chip, overlap, mfu, **options)
-        last = model_step(hi, chip, overlap, mfu, **options) if hi is not lo else first
+        last = model_step(hi, chip, overlap, mfu, say_plans=False, **options) if hi is not lo else first
+        # of the decode steps' notes, the first step's plan choice is said (the prefill's notes are shown)
+        slower = dict(first.notes).get("plans")
+        if slower is not None:
+            notes.append(("decode plans", f"{slower} (the first decode step, S = {lengths[0]:,})"))
         if hi.forward_plans == lo.forward_plans:
             costs = _cost_model(hi, chip, first.policy, first.efficiency)
             unbound = {k: v for k, v in hi.model.sizes.items() if k != "S"}  # S: each step's own
@@ -363,7 +367,14 @@ def serve(
             )
         else:
             for n in lengths:
-                r = model_step(analyze(dec_model.with_sizes(S=n), "infer"), chip, overlap, mfu, **options)
+                r = model_step(
+                    analyze(dec_model.with_sizes(S=n), "infer"),
+                    chip,
+                    overlap,
+                    mfu,
+                    say_plans=False,
+                    **options,
+                )
                 steps.append((n, float(r.seconds or 0.0)))
             notes.append(("decode", f"{len(steps)} steps, each planned and priced at its own S"))
     else:

@@ -43,6 +43,7 @@ from shardalg.planning import symbolic
 
 from .analysis import Analysis, Remat, analyze
 from .inference import Roofline, inference_ops
+from .planchoice import plans_note, slower_plans
 from .program import ModelProgram, model_program
 from .stages import End, statement_ends
 from .stepreport import SECONDS_PER_DAY, OpPart, Part, StepReport
@@ -256,9 +257,12 @@ def model_step(
     network_efficiency: float | str | None = None,
     roofline: object = None,
     state: TrainState | None = None,
+    say_plans: bool = True,
 ) -> StepReport:
     """The step report of an analysed model (see :func:`step_time`); ``state``: the ZeRO stage and
-    microbatches of a training step (:class:`shardalg.models.trainstate.TrainState`)."""
+    microbatches of a training step (:class:`shardalg.models.trainstate.TrainState`); ``say_plans``: note the
+    forward products whose plan is slower than another of theirs (:mod:`.planchoice`; a caller that shows
+    none of the report's notes, pricing many steps, leaves them out)."""
     a, m = analysis, analysis.model
     notes = list(a.notes)
     if policy is None:
@@ -314,6 +318,10 @@ def model_step(
     run, more = pass_analysis(a, state)
     notes += more
     costs = _cost_model(run, hw, policy, efficiency)
+    # with no chip there are no seconds to compare
+    slower = plans_note(slower_plans(a, costs), hw.name, policy) if say_plans and hw is not None else None
+    if slower is not None:
+        notes.append(slower)
     for once, name, count, plans in step_parts(run, state, _part_plans, state.micro):
         part = _part(name, count, once, plans, run, costs, shape)
         if part is not None:
