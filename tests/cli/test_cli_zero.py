@@ -65,7 +65,7 @@ def test_step_takes_zero_and_microbatches(capsys):
     assert [(p["part"], p["count"]) for p in data["parts"]] == [
         ("layer", 120), ("layer (last)", 40), ("outside", 3), ("outside (last)", 1)
     ]  # fmt: skip
-    assert [c["key"] for c in data["conventions"]] == ["flops", "dtypes", "functions"]
+    assert [c["key"] for c in data["conventions"]] == ["flops", "dtypes", "plans", "functions"]
 
 
 @pytest.mark.parametrize(
