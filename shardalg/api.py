@@ -11,7 +11,8 @@ contenders; ``shardalg.piecewise`` answers per interval where one unknown size d
 
 A flat mesh larger than a GPU chip's node (``mesh="X=64", hw="h100"``) is placed into nodes here, once, for
 every function that takes ``hw`` (:func:`shardalg.costs.nodes.place_in_nodes`: ``X=64`` priced as
-``X=64:node8``): a cost or derivation says so in its ``notes``; ``plans`` and ``plan``, which have none, as a
+``X=64:node8``; without ``mesh``, the program's own ``mesh X=64`` line is placed the same way): a cost or
+derivation says so in its ``notes``; ``plans`` and ``plan``, which have none, as a
 :class:`~shardalg.errors.NoteWarning`.
 
 ``latex`` prints whatever the package returns: notation (a tensor, a statement, a program), a sympy value (a
@@ -60,9 +61,10 @@ def latex(x: Any, **settings: Any) -> str:
 
 
 def _in_nodes(mesh: Any, hw: Any, options: dict[str, Any], *programs: Any) -> tuple[Any, tuple[str, ...]]:
-    """``mesh`` (text, a mapping or a Mesh) as priced on ``hw`` for ``programs``: placed into the chip's nodes,
-    and the notes that say so (:func:`~shardalg.costs.nodes.place_in_nodes`; ``options``' ``dcn_axes`` stay
-    outside; an axis whose sub-axes a program names is left whole)."""
+    """``mesh`` (text, a mapping or a Mesh; None: the programs' own ``mesh`` line) as priced on ``hw`` for
+    ``programs``: placed into the chip's nodes, and the notes that say so
+    (:func:`~shardalg.costs.nodes.place_in_nodes`; ``options``' ``dcn_axes`` stay outside; an axis whose
+    sub-axes a program names is left whole)."""
     done = place_in_nodes(as_mesh(mesh), as_chip(hw), options.get("dcn_axes") or (), programs)
     return done.mesh, done.notes
 

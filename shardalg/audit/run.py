@@ -28,7 +28,7 @@ from shardalg.notation.syntax import Tensor
 
 from .program import AuditProgram, Layout, build
 from .trace import trace
-from .verdict import BackwardVerdict, StatementVerdict, judge, judge_backward
+from .verdict import BackwardVerdict, StatementVerdict, in_nodes, judge, judge_backward
 
 __all__ = ["Audit", "AuditJob", "audit", "audit_file", "audit_files", "DEFAULT_CHIP"]
 
@@ -195,6 +195,7 @@ def _finish(
 ) -> Audit:
     prog = build(rec, names, given)
     notes = list(prog.notes)
+    notes += in_nodes(Mesh(prog.mesh), costs)[1]  # seconds priced on the mesh placed into a GPU chip's nodes
     if chip_default:
         notes.append(f"priced on {chip} (the default chip; --hw to choose)")
     back = judge_backward(prog, rec) if "backward_hlo" in rec else None

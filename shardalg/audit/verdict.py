@@ -7,7 +7,8 @@ differs from XLA's only by slices counts as XLA's), XLA's bytes and seconds agai
 flag with the ratio where XLA's costs more. A step XLA runs over a sub-axis (``Y:(1)2``) is written in
 Shardy's spelling and priced like the rest (a collective-permute that renames several axes is the notation's
 ``Permute_{X,Y:(1)2,Y:(2)2}``); shardalg's plans of that statement are then searched on the mesh with the cut
-axes declared factored (``Y=2x2``), the same sub-axes XLA used.
+axes declared factored (``Y=2x2``), the same sub-axes XLA used. Seconds are priced on the mesh placed into a
+GPU chip's nodes where it is flat and larger than one (:func:`in_nodes`), as ``shardalg cost`` prices it.
 
 Backward (``jax.grad``): each backward collective is paired with a forward collective whose transpose it is
 (the op records' ``transpose``: AllGather ⇄ ReduceScatter, AllReduce ⇄ AllReduce, ...; same axes, same
@@ -28,6 +29,7 @@ from shardalg.algebra.registry import RECORDS
 from shardalg.algebra.traffic import Sizes
 from shardalg.api import plans as all_plans
 from shardalg.costs.costmodel import CostModel
+from shardalg.costs.nodes import place_in_nodes
 from shardalg.costs.plancost import costed
 from shardalg.costs.programplan import program_plan
 from shardalg.errors import ShardalgError
@@ -40,7 +42,7 @@ from .groups import refinement
 from .hlo import HloCollective, collectives
 from .program import AuditProgram, Statement, XlaStep, group_axes
 
-__all__ = ["StatementVerdict", "BackwardPair", "BackwardVerdict", "judge", "judge_backward"]
+__all__ = ["StatementVerdict", "BackwardPair", "BackwardVerdict", "in_nodes", "judge", "judge_backward"]
 
 FLAG = 1.0 + 1e-9  # XLA's plan costs more when its seconds exceed the best plan's by more than rounding
 
@@ -108,6 +110,14 @@ def _factored(prog: AuditProgram, st: Statement) -> tuple[Mesh, str]:
     return Mesh(text), f"XLA's steps use sub-axes, so shardalg's plans are searched on --mesh {text}"
 
 
+def in_nodes(mesh: Mesh, costs: CostModel) -> tuple[Mesh, tuple[str, ...]]:
+    """``mesh`` as priced on the chip of ``costs``: a flat mesh larger than a GPU chip's node placed into its
+    nodes (:func:`shardalg.costs.nodes.place_in_nodes`: ``X=64`` on ``h100`` is ``X=64:node8``), and the
+    notes that say so (none where nothing is placed)."""
+    done = place_in_nodes(mesh, costs.chip)
+    return (mesh if done.mesh is None else done.mesh), done.notes
+
+
 def judge(prog: AuditProgram, costs: CostModel) -> list[StatementVerdict]:
     """The verdict of every statement of ``prog`` under ``costs``."""
     return [_judge_one(prog, st, costs) for st in prog.statements]
@@ -115,11 +125,12 @@ def judge(prog: AuditProgram, costs: CostModel) -> list[StatementVerdict]:
 
 def _judge_one(prog: AuditProgram, st: Statement, costs: CostModel) -> StatementVerdict:
     mesh, factored = _factored(prog, st)
-    ours = all_plans(st.text, mesh, prog.sizes, hw=costs.chip, overlap=costs.overlap)
+    priced_on, placing = in_nodes(mesh, costs)  # the program's mesh's placement is the audit's note
+    ours = all_plans(st.text, priced_on, prog.sizes, hw=costs.chip, overlap=costs.overlap)
     best = ours[0]
     cut = [] if getattr(ours, "complete", True) else [f"shardalg's plan list was cut: {ours.note}"]
-    cut += [factored] if factored else []
-    best_cost = costed(best, mesh, prog.sizes, costs)
+    cut += [factored, *placing] if factored else []
+    best_cost = costed(best, priced_on, prog.sizes, costs)
     best_bytes = _number(plan_bytes(best, mesh, Sizes(prog.sizes)).json())
     xla_text = st.plan_text()
     unmapped = [s for s in st.steps if s.before is None]
@@ -128,7 +139,7 @@ def _judge_one(prog: AuditProgram, st: Statement, costs: CostModel) -> Statement
         try:
             node = parse(xla_text)
             xla_plan, notes = program_plan(node, mesh, prog.sizes)
-            xla_cost = costed(xla_plan, mesh, prog.sizes, costs)
+            xla_cost = costed(xla_plan, priced_on, prog.sizes, costs)
         except ShardalgError as err:
             problem = f"XLA's plan is not a legal plan in the notation: {str(err).splitlines()[0]}"
     if problem is not None:

@@ -4,7 +4,8 @@
 ``--slice`` (:mod:`shardalg.costs.topology`: a real slice, whose physical axes ``--mesh`` then factors into
 logical axes, and whose chip is the default ``--hw``). :func:`chip_and_mesh` is where a command that prices
 meets chip and mesh: a flat mesh larger than a GPU chip's node is placed into nodes there
-(:mod:`shardalg.costs.nodes`), and said in a note.
+(:mod:`shardalg.costs.nodes`), and said in a note; without ``--mesh``, the mesh line of the program priced
+(``mesh X=64``) is placed the same way.
 
 Imports: :mod:`shardalg.costs` and :mod:`shardalg.algebra` (lazily, inside the functions).
 """
@@ -102,8 +103,8 @@ def placed(
     the_mesh: Any, hw: Any, dcn: str | None = None, programs: tuple[Any, ...] = ()
 ) -> tuple[Any, list[tuple[str, str]]]:
     """``the_mesh`` placed into the nodes of the chip ``hw`` (:func:`shardalg.costs.nodes.place_in_nodes`;
-    ``dcn``: ``--dcn``'s axes, outside the node; an axis whose sub-axes ``programs`` name is left whole), and
-    the notes that say so, as ``(key, text)`` pairs."""
+    ``dcn``: ``--dcn``'s axes, outside the node; an axis whose sub-axes ``programs`` name is left whole; None:
+    the ``mesh`` line of ``programs``), and the notes that say so, as ``(key, text)`` pairs."""
     from shardalg.costs.nodes import place_in_nodes
 
     dcn_axes = tuple(a for a in (dcn or "").split(",") if a)
@@ -115,8 +116,9 @@ def chip_and_mesh(
     args: argparse.Namespace, layout: Any = None, *programs: Any
 ) -> tuple[Any, Any, list[tuple[str, str]]]:
     """The chip and the mesh a command prices ``programs`` on, with its notes: ``--slice``'s (its layout's
-    mesh, its chip unless ``--hw`` names one: :func:`slice_chip`), else ``--hw`` and ``--mesh``, a flat mesh
-    larger than the chip's node placed into nodes (:func:`placed`)."""
+    mesh, its chip unless ``--hw`` names one: :func:`slice_chip`), else ``--hw`` and ``--mesh`` (without it,
+    the programs' own ``mesh`` line), a flat mesh larger than the chip's node placed into nodes
+    (:func:`placed`); the mesh is None when no ``--mesh`` is given and nothing of the mesh line is placed."""
     hw, notes = slice_chip(args, layout)
     if layout is not None:  # a slice places its axes in nodes itself
         return hw, layout.mesh, notes
@@ -135,8 +137,9 @@ def say(notes: list[tuple[str, str]]) -> None:
 
 
 def priced_mesh(text: str | None, hw: Any, *programs: Any) -> Any:
-    """The Mesh of ``--mesh`` as priced on the chip ``hw`` for ``programs``: placed into its nodes
-    (:func:`placed`), each placement said on stderr; for a command whose result has no notes."""
+    """The Mesh of ``--mesh`` (without it, the programs' own ``mesh`` line, or None where nothing of it is
+    placed) as priced on the chip ``hw`` for ``programs``: placed into its nodes (:func:`placed`), each
+    placement said on stderr; for a command whose result has no notes."""
     the_mesh, notes = placed(mesh(text), hw, None, programs)
     say(notes)
     return the_mesh

@@ -56,12 +56,12 @@ def _program(args: argparse.Namespace) -> Any:
     return program
 
 
-def _model(args: argparse.Namespace, the_mesh: Any = None) -> Any:
-    """The model program of the command, on ``the_mesh`` (``--slice``'s or ``--mesh``, as priced on the chip:
-    :func:`.hwmesh.chip_and_mesh`)."""
+def _model(args: argparse.Namespace, the_mesh: Any = None, program: Any = None) -> Any:
+    """The model program of the command (``program``, else the one it reads), on ``the_mesh`` (``--slice``'s,
+    ``--mesh`` or the program's ``mesh`` line, as priced on the chip: :func:`.hwmesh.chip_and_mesh`)."""
     from shardalg.models.program import model_program, refuse_sizes_it_lacks
 
-    program = _program(args)
+    program = _program(args) if program is None else program
     refuse_sizes_it_lacks(program, args.sizes)
     return model_program(program, the_mesh, args.sizes)
 
@@ -77,9 +77,10 @@ def _memory_reporter(args: argparse.Namespace) -> Callable[[], Any]:
     from shardalg.models.memory import model_memory
 
     layout = slice_layout(args)
-    hw, the_mesh, notes = chip_and_mesh(args, layout)
+    program = _program(args)  # read once (it may be standard input); its mesh line is placed as --mesh is
+    hw, the_mesh, notes = chip_and_mesh(args, layout, program)
     say(notes)
-    model = _model(args, the_mesh)
+    model = _model(args, the_mesh, program)
 
     def report() -> Any:
         made = model_memory(
@@ -285,9 +286,10 @@ def _step(args: argparse.Namespace) -> int:
     from shardalg.planning.symbolic import piecewise
 
     layout = slice_layout(args)
-    hw, the_mesh, notes = chip_and_mesh(args, layout)
+    program = _program(args)  # read once (it may be standard input); its mesh line is placed as --mesh is
+    hw, the_mesh, notes = chip_and_mesh(args, layout, program)
     say(notes)
-    model = _model(args, the_mesh)
+    model = _model(args, the_mesh, program)
 
     def run() -> tuple[Any, Any]:
         analysis = analyze(model, args.mode, args.remat)

@@ -20,7 +20,13 @@ has sub-axes, declared (``X=2x4``) or named by the program (``X:(1)8``: :func:`s
 node-spanning axis cannot have; and when it fits in one node,
 silently. Sizes that do not tile the node (3 on a node of 8) are a UsageError: the user writes ``:nodeN``.
 
-Imports: :mod:`shardalg.algebra` and :mod:`.hardware`.
+Without a mesh, the mesh is the programs' own ``mesh`` line (:func:`written_mesh`), placed the same way:
+``mesh X=64`` on ``h100`` is priced as ``X=64:node8``, as ``--mesh X=64`` is, with the same note. Where that
+line fits one node (or the chip has no node) nothing is placed and the mesh stays None, so the program's line
+is used as written downstream. Programs whose mesh lines differ are not placed (one mesh is placed, not two),
+with a note when one of them spans nodes.
+
+Imports: :mod:`shardalg.algebra`, :mod:`shardalg.notation` (to read a program's mesh line) and :mod:`.hardware`.
 """
 
 from __future__ import annotations
@@ -31,20 +37,48 @@ from dataclasses import dataclass, replace
 from math import gcd, prod
 
 from shardalg.algebra.mesh import Axis, Mesh
-from shardalg.errors import UsageError
+from shardalg.errors import ShardalgError, UsageError
+from shardalg.notation.parse import parse
+from shardalg.notation.syntax import Program
 
 from .hardware import Chip
 
-__all__ = ["Placed", "place_in_nodes", "subaxis_parents"]
+__all__ = ["Placed", "place_in_nodes", "subaxis_parents", "written_mesh"]
 
 _HOW = "(the last axis innermost); write :nodeN to place it yourself"
 _NAMED_SUBAXIS = re.compile(r"([A-Za-z][A-Za-z0-9]*):\([0-9]+\)[0-9]+")
+_MESH_WORD = re.compile(r"\bmesh\b")
 
 
 def subaxis_parents(*programs: object) -> frozenset[str]:
     """The axes whose factors (``X:(1)8``) the programs name, read from their printed text (a program, a
     statement, a plan or notation text)."""
     return frozenset(m[1] for p in programs if p is not None for m in _NAMED_SUBAXIS.finditer(str(p)))
+
+
+def _mesh_line(program: object) -> Mesh | None:
+    """The mesh of ``program``'s own ``mesh`` line: a :class:`Program`'s, or that of notation text that
+    parses as a program with one; None for anything else (a plan, a tensor, text that does not parse: its
+    error is the pricing's to raise, where it is located)."""
+    if isinstance(program, str) and _MESH_WORD.search(program):
+        try:
+            program = parse(program)
+        except ShardalgError:
+            return None
+    if isinstance(program, Program) and program.mesh is not None:
+        return Mesh(dict(program.mesh.axes))
+    return None
+
+
+def written_mesh(*programs: object) -> tuple[Mesh | None, tuple[Mesh, ...]]:
+    """The mesh the programs' own ``mesh`` lines give (None when none has one, or when they differ), and
+    every distinct mesh they write, in order."""
+    found: list[Mesh] = []
+    for p in programs:
+        m = _mesh_line(p)
+        if m is not None and all(m.text() != f.text() for f in found):
+            found.append(m)
+    return (found[0] if len(found) == 1 else None), tuple(found)
 
 
 @dataclass(frozen=True)
@@ -70,7 +104,10 @@ def place_in_nodes(
     """``mesh`` with each axis that spans ``chip``'s nodes given ``:nodeK`` (the last axis innermost), and a
     note per placement; ``mesh`` unchanged where the chip has no node, the mesh fits one node or places itself
     (see the module docstring). ``programs``: what is priced on it, whose named sub-axes
-    (:func:`subaxis_parents`) leave their axis whole."""
+    (:func:`subaxis_parents`) leave their axis whole, and whose own ``mesh`` line is the mesh when ``mesh`` is
+    None (:func:`written_mesh`; the result's mesh stays None where nothing of that line is placed)."""
+    if mesh is None and chip is not None and chip.devices_per_node is not None:
+        return _place_written(chip, tuple(dcn_axes), tuple(programs))
     if mesh is None or chip is None or chip.devices_per_node is None or any(a.node is not None for a in mesh):
         return Placed(mesh)
     per_node = chip.devices_per_node
@@ -121,3 +158,35 @@ def place_in_nodes(
     placed = Mesh([replace(a, node=node[a.name]) if a.name in node else a for a in mesh.axes])
     shown = [placed[a.name] for a in inside]
     return Placed(placed, (f"mesh: {where}; priced as {_text(shown)} {_HOW}",))
+
+
+def _place_written(chip: Chip, dcn_axes: tuple[str, ...], programs: tuple[object, ...]) -> Placed:
+    """:func:`place_in_nodes` of the programs' own ``mesh`` line, when no mesh is given: that line placed
+    as ``--mesh`` with its text is; None as the mesh where nothing is placed (the program's line then applies
+    as written), with the notes that say why. A line whose sizes do not tile the node is refused as
+    ``--mesh`` is, the fix saying to give the mesh as ``--mesh`` (a mesh line takes no ``:nodeN``)."""
+    mesh, written = written_mesh(*programs)
+    if mesh is None:
+        if not any(_spans(m, chip, dcn_axes) for m in written):
+            return Placed(None)
+        lines = "; ".join(m.text().removeprefix("mesh ") for m in written)
+        return Placed(
+            None,
+            (
+                f"mesh: the programs' mesh lines differ ({lines}), so none is placed into {chip.name} nodes of "
+                f"{chip.devices_per_node} GPUs: each is priced as one NVLink domain; give --mesh (with :nodeN) "
+                "to place it",
+            ),
+        )
+    try:
+        done = place_in_nodes(mesh, chip, dcn_axes, programs)
+    except UsageError as err:
+        err.fix = f"a mesh line takes no :nodeN: give the mesh as --mesh (API: mesh=...) and {err.fix}"
+        raise
+    return done if done.mesh is not mesh else Placed(None, done.notes)
+
+
+def _spans(mesh: Mesh, chip: Chip, dcn_axes: tuple[str, ...]) -> bool:
+    """Whether ``mesh`` outside ``dcn_axes`` has more devices than ``chip``'s node."""
+    inside = [a.size for a in mesh.axes if not a.dcn and a.name not in dcn_axes]
+    return chip.devices_per_node is not None and prod(n or 1 for n in inside) > chip.devices_per_node

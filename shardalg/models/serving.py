@@ -292,7 +292,8 @@ def serve(
     chip = as_chip_text(hw)
     if chip is None:
         raise UsageError("serving needs a chip for its seconds", fix="add --hw h100 (or another preset)")
-    placed = place_in_nodes(as_mesh(mesh), chip)  # a flat mesh larger than a GPU chip's node: placed, said
+    given_programs = model if isinstance(model, tuple) else ()  # their mesh line, when no mesh is given
+    placed = place_in_nodes(as_mesh(mesh), chip, (), given_programs)  # a flat mesh larger than a GPU node
     mesh = placed.mesh
     given = dict(as_sizes(sizes))
     for dim, why in (("T", "--prefill"), ("S", "--prefill and --generate")):

@@ -24,6 +24,7 @@ from typing import Any
 from shardalg.algebra.context import context_for, tensors_of
 from shardalg.algebra.mesh import Mesh, a_mesh_or_none, as_mesh
 from shardalg.costs.chipspec import as_chip_text
+from shardalg.costs.nodes import place_in_nodes
 from shardalg.costs.schedule import OverlapPolicy
 from shardalg.errors import UsageError
 from shardalg.models.analysis import MODES
@@ -132,7 +133,9 @@ def prepare_search(
 ) -> tuple[Program, Space, Settings, list[tuple[str, str]]]:
     """What every search checks and defaults first: the program, mesh, chip and sizes (all bound), the mode,
     the memory cap, the overlap policy, the optimizer and remat; each default the user did not choose is a
-    note. Returns the program, its whole space, the settings and the notes."""
+    note. A flat mesh (the caller's, else the program's ``mesh`` line) larger than a GPU chip's node is placed
+    into its nodes, with a note (:func:`shardalg.costs.nodes.place_in_nodes`). Returns the program, its whole
+    space, the settings and the notes."""
     prog = parse(program_source(program)) if isinstance(program, str) else program
     if not isinstance(prog, Program):
         raise UsageError("the search takes a program in the notation with its params declared")
@@ -143,6 +146,9 @@ def prepare_search(
     if chip is None:
         raise UsageError("a search needs a chip for its seconds and HBM: --hw tpu-v5e (API: hw='tpu-v5e')")
     notes = replaced_notes(ctx.replaced)  # what --mesh and --sizes replaced of the program's, said first
+    placed = place_in_nodes(ctx.mesh, chip, (), (prog,))  # a flat mesh larger than a GPU chip's node
+    notes += placed.pairs()
+    mesh = placed.mesh if placed.mesh is not None else ctx.mesh
     chosen_mode = _mode(prog, mode, notes)
     if memory is None:
         cap = chip.hbm_capacity.value
@@ -181,7 +187,7 @@ def prepare_search(
     for dim, (kind, n, said) in derived_sizes(prog.statements, sizes_known).items():
         sizes_known[dim] = n  # a renamed dim's size, a routing's capacity: as the model derives them
         notes.append((kind, said))
-    space = space_of(prog, ctx.mesh, sizes_known)
+    space = space_of(prog, mesh, sizes_known)
     written = (d for t in tensors_of(prog) for d in t.dim_names)  # a dim only an activation has counts too
     missing = [
         d for d in dict.fromkeys((*space.param_dims, *space.batch_dims, *written)) if d not in sizes_known
@@ -195,7 +201,7 @@ def prepare_search(
             fix="bind them with --sizes, e.g. --sizes " + ",".join(f"{d}=1024" for d in missing),
         )
     settings = Settings(
-        ctx.mesh, sizes_known, chip, chosen_mode, optimizer, remat, overlap, cap, state or TrainState()
+        mesh, sizes_known, chip, chosen_mode, optimizer, remat, overlap, cap, state or TrainState()
     )
     return prog, space, settings, notes
 
