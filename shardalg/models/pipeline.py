@@ -51,6 +51,7 @@ from shardalg.costs.plancost import costed
 from shardalg.errors import UsageError
 
 from .analysis import Analysis, Remat, analyze
+from .lookup import within_stage
 from .memory import MemoryReport, memory_with
 from .program import model_program
 from .quantities import dim_value
@@ -320,7 +321,8 @@ def model_pipeline(
     # the last stage's step on the whole batch: layers/p repeated layers and the head; the embedding side on
     # stage 0 (model_step's parts in seconds without their formulas, the part outside priced at each end)
     stage, ends = 0.0, dict.fromkeys(End, 0.0)
-    for part in step_seconds(a, chip_, policy, by_end=True):
+    # the lookup's gradient among stage 0's devices alone (the other stages hold no table)
+    for part in step_seconds(within_stage(a, axis), chip_, policy, by_end=True):
         if part.end is None:
             stage += part.total * per_stage
         else:

@@ -31,6 +31,7 @@ from shardalg.notation.syntax import Arrow, Tensor
 from shardalg.planning.planner import plan
 
 from .analysis import Analysis, analyze
+from .lookup import LookupGradient, lookup_table, rechosen
 from .program import ModelProgram, Value, resized
 from .trainstate import TrainState
 from .zero import Zero, check_zero, computed_with, shard_axes
@@ -95,6 +96,16 @@ def pass_analysis(
         return a, [("inference", f"{', '.join(given)} ignored (a training choice)")] if given else []
     notes = [] if state.stage.chosen else [("zero", "0 (default: as the program writes the parameters)")]
     notes += check_zero(a.model, state.stage, require_axes=strict)
+    found = lookup_table(a.model)
+    if state.stage.stage == 3 and found is not None and shard_axes(a.model, found[0]):
+        notes.append(
+            (
+                "zero",
+                f"3 gathers {found[0].name}, read by the lookup the program does not write, before the forward "
+                "and again before the backward as every parameter (as FSDP unshards the embedding's weight; "
+                "the lookup's gradient itself reads no table)",
+            )
+        )
     one, per_micro = microbatch(a, state.micro, notes)
     if state.micro > 1:
         notes.append(
@@ -166,6 +177,22 @@ def _split_reduction(a: Analysis, v: Value, p: Plan, zero: bool) -> tuple[Plan, 
     return p, None
 
 
+def _lookup(a: Analysis, g: LookupGradient, state: TrainState, zeroed: bool) -> LookupGradient:
+    """The lookup's gradient (:mod:`.lookup`) chosen again for the step: reduced to the table's ZeRO shard
+    (stages 1 to 3, a table ZeRO shards) when :data:`WHEN` says, once a step or each pass; or its tokens'
+    cotangent gathered in each of the step's passes, and the block kept (free). ``g`` as it is when ZeRO does not
+    shard the table (``zeroed`` False): its reduction then runs in each pass, as the gather would."""
+    m, stage, passes = a.model, state.stage.stage, state.micro
+    if not zeroed:
+        return g
+    when, _ = _when(stage, "reduce")
+    target = g.plan.output
+    if stage > 0:
+        axes = shard_axes(m, g.table)
+        target = _shard(target, _sharded_dim(m, target, axes), axes)
+    return rechosen(m, g, target, gathers=passes, reductions=passes if when == "microbatch" else 1)
+
+
 def _when(stage: int, what: str) -> tuple[str, int]:
     return WHEN[stage].get(what, ("never", 0))
 
@@ -182,26 +209,36 @@ def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[list[Plan]]
     backward = [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
     per_step: list[Plan] = []
     grads = a.backward.grads if a.backward else []
+    found = lookup_table(m)
+    lookup = {found[0].name} if found is not None and a.mode == "train" else set()
     # each gradient's plan as the step prices it (:attr:`Analysis.grad_plans`: a causal core's einsums halved)
     made = [
-        (m.value_named(g.of), p)
+        (m.value_named(g.of), p, stage > 0)
         for g, (info, p) in zip(grads, a.grad_plans, strict=True)
         if info.once == once
     ]
-    # and outside the layer the embedding lookup's gradient, reduced as any weight's (:mod:`.lookup`)
-    made += [(g.table, g.plan) for g in a.lookup_grads if once]
-    for v, p in made:
+    # and outside the layer the embedding lookup's gradient, reduced as any weight's (:mod:`.lookup`), or
+    # gathered: each pass then gathers its tokens' cotangent and keeps its block, with nothing left to reduce
+    for g in a.lookup_grads if once else []:
+        g = _lookup(a, g, state, g.table.name in zeroed)
+        if g.gathered:
+            backward.append(g.plan)
+        else:
+            made.append((g.table, g.plan, False))  # planned to the ZeRO shard already
+    for v, p, replan in made:
         if v is None or v.name not in zeroed:
             backward.append(p)
             continue
-        head, reduction = _split_reduction(a, v, p, stage > 0)
+        head, reduction = _split_reduction(a, v, p, replan)
         backward.append(head)
         if reduction is not None:
             when, _ = _when(stage, "reduce")
             (backward if when == "microbatch" else per_step).append(reduction)
     backward += [p for info, p in a.routing_transposes if info.once == once]  # a MoE routing's, transposed
     when, times = _when(stage, "gather")
-    read = computed_with(m) if stage == 3 else set(zeroed)
+    # ZeRO-3 gathers a parameter before the products that read it, and the unwritten lookup's table before
+    # the lookup (as FSDP all-gathers an embedding's weight before its forward, and again before its backward)
+    read = computed_with(m) | lookup if stage == 3 else set(zeroed)
     for v in (v for v in zeroed.values() if v.name in read):
         gathers = [_gather(a, v, shard_axes(m, v)) for _ in range(times)]
         if when == "microbatch":  # before the forward, and again before the backward

@@ -341,8 +341,9 @@ class StatementPricer(Pricer):
         return entry, sum(p.copies for p in pieces)
 
     def lookup_seconds(self, model: Any) -> Seconds:
-        """The unwritten embedding lookup's gradient reduction (:mod:`shardalg.models.lookup`), a step of the
-        backward outside the layer that no piece writes: planned and priced at the candidate's sharding."""
+        """The unwritten embedding lookup's gradient, its reduction or its tokens' gather, whichever moves fewer
+        bytes (:mod:`shardalg.models.lookup`), a step of the backward outside the layer that no piece writes:
+        planned and priced at the candidate's sharding."""
         st = self.settings
         found = lookup_table(model) if st.mode == "train" else None
         if found is None:
