@@ -453,7 +453,7 @@ def model_memory(
     ]
     rows += [_kept_head(micro, n, True, per_micro) for n in also]
     rows += [r for r in _rows(a) if r[0] == "kv_cache"]
-    read = computed_with(a.model)
+    read = computed_with(a.model)  # what ZeRO-3 gathers (an offload fetches): the set the step's time gathers
     m = a.model
     ratio = {  # a parameter the recipe counts in another dtype than it declares (fp8: 1 byte, not bf16's 2)
         v.name: dtype_width(c.recipe.param_dtype(v.tensor.dtype)) / dtype_width(v.tensor.dtype)

@@ -28,6 +28,7 @@ from sympy import Expr, Integer
 
 from shardalg.errors import UsageError
 
+from .lookup import lookup_table
 from .program import ModelProgram, Value
 
 __all__ = [
@@ -117,10 +118,15 @@ def shard_count(model: ModelProgram, value: Value, zero: Zero, part: str) -> Exp
 
 
 def computed_with(model: ModelProgram) -> set[str]:
-    """The parameters a product of the program reads: those ZeRO-3 (or an offload) must gather (or fetch)
-    before the product runs. A parameter no product reads (an embedding table, a norm's gain: their steps are
-    ones the notation does not show) is not gathered, as the plans of the program written sharded do not."""
-    return {r for s in model.product_statements() for r in s.reads if model.values[r].is_param}
+    """The parameters the step reads to compute: those a statement that computes reads (a product, or a
+    function: a norm's gain, an elementwise operand) and the table of the embedding lookup the program does not
+    write (:func:`.lookup.lookup_table`). ZeRO-3 gathers each before the forward and again before the backward
+    (an offload of the parameters fetches each): the one set the step's time (:mod:`.zerostep`) and its
+    memory (:mod:`.memory`, the transient that holds the gathered copies) both read. A parameter the program
+    declares and no statement reads is not gathered."""
+    read = {r for s in model.computing_statements() for r in s.reads if model.values[r].is_param}
+    found = lookup_table(model)
+    return read | {found[0].name} if found is not None else read
 
 
 def check_zero(model: ModelProgram, zero: Zero, require_axes: bool = True) -> list[tuple[str, str]]:

@@ -209,8 +209,6 @@ def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[list[Plan]]
     backward = [a.forward_plans[i] for i in a.recomputed if by_index[i].once == once]
     per_step: list[Plan] = []
     grads = a.backward.grads if a.backward else []
-    found = lookup_table(m)
-    lookup = {found[0].name} if found is not None and a.mode == "train" else set()
     # each gradient's plan as the step prices it (:attr:`Analysis.grad_plans`: a causal core's einsums halved)
     made = [
         (m.value_named(g.of), p, stage > 0)
@@ -236,9 +234,10 @@ def _plans(a: Analysis, state: TrainState, once: bool) -> tuple[list[list[Plan]]
             (backward if when == "microbatch" else per_step).append(reduction)
     backward += [p for info, p in a.routing_transposes if info.once == once]  # a MoE routing's, transposed
     when, times = _when(stage, "gather")
-    # ZeRO-3 gathers a parameter before the products that read it, and the unwritten lookup's table before
-    # the lookup (as FSDP all-gathers an embedding's weight before its forward, and again before its backward)
-    read = computed_with(m) | lookup if stage == 3 else set(zeroed)
+    # ZeRO-3 gathers a parameter before the statements that compute with it (a product, a function: a norm's
+    # gain), and the unwritten lookup's table before the lookup (as FSDP all-gathers an embedding's weight
+    # before its forward, and again before its backward): :func:`.zero.computed_with`, as memory holds them
+    read = computed_with(m) if stage == 3 else set(zeroed)
     for v in (v for v in zeroed.values() if v.name in read):
         gathers = [_gather(a, v, shard_axes(m, v)) for _ in range(times)]
         if when == "microbatch":  # before the forward, and again before the backward

@@ -52,7 +52,7 @@ Where a step is not the sum of its statements because of remat, a ZeRO stage or 
 (:func:`bounded`), candidates are priced whole, and bounded the same way but for pieces: the forward runs the
 same plans (ZeRO-3 gathers the parameters before them), and remat and ZeRO add work to the phases, which more
 work never shortens. The README's search (LLaMA-3 70B on v5p-512, ``--remat block``) prices 134 of its 252 admitted
-candidates so; LLaMA-3 8B on ``X=2,Y=2`` with ``--zero 3`` 333 of 779.
+candidates so; LLaMA-3 8B on ``X=2,Y=2`` with ``--zero 3`` 269 of 779.
 
 Bounds only grow and the places only come down, so a candidate put aside or left unpriced takes none of
 them: the winner, the ranked rows, each strategy's best and what each is set against are those of pricing
