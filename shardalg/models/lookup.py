@@ -31,8 +31,8 @@ planner's ranking) is taken, its plan's note saying which and the bytes of both:
 which may run once a step, against a gather of each microbatch's ``dIn``). It is part of the step outside the
 repeated layer (once), of its backward, on the pipeline's stage 0 (:mod:`.stages`: the table is on the
 embedding side), where it runs among the devices of stage 0 alone: the other stages hold no table
-(:func:`within_stage` plans it without the pipeline axis). With no axis on the tokens (one device; model
-parallelism alone) there is nothing to reduce. The lookup reads the table: under ZeRO-3, which shards it, the
+(:func:`.stages.stage_analysis` plans a stage on the mesh without the pipeline axis). With no axis on the
+tokens (one device; model parallelism alone) there is nothing to reduce. The lookup reads the table: under ZeRO-3, which shards it, the
 table is gathered before the forward and again before the backward, as every parameter (:mod:`.zerostep`).
 
 A tied embedding (the head's unembedding reads the table) has a gradient derived from that product too. Where its
@@ -46,12 +46,10 @@ lookup's whole sum are added on each device). A program that writes its lookup a
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.traffic import Bytes, Sizes
 from shardalg.notation.plan import Plan
 from shardalg.notation.syntax import Arrow, Role, Tensor
@@ -68,7 +66,6 @@ __all__ = [
     "lookup_gradients",
     "lookup_table",
     "rechosen",
-    "within_stage",
 ]
 
 
@@ -77,15 +74,13 @@ class LookupGradient:
     """The lookup's gradient of one table: the table, the layer input it makes, the gradient as each device
     adds its own tokens (a partial sum over the token axes) and the plan to the table's layout: the reduction
     of that partial sum, or (``gathered``) the gather of the input's cotangent over the token axes, after which
-    each device adds every token (the plan's inputs are then the cotangent and the whole sum it adds);
-    ``apart``, the axes it is planned without (a pipeline's axis: the other stages hold no table)."""
+    each device adds every token (the plan's inputs are then the cotangent and the whole sum it adds)."""
 
     table: Value
     input: str
     partial: Tensor
     plan: Plan
     gathered: bool = False
-    apart: tuple[str, ...] = ()
 
 
 def lookup_table(m: ModelProgram) -> tuple[Value, str] | None:
@@ -115,14 +110,13 @@ def lookup_table(m: ModelProgram) -> tuple[Value, str] | None:
 
 
 def lookup_gradients(
-    m: ModelProgram, derived: Iterable[tuple[str | None, Plan]] = (), apart: tuple[str, ...] = ()
+    m: ModelProgram, derived: Iterable[tuple[str | None, Plan]] = ()
 ) -> list[LookupGradient]:
     """The lookup's gradient and the plan that makes it in the table's layout (:func:`lookup_table`): over the
     axes that shard the tokens, but those that the table's derived gradient (``derived``: each gradient's
     parameter and plan; a tied table's, from the head) reduces already, the lookup's part added into it
-    first; the fewer bytes of reducing the table and gathering the tokens (see the module). ``apart``: axes
-    whose other devices hold no table (a pipeline's axis), left out of the plan. Empty when the program
-    writes no such table or no axis is left to reduce over."""
+    first; the fewer bytes of reducing the table and gathering the tokens (see the module). Empty when the
+    program writes no such table or no axis is left to reduce over."""
     found = lookup_table(m)
     if found is None:
         return []
@@ -142,7 +136,7 @@ def lookup_gradients(
         for d in held.dims
         if d.label not in own
         for a in d.axes
-        if a not in reduced and a not in apart and m.mesh.size_expr(a) != 1
+        if a not in reduced and m.mesh.size_expr(a) != 1
     )
     if not tokens:
         return []
@@ -152,13 +146,8 @@ def lookup_gradients(
     name = grad_name(table.name)
     partial = replace(table.tensor, name=name, dims=dims, unreduced=tokens, invariant=(), span=None)
     whole = replace(table.tensor, name=name, unreduced=(), invariant=(), span=None)
-    g = LookupGradient(table, x, partial, Plan((partial,), (), whole), apart=apart)
+    g = LookupGradient(table, x, partial, Plan((partial,), (), whole))
     return [rechosen(m, g, whole)]
-
-
-def _stage_mesh(mesh: Mesh, apart: tuple[str, ...]) -> Mesh:
-    """The mesh without the axes ``apart`` (one pipeline stage's devices)."""
-    return Mesh([a for a in mesh.axes if a.name not in apart]) if apart else mesh
 
 
 def _bytes_text(b: Bytes, times: int) -> str:
@@ -174,7 +163,7 @@ def rechosen(
     communicates: the reduction of its partial sum, run ``reductions`` times a step, or the gather of the
     input's cotangent, ``gathers`` times (once a microbatch: each pass has its own tokens). The reduction stays
     when the bytes are symbolic and the gather's are not fewer at every size (the note says so)."""
-    mesh, sizes = _stage_mesh(m.mesh, g.apart), Sizes(m.sizes)
+    mesh, sizes = m.mesh, Sizes(m.sizes)
     partial, tokens = g.partial, g.partial.unreduced
     reduce = plan(Arrow(partial, target), mesh, m.sizes)
     held = m.values[g.input].tensor
@@ -197,36 +186,22 @@ def rechosen(
         gathered = beaten_everywhere(by_reducing, by_gathering)
         if not gathered and not beaten_everywhere(by_gathering, by_reducing):
             kept = "; which is fewer depends on sizes not given: the reduction kept"
-    within = f"; planned within a pipeline stage, without {', '.join(g.apart)}" if g.apart else ""
     if gathered:
         note = (
             f"the lookup's gradient gathered: each device adds every token's row of {d_in.name}, fewer bytes "
-            f"({both}){within}"
+            f"({both})"
         )
         made = Plan((d_in, added), gather.steps + keep.steps, target, note=note)
     else:
-        note = f"the lookup's gradient reduced: {partial.name}'s partial sums ({both}){kept}{within}"
+        note = f"the lookup's gradient reduced: {partial.name}'s partial sums ({both}){kept}"
         made = replace(reduce, note=note)
     return replace(g, plan=made, gathered=gathered)
 
 
-def analysis_lookup(a: Any, apart: tuple[str, ...] = ()) -> list[LookupGradient]:
+def analysis_lookup(a: Any) -> list[LookupGradient]:
     """:func:`lookup_gradients` of a training step's :class:`~.analysis.Analysis` (which reads this module: not
-    imported here), with its derived gradients (none in inference); ``apart`` as there."""
+    imported here), with its derived gradients (none in inference)."""
     if a.mode != "train":
         return []
     grads = a.backward.grads if a.backward is not None else []
-    return lookup_gradients(
-        a.model, ((g.of, p) for g, (_, p) in zip(grads, a.grad_plans, strict=True)), apart
-    )
-
-
-def within_stage(a: Any, axis: str) -> Any:
-    """The :class:`~.analysis.Analysis` ``a`` as one pipeline stage over ``axis`` prices it: a shallow copy whose
-    lookup gradient is planned among the devices of a stage (without ``axis``: the other stages hold no
-    table, only stage 0 does); ``a`` itself when it has none."""
-    if a.mode != "train" or lookup_table(a.model) is None:
-        return a
-    b = copy.copy(a)
-    b.__dict__["lookup_grads"] = analysis_lookup(a, (axis,))  # the cached property's slot
-    return b
+    return lookup_gradients(a.model, ((g.of, p) for g, (_, p) in zip(grads, a.grad_plans, strict=True)))

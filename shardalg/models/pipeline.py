@@ -6,9 +6,10 @@ schedule, the stage boundaries as sends, and the memory of each stage.
     >>> r.bubble, r.seconds, [s.total for s in r.stages]                     # doctest: +SKIP
 
 The program is one stage's sharding: its tensors are sharded over the other axes, never over the pipeline
-axis ``P`` (of ``p`` slices). The ``layers`` repeated layers are split evenly, ``layers/p`` a stage; of the
-part outside the repeated layer, the embedding is on stage 0 and the head on the last stage (:mod:`.stages`).
-With ``m``
+axis ``P`` (of ``p`` slices), and each stage's statements are planned among its own devices, on the mesh
+without ``P`` (:func:`.stages.stage_analysis`: the other stages hold other layers; only the sends cross it).
+The ``layers`` repeated layers are split evenly, ``layers/p`` a stage; of the part outside the repeated
+layer, the embedding is on stage 0 and the head on the last stage (:mod:`.stages`). With ``m``
 microbatches a schedule runs ``m + p − 1`` ticks of forward and as many of backward (GPipe and 1F1B alike);
 the bubble, the idle fraction of each stage, is ``(p − 1)/(m + p − 1)`` (:data:`SCHEDULES`, as data).
 
@@ -51,11 +52,10 @@ from shardalg.costs.plancost import costed
 from shardalg.errors import UsageError
 
 from .analysis import Analysis, Remat, analyze
-from .lookup import within_stage
 from .memory import MemoryReport, memory_with
 from .program import model_program
 from .quantities import dim_value
-from .stages import End, outside_ends, row_owners, stage_ends
+from .stages import End, outside_ends, row_owners, stage_analysis, stage_ends
 from .step import step_seconds
 from .trainstate import TrainState
 
@@ -320,9 +320,10 @@ def model_pipeline(
 
     # the last stage's step on the whole batch: layers/p repeated layers and the head; the embedding side on
     # stage 0 (model_step's parts in seconds without their formulas, the part outside priced at each end)
-    stage, ends = 0.0, dict.fromkeys(End, 0.0)
-    # the lookup's gradient among stage 0's devices alone (the other stages hold no table)
-    for part in step_seconds(within_stage(a, axis), chip_, policy, by_end=True):
+    # planned among one stage's devices, on the mesh without the pipeline axis (.stages: the other stages hold
+    # other layers, and the lookup's table is on stage 0 alone)
+    stage, ends, own = 0.0, dict.fromkeys(End, 0.0), stage_analysis(a, axis)
+    for part in step_seconds(own, chip_, policy, by_end=True):
         if part.end is None:
             stage += part.total * per_stage
         else:
@@ -337,12 +338,13 @@ def model_pipeline(
             f"a tick is the stage's step over {m} microbatches (costs taken linear in the batch) plus the sends, "
             "counted serially with the compute; the part outside the repeated layer is on the ends: the "
             "embedding on stage 0 (and an embedding lookup's time), the head on the last stage; the step is "
-            "the last stage's m ticks and each other stage's tick once (fill and drain)",
+            "the last stage's m ticks and each other stage's tick once (fill and drain); each stage's "
+            f"statements planned among its own devices, on the mesh without {axis}, which only the sends cross",
         )
     )
 
     # the pipeline's own microbatches, not the state's
-    mem = memory_with(a, chip_, state if state is not None else TrainState(), microbatches=None)
+    mem = memory_with(own, chip_, state if state is not None else TrainState(), microbatches=None)
     stages = _stage_memory(mem, sched, p, m, per_stage)
     return PipelineReport(
         axis,

@@ -14,17 +14,41 @@ which reads the last layer's output (the final norm's gain, the unembedding, the
 the layer is where the statements that read or make it are: a tied embedding, the table declared before the
 layer and read by the head's product, is on both (a copy on each, as Megatron-LM keeps it, its gradients
 summed between them).
+
+Each stage is its own mesh: the pipeline axis holds the stages, each stage's devices hold its own layers, so
+no plan of a stage's statements (forward, backward, a weight's gradient reduced, the lookup's gradient) may
+communicate over that axis; only the stage boundary's Send crosses it (:mod:`.pipeline`).
+:func:`stage_analysis` plans the program on the mesh without the pipeline axis, the one place this rule lives.
+
+    >>> from shardalg.models.analysis import analyze
+    >>> a = analyze(model_program("params W; layers L\\nIn[B_X, D] * W[D, F] -> Out[B_X, F]", mesh="P=4,X=2",
+    ...                           sizes={"B": 65536, "D": 256, "F": 1024}), "train")
+    >>> [(s.op.value, s.axes) for _, p in a.grad_plans[1:] for s in p.steps if s.op.communicates]
+    [('ReduceScatter', ('X',)), ('AllGather', ('P', 'X'))]
+    >>> [(s.op.value, s.axes) for _, p in stage_analysis(a, "P").grad_plans[1:] for s in p.steps if s.op.communicates]
+    [('AllReduce', ('X',))]
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import Enum
+
+from shardalg.algebra.mesh import Mesh
 
 from .analysis import Analysis
 from .memory import RERUN, rerun_held
 from .program import ModelProgram
 
-__all__ = ["End", "outside_ends", "row_owners", "stage_ends", "statement_ends"]
+__all__ = [
+    "End",
+    "outside_ends",
+    "row_owners",
+    "stage_analysis",
+    "stage_ends",
+    "stage_mesh",
+    "statement_ends",
+]
 
 
 class End(Enum):
@@ -75,3 +99,22 @@ def row_owners(analysis: Analysis) -> dict[str, str]:
 def stage_ends(stage: int, stages: int) -> frozenset[End]:
     """The ends stage ``stage`` of ``stages`` is: stage 0 the first, the last the last (one stage: both)."""
     return frozenset(e for e, at in ((End.FIRST, stage == 0), (End.LAST, stage == stages - 1)) if at)
+
+
+def stage_mesh(mesh: Mesh, axis: str) -> Mesh:
+    """One pipeline stage's devices: ``mesh`` without the pipeline axis ``axis`` (the other axes as they are:
+    sizes, links, wraparound)."""
+    return Mesh([a for a in mesh.axes if a.name != axis])
+
+
+def stage_analysis(a: Analysis, axis: str) -> Analysis:
+    """``a`` as one stage of a pipeline over ``axis`` plans it: the same program, mode, remat and options on
+    :func:`stage_mesh`, so that every plan (forward, backward, each gradient's reduction, the lookup's) runs
+    among the stage's own devices. The program's tensors are sharded over the other axes alone (the pipeline
+    checks it), so each holds on a stage's device what it holds on the whole mesh. Made once an axis and kept
+    on ``a`` (a search prices each microbatch count on the same analysis), its plans planned once."""
+    held: dict[str, Analysis] = a.__dict__.setdefault("_stages", {})
+    if axis not in held:
+        model = replace(a.model, mesh=stage_mesh(a.model.mesh, axis), notes=list(a.model.notes))
+        held[axis] = Analysis(model, a.mode, a.remat, a.mode_chosen, list(a.own_notes), a.keep_gathered)
+    return held[axis]

@@ -154,3 +154,103 @@ def test_an_embedding_lookups_time_is_on_stage_0() -> None:
     assert r.stage_ticks == pytest.approx((ticks[0] - unwritten / M + first / M, *ticks[1:]))
     assert r.stage_ticks == pytest.approx((5.051e-6, 4.037e-6, 4.037e-6, 5.051e-6), rel=1e-3)
     assert r.seconds == pytest.approx(33.33e-6, rel=1e-3)
+
+
+# --- a stage's plans run among its own devices: none over the pipeline axis ---
+
+
+def _collectives_over(a, axis: str) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(phase, op, axes) of each collective over ``axis`` of the plans a pipeline's stage prices: the layer's
+    and those of each end's part outside (:func:`shardalg.models.step.step_seconds` with ``by_end``), forward
+    and backward (the forward it recomputes, each gradient's plan, the lookup's)."""
+    from shardalg.models.stages import End
+    from shardalg.models.step import _part_plans
+
+    return [
+        (phase, s.op.value, s.axes)
+        for once, end in ((False, None), *((True, e) for e in End))
+        for phase, plans in zip(("forward", "backward"), _part_plans(a, once, end), strict=True)
+        for p in plans
+        for s in p.steps
+        if s.op.communicates and axis in s.axes
+    ]
+
+
+def test_no_plan_of_a_stage_communicates_over_the_pipeline_axis() -> None:
+    """HEADED at B = 65,536 on P=4, X=2: planned on the whole mesh, each weight's gradient (dW1, dW2 of the
+    layer, dW_un of the head) is Slice_P, ReduceScatter_X, AllGather_PX, and the lookup's gradient too: P's
+    links used by stages that hold other layers. A stage's plans, on the mesh without P, reduce over X
+    alone: AllReduce_X each."""
+    from shardalg.models.stages import stage_analysis, stage_mesh
+
+    a = analyze(model_program(HEADED, MESH, SIZES.replace("B=64", "B=65536")), "train")
+    whole = _collectives_over(a, "P")
+    assert whole.count(("backward", "AllGather", ("P", "X"))) == 4  # dW1, dW2, dW_un and dW_emb
+    stage = stage_analysis(a, "P")
+    assert stage.model.mesh.names == ("X",) and stage_mesh(a.model.mesh, "P") == stage.model.mesh
+    assert _collectives_over(stage, "P") == []
+    grads = {
+        g.of: [(s.op.value, s.axes) for s in p.steps if s.op.communicates]
+        for g, (_, p) in zip(stage.backward.grads, stage.grad_plans, strict=True)
+    }
+    assert grads == {
+        "Xl": [],
+        "W_un": [("AllReduce", ("X",))],
+        "H": [],
+        "W2": [("AllReduce", ("X",))],
+        "In": [],
+        "W1": [("AllReduce", ("X",))],
+    }
+    assert [[(s.op.value, s.axes) for s in g.plan.steps] for g in stage.lookup_grads] == [
+        [("AllReduce", ("X",))]
+    ]
+
+
+def test_a_tensor_parallel_stage_reduces_its_projections_within_the_stage() -> None:
+    """LLaMA-3 8B, B over X and D over Y, on P=4, X=8, Y=2: on the whole mesh the forward's K and V
+    projections (their partial sums over Y) were finished by Slice_P, ReduceScatter_Y, AllGather_PY, and 12 of
+    the backward's gathers ran over Y, P and X; a stage's plans (on X=8, Y=2) run none over P: the forward
+    finishes K and V by AllReduce_Y."""
+    from shardalg.models.stages import stage_analysis
+
+    program = shard(expand("llama-3-8b"), None, "B=X,D=Y")
+    a = analyze(model_program(program, "P=4,X=8,Y=2", {"B": 256, "T": 4096}), "train")
+    whole = _collectives_over(a, "P")
+    assert [c for c in whole if c[0] == "forward"] == [("forward", "AllGather", ("P", "Y"))] * 2
+    assert len(whole) == 14
+    stage = stage_analysis(a, "P")
+    assert _collectives_over(stage, "P") == []
+    for i, p in stage.forward_plans.items():
+        if stage.model.statements[i].result in ("Kp", "Vp"):
+            assert [(s.op.value, s.axes) for s in p.steps if s.op.communicates] == [("AllReduce", ("Y",))]
+
+
+def test_a_stages_time_counts_its_reductions_within_the_stage() -> None:
+    """HEADED at B = 1,024 on P=4, X=2, 4 microbatches, on tpu-v5p (W_ici = 1.8e11 bytes/s, 4.59e14 FLOP/s in
+    bf16). Each chip holds B/2 = 512 tokens. A layer: its forward 2·(2·512·256·1024) FLOPs = 1.170 us, its
+    backward twice that, 2.339 us, under which run its gradients' reductions, AllReduce_X of dW1 and dW2, each
+    D·F·2 = 524,288 bytes, 2·524,288/1.8e11 = 5.825 us: 1.170 + max(2.339, 11.651) = 12.821 us. The head: its
+    forward 2·512·256·4096 FLOPs = 2.339 us, its backward 4.678 us under dW_un's AllReduce_X, D·V·2 =
+    2,097,152 bytes, 23.302 us: 25.641 us. Stage 0's lookup gradient gathers the 1,024 tokens' dIn (fewer than
+    2·V): B·D·2 = 524,288 bytes / 1.8e11 = 2.913 us. The send 2 us a microbatch. Ticks: the inner stages'
+    2·12.821/4 + 2 = 8.410 us, stage 0's 8.410 + 2.913/4 = 9.138 us, the last's 8.410 + 25.641/4 = 14.820 us;
+    the step 3·14.820 + (9.138 + 2·8.410 + 14.820) = 85.24 us. Planned over P too (the gradients' Slice_P,
+    ReduceScatter_X, AllGather_PX: 4 us a weight at the collectives' 1 us floor and P's links), a layer was
+    1.170 + 8 = 9.170 us and the head 12.048 us: ticks 7.313, 6.585, 6.585, 9.597 us, the step 58.87 us."""
+    w_ici, peak, tokens = 1.8e11, 4.59e14, B * 16 // 2
+    r = pipeline_price(HEADED, MESH, SIZES.replace("B=64", "B=1024"), "tpu-v5p", axis="P", microbatches=M)
+    forward = 2 * 2 * tokens * D * F / peak
+    layer = forward + 2 * (2 * D * F * BF16 / w_ici)
+    head = 2 * tokens * D * V / peak + 2 * D * V * BF16 / w_ici
+    first = B * 16 * D * BF16 / w_ici
+    assert (forward, layer, head, first) == pytest.approx(
+        (1.170e-6, 12.821e-6, 25.641e-6, 2.913e-6), rel=1e-3
+    )
+    assert r.send_seconds == pytest.approx(2e-6)
+    assert r.outside_seconds == pytest.approx(head) and r.first_seconds == pytest.approx(first)
+    assert r.stage_seconds == pytest.approx(L // P * layer + head)
+    inner = L // P * layer / M + 2e-6
+    assert r.stage_ticks == pytest.approx((inner + first / M, inner, inner, inner + head / M))
+    assert r.stage_ticks == pytest.approx((9.138e-6, 8.410e-6, 8.410e-6, 14.820e-6), rel=1e-3)
+    assert r.seconds == pytest.approx(3 * r.stage_ticks[-1] + sum(r.stage_ticks))
+    assert r.seconds == pytest.approx(85.24e-6, rel=1e-3)
