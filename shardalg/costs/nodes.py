@@ -47,7 +47,6 @@ __all__ = ["Placed", "place_in_nodes", "subaxis_parents", "written_mesh"]
 
 _HOW = "(the last axis innermost); write :nodeN to place it yourself"
 _NAMED_SUBAXIS = re.compile(r"([A-Za-z][A-Za-z0-9]*):\([0-9]+\)[0-9]+")
-_MESH_WORD = re.compile(r"\bmesh\b")
 
 
 def subaxis_parents(*programs: object) -> frozenset[str]:
@@ -60,7 +59,7 @@ def _mesh_line(program: object) -> Mesh | None:
     """The mesh of ``program``'s own ``mesh`` line: a :class:`Program`'s, or that of notation text that
     parses as a program with one; None for anything else (a plan, a tensor, text that does not parse: its
     error is the pricing's to raise, where it is located)."""
-    if isinstance(program, str) and _MESH_WORD.search(program):
+    if isinstance(program, str):
         try:
             program = parse(program)
         except ShardalgError:

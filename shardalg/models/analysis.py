@@ -53,7 +53,7 @@ from shardalg.errors import UsageError
 from shardalg.notation.op import ROUTES
 from shardalg.notation.plan import Plan, Step
 from shardalg.notation.printing import text
-from shardalg.notation.syntax import Apply, Arrow, DType, Op, Product, Program, Tensor
+from shardalg.notation.syntax import Apply, Arrow, DType, Op, Product, Program, Tensor, plain_product
 from shardalg.planning.accumulate import part_name
 from shardalg.planning.backward import backward
 from shardalg.planning.forward import grad_name
@@ -137,10 +137,8 @@ class Analysis:
         """One statement's forward plan: its own, whatever the other statements are (a product of a causal
         core flagged ``causal``: :attr:`causal_products`)."""
         m, s = self.model, info.statement
-        expr = s.expr if isinstance(s, Arrow) else s
-        plain = isinstance(expr, Product) and isinstance(expr.left, Tensor) and isinstance(expr.right, Tensor)
-        resharding = isinstance(s, Arrow) and isinstance(expr, Tensor)
-        if plain or resharding:
+        resharding = isinstance(s, Arrow) and isinstance(s.expr, Tensor)
+        if plain_product(s) or resharding:
             # the program was checked when it was read (model_program): its statements are not checked again
             problem = Problem(s, m.mesh, Sizes(m.sizes), None, checked=True)
             return _causal(plan(problem), info.index in self.causal_products)

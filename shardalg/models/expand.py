@@ -48,6 +48,7 @@ from shardalg.notation.syntax import (
     Role,
     Tensor,
     dtype_named,
+    plain_product,
 )
 
 from .dimmap import (
@@ -450,11 +451,7 @@ def shard(
 
     for s in prog.statements:
         expr, result = (s.expr, s.result) if isinstance(s, Arrow) else (s, None)
-        if (
-            not isinstance(expr, Product)
-            or not isinstance(expr.left, Tensor)
-            or not isinstance(expr.right, Tensor)
-        ):
+        if not plain_product(expr):
             if isinstance(s, Arrow):
                 out.append(replace(s, expr=_map_tensors(expr, read), result=sharded(s.result)))
             else:

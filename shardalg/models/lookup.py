@@ -32,8 +32,9 @@ which may run once a step, against a gather of each microbatch's ``dIn``). It is
 repeated layer (once), of its backward, on the pipeline's stage 0 (:mod:`.stages`: the table is on the
 embedding side), where it runs among the devices of stage 0 alone: the other stages hold no table
 (:func:`.stages.stage_analysis` plans a stage on the mesh without the pipeline axis). With no axis on the
-tokens (one device; model parallelism alone) there is nothing to reduce. The lookup reads the table: under ZeRO-3, which shards it, the
-table is gathered before the forward and again before the backward, as every parameter (:mod:`.zerostep`).
+tokens (one device; model parallelism alone) there is nothing to reduce. The lookup reads the table: under
+ZeRO-3, which shards it, the table is gathered before the forward and again before the backward, as every
+parameter (:mod:`.zerostep`).
 
 A tied embedding (the head's unembedding reads the table) has a gradient derived from that product too. Where its
 plan reduces a partial sum over token axes (``AllReduce_X(dW_emb[V, D]{U_X})``), the lookup's scatter-add adds

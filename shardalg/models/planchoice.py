@@ -31,7 +31,7 @@ from shardalg.costs.stepcost import Options
 from shardalg.costs.steps import fast_seconds
 from shardalg.notation.plan import Plan
 from shardalg.notation.printing.display import seconds_text
-from shardalg.notation.syntax import Arrow, Product, Tensor
+from shardalg.notation.syntax import plain_product
 from shardalg.planning.planner import Problem, plans
 from shardalg.planning.symbolic import summary
 
@@ -68,10 +68,7 @@ def slower_plans(a: Analysis, costs: CostModel) -> list[SlowerPlan]:
     out = []
     for info in m.statements:
         s = info.statement
-        expr = s.expr if isinstance(s, Arrow) else s
-        if not (
-            isinstance(expr, Product) and isinstance(expr.left, Tensor) and isinstance(expr.right, Tensor)
-        ):
+        if not plain_product(s):
             continue
         chosen = a.forward_plans[info.index]
         t = seconds(chosen)

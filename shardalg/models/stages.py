@@ -116,5 +116,5 @@ def stage_analysis(a: Analysis, axis: str) -> Analysis:
     held: dict[str, Analysis] = a.__dict__.setdefault("_stages", {})
     if axis not in held:
         model = replace(a.model, mesh=stage_mesh(a.model.mesh, axis), notes=list(a.model.notes))
-        held[axis] = Analysis(model, a.mode, a.remat, a.mode_chosen, list(a.own_notes), a.keep_gathered)
+        held[axis] = replace(a, model=model, own_notes=list(a.own_notes))  # planned again, on the stage
     return held[axis]

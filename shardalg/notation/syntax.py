@@ -44,6 +44,7 @@ __all__ = [
     "GRADIENT_FLAGS",
     "flags_of",
     "Arrow",
+    "plain_product",
     "MeshDecl",
     "Role",
     "Roles",
@@ -302,6 +303,13 @@ class Product(Node):
     right: Expr
     contract: tuple[str, ...] | None = None
     local: bool = False
+
+
+def plain_product(statement: Node) -> bool:
+    """Whether ``statement`` (with its arrow or without) multiplies two tensors, ``A[..] · B[..]``: a product
+    the planner plans as written, no expression inside an operand."""
+    expr = statement.expr if isinstance(statement, Arrow) else statement
+    return isinstance(expr, Product) and isinstance(expr.left, Tensor) and isinstance(expr.right, Tensor)
 
 
 @dataclass(frozen=True, repr=False)
