@@ -31,42 +31,92 @@ Imports: :mod:`shardalg.algebra`, :mod:`shardalg.notation` (to read a program's 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from math import gcd, prod
 
+from shardalg.algebra.factors import is_subaxis, parent_of
 from shardalg.algebra.mesh import Axis, Mesh
-from shardalg.errors import ShardalgError, UsageError
+from shardalg.errors import ShardalgError, Span, UsageError
 from shardalg.notation.parse import parse
-from shardalg.notation.syntax import Program
+from shardalg.notation.plan import Plan, Step
+from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Tensor
 
 from .hardware import Chip
 
 __all__ = ["Placed", "place_in_nodes", "subaxis_parents", "written_mesh"]
 
 _HOW = "(the last axis innermost); write :nodeN to place it yourself"
-_NAMED_SUBAXIS = re.compile(r"([A-Za-z][A-Za-z0-9]*):\([0-9]+\)[0-9]+")
 
 
 def subaxis_parents(*programs: object) -> frozenset[str]:
-    """The axes whose factors (``X:(1)8``) the programs name, read from their printed text (a program, a
-    statement, a plan or notation text)."""
-    return frozenset(m[1] for p in programs if p is not None for m in _NAMED_SUBAXIS.finditer(str(p)))
+    """The axes whose factors (``X:(1)8``) the programs name: each a program, a statement or expression, a
+    plan, a step or notation text (parsed as a program). Read from the axes their tensors and collectives
+    name, not from their printed text, so LaTeX's ``X{:}(1)8`` names X and a comment that spells a sub-axis
+    names none. Text that does not parse names none: its error is the pricing's to raise, where it is
+    located."""
+    return frozenset(parent_of(a) for p in programs for a in _axes_named(p) if is_subaxis(a))
 
 
-def _mesh_line(program: object) -> Mesh | None:
-    """The mesh of ``program``'s own ``mesh`` line: a :class:`Program`'s, or that of notation text that
-    parses as a program with one; None for anything else (a plan, a tensor, text that does not parse: its
-    error is the pricing's to raise, where it is located)."""
+def _axes_named(node: object) -> Iterator[str]:
+    """Every axis name ``node`` mentions, with repeats: its tensors' shardings, unreduced and invariant
+    marks, and its collectives' and steps' axes (nothing for None or any other object)."""
+    if isinstance(node, str):
+        try:
+            node = parse(node)
+        except ShardalgError:
+            return
+    if isinstance(node, Tensor):
+        yield from node.used_axes
+    elif isinstance(node, Program):
+        for statement in node.statements:
+            yield from _axes_named(statement)
+    elif isinstance(node, Arrow):
+        yield from _axes_named(node.expr)
+        yield from node.result.used_axes
+    elif isinstance(node, Product):
+        yield from _axes_named(node.left)
+        yield from _axes_named(node.right)
+    elif isinstance(node, Collective):
+        yield from node.axes
+        yield from _axes_named(node.arg)
+    elif isinstance(node, Apply):
+        for operand in node.operands:
+            yield from _axes_named(operand)
+    elif isinstance(node, Step):
+        yield from node.axes
+        for t in (*node.inputs, node.output):
+            yield from t.used_axes
+    elif isinstance(node, Plan):
+        for t in node.inputs:
+            yield from t.used_axes
+        for step in node.steps:
+            yield from _axes_named(step)
+        yield from node.output.used_axes
+
+
+def _declaring(program: object) -> Program | None:
+    """``program`` as a :class:`Program` with its own ``mesh`` line (notation text parsed; its span and
+    source kept, so an error about the line can point at it); None for anything else (a plan, a tensor, a
+    program without one, text that does not parse: its error is the pricing's to raise, where it is
+    located)."""
     if isinstance(program, str):
         try:
             program = parse(program)
         except ShardalgError:
             return None
     if isinstance(program, Program) and program.mesh is not None:
-        return Mesh(dict(program.mesh.axes))
+        return program
     return None
+
+
+def _mesh_line(program: object) -> Mesh | None:
+    """The mesh of ``program``'s own ``mesh`` line: a :class:`Program`'s, or that of notation text that
+    parses as a program with one; None for anything else (see :func:`_declaring`)."""
+    declaring = _declaring(program)
+    if declaring is None or declaring.mesh is None:
+        return None
+    return Mesh(dict(declaring.mesh.axes))
 
 
 def written_mesh(*programs: object) -> tuple[Mesh | None, tuple[Mesh, ...]]:
@@ -163,7 +213,8 @@ def _place_written(chip: Chip, dcn_axes: tuple[str, ...], programs: tuple[object
     """:func:`place_in_nodes` of the programs' own ``mesh`` line, when no mesh is given: that line placed
     as ``--mesh`` with its text is; None as the mesh where nothing is placed (the program's line then applies
     as written), with the notes that say why. A line whose sizes do not tile the node is refused as
-    ``--mesh`` is, the fix saying to give the mesh as ``--mesh`` (a mesh line takes no ``:nodeN``)."""
+    ``--mesh`` is, the fix saying to give the mesh as ``--mesh`` (a mesh line takes no ``:nodeN``), the error
+    pointing at the line in its source (:func:`_where_written`), as errors about the source do."""
     mesh, written = written_mesh(*programs)
     if mesh is None:
         if not any(_spans(m, chip, dcn_axes) for m in written):
@@ -181,8 +232,28 @@ def _place_written(chip: Chip, dcn_axes: tuple[str, ...], programs: tuple[object
         done = place_in_nodes(mesh, chip, dcn_axes, programs)
     except UsageError as err:
         err.fix = f"a mesh line takes no :nodeN: give the mesh as --mesh (API: mesh=...) and {err.fix}"
+        if err.span is None:
+            err.span, err.source = _where_written(mesh, programs)
         raise
     return done if done.mesh is not mesh else Placed(None, done.notes)
+
+
+def _where_written(mesh: Mesh, programs: tuple[object, ...]) -> tuple[Span | None, str | None]:
+    """The span of the first ``mesh`` line among ``programs`` that writes ``mesh``, and the source text it
+    lies in, for an error's caret under that line; (None, None) where no such line points into a text (a
+    program made in code, without a source)."""
+    for p in programs:
+        declaring = _declaring(p)
+        if (
+            declaring is None
+            or declaring.mesh is None
+            or declaring.mesh.span is None
+            or declaring.source is None
+        ):
+            continue
+        if Mesh(dict(declaring.mesh.axes)).text() == mesh.text():
+            return declaring.mesh.span, declaring.source
+    return None, None
 
 
 def _spans(mesh: Mesh, chip: Chip, dcn_axes: tuple[str, ...]) -> bool:

@@ -1,8 +1,12 @@
 """Memory per device by part, from each tensor's sharding, and the fit against a chip's HBM.
 
-    >>> r = memory("params W\\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]", mesh="X=4", hw="tpu-v5p")
-    >>> r.parts["params"], r.parts["optimizer"]         # W sharded over X: a quarter on each device
-    (D*F/2, 2*D*F)
+    >>> program = "params W\\nIn[B_X, D] * W[D_X, F] -> Out[B_X, F]"
+    >>> r = memory(program, mesh="X=4", sizes="B=1024,D=1024,F=4096", hw="tpu-v5p")
+    >>> r.parts["params"], r.parts["optimizer"]  # W sharded over X: D*F/4 a device, bf16 (2 B), Adam (8 B)
+    (2097152, 8388608)
+
+The sizes are needed: the transients and kept activations are those of each statement's cheapest plan, which
+here depends on B, D and F, and no plan is chosen by a made-up size (:func:`memory` raises NeedsSizes).
 
 The parts (each per device, each tensor at its local shape, repeated ``layers`` times unless it is outside
 the repeated layer):
