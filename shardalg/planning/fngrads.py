@@ -118,7 +118,7 @@ def _natural(expr: Apply, name: str) -> Tensor:
 def call_gradients(state: _Backward, c: Call) -> None:
     """Every operand's gradient of one function statement, in operand order."""
     dy = state.grad[c.roots[-1]]
-    note = RECORDS[c.apply.op].transpose.note
+    note = RECORDS[c.apply.op].transpose.note.replace("{dim}", c.apply.dim or "")  # the dim this one is along
     for i, rx in enumerate(c.roots[:-1]):
         reason = f"gradient of statement {c.index + 1} ({unicode(c.statement)}) for {rx}: {note}"
         first = _first(state, c, i, dy)

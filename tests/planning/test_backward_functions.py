@@ -116,6 +116,21 @@ def test_softmax_backward_all_reduces_the_row_dot_product_over_the_sharded_dim()
     assert [text(t) for t in bw.grads[0].reads] == ["P[B_Y, S_X]"]  # it reads the forward's result
 
 
+@pytest.mark.parametrize(
+    ("statement", "said"),
+    [
+        ("sum_T(G[B, T, F_Y]) -> S[B, F_Y]", "a broadcast of the cotangent along T (over a sharded T: "),
+        ("mean_F(G[B, T, F_Y]) -> M[B, T]{U_Y}", "a broadcast of the cotangent along F, divided by |F|"),
+        ("softmax_T(G[B, T, F_Y]) -> P[B, T, F_Y]", "dX = P ⊙ (dP - sum_T(dP ⊙ P))"),
+    ],
+)
+def test_a_gradients_reason_names_the_dim_its_function_works_along(statement: str, said: str) -> None:
+    """The records say how a reduction's or softmax's backward goes along ``{dim}``: each statement's reason
+    names its own dim, not the rule's generic D or S."""
+    reason = backward(statement, "Y=2", {"B": 2, "T": 4, "F": 4}).steps[0].reason
+    assert said in reason and "along D" not in reason and "sum_S" not in reason
+
+
 def test_what_the_backward_reads_from_the_forward() -> None:
     bw = backward("gelu(H[B, F_Y]) -> G[B, F_Y]", "Y=2", SIZES)
     assert [text(t) for t in bw.grads[0].reads] == ["H[B, F_Y]"]

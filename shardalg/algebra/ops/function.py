@@ -284,7 +284,8 @@ def function_record(
 ) -> FunctionRecord:
     """A function's record (a ``kind``, :class:`FunctionRecord` or a subclass with a rule of its own): a local
     step (no collective of its own) whose backward is derived from its global meaning (``transpose_note``
-    says how)."""
+    says how; ``{dim}`` in it stands for the dim the function works along, filled in where a statement's
+    gradient is said)."""
     return kind(
         op=op,
         doc=doc,

@@ -63,7 +63,7 @@ SOFTMAX = function_record(
     stat_reduce="max,sum",
     grouped=_softmax_grouped,
     vector_flops=5,
-    transpose_note="dX = P ⊙ (dP - sum_S(dP ⊙ P)): " + _STATS,
+    transpose_note="dX = P ⊙ (dP - sum_{dim}(dP ⊙ P)): " + _STATS,
 )
 RMSNORM = function_record(
     Op.RMSNORM,

@@ -27,7 +27,7 @@ _ROWS: tuple[tuple[Op, str, Dense, dict[str, object]], ...] = (
         lambda xs, axis, c: xs[0].sum(axis=axis),
         {
             "linear": True,
-            "transpose_note": "a broadcast of the cotangent along D (over a sharded D: each device's block)",
+            "transpose_note": "a broadcast of the cotangent along {dim} (over a sharded {dim}: each device's block)",
         },
     ),
     (
@@ -45,7 +45,7 @@ _ROWS: tuple[tuple[Op, str, Dense, dict[str, object]], ...] = (
         Op.MEAN,
         "mean_D: [.., D_A, ..]{U_B} -> [..]{U_AB}  the sum over D divided by |D|: over a sharded D a partial sum",
         lambda xs, axis, c: xs[0].mean(axis=axis),
-        {"linear": True, "transpose_note": "a broadcast of the cotangent along D, divided by |D|"},
+        {"linear": True, "transpose_note": "a broadcast of the cotangent along {dim}, divided by |{dim}|"},
     ),
 )
 
