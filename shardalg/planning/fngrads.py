@@ -116,15 +116,23 @@ def _natural(expr: Apply, name: str) -> Tensor:
 
 
 def call_gradients(state: _Backward, c: Call) -> None:
-    """Every operand's gradient of one function statement, in operand order."""
+    """Every operand's gradient of one function statement, in operand order; with the cotangent still partial
+    sums (reductions deferred), an operand broadcast over a dim first: its gradient reads the partial sums
+    (``N .* dH{U_Y}``, summed over B, then reduced once), which the other's plan may reduce (``AllReduce_Y`` of
+    ``dH`` for ``dH .* G``), and a reduction leaves only its output (:mod:`.held`)."""
     dy = state.grad[c.roots[-1]]
     note = RECORDS[c.apply.op].transpose.note.replace("{dim}", c.apply.dim or "")  # the dim this one is along
-    for i, rx in enumerate(c.roots[:-1]):
+    renamed = c.apply.to
+    broadcast = {
+        i: [d for d in dy.dim_names if d not in c.operands[i].dim_names and d != renamed]
+        for i in range(len(c.roots) - 1)
+    }
+    order = sorted(broadcast, key=lambda i: not broadcast[i]) if dy.unreduced else list(broadcast)
+    for i in order:
+        rx = c.roots[i]
         reason = f"gradient of statement {c.index + 1} ({unicode(c.statement)}) for {rx}: {note}"
         first = _first(state, c, i, dy)
-        renamed = c.apply.to
-        summed = [d for d in dy.dim_names if d not in c.operands[i].dim_names and d != renamed]  # broadcast
-        summed = _largest_first(dy, summed, state)
+        summed = _largest_first(dy, broadcast[i], state)
         chain: list[Apply] = [first] if isinstance(first, Apply) else []
         value: Tensor = dy
         for d in summed:
