@@ -60,7 +60,8 @@ def subaxis_parents(*programs: object) -> frozenset[str]:
 
 def _axes_named(node: object) -> Iterator[str]:
     """Every axis name ``node`` mentions, with repeats: its tensors' shardings, unreduced and invariant
-    marks, and its collectives' and steps' axes (nothing for None or any other object)."""
+    marks, and its collectives' and steps' axes; those of each plan of a list, and of each step of a plan's
+    cost (nothing for None or any other object)."""
     if isinstance(node, str):
         try:
             node = parse(node)
@@ -93,6 +94,12 @@ def _axes_named(node: object) -> Iterator[str]:
         for step in node.steps:
             yield from _axes_named(step)
         yield from node.output.used_axes
+    elif isinstance(node, list | tuple):  # plans (the planner's list)
+        for item in node:
+            yield from _axes_named(item)
+    else:  # a plan's cost (PlanCost): each step's cost holds its step
+        for cost in getattr(node, "steps", ()):
+            yield from _axes_named(getattr(cost, "step", None))
 
 
 def _declaring(program: object) -> Program | None:

@@ -76,6 +76,10 @@ def test_sub_axes_are_read_from_programs_statements_plans_and_functions() -> Non
     assert subaxis_parents(program) == subaxis_parents(statement) == subaxis_parents(plan) == {"X"}
     assert subaxis_parents(plan.steps[0]) == {"X"}
     assert subaxis_parents(function, program, None) == {"X", "Y"}
+    priced = shardalg.cost(NAMED, mesh="X=16", sizes=SIZES)  # a plan's cost, as compare and bound take it
+    assert (
+        subaxis_parents(priced) == subaxis_parents(shardalg.plans(NAMED, mesh="X=16", sizes=SIZES)) == {"X"}
+    )
 
 
 def test_what_names_no_sub_axis_or_does_not_parse_gives_none() -> None:
