@@ -39,6 +39,7 @@ before its last collectives on the gradient, when dropping or replacing those is
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -58,7 +59,7 @@ from shardalg.notation.syntax import Apply, Arrow, Collective, Op, Product, Prog
 from .accumulate import whole_name
 from .backward import BackwardProgram, GradStep, backward
 from .findings import ERROR, WARNING, Finding, VerifyReport
-from .forward import Forward, analyze, grad_name
+from .forward import Call, Forward, analyze, grad_name
 from .held import Held
 from .redistribute import plan_bytes
 from .symbolic import beaten_everywhere
@@ -151,14 +152,18 @@ class _Checker(GradientEnds):
             for k, g in enumerate(self.fn_steps)
             if not any((h.einsum, h.of) == (g.einsum, g.of) and _reads(h, g) for h in self.fn_steps[k + 1 :])
         }
-        made = {(g.einsum, g.of) for g in self.fn_steps}
-        self.passed = {  # the cotangent passed on unchanged: each function and operand, as often as it reads it
-            (c.index, rx): c
-            for c in self.fw.calls
-            if c.roots[-1] in self.dgrad
-            for rx in c.roots[:-1]
-            if (c.index, rx) not in made
-        }
+        # the cotangent passed on unchanged: each function and value, as often as it reads the value with no
+        # derived step of its own (``X + X`` twice; ``X - X`` once, its right operand's gradient a scale)
+        made = Counter((g.einsum, g.of) for g in self.fn_final.values())
+        self.passed: dict[tuple[int, str], Call] = {}
+        self.pass_times: dict[tuple[int, str], int] = {}
+        for c in self.fw.calls:
+            if c.roots[-1] not in self.dgrad:
+                continue
+            for rx in dict.fromkeys(c.roots[:-1]):
+                times = c.roots[:-1].count(rx) - made[(c.index, rx)]
+                if times > 0:
+                    self.passed[(c.index, rx)], self.pass_times[(c.index, rx)] = c, times
         self.fn_done: dict[int, int] = {}  # each contribution's (a final step's) statement
         self.pass_done: dict[tuple[int, str], list[int]] = {}  # the additions of each passed-on cotangent
 
@@ -665,8 +670,8 @@ class _Checker(GradientEnds):
         self.pass_done.setdefault(key, []).append(i)
 
     def _times(self, key: tuple[int, str]) -> int:
-        """How often the function reads the value (``X + X`` passes the cotangent on to X twice)."""
-        return self.passed[key].roots[:-1].count(key[1])
+        """How often the function passes its cotangent on to the value (``X + X``: twice; ``X - X``: once)."""
+        return self.pass_times[key]
 
     def shift(self, c: Collective, actual: Tensor, i: int, span: Span | None) -> None:
         """A Shift in a backward: where its axis shards a dim it rolls the gradient's blocks (a wrong

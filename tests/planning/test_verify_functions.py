@@ -399,3 +399,15 @@ def test_random_layers_derived_backward_verifies_and_dropping_a_function_gradien
     if fn:  # the last function gradient dropped: a gradient missing (or read before it is made)
         dropped = Program(tuple(s for i, s in enumerate(written) if i != fn[-1]))
         assert not verify(prog, dropped, mesh, sizes, defer_reductions=defer).ok
+
+
+def test_x_minus_x_passes_its_cotangent_on_once() -> None:
+    """``In - In``: the left operand's gradient is the cotangent passed on, the right one's its scale by -1
+    (a derived step): one addition of dV0 is the gradient, none misses it, two double it."""
+    forward, sizes = "In[B, D] - In[B, D] -> V0[B, D]", {"B": 4, "D": 4}
+    scale = "scale_{-1}(dV0[B, D]) -> dIn[B, D]"
+    once = f"{scale}; dIn[B, D] + dV0[B, D] -> dIn[B, D]"
+    assert verify(forward, once, "X=2", sizes).ok
+    assert rules(verify(forward, scale, "X=2", sizes)) == [("error", "missing-contribution", 1)]
+    twice = f"{once}; dIn[B, D] + dV0[B, D] -> dIn[B, D]"
+    assert rules(verify(forward, twice, "X=2", sizes)) == [("error", "duplicate-contribution", 3)]
