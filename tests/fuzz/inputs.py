@@ -1,7 +1,8 @@
 """What the stage fuzzer feeds shardalg: strings from the grammar on every start rule (hypothesis.extra.lark),
 random edits of a corpus (the README's expressions, every expression quoted from the seeds, the fuzz seeds),
-the corpus itself, printed random ASTs, and random text; and, for each parsed program, a mesh and sizes; and a
-chip file (``--hw FILE.toml``) for each input.
+the corpus itself, printed random ASTs, random layers of products and functions (each value written once and
+read in the layout it was written in, so they reach the planner, the executor and the backward), and random
+text; and, for each parsed program, a mesh and sizes; and a chip file (``--hw FILE.toml``) for each input.
 
     (kind, source) = data.draw(sources())       # kind: the start rule, "program" for the other inputs
     mesh, sizes = data.draw(settings(program))
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.notation.printing import latex, text, unicode
-from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Tensor
 from tests.shared import ROOT
 from tests.shared.fuzzing import NOTATION_CHARS, SEEDS, grammar_strings
 from tests.shared.seed_expressions import SEED
@@ -80,11 +81,73 @@ def _printed_programs(legal: bool) -> st.SearchStrategy[str]:
     return st.tuples(printer, made).map(lambda pm: pm[0](pm[1]))
 
 
+_LAYER_DIMS = ("B", "T", "D", "F")
+_UNARY = ("gelu", "silu", "exp", "relu")
+_ALONG = ("softmax", "rmsnorm", "layernorm")  # a function along one dim, keeping it
+_REDUCE = ("sum", "mean", "max")  # a reduction over one dim, dropping it
+_BINARY = ("+", "-", ".*")
+
+
+@st.composite
+def _layout(draw: st.DrawFn, dims: tuple[str, ...]) -> str:
+    """A tensor's dims, each axis of X, Y, Z sharding at most one of them (in a random order)."""
+    axes: dict[str, list[str]] = {d: [] for d in dims}
+    for a in _AXES:
+        d = draw(st.sampled_from((None, *dims)))
+        if d is not None:
+            axes[d].append(a)
+    return ", ".join(f"{d}_{''.join(axes[d])}" if axes[d] else d for d in dims)
+
+
+@st.composite
+def _layers(draw: st.DrawFn) -> str:
+    """A layer of products and functions on dims B, T, D, F and axes X, Y, Z: up to five statements, each
+    reading values written before it (or the input, or a parameter) in the layout they were written in, its
+    result in a layout of its own. Legal more often than printed random ASTs, so the functions' plans, their
+    execution and the backward of programs mixing them with products are reached."""
+    values: dict[str, tuple[str, ...]] = {"In": ("B", "T", "D")}
+    written = {"In": draw(_layout(("B", "T", "D")))}
+    lines: list[str] = []
+
+    def read(name: str) -> str:
+        return f"{name}[{written[name]}]"
+
+    for k in range(draw(st.integers(1, 5))):
+        name = f"V{k}"
+        src = draw(st.sampled_from(sorted(values)))
+        dims = values[src]
+        kind = draw(st.sampled_from(("unary", "along", "reduce", "binary", "gain", "product")))
+        if kind == "unary":
+            expr = f"{draw(st.sampled_from(_UNARY))}({read(src)})"
+        elif kind == "along":
+            expr = f"{draw(st.sampled_from(_ALONG))}_{draw(st.sampled_from(dims))}({read(src)})"
+        elif kind == "reduce" and len(dims) > 1:
+            d = draw(st.sampled_from(dims))
+            expr = f"{draw(st.sampled_from(_REDUCE))}_{d}({read(src)})"
+            dims = tuple(x for x in dims if x != d)
+        elif kind == "binary":
+            same = sorted(n for n, ds in values.items() if ds == dims)
+            other = draw(st.sampled_from(same))
+            expr = f"{read(src)} {draw(st.sampled_from(_BINARY))} {read(other)}"
+        elif kind == "gain":
+            d = dims[-1]
+            expr = f"{read(src)} .* g{k}[{draw(_layout((d,)))}]"
+        else:  # a product contracting the last dim with a parameter's first
+            d = dims[-1]
+            new = draw(st.sampled_from([x for x in _LAYER_DIMS if x not in dims]))
+            expr = f"{read(src)} * W{k}[{draw(_layout((d, new)))}]"
+            dims = (*dims[:-1], new)
+        values[name] = dims
+        written[name] = draw(_layout(dims))
+        lines.append(f"{expr} -> {read(name)}")
+    return "\n".join(lines)
+
+
 @cache
 def sources() -> st.SearchStrategy[tuple[str, str]]:
     """(start rule or "program", text), one strategy per process (from_lark compiles the grammar). Grammar
-    strings are 3 draws in 16 (they are slow to make); edits of the corpus, the corpus, printed random ASTs
-    and random text the rest."""
+    strings are 3 draws in 15 (they are slow to make); edits of the corpus, the corpus, printed random ASTs,
+    random layers and random text the rest."""
     grammar = [
         grammar_strings("start").map(lambda s: ("program", s)),
         grammar_strings("statement_start").map(lambda s: ("statement", s)),
@@ -94,6 +157,7 @@ def sources() -> st.SearchStrategy[tuple[str, str]]:
         *[edits().map(lambda s: ("program", s))] * 3,
         *[st.sampled_from(corpus()).map(lambda s: ("program", s))] * 2,
         *[_printed_programs(legal=True).map(lambda s: ("program", s))] * 3,
+        *[_layers().map(lambda s: ("program", s))] * 2,
         _printed_programs(legal=False).map(lambda s: ("program", s)),
         st.text(alphabet=NOTATION_CHARS, max_size=60).map(lambda s: ("program", s)),
     ]
@@ -113,6 +177,8 @@ def _axes_and_dims(program: Program) -> tuple[list[str], list[str]]:
         elif isinstance(node, Collective):
             axes.update(dict.fromkeys(node.axes))
             todo.append(node.arg)
+        elif isinstance(node, Apply):
+            todo += list(node.operands)
         elif isinstance(node, Tensor):
             axes.update(dict.fromkeys(node.used_axes))
             dims.update(dict.fromkeys(d.name for d in node.dims if d.name is not None))
