@@ -169,10 +169,11 @@ class _Backward:
                     raise
                 self.emit(index, rx, Arrow(expr, replace(g, unreduced=())), why, accumulate=True, final=True)
             return
-        borrowed = rx in self.grad
-        out = self.emit(index, rx, Arrow(expr, base), reason, final=not borrowed)
-        if borrowed:  # the sum of the two is the gradient's own tensor
-            self.pass_on(index, rx, out, reason)
+        had = self.grad.get(rx)  # a cotangent passed on, borrowed as the gradient so far
+        self.emit(index, rx, Arrow(expr, base), reason, final=True)
+        if had is not None:  # added once the gradient is complete, as a product's contribution does (record)
+            at, why = self.lent.pop(rx, (index, reason))
+            self.pass_on(at, rx, had, why)
 
     def pass_on(self, index: int, rx: str, dy: Tensor, reason: str) -> None:
         """The cotangent ``dy`` passed on unchanged: borrowed as ``rx``'s gradient (resharded into its sharding
@@ -467,7 +468,9 @@ def _reuse(p: Plan, made: set[Step]) -> Plan:
     """Drop collectives an earlier gradient einsum already ran (the same op on the same value: a gathered
     ``dOut`` serves both gradients of a product); their outputs become inputs of the plan. Only steps before
     a plan's einsum are shared: they read primals and complete cotangents, so equal tensors are equal values
-    (a finishing step reads one contribution of a gradient that may be summed with others)."""
+    (a finishing step reads one contribution of a gradient that may be summed with others), until a step
+    writes one of them again (a gradient added to, a function's plan having no einsum): what read or made it
+    is then dropped from ``made``."""
     kept, reused = [], []
     prep = True  # only steps before the einsum: they read inputs; those after it finish this contribution
     for s in p.steps:
@@ -478,6 +481,9 @@ def _reuse(p: Plan, made: set[Step]) -> Plan:
         kept.append(s)
         if prep:
             made.add(s)
+        # a step that writes a tensor again (a gradient added to): a step that read it, or wrote it before,
+        # no longer stands for its value (the second ``dV0 + dV1 -> dV0`` of ``V0 + V0`` is not the first)
+        made.difference_update([m for m in made if s.output in m.inputs or (m.output == s.output and m != s)])
     if not reused:
         return p
     return replace(p, inputs=tuple(dict.fromkeys((*p.inputs, *reused))), steps=tuple(kept))

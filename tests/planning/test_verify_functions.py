@@ -185,7 +185,7 @@ def test_the_right_layer_backward_matches_the_dense_gradient() -> None:
 def test_a_residuals_cotangent_never_added_is_a_missing_contribution() -> None:
     bw = derived()
     adds = [g for g in bw.grads if isinstance(g.statement.expr, Apply) and g.statement.expr.op is Op.ADD]
-    assert [text(g.statement) for g in adds] == ["dOut[B_X, D] + dIn[B_X, D] -> dIn[B_X, D]"]
+    assert [text(g.statement) for g in adds] == ["dIn[B_X, D] + dOut[B_X, D] -> dIn[B_X, D]"]
     wrong = edited(bw, keep=lambda g: g not in adds)
     report = verify(LAYER, wrong.program(), "X=2,Y=2", NUMERIC)
     assert rules(report) == [("error", "missing-contribution", len(statements(wrong)))]
