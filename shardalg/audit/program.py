@@ -4,17 +4,30 @@ From the record of :func:`shardalg.audit.trace.trace` (plain data):
 
 - **dims** get names: the inputs' from the user's tensors (``x[B_X, D]``) or letters in order of first use;
   a dot_general's contracted and batch dims are the same dims on both sides, its result's dims are its
-  operands' free dims; an elementwise op's operands and result share dims;
-- **tensors** get names: an input its parameter's (or the user's) name, a dot_general's result ``H1``,
-  ``H2``, ... (``Out`` for the function's output), a value made by elementwise ops (gelu, a scale) from one
-  tensor that tensor's name with a prime: ``H1'`` (the notation has no elementwise statements yet, so the
-  program says what each product consumes, in the layout XLA gave it);
-- each dot_general is a **statement** ``lhs · rhs -> out`` with XLA's shardings (read by inspection);
+  operands' free dims; an elementwise op's operands and result share dims (a size-1 dim against a larger one
+  broadcasts), and a broadcast_in_dim's operand dims are the result dims it maps them to;
+- **tensors** get names: an input its parameter's (or the user's) name, a statement's result ``H1``,
+  ``H2``, ... (``Out`` for the function's output), a value made by elementwise ops (gelu, tanh, a scale by a
+  constant, ``x * x``) from one tensor that tensor's name with a prime: ``H1'`` (those ops are not written;
+  a note names them);
+- each dot_general is a **statement** ``lhs · rhs -> out`` with XLA's shardings (read by inspection), and so
+  is each add, sub and mul of two distinct tensors (``H1 + x -> H2``, ``-``, ``.*``): an operand that is a
+  broadcast (a gain ``g[D]`` against ``H[B, D]``) is written as the lower-rank tensor it was made from, which
+  the notation broadcasts; an elementwise op of two tensors the notation has no statement for (a div) makes
+  a tensor ``E3'`` of its own, with a note; ``h * logistic(h)`` of a tensor ``h`` (jax.nn.silu's chain, or
+  written out) is the statement ``silu(H1) -> H2`` (gelu's chain is not recognised: it is primed);
 - each collective of the compiled HLO is attached to the statement XLA inserted it for (its metadata's
-  operation and source line), its replica groups are mesh axes (:mod:`.groups`), and it becomes a **step**:
-  a collective on the statement's operand (before the local product) or on its result (after it).
+  operation and source line: a dot_general's to the product, an add's to the ``+``), its replica groups are
+  mesh axes (:mod:`.groups`), and it becomes a **step**: a collective on the statement's operand (before the
+  local product or elementwise op; an all-to-all of an elementwise statement's operand is read from the
+  layouts it moves between) or on its result (after it); an operand of an elementwise statement that the
+  result shards over more axes gets a free slice. A collective with several such statements (on one line)
+  is attached to the one of them whose local op it alone makes meet (whose plan as read so far is
+  incomplete without it and complete with it), and is otherwise listed apart. XLA's plan of a statement
+  is complete when its local op meets; :mod:`.verdict` does not price an incomplete one.
 
-Imports: :mod:`shardalg.notation` (the notation's subscripts) and :mod:`.hlo`, :mod:`.groups`.
+Imports: :mod:`shardalg.notation` (the notation's subscripts), :mod:`.hlo`, :mod:`.groups`, and (inside
+:func:`_meets`) :func:`shardalg.costs.programplan.program_plan`, to tell whether a plan as read is complete.
 """
 
 from __future__ import annotations
@@ -35,6 +48,8 @@ ELEMENTWISE = frozenset(
     "add sub mul div neg exp log tanh logistic integer_pow pow max min abs sqrt rsqrt erf sin cos "
     "convert_element_type select_n sign square exp2 log1p expm1 erf_inv".split()
 )
+BINARY = {"add": "+", "sub": "-", "mul": ".*"}  # elementwise ops of two tensors the program writes
+UNARY = frozenset({"silu"})  # functions of one tensor the program writes, recognised from their chain
 LETTERS = "BDFIJKLMNPQRSTVWZ"
 DTYPES = {  # jax's and torch's dtype names -> the notation's (bf16, its default, is written without one)
     "float64": "fp64",
@@ -125,7 +140,9 @@ class XlaStep:
 
 @dataclass
 class Statement:
-    """One dot_general: its operands and result in XLA's layouts, and XLA's steps for it."""
+    """One dot_general (``op`` ``·``), an elementwise op of two tensors (``+``, ``-``, ``.*``; a
+    lower-rank operand broadcasts), or a function of one (``silu``: ``rhs`` is ``lhs``): its operands and
+    result in XLA's layouts, and XLA's steps for it."""
 
     lhs: Layout
     rhs: Layout
@@ -133,10 +150,29 @@ class Statement:
     line: int | None
     before: list[XlaStep] = field(default_factory=list)
     after: list[XlaStep] = field(default_factory=list)
+    op: str = "·"
+
+    @property
+    def primitive(self) -> str:
+        """The jax primitive it was read from (a collective's metadata names it); a function's own name,
+        which no metadata names (its chain's ops are several)."""
+        return {v: k for k, v in BINARY.items()}.get(self.op, "dot_general" if self.op == "·" else self.op)
+
+    @property
+    def operands(self) -> tuple[Layout, ...]:
+        return (self.lhs,) if self.op in UNARY else (self.lhs, self.rhs)
+
+    def _local(self, lhs: Layout, rhs: Layout, out: Layout) -> str:
+        if self.op in UNARY:
+            return f"{self.op}({lhs.text()}) -> {out.text()}"
+        op = f" {self.op} " if self.op != "·" else " *_LOCAL " if out.unreduced else " · "
+        return f"{lhs.text()}{op}{rhs.text()} -> {out.text()}"
 
     @property
     def text(self) -> str:
-        return f"{self.lhs.text()} · {self.rhs.text()} -> {self.out.text()}"
+        if self.op in UNARY:
+            return self._local(self.lhs, self.rhs, self.out)
+        return f"{self.lhs.text()} {self.op} {self.rhs.text()} -> {self.out.text()}"
 
     @property
     def steps(self) -> list[XlaStep]:
@@ -147,8 +183,7 @@ class Statement:
         lhs = self.before_last(self.lhs)
         rhs = self.before_last(self.rhs)
         first = self.after[0].before if self.after and self.after[0].before is not None else self.out
-        local = " *_LOCAL " if first.unreduced else " · "
-        lines = [s.text for s in self.before] + [f"{lhs.text()}{local}{rhs.text()} -> {first.text()}"]
+        lines = [s.text for s in self.before] + [self._local(lhs, rhs, first)]
         return "\n".join(lines + [s.text for s in self.after])
 
     def before_last(self, t: Layout) -> Layout:
@@ -223,9 +258,22 @@ def _unify(rec: Mapping[str, Any], dims: _Dims) -> None:
         elif e["primitive"] in ELEMENTWISE:
             out = e["outs"][0]
             for v in ins:
-                if shape(v) == shape(out):
+                if len(shape(v)) == len(shape(out)):  # a dim of size 1 against a larger one broadcasts
                     for d in range(len(shape(out))):
-                        dims.union((out, d), (v, d))
+                        if shape(v)[d] == shape(out)[d]:
+                            dims.union((out, d), (v, d))
+        elif _pure_broadcast(e, shape):
+            for d, to in enumerate(e["bdims"]):
+                dims.union((e["ins"][0], d), (e["outs"][0], to))
+
+
+def _pure_broadcast(e: Mapping[str, Any], shape: Any) -> bool:
+    """A broadcast_in_dim that only adds dims (each operand dim is a result dim of the same size): the
+    notation's broadcasting of a lower-rank operand (``g[D]`` against ``H[B, D]``)."""
+    if e["primitive"] != "broadcast_in_dim" or "bdims" not in e or e["ins"][0] is None:
+        return False
+    src, out = shape(e["ins"][0]), shape(e["outs"][0])
+    return len(src) == len(e["bdims"]) and all(src[d] == out[to] for d, to in enumerate(e["bdims"]))
 
 
 def build(
@@ -256,22 +304,69 @@ def build(
     outputs = set(rec["outputs"])
     counter = iter(range(1, 10_000))
     elementwise: set[str] = set()
+    shape = lambda v: values[str(v)]["shape"]  # noqa: E731
+
+    def source(v: int) -> int:
+        """The value a pure broadcast (or a chain of them) was made from; ``v`` itself otherwise."""
+        e = made_by.get(v)
+        while e is not None and _pure_broadcast(e, shape):
+            v = e["ins"][0]
+            e = made_by.get(v)
+        return v
+
+    def root(v: int | None) -> str | None:
+        """The tensor of the program ``v`` is, or is made from by elementwise ops of it alone (``H1`` for
+        ``H1'``), a broadcast seen through; None for a literal, a constant, a scalar."""
+        if v is None:
+            return None
+        v = source(v)
+        if not shape(v) or (v not in tensor and v not in made_by):
+            return None
+        e = made_by.get(v)
+        if e is not None and e["primitive"] == "broadcast_in_dim" and e["ins"][0] is None:
+            return None
+        return name_of(v).rstrip("'")
+
+    def silu_of(e: Mapping[str, Any]) -> int | None:
+        """``a`` when ``e`` is ``a * logistic(a)`` (either order) of a tensor ``a`` of the program: silu."""
+        if e["primitive"] != "mul" or len(e["ins"]) != 2 or None in e["ins"]:
+            return None
+        for a, b in (e["ins"], e["ins"][::-1]):
+            made = made_by.get(b)
+            if made is not None and made["primitive"] == "logistic" and made["ins"] == [a]:
+                return a if root(a) is not None and shape(a) == shape(e["outs"][0]) else None
+        return None
+
+    def two_tensors(e: Mapping[str, Any]) -> bool:
+        """Whether ``e`` is an add, sub or mul of two distinct tensors of the program: a statement."""
+        if e["primitive"] not in BINARY or len(e["ins"]) != 2:
+            return False
+        a, b = (root(u) for u in e["ins"])
+        if a is None or b is None or a == b:
+            return False
+        out = e["outs"][0]
+        have = {dims.find((out, d)) for d in range(len(shape(out)))}
+        return all(  # each operand's dims are the result's (a lower-rank operand broadcasts)
+            dims.find((source(u), d)) in have for u in e["ins"] for d in range(len(shape(source(u))))
+        )
 
     def name_of(v: int) -> str:
         if v in tensor:
             return tensor[v]
         e = made_by.get(v)
-        if e is not None and e["primitive"] == "dot_general":
+        if e is not None and (e["primitive"] == "dot_general" or silu_of(e) is not None or two_tensors(e)):
             tensor[v] = "Out" if v in outputs and len(outputs) == 1 else f"H{next(counter)}"
         elif e is not None and e["primitive"] in ELEMENTWISE:
-            roots = {
-                name_of(u).rstrip("'")
-                for u in e["ins"]
-                if u is not None and values[str(u)]["shape"] == values[str(v)]["shape"]
-            }
-            elementwise.add(e["primitive"])
+            roots = {r for r in (root(u) for u in e["ins"]) if r is not None}
             base = next(iter(roots)) if len(roots) == 1 else f"E{next(counter)}"
             tensor[v] = base + "'"
+            if len(roots) > 1:
+                notes.append(
+                    f"{tensor[v]} is made by {e['primitive']} of {', '.join(sorted(roots))}, an elementwise "
+                    "op the audit does not write: it is written as a tensor of its own, in the layout XLA gave it"
+                )
+            else:
+                elementwise.add(e["primitive"])
         else:
             tensor[v] = f"T{next(counter)}"
             if e is not None:
@@ -292,10 +387,16 @@ def build(
     statements: list[Statement] = []
     by_line: dict[int | None, list[Statement]] = {}
     for e in rec["eqns"]:
-        if e["primitive"] != "dot_general":
+        if e["primitive"] == "dot_general":
+            lhs, rhs = layout(e["ins"][0]), layout(e["ins"][1])
+            st = Statement(lhs, rhs, layout(e["outs"][0]), e["line"])
+        elif (a := silu_of(e)) is not None:
+            st = Statement(layout(a), layout(a), layout(e["outs"][0]), e["line"], op="silu")
+        elif two_tensors(e):  # a broadcast operand is written as the lower-rank tensor it was made from
+            lhs, rhs = layout(source(e["ins"][0])), layout(source(e["ins"][1]))
+            st = Statement(lhs, rhs, layout(e["outs"][0]), e["line"], op=BINARY[e["primitive"]])
+        else:
             continue
-        lhs, rhs = layout(e["ins"][0]), layout(e["ins"][1])
-        st = Statement(lhs, rhs, layout(e["outs"][0]), e["line"])
         statements.append(st)
         by_line.setdefault(e["line"], []).append(st)
     sizes: dict[str, int] = {}  # of the dims named: given, or by the layouts above
@@ -304,27 +405,36 @@ def build(
             r = dims.find((int(v), d))
             if r in dims.names:
                 sizes[dims.names[r]] = n
+    written = {st.out.name for st in statements} | {names[k] for k in range(len(rec["inputs"]))}
+    for v in rec["outputs"]:
+        if v in made_by and name_of(v) not in written:
+            notes.append(f"the function's output is {name_of(v)}, made by ops the program does not write")
     if elementwise:
         notes.append(
-            "elementwise ops ("
+            "elementwise ops of one tensor ("
             + ", ".join(sorted(elementwise))
-            + ") are not in the notation yet: a value they "
-            "make from one tensor is that tensor primed (H1'), in the layout XLA gave it"
+            + ") are not written: a value they make from one tensor (and constants) is that tensor primed "
+            "(H1'), in the layout XLA gave it"
         )
     inputs = [layout(v) for v in rec["inputs"]]
     outside: list[XlaStep] = []
     order = rec["mesh"]
     pending: dict[int, list[HloCollective]] = {}
+    several: list[tuple[HloCollective, list[Statement]]] = []
     for c in collectives(rec[hlo_key]):
         if c.backward:
             continue
-        found = by_line.get(c.line, []) if c.primitive == "dot_general" else []
-        if len(found) != 1:
-            outside.append(_unmapped(c, order, "not inserted for one dot_general of the program"))
-            if len(found) > 1:
-                notes.append(f"{c.name}: {len(found)} products on line {c.line}; it is listed apart")
-            continue
-        pending.setdefault(statements.index(found[0]), []).append(c)
+        found = [  # an elementwise op's by its known line only (ops inside a library function have none)
+            st
+            for st in by_line.get(c.line, [])
+            if st.primitive == c.primitive and (c.line is not None or st.op == "·")
+        ]
+        if len(found) > 1:
+            several.append((c, found))
+        elif not found:
+            outside.append(_unmapped(c, order, "not inserted for one statement of the program"))
+        else:
+            pending.setdefault(statements.index(found[0]), []).append(c)
     for k, cs in sorted(pending.items()):
         permutes: list[tuple[HloCollective, GroupAxes]] = []
         on_result = [c for c in cs if not _on_operand(statements[k], c, order, sizes, mesh, permutes)]
@@ -334,8 +444,23 @@ def build(
         )
         for c in reversed(on_result):
             _on_result(statements[k], c, order, mesh, outside)
+    for c, found in several:  # a line with several statements of its kind: the one it alone completes
+        what = "products" if c.primitive == "dot_general" else f"{c.primitive} statements"
+        done = [st for st in found if _completes(st, c, order, sizes, mesh)]
+        if len(done) == 1:
+            _place(done[0], c, order, sizes, mesh, outside)
+            notes.append(
+                f"{c.name}: {len(found)} {what} on line {c.line}; attached to the one whose local "
+                f"{'product' if done[0].op == '·' else 'op'} it alone makes meet, {done[0].text}"
+            )
+        else:
+            outside.append(_unmapped(c, order, "not inserted for one statement of the program"))
+            notes.append(f"{c.name}: {len(found)} {what} on line {c.line}; it is listed apart")
     for st in statements:
-        _slices(st)
+        if st.op == "·":
+            _slices(st)
+        else:
+            _aligned(st)
     hlo_names = {"f32": "fp32", "bf16": None, "f16": "fp16", "f64": "fp64", "s32": "int32", "s8": "int8"}
     for st in statements:
         for s in st.steps:
@@ -347,6 +472,57 @@ def build(
                     f"{s.before.dtype or 'bf16'} (XLA's CPU backend computes bf16 in f32): priced as the program's"
                 )
     return AuditProgram(statements, sizes, mesh, inputs, outside, notes)
+
+
+def _place(
+    st: Statement,
+    c: HloCollective,
+    order: Mapping[str, Any],
+    sizes: Mapping[str, int],
+    mesh: Mapping[str, int],
+    outside: list[XlaStep],
+) -> None:
+    """Place one collective (not a permute) on the statement's operand, else on its result."""
+    if not _on_operand(st, c, order, sizes, mesh, []):
+        _on_result(st, c, order, mesh, outside)
+
+
+def _meets(st: Statement, sizes: Mapping[str, int], mesh: Mapping[str, int]) -> bool:
+    """Whether XLA's plan of ``st`` as read so far (its free slices added) is complete: its local product
+    or op meets, so the plan is priced as written, not as shardalg's cheapest."""
+    from shardalg.algebra.mesh import Mesh
+    from shardalg.costs.programplan import program_plan
+    from shardalg.errors import ShardalgError
+    from shardalg.notation.parse import parse
+
+    trial = replace(st, before=list(st.before), after=list(st.after))
+    if trial.op == "·":
+        _slices(trial)
+    else:
+        _aligned(trial)
+    if any(s.before is None or s.sub_axes for s in trial.steps):
+        return False
+    try:
+        _, said = program_plan(parse(trial.plan_text()), Mesh(dict(mesh)), dict(sizes))
+    except ShardalgError:
+        return False
+    return not any("priced by its cheapest plan" in n for n in said)
+
+
+def _completes(
+    st: Statement,
+    c: HloCollective,
+    order: Mapping[str, Any],
+    sizes: Mapping[str, int],
+    mesh: Mapping[str, int],
+) -> bool:
+    """Whether ``c`` (not a permute) makes XLA's plan of ``st`` complete where it was not."""
+    if c.kind == "Permute" or _meets(st, sizes, mesh):
+        return False
+    trial = replace(st, before=list(st.before), after=list(st.after))
+    scratch: list[XlaStep] = []
+    _place(trial, c, order, sizes, mesh, scratch)
+    return not scratch and _meets(trial, sizes, mesh)
 
 
 def group_axes(c: HloCollective, order: Mapping[str, Any]) -> GroupAxes:
@@ -391,12 +567,14 @@ def _on_operand(
     if c.kind == "Permute":
         permutes.append((c, g))
         return True
+    if c.kind == "AllToAll" and st.op != "·":
+        return _all_to_all(st, c, axes, sizes, mesh)
     if c.kind != "AllGather" or c.dim is None:
         return False
     mesh_sub = dict(mesh)
     for a in axes:
         mesh_sub.setdefault(a, _size_of([a], mesh))
-    for t in (st.before_last(st.lhs), st.before_last(st.rhs)):
+    for t in [st.before_last(x) for x in st.operands]:
         local = t.local(sizes, mesh_sub)
         dim, held = t.dims[c.dim]
         if local == tuple(c.operand):
@@ -427,6 +605,52 @@ def _on_operand(
             st.before.append(XlaStep(c.kind, axes, c, moved, t.replace_dim(dim, ()), dim))
             return True
     return False
+
+
+def _like_result(st: Statement, t: Layout) -> Layout:
+    """Operand ``t`` of an elementwise statement in the layout its local op needs: each of its dims sharded
+    as the result's first layout (before the steps on the result) shards it."""
+    first = st.after[0].before if st.after and st.after[0].before is not None else st.out
+    want = dict(first.dims)
+    return replace(t, dims=tuple((d, want.get(d, a)) for d, a in t.dims))
+
+
+def _all_to_all(
+    st: Statement, c: HloCollective, axes: tuple[str, ...], sizes: Mapping[str, int], mesh: Mapping[str, int]
+) -> bool:
+    """Place an all-to-all on an operand of an elementwise statement: the one operand whose block has the
+    collective's elements and that reaches the result's layout by moving exactly ``axes`` (minor last) from
+    one of its dims to another (the HLO's tuple form names no dims: the layouts do)."""
+    for t in [st.before_last(x) for x in st.operands]:
+        want = _like_result(st, t)
+        if want == t or prod(t.local(sizes, mesh)) != prod(c.operand):
+            continue
+        moved = [(d, a, b) for (d, a), (_, b) in zip(t.dims, want.dims, strict=True) if a != b]
+        if len(moved) != 2:
+            continue
+        k = len(axes)
+        (d1, a1, b1), (d2, a2, b2) = moved
+        for (_src, held, left), (dst, have, get) in (
+            ((d1, a1, b1), (d2, a2, b2)),
+            ((d2, a2, b2), (d1, a1, b1)),
+        ):
+            if held[len(held) - k :] == axes and held[: len(held) - k] == left and get == (*have, *axes):
+                st.before.append(XlaStep("AllToAll", axes, c, t, want, dst))
+                return True
+    return False
+
+
+def _aligned(st: Statement) -> None:
+    """The free slices XLA made of an elementwise statement's operands: an operand whose dim the result
+    (its first layout) shards over more axes than the operand, after XLA's steps on it, is sliced to it."""
+    for t in st.operands:
+        t = st.before_last(t)
+        want = _like_result(st, t)
+        for (d, have), (_, need) in zip(t.dims, want.dims, strict=True):
+            if have != need and need[: len(have)] == have:
+                sliced = t.replace_dim(d, need)
+                st.before.append(XlaStep("Slice", need[len(have) :], None, t, sliced, d))
+                t = sliced
 
 
 def _slices(st: Statement) -> None:

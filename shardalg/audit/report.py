@@ -144,13 +144,16 @@ def _backward_lines(b: BackwardVerdict) -> list[Line]:
             lines.append(Line("item", f"{head}: no forward collective transposes to it"))
     derived = ", ".join(f"{op}_{''.join(ax)}" for op, ax in b.derived) or "none"
     same = "the same" if b.matches_derived else "not the same"
-    lines.append(
-        Line(
-            "say",
-            f"shardalg's derived backward (planned by bytes, as shardalg backward plans it) communicates: "
-            f"{derived} ({same} as XLA's)",
+    if b.problem:
+        lines.append(Line("say", b.problem))
+    else:
+        lines.append(
+            Line(
+                "say",
+                f"shardalg's derived backward (planned by bytes, as shardalg backward plans it) communicates: "
+                f"{derived} ({same} as XLA's)",
+            )
         )
-    )
     paired = sum(x.forward is not None for x in b.pairs)
     lines.append(
         Line("say", f"{paired} of {len(b.pairs)} backward collectives are transposes of forward ones")
@@ -238,6 +241,7 @@ def report_json(a: Audit) -> dict[str, Any]:
                 for x in a.backward.pairs
             ],
             "derived": [{"op": op, "axes": list(ax)} for op, ax in a.backward.derived],
+            **({"problem": a.backward.problem} if a.backward.problem else {}),
             "matches_derived": a.backward.matches_derived,
             "all_paired": a.backward.all_paired,
         }

@@ -5,7 +5,9 @@
 
 - the function's operations from its jaxpr (calls such as an inner ``jax.jit`` or a ``custom_jvp`` inlined),
   each with its primitive, value ids, shapes, a dot_general's dimension numbers, and its source line;
-- the sharding XLA chose for every input and output of every dot_general, read with
+- a broadcast_in_dim's ``broadcast_dimensions`` (which result dim each operand dim is);
+- the sharding XLA chose for every input and output of every dot_general and of every add, sub and mul (and
+  every broadcast_in_dim's operand), read with
   ``jax.debug.inspect_array_sharding`` on a copy of the program (the inspection pins nothing: it reports);
 - the compiled, partitioned HLO text of the function itself (the collectives are read from it), and, with
   ``backward``, of ``jax.grad`` of the sum of its (first) output with respect to every input.
@@ -23,6 +25,9 @@ from shardalg.errors import UsageError
 __all__ = ["trace", "spec_of"]
 
 _CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+# whose operands (and results) have their sharding read: the products, the elementwise ops of two operands
+# the program may write as statements, and the broadcasts that feed them (a gain g[D] broadcast to [B, D])
+_INSPECTED = frozenset({"dot_general", "add", "sub", "mul", "broadcast_in_dim"})
 
 
 def spec_of(sharding: Any, ndim: int) -> list[list[str]]:
@@ -126,14 +131,18 @@ class _Walk:
                     "line": line,
                     "name_stack": _name_stack(eqn),
                 }
+                if name == "broadcast_in_dim":
+                    record["bdims"] = [int(d) for d in eqn.params["broadcast_dimensions"]]
                 if name == "dot_general":
                     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
                     record["dims"] = [list(lc), list(rc), list(lb), list(rb)]
+                if name in _INSPECTED:
                     for x, i in ins:
                         if i is not None:
                             self.look(i, x)
-                    for x, i in zip(outs, out_ids, strict=True):
-                        self.look(i, x)
+                    if name != "broadcast_in_dim":
+                        for x, i in zip(outs, out_ids, strict=True):
+                            self.look(i, x)
                 self.eqns.append(record)
             for v, x, i in zip(eqn.outvars, outs, out_ids, strict=True):
                 env[v] = (x, i)

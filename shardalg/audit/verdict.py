@@ -9,10 +9,16 @@ Shardy's spelling and priced like the rest (a collective-permute that renames se
 ``Permute_{X,Y:(1)2,Y:(2)2}``); shardalg's plans of that statement are then searched on the mesh with the cut
 axes declared factored (``Y=2x2``), the same sub-axes XLA used. Seconds are priced on the mesh placed into a
 GPU chip's nodes where it is flat and larger than one (:func:`in_nodes`), as ``shardalg cost`` prices it.
+A statement is a product or an elementwise op of two tensors (``+``, ``-``, ``.*``), planned alike. XLA's
+plan as read whose local op does not meet (a collective of XLA's for it was not attached: listed apart) is
+incomplete: it is not priced (pricing it would price shardalg's cheapest plan in its place), and the
+verdict says why.
 
 Backward (``jax.grad``): each backward collective is paired with a forward collective whose transpose it is
 (the op records' ``transpose``: AllGather ⇄ ReduceScatter, AllReduce ⇄ AllReduce, ...; same axes, same
-shard bytes); the rest are listed. Beside them, the collectives of shardalg's derived backward.
+shard bytes), a product's or an elementwise statement's alike (the pairing reads collectives, not which
+statement they serve); the rest are listed. Beside them, the collectives of shardalg's derived backward of
+the whole program (its elementwise statements too), or why it derives none.
 
 Imports: :mod:`shardalg.api`, :mod:`shardalg.costs`, :mod:`shardalg.planning` and :mod:`.program`.
 """
@@ -75,11 +81,15 @@ class StatementVerdict:
         return r is not None and r > FLAG
 
 
+COLLECTIVES = frozenset({"AllGather", "ReduceScatter", "AllReduce", "AllToAll", "Permute", "Shift", "Send"})
+
+
 def _signature_of_steps(steps: Sequence[Any]) -> Counter:
+    """The communicating steps (op, axes, tensor): the local product or elementwise op and free slices aside."""
     out: Counter = Counter()
     for s in steps:
         op = s.op if isinstance(s.op, str) else s.op.value
-        if op in ("Einsum", "Slice"):
+        if op not in COLLECTIVES:
             continue
         name = s.before.name if isinstance(s, XlaStep) else s.inputs[0].name
         out[(op, frozenset(s.axes), name)] += 1
@@ -140,6 +150,9 @@ def _judge_one(prog: AuditProgram, st: Statement, costs: CostModel) -> Statement
             node = parse(xla_text)
             xla_plan, notes = program_plan(node, mesh, prog.sizes)
             xla_cost = costed(xla_plan, priced_on, prog.sizes, costs)
+            incomplete = [n for n in notes if "priced by its cheapest plan" in n]
+            if incomplete:  # its local op does not meet: a step of XLA's is missing from it (listed apart)
+                problem = f"XLA's plan as read is incomplete: {incomplete[0]}"
         except ShardalgError as err:
             problem = f"XLA's plan is not a legal plan in the notation: {str(err).splitlines()[0]}"
     if problem is not None:
@@ -188,6 +201,7 @@ class BackwardVerdict:
     pairs: list[BackwardPair]
     derived: list[tuple[str, tuple[str, ...]]]
     derived_text: str
+    problem: str = ""  # why shardalg derived no backward of the program ("" when it did)
 
     @property
     def all_paired(self) -> bool:
@@ -235,5 +249,9 @@ def judge_backward(prog: AuditProgram, rec: dict[str, Any]) -> BackwardVerdict:
         if match is not None:
             free.remove(match)
         pairs.append(BackwardPair(c.kind, axes, _shard_bytes(c), c.line, match))
-    derived = derive_backward(parse(prog.text), Mesh(prog.mesh), prog.sizes)
+    try:
+        derived = derive_backward(parse(prog.text), Mesh(prog.mesh), prog.sizes)
+    except ShardalgError as err:
+        why = f"shardalg derives no backward of the program: {str(err).splitlines()[0]}"
+        return BackwardVerdict(pairs, [], "", why)
     return BackwardVerdict(pairs, [(op, tuple(a)) for op, a in derived.collectives], str(derived))
