@@ -491,7 +491,7 @@ def _meets(st: Statement, sizes: Mapping[str, int], mesh: Mapping[str, int]) -> 
     """Whether XLA's plan of ``st`` as read so far (its free slices added) is complete: its local product
     or op meets, so the plan is priced as written, not as shardalg's cheapest."""
     from shardalg.algebra.mesh import Mesh
-    from shardalg.costs.programplan import program_plan
+    from shardalg.costs.programplan import REPLANNED, program_plan
     from shardalg.errors import ShardalgError
     from shardalg.notation.parse import parse
 
@@ -506,7 +506,7 @@ def _meets(st: Statement, sizes: Mapping[str, int], mesh: Mapping[str, int]) -> 
         _, said = program_plan(parse(trial.plan_text()), Mesh(dict(mesh)), dict(sizes))
     except ShardalgError:
         return False
-    return not any("priced by its cheapest plan" in n for n in said)
+    return not any(REPLANNED in n for n in said)
 
 
 def _completes(

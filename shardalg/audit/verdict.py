@@ -37,7 +37,7 @@ from shardalg.api import plans as all_plans
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.nodes import place_in_nodes
 from shardalg.costs.plancost import costed
-from shardalg.costs.programplan import program_plan
+from shardalg.costs.programplan import REPLANNED, program_plan
 from shardalg.errors import ShardalgError
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Op
@@ -150,7 +150,7 @@ def _judge_one(prog: AuditProgram, st: Statement, costs: CostModel) -> Statement
             node = parse(xla_text)
             xla_plan, notes = program_plan(node, mesh, prog.sizes)
             xla_cost = costed(xla_plan, priced_on, prog.sizes, costs)
-            incomplete = [n for n in notes if "priced by its cheapest plan" in n]
+            incomplete = [n for n in notes if REPLANNED in n]
             if incomplete:  # its local op does not meet: a step of XLA's is missing from it (listed apart)
                 problem = f"XLA's plan as read is incomplete: {incomplete[0]}"
         except ShardalgError as err:

@@ -21,7 +21,12 @@ from shardalg.notation.printing import text
 from shardalg.notation.syntax import Apply, Arrow, Collective, Node, Op, Product, Program, Tensor
 from shardalg.planning import symbolic
 
-__all__ = ["plan_of", "program_plan"]
+# what the note of a statement says when its written steps do not make it (its operands do not meet, or
+# its local result is not the one written) and it is priced by its cheapest plan instead: read by the audit,
+# whose plan as read from XLA is then incomplete
+REPLANNED = "priced by its cheapest plan"
+
+__all__ = ["REPLANNED", "plan_of", "program_plan"]
 
 Chooser = Callable[
     [list[Plan]], tuple[Plan, str]
@@ -111,7 +116,7 @@ def program_plan(
                     else f"the local product is {text(local)}, not {text(result)}"
                 )
                 notes.append(
-                    f"{text(stmt)}: {why}; priced by its cheapest plan ({len(found)} found, {how}): "
+                    f"{text(stmt)}: {why}; {REPLANNED} ({len(found)} found, {how}): "
                     f"{best.note or 'no communication'}"
                 )
         elif isinstance(expr, Apply):  # a function: priced by its cheapest plan (a single step when it meets)
@@ -124,7 +129,7 @@ def program_plan(
             out = best.output
             if len(best.steps) > 1:
                 notes.append(
-                    f"{text(stmt)}: priced by its cheapest plan ({len(found)} found, {how}): "
+                    f"{text(stmt)}: {REPLANNED} ({len(found)} found, {how}): "
                     f"{best.note or 'no communication'}"
                 )
         else:
