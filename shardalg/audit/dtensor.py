@@ -37,7 +37,7 @@ from shardalg.export.harness import require_extra, run_driver
 from shardalg.notation.parse import parse
 from shardalg.planning.backward import backward as derive_backward
 
-from .program import LETTERS, Layout, dtype_of
+from .records import LETTERS, Layout, dtype_of
 from .run import DEFAULT_CHIP, _defines
 
 __all__ = ["DTensorAudit", "audit_dtensor", "COLLECTIVES"]

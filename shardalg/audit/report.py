@@ -21,7 +21,7 @@ from shardalg.errors import ShardalgError
 from shardalg.notation.parse import parse
 from shardalg.notation.printing import latex
 
-from .program import XlaStep
+from .records import XlaStep
 from .run import Audit
 from .verdict import BackwardVerdict, StatementVerdict
 

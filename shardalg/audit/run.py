@@ -26,7 +26,8 @@ from shardalg.export.harness import require_extra, run_driver
 from shardalg.notation.parse import parse
 from shardalg.notation.syntax import Tensor
 
-from .program import AuditProgram, Layout, build
+from .program import build
+from .records import AuditProgram, Layout
 from .trace import trace
 from .verdict import BackwardVerdict, StatementVerdict, in_nodes, judge, judge_backward
 

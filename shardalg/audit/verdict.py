@@ -46,7 +46,8 @@ from shardalg.planning.order import plan_bytes
 
 from .groups import refinement
 from .hlo import HloCollective, collectives
-from .program import AuditProgram, Statement, XlaStep, group_axes
+from .placing import group_axes
+from .records import AuditProgram, Statement, XlaStep
 
 __all__ = ["StatementVerdict", "BackwardPair", "BackwardVerdict", "in_nodes", "judge", "judge_backward"]
 
