@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from shardalg.errors import UnknownAxis, UsageError
 from shardalg.notation.plan import Plan, Step
-from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
+from shardalg.notation.syntax import Apply, Arrow, Collective, Product, Program, Tensor
 
 from .factors import Factor, factor_of, parent_of
 from .mesh import Axis, Mesh
@@ -40,7 +40,8 @@ __all__ = [
 
 
 def axes_in(node: object) -> Iterable[str]:
-    """Every axis name a node mentions (tensors' dims and marks, collectives' axes), with repeats."""
+    """Every axis name a node mentions, with repeats: its tensors' shardings, unreduced and invariant marks
+    (a function's operands' too), its collectives' and steps' axes, a plan's inputs, steps and output."""
     if isinstance(node, Tensor):
         yield from node.used_axes
     elif isinstance(node, Collective):
@@ -49,18 +50,25 @@ def axes_in(node: object) -> Iterable[str]:
     elif isinstance(node, Product):
         yield from axes_in(node.left)
         yield from axes_in(node.right)
+    elif isinstance(node, Apply):
+        for operand in node.operands:
+            yield from axes_in(operand)
     elif isinstance(node, Arrow):
         yield from axes_in(node.expr)
         yield from axes_in(node.result)
     elif isinstance(node, Program):
         for s in node.statements:
             yield from axes_in(s)
+    elif isinstance(node, Step):
+        yield from node.axes
+        for t in (*node.inputs, node.output):
+            yield from t.used_axes
     elif isinstance(node, Plan):
         for t in node.inputs:
             yield from t.used_axes
         for step in node.steps:
-            yield from step.axes
-            yield from step.output.used_axes
+            yield from axes_in(step)
+        yield from node.output.used_axes
 
 
 def mesh_is_fine(mesh: Mesh, *nodes: object) -> bool:

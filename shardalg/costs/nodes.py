@@ -37,6 +37,7 @@ from math import gcd, prod
 
 from shardalg.algebra.factors import is_subaxis, parent_of
 from shardalg.algebra.mesh import Axis, Mesh
+from shardalg.algebra.subaxes import axes_in
 from shardalg.errors import ShardalgError, Span, UsageError
 from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan, Step
@@ -59,41 +60,16 @@ def subaxis_parents(*programs: object) -> frozenset[str]:
 
 
 def _axes_named(node: object) -> Iterator[str]:
-    """Every axis name ``node`` mentions, with repeats: its tensors' shardings, unreduced and invariant
-    marks, and its collectives' and steps' axes; those of each plan of a list, and of each step of a plan's
-    cost (nothing for None or any other object)."""
+    """Every axis name ``node`` mentions, with repeats (:func:`shardalg.algebra.subaxes.axes_in`): of notation
+    text parsed (none where it does not parse), of each item of a list (the planner's plans) and of each step
+    of a plan's cost (nothing for None or any other object)."""
     if isinstance(node, str):
         try:
             node = parse(node)
         except ShardalgError:
             return
-    if isinstance(node, Tensor):
-        yield from node.used_axes
-    elif isinstance(node, Program):
-        for statement in node.statements:
-            yield from _axes_named(statement)
-    elif isinstance(node, Arrow):
-        yield from _axes_named(node.expr)
-        yield from node.result.used_axes
-    elif isinstance(node, Product):
-        yield from _axes_named(node.left)
-        yield from _axes_named(node.right)
-    elif isinstance(node, Collective):
-        yield from node.axes
-        yield from _axes_named(node.arg)
-    elif isinstance(node, Apply):
-        for operand in node.operands:
-            yield from _axes_named(operand)
-    elif isinstance(node, Step):
-        yield from node.axes
-        for t in (*node.inputs, node.output):
-            yield from t.used_axes
-    elif isinstance(node, Plan):
-        for t in node.inputs:
-            yield from t.used_axes
-        for step in node.steps:
-            yield from _axes_named(step)
-        yield from node.output.used_axes
+    if isinstance(node, Tensor | Program | Arrow | Product | Collective | Apply | Step | Plan):
+        yield from axes_in(node)
     elif isinstance(node, list | tuple):  # plans (the planner's list)
         for item in node:
             yield from _axes_named(item)

@@ -65,6 +65,14 @@ CASES = {
         {"B": 8, "D": 4, "F": 4},
         {},
     ),
+    "a function whose operands alone name sub-axes": (
+        "X[B_{Y:(1)2}, D] · W[D, F_{Y:(2)2}] -> H[B_{Y:(1)2}, F_{Y:(2)2}]\n"
+        "gelu(H[B_{Y:(1)2}, F_{Y:(2)2}]) -> G[B, F]\n"
+        "G[B, F] + H[B_{Y:(1)2}, F_{Y:(2)2}] -> R[B, F]",
+        "X=2,Y=4",
+        {"B": 8, "D": 4, "F": 4},
+        {},
+    ),
 }
 
 

@@ -172,3 +172,25 @@ def test_a_bad_factored_axis_is_refused() -> None:
 
     with pytest.raises(UsageError, match="each factor is at least 2"):
         Mesh.parse("Y=1x4")
+
+
+# a function whose sub-axes are named only by its operands: the statement is planned on the factors (these
+# were an internal error, KeyError 'Y:(1)2', when the walk over a statement's axes skipped function operands)
+FUNCTION_OVER_SUBAXES = (
+    "H[B, F_{Y:(1)2}] + K[B, F_{Y:(1)2}] -> G[B, F]",
+    "softmax_F(H[B, F_{Y:(1)2}]) -> G[B, F]",
+    "gelu(H[B_X, F_{Y:(2)2}]) -> G[B, F_X]",
+    "sum_F(H[B, F_{X,Y:(1)2}]) -> G[B]",
+)
+
+
+def test_a_function_over_subaxes_only_in_its_operands_plans_equal_dense() -> None:
+    sizes = {"B": 4, "F": 8}
+    for text in FUNCTION_OVER_SUBAXES:
+        found = plans(text, MESH, sizes)
+        assert found, text
+        assert any(_uses_subaxis(p) for p in found), text
+        for p in found[:4]:
+            got = run_plan(p, MESH, sizes)
+            assert got.ok, f"{text}\n{p}\n{got.problem}"
+
