@@ -36,12 +36,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from itertools import combinations
+from itertools import combinations, product
 
 from shardalg.algebra.context import chosen_mesh, merged_sizes, say_replaced, tensors_of
 from shardalg.algebra.legality import check
 from shardalg.algebra.mesh import Mesh, as_mesh
-from shardalg.algebra.traffic import DEFAULT_DTYPE, Sizes, local_elements
+from shardalg.algebra.traffic import DEFAULT_DTYPE, Bytes, Sizes, local_elements
 from shardalg.errors import NoPlan, UsageError
 from shardalg.notation.parse import parse
 from shardalg.notation.plan import Plan, Step
@@ -55,7 +55,9 @@ from .backward_program import BackwardProgram, GatheredCopy, GradStep
 from .fngrads import call_gradients, passes_partial_sums
 from .forward import Call, Einsum, Forward, analyze, grad_name
 from .gradients import Chosen, Gradient, candidates, choose
+from .held import same_layout
 from .planner import first_plan, plans
+from .redistribute import plan_bytes
 
 __all__ = ["backward", "core_backwards", "BackwardProgram", "GradStep", "GatheredCopy"]
 
@@ -133,7 +135,7 @@ class _Backward:
         final: bool = False,
     ) -> Tensor:
         """Plan one statement of a function's gradient and run it; ``final``: its output is ``rx``'s gradient."""
-        p = first_plan(statement, self.mesh, self.sizes)
+        p = self.after_reductions(statement)
         expr = statement.expr
         if accumulate:  # planned into a name of its own, then added
             p = self.add_to(rx, p)
@@ -155,6 +157,50 @@ class _Backward:
             self.grad[rx] = p.output
             self.borrowed.discard(rx)
         return p.output
+
+    def after_reductions(self, statement: Arrow) -> Plan:
+        """The first plan of ``statement``, read from what the backward still holds: a cotangent's partial sums
+        that an earlier step reduced are gone (a reduction leaves only its output: :mod:`.held`), so an operand
+        that reads them reads a layout that reduction made instead (``V0 - In``: ``dV2{U_X}`` reduced into
+        ``dV0``'s sharding, then read again for ``dIn``), the one whose plan moves fewest bytes (the reduction's
+        own output where the bytes do not compare: symbolic sizes)."""
+        expr = statement.expr
+        operands = expr.operands if isinstance(expr, Apply) else (expr,)
+        options = [self.reduced(t) if isinstance(t, Tensor) and t.unreduced else () for t in operands]
+        if not any(options):
+            return first_plan(statement, self.mesh, self.sizes)
+        best: tuple[Plan, Bytes] | None = None
+        for picked in product(*(o or (t,) for o, t in zip(options, operands, strict=True))):
+            read = replace(expr, operands=picked) if isinstance(expr, Apply) else picked[0]
+            p = first_plan(Arrow(read, statement.result), self.mesh, self.sizes)
+            cost = plan_bytes(p, self.mesh, Sizes(self.sizes))
+            if best is None or (cost.is_number and best[1].is_number and cost.number < best[1].number):
+                best = (p, cost)
+        assert best is not None
+        return best[0]
+
+    def reduced(self, t: Tensor) -> tuple[Tensor, ...]:
+        """The layouts an earlier step's reduction of the partial sums ``t`` made of them, still held: its
+        output and what the collectives after it in the same plan made of that name; none where no step
+        reduced ``t``."""
+        for g in self.steps:
+            steps = g.plan.steps
+            for k, s in enumerate(steps):
+                if (
+                    s.op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER)
+                    and s.inputs[0].name == t.name
+                    and same_layout(s.inputs[0], t)
+                ):
+                    run = [s]
+                    for later in steps[k + 1 :]:
+                        if (
+                            later.op is not Op.EINSUM
+                            and not later.op.function
+                            and later.inputs[0] == run[-1].output
+                        ):
+                            run.append(later)
+                    return tuple(x.output for x in run if x.output.name == t.name)
+        return ()
 
     def contribute(self, index: int, rx: str, expr: Apply, reason: str) -> None:
         """``expr``'s value added to ``rx``'s gradient (or made its gradient, the first time)."""

@@ -1,5 +1,7 @@
 """Every stage of shardalg on one fuzz input, in process, each timed: parse, print (and read back), check,
-shape, plans, ranked (the plans by seconds on a chip, under an overlap policy), run_plan, cost, backward; and
+shape, plans, ranked (the plans by seconds on a chip, under an overlap policy), run_plan, cost, backward (with
+reductions deferred on every other program), verify (the derived backward read back as a hand-written one: a
+finding is a wrong backward, or verify's own false alarm; forwards verify does not read are refused); and
 two stages of the edges: chip (a chip file read as ``--hw FILE.toml`` does, then a collective priced on it) and
 extras (the JAX and torch checks and a drawing with jax, torch and matplotlib made unimportable). A stage may
 refuse its input with a shardalg error (counted by class);
@@ -40,6 +42,7 @@ from shardalg.notation.syntax import Arrow, Collective, Product, Program, Tensor
 from shardalg.numeric.execute import run_plan
 from shardalg.planning.backward import backward
 from shardalg.planning.planner import plans
+from shardalg.planning.verify import verify
 
 STAGES = (
     "parse",
@@ -51,6 +54,7 @@ STAGES = (
     "run_plan",
     "cost",
     "backward",
+    "verify",
     "chip",
     "extras",
 )
@@ -378,4 +382,19 @@ def _run_stages(
     if mesh is not None:
         run.stage("cost", lambda: cost(program, mesh, sizes).total)
         if any(_has_product(s) for s in program.statements):
-            run.stage("backward", lambda: str(backward(program, mesh, sizes)))
+            defer = tally.runs["backward"] % 2 == 1  # every other program's reductions deferred
+            derived, _, _ = run.stage(
+                "backward", lambda: _printed_backward(backward(program, mesh, sizes, defer_reductions=defer))
+            )
+            if derived is not None:
+                report, _, _ = run.stage(
+                    "verify", lambda: verify(program, derived.program(), mesh, sizes, defer_reductions=defer)
+                )
+                if report is not None and not report.ok:
+                    run.fail("wrong", "verify", f"defer_reductions={defer}: {report}"[:2000])
+
+
+def _printed_backward(bw: Any) -> Any:
+    """The derived backward, printed once (its text is part of the stage)."""
+    str(bw)
+    return bw

@@ -4,6 +4,7 @@ run (``python -m tests.fuzz``) goes in a subprocess with a memory cap and also h
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -56,6 +57,19 @@ def test_the_harness_finds_what_it_looks_for(monkeypatch) -> None:
     tally = Tally()
     run_stages("A[I_X, J] · B[J, K] -> C[I_X, K]", "program", setting, tally)
     assert not tally.failure_kinds and tally.runs["run_plan"] >= 1 and tally.runs["backward"] == 1
+
+    assert tally.runs["verify"] == 1  # the derived backward verified clean
+
+    # a derived backward that drops a gradient's plan is found wrong by the verify stage
+    real = stages.backward
+    monkeypatch.setattr(
+        stages, "backward", lambda *a, **k: dataclasses.replace(bw := real(*a, **k), grads=bw.grads[:-1])
+    )
+    tally = Tally()
+    run_stages("A[I_X, J] · B[J, K] -> C[I_X, K]", "program", setting, tally)
+    assert tally.failure_kinds == {"wrong": 1} and tally.failures[0].stage == "verify"
+    assert "missing-gradient" in tally.failures[0].detail
+    monkeypatch.setattr(stages, "backward", real)
 
     tally = Tally()
     run_stages(

@@ -58,6 +58,28 @@ def test_every_contribution_is_added(name: str, defer: bool) -> None:
     assert report.ok and report.findings == (), str(report)
 
 
+def test_partial_sums_reduced_for_one_operand_are_not_read_again_for_the_other() -> None:
+    """``V0 - In`` with ``dV2`` left partial by the product after it (deferred reductions): ``dV0``'s plan
+    reduces ``dV2{U_{X,Z}}``, and ``dIn``'s reads a layout that reduction made, not the partial sums again (a
+    reduction leaves only its output: verify called the second reduction a gradient |Z| times too large)."""
+    forward = (
+        "relu(In[B_X, T_Z, D]) -> V0[B, T_Y, D_X]; V0[B, T_Y, D_X] - In[B_X, T_Z, D] -> V2[B, T, D_YZ]; "
+        "V2[B, T, D_YZ] * W3[D, F_Z] -> V3[B_Y, T, F_XZ]"
+    )
+    sizes = {"B": 12, "T": 12, "D": 12, "F": 12}
+    bw = backward(forward, "X=2,Y=2,Z=2", sizes, defer_reductions=True)
+    reductions = [
+        s
+        for g in bw.grads
+        for s in g.plan.steps
+        if s.op.value in ("AllReduce", "ReduceScatter") and s.inputs[0].name == "dV2"
+    ]
+    assert len(reductions) == 1, str(bw.program())
+    assert gradcheck(bw).ok, str(bw.program())
+    report = verify(forward, bw.program(), "X=2,Y=2,Z=2", sizes, defer_reductions=True)
+    assert report.ok and report.findings == (), str(report)
+
+
 def test_v0_plus_v0_beside_a_product_adds_its_cotangent_twice() -> None:
     bw = backward(READ_TWICE["a product of V0, and V0 + V0"][0], "X=2", SIZES)
     adds = [str(g.statement) for g in bw.grads if "+" in str(g.statement)]

@@ -193,4 +193,3 @@ def test_a_function_over_subaxes_only_in_its_operands_plans_equal_dense() -> Non
         for p in found[:4]:
             got = run_plan(p, MESH, sizes)
             assert got.ok, f"{text}\n{p}\n{got.problem}"
-
