@@ -55,7 +55,7 @@ from .backward_program import BackwardProgram, GatheredCopy, GradStep
 from .fngrads import call_gradients, passes_partial_sums
 from .forward import Call, Einsum, Forward, analyze, grad_name
 from .gradients import Chosen, Gradient, candidates, choose
-from .held import same_layout
+from .held import Held
 from .planner import first_plan, plans
 from .redistribute import plan_bytes
 
@@ -160,17 +160,25 @@ class _Backward:
 
     def after_reductions(self, statement: Arrow) -> Plan:
         """The first plan of ``statement``, read from what the backward still holds: a cotangent's partial sums
-        that an earlier step reduced are gone (a reduction leaves only its output: :mod:`.held`), so an operand
-        that reads them reads a layout that reduction made instead (``V0 - In``: ``dV2{U_X}`` reduced into
-        ``dV0``'s sharding, then read again for ``dIn``), the one whose plan moves fewest bytes (the reduction's
-        own output where the bytes do not compare: symbolic sizes)."""
+        that an earlier step reduced are gone, in every layout (a reduction leaves only its output:
+        :mod:`.held`), so an operand that reads them reads a layout still held instead (``V0 - In``:
+        ``dV2{U_X}`` reduced into ``dV0``'s sharding, then read again for ``dIn``), the one whose plan moves
+        fewest bytes (the first held where the bytes do not compare: symbolic sizes)."""
         expr = statement.expr
         operands = expr.operands if isinstance(expr, Apply) else (expr,)
-        options = [self.reduced(t) if isinstance(t, Tensor) and t.unreduced else () for t in operands]
-        if not any(options):
+        options: list[tuple[Tensor, ...]] = []
+        held: Held | None = None
+        for t in operands:
+            if isinstance(t, Tensor) and t.unreduced:
+                held = held or self.held()
+                if t.name in held and held.find(t.name or "", t) is None:
+                    options.append(tuple(h for h in held.layouts(t.name or "") if h.dim_names == t.dim_names))
+                    continue
+            options.append((t,))
+        if all(len(o) == 1 and o[0] is t for o, t in zip(options, operands, strict=True)):
             return first_plan(statement, self.mesh, self.sizes)
         best: tuple[Plan, Bytes] | None = None
-        for picked in product(*(o or (t,) for o, t in zip(options, operands, strict=True))):
+        for picked in product(*options):
             read = replace(expr, operands=picked) if isinstance(expr, Apply) else picked[0]
             p = first_plan(Arrow(read, statement.result), self.mesh, self.sizes)
             cost = plan_bytes(p, self.mesh, Sizes(self.sizes))
@@ -179,28 +187,18 @@ class _Backward:
         assert best is not None
         return best[0]
 
-    def reduced(self, t: Tensor) -> tuple[Tensor, ...]:
-        """The layouts an earlier step's reduction of the partial sums ``t`` made of them, still held: its
-        output and what the collectives after it in the same plan made of that name; none where no step
-        reduced ``t``."""
+    def held(self) -> Held:
+        """What each name holds after the steps so far, as :mod:`.held` reads a program (verify reads the
+        derived backward so)."""
+        held = Held()
         for g in self.steps:
-            steps = g.plan.steps
-            for k, s in enumerate(steps):
-                if (
-                    s.op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER)
-                    and s.inputs[0].name == t.name
-                    and same_layout(s.inputs[0], t)
-                ):
-                    run = [s]
-                    for later in steps[k + 1 :]:
-                        if (
-                            later.op is not Op.EINSUM
-                            and not later.op.function
-                            and later.inputs[0] == run[-1].output
-                        ):
-                            run.append(later)
-                    return tuple(x.output for x in run if x.output.name == t.name)
-        return ()
+            for s in g.plan.steps:
+                name = s.output.name or ""
+                if s.op is Op.EINSUM or s.op.function:
+                    held.computed(name, s.output)
+                else:
+                    held.moved(name, s.inputs[0].name or "", s.output)
+        return held
 
     def contribute(self, index: int, rx: str, expr: Apply, reason: str) -> None:
         """``expr``'s value added to ``rx``'s gradient (or made its gradient, the first time)."""

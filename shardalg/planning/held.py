@@ -51,6 +51,10 @@ class Held:
         else:
             self.computed(name, t)
 
+    def layouts(self, name: str) -> tuple[Tensor, ...]:
+        """Every layout ``name``'s value is held in, the latest last (none when the program never gave it one)."""
+        return tuple(self._held.get(name, ()))
+
     def latest(self, name: str) -> Tensor:
         """The layout ``name`` was last given (a KeyError when the program never gave it one)."""
         return self._held[name][-1]

@@ -58,25 +58,38 @@ def test_every_contribution_is_added(name: str, defer: bool) -> None:
     assert report.ok and report.findings == (), str(report)
 
 
-def test_partial_sums_reduced_for_one_operand_are_not_read_again_for_the_other() -> None:
-    """``V0 - In`` with ``dV2`` left partial by the product after it (deferred reductions): ``dV0``'s plan
-    reduces ``dV2{U_{X,Z}}``, and ``dIn``'s reads a layout that reduction made, not the partial sums again (a
-    reduction leaves only its output: verify called the second reduction a gradient |Z| times too large)."""
-    forward = (
+# a cotangent left partial by a product (deferred reductions), read by both operands of the statement before it
+REDUCED_ONCE = {
+    "V0 - In": (
         "relu(In[B_X, T_Z, D]) -> V0[B, T_Y, D_X]; V0[B, T_Y, D_X] - In[B_X, T_Z, D] -> V2[B, T, D_YZ]; "
-        "V2[B, T, D_YZ] * W3[D, F_Z] -> V3[B_Y, T, F_XZ]"
-    )
-    sizes = {"B": 12, "T": 12, "D": 12, "F": 12}
-    bw = backward(forward, "X=2,Y=2,Z=2", sizes, defer_reductions=True)
+        "V2[B, T, D_YZ] * W3[D, F_Z] -> V3[B_Y, T, F_XZ]",
+        "X=2,Y=2,Z=2",
+    ),
+    "In - In, the partial resharded before its reduction": (
+        "In[B, T, D_XYZ] - In[B, T, D_XYZ] -> V0[B_X, T_Y, D_Z]; V0[B_X, T_Y, D_Z] * W1[D, F] -> V1[B, T, F_XYZ]",
+        "X=2,Y=2,Z=2,S0=2",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCED_ONCE))
+def test_partial_sums_reduced_for_one_operand_are_not_read_again_for_the_other(name: str) -> None:
+    """``dV0``'s plan reduces the partial cotangent, and ``dIn``'s reads a layout that reduction made, not the
+    partial sums again, in any layout (a reduction leaves only its output: verify called the second reduction
+    a gradient |Z| or |S0| times too large)."""
+    forward, mesh = REDUCED_ONCE[name]
+    sizes = {"B": 12, "T": 12, "D": 24, "F": 24}
+    bw = backward(forward, mesh, sizes, defer_reductions=True)
+    cotangent = bw.grads[0].plan.output.name  # the first gradient: the product's, left partial
     reductions = [
         s
         for g in bw.grads
         for s in g.plan.steps
-        if s.op.value in ("AllReduce", "ReduceScatter") and s.inputs[0].name == "dV2"
+        if s.op.value in ("AllReduce", "ReduceScatter") and s.inputs[0].name == cotangent
     ]
     assert len(reductions) == 1, str(bw.program())
     assert gradcheck(bw).ok, str(bw.program())
-    report = verify(forward, bw.program(), "X=2,Y=2,Z=2", sizes, defer_reductions=True)
+    report = verify(forward, bw.program(), mesh, sizes, defer_reductions=True)
     assert report.ok and report.findings == (), str(report)
 
 
