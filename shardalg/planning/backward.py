@@ -56,7 +56,7 @@ from .fngrads import call_gradients, passes_partial_sums
 from .forward import Call, Einsum, Forward, analyze, grad_name
 from .gradients import Chosen, Gradient, candidates, choose
 from .held import Held
-from .planner import first_plan, plans
+from .planner import plan, plans
 from .redistribute import plan_bytes
 
 __all__ = ["backward", "core_backwards", "BackwardProgram", "GradStep", "GatheredCopy"]
@@ -68,9 +68,11 @@ def _target(t: Tensor, name: str, mesh: Mesh) -> Tensor:
 
 
 def _deferrable(t: Tensor, mesh: Mesh) -> tuple[str, ...]:
-    """Axes on which the primal is replicated and not invariant: the gradient may stay unreduced there."""
+    """Axes on which the primal is replicated and not invariant: the gradient may stay unreduced there. Not an
+    axis of size 1: partial sums over one device are the sum, and each such axis would double the targets (a
+    two-product layer on ``X=1,Y=2,Z=1,S0=1`` took 26 s of CPU to plan with them)."""
     used = set(t.used_axes)
-    return tuple(a for a in mesh.names if a not in used)
+    return tuple(a for a in mesh.names if a not in used and mesh[a].size != 1)
 
 
 def _strip_invariant(t: Tensor) -> Tensor:
@@ -159,7 +161,10 @@ class _Backward:
         return p.output
 
     def after_reductions(self, statement: Arrow) -> Plan:
-        """The first plan of ``statement``, read from what the backward still holds: a cotangent's partial sums
+        """The plan of ``statement`` (:func:`.planner.plan`: under :func:`.symbolic.strict`, as a product's
+        gradients are, :class:`.symbolic.NeedsSizes` when which is the cheapest depends on sizes not given; the
+        first of the planner's order took the plan cheapest only where a dim is 1), read from what the backward
+        still holds: a cotangent's partial sums
         that an earlier step reduced are gone, in every layout (a reduction leaves only its output:
         :mod:`.held`), so an operand that reads them reads a layout still held instead (``V0 - In``:
         ``dV2{U_X}`` reduced into ``dV0``'s sharding, then read again for ``dIn``), the one whose plan moves
@@ -176,11 +181,11 @@ class _Backward:
                     continue
             options.append((t,))
         if all(len(o) == 1 and o[0] is t for o, t in zip(options, operands, strict=True)):
-            return first_plan(statement, self.mesh, self.sizes)
+            return plan(statement, self.mesh, self.sizes)
         best: tuple[Plan, Bytes] | None = None
         for picked in product(*options):
             read = replace(expr, operands=picked) if isinstance(expr, Apply) else picked[0]
-            p = first_plan(Arrow(read, statement.result), self.mesh, self.sizes)
+            p = plan(Arrow(read, statement.result), self.mesh, self.sizes)
             cost = plan_bytes(p, self.mesh, Sizes(self.sizes))
             if best is None or (cost.is_number and best[1].is_number and cost.number < best[1].number):
                 best = (p, cost)

@@ -33,7 +33,7 @@ from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops.derivatives import DERIVATIVE
 from shardalg.algebra.ops.function import Kind
 from shardalg.algebra.registry import RECORDS
-from shardalg.errors import UsageError
+from shardalg.errors import IllegalOperand, UsageError
 from shardalg.notation.op import ROUTES
 from shardalg.notation.printing import unicode
 from shardalg.notation.syntax import Apply, Arrow, Expr, Op, Tensor
@@ -109,9 +109,17 @@ def _first(state: _Backward, c: Call, i: int, dy: Tensor) -> Expr:
     return dy
 
 
-def _natural(expr: Apply, name: str) -> Tensor:
-    """The result of ``expr`` in the layout its operands give it, named."""
-    got = RECORDS[expr.op].result(expr.operands, expr.dim, expr.flags)
+def _natural(expr: Apply, name: str, dy: Tensor) -> Tensor:
+    """The result of ``expr`` in the layout its operands give it, named. Where they do not meet (the product
+    rule's ``dV .* In`` with ``In`` as the forward stored it, in another sharding than the cotangent ``dy``,
+    which the forward's plan resharded), the cotangent's layout: the planner reshards the other operand into
+    it, as the forward's plan did."""
+    try:
+        got = RECORDS[expr.op].result(expr.operands, expr.dim, expr.flags)
+    except IllegalOperand:
+        if expr.op is not Op.MULTIPLY:
+            raise
+        return Tensor(name, dy.dims, dy.unreduced, (), dy.dtype)
     return Tensor(name, got.dims, got.unreduced, (), got.dtype)
 
 
@@ -138,7 +146,7 @@ def call_gradients(state: _Backward, c: Call) -> None:
         for d in summed:
             if chain:  # the value so far, named, then summed over d
                 value = state.emit(
-                    c.index, rx, Arrow(chain[-1], _natural(chain[-1], _temp(rx, chain))), reason
+                    c.index, rx, Arrow(chain[-1], _natural(chain[-1], _temp(rx, chain), dy)), reason
                 )
             chain.append(Apply(Op.SUM, (value,), d))
         if chain:

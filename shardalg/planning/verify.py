@@ -17,18 +17,20 @@ linear and its result stays partial), and a function with statistics over a shar
 sharded (its step all-reduces the statistics over the dim's axes; written whole, each device would use its
 own block's). A ``+`` passes its cotangent on: a gradient the program never writes otherwise *is* that
 cotangent (the derived backward reads ``dOut`` as ``dO``); one it writes gets it added,
-``dOut[B_X, D] + dIn[B_X, D] -> dIn[B_X, D]``. A MoE routing's gradient, a block of attention's, and a ring
-core's are not read (refused by name).
+``dOut[B_X, D] + dIn[B_X, D] -> dIn[B_X, D]``, or a collective copies it in, ``Slice_{X,B}(dOut[B, D]) ->
+dIn[B_X, D]`` (the cotangent resharded; a collective writes its result, so into a gradient already written it
+drops what was there: an error). A MoE routing's gradient, a block of attention's, and a ring core's are not
+read (refused by name).
 
 Each finding names the statement it concerns (with a caret when there is source text). Exact semantic errors
 are errors: a gradient that would be wrong (a missing reduction, a partial value used as the full value, a
 replicated value summed again so the gradient is scaled by the axis size, a collective on the wrong axis, a
-missing or doubled contribution, a gradient left in a sharding other than its value's, a function's gradient
-reading the wrong operand or a partial cotangent, statistics of a sharded dim taken per block). Correct but
-wasteful choices are warnings, with the bytes they cost (an AllReduce then a Slice where one ReduceScatter
-does it). A fix starts from what the program holds: a gradient in the wrong sharding gets the cheapest
-resharding (:func:`.redistribute.cheapest_resharding`) of the tensor the program ends with, or of the one it held
-before its last collectives on the gradient, when dropping or replacing those is cheaper.
+missing, doubled or overwritten contribution, a gradient left in a sharding other than its value's, a
+function's gradient reading the wrong operand or a partial cotangent, statistics of a sharded dim taken per
+block). Correct but wasteful choices are warnings, with the bytes they cost (an AllReduce then a Slice where
+one ReduceScatter does it). A fix starts from what the program holds: a gradient in the wrong sharding gets
+the cheapest resharding (:func:`.redistribute.cheapest_resharding`) of the tensor the program ends with, or of
+the one it held before its last collectives on the gradient, when dropping or replacing those is cheaper.
 
     >>> report = verify("In[B_X, D] * W[D, F] -> Out[B_X, F]",
     ...                 "In[B_X, D] * dOut[B_X, F] -> dW[D, F]{U_X}; dOut[B_X, F] * W[D, F] -> dIn[B_X, D]",
@@ -408,8 +410,11 @@ class _Checker(FunctionGradients):
                 f"write the result as {shown(out)}",
             )
         name = (result.name if result is not None else None) or c.arg.name or ""
+        if isinstance(s, Arrow) and s.result.name != c.arg.name:
+            self.copied_on(s, i)  # a cotangent a + passes on, copied into its operand's gradient
         if result is not None and result.name != c.arg.name:
             self.grad_roots.setdefault(name, self.grad_roots.get(c.arg.name or "", name))
+        out = replace(out, name=name)  # the rule's result keeps its operand's name
         self.env[name] = out
         self.held.moved(name, c.arg.name or "", out)
         self.written[name] = i

@@ -5,6 +5,7 @@ held before its last collectives on the gradient), and an AllReduce a ReduceScat
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from shardalg.algebra.layout import subscript
@@ -77,8 +78,8 @@ class GradientEnds:
                     f"add {shown(g.statement.expr.left)} · {shown(g.statement.expr.right)} -> ...",
                 )
         for r in self.fw.inputs:
-            want = self.derived.gradient(r)
             name = grad_name(r)
+            want = replace(self.derived.gradient(r), name=name)  # a cotangent passed on is named as its own
             if name not in self.env:
                 if name not in self.tainted:
                     self.add(

@@ -6,7 +6,9 @@ forward's operands (as the forward held them, or a resharding the program made) 
 a local function of the shards, so it reads its cotangent whole (a partial one only where the function is linear
 and its result stays partial), and a function with statistics over a sharded dim reads the dim sharded. A ``+``
 passes its cotangent on: each value gets it as often as the function reads the value with no derived step of
-its own (``X + X`` twice, ``X - X`` once), added to a gradient the program writes otherwise."""
+its own (``X + X`` twice, ``X - X`` once), added to a gradient the program writes otherwise, or copied
+into the gradient by a collective (``Slice_{X,B}(dO[B, F]) -> dH[B_X, F]``: the cotangent, resharded) before
+anything else writes it."""
 
 from __future__ import annotations
 
@@ -293,7 +295,6 @@ class FunctionGradients(GradientEnds):
                 continue
             if name not in writes:
                 continue  # never written: its other contributions are reported missing
-            have = self.env.get(name)
             self.add(
                 ERROR,
                 "missing-contribution",
@@ -301,9 +302,7 @@ class FunctionGradients(GradientEnds):
                 f"{rx} unchanged: the gradient misses that term",
                 last,
                 None,
-                f"add it: {shown(cot)} + {shown(have)} -> {shown(replace(have, name=name))}"
-                if have is not None
-                else f"add {shown(cot)} to {name}",
+                self._add_fix(cot, name),
             )
         for g in self.derived.grads:  # a function's steps are checked here, by operand, not by finish
             if g.side == "operand":
@@ -320,6 +319,25 @@ class FunctionGradients(GradientEnds):
                 None,
                 f"add {text(g.statement.expr)} -> {shown(g.statement.result)}",
             )
+
+    def _addition(self, cot: Tensor, name: str) -> tuple[str, bool] | None:
+        """``cot + name -> name`` in the sharding the program holds gradient ``name`` in, and whether the program
+        holds the cotangent so (else it is resharded first); None when the program never wrote ``name``."""
+        have = self.env.get(name)
+        if have is None:
+            return None
+        have = replace(have, name=name, span=None)
+        same = replace(have, name=cot.name)
+        held = cot.layout() == have.layout() or self.held.find(cot.name or "", same) is not None
+        return f"{shown(same)} + {shown(have)} -> {shown(have)}", held
+
+    def _add_fix(self, cot: Tensor, name: str) -> str:
+        """The fix of a passed-on cotangent ``cot`` that gradient ``name`` misses: add it."""
+        addition = self._addition(cot, name)
+        if addition is None:
+            return f"add {shown(cot)} to {name}"
+        add, held = addition
+        return f"add it: {add}" if held else f"reshard {shown(cot)} into {name}'s sharding and add it: {add}"
 
     def passed_on(self, cot: Tensor, name: str, i: int, span: Span | None) -> None:
         """``cot`` added to gradient ``name``: the cotangent a function of the forward passes on to its
@@ -350,6 +368,42 @@ class FunctionGradients(GradientEnds):
                 "add each passed-on cotangent once",
             )
         self.pass_done.setdefault(key, []).append(i)
+
+    def copied_on(self, s: Arrow, i: int) -> None:
+        """A collective ``s`` from the cotangent a function passes on into the operand's gradient
+        (``Slice_{X,B}(dO[B, F]) -> dH[B_X, F]``): a collective is the identity on the global value, so the
+        gradient then *is* the cotangent, in another sharding: the contribution, as reading the cotangent is. A
+        collective writes its result, it does not add to it: into a gradient the program already wrote, it drops
+        what was there (an error), where a product or ``+`` would have added. A collective of anything else is
+        read as before."""
+        cot, name = s.expr.arg, s.result.name or ""  # type: ignore[union-attr]
+        rx = self.grad_roots.get(name)
+        if rx is None or name != grad_name(rx) or not isinstance(cot, Tensor):
+            return
+        if not any(k[1] == rx and cot.name in self.names_of(c.roots[-1]) for k, c in self.passed.items()):
+            return
+        if name in self.written and name not in self.tainted:
+            add, held = self._addition(cot, name) or ("", False)
+            kept = replace(s, result=replace(s.result, name=cot.name, span=None))  # the copy, its name kept
+            if held:
+                fix = f"add it instead: {add}"
+            elif kept.result.layout() == self.env[name].layout():
+                fix = f"keep the cotangent's name and add it: {text(kept)}; {add}"
+            else:
+                fix = f"reshard {shown(cot)} into {name}'s sharding and add it: {add}"
+            self.add(
+                ERROR,
+                "overwritten-contribution",
+                f"{name} already holds what statement {self.written[name]} wrote; this collective replaces it "
+                f"with the cotangent {cot.name} alone (a collective writes its result, it does not add to it), "
+                f"so the gradient of {rx} loses that term",
+                i,
+                s.span,
+                fix,
+            )
+            self.tainted.add(name)
+            return
+        self.passed_on(cot, name, i, s.span)
 
     def _times(self, key: tuple[int, str]) -> int:
         """How often the function passes its cotangent on to the value (``X + X``: twice; ``X - X``: once)."""
