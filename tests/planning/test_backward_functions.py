@@ -23,6 +23,7 @@ from shardalg.notation.printing import latex, text, to_json, unicode
 from shardalg.notation.syntax import Apply, Arrow, Dim, Op, Program, Tensor
 from shardalg.planning.backward import backward
 from shardalg.planning.forward import analyze
+from shardalg.planning.symbolic import NeedsSizes, strict
 
 from .fnbackward import check_against_finite_differences
 
@@ -53,6 +54,9 @@ STATEMENTS = {
     # one value on both sides: its two contributions added
     "add itself": ("X[B, D] + X[B, D] -> R[B, D]", "X=2"),
     "square": ("X[B_X, D] .* X[B_X, D] -> R[B_X, D]", "X=2"),
+    # operands that do not meet (the forward's plan reshards In): the product rule's dV .* In is planned into
+    # the cotangent's layout (it raised IllegalOperand)
+    "multiply, operands apart": ("In[B_XY, T, D_Z] .* g[D] -> V[B_YZ, T_X, D]", "X=2,Y=2,Z=2"),
 }
 
 PROGRAM = (
@@ -353,3 +357,20 @@ def test_a_gain_sums_its_broadcast_dims_largest_per_device_first(layout: str, or
 def test_broadcast_dims_are_summed_in_the_cotangents_order_without_sizes() -> None:
     bw = backward(parse("H[B_X, T, D] .* g[D] -> Y[B_X, T, D]"), "X=2")
     assert [s.dim for s in bw.steps if s.op is Op.SUM] == ["B", "T"]
+
+
+def test_a_function_gradient_whose_plan_depends_on_a_size_is_piecewise_under_strict() -> None:
+    """``sum_T`` of the gain's product rule on ``T_X``: summing T locally then reducing ``g[D]`` moves less when T
+    is more than 1, gathering ``[T, D]`` first only at T = 1. Under strict (the ``backward`` command) the choice is
+    not made up: it is :class:`NeedsSizes` with the crossing in T, as a product's gradients are; with T given,
+    the plan of the larger T."""
+    forward = "G[T_X, D]{U_YZ} .* g[D] -> H[T_X, D]{U_YZ}"
+    with pytest.raises(NeedsSizes) as err, strict():
+        backward(forward, "X=2,Y=1,Z=2,S0=3")
+    assert err.value.choice.symbols == ("T",) and err.value.choice.piecewise
+    with strict():
+        bw = backward(forward, "X=2,Y=1,Z=2,S0=3", {"T": 8})
+    (dg,) = [g for g in bw.grads if g.of == "g" and g.plan.steps[0].op is Op.SUM]
+    assert dg.plan.steps[0].inputs[0].dim_names == ("T", "D") and dg.plan.steps[0].inputs[0].dims[0].axes == (
+        "X",
+    )
