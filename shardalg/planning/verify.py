@@ -125,9 +125,8 @@ class _Checker(FunctionGradients):
         if name in self.env:
             actual = self.env[name]
         elif name in self.fw.root:
-            r = self.fw.root[name]
-            if t.layout() not in self.primal_layouts.get(r, set()):
-                have = shown(replace(self.fw.origin[r], name=name))
+            if not self.forward_holds(t):
+                have = shown(replace(self.fw.origin[self.fw.root[name]], name=name))
                 self.add(
                     ERROR,
                     "layout",
@@ -144,15 +143,15 @@ class _Checker(FunctionGradients):
             self.env[name] = t
             self.tainted.add(name)
             return t
-        if actual.layout() == t.layout() or name in self.tainted:
+        # a name already reported is read as it is, quietly; but the forward's buffers stay held whatever was
+        # reported about the name, so a read of one is checked (and right) as before the error
+        if actual.layout() == t.layout() or (name in self.tainted and not self.forward_holds(t)):
             return actual
         held = self.held.find(name, t, lambda h, w: h.layout() == w.layout())
         if held is not None:  # a layout a collective made of the value, still held
             return held
-        if name in self.fw.root and t.layout() in self.primal_layouts.get(self.fw.root[name], set()):
-            return (
-                t  # a forward value as the forward holds it: a collective of the backward made a new buffer
-            )
+        if self.forward_holds(t):  # a forward value as the forward holds it: a collective made a new buffer
+            return t
         self.mismatch(t, actual, i, span, op, axes)
         self.tainted.add(name)
         return t

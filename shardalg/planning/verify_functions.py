@@ -148,10 +148,20 @@ class FunctionGradients(GradientEnds):
         )
         return None
 
+    def forward_holds(self, t: Tensor) -> bool:
+        """Whether ``t`` is a forward value in a layout the forward gave it: the forward's buffers stay held
+        through the whole backward, whatever its collectives made of the value (a collective writes a new
+        buffer), so such a read is legal however the program last moved the name (:class:`.held.Held` tracks
+        only what the backward's own statements make)."""
+        r = self.fw.root.get(t.name or "")
+        return r is not None and t.layout() in self.primal_layouts.get(r, set())
+
     def local_statistics(self, a: Apply, t: Tensor, i: int, span: Span | None, quiet: bool) -> Tensor | None:
         """A function with statistics along ``a.dim`` reading ``t`` with the dim whole where the program holds
-        it sharded: each device would take its block's statistics for the whole row's (never all-reduced).
-        The tensor the program holds, reported (unless ``quiet``); None when that is not the case."""
+        it sharded: each device would take its block's statistics for the whole row's (never all-reduced). A
+        forward value read in a layout the forward stored is not: that buffer is held, whole as it reads it,
+        whatever the backward's collectives made of the name since. The tensor the program holds, reported
+        (unless ``quiet``); None when that is not the case."""
         rec = RECORDS[a.op]
         dim = a.dim
         if dim is None or not rec.statistics or dim not in t.dim_names or t.axes_of(dim):
@@ -164,14 +174,15 @@ class FunctionGradients(GradientEnds):
             return bool(ds[k]) and (ds[:k] + ((),) + ds[k + 1 :], u, inv) == (dims, unreduced, invariant)
 
         name = t.name or ""
+        if self.forward_holds(t):  # the forward's own buffer, still held after a collective moved the name
+            return None
         if name in self.env:
             if self.held.find(name, t) is not None:
                 return None
             held = self.held.find(name, t, lambda h, w: h.dim_names == w.dim_names and blocks(h.layout()))
             actual = replace(held, span=None) if held is not None else None
         elif name in self.fw.root:
-            layouts = self.primal_layouts.get(self.fw.root[name], set())
-            found = [lay for lay in layouts if blocks(lay)] if t.layout() not in layouts else []
+            found = [lay for lay in self.primal_layouts.get(self.fw.root[name], set()) if blocks(lay)]
             actual = tensor_with(replace(t, span=None), Layout(*found[0])) if found else None
         else:
             return None

@@ -15,10 +15,9 @@ Each program's derived backward is checked against central differences of its fo
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardalg.errors import IllegalOperand
 from shardalg.notation.parse import parse
 from shardalg.numeric.gradcheck import gradcheck
 from shardalg.planning.backward import backward
@@ -106,14 +105,12 @@ def test_the_backward_of_a_random_layer_is_its_gradient_and_verifies(
 ) -> None:
     """The fuzzer's layers (products, functions, residuals and gains on axes X, Y, Z; a value may be read
     twice by one statement): the derived backward equals central differences and verifies clean. Every dim is
-    12, which each axis and product of axes divides; about a third of the layers read an operand in a layout its
-    function refuses (IllegalOperand), and are set aside."""
+    12, which each axis and product of axes divides. A layer whose function reads operands that do not meet
+    (the forward's plan reshards one) is derived too: about a third of the layers raised IllegalOperand before
+    the product rule's ``dV .* In`` was planned into the cotangent's layout."""
     program = parse(source)
     sizes = {"B": 12, "T": 12, "D": 12, "F": 12}
-    try:
-        bw = backward(program, mesh, sizes, defer_reductions=defer)
-    except IllegalOperand:
-        assume(False)
+    bw = backward(program, mesh, sizes, defer_reductions=defer)
     assert gradcheck(bw).ok, str(bw.program())
     report = verify(program, bw.program(), mesh, sizes, defer_reductions=defer)
     assert report.ok, f"{bw.program()}\n{report}"
