@@ -56,6 +56,8 @@ TOLERANCE = 1e-6  # the largest relative error a probe may have (beyond rounding
 # at small sizes nothing, at B=256, D=1024, F=4096 about 0.4 against a difference of about 1e5
 ROUNDING = 1e3
 EPS = float(np.finfo(np.float64).eps)
+# the inputs' scales tried, in order, until the forward is finite there (:func:`_finite_point`)
+SCALES = (1.0, 1 / 4, 1 / 16, 1 / 64)
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class GradCheck:
     sizes: tuple[tuple[str, int], ...]
     defaulted: tuple[str, ...]
     seed: int
+    scale: float = 1.0  # the inputs' scale: below 1 where the forward overflowed at unit normal inputs
 
     @property
     def max_error(self) -> float:
@@ -111,10 +114,15 @@ class GradCheck:
 
     def __str__(self) -> str:
         tries = len(self.probes) // max(1, len(self.inputs))
+        scaled = (
+            f", inputs scaled by {self.scale:g} (at unit normal inputs the forward is not finite)"
+            if self.scale != 1.0
+            else ""
+        )
         what = (
             f"the gradients of {', '.join(self.inputs)} against central differences of the forward "
             f"({tries} random direction{'s' if tries != 1 else ''} each, sizes {self.sizes_text()}, seed "
-            f"{self.seed})"
+            f"{self.seed}{scaled})"
         )
         if self.ok:
             return f"derivative: ok, {what}, max relative error {self.max_error:.2g}"
@@ -131,6 +139,7 @@ class GradCheck:
             "tolerance": TOLERANCE,
             "step": STEP,
             "seed": self.seed,
+            "input_scale": self.scale,
             "sizes": dict(self.sizes),
             "defaulted": list(self.defaulted),
             "probes": [
@@ -252,11 +261,11 @@ def gradcheck(
         limits.require("elements", prod(_shape(t, run_at)), lambda t=t: f"the dense value of {t.name or t}")
     fw = analyze(bw.forward, bw.mesh, dict(run_at))
     rng = np.random.default_rng(seed)
-    inputs = {r: rng.standard_normal(_shape(fw.origin[r], run_at)) for r in fw.inputs}
+    drawn = {r: rng.standard_normal(_shape(fw.origin[r], run_at)) for r in fw.inputs}
     seeds = {r: rng.standard_normal(_shape(fw.latest[r], run_at)) for r in fw.outputs}
     used = tuple((d, run_at[d]) for d in dims)
+    scale, inputs, vals = _finite_point(fw, drawn)
     grads = run_backward(bw, fw, inputs, seeds, run_at, rng)
-    vals = dense_forward(fw, inputs)
     rounding = ROUNDING * EPS * sum(float(np.abs(seeds[r] * vals[r]).sum()) for r in fw.outputs) / STEP
     probes = []
     for r in fw.inputs:
@@ -268,4 +277,25 @@ def gradcheck(
             up = loss(fw, {**inputs, r: inputs[r] + STEP * v}, seeds)
             down = loss(fw, {**inputs, r: inputs[r] - STEP * v}, seeds)
             probes.append(Probe(r, (up - down) / (2 * STEP), float(np.vdot(grads[r], v)), rounding))
-    return GradCheck(tuple(probes), used, defaulted, seed)
+    return GradCheck(tuple(probes), used, defaulted, seed, scale)
+
+
+def _finite_point(
+    fw: Forward, drawn: Mapping[str, np.ndarray]
+) -> tuple[float, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The inputs to check at, their scale and the forward's values there: the unit normal inputs drawn,
+    else those scaled down (:data:`SCALES`) until every value of the forward is finite (``exp(exp(V))`` at
+    unit inputs overflows, and a difference of infinities says nothing of the backward: it was called
+    FAILED). A UsageError when no scale gives finite values."""
+    for scale in SCALES:
+        inputs = {r: scale * x for r, x in drawn.items()}
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is found below, and said
+            vals = dense_forward(fw, inputs)
+        bad = next((name for name, v in vals.items() if not np.isfinite(v).all()), None)
+        if bad is None:
+            return scale, inputs, vals
+    raise UsageError(
+        f"the forward is not finite at random inputs, even scaled by {SCALES[-1]:g}: {bad} overflows, so "
+        "central differences cannot check the backward",
+        fix="check a program whose values stay finite (a chain of exp overflows at any input)",
+    )

@@ -183,3 +183,24 @@ def test_export_backward_check_holds_the_backward_against_the_derivative(capsys)
     )  # fmt: skip
     assert code == 0 and "def backward(dOut, W, In" in out
     assert "check: ok on 4 CPU devices" in err and "derivative: ok, the gradients of In, W" in err
+
+
+EXP3 = "exp(A[B_X, D]) -> E1[B_X, D]; exp(E1[B_X, D]) -> E2[B_X, D]; exp(E2[B_X, D]) -> E3[B_X, D]"
+
+
+def test_a_forward_that_overflows_at_unit_inputs_is_checked_at_smaller_ones():
+    """``exp(exp(exp(A)))`` overflows where A is over about 1.9, which 64 unit normal draws reach: central
+    differences of infinities say nothing of the backward (this was called FAILED, the backward being right).
+    The check runs at inputs scaled down until the forward is finite, and says the scale."""
+    got = gradcheck(backward(EXP3, "X=2", {"B": 8, "D": 8}))
+    assert got.ok and got.scale == 0.25, str(got)
+    assert "inputs scaled by 0.25" in str(got) and got.to_json()["input_scale"] == 0.25
+    assert gradcheck(backward(MLP, "X=2,Y=4", {"B": 8, "D": 8, "F": 16})).scale == 1.0
+
+
+def test_a_forward_that_overflows_at_every_scale_is_refused():
+    """Five exps overflow at any input (exp of exp of exp of e is already 3.8e6): no check is possible, and
+    the error says which value overflows."""
+    five = EXP3 + "; exp(E3[B_X, D]) -> E4[B_X, D]; exp(E4[B_X, D]) -> E5[B_X, D]"
+    with pytest.raises(UsageError, match="not finite at random inputs.*E5 overflows"):
+        gradcheck(backward(five, "X=2", {"B": 4, "D": 4}))
