@@ -8,7 +8,7 @@ and its result stays partial), and a function with statistics over a sharded dim
 passes its cotangent on: each value gets it as often as the function reads the value with no derived step of
 its own (``X + X`` twice, ``X - X`` once), added to a gradient the program writes otherwise, or copied
 into the gradient by a collective (``Slice_{X,B}(dO[B, F]) -> dH[B_X, F]``: the cotangent, resharded) before
-anything else writes it."""
+anything else writes it; that copy is then the cotangent, to add to another gradient, while nothing adds to it."""
 
 from __future__ import annotations
 
@@ -84,6 +84,9 @@ class FunctionGradients(GradientEnds):
                     self.passed[(c.index, rx)], self.pass_times[(c.index, rx)] = c, times
         self.fn_done: dict[int, int] = {}  # each contribution's (a final step's) statement
         self.pass_done: dict[tuple[int, str], list[int]] = {}  # the additions of each passed-on cotangent
+        # a gradient a collective copied a passed-on cotangent into -> (that cotangent, the statement that last
+        # computed the name then): the copy *is* the cotangent while nothing computes the name again
+        self.copies: dict[str, tuple[str, int | None]] = {}
 
     def names_of(self, r: str) -> set[str]:
         """The names that hold value ``r``'s gradient: ``dR``, or the cotangent passed on to it."""
@@ -354,6 +357,7 @@ class FunctionGradients(GradientEnds):
         """``cot`` added to gradient ``name``: the cotangent a function of the forward passes on to its
         value unchanged (a contribution), or an error."""
         rx = self.grad_roots.get(name, name)
+        cot = self.copied_from(cot)
         keys = [k for k, c in self.passed.items() if k[1] == rx and cot.name in self.names_of(c.roots[-1])]
         if not keys:
             self.add(
@@ -415,6 +419,16 @@ class FunctionGradients(GradientEnds):
             self.tainted.add(name)
             return
         self.passed_on(cot, name, i, s.span)
+        self.copies[name] = (self.copied_from(cot).name or "", self.made.get(name))
+
+    def copied_from(self, t: Tensor) -> Tensor:
+        """``t`` under the name of the cotangent it is a copy of (:meth:`copied_on`: ``Slice_{X,B}(dY[B, D]) ->
+        dAtt[B_X, D]``, then ``dX + dAtt -> dX`` adds dY), while no statement has computed its name since (a
+        contribution added to it, a collective aside, makes it another value); else ``t``."""
+        got = self.copies.get(t.name or "")
+        if got is not None and self.made.get(t.name or "") == got[1]:
+            return replace(t, name=got[0])
+        return t
 
     def _times(self, key: tuple[int, str]) -> int:
         """How often the function passes its cotangent on to the value (``X + X``: twice; ``X - X``: once)."""

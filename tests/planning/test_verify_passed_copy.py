@@ -264,3 +264,35 @@ def test_a_copy_of_a_partial_cotangent_must_reduce_it_once(copy: str, expected: 
     bw = backward(PARTIAL, "X=2,Y=2", SIZES)
     assert "AllReduce_Y(dO[B_X, F]{U_Y}) -> dO[B_X, F]" in statements(bw.program())
     assert gradcheck(bw).ok
+
+
+def test_the_copy_is_the_cotangent_while_nothing_adds_to_it() -> None:
+    """``Slice_{X,B}(dY[B, D]) -> dAtt[B_X, D]`` makes dAtt the cotangent dY in X's sharding: adding dAtt to dX
+    adds dY (it was called not-a-gradient, so dY had to be sliced a second time); twice is a doubled term."""
+    copy_added = BLOCK_COPY[False].replace(
+        "Slice_{X,B}(dY[B, D]) -> dY[B_X, D]\ndX[B_X, D] + dY[B_X, D] -> dX[B_X, D]",
+        "dX[B_X, D] + dAtt[B_X, D] -> dX[B_X, D]",
+    )
+    assert copy_added != BLOCK_COPY[False]
+    report = verify(BLOCK, copy_added, "X=2,Y=2", SIZES)
+    assert report.ok and report.findings == (), str(report)
+    twice = copy_added + "\ndX[B_X, D] + dAtt[B_X, D] -> dX[B_X, D]"
+    assert [r for _, r, _ in rules(verify(BLOCK, twice, "X=2,Y=2", SIZES))] == ["duplicate-contribution"]
+
+
+def test_a_copy_a_contribution_was_added_to_is_no_longer_the_cotangent() -> None:
+    """Att is read by the + and by a product: once dZ·W3ᵀ is added into the copy dAtt, dAtt is dY plus that
+    term, and adding it to dX as if it were dY is an error (adding dY itself is right)."""
+    forward = BLOCK + "; Att[B_X, D] * W3[D, E] -> Z[B_X, E]"
+    body = (
+        "Slice_{X,B}(dY[B, D]) -> dAtt[B_X, D]\n"
+        "dZ[B_X, E] * W3[D, E] -> dAtt[B_X, D]\n"
+        "Att[B_X, D] * dZ[B_X, E] -> dW3[D, E]{U_X}\n"
+        "AllReduce_X(dW3[D, E]{U_X}) -> dW3[D, E]\n"
+        + BLOCK_COPY[False].split("\n", 1)[1].rsplit("\nSlice_{X,B}(dY[B, D])", 1)[0]
+        + "\n"
+    )
+    right = body + "Slice_{X,B}(dY[B, D]) -> dY[B_X, D]\ndX[B_X, D] + dY[B_X, D] -> dX[B_X, D]"
+    assert verify(forward, right, "X=2,Y=2", SIZES).ok
+    wrong = verify(forward, body + "dX[B_X, D] + dAtt[B_X, D] -> dX[B_X, D]", "X=2,Y=2", SIZES)
+    assert [(sev, r, n) for sev, r, n in rules(wrong) if sev == "error"] == [("error", "not-a-gradient", 12)]
