@@ -54,7 +54,7 @@ from .attention_backward import is_ring, named_apart, ring_backward
 from .backward_program import BackwardProgram, GatheredCopy, GradStep
 from .fngrads import call_gradients, passes_partial_sums
 from .forward import Call, Einsum, Forward, analyze, grad_name
-from .gradients import Chosen, Gradient, candidates, choose
+from .gradients import Chosen, Gradient, candidates, choose, fewer
 from .held import Held
 from .planner import plan, plans
 from .redistribute import plan_bytes
@@ -137,7 +137,7 @@ class _Backward:
         final: bool = False,
     ) -> Tensor:
         """Plan one statement of a function's gradient and run it; ``final``: its output is ``rx``'s gradient."""
-        p = self.after_reductions(statement)
+        p = self.plan_held(statement)
         expr = statement.expr
         if accumulate:  # planned into a name of its own, then added
             p = self.add_to(rx, p)
@@ -160,15 +160,13 @@ class _Backward:
             self.borrowed.discard(rx)
         return p.output
 
-    def after_reductions(self, statement: Arrow) -> Plan:
-        """The plan of ``statement`` (:func:`.planner.plan`: under :func:`.symbolic.strict`, as a product's
-        gradients are, :class:`.symbolic.NeedsSizes` when which is the cheapest depends on sizes not given; the
-        first of the planner's order took the plan cheapest only where a dim is 1), read from what the backward
-        still holds: a cotangent's partial sums
-        that an earlier step reduced are gone, in every layout (a reduction leaves only its output:
-        :mod:`.held`), so an operand that reads them reads a layout still held instead (``V0 - In``:
-        ``dV2{U_X}`` reduced into ``dV0``'s sharding, then read again for ``dIn``), the one whose plan moves
-        fewest bytes (the first held where the bytes do not compare: symbolic sizes)."""
+    def plan_held(self, statement: Arrow) -> Plan:
+        """The plan of ``statement`` (:func:`.planner.plan`: under :func:`.symbolic.strict`, as for a product's
+        gradients, :class:`.symbolic.NeedsSizes` when which plan is the cheapest depends on sizes not given),
+        reading what the backward still holds. A cotangent's partial sums that an earlier step reduced are gone
+        in every layout (a reduction leaves only its output: :mod:`.held`), so an operand that reads them reads a
+        layout still held instead (``V0 - In``: ``dV2{U_X}`` reduced into ``dV0``'s sharding, then read again
+        for ``dIn``), the one whose plan moves fewer bytes at every size (else the first held)."""
         expr = statement.expr
         operands = expr.operands if isinstance(expr, Apply) else (expr,)
         options: list[tuple[Tensor, ...]] = []
@@ -187,7 +185,7 @@ class _Backward:
             read = replace(expr, operands=picked) if isinstance(expr, Apply) else picked[0]
             p = plan(Arrow(read, statement.result), self.mesh, self.sizes)
             cost = plan_bytes(p, self.mesh, Sizes(self.sizes))
-            if best is None or (cost.is_number and best[1].is_number and cost.number < best[1].number):
+            if best is None or fewer(cost, best[1]):
                 best = (p, cost)
         assert best is not None
         return best[0]
@@ -198,11 +196,7 @@ class _Backward:
         held = Held()
         for g in self.steps:
             for s in g.plan.steps:
-                name = s.output.name or ""
-                if s.op is Op.EINSUM or s.op.function:
-                    held.computed(name, s.output)
-                else:
-                    held.moved(name, s.inputs[0].name or "", s.output)
+                held.ran(s)
         return held
 
     def contribute(self, index: int, rx: str, expr: Apply, reason: str) -> None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shardalg.notation.syntax import Tensor
+from shardalg.notation.plan import Step
+from shardalg.notation.syntax import Op, Tensor
 
 __all__ = ["Held", "same_layout"]
 
@@ -50,6 +51,15 @@ class Held:
             self._held[name] = [*kept, t]
         else:
             self.computed(name, t)
+
+    def ran(self, step: Step) -> None:
+        """A plan's step run: an einsum or a function computes its output's name anew; a collective moves its
+        input's value into its output's layout."""
+        name = step.output.name or ""
+        if step.op is Op.EINSUM or step.op.function:
+            self.computed(name, step.output)
+        else:
+            self.moved(name, step.inputs[0].name or "", step.output)
 
     def layouts(self, name: str) -> tuple[Tensor, ...]:
         """Every layout ``name``'s value is held in, the latest last (none when the program never gave it one)."""

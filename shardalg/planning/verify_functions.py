@@ -357,8 +357,7 @@ class FunctionGradients(GradientEnds):
         """``cot`` added to gradient ``name``: the cotangent a function of the forward passes on to its
         value unchanged (a contribution), or an error."""
         rx = self.grad_roots.get(name, name)
-        cot = self.copied_from(cot)
-        keys = [k for k, c in self.passed.items() if k[1] == rx and cot.name in self.names_of(c.roots[-1])]
+        keys = self._passes(rx, cot)
         if not keys:
             self.add(
                 ERROR,
@@ -395,7 +394,7 @@ class FunctionGradients(GradientEnds):
         rx = self.grad_roots.get(name)
         if rx is None or name != grad_name(rx) or not isinstance(cot, Tensor):
             return
-        if not any(k[1] == rx and cot.name in self.names_of(c.roots[-1]) for k, c in self.passed.items()):
+        if not self._passes(rx, cot):
             return
         if name in self.written and name not in self.tainted:
             add, held = self._addition(cot, name) or ("", False)
@@ -420,6 +419,12 @@ class FunctionGradients(GradientEnds):
             return
         self.passed_on(cot, name, i, s.span)
         self.copies[name] = (self.copied_from(cot).name or "", self.made.get(name))
+
+    def _passes(self, rx: str, cot: Tensor) -> list[tuple[int, str]]:
+        """The passes of a function's cotangent on to value ``rx`` that ``cot`` is: by its name (the cotangent,
+        or the name the derived backward gives it), or as a copy of it (:meth:`copied_from`)."""
+        source = self.copied_from(cot).name
+        return [k for k, c in self.passed.items() if k[1] == rx and source in self.names_of(c.roots[-1])]
 
     def copied_from(self, t: Tensor) -> Tensor:
         """``t`` under the name of the cotangent it is a copy of (:meth:`copied_on`: ``Slice_{X,B}(dY[B, D]) ->
