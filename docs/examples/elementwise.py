@@ -2,7 +2,10 @@
 tests/audit/test_audit_elementwise.py (as ``docs/examples/elementwise.py:FUNCTION`` in a jax subprocess). One product a line: a collective is
 attached to the one statement of its kind on its source line."""
 
+import math
+
 import jax
+import jax.numpy as jnp
 
 
 def residual_mlp(x, w_in, w_out):
@@ -10,6 +13,23 @@ def residual_mlp(x, w_in, w_out):
     h = jax.nn.gelu(x @ w_in)
     y = h @ w_out
     return x + y
+
+
+def exact_gelu_mlp(x, w_in, w_out):
+    """An MLP with gelu's erf form, ``gelu(x @ w_in, approximate=False) @ w_out`` (PyTorch's default gelu)."""
+    return jax.nn.gelu(x @ w_in, approximate=False) @ w_out
+
+
+def gpt2_mlp(x, w_in, w_out):
+    """An MLP with gelu written out as GPT-2 writes it: ``0.5 * h * (1 + tanh(sqrt(2/pi) * (h + 0.044715 h^3)))``."""
+    h = x @ w_in
+    return (0.5 * h * (1 + jnp.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * jnp.power(h, 3))))) @ w_out
+
+
+def doubled_gelu_mlp(x, w_in, w_out):
+    """Not gelu: ``h * (1 + tanh(...))`` is twice gelu (its 0.5 left out): a tanh chain of other constants."""
+    h = x @ w_in
+    return (h * (1 + jnp.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * jnp.power(h, 3))))) @ w_out
 
 
 def gated_mlp(x, w1, w3, w2):

@@ -15,7 +15,9 @@ From the record of :func:`shardalg.audit.trace.trace` (plain data):
   broadcast (a gain ``g[D]`` against ``H[B, D]``) is written as the lower-rank tensor it was made from, which
   the notation broadcasts; an elementwise op of two tensors the notation has no statement for (a div) makes
   a tensor ``E3'`` of its own, with a note; ``h * logistic(h)`` of a tensor ``h`` (jax.nn.silu's chain, or
-  written out) is the statement ``silu(H1) -> H2`` (gelu's chain is not recognised: it is primed);
+  written out) is the statement ``silu(H1) -> H2``, and ``h * (0.5 * (1 + tanh(sqrt(2/pi) * (h + 0.044715 *
+  h^3))))`` (jax.nn.gelu's default tanh form, or GPT-2's ``0.5 * h * (...)``; its constants read, within bf16's
+  rounding) the statement ``gelu(H1) -> H2`` (gelu's erf form is not the notation's gelu: it is primed);
 - each collective of the compiled HLO is attached to the statement XLA inserted it for (its metadata's
   operation and source line: a dot_general's to the product, an add's to the ``+``), its replica groups are
   mesh axes (:mod:`.groups`), and it becomes a **step**: a collective on the statement's operand (before the
@@ -32,13 +34,23 @@ imports: :mod:`.hlo`, :mod:`.groups`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .groups import GroupAxes
 from .hlo import HloCollective, collectives
 from .placing import aligned, completes, on_operand, on_result, place, slices, unmapped
-from .records import BINARY, ELEMENTWISE, LETTERS, AuditProgram, Layout, Statement, XlaStep, dtype_of
+from .records import (
+    BINARY,
+    ELEMENTWISE,
+    LETTERS,
+    AuditProgram,
+    Layout,
+    Statement,
+    XlaStep,
+    dtype_of,
+)
 
 __all__ = ["build"]
 
@@ -132,7 +144,9 @@ def build(
     made_by: dict[int, dict[str, Any]] = {o: e for e in rec["eqns"] for o in e["outs"]}
     outputs = set(rec["outputs"])
     counter = iter(range(1, 10_000))
-    elementwise: set[str] = set()
+    elementwise: dict[int, str] = {}  # a value made by an elementwise op of one tensor, unwritten: the op
+    inside: set[int] = set()  # the values a recognised function's chain makes on the way (gelu's tanh form)
+    laid: set[int] = set()  # the values the program writes in a layout (read or made by a statement, inputs)
     shape = lambda v: values[str(v)]["shape"]  # noqa: E731
 
     def source(v: int) -> int:
@@ -166,6 +180,77 @@ def build(
                 return a if root(a) is not None and shape(a) == shape(e["outs"][0]) else None
         return None
 
+    def strip(v: int | None) -> int | None:
+        """``v`` with the dtype conversions that made it seen through."""
+        e = made_by.get(v) if v is not None else None
+        while e is not None and e["primitive"] == "convert_element_type":
+            v = e["ins"][0]
+            e = made_by.get(v) if v is not None else None
+        return v
+
+    def by_constant(v: int | None, primitive: str, want: float) -> int | None:
+        """The operand ``u`` when ``v`` is ``primitive(c, u)`` (either order) with a literal ``c`` within 1% of
+        ``want`` (bf16 rounds gelu's constants by up to 0.2%); None otherwise."""
+        e = made_by.get(strip(v)) if v is not None else None
+        if e is None or e["primitive"] != primitive or len(e["ins"]) != 2 or e["ins"].count(None) != 1:
+            return None
+        c = next(x for x, i in zip(e.get("consts", [None, None]), e["ins"], strict=True) if i is None)
+        if c is None or abs(c - want) > 0.01 * abs(want):
+            return None
+        return strip(next(i for i in e["ins"] if i is not None))
+
+    def tanh_of_cube(v: int | None, a: int) -> bool:
+        """Whether ``v`` is ``1 + tanh(sqrt(2/pi) * (a + 0.044715 * a^3))``, gelu's tanh form's core."""
+        t = made_by.get(strip(by_constant(v, "add", 1.0)))
+        if t is None or t["primitive"] != "tanh":
+            return False
+        inner = made_by.get(strip(by_constant(t["ins"][0], "mul", math.sqrt(2 / math.pi))))
+        if inner is None or inner["primitive"] != "add" or None in inner["ins"]:
+            return False
+        for x, y in (inner["ins"], inner["ins"][::-1]):
+            cube = made_by.get(strip(by_constant(y, "mul", 0.044715)))
+            if (
+                strip(x) == a
+                and cube is not None
+                and cube["primitive"] == "integer_pow"
+                and cube.get("y") == 3
+            ):
+                return strip(cube["ins"][0]) == a
+        return False
+
+    def gelu_of(e: Mapping[str, Any]) -> int | None:
+        """``a`` when ``e`` is gelu's tanh form of a tensor ``a`` of the program, its constants read:
+        ``a * (0.5 * (1 + tanh(sqrt(2/pi) * (a + 0.044715 * a^3))))`` (``jax.nn.gelu``'s default) or
+        ``(0.5 * a) * (1 + tanh(...))`` (as GPT-2 writes it), either order, dtype conversions seen through."""
+        if e["primitive"] != "mul" or len(e["ins"]) != 2 or None in e["ins"]:
+            return None
+        for x, y in (e["ins"], e["ins"][::-1]):
+            for a, rest in ((strip(x), by_constant(y, "mul", 0.5)), (by_constant(x, "mul", 0.5), y)):
+                if a is not None and tanh_of_cube(rest, a):
+                    return a if root(a) is not None and shape(a) == shape(e["outs"][0]) else None
+        return None
+
+    def chain_of(e: Mapping[str, Any], a: int) -> set[int]:
+        """The values a recognised function's chain makes from ``a`` on the way to ``e``'s output."""
+        out: set[int] = set()
+        todo = [u for u in e["ins"] if u is not None]
+        while todo:
+            u = todo.pop()
+            if u == a or u in out or u not in made_by:
+                continue
+            out.add(u)
+            todo.extend(i for i in made_by[u]["ins"] if i is not None)
+        return out
+
+    def unary_of(e: Mapping[str, Any]) -> tuple[str, int] | None:
+        """The function of one tensor ``e`` ends (silu, gelu) and the tensor it reads, recognised from its
+        chain; None for any other op."""
+        if (a := silu_of(e)) is not None:
+            return "silu", a
+        if (a := gelu_of(e)) is not None:
+            return "gelu", a
+        return None
+
     def two_tensors(e: Mapping[str, Any]) -> bool:
         """Whether ``e`` is an add, sub or mul of two distinct tensors of the program: a statement."""
         if e["primitive"] not in BINARY or len(e["ins"]) != 2:
@@ -183,7 +268,7 @@ def build(
         if v in tensor:
             return tensor[v]
         e = made_by.get(v)
-        if e is not None and (e["primitive"] == "dot_general" or silu_of(e) is not None or two_tensors(e)):
+        if e is not None and (e["primitive"] == "dot_general" or unary_of(e) is not None or two_tensors(e)):
             tensor[v] = "Out" if v in outputs and len(outputs) == 1 else f"H{next(counter)}"
         elif e is not None and e["primitive"] in ELEMENTWISE:
             roots = {r for r in (root(u) for u in e["ins"]) if r is not None}
@@ -195,7 +280,7 @@ def build(
                     "op the audit does not write: it is written as a tensor of its own, in the layout XLA gave it"
                 )
             else:
-                elementwise.add(e["primitive"])
+                elementwise[v] = e["primitive"]
         else:
             tensor[v] = f"T{next(counter)}"
             if e is not None:
@@ -205,6 +290,7 @@ def build(
         return tensor[v]
 
     def layout(v: int) -> Layout:
+        laid.add(v)
         spec = rec["specs"].get(str(v))
         n = len(values[str(v)]["shape"])
         if spec is None:
@@ -219,8 +305,10 @@ def build(
         if e["primitive"] == "dot_general":
             lhs, rhs = layout(e["ins"][0]), layout(e["ins"][1])
             st = Statement(lhs, rhs, layout(e["outs"][0]), e["line"])
-        elif (a := silu_of(e)) is not None:
-            st = Statement(layout(a), layout(a), layout(e["outs"][0]), e["line"], op="silu")
+        elif (unary := unary_of(e)) is not None:
+            op, a = unary
+            st = Statement(layout(a), layout(a), layout(e["outs"][0]), e["line"], op=op)
+            inside.update(chain_of(e, a))
         elif two_tensors(e):  # a broadcast operand is written as the lower-rank tensor it was made from
             lhs, rhs = layout(source(e["ins"][0])), layout(source(e["ins"][1]))
             st = Statement(lhs, rhs, layout(e["outs"][0]), e["line"], op=BINARY[e["primitive"]])
@@ -238,14 +326,16 @@ def build(
     for v in rec["outputs"]:
         if v in made_by and name_of(v) not in written:
             notes.append(f"the function's output is {name_of(v)}, made by ops the program does not write")
-    if elementwise:
+    inputs = [layout(v) for v in rec["inputs"]]
+    # a value inside a recognised function's chain is written by the function, unless the program reads it too
+    unwritten = {op for v, op in elementwise.items() if v not in inside or v in laid}
+    if unwritten:
         notes.append(
             "elementwise ops of one tensor ("
-            + ", ".join(sorted(elementwise))
+            + ", ".join(sorted(unwritten))
             + ") are not written: a value they make from one tensor (and constants) is that tensor primed "
             "(H1'), in the layout XLA gave it"
         )
-    inputs = [layout(v) for v in rec["inputs"]]
     outside: list[XlaStep] = []
     order = rec["mesh"]
     pending: dict[int, list[HloCollective]] = {}

@@ -29,10 +29,11 @@ __all__ = [
 
 ELEMENTWISE = frozenset(
     "add sub mul div neg exp log tanh logistic integer_pow pow max min abs sqrt rsqrt erf sin cos "
-    "convert_element_type select_n sign square exp2 log1p expm1 erf_inv".split()
+    "convert_element_type select_n sign square exp2 log1p expm1 erf_inv erfc copy".split()
 )
 BINARY = {"add": "+", "sub": "-", "mul": ".*"}  # elementwise ops of two tensors the program writes
-UNARY = frozenset({"silu"})  # functions of one tensor the program writes, recognised from their chain
+UNARY = frozenset({"silu", "gelu"})  # functions of one tensor the program writes, recognised from their chain
+
 LETTERS = "BDFIJKLMNPQRSTVWZ"
 DTYPES = {  # jax's and torch's dtype names -> the notation's (bf16, its default, is written without one)
     "float64": "fp64",
@@ -124,7 +125,7 @@ class XlaStep:
 @dataclass
 class Statement:
     """One dot_general (``op`` ``·``), an elementwise op of two tensors (``+``, ``-``, ``.*``; a
-    lower-rank operand broadcasts), or a function of one (``silu``: ``rhs`` is ``lhs``): its operands and
+    lower-rank operand broadcasts), or a function of one (``silu``, ``gelu``: ``rhs`` is ``lhs``): its operands and
     result in XLA's layouts, and XLA's steps for it."""
 
     lhs: Layout

@@ -45,6 +45,14 @@ def spec_of(sharding: Any, ndim: int) -> list[list[str]]:
     return out
 
 
+def _scalar(x: Any) -> float | None:
+    """A literal's value as a float (None when it is not a real scalar)."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
 def _frame(eqn: Any) -> tuple[str, int | None]:
     try:
         from jax._src import source_info_util
@@ -131,6 +139,12 @@ class _Walk:
                     "line": line,
                     "name_stack": _name_stack(eqn),
                 }
+                if any(
+                    i is None for _, i in ins
+                ):  # a literal operand's value (a scalar), for a chain's constants
+                    record["consts"] = [_scalar(x) if i is None else None for x, i in ins]
+                if name == "integer_pow":
+                    record["y"] = int(eqn.params["y"])
                 if name == "broadcast_in_dim":
                     record["bdims"] = [int(d) for d in eqn.params["broadcast_dimensions"]]
                 if name == "dot_general":

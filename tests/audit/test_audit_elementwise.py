@@ -1,8 +1,8 @@
 """Audits of jax functions whose elementwise ops combine two tensors (one jax subprocess for every case of this
 module, 4 CPU devices): the add, sub and mul of two distinct tensors are statements of the program (``+``,
 ``-``, ``.*``, a rank-1 gain broadcast), each in XLA's layouts, with the collective XLA inserted for it as
-its plan, ranked among shardalg's; the unary ops (gelu, silu's chain) keep the primed name, and a note says
-so. The program parses, is legal, and XLA's plans of it run on the virtual mesh to jax's own output."""
+its plan, ranked among shardalg's; silu's and gelu's chains are functions of the program, other unary ops
+(gelu's erf form among them) keep the primed name, and a note says so. The program parses, is legal, and XLA's plans of it run on the virtual mesh to jax's own output."""
 
 from __future__ import annotations
 
@@ -41,6 +41,14 @@ JOBS = {
     "gates": ("sigmoid_gates", "x: bf16[B, D]; w: bf16[D, F_X]; y: bf16[B, F_X]", "X=4", False),
     "squashed": ("squashed", "x: bf16[B_X, D]; w: bf16[D, F]", "X=4", False),
     "quotient": ("quotient", "x: bf16[B, D]; y: bf16[B, D]; w: bf16[D, F]", "X=4", True),
+    "gpt2_gelu": ("gpt2_mlp", "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]", "X=4", False),
+    "doubled_gelu": (
+        "doubled_gelu_mlp",
+        "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]",
+        "X=4",
+        False,
+    ),
+    "exact_gelu": ("exact_gelu_mlp", "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]", "X=4", False),
     "one_line": (
         "gated_one_line",
         "x: bf16[B_X, D]; w1: bf16[D, F_X]; w3: bf16[D, F_X]; w2: bf16[F_X, D]",
@@ -63,15 +71,17 @@ EXPECTED = {
     "residual": (
         [
             "x[B, D] · w_in[D, F_X] -> H1[B, F_X]",
-            "H1'[B, F_X] · w_out[F_X, D] -> H2[B, D]",
-            "x[B, D] + H2[B, D] -> Out[B, D]",
+            "gelu(H1[B, F_X]) -> H2[B, F_X]",
+            "H2[B, F_X] · w_out[F_X, D] -> H3[B, D]",
+            "x[B, D] + H3[B, D] -> Out[B, D]",
         ],
         [
             "x[B, D] · w_in[D, F_X] -> H1[B, F_X]",
-            "H1'[B, F_X] *_LOCAL w_out[F_X, D] -> H2[B, D]{U_X}\nAllReduce_X(H2[B, D]{U_X}) -> H2[B, D]",
-            "x[B, D] + H2[B, D] -> Out[B, D]",
+            "gelu(H1[B, F_X]) -> H2[B, F_X]",
+            "H2[B, F_X] *_LOCAL w_out[F_X, D] -> H3[B, D]{U_X}\nAllReduce_X(H3[B, D]{U_X}) -> H3[B, D]",
+            "x[B, D] + H3[B, D] -> Out[B, D]",
         ],
-        [(1, 1), (1, 2), (1, 1)],
+        [(1, 1), (1, 1), (1, 2), (1, 1)],
     ),
     "gated": (
         [
@@ -182,12 +192,22 @@ def test_a_gain_broadcast_is_written_at_its_own_rank_and_its_gather_is_the_muls(
 
 def test_unary_ops_keep_the_primed_name_and_a_note_names_them(audits):
     residual, gated = audits["residual"], audits["gated"]
-    note = [n for n in residual.notes if n.startswith("elementwise ops of one tensor")]
-    assert note == [
-        "elementwise ops of one tensor (add, integer_pow, mul, tanh) are not written: a value they make from "
-        "one tensor (and constants) is that tensor primed (H1'), in the layout XLA gave it"
-    ]
+    assert not any("elementwise ops of one tensor" in n for n in residual.notes)  # gelu is written
     assert not any("elementwise ops of one tensor" in n for n in gated.notes)  # silu is written
+    exact = audits["exact_gelu"]  # gelu's erf form is not the notation's gelu (its tanh form): primed
+    assert (
+        exact.program.text == "x[B, D] · w_in[D, F_X] -> H1[B, F_X]\nH1'[B, F_X] · w_out[F_X, D] -> Out[B, D]"
+    )
+    assert [n for n in exact.notes if n.startswith("elementwise ops of one tensor")] == [
+        "elementwise ops of one tensor (copy, erfc, mul, neg) are not written: a value they make from one "
+        "tensor (and constants) is that tensor primed (H1'), in the layout XLA gave it"
+    ]
+    gpt2 = audits["gpt2_gelu"]  # 0.5 * h * (1 + tanh(...)), written out: gelu too
+    assert [st.text for st in gpt2.program.statements][1] == "gelu(H1[B, F_X]) -> H2[B, F_X]"
+    assert not any("elementwise ops of one tensor" in n for n in gpt2.notes)
+    doubled = audits["doubled_gelu"]  # h * (1 + tanh(...)): the chain's constants are not gelu's
+    assert not any(st.op == "gelu" for st in doubled.program.statements)
+    assert doubled.program.statements[1].lhs.name == "H1'"
     assert any(
         n.startswith("elementwise ops of one tensor (logistic) are not written")
         for n in audits["gates"].notes
@@ -208,9 +228,12 @@ def test_the_program_and_xlas_plans_parse_and_are_legal(audits, name):
         assert run.ok, (v.xla_plan, run.problem, run.max_error)
 
 
-@pytest.mark.parametrize(("name", "function"), [("affine", "affine"), ("gated", "gated_mlp")])
+@pytest.mark.parametrize(
+    ("name", "function"), [("affine", "affine"), ("gated", "gated_mlp"), ("residual", "residual_mlp")]
+)
 def test_xlas_plans_of_the_program_compute_jaxs_output(audits, name, function):
-    """``(x @ w) * g - c`` and the gated MLP (its silu recognised) leave no op out, so the program is the
+    """``(x @ w) * g - c``, the gated MLP (its silu recognised) and the residual MLP (its gelu recognised:
+    the executor's gelu is jax.nn.gelu's tanh form) leave no op out, so the program is the
     whole function: XLA's plans of its statements, run one after the other on the virtual mesh (every
     collective as data movement, inputs cut by their shardings), give what jax computes on the same inputs."""
     import jax.numpy as jnp
@@ -245,7 +268,7 @@ def test_backward_reads_the_elementwise_statements_without_misattributing(audits
     res = audits["residual"].backward
     assert res is not None and not res.problem
     assert [(p.op, p.forward.op, p.forward.before.name) for p in res.pairs] == [
-        ("AllReduce", "AllReduce", "H2")
+        ("AllReduce", "AllReduce", "H3")
     ]
     assert res.matches_derived
     re_ = audits["reshard"].backward
