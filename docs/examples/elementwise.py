@@ -32,6 +32,12 @@ def doubled_gelu_mlp(x, w_in, w_out):
     return (h * (1 + jnp.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * jnp.power(h, 3))))) @ w_out
 
 
+def relu_mlp(x, w_in, w_out):
+    """An MLP with relu, ``relu(x @ w_in) @ w_out``."""
+    h = jax.nn.relu(x @ w_in)
+    return h @ w_out
+
+
 def gated_mlp(x, w1, w3, w2):
     """A gated MLP: ``(silu(x @ w1) * (x @ w3)) @ w2``."""
     g = jax.nn.silu(x @ w1)

@@ -17,7 +17,8 @@ From the record of :func:`shardalg.audit.trace.trace` (plain data):
   a tensor ``E3'`` of its own, with a note; ``h * logistic(h)`` of a tensor ``h`` (jax.nn.silu's chain, or
   written out) is the statement ``silu(H1) -> H2``, and ``h * (0.5 * (1 + tanh(sqrt(2/pi) * (h + 0.044715 *
   h^3))))`` (jax.nn.gelu's default tanh form, or GPT-2's ``0.5 * h * (...)``; its constants read, within bf16's
-  rounding) the statement ``gelu(H1) -> H2`` (gelu's erf form is not the notation's gelu: it is primed);
+  rounding) the statement ``gelu(H1) -> H2`` (gelu's erf form is not the notation's gelu: it is primed), and
+  ``max(h, 0)`` (jax.nn.relu) ``relu(H1) -> H2``;
 - each collective of the compiled HLO is attached to the statement XLA inserted it for (its metadata's
   operation and source line: a dot_general's to the product, an add's to the ``+``), its replica groups are
   mesh axes (:mod:`.groups`), and it becomes a **step**: a collective on the statement's operand (before the
@@ -242,13 +243,21 @@ def build(
             todo.extend(i for i in made_by[u]["ins"] if i is not None)
         return out
 
+    def relu_of(e: Mapping[str, Any]) -> int | None:
+        """``a`` when ``e`` is ``max(a, 0)`` (either order) of a tensor ``a`` of the program: relu
+        (``jax.nn.relu``)."""
+        a = by_constant(e["outs"][0], "max", 0.0) if e["primitive"] == "max" else None
+        return a if a is not None and root(a) is not None and shape(a) == shape(e["outs"][0]) else None
+
     def unary_of(e: Mapping[str, Any]) -> tuple[str, int] | None:
-        """The function of one tensor ``e`` ends (silu, gelu) and the tensor it reads, recognised from its
-        chain; None for any other op."""
+        """The function of one tensor ``e`` ends (silu, gelu, relu) and the tensor it reads, recognised from
+        its chain; None for any other op."""
         if (a := silu_of(e)) is not None:
             return "silu", a
         if (a := gelu_of(e)) is not None:
             return "gelu", a
+        if (a := relu_of(e)) is not None:
+            return "relu", a
         return None
 
     def two_tensors(e: Mapping[str, Any]) -> bool:

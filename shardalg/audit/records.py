@@ -32,7 +32,9 @@ ELEMENTWISE = frozenset(
     "convert_element_type select_n sign square exp2 log1p expm1 erf_inv erfc copy".split()
 )
 BINARY = {"add": "+", "sub": "-", "mul": ".*"}  # elementwise ops of two tensors the program writes
-UNARY = frozenset({"silu", "gelu"})  # functions of one tensor the program writes, recognised from their chain
+UNARY = frozenset(
+    {"silu", "gelu", "relu"}
+)  # functions of one tensor the program writes, recognised from their chain
 
 LETTERS = "BDFIJKLMNPQRSTVWZ"
 DTYPES = {  # jax's and torch's dtype names -> the notation's (bf16, its default, is written without one)
@@ -125,7 +127,7 @@ class XlaStep:
 @dataclass
 class Statement:
     """One dot_general (``op`` ``·``), an elementwise op of two tensors (``+``, ``-``, ``.*``; a
-    lower-rank operand broadcasts), or a function of one (``silu``, ``gelu``: ``rhs`` is ``lhs``): its operands and
+    lower-rank operand broadcasts), or a function of one (``silu``, ``gelu``, ``relu``: ``rhs`` is ``lhs``): its operands and
     result in XLA's layouts, and XLA's steps for it."""
 
     lhs: Layout

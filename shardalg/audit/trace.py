@@ -26,8 +26,9 @@ __all__ = ["trace", "spec_of"]
 
 _CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 # whose operands (and results) have their sharding read: the products, the elementwise ops of two operands
-# the program may write as statements, and the broadcasts that feed them (a gain g[D] broadcast to [B, D])
-_INSPECTED = frozenset({"dot_general", "add", "sub", "mul", "broadcast_in_dim"})
+# the program may write as statements (max: relu, max(h, 0)), and the broadcasts that feed them (a gain g[D]
+# broadcast to [B, D])
+_INSPECTED = frozenset({"dot_general", "add", "sub", "mul", "max", "broadcast_in_dim"})
 
 
 def spec_of(sharding: Any, ndim: int) -> list[list[str]]:

@@ -48,6 +48,7 @@ JOBS = {
         "X=4",
         False,
     ),
+    "relu": ("relu_mlp", "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]", "X=4", True),
     "exact_gelu": ("exact_gelu_mlp", "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]", "X=4", False),
     "one_line": (
         "gated_one_line",
@@ -99,6 +100,19 @@ EXPECTED = {
             "H4[B, F_X] *_LOCAL w2[F_X, D] -> Out[B, D]{U_X}\nAllReduce_X(Out[B, D]{U_X}) -> Out[B, D]",
         ],
         [(1, 1), (1, 1), (1, 1), (1, 1), (1, 2)],
+    ),
+    "relu": (
+        [
+            "x[B, D] · w_in[D, F_X] -> H1[B, F_X]",
+            "relu(H1[B, F_X]) -> H2[B, F_X]",
+            "H2[B, F_X] · w_out[F_X, D] -> Out[B, D]",
+        ],
+        [
+            "x[B, D] · w_in[D, F_X] -> H1[B, F_X]",
+            "relu(H1[B, F_X]) -> H2[B, F_X]",
+            "H2[B, F_X] *_LOCAL w_out[F_X, D] -> Out[B, D]{U_X}\nAllReduce_X(Out[B, D]{U_X}) -> Out[B, D]",
+        ],
+        [(1, 1), (1, 1), (1, 2)],
     ),
     "gates": (
         [
@@ -229,7 +243,8 @@ def test_the_program_and_xlas_plans_parse_and_are_legal(audits, name):
 
 
 @pytest.mark.parametrize(
-    ("name", "function"), [("affine", "affine"), ("gated", "gated_mlp"), ("residual", "residual_mlp")]
+    ("name", "function"),
+    [("affine", "affine"), ("gated", "gated_mlp"), ("residual", "residual_mlp"), ("relu", "relu_mlp")],
 )
 def test_xlas_plans_of_the_program_compute_jaxs_output(audits, name, function):
     """``(x @ w) * g - c``, the gated MLP (its silu recognised) and the residual MLP (its gelu recognised:
