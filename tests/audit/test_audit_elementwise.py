@@ -26,9 +26,11 @@ from tests.shared import ROOT  # noqa: E402
 CASES = str(ROOT / "docs" / "examples" / "elementwise.py")
 SIZES = {"B": 64, "D": 128, "F": 256}
 
+MLP = "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]"  # an MLP's inputs, its F over X
+
 # name: (function, inputs, mesh, backward)
 JOBS = {
-    "residual": ("residual_mlp", "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]", "X=4", True),
+    "residual": ("residual_mlp", MLP, "X=4", True),
     "gated": (
         "gated_mlp",
         "x: bf16[B, D]; w1: bf16[D, F_X]; w3: bf16[D, F_X]; w2: bf16[F_X, D]",
@@ -41,15 +43,10 @@ JOBS = {
     "gates": ("sigmoid_gates", "x: bf16[B, D]; w: bf16[D, F_X]; y: bf16[B, F_X]", "X=4", False),
     "squashed": ("squashed", "x: bf16[B_X, D]; w: bf16[D, F]", "X=4", False),
     "quotient": ("quotient", "x: bf16[B, D]; y: bf16[B, D]; w: bf16[D, F]", "X=4", True),
-    "gpt2_gelu": ("gpt2_mlp", "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]", "X=4", False),
-    "doubled_gelu": (
-        "doubled_gelu_mlp",
-        "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]",
-        "X=4",
-        False,
-    ),
-    "relu": ("relu_mlp", "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]", "X=4", True),
-    "exact_gelu": ("exact_gelu_mlp", "x: bf16[B, D]; w_in: bf16[D, F_X]; w_out: bf16[F_X, D]", "X=4", False),
+    "gpt2_gelu": ("gpt2_mlp", MLP, "X=4", False),
+    "doubled_gelu": ("doubled_gelu_mlp", MLP, "X=4", False),
+    "relu": ("relu_mlp", MLP, "X=4", True),
+    "exact_gelu": ("exact_gelu_mlp", MLP, "X=4", False),
     "one_line": (
         "gated_one_line",
         "x: bf16[B_X, D]; w1: bf16[D, F_X]; w3: bf16[D, F_X]; w2: bf16[F_X, D]",
