@@ -3,12 +3,14 @@
 ``FILE.py:FUNCTION`` names a function that takes a ``DeviceMesh`` and returns ``(module, inputs)``. It runs on
 one gloo process per mesh device (forked from one subprocess, as the torch export's check does); the module's
 forward runs under ``torch.distributed.tensor.debug.CommDebugMode`` and a ``TorchFunctionMode`` that records
-every ``F.linear`` / ``matmul`` with its operands' DTensor placements, and the backward of the sum of the output
-under another ``CommDebugMode``.
+every ``F.linear`` / ``matmul`` with its operands' DTensor placements (and every ``F.silu``, ``F.relu`` and
+``F.gelu(approximate="tanh")``, the notation's functions; gelu's erf form, PyTorch's default, is not the notation's
+gelu: its value is the operand primed, as another op's of one named value), and the backward of the sum of the
+output under another ``CommDebugMode``.
 
-In the notation: each product is a statement (``Shard(d)`` on a mesh dim is that axis on dim ``d``,
-``Partial`` is ``{U_axis}``, ``Replicate`` nothing); where the module's output leaves the last product in another
-placement (RowwiseParallel's Partial -> Replicate), a resharding statement. CommDebugMode counts collectives
+In the notation: each product is a statement (``Shard(d)`` on a mesh dim is that axis on dim ``d``, ``Partial`` is
+``{U_axis}``, ``Replicate`` nothing), and so is each recognised function; where the module's output leaves the last
+statement in another placement (RowwiseParallel's Partial -> Replicate), a resharding statement. CommDebugMode counts collectives
 by type, not by group: on a mesh of one axis each is over that axis; on a larger mesh the report compares
 counts per type and says that the axes were not read. The comparison: the forward counts against the
 collectives of shardalg's best plan of each statement (under the cost model), the backward counts against
@@ -62,6 +64,16 @@ from torch.distributed.tensor.debug import CommDebugMode
 from torch.overrides import TorchFunctionMode
 
 PRODUCTS = {F.linear: "linear", torch.matmul: "matmul", torch.Tensor.__matmul__: "matmul", torch.mm: "matmul"}
+FUNCTIONS = {F.silu: "silu", F.relu: "relu", torch.relu: "relu", F.gelu: "gelu"}
+
+
+def function_of(func, kwargs):
+    """The notation's function a torch call is, else None: gelu only in its tanh form (the notation's gelu;
+    PyTorch's default is the erf form)."""
+    op = FUNCTIONS.get(func)
+    if op == "gelu" and (kwargs or {}).get("approximate", "none") != "tanh":
+        return None
+    return op
 
 
 def placements(t):
@@ -87,30 +99,51 @@ def key(t):
 
 
 class Record(TorchFunctionMode):
-    """Every product with its operands' names, shapes and placements; a value made from one named value of
-    the same shape (an activation, a view) takes that value's name."""
+    """Every product and recognised function with its operands' names, shapes and placements; a value made
+    from one named value of the same shape (an activation, a view) takes that value's name."""
 
     def __init__(self, names):
         super().__init__()
         self.names, self.calls, self.made = names, [], 0
+        self.seen = {}  # each recorded result by name, as the program holds it (global shape, placements)
 
     def name(self, t, fresh=False):
         if fresh and key(t) not in self.names:
             self.names[key(t)] = f"A{sum(n.startswith('A') for n in self.names.values()) + 1}"
         return self.names.get(key(t))
 
+    def describe(self, t, name):
+        """``t`` as the program holds it: a DTensor by its own global shape and placements; a plain tensor that
+        is a recorded value's local shard (a ParallelStyle hands its module's output on as its local tensor) as
+        that value; None for another plain tensor."""
+        if isinstance(t, DTensor):
+            return {"name": name, "shape": list(t.shape), "dtype": str(t.dtype), "placements": placements(t)}
+        held = self.seen.get(name)
+        return None if held is None else {**held, "name": name, "dtype": str(t.dtype)}
+
+    def result(self, out, described):
+        self.made += 1
+        name = f"H{self.made}"
+        self.names[key(out)] = name
+        self.seen[name] = described
+        return {**described, "name": name}
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if func in PRODUCTS:
             a, b = args[0], args[1]
-            self.made += 1
-            self.names[key(out)] = f"H{self.made}"
-            self.calls.append({
-                "kind": PRODUCTS[func],
-                "args": [{"name": self.name(x, fresh=True), "shape": list(x.shape), "dtype": str(x.dtype), "placements": placements(x)} for x in (a, b)],
-                "out": {"name": f"H{self.made}", "shape": list(out.shape), "dtype": str(out.dtype), "placements": placements(out)},
-            })
+            ins = [{"name": self.name(x, fresh=True), "shape": list(x.shape), "dtype": str(x.dtype), "placements": placements(x)} for x in (a, b)]
+            made = self.result(out, {"shape": list(out.shape), "dtype": str(out.dtype), "placements": placements(out)})
+            self.calls.append({"kind": PRODUCTS[func], "args": ins, "out": made})
         elif isinstance(out, torch.Tensor) and key(out) not in self.names:
+            op = function_of(func, kwargs)
+            x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            arg = self.describe(x, self.name(x)) if op is not None and x is not None and self.name(x) else None
+            if arg is not None and x.shape == out.shape:  # elementwise: the result is laid out as its operand
+                theirs = self.describe(out, None) if isinstance(out, DTensor) else None
+                made = self.result(out, theirs or {**arg, "dtype": str(out.dtype)})
+                self.calls.append({"kind": "function", "op": op, "args": [arg], "out": made})
+                return out
             named = [x for x in args if isinstance(x, torch.Tensor) and self.name(x) and x.shape == out.shape]
             if len(named) == 1:
                 base = self.name(named[0]).rstrip("'")
@@ -173,8 +206,8 @@ if __name__ == "__main__":
 
 @dataclass
 class DTensorAudit:
-    """The module's products in the notation, DTensor's collective counts and shardalg's, forward and
-    backward; ``notes`` say what was assumed or not read."""
+    """The module's products and recognised functions in the notation, DTensor's collective counts and
+    shardalg's, forward and backward; ``notes`` say what was assumed or not read."""
 
     name: str
     program: list[str]
@@ -201,7 +234,7 @@ class DTensorAudit:
         lines = [
             f"# DTensor audit of {self.name} on {len(self.mesh) and prod(self.mesh.values())} gloo processes, mesh {mesh}"
         ]
-        lines += ["# the module's products, in DTensor's placements", *self.program]
+        lines += ["# the module's products and functions, in DTensor's placements", *self.program]
 
         def fmt(c: Counter) -> str:
             return ", ".join(f"{k} x{n}" for k, n in sorted(c.items())) or "none"
@@ -264,9 +297,16 @@ class _Dims:
 def _statements(
     calls: list[dict[str, Any]], names: Sequence[str]
 ) -> tuple[list[str], dict[str, int], str | None]:
-    """The products as notation text, the dims' sizes, and the last product's result name."""
+    """The products and the recognised functions (silu, relu, gelu's tanh form) as notation text, the dims'
+    sizes, and the last statement's result."""
     dims = _Dims()
     for c in calls:
+        if c["kind"] == "function":  # elementwise: its operand's dims are its result's
+            (a,), out = c["args"], c["out"]
+            for k in range(len(a["shape"])):
+                dims.union((a["name"], k), (out["name"], k))
+                dims.union((a["name"].rstrip("'"), k), (out["name"], k))
+            continue
         (a, b), out = c["args"], c["out"]
         ra, rb = len(a["shape"]), len(b["shape"])
         if c["kind"] == "linear":  # x[..., D] · W[F, D] -> y[..., F]
@@ -305,9 +345,13 @@ def _statements(
     lines = []
     last = None
     for c in calls:
-        a, b, out = (layout(x) for x in (*c["args"], c["out"]))
-        local = " *_LOCAL " if out.unreduced else " · "
-        lines.append(f"{a.text()}{local}{b.text()} -> {out.text()}")
+        if c["kind"] == "function":
+            a, out = layout(c["args"][0]), layout(c["out"])
+            lines.append(f"{c['op']}({a.text()}) -> {out.text()}")
+        else:
+            a, b, out = (layout(x) for x in (*c["args"], c["out"]))
+            local = " *_LOCAL " if out.unreduced else " · "
+            lines.append(f"{a.text()}{local}{b.text()} -> {out.text()}")
         last = out
     return lines, sizes, (last.text() if last is not None else None)
 

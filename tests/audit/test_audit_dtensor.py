@@ -34,6 +34,22 @@ def test_the_module_is_written_in_the_notation_with_its_placements(megatron):
     assert megatron.sizes == {"B": 8, "D": 16, "F": 32, "I": 16}
 
 
+def test_gelu_tanh_silu_and_relu_are_statements_and_gelus_erf_form_is_primed(megatron):
+    """F.gelu(approximate="tanh"), F.silu and F.relu are the notation's functions, each a statement of its
+    DTensor placements; nn.GELU() (the erf form, not the notation's gelu) leaves its value primed (above)."""
+    got = audit_dtensor(f"{Path(__file__).with_name('dtensor_cases.py')}:activations_mlp", Mesh.parse("Y=4"))
+    assert got.program == [
+        "in0: fp32[B, D] · Wup: fp32[F_Y, D] -> H1: fp32[B, F_Y]",
+        "gelu(H1: fp32[B, F_Y]) -> H2: fp32[B, F_Y]",
+        "silu(H2: fp32[B, F_Y]) -> H3: fp32[B, F_Y]",
+        "relu(H3: fp32[B, F_Y]) -> H4: fp32[B, F_Y]",
+        "H4: fp32[B, F_Y] *_LOCAL Wdown: fp32[I, F_Y] -> H5: fp32[B, I]{U_Y}",
+        "H5: fp32[B, I]{U_Y} -> H5: fp32[B, I]",
+    ]
+    assert got.forward == got.shardalg_forward == Counter({"AllReduce_Y": 1})  # the functions move nothing
+    assert got.forward_matches and got.backward_matches
+
+
 def test_collective_counts_mapped_to_the_notation_and_compared(megatron):
     assert megatron.forward == Counter({"AllReduce_Y": 1})  # RowwiseParallel's Partial -> Replicate
     assert megatron.backward == Counter({"AllReduce_Y": 1})  # ColwiseParallel's input gradient
