@@ -4,17 +4,17 @@
 one gloo process per mesh device (forked from one subprocess, as the torch export's check does); the module's
 forward runs under ``torch.distributed.tensor.debug.CommDebugMode`` and a ``TorchFunctionMode`` that records
 every ``F.linear`` / ``matmul`` with its operands' DTensor placements (and every ``F.silu``, ``F.relu`` and
-``F.gelu(approximate="tanh")``, the notation's functions; gelu's erf form, PyTorch's default, is not the notation's
-gelu: its value is the operand primed, as another op's of one named value), and the backward of the sum of the
-output under another ``CommDebugMode``.
+``F.gelu(approximate="tanh")``, the notation's functions; gelu's erf form, PyTorch's default, is not the
+notation's gelu: its value is the operand primed, as another op's of one named value), and the backward of the
+sum of the output under another ``CommDebugMode``.
 
-In the notation: each product is a statement (``Shard(d)`` on a mesh dim is that axis on dim ``d``, ``Partial`` is
-``{U_axis}``, ``Replicate`` nothing), and so is each recognised function; where the module's output leaves the last
-statement in another placement (RowwiseParallel's Partial -> Replicate), a resharding statement. CommDebugMode counts collectives
-by type, not by group: on a mesh of one axis each is over that axis; on a larger mesh the report compares
-counts per type and says that the axes were not read. The comparison: the forward counts against the
-collectives of shardalg's best plan of each statement (under the cost model), the backward counts against
-shardalg's derived backward of the program.
+In the notation: each product is a statement (``Shard(d)`` on a mesh dim is that axis on dim ``d``,
+``Partial`` is ``{U_axis}``, ``Replicate`` nothing), and so is each recognised function; where the module's
+output leaves the last statement in another placement (RowwiseParallel's Partial -> Replicate), a resharding
+statement. CommDebugMode counts collectives by type, not by group: on a mesh of one axis each is over that
+axis; on a larger mesh the report compares counts per type and says that the axes were not read. The
+comparison: the forward counts against the collectives of shardalg's best plan of each statement (under the
+cost model), the backward counts against shardalg's derived backward of the program.
 
 torch is imported only in the subprocess (the driver is text run with this Python).
 """
@@ -76,6 +76,12 @@ def function_of(func, kwargs):
     return op
 
 
+def info(t, name):
+    """A tensor as a call's record holds it: its name, shape, dtype and DTensor placements (None: a plain
+    tensor)."""
+    return {"name": name, "shape": list(t.shape), "dtype": str(t.dtype), "placements": placements(t)}
+
+
 def placements(t):
     if not isinstance(t, DTensor):
         return None
@@ -113,11 +119,11 @@ class Record(TorchFunctionMode):
         return self.names.get(key(t))
 
     def describe(self, t, name):
-        """``t`` as the program holds it: a DTensor by its own global shape and placements; a plain tensor that
-        is a recorded value's local shard (a ParallelStyle hands its module's output on as its local tensor) as
-        that value; None for another plain tensor."""
+        """``t`` as the program holds it: a DTensor by its own global shape and placements; a plain tensor
+        that is a recorded value's local shard (a ParallelStyle hands its module's output on as its local
+        tensor) as that value; None for another plain tensor."""
         if isinstance(t, DTensor):
-            return {"name": name, "shape": list(t.shape), "dtype": str(t.dtype), "placements": placements(t)}
+            return info(t, name)
         held = self.seen.get(name)
         return None if held is None else {**held, "name": name, "dtype": str(t.dtype)}
 
@@ -132,16 +138,16 @@ class Record(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         if func in PRODUCTS:
             a, b = args[0], args[1]
-            ins = [{"name": self.name(x, fresh=True), "shape": list(x.shape), "dtype": str(x.dtype), "placements": placements(x)} for x in (a, b)]
-            made = self.result(out, {"shape": list(out.shape), "dtype": str(out.dtype), "placements": placements(out)})
+            ins = [info(x, self.name(x, fresh=True)) for x in (a, b)]
+            made = self.result(out, info(out, None))
             self.calls.append({"kind": PRODUCTS[func], "args": ins, "out": made})
         elif isinstance(out, torch.Tensor) and key(out) not in self.names:
             op = function_of(func, kwargs)
             x = args[0] if args and isinstance(args[0], torch.Tensor) else None
-            arg = self.describe(x, self.name(x)) if op is not None and x is not None and self.name(x) else None
+            name = self.name(x) if op is not None and x is not None else None
+            arg = self.describe(x, name) if name else None
             if arg is not None and x.shape == out.shape:  # elementwise: the result is laid out as its operand
-                theirs = self.describe(out, None) if isinstance(out, DTensor) else None
-                made = self.result(out, theirs or {**arg, "dtype": str(out.dtype)})
+                made = self.result(out, self.describe(out, None) or {**arg, "dtype": str(out.dtype)})
                 self.calls.append({"kind": "function", "op": op, "args": [arg], "out": made})
                 return out
             named = [x for x in args if isinstance(x, torch.Tensor) and self.name(x) and x.shape == out.shape]

@@ -15,10 +15,10 @@ From the record of :func:`shardalg.audit.trace.trace` (plain data):
   broadcast (a gain ``g[D]`` against ``H[B, D]``) is written as the lower-rank tensor it was made from, which
   the notation broadcasts; an elementwise op of two tensors the notation has no statement for (a div) makes
   a tensor ``E3'`` of its own, with a note; ``h * logistic(h)`` of a tensor ``h`` (jax.nn.silu's chain, or
-  written out) is the statement ``silu(H1) -> H2``, and ``h * (0.5 * (1 + tanh(sqrt(2/pi) * (h + 0.044715 *
-  h^3))))`` (jax.nn.gelu's default tanh form, or GPT-2's ``0.5 * h * (...)``; its constants read, within bf16's
-  rounding) the statement ``gelu(H1) -> H2`` (gelu's erf form is not the notation's gelu: it is primed), and
-  ``max(h, 0)`` (jax.nn.relu) ``relu(H1) -> H2``;
+  written out) is the statement ``silu(H1) -> H2``, and ``h * (0.5 * (1 + tanh(sqrt(2/pi) * (h + 0.044715
+  * h^3))))`` (jax.nn.gelu's default tanh form, or GPT-2's ``0.5 * h * (...)``; its constants read, within
+  bf16's rounding) the statement ``gelu(H1) -> H2`` (gelu's erf form is not the notation's gelu: it is
+  primed), and ``max(h, 0)`` (jax.nn.relu) ``relu(H1) -> H2``;
 - each collective of the compiled HLO is attached to the statement XLA inserted it for (its metadata's
   operation and source line: a dot_general's to the product, an add's to the ``+``), its replica groups are
   mesh axes (:mod:`.groups`), and it becomes a **step**: a collective on the statement's operand (before the
@@ -42,16 +42,7 @@ from typing import Any
 from .groups import GroupAxes
 from .hlo import HloCollective, collectives
 from .placing import aligned, completes, on_operand, on_result, place, slices, unmapped
-from .records import (
-    BINARY,
-    ELEMENTWISE,
-    LETTERS,
-    AuditProgram,
-    Layout,
-    Statement,
-    XlaStep,
-    dtype_of,
-)
+from .records import BINARY, ELEMENTWISE, LETTERS, AuditProgram, Layout, Statement, XlaStep, dtype_of
 
 __all__ = ["build"]
 
@@ -190,8 +181,8 @@ def build(
         return v
 
     def by_constant(v: int | None, primitive: str, want: float) -> int | None:
-        """The operand ``u`` when ``v`` is ``primitive(c, u)`` (either order) with a literal ``c`` within 1% of
-        ``want`` (bf16 rounds gelu's constants by up to 0.2%); None otherwise."""
+        """The operand ``u`` when ``v`` is ``primitive(c, u)`` (either order) with a literal ``c`` within 1%
+        of ``want`` (bf16 rounds gelu's constants by up to 0.2%); None otherwise."""
         e = made_by.get(strip(v)) if v is not None else None
         if e is None or e["primitive"] != primitive or len(e["ins"]) != 2 or e["ins"].count(None) != 1:
             return None
@@ -249,15 +240,15 @@ def build(
         a = by_constant(e["outs"][0], "max", 0.0) if e["primitive"] == "max" else None
         return a if a is not None and root(a) is not None and shape(a) == shape(e["outs"][0]) else None
 
+    # the functions of UNARY, each by its chain
+    recognised = {"silu": silu_of, "gelu": gelu_of, "relu": relu_of}
+
     def unary_of(e: Mapping[str, Any]) -> tuple[str, int] | None:
-        """The function of one tensor ``e`` ends (silu, gelu, relu) and the tensor it reads, recognised from
-        its chain; None for any other op."""
-        if (a := silu_of(e)) is not None:
-            return "silu", a
-        if (a := gelu_of(e)) is not None:
-            return "gelu", a
-        if (a := relu_of(e)) is not None:
-            return "relu", a
+        """The function of one tensor ``e`` ends (:data:`.records.UNARY`) and the tensor it reads, recognised
+        from its chain; None for any other op."""
+        for op, of in recognised.items():
+            if (a := of(e)) is not None:
+                return op, a
         return None
 
     def two_tensors(e: Mapping[str, Any]) -> bool:

@@ -32,10 +32,8 @@ ELEMENTWISE = frozenset(
     "convert_element_type select_n sign square exp2 log1p expm1 erf_inv erfc copy".split()
 )
 BINARY = {"add": "+", "sub": "-", "mul": ".*"}  # elementwise ops of two tensors the program writes
-UNARY = frozenset(
-    {"silu", "gelu", "relu"}
-)  # functions of one tensor the program writes, recognised from their chain
-
+# functions of one tensor the program writes, recognised from their chain (:func:`.program.build`)
+UNARY = frozenset({"silu", "gelu", "relu"})
 LETTERS = "BDFIJKLMNPQRSTVWZ"
 DTYPES = {  # jax's and torch's dtype names -> the notation's (bf16, its default, is written without one)
     "float64": "fp64",
@@ -127,8 +125,8 @@ class XlaStep:
 @dataclass
 class Statement:
     """One dot_general (``op`` ``·``), an elementwise op of two tensors (``+``, ``-``, ``.*``; a
-    lower-rank operand broadcasts), or a function of one (``silu``, ``gelu``, ``relu``: ``rhs`` is ``lhs``): its operands and
-    result in XLA's layouts, and XLA's steps for it."""
+    lower-rank operand broadcasts), or a function of one (:data:`UNARY`: ``rhs`` is ``lhs``): its operands
+    and result in XLA's layouts, and XLA's steps for it."""
 
     lhs: Layout
     rhs: Layout

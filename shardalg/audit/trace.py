@@ -140,9 +140,8 @@ class _Walk:
                     "line": line,
                     "name_stack": _name_stack(eqn),
                 }
-                if any(
-                    i is None for _, i in ins
-                ):  # a literal operand's value (a scalar), for a chain's constants
+                # a literal operand's value (a scalar): the constants of a chain the program recognises
+                if any(i is None for _, i in ins):
                     record["consts"] = [_scalar(x) if i is None else None for x, i in ins]
                 if name == "integer_pow":
                     record["y"] = int(eqn.params["y"])

@@ -114,23 +114,24 @@ def renamed(written: str, names: dict[str, str]) -> set[str]:
     return statements(parse(written))
 
 
-@pytest.mark.parametrize("defer", [False, True])
-def test_a_collective_copy_of_the_passed_cotangent_is_the_operands_gradient(defer: bool) -> None:
-    report = verify(RESIDUAL, RESIDUAL_COPY[defer], "X=4", SIZES, defer_reductions=defer)
-    assert report.ok and report.findings == (), str(report)
-    # it is the derived backward, dH named dO, and that one matches the dense gradient
-    bw = backward(RESIDUAL, "X=4", SIZES, defer_reductions=defer)
-    assert renamed(RESIDUAL_COPY[defer], {"dH": "dO"}) == statements(bw.program())
-    assert gradcheck(bw).ok
+# forward, its hand-written backward by deferral, mesh, the copy's name -> the cotangent's: the residual's dH is
+# a copy of dO; the block's dAtt a copy of dY, and X's gradient gets dY added to its product's (dY kept under
+# its own name)
+COPIES = {
+    "residual": (RESIDUAL, RESIDUAL_COPY, "X=4", {"dH": "dO"}),
+    "block on two axes": (BLOCK, BLOCK_COPY, "X=2,Y=2", {"dAtt": "dY"}),
+}
 
 
 @pytest.mark.parametrize("defer", [False, True])
-def test_a_residual_beside_products_on_two_axes_copies_the_cotangent(defer: bool) -> None:
-    """Att's gradient is a copy of dY; X's gets dY added to its product's (dY kept under its own name)."""
-    report = verify(BLOCK, BLOCK_COPY[defer], "X=2,Y=2", SIZES, defer_reductions=defer)
+@pytest.mark.parametrize("case", sorted(COPIES))
+def test_a_collective_copy_of_the_passed_cotangent_is_the_operands_gradient(case: str, defer: bool) -> None:
+    forward, written, mesh, names = COPIES[case]
+    report = verify(forward, written[defer], mesh, SIZES, defer_reductions=defer)
     assert report.ok and report.findings == (), str(report)
-    bw = backward(BLOCK, "X=2,Y=2", SIZES, defer_reductions=defer)
-    assert renamed(BLOCK_COPY[defer], {"dAtt": "dY"}) == statements(bw.program())
+    # it is the derived backward, the copy named as the cotangent, and that one matches the dense gradient
+    bw = backward(forward, mesh, SIZES, defer_reductions=defer)
+    assert renamed(written[defer], names) == statements(bw.program())
     assert gradcheck(bw).ok
 
 
