@@ -278,27 +278,37 @@ class _Checker(FunctionGradients):
         self.written[name] = self.made[name] = i
 
     def role(self, a: Tensor, b: Tensor, out: Tensor, i: int, span: Span | None) -> None:
-        """Which gradient einsum of the forward this product is; an error when it is none, or a repeat."""
+        """Which gradient einsum of the forward this product is; an error when it is none, or a repeat. A product
+        of a value with itself (``C · C -> W``) has two gradients that read alike, ``dW·C`` and ``C·dW``: the
+        first not yet computed is this one."""
+        names = {a.name, b.name}
         for e in self.fw.einsums:
             dcs = self.names_of(e.roots[2])  # dC, or the cotangent passed on to C (a +'s)
-            for side, (x, other) in (("left", (e.roots[0], e.roots[1])), ("right", (e.roots[1], e.roots[0]))):
-                names = {a.name, b.name}
-                if whole_name(out.name) == grad_name(x) and any(
-                    names == {dc, other} | ({dc} if dc == other else set()) for dc in dcs
-                ):
-                    key = (e.index, side)
-                    if key in self.contributions:
-                        self.add(
-                            ERROR,
-                            "duplicate-contribution",
-                            f"{out.name} gets the contribution of statement {e.index + 1} of the forward twice "
-                            f"(first in statement {self.contributions[key]}): the gradient is doubled",
-                            i,
-                            span,
-                            "compute each contribution once",
-                        )
-                    self.contributions[key] = i
-                    return
+            keys = [
+                (e.index, side)
+                for side, (x, other) in (
+                    ("left", (e.roots[0], e.roots[1])),
+                    ("right", (e.roots[1], e.roots[0])),
+                )
+                if whole_name(out.name) == grad_name(x)
+                and any(names == {dc, other} | ({dc} if dc == other else set()) for dc in dcs)
+            ]
+            if not keys:
+                continue
+            key = next((k for k in keys if k not in self.contributions), None)
+            if key is None:
+                key = keys[0]
+                self.add(
+                    ERROR,
+                    "duplicate-contribution",
+                    f"{out.name} gets the contribution of statement {e.index + 1} of the forward twice "
+                    f"(first in statement {self.contributions[key]}): the gradient is doubled",
+                    i,
+                    span,
+                    "compute each contribution once",
+                )
+            self.contributions[key] = i
+            return
         self.add(
             ERROR,
             "not-a-gradient",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shardalg.errors import UsageError
+from shardalg.numeric.gradcheck import gradcheck
+from shardalg.planning.backward import backward
 from shardalg.planning.verify import verify
 
 SIZES = {"B": 1 << 16, "D": 1024, "F": 4096}
@@ -137,6 +139,30 @@ def test_missing_and_doubled_contributions_and_non_gradients():
     assert ("error", "duplicate-contribution", 4) in rules(doubled)
     wrong = verify(DP, "In[B_X, D] * W[D, F] -> dW[B_X, F]", mesh="X=4", sizes=SIZES)
     assert ("error", "not-a-gradient", 1) in rules(wrong)
+
+
+SQUARE = "C[I, F, B_Y] *_LOCAL C[I, F, B_Y] -> W[I, F, B_Y]"  # a value times itself, dC = dW·C + C·dW
+SQUARE_TWO = "dW[I, F, B_Y] * C[I, F, B_Y] -> dC[I, F, B_Y]\nC[I, F, B_Y] * dW[I, F, B_Y] -> dC'[I, F, B_Y]\n"
+SQUARE_SIZES = {"I": 2, "F": 3, "B": 4}
+
+
+@pytest.mark.parametrize("defer", [False, True])
+@pytest.mark.parametrize("forward", [SQUARE, SQUARE.replace("*_LOCAL", "*")])
+def test_a_product_of_a_value_with_itself_has_two_contributions_that_read_alike(forward, defer):
+    """``dW·C`` and ``C·dW`` read the same names: each is one side's contribution, the first not yet computed
+    (the fuzzer, seed 79: verify called the derived backward's second one a repeat of the first, and the first
+    missing)."""
+    bw = backward(forward, "Y=2", SQUARE_SIZES, defer_reductions=defer)
+    assert gradcheck(bw).ok
+    report = verify(forward, bw.program(), mesh="Y=2", sizes=SQUARE_SIZES, defer_reductions=defer)
+    assert report.ok and report.findings == (), str(report)
+    add = "dC[I, F, B_Y] + dC'[I, F, B_Y] -> dC[I, F, B_Y]"
+    assert verify(forward, SQUARE_TWO + add, mesh="Y=2", sizes=SQUARE_SIZES).findings == ()
+    one = verify(forward, SQUARE_TWO.splitlines()[0], mesh="Y=2", sizes=SQUARE_SIZES)
+    assert [f.rule for f in one.findings] == ["missing-contribution"]
+    third = "C[I, F, B_Y] * dW[I, F, B_Y] -> dC''[I, F, B_Y]\n"
+    three = verify(forward, SQUARE_TWO + third + add, mesh="Y=2", sizes=SQUARE_SIZES)
+    assert ("error", "duplicate-contribution", 3) in rules(three)
 
 
 def test_report_json_and_usage_errors():
