@@ -58,6 +58,7 @@ from .gradients import Chosen, Gradient, candidates, choose, fewer
 from .held import Held
 from .planner import plan, plans
 from .redistribute import plan_bytes
+from .reuse import reuse
 
 __all__ = ["backward", "core_backwards", "BackwardProgram", "GradStep", "GatheredCopy"]
 
@@ -152,7 +153,14 @@ class _Backward:
         stmt = Arrow(expr, statement.result if accumulate else p.output)
         self.steps.append(
             GradStep(
-                rx, index, "operand", stmt, _reuse(_annotate(p, reason), self.made), accumulate, reason, reads
+                rx,
+                index,
+                "operand",
+                stmt,
+                reuse(_annotate(p, reason), self.made, *self.held_by(index)),
+                accumulate,
+                reason,
+                reads,
             )
         )
         if final:
@@ -193,11 +201,17 @@ class _Backward:
     def held(self) -> Held:
         """What each name holds after the steps so far, as :mod:`.held` reads a program (verify reads the
         derived backward so)."""
-        held = Held()
+        return self.held_by(None)[0]
+
+    def held_by(self, index: int | None) -> tuple[Held, set[Tensor]]:
+        """:meth:`held`, and the tensors the gradients of forward statement ``index`` made."""
+        held, made = Held(), set()
         for g in self.steps:
             for s in g.plan.steps:
                 held.ran(s)
-        return held
+                if g.einsum == index:
+                    made.add(s.output)
+        return held, made
 
     def contribute(self, index: int, rx: str, expr: Apply, reason: str) -> None:
         """``expr``'s value added to ``rx``'s gradient (or made its gradient, the first time)."""
@@ -296,7 +310,17 @@ class _Backward:
         result = summed if summed.unreduced != have.unreduced else None
         return added(p, have, name, self.mesh, self.sizes, result=result)
 
-    def record(self, e: Einsum, rx: str, chosen: Chosen, invariant: tuple[str, ...], dc: Tensor) -> None:
+    def record(
+        self,
+        e: Einsum,
+        rx: str,
+        chosen: Chosen,
+        invariant: tuple[str, ...],
+        dc: Tensor,
+        keep: frozenset[Tensor] = frozenset(),
+    ) -> None:
+        """One gradient of ``e`` recorded with its chosen plan; ``keep``: the versions of the cotangent its plan
+        makes that the other gradient's reads (made even where the plan's own einsum does not need them)."""
         g = chosen.gradient
         borrowed = rx in self.borrowed
         accumulate = rx in self.grad and not borrowed
@@ -316,7 +340,14 @@ class _Backward:
         reads = (g.primal,)
         self.steps.append(
             GradStep(
-                rx, e.index, g.side, stmt, _reuse(_annotate(p, reason), self.made), accumulate, reason, reads
+                rx,
+                e.index,
+                g.side,
+                stmt,
+                reuse(_annotate(p, reason), self.made, *self.held_by(e.index), keep),
+                accumulate,
+                reason,
+                reads,
             )
         )
         if borrowed and had is not None:  # the gradient so far was a cotangent passed on: add it
@@ -334,9 +365,11 @@ class _Backward:
                 self.record(e, rx, Chosen(g, plan), inv, dc)
             return
         (rl, gl, il), (rr, gr, ir) = self.gradient(e, "left"), self.gradient(e, "right")
-        for chosen in _reads_first(choose(gl, gr, dc, self.mesh, self.sizes, self.made), dc):
+        pair = _reads_first(choose(gl, gr, dc, self.mesh, self.sizes, self.made), dc)
+        shared = frozenset(c.shared for c in pair if c.shared is not None)
+        for chosen in pair:
             rx, inv = (rl, il) if chosen.gradient is gl else (rr, ir)
-            self.record(e, rx, chosen, inv, dc)
+            self.record(e, rx, chosen, inv, dc, shared)
 
 
 def _reads_first(pair: tuple[Chosen, Chosen], dc: Tensor) -> tuple[Chosen, Chosen]:
@@ -505,31 +538,6 @@ def _annotate(p: Plan, reason: str) -> Plan:
         for s in p.steps
     )
     return replace(p, steps=steps)
-
-
-def _reuse(p: Plan, made: set[Step]) -> Plan:
-    """Drop collectives an earlier gradient einsum already ran (the same op on the same value: a gathered
-    ``dOut`` serves both gradients of a product); their outputs become inputs of the plan. Only steps before
-    a plan's einsum are shared: they read primals and complete cotangents, so equal tensors are equal values
-    (a finishing step reads one contribution of a gradient that may be summed with others), until a step
-    writes one of them again (a gradient added to, a function's plan having no einsum): what read or made it
-    is then dropped from ``made``."""
-    kept, reused = [], []
-    prep = True  # only steps before the einsum: they read inputs; those after it finish this contribution
-    for s in p.steps:
-        prep = prep and s.op is not Op.EINSUM
-        if prep and s in made:
-            reused.append(s.output)
-            continue
-        kept.append(s)
-        if prep:
-            made.add(s)
-        # a step that writes a tensor again (a gradient added to): a step that read it, or wrote it before,
-        # no longer stands for its value (the second ``dV0 + dV1 -> dV0`` of ``V0 + V0`` is not the first)
-        made.difference_update([m for m in made if s.output in m.inputs or (m.output == s.output and m != s)])
-    if not reused:
-        return p
-    return replace(p, inputs=tuple(dict.fromkeys((*p.inputs, *reused))), steps=tuple(kept))
 
 
 def _ring_program(program: Program, mesh: Mesh, sizes: dict[str, int], core, ring: Plan) -> BackwardProgram:

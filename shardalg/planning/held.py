@@ -34,6 +34,12 @@ class Held:
     def __init__(self) -> None:
         self._held: dict[str, list[Tensor]] = {}
 
+    def copy(self) -> Held:
+        """Another :class:`Held` holding the same layouts, run on apart from this one."""
+        other = Held()
+        other._held = {name: list(ts) for name, ts in self._held.items()}
+        return other
+
     def __contains__(self, name: object) -> bool:
         return name in self._held
 
