@@ -32,7 +32,7 @@ def reuse(
       this plan. The steps that only led to it are then dropped too, but those making a tensor of ``keep`` (a
       version of the cotangent the other gradient of the product reads). A layout another statement's
       gradient made is not read: the search prices each statement's backward alone
-      (:mod:`shardalg.search.pieces`), and a step then matches the sum of its statements.
+      (:mod:`shardalg.search.pieces`), and a candidate's step must equal the sum of its statements' prices.
     """
     kept, reused = [], []
     held, ours = held.copy(), set(ours)
@@ -70,6 +70,7 @@ def _collective(s: Step) -> bool:
 
 
 def _equal(a: Tensor, b: Tensor) -> bool:
+    """The same tensor: name, dims, layout and dtype (a held layout read as it is)."""
     return a == b
 
 
