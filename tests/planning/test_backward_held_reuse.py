@@ -5,8 +5,8 @@ The fuzzer's random layers found it: ``In - In -> V0`` resharded ``dV0`` into ``
 routes of three steps each, once for each operand. On 200 random layers (seed 5) 9 of 1,699 collectives
 remade a layout held; now 6 of 1,688. Three of those six are functions whose statistics reduction writes a
 new value (no remake), and three read a layout another statement's gradient made: those stay, since the
-search prices each statement's backward alone (:mod:`shardalg.search.pieces`) and a step must equal the sum
-of its statements (``tests/search/test_pieces.py``).
+search prices each statement's backward alone (:mod:`shardalg.search.pieces`) and a candidate's step must equal
+the sum of its statements' prices (``tests/search/test_pieces.py``).
 """
 
 from __future__ import annotations
