@@ -313,6 +313,8 @@ def step_rank(
     rec = RECORDS[op]
     volume, factor = rec.volume, rec.factor
     axis, devices = table if table is not None else rank_table(mesh)
+    if axes and all(axis[a] == 1 for a in axes):  # a group of one device: nothing moves (as step_bytes says)
+        return 0
     stats = statistics_of(op, axes, before, tuple(d.axes for d in before.dims))
     if stats is not None:
         t, lay = stats

@@ -117,8 +117,16 @@ class EinsumPlanner:
         for a in self.mesh.names:
             lo = self.choices.options(self.left, self.right, a)
             ro = self.choices.options(self.right, self.left, a)
-            out.append([(x, y) for x in lo for y in ro if pair_is_local(self.spec, x.place, y.place)])
+            pairs = [(x, y) for x in lo for y in ro if pair_is_local(self.spec, x.place, y.place)]
+            out.append(pairs if self.mesh[a].size != 1 or not pairs else [min(pairs, key=self._fewest)])
         return out
+
+    def _fewest(self, pair: tuple[Option, Option]) -> tuple[int, bool]:
+        """A pair of options on an axis of size 1 by what it writes: the operands it changes, then whether it
+        leaves the product unreduced over the axis (a finishing step more). On one device every pair computes
+        the same local product and moves no byte, so the planner takes one: the first of the fewest steps."""
+        x, y = pair
+        return bool(x.reason) + bool(y.reason), x.place == y.place and x.place[1] in self.spec.contracted
 
     def _candidates(self) -> Iterator[Candidate]:
         axes = self.mesh.names
