@@ -163,13 +163,13 @@ def build(
         return name_of(v).rstrip("'")
 
     def silu_of(e: Mapping[str, Any]) -> int | None:
-        """``a`` when ``e`` is ``a * logistic(a)`` (either order) of a tensor ``a`` of the program: silu."""
+        """``a`` when ``e`` is ``a * logistic(a)`` (either order): silu."""
         if e["primitive"] != "mul" or len(e["ins"]) != 2 or None in e["ins"]:
             return None
         for a, b in (e["ins"], e["ins"][::-1]):
             made = made_by.get(b)
             if made is not None and made["primitive"] == "logistic" and made["ins"] == [a]:
-                return a if root(a) is not None and shape(a) == shape(e["outs"][0]) else None
+                return a
         return None
 
     def strip(v: int | None) -> int | None:
@@ -211,7 +211,7 @@ def build(
         return False
 
     def gelu_of(e: Mapping[str, Any]) -> int | None:
-        """``a`` when ``e`` is gelu's tanh form of a tensor ``a`` of the program, its constants read:
+        """``a`` when ``e`` is gelu's tanh form of ``a``, its constants read:
         ``a * (0.5 * (1 + tanh(sqrt(2/pi) * (a + 0.044715 * a^3))))`` (``jax.nn.gelu``'s default) or
         ``(0.5 * a) * (1 + tanh(...))`` (as GPT-2 writes it), either order, dtype conversions seen through."""
         if e["primitive"] != "mul" or len(e["ins"]) != 2 or None in e["ins"]:
@@ -219,7 +219,7 @@ def build(
         for x, y in (e["ins"], e["ins"][::-1]):
             for a, rest in ((strip(x), by_constant(y, "mul", 0.5)), (by_constant(x, "mul", 0.5), y)):
                 if a is not None and tanh_of_cube(rest, a):
-                    return a if root(a) is not None and shape(a) == shape(e["outs"][0]) else None
+                    return a
         return None
 
     def chain_of(e: Mapping[str, Any], a: int) -> set[int]:
@@ -235,20 +235,18 @@ def build(
         return out
 
     def relu_of(e: Mapping[str, Any]) -> int | None:
-        """``a`` when ``e`` is ``max(a, 0)`` (either order) of a tensor ``a`` of the program: relu
-        (``jax.nn.relu``)."""
-        a = by_constant(e["outs"][0], "max", 0.0) if e["primitive"] == "max" else None
-        return a if a is not None and root(a) is not None and shape(a) == shape(e["outs"][0]) else None
+        """``a`` when ``e`` is ``max(a, 0)`` (either order): relu (``jax.nn.relu``)."""
+        return by_constant(e["outs"][0], "max", 0.0) if e["primitive"] == "max" else None
 
     # the functions of UNARY, each by its chain
     recognised = {"silu": silu_of, "gelu": gelu_of, "relu": relu_of}
 
     def unary_of(e: Mapping[str, Any]) -> tuple[str, int] | None:
         """The function of one tensor ``e`` ends (:data:`.records.UNARY`) and the tensor it reads, recognised
-        from its chain; None for any other op."""
+        from its chain: a tensor of the program, of the result's shape; None for any other op."""
         for op, of in recognised.items():
             if (a := of(e)) is not None:
-                return op, a
+                return (op, a) if root(a) is not None and shape(a) == shape(e["outs"][0]) else None
         return None
 
     def two_tensors(e: Mapping[str, Any]) -> bool:

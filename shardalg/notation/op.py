@@ -124,6 +124,12 @@ class Op(metaclass=_OpKind):
         if cls._by_value.get(op.value) is op:
             del cls._by_value[op.value]
 
+    @property
+    def computes(self) -> bool:
+        """Whether a step of it computes a new value (an einsum, a function), rather than moving one (a
+        collective, a slice)."""
+        return self is Op.EINSUM or self.function
+
     def __setattr__(self, attr: str, value: object) -> None:
         raise AttributeError("an Op is immutable")
 

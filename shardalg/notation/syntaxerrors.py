@@ -73,9 +73,7 @@ _MISTAKES: dict[str, list[str]] = {
 _STATEMENTS_ONLY = frozenset({"a collective needs its mesh axes as a subscript, e.g. AllGather_X(A[I_X, J])"})
 
 # The notation's operations, as the grammar's OP_WORD spells them.
-OPERATIONS = tuple(
-    op.value for op in Op if op is not Op.EINSUM and not op.function
-)  # the collectives, as written
+OPERATIONS = tuple(op.value for op in Op if not op.computes)  # the collectives, as written
 
 # Other libraries' words for them (in lower case): (the operation, whose word it is).
 FOREIGN_OPERATIONS: dict[str, tuple[str, str]] = {

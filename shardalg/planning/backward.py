@@ -205,13 +205,13 @@ class _Backward:
 
     def held_by(self, index: int | None) -> tuple[Held, set[Tensor]]:
         """:meth:`held`, and the tensors the gradients of forward statement ``index`` made."""
-        held, made = Held(), set()
+        held, ours = Held(), set()
         for g in self.steps:
             for s in g.plan.steps:
                 held.ran(s)
                 if g.einsum == index:
-                    made.add(s.output)
-        return held, made
+                    ours.add(s.output)
+        return held, ours
 
     def contribute(self, index: int, rx: str, expr: Apply, reason: str) -> None:
         """``expr``'s value added to ``rx``'s gradient (or made its gradient, the first time)."""

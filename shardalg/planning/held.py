@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from shardalg.notation.plan import Step
-from shardalg.notation.syntax import Op, Tensor
+from shardalg.notation.syntax import Tensor
 
 __all__ = ["Held", "same_layout"]
 
@@ -62,7 +62,7 @@ class Held:
         """A plan's step run: an einsum or a function computes its output's name anew; a collective moves its
         input's value into its output's layout."""
         name = step.output.name or ""
-        if step.op is Op.EINSUM or step.op.function:
+        if step.op.computes:
             self.computed(name, step.output)
         else:
             self.moved(name, step.inputs[0].name or "", step.output)

@@ -42,10 +42,17 @@ def reuse(
         if prep and s in made:
             reused.append(s.output)
             continue
-        if prep and _collective(s) and s.output in ours and not s.output.unreduced:
-            if held.find(s.output.name or "", s.output, _equal):
-                reused.append(s.output)
-                continue
+        out = s.output
+        # a layout this statement's gradients made by another route, and still held
+        if (
+            prep
+            and not s.op.computes
+            and not out.unreduced
+            and out in ours
+            and out in held.layouts(out.name or "")
+        ):
+            reused.append(out)
+            continue
         kept.append(s)
         held.ran(s)
         ours.add(s.output)
@@ -64,22 +71,12 @@ def reuse(
     return replace(p, inputs=inputs, steps=steps)
 
 
-def _collective(s: Step) -> bool:
-    """Whether a step moves a value without computing it (neither an einsum nor a function)."""
-    return s.op is not Op.EINSUM and not s.op.function
-
-
-def _equal(a: Tensor, b: Tensor) -> bool:
-    """The same tensor: name, dims, layout and dtype (a held layout read as it is)."""
-    return a == b
-
-
 def _live(steps: list[Step], outputs: set[Tensor]) -> set[Step]:
     """The steps ``outputs`` need: each collective whose output a later needed step reads or is one of them;
     an einsum or a function always (it computes a value)."""
     needed, live = set(outputs), set()
     for s in reversed(steps):
-        if not _collective(s) or s.output in needed:
+        if s.op.computes or s.output in needed:
             live.add(s)
             needed.update(s.inputs)
     return live

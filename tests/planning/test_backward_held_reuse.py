@@ -39,9 +39,8 @@ def remade(bw) -> list[Step]:
     held, out, made = Held(), [], set()
     for g in bw.grads:
         for s in g.plan.steps:
-            moves = s.op is not Op.EINSUM and not s.op.function
-            found = held.find(s.output.name or "", s.output, lambda a, b: a == b)
-            if moves and not s.output.unreduced and (g.einsum, s.output) in made and found:
+            found = s.output in held.layouts(s.output.name or "")
+            if not s.op.computes and not s.output.unreduced and (g.einsum, s.output) in made and found:
                 out.append(s)
             held.ran(s)
             made.add((g.einsum, s.output))
