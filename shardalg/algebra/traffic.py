@@ -27,6 +27,7 @@ from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import IndivisibleDim
 from shardalg.notation.syntax import Dim, DType, Op, Tensor
 
+from .layout import Layout
 from .mesh import Mesh
 from .registry import RECORDS
 from .subaxes import with_parts
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_DTYPE",
     "step_bytes",
     "move_bytes",
+    "moves_nothing",
     "local_elements",
     "layout_elements",
     "step_rank",
@@ -207,11 +209,19 @@ class Volume(enum.Enum):
 
 
 def step_bytes(
-    op: Op, axes: tuple[str, ...], before: Tensor, after: Tensor, mesh: Mesh, sizes: Sizes
+    op: Op,
+    axes: tuple[str, ...],
+    before: Tensor,
+    after: Tensor,
+    mesh: Mesh,
+    sizes: Sizes,
+    offset: int | None = None,
 ) -> Bytes:
-    """Bytes communicated by one step (``before`` its input, ``after`` its output)."""
+    """Bytes communicated by one step (``before`` its input, ``after`` its output; a Shift's or a Send's
+    ``offset``)."""
+    dims_before, dims_after = tuple(d.axes for d in before.dims), tuple(d.axes for d in after.dims)
     return move_bytes(
-        op, axes, before, tuple(d.axes for d in before.dims), tuple(d.axes for d in after.dims), mesh, sizes
+        op, axes, before, dims_before, dims_after, mesh, sizes, offset, unreduced=before.unreduced
     )
 
 
@@ -223,11 +233,15 @@ def move_bytes(
     after: tuple[tuple[str, ...], ...],
     mesh: Mesh,
     sizes: Sizes,
+    offset: int | None = None,
+    *,
+    unreduced: tuple[str, ...],
 ) -> Bytes:
-    """``step_bytes`` on layouts: ``proto`` gives the dims' names, sizes and the dtype."""
+    """``step_bytes`` on layouts: ``proto`` gives the dims' names, sizes and the dtype; ``unreduced`` the axes
+    the input holds partial sums over (whether a Permute moves anything depends on them)."""
     rec = RECORDS[op]
     volume, factor = rec.volume, rec.factor
-    if axes and mesh.known_group(tuple(axes)) == 1:  # a group of one device: nothing moves (as the cost says)
+    if moves_nothing(op, axes, before, unreduced, mesh, offset):
         return Bytes()
     stats = statistics_of(op, axes, proto, before)
     if stats is not None:  # a function's step over a sharded dim: an AllReduce of its per-row statistics
@@ -245,6 +259,25 @@ def move_bytes(
     else:
         elems = layout_elements(proto, before, mesh, sizes)
     return elems.scale(factor * dtype.bytes)
+
+
+def moves_nothing(
+    op: Op,
+    axes: tuple[str, ...],
+    dims: tuple[tuple[str, ...], ...],
+    unreduced: tuple[str, ...],
+    mesh: Mesh,
+    offset: int | None = None,
+) -> bool:
+    """Whether a step of ``op`` over ``axes`` (a Shift's or a Send's ``offset``) on a block laid out as
+    ``dims`` (partial sums over ``unreduced``) moves no byte on ``mesh``: its group is one device, or its
+    record says it leaves every device's block where it was (``Permute_{X,Y}`` of ``I_XY`` on ``|X| = 1``, a
+    Shift by a whole turn of its ring). The one rule the bytes (:func:`move_bytes`), the rankings
+    (:func:`step_rank`, a layout space's) and the cost model read."""
+    if axes and mesh.known_group(tuple(axes)) == 1:
+        return True
+    idle = getattr(RECORDS[op], "idle", None)
+    return idle is not None and idle(Layout(dims, tuple(unreduced), ()), tuple(axes), offset, mesh)
 
 
 STATS_FACTOR = Fraction(2)  # a function's statistics are all-reduced: AllReduce's factor on their bytes
@@ -306,6 +339,7 @@ def step_rank(
     mesh: Mesh,
     sizes: Sizes,
     table: RankTable | None = None,
+    offset: int | None = None,
 ) -> int:
     """``step_bytes(...).rank()`` scaled to an exact integer (x 8 x the product of all axis sizes, unknown
     dims at 4096 and unknown axes at 4): the fast ranking measure, equal across steps on one mesh.
@@ -313,7 +347,7 @@ def step_rank(
     rec = RECORDS[op]
     volume, factor = rec.volume, rec.factor
     axis, devices = table if table is not None else rank_table(mesh)
-    if axes and all(axis[a] == 1 for a in axes):  # a group of one device: nothing moves (as step_bytes says)
+    if axes and moves_nothing(op, axes, before.layout()[0], before.unreduced, mesh, offset):
         return 0
     stats = statistics_of(op, axes, before, tuple(d.axes for d in before.dims))
     if stats is not None:

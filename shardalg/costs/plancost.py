@@ -23,6 +23,7 @@ from sympy import Expr
 from shardalg.algebra.context import context_for
 from shardalg.algebra.mesh import Mesh, a_mesh, as_mesh
 from shardalg.algebra.symbols import latex_names
+from shardalg.algebra.traffic import moves_nothing
 from shardalg.errors import UsageError
 from shardalg.lazy import cached
 from shardalg.notation.parse import parse
@@ -33,7 +34,7 @@ from shardalg.notation.syntax import Node, Op, Tensor
 from shardalg.planning import symbolic
 
 from . import schedule as sched
-from .commcost import CommCost
+from .commcost import NOTHING, CommCost
 from .costmodel import CostModel
 from .gantt import gantt, schedule_json
 from .programplan import plan_of, program_plan
@@ -334,4 +335,6 @@ def collective_cost(
     """The cost of ``op`` over ``axes`` applied to ``tensor`` (its input) on ``mesh``; a Shift's ``offset``.
     ``hw``, ``model`` and ``options`` are :class:`~shardalg.costs.costmodel.CostModel`'s."""
     opts = Options.of(CostModel.of(hw, model, **options), a_mesh(mesh, "collective_cost"), sizes)
+    if moves_nothing(op, tuple(axes), tensor.layout()[0], tensor.unreduced, opts.mesh, offset):
+        return NOTHING  # a group of one device, a Permute that relabels an axis of size 1, a whole turn
     return _collective(op, tensor, tuple(axes), opts, offset)

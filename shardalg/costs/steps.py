@@ -17,7 +17,7 @@ import sympy
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS
-from shardalg.algebra.traffic import statistics_of
+from shardalg.algebra.traffic import moves_nothing, statistics_of
 from shardalg.cache import Kind, memo, memoized
 from shardalg.errors import UsageError
 from shardalg.notation.plan import Plan, Step
@@ -93,6 +93,8 @@ class StepCost:
         self.lanes = sched.lanes_of(step)  # the resources it holds, read by every schedule of a plan with it
         # the collective's cost for one byte (or None): working it out now raises a model's refusal now
         self._unit = None if step.op is Op.EINSUM else unit_cost(step.op, step.axes, opts, step.offset)
+        if self._unit is not None and _idle(step, opts):
+            self._unit = None
         self._comm: CommCost | None = None
         self._comms: Term | None = None
         self._flops: Term | None = None
@@ -110,10 +112,10 @@ class StepCost:
                     if self._unit is None
                     else self._unit.scaled(group_bytes(Op.ALL_REDUCE, _statistics(s), s.axes, self.opts))
                 )
-            else:
+            else:  # None for an einsum, and a step that moves nothing
                 self._comm = (
                     NOTHING
-                    if s.op is Op.EINSUM
+                    if self._unit is None
                     else _collective(s.op, s.inputs[0], s.axes, self.opts, s.offset)
                 )
         return self._comm
@@ -123,7 +125,7 @@ class StepCost:
         """V, the array's bytes as the group sees it; with ``exact``, the (N − 1)/N of it a ring moves (a
         function's: its statistics', all-reduced)."""
         s = self.step
-        if not s.communicates:
+        if not s.communicates or self._unit is None:
             return ZERO
         if s.op.function:
             ar = Op.ALL_REDUCE
@@ -237,6 +239,12 @@ class StepCost:
                 a: {"formula": str(b), "value": numeric(b, values)} for a, b in self.comm.axis_bytes
             }
         return out
+
+
+def _idle(step: Step, opts: Options) -> bool:
+    """Whether the step moves nothing though its group has several devices (:func:`moves_nothing`)."""
+    t = step.inputs[0]
+    return moves_nothing(step.op, step.axes, t.layout()[0], t.unreduced, opts.mesh, step.offset)
 
 
 def _epilogue(step: Step, on_chip: tuple[str, ...]) -> bool:
@@ -376,7 +384,7 @@ def seconds_of(step: Step, opts: Options) -> float | None:
             return None
         return float(_t(sc.FLOPS_PER_MAC).evaluate(at) or 0) * flops * float(_products(step)) / c
     parts, overlapped = _unit_numbers(op, step.axes, opts, step.offset)
-    if parts is None:
+    if parts is None or _idle(step, opts):
         return 0.0
     t, full = (
         group_view(step.inputs[0], step.axes, opts.mesh) if RECORDS[op].group_view else (step.inputs[0], ())

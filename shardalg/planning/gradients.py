@@ -162,7 +162,9 @@ class _Cost:
         got = self._bytes.get(s)
         if got is None:
             args = (s.op, s.axes, s.inputs[0], s.output, self.mesh, self.sizes)
-            got = self._bytes[s] = step_bytes(*args) if self.table is None else step_rank(*args, self.table)
+            got = self._bytes[s] = (
+                step_bytes(*args, s.offset) if self.table is None else step_rank(*args, self.table, s.offset)
+            )
         return got
 
 

@@ -37,7 +37,10 @@ def plan_bytes(plan: Plan, mesh: Mesh, sizes: Sizes) -> Bytes:
             continue
         before, after = s.inputs[0], s.output
         dims_before, dims_after = tuple(d.axes for d in before.dims), tuple(d.axes for d in after.dims)
-        total = total + move_bytes(s.op, s.axes, before, dims_before, dims_after, mesh, sizes)
+        moved = move_bytes(
+            s.op, s.axes, before, dims_before, dims_after, mesh, sizes, s.offset, unreduced=before.unreduced
+        )
+        total = total + moved
     return total
 
 
@@ -70,7 +73,7 @@ class BytesKey:
         return ranked, len(plan.steps)
 
     def _rank(self, s: Step) -> int:
-        return step_rank(s.op, s.axes, s.inputs[0], s.output, self.mesh, self.sizes, self.table)
+        return step_rank(s.op, s.axes, s.inputs[0], s.output, self.mesh, self.sizes, self.table, s.offset)
 
     def __call__(self, plan: Plan) -> Any:
         return (*self.head(plan), plan_text_key(plan))

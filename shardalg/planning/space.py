@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from shardalg.algebra.layout import Layout
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.ops import RECORDS, RULES
-from shardalg.algebra.traffic import DEFAULT_DTYPE, SEARCH_AXIS, SEARCH_DIM, Sizes, Volume
+from shardalg.algebra.traffic import DEFAULT_DTYPE, SEARCH_AXIS, SEARCH_DIM, Sizes, Volume, moves_nothing
 from shardalg.cache import Kind, memo, memoized
 from shardalg.notation.syntax import DType, Op, Tensor
 
@@ -165,8 +165,8 @@ class Space:
     def _rank(self, name: str, axes: tuple[str, ...], before: State, after: State) -> int:
         op = Op(name)
         volume = RECORDS[op].volume
-        if volume is Volume.NONE or axes and all(self.axis[a] == 1 for a in axes):
-            return 0  # no data moves, or a group of one device (as step_bytes says)
+        if volume is Volume.NONE or axes and moves_nothing(op, axes, before[0], before[1], self.mesh):
+            return 0  # no data moves (as step_bytes says)
         dims = after[0] if volume is Volume.OUTPUT_GROUP else before[0]
         skip = axes if volume is Volume.INPUT_GROUP else ()
         group = prod(self.axis[a] for d in dims for a in d if a not in skip)

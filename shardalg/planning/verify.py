@@ -62,7 +62,7 @@ from .forward import Forward, analyze, grad_name
 from .held import Held
 from .redistribute import plan_bytes
 from .symbolic import beaten_everywhere
-from .verify_ends import shown
+from .verify_ends import Moved, shown
 from .verify_functions import FunctionGradients
 
 __all__ = ["verify", "Finding", "VerifyReport"]
@@ -94,7 +94,7 @@ class _Checker(FunctionGradients):
         self.written: dict[str, int] = {}
         self.made: dict[str, int] = {}  # the statement whose product last wrote each name
         self.tainted: set[str] = set()  # names already reported: later checks stay quiet about them
-        self.history: dict[str, list[tuple[int, Op, tuple[str, ...], str | None, Tensor, Tensor]]] = {}
+        self.history: dict[str, list[Moved]] = {}
         self.contributions: dict[tuple[int, str], int] = {}
         self.bytes = Bytes()
         self.primal_layouts: dict[str, set] = {}
@@ -407,8 +407,10 @@ class _Checker(FunctionGradients):
                 out = replace(
                     out, invariant=tuple(sorted(set(out.invariant) | (set(result.invariant) & set(c.axes))))
                 )
-            self.bytes = self.bytes + step_bytes(c.op, c.axes, actual, out, self.mesh, self.sizes)
-            self.history.setdefault(c.arg.name or "", []).append((i, c.op, c.axes, c.dim, actual, out))
+            self.bytes = self.bytes + step_bytes(c.op, c.axes, actual, out, self.mesh, self.sizes, c.offset)
+            self.history.setdefault(c.arg.name or "", []).append(
+                Moved(i, c.op, c.axes, c.dim, c.offset, actual, out)
+            )
         if result is not None and result.layout()[:2] != out.layout()[:2] and c.arg.name not in self.tainted:
             self.add(
                 ERROR,

@@ -6,7 +6,7 @@ held before its last collectives on the gradient), and an AllReduce a ReduceScat
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from shardalg.algebra.layout import subscript
 from shardalg.algebra.mesh import Mesh
@@ -39,6 +39,19 @@ def _statements(numbers: list[int]) -> str:
     return f"statements {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
 
 
+class Moved(NamedTuple):
+    """A collective of the program on a value: statement ``index``, its op, axes, target dim, a Shift's offset,
+    the value before and after."""
+
+    index: int
+    op: Op
+    axes: tuple[str, ...]
+    dim: str | None
+    offset: int | None
+    before: Tensor
+    after: Tensor
+
+
 class GradientEnds:
     """The checks of a backward's end (a base of verify's checker, which walks the statements and fills
     ``env``, ``history``, ``contributions``, ``written`` and ``tainted``)."""
@@ -55,7 +68,7 @@ class GradientEnds:
     contributions: dict[tuple[int, str], int]
     grad_roots: dict[str, str]
     findings: list[Finding]
-    history: dict[str, list[tuple[int, Op, tuple[str, ...], str | None, Tensor, Tensor]]]
+    history: dict[str, list[Moved]]
 
     def add(
         self, severity: str, rule: str, message: str, i: int | None, span: Span | None, fix: str | None = None
@@ -144,7 +157,7 @@ class GradientEnds:
         chain that ends in ``got``: each its statement, the layout it read and the bytes it moved."""
         run: list[tuple[int, Tensor, Bytes]] = []
         at = got
-        for i, op, axes, _dim, before, after in reversed(self.history.get(name, [])):
+        for i, op, axes, _dim, offset, before, after in reversed(self.history.get(name, [])):
             s = self.program.statements[i - 1]
             into = s.result.name if isinstance(s, Arrow) and s.result.name else name
             overwritten = not run and i != self.written.get(name)  # a later statement wrote the name
@@ -155,7 +168,7 @@ class GradientEnds:
                 or after.layout()[:2] != at.layout()[:2]
             ):
                 break
-            run.insert(0, (i, before, step_bytes(op, axes, before, after, self.mesh, self.sizes)))
+            run.insert(0, (i, before, step_bytes(op, axes, before, after, self.mesh, self.sizes, offset)))
             at = before
         return run
 
@@ -208,7 +221,7 @@ class GradientEnds:
 
     def wasteful_allreduce(self, name: str, got: Tensor, want: Tensor) -> None:
         """AllReduce_A of a gradient whose value is sharded over A: a ReduceScatter does it in half."""
-        for i, op, axes, _dim, before, after in self.history.get(name, []):
+        for i, op, axes, _dim, _offset, before, after in self.history.get(name, []):
             if op is not Op.ALL_REDUCE:
                 continue
             target = [(a, d.label) for a in axes for d in want.dims if a in d.axes]

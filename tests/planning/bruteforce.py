@@ -52,7 +52,10 @@ class Brute:
         memo = (id(proto), op, axes, before, after)
         got = self._bytes.get(memo)
         if got is None:
-            exact = 4 * move_bytes(op, axes, proto, before[0], after[0], self.mesh, self.sizes).number
+            moved = move_bytes(
+                op, axes, proto, before[0], after[0], self.mesh, self.sizes, unreduced=before[1]
+            )
+            exact = 4 * moved.number
             assert exact.denominator == 1
             got = self._bytes[memo] = int(exact)
         return got

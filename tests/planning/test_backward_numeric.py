@@ -325,12 +325,15 @@ def test_a_gradient_is_not_left_partial_over_an_axis_of_size_one() -> None:
     """Partial sums over one device are the sum: with reductions deferred, no gradient is left unreduced over
     an axis of size 1 (each such axis doubled the targets planned: this layer took 26 s of CPU on
     ``X=1,Y=2,Z=1,S0=1``), and the backward is still the gradient. A collective over one device moves no byte,
-    and the planner ranks it so: the backward moves 16 bytes in 12 steps (160 bytes in 15 when a group of one
-    device was ranked as if its data moved, and dW0 was left partial over Y)."""
+    and the planner ranks it so: the backward moves 16 bytes (160 bytes when a group of one device was ranked
+    as if its data moved, and dW0 was left partial over Y) in 15 steps. Three of them move nothing: dIn's plan
+    reaches ``D_XY`` from ``D_Y`` by a Slice over X and ``Permute_XY``, free on ``|X| = 1`` (when the Permute was
+    charged, the optimum's ``AllToAll_{XY,D}`` of W0, the same bytes in 3 steps fewer, was strictly cheaper than
+    every plan listed, and joined them; now it ties, and the listed plan stays)."""
     text = "In[B_Z, T, D_XY] * W0[D, F_XY] -> V0[B, T, F]\nV0[B, T, F] * W1[F, D] -> V1[B_X, T, D_Z]"
     mesh, sizes = Mesh(X=1, Y=2, Z=1, S0=1), {"B": 4, "T": 2, "D": 4, "F": 4}
     bw = check_gradients(text, mesh, sizes, defer=True)
     partial = {a for g in bw.grads for s in g.plan.steps for a in s.output.unreduced}
     assert not partial & {"X", "Z", "S0"}, str(bw.program())
     moved = sum(plan_bytes(g.plan, mesh, Sizes(sizes)).number for g in bw.grads)
-    assert (moved, sum(len(g.plan.steps) for g in bw.grads)) == (16, 12), str(bw.program())
+    assert (moved, sum(len(g.plan.steps) for g in bw.grads)) == (16, 15), str(bw.program())

@@ -1,4 +1,5 @@
-"""Axes of size 1: a collective over one device moves no byte, and the planner ranks it so.
+"""Axes of size 1: a collective over one device moves no byte, and the planner ranks it so; nor does a Permute
+that relabels an axis of size 1, or a Shift by whole turns of its ring.
 
 The planner's two ranking measures (:func:`shardalg.algebra.traffic.step_rank` and a layout space's ranks) priced
 a collective over a group of one device as if its data moved, where :func:`~shardalg.algebra.traffic.step_bytes`
@@ -16,11 +17,16 @@ import pytest
 
 from shardalg.algebra.mesh import Mesh, as_mesh
 from shardalg.algebra.traffic import Bytes, Sizes, rank_table, step_bytes, step_rank
+from shardalg.costs.costmodel import CostModel
+from shardalg.costs.stepcost import Options
+from shardalg.costs.steps import seconds_of, step_cost
+from shardalg.costs.terms import ZERO
 from shardalg.notation.parse import parse_tensor
 from shardalg.notation.syntax import Op
-from shardalg.numeric.execute import simulate
+from shardalg.numeric.execute import run_plan, simulate
 from shardalg.planning.planner import plans
 from shardalg.planning.redistribute import plan_bytes
+from tests.shared.plans import P
 
 ONE = as_mesh("X=1,Y=2")
 
@@ -82,3 +88,49 @@ def test_axes_of_size_one_change_no_bytes(mesh: str, ones: str, plain: str) -> N
     (run,) = simulate(got, m, sizes)
     (plain_run,) = simulate(want, without, sizes)
     assert run.ok and sum(run.bytes_sent) == sum(plain_run.bytes_sent)
+
+
+@pytest.mark.parametrize(
+    "mesh, program, moved",
+    [
+        ("X=1,Y=2", "A[I_XY, J] -> A[I_YX, J]", 0),  # x = 0: both index block y
+        ("X=1,Y=2,Z=2", "A[I_XYZ, J] -> A[I_YZX, J]", 0),  # two swaps, each with X
+        ("X=2,Y=2", "A[I_XY, J] -> A[I_YX, J]", 64),  # block 2x + y goes to device (y, x)
+    ],
+)
+def test_a_permute_that_relabels_an_axis_of_size_one_moves_nothing(
+    mesh: str, program: str, moved: int
+) -> None:
+    """``Permute_{X,Y}`` of ``I_XY`` on ``|X| = 1`` leaves each block on its device: 0 bytes, no time, and
+    the executor's devices receive nothing (on ``X=2,Y=2`` it moves a shard)."""
+    sizes = {"I": 16, "J": 8}
+    m = as_mesh(mesh)
+    (best, *_) = plans(program, m, sizes)
+    assert {s.op for s in best.steps} == {Op.PERMUTE}
+    assert plan_bytes(best, m, Sizes(sizes)).number == moved
+    opts = Options.of(CostModel.of("tpu-v5e"), m, sizes)
+    assert all((seconds_of(s, opts) == 0) == (moved == 0) for s in best.steps)
+    assert all((step_cost(s, opts).comms == ZERO) == (moved == 0) for s in best.steps)
+    (run,) = simulate(best, m, sizes)
+    assert run.ok and (sum(run.bytes_sent) == 0) == (moved == 0)
+
+
+@pytest.mark.parametrize(
+    "step, mesh, moved",
+    [
+        ("Shift_{X,+2}(A[I_X]) -> A[I_X]", "X=2", False),  # a whole turn of the ring
+        ("Shift_{X,-4}(A[I_X]) -> A[I_X]", "X=4", False),
+        ("Shift_{X,+2}(A[I_X]) -> A[I_X]", "X=4", True),
+        ("Send_{X,+4}(A[I_X]) -> A[I_X]", "X=4", False),  # every block dropped, zeros received
+        ("Send_{X,+1}(A[I_X]) -> A[I_X]", "X=4", True),
+    ],
+)
+def test_a_shift_by_whole_turns_moves_nothing(step: str, mesh: str, moved: bool) -> None:
+    """The bytes model, the cost model and the executor agree on when a Shift or a Send moves nothing."""
+    sizes, m = {"I": 8}, as_mesh(mesh)
+    plan = P(step)
+    (s,) = plan.steps
+    assert (step_bytes(s.op, s.axes, s.inputs[0], s.output, m, Sizes(sizes), s.offset).number > 0) == moved
+    assert (seconds_of(s, Options.of(CostModel.of("tpu-v5e"), m, sizes)) > 0) == moved
+    run = run_plan(plan, m, sizes)
+    assert (run.total_bytes > 0) == moved

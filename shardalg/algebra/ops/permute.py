@@ -73,6 +73,23 @@ def permute_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
             yield (x, y), None
 
 
+def permute_idle(lay: Layout, axes: Axes, offset: int | None, mesh: Mesh) -> bool:
+    """Whether the permutation leaves every device's block where it was: the layouts before and after agree
+    once the axes of size 1 are dropped (``Permute_{X,Y}`` of ``I_XY`` on ``|X| = 1``: both index block ``y``;
+    or of a tensor neither axis shards nor holds partial sums over). A Permute named by fewer than two axes
+    (``Permute_X``: the sub-axes of X reordered, as a plan on the refined mesh prints it) is no swap: it moves."""
+    if len(axes) < 2 or len(set(axes)) != len(axes):
+        return False
+    return _without_ones(lay, mesh) == _without_ones(swap(lay, axes), mesh)
+
+
+def _without_ones(lay: Layout, mesh: Mesh) -> tuple[tuple[Axes, ...], frozenset[str]]:
+    def keep(a: str) -> bool:
+        return mesh[a].size != 1
+
+    return tuple(tuple(filter(keep, d)) for d in lay.dims), frozenset(filter(keep, lay.unreduced))
+
+
 def permute_explain(axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
     what = "blocks of partial sums" if set(axes) & set(before.unreduced) else "shards"
     name = before.name or "the tensor"
@@ -99,4 +116,5 @@ RECORD = CollectiveRecord(
     precondition=permute_pre,
     effect=permute_effect,
     moves=permute_moves,
+    idle=permute_idle,
 )

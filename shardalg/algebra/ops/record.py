@@ -34,6 +34,7 @@ __all__ = [
     "Precondition",
     "Effect",
     "Moves",
+    "Idle",
     "Explain",
 ]
 
@@ -73,6 +74,8 @@ class Transpose:
 Precondition = Callable[[Tensor, Axes, int | None, Mesh], None]
 Effect = Callable[[Layout, Axes, int | None], Layout]
 Moves = Callable[[Layout, Mesh], Iterator[tuple[Axes, int | None]]]
+# (the input's layout, axes, a Shift's offset, mesh) -> whether the step leaves every device's block where it was
+Idle = Callable[[Layout, Axes, "int | None", Mesh], bool]
 # (axes, the step's input, its output, its target dim) -> the planner's one-line reason for the step
 Explain = Callable[[Axes, Tensor, Tensor, "str | None"], str]
 
@@ -139,6 +142,7 @@ class CollectiveRecord(OpRecord):
     precondition: Precondition
     effect: Effect
     moves: Moves
+    idle: Idle | None = None  # when a step over a group of several devices still moves nothing (Permute's)
 
     def check(
         self, tensor: Tensor, axes: Axes, dim: str | None, mesh: Mesh, sizes: Mapping[str, int] | None = None

@@ -10,7 +10,7 @@ from dataclasses import replace
 from shardalg.errors import IllegalCollective
 from shardalg.notation.syntax import Op, Tensor
 
-from ..layout import Axes
+from ..layout import Axes, Layout
 from ..mesh import Mesh
 from . import shift
 from .record import DimMap, Transpose
@@ -26,6 +26,13 @@ def send_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
             f"over {axis}, so the slices that receive nothing would hold zeros where their copy was",
             fix=f"shard the stage dim over {axis} (e.g. H[S_{axis}, B, D]), or use Shift_{{{axis},+1}} for a ring",
         )
+
+
+def send_idle(lay: Layout, axes: Axes, offset: int | None, mesh: Mesh) -> bool:
+    """Whether no block reaches another slice: an offset of 0, or one as long as the axis (every block is
+    dropped; each slice receives zeros)."""
+    n = mesh.known_group(tuple(axes))
+    return offset == 0 or offset is not None and n is not None and abs(offset) >= n
 
 
 # A Send is a Shift that does not wrap round: the same layout (effect), bytes (each device sends one block,
@@ -46,4 +53,5 @@ RECORD = replace(
     ),
     as_transpose="the cotangent is sent back to the slice the block came from",
     precondition=send_pre,
+    idle=send_idle,
 )

@@ -39,6 +39,12 @@ def shift_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
     return iter(())
 
 
+def shift_idle(lay: Layout, axes: Axes, offset: int | None, mesh: Mesh) -> bool:
+    """Whether the shift brings every block back where it was: by a whole number of turns of its ring."""
+    n = mesh.known_group(tuple(axes))
+    return offset is not None and n is not None and offset % n == 0
+
+
 RECORD = CollectiveRecord(
     op=Op.SHIFT,
     doc="""Shift_{A,k}: [..] -> [..]   layout unchanged; device a sends its block to a + k (mod |A|) along A
@@ -61,4 +67,5 @@ RECORD = CollectiveRecord(
     precondition=shift_pre,
     effect=shift_effect,
     moves=shift_moves,
+    idle=shift_idle,
 )
