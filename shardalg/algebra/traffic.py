@@ -274,10 +274,10 @@ def moves_nothing(
     record says it leaves every device's block where it was (``Permute_{X,Y}`` of ``I_XY`` on ``|X| = 1``, a
     Shift by a whole turn of its ring). The one rule the bytes (:func:`move_bytes`), the rankings
     (:func:`step_rank`, a layout space's) and the cost model read."""
-    if axes and mesh.known_group(tuple(axes)) == 1:
+    if axes and mesh.known_group(axes) == 1:
         return True
     idle = getattr(RECORDS[op], "idle", None)
-    return idle is not None and idle(Layout(dims, tuple(unreduced), ()), tuple(axes), offset, mesh)
+    return idle is not None and idle(Layout(dims, tuple(unreduced), ()), axes, offset, mesh)
 
 
 STATS_FACTOR = Fraction(2)  # a function's statistics are all-reduced: AllReduce's factor on their bytes

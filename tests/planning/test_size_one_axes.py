@@ -123,11 +123,16 @@ def test_a_permute_that_relabels_an_axis_of_size_one_moves_nothing(
         ("Shift_{X,+2}(A[I_X]) -> A[I_X]", "X=4", True),
         ("Send_{X,+4}(A[I_X]) -> A[I_X]", "X=4", False),  # every block dropped, zeros received
         ("Send_{X,+1}(A[I_X]) -> A[I_X]", "X=4", True),
+        ("Permute_XY(A[I, J]) -> A[I, J]", "X=2,Y=2", False),  # neither axis shards A
+        ("Permute_XY(A[I, J]{U_XY}) -> A[I, J]{U_XY}", "X=2,Y=2", False),  # partial sums over both
+        ("Permute_XY(A[I, J]{U_X}) -> A[I, J]{U_Y}", "X=2,Y=2", True),  # over one: the blocks move
+        ("Permute_XY(A[I_Z, J]) -> A[I_Z, J]", "X=2,Y=2,Z=2", False),
     ],
 )
 def test_a_shift_by_whole_turns_moves_nothing(step: str, mesh: str, moved: bool) -> None:
-    """The bytes model, the cost model and the executor agree on when a Shift or a Send moves nothing."""
-    sizes, m = {"I": 8}, as_mesh(mesh)
+    """The bytes model, the cost model and the executor agree on when a Shift, a Send or a Permute moves
+    nothing."""
+    sizes, m = {"I": 8, "J": 4}, as_mesh(mesh)
     plan = P(step)
     (s,) = plan.steps
     assert (step_bytes(s.op, s.axes, s.inputs[0], s.output, m, Sizes(sizes), s.offset).number > 0) == moved

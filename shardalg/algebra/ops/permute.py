@@ -78,8 +78,13 @@ def permute_idle(lay: Layout, axes: Axes, offset: int | None, mesh: Mesh) -> boo
     once the axes of size 1 are dropped (``Permute_{X,Y}`` of ``I_XY`` on ``|X| = 1``: both index block ``y``;
     or of a tensor neither axis shards nor holds partial sums over). A Permute named by fewer than two axes
     (``Permute_X``: the sub-axes of X reordered, as a plan on the refined mesh prints it) is no swap: it moves."""
-    if len(axes) < 2 or len(set(axes)) != len(axes):
+    named = set(axes)
+    if len(axes) < 2 or len(named) != len(axes):
         return False
+    if 1 not in [mesh[a].size for a in axes]:  # the renaming alone: idle when it changes no name
+        if any(named.intersection(d) for d in lay.dims):
+            return False
+        return not named & set(lay.unreduced) or named <= set(lay.unreduced)
     return _without_ones(lay, mesh) == _without_ones(swap(lay, axes), mesh)
 
 
