@@ -274,6 +274,7 @@ def moves_nothing(
     record says it leaves every device's block where it was (``Permute_{X,Y}`` of ``I_XY`` on ``|X| = 1``, a
     Shift by a whole turn of its ring). The one rule the bytes (:func:`move_bytes`), the rankings
     (:func:`step_rank`, a layout space's) and the cost model read."""
+    axes = tuple(axes)  # a caller's list too: the mesh keys its groups by tuples
     if axes and mesh.known_group(axes) == 1:
         return True
     idle = getattr(RECORDS[op], "idle", None)

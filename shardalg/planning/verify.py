@@ -407,10 +407,9 @@ class _Checker(FunctionGradients):
                 out = replace(
                     out, invariant=tuple(sorted(set(out.invariant) | (set(result.invariant) & set(c.axes))))
                 )
-            self.bytes = self.bytes + step_bytes(c.op, c.axes, actual, out, self.mesh, self.sizes, c.offset)
-            self.history.setdefault(c.arg.name or "", []).append(
-                Moved(i, c.op, c.axes, c.dim, c.offset, actual, out)
-            )
+            moved = step_bytes(c.op, c.axes, actual, out, self.mesh, self.sizes, c.offset)
+            self.bytes = self.bytes + moved
+            self.history.setdefault(c.arg.name or "", []).append(Moved(i, c.op, c.axes, actual, out, moved))
         if result is not None and result.layout()[:2] != out.layout()[:2] and c.arg.name not in self.tainted:
             self.add(
                 ERROR,

@@ -40,16 +40,15 @@ def _statements(numbers: list[int]) -> str:
 
 
 class Moved(NamedTuple):
-    """A collective of the program on a value: statement ``index``, its op, axes, target dim, a Shift's offset,
-    the value before and after."""
+    """A collective of the program on a value: statement ``index``, its op and axes, the value before and after,
+    and the bytes it moved."""
 
     index: int
     op: Op
     axes: tuple[str, ...]
-    dim: str | None
-    offset: int | None
     before: Tensor
     after: Tensor
+    bytes: Bytes
 
 
 class GradientEnds:
@@ -157,7 +156,7 @@ class GradientEnds:
         chain that ends in ``got``: each its statement, the layout it read and the bytes it moved."""
         run: list[tuple[int, Tensor, Bytes]] = []
         at = got
-        for i, op, axes, _dim, offset, before, after in reversed(self.history.get(name, [])):
+        for i, _op, _axes, before, after, moved in reversed(self.history.get(name, [])):
             s = self.program.statements[i - 1]
             into = s.result.name if isinstance(s, Arrow) and s.result.name else name
             overwritten = not run and i != self.written.get(name)  # a later statement wrote the name
@@ -168,7 +167,7 @@ class GradientEnds:
                 or after.layout()[:2] != at.layout()[:2]
             ):
                 break
-            run.insert(0, (i, before, step_bytes(op, axes, before, after, self.mesh, self.sizes, offset)))
+            run.insert(0, (i, before, moved))
             at = before
         return run
 
@@ -221,7 +220,7 @@ class GradientEnds:
 
     def wasteful_allreduce(self, name: str, got: Tensor, want: Tensor) -> None:
         """AllReduce_A of a gradient whose value is sharded over A: a ReduceScatter does it in half."""
-        for i, op, axes, _dim, _offset, before, after in self.history.get(name, []):
+        for i, op, axes, before, _after, ar in self.history.get(name, []):
             if op is not Op.ALL_REDUCE:
                 continue
             target = [(a, d.label) for a in axes for d in want.dims if a in d.axes]
@@ -233,7 +232,6 @@ class GradientEnds:
                 rs_out = RULES[Op.REDUCE_SCATTER].apply(before, rs_axes, dim, self.mesh)
             except ShardalgError:
                 continue
-            ar = step_bytes(Op.ALL_REDUCE, axes, before, after, self.mesh, self.sizes)
             rs = step_bytes(Op.REDUCE_SCATTER, rs_axes, before, rs_out, self.mesh, self.sizes)
             saved = ar + rs.scale(-1)
             rs_text = f"ReduceScatter_{{{','.join(rs_axes)},{dim}}}"

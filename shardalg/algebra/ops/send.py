@@ -31,7 +31,7 @@ def send_pre(t: Tensor, axes: Axes, dim: int | None, mesh: Mesh) -> None:
 def send_idle(lay: Layout, axes: Axes, offset: int | None, mesh: Mesh) -> bool:
     """Whether no block reaches another slice: an offset of 0, or one as long as the axis (every block is
     dropped; each slice receives zeros)."""
-    n = mesh.known_group(tuple(axes))
+    n = mesh.known_group(axes)
     return offset == 0 or offset is not None and n is not None and abs(offset) >= n
 
 

@@ -41,7 +41,7 @@ def shift_moves(lay: Layout, mesh: Mesh) -> Iterator[tuple[Axes, int | None]]:
 
 def shift_idle(lay: Layout, axes: Axes, offset: int | None, mesh: Mesh) -> bool:
     """Whether the shift brings every block back where it was: by a whole number of turns of its ring."""
-    n = mesh.known_group(tuple(axes))
+    n = mesh.known_group(axes)
     return offset is not None and n is not None and offset % n == 0
 
 
