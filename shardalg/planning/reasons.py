@@ -61,7 +61,8 @@ def reasoned(step: Step, reasons: tuple[str, ...]) -> Step:
         x, y = step.axes
         return with_reason(
             step,
-            f"Permute into place: {', '.join(moved)} of {before.name} by moving whole shards point to point "
+            f"Permute into place: {', '.join(moved)} of {before.name}, each device taking its new shard whole "
+            "from the device holding it "
             f"(swapping {x} and {y} keeps every device's local shape), instead of gathering and slicing",
         )
     why = "; ".join(dict.fromkeys(r for r in reasons if r))

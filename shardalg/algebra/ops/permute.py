@@ -96,12 +96,15 @@ def _without_ones(lay: Layout, mesh: Mesh) -> tuple[tuple[Axes, ...], frozenset[
 
 
 def permute_explain(axes: Axes, before: Tensor, after: Tensor, dim: str | None) -> str:
-    what = "blocks of partial sums" if set(axes) & set(before.unreduced) else "shards"
+    what = "block of partial sums" if set(axes) & set(before.unreduced) else "shard"
     name = before.name or "the tensor"
+    # true on every mesh: where an axis of size 1 makes the renaming change no block, the device holding
+    # a device's new block is that device, and nothing moves (traffic.moves_nothing)
+    how = f"each device takes its new {what} whole from the device holding it"
     if len(axes) > 2:
         cycle = ", ".join(f"{a} to {axes[(i + 1) % len(axes)]}" for i, a in enumerate(axes))
-        return f"Permute: rename {cycle} in {name}; whole {what} move point to point"
-    return f"Permute: swap {axes[0]} and {axes[1]} in {name}; whole {what} move point to point"
+        return f"Permute: rename {cycle} in {name}; {how}"
+    return f"Permute: swap {axes[0]} and {axes[1]} in {name}; {how}"
 
 
 RECORD = CollectiveRecord(
