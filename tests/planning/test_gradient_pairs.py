@@ -1,8 +1,9 @@
 """The two gradients of a product chosen together (:func:`shardalg.planning.gradients.choose`) plan a version of
 the cotangent for the second gradient only when the pair could still win (with every size known: the second
 gradient's cheapest plan over every compute layout, less what it could get free, against what is left). The
-bound changes no choice: on random products, shardings, sizes, targets and steps already made, the pair is
-the one ``choose`` picks planning every version (``bounded=False``), and fewer plannings are made."""
+bound changes no choice: on random products, shardings, sizes (known or not), targets and steps already made,
+the pair is the one ``choose`` picks planning every version (``bounded=False``), and fewer plannings are made.
+With sizes unknown the bound is taken at one point (a pair fewer at every size is fewer there)."""
 
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ def _targets(draw: st.DrawFn, base: Tensor, mesh: Mesh) -> tuple[Tensor, ...]:
 @st.composite
 def pairs(draw: st.DrawFn) -> tuple[Any, ...]:
     """``A[I, J] · B[J, K] -> C[I, K]``'s two gradients from a cotangent ``dC`` (partial sums too), on 1-3
-    axes, sizes from 16 to 4096 (so that which version wins varies), and the steps an earlier gradient made
+    axes, sizes from 16 to 4096 (so that which version wins varies) or unknown, and the steps an earlier gradient made
     (none, or a plan of one of these gradients)."""
     n = draw(st.integers(1, 3))
     mesh = Mesh({a: draw(st.sampled_from([2, 4])) if n <= 2 else 2 for a in AXES[:n]})
-    sizes = {d: draw(st.sampled_from([16, 256, 4096])) for d in "IJK"}
+    drawn = {d: draw(st.sampled_from([16, 256, 4096, None])) for d in "IJK"}
+    sizes = {d: n for d, n in drawn.items() if n is not None}  # a size not given is unknown (symbolic)
     a = _sharded(draw, "A", ["I", "J"], mesh, False)
     b = _sharded(draw, "B", ["J", "K"], mesh, False)
     dc = _sharded(draw, "dC", ["I", "K"], mesh, True)
@@ -88,6 +90,31 @@ def test_the_bound_plans_fewer_versions(monkeypatch) -> None:
     got = choose(left, right, dc, mesh, sizes, set())
     assert got == every and got[1].shared is not None
     assert (planned_every, len(asked)) == (7, 3)
+
+
+def test_the_bound_with_sizes_unknown(monkeypatch) -> None:
+    """The fuzzer's seed 86, on X=2,Y=2,Z=2 and no size given: the backward of ``In[B_Z, T, D] * W1[D_Z, F] ->
+    V1[B, T, F]`` with its reductions deferred planned the second gradient from 13 versions of dV1 (with a
+    fourth axis, S0=2, 39 of them: 14 s of CPU), and no pair won. Bounded at one point, it plans none, and
+    derives the same backward."""
+    from shardalg.cache import clear_caches
+    from shardalg.planning.backward import backward
+
+    real, real_choose = gradients.candidates, gradients._choose
+    asked: list[object] = []
+    monkeypatch.setattr(gradients, "candidates", lambda g, v, *x: asked.append(v) or real(g, v, *x))
+    derived, planned = [], []
+    for bounded in (True, False):
+        clear_caches()
+        monkeypatch.setattr(gradients, "_choose", lambda *a, b=bounded: real_choose(*a[:-1], b))
+        asked[:] = []
+        bw = backward(
+            "In[B_Z, T, D] * W1[D_Z, F] -> V1[B, T, F]", Mesh(X=2, Y=2, Z=2), {}, defer_reductions=True
+        )
+        derived.append(str(bw))
+        planned.append(len(asked))
+    assert derived[0] == derived[1]
+    assert planned == [2, 15]  # the two gradients' own plans, then (unbounded) 13 versions
 
 
 def _printed(chosen: Any) -> Any:
