@@ -23,11 +23,12 @@ free (the first plan's and the earlier gradients' steps on the tensors it moves,
 version: a plan from it never makes it again). The bound changes no choice, only what is planned
 (``tests/planning/test_gradient_pairs.py`` checks the pairs against ``choose`` without it). In the causal
 layer's search in training on 2x2x2 the second gradient is planned from 2,756 versions; 12,598 when the steps
-that make a version counted as ones a plan from it might get free. With sizes unknown (and every axis's size
-known) the bound is taken at one point, each unknown dim at the devices times 64: a pair that moves fewer bytes
-at every size does there too. On X=2,Y=2,Z=2,S0=2 the backward of a fuzzed program (``In[B_Z, T, D] - In[B_Z,
-T, D] -> V0[B, T_XYZ, D]``, then ``In[B_Z, T, D] * W1[D_Z, F] -> V1[B, T, F]``) with its reductions deferred
-planned 39 versions of dV1 without it (12.5 s of CPU) and none with it (1.3 s), the same backward.
+that make a version counted as ones a plan from it might get free. With sizes unknown the bound is taken at
+the point where the planner's searches rank them (a dim at 4096, an axis at 4: a step's rank there is its bytes
+there), in the searches the plans were listed in; a pair that moves fewer bytes at every size does there too.
+On X=2,Y=2,Z=2,S0=2 the backward of a fuzzed program (``In[B_Z, T, D] - In[B_Z, T, D] -> V0[B, T_XYZ, D]``,
+then ``In[B_Z, T, D] * W1[D_Z, F] -> V1[B, T, F]``) with its reductions deferred planned 39 versions of dV1
+without it (15.8 s of CPU) and none with it (1.6 s), the same backward.
 
     >>> first, second = choose(left, right, dC, Mesh(X=2, Y=4), sizes, made=set())
     >>> second.shared        # the version of dC the first plan made and the second reads
@@ -44,7 +45,7 @@ from fractions import Fraction
 from shardalg.algebra.factors import is_subaxis
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.subaxes import declared_cuts
-from shardalg.algebra.traffic import Bytes, Sizes, rank_table, step_bytes, step_rank
+from shardalg.algebra.traffic import SEARCH_DIM, Bytes, Sizes, rank_table, step_bytes, step_rank
 from shardalg.errors import ShardalgError
 from shardalg.notation import printing
 from shardalg.notation.plan import Plan, Step
@@ -115,9 +116,6 @@ def candidates(g: Gradient, cotangent: Tensor, mesh: Mesh, sizes: Mapping[str, i
     return found
 
 
-# with unknown sizes, a bound is taken with each unknown dim at the devices times this (see _Cost._at_point)
-_POINT = 64
-
 Cost = Bytes | int  # a polynomial in unknown sizes, or with every size known the step ranks' integer sum
 
 
@@ -130,7 +128,7 @@ class _Cost:
         self.mesh, self.sizes, self.made = mesh, Sizes(sizes), made
         self.table = rank_table(mesh) if numbers else None
         self._bytes: dict[Step, Cost] = {}  # each step priced once (the candidate plans share most steps)
-        self._points: dict[frozenset[str], _Cost] = {}  # with unknown sizes: this cost at a point (_at_point)
+        self._point: _Cost | None = None  # with unknown sizes: this cost by ranks (_at_point)
 
     def __call__(self, steps: tuple[Step, ...], also_free: frozenset[Step] = frozenset()) -> Cost:
         total: Cost = Bytes() if self.table is None else 0
@@ -147,16 +145,16 @@ class _Cost:
         those that make ``cotangent`` itself, costs that much or more. A plan from ``cotangent`` never makes it
         again: its steps from it are a cheapest sequence, and those are simple (:mod:`.search`), as are the
         optimum's; a spare-axes variant's gather makes what the plain one's does. True where no bound is
-        taken: a mesh with sub-axes, whose plans the optimum does not search, or an axis of unknown size. With
-        unknown dim sizes the same bound is taken at one point (:meth:`_at_point`): a pair fewer at every size is
+        taken: a mesh with sub-axes, whose plans the optimum does not search. With sizes unknown the same bound
+        is taken where the planner's searches rank them (:meth:`_at_point`): a pair fewer at every size is
         fewer there too."""
         if declared_cuts(self.mesh):
             return True
         if any(is_subaxis(a) for t in (cotangent, g.primal, *g.targets) for a in t.used_axes):
             return True
         if self.table is None:  # numbers at a point: a pair fewer at every size is fewer there
-            at = self._at_point((cotangent, g.primal, *g.targets), best, spent)  # type: ignore[arg-type]
-            return at is None or at[0].could_pair(g, cotangent, first, at[1], at[2])
+            point, best_at, spent_at = self._at_point(best, spent)  # type: ignore[arg-type]
+            return point.could_pair(g, cotangent, first, best_at, spent_at)
         moved = {cotangent.name, g.primal.name, *(t.name for t in g.targets)}
         free = sum(
             self._step(s)  # type: ignore[misc]
@@ -173,32 +171,24 @@ class _Cost:
                 return True
         return False
 
-    def _at_point(
-        self, tensors: tuple[Tensor, ...], best: Bytes, spent: Bytes
-    ) -> tuple[_Cost, int, int] | None:
-        """This cost with every unknown dim at the devices times :data:`_POINT` (a size every group of axes
-        divides, so the layouts a search with unknown sizes allows are the ones it allows there), with ``best``
-        and ``spent`` there as ranks (bytes x 8 x the devices, as :func:`~shardalg.algebra.traffic.step_rank`
-        counts). None when an axis has no size, or a cost names a dim the tensors do not hold."""
-        if not self.mesh.is_numeric:
-            return None
-        devices: int = math.prod(a.size for a in self.mesh)  # type: ignore[misc]
-        unknown = frozenset(
-            {d.label for t in tensors for d in t.dims if d.size is None} - set(self.sizes.known)
-        )
-        point = self._points.get(unknown)
-        if point is None:
-            at = {**self.sizes.known, **{d: devices * _POINT for d in unknown}}
-            point = self._points[unknown] = _Cost(self.mesh, at, self.made, numbers=True)
-        values: dict[tuple[str, str], int] = {("dim", d): n for d, n in point.sizes.known.items()}
-        values.update((("axis", a.name), a.size) for a in self.mesh)  # type: ignore[misc]
+    def _at_point(self, best: Bytes, spent: Bytes) -> tuple[_Cost, int, int]:
+        """This cost by ranks, where an unknown size is the one the planner's searches rank it at
+        (:data:`~shardalg.algebra.traffic.SEARCH_DIM`, an axis :data:`~shardalg.algebra.traffic.SEARCH_AXIS`),
+        and ``best`` and ``spent`` there as ranks (bytes x 8 x the devices, as
+        :func:`~shardalg.algebra.traffic.step_rank` counts). Each rank is its step's bytes at that point, so a
+        bound taken there is the numeric one, in the layout spaces and searches the plans were listed in."""
+        if self._point is None:
+            self._point = _Cost(self.mesh, self.sizes.known, self.made, numbers=True)
+        point = self._point
+        axis, devices = point.table  # type: ignore[misc]
         ranks = []
         for c in (best, spent):
             total = Fraction(0)
             for m, k in c.terms:
-                if any(f not in values for f, _ in m):
-                    return None
-                total += k * math.prod(values[f] ** e for f, e in m)
+                term = k
+                for (kind, name), e in m:
+                    term *= (self.sizes.known.get(name) or SEARCH_DIM if kind == "dim" else axis[name]) ** e
+                total += term
             ranks.append(total * 8 * devices)  # whole, as each step's rank is
         # rounded so that what is left to win is never less than it is
         return point, math.ceil(ranks[0]), math.floor(ranks[1])
