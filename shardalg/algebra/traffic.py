@@ -90,6 +90,19 @@ class Bytes:
             raise ValueError("symbolic traffic has no number")
         return sum((c for _, c in self.terms), Fraction(0))
 
+    def rank(self, table: RankTable) -> Fraction:
+        """The bytes as :func:`step_rank` counts them: at the point where the planner's searches rank unknown
+        sizes (each dim left in the polynomial at :data:`SEARCH_DIM`, each axis at its size in ``table``,
+        :func:`rank_table`: an unknown one at :data:`SEARCH_AXIS`), times 8 and the devices. A step's
+        ``step_bytes(...).rank(table)`` is its ``step_rank(...)``; a sum's is the sum of theirs."""
+        axis, devices = table
+        total = Fraction(0)
+        for m, c in self.terms:
+            for (kind, name), e in m:
+                c *= (SEARCH_DIM if kind == "dim" else axis[name]) ** e
+            total += c
+        return total * 8 * devices
+
     def sympy(self):  # -> sympy.Expr
         import sympy
 
@@ -342,9 +355,9 @@ def step_rank(
     table: RankTable | None = None,
     offset: int | None = None,
 ) -> int:
-    """``step_bytes(...).rank()`` scaled to an exact integer (x 8 x the product of all axis sizes, unknown
-    dims at 4096 and unknown axes at 4): the fast ranking measure, equal across steps on one mesh.
-    ``table`` is ``rank_table(mesh)``, when the caller holds it."""
+    """``step_bytes(...).rank(table)`` as an exact integer, worked out without the polynomial (x 8 x the product
+    of all axis sizes, unknown dims at 4096 and unknown axes at 4): the fast ranking measure, equal across steps
+    on one mesh. ``table`` is ``rank_table(mesh)``, when the caller holds it."""
     rec = RECORDS[op]
     volume, factor = rec.volume, rec.factor
     axis, devices = table if table is not None else rank_table(mesh)

@@ -40,12 +40,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 
 from shardalg.algebra.factors import is_subaxis
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.subaxes import declared_cuts
-from shardalg.algebra.traffic import SEARCH_DIM, Bytes, Sizes, rank_table, step_bytes, step_rank
+from shardalg.algebra.traffic import Bytes, Sizes, rank_table, step_bytes, step_rank
 from shardalg.errors import ShardalgError
 from shardalg.notation import printing
 from shardalg.notation.plan import Plan, Step
@@ -172,26 +171,17 @@ class _Cost:
         return False
 
     def _at_point(self, best: Bytes, spent: Bytes) -> tuple[_Cost, int, int]:
-        """This cost by ranks, where an unknown size is the one the planner's searches rank it at
-        (:data:`~shardalg.algebra.traffic.SEARCH_DIM`, an axis :data:`~shardalg.algebra.traffic.SEARCH_AXIS`),
-        and ``best`` and ``spent`` there as ranks (bytes x 8 x the devices, as
-        :func:`~shardalg.algebra.traffic.step_rank` counts). Each rank is its step's bytes at that point, so a
-        bound taken there is the numeric one, in the layout spaces and searches the plans were listed in."""
+        """This cost by ranks (:func:`~shardalg.algebra.traffic.step_rank`: the bytes where the planner's
+        searches rank unknown sizes, times 8 and the devices), with ``best`` and ``spent`` there
+        (:meth:`~shardalg.algebra.traffic.Bytes.rank`): a bound taken there is the numeric one, in the layout
+        spaces and searches the plans were listed in."""
         if self._point is None:
             self._point = _Cost(self.mesh, self.sizes.known, self.made, numbers=True)
         point = self._point
-        axis, devices = point.table  # type: ignore[misc]
-        ranks = []
-        for c in (best, spent):
-            total = Fraction(0)
-            for m, k in c.terms:
-                term = k
-                for (kind, name), e in m:
-                    term *= (self.sizes.known.get(name) or SEARCH_DIM if kind == "dim" else axis[name]) ** e
-                total += term
-            ranks.append(total * 8 * devices)  # whole, as each step's rank is
-        # rounded so that what is left to win is never less than it is
-        return point, math.ceil(ranks[0]), math.floor(ranks[1])
+        table = point.table
+        assert table is not None
+        # rounded so that what is left to win is never less than it is (each rank is whole)
+        return point, math.ceil(best.rank(table)), math.floor(spent.rank(table))
 
     def _step(self, s: Step) -> Cost:
         got = self._bytes.get(s)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from shardalg.algebra.mesh import Mesh
 from shardalg.algebra.registry import RECORDS
-from shardalg.algebra.traffic import Sizes, step_bytes
+from shardalg.algebra.traffic import Sizes, rank_table, step_bytes, step_rank
 from shardalg.costs.costmodel import CostModel
 from shardalg.costs.stepcost import Options
 from shardalg.costs.steps import seconds_of
@@ -368,6 +368,12 @@ def test_every_op_is_the_identity_on_the_global_value(case: tuple, seed: int) ->
     assert (modelled.number == 0) == (r.total_bytes == 0), (str(step.statement()), modelled, r.total_bytes)
     if r.total_bytes == 0:
         assert seconds_of(step, Options.of(CostModel.of("tpu-v5e"), mesh, sizes)) == 0.0
+    # the ranking measure is the bytes where the searches rank unknown sizes, times 8 and the devices: with the
+    # sizes known and with none (the bytes a polynomial, each dim at SEARCH_DIM)
+    table = rank_table(mesh)
+    for known in (Sizes(sizes), Sizes()):
+        args = (step.op, step.axes, step.inputs[0], step.output, mesh, known)
+        assert step_bytes(*args, step.offset).rank(table) == step_rank(*args, table, step.offset)
 
 
 @given(sharded(), st.integers(0, 2**16))
