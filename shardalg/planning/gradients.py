@@ -24,8 +24,9 @@ version: a plan from it never makes it again). The bound changes no choice, only
 (``tests/planning/test_gradient_pairs.py`` checks the pairs against ``choose`` without it). In the causal
 layer's search in training on 2x2x2 the second gradient is planned from 2,756 versions; 12,598 when the steps
 that make a version counted as ones a plan from it might get free. With sizes unknown the bound is taken at
-the point where the planner's searches rank them (a dim at 4096, an axis at 4: a step's rank there is its bytes
-there), in the searches the plans were listed in; a pair that moves fewer bytes at every size does there too.
+the point where the planner's searches rank them (a dim at 4096, an axis at 4: a step's rank is its bytes there
+times 8 and the devices), in the searches the plans were listed in; a pair that moves fewer bytes at every size
+does there too.
 On X=2,Y=2,Z=2,S0=2 the backward of a fuzzed program (``In[B_Z, T, D] - In[B_Z, T, D] -> V0[B, T_XYZ, D]``,
 then ``In[B_Z, T, D] * W1[D_Z, F] -> V1[B, T, F]``) with its reductions deferred planned 39 versions of dV1
 without it (15.8 s of CPU) and none with it (1.6 s), the same backward.
