@@ -288,7 +288,9 @@ def moves_nothing(
     Shift by a whole turn of its ring). The one rule the bytes (:func:`move_bytes`), the rankings
     (:func:`step_rank`, a layout space's) and the cost model read."""
     axes = tuple(axes)  # a caller's list too: the mesh keys its groups by tuples
-    if axes and mesh.known_group(axes) == 1:
+    if not axes:
+        return False  # an einsum, a function's local step: no group
+    if mesh.known_group(axes) == 1:
         return True
     idle = getattr(RECORDS[op], "idle", None)
     return idle is not None and idle(Layout(dims, tuple(unreduced), ()), axes, offset, mesh)
@@ -361,7 +363,7 @@ def step_rank(
     rec = RECORDS[op]
     volume, factor = rec.volume, rec.factor
     axis, devices = table if table is not None else rank_table(mesh)
-    if axes and moves_nothing(op, axes, before.layout()[0], before.unreduced, mesh, offset):
+    if moves_nothing(op, axes, before.layout()[0], before.unreduced, mesh, offset):
         return 0
     stats = statistics_of(op, axes, before, tuple(d.axes for d in before.dims))
     if stats is not None:

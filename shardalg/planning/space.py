@@ -165,7 +165,7 @@ class Space:
     def _rank(self, name: str, axes: tuple[str, ...], before: State, after: State) -> int:
         op = Op(name)
         volume = RECORDS[op].volume
-        if volume is Volume.NONE or axes and moves_nothing(op, axes, before[0], before[1], self.mesh):
+        if volume is Volume.NONE or moves_nothing(op, axes, before[0], before[1], self.mesh):
             return 0  # no data moves (as step_bytes says)
         dims = after[0] if volume is Volume.OUTPUT_GROUP else before[0]
         skip = axes if volume is Volume.INPUT_GROUP else ()

@@ -41,7 +41,7 @@ def pairs(draw: st.DrawFn) -> tuple[Any, ...]:
     n = draw(st.integers(1, 3))
     mesh = Mesh({a: draw(st.sampled_from([2, 4])) if n <= 2 else 2 for a in AXES[:n]})
     drawn = {d: draw(st.sampled_from([16, 256, 4096, None])) for d in "IJK"}
-    sizes = {d: n for d, n in drawn.items() if n is not None}  # a size not given is unknown (symbolic)
+    sizes = {d: size for d, size in drawn.items() if size is not None}  # one not given is unknown
     a = _sharded(draw, "A", ["I", "J"], mesh, False)
     b = _sharded(draw, "B", ["J", "K"], mesh, False)
     dc = _sharded(draw, "dC", ["I", "K"], mesh, True)
