@@ -46,7 +46,10 @@ the largest (the one most likely to raise it), then it is bounded again and wait
 candidate whose first pieces put it above its places is left with the rest of them unpriced (on
 ``X=2,Y=2,Z=2`` the causal layer's search priced 1,725 pieces, not 2,436, when this landed; the space has
 since kept candidates it had dropped as symmetric). With every piece of a
-candidate priced, its bound is the least step of its keep choices.
+candidate priced, its bound is the least step of its keep choices. The most a better bound on the pieces not
+priced yet could save: with the backward of each of them known exactly (a first run's prices), that search
+prices 797 pieces, not 2,285 (on ``X=2,Y=2``: 384, not 568), with the same result; the candidates priced in
+full use 779 of them.
 
 Where a step is not the sum of its statements because of remat, a ZeRO stage or a precision recipe
 (:func:`bounded`), candidates are priced whole, and bounded the same way but for pieces: the forward runs the
