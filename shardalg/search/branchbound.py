@@ -47,9 +47,9 @@ candidate whose first pieces put it above its places is left with the rest of th
 ``X=2,Y=2,Z=2`` the causal layer's search priced 1,725 pieces, not 2,436, when this landed; the space has
 since kept candidates it had dropped as symmetric). With every piece of a
 candidate priced, its bound is the least step of its keep choices. The most a better bound on the pieces not
-priced yet could save: with the backward of each of them known exactly (a first run's prices), that search
-prices 797 pieces, not 2,285 (on ``X=2,Y=2``: 384, not 568), with the same result; the candidates priced in
-full use 779 of them.
+priced yet could save: with the backward of each of them known exactly (a first run's prices), the causal
+layer's search on ``X=2,Y=2,Z=2`` prices 797 pieces, not its 2,285 (on ``X=2,Y=2``: 384, not 568), with the same
+result; the candidates priced in full use 779 of them.
 
 Where a step is not the sum of its statements because of remat, a ZeRO stage or a precision recipe
 (:func:`bounded`), candidates are priced whole, and bounded the same way but for pieces: the forward runs the
