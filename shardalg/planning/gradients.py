@@ -178,11 +178,9 @@ class _Cost:
         spaces and searches the plans were listed in."""
         if self._point is None:
             self._point = _Cost(self.mesh, self.sizes.known, self.made, numbers=True)
-        point = self._point
-        table = point.table
-        assert table is not None
+        table = rank_table(self.mesh)  # the point's own
         # rounded so that what is left to win is never less than it is (each rank is whole)
-        return point, math.ceil(best.rank(table)), math.floor(spent.rank(table))
+        return self._point, math.ceil(best.rank(table)), math.floor(spent.rank(table))
 
     def _step(self, s: Step) -> Cost:
         got = self._bytes.get(s)
@@ -195,12 +193,11 @@ class _Cost:
 
 
 def fewer(a: Cost, b: Cost) -> bool:
-    """Whether ``a`` is fewer bytes than ``b`` for every size: ``b - a`` has terms, none negative (numbers:
-    ``a < b``)."""
+    """Whether ``a`` is fewer bytes than ``b`` for every size (:func:`.symbolic.beaten_everywhere`: ``b - a`` has
+    terms, none negative; numbers: ``a < b``)."""
     if isinstance(a, int):
         return a < b  # type: ignore[operator]
-    diff = b + a.scale(-1)  # type: ignore[operator]
-    return bool(diff.terms) and all(c > 0 for _, c in diff.terms)
+    return symbolic.beaten_everywhere(b, a)  # type: ignore[arg-type]
 
 
 def _least(priced: list[tuple[Cost, int]]) -> tuple[Cost, int]:
